@@ -1,0 +1,302 @@
+"""Pure Letta edit semantics for core memory blocks, and the core-memory renderer.
+
+Every function here takes values and returns a new value or raises ``EditError`` /
+``ValidationError``. Nothing here reads or writes storage. ``apply_edit`` is the one
+place where a block's read-only flag and character limit are enforced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .errors import EditError, ValidationError
+from .records import Block
+
+READ_ONLY_ERROR = "Error This block is read-only and cannot be edited."
+LINE_NUMBER_WARNING = (
+    "# NOTE: Line numbers shown below (with arrows like '1→') are to help during editing. "
+    "Do NOT include line number prefixes in your memory edit tool calls."
+)
+_LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
+_LABEL = re.compile(r"^[a-z0-9_-]{1,64}$")
+MEMORY_PATH_PREFIX = "/memories/"
+
+
+def validate_label(label: str) -> str:
+    """Return ``label`` if it is a valid block label, else raise ``ValidationError``."""
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        shown = label if isinstance(label, str) and len(label) <= 80 else f"{str(label)[:80]}..."
+        raise ValidationError(
+            f"Invalid block label {shown!r}: use 1-64 characters from lowercase letters, digits, "
+            "'_' and '-' (for example 'project_notes')."
+        )
+    return label
+
+
+def label_from_path(path: str) -> str:
+    """Map the ``memory`` tool's ``/memories/<label>`` path to a label."""
+    if not isinstance(path, str) or not path.startswith(MEMORY_PATH_PREFIX):
+        raise ValidationError(
+            f"Invalid path {path!r}: memory paths look like '/memories/<label>', for example '/memories/human'."
+        )
+    return validate_label(path[len(MEMORY_PATH_PREFIX) :].strip("/"))
+
+
+def reject_line_numbers(arg: str, text: str, *, banner: bool = True) -> None:
+    """Refuse edit arguments that carry display-only line numbers or the warning banner."""
+    if _LINE_NUMBER_PREFIX.search(text):
+        raise EditError(
+            f"{arg} contains a line number prefix, which is not allowed. Do not include line numbers "
+            "when calling memory tools (line numbers are for display purposes only)."
+        )
+    if banner and LINE_NUMBER_WARNING in text:
+        raise EditError(
+            f"{arg} contains a line number warning, which is not allowed. Do not include line number "
+            "information when calling memory tools (line numbers are for display purposes only)."
+        )
+
+
+# ---------------------------------------------------------------------------
+# Edits: each is a small frozen value; ``compute`` returns the new block value.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Append:
+    content: str
+    operation: str = "core_memory_append"
+
+    def compute(self, value: str, label: str) -> str:
+        return value + "\n" + self.content
+
+
+@dataclass(frozen=True)
+class ReplaceAll:
+    """``core_memory_replace``: replace every occurrence; empty ``new`` deletes."""
+
+    old: str
+    new: str
+    operation: str = "core_memory_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        if not self.old or self.old not in value:
+            raise EditError(f"Old content '{self.old}' not found in memory block '{label}'")
+        return value.replace(self.old, self.new)
+
+
+@dataclass(frozen=True)
+class StrReplace:
+    """``memory_replace``: ``old`` must occur exactly once, verbatim."""
+
+    old: str
+    new: str
+    operation: str = "memory_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        reject_line_numbers("old_string", self.old)
+        reject_line_numbers("new_string", self.new, banner=False)
+        count = value.count(self.old) if self.old else 0
+        if count == 0:
+            raise EditError(
+                f"No replacement was performed, old_string `{self.old}` did not appear verbatim in "
+                f"memory block with label `{label}`."
+            )
+        if count > 1:
+            lines = [i for i, line in enumerate(value.split("\n"), start=1) if self.old in line]
+            if not lines:  # the match spans lines: report where each occurrence starts
+                lines = _occurrence_lines(value, self.old)
+            raise EditError(
+                f"No replacement was performed. Multiple occurrences of old_string `{self.old}` in "
+                f"lines {lines}. Please ensure it is unique."
+            )
+        return value.replace(self.old, self.new, 1)
+
+
+def _occurrence_lines(value: str, needle: str) -> list[int]:
+    lines: list[int] = []
+    start = value.find(needle)
+    while start != -1:
+        lines.append(value.count("\n", 0, start) + 1)
+        start = value.find(needle, start + 1)
+    return lines
+
+
+@dataclass(frozen=True)
+class Insert:
+    """``memory_insert``: -1 appends, 0 inserts before the first line, k after line k."""
+
+    text: str
+    line: int = -1
+    operation: str = "memory_insert"
+
+    def compute(self, value: str, label: str) -> str:
+        reject_line_numbers("new_string", self.text)
+        lines = value.split("\n")
+        n = len(lines)
+        if isinstance(self.line, bool) or not isinstance(self.line, int) or (self.line != -1 and not 0 <= self.line <= n):
+            raise EditError(
+                f"Invalid `insert_line` parameter: {self.line}. It should be within the range of lines of "
+                f"the memory block: [0, {n}], or -1 to append to the end of the memory block."
+            )
+        at = n if self.line == -1 else self.line
+        return "\n".join(lines[:at] + self.text.split("\n") + lines[at:])
+
+
+@dataclass(frozen=True)
+class Rethink:
+    """``memory_rethink`` (and human ``set``): replace the whole value."""
+
+    new: str
+    operation: str = "memory_rethink"
+    check_line_numbers: bool = True
+
+    def compute(self, value: str, label: str) -> str:
+        if self.check_line_numbers:
+            reject_line_numbers("new_memory", self.new)
+        return self.new
+
+
+@dataclass(frozen=True)
+class Patch:
+    """``memory_apply_patch``: unified-diff style hunks applied in order."""
+
+    patch: str
+    operation: str = "memory_apply_patch"
+
+    def compute(self, value: str, label: str) -> str:
+        hunks = parse_patch(self.patch)
+        lines = value.split("\n")
+        for expected, replacement in hunks:
+            lines = _apply_hunk(lines, expected, replacement)
+        return "\n".join(lines)
+
+
+Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch
+
+
+def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
+    """Parse hunks: `` `` context, ``-`` delete, ``+`` add; ``@@`` lines separate hunks."""
+    if not isinstance(patch, str) or not patch.strip():
+        raise EditError("Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines.")
+    reject_line_numbers("patch", patch)
+    hunks: list[tuple[list[str], list[str]]] = []
+    expected: list[str] = []
+    replacement: list[str] = []
+
+    def close() -> None:
+        if expected or replacement:
+            hunks.append((list(expected), list(replacement)))
+        expected.clear()
+        replacement.clear()
+
+    for raw in patch.split("\n"):
+        if raw.startswith("@@"):
+            close()
+        elif raw.startswith(("*** ", "--- ", "+++ ")) and not (expected or replacement):
+            continue  # file headers of diff tools: not content
+        elif raw.startswith("-"):
+            expected.append(raw[1:])
+        elif raw.startswith("+"):
+            replacement.append(raw[1:])
+        elif raw.startswith(" "):
+            expected.append(raw[1:])
+            replacement.append(raw[1:])
+        elif raw == "":
+            continue
+        else:
+            raise EditError(
+                f"Failed to apply patch: line {raw!r} does not start with ' ', '-', '+' or '@@'. "
+                "Prefix context lines with a space, removed lines with '-' and added lines with '+'."
+            )
+    close()
+    if not hunks:
+        raise EditError("Failed to apply patch: no hunks found. Send ' ' context, '-' delete and '+' add lines.")
+    for exp, rep in hunks:
+        if not exp:
+            raise EditError(
+                "Failed to apply patch: a hunk has no context or removed lines, so its place is unknown. "
+                "Include at least one ' ' context line, or use memory_insert to add lines."
+            )
+        if exp == rep:
+            raise EditError("Failed to apply patch: a hunk changes nothing. Add '-' or '+' lines.")
+    return hunks
+
+
+def _apply_hunk(lines: list[str], expected: list[str], replacement: list[str]) -> list[str]:
+    k = len(expected)
+    starts = [i for i in range(len(lines) - k + 1) if lines[i : i + k] == expected]
+    if not starts:
+        raise EditError(
+            "Failed to apply patch: expected hunk context not found in the memory block. "
+            "Verify the target lines exist exactly as written (no line numbers) and try again."
+        )
+    if len(starts) > 1:
+        raise EditError(
+            "Failed to apply patch: hunk context matched multiple places in the memory block. "
+            f"It matches at lines {[s + 1 for s in starts]}; add more context lines so it is unique."
+        )
+    at = starts[0]
+    return lines[:at] + replacement + lines[at + k :]
+
+
+def apply_edit(block: Block, edit: Edit, *, enforce_read_only: bool = True) -> str:
+    """Return the block's new value after ``edit``, or raise; the one place limits are enforced.
+
+    ``enforce_read_only`` is False only for people (CLI), who may edit read-only blocks.
+    """
+    if enforce_read_only and block.read_only:
+        raise EditError(READ_ONLY_ERROR)
+    new_value = edit.compute(block.value, block.label)
+    check_limit(new_value, block.limit)
+    return new_value
+
+
+def check_limit(value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise EditError(f"Edit failed: Exceeds {limit} character limit (requested {len(value)})")
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------
+
+
+def render_block(block: Block, *, line_numbers: bool = False) -> str:
+    parts = [f"<{block.label}>", "<description>", block.description, "</description>", "<metadata>"]
+    if block.read_only:
+        parts.append("- read_only=true")
+    parts += [f"- chars_current={len(block.value)}", f"- chars_limit={block.limit}", "</metadata>"]
+    if line_numbers:
+        parts += ["<warning>", LINE_NUMBER_WARNING, "</warning>", "<value>"]
+        parts += [f"{i}→ {line}" for i, line in enumerate(block.value.split("\n"), start=1)]
+    else:
+        parts += ["<value>", block.value]
+    parts += ["</value>", f"</{block.label}>"]
+    return "\n".join(parts)
+
+
+def render_core_memory(blocks: Sequence[Block], *, line_numbers: bool = False) -> str:
+    """Core memory in Letta's layout: ``<memory_blocks>`` with one element per block."""
+    body = "\n\n".join(render_block(b, line_numbers=line_numbers) for b in blocks)
+    head = "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
+    return head + (body + "\n\n" if body else "") + "</memory_blocks>"
+
+
+def render_memory_metadata(
+    *, agent_id: str, recompiled_at: datetime, recall_count: int, archival_count: int, archival_tags: Sequence[str] = ()
+) -> str:
+    stamp = recompiled_at.strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
+    lines = [
+        "<memory_metadata>",
+        f"- AGENT_ID: {agent_id}",
+        f"- System prompt last recompiled: {stamp}",
+        f"- {recall_count} previous messages between you and the user are stored in recall memory",
+        f"- {archival_count} total memories you created are stored in archival memory (use tools to access them)",
+    ]
+    if archival_tags:
+        lines.append(f"- Archival memory tags: {', '.join(archival_tags)}")
+    lines.append("</memory_metadata>")
+    return "\n".join(lines)

@@ -1,0 +1,132 @@
+"""Settings: packaged defaults < TOML config file < TIERMEM_* environment < command-line flags.
+
+Nothing is read at import time; :func:`load_settings` reads when the CLI calls it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import ConfigError
+
+Transport = Literal["stdio", "sse", "http"]
+
+
+class BlockSpec(BaseModel):
+    label: str
+    value: str = ""
+    description: str = ""
+    limit: int = Field(default=5000, gt=0)
+    read_only: bool = False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TIERMEM_", extra="forbid")
+
+    data_dir: Path | None = None
+    # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
+    uri: str | None = None
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    agent: str = "default"
+    tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
+    transport: Transport = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    embedding_model: str = "default"
+    allow_download: bool = False
+    max_content_chars: int = Field(default=100_000, gt=0)
+    search_token_budget: int = Field(default=4000, gt=0)
+    optimize_every: int = Field(default=200, ge=0)
+    system: str = ""
+    default_blocks: list[BlockSpec] = Field(default_factory=list)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _split_tools(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [part.strip() for part in v.split(",") if part.strip()]
+        return v
+
+    def resolved_data_dir(self) -> Path:
+        if self.data_dir is not None:
+            return self.data_dir.expanduser()
+        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(xdg) / "tiermem"
+
+    def store_uri(self) -> str:
+        return self.uri or str(self.resolved_data_dir() / "db")
+
+    def model_cache_dir(self) -> Path:
+        return self.resolved_data_dir() / "models"
+
+
+def default_config_text() -> str:
+    return resources.files("tiermem").joinpath("default.toml").read_text(encoding="utf-8")
+
+
+def default_config_file() -> Path | None:
+    """The user's config file, if one exists at the XDG location."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    path = Path(xdg) / "tiermem" / "config.toml"
+    return path if path.is_file() else None
+
+
+def _read_toml(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where} is not valid TOML: {exc}. Fix the file or remove it.") from exc
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
+    data = _read_toml(default_config_text(), "the packaged default.toml")
+    path = config_file or (Path(os.environ["TIERMEM_CONFIG"]) if os.environ.get("TIERMEM_CONFIG") else None)
+    path = path or default_config_file()
+    if path is not None:
+        try:
+            text = path.expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"Cannot read config file {path}: {exc}. Check the path given to --config.") from exc
+        data.update(_read_toml(text, f"config file {path}"))
+    file_data = data
+
+    class _Layered(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, _FileSource(settings_cls, file_data))
+
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        layered = _Layered(**given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags.") from exc
+    return Settings.model_validate(layered.model_dump())

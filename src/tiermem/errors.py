@@ -1,0 +1,55 @@
+"""One rooted error tree.
+
+``str(exc)`` of every error here is read by a model (as a tool error) or by a person
+(on the CLI), so each message says what was wrong and what to do instead.
+"""
+
+from __future__ import annotations
+
+
+class TiermemError(Exception):
+    """Root of every error tiermem raises on purpose."""
+
+
+class ConfigError(TiermemError):
+    """A setting is missing, malformed or contradicts another one."""
+
+
+class ValidationError(TiermemError):
+    """An argument from a tool, the CLI or a file is not acceptable."""
+
+
+class NotFoundError(TiermemError):
+    """An agent, block, passage or message does not exist."""
+
+
+class EditError(TiermemError):
+    """A block edit was refused (limit, read-only, no match, ...); nothing was written."""
+
+
+class ConflictError(TiermemError):
+    """Another writer changed the same thing and retries were exhausted; nothing was written."""
+
+
+class StoreError(TiermemError):
+    """The storage layer failed (disk full, permissions, corrupt table); the message says what to check."""
+
+
+class SchemaError(StoreError):
+    """The data directory was written by another schema version or another embedding model."""
+
+
+class EmbeddingError(TiermemError):
+    """The embedding model could not be loaded or failed to embed."""
+
+
+class ModelNotReadyError(EmbeddingError):
+    """The embedding model is still loading; callers fall back to full-text search."""
+
+
+class TokenizerError(TiermemError):
+    """Offline tokenizer data is missing or does not match its expected hash."""
+
+
+class ProviderError(TiermemError):
+    """An LLM provider (Anthropic API, MCP sampling) failed."""

@@ -1,0 +1,351 @@
+"""``Memory``: the domain facade over the store.
+
+Block edits are serialised per block inside a process (a lock per block id) and across
+processes by optimistic concurrency: read the block, compute the edit with the pure rules in
+``blocks.py``, write it only if the stored version is unchanged, else re-read and retry.
+Every committed change appends a history row; history is never rewritten.
+
+Recall (conversation log) and archival memory live in ``archive.py`` and are reached through
+``Memory.archive``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+from . import blocks as rules
+from .config import BlockSpec
+from .errors import ConflictError, EditError, NotFoundError, ValidationError
+from .records import Agent, Block, BlockVersion
+from .store import Store, new_id, now, stable_id
+
+if TYPE_CHECKING:
+    from .archive import Archive
+
+log = logging.getLogger(__name__)
+
+ChangeKind = Literal["block_updated", "blocks_changed"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What listeners (the MCP server) hear after a committed change."""
+
+    kind: ChangeKind
+    agent_ids: tuple[str, ...]
+    label: str | None = None
+
+
+Listener = Callable[[Change], None]
+_MAX_ATTEMPTS = 200
+
+
+class Memory:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        default_blocks: Sequence[BlockSpec] = (),
+        default_system: str = "",
+        max_content_chars: int = 100_000,
+    ) -> None:
+        self.store = store
+        self.default_blocks = tuple(default_blocks)
+        self.default_system = default_system
+        self.max_content_chars = max_content_chars
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._listeners: list[Listener] = []
+        self.archive: Archive | None = None
+
+    # -- listeners -----------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, change: Change) -> None:
+        for listener in list(self._listeners):
+            listener(change)
+
+    # -- agents --------------------------------------------------------------
+
+    def list_agents(self) -> list[Agent]:
+        return self.store.list_agents()
+
+    def get_agent(self, name: str) -> Agent:
+        agent = self.store.find_agent(name)
+        if agent is None:
+            names = ", ".join(a.name for a in self.store.list_agents()) or "none yet"
+            raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
+        return agent
+
+    def ensure_agent(self, name: str) -> Agent:
+        """The agent named ``name``, created with the default blocks on first use."""
+        agent = self.store.find_agent(name)
+        return agent if agent is not None else self.create_agent(name, stable=True)
+
+    def create_agent(
+        self, name: str, *, system: str | None = None, blocks: Sequence[BlockSpec] | None = None, stable: bool = False
+    ) -> Agent:
+        _check_agent_name(name)
+        if not stable and self.store.find_agent(name) is not None:
+            raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
+        t = now()
+        agent_id = stable_id("agent", name) if stable else new_id("agent")
+        agent = Agent(id=agent_id, name=name, system=self.default_system if system is None else system, created_at=t, updated_at=t)
+        specs = self.default_blocks if blocks is None else tuple(blocks)
+        for spec in specs:
+            rules.validate_label(spec.label)
+            rules.check_limit(spec.value, spec.limit)
+        self.store.insert_agent(agent)
+        for spec in specs:
+            block_id = stable_id("block", agent.id, spec.label) if stable else new_id("block")
+            self._insert_block(block_id, spec, actor="system")
+            self.store.attach(agent.id, block_id)
+        return self.store.get_agent(agent.id)
+
+    # -- reading blocks ----------------------------------------------------------
+
+    def blocks(self, agent_id: str) -> list[Block]:
+        ids = self.store.attached_block_ids(agent_id)
+        by_id = {b.id: b for b in self.store.get_blocks(ids)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def block(self, agent_id: str, label: str) -> Block:
+        if not isinstance(label, str):
+            raise ValidationError("label must be text, for example 'human'.")
+        blocks = self.blocks(agent_id)
+        for b in blocks:
+            if b.label == label:
+                return b
+        labels = ", ".join(repr(b.label) for b in blocks) or "none"
+        shown = label if len(label) <= 80 else label[:80] + "..."
+        raise NotFoundError(
+            f"No memory block with label {shown!r}. Blocks that exist: {labels}. "
+            "Use one of these labels, or create a block first."
+        )
+
+    def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True) -> str:
+        text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
+        if not with_metadata:
+            return text
+        recall = archival = 0
+        tags: list[str] = []
+        if self.archive is not None:
+            recall, archival, tags = self.archive.counts(agent_id)
+        meta = rules.render_memory_metadata(
+            agent_id=agent_id, recompiled_at=now(), recall_count=recall, archival_count=archival, archival_tags=tags
+        )
+        return text + "\n\n" + meta
+
+    # -- editing ----------------------------------------------------------------
+
+    def edit(self, agent_id: str, label: str, edit: rules.Edit, *, actor: str = "agent") -> Block:
+        """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal."""
+        self._check_sizes(edit)
+        block = self.block(agent_id, label)
+        return self._commit(
+            block.id,
+            lambda current: replace(
+                current,
+                value=rules.apply_edit(current, edit, enforce_read_only=actor != "human"),
+            ),
+            operation=edit.operation,
+            actor=actor,
+        )
+
+    def update_block(
+        self,
+        agent_id: str,
+        label: str,
+        *,
+        new_label: str | None = None,
+        description: str | None = None,
+        limit: int | None = None,
+        read_only: bool | None = None,
+        actor: str = "human",
+        operation: str = "update",
+    ) -> Block:
+        """Change a block's label, description, limit or read-only flag (a new version)."""
+        block = self.block(agent_id, label)
+        if new_label is not None and new_label != label:
+            rules.validate_label(new_label)
+            for agent in self.store.agents_of_block(block.id):
+                if any(b.label == new_label for b in self.blocks(agent)):
+                    raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
+
+        def change(current: Block) -> Block:
+            if actor != "human" and current.read_only:
+                raise EditError(rules.READ_ONLY_ERROR)
+            updated = replace(
+                current,
+                label=new_label if new_label is not None else current.label,
+                description=description if description is not None else current.description,
+                limit=limit if limit is not None else current.limit,
+                read_only=read_only if read_only is not None else current.read_only,
+            )
+            rules.check_limit(updated.value, updated.limit)
+            return updated
+
+        committed = self._commit(block.id, change, operation=operation, actor=actor)
+        if new_label is not None and new_label != label:
+            self._emit(Change("blocks_changed", tuple(self.store.agents_of_block(block.id))))
+        return committed
+
+    def revert(self, agent_id: str, label: str, version: int, *, actor: str = "agent") -> Block:
+        """Restore the value of ``version`` as a new version; history keeps everything."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValidationError(f"version must be a positive whole number from memory_history, got {version!r}.")
+        block = self.block(agent_id, label)
+        old = self.store.history_version(block.id, version)
+        if old is None:
+            raise NotFoundError(
+                f"Block {label!r} has no version {version}; its versions are 1 to {block.version}. "
+                "See memory_history for the list."
+            )
+        edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
+        return self.edit(agent_id, label, edit, actor=actor)
+
+    def history(self, agent_id: str, label: str, limit: int = 20) -> list[BlockVersion]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
+        block = self.block(agent_id, label)
+        self._repair_history(block)
+        return self.store.history(block.id, limit=limit)
+
+    # -- creating, attaching, deleting ---------------------------------------
+
+    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str = "agent") -> Block:
+        rules.validate_label(spec.label)
+        self._check_text("value", spec.value)
+        self._check_text("description", spec.description)
+        if any(b.label == spec.label for b in self.blocks(agent_id)):
+            raise ValidationError(
+                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
+            )
+        rules.check_limit(spec.value, spec.limit)
+        block_id = new_id("block")
+        self._insert_block(block_id, spec, actor=actor)
+        self.store.attach(agent_id, block_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        block = self.store.get_block(block_id)
+        assert block is not None
+        return block
+
+    def attach(self, agent_id: str, block_id: str) -> Block:
+        """Share an existing block with another agent (one block, many agents)."""
+        block = self.store.get_block(block_id)
+        if block is None:
+            raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
+        if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
+            raise ValidationError(f"This agent already has a different block labelled {block.label!r}; rename one first.")
+        self.store.attach(agent_id, block_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        return block
+
+    def delete_block(self, agent_id: str, label: str, *, actor: str = "agent") -> Block:
+        """Detach the block from this agent. Its history stays in the store."""
+        block = self.block(agent_id, label)
+        if actor != "human" and block.read_only:
+            raise EditError(rules.READ_ONLY_ERROR)
+        self.store.detach(agent_id, block.id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        return block
+
+    # -- internals ---------------------------------------------------------------
+
+    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str) -> None:
+        t = now()
+        block = Block(
+            id=block_id,
+            label=spec.label,
+            value=spec.value,
+            limit=spec.limit,
+            description=spec.description,
+            read_only=spec.read_only,
+            version=1,
+            updated_at=t,
+        )
+        self.store.insert_block(block, _version_of(block, "create", actor))
+
+    def _lock(self, block_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(block_id, threading.Lock())
+
+    def _commit(self, block_id: str, change: Callable[[Block], Block], *, operation: str, actor: str) -> Block:
+        """Re-read, apply ``change``, compare-and-swap on the version; retry if another writer won."""
+        with self._lock(block_id):
+            for attempt in range(_MAX_ATTEMPTS):
+                current = self.store.get_block(block_id)
+                if current is None:
+                    raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
+                self._repair_history(current)
+                updated = change(current)
+                if updated == current:
+                    return current  # nothing changed: no new version
+                committed = replace(updated, version=current.version + 1, updated_at=now())
+                if self.store.cas_block(committed, current.version):
+                    self.store.append_history(_version_of(committed, operation, actor))
+                    agents = tuple(self.store.agents_of_block(block_id))
+                    self._emit(Change("block_updated", agents, committed.label))
+                    return committed
+                time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
+        raise ConflictError(
+            f"Block {block_id} is being edited by other writers and {_MAX_ATTEMPTS} attempts failed; nothing was written. Try again."
+        )
+
+    def _repair_history(self, block: Block) -> None:
+        """A process killed between the block write and its history row leaves a gap: fill it."""
+        if self.store.history_version(block.id, block.version) is None:
+            log.warning("block %s: history row for version %d missing; recording it now", block.id, block.version)
+            self.store.append_history(_version_of(block, "recovered", "system"))
+
+    def _check_sizes(self, edit: rules.Edit) -> None:
+        for name, value in vars(edit).items():
+            if isinstance(value, str) and name != "operation":
+                self._check_text(name, value)
+
+    def _check_text(self, name: str, value: str) -> None:
+        if not isinstance(value, str):
+            raise ValidationError(f"{name} must be text.")
+        if len(value) > self.max_content_chars:
+            raise ValidationError(
+                f"{name} has {len(value)} characters; the most one argument may carry is {self.max_content_chars} "
+                "(max_content_chars). Send less text, or split it into several calls."
+            )
+        if "\x00" in value:
+            raise ValidationError(f"{name} contains a NUL character; remove it.")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
+
+
+def _version_of(block: Block, operation: str, actor: str) -> BlockVersion:
+    return BlockVersion(
+        block_id=block.id,
+        version=block.version,
+        label=block.label,
+        value=block.value,
+        limit=block.limit,
+        description=block.description,
+        read_only=block.read_only,
+        operation=operation,
+        actor=actor,
+        created_at=block.updated_at,
+    )
+
+
+def _check_agent_name(name: str) -> None:
+    if not isinstance(name, str) or not (1 <= len(name) <= 64) or not all(c.isalnum() or c in "_-." for c in name):
+        raise ValidationError(
+            f"Invalid agent name {str(name)[:80]!r}: use 1-64 letters, digits, '_', '-' or '.' (for example 'work')."
+        )

@@ -1,0 +1,88 @@
+"""Plain frozen values passed between layers. No I/O, no validation against storage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+Role = Literal["user", "assistant", "tool", "system"]
+ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
+Actor = Literal["agent", "human", "sleeptime", "system", "import"]
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    name: str
+    system: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Block:
+    id: str
+    label: str
+    value: str
+    limit: int
+    description: str
+    read_only: bool
+    version: int
+    updated_at: datetime
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BlockVersion:
+    block_id: str
+    version: int
+    label: str
+    value: str
+    limit: int
+    description: str
+    read_only: bool
+    operation: str
+    actor: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    agent_id: str
+    conversation_id: str
+    seq: int
+    role: Role
+    content: str
+    created_at: datetime
+    # Agent-loop payload (tool calls, tool results, ...) as JSON text; "" for plain turns.
+    payload: str = ""
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    agent_id: str
+    content: str
+    tags: tuple[str, ...]
+    created_at: datetime
+    # Chunks of one insert share a group id; a single-chunk insert has group_id == id.
+    group_id: str = ""
+    chunk: int = 0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result with its fused score and the ranks it had in each ranking."""
+
+    id: str
+    content: str
+    created_at: datetime
+    score: float
+    vector_rank: int | None
+    fts_rank: int | None
+    role: str | None = None
+    tags: tuple[str, ...] = ()
+    conversation_id: str | None = None

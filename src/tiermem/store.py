@@ -1,0 +1,605 @@
+"""LanceDB tables, Arrow schemas, safe filters, optimistic concurrency and index upkeep.
+
+The only module that imports ``lancedb`` and ``pyarrow``. It knows nothing about edit
+semantics; it stores and returns records. Every user-supplied string that reaches a
+``where`` clause goes through :func:`sql_str` (quoted) or :func:`check_id` (validated).
+
+The store never assumes a local path: ``uri`` may be a directory or an object-store URI
+(``s3://bucket/prefix``) with ``storage_options``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+
+from .errors import NotFoundError, SchemaError, StoreError, ValidationError
+from .records import Agent, Block, BlockVersion, Message, Passage
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_NAMESPACE = uuid.UUID("5b0f7a52-3c1e-4f5e-9a59-7e2d3c2f7d11")
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+# ---------------------------------------------------------------------------
+# Values and filters
+# ---------------------------------------------------------------------------
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def to_us(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1_000_000)
+
+
+def from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """A deterministic id, so concurrent first starts create one row, not two."""
+    return f"{prefix}-{uuid.uuid5(_NAMESPACE, chr(0).join(parts))}"
+
+
+def sql_str(value: str) -> str:
+    """Quote ``value`` as a SQL string literal; it can never end the literal early."""
+    if not isinstance(value, str):
+        raise ValidationError(f"Expected text, got {type(value).__name__}.")
+    if "\x00" in value:
+        raise ValidationError("Text used as a filter contains a NUL byte; remove it.")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(sql_str(v) for v in values) + "]"
+
+
+def check_id(value: str, what: str = "id") -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise ValidationError(f"Invalid {what} {str(value)[:80]!r}: ids come from tool results, e.g. 'passage-…'.")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------
+
+
+def _schemas(dim: int) -> dict[str, pa.Schema]:
+    vector = pa.list_(pa.float32(), dim)
+    return {
+        "meta": pa.schema([("key", pa.string()), ("value", pa.string())]),
+        "agents": pa.schema(
+            [
+                ("id", pa.string()),
+                ("name", pa.string()),
+                ("system", pa.string()),
+                ("metadata", pa.string()),
+                ("created_us", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "blocks": pa.schema(
+            [
+                ("id", pa.string()),
+                ("label", pa.string()),
+                ("value", pa.string()),
+                ("limit", pa.int64()),
+                ("description", pa.string()),
+                ("read_only", pa.bool_()),
+                ("metadata", pa.string()),
+                ("version", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "attachments": pa.schema(
+            [("key", pa.string()), ("agent_id", pa.string()), ("block_id", pa.string()), ("created_us", pa.int64())]
+        ),
+        "block_history": pa.schema(
+            [
+                ("key", pa.string()),
+                ("block_id", pa.string()),
+                ("version", pa.int64()),
+                ("label", pa.string()),
+                ("value", pa.string()),
+                ("limit", pa.int64()),
+                ("description", pa.string()),
+                ("read_only", pa.bool_()),
+                ("operation", pa.string()),
+                ("actor", pa.string()),
+                ("created_us", pa.int64()),
+            ]
+        ),
+        "messages": pa.schema(
+            [
+                ("id", pa.string()),
+                ("agent_id", pa.string()),
+                ("conversation_id", pa.string()),
+                ("seq", pa.int64()),
+                ("role", pa.string()),
+                ("content", pa.string()),
+                ("payload", pa.string()),
+                ("text", pa.string()),
+                ("created_us", pa.int64()),
+                pa.field("vector", vector, nullable=True),
+            ]
+        ),
+        "passages": pa.schema(
+            [
+                ("id", pa.string()),
+                ("agent_id", pa.string()),
+                ("group_id", pa.string()),
+                ("chunk", pa.int64()),
+                ("content", pa.string()),
+                ("tags", pa.list_(pa.string())),
+                ("text", pa.string()),
+                ("created_us", pa.int64()),
+                pa.field("vector", vector, nullable=True),
+            ]
+        ),
+    }
+
+
+SEARCHABLE = ("messages", "passages")
+
+
+# ---------------------------------------------------------------------------
+# Row <-> record
+# ---------------------------------------------------------------------------
+
+
+def _agent(r: dict[str, Any]) -> Agent:
+    return Agent(
+        id=r["id"],
+        name=r["name"],
+        system=r["system"],
+        created_at=from_us(r["created_us"]),
+        updated_at=from_us(r["updated_us"]),
+        metadata=json.loads(r["metadata"] or "{}"),
+    )
+
+
+def _agent_row(a: Agent) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "name": a.name,
+        "system": a.system,
+        "metadata": json.dumps(a.metadata, sort_keys=True),
+        "created_us": to_us(a.created_at),
+        "updated_us": to_us(a.updated_at),
+    }
+
+
+def _block(r: dict[str, Any]) -> Block:
+    return Block(
+        id=r["id"],
+        label=r["label"],
+        value=r["value"],
+        limit=r["limit"],
+        description=r["description"],
+        read_only=r["read_only"],
+        version=r["version"],
+        updated_at=from_us(r["updated_us"]),
+        metadata=json.loads(r["metadata"] or "{}"),
+    )
+
+
+def _block_row(b: Block) -> dict[str, Any]:
+    return {
+        "id": b.id,
+        "label": b.label,
+        "value": b.value,
+        "limit": b.limit,
+        "description": b.description,
+        "read_only": b.read_only,
+        "metadata": json.dumps(b.metadata, sort_keys=True),
+        "version": b.version,
+        "updated_us": to_us(b.updated_at),
+    }
+
+
+def _version(r: dict[str, Any]) -> BlockVersion:
+    return BlockVersion(
+        block_id=r["block_id"],
+        version=r["version"],
+        label=r["label"],
+        value=r["value"],
+        limit=r["limit"],
+        description=r["description"],
+        read_only=r["read_only"],
+        operation=r["operation"],
+        actor=r["actor"],
+        created_at=from_us(r["created_us"]),
+    )
+
+
+def _version_row(v: BlockVersion) -> dict[str, Any]:
+    return {
+        "key": f"{v.block_id}:{v.version}",
+        "block_id": v.block_id,
+        "version": v.version,
+        "label": v.label,
+        "value": v.value,
+        "limit": v.limit,
+        "description": v.description,
+        "read_only": v.read_only,
+        "operation": v.operation,
+        "actor": v.actor,
+        "created_us": to_us(v.created_at),
+    }
+
+
+def message_from_row(r: dict[str, Any]) -> Message:
+    return Message(
+        id=r["id"],
+        agent_id=r["agent_id"],
+        conversation_id=r["conversation_id"],
+        seq=r["seq"],
+        role=r["role"],
+        content=r["content"],
+        created_at=from_us(r["created_us"]),
+        payload=r["payload"],
+    )
+
+
+def passage_from_row(r: dict[str, Any]) -> Passage:
+    return Passage(
+        id=r["id"],
+        agent_id=r["agent_id"],
+        content=r["content"],
+        tags=tuple(r["tags"] or ()),
+        created_at=from_us(r["created_us"]),
+        group_id=r["group_id"],
+        chunk=r["chunk"],
+    )
+
+
+def _first_by(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Drop duplicate rows (same key) that a concurrent first start may have written."""
+    seen: set[Any] = set()
+    out = []
+    for r in rows:
+        if r[key] not in seen:
+            seen.add(r[key])
+            out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The store
+# ---------------------------------------------------------------------------
+
+
+class Store:
+    """All tables of one data directory (or object-store prefix)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedding_model: str,
+        embedding_dim: int,
+        storage_options: dict[str, str] | None = None,
+        optimize_every: int = 200,
+    ) -> None:
+        self.uri = uri
+        self.embedding_model = embedding_model
+        self.embedding_dim = embedding_dim
+        self.optimize_every = optimize_every
+        self._writes = 0
+        self._lock = threading.Lock()
+        self._optimizing = threading.Lock()
+        try:
+            self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
+            self._tables = self._open_tables()
+        except (SchemaError, StoreError):
+            raise
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(
+                f"Could not open the data directory {uri!r}: {exc}. Check that it exists, is writable, "
+                "and is not a file; or choose another with --data-dir / TIERMEM_DATA_DIR."
+            ) from exc
+        self._check_meta()
+
+    # -- opening ------------------------------------------------------------
+
+    def _open_tables(self) -> dict[str, Any]:
+        schemas = _schemas(self.embedding_dim)
+        existing = set(self._table_names())
+        tables = {}
+        for name, schema in schemas.items():
+            if name in existing:
+                tables[name] = self._db.open_table(name)
+            else:
+                tables[name] = self._db.create_table(name, schema=schema, exist_ok=True)
+        return tables
+
+    def _table_names(self) -> list[str]:
+        result = self._db.list_tables()
+        names = getattr(result, "tables", result)
+        return list(names)
+
+    def _check_meta(self) -> None:
+        meta = self.meta()
+        wanted = {
+            "schema_version": str(SCHEMA_VERSION),
+            "embedding_model": self.embedding_model,
+            "embedding_dim": str(self.embedding_dim),
+        }
+        if not meta:
+            rows = [{"key": k, "value": v} for k, v in wanted.items()]
+            rows.append({"key": "created_at", "value": now().isoformat()})
+            self._tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
+            meta = self.meta()
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"The data directory {self.uri!r} was written by a newer tiermem (schema version {version}; "
+                f"this one reads version {SCHEMA_VERSION}). Upgrade tiermem, or use another --data-dir."
+            )
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+        if meta.get("embedding_model") != self.embedding_model or meta.get("embedding_dim") != str(self.embedding_dim):
+            raise SchemaError(
+                f"The data directory {self.uri!r} holds vectors of embedding model "
+                f"{meta.get('embedding_model')!r} (dim {meta.get('embedding_dim')}), but this server is configured for "
+                f"{self.embedding_model!r} (dim {self.embedding_dim}). Configure the same model "
+                "(embedding_model / TIERMEM_EMBEDDING_MODEL), or run `tiermem reembed` to rebuild all vectors with the new one."
+            )
+
+    def _migrate(self, version: int) -> None:
+        # No released schema before version 1: anything else is not ours to read.
+        raise SchemaError(
+            f"The data directory {self.uri!r} has schema version {version}, which this tiermem cannot migrate. "
+            "Export it with the tiermem that wrote it, or use another --data-dir."
+        )
+
+    def meta(self) -> dict[str, str]:
+        return {r["key"]: r["value"] for r in self._tables["meta"].to_arrow().to_pylist()}
+
+    def set_meta(self, key: str, value: str) -> None:
+        t = self._tables["meta"]
+        t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([{"key": key, "value": value}])
+
+    # -- small helpers -----------------------------------------------------
+
+    def _rows(self, table: str, where: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        q = self._tables[table].search()
+        if where:
+            q = q.where(where)
+        rows: list[dict[str, Any]] = q.limit(limit).to_list()  # limit None: every matching row
+        return rows
+
+    def _wrote(self, n: int = 1) -> None:
+        with self._lock:
+            self._writes += n
+            due = self.optimize_every > 0 and self._writes >= self.optimize_every
+            if due:
+                self._writes = 0
+        if due:
+            threading.Thread(target=self.optimize, name="tiermem-optimize", daemon=True).start()
+
+    # -- agents --------------------------------------------------------------
+
+    def list_agents(self) -> list[Agent]:
+        rows = _first_by(self._rows("agents"), "id")
+        return sorted((_agent(r) for r in rows), key=lambda a: a.name)
+
+    def find_agent(self, name: str) -> Agent | None:
+        rows = self._rows("agents", f"name = {sql_str(name)}", limit=4)
+        return _agent(rows[0]) if rows else None
+
+    def get_agent(self, agent_id: str) -> Agent:
+        rows = self._rows("agents", f"id = {sql_str(agent_id)}", limit=1)
+        if not rows:
+            raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
+        return _agent(rows[0])
+
+    def insert_agent(self, agent: Agent) -> None:
+        self._tables["agents"].merge_insert("id").when_not_matched_insert_all().execute([_agent_row(agent)])
+        self._wrote()
+
+    def update_agent(self, agent: Agent) -> None:
+        self._tables["agents"].merge_insert("id").when_matched_update_all().execute([_agent_row(agent)])
+        self._wrote()
+
+    # -- blocks --------------------------------------------------------------
+
+    def get_block(self, block_id: str) -> Block | None:
+        rows = self._rows("blocks", f"id = {sql_str(block_id)}", limit=1)
+        return _block(rows[0]) if rows else None
+
+    def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
+        if not block_ids:
+            return []
+        ids = ", ".join(sql_str(i) for i in block_ids)
+        rows = _first_by(self._rows("blocks", f"id IN ({ids})"), "id")
+        return [_block(r) for r in rows]
+
+    def list_blocks(self) -> list[Block]:
+        return [_block(r) for r in _first_by(self._rows("blocks"), "id")]
+
+    def attached_block_ids(self, agent_id: str) -> list[str]:
+        rows = self._rows("attachments", f"agent_id = {sql_str(agent_id)}")
+        rows.sort(key=lambda r: (r["created_us"], r["block_id"]))
+        return [r["block_id"] for r in _first_by(rows, "block_id")]
+
+    def agents_of_block(self, block_id: str) -> list[str]:
+        rows = self._rows("attachments", f"block_id = {sql_str(block_id)}")
+        return [r["agent_id"] for r in _first_by(rows, "agent_id")]
+
+    def insert_block(self, block: Block, first: BlockVersion) -> None:
+        """Create a block and its first history row (idempotent for a stable id)."""
+        result = self._tables["blocks"].merge_insert("id").when_not_matched_insert_all().execute([_block_row(block)])
+        if result.num_inserted_rows:
+            self.append_history(first)
+        self._wrote()
+
+    def cas_block(self, block: Block, expected_version: int) -> bool:
+        """Write ``block`` only if the stored version is still ``expected_version``."""
+        result = (
+            self._tables["blocks"]
+            .merge_insert("id")
+            .when_matched_update_all(where=f"target.version = {int(expected_version)}")
+            .execute([_block_row(block)])
+        )
+        self._wrote()
+        return bool(result.num_updated_rows)
+
+    def append_history(self, version: BlockVersion) -> None:
+        self._tables["block_history"].merge_insert("key").when_not_matched_insert_all().execute([_version_row(version)])
+        self._wrote()
+
+    def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]:
+        rows = _first_by(self._rows("block_history", f"block_id = {sql_str(block_id)}"), "key")
+        rows.sort(key=lambda r: r["version"], reverse=True)
+        if limit is not None:
+            rows = rows[:limit]
+        return [_version(r) for r in rows]
+
+    def history_version(self, block_id: str, version: int) -> BlockVersion | None:
+        rows = self._rows("block_history", f"key = {sql_str(f'{block_id}:{int(version)}')}", limit=1)
+        return _version(rows[0]) if rows else None
+
+    def attach(self, agent_id: str, block_id: str) -> None:
+        row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": to_us(now())}
+        self._tables["attachments"].merge_insert("key").when_not_matched_insert_all().execute([row])
+        self._wrote()
+
+    def detach(self, agent_id: str, block_id: str) -> None:
+        self._tables["attachments"].delete(f"key = {sql_str(f'{agent_id}:{block_id}')}")
+        self._wrote()
+
+    # -- messages and passages ------------------------------------------------
+
+    def add_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self._tables[table].add(list(rows))
+            self._wrote(len(rows))
+
+    def set_vectors(self, table: str, vectors: dict[str, list[float]]) -> None:
+        """Fill in vectors of rows stored before the model was ready."""
+        if not vectors:
+            return
+        t = self._tables[table]
+        ids = ", ".join(sql_str(i) for i in vectors)
+        rows = t.search().where(f"id IN ({ids})").limit(len(vectors) * 2).to_list()
+        for r in rows:
+            r.pop("_distance", None)
+            r["vector"] = vectors[r["id"]]
+        if rows:
+            t.merge_insert("id").when_matched_update_all().execute(rows)
+            self._wrote(len(rows))
+
+    def rows_without_vectors(self, table: str, limit: int = 256) -> list[dict[str, Any]]:
+        return self._rows(table, "vector IS NULL", limit=limit)
+
+    def count(self, table: str, where: str | None = None) -> int:
+        t = self._tables[table]
+        return int(t.count_rows(where) if where else t.count_rows())
+
+    def select(
+        self, table: str, where: str | None, *, limit: int, offset: int = 0, order_key: str = "created_us"
+    ) -> list[dict[str, Any]]:
+        rows = self._rows(table, where)
+        rows.sort(key=lambda r: (r[order_key], r["id"]))
+        return rows[offset : offset + limit]
+
+    def delete(self, table: str, where: str) -> int:
+        t = self._tables[table]
+        before = t.count_rows(where)
+        if before:
+            t.delete(where)
+            self._wrote()
+        return int(before)
+
+    def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
+        q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        return q.limit(limit).to_list()
+
+    def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
+        if not self._has_fts(table):
+            self.ensure_fts(table)
+        q = self._tables[table].search(query, query_type="fts", fts_columns="text")
+        if where:
+            q = q.where(where, prefilter=True)
+        return q.limit(limit).to_list()
+
+    # -- indexes -------------------------------------------------------------
+
+    def _has_fts(self, table: str) -> bool:
+        return any(i.index_type == "FTS" for i in self._tables[table].list_indices())
+
+    def ensure_fts(self, table: str) -> None:
+        from lancedb.index import FTS
+
+        t = self._tables[table]
+        if not self._has_fts(table):
+            try:
+                t.create_index("text", config=FTS(with_position=False), replace=False)
+            except (RuntimeError, ValueError) as exc:
+                if not self._has_fts(table):  # another process may have built it meanwhile
+                    raise StoreError(f"Could not build the full-text index of {table}: {exc}") from exc
+
+    def index_health(self) -> dict[str, dict[str, int]]:
+        """Rows covered and not covered by each index, per searchable table."""
+        out: dict[str, dict[str, int]] = {}
+        for name in SEARCHABLE:
+            t = self._tables[name]
+            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, "vector IS NULL")}
+            for idx in t.list_indices():
+                stats = t.index_stats(idx.name)
+                if stats is not None:
+                    entry[f"{idx.index_type.lower()}_indexed"] = int(stats.num_indexed_rows)
+                    entry[f"{idx.index_type.lower()}_unindexed"] = int(stats.num_unindexed_rows)
+            out[name] = entry
+        return out
+
+    def optimize(self) -> dict[str, str]:
+        """Compact small fragments and bring indexes up to date. Safe to call from any process."""
+        if not self._optimizing.acquire(blocking=False):
+            return {"skipped": "already optimizing in this process"}
+        report: dict[str, str] = {}
+        try:
+            for name in SEARCHABLE:
+                if self.count(name):
+                    self.ensure_fts(name)
+            for name, t in self._tables.items():
+                started = time.perf_counter()
+                for attempt in range(3):
+                    try:
+                        t.optimize(cleanup_older_than=timedelta(minutes=10))
+                        report[name] = f"ok in {time.perf_counter() - started:.2f}s"
+                        break
+                    except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
+                        report[name] = f"retry later: {exc}"
+                        log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
+                        time.sleep(0.05 * (attempt + 1))
+        finally:
+            self._optimizing.release()
+        return report
+
+    def table_versions(self) -> dict[str, int]:
+        return {name: int(t.version) for name, t in self._tables.items()}

@@ -161,6 +161,12 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
 
 
 SEARCHABLE = ("messages", "passages")
+_REEMBED = "__reembed"
+
+
+def _names(db: Any) -> list[str]:
+    result = db.list_tables()
+    return list(getattr(result, "tables", result))
 
 
 # ---------------------------------------------------------------------------
@@ -321,11 +327,28 @@ class Store:
             ) from exc
         self._check_meta()
 
+    @classmethod
+    def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
+        """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
+        db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
+        meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in _names(db) else []
+        meta = {r["key"]: r["value"] for r in meta_rows}
+        return cls(
+            uri,
+            embedding_model=meta.get("embedding_model", ""),
+            embedding_dim=int(meta.get("embedding_dim", "384")),
+            storage_options=storage_options,
+        )
+
     # -- opening ------------------------------------------------------------
 
     def _open_tables(self) -> dict[str, Any]:
         schemas = _schemas(self.embedding_dim)
         existing = set(self._table_names())
+        for name in SEARCHABLE:
+            if f"{name}{_REEMBED}" in existing:  # a reembed was interrupted after writing its copy
+                self._finish_swap(name)
+                existing = set(self._table_names())
         tables = {}
         for name, schema in schemas.items():
             if name in existing:
@@ -335,9 +358,7 @@ class Store:
         return tables
 
     def _table_names(self) -> list[str]:
-        result = self._db.list_tables()
-        names = getattr(result, "tables", result)
-        return list(names)
+        return _names(self._db)
 
     def _check_meta(self) -> None:
         meta = self.meta()
@@ -603,3 +624,33 @@ class Store:
 
     def table_versions(self) -> dict[str, int]:
         return {name: int(t.version) for name, t in self._tables.items()}
+
+    # -- re-embedding ---------------------------------------------------------
+
+    def all_rows(self, table: str) -> list[dict[str, Any]]:
+        rows = self._rows(table)
+        for r in rows:
+            r.pop("_distance", None)
+        return rows
+
+    def replace_vectors(self, table: str, rows: list[dict[str, Any]], model: str, dim: int) -> None:
+        """Write ``rows`` (with new vectors) as ``table``; a crash midway is finished on next open."""
+        schema = _schemas(dim)[table]
+        tmp = f"{table}{_REEMBED}"
+        data = pa.Table.from_pylist(rows, schema=schema)
+        self._db.create_table(tmp, data=data, schema=schema, mode="overwrite")
+        self._finish_swap(table)
+        self._tables[table] = self._db.open_table(table)
+
+    def _finish_swap(self, table: str) -> None:
+        tmp = f"{table}{_REEMBED}"
+        copy = self._db.open_table(tmp).to_arrow()
+        if table in self._table_names():
+            self._db.drop_table(table)
+        self._db.create_table(table, data=copy, schema=copy.schema)
+        self._db.drop_table(tmp)
+
+    def finish_reembed(self, model: str, dim: int) -> None:
+        self.set_meta("embedding_model", model)
+        self.set_meta("embedding_dim", str(dim))
+        self.embedding_model, self.embedding_dim = model, dim

@@ -1,0 +1,440 @@
+"""Recall memory (the conversation log) and archival memory (long-term passages).
+
+Both are searched the same way: filters first (agent, roles/tags, dates), then a vector
+ranking and a full-text ranking over the filtered rows, fused by weighted reciprocal rank.
+Until the embedding model has loaded, searches are full-text only and say so; rows stored
+meanwhile get their vectors in the background as soon as the model is ready.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time as dtime
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, ValidationError
+from .records import ROLES, Hit, Message, Passage
+from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
+
+if TYPE_CHECKING:
+    from .embeddings import BackgroundEmbedder
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+_TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_seq = itertools.count()
+
+
+@dataclass(frozen=True)
+class SearchWeights:
+    vector: float = 0.5
+    fts: float = 0.5
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    mode: Literal["hybrid", "fts"]
+    truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
+    """ISO 8601 or YYYY-MM-DD; a date-only end bound means the end of that day (inclusive)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"Invalid {name} format: {value}. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
+    text = value.strip()
+    try:
+        if _DATE_ONLY.fullmatch(text):
+            day = date.fromisoformat(text)
+            return datetime.combine(day, dtime.max if end else dtime.min, tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(
+            f"Invalid {name} format: {value}. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _range_clause(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> list[str]:
+    if start and end and start > end:
+        raise ValidationError(
+            f"{names[0]} ({start.isoformat()}) is after {names[1]} ({end.isoformat()}); swap them or widen the range."
+        )
+    out = []
+    if start:
+        out.append(f"created_us >= {to_us(start)}")
+    if end:
+        out.append(f"created_us <= {to_us(end)}")
+    return out
+
+
+def _check_count(value: int, name: str, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ValidationError(f"{name} must be a whole number from 1 to {most}, got {value!r}.")
+    return value
+
+
+def time_ago(then: datetime, reference: datetime | None = None) -> str:
+    seconds = max(0, int(((reference or now()) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def shape_message(role: str, content: str, created_at: datetime) -> str:
+    """The text that is embedded and keyword-indexed for a message."""
+    return f"{role}: {content}"
+
+
+def fuse(
+    vector_ids: Sequence[str], fts_ids: Sequence[str], weights: SearchWeights, k: int = RRF_K
+) -> list[tuple[str, float, int | None, int | None]]:
+    """Weighted reciprocal rank fusion: (id, score, vector_rank, fts_rank), best first (ranks 1-based)."""
+    vr = {i: r for r, i in enumerate(vector_ids, start=1)}
+    fr = {i: r for r, i in enumerate(fts_ids, start=1)}
+    scored = []
+    for i in dict.fromkeys([*vector_ids, *fts_ids]):
+        score = (weights.vector / (k + vr[i]) if i in vr else 0.0) + (weights.fts / (k + fr[i]) if i in fr else 0.0)
+        scored.append((i, score, vr.get(i), fr.get(i)))
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored
+
+
+class Archive:
+    def __init__(
+        self,
+        store: Store,
+        embedder: BackgroundEmbedder,
+        *,
+        token_budget: int = 4000,
+        max_content_chars: int = 100_000,
+        weights: SearchWeights | None = None,
+        message_weights: SearchWeights | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.token_budget = token_budget
+        self.max_content_chars = max_content_chars
+        self.weights = weights or SearchWeights()
+        self.message_weights = message_weights or self.weights
+        self._backfill_lock = threading.Lock()
+        self._backfill_running = False
+
+    # -- counts ------------------------------------------------------------
+
+    def counts(self, agent_id: str) -> tuple[int, int, list[str]]:
+        where = f"agent_id = {sql_str(agent_id)}"
+        recall = self.store.count("messages", where)
+        archival = self.store.count("passages", where)
+        return recall, archival, self.tags(agent_id)
+
+    def tags(self, agent_id: str) -> list[str]:
+        rows = self.store.select("passages", f"agent_id = {sql_str(agent_id)}", limit=10**9)
+        return sorted({t for r in rows for t in (r["tags"] or ())})
+
+    # -- writing -----------------------------------------------------------
+
+    def log_messages(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> list[Message]:
+        """Record conversation turns (role, content, optional timestamp / conversation_id / payload)."""
+        if not messages:
+            raise ValidationError("messages is empty: send at least one {role, content}.")
+        rows = []
+        for n, m in enumerate(messages):
+            role = m.get("role")
+            if role not in ROLES:
+                raise ValidationError(f"messages[{n}].role is {role!r}; use one of {', '.join(ROLES)}.")
+            content = self._text(m.get("content"), f"messages[{n}].content")
+            created = parse_bound(m.get("timestamp"), f"messages[{n}].timestamp", end=False) or now()
+            conversation = m.get("conversation_id") or "default"
+            self._text(conversation, f"messages[{n}].conversation_id")
+            rows.append(
+                {
+                    "id": new_id("message"),
+                    "agent_id": agent_id,
+                    "conversation_id": conversation,
+                    "seq": time.time_ns() + next(_seq) % 1000,
+                    "role": role,
+                    "content": content,
+                    "payload": m.get("payload") or "",
+                    "text": shape_message(role, content, created),
+                    "created_us": to_us(created),
+                    "vector": None,
+                }
+            )
+        self._embed_rows(rows)
+        self.store.add_rows("messages", rows)
+        self._after_write()
+        return [message_from_row(r) for r in rows]
+
+    def insert(self, agent_id: str, content: str, tags: Sequence[str] | None = None) -> list[str]:
+        """Store a passage (chunked if longer than the model's window); returns the new ids."""
+        content = self._text(content, "content")
+        if not content.strip():
+            raise ValidationError("content is empty: send the fact or text to remember.")
+        clean_tags = self._tags(tags)
+        chunks = self.embedder.chunk(content)
+        group = new_id("passage")
+        created = to_us(now())
+        rows = [
+            {
+                "id": group if i == 0 else f"{group}.{i}",
+                "agent_id": agent_id,
+                "group_id": group,
+                "chunk": i,
+                "content": chunk,
+                "tags": list(clean_tags),
+                "text": chunk,
+                "created_us": created,
+                "vector": None,
+            }
+            for i, chunk in enumerate(chunks)
+        ]
+        self._embed_rows(rows)
+        self.store.add_rows("passages", rows)
+        self._after_write()
+        return [r["id"] for r in rows]
+
+    def insert_many(self, agent_id: str, items: Sequence[tuple[str, Sequence[str]]], batch: int = 256) -> int:
+        """Bulk insert (content, tags) pairs with batched embedding; returns rows written."""
+        written = 0
+        for start in range(0, len(items), batch):
+            rows = []
+            for content, tags in items[start : start + batch]:
+                group = new_id("passage")
+                for i, chunk in enumerate(self.embedder.chunk(self._text(content, "content"))):
+                    rows.append(
+                        {
+                            "id": group if i == 0 else f"{group}.{i}",
+                            "agent_id": agent_id,
+                            "group_id": group,
+                            "chunk": i,
+                            "content": chunk,
+                            "tags": list(self._tags(tags)),
+                            "text": chunk,
+                            "created_us": to_us(now()),
+                            "vector": None,
+                        }
+                    )
+            self._embed_rows(rows)
+            self.store.add_rows("passages", rows)
+            written += len(rows)
+        self._after_write()
+        return written
+
+    def delete(self, agent_id: str, passage_id: str) -> int:
+        """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
+        check_id(passage_id, "passage id")
+        where = f"agent_id = {sql_str(agent_id)} AND (id = {sql_str(passage_id)} OR group_id = {sql_str(passage_id)})"
+        removed = self.store.delete("passages", where)
+        if not removed:
+            raise NotFoundError(
+                f"No archival passage with id {passage_id!r}. Ids come from archival_memory_search or archival_memory_list."
+            )
+        return removed
+
+    def list(self, agent_id: str, *, offset: int = 0, limit: int = 20, tags: Sequence[str] | None = None) -> tuple[list[Passage], int]:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError(f"offset must be a whole number >= 0, got {offset!r}.")
+        _check_count(limit, "limit", 200)
+        where = self._passage_where(agent_id, tags, "any", None, None)
+        total = self.store.count("passages", where)
+        rows = self.store.select("passages", where, limit=limit, offset=offset)
+        return [passage_from_row(r) for r in rows], total
+
+    # -- searching ---------------------------------------------------------
+
+    def search(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        tags: Sequence[str] | None = None,
+        tag_match_mode: str = "any",
+        top_k: int = 5,
+        start_datetime: str | None = None,
+        end_datetime: str | None = None,
+    ) -> SearchResult:
+        _check_count(top_k, "top_k", 100)
+        start = parse_bound(start_datetime, "start_datetime", end=False)
+        end = parse_bound(end_datetime, "end_datetime", end=True)
+        where = self._passage_where(agent_id, tags, tag_match_mode, start, end)
+        result = self._hybrid("passages", query, where, top_k, self.weights)
+        return result
+
+    def conversation_search(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        roles: Sequence[str] | None = None,
+        limit: int = 5,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        conversation_id: str | None = None,
+    ) -> SearchResult:
+        _check_count(limit, "limit", 100)
+        start = parse_bound(start_date, "start_date", end=False)
+        end = parse_bound(end_date, "end_date", end=True)
+        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_date", "end_date"))]
+        if roles:
+            if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
+                raise ValidationError("roles must be a list, e.g. [\"user\", \"assistant\"].")
+            bad = [r for r in roles if r not in ROLES]
+            if bad:
+                raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
+            clauses.append(f"role IN ({', '.join(sql_str(r) for r in roles)})")
+        if conversation_id:
+            clauses.append(f"conversation_id = {sql_str(conversation_id)}")
+        return self._hybrid("messages", query, " AND ".join(clauses), limit, self.message_weights)
+
+    def _passage_where(
+        self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
+    ) -> str:
+        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_datetime", "end_datetime"))]
+        if mode not in ("any", "all"):
+            raise ValidationError(f"tag_match_mode must be 'any' or 'all', got {mode!r}.")
+        if tags:
+            clean = self._tags(tags)
+            fn = "array_has_any" if mode == "any" else "array_has_all"
+            clauses.append(f"{fn}(tags, {sql_list(clean)})")
+        return " AND ".join(clauses)
+
+    def _hybrid(self, table: str, query: str, where: str, limit: int, weights: SearchWeights) -> SearchResult:
+        query = self._text(query, "query")
+        if not query.strip():
+            raise ValidationError("query is empty: say what to look for.")
+        pool = max(limit * 4, 40)
+        notes: list[str] = []
+        vector_ids: list[str] = []
+        rows: dict[str, dict[str, Any]] = {}
+        mode: Literal["hybrid", "fts"] = "hybrid"
+        try:
+            vec = self.embedder.embed([query])[0]
+            for r in self.store.vector_search(table, vec, where, pool):
+                vector_ids.append(r["id"])
+                rows[r["id"]] = r
+        except ModelNotReadyError:
+            mode = "fts"
+            notes.append("The embedding model is still loading: these results come from keyword (full-text) search only.")
+        fts_ids = []
+        for r in self.store.text_search(table, query, where, pool):
+            fts_ids.append(r["id"])
+            rows.setdefault(r["id"], r)
+        missing = self.store.count(table, f"({where}) AND vector IS NULL") if mode == "hybrid" else 0
+        if missing:
+            notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
+        fused = fuse(vector_ids, fts_ids, weights)[:limit]
+        hits = [self._hit(table, rows[i], score, vr, fr) for i, score, vr, fr in fused]
+        hits, truncated = self._budget(hits)
+        if truncated:
+            notes.append(
+                f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
+            )
+        return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
+
+    def _hit(self, table: str, r: dict[str, Any], score: float, vr: int | None, fr: int | None) -> Hit:
+        return Hit(
+            id=r["id"],
+            content=r["content"],
+            created_at=from_us(r["created_us"]),
+            score=score,
+            vector_rank=vr,
+            fts_rank=fr,
+            role=r.get("role") if table == "messages" else None,
+            tags=tuple(r.get("tags") or ()) if table == "passages" else (),
+            conversation_id=r.get("conversation_id") if table == "messages" else None,
+        )
+
+    def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
+        from .tokens import fit_to_budget
+
+        kept, truncated = fit_to_budget([h.content for h in hits], self.token_budget)
+        return hits[: len(kept)], truncated
+
+    # -- vectors -------------------------------------------------------------
+
+    def _embed_rows(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        try:
+            vectors = self.embedder.embed([r["text"] for r in rows])
+        except ModelNotReadyError:
+            self.start_backfill()
+            return
+        for r, v in zip(rows, vectors, strict=True):
+            r["vector"] = [float(x) for x in v]
+
+    def _after_write(self) -> None:
+        pass
+
+    def start_backfill(self) -> None:
+        """Embed rows stored while the model was loading, as soon as it is ready (background)."""
+        with self._backfill_lock:
+            if self._backfill_running:
+                return
+            self._backfill_running = True
+        threading.Thread(target=self._backfill, name="tiermem-backfill", daemon=True).start()
+
+    def _backfill(self) -> None:
+        try:
+            self.embedder.wait(None)
+            self.backfill_now()
+        except EmbeddingError as exc:
+            log.error("could not embed stored rows: %s", exc)
+        finally:
+            with self._backfill_lock:
+                self._backfill_running = False
+
+    def backfill_now(self, batch: int = 128) -> int:
+        done = 0
+        for table in ("messages", "passages"):
+            while True:
+                rows = self.store.rows_without_vectors(table, limit=batch)
+                if not rows:
+                    break
+                vectors = self.embedder.embed([r["text"] for r in rows])
+                self.store.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
+                done += len(rows)
+        return done
+
+    # -- validation --------------------------------------------------------
+
+    def _text(self, value: Any, name: str) -> str:
+        if not isinstance(value, str):
+            raise ValidationError(f"{name} must be text.")
+        if len(value) > self.max_content_chars:
+            raise ValidationError(
+                f"{name} has {len(value)} characters; the most accepted is {self.max_content_chars} "
+                "(max_content_chars). Split it into several inserts."
+            )
+        if "\x00" in value:
+            raise ValidationError(f"{name} contains a NUL character; remove it.")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
+        return value
+
+    def _tags(self, tags: Sequence[str] | None) -> tuple[str, ...]:
+        if tags is None:
+            return ()
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise ValidationError('tags must be a list of strings, e.g. ["project", "preferences"].')
+        if len(tags) > 32:
+            raise ValidationError(f"At most 32 tags per passage; got {len(tags)}.")
+        for t in tags:
+            if not _TAG.fullmatch(t):
+                raise ValidationError(f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters.")
+        return tuple(dict.fromkeys(tags))

@@ -1,0 +1,331 @@
+"""Command line: the composition root. Reads settings, builds the objects, runs.
+
+Heavy modules (lancedb, the MCP SDK, the embedding model) are imported inside the
+commands that need them, so ``tiermem --help`` and the stdio handshake stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import TiermemError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .memory import Memory
+
+log = logging.getLogger("tiermem")
+
+EXAMPLES = {
+    "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
+    "  tiermem serve --transport http --port 8765   # streamable HTTP at http://127.0.0.1:8765/mcp",
+    "agents": "tiermem agents list\n  tiermem agents create work --system 'You are my work assistant.'",
+    "blocks": "tiermem blocks list --agent work\n  tiermem blocks set human 'Name: Ada' \n  tiermem blocks history human",
+    "optimize": "tiermem optimize --data-dir ~/.local/share/tiermem",
+    "reembed": "tiermem reembed --embedding-model hashing",
+    "doctor": "tiermem doctor --json",
+}
+
+
+def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    p.add_argument("--data-dir", type=Path, help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)")
+    p.add_argument("--config", type=Path, help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)")
+    p.add_argument("--embedding-model", help="'default', 'hashing' or a fastembed model name")
+    if agent:
+        p.add_argument("--agent", help="agent name (default: $TIERMEM_AGENT or 'default')")
+
+
+def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
+    return sp.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=f"example:\n  {EXAMPLES.get(name.split()[0], '')}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiermem",
+        description="MemGPT/Letta-style tiered memory for MCP hosts.",
+        epilog="example:\n  tiermem serve\n  tiermem blocks list",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
+    sp = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
+    _common(serve)
+    serve.add_argument("--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)")
+    serve.add_argument("--host", help="address for sse/http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
+    serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
+
+    agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
+    asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a_list = asp.add_parser("list", help="list agents")
+    _common(a_list, agent=False)
+    a_list.add_argument("--json", action="store_true")
+    a_create = asp.add_parser("create", help="create an agent with the default blocks")
+    _common(a_create, agent=False)
+    a_create.add_argument("name")
+    a_create.add_argument("--system", help="system prompt (default: the configured one)")
+
+    blocks = _sub(sp, "blocks", "Read and edit core memory blocks (people may edit read-only blocks).")
+    bsp = blocks.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b_list = bsp.add_parser("list", help="list the agent's blocks")
+    _common(b_list)
+    b_list.add_argument("--json", action="store_true")
+    b_show = bsp.add_parser("show", help="print one block's value (or --all rendered core memory)")
+    _common(b_show)
+    b_show.add_argument("label", nargs="?")
+    b_show.add_argument("--json", action="store_true")
+    b_show.add_argument("--core", action="store_true", help="print the rendered core memory")
+    b_set = bsp.add_parser("set", help="replace a block's value ('-' reads stdin); or change its settings")
+    _common(b_set)
+    b_set.add_argument("label")
+    b_set.add_argument("value", nargs="?")
+    b_set.add_argument("--description")
+    b_set.add_argument("--limit", type=int)
+    b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
+    b_set.add_argument("--writable", dest="read_only", action="store_false")
+    b_create = bsp.add_parser("create", help="create a block on the agent")
+    _common(b_create)
+    b_create.add_argument("label")
+    b_create.add_argument("--value", default="")
+    b_create.add_argument("--description", default="")
+    b_create.add_argument("--limit", type=int, default=5000)
+    b_create.add_argument("--read-only", action="store_true")
+    b_attach = bsp.add_parser("attach", help="share another agent's block with this agent")
+    _common(b_attach)
+    b_attach.add_argument("label", help="label of the block on --from agent")
+    b_attach.add_argument("--from", dest="source", required=True, help="agent that has the block")
+    b_hist = bsp.add_parser("history", help="a block's versions, newest first")
+    _common(b_hist)
+    b_hist.add_argument("label")
+    b_hist.add_argument("--limit", type=int, default=20)
+    b_hist.add_argument("--json", action="store_true")
+    b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
+    _common(b_rev)
+    b_rev.add_argument("label")
+    b_rev.add_argument("version", type=int)
+
+    opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
+    _common(opt, agent=False)
+    reembed = _sub(sp, "reembed", "Rebuild every vector with the configured embedding model (with progress).")
+    _common(reembed, agent=False)
+    doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
+    _common(doctor, agent=False)
+    doctor.add_argument("--json", action="store_true")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    from .config import load_settings
+
+    return load_settings(
+        getattr(args, "config", None),
+        data_dir=getattr(args, "data_dir", None),
+        agent=getattr(args, "agent", None),
+        transport=getattr(args, "transport", None),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        tools=getattr(args, "tools", None),
+        embedding_model=getattr(args, "embedding_model", None),
+    )
+
+
+def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
+    """Build the store, the embedder (loading in the background) and the Memory facade."""
+    from .archive import Archive
+    from .embeddings import make_embedder
+    from .memory import Memory
+    from .store import Store
+
+    if settings.uri is None:
+        try:
+            settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from .errors import StoreError
+
+            raise StoreError(
+                f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
+                "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
+            ) from exc
+    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    store = Store(
+        settings.store_uri(),
+        embedding_model=embedder.name,
+        embedding_dim=embedder.dim,
+        storage_options=settings.storage_options or None,
+        optimize_every=settings.optimize_every,
+    )
+    memory = Memory(
+        store,
+        default_blocks=settings.default_blocks,
+        default_system=settings.system,
+        max_content_chars=settings.max_content_chars,
+    )
+    memory.archive = Archive(
+        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars
+    )
+    if start_embedder:
+        embedder.start()
+        if store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL"):
+            memory.archive.start_backfill()
+    return memory
+
+
+def serve(settings: Settings) -> None:
+    from .server import MemoryHandle, build_server
+
+    _check_bind(settings)
+
+    def factory() -> tuple[Memory, str]:
+        memory = open_memory(settings)
+        return memory, memory.ensure_agent(settings.agent).id
+
+    handle = MemoryHandle(factory)
+    server = build_server(handle, settings)
+
+    async def start_after_first_message(ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            handle.start()  # open storage once the handshake has been answered
+
+    server.middleware.append(start_after_first_message)
+    log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    if settings.transport == "stdio":
+        server.run("stdio")
+    elif settings.transport == "sse":
+        server.run("sse", host=settings.host, port=settings.port)
+    else:
+        server.run("streamable-http", host=settings.host, port=settings.port, streamable_http_path="/mcp")
+
+
+def _check_bind(settings: Settings) -> None:
+    from .errors import ConfigError
+
+    if settings.transport != "stdio" and settings.host not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(
+            f"Refusing to serve on {settings.host}: without authentication anyone who can reach that address could "
+            "read and change your memory. Bind to 127.0.0.1 (the default) and use an SSH tunnel or a reverse proxy "
+            "with authentication."
+        )
+
+
+def _print(obj: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    elif isinstance(obj, str):
+        print(obj)
+    else:
+        for row in obj:
+            print("  ".join(f"{v}" for v in row.values()))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if args.command == "serve":
+        serve(settings)
+        return 0
+    memory = open_memory(settings, start_embedder=args.command in ("reembed",))
+    if args.command == "agents":
+        if args.action == "list":
+            _print([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
+        else:
+            agent = memory.create_agent(args.name, system=args.system)
+            print(f"created agent {agent.name} ({agent.id})")
+        return 0
+    if args.command == "blocks":
+        return _blocks(memory, settings, args)
+    if args.command == "optimize":
+        for table, outcome in memory.store.optimize().items():
+            print(f"{table}: {outcome}")
+        return 0
+    if args.command == "reembed":
+        from .maintenance import reembed
+
+        reembed(settings)
+        return 0
+    if args.command == "doctor":
+        from .maintenance import doctor
+
+        return doctor(memory, settings, as_json=args.json)
+    raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def _blocks(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    from .blocks import Rethink
+    from .config import BlockSpec
+
+    agent = memory.ensure_agent(settings.agent)
+    if args.action == "list":
+        rows = [
+            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "version": b.version, "id": b.id}
+            for b in memory.blocks(agent.id)
+        ]
+        _print(rows, args.json)
+    elif args.action == "show":
+        if args.core or not args.label:
+            print(memory.render_core(agent.id))
+        else:
+            b = memory.block(agent.id, args.label)
+            if args.json:
+                _print({"label": b.label, "value": b.value, "limit": b.limit, "description": b.description, "read_only": b.read_only, "version": b.version, "id": b.id}, True)
+            else:
+                print(b.value)
+    elif args.action == "set":
+        if args.value is not None:
+            value = sys.stdin.read() if args.value == "-" else args.value
+            b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
+            print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
+        if args.description is not None or args.limit is not None or args.read_only is not None:
+            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit, read_only=args.read_only)
+            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}")
+        if args.value is None and args.description is None and args.limit is None and args.read_only is None:
+            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable.")
+    elif args.action == "create":
+        spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
+        b = memory.create_block(agent.id, spec, actor="human")
+        print(f"created block {b.label} ({b.id})")
+    elif args.action == "attach":
+        source = memory.get_agent(args.source)
+        b = memory.attach(agent.id, memory.block(source.id, args.label).id)
+        print(f"attached block {b.label} ({b.id}) from {source.name} to {agent.name}")
+    elif args.action == "history":
+        versions = memory.history(agent.id, args.label, args.limit)
+        _print(
+            [{"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation, "actor": v.actor, "value": v.value if args.json else v.value[:60].replace("\n", "⏎")} for v in versions],
+            args.json,
+        )
+    elif args.action == "revert":
+        b = memory.revert(agent.id, args.label, args.version, actor="human")
+        print(f"{b.label}: reverted to version {args.version} as version {b.version}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return run_command(args)
+    except TiermemError as exc:
+        print(f"tiermem: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,105 @@
+"""Upkeep commands: ``doctor`` (health report) and ``reembed`` (rebuild vectors)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from .errors import SchemaError, TiermemError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .memory import Memory
+
+
+def progress(done: int, total: int, what: str, started: float) -> None:
+    """A one-line progress report on stderr (stdout may be a transport)."""
+    rate = done / max(time.perf_counter() - started, 1e-9)
+    end = "\n" if done >= total else ""
+    prefix = "\r" if sys.stderr.isatty() else ""
+    if sys.stderr.isatty() or done >= total or done % 1000 < 128:
+        print(f"{prefix}{what}: {done}/{total} ({rate:.0f}/s)", end=end, file=sys.stderr, flush=True)
+
+
+def doctor(memory: Memory, settings: Settings, *, as_json: bool = False) -> int:
+    """Report on the data directory; exit 1 with fixes when something is wrong."""
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
+        checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
+
+    store = memory.store
+    meta = store.meta()
+    check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}")
+    if settings.uri is None:
+        probe = settings.resolved_data_dir() / ".doctor-probe"
+        try:
+            probe.write_text("ok")
+            probe.unlink()
+            check("writable", True, f"{settings.resolved_data_dir()} is writable")
+        except OSError as exc:
+            check("writable", False, str(exc), "make the data directory writable or choose another with --data-dir")
+    embedder = memory.archive.embedder if memory.archive else None
+    if embedder is not None:
+        try:
+            embedder.start()
+            loaded = embedder.wait(120)
+            check("embedding model", loaded, f"{embedder.name} (dim {embedder.dim}) {'loaded offline' if loaded else 'not loaded within 120 s'}",
+                  "reinstall tiermem so the packaged model files are present")
+        except TiermemError as exc:
+            check("embedding model", False, str(exc), "reinstall tiermem, or set embedding_model = 'hashing'")
+    for table, entry in store.index_health().items():
+        missing = entry.get("missing_vectors", 0)
+        unindexed = entry.get("fts_unindexed", 0)
+        check(
+            f"{table} index",
+            missing == 0,
+            f"{entry['rows']} rows, {missing} without vectors, {unindexed} not yet in the full-text index "
+            "(still searchable; `tiermem optimize` folds them in)",
+            "start the server or run `tiermem reembed` to embed the missing rows",
+        )
+    agents = memory.list_agents()
+    check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
+    healthy = all(c["ok"] for c in checks)
+    if as_json:
+        print(json.dumps({"healthy": healthy, "checks": checks}, indent=2))
+    else:
+        for c in checks:
+            mark = "ok " if c["ok"] else "FAIL"
+            print(f"[{mark}] {c['check']}: {c['detail']}" + (f"\n       fix: {c['fix']}" if "fix" in c else ""))
+        print("healthy" if healthy else "problems found")
+    return 0 if healthy else 1
+
+
+def reembed(settings: Settings) -> int:
+    """Rebuild every vector with the configured model, even if the store holds another one's."""
+    from .embeddings import make_embedder
+    from .store import Store
+
+    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    embedder.start()
+    uri = settings.store_uri()
+    try:
+        Store(uri, embedding_model=embedder.name, embedding_dim=embedder.dim, storage_options=settings.storage_options or None)
+        same = True
+    except SchemaError:
+        same = False
+    store = Store.for_reembed(uri, storage_options=settings.storage_options or None)
+    embedder.wait(None)
+    total = 0
+    for table in ("messages", "passages"):
+        rows = store.all_rows(table)
+        started = time.perf_counter()
+        for start in range(0, len(rows), 128):
+            batch = rows[start : start + 128]
+            vectors = embedder.embed_blocking([r["text"] for r in batch])
+            for r, v in zip(batch, vectors, strict=True):
+                r["vector"] = [float(x) for x in v]
+            progress(min(start + 128, len(rows)), len(rows), f"re-embedding {table}", started)
+        store.replace_vectors(table, rows, embedder.name, embedder.dim)
+        total += len(rows)
+    store.finish_reembed(embedder.name, embedder.dim)
+    print(f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}", file=sys.stderr)
+    return total

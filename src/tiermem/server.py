@@ -1,0 +1,375 @@
+"""The MCP surface: tools, resources, prompts and change notifications.
+
+``build_server(handle, settings)`` returns an ``MCPServer``. Tools are thin: they parse
+arguments, make one call on ``Memory`` in a worker thread, and return a compact result.
+The handshake never waits for storage: ``MemoryHandle`` opens the store in the background
+and the first tool call waits for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from .errors import ConfigError, TiermemError
+from .tools import register_tools
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .memory import Change, Memory
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CORE_URI = "memory://core"
+BLOCK_URI = "memory://blocks/{label}"
+ARCHIVAL_URI = "memory://archival"
+
+INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style).
+At the start of every conversation read the resource memory://core (or get the prompt
+`memory_system`, or call the tool core_memory_view): it holds your core memory blocks
+(persona, human, ...). Keep them current with memory_replace / memory_insert / memory_rethink
+as you learn lasting facts; never include line numbers in edits. Search past conversations with
+conversation_search and long-term facts with archival_memory_search; save self-contained facts
+with archival_memory_insert."""
+
+
+class MemoryHandle:
+    """Opens the store and the agent once, off the event loop, after the handshake."""
+
+    def __init__(self, factory: Callable[[], tuple[Memory, str]]) -> None:
+        self._factory = factory
+        self._done = threading.Event()
+        self._started = False
+        self._guard = threading.Lock()
+        self._value: tuple[Memory, str] | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        with self._guard:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._build, name="tiermem-open", daemon=True).start()
+
+    def _build(self) -> None:
+        try:
+            self._value = self._factory()
+        except BaseException as exc:  # kept and re-raised to every caller, never dropped
+            log.error("could not open memory: %s", exc)
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def get(self) -> tuple[Memory, str]:
+        self.start()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class Notifier:
+    """Fans memory changes out to legacy ``resources/subscribe`` sessions and ``subscriptions/listen``."""
+
+    def __init__(self, server: MCPServer[Any]) -> None:
+        self._server = server
+        self._pending: deque[Change] = deque()
+        self._subscribers: dict[str, list[Any]] = {}  # uri -> sessions (legacy protocol)
+        self._agent_id: str | None = None
+
+    def bind(self, memory: Memory, agent_id: str) -> None:
+        if self._agent_id is None:
+            self._agent_id = agent_id
+            memory.subscribe(self._pending.append)
+
+    def subscribe(self, uri: str, session: Any) -> None:
+        sessions = self._subscribers.setdefault(uri, [])
+        if session not in sessions:
+            sessions.append(session)
+
+    def unsubscribe(self, uri: str, session: Any) -> None:
+        sessions = self._subscribers.get(uri, [])
+        if session in sessions:
+            sessions.remove(session)
+
+    async def flush(self, ctx: Context[Any, Any] | None) -> None:
+        while self._pending:
+            change = self._pending.popleft()
+            if self._agent_id not in change.agent_ids:
+                continue
+            if change.kind == "block_updated" and change.label:
+                for uri in (BLOCK_URI.format(label=change.label), CORE_URI):
+                    await self._publish_updated(uri, ctx)
+            else:
+                await self._publish_list_changed(ctx)
+                await self._publish_updated(CORE_URI, ctx)
+
+    async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
+        if ctx is not None:
+            await ctx.notify_resource_updated(uri)
+        for session in list(self._subscribers.get(uri, ())):
+            try:
+                await session.send_resource_updated(uri)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.unsubscribe(uri, session)
+
+    async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
+        if ctx is not None:
+            await ctx.notify_resources_changed()
+        sessions = {id(s): s for group in self._subscribers.values() for s in group}
+        if ctx is not None:
+            sessions[id(ctx.request_context.session)] = ctx.request_context.session
+        for session in sessions.values():
+            try:
+                await session.send_resource_list_changed()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # that client is gone; nothing to tell it
+
+
+@dataclass
+class Runtime:
+    """What every tool adapter needs: the memory handle, settings and the notifier."""
+
+    handle: MemoryHandle
+    settings: Settings
+    notifier: Notifier
+
+    async def call(self, ctx: Context[Any, Any] | None, fn: Callable[[Memory, str], T]) -> T:
+        """Run ``fn(memory, agent_id)`` in a worker thread; translate our errors for the model."""
+
+        def work() -> T:
+            memory, agent_id = self.handle.get()
+            self.notifier.bind(memory, agent_id)
+            return fn(memory, agent_id)
+
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        except TiermemError as exc:
+            raise ToolError(str(exc)) from exc
+        finally:
+            await self.notifier.flush(ctx)
+        return result
+
+
+# ---------------------------------------------------------------------------
+# Tool groups
+# ---------------------------------------------------------------------------
+
+TOOL_GROUPS: dict[str, tuple[str, ...]] = {
+    "letta": ("memory_replace", "memory_insert", "memory_rethink"),
+    "classic": ("core_memory_append", "core_memory_replace"),
+    "patch": ("memory_apply_patch",),
+    "memory_tool": ("memory",),
+    "read": ("core_memory_view",),
+    "history": ("memory_history", "memory_revert"),
+    "recall": ("conversation_log", "conversation_search"),
+    "archival": ("archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"),
+    "agent": ("agent_chat",),
+}
+PRESETS: dict[str, tuple[str, ...]] = {
+    "default": ("letta", "classic", "memory_tool", "read", "history", "recall", "archival"),
+    "minimal": ("letta", "read", "conversation_search", "archival_memory_insert", "archival_memory_search"),
+    "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
+}
+
+
+def resolve_tools(items: Iterable[str]) -> list[str]:
+    """Expand presets and groups into tool names, in a stable order; unknown names are an error."""
+    every = [name for group in TOOL_GROUPS.values() for name in group]
+    chosen: set[str] = set()
+
+    def add(item: str) -> None:
+        if item in PRESETS:
+            for sub in PRESETS[item]:
+                add(sub)
+        elif item in TOOL_GROUPS:
+            chosen.update(TOOL_GROUPS[item])
+        elif item in every:
+            chosen.add(item)
+        else:
+            known = ", ".join([*PRESETS, *TOOL_GROUPS])
+            raise ConfigError(f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name.")
+
+    for item in items:
+        add(item)
+    return [name for name in every if name in chosen]
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+
+class TiermemServer(MCPServer[Any]):
+    """``MCPServer`` whose resource list follows the agent's blocks at run time."""
+
+    runtime: Runtime
+
+    async def list_resources(self) -> list[Any]:
+        listed = await super().list_resources()
+        try:
+            blocks = await self.runtime.call(None, lambda m, a: m.blocks(a))
+        except ToolError as exc:
+            log.warning("listing block resources failed: %s", exc)
+            return listed
+        from mcp.types import Resource
+
+        for b in blocks:
+            listed.append(
+                Resource(
+                    uri=BLOCK_URI.format(label=b.label),
+                    name=b.label,
+                    title=f"Core memory block: {b.label}",
+                    description=b.description or None,
+                    mime_type="text/plain",
+                    _meta=_block_meta(b),
+                )
+            )
+        return listed
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        text = str(uri)
+        prefix = BLOCK_URI.split("{", 1)[0]
+        if text.startswith(prefix):
+            from mcp.server.lowlevel.helper_types import ReadResourceContents
+
+            label = text[len(prefix) :]
+            try:
+                block = await self.runtime.call(None, lambda m, a: m.block(a, label))
+            except ToolError as exc:
+                raise ResourceNotFoundError(str(exc)) from exc
+            contents: list[ReadResourceContents] = [
+                ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
+            ]
+            return contents
+        return await super().read_resource(uri, context)
+
+
+def _block_meta(block: Any) -> dict[str, Any]:
+    return {
+        "label": block.label,
+        "description": block.description,
+        "limit": block.limit,
+        "chars": len(block.value),
+        "read_only": block.read_only,
+        "version": block.version,
+        "updated_at": block.updated_at.isoformat(),
+    }
+
+
+def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
+    server = TiermemServer(
+        name="tiermem",
+        title="tiermem: tiered memory",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        log_level=settings.log_level,
+    )
+    notifier = Notifier(server)
+    runtime = Runtime(handle=handle, settings=settings, notifier=notifier)
+    server.runtime = runtime
+    register_tools(server, runtime, resolve_tools(settings.tools))
+    _register_resources(server, runtime)
+    _register_prompts(server, runtime)
+    _register_legacy_subscriptions(server, notifier)
+    return server
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
+    @server.resource(
+        CORE_URI,
+        name="core_memory",
+        title="Core memory",
+        description="Your core memory blocks rendered as in Letta, with <memory_metadata>. Read it at the start of a conversation.",
+        mime_type="text/plain",
+    )
+    async def core() -> str:
+        return await _render(runtime)
+
+    @server.resource(
+        BLOCK_URI,
+        name="block",
+        title="Core memory block",
+        description="One core memory block's value; its metadata (limit, chars, read_only, description, version) is in _meta.",
+        mime_type="text/plain",
+    )
+    async def block(label: str) -> str:
+        found = await runtime.call(None, lambda m, a: m.block(a, label))
+        return found.value
+
+    @server.resource(
+        ARCHIVAL_URI,
+        name="archival_summary",
+        title="Archival memory summary",
+        description="How many archival passages and which tags exist; page through them with archival_memory_list.",
+        mime_type="application/json",
+    )
+    async def archival() -> str:
+        def summary(m: Memory, a: str) -> dict[str, Any]:
+            if m.archive is None:
+                return {"passages": 0, "messages": 0, "tags": []}
+            recall, passages, tags = m.archive.counts(a)
+            return {"passages": passages, "messages": recall, "tags": tags}
+
+        return json.dumps(await runtime.call(None, summary))
+
+
+async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
+    return await runtime.call(None, lambda m, a: m.render_core(a, line_numbers=line_numbers))
+
+
+def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
+    @server.prompt(
+        name="memory_system",
+        title="Memory system prompt",
+        description="MemGPT-style instructions for the memory tools followed by your rendered core memory.",
+    )
+    async def memory_system() -> str:
+        def build(m: Memory, a: str) -> str:
+            agent = m.store.get_agent(a)
+            return (agent.system or m.default_system) + "\n\n" + m.render_core(a)
+
+        return await runtime.call(None, build)
+
+
+def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:
+    """``resources/subscribe`` for clients on protocol versions before 2026-07-28."""
+    low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
+
+    async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        notifier.subscribe(str(params.uri), ctx.session)
+        return EmptyResult()
+
+    async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        notifier.unsubscribe(str(params.uri), ctx.session)
+        return EmptyResult()
+
+    low.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+    # Advertise resources.listChanged to legacy clients (the 2026-07-28 era derives it itself).
+    original = low.create_initialization_options
+    low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+        original, NotificationOptions(resources_changed=True)
+    )
+
+

@@ -1,0 +1,41 @@
+"""Shared fixtures: real LanceDB in temporary directories, real settings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiermem.config import BlockSpec, Settings, load_settings
+from tiermem.memory import Memory
+from tiermem.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep the user's real config, data dir and environment out of every test."""
+    for key in list(os.environ):
+        if key.startswith("TIERMEM_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+
+
+@pytest.fixture
+def memory(settings: Settings) -> Memory:
+    store = Store(settings.store_uri(), embedding_model="hashing-384", embedding_dim=384)
+    return Memory(store, default_blocks=settings.default_blocks, default_system=settings.system)
+
+
+def spec(label: str, value: str = "", limit: int = 5000, read_only: bool = False) -> BlockSpec:
+    return BlockSpec(label=label, value=value, description=f"{label} block", limit=limit, read_only=read_only)

@@ -1,0 +1,116 @@
+"""Pure Letta edit semantics (blocks.py): exact texts, check order, limits."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tiermem import blocks as b
+from tiermem.errors import EditError, ValidationError
+from tiermem.records import Block
+
+
+def blk(value: str = "I am Sam.\nI am curious.", limit: int = 5000, read_only: bool = False, label: str = "persona") -> Block:
+    return Block(id="block-1", label=label, value=value, limit=limit, description="d", read_only=read_only, version=1,
+                 updated_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_append_adds_newline():
+    assert b.apply_edit(blk("a"), b.Append("b")) == "a\nb"
+
+
+def test_core_replace_all_and_missing():
+    assert b.apply_edit(blk("x y x"), b.ReplaceAll("x", "z")) == "z y z"
+    assert b.apply_edit(blk("x y x"), b.ReplaceAll("x ", "")) == "y x"
+    with pytest.raises(EditError, match=r"^Old content 'nope' not found in memory block 'persona'$"):
+        b.apply_edit(blk(), b.ReplaceAll("nope", "z"))
+
+
+def test_memory_replace_unique_missing_multiple():
+    assert b.apply_edit(blk(), b.StrReplace("Sam", "Ada")) == "I am Ada.\nI am curious."
+    with pytest.raises(EditError) as e:
+        b.apply_edit(blk(), b.StrReplace("Bob", "x"))
+    assert str(e.value) == ("No replacement was performed, old_string `Bob` did not appear verbatim in memory block "
+                            "with label `persona`.")
+    with pytest.raises(EditError) as e:
+        b.apply_edit(blk(), b.StrReplace("I am", "x"))
+    assert str(e.value) == ("No replacement was performed. Multiple occurrences of old_string `I am` in lines [1, 2]. "
+                            "Please ensure it is unique.")
+
+
+def test_memory_replace_check_order():
+    ro = blk(read_only=True)
+    with pytest.raises(EditError, match=r"^Error This block is read-only and cannot be edited\.$"):
+        b.apply_edit(ro, b.StrReplace("1→ I am", "x"))
+    with pytest.raises(EditError, match=r"^old_string contains a line number prefix"):
+        b.apply_edit(blk(), b.StrReplace("1→ I am Sam.", "2→ x"))
+    with pytest.raises(EditError, match=r"^old_string contains a line number warning"):
+        b.apply_edit(blk(), b.StrReplace(b.LINE_NUMBER_WARNING, "x"))
+    with pytest.raises(EditError, match=r"^new_string contains a line number prefix, which is not allowed\. Do not include"):
+        b.apply_edit(blk(), b.StrReplace("Sam", "  12→ Ada"))
+
+
+def test_insert_positions_and_range():
+    v = "a\nb"
+    assert b.apply_edit(blk(v), b.Insert("x", -1)) == "a\nb\nx"
+    assert b.apply_edit(blk(v), b.Insert("x", 0)) == "x\na\nb"
+    assert b.apply_edit(blk(v), b.Insert("x", 1)) == "a\nx\nb"
+    assert b.apply_edit(blk(v), b.Insert("x", 2)) == "a\nb\nx"
+    for bad in (3, -2, 10**9):
+        with pytest.raises(EditError) as e:
+            b.apply_edit(blk(v), b.Insert("x", bad))
+        assert str(e.value) == (f"Invalid `insert_line` parameter: {bad}. It should be within the range of lines of the "
+                                "memory block: [0, 2], or -1 to append to the end of the memory block.")
+
+
+def test_limit_enforced_with_letta_text():
+    with pytest.raises(EditError) as e:
+        b.apply_edit(blk("abc", limit=5), b.Append("def"))
+    assert str(e.value) == "Edit failed: Exceeds 5 character limit (requested 7)"
+    assert b.apply_edit(blk("abc", limit=7), b.Append("def")) == "abc\ndef"
+
+
+def test_rethink_and_line_numbers():
+    assert b.apply_edit(blk(), b.Rethink("new")) == "new"
+    with pytest.raises(EditError, match="^new_memory contains a line number prefix"):
+        b.apply_edit(blk(), b.Rethink("1→ new"))
+
+
+def test_patch_apply_and_errors():
+    v = "alpha\nbeta\ngamma\nbeta"
+    patch = " alpha\n-beta\n+BETA\n gamma"
+    assert b.apply_edit(blk(v), b.Patch(patch)) == "alpha\nBETA\ngamma\nbeta"
+    two = "@@\n alpha\n+one\n@@\n gamma\n-beta\n+two"
+    assert b.apply_edit(blk(v), b.Patch(two)) == "alpha\none\nbeta\ngamma\ntwo"
+    with pytest.raises(EditError, match="^Failed to apply patch: expected hunk context not found in the memory block"):
+        b.apply_edit(blk(v), b.Patch(" nope\n-beta\n+x"))
+    with pytest.raises(EditError, match="^Failed to apply patch: hunk context matched multiple places in the memory block"):
+        b.apply_edit(blk(v), b.Patch("-beta\n+x"))
+    with pytest.raises(EditError, match="does not start with"):
+        b.apply_edit(blk(v), b.Patch("garbage line"))
+
+
+def test_labels_and_paths():
+    assert b.validate_label("project_notes-2") == "project_notes-2"
+    for bad in ("", "Upper", "a/b", "x" * 65, "a'b", "../etc", "a b"):
+        with pytest.raises(ValidationError):
+            b.validate_label(bad)
+    assert b.label_from_path("/memories/human") == "human"
+    with pytest.raises(ValidationError):
+        b.label_from_path("/etc/passwd")
+
+
+def test_render_core_memory_layout():
+    text = b.render_core_memory([blk(read_only=True)])
+    assert text == (
+        "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
+        "<persona>\n<description>\nd\n</description>\n<metadata>\n- read_only=true\n- chars_current=23\n"
+        "- chars_limit=5000\n</metadata>\n<value>\nI am Sam.\nI am curious.\n</value>\n</persona>\n\n</memory_blocks>"
+    )
+    numbered = b.render_core_memory([blk()], line_numbers=True)
+    assert "<warning>\n" + b.LINE_NUMBER_WARNING + "\n</warning>" in numbered
+    assert "1→ I am Sam.\n2→ I am curious." in numbered
+    meta = b.render_memory_metadata(agent_id="agent-1", recompiled_at=datetime(2026, 2, 11, 20, 8, 35, tzinfo=UTC),
+                                    recall_count=42, archival_count=156)
+    assert "- System prompt last recompiled: 2026-02-11 08:08:35 PM UTC+0000" in meta
+    assert "- 42 previous messages between you and the user are stored in recall memory" in meta
+    assert "- 156 total memories you created are stored in archival memory (use tools to access them)" in meta

@@ -1,0 +1,169 @@
+"""Memory facade over a real LanceDB store: agents, blocks, sharing, history, revert, schema."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tiermem import blocks as b
+from tiermem.errors import EditError, NotFoundError, SchemaError, ValidationError
+from tiermem.memory import Change, Memory
+from tiermem.store import Store
+
+from .conftest import PYTHON, ROOT, spec
+
+
+def test_default_agent_has_configured_blocks(memory: Memory) -> None:
+    agent = memory.ensure_agent("default")
+    blocks = {x.label: x for x in memory.blocks(agent.id)}
+    assert list(blocks) == ["persona", "human"]
+    assert blocks["human"].limit == 5000
+    assert blocks["persona"].description.startswith("The persona block: Stores details about your current persona")
+    assert memory.ensure_agent("default").id == agent.id  # created once
+
+
+def test_edit_writes_version_and_history(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    memory.edit(a, "human", b.Rethink("Name: Ada"))
+    memory.edit(a, "human", b.Append("Likes tea"))
+    block = memory.block(a, "human")
+    assert block.value == "Name: Ada\nLikes tea" and block.version == 3
+    hist = memory.history(a, "human", 10)
+    assert [(v.version, v.operation, v.actor) for v in hist] == [
+        (3, "core_memory_append", "agent"), (2, "memory_rethink", "agent"), (1, "create", "system")]
+    assert hist[0].value == block.value
+
+
+def test_failed_edit_writes_nothing(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    memory.create_block(a, spec("small", "abc", limit=5))
+    before = memory.block(a, "small")
+    for edit in (b.Append("toolong"), b.StrReplace("zzz", "y"), b.Insert("x", 9)):
+        with pytest.raises(EditError):
+            memory.edit(a, "small", edit)
+    after = memory.block(a, "small")
+    assert after == before
+    assert len(memory.history(a, "small", 50)) == 1
+
+
+def test_read_only_refuses_agents_not_humans(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    memory.create_block(a, spec("rules", "be kind", read_only=True), actor="human")
+    with pytest.raises(EditError, match=r"^Error This block is read-only and cannot be edited\.$"):
+        memory.edit(a, "rules", b.Append("x"))
+    with pytest.raises(EditError):
+        memory.delete_block(a, "rules")
+    assert memory.edit(a, "rules", b.Append("and brief"), actor="human").value == "be kind\nand brief"
+
+
+def test_unknown_label_names_existing(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    with pytest.raises(NotFoundError, match=r"Blocks that exist: 'persona', 'human'"):
+        memory.edit(a, "nope", b.Append("x"))
+
+
+def test_revert_is_a_new_version(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    memory.edit(a, "human", b.Rethink("v2"))
+    memory.edit(a, "human", b.Rethink("v3"))
+    reverted = memory.revert(a, "human", 2)
+    assert reverted.value == "v2" and reverted.version == 4
+    assert [v.value for v in memory.history(a, "human", 10)] == ["v2", "v3", "v2", ""]
+    with pytest.raises(NotFoundError, match="no version 99"):
+        memory.revert(a, "human", 99)
+    with pytest.raises(ValidationError):
+        memory.revert(a, "human", 0)
+
+
+def test_shared_block_seen_by_both_agents(memory: Memory) -> None:
+    one = memory.ensure_agent("one").id
+    two = memory.create_agent("two", blocks=[]).id
+    shared = memory.create_block(one, spec("team", "Team: blue"))
+    memory.attach(two, shared.id)
+    seen: list[Change] = []
+    memory.subscribe(seen.append)
+    memory.edit(two, "team", b.Append("Standup 9:30"))
+    assert memory.block(one, "team").value == "Team: blue\nStandup 9:30"
+    assert set(seen[-1].agent_ids) == {one, two} and seen[-1].label == "team"
+
+
+def test_create_rename_delete(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    memory.create_block(a, spec("notes", "n"))
+    with pytest.raises(ValidationError, match="already exists"):
+        memory.create_block(a, spec("notes"))
+    memory.update_block(a, "notes", new_label="project", actor="agent")
+    assert [x.label for x in memory.blocks(a)] == ["persona", "human", "project"]
+    memory.delete_block(a, "project")
+    assert [x.label for x in memory.blocks(a)] == ["persona", "human"]
+
+
+def test_over_limit_default_block_rejected(memory: Memory) -> None:
+    with pytest.raises(EditError, match="Exceeds 3 character limit"):
+        memory.create_agent("x", blocks=[spec("human", "toolong", limit=3)])
+    assert memory.store.find_agent("x") is None
+
+
+def test_schema_version_and_model_mismatch_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    with pytest.raises(SchemaError, match="tiermem reembed"):
+        Store(uri, embedding_model="other-model", embedding_dim=768)
+    store.set_meta("schema_version", "99")
+    with pytest.raises(SchemaError, match="newer tiermem"):
+        Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    store.set_meta("schema_version", "0")
+    with pytest.raises(SchemaError, match="cannot migrate"):
+        Store(uri, embedding_model="hashing-384", embedding_dim=384)
+
+
+def test_history_gap_is_repaired(memory: Memory) -> None:
+    """A process killed between the block write and its history row leaves a gap; the next edit fills it."""
+    a = memory.ensure_agent("default").id
+    block = memory.block(a, "human")
+    from dataclasses import replace
+
+    assert memory.store.cas_block(replace(block, value="orphan", version=2), 1)  # no history row written
+    memory.edit(a, "human", b.Append("next"))
+    assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys
+    from tiermem.store import Store
+    from tiermem.memory import Memory
+    from tiermem.config import BlockSpec
+    from tiermem import blocks as b
+    uri, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    m = Memory(Store(uri, embedding_model="hashing-384", embedding_dim=384),
+               default_blocks=[BlockSpec(label="shared", value="", limit=100000)])
+    agent = m.ensure_agent("default").id
+    for i in range(n):
+        m.edit(agent, "shared", b.Append(f"{me}-{i}"))
+    """
+)
+
+
+def test_concurrent_processes_lose_no_append(tmp_path: Path) -> None:
+    uri = str(tmp_path / "db")
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    procs = [subprocess.Popen([PYTHON, str(script), uri, f"p{p}", "12"], cwd=ROOT, stderr=subprocess.PIPE)
+             for p in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err.decode()[-2000:]
+    m = Memory(Store(uri, embedding_model="hashing-384", embedding_dim=384))
+    agent = m.ensure_agent("default").id
+    assert len(m.store.list_agents()) == 1
+    block = m.block(agent, "shared")
+    lines = [x for x in block.value.split("\n") if x]
+    assert sorted(lines) == sorted(f"p{p}-{i}" for p in range(4) for i in range(12))
+    hist = m.history(agent, "shared", 1000)
+    assert [v.version for v in hist] == list(range(49, 0, -1))  # one unbroken chain
+    for newer, older in zip(hist, hist[1:]):
+        assert newer.value.startswith(older.value + "\n")  # each version extends the previous one

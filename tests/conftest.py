@@ -39,3 +39,24 @@ def memory(settings: Settings) -> Memory:
 
 def spec(label: str, value: str = "", limit: int = 5000, read_only: bool = False) -> BlockSpec:
     return BlockSpec(label=label, value=value, description=f"{label} block", limit=limit, read_only=read_only)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
+    """The real server object over the real store, as ``tiermem serve`` builds it."""
+    from tiermem.cli import open_memory
+    from tiermem.server import MemoryHandle, build_server
+
+    def factory():  # type: ignore[no-untyped-def]
+        m = open_memory(settings)
+        return m, m.ensure_agent(settings.agent).id
+
+    return build_server(MemoryHandle(factory), settings)
+
+
+def text_of(result) -> str:  # type: ignore[no-untyped-def]
+    return "".join(getattr(c, "text", "") for c in result.content)

@@ -1,0 +1,203 @@
+"""The MCP surface through a real in-process MCP client: tools, errors, resources, prompts, notifications."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from mcp import Client
+
+from tiermem.blocks import LINE_NUMBER_WARNING
+from tiermem.config import Settings
+from tiermem.errors import ConfigError
+from tiermem.server import PRESETS, TOOL_GROUPS, resolve_tools
+
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(client: Client, name: str, **args):  # type: ignore[no-untyped-def]
+    return await client.call_tool(name, args)
+
+
+async def test_default_tools_and_annotations(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert set(tools) == set(resolve_tools(["default"]))
+        assert "memory_apply_patch" not in tools and "agent_chat" not in tools
+        assert tools["archival_memory_search"].annotations.read_only_hint is True
+        assert tools["core_memory_view"].annotations.read_only_hint is True
+        assert tools["memory_replace"].annotations.read_only_hint is False
+        assert tools["memory_replace"].annotations.destructive_hint is True
+        assert tools["core_memory_append"].annotations.destructive_hint is False
+        assert tools["archival_memory_delete"].annotations.destructive_hint is True
+        assert "old_str" in tools["memory_replace"].input_schema["properties"]
+        assert "verbatim" in (tools["memory_replace"].description or "")
+
+
+async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tiermem.config import load_settings
+
+    s = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools="minimal")
+    async with Client(serve_in_process(s), cache=None) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+    assert names == {"memory_replace", "memory_insert", "memory_rethink", "core_memory_view", "conversation_search",
+                     "archival_memory_insert", "archival_memory_search"}
+
+
+def test_resolve_tools_rejects_unknown() -> None:
+    with pytest.raises(ConfigError, match="Unknown tool, group or preset 'nope'"):
+        resolve_tools(["nope"])
+    assert resolve_tools(["patch", "memory_history"]) == ["memory_apply_patch", "memory_history"]
+    assert set(PRESETS) == {"default", "minimal", "all"} and "agent" in TOOL_GROUPS
+
+
+async def test_core_tools_success_paths(settings: Settings) -> None:
+    async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
+        assert text_of(await call(c, "memory_rethink", label="human", new_memory="Name: Ada")) == "Name: Ada"
+        assert text_of(await call(c, "core_memory_append", label="human", content="Likes tea")) == "Name: Ada\nLikes tea"
+        r = await call(c, "core_memory_replace", label="human", old_content="tea", new_content="coffee")
+        assert text_of(r) == "Name: Ada\nLikes coffee"
+        r = await call(c, "memory_replace", label="human", old_string="Ada", new_string="Ada Lovelace")
+        assert text_of(r) == "Name: Ada Lovelace\nLikes coffee"
+        r = await call(c, "memory_replace", label="human", old_str="coffee", new_str="green tea")  # aliases
+        assert text_of(r) == "Name: Ada Lovelace\nLikes green tea"
+        r = await call(c, "memory_insert", label="human", new_string="Lives in London", insert_line=1)
+        assert text_of(r) == "Name: Ada Lovelace\nLives in London\nLikes green tea"
+        r = await call(c, "memory_apply_patch", label="human", patch=" Lives in London\n-Likes green tea\n+Likes mint tea")
+        assert text_of(r) == "Name: Ada Lovelace\nLives in London\nLikes mint tea"
+        view = text_of(await call(c, "core_memory_view", line_numbers=True))
+        assert "1→ Name: Ada Lovelace" in view and "<memory_metadata>" in view
+        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=3)))
+        assert [h["operation"] for h in hist] == ["memory_apply_patch", "memory_insert", "memory_replace"]
+        r = await call(c, "memory_revert", label="human", version=2)
+        assert text_of(r) == "Name: Ada"
+
+
+async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
+    async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
+        await call(c, "memory_rethink", label="human", new_memory="x x\ny")
+        cases = [
+            ("memory_replace", dict(label="human", old_string="x", new_string="z"),
+             "No replacement was performed. Multiple occurrences of old_string `x` in lines [1]. Please ensure it is unique."),
+            ("memory_replace", dict(label="human", old_string="q", new_string="z"),
+             "No replacement was performed, old_string `q` did not appear verbatim in memory block with label `human`."),
+            ("memory_replace", dict(label="human", old_string="1→ x x", new_string="z"),
+             "old_string contains a line number prefix, which is not allowed. Do not include line numbers when calling "
+             "memory tools (line numbers are for display purposes only)."),
+            ("memory_replace", dict(label="human", old_string=LINE_NUMBER_WARNING, new_string="z"),
+             "old_string contains a line number warning, which is not allowed. Do not include line number information "
+             "when calling memory tools (line numbers are for display purposes only)."),
+            ("memory_insert", dict(label="human", new_string="z", insert_line=7),
+             "Invalid `insert_line` parameter: 7. It should be within the range of lines of the memory block: [0, 2], "
+             "or -1 to append to the end of the memory block."),
+            ("core_memory_append", dict(label="human", content="y" * 5000),
+             "Edit failed: Exceeds 5000 character limit (requested 5006)"),
+            ("core_memory_replace", dict(label="human", old_content="nope", new_content="z"),
+             "Old content 'nope' not found in memory block 'human'"),
+            ("memory_apply_patch", dict(label="human", patch=" nothing\n+z"),
+             "Failed to apply patch: expected hunk context not found in the memory block."),
+            ("memory_rethink", dict(label="nope", new_memory="z"),
+             "No memory block with label 'nope'. Blocks that exist: 'persona', 'human'."),
+            ("memory_revert", dict(label="human", version=42), "Block 'human' has no version 42"),
+            ("memory_replace", dict(label="human", new_string="z"), "Missing argument old_string (alias old_str)."),
+        ]
+        for tool, args, expected in cases:
+            r = await call(c, tool, **args)
+            assert r.is_error, (tool, args)
+            assert text_of(r).startswith(expected), (tool, text_of(r))
+        r = await call(c, "memory_insert", label="human", new_string="z", insert_line="two")
+        assert r.is_error and "insert_line" in text_of(r)
+        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=10)))
+        assert len(hist) == 2 and hist[0]["value"] == "x x\ny"  # nothing written by the failures
+
+
+async def test_memory_command_tool(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        r = await call(c, "memory", command="create", path="/memories/project", file_text="Goal: ship", description="Project notes")
+        assert not r.is_error and "Created memory block 'project'" in text_of(r)
+        r = await call(c, "memory", command="str_replace", path="/memories/project", old_str="ship", new_str="ship v1")
+        assert text_of(r) == "Goal: ship v1"
+        r = await call(c, "memory", command="insert", path="/memories/project", insert_line=0, insert_text="# Project")
+        assert text_of(r) == "# Project\nGoal: ship v1"
+        r = await call(c, "memory", command="rename", old_path="/memories/project", new_path="/memories/work")
+        assert "Renamed" in text_of(r)
+        r = await call(c, "memory", command="rename", path="/memories/work", description="Work notes")
+        assert not r.is_error
+        block = await c.read_resource("memory://blocks/work")
+        assert block.contents[0].text == "# Project\nGoal: ship v1"
+        assert block.contents[0].meta["description"] == "Work notes"
+        r = await call(c, "memory", command="create", path="/memories/work")
+        assert r.is_error and "already exists" in text_of(r)
+        r = await call(c, "memory", command="create", path="/etc/passwd")
+        assert r.is_error and "/memories/<label>" in text_of(r)
+        r = await call(c, "memory", command="delete", path="/memories/work")
+        assert "Deleted" in text_of(r)
+        r = await call(c, "memory", command="str_replace", path="/memories/work", old_str="a", new_str="b")
+        assert r.is_error and "No memory block with label 'work'" in text_of(r)
+
+
+async def test_resources_and_prompt(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        assert "memory://core" in (c.initialize_result.instructions or "")
+        uris = {str(r.uri): r for r in (await c.list_resources()).resources}
+        assert {"memory://core", "memory://blocks/persona", "memory://blocks/human", "memory://archival"} <= set(uris)
+        assert uris["memory://blocks/human"].meta["limit"] == 5000
+        templates = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
+        assert "memory://blocks/{label}" in templates
+        await call(c, "memory_rethink", label="human", new_memory="Name: Ada")
+        human = (await c.read_resource("memory://blocks/human")).contents[0]
+        assert human.text == "Name: Ada"
+        assert human.meta == {**human.meta, "limit": 5000, "chars": 9, "read_only": False, "version": 2}
+        core = (await c.read_resource("memory://core")).contents[0].text
+        assert core.startswith("<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n<persona>")
+        assert "<human>\n<description>\nThe human block: Stores key details" in core
+        assert "<value>\nName: Ada\n</value>\n</human>\n\n</memory_blocks>\n\n<memory_metadata>\n- AGENT_ID: agent-" in core
+        with pytest.raises(Exception, match="No memory block with label 'ghost'"):
+            await c.read_resource("memory://blocks/ghost")
+        prompt = await c.get_prompt("memory_system")
+        text = prompt.messages[0].content.text
+        assert "tiered, self-editing memory" in text and "<memory_blocks>" in text and "Name: Ada" in text
+
+
+async def test_listen_notifications_modern(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.list_tools()
+        async with c.listen(resource_subscriptions=["memory://blocks/human", "memory://core"], resources_list_changed=True) as sub:
+            await call(c, "core_memory_append", label="human", content="Likes tea")
+            await call(c, "memory", command="create", path="/memories/extra", file_text="x")
+            seen = []
+            with anyio.fail_after(10):
+                async for event in sub:
+                    seen.append(type(event).__name__ + ":" + str(getattr(event, "uri", "")))
+                    if "ResourcesListChanged:" in seen:
+                        break
+        assert "ResourceUpdated:memory://blocks/human" in seen
+        assert "ResourceUpdated:memory://core" in seen
+
+
+async def test_legacy_subscribe_notifications(settings: Settings) -> None:
+    received: list[str] = []
+
+    async def handler(message) -> None:  # type: ignore[no-untyped-def]
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method:
+            params = getattr(root, "params", None)
+            received.append(f"{method} {getattr(params, 'uri', '') or ''}".strip())
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        caps = c.initialize_result.capabilities.resources
+        assert caps.subscribe is True and caps.list_changed is True
+        await c.subscribe_resource("memory://blocks/human")
+        await call(c, "core_memory_append", label="human", content="Likes tea")
+        await call(c, "memory", command="create", path="/memories/extra", file_text="x")
+        with anyio.fail_after(5):
+            while "notifications/resources/list_changed" not in received:
+                await anyio.sleep(0.02)
+        await c.unsubscribe_resource("memory://blocks/human")
+        await call(c, "core_memory_append", label="human", content="again")
+        await anyio.sleep(0.2)
+    assert received.count("notifications/resources/updated memory://blocks/human") == 1

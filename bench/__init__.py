@@ -1,0 +1,1 @@
+"""tiermem benchmarks: run with `python -m bench <name>` (see BENCHMARKS.md)."""

@@ -1,0 +1,22 @@
+"""`python -m bench [coldstart|roundtrip|locomo|scale|all]`"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = ["coldstart", "roundtrip", "locomo", "scale"]
+
+
+def main() -> None:
+    names = sys.argv[1:] or ["all"]
+    if names == ["all"]:
+        names = BENCHES
+    for name in names:
+        if name not in BENCHES:
+            raise SystemExit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHES)} or all")
+        print(f"== {name}", flush=True)
+        importlib.import_module(f"bench.{name}").main()
+
+
+main()

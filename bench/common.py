@@ -1,0 +1,70 @@
+"""Shared helpers: timing statistics, machine description, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results.json"
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+}
+
+
+def stats(samples_s: list[float]) -> dict[str, float]:
+    ms = sorted(x * 1000 for x in samples_s)
+
+    def pct(p: float) -> float:
+        return ms[min(len(ms) - 1, int(round(p / 100 * (len(ms) - 1))))]
+
+    return {"n": len(ms), "p50_ms": round(pct(50), 3), "p95_ms": round(pct(95), 3), "p99_ms": round(pct(99), 3),
+            "mean_ms": round(statistics.fmean(ms), 3), "stdev_ms": round(statistics.pstdev(ms), 3)}
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu}
+
+
+def bench_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-"))
+    env.update(XDG_CONFIG_HOME=str(tmp / "cfg"), TIERMEM_DATA_DIR=str(data_dir or tmp / "data"))
+    env.update(extra)
+    return env
+
+
+def spawn_to_initialize(cmd: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawning ``cmd`` to reading its initialize response on stdout."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    assert proc.stdin and proc.stdout
+    proc.stdin.write((json.dumps(INIT) + "\n").encode())
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    elapsed = time.perf_counter() - start
+    proc.kill()
+    proc.wait()
+    if not line.startswith(b"{"):
+        raise RuntimeError(f"{cmd} did not answer initialize")
+    return elapsed
+
+
+def save(name: str, result: dict[str, Any]) -> None:
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data[name] = {"result": result, "machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    RESULTS.write_text(json.dumps(data, indent=2))

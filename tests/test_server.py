@@ -141,7 +141,7 @@ async def test_memory_command_tool(settings: Settings) -> None:
 
 async def test_resources_and_prompt(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
-        assert "memory://core" in (c.initialize_result.instructions or "")
+        assert "memory://core" in (c.instructions or "")
         uris = {str(r.uri): r for r in (await c.list_resources()).resources}
         assert {"memory://core", "memory://blocks/persona", "memory://blocks/human", "memory://archival"} <= set(uris)
         assert uris["memory://blocks/human"].meta["limit"] == 5000
@@ -189,7 +189,7 @@ async def test_legacy_subscribe_notifications(settings: Settings) -> None:
             received.append(f"{method} {getattr(params, 'uri', '') or ''}".strip())
 
     async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
-        caps = c.initialize_result.capabilities.resources
+        caps = c.server_capabilities.resources
         assert caps.subscribe is True and caps.list_changed is True
         await c.subscribe_resource("memory://blocks/human")
         await call(c, "core_memory_append", label="human", content="Likes tea")
@@ -200,4 +200,4 @@ async def test_legacy_subscribe_notifications(settings: Settings) -> None:
         await c.unsubscribe_resource("memory://blocks/human")
         await call(c, "core_memory_append", label="human", content="again")
         await anyio.sleep(0.2)
-    assert received.count("notifications/resources/updated memory://blocks/human") == 1
+    assert received.count("notifications/resources/updated memory://blocks/human") == 1, received

@@ -103,11 +103,14 @@ class Memory:
         for spec in specs:
             rules.validate_label(spec.label)
             rules.check_limit(spec.value, spec.limit)
-        self.store.insert_agent(agent)
+        # Blocks and attachments first, the agent row last: once another process can find the
+        # agent, its blocks are there. Stable ids make a concurrent or interrupted first start
+        # converge on the same rows.
         for spec in specs:
             block_id = stable_id("block", agent.id, spec.label) if stable else new_id("block")
             self._insert_block(block_id, spec, actor="system")
             self.store.attach(agent.id, block_id)
+        self.store.insert_agent(agent)
         return self.store.get_agent(agent.id)
 
     # -- reading blocks ----------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from .errors import ConfigError, TiermemError
@@ -88,7 +88,7 @@ class Notifier:
     def __init__(self, server: MCPServer[Any]) -> None:
         self._server = server
         self._pending: deque[Change] = deque()
-        self._subscribers: dict[str, list[Any]] = {}  # uri -> sessions (legacy protocol)
+        self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
         self._agent_id: str | None = None
 
     def bind(self, memory: Memory, agent_id: str) -> None:
@@ -96,15 +96,25 @@ class Notifier:
             self._agent_id = agent_id
             memory.subscribe(self._pending.append)
 
+    @staticmethod
+    def _channel(session: Any) -> Any:
+        """The client's connection: stable across requests, unlike the per-request session object.
+
+        The SDK keeps it private on the session; fall back to the session itself.
+        """
+        return getattr(session, "_connection", session)
+
     def subscribe(self, uri: str, session: Any) -> None:
-        sessions = self._subscribers.setdefault(uri, [])
-        if session not in sessions:
-            sessions.append(session)
+        channels = self._subscribers.setdefault(uri, [])
+        channel = self._channel(session)
+        if channel not in channels:
+            channels.append(channel)
 
     def unsubscribe(self, uri: str, session: Any) -> None:
-        sessions = self._subscribers.get(uri, [])
-        if session in sessions:
-            sessions.remove(session)
+        channels = self._subscribers.get(uri, [])
+        channel = self._channel(session)
+        if channel in channels:
+            channels.remove(channel)
 
     async def flush(self, ctx: Context[Any, Any] | None) -> None:
         while self._pending:
@@ -121,21 +131,22 @@ class Notifier:
     async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
         if ctx is not None:
             await ctx.notify_resource_updated(uri)
-        for session in list(self._subscribers.get(uri, ())):
+        for channel in list(self._subscribers.get(uri, ())):
             try:
-                await session.send_resource_updated(uri)
+                await channel.send_resource_updated(uri)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.unsubscribe(uri, session)
+                self._subscribers[uri].remove(channel)  # that client is gone
 
     async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
         if ctx is not None:
             await ctx.notify_resources_changed()
-        sessions = {id(s): s for group in self._subscribers.values() for s in group}
+        channels = {id(c): c for group in self._subscribers.values() for c in group}
         if ctx is not None:
-            sessions[id(ctx.request_context.session)] = ctx.request_context.session
-        for session in sessions.values():
+            channel = self._channel(ctx.request_context.session)
+            channels[id(channel)] = channel
+        for channel in channels.values():
             try:
-                await session.send_resource_list_changed()
+                await channel.send_resource_list_changed()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # that client is gone; nothing to tell it
 
@@ -157,12 +168,9 @@ class Runtime:
             return fn(memory, agent_id)
 
         try:
-            result = await anyio.to_thread.run_sync(work)
-        except TiermemError as exc:
-            raise ToolError(str(exc)) from exc
+            return await anyio.to_thread.run_sync(work)
         finally:
             await self.notifier.flush(ctx)
-        return result
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +231,7 @@ class TiermemServer(MCPServer[Any]):
         listed = await super().list_resources()
         try:
             blocks = await self.runtime.call(None, lambda m, a: m.blocks(a))
-        except ToolError as exc:
+        except TiermemError as exc:
             log.warning("listing block resources failed: %s", exc)
             return listed
         from mcp.types import Resource
@@ -250,7 +258,7 @@ class TiermemServer(MCPServer[Any]):
             label = text[len(prefix) :]
             try:
                 block = await self.runtime.call(None, lambda m, a: m.block(a, label))
-            except ToolError as exc:
+            except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [
                 ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
@@ -313,9 +321,8 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
         description="One core memory block's value; its metadata (limit, chars, read_only, description, version) is in _meta.",
         mime_type="text/plain",
     )
-    async def block(label: str) -> str:
-        found = await runtime.call(None, lambda m, a: m.block(a, label))
-        return found.value
+    async def block(label: str) -> str:  # reads are served by TiermemServer.read_resource
+        raise ResourceNotFoundError(f"No memory block with label {label!r}.")
 
     @server.resource(
         ARCHIVAL_URI,
@@ -331,11 +338,19 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
             recall, passages, tags = m.archive.counts(a)
             return {"passages": passages, "messages": recall, "tags": tags}
 
-        return json.dumps(await runtime.call(None, summary))
+        return json.dumps(await _read(runtime, summary))
 
 
 async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
-    return await runtime.call(None, lambda m, a: m.render_core(a, line_numbers=line_numbers))
+    return await _read(runtime, lambda m, a: m.render_core(a, line_numbers=line_numbers))
+
+
+async def _read(runtime: Runtime, fn: Callable[[Memory, str], T]) -> T:
+    """A resource read: our errors reach the client as resource errors with their message."""
+    try:
+        return await runtime.call(None, fn)
+    except TiermemError as exc:
+        raise ResourceError(str(exc)) from exc
 
 
 def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:

@@ -5,16 +5,17 @@ The docstrings are the contract the model reads: what the tool is for and when t
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from . import blocks as rules
 from .config import BlockSpec
+from .errors import TiermemError, ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -30,11 +31,11 @@ SET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hi
 
 def _pick(primary: str | None, alias: str | None, name: str, alias_name: str, *, required: bool = True) -> str:
     if primary is not None and alias is not None and primary != alias:
-        raise ToolError(f"Give {name} or its alias {alias_name}, not both with different values.")
+        raise ValidationError(f"Give {name} or its alias {alias_name}, not both with different values.")
     value = primary if primary is not None else alias
     if value is None:
         if required:
-            raise ToolError(f"Missing argument {name} (alias {alias_name}).")
+            raise ValidationError(f"Missing argument {name} (alias {alias_name}).")
         return ""
     return value
 
@@ -49,7 +50,20 @@ def register_tools(server: MCPServer[Any], rt: Runtime, names: list[str]) -> Non
         if name not in table:
             continue  # e.g. agent_chat, registered by the agent loop when enabled
         fn, annotations, title = table[name]
-        server.add_tool(fn, name=name, title=title, annotations=annotations, structured_output=False)
+        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations, structured_output=False)
+
+
+def model_errors(fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str | CallToolResult]]:
+    """Return our errors as tool errors whose text is exactly the message (no SDK prefix)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> str | CallToolResult:
+        try:
+            return await fn(*args, **kwargs)
+        except TiermemError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+    return wrapper
 
 
 Entry = tuple[Callable[..., Any], ToolAnnotations, str]
@@ -221,7 +235,7 @@ def _memory_command(m: Memory, agent_id: str, args: dict[str, Any]) -> str:
 
     def need(name: str) -> Any:
         if args.get(name) is None:
-            raise ToolError(f"memory {command} needs `{name}`.")
+            raise ValidationError(f"memory {command} needs `{name}`.")
         return args[name]
 
     if command == "create":
@@ -251,4 +265,4 @@ def _memory_command(m: Memory, agent_id: str, args: dict[str, Any]) -> str:
         label = rules.label_from_path(need("path"))
         m.update_block(agent_id, label, description=need("description"), actor="agent", operation="describe")
         return f"Updated the description of memory block {label!r}."
-    raise ToolError(f"Unknown memory command {command!r}; use create, str_replace, insert, delete or rename.")
+    raise ValidationError(f"Unknown memory command {command!r}; use create, str_replace, insert, delete or rename.")

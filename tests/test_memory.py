@@ -167,3 +167,12 @@ def test_concurrent_processes_lose_no_append(tmp_path: Path) -> None:
     assert [v.version for v in hist] == list(range(49, 0, -1))  # one unbroken chain
     for newer, older in zip(hist, hist[1:]):
         assert newer.value.startswith(older.value + "\n")  # each version extends the previous one
+
+
+def test_values_with_sql_metacharacters_round_trip(memory: Memory) -> None:
+    a = memory.ensure_agent("default").id
+    nasty = "O'Brien said \"hi\" \\ back\\slash'); DROP TABLE blocks; --\nüñï 🎉 %_*"
+    assert memory.edit(a, "human", b.Rethink(nasty)).value == nasty
+    assert memory.block(a, "human").value == nasty
+    assert memory.history(a, "human", 1)[0].value == nasty
+    assert memory.edit(a, "human", b.StrReplace("O'Brien", "O'Neil")).value == nasty.replace("O'Brien", "O'Neil")

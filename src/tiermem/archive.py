@@ -131,18 +131,22 @@ class Archive:
         self.message_weights = message_weights or self.weights
         self._backfill_lock = threading.Lock()
         self._backfill_running = False
+        self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
 
     # -- counts ------------------------------------------------------------
 
     def counts(self, agent_id: str) -> tuple[int, int, list[str]]:
+        """(messages, passages, tags) of an agent; recomputed only when either table changed."""
+        key = (agent_id, self.store.version("messages"), self.store.version("passages"))
+        if self._counts is not None and self._counts[0] == key:
+            return self._counts[1]
         where = f"agent_id = {sql_str(agent_id)}"
-        recall = self.store.count("messages", where)
-        archival = self.store.count("passages", where)
-        return recall, archival, self.tags(agent_id)
+        value = (self.store.count("messages", where), self.store.count("passages", where), self.store.distinct_tags(agent_id))
+        self._counts = (key, value)
+        return value
 
     def tags(self, agent_id: str) -> list[str]:
-        rows = self.store.select("passages", f"agent_id = {sql_str(agent_id)}", limit=10**9)
-        return sorted({t for r in rows for t in (r["tags"] or ())})
+        return self.counts(agent_id)[2]
 
     # -- writing -----------------------------------------------------------
 

@@ -62,6 +62,7 @@ class Memory:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
+        self._history_ok: dict[str, int] = {}  # block id -> newest version known to have its history row
         self.archive: Archive | None = None
 
     # -- listeners -----------------------------------------------------------
@@ -290,13 +291,14 @@ class Memory:
                 current = self.store.get_block(block_id)
                 if current is None:
                     raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
-                self._repair_history(current)
                 updated = change(current)
                 if updated == current:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 if self.store.cas_block(committed, current.version):
                     self.store.append_history(_version_of(committed, operation, actor))
+                    self._repair_history(current)  # the version we replaced, if another writer left it unrecorded
+                    self._history_ok[block_id] = committed.version
                     agents = tuple(self.store.agents_of_block(block_id))
                     self._emit(Change("block_updated", agents, committed.label))
                     return committed
@@ -306,10 +308,16 @@ class Memory:
         )
 
     def _repair_history(self, block: Block) -> None:
-        """A process killed between the block write and its history row leaves a gap: fill it."""
-        if self.store.history_version(block.id, block.version) is None:
-            log.warning("block %s: history row for version %d missing; recording it now", block.id, block.version)
-            self.store.append_history(_version_of(block, "recovered", "system"))
+        """A process killed between the block write and its history row leaves a gap: fill it.
+
+        Versions this process wrote or already checked are skipped; otherwise the row is inserted
+        unless it exists. A row recorded this way for a version whose writer was merely slow is a
+        duplicate with the same content; reads prefer the writer's own row.
+        """
+        if self._history_ok.get(block.id, 0) >= block.version:
+            return
+        self.store.recover_history(_version_of(block, "recovered", "system"))
+        self._history_ok[block.id] = block.version
 
     def _check_sizes(self, edit: rules.Edit) -> None:
         for name, value in vars(edit).items():

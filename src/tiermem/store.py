@@ -314,6 +314,7 @@ class Store:
         self.optimize_every = optimize_every
         self._writes = 0
         self._lock = threading.Lock()
+        self._snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._optimizing = threading.Lock()
         try:
             self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
@@ -411,6 +412,17 @@ class Store:
         rows: list[dict[str, Any]] = q.limit(limit).to_list()  # limit None: every matching row
         return rows
 
+    def _snapshot(self, table: str) -> list[dict[str, Any]]:
+        """Every row of a small table, re-read only when its version moved (any process's write)."""
+        t = self._tables[table]
+        version = int(t.version)  # checks out the latest version: sees other processes' writes
+        cached = self._snapshots.get(table)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows: list[dict[str, Any]] = t.to_arrow().to_pylist()
+        self._snapshots[table] = (version, rows)
+        return rows
+
     def _wrote(self, n: int = 1) -> None:
         with self._lock:
             self._writes += n
@@ -423,15 +435,15 @@ class Store:
     # -- agents --------------------------------------------------------------
 
     def list_agents(self) -> list[Agent]:
-        rows = _first_by(self._rows("agents"), "id")
+        rows = _first_by(self._snapshot("agents"), "id")
         return sorted((_agent(r) for r in rows), key=lambda a: a.name)
 
     def find_agent(self, name: str) -> Agent | None:
-        rows = self._rows("agents", f"name = {sql_str(name)}", limit=4)
+        rows = [r for r in self._snapshot("agents") if r["name"] == name]
         return _agent(rows[0]) if rows else None
 
     def get_agent(self, agent_id: str) -> Agent:
-        rows = self._rows("agents", f"id = {sql_str(agent_id)}", limit=1)
+        rows = [r for r in self._snapshot("agents") if r["id"] == agent_id]
         if not rows:
             raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
         return _agent(rows[0])
@@ -447,26 +459,24 @@ class Store:
     # -- blocks --------------------------------------------------------------
 
     def get_block(self, block_id: str) -> Block | None:
-        rows = self._rows("blocks", f"id = {sql_str(block_id)}", limit=1)
+        rows = [r for r in self._snapshot("blocks") if r["id"] == block_id]
         return _block(rows[0]) if rows else None
 
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
-        if not block_ids:
-            return []
-        ids = ", ".join(sql_str(i) for i in block_ids)
-        rows = _first_by(self._rows("blocks", f"id IN ({ids})"), "id")
+        wanted = set(block_ids)
+        rows = _first_by((r for r in self._snapshot("blocks") if r["id"] in wanted), "id")
         return [_block(r) for r in rows]
 
     def list_blocks(self) -> list[Block]:
-        return [_block(r) for r in _first_by(self._rows("blocks"), "id")]
+        return [_block(r) for r in _first_by(self._snapshot("blocks"), "id")]
 
     def attached_block_ids(self, agent_id: str) -> list[str]:
-        rows = self._rows("attachments", f"agent_id = {sql_str(agent_id)}")
+        rows = [r for r in self._snapshot("attachments") if r["agent_id"] == agent_id]
         rows.sort(key=lambda r: (r["created_us"], r["block_id"]))
         return [r["block_id"] for r in _first_by(rows, "block_id")]
 
     def agents_of_block(self, block_id: str) -> list[str]:
-        rows = self._rows("attachments", f"block_id = {sql_str(block_id)}")
+        rows = [r for r in self._snapshot("attachments") if r["block_id"] == block_id]
         return [r["agent_id"] for r in _first_by(rows, "agent_id")]
 
     def insert_block(self, block: Block, first: BlockVersion) -> None:
@@ -477,22 +487,38 @@ class Store:
         self._wrote()
 
     def cas_block(self, block: Block, expected_version: int) -> bool:
-        """Write ``block`` only if the stored version is still ``expected_version``."""
-        result = (
-            self._tables["blocks"]
-            .merge_insert("id")
-            .when_matched_update_all(where=f"target.version = {int(expected_version)}")
-            .execute([_block_row(block)])
+        """Write ``block`` only if the stored version is still ``expected_version``.
+
+        A conditional update: when another process commits first, Lance re-checks the
+        condition against its commit, so exactly one writer of each version wins.
+        """
+        row = _block_row(block)
+        del row["id"]
+        cached = self._snapshots.get("blocks")
+        result = self._tables["blocks"].update(
+            where=f"id = {sql_str(block.id)} AND version = {int(expected_version)}", values=row
         )
         self._wrote()
-        return bool(result.num_updated_rows)
+        if result.rows_updated and cached is not None and int(result.version) == cached[0] + 1:
+            # Nobody else committed in between: the snapshot plus our row is exactly the new version.
+            rows = [({**r, **row} if r["id"] == block.id else r) for r in cached[1]]
+            self._snapshots["blocks"] = (int(result.version), rows)
+        return bool(result.rows_updated)
 
     def append_history(self, version: BlockVersion) -> None:
+        """Append one history row; only the writer that won a version's CAS writes its row."""
+        self._tables["block_history"].add([_version_row(version)])
+        self._wrote()
+
+    def recover_history(self, version: BlockVersion) -> None:
+        """Insert a history row unless that version already has one (gap repair)."""
         self._tables["block_history"].merge_insert("key").when_not_matched_insert_all().execute([_version_row(version)])
         self._wrote()
 
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]:
-        rows = _first_by(self._rows("block_history", f"block_id = {sql_str(block_id)}"), "key")
+        rows = self._rows("block_history", f"block_id = {sql_str(block_id)}")
+        rows.sort(key=lambda r: r["operation"] == "recovered")  # a writer's own row wins over a recovered copy
+        rows = _first_by(rows, "key")
         rows.sort(key=lambda r: r["version"], reverse=True)
         if limit is not None:
             rows = rows[:limit]
@@ -534,6 +560,18 @@ class Store:
 
     def rows_without_vectors(self, table: str, limit: int = 256) -> list[dict[str, Any]]:
         return self._rows(table, "vector IS NULL", limit=limit)
+
+    def version(self, table: str) -> int:
+        return int(self._tables[table].version)
+
+    def distinct_tags(self, agent_id: str) -> list[str]:
+        import pyarrow.compute as pc
+
+        data = self._tables["passages"].search().where(f"agent_id = {sql_str(agent_id)}").select(["tags"]).limit(None).to_arrow()
+        if data.num_rows == 0:
+            return []
+        flat = pc.list_flatten(data.column("tags").combine_chunks())
+        return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
     def count(self, table: str, where: str | None = None) -> int:
         t = self._tables[table]

@@ -1,0 +1,214 @@
+"""Recall and archival memory through a real MCP client, with the real offline MiniLM model."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tiermem.archive import Archive
+from tiermem.cli import open_memory
+from tiermem.config import Settings, load_settings
+from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
+from tiermem.memory import Memory
+from tiermem.server import MemoryHandle, build_server
+
+from .conftest import text_of
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def real(tmp_path: Path) -> Settings:
+    return load_settings(data_dir=tmp_path / "data", embedding_model="default", tools=["all"])
+
+
+def server_for(settings: Settings, memory: Memory | None = None):  # type: ignore[no-untyped-def]
+    def factory():  # type: ignore[no-untyped-def]
+        m = memory or open_memory(settings)
+        if memory is None:
+            m.archive.embedder.wait(120)  # these tests are about hybrid search, not the loading window
+        return m, m.ensure_agent(settings.agent).id
+
+    return build_server(MemoryHandle(factory), settings)
+
+
+async def call(c: Client, name: str, **args):  # type: ignore[no-untyped-def]
+    r = await c.call_tool(name, args)
+    return r, (json.loads(text_of(r)) if not r.is_error else text_of(r))
+
+
+async def test_insert_is_findable_at_once_by_keyword_and_meaning(real: Settings) -> None:
+    memory = open_memory(real)
+    memory.archive.embedder.wait(60)
+    async with Client(server_for(real, memory), cache=None) as c:
+        for i in range(20):
+            await call(c, "archival_memory_insert", content=f"Filler fact number {i} about gardening and tomatoes")
+        memory.store.optimize()  # builds the full-text index over what exists now
+        assert memory.store.index_health()["passages"]["fts_indexed"] == 20
+        _, ins = await call(c, "archival_memory_insert", content="The quarterly budget review with finance is on Thursday at 10am")
+        new_id = ins["ids"][0]
+        assert memory.store.index_health()["passages"]["fts_unindexed"] == 1  # not in the index yet...
+        _, kw = await call(c, "archival_memory_search", query="quarterly budget review", top_k=3)
+        assert kw["results"][0]["id"] == new_id and kw["results"][0]["relevance"]["fts_rank"] == 1  # ...found anyway
+        _, sem = await call(c, "archival_memory_search", query="when do I meet the accounting team about money?", top_k=3)
+        assert sem["results"][0]["id"] == new_id and sem["results"][0]["relevance"]["vector_rank"] == 1
+        assert sem["search_mode"] == "hybrid" and "notes" not in sem
+
+
+async def test_tag_filters_apply_before_ranking(real: Settings) -> None:
+    async with Client(server_for(real), cache=None) as c:
+        for i in range(15):
+            await call(c, "archival_memory_insert", content=f"Recipe {i}: slow cooked stew with beans", tags=["food", "winter"])
+            await call(c, "archival_memory_insert", content=f"Recipe {i}: cold noodle salad", tags=["food"])
+        await call(c, "archival_memory_insert", content="Stew safety: simmer beans for ten minutes", tags=["safety"])
+        _, any_ = await call(c, "archival_memory_search", query="stew with beans", tags=["winter", "safety"], top_k=10)
+        assert len(any_["results"]) == 10 and all(set(r["tags"]) & {"winter", "safety"} for r in any_["results"])
+        _, all_ = await call(c, "archival_memory_search", query="noodles", tags=["food", "winter"], tag_match_mode="all", top_k=10)
+        assert len(all_["results"]) == 10 and all({"food", "winter"} <= set(r["tags"]) for r in all_["results"])
+        _, only = await call(c, "archival_memory_search", query="noodles", tags=["safety"], top_k=5)
+        assert [r["tags"] for r in only["results"]] == [["safety"]]  # top_k is a cap, the filter decides
+        r, err = await call(c, "archival_memory_search", query="x", tag_match_mode="some")
+        assert r.is_error
+
+
+async def test_hostile_filter_strings_are_plain_values(real: Settings) -> None:
+    async with Client(server_for(real), cache=None) as c:
+        await call(c, "archival_memory_insert", content="normal passage", tags=["plain"])
+        hostile = ["x' OR 1=1 --", "a\\' OR ''='", "') OR true; --", "%", "*"]
+        _, ins = await call(c, "archival_memory_insert", content="tagged passage", tags=hostile)
+        for tag in hostile:
+            _, res = await call(c, "archival_memory_search", query="passage", tags=[tag], top_k=5)
+            assert [r["id"] for r in res["results"]] == ins["ids"], tag
+        _, none = await call(c, "archival_memory_search", query="passage", tags=["x"], top_k=5)
+        assert none["results"] == []
+        for bad in (["a\x00b"], ["\n"], [""], ["x" * 65]):
+            r, err = await call(c, "archival_memory_search", query="passage", tags=bad)
+            assert r.is_error and "Invalid tag" in err
+        r, err = await call(c, "archival_memory_delete", id="x' OR 1=1 --")
+        assert r.is_error and "Invalid passage id" in err
+        _, listed = await call(c, "archival_memory_list")
+        assert listed["total"] == 2  # nothing was deleted or changed
+        r, err = await call(c, "conversation_search", query="x", roles=["user' OR 1=1 --"])
+        assert r.is_error
+
+
+async def test_date_filters_and_errors(real: Settings) -> None:
+    async with Client(server_for(real), cache=None) as c:
+        msgs = [
+            {"role": "user", "content": "I adopted a cat named Miso", "timestamp": "2024-03-01T09:00:00Z"},
+            {"role": "assistant", "content": "Miso is a lovely name for a cat", "timestamp": "2024-03-01T23:30:00Z"},
+            {"role": "user", "content": "Miso knocked over my cat-themed plant", "timestamp": "2024-03-02T00:00:00Z"},
+            {"role": "tool", "content": "cat facts lookup result", "timestamp": "2024-02-28T12:00:00Z"},
+        ]
+        _, logged = await call(c, "conversation_log", messages=msgs)
+        assert logged["stored"] == 4
+        _, day = await call(c, "conversation_search", query="cat", start_date="2024-03-01", end_date="2024-03-01", limit=10)
+        assert sorted(r["content"] for r in day["results"]) == sorted([msgs[0]["content"], msgs[1]["content"]])
+        _, users = await call(c, "conversation_search", query="cat", roles=["user"], limit=10)
+        assert {r["role"] for r in users["results"]} == {"user"} and len(users["results"]) == 2
+        _, since = await call(c, "conversation_search", query="cat", start_date="2024-03-01T23:00", limit=10)
+        assert len(since["results"]) == 2
+        first = day["results"][0]
+        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance"} and first["time_ago"].endswith("ago")
+        r, err = await call(c, "conversation_search", query="cat", start_date="March 1st")
+        assert r.is_error and err == "Invalid start_date format: March 1st. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
+        r, err = await call(c, "conversation_search", query="cat", start_date="2024-03-02", end_date="2024-03-01")
+        assert r.is_error and "is after end_date" in err
+        r, err = await call(c, "archival_memory_search", query="cat", end_datetime="2024-13-01")
+        assert r.is_error and err.startswith("Invalid end_datetime format: 2024-13-01.")
+        for bad in (0, -1, 101, 10**9):
+            r, err = await call(c, "conversation_search", query="cat", limit=bad)
+            assert r.is_error and "limit must be a whole number from 1 to 100" in err
+        r, err = await call(c, "conversation_log", messages=[{"role": "robot", "content": "x"}])
+        assert r.is_error
+        _, after = await call(c, "conversation_search", query="cat", limit=10)
+        assert len(after["results"]) == 4  # failed calls stored nothing
+
+
+async def test_delete_list_and_chunking(real: Settings) -> None:
+    words = " ".join(f"word{i}" for i in range(1500)) + ". The secret launch code is PELICAN."
+    async with Client(server_for(real), cache=None) as c:
+        _, long = await call(c, "archival_memory_insert", content=words, tags=["long"])
+        assert long["chunks"] > 1
+        _, hit = await call(c, "archival_memory_search", query="secret launch code PELICAN", top_k=1)
+        assert hit["results"][0]["id"] in long["ids"] and "PELICAN" in hit["results"][0]["content"]
+        _, ins = await call(c, "archival_memory_insert", content="Temporary fact")
+        _, page1 = await call(c, "archival_memory_list", limit=2)
+        assert page1["total"] == long["chunks"] + 1 and page1["next_offset"] == 2 and len(page1["passages"]) == 2
+        _, last = await call(c, "archival_memory_list", offset=page1["total"] - 1, limit=2)
+        assert last["next_offset"] is None and len(last["passages"]) == 1
+        _, deleted = await call(c, "archival_memory_delete", id=long["ids"][0])
+        assert deleted["deleted"] == long["chunks"]  # the first chunk's id removes the whole insert
+        _, rest = await call(c, "archival_memory_list")
+        assert [p["id"] for p in rest["passages"]] == ins["ids"]
+        r, err = await call(c, "archival_memory_delete", id=ins["ids"][0] + "x")
+        assert r.is_error and "No archival passage with id" in err
+        summary = json.loads((await c.read_resource("memory://archival")).contents[0].text)
+        assert summary == {"passages": 1, "messages": 0, "tags": []}
+
+
+def test_chunks_fit_the_model_window(real: Settings) -> None:
+    memory = open_memory(real)
+    emb = memory.archive.embedder
+    text = " ".join(f"Sentence {i} talks about topic {i % 7} in some detail." for i in range(400))
+    chunks = emb.chunk(text)
+    assert len(chunks) > 5 and all(emb.count_tokens(ch) <= 256 for ch in chunks)
+    assert set(text.split()) == {w for ch in chunks for w in ch.split()}  # no word lost
+    for a, b in zip(chunks, chunks[1:]):  # each chunk starts inside the previous one's tail (overlap)
+        head = b.split()[:3]
+        assert " ".join(head) in a and a.split()[-1] in b
+    assert emb.chunk("short text") == ["short text"]
+
+
+async def test_fts_only_until_model_ready_then_backfilled(tmp_path: Path) -> None:
+    """A model still loading: searches say they are keyword-only; rows stored meanwhile get vectors later."""
+    settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools=["all"])
+    gate = threading.Event()
+    hashing = HashingEmbedder()
+
+    def slow_factory() -> HashingEmbedder:
+        gate.wait(30)
+        return hashing
+
+    embedder = BackgroundEmbedder(slow_factory, name=hashing.name, dim=hashing.dim, max_tokens=hashing.max_tokens)
+    memory = open_memory(settings, start_embedder=False)
+    memory.archive = Archive(memory.store, embedder)
+    embedder.start()
+    async with Client(server_for(settings, memory), cache=None) as c:
+        _, ins = await call(c, "archival_memory_insert", content="Penguins live in the southern hemisphere")
+        _, res = await call(c, "archival_memory_search", query="penguins")
+        assert res["search_mode"] == "fts" and "still loading" in res["notes"][0]
+        assert res["results"][0]["id"] == ins["ids"][0] and res["results"][0]["relevance"]["vector_rank"] is None
+        gate.set()
+        embedder.wait(10)
+        memory.archive.start_backfill()
+        for _ in range(100):
+            if memory.store.count("passages", "vector IS NULL") == 0:
+                break
+            threading.Event().wait(0.05)
+        _, res = await call(c, "archival_memory_search", query="penguins")
+        assert res["search_mode"] == "hybrid" and res["results"][0]["relevance"]["vector_rank"] == 1
+
+
+async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools=["all"], search_token_budget=60)
+    async with Client(server_for(settings), cache=None) as c:
+        for i in range(5):
+            await call(c, "archival_memory_insert", content=f"Budget item {i}: " + "long words " * 20)
+        _, res = await call(c, "archival_memory_search", query="budget item", top_k=5)
+        assert 1 <= len(res["results"]) < 5
+        assert any("token budget" in n for n in res["notes"])
+
+
+async def test_core_memory_metadata_counts(real: Settings) -> None:
+    async with Client(server_for(real), cache=None) as c:
+        await call(c, "conversation_log", messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        await call(c, "archival_memory_insert", content="fact", tags=["t1", "t2"])
+        core = (await c.read_resource("memory://core")).contents[0].text
+        assert "- 2 previous messages between you and the user are stored in recall memory" in core
+        assert "- 1 total memories you created are stored in archival memory" in core
+        assert "- Archival memory tags: t1, t2" in core

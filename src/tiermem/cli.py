@@ -239,7 +239,16 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command == "serve":
         serve(settings)
         return 0
-    memory = open_memory(settings, start_embedder=args.command in ("reembed",))
+    if args.command == "reembed":  # before opening: it exists to fix a model mismatch
+        from .maintenance import reembed
+
+        reembed(settings)
+        return 0
+    if args.command == "doctor":
+        from .maintenance import doctor
+
+        return doctor(settings, as_json=args.json)
+    memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "list":
             _print([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
@@ -253,15 +262,6 @@ def run_command(args: argparse.Namespace) -> int:
         for table, outcome in memory.store.optimize().items():
             print(f"{table}: {outcome}")
         return 0
-    if args.command == "reembed":
-        from .maintenance import reembed
-
-        reembed(settings)
-        return 0
-    if args.command == "doctor":
-        from .maintenance import doctor
-
-        return doctor(memory, settings, as_json=args.json)
     raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
 
 

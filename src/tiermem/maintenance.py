@@ -11,7 +11,6 @@ from .errors import SchemaError, TiermemError
 
 if TYPE_CHECKING:
     from .config import Settings
-    from .memory import Memory
 
 
 def progress(done: int, total: int, what: str, started: float) -> None:
@@ -23,13 +22,23 @@ def progress(done: int, total: int, what: str, started: float) -> None:
         print(f"{prefix}{what}: {done}/{total} ({rate:.0f}/s)", end=end, file=sys.stderr, flush=True)
 
 
-def doctor(memory: Memory, settings: Settings, *, as_json: bool = False) -> int:
+def doctor(settings: Settings, *, as_json: bool = False) -> int:
     """Report on the data directory; exit 1 with fixes when something is wrong."""
+    from .cli import open_memory
+
     checks: list[dict[str, Any]] = []
 
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
 
+    try:
+        memory = open_memory(settings, start_embedder=False)
+    except SchemaError as exc:
+        check("schema", False, str(exc), "run `tiermem reembed` to switch models, or configure the model the store was built with")
+        return _report(checks, as_json)
+    except TiermemError as exc:
+        check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
+        return _report(checks, as_json)
     store = memory.store
     meta = store.meta()
     check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}")
@@ -62,6 +71,10 @@ def doctor(memory: Memory, settings: Settings, *, as_json: bool = False) -> int:
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
+    return _report(checks, as_json)
+
+
+def _report(checks: list[dict[str, Any]], as_json: bool) -> int:
     healthy = all(c["ok"] for c in checks)
     if as_json:
         print(json.dumps({"healthy": healthy, "checks": checks}, indent=2))

@@ -1,0 +1,70 @@
+"""`tiermem doctor`, `reembed` and `optimize` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tiermem.cli import open_memory
+from tiermem.config import load_settings
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+
+def run(tmp_path: Path, *args: str, model: str = "hashing") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
+                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300)
+
+
+def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    m = open_memory(s)
+    agent = m.ensure_agent("default").id
+    m.archive.embedder.wait(10)
+    ids = m.archive.insert(agent, "Otters hold hands while they sleep", ["animals"])
+    m.archive.log_messages(agent, [{"role": "user", "content": "I love sea otters"}])
+    refused = run(tmp_path, "blocks", "list", model="default")
+    assert refused.returncode == 1 and "tiermem reembed" in refused.stderr and "hashing-384" in refused.stderr
+    done = run(tmp_path, "reembed", model="default")
+    assert done.returncode == 0, done.stderr
+    assert "re-embedding passages: 1/1" in done.stderr and "re-embedded 2 rows with sentence-transformers/all-MiniLM-L6-v2" in done.stderr
+    m2 = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
+    m2.archive.embedder.wait(60)
+    hits = m2.archive.search(agent, "which animal sleeps holding paws?", top_k=1).hits
+    assert [h.id for h in hits] == ids and hits[0].vector_rank == 1
+    assert m2.archive.conversation_search(agent, "otters").hits[0].content == "I love sea otters"
+    assert run(tmp_path, "blocks", "list", model="hashing").returncode == 1  # the old model is now the mismatch
+
+
+def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
+    assert run(tmp_path, "blocks", "set", "human", "Ada").returncode == 0
+    ok = run(tmp_path, "doctor", "--json")
+    report = json.loads(ok.stdout)
+    assert ok.returncode == 0 and report["healthy"] is True
+    assert {c["check"] for c in report["checks"]} >= {"schema", "writable", "embedding model", "passages index", "agents"}
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    m = open_memory(s, start_embedder=False)
+    agent = m.ensure_agent("default").id
+    row = {"id": "passage-1", "agent_id": agent, "group_id": "passage-1", "chunk": 0, "content": "x", "tags": [],
+           "text": "x", "created_us": 0, "vector": None}
+    m.store.add_rows("passages", [row])  # as left by a process killed before its model loaded
+    bad = run(tmp_path, "doctor")
+    assert bad.returncode == 1
+    assert "[FAIL] passages index: 1 rows, 1 without vectors" in bad.stdout and "fix:" in bad.stdout
+    mismatch = run(tmp_path, "doctor", model="default")
+    assert mismatch.returncode == 1 and "[FAIL] schema" in mismatch.stdout and "tiermem reembed" in mismatch.stdout
+
+
+def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    m = open_memory(s)
+    agent = m.ensure_agent("default").id
+    m.archive.insert(agent, "first")
+    m.store.optimize()
+    m.archive.insert(agent, "second")
+    assert m.store.index_health()["passages"]["fts_unindexed"] == 1
+    out = run(tmp_path, "optimize")
+    assert out.returncode == 0 and "passages: ok" in out.stdout
+    assert open_memory(s).store.index_health()["passages"]["fts_unindexed"] == 0

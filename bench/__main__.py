@@ -9,7 +9,7 @@ BENCHES = ["coldstart", "roundtrip", "locomo", "scale"]
 
 
 def main() -> None:
-    names = sys.argv[1:] or ["all"]
+    names = [a for a in sys.argv[1:] if not a.startswith("-") and a in [*BENCHES, "all"]] or ["all"]
     if names == ["all"]:
         names = BENCHES
     for name in names:

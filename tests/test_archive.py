@@ -212,3 +212,18 @@ async def test_core_memory_metadata_counts(real: Settings) -> None:
         assert "- 2 previous messages between you and the user are stored in recall memory" in core
         assert "- 1 total memories you created are stored in archival memory" in core
         assert "- Archival memory tags: t1, t2" in core
+
+
+def test_vector_index_built_when_large_and_new_rows_still_found(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing")
+    memory = open_memory(settings)
+    memory.store.vector_index_min_rows = 300
+    agent = memory.ensure_agent("default").id
+    memory.archive.embedder.wait(10)
+    memory.archive.insert_many(agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", ["bulk"]) for i in range(320)])
+    memory.store.optimize()
+    health = memory.store.index_health()["passages"]
+    assert health["vector_indexed"] == 320 and health["vector_unindexed"] == 0
+    new = memory.archive.insert(agent, "Zanzibar spice market visit on a rainy afternoon")
+    hits = memory.archive.search(agent, "Zanzibar spice market visit", top_k=3).hits
+    assert hits[0].id == new[0] and hits[0].vector_rank == 1 and hits[0].fts_rank == 1

@@ -161,6 +161,7 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
 
 
 SEARCHABLE = ("messages", "passages")
+VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 32, 128, 2
 _REEMBED = "__reembed"
 
 
@@ -307,8 +308,10 @@ class Store:
         embedding_dim: int,
         storage_options: dict[str, str] | None = None,
         optimize_every: int = 200,
+        vector_index_min_rows: int = 20_000,
     ) -> None:
         self.uri = uri
+        self.vector_index_min_rows = vector_index_min_rows
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
         self.optimize_every = optimize_every
@@ -430,7 +433,7 @@ class Store:
             if due:
                 self._writes = 0
         if due:
-            threading.Thread(target=self.optimize, name="tiermem-optimize", daemon=True).start()
+            threading.Thread(target=self.optimize, kwargs={"background": True}, name="tiermem-optimize", daemon=True).start()
 
     # -- agents --------------------------------------------------------------
 
@@ -594,6 +597,8 @@ class Store:
 
     def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
         q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
+        # ANN knobs (ignored while the table has no vector index): measured in bench/scale.py.
+        q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
         if where:
             q = q.where(where, prefilter=True)
         return q.limit(limit).to_list()
@@ -622,6 +627,29 @@ class Store:
                 if not self._has_fts(table):  # another process may have built it meanwhile
                     raise StoreError(f"Could not build the full-text index of {table}: {exc}") from exc
 
+    def ensure_vector_index(self, table: str) -> bool:
+        """Build an IVF-HNSW-SQ index once ``table`` is large; below that, exact search is fast enough.
+
+        Returns True if an index exists afterwards. Rows added later are searched exactly until
+        ``optimize`` folds them into the index.
+        """
+        from lancedb.index import IvfHnswSq
+
+        t = self._tables[table]
+        if any(i.columns == ["vector"] for i in t.list_indices()):
+            return True
+        if self.vector_index_min_rows <= 0 or self.count(table, "vector IS NOT NULL") < self.vector_index_min_rows:
+            return False
+        started = time.perf_counter()
+        try:
+            t.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=False)
+        except (RuntimeError, ValueError) as exc:
+            if any(i.columns == ["vector"] for i in t.list_indices()):  # another process built it meanwhile
+                return True
+            raise StoreError(f"Could not build the vector index of {table}: {exc}") from exc
+        log.info("built the vector index of %s in %.1fs", table, time.perf_counter() - started)
+        return True
+
     def index_health(self) -> dict[str, dict[str, int]]:
         """Rows covered and not covered by each index, per searchable table."""
         out: dict[str, dict[str, int]] = {}
@@ -631,20 +659,25 @@ class Store:
             for idx in t.list_indices():
                 stats = t.index_stats(idx.name)
                 if stats is not None:
-                    entry[f"{idx.index_type.lower()}_indexed"] = int(stats.num_indexed_rows)
-                    entry[f"{idx.index_type.lower()}_unindexed"] = int(stats.num_unindexed_rows)
+                    kind = "fts" if idx.index_type == "FTS" else "vector"
+                    entry[f"{kind}_indexed"] = int(stats.num_indexed_rows)
+                    entry[f"{kind}_unindexed"] = int(stats.num_unindexed_rows)
             out[name] = entry
         return out
 
-    def optimize(self) -> dict[str, str]:
-        """Compact small fragments and bring indexes up to date. Safe to call from any process."""
-        if not self._optimizing.acquire(blocking=False):
+    def optimize(self, *, background: bool = False) -> dict[str, str]:
+        """Compact small fragments and bring indexes up to date. Safe to call from any process.
+
+        A background run is skipped while another run is under way; an explicit one waits for it.
+        """
+        if not self._optimizing.acquire(blocking=not background):
             return {"skipped": "already optimizing in this process"}
         report: dict[str, str] = {}
         try:
             for name in SEARCHABLE:
                 if self.count(name):
                     self.ensure_fts(name)
+                    self.ensure_vector_index(name)
             for name, t in self._tables.items():
                 started = time.perf_counter()
                 for attempt in range(3):

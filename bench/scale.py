@@ -1,0 +1,221 @@
+"""Archival memory at scale: bulk insert throughput, search latency (in process and over stdio),
+vector recall@10 against exact search, and the server's resident memory.
+
+    python -m bench scale                    # 10k and 100k passages, real MiniLM embeddings
+    python -m bench scale --sizes 10000      # one size
+    python -m bench scale --million          # adds 1M passages with synthetic vectors (storage scale)
+
+Passages are generated from seeded templates (names, places, activities, dates), so every run
+sees the same data. Insertion goes through the public Archive API; embedding time is measured
+separately from storage time with a timing wrapper around the embedder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from mcp import Client, StdioServerParameters
+
+from .common import ROOT, bench_env, save, stats
+
+NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena", "Mateo",
+         "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Ximena", "Yusuf", "Zoe"]
+PLACES = ["Lisbon", "the office", "Kyoto", "the lake house", "Nairobi", "the gym", "Montreal", "the library",
+          "Oslo", "the farmers market", "Lima", "the hospital", "Seoul", "the climbing wall", "Cairo", "the studio"]
+ACTS = ["started learning the cello", "adopted a rescue dog", "signed the lease", "ran a half marathon",
+        "presented the quarterly budget", "fixed the leaking sink", "planted tomatoes", "booked flights",
+        "finished the novel draft", "met the new manager", "tried rock climbing", "baked sourdough bread",
+        "switched to a standing desk", "renewed the passport", "hosted a board game night", "repaired the bicycle"]
+FEELINGS = ["and felt proud", "but found it exhausting", "with a friend", "after weeks of planning",
+            "on a rainy evening", "to everyone's surprise", "despite a cold", "for the first time"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+
+
+def passage(rng: random.Random, i: int) -> tuple[str, list[str]]:
+    who, where, act, how = rng.choice(NAMES), rng.choice(PLACES), rng.choice(ACTS), rng.choice(FEELINGS)
+    when = f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(2019, 2026)}"
+    text = f"On {when}, {who} {act} at {where} {how}. Note {i}."
+    return text, [who.lower(), "event"]
+
+
+def query_for(rng: random.Random, text: str) -> str:
+    """A paraphrase-ish question about one passage (drops the date and note number)."""
+    words = text.split(", ", 1)[1].rsplit(". Note", 1)[0]
+    who, rest = words.split(" ", 1)
+    return f"When did {who} {rest.split(' at ')[0].replace('started', 'start').replace('adopted', 'adopt')}?"
+
+
+class TimedEmbedder:
+    """Delegates to an embedder and adds up the time spent embedding."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.name, self.dim, self.max_tokens = inner.name, inner.dim, inner.max_tokens
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        t = time.perf_counter()
+        out = self.inner.embed(texts)
+        self.seconds += time.perf_counter() - t
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def server_pid(data_dir: Path) -> int | None:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in cmd and str(data_dir).encode() in cmd:
+                return int(proc.name)
+    return None
+
+
+async def over_stdio(data_dir: Path, queries: list[str]) -> dict[str, Any]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--data-dir", str(data_dir)],
+                                   env=bench_env(data_dir), cwd=str(ROOT))
+    async with Client(params, cache=None) as client:
+        while True:  # wait until the model is loaded: we measure hybrid search, not the loading window
+            r = await client.call_tool("archival_memory_search", {"query": "warm up"})
+            if '"search_mode": "hybrid"' in r.content[0].text:
+                break
+            await anyio.sleep(0.2)
+        lat = {"archival_memory_search": [], "conversation_search": []}
+        for q in queries:
+            for tool in lat:
+                t = time.perf_counter()
+                r = await client.call_tool(tool, {"query": q})
+                lat[tool].append(time.perf_counter() - t)
+                assert not r.is_error, r.content
+        pid = server_pid(data_dir)
+        return {**{k: stats(v) for k, v in lat.items()}, "server_rss_mb": round(rss_mb(pid), 1) if pid else None}
+
+
+def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
+    from tiermem.archive import Archive
+    from tiermem.cli import open_memory
+    from tiermem.config import load_settings
+
+    data_dir = Path(tempfile.mkdtemp(prefix=f"tiermem-scale-{n}-"))
+    settings = load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0)
+    memory = open_memory(settings)
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("default").id
+    items = [passage(rng, i) for i in range(n)]
+    out: dict[str, Any] = {"passages": n, "vectors": "synthetic (clustered, from real query space)" if synthetic else "MiniLM"}
+    started = time.perf_counter()
+    if synthetic:
+        out.update(_insert_synthetic(memory, agent, items, rng))
+    else:
+        timed = TimedEmbedder(memory.archive.embedder)
+        archive = Archive(memory.store, timed)  # type: ignore[arg-type]
+        archive.insert_many(agent, items, batch=512)
+        total = time.perf_counter() - started
+        out["insert_total_s"] = round(total, 1)
+        out["insert_embed_s"] = round(timed.seconds, 1)
+        out["insert_storage_overhead"] = round((total - timed.seconds) / total, 3)
+        out["insert_per_s"] = round(n / total, 1)
+    # Messages too, so conversation_search is measured on a table of the same size.
+    t = time.perf_counter()
+    rows = memory.store.all_rows("passages")
+    memory.store.add_rows("messages", [
+        {"id": f"message-{r['id']}", "agent_id": agent, "conversation_id": "bench", "seq": i, "role": "user",
+         "content": r["content"], "payload": "", "text": f"user: {r['content']}", "created_us": r["created_us"],
+         "vector": r["vector"]} for i, r in enumerate(rows)])
+    out["messages_copy_s"] = round(time.perf_counter() - t, 1)
+    t = time.perf_counter()
+    memory.store.optimize()
+    out["optimize_index_s"] = round(time.perf_counter() - t, 1)
+    out["indexes"] = memory.store.index_health()["passages"]
+    queries = [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]
+    # In process: the library call, query embedding included.
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        memory.archive.search(agent, q, top_k=5)
+        lat.append(time.perf_counter() - t)
+    out["in_process_search"] = stats(lat[10:])
+    out["vector_recall_at_10"] = _recall(memory, agent, queries[:60], rows)
+    out["stdio"] = anyio.run(over_stdio, data_dir, queries[:100])
+    return out
+
+
+def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]], rng: random.Random) -> dict[str, Any]:
+    """Real MiniLM vectors for a pool of passages, reused with noise: storage and index scale, not model scale."""
+    pool = [t for t, _ in items[:2000]]
+    base = np.asarray(memory.archive.embedder.embed(pool), dtype=np.float32)
+    gen = np.random.default_rng(rng.randrange(1 << 30))
+    started = time.perf_counter()
+    for start in range(0, len(items), 20_000):
+        chunk = items[start : start + 20_000]
+        vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(size=(len(chunk), base.shape[1])).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        memory.store.add_rows("passages", [
+            {"id": f"passage-{start + i}", "agent_id": agent, "group_id": f"passage-{start + i}", "chunk": 0, "content": text,
+             "tags": tags, "text": text, "created_us": 1_700_000_000_000_000 + start + i, "vector": vecs[i].tolist()}
+            for i, (text, tags) in enumerate(chunk)])
+    total = time.perf_counter() - started
+    return {"insert_total_s": round(total, 1), "insert_per_s": round(len(items) / total, 1), "insert_embed_s": 0.0}
+
+
+def _recall(memory: Any, agent: str, queries: list[str], rows: list[dict[str, Any]]) -> float:
+    ids = [r["id"] for r in rows]
+    matrix = np.asarray([r["vector"] for r in rows], dtype=np.float32)
+    found = 0
+    for q in queries:
+        vec = memory.archive.embedder.embed([q])[0]
+        exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]}
+        got = {r["id"] for r in memory.store.vector_search("passages", vec, f"agent_id = '{agent}'", 10)}
+        found += len(exact & got)
+    return round(found / (10 * len(queries)), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench scale")
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--million", action="store_true", help="also 1M passages with synthetic vectors")
+    args, _ = parser.parse_known_args(sys.argv[2:])
+    rng = random.Random(1234)
+    results = {}
+    for n in [int(x) for x in args.sizes.split(",") if x]:
+        print(f"-- {n} passages", flush=True)
+        results[str(n)] = run_size(n, False, rng)
+        print(results[str(n)], flush=True)
+    if args.million:
+        print("-- 1000000 passages (synthetic vectors)", flush=True)
+        results["1000000"] = run_size(1_000_000, True, rng)
+    save("scale", results)
+    print(f"{'passages':>9s} {'insert/s':>9s} {'storage%':>9s} {'index s':>8s} {'search p50':>11s} {'p95':>7s} "
+          f"{'stdio arch p50':>15s} {'p95':>7s} {'stdio conv p50':>15s} {'p95':>7s} {'recall@10':>9s} {'RSS MB':>7s}")
+    for n, r in results.items():
+        st = r["stdio"]
+        print(f"{n:>9s} {r['insert_per_s']:9.0f} {100 * r.get('insert_storage_overhead', 0):8.1f}% {r['optimize_index_s']:8.1f} "
+              f"{r['in_process_search']['p50_ms']:11.1f} {r['in_process_search']['p95_ms']:7.1f} "
+              f"{st['archival_memory_search']['p50_ms']:15.1f} {st['archival_memory_search']['p95_ms']:7.1f} "
+              f"{st['conversation_search']['p50_ms']:15.1f} {st['conversation_search']['p95_ms']:7.1f} "
+              f"{r['vector_recall_at_10']:9.3f} {st['server_rss_mb']!s:>7s}")
+
+
+if __name__ == "__main__":
+    main()

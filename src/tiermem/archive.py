@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from concurrent.futures import ThreadPoolExecutor
 import re
 import threading
 import time
@@ -98,6 +99,18 @@ def shape_message(role: str, content: str, created_at: datetime) -> str:
     return f"{role}: {content}"
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tiermem-search")
+        return _pool
+
+
 def fuse(
     vector_ids: Sequence[str], fts_ids: Sequence[str], weights: SearchWeights, k: int = RRF_K
 ) -> list[tuple[str, float, int | None, int | None]]:
@@ -132,6 +145,7 @@ class Archive:
         self._backfill_lock = threading.Lock()
         self._backfill_running = False
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
+        self._no_missing: dict[str, int] = {}  # table -> version known to have every vector
 
     # -- counts ------------------------------------------------------------
 
@@ -324,6 +338,8 @@ class Archive:
         vector_ids: list[str] = []
         rows: dict[str, dict[str, Any]] = {}
         mode: Literal["hybrid", "fts"] = "hybrid"
+        # The keyword leg runs beside query embedding + the vector leg (LanceDB releases the GIL).
+        fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
         try:
             vec = self.embedder.embed([query])[0]
             for r in self.store.vector_search(table, vec, where, pool):
@@ -333,10 +349,10 @@ class Archive:
             mode = "fts"
             notes.append("The embedding model is still loading: these results come from keyword (full-text) search only.")
         fts_ids = []
-        for r in self.store.text_search(table, query, where, pool):
+        for r in fts_future.result():
             fts_ids.append(r["id"])
             rows.setdefault(r["id"], r)
-        missing = self.store.count(table, f"({where}) AND vector IS NULL") if mode == "hybrid" else 0
+        missing = self._unembedded(table, where) if mode == "hybrid" else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
         fused = fuse(vector_ids, fts_ids, weights)[:limit]
@@ -347,6 +363,17 @@ class Archive:
                 f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
             )
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
+
+    def _unembedded(self, table: str, where: str) -> int:
+        """Rows of ``where`` without vectors; counted only while some may exist (any process)."""
+        version = self.store.version(table)
+        known = self._no_missing.get(table)
+        if known is not None and known == version:
+            return 0
+        missing = self.store.count(table, f"({where}) AND vector IS NULL")
+        if missing == 0 and self.store.count(table, "vector IS NULL") == 0:
+            self._no_missing[table] = version
+        return missing
 
     def _hit(self, table: str, r: dict[str, Any], score: float, vr: int | None, fr: int | None) -> Hit:
         return Hit(

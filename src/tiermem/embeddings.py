@@ -207,10 +207,14 @@ class FastEmbedEmbedder:
             if self.name == DEFAULT_MODEL:
                 path = assemble_minilm(self._cache_dir)
                 _register_minilm()
-                self._model = TextEmbedding(_CUSTOM_NAME, specific_model_path=str(path), cache_dir=str(self._cache_dir), threads=self._threads)
+                self._model = TextEmbedding(
+                    _CUSTOM_NAME, specific_model_path=str(path), cache_dir=str(self._cache_dir), threads=self._threads,
+                    enable_cpu_mem_arena=False,  # the arena keeps the peak of every batch: +1 GB after long texts
+                )
             else:
                 self._model = TextEmbedding(
-                    self._model_arg, cache_dir=str(self._cache_dir), threads=self._threads, local_files_only=not self._allow_download
+                    self._model_arg, cache_dir=str(self._cache_dir), threads=self._threads,
+                    local_files_only=not self._allow_download, enable_cpu_mem_arena=False,
                 )
         except EmbeddingError:
             raise
@@ -229,7 +233,7 @@ class FastEmbedEmbedder:
         if self._model is None:
             raise ModelNotReadyError("The embedding model is not loaded yet.")
         try:
-            return [v.tolist() for v in self._model.embed(list(texts), batch_size=64)]
+            return [v.tolist() for v in self._model.embed(list(texts), batch_size=32)]
         except Exception as exc:
             raise EmbeddingError(f"Embedding failed: {exc}") from exc
 

@@ -318,6 +318,7 @@ class Store:
         self._writes = 0
         self._lock = threading.Lock()
         self._snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self._fts_ready: set[str] = set()
         self._optimizing = threading.Lock()
         try:
             self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
@@ -614,7 +615,12 @@ class Store:
     # -- indexes -------------------------------------------------------------
 
     def _has_fts(self, table: str) -> bool:
-        return any(i.index_type == "FTS" for i in self._tables[table].list_indices())
+        if table in self._fts_ready:
+            return True
+        found = any(i.index_type == "FTS" for i in self._tables[table].list_indices())
+        if found:
+            self._fts_ready.add(table)  # indexes are never dropped by tiermem
+        return found
 
     def ensure_fts(self, table: str) -> None:
         from lancedb.index import FTS

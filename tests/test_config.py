@@ -1,0 +1,69 @@
+"""Settings layering (packaged defaults < TOML file < TIERMEM_* env < flags) and store URIs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiermem import blocks as b
+from tiermem.config import load_settings
+from tiermem.errors import ConfigError
+from tiermem.memory import Memory
+from tiermem.store import Store
+
+from .conftest import ROOT
+
+
+def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('agent = "from-file"\nport = 9000\ntools = ["minimal"]\n')
+    s = load_settings(cfg)
+    assert (s.agent, s.port, s.tools, s.transport) == ("from-file", 9000, ["minimal"], "stdio")
+    monkeypatch.setenv("TIERMEM_AGENT", "from-env")
+    monkeypatch.setenv("TIERMEM_TOOLS", "letta,recall")
+    s = load_settings(cfg)
+    assert (s.agent, s.port, s.tools) == ("from-env", 9000, ["letta", "recall"])
+    s = load_settings(cfg, agent="from-flag", port=None)
+    assert (s.agent, s.port) == ("from-flag", 9000)
+    monkeypatch.setenv("TIERMEM_CONFIG", str(cfg))
+    assert load_settings().port == 9000
+
+
+def test_data_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert load_settings().resolved_data_dir() == tmp_path / "xdg" / "tiermem"
+    monkeypatch.setenv("TIERMEM_DATA_DIR", str(tmp_path / "env"))
+    assert load_settings().resolved_data_dir() == tmp_path / "env"
+    assert load_settings(data_dir=tmp_path / "flag").resolved_data_dir() == tmp_path / "flag"
+    assert load_settings(data_dir=tmp_path / "flag").store_uri() == str(tmp_path / "flag" / "db")
+
+
+def test_packaged_defaults_match_configs_dir() -> None:
+    s = load_settings()
+    assert [x.label for x in s.default_blocks] == ["persona", "human"] and all(x.limit == 5000 for x in s.default_blocks)
+    assert (ROOT / "configs" / "default.toml").read_text() == (ROOT / "src" / "tiermem" / "default.toml").read_text()
+
+
+def test_bad_settings_are_clear(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("port = [")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_settings(bad)
+    bad.write_text('port = "lots"\n')
+    with pytest.raises(ConfigError, match="Invalid settings: port"):
+        load_settings(bad)
+    bad.write_text('colour = "blue"\n')
+    with pytest.raises(ConfigError, match="colour"):
+        load_settings(bad)
+    with pytest.raises(ConfigError, match="Cannot read config file"):
+        load_settings(tmp_path / "missing.toml")
+
+
+def test_object_store_uri_without_local_paths() -> None:
+    """The store only needs a URI: LanceDB's in-memory object store stands in for s3:// here."""
+    store = Store("memory://tiermem-config-test", embedding_model="hashing-384", embedding_dim=384)
+    m = Memory(store, default_blocks=load_settings().default_blocks)
+    agent = m.ensure_agent("default").id
+    assert m.edit(agent, "human", b.Append("remote")).value == "\nremote"
+    assert [v.version for v in m.history(agent, "human", 5)] == [2, 1]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import TiermemError
+from .factory import open_memory
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address for sse/http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
     serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
+    serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
 
     agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
     asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -141,54 +143,15 @@ def settings_from(args: argparse.Namespace) -> Settings:
         port=getattr(args, "port", None),
         tools=getattr(args, "tools", None),
         embedding_model=getattr(args, "embedding_model", None),
+        auth_tokens_file=getattr(args, "auth_tokens_file", None),
     )
-
-
-def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
-    """Build the store, the embedder (loading in the background) and the Memory facade."""
-    from .archive import Archive
-    from .embeddings import make_embedder
-    from .memory import Memory
-    from .store import Store
-
-    if settings.uri is None:
-        try:
-            settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from .errors import StoreError
-
-            raise StoreError(
-                f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
-                "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
-            ) from exc
-    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
-    store = Store(
-        settings.store_uri(),
-        embedding_model=embedder.name,
-        embedding_dim=embedder.dim,
-        storage_options=settings.storage_options or None,
-        optimize_every=settings.optimize_every,
-    )
-    memory = Memory(
-        store,
-        default_blocks=settings.default_blocks,
-        default_system=settings.system,
-        max_content_chars=settings.max_content_chars,
-    )
-    memory.archive = Archive(
-        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars
-    )
-    if start_embedder:
-        embedder.start()
-        if store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL"):
-            memory.archive.start_backfill()
-    return memory
 
 
 def serve(settings: Settings) -> None:
     from .server import MemoryHandle, build_server
 
-    _check_bind(settings)
+    tokens = _tokens(settings) if settings.transport != "stdio" else []
+    _check_bind(settings, tokens)
 
     def factory() -> tuple[Memory, str]:
         memory = open_memory(settings)
@@ -207,20 +170,37 @@ def serve(settings: Settings) -> None:
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
     if settings.transport == "stdio":
         server.run("stdio")
-    elif settings.transport == "sse":
-        server.run("sse", host=settings.host, port=settings.port)
-    else:
-        server.run("streamable-http", host=settings.host, port=settings.port, streamable_http_path="/mcp")
+        return
+    import uvicorn
+
+    from .server import build_http_app
+
+    app = build_http_app(server, settings, tokens)
+    path = "/sse" if settings.transport == "sse" else "/mcp"
+    log.info("listening on http://%s:%d%s (%s)", settings.host, settings.port, path,
+             f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+                timeout_keep_alive=5, timeout_graceful_shutdown=5)
 
 
-def _check_bind(settings: Settings) -> None:
+def _tokens(settings: Settings) -> list[Any]:
+    from .netguard import load_tokens_file, make_tokens
+
+    tokens = make_tokens(settings.auth_tokens, "auth_tokens")
+    if settings.auth_tokens_file is not None:
+        tokens += load_tokens_file(settings.auth_tokens_file)
+    return tokens
+
+
+def _check_bind(settings: Settings, tokens: list[Any]) -> None:
     from .errors import ConfigError
+    from .netguard import is_loopback
 
-    if settings.transport != "stdio" and settings.host not in ("127.0.0.1", "localhost", "::1"):
+    if settings.transport != "stdio" and not is_loopback(settings.host) and not tokens:
         raise ConfigError(
-            f"Refusing to serve on {settings.host}: without authentication anyone who can reach that address could "
-            "read and change your memory. Bind to 127.0.0.1 (the default) and use an SSH tunnel or a reverse proxy "
-            "with authentication."
+            f"Refusing to serve on {settings.host} without authentication: anyone who can reach that address could "
+            "read and change your memory. Configure bearer tokens (auth_tokens or auth_tokens_file, see README "
+            "'Security'), or bind to 127.0.0.1 (the default)."
         )
 
 

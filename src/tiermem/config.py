@@ -47,8 +47,14 @@ class Settings(BaseSettings):
     system: str = ""
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Network transports (sse/http): bearer tokens, each naming the agents it may use.
+    auth_tokens: list[dict[str, Any]] = Field(default_factory=list)
+    auth_tokens_file: Path | None = None
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
-    @field_validator("tools", mode="before")
+    @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _split_tools(cls, v: Any) -> Any:
         if isinstance(v, str):

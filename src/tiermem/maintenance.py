@@ -24,7 +24,7 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 def doctor(settings: Settings, *, as_json: bool = False) -> int:
     """Report on the data directory; exit 1 with fixes when something is wrong."""
-    from .cli import open_memory
+    from .factory import open_memory
 
     checks: list[dict[str, Any]] = []
 

@@ -297,6 +297,30 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     return server
 
 
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any]) -> Any:
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .netguard import Guard, default_allowed_hosts
+
+    checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.transport == "sse":
+        app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
+                             max_request_body_size=settings.max_request_bytes)
+    else:
+        app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
+                                         host=settings.host, max_request_body_size=settings.max_request_bytes)
+    origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
+    return Guard(
+        app,
+        agent=settings.agent,
+        tokens=tokens,
+        allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts,
+        allowed_origins=origins + settings.allowed_origins,
+        max_body_bytes=settings.max_request_bytes,
+    )
+
+
 def _version() -> str:
     from . import __version__
 

@@ -1,0 +1,50 @@
+"""Builds the domain objects from settings: store, embedder (loading in the background), Memory."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .memory import Memory
+
+
+def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
+    """Build the store, the embedder (loading in the background) and the Memory facade."""
+    from .archive import Archive
+    from .embeddings import make_embedder
+    from .memory import Memory
+    from .store import Store
+
+    if settings.uri is None:
+        try:
+            settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from .errors import StoreError
+
+            raise StoreError(
+                f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
+                "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
+            ) from exc
+    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    store = Store(
+        settings.store_uri(),
+        embedding_model=embedder.name,
+        embedding_dim=embedder.dim,
+        storage_options=settings.storage_options or None,
+        optimize_every=settings.optimize_every,
+    )
+    memory = Memory(
+        store,
+        default_blocks=settings.default_blocks,
+        default_system=settings.system,
+        max_content_chars=settings.max_content_chars,
+    )
+    memory.archive = Archive(
+        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars
+    )
+    if start_embedder:
+        embedder.start()
+        if store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL"):
+            memory.archive.start_backfill()
+    return memory

@@ -1,0 +1,166 @@
+"""Protection for the network transports: a plain ASGI middleware in front of the MCP app.
+
+- Bearer tokens (from settings or a tokens file), each naming the agents it may use; compared
+  in constant time; 401 without a valid token, 403 when the token does not cover the served agent.
+- DNS-rebinding protection: a request whose Host or Origin is not allowed gets 403.
+- Request bodies larger than the limit get 413 before they reach the app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import tomllib
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+@dataclass(frozen=True)
+class Token:
+    digest: bytes  # sha256 of the secret: compared in constant time, never logged
+    agents: frozenset[str]  # "*" allows every agent
+    name: str = ""
+
+    def allows(self, agent: str) -> bool:
+        return "*" in self.agents or agent in self.agents
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
+    tokens = []
+    for n, entry in enumerate(entries):
+        secret = entry.get("token")
+        agents = entry.get("agents", ["*"])
+        if not isinstance(secret, str) or len(secret) < 16:
+            raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters (use `openssl rand -hex 32`).")
+        if isinstance(agents, str):
+            agents = [agents]
+        if not agents or not all(isinstance(a, str) and a for a in agents):
+            raise ConfigError(f"{where}: token #{n + 1} needs `agents`, a list of agent names or [\"*\"].")
+        tokens.append(Token(_digest(secret), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
+    return tokens
+
+
+def load_tokens_file(path: Path) -> list[Token]:
+    """A TOML file with ``[[tokens]]`` tables: ``token = "..."``, ``agents = ["work"]``, optional ``name``."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"Cannot read the tokens file {path}: {exc}.") from exc
+    return make_tokens(data.get("tokens", []), f"tokens file {path}")
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_allowed_hosts(bind: str, port: int) -> list[str]:
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    if not is_loopback(bind) and bind not in ("0.0.0.0", "::"):
+        hosts.append(f"{bind}:{port}")
+    return hosts
+
+
+class Guard:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        agent: str,
+        tokens: list[Token],
+        allowed_hosts: list[str],
+        allowed_origins: list[str],
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.agent = agent
+        self.tokens = tokens
+        self.allowed_hosts = {h.lower() for h in allowed_hosts}
+        self.allowed_origins = {o.lower().rstrip("/") for o in allowed_origins}
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "").lower()
+        if host not in self.allowed_hosts:
+            await _reply(send, 403, f"Host {host!r} is not allowed (DNS-rebinding protection). Add it to allowed_hosts.")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
+            await _reply(send, 403, f"Origin {origin!r} is not allowed. Add it to allowed_origins.")
+            return
+        if self.tokens:
+            token = self._match(headers.get("authorization", ""))
+            if token is None:
+                await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": 'Bearer realm="tiermem"'})
+                return
+            if not token.allows(self.agent):
+                await _reply(send, 403, f"This token may not use agent {self.agent!r}.")
+                return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    def _match(self, header: str) -> Token | None:
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            return None
+        digest = _digest(secret.strip())
+        found = None
+        for token in self.tokens:  # compare against every token: timing says nothing about which matched
+            if hmac.compare_digest(digest, token.digest):
+                found = token
+        return found
+
+    def _limited(self, receive: Receive) -> Receive:
+        seen = 0
+
+        async def wrapped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise BodyTooLarge(self.max_body_bytes)
+            return message
+
+        return wrapped
+
+
+class BodyTooLarge(Exception):
+    """A chunked body passed the limit; the connection is dropped."""
+
+
+async def _reply(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:
+    body = json.dumps({"error": text}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -201,3 +201,25 @@ async def test_legacy_subscribe_notifications(settings: Settings) -> None:
         await call(c, "core_memory_append", label="human", content="again")
         await anyio.sleep(0.2)
     assert received.count("notifications/resources/updated memory://blocks/human") == 1, received
+
+
+async def test_idempotency_keys(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "idempotency_key" in tools["core_memory_append"].input_schema["properties"]
+        assert "idempotency_key" not in tools["archival_memory_search"].input_schema["properties"]
+        first = await call(c, "core_memory_append", label="human", content="once", idempotency_key="k-1")
+        again = await call(c, "core_memory_append", label="human", content="once", idempotency_key="k-1")
+        assert text_of(first) == text_of(again) == "\nonce"
+        assert text_of(await call(c, "core_memory_view")).count("once") == 1
+        ins1 = await call(c, "archival_memory_insert", content="fact", idempotency_key="k-2")
+        ins2 = await call(c, "archival_memory_insert", content="fact", idempotency_key="k-2")
+        assert text_of(ins1) == text_of(ins2)
+        listed = json.loads(text_of(await call(c, "archival_memory_list")))
+        assert listed["total"] == 1
+        reuse = await call(c, "core_memory_append", label="human", content="other", idempotency_key="k-1")
+        assert reuse.is_error and "different arguments" in text_of(reuse)
+        failed = await call(c, "memory_replace", label="human", old_string="zzz", new_string="y", idempotency_key="k-3")
+        assert failed.is_error  # failures are not remembered: a corrected retry may reuse the key
+        ok = await call(c, "memory_replace", label="human", old_string="once", new_string="twice", idempotency_key="k-3")
+        assert not ok.is_error and text_of(ok) == "\ntwice"

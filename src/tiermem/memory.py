@@ -264,6 +264,26 @@ class Memory:
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
+    # -- idempotency keys ------------------------------------------------------
+
+    def replay(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
+        """The stored result of an earlier call with this idempotency key, if any."""
+        row = self.store.get_request(_request_key(agent_id, tool, key))
+        if row is None:
+            return None
+        if row["args_sha256"] != args_sha256:
+            raise ValidationError(
+                f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
+                "use a new key for a new request."
+            )
+        return str(row["result"])
+
+    def remember(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
+        self.store.put_request(
+            {"key": _request_key(agent_id, tool, key), "agent_id": agent_id, "tool": tool,
+             "args_sha256": args_sha256, "result": result, "created_us": int(now().timestamp() * 1_000_000)}
+        )
+
     # -- internals ---------------------------------------------------------------
 
     def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str) -> None:
@@ -338,6 +358,12 @@ class Memory:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
+
+
+def _request_key(agent_id: str, tool: str, key: str) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= 200 or any(ord(c) < 32 for c in key):
+        raise ValidationError("idempotency_key must be 1-200 printable characters, e.g. a UUID.")
+    return f"{agent_id}\x1f{tool}\x1f{key}"
 
 
 def _version_of(block: Block, operation: str, actor: str) -> BlockVersion:

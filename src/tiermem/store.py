@@ -130,6 +130,16 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
                 ("created_us", pa.int64()),
             ]
         ),
+        "requests": pa.schema(
+            [
+                ("key", pa.string()),
+                ("agent_id", pa.string()),
+                ("tool", pa.string()),
+                ("args_sha256", pa.string()),
+                ("result", pa.string()),
+                ("created_us", pa.int64()),
+            ]
+        ),
         "messages": pa.schema(
             [
                 ("id", pa.string()),
@@ -539,6 +549,16 @@ class Store:
 
     def detach(self, agent_id: str, block_id: str) -> None:
         self._tables["attachments"].delete(f"key = {sql_str(f'{agent_id}:{block_id}')}")
+        self._wrote()
+
+    # -- idempotent requests ---------------------------------------------------
+
+    def get_request(self, key: str) -> dict[str, Any] | None:
+        rows = self._rows("requests", f"key = {sql_str(key)}", limit=1)
+        return rows[0] if rows else None
+
+    def put_request(self, row: dict[str, Any]) -> None:
+        self._tables["requests"].merge_insert("key").when_not_matched_insert_all().execute([row])
         self._wrote()
 
     # -- messages and passages ------------------------------------------------

@@ -6,6 +6,8 @@ The docstrings are the contract the model reads: what the tool is for and when t
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,7 +52,41 @@ def register_tools(server: MCPServer[Any], rt: Runtime, names: list[str]) -> Non
         if name not in table:
             continue  # e.g. agent_chat, registered by the agent loop when enabled
         fn, annotations, title = table[name]
+        if not annotations.read_only_hint:
+            fn = idempotent(rt, name, fn)
         server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations, structured_output=False)
+
+
+def idempotent(rt: Runtime, name: str, fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str]]:
+    """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing."""
+    sig = inspect.signature(fn, eval_str=True)
+    key_param = inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
+    locks: dict[str, Any] = {}
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, idempotency_key: str | None = None, **kwargs: Any) -> str:
+        if idempotency_key is None:
+            return await fn(*args, **kwargs)
+        import anyio
+
+        plain = {k: v for k, v in kwargs.items() if k != "ctx"}
+        digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=_jsonable).encode()).hexdigest()
+        lock = locks.setdefault(idempotency_key, anyio.Lock())
+        async with lock:  # a retry racing its original waits for it instead of writing twice
+            prior = await rt.call(None, lambda m, a: m.replay(a, name, idempotency_key, digest))
+            if prior is not None:
+                return prior
+            result = await fn(*args, **kwargs)
+            await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, result))
+        locks.pop(idempotency_key, None)
+        return result
+
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), key_param])  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _jsonable(value: Any) -> Any:
+    return value.model_dump() if hasattr(value, "model_dump") else str(value)
 
 
 def model_errors(fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str | CallToolResult]]:

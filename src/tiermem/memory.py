@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from . import blocks as rules
 from .config import BlockSpec
-from .errors import ConflictError, EditError, NotFoundError, ValidationError
+from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .records import Agent, Block, BlockVersion
 from .store import Store, new_id, now, stable_id
 
@@ -222,7 +222,10 @@ class Memory:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
         block = self.block(agent_id, label)
-        self._repair_history(block)
+        try:
+            self._repair_history(block)
+        except StoreError as exc:  # a read must work on a read-only or full disk
+            log.warning("could not record a missing history row for %s: %s", label, exc)
         return self.store.history(block.id, limit=limit)
 
     # -- creating, attaching, deleting ---------------------------------------
@@ -316,9 +319,12 @@ class Memory:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 if self.store.cas_block(committed, current.version):
-                    self.store.append_history(_version_of(committed, operation, actor))
-                    self._repair_history(current)  # the version we replaced, if another writer left it unrecorded
-                    self._history_ok[block_id] = committed.version
+                    try:
+                        self._repair_history(current)  # the version we replaced, if another writer left it unrecorded
+                        self.store.append_history(_version_of(committed, operation, actor))
+                        self._history_ok[block_id] = committed.version
+                    except StoreError as exc:  # the edit itself is saved; the next edit or read fills the gap
+                        log.warning("block %s version %d saved without its history row: %s", block_id, committed.version, exc)
                     agents = tuple(self.store.agents_of_block(block_id))
                     self._emit(Change("block_updated", agents, committed.label))
                     return committed

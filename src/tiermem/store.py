@@ -10,23 +10,25 @@ The store never assumes a local path: ``uri`` may be a directory or an object-st
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import lancedb
 import pyarrow as pa
 
-from .errors import NotFoundError, SchemaError, StoreError, ValidationError
+from .errors import NotFoundError, SchemaError, StoreError, TiermemError, ValidationError
 from .records import Agent, Block, BlockVersion, Message, Passage
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
 
 SCHEMA_VERSION = 1
 _NAMESPACE = uuid.UUID("5b0f7a52-3c1e-4f5e-9a59-7e2d3c2f7d11")
@@ -78,6 +80,36 @@ def check_id(value: str, what: str = "id") -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise ValidationError(f"Invalid {what} {str(value)[:80]!r}: ids come from tool results, e.g. 'passage-…'.")
     return value
+
+
+def _write_error(uri: str, what: str, exc: BaseException) -> StoreError:
+    text = str(exc)
+    if "os error 28" in text or "No space left" in text:
+        return StoreError(f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
+                          "written. Free some space and try again.")
+    if "os error 30" in text or "Read-only file system" in text or "os error 13" in text or "Permission denied" in text:
+        return StoreError(f"The data directory {uri} is read-only (while writing {what}); nothing was written. Make it "
+                          "writable, or choose another with --data-dir.")
+    first = text.splitlines()[0][:300] if text else type(exc).__name__
+    return StoreError(f"Writing {what} to the data directory {uri} failed: {first}. Nothing was written.")
+
+
+def writes(what: str) -> Callable[[F], F]:
+    """Translate storage failures of a write into one clear ``StoreError`` (Lance commits are atomic)."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except (TiermemError, ValidationError):
+                raise
+            except (RuntimeError, OSError, ValueError) as exc:
+                raise _write_error(self.uri, what, exc) from exc
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 # ---------------------------------------------------------------------------
@@ -413,6 +445,7 @@ class Store:
     def meta(self) -> dict[str, str]:
         return {r["key"]: r["value"] for r in self._tables["meta"].to_arrow().to_pylist()}
 
+    @writes("settings")
     def set_meta(self, key: str, value: str) -> None:
         t = self._tables["meta"]
         t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([{"key": key, "value": value}])
@@ -462,10 +495,12 @@ class Store:
             raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
         return _agent(rows[0])
 
+    @writes("an agent")
     def insert_agent(self, agent: Agent) -> None:
         self._tables["agents"].merge_insert("id").when_not_matched_insert_all().execute([_agent_row(agent)])
         self._wrote()
 
+    @writes("an agent")
     def update_agent(self, agent: Agent) -> None:
         self._tables["agents"].merge_insert("id").when_matched_update_all().execute([_agent_row(agent)])
         self._wrote()
@@ -493,6 +528,7 @@ class Store:
         rows = [r for r in self._snapshot("attachments") if r["block_id"] == block_id]
         return [r["agent_id"] for r in _first_by(rows, "agent_id")]
 
+    @writes("a block")
     def insert_block(self, block: Block, first: BlockVersion) -> None:
         """Create a block and its first history row (idempotent for a stable id)."""
         result = self._tables["blocks"].merge_insert("id").when_not_matched_insert_all().execute([_block_row(block)])
@@ -500,6 +536,7 @@ class Store:
             self.append_history(first)
         self._wrote()
 
+    @writes("a block edit")
     def cas_block(self, block: Block, expected_version: int) -> bool:
         """Write ``block`` only if the stored version is still ``expected_version``.
 
@@ -519,11 +556,13 @@ class Store:
             self._snapshots["blocks"] = (int(result.version), rows)
         return bool(result.rows_updated)
 
+    @writes("block history")
     def append_history(self, version: BlockVersion) -> None:
         """Append one history row; only the writer that won a version's CAS writes its row."""
         self._tables["block_history"].add([_version_row(version)])
         self._wrote()
 
+    @writes("block history")
     def recover_history(self, version: BlockVersion) -> None:
         """Insert a history row unless that version already has one (gap repair)."""
         self._tables["block_history"].merge_insert("key").when_not_matched_insert_all().execute([_version_row(version)])
@@ -542,11 +581,13 @@ class Store:
         rows = self._rows("block_history", f"key = {sql_str(f'{block_id}:{int(version)}')}", limit=1)
         return _version(rows[0]) if rows else None
 
+    @writes("a block attachment")
     def attach(self, agent_id: str, block_id: str) -> None:
         row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": to_us(now())}
         self._tables["attachments"].merge_insert("key").when_not_matched_insert_all().execute([row])
         self._wrote()
 
+    @writes("a block attachment")
     def detach(self, agent_id: str, block_id: str) -> None:
         self._tables["attachments"].delete(f"key = {sql_str(f'{agent_id}:{block_id}')}")
         self._wrote()
@@ -557,17 +598,20 @@ class Store:
         rows = self._rows("requests", f"key = {sql_str(key)}", limit=1)
         return rows[0] if rows else None
 
+    @writes("an idempotency record")
     def put_request(self, row: dict[str, Any]) -> None:
         self._tables["requests"].merge_insert("key").when_not_matched_insert_all().execute([row])
         self._wrote()
 
     # -- messages and passages ------------------------------------------------
 
+    @writes("rows")
     def add_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self._tables[table].add(list(rows))
             self._wrote(len(rows))
 
+    @writes("vectors")
     def set_vectors(self, table: str, vectors: dict[str, list[float]]) -> None:
         """Fill in vectors of rows stored before the model was ready."""
         if not vectors:
@@ -608,6 +652,7 @@ class Store:
         rows.sort(key=lambda r: (r[order_key], r["id"]))
         return rows[offset : offset + limit]
 
+    @writes("a deletion")
     def delete(self, table: str, where: str) -> int:
         t = self._tables[table]
         before = t.count_rows(where)

@@ -107,7 +107,7 @@ def reembed(settings: Settings) -> int:
         started = time.perf_counter()
         for start in range(0, len(rows), 128):
             batch = rows[start : start + 128]
-            vectors = embedder.embed_blocking([r["text"] for r in batch])
+            vectors = embedder.embed_blocking([r["content"] for r in batch])
             for r, v in zip(batch, vectors, strict=True):
                 r["vector"] = [float(x) for x in v]
             progress(min(start + 128, len(rows)), len(rows), f"re-embedding {table}", started)

@@ -641,6 +641,11 @@ class Store:
         flat = pc.list_flatten(data.column("tags").combine_chunks())
         return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
+    def newest(self, table: str, where: str) -> dict[str, Any] | None:
+        """The latest row matching ``where`` (by time, then sequence)."""
+        data = self._tables[table].search().where(where).select(["content", "created_us", "seq"]).limit(None).to_list()
+        return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
+
     def count(self, table: str, where: str | None = None) -> int:
         t = self._tables[table]
         return int(t.count_rows(where) if where else t.count_rows())

@@ -1,0 +1,131 @@
+"""LoCoMo retrieval benchmark for recall memory (turn level, categories 1-4).
+
+    python -m bench locomo            # the dev split in ../shared/bench-data/locomo-dev.json
+    python -m bench locomo --quick    # first two conversations
+
+Every turn is logged through the public Archive API as a message (content "{speaker}: {text}",
+plus the image caption; timestamp = the session date; the dia_id kept in the unsearched payload).
+Each question of categories 1-4 is run through ``conversation_search``; R@5 / R@10 are the
+fraction of evidence turns in the top k, MRR the reciprocal rank of the first one. The same data
+is also ranked by the keyword leg alone and the vector leg alone, for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, save
+
+DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
+    out = []
+    for key, turns in conv.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(turns, list):
+            when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+            out.append((when, turns))
+    return sorted(out, key=lambda s: s[0])
+
+
+def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
+    ids = []
+    for item in raw:
+        for part in re.split(r"[;\s]+", item):
+            part = part.strip()
+            if part in known:
+                ids.append(part)
+    return ids
+
+
+def score(ranked: list[str], gold: list[str]) -> tuple[float, float, float]:
+    gold_set = set(gold)
+    r5 = len(gold_set & set(ranked[:5])) / len(gold_set)
+    r10 = len(gold_set & set(ranked[:10])) / len(gold_set)
+    mrr = next((1 / (i + 1) for i, d in enumerate(ranked) if d in gold_set), 0.0)
+    return r5, r10, mrr
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from tiermem.archive import Archive, SearchWeights
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    samples = json.loads(DATA.read_text())[: 2 if quick else None]
+    memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-")), embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    default = memory.archive
+    rankers = {
+        "tiermem (hybrid, defaults)": default,
+        "keyword leg only": Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=0.0, fts=1.0)),
+        "vector leg only": Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=1.0, fts=0.0)),
+    }
+    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
+    latencies: list[float] = []
+    started = time.perf_counter()
+    turns_total = 0
+    for sample in samples:
+        agent = memory.ensure_agent(sample["sample_id"]).id
+        dia_of: dict[str, str] = {}
+        for when, turns in sessions(sample["conversation"]):
+            batch = []
+            for turn in turns:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [image: {turn['blip_caption']}]"
+                batch.append({"role": "user", "content": text, "timestamp": when.isoformat(), "payload": turn["dia_id"],
+                              "conversation_id": sample["sample_id"]})
+            for message, item in zip(default.log_messages(agent, batch), batch, strict=True):
+                dia_of[message.id] = str(item["payload"])
+            turns_total += len(batch)
+        known = set(dia_of.values())
+        for qa in sample["qa"]:
+            category = qa.get("category")
+            gold = evidence_ids(qa.get("evidence", []), known)
+            if category not in CATEGORIES or not gold:
+                continue
+            for name, archive in rankers.items():
+                t = time.perf_counter()
+                hits = archive.conversation_search(agent, qa["question"], limit=10).hits
+                if archive is default:
+                    latencies.append(time.perf_counter() - t)
+                per[name][category].append(score([dia_of[h.id] for h in hits], gold))
+    result: dict[str, Any] = {"conversations": len(samples), "turns": turns_total, "seconds": round(time.perf_counter() - started, 1)}
+    for name, cats in per.items():
+        rows = {CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())}
+        rows["overall (1-4)"] = _mean([s for v in cats.values() for s in v])
+        result[name] = rows
+    latencies.sort()
+    result["search_p50_ms"] = round(1000 * latencies[len(latencies) // 2], 2)
+    return result
+
+
+def _mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
+    n = len(scores)
+    return {"n": n, "R@5": round(sum(s[0] for s in scores) / n, 3), "R@10": round(sum(s[1] for s in scores) / n, 3),
+            "MRR": round(sum(s[2] for s in scores) / n, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench locomo")
+    parser.add_argument("--quick", action="store_true")
+    args, _ = parser.parse_known_args(sys.argv[2:])
+    result = run(args.quick)
+    save("locomo", result)
+    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns, {result['seconds']}s; "
+          f"search p50 {result['search_p50_ms']} ms")
+    print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
+    for name in ("tiermem (hybrid, defaults)", "keyword leg only", "vector leg only"):
+        for cat, row in result[name].items():
+            print(f"  {name:28s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")

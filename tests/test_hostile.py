@@ -29,8 +29,8 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("memory", {"command": "explode", "path": "/memories/human"}, "command"),
     # payload sizes and text validity
     ("core_memory_append", {"label": "human", "content": BIG}, "the most one argument may carry is 100000"),
-    ("archival_memory_insert", {"content": BIG}, "the most accepted is 100000"),
-    ("conversation_log", {"messages": [{"role": "user", "content": BIG}]}, "the most accepted is 100000"),
+    ("archival_memory_insert", {"content": BIG}, "the most one argument may carry is 100000"),
+    ("conversation_log", {"messages": [{"role": "user", "content": BIG}]}, "the most one argument may carry is 100000"),
     ("core_memory_append", {"label": "human", "content": "a\x00b"}, "contains a NUL character"),
     ("core_memory_append", {"label": "human", "content": "bad \ud800 surrogate"}, "not valid Unicode text"),
     ("archival_memory_insert", {"content": "lone \udfff"}, "not valid Unicode text"),

@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, ValidationError
-from .records import ROLES, Hit, Message, Passage
+from .records import ROLES, Hit, Message, Passage, check_text
 from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
 
 if TYPE_CHECKING:
@@ -212,7 +212,6 @@ class Archive:
             )
         self._embed_rows(rows)
         self.store.add_rows("messages", rows)
-        self._after_write()
         return [message_from_row(r) for r in rows]
 
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
@@ -228,55 +227,32 @@ class Archive:
         content = self._text(content, "content")
         if not content.strip():
             raise ValidationError("content is empty: send the fact or text to remember.")
-        clean_tags = self._tags(tags)
-        chunks = self.embedder.chunk(content)
-        group = new_id("passage")
-        created = to_us(now())
-        rows = [
-            {
-                "id": group if i == 0 else f"{group}.{i}",
-                "agent_id": agent_id,
-                "group_id": group,
-                "chunk": i,
-                "content": chunk,
-                "tags": list(clean_tags),
-                "text": chunk,
-                "created_us": created,
-                "vector": None,
-            }
-            for i, chunk in enumerate(chunks)
-        ]
+        rows = self._passage_rows(agent_id, content, tags)
         self._embed_rows(rows)
         self.store.add_rows("passages", rows)
-        self._after_write()
         return [r["id"] for r in rows]
 
     def insert_many(self, agent_id: str, items: Sequence[tuple[str, Sequence[str]]], batch: int = 256) -> int:
         """Bulk insert (content, tags) pairs with batched embedding; returns rows written."""
         written = 0
         for start in range(0, len(items), batch):
-            rows = []
-            for content, tags in items[start : start + batch]:
-                group = new_id("passage")
-                for i, chunk in enumerate(self.embedder.chunk(self._text(content, "content"))):
-                    rows.append(
-                        {
-                            "id": group if i == 0 else f"{group}.{i}",
-                            "agent_id": agent_id,
-                            "group_id": group,
-                            "chunk": i,
-                            "content": chunk,
-                            "tags": list(self._tags(tags)),
-                            "text": chunk,
-                            "created_us": to_us(now()),
-                            "vector": None,
-                        }
-                    )
+            rows = [row for content, tags in items[start : start + batch]
+                    for row in self._passage_rows(agent_id, self._text(content, "content"), tags)]
             self._embed_rows(rows)
             self.store.add_rows("passages", rows)
             written += len(rows)
-        self._after_write()
         return written
+
+    def _passage_rows(self, agent_id: str, content: str, tags: Sequence[str] | None) -> list[dict[str, Any]]:
+        """One row per chunk; the first chunk's id is the group id, so it names the whole insert."""
+        clean_tags = list(self._tags(tags))
+        group = new_id("passage")
+        created = to_us(now())
+        return [
+            {"id": group if i == 0 else f"{group}.{i}", "agent_id": agent_id, "group_id": group, "chunk": i,
+             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created, "vector": None}
+            for i, chunk in enumerate(self.embedder.chunk(content))
+        ]
 
     def delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
@@ -434,9 +410,6 @@ class Archive:
         for r, v in zip(rows, vectors, strict=True):
             r["vector"] = [float(x) for x in v]
 
-    def _after_write(self) -> None:
-        pass
-
     def start_backfill(self) -> None:
         """Embed rows stored while the model was loading, as soon as it is ready (background)."""
         with self._backfill_lock:
@@ -470,20 +443,7 @@ class Archive:
     # -- validation --------------------------------------------------------
 
     def _text(self, value: Any, name: str) -> str:
-        if not isinstance(value, str):
-            raise ValidationError(f"{name} must be text.")
-        if len(value) > self.max_content_chars:
-            raise ValidationError(
-                f"{name} has {len(value)} characters; the most accepted is {self.max_content_chars} "
-                "(max_content_chars). Split it into several inserts."
-            )
-        if "\x00" in value:
-            raise ValidationError(f"{name} contains a NUL character; remove it.")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
-        return value
+        return check_text(value, name, self.max_content_chars)
 
     def _tags(self, tags: Sequence[str] | None) -> tuple[str, ...]:
         if tags is None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from . import blocks as rules
 from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
-from .records import Agent, Block, BlockVersion
+from .records import Agent, Block, BlockVersion, check_text
 from .store import Store, new_id, now, stable_id
 
 if TYPE_CHECKING:
@@ -351,19 +351,7 @@ class Memory:
                 self._check_text(name, value)
 
     def _check_text(self, name: str, value: str) -> None:
-        if not isinstance(value, str):
-            raise ValidationError(f"{name} must be text.")
-        if len(value) > self.max_content_chars:
-            raise ValidationError(
-                f"{name} has {len(value)} characters; the most one argument may carry is {self.max_content_chars} "
-                "(max_content_chars). Send less text, or split it into several calls."
-            )
-        if "\x00" in value:
-            raise ValidationError(f"{name} contains a NUL character; remove it.")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
+        check_text(value, name, self.max_content_chars)
 
 
 def _request_key(agent_id: str, tool: str, key: str) -> str:

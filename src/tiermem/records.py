@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
+
+from .errors import ValidationError
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
@@ -86,3 +88,21 @@ class Hit:
     role: str | None = None
     tags: tuple[str, ...] = ()
     conversation_id: str | None = None
+
+
+def check_text(value: Any, name: str, max_chars: int) -> str:
+    """``value`` if it is storable text: a string, at most ``max_chars``, no NUL, valid Unicode."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be text.")
+    if len(value) > max_chars:
+        raise ValidationError(
+            f"{name} has {len(value)} characters; the most one argument may carry is {max_chars} "
+            "(max_content_chars). Send less text, or split it into several calls."
+        )
+    if "\x00" in value:
+        raise ValidationError(f"{name} contains a NUL character; remove it.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
+    return value

@@ -1,11 +1,11 @@
-"""`python -m bench [coldstart|roundtrip|locomo|scale|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|scale|all]`"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "locomo", "scale"]
+BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "scale"]
 
 
 def main() -> None:

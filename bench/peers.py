@@ -1,6 +1,6 @@
 """Side by side with the reference MCP memory server (@modelcontextprotocol/server-memory, Node, stdio).
 
-    (cd bench/node && npm ci)      # once: installs the peer from npm into bench/node/node_modules
+    (cd bench/node && npm install)  # once: installs the pinned peer into bench/node/node_modules
     python -m bench peers
 
 Same machine, same run, interleaved: spawn -> initialize for tiermem, a bare one-tool MCPServer and the
@@ -28,7 +28,7 @@ NODE_SERVER = Path(__file__).with_name("node") / "node_modules" / "@modelcontext
 
 def node_cmd() -> list[str]:
     if not NODE_SERVER.exists():
-        raise SystemExit(f"{NODE_SERVER} is missing: run `npm ci` in {NODE_SERVER.parents[3]} first.")
+        raise SystemExit(f"{NODE_SERVER} is missing: run `npm install` in {NODE_SERVER.parents[3]} first.")
     return ["node", str(NODE_SERVER)]
 
 

@@ -43,7 +43,7 @@ def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     ok = run(tmp_path, "doctor", "--json")
     report = json.loads(ok.stdout)
     assert ok.returncode == 0 and report["healthy"] is True
-    assert {c["check"] for c in report["checks"]} >= {"schema", "writable", "embedding model", "passages index", "agents"}
+    assert {c["check"] for c in report["checks"]} >= {"schema", "tables", "writable", "embedding model", "passages index", "agents"}
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s, start_embedder=False)
     agent = m.ensure_agent("default").id

@@ -41,7 +41,10 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         return _report(checks, as_json)
     store = memory.store
     meta = store.meta()
-    check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}")
+    check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
+          f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")
+    versions = ", ".join(f"{t} v{v}" for t, v in store.table_versions().items())
+    check("tables", True, versions)
     if settings.uri is None:
         probe = settings.resolved_data_dir() / ".doctor-probe"
         try:

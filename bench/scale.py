@@ -147,8 +147,14 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     t = time.perf_counter()
     memory.store.optimize()
     out["optimize_index_s"] = round(time.perf_counter() - t, 1)
-    out["indexes"] = memory.store.index_health()["passages"]
-    queries = [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]
+    out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]))
+    return out
+
+
+def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict[str, Any]:
+    """Search latency in process and over stdio, vector recall@10 and server RSS on a built store."""
+    out: dict[str, Any] = {"indexes": memory.store.index_health()["passages"]}
+    rows = memory.store.all_rows("passages")
     # In process: the library call, query embedding included.
     lat = []
     for q in queries:
@@ -158,6 +164,22 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     out["in_process_search"] = stats(lat[10:])
     out["vector_recall_at_10"] = _recall(memory, agent, queries[:60], rows)
     out["stdio"] = anyio.run(over_stdio, data_dir, queries[:100])
+    return out
+
+
+def remeasure(data_dir: Path) -> dict[str, Any]:
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
+    memory.archive.embedder.wait(None)
+    memory.store.optimize()
+    agent = memory.ensure_agent("default").id
+    n = memory.store.count("passages")
+    rng = random.Random(99)
+    items = [passage(random.Random(i), i) for i in range(1000)]
+    out = {"passages": n, "vectors": "MiniLM", "remeasured": True}
+    out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(120)]))
     return out
 
 
@@ -195,9 +217,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench scale")
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--million", action="store_true", help="also 1M passages with synthetic vectors")
+    parser.add_argument("--measure", type=Path, help="re-measure search on a store an earlier run built (its data dir)")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}
+    if args.measure:
+        results[f"{args.measure.name}"] = remeasure(args.measure)
+        print(results, flush=True)
+        args.sizes = ""
     for n in [int(x) for x in args.sizes.split(",") if x]:
         print(f"-- {n} passages", flush=True)
         results[str(n)] = run_size(n, False, rng)
@@ -210,7 +237,7 @@ def main() -> None:
           f"{'stdio arch p50':>15s} {'p95':>7s} {'stdio conv p50':>15s} {'p95':>7s} {'recall@10':>9s} {'RSS MB':>7s}")
     for n, r in results.items():
         st = r["stdio"]
-        print(f"{n:>9s} {r['insert_per_s']:9.0f} {100 * r.get('insert_storage_overhead', 0):8.1f}% {r['optimize_index_s']:8.1f} "
+        print(f"{n:>9s} {r.get('insert_per_s', 0):9.0f} {100 * r.get('insert_storage_overhead', 0):8.1f}% {r.get('optimize_index_s', 0):8.1f} "
               f"{r['in_process_search']['p50_ms']:11.1f} {r['in_process_search']['p95_ms']:7.1f} "
               f"{st['archival_memory_search']['p50_ms']:15.1f} {st['archival_memory_search']['p95_ms']:7.1f} "
               f"{st['conversation_search']['p50_ms']:15.1f} {st['conversation_search']['p95_ms']:7.1f} "

@@ -203,6 +203,10 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
 
 
 SEARCHABLE = ("messages", "passages")
+_RESULT_COLUMNS = {
+    "messages": ("id", "agent_id", "conversation_id", "seq", "role", "content", "created_us"),
+    "passages": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
+}
 VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 32, 128, 2
 _REEMBED = "__reembed"
 
@@ -668,6 +672,7 @@ class Store:
 
     def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
         q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
+        q = q.select(list(_RESULT_COLUMNS[table]))  # never ship vectors back: converting them costs more than the search
         # ANN knobs (ignored while the table has no vector index): measured in bench/scale.py.
         q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
         if where:
@@ -677,7 +682,7 @@ class Store:
     def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
         if not self._has_fts(table):
             self.ensure_fts(table)
-        q = self._tables[table].search(query, query_type="fts", fts_columns="text")
+        q = self._tables[table].search(query, query_type="fts", fts_columns="text").select(list(_RESULT_COLUMNS[table]))
         if where:
             q = q.where(where, prefilter=True)
         return q.limit(limit).to_list()
@@ -693,9 +698,14 @@ class Store:
         return found
 
     def ensure_fts(self, table: str) -> None:
-        from lancedb.index import FTS
+        from lancedb.index import FTS, Bitmap
 
         t = self._tables[table]
+        if not any(i.columns == ["agent_id"] for i in t.list_indices()):
+            try:  # the agent filter runs before every search: a bitmap makes it cheap at any size
+                t.create_index("agent_id", config=Bitmap(), replace=False)
+            except (RuntimeError, ValueError) as exc:
+                log.warning("agent_id index of %s not built (another process may be building it): %s", table, exc)
         if not self._has_fts(table):
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)

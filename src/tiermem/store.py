@@ -745,7 +745,7 @@ class Store:
             for idx in t.list_indices():
                 stats = t.index_stats(idx.name)
                 if stats is not None:
-                    kind = "fts" if idx.index_type == "FTS" else "vector"
+                    kind = {"text": "fts", "vector": "vector"}.get(idx.columns[0], idx.columns[0])
                     entry[f"{kind}_indexed"] = int(stats.num_indexed_rows)
                     entry[f"{kind}_unindexed"] = int(stats.num_unindexed_rows)
             out[name] = entry

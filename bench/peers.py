@@ -85,8 +85,10 @@ def run(rounds: int = 10, n: int = 200) -> dict[str, Any]:
     }
     t, b, nd = (result["initialize"][k]["p50_ms"] for k in ("tiermem", "bare_mcpserver", "server-memory (node)"))
     result["ratios_p50"] = {"tiermem/bare_mcpserver": round(t / b, 3), "tiermem/server-memory": round(t / nd, 3)}
-    wt, wn = (v["p50_ms"] for v in result["write_then_read"].values())
-    result["ratios_p50"]["write_then_read tiermem/server-memory"] = round(wn and wt / wn, 3)
+    wtr = result["write_then_read"]
+    node = wtr["server-memory (node): add_observations + open_nodes"]["p50_ms"]
+    ours = wtr["tiermem: core_memory_append + read memory://blocks/human"]["p50_ms"]
+    result["ratios_p50"]["write_then_read tiermem/server-memory"] = round(ours / node, 3)
     return result
 
 

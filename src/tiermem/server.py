@@ -85,8 +85,7 @@ class MemoryHandle:
 class Notifier:
     """Fans memory changes out to legacy ``resources/subscribe`` sessions and ``subscriptions/listen``."""
 
-    def __init__(self, server: MCPServer[Any]) -> None:
-        self._server = server
+    def __init__(self) -> None:
         self._pending: deque[Change] = deque()
         self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
         self._agent_id: str | None = None
@@ -153,10 +152,9 @@ class Notifier:
 
 @dataclass
 class Runtime:
-    """What every tool adapter needs: the memory handle, settings and the notifier."""
+    """What every tool adapter needs: the memory handle and the notifier."""
 
     handle: MemoryHandle
-    settings: Settings
     notifier: Notifier
 
     async def call(self, ctx: Context[Any, Any] | None, fn: Callable[[Memory, str], T]) -> T:
@@ -287,8 +285,8 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         version=_version(),
         log_level=settings.log_level,
     )
-    notifier = Notifier(server)
-    runtime = Runtime(handle=handle, settings=settings, notifier=notifier)
+    notifier = Notifier()
+    runtime = Runtime(handle=handle, notifier=notifier)
     server.runtime = runtime
     register_tools(server, runtime, resolve_tools(settings.tools))
     _register_resources(server, runtime)

@@ -12,7 +12,7 @@ from .conftest import ROOT
 SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "config": 0, "errors": 0, "records": 0,
-    "blocks": 1, "tokens": 1, "embeddings": 1, "store": 1,
+    "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1,
     "memory": 2, "archive": 2,
     "factory": 3, "maintenance": 3, "tools": 3, "search_tools": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "cli": 6, "__main__": 7, "__init__": 0,
@@ -23,7 +23,7 @@ OWNERS = {
     "mcp": {"server", "tools", "search_tools", "agent"}, "pydantic_settings": {"config"},
 }
 SIBLINGS_OK = {("tools", "search_tools"), ("search_tools", "tools"), ("server", "tools"), ("tools", "server"),
-               ("search_tools", "server"), ("memory", "archive"), ("server", "netguard"), ("maintenance", "factory")}
+               ("search_tools", "server"), ("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
 
 
 def _module(path: Path) -> str:

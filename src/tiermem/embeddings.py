@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .chunking import chunk_text, estimate_sizes, estimate_tokens
 from .errors import ConfigError, EmbeddingError, ModelNotReadyError
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ DEFAULT_ALIASES = frozenset({"default", "all-minilm-l6-v2", DEFAULT_MODEL.lower(
 _CUSTOM_NAME = "tiermem/all-MiniLM-L6-v2-int8"
 MINILM_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_FILES = ("tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json")
-CHUNK_OVERLAP = 32
 BATCH_SIZE = 64
 MAX_BATCH_TOKENS = 4096  # padded word pieces per model call: bounds peak memory on long texts
 _verified: set[tuple[str, str]] = set()
@@ -59,95 +59,6 @@ class Embedder(Protocol):
     def chunk(self, text: str) -> list[str]:
         """``[text]`` if it fits, else overlapping chunks that each fit; no word is lost."""
         ...
-
-
-# ---------------------------------------------------------------------------
-# Chunking shared by every embedder
-# ---------------------------------------------------------------------------
-
-_WORDS = re.compile(r"\S+\s*")
-_SENTENCE_END = re.compile(r"""[.!?;:]["')\]]*$""")
-
-
-def _split_long(word: str, size: int, budget: int, sizes: Callable[[list[str]], list[int]]) -> list[tuple[str, int]]:
-    """Cut one word that alone exceeds ``budget`` into character slices that each fit."""
-    if size <= budget or len(word.strip()) <= 1:
-        return [(word, size)]
-    step = max(1, len(word) * budget // (size * 2))  # aim at half the budget: tokenizers are not additive
-    parts = [word[i:i + step] for i in range(0, len(word), step)]
-    out: list[tuple[str, int]] = []
-    for part, n in zip(parts, sizes(parts)):
-        out.extend(_split_long(part, n, budget, sizes) if n > budget and len(part) < len(word) else [(part, n)])
-    return out
-
-
-def chunk_text(
-    text: str,
-    *,
-    max_tokens: int,
-    count: Callable[[str], int],
-    sizes: Callable[[list[str]], list[int]],
-    overhead: int = 0,
-    overlap: int = CHUNK_OVERLAP,
-) -> list[str]:
-    """Split ``text`` into overlapping chunks whose ``count`` is at most ``max_tokens``.
-
-    ``count`` is the exact count of a whole chunk (special tokens included); ``sizes`` gives the
-    pieces of each word without special tokens and ``overhead`` the special tokens per chunk.
-    Chunks cut between words, preferring a sentence or line end in the second half of the window;
-    consecutive chunks share about ``overlap`` pieces. Every word of ``text`` is in some chunk; a
-    single word too long for the window is cut into slices (in order, in consecutive chunks).
-    """
-    if count(text) <= max_tokens:
-        return [text]
-    budget = max(1, max_tokens - overhead)
-    raw = _WORDS.findall(text)
-    words: list[str] = []
-    lengths: list[int] = []
-    for word, n in zip(raw, sizes(raw)):
-        for part, m in _split_long(word, n, budget, sizes):
-            words.append(part)
-            lengths.append(m)
-    chunks: list[str] = []
-    start = 0
-    while start < len(words):
-        total, end = 0, start
-        while end < len(words) and total + lengths[end] <= budget:
-            total += lengths[end]
-            end += 1
-        end = max(end, start + 1)
-        if end < len(words):  # prefer a sentence/line end in the second half of the window
-            for cut in range(end, start + (end - start) // 2, -1):
-                word = words[cut - 1]
-                if _SENTENCE_END.search(word.rstrip()) or "\n" in word[len(word.rstrip()):]:
-                    end = cut
-                    break
-        piece = "".join(words[start:end]).strip()
-        while end - start > 1 and count(piece) > max_tokens:  # per-word sizes are not always additive
-            end -= 1
-            piece = "".join(words[start:end]).strip()
-        chunks.append(piece)
-        if end >= len(words):
-            break
-        back, kept = end, 0
-        while back > start + 1 and kept + lengths[back - 1] <= overlap:
-            back -= 1
-            kept += lengths[back]
-        start = back
-    return chunks
-
-
-def estimate_tokens(text: str) -> int:
-    """An upper bound on word pieces, used before a model's tokenizer is loaded.
-
-    UTF-8 bytes + 2 special tokens: WordPiece never makes more pieces than characters and
-    byte-level BPE never more than bytes, so this never under-counts (it over-counts ~4x on English).
-    """
-    return len(text.encode("utf-8")) + 2
-
-
-def _estimate_sizes(words: list[str]) -> list[int]:
-    return [len(w.strip().encode("utf-8")) for w in words]
 
 
 # ---------------------------------------------------------------------------
@@ -502,7 +413,7 @@ class FastEmbedEmbedder:
     def chunk(self, text: str) -> list[str]:
         if self._counter is not None:
             return self._counter.chunk(text)
-        return chunk_text(text, max_tokens=self.max_tokens, count=estimate_tokens, sizes=_estimate_sizes, overhead=2)
+        return chunk_text(text, max_tokens=self.max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
 
 
 # ---------------------------------------------------------------------------
@@ -528,7 +439,7 @@ class BackgroundEmbedder:
         self.name, self.dim, self._max_tokens = name, dim, max_tokens
         self._counter = counter or estimate_tokens
         self._chunker = chunker or (lambda text: chunk_text(
-            text, max_tokens=self._max_tokens, count=estimate_tokens, sizes=_estimate_sizes, overhead=2))
+            text, max_tokens=self._max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2))
         self._done = threading.Event()
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None

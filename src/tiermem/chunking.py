@@ -1,0 +1,95 @@
+"""Chunking shared by every embedder: overlapping windows cut between words, nothing dropped.
+
+Pure text logic; the embedders supply how to count word pieces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+CHUNK_OVERLAP = 32
+
+_WORDS = re.compile(r"\S+\s*")
+_SENTENCE_END = re.compile(r"""[.!?;:]["')\]]*$""")
+
+
+def _split_long(word: str, size: int, budget: int, sizes: Callable[[list[str]], list[int]]) -> list[tuple[str, int]]:
+    """Cut one word that alone exceeds ``budget`` into character slices that each fit."""
+    if size <= budget or len(word.strip()) <= 1:
+        return [(word, size)]
+    step = max(1, len(word) * budget // (size * 2))  # aim at half the budget: tokenizers are not additive
+    parts = [word[i:i + step] for i in range(0, len(word), step)]
+    out: list[tuple[str, int]] = []
+    for part, n in zip(parts, sizes(parts)):
+        out.extend(_split_long(part, n, budget, sizes) if n > budget and len(part) < len(word) else [(part, n)])
+    return out
+
+
+def chunk_text(
+    text: str,
+    *,
+    max_tokens: int,
+    count: Callable[[str], int],
+    sizes: Callable[[list[str]], list[int]],
+    overhead: int = 0,
+    overlap: int = CHUNK_OVERLAP,
+) -> list[str]:
+    """Split ``text`` into overlapping chunks whose ``count`` is at most ``max_tokens``.
+
+    ``count`` is the exact count of a whole chunk (special tokens included); ``sizes`` gives the
+    pieces of each word without special tokens and ``overhead`` the special tokens per chunk.
+    Chunks cut between words, preferring a sentence or line end in the second half of the window;
+    consecutive chunks share about ``overlap`` pieces. Every word of ``text`` is in some chunk; a
+    single word too long for the window is cut into slices (in order, in consecutive chunks).
+    """
+    if count(text) <= max_tokens:
+        return [text]
+    budget = max(1, max_tokens - overhead)
+    raw = _WORDS.findall(text)
+    words: list[str] = []
+    lengths: list[int] = []
+    for word, n in zip(raw, sizes(raw)):
+        for part, m in _split_long(word, n, budget, sizes):
+            words.append(part)
+            lengths.append(m)
+    chunks: list[str] = []
+    start = 0
+    while start < len(words):
+        total, end = 0, start
+        while end < len(words) and total + lengths[end] <= budget:
+            total += lengths[end]
+            end += 1
+        end = max(end, start + 1)
+        if end < len(words):  # prefer a sentence/line end in the second half of the window
+            for cut in range(end, start + (end - start) // 2, -1):
+                word = words[cut - 1]
+                if _SENTENCE_END.search(word.rstrip()) or "\n" in word[len(word.rstrip()):]:
+                    end = cut
+                    break
+        piece = "".join(words[start:end]).strip()
+        while end - start > 1 and count(piece) > max_tokens:  # per-word sizes are not always additive
+            end -= 1
+            piece = "".join(words[start:end]).strip()
+        chunks.append(piece)
+        if end >= len(words):
+            break
+        back, kept = end, 0
+        while back > start + 1 and kept + lengths[back - 1] <= overlap:
+            back -= 1
+            kept += lengths[back]
+        start = back
+    return chunks
+
+
+def estimate_tokens(text: str) -> int:
+    """An upper bound on word pieces, used before a model's tokenizer is loaded.
+
+    UTF-8 bytes + 2 special tokens: WordPiece never makes more pieces than characters and
+    byte-level BPE never more than bytes, so this never under-counts (it over-counts ~4x on English).
+    """
+    return len(text.encode("utf-8")) + 2
+
+
+def estimate_sizes(words: list[str]) -> list[int]:
+    return [len(w.strip().encode("utf-8")) for w in words]

@@ -672,7 +672,9 @@ class Store:
 
     def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
         q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
-        q = q.select(list(_RESULT_COLUMNS[table]))  # never ship vectors back: converting them costs more than the search
+        # Never ship vectors back (converting them costs more than the search); naming the score column
+        # keeps Lance from warning on every query.
+        q = q.select([*_RESULT_COLUMNS[table], "_distance"])
         # ANN knobs (ignored while the table has no vector index): measured in bench/scale.py.
         q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
         if where:
@@ -682,7 +684,7 @@ class Store:
     def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
         if not self._has_fts(table):
             self.ensure_fts(table)
-        q = self._tables[table].search(query, query_type="fts", fts_columns="text").select(list(_RESULT_COLUMNS[table]))
+        q = self._tables[table].search(query, query_type="fts", fts_columns="text").select([*_RESULT_COLUMNS[table], "_score"])
         if where:
             q = q.where(where, prefilter=True)
         return q.limit(limit).to_list()

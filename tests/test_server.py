@@ -200,7 +200,10 @@ async def test_legacy_subscribe_notifications(settings: Settings) -> None:
                 await anyio.sleep(0.02)
         await c.unsubscribe_resource("memory://blocks/human")
         await call(c, "core_memory_append", label="human", content="again")
-        await anyio.sleep(0.2)
+        await call(c, "memory", command="delete", path="/memories/extra")
+        with anyio.fail_after(5):
+            while received.count("notifications/resources/list_changed") < 2:  # creating and deleting both announce
+                await anyio.sleep(0.02)
     assert received.count("notifications/resources/updated memory://blocks/human") == 1, received
 
 

@@ -175,9 +175,6 @@ class Archive:
         self._counts = (key, value)
         return value
 
-    def tags(self, agent_id: str) -> list[str]:
-        return self.counts(agent_id)[2]
-
     # -- writing -----------------------------------------------------------
 
     def log_messages(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> list[Message]:

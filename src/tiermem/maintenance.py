@@ -96,13 +96,8 @@ def reembed(settings: Settings) -> int:
 
     embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
     embedder.start()
-    uri = settings.store_uri()
-    try:
-        Store(uri, embedding_model=embedder.name, embedding_dim=embedder.dim, storage_options=settings.storage_options or None)
-        same = True
-    except SchemaError:
-        same = False
-    store = Store.for_reembed(uri, storage_options=settings.storage_options or None)
+    store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
+    same = (store.embedding_model, store.embedding_dim) == (embedder.name, embedder.dim)
     embedder.wait(None)
     total = 0
     for table in ("messages", "passages"):

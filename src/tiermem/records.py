@@ -10,7 +10,6 @@ from .errors import ValidationError
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
-Actor = Literal["agent", "human", "sleeptime", "system", "import"]
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,28 @@ def test_values_with_sql_metacharacters_round_trip(memory: Memory) -> None:
     assert memory.block(a, "human").value == nasty
     assert memory.history(a, "human", 1)[0].value == nasty
     assert memory.edit(a, "human", b.StrReplace("O'Brien", "O'Neil")).value == nasty.replace("O'Brien", "O'Neil")
+
+
+def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -> None:
+    """A commit that lost to other writers changed nothing: writes retry it; other failures say what happened."""
+    from tiermem.errors import StoreError
+    from tiermem.store import writes
+
+    class Flaky:
+        uri = str(tmp_path)
+        calls = 0
+
+        @writes("a test row")
+        def write(self, failures: int, message: str) -> str:
+            self.calls += 1
+            if self.calls <= failures:
+                raise RuntimeError(message)
+            return "written"
+
+    flaky = Flaky()
+    assert flaky.write(3, "lance error: Retryable commit conflict for version 7: ...") == "written"
+    assert flaky.calls == 4
+    with pytest.raises(StoreError, match="Writing a test row to the data directory .* failed: lance error: boom"):
+        Flaky().write(1, "lance error: boom")
+    with pytest.raises(StoreError, match="Too many concurrent writers"):
+        Flaky().write(1000, "Too many concurrent writers. ")

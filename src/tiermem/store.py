@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import random
 import re
 import threading
 import time
@@ -94,18 +95,33 @@ def _write_error(uri: str, what: str, exc: BaseException) -> StoreError:
     return StoreError(f"Writing {what} to the data directory {uri} failed: {first}. Nothing was written.")
 
 
+_CONFLICT_MARKERS = ("commit conflict", "too many concurrent")
+_CONFLICT_ATTEMPTS = 30
+
+
 def writes(what: str) -> Callable[[F], F]:
-    """Translate storage failures of a write into one clear ``StoreError`` (Lance commits are atomic)."""
+    """Make a write safe to call under contention and clear when it fails.
+
+    Lance commits are atomic: a commit that loses to other writers changes nothing, so a commit
+    conflict that Lance's own retries did not absorb is retried here (a conditional update re-checks
+    its condition). Other storage failures become one clear ``StoreError``.
+    """
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(self, *args, **kwargs)
-            except (TiermemError, ValidationError):
-                raise
-            except (RuntimeError, OSError, ValueError) as exc:
-                raise _write_error(self.uri, what, exc) from exc
+            for attempt in range(_CONFLICT_ATTEMPTS):
+                try:
+                    return fn(self, *args, **kwargs)
+                except TiermemError:
+                    raise
+                except (RuntimeError, OSError, ValueError) as exc:
+                    conflict = any(m in str(exc).lower() for m in _CONFLICT_MARKERS)
+                    if not conflict or attempt == _CONFLICT_ATTEMPTS - 1:
+                        raise _write_error(self.uri, what, exc) from exc
+                    log.info("%s: commit conflict with another writer, retrying (%d)", what, attempt + 1)
+                    time.sleep(random.uniform(0, 0.005) * (attempt + 1))
+            raise AssertionError("unreachable")
 
         return wrapper  # type: ignore[return-value]
 
@@ -504,10 +520,6 @@ class Store:
         self._tables["agents"].merge_insert("id").when_not_matched_insert_all().execute([_agent_row(agent)])
         self._wrote()
 
-    @writes("an agent")
-    def update_agent(self, agent: Agent) -> None:
-        self._tables["agents"].merge_insert("id").when_matched_update_all().execute([_agent_row(agent)])
-        self._wrote()
 
     # -- blocks --------------------------------------------------------------
 
@@ -520,8 +532,6 @@ class Store:
         rows = _first_by((r for r in self._snapshot("blocks") if r["id"] in wanted), "id")
         return [_block(r) for r in rows]
 
-    def list_blocks(self) -> list[Block]:
-        return [_block(r) for r in _first_by(self._snapshot("blocks"), "id")]
 
     def attached_block_ids(self, agent_id: str) -> list[str]:
         rows = [r for r in self._snapshot("attachments") if r["agent_id"] == agent_id]
@@ -655,10 +665,11 @@ class Store:
         return int(t.count_rows(where) if where else t.count_rows())
 
     def select(
-        self, table: str, where: str | None, *, limit: int, offset: int = 0, order_key: str = "created_us"
+        self, table: str, where: str | None, *, limit: int, offset: int = 0
     ) -> list[dict[str, Any]]:
+        """Rows oldest first (by time, then id), one page."""
         rows = self._rows(table, where)
-        rows.sort(key=lambda r: (r[order_key], r["id"]))
+        rows.sort(key=lambda r: (r["created_us"], r["id"]))
         return rows[offset : offset + limit]
 
     @writes("a deletion")

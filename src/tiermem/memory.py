@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from . import blocks as rules
 from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
-from .records import Agent, Block, BlockVersion, check_text
+from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text
 from .store import Store, new_id, now, stable_id
 
 if TYPE_CHECKING:
@@ -92,14 +92,27 @@ class Memory:
         return agent if agent is not None else self.create_agent(name, stable=True)
 
     def create_agent(
-        self, name: str, *, system: str | None = None, blocks: Sequence[BlockSpec] | None = None, stable: bool = False
+        self,
+        name: str,
+        *,
+        system: str | None = None,
+        blocks: Sequence[BlockSpec] | None = None,
+        stable: bool = False,
+        metadata: dict[str, str] | None = None,
     ) -> Agent:
         _check_agent_name(name)
         if not stable and self.store.find_agent(name) is not None:
             raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
         t = now()
         agent_id = stable_id("agent", name) if stable else new_id("agent")
-        agent = Agent(id=agent_id, name=name, system=self.default_system if system is None else system, created_at=t, updated_at=t)
+        agent = Agent(
+            id=agent_id,
+            name=name,
+            system=self.default_system if system is None else system,
+            created_at=t,
+            updated_at=t,
+            metadata=_check_metadata(metadata or {}),
+        )
         specs = self.default_blocks if blocks is None else tuple(blocks)
         for spec in specs:
             rules.validate_label(spec.label)
@@ -113,6 +126,53 @@ class Memory:
             self.store.attach(agent.id, block_id)
         self.store.insert_agent(agent)
         return self.store.get_agent(agent.id)
+
+    def set_agent_metadata(self, agent_id: str, updates: dict[str, str], *, system: str | None = None) -> Agent:
+        """Merge ``updates`` into the agent's metadata (a value of "" removes the key); optionally set its system prompt."""
+        agent = self.store.get_agent(agent_id)
+        merged = {**agent.metadata, **_check_metadata(updates)}
+        merged = {k: v for k, v in merged.items() if v != ""}
+        if system is not None:
+            self._check_text("system", system)
+        changed = replace(agent, metadata=merged, system=agent.system if system is None else system, updated_at=now())
+        self.store.update_agent(changed)
+        return self.store.get_agent(agent_id)
+
+    # -- conversations (agent-loop state) ------------------------------------------
+
+    def context_window(self, agent_id: str, conversation_id: str) -> ContextWindow:
+        row = self.store.get_conversation(agent_id, conversation_id)
+        if row is None:
+            return ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
+        return ContextWindow(
+            agent_id=agent_id,
+            conversation_id=conversation_id,
+            start_seq=row["start_seq"],
+            summary_id=row["summary_id"],
+            turns=row["turns"],
+            sleeptime_seq=row["sleeptime_seq"],
+        )
+
+    def set_context_window(self, window: ContextWindow) -> None:
+        self.store.put_conversation(
+            {
+                "agent_id": window.agent_id,
+                "conversation_id": window.conversation_id,
+                "start_seq": window.start_seq,
+                "summary_id": window.summary_id,
+                "turns": window.turns,
+                "sleeptime_seq": window.sleeptime_seq,
+            }
+        )
+
+    def in_context_messages(self, window: ContextWindow) -> list[Message]:
+        """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
+        messages = self.store.messages_since(window.agent_id, window.conversation_id, window.start_seq)
+        if window.summary_id:
+            summary = self.store.message(window.summary_id)
+            if summary is not None:
+                messages = [summary, *[m for m in messages if m.id != summary.id]]
+        return messages
 
     # -- reading blocks ----------------------------------------------------------
 
@@ -373,6 +433,13 @@ def _version_of(block: Block, operation: str, actor: str) -> BlockVersion:
         actor=actor,
         created_at=block.updated_at,
     )
+
+
+def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError(f"Agent metadata must map text to text; {key!r} -> {value!r} is not.")
+    return dict(metadata)
 
 
 def _check_agent_name(name: str) -> None:

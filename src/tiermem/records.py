@@ -63,6 +63,19 @@ class Message:
 
 
 @dataclass(frozen=True)
+class ContextWindow:
+    """Agent-loop state of one conversation: the in-context window is the system prompt, the
+    summary message (if any), then every message with ``seq >= start_seq``."""
+
+    agent_id: str
+    conversation_id: str
+    start_seq: int = 0
+    summary_id: str = ""
+    turns: int = 0
+    sleeptime_seq: int = 0
+
+
+@dataclass(frozen=True)
 class Passage:
     id: str
     agent_id: str

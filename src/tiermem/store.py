@@ -188,6 +188,20 @@ def _schemas(dim: int) -> dict[str, pa.Schema]:
                 ("created_us", pa.int64()),
             ]
         ),
+        # Agent-loop state per (agent, conversation): where the in-context window starts, the
+        # summary that stands for what was evicted, turns taken, and the sleep-time agent's mark.
+        "conversations": pa.schema(
+            [
+                ("key", pa.string()),
+                ("agent_id", pa.string()),
+                ("conversation_id", pa.string()),
+                ("start_seq", pa.int64()),
+                ("summary_id", pa.string()),
+                ("turns", pa.int64()),
+                ("sleeptime_seq", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
         "messages": pa.schema(
             [
                 ("id", pa.string()),
@@ -223,6 +237,7 @@ _RESULT_COLUMNS = {
     "messages": ("id", "agent_id", "conversation_id", "seq", "role", "content", "created_us"),
     "passages": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
 }
+_MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us")
 VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 32, 128, 2
 _REEMBED = "__reembed"
 
@@ -519,6 +534,42 @@ class Store:
     def insert_agent(self, agent: Agent) -> None:
         self._tables["agents"].merge_insert("id").when_not_matched_insert_all().execute([_agent_row(agent)])
         self._wrote()
+
+    @writes("an agent")
+    def update_agent(self, agent: Agent) -> None:
+        row = _agent_row(agent)
+        del row["id"]
+        self._tables["agents"].update(where=f"id = {sql_str(agent.id)}", values=row)
+        self._wrote()
+
+    # -- conversations (agent-loop state) -----------------------------------------
+
+    def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
+        key = f"{agent_id}:{conversation_id}"
+        rows = [r for r in self._snapshot("conversations") if r["key"] == key]
+        return rows[0] if rows else None
+
+    @writes("conversation state")
+    def put_conversation(self, row: dict[str, Any]) -> None:
+        row = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": to_us(now())}
+        t = self._tables["conversations"]
+        t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([row])
+        self._wrote()
+
+    def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
+        """Messages of one conversation with ``seq >= start_seq``, oldest first."""
+        where = (
+            f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation_id)} "
+            f"AND seq >= {int(start_seq)}"
+        )
+        rows = self._tables["messages"].search().where(where).select(list(_MESSAGE_COLUMNS)).limit(None).to_list()
+        rows.sort(key=lambda r: r["seq"])
+        return [message_from_row(r) for r in rows]
+
+    def message(self, message_id: str) -> Message | None:
+        rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
+            list(_MESSAGE_COLUMNS)).limit(1).to_list()
+        return message_from_row(rows[0]) if rows else None
 
 
     # -- blocks --------------------------------------------------------------

@@ -53,6 +53,17 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # The optional built-in agent loop (the `agent_chat` tool, `tiermem chat`).
+    agent_loop: bool = False
+    llm_provider: Literal["auto", "anthropic", "sampling"] = "auto"
+    model: str = "claude-sonnet-4-5"
+    anthropic_base_url: str | None = None
+    llm_max_retries: int = Field(default=3, ge=0, le=10)
+    max_tokens: int = Field(default=4096, gt=0)
+    context_window: int = Field(default=200_000, ge=1000)
+    max_steps: int = Field(default=50, ge=1, le=1000)
+    agent_type: Literal["letta_v1", "memgpt"] = "letta_v1"
+    sleeptime_frequency: int = Field(default=0, ge=0)
 
     @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
     @classmethod

@@ -53,3 +53,7 @@ class TokenizerError(TiermemError):
 
 class ProviderError(TiermemError):
     """An LLM provider (Anthropic API, MCP sampling) failed."""
+
+
+class ContextOverflowError(TiermemError):
+    """The agent's prompt cannot fit its context window, even with every message summarised."""

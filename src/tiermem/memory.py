@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+from contextvars import ContextVar
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChangeKind = Literal["block_updated", "blocks_changed"]
+
+# Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
+# "sleeptime" for the duration of its run (copied into worker threads with the context).
+current_actor: ContextVar[str] = ContextVar("tiermem_actor", default="agent")
 
 
 @dataclass(frozen=True)
@@ -210,8 +215,9 @@ class Memory:
 
     # -- editing ----------------------------------------------------------------
 
-    def edit(self, agent_id: str, label: str, edit: rules.Edit, *, actor: str = "agent") -> Block:
+    def edit(self, agent_id: str, label: str, edit: rules.Edit, *, actor: str | None = None) -> Block:
         """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal."""
+        actor = actor or current_actor.get()
         self._check_sizes(edit)
         block = self.block(agent_id, label)
         return self._commit(
@@ -264,8 +270,9 @@ class Memory:
             self._emit(Change("blocks_changed", tuple(self.store.agents_of_block(block.id))))
         return committed
 
-    def revert(self, agent_id: str, label: str, version: int, *, actor: str = "agent") -> Block:
+    def revert(self, agent_id: str, label: str, version: int, *, actor: str | None = None) -> Block:
         """Restore the value of ``version`` as a new version; history keeps everything."""
+        actor = actor or current_actor.get()
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(f"version must be a positive whole number from memory_history, got {version!r}.")
         block = self.block(agent_id, label)
@@ -290,7 +297,8 @@ class Memory:
 
     # -- creating, attaching, deleting ---------------------------------------
 
-    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str = "agent") -> Block:
+    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> Block:
+        actor = actor or current_actor.get()
         rules.validate_label(spec.label)
         self._check_text("value", spec.value)
         self._check_text("description", spec.description)
@@ -318,8 +326,9 @@ class Memory:
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
-    def delete_block(self, agent_id: str, label: str, *, actor: str = "agent") -> Block:
+    def delete_block(self, agent_id: str, label: str, *, actor: str | None = None) -> Block:
         """Detach the block from this agent. Its history stays in the store."""
+        actor = actor or current_actor.get()
         block = self.block(agent_id, label)
         if actor != "human" and block.read_only:
             raise EditError(rules.READ_ONLY_ERROR)

@@ -140,7 +140,7 @@ class Notifier:
         if ctx is not None:
             await ctx.notify_resources_changed()
         channels = {id(c): c for group in self._subscribers.values() for c in group}
-        if ctx is not None:
+        if ctx is not None and getattr(ctx, "_request_context", None) is not None:  # None: called in process
             channel = self._channel(ctx.request_context.session)
             channels[id(channel)] = channel
         for channel in channels.values():

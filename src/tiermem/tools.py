@@ -18,6 +18,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from . import blocks as rules
 from .config import BlockSpec
 from .errors import TiermemError, ValidationError
+from .memory import current_actor
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -296,9 +297,9 @@ def _memory_command(m: Memory, agent_id: str, args: dict[str, Any]) -> str:
         if args.get("old_path") is not None or args.get("new_path") is not None:
             old = rules.label_from_path(need("old_path"))
             new = rules.label_from_path(need("new_path"))
-            m.update_block(agent_id, old, new_label=new, actor="agent", operation="rename")
+            m.update_block(agent_id, old, new_label=new, actor=current_actor.get(), operation="rename")
             return f"Renamed memory block {old!r} to {new!r}."
         label = rules.label_from_path(need("path"))
-        m.update_block(agent_id, label, description=need("description"), actor="agent", operation="describe")
+        m.update_block(agent_id, label, description=need("description"), actor=current_actor.get(), operation="describe")
         return f"Updated the description of memory block {label!r}."
     raise ValidationError(f"Unknown memory command {command!r}; use create, str_replace, insert, delete or rename.")

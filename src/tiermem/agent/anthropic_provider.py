@@ -1,0 +1,106 @@
+"""The Anthropic Messages API as a ``Provider``: tool use, retries with backoff, prompt caching.
+
+The only module that imports ``anthropic``. The API key comes from ``ANTHROPIC_API_KEY`` (or
+the ``anthropic_api_key`` setting); the base URL from the ``anthropic_base_url`` setting, else
+``ANTHROPIC_BASE_URL`` as the SDK itself reads it. The SDK retries 408/409/429/5xx and
+connection errors with exponential backoff (honouring ``retry-after``) ``max_retries`` times.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import ConfigError, ProviderError
+from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Usage
+
+CACHE = {"type": "ephemeral"}
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 3,
+        timeout: float = 120.0,
+    ) -> None:
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ConfigError(
+                "The agent loop's anthropic provider needs an API key: set ANTHROPIC_API_KEY in the server's "
+                "environment (for Claude Desktop, in the server's \"env\" block), or use llm_provider = \"sampling\" "
+                "to run the agent on the host's own model."
+            )
+        import anthropic
+
+        self.model = model
+        self._client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url or None, max_retries=max_retries,
+                                                timeout=timeout)
+        self._anthropic = anthropic
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            # The system prompt changes only when memory does: cache it (and the tools before it).
+            "system": [{"type": "text", "text": request.system, "cache_control": CACHE}],
+            "messages": _cache_last(request.messages),
+        }
+        if request.tools:
+            tools: list[JSON] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
+            ]
+            tools[-1] = {**tools[-1], "cache_control": CACHE}
+            kwargs["tools"] = tools
+        a = self._anthropic
+        try:
+            response = await self._client.messages.create(**kwargs)
+        except a.AuthenticationError as exc:
+            raise ProviderError(f"Anthropic refused the API key ({exc.status_code}): check ANTHROPIC_API_KEY.") from exc
+        except a.APIStatusError as exc:
+            raise ProviderError(
+                f"The Anthropic API answered {exc.status_code} after retries: {_detail(exc)}. "
+                "Try again later, or check the model name and max_tokens."
+            ) from exc
+        except a.APIConnectionError as exc:
+            raise ProviderError(f"Could not reach the Anthropic API ({exc}): check the network or anthropic_base_url.") from exc
+        except a.AnthropicError as exc:
+            raise ProviderError(f"The Anthropic client failed: {exc}") from exc
+        text = "".join(b.text for b in response.content if b.type == "text")
+        calls = tuple(ToolCall(b.id, b.name, dict(b.input or {})) for b in response.content if b.type == "tool_use")
+        u = response.usage
+        usage = Usage(
+            input_tokens=u.input_tokens or 0,
+            output_tokens=u.output_tokens or 0,
+            cache_read_input_tokens=getattr(u, "cache_read_input_tokens", 0) or 0,
+            cache_creation_input_tokens=getattr(u, "cache_creation_input_tokens", 0) or 0,
+        )
+        return LLMResponse(text=text, tool_calls=calls, stop_reason=response.stop_reason or "end_turn", usage=usage,
+                           model=response.model)
+
+
+def _cache_last(messages: list[JSON]) -> list[JSON]:
+    """Mark the end of the conversation so the next step reads everything before it from the cache."""
+    if not messages:
+        return messages
+    out = [dict(m) for m in messages]
+    last = dict(out[-1])
+    content = [dict(b) for b in last["content"]]
+    content[-1] = {**content[-1], "cache_control": CACHE}
+    last["content"] = content
+    out[-1] = last
+    return out
+
+
+def _detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(getattr(exc, "message", exc))

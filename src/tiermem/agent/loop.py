@@ -1,0 +1,433 @@
+"""One Letta turn of an agent: call the model, run its tool calls, persist everything, repeat.
+
+Styles (per agent, metadata ``agent_type``):
+
+- ``letta_v1``: a tool call continues the turn; a reply without a tool call ends it.
+- ``memgpt``: every tool takes ``request_heartbeat``; the loop continues only when it is true
+  (or a tool failed); ``send_message(message)`` ends the turn with that message as the reply.
+
+Every message (user, assistant with its tool calls, tool results, heartbeats, alerts,
+summaries) is written to recall as it happens, and the in-context window is recorded per
+conversation, so a turn interrupted by a crash, a provider error or a sampling round trip
+resumes from the store exactly where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from ..errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
+from ..memory import current_actor
+from ..records import Agent, ContextWindow, Message, check_text
+from .context import (
+    SUMMARY_SYSTEM,
+    WARNING,
+    Thresholds,
+    TokenCounter,
+    fallback_summary,
+    split_for_summary,
+    summary_message,
+    transcript,
+)
+from .llm import JSON, LLMRequest, Provider, ToolSpec, Usage, payload, to_api_messages
+from .sampling_provider import NeedsInput
+from .toolhost import ToolHost
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STYLES = ("letta_v1", "memgpt")
+HEARTBEAT = "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control"
+HEARTBEAT_FAILED = "[This is an automated system message hidden from the user] Function call failed, returning control"
+EDIT_TOOLS = frozenset({"memory_replace", "memory_insert", "memory_rethink", "memory_apply_patch", "memory",
+                        "core_memory_append", "core_memory_replace", "memory_revert"})
+SEND_MESSAGE = ToolSpec(
+    "send_message",
+    "Sends a message to the human user. This ends your turn: the message is your reply.",
+    {"type": "object", "properties": {"message": {"type": "string", "description": "Message contents. All unicode (including emojis) are supported."}},
+     "required": ["message"]},
+)
+REQUEST_HEARTBEAT = {
+    "type": "boolean",
+    "description": "Request an immediate heartbeat after the function runs. Set to true if you want to send a follow-up "
+    "message or run a follow-up function; false ends your turn.",
+}
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    max_steps: int = 50
+    max_tokens: int = 4096
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    line_numbers: bool = True  # the line-numbered core memory variant (Claude models)
+    default_style: str = "letta_v1"
+    sleeptime_frequency: int = 0  # for agents whose metadata does not set it
+    sleeptime_max_steps: int = 10
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a turn stopped for a sampling round trip: its user message and the next step."""
+
+    turn_id: str
+    step: int
+
+
+class NeedsRoundTrip(Exception):
+    """The provider needs the client to answer ``inner`` (a sampling request) before the turn can go on."""
+
+    def __init__(self, inner: Exception, conversation_id: str, resume: Resume) -> None:
+        super().__init__(str(inner))
+        self.inner = inner
+        self.conversation_id = conversation_id
+        self.resume = resume
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    stop_reason: str  # end_turn | max_steps | error
+    conversation_id: str
+    steps: list[JSON]
+    memory_edits: list[str]
+    usage: Usage
+    error: str | None = None
+    summarised: int = 0
+    sleeptime: str = ""
+
+    def structured(self) -> JSON:
+        return {
+            "reply": self.reply,
+            "stop_reason": self.stop_reason,
+            "conversation_id": self.conversation_id,
+            "steps": self.steps,
+            "memory_edits": self.memory_edits,
+            "usage": asdict(self.usage),
+            "error": self.error,
+            "summarised": self.summarised,
+            "sleeptime": self.sleeptime,
+        }
+
+
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
+
+
+async def _io(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        memory: Memory,
+        agent_id: str,
+        tools: ToolHost,
+        settings: LoopSettings | None = None,
+        *,
+        sleeptime_tools: ToolHost | None = None,
+        background_provider: Provider | None = None,
+    ) -> None:
+        self.memory = memory
+        self.agent_id = agent_id
+        self.tools = tools
+        self.settings = settings or LoopSettings()
+        self.counter = TokenCounter()
+        self.sleeptime_tools = sleeptime_tools
+        self.background_provider = background_provider
+        self._system_cache: tuple[Any, str] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sleeptime_lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.last_sleeptime_error: str | None = None
+
+    # -- the turn ------------------------------------------------------------------
+
+    async def turn(
+        self,
+        text: str | None,
+        provider: Provider,
+        conversation_id: str = "default",
+        *,
+        resume: Resume | None = None,
+        tools: ToolHost | None = None,
+    ) -> TurnResult:
+        """Run one turn (or resume one after a sampling round trip); ``tools`` overrides the loop's tool host."""
+        conv = check_text(conversation_id or "default", "conversation_id", 200)
+        lock = self._locks.setdefault(conv, asyncio.Lock())
+        async with lock:  # one turn at a time per conversation, so its messages never interleave
+            return await self._turn(text, provider, conv, resume, tools or self.tools)
+
+    async def _turn(
+        self, text: str | None, provider: Provider, conv: str, resume: Resume | None, host: ToolHost
+    ) -> TurnResult:
+        m = self.memory
+        agent = await _io(lambda: m.store.get_agent(self.agent_id))
+        style = self._style(agent)
+        if resume is None:
+            if not isinstance(text, str) or not text.strip():
+                raise ValidationError("message is empty: send the user's message as text.")
+            check_text(text, "message", m.max_content_chars)
+            user = await self._log(conv, "user", text, {"kind": "user"})
+            if agent.metadata.get("message_buffer_autoclear", "false") == "true":
+                await self._save_window(conv, start_seq=user.seq, summary_id="")
+            step = 0
+        else:
+            found = await _io(lambda: m.store.message(resume.turn_id))
+            if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
+                raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
+            user, step = found, resume.step
+        reply, stop, error, summaries = "", "end_turn", None, 0
+        tools = await self._tool_specs(host, style)
+        try:
+            while True:
+                if step >= self.settings.max_steps:
+                    stop = "max_steps"
+                    break
+                window = await _io(lambda: m.context_window(self.agent_id, conv))
+                system = await self._system(agent)
+                messages, summarised = await self._fit(provider, system, tools, window, user.id, step)
+                summaries += summarised
+                raw = self.counter.raw(system, tools, messages)
+                request = LLMRequest(system, to_api_messages(messages), tuple(tools), self.settings.max_tokens,
+                                     key=f"{user.id}:{step}")
+                response = await provider.complete(request)
+                step += 1
+                self.counter.calibrate(raw, response.usage.prompt_tokens)
+                calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
+                await self._log(conv, "assistant", response.text, {
+                    "kind": "assistant", "tool_calls": calls, "stop_reason": response.stop_reason,
+                    "usage": asdict(response.usage), "model": response.model,
+                })
+                if not response.tool_calls:
+                    reply = response.text
+                    break
+                go_on, ended, failed = style == "letta_v1", False, False
+                for call in response.tool_calls:
+                    args = dict(call.input)
+                    heartbeat = bool(args.pop("request_heartbeat", False)) if style == "memgpt" else False
+                    if style == "memgpt" and call.name == "send_message":
+                        message = args.get("message")
+                        if isinstance(message, str):
+                            reply, result, is_error, ended = message, "Sent message successfully.", False, True
+                        else:
+                            result, is_error = "send_message needs `message` as text.", True
+                    else:
+                        result, is_error = await host.call(call.name, args)
+                    wrapped = json.dumps({"status": "Failed" if is_error else "OK", "message": result, "time": stamp()},
+                                         ensure_ascii=False)
+                    await self._log(conv, "tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id,
+                                                            "name": call.name, "is_error": is_error})
+                    failed = failed or is_error
+                    go_on = go_on or heartbeat
+                if style == "memgpt":
+                    if ended:
+                        break
+                    if not (go_on or failed):
+                        break
+                    reason = HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT
+                    await self._log(conv, "user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}),
+                                    {"kind": "heartbeat"})
+        except ProviderError as exc:
+            stop, error = "error", str(exc)
+        except ContextOverflowError as exc:
+            stop, error = "error", str(exc)
+        except NeedsInput as exc:  # the sampling provider's round trip (2026-07-28 clients)
+            raise NeedsRoundTrip(exc, conv, Resume(user.id, step)) from exc
+        window = await self._save_window(conv, turns_delta=1)
+        steps, edits, usage = await self._report(conv, user)
+        sleeptime = self._maybe_sleeptime(agent, conv, window.turns)
+        return TurnResult(reply=reply, stop_reason=stop, conversation_id=conv, steps=steps, memory_edits=edits,
+                          usage=usage, error=error, summarised=summaries, sleeptime=sleeptime)
+
+    def _style(self, agent: Agent) -> str:
+        style = agent.metadata.get("agent_type", self.settings.default_style)
+        if style not in STYLES:
+            raise ConfigError(f"Agent {agent.name!r} has agent_type {style!r}; use one of {', '.join(STYLES)}.")
+        return style
+
+    async def _tool_specs(self, host: ToolHost, style: str) -> list[ToolSpec]:
+        specs = await host.specs()
+        if style != "memgpt":
+            return specs
+        out = []
+        for spec in [*specs, SEND_MESSAGE]:
+            schema = json.loads(json.dumps(spec.input_schema))
+            if spec.name != "send_message":
+                schema.setdefault("properties", {})["request_heartbeat"] = REQUEST_HEARTBEAT
+                schema["required"] = [*schema.get("required", []), "request_heartbeat"]
+            out.append(ToolSpec(spec.name, spec.description, schema))
+        return out
+
+    async def _system(self, agent: Agent) -> str:
+        """The agent's system text + rendered core memory; recompiled only when a block changes (prompt caching)."""
+        m = self.memory
+        blocks = await _io(lambda: m.blocks(self.agent_id))
+        key = (agent.system, tuple((b.id, b.version) for b in blocks))
+        if self._system_cache is not None and self._system_cache[0] == key:
+            return self._system_cache[1]
+        core = await _io(lambda: m.render_core(self.agent_id, line_numbers=self.settings.line_numbers))
+        text = (agent.system or m.default_system) + "\n\n" + core
+        self._system_cache = (key, text)
+        return text
+
+    # -- context window --------------------------------------------------------------
+
+    async def _fit(
+        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow, turn_id: str, step: int
+    ) -> tuple[list[Message], int]:
+        th = self.settings.thresholds
+        m = self.memory
+        messages = await _io(lambda: m.in_context_messages(window))
+        base = self.counter.count(system, tools, [])
+        if base + self.settings.max_tokens >= th.window:
+            raise ContextOverflowError(
+                f"The system prompt, core memory and tool definitions take about {base} tokens, which with max_tokens "
+                f"{self.settings.max_tokens} does not fit the context window of {th.window} tokens. Shorten the core "
+                "memory blocks or the system prompt, publish fewer tools, or raise context_window."
+            )
+        used = self.counter.count(system, tools, messages)
+        if used > th.summarize_at * th.window:
+            await self._summarise(provider, system, tools, window, messages, turn_id, step)
+            window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
+            return await _io(lambda: m.in_context_messages(window)), 1
+        if used > th.warn_at * th.window and not any(payload(x).get("kind") == "system_alert" for x in messages):
+            await self._log(window.conversation_id, "user", WARNING, {"kind": "system_alert"})
+            return await _io(lambda: m.in_context_messages(window)), 0
+        return messages, 0
+
+    async def _summarise(
+        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow,
+        messages: list[Message], turn_id: str, step: int,
+    ) -> None:
+        th = self.settings.thresholds
+        old = messages[0] if messages and payload(messages[0]).get("kind") == "summary" else None
+        body = messages[1:] if old is not None else messages
+        allowance = min(1024, th.window // 20)
+
+        def fits(kept: list[Message]) -> bool:
+            return self.counter.count(system, tools, kept) + allowance <= th.target * th.window
+
+        evicted, kept = split_for_summary(body, fits, th)
+        if not evicted:
+            return
+        hidden = [*([old] if old is not None else []), *evicted]
+        from ..tokens import truncate
+
+        text, _ = truncate(transcript(hidden), th.window // 2)
+        words = max(50, allowance * 3 // 4)
+        request = LLMRequest(
+            SUMMARY_SYSTEM.format(words=words),
+            [{"role": "user", "content": [{"type": "text", "text": text}]}],
+            (),
+            allowance,
+            key=f"{turn_id}:{step}:summary",
+            purpose="summary",
+        )
+        try:
+            summary = (await provider.complete(request)).text.strip()
+            if not summary:
+                raise ProviderError("the model returned an empty summary")
+        except ProviderError as exc:
+            log.warning("summariser failed, keeping a truncated transcript instead: %s", exc)
+            summary = fallback_summary(hidden, str(exc), max(200, th.window // 10))
+        conv = window.conversation_id
+        m = self.memory
+        first_kept = kept[0].seq if kept else None
+        total = await _io(lambda: len(m.store.messages_since(self.agent_id, conv, 0)))
+        n_hidden = total - len(kept) - (1 if old is not None else 0)
+        note = await self._log(conv, "system", summary_message(summary, max(n_hidden, len(evicted)), total),
+                               {"kind": "summary", "evicted": len(evicted)})
+        await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
+
+    # -- persistence -------------------------------------------------------------------
+
+    async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
+        archive = self.memory.archive
+        if archive is None:
+            raise ConfigError("The agent loop needs recall memory (an archive); open memory with open_memory().")
+        row = {"role": role, "content": content, "conversation_id": conv, "payload": json.dumps(meta, ensure_ascii=False)}
+        return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
+
+    async def _save_window(self, conv: str, *, turns_delta: int = 0, **changes: Any) -> ContextWindow:
+        """Re-read and change only the given fields (the sleep-time agent writes its own mark concurrently)."""
+        m = self.memory
+
+        def save() -> ContextWindow:
+            current = m.context_window(self.agent_id, conv)
+            new = replace(current, turns=current.turns + turns_delta, **changes)
+            m.set_context_window(new)
+            return new
+
+        return await _io(save)
+
+    async def _report(self, conv: str, user: Message) -> tuple[list[JSON], list[str], Usage]:
+        m = self.memory
+        messages = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
+        results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
+        steps: list[JSON] = []
+        edits: list[str] = []
+        usage = Usage()
+        for x in messages:
+            p = payload(x)
+            if x.role != "assistant":
+                continue
+            u = p.get("usage") or {}
+            usage = usage + Usage(**{k: int(u.get(k, 0)) for k in asdict(Usage())})
+            for call in p.get("tool_calls") or []:
+                res = results.get(call["id"])
+                body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
+                steps.append({"tool": call["name"], "input": call.get("input"), "status": body.get("status"),
+                              "result": str(body.get("message", ""))[:500]})
+                label = (call.get("input") or {}).get("label")
+                if call["name"] in EDIT_TOOLS and body.get("status") == "OK" and isinstance(label, str) and label not in edits:
+                    edits.append(label)
+        return steps, edits, usage
+
+    # -- sleep-time agent -------------------------------------------------------------------
+
+    def _maybe_sleeptime(self, agent: Agent, conv: str, turns: int) -> str:
+        try:
+            every = int(agent.metadata.get("sleeptime_frequency", str(self.settings.sleeptime_frequency)))
+        except ValueError:
+            return f"skipped: sleeptime_frequency {agent.metadata.get('sleeptime_frequency')!r} is not a whole number"
+        if every <= 0 or turns % every:
+            return ""
+        if self.background_provider is None or self.sleeptime_tools is None:
+            return ("skipped: the sleep-time agent runs in the background, which needs the anthropic provider "
+                    "(a sampling request cannot outlive the host's tool call)")
+        task = asyncio.get_running_loop().create_task(self._sleeptime(conv))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return "started"
+
+    async def wait_background(self) -> None:
+        """Wait for running sleep-time agents (the CLI calls this before it exits; tests use it)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _sleeptime(self, conv: str) -> None:
+        from .sleeptime import run_sleeptime
+
+        current_actor.set("sleeptime")  # this task's edits are recorded as the sleep-time agent's
+        async with self._sleeptime_lock:
+            try:
+                assert self.background_provider is not None and self.sleeptime_tools is not None
+                mark = await run_sleeptime(self, conv, self.background_provider, self.sleeptime_tools)
+                if mark is not None:
+                    await self._save_window(conv, sleeptime_seq=mark)
+                self.last_sleeptime_error = None
+            except (ProviderError, NotFoundError, ValidationError) as exc:
+                self.last_sleeptime_error = str(exc)
+                log.warning("sleep-time agent failed: %s", exc)

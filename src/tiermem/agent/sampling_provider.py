@@ -1,0 +1,159 @@
+"""The host's own model as a ``Provider``, through MCP ``sampling/createMessage``.
+
+Two protocol eras (see docs/MCP_SDK_NOTES.md):
+
+- up to 2025-11-25 the server sends ``sampling/createMessage`` to the client in the middle of
+  the ``agent_chat`` call and waits for the answer;
+- from 2026-07-28 servers cannot send requests: ``complete`` raises :class:`NeedsInput`, the
+  ``agent_chat`` tool returns an ``InputRequiredResult`` carrying the sampling request, and the
+  client retries the call with the answer. Every message of the turn so far is already stored,
+  so the retried call resumes the turn where it stopped (``answers`` holds the client's reply).
+
+Clients with the ``sampling.tools`` capability get real tool definitions; others get the tools
+described in the system prompt and answer with ``<tool_call>{...}</tool_call>`` blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from mcp.types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    SamplingMessage,
+    TextContent,
+    Tool,
+    ToolResultContent,
+    ToolUseContent,
+)
+
+from ..errors import ProviderError
+from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Usage
+
+
+class NeedsInput(Exception):
+    """Raised on 2026-07-28 connections: the client must answer ``request`` under ``key``, then retry."""
+
+    def __init__(self, key: str, request: CreateMessageRequest) -> None:
+        super().__init__(key)
+        self.key = key
+        self.request = request
+
+
+TEXT_TOOLS = """
+You can call tools. To call one, answer with one or more blocks exactly like
+<tool_call>{{"name": "TOOL_NAME", "input": {{...arguments...}}}}</tool_call>
+and nothing after them; the results come back in the next message. Answer without any
+<tool_call> block when you are done. The tools (JSON Schema of their input):
+{tools}"""
+_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+class SamplingProvider:
+    name = "sampling"
+
+    def __init__(self, ctx: Any, *, answers: dict[str, Any] | None = None, max_tokens: int | None = None) -> None:
+        self._ctx = ctx
+        caps = getattr(ctx, "client_capabilities", None)
+        sampling = getattr(caps, "sampling", None) if caps is not None else None
+        if sampling is None:
+            raise ProviderError(
+                "This MCP client does not support sampling (sampling/createMessage), so the agent loop cannot use the "
+                "host's model. Use a client that supports sampling, or set llm_provider = \"anthropic\" with "
+                "ANTHROPIC_API_KEY."
+            )
+        self.native_tools = getattr(sampling, "tools", None) is not None
+        session = getattr(ctx, "session", None)
+        self._direct = bool(getattr(session, "can_send_request", False))
+        self.answers = dict(answers or {})
+        self._max_tokens = max_tokens
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        messages, system, tools = self._render(request)
+        params = CreateMessageRequestParams(
+            messages=messages,
+            max_tokens=self._max_tokens or request.max_tokens,
+            system_prompt=system,
+            tools=tools,
+        )
+        if request.key in self.answers:
+            return self._parse(self.answers.pop(request.key))
+        if not self._direct:
+            raise NeedsInput(request.key, CreateMessageRequest(params=params))
+        try:
+            result = await self._ctx.session.create_message(
+                messages,
+                max_tokens=params.max_tokens,
+                system_prompt=system,
+                tools=tools,
+                related_request_id=getattr(self._ctx, "request_id", None),
+            )
+        except Exception as exc:  # the client's error reaches us as an MCP error; name it for the model/user
+            raise ProviderError(f"The MCP client's sampling request failed: {exc}") from exc
+        return self._parse(result)
+
+    # -- conversion --------------------------------------------------------------
+
+    def _render(self, request: LLMRequest) -> tuple[list[SamplingMessage], str, list[Tool] | None]:
+        system = request.system
+        tools: list[Tool] | None = None
+        if request.tools and self.native_tools:
+            tools = [Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
+        elif request.tools:
+            listing = "\n".join(f"- {t.name}: {t.description.splitlines()[0] if t.description else ''}\n  "
+                                f"{json.dumps(t.input_schema)}" for t in request.tools)
+            system = system + "\n" + TEXT_TOOLS.format(tools=listing)
+        out: list[SamplingMessage] = []
+        for m in request.messages:
+            blocks: list[Any] = []
+            for b in m["content"]:
+                if b["type"] == "text":
+                    blocks.append(TextContent(type="text", text=b["text"]))
+                elif b["type"] == "tool_use":
+                    if self.native_tools:
+                        blocks.append(ToolUseContent(type="tool_use", id=b["id"], name=b["name"], input=b["input"]))
+                    else:
+                        call = json.dumps({"name": b["name"], "input": b["input"]})
+                        blocks.append(TextContent(type="text", text=f"<tool_call>{call}</tool_call>"))
+                elif b["type"] == "tool_result":
+                    if self.native_tools:
+                        blocks.append(ToolResultContent(type="tool_result", tool_use_id=b["tool_use_id"],
+                                                        content=[TextContent(type="text", text=b["content"])],
+                                                        is_error=b.get("is_error") or None))
+                    else:
+                        blocks.append(TextContent(type="text", text=f"Tool result: {b['content']}"))
+            out.append(SamplingMessage(role=m["role"], content=blocks if len(blocks) != 1 else blocks[0]))
+        return out, system, tools
+
+    def _parse(self, result: Any) -> LLMResponse:
+        if isinstance(result, dict):  # an answer echoed through request_state / input_responses
+            result = _validate(result)
+        if not isinstance(result, CreateMessageResult | CreateMessageResultWithTools):
+            raise ProviderError(f"The MCP client answered the sampling request with {type(result).__name__}, not a message.")
+        content = result.content if isinstance(result.content, list) else [result.content]
+        text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
+        calls = [ToolCall(b.id, b.name, dict(b.input)) for b in content if getattr(b, "type", "") == "tool_use"]
+        if not self.native_tools and not calls:
+            for raw in _CALL.findall(text):
+                try:
+                    value = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(value, dict) and isinstance(value.get("name"), str):
+                    calls.append(ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], dict(value.get("input") or {})))
+            if calls:
+                text = _CALL.sub("", text).strip()
+        stop = "tool_use" if calls else "end_turn"
+        return LLMResponse(text=text, tool_calls=tuple(calls), stop_reason=stop, usage=Usage(), model=result.model)
+
+
+def _validate(data: JSON) -> Any:
+    try:
+        return CreateMessageResultWithTools.model_validate(data)
+    except Exception:  # noqa: BLE001 - try the narrower shape next
+        return CreateMessageResult.model_validate(data)

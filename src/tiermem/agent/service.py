@@ -1,0 +1,134 @@
+"""Wiring the loop to settings and to the MCP server: providers, the ``agent_chat`` tool.
+
+``register_agent_chat(server, settings)`` adds the tool when ``agent_loop`` is on. One
+``AgentLoop`` serves the process; each call brings its own MCP context (for notifications and,
+with the sampling provider, for the host's model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+
+from ..errors import ConfigError, TiermemError, ValidationError
+from .context import Thresholds
+from .llm import Provider
+from .loop import AgentLoop, LoopSettings, NeedsRoundTrip, Resume
+from .toolhost import ServerTools
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..memory import Memory
+
+CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+
+
+def loop_settings(settings: Settings) -> LoopSettings:
+    return LoopSettings(
+        max_steps=settings.max_steps,
+        max_tokens=settings.max_tokens,
+        thresholds=Thresholds(window=settings.context_window),
+        line_numbers="claude" in settings.model.lower() or settings.llm_provider == "sampling",
+        default_style=settings.agent_type,
+        sleeptime_frequency=settings.sleeptime_frequency,
+    )
+
+
+def provider_kind(settings: Settings) -> str:
+    if settings.llm_provider != "auto":
+        return settings.llm_provider
+    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "sampling"
+
+
+def anthropic_provider(settings: Settings) -> Provider:
+    from .anthropic_provider import AnthropicProvider
+
+    return AnthropicProvider(model=settings.model, base_url=settings.anthropic_base_url,
+                             max_retries=settings.llm_max_retries)
+
+
+def make_loop(memory: Memory, agent_id: str, server: Any, settings: Settings) -> AgentLoop:
+    from .sleeptime import SLEEPTIME_TOOLS
+
+    background = anthropic_provider(settings) if provider_kind(settings) == "anthropic" else None
+    return AgentLoop(
+        memory,
+        agent_id,
+        ServerTools(server),
+        loop_settings(settings),
+        sleeptime_tools=ServerTools(server, only=SLEEPTIME_TOOLS),
+        background_provider=background,
+    )
+
+
+def register_agent_chat(server: Any, settings: Settings) -> None:
+    kind = provider_kind(settings)
+    shared: dict[str, Any] = {}
+    if kind == "anthropic":
+        shared["provider"] = anthropic_provider(settings)  # fails now, at start, when the API key is missing
+    guard = anyio.Lock()
+
+    async def loop_for() -> AgentLoop:
+        async with guard:
+            if "loop" not in shared:
+                memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
+                loop = make_loop(memory, agent_id, server, settings)
+                if kind == "anthropic":
+                    loop.background_provider = shared["provider"]
+                shared["loop"] = loop
+            loop: AgentLoop = shared["loop"]
+            return loop
+
+    async def agent_chat(message: str, ctx: Context[Any, Any], conversation_id: str | None = None) -> Any:
+        """Talk to this server's stateful agent: runs one full Letta turn and returns its reply.
+
+        The agent reads and edits its own core memory, searches recall and archival memory, and
+        remembers the conversation across calls and restarts. Use `conversation_id` to keep
+        separate threads (default: "default"). The structured result lists the steps it took
+        (tool calls, memory edits), the stop reason and token usage.
+        """
+        try:
+            loop = await loop_for()
+            resume, conv = _resume(ctx, conversation_id)
+            if kind == "anthropic":
+                provider: Provider = shared["provider"]
+            else:
+                from .sampling_provider import SamplingProvider
+
+                provider = SamplingProvider(ctx, answers=dict(ctx.input_responses or {}))
+            result = await loop.turn(message, provider, conv, resume=resume, tools=ServerTools(server, ctx))
+        except NeedsRoundTrip as pending:
+            inner = pending.inner
+            state = {"turn": pending.resume.turn_id, "step": pending.resume.step, "conversation_id": pending.conversation_id}
+            return InputRequiredResult(input_requests={inner.key: inner.request}, request_state=json.dumps(state))  # type: ignore[attr-defined]
+        except TiermemError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        text = result.reply or f"(The agent ended its turn without a reply; stop reason: {result.stop_reason}.)"
+        if result.error:
+            text = f"{text}\n\nThe turn stopped early: {result.error}" if result.reply else f"The turn stopped: {result.error}"
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.structured(),
+                              is_error=result.stop_reason == "error")
+
+    server.add_tool(agent_chat, name="agent_chat", title="Chat with the memory agent", annotations=CHAT,
+                    structured_output=False)
+
+
+def _resume(ctx: Context[Any, Any], conversation_id: str | None) -> tuple[Resume | None, str]:
+    raw = ctx.request_state
+    if not raw:
+        return None, conversation_id or "default"
+    try:
+        state = json.loads(raw)
+        resume = Resume(turn_id=str(state["turn"]), step=int(state["step"]))
+        conv = str(state["conversation_id"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValidationError("The request_state of this retried agent_chat call is not one tiermem wrote; "
+                              "send the message again without it.") from exc
+    if conversation_id not in (None, conv):
+        raise ConfigError("A retried agent_chat call must keep its conversation_id.")
+    return resume, conv

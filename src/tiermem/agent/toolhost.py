@@ -1,0 +1,59 @@
+"""The agent's tools are the MCP server's own tools, called in process.
+
+``ServerTools`` lists the tools the server publishes (minus the ones that make no sense for
+the agent itself) and calls them through ``MCPServer.call_tool``, so the agent gets exactly
+the results and error texts an external MCP client would get.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection
+from typing import Any, Protocol
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .llm import JSON, ToolSpec
+
+# The loop logs the conversation itself; core memory is already in the system prompt.
+NOT_FOR_AGENT = frozenset({"agent_chat", "conversation_log", "core_memory_view"})
+
+
+class ToolHost(Protocol):
+    async def specs(self) -> list[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: JSON) -> tuple[str, bool]:
+        """(result text, is_error)."""
+        ...
+
+
+class ServerTools:
+    def __init__(self, server: Any, ctx: Any = None, *, only: Collection[str] | None = None) -> None:
+        self._server = server
+        self._ctx = ctx
+        self._only = set(only) if only is not None else None
+
+    def _wanted(self, name: str) -> bool:
+        return name in self._only if self._only is not None else name not in NOT_FOR_AGENT
+
+    async def specs(self) -> list[ToolSpec]:
+        out = []
+        for tool in await self._server.list_tools():
+            if not self._wanted(tool.name):
+                continue
+            schema: JSON = copy.deepcopy(tool.input_schema)
+            schema.get("properties", {}).pop("idempotency_key", None)  # the loop never retries a call
+            if "required" in schema:
+                schema["required"] = [r for r in schema["required"] if r != "idempotency_key"]
+            out.append(ToolSpec(tool.name, tool.description or "", schema))
+        return out
+
+    async def call(self, name: str, arguments: JSON) -> tuple[str, bool]:
+        if not self._wanted(name):
+            return f"There is no tool named {name!r}; use one of the tools you were given.", True
+        try:
+            result = await self._server.call_tool(name, arguments, self._ctx)
+        except ToolError as exc:  # unknown tool or arguments that fail validation
+            return str(exc), True
+        text = "\n".join(getattr(c, "text", "") for c in getattr(result, "content", []) or [])
+        return text, bool(getattr(result, "is_error", False))

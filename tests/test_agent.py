@@ -1,0 +1,217 @@
+"""The built-in agent loop through the real MCP server and a real client, against a loopback
+server that speaks the Anthropic Messages API (the real ``anthropic`` client talks to it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tiermem.agent.service import register_agent_chat
+from tiermem.config import Settings, load_settings
+
+from . import fake_anthropic as fa
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    with fa.FakeAnthropic() as server:
+        yield server
+
+
+def agent_settings(base: Settings, fake: fa.FakeAnthropic, **over: Any) -> Settings:
+    values = {"agent_loop": True, "llm_provider": "anthropic", "anthropic_base_url": fake.url, "llm_max_retries": 1,
+              "model": "claude-fake-1", **over}
+    return base.model_copy(update=values)
+
+
+def build(settings: Settings):  # type: ignore[no-untyped-def]
+    server = serve_in_process(settings)
+    register_agent_chat(server, settings)
+    return server
+
+
+async def chat(client: Client, message: str, **kw: Any) -> tuple[str, dict[str, Any], bool]:
+    result = await client.call_tool("agent_chat", {"message": message, **kw})
+    return text_of(result), result.structured_content or {}, bool(result.is_error)
+
+
+async def read(client: Client, uri: str) -> str:
+    return "".join(getattr(c, "text", "") for c in (await client.read_resource(uri)).contents)
+
+
+async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(
+        fa.tool("memory_insert", {"label": "human", "new_str": "Name: Ada. Works on compilers."}, say="Let me note that."),
+        fa.text("Nice to meet you, Ada!"),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, is_error = await chat(c, "Hi, I'm Ada and I work on compilers.")
+        assert not is_error
+        assert reply == "Nice to meet you, Ada!"
+        assert info["stop_reason"] == "end_turn"
+        assert info["memory_edits"] == ["human"]
+        assert [s["tool"] for s in info["steps"]] == ["memory_insert"] and info["steps"][0]["status"] == "OK"
+        assert info["usage"]["input_tokens"] == 200
+        assert "Name: Ada. Works on compilers." in await read(c, "memory://blocks/human")
+
+        first, second = fake.requests
+        # The system prompt: the agent's system text + line-numbered core memory, cached.
+        system = first["system"][0]
+        assert system["cache_control"] == {"type": "ephemeral"} and "<memory_blocks>" in system["text"]
+        assert "<memory_metadata>" in system["text"] and "1→ " in system["text"]
+        names = [t["name"] for t in first["tools"]]
+        assert "memory_insert" in names and "archival_memory_search" in names
+        assert "agent_chat" not in names and "conversation_log" not in names
+        assert all("idempotency_key" not in t["input_schema"].get("properties", {}) for t in first["tools"])
+        assert first["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": "Hi, I'm Ada and I work on compilers.", "cache_control": {"type": "ephemeral"}}]}]
+        # The second request carries the tool call and its wrapped result; memory changed, so the
+        # system prompt was recompiled with the new block.
+        result_block = second["messages"][-1]["content"][0]
+        assert result_block["type"] == "tool_result"
+        wrapped = json.loads(result_block["content"])
+        assert wrapped["status"] == "OK" and "Name: Ada" in wrapped["message"] and wrapped["time"]
+        assert "Name: Ada. Works on compilers." in second["system"][0]["text"]
+
+        # Every message went to recall: the user turn, the tool call, its result, the reply.
+        found = await c.call_tool("conversation_search", {"query": "compilers"})
+        assert "I work on compilers" in text_of(found)
+        history = await c.call_tool("memory_history", {"label": "human"})
+        assert json.loads(text_of(history))[0]["actor"] == "agent"
+
+
+async def test_failed_tool_call_is_reported_to_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(fa.tool("memory_replace", {"label": "human", "old_string": "absent", "new_string": "x"}),
+             fa.text("Sorry, that did not work."))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, _ = await chat(c, "Fix my name")
+        assert reply == "Sorry, that did not work."
+        assert info["steps"][0]["status"] == "Failed" and info["memory_edits"] == []
+        wrapped = json.loads(fake.requests[1]["messages"][-1]["content"][0]["content"])
+        assert wrapped["status"] == "Failed" and "absent" in wrapped["message"]
+        assert fake.requests[1]["messages"][-1]["content"][0]["is_error"] is True
+
+
+async def test_memgpt_style_heartbeats_and_send_message(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes tea", "request_heartbeat": True}),
+        fa.tool("send_message", {"message": "Noted: you like tea."}),
+        # second turn: no heartbeat requested, no send_message -> the turn ends without a reply
+        fa.tool("core_memory_append", {"label": "human", "content": "Hates coffee", "request_heartbeat": False}),
+    )
+    async with Client(build(s), cache=None) as c:
+        reply, info, _ = await chat(c, "I like tea")
+        assert reply == "Noted: you like tea."
+        assert [x["tool"] for x in info["steps"]] == ["core_memory_append", "send_message"]
+        first, second = fake.requests
+        schemas = {t["name"]: t["input_schema"] for t in first["tools"]}
+        assert "send_message" in schemas
+        assert "request_heartbeat" in schemas["core_memory_append"]["required"]
+        assert "request_heartbeat" not in schemas["send_message"]["properties"]
+        # The heartbeat follows the tool result, as a user message in Letta's format.
+        last = second["messages"][-1]["content"]
+        assert last[0]["type"] == "tool_result"
+        heartbeat = json.loads(last[1]["text"])
+        assert heartbeat["type"] == "heartbeat"
+        assert heartbeat["reason"].endswith("Function called using request_heartbeat=true, returning control")
+
+        reply, info, _ = await chat(c, "I hate coffee")
+        assert info["stop_reason"] == "end_turn" and "without a reply" in reply
+        assert len(fake.requests) == 3  # no heartbeat: no further model call
+        assert "Likes tea\nHates coffee" in await read(c, "memory://blocks/human")
+
+
+async def test_max_steps_bounds_the_turn(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(*[fa.tool("archival_memory_search", {"query": f"q{i}"}) for i in range(5)])
+    async with Client(build(agent_settings(settings, fake, max_steps=3)), cache=None) as c:
+        reply, info, is_error = await chat(c, "loop forever")
+        assert info["stop_reason"] == "max_steps" and len(fake.requests) == 3 and not is_error
+        assert len(info["steps"]) == 3
+
+
+async def test_provider_error_mid_turn_loses_nothing(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(
+        fa.tool("memory_insert", {"label": "human", "new_str": "Lives in Lyon"}),
+        fa.error(529, "Overloaded"), fa.error(529, "Overloaded"),  # the first try and the one retry
+        fa.text("I'm back."),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, is_error = await chat(c, "I live in Lyon")
+        assert is_error and info["stop_reason"] == "error"
+        assert "529" in info["error"] and "Overloaded" in info["error"]
+        assert info["memory_edits"] == ["human"]  # the step before the failure stands
+        assert "Lives in Lyon" in await read(c, "memory://blocks/human")
+        # Nothing was lost: the next turn carries the whole conversation, including the failed turn.
+        reply, info, is_error = await chat(c, "Are you there?")
+        assert reply == "I'm back." and not is_error
+        texts = json.dumps(fake.requests[-1]["messages"])
+        assert "I live in Lyon" in texts and "Lives in Lyon" in texts and "Are you there?" in texts
+        # Roles still alternate: the failed turn's tool result and the new message share one user turn.
+        roles = [m["role"] for m in fake.requests[-1]["messages"]]
+        assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+
+
+async def test_retries_rate_limits(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(fa.error(429, "slow down"), fa.text("ok"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, _ = await chat(c, "hello")
+        assert reply == "ok" and len(fake.requests) == 2
+
+
+async def test_restart_resumes_the_conversation(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    s = agent_settings(load_settings(data_dir=tmp_path / "d", embedding_model="hashing"), fake)
+    fake.add(fa.text("Hello Ada."), fa.text("You told me your name is Ada."))
+    async with Client(build(s), cache=None) as c:
+        await chat(c, "My name is Ada.")
+    async with Client(build(s), cache=None) as c:  # a new process-equivalent: fresh server, same store
+        reply, _, _ = await chat(c, "What's my name?")
+    assert reply == "You told me your name is Ada."
+    resumed = fake.requests[-1]["messages"]
+    assert [m["role"] for m in resumed] == ["user", "assistant", "user"]
+    assert resumed[0]["content"][0]["text"] == "My name is Ada." and resumed[1]["content"][0]["text"] == "Hello Ada."
+
+
+async def test_conversations_are_separate_and_autoclear(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(fa.text("a1"), fa.text("b1"), fa.text("a2"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        await chat(c, "first in A", conversation_id="A")
+        await chat(c, "first in B", conversation_id="B")
+        await chat(c, "second in A", conversation_id="A")
+        sent = json.dumps(fake.requests[-1]["messages"])
+        assert "first in A" in sent and "first in B" not in sent
+
+    memory, agent_id = serve_in_process(settings).runtime.handle.get()
+    memory.set_agent_metadata(agent_id, {"message_buffer_autoclear": "true"})
+    fake.add(fa.tool("memory_insert", {"label": "human", "new_str": "Owns a cat"}), fa.text("done"), fa.text("hi"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        await chat(c, "remember my cat", conversation_id="A")
+        await chat(c, "hello again", conversation_id="A")
+        last = fake.requests[-1]
+        assert [m["role"] for m in last["messages"]] == ["user"]  # no history carried
+        assert "Owns a cat" in last["system"][0]["text"]  # memory persists
+
+
+async def test_system_prompt_larger_than_window_is_a_clear_error(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    async with Client(build(agent_settings(settings, fake, context_window=1000)), cache=None) as c:
+        reply, info, is_error = await chat(c, "hello")
+    assert is_error and info["stop_reason"] == "error"
+    assert "does not fit the context window of 1000 tokens" in info["error"] and fake.requests == []
+
+
+async def test_missing_api_key_is_a_clear_error(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tiermem.errors import ConfigError
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    s = settings.model_copy(update={"agent_loop": True, "llm_provider": "anthropic"})
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        build(s)

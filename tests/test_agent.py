@@ -215,3 +215,85 @@ async def test_missing_api_key_is_a_clear_error(settings: Settings, monkeypatch:
     s = settings.model_copy(update={"agent_loop": True, "llm_provider": "anthropic"})
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         build(s)
+
+
+def _filler(i: int) -> str:
+    words = ["orchard", "lantern", "granite", "velvet", "harbor", "meadow", "copper", "thistle", "saffron", "quartz"]
+    return f"Story {i}: " + " ".join(f"{words[(i + k) % 10]}{k}" for k in range(220))
+
+
+async def _fill_until_summarised(c: Client, fake: fa.FakeAnthropic, limit: int = 14) -> int:
+    for i in range(limit):
+        fake.add(fa.text(f"reply {i}"))
+        await chat(c, _filler(i))
+        if len(fake.requests) != len(fake.turn_requests()):
+            return i
+    raise AssertionError("the summariser never ran")
+
+
+async def test_summariser_evicts_oldest_and_keeps_them_searchable(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    s = agent_settings(settings, fake, context_window=7000, tools=["minimal"], system="You are a test agent.")
+    fake.summaries.append(fa.text("The user told numbered stories about orchards and lanterns."))
+    async with Client(build(s), cache=None) as c:
+        last = await _fill_until_summarised(c, fake)
+        # Before summarising, the model got MemGPT's memory-pressure warning (once).
+        warned = [r for r in fake.turn_requests() if "history will soon reach its maximum length" in json.dumps(r["messages"])]
+        assert warned
+        summary_request = next(r for r in fake.requests if r not in fake.turn_requests())
+        assert "Story 0" in summary_request["messages"][0]["content"][0]["text"]
+        after = fake.turn_requests()[-1]["messages"]
+        first = after[0]["content"][0]["text"]
+        assert first.startswith("Note: prior messages (") and "numbered stories about orchards" in first
+        sent = json.dumps(after)
+        assert "Story 0:" not in sent and f"Story {last}:" in sent
+        assert after[1]["role"] == "assistant"  # the cut lands on an assistant message
+        roles = [m["role"] for m in after]
+        assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+        # Evicted messages stay in recall.
+        found = await c.call_tool("conversation_search", {"query": "Story 0 orchard0", "limit": 10})
+        assert "Story 0:" in text_of(found)
+        fake.add(fa.text("ok"))
+        _, info, _ = await chat(c, "short one")
+        assert info["summarised"] == 0  # back under the threshold: no second summary
+
+
+async def test_summariser_failure_falls_back_to_a_transcript(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    s = agent_settings(settings, fake, context_window=7000, tools=["minimal"], system="You are a test agent.")
+    fake.summaries.extend([fa.error(500, "summary backend down")] * 2)
+    async with Client(build(s), cache=None) as c:
+        await _fill_until_summarised(c, fake)
+        first = fake.turn_requests()[-1]["messages"][0]["content"][0]["text"]
+        assert "The summariser failed" in first and "summary backend down" in first and "Story 0:" in first
+
+
+async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    import anyio
+
+    s = agent_settings(settings, fake, sleeptime_frequency=2)
+    fake.add(
+        fa.text("t1"),
+        fa.text("t2"),
+        fa.tool("memory_rethink", {"label": "human", "new_memory": "Likes tea. Lives in Lyon."}),
+        fa.tool("memory_finish_edits", {}),
+    )
+    async with Client(build(s), cache=None) as c:
+        _, info, _ = await chat(c, "I like tea")
+        assert info["sleeptime"] == ""
+        _, info, _ = await chat(c, "I moved to Lyon")
+        assert info["sleeptime"] == "started"
+        with anyio.fail_after(30):
+            while True:
+                history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))
+                if history[0]["actor"] == "sleeptime":
+                    break
+                await anyio.sleep(0.05)
+        assert history[0]["value"] == "Likes tea. Lives in Lyon."
+        sleeper = fake.requests[2]
+        assert sleeper["system"][0]["text"].startswith("You are the sleep-time memory agent")
+        transcript = sleeper["messages"][0]["content"][0]["text"]
+        assert "I like tea" in transcript and "I moved to Lyon" in transcript and "t2" in transcript
+        assert {t["name"] for t in sleeper["tools"]} == {"memory_replace", "memory_insert", "memory_rethink",
+                                                         "memory_finish_edits"}
+        # A sleep-time edit is history like any other: revert it.
+        await c.call_tool("memory_revert", {"label": "human", "version": history[1]["version"]})
+        assert await read(c, "memory://blocks/human") == history[1]["value"]

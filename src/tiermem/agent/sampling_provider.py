@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import warnings
 from typing import Any
 
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import (
     CreateMessageRequest,
     CreateMessageRequestParams,
@@ -86,13 +88,15 @@ class SamplingProvider:
         if not self._direct:
             raise NeedsInput(request.key, CreateMessageRequest(params=params))
         try:
-            result = await self._ctx.session.create_message(
-                messages,
-                max_tokens=params.max_tokens,
-                system_prompt=system,
-                tools=tools,
-                related_request_id=getattr(self._ctx, "request_id", None),
-            )
+            with warnings.catch_warnings():  # deprecated from 2026-07-28; this path serves older clients only
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                result = await self._ctx.session.create_message(
+                    messages,
+                    max_tokens=params.max_tokens,
+                    system_prompt=system,
+                    tools=tools,
+                    related_request_id=getattr(self._ctx, "request_id", None),
+                )
         except Exception as exc:  # the client's error reaches us as an MCP error; name it for the model/user
             raise ProviderError(f"The MCP client's sampling request failed: {exc}") from exc
         return self._parse(result)

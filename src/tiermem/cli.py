@@ -30,6 +30,7 @@ EXAMPLES = {
     "optimize": "tiermem optimize --data-dir ~/.local/share/tiermem",
     "reembed": "tiermem reembed --embedding-model hashing",
     "doctor": "tiermem doctor --json",
+    "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
 
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
     serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
     serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
+    serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
+                       help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
 
     agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
     asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -81,6 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(a_create, agent=False)
     a_create.add_argument("name")
     a_create.add_argument("--system", help="system prompt (default: the configured one)")
+    a_set = asp.add_parser("set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt")
+    _common(a_set, agent=False)
+    a_set.add_argument("name")
+    a_set.add_argument("--type", dest="agent_type", choices=["letta_v1", "memgpt"], help="agent loop style")
+    a_set.add_argument("--sleeptime", type=int, metavar="N", help="run the sleep-time agent every N turns (0: off)")
+    a_set.add_argument("--autoclear", dest="autoclear", action="store_true", default=None,
+                       help="message_buffer_autoclear: keep memory, carry no history between turns")
+    a_set.add_argument("--no-autoclear", dest="autoclear", action="store_false")
+    a_set.add_argument("--system", help="new system prompt ('-' reads stdin)")
+    a_set.add_argument("--json", action="store_true")
 
     blocks = _sub(sp, "blocks", "Read and edit core memory blocks (people may edit read-only blocks).")
     bsp = blocks.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -128,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
+    chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
+    _common(chat)
+    chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
+    chat.add_argument("--conversation", default="default", help="conversation id (default: 'default')")
+    chat.add_argument("--model", help="Anthropic model (default: the `model` setting)")
+    chat.add_argument("--json", action="store_true", help="print each turn's full result as JSON")
     return parser
 
 
@@ -144,6 +163,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         tools=getattr(args, "tools", None),
         embedding_model=getattr(args, "embedding_model", None),
         auth_tokens_file=getattr(args, "auth_tokens_file", None),
+        agent_loop=getattr(args, "agent_loop", None),
+        model=getattr(args, "model", None),
     )
 
 
@@ -159,6 +180,10 @@ def serve(settings: Settings) -> None:
 
     handle = MemoryHandle(factory)
     server = build_server(handle, settings)
+    if settings.agent_loop:
+        from .agent.service import register_agent_chat
+
+        register_agent_chat(server, settings)
 
     async def start_after_first_message(ctx: Any, call_next: Any) -> Any:
         try:
@@ -228,10 +253,16 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if args.command == "chat":
+        from .agent.repl import run_chat
+
+        return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "list":
             _print([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
+        elif args.action == "set":
+            _agent_set(memory, settings, args)
         else:
             agent = memory.create_agent(args.name, system=args.system)
             print(f"created agent {agent.name} ({agent.id})")
@@ -243,6 +274,29 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"{table}: {outcome}")
         return 0
     raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def _agent_set(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
+    # The configured agent is created on first use, as by every other command; others must exist.
+    agent = memory.ensure_agent(args.name) if args.name == settings.agent else memory.get_agent(args.name)
+    updates: dict[str, str] = {}
+    if args.agent_type is not None:
+        updates["agent_type"] = args.agent_type
+    if args.sleeptime is not None:
+        if args.sleeptime < 0:
+            raise TiermemError("--sleeptime must be 0 (off) or a positive number of turns.")
+        updates["sleeptime_frequency"] = str(args.sleeptime)
+    if args.autoclear is not None:
+        updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
+    system = sys.stdin.read() if args.system == "-" else args.system
+    if not updates and system is None:
+        raise TiermemError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
+    agent = memory.set_agent_metadata(agent.id, updates, system=system)
+    if args.json:
+        _print({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
+    else:
+        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())) or "defaults"
+        print(f"{agent.name}: {settings_text}")
 
 
 def _blocks(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:

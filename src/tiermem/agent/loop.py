@@ -412,6 +412,10 @@ class AgentLoop:
         task.add_done_callback(self._tasks.discard)
         return "started"
 
+    @property
+    def background_running(self) -> bool:
+        return bool(self._tasks)
+
     async def wait_background(self) -> None:
         """Wait for running sleep-time agents (the CLI calls this before it exits; tests use it)."""
         while self._tasks:

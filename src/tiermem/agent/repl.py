@@ -1,0 +1,104 @@
+"""``tiermem chat``: the agent loop in a terminal, on the Anthropic API.
+
+Replies go to stdout; the steps the agent took (tool calls, memory edits) go to stderr, so
+``tiermem chat -m ... > reply.txt`` captures only the reply. ``--json`` prints each turn's
+full result instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from .loop import AgentLoop, TurnResult
+
+HELP = "Commands: /memory (show core memory), /help, /quit (or Ctrl-D). Anything else is sent to the agent."
+
+
+def run_chat(settings: Settings, *, message: str | None, conversation: str, as_json: bool) -> int:
+    from .service import provider_kind
+
+    if provider_kind(settings) != "anthropic":
+        raise ConfigError(
+            "tiermem chat runs the agent on the Anthropic API: set ANTHROPIC_API_KEY (and optionally "
+            "anthropic_base_url / ANTHROPIC_BASE_URL). The sampling provider needs an MCP host: use "
+            "`tiermem serve --agent-loop` and the agent_chat tool there."
+        )
+    return anyio.run(_main, settings, message, conversation, as_json)
+
+
+async def _main(settings: Settings, message: str | None, conversation: str, as_json: bool) -> int:
+    from ..factory import open_memory
+    from ..server import MemoryHandle, build_server
+    from .service import anthropic_provider, make_loop
+
+    memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))
+    agent = await anyio.to_thread.run_sync(lambda: memory.ensure_agent(settings.agent))
+    server = build_server(MemoryHandle(lambda: (memory, agent.id)), settings)
+    provider = anthropic_provider(settings)
+    loop = make_loop(memory, agent.id, server, settings)
+    loop.background_provider = provider
+    status = 0
+    try:
+        if message is not None:
+            result = await loop.turn(message, provider, conversation)
+            _show(result, as_json)
+            status = 1 if result.stop_reason == "error" else 0
+        else:
+            await _interactive(loop, provider, conversation, as_json)
+    finally:
+        if loop.background_running:
+            print("(waiting for the sleep-time agent to finish)", file=sys.stderr)
+        await loop.wait_background()
+    return status
+
+
+async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_json: bool) -> None:
+    print(f"tiermem chat: agent {loop.agent_id}, conversation {conversation!r}. {HELP}", file=sys.stderr)
+    while True:
+        try:
+            line = await anyio.to_thread.run_sync(_read_line)
+        except EOFError:
+            print(file=sys.stderr)
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/quit", "/exit"):
+            return
+        if text == "/help":
+            print(HELP, file=sys.stderr)
+            continue
+        if text == "/memory":
+            print(await anyio.to_thread.run_sync(lambda: loop.memory.render_core(loop.agent_id)))
+            continue
+        result = await loop.turn(text, provider, conversation)  # type: ignore[arg-type]
+        _show(result, as_json)
+
+
+def _read_line() -> str:
+    print("you> ", end="", file=sys.stderr, flush=True)  # the prompt is not part of the output
+    return input()
+
+
+def _show(result: TurnResult, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.structured(), ensure_ascii=False, indent=2))
+        return
+    for step in result.steps:
+        label = (step.get("input") or {}).get("label")
+        target = f"({label})" if isinstance(label, str) else ""
+        print(f"  · {step['tool']}{target} {step['status']}", file=sys.stderr)
+    if result.reply:
+        print(result.reply)
+    if result.stop_reason != "end_turn":
+        print(f"  (turn stopped: {result.stop_reason}{': ' + result.error if result.error else ''})", file=sys.stderr)
+    if result.sleeptime:
+        print(f"  (sleep-time agent: {result.sleeptime})", file=sys.stderr)

@@ -1,0 +1,90 @@
+"""The agent loop from the command line and over stdio: real subprocesses, a loopback Anthropic server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from . import fake_anthropic as fa
+from .conftest import PYTHON, ROOT, text_of
+from .test_transports import server_env, stdio_params
+
+pytestmark = pytest.mark.anyio
+
+
+def tiermem(tmp_path: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path, **(env or {})), timeout=120, input=stdin,
+    )
+
+
+@pytest.fixture
+def fake():  # type: ignore[no-untyped-def]
+    with fa.FakeAnthropic() as server:
+        yield server
+
+
+def test_chat_one_shot_and_resume_across_processes(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    # ANTHROPIC_BASE_URL is honoured as the SDK does (no tiermem setting needed).
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_MODEL": "claude-fake-1"}
+    fake.add(fa.tool("memory_insert", {"label": "human", "new_str": "Name: Grace"}), fa.text("Hello Grace."))
+    first = tiermem(tmp_path, "chat", "-m", "I'm Grace.", env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "Hello Grace.\n"  # only the reply on stdout
+    assert "memory_insert(human) OK" in first.stderr
+    fake.add(fa.text("Your name is Grace."))
+    second = tiermem(tmp_path, "chat", "-m", "Who am I?", "--json", env=env)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["reply"] == "Your name is Grace."
+    sent = fake.requests[-1]
+    assert sent["model"] == "claude-fake-1"
+    assert "I'm Grace." in json.dumps(sent["messages"]) and "Name: Grace" in sent["system"][0]["text"]
+    shown = tiermem(tmp_path, "blocks", "show", "human")
+    assert shown.stdout.strip() == "Name: Grace"
+
+
+def test_chat_interactive_reads_stdin(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    fake.add(fa.text("one"), fa.text("two"))
+    done = tiermem(tmp_path, "chat", env=env, stdin="hello\n/memory\nagain\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "one" and "<memory_blocks>" in done.stdout and done.stdout.rstrip().endswith("two")
+
+
+def test_chat_without_api_key_explains(tmp_path: Path) -> None:
+    env = server_env(tmp_path)
+    env.pop("ANTHROPIC_API_KEY", None)
+    done = subprocess.run([PYTHON, "-m", "tiermem", "chat", "-m", "hi", "--data-dir", str(tmp_path / "d")],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert done.returncode == 1 and "ANTHROPIC_API_KEY" in done.stderr and done.stdout == ""
+
+
+def test_agents_set(tmp_path: Path) -> None:
+    done = tiermem(tmp_path, "agents", "set", "default", "--type", "memgpt", "--sleeptime", "3", "--autoclear", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metadata"] == {"agent_type": "memgpt", "sleeptime_frequency": "3",
+                                                   "message_buffer_autoclear": "true"}
+    bad = tiermem(tmp_path, "agents", "set", "default")
+    assert bad.returncode == 1 and "Nothing to set" in bad.stderr
+    missing = tiermem(tmp_path, "agents", "set", "nobody", "--type", "memgpt")
+    assert missing.returncode == 1 and "nobody" in missing.stderr
+
+
+async def test_serve_agent_loop_over_stdio(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    params = stdio_params(tmp_path, "--agent-loop", ANTHROPIC_API_KEY="sk-test",
+                          TIERMEM_ANTHROPIC_BASE_URL=fake.url)
+    fake.add(fa.tool("archival_memory_insert", {"content": "The launch is on 3 March."}), fa.text("Saved."))
+    async with Client(params, cache=None) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert "agent_chat" in names
+        result = await c.call_tool("agent_chat", {"message": "Remember: the launch is on 3 March."})
+        assert text_of(result) == "Saved." and not result.is_error
+        found = await c.call_tool("archival_memory_search", {"query": "launch date"})
+        assert "3 March" in text_of(found)
+    async with Client(stdio_params(tmp_path), cache=None) as c:  # without the flag: no agent_chat
+        assert "agent_chat" not in {t.name for t in (await c.list_tools()).tools}

@@ -65,9 +65,11 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
 
         first, second = fake.requests
         # The system prompt: the agent's system text + line-numbered core memory, cached.
-        system = first["system"][0]
-        assert system["cache_control"] == {"type": "ephemeral"} and "<memory_blocks>" in system["text"]
-        assert "<memory_metadata>" in system["text"] and "1→ " in system["text"]
+        fixed, core = first["system"]  # two cached parts: the agent's system text, then core memory
+        assert fixed["cache_control"] == core["cache_control"] == {"type": "ephemeral"}
+        assert fixed["text"].startswith("You are a helpful assistant") and "<memory_blocks>" not in fixed["text"]
+        assert "<memory_blocks>" in core["text"] and "<memory_metadata>" in core["text"] and "1→ " in core["text"]
+        assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         names = [t["name"] for t in first["tools"]]
         assert "memory_insert" in names and "archival_memory_search" in names
         assert "agent_chat" not in names and "conversation_log" not in names
@@ -80,7 +82,8 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
         assert result_block["type"] == "tool_result"
         wrapped = json.loads(result_block["content"])
         assert wrapped["status"] == "OK" and "Name: Ada" in wrapped["message"] and wrapped["time"]
-        assert "Name: Ada. Works on compilers." in second["system"][0]["text"]
+        assert "Name: Ada. Works on compilers." in second["system"][1]["text"]
+        assert second["system"][0] == fixed  # the fixed part is unchanged: still a cache hit
 
         # Every message went to recall: the user turn, the tool call, its result, the reply.
         found = await c.call_tool("conversation_search", {"query": "compilers"})
@@ -198,7 +201,7 @@ async def test_conversations_are_separate_and_autoclear(settings: Settings, fake
         await chat(c, "hello again", conversation_id="A")
         last = fake.requests[-1]
         assert [m["role"] for m in last["messages"]] == ["user"]  # no history carried
-        assert "Owns a cat" in last["system"][0]["text"]  # memory persists
+        assert "Owns a cat" in last["system"][1]["text"]  # memory persists
 
 
 async def test_system_prompt_larger_than_window_is_a_clear_error(settings: Settings, fake: fa.FakeAnthropic) -> None:

@@ -43,7 +43,7 @@ def test_chat_one_shot_and_resume_across_processes(tmp_path: Path, fake: fa.Fake
     assert json.loads(second.stdout)["reply"] == "Your name is Grace."
     sent = fake.requests[-1]
     assert sent["model"] == "claude-fake-1"
-    assert "I'm Grace." in json.dumps(sent["messages"]) and "Name: Grace" in sent["system"][0]["text"]
+    assert "I'm Grace." in json.dumps(sent["messages"]) and "Name: Grace" in sent["system"][1]["text"]
     shown = tiermem(tmp_path, "blocks", "show", "human")
     assert shown.stdout.strip() == "Name: Grace"
 

@@ -47,8 +47,9 @@ class AnthropicProvider:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
-            # The system prompt changes only when memory does: cache it (and the tools before it).
-            "system": [{"type": "text", "text": request.system, "cache_control": CACHE}],
+            # Cache breakpoints: the tools, the agent's fixed system text, core memory (changes only
+            # when memory does), and the end of the conversation (the next step reads it from cache).
+            "system": _system_blocks(request),
             "messages": _cache_last(request.messages),
         }
         if request.tools:
@@ -82,6 +83,12 @@ class AnthropicProvider:
         )
         return LLMResponse(text=text, tool_calls=calls, stop_reason=response.stop_reason or "end_turn", usage=usage,
                            model=response.model)
+
+
+def _system_blocks(request: LLMRequest) -> list[JSON]:
+    cut = request.stable_prefix
+    parts = [request.system[:cut], request.system[cut:]] if 0 < cut < len(request.system) else [request.system]
+    return [{"type": "text", "text": p, "cache_control": CACHE} for p in parts if p]
 
 
 def _cache_last(messages: list[JSON]) -> list[JSON]:

@@ -68,6 +68,9 @@ class LLMRequest:
     messages: list[JSON]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
+    # ``system[:stable_prefix]`` never changes for an agent (its system text); the rest (core
+    # memory) changes when memory does. The Anthropic provider caches both parts separately.
+    stable_prefix: int = 0
     # Unique per (turn, step): the sampling provider uses it as the input-request key.
     key: str = "llm"
     purpose: str = "turn"  # "turn" | "summary" | "sleeptime"

@@ -201,7 +201,7 @@ class AgentLoop:
                 summaries += summarised
                 raw = self.counter.raw(system, tools, messages)
                 request = LLMRequest(system, to_api_messages(messages), tuple(tools), self.settings.max_tokens,
-                                     key=f"{user.id}:{step}")
+                                     stable_prefix=len(agent.system or m.default_system), key=f"{user.id}:{step}")
                 response = await provider.complete(request)
                 step += 1
                 self.counter.calibrate(raw, response.usage.prompt_tokens)

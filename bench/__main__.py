@@ -1,11 +1,11 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|scale|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|scale|agent_loop|all]`"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "scale"]
+BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "scale", "agent_loop"]
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..records import Message
 from ..tokens import count_tokens, truncate
-from .llm import ToolSpec, payload, to_api_messages
+from .llm import ToolSpec, payload
 
 WARNING = (
     "[This is an automated system message hidden from the user] The conversation history will soon reach its "
@@ -48,15 +48,28 @@ class TokenCounter:
 
     def __init__(self, safety: float = 1.15) -> None:
         self.factor = safety
-        self._safety = safety
+        self._texts: dict[str, int] = {}  # system prompts and tool listings seen (a handful per process)
+        self._messages: dict[str, int] = {}  # per stored message id: messages never change
 
     def raw(self, system: str, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
-        total = count_tokens(system)
+        total = self._text(system)
         if tools:
-            total += count_tokens(json.dumps([[t.name, t.description, t.input_schema] for t in tools]))
-        for turn in to_api_messages(messages):
-            total += 4 + count_tokens(json.dumps(turn["content"], ensure_ascii=False))
+            total += self._text(json.dumps([[t.name, t.description, t.input_schema] for t in tools]))
+        for m in messages:
+            if m.id not in self._messages:
+                if len(self._messages) > 50_000:
+                    self._messages.clear()
+                calls = payload(m).get("tool_calls") if m.role == "assistant" else None
+                self._messages[m.id] = 6 + count_tokens(m.content) + (count_tokens(json.dumps(calls)) if calls else 0)
+            total += self._messages[m.id]
         return total
+
+    def _text(self, text: str) -> int:
+        if text not in self._texts:
+            if len(self._texts) > 64:
+                self._texts.clear()
+            self._texts[text] = count_tokens(text)
+        return self._texts[text]
 
     def count(self, system: str, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
         return int(self.raw(system, tools, messages) * self.factor)

@@ -175,6 +175,7 @@ class AgentLoop:
         m = self.memory
         agent = await _io(lambda: m.store.get_agent(self.agent_id))
         style = self._style(agent)
+        turn: list[Message] = []  # this turn's messages, from the user's on
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
@@ -183,11 +184,22 @@ class AgentLoop:
             if agent.metadata.get("message_buffer_autoclear", "false") == "true":
                 await self._save_window(conv, start_seq=user.seq, summary_id="")
             step = 0
+            turn.append(user)
         else:
             found = await _io(lambda: m.store.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
                 raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
             user, step = found, resume.step
+            turn = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
+        # The window is read once; after that the loop keeps it current itself (one store read per turn).
+        window = await _io(lambda: m.context_window(self.agent_id, conv))
+        context = await _io(lambda: m.in_context_messages(window))
+
+        async def log(role: str, content: str, meta: JSON) -> None:
+            message = await self._log(conv, role, content, meta)
+            context.append(message)
+            turn.append(message)
+
         reply, stop, error, summaries = "", "end_turn", None, 0
         tools = await self._tool_specs(host, style)
         try:
@@ -195,18 +207,21 @@ class AgentLoop:
                 if step >= self.settings.max_steps:
                     stop = "max_steps"
                     break
-                window = await _io(lambda: m.context_window(self.agent_id, conv))
                 system = await self._system(agent)
-                messages, summarised = await self._fit(provider, system, tools, window, user.id, step)
-                summaries += summarised
-                raw = self.counter.raw(system, tools, messages)
-                request = LLMRequest(system, to_api_messages(messages), tuple(tools), self.settings.max_tokens,
+                fitted = await self._fit(provider, system, tools, window, context, user.id, step)
+                if fitted is not None:
+                    window, context = fitted
+                    summaries += 1
+                elif self._needs_warning(system, tools, context):
+                    await log("user", WARNING, {"kind": "system_alert"})
+                raw = self.counter.raw(system, tools, context)
+                request = LLMRequest(system, to_api_messages(context), tuple(tools), self.settings.max_tokens,
                                      stable_prefix=len(agent.system or m.default_system), key=f"{user.id}:{step}")
                 response = await provider.complete(request)
                 step += 1
                 self.counter.calibrate(raw, response.usage.prompt_tokens)
                 calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
-                await self._log(conv, "assistant", response.text, {
+                await log("assistant", response.text, {
                     "kind": "assistant", "tool_calls": calls, "stop_reason": response.stop_reason,
                     "usage": asdict(response.usage), "model": response.model,
                 })
@@ -227,8 +242,8 @@ class AgentLoop:
                         result, is_error = await host.call(call.name, args)
                     wrapped = json.dumps({"status": "Failed" if is_error else "OK", "message": result, "time": stamp()},
                                          ensure_ascii=False)
-                    await self._log(conv, "tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id,
-                                                            "name": call.name, "is_error": is_error})
+                    await log("tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id, "name": call.name,
+                                                "is_error": is_error})
                     failed = failed or is_error
                     go_on = go_on or heartbeat
                 if style == "memgpt":
@@ -237,8 +252,8 @@ class AgentLoop:
                     if not (go_on or failed):
                         break
                     reason = HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT
-                    await self._log(conv, "user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}),
-                                    {"kind": "heartbeat"})
+                    await log("user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}),
+                              {"kind": "heartbeat"})
         except ProviderError as exc:
             stop, error = "error", str(exc)
         except ContextOverflowError as exc:
@@ -246,7 +261,7 @@ class AgentLoop:
         except NeedsInput as exc:  # the sampling provider's round trip (2026-07-28 clients)
             raise NeedsRoundTrip(exc, conv, Resume(user.id, step)) from exc
         window = await self._save_window(conv, turns_delta=1)
-        steps, edits, usage = await self._report(conv, user)
+        steps, edits, usage = _report(turn)
         sleeptime = self._maybe_sleeptime(agent, conv, window.turns)
         return TurnResult(reply=reply, stop_reason=stop, conversation_id=conv, steps=steps, memory_edits=edits,
                           usage=usage, error=error, summarised=summaries, sleeptime=sleeptime)
@@ -285,11 +300,12 @@ class AgentLoop:
     # -- context window --------------------------------------------------------------
 
     async def _fit(
-        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow, turn_id: str, step: int
-    ) -> tuple[list[Message], int]:
+        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow,
+        messages: list[Message], turn_id: str, step: int,
+    ) -> tuple[ContextWindow, list[Message]] | None:
+        """Summarise when the prompt is past ``summarize_at``: the new (window, messages); None when it fits."""
         th = self.settings.thresholds
         m = self.memory
-        messages = await _io(lambda: m.in_context_messages(window))
         base = self.counter.count(system, tools, [])
         if base + self.settings.max_tokens >= th.window:
             raise ContextOverflowError(
@@ -297,15 +313,18 @@ class AgentLoop:
                 f"{self.settings.max_tokens} does not fit the context window of {th.window} tokens. Shorten the core "
                 "memory blocks or the system prompt, publish fewer tools, or raise context_window."
             )
-        used = self.counter.count(system, tools, messages)
-        if used > th.summarize_at * th.window:
-            await self._summarise(provider, system, tools, window, messages, turn_id, step)
-            window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
-            return await _io(lambda: m.in_context_messages(window)), 1
-        if used > th.warn_at * th.window and not any(payload(x).get("kind") == "system_alert" for x in messages):
-            await self._log(window.conversation_id, "user", WARNING, {"kind": "system_alert"})
-            return await _io(lambda: m.in_context_messages(window)), 0
-        return messages, 0
+        if self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
+            return None
+        await self._summarise(provider, system, tools, window, messages, turn_id, step)
+        window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
+        return window, await _io(lambda: m.in_context_messages(window))
+
+    def _needs_warning(self, system: str, tools: list[ToolSpec], messages: list[Message]) -> bool:
+        """Past ``warn_at``, once per window: MemGPT's memory-pressure alert."""
+        th = self.settings.thresholds
+        if self.counter.count(system, tools, messages) <= th.warn_at * th.window:
+            return False
+        return not any(payload(x).get("kind") == "system_alert" for x in messages)
 
     async def _summarise(
         self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow,
@@ -372,29 +391,6 @@ class AgentLoop:
 
         return await _io(save)
 
-    async def _report(self, conv: str, user: Message) -> tuple[list[JSON], list[str], Usage]:
-        m = self.memory
-        messages = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
-        results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
-        steps: list[JSON] = []
-        edits: list[str] = []
-        usage = Usage()
-        for x in messages:
-            p = payload(x)
-            if x.role != "assistant":
-                continue
-            u = p.get("usage") or {}
-            usage = usage + Usage(**{k: int(u.get(k, 0)) for k in asdict(Usage())})
-            for call in p.get("tool_calls") or []:
-                res = results.get(call["id"])
-                body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
-                steps.append({"tool": call["name"], "input": call.get("input"), "status": body.get("status"),
-                              "result": str(body.get("message", ""))[:500]})
-                label = (call.get("input") or {}).get("label")
-                if call["name"] in EDIT_TOOLS and body.get("status") == "OK" and isinstance(label, str) and label not in edits:
-                    edits.append(label)
-        return steps, edits, usage
-
     # -- sleep-time agent -------------------------------------------------------------------
 
     def _maybe_sleeptime(self, agent: Agent, conv: str, turns: int) -> str:
@@ -435,3 +431,26 @@ class AgentLoop:
             except (ProviderError, NotFoundError, ValidationError) as exc:
                 self.last_sleeptime_error = str(exc)
                 log.warning("sleep-time agent failed: %s", exc)
+
+
+def _report(messages: list[Message]) -> tuple[list[JSON], list[str], Usage]:
+    """The steps a turn took, the blocks it edited and its token usage, from its stored messages."""
+    results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
+    steps: list[JSON] = []
+    edits: list[str] = []
+    usage = Usage()
+    for x in messages:
+        p = payload(x)
+        if x.role != "assistant":
+            continue
+        u = p.get("usage") or {}
+        usage = usage + Usage(**{k: int(u.get(k, 0)) for k in asdict(Usage())})
+        for call in p.get("tool_calls") or []:
+            res = results.get(call["id"])
+            body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
+            steps.append({"tool": call["name"], "input": call.get("input"), "status": body.get("status"),
+                          "result": str(body.get("message", ""))[:500]})
+            label = (call.get("input") or {}).get("label")
+            if call["name"] in EDIT_TOOLS and body.get("status") == "OK" and isinstance(label, str) and label not in edits:
+                edits.append(label)
+    return steps, edits, usage

@@ -300,3 +300,16 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings:
         # A sleep-time edit is history like any other: revert it.
         await c.call_tool("memory_revert", {"label": "human", "version": history[1]["version"]})
         assert await read(c, "memory://blocks/human") == history[1]["value"]
+
+
+async def test_messages_logged_by_others_between_turns_reach_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    """The loop keeps its window in memory between turns; any other write to recall must invalidate it."""
+    fake.add(fa.text("r1"), fa.text("r2"), fa.text("r3"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        await chat(c, "turn one")
+        await chat(c, "turn two")
+        assert json.dumps(fake.requests[-1]["messages"]).count("turn one") == 1
+        await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": "logged by the host"}]})
+        await chat(c, "turn three")
+        sent = json.dumps(fake.requests[-1]["messages"])
+        assert "logged by the host" in sent and "turn one" in sent and sent.count("turn three") == 1

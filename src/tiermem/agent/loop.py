@@ -150,6 +150,8 @@ class AgentLoop:
         self._tasks: set[asyncio.Task[None]] = set()
         self._sleeptime_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
+        # conversation -> (messages table version, (start_seq, summary_id), in-context messages) after our last turn
+        self._contexts: dict[str, tuple[int, tuple[int, str], list[Message]]] = {}
         self.last_sleeptime_error: str | None = None
 
     # -- the turn ------------------------------------------------------------------
@@ -176,11 +178,15 @@ class AgentLoop:
         agent = await _io(lambda: m.store.get_agent(self.agent_id))
         style = self._style(agent)
         turn: list[Message] = []  # this turn's messages, from the user's on
+        version = m.store.version
+        cached = self._contexts.pop(conv, None)
+        seen = await _io(lambda: version("messages"))  # the messages table as of the cached context
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
             check_text(text, "message", m.max_content_chars)
             user = await self._log(conv, "user", text, {"kind": "user"})
+            after = await _io(lambda: version("messages"))
             if agent.metadata.get("message_buffer_autoclear", "false") == "true":
                 await self._save_window(conv, start_seq=user.seq, summary_id="")
             step = 0
@@ -189,14 +195,23 @@ class AgentLoop:
             found = await _io(lambda: m.store.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
                 raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
-            user, step = found, resume.step
+            user, step, after = found, resume.step, -1
             turn = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
-        # The window is read once; after that the loop keeps it current itself (one store read per turn).
         window = await _io(lambda: m.context_window(self.agent_id, conv))
-        context = await _io(lambda: m.in_context_messages(window))
+        # The in-context messages are read from the store once per turn at most, and not at all when
+        # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
+        known: int | None
+        if cached is not None and cached[0] == seen and after == seen + 1 and cached[1] == (window.start_seq, window.summary_id):
+            context, known = [*cached[2], user], after
+        else:
+            known = await _io(lambda: version("messages"))
+            context = await _io(lambda: m.in_context_messages(window))
 
         async def log(role: str, content: str, meta: JSON) -> None:
+            nonlocal known
             message = await self._log(conv, role, content, meta)
+            now_at = await _io(lambda: version("messages"))
+            known = now_at if known is not None and now_at == known + 1 else None  # None: someone else wrote too
             context.append(message)
             turn.append(message)
 
@@ -212,6 +227,7 @@ class AgentLoop:
                 if fitted is not None:
                     window, context = fitted
                     summaries += 1
+                    known = None
                 elif self._needs_warning(system, tools, context):
                     await log("user", WARNING, {"kind": "system_alert"})
                 raw = self.counter.raw(system, tools, context)
@@ -260,6 +276,8 @@ class AgentLoop:
             stop, error = "error", str(exc)
         except NeedsInput as exc:  # the sampling provider's round trip (2026-07-28 clients)
             raise NeedsRoundTrip(exc, conv, Resume(user.id, step)) from exc
+        if known is not None:
+            self._contexts[conv] = (known, (window.start_seq, window.summary_id), context)
         window = await self._save_window(conv, turns_delta=1)
         steps, edits, usage = _report(turn)
         sleeptime = self._maybe_sleeptime(agent, conv, window.turns)

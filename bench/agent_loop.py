@@ -23,7 +23,7 @@ import anyio
 from .common import ROOT, machine, save, stats
 
 sys.path.insert(0, str(ROOT))
-from tests import fake_anthropic as fa  # noqa: E402  (the scripted server lives with the tests)
+from tests import fake_anthropic as fa   # the scripted server lives with the tests
 
 
 class Timed:

@@ -102,7 +102,7 @@ class FakeAnthropic:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})

@@ -3,6 +3,7 @@ server that speaks the Anthropic Messages API (the real ``anthropic`` client tal
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,7 @@ async def test_provider_error_mid_turn_loses_nothing(settings: Settings, fake: f
         assert "I live in Lyon" in texts and "Lives in Lyon" in texts and "Are you there?" in texts
         # Roles still alternate: the failed turn's tool result and the new message share one user turn.
         roles = [m["role"] for m in fake.requests[-1]["messages"]]
-        assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+        assert all(a != b for a, b in itertools.pairwise(roles))
 
 
 async def test_retries_rate_limits(settings: Settings, fake: fa.FakeAnthropic) -> None:
@@ -251,7 +252,7 @@ async def test_summariser_evicts_oldest_and_keeps_them_searchable(settings: Sett
         assert "Story 0:" not in sent and f"Story {last}:" in sent
         assert after[1]["role"] == "assistant"  # the cut lands on an assistant message
         roles = [m["role"] for m in after]
-        assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+        assert all(a != b for a, b in itertools.pairwise(roles))
         # Evicted messages stay in recall.
         found = await c.call_tool("conversation_search", {"query": "Story 0 orchard0", "limit": 10})
         assert "Story 0:" in text_of(found)

@@ -53,7 +53,7 @@ You can call tools. To call one, answer with one or more blocks exactly like
 and nothing after them; the results come back in the next message. Answer without any
 <tool_call> block when you are done. The tools (JSON Schema of their input):
 {tools}"""
-_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
 class SamplingProvider:
@@ -141,7 +141,7 @@ class SamplingProvider:
             raise ProviderError(f"The MCP client answered the sampling request with {type(result).__name__}, not a message.")
         content = result.content if isinstance(result.content, list) else [result.content]
         text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
-        calls = [ToolCall(b.id, b.name, dict(b.input)) for b in content if getattr(b, "type", "") == "tool_use"]
+        calls = [ToolCall(b.id, b.name, dict(b.input)) for b in content if isinstance(b, ToolUseContent)]
         if not self.native_tools and not calls:
             for raw in _CALL.findall(text):
                 try:

@@ -77,10 +77,10 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
         async with guard:
             if "loop" not in shared:
                 memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
-                loop = make_loop(memory, agent_id, server, settings)
+                made = make_loop(memory, agent_id, server, settings)
                 if kind == "anthropic":
-                    loop.background_provider = shared["provider"]
-                shared["loop"] = loop
+                    made.background_provider = shared["provider"]
+                shared["loop"] = made
             loop: AgentLoop = shared["loop"]
             return loop
 

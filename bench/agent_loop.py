@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -83,6 +84,7 @@ async def run(turns: int, model: str) -> dict[str, Any]:
                     overhead.append((wall - sum(calls)) / len(calls))
                     llm.extend(calls)
             result[name] = {"overhead_per_step": stats(overhead), "model_call": stats(llm)}
+        shutil.rmtree(data, ignore_errors=True)
     return result
 
 

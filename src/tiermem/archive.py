@@ -177,7 +177,9 @@ class Archive:
 
     # -- writing -----------------------------------------------------------
 
-    def log_messages(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> list[Message]:
+    def log_messages(
+        self, agent_id: str, messages: Sequence[dict[str, Any]], *, max_chars: int | None = None
+    ) -> list[Message]:
         """Record conversation turns (role, content, optional timestamp / conversation_id / payload)."""
         if not messages:
             raise ValidationError("messages is empty: send at least one {role, content}.")
@@ -188,7 +190,7 @@ class Archive:
             role = m.get("role")
             if role not in ROLES:
                 raise ValidationError(f"messages[{n}].role is {role!r}; use one of {', '.join(ROLES)}.")
-            content = self._text(m.get("content"), f"messages[{n}].content")
+            content = check_text(m.get("content"), f"messages[{n}].content", max_chars or self.max_content_chars)
             created = parse_bound(m.get("timestamp"), f"messages[{n}].timestamp", end=False) or now()
             conversation = m.get("conversation_id") or "default"
             self._text(conversation, f"messages[{n}].conversation_id")
@@ -196,10 +198,11 @@ class Archive:
             self._last_turn[(agent_id, conversation)] = content
             rows.append(
                 {
-                    "id": new_id("message"),
+                    # id and seq are only set by importers (the tool's schema has neither)
+                    "id": m.get("id") or new_id("message"),
                     "agent_id": agent_id,
                     "conversation_id": conversation,
-                    "seq": time.time_ns() + next(_seq) % 1000,
+                    "seq": int(m["seq"]) if m.get("seq") is not None else time.time_ns() + next(_seq) % 1000,
                     "role": role,
                     "content": content,
                     "payload": m.get("payload") or "",
@@ -230,25 +233,37 @@ class Archive:
         self.store.add_rows("passages", rows)
         return [r["id"] for r in rows]
 
-    def insert_many(self, agent_id: str, items: Sequence[tuple[str, Sequence[str]]], batch: int = 256) -> int:
-        """Bulk insert (content, tags) pairs with batched embedding; returns rows written."""
+    def insert_many(
+        self,
+        agent_id: str,
+        items: Sequence[tuple[str, Sequence[str]]],
+        batch: int = 256,
+        *,
+        created: Sequence[datetime | None] | None = None,
+        max_chars: int | None = None,
+    ) -> int:
+        """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows written."""
         written = 0
         for start in range(0, len(items), batch):
-            rows = [row for content, tags in items[start : start + batch]
-                    for row in self._passage_rows(agent_id, self._text(content, "content"), tags)]
+            stamps = list(created[start : start + batch]) if created is not None else [None] * len(items[start : start + batch])
+            rows = [row for (content, tags), when in zip(items[start : start + batch], stamps, strict=True)
+                    for row in self._passage_rows(agent_id, check_text(content, "content", max_chars or self.max_content_chars),
+                                                  tags, created=when)]
             self._embed_rows(rows)
             self.store.add_rows("passages", rows)
             written += len(rows)
         return written
 
-    def _passage_rows(self, agent_id: str, content: str, tags: Sequence[str] | None) -> list[dict[str, Any]]:
+    def _passage_rows(
+        self, agent_id: str, content: str, tags: Sequence[str] | None, *, created: datetime | None = None
+    ) -> list[dict[str, Any]]:
         """One row per chunk; the first chunk's id is the group id, so it names the whole insert."""
         clean_tags = list(self._tags(tags))
         group = new_id("passage")
-        created = to_us(now())
+        created_us = to_us(created or now())
         return [
             {"id": group if i == 0 else f"{group}.{i}", "agent_id": agent_id, "group_id": group, "chunk": i,
-             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created, "vector": None}
+             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created_us, "vector": None}
             for i, chunk in enumerate(self.embedder.chunk(content))
         ]
 

@@ -30,6 +30,11 @@ EXAMPLES = {
     "optimize": "tiermem optimize --data-dir ~/.local/share/tiermem",
     "reembed": "tiermem reembed --embedding-model hashing",
     "doctor": "tiermem doctor --json",
+    "import": "tiermem import agent.af              # a Letta agent file (shared blocks stay shared)\n"
+    "  tiermem import backup.jsonl                    # a tiermem backup\n"
+    "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
+    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
+    "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
@@ -141,6 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
+    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph or a /memories directory.")
+    _common(imp)
+    imp.add_argument("path", type=Path)
+    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories"], default="auto")
+    imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
+    imp.add_argument("--replace", action="store_true",
+                     help="overwrite an agent with the same name (.af), or blocks with other values (memories)")
+    imp.add_argument("--json", action="store_true")
+    exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
+    _common(exp, agent=False)
+    exp.add_argument("name", nargs="?", help="agent to export (.af); leave out for a jsonl backup")
+    exp.add_argument("-o", "--output", help="output file (default: stdout)")
+    exp.add_argument("--format", choices=["af", "jsonl"], default="af")
+    exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
     chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
     _common(chat)
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
@@ -269,11 +288,38 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return _blocks(memory, settings, args)
+    if args.command in ("import", "export"):
+        return _interop(memory, settings, args)
     if args.command == "optimize":
         for table, outcome in memory.store.optimize().items():
             print(f"{table}: {outcome}")
         return 0
     raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def _interop(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    from .interop.commands import run_export, run_import
+
+    if args.command == "import":
+        report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
+                            replace=args.replace)
+        if args.json:
+            _print(report, True)
+        else:
+            for key, value in report.items():
+                if key == "notes":
+                    for note in value:
+                        print(f"note: {note}", file=sys.stderr)
+                elif value not in ([], None):
+                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
+        return 0
+    fmt = args.format
+    if args.output and args.output.endswith(".jsonl") and fmt == "af" and args.name is None:
+        fmt = "jsonl"
+    report = run_export(memory, agent=args.name, fmt=fmt, output=args.output, vectors=args.vectors)
+    if args.output not in (None, "-"):
+        print(json.dumps(report), file=sys.stderr)
+    return 0
 
 
 def _agent_set(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:

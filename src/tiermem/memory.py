@@ -104,12 +104,13 @@ class Memory:
         blocks: Sequence[BlockSpec] | None = None,
         stable: bool = False,
         metadata: dict[str, str] | None = None,
+        agent_id: str | None = None,
     ) -> Agent:
-        _check_agent_name(name)
+        check_agent_name(name)
         if not stable and self.store.find_agent(name) is not None:
             raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
         t = now()
-        agent_id = stable_id("agent", name) if stable else new_id("agent")
+        agent_id = agent_id or (stable_id("agent", name) if stable else new_id("agent"))
         agent = Agent(
             id=agent_id,
             name=name,
@@ -315,6 +316,28 @@ class Memory:
         assert block is not None
         return block
 
+    def import_block(self, agent_id: str, block_id: str, spec: BlockSpec) -> Block:
+        """Create a block under a caller-chosen id (or find it) and attach it: re-running an import is harmless."""
+        if self.store.get_block(block_id) is None:
+            rules.validate_label(spec.label)
+            self._check_text("value", spec.value)
+            self._check_text("description", spec.description)
+            rules.check_limit(spec.value, spec.limit)
+            self._insert_block(block_id, spec, actor="import")
+        self.store.attach(agent_id, block_id)
+        block = self.store.get_block(block_id)
+        assert block is not None
+        return block
+
+    def delete_agent(self, agent_id: str) -> None:
+        """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
+        from .store import sql_str
+
+        where = f"agent_id = {sql_str(agent_id)}"
+        self.store.delete("agents", f"id = {sql_str(agent_id)}")  # first: a half-deleted agent is not found
+        for table in ("attachments", "messages", "passages", "conversations"):
+            self.store.delete(table, where)
+
     def attach(self, agent_id: str, block_id: str) -> Block:
         """Share an existing block with another agent (one block, many agents)."""
         block = self.store.get_block(block_id)
@@ -451,7 +474,7 @@ def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
     return dict(metadata)
 
 
-def _check_agent_name(name: str) -> None:
+def check_agent_name(name: str) -> None:
     if not isinstance(name, str) or not (1 <= len(name) <= 64) or not all(c.isalnum() or c in "_-." for c in name):
         raise ValidationError(
             f"Invalid agent name {str(name)[:80]!r}: use 1-64 letters, digits, '_', '-' or '.' (for example 'work')."

@@ -566,6 +566,34 @@ class Store:
         rows.sort(key=lambda r: r["seq"])
         return [message_from_row(r) for r in rows]
 
+    def agent_messages(self, agent_id: str) -> list[Message]:
+        """Every message of one agent, by conversation then order (for export and backup)."""
+        rows = self._tables["messages"].search().where(f"agent_id = {sql_str(agent_id)}").select(
+            list(_MESSAGE_COLUMNS)).limit(None).to_list()
+        rows.sort(key=lambda r: (r["conversation_id"] != "default", r["conversation_id"], r["seq"]))
+        return [message_from_row(r) for r in rows]
+
+    @writes("restored rows")
+    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
+        if not rows:
+            return 0
+        result = self._tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
+        self._wrote()
+        return int(result.num_inserted_rows)
+
+    def schema_fields(self, table: str) -> list[str]:
+        return [f.name for f in self._tables[table].schema]
+
+    def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            if chunk:
+                rows = self._tables[table].search().where("id IN (" + ", ".join(sql_str(i) for i in chunk) + ")").select(["id"]).limit(None).to_list()
+                found.update(r["id"] for r in rows)
+        return found
+
     def message(self, message_id: str) -> Message | None:
         rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
             list(_MESSAGE_COLUMNS)).limit(1).to_list()

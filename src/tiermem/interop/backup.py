@@ -1,0 +1,115 @@
+"""Full backup and restore as JSON lines: every agent, block (with its whole history), attachment,
+conversation state, message and passage, with ids and timestamps; vectors optional.
+
+Restore validates every line first, then inserts only rows whose key is not stored yet, agents
+last: restoring twice, or after an interruption, writes nothing twice. Rows restored without
+vectors (or from another embedding model) are embedded in the background after the restore.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import ValidationError
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+FORMAT = 1
+# table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there)
+TABLES = {
+    "blocks": "id", "block_history": "key", "attachments": "key", "messages": "id", "passages": "id",
+    "conversations": "key", "agents": "id",
+}
+HEADER = "tiermem-backup"
+
+
+def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict[str, int]:
+    store = memory.store
+    out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": store.embedding_model,
+                          "embedding_dim": store.embedding_dim}) + "\n")
+    counts: dict[str, int] = {}
+    for table in ["agents", *[t for t in TABLES if t != "agents"]]:
+        rows = store.all_rows(table)
+        for r in rows:
+            if "vector" in r:
+                if vectors and r["vector"] is not None:
+                    r["vector"] = [round(float(x), 7) for x in r["vector"]]
+                else:
+                    r["vector"] = None
+            out.write(json.dumps({"type": table, "row": r}, ensure_ascii=False) + "\n")
+        counts[table] = len(rows)
+    return counts
+
+
+def _lines(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        yield n, json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValidationError(f"{path}:{n} is not JSON ({exc}); the backup is damaged.") from exc
+    except OSError as exc:
+        raise ValidationError(f"Cannot read {path}: {exc}.") from exc
+
+
+def is_backup(path: Path) -> bool:
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = json.loads(f.readline() or "null")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(first, dict) and first.get("type") == HEADER
+
+
+def import_backup(memory: Memory, path: Path) -> dict[str, int]:
+    store = memory.store
+    header: dict[str, Any] | None = None
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+    fields = {t: set(store.schema_fields(t)) for t in TABLES}
+    for n, item in _lines(path):
+        if header is None:
+            if not isinstance(item, dict) or item.get("type") != HEADER:
+                raise ValidationError(f"{path} is not a tiermem backup (its first line is not the backup header).")
+            if int(item.get("format", 0)) > FORMAT:
+                raise ValidationError(f"{path} was written by a newer tiermem (backup format {item['format']}); upgrade tiermem.")
+            header = item
+            continue
+        table = item.get("type") if isinstance(item, dict) else None
+        row = item.get("row") if isinstance(item, dict) else None
+        if table not in TABLES or not isinstance(row, dict):
+            raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
+        missing = fields[table] - set(row) - {"vector"}
+        if missing or not set(row) <= fields[table]:
+            raise ValidationError(f"{path}:{n}: a {table} row with fields {sorted(row)} does not match this tiermem's "
+                                  f"schema (missing {sorted(missing)}).")
+        rows[table].append(row)
+    if header is None:
+        raise ValidationError(f"{path} is empty.")
+    same_model = header.get("embedding_model") == store.embedding_model and header.get("embedding_dim") == store.embedding_dim
+    for table in ("messages", "passages"):
+        for r in rows[table]:
+            v = r.get("vector")
+            if not same_model or v is None or len(v) != store.embedding_dim:
+                r["vector"] = None
+    inserted: dict[str, int] = {}
+    progress = Progress("restoring", sum(len(v) for v in rows.values()))
+    try:
+        for table, key in TABLES.items():
+            done = 0
+            for start in range(0, len(rows[table]), 500):
+                batch = rows[table][start : start + 500]
+                done += store.merge_rows(table, key, batch)
+                progress.advance(len(batch))
+            inserted[table] = done
+    finally:
+        progress.close()
+    if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
+        memory.archive.start_backfill()
+    return inserted

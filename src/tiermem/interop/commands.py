@@ -1,0 +1,103 @@
+"""``tiermem import`` and ``tiermem export``: pick the format, run it, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ValidationError
+from . import agentfile, backup, importers
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+FORMATS = ("auto", "af", "jsonl", "memory-graph", "memories")
+
+
+def detect(path: Path) -> str:
+    if path.is_dir():
+        return "memories"
+    if not path.exists():
+        raise ValidationError(f"{path} does not exist.")
+    if backup.is_backup(path):
+        return "jsonl"
+    if importers.is_memory_graph(path):
+        return "memory-graph"
+    return "af"
+
+
+def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool) -> dict[str, Any]:
+    kind = detect(path) if fmt == "auto" else fmt
+    if kind == "af":
+        data, digest = agentfile.load_json(path)
+        plans = agentfile.plan_agent_file(data)
+        _check_sizes(memory, plans)
+        report = agentfile.apply_plans(memory, plans, digest, rename=rename, replace=replace)
+        return {"format": "af", **report.as_dict()}
+    if rename is not None:
+        raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
+    if kind == "jsonl":
+        return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
+    agent_id = importers.agent_for(memory, agent)
+    if kind == "memory-graph":
+        inserted, skipped = importers.import_passages(memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG)
+        return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}
+    if kind == "memories":
+        return {"format": "memories", "agent": agent, **importers.import_memories(memory, agent_id, path, replace=replace)}
+    raise ValidationError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
+
+
+def _check_sizes(memory: Memory, plans: list[agentfile.AgentPlan]) -> None:
+    """Every text must be storable before anything is written."""
+    most = agentfile.IMPORT_MAX_CHARS
+    for p in plans:
+        texts = [(f"message {m['file_id']}", m.get("content") or "") for m in p.messages]
+        texts += [("a passage", c) for c, _, _ in p.passages] + [(f"block {s.label}", s.value) for _, s in p.blocks]
+        for what, text in texts:
+            if len(text) > most:
+                raise ValidationError(f"Agent {p.name!r}: {what} has {len(text)} characters; the most an import "
+                                      f"stores is {most}. Shorten it in the file.")
+            if "\x00" in text:
+                raise ValidationError(f"Agent {p.name!r}: {what} contains a NUL character; remove it from the file.")
+
+
+def run_export(memory: Memory, *, agent: str | None, fmt: str, output: str | None, vectors: bool) -> dict[str, Any]:
+    if fmt == "af":
+        if agent is None:
+            raise ValidationError("Name the agent to export: tiermem export AGENT -o FILE.af")
+        data = agentfile.export_agent_file(memory, agent)
+        text = json.dumps(data, ensure_ascii=False, indent=2)
+        _write(output, lambda f: f.write(text + "\n"))
+        extension = data[agentfile.EXTENSION]["passages"]["agent-0"]
+        return {"format": "af", "agent": agent, "blocks": len(data["blocks"]),
+                "messages": len(data["agents"][0]["messages"]) - 1, "passages": len(extension), "output": output or "-"}
+    if fmt == "jsonl":
+        if agent is not None:
+            raise ValidationError("A jsonl backup holds every agent; leave out AGENT (or export one agent as .af).")
+        counts: dict[str, int] = {}
+        _write(output, lambda f: counts.update(backup.export_backup(memory, f, vectors=vectors)))
+        return {"format": "jsonl", "rows": counts, "output": output or "-"}
+    raise ValidationError(f"Unknown export format {fmt!r}; use af or jsonl.")
+
+
+def _write(output: str | None, fill: Any) -> None:
+    """Write to stdout, or to a temporary file renamed into place (no half-written export)."""
+    if output in (None, "-"):
+        fill(sys.stdout)
+        return
+    target = Path(str(output)).expanduser()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    except OSError as exc:
+        raise ValidationError(f"Cannot write {target}: {exc}.") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fill(f)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

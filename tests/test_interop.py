@@ -1,0 +1,296 @@
+"""Import and export: Letta agent files (the public examples, both formats), round trips, jsonl backups,
+the reference memory server's graph, /memories directories; idempotent re-imports; bad files change nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tiermem.config import Settings, load_settings
+from tiermem.errors import ValidationError
+from tiermem.factory import open_memory
+from tiermem.interop import agentfile
+from tiermem.interop.commands import run_export, run_import
+from tiermem.memory import Memory
+
+from .conftest import PYTHON, ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
+
+
+def fresh(tmp_path: Path, name: str = "data") -> Memory:
+    return open_memory(load_settings(data_dir=tmp_path / name, embedding_model="hashing"))
+
+
+@pytest.fixture
+def mem(settings: Settings) -> Memory:
+    return open_memory(settings)
+
+
+def load(name: str) -> dict:
+    data, _ = agentfile.load_json(FIXTURES / name)
+    return data
+
+
+def counts(memory: Memory) -> dict[str, int]:
+    return {t: memory.store.count(t) for t in ("agents", "blocks", "attachments", "messages", "passages")}
+
+
+@pytest.mark.parametrize("name", ["memgpt_agent_with_convo.af", "customer_service.af", "loop.af", "evie.af"])
+def test_public_examples_import_with_blocks_messages_and_system(mem: Memory, name: str) -> None:
+    data = load(name)
+    report = run_import(mem, FIXTURES / name, fmt="auto", agent="default", rename=None, replace=False)
+    assert report["format"] == "af" and len(report["imported"]) == len(data["agents"])
+    blocks = {b["id"]: b for b in data["blocks"]}
+    for source, imported_name in zip(data["agents"], report["imported"], strict=True):
+        agent = mem.get_agent(imported_name)
+        assert agent.system == source["system"]
+        got = {b.label: b for b in mem.blocks(agent.id)}
+        for ref in source["block_ids"]:
+            want = blocks[ref]
+            assert got[want["label"]].value == want["value"]
+            assert got[want["label"]].read_only == bool(want.get("read_only"))
+        stored = mem.store.agent_messages(agent.id)
+        assert len(stored) == sum(1 for m in source["messages"] if m["role"] != "system")
+        assert [m.seq for m in stored] == sorted(m.seq for m in stored)
+        assert agent.metadata["agent_type"] in ("letta_v1", "memgpt")
+
+
+def test_sleeptime_group_and_shared_blocks(mem: Memory) -> None:
+    report = run_import(mem, FIXTURES / "evie.af", fmt="af", agent="default", rename=None, replace=False)
+    data = load("evie.af")
+    group = data["groups"][0]["manager_config"]
+    main = next(a for a in data["agents"] if a["id"] == group["manager_agent_id"])
+    other = next(a for a in data["agents"] if a["id"] != main["id"])
+    main_agent = mem.get_agent(main["name"])
+    assert main_agent.metadata["sleeptime_frequency"] == str(group["sleeptime_agent_frequency"])
+    sleeper = mem.get_agent(report["imported"][1] if report["imported"][0] == main["name"] else report["imported"][0])
+    assert sleeper.metadata["letta_sleeptime_of"] == main["name"] and sleeper.metadata["letta_agent_type"] == "sleeptime_agent"
+    shared = set(main["block_ids"]) & set(other["block_ids"])
+    assert shared
+    ids_main = {b.label: b.id for b in mem.blocks(main_agent.id)}
+    ids_other = {b.label: b.id for b in mem.blocks(sleeper.id)}
+    labels = {b["id"]: b["label"] for b in data["blocks"]}
+    for ref in shared:  # one block, attached to both agents: an edit through one is seen by the other
+        assert ids_main[labels[ref]] == ids_other[labels[ref]]
+    assert len(mem.store.agents_of_block(ids_main[labels[next(iter(shared))]])) == 2
+
+
+def test_unsupported_parts_are_reported_and_kept(mem: Memory) -> None:
+    report = run_import(mem, FIXTURES / "customer_service.af", fmt="af", agent="default", rename=None, replace=False)
+    agent = mem.get_agent(report["imported"][0])
+    kept = json.loads(agent.metadata["letta_unsupported"])
+    data = load("customer_service.af")
+    custom = {t["name"] for t in data["tools"]} - agentfile.KNOWN_TOOLS
+    assert custom and set(kept["tools"]) == custom
+    assert any("letta_unsupported" in n and "tools" in n for n in report["notes"])
+
+
+def test_older_single_agent_format(mem: Memory) -> None:
+    data = load("memgpt_agent_with_convo_v1.af")
+    assert "core_memory" in data and "agents" not in data
+    report = run_import(mem, FIXTURES / "memgpt_agent_with_convo_v1.af", fmt="af", agent="default", rename=None,
+                        replace=False)
+    agent = mem.get_agent(report["imported"][0])
+    assert agent.metadata["agent_type"] == "memgpt"
+    assert {b.label: b.value for b in mem.blocks(agent.id)} == {b["label"]: b["value"] for b in data["core_memory"]}
+    stored = mem.store.agent_messages(agent.id)
+    users = [m for m in stored if m.role == "user" and json.loads(m.payload)["kind"] == "user"]
+    # Letta's JSON wrapper around user messages is unwrapped; heartbeats keep their kind.
+    assert users and not users[0].content.lstrip().startswith("{")
+    calls = [c for m in stored if m.role == "assistant" for c in json.loads(m.payload)["tool_calls"]]
+    assert calls and all(isinstance(c["input"], dict) for c in calls) and "send_message" in {c["name"] for c in calls}
+    in_context = sum(1 for m in data["messages"] if m.get("in_context") and m["role"] != "system")
+    window = mem.context_window(agent.id, "default")
+    assert len(mem.in_context_messages(window)) == in_context
+    found = mem.archive.conversation_search(agent.id, "virtual world", limit=3)  # type: ignore[union-attr]
+    assert found.hits
+
+
+def test_reimport_is_idempotent_and_clashes_are_refused(mem: Memory) -> None:
+    path = FIXTURES / "memgpt_agent_with_convo.af"
+    run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)
+    before = counts(mem)
+    again = run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)
+    assert again["imported"] == [] and len(again["skipped"]) == 1 and counts(mem) == before
+    # The same name from another file is refused unless renamed or replaced.
+    other = json.loads(path.read_text())
+    other["blocks"][0]["value"] += "\nchanged"
+    changed = Path(mem.store.uri).parent / "changed.af"
+    changed.write_text(json.dumps(other))
+    with pytest.raises(ValidationError, match="already exists.*--rename NEW.*--replace"):
+        run_import(mem, changed, fmt="af", agent="default", rename=None, replace=False)
+    assert counts(mem) == before
+    renamed = run_import(mem, changed, fmt="af", agent="default", rename="copy", replace=False)
+    assert renamed["imported"] == ["copy"]
+    name = other["agents"][0]["name"]
+    run_import(mem, changed, fmt="af", agent="default", rename=None, replace=True)
+    replaced = mem.get_agent(name)
+    assert any(b.value.endswith("changed") for b in mem.blocks(replaced.id))
+    assert len(mem.list_agents()) == 2
+
+
+def test_bad_files_change_nothing(mem: Memory, tmp_path: Path) -> None:
+    before = counts(mem)
+    broken = tmp_path / "broken.af"
+    broken.write_text("{not json")
+    with pytest.raises(ValidationError, match="not a JSON agent file"):
+        run_import(mem, broken, fmt="af", agent="default", rename=None, replace=False)
+    data = load("evie.af")
+    data["agents"][1]["block_ids"].append("block-999")  # the second agent is bad: the first must not be written
+    bad = tmp_path / "bad.af"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ValidationError, match="block-999"):
+        run_import(mem, bad, fmt="af", agent="default", rename=None, replace=False)
+    data = load("loop.af")
+    data["blocks"][0]["label"] = "../etc"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ValidationError):
+        run_import(mem, bad, fmt="af", agent="default", rename=None, replace=False)
+    assert counts(mem) == before
+
+
+def _populate(mem: Memory) -> str:
+    from tiermem.config import BlockSpec
+    from tiermem.records import ContextWindow
+
+    agent = mem.create_agent("orig", system="You are Orig.")
+    mem.create_block(agent.id, BlockSpec(label="project", value="Ship v2 in March.", limit=300, description="the project",
+                                         read_only=True))
+    archive = mem.archive
+    assert archive is not None
+    rows = archive.log_messages(agent.id, [
+        {"role": "user", "content": "old chatter", "payload": json.dumps({"kind": "user"}), "timestamp": "2026-01-02T10:00:00Z"},
+        {"role": "system", "content": "Note: prior messages ... summary: the user likes tea.", "payload": json.dumps({"kind": "summary"})},
+        {"role": "assistant", "content": "Noting that.", "payload": json.dumps({"kind": "assistant", "tool_calls": [
+            {"id": "toolu_1", "name": "memory_insert", "input": {"label": "human", "new_str": "Likes tea"}}]})},
+        {"role": "tool", "content": json.dumps({"status": "OK", "message": "Likes tea", "time": "t"}),
+         "payload": json.dumps({"kind": "tool_result", "tool_call_id": "toolu_1", "name": "memory_insert", "is_error": False})},
+        {"role": "user", "content": "side thread", "conversation_id": "other"},
+    ])
+    mem.set_context_window(ContextWindow(agent.id, "default", start_seq=rows[2].seq, summary_id=rows[1].id))
+    archive.insert(agent.id, "The launch is on 3 March.", tags=["dates", "launch"])
+    archive.insert(agent.id, "Ada prefers tea.")
+    return agent.id
+
+
+def _snapshot(mem: Memory, name: str) -> dict:
+    agent = mem.get_agent(name)
+    window = mem.context_window(agent.id, "default")
+    passages, _ = mem.archive.list(agent.id, offset=0, limit=100)  # type: ignore[union-attr]
+    return {
+        "system": agent.system,
+        "blocks": sorted((b.label, b.value, b.limit, b.description, b.read_only) for b in mem.blocks(agent.id)),
+        "messages": [(m.conversation_id, m.role, m.content, m.payload, m.created_at) for m in mem.store.agent_messages(agent.id)],
+        "window": [m.content for m in mem.in_context_messages(window)],
+        "passages": sorted((p.content, p.tags, p.created_at) for p in passages),
+    }
+
+
+def test_agent_file_round_trip_loses_nothing(mem: Memory, tmp_path: Path) -> None:
+    _populate(mem)
+    out = tmp_path / "orig.af"
+    run_export(mem, agent="orig", fmt="af", output=str(out), vectors=False)
+    exported = json.loads(out.read_text())
+    assert set(exported) >= {"agents", "groups", "blocks", "files", "sources", "tools", "mcp_servers", "metadata"}
+    assert exported["agents"][0]["in_context_message_ids"][0] == "message-0"
+    other = fresh(tmp_path, "other")
+    run_import(other, out, fmt="auto", agent="default", rename=None, replace=False)
+    assert _snapshot(other, "orig") == _snapshot(mem, "orig")
+    # and a second hop (export the import, import again) is still identical
+    again = tmp_path / "again.af"
+    run_export(other, agent="orig", fmt="af", output=str(again), vectors=False)
+    third = fresh(tmp_path, "third")
+    run_import(third, again, fmt="af", agent="default", rename=None, replace=False)
+    assert _snapshot(third, "orig") == _snapshot(mem, "orig")
+
+
+def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> None:
+    _populate(mem)
+    mem.edit(mem.get_agent("orig").id, "human", __import__("tiermem.blocks", fromlist=["Append"]).Append("Name: Ada"))
+    out = tmp_path / "backup.jsonl"
+    report = run_export(mem, agent=None, fmt="jsonl", output=str(out), vectors=True)
+    assert report["rows"]["passages"] == 2
+    other = fresh(tmp_path, "restored")
+    inserted = run_import(other, out, fmt="auto", agent="default", rename=None, replace=False)["inserted"]
+    assert inserted["agents"] == 1 and inserted["block_history"] >= 3
+    assert _snapshot(other, "orig") == _snapshot(mem, "orig")
+    assert [v.value for v in other.history(other.get_agent("orig").id, "human")] == \
+        [v.value for v in mem.history(mem.get_agent("orig").id, "human")]
+    assert other.store.count("passages", "vector IS NULL") == 0  # same model: vectors kept
+    again = run_import(other, out, fmt="jsonl", agent="default", rename=None, replace=False)["inserted"]
+    assert sum(again.values()) == 0
+    hits = other.archive.search(other.get_agent("orig").id, "when is the launch")  # type: ignore[union-attr]
+    assert "3 March" in hits.hits[0].content
+
+
+def test_memory_graph_import(mem: Memory, tmp_path: Path) -> None:
+    graph = tmp_path / "memory.jsonl"
+    graph.write_text("\n".join(json.dumps(x) for x in [
+        {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["Prefers tea", "Works on compilers"]},
+        {"type": "entity", "name": "Lyon", "entityType": "city", "observations": []},
+        {"type": "relation", "from": "Ada", "to": "Lyon", "relationType": "lives_in"},
+    ]) + "\n")
+    first = run_import(mem, graph, fmt="auto", agent="default", rename=None, replace=False)
+    assert first["format"] == "memory-graph" and first["passages"] == 4
+    second = run_import(mem, graph, fmt="auto", agent="default", rename=None, replace=False)
+    assert second["passages"] == 0 and second["already_present"] == 4
+    agent = mem.get_agent("default")
+    result = mem.archive.search(agent.id, "where does Ada live", tags=["relation:lives_in"])  # type: ignore[union-attr]
+    assert result.hits[0].content == "Ada lives_in Lyon" and "entity:Lyon" in result.hits[0].tags
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"type": "entity", "name": "X"}) + "\n" + json.dumps({"type": "relation", "from": "X"}) + "\n")
+    before = counts(mem)
+    with pytest.raises(ValidationError, match="relation needs from, to and relationType"):
+        run_import(mem, bad, fmt="memory-graph", agent="default", rename=None, replace=False)
+    assert counts(mem) == before
+
+
+def test_memories_directory_import(mem: Memory, tmp_path: Path) -> None:
+    root = tmp_path / "memories"
+    (root / "notes").mkdir(parents=True)
+    (root / "preferences.md").write_text("Prefers tea.\nDark mode.")
+    (root / "notes" / "project.txt").write_text("Ship v2 in March.")
+    (root / "long.md").write_text("A long design document. " * 400)
+    report = run_import(mem, root, fmt="auto", agent="default", rename=None, replace=False)
+    assert sorted(report["blocks_created"]) == ["notes_project", "preferences"] and report["passages"] == 1
+    agent = mem.get_agent("default")
+    assert mem.block(agent.id, "preferences").value == "Prefers tea.\nDark mode."
+    again = run_import(mem, root, fmt="auto", agent="default", rename=None, replace=False)
+    assert again["blocks_created"] == [] and sorted(again["blocks_unchanged"]) == ["notes_project", "preferences"]
+    assert again["passages"] == 0
+    (root / "preferences.md").write_text("Prefers coffee now.")
+    conflict = run_import(mem, root, fmt="memories", agent="default", rename=None, replace=False)
+    assert conflict["conflicts"] == ["preferences"] and mem.block(agent.id, "preferences").value.startswith("Prefers tea")
+    run_import(mem, root, fmt="memories", agent="default", rename=None, replace=True)
+    assert mem.block(agent.id, "preferences").value == "Prefers coffee now."
+    assert mem.history(agent.id, "preferences")[0].actor == "import"
+
+
+def test_cli_export_and_import(tmp_path: Path) -> None:
+    env = {"TIERMEM_EMBEDDING_MODEL": "hashing", "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        import os
+
+        return subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env={**{k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}, **env},
+                              check=False)
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    done = run("import", str(FIXTURES / "loop.af"), "--data-dir", a, "--json")
+    assert done.returncode == 0, done.stderr
+    name = json.loads(done.stdout)["imported"][0]
+    out = tmp_path / "loop-out.af"
+    done = run("export", name, "-o", str(out), "--data-dir", a)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["agents"][0]["name"] == name
+    done = run("export", "--format", "jsonl", "--data-dir", a)
+    assert done.returncode == 0 and done.stdout.startswith('{"type": "tiermem-backup"')
+    done = run("import", str(out), "--data-dir", b)
+    assert done.returncode == 0 and f"imported: {name}" in done.stdout
+    missing = run("export", "nobody", "-o", str(tmp_path / "x.af"), "--data-dir", a)
+    assert missing.returncode == 1 and "nobody" in missing.stderr and not (tmp_path / "x.af").exists()

@@ -13,9 +13,9 @@ from .conftest import PYTHON, ROOT
 from .test_transports import server_env
 
 
-def run(tmp_path: Path, *args: str, model: str = "hashing") -> subprocess.CompletedProcess[str]:
+def run(tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300)
+                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path, **(env or {})), timeout=300)
 
 
 def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
@@ -68,3 +68,20 @@ def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
     out = run(tmp_path, "optimize")
     assert out.returncode == 0 and "passages: ok" in out.stdout
     assert open_memory(s).store.index_health()["passages"]["fts_unindexed"] == 0
+
+
+def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        taken = run(tmp_path, "doctor", "--json", env={"TIERMEM_TRANSPORT": "http", "TIERMEM_PORT": port})
+    report = {c["check"]: c for c in json.loads(taken.stdout)["checks"]}
+    assert taken.returncode == 1 and report["transport"]["ok"] is False and "--port" in report["transport"]["fix"]
+    free = run(tmp_path, "doctor", "--json", env={"TIERMEM_TRANSPORT": "http", "TIERMEM_PORT": port})
+    assert free.returncode == 0 and "port is free" in {c["check"]: c for c in json.loads(free.stdout)["checks"]}["transport"]["detail"]
+    keyless = run(tmp_path, "doctor", env={"TIERMEM_AGENT_LOOP": "true", "TIERMEM_LLM_PROVIDER": "anthropic",
+                                           "ANTHROPIC_API_KEY": ""})
+    assert keyless.returncode == 1 and "[FAIL] agent loop" in keyless.stdout and "ANTHROPIC_API_KEY" in keyless.stdout

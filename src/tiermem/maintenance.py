@@ -74,7 +74,39 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
+    _check_transport(settings, check)
+    _check_agent_loop(settings, check)
     return _report(checks, as_json)
+
+
+def _check_transport(settings: Settings, check: Any) -> None:
+    if settings.transport == "stdio":
+        check("transport", True, "stdio (no port needed)")
+        return
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as sock:
+            sock.bind((settings.host, settings.port))
+        check("transport", True, f"{settings.transport} on {settings.host}:{settings.port}: the port is free")
+    except OSError as exc:
+        check("transport", False, f"{settings.transport} on {settings.host}:{settings.port}: {exc.strerror or exc}",
+              "stop whatever uses that port (perhaps a running tiermem serve), or choose another with --port")
+
+
+def _check_agent_loop(settings: Settings, check: Any) -> None:
+    import os
+
+    if not settings.agent_loop:
+        return
+    has_key = bool(os.environ.get("ANTHROPIC_API_KEY"))
+    if settings.llm_provider == "anthropic" and not has_key:
+        check("agent loop", False, "llm_provider is anthropic but ANTHROPIC_API_KEY is not set",
+              "set ANTHROPIC_API_KEY in the server's environment, or use llm_provider = \"sampling\"")
+    else:
+        provider = "anthropic" if settings.llm_provider == "anthropic" or (settings.llm_provider == "auto" and has_key) else "sampling"
+        check("agent loop", True, f"agent_chat on the {provider} provider, model {settings.model}" if provider == "anthropic"
+              else "agent_chat on the host's model (MCP sampling)")
 
 
 def _report(checks: list[dict[str, Any]], as_json: bool) -> int:

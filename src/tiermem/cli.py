@@ -35,6 +35,7 @@ EXAMPLES = {
     "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
     "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
     "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
+    "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
@@ -160,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--format", choices=["af", "jsonl"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
+    cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
+    _common(cfg)
+    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
+    cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
+                     help="configure the built-in agent loop too (agent_chat)")
     chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
     _common(chat)
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
@@ -272,6 +278,13 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if args.command == "config":
+        from .interop.hosts import HOSTS, snippet
+
+        print(f"# {HOSTS[args.host]}", file=sys.stderr)
+        print(snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
+                      agent_loop=bool(settings.agent_loop), port=settings.port))
+        return 0
     if args.command == "chat":
         from .agent.repl import run_chat
 

@@ -1,0 +1,125 @@
+"""Every host snippet under configs/ parses and starts tiermem correctly; smithery.yaml is valid and its
+command function (run by node, as Smithery does) maps to real settings; `tiermem config HOST` prints
+snippets with this machine's paths."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tiermem.config import Settings, load_settings
+from tiermem.netguard import make_tokens
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+CONFIGS = ROOT / "configs"
+
+
+def _server_entry(data: dict) -> dict:
+    servers = data.get("mcpServers") or data.get("servers")
+    assert isinstance(servers, dict) and "tiermem" in servers
+    return servers["tiermem"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.json")))
+def test_json_snippets_start_the_server(name: str) -> None:
+    entry = _server_entry(json.loads((CONFIGS / name).read_text()))
+    if entry.get("type") == "http":
+        assert entry["url"].endswith("/mcp") and entry["headers"]["Authorization"].startswith("Bearer ")
+        return
+    assert Path(entry["command"]).name == "tiermem" and entry["args"][0] == "serve"
+    from tiermem.cli import build_parser
+
+    build_parser().parse_args(entry["args"])  # every flag exists
+    for key in entry.get("env", {}):
+        assert key == "ANTHROPIC_API_KEY" or key.removeprefix("TIERMEM_").lower() in Settings.model_fields
+
+
+def test_toml_snippets_load_as_settings(tmp_path: Path) -> None:
+    for path in CONFIGS.glob("*.toml"):
+        tomllib.loads(path.read_text())
+        settings = load_settings(path)
+        assert settings.transport in ("stdio", "http", "sse")
+        make_tokens(settings.auth_tokens, "auth_tokens")  # the example token passes our own checks
+    client = json.loads((CONFIGS / "http_client_mcp.json").read_text())
+    server = load_settings(CONFIGS / "http_server.toml")
+    assert _server_entry(client)["headers"]["Authorization"] == f"Bearer {server.auth_tokens[0]['token']}"
+
+
+def test_claude_code_line() -> None:
+    line = next(x for x in (CONFIGS / "claude_code.sh").read_text().splitlines() if x.startswith("claude "))
+    words = shlex.split(line)
+    assert words[:4] == ["claude", "mcp", "add", "tiermem"]
+    command = words[words.index("--") + 1 :]
+    assert command[0] == "tiermem" and command[1] == "serve"
+
+
+SMITHERY_ENV = """
+const fn = eval(process.argv[1]);  // with -e, argv[1] is the first argument after the script
+process.stdout.write(JSON.stringify(fn(JSON.parse(process.argv[2]))));
+"""
+
+
+def test_smithery_yaml() -> None:
+    doc = yaml.safe_load((ROOT / "smithery.yaml").read_text())
+    start = doc["startCommand"]
+    assert start["type"] == "stdio"
+    schema = start["configSchema"]
+    assert schema["type"] == "object"
+    types = {"string": str, "boolean": bool, "integer": int}
+    for name, prop in schema["properties"].items():
+        assert prop["type"] in types and prop.get("description"), name
+        if "default" in prop:
+            assert isinstance(prop["default"], types[prop["type"]]), name
+    for key, value in start["exampleConfig"].items():
+        assert isinstance(value, types[schema["properties"][key]["type"]])
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    config = {"agent": "work", "dataDir": "/tmp/x", "tools": "minimal", "agentLoop": True, "anthropicApiKey": "k"}
+    out = subprocess.run([node, "-e", SMITHERY_ENV, start["commandFunction"], json.dumps(config)], capture_output=True,
+                         text=True, timeout=60, check=True)
+    result = json.loads(out.stdout)
+    assert result["command"] == "tiermem" and result["args"] == ["serve"]
+    assert result["env"] == {"TIERMEM_AGENT": "work", "TIERMEM_DATA_DIR": "/tmp/x", "TIERMEM_TOOLS": "minimal",
+                             "TIERMEM_AGENT_LOOP": "true", "ANTHROPIC_API_KEY": "k"}
+    for key in result["env"]:
+        assert key == "ANTHROPIC_API_KEY" or key.removeprefix("TIERMEM_").lower() in Settings.model_fields
+    empty = subprocess.run([node, "-e", SMITHERY_ENV, start["commandFunction"], "{}"], capture_output=True, text=True,
+                           timeout=60, check=True)
+    assert json.loads(empty.stdout)["env"] == {}  # nothing set: the defaults apply
+
+
+@pytest.mark.parametrize("host", ["claude-desktop", "claude-code", "cursor", "vscode", "http"])
+def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) -> None:
+    done = subprocess.run([PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")],
+                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    if host == "claude-code":
+        words = shlex.split(out)
+        command = words[words.index("--") + 1 :]
+        assert Path(command[0]).is_absolute() and Path(command[0]).exists() and command[1:] == ["serve", "--agent", "work"]
+        assert f"TIERMEM_DATA_DIR={tmp_path / 'd'}" in words
+    elif host == "http":
+        settings = load_settings(_write(tmp_path, out))
+        assert settings.transport == "http" and settings.auth_tokens[0]["agents"] == ["work"]
+        assert len(make_tokens(settings.auth_tokens, "auth_tokens")) == 1
+    else:
+        entry = _server_entry(json.loads(out))
+        assert Path(entry["command"]).exists() and entry["args"] == ["serve", "--agent", "work"]
+        assert entry["env"]["TIERMEM_DATA_DIR"] == str(tmp_path / "d")
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "http.toml"
+    path.write_text(text)
+    return path

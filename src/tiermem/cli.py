@@ -35,6 +35,7 @@ EXAMPLES = {
     "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
     "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
     "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
+    "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
@@ -135,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     b_hist.add_argument("label")
     b_hist.add_argument("--limit", type=int, default=20)
     b_hist.add_argument("--json", action="store_true")
+    b_edit = bsp.add_parser("edit", help="edit a block's value in $EDITOR (saved as a new version when changed)")
+    _common(b_edit)
+    b_edit.add_argument("label")
     b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
     _common(b_rev)
     b_rev.add_argument("label")
@@ -161,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--format", choices=["af", "jsonl"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
+    srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
+    _common(srch)
+    srch.add_argument("query")
+    which = srch.add_mutually_exclusive_group()
+    which.add_argument("--archival", action="store_true", help="archival passages only")
+    which.add_argument("--recall", action="store_true", help="conversation messages only")
+    srch.add_argument("--limit", type=int, default=5, help="results per memory (default 5, at most 100)")
+    srch.add_argument("--tags", help="archival: comma-separated tags (any of them)")
+    srch.add_argument("--json", action="store_true")
     cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
     _common(cfg)
     cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
@@ -301,6 +314,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return _blocks(memory, settings, args)
+    if args.command == "search":
+        return _search(memory, settings, args)
     if args.command in ("import", "export"):
         return _interop(memory, settings, args)
     if args.command == "optimize":
@@ -332,6 +347,79 @@ def _interop(memory: Memory, settings: Settings, args: argparse.Namespace) -> in
     report = run_export(memory, agent=args.name, fmt=fmt, output=args.output, vectors=args.vectors)
     if args.output not in (None, "-"):
         print(json.dumps(report), file=sys.stderr)
+    return 0
+
+
+def _edit_block(memory: Memory, agent_id: str, label: str) -> None:
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    from .blocks import Rethink
+
+    block = memory.block(agent_id, label)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, path = tempfile.mkstemp(prefix=f"tiermem-{label}-", suffix=".md")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(block.value)
+    try:
+        done = subprocess.run([*shlex.split(editor), path], check=False)
+    except OSError as exc:
+        os.unlink(path)
+        raise TiermemError(f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. EDITOR=nano).") from exc
+    if done.returncode != 0:
+        os.unlink(path)
+        raise TiermemError(f"The editor exited with status {done.returncode}; the block was not changed.")
+    value = open(path, encoding="utf-8").read()
+    if value == block.value:
+        os.unlink(path)
+        print(f"{label}: unchanged (version {block.version})")
+        return
+    current = memory.block(agent_id, label)
+    if current.version != block.version:
+        raise TiermemError(
+            f"{label} changed while you were editing (version {block.version} -> {current.version}); nothing was "
+            f"written. Your text is kept in {path}: run `tiermem blocks edit {label}` again and merge it."
+        )
+    try:
+        saved = memory.edit(agent_id, label, Rethink(value, operation="edit", check_line_numbers=False), actor="human")
+    except TiermemError as exc:
+        raise TiermemError(f"{exc} Nothing was written; your text is kept in {path}.") from exc
+    os.unlink(path)
+    print(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
+
+
+def _search(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    archive = memory.archive
+    assert archive is not None
+    if not 1 <= args.limit <= 100:
+        raise TiermemError(f"--limit must be from 1 to 100, got {args.limit}.")
+    agent = memory.ensure_agent(settings.agent)
+    rows: list[dict[str, Any]] = []
+    if not args.recall:
+        tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
+        for h in archive.search(agent.id, args.query, tags=tags, top_k=args.limit).hits:
+            rows.append({"memory": "archival", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+                         "where": ",".join(h.tags), "content": h.content, "id": h.id})
+    if not args.archival:
+        for h in archive.conversation_search(agent.id, args.query, limit=args.limit).hits:
+            rows.append({"memory": "recall", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+                         "where": h.role or "", "content": h.content, "id": h.id})
+    if args.json:
+        _print(rows, True)
+        return 0
+    if not rows:
+        print("no results")
+        return 0
+    import shutil
+
+    width = max(40, shutil.get_terminal_size((120, 20)).columns - 62)
+    print(f"{'memory':8s}  {'score':>6s}  {'time':19s}  {'role/tags':18s}  content")
+    for r in rows:
+        text = " ".join(r["content"].split())
+        text = text if len(text) <= width else text[: width - 1] + "…"
+        print(f"{r['memory']:8s}  {r['score']:6.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
     return 0
 
 
@@ -402,6 +490,8 @@ def _blocks(memory: Memory, settings: Settings, args: argparse.Namespace) -> int
             [{"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation, "actor": v.actor, "value": v.value if args.json else v.value[:60].replace("\n", "⏎")} for v in versions],
             args.json,
         )
+    elif args.action == "edit":
+        _edit_block(memory, agent.id, args.label)
     elif args.action == "revert":
         b = memory.revert(agent.id, args.label, args.version, actor="human")
         print(f"{b.label}: reverted to version {args.version} as version {b.version}")

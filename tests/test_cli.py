@@ -1,0 +1,74 @@
+"""The command line as a user runs it: help with examples, blocks edit in $EDITOR, search from the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tiermem.cli import build_parser
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+
+def tiermem(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")], capture_output=True,
+                          text=True, cwd=ROOT, env=server_env(tmp_path, **env), timeout=120, check=False)
+
+
+def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"serve", "agents", "blocks", "search", "import", "export", "config", "chat", "doctor"} <= set(commands)
+    for name in commands:
+        with pytest.raises(SystemExit):
+            parser.parse_args([name, "--help"])
+        out = capsys.readouterr().out
+        assert "example:\n  tiermem" in out or "ANTHROPIC_API_KEY=" in out, name
+
+
+def _editor(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "editor.sh"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_blocks_edit_in_editor(tmp_path: Path) -> None:
+    assert tiermem(tmp_path, "blocks", "set", "human", "Name: Ada").returncode == 0
+    edit = _editor(tmp_path, 'printf "Name: Ada\\nLikes tea" > "$1"')
+    done = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=edit)
+    assert done.returncode == 0, done.stderr
+    assert "version 3" in done.stdout
+    assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
+    history = json.loads(tiermem(tmp_path, "blocks", "history", "human", "--json").stdout)
+    assert history[0]["actor"] == "human" and history[0]["operation"] == "edit"
+    same = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "true"))
+    assert same.returncode == 0 and "unchanged" in same.stdout
+    failed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "exit 3"))
+    assert failed.returncode == 1 and "status 3" in failed.stderr
+    too_long = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "printf '%06000d' 0 > \"$1\""))
+    assert too_long.returncode == 1 and "5000 character limit" in too_long.stderr and "your text is kept in" in too_long.stderr
+    assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
+
+
+def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
+    graph = tmp_path / "memory.jsonl"
+    graph.write_text(json.dumps({"type": "entity", "name": "Launch", "entityType": "event",
+                                 "observations": ["The launch is on 3 March"]}) + "\n")
+    assert tiermem(tmp_path, "import", str(graph)).returncode == 0
+    table = tiermem(tmp_path, "search", "when is the launch", "--archival")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:3] == ["memory", "score", "time"] and "archival" in lines[1] and "3 March" in lines[1]
+    rows = json.loads(tiermem(tmp_path, "search", "launch", "--json").stdout)
+    assert rows[0]["memory"] == "archival" and "type:event" in rows[0]["where"]
+    none = tiermem(tmp_path, "search", "launch", "--recall")
+    assert none.stdout.strip() == "no results"
+    bad = tiermem(tmp_path, "search", "x", "--limit", "1000")
+    assert bad.returncode == 1 and "limit" in bad.stderr

@@ -72,3 +72,40 @@ def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     assert none.stdout.strip() == "no results"
     bad = tiermem(tmp_path, "search", "x", "--limit", "1000")
     assert bad.returncode == 1 and "limit" in bad.stderr
+
+
+def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    """Every shell line of README's five-minute tour, run literally (the host's part is simulated)."""
+    readme = (ROOT / "README.md").read_text()
+    tour = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    lines = []
+    for block in tour.split("```bash")[1:]:
+        for line in block.split("```", 1)[0].splitlines():
+            command = line.split("#", 1)[0].strip() if not line.strip().startswith("#") else ""
+            if command and not command.startswith("pip install"):
+                lines.append(command)
+    assert lines[0] == "tiermem config claude-desktop" and any(x.startswith("tiermem export") for x in lines)
+    env = server_env(tmp_path, HOME=str(tmp_path / "home"), EDITOR="true")
+    env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
+    work = tmp_path / "work"
+    work.mkdir()
+    for n, command in enumerate(lines):
+        if n == 2:  # step 3: the model edits the human block through the MCP tools
+            from tiermem.config import load_settings
+            from tiermem.factory import open_memory
+
+            data = tmp_path / "home" / ".local" / "share" / "tiermem"
+            m = open_memory(load_settings(data_dir=data, embedding_model="hashing"))
+            agent = m.ensure_agent("default")
+            from tiermem.blocks import Append
+
+            m.edit(agent.id, "human", Append("Name: Ada. Works on compilers. Prefers tea."))
+            m.archive.insert(agent.id, "Ada drinks green tea, never coffee.")  # type: ignore[union-attr]
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=work, env={**env, "XDG_DATA_HOME": str(tmp_path / "home" / ".local" / "share")},
+                              timeout=120, check=False)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        if command == "tiermem blocks show human":
+            assert "Prefers tea" in done.stdout
+        if command.startswith("tiermem search"):
+            assert "green tea" in done.stdout
+    assert (work / "default.af").exists() and (work / "backup.jsonl").exists()

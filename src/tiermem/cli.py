@@ -314,6 +314,11 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return _blocks(memory, settings, args)
+    if args.command in ("search", "import"):
+        # These embed text: load the model now (a background load would leave search on keywords only, and
+        # a background backfill thread still writing when the process exits).
+        assert memory.archive is not None
+        memory.archive.embedder.wait(None)
     if args.command == "search":
         return _search(memory, settings, args)
     if args.command in ("import", "export"):

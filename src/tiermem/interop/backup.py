@@ -3,7 +3,7 @@ conversation state, message and passage, with ids and timestamps; vectors option
 
 Restore validates every line first, then inserts only rows whose key is not stored yet, agents
 last: restoring twice, or after an interruption, writes nothing twice. Rows restored without
-vectors (or from another embedding model) are embedded in the background after the restore.
+vectors (or from another embedding model) are embedded before the restore returns.
 """
 
 from __future__ import annotations
@@ -111,5 +111,6 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     finally:
         progress.close()
     if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
-        memory.archive.start_backfill()
+        memory.archive.embedder.wait(None)
+        inserted["embedded"] = memory.archive.backfill_now()
     return inserted

@@ -7,13 +7,13 @@ commands that need them, so ``tiermem --help`` and the stdio handshake stay fast
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import TiermemError
+from .cli_commands import agent_set_command, blocks_command, interop_command, print_rows, search_command
 from .factory import open_memory
 
 if TYPE_CHECKING:
@@ -267,16 +267,6 @@ def _check_bind(settings: Settings, tokens: list[Any]) -> None:
         )
 
 
-def _print(obj: Any, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-    elif isinstance(obj, str):
-        print(obj)
-    else:
-        for row in obj:
-            print("  ".join(f"{v}" for v in row.values()))
-
-
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.command == "serve":
@@ -305,202 +295,29 @@ def run_command(args: argparse.Namespace) -> int:
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "list":
-            _print([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
+            print_rows([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
         elif args.action == "set":
-            _agent_set(memory, settings, args)
+            agent_set_command(memory, settings, args)
         else:
             agent = memory.create_agent(args.name, system=args.system)
             print(f"created agent {agent.name} ({agent.id})")
         return 0
     if args.command == "blocks":
-        return _blocks(memory, settings, args)
+        return blocks_command(memory, settings, args)
     if args.command in ("search", "import"):
         # These embed text: load the model now (a background load would leave search on keywords only, and
         # a background backfill thread still writing when the process exits).
         assert memory.archive is not None
         memory.archive.embedder.wait(None)
     if args.command == "search":
-        return _search(memory, settings, args)
+        return search_command(memory, settings, args)
     if args.command in ("import", "export"):
-        return _interop(memory, settings, args)
+        return interop_command(memory, settings, args)
     if args.command == "optimize":
         for table, outcome in memory.store.optimize().items():
             print(f"{table}: {outcome}")
         return 0
     raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
-
-
-def _interop(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from .interop.commands import run_export, run_import
-
-    if args.command == "import":
-        report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
-                            replace=args.replace)
-        if args.json:
-            _print(report, True)
-        else:
-            for key, value in report.items():
-                if key == "notes":
-                    for note in value:
-                        print(f"note: {note}", file=sys.stderr)
-                elif value not in ([], None):
-                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
-        return 0
-    fmt = args.format
-    if args.output and args.output.endswith(".jsonl") and fmt == "af" and args.name is None:
-        fmt = "jsonl"
-    report = run_export(memory, agent=args.name, fmt=fmt, output=args.output, vectors=args.vectors)
-    if args.output not in (None, "-"):
-        print(json.dumps(report), file=sys.stderr)
-    return 0
-
-
-def _edit_block(memory: Memory, agent_id: str, label: str) -> None:
-    import os
-    import shlex
-    import subprocess
-    import tempfile
-
-    from .blocks import Rethink
-
-    block = memory.block(agent_id, label)
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, path = tempfile.mkstemp(prefix=f"tiermem-{label}-", suffix=".md")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(block.value)
-    try:
-        done = subprocess.run([*shlex.split(editor), path], check=False)
-    except OSError as exc:
-        os.unlink(path)
-        raise TiermemError(f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. EDITOR=nano).") from exc
-    if done.returncode != 0:
-        os.unlink(path)
-        raise TiermemError(f"The editor exited with status {done.returncode}; the block was not changed.")
-    value = open(path, encoding="utf-8").read()
-    if value == block.value:
-        os.unlink(path)
-        print(f"{label}: unchanged (version {block.version})")
-        return
-    current = memory.block(agent_id, label)
-    if current.version != block.version:
-        raise TiermemError(
-            f"{label} changed while you were editing (version {block.version} -> {current.version}); nothing was "
-            f"written. Your text is kept in {path}: run `tiermem blocks edit {label}` again and merge it."
-        )
-    try:
-        saved = memory.edit(agent_id, label, Rethink(value, operation="edit", check_line_numbers=False), actor="human")
-    except TiermemError as exc:
-        raise TiermemError(f"{exc} Nothing was written; your text is kept in {path}.") from exc
-    os.unlink(path)
-    print(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
-
-
-def _search(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    archive = memory.archive
-    assert archive is not None
-    if not 1 <= args.limit <= 100:
-        raise TiermemError(f"--limit must be from 1 to 100, got {args.limit}.")
-    agent = memory.ensure_agent(settings.agent)
-    rows: list[dict[str, Any]] = []
-    if not args.recall:
-        tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
-        for h in archive.search(agent.id, args.query, tags=tags, top_k=args.limit).hits:
-            rows.append({"memory": "archival", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
-                         "where": ",".join(h.tags), "content": h.content, "id": h.id})
-    if not args.archival:
-        for h in archive.conversation_search(agent.id, args.query, limit=args.limit).hits:
-            rows.append({"memory": "recall", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
-                         "where": h.role or "", "content": h.content, "id": h.id})
-    if args.json:
-        _print(rows, True)
-        return 0
-    if not rows:
-        print("no results")
-        return 0
-    import shutil
-
-    width = max(40, shutil.get_terminal_size((120, 20)).columns - 62)
-    print(f"{'memory':8s}  {'score':>6s}  {'time':19s}  {'role/tags':18s}  content")
-    for r in rows:
-        text = " ".join(r["content"].split())
-        text = text if len(text) <= width else text[: width - 1] + "…"
-        print(f"{r['memory']:8s}  {r['score']:6.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
-    return 0
-
-
-def _agent_set(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
-    # The configured agent is created on first use, as by every other command; others must exist.
-    agent = memory.ensure_agent(args.name) if args.name == settings.agent else memory.get_agent(args.name)
-    updates: dict[str, str] = {}
-    if args.agent_type is not None:
-        updates["agent_type"] = args.agent_type
-    if args.sleeptime is not None:
-        if args.sleeptime < 0:
-            raise TiermemError("--sleeptime must be 0 (off) or a positive number of turns.")
-        updates["sleeptime_frequency"] = str(args.sleeptime)
-    if args.autoclear is not None:
-        updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
-    system = sys.stdin.read() if args.system == "-" else args.system
-    if not updates and system is None:
-        raise TiermemError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
-    agent = memory.set_agent_metadata(agent.id, updates, system=system)
-    if args.json:
-        _print({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
-    else:
-        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())) or "defaults"
-        print(f"{agent.name}: {settings_text}")
-
-
-def _blocks(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from .blocks import Rethink
-    from .config import BlockSpec
-
-    agent = memory.ensure_agent(settings.agent)
-    if args.action == "list":
-        rows = [
-            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "version": b.version, "id": b.id}
-            for b in memory.blocks(agent.id)
-        ]
-        _print(rows, args.json)
-    elif args.action == "show":
-        if args.core or not args.label:
-            print(memory.render_core(agent.id))
-        else:
-            b = memory.block(agent.id, args.label)
-            if args.json:
-                _print({"label": b.label, "value": b.value, "limit": b.limit, "description": b.description, "read_only": b.read_only, "version": b.version, "id": b.id}, True)
-            else:
-                print(b.value)
-    elif args.action == "set":
-        if args.value is not None:
-            value = sys.stdin.read() if args.value == "-" else args.value
-            b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
-            print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
-        if args.description is not None or args.limit is not None or args.read_only is not None:
-            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit, read_only=args.read_only)
-            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}")
-        if args.value is None and args.description is None and args.limit is None and args.read_only is None:
-            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable.")
-    elif args.action == "create":
-        spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
-        b = memory.create_block(agent.id, spec, actor="human")
-        print(f"created block {b.label} ({b.id})")
-    elif args.action == "attach":
-        source = memory.get_agent(args.source)
-        b = memory.attach(agent.id, memory.block(source.id, args.label).id)
-        print(f"attached block {b.label} ({b.id}) from {source.name} to {agent.name}")
-    elif args.action == "history":
-        versions = memory.history(agent.id, args.label, args.limit)
-        _print(
-            [{"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation, "actor": v.actor, "value": v.value if args.json else v.value[:60].replace("\n", "⏎")} for v in versions],
-            args.json,
-        )
-    elif args.action == "edit":
-        _edit_block(memory, agent.id, args.label)
-    elif args.action == "revert":
-        b = memory.revert(agent.id, args.label, args.version, actor="human")
-        print(f"{b.label}: reverted to version {args.version} as version {b.version}")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

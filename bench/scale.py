@@ -135,13 +135,10 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
         out["insert_embed_s"] = round(timed.seconds, 1)
         out["insert_storage_overhead"] = round((total - timed.seconds) / total, 3)
         out["insert_per_s"] = round(n / total, 1)
-    # Messages too, so conversation_search is measured on a table of the same size.
+    # Messages too, so conversation_search is measured on a table of the same size (copied as Arrow, in
+    # slices: at 1M rows Python lists of vectors would need ~12 GB).
     t = time.perf_counter()
-    rows = memory.store.all_rows("passages")
-    memory.store.add_rows("messages", [
-        {"id": f"message-{r['id']}", "agent_id": agent, "conversation_id": "bench", "seq": i, "role": "user",
-         "content": r["content"], "payload": "", "text": f"user: {r['content']}", "created_us": r["created_us"],
-         "vector": r["vector"]} for i, r in enumerate(rows)])
+    _copy_to_messages(memory, agent)
     out["messages_copy_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
     memory.store.optimize()
@@ -153,7 +150,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
 def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict[str, Any]:
     """Search latency in process and over stdio, vector recall@10 and server RSS on a built store."""
     out: dict[str, Any] = {"indexes": memory.store.index_health()["passages"]}
-    rows = memory.store.all_rows("passages")
+    rows = _vectors(memory)
     # In process: the library call, query embedding included.
     lat = []
     for q in queries:
@@ -200,9 +197,40 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
     return {"insert_total_s": round(total, 1), "insert_per_s": round(len(items) / total, 1), "insert_embed_s": 0.0}
 
 
-def _recall(memory: Any, agent: str, queries: list[str], rows: list[dict[str, Any]]) -> float:
-    ids = [r["id"] for r in rows]
-    matrix = np.asarray([r["vector"] for r in rows], dtype=np.float32)
+def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
+    """(ids, unit vectors) of every passage, straight from Arrow (the bench may reach into the store)."""
+    table = memory.store._tables["passages"].to_arrow().select(["id", "vector"])
+    dim = memory.store.embedding_dim
+    matrix = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim).astype(np.float32)
+    return table.column("id").to_pylist(), matrix
+
+
+def _copy_to_messages(memory: Any, agent: str) -> None:
+    import pyarrow as pa
+
+    source = memory.store._tables["passages"].to_arrow()
+    target = memory.store._tables["messages"]
+    schema = target.schema
+    for start in range(0, source.num_rows, 100_000):
+        part = source.slice(start, 100_000)
+        n = part.num_rows
+        columns = {
+            "id": pa.array([f"message-{i}" for i in part.column("id").to_pylist()]),
+            "agent_id": pa.array([agent] * n),
+            "conversation_id": pa.array(["bench"] * n),
+            "seq": pa.array(range(start, start + n), pa.int64()),
+            "role": pa.array(["user"] * n),
+            "content": part.column("content"),
+            "payload": pa.array([""] * n),
+            "text": pa.array([f"user: {c}" for c in part.column("content").to_pylist()]),
+            "created_us": part.column("created_us"),
+            "vector": part.column("vector"),
+        }
+        target.add(pa.table([columns[f.name] for f in schema], schema=schema))
+
+
+def _recall(memory: Any, agent: str, queries: list[str], rows: tuple[list[str], np.ndarray]) -> float:
+    ids, matrix = rows
     found = 0
     for q in queries:
         vec = memory.archive.embedder.embed([q])[0]

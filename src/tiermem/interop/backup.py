@@ -59,13 +59,18 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
         raise ValidationError(f"Cannot read {path}: {exc}.") from exc
 
 
-def is_backup(path: Path) -> bool:
+def first_record_type(path: Path) -> str | None:
+    """The ``type`` of a JSON-lines file's first record (None: not JSON lines), to tell formats apart."""
     try:
         with path.open(encoding="utf-8") as f:
             first = json.loads(f.readline() or "null")
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return isinstance(first, dict) and first.get("type") == HEADER
+        return None
+    return str(first.get("type")) if isinstance(first, dict) else None
+
+
+def is_backup(path: Path) -> bool:
+    return first_record_type(path) == HEADER
 
 
 def import_backup(memory: Memory, path: Path) -> dict[str, int]:

@@ -31,12 +31,9 @@ TEXT_SUFFIXES = {".md", ".txt", ".markdown", ".json", ".yaml", ".yml", ".toml", 
 
 
 def is_memory_graph(path: Path) -> bool:
-    try:
-        with path.open(encoding="utf-8") as f:
-            first = json.loads(f.readline() or "null")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return isinstance(first, dict) and first.get("type") in ("entity", "relation")
+    from .backup import first_record_type
+
+    return first_record_type(path) in ("entity", "relation")
 
 
 def graph_passages(path: Path) -> list[tuple[str, list[str]]]:

@@ -294,3 +294,21 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     assert done.returncode == 0 and f"imported: {name}" in done.stdout
     missing = run("export", "nobody", "-o", str(tmp_path / "x.af"), "--data-dir", a)
     assert missing.returncode == 1 and "nobody" in missing.stderr and not (tmp_path / "x.af").exists()
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    import io
+
+    from tiermem.interop.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress("importing", 3, stream)
+        for _ in range(3):
+            bar.advance()
+        bar.close()
+    assert tty.getvalue().rstrip().endswith("[" + "#" * 30 + "] 3/3") and pipe.getvalue() == ""

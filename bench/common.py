@@ -37,7 +37,8 @@ def machine() -> dict[str, Any]:
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu}
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu,
+            "load_avg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def bench_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:

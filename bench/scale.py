@@ -13,6 +13,8 @@ separately from storage time with a timing wrapper around the embedder.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import sys
 import tempfile
@@ -24,7 +26,7 @@ import anyio
 import numpy as np
 from mcp import Client, StdioServerParameters
 
-from .common import ROOT, bench_env, save, stats
+from .common import RESULTS, ROOT, bench_env, save, stats
 
 NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena", "Mateo",
          "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Ximena", "Yusuf", "Zoe"]
@@ -123,6 +125,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     agent = memory.ensure_agent("default").id
     items = [passage(rng, i) for i in range(n)]
     out: dict[str, Any] = {"passages": n, "vectors": "synthetic (clustered, from real query space)" if synthetic else "MiniLM"}
+    (data_dir / "bench-scale.json").write_text(json.dumps({"passages": n, "vectors": out["vectors"]}))
     started = time.perf_counter()
     if synthetic:
         out.update(_insert_synthetic(memory, agent, items, rng))
@@ -137,12 +140,14 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
         out["insert_per_s"] = round(n / total, 1)
     # Messages too, so conversation_search is measured on a table of the same size (copied as Arrow, in
     # slices: at 1M rows Python lists of vectors would need ~12 GB).
+    _progress(n, "inserted", out, data_dir)
     t = time.perf_counter()
     _copy_to_messages(memory, agent)
     out["messages_copy_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
     memory.store.optimize()
     out["optimize_index_s"] = round(time.perf_counter() - t, 1)
+    _progress(n, "indexed", out, data_dir)
     out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]))
     return out
 
@@ -174,9 +179,16 @@ def remeasure(data_dir: Path) -> dict[str, Any]:
     n = memory.store.count("passages")
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
-    out = {"passages": n, "vectors": "MiniLM", "remeasured": True}
+    marker = data_dir / "bench-scale.json"
+    vectors = json.loads(marker.read_text())["vectors"] if marker.exists() else "as stored by the run that built it"
+    out = {"passages": n, "vectors": vectors, "remeasured": True}
     out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(120)]))
     return out
+
+
+def _progress(n: int, phase: str, out: dict[str, Any], data_dir: Path) -> None:
+    """One line per phase, so a long run can be followed in its log."""
+    print(f"   {time.strftime('%H:%M:%S')} {n} {phase} (load {os.getloadavg()[0]:.2f}, {data_dir}): {out}", flush=True)
 
 
 def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]], rng: random.Random) -> dict[str, Any]:
@@ -259,7 +271,10 @@ def main() -> None:
     if args.million:
         print("-- 1000000 passages (synthetic vectors)", flush=True)
         results["1000000"] = run_size(1_000_000, True, rng)
-    save("scale", results)
+        print(results["1000000"], flush=True)
+    # Merge with the sizes an earlier run measured (a `--million`-only run must not drop the 10k/100k rows).
+    previous = json.loads(RESULTS.read_text()).get("scale", {}).get("result", {}) if RESULTS.exists() else {}
+    save("scale", {**previous, **results})
     print(f"{'passages':>9s} {'insert/s':>9s} {'storage%':>9s} {'index s':>8s} {'search p50':>11s} {'p95':>7s} "
           f"{'stdio arch p50':>15s} {'p95':>7s} {'stdio conv p50':>15s} {'p95':>7s} {'recall@10':>9s} {'RSS MB':>7s}")
     for n, r in results.items():

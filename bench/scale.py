@@ -4,6 +4,7 @@ vector recall@10 against exact search, and the server's resident memory.
     python -m bench scale                    # 10k and 100k passages, real MiniLM embeddings
     python -m bench scale --sizes 10000      # one size
     python -m bench scale --million          # adds 1M passages with synthetic vectors (storage scale)
+    python -m bench scale --probe DIR        # read-only: search a store whose indexes may still be building
 
 Passages are generated from seeded templates (names, places, activities, dates), so every run
 sees the same data. Insertion goes through the public Archive API; embedding time is measured
@@ -191,6 +192,55 @@ def _progress(n: int, phase: str, out: dict[str, Any], data_dir: Path) -> None:
     print(f"   {time.strftime('%H:%M:%S')} {n} {phase} (load {os.getloadavg()[0]:.2f}, {data_dir}): {out}", flush=True)
 
 
+def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> dict[str, Any]:
+    """Read-only look at a (large) store another process may still be indexing: per query, the exact numpy
+    scan, LanceDB's vector search with tiermem's ANN settings (a flat scan while the table has no vector index)
+    and its full-text search, each with recall@10 of the vector search against the exact scan. It opens the
+    tables with lancedb directly (tiermem's own open could start building indexes); the query model comes from a
+    throwaway store."""
+    import lancedb
+
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+    from tiermem.store import _RESULT_COLUMNS, VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
+
+    scratch = Path(tempfile.mkdtemp(prefix="tiermem-probe-"))
+    embedder = open_memory(load_settings(data_dir=scratch, embedding_model="default", optimize_every=0)).archive.embedder
+    embedder.wait(None)
+    table = lancedb.connect(str(data_dir / "db")).open_table(table_name)
+    indices = [i.index_type for i in table.list_indices()]
+    t = time.perf_counter()
+    arrow = table.to_arrow().select(["id", "vector"])
+    ids = arrow.column("id").to_pylist()
+    matrix = arrow.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1).astype(np.float32)
+    load_s = time.perf_counter() - t
+    rng = random.Random(99)
+    items = [passage(random.Random(i), i) for i in range(1000)]
+    queries = [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(n_queries + 5)]
+    lat: dict[str, list[float]] = {"embed query": [], "exact numpy": [], "lancedb vector": [], "lancedb fts": []}
+    found = 0
+    cols = [*_RESULT_COLUMNS[table_name], "_distance"]
+    for q in queries:
+        t = time.perf_counter()
+        vec = np.asarray(embedder.embed([q])[0], dtype=np.float32)
+        lat["embed query"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        exact = {ids[i] for i in np.argpartition(-(matrix @ vec), 10)[:10]}
+        lat["exact numpy"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        got = table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine").select(cols) \
+            .nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE).limit(10).to_list()
+        lat["lancedb vector"].append(time.perf_counter() - t)
+        found += len(exact & {r["id"] for r in got})
+        if "FTS" in indices:
+            t = time.perf_counter()
+            table.search(q, query_type="fts", fts_columns="text").select(cols[:-1] + ["_score"]).limit(10).to_list()
+            lat["lancedb fts"].append(time.perf_counter() - t)
+    return {"table": table_name, "rows": len(ids), "indexes": indices, "vectors_load_s": round(load_s, 1),
+            "vector_recall_at_10": round(found / (10 * len(queries)), 3), "load_avg": os.getloadavg(),
+            "latency": {k: stats(v[5:]) for k, v in lat.items() if v}}
+
+
 def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]], rng: random.Random) -> dict[str, Any]:
     """Real MiniLM vectors for a pool of passages, reused with noise: storage and index scale, not model scale."""
     pool = [t for t, _ in items[:2000]]
@@ -257,9 +307,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--million", action="store_true", help="also 1M passages with synthetic vectors")
     parser.add_argument("--measure", type=Path, help="re-measure search on a store an earlier run built (its data dir)")
+    parser.add_argument("--probe", type=Path, help="read-only search probe of a store (its data dir); see probe()")
+    parser.add_argument("--table", default="messages", help="with --probe: messages or passages")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}
+    if args.probe:
+        results[f"probe {args.probe.name}"] = probe(args.probe, args.table)
+        print(json.dumps(results, indent=1), flush=True)
+        previous = json.loads(RESULTS.read_text()).get("scale", {}).get("result", {}) if RESULTS.exists() else {}
+        save("scale", {**previous, **results})
+        return
     if args.measure:
         results[f"{args.measure.name}"] = remeasure(args.measure)
         print(results, flush=True)

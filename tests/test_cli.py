@@ -72,6 +72,9 @@ def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     assert none.stdout.strip() == "no results"
     bad = tiermem(tmp_path, "search", "x", "--limit", "1000")
     assert bad.returncode == 1 and "limit" in bad.stderr
+    typo = tiermem(tmp_path, "search", "launch", "--agent", "defualt")
+    assert typo.returncode == 1 and "No agent named 'defualt' (agents: default)" in typo.stderr
+    assert "defualt" not in tiermem(tmp_path, "agents", "list").stdout
 
 
 def test_readme_tour_runs_as_written(tmp_path: Path) -> None:

@@ -95,7 +95,8 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     assert archive is not None
     if not 1 <= args.limit <= 100:
         raise TiermemError(f"--limit must be from 1 to 100, got {args.limit}.")
-    agent = memory.ensure_agent(settings.agent)
+    # Read-only: a mistyped --agent names the agents instead of creating an empty one.
+    agent = memory.ensure_agent(settings.agent) if settings.agent == "default" else memory.get_agent(settings.agent)
     rows: list[dict[str, Any]] = []
     if not args.recall:
         tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None

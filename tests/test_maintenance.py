@@ -6,8 +6,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
+import tiermem.embeddings as emb
 from tiermem.cli import open_memory
 from tiermem.config import load_settings
+from tiermem.maintenance import doctor
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -85,3 +89,16 @@ def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     keyless = run(tmp_path, "doctor", env={"TIERMEM_AGENT_LOOP": "true", "TIERMEM_LLM_PROVIDER": "anthropic",
                                            "ANTHROPIC_API_KEY": ""})
     assert keyless.returncode == 1 and "[FAIL] agent loop" in keyless.stdout and "ANTHROPIC_API_KEY" in keyless.stdout
+
+
+def test_doctor_reports_a_corrupt_model_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    _, tokenizer_dir = emb.packaged_minilm_files()
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not a model")
+    monkeypatch.setattr(emb, "packaged_minilm_files", lambda: (fake, tokenizer_dir))
+    code = doctor(load_settings(data_dir=tmp_path / "data", embedding_model="default"), as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["healthy"] is False
+    model = next(c for c in report["checks"] if c["check"] == "embedding model")
+    assert model["ok"] is False and "sha256" in model["detail"] and "reinstall" in model["fix"]

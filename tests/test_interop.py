@@ -208,6 +208,21 @@ def test_agent_file_round_trip_loses_nothing(mem: Memory, tmp_path: Path) -> Non
     assert _snapshot(third, "orig") == _snapshot(mem, "orig")
 
 
+def test_exported_agents_carry_the_model_settings_letta_requires(mem: Memory, tmp_path: Path) -> None:
+    # Letta refuses to create an agent without llm_config and embedding_config.
+    _populate(mem)
+    native = agentfile.export_agent_file(mem, "orig")["agents"][0]
+    assert {"model", "model_endpoint_type", "context_window"} <= set(native["llm_config"])
+    assert {"embedding_endpoint_type", "embedding_model", "embedding_dim"} <= set(native["embedding_config"])
+    for name, agent in (("loop.af", "Loop"), ("memgpt_agent_with_convo_v1.af", None)):
+        original = load(name)
+        source = original["agents"][0] if "agents" in original else original
+        run_import(mem, FIXTURES / name, fmt="af", agent="default", rename=None, replace=False)
+        exported = agentfile.export_agent_file(mem, agent or source["name"])["agents"][0]
+        assert exported["llm_config"] == source["llm_config"]
+        assert exported["embedding_config"] == source["embedding_config"]
+
+
 def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> None:
     _populate(mem)
     mem.edit(mem.get_agent("orig").id, "human", __import__("tiermem.blocks", fromlist=["Append"]).Append("Name: Ada"))

@@ -162,6 +162,10 @@ def _plan_agent(
     model = (agent.get("llm_config") or {}).get("model") if isinstance(agent.get("llm_config"), dict) else None
     if model:
         metadata["letta_model"] = str(model)
+    # Letta will not create an agent without model settings; keep them so an export can hand them back.
+    for key in ("llm_config", "embedding_config"):
+        if isinstance(agent.get(key), dict):
+            metadata[f"letta_{key}"] = json.dumps(agent[key], sort_keys=True)
     # blocks: shared ones are listed by several agents; inline memory_blocks belong to this agent only
     specs: list[tuple[str, BlockSpec]] = []
     for ref in agent.get("block_ids") or []:
@@ -320,7 +324,7 @@ def _from_single_agent(d: JSON) -> JSON:
     agent = {
         "id": "agent-0", "name": d.get("name"), "system": d.get("system"), "agent_type": d.get("agent_type"),
         "message_buffer_autoclear": d.get("message_buffer_autoclear"), "description": d.get("description"),
-        "tags": d.get("tags"), "llm_config": d.get("llm_config"), "block_ids": [b["id"] for b in blocks],
+        "tags": d.get("tags"), "llm_config": d.get("llm_config"), "embedding_config": d.get("embedding_config"), "block_ids": [b["id"] for b in blocks],
         "tool_ids": [t["id"] for t in tools], "tool_rules": d.get("tool_rules"), "messages": messages,
         "in_context_message_ids": in_context,
     }
@@ -470,6 +474,8 @@ def export_agent_file(memory: Memory, name: str) -> JSON:
             "tool_rules": [],
             "tags": json.loads(agent.metadata["tags"]) if "tags" in agent.metadata else [],
             "include_base_tools": True,
+            "llm_config": _letta_config(agent.metadata, "llm_config", DEFAULT_LLM_CONFIG),
+            "embedding_config": _letta_config(agent.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG),
             "metadata": {"tiermem": agent.metadata},
             "in_context_message_ids": in_context,
             "messages": out_messages,
@@ -496,6 +502,27 @@ def export_agent_file(memory: Memory, name: str) -> JSON:
             ]},
         },
     }
+
+
+# Model settings for agents that never lived in Letta (Letta requires both; tiermem runs neither).
+DEFAULT_LLM_CONFIG: JSON = {
+    "model": "claude-sonnet-4-5", "model_endpoint_type": "anthropic", "model_endpoint": "https://api.anthropic.com/v1",
+    "provider_name": "anthropic", "context_window": 200000, "handle": "anthropic/claude-sonnet-4-5", "max_tokens": 8192,
+}
+DEFAULT_EMBEDDING_CONFIG: JSON = {
+    "embedding_endpoint_type": "openai", "embedding_endpoint": "https://api.openai.com/v1",
+    "embedding_model": "text-embedding-3-small", "embedding_dim": 1536, "embedding_chunk_size": 300,
+    "handle": "openai/text-embedding-3-small",
+}
+
+
+def _letta_config(metadata: dict[str, str], key: str, default: JSON) -> JSON:
+    """The settings kept from a Letta import, else ``default``."""
+    try:
+        kept = json.loads(metadata.get(f"letta_{key}", "null"))
+    except ValueError:
+        kept = None
+    return kept if isinstance(kept, dict) else dict(default)
 
 
 def _letta_message(m: Message, file_id: str) -> JSON:

@@ -17,14 +17,14 @@ import threading
 import time
 from contextvars import ContextVar
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Literal
 
 from . import blocks as rules
 from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text
-from .store import Store, new_id, now, stable_id
+from .store import Store, new_id, now, sql_str, stable_id
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -150,26 +150,10 @@ class Memory:
         row = self.store.get_conversation(agent_id, conversation_id)
         if row is None:
             return ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
-        return ContextWindow(
-            agent_id=agent_id,
-            conversation_id=conversation_id,
-            start_seq=row["start_seq"],
-            summary_id=row["summary_id"],
-            turns=row["turns"],
-            sleeptime_seq=row["sleeptime_seq"],
-        )
+        return ContextWindow(**{f.name: row[f.name] for f in fields(ContextWindow)})
 
     def set_context_window(self, window: ContextWindow) -> None:
-        self.store.put_conversation(
-            {
-                "agent_id": window.agent_id,
-                "conversation_id": window.conversation_id,
-                "start_seq": window.start_seq,
-                "summary_id": window.summary_id,
-                "turns": window.turns,
-                "sleeptime_seq": window.sleeptime_seq,
-            }
-        )
+        self.store.put_conversation(asdict(window))
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
@@ -300,14 +284,11 @@ class Memory:
 
     def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> Block:
         actor = actor or current_actor.get()
-        rules.validate_label(spec.label)
-        self._check_text("value", spec.value)
-        self._check_text("description", spec.description)
+        self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
             raise ValidationError(
                 f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
             )
-        rules.check_limit(spec.value, spec.limit)
         block_id = new_id("block")
         self._insert_block(block_id, spec, actor=actor)
         self.store.attach(agent_id, block_id)
@@ -319,10 +300,7 @@ class Memory:
     def import_block(self, agent_id: str, block_id: str, spec: BlockSpec) -> Block:
         """Create a block under a caller-chosen id (or find it) and attach it: re-running an import is harmless."""
         if self.store.get_block(block_id) is None:
-            rules.validate_label(spec.label)
-            self._check_text("value", spec.value)
-            self._check_text("description", spec.description)
-            rules.check_limit(spec.value, spec.limit)
+            self._check_spec(spec)
             self._insert_block(block_id, spec, actor="import")
         self.store.attach(agent_id, block_id)
         block = self.store.get_block(block_id)
@@ -331,8 +309,6 @@ class Memory:
 
     def delete_agent(self, agent_id: str) -> None:
         """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
-        from .store import sql_str
-
         where = f"agent_id = {sql_str(agent_id)}"
         self.store.delete("agents", f"id = {sql_str(agent_id)}")  # first: a half-deleted agent is not found
         for table in ("attachments", "messages", "passages", "conversations"):
@@ -441,6 +417,13 @@ class Memory:
         for name, value in vars(edit).items():
             if isinstance(value, str) and name != "operation":
                 self._check_text(name, value)
+
+    def _check_spec(self, spec: BlockSpec) -> None:
+        """A new block's label, texts and limit, checked before anything is written."""
+        rules.validate_label(spec.label)
+        self._check_text("value", spec.value)
+        self._check_text("description", spec.description)
+        rules.check_limit(spec.value, spec.limit)
 
     def _check_text(self, name: str, value: str) -> None:
         check_text(value, name, self.max_content_chars)

@@ -140,9 +140,12 @@ class Notifier:
         if ctx is not None:
             await ctx.notify_resources_changed()
         channels = {id(c): c for group in self._subscribers.values() for c in group}
-        if ctx is not None and getattr(ctx, "_request_context", None) is not None:  # None: called in process
-            channel = self._channel(ctx.request_context.session)
-            channels[id(channel)] = channel
+        if ctx is not None:
+            try:
+                channel = self._channel(ctx.request_context.session)
+                channels[id(channel)] = channel
+            except ValueError:
+                pass  # a tool called in process (the agent loop) has no client session of its own
         for channel in channels.values():
             try:
                 await channel.send_resource_list_changed()

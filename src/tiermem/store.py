@@ -585,15 +585,6 @@ class Store:
     def schema_fields(self, table: str) -> list[str]:
         return [f.name for f in self._tables[table].schema]
 
-    def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            if chunk:
-                rows = self._tables[table].search().where("id IN (" + ", ".join(sql_str(i) for i in chunk) + ")").select(["id"]).limit(None).to_list()
-                found.update(r["id"] for r in rows)
-        return found
-
     def message(self, message_id: str) -> Message | None:
         rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
             list(_MESSAGE_COLUMNS)).limit(1).to_list()

@@ -103,9 +103,6 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
-SUMMARY_PREFIX = "Note: prior messages have been hidden from view due to conversation memory constraints."
-
-
 def to_api_messages(messages: Sequence[Message]) -> list[JSON]:
     """Stored messages as alternating user/assistant turns of content blocks, always valid for the API:
     consecutive same-role messages merged, tool results first in their turn, a tool call whose result
@@ -138,9 +135,6 @@ def to_api_messages(messages: Sequence[Message]) -> list[JSON]:
 
 
 def _repair(turns: list[JSON]) -> None:
-    for i, turn in enumerate(turns):
-        if turn["role"] == "user":
-            turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     for i, turn in enumerate(turns):
         if turn["role"] != "assistant":
             continue

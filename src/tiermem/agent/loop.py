@@ -15,6 +15,7 @@ resumes from the store exactly where it was.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -152,7 +153,6 @@ class AgentLoop:
         self._locks: dict[str, asyncio.Lock] = {}
         # conversation -> (messages table version, (start_seq, summary_id), in-context messages) after our last turn
         self._contexts: dict[str, tuple[int, tuple[int, str], list[Message]]] = {}
-        self.last_sleeptime_error: str | None = None
 
     # -- the turn ------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ class AgentLoop:
             return specs
         out = []
         for spec in [*specs, SEND_MESSAGE]:
-            schema = json.loads(json.dumps(spec.input_schema))
+            schema = copy.deepcopy(spec.input_schema)
             if spec.name != "send_message":
                 schema.setdefault("properties", {})["request_heartbeat"] = REQUEST_HEARTBEAT
                 schema["required"] = [*schema.get("required", []), "request_heartbeat"]
@@ -445,9 +445,8 @@ class AgentLoop:
                 mark = await run_sleeptime(self, conv, self.background_provider, self.sleeptime_tools)
                 if mark is not None:
                     await self._save_window(conv, sleeptime_seq=mark)
-                self.last_sleeptime_error = None
             except (ProviderError, NotFoundError, ValidationError) as exc:
-                self.last_sleeptime_error = str(exc)
+                # a background run has no caller to answer: the mark stays, so the next run covers these turns
                 log.warning("sleep-time agent failed: %s", exc)
 
 

@@ -15,7 +15,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
-from ..errors import ConfigError, TiermemError, ValidationError
+from ..errors import TiermemError, ValidationError
 from .context import Thresholds
 from .llm import Provider
 from .loop import AgentLoop, LoopSettings, NeedsRoundTrip, Resume
@@ -130,5 +130,5 @@ def _resume(ctx: Context[Any, Any], conversation_id: str | None) -> tuple[Resume
         raise ValidationError("The request_state of this retried agent_chat call is not one tiermem wrote; "
                               "send the message again without it.") from exc
     if conversation_id not in (None, conv):
-        raise ConfigError("A retried agent_chat call must keep its conversation_id.")
+        raise ValidationError("A retried agent_chat call must keep its conversation_id.")
     return resume, conv

@@ -366,26 +366,26 @@ def apply_plans(
         todo.append((p, agent_id, existing))
     total = sum(len(p.messages) + len(p.passages) + len(p.blocks) for p, _, _ in todo)
     progress = Progress("importing", total)
-    shared: dict[str, str] = {"": plans[0].name}
+    namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     try:
         for p, agent_id, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
-            _write_agent(memory, p, agent_id, digest, shared, progress, report)
+            _write_agent(memory, p, agent_id, digest, namespace, progress, report)
     finally:
         progress.close()
     return report
 
 
 def _write_agent(
-    memory: Memory, p: AgentPlan, agent_id: str, digest: str, shared: dict[str, str], progress: Progress,
+    memory: Memory, p: AgentPlan, agent_id: str, digest: str, namespace: str, progress: Progress,
     report: ImportReport,
 ) -> None:
     archive = memory.archive
     assert archive is not None
     for ref, spec in p.blocks:
         # keyed by the import's first agent name too: the same file imported under --rename gets its own blocks
-        block_id = shared.setdefault(ref, stable_id("block", digest, shared.get("", ""), ref))
+        block_id = stable_id("block", digest, namespace, ref)  # one id per file block: shared stays shared
         memory.import_block(agent_id, block_id, spec)
         report.blocks += 1
         progress.advance()
@@ -443,7 +443,7 @@ def export_agent_file(memory: Memory, name: str) -> JSON:
     blocks = memory.blocks(agent.id)
     messages = memory.store.agent_messages(agent.id)
     window = memory.context_window(agent.id, "default")
-    in_window = {m.id for m in memory.in_context_messages(window)} if any(m.conversation_id == "default" for m in messages) else set()
+    in_window = {m.id for m in memory.in_context_messages(window)}
     block_ids = {b.id: f"block-{i}" for i, b in enumerate(blocks)}
     out_messages: list[JSON] = [{
         "type": "message", "role": "system", "id": "message-0", "agent_id": "agent-0",

@@ -42,7 +42,7 @@ def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str 
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
     if kind == "jsonl":
         return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
-    agent_id = importers.agent_for(memory, agent)
+    agent_id = memory.ensure_agent(agent).id
     if kind == "memory-graph":
         inserted, skipped = importers.import_passages(memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG)
         return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}

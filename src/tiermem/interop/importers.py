@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, validate_label
 from ..config import BlockSpec
-from ..errors import NotFoundError, TiermemError, ValidationError
+from ..errors import TiermemError, ValidationError
 from ..store import sql_list, sql_str
 from .progress import Progress
 
@@ -156,10 +156,3 @@ def import_memories(memory: Memory, agent_id: str, root: Path, *, limit: int = 5
         inserted, _ = import_passages(memory, agent_id, items, "memories")
         report["passages"] = inserted
     return report
-
-
-def agent_for(memory: Memory, name: str) -> str:
-    try:
-        return memory.get_agent(name).id
-    except NotFoundError:
-        return memory.ensure_agent(name).id

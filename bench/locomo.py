@@ -33,7 +33,9 @@ from .common import ROOT, save
 DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BATCH = 128  # messages per log_messages call (one embedding call each)
-HYBRID, KEYWORD, VECTOR = "tiermem (hybrid, defaults)", "keyword leg only", "vector leg only"
+SHIPPED, LOO, IN_SAMPLE = "shipped ranker (in-sample)", "leave-one-conv-out", "fitted on all five"
+OLD, KEYWORD, VECTOR = "old RRF 0.25/0.75 k=10", "keyword leg only", "vector leg only"
+RANKERS = (LOO, SHIPPED, IN_SAMPLE, OLD, KEYWORD, VECTOR)
 
 
 def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
@@ -75,21 +77,36 @@ def score(ranked: list[str], gold: list[str]) -> tuple[float, float, float]:
     return r5, r10, mrr
 
 
+def fit(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5,
+        l2: float = 1e-3) -> tuple[float, ...]:
+    """Logistic regression over (feature rows, is-evidence) of every question's candidates, positives
+    up-weighted to balance the classes; returns weights on the raw features (standardisation folded in)."""
+    import numpy as np
+
+    x = np.array([f for feats, _ in rows for f in feats], dtype=np.float64)
+    y = np.array([v for _, labels in rows for v in labels], dtype=np.float64)
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    z = (x - mu) / sd
+    w, b = np.zeros(z.shape[1]), 0.0
+    balance = np.where(y > 0, (len(y) - y.sum()) / max(y.sum(), 1.0), 1.0)
+    for _ in range(epochs):
+        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
+        g = (p - y) * balance
+        w -= rate * (z.T @ g / len(y) + l2 * w)
+        b -= rate * g.mean()
+    return tuple(round(float(v), 4) for v in w / sd)
+
+
 def run(quick: bool = False) -> dict[str, Any]:
-    from tiermem.archive import RECALL_FUSION, Archive, SearchWeights
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
+    from tiermem.ranking import DEFAULT_RANKER, FEATURES, Ranker, features
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-")), embedding_model="default")
     memory = open_memory(settings)
     memory.archive.embedder.wait(None)
-    default = memory.archive
-    rankers = {
-        HYBRID: default,
-        KEYWORD: Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=0.0, fts=1.0)),
-        VECTOR: Archive(memory.store, default.embedder, message_weights=SearchWeights(vector=1.0, fts=0.0)),
-    }
+    archive = memory.archive
 
     started = time.perf_counter()
     convs = []
@@ -99,13 +116,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         dia_of: dict[str, str] = {}
         for i in range(0, len(batch), BATCH):
             part = batch[i : i + BATCH]
-            for message, item in zip(default.log_messages(agent, part), part, strict=True):
+            for message, item in zip(archive.log_messages(agent, part), part, strict=True):
                 dia_of[message.id] = str(item["payload"])
         convs.append((sample, agent, dia_of))
     ingest_s = time.perf_counter() - started
     memory.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
 
-    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
+    # One search per question: the candidates both legs return, ranked below by every ranker.
+    questions: list[dict[str, Any]] = []
     latencies: list[float] = []
     skipped = 0
     for sample, agent, dia_of in convs:
@@ -118,20 +136,50 @@ def run(quick: bool = False) -> dict[str, Any]:
             if not gold:
                 skipped += 1
                 continue
-            for name, archive in rankers.items():
-                t = time.perf_counter()
-                result = archive.conversation_search(agent, qa["question"], limit=10)
-                if archive is default:
-                    latencies.append(time.perf_counter() - t)
-                if result.mode != "hybrid":
-                    raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
-                per[name][category].append(score([dia_of[h.id] for h in result.hits], gold))
+            t = time.perf_counter()
+            result = archive.conversation_search(agent, qa["question"], limit=10)
+            latencies.append(time.perf_counter() - t)
+            if result.mode != "hybrid":
+                raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
+            cands = archive.conversation_candidates(agent, qa["question"], limit=10)
+            shipped = [dia_of[c.id] for c, _ in DEFAULT_RANKER.rank(qa["question"], cands)][:10]
+            if shipped != [dia_of[h.id] for h in result.hits]:
+                raise RuntimeError("conversation_search and the shipped ranker over its candidates disagree")
+            questions.append({"conv": sample["sample_id"], "category": category, "gold": gold, "query": qa["question"],
+                              "cands": cands, "dia": [dia_of[c.id] for c in cands],
+                              "features": features(qa["question"], cands)})
+
+    def ranked(q: dict[str, Any], ranker: Ranker) -> list[str]:
+        order = {c.id: i for i, c in enumerate(q["cands"])}
+        return [q["dia"][order[c.id]] for c, _ in ranker.rank(q["query"], q["cands"])]
+
+    def labelled(qs: list[dict[str, Any]]) -> list[tuple[list[list[float]], list[bool]]]:
+        return [(q["features"], [d in q["gold"] for d in q["dia"]]) for q in qs]
+
+    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in RANKERS}
+    fixed = {SHIPPED: DEFAULT_RANKER, KEYWORD: Ranker.legs(0.0, 1.0), VECTOR: Ranker.legs(1.0, 0.0),
+             OLD: Ranker.legs(0.25, 0.75)}
+    for q in questions:
+        for name, ranker in fixed.items():
+            per[name][q["category"]].append(score(ranked(q, ranker), q["gold"]))
+    held_out_weights = {}
+    for sample in samples:  # leave one conversation out: fitted on the others, scored on this one
+        conv = sample["sample_id"]
+        ranker = Ranker(fit(labelled([q for q in questions if q["conv"] != conv])))
+        held_out_weights[conv] = ranker.weights
+        for q in (q for q in questions if q["conv"] == conv):
+            per[LOO][q["category"]].append(score(ranked(q, ranker), q["gold"]))
+    fitted = Ranker(fit(labelled(questions)))
+    for q in questions:
+        per[IN_SAMPLE][q["category"]].append(score(ranked(q, fitted), q["gold"]))
 
     result: dict[str, Any] = {
         "conversations": len(samples), "turns": sum(len(d) for _, _, d in convs),
         "questions_skipped_no_evidence": skipped, "ingest_seconds": round(ingest_s, 1),
         "seconds": round(time.perf_counter() - started, 1),
-        "fusion": {"vector": RECALL_FUSION.vector, "fts": RECALL_FUSION.fts, "k": RECALL_FUSION.k},
+        "features": list(FEATURES), "shipped_weights": list(DEFAULT_RANKER.weights),
+        "fitted_on_all_weights": list(fitted.weights),
+        "leave_one_out_weights": {k: list(v) for k, v in held_out_weights.items()},
     }
     for name, cats in per.items():
         rows = {CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())}
@@ -154,12 +202,14 @@ def main() -> None:
     args, _ = parser.parse_known_args(sys.argv[1:])
     result = run(args.quick)
     save("locomo", result)
-    f = result["fusion"]
     print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns "
           f"(ingest {result['ingest_seconds']}s, total {result['seconds']}s); "
           f"{result['questions_skipped_no_evidence']} questions without a valid evidence id skipped; "
-          f"recall fusion vector={f['vector']} fts={f['fts']} k={f['k']}; search p50 {result['search_p50_ms']} ms")
+          f"conversation_search p50 {result['search_p50_ms']} ms")
+    print(f"  features {result['features']}")
+    print(f"  shipped weights      {result['shipped_weights']}")
+    print(f"  fitted on all five   {result['fitted_on_all_weights']}")
     print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
-    for name in (HYBRID, KEYWORD, VECTOR):
+    for name in RANKERS:
         for cat, row in result[name].items():
             print(f"  {name:28s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")

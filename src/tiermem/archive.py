@@ -1,7 +1,8 @@
 """Recall memory (the conversation log) and archival memory (long-term passages).
 
 Both are searched the same way: filters first (agent, roles/tags, dates), then a vector
-ranking and a full-text ranking over the filtered rows, fused by weighted reciprocal rank.
+ranking and a full-text ranking over the filtered rows; the two legs' candidates are ordered by
+the linear ranker of ranking.py (leg ranks, BM25, cosine, and a few properties of the text).
 Until the embedding model has loaded, searches are full-text only and say so; rows stored
 meanwhile get their vectors in the background as soon as the model is ready.
 """
@@ -20,6 +21,7 @@ from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, ValidationError
+from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge
 from .records import ROLES, Hit, Message, Passage, check_text
 from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
 
@@ -28,26 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
-
-
-@dataclass(frozen=True)
-class SearchWeights:
-    """Weighted reciprocal rank fusion: ``weight / (k + rank)`` summed over the two rankings."""
-
-    vector: float = 0.5
-    fts: float = 0.5
-    k: int = RRF_K
-
-
-# Archival passages: Letta's fusion (equal weights, k = 60). Recall (conversation turns): tuned on the
-# LoCoMo dev split (bench/locomo.py, BENCHMARKS.md): turns are short and keyword-dense, so the keyword
-# ranking leads and only the top of each ranking counts.
-ARCHIVAL_FUSION = SearchWeights()
-RECALL_FUSION = SearchWeights(vector=0.25, fts=0.75, k=10)
 
 
 @dataclass
@@ -108,8 +93,8 @@ def shape_message(content: str, created_at: datetime, previous: str = "") -> str
     """The keyword-indexed text of a message: its date, its content and the turn before it.
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
-    turn gives a reply the context it answers. On the LoCoMo dev split (BENCHMARKS.md) this text with
-    ``RECALL_FUSION`` scores R@5 0.636, against 0.491 for "{role}: {content}" with Letta's fusion.
+    turn gives a reply the context it answers: on the LoCoMo dev split (BENCHMARKS.md) the keyword leg
+    alone scores R@5 0.613 with this text against 0.525 over the content alone.
     """
     return f"{created_at:%d %B %Y}. {content} {previous}".strip()
 
@@ -126,20 +111,6 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-def fuse(
-    vector_ids: Sequence[str], fts_ids: Sequence[str], weights: SearchWeights, k: int = RRF_K
-) -> list[tuple[str, float, int | None, int | None]]:
-    """Weighted reciprocal rank fusion: (id, score, vector_rank, fts_rank), best first (ranks 1-based)."""
-    vr = {i: r for r, i in enumerate(vector_ids, start=1)}
-    fr = {i: r for r, i in enumerate(fts_ids, start=1)}
-    scored = []
-    for i in dict.fromkeys([*vector_ids, *fts_ids]):
-        score = (weights.vector / (k + vr[i]) if i in vr else 0.0) + (weights.fts / (k + fr[i]) if i in fr else 0.0)
-        scored.append((i, score, vr.get(i), fr.get(i)))
-    scored.sort(key=lambda t: (-t[1], t[0]))
-    return scored
-
-
 class Archive:
     def __init__(
         self,
@@ -148,15 +119,15 @@ class Archive:
         *,
         token_budget: int = 4000,
         max_content_chars: int = 100_000,
-        weights: SearchWeights | None = None,
-        message_weights: SearchWeights | None = None,
+        ranker: Ranker | None = None,
+        message_ranker: Ranker | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.token_budget = token_budget
         self.max_content_chars = max_content_chars
-        self.weights = weights or ARCHIVAL_FUSION
-        self.message_weights = message_weights or RECALL_FUSION
+        self.ranker = ranker or DEFAULT_RANKER
+        self.message_ranker = message_ranker or DEFAULT_RANKER
         self._last_turn: dict[tuple[str, str], str] = {}  # (agent, conversation) -> content of its latest turn
         self._backfill_lock = threading.Lock()
         self._backfill_running = False
@@ -304,7 +275,7 @@ class Archive:
         start = parse_bound(start_datetime, "start_datetime", end=False)
         end = parse_bound(end_datetime, "end_datetime", end=True)
         where = self._passage_where(agent_id, tags, tag_match_mode, start, end)
-        result = self._hybrid("passages", query, where, top_k, self.weights)
+        result = self._hybrid("passages", query, where, top_k, self.ranker)
         return result
 
     def conversation_search(
@@ -331,7 +302,7 @@ class Archive:
             clauses.append(f"role IN ({', '.join(sql_str(r) for r in roles)})")
         if conversation_id:
             clauses.append(f"conversation_id = {sql_str(conversation_id)}")
-        return self._hybrid("messages", query, " AND ".join(clauses), limit, self.message_weights)
+        return self._hybrid("messages", query, " AND ".join(clauses), limit, self.message_ranker)
 
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
@@ -345,40 +316,45 @@ class Archive:
             clauses.append(f"{fn}(tags, {sql_list(clean)})")
         return " AND ".join(clauses)
 
-    def _hybrid(self, table: str, query: str, where: str, limit: int, weights: SearchWeights) -> SearchResult:
+    def _hybrid(self, table: str, query: str, where: str, limit: int, ranker: Ranker) -> SearchResult:
         query = self._text(query, "query")
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
-        pool = max(limit * 4, 40)
-        notes: list[str] = []
-        vector_ids: list[str] = []
-        rows: dict[str, dict[str, Any]] = {}
-        mode: Literal["hybrid", "fts"] = "hybrid"
-        # The keyword leg runs beside query embedding + the vector leg (LanceDB releases the GIL).
-        fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
-        try:
-            vec = self.embedder.embed([query])[0]
-            for r in self.store.vector_search(table, vec, where, pool):
-                vector_ids.append(r["id"])
-                rows[r["id"]] = r
-        except ModelNotReadyError:
-            mode = "fts"
-            notes.append("The embedding model is still loading: these results come from keyword (full-text) search only.")
-        fts_ids = []
-        for r in fts_future.result():
-            fts_ids.append(r["id"])
-            rows.setdefault(r["id"], r)
-        missing = self._unembedded(table, where) if mode == "hybrid" else 0
-        if missing:
-            notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
-        fused = fuse(vector_ids, fts_ids, weights, k=weights.k)[:limit]
-        hits = [self._hit(table, rows[i], score, vr, fr) for i, score, vr, fr in fused]
+        candidates, mode, notes = self._candidates(table, query, where, max(limit * 4, 40))
+        ranked = ranker.rank(query, candidates)[:limit]
+        hits = [self._hit(table, c, score) for c, score in ranked]
         hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
                 f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
             )
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
+
+    def _candidates(
+        self, table: str, query: str, where: str, pool: int
+    ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
+        """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row."""
+        notes: list[str] = []
+        vector_rows: list[dict[str, Any]] = []
+        mode: Literal["hybrid", "fts"] = "hybrid"
+        # The keyword leg runs beside query embedding + the vector leg (LanceDB releases the GIL).
+        fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
+        try:
+            vec = self.embedder.embed([query])[0]
+            vector_rows = self.store.vector_search(table, vec, where, pool)
+        except ModelNotReadyError:
+            mode = "fts"
+            notes.append("The embedding model is still loading: these results come from keyword (full-text) search only.")
+        fts_rows = fts_future.result()
+        missing = self._unembedded(table, where) if mode == "hybrid" else 0
+        if missing:
+            notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
+        return merge(vector_rows, fts_rows), mode, notes
+
+    def conversation_candidates(self, agent_id: str, query: str, *, limit: int = 10) -> list[Candidate]:
+        """The candidates a ``conversation_search`` of ``limit`` ranks (for fitting and inspecting rankers)."""
+        where = f"agent_id = {sql_str(agent_id)}"
+        return self._candidates("messages", self._text(query, "query"), where, max(limit * 4, 40))[0]
 
     def _unembedded(self, table: str, where: str) -> int:
         """Rows of ``where`` without vectors; counted only while some may exist (any process)."""
@@ -391,14 +367,15 @@ class Archive:
             self._no_missing[table] = version
         return missing
 
-    def _hit(self, table: str, r: dict[str, Any], score: float, vr: int | None, fr: int | None) -> Hit:
+    def _hit(self, table: str, c: Candidate, score: float) -> Hit:
+        r = c.row
         return Hit(
-            id=r["id"],
-            content=r["content"],
+            id=c.id,
+            content=c.content,
             created_at=from_us(r["created_us"]),
             score=score,
-            vector_rank=vr,
-            fts_rank=fr,
+            vector_rank=c.vector_rank,
+            fts_rank=c.fts_rank,
             role=r.get("role") if table == "messages" else None,
             tags=tuple(r.get("tags") or ()) if table == "passages" else (),
             conversation_id=r.get("conversation_id") if table == "messages" else None,

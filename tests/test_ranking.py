@@ -1,0 +1,77 @@
+"""The second-stage ranker: its features, its fusion special case, and its effect through a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiermem.archive import Archive
+from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
+from tiermem.ranking import DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge
+from tiermem.store import Store
+
+
+def cand(i: str, content: str, *, v: int | None = None, f: int | None = None, cos: float | None = None,
+         bm25: float | None = None) -> Candidate:
+    return Candidate(id=i, content=content, row={}, vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
+
+
+def feat(query: str, cands: list[Candidate], name: str) -> list[float]:
+    return [row[FEATURES.index(name)] for row in features(query, cands)]
+
+
+def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
+    cands = [
+        cand("a", "Caroline: I went to a support group yesterday, it was powerful.", v=1, f=2, cos=0.6, bm25=4.0),
+        cand("b", "Melanie: Did you go to the group?", f=1, bm25=8.0),
+        cand("c", "we talked", v=2, cos=0.3),
+    ]
+    q = "When did Caroline go to the support group?"
+    assert feat(q, cands, "bm25") == [0.5, 1.0, 0.0]  # normalised by the pool's best
+    assert feat(q, cands, "cosine") == [0.6, 0.3, 0.3]  # a row the vector leg missed gets the pool's floor
+    assert feat(q, cands, "question") == [0.0, 1.0, 0.0]
+    assert feat(q, cands, "speaker") == [1.0, 0.0, 0.0]  # the query names Caroline, not Melanie
+    assert feat(q, cands, "vector_rrf")[2] == pytest.approx(1 / 12) and feat(q, cands, "fts_rrf")[2] == 0.0
+    lengths = feat(q, cands, "length")
+    assert lengths[0] > lengths[1] > lengths[2]
+
+
+def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
+    cands = [cand("x", "one", v=1, f=9), cand("y", "two", v=3, f=1), cand("z", "three", f=2)]
+    assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank("q", cands)][:2] == ["x", "y"]
+    assert [c.id for c, _ in Ranker.legs(0.0, 1.0).rank("q", cands)] == ["y", "z", "x"]
+    with pytest.raises(ValueError, match="needs 7 weights"):
+        Ranker((1.0, 2.0))
+
+
+def test_merge_keeps_one_candidate_per_row_with_both_legs() -> None:
+    vec = [{"id": "a", "content": "A", "_distance": 0.25}, {"id": "b", "content": "B", "_distance": 0.5}]
+    fts = [{"id": "b", "content": "B", "_score": 3.0}, {"id": "c", "content": "C", "_score": 1.0}]
+    got = {c.id: c for c in merge(vec, fts)}
+    assert got["a"].cosine == 0.75 and got["a"].fts_rank is None
+    assert (got["b"].vector_rank, got["b"].fts_rank, got["b"].bm25) == (2, 1, 3.0)
+    assert got["c"].vector_rank is None and got["c"].cosine is None
+
+
+def test_shipped_ranker_prefers_the_named_speakers_statement_over_a_question(tmp_path: Path) -> None:
+    """Through a real store: the question that merely repeats the query's words loses to the answer."""
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    embedder = BackgroundEmbedder(HashingEmbedder, "hashing-384", 384, 256)
+    embedder.start()
+    embedder.wait(10)
+    archive = Archive(store, embedder)
+    turns = [
+        "Melanie: Caroline, what did you research for the adoption?",
+        "Caroline: I researched adoption agencies all week, found three that support LGBTQ parents and "
+        "started the paperwork with one of them.",
+        "Melanie: That is great news, the kids will be thrilled to hear about it.",
+    ]
+    agent = "agent-1"
+    archive.log_messages(agent, [{"role": "user", "content": t} for t in turns])
+    query = "What did Caroline research?"
+    by_keywords = Ranker.legs(0.0, 1.0).rank(query, archive.conversation_candidates(agent, query))
+    assert by_keywords[0][0].content == turns[0]  # the keyword leg alone puts the question first...
+    hits = archive.conversation_search(agent, query, limit=3).hits
+    assert hits[0].content == turns[1]  # ...the shipped ranker the answer
+    assert DEFAULT_RANKER.weights[FEATURES.index("question")] < 0 < DEFAULT_RANKER.weights[FEATURES.index("speaker")]

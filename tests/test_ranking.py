@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tiermem.archive import Archive
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.ranking import DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge
+from tiermem.ranking import DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge, query_periods
 from tiermem.store import Store
 
 
@@ -37,11 +38,25 @@ def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
     assert lengths[0] > lengths[1] > lengths[2]
 
 
+def test_date_feature_reads_months_and_years_the_query_names() -> None:
+    def at(y: int, m: int, d: int) -> Candidate:
+        us = int(datetime(y, m, d, 12, tzinfo=UTC).timestamp() * 1_000_000)
+        return Candidate(id=f"{y}-{m}-{d}", content="x", row={"created_us": us})
+
+    cands = [at(2023, 6, 10), at(2023, 7, 20), at(2023, 9, 1), at(2022, 6, 3)]
+    assert query_periods("When did Melanie go camping in June?") == [(6, None)]
+    assert query_periods("What happened on October 13, 2023 and in 2022?") == [(10, 2023), (None, 2022)]
+    assert feat("When did Melanie go camping in June?", cands, "date") == [1.0, 0.5, 0.0, 1.0]
+    assert feat("camping in June 2023", cands, "date") == [1.0, 0.5, 0.0, 0.0]
+    assert feat("anything from 2022", cands, "date") == [0.0, 0.0, 0.0, 1.0]
+    assert feat("camping trip", cands, "date") == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
     cands = [cand("x", "one", v=1, f=9), cand("y", "two", v=3, f=1), cand("z", "three", f=2)]
     assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank("q", cands)][:2] == ["x", "y"]
     assert [c.id for c, _ in Ranker.legs(0.0, 1.0).rank("q", cands)] == ["y", "z", "x"]
-    with pytest.raises(ValueError, match="needs 7 weights"):
+    with pytest.raises(ValueError, match="needs 8 weights"):
         Ranker((1.0, 2.0))
 
 

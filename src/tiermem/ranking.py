@@ -15,17 +15,22 @@ run time. Reciprocal rank fusion is the special case where only the two rank fea
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker")
+FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date")
 RANK_K = 10  # rank features are 1 / (RANK_K + rank), 0 for a candidate the leg did not return
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
 _WORD = re.compile(r"\w+")
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_DATE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?,?\s*(\d{4})?|\b((?:19|20)\d\d)\b", re.I)
+_AFTER = timedelta(days=31)  # a month named in a question is often talked about in the weeks after it
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class Ranker:
     @classmethod
     def legs(cls, vector: float, fts: float) -> Ranker:
         """Weighted reciprocal rank fusion of the two legs (k = RANK_K): no other feature counts."""
-        return cls((vector, fts, 0.0, 0.0, 0.0, 0.0, 0.0))
+        return cls((vector, fts, *(0.0,) * (len(FEATURES) - 2)))
 
     def rank(self, query: str, candidates: Sequence[Candidate]) -> list[tuple[Candidate, float]]:
         """Candidates with their scores, best first (ties broken by id, so the order is stable)."""
@@ -84,6 +89,7 @@ def features(query: str, candidates: Sequence[Candidate]) -> list[list[float]]:
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0  # a row the vector leg did not return is at most this close
     words = {w.lower() for w in _WORD.findall(query)}
+    periods = query_periods(query)
     out = []
     for c in candidates:
         speaker = _SPEAKER.match(c.content)
@@ -96,9 +102,41 @@ def features(query: str, candidates: Sequence[Candidate]) -> list[list[float]]:
             1.0 if c.content.rstrip().endswith("?") else 0.0,
             math.log1p(len(c.content.split())),
             1.0 if named else 0.0,
+            _date_match(periods, c.row.get("created_us")),
         ])
     return out
 
 
+def query_periods(query: str) -> list[tuple[int | None, int | None]]:
+    """Explicit months and years a query names: ``(month, year)``, either may be None ("in June", "in 2023")."""
+    out: list[tuple[int | None, int | None]] = []
+    for m in _DATE.finditer(query):
+        if m.group(1):
+            out.append((_MONTHS[m.group(1).lower()], int(m.group(2)) if m.group(2) else None))
+        else:
+            out.append((None, int(m.group(3))))
+    return out
+
+
+def _date_match(periods: list[tuple[int | None, int | None]], created_us: Any) -> float:
+    """1 if the row was written in a period the query names, 0.5 in the month after it, else 0."""
+    if not periods or not isinstance(created_us, int):
+        return 0.0
+    when = datetime.fromtimestamp(created_us / 1_000_000, tz=UTC)
+    best = 0.0
+    for month, year in periods:
+        if month is None:
+            best = max(best, float(when.year == year))
+            continue
+        for y in (year,) if year else (when.year, when.year - 1):
+            start = datetime(y, month, 1, tzinfo=UTC)
+            end = start + timedelta(days=calendar.monthrange(y, month)[1])
+            if start <= when < end:
+                return 1.0
+            if end <= when < end + _AFTER:
+                best = max(best, 0.5)
+    return best
+
+
 # Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
-DEFAULT_RANKER = Ranker((28.1026, 19.4604, 2.4976, 0.0109, -0.7038, 1.3852, 2.2432))
+DEFAULT_RANKER = Ranker((28.4147, 19.8103, 2.4155, 0.109, -0.6855, 1.3934, 2.2294, 0.4853))

@@ -3,6 +3,7 @@
     python -m bench locomo                  # the dev split in ../shared/bench-data/locomo-dev.json
     python -m bench locomo --quick          # first two conversations
     python -m bench locomo --latency 10000  # only: conversation_search p50/p95 over one agent with 10k turns
+    python -m bench locomo --archival       # only: the same questions against the turns stored as archival passages
 
 Every turn is logged through the public Archive API as a user message (content "{speaker}: {text}",
 plus " [image: {blip_caption}]"; timestamp = the session date; the dia_id kept in the unsearched
@@ -145,7 +146,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             latencies.append(time.perf_counter() - t)
             if result.mode != "hybrid":
                 raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
-            cands = archive.conversation_candidates(agent, qa["question"], limit=10)
+            cands = archive.candidates("messages", agent, qa["question"], limit=10)
             shipped = [dia_of[c.id] for c, _ in DEFAULT_RANKER.rank(qa["question"], cands)][:10]
             if shipped != [dia_of[h.id] for h in result.hits]:
                 raise RuntimeError("conversation_search and the shipped ranker over its candidates disagree")
@@ -227,6 +228,50 @@ def latency(target: int = 10_000) -> dict[str, Any]:
             "p95_ms": round(times[int(len(times) * 0.95)], 2)}
 
 
+def archival(quick: bool = False) -> dict[str, Any]:
+    """The same questions against the turns stored as archival passages (content as inserted, dated by
+    session, no previous turn in the keyword text): the shipped ranker against Letta's equal-weight fusion."""
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+    from tiermem.ranking import DEFAULT_RANKER, Ranker
+
+    samples = json.loads(DATA.read_text())[: 2 if quick else None]
+    settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-arch-")), embedding_model="default")
+    memory = open_memory(settings)
+    memory.archive.embedder.wait(None)
+    archive = memory.archive
+    rankers = {"shipped ranker": DEFAULT_RANKER, "equal-weight RRF (Letta's archival default)": Ranker.legs(0.5, 0.5),
+               "keyword leg only": Ranker.legs(0.0, 1.0), "vector leg only": Ranker.legs(1.0, 0.0)}
+    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
+    for sample in samples:
+        agent = memory.ensure_agent(sample["sample_id"]).id
+        turns = messages(sample)
+        archive.insert_many(agent, [(m["content"], [str(m["payload"])]) for m in turns],
+                            created=[datetime.fromisoformat(m["timestamp"]) for m in turns])
+        memory.store.optimize()
+        dia_of = {p.id: p.tags[0] for p in _all_passages(archive, agent)}
+        for qa in sample["qa"]:
+            gold = evidence_ids(qa.get("evidence", []), set(dia_of.values()))
+            if qa.get("category") not in CATEGORIES or not gold:
+                continue
+            cands = archive.candidates("passages", agent, qa["question"], limit=10)
+            for name, ranker in rankers.items():
+                ranked = [dia_of[c.id] for c, _ in ranker.rank(qa["question"], cands)]
+                per[name][qa["category"]].append(score(ranked, gold))
+    return {name: {**{CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())},
+                   "overall (1-4)": _mean([s for v in cats.values() for s in v])} for name, cats in per.items()}
+
+
+def _all_passages(archive: Any, agent: str) -> list[Any]:
+    out, offset = [], 0
+    while True:
+        page, total = archive.list(agent, offset=offset, limit=200)
+        out += page
+        offset += len(page)
+        if not page or offset >= total:
+            return out
+
+
 def _mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
     n = len(scores)
     return {"n": n, "R@5": round(sum(s[0] for s in scores) / n, 3), "R@10": round(sum(s[1] for s in scores) / n, 3),
@@ -236,8 +281,17 @@ def _mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench locomo")
     parser.add_argument("--quick", action="store_true", help="first two conversations only")
+    parser.add_argument("--archival", action="store_true", help="only: the questions against archival passages")
     parser.add_argument("--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns")
     args, _ = parser.parse_known_args(sys.argv[1:])
+    if args.archival:
+        arch = archival(args.quick)
+        save("locomo_archival", arch)
+        print("LoCoMo dev split as archival passages (archival_memory_search candidates, top 10):")
+        for name, rows in arch.items():
+            for cat, row in rows.items():
+                print(f"  {name:44s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
+        return
     if args.latency:
         lat = latency(args.latency)
         save("locomo_latency", lat)

@@ -351,10 +351,12 @@ class Archive:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
         return merge(vector_rows, fts_rows), mode, notes
 
-    def conversation_candidates(self, agent_id: str, query: str, *, limit: int = 10) -> list[Candidate]:
-        """The candidates a ``conversation_search`` of ``limit`` ranks (for fitting and inspecting rankers)."""
+    def candidates(self, table: Literal["messages", "passages"], agent_id: str, query: str, *,
+                   limit: int = 10) -> list[Candidate]:
+        """The candidates a search of ``limit`` results ranks, unfiltered but for the agent (for fitting and
+        inspecting rankers: ``bench locomo``)."""
         where = f"agent_id = {sql_str(agent_id)}"
-        return self._candidates("messages", self._text(query, "query"), where, max(limit * 4, 40))[0]
+        return self._candidates(table, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
     def _unembedded(self, table: str, where: str) -> int:
         """Rows of ``where`` without vectors; counted only while some may exist (any process)."""

@@ -85,7 +85,7 @@ def test_shipped_ranker_prefers_the_named_speakers_statement_over_a_question(tmp
     agent = "agent-1"
     archive.log_messages(agent, [{"role": "user", "content": t} for t in turns])
     query = "What did Caroline research?"
-    by_keywords = Ranker.legs(0.0, 1.0).rank(query, archive.conversation_candidates(agent, query))
+    by_keywords = Ranker.legs(0.0, 1.0).rank(query, archive.candidates("messages", agent, query))
     assert by_keywords[0][0].content == turns[0]  # the keyword leg alone puts the question first...
     hits = archive.conversation_search(agent, query, limit=3).hits
     assert hits[0].content == turns[1]  # ...the shipped ranker the answer

@@ -164,8 +164,9 @@ def test_chunks_fit_the_model_window(real: Settings) -> None:
     assert emb.chunk("short text") == ["short text"]
 
 
-async def test_fts_only_until_model_ready_then_backfilled(tmp_path: Path) -> None:
-    """A model still loading: searches say they are keyword-only; rows stored meanwhile get vectors later."""
+async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path: Path) -> None:
+    """A model not ready within the wait: the search says it is keyword-only; once the model is ready, rows
+    stored meanwhile are embedded and found by meaning in the very next search (no waiting for a backfill)."""
     settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools=["all"])
     gate = threading.Event()
     hashing = HashingEmbedder()
@@ -176,22 +177,48 @@ async def test_fts_only_until_model_ready_then_backfilled(tmp_path: Path) -> Non
 
     embedder = BackgroundEmbedder(slow_factory, name=hashing.name, dim=hashing.dim, max_tokens=hashing.max_tokens)
     memory = open_memory(settings, start_embedder=False)
-    memory.archive = Archive(memory.store, embedder)
+    memory.archive = Archive(memory.store, embedder, wait_seconds=0)
     embedder.start()
     async with Client(server_for(settings, memory), cache=None) as c:
         _, ins = await call(c, "archival_memory_insert", content="Penguins live in the southern hemisphere")
+        assert "still loading" in ins["note"] and "vector" in ins["note"]
+        assert memory.store.unembedded_marks("passages")  # announced to every process's searches
         _, res = await call(c, "archival_memory_search", query="penguins")
-        assert res["search_mode"] == "fts" and "still loading" in res["notes"][0]
+        assert res["search_mode"] == "fts" and res["notes"][0].startswith("Keyword-only results (search_mode fts)")
+        assert "did not finish loading within 0 s" in res["notes"][0]
         assert res["results"][0]["id"] == ins["ids"][0] and res["results"][0]["relevance"]["vector_rank"] is None
         gate.set()
-        embedder.wait(10)
-        memory.archive.start_backfill()
-        for _ in range(100):
-            if memory.store.count("passages", "vector IS NULL") == 0:
-                break
-            threading.Event().wait(0.05)
+        assert embedder.wait(30)
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["relevance"]["vector_rank"] == 1
+        assert "notes" not in res
+        assert memory.store.count("passages", "vector IS NULL") == 0 and memory.store.unembedded_marks("passages") == {}
+        _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
+        assert "note" not in ins
+
+
+async def test_model_that_cannot_load_gives_keyword_results_that_say_why(tmp_path: Path) -> None:
+    """The model's directory cannot be created (a file is in the way): writes still store, searches fall
+    back to keywords and say why; a later process with a working model embeds what was stored."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "models").write_text("not a directory")
+    broken = load_settings(data_dir=data, embedding_model="default", tools=["all"])
+    memory = open_memory(broken)
+    async with Client(server_for(broken, memory), cache=None) as c:
+        _, ins = await call(c, "archival_memory_insert", content="The spare key is under the blue flowerpot")
+        assert "Stored without a vector: the embedding model is unavailable" in ins["note"]
+        _, res = await call(c, "archival_memory_search", query="spare key")
+        assert res["search_mode"] == "fts" and res["results"][0]["id"] == ins["ids"][0]
+        note = res["notes"][0]
+        assert note.startswith("Keyword-only results (search_mode fts): the embedding model is unavailable")
+        assert "Cannot prepare the model directory" in note and "tiermem doctor" in note
+    (data / "models").unlink()
+    fixed = open_memory(load_settings(data_dir=data, embedding_model="default", tools=["all"]))
+    agent = fixed.ensure_agent("default").id
+    hits = fixed.archive.search(agent, "where can I find something to open the door?", top_k=1)
+    assert hits.mode == "hybrid" and hits.hits[0].vector_rank == 1 and not hits.notes
+    assert fixed.store.count("passages", "vector IS NULL") == 0
 
 
 async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:

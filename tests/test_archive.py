@@ -254,3 +254,43 @@ def test_vector_index_built_when_large_and_new_rows_still_found(tmp_path: Path) 
     new = memory.archive.insert(agent, "Zanzibar spice market visit on a rainy afternoon")
     hits = memory.archive.search(agent, "Zanzibar spice market visit", top_k=3).hits
     assert hits[0].id == new[0] and hits[0].vector_rank == 1 and hits[0].fts_rank == 1
+
+
+def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> None:
+    """A process that stores a row without its model exits cleanly; the next short command that has the model
+    (`tiermem search`) embeds the row. A process whose model is still loading when it exits finishes its
+    backfill first (a backfill thread writing during interpreter shutdown must not abort the process)."""
+    import subprocess
+
+    from .conftest import PYTHON, ROOT
+    from .test_transports import server_env
+
+    def one_shot(text: str, wait_at_exit: float) -> subprocess.CompletedProcess[str]:
+        code = (
+            "from pathlib import Path\nfrom tiermem.config import load_settings\nfrom tiermem.factory import open_memory\n"
+            f"m = open_memory(load_settings(data_dir=Path({str(tmp_path / 'data')!r}), embedding_model='default', "
+            "embedding_wait_seconds=0))\n"
+            f"m.archive.insert(m.ensure_agent('default').id, {text!r})\n"
+            f"m.archive.wait_seconds = {wait_at_exit}\n"
+        )
+        return subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path),
+                              timeout=300)
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "models").write_text("in the way")  # this process's model cannot load
+    first = one_shot("The spare key is under the blue flowerpot", 0)
+    assert first.returncode == 0 and "Fatal" not in first.stderr, first.stderr[-2000:]
+    (tmp_path / "data" / "models").unlink()
+    store = open_memory(settings, start_embedder=False).store
+    assert store.count("passages", "vector IS NULL") == 1 and store.unembedded_marks("passages")
+    search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
+                             "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
+                            capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300)
+    assert search.returncode == 0, search.stderr[-2000:]
+    assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
+    assert "flowerpot" in json.loads(search.stdout)[0]["content"]
+    assert store.count("passages", "vector IS NULL") == 0 and store.unembedded_marks("passages") == {}
+    second = one_shot("The wifi password is on the fridge", 300)
+    assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
+    assert store.count("passages", "vector IS NULL") == 0  # embedded before the process ended

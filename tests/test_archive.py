@@ -164,8 +164,9 @@ def test_chunks_fit_the_model_window(real: Settings) -> None:
     assert emb.chunk("short text") == ["short text"]
 
 
-async def test_fts_only_until_model_ready_then_backfilled(tmp_path: Path) -> None:
-    """A model still loading: searches say they are keyword-only; rows stored meanwhile get vectors later."""
+async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path: Path) -> None:
+    """A model not ready within the wait: the search says it is keyword-only; once the model is ready, rows
+    stored meanwhile are embedded and found by meaning in the very next search (no waiting for a backfill)."""
     settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools=["all"])
     gate = threading.Event()
     hashing = HashingEmbedder()
@@ -176,22 +177,48 @@ async def test_fts_only_until_model_ready_then_backfilled(tmp_path: Path) -> Non
 
     embedder = BackgroundEmbedder(slow_factory, name=hashing.name, dim=hashing.dim, max_tokens=hashing.max_tokens)
     memory = open_memory(settings, start_embedder=False)
-    memory.archive = Archive(memory.store, embedder)
+    memory.archive = Archive(memory.store, embedder, wait_seconds=0)
     embedder.start()
     async with Client(server_for(settings, memory), cache=None) as c:
         _, ins = await call(c, "archival_memory_insert", content="Penguins live in the southern hemisphere")
+        assert "still loading" in ins["note"] and "vector" in ins["note"]
+        assert memory.store.unembedded_marks("passages")  # announced to every process's searches
         _, res = await call(c, "archival_memory_search", query="penguins")
-        assert res["search_mode"] == "fts" and "still loading" in res["notes"][0]
+        assert res["search_mode"] == "fts" and res["notes"][0].startswith("Keyword-only results (search_mode fts)")
+        assert "did not finish loading within 0 s" in res["notes"][0]
         assert res["results"][0]["id"] == ins["ids"][0] and res["results"][0]["relevance"]["vector_rank"] is None
         gate.set()
-        embedder.wait(10)
-        memory.archive.start_backfill()
-        for _ in range(100):
-            if memory.store.count("passages", "vector IS NULL") == 0:
-                break
-            threading.Event().wait(0.05)
+        assert embedder.wait(30)
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["relevance"]["vector_rank"] == 1
+        assert "notes" not in res
+        assert memory.store.count("passages", "vector IS NULL") == 0 and memory.store.unembedded_marks("passages") == {}
+        _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
+        assert "note" not in ins
+
+
+async def test_model_that_cannot_load_gives_keyword_results_that_say_why(tmp_path: Path) -> None:
+    """The model's directory cannot be created (a file is in the way): writes still store, searches fall
+    back to keywords and say why; a later process with a working model embeds what was stored."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "models").write_text("not a directory")
+    broken = load_settings(data_dir=data, embedding_model="default", tools=["all"])
+    memory = open_memory(broken)
+    async with Client(server_for(broken, memory), cache=None) as c:
+        _, ins = await call(c, "archival_memory_insert", content="The spare key is under the blue flowerpot")
+        assert "Stored without a vector: the embedding model is unavailable" in ins["note"]
+        _, res = await call(c, "archival_memory_search", query="spare key")
+        assert res["search_mode"] == "fts" and res["results"][0]["id"] == ins["ids"][0]
+        note = res["notes"][0]
+        assert note.startswith("Keyword-only results (search_mode fts): the embedding model is unavailable")
+        assert "Cannot prepare the model directory" in note and "tiermem doctor" in note
+    (data / "models").unlink()
+    fixed = open_memory(load_settings(data_dir=data, embedding_model="default", tools=["all"]))
+    agent = fixed.ensure_agent("default").id
+    hits = fixed.archive.search(agent, "where can I find something to open the door?", top_k=1)
+    assert hits.mode == "hybrid" and hits.hits[0].vector_rank == 1 and not hits.notes
+    assert fixed.store.count("passages", "vector IS NULL") == 0
 
 
 async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:
@@ -227,3 +254,43 @@ def test_vector_index_built_when_large_and_new_rows_still_found(tmp_path: Path) 
     new = memory.archive.insert(agent, "Zanzibar spice market visit on a rainy afternoon")
     hits = memory.archive.search(agent, "Zanzibar spice market visit", top_k=3).hits
     assert hits[0].id == new[0] and hits[0].vector_rank == 1 and hits[0].fts_rank == 1
+
+
+def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> None:
+    """A process that stores a row without its model exits cleanly; the next short command that has the model
+    (`tiermem search`) embeds the row. A process whose model is still loading when it exits finishes its
+    backfill first (a backfill thread writing during interpreter shutdown must not abort the process)."""
+    import subprocess
+
+    from .conftest import PYTHON, ROOT
+    from .test_transports import server_env
+
+    def one_shot(text: str, wait_at_exit: float) -> subprocess.CompletedProcess[str]:
+        code = (
+            "from pathlib import Path\nfrom tiermem.config import load_settings\nfrom tiermem.factory import open_memory\n"
+            f"m = open_memory(load_settings(data_dir=Path({str(tmp_path / 'data')!r}), embedding_model='default', "
+            "embedding_wait_seconds=0))\n"
+            f"m.archive.insert(m.ensure_agent('default').id, {text!r})\n"
+            f"m.archive.wait_seconds = {wait_at_exit}\n"
+        )
+        return subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path),
+                              timeout=300)
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "models").write_text("in the way")  # this process's model cannot load
+    first = one_shot("The spare key is under the blue flowerpot", 0)
+    assert first.returncode == 0 and "Fatal" not in first.stderr, first.stderr[-2000:]
+    (tmp_path / "data" / "models").unlink()
+    store = open_memory(settings, start_embedder=False).store
+    assert store.count("passages", "vector IS NULL") == 1 and store.unembedded_marks("passages")
+    search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
+                             "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
+                            capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300)
+    assert search.returncode == 0, search.stderr[-2000:]
+    assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
+    assert "flowerpot" in json.loads(search.stdout)[0]["content"]
+    assert store.count("passages", "vector IS NULL") == 0 and store.unembedded_marks("passages") == {}
+    second = one_shot("The wifi password is on the fridge", 300)
+    assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
+    assert store.count("passages", "vector IS NULL") == 0  # embedded before the process ended

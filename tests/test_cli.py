@@ -8,11 +8,13 @@ import stat
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from tiermem.cli import build_parser
 
-from .conftest import PYTHON, ROOT
+from .conftest import PYTHON, ROOT, text_of
 from .test_transports import server_env
 
 
@@ -78,7 +80,8 @@ def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
 
 
 def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
-    """Every shell line of README's five-minute tour, run literally (the host's part is simulated)."""
+    """Every shell line of README's five-minute tour, run literally with the default model; the host's part is
+    a one-shot MCP session with a real `tiermem serve` that exits at once. The tour ends with a healthy doctor."""
     readme = (ROOT / "README.md").read_text()
     tour = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
     lines = []
@@ -88,27 +91,33 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
             if command and not command.startswith("pip install"):
                 lines.append(command)
     assert lines[0] == "tiermem config claude-desktop" and any(x.startswith("tiermem export") for x in lines)
-    env = server_env(tmp_path, HOME=str(tmp_path / "home"), EDITOR="true")
+    assert lines[-1] == "tiermem doctor"
+    env = server_env(tmp_path, HOME=str(tmp_path / "home"), EDITOR="true",
+                     XDG_DATA_HOME=str(tmp_path / "home" / ".local" / "share"))
+    env.pop("TIERMEM_EMBEDDING_MODEL")  # as a user runs it: the default model
     env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
     work = tmp_path / "work"
     work.mkdir()
     for n, command in enumerate(lines):
-        if n == 2:  # step 3: the model edits the human block through the MCP tools
-            from tiermem.config import load_settings
-            from tiermem.factory import open_memory
-
-            data = tmp_path / "home" / ".local" / "share" / "tiermem"
-            m = open_memory(load_settings(data_dir=data, embedding_model="hashing"))
-            agent = m.ensure_agent("default")
-            from tiermem.blocks import Append
-
-            m.edit(agent.id, "human", Append("Name: Ada. Works on compilers. Prefers tea."))
-            m.archive.insert(agent.id, "Ada drinks green tea, never coffee.")  # type: ignore[union-attr]
-        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=work, env={**env, "XDG_DATA_HOME": str(tmp_path / "home" / ".local" / "share")},
-                              timeout=120, check=False)
-        assert done.returncode == 0, f"{command}: {done.stderr}"
+        if n == 2:  # step 3: the model edits the human block and stores a fact through the MCP tools
+            anyio.run(_host_session, StdioServerParameters(command=PYTHON, args=["-m", "tiermem", "serve"], env=env,
+                                                           cwd=str(work)))
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=work, env=env, timeout=300,
+                              check=False)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         if command == "tiermem blocks show human":
             assert "Prefers tea" in done.stdout
         if command.startswith("tiermem search"):
             assert "green tea" in done.stdout
     assert (work / "default.af").exists() and (work / "backup.jsonl").exists()
+    assert done.stdout.splitlines()[-1] == "healthy", done.stdout
+    assert "[ok ] passages index: 2 rows, 0 without vectors" in done.stdout
+
+
+async def _host_session(params: StdioServerParameters) -> None:
+    """What Claude Desktop does in step 3, as a one-shot client: the server exits right after."""
+    async with Client(params, cache=None) as client:
+        r = await client.call_tool("core_memory_append", {"label": "human", "content": "Name: Ada. Works on compilers. Prefers tea."})
+        assert not r.is_error, text_of(r)
+        r = await client.call_tool("archival_memory_insert", {"content": "Ada drinks green tea, never coffee."})
+        assert not r.is_error and "note" not in json.loads(text_of(r)), text_of(r)

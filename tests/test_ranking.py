@@ -30,7 +30,8 @@ def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
     ]
     q = "When did Caroline go to the support group?"
     assert feat(q, cands, "bm25") == [0.5, 1.0, 0.0]  # normalised by the pool's best
-    assert feat(q, cands, "cosine") == [0.6, 0.3, 0.3]  # a row the vector leg missed gets the pool's floor
+    assert feat(q, cands, "cosine") == pytest.approx([0.0, -0.3, -0.3])  # below the best; a row the vector leg
+    # missed is counted at the pool's floor
     assert feat(q, cands, "question") == [0.0, 1.0, 0.0]
     assert feat(q, cands, "speaker") == [1.0, 0.0, 0.0]  # the query names Caroline, not Melanie
     assert feat(q, cands, "vector_rrf")[2] == pytest.approx(1 / 12) and feat(q, cands, "fts_rrf")[2] == 0.0
@@ -50,6 +51,14 @@ def test_date_feature_reads_months_and_years_the_query_names() -> None:
     assert feat("camping in June 2023", cands, "date") == [1.0, 0.5, 0.0, 0.0]
     assert feat("anything from 2022", cands, "date") == [0.0, 0.0, 0.0, 1.0]
     assert feat("camping trip", cands, "date") == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:
+    """With no keyword match, the passage closest in meaning wins over a slightly longer, less related one."""
+    cands = [cand("cat", "The cat sleeps on the windowsill every afternoon", v=1, cos=0.393),
+             cand("dog", "Our dog Rex is due for his vaccination in May", v=2, cos=0.247),
+             cand("bird", "My parrot Kiwi can whistle the national anthem", v=3, cos=0.158)]
+    assert DEFAULT_RANKER.rank("feline napping spot", cands)[0][0].id == "cat"
 
 
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:

@@ -149,3 +149,57 @@ def test_cli_blocks_roundtrip(tmp_path: Path) -> None:
     bad = run("blocks", "show", "nope")
     assert bad.returncode == 1 and "No memory block with label 'nope'" in bad.stderr
     assert run("blocks", "--help").returncode == 0 and "example" in run("blocks", "--help").stdout
+
+
+async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
+    """Search right after initialize, with the real default model: by meaning, tag filters included, and rows a
+    process stored without vectors (its model never loaded) are found by meaning too."""
+    import threading
+
+    from tiermem.archive import Archive
+    from tiermem.config import load_settings
+    from tiermem.embeddings import DEFAULT_MODEL, BackgroundEmbedder
+    from tiermem.errors import EmbeddingError
+    from tiermem.factory import open_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    earlier = open_memory(settings)
+    agent = earlier.ensure_agent("default").id
+    archive = earlier.archive
+    assert archive is not None and archive.embedder.wait(300)
+    cat = archive.insert(agent, "The cat sleeps on the windowsill every afternoon", ["pets"])[0]
+    archive.insert(agent, "Our dog Rex is due for his vaccination in May", ["pets"])
+    boiler = archive.insert(agent, "The boiler was serviced in October", ["home"])[0]
+    archive.log_messages(agent, [{"role": "user", "content": "I started learning to play the cello last week"},
+                                 {"role": "user", "content": "My sister lives in Lisbon"}])
+    gate = threading.Event()
+
+    def never_loads() -> BackgroundEmbedder:
+        gate.wait(60)
+        raise EmbeddingError("this process's model never loaded")
+
+    short_lived = Archive(earlier.store, BackgroundEmbedder(never_loads, DEFAULT_MODEL, 384, 256), wait_seconds=0)
+    short_lived.embedder.start()
+    parrot = short_lived.insert(agent, "My parrot Kiwi can whistle the national anthem", ["pets"])[0]
+    gate.set()
+    assert earlier.store.count("passages", "vector IS NULL") == 1
+
+    # A generous wait: this checks that the search waits for the model, not how fast a busy machine loads it.
+    params = stdio_params(tmp_path, TIERMEM_EMBEDDING_MODEL="default", TIERMEM_EMBEDDING_WAIT_SECONDS="300")
+    async with Client(params, cache=None) as client:
+        async def search(tool: str, **args: object) -> dict:  # type: ignore[type-arg]
+            r = await client.call_tool(tool, args)
+            assert not r.is_error, text_of(r)
+            out = json.loads(text_of(r))
+            assert out["search_mode"] == "hybrid" and "notes" not in out, out
+            return out  # type: ignore[no-any-return]
+
+        found = await search("archival_memory_search", query="feline napping spot", tags=["pets"], top_k=2)
+        assert found["results"][0]["id"] == cat and found["results"][0]["relevance"]["fts_rank"] is None
+        found = await search("archival_memory_search", query="bird that sings tunes", tags=["pets"], top_k=3)
+        assert found["results"][0]["id"] == parrot and found["results"][0]["relevance"]["vector_rank"] == 1
+        found = await search("archival_memory_search", query="heating maintenance date", top_k=3)
+        assert found["results"][0]["id"] == boiler
+        found = await search("conversation_search", query="musical instrument lessons", limit=2)
+        assert "cello" in found["results"][0]["content"]
+    assert earlier.store.count("passages", "vector IS NULL") == 0 and earlier.store.unembedded_marks("passages") == {}

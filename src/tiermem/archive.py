@@ -3,12 +3,15 @@
 Both are searched the same way: filters first (agent, roles/tags, dates), then a vector
 ranking and a full-text ranking over the filtered rows; the two legs' candidates are ordered by
 the linear ranker of ranking.py (leg ranks, BM25, cosine, and a few properties of the text).
-Until the embedding model has loaded, searches are full-text only and say so; rows stored
-meanwhile get their vectors in the background as soon as the model is ready.
+Searches and writes wait (up to ``wait_seconds``) for the embedding model, so a process that
+has just started still searches by meaning and stores vectors. Only if the model failed to load,
+or did not load in time, does a search run on keywords alone, and its result says so; a row stored
+without a vector is embedded by the next process (or thread) that has the model.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, ValidationError
+from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
 from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge
 from .records import ROLES, Hit, Message, Passage, check_text
 from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
@@ -121,18 +125,21 @@ class Archive:
         max_content_chars: int = 100_000,
         ranker: Ranker | None = None,
         message_ranker: Ranker | None = None,
+        wait_seconds: float = 10.0,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self.wait_seconds = wait_seconds
         self.token_budget = token_budget
         self.max_content_chars = max_content_chars
         self.ranker = ranker or DEFAULT_RANKER
         self.message_ranker = message_ranker or DEFAULT_RANKER
         self._last_turn: dict[tuple[str, str], str] = {}  # (agent, conversation) -> content of its latest turn
         self._backfill_lock = threading.Lock()
-        self._backfill_running = False
+        self._backfill_thread: threading.Thread | None = None
+        self._embedding_rows = threading.Lock()  # one batch of stored rows embedded at a time (backfill or search)
+        self._closing = threading.Event()
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
-        self._no_missing: dict[str, int] = {}  # table -> version known to have every vector
 
     # -- counts ------------------------------------------------------------
 
@@ -339,12 +346,11 @@ class Archive:
         mode: Literal["hybrid", "fts"] = "hybrid"
         # The keyword leg runs beside query embedding + the vector leg (LanceDB releases the GIL).
         fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
-        try:
-            vec = self.embedder.embed([query])[0]
-            vector_rows = self.store.vector_search(table, vec, where, pool)
-        except ModelNotReadyError:
+        vec = self._query_vector(table, query, where, notes)
+        if vec is None:
             mode = "fts"
-            notes.append("The embedding model is still loading: these results come from keyword (full-text) search only.")
+        else:
+            vector_rows = self.store.vector_search(table, vec, where, pool)
         fts_rows = fts_future.result()
         missing = self._unembedded(table, where) if mode == "hybrid" else 0
         if missing:
@@ -358,15 +364,42 @@ class Archive:
         where = f"agent_id = {sql_str(agent_id)}"
         return self._candidates(table, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
+    def _query_vector(self, table: str, query: str, where: str, notes: list[str]) -> list[float] | None:
+        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had.
+
+        Once the model is ready, rows of ``where`` stored without vectors (by any process) are embedded
+        first, so they are found by meaning in this very search.
+        """
+        try:
+            vec = self.embedder.embed_blocking([query], self.wait_seconds)[0]
+        except ModelNotReadyError:
+            notes.append(
+                f"Keyword-only results (search_mode fts): the embedding model did not finish loading within "
+                f"{self.wait_seconds:g} s, so this search could not match by meaning. Retry shortly for hybrid search."
+            )
+            return None
+        except EmbeddingError as exc:
+            notes.append(
+                f"Keyword-only results (search_mode fts): the embedding model is unavailable, so this search could not "
+                f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
+            )
+            return None
+        if self._unembedded(table, where):
+            try:
+                self._embed_missing(table, where, limit=CATCH_UP_ROWS)
+            except TiermemError as exc:  # the search still runs; the note counts what is left
+                log.error("could not embed rows stored without vectors: %s", exc)
+            if self.store.unembedded_marks(table):
+                self.start_backfill()  # the rest (other filters, or more than a search embeds)
+        return vec
+
     def _unembedded(self, table: str, where: str) -> int:
-        """Rows of ``where`` without vectors; counted only while some may exist (any process)."""
-        version = self.store.version(table)
-        known = self._no_missing.get(table)
-        if known is not None and known == version:
+        """Rows of ``where`` without vectors; counted only while some process has announced such rows."""
+        if not self.store.unembedded_marks(table):
             return 0
         missing = self.store.count(table, f"({where}) AND vector IS NULL")
-        if missing == 0 and self.store.count(table, "vector IS NULL") == 0:
-            self._no_missing[table] = version
+        if missing == 0:
+            self.store.settle_unembedded(table)
         return missing
 
     def _hit(self, table: str, c: Candidate, score: float) -> Hit:
@@ -392,44 +425,110 @@ class Archive:
     # -- vectors -------------------------------------------------------------
 
     def _embed_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Vectors before the rows are stored, waiting up to ``wait_seconds`` for the model.
+
+        If the model is not ready in time the rows are stored without vectors (the store marks them) and
+        embedded by a background backfill once it is; if it cannot load, by a later process that has it.
+        """
         if not rows:
             return
         try:
-            vectors = self.embedder.embed([r["content"] for r in rows])
+            vectors = self.embedder.embed_blocking([r["content"] for r in rows], self.wait_seconds)
         except ModelNotReadyError:
+            log.warning("storing %d row(s) without vectors: the embedding model is still loading", len(rows))
             self.start_backfill()
+            return
+        except EmbeddingError as exc:
+            log.error("storing %d row(s) without vectors (found by keywords until embedded): %s", len(rows), exc)
             return
         for r, v in zip(rows, vectors, strict=True):
             r["vector"] = [float(x) for x in v]
 
+    def write_note(self) -> str | None:
+        """What a write result should tell the model when rows could not be embedded before storing."""
+        if self.embedder.error is not None:
+            return ("Stored without a vector: the embedding model is unavailable, so this is found by keyword search "
+                    f"only until that is fixed (run `tiermem doctor`). Cause: {self.embedder.error}")
+        if not self.embedder.ready:
+            return ("Stored; the embedding model is still loading, so its vector is added as soon as the model is "
+                    "ready (it is found by keywords until then).")
+        return None
+
     def start_backfill(self) -> None:
-        """Embed rows stored while the model was loading, as soon as it is ready (background)."""
+        """Embed rows stored without vectors as soon as the model is ready (background thread).
+
+        The thread is finished, not abandoned, when the process exits (see ``_finish_at_exit``): a daemon
+        thread still writing to LanceDB during interpreter shutdown aborts the process.
+        """
         with self._backfill_lock:
-            if self._backfill_running:
+            if self._closing.is_set() or (self._backfill_thread is not None and self._backfill_thread.is_alive()):
                 return
-            self._backfill_running = True
-        threading.Thread(target=self._backfill, name="tiermem-backfill", daemon=True).start()
+            if self._backfill_thread is None:
+                atexit.register(self._finish_at_exit)
+            self._backfill_thread = threading.Thread(target=self._backfill, name="tiermem-backfill", daemon=True)
+            self._backfill_thread.start()
 
     def _backfill(self) -> None:
         try:
-            self.embedder.wait(None)
+            while not self.embedder.wait(0.25):
+                if self._closing.is_set():
+                    return
             self.backfill_now()
         except EmbeddingError as exc:
-            log.error("could not embed stored rows: %s", exc)
-        finally:
-            with self._backfill_lock:
-                self._backfill_running = False
+            log.error("could not embed stored rows (a process with a working model will): %s", exc)
+        except Exception:  # a storage failure here must not go unseen; the rows stay marked for the next process
+            log.exception("embedding stored rows failed")
+
+    def _finish_at_exit(self) -> None:
+        """At exit: let a pending backfill finish (up to ``wait_seconds``), then stop it between batches."""
+        thread = self._backfill_thread
+        if thread is None or not thread.is_alive():
+            return
+        thread.join(self.wait_seconds)
+        self._closing.set()
+        thread.join(60)
+
+    def catch_up(self, timeout: float | None) -> int:
+        """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).
+
+        For short-lived commands that have the model anyway. Counts directly, so it also finds rows a crash
+        left unmarked. Returns the rows embedded (0 if the model is unavailable; the reason is logged).
+        """
+        try:
+            if not self.embedder.wait(timeout):
+                return 0
+            return self.backfill_now()
+        except EmbeddingError as exc:
+            log.error("rows without vectors stay unembedded: %s", exc)
+            return 0
 
     def backfill_now(self, batch: int = 128) -> int:
+        """Embed every row stored without a vector; returns how many (the model must be loaded)."""
         done = 0
         for table in ("messages", "passages"):
-            while True:
-                rows = self.store.rows_without_vectors(table, limit=batch)
+            done += self._embed_missing(table, None, limit=None, batch=batch)
+        return done
+
+    def _embed_missing(self, table: str, where: str | None, *, limit: int | None, batch: int = 128) -> int:
+        """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
+
+        Batches are taken one at a time under a lock, so a search never waits for more than the batch a
+        background backfill is writing, and no row is embedded twice by this process.
+        """
+        done = 0
+        while limit is None or done < limit:
+            if self._closing.is_set() and threading.current_thread() is self._backfill_thread:
+                return done
+            with self._embedding_rows:
+                size = batch if limit is None else min(batch, limit - done)
+                rows = self.store.rows_without_vectors(table, limit=size, where=where)
                 if not rows:
                     break
                 vectors = self.embedder.embed([r["content"] for r in rows])
                 self.store.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
-                done += len(rows)
+            done += len(rows)
+        if where is None and (limit is None or done < limit):
+            self.store.settle_unembedded(table)
         return done
 
     # -- validation --------------------------------------------------------

@@ -304,20 +304,37 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return blocks_command(memory, settings, args)
-    if args.command in ("search", "import"):
-        # These embed text: load the model now (a background load would leave search on keywords only, and
-        # a background backfill thread still writing when the process exits).
-        assert memory.archive is not None
-        memory.archive.embedder.wait(None)
     if args.command == "search":
+        # A process that has the model embeds what others stored without vectors, before searching.
+        assert memory.archive is not None
+        embedded = memory.archive.catch_up(settings.embedding_wait_seconds)
+        if embedded:
+            print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
         return search_command(memory, settings, args)
+    if args.command == "import":
+        _load_model_for_import(memory)
     if args.command in ("import", "export"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
-        for table, outcome in memory.store.optimize().items():
+        store = memory.store
+        if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
+            print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
+        for table, outcome in store.optimize().items():
             print(f"{table}: {outcome}")
         return 0
     raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def _load_model_for_import(memory: Memory) -> None:
+    """Imports embed every row: load the model first; without one, import anyway and say so."""
+    from .errors import EmbeddingError
+
+    assert memory.archive is not None
+    try:
+        memory.archive.embedder.wait(None)
+    except EmbeddingError as exc:
+        print(f"tiermem: warning: {exc} Importing without vectors: the imported rows are found by keywords until a "
+              "tiermem with a working model opens this data directory (it embeds them).", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,15 +98,22 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     # Read-only: a mistyped --agent names the agents instead of creating an empty one.
     agent = memory.ensure_agent(settings.agent) if settings.agent == "default" else memory.get_agent(settings.agent)
     rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     if not args.recall:
         tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
-        for h in archive.search(agent.id, args.query, tags=tags, top_k=args.limit).hits:
+        found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
+        notes += found.notes
+        for h in found.hits:
             rows.append({"memory": "archival", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
                          "where": ",".join(h.tags), "content": h.content, "id": h.id})
     if not args.archival:
-        for h in archive.conversation_search(agent.id, args.query, limit=args.limit).hits:
+        found = archive.conversation_search(agent.id, args.query, limit=args.limit)
+        notes += found.notes
+        for h in found.hits:
             rows.append({"memory": "recall", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
                          "where": h.role or "", "content": h.content, "id": h.id})
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}", file=sys.stderr)
     if args.json:
         print_rows(rows, True)
         return 0

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=0, le=65535)
     embedding_model: str = "default"
     allow_download: bool = False
+    # How long a search or a write waits for the embedding model (seconds) before it goes on without it.
+    embedding_wait_seconds: float = Field(default=10.0, ge=0, le=600)
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)

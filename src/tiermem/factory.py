@@ -27,6 +27,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
                 "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
             ) from exc
     embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    if start_embedder:
+        embedder.start()  # loads while the store opens
     store = Store(
         settings.store_uri(),
         embedding_model=embedder.name,
@@ -41,10 +43,16 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
         max_content_chars=settings.max_content_chars,
     )
     memory.archive = Archive(
-        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars
+        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
+        wait_seconds=settings.embedding_wait_seconds,
     )
     if start_embedder:
-        embedder.start()
-        if store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL"):
+        # Rows any process stored without vectors (a crash may have left them unannounced): announce them
+        # to every process's searches and embed them as soon as the model is ready.
+        missing = [t for t in ("messages", "passages") if store.count(t, "vector IS NULL")]
+        for table in missing:
+            if not store.unembedded_marks(table):
+                store.mark_unembedded(table)
+        if missing:
             memory.archive.start_backfill()
     return memory

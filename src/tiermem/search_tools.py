@@ -58,8 +58,8 @@ def search_tools(rt: Runtime) -> dict[str, Entry]:
         Returns the stored message ids.
         """
         payload = [m.model_dump() for m in messages]
-        stored = await rt.call(ctx, lambda m, a: _archive(m).log_messages(a, payload))
-        return json.dumps({"stored": len(stored), "ids": [s.id for s in stored]})
+        stored, note = await rt.call(ctx, lambda m, a: (_archive(m).log_messages(a, payload), _archive(m).write_note()))
+        return json.dumps({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
 
     async def conversation_search(
         query: str,
@@ -89,8 +89,8 @@ def search_tools(rt: Runtime) -> dict[str, Entry]:
         Write it so it makes sense on its own later (who, what, when). Optional tags help
         filter searches. Long text is split into overlapping chunks. Returns the new id(s).
         """
-        ids = await rt.call(ctx, lambda m, a: _archive(m).insert(a, content, tags))
-        return json.dumps({"ids": ids, "chunks": len(ids)})
+        ids, note = await rt.call(ctx, lambda m, a: (_archive(m).insert(a, content, tags), _archive(m).write_note()))
+        return json.dumps({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
     async def archival_memory_search(
         query: str,

@@ -240,6 +240,7 @@ _RESULT_COLUMNS = {
 _MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us")
 VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 32, 128, 2
 _REEMBED = "__reembed"
+_UNEMBEDDED = "unembedded:"
 
 
 def _names(db: Any) -> list[str]:
@@ -397,6 +398,7 @@ class Store:
         self._snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self._fts_ready: set[str] = set()
         self._optimizing = threading.Lock()
+        self._writer = new_id("writer")  # names this process's marks of rows stored without vectors
         try:
             self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
             self._tables = self._open_tables()
@@ -580,6 +582,8 @@ class Store:
             return 0
         result = self._tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
         self._wrote()
+        if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+            self.mark_unembedded(table)
         return int(result.num_inserted_rows)
 
     def schema_fields(self, table: str) -> list[str]:
@@ -694,6 +698,8 @@ class Store:
         if rows:
             self._tables[table].add(list(rows))
             self._wrote(len(rows))
+            if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+                self.mark_unembedded(table)
 
     @writes("vectors")
     def set_vectors(self, table: str, vectors: dict[str, list[float]]) -> None:
@@ -710,8 +716,40 @@ class Store:
             t.merge_insert("id").when_matched_update_all().execute(rows)
             self._wrote(len(rows))
 
-    def rows_without_vectors(self, table: str, limit: int = 256) -> list[dict[str, Any]]:
-        return self._rows(table, "vector IS NULL", limit=limit)
+    def rows_without_vectors(self, table: str, limit: int = 256, where: str | None = None) -> list[dict[str, Any]]:
+        return self._rows(table, f"({where}) AND vector IS NULL" if where else "vector IS NULL", limit=limit)
+
+    # Rows stored without vectors are announced in ``meta`` (key "unembedded:<table>:<writer>"), written
+    # right after the rows, so a search in any process learns of them from the small meta table instead
+    # of counting ``vector IS NULL`` over the whole table (a scan of every vector). The marks are cleared
+    # by whoever sees the table without such rows, and only the marks read before that count: a mark is
+    # written after its rows, so rows whose mark was read are in the count. Rows a crash left unmarked
+    # are found by the full count each process makes when it opens the store (``factory.open_memory``).
+
+    def unembedded_marks(self, table: str) -> dict[str, str]:
+        """The marks announcing rows without vectors in ``table`` (cheap: meta is re-read only when it changed)."""
+        prefix = f"{_UNEMBEDDED}{table}:"
+        return {r["key"]: r["value"] for r in self._snapshot("meta") if str(r["key"]).startswith(prefix)}
+
+    def mark_unembedded(self, table: str) -> None:
+        """Announce that ``table`` holds rows without vectors (after writing them)."""
+        try:
+            self.set_meta(f"{_UNEMBEDDED}{table}:{self._writer}", str(time.time_ns()))
+        except StoreError as exc:  # the rows are stored; the next process to open the store counts them
+            log.warning("could not record rows without vectors in %s: %s", table, exc)
+
+    def settle_unembedded(self, table: str) -> int:
+        """Rows of ``table`` without vectors; when there are none, clear the marks read before counting."""
+        marks = self.unembedded_marks(table)
+        missing = self.count(table, "vector IS NULL")
+        if missing == 0 and marks:
+            self._clear_marks(marks)
+        return missing
+
+    @writes("settings")
+    def _clear_marks(self, marks: dict[str, str]) -> None:
+        where = " OR ".join(f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in marks.items())
+        self._tables["meta"].delete(where)
 
     def version(self, table: str) -> int:
         return int(self._tables[table].version)
@@ -893,4 +931,6 @@ class Store:
     def finish_reembed(self, model: str, dim: int) -> None:
         self.set_meta("embedding_model", model)
         self.set_meta("embedding_dim", str(dim))
+        for table in SEARCHABLE:
+            self.settle_unembedded(table)
         self.embedding_model, self.embedding_dim = model, dim

@@ -116,6 +116,5 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     finally:
         progress.close()
     if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
-        memory.archive.embedder.wait(None)
-        inserted["embedded"] = memory.archive.backfill_now()
+        inserted["embedded"] = memory.archive.catch_up(None)
     return inserted

@@ -106,7 +106,8 @@ def test_kill_during_block_edits(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its server, mid-edit
     proc.wait(timeout=10)
     assert len(acked) >= 25
-    m = Memory(Store(str(data / "db"), embedding_model="hashing-384", embedding_dim=384))
+    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    assert m.core.name == "sqlite" and (data / "core.sqlite3").exists()
     agent = m.ensure_agent("default").id
     lines = check_chain(m, agent, "human")
     assert lines[: len(acked)] == acked and len(lines) - len(acked) <= 1  # at most the unacknowledged one

@@ -108,5 +108,8 @@ class LanceCore:
     def schema_fields(self, table: str) -> list[str]:
         return self.store.schema_fields(table)
 
+    def close(self) -> None:
+        """Nothing to release: LanceDB holds no open file between calls."""
+
     def describe(self) -> str:
         return f"LanceDB tables at {self.store.uri}"

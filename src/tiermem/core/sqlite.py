@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -133,8 +134,7 @@ class SqliteCore:
         self._cache: _Cache | None = None
         self._data_version = -1
         try:
-            self._conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._conn.row_factory = sqlite3.Row
+            self._conn = self._connect()
             self._conn.execute("PRAGMA busy_timeout = 30000")
             mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -148,6 +148,12 @@ class SqliteCore:
 
                     raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
                 create_schema(conn)
+        except sqlite3.OperationalError as exc:
+            if not self._open_read_only(exc):
+                raise StoreError(
+                    f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
+                    "local, writable filesystem (SQLite needs working file locks; not NFS), or set core_backend = 'lancedb'."
+                ) from exc
         except sqlite3.Error as exc:
             raise StoreError(
                 f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
@@ -155,6 +161,33 @@ class SqliteCore:
             ) from exc
 
     # -- plumbing ------------------------------------------------------------
+
+    def _connect(self, query: str = "") -> sqlite3.Connection:
+        target = f"file:{self.path}{query}" if query else str(self.path)
+        conn = sqlite3.connect(target, timeout=30.0, isolation_level=None, check_same_thread=False, uri=bool(query))
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def _open_read_only(self, exc: sqlite3.Error) -> bool:
+        """On a full or read-only disk, keep the data readable: writes then fail with a clear error."""
+        if not self.path.exists():
+            return False
+        wal = self.path.with_name(self.path.name + "-wal")
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            if "immutable" in query and wal.exists() and wal.stat().st_size:
+                break  # committed pages may still be in the WAL: an immutable open would miss them
+            try:
+                conn = self._connect(query)
+                conn.execute("SELECT count(*) FROM blocks").fetchone()
+            except sqlite3.Error:
+                continue
+            old = getattr(self, "_conn", None)
+            if old is not None:
+                old.close()
+            self._conn = conn
+            sys.stderr.write(f"tiermem: {self.path} opened read-only ({exc}); edits will be refused\n")
+            return True
+        return False
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -358,9 +391,11 @@ def _error(path: Path, exc: sqlite3.Error) -> StoreError:
     if "locked" in text or "busy" in text:
         hint = "another process held the database too long; try again"
     elif "full" in text:
-        hint = "free disk space, then try again"
+        return StoreError(f"The disk holding the data directory {path.parent} is full (core-state database: {text}); "
+                          "nothing was written. Free some space and try again.")
     elif "readonly" in text or "read-only" in text:
-        hint = "make the data directory writable"
+        return StoreError(f"The data directory {path.parent} is read-only (core-state database: {text}); nothing was "
+                          "written. Make it writable, or choose another with --data-dir.")
     else:
         hint = "run `tiermem doctor`, or restore from a backup if the file is damaged"
     return StoreError(f"The core-state database {path} failed: {text}. Nothing was written; {hint}.")

@@ -76,8 +76,48 @@ async def over_http(n: int) -> dict[str, dict[str, float]]:
         proc.wait()
 
 
+async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dict[str, float]]:
+    """An edit + a read (two calls) over stdio, per core backend, against two calls to a bare SDK server.
+
+    The three servers stay warm and take turns in short rounds, so machine noise hits them alike.
+    """
+    bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(), cwd=str(ROOT))
+    servers = {"bare SDK (echo x2)": bare}
+    for backend in ("sqlite", "lancedb"):
+        servers[f"tiermem core_backend={backend}"] = StdioServerParameters(
+            command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend), cwd=str(ROOT))
+    samples: dict[str, list[float]] = {name: [] for name in servers}
+    async with Client(bare, cache=None) as c0, Client(servers["tiermem core_backend=sqlite"], cache=None) as c1, \
+            Client(servers["tiermem core_backend=lancedb"], cache=None) as c2:
+        clients = dict(zip(servers, (c0, c1, c2), strict=True))
+        for c in (c1, c2):
+            await c.call_tool("memory_rethink", {"label": "human", "new_memory": ""})
+        for r in range(rounds):
+            for name, c in clients.items():
+                for i in range(per_round):
+                    t = time.perf_counter()
+                    if c is c0:
+                        await c.call_tool("echo", {"text": f"note {r}.{i}"})
+                        await c.call_tool("echo", {"text": "read"})
+                    else:
+                        if i == 0:
+                            await c.call_tool("memory_rethink", {"label": "human", "new_memory": ""})
+                            t = time.perf_counter()
+                        await c.call_tool("core_memory_append", {"label": "human", "content": f"note {r}.{i}"})
+                        await c.call_tool("core_memory_view", {})
+                    if i >= 3:
+                        samples[name].append(time.perf_counter() - t)
+    return {name: stats(v) for name, v in samples.items()}
+
+
 def main(n: int = N) -> None:
-    result = {"stdio": anyio.run(over_stdio, n), "http": anyio.run(over_http, n)}
+    pairs = anyio.run(edit_read_pairs)
+    print("core_memory_append + core_memory_view over stdio (ms), interleaved rounds")
+    floor = pairs["bare SDK (echo x2)"]["p50_ms"]
+    for name, st in pairs.items():
+        print(f"  {name:34s} p50 {st['p50_ms']:7.2f}  p95 {st['p95_ms']:7.2f}  p99 {st['p99_ms']:7.2f}  "
+              f"({st['p50_ms'] / floor:.2f}x the bare SDK)")
+    result = {"stdio": anyio.run(over_stdio, n), "http": anyio.run(over_http, n), "edit_read": pairs}
     save("roundtrip", result)
     print(f"tool round trips (ms), {n} calls each after warm-up")
     print(f"  {'tool':24s} {'stdio p50':>10s} {'p95':>8s} {'p99':>8s} {'http p50':>10s} {'p95':>8s} {'p99':>8s}")

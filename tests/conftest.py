@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.core.migrate import open_core
 from tiermem.config import BlockSpec, Settings, load_settings
 from tiermem.memory import Memory
 from tiermem.store import Store
@@ -31,10 +32,12 @@ def settings(tmp_path: Path) -> Settings:
     return load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
 
 
-@pytest.fixture
-def memory(settings: Settings) -> Memory:
+@pytest.fixture(params=["sqlite", "lancedb"])
+def memory(settings: Settings, request: pytest.FixtureRequest) -> Memory:
+    """A Memory on each core-state backend: the same tests pass on both."""
     store = Store(settings.store_uri(), embedding_model="hashing-384", embedding_dim=384)
-    return Memory(store, default_blocks=settings.default_blocks, default_system=settings.system)
+    core = open_core(store, request.param, settings.resolved_data_dir())
+    return Memory(store, default_blocks=settings.default_blocks, default_system=settings.system, core=core)
 
 
 def spec(label: str, value: str = "", limit: int = 5000, read_only: bool = False) -> BlockSpec:

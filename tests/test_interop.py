@@ -76,7 +76,7 @@ def test_sleeptime_group_and_shared_blocks(mem: Memory) -> None:
     labels = {b["id"]: b["label"] for b in data["blocks"]}
     for ref in shared:  # one block, attached to both agents: an edit through one is seen by the other
         assert ids_main[labels[ref]] == ids_other[labels[ref]]
-    assert len(mem.store.agents_of_block(ids_main[labels[next(iter(shared))]])) == 2
+    assert len(mem.core.agents_of_block(ids_main[labels[next(iter(shared))]])) == 2
 
 
 def test_unsupported_parts_are_reported_and_kept(mem: Memory) -> None:

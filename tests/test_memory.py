@@ -11,6 +11,7 @@ import pytest
 from tiermem import blocks as b
 from tiermem.errors import EditError, NotFoundError, SchemaError, ValidationError
 from tiermem.memory import Change, Memory
+from tiermem.core.migrate import CORE_FILE, open_core
 from tiermem.store import Store
 
 from .conftest import PYTHON, ROOT, spec
@@ -104,7 +105,7 @@ def test_create_rename_delete(memory: Memory) -> None:
 def test_over_limit_default_block_rejected(memory: Memory) -> None:
     with pytest.raises(EditError, match="Exceeds 3 character limit"):
         memory.create_agent("x", blocks=[spec("human", "toolong", limit=3)])
-    assert memory.store.find_agent("x") is None
+    assert memory.core.find_agent("x") is None
 
 
 def test_schema_version_and_model_mismatch_refused(tmp_path: Path) -> None:
@@ -126,6 +127,13 @@ def test_history_gap_is_repaired(memory: Memory) -> None:
     block = memory.block(a, "human")
     from dataclasses import replace
 
+    if memory.core.atomic:  # SQLite: value and history commit in one transaction; a stale version writes nothing
+        stale = replace(block, value="stale", version=2)
+        assert not memory.core.commit_edit(stale, 7, memory.core.history(block.id)[0])
+        memory.edit(a, "human", b.Rethink("orphan"))
+        memory.edit(a, "human", b.Append("next"))
+        assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
+        return
     assert memory.store.cas_block(replace(block, value="orphan", version=2), 1)  # no history row written
     memory.edit(a, "human", b.Append("next"))
     assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
@@ -136,11 +144,14 @@ WORKER = textwrap.dedent(
     import sys
     from tiermem.store import Store
     from tiermem.memory import Memory
+    from pathlib import Path
     from tiermem.config import BlockSpec
+    from tiermem.core.migrate import open_core
     from tiermem import blocks as b
-    uri, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    m = Memory(Store(uri, embedding_model="hashing-384", embedding_dim=384),
-               default_blocks=[BlockSpec(label="shared", value="", limit=100000)])
+    uri, me, n, backend = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    m = Memory(store, default_blocks=[BlockSpec(label="shared", value="", limit=100000)],
+               core=open_core(store, backend, Path(uri).parent))
     agent = m.ensure_agent("default").id
     for i in range(n):
         m.edit(agent, "shared", b.Append(f"{me}-{i}"))
@@ -148,18 +159,20 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_concurrent_processes_lose_no_append(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+def test_concurrent_processes_lose_no_append(tmp_path: Path, backend: str) -> None:
     uri = str(tmp_path / "db")
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    procs = [subprocess.Popen([PYTHON, str(script), uri, f"p{p}", "12"], cwd=ROOT, stderr=subprocess.PIPE)
+    procs = [subprocess.Popen([PYTHON, str(script), uri, f"p{p}", "12", backend], cwd=ROOT, stderr=subprocess.PIPE)
              for p in range(4)]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()[-2000:]
-    m = Memory(Store(uri, embedding_model="hashing-384", embedding_dim=384))
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    m = Memory(store, core=open_core(store, backend, tmp_path))
     agent = m.ensure_agent("default").id
-    assert len(m.store.list_agents()) == 1
+    assert len(m.core.list_agents()) == 1
     block = m.block(agent, "shared")
     lines = [x for x in block.value.split("\n") if x]
     assert sorted(lines) == sorted(f"p{p}-{i}" for p in range(4) for i in range(12))
@@ -201,3 +214,30 @@ def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -
         Flaky().write(1, "lance error: boom")
     with pytest.raises(StoreError, match="Too many concurrent writers"):
         Flaky().write(1000, "Too many concurrent writers. ")
+
+
+def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A data directory with core state in LanceDB opens with the SQLite default, everything carried over."""
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    old = Memory(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", tmp_path))
+    agent = old.ensure_agent("default").id
+    old.edit(agent, "human", b.Append("Likes tea"))
+    old.remember(agent, "core_memory_append", "k1", "abc", "done")
+    assert not (tmp_path / CORE_FILE).exists()
+
+    store2 = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    new = Memory(store2, core=open_core(store2, "auto", tmp_path))
+    assert new.core.name == "sqlite" and (tmp_path / CORE_FILE).exists()
+    assert "moved core state from LanceDB" in capfd.readouterr().err
+    assert new.block(agent, "human").value == "Name: Ada\nLikes tea"
+    assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
+    assert new.replay(agent, "core_memory_append", "k1", "abc") == "done"
+    new.edit(agent, "human", b.Append("Plays go"))
+    assert old.block(agent, "human").value == "Name: Ada\nLikes tea"  # the LanceDB tables are left unchanged
+
+    store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
+    again = Memory(store3, core=open_core(store3, "auto", tmp_path))
+    assert again.block(agent, "human").version == 3
+    assert "moved core state" not in capfd.readouterr().err
+    assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))

@@ -19,6 +19,7 @@ from tiermem import blocks as b
 from tiermem.errors import StoreError
 from tiermem.factory import open_memory
 from tiermem.config import load_settings
+from tiermem.core.migrate import open_core
 from tiermem.memory import Memory
 from tiermem.store import Store
 
@@ -106,7 +107,8 @@ def test_kill_during_block_edits(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its server, mid-edit
     proc.wait(timeout=10)
     assert len(acked) >= 25
-    m = Memory(Store(str(data / "db"), embedding_model="hashing-384", embedding_dim=384))
+    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    assert m.core.name == "sqlite" and (data / "core.sqlite3").exists()
     agent = m.ensure_agent("default").id
     lines = check_chain(m, agent, "human")
     assert lines[: len(acked)] == acked and len(lines) - len(acked) <= 1  # at most the unacknowledged one
@@ -152,13 +154,18 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
     return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
 
 
-def test_full_and_read_only_disk(tmp_path: Path) -> None:
+def _on(disk: Path, backend: str, **kw: object) -> Memory:
+    store = Store(str(disk / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0)
+    return Memory(store, core=open_core(store, backend, disk), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
     disk = tmp_path / "disk"
     if not _mount_tmpfs(disk, "4m"):
         pytest.skip("needs permission to mount a small tmpfs (root) to simulate a full and a read-only disk")
     try:
-        m = Memory(Store(str(disk / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0),
-                   default_blocks=load_settings().default_blocks)
+        m = _on(disk, backend, default_blocks=load_settings().default_blocks)
         agent = m.ensure_agent("default").id
         m.edit(agent, "human", b.Rethink("Name: Ada"))
         def big_row(i: int) -> dict[str, object]:
@@ -176,10 +183,12 @@ def test_full_and_read_only_disk(tmp_path: Path) -> None:
         assert full is not None and "is full" in str(full) and "nothing was written. Free some space" in str(full)
         assert m.store.count("passages") == before  # the failed write left nothing behind
         stored = before
-        reopened = Memory(Store(str(disk / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0))
+        reopened = _on(disk, backend)
         assert reopened.block(agent, "human").value == "Name: Ada" and reopened.store.count("passages") == stored
+        m.core.close()
+        reopened.core.close()  # an open SQLite file keeps the mount busy
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-        ro = Memory(Store(str(disk / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0))
+        ro = _on(disk, backend)
         assert ro.block(agent, "human").value == "Name: Ada"  # still readable, not corrupted
         assert ro.store.count("passages") == stored
         with pytest.raises(StoreError, match="is read-only .* Make it writable"):

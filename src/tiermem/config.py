@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
     uri: str | None = None
     storage_options: dict[str, str] = Field(default_factory=dict)
+    # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
+    # for a local data directory, the LanceDB tables for a uri; "sqlite" or "lancedb" force one.
+    core_backend: Literal["auto", "sqlite", "lancedb"] = "auto"
     agent: str = "default"
     tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
     transport: Transport = "stdio"

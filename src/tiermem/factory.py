@@ -14,6 +14,7 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
     from .archive import Archive
     from .embeddings import make_embedder
     from .memory import Memory
+    from .core.migrate import open_core
     from .store import Store
 
     if settings.uri is None:
@@ -36,8 +37,10 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
         storage_options=settings.storage_options or None,
         optimize_every=settings.optimize_every,
     )
+    core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
     memory = Memory(
         store,
+        core=core,
         default_blocks=settings.default_blocks,
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,

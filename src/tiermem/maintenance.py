@@ -45,6 +45,11 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
           f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")
     versions = ", ".join(f"{t} v{v}" for t, v in store.table_versions().items())
     check("tables", True, versions)
+    try:
+        counts = {t: len(memory.core.all_rows(t)) for t in ("agents", "blocks", "block_history")}
+        check("core state", True, f"{memory.core.describe()}: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
+    except TiermemError as exc:
+        check("core state", False, str(exc), "check the data directory's filesystem, or restore from a backup")
     if settings.uri is None:
         probe = settings.resolved_data_dir() / ".doctor-probe"
         try:

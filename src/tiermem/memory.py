@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Literal
 from . import blocks as rules
 from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
+from .core.lance import LanceCore
+from .core.protocol import CoreStore
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text
 from .store import Store, new_id, now, sql_str, stable_id
 
@@ -59,8 +61,10 @@ class Memory:
         default_blocks: Sequence[BlockSpec] = (),
         default_system: str = "",
         max_content_chars: int = 100_000,
+        core: CoreStore | None = None,
     ) -> None:
         self.store = store
+        self.core: CoreStore = core if core is not None else LanceCore(store)
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
         self.max_content_chars = max_content_chars
@@ -82,18 +86,18 @@ class Memory:
     # -- agents --------------------------------------------------------------
 
     def list_agents(self) -> list[Agent]:
-        return self.store.list_agents()
+        return self.core.list_agents()
 
     def get_agent(self, name: str) -> Agent:
-        agent = self.store.find_agent(name)
+        agent = self.core.find_agent(name)
         if agent is None:
-            names = ", ".join(a.name for a in self.store.list_agents()) or "none yet"
+            names = ", ".join(a.name for a in self.core.list_agents()) or "none yet"
             raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
         return agent
 
     def ensure_agent(self, name: str) -> Agent:
         """The agent named ``name``, created with the default blocks on first use."""
-        agent = self.store.find_agent(name)
+        agent = self.core.find_agent(name)
         return agent if agent is not None else self.create_agent(name, stable=True)
 
     def create_agent(
@@ -107,7 +111,7 @@ class Memory:
         agent_id: str | None = None,
     ) -> Agent:
         check_agent_name(name)
-        if not stable and self.store.find_agent(name) is not None:
+        if not stable and self.core.find_agent(name) is not None:
             raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
         t = now()
         agent_id = agent_id or (stable_id("agent", name) if stable else new_id("agent"))
@@ -129,31 +133,31 @@ class Memory:
         for spec in specs:
             block_id = stable_id("block", agent.id, spec.label) if stable else new_id("block")
             self._insert_block(block_id, spec, actor="system")
-            self.store.attach(agent.id, block_id)
-        self.store.insert_agent(agent)
-        return self.store.get_agent(agent.id)
+            self.core.attach(agent.id, block_id)
+        self.core.insert_agent(agent)
+        return self.core.get_agent(agent.id)
 
     def set_agent_metadata(self, agent_id: str, updates: dict[str, str], *, system: str | None = None) -> Agent:
         """Merge ``updates`` into the agent's metadata (a value of "" removes the key); optionally set its system prompt."""
-        agent = self.store.get_agent(agent_id)
+        agent = self.core.get_agent(agent_id)
         merged = {**agent.metadata, **_check_metadata(updates)}
         merged = {k: v for k, v in merged.items() if v != ""}
         if system is not None:
             self._check_text("system", system)
         changed = replace(agent, metadata=merged, system=agent.system if system is None else system, updated_at=now())
-        self.store.update_agent(changed)
-        return self.store.get_agent(agent_id)
+        self.core.update_agent(changed)
+        return self.core.get_agent(agent_id)
 
     # -- conversations (agent-loop state) ------------------------------------------
 
     def context_window(self, agent_id: str, conversation_id: str) -> ContextWindow:
-        row = self.store.get_conversation(agent_id, conversation_id)
+        row = self.core.get_conversation(agent_id, conversation_id)
         if row is None:
             return ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
         return ContextWindow(**{f.name: row[f.name] for f in fields(ContextWindow)})
 
     def set_context_window(self, window: ContextWindow) -> None:
-        self.store.put_conversation(asdict(window))
+        self.core.put_conversation(asdict(window))
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
@@ -167,8 +171,8 @@ class Memory:
     # -- reading blocks ----------------------------------------------------------
 
     def blocks(self, agent_id: str) -> list[Block]:
-        ids = self.store.attached_block_ids(agent_id)
-        by_id = {b.id: b for b in self.store.get_blocks(ids)}
+        ids = self.core.attached_block_ids(agent_id)
+        by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
 
     def block(self, agent_id: str, label: str) -> Block:
@@ -231,7 +235,7 @@ class Memory:
         block = self.block(agent_id, label)
         if new_label is not None and new_label != label:
             rules.validate_label(new_label)
-            for agent in self.store.agents_of_block(block.id):
+            for agent in self.core.agents_of_block(block.id):
                 if any(b.label == new_label for b in self.blocks(agent)):
                     raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
@@ -252,7 +256,7 @@ class Memory:
 
         committed = self._commit(block.id, change, operation=operation, actor=actor)
         if new_label is not None and new_label != label:
-            self._emit(Change("blocks_changed", tuple(self.store.agents_of_block(block.id))))
+            self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
 
     def revert(self, agent_id: str, label: str, version: int, *, actor: str | None = None) -> Block:
@@ -261,7 +265,7 @@ class Memory:
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(f"version must be a positive whole number from memory_history, got {version!r}.")
         block = self.block(agent_id, label)
-        old = self.store.history_version(block.id, version)
+        old = self.core.history_version(block.id, version)
         if old is None:
             raise NotFoundError(
                 f"Block {label!r} has no version {version}; its versions are 1 to {block.version}. "
@@ -278,7 +282,7 @@ class Memory:
             self._repair_history(block)
         except StoreError as exc:  # a read must work on a read-only or full disk
             log.warning("could not record a missing history row for %s: %s", label, exc)
-        return self.store.history(block.id, limit=limit)
+        return self.core.history(block.id, limit=limit)
 
     # -- creating, attaching, deleting ---------------------------------------
 
@@ -291,37 +295,37 @@ class Memory:
             )
         block_id = new_id("block")
         self._insert_block(block_id, spec, actor=actor)
-        self.store.attach(agent_id, block_id)
+        self.core.attach(agent_id, block_id)
         self._emit(Change("blocks_changed", (agent_id,)))
-        block = self.store.get_block(block_id)
+        block = self.core.get_block(block_id)
         assert block is not None
         return block
 
     def import_block(self, agent_id: str, block_id: str, spec: BlockSpec) -> Block:
         """Create a block under a caller-chosen id (or find it) and attach it: re-running an import is harmless."""
-        if self.store.get_block(block_id) is None:
+        if self.core.get_block(block_id) is None:
             self._check_spec(spec)
             self._insert_block(block_id, spec, actor="import")
-        self.store.attach(agent_id, block_id)
-        block = self.store.get_block(block_id)
+        self.core.attach(agent_id, block_id)
+        block = self.core.get_block(block_id)
         assert block is not None
         return block
 
     def delete_agent(self, agent_id: str) -> None:
         """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
+        self.core.delete_agent(agent_id)  # first: a half-deleted agent is not found
         where = f"agent_id = {sql_str(agent_id)}"
-        self.store.delete("agents", f"id = {sql_str(agent_id)}")  # first: a half-deleted agent is not found
-        for table in ("attachments", "messages", "passages", "conversations"):
+        for table in ("messages", "passages"):
             self.store.delete(table, where)
 
     def attach(self, agent_id: str, block_id: str) -> Block:
         """Share an existing block with another agent (one block, many agents)."""
-        block = self.store.get_block(block_id)
+        block = self.core.get_block(block_id)
         if block is None:
             raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
         if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
             raise ValidationError(f"This agent already has a different block labelled {block.label!r}; rename one first.")
-        self.store.attach(agent_id, block_id)
+        self.core.attach(agent_id, block_id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
@@ -331,7 +335,7 @@ class Memory:
         block = self.block(agent_id, label)
         if actor != "human" and block.read_only:
             raise EditError(rules.READ_ONLY_ERROR)
-        self.store.detach(agent_id, block.id)
+        self.core.detach(agent_id, block.id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
@@ -339,7 +343,7 @@ class Memory:
 
     def replay(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
         """The stored result of an earlier call with this idempotency key, if any."""
-        row = self.store.get_request(_request_key(agent_id, tool, key))
+        row = self.core.get_request(_request_key(agent_id, tool, key))
         if row is None:
             return None
         if row["args_sha256"] != args_sha256:
@@ -350,7 +354,7 @@ class Memory:
         return str(row["result"])
 
     def remember(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
-        self.store.put_request(
+        self.core.put_request(
             {"key": _request_key(agent_id, tool, key), "agent_id": agent_id, "tool": tool,
              "args_sha256": args_sha256, "result": result, "created_us": int(now().timestamp() * 1_000_000)}
         )
@@ -369,7 +373,7 @@ class Memory:
             version=1,
             updated_at=t,
         )
-        self.store.insert_block(block, _version_of(block, "create", actor))
+        self.core.insert_block(block, _version_of(block, "create", actor))
 
     def _lock(self, block_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -379,21 +383,22 @@ class Memory:
         """Re-read, apply ``change``, compare-and-swap on the version; retry if another writer won."""
         with self._lock(block_id):
             for attempt in range(_MAX_ATTEMPTS):
-                current = self.store.get_block(block_id)
+                current = self.core.get_block(block_id)
                 if current is None:
                     raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
                 updated = change(current)
                 if updated == current:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())
-                if self.store.cas_block(committed, current.version):
-                    try:
-                        self._repair_history(current)  # the version we replaced, if another writer left it unrecorded
-                        self.store.append_history(_version_of(committed, operation, actor))
-                        self._history_ok[block_id] = committed.version
-                    except StoreError as exc:  # the edit itself is saved; the next edit or read fills the gap
-                        log.warning("block %s version %d saved without its history row: %s", block_id, committed.version, exc)
-                    agents = tuple(self.store.agents_of_block(block_id))
+                # One call: value, version and history row (one transaction on SQLite).
+                if self.core.commit_edit(committed, current.version, _version_of(committed, operation, actor)):
+                    if not self.core.atomic:
+                        try:
+                            self._repair_history(current)  # the version we replaced, if its writer died before its history row
+                        except StoreError as exc:  # the edit itself is saved; the next edit or read fills the gap
+                            log.warning("history of block %s version %d not repaired: %s", block_id, current.version, exc)
+                    self._history_ok[block_id] = committed.version
+                    agents = tuple(self.core.agents_of_block(block_id))
                     self._emit(Change("block_updated", agents, committed.label))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
@@ -408,9 +413,9 @@ class Memory:
         unless it exists. A row recorded this way for a version whose writer was merely slow is a
         duplicate with the same content; reads prefer the writer's own row.
         """
-        if self._history_ok.get(block.id, 0) >= block.version:
-            return
-        self.store.recover_history(_version_of(block, "recovered", "system"))
+        if self.core.atomic or self._history_ok.get(block.id, 0) >= block.version:
+            return  # an atomic core never leaves a gap
+        self.core.recover_history(_version_of(block, "recovered", "system"))
         self._history_ok[block.id] = block.version
 
     def _check_sizes(self, edit: rules.Edit) -> None:

@@ -386,7 +386,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     )
     async def memory_system() -> str:
         def build(m: Memory, a: str) -> str:
-            agent = m.store.get_agent(a)
+            agent = m.core.get_agent(a)
             return (agent.system or m.default_system) + "\n\n" + m.render_core(a)
 
         return await runtime.call(None, build)

@@ -175,7 +175,7 @@ class AgentLoop:
         self, text: str | None, provider: Provider, conv: str, resume: Resume | None, host: ToolHost
     ) -> TurnResult:
         m = self.memory
-        agent = await _io(lambda: m.store.get_agent(self.agent_id))
+        agent = await _io(lambda: m.core.get_agent(self.agent_id))
         style = self._style(agent)
         turn: list[Message] = []  # this turn's messages, from the user's on
         version = m.store.version

@@ -351,9 +351,9 @@ def apply_plans(
     todo = []
     for p in plans:
         agent_id = stable_id("agent", digest, p.file_id, p.name)  # the same file under another name is another agent
-        existing = memory.store.find_agent(p.name)
+        existing = memory.core.find_agent(p.name)
         try:
-            memory.store.get_agent(agent_id)
+            memory.core.get_agent(agent_id)
             report.skipped.append(f"{p.name} (already imported from this file)")
             continue
         except NotFoundError:

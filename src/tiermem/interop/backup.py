@@ -28,13 +28,18 @@ TABLES = {
 HEADER = "tiermem-backup"
 
 
+def _holder(memory: Memory, table: str) -> Any:
+    """The store that keeps ``table``: the core store for core state, LanceDB for messages and passages."""
+    return memory.store if table in ("messages", "passages") else memory.core
+
+
 def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict[str, int]:
     store = memory.store
     out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": store.embedding_model,
                           "embedding_dim": store.embedding_dim}) + "\n")
     counts: dict[str, int] = {}
     for table in ["agents", *[t for t in TABLES if t != "agents"]]:
-        rows = store.all_rows(table)
+        rows = _holder(memory, table).all_rows(table)
         for r in rows:
             if "vector" in r:
                 if vectors and r["vector"] is not None:
@@ -77,7 +82,7 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     store = memory.store
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    fields = {t: set(store.schema_fields(t)) for t in TABLES}
+    fields = {t: set(_holder(memory, t).schema_fields(t)) for t in TABLES}
     for n, item in _lines(path):
         if header is None:
             if not isinstance(item, dict) or item.get("type") != HEADER:
@@ -110,7 +115,7 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             done = 0
             for start in range(0, len(rows[table]), 500):
                 batch = rows[table][start : start + 500]
-                done += store.merge_rows(table, key, batch)
+                done += _holder(memory, table).merge_rows(table, key, batch)
                 progress.advance(len(batch))
             inserted[table] = done
     finally:

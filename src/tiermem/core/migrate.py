@@ -1,0 +1,85 @@
+"""Choosing the core-state backend, and moving an existing directory's LanceDB core tables into SQLite.
+
+A data directory written before core state moved to SQLite keeps agents, blocks, attachments,
+history, idempotency keys and conversation state in LanceDB tables. On first open the rows are
+copied into a temporary SQLite file, which is fsynced and renamed to ``core.sqlite3``: a crash
+leaves either no file (the copy runs again) or the whole copy. A file lock makes concurrent first
+starts copy once. The LanceDB tables are left as they were.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import ConfigError, StoreError
+from .protocol import CORE_TABLES, CoreStore
+from .sqlite import SqliteCore, create_schema, insert_rows
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+log = logging.getLogger(__name__)
+CORE_FILE = "core.sqlite3"
+Backend = Literal["auto", "sqlite", "lancedb"]
+
+
+def open_core(store: Store, backend: str, data_dir: Path | None) -> CoreStore:
+    """The core store for ``backend``: SQLite in ``data_dir`` (a local directory) or the LanceDB tables."""
+    from .lance import LanceCore
+
+    if backend not in ("auto", "sqlite", "lancedb"):
+        raise ConfigError(f"core_backend must be 'auto', 'sqlite' or 'lancedb', not {backend!r}.")
+    if backend == "lancedb" or (backend == "auto" and data_dir is None):
+        return LanceCore(store)
+    if data_dir is None:
+        raise ConfigError("core_backend = 'sqlite' needs a local data directory (data_dir), not an object-storage uri; "
+                          "use core_backend = 'auto' or 'lancedb' with uri.")
+    path = data_dir / CORE_FILE
+    if not path.exists():
+        migrate_from_lance(LanceCore(store), path)
+    return SqliteCore(path)
+
+
+def migrate_from_lance(old: CoreStore, path: Path) -> dict[str, int]:
+    """Create ``path`` holding every core row of ``old`` (atomically; a no-op if ``path`` exists)."""
+    counts: dict[str, int] = {}
+    try:
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                return counts  # another process finished first
+            rows = {table: old.all_rows(table) for table in CORE_TABLES}
+            tmp = path.with_name(f"{path.name}.migrating-{os.getpid()}")
+            tmp.unlink(missing_ok=True)
+            conn = sqlite3.connect(str(tmp), isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                create_schema(conn)
+                for table, table_rows in rows.items():
+                    counts[table] = insert_rows(conn, table, table_rows)
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"Could not create the core-state database {path}: {exc}. Check that the data directory "
+                         "is local and writable, or set core_backend = 'lancedb'.") from exc
+    if any(counts.values()):
+        summary = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
+        print(f"tiermem: moved core state from LanceDB into {path} ({summary}); the LanceDB tables are kept unchanged",
+              file=sys.stderr, flush=True)
+        log.info("migrated core state into %s: %s", path, summary)
+    return counts

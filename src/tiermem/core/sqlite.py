@@ -1,0 +1,401 @@
+"""Core state in one SQLite file (``<data_dir>/core.sqlite3``): WAL, ``synchronous=FULL``.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction; a block edit writes the new value, version
+and history row together, only if the stored version is the one the edit was computed from.
+Reads of agents, blocks and attachments come from an in-process copy, re-read only when
+``PRAGMA data_version`` says another connection committed (this connection's own commits update
+the copy in place). SQLite needs a local filesystem with working locks (not NFS).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import NotFoundError, StoreError
+from ..records import Agent, Block, BlockVersion
+
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
+    "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
+    "attachments": ("key", "agent_id", "block_id", "created_us"),
+    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
+                      "operation", "actor", "created_us"),
+    "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
+    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
+                      "updated_us"),
+}
+_KEYS = {"agents": "id", "blocks": "id"}
+_BOOLS = {"read_only"}
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS history_block ON block_history (block_id, version)",
+    "CREATE INDEX IF NOT EXISTS attachments_agent ON attachments (agent_id)",
+)
+SCHEMA_VERSION = 1
+
+
+def _q(name: str) -> str:
+    return f'"{name}"'
+
+
+def _ddl(table: str) -> str:
+    key = _KEYS.get(table, "key")
+    cols = ", ".join(f"{_q(c)}{' PRIMARY KEY' if c == key else ''}" for c in _COLUMNS[table])
+    return f"CREATE TABLE IF NOT EXISTS {table} ({cols})"
+
+
+def _us(dt: datetime) -> int:
+    return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1_000_000)
+
+
+def _dt(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def _now_us() -> int:
+    return _us(datetime.now(UTC))
+
+
+def agent_row(a: Agent) -> dict[str, Any]:
+    return {"id": a.id, "name": a.name, "system": a.system, "metadata": json.dumps(a.metadata, sort_keys=True),
+            "created_us": _us(a.created_at), "updated_us": _us(a.updated_at)}
+
+
+def block_row(b: Block) -> dict[str, Any]:
+    return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
+            "read_only": b.read_only, "metadata": json.dumps(b.metadata, sort_keys=True), "version": b.version,
+            "updated_us": _us(b.updated_at)}
+
+
+def version_row(v: BlockVersion) -> dict[str, Any]:
+    return {"key": f"{v.block_id}:{v.version}", "block_id": v.block_id, "version": v.version, "label": v.label,
+            "value": v.value, "limit": v.limit, "description": v.description, "read_only": v.read_only,
+            "operation": v.operation, "actor": v.actor, "created_us": _us(v.created_at)}
+
+
+def _agent(r: dict[str, Any]) -> Agent:
+    return Agent(id=r["id"], name=r["name"], system=r["system"], created_at=_dt(r["created_us"]),
+                 updated_at=_dt(r["updated_us"]), metadata=json.loads(r["metadata"] or "{}"))
+
+
+def _block(r: dict[str, Any]) -> Block:
+    return Block(id=r["id"], label=r["label"], value=r["value"], limit=r["limit"], description=r["description"],
+                 read_only=bool(r["read_only"]), version=r["version"], updated_at=_dt(r["updated_us"]),
+                 metadata=json.loads(r["metadata"] or "{}"))
+
+
+def _version(r: dict[str, Any]) -> BlockVersion:
+    return BlockVersion(block_id=r["block_id"], version=r["version"], label=r["label"], value=r["value"],
+                        limit=r["limit"], description=r["description"], read_only=bool(r["read_only"]),
+                        operation=r["operation"], actor=r["actor"], created_at=_dt(r["created_us"]))
+
+
+def _insert_sql(table: str, verb: str = "INSERT OR IGNORE") -> str:
+    cols = _COLUMNS[table]
+    return f"{verb} INTO {table} ({', '.join(map(_q, cols))}) VALUES ({', '.join('?' * len(cols))})"
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    for table in _COLUMNS:
+        conn.execute(_ddl(table))
+    for sql in _INDEXES:
+        conn.execute(sql)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[dict[str, Any]]) -> int:
+    """INSERT OR IGNORE ``rows`` (shaped like the LanceDB rows); returns how many were new."""
+    before = conn.total_changes
+    cols = _COLUMNS[table]
+    conn.executemany(_insert_sql(table), [tuple(r.get(c) for c in cols) for r in rows])
+    return conn.total_changes - before
+
+
+class _Cache:
+    def __init__(self, agents: dict[str, dict[str, Any]], blocks: dict[str, dict[str, Any]],
+                 attachments: list[dict[str, Any]]) -> None:
+        self.agents, self.blocks, self.attachments = agents, blocks, attachments
+
+
+class SqliteCore:
+    atomic = True
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._cache: _Cache | None = None
+        self._data_version = -1
+        try:
+            self._conn = self._connect()
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path} cannot use SQLite's WAL mode (got {mode!r}); put the data directory "
+                                 "on a local filesystem, or set core_backend = 'lancedb'.")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            with self._tx() as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    from ..errors import SchemaError
+
+                    raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
+                create_schema(conn)
+        except sqlite3.OperationalError as exc:
+            if not self._open_read_only(exc):
+                raise StoreError(
+                    f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
+                    "local, writable filesystem (SQLite needs working file locks; not NFS), or set core_backend = 'lancedb'."
+                ) from exc
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
+                "local, writable filesystem (SQLite needs working file locks; not NFS), or set core_backend = 'lancedb'."
+            ) from exc
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _connect(self, query: str = "") -> sqlite3.Connection:
+        target = f"file:{self.path}{query}" if query else str(self.path)
+        conn = sqlite3.connect(target, timeout=30.0, isolation_level=None, check_same_thread=False, uri=bool(query))
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def _open_read_only(self, exc: sqlite3.Error) -> bool:
+        """On a full or read-only disk, keep the data readable: writes then fail with a clear error."""
+        if not self.path.exists():
+            return False
+        wal = self.path.with_name(self.path.name + "-wal")
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            if "immutable" in query and wal.exists() and wal.stat().st_size:
+                break  # committed pages may still be in the WAL: an immutable open would miss them
+            try:
+                conn = self._connect(query)
+                conn.execute("SELECT count(*) FROM blocks").fetchone()
+            except sqlite3.Error:
+                continue
+            old = getattr(self, "_conn", None)
+            if old is not None:
+                old.close()
+            self._conn = conn
+            sys.stderr.write(f"tiermem: {self.path} opened read-only ({exc}); edits will be refused\n")
+            return True
+        return False
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error."""
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                self._cache = None
+                if isinstance(exc, sqlite3.Error):
+                    raise _error(self.path, exc) from exc
+                raise
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            try:
+                return [dict(r) for r in self._conn.execute(sql, tuple(args))]
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+
+    def _state(self) -> _Cache:
+        """The cached small tables, re-read if another connection committed since they were read."""
+        with self._lock:
+            try:
+                dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                if self._cache is None or dv != self._data_version:
+                    self._conn.execute("BEGIN")
+                    try:
+                        agents = {r["id"]: dict(r) for r in self._conn.execute("SELECT * FROM agents")}
+                        blocks = {r["id"]: dict(r) for r in self._conn.execute("SELECT * FROM blocks")}
+                        att = [dict(r) for r in self._conn.execute(
+                            "SELECT * FROM attachments ORDER BY created_us, block_id")]
+                    finally:
+                        self._conn.execute("COMMIT")
+                    self._cache, self._data_version = _Cache(agents, blocks, att), dv
+                return self._cache
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- agents --------------------------------------------------------------
+
+    def list_agents(self) -> list[Agent]:
+        return sorted((_agent(r) for r in self._state().agents.values()), key=lambda a: a.name)
+
+    def find_agent(self, name: str) -> Agent | None:
+        rows = [r for r in self._state().agents.values() if r["name"] == name]
+        return _agent(min(rows, key=lambda r: r["created_us"])) if rows else None
+
+    def get_agent(self, agent_id: str) -> Agent:
+        row = self._state().agents.get(agent_id)
+        if row is None:
+            raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
+        return _agent(row)
+
+    def insert_agent(self, agent: Agent) -> None:
+        with self._tx() as conn:
+            insert_rows(conn, "agents", [agent_row(agent)])
+            self._cache = None
+
+    def update_agent(self, agent: Agent) -> None:
+        row = agent_row(agent)
+        with self._tx() as conn:
+            conn.execute("UPDATE agents SET name = ?, system = ?, metadata = ?, updated_us = ? WHERE id = ?",
+                         (row["name"], row["system"], row["metadata"], row["updated_us"], agent.id))
+            self._cache = None
+
+    def delete_agent(self, agent_id: str) -> None:
+        with self._tx() as conn:
+            for table, col in (("agents", "id"), ("attachments", "agent_id"), ("conversations", "agent_id")):
+                conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (agent_id,))
+            self._cache = None
+
+    # -- conversations ---------------------------------------------------------
+
+    def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT * FROM conversations WHERE key = ?", (f"{agent_id}:{conversation_id}",))
+        return rows[0] if rows else None
+
+    def put_conversation(self, row: dict[str, Any]) -> None:
+        row = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": _now_us()}
+        with self._tx() as conn:
+            conn.execute(_insert_sql("conversations", "INSERT OR REPLACE"),
+                         tuple(row.get(c) for c in _COLUMNS["conversations"]))
+
+    # -- blocks ----------------------------------------------------------------
+
+    def get_block(self, block_id: str) -> Block | None:
+        row = self._state().blocks.get(block_id)
+        return _block(row) if row is not None else None
+
+    def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
+        blocks = self._state().blocks
+        return [_block(blocks[i]) for i in dict.fromkeys(block_ids) if i in blocks]
+
+    def attached_block_ids(self, agent_id: str) -> list[str]:
+        return [r["block_id"] for r in self._state().attachments if r["agent_id"] == agent_id]
+
+    def agents_of_block(self, block_id: str) -> list[str]:
+        return [r["agent_id"] for r in self._state().attachments if r["block_id"] == block_id]
+
+    def insert_block(self, block: Block, first: BlockVersion) -> None:
+        with self._tx() as conn:
+            if insert_rows(conn, "blocks", [block_row(block)]):
+                insert_rows(conn, "block_history", [version_row(first)])
+            self._cache = None
+
+    def commit_edit(self, block: Block, expected_version: int, version: BlockVersion) -> bool:
+        row = block_row(block)
+        sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
+        args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
+        with self._tx() as conn:
+            cur = conn.execute(f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?", (*args, block.id, expected_version))
+            if cur.rowcount != 1:
+                self._cache = None  # another writer won: re-read before retrying
+                return False
+            hist = version_row(version)
+            conn.execute(_insert_sql("block_history", "INSERT OR REPLACE"),
+                         tuple(hist.get(c) for c in _COLUMNS["block_history"]))
+        if self._cache is not None:  # own commits leave data_version alone: keep the copy current
+            self._cache.blocks[block.id] = row
+        return True
+
+    def recover_history(self, version: BlockVersion) -> None:
+        with self._tx() as conn:
+            insert_rows(conn, "block_history", [version_row(version)])
+
+    def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]:
+        rows = self._read("SELECT * FROM block_history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
+                          (block_id, -1 if limit is None else int(limit)))
+        return [_version(r) for r in rows]
+
+    def history_version(self, block_id: str, version: int) -> BlockVersion | None:
+        rows = self._read("SELECT * FROM block_history WHERE key = ?", (f"{block_id}:{int(version)}",))
+        return _version(rows[0]) if rows else None
+
+    def attach(self, agent_id: str, block_id: str) -> None:
+        row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": _now_us()}
+        with self._tx() as conn:
+            insert_rows(conn, "attachments", [row])
+            self._cache = None
+
+    def detach(self, agent_id: str, block_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM attachments WHERE key = ?", (f"{agent_id}:{block_id}",))
+            self._cache = None
+
+    # -- idempotency keys --------------------------------------------------------
+
+    def get_request(self, key: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT * FROM requests WHERE key = ?", (key,))
+        return rows[0] if rows else None
+
+    def put_request(self, row: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            insert_rows(conn, "requests", [row])
+
+    # -- whole tables --------------------------------------------------------------
+
+    def all_rows(self, table: str) -> list[dict[str, Any]]:
+        rows = self._read(f"SELECT * FROM {_table(table)}")
+        for r in rows:
+            for c in _BOOLS & r.keys():
+                r[c] = bool(r[c])
+        return rows
+
+    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+        with self._tx() as conn:
+            done = insert_rows(conn, _table(table), rows)
+            self._cache = None
+        return done
+
+    def schema_fields(self, table: str) -> list[str]:
+        return list(_COLUMNS[_table(table)])
+
+    def describe(self) -> str:
+        return f"SQLite {sqlite3.sqlite_version} at {self.path} (WAL, synchronous=FULL)"
+
+
+def _table(table: str) -> str:
+    if table not in _COLUMNS:
+        raise StoreError(f"{table!r} is not a core-state table; use one of {', '.join(_COLUMNS)}.")
+    return table
+
+
+def _error(path: Path, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        hint = "another process held the database too long; try again"
+    elif "full" in text:
+        return StoreError(f"The disk holding the data directory {path.parent} is full (core-state database: {text}); "
+                          "nothing was written. Free some space and try again.")
+    elif "readonly" in text or "read-only" in text:
+        return StoreError(f"The data directory {path.parent} is read-only (core-state database: {text}); nothing was "
+                          "written. Make it writable, or choose another with --data-dir.")
+    else:
+        hint = "run `tiermem doctor`, or restore from a backup if the file is damaged"
+    return StoreError(f"The core-state database {path} failed: {text}. Nothing was written; {hint}.")

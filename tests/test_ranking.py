@@ -9,7 +9,8 @@ import pytest
 
 from tiermem.archive import Archive
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.ranking import DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge, query_periods
+from tiermem.ranking import (DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge, query_periods, speaker_of,
+                             without_names)
 from tiermem.store import Store
 
 
@@ -99,3 +100,30 @@ def test_shipped_ranker_prefers_the_named_speakers_statement_over_a_question(tmp
     hits = archive.conversation_search(agent, query, limit=3).hits
     assert hits[0].content == turns[1]  # ...the shipped ranker the answer
     assert DEFAULT_RANKER.weights[FEATURES.index("question")] < 0 < DEFAULT_RANKER.weights[FEATURES.index("speaker")]
+
+
+def test_without_names_leaves_the_question() -> None:
+    names = ["Caroline", "Melanie", "Note"]
+    assert without_names("What did Caroline research?", names) == "What did research?"
+    assert without_names("What is Caroline's identity, and Melanie's?", names) == "What is identity, and ?"
+    assert without_names("what did I note about Carolinexyz?", names) == "what did I note about Carolinexyz?"
+    assert without_names("Caroline", names) == "Caroline"  # nothing else to search for: kept
+    assert speaker_of("Caroline: I went") == "Caroline" and speaker_of("no label here") is None
+
+
+def test_searches_before_and_after_speakers_are_known_agree(tmp_path: Path) -> None:
+    """The first search of an agent learns its speakers from the keyword leg; later ones embed at once."""
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    embedder = BackgroundEmbedder(HashingEmbedder, "hashing-384", 384, 256)
+    embedder.start()
+    embedder.wait(10)
+    turns = ["Caroline: I researched adoption agencies this week.", "Melanie: We went camping in the mountains.",
+             "Caroline: The support group was powerful.", "Melanie: My kids loved the pottery class."]
+    first = Archive(store, embedder)
+    first.log_messages("a", [{"role": "user", "content": t} for t in turns])
+    query = "What did Caroline research?"
+    cold = [h.id for h in first.conversation_search("a", query, limit=4).hits]
+    warm = [h.id for h in first.conversation_search("a", query, limit=4).hits]
+    fresh = [h.id for h in Archive(store, embedder).conversation_search("a", query, limit=4).hits]
+    assert cold == warm == fresh
+    assert first._learn_speakers("a", []) == {"Caroline", "Melanie"}

@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
-from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge
+from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge, speaker_of, without_names
 from .records import ROLES, Hit, Message, Passage, check_text
 from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -140,6 +141,8 @@ class Archive:
         self._embedding_rows = threading.Lock()  # one batch of stored rows embedded at a time (backfill or search)
         self._closing = threading.Event()
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
+        self._speakers: dict[str, set[str]] = {}  # agent -> speaker labels seen in its rows ("Name: ...")
+        self._speakers_lock = threading.Lock()
 
     # -- counts ------------------------------------------------------------
 
@@ -282,7 +285,7 @@ class Archive:
         start = parse_bound(start_datetime, "start_datetime", end=False)
         end = parse_bound(end_datetime, "end_datetime", end=True)
         where = self._passage_where(agent_id, tags, tag_match_mode, start, end)
-        result = self._hybrid("passages", query, where, top_k, self.ranker)
+        result = self._hybrid("passages", agent_id, query, where, top_k, self.ranker)
         return result
 
     def conversation_search(
@@ -309,7 +312,7 @@ class Archive:
             clauses.append(f"role IN ({', '.join(sql_str(r) for r in roles)})")
         if conversation_id:
             clauses.append(f"conversation_id = {sql_str(conversation_id)}")
-        return self._hybrid("messages", query, " AND ".join(clauses), limit, self.message_ranker)
+        return self._hybrid("messages", agent_id, query, " AND ".join(clauses), limit, self.message_ranker)
 
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
@@ -323,11 +326,11 @@ class Archive:
             clauses.append(f"{fn}(tags, {sql_list(clean)})")
         return " AND ".join(clauses)
 
-    def _hybrid(self, table: str, query: str, where: str, limit: int, ranker: Ranker) -> SearchResult:
+    def _hybrid(self, table: str, agent_id: str, query: str, where: str, limit: int, ranker: Ranker) -> SearchResult:
         query = self._text(query, "query")
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
-        candidates, mode, notes = self._candidates(table, query, where, max(limit * 4, 40))
+        candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40))
         ranked = ranker.rank(query, candidates)[:limit]
         hits = [self._hit(table, c, score) for c, score in ranked]
         hits, truncated = self._budget(hits)
@@ -338,20 +341,32 @@ class Archive:
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
     def _candidates(
-        self, table: str, query: str, where: str, pool: int
+        self, table: str, agent_id: str, query: str, where: str, pool: int
     ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
-        """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row."""
+        """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
+
+        The query's vector leaves out the names of the agent's speakers that it mentions (``without_names``).
+        Speakers are learnt from the keyword leg's rows; once an agent's are known, the query is embedded and
+        searched while the keyword leg runs; the first search of an agent in a process waits for the keyword leg.
+        """
         notes: list[str] = []
         vector_rows: list[dict[str, Any]] = []
         mode: Literal["hybrid", "fts"] = "hybrid"
-        # The keyword leg runs beside query embedding + the vector leg (LanceDB releases the GIL).
+        # The keyword leg runs beside query embedding and the vector leg (LanceDB releases the GIL).
         fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
-        vec = self._query_vector(table, query, where, notes)
-        if vec is None:
-            mode = "fts"
-        else:
+        known = self._speakers.get(agent_id)
+        focused = without_names(query, known) if known is not None else None
+        vec = self._query_vector(table, focused or query, where, notes)
+        if vec is not None and focused is not None:
             vector_rows = self.store.vector_search(table, vec, where, pool)
         fts_rows = fts_future.result()
+        names = self._learn_speakers(agent_id, fts_rows)
+        if vec is None:
+            mode = "fts"
+        elif without_names(query, names) != focused:  # first search of this agent, or a speaker new to it
+            focused = without_names(query, names)
+            vec = self.embedder.embed([focused])[0] if focused != query or known is not None else vec
+            vector_rows = self.store.vector_search(table, vec, where, pool)
         missing = self._unembedded(table, where) if mode == "hybrid" else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
@@ -362,7 +377,7 @@ class Archive:
         """The candidates a search of ``limit`` results ranks, unfiltered but for the agent (for fitting and
         inspecting rankers: ``bench locomo``)."""
         where = f"agent_id = {sql_str(agent_id)}"
-        return self._candidates(table, self._text(query, "query"), where, max(limit * 4, 40))[0]
+        return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
     def _query_vector(self, table: str, query: str, where: str, notes: list[str]) -> list[float] | None:
         """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had.
@@ -392,6 +407,18 @@ class Archive:
             if self.store.unembedded_marks(table):
                 self.start_backfill()  # the rest (other filters, or more than a search embeds)
         return vec
+
+    def _learn_speakers(self, agent_id: str, rows: Sequence[dict[str, Any]]) -> set[str]:
+        """The agent's known speaker labels, with those of ``rows`` added (bounded: names and agents)."""
+        with self._speakers_lock:
+            names = set(self._speakers.pop(agent_id, ()))  # a new set: readers may hold the old one
+            for label in {n for n in map(speaker_of, (r["content"] for r in rows)) if n}:
+                if len(names) < MAX_SPEAKERS:
+                    names.add(label)
+            self._speakers[agent_id] = names  # most recently searched last
+            while len(self._speakers) > MAX_SPEAKER_AGENTS:
+                del self._speakers[next(iter(self._speakers))]
+            return set(names)
 
     def _unembedded(self, table: str, where: str) -> int:
         """Rows of ``where`` without vectors; counted only while some process has announced such rows."""

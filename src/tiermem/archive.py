@@ -399,13 +399,12 @@ class Archive:
                 f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
             )
             return None
-        if self._unembedded(table, where):
+        if self.store.unembedded_marks(table):
             try:
                 self._embed_missing(table, where, limit=CATCH_UP_ROWS)
             except TiermemError as exc:  # the search still runs; the note counts what is left
                 log.error("could not embed rows stored without vectors: %s", exc)
-            if self.store.unembedded_marks(table):
-                self.start_backfill()  # the rest (other filters, or more than a search embeds)
+            self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
         return vec
 
     def _learn_speakers(self, agent_id: str, rows: Sequence[dict[str, Any]]) -> set[str]:
@@ -515,12 +514,15 @@ class Archive:
         self._closing.set()
         thread.join(60)
 
-    def catch_up(self, timeout: float | None) -> int:
+    def catch_up(self, timeout: float | None, *, announced_only: bool = False) -> int:
         """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).
 
-        For short-lived commands that have the model anyway. Counts directly, so it also finds rows a crash
-        left unmarked. Returns the rows embedded (0 if the model is unavailable; the reason is logged).
+        For short-lived commands that have the model anyway. Looks at the tables themselves, so it also finds
+        rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
+        Returns the rows embedded (0 if the model is unavailable; the reason is logged).
         """
+        if announced_only and not any(self.store.unembedded_marks(t) for t in ("messages", "passages")):
+            return 0
         try:
             if not self.embedder.wait(timeout):
                 return 0

@@ -307,7 +307,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         assert memory.archive is not None
-        embedded = memory.archive.catch_up(settings.embedding_wait_seconds)
+        embedded = memory.archive.catch_up(settings.embedding_wait_seconds, announced_only=True)
         if embedded:
             print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
         return search_command(memory, settings, args)

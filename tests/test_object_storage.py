@@ -34,8 +34,13 @@ def s3_endpoint() -> Iterator[str]:
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    s3.create_bucket(Bucket=BUCKET)
+    # LanceDB commits with If-None-Match; the replica test means something only if the store honours it.
+    s3.put_object(Bucket=BUCKET, Key="probe", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(Exception, match="PreconditionFailed"):
+        s3.put_object(Bucket=BUCKET, Key="probe", Body=b"2", IfNoneMatch="*")
     try:
         yield endpoint
     finally:

@@ -154,6 +154,7 @@ REPLICAS, CLIENTS, APPENDS = 2, 8, 5
 
 
 @pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3_endpoint: str) -> None:
     config = s3_config(tmp_path, s3_endpoint, f"replicas-{uuid.uuid4().hex[:8]}")
     procs = [start_http(tmp_path, config) for _ in range(REPLICAS)]
@@ -176,6 +177,27 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
                 lost = expected - set(lines)
                 doubled = {k: n for k, n in lines.items() if n > 1}
                 assert not lost and not doubled, (sorted(lost), doubled)
+
+        # A client subscribed on replica 0 learns of an edit made through replica 1 (the store is polled every
+        # watch_seconds while anyone subscribes; a bounded wait, not a timed assert on speed).
+        received: list[str] = []
+
+        async def handler(message) -> None:  # type: ignore[no-untyped-def]
+            root = getattr(message, "root", message)
+            if getattr(root, "method", None) == "notifications/resources/updated":
+                received.append(str(root.params.uri))
+
+        async with Client(f"http://127.0.0.1:{procs[0][1]}/mcp", cache=None, mode="legacy",
+                          message_handler=handler, read_timeout_seconds=120) as watcher:
+            await watcher.subscribe_resource("memory://blocks/human")
+            await anyio.sleep(3)  # let the watcher take its first look
+            async with Client(f"http://127.0.0.1:{procs[1][1]}/mcp", cache=None, read_timeout_seconds=120) as other:
+                await ok(other, "core_memory_append", {"label": "human", "content": "edited on replica 1"})
+            with anyio.fail_after(120):
+                while "memory://blocks/human" not in received:
+                    await anyio.sleep(0.1)
+            value = (await watcher.read_resource("memory://blocks/human")).contents[0].text
+            assert "edited on replica 1" in value
     finally:
         for proc, _ in procs:
             stop(proc)

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)
+    # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
+    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
+    watch_seconds: float = Field(default=2.0, ge=0)
     system: str = ""
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -12,12 +12,15 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -85,10 +88,48 @@ class MemoryHandle:
 class Notifier:
     """Fans memory changes out to legacy ``resources/subscribe`` sessions and ``subscriptions/listen``."""
 
-    def __init__(self) -> None:
+    def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
         self._pending: deque[Change] = deque()
         self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
         self._agent_id: str | None = None
+        self._handle = handle
+        self._watch_seconds = watch_seconds
+        self._watching = False
+
+    def _watch(self, token: Any) -> None:
+        """Poll the store for edits made by other processes (replicas on one bucket) while anyone subscribes.
+
+        A subscriber learns of another replica's edit within about ``watch_seconds`` plus one read.
+        """
+        assert self._handle is not None
+        seen: dict[str, int] | None = None
+        while True:
+            time.sleep(self._watch_seconds)
+            if not any(self._subscribers.values()):
+                seen = None
+                continue
+            try:
+                memory, agent_id = self._handle.get()
+                current = {b.label: b.version for b in memory.blocks(agent_id)}
+            except Exception as exc:  # a failed poll is retried at the next tick, never fatal
+                log.debug("watch: could not read blocks: %s", exc)
+                continue
+            if seen is not None and current != seen:
+                changed = [label for label, v in current.items() if seen.get(label) != v]
+                try:
+                    anyio.from_thread.run(self._publish_remote, changed, set(current) != set(seen), token=token)
+                except Exception as exc:  # the event loop is gone: the server is stopping
+                    log.debug("watch: stopped: %s", exc)
+                    return
+            seen = current
+
+    async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
+        if list_changed:
+            await self._publish_list_changed(None)
+        for label in labels:
+            await self._publish_updated(BLOCK_URI.format(label=label), None)
+        if labels or list_changed:
+            await self._publish_updated(CORE_URI, None)
 
     def bind(self, memory: Memory, agent_id: str) -> None:
         if self._agent_id is None:
@@ -108,6 +149,10 @@ class Notifier:
         channel = self._channel(session)
         if channel not in channels:
             channels.append(channel)
+        if self._handle is not None and self._watch_seconds > 0 and not self._watching:
+            self._watching = True
+            token = anyio.lowlevel.current_token()
+            threading.Thread(target=self._watch, args=(token,), name="tiermem-watch", daemon=True).start()
 
     def unsubscribe(self, uri: str, session: Any) -> None:
         channels = self._subscribers.get(uri, [])
@@ -288,7 +333,7 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         version=_version(),
         log_level=settings.log_level,
     )
-    notifier = Notifier()
+    notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     server.runtime = runtime
     register_tools(server, runtime, resolve_tools(settings.tools))

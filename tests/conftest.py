@@ -52,7 +52,8 @@ def anyio_backend() -> str:
 def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server object over the real store, as ``tiermem serve`` builds it."""
     from tiermem.cli import open_memory
-    from tiermem.server import MemoryHandle, build_server
+    from tiermem.runtime import MemoryHandle
+    from tiermem.server import build_server
 
     def factory():  # type: ignore[no-untyped-def]
         m = open_memory(settings)

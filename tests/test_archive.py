@@ -14,7 +14,8 @@ from tiermem.cli import open_memory
 from tiermem.config import Settings, load_settings
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
-from tiermem.server import MemoryHandle, build_server
+from tiermem.runtime import MemoryHandle
+from tiermem.server import build_server
 
 from .conftest import text_of
 

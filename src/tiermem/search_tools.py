@@ -1,4 +1,4 @@
-"""MCP tool adapters for recall memory (conversation log) and archival memory."""
+"""MCP tool adapters for recall memory (conversation log) and archival memory: module-level, like ``tools``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from .errors import ValidationError
+from .runtime import runtime_of
 from .tools import ADD, CHANGE, READ, Entry
 
 if TYPE_CHECKING:
     from .archive import Archive, SearchResult
     from .memory import Memory
-    from .server import Runtime
 
 
 class LogMessage(BaseModel):
@@ -49,106 +49,112 @@ def _result_json(result: SearchResult, kind: Literal["recall", "archival"]) -> s
     return json.dumps(out, ensure_ascii=False)
 
 
-def search_tools(rt: Runtime) -> dict[str, Entry]:
-    async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -> str:
-        """Record conversation turns in recall memory so they can be searched later.
+async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -> str:
+    """Record conversation turns in recall memory so they can be searched later.
 
-        Hosts own their conversations: call this with the turns worth remembering (role
-        user/assistant/tool/system, content, optional ISO timestamp and conversation_id).
-        Returns the stored message ids.
-        """
-        payload = [m.model_dump() for m in messages]
-        stored, note = await rt.call(ctx, lambda m, a: (_archive(m).log_messages(a, payload), _archive(m).write_note()))
-        return json.dumps({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
+    Hosts own their conversations: call this with the turns worth remembering (role
+    user/assistant/tool/system, content, optional ISO timestamp and conversation_id).
+    Returns the stored message ids.
+    """
+    payload = [m.model_dump() for m in messages]
+    stored, note = await runtime_of(ctx).call(
+        ctx, lambda m, a: (_archive(m).log_messages(a, payload), _archive(m).write_note()))
+    return json.dumps({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
 
-    async def conversation_search(
-        query: str,
-        ctx: Context[Any, Any],
-        roles: list[Literal["user", "assistant", "tool", "system"]] | None = None,
-        limit: int = 5,
-        start_date: str | None = None,
-        end_date: str | None = None,
-    ) -> str:
-        """Search past conversation messages (recall memory) by meaning and keywords.
 
-        Filters: roles (user/assistant/tool/system), start_date/end_date as ISO 8601 or
-        YYYY-MM-DD (inclusive; a date-only end_date covers the whole day).
-        Results: timestamp, time_ago, role, content, relevance.
-        """
-        result = await rt.call(
-            ctx,
-            lambda m, a: _archive(m).conversation_search(
-                a, query, roles=roles, limit=limit, start_date=start_date, end_date=end_date
-            ),
-        )
-        return _result_json(result, "recall")
+async def conversation_search(
+    query: str,
+    ctx: Context[Any, Any],
+    roles: list[Literal["user", "assistant", "tool", "system"]] | None = None,
+    limit: int = 5,
+    start_date: str | None = None,
+    end_date: str | None = None,
+) -> str:
+    """Search past conversation messages (recall memory) by meaning and keywords.
 
-    async def archival_memory_insert(content: str, ctx: Context[Any, Any], tags: list[str] | None = None) -> str:
-        """Save a self-contained fact or document to archival (long-term) memory.
+    Filters: roles (user/assistant/tool/system), start_date/end_date as ISO 8601 or
+    YYYY-MM-DD (inclusive; a date-only end_date covers the whole day).
+    Results: timestamp, time_ago, role, content, relevance.
+    """
+    result = await runtime_of(ctx).call(
+        ctx,
+        lambda m, a: _archive(m).conversation_search(
+            a, query, roles=roles, limit=limit, start_date=start_date, end_date=end_date
+        ),
+    )
+    return _result_json(result, "recall")
 
-        Write it so it makes sense on its own later (who, what, when). Optional tags help
-        filter searches. Long text is split into overlapping chunks. Returns the new id(s).
-        """
-        ids, note = await rt.call(ctx, lambda m, a: (_archive(m).insert(a, content, tags), _archive(m).write_note()))
-        return json.dumps({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
-    async def archival_memory_search(
-        query: str,
-        ctx: Context[Any, Any],
-        tags: list[str] | None = None,
-        tag_match_mode: Literal["any", "all"] = "any",
-        top_k: int = 5,
-        start_datetime: str | None = None,
-        end_datetime: str | None = None,
-    ) -> str:
-        """Search archival memory by meaning and keywords.
+async def archival_memory_insert(content: str, ctx: Context[Any, Any], tags: list[str] | None = None) -> str:
+    """Save a self-contained fact or document to archival (long-term) memory.
 
-        Optional filters (applied before ranking, so top_k results come back whenever that many
-        match): tags with tag_match_mode any|all, start_datetime/end_datetime (ISO 8601, inclusive).
-        Results: id, timestamp, content, tags, relevance {rrf_score, vector_rank, fts_rank}.
-        """
-        result = await rt.call(
-            ctx,
-            lambda m, a: _archive(m).search(
-                a,
-                query,
-                tags=tags,
-                tag_match_mode=tag_match_mode,
-                top_k=top_k,
-                start_datetime=start_datetime,
-                end_datetime=end_datetime,
-            ),
-        )
-        return _result_json(result, "archival")
+    Write it so it makes sense on its own later (who, what, when). Optional tags help
+    filter searches. Long text is split into overlapping chunks. Returns the new id(s).
+    """
+    ids, note = await runtime_of(ctx).call(ctx, lambda m, a: (_archive(m).insert(a, content, tags), _archive(m).write_note()))
+    return json.dumps({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
-    async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> str:
-        """Delete an archival passage by id (ids come from archival_memory_search or _list).
 
-        Use it to remove facts that are wrong or outdated. The first chunk's id deletes every chunk.
-        """
-        removed = await rt.call(ctx, lambda m, a: _archive(m).delete(a, id))
-        return json.dumps({"deleted": removed, "id": id})
+async def archival_memory_search(
+    query: str,
+    ctx: Context[Any, Any],
+    tags: list[str] | None = None,
+    tag_match_mode: Literal["any", "all"] = "any",
+    top_k: int = 5,
+    start_datetime: str | None = None,
+    end_datetime: str | None = None,
+) -> str:
+    """Search archival memory by meaning and keywords.
 
-    async def archival_memory_list(
-        ctx: Context[Any, Any], offset: int = 0, limit: int = 20, tags: list[str] | None = None
-    ) -> str:
-        """List archival passages page by page, oldest first (offset, limit; optional tags filter).
+    Optional filters (applied before ranking, so top_k results come back whenever that many
+    match): tags with tag_match_mode any|all, start_datetime/end_datetime (ISO 8601, inclusive).
+    Results: id, timestamp, content, tags, relevance {rrf_score, vector_rank, fts_rank}.
+    """
+    result = await runtime_of(ctx).call(
+        ctx,
+        lambda m, a: _archive(m).search(
+            a,
+            query,
+            tags=tags,
+            tag_match_mode=tag_match_mode,
+            top_k=top_k,
+            start_datetime=start_datetime,
+            end_datetime=end_datetime,
+        ),
+    )
+    return _result_json(result, "archival")
 
-        Use it to review, correct or prune long-term memory.
-        """
-        page, total = await rt.call(ctx, lambda m, a: _archive(m).list(a, offset=offset, limit=limit, tags=tags))
-        items = [
-            {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
-            for p in page
-        ]
-        next_offset = offset + len(items) if offset + len(items) < total else None
-        return json.dumps({"passages": items, "total": total, "offset": offset, "next_offset": next_offset}, ensure_ascii=False)
 
-    return {
-        "conversation_log": (conversation_log, ADD, "Record conversation turns"),
-        "conversation_search": (conversation_search, READ, "Search past conversations"),
-        "archival_memory_insert": (archival_memory_insert, ADD, "Save to archival memory"),
-        "archival_memory_search": (archival_memory_search, READ, "Search archival memory"),
-        "archival_memory_delete": (archival_memory_delete, CHANGE, "Delete an archival passage"),
-        "archival_memory_list": (archival_memory_list, READ, "List archival memory"),
-    }
+async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> str:
+    """Delete an archival passage by id (ids come from archival_memory_search or _list).
+
+    Use it to remove facts that are wrong or outdated. The first chunk's id deletes every chunk.
+    """
+    removed = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).delete(a, id))
+    return json.dumps({"deleted": removed, "id": id})
+
+
+async def archival_memory_list(
+    ctx: Context[Any, Any], offset: int = 0, limit: int = 20, tags: list[str] | None = None
+) -> str:
+    """List archival passages page by page, oldest first (offset, limit; optional tags filter).
+
+    Use it to review, correct or prune long-term memory.
+    """
+    page, total = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).list(a, offset=offset, limit=limit, tags=tags))
+    items = [
+        {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
+        for p in page
+    ]
+    next_offset = offset + len(items) if offset + len(items) < total else None
+    return json.dumps({"passages": items, "total": total, "offset": offset, "next_offset": next_offset}, ensure_ascii=False)
+
+
+SEARCH_TOOLS: dict[str, Entry] = {
+    "conversation_log": (conversation_log, ADD, "Record conversation turns"),
+    "conversation_search": (conversation_search, READ, "Search past conversations"),
+    "archival_memory_insert": (archival_memory_insert, ADD, "Save to archival memory"),
+    "archival_memory_search": (archival_memory_search, READ, "Search archival memory"),
+    "archival_memory_delete": (archival_memory_delete, CHANGE, "Delete an archival passage"),
+    "archival_memory_list": (archival_memory_list, READ, "List archival memory"),
+}

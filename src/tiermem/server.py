@@ -2,8 +2,9 @@
 
 ``build_server(handle, settings)`` returns an ``MCPServer``. Tools are thin: they parse
 arguments, make one call on ``Memory`` in a worker thread, and return a compact result.
-The handshake never waits for storage: ``MemoryHandle`` opens the store in the background
-and the first tool call waits for it.
+The handshake never waits for storage: the server's lifespan (``runtime.lifespan``) has the
+``MemoryHandle`` open the store in the background once the handshake is answered, and the
+first tool call waits for it. Nothing imported here loads the storage engine or a model.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -27,7 +27,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from .errors import ConfigError, TiermemError
-from .tools import register_tools
+from .runtime import MemoryHandle, Runtime, first_answer, lifespan
+from .search_tools import SEARCH_TOOLS
+from .tools import CORE_TOOLS, register_tools
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -47,42 +49,6 @@ At the start of every conversation read the resource memory://core (or get the p
 as you learn lasting facts; never include line numbers in edits. Search past conversations with
 conversation_search and long-term facts with archival_memory_search; save self-contained facts
 with archival_memory_insert."""
-
-
-class MemoryHandle:
-    """Opens the store and the agent once, off the event loop, after the handshake."""
-
-    def __init__(self, factory: Callable[[], tuple[Memory, str]]) -> None:
-        self._factory = factory
-        self._done = threading.Event()
-        self._started = False
-        self._guard = threading.Lock()
-        self._value: tuple[Memory, str] | None = None
-        self._error: BaseException | None = None
-
-    def start(self) -> None:
-        with self._guard:
-            if self._started:
-                return
-            self._started = True
-        threading.Thread(target=self._build, name="tiermem-open", daemon=True).start()
-
-    def _build(self) -> None:
-        try:
-            self._value = self._factory()
-        except BaseException as exc:  # kept and re-raised to every caller, never dropped
-            log.error("could not open memory: %s", exc)
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def get(self) -> tuple[Memory, str]:
-        self.start()
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
 
 
 class Notifier:
@@ -198,27 +164,6 @@ class Notifier:
                 pass  # that client is gone; nothing to tell it
 
 
-@dataclass
-class Runtime:
-    """What every tool adapter needs: the memory handle and the notifier."""
-
-    handle: MemoryHandle
-    notifier: Notifier
-
-    async def call(self, ctx: Context[Any, Any] | None, fn: Callable[[Memory, str], T]) -> T:
-        """Run ``fn(memory, agent_id)`` in a worker thread; translate our errors for the model."""
-
-        def work() -> T:
-            memory, agent_id = self.handle.get()
-            self.notifier.bind(memory, agent_id)
-            return fn(memory, agent_id)
-
-        try:
-            return await anyio.to_thread.run_sync(work)
-        finally:
-            await self.notifier.flush(ctx)
-
-
 # ---------------------------------------------------------------------------
 # Tool groups
 # ---------------------------------------------------------------------------
@@ -326,17 +271,19 @@ def _block_meta(block: Any) -> dict[str, Any]:
 
 
 def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
+    notifier = Notifier(handle, settings.watch_seconds)
+    runtime = Runtime(handle=handle, notifier=notifier)
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
         instructions=INSTRUCTIONS,
         version=_version(),
         log_level=settings.log_level,
+        lifespan=lifespan,
+        middleware=[first_answer(runtime)],
     )
-    notifier = Notifier(handle, settings.watch_seconds)
-    runtime = Runtime(handle=handle, notifier=notifier)
     server.runtime = runtime
-    register_tools(server, runtime, resolve_tools(settings.tools))
+    register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     _register_legacy_subscriptions(server, notifier)

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from ..errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
-from ..memory import current_actor
 from ..records import Agent, ContextWindow, Message, check_text
 from .context import (
     SUMMARY_SYSTEM,
@@ -40,6 +39,7 @@ from .context import (
 )
 from .llm import JSON, LLMRequest, Provider, ToolSpec, Usage, payload, to_api_messages
 from .sampling_provider import NeedsInput
+from .sleeptime import run_sleeptime
 from .toolhost import ToolHost
 
 if TYPE_CHECKING:
@@ -436,13 +436,15 @@ class AgentLoop:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _sleeptime(self, conv: str) -> None:
-        from .sleeptime import run_sleeptime
+        from ..memory import current_actor  # the store is open by now; importing memory loads it
 
         current_actor.set("sleeptime")  # this task's edits are recorded as the sleep-time agent's
         async with self._sleeptime_lock:
             try:
                 assert self.background_provider is not None and self.sleeptime_tools is not None
-                mark = await run_sleeptime(self, conv, self.background_provider, self.sleeptime_tools)
+                mark = await run_sleeptime(self.memory, self.agent_id, conv, self.background_provider,
+                                           self.sleeptime_tools, max_steps=self.settings.sleeptime_max_steps,
+                                           max_tokens=self.settings.max_tokens)
                 if mark is not None:
                     await self._save_window(conv, sleeptime_seq=mark)
             except (ProviderError, NotFoundError, ValidationError) as exc:

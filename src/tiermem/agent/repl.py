@@ -36,7 +36,8 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
 
 async def _main(settings: Settings, message: str | None, conversation: str, as_json: bool) -> int:
     from ..factory import open_memory
-    from ..server import MemoryHandle, build_server
+    from ..runtime import MemoryHandle
+    from ..server import build_server
     from .service import anthropic_provider, make_loop
 
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))

@@ -18,7 +18,7 @@ from .context import transcript
 from .llm import JSON, LLMRequest, Provider, ToolSpec
 
 if TYPE_CHECKING:
-    from .loop import AgentLoop
+    from ..memory import Memory
     from .toolhost import ToolHost
 
 SLEEPTIME_TOOLS = ("memory_replace", "memory_insert", "memory_rethink")
@@ -35,10 +35,9 @@ it has become messy. Use memory_replace / memory_insert for small changes. Do no
 Never include line numbers in the text you write. When you are done, call memory_finish_edits."""
 
 
-async def run_sleeptime(loop: AgentLoop, conv: str, provider: Provider, tools: ToolHost) -> int | None:
+async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider, tools: ToolHost, *,
+                        max_steps: int, max_tokens: int) -> int | None:
     """One run over the messages since the last mark; returns the new mark (None: nothing to read)."""
-    m = loop.memory
-    agent_id = loop.agent_id
     window = await anyio.to_thread.run_sync(lambda: m.context_window(agent_id, conv))
     messages = await anyio.to_thread.run_sync(lambda: m.store.messages_since(agent_id, conv, window.sleeptime_seq))
     if not messages:
@@ -49,8 +48,8 @@ async def run_sleeptime(loop: AgentLoop, conv: str, provider: Provider, tools: T
     system = SYSTEM + "\n\n" + core
     convo: list[JSON] = [{"role": "user", "content": [{"type": "text", "text": (
         "Transcript of the conversation since your last run:\n\n" + transcript(messages))}]}]
-    for step in range(loop.settings.sleeptime_max_steps):
-        response = await provider.complete(LLMRequest(system, convo, tuple(specs), loop.settings.max_tokens,
+    for step in range(max_steps):
+        response = await provider.complete(LLMRequest(system, convo, tuple(specs), max_tokens,
                                                       key=f"sleeptime:{mark}:{step}", purpose="sleeptime"))
         if not response.tool_calls:
             break

@@ -7,27 +7,35 @@ opening the memory store (which needs them) fails in the background and a tool c
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from .conftest import PYTHON, ROOT, text_of
+from tiermem.config import Settings
+from tiermem.errors import SchemaError, StoreError
+from tiermem.memory import Memory
+from tiermem.runtime import MemoryHandle
+
+from .conftest import PYTHON, ROOT, serve_in_process, text_of
 from .test_transports import server_env
 
-pytestmark = pytest.mark.anyio
 
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 HARNESS = Path(__file__).parent / "harness" / "without_heavy.py"
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("mode", "extra"),
     [("legacy", ()), ("auto", ()), ("legacy", ("--agent-loop",))],
     ids=["handshake", "modern", "agent-loop"],
 )
-async def test_initialize_and_tools_list_need_no_heavy_library(tmp_path: Path, mode: str, extra: tuple[str, ...]) -> None:
+async def test_initialize_and_tools_list_need_no_heavy_library(
+    tmp_path: Path, mode: str, extra: tuple[str, ...]
+) -> None:
     params = StdioServerParameters(
         command=PYTHON,
         args=[str(HARNESS), ",".join(HEAVY), "serve", "--data-dir", str(tmp_path / "data"), *extra],
@@ -48,3 +56,53 @@ async def test_initialize_and_tools_list_need_no_heavy_library(tmp_path: Path, m
     assert refused, stderr  # the block was in force: the opener did ask for them
     # Only the background opener asked for them; the code that answered requests never did.
     assert all(line.endswith("in thread tiermem-open") for line in refused), stderr
+
+
+@pytest.mark.anyio
+async def test_opening_starts_once_the_handshake_is_answered(settings: Settings) -> None:
+    """The lifespan opens the store after the first answer; nothing opens it while nobody has asked."""
+    server = serve_in_process(settings)
+    handle = server.runtime.handle
+    assert not handle.started
+    async with Client(server, mode="legacy") as client:  # initialize, then notifications/initialized
+        await client.list_tools()
+        assert handle.started
+        result = await client.call_tool("memory_insert", {"label": "human", "new_string": "Likes rain"})
+        assert not result.is_error, text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_tool_is_a_plain_function(settings: Settings) -> None:
+    """A tool can be imported and called on its own; without a request it finds the runtime on the server."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.subscriptions import InMemorySubscriptionBus
+
+    from tiermem.tools import core_memory_view, memory_insert
+
+    server = serve_in_process(settings)
+    ctx = Context(mcp_server=server, subscriptions=InMemorySubscriptionBus())  # what MCPServer.call_tool makes
+    assert (await memory_insert("human", ctx, new_string="Name: Ada")).endswith("Name: Ada")
+    assert "Name: Ada" in await core_memory_view(ctx)
+
+
+def test_a_call_waits_for_the_opening_a_bounded_time() -> None:
+    release = threading.Event()
+
+    def slow() -> tuple[Memory, str]:
+        release.wait()
+        raise OSError("disk gone")
+
+    handle = MemoryHandle(slow, timeout=0.05)
+    with pytest.raises(StoreError, match="still opening its memory store"):
+        handle.get()
+    release.set()
+    with pytest.raises(StoreError, match=r"could not open its memory store \(OSError: disk gone\)"):
+        handle.get()
+
+
+def test_our_own_opening_errors_pass_through_unchanged() -> None:
+    def refuse() -> tuple[Memory, str]:
+        raise SchemaError("The data directory was written by another embedding model; run `tiermem reembed`.")
+
+    with pytest.raises(SchemaError, match="run `tiermem reembed`"):
+        MemoryHandle(refuse).get()

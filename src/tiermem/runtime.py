@@ -3,8 +3,8 @@
 Answer first, load later. ``MemoryHandle`` opens the store and the embedder (lancedb, pyarrow,
 onnxruntime...) in a background thread. Under the server's lifespan (``lifespan``) that thread
 starts as soon as the client has the answer to its handshake (``first_answer`` reports it), so
-``initialize`` and ``tools/list`` never wait for, or compete with, those imports. A tool call waits for the opening, at most
-``MemoryHandle.timeout`` seconds, and gets a clear error if it failed.
+``initialize`` and ``tools/list`` never wait for, or compete with, those imports. A tool call waits
+for the opening, at most ``MemoryHandle.timeout`` seconds, and gets a clear error if it failed.
 
 Tools are module-level functions: ``runtime_of(ctx)`` finds the ``Runtime`` in the request's
 lifespan context (or, for a tool the agent loop calls in process without a request, on the server).

@@ -21,7 +21,9 @@ BLOCKED = frozenset(sys.argv[1].split(","))
 class Refuse:
     """A meta path finder that refuses the blocked top-level packages and reports who asked."""
 
-    def find_spec(self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name.split(".")[0] in BLOCKED:
             print(f"refused import of {name} in thread {threading.current_thread().name}", file=sys.stderr, flush=True)
             raise ImportError(f"{name} is refused by tests/harness/without_heavy.py")

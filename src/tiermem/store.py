@@ -433,13 +433,24 @@ class Store:
             if f"{name}{_REEMBED}" in existing:  # a reembed was interrupted after writing its copy
                 self._finish_swap(name)
                 existing = set(self._table_names())
-        tables = {}
-        for name, schema in schemas.items():
-            if name in existing:
-                tables[name] = self._db.open_table(name)
-            else:
-                tables[name] = self._db.create_table(name, schema=schema, exist_ok=True)
-        return tables
+        return {name: self._open_or_create(name, schema, name in existing) for name, schema in schemas.items()}
+
+    def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:
+        """Open a table, creating it if missing. Several processes may create a new store at once: a table
+        another process is creating can be listed before its first version is committed ("not found"), or
+        be created between our listing and our create; either is retried for up to ~5 s."""
+        for attempt in range(40):
+            try:
+                if listed:
+                    return self._db.open_table(name)
+                return self._db.create_table(name, schema=schema, exist_ok=True)
+            except (OSError, RuntimeError, ValueError) as exc:
+                if attempt == 39:
+                    raise
+                log.debug("table %s is being created by another process (%s); retrying", name, exc)
+                time.sleep(min(0.25, 0.01 * (attempt + 1)))
+                listed = name in set(self._table_names()) and attempt % 2 == 0  # alternate open and create
+        raise AssertionError("unreachable")
 
     def _table_names(self) -> list[str]:
         return _names(self._db)

@@ -48,6 +48,7 @@ class _Ids:
         self.maps: dict[str, dict[Any, str]] = {}
         self.written: set[tuple[str, Any]] = set()
         self.metadata: dict[str, dict[str, str]] = {}  # exported agent id -> its tiermem metadata
+        self.orphan_blocks: dict[str, JSON] = {}  # block key -> a block no agent of its file listed
 
     def first_time(self, kind: str, key: Any) -> bool:
         """True once per (kind, key): the object is written to the file then."""
@@ -90,6 +91,8 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
     for a, doc in zip(agents, docs, strict=True):
         new = ids.get("agent", a.id)
         ids.metadata[new] = a.metadata
+        for b in ((doc or {}).get("orphans") or {}).get("blocks") or []:
+            ids.orphan_blocks[_block_key(doc or {}, str(b.get("id")))] = b
         if doc is not None:
             ids.maps.setdefault("agent_by_file", {})[(_scope(doc), str(doc.get("file_id")))] = new
     out: JSON = {"agents": [], "groups": [], "blocks": [], "files": [], "sources": [], "tools": [], "mcp_servers": [],
@@ -259,12 +262,12 @@ def _shared_block(doc: JSON, ref: str, ids: _Ids, out: JSON) -> str:
     found = ids.find("block", key)
     if found is not None:
         return found
-    for b in (doc.get("orphans") or {}).get("blocks") or []:
-        if str(b.get("id")) == ref:
-            new = ids.get("block", key)
-            out["blocks"].append({**b, "id": new})
-            return new
-    return ref
+    b = ids.orphan_blocks.get(key)
+    if b is None:
+        return ref  # the file did not contain it either
+    new = ids.get("block", key)
+    out["blocks"].append({**b, "id": new})
+    return new
 
 
 def _source(s: JSON, scope: tuple[str, str], ids: _Ids, out: JSON) -> None:

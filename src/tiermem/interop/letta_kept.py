@@ -116,10 +116,7 @@ def referenced_ids(data: JSON) -> dict[str, set[str]]:
         out["sources"] |= srcs
         out["files"] |= {str(fa.get("file_id")) for fa in fas}
         out["files"] |= {str(f.get("id")) for f in data.get("files") or [] if str(f.get("source_id")) in srcs}
-    for g in data.get("groups") or []:
-        if str(g.get("id")) in out["groups"]:
-            out["blocks"] |= set(_ids(g.get("shared_block_ids")))
-    return out
+    return out  # a group's shared block that no agent lists is kept with the first agent, as unreferenced
 
 
 def block_extras(block: JSON, stored: JSON) -> JSON:

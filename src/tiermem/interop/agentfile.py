@@ -1,14 +1,16 @@
-"""Letta Agent File (.af): import both formats, export a file Letta's schema accepts.
+"""Letta Agent File (.af) import: both layouts (and a file that is a JSON string of JSON).
 
 Import validates the whole file first (nothing is written when any part is unusable), then
 writes each agent: blocks (a block listed by several agents becomes one shared block),
-messages in order with the in-context window, archival passages (tiermem's extension), and
-the agent row last. Ids are derived from the file's content, so importing the same file again
+messages in order with the in-context window (``in_context_message_ids``, or the older
+``in_context_message_indices`` / ``in_context`` flags), archival passages (tiermem's extension),
+and the agent row last. Ids are derived from the file's content, so importing the same file again
 finds the agents already there and writes nothing; an interrupted import is finished by
 running it again.
 
-What tiermem cannot run (custom tools, MCP servers, files and sources, tool rules) is reported
-and kept in the agent's metadata under ``letta_unsupported``.
+What tiermem cannot run (custom tools, tool rules, MCP servers, files and sources, groups, env var
+names, Letta-only messages) is kept whole in the agent's metadata (``letta_kept``), reported, and
+written back by export (``af_export``). Environment variable and secret values are never stored.
 """
 
 from __future__ import annotations
@@ -29,15 +31,16 @@ from ..memory import check_agent_name
 from ..store import sql_str, stable_id
 from . import letta_kept
 from .letta_kept import KNOWN_TOOLS
+from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
+from .letta_messages import letta_original as _letta_original
+from .letta_messages import message_row as _message
 from .progress import Progress
 
 if TYPE_CHECKING:
     from ..memory import Memory
 
 JSON = dict[str, Any]
-EXTENSION = "tiermem"  # top-level key Letta ignores: archival passages and exact message payloads
 STYLE = {"letta_v1_agent": "letta_v1", "memgpt_agent": "memgpt", "memgpt_v2_agent": "memgpt", "react_agent": "letta_v1"}
-SUMMARY_MARK = "prior messages"
 # Files hold whole transcripts: a message may be far longer than one tool argument (max_content_chars).
 IMPORT_MAX_CHARS = 10_000_000
 
@@ -251,11 +254,6 @@ def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: 
     plan.notes.extend(letta_kept.summary_lines(plan.name, doc))
 
 
-def _letta_original(m: JSON) -> JSON:
-    """A message as the file had it, less its ids (export assigns new ones) and tiermem's own extension."""
-    return {k: v for k, v in m.items() if k not in ("id", "agent_id", EXTENSION)}
-
-
 def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
     if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
         raise ValidationError(f"Agent {agent!r}: `in_context_message_indices` must be a list of message positions.")
@@ -283,90 +281,6 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
     return BlockSpec(label=b["label"], value=value, description=b.get("description") or "",
                      limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")))
-
-
-def _text_of(content: Any) -> tuple[str, list[str]]:
-    if isinstance(content, str):
-        return content, []
-    texts, reasoning = [], []
-    for c in content or []:
-        if not isinstance(c, dict):
-            continue
-        if c.get("type") == "text":
-            texts.append(str(c.get("text") or ""))
-        elif c.get("type") in ("reasoning", "omitted_reasoning", "redacted_reasoning") and c.get("reasoning"):
-            reasoning.append(str(c["reasoning"]))
-    return "".join(texts), reasoning
-
-
-def _message(m: Any, i: int, agent: str) -> JSON | None:
-    """A row for the log, its payload carrying the file's message under ``letta`` (exported back as it was)."""
-    row = _message_row(m, i, agent)
-    if row is None:
-        return None
-    own = m.get(EXTENSION)
-    if not isinstance(own, dict) or own.get("letta"):
-        try:
-            payload = json.loads(row.get("payload") or "{}")
-        except ValueError:
-            payload = {}
-        payload = payload if isinstance(payload, dict) else {}
-        payload["letta"] = _letta_original(m)
-        row["payload"] = json.dumps(payload)
-    return row
-
-
-def _message_row(m: Any, i: int, agent: str) -> JSON | None:
-    if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-        role = m.get("role") if isinstance(m, dict) else None
-        if role in ("approval",):
-            return None
-        raise ValidationError(f"Agent {agent!r}: message {i} has no usable role ({role!r}).")
-    text, reasoning = _text_of(m.get("content"))
-    row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
-    own = m.get(EXTENSION)
-    if isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
-        row.update(role=own["role"], payload=own.get("payload") or "", conversation_id=own.get("conversation_id") or "default",
-                   content=own["content"] if isinstance(own.get("content"), str) else text)
-        return row
-    role = m["role"]
-    if role == "system":
-        return None  # the compiled system prompt: tiermem rebuilds it from the agent's system text and blocks
-    if role == "user":
-        kind, content = "user", text
-        try:
-            wrapped = json.loads(text)
-        except (json.JSONDecodeError, TypeError):
-            wrapped = None
-        if isinstance(wrapped, dict) and wrapped.get("type") == "user_message" and isinstance(wrapped.get("message"), str):
-            content = wrapped["message"]
-        elif isinstance(wrapped, dict) and wrapped.get("type") == "heartbeat":
-            kind = "heartbeat"
-        elif isinstance(wrapped, dict) and wrapped.get("type") == "system_alert":
-            message = str(wrapped.get("message") or "")
-            if SUMMARY_MARK in message[:200]:
-                row.update(role="system", content=message, payload=json.dumps({"kind": "summary"}))
-                return row
-            kind = "system_alert"
-        row.update(role="user", content=content, payload=json.dumps({"kind": kind}))
-    elif role == "assistant":
-        calls = []
-        for c in m.get("tool_calls") or []:
-            fn = c.get("function") or {}
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except json.JSONDecodeError:
-                args = {"_raw": fn.get("arguments")}
-            calls.append({"id": str(c.get("id")), "name": str(fn.get("name")), "input": args if isinstance(args, dict) else {"_raw": args}})
-        payload: JSON = {"kind": "assistant", "tool_calls": calls}
-        if reasoning:
-            payload["reasoning"] = "\n".join(reasoning)
-        row.update(role="assistant", payload=json.dumps(payload))
-    else:
-        failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])
-        row.update(role="tool", payload=json.dumps({"kind": "tool_result", "tool_call_id": m.get("tool_call_id"),
-                                                    "name": m.get("name"), "is_error": failed}))
-    return row
 
 
 def _time(value: Any) -> datetime | None:

@@ -146,6 +146,7 @@ def test_custom_tools_rules_files_reasoning_and_returns_come_back(tmp_path: Path
                  "group-9", "unreferenced_blocks: scratch_unused", "unreferenced_tools: unused_helper",
                  "unreferenced_mcp_servers: github", "1 approval", "1 system"):
         assert kept in note
+    assert report["kept_not_run"][name]["env_var_names"] == ["WEATHER_API_KEY", "UNITS", "GITHUB_TOKEN"]
     data = export(mem, [name])
     agent = data["agents"][0]
     assert agent["name"] == "Wren the researcher" and agent["tool_rules"] == original["agents"][0]["tool_rules"]
@@ -275,3 +276,10 @@ def test_agents_show_lists_what_is_kept_but_not_run(tmp_path: Path, capsys: pyte
     assert main(["export", "Wren-the-researcher", "Loop", "-o", str(out), "--data-dir", data_dir,
                  "--embedding-model", "hashing"]) == 0
     assert [a["name"] for a in json.loads(out.read_text())["agents"]] == ["Wren the researcher", "Loop"]
+
+
+def test_renamed_agents_export_under_their_tiermem_name(tmp_path: Path) -> None:
+    mem = fresh(tmp_path, "data")
+    report = run_import(mem, OWN / "custom_tools_files.af", fmt="af", agent="default", rename="wren2", replace=False)
+    assert report["imported"] == ["wren2"]
+    assert export(mem, ["wren2"])["agents"][0]["name"] == "wren2"

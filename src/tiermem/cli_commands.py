@@ -38,6 +38,8 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
                 if key == "notes":
                     for note in value:
                         print(f"note: {note}", file=sys.stderr)
+                elif key == "kept_not_run":
+                    continue  # the notes say it, in words
                 elif value not in ([], None):
                     print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
         return 0

@@ -22,7 +22,7 @@ from ..errors import ValidationError
 from ..records import Agent, Block, Message
 from ..store import passage_from_row, sql_str, stable_id
 from . import letta_kept
-from .agentfile import EXTENSION, STYLE
+from .agentfile import EXTENSION, STYLE, tiermem_name
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -141,8 +141,8 @@ def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
         _file(f, scope, ids, out)
     fields.update(
         id=agent_id,
-        name=original_name if isinstance(original_name, str) and a.metadata.get("letta_name") == original_name
-        or original_name == a.name else a.name,
+        # the file's name, unless the agent was imported (or renamed) under another one
+        name=original_name if isinstance(original_name, str) and tiermem_name(original_name) == a.name else a.name,
         system=a.system,
         agent_type=kept_type if STYLE.get(kept_type, "letta_v1") == style else
         ("memgpt_agent" if style == "memgpt" else "letta_v1_agent"),

@@ -67,10 +67,11 @@ class ImportReport:
     messages: int = 0
     passages: int = 0
     blocks: int = 0
+    kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_kept.summary)
 
     def as_dict(self) -> JSON:
         return {"imported": self.imported, "skipped": self.skipped, "notes": self.notes, "messages": self.messages,
-                "passages": self.passages, "blocks": self.blocks}
+                "passages": self.passages, "blocks": self.blocks, "kept_not_run": self.kept}
 
 
 # ---------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def _plan_agent(
     in_context = [str(x) for x in agent.get("in_context_message_ids") or []]
     if not in_context and agent.get("in_context_message_indices"):  # Letta 0.6.x: positions in `messages`
         in_context = _indices_to_ids(agent.get("messages") or [], agent["in_context_message_indices"], name)
-    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-")[:64] or f"agent-{n}"
+    clean = tiermem_name(name) or f"agent-{n}"
     if clean != name:
         notes.append(f"agent {name!r} is named {clean!r} (tiermem names use letters, digits, '_', '-', '.')")
         metadata["letta_name"] = name
@@ -265,6 +266,11 @@ def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
         m = messages[i]
         out.append(str(m.get("id") or f"message-{i}") if isinstance(m, dict) else f"message-{i}")
     return out
+
+
+def tiermem_name(name: str) -> str:
+    """A Letta agent name in tiermem's alphabet (letters, digits, '_', '-', '.'; at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-")[:64]
 
 
 def _block_spec(b: Any, agent: str) -> BlockSpec:
@@ -403,6 +409,8 @@ def _write_agent(
                                               ensure_ascii=False)
     memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
+    if letta_kept.summary(p.kept):
+        report.kept[p.name] = letta_kept.summary(p.kept)
     report.notes.extend(p.notes)
 
 

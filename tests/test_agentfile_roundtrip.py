@@ -283,3 +283,17 @@ def test_renamed_agents_export_under_their_tiermem_name(tmp_path: Path) -> None:
     report = run_import(mem, OWN / "custom_tools_files.af", fmt="af", agent="default", rename="wren2", replace=False)
     assert report["imported"] == ["wren2"]
     assert export(mem, ["wren2"])["agents"][0]["name"] == "wren2"
+
+
+def test_agents_show_for_an_agent_imported_by_an_earlier_tiermem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    mem = open_memory(settings)
+    old = mem.create_agent("old")
+    mem.set_agent_metadata(old.id, {"letta_unsupported": json.dumps({"tools": ["get_weather"], "tool_rules": 2})})
+    mem.create_agent("plain")
+    args = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing"]
+    assert main(["agents", "show", "old", *args]) == 0
+    shown = capsys.readouterr().out
+    assert "get_weather" in shown and "names only" in shown
+    assert main(["agents", "show", "plain", *args]) == 0
+    assert "kept but not run: nothing" in capsys.readouterr().out

@@ -63,6 +63,13 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     agent = memory.get_agent(args.name)
     doc = letta_kept.parse(agent.metadata)
     kept = letta_kept.summary(doc)
+    if doc is None and agent.metadata.get("letta_unsupported"):  # imported by an earlier tiermem: names only
+        try:
+            names = json.loads(agent.metadata["letta_unsupported"])
+        except ValueError:
+            names = {}
+        kept = {f"{k} (names only; import the file again to keep it whole)": v if isinstance(v, list) else [str(v)]
+                for k, v in names.items()} if isinstance(names, dict) else {}
     info: dict[str, Any] = {
         "name": agent.name, "id": agent.id, "created": agent.created_at.isoformat(timespec="seconds"),
         "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_kept.KEY, "letta_unsupported")

@@ -300,8 +300,12 @@ def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
     for f in orphans.get("files") or []:
         _file(f, scope, ids, out)
     for key in ("mcp_servers", "skills"):
-        for item in orphans.get(key) or []:
-            if item not in out[key]:
+        kept = orphans.get(key)
+        if kept is not None and not isinstance(kept, list):
+            out[key] = kept  # not Letta's list shape: written back as the file had it
+            continue
+        for item in kept or []:
+            if isinstance(out[key], list) and item not in out[key]:
                 out[key].append(item)
 
 

@@ -114,7 +114,7 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
                 sleepers[a] = config["manager_agent_id"]
     extension = data.get(EXTENSION) if isinstance(data.get(EXTENSION), dict) else {}
     names = {a.get("id"): a.get("name") for a in data["agents"] if isinstance(a, dict)}
-    for key in ("files", "sources", "mcp_servers", "skills"):
+    for key in ("files", "sources"):  # read field by field below; MCP servers and skills are kept as they are
         _list(data, key)
     referenced = letta_kept.referenced_ids(data)
     plans = []

@@ -12,7 +12,7 @@ import pytest
 from tiermem.config import Settings, load_settings
 from tiermem.errors import ValidationError
 from tiermem.factory import open_memory
-from tiermem.interop import agentfile
+from tiermem.interop import af_export, agentfile
 from tiermem.interop.commands import run_export, run_import
 from tiermem.memory import Memory
 
@@ -86,7 +86,8 @@ def test_unsupported_parts_are_reported_and_kept(mem: Memory) -> None:
     data = load("customer_service.af")
     custom = {t["name"] for t in data["tools"]} - agentfile.KNOWN_TOOLS
     assert custom and set(kept["tools"]) == custom
-    assert any("letta_unsupported" in n and "tools" in n for n in report["notes"])
+    note = next(n for n in report["notes"] if "not run by tiermem" in n)
+    assert all(name in note for name in custom) and "tiermem agents show" in note
 
 
 def test_older_single_agent_format(mem: Memory) -> None:
@@ -211,14 +212,14 @@ def test_agent_file_round_trip_loses_nothing(mem: Memory, tmp_path: Path) -> Non
 def test_exported_agents_carry_the_model_settings_letta_requires(mem: Memory, tmp_path: Path) -> None:
     # Letta refuses to create an agent without llm_config and embedding_config.
     _populate(mem)
-    native = agentfile.export_agent_file(mem, "orig")["agents"][0]
+    native = af_export.export_agent_files(mem, ["orig"])[0]["agents"][0]
     assert {"model", "model_endpoint_type", "context_window"} <= set(native["llm_config"])
     assert {"embedding_endpoint_type", "embedding_model", "embedding_dim"} <= set(native["embedding_config"])
     for name, agent in (("loop.af", "Loop"), ("memgpt_agent_with_convo_v1.af", None)):
         original = load(name)
         source = original["agents"][0] if "agents" in original else original
         run_import(mem, FIXTURES / name, fmt="af", agent="default", rename=None, replace=False)
-        exported = agentfile.export_agent_file(mem, agent or source["name"])["agents"][0]
+        exported = af_export.export_agent_files(mem, [agent or source["name"]])[0]["agents"][0]
         assert exported["llm_config"] == source["llm_config"]
         assert exported["embedding_config"] == source["embedding_config"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import TiermemError
-from .cli_commands import agent_set_command, blocks_command, interop_command, print_rows, search_command
+from .cli_commands import agent_set_command, agent_show_command, blocks_command, interop_command, print_rows, search_command
 from .factory import open_memory
 
 if TYPE_CHECKING:
@@ -25,7 +25,8 @@ log = logging.getLogger("tiermem")
 EXAMPLES = {
     "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
     "  tiermem serve --transport http --port 8765   # streamable HTTP at http://127.0.0.1:8765/mcp",
-    "agents": "tiermem agents list\n  tiermem agents create work --system 'You are my work assistant.'",
+    "agents": "tiermem agents list\n  tiermem agents create work --system 'You are my work assistant.'\n"
+    "  tiermem agents show Evie     # settings, blocks, and what an import kept but tiermem does not run",
     "blocks": "tiermem blocks list --agent work\n  tiermem blocks set human 'Name: Ada' \n  tiermem blocks history human",
     "optimize": "tiermem optimize --data-dir ~/.local/share/tiermem",
     "reembed": "tiermem reembed --embedding-model hashing",
@@ -34,7 +35,8 @@ EXAMPLES = {
     "  tiermem import backup.jsonl                    # a tiermem backup\n"
     "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
     "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
-    "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
+    "export": "tiermem export work -o work.af\n  tiermem export Evie companion-sleeptime_copy -o evie.af  # shared blocks and groups stay\n"
+    "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -91,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(a_create, agent=False)
     a_create.add_argument("name")
     a_create.add_argument("--system", help="system prompt (default: the configured one)")
+    a_show = asp.add_parser("show", help="an agent's settings and blocks, and what an import kept that tiermem does not run")
+    _common(a_show, agent=False)
+    a_show.add_argument("name")
+    a_show.add_argument("--json", action="store_true")
     a_set = asp.add_parser("set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt")
     _common(a_set, agent=False)
     a_set.add_argument("name")
@@ -161,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)
-    exp.add_argument("name", nargs="?", help="agent to export (.af); leave out for a jsonl backup")
+    exp.add_argument("name", nargs="*", help="agents to export into one .af file; leave out for a jsonl backup")
+    exp.add_argument("--all", dest="all_agents", action="store_true", help=".af: export every agent into one file")
     exp.add_argument("-o", "--output", help="output file (default: stdout)")
     exp.add_argument("--format", choices=["af", "jsonl"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
@@ -291,6 +298,8 @@ def run_command(args: argparse.Namespace) -> int:
             print_rows([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
         elif args.action == "set":
             agent_set_command(memory, settings, args)
+        elif args.action == "show":
+            agent_show_command(memory, args)
         else:
             agent = memory.create_agent(args.name, system=args.system)
             print(f"created agent {agent.name} ({agent.id})")

@@ -38,16 +38,65 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
                 if key == "notes":
                     for note in value:
                         print(f"note: {note}", file=sys.stderr)
+                elif key == "kept_not_run":
+                    continue  # the notes say it, in words
                 elif value not in ([], None):
                     print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
         return 0
     fmt = args.format
-    if args.output and args.output.endswith(".jsonl") and fmt == "af" and args.name is None:
+    if args.output and args.output.endswith(".jsonl") and fmt == "af" and not args.name and not args.all_agents:
         fmt = "jsonl"
-    report = run_export(memory, agent=args.name, fmt=fmt, output=args.output, vectors=args.vectors)
+    report = run_export(memory, agent=list(args.name), fmt=fmt, output=args.output, vectors=args.vectors,
+                        all_agents=args.all_agents)
+    for note in report.pop("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     if args.output not in (None, "-"):
         print(json.dumps(report), file=sys.stderr)
     return 0
+
+
+def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
+    """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
+    from .interop import letta_kept
+    from .store import sql_str
+
+    agent = memory.get_agent(args.name)
+    doc = letta_kept.parse(agent.metadata)
+    kept = letta_kept.summary(doc)
+    if doc is None and agent.metadata.get("letta_unsupported"):  # imported by an earlier tiermem: names only
+        try:
+            names = json.loads(agent.metadata["letta_unsupported"])
+        except ValueError:
+            names = {}
+        kept = {f"{k} (names only; import the file again to keep it whole)": v if isinstance(v, list) else [str(v)]
+                for k, v in names.items()} if isinstance(names, dict) else {}
+    info: dict[str, Any] = {
+        "name": agent.name, "id": agent.id, "created": agent.created_at.isoformat(timespec="seconds"),
+        "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_kept.KEY, "letta_unsupported")
+                     and not k.startswith("letta_llm") and not k.startswith("letta_embedding")},
+        "blocks": [f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
+                   for b in memory.blocks(agent.id)],
+        "messages": memory.store.count("messages", f"agent_id = {sql_str(agent.id)}"),
+        "passages": memory.store.count("passages", f"agent_id = {sql_str(agent.id)}"),
+        "kept_not_run": kept,
+    }
+    if args.json:
+        print_rows({**info, "system": agent.system}, True)
+        return
+    print(f"{agent.name} ({agent.id}), created {info['created']}")
+    print(f"system prompt: {len(agent.system)} characters")
+    for k, v in info["settings"].items():
+        print(f"  {k} = {v}")
+    print(f"blocks: {', '.join(info['blocks']) or 'none'}")
+    print(f"messages: {info['messages']}, archival passages: {info['passages']}")
+    if not kept:
+        print("kept but not run: nothing (tiermem runs all of this agent)")
+        return
+    print("kept for export, not run by tiermem:")
+    for key, items in kept.items():
+        print(f"  {key.replace('_', ' ')} ({len(items)}):")
+        for item in items:
+            print(f"    - {item}")
 
 
 def edit_block(memory: Memory, agent_id: str, label: str) -> None:
@@ -150,7 +199,8 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
     if args.json:
         print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
     else:
-        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())) or "defaults"
+        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())
+                                  if k != "letta_agent_file") or "defaults"
         print(f"{agent.name}: {settings_text}")
 
 

@@ -1,14 +1,16 @@
-"""Letta Agent File (.af): import both formats, export a file Letta's schema accepts.
+"""Letta Agent File (.af) import: both layouts (and a file that is a JSON string of JSON).
 
 Import validates the whole file first (nothing is written when any part is unusable), then
 writes each agent: blocks (a block listed by several agents becomes one shared block),
-messages in order with the in-context window, archival passages (tiermem's extension), and
-the agent row last. Ids are derived from the file's content, so importing the same file again
+messages in order with the in-context window (``in_context_message_ids``, or the older
+``in_context_message_indices`` / ``in_context`` flags), archival passages (tiermem's extension),
+and the agent row last. Ids are derived from the file's content, so importing the same file again
 finds the agents already there and writes nothing; an interrupted import is finished by
 running it again.
 
-What tiermem cannot run (custom tools, MCP servers, files and sources, tool rules) is reported
-and kept in the agent's metadata under ``letta_unsupported``.
+What tiermem cannot run (custom tools, tool rules, MCP servers, files and sources, groups, env var
+names, Letta-only messages) is kept whole in the agent's metadata (``letta_kept``), reported, and
+written back by export (``af_export``). Environment variable and secret values are never stored.
 """
 
 from __future__ import annotations
@@ -24,25 +26,21 @@ from typing import TYPE_CHECKING, Any
 from ..blocks import validate_label
 from ..config import BlockSpec
 from ..errors import NotFoundError, TiermemError, ValidationError
-from ..records import ContextWindow, Message
+from ..records import ContextWindow
 from ..memory import check_agent_name
-from ..store import passage_from_row, sql_str, stable_id
+from ..store import sql_str, stable_id
+from . import letta_kept
+from .letta_kept import KNOWN_TOOLS
+from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
+from .letta_messages import letta_original as _letta_original
+from .letta_messages import message_row as _message
 from .progress import Progress
 
 if TYPE_CHECKING:
     from ..memory import Memory
 
 JSON = dict[str, Any]
-EXTENSION = "tiermem"  # top-level key Letta ignores: archival passages and exact message payloads
-# Tools tiermem provides itself (the MCP tools, plus the loop's send_message and the sleep-time finish).
-KNOWN_TOOLS = frozenset({
-    "send_message", "memory_replace", "memory_insert", "memory_rethink", "memory_finish_edits", "memory_apply_patch",
-    "memory", "core_memory_append", "core_memory_replace", "core_memory_view", "conversation_search",
-    "archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list",
-    "memory_history", "memory_revert",
-})
 STYLE = {"letta_v1_agent": "letta_v1", "memgpt_agent": "memgpt", "memgpt_v2_agent": "memgpt", "react_agent": "letta_v1"}
-SUMMARY_MARK = "prior messages"
 # Files hold whole transcripts: a message may be far longer than one tool argument (max_content_chars).
 IMPORT_MAX_CHARS = 10_000_000
 
@@ -58,6 +56,7 @@ class AgentPlan:
     in_context: list[str]
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    kept: JSON = field(default_factory=dict)  # letta_kept's document: what tiermem keeps but does not run
 
 
 @dataclass
@@ -68,10 +67,11 @@ class ImportReport:
     messages: int = 0
     passages: int = 0
     blocks: int = 0
+    kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_kept.summary)
 
     def as_dict(self) -> JSON:
         return {"imported": self.imported, "skipped": self.skipped, "notes": self.notes, "messages": self.messages,
-                "passages": self.passages, "blocks": self.blocks}
+                "passages": self.passages, "blocks": self.blocks, "kept_not_run": self.kept}
 
 
 # ---------------------------------------------------------------------------
@@ -114,11 +114,16 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
                 sleepers[a] = config["manager_agent_id"]
     extension = data.get(EXTENSION) if isinstance(data.get(EXTENSION), dict) else {}
     names = {a.get("id"): a.get("name") for a in data["agents"] if isinstance(a, dict)}
+    for key in ("files", "sources"):  # read field by field below; MCP servers and skills are kept as they are
+        _list(data, key)
+    referenced = letta_kept.referenced_ids(data)
     plans = []
     for n, agent in enumerate(data["agents"]):
         if not isinstance(agent, dict):
             raise ValidationError(f"agents[{n}] is not an object.")
-        plans.append(_plan_agent(n, agent, data, blocks, tools, frequency, sleepers, names, extension))
+        plan = _plan_agent(n, agent, data, blocks, tools, frequency, sleepers, names, extension)
+        _keep(plan, agent, data, first=n == 0, referenced=referenced, blocks=blocks)
+        plans.append(plan)
     seen: set[str] = set()
     for p in plans:
         if p.name in seen:
@@ -162,6 +167,11 @@ def _plan_agent(
     model = (agent.get("llm_config") or {}).get("model") if isinstance(agent.get("llm_config"), dict) else None
     if model:
         metadata["letta_model"] = str(model)
+    own_meta = (extension.get("agents") or {}).get(file_id) if isinstance(extension.get("agents"), dict) else None
+    if isinstance(own_meta, dict):  # tiermem's own settings, written by a tiermem export
+        for k, v in own_meta.items():
+            if isinstance(k, str) and isinstance(v, str) and k not in (letta_kept.KEY, "letta_unsupported"):
+                metadata.setdefault(k, v)
     # Letta will not create an agent without model settings; keep them so an export can hand them back.
     for key in ("llm_config", "embedding_config"):
         if isinstance(agent.get(key), dict):
@@ -196,27 +206,71 @@ def _plan_agent(
         unsupported["tool_rules"] = len(agent["tool_rules"])
     notes = []
     if unsupported:
-        metadata["letta_unsupported"] = json.dumps(unsupported, sort_keys=True)
-        parts = [f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in sorted(unsupported.items())]
-        notes.append(f"{name}: not runnable in tiermem, kept in metadata letta_unsupported ({'; '.join(parts)})")
+        metadata["letta_unsupported"] = json.dumps(unsupported, sort_keys=True)  # names only; the whole is kept
     if letta_type not in STYLE:
         notes.append(f"{name}: Letta agent type {letta_type!r} runs as letta_v1")
-    messages = []
+    messages: list[JSON] = []
+    unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
     for i, m in enumerate(agent.get("messages") or []):
         row = _message(m, i, name)
         if row is not None:
             messages.append(row)
+        else:
+            unlogged.append({"after": messages[-1]["file_id"] if messages else None, "message": _letta_original(m),
+                             "file_id": str(m.get("id") or f"message-{i}")})
     passages = []
     for p in (extension.get("passages") or {}).get(file_id, []):
         if not isinstance(p, dict) or not isinstance(p.get("content"), str):
             raise ValidationError(f"Agent {name!r}: a passage in the `{EXTENSION}` extension has no content.")
         passages.append((p["content"], [str(t) for t in p.get("tags") or []], _time(p.get("created_at"))))
     in_context = [str(x) for x in agent.get("in_context_message_ids") or []]
-    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-")[:64] or f"agent-{n}"
+    if not in_context and agent.get("in_context_message_indices"):  # Letta 0.6.x: positions in `messages`
+        in_context = _indices_to_ids(agent.get("messages") or [], agent["in_context_message_indices"], name)
+    clean = tiermem_name(name) or f"agent-{n}"
     if clean != name:
         notes.append(f"agent {name!r} is named {clean!r} (tiermem names use letters, digits, '_', '-', '.')")
         metadata["letta_name"] = name
-    return AgentPlan(file_id, clean, system, metadata, specs, messages, in_context, passages, notes)
+    listed = set(in_context)
+    for u in unlogged:
+        u["in_context"] = u.pop("file_id") in listed
+    return AgentPlan(file_id, clean, system, metadata, specs, messages, in_context, passages, notes,
+                     kept={"unlogged_messages": unlogged})
+
+
+def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: dict[str, set[str]],
+          blocks: dict[Any, JSON]) -> None:
+    """Fill ``plan.kept`` with everything of the agent tiermem does not hold natively, and report it."""
+    doc = letta_kept.agent_document(agent, data, first=first, referenced=referenced)
+    doc["unlogged_messages"] = plan.kept.get("unlogged_messages", [])
+    inline = [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
+    raw = {**{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
+           **{f"{plan.file_id}/inline-{i}": b for i, b in enumerate(inline)}}
+    doc["blocks"] = {ref: letta_kept.block_extras(raw[ref], {"label": spec.label, "value": spec.value, "limit": spec.limit,
+                                                           "description": spec.description, "read_only": spec.read_only})
+                     for ref, spec in plan.blocks if ref in raw}
+    plan.kept = doc
+    if doc["env_names"]:
+        plan.notes.append(f"{plan.name}: environment variable and secret values are not stored; names kept: "
+                          f"{', '.join(doc['env_names'])} (set the values again where the agent runs)")
+    plan.notes.extend(letta_kept.summary_lines(plan.name, doc))
+
+
+def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
+    if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise ValidationError(f"Agent {agent!r}: `in_context_message_indices` must be a list of message positions.")
+    out = []
+    for i in indices:
+        if not 0 <= i < len(messages):
+            raise ValidationError(f"Agent {agent!r}: in_context_message_indices lists position {i}, but the agent has "
+                                  f"{len(messages)} messages.")
+        m = messages[i]
+        out.append(str(m.get("id") or f"message-{i}") if isinstance(m, dict) else f"message-{i}")
+    return out
+
+
+def tiermem_name(name: str) -> str:
+    """A Letta agent name in tiermem's alphabet (letters, digits, '_', '-', '.'; at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-")[:64]
 
 
 def _block_spec(b: Any, agent: str) -> BlockSpec:
@@ -233,73 +287,6 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
     return BlockSpec(label=b["label"], value=value, description=b.get("description") or "",
                      limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")))
-
-
-def _text_of(content: Any) -> tuple[str, list[str]]:
-    if isinstance(content, str):
-        return content, []
-    texts, reasoning = [], []
-    for c in content or []:
-        if not isinstance(c, dict):
-            continue
-        if c.get("type") == "text":
-            texts.append(str(c.get("text") or ""))
-        elif c.get("type") in ("reasoning", "omitted_reasoning", "redacted_reasoning") and c.get("reasoning"):
-            reasoning.append(str(c["reasoning"]))
-    return "".join(texts), reasoning
-
-
-def _message(m: Any, i: int, agent: str) -> JSON | None:
-    if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-        role = m.get("role") if isinstance(m, dict) else None
-        if role in ("approval",):
-            return None
-        raise ValidationError(f"Agent {agent!r}: message {i} has no usable role ({role!r}).")
-    text, reasoning = _text_of(m.get("content"))
-    row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
-    own = m.get(EXTENSION)
-    if isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
-        row.update(role=own["role"], payload=own.get("payload") or "", conversation_id=own.get("conversation_id") or "default",
-                   content=own["content"] if isinstance(own.get("content"), str) else text)
-        return row
-    role = m["role"]
-    if role == "system":
-        return None  # the compiled system prompt: tiermem rebuilds it from the agent's system text and blocks
-    if role == "user":
-        kind, content = "user", text
-        try:
-            wrapped = json.loads(text)
-        except (json.JSONDecodeError, TypeError):
-            wrapped = None
-        if isinstance(wrapped, dict) and wrapped.get("type") == "user_message" and isinstance(wrapped.get("message"), str):
-            content = wrapped["message"]
-        elif isinstance(wrapped, dict) and wrapped.get("type") == "heartbeat":
-            kind = "heartbeat"
-        elif isinstance(wrapped, dict) and wrapped.get("type") == "system_alert":
-            message = str(wrapped.get("message") or "")
-            if SUMMARY_MARK in message[:200]:
-                row.update(role="system", content=message, payload=json.dumps({"kind": "summary"}))
-                return row
-            kind = "system_alert"
-        row.update(role="user", content=content, payload=json.dumps({"kind": kind}))
-    elif role == "assistant":
-        calls = []
-        for c in m.get("tool_calls") or []:
-            fn = c.get("function") or {}
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except json.JSONDecodeError:
-                args = {"_raw": fn.get("arguments")}
-            calls.append({"id": str(c.get("id")), "name": str(fn.get("name")), "input": args if isinstance(args, dict) else {"_raw": args}})
-        payload: JSON = {"kind": "assistant", "tool_calls": calls}
-        if reasoning:
-            payload["reasoning"] = "\n".join(reasoning)
-        row.update(role="assistant", payload=json.dumps(payload))
-    else:
-        failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])
-        row.update(role="tool", payload=json.dumps({"kind": "tool_result", "tool_call_id": m.get("tool_call_id"),
-                                                    "name": m.get("name"), "is_error": failed}))
-    return row
 
 
 def _time(value: Any) -> datetime | None:
@@ -319,15 +306,16 @@ def _from_single_agent(d: JSON) -> JSON:
     for i, m in enumerate(d.get("messages") or []):
         if isinstance(m, dict):
             messages.append({**m, "id": f"message-{i}"})
-    in_context = [m["id"] for m in messages if m.get("in_context")]
+    if d.get("in_context_message_indices"):  # Letta 0.6.x: positions in `messages`
+        in_context = _indices_to_ids(messages, d["in_context_message_indices"], str(d.get("name")))
+    else:
+        in_context = [m["id"] for m in messages if m.get("in_context")]
+    messages = [{k: v for k, v in m.items() if k != "in_context"} for m in messages]  # the ids list replaces the flags
     tools = [{**t, "id": f"tool-{i}"} for i, t in enumerate(d.get("tools") or []) if isinstance(t, dict)]
-    agent = {
-        "id": "agent-0", "name": d.get("name"), "system": d.get("system"), "agent_type": d.get("agent_type"),
-        "message_buffer_autoclear": d.get("message_buffer_autoclear"), "description": d.get("description"),
-        "tags": d.get("tags"), "llm_config": d.get("llm_config"), "embedding_config": d.get("embedding_config"), "block_ids": [b["id"] for b in blocks],
-        "tool_ids": [t["id"] for t in tools], "tool_rules": d.get("tool_rules"), "messages": messages,
-        "in_context_message_ids": in_context,
-    }
+    # every other field of the old layout stays on the agent (kept for export)
+    agent = {k: v for k, v in d.items() if k not in ("core_memory", "messages", "tools", "in_context_message_indices")}
+    agent.update({"id": "agent-0", "block_ids": [b["id"] for b in blocks], "tool_ids": [t["id"] for t in tools],
+                  "messages": messages, "in_context_message_ids": in_context})
     return {"agents": [agent], "blocks": blocks, "tools": tools, "groups": [], "files": [], "sources": [],
             "mcp_servers": []}
 
@@ -415,8 +403,14 @@ def _write_agent(
                             max_chars=IMPORT_MAX_CHARS)
         report.passages += len(p.passages)
         progress.advance(len(p.passages))
-    memory.create_agent(p.name, system=p.system, blocks=[], metadata=p.metadata, agent_id=agent_id)
+    metadata = dict(p.metadata)
+    if p.kept:
+        metadata[letta_kept.KEY] = json.dumps({**p.kept, "scope": {"digest": digest, "namespace": namespace}},
+                                              ensure_ascii=False)
+    memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
+    if letta_kept.summary(p.kept):
+        report.kept[p.name] = letta_kept.summary(p.kept)
     report.notes.extend(p.notes)
 
 
@@ -430,116 +424,3 @@ def _window(agent_id: str, p: AgentPlan, ids: dict[str, JSON], end: int) -> Cont
         listed = listed[1:]
     start = listed[0]["seq"] if listed else end
     return ContextWindow(agent_id=agent_id, conversation_id="default", start_seq=start, summary_id=summary_id)
-
-
-# ---------------------------------------------------------------------------
-# Export
-# ---------------------------------------------------------------------------
-
-
-def export_agent_file(memory: Memory, name: str) -> JSON:
-    """One agent as a Letta agent file; passages and exact message payloads ride the ``tiermem`` extension."""
-    agent = memory.get_agent(name)
-    blocks = memory.blocks(agent.id)
-    messages = memory.store.agent_messages(agent.id)
-    window = memory.context_window(agent.id, "default")
-    in_window = {m.id for m in memory.in_context_messages(window)}
-    block_ids = {b.id: f"block-{i}" for i, b in enumerate(blocks)}
-    out_messages: list[JSON] = [{
-        "type": "message", "role": "system", "id": "message-0", "agent_id": "agent-0",
-        "content": [{"type": "text", "text": agent.system}], "created_at": agent.created_at.isoformat(),
-    }]
-    in_context = ["message-0"]
-    for n, m in enumerate(messages, start=1):
-        out = _letta_message(m, f"message-{n}")
-        out_messages.append(out)
-        if m.id in in_window:
-            in_context.append(out["id"])
-    passages = [passage_from_row(r) for r in memory.store.select("passages", f"agent_id = {sql_str(agent.id)}", limit=10**9)]
-    style = agent.metadata.get("agent_type", "letta_v1")
-    return {
-        "agents": [{
-            "id": "agent-0",
-            "name": agent.name,
-            "system": agent.system,
-            "agent_type": "memgpt_agent" if style == "memgpt" else "letta_v1_agent",
-            "description": agent.metadata.get("description"),
-            "message_buffer_autoclear": agent.metadata.get("message_buffer_autoclear") == "true",
-            "enable_sleeptime": int(agent.metadata.get("sleeptime_frequency", "0") or 0) > 0,
-            "memory_blocks": [],
-            "tools": [],
-            "tool_ids": [],
-            "source_ids": [],
-            "block_ids": list(block_ids.values()),
-            "tool_rules": [],
-            "tags": json.loads(agent.metadata["tags"]) if "tags" in agent.metadata else [],
-            "include_base_tools": True,
-            "llm_config": _letta_config(agent.metadata, "llm_config", DEFAULT_LLM_CONFIG),
-            "embedding_config": _letta_config(agent.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG),
-            "metadata": {"tiermem": agent.metadata},
-            "in_context_message_ids": in_context,
-            "messages": out_messages,
-            "files_agents": [],
-            "group_ids": [],
-        }],
-        "groups": [],
-        "blocks": [
-            {"id": block_ids[b.id], "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
-             "read_only": b.read_only, "metadata": dict(b.metadata)}
-            for b in blocks
-        ],
-        "files": [],
-        "sources": [],
-        "tools": [],
-        "mcp_servers": [],
-        "skills": [],
-        "metadata": {"exported_by": "tiermem"},
-        "created_at": datetime.now(UTC).isoformat(),
-        EXTENSION: {
-            "format": 1,
-            "passages": {"agent-0": [
-                {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()} for p in passages
-            ]},
-        },
-    }
-
-
-# Model settings for agents that never lived in Letta (Letta requires both; tiermem runs neither).
-DEFAULT_LLM_CONFIG: JSON = {
-    "model": "claude-sonnet-4-5", "model_endpoint_type": "anthropic", "model_endpoint": "https://api.anthropic.com/v1",
-    "provider_name": "anthropic", "context_window": 200000, "handle": "anthropic/claude-sonnet-4-5", "max_tokens": 8192,
-}
-DEFAULT_EMBEDDING_CONFIG: JSON = {
-    "embedding_endpoint_type": "openai", "embedding_endpoint": "https://api.openai.com/v1",
-    "embedding_model": "text-embedding-3-small", "embedding_dim": 1536, "embedding_chunk_size": 300,
-    "handle": "openai/text-embedding-3-small",
-}
-
-
-def _letta_config(metadata: dict[str, str], key: str, default: JSON) -> JSON:
-    """The settings kept from a Letta import, else ``default``."""
-    try:
-        kept = json.loads(metadata.get(f"letta_{key}", "null"))
-    except ValueError:
-        kept = None
-    return kept if isinstance(kept, dict) else dict(default)
-
-
-def _letta_message(m: Message, file_id: str) -> JSON:
-    payload = json.loads(m.payload) if m.payload else {}
-    out: JSON = {"type": "message", "id": file_id, "agent_id": "agent-0", "created_at": m.created_at.isoformat(),
-                 EXTENSION: {"role": m.role, "payload": m.payload, "conversation_id": m.conversation_id}}
-    if m.role == "system":
-        out[EXTENSION]["content"] = m.content  # Letta gets it wrapped as a system alert
-    if m.role == "system":  # our summaries: Letta shows them to the model as a user system alert
-        out.update(role="user", content=[{"type": "text", "text": json.dumps({"type": "system_alert", "message": m.content})}])
-    elif m.role == "assistant":
-        calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("input") or {})}}
-                 for c in payload.get("tool_calls") or []]
-        out.update(role="assistant", content=[{"type": "text", "text": m.content}], tool_calls=calls or None)
-    elif m.role == "tool":
-        out.update(role="tool", content=[{"type": "text", "text": m.content}], tool_call_id=payload.get("tool_call_id"),
-                   name=payload.get("name"))
-    else:
-        out.update(role="user", content=[{"type": "text", "text": m.content}])
-    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
-from . import agentfile, backup, importers
+from . import af_export, agentfile, backup, importers
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -65,19 +65,34 @@ def _check_sizes(memory: Memory, plans: list[agentfile.AgentPlan]) -> None:
                 raise ValidationError(f"Agent {p.name!r}: {what} contains a NUL character; remove it from the file.")
 
 
-def run_export(memory: Memory, *, agent: str | None, fmt: str, output: str | None, vectors: bool) -> dict[str, Any]:
+def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str, output: str | None, vectors: bool,
+               all_agents: bool = False) -> dict[str, Any]:
+    names = [agent] if isinstance(agent, str) else list(agent or [])
     if fmt == "af":
-        if agent is None:
-            raise ValidationError("Name the agent to export: tiermem export AGENT -o FILE.af")
-        data = agentfile.export_agent_file(memory, agent)
+        if all_agents:
+            if names:
+                raise ValidationError("Give agent names or --all, not both.")
+            names = [a.name for a in memory.list_agents()]
+            if not names:
+                raise ValidationError("There are no agents to export.")
+        if not names:
+            raise ValidationError("Name the agents to export: tiermem export AGENT [AGENT ...] -o FILE.af (or --all)")
+        data, notes = af_export.export_agent_files(memory, names)
         text = json.dumps(data, ensure_ascii=False, indent=2)
         _write(output, lambda f: f.write(text + "\n"))
-        extension = data[agentfile.EXTENSION]["passages"]["agent-0"]
-        return {"format": "af", "agent": agent, "blocks": len(data["blocks"]),
-                "messages": len(data["agents"][0]["messages"]) - 1, "passages": len(extension), "output": output or "-"}
+        passages = sum(len(v) for v in data[agentfile.EXTENSION]["passages"].values())
+        report: dict[str, Any] = {
+            "format": "af", "agents": [a["name"] for a in data["agents"]], "blocks": len(data["blocks"]),
+            "messages": sum(len(a["messages"]) for a in data["agents"]), "passages": passages,
+            "tools": len(data["tools"]), "groups": len(data["groups"]), "output": output or "-"}
+        if len(names) == 1:
+            report["agent"] = names[0]
+        if notes:
+            report["notes"] = notes
+        return report
     if fmt == "jsonl":
-        if agent is not None:
-            raise ValidationError("A jsonl backup holds every agent; leave out AGENT (or export one agent as .af).")
+        if names or all_agents:
+            raise ValidationError("A jsonl backup holds every agent; leave out AGENT and --all (or export agents as .af).")
         counts: dict[str, int] = {}
         _write(output, lambda f: counts.update(backup.export_backup(memory, f, vectors=vectors)))
         return {"format": "jsonl", "rows": counts, "output": output or "-"}

@@ -1,0 +1,373 @@
+"""Export agents as one Letta agent file, in Letta's shape.
+
+Several agents go into one file: a block they share is written once and listed by each, a group
+(e.g. a sleep-time pair) lists every member that is exported. Ids are renumbered the way Letta's
+exporter numbers them (``agent-0``, ``block-0``, ``tool-0``, ``message-0``, ...).
+
+An agent imported from an agent file is written back from the document kept at import
+(``letta_kept``): its settings, tools, tool rules, groups, files and sources as the file had them,
+and each message as the file had it; what tiermem holds natively (name, system prompt, blocks,
+messages, context window, archival passages) comes from storage, so later edits are exported.
+Archival passages and tiermem's own settings ride the top-level ``tiermem`` extension, which Letta
+ignores; each message carries tiermem's row under its own ``tiermem`` key.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ValidationError
+from ..records import Agent, Block, Message
+from ..store import passage_from_row, sql_str, stable_id
+from . import letta_kept
+from .agentfile import EXTENSION, STYLE, tiermem_name
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+JSON = dict[str, Any]
+
+# Model settings for agents that never lived in Letta (Letta requires both; tiermem runs neither).
+DEFAULT_LLM_CONFIG: JSON = {
+    "model": "claude-sonnet-4-5", "model_endpoint_type": "anthropic", "model_endpoint": "https://api.anthropic.com/v1",
+    "provider_name": "anthropic", "context_window": 200000, "handle": "anthropic/claude-sonnet-4-5", "max_tokens": 8192,
+}
+DEFAULT_EMBEDDING_CONFIG: JSON = {
+    "embedding_endpoint_type": "openai", "embedding_endpoint": "https://api.openai.com/v1",
+    "embedding_model": "text-embedding-3-small", "embedding_dim": 1536, "embedding_chunk_size": 300,
+    "handle": "openai/text-embedding-3-small",
+}
+
+
+class _Ids:
+    """New file ids, numbered per kind in order of first use; the same key always gets the same id."""
+
+    def __init__(self) -> None:
+        self.maps: dict[str, dict[Any, str]] = {}
+        self.written: set[tuple[str, Any]] = set()
+        self.metadata: dict[str, dict[str, str]] = {}  # exported agent id -> its tiermem metadata
+        self.orphan_blocks: dict[str, JSON] = {}  # block key -> a block no agent of its file listed
+
+    def first_time(self, kind: str, key: Any) -> bool:
+        """True once per (kind, key): the object is written to the file then."""
+        if (kind, key) in self.written:
+            return False
+        self.written.add((kind, key))
+        return True
+
+    def get(self, kind: str, key: Any) -> str:
+        m = self.maps.setdefault(kind, {})
+        if key not in m:
+            m[key] = f"{kind}-{len(m)}"
+        return m[key]
+
+    def find(self, kind: str, key: Any) -> str | None:
+        return self.maps.get(kind, {}).get(key)
+
+
+def _scope(doc: JSON) -> tuple[str, str]:
+    s = doc.get("scope") or {}
+    return str(s.get("digest", "")), str(s.get("namespace", ""))
+
+
+def _block_key(doc: JSON, ref: str) -> str:
+    digest, namespace = _scope(doc)
+    return stable_id("block", digest, namespace, ref)  # the id import gave the file's block `ref`
+
+
+def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str]]:
+    """The agents ``names`` as one Letta agent file, and notes on what could not be written as it was."""
+    if not names:
+        raise ValidationError("Name at least one agent to export (or use --all).")
+    if len(set(names)) != len(names):
+        raise ValidationError("An agent is named twice; name each agent once.")
+    agents = [memory.get_agent(n) for n in names]
+    docs = [letta_kept.parse(a.metadata) for a in agents]
+    ids = _Ids()
+    notes: list[str] = []
+    # agents first, so a group can name every exported member whatever the order
+    for a, doc in zip(agents, docs, strict=True):
+        new = ids.get("agent", a.id)
+        ids.metadata[new] = a.metadata
+        for b in ((doc or {}).get("orphans") or {}).get("blocks") or []:
+            ids.orphan_blocks[_block_key(doc or {}, str(b.get("id")))] = b
+        if doc is not None:
+            ids.maps.setdefault("agent_by_file", {})[(_scope(doc), str(doc.get("file_id")))] = new
+    out: JSON = {"agents": [], "groups": [], "blocks": [], "files": [], "sources": [], "tools": [], "mcp_servers": [],
+                 "skills": []}
+    extension: JSON = {"format": 1, "passages": {}, "agents": {}}
+    counter = [0]
+    for a, doc in zip(agents, docs, strict=True):
+        agent_id = ids.get("agent", a.id)
+        out["agents"].append(_agent(memory, a, doc, agent_id, ids, out, counter, notes))
+        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_kept.KEY,)}
+        rows = memory.store.select("passages", f"agent_id = {sql_str(a.id)}", limit=10**9)
+        extension["passages"][agent_id] = [
+            {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
+            for p in (passage_from_row(r) for r in rows)
+        ]
+    for doc in docs:  # what no agent referenced, kept with a file's first agent
+        if doc is not None:
+            _orphans(doc, ids, out)
+    file_meta = next(((d.get("orphans") or {}).get("file_metadata") for d in docs if d and (d.get("orphans") or {}).get(
+        "file_metadata") is not None), None)
+    out["metadata"] = file_meta if isinstance(file_meta, dict) else {"exported_by": "tiermem"}
+    out["created_at"] = datetime.now(UTC).isoformat()
+    out[EXTENSION] = extension
+    return out, notes
+
+
+def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids, out: JSON, counter: list[int],
+           notes: list[str]) -> JSON:
+    blocks = memory.blocks(a.id)
+    block_ids = [_block(b, doc, ids, out) for b in blocks]
+    messages, in_context = _messages(memory, a, doc, agent_id, ids, counter)
+    style = a.metadata.get("agent_type", "letta_v1")
+    if doc is None:
+        return _native_agent(a, agent_id, style, block_ids, messages, in_context)
+    fields = dict(doc.get("agent") or {})
+    kept_type = str(fields.get("agent_type") or "letta_v1_agent")
+    original_name = fields.get("name")
+    scope = _scope(doc)
+    tool_ids = [_tool(t, ids, out) for t in doc.get("tools") or []]
+    by_old = {str(t.get("id")): new for t, new in zip(doc.get("tools") or [], tool_ids, strict=True)}
+    for g in doc.get("groups") or []:
+        _group(g, doc, ids, out, notes)
+    for s in doc.get("sources") or []:
+        _source(s, scope, ids, out)
+    for f in doc.get("files") or []:
+        _file(f, scope, ids, out)
+    fields.update(
+        id=agent_id,
+        # the file's name, unless the agent was imported (or renamed) under another one
+        name=original_name if isinstance(original_name, str) and tiermem_name(original_name) == a.name else a.name,
+        system=a.system,
+        agent_type=kept_type if STYLE.get(kept_type, "letta_v1") == style else
+        ("memgpt_agent" if style == "memgpt" else "letta_v1_agent"),
+        message_buffer_autoclear=a.metadata.get("message_buffer_autoclear") == "true",
+        block_ids=block_ids, memory_blocks=[], in_context_message_ids=in_context, messages=messages,
+    )
+    if "tool_ids" in fields:
+        fields["tool_ids"] = [by_old.get(str(t), str(t)) for t in fields.get("tool_ids") or []]
+    for key, kind in (("group_ids", "group"), ("source_ids", "source"), ("folder_ids", "source")):
+        if isinstance(fields.get(key), list):
+            fields[key] = [ids.find(kind, (scope, str(x))) or str(x) for x in fields[key]]
+    if isinstance(fields.get("files_agents"), list):
+        fields["files_agents"] = [_remap(fa, scope, ids, agent_id) for fa in fields["files_agents"]]
+    return fields
+
+
+def _remap(fa: Any, scope: tuple[str, str], ids: _Ids, agent_id: str) -> Any:
+    if not isinstance(fa, dict):
+        return fa
+    fa = dict(fa)
+    if "id" in fa:
+        fa["id"] = ids.get("file_agent", (scope, str(fa["id"])))
+    fa["agent_id"] = agent_id
+    for key, kind in (("file_id", "file"), ("source_id", "source")):
+        if fa.get(key) is not None:
+            fa[key] = ids.find(kind, (scope, str(fa[key]))) or ids.get(kind, (scope, str(fa[key])))
+    return fa
+
+
+def _native_agent(a: Agent, agent_id: str, style: str, block_ids: list[str], messages: list[JSON],
+                  in_context: list[str]) -> JSON:
+    """An agent that never lived in Letta: the fields Letta needs to create it."""
+    return {
+        "id": agent_id, "name": a.name, "system": a.system,
+        "agent_type": "memgpt_agent" if style == "memgpt" else "letta_v1_agent",
+        "description": a.metadata.get("description"),
+        "message_buffer_autoclear": a.metadata.get("message_buffer_autoclear") == "true",
+        "enable_sleeptime": int(a.metadata.get("sleeptime_frequency", "0") or 0) > 0,
+        "memory_blocks": [], "tools": [], "tool_ids": [], "source_ids": [], "block_ids": block_ids, "tool_rules": [],
+        "tags": json.loads(a.metadata["tags"]) if "tags" in a.metadata else [], "include_base_tools": True,
+        "llm_config": _letta_config(a.metadata, "llm_config", DEFAULT_LLM_CONFIG),
+        "embedding_config": _letta_config(a.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG),
+        "metadata": None, "in_context_message_ids": in_context, "messages": messages, "files_agents": [],
+        "group_ids": [],
+    }
+
+
+def _letta_config(metadata: dict[str, str], key: str, default: JSON) -> JSON:
+    try:
+        kept = json.loads(metadata.get(f"letta_{key}", "null"))
+    except ValueError:
+        kept = None
+    return kept if isinstance(kept, dict) else dict(default)
+
+
+def _block(b: Block, doc: JSON | None, ids: _Ids, out: JSON) -> str:
+    new = ids.find("block", b.id)
+    if new is not None:
+        return new
+    new = ids.get("block", b.id)
+    extras: JSON = {"metadata": dict(b.metadata)}
+    native: JSON = {"label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
+                    "read_only": b.read_only}
+    if doc is not None:
+        for ref, kept in (doc.get("blocks") or {}).items():
+            if _block_key(doc, ref) == b.id:
+                extras = {k: v for k, v in kept.items() if k != "_native"}
+                for key, (original, stored) in (kept.get("_native") or {}).items():
+                    if native.get(key) == stored:  # unchanged since the import: the file's own value
+                        native[key] = original
+                break
+    out["blocks"].append({**extras, "id": new, **native})
+    return new
+
+
+def _tool(t: JSON, ids: _Ids, out: JSON) -> str:
+    key = json.dumps({k: v for k, v in t.items() if k != "id"}, sort_keys=True)  # the same tool from two files: once
+    new = ids.find("tool", key)
+    if new is None:
+        new = ids.get("tool", key)
+        out["tools"].append({**t, "id": new})
+    return new
+
+
+def _group(g: JSON, doc: JSON, ids: _Ids, out: JSON, notes: list[str]) -> None:
+    scope = _scope(doc)
+    key = (scope, str(g.get("id")))
+    if not ids.first_time("group", key):
+        return
+    new = ids.get("group", key)
+    members, missing = [], []
+    for old in g.get("agent_ids") or []:
+        found = ids.find("agent_by_file", (scope, str(old)))
+        (members.append(found) if found else missing.append(str(old)))
+    group = {**g, "id": new, "agent_ids": members}
+    config = dict(g.get("manager_config") or {}) if isinstance(g.get("manager_config"), dict) else None
+    if config is not None:
+        if config.get("manager_agent_id"):
+            found = ids.find("agent_by_file", (scope, str(config["manager_agent_id"])))
+            if found is None:
+                missing.append(str(config["manager_agent_id"]))
+            config["manager_agent_id"] = found or config["manager_agent_id"]
+            frequency = ids.metadata.get(found or "", {}).get("sleeptime_frequency")
+            if found and config.get("sleeptime_agent_frequency") is not None and frequency and frequency.isdigit():
+                config["sleeptime_agent_frequency"] = int(frequency)  # `tiermem agents set --sleeptime` is exported
+        group["manager_config"] = config
+    if isinstance(g.get("shared_block_ids"), list):
+        group["shared_block_ids"] = [_shared_block(doc, str(r), ids, out) for r in g["shared_block_ids"]]
+    if missing:
+        notes.append(f"group {g.get('id')}: agent(s) {', '.join(missing)} of that group are not in this export; "
+                     "export them together (tiermem export A B ...) to keep the group whole")
+    out["groups"].append(group)
+
+
+def _shared_block(doc: JSON, ref: str, ids: _Ids, out: JSON) -> str:
+    key = _block_key(doc, ref)
+    found = ids.find("block", key)
+    if found is not None:
+        return found
+    b = ids.orphan_blocks.get(key)
+    if b is None:
+        return ref  # the file did not contain it either
+    new = ids.get("block", key)
+    out["blocks"].append({**b, "id": new})
+    return new
+
+
+def _source(s: JSON, scope: tuple[str, str], ids: _Ids, out: JSON) -> None:
+    key = (scope, str(s.get("id")))
+    if ids.first_time("source", key):
+        out["sources"].append({**s, "id": ids.get("source", key)})
+
+
+def _file(f: JSON, scope: tuple[str, str], ids: _Ids, out: JSON) -> None:
+    key = (scope, str(f.get("id")))
+    if not ids.first_time("file", key):
+        return
+    new = {**f, "id": ids.get("file", key)}
+    if f.get("source_id") is not None:
+        new["source_id"] = ids.get("source", (scope, str(f["source_id"])))
+    out["files"].append(new)
+
+
+def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
+    orphans = doc.get("orphans") or {}
+    scope = _scope(doc)
+    for b in orphans.get("blocks") or []:
+        _shared_block(doc, str(b.get("id")), ids, out)
+    for t in orphans.get("tools") or []:
+        _tool(t, ids, out)
+    for g in orphans.get("groups") or []:
+        _group(g, doc, ids, out, [])
+    for s in orphans.get("sources") or []:
+        _source(s, scope, ids, out)
+    for f in orphans.get("files") or []:
+        _file(f, scope, ids, out)
+    for key in ("mcp_servers", "skills"):
+        kept = orphans.get(key)
+        if kept is not None and not isinstance(kept, list):
+            out[key] = kept  # not Letta's list shape: written back as the file had it
+            continue
+        for item in kept or []:
+            if isinstance(out[key], list) and item not in out[key]:
+                out[key].append(item)
+
+
+def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
+              counter: list[int]) -> tuple[list[JSON], list[str]]:
+    native = memory.store.agent_messages(a.id)
+    window = memory.context_window(a.id, "default")
+    in_window = {m.id for m in memory.in_context_messages(window)}
+    unlogged = list((doc or {}).get("unlogged_messages") or [])
+    after: dict[str | None, list[JSON]] = {}
+    if doc is not None:
+        digest, _ = _scope(doc)
+        for u in unlogged:
+            key = None if u.get("after") is None else stable_id("message", digest, a.id, str(u["after"]))
+            after.setdefault(key, []).append(u)
+    out: list[JSON] = []
+    in_context: list[str] = []
+
+    def emit(message: JSON, listed: bool) -> None:
+        message["id"] = f"message-{counter[0]}"
+        counter[0] += 1
+        message["agent_id"] = agent_id
+        out.append(message)
+        if listed:
+            in_context.append(message["id"])
+
+    def emit_unlogged(key: str | None) -> None:
+        for u in after.pop(key, []):
+            emit(dict(u.get("message") or {}), bool(u.get("in_context")))
+
+    if doc is None:  # Letta's first message is the compiled system prompt
+        emit({"type": "message", "role": "system", "content": [{"type": "text", "text": a.system}],
+              "created_at": a.created_at.isoformat()}, True)
+    emit_unlogged(None)
+    for m in native:
+        emit(_letta_message(m), m.id in in_window)
+        emit_unlogged(m.id)
+    for key in list(after):  # their neighbour is gone from the log: keep them, at the end
+        emit_unlogged(key)
+    return out, in_context
+
+
+def _letta_message(m: Message) -> JSON:
+    payload = json.loads(m.payload) if m.payload else {}
+    original = payload.pop("letta", None) if isinstance(payload, dict) else None
+    own: JSON = {"role": m.role, "payload": json.dumps(payload) if original is not None else m.payload,
+                 "conversation_id": m.conversation_id}
+    if m.role == "system":
+        own["content"] = m.content
+    if isinstance(original, dict):
+        own["letta"] = True
+        return {**original, EXTENSION: own}
+    out: JSON = {"type": "message", "created_at": m.created_at.isoformat(), EXTENSION: own}
+    if m.role == "system":  # our summaries: Letta shows them to the model as a user system alert
+        out.update(role="user", content=[{"type": "text", "text": json.dumps({"type": "system_alert", "message": m.content})}])
+    elif m.role == "assistant":
+        calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("input") or {})}}
+                 for c in payload.get("tool_calls") or []]
+        out.update(role="assistant", content=[{"type": "text", "text": m.content}], tool_calls=calls or None)
+    elif m.role == "tool":
+        out.update(role="tool", content=[{"type": "text", "text": m.content}], tool_call_id=payload.get("tool_call_id"),
+                   name=payload.get("name"))
+    else:
+        out.update(role="user", content=[{"type": "text", "text": m.content}])
+    return out

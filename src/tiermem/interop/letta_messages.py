@@ -1,0 +1,105 @@
+"""Letta messages -> tiermem log rows (role, content, payload), keeping each message as the file had it.
+
+The payload carries what the agent loop reads (kind, tool calls, reasoning, tool results) and, under ``letta``,
+the file's message less its ids, which an export writes back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ValidationError
+
+JSON = dict[str, Any]
+EXTENSION = "tiermem"  # the key of tiermem's own row in an exported message
+SUMMARY_MARK = "prior messages"
+
+
+def letta_original(m: JSON) -> JSON:
+    """A message as the file had it, less its ids (export assigns new ones) and tiermem's own extension."""
+    return {k: v for k, v in m.items() if k not in ("id", "agent_id", EXTENSION)}
+
+
+def _text_of(content: Any) -> tuple[str, list[str]]:
+    if isinstance(content, str):
+        return content, []
+    texts, reasoning = [], []
+    for c in content or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("type") == "text":
+            texts.append(str(c.get("text") or ""))
+        elif c.get("type") in ("reasoning", "omitted_reasoning", "redacted_reasoning") and c.get("reasoning"):
+            reasoning.append(str(c["reasoning"]))
+    return "".join(texts), reasoning
+
+
+def message_row(m: Any, i: int, agent: str) -> JSON | None:
+    """A row for the log, its payload carrying the file's message under ``letta`` (exported back as it was)."""
+    row = _convert(m, i, agent)
+    if row is None:
+        return None
+    own = m.get(EXTENSION)
+    if not isinstance(own, dict) or own.get("letta"):
+        try:
+            payload = json.loads(row.get("payload") or "{}")
+        except ValueError:
+            payload = {}
+        payload = payload if isinstance(payload, dict) else {}
+        payload["letta"] = letta_original(m)
+        row["payload"] = json.dumps(payload)
+    return row
+
+
+def _convert(m: Any, i: int, agent: str) -> JSON | None:
+    if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role in ("approval",):
+            return None
+        raise ValidationError(f"Agent {agent!r}: message {i} has no usable role ({role!r}).")
+    text, reasoning = _text_of(m.get("content"))
+    row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
+    own = m.get(EXTENSION)
+    if isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
+        row.update(role=own["role"], payload=own.get("payload") or "", conversation_id=own.get("conversation_id") or "default",
+                   content=own["content"] if isinstance(own.get("content"), str) else text)
+        return row
+    role = m["role"]
+    if role == "system":
+        return None  # the compiled system prompt: tiermem rebuilds it from the agent's system text and blocks
+    if role == "user":
+        kind, content = "user", text
+        try:
+            wrapped = json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            wrapped = None
+        if isinstance(wrapped, dict) and wrapped.get("type") == "user_message" and isinstance(wrapped.get("message"), str):
+            content = wrapped["message"]
+        elif isinstance(wrapped, dict) and wrapped.get("type") == "heartbeat":
+            kind = "heartbeat"
+        elif isinstance(wrapped, dict) and wrapped.get("type") == "system_alert":
+            message = str(wrapped.get("message") or "")
+            if SUMMARY_MARK in message[:200]:
+                row.update(role="system", content=message, payload=json.dumps({"kind": "summary"}))
+                return row
+            kind = "system_alert"
+        row.update(role="user", content=content, payload=json.dumps({"kind": kind}))
+    elif role == "assistant":
+        calls = []
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                args = {"_raw": fn.get("arguments")}
+            calls.append({"id": str(c.get("id")), "name": str(fn.get("name")), "input": args if isinstance(args, dict) else {"_raw": args}})
+        payload: JSON = {"kind": "assistant", "tool_calls": calls}
+        if reasoning:
+            payload["reasoning"] = "\n".join(reasoning)
+        row.update(role="assistant", payload=json.dumps(payload))
+    else:
+        failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])
+        row.update(role="tool", payload=json.dumps({"kind": "tool_result", "tool_call_id": m.get("tool_call_id"),
+                                                    "name": m.get("name"), "is_error": failed}))
+    return row

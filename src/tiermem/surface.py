@@ -222,3 +222,21 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+# ---------------------------------------------------------------------------
+# What the tool list costs
+# ---------------------------------------------------------------------------
+
+
+def tool_list_cost(tools: list[Any]) -> dict[str, int]:
+    """Tokens (cl100k_base) of a ``tools/list`` answer: what a model reads of each tool (name, description,
+    input schema, as hosts pass tools to a model) and the whole JSON answer (with titles, annotations, output schemas).
+    """
+    from .tokens import count_tokens
+
+    wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
+    seen = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]} for t in wire]
+    whole = json.dumps(wire, ensure_ascii=False)
+    return {"tools": len(wire), "model_tokens": count_tokens(json.dumps(seen, ensure_ascii=False)),
+            "list_tokens": count_tokens(whole), "list_chars": len(whole)}

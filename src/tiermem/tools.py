@@ -68,12 +68,19 @@ def publish(server: MCPServer[Any], name: str) -> None:
 
 
 def tidy_output(schema: Any) -> Any:
-    """Output schemas keep their ``null`` arms (a client may validate against them); only titles go."""
-    if isinstance(schema, dict):
-        return {k: tidy_output(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    """Compact an output schema without loosening it: titles go, ``anyOf`` of plain types becomes a type list."""
     if isinstance(schema, list):
         return [tidy_output(v) for v in schema]
-    return schema
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: tidy_output(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    arms = out.get("anyOf")
+    if isinstance(arms, list) and all(isinstance(a, dict) and set(a) == {"type"} for a in arms):
+        out.pop("anyOf")
+        out["type"] = [a["type"] for a in arms]
+    if out.get("default", 0) is None:
+        out.pop("default")
+    return out
 
 
 def returns_structured(fn: Callable[..., Any]) -> bool:

@@ -330,8 +330,11 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
         app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
                              max_request_body_size=settings.max_request_bytes)
     else:
+        from .events import RETRY_MS, MemoryEventStore
+
         app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
-                                         host=settings.host, max_request_body_size=settings.max_request_bytes)
+                                         host=settings.host, max_request_body_size=settings.max_request_bytes,
+                                         event_store=MemoryEventStore(), retry_interval=RETRY_MS)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
     return Guard(
         app,

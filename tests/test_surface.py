@@ -250,3 +250,18 @@ def test_searching_writes_no_index(tmp_path) -> None:  # type: ignore[no-untyped
         assert store.text_search(table, "tea", "agent_id = 'a'", 5) == []
     reopened = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
     assert {t: reopened._tables[t].version for t in SEARCHABLE} == before
+
+
+async def test_the_agent_loop_sees_the_same_contract(settings: Settings) -> None:
+    """The built-in loop calls the same tools in process: aliases work, unknown tools and arguments are failed calls."""
+    from tiermem.agent.toolhost import ServerTools
+
+    host = ServerTools(serve_in_process(settings))
+    specs = {s.name: s for s in await host.specs()}
+    assert "old_str" not in specs["memory_replace"].input_schema["properties"]
+    assert await host.call("memory_rethink", {"label": "human", "new_memory": "Likes tea"}) == ("Likes tea", False)
+    assert await host.call("memory_replace", {"label": "human", "old_str": "tea", "new_str": "coffee"}) == ("Likes coffee", False)
+    text, failed = await host.call("memory_apply_patch", {"label": "human", "patch": "+x"})  # not published by default
+    assert failed and text.startswith("There is no tool named 'memory_apply_patch'; use one of the tools you were given.")
+    text, failed = await host.call("memory_rethink", {"label": "human", "new_memory": "x", "heartbeat": True})
+    assert failed and text.startswith("memory_rethink does not take the argument `heartbeat`.")

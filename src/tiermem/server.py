@@ -241,10 +241,18 @@ class TiermemServer(MCPServer[Any]):
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
         """An unknown prompt is -32602 (like an unknown resource), not a generic error."""
-        if self._prompt_manager.get_prompt(name) is None:
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
             known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name!r}. Prompts on this server: {known}.",
                            data={"prompt": name})
+        accepted = [a.name for a in prompt.arguments or []]
+        extra = sorted(set(arguments or {}) - set(accepted))
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
+        if extra or missing:
+            takes = f"it takes: {', '.join(accepted)}" if accepted else "it takes no arguments"
+            problem = f"unknown argument(s) {extra}" if extra else f"missing argument(s) {missing}"
+            raise MCPError(code=INVALID_PARAMS, message=f"Prompt {name!r}: {problem}; {takes}.", data={"prompt": name})
         return await super().get_prompt(name, arguments, context)
 
     async def list_resources(self) -> list[Any]:
@@ -424,7 +432,11 @@ def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) ->
     low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
 
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        notifier.subscribe(str(params.uri), ctx.session)
+        uri = str(params.uri)
+        if uri not in (CORE_URI, ARCHIVAL_URI) and not uri.startswith(BLOCK_URI.split("{", 1)[0]):
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown resource: {uri}. Subscribe to {CORE_URI} or "
+                           f"{BLOCK_URI} (resources/list shows them).", data={"uri": uri})
+        notifier.subscribe(uri, ctx.session)
         return EmptyResult()
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:

@@ -131,3 +131,30 @@ def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
         warnings.warn(f"conformance scenarios now pass; remove them from {BASELINE.name}: {now_passing}", stacklevel=1)
     assert sorted(set(stale) - set(now_passing)) == [], f"stale entries in {BASELINE.name}"
     assert set(expected) <= set(results), f"{BASELINE.name} names scenarios the suite no longer has"
+
+
+@pytest.mark.anyio
+async def test_event_store_is_bounded_and_replays_one_stream() -> None:
+    from mcp.types import JSONRPCNotification
+
+    from tiermem.events import MemoryEventStore
+
+    store = MemoryEventStore(max_events=4)
+    sent: list[str] = []
+
+    async def send(event) -> None:  # type: ignore[no-untyped-def]
+        sent.append(f"{event.event_id}={event.message.method}")
+
+    def note(n: int) -> JSONRPCNotification:
+        return JSONRPCNotification(jsonrpc="2.0", method=f"n{n}")
+
+    priming = await store.store_event("a", None)
+    await store.store_event("a", note(1))
+    await store.store_event("b", note(2))
+    await store.store_event("a", note(3))
+    assert await store.replay_events_after(priming, send) == "a"
+    assert sent == ["a:2=n1", "a:4=n3"]  # only stream a's messages after the id, never a priming event
+    await store.store_event("a", note(4))  # the fifth event: the oldest (the priming event) is dropped
+    assert store.size == 4
+    assert await store.replay_events_after(priming, send) is None
+    assert await store.replay_events_after("nope", send) is None

@@ -44,11 +44,6 @@ async def test_protocol_errors_are_invalid_params_without_tracebacks(
             await c.read_resource("memory://blocks/ghost")
         with pytest.raises(MCPError) as prompt_args_err:
             await c.get_prompt("memory_system", {"x": "1"})
-        if mode == "legacy":
-            with pytest.warns(UserWarning), pytest.raises(MCPError) as subscribe_err:
-                await c.subscribe_resource("nope://x")
-            assert subscribe_err.value.error.code == INVALID_PARAMS
-            assert subscribe_err.value.error.message.startswith("Unknown resource: nope://x. Subscribe to memory://core")
         caps = c.server_capabilities
         assert caps.tools.list_changed is True and caps.prompts.list_changed is True  # the same in both eras
         assert caps.resources.list_changed is True

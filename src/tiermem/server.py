@@ -432,11 +432,7 @@ def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) ->
     low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
 
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        uri = str(params.uri)
-        if uri not in (CORE_URI, ARCHIVAL_URI) and not uri.startswith(BLOCK_URI.split("{", 1)[0]):
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown resource: {uri}. Subscribe to {CORE_URI} or "
-                           f"{BLOCK_URI} (resources/list shows them).", data={"uri": uri})
-        notifier.subscribe(uri, ctx.session)
+        notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after the subscription
         return EmptyResult()
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:

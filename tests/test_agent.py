@@ -90,7 +90,7 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
         found = await c.call_tool("conversation_search", {"query": "compilers"})
         assert "I work on compilers" in text_of(found)
         history = await c.call_tool("memory_history", {"label": "human"})
-        assert json.loads(text_of(history))[0]["actor"] == "agent"
+        assert json.loads(text_of(history))["versions"][0]["actor"] == "agent"
 
 
 async def test_failed_tool_call_is_reported_to_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
@@ -287,7 +287,7 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings:
         assert info["sleeptime"] == "started"
         with anyio.fail_after(30):
             while True:
-                history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))
+                history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))["versions"]
                 if history[0]["actor"] == "sleeptime":
                     break
                 await anyio.sleep(0.05)

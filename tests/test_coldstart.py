@@ -81,8 +81,9 @@ async def test_a_tool_is_a_plain_function(settings: Settings) -> None:
 
     server = serve_in_process(settings)
     ctx = Context(mcp_server=server, subscriptions=InMemorySubscriptionBus())  # what MCPServer.call_tool makes
-    assert (await memory_insert("human", ctx, new_string="Name: Ada")).endswith("Name: Ada")
-    assert "Name: Ada" in await core_memory_view(ctx)
+    assert (await memory_insert("human", "Name: Ada", ctx)).endswith("Name: Ada")
+    view = await core_memory_view(ctx)
+    assert "Name: Ada" in view.content[0].text and view.structured_content["blocks"][1]["value"].endswith("Name: Ada")
 
 
 def test_a_call_waits_for_the_opening_a_bounded_time() -> None:

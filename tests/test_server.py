@@ -33,7 +33,9 @@ async def test_default_tools_and_annotations(settings: Settings) -> None:
         assert tools["memory_replace"].annotations.destructive_hint is True
         assert tools["core_memory_append"].annotations.destructive_hint is False
         assert tools["archival_memory_delete"].annotations.destructive_hint is True
-        assert "old_str" in tools["memory_replace"].input_schema["properties"]
+        schema = tools["memory_replace"].input_schema
+        assert "old_str" not in schema["properties"]  # an accepted alias, not advertised
+        assert set(schema["required"]) == {"label", "old_string", "new_string"}
         assert "verbatim" in (tools["memory_replace"].description or "")
 
 
@@ -70,7 +72,7 @@ async def test_core_tools_success_paths(settings: Settings) -> None:
         assert text_of(r) == "Name: Ada Lovelace\nLives in London\nLikes mint tea"
         view = text_of(await call(c, "core_memory_view", line_numbers=True))
         assert "1→ Name: Ada Lovelace" in view and "<memory_metadata>" in view
-        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=3)))
+        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=3)))["versions"]
         assert [h["operation"] for h in hist] == ["memory_apply_patch", "memory_insert", "memory_replace"]
         r = await call(c, "memory_revert", label="human", version=2)
         assert text_of(r) == "Name: Ada"
@@ -102,7 +104,9 @@ async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
             ("memory_rethink", dict(label="nope", new_memory="z"),
              "No memory block with label 'nope'. Blocks that exist: 'persona', 'human'."),
             ("memory_revert", dict(label="human", version=42), "Block 'human' has no version 42"),
-            ("memory_replace", dict(label="human", new_string="z"), "Missing argument old_string (alias old_str)."),
+            ("memory_replace", dict(label="human", new_string="z"),
+             'memory_replace: the required argument `old_string` is missing; it takes a string. '
+             'Example: {"old_string": "Likes tea"}.'),
         ]
         for tool, args, expected in cases:
             r = await call(c, tool, **args)
@@ -110,7 +114,7 @@ async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
             assert text_of(r).startswith(expected), (tool, text_of(r))
         r = await call(c, "memory_insert", label="human", new_string="z", insert_line="two")
         assert r.is_error and "insert_line" in text_of(r)
-        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=10)))
+        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=10)))["versions"]
         assert len(hist) == 2 and hist[0]["value"] == "x x\ny"  # nothing written by the failures
 
 

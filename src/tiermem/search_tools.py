@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from .errors import ValidationError
 from .runtime import runtime_of
-from .tools import ADD, CHANGE, READ, Entry
+from .tools import ADD, CHANGE, READ, Entry, structured
 
 if TYPE_CHECKING:
     from .archive import Archive, SearchResult
@@ -24,13 +24,80 @@ class LogMessage(BaseModel):
     conversation_id: str | None = Field(default=None, description="groups turns of one conversation")
 
 
+class Relevance(BaseModel):
+    rrf_score: float
+    vector_rank: int | None
+    fts_rank: int | None
+
+
+class RecallHit(BaseModel):
+    timestamp: str
+    time_ago: str
+    role: str
+    content: str
+    relevance: Relevance
+
+
+class ArchivalHit(BaseModel):
+    id: str
+    timestamp: str
+    content: str
+    tags: list[str]
+    relevance: Relevance
+
+
+class RecallResults(BaseModel):
+    results: list[RecallHit]
+    count: int
+    search_mode: Literal["hybrid", "fts"]
+    notes: list[str] | None = None
+
+
+class ArchivalResults(BaseModel):
+    results: list[ArchivalHit]
+    count: int
+    search_mode: Literal["hybrid", "fts"]
+    notes: list[str] | None = None
+
+
+class Stored(BaseModel):
+    stored: int
+    ids: list[str]
+    note: str | None = None
+
+
+class Inserted(BaseModel):
+    ids: list[str]
+    chunks: int
+    note: str | None = None
+
+
+class Deleted(BaseModel):
+    deleted: int
+    id: str
+
+
+class PassageView(BaseModel):
+    id: str
+    timestamp: str
+    content: str
+    tags: list[str]
+
+
+class Page(BaseModel):
+    passages: list[PassageView]
+    total: int
+    offset: int
+    next_offset: int | None
+
+
 def _archive(m: Memory) -> Archive:
     if m.archive is None:
         raise ValidationError("Recall and archival memory are not enabled on this server.")
     return m.archive
 
 
-def _result_json(result: SearchResult, kind: Literal["recall", "archival"]) -> str:
+def _results(result: SearchResult, kind: Literal["recall", "archival"]) -> CallToolResult:
     items: list[dict[str, Any]] = []
     for h in result.hits:
         item: dict[str, Any] = {"timestamp": h.created_at.isoformat(timespec="seconds")}
@@ -46,10 +113,10 @@ def _result_json(result: SearchResult, kind: Literal["recall", "archival"]) -> s
     out: dict[str, Any] = {"results": items, "count": len(items), "search_mode": result.mode}
     if result.notes:
         out["notes"] = result.notes
-    return json.dumps(out, ensure_ascii=False)
+    return structured(out)
 
 
-async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -> str:
+async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -> Annotated[CallToolResult, Stored]:
     """Record conversation turns in recall memory so they can be searched later.
 
     Hosts own their conversations: call this with the turns worth remembering (role
@@ -59,7 +126,7 @@ async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -
     payload = [m.model_dump() for m in messages]
     stored, note = await runtime_of(ctx).call(
         ctx, lambda m, a: (_archive(m).log_messages(a, payload), _archive(m).write_note()))
-    return json.dumps({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
+    return structured({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
 
 
 async def conversation_search(
@@ -69,7 +136,7 @@ async def conversation_search(
     limit: int = 5,
     start_date: str | None = None,
     end_date: str | None = None,
-) -> str:
+) -> Annotated[CallToolResult, RecallResults]:
     """Search past conversation messages (recall memory) by meaning and keywords.
 
     Filters: roles (user/assistant/tool/system), start_date/end_date as ISO 8601 or
@@ -82,17 +149,19 @@ async def conversation_search(
             a, query, roles=roles, limit=limit, start_date=start_date, end_date=end_date
         ),
     )
-    return _result_json(result, "recall")
+    return _results(result, "recall")
 
 
-async def archival_memory_insert(content: str, ctx: Context[Any, Any], tags: list[str] | None = None) -> str:
+async def archival_memory_insert(
+    content: str, ctx: Context[Any, Any], tags: list[str] | None = None
+) -> Annotated[CallToolResult, Inserted]:
     """Save a self-contained fact or document to archival (long-term) memory.
 
     Write it so it makes sense on its own later (who, what, when). Optional tags help
     filter searches. Long text is split into overlapping chunks. Returns the new id(s).
     """
     ids, note = await runtime_of(ctx).call(ctx, lambda m, a: (_archive(m).insert(a, content, tags), _archive(m).write_note()))
-    return json.dumps({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
+    return structured({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
 
 async def archival_memory_search(
@@ -103,7 +172,7 @@ async def archival_memory_search(
     top_k: int = 5,
     start_datetime: str | None = None,
     end_datetime: str | None = None,
-) -> str:
+) -> Annotated[CallToolResult, ArchivalResults]:
     """Search archival memory by meaning and keywords.
 
     Optional filters (applied before ranking, so top_k results come back whenever that many
@@ -122,21 +191,21 @@ async def archival_memory_search(
             end_datetime=end_datetime,
         ),
     )
-    return _result_json(result, "archival")
+    return _results(result, "archival")
 
 
-async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> str:
+async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> Annotated[CallToolResult, Deleted]:
     """Delete an archival passage by id (ids come from archival_memory_search or _list).
 
     Use it to remove facts that are wrong or outdated. The first chunk's id deletes every chunk.
     """
     removed = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).delete(a, id))
-    return json.dumps({"deleted": removed, "id": id})
+    return structured({"deleted": removed, "id": id})
 
 
 async def archival_memory_list(
     ctx: Context[Any, Any], offset: int = 0, limit: int = 20, tags: list[str] | None = None
-) -> str:
+) -> Annotated[CallToolResult, Page]:
     """List archival passages page by page, oldest first (offset, limit; optional tags filter).
 
     Use it to review, correct or prune long-term memory.
@@ -147,7 +216,7 @@ async def archival_memory_list(
         for p in page
     ]
     next_offset = offset + len(items) if offset + len(items) < total else None
-    return json.dumps({"passages": items, "total": total, "offset": offset, "next_offset": next_offset}, ensure_ascii=False)
+    return structured({"passages": items, "total": total, "offset": offset, "next_offset": next_offset})
 
 
 SEARCH_TOOLS: dict[str, Entry] = {

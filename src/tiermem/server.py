@@ -23,12 +23,15 @@ import anyio.from_thread
 import anyio.lowlevel
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from pydantic import ValidationError as ArgumentsError
 
 from .errors import ConfigError, TiermemError
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .search_tools import SEARCH_TOOLS
+from .surface import check_arguments, error_result, explain
 from .tools import CORE_TOOLS, register_tools
 
 if TYPE_CHECKING:
@@ -218,6 +221,40 @@ class TiermemServer(MCPServer[Any]):
 
     runtime: Runtime
 
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Unknown tools are a protocol error (-32602); wrong arguments a tool error that says how to call it."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            known = ", ".join(t.name for t in self._tool_manager.list_tools())
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
+                           data={"tool": name})
+        arguments, problem = check_arguments(name, tool.parameters, arguments)
+        if problem is None:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ArgumentsError):
+                    raise
+                problem = explain(name, tool.parameters, exc.__cause__.errors())
+        log.info("tool %r refused its arguments: %s", name, problem.splitlines()[0])
+        return error_result(problem)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        """An unknown prompt is -32602 (like an unknown resource), not a generic error."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name!r}. Prompts on this server: {known}.",
+                           data={"prompt": name})
+        accepted = [a.name for a in prompt.arguments or []]
+        extra = sorted(set(arguments or {}) - set(accepted))
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
+        if extra or missing:
+            takes = f"it takes: {', '.join(accepted)}" if accepted else "it takes no arguments"
+            problem = f"unknown argument(s) {extra}" if extra else f"missing argument(s) {missing}"
+            raise MCPError(code=INVALID_PARAMS, message=f"Prompt {name!r}: {problem}; {takes}.", data={"prompt": name})
+        return await super().get_prompt(name, arguments, context)
+
     async def list_resources(self) -> list[Any]:
         listed = await super().list_resources()
         try:
@@ -301,8 +338,11 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
         app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
                              max_request_body_size=settings.max_request_bytes)
     else:
+        from .events import RETRY_MS, MemoryEventStore
+
         app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
-                                         host=settings.host, max_request_body_size=settings.max_request_bytes)
+                                         host=settings.host, max_request_body_size=settings.max_request_bytes,
+                                         event_store=MemoryEventStore(), retry_interval=RETRY_MS)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
     return Guard(
         app,
@@ -381,7 +421,10 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
             agent = m.core.get_agent(a)
             return (agent.system or m.default_system) + "\n\n" + m.render_core(a)
 
-        return await runtime.call(None, build)
+        try:
+            return await runtime.call(None, build)
+        except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
+            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
 
 
 def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:
@@ -389,7 +432,7 @@ def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) ->
     low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
 
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        notifier.subscribe(str(params.uri), ctx.session)
+        notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after the subscription
         return EmptyResult()
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
@@ -398,10 +441,10 @@ def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) ->
 
     low.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
     low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
-    # Advertise resources.listChanged to legacy clients (the 2026-07-28 era derives it itself).
+    # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
     original = low.create_initialization_options
     low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-        original, NotificationOptions(resources_changed=True)
+        original, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True)
     )
 
 

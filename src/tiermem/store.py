@@ -424,6 +424,7 @@ class Store:
                 "and is not a file; or choose another with --data-dir / TIERMEM_DATA_DIR."
             ) from exc
         self._check_meta()
+        self._ensure_search_indexes()
 
     @classmethod
     def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
@@ -468,6 +469,19 @@ class Store:
 
     def _table_names(self) -> list[str]:
         return _names(self._db)
+
+    def _ensure_search_indexes(self) -> None:
+        """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
+
+        Several processes may open a new store at once; one that loses the race leaves it to the other, and
+        ``text_search`` builds a missing index only in that case.
+        """
+        for table in SEARCHABLE:
+            try:
+                self.ensure_fts(table)
+            except StoreError as exc:
+                log.warning("full-text index of %s not built at open (another process may be building it): %s",
+                            table, exc)
 
     def _check_meta(self) -> None:
         meta = self.meta()
@@ -826,7 +840,7 @@ class Store:
         return q.limit(limit).to_list()
 
     def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
-        if not self._has_fts(table):
+        if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
         q = self._tables[table].search(query, query_type="fts", fts_columns="text").select([*_RESULT_COLUMNS[table], "_score"])
         if where:

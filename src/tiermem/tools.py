@@ -13,20 +13,21 @@ import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, get_origin
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 from . import blocks as rules
-from .config import BlockSpec
-from .errors import TiermemError, ValidationError
+from .errors import TiermemError
+from .memory_tool import memory_tool
 from .runtime import runtime_of
+from .surface import describe, tidy_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from .memory import Memory
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -34,39 +35,90 @@ CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 SET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def _pick(primary: str | None, alias: str | None, name: str, alias_name: str, *, required: bool = True) -> str:
-    if primary is not None and alias is not None and primary != alias:
-        raise ValidationError(f"Give {name} or its alias {alias_name}, not both with different values.")
-    value = primary if primary is not None else alias
-    if value is None:
-        if required:
-            raise ValidationError(f"Missing argument {name} (alias {alias_name}).")
-        return ""
-    return value
-
-
 Entry = tuple[Callable[..., Any], ToolAnnotations, str]
 
 
 def register_tools(server: MCPServer[Any], table: dict[str, Entry], names: list[str]) -> None:
-    """Register the chosen tools (names already resolved from presets and groups) from ``table``."""
+    """Register the chosen tools (names already resolved from presets and groups) from ``table``.
+
+    A tool whose function is annotated ``Annotated[CallToolResult, Model]`` publishes ``Model`` as its
+    output schema and returns structured content; the others return text only.
+    """
     for name in names:
         if name not in table:
             continue  # e.g. agent_chat, registered by the agent loop when enabled
         fn, annotations, title = table[name]
+        structured = returns_structured(fn)
         if not annotations.read_only_hint:
             fn = idempotent(name, fn)
-        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations, structured_output=False)
+        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations,
+                        description=describe(fn.__doc__ or ""), structured_output=structured)
+        publish(server, name)
 
 
-def idempotent(name: str, fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str]]:
+def publish(server: MCPServer[Any], name: str) -> None:
+    """Tidy what tools/list shows of ``name``: schemas without titles and ``null`` arms of optional arguments."""
+    tool = server._tool_manager.get_tool(name)  # the SDK has no public hook for a tool's published schema
+    if tool is None:
+        return
+    tool.parameters = tidy_schema(tool.parameters)
+    if tool.fn_metadata.output_schema is not None:
+        tool.fn_metadata.output_schema = tidy_output(tool.fn_metadata.output_schema)
+        tool.__dict__.pop("output_schema", None)  # a cached_property: recompute from the tidied schema
+
+
+def tidy_output(schema: Any) -> Any:
+    """Compact an output schema without loosening it: titles go, ``anyOf`` of plain types becomes a type list."""
+    if isinstance(schema, list):
+        return [tidy_output(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: tidy_output(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    arms = out.get("anyOf")
+    if isinstance(arms, list) and all(isinstance(a, dict) and set(a) == {"type"} for a in arms):
+        out.pop("anyOf")
+        out["type"] = [a["type"] for a in arms]
+    if out.get("default", 0) is None:
+        out.pop("default")
+    return out
+
+
+def returns_structured(fn: Callable[..., Any]) -> bool:
+    return get_origin(inspect.signature(fn, eval_str=True).return_annotation) is Annotated
+
+
+def structured(data: dict[str, Any], text: str | None = None) -> CallToolResult:
+    """A result with structured content and, for older clients, a text block (by default its JSON)."""
+    shown = text if text is not None else json.dumps(data, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=shown)], structured_content=data)
+
+
+_ENVELOPE = "tiermem/result"
+
+
+def _stored(result: str | CallToolResult) -> str:
+    if isinstance(result, CallToolResult):
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        return json.dumps({_ENVELOPE: 1, "text": text, "structured": result.structured_content}, ensure_ascii=False)
+    return result
+
+
+def _replayed(prior: str, is_structured: bool) -> str | CallToolResult:
+    if not is_structured:
+        return prior
+    data = json.loads(prior)
+    return structured(data["structured"], data["text"])
+
+
+def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing."""
     sig = inspect.signature(fn, eval_str=True)
+    is_structured = get_origin(sig.return_annotation) is Annotated
     key_param = inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
     locks: dict[str, list[Any]] = {}  # key -> [lock, callers using it]; empty once no call uses a key
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, idempotency_key: str | None = None, **kwargs: Any) -> str:
+    async def wrapper(*args: Any, idempotency_key: str | None = None, **kwargs: Any) -> Any:
         if idempotency_key is None:
             return await fn(*args, **kwargs)
         import anyio
@@ -80,9 +132,10 @@ def idempotent(name: str, fn: Callable[..., Awaitable[str]]) -> Callable[..., Aw
             async with entry[0]:  # a retry racing its original waits for it instead of writing twice
                 prior = await rt.call(None, lambda m, a: m.replay(a, name, idempotency_key, digest))
                 if prior is not None:
-                    return prior
+                    return _replayed(prior, is_structured)
                 result = await fn(*args, **kwargs)
-                await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, result))
+                if not (isinstance(result, CallToolResult) and result.is_error):
+                    await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, _stored(result)))
                 return result
         finally:
             entry[1] -= 1
@@ -97,11 +150,11 @@ def _jsonable(value: Any) -> Any:
     return value.model_dump() if hasattr(value, "model_dump") else str(value)
 
 
-def model_errors(fn: Callable[..., Awaitable[str]]) -> Callable[..., Awaitable[str | CallToolResult]]:
+def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Return our errors as tool errors whose text is exactly the message (no SDK prefix)."""
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> str | CallToolResult:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
         except TiermemError as exc:
@@ -133,41 +186,23 @@ async def core_memory_replace(label: str, old_content: str, new_content: str, ct
     return await _edit(ctx, label, rules.ReplaceAll(old_content, new_content))
 
 
-async def memory_replace(
-    label: str,
-    ctx: Context[Any, Any],
-    old_string: str | None = None,
-    new_string: str | None = None,
-    old_str: str | None = None,
-    new_str: str | None = None,
-) -> str:
+async def memory_replace(label: str, old_string: str, new_string: str, ctx: Context[Any, Any]) -> str:
     """Replace one exact, unique piece of text in a memory block.
 
     `old_string` must appear verbatim exactly once (include surrounding words to make it
-    unique); `new_string` replaces it (empty deletes it). Never include line numbers
-    ('1→') or the line-number warning. `old_str`/`new_str` are accepted as aliases.
-    Returns the block's full new value.
+    unique); `new_string` replaces it ("" deletes it). Never include line numbers ('1→')
+    or the line-number warning. Returns the block's full new value.
     """
-    old = _pick(old_string, old_str, "old_string", "old_str")
-    new = _pick(new_string, new_str, "new_string", "new_str", required=False)
-    return await _edit(ctx, label, rules.StrReplace(old, new))
+    return await _edit(ctx, label, rules.StrReplace(old_string, new_string))
 
 
-async def memory_insert(
-    label: str,
-    ctx: Context[Any, Any],
-    new_string: str | None = None,
-    insert_line: int = -1,
-    new_str: str | None = None,
-) -> str:
+async def memory_insert(label: str, new_string: str, ctx: Context[Any, Any], insert_line: int = -1) -> str:
     """Insert text into a memory block at a line.
 
     `insert_line`: -1 appends after the last line (default), 0 inserts before the first line,
-    k inserts after line k. `new_str` is accepted as an alias of `new_string`.
-    Returns the block's full new value.
+    k inserts after line k. Returns the block's full new value.
     """
-    text = _pick(new_string, new_str, "new_string", "new_str")
-    return await _edit(ctx, label, rules.Insert(text, insert_line))
+    return await _edit(ctx, label, rules.Insert(new_string, insert_line))
 
 
 async def memory_rethink(label: str, new_memory: str, ctx: Context[Any, Any]) -> str:
@@ -189,34 +224,59 @@ async def memory_apply_patch(label: str, patch: str, ctx: Context[Any, Any]) -> 
     return await _edit(ctx, label, rules.Patch(patch))
 
 
-async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -> str:
+class BlockView(BaseModel):
+    label: str
+    description: str
+    value: str
+    chars: int
+    limit: int
+    read_only: bool
+    version: int
+
+
+class CoreView(BaseModel):
+    blocks: list[BlockView]
+
+
+class VersionView(BaseModel):
+    version: int
+    time: str
+    operation: str
+    actor: str
+    value: str
+
+
+class History(BaseModel):
+    label: str
+    versions: list[VersionView]
+
+
+async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -> Annotated[CallToolResult, CoreView]:
     """Return your core memory blocks rendered as in Letta, with <memory_metadata>.
 
     Use it at the start of a conversation when the host does not show memory://core.
     `line_numbers=true` prefixes each line with 'N→' to help place edits (never copy them into edits).
     """
-    return await runtime_of(ctx).call(ctx, lambda m, a: m.render_core(a, line_numbers=line_numbers))
+    text, blocks = await runtime_of(ctx).call(
+        ctx, lambda m, a: (m.render_core(a, line_numbers=line_numbers), m.blocks(a)))
+    data = {"blocks": [
+        {"label": b.label, "description": b.description, "value": b.value, "chars": len(b.value), "limit": b.limit,
+         "read_only": b.read_only, "version": b.version} for b in blocks]}
+    return structured(data, text)
 
 
-async def memory_history(label: str, ctx: Context[Any, Any], limit: int = 10) -> str:
+async def memory_history(label: str, ctx: Context[Any, Any], limit: int = 10) -> Annotated[CallToolResult, History]:
     """List a block's earlier versions, newest first (version, time, operation, actor, value).
 
     Use with memory_revert to undo a bad edit.
     """
     versions = await runtime_of(ctx).call(ctx, lambda m, a: m.history(a, label, limit))
-    return json.dumps(
-        [
-            {
-                "version": v.version,
-                "time": v.created_at.isoformat(timespec="seconds"),
-                "operation": v.operation,
-                "actor": v.actor,
-                "value": v.value,
-            }
-            for v in versions
-        ],
-        ensure_ascii=False,
-    )
+    items = [
+        {"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation,
+         "actor": v.actor, "value": v.value}
+        for v in versions
+    ]
+    return structured({"label": label, "versions": items})
 
 
 async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str:
@@ -226,42 +286,6 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
     """
     block = await runtime_of(ctx).call(ctx, lambda m, a: m.revert(a, label, version))
     return block.value
-
-
-async def memory_tool(
-    command: Literal["create", "str_replace", "insert", "delete", "rename"],
-    ctx: Context[Any, Any],
-    path: str | None = None,
-    file_text: str | None = None,
-    description: str | None = None,
-    old_str: str | None = None,
-    new_str: str | None = None,
-    insert_line: int | None = None,
-    insert_text: str | None = None,
-    old_path: str | None = None,
-    new_path: str | None = None,
-) -> str:
-    """Manage memory blocks as files under /memories/<label>.
-
-    - create: path, file_text (initial value), description -> a new block
-    - str_replace: path, old_str (unique, verbatim), new_str
-    - insert: path, insert_line (0 = before first line, k = after line k, -1 = end), insert_text
-    - delete: path -> detaches the block (its history is kept)
-    - rename: old_path + new_path to relabel, or path + description to change the description
-    """
-    args = {
-        "command": command,
-        "path": path,
-        "file_text": file_text,
-        "description": description,
-        "old_str": old_str,
-        "new_str": new_str,
-        "insert_line": insert_line,
-        "insert_text": insert_text,
-        "old_path": old_path,
-        "new_path": new_path,
-    }
-    return await runtime_of(ctx).call(ctx, lambda m, a: _memory_command(m, a, args))
 
 
 CORE_TOOLS: dict[str, Entry] = {
@@ -277,42 +301,3 @@ CORE_TOOLS: dict[str, Entry] = {
     "memory_revert": (memory_revert, CHANGE, "Revert a block to an earlier version"),
 }
 
-
-def _memory_command(m: Memory, agent_id: str, args: dict[str, Any]) -> str:
-    from .memory import current_actor  # runs in the worker thread, after the store has opened
-
-    command = args["command"]
-
-    def need(name: str) -> Any:
-        if args.get(name) is None:
-            raise ValidationError(f"memory {command} needs `{name}`.")
-        return args[name]
-
-    if command == "create":
-        label = rules.label_from_path(need("path"))
-        spec = BlockSpec(label=label, value=args.get("file_text") or "", description=args.get("description") or "")
-        block = m.create_block(agent_id, spec)
-        return f"Created memory block {block.label!r} ({len(block.value)} of {block.limit} characters)."
-    if command == "str_replace":
-        label = rules.label_from_path(need("path"))
-        block = m.edit(agent_id, label, rules.StrReplace(need("old_str"), args.get("new_str") or ""))
-        return block.value
-    if command == "insert":
-        label = rules.label_from_path(need("path"))
-        line = args.get("insert_line")
-        block = m.edit(agent_id, label, rules.Insert(need("insert_text"), -1 if line is None else line))
-        return block.value
-    if command == "delete":
-        label = rules.label_from_path(need("path"))
-        m.delete_block(agent_id, label)
-        return f"Deleted memory block {label!r} (its history is kept)."
-    if command == "rename":
-        if args.get("old_path") is not None or args.get("new_path") is not None:
-            old = rules.label_from_path(need("old_path"))
-            new = rules.label_from_path(need("new_path"))
-            m.update_block(agent_id, old, new_label=new, actor=current_actor.get(), operation="rename")
-            return f"Renamed memory block {old!r} to {new!r}."
-        label = rules.label_from_path(need("path"))
-        m.update_block(agent_id, label, description=need("description"), actor=current_actor.get(), operation="describe")
-        return f"Updated the description of memory block {label!r}."
-    raise ValidationError(f"Unknown memory command {command!r}; use create, str_replace, insert, delete or rename.")

@@ -16,6 +16,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 
 from ..errors import TiermemError, ValidationError
+from ..surface import describe
+from ..tools import publish
 from .context import Thresholds
 from .llm import Provider
 from .loop import AgentLoop, LoopSettings, NeedsRoundTrip, Resume
@@ -115,7 +117,8 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
                               is_error=result.stop_reason == "error")
 
     server.add_tool(agent_chat, name="agent_chat", title="Chat with the memory agent", annotations=CHAT,
-                    structured_output=False)
+                    description=describe(agent_chat.__doc__ or ""), structured_output=False)
+    publish(server, "agent_chat")
 
 
 def _resume(ctx: Context[Any, Any], conversation_id: str | None) -> tuple[Resume | None, str]:

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from typing import Any, Protocol
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 from .llm import JSON, ToolSpec
 
@@ -53,7 +54,9 @@ class ServerTools:
             return f"There is no tool named {name!r}; use one of the tools you were given.", True
         try:
             result = await self._server.call_tool(name, arguments, self._ctx)
-        except ToolError as exc:  # unknown tool or arguments that fail validation
+        except ToolError as exc:  # arguments that fail validation
             return str(exc), True
+        except MCPError as exc:  # an unknown tool is a protocol error for MCP clients; for the model, a failed call
+            return f"There is no tool named {name!r}; use one of the tools you were given. ({exc.error.message})", True
         text = "\n".join(getattr(c, "text", "") for c in getattr(result, "content", []) or [])
         return text, bool(getattr(result, "is_error", False))

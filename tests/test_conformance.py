@@ -1,0 +1,160 @@
+"""The real ``tiermem serve --transport http``: resumable SSE streams, and the official MCP conformance suite.
+
+The suite (``@modelcontextprotocol/conformance``, run on Node 22) is installed by ``tests/install_conformance.py``
+(``.ci/run`` runs it first; this test runs it if needed); without npm, or offline, the suite's test skips with the reason.
+Scenarios that need the suite's own fixture tools, resources and prompts are listed, with why, in
+``tests/conformance-baseline.yml``; every other scenario of the active suite must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+import yaml
+
+from .conftest import PYTHON, ROOT
+from .install_conformance import cli_path, install, node_path
+from .test_transports import free_port, server_env, wait_for_port
+
+BASELINE = Path(__file__).with_name("conformance-baseline.yml")
+MAY_PASS = "implemented by issue 14"  # entries another branch fixes: passing is reported, not a stale baseline
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("conformance")
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--data-dir", str(tmp / "data")],
+        cwd=ROOT, env=server_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def events(lines: Iterator[str], until_message: bool = True) -> list[dict[str, str]]:
+    """SSE events as dicts (``id``, ``event``, ``data``, ``retry``), up to and including the first ``message``."""
+    out: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in lines:
+        if not line.strip():
+            if current:
+                out.append(current)
+                if until_message and current.get("event") == "message":
+                    break
+                current = {}
+            continue
+        field, _, value = line.partition(":")
+        current[field] = value[1:] if value.startswith(" ") else value
+    return out
+
+
+def post(client: httpx2.Client, url: str, body: dict[str, object], **headers: str) -> list[dict[str, str]]:
+    with client.stream("POST", url, json=body, headers={**HEADERS, **headers}) as r:
+        assert r.status_code in (200, 202), r.read()
+        return events(r.iter_lines()) if r.status_code == 200 else []
+
+
+def session(client: httpx2.Client, url: str, version: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    with client.stream("POST", url, json=init, headers=HEADERS) as r:
+        sid = r.headers["mcp-session-id"]
+        first = events(r.iter_lines())
+    headers = {"mcp-session-id": sid, "mcp-protocol-version": version}
+    post(client, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers)
+    return headers, first
+
+
+def test_sse_streams_are_primed_and_resumable(http_url: str) -> None:
+    with httpx2.Client(timeout=30) as client:
+        headers, first = session(client, http_url, "2025-11-25")
+        assert first[0] == {"id": first[0]["id"], "data": "", "retry": "1000"}  # the priming event (SEP-1699)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "core_memory_view", "arguments": {}}}
+        stream = post(client, http_url, call, **headers)
+        priming, answer = stream[0], stream[-1]
+        assert priming["data"] == "" and priming["retry"] == "1000" and priming["id"]
+        assert answer["event"] == "message" and answer["id"] and answer["id"] != priming["id"]
+        assert "<memory_blocks>" in json.loads(answer["data"])["result"]["content"][0]["text"]
+
+        # A client that lost the stream after the priming event reconnects with Last-Event-ID and gets the answer.
+        with client.stream("GET", http_url, headers={**headers, "Accept": "text/event-stream",
+                                                     "Last-Event-ID": priming["id"]}) as r:
+            assert r.status_code == 200
+            replayed = [e for e in events(r.iter_lines()) if e.get("event") == "message"]
+        assert replayed and replayed[0]["id"] == answer["id"] and replayed[0]["data"] == answer["data"]
+
+        # Clients before 2025-11-25 cannot read an empty-data event: the SDK sends them none.
+        old_headers, old_first = session(client, http_url, "2025-06-18")
+        assert old_first[0]["event"] == "message" and "retry" not in old_first[0]
+
+
+def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
+    root, why = install()
+    if root is None:
+        pytest.skip(f"conformance suite unavailable: {why}")
+    node = node_path(root)
+    assert node is not None
+    baseline = yaml.safe_load(BASELINE.read_text())
+    expected = set(baseline["server"])
+    assert expected == set(baseline["reasons"]), "every baseline entry needs a reason"
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [node, str(cli_path(root)), "server", "--url", http_url, "--expected-failures", str(BASELINE), "-o", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    results: dict[str, list[dict[str, object]]] = {}
+    for checks in out.glob("server-*/checks.json"):
+        name = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks.parent.name.removeprefix("server-"))
+        results[name] = json.loads(checks.read_text())
+    assert len(results) >= 25, (done.stdout[-2000:], done.stderr[-2000:])
+    failed = {name: [f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}" for c in checks
+                     if c.get("status") in ("FAILURE", "WARNING")] for name, checks in results.items()}
+    failed = {name: why_ for name, why_ in failed.items() if why_}
+    unexpected = {name: why_ for name, why_ in failed.items() if name not in expected}
+    assert unexpected == {}, "scenarios that should pass failed"
+    stale = sorted(name for name in expected if name in results and name not in failed)
+    now_passing = [name for name in stale if baseline["reasons"][name].startswith(MAY_PASS)]
+    if now_passing:
+        warnings.warn(f"conformance scenarios now pass; remove them from {BASELINE.name}: {now_passing}", stacklevel=1)
+    assert sorted(set(stale) - set(now_passing)) == [], f"stale entries in {BASELINE.name}"
+    assert set(expected) <= set(results), f"{BASELINE.name} names scenarios the suite no longer has"
+
+
+@pytest.mark.anyio
+async def test_event_store_is_bounded_and_replays_one_stream() -> None:
+    from mcp.types import JSONRPCNotification
+
+    from tiermem.events import MemoryEventStore
+
+    store = MemoryEventStore(max_events=4)
+    sent: list[str] = []
+
+    async def send(event) -> None:  # type: ignore[no-untyped-def]
+        sent.append(f"{event.event_id}={event.message.method}")
+
+    def note(n: int) -> JSONRPCNotification:
+        return JSONRPCNotification(jsonrpc="2.0", method=f"n{n}")
+
+    priming = await store.store_event("a", None)
+    await store.store_event("a", note(1))
+    await store.store_event("b", note(2))
+    await store.store_event("a", note(3))
+    assert await store.replay_events_after(priming, send) == "a"
+    assert sent == ["a:2=n1", "a:4=n3"]  # only stream a's messages after the id, never a priming event
+    await store.store_event("a", note(4))  # the fifth event: the oldest (the priming event) is dropped
+    assert store.size == 4
+    assert await store.replay_events_after(priming, send) is None
+    assert await store.replay_events_after("nope", send) is None

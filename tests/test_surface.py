@@ -1,0 +1,271 @@
+"""The model-facing surface through a real MCP client: protocol errors, argument errors, schemas, structured results."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import jsonschema
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+
+from tiermem.config import Settings
+from tiermem.server import resolve_tools
+from tiermem.surface import tool_list_cost
+
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+# The budget the README states for the default preset (cl100k_base tokens); measured with `python -m bench tool_tokens`.
+MODEL_TOKENS_BUDGET = 2300
+LIST_TOKENS_BUDGET = 4400
+DATA_TOOLS = {"memory", "core_memory_view", "memory_history", "conversation_log", "conversation_search",
+              "archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"}
+
+
+def _all(settings: Settings) -> Settings:
+    return settings.model_copy(update={"tools": ["all"]})
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_protocol_errors_are_invalid_params_without_tracebacks(
+    settings: Settings, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with Client(serve_in_process(settings), cache=None, mode=mode) as c:  # type: ignore[arg-type]
+        with pytest.raises(MCPError) as tool_err:
+            await c.call_tool("nope", {})
+        with pytest.raises(MCPError) as prompt_err:
+            await c.get_prompt("nope")
+        with pytest.raises(MCPError) as resource_err:
+            await c.read_resource("memory://blocks/ghost")
+        with pytest.raises(MCPError) as prompt_args_err:
+            await c.get_prompt("memory_system", {"x": "1"})
+        caps = c.server_capabilities
+        assert caps.tools.list_changed is True and caps.prompts.list_changed is True  # the same in both eras
+        assert caps.resources.list_changed is True
+    assert tool_err.value.error.code == INVALID_PARAMS
+    assert "Unknown tool: 'nope'. Tools on this server: memory_replace," in tool_err.value.error.message
+    assert prompt_err.value.error.code == INVALID_PARAMS
+    assert prompt_err.value.error.message == "Unknown prompt: 'nope'. Prompts on this server: memory_system."
+    assert resource_err.value.error.code == INVALID_PARAMS
+    assert prompt_args_err.value.error.code == INVALID_PARAMS
+    assert prompt_args_err.value.error.message == "Prompt 'memory_system': unknown argument(s) ['x']; it takes no arguments."
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert loud == []
+
+
+async def test_argument_errors_name_argument_type_and_example(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    async with Client(serve_in_process(_all(settings)), cache=None, mode="legacy") as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new memory": "x"})  # refused: unknown argument
+        r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Likes tea"})
+        assert not r.is_error
+        cases = [
+            ("memory_insert", {"label": "human", "new_string": "z", "insert_line": "two"},
+             'memory_insert: `insert_line` must be a whole number, got the string \'two\'. Example: {"insert_line": -1}.'),
+            ("memory_replace", {"label": "human", "old_string": "tea"},
+             'memory_replace: the required argument `new_string` is missing; it takes a string. '
+             'Example: {"new_string": "Likes green tea"}.'),
+            ("archival_memory_search", {"query": "x", "top_k": [5]},
+             'archival_memory_search: `top_k` must be a whole number, got a list of 1 item. Example: {"top_k": 5}.'),
+            ("archival_memory_search", {"query": "x", "tag_match_mode": "some"},
+             "archival_memory_search: `tag_match_mode` must be one of 'any' or 'all', got the string 'some'. "
+             'Example: {"tag_match_mode": "any"}.'),
+            ("memory_replace", {"label": "human", "old_string": "tea", "new_string": "coffee", "bogus": 1},
+             "memory_replace does not take the argument `bogus`. It accepts: label, old_string, new_string, "
+             "idempotency_key (required: label, old_string, new_string)."),
+            ("memory_rethink", {"label": "human", "new memory": "x"},
+             "memory_rethink does not take the argument `new memory`. It accepts: label, new_memory, idempotency_key "
+             "(required: label, new_memory)."),
+            ("archival_memory_search", {"query": "x", "limit": 3, "k": 1},
+             "archival_memory_search does not take the arguments `limit`, `k`. It accepts: query, tags, "
+             "tag_match_mode, top_k, start_datetime, end_datetime (required: query)."),
+            ("memory_replace", {"label": "human", "old_string": "tea", "old_str": "Likes", "new_string": "x"},
+             "memory_replace: give `old_string` once; `old_str` is another name for it and its value differs. "
+             "Send only `old_string`."),
+        ]
+        for tool, args, expected in cases:
+            r = await c.call_tool(tool, args)
+            assert r.is_error and text_of(r) == expected, (tool, text_of(r))
+        r = await c.call_tool("conversation_log", {"messages": [{"role": "admin", "content": "x"}]})
+        assert r.is_error and text_of(r).startswith(
+            "conversation_log: `messages[0].role` must be one of 'user', 'assistant', 'tool' or 'system', got the string 'admin'.")
+        history = (await c.call_tool("memory_history", {"label": "human"})).structured_content
+        assert [v["operation"] for v in history["versions"]] == ["memory_rethink", "create"]  # no refused call wrote
+
+        # Letta's older names stay accepted (and the same value under both names is fine).
+        r = await c.call_tool("memory_replace", {"label": "human", "old_str": "tea", "new_str": "green tea"})
+        assert not r.is_error and text_of(r) == "Likes green tea"
+        r = await c.call_tool("memory_insert", {"label": "human", "new_str": "Lives in Lyon", "insert_line": 0})
+        assert text_of(r) == "Lives in Lyon\nLikes green tea"
+        r = await c.call_tool("memory_replace", {"label": "human", "old_string": "Lyon", "old_str": "Lyon", "new_string": "Paris"})
+        assert text_of(r) == "Lives in Paris\nLikes green tea"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+
+
+async def test_published_schemas_are_tight(settings: Settings) -> None:
+    async with Client(serve_in_process(_all(settings)), cache=None) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+
+    def walk(node: object):  # type: ignore[no-untyped-def]
+        if isinstance(node, dict):
+            yield node
+            for value in node.values():
+                yield from walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from walk(value)
+
+    for name, tool in tools.items():
+        description = tool.description or ""
+        assert description and description == description.strip(), name
+        assert not [line for line in description.splitlines() if line.startswith(" ")], (name, description)
+        for node in walk(tool.input_schema):
+            assert not isinstance(node.get("title"), str), (name, node)
+            assert {"type": "null"} not in node.get("anyOf", []), (name, node)
+        assert (tool.output_schema is not None) == (name in DATA_TOOLS), name
+        if tool.output_schema is not None:
+            assert tool.output_schema["type"] == "object"
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    required = {name: set(t.input_schema.get("required", [])) for name, t in tools.items()}
+    assert required["memory_replace"] == {"label", "old_string", "new_string"}
+    assert required["memory_insert"] == {"label", "new_string"}
+    assert required["memory"] == {"command"}
+    assert "view" in tools["memory"].input_schema["properties"]["command"]["enum"]
+    for alias in ("old_str", "new_str"):
+        assert alias not in tools["memory_replace"].input_schema["properties"]
+        assert f"`{alias}`" not in (tools["memory_replace"].description or "")
+
+
+async def test_tool_list_fits_the_stated_budget(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        tools = (await c.list_tools()).tools
+    assert {t.name for t in tools} == set(resolve_tools(["default"]))
+    cost = tool_list_cost(tools)
+    assert cost["model_tokens"] <= MODEL_TOKENS_BUDGET, cost
+    assert cost["list_tokens"] <= LIST_TOKENS_BUDGET, cost
+
+
+async def test_structured_results_match_their_output_schemas(settings: Settings) -> None:
+    async with Client(serve_in_process(_all(settings)), cache=None, mode="legacy") as c:  # JSON-RPC framing
+        schemas = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+        calls = [
+            ("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea"}),
+            ("core_memory_view", {}),
+            ("core_memory_view", {"line_numbers": True}),
+            ("memory_history", {"label": "human", "limit": 5}),
+            ("conversation_log", {"messages": [{"role": "user", "content": "I moved to Lyon"}]}),
+            ("conversation_search", {"query": "Lyon"}),
+            ("archival_memory_insert", {"content": "Ada drinks green tea", "tags": ["drinks"]}),
+            ("archival_memory_search", {"query": "tea", "tags": ["drinks"]}),
+            ("archival_memory_list", {"limit": 5}),
+            ("memory", {"command": "view", "path": "/memories"}),
+            ("memory", {"command": "view", "path": "/memories/human"}),
+            ("memory", {"command": "create", "path": "/memories/project", "file_text": "Goal: ship"}),
+            ("memory", {"command": "str_replace", "path": "/memories/project", "old_str": "ship", "new_str": "ship v1"}),
+            ("memory", {"command": "delete", "path": "/memories/project"}),
+        ]
+        results = {}
+        for name, args in calls:
+            r = await c.call_tool(name, args)
+            assert not r.is_error, (name, text_of(r))
+            if schemas[name] is None:
+                assert r.structured_content is None, name
+                continue
+            jsonschema.validate(r.structured_content, schemas[name])
+            results.setdefault(name, []).append(r)
+        for name in ("memory_history", "conversation_log", "conversation_search", "archival_memory_insert",
+                     "archival_memory_search", "archival_memory_list"):
+            for r in results[name]:  # older clients read the same data as JSON text
+                assert json.loads(text_of(r)) == r.structured_content, name
+        view, numbered = results["core_memory_view"]
+        assert text_of(view).startswith("<memory_blocks>") and "1→ Name: Ada" in text_of(numbered)
+        human = next(b for b in view.structured_content["blocks"] if b["label"] == "human")
+        assert human == {**human, "value": "Name: Ada\nLikes tea", "chars": 19, "limit": 5000, "read_only": False}
+        hits = results["archival_memory_search"][0].structured_content
+        assert hits["count"] == 1 and hits["results"][0]["content"] == "Ada drinks green tea"
+        passage_id = hits["results"][0]["id"]
+        r = await c.call_tool("archival_memory_delete", {"id": passage_id})
+        jsonschema.validate(r.structured_content, schemas["archival_memory_delete"])
+        assert r.structured_content == {"deleted": 1, "id": passage_id}
+
+        # A retried write with the same idempotency key replays the first structured result, writing nothing.
+        first = await c.call_tool("archival_memory_insert", {"content": "once", "idempotency_key": "k-1"})
+        again = await c.call_tool("archival_memory_insert", {"content": "once", "idempotency_key": "k-1"})
+        assert again.structured_content == first.structured_content and text_of(again) == text_of(first)
+        made = await c.call_tool("memory", {"command": "create", "path": "/memories/x", "idempotency_key": "k-2"})
+        remade = await c.call_tool("memory", {"command": "create", "path": "/memories/x", "idempotency_key": "k-2"})
+        assert not remade.is_error and remade.structured_content == made.structured_content
+        assert (await c.call_tool("archival_memory_list", {})).structured_content["total"] == 1
+
+
+async def test_memory_view_directory_and_file(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea\nLives in Lyon"})
+        await c.call_tool("memory", {"command": "create", "path": "/memories/project", "file_text": "Goal: ship",
+                                     "description": "Project notes"})
+        listing = await c.call_tool("memory", {"command": "view", "path": "/memories"})
+        lines = text_of(listing).splitlines()
+        assert lines[0] == "Here are the files in /memories (one per memory block; size in characters of its limit):"
+        assert "33/5000\t/memories/human\tThe human block:" in text_of(listing)
+        assert "10/5000\t/memories/project\tProject notes" in lines
+        entries = {e["path"]: e for e in listing.structured_content["entries"]}
+        assert set(entries) == {"/memories/human", "/memories/persona", "/memories/project"}
+        assert entries["/memories/project"] == {"path": "/memories/project", "kind": "file", "chars": 10, "limit": 5000,
+                                                "read_only": False, "description": "Project notes"}
+        assert text_of(await c.call_tool("memory", {"command": "view", "path": "/memories/"})) == text_of(listing)
+
+        shown = await c.call_tool("memory", {"command": "view", "path": "/memories/human"})
+        assert text_of(shown) == ("Here's the content of /memories/human with line numbers:\n"
+                                  "     1\tName: Ada\n     2\tLikes tea\n     3\tLives in Lyon")
+        assert shown.structured_content == {"command": "view", "path": "/memories/human", "kind": "file",
+                                            "content": "Name: Ada\nLikes tea\nLives in Lyon"}
+        part = await c.call_tool("memory", {"command": "view", "path": "/memories/human", "view_range": [2, -1]})
+        assert text_of(part).endswith(":\n     2\tLikes tea\n     3\tLives in Lyon")
+
+        errors = [
+            ({"command": "view"}, "memory view needs `path`, for example path='/memories/human'."),
+            ({"command": "view", "path": "/memories/ghost"},
+             "The path /memories/ghost does not exist. Files in /memories: /memories/persona, /memories/human, "
+             "/memories/project. View /memories to list them."),
+            ({"command": "view", "path": "/etc/passwd"}, "Invalid path '/etc/passwd': memory paths look like"),
+            ({"command": "view", "path": "/memories/human", "view_range": [3, 9]},
+             "Invalid view_range [3, 9]: /memories/human has 3 lines; use 1 <= start <= end <= 3"),
+            ({"command": "view", "path": "/memories/human", "view_range": [1]}, "view_range must be two line numbers"),
+            ({"command": "view", "path": "/memories", "view_range": [1, 2]}, "/memories is a directory"),
+        ]
+        for args, expected in errors:
+            r = await c.call_tool("memory", args)
+            assert r.is_error and text_of(r).startswith(expected), (args, text_of(r))
+
+
+def test_searching_writes_no_index(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Search tools are annotated read-only: the full-text indexes exist once the store is open, so a search writes nothing."""
+    from tiermem.store import SEARCHABLE, Store
+
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    before = {t: store._tables[t].version for t in SEARCHABLE}
+    assert all(store._has_fts(t) for t in SEARCHABLE)
+    for table in SEARCHABLE:
+        assert store.text_search(table, "tea", "agent_id = 'a'", 5) == []
+    reopened = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    assert {t: reopened._tables[t].version for t in SEARCHABLE} == before
+
+
+async def test_the_agent_loop_sees_the_same_contract(settings: Settings) -> None:
+    """The built-in loop calls the same tools in process: aliases work, unknown tools and arguments are failed calls."""
+    from tiermem.agent.toolhost import ServerTools
+
+    host = ServerTools(serve_in_process(settings))
+    specs = {s.name: s for s in await host.specs()}
+    assert "old_str" not in specs["memory_replace"].input_schema["properties"]
+    assert await host.call("memory_rethink", {"label": "human", "new_memory": "Likes tea"}) == ("Likes tea", False)
+    assert await host.call("memory_replace", {"label": "human", "old_str": "tea", "new_str": "coffee"}) == ("Likes coffee", False)
+    text, failed = await host.call("memory_apply_patch", {"label": "human", "patch": "+x"})  # not published by default
+    assert failed and text.startswith("There is no tool named 'memory_apply_patch'; use one of the tools you were given.")
+    text, failed = await host.call("memory_rethink", {"label": "human", "new_memory": "x", "heartbeat": True})
+    assert failed and text.startswith("memory_rethink does not take the argument `heartbeat`.")

@@ -24,8 +24,19 @@ import anyio.lowlevel
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.types import (
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
+    EmptyResult,
+    PromptReference,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
+from .clientlog import ClientLevels
 from .errors import ConfigError, TiermemError
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .search_tools import SEARCH_TOOLS
@@ -173,7 +184,7 @@ TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "classic": ("core_memory_append", "core_memory_replace"),
     "patch": ("memory_apply_patch",),
     "memory_tool": ("memory",),
-    "read": ("core_memory_view",),
+    "read": ("core_memory_view", "memory_open"),
     "history": ("memory_history", "memory_revert"),
     "recall": ("conversation_log", "conversation_search"),
     "archival": ("archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"),
@@ -273,6 +284,7 @@ def _block_meta(block: Any) -> dict[str, Any]:
 def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
+    levels = ClientLevels()
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
@@ -280,13 +292,14 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
-        middleware=[first_answer(runtime)],
+        middleware=[first_answer(runtime), levels.middleware()],
     )
     server.runtime = runtime
     register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     _register_legacy_subscriptions(server, notifier)
+    _register_completions_and_logging(server, runtime, levels)
     return server
 
 
@@ -382,6 +395,59 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
             return (agent.system or m.default_system) + "\n\n" + m.render_core(a)
 
         return await runtime.call(None, build)
+
+    @server.prompt(
+        name="memory_block",
+        title="One memory block",
+        description="One memory block (pinned or detached) with its description and limits, to review or edit it.",
+    )
+    async def memory_block(label: str) -> str:
+        from .blocks import render_block
+
+        block = await runtime.call(None, lambda m, a: m.block(a, label))
+        return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
+                f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
+
+
+COMPLETION_MAX = 100  # the most values one completion/complete answer may carry
+
+
+def _register_completions_and_logging(server: TiermemServer, runtime: Runtime, levels: ClientLevels) -> None:
+    """``completion/complete`` (block labels) and ``logging/setLevel`` (handshake-era clients)."""
+    low = server._lowlevel_server  # MCPServer.completion() hides the request context; we need none, but keep one style
+
+    async def on_complete(ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        ref, arg = params.ref, params.argument
+        wants_label = arg.name == "label" and (
+            (isinstance(ref, ResourceTemplateReference) and ref.uri == BLOCK_URI)
+            or (isinstance(ref, PromptReference) and ref.name == "memory_block")
+        )
+        if not wants_label:
+            return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
+        try:
+            labels = await runtime.call(None, lambda m, a: [b.label for b in m.blocks(a)])
+        except TiermemError as exc:
+            log.warning("completing block labels failed: %s", exc)
+            labels = []
+        values = complete_labels(labels, arg.value)
+        return CompleteResult(completion=Completion(values=values[:COMPLETION_MAX], total=len(values),
+                                                    has_more=len(values) > COMPLETION_MAX))
+
+    async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        levels.set(ctx.session, params.level)
+        return EmptyResult()
+
+    low.add_request_handler("completion/complete", CompleteRequestParams, on_complete)
+    low.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
+
+
+def complete_labels(labels: Iterable[str], typed: str) -> list[str]:
+    """Labels that start with what was typed (a leading '/' ignored), then labels with a segment that does."""
+    typed = typed[1:] if typed.startswith("/") else typed
+    ordered = sorted(set(labels))
+    first = [label for label in ordered if label.startswith(typed)]
+    later = [label for label in ordered if label not in first and any(p.startswith(typed) for p in label.split("/"))]
+    return first + later
 
 
 def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:

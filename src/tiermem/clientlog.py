@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -68,7 +69,10 @@ def client_log(level: Level, message: str, *, logger: str = "tiermem") -> None:
 
 
 async def _send(sink: _Sink, level: Level, message: str, logger: str) -> None:
-    await sink.session.send_log_message(level=level, data=message, logger=logger)
+    with warnings.catch_warnings():  # deprecated at 2026-07-28, still how both eras deliver it
+        warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+        sending = sink.session.send_log_message(level=level, data=message, logger=logger)
+    await sending
 
 
 class ClientLevels:

@@ -24,19 +24,10 @@ import anyio.lowlevel
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.types import (
-    CompleteRequestParams,
-    CompleteResult,
-    Completion,
-    EmptyResult,
-    PromptReference,
-    ResourceTemplateReference,
-    SetLevelRequestParams,
-    SubscribeRequestParams,
-    UnsubscribeRequestParams,
-)
+from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from .clientlog import ClientLevels
+from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .search_tools import SEARCH_TOOLS
@@ -299,7 +290,7 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     _register_legacy_subscriptions(server, notifier)
-    _register_completions_and_logging(server, runtime, levels)
+    register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
 
 
@@ -407,47 +398,6 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         block = await runtime.call(None, lambda m, a: m.block(a, label))
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
-
-
-COMPLETION_MAX = 100  # the most values one completion/complete answer may carry
-
-
-def _register_completions_and_logging(server: TiermemServer, runtime: Runtime, levels: ClientLevels) -> None:
-    """``completion/complete`` (block labels) and ``logging/setLevel`` (handshake-era clients)."""
-    low = server._lowlevel_server  # MCPServer.completion() hides the request context; we need none, but keep one style
-
-    async def on_complete(ctx: Any, params: CompleteRequestParams) -> CompleteResult:
-        ref, arg = params.ref, params.argument
-        wants_label = arg.name == "label" and (
-            (isinstance(ref, ResourceTemplateReference) and ref.uri == BLOCK_URI)
-            or (isinstance(ref, PromptReference) and ref.name == "memory_block")
-        )
-        if not wants_label:
-            return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
-        try:
-            labels = await runtime.call(None, lambda m, a: [b.label for b in m.blocks(a)])
-        except TiermemError as exc:
-            log.warning("completing block labels failed: %s", exc)
-            labels = []
-        values = complete_labels(labels, arg.value)
-        return CompleteResult(completion=Completion(values=values[:COMPLETION_MAX], total=len(values),
-                                                    has_more=len(values) > COMPLETION_MAX))
-
-    async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
-        levels.set(ctx.session, params.level)
-        return EmptyResult()
-
-    low.add_request_handler("completion/complete", CompleteRequestParams, on_complete)
-    low.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
-
-
-def complete_labels(labels: Iterable[str], typed: str) -> list[str]:
-    """Labels that start with what was typed (a leading '/' ignored), then labels with a segment that does."""
-    typed = typed[1:] if typed.startswith("/") else typed
-    ordered = sorted(set(labels))
-    first = [label for label in ordered if label.startswith(typed)]
-    later = [label for label in ordered if label not in first and any(p.startswith(typed) for p in label.split("/"))]
-    return first + later
 
 
 def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:

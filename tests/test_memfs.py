@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from tiermem.factory import open_memory
 from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.memory import Memory
 
-from .conftest import PYTHON, ROOT
 
 
 @pytest.fixture
@@ -103,21 +101,87 @@ def test_bad_files_are_refused_and_nothing_is_written(mem: Memory, tmp_path: Pat
     assert mem.list_agents() == []
 
 
-def test_cli_export_and_import(tmp_path: Path) -> None:
-    env = {"PYTHONPATH": str(ROOT / "src"), "TIERMEM_EMBEDDING_MODEL": "hashing", "PATH": "/usr/bin:/bin",
-           "HOME": str(tmp_path)}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, env=env, timeout=120)
+def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiermem.cli import main
 
     data, out = str(tmp_path / "d"), tmp_path / "mem"
-    assert run("blocks", "create", "notes/todo", "--value", "buy milk", "--data-dir", data, "--agent", "a").returncode == 0
-    r = run("export", "a", "--format", "memfs", "-o", str(out), "--data-dir", data)
-    assert r.returncode == 0, r.stderr
+    common = ["--data-dir", data, "--embedding-model", "hashing"]
+    assert main(["blocks", "create", "notes/todo", "--value", "buy milk", "--agent", "a", *common]) == 0
+    assert main(["export", "a", "--format", "memfs", "-o", str(out), *common]) == 0
     assert (out / "notes" / "todo.md").read_text().endswith("---\nbuy milk\n")
-    r = run("import", str(out), "--agent", "b", "--data-dir", data)
-    assert r.returncode == 0, r.stderr
-    r = run("blocks", "show", "notes/todo", "--agent", "b", "--data-dir", data)
-    assert r.stdout.strip() == "buy milk"
-    r = run("export", "a", "--format", "memfs", "--data-dir", data)
-    assert r.returncode == 1 and "Name the agent and a directory" in r.stderr
+    assert main(["import", str(out), "--agent", "b", *common]) == 0
+    capsys.readouterr()
+    assert main(["blocks", "show", "notes/todo", "--agent", "b", *common]) == 0
+    assert capsys.readouterr().out.strip() == "buy milk"
+    assert main(["export", "a", "--format", "memfs", *common]) == 1
+    assert "Name the agent and a directory" in capsys.readouterr().err
+
+
+def _git(root: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_two_way_sync_with_git_history(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.interop.memfs_sync import sync_memfs
+
+    agent = seed(mem)
+    root = tmp_path / "memory"
+    root.mkdir()
+    _git(root, "init", "-q")
+    first = sync_memfs(mem, "ezra", root)  # an empty directory is filled from the store
+    assert sorted(first["to_files"]) == sorted(snapshot(mem, "ezra")) and first["commit"]
+    assert sync_memfs(mem, "ezra", root)["commit"] == ""  # nothing changed: no commit
+    # a file edited in an editor becomes a new block version by "human"
+    family = root / "system/human/family.md"
+    family.write_text(family.read_text().replace("Partner: Sam", "Partner: Sam\nDaughter: Ada"))
+    # an edit made by a host is written to its file
+    mem.edit(agent, "human", Append("Likes lancedb"), actor="agent")
+    # a new file creates a block; a deleted file detaches its block
+    (root / "notes" / "books.md").write_text("---\ndescription: Reading\n---\nDune\n")
+    (root / "corrections" / "ezra-mistakes.md").unlink()
+    report = sync_memfs(mem, "ezra", root)
+    assert report["to_store"] == ["notes/books", "system/human/family"] and report["to_files"] == ["human"]
+    assert report["detached"] == ["corrections/ezra-mistakes"] and report["conflicts"] == []
+    assert mem.block(agent, "system/human/family").value == "Partner: Sam\nDaughter: Ada\n"
+    assert mem.history(agent, "system/human/family", 1)[0].actor == "human"
+    assert (root / "human.md").read_text().endswith("\nLikes lancedb\n")
+    assert snapshot(mem, "ezra")["notes/books"] == ("Dune", "Reading", 5000, False, False)
+    log = _git(root, "log", "--format=%s")
+    assert log.count("tiermem sync") == 2 and "system/human/family" in log.splitlines()[0]
+    assert "notes/books.md" in _git(root, "show", "--stat", "HEAD")
+
+
+def test_sync_conflict_is_reported_and_nothing_is_lost(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.interop.memfs_sync import sync_memfs
+
+    agent = seed(mem)
+    root = tmp_path / "memory"
+    sync_memfs(mem, "ezra", root)
+    path = root / "system/human/family.md"
+    path.write_text(path.read_text().replace("Sam", "Sam (file)"))
+    mem.edit(agent, "system/human/family", Append("from the host"))
+    before_file, before_block = path.read_text(), mem.block(agent, "system/human/family").value
+    for _ in range(2):  # reported again until settled
+        report = sync_memfs(mem, "ezra", root)
+        assert report["conflicts"] == ["system/human/family: the file and the block both changed since the last sync"]
+        assert path.read_text() == before_file and mem.block(agent, "system/human/family").value == before_block
+    settled = sync_memfs(mem, "ezra", root, prefer="store")
+    assert settled["to_files"] == ["system/human/family"] and settled["conflicts"] == []
+    assert path.read_text().endswith("Partner: Sam\n\nfrom the host\n")
+    # the file's side is not lost either: it was the file's text, and history keeps every block version
+    assert sync_memfs(mem, "ezra", root)["conflicts"] == []
+
+
+def test_sync_refuses_a_bad_file_before_writing_anything(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.interop.memfs_sync import sync_memfs
+
+    agent = seed(mem)
+    root = tmp_path / "memory"
+    sync_memfs(mem, "ezra", root)
+    (root / "system/human/family.md").write_text("edited")
+    (root / "Bad.md").write_text("x")
+    with pytest.raises(ValidationError, match="Bad.md: Invalid block label 'Bad'"):
+        sync_memfs(mem, "ezra", root)
+    assert mem.block(agent, "system/human/family").value == "Partner: Sam\n"

@@ -37,6 +37,8 @@ EXAMPLES = {
     "  tiermem import ./memory --agent work           # a MemFS directory (system/ files are pinned)",
     "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
+    "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
+    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -167,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
     exp.add_argument("--format", choices=["af", "jsonl", "memfs"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
+    syn = _sub(sp, "sync", "Keep a MemFS directory (one .md per block) and an agent's blocks in two-way sync.")
+    _common(syn)
+    syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
+    syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
+    syn.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -308,7 +315,7 @@ def run_command(args: argparse.Namespace) -> int:
         return search_command(memory, settings, args)
     if args.command == "import":
         _load_model_for_import(memory)
-    if args.command in ("import", "export"):
+    if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
         store = memory.store

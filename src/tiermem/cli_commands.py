@@ -28,6 +28,17 @@ def print_rows(obj: Any, as_json: bool) -> None:
 def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     from .interop.commands import run_export, run_import
 
+    if args.command == "sync":
+        from .interop.memfs_sync import sync_memfs
+
+        report = sync_memfs(memory, settings.agent, args.path, prefer=args.prefer)
+        if args.json:
+            print_rows(report, True)
+        else:
+            for key, value in report.items():
+                if value not in ([], None, ""):
+                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
+        return 2 if report["conflicts"] else 0
     if args.command == "import":
         report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
                             replace=args.replace)

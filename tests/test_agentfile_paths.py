@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.blocks import is_pinned
 from tiermem.config import Settings, load_settings
 from tiermem.factory import open_memory
 from tiermem.errors import ValidationError
@@ -48,6 +49,7 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
     unsupported = json.loads(agent.metadata["letta_unsupported"])
     assert unsupported == {"tool_rules": 1, "tools": ["web_search"]}
     # export: Letta gets its own spelling of every label back; re-import is lossless for blocks and messages
+    mem.update_block(agent.id, "corrections/ezra-mistakes", pinned=False)  # detached stays detached
     out = tmp_path / "ezra.af"
     run_export(mem, agent="ezra", fmt="af", output=str(out), vectors=False)
     exported = json.loads(out.read_text())
@@ -55,6 +57,8 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
     other = open_memory(load_settings(data_dir=tmp_path / "other", embedding_model="hashing"))
     run_import(other, out, fmt="af", agent="default", rename=None, replace=False)
     assert blocks_of(other, "ezra") == blocks_of(mem, "ezra")
+    pinned = {b.label: is_pinned(b) for b in other.blocks(other.get_agent("ezra").id)}
+    assert [label for label, p in pinned.items() if not p] == ["corrections/ezra-mistakes"]
     again = other.get_agent("ezra")
     assert [(m.role, m.content) for m in other.store.agent_messages(again.id)] == \
         [(m.role, m.content) for m in mem.store.agent_messages(agent.id)]

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import LETTA_LABEL_KEY, label_from_letta
+from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..config import BlockSpec
 from ..errors import NotFoundError, TiermemError, ValidationError
 from ..records import ContextWindow, Message
@@ -231,9 +231,11 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
         raise ValidationError(f"Block of agent {agent!r}: {exc}") from exc
     limit = int(b.get("limit") or 5000)
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
+    metadata = {LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {}
+    if isinstance(b.get("metadata"), dict) and b["metadata"].get(PINNED_KEY) == "false":
+        metadata[PINNED_KEY] = "false"  # a detached block exported by tiermem stays detached
     return BlockSpec(label=label, value=value, description=b.get("description") or "",
-                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")),
-                     metadata={LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {})
+                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")), metadata=metadata)
 
 
 def _text_of(content: Any) -> tuple[str, list[str]]:

@@ -115,6 +115,15 @@ def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().out.strip() == "buy milk"
     assert main(["export", "a", "--format", "memfs", *common]) == 1
     assert "Name the agent and a directory" in capsys.readouterr().err
+    # a person detaches a block; sync writes that to the file's frontmatter
+    assert main(["blocks", "set", "/notes/todo", "--pinned", "--agent", "b", *common]) == 0
+    assert "pinned=true" in capsys.readouterr().out
+    assert main(["sync", str(tmp_path / "synced"), "--agent", "b", *common]) == 0
+    assert "pinned: true" in (tmp_path / "synced" / "notes" / "todo.md").read_text()
+    assert main(["blocks", "set", "notes/todo", "--detached", "--agent", "b", *common]) == 0
+    assert main(["sync", str(tmp_path / "synced"), "--agent", "b", *common]) == 0
+    assert "to_files: notes/todo" in capsys.readouterr().out
+    assert "pinned" not in (tmp_path / "synced" / "notes" / "todo.md").read_text()
 
 
 def _git(root: Path, *args: str) -> str:

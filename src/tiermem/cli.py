@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     b_set.add_argument("--limit", type=int)
     b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
     b_set.add_argument("--writable", dest="read_only", action="store_false")
+    b_set.add_argument("--pinned", dest="pinned", action="store_true", default=None,
+                       help="render the block in core memory every turn (the default)")
+    b_set.add_argument("--detached", dest="pinned", action="store_false",
+                       help="list it in core memory by label and description only; opened with memory_open")
     b_create = bsp.add_parser("create", help="create a block on the agent")
     _common(b_create)
     b_create.add_argument("label")

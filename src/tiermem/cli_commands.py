@@ -166,13 +166,14 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
 
 
 def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from .blocks import Rethink
+    from .blocks import Rethink, is_pinned
     from .config import BlockSpec
 
     agent = memory.ensure_agent(settings.agent)
     if args.action == "list":
         rows = [
-            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "version": b.version, "id": b.id}
+            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "pinned": is_pinned(b),
+             "version": b.version, "id": b.id}
             for b in memory.blocks(agent.id)
         ]
         print_rows(rows, args.json)
@@ -190,11 +191,15 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             value = sys.stdin.read() if args.value == "-" else args.value
             b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
             print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
-        if args.description is not None or args.limit is not None or args.read_only is not None:
-            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit, read_only=args.read_only)
-            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}")
-        if args.value is None and args.description is None and args.limit is None and args.read_only is None:
-            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable.")
+        settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
+        if settings_given:
+            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit,
+                                    read_only=args.read_only, pinned=args.pinned)
+            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
+                  f"pinned={str(is_pinned(b)).lower()}")
+        if args.value is None and not settings_given:
+            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
+                               "--pinned/--detached.")
     elif args.action == "create":
         spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
         b = memory.create_block(agent.id, spec, actor="human")

@@ -194,3 +194,27 @@ def test_sync_refuses_a_bad_file_before_writing_anything(mem: Memory, tmp_path: 
     with pytest.raises(ValidationError, match="Bad.md: Invalid block label 'Bad'"):
         sync_memfs(mem, "ezra", root)
     assert mem.block(agent, "system/human/family").value == "Partner: Sam\n"
+
+
+def test_watch_syncs_repeatedly_until_stopped(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.interop.memfs_sync import watch_memfs
+
+    agent = seed(mem)
+    root = tmp_path / "memory"
+    reports: list[dict] = []
+    edits = iter([lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\nread_only: false\n---\nAda\n"),
+                  lambda: mem.edit(agent, "human", Append("Bob"))])
+
+    def keep_going() -> bool:  # between rounds: one edit on each side, then stop
+        step = next(edits, None)
+        if step is None:
+            return False
+        step()
+        return True
+
+    watch_memfs(mem, "ezra", root, interval=0.001, on_report=reports.append, keep_going=keep_going)
+    assert len(reports) == 3
+    assert reports[1]["to_store"] == ["human"] and reports[2]["to_files"] == ["human"]
+    assert (root / "human.md").read_text().endswith("---\nAda\nBob\n")
+    with pytest.raises(ValidationError, match="greater than 0"):
+        watch_memfs(mem, "ezra", root, interval=0, on_report=reports.append)

@@ -15,7 +15,10 @@ from tiermem.server import BLOCK_URI
 
 from .conftest import serve_in_process, text_of
 
-pytestmark = pytest.mark.anyio
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+# logging/setLevel and resources/subscribe are deprecated at 2026-07-28 but are what pre-2026 clients use
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)]
 
 
 async def call(c: Client, name: str, **args):  # type: ignore[no-untyped-def]

@@ -38,7 +38,8 @@ EXAMPLES = {
     "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
     "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
-    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text",
+    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
+    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
     syn.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)

@@ -29,15 +29,21 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     from .interop.commands import run_export, run_import
 
     if args.command == "sync":
-        from .interop.memfs_sync import sync_memfs
+        from .interop.memfs_sync import sync_memfs, watch_memfs
 
+        def show(report: dict[str, Any]) -> None:
+            if args.json:
+                print_rows(report, True)
+            else:
+                for key, value in report.items():
+                    if value not in ([], None, "") and (args.watch is None or key not in ("format", "agent", "directory")):
+                        print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+
+        if args.watch is not None:
+            watch_memfs(memory, settings.agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show)
+            return 0
         report = sync_memfs(memory, settings.agent, args.path, prefer=args.prefer)
-        if args.json:
-            print_rows(report, True)
-        else:
-            for key, value in report.items():
-                if value not in ([], None, ""):
-                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
+        show(report)
         return 2 if report["conflicts"] else 0
     if args.command == "import":
         report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,

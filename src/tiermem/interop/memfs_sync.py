@@ -20,6 +20,8 @@ import hashlib
 import json
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -107,6 +109,20 @@ def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | 
                                          indent=1, sort_keys=True) + "\n", encoding="utf-8")
     report.commit = _git_commit(root, report)
     return {"format": "memfs", "agent": agent.name, "directory": str(root), **report.as_dict()}
+
+
+def watch_memfs(
+    memory: Memory, agent_name: str, root: Path, *, interval: float, prefer: Prefer | None = None,
+    on_report: Callable[[dict[str, Any]], None], keep_going: Callable[[], bool] = lambda: True,
+) -> None:
+    """Sync every ``interval`` seconds while ``keep_going()``; each sync's report goes to ``on_report``."""
+    if not interval > 0:
+        raise ValidationError(f"--watch takes a number of seconds greater than 0, got {interval!r}.")
+    while True:
+        on_report(sync_memfs(memory, agent_name, root, prefer=prefer))
+        if not keep_going():
+            return
+        time.sleep(interval)
 
 
 def _sync_one(

@@ -43,6 +43,10 @@ async def test_path_labels_are_blocks_resources_and_edit_targets(settings: Setti
         r = await call(c, "memory", command="str_replace", path="/memories/system/human/family", old_str="Ada", new_str="Eve")
         assert text_of(r) == "Mum: Eve"
         assert (await c.read_resource(uri)).contents[0].text == "Mum: Eve"
+        r = await call(c, "memory", command="rename", old_path="/memories/system/human/family", new_path="/memories/system/family")
+        assert not r.is_error and (await c.read_resource("memory://blocks/system/family")).contents[0].text == "Mum: Eve"
+        r = await call(c, "memory", command="rename", old_path="/memories/system/family", new_path="/memories/system/human/family")
+        assert not r.is_error, text_of(r)
         view = text_of(await call(c, "core_memory_view"))
         assert "<system/human/family>\n<description>\nFamily\n" in view and "Mum: Eve\n</value>\n</system/human/family>" in view
         # bad labels: a clear error, nothing created

@@ -48,7 +48,8 @@ INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta st
 At the start of every conversation read the resource memory://core (or get the prompt
 `memory_system`, or call the tool core_memory_view): it holds your core memory blocks
 (persona, human, ...). Keep them current with memory_replace / memory_insert / memory_rethink
-as you learn lasting facts; never include line numbers in edits. Search past conversations with
+as you learn lasting facts; never include line numbers in edits. Blocks listed under
+<memory_directory> are stored but not shown in full: open one with memory_open(label). Search past conversations with
 conversation_search and long-term facts with archival_memory_search; save self-contained facts
 with archival_memory_insert."""
 

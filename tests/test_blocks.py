@@ -1,5 +1,6 @@
 """Pure Letta edit semantics (blocks.py): exact texts, check order, limits."""
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -91,12 +92,35 @@ def test_patch_apply_and_errors():
 
 def test_labels_and_paths():
     assert b.validate_label("project_notes-2") == "project_notes-2"
-    for bad in ("", "Upper", "a/b", "x" * 65, "a'b", "../etc", "a b"):
-        with pytest.raises(ValidationError):
+    assert b.validate_label("system/human/family") == "system/human/family"
+    assert b.validate_label("/note_directory") == "note_directory"
+    cases = {
+        "": "it is empty",
+        "Upper": "the character 'U' is not allowed",
+        "a//b": "empty path segment",
+        "a/": "empty path segment",
+        "//a": "empty path segment",
+        "x" * 65: "at most 64 are allowed",
+        "/".join(["abcdefgh"] * 15): "at most 128 are allowed",
+        "a'b": "the character \"'\" is not allowed",
+        "../etc": "'.' and '..' segments are not allowed",
+        "a/./b": "'.' and '..' segments are not allowed",
+        "a/.hidden": "starts with '.'",
+        "a b": "the character ' ' is not allowed",
+        "a\tb": "control character",
+        "a\x85b": "control character",
+    }
+    for bad, problem in cases.items():
+        with pytest.raises(ValidationError, match="^Invalid block label .*" + re.escape(problem)):
             b.validate_label(bad)
     assert b.label_from_path("/memories/human") == "human"
+    assert b.label_from_path("/memories/notes/projects") == "notes/projects"
     with pytest.raises(ValidationError):
         b.label_from_path("/etc/passwd")
+    assert b.label_from_letta("system//references/lettabot") == "system/references/lettabot"
+    assert b.label_from_letta("/note_directory") == "note_directory"
+    with pytest.raises(ValidationError, match="'..' segments"):
+        b.label_from_letta("a/../b")
 
 
 def test_render_core_memory_layout():

@@ -45,7 +45,7 @@ async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
     s = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools="minimal")
     async with Client(serve_in_process(s), cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-    assert names == {"memory_replace", "memory_insert", "memory_rethink", "core_memory_view", "conversation_search",
+    assert names == {"memory_replace", "memory_insert", "memory_rethink", "core_memory_view", "memory_open", "conversation_search",
                      "archival_memory_insert", "archival_memory_search"}
 
 

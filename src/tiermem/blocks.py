@@ -21,19 +21,81 @@ LINE_NUMBER_WARNING = (
     "Do NOT include line number prefixes in your memory edit tool calls."
 )
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
-_LABEL = re.compile(r"^[a-z0-9_-]{1,64}$")
+_SEGMENT = re.compile(r"^[a-z0-9_-][a-z0-9_.-]*$")
+MAX_LABEL_CHARS = 128
+MAX_SEGMENT_CHARS = 64
 MEMORY_PATH_PREFIX = "/memories/"
+PINNED_KEY = "pinned"  # block metadata: "false" keeps a block out of the rendered core memory (detached)
+LETTA_LABEL_KEY = "letta_label"  # block metadata: the label as an imported file spelled it, when it differed
+
+
+def _shown(label: object) -> str:
+    text = label if isinstance(label, str) else str(label)
+    return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
 def validate_label(label: str) -> str:
-    """Return ``label`` if it is a valid block label, else raise ``ValidationError``."""
-    if not isinstance(label, str) or not _LABEL.fullmatch(label):
-        shown = label if isinstance(label, str) and len(label) <= 80 else f"{str(label)[:80]}..."
+    """Return the normalised label, or raise ``ValidationError`` naming what is wrong.
+
+    A label is a path of segments separated by ``/`` (Letta's MemFS labels such as
+    ``system/human/family``): each segment 1-64 characters from lowercase letters, digits,
+    ``_``, ``-`` and ``.`` (not first), at most 128 characters in all. One leading ``/`` is
+    accepted and removed (``/note_directory`` is ``note_directory``).
+    """
+    if not isinstance(label, str):
+        raise ValidationError(f"Invalid block label {_shown(label)}: a label is text, for example 'project_notes'.")
+    name = label[1:] if label.startswith("/") else label
+    problem = _label_problem(name)
+    if problem:
         raise ValidationError(
-            f"Invalid block label {shown!r}: use 1-64 characters from lowercase letters, digits, "
-            "'_' and '-' (for example 'project_notes')."
+            f"Invalid block label {_shown(label)}: {problem}. Labels are lowercase path segments separated by '/', "
+            "for example 'project_notes' or 'system/human/family'."
         )
-    return label
+    return name
+
+
+def _label_problem(name: str) -> str:
+    if not name:
+        return "it is empty"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        return "it contains a control character"
+    if len(name) > MAX_LABEL_CHARS:
+        return f"it has {len(name)} characters, at most {MAX_LABEL_CHARS} are allowed"
+    for segment in name.split("/"):
+        if not segment:
+            return "it has an empty path segment ('//', or a '/' at the end)"
+        if segment in (".", ".."):
+            return "'.' and '..' segments are not allowed"
+        if len(segment) > MAX_SEGMENT_CHARS:
+            return f"the segment {segment[:20]!r}... has {len(segment)} characters, at most {MAX_SEGMENT_CHARS} are allowed"
+        if not _SEGMENT.fullmatch(segment):
+            bad = next((c for c in segment if not (c.islower() and c.isascii() or c.isdigit() and c.isascii() or c in "_-.")), None)
+            if bad is None:
+                return f"the segment {segment!r} starts with '.'"
+            return f"the character {bad!r} is not allowed (use lowercase letters, digits, '_', '-', '.')"
+    return ""
+
+
+def lookup_label(label: str) -> str:
+    """The label to look a block up by: a leading ``/`` is ignored, as when creating one."""
+    return label[1:] if label.startswith("/") else label
+
+
+def label_from_letta(label: str) -> str:
+    """A label from a Letta file, normalised: leading ``/`` removed, empty segments (``a//b``) dropped.
+
+    The caller keeps the original under ``LETTA_LABEL_KEY`` so an export can hand it back.
+    """
+    if not isinstance(label, str):
+        return validate_label(label)
+    if any(ord(c) < 32 for c in label):
+        return validate_label(label)  # the error names the control character
+    return validate_label("/".join(s for s in label.split("/") if s) or label)
+
+
+def is_pinned(block: Block) -> bool:
+    """Pinned blocks are rendered in core memory every turn; detached ones only listed by label."""
+    return block.metadata.get(PINNED_KEY, "true") != "false"
 
 
 def label_from_path(path: str) -> str:
@@ -279,10 +341,41 @@ def render_block(block: Block, *, line_numbers: bool = False) -> str:
 
 
 def render_core_memory(blocks: Sequence[Block], *, line_numbers: bool = False) -> str:
-    """Core memory in Letta's layout: ``<memory_blocks>`` with one element per block."""
-    body = "\n\n".join(render_block(b, line_numbers=line_numbers) for b in blocks)
+    """Core memory in Letta's layout: ``<memory_blocks>`` with one element per pinned block.
+
+    Detached blocks (metadata ``pinned=false``) follow as ``<memory_directory>``: a tree of their
+    labels and descriptions, opened on demand with the ``memory_open`` tool.
+    """
+    pinned = [b for b in blocks if is_pinned(b)]
+    body = "\n\n".join(render_block(b, line_numbers=line_numbers) for b in pinned)
     head = "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
-    return head + (body + "\n\n" if body else "") + "</memory_blocks>"
+    text = head + (body + "\n\n" if body else "") + "</memory_blocks>"
+    detached = [b for b in blocks if not is_pinned(b)]
+    if detached:
+        text += "\n\n" + render_directory(detached)
+    return text
+
+
+def render_directory(blocks: Sequence[Block]) -> str:
+    """Detached blocks as a tree of labels with descriptions and sizes (values are not shown)."""
+    lines = [
+        "<memory_directory>",
+        "These memory blocks are stored but not shown above. Open one with memory_open(label) when it is relevant;",
+        "every edit tool works on them by label.",
+    ]
+    shown: set[str] = set()
+    for b in sorted(blocks, key=lambda b: b.label):
+        parts = b.label.split("/")
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1]) + "/"
+            if folder not in shown:
+                shown.add(folder)
+                lines.append("  " * depth + f"- {parts[depth]}/")
+        about = f": {' '.join(b.description.split())}" if b.description.strip() else ""
+        flags = ", read_only" if b.read_only else ""
+        lines.append("  " * (len(parts) - 1) + f"- {parts[-1]} ({b.label}; {len(b.value)} chars{flags}){about}")
+    lines.append("</memory_directory>")
+    return "\n".join(lines)
 
 
 def render_memory_metadata(

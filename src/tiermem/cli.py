@@ -34,9 +34,14 @@ EXAMPLES = {
     "import": "tiermem import agent.af              # a Letta agent file (shared blocks stay shared)\n"
     "  tiermem import backup.jsonl                    # a tiermem backup\n"
     "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
-    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory",
+    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory\n"
+    "  tiermem import ./memory --agent work           # a MemFS directory (system/ files are pinned)",
     "export": "tiermem export work -o work.af\n  tiermem export Evie companion-sleeptime_copy -o evie.af  # shared blocks and groups stay\n"
-    "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl",
+    "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
+    "  tiermem export work --format memfs -o ./memory",
+    "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
+    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -126,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     b_set.add_argument("--limit", type=int)
     b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
     b_set.add_argument("--writable", dest="read_only", action="store_false")
+    b_set.add_argument("--pinned", dest="pinned", action="store_true", default=None,
+                       help="render the block in core memory every turn (the default)")
+    b_set.add_argument("--detached", dest="pinned", action="store_false",
+                       help="list it in core memory by label and description only; opened with memory_open")
     b_create = bsp.add_parser("create", help="create a block on the agent")
     _common(b_create)
     b_create.add_argument("label")
@@ -157,21 +166,27 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
-    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph or a /memories directory.")
+    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.")
     _common(imp)
     imp.add_argument("path", type=Path)
-    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories"], default="auto")
+    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories", "memfs"], default="auto")
     imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
     imp.add_argument("--replace", action="store_true",
                      help="overwrite an agent with the same name (.af), or blocks with other values (memories)")
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)
-    exp.add_argument("name", nargs="*", help="agents to export into one .af file; leave out for a jsonl backup")
+    exp.add_argument("name", nargs="*", help="agents to export into one .af file (one agent for memfs); leave out for a jsonl backup")
     exp.add_argument("--all", dest="all_agents", action="store_true", help=".af: export every agent into one file")
-    exp.add_argument("-o", "--output", help="output file (default: stdout)")
-    exp.add_argument("--format", choices=["af", "jsonl"], default="af")
+    exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
+    exp.add_argument("--format", choices=["af", "jsonl", "memfs"], default="af")
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
+    syn = _sub(sp, "sync", "Keep a MemFS directory (one .md per block) and an agent's blocks in two-way sync.")
+    _common(syn)
+    syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
+    syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
+    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
+    syn.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -315,7 +330,7 @@ def run_command(args: argparse.Namespace) -> int:
         return search_command(memory, settings, args)
     if args.command == "import":
         _load_model_for_import(memory)
-    if args.command in ("import", "export"):
+    if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
         store = memory.store

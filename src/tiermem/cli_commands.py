@@ -28,6 +28,23 @@ def print_rows(obj: Any, as_json: bool) -> None:
 def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     from .interop.commands import run_export, run_import
 
+    if args.command == "sync":
+        from .interop.memfs_sync import sync_memfs, watch_memfs
+
+        def show(report: dict[str, Any]) -> None:
+            if args.json:
+                print_rows(report, True)
+            else:
+                for key, value in report.items():
+                    if value not in ([], None, "") and (args.watch is None or key not in ("format", "agent", "directory")):
+                        print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+
+        if args.watch is not None:
+            watch_memfs(memory, settings.agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show)
+            return 0
+        report = sync_memfs(memory, settings.agent, args.path, prefer=args.prefer)
+        show(report)
+        return 2 if report["conflicts"] else 0
     if args.command == "import":
         report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
                             replace=args.replace)
@@ -205,13 +222,14 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
 
 
 def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from .blocks import Rethink
+    from .blocks import Rethink, is_pinned
     from .config import BlockSpec
 
     agent = memory.ensure_agent(settings.agent)
     if args.action == "list":
         rows = [
-            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "version": b.version, "id": b.id}
+            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "pinned": is_pinned(b),
+             "version": b.version, "id": b.id}
             for b in memory.blocks(agent.id)
         ]
         print_rows(rows, args.json)
@@ -229,11 +247,15 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             value = sys.stdin.read() if args.value == "-" else args.value
             b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
             print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
-        if args.description is not None or args.limit is not None or args.read_only is not None:
-            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit, read_only=args.read_only)
-            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}")
-        if args.value is None and args.description is None and args.limit is None and args.read_only is None:
-            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable.")
+        settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
+        if settings_given:
+            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit,
+                                    read_only=args.read_only, pinned=args.pinned)
+            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
+                  f"pinned={str(is_pinned(b)).lower()}")
+        if args.value is None and not settings_given:
+            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
+                               "--pinned/--detached.")
     elif args.action == "create":
         spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
         b = memory.create_block(agent.id, spec, actor="human")

@@ -25,6 +25,7 @@ class BlockSpec(BaseModel):
     description: str = ""
     limit: int = Field(default=5000, gt=0)
     read_only: bool = False
+    metadata: dict[str, str] = Field(default_factory=dict)
 
 
 class Settings(BaseSettings):

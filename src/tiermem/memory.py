@@ -123,9 +123,8 @@ class Memory:
             updated_at=t,
             metadata=_check_metadata(metadata or {}),
         )
-        specs = self.default_blocks if blocks is None else tuple(blocks)
+        specs = tuple(_normalised(s) for s in (self.default_blocks if blocks is None else blocks))
         for spec in specs:
-            rules.validate_label(spec.label)
             rules.check_limit(spec.value, spec.limit)
         # Blocks and attachments first, the agent row last: once another process can find the
         # agent, its blocks are there. Stable ids make a concurrent or interrupted first start
@@ -179,8 +178,9 @@ class Memory:
         if not isinstance(label, str):
             raise ValidationError("label must be text, for example 'human'.")
         blocks = self.blocks(agent_id)
+        wanted = rules.lookup_label(label)
         for b in blocks:
-            if b.label == label:
+            if b.label == wanted:
                 return b
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
         shown = label if len(label) <= 80 else label[:80] + "..."
@@ -228,13 +228,19 @@ class Memory:
         description: str | None = None,
         limit: int | None = None,
         read_only: bool | None = None,
+        pinned: bool | None = None,
         actor: str = "human",
         operation: str = "update",
     ) -> Block:
-        """Change a block's label, description, limit or read-only flag (a new version)."""
+        """Change a block's label, description, limit, read-only flag or pinned state (a new version).
+
+        ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
+        block, is listed by label and description, and is opened on demand.
+        """
         block = self.block(agent_id, label)
-        if new_label is not None and new_label != label:
-            rules.validate_label(new_label)
+        if new_label is not None:
+            new_label = rules.validate_label(new_label)
+        if new_label is not None and new_label != block.label:
             for agent in self.core.agents_of_block(block.id):
                 if any(b.label == new_label for b in self.blocks(agent)):
                     raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
@@ -250,12 +256,13 @@ class Memory:
                 description=description if description is not None else current.description,
                 limit=limit if limit is not None else current.limit,
                 read_only=read_only if read_only is not None else current.read_only,
+                metadata=_with_pinned(current.metadata, pinned),
             )
             rules.check_limit(updated.value, updated.limit)
             return updated
 
         committed = self._commit(block.id, change, operation=operation, actor=actor)
-        if new_label is not None and new_label != label:
+        if (new_label is not None and new_label != block.label) or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
 
@@ -288,7 +295,7 @@ class Memory:
 
     def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> Block:
         actor = actor or current_actor.get()
-        self._check_spec(spec)
+        spec = self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
             raise ValidationError(
                 f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
@@ -304,7 +311,7 @@ class Memory:
     def import_block(self, agent_id: str, block_id: str, spec: BlockSpec) -> Block:
         """Create a block under a caller-chosen id (or find it) and attach it: re-running an import is harmless."""
         if self.core.get_block(block_id) is None:
-            self._check_spec(spec)
+            spec = self._check_spec(spec)
             self._insert_block(block_id, spec, actor="import")
         self.core.attach(agent_id, block_id)
         block = self.core.get_block(block_id)
@@ -372,6 +379,7 @@ class Memory:
             read_only=spec.read_only,
             version=1,
             updated_at=t,
+            metadata=dict(spec.metadata),
         )
         self.core.insert_block(block, _version_of(block, "create", actor))
 
@@ -423,15 +431,28 @@ class Memory:
             if isinstance(value, str) and name != "operation":
                 self._check_text(name, value)
 
-    def _check_spec(self, spec: BlockSpec) -> None:
-        """A new block's label, texts and limit, checked before anything is written."""
-        rules.validate_label(spec.label)
+    def _check_spec(self, spec: BlockSpec) -> BlockSpec:
+        """A new block's label, texts and limit, checked before anything is written; the label normalised."""
+        spec = _normalised(spec)
         self._check_text("value", spec.value)
         self._check_text("description", spec.description)
         rules.check_limit(spec.value, spec.limit)
+        return spec
 
     def _check_text(self, name: str, value: str) -> None:
         check_text(value, name, self.max_content_chars)
+
+
+def _with_pinned(metadata: dict[str, str], pinned: bool | None) -> dict[str, str]:
+    if pinned is None:
+        return metadata
+    rest = {k: v for k, v in metadata.items() if k != rules.PINNED_KEY}
+    return rest if pinned else {**rest, rules.PINNED_KEY: "false"}
+
+
+def _normalised(spec: BlockSpec) -> BlockSpec:
+    label = rules.validate_label(spec.label)
+    return spec if label == spec.label else spec.model_copy(update={"label": label})
 
 
 def _request_key(agent_id: str, tool: str, key: str) -> str:

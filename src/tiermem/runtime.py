@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
+from .clientlog import client_log
 from .errors import StoreError, TiermemError
 
 if TYPE_CHECKING:
@@ -49,6 +51,11 @@ class MemoryHandle:
     @property
     def started(self) -> bool:
         return self._started
+
+    @property
+    def ready(self) -> bool:
+        """True once the opening has finished (opened or failed)."""
+        return self._done.is_set()
 
     def start(self) -> None:
         """Start opening in the background (once; later calls do nothing)."""
@@ -106,6 +113,11 @@ class Runtime:
         """Run ``fn(memory, agent_id)`` in a worker thread, then publish the changes it made."""
 
         def work() -> T:
+            if not self.handle.ready:
+                client_log("info", "waiting for the memory store and the embedding model to open")
+                started = time.monotonic()
+                self.handle.get()
+                client_log("info", f"memory store open after {time.monotonic() - started:.1f} s")
             memory, agent_id = self.handle.get()
             self.notifier.bind(memory, agent_id)
             return fn(memory, agent_id)

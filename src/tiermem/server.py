@@ -28,6 +28,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 from pydantic import ValidationError as ArgumentsError
 
+from .clientlog import ClientLevels
+from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .search_tools import SEARCH_TOOLS
@@ -49,7 +51,8 @@ INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta st
 At the start of every conversation read the resource memory://core (or get the prompt
 `memory_system`, or call the tool core_memory_view): it holds your core memory blocks
 (persona, human, ...). Keep them current with memory_replace / memory_insert / memory_rethink
-as you learn lasting facts; never include line numbers in edits. Search past conversations with
+as you learn lasting facts; never include line numbers in edits. Blocks listed under
+<memory_directory> are stored but not shown in full: open one with memory_open(label). Search past conversations with
 conversation_search and long-term facts with archival_memory_search; save self-contained facts
 with archival_memory_insert."""
 
@@ -176,7 +179,7 @@ TOOL_GROUPS: dict[str, tuple[str, ...]] = {
     "classic": ("core_memory_append", "core_memory_replace"),
     "patch": ("memory_apply_patch",),
     "memory_tool": ("memory",),
-    "read": ("core_memory_view",),
+    "read": ("core_memory_view", "memory_open"),
     "history": ("memory_history", "memory_revert"),
     "recall": ("conversation_log", "conversation_search"),
     "archival": ("archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"),
@@ -310,6 +313,7 @@ def _block_meta(block: Any) -> dict[str, Any]:
 def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
+    levels = ClientLevels()
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
@@ -317,13 +321,14 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
-        middleware=[first_answer(runtime)],
+        middleware=[first_answer(runtime), levels.middleware()],
     )
     server.runtime = runtime
     register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     _register_legacy_subscriptions(server, notifier)
+    register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
 
 
@@ -425,6 +430,18 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
             return await runtime.call(None, build)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+
+    @server.prompt(
+        name="memory_block",
+        title="One memory block",
+        description="One memory block (pinned or detached) with its description and limits, to review or edit it.",
+    )
+    async def memory_block(label: str) -> str:
+        from .blocks import render_block
+
+        block = await runtime.call(None, lambda m, a: m.block(a, label))
+        return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
+                f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
 
 
 def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:

@@ -265,6 +265,17 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     return structured(data, text)
 
 
+async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = False) -> str:
+    """Open one memory block by label and return it with its description and limits.
+
+    Core memory lists detached blocks (not shown in full every turn) under <memory_directory> as a
+    tree of labels and descriptions: open one when it is relevant, then edit it like any block.
+    Also works for pinned blocks. Labels may be paths such as 'notes/projects'.
+    """
+    block = await runtime_of(ctx).call(ctx, lambda m, a: m.block(a, label))
+    return rules.render_block(block, line_numbers=line_numbers)
+
+
 async def memory_history(label: str, ctx: Context[Any, Any], limit: int = 10) -> Annotated[CallToolResult, History]:
     """List a block's earlier versions, newest first (version, time, operation, actor, value).
 
@@ -297,6 +308,7 @@ CORE_TOOLS: dict[str, Entry] = {
     "memory_apply_patch": (memory_apply_patch, CHANGE, "Patch a memory block"),
     "memory": (memory_tool, CHANGE, "Manage memory blocks as /memories files"),
     "core_memory_view": (core_memory_view, READ, "View core memory"),
+    "memory_open": (memory_open, READ, "Open a memory block"),
     "memory_history": (memory_history, READ, "Block version history"),
     "memory_revert": (memory_revert, CHANGE, "Revert a block to an earlier version"),
 }

@@ -18,7 +18,8 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ValidationError
+from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
+from ..errors import TiermemError, ValidationError
 from ..records import Agent, Block, Message
 from ..store import passage_from_row, sql_str, stable_id
 from . import letta_kept
@@ -204,7 +205,7 @@ def _block(b: Block, doc: JSON | None, ids: _Ids, out: JSON) -> str:
         return new
     new = ids.get("block", b.id)
     extras: JSON = {"metadata": dict(b.metadata)}
-    native: JSON = {"label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
+    native: JSON = {"label": _letta_label(b), "value": b.value, "limit": b.limit, "description": b.description,
                     "read_only": b.read_only}
     if doc is not None:
         for ref, kept in (doc.get("blocks") or {}).items():
@@ -214,8 +215,20 @@ def _block(b: Block, doc: JSON | None, ids: _Ids, out: JSON) -> str:
                     if native.get(key) == stored:  # unchanged since the import: the file's own value
                         native[key] = original
                 break
+    if b.metadata.get(PINNED_KEY) == "false":  # detached in tiermem: a re-import keeps it detached
+        kept_meta = extras.get("metadata")
+        extras["metadata"] = {**(kept_meta if isinstance(kept_meta, dict) else {}), PINNED_KEY: "false"}
     out["blocks"].append({**extras, "id": new, **native})
     return new
+
+
+def _letta_label(block: Block) -> str:
+    """The label as the imported file spelled it ('/note_directory'), unless the block was renamed since."""
+    kept = block.metadata.get(LETTA_LABEL_KEY)
+    try:
+        return kept if kept and label_from_letta(kept) == block.label else block.label
+    except TiermemError:
+        return block.label
 
 
 def _tool(t: JSON, ids: _Ids, out: JSON) -> str:

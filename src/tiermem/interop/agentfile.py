@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import validate_label
+from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..config import BlockSpec
 from ..errors import NotFoundError, TiermemError, ValidationError
 from ..records import ContextWindow
@@ -280,13 +280,16 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     if not isinstance(value, str):
         raise ValidationError(f"Block {b['label']!r} of agent {agent!r}: value must be text.")
     try:
-        validate_label(b["label"])
+        label = label_from_letta(b["label"])  # '/x' and 'a//b' are normalised; the file's spelling is kept for export
     except TiermemError as exc:
         raise ValidationError(f"Block of agent {agent!r}: {exc}") from exc
     limit = int(b.get("limit") or 5000)
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
-    return BlockSpec(label=b["label"], value=value, description=b.get("description") or "",
-                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")))
+    metadata = {LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {}
+    if isinstance(b.get("metadata"), dict) and b["metadata"].get(PINNED_KEY) == "false":
+        metadata[PINNED_KEY] = "false"  # a detached block exported by tiermem stays detached
+    return BlockSpec(label=label, value=value, description=b.get("description") or "",
+                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")), metadata=metadata)
 
 
 def _time(value: Any) -> datetime | None:

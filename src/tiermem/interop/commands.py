@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
-from . import af_export, agentfile, backup, importers
+from . import af_export, agentfile, backup, importers, memfs
 
 if TYPE_CHECKING:
     from ..memory import Memory
 
-FORMATS = ("auto", "af", "jsonl", "memory-graph", "memories")
+FORMATS = ("auto", "af", "jsonl", "memory-graph", "memories", "memfs")
 
 
 def detect(path: Path) -> str:
     if path.is_dir():
-        return "memories"
+        return "memfs" if memfs.is_memfs_dir(path) else "memories"
     if not path.exists():
         raise ValidationError(f"{path} does not exist.")
     if backup.is_backup(path):
@@ -42,12 +42,16 @@ def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str 
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
     if kind == "jsonl":
         return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
+    if kind == "memfs":
+        memfs.plan_memfs(path)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id
     if kind == "memory-graph":
         inserted, skipped = importers.import_passages(memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG)
         return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}
     if kind == "memories":
         return {"format": "memories", "agent": agent, **importers.import_memories(memory, agent_id, path, replace=replace)}
+    if kind == "memfs":
+        return memfs.import_memfs(memory, agent, path)
     raise ValidationError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
 
 
@@ -96,7 +100,11 @@ def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str
         counts: dict[str, int] = {}
         _write(output, lambda f: counts.update(backup.export_backup(memory, f, vectors=vectors)))
         return {"format": "jsonl", "rows": counts, "output": output or "-"}
-    raise ValidationError(f"Unknown export format {fmt!r}; use af or jsonl.")
+    if fmt == "memfs":
+        if len(names) != 1 or all_agents or output in (None, "-"):
+            raise ValidationError("Name one agent and a directory: tiermem export AGENT --format memfs -o DIR")
+        return memfs.export_memfs(memory, names[0], Path(output).expanduser())
+    raise ValidationError(f"Unknown export format {fmt!r}; use af, jsonl or memfs.")
 
 
 def _write(output: str | None, fill: Any) -> None:

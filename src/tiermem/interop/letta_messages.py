@@ -61,7 +61,9 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
     text, reasoning = _text_of(m.get("content"))
     row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
     own = m.get(EXTENSION)
-    if isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
+    if isinstance(own, dict) and own.get("letta"):  # Letta's own message, written back as it was: convert it again
+        row["conversation_id"] = own.get("conversation_id") or "default"
+    elif isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
         row.update(role=own["role"], payload=own.get("payload") or "", conversation_id=own.get("conversation_id") or "default",
                    content=own["content"] if isinstance(own.get("content"), str) else text)
         return row

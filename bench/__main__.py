@@ -1,11 +1,11 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|all]`"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens"]
+BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens", "footprint"]
 
 
 def main() -> None:

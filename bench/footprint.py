@@ -1,0 +1,107 @@
+"""Resident memory: a stage-by-stage breakdown in a fresh process, and one stdio server after start +
+50 archival inserts + 20 searches (issue #13's figure; target <= 300 MB).
+
+    python -m bench footprint
+
+The breakdown runs each stage in one fresh interpreter and prints VmRSS after it: the interpreter; the MCP
+SDK and pydantic; tiermem's server module (no storage libraries yet); lancedb + pyarrow; the store opened;
+onnxruntime + fastembed imported; the embedding model loaded; 50 inserts; 20 searches; malloc_trim(0).
+The server figure spawns `tiermem serve` (stdio) with a fresh data dir and drives it with the official client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+STAGES = textwrap.dedent(
+    """
+    import ctypes, json, sys, time
+    def rss():
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS"))
+    out = [("python", rss())]
+    import mcp, pydantic
+    out.append(("+ mcp, pydantic", rss()))
+    import tiermem.server
+    out.append(("+ tiermem.server (no storage libraries)", rss()))
+    import lancedb, pyarrow
+    out.append(("+ lancedb, pyarrow", rss()))
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+    memory = open_memory(load_settings(data_dir=sys.argv[1]), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    out.append(("store open (+ core state)", rss()))
+    import onnxruntime, fastembed
+    out.append(("+ onnxruntime, fastembed", rss()))
+    memory.archive.embedder.start(); memory.archive.embedder.wait(120)
+    out.append(("embedding model loaded", rss()))
+    for i in range(50):
+        memory.archive.insert(agent, f"Fact {i}: Ada moved to Lisbon in spring {2000 + i} and took up the cello.")
+    out.append(("50 archival inserts", rss()))
+    for i in range(10):
+        memory.archive.search(agent, f"where did Ada move in {2000 + i}?")
+        memory.archive.conversation_search(agent, f"cello {i}")
+    out.append(("20 searches", rss()))
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    out.append(("malloc_trim(0)", rss()))
+    print(json.dumps(out))
+    """
+)
+
+
+def breakdown() -> list[tuple[str, float]]:
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, "-c", STAGES, d], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise SystemExit(r.stderr[-2000:])
+    return [tuple(x) for x in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
+async def server_rss() -> float:
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TIERMEM_DATA_DIR=d, TIERMEM_TOOLS="all")
+        params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve"], env=env)
+        async with Client(params, cache=None) as c:
+            for i in range(50):
+                await c.call_tool("archival_memory_insert",
+                                  {"content": f"Fact {i}: Ada moved to Lisbon in spring {2000 + i} and took up the cello."})
+            for i in range(10):
+                await c.call_tool("archival_memory_search", {"query": f"where did Ada move in {2000 + i}?"})
+                await c.call_tool("conversation_search", {"query": f"cello {i}"})
+            pid = _server_pid(d)
+            with open(f"/proc/{pid}/status") as f:
+                return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+
+
+def _server_pid(data_dir: str) -> int:
+    """The `tiermem serve` child whose environment names this data dir."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"TIERMEM_DATA_DIR={data_dir}".encode() in f.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            continue
+    raise SystemExit("server process not found")
+
+
+def main() -> None:
+    stages = breakdown()
+    previous = 0.0
+    print(f"{'stage':44s} {'RSS MB':>8s} {'delta':>7s}")
+    for name, mb in stages:
+        print(f"{name:44s} {mb:8.0f} {mb - previous:+7.0f}")
+        previous = mb
+    mb = anyio.run(server_rss)
+    print(f"stdio server after start + 50 inserts + 20 searches: {mb:.0f} MB (target <= 300 MB: "
+          f"{'met' if mb <= 300 else 'not met'})")

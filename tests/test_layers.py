@@ -15,7 +15,7 @@ LAYER = {
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
     "memory": 2, "archive": 2,
     "factory": 3, "maintenance": 3, "runtime": 3, "tools": 3, "search_tools": 3, "server": 3, "netguard": 3,
-    "agent": 4, "interop": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
+    "agent": 4, "interop": 5, "ui": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},

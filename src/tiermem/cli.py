@@ -37,6 +37,8 @@ EXAMPLES = {
     "export": "tiermem export work -o work.af\n  tiermem export --format jsonl -o backup.jsonl",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
+    "  tiermem ui --agent work --port 8766 --no-browser",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
@@ -179,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
+    ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
+    _common(ui)
+    ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    ui.add_argument("--no-browser", dest="open_browser", action="store_false", help="print the URL, do not open a browser")
     chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
     _common(chat)
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
@@ -231,9 +237,11 @@ def serve(settings: Settings) -> None:
 
     from .server import build_http_app
 
-    app = build_http_app(server, settings, tokens)
+    from .ui.launch import http_mount
+
+    app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))
     path = "/sse" if settings.transport == "sse" else "/mcp"
-    log.info("listening on http://%s:%d%s (%s)", settings.host, settings.port, path,
+    log.info("listening on http://%s:%d%s, memory inspector at /ui (%s)", settings.host, settings.port, path,
              f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                 timeout_keep_alive=5, timeout_graceful_shutdown=5)
@@ -281,6 +289,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
                       agent_loop=bool(settings.agent_loop), port=settings.port))
         return 0
+    if args.command == "ui":
+        from .ui.launch import run_ui
+
+        return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":
         from .agent.repl import run_chat
 

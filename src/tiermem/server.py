@@ -290,8 +290,12 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     return server
 
 
-def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any]) -> Any:
-    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size)."""
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any], *,
+                   ui: Callable[[Any], Any] | None = None) -> Any:
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
+
+    ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
+    """
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .netguard import Guard, default_allowed_hosts
@@ -303,6 +307,8 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
     else:
         app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
                                          host=settings.host, max_request_body_size=settings.max_request_bytes)
+    if ui is not None:
+        app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
     return Guard(
         app,
@@ -311,6 +317,7 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
         allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts,
         allowed_origins=origins + settings.allowed_origins,
         max_body_bytes=settings.max_request_bytes,
+        ui_prefix="/ui" if ui is not None else None,
     )
 
 

@@ -212,7 +212,13 @@ def mount(ui: Any) -> Callable[[Any], Any]:
 def ui_only(ui: Any) -> Any:
     """The app ``tiermem ui`` serves: the inspector under ``/ui`` and a redirect to it from ``/``."""
 
-    async def not_here(scope: Any, receive: Any, send: Any) -> None:  # run with lifespan="off"
+    async def not_here(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # nothing to start or stop
+            while True:
+                kind = (await receive())["type"].rsplit(".", 1)[-1]
+                await send({"type": f"lifespan.{kind}.complete"})
+                if kind == "shutdown":
+                    return
         target = RedirectResponse(PREFIX + "/", status_code=307) if scope.get("path") == "/" else _error(404, "Not found; the inspector is at /ui/.")
         await target(scope, receive, send)
 

@@ -112,6 +112,8 @@ def build_ui_app(inspector: Inspector) -> Starlette:
                 return JSONResponse({"signature": current, "changed": current != since})
             poll_until = time.monotonic() + min(inspector.watch_seconds, remaining)
             while time.monotonic() < poll_until and inspector.local_changes == seen_local:
+                if await request.is_disconnected():  # the page was closed or reloaded
+                    return Response(status_code=204)
                 await anyio.sleep(0.05)
 
     async def history(request: Request) -> Response:

@@ -217,9 +217,11 @@
 
   // -- live updates: long polls that answer when the agent's signature changes ----------------------
   async function poll(gen) {
+    let wait = 0; // the first call answers at once: it shows the connection works
     while (gen === state.pollGen) {
       try {
-        const r = await call("changes?" + qs({ agent: state.agent, since: state.signature }));
+        const r = await call("changes?" + qs({ agent: state.agent, since: state.signature, wait }));
+        wait = 25;
         if (gen !== state.pollGen) return;
         setLive(true);
         if (r.changed) await refresh();

@@ -214,7 +214,9 @@ def test_diff_and_revert(site: Site, browser: Any) -> None:
     current = site.memory.block(site.agent_id, "human")
     click(browser, f'#history tr[data-version="{current.version}"] .diff-btn')
     until(browser, lambda d: "+Prefers tea" in by_id(d, "diff").text)
+    browser.set_window_size(1400, 1400)  # blocks, editor, history and the diff in one picture (the README's)
     browser.save_screenshot(str(ARTIFACTS / "inspector-diff.png"))
+    browser.set_window_size(1400, 1000)
     target = current.version - 1
     click(browser, f'#history tr[data-version="{target}"] .revert-btn')
     confirm = until(browser, lambda d: d.switch_to.alert)

@@ -203,3 +203,31 @@ def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
         every = c.get("/ui/api/agents", headers={"authorization": f"Bearer {admin}"}).json()["agents"]
         assert sorted(a["name"] for a in every) == ["private", "work"]
         assert c.post("/mcp", headers={"authorization": f"Bearer {work}"}).status_code != 401  # /mcp still served
+
+
+def test_tiermem_ui_command(tmp_path: Path) -> None:
+    """`tiermem ui --no-browser` as a user runs it: prints the URL with its secret, serves the page and the API."""
+    import subprocess
+
+    import httpx
+
+    from .conftest import PYTHON
+    from .test_transports import free_port, server_env, wait_for_port
+
+    port = free_port()
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
+                             "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith(f"tiermem memory inspector: http://127.0.0.1:{port}/ui/#token="), line
+        token = line.strip().split("#token=", 1)[1]
+        wait_for_port(port, proc)  # type: ignore[arg-type]
+        base = f"http://127.0.0.1:{port}/ui"
+        assert httpx.get(f"{base}/api/agents", timeout=30).status_code == 401
+        agents = httpx.get(f"{base}/api/agents", headers={"authorization": f"Bearer {token}"}, timeout=30).json()
+        assert agents["default"] == "work" and [a["name"] for a in agents["agents"]] == ["work"]
+        assert "memory inspector" in httpx.get(f"{base}/", timeout=30).text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

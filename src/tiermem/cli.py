@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
     serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                        help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
+    serve.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None,
+                       help="also publish the block view as an MCP App (memory_blocks_view, ui://tiermem/blocks.html)")
 
     agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
     asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -208,6 +210,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         embedding_model=getattr(args, "embedding_model", None),
         auth_tokens_file=getattr(args, "auth_tokens_file", None),
         agent_loop=getattr(args, "agent_loop", None),
+        mcp_apps=getattr(args, "mcp_apps", None),
         model=getattr(args, "model", None),
     )
 
@@ -224,7 +227,12 @@ def serve(settings: Settings) -> None:
         return memory, memory.ensure_agent(settings.agent).id
 
     handle = MemoryHandle(factory)
-    server = build_server(handle, settings)
+    extensions = []
+    if settings.mcp_apps:
+        from .ui.mcp_app import blocks_app
+
+        extensions.append(blocks_app())
+    server = build_server(handle, settings, extensions=extensions)
     if settings.agent_loop:
         from .agent.service import register_agent_chat
 

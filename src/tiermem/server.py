@@ -270,7 +270,8 @@ def _block_meta(block: Any) -> dict[str, Any]:
     }
 
 
-def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
+def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = ()) -> TiermemServer:
+    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI)."""
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     server = TiermemServer(
@@ -281,6 +282,7 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         log_level=settings.log_level,
         lifespan=lifespan,
         middleware=[first_answer(runtime)],
+        extensions=list(extensions),
     )
     server.runtime = runtime
     register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))

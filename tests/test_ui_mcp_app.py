@@ -29,6 +29,7 @@ def app_server(settings: Settings):  # type: ignore[no-untyped-def]
 
 async def test_block_view_is_an_mcp_app(settings: Settings) -> None:
     async with Client(app_server(settings), cache=None) as c:
+        assert "io.modelcontextprotocol/ui" in (c.server_capabilities.extensions or {})
         tools = {t.name: t for t in (await c.list_tools()).tools}
         view = tools["memory_blocks_view"]
         assert view.meta == {"ui": {"resourceUri": BLOCKS_URI}} and view.annotations.read_only_hint is True

@@ -1,11 +1,11 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|ui|all]`"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load"]
+BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "ui"]
 
 
 def main() -> None:

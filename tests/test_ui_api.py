@@ -231,3 +231,17 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -> None:
+    """Pages (read by sort key first, then only the page's rows) cover every passage once, oldest first."""
+    memory = open_memory(ui_settings, start_embedder=False)
+    agent = memory.get_agent("default")
+    assert memory.archive is not None
+    ids = [memory.archive.insert(agent.id, f"fact number {i}", ["n"])[0] for i in range(7)]
+    pages = [client.get("/ui/api/passages", params={"agent": "default", "offset": o, "limit": 3}).json()
+             for o in (0, 3, 6, 9)]
+    assert [[p["id"] for p in page["passages"]] for page in pages] == [ids[0:3], ids[3:6], ids[6:7], []]
+    assert {page["total"] for page in pages} == {7}
+    everything, total = memory.archive.list(agent.id, limit=200)
+    assert [p.id for p in everything] == ids and total == 7

@@ -318,8 +318,7 @@
     state.agent = name;
     state.editing = null; state.passOffset = 0; state.passTotal = -1;
     $("editor-section").hidden = true; $("results").hidden = true; $("search-notes").textContent = "";
-    await refresh();
-    await loadPassages();
+    await refresh(); // loads the first page of passages too (passTotal is unknown)
     state.pollGen += 1;
     poll(state.pollGen);
   }

@@ -168,12 +168,17 @@ def test_load_shows_the_tokens_agents_and_blocks(site: Site, browser: Any) -> No
 
 
 def test_edit_a_block_makes_a_version_by_human(site: Site, browser: Any) -> None:
-    open_block(browser, "human")
+    """With the keyboard only: Enter on the block's button opens it, Ctrl+S in the editor saves."""
+    from selenium.webdriver.common.keys import Keys
+
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#blocks li[data-label="human"] button').send_keys(Keys.ENTER) or True)
+    until(browser, lambda d: by_id(d, "ed-label").text == "human")
     before = site.memory.block(site.agent_id, "human")
     box = by_id(browser, "ed-value")
+    assert browser.switch_to.active_element == box  # focus moved into the editor
     box.clear()
     box.send_keys("Name: Ada\nWorks on compilers")
-    by_id(browser, "ed-save").click()
+    box.send_keys(Keys.CONTROL, "s")
     until(browser, lambda d: f"version {before.version + 1}" in alert_text(d))
     top = site.memory.history(site.agent_id, "human", 1)[0]
     assert (top.version, top.value, top.actor) == (before.version + 1, "Name: Ada\nWorks on compilers", "human")

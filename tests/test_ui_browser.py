@@ -223,6 +223,9 @@ def test_diff_and_revert(site: Site, browser: Any) -> None:
     browser.save_screenshot(str(ARTIFACTS / "inspector-diff.png"))
     browser.set_window_size(1400, 1000)
     target = current.version - 1
+    click(browser, f'#history tr[data-version="1"] .diff-current-btn')  # any version against the current one
+    until(browser, lambda d: f"version 1 → {current.version}" in by_id(d, "diff-title").text)
+    assert "+Name: Ada" in by_id(browser, "diff").text
     click(browser, f'#history tr[data-version="{target}"] .revert-btn')
     confirm = until(browser, lambda d: d.switch_to.alert)
     assert f"version {target}" in confirm.text

@@ -187,6 +187,8 @@
       el("td", {},
         v.version > 1 ? el("button", { type: "button", class: "diff-btn", textContent: "Diff with previous",
           on: { click: () => guarded(() => showDiff(label, v.version - 1, v.version)) } }) : null,
+        v.version !== newest ? el("button", { type: "button", class: "diff-current-btn", textContent: "Diff with current",
+          on: { click: () => guarded(() => showDiff(label, v.version, newest)) } }) : null,
         v.version !== newest ? el("button", { type: "button", class: "revert-btn", textContent: "Revert to this",
           on: { click: () => guarded(() => revertTo(label, v.version)) } }) : el("span", { class: "muted", textContent: " current" })))));
   }

@@ -43,6 +43,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 WORK = "w" * 40  # covers the served agent only
+ADMIN = "a" * 40  # covers every agent: imports and full backups need it
+AF = ROOT / "tests" / "fixtures" / "agent-file" / "customer_service.af"
 WAIT = 30  # seconds a wait-until may take before the test fails (never a timing assertion)
 
 
@@ -70,7 +72,7 @@ class Site:
         self.memory.archive.insert(self.agent_id, "Ada drinks green tea every morning", ["drinks"])
         self.memory.archive.insert(self.agent_id, "The compiler launch is planned for June", ["work"])
         handle = MemoryHandle(lambda: (self.memory, self.agent_id))
-        tokens = make_tokens([{"token": WORK, "agents": ["work"]}], "test")
+        tokens = make_tokens([{"token": WORK, "agents": ["work"]}, {"token": ADMIN, "agents": ["*"]}], "test")
         app = build_http_app(build_server(handle, self.settings), self.settings, tokens, ui=http_mount(handle, self.settings))
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None,
                                                     access_log=False, timeout_graceful_shutdown=1))
@@ -253,6 +255,37 @@ def test_search_with_relevance_and_delete_a_passage(site: Site, browser: Any) ->
     assert site.memory.archive is not None
     left, total = site.memory.archive.list(site.agent_id)
     assert total == 1 and passage_id not in [p.id for p in left]
+
+
+def test_export_and_import_in_the_browser(site: Site, browser: Any) -> None:
+    import json
+
+    downloads = Path(tempfile.mkdtemp(prefix="tiermem-downloads-"))
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    click(browser, "#x-af")
+    until(browser, lambda d: (downloads / "work.af").exists() and "Exported work.af" in alert_text(d))
+    exported = json.loads((downloads / "work.af").read_text())
+    assert {b["label"] for b in exported["blocks"]} == {"persona", "human", "rules"}
+
+    by_id(browser, "i-file").send_keys(str(AF))
+    by_id(browser, "i-rename").send_keys("cs-copy")
+    click(browser, "#i-go")
+    until(browser, lambda d: "every agent" in alert_text(d))  # this token covers "work" only: refused
+    assert site.memory.core.find_agent("cs-copy") is None
+
+    browser.get(site.url.replace(WORK, ADMIN))  # the same page with a token for every agent
+    until(browser, lambda d: "private" in [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")])
+    by_id(browser, "i-file").send_keys(str(AF))
+    by_id(browser, "i-rename").clear()  # the form kept the refused attempt's values
+    by_id(browser, "i-rename").send_keys("cs-copy")
+    click(browser, "#i-go")
+    until(browser, lambda d: "Imported customer_service.af" in alert_text(d))
+    assert '"cs-copy"' in by_id(browser, "i-report").text
+    assert "cs-copy" in [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#agent option")]
+    assert site.memory.core.find_agent("cs-copy") is not None
+    browser.get(site.url)  # back to the token for "work"
+    until(browser, lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")] == ["work"])
+    shutil.rmtree(downloads, ignore_errors=True)
 
 
 HOST_PAGE = """<!doctype html><html><body><iframe id="app" sandbox="allow-scripts" style="width:900px;height:600px"></iframe>

@@ -366,5 +366,6 @@
   }
 
   wire();
+  window.addEventListener("hashchange", () => { if (/token=/.test(location.hash)) guarded(start); }); // a new link
   guarded(start);
 })();

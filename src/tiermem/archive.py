@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept in memory (the context of the next one)
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
@@ -117,6 +119,8 @@ def _executor() -> ThreadPoolExecutor:
 
 
 class Archive:
+    max_last_turns = MAX_LAST_TURNS  # conversations whose latest turn is kept (see _remember_turn)
+
     def __init__(
         self,
         store: Store,
@@ -135,7 +139,8 @@ class Archive:
         self.max_content_chars = max_content_chars
         self.ranker = ranker or DEFAULT_RANKER
         self.message_ranker = message_ranker or DEFAULT_RANKER
-        self._last_turn: dict[tuple[str, str], str] = {}  # (agent, conversation) -> content of its latest turn
+        # (agent, conversation) -> content of its latest turn; least recently used first, at most MAX_LAST_TURNS
+        self._last_turn: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._backfill_lock = threading.Lock()
         self._backfill_thread: threading.Thread | None = None
         self._embedding_rows = threading.Lock()  # one batch of stored rows embedded at a time (backfill or search)
@@ -165,6 +170,7 @@ class Archive:
         if not messages:
             raise ValidationError("messages is empty: send at least one {role, content}.")
         rows = []
+        latest: dict[tuple[str, str], str] = {}  # this batch's newest turn per conversation
         for n, m in enumerate(messages):
             if not isinstance(m, dict):
                 raise ValidationError(f"messages[{n}] must be an object with role and content.")
@@ -175,8 +181,9 @@ class Archive:
             created = parse_bound(m.get("timestamp"), f"messages[{n}].timestamp", end=False) or now()
             conversation = m.get("conversation_id") or "default"
             self._text(conversation, f"messages[{n}].conversation_id")
-            previous = self._previous_turn(agent_id, conversation)
-            self._last_turn[(agent_id, conversation)] = content
+            key = (agent_id, conversation)
+            previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
+            latest[key] = content
             rows.append(
                 {
                     # id and seq are only set by importers (the tool's schema has neither)
@@ -194,6 +201,8 @@ class Archive:
             )
         self._embed_rows(rows)
         self.store.add_rows("messages", rows)
+        for key, content in latest.items():  # only once stored: a failed write leaves no turn behind
+            self._remember_turn(key, content)
         return [message_from_row(r) for r in rows]
 
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
@@ -201,8 +210,16 @@ class Archive:
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
             where = f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation)}"
             newest = self.store.newest("messages", where)
-            self._last_turn[key] = newest["content"] if newest else ""
+            self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
+
+    def _remember_turn(self, key: tuple[str, str], content: str) -> None:
+        """Keep the latest turn of a conversation; conversations not written for a while are forgotten
+        (their newest turn is read from the store again when one is next written)."""
+        self._last_turn[key] = content
+        self._last_turn.move_to_end(key)
+        while len(self._last_turn) > self.max_last_turns:
+            self._last_turn.popitem(last=False)
 
     def insert(self, agent_id: str, content: str, tags: Sequence[str] | None = None) -> list[str]:
         """Store a passage (chunked if longer than the model's window); returns the new ids."""

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)
+    # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
+    # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
+    # holds the vector and full-text indexes searches use; below their size every search reloads them.
+    metadata_cache_mb: int = Field(default=32, ge=1, le=65536)
+    index_cache_mb: int = Field(default=512, ge=1, le=65536)
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
     # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
     watch_seconds: float = Field(default=2.0, ge=0)

@@ -36,6 +36,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
         embedding_dim=embedder.dim,
         storage_options=settings.storage_options or None,
         optimize_every=settings.optimize_every,
+        metadata_cache_bytes=settings.metadata_cache_mb << 20,
+        index_cache_bytes=settings.index_cache_mb << 20,
     )
     core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
     memory = Memory(

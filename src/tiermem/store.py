@@ -375,6 +375,18 @@ def _first_by(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
+DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 32 << 20, 512 << 20
+
+
+def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> Any:
+    """A connection whose caches are bounded. LanceDB's own defaults are GiBs, and its metadata cache keeps
+    a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
+    write without levelling off (issue #13; bench/load.py). Every read checks out the newest version, so
+    other processes' writes are seen."""
+    session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
+    return lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options, session=session)
+
+
 class Store:
     """All tables of one data directory (or object-store prefix)."""
 
@@ -387,6 +399,8 @@ class Store:
         storage_options: dict[str, str] | None = None,
         optimize_every: int = 200,
         vector_index_min_rows: int = 20_000,
+        metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
+        index_cache_bytes: int = DEFAULT_INDEX_CACHE,
     ) -> None:
         self.uri = uri
         self.vector_index_min_rows = vector_index_min_rows
@@ -400,7 +414,7 @@ class Store:
         self._optimizing = threading.Lock()
         self._writer = new_id("writer")  # names this process's marks of rows stored without vectors
         try:
-            self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
+            self._db = _connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
             self._tables = self._open_tables()
         except (SchemaError, StoreError):
             raise
@@ -414,7 +428,7 @@ class Store:
     @classmethod
     def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
         """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
-        db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options)
+        db = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
         meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in _names(db) else []
         meta = {r["key"]: r["value"] for r in meta_rows}
         return cls(

@@ -63,7 +63,7 @@ def idempotent(name: str, fn: Callable[..., Awaitable[str]]) -> Callable[..., Aw
     """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing."""
     sig = inspect.signature(fn, eval_str=True)
     key_param = inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
-    locks: dict[str, Any] = {}
+    locks: dict[str, list[Any]] = {}  # key -> [lock, callers using it]; empty once no call uses a key
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, idempotency_key: str | None = None, **kwargs: Any) -> str:
@@ -74,15 +74,20 @@ def idempotent(name: str, fn: Callable[..., Awaitable[str]]) -> Callable[..., Aw
         rt = runtime_of(kwargs["ctx"])
         plain = {k: v for k, v in kwargs.items() if k != "ctx"}
         digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=_jsonable).encode()).hexdigest()
-        lock = locks.setdefault(idempotency_key, anyio.Lock())
-        async with lock:  # a retry racing its original waits for it instead of writing twice
-            prior = await rt.call(None, lambda m, a: m.replay(a, name, idempotency_key, digest))
-            if prior is not None:
-                return prior
-            result = await fn(*args, **kwargs)
-            await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, result))
-        locks.pop(idempotency_key, None)
-        return result
+        entry = locks.setdefault(idempotency_key, [anyio.Lock(), 0])
+        entry[1] += 1  # callers holding or waiting for this key's lock; the last one out drops it
+        try:
+            async with entry[0]:  # a retry racing its original waits for it instead of writing twice
+                prior = await rt.call(None, lambda m, a: m.replay(a, name, idempotency_key, digest))
+                if prior is not None:
+                    return prior
+                result = await fn(*args, **kwargs)
+                await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, result))
+                return result
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                locks.pop(idempotency_key, None)
 
     wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), key_param])  # type: ignore[attr-defined]
     return wrapper

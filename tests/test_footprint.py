@@ -1,0 +1,95 @@
+"""Memory that must not grow: bounded LanceDB caches and bounded per-conversation state (issue #13).
+
+The growth under HTTP load came from LanceDB's metadata cache, which kept a manifest per table version
+(a version per write) with a default bound of GiBs. The regression test writes in a fresh process, as a
+long-running server does, and compares resident memory after a warm-up with resident memory after
+twice as many writes again: before the fix it rose well over 100 MB over these writes, now a few MB.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tiermem.archive import Archive
+from tiermem.config import Settings
+from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
+from tiermem.memory import Memory
+
+from .conftest import PYTHON
+
+WRITER = textwrap.dedent(
+    """
+    import gc, json, sys
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmRSS"))
+
+    memory = open_memory(load_settings(data_dir=sys.argv[1], embedding_model="hashing", optimize_every=0))
+    agent = memory.ensure_agent("default").id
+    marks = []
+    for i in range(600):
+        memory.archive.log_messages(agent, [{"role": "user", "content": f"message {i} about the garden"}])
+        if i % 4 == 0:
+            memory.archive.conversation_search(agent, f"garden {i}")
+        if i + 1 in (200, 600):
+            gc.collect()
+            marks.append(rss_mb())
+    print(json.dumps(marks))
+    """
+)
+
+
+def test_resident_memory_levels_off_under_writes(tmp_path: Path) -> None:
+    # optimize_every=0: no compaction, so every write adds a fragment and a table version (the worst case)
+    out = subprocess.run([PYTHON, "-c", WRITER, str(tmp_path / "data")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    warm, after = json.loads(out.stdout.strip().splitlines()[-1])
+    # LanceDB's default caches: +100 MB or more between the marks; bounded caches: the 32 MiB metadata cap at most
+    assert after - warm < 50, f"RSS grew {after - warm} MB over 400 writes (from {warm} MB)"
+
+
+def _archive(memory: Memory) -> Archive:
+    embedder = BackgroundEmbedder(HashingEmbedder, "hashing-384", 384, 256)
+    embedder.start()
+    assert embedder.wait(30)
+    return Archive(memory.store, embedder)
+
+
+def _text_of(memory: Memory, message_id: str) -> str:
+    return next(r["text"] for r in memory.store.all_rows("messages") if r["id"] == message_id)
+
+
+def test_latest_turns_are_bounded_and_evicted_turns_come_back_from_the_store(settings: Settings, memory: Memory) -> None:
+    archive = _archive(memory)
+    archive.max_last_turns = 3
+    agent = memory.ensure_agent("default").id
+    for n in range(5):
+        archive.log_messages(agent, [{"role": "user", "content": f"first words of conversation {n}",
+                                      "conversation_id": f"c{n}"}])
+    assert len(archive._last_turn) == 3  # c2, c3, c4: the least recently written are forgotten
+    # c0 was forgotten: its next turn still carries the turn before it, read back from the store
+    (reply,) = archive.log_messages(agent, [{"role": "assistant", "content": "a reply", "conversation_id": "c0"}])
+    assert _text_of(memory, reply.id).endswith("a reply first words of conversation 0")
+    assert list(archive._last_turn)[-1] == (agent, "c0")
+
+
+def test_a_failed_write_leaves_no_turn_behind(settings: Settings, memory: Memory) -> None:
+    archive = _archive(memory)
+    agent = memory.ensure_agent("default").id
+    archive.log_messages(agent, [{"role": "user", "content": "stored turn"}])
+    bad = [{"role": "user", "content": "never stored"}, {"role": "nobody", "content": "x"}]
+    try:
+        archive.log_messages(agent, bad)
+    except Exception as exc:  # the second message is refused: nothing of the batch is written
+        assert "role" in str(exc)
+    else:
+        raise AssertionError("a message with an unknown role was accepted")
+    (msg,) = archive.log_messages(agent, [{"role": "user", "content": "next turn"}])
+    assert _text_of(memory, msg.id).endswith("next turn stored turn")

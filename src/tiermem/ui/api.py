@@ -174,7 +174,7 @@ def search(memory: Memory, name: str, params: JSON) -> JSON:
     agent = _agent(memory, name)
     archive = _archive(memory)
     query = params.get("q") or ""
-    limit = _count(_int(params.get("limit", 10), "limit"), "limit", 100)
+    limit = _count(whole_number(params.get("limit", 10), "limit"), "limit", 100)
     which = params.get("memory", "archival")
     if which == "archival":
         result = archive.search(agent.id, query, tags=_list(params.get("tags")), tag_match_mode=params.get("tag_mode") or "any",
@@ -195,8 +195,9 @@ def hit_json(h: Hit) -> JSON:
 
 def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tags: Any = None) -> JSON:
     agent = _agent(memory, name)
-    rows, total = _archive(memory).list(agent.id, offset=_int(offset, "offset"), limit=_int(limit, "limit"), tags=_list(tags))
-    return {"total": total, "offset": _int(offset, "offset"), "passages": [passage_json(p) for p in rows]}
+    start = whole_number(offset, "offset")
+    rows, total = _archive(memory).list(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
+    return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
 
 
 def passage_json(p: Passage) -> JSON:
@@ -253,7 +254,7 @@ def import_file(memory: Memory, data: bytes, *, filename: str, fmt: str, agent: 
 # -- argument helpers ------------------------------------------------------------------------
 
 
-def _int(value: Any, name: str) -> int:
+def whole_number(value: Any, name: str) -> int:
     if isinstance(value, bool):
         raise ValidationError(f"{name} must be a whole number, got {value!r}.")
     try:

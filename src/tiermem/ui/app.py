@@ -118,12 +118,12 @@ def build_ui_app(inspector: Inspector) -> Starlette:
 
     async def history(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        limit = api._int(q.get("limit", 50), "limit")
+        limit = api.whole_number(q.get("limit", 50), "limit")
         return JSONResponse(await inspector.run(lambda m: api.history(m, name, q.get("label", ""), limit)))
 
     async def diff(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        old, new = api._int(q.get("old"), "old"), api._int(q.get("new"), "new")
+        old, new = api.whole_number(q.get("old"), "old"), api.whole_number(q.get("new"), "new")
         return JSONResponse(await inspector.run(lambda m: api.diff(m, name, q.get("label", ""), old, new)))
 
     async def edit(request: Request) -> Response:

@@ -1,11 +1,12 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|all]`"""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens", "footprint"]
+BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
+           "footprint", "ui"]
 
 
 def main() -> None:

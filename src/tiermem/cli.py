@@ -44,6 +44,8 @@ EXAMPLES = {
     "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
+    "  tiermem ui --agent work --port 8766 --no-browser",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
@@ -88,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
     serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                        help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
+    serve.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None,
+                       help="also publish the block view as an MCP App (memory_blocks_view, ui://tiermem/blocks.html)")
 
     agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
     asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -201,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
+    ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
+    _common(ui)
+    ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    ui.add_argument("--no-browser", dest="open_browser", action="store_false", help="print the URL, do not open a browser")
     chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
     _common(chat)
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
@@ -224,6 +232,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         embedding_model=getattr(args, "embedding_model", None),
         auth_tokens_file=getattr(args, "auth_tokens_file", None),
         agent_loop=getattr(args, "agent_loop", None),
+        mcp_apps=getattr(args, "mcp_apps", None),
         model=getattr(args, "model", None),
     )
 
@@ -240,7 +249,12 @@ def serve(settings: Settings) -> None:
         return memory, memory.ensure_agent(settings.agent).id
 
     handle = MemoryHandle(factory)
-    server = build_server(handle, settings)
+    extensions = []
+    if settings.mcp_apps:
+        from .ui.mcp_app import blocks_app
+
+        extensions.append(blocks_app())
+    server = build_server(handle, settings, extensions=extensions)
     if settings.agent_loop:
         from .agent.service import register_agent_chat
 
@@ -253,9 +267,11 @@ def serve(settings: Settings) -> None:
 
     from .server import build_http_app
 
-    app = build_http_app(server, settings, tokens)
+    from .ui.launch import http_mount
+
+    app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))
     path = "/sse" if settings.transport == "sse" else "/mcp"
-    log.info("listening on http://%s:%d%s (%s)", settings.host, settings.port, path,
+    log.info("listening on http://%s:%d%s, memory inspector at /ui (%s)", settings.host, settings.port, path,
              f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                 timeout_keep_alive=5, timeout_graceful_shutdown=5)
@@ -303,6 +319,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
                       agent_loop=bool(settings.agent_loop), port=settings.port))
         return 0
+    if args.command == "ui":
+        from .ui.launch import run_ui
+
+        return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":
         from .agent.repl import run_chat
 

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # Publish the memory inspector's block view as an MCP App (tool memory_blocks_view + a ui:// resource).
+    mcp_apps: bool = False
     # The optional built-in agent loop (the `agent_chat` tool, `tiermem chat`).
     agent_loop: bool = False
     llm_provider: Literal["auto", "anthropic", "sampling"] = "auto"

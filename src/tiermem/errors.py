@@ -31,6 +31,10 @@ class ConflictError(TiermemError):
     """Another writer changed the same thing and retries were exhausted; nothing was written."""
 
 
+class AccessError(TiermemError):
+    """The caller's bearer token does not cover the agent or operation; nothing was read or written."""
+
+
 class StoreError(TiermemError):
     """The storage layer failed (disk full, permissions, corrupt table); the message says what to check."""
 

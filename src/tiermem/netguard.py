@@ -4,6 +4,10 @@
   in constant time; 401 without a valid token, 403 when the token does not cover the served agent.
 - DNS-rebinding protection: a request whose Host or Origin is not allowed gets 403.
 - Request bodies larger than the limit get 413 before they reach the app.
+- With ``ui_prefix`` (the memory inspector, ``tiermem.ui``): the page's static files (no memory in them) load
+  without a token, so a browser can open the page; its API needs a token like ``/mcp``, and the agents the
+  matched token covers travel to the app in ``scope["tiermem.agents"]`` (None: no tokens configured, every
+  agent), which shows only those.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ class Guard:
         allowed_hosts: list[str],
         allowed_origins: list[str],
         max_body_bytes: int,
+        ui_prefix: str | None = None,
     ) -> None:
         self.app = app
         self.agent = agent
@@ -100,6 +105,7 @@ class Guard:
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
         self.allowed_origins = {o.lower().rstrip("/") for o in allowed_origins}
         self.max_body_bytes = max_body_bytes
+        self.ui_prefix = ui_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -114,12 +120,18 @@ class Guard:
         if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
             await _reply(send, 403, f"Origin {origin!r} is not allowed. Add it to allowed_origins.")
             return
+        ui = self._ui_path(scope.get("path", ""))
+        scope["tiermem.agents"] = None
         if self.tokens:
             token = self._match(headers.get("authorization", ""))
-            if token is None:
+            if token is None and ui == "static" and scope.get("method") in ("GET", "HEAD"):
+                pass  # the inspector's page itself: static files, no memory in them
+            elif token is None:
                 await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": 'Bearer realm="tiermem"'})
                 return
-            if not token.allows(self.agent):
+            elif ui is not None:
+                scope["tiermem.agents"] = token.agents  # the inspector shows only these agents
+            elif not token.allows(self.agent):
                 await _reply(send, 403, f"This token may not use agent {self.agent!r}.")
                 return
         length = headers.get("content-length")
@@ -127,6 +139,13 @@ class Guard:
             await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
             return
         await self.app(scope, self._limited(receive), send)
+
+    def _ui_path(self, path: str) -> str | None:
+        """"api" or "static" for a path of the inspector, else None."""
+        prefix = self.ui_prefix
+        if prefix is None or not (path == prefix or path.startswith(prefix + "/")):
+            return None
+        return "api" if path.startswith(prefix + "/api/") or path == prefix + "/api" else "static"
 
     def _match(self, header: str) -> Token | None:
         scheme, _, secret = header.partition(" ")

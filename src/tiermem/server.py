@@ -310,7 +310,8 @@ def _block_meta(block: Any) -> dict[str, Any]:
     }
 
 
-def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
+def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = ()) -> TiermemServer:
+    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI)."""
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
@@ -322,6 +323,7 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
         log_level=settings.log_level,
         lifespan=lifespan,
         middleware=[first_answer(runtime), levels.middleware()],
+        extensions=list(extensions),
     )
     server.runtime = runtime
     register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))
@@ -332,8 +334,12 @@ def build_server(handle: MemoryHandle, settings: Settings) -> TiermemServer:
     return server
 
 
-def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any]) -> Any:
-    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size)."""
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any], *,
+                   ui: Callable[[Any], Any] | None = None) -> Any:
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
+
+    ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
+    """
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .netguard import Guard, default_allowed_hosts
@@ -348,6 +354,8 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
         app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
                                          host=settings.host, max_request_body_size=settings.max_request_bytes,
                                          event_store=MemoryEventStore(), retry_interval=RETRY_MS)
+    if ui is not None:
+        app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
     return Guard(
         app,
@@ -356,6 +364,7 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any])
         allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts,
         allowed_origins=origins + settings.allowed_origins,
         max_body_bytes=settings.max_request_bytes,
+        ui_prefix="/ui" if ui is not None else None,
     )
 
 

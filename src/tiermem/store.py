@@ -814,10 +814,24 @@ class Store:
     def select(
         self, table: str, where: str | None, *, limit: int, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """Rows oldest first (by time, then id), one page."""
-        rows = self._rows(table, where)
+        """Rows oldest first (by time, then id), one page.
+
+        A page smaller than the matching rows reads only the sort keys of every row, then the page's rows
+        (the inspector pages through 10k passages without reading every row and its vector).
+        """
+        q = self._tables[table].search()
+        keys = (q.where(where) if where else q).select(["id", "created_us"]).limit(None).to_list()
+        keys.sort(key=lambda r: (r["created_us"], r["id"]))
+        page = [r["id"] for r in keys[offset : offset + limit]]
+        if not page:
+            return []
+        if len(page) == len(keys):
+            rows = self._rows(table, where)
+        else:
+            ids = f"id IN ({', '.join(sql_str(i) for i in page)})"
+            rows = self._rows(table, f"({where}) AND {ids}" if where else ids)
         rows.sort(key=lambda r: (r["created_us"], r["id"]))
-        return rows[offset : offset + limit]
+        return rows[:limit] if len(page) == len(keys) else rows
 
     @writes("a deletion")
     def delete(self, table: str, where: str) -> int:

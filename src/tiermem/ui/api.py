@@ -1,0 +1,280 @@
+"""The memory inspector's operations: plain functions over ``Memory`` that take and return JSON values.
+
+No HTTP here (``app.py`` maps requests onto these) and no storage calls: every read and write goes
+through the ``Memory`` facade and its ``Archive``, so the inspector obeys the same rules as the tools
+(limits, versions, history). Edits made here carry the actor ``human``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Collection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..blocks import Rethink
+from ..errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
+
+if TYPE_CHECKING:
+    from ..archive import Archive
+    from ..memory import Memory
+    from ..records import Agent, Block, BlockVersion, Hit, Passage
+
+JSON = dict[str, Any]
+IMPORT_FORMATS = ("auto", "af", "jsonl", "memory-graph")
+EXPORT_FORMATS = ("af", "jsonl")
+
+
+def allowed(agents: Collection[str] | None, name: str) -> bool:
+    """Whether a token covering ``agents`` (None: no tokens configured) may see agent ``name``."""
+    return agents is None or "*" in agents or name in agents
+
+
+def check_access(agents: Collection[str] | None, name: str) -> None:
+    if not allowed(agents, name):
+        raise AccessError(f"This token may not use agent {name!r}; use a token that lists it.")
+
+
+def check_every_agent(agents: Collection[str] | None, what: str) -> None:
+    if not (agents is None or "*" in agents):
+        raise AccessError(f"{what} touches every agent; it needs a token with agents = [\"*\"].")
+
+
+def _archive(memory: Memory) -> Archive:
+    if memory.archive is None:
+        raise TiermemError("Archival and recall memory are not open in this process; restart `tiermem ui`.")
+    return memory.archive
+
+
+# -- agents and blocks ---------------------------------------------------------------
+
+
+def list_agents(memory: Memory, agents: Collection[str] | None) -> list[JSON]:
+    return [{"name": a.name, "id": a.id, "created_at": a.created_at.isoformat()}
+            for a in memory.list_agents() if allowed(agents, a.name)]
+
+
+def agent_view(memory: Memory, name: str) -> JSON:
+    """Everything the page shows first for an agent: its blocks, counts and the change signature."""
+    agent = memory.get_agent(name)
+    blocks = memory.blocks(agent.id)
+    messages, passages, tags = _archive(memory).counts(agent.id)
+    return {
+        "agent": {"name": agent.name, "id": agent.id, "metadata": agent.metadata},
+        "blocks": [block_json(memory, b) for b in blocks],
+        "counts": {"messages": messages, "passages": passages},
+        "tags": tags,
+        "signature": _signature(blocks, messages, passages),
+    }
+
+
+def block_json(memory: Memory, b: Block) -> JSON:
+    return {
+        "id": b.id, "label": b.label, "value": b.value, "description": b.description, "limit": b.limit,
+        "chars": len(b.value), "read_only": b.read_only, "version": b.version, "updated_at": b.updated_at.isoformat(),
+        "shared_with": len(memory.core.agents_of_block(b.id)) - 1,
+    }
+
+
+def signature(memory: Memory, name: str) -> str:
+    """Changes whenever a block of the agent, or the number of its messages or passages, changes."""
+    agent = memory.get_agent(name)
+    messages, passages, _ = _archive(memory).counts(agent.id)
+    return _signature(memory.blocks(agent.id), messages, passages)
+
+
+def _signature(blocks: list[Block], messages: int, passages: int) -> str:
+    text = json.dumps([[b.id, b.label, b.version] for b in blocks] + [messages, passages])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _agent(memory: Memory, name: str) -> Agent:
+    return memory.get_agent(name)
+
+
+def edit_block(memory: Memory, name: str, label: str, value: Any, *, expected_version: Any,
+               override_read_only: bool = False) -> JSON:
+    """Replace a block's value as a person: a new version with the actor ``human``.
+
+    Refused, writing nothing, when the block changed since the editor opened it (``expected_version``),
+    when it is read-only and the person did not confirm the override, or when the text exceeds the limit.
+    """
+    agent = _agent(memory, name)
+    if not isinstance(value, str):
+        raise ValidationError("value must be text.")
+    block = memory.block(agent.id, label)
+    _check_version(block, expected_version)
+    if block.read_only and not override_read_only:
+        raise EditError(f"Block {label!r} is read-only: the model cannot change it. A person may; confirm the "
+                        "override (tick \"edit this read-only block\") and save again. Nothing was written.")
+    if value == block.value:
+        return {"block": block_json(memory, block), "changed": False}
+    saved = memory.edit(agent.id, label, Rethink(value, operation="ui_edit", check_line_numbers=False), actor="human")
+    return {"block": block_json(memory, saved), "changed": True}
+
+
+def _check_version(block: Block, expected: Any) -> None:
+    if isinstance(expected, bool) or not isinstance(expected, int):
+        raise ValidationError("expected_version must be the block's version number when the editor opened it.")
+    if block.version != expected:
+        raise EditError(f"Block {block.label!r} changed while you were editing it (version {expected} -> "
+                        f"{block.version}); nothing was written. Your text is still in the editor: compare it "
+                        "with the new version (history), then save again.")
+
+
+def history(memory: Memory, name: str, label: str, limit: int = 50) -> JSON:
+    agent = _agent(memory, name)
+    versions = memory.history(agent.id, label, _count(limit, "limit", 1000))
+    return {"label": label, "versions": [version_json(v) for v in versions]}
+
+
+def version_json(v: BlockVersion) -> JSON:
+    return {"version": v.version, "value": v.value, "limit": v.limit, "description": v.description,
+            "read_only": v.read_only, "operation": v.operation, "actor": v.actor, "created_at": v.created_at.isoformat()}
+
+
+def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
+    """A line diff from version ``old`` to version ``new``: ``[{"kind": " "|"-"|"+"|"@", "text"}]``."""
+    agent = _agent(memory, name)
+    block = memory.block(agent.id, label)
+    values = []
+    for v in (old, new):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValidationError(f"versions must be positive whole numbers, got {v!r}.")
+        found = memory.core.history_version(block.id, v)
+        if found is None:
+            raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
+        values.append(found.value)
+    lines = difflib.unified_diff(values[0].splitlines(), values[1].splitlines(), f"version {old}", f"version {new}",
+                                 lineterm="", n=3)
+    out = [{"kind": line[0] if line[:1] in (" ", "-", "+", "@") else " ", "text": line[1:]}
+           for line in list(lines)[2:]]
+    return {"label": label, "old": old, "new": new, "lines": out}
+
+
+def revert(memory: Memory, name: str, label: str, version: Any, *, override_read_only: bool = False) -> JSON:
+    agent = _agent(memory, name)
+    block = memory.block(agent.id, label)
+    if block.read_only and not override_read_only:
+        raise EditError(f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written.")
+    saved = memory.revert(agent.id, label, version, actor="human")
+    return {"block": block_json(memory, saved)}
+
+
+# -- archival and recall ---------------------------------------------------------------
+
+
+def search(memory: Memory, name: str, params: JSON) -> JSON:
+    """Archival or recall search with the filters the tools take, and each hit's relevance breakdown."""
+    agent = _agent(memory, name)
+    archive = _archive(memory)
+    query = params.get("q") or ""
+    limit = _count(whole_number(params.get("limit", 10), "limit"), "limit", 100)
+    which = params.get("memory", "archival")
+    if which == "archival":
+        result = archive.search(agent.id, query, tags=_list(params.get("tags")), tag_match_mode=params.get("tag_mode") or "any",
+                                top_k=limit, start_datetime=params.get("start") or None, end_datetime=params.get("end") or None)
+    elif which == "recall":
+        result = archive.conversation_search(agent.id, query, roles=_list(params.get("roles")), limit=limit,
+                                             start_date=params.get("start") or None, end_date=params.get("end") or None)
+    else:
+        raise ValidationError(f"memory must be 'archival' or 'recall', got {which!r}.")
+    return {"memory": which, "mode": result.mode, "notes": result.notes, "hits": [hit_json(h) for h in result.hits]}
+
+
+def hit_json(h: Hit) -> JSON:
+    return {"id": h.id, "content": h.content, "created_at": h.created_at.isoformat(), "score": round(h.score, 4),
+            "vector_rank": h.vector_rank, "keyword_rank": h.fts_rank, "role": h.role, "tags": list(h.tags),
+            "conversation_id": h.conversation_id}
+
+
+def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tags: Any = None) -> JSON:
+    agent = _agent(memory, name)
+    start = whole_number(offset, "offset")
+    rows, total = _archive(memory).list(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
+    return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
+
+
+def passage_json(p: Passage) -> JSON:
+    return {"id": p.id, "content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat(),
+            "group_id": p.group_id, "chunk": p.chunk}
+
+
+def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
+    agent = _agent(memory, name)
+    if not isinstance(passage_id, str):
+        raise ValidationError("id must be a passage id from the list or a search.")
+    return {"deleted": _archive(memory).delete(agent.id, passage_id)}
+
+
+# -- import and export -------------------------------------------------------------------
+
+
+def export(memory: Memory, name: str | None, fmt: str) -> tuple[str, str]:
+    """(file name, text) of an agent as a Letta agent file, or of everything as a jsonl backup."""
+    from ..interop import af_export, backup
+
+    if fmt == "af":
+        if not name:
+            raise ValidationError("Choose the agent to export as a Letta agent file.")
+        data, _notes = af_export.export_agent_files(memory, [name])
+        return f"{name}.af", json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    if fmt == "jsonl":
+        out = io.StringIO()
+        backup.export_backup(memory, out)
+        return "tiermem-backup.jsonl", out.getvalue()
+    raise ValidationError(f"Unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}.")
+
+
+def import_file(memory: Memory, data: bytes, *, filename: str, fmt: str, agent: str, rename: str | None,
+                replace: bool) -> JSON:
+    """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph)."""
+    from ..interop.commands import run_import
+
+    if fmt not in IMPORT_FORMATS:
+        raise ValidationError(f"Unknown import format {fmt!r}; use one of {', '.join(IMPORT_FORMATS)}.")
+    if not data:
+        raise ValidationError("The uploaded file is empty; choose a .af, .json or .jsonl file.")
+    suffix = Path(filename).suffix if Path(filename).suffix in (".af", ".json", ".jsonl") else ".json"
+    fd, tmp = tempfile.mkstemp(prefix="tiermem-ui-import-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        report = run_import(memory, Path(tmp), fmt=fmt, agent=agent, rename=rename or None, replace=replace)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return json.loads(json.dumps(report, default=str))
+
+
+# -- argument helpers ------------------------------------------------------------------------
+
+
+def whole_number(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise ValidationError(f"{name} must be a whole number, got {value!r}.")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a whole number, got {value!r}.") from None
+
+
+def _count(value: int, name: str, most: int) -> int:
+    if not 1 <= value <= most:
+        raise ValidationError(f"{name} must be from 1 to {most}, got {value}.")
+    return value
+
+
+def _list(value: Any) -> list[str] | None:
+    """Tags or roles: a list, or one comma-separated string; None when empty."""
+    if value in (None, "", []):
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValidationError("tags and roles must be text, comma-separated (for example: work,people).")
+    clean = [i.strip() for i in items if i.strip()]
+    return clean or None

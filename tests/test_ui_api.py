@@ -1,0 +1,247 @@
+"""The memory inspector's HTTP API (no browser): auth, edits as a person, refusals, live changes, import/export.
+
+The app is the one ``tiermem ui`` serves (``build_ui_server``) and the ``/ui`` mount of the HTTP transport,
+driven with Starlette's in-process client over a real store; "another process" is a second ``Memory`` on
+the same data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from tiermem.blocks import Rethink
+from tiermem.config import BlockSpec, Settings, load_settings
+from tiermem.factory import open_memory
+from tiermem.ui.launch import build_ui_server
+
+from .conftest import ROOT
+
+PORT = 8931
+BASE = f"http://127.0.0.1:{PORT}"
+AF = ROOT / "tests" / "fixtures" / "agent-file" / "customer_service.af"
+
+
+@pytest.fixture
+def ui_settings(tmp_path: Path) -> Settings:
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", watch_seconds=0.1)
+
+
+@pytest.fixture
+def client(ui_settings: Settings):  # type: ignore[no-untyped-def]
+    app, url = build_ui_server(ui_settings, port=PORT)
+    token = url.split("#token=", 1)[1]
+    with TestClient(app, base_url=BASE, headers={"authorization": f"Bearer {token}"}) as c:
+        yield c
+
+
+def test_page_is_public_data_needs_the_session_token(ui_settings: Settings) -> None:
+    app, url = build_ui_server(ui_settings, port=PORT)
+    assert url.startswith(f"{BASE}/ui/#token=")
+    with TestClient(app, base_url=BASE) as anonymous:
+        page = anonymous.get("/ui/")
+        assert page.status_code == 200 and "memory inspector" in page.text
+        assert "default-src 'self'" in page.headers["content-security-policy"]
+        assert anonymous.get("/ui/static/app.js").status_code == 200
+        assert anonymous.get("/ui", follow_redirects=False).headers["location"] == "/ui/"
+        assert anonymous.get("/ui/api/agents").status_code == 401
+        assert anonymous.get("/ui/api/agents", headers={"authorization": "Bearer " + "x" * 43}).status_code == 401
+        assert anonymous.get("/ui/", headers={"host": "evil.example"}).status_code == 403  # DNS rebinding
+
+
+def test_ui_refuses_a_public_address(tmp_path: Path) -> None:
+    from tiermem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="loopback only"):
+        build_ui_server(load_settings(data_dir=tmp_path / "d", embedding_model="hashing", host="0.0.0.0"), port=PORT)
+
+
+def test_edit_as_a_person_with_every_refusal(client: TestClient, ui_settings: Settings) -> None:
+    view = client.get("/ui/api/agent", params={"agent": "default"}).json()
+    human = next(b for b in view["blocks"] if b["label"] == "human")
+    edit = {"agent": "default", "label": "human", "value": "Name: Ada\nLikes tea", "expected_version": human["version"]}
+    saved = client.post("/ui/api/edit", json=edit)
+    assert saved.status_code == 200 and saved.json()["block"]["version"] == human["version"] + 1
+
+    stale = client.post("/ui/api/edit", json={**edit, "value": "overwrites?"})  # the editor's version is old now
+    assert stale.status_code == 409 and "changed while you were editing" in stale.json()["error"]
+    too_long = client.post("/ui/api/edit", json={**edit, "value": "x" * (human["limit"] + 1),
+                                                 "expected_version": human["version"] + 1})
+    assert too_long.status_code == 409 and "Exceeds" in too_long.json()["error"]
+
+    memory = open_memory(ui_settings, start_embedder=False)  # the store, as another process sees it
+    agent = memory.get_agent("default")
+    memory.create_block(agent.id, BlockSpec(label="rules", value="be kind", limit=100, read_only=True))
+    ro = {"agent": "default", "label": "rules", "value": "be kind, always", "expected_version": 1}
+    refused = client.post("/ui/api/edit", json=ro)
+    assert refused.status_code == 409 and "read-only" in refused.json()["error"]
+    assert client.post("/ui/api/edit", json={**ro, "override_read_only": True}).status_code == 200
+
+    versions = memory.history(agent.id, "human")
+    assert [v.value for v in versions[:2]] == ["Name: Ada\nLikes tea", versions[1].value]  # one new version only
+    assert versions[0].actor == "human" and versions[0].operation == "ui_edit"
+    assert memory.block(agent.id, "rules").value == "be kind, always"
+    assert memory.history(agent.id, "rules")[0].actor == "human"
+
+
+def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
+    def edit(value: str, version: int) -> None:
+        r = client.post("/ui/api/edit", json={"agent": "default", "label": "human", "value": value, "expected_version": version})
+        assert r.status_code == 200, r.text
+
+    first = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"]
+    edit("one\ntwo\nthree", first[0]["version"])
+    edit("one\n2\nthree", first[0]["version"] + 1)
+    hist = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"]
+    newest = hist[0]["version"]
+    lines = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": newest - 1, "new": newest}).json()["lines"]
+    assert {"kind": "-", "text": "two"} in lines and {"kind": "+", "text": "2"} in lines
+    missing = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 99, "new": newest})
+    assert missing.status_code == 404 and "no version 99" in missing.json()["error"]
+
+    reverted = client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": newest - 1})
+    assert reverted.status_code == 200 and reverted.json()["block"]["value"] == "one\ntwo\nthree"
+    top = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"][0]
+    assert (top["actor"], top["operation"]) == ("human", f"revert:{newest - 1}")
+
+
+def test_changes_wait_for_another_process(client: TestClient, ui_settings: Settings) -> None:
+    since = client.get("/ui/api/agent", params={"agent": "default"}).json()["signature"]
+    idle = client.get("/ui/api/changes", params={"agent": "default", "since": since, "wait": 0})
+    assert idle.json() == {"signature": since, "changed": False}
+
+    other = open_memory(ui_settings, start_embedder=False)
+    agent = other.get_agent("default")
+    timer = threading.Timer(0.3, lambda: other.edit(agent.id, "persona", Rethink("I am terse.", check_line_numbers=False)))
+    timer.start()
+    try:
+        answer = client.get("/ui/api/changes", params={"agent": "default", "since": since, "wait": 20}).json()
+    finally:
+        timer.join()
+    assert answer["changed"] and answer["signature"] != since
+    view = client.get("/ui/api/agent", params={"agent": "default"}).json()
+    assert next(b for b in view["blocks"] if b["label"] == "persona")["value"] == "I am terse."
+    assert view["signature"] == answer["signature"]
+
+
+def test_search_passages_delete(client: TestClient, ui_settings: Settings) -> None:
+    memory = open_memory(ui_settings)
+    agent = memory.get_agent("default")
+    assert memory.archive is not None
+    tea = memory.archive.insert(agent.id, "Ada drinks green tea every morning", ["drinks"])[0]
+    memory.archive.insert(agent.id, "The launch is planned for June", ["work"])
+    memory.archive.log_messages(agent.id, [{"role": "user", "content": "I moved to Lyon last year"}])
+
+    found = client.get("/ui/api/search", params={"agent": "default", "q": "green tea", "memory": "archival"}).json()
+    top = found["hits"][0]
+    assert top["id"] == tea and top["keyword_rank"] == 1 and top["vector_rank"] is not None and top["tags"] == ["drinks"]
+    only_work = client.get("/ui/api/search", params={"agent": "default", "q": "tea", "tags": "work"}).json()
+    assert tea not in [h["id"] for h in only_work["hits"]]
+    recall = client.get("/ui/api/search", params={"agent": "default", "q": "Lyon", "memory": "recall", "roles": "user"}).json()
+    assert recall["hits"][0]["role"] == "user" and "Lyon" in recall["hits"][0]["content"]
+    bad = client.get("/ui/api/search", params={"agent": "default", "q": "x", "memory": "recall", "roles": "boss"})
+    assert bad.status_code == 400 and "Unknown role" in bad.json()["error"]
+    bad_date = client.get("/ui/api/search", params={"agent": "default", "q": "x", "start": "yesterday"})
+    assert bad_date.status_code == 400 and "ISO 8601" in bad_date.json()["error"]
+
+    page = client.get("/ui/api/passages", params={"agent": "default", "limit": 1}).json()
+    assert page["total"] == 2 and len(page["passages"]) == 1
+    assert client.post("/ui/api/passages/delete", json={"agent": "default", "id": tea}).json() == {"deleted": 1}
+    again = client.post("/ui/api/passages/delete", json={"agent": "default", "id": tea})
+    assert again.status_code == 404
+    assert client.get("/ui/api/passages", params={"agent": "default"}).json()["total"] == 1
+
+
+def test_export_and_import(client: TestClient) -> None:
+    exported = client.get("/ui/api/export", params={"agent": "default", "format": "af"})
+    assert exported.status_code == 200 and 'filename="default.af"' in exported.headers["content-disposition"]
+    assert [b["label"] for b in exported.json()["blocks"]] == ["persona", "human"]
+    backup = client.get("/ui/api/export", params={"format": "jsonl"})
+    assert backup.status_code == 200 and all(json.loads(line) for line in backup.text.splitlines())
+
+    report = client.post("/ui/api/import", params={"filename": "customer_service.af", "rename": "cs-copy"},
+                         content=AF.read_bytes())
+    assert report.status_code == 200, report.text
+    assert report.json()["report"]["imported"] and report.json()["report"]["blocks"] > 0
+    names = [a["name"] for a in client.get("/ui/api/agents").json()["agents"]]
+    assert "cs-copy" in names
+    again = client.post("/ui/api/import", params={"filename": "x.af", "rename": "cs-copy"}, content=AF.read_bytes())
+    assert again.status_code == 200 and again.json()["report"]["skipped"] == ["cs-copy (already imported from this file)"]
+    empty = client.post("/ui/api/import", params={"filename": "x.af"}, content=b"")
+    assert empty.status_code == 400 and "empty" in empty.json()["error"]
+
+
+def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
+    """On ``tiermem serve --transport http``, /ui is behind the same tokens, and a token sees only its agents."""
+    from tiermem.netguard import make_tokens
+    from tiermem.runtime import MemoryHandle
+    from tiermem.server import build_http_app, build_server
+    from tiermem.ui.launch import http_mount
+
+    work, admin = "w" * 40, "a" * 40
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT,
+                             agent="work")
+    memory = open_memory(settings)
+    memory.ensure_agent("work")
+    memory.ensure_agent("private")
+    handle = MemoryHandle(lambda: (memory, memory.ensure_agent("work").id))
+    tokens = make_tokens([{"token": work, "agents": ["work"]}, {"token": admin, "agents": ["*"]}], "test")
+    app = build_http_app(build_server(handle, settings), settings, tokens, ui=http_mount(handle, settings))
+    with TestClient(app, base_url=BASE) as c:
+        assert c.get("/ui/").status_code == 200
+        assert c.get("/ui/api/agents").status_code == 401
+        mine = c.get("/ui/api/agents", headers={"authorization": f"Bearer {work}"}).json()
+        assert [a["name"] for a in mine["agents"]] == ["work"] and mine["default"] == "work"
+        other = c.get("/ui/api/agent", params={"agent": "private"}, headers={"authorization": f"Bearer {work}"})
+        assert other.status_code == 403 and "may not use agent 'private'" in other.json()["error"]
+        dump = c.get("/ui/api/export", params={"format": "jsonl"}, headers={"authorization": f"Bearer {work}"})
+        assert dump.status_code == 403 and "every agent" in dump.json()["error"]
+        every = c.get("/ui/api/agents", headers={"authorization": f"Bearer {admin}"}).json()["agents"]
+        assert sorted(a["name"] for a in every) == ["private", "work"]
+        assert c.post("/mcp", headers={"authorization": f"Bearer {work}"}).status_code != 401  # /mcp still served
+
+
+def test_tiermem_ui_command(tmp_path: Path) -> None:
+    """`tiermem ui --no-browser` as a user runs it: prints the URL with its secret, serves the page and the API."""
+    import subprocess
+
+    import httpx
+
+    from .conftest import PYTHON
+    from .test_transports import free_port, server_env, wait_for_port
+
+    port = free_port()
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
+                             "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith(f"tiermem memory inspector: http://127.0.0.1:{port}/ui/#token="), line
+        token = line.strip().split("#token=", 1)[1]
+        wait_for_port(port, proc)  # type: ignore[arg-type]
+        base = f"http://127.0.0.1:{port}/ui"
+        assert httpx.get(f"{base}/api/agents", timeout=30).status_code == 401
+        agents = httpx.get(f"{base}/api/agents", headers={"authorization": f"Bearer {token}"}, timeout=30).json()
+        assert agents["default"] == "work" and [a["name"] for a in agents["agents"]] == ["work"]
+        assert "memory inspector" in httpx.get(f"{base}/", timeout=30).text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -> None:
+    """Pages (read by sort key first, then only the page's rows) cover every passage once, oldest first."""
+    memory = open_memory(ui_settings, start_embedder=False)
+    agent = memory.get_agent("default")
+    assert memory.archive is not None
+    ids = [memory.archive.insert(agent.id, f"fact number {i}", ["n"])[0] for i in range(7)]
+    pages = [client.get("/ui/api/passages", params={"agent": "default", "offset": o, "limit": 3}).json()
+             for o in (0, 3, 6, 9)]
+    assert [[p["id"] for p in page["passages"]] for page in pages] == [ids[0:3], ids[3:6], ids[6:7], []]
+    assert {page["total"] for page in pages} == {7}
+    everything, total = memory.archive.list(agent.id, limit=200)
+    assert [p.id for p in everything] == ids and total == 7

@@ -245,3 +245,14 @@ def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -
     assert {page["total"] for page in pages} == {7}
     everything, total = memory.archive.list(agent.id, limit=200)
     assert [p.id for p in everything] == ids and total == 7
+
+
+def test_detached_blocks_are_marked(client: TestClient, ui_settings: Settings) -> None:
+    from tiermem.cli import open_memory
+
+    memory = open_memory(ui_settings)
+    agent = memory.ensure_agent("default")
+    memory.update_block(agent.id, "persona", pinned=False)
+    view = client.get("/ui/api/agent", params={"agent": "default"}).json()
+    pinned = {b["label"]: b["pinned"] for b in view["blocks"]}
+    assert pinned == {"persona": False, "human": True}

@@ -17,7 +17,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import Rethink
+from ..blocks import Rethink, is_pinned
 from ..errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ def block_json(memory: Memory, b: Block) -> JSON:
     return {
         "id": b.id, "label": b.label, "value": b.value, "description": b.description, "limit": b.limit,
         "chars": len(b.value), "read_only": b.read_only, "version": b.version, "updated_at": b.updated_at.isoformat(),
+        "pinned": is_pinned(b),  # False: detached, shown to the model only as a label in <memory_directory>
         "shared_with": len(memory.core.agents_of_block(b.id)) - 1,
     }
 

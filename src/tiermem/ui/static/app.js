@@ -93,6 +93,8 @@
         el("button", { type: "button", on: { click: () => guarded(() => openBlock(b.label)) } },
           el("span", { class: "label", textContent: b.label }),
           b.read_only ? el("span", { class: "badge ro", textContent: "read-only" }) : null,
+          b.pinned === false ? el("span", { class: "badge", textContent: "detached",
+            title: "not in the prompt every turn: the model sees its label and description and opens it with memory_open" }) : null,
           b.shared_with > 0 ? el("span", { class: "badge", textContent: `shared with ${b.shared_with}` }) : null,
           el("span", { class: "badge", textContent: `v${b.version}` }),
           el("span", { class: "desc", textContent: `${b.chars} / ${b.limit} chars · ${b.description || "no description"}` }),

@@ -58,6 +58,10 @@ def test_bad_settings_are_clear(tmp_path: Path) -> None:
         load_settings(bad)
     with pytest.raises(ConfigError, match="Cannot read config file"):
         load_settings(tmp_path / "missing.toml")
+    # a setting written after a [[default_blocks]] table is inside that table in TOML: refused, not ignored
+    bad.write_text('[[default_blocks]]\nlabel = "human"\nagent_loop = true\n')
+    with pytest.raises(ConfigError, match="agent_loop"):
+        load_settings(bad)
 
 
 def test_object_store_uri_without_local_paths() -> None:

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
@@ -20,6 +20,9 @@ Transport = Literal["stdio", "sse", "http"]
 
 
 class BlockSpec(BaseModel):
+    # An unknown key is refused: in TOML, a setting written after a [[default_blocks]] table lands inside it
+    model_config = ConfigDict(extra="forbid")
+
     label: str
     value: str = ""
     description: str = ""

@@ -93,3 +93,37 @@ def test_a_failed_write_leaves_no_turn_behind(settings: Settings, memory: Memory
         raise AssertionError("a message with an unknown role was accepted")
     (msg,) = archive.log_messages(agent, [{"role": "user", "content": "next turn"}])
     assert _text_of(memory, msg.id).endswith("next turn stored turn")
+
+
+def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
+    # mallopt(M_ARENA_MAX) is write-only in glibc; check the effect: with the cap, threads share arenas, so many
+    # threads allocating at once create at most that many (counted from malloc_info's <heap> entries)
+    probe = textwrap.dedent(
+        """
+        import ctypes, os, re, sys, threading, tempfile
+        from tiermem.memtrim import limit_arenas, trim
+        assert limit_arenas(int(sys.argv[1])) or sys.argv[1] == "0"
+        keep = []
+        gate = threading.Barrier(16)
+        def work():
+            gate.wait()  # all at once: contention is what makes glibc open another arena
+            for _ in range(20):
+                keep.append([bytearray(256) for _ in range(2000)])
+        threads = [threading.Thread(target=work) for _ in range(16)]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        libc = ctypes.CDLL("libc.so.6")
+        libc.fdopen.restype = ctypes.c_void_p
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fflush.argtypes = [ctypes.c_void_p]
+        fd, path = tempfile.mkstemp()
+        f = libc.fdopen(fd, b"w"); libc.malloc_info(0, f); libc.fflush(f)
+        print(len(re.findall(r'<heap nr="', open(path).read())))
+        trim()
+        """
+    )
+    counts = {}
+    for cap in ("2", "0"):
+        out = subprocess.run([PYTHON, "-c", probe, cap], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        counts[cap] = int(out.stdout.split()[-1])
+    assert counts["2"] <= 2 < counts["0"], counts  # e.g. {"2": 2, "0": 9} here

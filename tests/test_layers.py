@@ -11,7 +11,7 @@ from .conftest import ROOT
 
 SRC = ROOT / "src" / "tiermem"
 LAYER = {
-    "config": 0, "errors": 0, "records": 0,
+    "config": 0, "errors": 0, "records": 0, "memtrim": 0,
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
     "memory": 2, "archive": 2,
     "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,

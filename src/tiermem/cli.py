@@ -238,8 +238,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def serve(settings: Settings) -> None:
+    from .memtrim import limit_arenas
     from .runtime import MemoryHandle
     from .server import build_server
+
+    limit_arenas(settings.malloc_arenas)  # before LanceDB's and onnxruntime's threads exist
 
     tokens = _tokens(settings) if settings.transport != "stdio" else []
     _check_bind(settings, tokens)

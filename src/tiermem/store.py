@@ -951,6 +951,9 @@ class Store:
                         time.sleep(0.05 * (attempt + 1))
         finally:
             self._optimizing.release()
+        from .memtrim import trim
+
+        trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report
 
     def table_versions(self) -> dict[str, int]:

@@ -211,6 +211,22 @@ async def test_legacy_subscribe_notifications(settings: Settings) -> None:
     assert received.count("notifications/resources/updated memory://blocks/human") == 1, received
 
 
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_subscriptions_are_released_when_the_client_disconnects(settings: Settings) -> None:
+    server = serve_in_process(settings)
+    notifier = server.runtime.notifier
+    for n in range(3):  # clients that subscribe and leave without unsubscribing
+        async with Client(server, cache=None, mode="legacy") as c:
+            await c.subscribe_resource("memory://blocks/human")
+            await c.subscribe_resource(f"memory://blocks/later-{n}")
+            assert notifier.subscriptions() == 2
+        assert notifier.subscriptions() == 0 and notifier._subscribers == {}
+    async with Client(server, cache=None, mode="legacy") as c:  # and the next client is still notified
+        await c.subscribe_resource("memory://blocks/human")
+        await call(c, "core_memory_append", label="human", content="Likes tea")
+        assert notifier.subscriptions() == 1
+
+
 async def test_idempotency_keys(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}

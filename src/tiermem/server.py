@@ -63,6 +63,7 @@ class Notifier:
     def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
         self._pending: deque[Change] = deque()
         self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
+        self._cleanup: set[int] = set()  # ids of connections whose close already drops their subscriptions
         self._agent_id: str | None = None
         self._handle = handle
         self._watch_seconds = watch_seconds
@@ -121,6 +122,12 @@ class Notifier:
         channel = self._channel(session)
         if channel not in channels:
             channels.append(channel)
+        # Forget the client's subscriptions when its connection closes (the SDK unwinds the connection's exit
+        # stack then), instead of holding the connection until a notification to it fails.
+        stack = getattr(channel, "exit_stack", None)
+        if stack is not None and id(channel) not in self._cleanup:
+            self._cleanup.add(id(channel))
+            stack.callback(self._forget, channel)
         if self._handle is not None and self._watch_seconds > 0 and not self._watching:
             self._watching = True
             token = anyio.lowlevel.current_token()
@@ -131,6 +138,22 @@ class Notifier:
         channel = self._channel(session)
         if channel in channels:
             channels.remove(channel)
+        if not channels:
+            self._subscribers.pop(uri, None)
+
+    def _forget(self, channel: Any) -> None:
+        """Drop every subscription of a closed connection."""
+        self._cleanup.discard(id(channel))
+        for uri in list(self._subscribers):
+            channels = [c for c in self._subscribers[uri] if c is not channel]
+            if channels:
+                self._subscribers[uri] = channels
+            else:
+                del self._subscribers[uri]
+
+    def subscriptions(self) -> int:
+        """Open subscriptions (a connection subscribed to two URIs counts twice)."""
+        return sum(len(channels) for channels in self._subscribers.values())
 
     async def flush(self, ctx: Context[Any, Any] | None) -> None:
         while self._pending:
@@ -151,7 +174,7 @@ class Notifier:
             try:
                 await channel.send_resource_updated(uri)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._subscribers[uri].remove(channel)  # that client is gone
+                self._forget(channel)  # that client is gone
 
     async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
         if ctx is not None:

@@ -219,4 +219,4 @@ def test_s3_kill_during_bulk_insert(tmp_path: Path, s3_endpoint: str) -> None:
 
 
 def test_s3_kill_during_import(tmp_path: Path, s3_endpoint: str) -> None:
-    kill_during_import(s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500)
+    kill_during_import(s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500, stage="messages")

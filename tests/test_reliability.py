@@ -310,3 +310,32 @@ def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
         assert json.dumps([v.value for v in ro.history(agent, "human", 10)]) == json.dumps(["Name: Ada", ""])
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_kill_during_memory_graph_import(tmp_path: Path) -> None:
+    """A memory.jsonl graph lands batch by batch (each whole); a re-run after kill -9 adds only what is missing."""
+    target = local_target(tmp_path)
+    graph = tmp_path / "memory.jsonl"
+    n = 1500
+    graph.write_text("".join(json.dumps({"type": "entity", "name": f"e{i}", "entityType": "thing",
+                                         "observations": [f"observation {i} " + "words " * 10]}) + "\n" for i in range(n)),
+                     encoding="utf-8")
+    watch = open_memory(target.settings(), start_embedder=False)
+    watch.ensure_agent("default")
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "import", str(graph), *target.where], cwd=ROOT, env=target.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while watch.store.count("passages") == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, "the import finished before the kill; grow the file"
+    partial = watch.store.count("passages")
+    assert 0 < partial < n and partial % 256 == 0  # whole batches only
+    again = target.cli("import", str(graph), "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert (report["passages"], report["already_present"]) == (n - partial, partial)
+    texts = [r["content"] for r in watch.store.all_rows("passages")]
+    assert len(texts) == len(set(texts)) == n
+    assert_doctor_healthy(target)

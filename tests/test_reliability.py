@@ -99,7 +99,7 @@ class Target:
         return f"load_settings(data_dir={str(self.data)!r}, embedding_model='hashing')"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True, cwd=ROOT,
+        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True, check=False, cwd=ROOT,
                               env=self.env, timeout=600)
 
 

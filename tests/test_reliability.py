@@ -99,8 +99,8 @@ class Target:
         return f"load_settings(data_dir={str(self.data)!r}, embedding_model='hashing')"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True, check=False, cwd=ROOT,
-                              env=self.env, timeout=600)
+        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True,
+                              check=False, cwd=ROOT, env=self.env, timeout=600)
 
 
 def local_target(tmp_path: Path) -> Target:

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 
 from .conftest import PYTHON, ROOT, text_of
+from .test_reliability import Target, kill_during_block_edits, kill_during_bulk_insert, kill_during_import
 from .test_transports import free_port, server_env, wait_for_port
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[test]')")
@@ -201,3 +202,21 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
     finally:
         for proc, _ in procs:
             stop(proc)
+
+
+def s3_target(tmp_path: Path, endpoint: str, name: str) -> Target:
+    config = s3_config(tmp_path, endpoint, f"{name}-{uuid.uuid4().hex[:8]}")
+    return Target(["--config", str(config)], env(tmp_path), config=config)
+
+
+def test_s3_kill_during_block_edits(tmp_path: Path, s3_endpoint: str) -> None:
+    m = kill_during_block_edits(s3_target(tmp_path, s3_endpoint, "kill-edits"), acks=15)
+    assert m.store.uri.startswith("s3://")
+
+
+def test_s3_kill_during_bulk_insert(tmp_path: Path, s3_endpoint: str) -> None:
+    kill_during_bulk_insert(s3_target(tmp_path, s3_endpoint, "kill-bulk"), batches=5)
+
+
+def test_s3_kill_during_import(tmp_path: Path, s3_endpoint: str) -> None:
+    kill_during_import(s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500, stage="messages")

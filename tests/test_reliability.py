@@ -9,6 +9,7 @@ import subprocess
 import textwrap
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -18,10 +19,10 @@ from mcp import Client
 from tiermem import blocks as b
 from tiermem.errors import StoreError
 from tiermem.factory import open_memory
-from tiermem.config import load_settings
+from tiermem.config import Settings, load_settings
 from tiermem.core.migrate import open_core
 from tiermem.memory import Memory
-from tiermem.store import Store
+from tiermem.store import Store, sql_str
 
 from .conftest import PYTHON, ROOT, text_of
 from .test_transports import server_env, stdio_params
@@ -77,16 +78,50 @@ async def test_torture_eight_servers_one_data_dir(tmp_path: Path) -> None:
     print(f"torture: {WORKERS} servers, {writes} writes in {elapsed:.1f}s ({writes / elapsed:.1f} writes/s), 0 lost")
 
 
-def test_kill_during_block_edits(tmp_path: Path) -> None:
-    """kill -9 a server mid-edit: every acknowledged append survives, history is whole after reopening."""
+@dataclass
+class Target:
+    """Where the store lives (a local directory, or a bucket named by a config file) and how to reach it."""
+
+    where: list[str]  # the command-line flags naming the store
+    env: dict[str, str]
+    data: Path | None = None
+    config: Path | None = None
+
+    def settings(self) -> Settings:
+        if self.config is not None:
+            return load_settings(self.config)
+        return load_settings(data_dir=self.data, embedding_model="hashing")
+
+    def settings_code(self) -> str:
+        """The same settings, as Python for a child process."""
+        if self.config is not None:
+            return f"load_settings(__import__('pathlib').Path({str(self.config)!r}))"
+        return f"load_settings(data_dir={str(self.data)!r}, embedding_model='hashing')"
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True,
+                              check=False, cwd=ROOT, env=self.env, timeout=600)
+
+
+def local_target(tmp_path: Path) -> Target:
     data = tmp_path / "data"
+    return Target(["--data-dir", str(data)], server_env(tmp_path), data=data)
+
+
+def assert_doctor_healthy(target: Target) -> None:
+    doctor = target.cli("doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+def kill_during_block_edits(target: Target, acks: int) -> Memory:
+    """kill -9 a server mid-edit: every acknowledged append survives, history is whole after reopening."""
     driver = textwrap.dedent(f"""
         import anyio, sys
         from mcp import Client, StdioServerParameters
         async def main():
-            p = StdioServerParameters(command={PYTHON!r}, args=["-m", "tiermem", "serve", "--data-dir", {str(data)!r}],
-                                      env={server_env(tmp_path)!r}, cwd={str(ROOT)!r})
-            async with Client(p, cache=None) as c:
+            p = StdioServerParameters(command={PYTHON!r}, args=["-m", "tiermem", "serve", *{target.where!r}],
+                                      env={target.env!r}, cwd={str(ROOT)!r})
+            async with Client(p, cache=None, read_timeout_seconds=120) as c:
                 i = 0
                 while True:
                     r = await c.call_tool("core_memory_append", {{"label": "human", "content": f"n{{i}}"}})
@@ -99,30 +134,35 @@ def test_kill_during_block_edits(tmp_path: Path) -> None:
                             cwd=ROOT, start_new_session=True)
     acked = []
     assert proc.stdout is not None
-    deadline = time.monotonic() + 90
-    while len(acked) < 25 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 180
+    while len(acked) < acks and time.monotonic() < deadline:
         line = proc.stdout.readline()
         if line.startswith("ack "):
             acked.append(line.split()[1])
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its server, mid-edit
     proc.wait(timeout=10)
-    assert len(acked) >= 25
-    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
-    assert m.core.name == "sqlite" and (data / "core.sqlite3").exists()
+    assert len(acked) >= acks
+    m = open_memory(target.settings(), start_embedder=False)
     agent = m.ensure_agent("default").id
     lines = check_chain(m, agent, "human")
     assert lines[: len(acked)] == acked and len(lines) - len(acked) <= 1  # at most the unacknowledged one
-    doctor = subprocess.run([PYTHON, "-m", "tiermem", "doctor", "--data-dir", str(data)], capture_output=True, text=True,
-                            cwd=ROOT, env=server_env(tmp_path), timeout=120)
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    print(f"edits killed after {len(acked)} acknowledged appends: {len(acked)} present, "
+          f"{len(lines) - len(acked)} unacknowledged one landed, history chain whole")
+    assert_doctor_healthy(target)
+    return m
 
 
-def test_kill_during_bulk_insert(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def test_kill_during_block_edits(tmp_path: Path) -> None:
+    target = local_target(tmp_path)
+    m = kill_during_block_edits(target, acks=25)
+    assert m.core.name == "sqlite" and (tmp_path / "data" / "core.sqlite3").exists()
+
+
+def kill_during_bulk_insert(target: Target, batches: int) -> None:
     writer = textwrap.dedent(f"""
-        from tiermem.config import load_settings
+        from tiermem.config import Settings, load_settings
         from tiermem.factory import open_memory
-        m = open_memory(load_settings(data_dir={str(data)!r}, embedding_model="hashing"))
+        m = open_memory({target.settings_code()})
         agent = m.ensure_agent("default").id
         m.archive.embedder.wait(10)
         batch = 0
@@ -131,22 +171,95 @@ def test_kill_during_bulk_insert(tmp_path: Path) -> None:
             print(f"ack {{batch}}", flush=True)
             batch += 1
     """)
-    proc = subprocess.Popen([PYTHON, "-c", writer], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    proc = subprocess.Popen([PYTHON, "-c", writer], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+                            env=target.env)
     assert proc.stdout is not None
     acked = -1
-    while acked < 8:
+    while acked < batches - 1:
         line = proc.stdout.readline()
+        assert line, "the writer died before it was killed"
         if line.startswith("ack "):
             acked = int(line.split()[1])
     proc.kill()
     proc.wait(timeout=10)
-    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"))
+    m = open_memory(target.settings())
     rows = m.store.all_rows("passages")
-    batches = {r["content"].split()[1] for r in rows}
+    batches_seen = {r["content"].split()[1] for r in rows}
     for n in range(acked + 1):
         assert sum(1 for r in rows if r["content"].split()[1] == f"b{n}") == 50  # every acknowledged batch, whole
-    assert all(sum(1 for r in rows if r["content"].split()[1] == bb) == 50 for bb in batches)  # no half batch
+    assert all(sum(1 for r in rows if r["content"].split()[1] == bb) == 50 for bb in batches_seen)  # no half batch
     assert all(r["vector"] is not None for r in rows)
+    print(f"bulk insert killed after {acked + 1} acknowledged batches of 50: {len(batches_seen)} whole batches stored, "
+          "0 half batches")
+    assert_doctor_healthy(target)
+
+
+def test_kill_during_bulk_insert(tmp_path: Path) -> None:
+    kill_during_bulk_insert(local_target(tmp_path), batches=9)
+
+
+def big_agent_file(path: Path, messages: int, passages: int) -> Path:
+    """A Letta agent file (the public ``loop.af``) grown to ``messages`` messages and ``passages`` passages."""
+    data = json.loads((ROOT / "tests" / "fixtures" / "agent-file" / "loop.af").read_text(encoding="utf-8"))
+    agent = data["agents"][0]
+    first = agent["messages"][0]
+    agent["messages"] = [
+        {**first, "id": f"message-{i}", "role": "user" if i % 2 == 0 else "assistant", "tool_calls": [],
+         "tool_returns": [], "content": [{"type": "text", "text": f"message {i} about topic{i % 97} " + "words " * 20}]}
+        for i in range(messages)
+    ]
+    agent["in_context_message_ids"] = [m["id"] for m in agent["messages"][-10:]]
+    data["tiermem"] = {"format": 1, "agents": {}, "passages": {
+        agent["id"]: [{"content": f"passage {i} fact{i} " + "words " * 10, "tags": ["bulk"]} for i in range(passages)]}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def kill_during_import(target: Target, tmp_path: Path, messages: int, passages: int, stage: str) -> None:
+    """kill -9 ``tiermem import`` mid-file, once ``stage`` (messages or passages) has a committed batch: nothing is
+    visible, doctor names the fix, a re-run completes it once."""
+    af = big_agent_file(tmp_path / "big.af", messages, passages)
+    watch = open_memory(target.settings(), start_embedder=False)  # the store exists before the import starts
+    watch.ensure_agent("default")
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "import", str(af), *target.where], cwd=ROOT, env=target.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while watch.store.count(stage) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL, once the stage's first batch is committed
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, "the import finished before the kill; grow the file"
+    m = open_memory(target.settings(), start_embedder=False)
+    assert [a.name for a in m.list_agents()] == ["default"]  # the half-written agent is not visible
+    partial = m.store.count("messages") + m.store.count("passages")
+    assert 0 < partial < messages + passages
+    doctor = target.cli("doctor")
+    assert doctor.returncode == 1 and "stray rows" in doctor.stdout and "tiermem import FILE` again" in doctor.stdout, (
+        doctor.stdout + doctor.stderr)
+
+    started = time.monotonic()
+    again = target.cli("import", str(af), "--json")
+    assert again.returncode == 0, again.stderr
+    rerun = time.monotonic() - started
+    assert json.loads(again.stdout)["imported"] == ["Loop"]
+    m = open_memory(target.settings(), start_embedder=False)
+    agent = m.get_agent("Loop").id
+    rows = m.store.select("messages", f"agent_id = {sql_str(agent)}", limit=10**9)
+    assert len(rows) == len({r["id"] for r in rows}) == messages  # each message once
+    assert sorted(int(r["content"].split()[1]) for r in rows) == list(range(messages))
+    texts = [r["content"] for r in m.store.select("passages", f"agent_id = {sql_str(agent)}", limit=10**9)]
+    assert len(texts) == len(set(texts)) == passages
+    assert m.store.count("messages") == messages and m.store.count("passages") == passages  # no leftovers
+    print(f"import killed in its {stage} with {partial} of {messages + passages} rows written (agent invisible); "
+          f"re-run imported {messages} messages + {passages} passages in {rerun:.1f}s, 0 duplicates")
+    assert_doctor_healthy(target)
+    third = target.cli("import", str(af), "--json")  # and once more: nothing is written twice
+    assert third.returncode == 0 and json.loads(third.stdout)["imported"] == [], third.stdout + third.stderr
+    assert m.store.count("messages") == messages
+
+
+def test_kill_during_import(tmp_path: Path) -> None:
+    kill_during_import(local_target(tmp_path), tmp_path, messages=2000, passages=2000, stage="passages")
 
 
 def _mount_tmpfs(path: Path, size: str) -> bool:
@@ -197,3 +310,32 @@ def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
         assert json.dumps([v.value for v in ro.history(agent, "human", 10)]) == json.dumps(["Name: Ada", ""])
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_kill_during_memory_graph_import(tmp_path: Path) -> None:
+    """A memory.jsonl graph lands batch by batch (each whole); a re-run after kill -9 adds only what is missing."""
+    target = local_target(tmp_path)
+    graph = tmp_path / "memory.jsonl"
+    n = 1500
+    graph.write_text("".join(json.dumps({"type": "entity", "name": f"e{i}", "entityType": "thing",
+                                         "observations": [f"observation {i} " + "words " * 10]}) + "\n" for i in range(n)),
+                     encoding="utf-8")
+    watch = open_memory(target.settings(), start_embedder=False)
+    watch.ensure_agent("default")
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "import", str(graph), *target.where], cwd=ROOT, env=target.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while watch.store.count("passages") == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL, "the import finished before the kill; grow the file"
+    partial = watch.store.count("passages")
+    assert 0 < partial < n and partial % 256 == 0  # whole batches only
+    again = target.cli("import", str(graph), "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert (report["passages"], report["already_present"]) == (n - partial, partial)
+    texts = [r["content"] for r in watch.store.all_rows("passages")]
+    assert len(texts) == len(set(texts)) == n
+    assert_doctor_healthy(target)

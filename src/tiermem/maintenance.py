@@ -82,9 +82,26 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
+    _check_stray_rows(memory, [a.id for a in agents], check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
     return _report(checks, as_json)
+
+
+def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
+    """Messages and passages of no visible agent: an agent-file import that was killed (the agent row is written last)."""
+    from .store import sql_str
+
+    where = f"agent_id NOT IN ({', '.join(sql_str(i) for i in agent_ids)})" if agent_ids else None
+    stray = {t: memory.store.count(t, where) for t in ("messages", "passages")}
+    if not any(stray.values()):
+        check("stray rows", True, "every message and passage belongs to an agent")
+        return
+    check("stray rows", False,
+          f"{stray['messages']} messages and {stray['passages']} passages belong to no agent: an import that was "
+          "interrupted (or is still running), or an agent deletion that was; no search reaches them",
+          "run the same `tiermem import FILE` again: it finishes the import without writing anything twice "
+          "(rows left by an interrupted agent deletion are harmless)")
 
 
 def _check_transport(settings: Settings, check: Any) -> None:

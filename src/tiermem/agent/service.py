@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ..memory import Memory
 
 
-
 def loop_settings(settings: Settings) -> LoopSettings:
     return LoopSettings(
         max_steps=settings.max_steps,

@@ -93,6 +93,24 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
         assert json.loads(text_of(history))["versions"][0]["actor"] == "agent"
 
 
+async def test_memory_tool_edits_appear_in_the_report(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    """The ``memory`` tool names its block by ``path`` (``old_path`` to rename); a view edits nothing."""
+    fake.add(
+        fa.tools([("memory", {"command": "view", "path": "/memories"}),
+                  ("memory", {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"}),
+                  ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
+                  ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"})]),
+        fa.text("Noted."),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, is_error = await chat(c, "I like tea; my project is tiermem.")
+        assert not is_error and reply == "Noted."
+        assert [s["status"] for s in info["steps"]] == ["OK"] * 4
+        assert info["memory_edits"] == ["human", "notes"]
+        assert "Likes tea" in await read(c, "memory://blocks/human")
+        assert "Project: tiermem" in await read(c, "memory://blocks/project")
+
+
 async def test_failed_tool_call_is_reported_to_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(fa.tool("memory_replace", {"label": "human", "old_string": "absent", "new_string": "x"}),
              fa.text("Sorry, that did not work."))

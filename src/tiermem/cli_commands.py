@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .errors import TiermemError
+from .errors import ConfigError, ConflictError, EditError, TiermemError, ValidationError
 
 if TYPE_CHECKING:
     import argparse
@@ -133,10 +133,10 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
         done = subprocess.run([*shlex.split(editor), path], check=False)
     except OSError as exc:
         os.unlink(path)
-        raise TiermemError(f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. EDITOR=nano).") from exc
+        raise ConfigError(f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. EDITOR=nano).") from exc
     if done.returncode != 0:
         os.unlink(path)
-        raise TiermemError(f"The editor exited with status {done.returncode}; the block was not changed.")
+        raise EditError(f"The editor exited with status {done.returncode}; the block was not changed.")
     value = open(path, encoding="utf-8").read()
     if value == block.value:
         os.unlink(path)
@@ -144,14 +144,14 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
         return
     current = memory.block(agent_id, label)
     if current.version != block.version:
-        raise TiermemError(
+        raise ConflictError(
             f"{label} changed while you were editing (version {block.version} -> {current.version}); nothing was "
             f"written. Your text is kept in {path}: run `tiermem blocks edit {label}` again and merge it."
         )
     try:
         saved = memory.edit(agent_id, label, Rethink(value, operation="edit", check_line_numbers=False), actor="human")
     except TiermemError as exc:
-        raise TiermemError(f"{exc} Nothing was written; your text is kept in {path}.") from exc
+        raise type(exc)(f"{exc} Nothing was written; your text is kept in {path}.") from exc
     os.unlink(path)
     print(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
 
@@ -160,7 +160,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     archive = memory.archive
     assert archive is not None
     if not 1 <= args.limit <= 100:
-        raise TiermemError(f"--limit must be from 1 to 100, got {args.limit}.")
+        raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
     # Read-only: a mistyped --agent names the agents instead of creating an empty one.
     agent = memory.ensure_agent(settings.agent) if settings.agent == "default" else memory.get_agent(settings.agent)
     rows: list[dict[str, Any]] = []
@@ -205,13 +205,13 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         updates["agent_type"] = args.agent_type
     if args.sleeptime is not None:
         if args.sleeptime < 0:
-            raise TiermemError("--sleeptime must be 0 (off) or a positive number of turns.")
+            raise ValidationError("--sleeptime must be 0 (off) or a positive number of turns.")
         updates["sleeptime_frequency"] = str(args.sleeptime)
     if args.autoclear is not None:
         updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
     system = sys.stdin.read() if args.system == "-" else args.system
     if not updates and system is None:
-        raise TiermemError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
+        raise ValidationError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
     agent = memory.set_agent_metadata(agent.id, updates, system=system)
     if args.json:
         print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
@@ -254,7 +254,7 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
                   f"pinned={str(is_pinned(b)).lower()}")
         if args.value is None and not settings_given:
-            raise TiermemError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
+            raise ValidationError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
                                "--pinned/--detached.")
     elif args.action == "create":
         spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)

@@ -39,8 +39,20 @@ class StoreError(TiermemError):
     """The storage layer failed (disk full, permissions, corrupt table); the message says what to check."""
 
 
+class StoreReadError(StoreError):
+    """Reading the data directory failed (files missing or damaged, no permission); nothing was changed."""
+
+
+class StoreWriteError(StoreError):
+    """Writing to the data directory failed (disk full, read-only, damaged table); nothing was written."""
+
+
 class SchemaError(StoreError):
     """The data directory was written by another schema version or another embedding model."""
+
+
+class NotOpenError(TiermemError):
+    """A part of memory the operation needs (recall and archival) is not open in this process."""
 
 
 class EmbeddingError(TiermemError):

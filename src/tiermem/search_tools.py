@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from .errors import ValidationError
 from .runtime import runtime_of
-from .tools import ADD, CHANGE, READ, Entry, structured
+from .tools import structured
 
 if TYPE_CHECKING:
     from .archive import Archive, SearchResult
@@ -217,13 +217,3 @@ async def archival_memory_list(
     ]
     next_offset = offset + len(items) if offset + len(items) < total else None
     return structured({"passages": items, "total": total, "offset": offset, "next_offset": next_offset})
-
-
-SEARCH_TOOLS: dict[str, Entry] = {
-    "conversation_log": (conversation_log, ADD, "Record conversation turns"),
-    "conversation_search": (conversation_search, READ, "Search past conversations"),
-    "archival_memory_insert": (archival_memory_insert, ADD, "Save to archival memory"),
-    "archival_memory_search": (archival_memory_search, READ, "Search archival memory"),
-    "archival_memory_delete": (archival_memory_delete, CHANGE, "Delete an archival passage"),
-    "archival_memory_list": (archival_memory_list, READ, "List archival memory"),
-}

@@ -31,10 +31,9 @@ from pydantic import ValidationError as ArgumentsError
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
+from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
-from .search_tools import SEARCH_TOOLS
 from .surface import check_arguments, error_result, explain
-from .tools import CORE_TOOLS, register_tools
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -197,22 +196,7 @@ class Notifier:
 # Tool groups
 # ---------------------------------------------------------------------------
 
-TOOL_GROUPS: dict[str, tuple[str, ...]] = {
-    "letta": ("memory_replace", "memory_insert", "memory_rethink"),
-    "classic": ("core_memory_append", "core_memory_replace"),
-    "patch": ("memory_apply_patch",),
-    "memory_tool": ("memory",),
-    "read": ("core_memory_view", "memory_open"),
-    "history": ("memory_history", "memory_revert"),
-    "recall": ("conversation_log", "conversation_search"),
-    "archival": ("archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"),
-    "agent": ("agent_chat",),
-}
-PRESETS: dict[str, tuple[str, ...]] = {
-    "default": ("letta", "classic", "memory_tool", "read", "history", "recall", "archival"),
-    "minimal": ("letta", "read", "conversation_search", "archival_memory_insert", "archival_memory_search"),
-    "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
-}
+# TOOL_GROUPS and PRESETS derive from the registry (registry.py); re-exported here for callers and tests.
 
 
 def resolve_tools(items: Iterable[str]) -> list[str]:
@@ -349,7 +333,7 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         extensions=list(extensions),
     )
     server.runtime = runtime
-    register_tools(server, {**CORE_TOOLS, **SEARCH_TOOLS}, resolve_tools(settings.tools))
+    register_tools(server, TOOLS, resolve_tools(settings.tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     _register_legacy_subscriptions(server, notifier)

@@ -18,14 +18,23 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import lancedb
 import pyarrow as pa
 
-from .errors import NotFoundError, SchemaError, StoreError, TiermemError, ValidationError
+from .errors import (
+    NotFoundError,
+    SchemaError,
+    StoreError,
+    StoreReadError,
+    StoreWriteError,
+    TiermemError,
+    ValidationError,
+)
 from .records import Agent, Block, BlockVersion, Message, Passage
 
 log = logging.getLogger(__name__)
@@ -83,16 +92,72 @@ def check_id(value: str, what: str = "id") -> str:
     return value
 
 
-def _write_error(uri: str, what: str, exc: BaseException) -> StoreError:
+# ---------------------------------------------------------------------------
+# The library boundary: every call into LanceDB / Arrow is inside ``library`` (reads, via ``reads``)
+# or ``writes``, so what reaches a caller (and a model) is a StoreError subclass that says what to do.
+# ---------------------------------------------------------------------------
+
+# Lance and Arrow raise RuntimeError ("lance error: ..."), OSError (ArrowIOError) or ValueError (ArrowInvalid).
+LIBRARY_ERRORS = (RuntimeError, OSError, ValueError)
+_SOURCE_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")  # the Rust source line Lance appends to its messages
+
+
+def _first_line(exc: BaseException) -> str:
+    text = _SOURCE_LOCATION.sub("", str(exc)).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _write_error(uri: str, what: str, exc: BaseException) -> StoreWriteError:
     text = str(exc)
     if "os error 28" in text or "No space left" in text:
-        return StoreError(f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
-                          "written. Free some space and try again.")
+        return StoreWriteError(f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
+                               "written. Free some space and try again.")
     if "os error 30" in text or "Read-only file system" in text or "os error 13" in text or "Permission denied" in text:
-        return StoreError(f"The data directory {uri} is read-only (while writing {what}); nothing was written. Make it "
-                          "writable, or choose another with --data-dir.")
-    first = text.splitlines()[0][:300] if text else type(exc).__name__
-    return StoreError(f"Writing {what} to the data directory {uri} failed: {first}. Nothing was written.")
+        return StoreWriteError(f"The data directory {uri} is read-only (while writing {what}); nothing was written. "
+                               "Make it writable, or choose another with --data-dir.")
+    return StoreWriteError(f"Writing {what} to the data directory {uri} failed: {_first_line(exc)}. Nothing was written.")
+
+
+def _read_error(uri: str, what: str, exc: BaseException) -> StoreReadError:
+    text = str(exc)
+    if "os error 13" in text or "Permission denied" in text:
+        return StoreReadError(f"The data directory {uri} cannot be read (permission denied, while reading {what}); "
+                              "nothing was changed. Give this user read access, or choose another with --data-dir.")
+    if "Not found" in text or "os error 2" in text or "No such file" in text:
+        return StoreReadError(f"Part of the data directory {uri} is missing (while reading {what}): {_first_line(exc)}. "
+                              "Nothing was changed. Check `tiermem doctor`, and restore the directory from a copy or a "
+                              "backup (`tiermem import backup.jsonl`) if files were removed.")
+    return StoreReadError(f"Reading {what} from the data directory {uri} failed: {_first_line(exc)}. Nothing was "
+                          "changed. If it persists the data may be damaged: check `tiermem doctor`.")
+
+
+@contextmanager
+def library(uri: str, what: str, *, writing: bool = False) -> Iterator[None]:
+    """The boundary: a library error inside becomes a ``StoreReadError`` (``StoreWriteError`` when ``writing``)
+    naming ``what`` was read or written. ``writes`` adds retries on commit conflicts for idempotent writes.
+
+    Errors of ours (already translated by an inner boundary, or raised on purpose) pass unchanged.
+    """
+    try:
+        yield
+    except TiermemError:
+        raise
+    except LIBRARY_ERRORS as exc:
+        raise (_write_error if writing else _read_error)(uri, what, exc) from exc
+
+
+def reads(what: str) -> Callable[[F], F]:
+    """Run a read method of ``Store`` inside the ``library`` boundary."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+            with library(self.uri, what):
+                return fn(self, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 _CONFLICT_MARKERS = ("commit conflict", "too many concurrent")
@@ -115,7 +180,7 @@ def writes(what: str) -> Callable[[F], F]:
                     return fn(self, *args, **kwargs)
                 except TiermemError:
                     raise
-                except (RuntimeError, OSError, ValueError) as exc:
+                except LIBRARY_ERRORS as exc:
                     conflict = any(m in str(exc).lower() for m in _CONFLICT_MARKERS)
                     if not conflict or attempt == _CONFLICT_ATTEMPTS - 1:
                         raise _write_error(self.uri, what, exc) from exc
@@ -429,8 +494,9 @@ class Store:
     @classmethod
     def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
         """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
-        db = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
-        meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in _names(db) else []
+        with library(uri, "the meta table"):
+            db = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
+            meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in _names(db) else []
         meta = {r["key"]: r["value"] for r in meta_rows}
         return cls(
             uri,
@@ -518,6 +584,7 @@ class Store:
             "Export it with the tiermem that wrote it, or use another --data-dir."
         )
 
+    @reads("settings")
     def meta(self) -> dict[str, str]:
         return {r["key"]: r["value"] for r in self._tables["meta"].to_arrow().to_pylist()}
 
@@ -529,20 +596,22 @@ class Store:
     # -- small helpers -----------------------------------------------------
 
     def _rows(self, table: str, where: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        q = self._tables[table].search()
-        if where:
-            q = q.where(where)
-        rows: list[dict[str, Any]] = q.limit(limit).to_list()  # limit None: every matching row
+        with library(self.uri, f"the {table} table"):
+            q = self._tables[table].search()
+            if where:
+                q = q.where(where)
+            rows: list[dict[str, Any]] = q.limit(limit).to_list()  # limit None: every matching row
         return rows
 
     def _snapshot(self, table: str) -> list[dict[str, Any]]:
         """Every row of a small table, re-read only when its version moved (any process's write)."""
         t = self._tables[table]
-        version = int(t.version)  # checks out the latest version: sees other processes' writes
-        cached = self._snapshots.get(table)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        rows: list[dict[str, Any]] = t.to_arrow().to_pylist()
+        with library(self.uri, f"the {table} table"):
+            version = int(t.version)  # checks out the latest version: sees other processes' writes
+            cached = self._snapshots.get(table)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            rows: list[dict[str, Any]] = t.to_arrow().to_pylist()
         self._snapshots[table] = (version, rows)
         return rows
 
@@ -557,14 +626,17 @@ class Store:
 
     # -- agents --------------------------------------------------------------
 
+    @reads("agents")
     def list_agents(self) -> list[Agent]:
         rows = _first_by(self._snapshot("agents"), "id")
         return sorted((_agent(r) for r in rows), key=lambda a: a.name)
 
+    @reads("agents")
     def find_agent(self, name: str) -> Agent | None:
         rows = [r for r in self._snapshot("agents") if r["name"] == name]
         return _agent(rows[0]) if rows else None
 
+    @reads("agents")
     def get_agent(self, agent_id: str) -> Agent:
         rows = [r for r in self._snapshot("agents") if r["id"] == agent_id]
         if not rows:
@@ -585,6 +657,7 @@ class Store:
 
     # -- conversations (agent-loop state) -----------------------------------------
 
+    @reads("conversation state")
     def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
         key = f"{agent_id}:{conversation_id}"
         rows = [r for r in self._snapshot("conversations") if r["key"] == key]
@@ -597,6 +670,7 @@ class Store:
         t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([row])
         self._wrote()
 
+    @reads("messages")
     def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
         """Messages of one conversation with ``seq >= start_seq``, oldest first."""
         where = (
@@ -607,6 +681,7 @@ class Store:
         rows.sort(key=lambda r: r["seq"])
         return [message_from_row(r) for r in rows]
 
+    @reads("messages")
     def agent_messages(self, agent_id: str) -> list[Message]:
         """Every message of one agent, by conversation then order (for export and backup)."""
         rows = self._tables["messages"].search().where(f"agent_id = {sql_str(agent_id)}").select(
@@ -625,9 +700,11 @@ class Store:
             self.mark_unembedded(table)
         return int(result.num_inserted_rows)
 
+    @reads("a table's schema")
     def schema_fields(self, table: str) -> list[str]:
         return [f.name for f in self._tables[table].schema]
 
+    @reads("a message")
     def message(self, message_id: str) -> Message | None:
         rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
             list(_MESSAGE_COLUMNS)).limit(1).to_list()
@@ -636,21 +713,25 @@ class Store:
 
     # -- blocks --------------------------------------------------------------
 
+    @reads("blocks")
     def get_block(self, block_id: str) -> Block | None:
         rows = [r for r in self._snapshot("blocks") if r["id"] == block_id]
         return _block(rows[0]) if rows else None
 
+    @reads("blocks")
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
         wanted = set(block_ids)
         rows = _first_by((r for r in self._snapshot("blocks") if r["id"] in wanted), "id")
         return [_block(r) for r in rows]
 
 
+    @reads("block attachments")
     def attached_block_ids(self, agent_id: str) -> list[str]:
         rows = [r for r in self._snapshot("attachments") if r["agent_id"] == agent_id]
         rows.sort(key=lambda r: (r["created_us"], r["block_id"]))
         return [r["block_id"] for r in _first_by(rows, "block_id")]
 
+    @reads("block attachments")
     def agents_of_block(self, block_id: str) -> list[str]:
         rows = [r for r in self._snapshot("attachments") if r["block_id"] == block_id]
         return [r["agent_id"] for r in _first_by(rows, "agent_id")]
@@ -695,6 +776,7 @@ class Store:
         self._tables["block_history"].merge_insert("key").when_not_matched_insert_all().execute([_version_row(version)])
         self._wrote()
 
+    @reads("block history")
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]:
         rows = self._rows("block_history", f"block_id = {sql_str(block_id)}")
         rows.sort(key=lambda r: r["operation"] == "recovered")  # a writer's own row wins over a recovered copy
@@ -704,6 +786,7 @@ class Store:
             rows = rows[:limit]
         return [_version(r) for r in rows]
 
+    @reads("block history")
     def history_version(self, block_id: str, version: int) -> BlockVersion | None:
         rows = self._rows("block_history", f"key = {sql_str(f'{block_id}:{int(version)}')}", limit=1)
         return _version(rows[0]) if rows else None
@@ -721,6 +804,7 @@ class Store:
 
     # -- idempotent requests ---------------------------------------------------
 
+    @reads("an idempotency record")
     def get_request(self, key: str) -> dict[str, Any] | None:
         rows = self._rows("requests", f"key = {sql_str(key)}", limit=1)
         return rows[0] if rows else None
@@ -755,6 +839,7 @@ class Store:
             t.merge_insert("id").when_matched_update_all().execute(rows)
             self._wrote(len(rows))
 
+    @reads("rows without vectors")
     def rows_without_vectors(self, table: str, limit: int = 256, where: str | None = None) -> list[dict[str, Any]]:
         return self._rows(table, f"({where}) AND vector IS NULL" if where else "vector IS NULL", limit=limit)
 
@@ -765,6 +850,7 @@ class Store:
     # written after its rows, so rows whose mark was read are in the count. Rows a crash left unmarked
     # are found by the full count each process makes when it opens the store (``factory.open_memory``).
 
+    @reads("settings")
     def unembedded_marks(self, table: str) -> dict[str, str]:
         """The marks announcing rows without vectors in ``table`` (cheap: meta is re-read only when it changed)."""
         prefix = f"{_UNEMBEDDED}{table}:"
@@ -777,6 +863,7 @@ class Store:
         except StoreError as exc:  # the rows are stored; the next process to open the store counts them
             log.warning("could not record rows without vectors in %s: %s", table, exc)
 
+    @reads("rows without vectors")
     def settle_unembedded(self, table: str) -> int:
         """Rows of ``table`` without vectors; when there are none, clear the marks read before counting."""
         marks = self.unembedded_marks(table)
@@ -790,9 +877,11 @@ class Store:
         where = " OR ".join(f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in marks.items())
         self._tables["meta"].delete(where)
 
+    @reads("a table version")
     def version(self, table: str) -> int:
         return int(self._tables[table].version)
 
+    @reads("tags")
     def distinct_tags(self, agent_id: str) -> list[str]:
         import pyarrow.compute as pc
 
@@ -802,15 +891,18 @@ class Store:
         flat = pc.list_flatten(data.column("tags").combine_chunks())
         return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
+    @reads("the latest row")
     def newest(self, table: str, where: str) -> dict[str, Any] | None:
         """The latest row matching ``where`` (by time, then sequence)."""
         data = self._tables[table].search().where(where).select(["content", "created_us", "seq"]).limit(None).to_list()
         return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
+    @reads("row counts")
     def count(self, table: str, where: str | None = None) -> int:
         t = self._tables[table]
         return int(t.count_rows(where) if where else t.count_rows())
 
+    @reads("rows")
     def select(
         self, table: str, where: str | None, *, limit: int, offset: int = 0
     ) -> list[dict[str, Any]]:
@@ -842,6 +934,7 @@ class Store:
             self._wrote()
         return int(before)
 
+    @reads("vector search results")
     def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
         q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
         # Never ship vectors back (converting them costs more than the search); naming the score column
@@ -853,6 +946,7 @@ class Store:
             q = q.where(where, prefilter=True)
         return q.limit(limit).to_list()
 
+    @reads("full-text search results")
     def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
@@ -863,6 +957,7 @@ class Store:
 
     # -- indexes -------------------------------------------------------------
 
+    @reads("the search indexes")
     def _has_fts(self, table: str) -> bool:
         if table in self._fts_ready:
             return True
@@ -871,6 +966,7 @@ class Store:
             self._fts_ready.add(table)  # indexes are never dropped by tiermem
         return found
 
+    @reads("the search indexes")
     def ensure_fts(self, table: str) -> None:
         from lancedb.index import FTS, Bitmap
 
@@ -885,8 +981,9 @@ class Store:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
             except (RuntimeError, ValueError) as exc:
                 if not self._has_fts(table):  # another process may have built it meanwhile
-                    raise StoreError(f"Could not build the full-text index of {table}: {exc}") from exc
+                    raise StoreWriteError(f"Could not build the full-text index of {table}: {exc}") from exc
 
+    @reads("the search indexes")
     def ensure_vector_index(self, table: str) -> bool:
         """Build an IVF-HNSW-SQ index once ``table`` is large; below that, exact search is fast enough.
 
@@ -906,10 +1003,11 @@ class Store:
         except (RuntimeError, ValueError) as exc:
             if any(i.columns == ["vector"] for i in t.list_indices()):  # another process built it meanwhile
                 return True
-            raise StoreError(f"Could not build the vector index of {table}: {exc}") from exc
+            raise StoreWriteError(f"Could not build the vector index of {table}: {exc}") from exc
         log.info("built the vector index of %s in %.1fs", table, time.perf_counter() - started)
         return True
 
+    @reads("index statistics")
     def index_health(self) -> dict[str, dict[str, int]]:
         """Rows covered and not covered by each index, per searchable table."""
         out: dict[str, dict[str, int]] = {}
@@ -956,11 +1054,13 @@ class Store:
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report
 
+    @reads("table versions")
     def table_versions(self) -> dict[str, int]:
         return {name: int(t.version) for name, t in self._tables.items()}
 
     # -- re-embedding ---------------------------------------------------------
 
+    @reads("rows")
     def all_rows(self, table: str) -> list[dict[str, Any]]:
         rows = self._rows(table)
         for r in rows:
@@ -971,18 +1071,20 @@ class Store:
         """Write ``rows`` (with new vectors) as ``table``; a crash midway is finished on next open."""
         schema = _schemas(dim)[table]
         tmp = f"{table}{_REEMBED}"
-        data = pa.Table.from_pylist(rows, schema=schema)
-        self._db.create_table(tmp, data=data, schema=schema, mode="overwrite")
-        self._finish_swap(table)
-        self._tables[table] = self._db.open_table(table)
+        with library(self.uri, f"the re-embedded {table} table", writing=True):
+            data = pa.Table.from_pylist(rows, schema=schema)
+            self._db.create_table(tmp, data=data, schema=schema, mode="overwrite")
+            self._finish_swap(table)
+            self._tables[table] = self._db.open_table(table)
 
     def _finish_swap(self, table: str) -> None:
         tmp = f"{table}{_REEMBED}"
-        copy = self._db.open_table(tmp).to_arrow()
-        if table in self._table_names():
-            self._db.drop_table(table)
-        self._db.create_table(table, data=copy, schema=copy.schema)
-        self._db.drop_table(tmp)
+        with library(self.uri, f"the re-embedded {table} table", writing=True):
+            copy = self._db.open_table(tmp).to_arrow()
+            if table in self._table_names():
+                self._db.drop_table(table)
+            self._db.create_table(table, data=copy, schema=copy.schema)
+            self._db.drop_table(tmp)
 
     def finish_reembed(self, model: str, dim: int) -> None:
         self.set_meta("embedding_model", model)

@@ -21,9 +21,8 @@ from pydantic import BaseModel
 
 from . import blocks as rules
 from .errors import TiermemError
-from .memory_tool import memory_tool
 from .runtime import runtime_of
-from .surface import describe, tidy_schema
+from .surface import tidy_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -33,27 +32,6 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 SET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
-
-Entry = tuple[Callable[..., Any], ToolAnnotations, str]
-
-
-def register_tools(server: MCPServer[Any], table: dict[str, Entry], names: list[str]) -> None:
-    """Register the chosen tools (names already resolved from presets and groups) from ``table``.
-
-    A tool whose function is annotated ``Annotated[CallToolResult, Model]`` publishes ``Model`` as its
-    output schema and returns structured content; the others return text only.
-    """
-    for name in names:
-        if name not in table:
-            continue  # e.g. agent_chat, registered by the agent loop when enabled
-        fn, annotations, title = table[name]
-        structured = returns_structured(fn)
-        if not annotations.read_only_hint:
-            fn = idempotent(name, fn)
-        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations,
-                        description=describe(fn.__doc__ or ""), structured_output=structured)
-        publish(server, name)
 
 
 def publish(server: MCPServer[Any], name: str) -> None:
@@ -297,19 +275,3 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
     """
     block = await runtime_of(ctx).call(ctx, lambda m, a: m.revert(a, label, version))
     return block.value
-
-
-CORE_TOOLS: dict[str, Entry] = {
-    "core_memory_append": (core_memory_append, ADD, "Append to a memory block"),
-    "core_memory_replace": (core_memory_replace, CHANGE, "Replace text in a memory block"),
-    "memory_replace": (memory_replace, CHANGE, "Replace unique text in a memory block"),
-    "memory_insert": (memory_insert, ADD, "Insert lines into a memory block"),
-    "memory_rethink": (memory_rethink, SET, "Rewrite a memory block"),
-    "memory_apply_patch": (memory_apply_patch, CHANGE, "Patch a memory block"),
-    "memory": (memory_tool, CHANGE, "Manage memory blocks as /memories files"),
-    "core_memory_view": (core_memory_view, READ, "View core memory"),
-    "memory_open": (memory_open, READ, "Open a memory block"),
-    "memory_history": (memory_history, READ, "Block version history"),
-    "memory_revert": (memory_revert, CHANGE, "Revert a block to an earlier version"),
-}
-

@@ -27,6 +27,8 @@ import anyio
 
 from ..errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
 from ..records import Agent, ContextWindow, Message, check_text
+from ..registry import SEND_MESSAGE as SEND_MESSAGE_NAME
+from ..registry import edited_labels
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -51,10 +53,8 @@ T = TypeVar("T")
 STYLES = ("letta_v1", "memgpt")
 HEARTBEAT = "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control"
 HEARTBEAT_FAILED = "[This is an automated system message hidden from the user] Function call failed, returning control"
-EDIT_TOOLS = frozenset({"memory_replace", "memory_insert", "memory_rethink", "memory_apply_patch", "memory",
-                        "core_memory_append", "core_memory_replace", "memory_revert"})
 SEND_MESSAGE = ToolSpec(
-    "send_message",
+    SEND_MESSAGE_NAME,
     "Sends a message to the human user. This ends your turn: the message is your reply.",
     {"type": "object", "properties": {"message": {"type": "string", "description": "Message contents. All unicode (including emojis) are supported."}},
      "required": ["message"]},
@@ -248,7 +248,7 @@ class AgentLoop:
                 for call in response.tool_calls:
                     args = dict(call.input)
                     heartbeat = bool(args.pop("request_heartbeat", False)) if style == "memgpt" else False
-                    if style == "memgpt" and call.name == "send_message":
+                    if style == "memgpt" and call.name == SEND_MESSAGE.name:
                         message = args.get("message")
                         if isinstance(message, str):
                             reply, result, is_error, ended = message, "Sent message successfully.", False, True
@@ -297,7 +297,7 @@ class AgentLoop:
         out = []
         for spec in [*specs, SEND_MESSAGE]:
             schema = copy.deepcopy(spec.input_schema)
-            if spec.name != "send_message":
+            if spec.name != SEND_MESSAGE.name:
                 schema.setdefault("properties", {})["request_heartbeat"] = REQUEST_HEARTBEAT
                 schema["required"] = [*schema.get("required", []), "request_heartbeat"]
             out.append(ToolSpec(spec.name, spec.description, schema))
@@ -469,7 +469,6 @@ def _report(messages: list[Message]) -> tuple[list[JSON], list[str], Usage]:
             body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
             steps.append({"tool": call["name"], "input": call.get("input"), "status": body.get("status"),
                           "result": str(body.get("message", ""))[:500]})
-            label = (call.get("input") or {}).get("label")
-            if call["name"] in EDIT_TOOLS and body.get("status") == "OK" and isinstance(label, str) and label not in edits:
-                edits.append(label)
+            if body.get("status") == "OK":
+                edits += [x for x in edited_labels(call["name"], call.get("input") or {}) if x not in edits]
     return steps, edits, usage

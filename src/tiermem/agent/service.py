@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
 from ..errors import TiermemError, ValidationError
+from ..registry import BY_NAME, SLEEPTIME_TOOLS
 from ..surface import describe
 from ..tools import publish
 from .context import Thresholds
@@ -26,8 +27,6 @@ from .toolhost import ServerTools
 if TYPE_CHECKING:
     from ..config import Settings
     from ..memory import Memory
-
-CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
 def loop_settings(settings: Settings) -> LoopSettings:
@@ -55,8 +54,6 @@ def anthropic_provider(settings: Settings) -> Provider:
 
 
 def make_loop(memory: Memory, agent_id: str, server: Any, settings: Settings) -> AgentLoop:
-    from .sleeptime import SLEEPTIME_TOOLS
-
     background = anthropic_provider(settings) if provider_kind(settings) == "anthropic" else None
     return AgentLoop(
         memory,
@@ -116,7 +113,8 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.structured(),
                               is_error=result.stop_reason == "error")
 
-    server.add_tool(agent_chat, name="agent_chat", title="Chat with the memory agent", annotations=CHAT,
+    chat = BY_NAME["agent_chat"]
+    server.add_tool(agent_chat, name=chat.name, title=chat.title, annotations=chat.annotations,
                     description=describe(agent_chat.__doc__ or ""), structured_output=False)
     publish(server, "agent_chat")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..registry import FINISH_EDITS, SLEEPTIME_TOOLS
 from .context import transcript
 from .llm import JSON, LLMRequest, Provider, ToolSpec
 
@@ -21,9 +22,8 @@ if TYPE_CHECKING:
     from ..memory import Memory
     from .toolhost import ToolHost
 
-SLEEPTIME_TOOLS = ("memory_replace", "memory_insert", "memory_rethink")
 FINISH = ToolSpec(
-    "memory_finish_edits",
+    FINISH_EDITS,
     "Call when you have finished reorganising memory; it ends your run.",
     {"type": "object", "properties": {}},
 )

@@ -14,10 +14,8 @@ from typing import Any, Protocol
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
+from ..registry import NOT_FOR_AGENT
 from .llm import JSON, ToolSpec
-
-# The loop logs the conversation itself; core memory is already in the system prompt.
-NOT_FOR_AGENT = frozenset({"agent_chat", "conversation_log", "core_memory_view"})
 
 
 class ToolHost(Protocol):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..config import BlockSpec
-from ..errors import NotFoundError, TiermemError, ValidationError
+from ..errors import NotFoundError, NotOpenError, TiermemError, ValidationError
 from ..records import ContextWindow
 from ..memory import check_agent_name
 from ..store import sql_str, stable_id
@@ -333,7 +333,7 @@ def apply_plans(
 ) -> ImportReport:
     """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
     if memory.archive is None:
-        raise TiermemError("Importing needs recall and archival memory; open memory with open_memory().")
+        raise NotOpenError("Importing needs recall and archival memory; open memory with open_memory().")
     report = ImportReport()
     if rename is not None:
         plans[0].name = rename

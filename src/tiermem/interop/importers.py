@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, validate_label
 from ..config import BlockSpec
-from ..errors import TiermemError, ValidationError
+from ..errors import NotOpenError, ValidationError
 from ..store import sql_list, sql_str
 from .progress import Progress
 
@@ -76,7 +76,7 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
 def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str) -> tuple[int, int]:
     """Insert the (content, tags) pairs not already stored for this agent; returns (inserted, skipped)."""
     if memory.archive is None:
-        raise TiermemError("Importing passages needs archival memory.")
+        raise NotOpenError("Importing passages needs archival memory.")
     where = f"agent_id = {sql_str(agent_id)} AND array_has_any(tags, {sql_list([marker_tag])})"
     have = {(r["content"], tuple(sorted(r["tags"] or ()))) for r in memory.store.select("passages", where, limit=10**9)}
     todo, seen = [], set()

@@ -15,16 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..registry import KNOWN_TOOLS  # agentfile.py imports it from here
+
 JSON = dict[str, Any]
 KEY = "letta_agent_file"  # agent metadata key holding the document
 FORMAT = 1
-# Tools tiermem provides itself (the MCP tools, plus the loop's send_message and the sleep-time finish).
-KNOWN_TOOLS = frozenset({
-    "send_message", "memory_replace", "memory_insert", "memory_rethink", "memory_finish_edits", "memory_apply_patch",
-    "memory", "core_memory_append", "core_memory_replace", "core_memory_view", "conversation_search",
-    "archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list",
-    "memory_history", "memory_revert",
-})
 ENV_FIELDS = ("tool_exec_environment_variables", "secrets")
 # Fields of a Letta agent that tiermem holds natively (or that ids/ordering replace on export).
 NATIVE_AGENT_FIELDS = frozenset({"id", "messages", "in_context_message_ids", "in_context_message_indices", "block_ids",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, is_pinned
-from ..errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
+from ..errors import AccessError, EditError, NotFoundError, NotOpenError, ValidationError
 
 if TYPE_CHECKING:
     from ..archive import Archive
@@ -47,7 +47,7 @@ def check_every_agent(agents: Collection[str] | None, what: str) -> None:
 
 def _archive(memory: Memory) -> Archive:
     if memory.archive is None:
-        raise TiermemError("Archival and recall memory are not open in this process; restart `tiermem ui`.")
+        raise NotOpenError("Archival and recall memory are not open in this process; restart `tiermem ui`.")
     return memory.archive
 
 

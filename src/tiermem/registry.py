@@ -1,0 +1,160 @@
+"""The one registry of tool definitions; every tool list in tiermem derives from ``TOOLS``.
+
+A definition names the tool, its function (``None`` for ``agent_chat``, which the agent service
+registers itself when the loop is enabled), its annotations and title, its group (what ``tools``
+in the settings selects), and whether it edits a block and which argument names that block:
+``label`` for the Letta tools, ``path`` / ``old_path`` (``/memories/<label>``) for the ``memory``
+tool, whose ``view`` command edits nothing. Derived here: the groups and presets (server.py), the
+tool table the server registers from, the edited-block report of the agent loop, the tools the
+agent and the sleep-time agent are offered, and the tool names a Letta agent file may reference
+that tiermem provides itself (interop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcp.types import ToolAnnotations
+
+from . import blocks as rules
+from .errors import ValidationError
+from .memory_tool import memory_tool
+from .search_tools import (
+    archival_memory_delete,
+    archival_memory_insert,
+    archival_memory_list,
+    archival_memory_search,
+    conversation_log,
+    conversation_search,
+)
+from .surface import describe
+from .tools import (
+    ADD,
+    CHANGE,
+    READ,
+    SET,
+    core_memory_append,
+    core_memory_replace,
+    core_memory_view,
+    idempotent,
+    memory_apply_patch,
+    memory_history,
+    memory_insert,
+    memory_open,
+    memory_replace,
+    memory_rethink,
+    memory_revert,
+    model_errors,
+    publish,
+    returns_structured,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    fn: Callable[..., Any] | None  # None: registered elsewhere (agent_chat, by agent/service.py)
+    annotations: ToolAnnotations
+    title: str
+    group: str
+    block_args: tuple[str, ...] = ()  # the arguments naming the block an edit changes; () edits no block
+    path_args: bool = False  # block_args hold /memories/<label> paths, not labels
+    read_commands: tuple[str, ...] = ()  # values of ``command`` that edit nothing (the memory tool's view)
+    for_agent: bool = True  # offered to the built-in agent loop
+    sleeptime: bool = False  # offered to the sleep-time agent
+
+    def edited_labels(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The labels of the blocks a successful call with ``arguments`` edited (empty for a read)."""
+        if not self.block_args or arguments.get("command") in self.read_commands:
+            return []
+        out: list[str] = []
+        for arg in self.block_args:
+            value = arguments.get(arg)
+            if not isinstance(value, str):
+                continue
+            if self.path_args:
+                try:
+                    value = rules.label_from_path(value)
+                except ValidationError:
+                    continue  # not a block path; a call that succeeded with it edited no block through it
+            if value not in out:
+                out.append(value)
+        return out
+
+
+LABEL = ("label",)
+TOOLS: tuple[ToolDef, ...] = (
+    ToolDef("memory_replace", memory_replace, CHANGE, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("memory_insert", memory_insert, ADD, "Insert lines into a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("memory_rethink", memory_rethink, SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("core_memory_append", core_memory_append, ADD, "Append to a memory block", "classic", LABEL),
+    ToolDef("core_memory_replace", core_memory_replace, CHANGE, "Replace text in a memory block", "classic", LABEL),
+    ToolDef("memory_apply_patch", memory_apply_patch, CHANGE, "Patch a memory block", "patch", LABEL),
+    ToolDef("memory", memory_tool, CHANGE, "Manage memory blocks as /memories files", "memory_tool",
+            ("path", "old_path"), path_args=True, read_commands=("view",)),
+    ToolDef("core_memory_view", core_memory_view, READ, "View core memory", "read", for_agent=False),  # in the system prompt
+    ToolDef("memory_open", memory_open, READ, "Open a memory block", "read"),
+    ToolDef("memory_history", memory_history, READ, "Block version history", "history"),
+    ToolDef("memory_revert", memory_revert, CHANGE, "Revert a block to an earlier version", "history", LABEL),
+    ToolDef("conversation_log", conversation_log, ADD, "Record conversation turns", "recall", for_agent=False),  # the loop logs itself
+    ToolDef("conversation_search", conversation_search, READ, "Search past conversations", "recall"),
+    ToolDef("archival_memory_insert", archival_memory_insert, ADD, "Save to archival memory", "archival"),
+    ToolDef("archival_memory_search", archival_memory_search, READ, "Search archival memory", "archival"),
+    ToolDef("archival_memory_delete", archival_memory_delete, CHANGE, "Delete an archival passage", "archival"),
+    ToolDef("archival_memory_list", archival_memory_list, READ, "List archival memory", "archival"),
+    ToolDef("agent_chat", None, CHAT, "Chat with the memory agent", "agent", for_agent=False),
+)
+BY_NAME: dict[str, ToolDef] = {d.name: d for d in TOOLS}
+
+TOOL_GROUPS: dict[str, tuple[str, ...]] = {}
+for _d in TOOLS:
+    TOOL_GROUPS[_d.group] = (*TOOL_GROUPS.get(_d.group, ()), _d.name)
+del _d
+PRESETS: dict[str, tuple[str, ...]] = {
+    "default": ("letta", "classic", "memory_tool", "read", "history", "recall", "archival"),
+    "minimal": ("letta", "read", "conversation_search", "archival_memory_insert", "archival_memory_search"),
+    "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
+}
+
+# Tools the built-in agent loop provides itself, not the server (agent/loop.py, agent/sleeptime.py).
+SEND_MESSAGE = "send_message"
+FINISH_EDITS = "memory_finish_edits"
+
+EDIT_TOOLS = frozenset(d.name for d in TOOLS if d.block_args)
+NOT_FOR_AGENT = frozenset(d.name for d in TOOLS if not d.for_agent)
+SLEEPTIME_TOOLS = tuple(d.name for d in TOOLS if d.sleeptime)
+# The tool names of a Letta agent file that tiermem runs itself (the others are kept, not run).
+KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.fn is not None) | {SEND_MESSAGE, FINISH_EDITS}
+
+
+def edited_labels(name: str, arguments: Mapping[str, Any]) -> list[str]:
+    """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here)."""
+    d = BY_NAME.get(name)
+    return d.edited_labels(arguments) if d is not None else []
+
+
+def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names: list[str]) -> None:
+    """Register the chosen tools (names already resolved from presets and groups) from their ``definitions``.
+
+    A tool whose function is annotated ``Annotated[CallToolResult, Model]`` publishes ``Model`` as its
+    output schema and returns structured content; the others return text only.
+    """
+    table = {d.name: d for d in definitions}
+    for name in names:
+        d = table.get(name)
+        if d is None or d.fn is None:
+            continue  # agent_chat, registered by the agent loop when enabled
+        fn, annotations, title = d.fn, d.annotations, d.title
+        structured = returns_structured(fn)
+        if not annotations.read_only_hint:
+            fn = idempotent(name, fn)
+        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations,
+                        description=describe(fn.__doc__ or ""), structured_output=structured)
+        publish(server, name)

@@ -1,0 +1,75 @@
+"""A failed read of the data directory reaches the caller (and the model) as a StoreReadError that says what
+to do, never as LanceDB's generic error: real tables, removed or damaged under a running store."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tiermem.config import Settings
+from tiermem.errors import StoreReadError
+from tiermem.store import Store
+
+from .conftest import serve_in_process, text_of
+
+DIM = 8
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(str(tmp_path / "data"), embedding_model="hashing", embedding_dim=DIM)
+    row = {"id": "p1", "agent_id": "a", "group_id": "p1", "chunk": 0, "content": "tea", "tags": ["x"], "text": "tea",
+           "created_us": 0, "vector": [0.1] * DIM}
+    s.add_rows("passages", [row])
+    assert s.count("passages") == 1 and s.vector_search("passages", [0.1] * DIM, None, 5)  # read once while healthy
+    return s
+
+
+READS: dict[str, Callable[[Store], Any]] = {
+    "count": lambda s: s.count("passages"),
+    "vector_search": lambda s: s.vector_search("passages", [0.1] * DIM, "agent_id = 'a'", 5),
+    "text_search": lambda s: s.text_search("passages", "tea", None, 5),
+    "select": lambda s: s.select("passages", None, limit=5),
+    "distinct_tags": lambda s: s.distinct_tags("a"),
+    "messages_since": lambda s: s.messages_since("a", "default", 0),
+    "list_agents": lambda s: s.list_agents(),  # a cached small table (_snapshot)
+    "meta": lambda s: s.meta(),
+}
+
+
+@pytest.mark.parametrize("name", list(READS))
+def test_a_removed_table_is_a_store_read_error(store: Store, name: str) -> None:
+    for table in ("passages", "messages", "agents", "meta"):
+        shutil.rmtree(Path(store.uri) / f"{table}.lance")
+    with pytest.raises(StoreReadError, match=r"^Part of the data directory .* is missing \(while reading ") as caught:
+        READS[name](store)
+    text = str(caught.value)
+    assert "Nothing was changed" in text and "tiermem doctor" in text
+    assert ".rs:" not in text  # Lance's Rust source location is not the reader's business
+    assert isinstance(caught.value.__cause__, RuntimeError)  # the library's error is kept as the cause
+
+
+def test_a_damaged_version_file_is_a_store_read_error(store: Store) -> None:
+    versions = Path(store.uri) / "passages.lance" / "_versions"
+    for f in versions.iterdir():
+        f.write_bytes(b"not a lance manifest")
+    with pytest.raises(StoreReadError, match="data directory") as caught:
+        store.count("passages")
+    assert "Nothing was changed" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_a_failed_read_reaches_the_model_as_a_tool_error_saying_what_to_do(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        r = await c.call_tool("archival_memory_insert", {"content": "Ada likes tea"})
+        assert not r.is_error, text_of(r)
+        shutil.rmtree(Path(settings.store_uri()) / "passages.lance")
+        r = await c.call_tool("archival_memory_search", {"query": "tea"})
+        assert r.is_error
+        text = text_of(r)
+        assert "Part of the data directory" in text and "is missing" in text and "tiermem doctor" in text

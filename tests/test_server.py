@@ -227,6 +227,42 @@ async def test_subscriptions_are_released_when_the_client_disconnects(settings: 
         assert notifier.subscriptions() == 1
 
 
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+    import threading
+
+    import uvicorn
+
+    from tiermem.config import load_settings
+    from tiermem.server import build_http_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port)
+    server = serve_in_process(settings)
+    web = uvicorn.Server(uvicorn.Config(build_http_app(server, settings, []), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        with anyio.fail_after(30):
+            while not web.started:
+                await anyio.sleep(0.05)
+        notifier = server.runtime.notifier
+        for _ in range(2):  # streamable-HTTP sessions that subscribe and end without unsubscribing
+            async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, mode="legacy") as c:
+                await c.subscribe_resource("memory://blocks/human")
+                assert notifier.subscriptions() == 1
+            with anyio.fail_after(10):  # the session's end reaches the server just after the client returns
+                while notifier.subscriptions():
+                    await anyio.sleep(0.05)
+    finally:
+        web.should_exit = True
+        thread.join(10)
+
+
 async def test_idempotency_keys(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}

@@ -265,7 +265,7 @@ def archival(quick: bool = False) -> dict[str, Any]:
 def _all_passages(archive: Any, agent: str) -> list[Any]:
     out, offset = [], 0
     while True:
-        page, total = archive.list(agent, offset=offset, limit=200)
+        page, total = archive.list_passages(agent, offset=offset, limit=200)
         out += page
         offset += len(page)
         if not page or offset >= total:

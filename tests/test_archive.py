@@ -287,7 +287,9 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     assert store.count("passages", "vector IS NULL") == 1 and store.unembedded_marks("passages")
     search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
                              "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
-                            capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300)
+                            capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            # a loaded machine can take longer than the default 10 s to load the model
+                            env={**server_env(tmp_path), "TIERMEM_EMBEDDING_WAIT_SECONDS": "120"})
     assert search.returncode == 0, search.stderr[-2000:]
     assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
     assert "flowerpot" in json.loads(search.stdout)[0]["content"]

@@ -181,7 +181,7 @@ def _populate(mem: Memory) -> str:
 def _snapshot(mem: Memory, name: str) -> dict:
     agent = mem.get_agent(name)
     window = mem.context_window(agent.id, "default")
-    passages, _ = mem.archive.list(agent.id, offset=0, limit=100)  # type: ignore[union-attr]
+    passages, _ = mem.archive.list_passages(agent.id, offset=0, limit=100)  # type: ignore[union-attr]
     return {
         "system": agent.system,
         "blocks": sorted((b.label, b.value, b.limit, b.description, b.read_only) for b in mem.blocks(agent.id)),

@@ -243,7 +243,7 @@ def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -
              for o in (0, 3, 6, 9)]
     assert [[p["id"] for p in page["passages"]] for page in pages] == [ids[0:3], ids[3:6], ids[6:7], []]
     assert {page["total"] for page in pages} == {7}
-    everything, total = memory.archive.list(agent.id, limit=200)
+    everything, total = memory.archive.list_passages(agent.id, limit=200)
     assert [p.id for p in everything] == ids and total == 7
 
 

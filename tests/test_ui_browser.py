@@ -253,7 +253,7 @@ def test_search_with_relevance_and_delete_a_passage(site: Site, browser: Any) ->
     until(browser, lambda d: "Deleted 1" in alert_text(d))
     until(browser, lambda d: "(1)" in by_id(d, "passage-count").text)
     assert site.memory.archive is not None
-    left, total = site.memory.archive.list(site.agent_id)
+    left, total = site.memory.archive.list_passages(site.agent_id)
     assert total == 1 and passage_id not in [p.id for p in left]
 
 

@@ -276,7 +276,7 @@ class Archive:
             )
         return removed
 
-    def list(self, agent_id: str, *, offset: int = 0, limit: int = 20, tags: Sequence[str] | None = None) -> tuple[list[Passage], int]:
+    def list_passages(self, agent_id: str, *, offset: int = 0, limit: int = 20, tags: Sequence[str] | None = None) -> tuple[list[Passage], int]:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError(f"offset must be a whole number >= 0, got {offset!r}.")
         _check_count(limit, "limit", 200)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -114,7 +114,7 @@ def speaker_of(content: str) -> str | None:
     return m.group(1) if m else None
 
 
-def without_names(query: str, names: Sequence[str]) -> str:
+def without_names(query: str, names: Collection[str]) -> str:
     """``query`` with the speaker names it mentions removed (``"Caroline's"`` too), for the vector leg.
 
     Every turn of a speaker carries the speaker's name, so a short question that names one ("What did

@@ -210,7 +210,7 @@ async def archival_memory_list(
 
     Use it to review, correct or prune long-term memory.
     """
-    page, total = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).list(a, offset=offset, limit=limit, tags=tags))
+    page, total = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).list_passages(a, offset=offset, limit=limit, tags=tags))
     items = [
         {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
         for p in page

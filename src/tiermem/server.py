@@ -16,11 +16,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from mcp.server.context import ServerMiddleware
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
@@ -329,7 +330,8 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
-        middleware=[first_answer(runtime), levels.middleware()],
+        # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
+        middleware=[cast("ServerMiddleware[Any]", m) for m in (first_answer(runtime), levels.middleware())],
         extensions=list(extensions),
     )
     server.runtime = runtime

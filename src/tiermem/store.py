@@ -944,7 +944,8 @@ class Store:
         q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
         if where:
             q = q.where(where, prefilter=True)
-        return q.limit(limit).to_list()
+        rows: list[dict[str, Any]] = q.limit(limit).to_list()
+        return rows
 
     @reads("full-text search results")
     def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
@@ -953,7 +954,8 @@ class Store:
         q = self._tables[table].search(query, query_type="fts", fts_columns="text").select([*_RESULT_COLUMNS[table], "_score"])
         if where:
             q = q.where(where, prefilter=True)
-        return q.limit(limit).to_list()
+        rows: list[dict[str, Any]] = q.limit(limit).to_list()
+        return rows
 
     # -- indexes -------------------------------------------------------------
 

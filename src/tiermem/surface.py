@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
@@ -145,7 +146,7 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     return out, None
 
 
-def explain(tool: str, schema: dict[str, Any], errors: list[dict[str, Any]]) -> str:
+def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> str:
     """One line per invalid argument: its name, the type expected and an example call value."""
     lines: list[str] = []
     seen: set[str] = set()
@@ -180,7 +181,7 @@ def _path(loc: list[Any]) -> str:
     return out
 
 
-def _expected(err: dict[str, Any], prop: dict[str, Any]) -> str:
+def _expected(err: Mapping[str, Any], prop: dict[str, Any]) -> str:
     kind = err.get("type", "")
     if kind == "literal_error":
         return "one of " + str((err.get("ctx") or {}).get("expected", "the listed values"))

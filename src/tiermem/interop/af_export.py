@@ -23,7 +23,8 @@ from ..errors import TiermemError, ValidationError
 from ..records import Agent, Block, Message
 from ..store import passage_from_row, sql_str, stable_id
 from . import letta_kept
-from .agentfile import EXTENSION, STYLE, tiermem_name
+from .agentfile import STYLE, tiermem_name
+from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
     from ..memory import Memory

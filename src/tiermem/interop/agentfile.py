@@ -30,7 +30,7 @@ from ..records import ContextWindow
 from ..memory import check_agent_name
 from ..store import sql_str, stable_id
 from . import letta_kept
-from .letta_kept import KNOWN_TOOLS
+from ..registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
 from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message

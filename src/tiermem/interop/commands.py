@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from . import af_export, agentfile, backup, importers, memfs
+from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -84,7 +85,7 @@ def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str
         data, notes = af_export.export_agent_files(memory, names)
         text = json.dumps(data, ensure_ascii=False, indent=2)
         _write(output, lambda f: f.write(text + "\n"))
-        passages = sum(len(v) for v in data[agentfile.EXTENSION]["passages"].values())
+        passages = sum(len(v) for v in data[EXTENSION]["passages"].values())
         report: dict[str, Any] = {
             "format": "af", "agents": [a["name"] for a in data["agents"]], "blocks": len(data["blocks"]),
             "messages": sum(len(a["messages"]) for a in data["agents"]), "passages": passages,

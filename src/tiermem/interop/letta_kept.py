@@ -91,7 +91,8 @@ def agent_document(agent: JSON, data: JSON, *, first: bool, referenced: dict[str
 
 
 def _in_group(g: JSON, file_id: str, group_ids: set[str]) -> bool:
-    config = g.get("manager_config") if isinstance(g.get("manager_config"), dict) else {}
+    manager = g.get("manager_config")
+    config: dict[str, Any] = manager if isinstance(manager, dict) else {}
     return (str(g.get("id")) in group_ids or file_id in _ids(g.get("agent_ids"))
             or str(config.get("manager_agent_id")) == file_id)
 

@@ -78,7 +78,8 @@ def _load_state(root: Path, agent_id: str) -> dict[str, dict[str, Any]]:
     if data.get("agent_id") not in (None, agent_id):
         raise ValidationError(f"{root} is synced with another agent ({data.get('agent')!r}); sync it with that agent "
                               "or use another directory.")
-    return data["blocks"]
+    blocks: dict[str, dict[str, Any]] = data["blocks"]
+    return blocks
 
 
 def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None) -> dict[str, Any]:

@@ -197,7 +197,7 @@ def hit_json(h: Hit) -> JSON:
 def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tags: Any = None) -> JSON:
     agent = _agent(memory, name)
     start = whole_number(offset, "offset")
-    rows, total = _archive(memory).list(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
+    rows, total = _archive(memory).list_passages(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
     return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
 
 
@@ -249,7 +249,8 @@ def import_file(memory: Memory, data: bytes, *, filename: str, fmt: str, agent: 
         report = run_import(memory, Path(tmp), fmt=fmt, agent=agent, rename=rename or None, replace=replace)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    return json.loads(json.dumps(report, default=str))
+    plain: JSON = json.loads(json.dumps(report, default=str))
+    return plain
 
 
 # -- argument helpers ------------------------------------------------------------------------

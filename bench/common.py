@@ -69,3 +69,27 @@ def save(name: str, result: dict[str, Any]) -> None:
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data[name] = {"result": result, "machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     RESULTS.write_text(json.dumps(data, indent=2))
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of a process (default: this one) in MB, from /proc; NaN where there is no /proc."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def server_pid(data_dir: Path | str) -> int | None:
+    """The `tiermem serve` process started with ``--data-dir data_dir`` (found by its command line)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in cmd and str(data_dir).encode() in cmd:
+                return int(proc.name)
+    return None

@@ -21,6 +21,8 @@ import textwrap
 import anyio
 from mcp import Client, StdioServerParameters
 
+from .common import rss_mb, server_pid
+
 STAGES = textwrap.dedent(
     """
     import ctypes, json, sys, time
@@ -67,8 +69,8 @@ def breakdown() -> list[tuple[str, float]]:
 
 async def server_rss() -> float:
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, TIERMEM_DATA_DIR=d, TIERMEM_TOOLS="all")
-        params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve"], env=env)
+        env = dict(os.environ, TIERMEM_TOOLS="all")
+        params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--data-dir", d], env=env)
         async with Client(params, cache=None) as c:
             for i in range(50):
                 await c.call_tool("archival_memory_insert",
@@ -76,23 +78,10 @@ async def server_rss() -> float:
             for i in range(10):
                 await c.call_tool("archival_memory_search", {"query": f"where did Ada move in {2000 + i}?"})
                 await c.call_tool("conversation_search", {"query": f"cello {i}"})
-            pid = _server_pid(d)
-            with open(f"/proc/{pid}/status") as f:
-                return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
-
-
-def _server_pid(data_dir: str) -> int:
-    """The `tiermem serve` child whose environment names this data dir."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"TIERMEM_DATA_DIR={data_dir}".encode() in f.read().split(b"\0"):
-                    return int(pid)
-        except OSError:
-            continue
-    raise SystemExit("server process not found")
+            pid = server_pid(d)
+            if pid is None:
+                raise SystemExit("server process not found")
+            return rss_mb(pid)
 
 
 def main() -> None:

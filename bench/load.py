@@ -22,13 +22,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-
-def rss_mb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
+from .common import rss_mb
 
 
 OPS = ("append", "search", "log", "recall")
@@ -87,7 +81,7 @@ async def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | Non
                 tg.start_soon(client, f"http://127.0.0.1:{port}/mcp", n, stop, stats, ops, per)
             while time.time() < stop:
                 await anyio.sleep(10)
-                print(f"t={time.time() - start:5.0f}s rss={rss_mb(server.pid)} MB ok={stats['ok']} err={stats['err']} "
+                print(f"t={time.time() - start:5.0f}s rss={rss_mb(server.pid):.0f} MB ok={stats['ok']} err={stats['err']} "
                       f"load={os.getloadavg()[0]:.1f} {stats.get('last', '')}", flush=True)
         lat = sorted(stats["lat"]) or [0.0]
         print(f"calls {stats['ok']} errors {stats['err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "

@@ -27,7 +27,7 @@ import anyio
 import numpy as np
 from mcp import Client, StdioServerParameters
 
-from .common import RESULTS, ROOT, bench_env, save, stats
+from .common import RESULTS, ROOT, bench_env, rss_mb, save, server_pid, stats
 
 NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena", "Mateo",
          "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Ximena", "Yusuf", "Zoe"]
@@ -73,25 +73,6 @@ class TimedEmbedder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def server_pid(data_dir: Path) -> int | None:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"serve" in cmd and str(data_dir).encode() in cmd:
-                return int(proc.name)
-    return None
 
 
 async def over_stdio(data_dir: Path, queries: list[str]) -> dict[str, Any]:

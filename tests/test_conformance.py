@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from .install_conformance import cli_path, install, node_path
 from .test_transports import free_port, server_env, wait_for_port
 
 BASELINE = Path(__file__).with_name("conformance-baseline.yml")
-MAY_PASS = "implemented by issue 14"  # entries another branch fixes: passing is reported, not a stale baseline
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -126,10 +124,7 @@ def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
     unexpected = {name: why_ for name, why_ in failed.items() if name not in expected}
     assert unexpected == {}, "scenarios that should pass failed"
     stale = sorted(name for name in expected if name in results and name not in failed)
-    now_passing = [name for name in stale if baseline["reasons"][name].startswith(MAY_PASS)]
-    if now_passing:
-        warnings.warn(f"conformance scenarios now pass; remove them from {BASELINE.name}: {now_passing}", stacklevel=1)
-    assert sorted(set(stale) - set(now_passing)) == [], f"stale entries in {BASELINE.name}"
+    assert stale == [], f"stale entries in {BASELINE.name}: these pass now, remove them"
     assert set(expected) <= set(results), f"{BASELINE.name} names scenarios the suite no longer has"
 
 

@@ -323,7 +323,10 @@ def run_command(args: argparse.Namespace) -> int:
                       agent_loop=bool(settings.agent_loop), port=settings.port))
         return 0
     if args.command == "ui":
+        from .memtrim import limit_arenas
         from .ui.launch import run_ui
+
+        limit_arenas(settings.malloc_arenas)  # a long-running server too
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     # holds the vector and full-text indexes searches use; below their size every search reloads them.
     metadata_cache_mb: int = Field(default=32, ge=1, le=65536)
     index_cache_mb: int = Field(default=512, ge=1, le=65536)
-    # glibc malloc arenas of a serving process (0: glibc's default, 8 per core). Fewer arenas keep a long-running
+    # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
     # server's heap from creeping up under writes; see memtrim.py.
     malloc_arenas: int = Field(default=2, ge=0, le=64)
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other

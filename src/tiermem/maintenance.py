@@ -46,8 +46,10 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     versions = ", ".join(f"{t} v{v}" for t, v in store.table_versions().items())
     check("tables", True, versions)
     try:
-        counts = {t: len(memory.core.all_rows(t)) for t in ("agents", "blocks", "block_history")}
-        check("core state", True, f"{memory.core.describe()}: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
+        core = {t: memory.core.all_rows(t) for t in ("agents", "blocks", "block_history", "attachments")}
+        check("core state", True, f"{memory.core.describe()}: " + ", ".join(
+            f"{len(core[t])} {t}" for t in ("agents", "blocks", "block_history")))
+        _check_history(core, check)
     except TiermemError as exc:
         check("core state", False, str(exc), "check the data directory's filesystem, or restore from a backup")
     if settings.uri is None:
@@ -86,6 +88,26 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
     return _report(checks, as_json)
+
+
+def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
+    """Every attached block's current version has its history row. On the LanceDB core (object storage) an edit
+    is two commits, value then history row: a writer killed between them leaves the newest row missing."""
+    have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
+    names = {r["id"]: r["name"] for r in core["agents"]}
+    owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
+    missing = sorted((owner[r["id"]], r["label"], int(r["version"])) for r in core["blocks"]
+                     if r["id"] in owner and (r["id"], int(r["version"])) not in have)
+    if not missing:
+        check("block history", True, "every block's current version is in its history")
+        return
+    agent, label, _ = missing[0]
+    shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    check("block history", False,
+          f"{len(missing)} block(s) lack the history row of their current version: {shown}. A writer stopped between "
+          "saving the value (which is saved) and its history row",
+          f"read each such block's history once, e.g. `tiermem blocks history {label} --agent {agent}`, or edit it: "
+          "either records the missing row")
 
 
 def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:

@@ -24,7 +24,7 @@ from tiermem.memory import Memory
 
 from .conftest import PYTHON, ROOT
 from .test_object_storage import s3_endpoint, s3_target  # noqa: F401 (the module-scoped moto server fixture)
-from .test_reliability import Target, assert_doctor_healthy, local_target
+from .test_reliability import Target, assert_doctor_healthy, check_chain, local_target
 
 RESTORE_BATCH = 500  # a backup restore merges this many rows per commit (interop/backup.py)
 
@@ -228,3 +228,64 @@ def test_kill_during_memfs_import(tmp_path: Path) -> None:
 
 def test_s3_kill_during_memfs_import(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
     kill_during_memfs_import(s3_target(tmp_path, s3_endpoint, "kill-memfs"), tmp_path, files=25)
+
+
+# ---------------------------------------------------------------------------
+# The LanceDB core's commit window: an edit is two commits (value, then history row)
+# ---------------------------------------------------------------------------
+
+# kill -9 at one precise point: the edit's value is committed, its history row is not. The child replaces the
+# store's history append on its own instance (a crash-injection point in a child process; nothing in the test
+# process is patched), so everything before it is the real edit path.
+KILL_IN_WINDOW = """
+import os, signal
+from tiermem import blocks as b
+from tiermem.config import load_settings
+from tiermem.factory import open_memory
+m = open_memory({settings}, start_embedder=False)
+assert m.core.name == "lancedb" and not m.core.atomic
+agent = m.ensure_agent("default").id
+m.store.append_history = lambda version: os.kill(os.getpid(), signal.SIGKILL)
+m.edit(agent, "human", b.Append({line!r}))
+print("survived")
+"""
+
+
+def edit_killed_in_window(target: Target, line: str) -> None:
+    child = subprocess.run([PYTHON, "-c", KILL_IN_WINDOW.format(settings=target.settings_code(), line=line)],
+                           cwd=ROOT, env=target.env, capture_output=True, text=True, timeout=300, check=False)
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+
+
+def test_s3_kill_between_value_and_history(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    target = s3_target(tmp_path, s3_endpoint, "kill-window")
+    m = open_memory(target.settings(), start_embedder=False)
+    agent = m.ensure_agent("default").id
+    for i in range(2):
+        m.edit(agent, "human", b.Append(f"acked {i}"))
+    block_id = m.block(agent, "human").id
+
+    def stored_versions() -> list[int]:
+        return [int(r["version"]) for r in raw_chains(m, {block_id})[block_id]]
+
+    edit_killed_in_window(target, "in the window")
+    m = open_memory(target.settings(), start_embedder=False)  # a restart
+    block = m.block(agent, "human")
+    assert block.version == 4 and block.value.endswith("acked 1\nin the window")  # the value was committed
+    assert stored_versions() == [1, 2, 3]  # its history row was not: the kill landed in the window
+    doctor = target.cli("doctor")
+    assert doctor.returncode == 1 and "block history" in doctor.stdout and "human v4 (agent default)" in doctor.stdout
+    assert "tiermem blocks history human --agent default" in doctor.stdout, doctor.stdout
+    shown = target.cli("blocks", "history", "human")  # the fix doctor names: a history read records the row
+    assert shown.returncode == 0 and "in the window" in shown.stdout, shown.stdout + shown.stderr
+    assert stored_versions() == [1, 2, 3, 4]
+
+    edit_killed_in_window(target, "again in the window")  # and once more; this time the next edit repairs it
+    m = open_memory(target.settings(), start_embedder=False)
+    assert stored_versions() == [1, 2, 3, 4]
+    m.edit(agent, "human", b.Append("after"))
+    assert stored_versions() == [1, 2, 3, 4, 5, 6]
+    assert check_chain(m, agent, "human")[-3:] == ["in the window", "again in the window", "after"]
+    hist = list(reversed(m.history(agent, "human", 100)))
+    assert [v.operation for v in hist][3:5] == ["recovered", "recovered"] and hist[5].operation != "recovered"
+    assert_doctor_healthy(target)

@@ -1,11 +1,15 @@
-"""Resident memory of one HTTP server under 8 concurrent clients (issue #13's growth defect).
+"""Resident memory and latency of HTTP servers under 8 concurrent clients (issues #13 and #16).
 
-    python -m bench load [--seconds 100] [--port 8797]
+    python -m bench load [--seconds 100] [--port 8797] [--replicas N] [--s3]
 
-Starts `tiermem serve --transport http` on loopback with a fresh data dir and `tools = all`; 8 clients
-(the official MCP client, streamable HTTP) each reconnect every 25 calls and cycle core_memory_append,
-archival_memory_search, conversation_log and conversation_search. Every 10 s it prints the server's RSS
-(/proc/PID/status) and the call counts; at the end p50/p99 of all calls. Loopback only, bounded in time.
+Starts `tiermem serve --transport http` on loopback with a fresh store and `tools = all` (with --replicas N,
+N servers on the same store, on ports PORT..PORT+N-1; with --s3 the store is `s3://` on a moto S3 server started
+on loopback, as in tests/test_object_storage.py). 8 clients (the official MCP client, streamable HTTP), client n
+on replica n mod N, each reconnect every 25 calls and cycle core_memory_append (to a `load` block created with a
+10M-character limit, so appends keep writing), archival_memory_search, conversation_log and conversation_search.
+Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls,
+the errors (exceptions) and tool errors (results flagged is_error), and each replica's RSS at start, after the
+first 10 s and at the end. Loopback only, bounded in time.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,21 +29,24 @@ from mcp import Client
 
 from .common import rss_mb
 
-
 OPS = ("append", "search", "log", "recall")
+LOAD_BLOCK = "load"
 
 
-async def call(c: Client, op: str, n: int, i: int) -> None:
+async def call(c: Client, op: str, n: int, i: int) -> bool:
+    """One call; False when the tool reported an error."""
     if op == "append":
-        await c.call_tool("core_memory_append", {"label": "human", "content": f"x{n}-{i}"[:20]})
+        r = await c.call_tool("core_memory_append", {"label": LOAD_BLOCK, "content": f"x{n}-{i}"[:20]})
     elif op == "search":
-        await c.call_tool("archival_memory_search", {"query": f"fact {i} about things"})
+        r = await c.call_tool("archival_memory_search", {"query": f"fact {i} about things"})
     elif op == "log":
-        await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": f"hello {n} {i}"}]})
+        r = await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": f"hello {n} {i}"}]})
     elif op == "recall":
-        await c.call_tool("conversation_search", {"query": f"hello {i}"})
+        r = await c.call_tool("conversation_search", {"query": f"hello {i}"})
     else:  # "list": the protocol alone, no storage
         await c.list_tools()
+        return True
+    return not r.is_error
 
 
 async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list[str], per: int) -> None:
@@ -51,57 +59,134 @@ async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list
                 i += 1
                 t = time.perf_counter()
                 try:
-                    await call(c, ops[i % len(ops)], n, i)
-                    stats["ok"] += 1
+                    if await call(c, ops[i % len(ops)], n, i):
+                        stats["ok"] += 1
+                    else:
+                        stats["tool_err"] += 1
                 except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
                     stats["err"] += 1
                     stats["last"] = repr(exc)[:200]
                 stats["lat"].append(time.perf_counter() - t)
 
 
-async def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None) -> None:
-    data = tempfile.mkdtemp(prefix="tiermem-load-")
-    env = dict(os.environ, TIERMEM_DATA_DIR=data, TIERMEM_TOOLS="all")
-    entry = [wrap] if wrap else ["-m", "tiermem"]
-    print(f"data dir {data} (server log: server.log there); ops {ops}, {per} calls per session", flush=True)
-    server = subprocess.Popen([sys.executable, *entry, "serve", "--transport", "http", "--port", str(port)],
-                              env=env, stderr=open(os.path.join(data, "server.log"), "w"))
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{what} did not listen on port {port} within 180 s")
+
+
+def start_s3(work: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    """A moto S3 server on loopback with one bucket, and the config file naming it (the README's S3 settings)."""
     try:
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        stats: dict[str, Any] = {"ok": 0, "err": 0, "lat": []}
-        stop = time.time() + seconds
-        start = time.time()
-        async with anyio.create_task_group() as tg:
-            for n in range(8):
-                tg.start_soon(client, f"http://127.0.0.1:{port}/mcp", n, stop, stats, ops, per)
-            while time.time() < stop:
-                await anyio.sleep(10)
-                print(f"t={time.time() - start:5.0f}s rss={rss_mb(server.pid):.0f} MB ok={stats['ok']} err={stats['err']} "
-                      f"load={os.getloadavg()[0]:.1f} {stats.get('last', '')}", flush=True)
-        lat = sorted(stats["lat"]) or [0.0]
-        print(f"calls {stats['ok']} errors {stats['err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
-              f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms")
+        import boto3
+    except ImportError as exc:
+        raise SystemExit("--s3 needs moto[server] and boto3 (pip install -e '.[test]')") from exc
+    with open(work / "moto.log", "w") as log:
+        moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=log)
+    wait_port(port, moto, "the moto S3 server")
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                 region_name="us-east-1").create_bucket(Bucket="tiermem-load")
+    config = work / "s3.toml"
+    config.write_text('uri = "s3://tiermem-load/load"\n[storage_options]\n'
+                      f'aws_endpoint = "{endpoint}"\naws_access_key_id = "test"\naws_secret_access_key = "test"\n'
+                      'region = "us-east-1"\nallow_http = "true"\n', encoding="utf-8")
+    return moto, config
+
+
+def start_servers(work: Path, port: int, wrap: str | None, replicas: int, s3: bool) -> tuple[list[subprocess.Popen[bytes]], list[subprocess.Popen[bytes]]]:
+    """(every process started, the tiermem servers among them), each server listening."""
+    env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all")
+    entry = [wrap] if wrap else ["-m", "tiermem"]
+    procs: list[subprocess.Popen[bytes]] = []
+    where: list[str] = []
+    if s3:
+        moto, config = start_s3(work, port + replicas)
+        procs.append(moto)
+        where = ["--config", str(config)]
+    made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", LOAD_BLOCK, "--limit", "10000000",
+                           "--description", "bench load appends", *where], env=env, capture_output=True, text=True,
+                          check=False)
+    if made.returncode:
+        raise SystemExit(f"could not create the {LOAD_BLOCK} block: {made.stderr}")
+    servers = []
+    for r in range(replicas):
+        with open(work / f"server{r}.log", "w") as log:
+            servers.append(subprocess.Popen(
+                [sys.executable, *entry, "serve", "--transport", "http", "--port", str(port + r), *where],
+                env=env, stderr=log))
+    procs.extend(servers)
+    for r, server in enumerate(servers):
+        wait_port(port + r, server, f"replica {r}")
+    return procs, servers
+
+
+async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]]) -> None:
+    replicas = len(servers)
+    rss: list[list[float]] = [[rss_mb(s.pid)] for s in servers]
+    stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": []}
+    stop = time.time() + seconds
+    start = time.time()
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(client, f"http://127.0.0.1:{port + n % replicas}/mcp", n, stop, stats, ops, per)
+        while time.time() < stop:
+            await anyio.sleep(min(10, max(0.1, stop - time.time())))
+            for r, s in enumerate(servers):
+                rss[r].append(rss_mb(s.pid))
+            shown = " ".join(f"{samples[-1]:.0f}" for samples in rss)
+            print(f"t={time.time() - start:5.0f}s rss={shown} MB ok={stats['ok']} err={stats['err']} "
+                  f"tool_err={stats['tool_err']} load={os.getloadavg()[0]:.1f} {stats.get('last', '')}", flush=True)
+    lat = sorted(stats["lat"]) or [0.0]
+    calls = stats["ok"] + stats["tool_err"] + stats["err"]
+    print(f"calls {calls} errors {stats['err']} tool errors {stats['tool_err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
+          f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms")
+    for r, samples in enumerate(rss):
+        warm = samples[1] if len(samples) > 2 else samples[0]
+        print(f"replica {r}: RSS {samples[0]:.0f} MB at start, {warm:.0f} MB after 10 s, {samples[-1]:.0f} MB at "
+              f"the end ({100 * (samples[-1] - warm) / warm:+.1f}% since 10 s)")
+
+
+def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool) -> None:
+    work = Path(tempfile.mkdtemp(prefix="tiermem-load-"))
+    print(f"work dir {work} (server logs there); {replicas} replica(s) on {'moto S3' if s3 else 'a local data dir'}; "
+          f"ops {ops}, {per} calls per session", flush=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs, servers = start_servers(work, port, wrap, replicas, s3)
+        anyio.run(drive, seconds, port, ops, per, servers)
     finally:
-        server.terminate()
-        server.wait(30)
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench load")
     parser.add_argument("--seconds", type=int, default=100)
-    parser.add_argument("--port", type=int, default=8797)
+    parser.add_argument("--port", type=int, default=8797, help="the first replica's port (the next ones follow)")
     parser.add_argument("--ops", default=",".join(OPS),
                         help="comma-separated calls each client cycles through: append, search, log, recall, list")
     parser.add_argument("--per-session", type=int, default=25, help="calls per client session before it reconnects")
     parser.add_argument("--wrap", help="a Python script to run instead of `-m tiermem` (same arguments), e.g. to trace")
+    parser.add_argument("--replicas", type=int, default=1, help="servers on the same store; clients spread over them")
+    parser.add_argument("--s3", action="store_true", help="the store on a moto S3 server on loopback (needs moto[server])")
     args, _ = parser.parse_known_args(sys.argv[1:])
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in ops if o not in (*OPS, "list")]
     if unknown or not ops:
         parser.error(f"unknown --ops {unknown}; use some of {', '.join((*OPS, 'list'))}")
-    anyio.run(run, args.seconds, args.port, ops, args.per_session, args.wrap)
+    if not 1 <= args.replicas <= 8:
+        parser.error(f"--replicas takes 1 to 8, got {args.replicas}")
+    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3)

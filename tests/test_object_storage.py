@@ -37,11 +37,15 @@ def s3_endpoint() -> Iterator[str]:
     endpoint = f"http://127.0.0.1:{port}"
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                       region_name="us-east-1")
-    s3.create_bucket(Bucket=BUCKET)
+    # moto keeps its buckets per Python process, not per server: another module's server (tests/test_crash.py
+    # reuses this fixture) may have made the bucket already. Each test uses its own prefix in it.
+    if BUCKET not in {x["Name"] for x in s3.list_buckets().get("Buckets", [])}:
+        s3.create_bucket(Bucket=BUCKET)
     # LanceDB commits with If-None-Match; the replica test means something only if the store honours it.
-    s3.put_object(Bucket=BUCKET, Key="probe", Body=b"1", IfNoneMatch="*")
+    probe = f"probe-{uuid.uuid4().hex}"
+    s3.put_object(Bucket=BUCKET, Key=probe, Body=b"1", IfNoneMatch="*")
     with pytest.raises(Exception, match="PreconditionFailed"):
-        s3.put_object(Bucket=BUCKET, Key="probe", Body=b"2", IfNoneMatch="*")
+        s3.put_object(Bucket=BUCKET, Key=probe, Body=b"2", IfNoneMatch="*")
     try:
         yield endpoint
     finally:

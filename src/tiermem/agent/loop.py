@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
@@ -73,7 +73,7 @@ class Resume:
 class NeedsRoundTrip(Exception):
     """The provider needs the client to answer ``inner`` (a sampling request) before the turn can go on."""
 
-    def __init__(self, inner: Exception, conversation_id: str, resume: Resume) -> None:
+    def __init__(self, inner: NeedsInput, conversation_id: str, resume: Resume) -> None:
         super().__init__(str(inner))
         self.inner = inner
         self.conversation_id = conversation_id
@@ -132,7 +132,8 @@ class AgentLoop:
         self.counter = TokenCounter()
         self.sleeptime_tools = sleeptime_tools
         self.background_provider = background_provider
-        self._system_cache: tuple[Any, str] | None = None
+        # (agent system text, (block id, version) of each block) -> the compiled system prompt
+        self._system_cache: tuple[tuple[str, tuple[tuple[str, int], ...]], str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._sleeptime_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -321,13 +322,17 @@ class AgentLoop:
         row = {"role": role, "content": content, "conversation_id": conv, "payload": json.dumps(meta, ensure_ascii=False)}
         return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
 
-    async def _save_window(self, conv: str, *, turns_delta: int = 0, **changes: Any) -> ContextWindow:
+    async def _save_window(self, conv: str, *, turns_delta: int = 0, start_seq: int | None = None,
+                           summary_id: str | None = None, sleeptime_seq: int | None = None) -> ContextWindow:
         """Re-read and change only the given fields (the sleep-time agent writes its own mark concurrently)."""
         m = self.memory
 
         def save() -> ContextWindow:
             current = m.context_window(self.agent_id, conv)
-            new = replace(current, turns=current.turns + turns_delta, **changes)
+            new = replace(current, turns=current.turns + turns_delta,
+                          start_seq=current.start_seq if start_seq is None else start_seq,
+                          summary_id=current.summary_id if summary_id is None else summary_id,
+                          sleeptime_seq=current.sleeptime_seq if sleeptime_seq is None else sleeptime_seq)
             m.set_context_window(new)
             return new
 

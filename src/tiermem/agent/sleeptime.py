@@ -17,7 +17,7 @@ import anyio
 
 from ..registry import FINISH_EDITS
 from .context import transcript
-from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec
+from .llm import JSON, Block, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Turn
 from .toolcalls import Answer, Report, ToolLoop
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class _Conversation:
 
     def __init__(self, system: str, first: str, specs: list[ToolSpec], mark: int, max_tokens: int) -> None:
         self.system, self.specs, self.mark, self.max_tokens = system, specs, mark, max_tokens
-        self.messages: list[JSON] = [{"role": "user", "content": [{"type": "text", "text": first}]}]
+        self.messages: list[Turn] = [{"role": "user", "content": [{"type": "text", "text": first}]}]
 
     async def request(self, step: int) -> LLMRequest:
         return LLMRequest(self.system, self.messages, tuple(self.specs), self.max_tokens,
@@ -60,7 +60,7 @@ class _Conversation:
     async def assistant(self, response: LLMResponse) -> None:
         if not response.tool_calls:
             return  # the run ends here; nothing follows that would need it
-        blocks: list[JSON] = [{"type": "text", "text": response.text}] if response.text.strip() else []
+        blocks: list[Block] = [{"type": "text", "text": response.text}] if response.text.strip() else []
         blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
         self.messages.append({"role": "assistant", "content": blocks})
 

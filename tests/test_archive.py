@@ -16,6 +16,7 @@ from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
 from tiermem.runtime import MemoryHandle
 from tiermem.server import build_server
+from tiermem.store import Filter
 
 from .conftest import text_of
 
@@ -193,7 +194,7 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["relevance"]["vector_rank"] == 1
         assert "notes" not in res
-        assert memory.store.count("passages", "vector IS NULL") == 0 and memory.store.unembedded_marks("passages") == {}
+        assert memory.store.count("passages", Filter(missing_vector=True)) == 0 and memory.store.unembedded_marks("passages") == {}
         _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
         assert "note" not in ins
 
@@ -219,7 +220,7 @@ async def test_model_that_cannot_load_gives_keyword_results_that_say_why(tmp_pat
     agent = fixed.ensure_agent("default").id
     hits = fixed.archive.search(agent, "where can I find something to open the door?", top_k=1)
     assert hits.mode == "hybrid" and hits.hits[0].vector_rank == 1 and not hits.notes
-    assert fixed.store.count("passages", "vector IS NULL") == 0
+    assert fixed.store.count("passages", Filter(missing_vector=True)) == 0
 
 
 async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:
@@ -284,7 +285,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     assert first.returncode == 0 and "Fatal" not in first.stderr, first.stderr[-2000:]
     (tmp_path / "data" / "models").unlink()
     store = open_memory(settings, start_embedder=False).store
-    assert store.count("passages", "vector IS NULL") == 1 and store.unembedded_marks("passages")
+    assert store.count("passages", Filter(missing_vector=True)) == 1 and store.unembedded_marks("passages")
     search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
                              "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,
@@ -293,7 +294,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     assert search.returncode == 0, search.stderr[-2000:]
     assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
     assert "flowerpot" in json.loads(search.stdout)[0]["content"]
-    assert store.count("passages", "vector IS NULL") == 0 and store.unembedded_marks("passages") == {}
+    assert store.count("passages", Filter(missing_vector=True)) == 0 and store.unembedded_marks("passages") == {}
     second = one_shot("The wifi password is on the fridge", 300)
     assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
-    assert store.count("passages", "vector IS NULL") == 0  # embedded before the process ended
+    assert store.count("passages", Filter(missing_vector=True)) == 0  # embedded before the process ended

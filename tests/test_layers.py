@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "config": 0, "errors": 0, "records": 0, "memtrim": 0,
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
-    "memory": 2, "archive": 2,
+    "memory": 2, "archive": 2, "archive_rows": 2,
     "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "registry": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "ui": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
@@ -33,12 +34,8 @@ OWNER_MODULES = {
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
-# opens it, and the core-memory backends that keep blocks in it. The interop and CLI entries import only the
-# filter helpers (sql_str, sql_list, stable_id, passage_from_row): they go when queries are typed (issue #18, item 2).
-STORE_IMPORTERS = {
-    "memory", "archive", "factory", "maintenance", "core.lance", "core.migrate",
-    "interop.agentfile", "interop.af_export", "interop.importers", "cli_commands",
-}
+# opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
+STORE_IMPORTERS = {"memory", "archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
@@ -170,4 +167,46 @@ def test_no_error_of_the_root_class_is_raised() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and ast.unparse(node.exc.func) == "TiermemError":
                 problems.append(f"{_dotted(path)}:{node.lineno}")
+    assert problems == []
+
+
+SQL_HELPERS = {"sql_str", "sql_list", "compile_filter"}
+SQL_TEXT = re.compile(
+    r"array_has_(any|all)|\bIS (NOT )?NULL\b|\bNOT IN \(|"
+    r"\b(agent_id|conversation_id|group_id|id|key|role|seq|created_us|version)\s*(=|>=|<=|<|>|IN\b)\s*[{'(\d]"
+)
+
+
+def sql_text_in(source: str) -> list[str]:
+    """Filter text or the store's quoting helpers in ``source`` (line: what): only the store package writes them."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                else node.name if isinstance(node, ast.alias) else None)
+        if name in SQL_HELPERS:
+            problems.append(f"{getattr(node, 'lineno', '?')}: {name}")
+        elif isinstance(node, ast.JoinedStr) and SQL_TEXT.search(ast.unparse(node)):
+            problems.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.search(node.value):
+            problems.append(f"{node.lineno}: {node.value[:80]!r}")
+    return problems
+
+
+def test_the_check_for_filter_text_finds_it() -> None:
+    """The check below is not vacuous: each way filter text was written before queries were typed is caught."""
+    assert sql_text_in("from .store import sql_str\nw = f\"agent_id = {sql_str(a)}\"")
+    assert sql_text_in("w = f\"agent_id = {q(a)} AND (id = {q(p)} OR group_id = {q(p)})\"")
+    assert sql_text_in("store.count('passages', 'vector IS NULL')")
+    assert sql_text_in("w = f\"{fn}(tags, {lst})\"; fn = 'array_has_any'")
+    assert sql_text_in("w = f\"agent_id NOT IN ({ids})\"")
+    assert sql_text_in("import tiermem.store.query as q\nq.sql_list(['a'])")
+    assert sql_text_in("store.count('passages', Filter(agent_id=a, missing_vector=True))") == []
+
+
+def test_no_filter_text_outside_the_store() -> None:
+    """Callers pass a typed ``Filter`` (or call a per-purpose method); only ``store/`` writes LanceDB filter text."""
+    problems = []
+    for path in SRC.rglob("*.py"):
+        if path.relative_to(SRC).parts[0] != "store":
+            problems += [f"{_dotted(path)}:{p}" for p in sql_text_in(path.read_text())]
     assert problems == []

@@ -22,7 +22,7 @@ from tiermem.factory import open_memory
 from tiermem.config import Settings, load_settings
 from tiermem.core.migrate import open_core
 from tiermem.memory import Memory
-from tiermem.store import Store, sql_str
+from tiermem.store import Filter, Store
 
 from .conftest import PYTHON, ROOT, text_of
 from .test_transports import server_env, stdio_params
@@ -244,10 +244,10 @@ def kill_during_import(target: Target, tmp_path: Path, messages: int, passages: 
     assert json.loads(again.stdout)["imported"] == ["Loop"]
     m = open_memory(target.settings(), start_embedder=False)
     agent = m.get_agent("Loop").id
-    rows = m.store.select("messages", f"agent_id = {sql_str(agent)}", limit=10**9)
+    rows = m.store.select("messages", Filter(agent_id=agent), limit=10**9)
     assert len(rows) == len({r["id"] for r in rows}) == messages  # each message once
     assert sorted(int(r["content"].split()[1]) for r in rows) == list(range(messages))
-    texts = [r["content"] for r in m.store.select("passages", f"agent_id = {sql_str(agent)}", limit=10**9)]
+    texts = [r["content"] for r in m.store.select("passages", Filter(agent_id=agent), limit=10**9)]
     assert len(texts) == len(set(texts)) == passages
     assert m.store.count("messages") == messages and m.store.count("passages") == passages  # no leftovers
     print(f"import killed in its {stage} with {partial} of {messages + passages} rows written (agent invisible); "

@@ -20,14 +20,15 @@ import threading
 import time
 from collections.abc import Sequence
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
+from .archive_rows import AgentRows
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
 from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge, speaker_of, without_names
 from .records import ROLES, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
-from .store import Store, message_from_row, passage_from_row, sql_list, sql_str
+from .store import Filter, Store, message_from_row, passage_from_row
 
 if TYPE_CHECKING:
     from .embeddings import BackgroundEmbedder
@@ -69,17 +70,11 @@ def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _range_clause(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> list[str]:
+def _check_range(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> None:
     if start and end and start > end:
         raise ValidationError(
             f"{names[0]} ({start.isoformat()}) is after {names[1]} ({end.isoformat()}); swap them or widen the range."
         )
-    out = []
-    if start:
-        out.append(f"created_us >= {to_us(start)}")
-    if end:
-        out.append(f"created_us <= {to_us(end)}")
-    return out
 
 
 def _check_count(value: int, name: str, most: int) -> int:
@@ -118,7 +113,7 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-class Archive:
+class Archive(AgentRows):
     max_last_turns = MAX_LAST_TURNS  # conversations whose latest turn is kept (see _remember_turn)
 
     def __init__(
@@ -156,7 +151,7 @@ class Archive:
         key = (agent_id, self.store.version("messages"), self.store.version("passages"))
         if self._counts is not None and self._counts[0] == key:
             return self._counts[1]
-        where = f"agent_id = {sql_str(agent_id)}"
+        where = Filter(agent_id=agent_id)
         value = (self.store.count("messages", where), self.store.count("passages", where), self.store.distinct_tags(agent_id))
         self._counts = (key, value)
         return value
@@ -208,8 +203,7 @@ class Archive:
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
         key = (agent_id, conversation)
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
-            where = f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation)}"
-            newest = self.store.newest("messages", where)
+            newest = self.store.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
             self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
@@ -268,8 +262,7 @@ class Archive:
     def delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
         check_id(passage_id, "passage id")
-        where = f"agent_id = {sql_str(agent_id)} AND (id = {sql_str(passage_id)} OR group_id = {sql_str(passage_id)})"
-        removed = self.store.delete("passages", where)
+        removed = self.store.delete("passages", Filter(agent_id=agent_id, id_or_group=passage_id))
         if not removed:
             raise NotFoundError(
                 f"No archival passage with id {passage_id!r}. Ids come from archival_memory_search or archival_memory_list."
@@ -319,31 +312,28 @@ class Archive:
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
-        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_date", "end_date"))]
+        _check_range(start, end, ("start_date", "end_date"))
         if roles:
             if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
                 raise ValidationError("roles must be a list, e.g. [\"user\", \"assistant\"].")
             bad = [r for r in roles if r not in ROLES]
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
-            clauses.append(f"role IN ({', '.join(sql_str(r) for r in roles)})")
-        if conversation_id:
-            clauses.append(f"conversation_id = {sql_str(conversation_id)}")
-        return self._hybrid("messages", agent_id, query, " AND ".join(clauses), limit, self.message_ranker)
+        where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
+                       conversation_id=conversation_id or None)
+        return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
-    ) -> str:
-        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_datetime", "end_datetime"))]
+    ) -> Filter:
+        _check_range(start, end, ("start_datetime", "end_datetime"))
         if mode not in ("any", "all"):
             raise ValidationError(f"tag_match_mode must be 'any' or 'all', got {mode!r}.")
-        if tags:
-            clean = self._tags(tags)
-            fn = "array_has_any" if mode == "any" else "array_has_all"
-            clauses.append(f"{fn}(tags, {sql_list(clean)})")
-        return " AND ".join(clauses)
+        clean = self._tags(tags) if tags else None
+        return Filter(agent_id=agent_id, start=start, end=end,
+                      tags_any=clean if mode == "any" else None, tags_all=clean if mode == "all" else None)
 
-    def _hybrid(self, table: str, agent_id: str, query: str, where: str, limit: int, ranker: Ranker) -> SearchResult:
+    def _hybrid(self, table: str, agent_id: str, query: str, where: Filter, limit: int, ranker: Ranker) -> SearchResult:
         query = self._text(query, "query")
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
@@ -358,7 +348,7 @@ class Archive:
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
     def _candidates(
-        self, table: str, agent_id: str, query: str, where: str, pool: int
+        self, table: str, agent_id: str, query: str, where: Filter, pool: int
     ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
         """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
 
@@ -393,10 +383,10 @@ class Archive:
                    limit: int = 10) -> list[Candidate]:
         """The candidates a search of ``limit`` results ranks, unfiltered but for the agent (for fitting and
         inspecting rankers: ``bench locomo``)."""
-        where = f"agent_id = {sql_str(agent_id)}"
+        where = Filter(agent_id=agent_id)
         return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
-    def _query_vector(self, table: str, query: str, where: str, notes: list[str]) -> list[float] | None:
+    def _query_vector(self, table: str, query: str, where: Filter, notes: list[str]) -> list[float] | None:
         """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had.
 
         Once the model is ready, rows of ``where`` stored without vectors (by any process) are embedded
@@ -436,11 +426,11 @@ class Archive:
                 del self._speakers[next(iter(self._speakers))]
             return set(names)
 
-    def _unembedded(self, table: str, where: str) -> int:
+    def _unembedded(self, table: str, where: Filter) -> int:
         """Rows of ``where`` without vectors; counted only while some process has announced such rows."""
         if not self.store.unembedded_marks(table):
             return 0
-        missing = self.store.count(table, f"({where}) AND vector IS NULL")
+        missing = self.store.count(table, replace(where, missing_vector=True))
         if missing == 0:
             self.store.settle_unembedded(table)
         return missing
@@ -555,7 +545,7 @@ class Archive:
             done += self._embed_missing(table, None, limit=None, batch=batch)
         return done
 
-    def _embed_missing(self, table: str, where: str | None, *, limit: int | None, batch: int = 128) -> int:
+    def _embed_missing(self, table: str, where: Filter | None, *, limit: int | None, batch: int = 128) -> int:
         """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
 
         Batches are taken one at a time under a lock, so a search never waits for more than the batch a

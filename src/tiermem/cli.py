@@ -360,7 +360,7 @@ def run_command(args: argparse.Namespace) -> int:
         return interop_command(memory, settings, args)
     if args.command == "optimize":
         store = memory.store
-        if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
+        if memory.archive is not None and any(memory.archive.missing_vectors().values()):
             print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
         for table, outcome in store.optimize().items():
             print(f"{table}: {outcome}")

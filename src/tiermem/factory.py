@@ -54,7 +54,7 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
     if start_embedder:
         # Rows any process stored without vectors (a crash may have left them unannounced): announce them
         # to every process's searches and embed them as soon as the model is ready.
-        missing = [t for t in ("messages", "passages") if store.count(t, "vector IS NULL")]
+        missing = [t for t, n in memory.archive.missing_vectors().items() if n]
         for table in missing:
             if not store.unembedded_marks(table):
                 store.mark_unembedded(table)

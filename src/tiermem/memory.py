@@ -26,7 +26,7 @@ from .errors import ConflictError, EditError, NotFoundError, StoreError, Validat
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
-from .store import Store, sql_str
+from .store import Filter, Store
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -321,7 +321,7 @@ class Memory:
     def delete_agent(self, agent_id: str) -> None:
         """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
         self.core.delete_agent(agent_id)  # first: a half-deleted agent is not found
-        where = f"agent_id = {sql_str(agent_id)}"
+        where = Filter(agent_id=agent_id)
         for table in ("messages", "passages"):
             self.store.delete(table, where)
 

@@ -29,7 +29,6 @@ from ..errors import NotFoundError, NotOpenError, TiermemError, ValidationError
 from ..records import ContextWindow
 from ..memory import check_agent_name
 from ..records import stable_id
-from ..store import sql_str
 from . import letta_kept
 from ..registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
@@ -382,8 +381,7 @@ def _write_agent(
         report.blocks += 1
         progress.advance()
     # An interrupted earlier run may have left messages or passages of this (not yet visible) agent.
-    memory.store.delete("messages", f"agent_id = {sql_str(agent_id)}")
-    memory.store.delete("passages", f"agent_id = {sql_str(agent_id)}")
+    archive.delete_agent_data(agent_id)
     rows = []
     base = 1_000_000_000  # seq: the file's order, before anything the agent writes later (time-based)
     ids: dict[str, JSON] = {}

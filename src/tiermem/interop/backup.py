@@ -120,6 +120,6 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             inserted[table] = done
     finally:
         progress.close()
-    if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
+    if memory.archive is not None and any(memory.archive.missing_vectors().values()):
         inserted["embedded"] = memory.archive.catch_up(None)
     return inserted

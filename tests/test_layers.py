@@ -35,7 +35,10 @@ OWNER_MODULES = {
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
-STORE_IMPORTERS = {"memory", "archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
+STORE_IMPORTERS = {"archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
+# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCore.store``): the domain layer and the
+# code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
+STORE_HOLDERS = {"memory", "archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
@@ -209,4 +212,23 @@ def test_no_filter_text_outside_the_store() -> None:
     for path in SRC.rglob("*.py"):
         if path.relative_to(SRC).parts[0] != "store":
             problems += [f"{_dotted(path)}:{p}" for p in sql_text_in(path.read_text())]
+    assert problems == []
+
+
+def store_reach_in(source: str) -> list[str]:
+    """Reads of another object's ``.store`` in ``source`` (``self.store`` is an object's own)."""
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr == "store"
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+
+
+def test_callers_do_not_reach_past_memory_into_the_store() -> None:
+    """``Memory`` is the facade: outside the domain layer nothing reads ``memory.store`` or ``archive.store``."""
+    assert store_reach_in("n = memory.archive.store.count('passages')") and store_reach_in("s = m.store")
+    assert store_reach_in("n = self.store.count('passages')") == []
+    problems = []
+    for path in SRC.rglob("*.py"):
+        me = _dotted(path)
+        if me.split(".")[0] != "store" and me not in STORE_HOLDERS:
+            problems += [f"{me}:{p}" for p in store_reach_in(path.read_text())]
     assert problems == []

@@ -77,7 +77,6 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     from .interop import letta_kept
 
     agent = memory.get_agent(args.name)
-    assert memory.archive is not None
     messages, passages, _tags = memory.archive.counts(agent.id)
     doc = letta_kept.parse(agent.metadata)
     kept = letta_kept.summary(doc)
@@ -159,7 +158,6 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
 
 def search_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     archive = memory.archive
-    assert archive is not None
     if not 1 <= args.limit <= 100:
         raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
     # Read-only: a mistyped --agent names the agents instead of creating an empty one.

@@ -39,7 +39,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     except TiermemError as exc:
         check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
         return _report(checks, as_json)
-    store = memory.store
+    store = memory.archive.store
     meta = store.meta()
     check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
           f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")

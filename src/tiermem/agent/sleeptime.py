@@ -39,7 +39,7 @@ async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider,
                         max_steps: int, max_tokens: int) -> int | None:
     """One run over the messages since the last mark; returns the new mark (None: nothing to read)."""
     window = await anyio.to_thread.run_sync(lambda: m.context_window(agent_id, conv))
-    messages = await anyio.to_thread.run_sync(lambda: m.store.messages_since(agent_id, conv, window.sleeptime_seq))
+    messages = await anyio.to_thread.run_sync(lambda: m.archive.messages_since(agent_id, conv, window.sleeptime_seq))
     if not messages:
         return None
     mark = messages[-1].seq + 1

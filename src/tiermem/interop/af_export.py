@@ -19,14 +19,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
-from ..errors import NotOpenError, TiermemError, ValidationError
+from ..errors import TiermemError, ValidationError
 from ..records import Agent, Block, Message, stable_id
 from . import letta_kept
 from .agentfile import STYLE, tiermem_name
 from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
-    from ..archive import Archive
     from ..memory import Memory
 
 JSON = dict[str, Any]
@@ -69,12 +68,6 @@ class _Ids:
         return self.maps.get(kind, {}).get(key)
 
 
-def _archive(memory: Memory) -> Archive:
-    if memory.archive is None:
-        raise NotOpenError("Exporting needs recall and archival memory; open memory with open_memory().")
-    return memory.archive
-
-
 def _scope(doc: JSON) -> tuple[str, str]:
     s = doc.get("scope") or {}
     return str(s.get("digest", "")), str(s.get("namespace", ""))
@@ -113,7 +106,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
         extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_kept.KEY,)}
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
-            for p in _archive(memory).passages_of(a.id)
+            for p in memory.archive.passages_of(a.id)
         ]
     for doc in docs:  # what no agent referenced, kept with a file's first agent
         if doc is not None:
@@ -330,7 +323,7 @@ def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
 
 def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
               counter: list[int]) -> tuple[list[JSON], list[str]]:
-    native = _archive(memory).messages_of(a.id)
+    native = memory.archive.messages_of(a.id)
     window = memory.context_window(a.id, "default")
     in_window = {m.id for m in memory.in_context_messages(window)}
     unlogged = list((doc or {}).get("unlogged_messages") or [])

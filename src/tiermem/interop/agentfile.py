@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..config import BlockSpec
-from ..errors import NotFoundError, NotOpenError, TiermemError, ValidationError
+from ..errors import NotFoundError, TiermemError, ValidationError
 from ..records import ContextWindow
 from ..memory import check_agent_name
 from ..records import stable_id
@@ -332,8 +332,6 @@ def apply_plans(
     memory: Memory, plans: list[AgentPlan], digest: str, *, rename: str | None = None, replace: bool = False
 ) -> ImportReport:
     """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
-    if memory.archive is None:
-        raise NotOpenError("Importing needs recall and archival memory; open memory with open_memory().")
     report = ImportReport()
     if rename is not None:
         plans[0].name = rename
@@ -373,7 +371,6 @@ def _write_agent(
     report: ImportReport,
 ) -> None:
     archive = memory.archive
-    assert archive is not None
     for ref, spec in p.blocks:
         # keyed by the import's first agent name too: the same file imported under --rename gets its own blocks
         block_id = stable_id("block", digest, namespace, ref)  # one id per file block: shared stays shared

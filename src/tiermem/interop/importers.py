@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, validate_label
 from ..config import BlockSpec
-from ..errors import NotOpenError, ValidationError
+from ..errors import ValidationError
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -74,8 +74,6 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
 
 def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str) -> tuple[int, int]:
     """Insert the (content, tags) pairs not already stored for this agent; returns (inserted, skipped)."""
-    if memory.archive is None:
-        raise NotOpenError("Importing passages needs archival memory.")
     have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.passages_of(agent_id, tags_any=[marker_tag])}
     todo, seen = [], set()
     for content, tags in items:

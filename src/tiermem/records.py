@@ -2,14 +2,54 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .errors import ValidationError
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
+
+_NAMESPACE = uuid.UUID("5b0f7a52-3c1e-4f5e-9a59-7e2d3c2f7d11")
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+# -- ids and times ------------------------------------------------------------------
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def to_us(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1_000_000)
+
+
+def from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def stable_id(prefix: str, *parts: str) -> str:
+    """A deterministic id, so concurrent first starts create one row, not two."""
+    return f"{prefix}-{uuid.uuid5(_NAMESPACE, chr(0).join(parts))}"
+
+
+def check_id(value: str, what: str = "id") -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise ValidationError(f"Invalid {what} {str(value)[:80]!r}: ids come from tool results, e.g. 'passage-…'.")
+    return value
+
+
+# -- records ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..errors import TiermemError, ValidationError
-from ..records import Agent, Block, Message
-from ..store import passage_from_row, sql_str, stable_id
+from ..records import Agent, Block, Message, stable_id
+from ..store import passage_from_row, sql_str
 from . import letta_kept
 from .agentfile import STYLE, tiermem_name
 from .letta_messages import EXTENSION

@@ -28,7 +28,8 @@ from ..config import BlockSpec
 from ..errors import NotFoundError, NotOpenError, TiermemError, ValidationError
 from ..records import ContextWindow
 from ..memory import check_agent_name
-from ..store import sql_str, stable_id
+from ..records import stable_id
+from ..store import sql_str
 from . import letta_kept
 from ..registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings

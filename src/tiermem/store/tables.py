@@ -1,0 +1,170 @@
+"""The two searchable tables, messages (recall) and passages (archival): rows, vectors, and the marks that
+announce rows stored without vectors."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import StoreError
+from ..records import Message
+from .base import StoreBase
+from .boundary import reads, writes
+from .query import sql_str
+from .rows import message_from_row
+from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
+
+log = logging.getLogger(__name__)
+
+
+class LogTables(StoreBase):
+    # -- messages ------------------------------------------------------------
+
+    @reads("messages")
+    def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
+        """Messages of one conversation with ``seq >= start_seq``, oldest first."""
+        where = (
+            f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation_id)} "
+            f"AND seq >= {int(start_seq)}"
+        )
+        rows = self._tables["messages"].search().where(where).select(list(MESSAGE_COLUMNS)).limit(None).to_list()
+        rows.sort(key=lambda r: r["seq"])
+        return [message_from_row(r) for r in rows]
+
+    @reads("messages")
+    def agent_messages(self, agent_id: str) -> list[Message]:
+        """Every message of one agent, by conversation then order (for export and backup)."""
+        rows = self._tables["messages"].search().where(f"agent_id = {sql_str(agent_id)}").select(
+            list(MESSAGE_COLUMNS)).limit(None).to_list()
+        rows.sort(key=lambda r: (r["conversation_id"] != "default", r["conversation_id"], r["seq"]))
+        return [message_from_row(r) for r in rows]
+
+    @writes("restored rows")
+    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
+        if not rows:
+            return 0
+        result = self._tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
+        self._wrote()
+        if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+            self.mark_unembedded(table)
+        return int(result.num_inserted_rows)
+
+    @reads("a message")
+    def message(self, message_id: str) -> Message | None:
+        rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
+            list(MESSAGE_COLUMNS)).limit(1).to_list()
+        return message_from_row(rows[0]) if rows else None
+
+    # -- messages and passages ------------------------------------------------
+
+    @writes("rows")
+    def add_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self._tables[table].add(list(rows))
+            self._wrote(len(rows))
+            if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+                self.mark_unembedded(table)
+
+    @writes("vectors")
+    def set_vectors(self, table: str, vectors: dict[str, list[float]]) -> None:
+        """Fill in vectors of rows stored before the model was ready."""
+        if not vectors:
+            return
+        t = self._tables[table]
+        ids = ", ".join(sql_str(i) for i in vectors)
+        rows = t.search().where(f"id IN ({ids})").limit(len(vectors) * 2).to_list()
+        for r in rows:
+            r.pop("_distance", None)
+            r["vector"] = vectors[r["id"]]
+        if rows:
+            t.merge_insert("id").when_matched_update_all().execute(rows)
+            self._wrote(len(rows))
+
+    @reads("rows without vectors")
+    def rows_without_vectors(self, table: str, limit: int = 256, where: str | None = None) -> list[dict[str, Any]]:
+        return self._rows(table, f"({where}) AND vector IS NULL" if where else "vector IS NULL", limit=limit)
+
+    # Rows stored without vectors are announced in ``meta`` (key "unembedded:<table>:<writer>"), written
+    # right after the rows, so a search in any process learns of them from the small meta table instead
+    # of counting ``vector IS NULL`` over the whole table (a scan of every vector). The marks are cleared
+    # by whoever sees the table without such rows, and only the marks read before that count: a mark is
+    # written after its rows, so rows whose mark was read are in the count. Rows a crash left unmarked
+    # are found by the full count each process makes when it opens the store (``factory.open_memory``).
+
+    @reads("settings")
+    def unembedded_marks(self, table: str) -> dict[str, str]:
+        """The marks announcing rows without vectors in ``table`` (cheap: meta is re-read only when it changed)."""
+        prefix = f"{UNEMBEDDED_PREFIX}{table}:"
+        return {r["key"]: r["value"] for r in self._snapshot("meta") if str(r["key"]).startswith(prefix)}
+
+    def mark_unembedded(self, table: str) -> None:
+        """Announce that ``table`` holds rows without vectors (after writing them)."""
+        try:
+            self.set_meta(f"{UNEMBEDDED_PREFIX}{table}:{self._writer}", str(time.time_ns()))
+        except StoreError as exc:  # the rows are stored; the next process to open the store counts them
+            log.warning("could not record rows without vectors in %s: %s", table, exc)
+
+    @reads("rows without vectors")
+    def settle_unembedded(self, table: str) -> int:
+        """Rows of ``table`` without vectors; when there are none, clear the marks read before counting."""
+        marks = self.unembedded_marks(table)
+        missing = self.count(table, "vector IS NULL")
+        if missing == 0 and marks:
+            self._clear_marks(marks)
+        return missing
+
+    @writes("settings")
+    def _clear_marks(self, marks: dict[str, str]) -> None:
+        where = " OR ".join(f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in marks.items())
+        self._tables["meta"].delete(where)
+
+    @reads("tags")
+    def distinct_tags(self, agent_id: str) -> list[str]:
+        import pyarrow.compute as pc
+
+        data = self._tables["passages"].search().where(f"agent_id = {sql_str(agent_id)}").select(["tags"]).limit(None).to_arrow()
+        if data.num_rows == 0:
+            return []
+        flat = pc.list_flatten(data.column("tags").combine_chunks())
+        return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
+
+    @reads("the latest row")
+    def newest(self, table: str, where: str) -> dict[str, Any] | None:
+        """The latest row matching ``where`` (by time, then sequence)."""
+        data = self._tables[table].search().where(where).select(["content", "created_us", "seq"]).limit(None).to_list()
+        return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
+
+    @reads("rows")
+    def select(
+        self, table: str, where: str | None, *, limit: int, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Rows oldest first (by time, then id), one page.
+
+        A page smaller than the matching rows reads only the sort keys of every row, then the page's rows
+        (the inspector pages through 10k passages without reading every row and its vector).
+        """
+        q = self._tables[table].search()
+        keys = (q.where(where) if where else q).select(["id", "created_us"]).limit(None).to_list()
+        keys.sort(key=lambda r: (r["created_us"], r["id"]))
+        page = [r["id"] for r in keys[offset : offset + limit]]
+        if not page:
+            return []
+        if len(page) == len(keys):
+            rows = self._rows(table, where)
+        else:
+            ids = f"id IN ({', '.join(sql_str(i) for i in page)})"
+            rows = self._rows(table, f"({where}) AND {ids}" if where else ids)
+        rows.sort(key=lambda r: (r["created_us"], r["id"]))
+        return rows[:limit] if len(page) == len(keys) else rows
+
+    @writes("a deletion")
+    def delete(self, table: str, where: str) -> int:
+        t = self._tables[table]
+        before = t.count_rows(where)
+        if before:
+            t.delete(where)
+            self._wrote()
+        return int(before)

@@ -293,15 +293,18 @@ def main() -> None:
     parser.add_argument("--table", default="messages", help="with --probe: messages or passages")
     parser.add_argument("--profile", type=Path, help="per-leg search breakdown on a built store (bench/search_profile.py)")
     parser.add_argument("--sweep", action="store_true", help="with --profile: ANN settings vs recall@10 and latency")
+    parser.add_argument("--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}
     if args.profile:
-        from .search_profile import profile, sweep
+        from .search_profile import profile, sweep, upkeep
 
         results[f"profile {args.profile.name}"] = profile(args.profile)
         if args.sweep:
             results[f"sweep {args.profile.name}"] = sweep(args.profile)
+        if args.upkeep:
+            results[f"upkeep {args.profile.name}"] = upkeep(args.profile)
         print(json.dumps(results, indent=1), flush=True)
         return
     if args.probe:

@@ -126,3 +126,46 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
         out["settings"][f"nprobes={c[0]} ef={c[1]} refine={c[2]}"] = {
             "recall_at_10": round(found[c] / (k * len(vectors)), 3), **stats(lat[c])}
     return out
+
+
+def upkeep(data_dir: Path, share: float = 0.01) -> dict[str, Any]:
+    """On a copy of a built store: add ``share`` of its passage count as new rows (stored vectors plus noise),
+    then time the incremental ``optimize`` that appends them to the vector index, against a full rebuild of
+    that index (what upkeep would cost if it retrained)."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+    from lancedb.index import IvfSq
+
+    from tiermem.store.indexes import vector_partitions
+
+    copy = Path(tempfile.mkdtemp(prefix="tiermem-upkeep-")) / "data"
+    shutil.copytree(data_dir, copy)
+    try:
+        memory, agent = open_store(copy)
+        store = memory.store
+        n = store.count("passages")
+        added = max(1, int(n * share))
+        sample = store._tables["passages"].search().select(["content", "tags", "vector"]).limit(added).to_arrow()
+        vecs = sample.column("vector").combine_chunks().flatten().to_numpy().reshape(added, -1).astype(np.float32)
+        vecs += 0.05 * np.random.default_rng(7).normal(size=vecs.shape).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        contents, tags = sample.column("content").to_pylist(), sample.column("tags").to_pylist()
+        store.add_rows("passages", [
+            {"id": f"upkeep-{i}", "agent_id": agent, "group_id": f"upkeep-{i}", "chunk": 0, "content": contents[i],
+             "tags": tags[i], "text": contents[i], "created_us": 1_800_000_000_000_000 + i, "vector": vecs[i].tolist()}
+            for i in range(added)])
+        t = time.perf_counter()
+        report = store.optimize()
+        incremental = time.perf_counter() - t
+        health = store.index_health()["passages"]
+        t = time.perf_counter()
+        store._tables["passages"].create_index(
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n + added)), replace=True)
+        rebuild = time.perf_counter() - t
+        return {"rows_before": n, "rows_added": added, "optimize_incremental_s": round(incremental, 1),
+                "optimize_report": report, "after_optimize": health, "vector_index_full_rebuild_s": round(rebuild, 1),
+                "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)

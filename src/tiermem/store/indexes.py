@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 def vector_partitions(rows: int) -> int:
     """IVF partitions for a vector index over ``rows`` vectors: ~sqrt(rows), so a probe reads ~sqrt(rows) rows."""
-    return max(1, round(rows**0.5))
+    return max(1, round(float(rows) ** 0.5))
 
 
 class Indexes(StoreBase):

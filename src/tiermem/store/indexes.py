@@ -4,6 +4,7 @@ the per-index coverage ``doctor`` reports."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from datetime import timedelta
 
@@ -17,7 +18,7 @@ log = logging.getLogger(__name__)
 
 def vector_partitions(rows: int) -> int:
     """IVF partitions for a vector index over ``rows`` vectors: ~sqrt(rows), so a probe reads ~sqrt(rows) rows."""
-    return max(1, round(float(rows) ** 0.5))
+    return max(1, math.isqrt(rows))
 
 
 class Indexes(StoreBase):

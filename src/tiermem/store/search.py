@@ -17,10 +17,12 @@ from .boundary import reads
 from .indexes import Indexes
 from .query import sql_str
 
-# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``): nprobes for
-# the IVF-SQ index tiermem builds (recall@10 against exact search 1.000 at 100k); ef for the IVF-HNSW-SQ
-# index of stores built by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors.
-VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 32, 128, 2
+# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
+# "Scale"): nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions; with refine 2, recall@10
+# against exact search 0.990 at 100k and 0.982 at 1M, where 16 probes gave 0.948 and 32 cost ~20% more time);
+# ef for the IVF-HNSW-SQ index of stores built by earlier versions; refine 2 re-ranks 2 x limit candidates by
+# their full vectors (SQ distances alone lose ~0.02-0.04 recall).
+VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 24, 128, 2
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # read for the top k only

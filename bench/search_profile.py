@@ -76,7 +76,7 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
         fetch_s = None
         if hasattr(store, "fetch_rows"):
             t = time.perf_counter()
-            store.fetch_rows("passages", [c.id for c, _ in ranked])
+            store.fetch_rows("passages", [c.row for c, _ in ranked])
             fetch_s = time.perf_counter() - t
         t = time.perf_counter()
         store.unembedded_marks("passages")

@@ -1,6 +1,6 @@
 """Resident memory of LanceDB alone under one-row writes: what is LanceDB's and what is tiermem's (issue #13).
 
-    python -m bench lance_writes [--writes 8000] [--cache-mb 16|0] [--no-fts] [--no-optimize]
+    python -m bench lance_writes [--writes 8000] [--cache-mb 16|0] [--no-fts] [--no-optimize] [--trim-every N]
 
 One fresh process per run writes single rows (384-float vectors) to a table opened with
 read_consistency_interval=0 (as tiermem's store is), runs a filtered full-text query after each write (with
@@ -20,7 +20,9 @@ from datetime import timedelta
 from .common import rss_mb
 
 
-def run(writes: int, cache_mb: int, fts: bool, optimize: bool) -> None:
+def run(writes: int, cache_mb: int, fts: bool, optimize: bool, trim_every: int = 0) -> None:
+    import ctypes
+
     import lancedb
     import pyarrow as pa
 
@@ -44,6 +46,8 @@ def run(writes: int, cache_mb: int, fts: bool, optimize: bool) -> None:
             table.search(f"hello {i}", query_type="fts").where("agent_id = 'a'").limit(5).to_list()
         if optimize and i % 200 == 199:
             table.optimize()
+        if trim_every and (i + 1) % trim_every == 0:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         if (i + 1) % 1000 == 0:
             gc.collect()
             print(f"writes {i + 1} rss {rss_mb():.0f} MB", flush=True)
@@ -55,5 +59,6 @@ def main() -> None:
     parser.add_argument("--cache-mb", type=int, default=16, help="cap of each LanceDB cache in MiB; 0 = its defaults")
     parser.add_argument("--no-fts", dest="fts", action="store_false")
     parser.add_argument("--no-optimize", dest="optimize", action="store_false")
+    parser.add_argument("--trim-every", type=int, default=0, help="malloc_trim(0) after every N writes (0: never)")
     args, _ = parser.parse_known_args(sys.argv[1:])
-    run(args.writes, args.cache_mb, args.fts, args.optimize)
+    run(args.writes, args.cache_mb, args.fts, args.optimize, args.trim_every)

@@ -125,7 +125,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                 dia_of[message.id] = str(item["payload"])
         convs.append((sample, agent, dia_of))
     ingest_s = time.perf_counter() - started
-    memory.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
+    memory.archive.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
 
     # One search per question: the candidates both legs return, ranked below by every ranker.
     questions: list[dict[str, Any]] = []
@@ -216,7 +216,7 @@ def latency(target: int = 10_000) -> dict[str, Any]:
             if logged >= target:
                 break
         copy += 1
-    memory.store.optimize()
+    memory.archive.store.optimize()
     questions = [qa["question"] for s in samples for qa in s["qa"] if qa.get("category") in CATEGORIES]
     times = []
     for q in questions:
@@ -248,7 +248,7 @@ def archival(quick: bool = False) -> dict[str, Any]:
         turns = messages(sample)
         archive.insert_many(agent, [(m["content"], [str(m["payload"])]) for m in turns],
                             created=[datetime.fromisoformat(m["timestamp"]) for m in turns])
-        memory.store.optimize()
+        memory.archive.store.optimize()
         dia_of = {p.id: p.tags[0] for p in _all_passages(archive, agent)}
         for qa in sample["qa"]:
             gold = evidence_ids(qa.get("evidence", []), set(dia_of.values()))

@@ -114,7 +114,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
         out.update(_insert_synthetic(memory, agent, items, rng))
     else:
         timed = TimedEmbedder(memory.archive.embedder)
-        archive = Archive(memory.store, timed)  # type: ignore[arg-type]
+        archive = Archive(memory.archive.store, timed)  # type: ignore[arg-type]
         archive.insert_many(agent, items, batch=512)
         total = time.perf_counter() - started
         out["insert_total_s"] = round(total, 1)
@@ -128,7 +128,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     _copy_to_messages(memory, agent)
     out["messages_copy_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
-    memory.store.optimize()
+    memory.archive.store.optimize()
     out["optimize_index_s"] = round(time.perf_counter() - t, 1)
     _progress(n, "indexed", out, data_dir)
     out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]))
@@ -137,7 +137,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
 
 def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict[str, Any]:
     """Search latency in process and over stdio, vector recall@10 and server RSS on a built store."""
-    out: dict[str, Any] = {"indexes": memory.store.index_health()["passages"]}
+    out: dict[str, Any] = {"indexes": memory.archive.store.index_health()["passages"]}
     rows = _vectors(memory)
     # In process: the library call, query embedding included.
     lat = []
@@ -157,9 +157,9 @@ def remeasure(data_dir: Path) -> dict[str, Any]:
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
-    memory.store.optimize()
+    memory.archive.store.optimize()
     agent = memory.ensure_agent("default").id
-    n = memory.store.count("passages")
+    n = memory.archive.store.count("passages")
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
     marker = data_dir / "bench-scale.json"
@@ -233,7 +233,7 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
         chunk = items[start : start + 20_000]
         vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(size=(len(chunk), base.shape[1])).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        memory.store.add_rows("passages", [
+        memory.archive.store.add_rows("passages", [
             {"id": f"passage-{start + i}", "agent_id": agent, "group_id": f"passage-{start + i}", "chunk": 0, "content": text,
              "tags": tags, "text": text, "created_us": 1_700_000_000_000_000 + start + i, "vector": vecs[i].tolist()}
             for i, (text, tags) in enumerate(chunk)])
@@ -243,8 +243,8 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
 
 def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
     """(ids, unit vectors) of every passage, straight from Arrow (the bench may reach into the store)."""
-    table = memory.store._tables["passages"].to_arrow().select(["id", "vector"])
-    dim = memory.store.embedding_dim
+    table = memory.archive.store._tables["passages"].to_arrow().select(["id", "vector"])
+    dim = memory.archive.store.embedding_dim
     matrix = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim).astype(np.float32)
     return table.column("id").to_pylist(), matrix
 
@@ -252,8 +252,8 @@ def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
 def _copy_to_messages(memory: Any, agent: str) -> None:
     import pyarrow as pa
 
-    source = memory.store._tables["passages"].to_arrow()
-    target = memory.store._tables["messages"]
+    source = memory.archive.store._tables["passages"].to_arrow()
+    target = memory.archive.store._tables["messages"]
     schema = target.schema
     for start in range(0, source.num_rows, 100_000):
         part = source.slice(start, 100_000)
@@ -274,12 +274,14 @@ def _copy_to_messages(memory: Any, agent: str) -> None:
 
 
 def _recall(memory: Any, agent: str, queries: list[str], rows: tuple[list[str], np.ndarray]) -> float:
+    from tiermem.store import Filter
+
     ids, matrix = rows
     found = 0
     for q in queries:
         vec = memory.archive.embedder.embed([q])[0]
         exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]}
-        got = {r["id"] for r in memory.store.vector_search("passages", vec, f"agent_id = '{agent}'", 10)}
+        got = {r["id"] for r in memory.archive.store.vector_search("passages", vec, Filter(agent_id=agent), 10)}
         found += len(exact & got)
     return round(found / (10 * len(queries)), 3)
 

@@ -51,11 +51,12 @@ def open_store(data_dir: Path) -> tuple[Any, str]:
 
 def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10) -> dict[str, Any]:
     from tiermem.ranking import merge
-    from tiermem.store import sql_str
+    from tiermem.store.query import Filter
 
     memory, agent = open_store(data_dir)
-    archive, store = memory.archive, memory.store
-    where = f"agent_id = {sql_str(agent)}"
+    archive = memory.archive
+    store = archive.store
+    where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
     queries = _queries(n_queries + warm)
     parts: dict[str, list[float]] = {k: [] for k in (
@@ -96,11 +97,11 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
 def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple[int, int, int]] | None = None
           ) -> dict[str, Any]:
     """Vector leg latency and recall@10 against LanceDB's exact (flat) search, per ANN setting."""
-    from tiermem.store import sql_str
+    from tiermem.store.query import Filter, compile_filter
 
     memory, agent = open_store(data_dir)
-    table = memory.store._tables["passages"]  # the bench reaches into the store to vary the knobs
-    where = f"agent_id = {sql_str(agent)}"
+    table = memory.archive.store._tables["passages"]  # the bench reaches into the store to vary the knobs
+    where = compile_filter(Filter(agent_id=agent))
     vectors = [memory.archive.embedder.embed([q])[0] for q in _queries(n_queries)]
 
     def query(vec: list[float]) -> Any:
@@ -108,7 +109,7 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
             .select(["id", "_distance"]).limit(k)
 
     exact = [{r["id"] for r in query(v).bypass_vector_index().to_list()} for v in vectors]
-    out: dict[str, Any] = {"rows": memory.store.count("passages"), "queries": n_queries,
+    out: dict[str, Any] = {"rows": memory.archive.store.count("passages"), "queries": n_queries,
                            "load_avg": [round(x, 2) for x in os.getloadavg()], "settings": {}}
     chosen = settings or SWEEP
     lat: dict[tuple[int, int, int], list[float]] = {c: [] for c in chosen}
@@ -144,7 +145,7 @@ def upkeep(data_dir: Path, share: float = 0.01) -> dict[str, Any]:
     shutil.copytree(data_dir, copy)
     try:
         memory, agent = open_store(copy)
-        store = memory.store
+        store = memory.archive.store
         n = store.count("passages")
         added = max(1, int(n * share))
         sample = store._tables["passages"].search().select(["content", "tags", "vector"]).limit(added).to_arrow()

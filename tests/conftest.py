@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tiermem.archive import Archive
 from tiermem.core.migrate import open_core
 from tiermem.config import BlockSpec, Settings, load_settings
+from tiermem.embeddings import make_embedder
 from tiermem.memory import Memory
 from tiermem.store import Store
 
@@ -32,12 +35,17 @@ def settings(tmp_path: Path) -> Settings:
     return load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
 
 
+def memory_over(store: Store, **kw: Any) -> Memory:
+    """A Memory over ``store`` with its Archive on the hashing embedder (``open_memory`` builds both from settings)."""
+    return Memory(Archive(store, make_embedder("hashing", Path())), **kw)
+
+
 @pytest.fixture(params=["sqlite", "lancedb"])
 def memory(settings: Settings, request: pytest.FixtureRequest) -> Memory:
     """A Memory on each core-state backend: the same tests pass on both."""
     store = Store(settings.store_uri(), embedding_model="hashing-384", embedding_dim=384)
     core = open_core(store, request.param, settings.resolved_data_dir())
-    return Memory(store, default_blocks=settings.default_blocks, default_system=settings.system, core=core)
+    return memory_over(store, default_blocks=settings.default_blocks, default_system=settings.system, core=core)
 
 
 def spec(label: str, value: str = "", limit: int = 5000, read_only: bool = False) -> BlockSpec:

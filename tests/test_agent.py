@@ -321,6 +321,46 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings:
         assert await read(c, "memory://blocks/human") == history[1]["value"]
 
 
+async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    """The sleep-time agent runs the same tool-calling loop as the agent: its report names the blocks the ``memory``
+    tool edited by ``path`` (``old_path`` for a rename; a view edits nothing), like the agent loop's report."""
+    import anyio
+
+    from tiermem.agent.loop import AgentLoop, LoopSettings
+    from tiermem.agent.service import anthropic_provider
+    from tiermem.agent.toolhost import ServerTools
+
+    s = agent_settings(settings, fake)
+    fake.add(
+        fa.text("Noted."),
+        fa.tools([("memory", {"command": "view", "path": "/memories"}),
+                  ("memory", {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"}),
+                  ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
+                  ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"}),
+                  ("memory", {"command": "delete", "path": "/memories/absent"})]),
+        fa.tool("memory_finish_edits", {}),
+    )
+    server = build(s)
+    async with Client(server, cache=None) as c:
+        memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
+        provider = anthropic_provider(s)
+        loop = AgentLoop(memory, agent_id, ServerTools(server), LoopSettings(sleeptime_frequency=1),
+                         sleeptime_tools=ServerTools(server, only=("memory",)), background_provider=provider)
+        result = await loop.turn("I like tea; my project is tiermem.", provider)
+        assert result.reply == "Noted." and result.memory_edits == [] and result.sleeptime == "started"
+        await loop.wait_background()
+        run = loop.last_sleeptime
+        assert run is not None and run.stop_reason == "end_turn"
+        assert [(x["tool"], x["status"]) for x in run.report.steps] == [
+            *[("memory", "OK")] * 4, ("memory", "Failed"), ("memory_finish_edits", "OK")]
+        assert run.report.memory_edits == ["human", "notes"]
+        assert run.report.usage.input_tokens == 200  # two model calls of the scripted 100 input tokens
+        assert {t["name"] for t in fake.requests[1]["tools"]} == {"memory", "memory_finish_edits"}
+        history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))["versions"]
+        assert history[0]["actor"] == "sleeptime" and "Likes tea" in history[0]["value"]
+        assert "Project: tiermem" in await read(c, "memory://blocks/project")
+
+
 async def test_messages_logged_by_others_between_turns_reach_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
     """The loop keeps its window in memory between turns; any other write to recall must invalidate it."""
     fake.add(fa.text("r1"), fa.text("r2"), fa.text("r3"))

@@ -9,10 +9,9 @@ import pytest
 from tiermem import blocks as b
 from tiermem.config import load_settings
 from tiermem.errors import ConfigError
-from tiermem.memory import Memory
 from tiermem.store import Store
 
-from .conftest import ROOT
+from .conftest import ROOT, memory_over
 
 
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +66,23 @@ def test_bad_settings_are_clear(tmp_path: Path) -> None:
 def test_object_store_uri_without_local_paths() -> None:
     """The store only needs a URI: LanceDB's in-memory object store stands in for s3:// here."""
     store = Store("memory://tiermem-config-test", embedding_model="hashing-384", embedding_dim=384)
-    m = Memory(store, default_blocks=load_settings().default_blocks)
+    m = memory_over(store, default_blocks=load_settings().default_blocks)
     agent = m.ensure_agent("default").id
     assert m.edit(agent, "human", b.Append("remote")).value == "\nremote"
     assert [v.version for v in m.history(agent, "human", 5)] == [2, 1]
+
+
+def test_the_file_read_is_recorded_and_cannot_name_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().config is None  # no file at the XDG location
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('agent = "from-file"\n')
+    assert (load_settings(cfg).config, load_settings(cfg).agent) == (cfg, "from-file")
+    xdg = tmp_path / "xdg-config" / "tiermem" / "config.toml"  # conftest points XDG_CONFIG_HOME here
+    xdg.parent.mkdir(parents=True)
+    xdg.write_text('agent = "from-xdg"\n')
+    assert (load_settings().config, load_settings().agent) == (xdg, "from-xdg")
+    monkeypatch.setenv("TIERMEM_CONFIG", str(cfg))
+    assert (load_settings().config, load_settings().agent) == (cfg, "from-file")
+    cfg.write_text(f'config = "{xdg}"\n')
+    with pytest.raises(ConfigError, match="cannot name another one"):
+        load_settings()

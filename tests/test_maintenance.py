@@ -53,7 +53,7 @@ def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     agent = m.ensure_agent("default").id
     row = {"id": "passage-1", "agent_id": agent, "group_id": "passage-1", "chunk": 0, "content": "x", "tags": [],
            "text": "x", "created_us": 0, "vector": None}
-    m.store.add_rows("passages", [row])  # as left by a process killed before its model loaded
+    m.archive.store.add_rows("passages", [row])  # as left by a process killed before its model loaded
     bad = run(tmp_path, "doctor")
     assert bad.returncode == 1
     assert "[FAIL] passages index: 1 rows, 1 without vectors" in bad.stdout and "fix:" in bad.stdout
@@ -66,12 +66,12 @@ def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
     m = open_memory(s)
     agent = m.ensure_agent("default").id
     m.archive.insert(agent, "first")
-    m.store.optimize()
+    m.archive.store.optimize()
     m.archive.insert(agent, "second")
-    assert m.store.index_health()["passages"]["fts_unindexed"] == 1
+    assert m.archive.store.index_health()["passages"]["fts_unindexed"] == 1
     out = run(tmp_path, "optimize")
     assert out.returncode == 0 and "passages: ok" in out.stdout
-    assert open_memory(s).store.index_health()["passages"]["fts_unindexed"] == 0
+    assert open_memory(s).archive.store.index_health()["passages"]["fts_unindexed"] == 0
 
 
 def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from tiermem.memory import Change, Memory
 from tiermem.core.migrate import CORE_FILE, open_core
 from tiermem.store import Store
 
-from .conftest import PYTHON, ROOT, spec
+from .conftest import PYTHON, ROOT, memory_over, spec
 
 
 def test_default_agent_has_configured_blocks(memory: Memory) -> None:
@@ -134,7 +134,7 @@ def test_history_gap_is_repaired(memory: Memory) -> None:
         memory.edit(a, "human", b.Append("next"))
         assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
         return
-    assert memory.store.cas_block(replace(block, value="orphan", version=2), 1)  # no history row written
+    assert memory.archive.store.cas_block(replace(block, value="orphan", version=2), 1)  # no history row written
     memory.edit(a, "human", b.Append("next"))
     assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
 
@@ -143,6 +143,8 @@ WORKER = textwrap.dedent(
     """
     import sys
     from tiermem.store import Store
+    from tiermem.archive import Archive
+    from tiermem.embeddings import make_embedder
     from tiermem.memory import Memory
     from pathlib import Path
     from tiermem.config import BlockSpec
@@ -150,7 +152,7 @@ WORKER = textwrap.dedent(
     from tiermem import blocks as b
     uri, me, n, backend = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    m = Memory(store, default_blocks=[BlockSpec(label="shared", value="", limit=100000)],
+    m = Memory(Archive(store, make_embedder("hashing", Path())), default_blocks=[BlockSpec(label="shared", value="", limit=100000)],
                core=open_core(store, backend, Path(uri).parent))
     agent = m.ensure_agent("default").id
     for i in range(n):
@@ -170,7 +172,7 @@ def test_concurrent_processes_lose_no_append(tmp_path: Path, backend: str) -> No
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()[-2000:]
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    m = Memory(store, core=open_core(store, backend, tmp_path))
+    m = memory_over(store, core=open_core(store, backend, tmp_path))
     agent = m.ensure_agent("default").id
     assert len(m.core.list_agents()) == 1
     block = m.block(agent, "shared")
@@ -220,14 +222,14 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     """A data directory with core state in LanceDB opens with the SQLite default, everything carried over."""
     uri = str(tmp_path / "db")
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    old = Memory(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", tmp_path))
+    old = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", tmp_path))
     agent = old.ensure_agent("default").id
     old.edit(agent, "human", b.Append("Likes tea"))
     old.remember(agent, "core_memory_append", "k1", "abc", "done")
     assert not (tmp_path / CORE_FILE).exists()
 
     store2 = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    new = Memory(store2, core=open_core(store2, "auto", tmp_path))
+    new = memory_over(store2, core=open_core(store2, "auto", tmp_path))
     assert new.core.name == "sqlite" and (tmp_path / CORE_FILE).exists()
     assert "moved core state from LanceDB" in capfd.readouterr().err
     assert new.block(agent, "human").value == "Name: Ada\nLikes tea"
@@ -237,7 +239,7 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert old.block(agent, "human").value == "Name: Ada\nLikes tea"  # the LanceDB tables are left unchanged
 
     store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
-    again = Memory(store3, core=open_core(store3, "auto", tmp_path))
+    again = memory_over(store3, core=open_core(store3, "auto", tmp_path))
     assert again.block(agent, "human").version == 3
     assert "moved core state" not in capfd.readouterr().err
     assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))

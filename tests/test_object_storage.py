@@ -211,7 +211,7 @@ def s3_target(tmp_path: Path, endpoint: str, name: str) -> Target:
 
 def test_s3_kill_during_block_edits(tmp_path: Path, s3_endpoint: str) -> None:
     m = kill_during_block_edits(s3_target(tmp_path, s3_endpoint, "kill-edits"), acks=15)
-    assert m.store.uri.startswith("s3://")
+    assert m.archive.store.uri.startswith("s3://")
 
 
 def test_s3_kill_during_bulk_insert(tmp_path: Path, s3_endpoint: str) -> None:

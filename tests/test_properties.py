@@ -9,11 +9,10 @@ from hypothesis import strategies as st
 
 from tiermem import blocks as b
 from tiermem.errors import EditError, TiermemError
-from tiermem.memory import Memory
 from tiermem.records import Block
 from tiermem.store import Store
 
-from .conftest import spec
+from .conftest import memory_over, spec
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 edits = st.one_of(
@@ -47,7 +46,7 @@ def test_pure_edit_respects_limit(value: str, limit: int, edit: b.Edit) -> None:
 @given(steps=st.lists(edits, min_size=1, max_size=6))
 def test_stored_edits_keep_invariants(tmp_path_factory, steps: list[b.Edit]) -> None:  # type: ignore[no-untyped-def]
     store = Store(str(tmp_path_factory.mktemp("prop") / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0)
-    m = Memory(store)
+    m = memory_over(store)
     agent = m.create_agent("a", blocks=[spec("notes", "line one\nline two", limit=60)]).id
     for edit in steps:
         before = m.block(agent, "notes")

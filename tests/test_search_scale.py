@@ -11,7 +11,7 @@ import pytest
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
 from tiermem.memory import Memory
-from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS
+from tiermem.archive.store.search import HIT_COLUMNS, LEG_COLUMNS
 
 
 @pytest.fixture
@@ -29,10 +29,10 @@ def _fill(memory: Memory, agent: str, n: int, start: int = 0) -> None:
 def test_legs_read_only_ranking_columns_and_search_shows_the_rest(mem: Memory) -> None:
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 30)
-    where = f"agent_id = '{agent}'"
+    where = Filter(agent_id=agent)
     vec = mem.archive.embedder.embed(["subject 3 and place 2"])[0]
-    for rows, score in ((mem.store.vector_search("passages", vec, where, 10), "_distance"),
-                        (mem.store.text_search("passages", "subject place", where, 10), "_score")):
+    for rows, score in ((mem.archive.store.vector_search("passages", vec, where, 10), "_distance"),
+                        (mem.archive.store.text_search("passages", "subject place", where, 10), "_score")):
         assert rows and all(set(r) == {*LEG_COLUMNS, score, "_rowid"} for r in rows)
     hits = mem.archive.search(agent, "Note 12 about subject 12", top_k=3).hits
     assert hits[0].content == "Note 12 about subject 12 and place 5" and hits[0].tags == ("tag2", "bulk")
@@ -47,33 +47,33 @@ def test_fetch_falls_back_to_ids_when_the_table_moved_under_the_search(mem: Memo
     agent = mem.ensure_agent("default").id
     for i in range(6):  # one fragment per insert, so compaction rewrites the addresses
         _fill(mem, agent, 5, start=5 * i)
-    found = mem.store.text_search("passages", "subject", f"agent_id = '{agent}'", 30)
-    before = mem.store.fetch_rows("passages", found)
+    found = mem.archive.store.text_search("passages", "subject", Filter(agent_id=agent), 30)
+    before = mem.archive.store.fetch_rows("passages", found)
     assert set(before) == {r["id"] for r in found} and all(set(v) == {"id", *HIT_COLUMNS["passages"]} for v in before.values())
     bogus = [{**found[1], "_rowid": found[2]["_rowid"]}]  # an address that holds another row
-    assert mem.store.fetch_rows("passages", bogus) == {found[1]["id"]: before[found[1]["id"]]}
+    assert mem.archive.store.fetch_rows("passages", bogus) == {found[1]["id"]: before[found[1]["id"]]}
     gone = found[0]["id"]
     mem.archive.delete(agent, gone)
-    mem.store.optimize()  # compaction: fragments merged, row addresses change
-    after = mem.store.fetch_rows("passages", found)
+    mem.archive.store.optimize()  # compaction: fragments merged, row addresses change
+    after = mem.archive.store.fetch_rows("passages", found)
     assert gone not in after and set(after) == {r["id"] for r in found} - {gone}
     assert all(after[i] == before[i] for i in after)
 
 
 def test_vector_index_is_updated_incrementally(mem: Memory) -> None:
     """Once built, the vector index is never rebuilt by upkeep: ``optimize`` appends new rows to it."""
-    mem.store.vector_index_min_rows = 300
+    mem.archive.store.vector_index_min_rows = 300
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 320)
-    mem.store.optimize()
-    (built,) = [i for i in mem.store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    mem.archive.store.optimize()
+    (built,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
     assert built.index_type == "IvfSq"
     _fill(mem, agent, 10, start=320)
-    assert mem.store.index_health()["passages"]["vector_unindexed"] == 10
-    mem.store.optimize()
-    health = mem.store.index_health()["passages"]
+    assert mem.archive.store.index_health()["passages"]["vector_unindexed"] == 10
+    mem.archive.store.optimize()
+    health = mem.archive.store.index_health()["passages"]
     assert health["vector_indexed"] == 330 and health["vector_unindexed"] == 0
-    (after,) = [i for i in mem.store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    (after,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
     assert after.created_at == built.created_at  # the same index, appended to; not a new training run
     hits = mem.archive.search(agent, "Note 325 about subject 0 and place 3", top_k=1).hits
     assert hits[0].content.startswith("Note 325 ") and hits[0].vector_rank == 1

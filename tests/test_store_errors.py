@@ -13,7 +13,7 @@ from mcp import Client
 
 from tiermem.config import Settings
 from tiermem.errors import StoreReadError
-from tiermem.store import Store
+from tiermem.store import Filter, Store
 
 from .conftest import serve_in_process, text_of
 
@@ -32,7 +32,7 @@ def store(tmp_path: Path) -> Store:
 
 READS: dict[str, Callable[[Store], Any]] = {
     "count": lambda s: s.count("passages"),
-    "vector_search": lambda s: s.vector_search("passages", [0.1] * DIM, "agent_id = 'a'", 5),
+    "vector_search": lambda s: s.vector_search("passages", [0.1] * DIM, Filter(agent_id="a"), 5),
     "text_search": lambda s: s.text_search("passages", "tea", None, 5),
     "select": lambda s: s.select("passages", None, limit=5),
     "distinct_tags": lambda s: s.distinct_tags("a"),

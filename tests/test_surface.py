@@ -245,13 +245,13 @@ async def test_memory_view_directory_and_file(settings: Settings) -> None:
 
 def test_searching_writes_no_index(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Search tools are annotated read-only: the full-text indexes exist once the store is open, so a search writes nothing."""
-    from tiermem.store import SEARCHABLE, Store
+    from tiermem.store import SEARCHABLE, Filter, Store
 
     store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
     before = {t: store._tables[t].version for t in SEARCHABLE}
     assert all(store._has_fts(t) for t in SEARCHABLE)
     for table in SEARCHABLE:
-        assert store.text_search(table, "tea", "agent_id = 'a'", 5) == []
+        assert store.text_search(table, "tea", Filter(agent_id="a"), 5) == []
     reopened = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
     assert {t: reopened._tables[t].version for t in SEARCHABLE} == before
 

@@ -7,11 +7,14 @@ Searches and writes wait (up to ``wait_seconds``) for the embedding model, so a 
 has just started still searches by meaning and stores vectors. Only if the model failed to load,
 or did not load in time, does a search run on keywords alone, and its result says so; a row stored
 without a vector is embedded by the next process (or thread) that has the model.
+
+Size: a little over the house's ~450 lines, on purpose: what is left here is the one search path that recall and
+archival share (filters, both legs, ranking) and the writes that shape what it searches. Rows taken whole (export,
+deletion, backup) are in ``archive_rows.py``, vectors and the backfill in ``archive_vectors.py``.
 """
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -20,14 +23,16 @@ import threading
 import time
 from collections.abc import Sequence
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
+from .archive_rows import AgentRows
+from .archive_vectors import Vectors
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
 from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge, speaker_of, without_names
 from .records import ROLES, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
-from .store import Store, message_from_row, passage_from_row, sql_list, sql_str
+from .store import Filter, Store, message_from_row, passage_from_row
 
 if TYPE_CHECKING:
     from .embeddings import BackgroundEmbedder
@@ -69,17 +74,11 @@ def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _range_clause(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> list[str]:
+def _check_range(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> None:
     if start and end and start > end:
         raise ValidationError(
             f"{names[0]} ({start.isoformat()}) is after {names[1]} ({end.isoformat()}); swap them or widen the range."
         )
-    out = []
-    if start:
-        out.append(f"created_us >= {to_us(start)}")
-    if end:
-        out.append(f"created_us <= {to_us(end)}")
-    return out
 
 
 def _check_count(value: int, name: str, most: int) -> int:
@@ -118,7 +117,7 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-class Archive:
+class Archive(AgentRows, Vectors):
     max_last_turns = MAX_LAST_TURNS  # conversations whose latest turn is kept (see _remember_turn)
 
     def __init__(
@@ -156,7 +155,7 @@ class Archive:
         key = (agent_id, self.store.version("messages"), self.store.version("passages"))
         if self._counts is not None and self._counts[0] == key:
             return self._counts[1]
-        where = f"agent_id = {sql_str(agent_id)}"
+        where = Filter(agent_id=agent_id)
         value = (self.store.count("messages", where), self.store.count("passages", where), self.store.distinct_tags(agent_id))
         self._counts = (key, value)
         return value
@@ -208,8 +207,7 @@ class Archive:
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
         key = (agent_id, conversation)
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
-            where = f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation)}"
-            newest = self.store.newest("messages", where)
+            newest = self.store.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
             self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
@@ -268,8 +266,7 @@ class Archive:
     def delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
         check_id(passage_id, "passage id")
-        where = f"agent_id = {sql_str(agent_id)} AND (id = {sql_str(passage_id)} OR group_id = {sql_str(passage_id)})"
-        removed = self.store.delete("passages", where)
+        removed = self.store.delete("passages", Filter(agent_id=agent_id, id_or_group=passage_id))
         if not removed:
             raise NotFoundError(
                 f"No archival passage with id {passage_id!r}. Ids come from archival_memory_search or archival_memory_list."
@@ -319,31 +316,28 @@ class Archive:
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
-        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_date", "end_date"))]
+        _check_range(start, end, ("start_date", "end_date"))
         if roles:
             if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
                 raise ValidationError("roles must be a list, e.g. [\"user\", \"assistant\"].")
             bad = [r for r in roles if r not in ROLES]
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
-            clauses.append(f"role IN ({', '.join(sql_str(r) for r in roles)})")
-        if conversation_id:
-            clauses.append(f"conversation_id = {sql_str(conversation_id)}")
-        return self._hybrid("messages", agent_id, query, " AND ".join(clauses), limit, self.message_ranker)
+        where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
+                       conversation_id=conversation_id or None)
+        return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
-    ) -> str:
-        clauses = [f"agent_id = {sql_str(agent_id)}", *_range_clause(start, end, ("start_datetime", "end_datetime"))]
+    ) -> Filter:
+        _check_range(start, end, ("start_datetime", "end_datetime"))
         if mode not in ("any", "all"):
             raise ValidationError(f"tag_match_mode must be 'any' or 'all', got {mode!r}.")
-        if tags:
-            clean = self._tags(tags)
-            fn = "array_has_any" if mode == "any" else "array_has_all"
-            clauses.append(f"{fn}(tags, {sql_list(clean)})")
-        return " AND ".join(clauses)
+        clean = self._tags(tags) if tags else None
+        return Filter(agent_id=agent_id, start=start, end=end,
+                      tags_any=clean if mode == "any" else None, tags_all=clean if mode == "all" else None)
 
-    def _hybrid(self, table: str, agent_id: str, query: str, where: str, limit: int, ranker: Ranker) -> SearchResult:
+    def _hybrid(self, table: str, agent_id: str, query: str, where: Filter, limit: int, ranker: Ranker) -> SearchResult:
         query = self._text(query, "query")
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
@@ -360,7 +354,7 @@ class Archive:
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
     def _candidates(
-        self, table: str, agent_id: str, query: str, where: str, pool: int
+        self, table: str, agent_id: str, query: str, where: Filter, pool: int
     ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
         """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
 
@@ -395,10 +389,10 @@ class Archive:
                    limit: int = 10) -> list[Candidate]:
         """The candidates a search of ``limit`` results ranks, unfiltered but for the agent (for fitting and
         inspecting rankers: ``bench locomo``)."""
-        where = f"agent_id = {sql_str(agent_id)}"
+        where = Filter(agent_id=agent_id)
         return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
-    def _query_vector(self, table: str, query: str, where: str, notes: list[str]) -> list[float] | None:
+    def _query_vector(self, table: str, query: str, where: Filter, notes: list[str]) -> list[float] | None:
         """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had.
 
         Once the model is ready, rows of ``where`` stored without vectors (by any process) are embedded
@@ -438,11 +432,11 @@ class Archive:
                 del self._speakers[next(iter(self._speakers))]
             return set(names)
 
-    def _unembedded(self, table: str, where: str) -> int:
+    def _unembedded(self, table: str, where: Filter) -> int:
         """Rows of ``where`` without vectors; counted only while some process has announced such rows."""
         if not self.store.unembedded_marks(table):
             return 0
-        missing = self.store.count(table, f"({where}) AND vector IS NULL")
+        missing = self.store.count(table, replace(where, missing_vector=True))
         if missing == 0:
             self.store.settle_unembedded(table)
         return missing
@@ -466,118 +460,6 @@ class Archive:
 
         kept, truncated = fit_to_budget([h.content for h in hits], self.token_budget)
         return hits[: len(kept)], truncated
-
-    # -- vectors -------------------------------------------------------------
-
-    def _embed_rows(self, rows: list[dict[str, Any]]) -> None:
-        """Vectors before the rows are stored, waiting up to ``wait_seconds`` for the model.
-
-        If the model is not ready in time the rows are stored without vectors (the store marks them) and
-        embedded by a background backfill once it is; if it cannot load, by a later process that has it.
-        """
-        if not rows:
-            return
-        try:
-            vectors = self.embedder.embed_blocking([r["content"] for r in rows], self.wait_seconds)
-        except ModelNotReadyError:
-            log.warning("storing %d row(s) without vectors: the embedding model is still loading", len(rows))
-            self.start_backfill()
-            return
-        except EmbeddingError as exc:
-            log.error("storing %d row(s) without vectors (found by keywords until embedded): %s", len(rows), exc)
-            return
-        for r, v in zip(rows, vectors, strict=True):
-            r["vector"] = [float(x) for x in v]
-
-    def write_note(self) -> str | None:
-        """What a write result should tell the model when rows could not be embedded before storing."""
-        if self.embedder.error is not None:
-            return ("Stored without a vector: the embedding model is unavailable, so this is found by keyword search "
-                    f"only until that is fixed (run `tiermem doctor`). Cause: {self.embedder.error}")
-        if not self.embedder.ready:
-            return ("Stored; the embedding model is still loading, so its vector is added as soon as the model is "
-                    "ready (it is found by keywords until then).")
-        return None
-
-    def start_backfill(self) -> None:
-        """Embed rows stored without vectors as soon as the model is ready (background thread).
-
-        The thread is finished, not abandoned, when the process exits (see ``_finish_at_exit``): a daemon
-        thread still writing to LanceDB during interpreter shutdown aborts the process.
-        """
-        with self._backfill_lock:
-            if self._closing.is_set() or (self._backfill_thread is not None and self._backfill_thread.is_alive()):
-                return
-            if self._backfill_thread is None:
-                atexit.register(self._finish_at_exit)
-            self._backfill_thread = threading.Thread(target=self._backfill, name="tiermem-backfill", daemon=True)
-            self._backfill_thread.start()
-
-    def _backfill(self) -> None:
-        try:
-            while not self.embedder.wait(0.25):
-                if self._closing.is_set():
-                    return
-            self.backfill_now()
-        except EmbeddingError as exc:
-            log.error("could not embed stored rows (a process with a working model will): %s", exc)
-        except Exception:  # a storage failure here must not go unseen; the rows stay marked for the next process
-            log.exception("embedding stored rows failed")
-
-    def _finish_at_exit(self) -> None:
-        """At exit: let a pending backfill finish (up to ``wait_seconds``), then stop it between batches."""
-        thread = self._backfill_thread
-        if thread is None or not thread.is_alive():
-            return
-        thread.join(self.wait_seconds)
-        self._closing.set()
-        thread.join(60)
-
-    def catch_up(self, timeout: float | None, *, announced_only: bool = False) -> int:
-        """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).
-
-        For short-lived commands that have the model anyway. Looks at the tables themselves, so it also finds
-        rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
-        Returns the rows embedded (0 if the model is unavailable; the reason is logged).
-        """
-        if announced_only and not any(self.store.unembedded_marks(t) for t in ("messages", "passages")):
-            return 0
-        try:
-            if not self.embedder.wait(timeout):
-                return 0
-            return self.backfill_now()
-        except EmbeddingError as exc:
-            log.error("rows without vectors stay unembedded: %s", exc)
-            return 0
-
-    def backfill_now(self, batch: int = 128) -> int:
-        """Embed every row stored without a vector; returns how many (the model must be loaded)."""
-        done = 0
-        for table in ("messages", "passages"):
-            done += self._embed_missing(table, None, limit=None, batch=batch)
-        return done
-
-    def _embed_missing(self, table: str, where: str | None, *, limit: int | None, batch: int = 128) -> int:
-        """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
-
-        Batches are taken one at a time under a lock, so a search never waits for more than the batch a
-        background backfill is writing, and no row is embedded twice by this process.
-        """
-        done = 0
-        while limit is None or done < limit:
-            if self._closing.is_set() and threading.current_thread() is self._backfill_thread:
-                return done
-            with self._embedding_rows:
-                size = batch if limit is None else min(batch, limit - done)
-                rows = self.store.rows_without_vectors(table, limit=size, where=where)
-                if not rows:
-                    break
-                vectors = self.embedder.embed([r["content"] for r in rows])
-                self.store.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
-            done += len(rows)
-        if where is None and (limit is None or done < limit):
-            self.store.settle_unembedded(table)
-        return done
 
     # -- validation --------------------------------------------------------
 

@@ -349,7 +349,6 @@ def run_command(args: argparse.Namespace) -> int:
         return blocks_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
-        assert memory.archive is not None
         embedded = memory.archive.catch_up(settings.embedding_wait_seconds, announced_only=True)
         if embedded:
             print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
@@ -359,10 +358,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
-        store = memory.store
-        if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
+        if any(memory.archive.missing_vectors().values()):
             print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
-        for table, outcome in store.optimize().items():
+        for table, outcome in memory.archive.optimize().items():
             print(f"{table}: {outcome}")
         return 0
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
@@ -372,7 +370,6 @@ def _load_model_for_import(memory: Memory) -> None:
     """Imports embed every row: load the model first; without one, import anyway and say so."""
     from .errors import EmbeddingError
 
-    assert memory.archive is not None
     try:
         memory.archive.embedder.wait(None)
     except EmbeddingError as exc:

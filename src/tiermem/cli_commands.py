@@ -75,9 +75,9 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
 def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
     from .interop import letta_kept
-    from .store import sql_str
 
     agent = memory.get_agent(args.name)
+    messages, passages, _tags = memory.archive.counts(agent.id)
     doc = letta_kept.parse(agent.metadata)
     kept = letta_kept.summary(doc)
     if doc is None and agent.metadata.get("letta_unsupported"):  # imported by an earlier tiermem: names only
@@ -93,8 +93,8 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
                      and not k.startswith("letta_llm") and not k.startswith("letta_embedding")},
         "blocks": [f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
                    for b in memory.blocks(agent.id)],
-        "messages": memory.store.count("messages", f"agent_id = {sql_str(agent.id)}"),
-        "passages": memory.store.count("passages", f"agent_id = {sql_str(agent.id)}"),
+        "messages": messages,
+        "passages": passages,
         "kept_not_run": kept,
     }
     if args.json:
@@ -158,7 +158,6 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
 
 def search_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     archive = memory.archive
-    assert archive is not None
     if not 1 <= args.limit <= 100:
         raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
     # Read-only: a mistyped --agent names the agents instead of creating an empty one.

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
 
@@ -34,6 +35,8 @@ class BlockSpec(BaseModel):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TIERMEM_", extra="forbid")
 
+    # The TOML file read (--config, TIERMEM_CONFIG, else <XDG_CONFIG_HOME>/tiermem/config.toml when it exists).
+    config: Path | None = None
     data_dir: Path | None = None
     # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
     uri: str | None = None
@@ -89,10 +92,23 @@ class Settings(BaseSettings):
 
     @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
     @classmethod
-    def _split_tools(cls, v: Any) -> Any:
+    def _split_tools(cls, v: object) -> object:
         if isinstance(v, str):
             return [part.strip() for part in v.split(",") if part.strip()]
         return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: arguments (command-line flags), TIERMEM_* variables, the TOML files."""
+        given = init_settings.init_kwargs.get("config") if isinstance(init_settings, InitSettingsSource) else None
+        return (init_settings, env_settings, _TomlFiles(settings_cls, given))
 
     def resolved_data_dir(self) -> Path:
         if self.data_dir is not None:
@@ -125,47 +141,40 @@ def _read_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where} is not valid TOML: {exc}. Fix the file or remove it.") from exc
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
-        super().__init__(settings_cls)
-        self._data = data
+class _TomlFiles(PydanticBaseSettingsSource):
+    """The file layer: the packaged default.toml with the user's TOML file over it (a key replaces the default's)."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
+    def __init__(self, settings_cls: type[BaseSettings], given: Path | str | None) -> None:
+        super().__init__(settings_cls)
+        env = os.environ.get("TIERMEM_CONFIG")
+        self._path = Path(given) if given is not None else Path(env) if env else default_config_file()
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole layer
 
     def __call__(self) -> dict[str, Any]:
-        return dict(self._data)
-
-
-def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
-    data = _read_toml(default_config_text(), "the packaged default.toml")
-    path = config_file or (Path(os.environ["TIERMEM_CONFIG"]) if os.environ.get("TIERMEM_CONFIG") else None)
-    path = path or default_config_file()
-    if path is not None:
+        data = _read_toml(default_config_text(), "the packaged default.toml")
+        path = self._path
+        if path is None:
+            return data
         try:
             text = path.expanduser().read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"Cannot read config file {path}: {exc}. Check the path given to --config.") from exc
-        data.update(_read_toml(text, f"config file {path}"))
-    file_data = data
+        user = _read_toml(text, f"config file {path}")
+        if "config" in user:
+            raise ConfigError(f"Config file {path} sets `config`, but a config file cannot name another one; remove "
+                              "the key and pass the file you want with --config or TIERMEM_CONFIG.")
+        return {**data, **user, "config": path}
 
-    class _Layered(Settings):
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, _FileSource(settings_cls, file_data))
 
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
     given = {k: v for k, v in overrides.items() if v is not None}
+    if config_file is not None:
+        given["config"] = config_file
     try:
-        layered = _Layered(**given)
+        return Settings(**given)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags.") from exc
-    return Settings.model_validate(layered.model_dump())

@@ -1,4 +1,4 @@
-"""Builds the domain objects from settings: store, embedder (loading in the background), Memory."""
+"""Builds the domain objects from settings: store, embedder (loading in the background), Archive, Memory."""
 
 from __future__ import annotations
 
@@ -40,24 +40,24 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
         index_cache_bytes=settings.index_cache_mb << 20,
     )
     core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
+    archive = Archive(
+        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
+        wait_seconds=settings.embedding_wait_seconds,
+    )
     memory = Memory(
-        store,
+        archive,
         core=core,
         default_blocks=settings.default_blocks,
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,
     )
-    memory.archive = Archive(
-        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
-        wait_seconds=settings.embedding_wait_seconds,
-    )
     if start_embedder:
         # Rows any process stored without vectors (a crash may have left them unannounced): announce them
         # to every process's searches and embed them as soon as the model is ready.
-        missing = [t for t in ("messages", "passages") if store.count(t, "vector IS NULL")]
+        missing = [t for t, n in archive.missing_vectors().items() if n]
         for table in missing:
             if not store.unembedded_marks(table):
                 store.mark_unembedded(table)
         if missing:
-            memory.archive.start_backfill()
+            archive.start_backfill()
     return memory

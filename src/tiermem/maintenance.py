@@ -39,7 +39,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     except TiermemError as exc:
         check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
         return _report(checks, as_json)
-    store = memory.store
+    store = memory.archive.store
     meta = store.meta()
     check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
           f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")
@@ -90,10 +90,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
 
 def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
     """Messages and passages of no visible agent: an agent-file import that was killed (the agent row is written last)."""
-    from .store import sql_str
-
-    where = f"agent_id NOT IN ({', '.join(sql_str(i) for i in agent_ids)})" if agent_ids else None
-    stray = {t: memory.store.count(t, where) for t in ("messages", "passages")}
+    stray = memory.archive.stray_rows(agent_ids)
     if not any(stray.values()):
         check("stray rows", True, "every message and passage belongs to an agent")
         return

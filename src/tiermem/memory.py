@@ -5,8 +5,12 @@ processes by optimistic concurrency: read the block, compute the edit with the p
 ``blocks.py``, write it only if the stored version is unchanged, else re-read and retry.
 Every committed change appends a history row; history is never rewritten.
 
-Recall (conversation log) and archival memory live in ``archive.py`` and are reached through
-``Memory.archive``.
+Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
+``Archive`` (built together by ``factory.open_memory``), reached as ``Memory.archive``. Nothing outside
+the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
+
+Size: a little over the house's ~450 lines: one class whose parts (agents, block edits, attachments, history
+repair, idempotency keys) share the per-block locks, the change listeners and the history bookkeeping.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from .errors import ConflictError, EditError, NotFoundError, StoreError, Validat
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
-from .store import Store, sql_str
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -56,15 +59,15 @@ _MAX_ATTEMPTS = 200
 class Memory:
     def __init__(
         self,
-        store: Store,
+        archive: Archive,
         *,
         default_blocks: Sequence[BlockSpec] = (),
         default_system: str = "",
         max_content_chars: int = 100_000,
         core: CoreStore | None = None,
     ) -> None:
-        self.store = store
-        self.core: CoreStore = core if core is not None else LanceCore(store)
+        self.archive = archive
+        self.core: CoreStore = core if core is not None else LanceCore(archive.store)
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
         self.max_content_chars = max_content_chars
@@ -72,7 +75,6 @@ class Memory:
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
         self._history_ok: dict[str, int] = {}  # block id -> newest version known to have its history row
-        self.archive: Archive | None = None
 
     # -- listeners -----------------------------------------------------------
 
@@ -160,9 +162,9 @@ class Memory:
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
-        messages = self.store.messages_since(window.agent_id, window.conversation_id, window.start_seq)
+        messages = self.archive.messages_since(window.agent_id, window.conversation_id, window.start_seq)
         if window.summary_id:
-            summary = self.store.message(window.summary_id)
+            summary = self.archive.message(window.summary_id)
             if summary is not None:
                 messages = [summary, *[m for m in messages if m.id != summary.id]]
         return messages
@@ -193,10 +195,7 @@ class Memory:
         text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
         if not with_metadata:
             return text
-        recall = archival = 0
-        tags: list[str] = []
-        if self.archive is not None:
-            recall, archival, tags = self.archive.counts(agent_id)
+        recall, archival, tags = self.archive.counts(agent_id)
         meta = rules.render_memory_metadata(
             agent_id=agent_id, recompiled_at=now(), recall_count=recall, archival_count=archival, archival_tags=tags
         )
@@ -321,9 +320,7 @@ class Memory:
     def delete_agent(self, agent_id: str) -> None:
         """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
         self.core.delete_agent(agent_id)  # first: a half-deleted agent is not found
-        where = f"agent_id = {sql_str(agent_id)}"
-        for table in ("messages", "passages"):
-            self.store.delete(table, where)
+        self.archive.delete_agent_data(agent_id)
 
     def attach(self, agent_id: str, block_id: str) -> Block:
         """Share an existing block with another agent (one block, many agents)."""

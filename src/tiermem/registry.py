@@ -12,7 +12,7 @@ that tiermem provides itself (interop).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_h
 @dataclass(frozen=True)
 class ToolDef:
     name: str
-    fn: Callable[..., Any] | None  # None: registered elsewhere (agent_chat, by agent/service.py)
+    fn: Callable[..., Awaitable[object]] | None  # None: registered elsewhere (agent_chat, by agent/service.py)
     annotations: ToolAnnotations
     title: str
     group: str
@@ -70,7 +70,7 @@ class ToolDef:
     for_agent: bool = True  # offered to the built-in agent loop
     sleeptime: bool = False  # offered to the sleep-time agent
 
-    def edited_labels(self, arguments: Mapping[str, Any]) -> list[str]:
+    def edited_labels(self, arguments: Mapping[str, object]) -> list[str]:
         """The labels of the blocks a successful call with ``arguments`` edited (empty for a read)."""
         if not self.block_args or arguments.get("command") in self.read_commands:
             return []
@@ -134,7 +134,7 @@ SLEEPTIME_TOOLS = tuple(d.name for d in TOOLS if d.sleeptime)
 KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.fn is not None) | {SEND_MESSAGE, FINISH_EDITS}
 
 
-def edited_labels(name: str, arguments: Mapping[str, Any]) -> list[str]:
+def edited_labels(name: str, arguments: Mapping[str, object]) -> list[str]:
     """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here)."""
     d = BY_NAME.get(name)
     return d.edited_labels(arguments) if d is not None else []

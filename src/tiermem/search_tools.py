@@ -8,13 +8,11 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from .errors import ValidationError
 from .runtime import runtime_of
 from .tools import structured
 
 if TYPE_CHECKING:
-    from .archive import Archive, SearchResult
-    from .memory import Memory
+    from .archive import SearchResult
 
 
 class LogMessage(BaseModel):
@@ -91,12 +89,6 @@ class Page(BaseModel):
     next_offset: int | None
 
 
-def _archive(m: Memory) -> Archive:
-    if m.archive is None:
-        raise ValidationError("Recall and archival memory are not enabled on this server.")
-    return m.archive
-
-
 def _results(result: SearchResult, kind: Literal["recall", "archival"]) -> CallToolResult:
     items: list[dict[str, Any]] = []
     for h in result.hits:
@@ -125,7 +117,7 @@ async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -
     """
     payload = [m.model_dump() for m in messages]
     stored, note = await runtime_of(ctx).call(
-        ctx, lambda m, a: (_archive(m).log_messages(a, payload), _archive(m).write_note()))
+        ctx, lambda m, a: (m.archive.log_messages(a, payload), m.archive.write_note()))
     return structured({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
 
 
@@ -145,7 +137,7 @@ async def conversation_search(
     """
     result = await runtime_of(ctx).call(
         ctx,
-        lambda m, a: _archive(m).conversation_search(
+        lambda m, a: m.archive.conversation_search(
             a, query, roles=roles, limit=limit, start_date=start_date, end_date=end_date
         ),
     )
@@ -160,7 +152,7 @@ async def archival_memory_insert(
     Write it so it makes sense on its own later (who, what, when). Optional tags help
     filter searches. Long text is split into overlapping chunks. Returns the new id(s).
     """
-    ids, note = await runtime_of(ctx).call(ctx, lambda m, a: (_archive(m).insert(a, content, tags), _archive(m).write_note()))
+    ids, note = await runtime_of(ctx).call(ctx, lambda m, a: (m.archive.insert(a, content, tags), m.archive.write_note()))
     return structured({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
 
@@ -181,7 +173,7 @@ async def archival_memory_search(
     """
     result = await runtime_of(ctx).call(
         ctx,
-        lambda m, a: _archive(m).search(
+        lambda m, a: m.archive.search(
             a,
             query,
             tags=tags,
@@ -199,7 +191,7 @@ async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> Annotated[C
 
     Use it to remove facts that are wrong or outdated. The first chunk's id deletes every chunk.
     """
-    removed = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).delete(a, id))
+    removed = await runtime_of(ctx).call(ctx, lambda m, a: m.archive.delete(a, id))
     return structured({"deleted": removed, "id": id})
 
 
@@ -210,7 +202,7 @@ async def archival_memory_list(
 
     Use it to review, correct or prune long-term memory.
     """
-    page, total = await runtime_of(ctx).call(ctx, lambda m, a: _archive(m).list_passages(a, offset=offset, limit=limit, tags=tags))
+    page, total = await runtime_of(ctx).call(ctx, lambda m, a: m.archive.list_passages(a, offset=offset, limit=limit, tags=tags))
     items = [
         {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
         for p in page

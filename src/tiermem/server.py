@@ -1,4 +1,4 @@
-"""The MCP surface: tools, resources, prompts and change notifications.
+"""The MCP surface: tools, resources and prompts (change notifications: ``notifier.py``).
 
 ``build_server(handle, settings)`` returns an ``MCPServer``. Tools are thin: they parse
 arguments, make one call on ``Memory`` in a worker thread, and return a compact result.
@@ -9,42 +9,35 @@ first tool call waits for it. Nothing imported here loads the storage engine or 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import anyio
-import anyio.from_thread
-import anyio.lowlevel
 from mcp.server.context import ServerMiddleware
-from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import ValidationError as ArgumentsError
 
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
+from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
 from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .surface import check_arguments, error_result, explain
 
 if TYPE_CHECKING:
     from .config import Settings
-    from .memory import Change, Memory
+    from .memory import Memory
+    from .netguard import ASGIApp, Token
+    from .records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-CORE_URI = "memory://core"
-BLOCK_URI = "memory://blocks/{label}"
 ARCHIVAL_URI = "memory://archival"
 
 INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style).
@@ -55,142 +48,6 @@ as you learn lasting facts; never include line numbers in edits. Blocks listed u
 <memory_directory> are stored but not shown in full: open one with memory_open(label). Search past conversations with
 conversation_search and long-term facts with archival_memory_search; save self-contained facts
 with archival_memory_insert."""
-
-
-class Notifier:
-    """Fans memory changes out to legacy ``resources/subscribe`` sessions and ``subscriptions/listen``."""
-
-    def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
-        self._pending: deque[Change] = deque()
-        self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
-        self._cleanup: set[int] = set()  # ids of connections whose close already drops their subscriptions
-        self._agent_id: str | None = None
-        self._handle = handle
-        self._watch_seconds = watch_seconds
-        self._watching = False
-
-    def _watch(self, token: Any) -> None:
-        """Poll the store for edits made by other processes (replicas on one bucket) while anyone subscribes.
-
-        A subscriber learns of another replica's edit within about ``watch_seconds`` plus one read.
-        """
-        assert self._handle is not None
-        seen: dict[str, int] | None = None
-        while True:
-            time.sleep(self._watch_seconds)
-            if not any(self._subscribers.values()):
-                seen = None
-                continue
-            try:
-                memory, agent_id = self._handle.get()
-                current = {b.label: b.version for b in memory.blocks(agent_id)}
-            except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                log.debug("watch: could not read blocks: %s", exc)
-                continue
-            if seen is not None and current != seen:
-                changed = [label for label, v in current.items() if seen.get(label) != v]
-                try:
-                    anyio.from_thread.run(self._publish_remote, changed, set(current) != set(seen), token=token)
-                except Exception as exc:  # the event loop is gone: the server is stopping
-                    log.debug("watch: stopped: %s", exc)
-                    return
-            seen = current
-
-    async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
-        if list_changed:
-            await self._publish_list_changed(None)
-        for label in labels:
-            await self._publish_updated(BLOCK_URI.format(label=label), None)
-        if labels or list_changed:
-            await self._publish_updated(CORE_URI, None)
-
-    def bind(self, memory: Memory, agent_id: str) -> None:
-        if self._agent_id is None:
-            self._agent_id = agent_id
-            memory.subscribe(self._pending.append)
-
-    @staticmethod
-    def _channel(session: Any) -> Any:
-        """The client's connection: stable across requests, unlike the per-request session object.
-
-        The SDK keeps it private on the session; fall back to the session itself.
-        """
-        return getattr(session, "_connection", session)
-
-    def subscribe(self, uri: str, session: Any) -> None:
-        channels = self._subscribers.setdefault(uri, [])
-        channel = self._channel(session)
-        if channel not in channels:
-            channels.append(channel)
-        # Forget the client's subscriptions when its connection closes (the SDK unwinds the connection's exit
-        # stack then), instead of holding the connection until a notification to it fails.
-        stack = getattr(channel, "exit_stack", None)
-        if stack is not None and id(channel) not in self._cleanup:
-            self._cleanup.add(id(channel))
-            stack.callback(self._forget, channel)
-        if self._handle is not None and self._watch_seconds > 0 and not self._watching:
-            self._watching = True
-            token = anyio.lowlevel.current_token()
-            threading.Thread(target=self._watch, args=(token,), name="tiermem-watch", daemon=True).start()
-
-    def unsubscribe(self, uri: str, session: Any) -> None:
-        channels = self._subscribers.get(uri, [])
-        channel = self._channel(session)
-        if channel in channels:
-            channels.remove(channel)
-        if not channels:
-            self._subscribers.pop(uri, None)
-
-    def _forget(self, channel: Any) -> None:
-        """Drop every subscription of a closed connection."""
-        self._cleanup.discard(id(channel))
-        for uri in list(self._subscribers):
-            channels = [c for c in self._subscribers[uri] if c is not channel]
-            if channels:
-                self._subscribers[uri] = channels
-            else:
-                del self._subscribers[uri]
-
-    def subscriptions(self) -> int:
-        """Open subscriptions (a connection subscribed to two URIs counts twice)."""
-        return sum(len(channels) for channels in self._subscribers.values())
-
-    async def flush(self, ctx: Context[Any, Any] | None) -> None:
-        while self._pending:
-            change = self._pending.popleft()
-            if self._agent_id not in change.agent_ids:
-                continue
-            if change.kind == "block_updated" and change.label:
-                for uri in (BLOCK_URI.format(label=change.label), CORE_URI):
-                    await self._publish_updated(uri, ctx)
-            else:
-                await self._publish_list_changed(ctx)
-                await self._publish_updated(CORE_URI, ctx)
-
-    async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
-        if ctx is not None:
-            await ctx.notify_resource_updated(uri)
-        for channel in list(self._subscribers.get(uri, ())):
-            try:
-                await channel.send_resource_updated(uri)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._forget(channel)  # that client is gone
-
-    async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
-        if ctx is not None:
-            await ctx.notify_resources_changed()
-        channels = {id(c): c for group in self._subscribers.values() for c in group}
-        if ctx is not None:
-            try:
-                channel = self._channel(ctx.request_context.session)
-                channels[id(channel)] = channel
-            except ValueError:
-                pass  # a tool called in process (the agent loop) has no client session of its own
-        for channel in channels.values():
-            try:
-                await channel.send_resource_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # that client is gone; nothing to tell it
 
 
 # ---------------------------------------------------------------------------
@@ -227,7 +84,7 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-class TiermemServer(MCPServer[Any]):
+class TiermemServer(MCPServer[Runtime]):
     """``MCPServer`` whose resource list follows the agent's blocks at run time."""
 
     runtime: Runtime
@@ -306,7 +163,7 @@ class TiermemServer(MCPServer[Any]):
         return await super().read_resource(uri, context)
 
 
-def _block_meta(block: Any) -> dict[str, Any]:
+def _block_meta(block: Block) -> dict[str, str | int | bool]:
     return {
         "label": block.label,
         "description": block.description,
@@ -338,13 +195,13 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     register_tools(server, TOOLS, resolve_tools(settings.tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
-    _register_legacy_subscriptions(server, notifier)
+    register_legacy_subscriptions(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
 
 
-def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any], *,
-                   ui: Callable[[Any], Any] | None = None) -> Any:
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,
+                   ui: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
     """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
@@ -354,6 +211,7 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Any],
     from .netguard import Guard, default_allowed_hosts
 
     checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app: ASGIApp
     if settings.transport == "sse":
         app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
                              max_request_body_size=settings.max_request_bytes)
@@ -412,9 +270,7 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
         mime_type="application/json",
     )
     async def archival() -> str:
-        def summary(m: Memory, a: str) -> dict[str, Any]:
-            if m.archive is None:
-                return {"passages": 0, "messages": 0, "tags": []}
+        def summary(m: Memory, a: str) -> dict[str, int | list[str]]:
             recall, passages, tags = m.archive.counts(a)
             return {"passages": passages, "messages": recall, "tags": tags}
 
@@ -460,26 +316,3 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         block = await runtime.call(None, lambda m, a: m.block(a, label))
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
-
-
-def _register_legacy_subscriptions(server: TiermemServer, notifier: Notifier) -> None:
-    """``resources/subscribe`` for clients on protocol versions before 2026-07-28."""
-    low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
-
-    async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after the subscription
-        return EmptyResult()
-
-    async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        notifier.unsubscribe(str(params.uri), ctx.session)
-        return EmptyResult()
-
-    low.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
-    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
-    # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
-    original = low.create_initialization_options
-    low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-        original, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True)
-    )
-
-

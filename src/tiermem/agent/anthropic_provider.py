@@ -9,10 +9,11 @@ connection errors with exponential backoff (honouring ``retry-after``) ``max_ret
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, ProviderError
-from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Usage
+from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Turn, Usage
 
 CACHE = {"type": "ephemeral"}
 
@@ -91,20 +92,17 @@ def _system_blocks(request: LLMRequest) -> list[JSON]:
     return [{"type": "text", "text": p, "cache_control": CACHE} for p in parts if p]
 
 
-def _cache_last(messages: list[JSON]) -> list[JSON]:
+def _cache_last(messages: Sequence[Turn]) -> list[JSON]:
     """Mark the end of the conversation so the next step reads everything before it from the cache."""
-    if not messages:
-        return messages
-    out = [dict(m) for m in messages]
-    last = dict(out[-1])
-    content = [dict(b) for b in last["content"]]
-    content[-1] = {**content[-1], "cache_control": CACHE}
-    last["content"] = content
-    out[-1] = last
+    out: list[JSON] = [{"role": m["role"], "content": list(m["content"])} for m in messages]
+    if out:
+        content: list[JSON] = [dict(b) for b in out[-1]["content"]]
+        content[-1] = {**content[-1], "cache_control": CACHE}
+        out[-1]["content"] = content
     return out
 
 
-def _detail(exc: Any) -> str:
+def _detail(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")

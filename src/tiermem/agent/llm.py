@@ -20,11 +20,40 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 from ..records import Message
 
-JSON = dict[str, Any]
+JSON = dict[str, Any]  # a JSON object: a tool's arguments and schema, a stored message's payload
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: JSON
+
+
+class ToolResultBlock(TypedDict):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str  # the wrapped result {"status", "message"[, "time"]} as JSON text
+    is_error: bool
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+class Turn(TypedDict):
+    """One Messages-API turn: what both providers start from."""
+
+    role: Literal["user", "assistant"]
+    content: list[Block]
 
 
 @dataclass(frozen=True)
@@ -67,7 +96,7 @@ class LLMRequest:
     """One model call. ``system`` is stable between memory edits (it is cached by the provider)."""
 
     system: str
-    messages: list[JSON]
+    messages: list[Turn]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
     # ``system[:stable_prefix]`` never changes for an agent (its system text); the rest (core
@@ -105,13 +134,13 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
-def to_api_messages(messages: Sequence[Message]) -> list[JSON]:
+def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     """Stored messages as alternating user/assistant turns of content blocks, always valid for the API:
     consecutive same-role messages merged, tool results first in their turn, a tool call whose result
     was never stored (a crash mid-step) answered with an error result, and a user turn first."""
-    turns: list[JSON] = []
+    turns: list[Turn] = []
 
-    def add(role: str, blocks: list[JSON]) -> None:
+    def add(role: Literal["user", "assistant"], blocks: list[Block]) -> None:
         if not blocks:
             return
         if turns and turns[-1]["role"] == role:
@@ -123,7 +152,7 @@ def to_api_messages(messages: Sequence[Message]) -> list[JSON]:
         p = payload(m)
         kind = p.get("kind")
         if m.role == "assistant":
-            blocks: list[JSON] = [{"type": "text", "text": m.content}] if m.content.strip() else []
+            blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
             for call in p.get("tool_calls") or []:
                 blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("input") or {}})
             add("assistant", blocks)
@@ -136,7 +165,7 @@ def to_api_messages(messages: Sequence[Message]) -> list[JSON]:
     return turns
 
 
-def _repair(turns: list[JSON]) -> None:
+def _repair(turns: list[Turn]) -> None:
     for i, turn in enumerate(turns):
         if turn["role"] != "assistant":
             continue
@@ -146,8 +175,8 @@ def _repair(turns: list[JSON]) -> None:
         if i + 1 >= len(turns) or turns[i + 1]["role"] != "user":
             turns.insert(i + 1, {"role": "user", "content": []})
         following = turns[i + 1]["content"]
-        have = {b.get("tool_use_id") for b in following if b["type"] == "tool_result"}
-        missing = [
+        have = {b["tool_use_id"] for b in following if b["type"] == "tool_result"}
+        missing: list[Block] = [
             {"type": "tool_result", "tool_use_id": tid, "is_error": True,
              "content": json.dumps({"status": "Failed", "message": "The tool call was interrupted before it returned.", "time": ""})}
             for tid in wanted if tid not in have
@@ -157,11 +186,12 @@ def _repair(turns: list[JSON]) -> None:
     calls = {b["id"] for t in turns if t["role"] == "assistant" for b in t["content"] if b["type"] == "tool_use"}
     for turn in turns:
         if turn["role"] == "user":
-            turn["content"] = [
-                b if b["type"] != "tool_result" or b["tool_use_id"] in calls
-                else {"type": "text", "text": f"[result of an earlier tool call] {b['content']}"}
-                for b in turn["content"]
-            ]
+            turn["content"] = [_orphan(b) if b["type"] == "tool_result" and b["tool_use_id"] not in calls else b
+                               for b in turn["content"]]
             turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     if turns and turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})
+
+
+def _orphan(block: ToolResultBlock) -> TextBlock:
+    return {"type": "text", "text": f"[result of an earlier tool call] {block['content']}"}

@@ -15,20 +15,17 @@ resumes from the store exactly where it was.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
 from ..errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
 from ..records import Agent, ContextWindow, Message, check_text
-from ..registry import SEND_MESSAGE as SEND_MESSAGE_NAME
-from ..registry import edited_labels
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -39,9 +36,10 @@ from .context import (
     summary_message,
     transcript,
 )
-from .llm import JSON, LLMRequest, Provider, ToolSpec, Usage, payload, to_api_messages
+from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload, to_api_messages
 from .sampling_provider import NeedsInput
-from .sleeptime import run_sleeptime
+from .sleeptime import SleeptimeRun, run_sleeptime
+from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send_message
 from .toolhost import ToolHost
 
 if TYPE_CHECKING:
@@ -50,20 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-STYLES = ("letta_v1", "memgpt")
-HEARTBEAT = "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control"
-HEARTBEAT_FAILED = "[This is an automated system message hidden from the user] Function call failed, returning control"
-SEND_MESSAGE = ToolSpec(
-    SEND_MESSAGE_NAME,
-    "Sends a message to the human user. This ends your turn: the message is your reply.",
-    {"type": "object", "properties": {"message": {"type": "string", "description": "Message contents. All unicode (including emojis) are supported."}},
-     "required": ["message"]},
-)
-REQUEST_HEARTBEAT = {
-    "type": "boolean",
-    "description": "Request an immediate heartbeat after the function runs. Set to true if you want to send a follow-up "
-    "message or run a follow-up function; false ends your turn.",
-}
+STYLES: tuple[Style, ...] = ("letta_v1", "memgpt")
 
 
 @dataclass(frozen=True)
@@ -88,7 +73,7 @@ class Resume:
 class NeedsRoundTrip(Exception):
     """The provider needs the client to answer ``inner`` (a sampling request) before the turn can go on."""
 
-    def __init__(self, inner: Exception, conversation_id: str, resume: Resume) -> None:
+    def __init__(self, inner: NeedsInput, conversation_id: str, resume: Resume) -> None:
         super().__init__(str(inner))
         self.inner = inner
         self.conversation_id = conversation_id
@@ -147,12 +132,14 @@ class AgentLoop:
         self.counter = TokenCounter()
         self.sleeptime_tools = sleeptime_tools
         self.background_provider = background_provider
-        self._system_cache: tuple[Any, str] | None = None
+        # (agent system text, (block id, version) of each block) -> the compiled system prompt
+        self._system_cache: tuple[tuple[str, tuple[tuple[str, int], ...]], str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._sleeptime_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
         # conversation -> (messages table version, (start_seq, summary_id), in-context messages) after our last turn
         self._contexts: dict[str, tuple[int, tuple[int, str], list[Message]]] = {}
+        self.last_sleeptime: SleeptimeRun | None = None  # the report of the last finished sleep-time run
 
     # -- the turn ------------------------------------------------------------------
 
@@ -178,7 +165,7 @@ class AgentLoop:
         agent = await _io(lambda: m.core.get_agent(self.agent_id))
         style = self._style(agent)
         turn: list[Message] = []  # this turn's messages, from the user's on
-        version = m.store.version
+        version = m.archive.version
         cached = self._contexts.pop(conv, None)
         seen = await _io(lambda: version("messages"))  # the messages table as of the cached context
         if resume is None:
@@ -192,11 +179,11 @@ class AgentLoop:
             step = 0
             turn.append(user)
         else:
-            found = await _io(lambda: m.store.message(resume.turn_id))
+            found = await _io(lambda: m.archive.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
                 raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
             user, step, after = found, resume.step, -1
-            turn = await _io(lambda: m.store.messages_since(self.agent_id, conv, user.seq))
+            turn = await _io(lambda: m.archive.messages_since(self.agent_id, conv, user.seq))
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
@@ -207,101 +194,39 @@ class AgentLoop:
             known = await _io(lambda: version("messages"))
             context = await _io(lambda: m.in_context_messages(window))
 
-        async def log(role: str, content: str, meta: JSON) -> None:
-            nonlocal known
-            message = await self._log(conv, role, content, meta)
-            now_at = await _io(lambda: version("messages"))
-            known = now_at if known is not None and now_at == known + 1 else None  # None: someone else wrote too
-            context.append(message)
-            turn.append(message)
-
-        reply, stop, error, summaries = "", "end_turn", None, 0
         tools = await self._tool_specs(host, style)
+        recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
+        run = ToolLoop(provider, host, recall, max_steps=self.settings.max_steps, style=style,
+                       builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
+                       step=step, report=Report.from_messages(turn))
+        stop, error = "end_turn", None
         try:
-            while True:
-                if step >= self.settings.max_steps:
-                    stop = "max_steps"
-                    break
-                system = await self._system(agent)
-                fitted = await self._fit(provider, system, tools, window, context, user.id, step)
-                if fitted is not None:
-                    window, context = fitted
-                    summaries += 1
-                    known = None
-                elif self._needs_warning(system, tools, context):
-                    await log("user", WARNING, {"kind": "system_alert"})
-                raw = self.counter.raw(system, tools, context)
-                request = LLMRequest(system, to_api_messages(context), tuple(tools), self.settings.max_tokens,
-                                     stable_prefix=len(agent.system or m.default_system), key=f"{user.id}:{step}")
-                response = await provider.complete(request)
-                step += 1
-                self.counter.calibrate(raw, response.usage.prompt_tokens)
-                calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
-                await log("assistant", response.text, {
-                    "kind": "assistant", "tool_calls": calls, "stop_reason": response.stop_reason,
-                    "usage": asdict(response.usage), "model": response.model,
-                })
-                if not response.tool_calls:
-                    reply = response.text
-                    break
-                go_on, ended, failed = style == "letta_v1", False, False
-                for call in response.tool_calls:
-                    args = dict(call.input)
-                    heartbeat = bool(args.pop("request_heartbeat", False)) if style == "memgpt" else False
-                    if style == "memgpt" and call.name == SEND_MESSAGE.name:
-                        message = args.get("message")
-                        if isinstance(message, str):
-                            reply, result, is_error, ended = message, "Sent message successfully.", False, True
-                        else:
-                            result, is_error = "send_message needs `message` as text.", True
-                    else:
-                        result, is_error = await host.call(call.name, args)
-                    wrapped = json.dumps({"status": "Failed" if is_error else "OK", "message": result, "time": stamp()},
-                                         ensure_ascii=False)
-                    await log("tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id, "name": call.name,
-                                                "is_error": is_error})
-                    failed = failed or is_error
-                    go_on = go_on or heartbeat
-                if style == "memgpt":
-                    if ended:
-                        break
-                    if not (go_on or failed):
-                        break
-                    reason = HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT
-                    await log("user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}),
-                              {"kind": "heartbeat"})
+            stop = await run.run()
         except ProviderError as exc:
             stop, error = "error", str(exc)
         except ContextOverflowError as exc:
             stop, error = "error", str(exc)
         except NeedsInput as exc:  # the sampling provider's round trip (2026-07-28 clients)
-            raise NeedsRoundTrip(exc, conv, Resume(user.id, step)) from exc
-        if known is not None:
-            self._contexts[conv] = (known, (window.start_seq, window.summary_id), context)
+            raise NeedsRoundTrip(exc, conv, Resume(user.id, run.step)) from exc
+        if recall.known is not None:
+            self._contexts[conv] = (recall.known, (recall.window.start_seq, recall.window.summary_id), recall.context)
         window = await self._save_window(conv, turns_delta=1)
-        steps, edits, usage = _report(turn)
+        report = run.report
         sleeptime = self._maybe_sleeptime(agent, conv, window.turns)
-        return TurnResult(reply=reply, stop_reason=stop, conversation_id=conv, steps=steps, memory_edits=edits,
-                          usage=usage, error=error, summarised=summaries, sleeptime=sleeptime)
+        return TurnResult(reply=run.reply, stop_reason=stop, conversation_id=conv, steps=report.steps,
+                          memory_edits=report.memory_edits, usage=report.usage, error=error,
+                          summarised=recall.summaries, sleeptime=sleeptime)
 
-    def _style(self, agent: Agent) -> str:
+    def _style(self, agent: Agent) -> Style:
         style = agent.metadata.get("agent_type", self.settings.default_style)
-        if style not in STYLES:
-            raise ConfigError(f"Agent {agent.name!r} has agent_type {style!r}; use one of {', '.join(STYLES)}.")
-        return style
+        for known in STYLES:
+            if style == known:
+                return known
+        raise ConfigError(f"Agent {agent.name!r} has agent_type {style!r}; use one of {', '.join(STYLES)}.")
 
-    async def _tool_specs(self, host: ToolHost, style: str) -> list[ToolSpec]:
+    async def _tool_specs(self, host: ToolHost, style: Style) -> list[ToolSpec]:
         specs = await host.specs()
-        if style != "memgpt":
-            return specs
-        out = []
-        for spec in [*specs, SEND_MESSAGE]:
-            schema = copy.deepcopy(spec.input_schema)
-            if spec.name != SEND_MESSAGE.name:
-                schema.setdefault("properties", {})["request_heartbeat"] = REQUEST_HEARTBEAT
-                schema["required"] = [*schema.get("required", []), "request_heartbeat"]
-            out.append(ToolSpec(spec.name, spec.description, schema))
-        return out
+        return memgpt_specs(specs) if style == "memgpt" else specs
 
     async def _system(self, agent: Agent) -> str:
         """The agent's system text + rendered core memory; recompiled only when a block changes (prompt caching)."""
@@ -382,7 +307,7 @@ class AgentLoop:
         conv = window.conversation_id
         m = self.memory
         first_kept = kept[0].seq if kept else None
-        total = await _io(lambda: len(m.store.messages_since(self.agent_id, conv, 0)))
+        total = await _io(lambda: len(m.archive.messages_since(self.agent_id, conv, 0)))
         n_hidden = total - len(kept) - (1 if old is not None else 0)
         note = await self._log(conv, "system", summary_message(summary, max(n_hidden, len(evicted)), total),
                                {"kind": "summary", "evicted": len(evicted)})
@@ -392,18 +317,20 @@ class AgentLoop:
 
     async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
         archive = self.memory.archive
-        if archive is None:
-            raise ConfigError("The agent loop needs recall memory (an archive); open memory with open_memory().")
         row = {"role": role, "content": content, "conversation_id": conv, "payload": json.dumps(meta, ensure_ascii=False)}
         return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
 
-    async def _save_window(self, conv: str, *, turns_delta: int = 0, **changes: Any) -> ContextWindow:
+    async def _save_window(self, conv: str, *, turns_delta: int = 0, start_seq: int | None = None,
+                           summary_id: str | None = None, sleeptime_seq: int | None = None) -> ContextWindow:
         """Re-read and change only the given fields (the sleep-time agent writes its own mark concurrently)."""
         m = self.memory
 
         def save() -> ContextWindow:
             current = m.context_window(self.agent_id, conv)
-            new = replace(current, turns=current.turns + turns_delta, **changes)
+            new = replace(current, turns=current.turns + turns_delta,
+                          start_seq=current.start_seq if start_seq is None else start_seq,
+                          summary_id=current.summary_id if summary_id is None else summary_id,
+                          sleeptime_seq=current.sleeptime_seq if sleeptime_seq is None else sleeptime_seq)
             m.set_context_window(new)
             return new
 
@@ -442,33 +369,65 @@ class AgentLoop:
         async with self._sleeptime_lock:
             try:
                 assert self.background_provider is not None and self.sleeptime_tools is not None
-                mark = await run_sleeptime(self.memory, self.agent_id, conv, self.background_provider,
-                                           self.sleeptime_tools, max_steps=self.settings.sleeptime_max_steps,
-                                           max_tokens=self.settings.max_tokens)
-                if mark is not None:
-                    await self._save_window(conv, sleeptime_seq=mark)
+                run = await run_sleeptime(self.memory, self.agent_id, conv, self.background_provider,
+                                          self.sleeptime_tools, max_steps=self.settings.sleeptime_max_steps,
+                                          max_tokens=self.settings.max_tokens)
+                if run is not None:
+                    await self._save_window(conv, sleeptime_seq=run.mark)
+                    self.last_sleeptime = run
+                    log.info("sleep-time agent: %d tool calls, stop %s, edited %s", len(run.report.steps),
+                             run.stop_reason, ", ".join(run.report.memory_edits) or "nothing")
             except (ProviderError, NotFoundError, ValidationError) as exc:
                 # a background run has no caller to answer: the mark stays, so the next run covers these turns
                 log.warning("sleep-time agent failed: %s", exc)
 
 
-def _report(messages: list[Message]) -> tuple[list[JSON], list[str], Usage]:
-    """The steps a turn took, the blocks it edited and its token usage, from its stored messages."""
-    results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
-    steps: list[JSON] = []
-    edits: list[str] = []
-    usage = Usage()
-    for x in messages:
-        p = payload(x)
-        if x.role != "assistant":
-            continue
-        u = p.get("usage") or {}
-        usage = usage + Usage(**{k: int(u.get(k, 0)) for k in asdict(Usage())})
-        for call in p.get("tool_calls") or []:
-            res = results.get(call["id"])
-            body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
-            steps.append({"tool": call["name"], "input": call.get("input"), "status": body.get("status"),
-                          "result": str(body.get("message", ""))[:500]})
-            if body.get("status") == "OK":
-                edits += [x for x in edited_labels(call["name"], call.get("input") or {}) if x not in edits]
-    return steps, edits, usage
+class _Recall:
+    """The agent loop's exchange: each message is written to recall as it happens, and a request is the
+    system prompt (agent text + core memory) with the in-context window, summarised first when it is full."""
+
+    def __init__(self, loop: AgentLoop, agent: Agent, provider: Provider, conv: str, tools: list[ToolSpec],
+                 user: Message, window: ContextWindow, context: list[Message], known: int | None,
+                 version: Callable[[str], int]) -> None:
+        self.loop, self.agent, self.provider, self.conv, self.tools, self.user = loop, agent, provider, conv, tools, user
+        self.window, self.context = window, context
+        self.known = known  # the messages table version after our last write; None: someone else wrote too
+        self._version = version
+        self.summaries = 0
+        self._raw = 0
+
+    async def _log(self, role: str, content: str, meta: JSON) -> None:
+        message = await self.loop._log(self.conv, role, content, meta)
+        now_at = await _io(lambda: self._version("messages"))
+        self.known = now_at if self.known is not None and now_at == self.known + 1 else None
+        self.context.append(message)
+
+    async def request(self, step: int) -> LLMRequest:
+        loop = self.loop
+        system = await loop._system(self.agent)
+        fitted = await loop._fit(self.provider, system, self.tools, self.window, self.context, self.user.id, step)
+        if fitted is not None:
+            self.window, self.context = fitted
+            self.summaries += 1
+            self.known = None
+        elif loop._needs_warning(system, self.tools, self.context):
+            await self._log("user", WARNING, {"kind": "system_alert"})
+        self._raw = loop.counter.raw(system, self.tools, self.context)
+        return LLMRequest(system, to_api_messages(self.context), tuple(self.tools), loop.settings.max_tokens,
+                          stable_prefix=len(self.agent.system or loop.memory.default_system), key=f"{self.user.id}:{step}")
+
+    async def assistant(self, response: LLMResponse) -> None:
+        self.loop.counter.calibrate(self._raw, response.usage.prompt_tokens)
+        calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
+        await self._log("assistant", response.text, {
+            "kind": "assistant", "tool_calls": calls, "stop_reason": response.stop_reason,
+            "usage": asdict(response.usage), "model": response.model,
+        })
+
+    async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
+        wrapped = json.dumps({"status": "Failed" if is_error else "OK", "message": text, "time": stamp()}, ensure_ascii=False)
+        await self._log("tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id, "name": call.name,
+                                          "is_error": is_error})
+
+    async def heartbeat(self, reason: str) -> None:
+        await self._log("user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}), {"kind": "heartbeat"})

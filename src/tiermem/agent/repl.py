@@ -41,9 +41,8 @@ async def _main(settings: Settings, message: str | None, conversation: str, as_j
     from .service import anthropic_provider, make_loop
 
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))
-    assert memory.archive is not None
     # messages are embedded as they are written: load the model first (no backfill thread left at exit)
-    await anyio.to_thread.run_sync(lambda: memory.archive.embedder.wait(None))  # type: ignore[union-attr]
+    await anyio.to_thread.run_sync(lambda: memory.archive.embedder.wait(None))
     agent = await anyio.to_thread.run_sync(lambda: memory.ensure_agent(settings.agent))
     server = build_server(MemoryHandle(lambda: (memory, agent.id)), settings)
     provider = anthropic_provider(settings)

@@ -19,7 +19,8 @@ import json
 import re
 import uuid
 import warnings
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import (
@@ -28,6 +29,7 @@ from mcp.types import (
     CreateMessageResult,
     CreateMessageResultWithTools,
     SamplingMessage,
+    SamplingMessageContentBlock,
     TextContent,
     Tool,
     ToolResultContent,
@@ -36,6 +38,9 @@ from mcp.types import (
 
 from ..errors import ProviderError
 from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
 
 
 class NeedsInput(Exception):
@@ -59,7 +64,8 @@ _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 class SamplingProvider:
     name = "sampling"
 
-    def __init__(self, ctx: Any, *, answers: dict[str, Any] | None = None, max_tokens: int | None = None) -> None:
+    def __init__(self, ctx: Context[Any, Any], *, answers: Mapping[str, object] | None = None,
+                 max_tokens: int | None = None) -> None:
         self._ctx = ctx
         caps = getattr(ctx, "client_capabilities", None)
         sampling = getattr(caps, "sampling", None) if caps is not None else None
@@ -114,7 +120,7 @@ class SamplingProvider:
             system = system + "\n" + TEXT_TOOLS.format(tools=listing)
         out: list[SamplingMessage] = []
         for m in request.messages:
-            blocks: list[Any] = []
+            blocks: list[SamplingMessageContentBlock] = []
             for b in m["content"]:
                 if b["type"] == "text":
                     blocks.append(TextContent(type="text", text=b["text"]))
@@ -128,13 +134,13 @@ class SamplingProvider:
                     if self.native_tools:
                         blocks.append(ToolResultContent(type="tool_result", tool_use_id=b["tool_use_id"],
                                                         content=[TextContent(type="text", text=b["content"])],
-                                                        is_error=b.get("is_error") or None))
+                                                        is_error=b["is_error"] or None))
                     else:
                         blocks.append(TextContent(type="text", text=f"Tool result: {b['content']}"))
             out.append(SamplingMessage(role=m["role"], content=blocks if len(blocks) != 1 else blocks[0]))
         return out, system, tools
 
-    def _parse(self, result: Any) -> LLMResponse:
+    def _parse(self, result: object) -> LLMResponse:
         if isinstance(result, dict):  # an answer echoed through request_state / input_responses
             result = _validate(result)
         if not isinstance(result, CreateMessageResult | CreateMessageResultWithTools):
@@ -156,7 +162,7 @@ class SamplingProvider:
         return LLMResponse(text=text, tool_calls=tuple(calls), stop_reason=stop, usage=Usage(), model=result.model)
 
 
-def _validate(data: JSON) -> Any:
+def _validate(data: JSON) -> CreateMessageResult | CreateMessageResultWithTools:
     try:
         return CreateMessageResultWithTools.model_validate(data)
     except Exception:  # noqa: BLE001 - try the narrower shape next

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,6 +28,7 @@ from .toolhost import ServerTools
 if TYPE_CHECKING:
     from ..config import Settings
     from ..memory import Memory
+    from ..server import TiermemServer
 
 
 def loop_settings(settings: Settings) -> LoopSettings:
@@ -53,7 +55,7 @@ def anthropic_provider(settings: Settings) -> Provider:
                              max_retries=settings.llm_max_retries)
 
 
-def make_loop(memory: Memory, agent_id: str, server: Any, settings: Settings) -> AgentLoop:
+def make_loop(memory: Memory, agent_id: str, server: TiermemServer, settings: Settings) -> AgentLoop:
     background = anthropic_provider(settings) if provider_kind(settings) == "anthropic" else None
     return AgentLoop(
         memory,
@@ -65,25 +67,24 @@ def make_loop(memory: Memory, agent_id: str, server: Any, settings: Settings) ->
     )
 
 
-def register_agent_chat(server: Any, settings: Settings) -> None:
+def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
     kind = provider_kind(settings)
-    shared: dict[str, Any] = {}
-    if kind == "anthropic":
-        shared["provider"] = anthropic_provider(settings)  # fails now, at start, when the API key is missing
+    # with the anthropic provider, made now: a missing API key fails at start, not at the first call
+    shared = _Shared(anthropic_provider(settings) if kind == "anthropic" else None)
     guard = anyio.Lock()
 
     async def loop_for() -> AgentLoop:
         async with guard:
-            if "loop" not in shared:
+            if shared.loop is None:
                 memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
                 made = make_loop(memory, agent_id, server, settings)
-                if kind == "anthropic":
-                    made.background_provider = shared["provider"]
-                shared["loop"] = made
-            loop: AgentLoop = shared["loop"]
-            return loop
+                if shared.provider is not None:
+                    made.background_provider = shared.provider
+                shared.loop = made
+            return shared.loop
 
-    async def agent_chat(message: str, ctx: Context[Any, Any], conversation_id: str | None = None) -> Any:
+    async def agent_chat(message: str, ctx: Context[Any, Any],
+                         conversation_id: str | None = None) -> CallToolResult | InputRequiredResult:
         """Talk to this server's stateful agent: runs one full Letta turn and returns its reply.
 
         The agent reads and edits its own core memory, searches recall and archival memory, and
@@ -94,8 +95,9 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
         try:
             loop = await loop_for()
             resume, conv = _resume(ctx, conversation_id)
-            if kind == "anthropic":
-                provider: Provider = shared["provider"]
+            provider: Provider
+            if shared.provider is not None:
+                provider = shared.provider
             else:
                 from .sampling_provider import SamplingProvider
 
@@ -104,7 +106,7 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
         except NeedsRoundTrip as pending:
             inner = pending.inner
             state = {"turn": pending.resume.turn_id, "step": pending.resume.step, "conversation_id": pending.conversation_id}
-            return InputRequiredResult(input_requests={inner.key: inner.request}, request_state=json.dumps(state))  # type: ignore[attr-defined]
+            return InputRequiredResult(input_requests={inner.key: inner.request}, request_state=json.dumps(state))
         except TiermemError as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         text = result.reply or f"(The agent ended its turn without a reply; stop reason: {result.stop_reason}.)"
@@ -117,6 +119,14 @@ def register_agent_chat(server: Any, settings: Settings) -> None:
     server.add_tool(agent_chat, name=chat.name, title=chat.title, annotations=chat.annotations,
                     description=describe(agent_chat.__doc__ or ""), structured_output=False)
     publish(server, "agent_chat")
+
+
+@dataclass
+class _Shared:
+    """What every agent_chat call of one server shares: the anthropic provider (None: sampling) and the loop."""
+
+    provider: Provider | None
+    loop: AgentLoop | None = None
 
 
 def _resume(ctx: Context[Any, Any], conversation_id: str | None) -> tuple[Resume | None, str]:

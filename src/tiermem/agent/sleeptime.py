@@ -10,13 +10,15 @@ conversation and is not written to recall.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ..registry import FINISH_EDITS, SLEEPTIME_TOOLS
+from ..registry import FINISH_EDITS
 from .context import transcript
-from .llm import JSON, LLMRequest, Provider, ToolSpec
+from .llm import JSON, Block, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Turn
+from .toolcalls import Answer, Report, ToolLoop
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -35,37 +37,61 @@ it has become messy. Use memory_replace / memory_insert for small changes. Do no
 Never include line numbers in the text you write. When you are done, call memory_finish_edits."""
 
 
+@dataclass(frozen=True)
+class SleeptimeRun:
+    """A finished run: the new mark (the seq after the last message it read), how it stopped, its report."""
+
+    mark: int
+    stop_reason: str  # end_turn | max_steps
+    report: Report
+
+
+class _Conversation:
+    """The sleep-time agent's exchange: kept in a list, never written to recall."""
+
+    def __init__(self, system: str, first: str, specs: list[ToolSpec], mark: int, max_tokens: int) -> None:
+        self.system, self.specs, self.mark, self.max_tokens = system, specs, mark, max_tokens
+        self.messages: list[Turn] = [{"role": "user", "content": [{"type": "text", "text": first}]}]
+
+    async def request(self, step: int) -> LLMRequest:
+        return LLMRequest(self.system, self.messages, tuple(self.specs), self.max_tokens,
+                          key=f"sleeptime:{self.mark}:{step}", purpose="sleeptime")
+
+    async def assistant(self, response: LLMResponse) -> None:
+        if not response.tool_calls:
+            return  # the run ends here; nothing follows that would need it
+        blocks: list[Block] = [{"type": "text", "text": response.text}] if response.text.strip() else []
+        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
+        self.messages.append({"role": "assistant", "content": blocks})
+
+    async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
+        if self.messages[-1]["role"] != "user":
+            self.messages.append({"role": "user", "content": []})
+        self.messages[-1]["content"].append({"type": "tool_result", "tool_use_id": call.id, "is_error": is_error,
+                                             "content": json.dumps({"status": "Failed" if is_error else "OK", "message": text})})
+
+    async def heartbeat(self, reason: str) -> None:  # the letta_v1 style has none
+        return None
+
+
+def _finish(arguments: JSON) -> Answer:
+    return Answer("Finished.", ends=True)
+
+
 async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider, tools: ToolHost, *,
-                        max_steps: int, max_tokens: int) -> int | None:
-    """One run over the messages since the last mark; returns the new mark (None: nothing to read)."""
+                        max_steps: int, max_tokens: int) -> SleeptimeRun | None:
+    """One run over the messages since the last mark (None: nothing to read). ``tools`` decides what is offered
+    besides memory_finish_edits (the agent service gives it the ``sleeptime`` tools of the registry)."""
     window = await anyio.to_thread.run_sync(lambda: m.context_window(agent_id, conv))
-    messages = await anyio.to_thread.run_sync(lambda: m.store.messages_since(agent_id, conv, window.sleeptime_seq))
+    messages = await anyio.to_thread.run_sync(lambda: m.archive.messages_since(agent_id, conv, window.sleeptime_seq))
     if not messages:
         return None
     mark = messages[-1].seq + 1
-    specs = [*[s for s in await tools.specs() if s.name in SLEEPTIME_TOOLS], FINISH]
+    specs = [*await tools.specs(), FINISH]
     core = await anyio.to_thread.run_sync(lambda: m.render_core(agent_id, line_numbers=True))
     system = SYSTEM + "\n\n" + core
-    convo: list[JSON] = [{"role": "user", "content": [{"type": "text", "text": (
-        "Transcript of the conversation since your last run:\n\n" + transcript(messages))}]}]
-    for step in range(max_steps):
-        response = await provider.complete(LLMRequest(system, convo, tuple(specs), max_tokens,
-                                                      key=f"sleeptime:{mark}:{step}", purpose="sleeptime"))
-        if not response.tool_calls:
-            break
-        blocks: list[JSON] = [{"type": "text", "text": response.text}] if response.text.strip() else []
-        blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
-        convo.append({"role": "assistant", "content": blocks})
-        results: list[JSON] = []
-        finished = False
-        for call in response.tool_calls:
-            if call.name == FINISH.name:
-                text, is_error, finished = "Finished.", False, True
-            else:
-                text, is_error = await tools.call(call.name, dict(call.input))
-            results.append({"type": "tool_result", "tool_use_id": call.id, "is_error": is_error,
-                            "content": json.dumps({"status": "Failed" if is_error else "OK", "message": text})})
-        convo.append({"role": "user", "content": results})
-        if finished:
-            break
-    return mark
+    first = "Transcript of the conversation since your last run:\n\n" + transcript(messages)
+    run = ToolLoop(provider, tools, _Conversation(system, first, specs, mark, max_tokens), max_steps=max_steps,
+                   builtins={FINISH.name: _finish})
+    stop = await run.run()
+    return SleeptimeRun(mark, stop, run.report)

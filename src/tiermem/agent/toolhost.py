@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from ..registry import NOT_FOR_AGENT
 from .llm import JSON, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context, MCPServer
 
 
 class ToolHost(Protocol):
@@ -27,7 +30,8 @@ class ToolHost(Protocol):
 
 
 class ServerTools:
-    def __init__(self, server: Any, ctx: Any = None, *, only: Collection[str] | None = None) -> None:
+    def __init__(self, server: MCPServer[Any], ctx: Context[Any, Any] | None = None, *,
+                 only: Collection[str] | None = None) -> None:
         self._server = server
         self._ctx = ctx
         self._only = set(only) if only is not None else None

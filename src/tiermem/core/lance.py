@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..records import Agent, Block, BlockVersion
-from ..store import sql_str
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -44,9 +43,7 @@ class LanceCore:
         self.store.update_agent(agent)
 
     def delete_agent(self, agent_id: str) -> None:
-        self.store.delete("agents", f"id = {sql_str(agent_id)}")  # first: a half-deleted agent is not found
-        for table in ("attachments", "conversations"):
-            self.store.delete(table, f"agent_id = {sql_str(agent_id)}")
+        self.store.delete_agent_state(agent_id)
 
     def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
         return self.store.get_conversation(agent_id, conversation_id)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..errors import TiermemError, ValidationError
 from ..records import Agent, Block, Message, stable_id
-from ..store import passage_from_row, sql_str
 from . import letta_kept
 from .agentfile import STYLE, tiermem_name
 from .letta_messages import EXTENSION
@@ -105,10 +104,9 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
         agent_id = ids.get("agent", a.id)
         out["agents"].append(_agent(memory, a, doc, agent_id, ids, out, counter, notes))
         extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_kept.KEY,)}
-        rows = memory.store.select("passages", f"agent_id = {sql_str(a.id)}", limit=10**9)
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
-            for p in (passage_from_row(r) for r in rows)
+            for p in memory.archive.passages_of(a.id)
         ]
     for doc in docs:  # what no agent referenced, kept with a file's first agent
         if doc is not None:
@@ -325,7 +323,7 @@ def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
 
 def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
               counter: list[int]) -> tuple[list[JSON], list[str]]:
-    native = memory.store.agent_messages(a.id)
+    native = memory.archive.messages_of(a.id)
     window = memory.context_window(a.id, "default")
     in_window = {m.id for m in memory.in_context_messages(window)}
     unlogged = list((doc or {}).get("unlogged_messages") or [])

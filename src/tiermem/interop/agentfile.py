@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..config import BlockSpec
-from ..errors import NotFoundError, NotOpenError, TiermemError, ValidationError
+from ..errors import NotFoundError, TiermemError, ValidationError
 from ..records import ContextWindow
 from ..memory import check_agent_name
 from ..records import stable_id
-from ..store import sql_str
 from . import letta_kept
 from ..registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
@@ -333,8 +332,6 @@ def apply_plans(
     memory: Memory, plans: list[AgentPlan], digest: str, *, rename: str | None = None, replace: bool = False
 ) -> ImportReport:
     """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
-    if memory.archive is None:
-        raise NotOpenError("Importing needs recall and archival memory; open memory with open_memory().")
     report = ImportReport()
     if rename is not None:
         plans[0].name = rename
@@ -374,7 +371,6 @@ def _write_agent(
     report: ImportReport,
 ) -> None:
     archive = memory.archive
-    assert archive is not None
     for ref, spec in p.blocks:
         # keyed by the import's first agent name too: the same file imported under --rename gets its own blocks
         block_id = stable_id("block", digest, namespace, ref)  # one id per file block: shared stays shared
@@ -382,8 +378,7 @@ def _write_agent(
         report.blocks += 1
         progress.advance()
     # An interrupted earlier run may have left messages or passages of this (not yet visible) agent.
-    memory.store.delete("messages", f"agent_id = {sql_str(agent_id)}")
-    memory.store.delete("passages", f"agent_id = {sql_str(agent_id)}")
+    archive.delete_agent_data(agent_id)
     rows = []
     base = 1_000_000_000  # seq: the file's order, before anything the agent writes later (time-based)
     ids: dict[str, JSON] = {}

@@ -29,14 +29,14 @@ HEADER = "tiermem-backup"
 
 
 def _holder(memory: Memory, table: str) -> Any:
-    """The store that keeps ``table``: the core store for core state, LanceDB for messages and passages."""
-    return memory.store if table in ("messages", "passages") else memory.core
+    """What keeps ``table``: the core store for core state, the archive (LanceDB) for messages and passages."""
+    return memory.archive if table in ("messages", "passages") else memory.core
 
 
 def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict[str, int]:
-    store = memory.store
-    out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": store.embedding_model,
-                          "embedding_dim": store.embedding_dim}) + "\n")
+    archive = memory.archive
+    out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": archive.embedding_model,
+                          "embedding_dim": archive.embedding_dim}) + "\n")
     counts: dict[str, int] = {}
     for table in ["agents", *[t for t in TABLES if t != "agents"]]:
         rows = _holder(memory, table).all_rows(table)
@@ -79,7 +79,7 @@ def is_backup(path: Path) -> bool:
 
 
 def import_backup(memory: Memory, path: Path) -> dict[str, int]:
-    store = memory.store
+    archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     fields = {t: set(_holder(memory, t).schema_fields(t)) for t in TABLES}
@@ -102,11 +102,11 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
-    same_model = header.get("embedding_model") == store.embedding_model and header.get("embedding_dim") == store.embedding_dim
+    same_model = header.get("embedding_model") == archive.embedding_model and header.get("embedding_dim") == archive.embedding_dim
     for table in ("messages", "passages"):
         for r in rows[table]:
             v = r.get("vector")
-            if not same_model or v is None or len(v) != store.embedding_dim:
+            if not same_model or v is None or len(v) != archive.embedding_dim:
                 r["vector"] = None
     inserted: dict[str, int] = {}
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
@@ -120,6 +120,6 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             inserted[table] = done
     finally:
         progress.close()
-    if memory.archive is not None and (store.count("messages", "vector IS NULL") or store.count("passages", "vector IS NULL")):
-        inserted["embedded"] = memory.archive.catch_up(None)
+    if any(archive.missing_vectors().values()):
+        inserted["embedded"] = archive.catch_up(None)
     return inserted

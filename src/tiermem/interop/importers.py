@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, validate_label
 from ..config import BlockSpec
-from ..errors import NotOpenError, ValidationError
-from ..store import sql_list, sql_str
+from ..errors import ValidationError
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -75,10 +74,7 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
 
 def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str) -> tuple[int, int]:
     """Insert the (content, tags) pairs not already stored for this agent; returns (inserted, skipped)."""
-    if memory.archive is None:
-        raise NotOpenError("Importing passages needs archival memory.")
-    where = f"agent_id = {sql_str(agent_id)} AND array_has_any(tags, {sql_list([marker_tag])})"
-    have = {(r["content"], tuple(sorted(r["tags"] or ()))) for r in memory.store.select("passages", where, limit=10**9)}
+    have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.passages_of(agent_id, tags_any=[marker_tag])}
     todo, seen = [], set()
     for content, tags in items:
         # a long text is stored as chunks: it is present when its first chunk is (chunking is deterministic)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..errors import ValidationError
 from .boundary import library, reads, writes
+from .query import Filter, compile_filter
 from .schemas import table_names
 
 
@@ -75,9 +77,23 @@ class StoreBase:
             threading.Thread(target=self.optimize, kwargs={"background": True}, name="tiermem-optimize", daemon=True).start()
 
     @reads("row counts")
-    def count(self, table: str, where: str | None = None) -> int:
+    def count(self, table: str, where: Filter | None = None) -> int:
         t = self._tables[table]
-        return int(t.count_rows(where) if where else t.count_rows())
+        text = compile_filter(where)
+        return int(t.count_rows(text) if text else t.count_rows())
+
+    @writes("a deletion")
+    def delete(self, table: str, where: Filter) -> int:
+        """Delete the rows of ``where`` (never every row: an empty filter is refused); returns how many."""
+        text = compile_filter(where)
+        if not text:
+            raise ValidationError("delete needs a filter that names the rows; an empty one would delete every row")
+        t = self._tables[table]
+        before = t.count_rows(text)
+        if before:
+            t.delete(text)
+            self._wrote()
+        return int(before)
 
     @reads("a table version")
     def version(self, table: str) -> int:

@@ -12,7 +12,7 @@ from ..errors import NotFoundError
 from ..records import Agent, Block, BlockVersion, now, to_us
 from .base import StoreBase
 from .boundary import reads, writes
-from .query import sql_str
+from .query import Filter, sql_str
 from .rows import agent_from_row, agent_to_row, block_from_row, block_to_row, first_by, version_from_row, version_to_row
 
 
@@ -47,6 +47,12 @@ class CoreTables(StoreBase):
         del row["id"]
         self._tables["agents"].update(where=f"id = {sql_str(agent.id)}", values=row)
         self._wrote()
+
+    def delete_agent_state(self, agent_id: str) -> None:
+        """Delete an agent's row first (a half-deleted agent is not found), then its attachments and conversation state."""
+        self.delete("agents", Filter(ids=(agent_id,)))
+        for table in ("attachments", "conversations"):
+            self.delete(table, Filter(agent_id=agent_id))
 
     # -- conversations (agent-loop state) -----------------------------------------
 

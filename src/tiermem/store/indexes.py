@@ -11,6 +11,7 @@ from datetime import timedelta
 from ..errors import StoreWriteError
 from .base import StoreBase
 from .boundary import reads
+from .query import Filter
 from .schemas import SEARCHABLE
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class Indexes(StoreBase):
             return True
         if self.vector_index_min_rows <= 0 or t.count_rows() < self.vector_index_min_rows:
             return False  # cheap (table metadata) before the filtered count, which reads every row's vector
-        rows = self.count(table, "vector IS NOT NULL")
+        rows = self.count(table, Filter(missing_vector=False))
         if rows < self.vector_index_min_rows:
             return False
         started = time.perf_counter()
@@ -88,7 +89,7 @@ class Indexes(StoreBase):
         out: dict[str, dict[str, int]] = {}
         for name in SEARCHABLE:
             t = self._tables[name]
-            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, "vector IS NULL")}
+            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, Filter(missing_vector=True))}
             for idx in t.list_indices():
                 stats = t.index_stats(idx.name)
                 if stats is not None:

@@ -1,10 +1,43 @@
-"""Filter text for LanceDB ``where`` clauses: every value is quoted here, so it can never end a literal early."""
+"""Typed queries: callers say which rows with a ``Filter``; only this module writes LanceDB filter text.
+
+Every value is quoted here (``sql_str``) or converted to a number, so no text a user or a file supplies can end a
+literal early or change the query. Nothing outside the store package builds filter text
+(``tests/test_layers.py`` checks it).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from datetime import datetime
 
 from ..errors import ValidationError
+from ..records import to_us
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which rows of a table: every field that is set narrows the rows (all must hold); an empty filter is every row.
+
+    The fields name columns of the messages and passages tables (``agent_id`` and ``ids`` also fit the small
+    tables keyed by agent or id).
+    """
+
+    agent_id: str | None = None
+    not_agent_ids: tuple[str, ...] | None = None  # rows of none of these agents (every row's agent when empty)
+    conversation_id: str | None = None
+    roles: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None  # rows carrying at least one of these tags
+    tags_all: tuple[str, ...] | None = None  # rows carrying every one of these tags
+    start: datetime | None = None  # created at or after
+    end: datetime | None = None  # created at or before
+    ids: tuple[str, ...] | None = None
+    id_or_group: str | None = None  # a passage id, or the group id of every chunk of one insert
+    seq_from: int | None = None  # messages with seq >= this
+    missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
+
+    def is_empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
 
 
 def sql_str(value: str) -> str:
@@ -19,3 +52,40 @@ def sql_str(value: str) -> str:
 def sql_list(values: Iterable[str]) -> str:
     return "[" + ", ".join(sql_str(v) for v in values) + "]"
 
+
+def _in(values: Iterable[str]) -> str:
+    return "(" + ", ".join(sql_str(v) for v in values) + ")"
+
+
+def compile_filter(where: Filter | None) -> str | None:
+    """The LanceDB filter text of ``where`` (None: every row). An empty list of ids, roles or tags matches nothing."""
+    if where is None:
+        return None
+    if not isinstance(where, Filter):
+        raise TypeError(f"a store query takes a Filter, not {type(where).__name__}")
+    clauses: list[str] = []
+    if where.agent_id is not None:
+        clauses.append(f"agent_id = {sql_str(where.agent_id)}")
+    if where.not_agent_ids:
+        clauses.append(f"agent_id NOT IN {_in(where.not_agent_ids)}")
+    if where.conversation_id is not None:
+        clauses.append(f"conversation_id = {sql_str(where.conversation_id)}")
+    if where.roles is not None:
+        clauses.append(f"role IN {_in(where.roles)}" if where.roles else "false")
+    if where.tags_any is not None:
+        clauses.append(f"array_has_any(tags, {sql_list(where.tags_any)})" if where.tags_any else "false")
+    if where.tags_all:
+        clauses.append(f"array_has_all(tags, {sql_list(where.tags_all)})")
+    if where.start is not None:
+        clauses.append(f"created_us >= {to_us(where.start)}")
+    if where.end is not None:
+        clauses.append(f"created_us <= {to_us(where.end)}")
+    if where.ids is not None:
+        clauses.append(f"id IN {_in(where.ids)}" if where.ids else "false")
+    if where.id_or_group is not None:
+        clauses.append(f"(id = {sql_str(where.id_or_group)} OR group_id = {sql_str(where.id_or_group)})")
+    if where.seq_from is not None:
+        clauses.append(f"seq >= {int(where.seq_from)}")
+    if where.missing_vector is not None:
+        clauses.append("vector IS NULL" if where.missing_vector else "vector IS NOT NULL")
+    return " AND ".join(clauses) or None

@@ -15,7 +15,7 @@ from typing import Any
 
 from .boundary import reads
 from .indexes import Indexes
-from .query import sql_str
+from .query import Filter, compile_filter
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
 # "Scale"): nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions; with refine 2, recall@10
@@ -30,7 +30,7 @@ HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  
 
 class Search(Indexes):
     @reads("vector search results")
-    def vector_search(self, table: str, vector: Sequence[float], where: str | None, limit: int) -> list[dict[str, Any]]:
+    def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, ``_distance`` (cosine) and ``_rowid``."""
         q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
         # Never ship vectors back (converting them costs more than the search); naming the score column
@@ -38,20 +38,22 @@ class Search(Indexes):
         q = q.select([*LEG_COLUMNS, "_distance"]).with_row_id(True)
         # ANN knobs (ignored while the table has no vector index).
         q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
-        if where:
-            q = q.where(where, prefilter=True)
+        text = compile_filter(where)
+        if text:
+            q = q.where(text, prefilter=True)
         rows: list[dict[str, Any]] = q.limit(limit).to_list()
         return rows
 
     @reads("full-text search results")
-    def text_search(self, table: str, query: str, where: str | None, limit: int) -> list[dict[str, Any]]:
+    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, ``_score`` and ``_rowid``."""
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
         q = self._tables[table].search(query, query_type="fts", fts_columns="text")
         q = q.select([*LEG_COLUMNS, "_score"]).with_row_id(True)
-        if where:
-            q = q.where(where, prefilter=True)
+        text = compile_filter(where)
+        if text:
+            q = q.where(text, prefilter=True)
         rows: list[dict[str, Any]] = q.limit(limit).to_list()
         return rows
 
@@ -73,7 +75,7 @@ class Search(Indexes):
                     out[row["id"]] = row
         missing = [str(r["id"]) for r in found if str(r["id"]) not in out]
         if missing:
-            ids = ", ".join(sql_str(i) for i in dict.fromkeys(missing))
-            for row in t.search().where(f"id IN ({ids})").select(columns).limit(len(missing)).to_list():
+            text = compile_filter(Filter(ids=tuple(dict.fromkeys(missing))))
+            for row in t.search().where(text).select(columns).limit(len(missing)).to_list():
                 out[row["id"]] = row
         return out

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import StoreError
 from ..records import Message
 from .base import StoreBase
 from .boundary import reads, writes
-from .query import sql_str
+from .query import Filter, compile_filter, sql_str
 from .rows import message_from_row
 from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
 
@@ -25,10 +26,7 @@ class LogTables(StoreBase):
     @reads("messages")
     def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
         """Messages of one conversation with ``seq >= start_seq``, oldest first."""
-        where = (
-            f"agent_id = {sql_str(agent_id)} AND conversation_id = {sql_str(conversation_id)} "
-            f"AND seq >= {int(start_seq)}"
-        )
+        where = compile_filter(Filter(agent_id=agent_id, conversation_id=conversation_id, seq_from=start_seq))
         rows = self._tables["messages"].search().where(where).select(list(MESSAGE_COLUMNS)).limit(None).to_list()
         rows.sort(key=lambda r: r["seq"])
         return [message_from_row(r) for r in rows]
@@ -36,7 +34,7 @@ class LogTables(StoreBase):
     @reads("messages")
     def agent_messages(self, agent_id: str) -> list[Message]:
         """Every message of one agent, by conversation then order (for export and backup)."""
-        rows = self._tables["messages"].search().where(f"agent_id = {sql_str(agent_id)}").select(
+        rows = self._tables["messages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
             list(MESSAGE_COLUMNS)).limit(None).to_list()
         rows.sort(key=lambda r: (r["conversation_id"] != "default", r["conversation_id"], r["seq"]))
         return [message_from_row(r) for r in rows]
@@ -54,7 +52,7 @@ class LogTables(StoreBase):
 
     @reads("a message")
     def message(self, message_id: str) -> Message | None:
-        rows = self._tables["messages"].search().where(f"id = {sql_str(message_id)}").select(
+        rows = self._tables["messages"].search().where(compile_filter(Filter(ids=(message_id,)))).select(
             list(MESSAGE_COLUMNS)).limit(1).to_list()
         return message_from_row(rows[0]) if rows else None
 
@@ -74,8 +72,7 @@ class LogTables(StoreBase):
         if not vectors:
             return
         t = self._tables[table]
-        ids = ", ".join(sql_str(i) for i in vectors)
-        rows = t.search().where(f"id IN ({ids})").limit(len(vectors) * 2).to_list()
+        rows = t.search().where(compile_filter(Filter(ids=tuple(vectors)))).limit(len(vectors) * 2).to_list()
         for r in rows:
             r.pop("_distance", None)
             r["vector"] = vectors[r["id"]]
@@ -84,8 +81,9 @@ class LogTables(StoreBase):
             self._wrote(len(rows))
 
     @reads("rows without vectors")
-    def rows_without_vectors(self, table: str, limit: int = 256, where: str | None = None) -> list[dict[str, Any]]:
-        return self._rows(table, f"({where}) AND vector IS NULL" if where else "vector IS NULL", limit=limit)
+    def rows_without_vectors(self, table: str, limit: int = 256, where: Filter | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` rows of ``where`` stored without a vector."""
+        return self._rows(table, compile_filter(replace(where or Filter(), missing_vector=True)), limit=limit)
 
     # Rows stored without vectors are announced in ``meta`` (key "unembedded:<table>:<writer>"), written
     # right after the rows, so a search in any process learns of them from the small meta table instead
@@ -111,7 +109,7 @@ class LogTables(StoreBase):
     def settle_unembedded(self, table: str) -> int:
         """Rows of ``table`` without vectors; when there are none, clear the marks read before counting."""
         marks = self.unembedded_marks(table)
-        missing = self.count(table, "vector IS NULL")
+        missing = self.count(table, Filter(missing_vector=True))
         if missing == 0 and marks:
             self._clear_marks(marks)
         return missing
@@ -125,21 +123,23 @@ class LogTables(StoreBase):
     def distinct_tags(self, agent_id: str) -> list[str]:
         import pyarrow.compute as pc
 
-        data = self._tables["passages"].search().where(f"agent_id = {sql_str(agent_id)}").select(["tags"]).limit(None).to_arrow()
+        data = self._tables["passages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(["tags"]).limit(None).to_arrow()
         if data.num_rows == 0:
             return []
         flat = pc.list_flatten(data.column("tags").combine_chunks())
         return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
     @reads("the latest row")
-    def newest(self, table: str, where: str) -> dict[str, Any] | None:
+    def newest(self, table: str, where: Filter) -> dict[str, Any] | None:
         """The latest row matching ``where`` (by time, then sequence)."""
-        data = self._tables[table].search().where(where).select(["content", "created_us", "seq"]).limit(None).to_list()
+        q = self._tables[table].search()
+        text = compile_filter(where)
+        data = (q.where(text) if text else q).select(["content", "created_us", "seq"]).limit(None).to_list()
         return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
     @reads("rows")
     def select(
-        self, table: str, where: str | None, *, limit: int, offset: int = 0
+        self, table: str, where: Filter | None, *, limit: int, offset: int = 0
     ) -> list[dict[str, Any]]:
         """Rows oldest first (by time, then id), one page.
 
@@ -147,24 +147,15 @@ class LogTables(StoreBase):
         (the inspector pages through 10k passages without reading every row and its vector).
         """
         q = self._tables[table].search()
-        keys = (q.where(where) if where else q).select(["id", "created_us"]).limit(None).to_list()
+        text = compile_filter(where)
+        keys = (q.where(text) if text else q).select(["id", "created_us"]).limit(None).to_list()
         keys.sort(key=lambda r: (r["created_us"], r["id"]))
         page = [r["id"] for r in keys[offset : offset + limit]]
         if not page:
             return []
         if len(page) == len(keys):
-            rows = self._rows(table, where)
+            rows = self._rows(table, text)
         else:
-            ids = f"id IN ({', '.join(sql_str(i) for i in page)})"
-            rows = self._rows(table, f"({where}) AND {ids}" if where else ids)
+            rows = self._rows(table, compile_filter(replace(where or Filter(), ids=tuple(page))))
         rows.sort(key=lambda r: (r["created_us"], r["id"]))
         return rows[:limit] if len(page) == len(keys) else rows
-
-    @writes("a deletion")
-    def delete(self, table: str, where: str) -> int:
-        t = self._tables[table]
-        before = t.count_rows(where)
-        if before:
-            t.delete(where)
-            self._wrote()
-        return int(before)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..blocks import Rethink, is_pinned
-from ..errors import AccessError, EditError, NotFoundError, NotOpenError, ValidationError
+from ..errors import AccessError, EditError, NotFoundError, ValidationError
 
 if TYPE_CHECKING:
-    from ..archive import Archive
     from ..memory import Memory
     from ..records import Agent, Block, BlockVersion, Hit, Passage
 
@@ -45,12 +44,6 @@ def check_every_agent(agents: Collection[str] | None, what: str) -> None:
         raise AccessError(f"{what} touches every agent; it needs a token with agents = [\"*\"].")
 
 
-def _archive(memory: Memory) -> Archive:
-    if memory.archive is None:
-        raise NotOpenError("Archival and recall memory are not open in this process; restart `tiermem ui`.")
-    return memory.archive
-
-
 # -- agents and blocks ---------------------------------------------------------------
 
 
@@ -63,7 +56,7 @@ def agent_view(memory: Memory, name: str) -> JSON:
     """Everything the page shows first for an agent: its blocks, counts and the change signature."""
     agent = memory.get_agent(name)
     blocks = memory.blocks(agent.id)
-    messages, passages, tags = _archive(memory).counts(agent.id)
+    messages, passages, tags = memory.archive.counts(agent.id)
     return {
         "agent": {"name": agent.name, "id": agent.id, "metadata": agent.metadata},
         "blocks": [block_json(memory, b) for b in blocks],
@@ -85,7 +78,7 @@ def block_json(memory: Memory, b: Block) -> JSON:
 def signature(memory: Memory, name: str) -> str:
     """Changes whenever a block of the agent, or the number of its messages or passages, changes."""
     agent = memory.get_agent(name)
-    messages, passages, _ = _archive(memory).counts(agent.id)
+    messages, passages, _ = memory.archive.counts(agent.id)
     return _signature(memory.blocks(agent.id), messages, passages)
 
 
@@ -173,7 +166,7 @@ def revert(memory: Memory, name: str, label: str, version: Any, *, override_read
 def search(memory: Memory, name: str, params: JSON) -> JSON:
     """Archival or recall search with the filters the tools take, and each hit's relevance breakdown."""
     agent = _agent(memory, name)
-    archive = _archive(memory)
+    archive = memory.archive
     query = params.get("q") or ""
     limit = _count(whole_number(params.get("limit", 10), "limit"), "limit", 100)
     which = params.get("memory", "archival")
@@ -197,7 +190,7 @@ def hit_json(h: Hit) -> JSON:
 def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tags: Any = None) -> JSON:
     agent = _agent(memory, name)
     start = whole_number(offset, "offset")
-    rows, total = _archive(memory).list_passages(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
+    rows, total = memory.archive.list_passages(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
     return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
 
 
@@ -210,7 +203,7 @@ def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
     agent = _agent(memory, name)
     if not isinstance(passage_id, str):
         raise ValidationError("id must be a passage id from the list or a search.")
-    return {"deleted": _archive(memory).delete(agent.id, passage_id)}
+    return {"deleted": memory.archive.delete(agent.id, passage_id)}
 
 
 # -- import and export -------------------------------------------------------------------

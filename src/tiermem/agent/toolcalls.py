@@ -1,0 +1,195 @@
+"""The one tool-calling loop, shared by the agent loop (``loop.py``) and the sleep-time agent (``sleeptime.py``).
+
+Each step asks the model (``Provider``), runs the tool calls of its answer through a ``ToolHost`` (the server's
+own tools, in process) or a built-in tool the loop answers itself (``send_message``, ``memory_finish_edits``),
+and hands every message to an ``Exchange``, which keeps the conversation: the agent loop writes it to recall as
+it happens, the sleep-time agent keeps it in a list. The loop stops when the model answers without a tool call,
+when a built-in tool ends the run, at ``max_steps``, or (``memgpt`` style) when no call asked for a heartbeat and
+none failed. The ``Report`` (steps, edited blocks, token usage) is built the same way for both.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from ..records import Message
+from ..registry import SEND_MESSAGE as SEND_MESSAGE_NAME
+from ..registry import edited_labels
+from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload
+from .toolhost import ToolHost
+
+Style = Literal["letta_v1", "memgpt"]
+HEARTBEAT = "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control"
+HEARTBEAT_FAILED = "[This is an automated system message hidden from the user] Function call failed, returning control"
+SEND_MESSAGE = ToolSpec(
+    SEND_MESSAGE_NAME,
+    "Sends a message to the human user. This ends your turn: the message is your reply.",
+    {"type": "object", "properties": {"message": {"type": "string", "description": "Message contents. All unicode (including emojis) are supported."}},
+     "required": ["message"]},
+)
+REQUEST_HEARTBEAT = {
+    "type": "boolean",
+    "description": "Request an immediate heartbeat after the function runs. Set to true if you want to send a follow-up "
+    "message or run a follow-up function; false ends your turn.",
+}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a built-in tool answers: the result text, whether it failed, and the run's reply if it ends the run."""
+
+    text: str
+    is_error: bool = False
+    ends: bool = False
+    reply: str | None = None
+
+
+Builtin = Callable[[JSON], Answer]
+
+
+class Exchange(Protocol):
+    """Where a run keeps its conversation with the model."""
+
+    async def request(self, step: int) -> LLMRequest:
+        """The request for step ``step`` (the exchange may summarise or warn first)."""
+        ...
+
+    async def assistant(self, response: LLMResponse) -> None:
+        """Keep the model's answer (its text and tool calls)."""
+        ...
+
+    async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
+        """Keep one tool call's result (called once per call, in order, right after the call)."""
+        ...
+
+    async def heartbeat(self, reason: str) -> None:
+        """Keep a ``memgpt`` heartbeat (the loop goes on after it)."""
+        ...
+
+
+@dataclass
+class Report:
+    """The steps a run took (one per tool call), the blocks it edited and its token usage."""
+
+    steps: list[JSON] = field(default_factory=list)
+    memory_edits: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def add_usage(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+    def add_call(self, name: str, arguments: Mapping[str, object] | None, ok: bool, message: str) -> None:
+        self.steps.append({"tool": name, "input": arguments, "status": "OK" if ok else "Failed", "result": message[:500]})
+        if ok:
+            self.memory_edits += [x for x in edited_labels(name, arguments or {}) if x not in self.memory_edits]
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message]) -> Report:
+        """The report of stored messages (the layout in ``llm.py``): a resumed turn starts from its earlier steps."""
+        results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
+        report = cls()
+        for x in messages:
+            if x.role != "assistant":
+                continue
+            p = payload(x)
+            u = p.get("usage") or {}
+            report.add_usage(Usage(**{k: int(u.get(k, 0)) for k in Usage.__dataclass_fields__}))
+            for call in p.get("tool_calls") or []:
+                res = results.get(call["id"])
+                body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
+                report.add_call(call["name"], call.get("input"), body.get("status") == "OK", str(body.get("message", "")))
+        return report
+
+
+class ToolLoop:
+    """One run of steps. ``step``, ``reply`` and ``report`` stay readable after an exception (a provider error)."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        host: ToolHost,
+        exchange: Exchange,
+        *,
+        max_steps: int,
+        style: Style = "letta_v1",
+        builtins: Mapping[str, Builtin] | None = None,
+        step: int = 0,
+        report: Report | None = None,
+    ) -> None:
+        self.provider = provider
+        self.host = host
+        self.exchange = exchange
+        self.max_steps = max_steps
+        self.style = style
+        self.builtins = dict(builtins or {})
+        self.step = step
+        self.reply = ""
+        self.report = report or Report()
+
+    async def run(self) -> Literal["end_turn", "max_steps"]:
+        while True:
+            if self.step >= self.max_steps:
+                return "max_steps"
+            response = await self.provider.complete(await self.exchange.request(self.step))
+            self.step += 1
+            self.report.add_usage(response.usage)
+            await self.exchange.assistant(response)
+            if not response.tool_calls:
+                self.reply = response.text
+                return "end_turn"
+            if not await self._calls(response.tool_calls):
+                return "end_turn"
+
+    async def _calls(self, calls: Iterable[ToolCall]) -> bool:
+        """Run one answer's tool calls in order; whether the run goes on."""
+        memgpt = self.style == "memgpt"
+        go_on, ended, failed = not memgpt, False, False
+        for call in calls:
+            args = dict(call.input)
+            heartbeat = bool(args.pop("request_heartbeat", False)) if memgpt else False
+            builtin = self.builtins.get(call.name)
+            if builtin is not None:
+                answer = builtin(args)
+                text, is_error = answer.text, answer.is_error
+                if answer.ends:
+                    ended = True
+                    if answer.reply is not None:
+                        self.reply = answer.reply
+            else:
+                text, is_error = await self.host.call(call.name, args)
+            await self.exchange.result(call, text, is_error)
+            self.report.add_call(call.name, call.input, not is_error, text)
+            failed = failed or is_error
+            go_on = go_on or heartbeat
+        if ended:
+            return False
+        if not memgpt:
+            return True
+        if not (go_on or failed):
+            return False
+        await self.exchange.heartbeat(HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT)
+        return True
+
+
+def memgpt_specs(specs: Iterable[ToolSpec]) -> list[ToolSpec]:
+    """The ``memgpt`` style's tools: each takes ``request_heartbeat``, and ``send_message`` is added."""
+    out = []
+    for spec in [*specs, SEND_MESSAGE]:
+        schema = copy.deepcopy(spec.input_schema)
+        if spec.name != SEND_MESSAGE.name:
+            schema.setdefault("properties", {})["request_heartbeat"] = REQUEST_HEARTBEAT
+            schema["required"] = [*schema.get("required", []), "request_heartbeat"]
+        out.append(ToolSpec(spec.name, spec.description, schema))
+    return out
+
+
+def send_message(arguments: JSON) -> Answer:
+    """The ``memgpt`` style's ``send_message``: its message is the turn's reply and ends the turn."""
+    message = arguments.get("message")
+    if not isinstance(message, str):
+        return Answer("send_message needs `message` as text.", is_error=True)
+    return Answer("Sent message successfully.", ends=True, reply=message)

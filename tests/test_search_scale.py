@@ -11,7 +11,8 @@ import pytest
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
 from tiermem.memory import Memory
-from tiermem.archive.store.search import HIT_COLUMNS, LEG_COLUMNS
+from tiermem.store.query import Filter
+from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ vector recall@10 against exact search, and the server's resident memory.
     python -m bench scale --sizes 10000      # one size
     python -m bench scale --million          # adds 1M passages with synthetic vectors (storage scale)
     python -m bench scale --probe DIR        # read-only: search a store whose indexes may still be building
+    python -m bench scale --profile DIR      # where a search's time goes, leg by leg (--sweep: ANN settings)
 
 Passages are generated from seeded templates (names, places, activities, dates), so every run
 sees the same data. Insertion goes through the public Archive API; embedding time is measured
@@ -292,9 +293,22 @@ def main() -> None:
     parser.add_argument("--measure", type=Path, help="re-measure search on a store an earlier run built (its data dir)")
     parser.add_argument("--probe", type=Path, help="read-only search probe of a store (its data dir); see probe()")
     parser.add_argument("--table", default="messages", help="with --probe: messages or passages")
+    parser.add_argument("--profile", type=Path, help="per-leg search breakdown on a built store (bench/search_profile.py)")
+    parser.add_argument("--sweep", action="store_true", help="with --profile: ANN settings vs recall@10 and latency")
+    parser.add_argument("--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}
+    if args.profile:
+        from .search_profile import profile, sweep, upkeep
+
+        results[f"profile {args.profile.name}"] = profile(args.profile)
+        if args.sweep:
+            results[f"sweep {args.profile.name}"] = sweep(args.profile)
+        if args.upkeep:
+            results[f"upkeep {args.profile.name}"] = upkeep(args.profile)
+        print(json.dumps(results, indent=1), flush=True)
+        return
     if args.probe:
         results[f"probe {args.probe.name}"] = probe(args.probe, args.table)
         print(json.dumps(results, indent=1), flush=True)

@@ -343,7 +343,9 @@ class Archive(AgentRows, Vectors):
             raise ValidationError("query is empty: say what to look for.")
         candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40))
         ranked = ranker.rank(query, candidates)[:limit]
-        hits = [self._hit(table, c, score) for c, score in ranked]
+        # The legs read only what ranking needs; the columns a hit shows besides are read for the top k alone.
+        shown = self.store.fetch_rows(table, [c.row for c, _ in ranked]) if ranked else {}
+        hits = [self._hit(table, c, score, shown[c.id]) for c, score in ranked if c.id in shown]
         hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
@@ -439,18 +441,18 @@ class Archive(AgentRows, Vectors):
             self.store.settle_unembedded(table)
         return missing
 
-    def _hit(self, table: str, c: Candidate, score: float) -> Hit:
-        r = c.row
+    def _hit(self, table: str, c: Candidate, score: float, shown: dict[str, Any]) -> Hit:
+        """A result from a ranked candidate and the columns ``Store.fetch_rows`` read for it."""
         return Hit(
             id=c.id,
             content=c.content,
-            created_at=from_us(r["created_us"]),
+            created_at=from_us(c.row["created_us"]),
             score=score,
             vector_rank=c.vector_rank,
             fts_rank=c.fts_rank,
-            role=r.get("role") if table == "messages" else None,
-            tags=tuple(r.get("tags") or ()) if table == "passages" else (),
-            conversation_id=r.get("conversation_id") if table == "messages" else None,
+            role=shown.get("role") if table == "messages" else None,
+            tags=tuple(shown.get("tags") or ()) if table == "passages" else (),
+            conversation_id=shown.get("conversation_id") if table == "messages" else None,
         )
 
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:

@@ -9,6 +9,7 @@ background opener (thread ``tiermem-open``) from the code that answers requests.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -25,7 +26,9 @@ class Refuse:
         self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         if name.split(".")[0] in BLOCKED:
-            print(f"refused import of {name} in thread {threading.current_thread().name}", file=sys.stderr, flush=True)
+            line = f"refused import of {name} in thread {threading.current_thread().name}\n"
+            sys.stderr.flush()
+            os.write(2, line.encode())  # one write: a log line from another thread cannot land inside it
             raise ImportError(f"{name} is refused by tests/harness/without_heavy.py")
         return None
 

@@ -97,7 +97,10 @@ class LanceCore:
         self.store.put_request(row)
 
     def all_rows(self, table: str) -> list[dict[str, Any]]:
-        return self.store.all_rows(table)
+        from ..store.rows import newest_by
+
+        rows = self.store.all_rows(table)
+        return newest_by(rows) if table == "blocks" else rows  # a stale copy from a concurrent first start never leaves
 
     def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
         return self.store.merge_rows(table, key, rows)

@@ -13,7 +13,7 @@ from ..records import Agent, Block, BlockVersion, now, to_us
 from .base import StoreBase
 from .boundary import reads, writes
 from .query import Filter, sql_str
-from .rows import agent_from_row, agent_to_row, block_from_row, block_to_row, first_by, version_from_row, version_to_row
+from .rows import agent_from_row, agent_to_row, block_from_row, block_to_row, first_by, newest_by, version_from_row, version_to_row
 
 
 class CoreTables(StoreBase):
@@ -73,13 +73,13 @@ class CoreTables(StoreBase):
 
     @reads("blocks")
     def get_block(self, block_id: str) -> Block | None:
-        rows = [r for r in self._snapshot("blocks") if r["id"] == block_id]
+        rows = newest_by(r for r in self._snapshot("blocks") if r["id"] == block_id)
         return block_from_row(rows[0]) if rows else None
 
     @reads("blocks")
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
         wanted = set(block_ids)
-        rows = first_by((r for r in self._snapshot("blocks") if r["id"] in wanted), "id")
+        rows = newest_by(r for r in self._snapshot("blocks") if r["id"] in wanted)
         return [block_from_row(r) for r in rows]
 
 

@@ -115,6 +115,21 @@ def passage_from_row(r: dict[str, Any]) -> Passage:
     )
 
 
+def newest_by(rows: Iterable[dict[str, Any]], key: str = "id") -> list[dict[str, Any]]:
+    """One row per ``key``: the one with the highest ``version`` (ties: the first seen), in first-seen order.
+
+    Concurrent first starts may each insert a block (LanceDB's insert-only merge does not conflict), and one of
+    those inserts can land after edits began. Every reader must then agree on the newest row, so a conditional
+    update (``version = N``) only ever targets it and the stale copy is never edited or shown.
+    """
+    best: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        seen = best.get(r[key])
+        if seen is None or int(r["version"]) > int(seen["version"]):
+            best[r[key]] = r
+    return list(best.values())
+
+
 def first_by(rows: Iterable[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     """Drop duplicate rows (same key) that a concurrent first start may have written."""
     seen: set[Any] = set()

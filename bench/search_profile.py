@@ -1,0 +1,172 @@
+"""Where an archival search's time goes, leg by leg, on a store ``python -m bench scale`` built.
+
+    python -m bench scale --profile DATA_DIR                 # per-leg breakdown, 100 queries
+    python -m bench scale --profile DATA_DIR --sweep         # also: ANN settings vs recall@10 and latency
+
+Every part of ``Archive.search`` is timed on its own, for the same queries, the parts taking turns
+per query (so a burst of load on the shared machine hits them all alike):
+
+- ``embed query``: the MiniLM query embedding (one text);
+- ``vector leg``: ``Store.vector_search`` with the shipped ANN settings, the pool a top-5 search asks for;
+- ``keyword leg``: ``Store.text_search`` (BM25 over the full-text index);
+- ``rank``: merging the two legs' rows and the linear ranker over the pool;
+- ``fetch``: reading the fused top k's rows by id (only if the store has ``fetch_rows``);
+- ``unembedded check``: the meta read that says whether rows without vectors exist;
+- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the legs run side by side).
+
+``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
+recall@10 against exact search (LanceDB's flat scan under the same agent filter).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import stats
+
+# (nprobes, ef, refine factor; 0 = no refine step)
+SWEEP = [(32, 128, 2), (32, 128, 1), (32, 128, 0), (32, 64, 0), (32, 40, 0), (8, 64, 0), (8, 40, 0), (64, 256, 0)]
+
+
+def _queries(n: int) -> list[str]:
+    from .scale import passage, query_for
+
+    rng = random.Random(99)
+    items = [passage(random.Random(i), i) for i in range(1000)]
+    return [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(n)]
+
+
+def open_store(data_dir: Path) -> tuple[Any, str]:
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
+    memory.archive.embedder.wait(None)
+    return memory, memory.ensure_agent("default").id
+
+
+def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10) -> dict[str, Any]:
+    from tiermem.ranking import merge
+    from tiermem.store.query import Filter
+
+    memory, agent = open_store(data_dir)
+    archive = memory.archive
+    store = archive.store
+    where = Filter(agent_id=agent)
+    pool = max(top_k * 4, 40)
+    queries = _queries(n_queries + warm)
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "embed query", "vector leg", "keyword leg", "rank", "fetch", "unembedded check", "search, end to end")}
+    for n, q in enumerate(queries):
+        t = time.perf_counter()
+        vec = archive.embedder.embed([q])[0]
+        embed_s = time.perf_counter() - t
+        t = time.perf_counter()
+        vrows = store.vector_search("passages", vec, where, pool)
+        vector_s = time.perf_counter() - t
+        t = time.perf_counter()
+        frows = store.text_search("passages", q, where, pool)
+        keyword_s = time.perf_counter() - t
+        t = time.perf_counter()
+        ranked = archive.ranker.rank(q, merge(vrows, frows))[:top_k]
+        rank_s = time.perf_counter() - t
+        fetch_s = None
+        if hasattr(store, "fetch_rows"):
+            t = time.perf_counter()
+            store.fetch_rows("passages", [c.row for c, _ in ranked])
+            fetch_s = time.perf_counter() - t
+        t = time.perf_counter()
+        store.unembedded_marks("passages")
+        marks_s = time.perf_counter() - t
+        t = time.perf_counter()
+        archive.search(agent, q, top_k=top_k)
+        e2e_s = time.perf_counter() - t
+        if n >= warm:
+            for key, value in zip(parts, (embed_s, vector_s, keyword_s, rank_s, fetch_s, marks_s, e2e_s)):
+                if value is not None:
+                    parts[key].append(value)
+    return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
+            "load_avg": [round(x, 2) for x in os.getloadavg()],
+            "parts": {k: stats(v) for k, v in parts.items() if v}}
+
+
+def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple[int, int, int]] | None = None
+          ) -> dict[str, Any]:
+    """Vector leg latency and recall@10 against LanceDB's exact (flat) search, per ANN setting."""
+    from tiermem.store.query import Filter, compile_filter
+
+    memory, agent = open_store(data_dir)
+    table = memory.archive.store._tables["passages"]  # the bench reaches into the store to vary the knobs
+    where = compile_filter(Filter(agent_id=agent))
+    vectors = [memory.archive.embedder.embed([q])[0] for q in _queries(n_queries)]
+
+    def query(vec: list[float]) -> Any:
+        return table.search(vec, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True) \
+            .select(["id", "_distance"]).limit(k)
+
+    exact = [{r["id"] for r in query(v).bypass_vector_index().to_list()} for v in vectors]
+    out: dict[str, Any] = {"rows": memory.archive.store.count("passages"), "queries": n_queries,
+                           "load_avg": [round(x, 2) for x in os.getloadavg()], "settings": {}}
+    chosen = settings or SWEEP
+    lat: dict[tuple[int, int, int], list[float]] = {c: [] for c in chosen}
+    found = dict.fromkeys(chosen, 0)
+    for n, (v, truth) in enumerate(zip(vectors, exact)):
+        for c in chosen:  # the settings take turns per query: load on the machine hits them alike
+            nprobes, ef, refine = c
+            q = query(v).nprobes(nprobes).ef(ef)
+            t = time.perf_counter()
+            got = (q.refine_factor(refine) if refine else q).to_list()
+            if n >= 5:
+                lat[c].append(time.perf_counter() - t)
+            found[c] += len(truth & {r["id"] for r in got})
+    for c in chosen:
+        out["settings"][f"nprobes={c[0]} ef={c[1]} refine={c[2]}"] = {
+            "recall_at_10": round(found[c] / (k * len(vectors)), 3), **stats(lat[c])}
+    return out
+
+
+def upkeep(data_dir: Path, share: float = 0.01) -> dict[str, Any]:
+    """On a copy of a built store: add ``share`` of its passage count as new rows (stored vectors plus noise),
+    then time the incremental ``optimize`` that appends them to the vector index, against a full rebuild of
+    that index (what upkeep would cost if it retrained)."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+    from lancedb.index import IvfSq
+
+    from tiermem.store.indexes import vector_partitions
+
+    copy = Path(tempfile.mkdtemp(prefix="tiermem-upkeep-")) / "data"
+    shutil.copytree(data_dir, copy)
+    try:
+        memory, agent = open_store(copy)
+        store = memory.archive.store
+        n = store.count("passages")
+        added = max(1, int(n * share))
+        sample = store._tables["passages"].search().select(["content", "tags", "vector"]).limit(added).to_arrow()
+        vecs = sample.column("vector").combine_chunks().flatten().to_numpy().reshape(added, -1).astype(np.float32)
+        vecs += 0.05 * np.random.default_rng(7).normal(size=vecs.shape).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        contents, tags = sample.column("content").to_pylist(), sample.column("tags").to_pylist()
+        store.add_rows("passages", [
+            {"id": f"upkeep-{i}", "agent_id": agent, "group_id": f"upkeep-{i}", "chunk": 0, "content": contents[i],
+             "tags": tags[i], "text": contents[i], "created_us": 1_800_000_000_000_000 + i, "vector": vecs[i].tolist()}
+            for i in range(added)])
+        t = time.perf_counter()
+        report = store.optimize()
+        incremental = time.perf_counter() - t
+        health = store.index_health()["passages"]
+        t = time.perf_counter()
+        store._tables["passages"].create_index(
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n + added)), replace=True)
+        rebuild = time.perf_counter() - t
+        return {"rows_before": n, "rows_added": added, "optimize_incremental_s": round(incremental, 1),
+                "optimize_report": report, "after_optimize": health, "vector_index_full_rebuild_s": round(rebuild, 1),
+                "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)

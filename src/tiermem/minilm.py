@@ -127,7 +127,7 @@ def rewrite_int8(source: Path, dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -139,7 +139,7 @@ def _intact(dest: Path) -> bool:
     """The rewritten file is whole: its sha256 matches the one written beside it when it was made."""
     sidecar = dest.with_name(dest.name + ".sha256")
     try:
-        return dest.is_file() and sidecar.read_text(encoding="ascii").strip() == _sha256(dest)
+        return dest.is_file() and sidecar.read_text(encoding="ascii").strip() == sha256_file(dest)
     except OSError:
         return False
 
@@ -179,7 +179,7 @@ def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path
                 _rewrite_in_child(source, dest)
                 sidecar = dest.with_name(dest.name + ".sha256")
                 tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(_sha256(dest) + "\n", encoding="ascii")
+                tmp.write_text(sha256_file(dest) + "\n", encoding="ascii")
                 os.replace(tmp, sidecar)
             except OSError as exc:
                 raise EmbeddingError(f"Cannot write {dest}: {exc}. Check that the data directory is writable.") from exc

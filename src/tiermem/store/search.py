@@ -38,11 +38,7 @@ class Search(Indexes):
         q = q.select([*LEG_COLUMNS, "_distance"]).with_row_id(True)
         # ANN knobs (ignored while the table has no vector index).
         q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
-        text = compile_filter(where)
-        if text:
-            q = q.where(text, prefilter=True)
-        rows: list[dict[str, Any]] = q.limit(limit).to_list()
-        return rows
+        return _run(q, where, limit)
 
     @reads("full-text search results")
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
@@ -51,11 +47,7 @@ class Search(Indexes):
             self.ensure_fts(table)
         q = self._tables[table].search(query, query_type="fts", fts_columns="text")
         q = q.select([*LEG_COLUMNS, "_score"]).with_row_id(True)
-        text = compile_filter(where)
-        if text:
-            q = q.where(text, prefilter=True)
-        rows: list[dict[str, Any]] = q.limit(limit).to_list()
-        return rows
+        return _run(q, where, limit)
 
     @reads("search results")
     def fetch_rows(self, table: str, found: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -79,3 +71,12 @@ class Search(Indexes):
             for row in t.search().where(text).select(columns).limit(len(missing)).to_list():
                 out[row["id"]] = row
         return out
+
+
+def _run(q: Any, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+    """Filter before ranking (``prefilter``), then the ``limit`` best rows."""
+    text = compile_filter(where)
+    if text:
+        q = q.where(text, prefilter=True)
+    rows: list[dict[str, Any]] = q.limit(limit).to_list()
+    return rows

@@ -7,7 +7,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from tiermem.cli import open_memory
 from tiermem.config import load_settings

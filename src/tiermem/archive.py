@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from concurrent.futures import ThreadPoolExecutor
 import re
 import threading
 import time
@@ -103,18 +102,6 @@ def shape_message(content: str, created_at: datetime, previous: str = "") -> str
     alone scores R@5 0.613 with this text against 0.525 over the content alone.
     """
     return f"{created_at:%d %B %Y}. {content} {previous}".strip()
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tiermem-search")
-        return _pool
 
 
 class Archive(AgentRows, Vectors):
@@ -365,11 +352,11 @@ class Archive(AgentRows, Vectors):
         notes: list[str] = []
         vector_rows: list[dict[str, Any]] = []
         mode: Literal["hybrid", "fts"] = "hybrid"
-        # The keyword leg runs beside query embedding and the vector leg (LanceDB releases the GIL).
-        fts_future = _executor().submit(self.store.text_search, table, query, where, pool)
+        # The keyword leg runs on LanceDB's threads while this one embeds the query and runs the vector leg.
+        fts_future = self.store.start_text_search(table, query, where, pool)
         known = self._speakers.get(agent_id)
         focused = without_names(query, known) if known is not None else None
-        vec = self._query_vector(table, focused or query, where, notes)
+        vec, marked = self._query_vector(table, focused or query, where, notes)
         if vec is not None and focused is not None:
             vector_rows = self.store.vector_search(table, vec, where, pool)
         fts_rows = fts_future.result()
@@ -380,7 +367,7 @@ class Archive(AgentRows, Vectors):
             focused = without_names(query, names)
             vec = self.embedder.embed([focused])[0] if focused != query or known is not None else vec
             vector_rows = self.store.vector_search(table, vec, where, pool)
-        missing = self._unembedded(table, where) if mode == "hybrid" else 0
+        missing = self._unembedded(table, where) if mode == "hybrid" and marked else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
         return merge(vector_rows, fts_rows), mode, notes
@@ -392,8 +379,12 @@ class Archive(AgentRows, Vectors):
         where = Filter(agent_id=agent_id)
         return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
-    def _query_vector(self, table: str, query: str, where: Filter, notes: list[str]) -> list[float] | None:
-        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had.
+    def _query_vector(
+        self, table: str, query: str, where: Filter, notes: list[str]
+    ) -> tuple[list[float] | None, bool]:
+        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had;
+        and whether some process had announced rows stored without vectors (only then are they counted after the
+        legs: one read of the marks per search).
 
         Once the model is ready, rows of ``where`` stored without vectors (by any process) are embedded
         first, so they are found by meaning in this very search.
@@ -405,20 +396,21 @@ class Archive(AgentRows, Vectors):
                 f"Keyword-only results (search_mode fts): the embedding model did not finish loading within "
                 f"{self.wait_seconds:g} s, so this search could not match by meaning. Retry shortly for hybrid search."
             )
-            return None
+            return None, False
         except EmbeddingError as exc:
             notes.append(
                 f"Keyword-only results (search_mode fts): the embedding model is unavailable, so this search could not "
                 f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
             )
-            return None
-        if self.store.unembedded_marks(table):
+            return None, False
+        marked = bool(self.store.unembedded_marks(table))
+        if marked:
             try:
                 self._embed_missing(table, where, limit=CATCH_UP_ROWS)
             except TiermemError as exc:  # the search still runs; the note counts what is left
                 log.error("could not embed rows stored without vectors: %s", exc)
             self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
-        return vec
+        return vec, marked
 
     def _learn_speakers(self, agent_id: str, rows: Sequence[dict[str, Any]]) -> set[str]:
         """The agent's known speaker labels, with those of ``rows`` added (bounded: names and agents)."""
@@ -433,9 +425,7 @@ class Archive(AgentRows, Vectors):
             return set(names)
 
     def _unembedded(self, table: str, where: Filter) -> int:
-        """Rows of ``where`` without vectors; counted only while some process has announced such rows."""
-        if not self.store.unembedded_marks(table):
-            return 0
+        """Rows of ``where`` without vectors (counted only while some process has announced such rows)."""
         missing = self.store.count(table, replace(where, missing_vector=True))
         if missing == 0:
             self.store.settle_unembedded(table)

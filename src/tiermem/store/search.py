@@ -6,14 +6,22 @@ The legs read only what ranking needs: the id, the content (the ranker's text fe
 besides those (a passage's tags; a message's role and conversation) are read afterwards for the top k alone,
 by row address, in one ``take`` (``fetch_rows``): reading every column for every candidate of both legs (up
 to 80 rows for a top-5 search) cost more than the legs' searches themselves (bench/search_profile.py).
+
+Each leg and the fetch is one query on LanceDB's async API, handed to LanceDB's event loop once. LanceDB's
+synchronous query builder makes five hand-offs per query (schema twice, the plan, the batches twice; ~0.7 ms
+each on the shared 2-core machine under load, BENCHMARKS.md "Search at scale"); the query itself is the same.
+``start_text_search`` returns at once, so the keyword leg runs while the caller embeds the query and runs the
+vector leg, without a thread of ours waiting for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Coroutine, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
-from .boundary import reads
+from .boundary import library, reads
 from .indexes import Indexes
 from .query import Filter, compile_filter
 
@@ -28,26 +36,76 @@ LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every 
 HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # read for the top k only
 
 
+def _loop() -> asyncio.AbstractEventLoop:
+    """LanceDB's own event loop (the thread its synchronous API hands every call to)."""
+    from lancedb.background_loop import LOOP
+
+    loop: asyncio.AbstractEventLoop = LOOP.loop
+    return loop
+
+
+def _async_table(table: Any) -> Any:
+    """The ``AsyncTable`` under a synchronous LanceDB table (the same handle: its version, caches and reads).
+
+    LanceDB keeps it as ``_table``; lancedb is pinned (pyproject.toml) and ``tests/test_search_scale.py`` fails
+    if it moves, rather than searches silently taking the slow path.
+    """
+    from lancedb.table import AsyncTable
+
+    inner = getattr(table, "_table", None)
+    if not isinstance(inner, AsyncTable):
+        raise TypeError(f"LanceDB table {table!r} has no AsyncTable inside; this lancedb version is not supported")
+    return inner
+
+
+async def _arrow(query: Any) -> Any:
+    return await query.to_arrow()
+
+
+class Pending:
+    """A query under way on LanceDB's event loop; ``result()`` waits for its rows (library errors translated)."""
+
+    def __init__(self, uri: str, what: str, work: Coroutine[Any, Any, Any]) -> None:
+        self._uri, self._what = uri, what
+        self._future: Future[Any] = asyncio.run_coroutine_threadsafe(work, _loop())
+
+    def result(self) -> list[dict[str, Any]]:
+        with library(self._uri, self._what):
+            rows: list[dict[str, Any]] = self._future.result().to_pylist()
+        return rows
+
+
 class Search(Indexes):
-    @reads("vector search results")
+    def _start(self, what: str, query: Any) -> Pending:
+        with library(self.uri, what):  # a bad query (a column the table lacks) fails here, before it is sent
+            return Pending(self.uri, what, _arrow(query))
+
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, ``_distance`` (cosine) and ``_rowid``."""
-        q = self._tables[table].search(list(vector), vector_column_name="vector").distance_type("cosine")
-        # Never ship vectors back (converting them costs more than the search); naming the score column
-        # keeps Lance from warning on every query.
-        q = q.select([*LEG_COLUMNS, "_distance"]).with_row_id(True)
-        # ANN knobs (ignored while the table has no vector index).
-        q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
-        return _run(q, where, limit)
+        return self.start_vector_search(table, vector, where, limit).result()
 
-    @reads("full-text search results")
+    def start_vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> Pending:
+        """``vector_search`` under way: its rows are ``.result()``."""
+        with library(self.uri, "vector search results"):
+            q = _async_table(self._tables[table]).query().nearest_to(list(vector)).column("vector")
+            # Never ship vectors back (converting them costs more than the search); naming the score column
+            # keeps Lance from warning on every query. ANN knobs are ignored while the table has no vector index.
+            q = q.distance_type("cosine").select([*LEG_COLUMNS, "_distance"]).with_row_id()
+            q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
+            return self._start("vector search results", _filtered(q, where, limit))
+
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, ``_score`` and ``_rowid``."""
+        return self.start_text_search(table, query, where, limit).result()
+
+    @reads("full-text search results")
+    def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
+        """``text_search`` under way (it returns at once): its rows are ``.result()``."""
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
-        q = self._tables[table].search(query, query_type="fts", fts_columns="text")
-        q = q.select([*LEG_COLUMNS, "_score"]).with_row_id(True)
-        return _run(q, where, limit)
+        q = _async_table(self._tables[table]).query().nearest_to_text(query, columns="text")
+        q = q.select([*LEG_COLUMNS, "_score"]).with_row_id()
+        return self._start("full-text search results", _filtered(q, where, limit))
 
     @reads("search results")
     def fetch_rows(self, table: str, found: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -62,7 +120,8 @@ class Search(Indexes):
         wanted = {int(r["_rowid"]): str(r["id"]) for r in found if r.get("_rowid") is not None}
         out: dict[str, dict[str, Any]] = {}
         if wanted:
-            for row in t.take_row_ids(list(wanted)).select(columns).with_row_id().to_list():
+            taken = _async_table(t).take_row_ids(list(wanted)).select(columns).with_row_id()
+            for row in self._start("search results", taken).result():
                 if wanted.get(row.pop("_rowid", None)) == row["id"]:
                     out[row["id"]] = row
         missing = [str(r["id"]) for r in found if str(r["id"]) not in out]
@@ -73,10 +132,9 @@ class Search(Indexes):
         return out
 
 
-def _run(q: Any, where: Filter | None, limit: int) -> list[dict[str, Any]]:
-    """Filter before ranking (``prefilter``), then the ``limit`` best rows."""
+def _filtered(q: Any, where: Filter | None, limit: int) -> Any:
+    """Filter before ranking (the async API's default: prefilter), then the ``limit`` best rows."""
     text = compile_filter(where)
     if text:
-        q = q.where(text, prefilter=True)
-    rows: list[dict[str, Any]] = q.limit(limit).to_list()
-    return rows
+        q = q.where(text)
+    return q.limit(limit)

@@ -184,7 +184,8 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
 
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
-    from tiermem.store import RESULT_COLUMNS, VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
+    from tiermem.store import RESULT_COLUMNS, VECTOR_EF, VECTOR_REFINE
+    from tiermem.store.search import vector_nprobes
 
     scratch = Path(tempfile.mkdtemp(prefix="tiermem-probe-"))
     embedder = open_memory(load_settings(data_dir=scratch, embedding_model="default", optimize_every=0)).archive.embedder
@@ -211,7 +212,7 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
         lat["exact numpy"].append(time.perf_counter() - t)
         t = time.perf_counter()
         got = table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine").select(cols) \
-            .nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE).limit(10).to_list()
+            .nprobes(vector_nprobes(len(ids))).ef(VECTOR_EF).refine_factor(VECTOR_REFINE).limit(10).to_list()
         lat["lancedb vector"].append(time.perf_counter() - t)
         found += len(exact & {r["id"] for r in got})
         if "FTS" in indices:

@@ -29,7 +29,7 @@ from typing import Any
 from .common import stats
 
 # (nprobes, ef, refine factor; 0 = no refine step)
-SWEEP = [(32, 128, 2), (32, 128, 1), (32, 128, 0), (32, 64, 0), (32, 40, 0), (8, 64, 0), (8, 40, 0), (64, 256, 0)]
+SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (96, 128, 0)]
 
 
 def _queries(n: int) -> list[str]:

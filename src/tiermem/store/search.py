@@ -22,15 +22,17 @@ from concurrent.futures import Future
 from typing import Any
 
 from .boundary import library, reads
-from .indexes import Indexes
+from .indexes import Indexes, vector_partitions
 from .query import Filter, compile_filter
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
-# "Scale"): nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions; with refine 2, recall@10
-# against exact search 0.990 at 100k and 0.982 at 1M, where 16 probes gave 0.948 and 32 cost ~20% more time);
-# ef for the IVF-HNSW-SQ index of stores built by earlier versions; refine 2 re-ranks 2 x limit candidates by
-# their full vectors (SQ distances alone lose ~0.02-0.04 recall).
-VECTOR_NPROBES, VECTOR_EF, VECTOR_REFINE = 24, 128, 2
+# "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
+# at least VECTOR_NPROBES, and one in VECTOR_PROBE_SHARE of the partitions on larger tables (``vector_nprobes``):
+# with refine 2, recall@10 against exact search 0.990 at 100k (316 partitions, 24 probes) and 0.987-0.997 at 1M
+# (1,000 partitions, 48-64 probes; 24 probes gave 0.898 there). ef serves the IVF-HNSW-SQ index of stores built
+# by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
+# ~0.02-0.04 recall).
+VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # read for the top k only
@@ -75,6 +77,12 @@ class Pending:
         return rows
 
 
+def vector_nprobes(rows: int) -> int:
+    """IVF partitions a vector search probes in a table of ``rows`` rows: VECTOR_NPROBES, or one partition in
+    VECTOR_PROBE_SHARE of those ``vector_partitions`` gives a table that size, whichever is more."""
+    return max(VECTOR_NPROBES, -(-vector_partitions(rows) // VECTOR_PROBE_SHARE))
+
+
 class Search(Indexes):
     def _start(self, what: str, query: Any) -> Pending:
         with library(self.uri, what):  # a bad query (a column the table lacks) fails here, before it is sent
@@ -87,12 +95,8 @@ class Search(Indexes):
     def start_vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> Pending:
         """``vector_search`` under way: its rows are ``.result()``."""
         with library(self.uri, "vector search results"):
-            q = _async_table(self._tables[table]).query().nearest_to(list(vector)).column("vector")
-            # Never ship vectors back (converting them costs more than the search); naming the score column
-            # keeps Lance from warning on every query. ANN knobs are ignored while the table has no vector index.
-            q = q.distance_type("cosine").select([*LEG_COLUMNS, "_distance"]).with_row_id()
-            q = q.nprobes(VECTOR_NPROBES).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
-            return self._start("vector search results", _filtered(q, where, limit))
+            work = _nearest(_async_table(self._tables[table]), list(vector), compile_filter(where), limit)
+            return Pending(self.uri, "vector search results", work)
 
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, ``_score`` and ``_rowid``."""
@@ -130,6 +134,20 @@ class Search(Indexes):
             for row in t.search().where(text).select(columns).limit(len(missing)).to_list():
                 out[row["id"]] = row
         return out
+
+
+async def _nearest(table: Any, vector: list[float], where: str | None, limit: int) -> Any:
+    """The vector leg's query, probing as many partitions as the table's size asks (its row count is table
+    metadata, read on LanceDB's loop: no hand-off of its own)."""
+    rows = await table.count_rows()
+    q = table.query().nearest_to(vector).column("vector").distance_type("cosine")
+    # Never ship vectors back (converting them costs more than the search); naming the score column keeps Lance
+    # from warning on every query. The ANN knobs are ignored while the table has no vector index.
+    q = q.select([*LEG_COLUMNS, "_distance"]).with_row_id()
+    q = q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
+    if where:
+        q = q.where(where)
+    return await q.limit(limit).to_arrow()
 
 
 def _filtered(q: Any, where: Filter | None, limit: int) -> Any:

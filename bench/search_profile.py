@@ -7,12 +7,13 @@ Every part of ``Archive.search`` is timed on its own, for the same queries, the 
 per query (so a burst of load on the shared machine hits them all alike):
 
 - ``embed query``: the MiniLM query embedding (one text);
-- ``vector leg``: ``Store.vector_search`` with the shipped ANN settings, the pool a top-5 search asks for;
-- ``keyword leg``: ``Store.text_search`` (BM25 over the full-text index);
+- ``vector leg``: ``Store.vector_search`` as a search runs it, the pool a top-5 search asks for (without the agent
+  filter when the agent owns every row: ``store/search.py``), and ``vector leg, filtered``: the same with the filter;
+- ``keyword leg`` / ``keyword leg, filtered``: ``Store.text_search`` (BM25 over the full-text index), likewise;
 - ``rank``: merging the two legs' rows and the linear ranker over the pool;
-- ``fetch``: reading the fused top k's rows by id (only if the store has ``fetch_rows``);
 - ``unembedded check``: the meta read that says whether rows without vectors exist;
-- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the legs run side by side).
+- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the keyword leg runs beside the query
+  embedding and the vector leg).
 
 ``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
 recall@10 against exact search (LanceDB's flat scan under the same agent filter).
@@ -60,35 +61,32 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     pool = max(top_k * 4, 40)
     queries = _queries(n_queries + warm)
     parts: dict[str, list[float]] = {k: [] for k in (
-        "embed query", "vector leg", "keyword leg", "rank", "fetch", "unembedded check", "search, end to end")}
+        "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
+        "unembedded check", "search, end to end")}
+    shortcut = getattr(store, "sole_agent_shortcut", None)
+
+    def timed(fn: Any, *args: Any, filtered: bool = False) -> tuple[Any, float]:
+        if shortcut is not None:
+            store.sole_agent_shortcut = not filtered
+        t = time.perf_counter()
+        out = fn(*args)
+        elapsed = time.perf_counter() - t
+        if shortcut is not None:
+            store.sole_agent_shortcut = shortcut
+        return out, elapsed
+
     for n, q in enumerate(queries):
-        t = time.perf_counter()
-        vec = archive.embedder.embed([q])[0]
-        embed_s = time.perf_counter() - t
-        t = time.perf_counter()
-        vrows = store.vector_search("passages", vec, where, pool)
-        vector_s = time.perf_counter() - t
-        t = time.perf_counter()
-        frows = store.text_search("passages", q, where, pool)
-        keyword_s = time.perf_counter() - t
-        t = time.perf_counter()
-        ranked = archive.ranker.rank(q, merge(vrows, frows))[:top_k]
-        rank_s = time.perf_counter() - t
-        fetch_s = None
-        if hasattr(store, "fetch_rows"):
-            t = time.perf_counter()
-            store.fetch_rows("passages", [c.row for c, _ in ranked])
-            fetch_s = time.perf_counter() - t
-        t = time.perf_counter()
-        store.unembedded_marks("passages")
-        marks_s = time.perf_counter() - t
-        t = time.perf_counter()
-        archive.search(agent, q, top_k=top_k)
-        e2e_s = time.perf_counter() - t
+        vec, embed_s = timed(lambda text: archive.embedder.embed([text])[0], q)
+        vrows, vector_s = timed(store.vector_search, "passages", vec, where, pool)
+        _, vector_f = timed(store.vector_search, "passages", vec, where, pool, filtered=True)
+        frows, keyword_s = timed(store.text_search, "passages", q, where, pool)
+        _, keyword_f = timed(store.text_search, "passages", q, where, pool, filtered=True)
+        _, rank_s = timed(lambda: archive.ranker.rank(q, merge(vrows, frows))[:top_k])
+        _, marks_s = timed(store.unembedded_marks, "passages")
+        _, e2e_s = timed(lambda: archive.search(agent, q, top_k=top_k))
         if n >= warm:
-            for key, value in zip(parts, (embed_s, vector_s, keyword_s, rank_s, fetch_s, marks_s, e2e_s)):
-                if value is not None:
-                    parts[key].append(value)
+            for key, value in zip(parts, (embed_s, vector_s, vector_f, keyword_s, keyword_f, rank_s, marks_s, e2e_s)):
+                parts[key].append(value)
     return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
             "load_avg": [round(x, 2) for x in os.getloadavg()],
             "parts": {k: stats(v) for k, v in parts.items() if v}}

@@ -1,18 +1,20 @@
-"""The search path at scale: legs that read only what ranking needs, the fetch of the top k's shown columns by
-row address (checked by id, with a fallback when the table moved under the search), and incremental upkeep of
-the vector index. Real LanceDB in a temporary directory; the hashing embedder (the model is irrelevant here)."""
+"""The search path at scale: legs that read only what ranking and a result need, probes that grow with the
+table, and incremental upkeep of the vector index. Real LanceDB in a temporary directory; the hashing embedder (the model is irrelevant here)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
 from tiermem.memory import Memory
+from tiermem.store import Store
 from tiermem.store.query import Filter
-from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS
+from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, _async_table, _leg, _loop, vector_nprobes
 
 
 @pytest.fixture
@@ -27,38 +29,19 @@ def _fill(memory: Memory, agent: str, n: int, start: int = 0) -> None:
         agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", [f"tag{i % 5}", "bulk"]) for i in range(start, start + n)])
 
 
-def test_legs_read_only_ranking_columns_and_search_shows_the_rest(mem: Memory) -> None:
+def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 30)
     where = Filter(agent_id=agent)
     vec = mem.archive.embedder.embed(["subject 3 and place 2"])[0]
     for rows, score in ((mem.archive.store.vector_search("passages", vec, where, 10), "_distance"),
                         (mem.archive.store.text_search("passages", "subject place", where, 10), "_score")):
-        assert rows and all(set(r) == {*LEG_COLUMNS, score, "_rowid"} for r in rows)
+        assert rows and all(set(r) == {*LEG_COLUMNS, *HIT_COLUMNS["passages"], score} for r in rows)
     hits = mem.archive.search(agent, "Note 12 about subject 12", top_k=3).hits
     assert hits[0].content == "Note 12 about subject 12 and place 5" and hits[0].tags == ("tag2", "bulk")
     mem.archive.log_messages(agent, [{"role": "assistant", "content": "the lighthouse keeper waved", "conversation_id": "c9"}])
     msg = mem.archive.conversation_search(agent, "lighthouse keeper", limit=2).hits[0]
     assert (msg.role, msg.conversation_id) == ("assistant", "c9")
-
-
-def test_fetch_falls_back_to_ids_when_the_table_moved_under_the_search(mem: Memory) -> None:
-    """Row addresses are only good for the version a leg read: after a delete and a compaction in between,
-    the fetch still returns each surviving row's own columns (never another row's) and drops the deleted one."""
-    agent = mem.ensure_agent("default").id
-    for i in range(6):  # one fragment per insert, so compaction rewrites the addresses
-        _fill(mem, agent, 5, start=5 * i)
-    found = mem.archive.store.text_search("passages", "subject", Filter(agent_id=agent), 30)
-    before = mem.archive.store.fetch_rows("passages", found)
-    assert set(before) == {r["id"] for r in found} and all(set(v) == {"id", *HIT_COLUMNS["passages"]} for v in before.values())
-    bogus = [{**found[1], "_rowid": found[2]["_rowid"]}]  # an address that holds another row
-    assert mem.archive.store.fetch_rows("passages", bogus) == {found[1]["id"]: before[found[1]["id"]]}
-    gone = found[0]["id"]
-    mem.archive.delete(agent, gone)
-    mem.archive.store.optimize()  # compaction: fragments merged, row addresses change
-    after = mem.archive.store.fetch_rows("passages", found)
-    assert gone not in after and set(after) == {r["id"] for r in found} - {gone}
-    assert all(after[i] == before[i] for i in after)
 
 
 def test_vector_index_is_updated_incrementally(mem: Memory) -> None:
@@ -78,3 +61,78 @@ def test_vector_index_is_updated_incrementally(mem: Memory) -> None:
     assert after.created_at == built.created_at  # the same index, appended to; not a new training run
     hits = mem.archive.search(agent, "Note 325 about subject 0 and place 3", top_k=1).hits
     assert hits[0].content.startswith("Note 325 ") and hits[0].vector_rank == 1
+
+
+def test_probes_grow_with_the_table() -> None:
+    """24 probes up to ~230k rows (~480 partitions), then one partition in 20: 50 of the 1,000 at 1M rows."""
+    assert vector_nprobes(0) == vector_nprobes(100_000) == VECTOR_NPROBES == 24
+    assert vector_nprobes(1_000_000) == 50 and vector_nprobes(10_000_000) == 159
+
+
+def _legs(store: Store, agent: str, query: str, vec: list[float], *, shortcut: bool) -> tuple[list[dict], list[dict]]:
+    store.sole_agent_shortcut = shortcut
+    where = Filter(agent_id=agent)
+    return store.vector_search("passages", vec, where, 10), store.text_search("passages", query, where, 10)
+
+
+def _rows(agent: str, vec: list[float], n: int, content: str) -> list[dict]:
+    return [{"id": f"{agent}-{i}", "agent_id": agent, "group_id": f"{agent}-{i}", "chunk": 0, "content": content,
+             "tags": ["x"], "text": content, "created_us": 1_700_000_000_000_000 + i, "vector": list(vec)}
+            for i in range(n)]
+
+
+def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Memory) -> None:
+    """While one agent owns every row, its legs run without the agent filter and return exactly what the filtered
+    legs return; once another connection (another process) writes a second agent's rows, which match the query
+    better, every search filters again and each agent sees its own rows only."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 40)
+    query = "Note 7 about subject 7 and place 0"
+    vec = mem.archive.embedder.embed([query])[0]
+    owners = store._legs_owners()
+    used = owners.used
+    fast = _legs(store, a, query, vec, shortcut=True)
+    assert owners.used == used + 2  # both legs ran without the filter
+    assert fast == _legs(store, a, query, vec, shortcut=False) and fast[0] and fast[1]
+    assert _legs(store, a, query, vec, shortcut=True) == fast and owners.used == used + 4  # the proof is reused
+    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    other.add_rows("passages", _rows("b", vec, 12, query))  # the query's own vector and text: better matches
+    t = store._tables["passages"]
+    for unfiltered in (t.search(query, query_type="fts", fts_columns="text").limit(10).to_list(),
+                       t.search(vec, vector_column_name="vector").distance_type("cosine").limit(10).to_list()):
+        assert "b" in {r["agent_id"] for r in unfiltered}  # without the filter, b's rows would be found
+    mine = _legs(store, a, query, vec, shortcut=True)
+    assert owners.used == used + 4 and mine == _legs(store, a, query, vec, shortcut=False)
+    assert all(r["id"].startswith("passage") for leg in mine for r in leg) and mine[1] == fast[1]
+    theirs = _legs(store, "b", query, vec, shortcut=True)
+    assert theirs == _legs(store, "b", query, vec, shortcut=False)
+    assert theirs[0] and theirs[1] and all(r["id"].startswith("b-") for leg in theirs for r in leg)
+    hits = mem.archive.search(a, query, top_k=5).hits
+    assert hits and not any(h.id.startswith("b-") for h in hits)
+
+
+def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memory) -> None:
+    """The table's version is read again after an unfiltered leg: a write that lands while it runs (here another
+    connection adds a second agent's rows in between) makes the leg run again with the filter."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 20)
+    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+    calls: list[bool] = []
+
+    async def build() -> Any:
+        if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
+            await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
+        calls.append(True)
+        return mine.query().nearest_to_text("Note 3 about subject 3", columns="text").select(["id", "agent_id"])
+
+    owners = store._legs_owners()
+    used, fallbacks = owners.used, owners.fallbacks
+    where = f"agent_id = '{a}'"
+    rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, (owners, "passages", a)), _loop()).result()
+    assert len(calls) == 2 and owners.fallbacks == fallbacks + 1 and owners.used == used
+    assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}
+    unfiltered = store._tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
+    assert "b" in {r["agent_id"] for r in unfiltered.to_list()}  # the first attempt's rows would have held b's

@@ -330,9 +330,7 @@ class Archive(AgentRows, Vectors):
             raise ValidationError("query is empty: say what to look for.")
         candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40))
         ranked = ranker.rank(query, candidates)[:limit]
-        # The legs read only what ranking needs; the columns a hit shows besides are read for the top k alone.
-        shown = self.store.fetch_rows(table, [c.row for c, _ in ranked]) if ranked else {}
-        hits = [self._hit(table, c, score, shown[c.id]) for c, score in ranked if c.id in shown]
+        hits = [self._hit(table, c, score) for c, score in ranked]
         hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
@@ -431,8 +429,9 @@ class Archive(AgentRows, Vectors):
             self.store.settle_unembedded(table)
         return missing
 
-    def _hit(self, table: str, c: Candidate, score: float, shown: dict[str, Any]) -> Hit:
-        """A result from a ranked candidate and the columns ``Store.fetch_rows`` read for it."""
+    def _hit(self, table: str, c: Candidate, score: float) -> Hit:
+        """A result from a ranked candidate (the legs read the columns a result shows)."""
+        shown = c.row
         return Hit(
             id=c.id,
             content=c.content,

@@ -1,24 +1,29 @@
-"""The two search legs over a searchable table, nearest vectors (cosine) and full-text (BM25), and the fetch of
-the fused top k's remaining columns.
+"""The two search legs over a searchable table: nearest vectors (cosine) and full-text (BM25).
 
-The legs read only what ranking needs: the id, the content (the ranker's text features), the creation time
-(its date feature), the leg's score, and LanceDB's row address (``_rowid``). The few columns a result shows
-besides those (a passage's tags; a message's role and conversation) are read afterwards for the top k alone,
-by row address, in one ``take`` (``fetch_rows``): reading every column for every candidate of both legs (up
-to 80 rows for a top-5 search) cost more than the legs' searches themselves (bench/search_profile.py).
+Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
+the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
+conversation) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs
+costs nothing measurable beside the content, and saves a third query for the fused top k (BENCHMARKS.md,
+"Search at scale").
 
-Each leg and the fetch is one query on LanceDB's async API, handed to LanceDB's event loop once. LanceDB's
-synchronous query builder makes five hand-offs per query (schema twice, the plan, the batches twice; ~0.7 ms
-each on the shared 2-core machine under load, BENCHMARKS.md "Search at scale"); the query itself is the same.
-``start_text_search`` returns at once, so the keyword leg runs while the caller embeds the query and runs the
-vector leg, without a thread of ours waiting for it.
+Each leg is one query on LanceDB's async API, handed to LanceDB's event loop once: LanceDB's synchronous query
+builder makes five hand-offs per query (schema twice, the plan, the batches twice; ~0.7 ms each on the shared
+2-core machine under load); the query itself is the same. ``start_text_search`` returns at once, so the keyword
+leg runs while the caller embeds the query and runs the vector leg, with no thread of ours waiting for it.
+
+The agent filter is applied before ranking (LanceDB's prefilter over the ``agent_id`` bitmap index), which
+evaluates it over every row of the table, every search (5 ms of the vector leg at 1M rows). When a table holds
+one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and a leg for the
+sole agent then runs without it, exactly as safe: see ``_leg``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from .boundary import library, reads
@@ -35,7 +40,14 @@ from .query import Filter, compile_filter
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
-HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # read for the top k only
+HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # what a result shows besides
+MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
+
+
+def vector_nprobes(rows: int) -> int:
+    """IVF partitions a vector search probes in a table of ``rows`` rows: VECTOR_NPROBES, or one partition in
+    VECTOR_PROBE_SHARE of those ``vector_partitions`` gives a table that size, whichever is more."""
+    return max(VECTOR_NPROBES, -(-vector_partitions(rows) // VECTOR_PROBE_SHARE))
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -60,12 +72,8 @@ def _async_table(table: Any) -> Any:
     return inner
 
 
-async def _arrow(query: Any) -> Any:
-    return await query.to_arrow()
-
-
 class Pending:
-    """A query under way on LanceDB's event loop; ``result()`` waits for its rows (library errors translated)."""
+    """A leg under way on LanceDB's event loop; ``result()`` waits for its rows (library errors translated)."""
 
     def __init__(self, uri: str, what: str, work: Coroutine[Any, Any, Any]) -> None:
         self._uri, self._what = uri, what
@@ -77,29 +85,69 @@ class Pending:
         return rows
 
 
-def vector_nprobes(rows: int) -> int:
-    """IVF partitions a vector search probes in a table of ``rows`` rows: VECTOR_NPROBES, or one partition in
-    VECTOR_PROBE_SHARE of those ``vector_partitions`` gives a table that size, whichever is more."""
-    return max(VECTOR_NPROBES, -(-vector_partitions(rows) // VECTOR_PROBE_SHARE))
+class _Owners:
+    """Whether one agent owns every row of a table, per table version. Touched on LanceDB's loop thread only.
+
+    A proof is two counts (every row; the agent's rows, over the bitmap index) between two reads of the
+    table's version: it holds for that version only if the version did not move meanwhile. An agent found
+    sharing a table is remembered as such (its searches filter, always correct) until the process restarts.
+    """
+
+    def __init__(self) -> None:
+        self.proved: dict[str, tuple[Any, int, str]] = {}  # table -> (its handle, version, the agent owning every row)
+        self.shared: dict[str, OrderedDict[str, None]] = {}  # table -> agents seen sharing it
+        self.used = self.fallbacks = 0  # legs run without the agent filter; those rerun with it (the table moved)
+
+    async def sole(self, name: str, table: Any, agent: str, clause: str) -> int | None:
+        """The version of ``table`` at which ``agent`` owns every row, or None if that is not proved."""
+        shared = self.shared.setdefault(name, OrderedDict())
+        if agent in shared:
+            return None
+        version = int(await table.version())  # checks out the newest version: other processes' writes are seen
+        known = self.proved.get(name)
+        if known is not None and known[0] is table and known[1:] == (version, agent):  # a re-embedded table is new
+            return version
+        total, mine = await table.count_rows(), await table.count_rows(clause)
+        if int(await table.version()) != version:
+            return None  # the table moved while counting: no proof this time
+        if total != mine:
+            shared[agent] = None
+            while len(shared) > MAX_OWNER_AGENTS:
+                shared.popitem(last=False)
+            return None
+        self.proved[name] = (table, version, agent)
+        return version
 
 
 class Search(Indexes):
-    def _start(self, what: str, query: Any) -> Pending:
-        with library(self.uri, what):  # a bad query (a column the table lacks) fails here, before it is sent
-            return Pending(self.uri, what, _arrow(query))
+    _owners: _Owners | None = None
+    sole_agent_shortcut = True  # False: every leg filters by agent (the bench and the tests compare the two)
+
+    def _legs_owners(self) -> _Owners:
+        if self._owners is None:
+            self._owners = _Owners()
+        return self._owners
 
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, ``_distance`` (cosine) and ``_rowid``."""
+        """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_distance``."""
         return self.start_vector_search(table, vector, where, limit).result()
 
     def start_vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> Pending:
         """``vector_search`` under way: its rows are ``.result()``."""
-        with library(self.uri, "vector search results"):
-            work = _nearest(_async_table(self._tables[table]), list(vector), compile_filter(where), limit)
-            return Pending(self.uri, "vector search results", work)
+        at, vec = _async_table(self._tables[table]), list(vector)
+
+        async def build() -> Any:
+            rows = await at.count_rows()  # table metadata: how many partitions to probe
+            q = at.query().nearest_to(vec).column("vector").distance_type("cosine")
+            # Never ship vectors back (converting them costs more than the search); naming the score column keeps
+            # Lance from warning on every query. The ANN knobs are ignored while the table has no vector index.
+            q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
+            return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
+
+        return self._start("vector search results", table, build, where, limit)
 
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, ``_score`` and ``_rowid``."""
+        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
         return self.start_text_search(table, query, where, limit).result()
 
     @reads("full-text search results")
@@ -107,52 +155,43 @@ class Search(Indexes):
         """``text_search`` under way (it returns at once): its rows are ``.result()``."""
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
-        q = _async_table(self._tables[table]).query().nearest_to_text(query, columns="text")
-        q = q.select([*LEG_COLUMNS, "_score"]).with_row_id()
-        return self._start("full-text search results", _filtered(q, where, limit))
+        at = _async_table(self._tables[table])
 
-    @reads("search results")
-    def fetch_rows(self, table: str, found: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """``HIT_COLUMNS`` (and the id) of rows the legs returned, by id.
+        async def build() -> Any:
+            q = at.query().nearest_to_text(query, columns="text")
+            return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
-        One ``take`` by the legs' row addresses; an address is only good for the table version the leg read,
-        so each row taken is checked against the id the leg saw, and rows a concurrent compaction, update or
-        delete moved are looked up by id instead (a deleted row is simply not returned).
-        """
-        columns = ["id", *HIT_COLUMNS[table]]
-        t = self._tables[table]
-        wanted = {int(r["_rowid"]): str(r["id"]) for r in found if r.get("_rowid") is not None}
-        out: dict[str, dict[str, Any]] = {}
-        if wanted:
-            taken = _async_table(t).take_row_ids(list(wanted)).select(columns).with_row_id()
-            for row in self._start("search results", taken).result():
-                if wanted.get(row.pop("_rowid", None)) == row["id"]:
-                    out[row["id"]] = row
-        missing = [str(r["id"]) for r in found if str(r["id"]) not in out]
-        if missing:
-            text = compile_filter(Filter(ids=tuple(dict.fromkeys(missing))))
-            for row in t.search().where(text).select(columns).limit(len(missing)).to_list():
-                out[row["id"]] = row
-        return out
+        return self._start("full-text search results", table, build, where, limit)
+
+    def _start(self, what: str, table: str, build: Callable[[], Coroutine[Any, Any, Any]], where: Filter | None,
+               limit: int) -> Pending:
+        with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
+            text = compile_filter(where)
+            agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
+            sole = (self._legs_owners(), table, str(where.agent_id)) if agent_only and self.sole_agent_shortcut else None
+            return Pending(self.uri, what, _leg(_async_table(self._tables[table]), build, text, limit, sole))
 
 
-async def _nearest(table: Any, vector: list[float], where: str | None, limit: int) -> Any:
-    """The vector leg's query, probing as many partitions as the table's size asks (its row count is table
-    metadata, read on LanceDB's loop: no hand-off of its own)."""
-    rows = await table.count_rows()
-    q = table.query().nearest_to(vector).column("vector").distance_type("cosine")
-    # Never ship vectors back (converting them costs more than the search); naming the score column keeps Lance
-    # from warning on every query. The ANN knobs are ignored while the table has no vector index.
-    q = q.select([*LEG_COLUMNS, "_distance"]).with_row_id()
-    q = q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
+async def _leg(table: Any, build: Callable[[], Coroutine[Any, Any, Any]], where: str | None, limit: int,
+               sole: tuple[_Owners, str, str] | None) -> Any:
+    """One leg: ``build``'s query, filtered by ``where`` before ranking (the async API's prefilter), best ``limit``.
+
+    With ``sole`` (the filter names an agent and nothing else), a table whose rows all belong to that agent at
+    the version the search starts from is searched without the filter: the same rows, so the same result. The
+    table's version is read again after the query; if it moved (a write from any process meanwhile, which may
+    have added another agent's rows), the leg is run again with the filter. So an unfiltered result is only
+    returned when it was read from a version proved to hold the agent's rows alone.
+    """
+    if sole is not None and where is not None:
+        owners, name, agent = sole
+        version = await owners.sole(name, table, agent, where)
+        if version is not None:
+            rows = await (await build()).limit(limit).to_arrow()
+            if int(await table.version()) == version:
+                owners.used += 1
+                return rows
+            owners.fallbacks += 1
+    q = await build()
     if where:
         q = q.where(where)
     return await q.limit(limit).to_arrow()
-
-
-def _filtered(q: Any, where: Filter | None, limit: int) -> Any:
-    """Filter before ranking (the async API's default: prefilter), then the ``limit`` best rows."""
-    text = compile_filter(where)
-    if text:
-        q = q.where(text)
-    return q.limit(limit)

@@ -6,7 +6,8 @@ processes by optimistic concurrency: read the block, compute the edit with the p
 Every committed change appends a history row; history is never rewritten.
 
 Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
-``Archive`` (built together by ``factory.open_memory``), reached as ``Memory.archive``. Nothing outside
+``Archive`` (built together by ``factory.open_memory``, or still opening in the background: see
+``factory.open_memory(lazy=True)``), reached as ``Memory.archive``. Nothing outside
 the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
 
 Size: a little over the house's ~450 lines: one class whose parts (agents, block edits, attachments, history
@@ -29,6 +30,7 @@ from .config import BlockSpec
 from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
+from .opening import Opening
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
 
 if TYPE_CHECKING:
@@ -59,15 +61,15 @@ _MAX_ATTEMPTS = 200
 class Memory:
     def __init__(
         self,
-        archive: Archive,
+        archive: Archive | Opening[Archive],
         *,
         default_blocks: Sequence[BlockSpec] = (),
         default_system: str = "",
         max_content_chars: int = 100_000,
         core: CoreStore | None = None,
     ) -> None:
-        self.archive = archive
-        self.core: CoreStore = core if core is not None else LanceCore(archive.store)
+        self._archive = archive
+        self.core: CoreStore = core if core is not None else LanceCore(self.archive.store)
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
         self.max_content_chars = max_content_chars
@@ -75,6 +77,25 @@ class Memory:
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
         self._history_ok: dict[str, int] = {}  # block id -> newest version known to have its history row
+
+    @property
+    def archive(self) -> Archive:
+        """Recall and archival memory; if they are still opening (a server's first seconds), waits for them."""
+        archive = self._archive
+        return archive.get() if isinstance(archive, Opening) else archive
+
+    @property
+    def archive_ready(self) -> bool:
+        """False while the archive is still opening in the background."""
+        return not isinstance(self._archive, Opening) or self._archive.ready
+
+    def settle(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` s each) for what still opens in the background: the archive, then the model.
+        A server calls it before it exits: native code (lancedb, onnxruntime) still importing or loading in a
+        daemon thread when the interpreter shuts down can abort the process."""
+        archive = self._archive.settle(timeout) if isinstance(self._archive, Opening) else self._archive
+        if archive is not None:
+            archive.embedder.settle(timeout)
 
     # -- listeners -----------------------------------------------------------
 

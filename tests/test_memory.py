@@ -321,3 +321,49 @@ def test_block_edits_work_while_the_archive_cannot_open(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="data directory"):
         memory.render_core(agent)  # the metadata counts need the archive; the error says what is wrong
     assert memory.block(agent, "human").value.endswith("Likes rain")
+
+
+def test_cached_reads_answer_now_only_when_current_and_free(tmp_path: Path) -> None:
+    """``Memory.read_now`` (the server's block reads on its event loop) answers from the SQLite core's cache
+    only while nobody else has committed since it was read and no thread holds the connection."""
+    import threading
+
+    from tiermem.core.sqlite import SqliteCore
+
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    ours = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=SqliteCore(tmp_path / CORE_FILE))
+    agent = ours.ensure_agent("default").id
+    ours.block(agent, "human")  # fills the cache
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada",)
+    ours.edit(agent, "human", b.Append("Likes tea"))  # our own commit keeps the cache current
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada\nLikes tea",)
+
+    theirs = memory_over(store, core=SqliteCore(tmp_path / CORE_FILE))  # another connection, as another process
+    theirs.edit(agent, "human", b.Append("Plays go"))
+    assert ours.read_now(lambda: ours.block(agent, "human").value) is None  # stale: read the normal way
+    assert ours.block(agent, "human").value.endswith("Plays go")
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada\nLikes tea\nPlays go",)
+
+    held, release = threading.Event(), threading.Event()
+
+    def writer_holding_the_connection() -> None:
+        with ours.core._lock:  # type: ignore[attr-defined]  # what a write in progress holds
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer_holding_the_connection)
+    thread.start()
+    held.wait(10)
+    try:
+        assert ours.read_now(lambda: ours.block(agent, "human").value) is None  # never waits on the event loop
+    finally:
+        release.set()
+        thread.join()
+    with pytest.raises(NotFoundError, match="No memory block with label 'nope'"):
+        ours.read_now(lambda: ours.block(agent, "nope"))  # errors of the read itself reach the caller
+
+
+def test_the_lancedb_core_never_answers_reads_on_the_spot(memory: Memory) -> None:
+    agent = memory.ensure_agent("default").id
+    answered = memory.read_now(lambda: memory.block(agent, "human").label)
+    assert answered == (("human",) if memory.core.name == "sqlite" else None)

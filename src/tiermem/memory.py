@@ -23,7 +23,7 @@ import time
 from contextvars import ContextVar
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from . import blocks as rules
 from .config import BlockSpec
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChangeKind = Literal["block_updated", "blocks_changed"]
+T = TypeVar("T")
 
 # Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
 # "sleeptime" for the duration of its run (copied into worker threads with the context).
@@ -196,6 +197,11 @@ class Memory:
         ids = self.core.attached_block_ids(agent_id)
         by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
+
+    def read_now(self, fn: Callable[[], T]) -> tuple[T] | None:
+        """``(fn(),)`` when ``fn`` (reads of blocks and agents) can be answered from the core state's cache without
+        waiting for I/O or a lock; None otherwise (then call it the normal way, in a worker thread)."""
+        return self.core.read_cached(fn)
 
     def block(self, agent_id: str, label: str) -> Block:
         if not isinstance(label, str):

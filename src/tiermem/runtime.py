@@ -76,6 +76,18 @@ class Runtime:
         finally:
             await self.notifier.flush(ctx)
 
+    async def read(self, fn: Callable[[Memory, str], T]) -> T:
+        """A read of blocks or agents: answered on the event loop when the memory is open and its core cache is
+        current and free (``Memory.read_now``: no I/O, no waiting), which saves the worker-thread hand-off;
+        otherwise exactly like ``call``."""
+        if self.handle.ready:
+            memory, agent_id = self.handle.get()  # open (or failed: raises its error at once)
+            self.notifier.bind(memory, agent_id)
+            done = memory.read_now(lambda: fn(memory, agent_id))
+            if done is not None:
+                return done[0]
+        return await self.call(None, fn)
+
     def mark_answered(self, method: str) -> None:
         """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""
         if self.open_after_first_answer and not self.handle.started:

@@ -153,7 +153,7 @@ class TiermemServer(MCPServer[Runtime]):
 
             label = text[len(prefix) :]
             try:
-                block = await self.runtime.call(None, lambda m, a: m.block(a, label))
+                block = await self.runtime.read(lambda m, a: m.block(a, label))
             except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [

@@ -240,7 +240,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-SETTLE_SECONDS = 60.0  # at exit, the longest a server waits for each background opening to finish
+SETTLE_SECONDS = 15.0  # at exit, the longest a server waits for each background opening to finish
 
 
 def _tell_archive_wait() -> None:

@@ -22,7 +22,6 @@ from tiermem.runtime import MemoryHandle
 from .conftest import PYTHON, ROOT, serve_in_process, text_of
 from .test_transports import server_env
 
-
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 HARNESS = Path(__file__).parent / "harness" / "without_heavy.py"
 

@@ -10,9 +10,9 @@ import pytest
 
 from tiermem import blocks as b
 from tiermem.config import load_settings
+from tiermem.core.migrate import CORE_FILE, open_core
 from tiermem.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
 from tiermem.memory import Change, Memory
-from tiermem.core.migrate import CORE_FILE, open_core
 from tiermem.store import Store
 
 from .conftest import PYTHON, ROOT, memory_over, spec

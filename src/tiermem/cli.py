@@ -12,8 +12,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cli_commands import (
+    agent_set_command,
+    agent_show_command,
+    blocks_command,
+    interop_command,
+    print_rows,
+    search_command,
+)
 from .errors import TiermemError, ValidationError
-from .cli_commands import agent_set_command, agent_show_command, blocks_command, interop_command, print_rows, search_command
 from .factory import open_memory
 
 if TYPE_CHECKING:
@@ -298,7 +305,6 @@ def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any
     import uvicorn
 
     from .server import build_http_app
-
     from .ui.launch import http_mount
 
     app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))

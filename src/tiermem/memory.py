@@ -20,16 +20,16 @@ import logging
 import random
 import threading
 import time
-from contextvars import ContextVar
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from . import blocks as rules
 from .config import BlockSpec
-from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
+from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .opening import Opening
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .archive import Archive
     from .config import Settings
+    from .core.protocol import CoreStore
     from .core.sqlite import SqliteCore
     from .memory import Memory
     from .store import Store
@@ -35,32 +36,28 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
                 f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
                 "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
             ) from exc
-    core = _sqlite_core_without_store(settings) if lazy else None
+    from .opening import Opening
+
+    core: CoreStore | None = _sqlite_core_without_store(settings) if lazy else None
+    archive: Archive | Opening[Archive]
     if core is not None:
-        from .opening import Opening
-
-        opening = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
+        archive = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
                           on_wait=on_archive_wait)
-        memory = Memory(
-            opening,
-            core=core,
-            default_blocks=settings.default_blocks,
-            default_system=settings.system,
-            max_content_chars=settings.max_content_chars,
-        )
-        opening.start()
-        return memory
-    from .core.migrate import open_core
+    else:
+        from .core.migrate import open_core
 
-    archive, store = _open_archive(settings, start_embedder)
-    core_store = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
-    return Memory(
+        archive, store = _open_archive(settings, start_embedder)
+        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
+    memory = Memory(
         archive,
-        core=core_store,
+        core=core,
         default_blocks=settings.default_blocks,
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,
     )
+    if isinstance(archive, Opening):
+        archive.start()
+    return memory
 
 
 def _sqlite_core_without_store(settings: Settings) -> SqliteCore | None:

@@ -122,7 +122,7 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
     theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
     calls: list[bool] = []
 
-    async def build() -> Any:
+    async def build(version: int) -> Any:
         if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
             await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
         calls.append(True)
@@ -131,7 +131,7 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
     owners = store._legs_owners()
     used, fallbacks = owners.used, owners.fallbacks
     where = f"agent_id = '{a}'"
-    rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, (owners, "passages", a)), _loop()).result()
+    rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, owners, "passages", a), _loop()).result()
     assert len(calls) == 2 and owners.fallbacks == fallbacks + 1 and owners.used == used
     assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}
     unfiltered = store._tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)

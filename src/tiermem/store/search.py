@@ -86,37 +86,48 @@ class Pending:
 
 
 class _Owners:
-    """Whether one agent owns every row of a table, per table version. Touched on LanceDB's loop thread only.
+    """What the legs know of each table, per table version. Touched on LanceDB's loop thread only.
 
-    A proof is two counts (every row; the agent's rows, over the bitmap index) between two reads of the
-    table's version: it holds for that version only if the version did not move meanwhile. An agent found
+    Whether one agent owns every row: two counts (every row; the agent's rows, over the bitmap index) between two
+    reads of the table's version, holding for that version only if it did not move meanwhile. An agent found
     sharing a table is remembered as such (its searches filter, always correct) until the process restarts.
+    And the table's row count (which sets how many partitions the vector leg probes), counted once per version.
     """
 
     def __init__(self) -> None:
         self.proved: dict[str, tuple[Any, int, str]] = {}  # table -> (its handle, version, the agent owning every row)
         self.shared: dict[str, OrderedDict[str, None]] = {}  # table -> agents seen sharing it
+        self.counted: dict[str, tuple[Any, int, int]] = {}  # table -> (its handle, version, rows)
         self.used = self.fallbacks = 0  # legs run without the agent filter; those rerun with it (the table moved)
 
-    async def sole(self, name: str, table: Any, agent: str, clause: str) -> int | None:
-        """The version of ``table`` at which ``agent`` owns every row, or None if that is not proved."""
+    async def sole(self, name: str, table: Any, agent: str, clause: str, version: int) -> bool:
+        """Whether ``agent`` owns every row of ``table`` at ``version`` (False: not proved)."""
         shared = self.shared.setdefault(name, OrderedDict())
         if agent in shared:
-            return None
-        version = int(await table.version())  # checks out the newest version: other processes' writes are seen
+            return False
         known = self.proved.get(name)
         if known is not None and known[0] is table and known[1:] == (version, agent):  # a re-embedded table is new
-            return version
-        total, mine = await table.count_rows(), await table.count_rows(clause)
+            return True
+        total, mine = int(await table.count_rows()), int(await table.count_rows(clause))
         if int(await table.version()) != version:
-            return None  # the table moved while counting: no proof this time
+            return False  # the table moved while counting: no proof this time
+        self.counted[name] = (table, version, total)
         if total != mine:
             shared[agent] = None
             while len(shared) > MAX_OWNER_AGENTS:
                 shared.popitem(last=False)
-            return None
+            return False
         self.proved[name] = (table, version, agent)
-        return version
+        return True
+
+    async def rows(self, name: str, table: Any, version: int) -> int:
+        """The row count of ``table``, counted once per version (it only sets how many partitions are probed)."""
+        known = self.counted.get(name)
+        if known is not None and known[0] is table and known[1] == version:
+            return int(known[2])
+        rows = int(await table.count_rows())
+        self.counted[name] = (table, version, rows)
+        return rows
 
 
 class Search(Indexes):
@@ -134,10 +145,10 @@ class Search(Indexes):
 
     def start_vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> Pending:
         """``vector_search`` under way: its rows are ``.result()``."""
-        at, vec = _async_table(self._tables[table]), list(vector)
+        at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
-        async def build() -> Any:
-            rows = await at.count_rows()  # table metadata: how many partitions to probe
+        async def build(version: int) -> Any:
+            rows = await known.rows(table, at, version)  # how many partitions to probe
             q = at.query().nearest_to(vec).column("vector").distance_type("cosine")
             # Never ship vectors back (converting them costs more than the search); naming the score column keeps
             # Lance from warning on every query. The ANN knobs are ignored while the table has no vector index.
@@ -157,41 +168,40 @@ class Search(Indexes):
             self.ensure_fts(table)
         at = _async_table(self._tables[table])
 
-        async def build() -> Any:
+        async def build(version: int) -> Any:
             q = at.query().nearest_to_text(query, columns="text")
             return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
         return self._start("full-text search results", table, build, where, limit)
 
-    def _start(self, what: str, table: str, build: Callable[[], Coroutine[Any, Any, Any]], where: Filter | None,
+    def _start(self, what: str, table: str, build: Callable[[int], Coroutine[Any, Any, Any]], where: Filter | None,
                limit: int) -> Pending:
         with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
             text = compile_filter(where)
             agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
-            sole = (self._legs_owners(), table, str(where.agent_id)) if agent_only and self.sole_agent_shortcut else None
-            return Pending(self.uri, what, _leg(_async_table(self._tables[table]), build, text, limit, sole))
+            sole = str(where.agent_id) if where is not None and agent_only and self.sole_agent_shortcut else None
+            work = _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
+            return Pending(self.uri, what, work)
 
 
-async def _leg(table: Any, build: Callable[[], Coroutine[Any, Any, Any]], where: str | None, limit: int,
-               sole: tuple[_Owners, str, str] | None) -> Any:
+async def _leg(table: Any, build: Callable[[int], Coroutine[Any, Any, Any]], where: str | None, limit: int,
+               known: _Owners, name: str, sole: str | None) -> Any:
     """One leg: ``build``'s query, filtered by ``where`` before ranking (the async API's prefilter), best ``limit``.
 
-    With ``sole`` (the filter names an agent and nothing else), a table whose rows all belong to that agent at
-    the version the search starts from is searched without the filter: the same rows, so the same result. The
-    table's version is read again after the query; if it moved (a write from any process meanwhile, which may
-    have added another agent's rows), the leg is run again with the filter. So an unfiltered result is only
-    returned when it was read from a version proved to hold the agent's rows alone.
+    With ``sole``, an agent the filter names alone, a table whose rows all belong to that agent at the version the
+    search starts from is searched without the filter: the same rows, so the same result. The table's version is
+    read again after the query; if it moved (a write from any process meanwhile, which may have added another
+    agent's rows), the leg is run again with the filter. So an unfiltered result is only returned when it was
+    read from a version proved to hold the agent's rows alone.
     """
-    if sole is not None and where is not None:
-        owners, name, agent = sole
-        version = await owners.sole(name, table, agent, where)
-        if version is not None:
-            rows = await (await build()).limit(limit).to_arrow()
-            if int(await table.version()) == version:
-                owners.used += 1
-                return rows
-            owners.fallbacks += 1
-    q = await build()
+    version = int(await table.version())  # checks out the newest version: other processes' writes are seen
+    if sole is not None and where is not None and await known.sole(name, table, sole, where, version):
+        rows = await (await build(version)).limit(limit).to_arrow()
+        if int(await table.version()) == version:
+            known.used += 1
+            return rows
+        known.fallbacks += 1
+    q = await build(version)
     if where:
         q = q.where(where)
     return await q.limit(limit).to_arrow()

@@ -122,7 +122,7 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
     theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
     calls: list[bool] = []
 
-    async def build(version: int) -> Any:
+    async def build(version: int | None) -> Any:
         if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
             await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
         calls.append(True)

@@ -12,7 +12,7 @@ builder makes five hand-offs per query (schema twice, the plan, the batches twic
 leg runs while the caller embeds the query and runs the vector leg, with no thread of ours waiting for it.
 
 The agent filter is applied before ranking (LanceDB's prefilter over the ``agent_id`` bitmap index), which
-evaluates it over every row of the table, every search (5 ms of the vector leg at 1M rows). When a table holds
+evaluates it over every row of the table, every search (1-2.5 ms per leg at 1M rows). When a table holds
 one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and a leg for the
 sole agent then runs without it, exactly as safe: see ``_leg``.
 """
@@ -33,8 +33,8 @@ from .query import Filter, compile_filter
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
 # "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
 # at least VECTOR_NPROBES, and one in VECTOR_PROBE_SHARE of the partitions on larger tables (``vector_nprobes``):
-# with refine 2, recall@10 against exact search 0.990 at 100k (316 partitions, 24 probes) and 0.987-0.997 at 1M
-# (1,000 partitions, 48-64 probes; 24 probes gave 0.898 there). ef serves the IVF-HNSW-SQ index of stores built
+# with refine 2, recall@10 against exact search 0.991 at 100k (316 partitions, 24 probes) and 0.988 at 1M
+# (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves the IVF-HNSW-SQ index of stores built
 # by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
 # ~0.02-0.04 recall).
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
@@ -147,7 +147,8 @@ class Search(Indexes):
         """``vector_search`` under way: its rows are ``.result()``."""
         at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
-        async def build(version: int) -> Any:
+        async def build(version: int | None) -> Any:
+            version = int(await at.version()) if version is None else version
             rows = await known.rows(table, at, version)  # how many partitions to probe
             q = at.query().nearest_to(vec).column("vector").distance_type("cosine")
             # Never ship vectors back (converting them costs more than the search); naming the score column keeps
@@ -168,13 +169,13 @@ class Search(Indexes):
             self.ensure_fts(table)
         at = _async_table(self._tables[table])
 
-        async def build(version: int) -> Any:
+        async def build(version: int | None) -> Any:
             q = at.query().nearest_to_text(query, columns="text")
             return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
         return self._start("full-text search results", table, build, where, limit)
 
-    def _start(self, what: str, table: str, build: Callable[[int], Coroutine[Any, Any, Any]], where: Filter | None,
+    def _start(self, what: str, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
                limit: int) -> Pending:
         with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
             text = compile_filter(where)
@@ -184,7 +185,7 @@ class Search(Indexes):
             return Pending(self.uri, what, work)
 
 
-async def _leg(table: Any, build: Callable[[int], Coroutine[Any, Any, Any]], where: str | None, limit: int,
+async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,
                known: _Owners, name: str, sole: str | None) -> Any:
     """One leg: ``build``'s query, filtered by ``where`` before ranking (the async API's prefilter), best ``limit``.
 
@@ -194,13 +195,15 @@ async def _leg(table: Any, build: Callable[[int], Coroutine[Any, Any, Any]], whe
     agent's rows), the leg is run again with the filter. So an unfiltered result is only returned when it was
     read from a version proved to hold the agent's rows alone.
     """
-    version = int(await table.version())  # checks out the newest version: other processes' writes are seen
-    if sole is not None and where is not None and await known.sole(name, table, sole, where, version):
-        rows = await (await build(version)).limit(limit).to_arrow()
-        if int(await table.version()) == version:
-            known.used += 1
-            return rows
-        known.fallbacks += 1
+    version = None
+    if sole is not None and where:
+        version = int(await table.version())  # checks out the newest version: other processes' writes are seen
+        if await known.sole(name, table, sole, where, version):
+            rows = await (await build(version)).limit(limit).to_arrow()
+            if int(await table.version()) == version:
+                known.used += 1
+                return rows
+            known.fallbacks += 1
     q = await build(version)
     if where:
         q = q.where(where)

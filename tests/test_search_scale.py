@@ -13,7 +13,7 @@ from tiermem.config import load_settings
 from tiermem.factory import open_memory
 from tiermem.memory import Memory
 from tiermem.store import Store
-from tiermem.store.query import Filter
+from tiermem.store.query import Filter, compile_filter
 from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, _async_table, _leg, _loop, vector_nprobes
 
 
@@ -130,7 +130,7 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
 
     owners = store._legs_owners()
     used, fallbacks = owners.used, owners.fallbacks
-    where = f"agent_id = '{a}'"
+    where = compile_filter(Filter(agent_id=a))
     rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, owners, "passages", a), _loop()).result()
     assert len(calls) == 2 and owners.fallbacks == fallbacks + 1 and owners.used == used
     assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}

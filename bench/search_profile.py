@@ -63,15 +63,16 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
         "unembedded check", "search, end to end")}
+    toggles = hasattr(store, "sole_agent_shortcut")  # main before round 2 always filters
     shortcut = getattr(store, "sole_agent_shortcut", None)
 
     def timed(fn: Any, *args: Any, filtered: bool = False) -> tuple[Any, float]:
-        if shortcut is not None:
-            store.sole_agent_shortcut = not filtered
+        if toggles and filtered:
+            store.sole_agent_shortcut = False
         t = time.perf_counter()
         out = fn(*args)
         elapsed = time.perf_counter() - t
-        if shortcut is not None:
+        if toggles:
             store.sole_agent_shortcut = shortcut
         return out, elapsed
 

@@ -20,6 +20,7 @@ sole agent then runs without it, exactly as safe: see ``_leg``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
@@ -42,6 +43,7 @@ VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # what a result shows besides
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
+ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 
 
 def vector_nprobes(rows: int) -> int:
@@ -91,13 +93,15 @@ class _Owners:
     Whether one agent owns every row: two counts (every row; the agent's rows, over the bitmap index) between two
     reads of the table's version, holding for that version only if it did not move meanwhile. An agent found
     sharing a table is remembered as such (its searches filter, always correct) until the process restarts.
-    And the table's row count (which sets how many partitions the vector leg probes), counted once per version.
+    And the table's row count, which sets how many partitions the vector leg probes: counted once per version when
+    the leg has read the version anyway, else re-counted at most every ROW_COUNT_SECONDS (a tuning knob, not a
+    filter: a count a second old changes no result's correctness).
     """
 
     def __init__(self) -> None:
         self.proved: dict[str, tuple[Any, int, str]] = {}  # table -> (its handle, version, the agent owning every row)
         self.shared: dict[str, OrderedDict[str, None]] = {}  # table -> agents seen sharing it
-        self.counted: dict[str, tuple[Any, int, int]] = {}  # table -> (its handle, version, rows)
+        self.counted: dict[str, tuple[Any, int | None, int, float]] = {}  # table -> (handle, version, rows, when)
         self.used = self.fallbacks = 0  # legs run without the agent filter; those rerun with it (the table moved)
 
     async def sole(self, name: str, table: Any, agent: str, clause: str, version: int) -> bool:
@@ -111,7 +115,7 @@ class _Owners:
         total, mine = int(await table.count_rows()), int(await table.count_rows(clause))
         if int(await table.version()) != version:
             return False  # the table moved while counting: no proof this time
-        self.counted[name] = (table, version, total)
+        self.counted[name] = (table, version, total, time.monotonic())
         if total != mine:
             shared[agent] = None
             while len(shared) > MAX_OWNER_AGENTS:
@@ -120,19 +124,23 @@ class _Owners:
         self.proved[name] = (table, version, agent)
         return True
 
-    async def rows(self, name: str, table: Any, version: int) -> int:
-        """The row count of ``table``, counted once per version (it only sets how many partitions are probed)."""
+    async def rows(self, name: str, table: Any, version: int | None) -> int:
+        """The row count of ``table`` at ``version`` (None: not read; a count under ROW_COUNT_SECONDS old serves)."""
         known = self.counted.get(name)
-        if known is not None and known[0] is table and known[1] == version:
-            return int(known[2])
+        if known is not None and known[0] is table:
+            fresh = known[1] == version if version is not None else time.monotonic() - known[3] < ROW_COUNT_SECONDS
+            if fresh:
+                return int(known[2])
         rows = int(await table.count_rows())
-        self.counted[name] = (table, version, rows)
+        self.counted[name] = (table, version, rows, time.monotonic())
         return rows
 
 
 class Search(Indexes):
     _owners: _Owners | None = None
-    sole_agent_shortcut = True  # False: every leg filters by agent (the bench and the tests compare the two)
+    # None: skip the agent filter for a sole agent on a local data directory only (on object storage each version
+    # read is a request); True / False: always try / never (the bench and the tests compare the two).
+    sole_agent_shortcut: bool | None = None
 
     def _legs_owners(self) -> _Owners:
         if self._owners is None:
@@ -148,7 +156,6 @@ class Search(Indexes):
         at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
         async def build(version: int | None) -> Any:
-            version = int(await at.version()) if version is None else version
             rows = await known.rows(table, at, version)  # how many partitions to probe
             q = at.query().nearest_to(vec).column("vector").distance_type("cosine")
             # Never ship vectors back (converting them costs more than the search); naming the score column keeps
@@ -180,7 +187,8 @@ class Search(Indexes):
         with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
             text = compile_filter(where)
             agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
-            sole = str(where.agent_id) if where is not None and agent_only and self.sole_agent_shortcut else None
+            shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
+            sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
             work = _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
             return Pending(self.uri, what, work)
 

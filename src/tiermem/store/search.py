@@ -104,6 +104,10 @@ class _Owners:
         self.counted: dict[str, tuple[Any, int | None, int, float]] = {}  # table -> (handle, version, rows, when)
         self.used = self.fallbacks = 0  # legs run without the agent filter; those rerun with it (the table moved)
 
+    def sharing(self, name: str, agent: str) -> bool:
+        """Whether ``agent`` was seen sharing the table (its legs filter without trying for a proof)."""
+        return agent in self.shared.get(name, ())
+
     async def sole(self, name: str, table: Any, agent: str, clause: str, version: int) -> bool:
         """Whether ``agent`` owns every row of ``table`` at ``version`` (False: not proved)."""
         shared = self.shared.setdefault(name, OrderedDict())
@@ -204,7 +208,7 @@ async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any
     read from a version proved to hold the agent's rows alone.
     """
     version = None
-    if sole is not None and where:
+    if sole is not None and where and not known.sharing(name, sole):
         version = int(await table.version())  # checks out the newest version: other processes' writes are seen
         if await known.sole(name, table, sole, where, version):
             rows = await (await build(version)).limit(limit).to_arrow()

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
     # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
     # holds the vector and full-text indexes searches use; below their size every search reloads them.
-    metadata_cache_mb: int = Field(default=32, ge=1, le=65536)
+    metadata_cache_mb: int = Field(default=8, ge=1, le=65536)
     index_cache_mb: int = Field(default=512, ge=1, le=65536)
     # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
     # server's heap from creeping up under writes; see memtrim.py.

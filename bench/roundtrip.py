@@ -1,11 +1,17 @@
-"""Tool round trips over stdio and streamable HTTP: p50/p95/p99 per tool, one warm server."""
+"""Tool round trips over stdio and streamable HTTP: p50/p95/p99 per tool, one warm server.
+
+    python -m bench roundtrip            # edit + read pairs (interleaved with a bare SDK server), then per tool
+    python -m bench roundtrip --pairs    # the edit + read pairs only
+"""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -76,47 +82,93 @@ async def over_http(n: int) -> dict[str, dict[str, float]]:
         proc.wait()
 
 
-async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dict[str, float]]:
-    """An edit + a read (two calls) over stdio, per core backend, against two calls to a bare SDK server.
+BARE_PAIR = "bare SDK (echo x2)"
+NODE_PAIR = "server-memory (node): add_observations + open_nodes"
 
-    The three servers stay warm and take turns in short rounds, so machine noise hits them alike.
+
+async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dict[str, float]]:
+    """An edit + a read (two calls) over stdio against two calls to a bare SDK server (issue 13's floor).
+
+    tiermem (SQLite core, the default; and the LanceDB core) does ``core_memory_append`` and then reads
+    ``memory://blocks/human`` (the issue's measure) or calls ``core_memory_view`` (which also renders the
+    archive's counts); the reference Node memory server, if installed (bench/node), does ``add_observations``
+    + ``open_nodes``. All servers stay warm and take turns in short rounds, so machine noise hits them alike.
     """
+    from .peers import NODE_SERVER, node_cmd
+
     bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(), cwd=str(ROOT))
-    servers = {"bare SDK (echo x2)": bare}
+    params = {BARE_PAIR: bare}
     for backend in ("sqlite", "lancedb"):
-        servers[f"tiermem core_backend={backend}"] = StdioServerParameters(
+        params[backend] = StdioServerParameters(
             command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend), cwd=str(ROOT))
-    samples: dict[str, list[float]] = {name: [] for name in servers}
-    async with Client(bare, cache=None) as c0, Client(servers["tiermem core_backend=sqlite"], cache=None) as c1, \
-            Client(servers["tiermem core_backend=lancedb"], cache=None) as c2:
-        clients = dict(zip(servers, (c0, c1, c2), strict=True))
-        for c in (c1, c2):
-            await c.call_tool("memory_rethink", {"label": "human", "new_memory": ""})
+    if NODE_SERVER.exists():
+        tmp = tempfile.mkdtemp(prefix="tiermem-bench-node-")
+        params[NODE_PAIR] = StdioServerParameters(command=node_cmd()[0], args=node_cmd()[1:],
+                                                  env={**bench_env(), "MEMORY_FILE_PATH": f"{tmp}/memory.jsonl"}, cwd=str(ROOT))
+    else:
+        print(f"(the Node reference server is not installed: `cd {NODE_SERVER.parents[3]} && npm install` to compare)")
+
+    async def bare_pair(c: Client, tag: str) -> None:
+        await c.call_tool("echo", {"text": tag})
+        await c.call_tool("echo", {"text": "read"})
+
+    async def node_pair(c: Client, tag: str) -> None:
+        r = await c.call_tool("add_observations", {"observations": [{"entityName": "user", "contents": [tag]}]})
+        assert not r.is_error, r.content
+        r = await c.call_tool("open_nodes", {"names": ["user"]})
+        assert tag in r.content[0].text
+
+    async def resource_pair(c: Client, tag: str) -> None:
+        r = await c.call_tool("core_memory_append", {"label": "human", "content": tag})
+        assert not r.is_error, r.content
+        block = await c.read_resource("memory://blocks/human")
+        assert tag in block.contents[0].text
+
+    async def view_pair(c: Client, tag: str) -> None:
+        r = await c.call_tool("core_memory_append", {"label": "human", "content": tag})
+        assert not r.is_error, r.content
+        await c.call_tool("core_memory_view", {})
+
+    async with AsyncExitStack() as stack:
+        clients = {name: await stack.enter_async_context(Client(p, cache=None)) for name, p in params.items()}
+        runs: dict[str, tuple[Client, Any]] = {BARE_PAIR: (clients[BARE_PAIR], bare_pair)}
+        for backend in ("sqlite", "lancedb"):
+            runs[f"tiermem core_backend={backend}: append + read memory://blocks/human"] = (clients[backend], resource_pair)
+            runs[f"tiermem core_backend={backend}: append + core_memory_view"] = (clients[backend], view_pair)
+        if NODE_PAIR in clients:
+            await clients[NODE_PAIR].call_tool(
+                "create_entities", {"entities": [{"name": "user", "entityType": "person", "observations": []}]})
+            runs[NODE_PAIR] = (clients[NODE_PAIR], node_pair)
+        samples: dict[str, list[float]] = {name: [] for name in runs}
         for r in range(rounds):
-            for name, c in clients.items():
+            for name, (c, pair) in runs.items():
+                if c is not clients[BARE_PAIR] and c is not clients.get(NODE_PAIR):
+                    await c.call_tool("memory_rethink", {"label": "human", "new_memory": ""})  # stay under the limit
                 for i in range(per_round):
                     t = time.perf_counter()
-                    if c is c0:
-                        await c.call_tool("echo", {"text": f"note {r}.{i}"})
-                        await c.call_tool("echo", {"text": "read"})
-                    else:
-                        if i == 0:
-                            await c.call_tool("memory_rethink", {"label": "human", "new_memory": ""})
-                            t = time.perf_counter()
-                        await c.call_tool("core_memory_append", {"label": "human", "content": f"note {r}.{i}"})
-                        await c.call_tool("core_memory_view", {})
+                    await pair(c, f"note {r}.{i}")
                     if i >= 3:
                         samples[name].append(time.perf_counter() - t)
     return {name: stats(v) for name, v in samples.items()}
 
 
+def print_pairs(pairs: dict[str, dict[str, float]]) -> None:
+    print("an edit + a read over stdio (ms), interleaved rounds; goal (issue 13): tiermem's append + block read "
+          "p50 <= 1.5x the bare SDK's two calls")
+    floor = pairs[BARE_PAIR]["p50_ms"]
+    node = pairs.get(NODE_PAIR, {}).get("p50_ms")
+    for name, st in pairs.items():
+        vs_node = f", {st['p50_ms'] / node:.2f}x node" if node else ""
+        print(f"  {name:62s} p50 {st['p50_ms']:7.2f}  p95 {st['p95_ms']:7.2f}  p99 {st['p99_ms']:7.2f}  "
+              f"({st['p50_ms'] / floor:.2f}x the bare SDK{vs_node})")
+
+
 def main(n: int = N) -> None:
     pairs = anyio.run(edit_read_pairs)
-    print("core_memory_append + core_memory_view over stdio (ms), interleaved rounds")
-    floor = pairs["bare SDK (echo x2)"]["p50_ms"]
-    for name, st in pairs.items():
-        print(f"  {name:34s} p50 {st['p50_ms']:7.2f}  p95 {st['p95_ms']:7.2f}  p99 {st['p99_ms']:7.2f}  "
-              f"({st['p50_ms'] / floor:.2f}x the bare SDK)")
+    print_pairs(pairs)
+    if "--pairs" in sys.argv:
+        save("roundtrip_pairs", {"edit_read": pairs})
+        return
     result = {"stdio": anyio.run(over_stdio, n), "http": anyio.run(over_http, n), "edit_read": pairs}
     save("roundtrip", result)
     print(f"tool round trips (ms), {n} calls each after warm-up")

@@ -59,15 +59,11 @@ def anyio_backend() -> str:
 
 def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server object over the real store, as ``tiermem serve`` builds it."""
-    from tiermem.cli import open_memory
+    from tiermem.cli import server_memory
     from tiermem.runtime import MemoryHandle
     from tiermem.server import build_server
 
-    def factory():  # type: ignore[no-untyped-def]
-        m = open_memory(settings)
-        return m, m.ensure_agent(settings.agent).id
-
-    return build_server(MemoryHandle(factory), settings)
+    return build_server(MemoryHandle(server_memory(settings)), settings)
 
 
 def text_of(result) -> str:  # type: ignore[no-untyped-def]

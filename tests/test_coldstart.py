@@ -22,7 +22,6 @@ from tiermem.runtime import MemoryHandle
 from .conftest import PYTHON, ROOT, serve_in_process, text_of
 from .test_transports import server_env
 
-
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 HARNESS = Path(__file__).parent / "harness" / "without_heavy.py"
 
@@ -47,15 +46,20 @@ async def test_initialize_and_tools_list_need_no_heavy_library(
         async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"memory_replace", "core_memory_view", "archival_memory_search"} <= names
-            result = await client.call_tool("core_memory_view", {})
+            # Block tools need only the core state (SQLite): they answer although the archive cannot open.
+            edit = await client.call_tool("memory_insert", {"label": "human", "new_string": "Likes rain"})
+            block = await client.read_resource("memory://blocks/human")
+            result = await client.call_tool("archival_memory_search", {"query": "rain"})
     stderr = log.read_text()
-    # Opening the store needed the refused libraries: the tool call says so instead of hanging or crashing.
+    assert not edit.is_error and "Likes rain" in text_of(edit), text_of(edit)
+    assert "Likes rain" in block.contents[0].text
+    # Opening the archive needed the refused libraries: the call that needs it says so instead of hanging.
     assert result.is_error, text_of(result)
     assert "could not open its memory store" in text_of(result)
     refused = [line for line in stderr.splitlines() if line.startswith("refused import")]
     assert refused, stderr  # the block was in force: the opener did ask for them
-    # Only the background opener asked for them; the code that answered requests never did.
-    assert all(line.endswith("in thread tiermem-open") for line in refused), stderr
+    # Only the archive's background opener asked for them; the code that answered requests never did.
+    assert all(line.endswith("in thread tiermem-open-archive") for line in refused), stderr
 
 
 @pytest.mark.anyio
@@ -107,3 +111,43 @@ def test_our_own_opening_errors_pass_through_unchanged() -> None:
 
     with pytest.raises(SchemaError, match="run `tiermem reembed`"):
         MemoryHandle(refuse).get()
+
+
+def test_a_server_closed_right_after_its_first_answer_exits_cleanly(tmp_path: Path) -> None:
+    """A host that sends one block edit and closes stdin at once leaves the archive and the real model still
+    opening in background threads: the server lets them finish (``Memory.settle``) and exits with status 0 and
+    no error output. (Before the settle, one spawn in a `python -m bench coldstart` run printed "FATAL:
+    exception not rethrown": native code torn down mid-import at interpreter shutdown. The race is rare; this
+    test checks the clean exit, it does not reproduce that race on demand.)"""
+    import json
+    import subprocess
+
+    env = server_env(tmp_path)
+    env.pop("TIERMEM_EMBEDDING_MODEL")  # the packaged model: onnxruntime loads in the background
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    send({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"method": "notifications/initialized"})
+    send({"id": 2, "method": "tools/call", "params": {"name": "memory_insert",
+                                                        "arguments": {"label": "human", "new_string": "Likes rain"}}})
+    while True:  # log notifications may come first
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == 2:
+            break
+    assert not reply["result"].get("isError"), reply
+    proc.stdin.close()
+    status = proc.wait(timeout=120)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert status == 0, stderr
+    assert "FATAL" not in stderr and "Traceback" not in stderr, stderr

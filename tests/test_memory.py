@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from tiermem import blocks as b
-from tiermem.errors import EditError, NotFoundError, SchemaError, ValidationError
-from tiermem.memory import Change, Memory
+from tiermem.config import load_settings
 from tiermem.core.migrate import CORE_FILE, open_core
+from tiermem.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
+from tiermem.memory import Change, Memory
 from tiermem.store import Store
 
 from .conftest import PYTHON, ROOT, memory_over, spec
@@ -271,3 +272,98 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert again.block(agent, "human").version == 3
     assert "moved core state" not in capfd.readouterr().err
     assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))
+
+
+def test_a_server_opens_the_core_first_and_the_archive_behind_it(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """``open_memory(lazy=True)``: on a local directory the SQLite core opens at once and the archive in a
+    background thread; an old directory whose core state is still in LanceDB is migrated first, as before."""
+    from tiermem.core.migrate import open_without_store
+    from tiermem.factory import open_memory
+
+    fresh = load_settings(data_dir=tmp_path / "fresh", embedding_model="hashing")
+    waits: list[int] = []
+    lazy = open_memory(fresh, lazy=True, on_archive_wait=lambda: waits.append(1))
+    assert lazy.core.name == "sqlite" and (tmp_path / "fresh" / CORE_FILE).exists()
+    agent = lazy.ensure_agent("default").id
+    lazy.edit(agent, "human", b.Append("Likes tea"))
+    lazy.archive.insert(agent, "Ada likes green tea", [])  # waits for the archive if it is still opening
+    assert lazy.archive_ready and len(waits) <= 1
+    assert [h.content for h in lazy.archive.search(agent, "green tea", top_k=1).hits] == ["Ada likes green tea"]
+    assert "Likes tea" in lazy.render_core(agent)
+
+    # A directory whose core tables are in LanceDB (written before core state moved to SQLite): the lazy
+    # path does not open an empty SQLite core beside it; it migrates through the store, like the eager path.
+    old_dir = tmp_path / "old"
+    store = Store(str(old_dir / "db"), embedding_model="hashing-384", embedding_dim=384)
+    old = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", old_dir))
+    old_agent = old.ensure_agent("default").id
+    old.edit(old_agent, "human", b.Append("Plays go"))
+    assert open_without_store(old_dir / CORE_FILE, old_dir / "db") is None
+    assert not (old_dir / CORE_FILE).exists()
+    moved = open_memory(load_settings(data_dir=old_dir, embedding_model="hashing"), lazy=True)
+    assert moved.core.name == "sqlite" and moved.archive_ready
+    assert moved.block(old_agent, "human").value.endswith("Plays go")
+    assert "moved core state from LanceDB" in capfd.readouterr().err
+
+
+def test_block_edits_work_while_the_archive_cannot_open(tmp_path: Path) -> None:
+    """The core state does not depend on the archive: a store that fails to open fails only what needs it."""
+    from tiermem.factory import open_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "db").write_text("not a directory")  # LanceDB cannot open a store here
+    memory = open_memory(settings, lazy=True)
+    agent = memory.ensure_agent("default").id
+    assert memory.edit(agent, "human", b.Append("Likes rain")).value.endswith("Likes rain")
+    with pytest.raises(StoreError, match="data directory"):
+        memory.archive.counts(agent)
+    with pytest.raises(StoreError, match="data directory"):
+        memory.render_core(agent)  # the metadata counts need the archive; the error says what is wrong
+    assert memory.block(agent, "human").value.endswith("Likes rain")
+
+
+def test_cached_reads_answer_now_only_when_current_and_free(tmp_path: Path) -> None:
+    """``Memory.read_now`` (the server's block reads on its event loop) answers from the SQLite core's cache
+    only while nobody else has committed since it was read and no thread holds the connection."""
+    import threading
+
+    from tiermem.core.sqlite import SqliteCore
+
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    ours = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=SqliteCore(tmp_path / CORE_FILE))
+    agent = ours.ensure_agent("default").id
+    ours.block(agent, "human")  # fills the cache
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada",)
+    ours.edit(agent, "human", b.Append("Likes tea"))  # our own commit keeps the cache current
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada\nLikes tea",)
+
+    theirs = memory_over(store, core=SqliteCore(tmp_path / CORE_FILE))  # another connection, as another process
+    theirs.edit(agent, "human", b.Append("Plays go"))
+    assert ours.read_now(lambda: ours.block(agent, "human").value) is None  # stale: read the normal way
+    assert ours.block(agent, "human").value.endswith("Plays go")
+    assert ours.read_now(lambda: ours.block(agent, "human").value) == ("Name: Ada\nLikes tea\nPlays go",)
+
+    held, release = threading.Event(), threading.Event()
+
+    def writer_holding_the_connection() -> None:
+        with ours.core._lock:  # type: ignore[attr-defined]  # what a write in progress holds
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer_holding_the_connection)
+    thread.start()
+    held.wait(10)
+    try:
+        assert ours.read_now(lambda: ours.block(agent, "human").value) is None  # never waits on the event loop
+    finally:
+        release.set()
+        thread.join()
+    with pytest.raises(NotFoundError, match="No memory block with label 'nope'"):
+        ours.read_now(lambda: ours.block(agent, "nope"))  # errors of the read itself reach the caller
+
+
+def test_the_lancedb_core_never_answers_reads_on_the_spot(memory: Memory) -> None:
+    agent = memory.ensure_agent("default").id
+    answered = memory.read_now(lambda: memory.block(agent, "human").label)
+    assert answered == (("human",) if memory.core.name == "sqlite" else None)

@@ -12,13 +12,23 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cli_commands import (
+    agent_set_command,
+    agent_show_command,
+    blocks_command,
+    interop_command,
+    print_rows,
+    search_command,
+)
 from .errors import TiermemError, ValidationError
-from .cli_commands import agent_set_command, agent_show_command, blocks_command, interop_command, print_rows, search_command
 from .factory import open_memory
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .config import Settings
     from .memory import Memory
+    from .runtime import MemoryHandle
 
 log = logging.getLogger("tiermem")
 
@@ -237,6 +247,26 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
+SETTLE_SECONDS = 15.0  # at exit, the longest a server waits for each background opening to finish
+
+
+def _tell_archive_wait() -> None:
+    from .clientlog import client_log
+
+    client_log("info", "waiting for the recall/archival store and the embedding model to open")
+
+
+def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
+    """What a server opens (in its ``MemoryHandle``): the memory, lazily, and its agent's id."""
+
+    def factory() -> tuple[Memory, str]:
+        # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
+        memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
+        return memory, memory.ensure_agent(settings.agent).id
+
+    return factory
+
+
 def serve(settings: Settings) -> None:
     from .memtrim import limit_arenas
     from .runtime import MemoryHandle
@@ -248,11 +278,7 @@ def serve(settings: Settings) -> None:
     tokens = _tokens(settings) if settings.transport != "stdio" else []
     _check_bind(settings, tokens)
 
-    def factory() -> tuple[Memory, str]:
-        memory = open_memory(settings)
-        return memory, memory.ensure_agent(settings.agent).id
-
-    handle = MemoryHandle(factory)
+    handle = MemoryHandle(server_memory(settings))
     extensions = []
     if settings.mcp_apps:
         from .ui.mcp_app import blocks_app
@@ -264,13 +290,22 @@ def serve(settings: Settings) -> None:
 
         register_agent_chat(server, settings)
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    try:
+        _run(server, handle, settings, tokens)
+    finally:
+        # Let background openings finish before the interpreter shuts down (see Memory.settle).
+        opened = handle.settle(SETTLE_SECONDS)
+        if opened is not None:
+            opened[0].settle(SETTLE_SECONDS)
+
+
+def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any]) -> None:
     if settings.transport == "stdio":
         server.run("stdio")
         return
     import uvicorn
 
     from .server import build_http_app
-
     from .ui.launch import http_mount
 
     app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))

@@ -497,6 +497,12 @@ class BackgroundEmbedder:
     def max_tokens(self) -> int:
         return self._embedder.max_tokens if self._embedder is not None else self._max_tokens
 
+    def settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for a load in progress to finish, without starting one or raising its error
+        (a process about to exit: native code still loading in a daemon thread at shutdown can abort it)."""
+        if self._thread is not None:
+            self._done.wait(timeout)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Start if needed and wait up to ``timeout`` s; True once loaded. Raises ``EmbeddingError`` if loading failed."""
         self.start()

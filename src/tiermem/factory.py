@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .memory import Memory
-
-
-def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
-    """Build the store, the embedder (loading in the background) and the Memory facade."""
     from .archive import Archive
-    from .embeddings import make_embedder
+    from .config import Settings
+    from .core.protocol import CoreStore
+    from .core.sqlite import SqliteCore
     from .memory import Memory
-    from .core.migrate import open_core
     from .store import Store
+
+
+def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False,
+                on_archive_wait: Callable[[], None] | None = None) -> Memory:
+    """Build the store, the embedder (loading in the background) and the Memory facade.
+
+    ``lazy`` (the server): when the core state is a local SQLite file that needs no migration, open only
+    that now and return; the store, the embedder and the archive open in a background thread started
+    here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
+    lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
+    """
+    from .memory import Memory
 
     if settings.uri is None:
         try:
@@ -27,6 +36,46 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
                 f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
                 "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
             ) from exc
+    from .opening import Opening
+
+    core: CoreStore | None = _sqlite_core_without_store(settings) if lazy else None
+    archive: Archive | Opening[Archive]
+    if core is not None:
+        archive = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
+                          on_wait=on_archive_wait)
+    else:
+        from .core.migrate import open_core
+
+        archive, store = _open_archive(settings, start_embedder)
+        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
+    memory = Memory(
+        archive,
+        core=core,
+        default_blocks=settings.default_blocks,
+        default_system=settings.system,
+        max_content_chars=settings.max_content_chars,
+    )
+    if isinstance(archive, Opening):
+        archive.start()
+    return memory
+
+
+def _sqlite_core_without_store(settings: Settings) -> SqliteCore | None:
+    """The SQLite core state, if it opens without the LanceDB store: a local data directory whose backend is
+    SQLite and whose core state is already in SQLite or was never in LanceDB (no migration to run)."""
+    from .core.migrate import CORE_FILE, open_without_store
+
+    if settings.uri is not None or settings.core_backend not in ("auto", "sqlite"):
+        return None
+    return open_without_store(settings.resolved_data_dir() / CORE_FILE, Path(settings.store_uri()))
+
+
+def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, Store]:
+    """The store, the embedder (loading in the background) and the archive over them."""
+    from .archive import Archive
+    from .embeddings import make_embedder
+    from .store import Store
+
     embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
     if start_embedder:
         embedder.start()  # loads while the store opens
@@ -39,17 +88,9 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
     )
-    core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
     archive = Archive(
         store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
         wait_seconds=settings.embedding_wait_seconds,
-    )
-    memory = Memory(
-        archive,
-        core=core,
-        default_blocks=settings.default_blocks,
-        default_system=settings.system,
-        max_content_chars=settings.max_content_chars,
     )
     if start_embedder:
         # Rows any process stored without vectors (a crash may have left them unannounced): announce them
@@ -60,4 +101,4 @@ def open_memory(settings: Settings, *, start_embedder: bool = True) -> Memory:
                 store.mark_unembedded(table)
         if missing:
             archive.start_backfill()
-    return memory
+    return archive, store

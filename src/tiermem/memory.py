@@ -6,7 +6,8 @@ processes by optimistic concurrency: read the block, compute the edit with the p
 Every committed change appends a history row; history is never rewritten.
 
 Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
-``Archive`` (built together by ``factory.open_memory``), reached as ``Memory.archive``. Nothing outside
+``Archive`` (built together by ``factory.open_memory``, or still opening in the background: see
+``factory.open_memory(lazy=True)``), reached as ``Memory.archive``. Nothing outside
 the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
 
 Size: a little over the house's ~450 lines: one class whose parts (agents, block edits, attachments, history
@@ -19,16 +20,17 @@ import logging
 import random
 import threading
 import time
-from contextvars import ContextVar
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from . import blocks as rules
 from .config import BlockSpec
-from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
 from .core.lance import LanceCore
 from .core.protocol import CoreStore
+from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
+from .opening import Opening
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChangeKind = Literal["block_updated", "blocks_changed"]
+T = TypeVar("T")
 
 # Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
 # "sleeptime" for the duration of its run (copied into worker threads with the context).
@@ -59,15 +62,15 @@ _MAX_ATTEMPTS = 200
 class Memory:
     def __init__(
         self,
-        archive: Archive,
+        archive: Archive | Opening[Archive],
         *,
         default_blocks: Sequence[BlockSpec] = (),
         default_system: str = "",
         max_content_chars: int = 100_000,
         core: CoreStore | None = None,
     ) -> None:
-        self.archive = archive
-        self.core: CoreStore = core if core is not None else LanceCore(archive.store)
+        self._archive = archive
+        self.core: CoreStore = core if core is not None else LanceCore(self.archive.store)
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
         self.max_content_chars = max_content_chars
@@ -75,6 +78,25 @@ class Memory:
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
         self._history_ok: dict[str, int] = {}  # block id -> newest version known to have its history row
+
+    @property
+    def archive(self) -> Archive:
+        """Recall and archival memory; if they are still opening (a server's first seconds), waits for them."""
+        archive = self._archive
+        return archive.get() if isinstance(archive, Opening) else archive
+
+    @property
+    def archive_ready(self) -> bool:
+        """False while the archive is still opening in the background."""
+        return not isinstance(self._archive, Opening) or self._archive.ready
+
+    def settle(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` s each) for what still opens in the background: the archive, then the model.
+        A server calls it before it exits: native code (lancedb, onnxruntime) still importing or loading in a
+        daemon thread when the interpreter shuts down can abort the process."""
+        archive = self._archive.settle(timeout) if isinstance(self._archive, Opening) else self._archive
+        if archive is not None:
+            archive.embedder.settle(timeout)
 
     # -- listeners -----------------------------------------------------------
 
@@ -175,6 +197,11 @@ class Memory:
         ids = self.core.attached_block_ids(agent_id)
         by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
+
+    def read_now(self, fn: Callable[[], T]) -> tuple[T] | None:
+        """``(fn(),)`` when ``fn`` (reads of blocks and agents) can be answered from the core state's cache without
+        waiting for I/O or a lock; None otherwise (then call it the normal way, in a worker thread)."""
+        return self.core.read_cached(fn)
 
     def block(self, agent_id: str, label: str) -> Block:
         if not isinstance(label, str):

@@ -1,10 +1,12 @@
 """What the MCP layer runs on: the opened ``Memory`` and agent id, and how a request reaches them.
 
-Answer first, load later. ``MemoryHandle`` opens the store and the embedder (lancedb, pyarrow,
-onnxruntime...) in a background thread. Under the server's lifespan (``lifespan``) that thread
-starts as soon as the client has the answer to its handshake (``first_answer`` reports it), so
-``initialize`` and ``tools/list`` never wait for, or compete with, those imports. A tool call waits
-for the opening, at most ``MemoryHandle.timeout`` seconds, and gets a clear error if it failed.
+Answer first, load later. ``MemoryHandle`` opens the memory in a background thread. Under the server's
+lifespan (``lifespan``) that thread starts as soon as the client has the answer to its handshake
+(``first_answer`` reports it), so ``initialize`` and ``tools/list`` never wait for, or compete with,
+that work. A tool call waits for the opening, at most ``MemoryHandle.timeout`` seconds, and gets a
+clear error if it failed. The server's memory opens in two stages (``factory.open_memory(lazy=True)``):
+the core state (blocks, agents: SQLite) first, then the archive (lancedb, pyarrow, onnxruntime...) in a
+second thread, so block tools answer without waiting for the archive; recall and archival calls wait for it.
 
 Tools are module-level functions: ``runtime_of(ctx)`` finds the ``Runtime`` in the request's
 lifespan context (or, for a tool the agent loop calls in process without a request, on the server).
@@ -13,7 +15,6 @@ lifespan context (or, for a tool the agent loop calls in process without a reque
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import anyio
 
 from .clientlog import client_log
-from .errors import StoreError, TiermemError
+from .opening import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -33,64 +34,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-OPEN_TIMEOUT = 120.0  # seconds a call waits for the store to open (a migration or a slow disk can take a while)
 
-
-class MemoryHandle:
-    """Opens the store and the agent once, off the event loop; every caller waits for that one opening."""
+class MemoryHandle(Opening["tuple[Memory, str]"]):
+    """Opens the memory and the agent once, off the event loop; every caller waits for that one opening."""
 
     def __init__(self, factory: Callable[[], tuple[Memory, str]], *, timeout: float = OPEN_TIMEOUT) -> None:
-        self.timeout = timeout
-        self._factory = factory
-        self._done = threading.Event()
-        self._started = False
-        self._guard = threading.Lock()
-        self._value: tuple[Memory, str] | None = None
-        self._error: BaseException | None = None
-
-    @property
-    def started(self) -> bool:
-        return self._started
-
-    @property
-    def ready(self) -> bool:
-        """True once the opening has finished (opened or failed)."""
-        return self._done.is_set()
-
-    def start(self) -> None:
-        """Start opening in the background (once; later calls do nothing)."""
-        with self._guard:
-            if self._started:
-                return
-            self._started = True
-        threading.Thread(target=self._build, name="tiermem-open", daemon=True).start()
-
-    def _build(self) -> None:
-        try:
-            self._value = self._factory()
-        except BaseException as exc:  # kept and reported to every caller, never dropped
-            log.error("could not open memory: %s", exc)
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def get(self) -> tuple[Memory, str]:
-        """The opened memory and agent id; starts the opening if nobody has yet. Blocks (call it in a thread)."""
-        self.start()
-        if not self._done.wait(self.timeout):
-            raise StoreError(
-                f"tiermem is still opening its memory store after {self.timeout:.0f} s; try the call again in a "
-                "moment. If this keeps happening, run `tiermem doctor` on the data directory."
-            )
-        if isinstance(self._error, TiermemError):
-            raise self._error  # already says what to do
-        if self._error is not None:
-            raise StoreError(
-                f"tiermem could not open its memory store ({type(self._error).__name__}: {self._error}). "
-                "Fix the cause (see the server's log), then restart the server; `tiermem doctor` checks the setup."
-            ) from self._error
-        assert self._value is not None
-        return self._value
+        super().__init__(factory, thread_name="tiermem-open", timeout=timeout)
 
 
 class Listener(Protocol):
@@ -126,6 +75,18 @@ class Runtime:
             return await anyio.to_thread.run_sync(work)
         finally:
             await self.notifier.flush(ctx)
+
+    async def read(self, fn: Callable[[Memory, str], T]) -> T:
+        """A read of blocks or agents: answered on the event loop when the memory is open and its core cache is
+        current and free (``Memory.read_now``: no I/O, no waiting), which saves the worker-thread hand-off;
+        otherwise exactly like ``call``."""
+        if self.handle.ready:
+            memory, agent_id = self.handle.get()  # open (or failed: raises its error at once)
+            self.notifier.bind(memory, agent_id)
+            done = memory.read_now(lambda: fn(memory, agent_id))
+            if done is not None:
+                return done[0]
+        return await self.call(None, fn)
 
     def mark_answered(self, method: str) -> None:
         """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""

@@ -126,7 +126,7 @@ class TiermemServer(MCPServer[Runtime]):
     async def list_resources(self) -> list[Any]:
         listed = await super().list_resources()
         try:
-            blocks = await self.runtime.call(None, lambda m, a: m.blocks(a))
+            blocks = await self.runtime.read(lambda m, a: m.blocks(a))
         except TiermemError as exc:
             log.warning("listing block resources failed: %s", exc)
             return listed
@@ -153,7 +153,7 @@ class TiermemServer(MCPServer[Runtime]):
 
             label = text[len(prefix) :]
             try:
-                block = await self.runtime.call(None, lambda m, a: m.block(a, label))
+                block = await self.runtime.read(lambda m, a: m.block(a, label))
             except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [
@@ -313,6 +313,6 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     async def memory_block(label: str) -> str:
         from .blocks import render_block
 
-        block = await runtime.call(None, lambda m, a: m.block(a, label))
+        block = await runtime.read(lambda m, a: m.block(a, label))
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))

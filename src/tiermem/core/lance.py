@@ -8,8 +8,8 @@ killed between them).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StoreError
 from ..records import Agent, Block, BlockVersion
@@ -20,12 +20,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+T = TypeVar("T")
+
+
 class LanceCore:
     atomic = False
     name = "lancedb"
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
+        return None  # every read checks the table versions: I/O, never on the event loop
 
     def list_agents(self) -> list[Agent]:
         return self.store.list_agents()

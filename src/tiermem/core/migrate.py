@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CORE_FILE = "core.sqlite3"
+LANCE_CORE_MARKER = "agents.lance"  # in the LanceDB directory: the store has (or had) core tables
 Backend = Literal["auto", "sqlite", "lancedb"]
 
 
@@ -46,15 +47,34 @@ def open_core(store: Store, backend: str, data_dir: Path | None) -> CoreStore:
     return SqliteCore(path)
 
 
-def migrate_from_lance(old: CoreStore, path: Path) -> dict[str, int]:
-    """Create ``path`` holding every core row of ``old`` (atomically; a no-op if ``path`` exists)."""
+def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
+    """The SQLite core at ``path`` if it can be opened without the LanceDB store in ``store_dir``: it exists,
+    or the store never held core tables (a new directory: an empty file is created). None when the core
+    state is still in LanceDB tables and must be migrated first (``open_core``, which needs the store).
+
+    The empty file is created under the migration's lock, so it never replaces, nor is replaced by, a
+    migration another process is running."""
+    if not path.exists():
+        if (store_dir / LANCE_CORE_MARKER).exists():
+            return None
+        if migrate_from_lance(None, path, unless_exists=store_dir / LANCE_CORE_MARKER) is None:
+            return None  # a LanceDB store appeared meanwhile (another process opening it): migrate properly
+    return SqliteCore(path)
+
+
+def migrate_from_lance(old: CoreStore | None, path: Path, *, unless_exists: Path | None = None) -> dict[str, int] | None:
+    """Create ``path`` holding every core row of ``old`` (none if ``old`` is None), atomically; a no-op if
+    ``path`` exists. With ``unless_exists``, does nothing and returns None if that path exists (checked under
+    the lock)."""
     counts: dict[str, int] = {}
     try:
         with open(path.with_name(path.name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if path.exists():
                 return counts  # another process finished first
-            rows = {table: old.all_rows(table) for table in CORE_TABLES}
+            if unless_exists is not None and unless_exists.exists():
+                return None
+            rows = {table: old.all_rows(table) if old is not None else [] for table in CORE_TABLES}
             tmp = path.with_name(f"{path.name}.migrating-{os.getpid()}")
             tmp.unlink(missing_ok=True)
             conn = sqlite3.connect(str(tmp), isolation_level=None)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from ..records import Agent, Block, BlockVersion
 
@@ -13,6 +13,8 @@ CORE_TABLES: dict[str, str] = {
     "agents": "id", "blocks": "id", "attachments": "key", "block_history": "key",
     "requests": "key", "conversations": "key",
 }
+
+T = TypeVar("T")
 
 
 class CoreStore(Protocol):
@@ -32,6 +34,12 @@ class CoreStore(Protocol):
     # conversations (agent-loop state)
     def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None: ...
     def put_conversation(self, row: dict[str, Any]) -> None: ...
+
+    # reads that cannot block
+    def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
+        """``(fn(),)`` if ``fn`` (reads of agents, blocks, attachments) can run now without waiting: the
+        cached state is current and no writer holds it; else None (the caller reads the normal way)."""
+        ...
 
     # blocks, attachments, history
     def get_block(self, block_id: str) -> Block | None: ...

@@ -13,11 +13,11 @@ import json
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
 from ..records import Agent, Block, BlockVersion
@@ -122,6 +122,8 @@ class _Cache:
     def __init__(self, agents: dict[str, dict[str, Any]], blocks: dict[str, dict[str, Any]],
                  attachments: list[dict[str, Any]]) -> None:
         self.agents, self.blocks, self.attachments = agents, blocks, attachments
+
+T = TypeVar("T")
 
 
 class SqliteCore:
@@ -236,6 +238,24 @@ class SqliteCore:
                 return self._cache
             except sqlite3.Error as exc:
                 raise _error(self.path, exc) from exc
+
+    def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
+        """``(fn(),)`` if the cached state is current and no thread holds the connection; else None.
+
+        The check is one ``PRAGMA data_version`` (no file lock, no disk read): the server answers block
+        reads with it on its event loop instead of handing them to a worker thread."""
+        if not self._lock.acquire(blocking=False):
+            return None  # a writer (or a re-read) is in progress: the caller waits for it in a thread
+        try:
+            if self._cache is None:
+                return None
+            try:
+                current = self._conn.execute("PRAGMA data_version").fetchone()[0] == self._data_version
+            except sqlite3.Error:
+                return None  # the normal read path meets the same error and reports it
+            return (fn(),) if current else None
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ import ctypes.util
 import logging
 import sys
 import threading
+import time
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +106,12 @@ class HeapKeeper:
         if resident - self._floor < self.grow_bytes:
             self._floor = min(self._floor, resident)  # memory freed on its own lowers the mark
             return False
+        started = time.perf_counter()
         trim()
         self.trims += 1
         self._floor = _resident_bytes()
+        log.debug("malloc_trim: resident %d -> %d MB in %.1f ms", resident >> 20, self._floor >> 20,
+                  1000 * (time.perf_counter() - started))
         return True
 
     def _run(self) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import ValidationError as ArgumentsError
@@ -82,6 +83,46 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 # The server
 # ---------------------------------------------------------------------------
+
+
+class ToolsOnDemand(ToolManager):
+    """The SDK's tool manager, filled on first use.
+
+    Registering the tools costs ~30 ms (the SDK builds a pydantic model and a JSON schema for each), which
+    ``initialize`` does not need: the tools are registered when something first lists, looks up, calls or
+    adds a tool (normally the client's ``tools/list`` right after the handshake), in the same order as
+    before. Everything runs on the event loop thread, so no lock is needed.
+    """
+
+    def __init__(self, fill: Callable[[], None], *, before: ToolManager) -> None:
+        """``before``: the manager being replaced; its tools (an extension's, added by ``MCPServer``) stay first."""
+        super().__init__(warn_on_duplicate_tools=before.warn_on_duplicate_tools, tools=before.list_tools())
+        self._fill: Callable[[], None] | None = fill
+
+    def _filled(self) -> None:
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill()
+
+    def get_tool(self, name: str) -> Any:
+        self._filled()
+        return super().get_tool(name)
+
+    def list_tools(self) -> Any:
+        self._filled()
+        return super().list_tools()
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> Any:
+        self._filled()  # tools added later (the agent loop's) come after ours, as when we registered up front
+        return super().add_tool(*args, **kwargs)
+
+    def remove_tool(self, name: str) -> None:
+        self._filled()
+        super().remove_tool(name)
+
+    async def call_tool(self, *args: Any, **kwargs: Any) -> Any:
+        self._filled()
+        return await super().call_tool(*args, **kwargs)
 
 
 class TiermemServer(MCPServer[Runtime]):
@@ -192,7 +233,8 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         extensions=list(extensions),
     )
     server.runtime = runtime
-    register_tools(server, TOOLS, resolve_tools(settings.tools))
+    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    server._tool_manager = ToolsOnDemand(lambda: register_tools(server, TOOLS, names), before=server._tool_manager)
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)

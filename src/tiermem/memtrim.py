@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import sys
 import threading
 import time
@@ -56,12 +57,9 @@ def _resident_bytes() -> int:
     """This process's resident set (``/proc/self/statm``; one small read), 0 where there is no procfs."""
     try:
         with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
-
-
-_PAGE = 4096
 
 
 class HeapKeeper:

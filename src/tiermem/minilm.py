@@ -221,7 +221,6 @@ class MiniLMRunner:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             yield from pooled.astype(hidden.dtype, copy=False)
 
-
     def _batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids and attention mask, truncated to ``TRUNCATE_AT`` and right-padded with 0 to the longest.
 

@@ -82,6 +82,22 @@ def rss_mb(pid: int | str = "self") -> float:
     return float("nan")
 
 
+def memory_split(pid: int | str = "self") -> dict[str, float]:
+    """A process's memory in MB from /proc: RSS, PSS and USS (smaps_rollup: shared library pages split among the
+    processes mapping them, or left out), and RSS split into anonymous memory and file pages (mostly library code)."""
+    out: dict[str, float] = {}
+    keys = {"Rss": "rss", "Pss": "pss", "Private_Clean": "uss", "Private_Dirty": "uss", "Anonymous": "anon"}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+            name, value = line.split(":", 1)
+            if name in keys:
+                out[keys[name]] = out.get(keys[name], 0.0) + int(value.split()[0]) / 1024
+    except OSError:
+        return {}
+    out["file"] = out.get("rss", 0.0) - out.get("anon", 0.0)
+    return {k: round(v, 1) for k, v in out.items()}
+
+
 def server_pid(data_dir: Path | str) -> int | None:
     """The `tiermem serve` process started with ``--data-dir data_dir`` (found by its command line)."""
     for proc in Path("/proc").iterdir():

@@ -9,7 +9,8 @@ on replica n mod N, each reconnect every 25 calls and cycle core_memory_append (
 10M-character limit, so appends keep writing), archival_memory_search, conversation_log and conversation_search.
 Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls,
 the errors (exceptions) and tool errors (results flagged is_error), and each replica's RSS before and after an
-untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end. Loopback only, bounded in time.
+untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (the issue #13 figure).
+Loopback only, bounded in time.
 """
 
 from __future__ import annotations
@@ -165,6 +166,11 @@ async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list
         print(f"replica {r}: RSS {cold[r]:.0f} MB before warm-up, {samples[0]:.0f} MB after it (t=0), "
               f"{max(samples):.0f} MB peak, {samples[-1]:.0f} MB at the end "
               f"({100 * (samples[-1] - samples[0]) / samples[0]:+.1f}% over the run)")
+        if len(samples) > 7:  # issue #13's figure: flat within 10% after a 60 s warm-up (samples every 10 s)
+            base, later = samples[6], samples[7:]
+            print(f"replica {r}: from t=60 s ({base:.0f} MB): end {100 * (later[-1] - base) / base:+.1f}%, "
+                  f"band {min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
+                  f"{100 * (max(later) - base) / base:+.1f}%)")
 
 
 def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool) -> None:

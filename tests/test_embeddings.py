@@ -169,7 +169,8 @@ def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: Fa
 
     folded = FastEmbedEmbedder("default", tmp_path / "folded", folded=True).load()
     texts = ["hi", "", "Caroline went to the LGBTQ support group on 7 May 2023.", "word " * 300,
-             "tiermem keeps archival passages in LanceDB tables.", "Ünïcödé and emoji 🎉 and 数字 42"]
+             "tiermem keeps archival passages in LanceDB tables.", "Ünïcödé and emoji 🎉 and 数字 42",
+             "many more words " * 250]  # the last is over 512 tokens: both truncate it
     ours, theirs = minilm.embed(texts), folded.embed(texts)
     assert max(abs(a - b) for u, v in zip(ours, theirs) for a, b in zip(u, v)) < 1e-5
     assert type(minilm._model).__name__ == "MiniLMRunner" and type(folded._model).__name__ == "TextEmbedding"
@@ -179,6 +180,24 @@ def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: Fa
     assert big and all(i.data_type == onnx.TensorProto.INT8 for i in big)  # every weight matrix is int8 on disk
     assert sum(n.op_type == "DequantizeLinear" for n in graph.node) == 36  # widened per call, never folded
     assert not any(n.op_type == "Cast" and inits.get(n.input[0]) == onnx.TensorProto.INT8 for n in graph.node)
+
+
+def test_runner_truncates_and_pads_like_the_configured_tokenizer(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    """The runner shares the counting tokenizer (no copy) and truncates/pads itself, exactly as fastembed's setup does."""
+    from tiermem.minilm import TRUNCATE_AT
+
+    configured = tokenizer.__class__.from_str(tokenizer.to_str())
+    configured.enable_truncation(max_length=TRUNCATE_AT, strategy="longest_first", direction="right")
+    configured.enable_padding(direction="right", pad_id=0, pad_type_id=0, pad_token="[PAD]")
+    runner = minilm._model
+    assert runner.tokenizer.truncation is None and runner.tokenizer.padding is None  # the shared one is untouched
+    for batch in (["word " * 700, "hi", ""], ["hi"], ["a b " * 255 + "c", "x " * 509, "x " * 510, "x " * 511],
+                  ["Ünïcödé and emoji 🎉 " * 60, "short"]):
+        ids, mask = runner._batch(batch)
+        expected = configured.encode_batch(batch)
+        assert ids.tolist() == [e.ids for e in expected], batch
+        assert mask.tolist() == [e.attention_mask for e in expected], batch
+    assert runner._batch(["word " * 700])[0].shape == (1, TRUNCATE_AT)
 
 
 def test_packaged_model_resident_memory_is_int8_sized(tmp_path: Path) -> None:

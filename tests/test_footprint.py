@@ -13,6 +13,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tiermem.archive import Archive
 from tiermem.config import Settings
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
@@ -126,3 +128,39 @@ def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         counts[cap] = int(out.stdout.split()[-1])
     assert counts["2"] <= 2 < counts["0"], counts  # e.g. {"2": 2, "0": 9} here
+
+
+def test_heap_keeper_trims_after_growth_and_leaves_a_steady_process_alone() -> None:
+    # in a fresh process: 64 MB of small objects allocated and freed stay resident in glibc's heap until trimmed
+    probe = textwrap.dedent(
+        """
+        import json, threading
+        from tiermem.memtrim import HeapKeeper, _resident_bytes
+        keeper = HeapKeeper(interval=3600, grow_bytes=16 << 20)  # checked by hand below, never by its thread
+        assert keeper.start()
+        steady = keeper.check()  # nothing grew since start
+        junk = [bytearray(1000) for _ in range(64_000)]  # 64 MB in small chunks: the heap, not mmap
+        junk.append(bytearray(1000))  # pins the top of the heap, so glibc's automatic trim cannot shrink it
+        pin = junk.pop()
+        del junk
+        before = _resident_bytes()
+        trimmed = keeper.check()
+        after = _resident_bytes()
+        again = keeper.check()  # nothing grew since that trim
+        keeper.stop()
+        print(json.dumps([steady, trimmed, again, keeper.trims, (before - after) >> 20,
+                          any(t.name == "tiermem-heap-keeper" for t in threading.enumerate())]))
+        """
+    )
+    out = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    steady, trimmed, again, trims, released_mb, alive = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (steady, trimmed, again, trims, alive) == (False, True, False, 1, False)
+    assert released_mb > 16, released_mb  # the freed 64 MB went back to the system (most of it)
+
+
+def test_heap_keeper_refuses_a_zero_interval() -> None:
+    from tiermem.memtrim import HeapKeeper
+
+    with pytest.raises(ValueError, match="interval must be > 0 seconds, got 0"):
+        HeapKeeper(0)

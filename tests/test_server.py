@@ -251,13 +251,16 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
             while not web.started:
                 await anyio.sleep(0.05)
         notifier = server.runtime.notifier
+        sessions = server.session_manager._server_instances  # the SDK's map of live streamable-HTTP sessions
         for _ in range(2):  # streamable-HTTP sessions that subscribe and end without unsubscribing
             async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, mode="legacy") as c:
                 await c.subscribe_resource("memory://blocks/human")
-                assert notifier.subscriptions() == 1
+                await c.call_tool("core_memory_append", {"label": "human", "content": "x"})
+                assert notifier.subscriptions() == 1 and len(sessions) == 1
             with anyio.fail_after(10):  # the session's end reaches the server just after the client returns
-                while notifier.subscriptions():
+                while notifier.subscriptions() or sessions:
                     await anyio.sleep(0.05)
+        assert notifier._subscribers == {} and notifier._cleanup == set()  # a server under reconnecting clients keeps nothing
     finally:
         web.should_exit = True
         thread.join(10)

@@ -115,3 +115,45 @@ def test_truncate() -> None:
     for n in range(count_tokens(sample)):
         text, cut = truncate(sample, n)
         assert cut and sample.startswith(text) and "\ufffd" not in text and count_tokens(text) <= n
+
+
+def _exact_fit(items: list[str], budget: int, overhead: int = 8) -> tuple[list[str], bool]:
+    """fit_to_budget's rule with every item counted by the encoding (the reference the shortcut must equal)."""
+    kept: list[str] = []
+    used = 0
+    for item in items:
+        cost = count_tokens(item) + overhead
+        if used + cost > budget and kept:
+            return kept, True
+        kept.append(item)
+        used += cost
+    return kept, False
+
+
+def test_fit_to_budget_equals_exact_counting_near_the_byte_bound() -> None:
+    # the shortcut (UTF-8 bytes bound tokens) must never keep what exact counting would cut, nor cut what it keeps
+    texts = ["hi", "café 🎉", "漢字漢字", "<|endoftext|>", " \n\t ", "a" * 40, "word " * 30, "\ud800 lone surrogate"]
+    for n in range(1, len(texts) + 1):
+        items = texts[:n]
+        bytes_needed = sum(len(t.encode("utf-8", "surrogatepass")) + 8 for t in items)
+        for budget in {1, 9, 30, bytes_needed - 1, bytes_needed, bytes_needed + 1, 10 * bytes_needed}:
+            assert fit_to_budget(items, budget) == _exact_fit(items, budget), (items, budget)
+
+
+def test_short_results_fit_without_loading_the_encoding() -> None:
+    # a few short search results under a 4,000-token budget: no tiktoken in the process (~40 MB resident)
+    code = ("import sys\nfrom tiermem.tokens import fit_to_budget\n"
+            "print(fit_to_budget(['Ada moved to Lisbon.'] * 10, 4000), 'tiktoken' in sys.modules)\n"
+            "fit_to_budget(['x ' * 3000], 4000, keep_first=False)\n"
+            "print('tiktoken' in sys.modules)\n")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == [f"({['Ada moved to Lisbon.'] * 10!r}, False) False", "True"]
+
+
+def test_an_encoding_still_counts_after_its_rank_dict_is_freed() -> None:
+    enc = get_encoding()
+    assert enc._mergeable_ranks == {}  # handed to the Rust tokenizer, then emptied: ~16 MB not kept twice
+    assert enc.n_vocab == 100277 and enc.encode("hello world") == [15339, 1917]
+    assert enc.decode_single_token_bytes(15339) == b"hello"

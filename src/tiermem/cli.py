@@ -273,6 +273,7 @@ def serve(settings: Settings) -> None:
     from .server import build_server
 
     limit_arenas(settings.malloc_arenas)  # before LanceDB's and onnxruntime's threads exist
+    _keep_heap(settings)
 
     tokens = _tokens(settings) if settings.transport != "stdio" else []
     _check_bind(settings, tokens)
@@ -313,6 +314,14 @@ def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any
              f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                 timeout_keep_alive=5, timeout_graceful_shutdown=5)
+
+
+def _keep_heap(settings: Settings) -> None:
+    """A serving process hands freed heap memory back after bursts of calls (memtrim.HeapKeeper)."""
+    from .memtrim import HeapKeeper
+
+    if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():
+        log.debug("malloc_trim is not available here (not glibc): freed heap memory is not handed back")
 
 
 def _tokens(settings: Settings) -> list[Any]:
@@ -362,6 +371,7 @@ def run_command(args: argparse.Namespace) -> int:
         from .ui.launch import run_ui
 
         limit_arenas(settings.malloc_arenas)  # a long-running server too
+        _keep_heap(settings)
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":

@@ -59,11 +59,14 @@ class Settings(BaseSettings):
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
     # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
     # holds the vector and full-text indexes searches use; below their size every search reloads them.
-    metadata_cache_mb: int = Field(default=32, ge=1, le=65536)
+    metadata_cache_mb: int = Field(default=8, ge=1, le=65536)
     index_cache_mb: int = Field(default=512, ge=1, le=65536)
     # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
     # server's heap from creeping up under writes; see memtrim.py.
     malloc_arenas: int = Field(default=2, ge=0, le=64)
+    # `tiermem serve` / `tiermem ui`: every this many seconds, hand freed heap memory back to the system if resident
+    # memory grew by 4 MiB since the last time (0 disables); see memtrim.HeapKeeper.
+    heap_trim_seconds: float = Field(default=1.0, ge=0, le=3600)
     # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
     # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
     watch_seconds: float = Field(default=2.0, ge=0)

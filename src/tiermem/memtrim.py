@@ -12,7 +12,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import sys
+import threading
+import time
 
 log = logging.getLogger(__name__)
 
@@ -48,3 +51,67 @@ def trim() -> bool:
     """Hand free heap memory back to the system (glibc ``malloc_trim(0)``); True if any was released."""
     libc = _glibc()
     return bool(libc.malloc_trim(0)) if libc is not None else False
+
+
+def _resident_bytes() -> int:
+    """This process's resident set (``/proc/self/statm``; one small read), 0 where there is no procfs."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class HeapKeeper:
+    """Hands freed heap memory back to the system when resident memory has grown since the last trim.
+
+    A daemon thread wakes every ``interval`` seconds and reads the resident set; when it is ``grow_bytes``
+    above what it was right after the last trim, it calls ``malloc_trim(0)``. So a burst of calls (searches
+    and writes leave tens of MB of freed buffers in glibc's arenas) is trimmed within ``interval`` of its
+    end, a steady load at most once per ``interval``, and an idle server is never touched. Started by the
+    serving commands; nothing runs at import.
+    """
+
+    def __init__(self, interval: float, grow_bytes: int = 4 << 20) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        self.interval = interval
+        self.grow_bytes = grow_bytes
+        self.trims = 0  # how many times it trimmed (for tests and logs)
+        self._floor = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Start the thread; False (and nothing started) where glibc's malloc_trim is not available."""
+        if _glibc() is None or _resident_bytes() == 0:
+            return False
+        if self._thread is None:
+            self._floor = _resident_bytes()
+            self._thread = threading.Thread(target=self._run, name="tiermem-heap-keeper", daemon=True)
+            self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def check(self) -> bool:
+        """One wake-up: trim if resident memory grew by ``grow_bytes`` since the last trim; True if it trimmed."""
+        resident = _resident_bytes()
+        if resident - self._floor < self.grow_bytes:
+            self._floor = min(self._floor, resident)  # memory freed on its own lowers the mark
+            return False
+        started = time.perf_counter()
+        trim()
+        self.trims += 1
+        self._floor = _resident_bytes()
+        log.debug("malloc_trim: resident %d -> %d MB in %.1f ms", resident >> 20, self._floor >> 20,
+                  1000 * (time.perf_counter() - started))
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.check()

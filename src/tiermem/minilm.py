@@ -201,18 +201,15 @@ class MiniLMRunner:
             options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self.session.get_inputs()}
-        tok = tokenizer.__class__.from_str(tokenizer.to_str())  # a copy: the caller's stays unpadded
-        tok.enable_truncation(max_length=TRUNCATE_AT, strategy="longest_first", direction="right")
-        tok.enable_padding(direction="right", pad_id=0, pad_type_id=0, pad_token="[PAD]")
-        self.tokenizer = tok
+        # The caller's tokenizer (no truncation, no padding), shared rather than copied (a copy is ~9 MB resident);
+        # ``_batch`` truncates and pads as fastembed's configuration of the same tokenizer would.
+        self.tokenizer = tokenizer
 
     def embed(self, texts: Sequence[str], batch_size: int = 64) -> Iterator[np.ndarray]:
         import numpy as np
 
         for start in range(0, len(texts), max(1, batch_size)):
-            encoded = self.tokenizer.encode_batch(list(texts[start:start + batch_size]))
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            ids, mask = self._batch(texts[start:start + batch_size])
             feed = {"input_ids": ids}
             if "attention_mask" in self._inputs:
                 feed["attention_mask"] = mask
@@ -223,6 +220,25 @@ class MiniLMRunner:
             pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             yield from pooled.astype(hidden.dtype, copy=False)
+
+    def _batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids and attention mask, truncated to ``TRUNCATE_AT`` and right-padded with 0 to the longest.
+
+        The same as ``enable_truncation(TRUNCATE_AT, "longest_first")`` + ``enable_padding(pad_id=0)`` on the
+        tokenizer: a single sequence is ``[CLS] words [SEP]``, and truncation keeps the first ``TRUNCATE_AT - 2``
+        words and the closing ``[SEP]`` (tests/test_embeddings.py compares both on long and mixed batches).
+        """
+        import numpy as np
+
+        rows = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+        rows = [r if len(r) <= TRUNCATE_AT else [*r[:TRUNCATE_AT - 1], r[-1]] for r in rows]
+        width = max((len(r) for r in rows), default=0)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for n, r in enumerate(rows):
+            ids[n, :len(r)] = r
+            mask[n, :len(r)] = 1
+        return ids, mask
 
 
 def load_runner(source: Path, source_sha256: str, target_dir: Path, tokenizer: Tokenizer,

@@ -104,6 +104,9 @@ def get_encoding(name: EncodingName = "cl100k_base") -> tiktoken.Encoding:
             ranks = load_ranks(rank_file(name), EXPECTED_SHA256[name])
             _encodings[name] = tiktoken.Encoding(name=f"tiermem-{name}", pat_str=_PATTERNS[name],
                                                  mergeable_ranks=ranks, special_tokens=_SPECIAL[name])
+            # The Rust tokenizer holds its own copy of the ranks; tiktoken keeps this dict only to pickle an
+            # Encoding, which tiermem never does. Emptying it frees ~16 MB (cl100k) for the life of the process.
+            ranks.clear()
         return _encodings[name]
 
 
@@ -128,6 +131,11 @@ def fit_to_budget(items: Sequence[str], budget: int, encoding: EncodingName = "c
     With ``keep_first`` (the default) the first item is kept even if it alone exceeds the budget (one
     whole result beats none; cap its length elsewhere); without it an oversized first item is left out.
     """
+    # Every token is at least one byte of UTF-8, so an item's byte length bounds its token count from above: when
+    # the whole list fits by that bound it fits exactly, and the encoding (~40 MB resident for cl100k) is not loaded
+    # (a search returning a few short results never loads it).
+    if sum(len(item.encode("utf-8", "surrogatepass")) + overhead for item in items) <= budget:
+        return list(items), False
     kept: list[str] = []
     used = 0
     for item in items:

@@ -24,7 +24,7 @@ from .search import Search
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 32 << 20, 512 << 20
+DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
 
 
 def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> Any:

@@ -54,11 +54,8 @@ def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
 
     The empty file is created under the migration's lock, so it never replaces, nor is replaced by, a
     migration another process is running."""
-    if not path.exists():
-        if (store_dir / LANCE_CORE_MARKER).exists():
-            return None
-        if migrate_from_lance(None, path, unless_exists=store_dir / LANCE_CORE_MARKER) is None:
-            return None  # a LanceDB store appeared meanwhile (another process opening it): migrate properly
+    if not path.exists() and migrate_from_lance(None, path, unless_exists=store_dir / LANCE_CORE_MARKER) is None:
+        return None  # the store has core tables (now, or since another process opened it): migrate properly
     return SqliteCore(path)
 
 

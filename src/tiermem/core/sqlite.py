@@ -123,6 +123,7 @@ class _Cache:
                  attachments: list[dict[str, Any]]) -> None:
         self.agents, self.blocks, self.attachments = agents, blocks, attachments
 
+
 T = TypeVar("T")
 
 

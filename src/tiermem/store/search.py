@@ -153,10 +153,6 @@ class Search(Indexes):
 
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_distance``."""
-        return self.start_vector_search(table, vector, where, limit).result()
-
-    def start_vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> Pending:
-        """``vector_search`` under way: its rows are ``.result()``."""
         at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
         async def build(version: int | None) -> Any:
@@ -167,7 +163,7 @@ class Search(Indexes):
             q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
             return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
 
-        return self._start("vector search results", table, build, where, limit)
+        return self._start("vector search results", table, build, where, limit).result()
 
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""

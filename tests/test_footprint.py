@@ -130,6 +130,41 @@ def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
     assert counts["2"] <= 2 < counts["0"], counts  # e.g. {"2": 2, "0": 9} here
 
 
+MMAP_PROBE = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    from tiermem.cli import _keep_heap
+    from tiermem.config import load_settings
+
+    _keep_heap(load_settings(malloc_mmap_threshold_kb=int(sys.argv[1]), heap_trim_seconds=0))  # as `tiermem serve`
+    libc = ctypes.CDLL("libc.so.6")
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+    libc.mallinfo2.restype = Info
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free(libc.malloc(8 << 20))  # a large buffer come and gone (LanceDB's reads): glibc raises its threshold to 8 MiB
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(1 << 20)  # then 1 MiB: its own mapping, or carved from the heap?
+    mapped = libc.mallinfo2().hblkhd - before
+    libc.free(block)
+    print(json.dumps(mapped >> 10))
+    """
+)
+
+
+def test_serving_process_maps_large_blocks_on_their_own_after_large_frees() -> None:
+    # glibc's default threshold rises to the size of each freed mapped block, so later MiB-sized buffers come from
+    # the heap and leave holes there; the serving commands fix it (malloc_mmap_threshold_kb), and a freed block
+    # of 128 KiB or more goes back to the system
+    mapped = {}
+    for kb in ("128", "0"):
+        out = subprocess.run([PYTHON, "-c", MMAP_PROBE, kb], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        mapped[kb] = int(out.stdout.split()[-1])
+    assert mapped["128"] >= 1024 and mapped["0"] == 0, mapped  # KiB in mappings of their own after the 1 MiB malloc
+
+
 def test_heap_keeper_trims_after_growth_and_leaves_a_steady_process_alone() -> None:
     # in a fresh process: 64 MB of small objects allocated and freed stay resident in glibc's heap until trimmed
     probe = textwrap.dedent(

@@ -268,11 +268,9 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 
 
 def serve(settings: Settings) -> None:
-    from .memtrim import limit_arenas
     from .runtime import MemoryHandle
     from .server import build_server
 
-    limit_arenas(settings.malloc_arenas)  # before LanceDB's and onnxruntime's threads exist
     _keep_heap(settings)
 
     tokens = _tokens(settings) if settings.transport != "stdio" else []
@@ -317,9 +315,12 @@ def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any
 
 
 def _keep_heap(settings: Settings) -> None:
-    """A serving process hands freed heap memory back after bursts of calls (memtrim.HeapKeeper)."""
-    from .memtrim import HeapKeeper
+    """A serving process's heap settings, before LanceDB's and onnxruntime's threads exist: fewer malloc arenas,
+    a fixed mmap threshold, and freed heap memory handed back after bursts of calls (memtrim.py)."""
+    from .memtrim import HeapKeeper, fix_mmap_threshold, limit_arenas
 
+    limit_arenas(settings.malloc_arenas)
+    fix_mmap_threshold(settings.malloc_mmap_threshold_kb << 10)
     if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():
         log.debug("malloc_trim is not available here (not glibc): freed heap memory is not handed back")
 
@@ -367,11 +368,9 @@ def run_command(args: argparse.Namespace) -> int:
                       agent_loop=bool(settings.agent_loop), port=settings.port))
         return 0
     if args.command == "ui":
-        from .memtrim import limit_arenas
         from .ui.launch import run_ui
 
-        limit_arenas(settings.malloc_arenas)  # a long-running server too
-        _keep_heap(settings)
+        _keep_heap(settings)  # a long-running server too
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":

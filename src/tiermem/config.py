@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
     # server's heap from creeping up under writes; see memtrim.py.
     malloc_arenas: int = Field(default=2, ge=0, le=64)
+    # `tiermem serve` / `tiermem ui`: allocations of this many KiB or more get their own mappings, returned to the
+    # system when freed (0: glibc's default, a threshold that rises with use and leaves holes in the heap); see memtrim.py.
+    malloc_mmap_threshold_kb: int = Field(default=128, ge=0, le=32768)
     # `tiermem serve` / `tiermem ui`: every this many seconds, hand freed heap memory back to the system if resident
     # memory grew by 4 MiB since the last time (0 disables); see memtrim.HeapKeeper.
     heap_trim_seconds: float = Field(default=1.0, ge=0, le=3600)

@@ -1,6 +1,6 @@
 """Resident memory and latency of HTTP servers under 8 concurrent clients (issues #13 and #16).
 
-    python -m bench load [--seconds 100] [--port 8797] [--replicas N] [--s3]
+    python -m bench load [--seconds 100] [--warmup 120] [--port 8797] [--replicas N] [--s3]
 
 Starts `tiermem serve --transport http` on loopback with a fresh store and `tools = all` (with --replicas N,
 N servers on the same store, on ports PORT..PORT+N-1; with --s3 the store is `s3://` on a moto S3 server started
@@ -10,6 +10,8 @@ on replica n mod N, each reconnect every 25 calls and cycle core_memory_append (
 Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls,
 the errors (exceptions) and tool errors (results flagged is_error), and each replica's RSS before and after an
 untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (the issue #13 figure).
+With --warmup W the clients run W seconds of the same load first and the figure is taken over the SECONDS after it
+(issue #13's "flat within 10% over 10 minutes after warm-up": --warmup 120 --seconds 600 runs 12 minutes).
 Loopback only, bounded in time.
 """
 
@@ -137,7 +139,8 @@ async def warm_up(url: str, ops: list[str]) -> None:
             await call(c, op, 99, i)
 
 
-async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]]) -> None:
+async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]],
+                warmup: int | None = None) -> None:
     replicas = len(servers)
     cold = [rss_mb(s.pid) for s in servers]
     started = time.time()
@@ -146,7 +149,7 @@ async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list
     print(f"warm-up (each call once per replica) took {time.time() - started:.0f} s", flush=True)
     rss: list[list[float]] = [[rss_mb(s.pid)] for s in servers]
     stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": []}
-    stop = time.time() + seconds
+    stop = time.time() + seconds + (warmup or 0)  # with --warmup, SECONDS are measured after the loaded warm-up
     start = time.time()
     async with anyio.create_task_group() as tg:
         for n in range(8):
@@ -166,21 +169,31 @@ async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list
         print(f"replica {r}: RSS {cold[r]:.0f} MB before warm-up, {samples[0]:.0f} MB after it (t=0), "
               f"{max(samples):.0f} MB peak, {samples[-1]:.0f} MB at the end "
               f"({100 * (samples[-1] - samples[0]) / samples[0]:+.1f}% over the run)")
-        if len(samples) > 7:  # issue #13's figure: flat within 10% after a 60 s warm-up (samples every 10 s)
+        if warmup is not None:  # the load ran WARMUP s before the measured SECONDS (samples every 10 s)
+            w = warmup // 10
+            base, later = samples[w], samples[w + 1:]
+            if later:
+                print(f"replica {r}: after a loaded warm-up of {warmup} s ({base:.0f} MB at t={warmup} s), over the "
+                      f"measured {seconds} s: end {later[-1]:.0f} MB ({100 * (later[-1] - base) / base:+.1f}%), band "
+                      f"{min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
+                      f"{100 * (max(later) - base) / base:+.1f}%); flat within 10%: "
+                      f"{'yes' if max(abs(x - base) for x in later) <= 0.1 * base else 'no'}")
+        elif len(samples) > 7:  # issue #13's figure: flat within 10% after a 60 s warm-up (samples every 10 s)
             base, later = samples[6], samples[7:]
             print(f"replica {r}: from t=60 s ({base:.0f} MB): end {100 * (later[-1] - base) / base:+.1f}%, "
                   f"band {min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
                   f"{100 * (max(later) - base) / base:+.1f}%)")
 
 
-def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool) -> None:
+def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool,
+        warmup: int | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="tiermem-load-"))
     print(f"work dir {work} (server logs there); {replicas} replica(s) on {'moto S3' if s3 else 'a local data dir'}; "
           f"ops {ops}, {per} calls per session", flush=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs, servers = start_servers(work, port, wrap, replicas, s3)
-        anyio.run(drive, seconds, port, ops, per, servers)
+        anyio.run(drive, seconds, port, ops, per, servers, warmup)
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -200,6 +213,8 @@ def main() -> None:
     parser.add_argument("--wrap", help="a Python script to run instead of `-m tiermem` (same arguments), e.g. to trace")
     parser.add_argument("--replicas", type=int, default=1, help="servers on the same store; clients spread over them")
     parser.add_argument("--s3", action="store_true", help="the store on a moto S3 server on loopback (needs moto[server])")
+    parser.add_argument("--warmup", type=int, help="seconds of the same load before the measured --seconds (a multiple "
+                        "of 10); the flat figure is then taken from its end: e.g. --warmup 120 --seconds 600")
     args, _ = parser.parse_known_args(sys.argv[1:])
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in ops if o not in (*OPS, "list")]
@@ -207,4 +222,6 @@ def main() -> None:
         parser.error(f"unknown --ops {unknown}; use some of {', '.join((*OPS, 'list'))}")
     if not 1 <= args.replicas <= 8:
         parser.error(f"--replicas takes 1 to 8, got {args.replicas}")
-    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3)
+    if args.warmup is not None and (args.warmup < 0 or args.warmup % 10):
+        parser.error(f"--warmup takes a multiple of 10 seconds (the samples are 10 s apart), got {args.warmup}")
+    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3, args.warmup)

@@ -87,6 +87,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         optimize_every=settings.optimize_every,
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
+        session_renew_writes=settings.session_renew_writes,
     )
     archive = Archive(
         store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,

@@ -29,9 +29,14 @@ class StoreBase:
     _writer: str
     _db: Any
     _tables: dict[str, Any]
+    _since_renewal: int  # writes since the LanceDB session was last renewed (connection.Store.renew_session)
 
     def optimize(self, *, background: bool = False) -> dict[str, str]:
         """Compact and bring indexes up to date (``indexes.Indexes``)."""
+        raise NotImplementedError
+
+    def renew_session_if_due(self) -> bool:
+        """Reopen the tables on a new LanceDB session when enough writes were made (``connection.Store``)."""
         raise NotImplementedError
 
     # -- the meta table ------------------------------------------------------
@@ -70,6 +75,7 @@ class StoreBase:
     def _wrote(self, n: int = 1) -> None:
         with self._lock:
             self._writes += n
+            self._since_renewal += n
             due = self.optimize_every > 0 and self._writes >= self.optimize_every
             if due:
                 self._writes = 0

@@ -25,16 +25,17 @@ from .search import Search
 log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
+DEFAULT_SESSION_RENEW_WRITES = 1000
 
 
-def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> Any:
-    """A connection whose caches are bounded. LanceDB's own defaults are GiBs, and its metadata cache keeps
-    a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
+def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
+    """A connection whose caches are bounded, and its session. LanceDB's own defaults are GiBs, and its metadata
+    cache keeps a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
     write without levelling off (issue #13; bench/load.py). Every read checks out the newest version, so
     other processes' writes are seen."""
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
-    return lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options, session=session)
-
+    db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options, session=session)
+    return db, session
 
 
 class Store(CoreTables, Reembed, Search):
@@ -51,8 +52,13 @@ class Store(CoreTables, Reembed, Search):
         vector_index_min_rows: int = 20_000,
         metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
         index_cache_bytes: int = DEFAULT_INDEX_CACHE,
+        session_renew_writes: int = DEFAULT_SESSION_RENEW_WRITES,
     ) -> None:
         self.uri = uri
+        self.session_renew_writes = session_renew_writes
+        self._since_renewal = 0
+        self.renewals = 0
+        self._connection = (storage_options, metadata_cache_bytes, index_cache_bytes)
         self.vector_index_min_rows = vector_index_min_rows
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
@@ -64,7 +70,7 @@ class Store(CoreTables, Reembed, Search):
         self._optimizing = threading.Lock()
         self._writer = new_id("writer")  # names this process's marks of rows stored without vectors
         try:
-            self._db = _connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
+            self._db, self._session = _connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
             self._tables = self._open_tables()
         except (SchemaError, StoreError):
             raise
@@ -80,7 +86,7 @@ class Store(CoreTables, Reembed, Search):
     def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
         """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
         with library(uri, "the meta table"):
-            db = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
+            db, _ = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
             meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in table_names(db) else []
         meta = {r["key"]: r["value"] for r in meta_rows}
         return cls(
@@ -89,6 +95,43 @@ class Store(CoreTables, Reembed, Search):
             embedding_dim=int(meta.get("embedding_dim", "384")),
             storage_options=storage_options,
         )
+
+    # -- renewing the connection ----------------------------------------------
+
+    def renew_session(self) -> None:
+        """Reopen every table on a new connection with a new, empty LanceDB session; the old one is dropped.
+
+        LanceDB's index cache keeps the entries of superseded table and index versions (a version per write),
+        bounded only by ``index_cache_bytes``, and its Python API cannot evict them: under HTTP load the session
+        grew ~1.4 MB a minute (BENCHMARKS.md, "Under HTTP load"). A new session starts empty; the old one is freed
+        once the last call still using its tables returns. Calls under way keep the tables they hold, which read
+        the newest version as every table here does (``read_consistency_interval=0``), so every call sees every
+        committed write whichever connection it runs on.
+        """
+        storage_options, metadata_cache, index_cache = self._connection
+        with library(self.uri, "the tables (reopening them on a new connection)"):
+            db, session = _connect(self.uri, storage_options, metadata_cache, index_cache)
+            tables = {name: db.open_table(name) for name in self._tables}
+        with self._lock:
+            self._db, self._session, self._tables = db, session, tables
+            self._owners = None  # what the search legs proved of the old handles (re-proved on the new ones)
+            self._since_renewal = 0
+            self.renewals += 1
+        log.debug("renewed the LanceDB session (%d tables reopened)", len(tables))
+
+    def cache_bytes(self) -> int:
+        """What LanceDB's caches of the current session hold (its metadata and index caches), in bytes."""
+        return int(self._session.size_bytes)
+
+    def renew_session_if_due(self) -> bool:
+        """``renew_session`` once ``session_renew_writes`` writes were made since the last (0: never); True if it did.
+
+        Called at the end of a background optimize: the indexes it updated are reloaded by the next search anyway.
+        """
+        if self.session_renew_writes <= 0 or self._since_renewal < self.session_renew_writes:
+            return False
+        self.renew_session()
+        return True
 
     # -- opening ------------------------------------------------------------
 

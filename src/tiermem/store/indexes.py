@@ -8,7 +8,7 @@ import math
 import time
 from datetime import timedelta
 
-from ..errors import StoreWriteError
+from ..errors import StoreError, StoreWriteError
 from .base import StoreBase
 from .boundary import reads
 from .query import Filter
@@ -123,6 +123,12 @@ class Indexes(StoreBase):
                         report[name] = f"retry later: {exc}"
                         log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
                         time.sleep(0.05 * (attempt + 1))
+            try:  # the indexes just changed: drop the old session's caches with the versions they superseded
+                if self.renew_session_if_due():
+                    report["session"] = "renewed"
+            except StoreError as exc:  # the old session stays; the next optimize tries again
+                report["session"] = f"not renewed: {exc}"
+                log.warning("could not renew the LanceDB session: %s", exc)
         finally:
             self._optimizing.release()
         from ..memtrim import trim

@@ -30,6 +30,7 @@ from typing import Any
 from .boundary import library, reads
 from .indexes import Indexes, vector_partitions
 from .query import Filter, compile_filter
+from .tables import marks_in
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
 # "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
@@ -153,6 +154,36 @@ class Search(Indexes):
 
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_distance``."""
+        with library(self.uri, "vector search results"):
+            work = self._leg_work(table, self._vector_query(table, vector), where, limit)
+        return Pending(self.uri, "vector search results", work).result()
+
+    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
+        return self.start_text_search(table, query, where, limit).result()
+
+    @reads("full-text search results")
+    def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
+        """``text_search`` under way (it returns at once): its rows are ``.result()``."""
+        work = self._leg_work(table, self._text_query(table, query), where, limit)
+        return Pending(self.uri, "full-text search results", work)
+
+    @reads("search results")
+    def search_legs(self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+        """``vector_search``, ``text_search`` and ``unembedded_marks(table)``, run together in one hand-off to
+        LanceDB's loop (each hand-off is a GIL round trip with that thread: BENCHMARKS.md, "Search at scale")."""
+        vector_query, text_query = self._vector_query(table, vector), self._text_query(table, query)
+        vector_leg = self._leg_work(table, vector_query, where, limit)
+        text_leg = self._leg_work(table, text_query, where, limit)
+
+        async def together() -> tuple[Any, Any, list[dict[str, Any]]]:
+            return await asyncio.gather(vector_leg, text_leg, self._snapshot_on_loop("meta"))
+
+        vector_rows, text_rows, meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
+        return vector_rows.to_pylist(), text_rows.to_pylist(), marks_in(meta, table)
+
+    def _vector_query(self, table: str, vector: Sequence[float]) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
         at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
         async def build(version: int | None) -> Any:
@@ -163,15 +194,9 @@ class Search(Indexes):
             q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
             return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
 
-        return self._start("vector search results", table, build, where, limit).result()
+        return build
 
-    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
-        return self.start_text_search(table, query, where, limit).result()
-
-    @reads("full-text search results")
-    def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
-        """``text_search`` under way (it returns at once): its rows are ``.result()``."""
+    def _text_query(self, table: str, query: str) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
         at = _async_table(self._tables[table])
@@ -180,17 +205,28 @@ class Search(Indexes):
             q = at.query().nearest_to_text(query, columns="text")
             return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
-        return self._start("full-text search results", table, build, where, limit)
+        return build
 
-    def _start(self, what: str, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
-               limit: int) -> Pending:
-        with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
-            text = compile_filter(where)
-            agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
-            shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
-            sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
-            work = _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
-            return Pending(self.uri, what, work)
+    async def _snapshot_on_loop(self, table: str) -> list[dict[str, Any]]:
+        """``StoreBase._snapshot`` (the same cache: re-read only when the table's version moved) as a coroutine on
+        LanceDB's loop, inside a search's hand-off. Library errors reach whoever waits for it, who translates them."""
+        at = _async_table(self._tables[table])
+        version = int(await at.version())  # checks out the latest version: sees other processes' writes
+        cached = self._snapshots.get(table)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows: list[dict[str, Any]] = (await at.to_arrow()).to_pylist()
+        self._snapshots[table] = (version, rows)
+        return rows
+
+    def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
+                  limit: int) -> Coroutine[Any, Any, Any]:
+        """The coroutine of one leg (``_leg``); a filter that cannot be written fails here, before anything is sent."""
+        text = compile_filter(where)
+        agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
+        shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
+        sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
+        return _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
 
 
 async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,

@@ -11,9 +11,11 @@ per query (so a burst of load on the shared machine hits them all alike):
   filter when the agent owns every row: ``store/search.py``), and ``vector leg, filtered``: the same with the filter;
 - ``keyword leg`` / ``keyword leg, filtered``: ``Store.text_search`` (BM25 over the full-text index), likewise;
 - ``rank``: merging the two legs' rows and the linear ranker over the pool;
-- ``unembedded check``: the meta read that says whether rows without vectors exist;
-- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the keyword leg runs beside the query
-  embedding and the vector leg).
+- ``unembedded check``: the meta read that says whether rows without vectors exist (on its own);
+- ``both legs and marks, one hand-off``: ``Store.search_legs``, what a search runs after embedding the query: the
+  two legs and the marks read together on LanceDB's loop (trees before round 3 of "Search at scale" lack it);
+- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (since round 3: the query embedding, then
+  both legs together; before: the keyword leg beside the query embedding and the vector leg).
 
 ``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
 recall@10 against exact search (LanceDB's flat scan under the same agent filter).
@@ -62,7 +64,8 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     queries = _queries(n_queries + warm)
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
-        "unembedded check", "search, end to end")}
+        "unembedded check", "both legs and marks, one hand-off", "search, end to end")}
+    together = getattr(store, "search_legs", None)
     toggles = hasattr(store, "sole_agent_shortcut")  # main before round 2 always filters
     shortcut = getattr(store, "sole_agent_shortcut", None)
 
@@ -91,10 +94,13 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
             _, keyword_f = timed(store.text_search, "passages", q, where, pool, filtered=True)
         _, rank_s = timed(lambda: archive.ranker.rank(q, merge(vrows, frows))[:top_k])
         _, marks_s = timed(store.unembedded_marks, "passages")
+        both_s = timed(together, "passages", q, vec, where, pool)[1] if together else None
         _, e2e_s = timed(lambda: archive.search(agent, q, top_k=top_k))
         if n >= warm:
-            for key, value in zip(parts, (embed_s, vector_s, vector_f, keyword_s, keyword_f, rank_s, marks_s, e2e_s)):
-                parts[key].append(value)
+            values = (embed_s, vector_s, vector_f, keyword_s, keyword_f, rank_s, marks_s, both_s, e2e_s)
+            for key, value in zip(parts, values):
+                if value is not None:
+                    parts[key].append(value)
     return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
             "load_avg": [round(x, 2) for x in os.getloadavg()],
             "parts": {k: stats(v) for k, v in parts.items() if v}}

@@ -173,14 +173,15 @@ class Search(Indexes):
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
         """``vector_search``, ``text_search`` and ``unembedded_marks(table)``, run together in one hand-off to
         LanceDB's loop (each hand-off is a GIL round trip with that thread: BENCHMARKS.md, "Search at scale")."""
-        vector_query, text_query = self._vector_query(table, vector), self._text_query(table, query)
-        vector_leg = self._leg_work(table, vector_query, where, limit)
-        text_leg = self._leg_work(table, text_query, where, limit)
+        builds = [self._vector_query(table, vector), self._text_query(table, query)]
+        at, text, sole = self._scope(table, where)
+        known = self._legs_owners()
 
-        async def together() -> tuple[Any, Any, list[dict[str, Any]]]:
-            return await asyncio.gather(vector_leg, text_leg, self._snapshot_on_loop("meta"))
+        async def together() -> tuple[list[Any], list[dict[str, Any]]]:
+            legs = _legs(at, builds, text, limit, known, table, sole)
+            return await asyncio.gather(legs, self._snapshot_on_loop("meta"))
 
-        vector_rows, text_rows, meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
+        (vector_rows, text_rows), meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
         return vector_rows.to_pylist(), text_rows.to_pylist(), marks_in(meta, table)
 
     def _vector_query(self, table: str, vector: Sequence[float]) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
@@ -222,33 +223,45 @@ class Search(Indexes):
     def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
                   limit: int) -> Coroutine[Any, Any, Any]:
         """The coroutine of one leg (``_leg``); a filter that cannot be written fails here, before anything is sent."""
+        at, text, sole = self._scope(table, where)
+        return _leg(at, build, text, limit, self._legs_owners(), table, sole)
+
+    def _scope(self, table: str, where: Filter | None) -> tuple[Any, str | None, str | None]:
+        """The async table, the filter's text, and the agent it names alone if the filter may be skipped (``_legs``)."""
         text = compile_filter(where)
         agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
         shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
         sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
-        return _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
+        return _async_table(self._tables[table]), text, sole
 
 
 async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,
                known: _Owners, name: str, sole: str | None) -> Any:
-    """One leg: ``build``'s query, filtered by ``where`` before ranking (the async API's prefilter), best ``limit``.
+    """One leg: ``_legs`` with one query."""
+    return (await _legs(table, [build], where, limit, known, name, sole))[0]
+
+
+async def _legs(table: Any, builds: Sequence[Callable[[int | None], Coroutine[Any, Any, Any]]], where: str | None,
+                limit: int, known: _Owners, name: str, sole: str | None) -> list[Any]:
+    """Legs over one table, run together: each ``build``'s query, filtered by ``where`` before ranking (the async
+    API's prefilter), best ``limit``.
 
     With ``sole``, an agent the filter names alone, a table whose rows all belong to that agent at the version the
     search starts from is searched without the filter: the same rows, so the same result. The table's version is
-    read again after the query; if it moved (a write from any process meanwhile, which may have added another
-    agent's rows), the leg is run again with the filter. So an unfiltered result is only returned when it was
-    read from a version proved to hold the agent's rows alone.
+    read again after the queries; if it moved (a write from any process meanwhile, which may have added another
+    agent's rows), the legs are run again with the filter. So an unfiltered result is only returned when it was
+    read from a version proved to hold the agent's rows alone (versions only grow: equal before and after, no
+    write landed between). The legs of one search share the two version reads.
     """
     version = None
     if sole is not None and where and not known.sharing(name, sole):
         version = int(await table.version())  # checks out the newest version: other processes' writes are seen
         if await known.sole(name, table, sole, where, version):
-            rows = await (await build(version)).limit(limit).to_arrow()
+            queries = [await build(version) for build in builds]
+            rows = await asyncio.gather(*(q.limit(limit).to_arrow() for q in queries))
             if int(await table.version()) == version:
-                known.used += 1
-                return rows
-            known.fallbacks += 1
-    q = await build(version)
-    if where:
-        q = q.where(where)
-    return await q.limit(limit).to_arrow()
+                known.used += len(builds)
+                return list(rows)
+            known.fallbacks += len(builds)
+    queries = [await build(version) for build in builds]
+    return list(await asyncio.gather(*((q.where(where) if where else q).limit(limit).to_arrow() for q in queries)))

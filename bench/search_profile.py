@@ -15,7 +15,12 @@ per query (so a burst of load on the shared machine hits them all alike):
 - ``both legs and marks, one hand-off``: ``Store.search_legs``, what a search runs after embedding the query: the
   two legs and the marks read together on LanceDB's loop (trees before round 3 of "Search at scale" lack it);
 - ``search, end to end``: ``Archive.search(top_k=5)``, everything above (since round 3: the query embedding, then
-  both legs together; before: the keyword leg beside the query embedding and the vector leg).
+  both legs together; before: the keyword leg beside the query embedding and the vector leg), run after the parts
+  of the same query (their caches warm);
+- ``search, end to end, new queries``: ``Archive.search(top_k=5)`` alone, after all the above, on as many other
+  questions, none searched before in the process (the figure to hold against the target).
+
+The questions are distinct (since round 3; before, about a third were repeats).
 
 ``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
 recall@10 against exact search (LanceDB's flat scan under the same agent filter).
@@ -36,11 +41,17 @@ SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (
 
 
 def _queries(n: int) -> list[str]:
+    """``n`` distinct questions about the bench's passages (at most ~380 exist), in a fixed order."""
     from .scale import passage, query_for
 
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
-    return [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(n)]
+    seen: dict[str, None] = {}
+    for _ in range(20 * n):
+        seen[query_for(rng, items[rng.randrange(1000)][0])] = None
+        if len(seen) == n:
+            break
+    return list(seen)
 
 
 def open_store(data_dir: Path) -> tuple[Any, str]:
@@ -61,10 +72,11 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     store = archive.store
     where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
-    queries = _queries(n_queries + warm)
+    queries = _queries(2 * n_queries + warm)
+    queries, fresh = queries[:n_queries + warm], queries[n_queries + warm:]
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
-        "unembedded check", "both legs and marks, one hand-off", "search, end to end")}
+        "unembedded check", "both legs and marks, one hand-off", "search, end to end", "search, end to end, new queries")}
     together = getattr(store, "search_legs", None)
     toggles = hasattr(store, "sole_agent_shortcut")  # main before round 2 always filters
     shortcut = getattr(store, "sole_agent_shortcut", None)
@@ -101,6 +113,8 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
             for key, value in zip(parts, values):
                 if value is not None:
                     parts[key].append(value)
+    for q in fresh:
+        parts["search, end to end, new queries"].append(timed(lambda: archive.search(agent, q, top_k=top_k))[1])
     return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
             "load_avg": [round(x, 2) for x in os.getloadavg()],
             "parts": {k: stats(v) for k, v in parts.items() if v}}

@@ -6,15 +6,17 @@ conversation) and the leg's score; never the vector or the keyword text. Reading
 costs nothing measurable beside the content, and saves a third query for the fused top k (BENCHMARKS.md,
 "Search at scale").
 
-Each leg is one query on LanceDB's async API, handed to LanceDB's event loop once: LanceDB's synchronous query
-builder makes five hand-offs per query (schema twice, the plan, the batches twice; ~0.7 ms each on the shared
-2-core machine under load); the query itself is the same. ``start_text_search`` returns at once, so the keyword
-leg runs while the caller embeds the query and runs the vector leg, with no thread of ours waiting for it.
+Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
+makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
+with the loop's thread, ~0.1-1 ms on the shared 2-core machine), and its async ``to_arrow`` still reads the schema
+first (``_arrow`` skips that). A search hands both legs and the read of the marks of rows without vectors to the
+loop at once (``search_legs``: one hand-off per search); ``start_text_search`` returns at once, for the caller
+that needs the keyword leg's rows before it can run the vector leg (the first search of an agent: ``archive``).
 
 The agent filter is applied before ranking (LanceDB's prefilter over the ``agent_id`` bitmap index), which
 evaluates it over every row of the table, every search (1-2.5 ms per leg at 1M rows). When a table holds
-one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and a leg for the
-sole agent then runs without it, exactly as safe: see ``_leg``.
+one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and legs for the
+sole agent then run without it, exactly as safe: see ``_legs``.
 """
 
 from __future__ import annotations

@@ -233,6 +233,25 @@ def test_damaged_rewritten_model_is_made_again(tmp_path: Path) -> None:
     assert again.embed(["tea"]) == first.embed(["tea"])
     rewritten.unlink()
     assert FastEmbedEmbedder("default", tmp_path).load().embed(["tea"]) == first.embed(["tea"])
+    tables = rewritten.with_suffix(".tables")  # the word table, mapped from beside the graph
+    with tables.open("r+b") as fh:
+        fh.seek(4096 * 100)
+        fh.write(b"\x7f" * 4096)
+    assert FastEmbedEmbedder("default", tmp_path).load().embed(["tea"]) == first.embed(["tea"])
+    tables.unlink()
+    assert FastEmbedEmbedder("default", tmp_path).load().embed(["tea"]) == first.embed(["tea"])
+    assert tables.stat().st_size > 11_000_000
+
+
+def test_word_table_is_mapped_from_its_file_not_copied(tmp_path: Path) -> None:
+    """The 11 MB word table stays clean, shared file pages: the session maps the `.tables` file beside the graph."""
+    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embeddings import FastEmbedEmbedder\n"
+            "e = FastEmbedEmbedder('default', Path(sys.argv[1])).load(); e.embed(['warm up'])\n"
+            "print(sum('.tables' in line for line in open('/proc/self/maps')))\n")
+    out = subprocess.run([PYTHON, "-c", code, str(tmp_path / "models")], capture_output=True, text=True, cwd=ROOT,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.strip().splitlines()[-1]) >= 1
 
 
 def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_path: Path) -> None:

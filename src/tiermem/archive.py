@@ -347,8 +347,9 @@ class Archive(AgentRows, Vectors):
         Speakers are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
         query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
         loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
-        beside it slowed it more than it saved: BENCHMARKS.md, "Search at scale", round 3). The first search of
-        an agent in a process, or one waiting for the model, starts the keyword leg first and waits for it.
+        beside it slowed it about as much as it hid; one hand-off instead of three: BENCHMARKS.md, "Search at
+        scale", round 3). The first search of an agent in a process, or one waiting for the model, starts the
+        keyword leg first and waits for it.
         """
         notes: list[str] = []
         vector_rows: list[dict[str, Any]] = []

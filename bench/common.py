@@ -42,7 +42,9 @@ def machine() -> dict[str, Any]:
 
 
 def bench_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    # PYTHONDONTWRITEBYTECODE is dropped: an installed tiermem has its bytecode compiled (pip does it), so a
+    # measured start must not compile every changed module again (the first, unmeasured start writes it).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_") and k != "PYTHONDONTWRITEBYTECODE"}
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-"))
     env.update(XDG_CONFIG_HOME=str(tmp / "cfg"), TIERMEM_DATA_DIR=str(data_dir or tmp / "data"))
     env.update(extra)

@@ -38,7 +38,7 @@ STAGES = textwrap.dedent(
     out.append(("+ mcp, pydantic", rss()))
     import tiermem.server
     out.append(("+ tiermem.server (no storage libraries)", rss()))
-    import lancedb, pyarrow
+    import tiermem.store  # lancedb + pyarrow, as the server imports them (store/loading.py)
     out.append(("+ lancedb, pyarrow", rss()))
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
@@ -58,6 +58,10 @@ STAGES = textwrap.dedent(
     out.append(("20 searches", rss()))
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     out.append(("malloc_trim(0)", rss()))
+    import gc
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    out.append(("gc.collect() + malloc_trim(0)", rss()))
     print(json.dumps(out))
     """
 )

@@ -5,7 +5,8 @@ vector recall@10 against exact search, and the server's resident memory.
     python -m bench scale --sizes 10000      # one size
     python -m bench scale --million          # adds 1M passages with synthetic vectors (storage scale)
     python -m bench scale --probe DIR        # read-only: search a store whose indexes may still be building
-    python -m bench scale --profile DIR      # where a search's time goes, leg by leg (--sweep: ANN settings)
+    python -m bench scale --profile DIR      # where a search's time goes, leg by leg (--sweep: ANN settings;
+                                             # --orders: three orderings of the legs)
 
 Passages are generated from seeded templates (names, places, activities, dates), so every run
 sees the same data. Insertion goes through the public Archive API; embedding time is measured
@@ -297,12 +298,16 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="per-leg search breakdown on a built store (bench/search_profile.py)")
     parser.add_argument("--sweep", action="store_true", help="with --profile: ANN settings vs recall@10 and latency")
     parser.add_argument("--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild")
+    parser.add_argument("--orders", action="store_true", help="with --profile: three orderings of a search's legs only")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}
     if args.profile:
-        from .search_profile import profile, sweep, upkeep
+        from .search_profile import orders, profile, sweep, upkeep
 
+        if args.orders:
+            print(json.dumps({f"orders {args.profile.name}": orders(args.profile)}, indent=1), flush=True)
+            return
         results[f"profile {args.profile.name}"] = profile(args.profile)
         if args.sweep:
             results[f"sweep {args.profile.name}"] = sweep(args.profile)

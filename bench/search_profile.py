@@ -11,9 +11,21 @@ per query (so a burst of load on the shared machine hits them all alike):
   filter when the agent owns every row: ``store/search.py``), and ``vector leg, filtered``: the same with the filter;
 - ``keyword leg`` / ``keyword leg, filtered``: ``Store.text_search`` (BM25 over the full-text index), likewise;
 - ``rank``: merging the two legs' rows and the linear ranker over the pool;
-- ``unembedded check``: the meta read that says whether rows without vectors exist;
-- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the keyword leg runs beside the query
-  embedding and the vector leg).
+- ``unembedded check``: the meta read that says whether rows without vectors exist (on its own);
+- ``both legs and marks, one hand-off``: ``Store.search_legs``, what a search runs after embedding the query: the
+  two legs and the marks read together on LanceDB's loop (trees before round 3 of "Search at scale" lack it);
+- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (since round 3: the query embedding, then
+  both legs together; before: the keyword leg beside the query embedding and the vector leg), run after the parts
+  of the same query (their caches warm);
+- ``search, end to end, new queries``: ``Archive.search(top_k=5)`` alone, after all the above, on as many other
+  questions, none searched before in the process (the figure to hold against the target).
+
+The questions are distinct (since round 3; before, about a third were repeats).
+
+``--orders`` times three orderings of the same search (round 3 of "Search at scale"), per query taking turns, from
+the store's own parts: round 2's (the keyword leg started first, the query embedded, the marks read, the vector leg:
+three hand-offs to LanceDB's loop), the keyword leg and the marks first in one hand-off, then the vector leg (two),
+and this tree's (the query embedded first, then both legs and the marks in one hand-off); the rows are checked equal.
 
 ``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
 recall@10 against exact search (LanceDB's flat scan under the same agent filter).
@@ -34,11 +46,17 @@ SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (
 
 
 def _queries(n: int) -> list[str]:
+    """``n`` distinct questions about the bench's passages (at most ~380 exist), in a fixed order."""
     from .scale import passage, query_for
 
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
-    return [query_for(rng, items[rng.randrange(1000)][0]) for _ in range(n)]
+    seen: dict[str, None] = {}
+    for _ in range(20 * n):
+        seen[query_for(rng, items[rng.randrange(1000)][0])] = None
+        if len(seen) == n:
+            break
+    return list(seen)
 
 
 def open_store(data_dir: Path) -> tuple[Any, str]:
@@ -59,10 +77,12 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     store = archive.store
     where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
-    queries = _queries(n_queries + warm)
+    queries = _queries(2 * n_queries + warm)
+    queries, fresh = queries[:n_queries + warm], queries[n_queries + warm:]
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
-        "unembedded check", "search, end to end")}
+        "unembedded check", "both legs and marks, one hand-off", "search, end to end", "search, end to end, new queries")}
+    together = getattr(store, "search_legs", None)
     toggles = hasattr(store, "sole_agent_shortcut")  # main before round 2 always filters
     shortcut = getattr(store, "sole_agent_shortcut", None)
 
@@ -91,13 +111,77 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
             _, keyword_f = timed(store.text_search, "passages", q, where, pool, filtered=True)
         _, rank_s = timed(lambda: archive.ranker.rank(q, merge(vrows, frows))[:top_k])
         _, marks_s = timed(store.unembedded_marks, "passages")
+        both_s = timed(together, "passages", q, vec, where, pool)[1] if together else None
         _, e2e_s = timed(lambda: archive.search(agent, q, top_k=top_k))
         if n >= warm:
-            for key, value in zip(parts, (embed_s, vector_s, vector_f, keyword_s, keyword_f, rank_s, marks_s, e2e_s)):
-                parts[key].append(value)
+            values = (embed_s, vector_s, vector_f, keyword_s, keyword_f, rank_s, marks_s, both_s, e2e_s)
+            for key, value in zip(parts, values):
+                if value is not None:
+                    parts[key].append(value)
+    for q in fresh:
+        parts["search, end to end, new queries"].append(timed(lambda: archive.search(agent, q, top_k=top_k))[1])
     return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
             "load_avg": [round(x, 2) for x in os.getloadavg()],
             "parts": {k: stats(v) for k, v in parts.items() if v}}
+
+
+def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, Any]:
+    """The three orderings of ``--orders`` (module docstring), each query searched once, the orderings in turn."""
+    import asyncio
+
+    from tiermem.ranking import merge, without_names
+    from tiermem.store import search as legs
+    from tiermem.store.query import Filter
+
+    memory, agent = open_store(data_dir)
+    archive, store, t = memory.archive, memory.archive.store, "passages"
+    where, pool = Filter(agent_id=agent), max(top_k * 4, 40)
+    queries = _queries(n_queries + 20)
+    for q in queries[:10]:
+        archive.search(agent, q, top_k=top_k)  # the agent's speakers known: every search takes the usual path
+
+    def embed(q: str) -> list[float]:
+        return archive.embedder.embed([without_names(q, archive._speakers[agent])])[0]
+
+    def ranked(q: str, vector_rows: list[dict[str, Any]], text_rows: list[dict[str, Any]]) -> list[str]:
+        archive._learn_speakers(agent, text_rows)
+        return [c.id for c, _ in archive.ranker.rank(q, merge(vector_rows, text_rows))[:top_k]]
+
+    def three_hand_offs(q: str) -> list[str]:
+        text = store.start_text_search(t, q, where, pool)
+        vec = embed(q)
+        store.unembedded_marks(t)
+        return ranked(q, store.vector_search(t, vec, where, pool), text.result())
+
+    def two_hand_offs(q: str) -> list[str]:
+        at, clause, sole = store._scope(t, where)
+        build = store._text_query(t, q)
+
+        async def text_and_marks() -> Any:
+            leg = legs._leg(at, build, clause, pool, store._legs_owners(), t, sole)
+            return await asyncio.gather(leg, store._snapshot_on_loop("meta"))
+
+        started = asyncio.run_coroutine_threadsafe(text_and_marks(), legs._loop())
+        vector_rows = store.vector_search(t, embed(q), where, pool)
+        return ranked(q, vector_rows, started.result()[0].to_pylist())
+
+    def one_hand_off(q: str) -> list[str]:
+        vector_rows, text_rows, _ = store.search_legs(t, q, embed(q), where, pool)
+        return ranked(q, vector_rows, text_rows)
+
+    ways = {"keyword leg first, 3 hand-offs (round 2)": three_hand_offs,
+            "keyword leg and marks first, 2 hand-offs": two_hand_offs,
+            "query embedded first, 1 hand-off (round 3)": one_hand_off}
+    for q in queries[10:20]:
+        assert len({tuple(way(q)) for way in ways.values()}) == 1, q  # the same results every way
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    for n, q in enumerate(queries[20:]):
+        name = list(ways)[n % len(ways)]
+        start = time.perf_counter()
+        ways[name](q)
+        times[name].append(time.perf_counter() - start)
+    return {"rows": store.count("passages"), "queries": n_queries, "load_avg": [round(x, 2) for x in os.getloadavg()],
+            "orders": {k: stats(v) for k, v in times.items()}}
 
 
 def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple[int, int, int]] | None = None

@@ -151,3 +151,28 @@ def test_a_server_closed_right_after_its_first_answer_exits_cleanly(tmp_path: Pa
     stderr = proc.stderr.read() if proc.stderr else ""
     assert status == 0, stderr
     assert "FATAL" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> None:
+    """The registry names each tool's function by module; a server is built (and answers `initialize`) first."""
+    import json
+    import subprocess
+
+    code = (
+        "import json, sys\n"
+        "import tiermem.cli\n"
+        "from tiermem.config import load_settings\n"
+        "from tiermem.runtime import MemoryHandle\n"
+        "from tiermem.server import build_server\n"
+        "MODULES = ('tiermem.tools', 'tiermem.search_tools', 'tiermem.memory_tool', 'tiermem.blocks')\n"
+        "server = build_server(MemoryHandle(lambda: None), load_settings(data_dir=sys.argv[1]))\n"
+        "before = [m for m in MODULES if m in sys.modules]\n"
+        "names = [t.name for t in server._tool_manager.list_tools()]\n"
+        "print(json.dumps([before, [m for m in MODULES if m in sys.modules], len(names)]))\n"
+    )
+    out = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after, count = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == []
+    assert after == ["tiermem.tools", "tiermem.search_tools", "tiermem.memory_tool", "tiermem.blocks"]
+    assert count >= 15

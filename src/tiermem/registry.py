@@ -1,7 +1,8 @@
 """The one registry of tool definitions; every tool list in tiermem derives from ``TOOLS``.
 
-A definition names the tool, its function (``None`` for ``agent_chat``, which the agent service
-registers itself when the loop is enabled), its annotations and title, its group (what ``tools``
+A definition names the tool, where its function lives (``"module:function"``, imported when the tool
+is first registered, so a server answers ``initialize`` before any tool module loads; ``None`` for
+``agent_chat``, which the agent service registers itself when the loop is enabled), its annotations and title, its group (what ``tools``
 in the settings selects), and whether it edits a block and which argument names that block:
 ``label`` for the Letta tools, ``path`` / ``old_path`` (``/memories/<label>``) for the ``memory``
 tool, whose ``view`` command edits nothing. Derived here: the groups and presets (server.py), the
@@ -12,55 +13,32 @@ that tiermem provides itself (interop).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.types import ToolAnnotations
 
-from . import blocks as rules
 from .errors import ValidationError
-from .memory_tool import memory_tool
-from .search_tools import (
-    archival_memory_delete,
-    archival_memory_insert,
-    archival_memory_list,
-    archival_memory_search,
-    conversation_log,
-    conversation_search,
-)
-from .surface import describe
-from .tools import (
-    ADD,
-    CHANGE,
-    READ,
-    SET,
-    core_memory_append,
-    core_memory_replace,
-    core_memory_view,
-    idempotent,
-    memory_apply_patch,
-    memory_history,
-    memory_insert,
-    memory_open,
-    memory_replace,
-    memory_rethink,
-    memory_revert,
-    model_errors,
-    publish,
-    returns_structured,
-)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+# What a tool does to memory, for hosts (MCP tool annotations).
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+SET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
 @dataclass(frozen=True)
 class ToolDef:
     name: str
-    fn: Callable[..., Awaitable[object]] | None  # None: registered elsewhere (agent_chat, by agent/service.py)
+    # "module:function" under tiermem, imported when the tool is first registered (a server answers `initialize`
+    # before any tool module loads); None: registered elsewhere (agent_chat, by agent/service.py)
+    target: str | None
     annotations: ToolAnnotations
     title: str
     group: str
@@ -69,6 +47,15 @@ class ToolDef:
     read_commands: tuple[str, ...] = ()  # values of ``command`` that edit nothing (the memory tool's view)
     for_agent: bool = True  # offered to the built-in agent loop
     sleeptime: bool = False  # offered to the sleep-time agent
+
+    @property
+    def fn(self) -> Callable[..., Awaitable[object]] | None:
+        """The tool's function (its module is imported on first use)."""
+        if self.target is None:
+            return None
+        module, attr = self.target.split(":")
+        fn: Callable[..., Awaitable[object]] = getattr(importlib.import_module(f"tiermem.{module}"), attr)
+        return fn
 
     def edited_labels(self, arguments: Mapping[str, object]) -> list[str]:
         """The labels of the blocks a successful call with ``arguments`` edited (empty for a read)."""
@@ -80,8 +67,10 @@ class ToolDef:
             if not isinstance(value, str):
                 continue
             if self.path_args:
+                from .blocks import label_from_path
+
                 try:
-                    value = rules.label_from_path(value)
+                    value = label_from_path(value)
                 except ValidationError:
                     continue  # not a block path; a call that succeeded with it edited no block through it
             if value not in out:
@@ -91,24 +80,24 @@ class ToolDef:
 
 LABEL = ("label",)
 TOOLS: tuple[ToolDef, ...] = (
-    ToolDef("memory_replace", memory_replace, CHANGE, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
-    ToolDef("memory_insert", memory_insert, ADD, "Insert lines into a memory block", "letta", LABEL, sleeptime=True),
-    ToolDef("memory_rethink", memory_rethink, SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True),
-    ToolDef("core_memory_append", core_memory_append, ADD, "Append to a memory block", "classic", LABEL),
-    ToolDef("core_memory_replace", core_memory_replace, CHANGE, "Replace text in a memory block", "classic", LABEL),
-    ToolDef("memory_apply_patch", memory_apply_patch, CHANGE, "Patch a memory block", "patch", LABEL),
-    ToolDef("memory", memory_tool, CHANGE, "Manage memory blocks as /memories files", "memory_tool",
+    ToolDef("memory_replace", "tools:memory_replace", CHANGE, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("memory_insert", "tools:memory_insert", ADD, "Insert lines into a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("memory_rethink", "tools:memory_rethink", SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("core_memory_append", "tools:core_memory_append", ADD, "Append to a memory block", "classic", LABEL),
+    ToolDef("core_memory_replace", "tools:core_memory_replace", CHANGE, "Replace text in a memory block", "classic", LABEL),
+    ToolDef("memory_apply_patch", "tools:memory_apply_patch", CHANGE, "Patch a memory block", "patch", LABEL),
+    ToolDef("memory", "memory_tool:memory_tool", CHANGE, "Manage memory blocks as /memories files", "memory_tool",
             ("path", "old_path"), path_args=True, read_commands=("view",)),
-    ToolDef("core_memory_view", core_memory_view, READ, "View core memory", "read", for_agent=False),  # in the system prompt
-    ToolDef("memory_open", memory_open, READ, "Open a memory block", "read"),
-    ToolDef("memory_history", memory_history, READ, "Block version history", "history"),
-    ToolDef("memory_revert", memory_revert, CHANGE, "Revert a block to an earlier version", "history", LABEL),
-    ToolDef("conversation_log", conversation_log, ADD, "Record conversation turns", "recall", for_agent=False),  # the loop logs itself
-    ToolDef("conversation_search", conversation_search, READ, "Search past conversations", "recall"),
-    ToolDef("archival_memory_insert", archival_memory_insert, ADD, "Save to archival memory", "archival"),
-    ToolDef("archival_memory_search", archival_memory_search, READ, "Search archival memory", "archival"),
-    ToolDef("archival_memory_delete", archival_memory_delete, CHANGE, "Delete an archival passage", "archival"),
-    ToolDef("archival_memory_list", archival_memory_list, READ, "List archival memory", "archival"),
+    ToolDef("core_memory_view", "tools:core_memory_view", READ, "View core memory", "read", for_agent=False),  # in the system prompt
+    ToolDef("memory_open", "tools:memory_open", READ, "Open a memory block", "read"),
+    ToolDef("memory_history", "tools:memory_history", READ, "Block version history", "history"),
+    ToolDef("memory_revert", "tools:memory_revert", CHANGE, "Revert a block to an earlier version", "history", LABEL),
+    ToolDef("conversation_log", "search_tools:conversation_log", ADD, "Record conversation turns", "recall", for_agent=False),  # the loop logs itself
+    ToolDef("conversation_search", "search_tools:conversation_search", READ, "Search past conversations", "recall"),
+    ToolDef("archival_memory_insert", "search_tools:archival_memory_insert", ADD, "Save to archival memory", "archival"),
+    ToolDef("archival_memory_search", "search_tools:archival_memory_search", READ, "Search archival memory", "archival"),
+    ToolDef("archival_memory_delete", "search_tools:archival_memory_delete", CHANGE, "Delete an archival passage", "archival"),
+    ToolDef("archival_memory_list", "search_tools:archival_memory_list", READ, "List archival memory", "archival"),
     ToolDef("agent_chat", None, CHAT, "Chat with the memory agent", "agent", for_agent=False),
 )
 BY_NAME: dict[str, ToolDef] = {d.name: d for d in TOOLS}
@@ -131,7 +120,7 @@ EDIT_TOOLS = frozenset(d.name for d in TOOLS if d.block_args)
 NOT_FOR_AGENT = frozenset(d.name for d in TOOLS if not d.for_agent)
 SLEEPTIME_TOOLS = tuple(d.name for d in TOOLS if d.sleeptime)
 # The tool names of a Letta agent file that tiermem runs itself (the others are kept, not run).
-KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.fn is not None) | {SEND_MESSAGE, FINISH_EDITS}
+KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.target is not None) | {SEND_MESSAGE, FINISH_EDITS}
 
 
 def edited_labels(name: str, arguments: Mapping[str, object]) -> list[str]:
@@ -146,12 +135,15 @@ def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names
     A tool whose function is annotated ``Annotated[CallToolResult, Model]`` publishes ``Model`` as its
     output schema and returns structured content; the others return text only.
     """
+    from .surface import describe
+    from .tools import idempotent, model_errors, publish, returns_structured
+
     table = {d.name: d for d in definitions}
     for name in names:
         d = table.get(name)
         if d is None or d.fn is None:
             continue  # agent_chat, registered by the agent loop when enabled
-        fn, annotations, title = d.fn, d.annotations, d.title
+        fn, annotations, title = d.fn, d.annotations, d.title  # the tool's module is imported here
         structured = returns_structured(fn)
         if not annotations.read_only_hint:
             fn = idempotent(name, fn)

@@ -12,16 +12,16 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import lancedb
-
 from ..errors import SchemaError, StoreError
 from ..records import new_id, now
 from .boundary import library
 from .core_tables import CoreTables
+from .loading import import_lancedb
 from .reembed import Reembed
 from .schemas import REEMBED_SUFFIX, SCHEMA_VERSION, SEARCHABLE, migrate, table_names, table_schemas
 from .search import Search
 
+lancedb = import_lancedb()  # the package's only import of lancedb at module level: see loading.py
 log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20

@@ -6,15 +6,17 @@ conversation) and the leg's score; never the vector or the keyword text. Reading
 costs nothing measurable beside the content, and saves a third query for the fused top k (BENCHMARKS.md,
 "Search at scale").
 
-Each leg is one query on LanceDB's async API, handed to LanceDB's event loop once: LanceDB's synchronous query
-builder makes five hand-offs per query (schema twice, the plan, the batches twice; ~0.7 ms each on the shared
-2-core machine under load); the query itself is the same. ``start_text_search`` returns at once, so the keyword
-leg runs while the caller embeds the query and runs the vector leg, with no thread of ours waiting for it.
+Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
+makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
+with the loop's thread: ~0.06 ms when both are idle, ~1 ms under load on the shared 2-core machine), and its async
+``to_arrow`` still reads the schema first (``_arrow`` skips that). A search hands both legs and the read of the marks of rows without vectors to the
+loop at once (``search_legs``: one hand-off per search); ``start_text_search`` returns at once, for the caller
+that needs the keyword leg's rows before it can run the vector leg (the first search of an agent: ``archive``).
 
 The agent filter is applied before ranking (LanceDB's prefilter over the ``agent_id`` bitmap index), which
 evaluates it over every row of the table, every search (1-2.5 ms per leg at 1M rows). When a table holds
-one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and a leg for the
-sole agent then runs without it, exactly as safe: see ``_leg``.
+one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and legs for the
+sole agent then run without it, exactly as safe: see ``_legs``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from .boundary import library, reads
 from .indexes import Indexes, vector_partitions
 from .query import Filter, compile_filter
+from .tables import marks_in
 
 # ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
 # "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
@@ -153,6 +156,37 @@ class Search(Indexes):
 
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
         """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_distance``."""
+        with library(self.uri, "vector search results"):
+            work = self._leg_work(table, self._vector_query(table, vector), where, limit)
+        return Pending(self.uri, "vector search results", work).result()
+
+    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
+        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
+        return self.start_text_search(table, query, where, limit).result()
+
+    @reads("full-text search results")
+    def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
+        """``text_search`` under way (it returns at once): its rows are ``.result()``."""
+        work = self._leg_work(table, self._text_query(table, query), where, limit)
+        return Pending(self.uri, "full-text search results", work)
+
+    @reads("search results")
+    def search_legs(self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+        """``vector_search``, ``text_search`` and ``unembedded_marks(table)``, run together in one hand-off to
+        LanceDB's loop (each hand-off is a GIL round trip with that thread: BENCHMARKS.md, "Search at scale")."""
+        builds = [self._vector_query(table, vector), self._text_query(table, query)]
+        at, text, sole = self._scope(table, where)
+        known = self._legs_owners()
+
+        async def together() -> tuple[list[Any], list[dict[str, Any]]]:
+            legs = _legs(at, builds, text, limit, known, table, sole)
+            return await asyncio.gather(legs, self._snapshot_on_loop("meta"))
+
+        (vector_rows, text_rows), meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
+        return vector_rows.to_pylist(), text_rows.to_pylist(), marks_in(meta, table)
+
+    def _vector_query(self, table: str, vector: Sequence[float]) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
         at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
 
         async def build(version: int | None) -> Any:
@@ -163,15 +197,9 @@ class Search(Indexes):
             q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
             return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
 
-        return self._start("vector search results", table, build, where, limit).result()
+        return build
 
-    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
-        return self.start_text_search(table, query, where, limit).result()
-
-    @reads("full-text search results")
-    def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
-        """``text_search`` under way (it returns at once): its rows are ``.result()``."""
+    def _text_query(self, table: str, query: str) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
         if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
             self.ensure_fts(table)
         at = _async_table(self._tables[table])
@@ -180,39 +208,74 @@ class Search(Indexes):
             q = at.query().nearest_to_text(query, columns="text")
             return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
-        return self._start("full-text search results", table, build, where, limit)
+        return build
 
-    def _start(self, what: str, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
-               limit: int) -> Pending:
-        with library(self.uri, what):  # a filter that cannot be written fails here, before anything is sent
-            text = compile_filter(where)
-            agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
-            shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
-            sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
-            work = _leg(_async_table(self._tables[table]), build, text, limit, self._legs_owners(), table, sole)
-            return Pending(self.uri, what, work)
+    async def _snapshot_on_loop(self, table: str) -> list[dict[str, Any]]:
+        """``StoreBase._snapshot`` (the same cache: re-read only when the table's version moved) as a coroutine on
+        LanceDB's loop, inside a search's hand-off. Library errors reach whoever waits for it, who translates them."""
+        at = _async_table(self._tables[table])
+        version = int(await at.version())  # checks out the latest version: sees other processes' writes
+        cached = self._snapshots.get(table)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows: list[dict[str, Any]] = (await at.to_arrow()).to_pylist()
+        self._snapshots[table] = (version, rows)
+        return rows
+
+    def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
+                  limit: int) -> Coroutine[Any, Any, Any]:
+        """The coroutine of one leg (``_leg``); a filter that cannot be written fails here, before anything is sent."""
+        at, text, sole = self._scope(table, where)
+        return _leg(at, build, text, limit, self._legs_owners(), table, sole)
+
+    def _scope(self, table: str, where: Filter | None) -> tuple[Any, str | None, str | None]:
+        """The async table, the filter's text, and the agent it names alone if the filter may be skipped (``_legs``)."""
+        text = compile_filter(where)
+        agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
+        shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
+        sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
+        return _async_table(self._tables[table]), text, sole
 
 
 async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,
                known: _Owners, name: str, sole: str | None) -> Any:
-    """One leg: ``build``'s query, filtered by ``where`` before ranking (the async API's prefilter), best ``limit``.
+    """One leg: ``_legs`` with one query."""
+    return (await _legs(table, [build], where, limit, known, name, sole))[0]
+
+
+async def _legs(table: Any, builds: Sequence[Callable[[int | None], Coroutine[Any, Any, Any]]], where: str | None,
+                limit: int, known: _Owners, name: str, sole: str | None) -> list[Any]:
+    """Legs over one table, run together: each ``build``'s query, filtered by ``where`` before ranking (the async
+    API's prefilter), best ``limit``.
 
     With ``sole``, an agent the filter names alone, a table whose rows all belong to that agent at the version the
     search starts from is searched without the filter: the same rows, so the same result. The table's version is
-    read again after the query; if it moved (a write from any process meanwhile, which may have added another
-    agent's rows), the leg is run again with the filter. So an unfiltered result is only returned when it was
-    read from a version proved to hold the agent's rows alone.
+    read again after the queries; if it moved (a write from any process meanwhile, which may have added another
+    agent's rows), the legs are run again with the filter. So an unfiltered result is only returned when it was
+    read from a version proved to hold the agent's rows alone (versions only grow: equal before and after, no
+    write landed between). The legs of one search share the two version reads.
     """
     version = None
     if sole is not None and where and not known.sharing(name, sole):
         version = int(await table.version())  # checks out the newest version: other processes' writes are seen
         if await known.sole(name, table, sole, where, version):
-            rows = await (await build(version)).limit(limit).to_arrow()
+            queries = [await build(version) for build in builds]
+            rows = await asyncio.gather(*(_arrow(q.limit(limit)) for q in queries))
             if int(await table.version()) == version:
-                known.used += 1
-                return rows
-            known.fallbacks += 1
-    q = await build(version)
-    if where:
-        q = q.where(where)
-    return await q.limit(limit).to_arrow()
+                known.used += len(builds)
+                return list(rows)
+            known.fallbacks += len(builds)
+    queries = [await build(version) for build in builds]
+    return list(await asyncio.gather(*(_arrow((q.where(where) if where else q).limit(limit)) for q in queries)))
+
+
+async def _arrow(query: Any) -> Any:
+    """The query's rows as an Arrow table: ``AsyncQuery.to_arrow`` without its first step, a read of the table's
+    schema (one more round trip to LanceDB's runtime, and a check of the newest version) that only serves blob
+    columns, which these tables do not have; the vector query's copy of its result goes too. ~0.3 ms less per
+    leg, the same rows (BENCHMARKS.md, "Search at scale", round 3). LanceDB keeps the native query as ``_inner``;
+    lancedb is pinned, and every search fails loudly (tests/test_search_scale.py) if that moves."""
+    import pyarrow as pa
+
+    stream = await query._inner.execute()
+    return pa.Table.from_batches([batch async for batch in stream], stream.schema)

@@ -20,6 +20,12 @@ from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
 log = logging.getLogger(__name__)
 
 
+def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:
+    """The marks announcing rows without vectors in ``table``, among the rows of the meta table."""
+    prefix = f"{UNEMBEDDED_PREFIX}{table}:"
+    return {r["key"]: r["value"] for r in meta if str(r["key"]).startswith(prefix)}
+
+
 class LogTables(StoreBase):
     # -- messages ------------------------------------------------------------
 
@@ -95,8 +101,7 @@ class LogTables(StoreBase):
     @reads("settings")
     def unembedded_marks(self, table: str) -> dict[str, str]:
         """The marks announcing rows without vectors in ``table`` (cheap: meta is re-read only when it changed)."""
-        prefix = f"{UNEMBEDDED_PREFIX}{table}:"
-        return {r["key"]: r["value"] for r in self._snapshot("meta") if str(r["key"]).startswith(prefix)}
+        return marks_in(self._snapshot("meta"), table)
 
     def mark_unembedded(self, table: str) -> None:
         """Announce that ``table`` holds rows without vectors (after writing them)."""

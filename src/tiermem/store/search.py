@@ -181,7 +181,8 @@ class Search(Indexes):
 
         async def together() -> tuple[list[Any], list[dict[str, Any]]]:
             legs = _legs(at, builds, text, limit, known, table, sole)
-            return await asyncio.gather(legs, self._snapshot_on_loop("meta"))
+            found: tuple[list[Any], list[dict[str, Any]]] = await asyncio.gather(legs, self._snapshot_on_loop("meta"))
+            return found
 
         (vector_rows, text_rows), meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
         return vector_rows.to_pylist(), text_rows.to_pylist(), marks_in(meta, table)

@@ -113,14 +113,20 @@ def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Me
     assert hits and not any(h.id.startswith("b-") for h in hits)
 
 
-def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memory) -> None:
-    """The table's version is read again after an unfiltered leg: a write that lands while it runs (here another
-    connection adds a second agent's rows in between) makes the leg run again with the filter."""
+def _racing(mem: Memory) -> tuple[Store, str, Any, Any]:
+    """A store holding agent ``a``'s 20 passages, ``a``'s id, and the passages table's async handle on a second
+    connection (the other writer) and on the store's own."""
     store = mem.archive.store
     a = mem.ensure_agent("a").id
     _fill(mem, a, 20)
     other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
-    theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+    return store, a, _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+
+
+def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memory) -> None:
+    """The table's version is read again after an unfiltered leg: a write that lands while it runs (here another
+    connection adds a second agent's rows in between) makes the leg run again with the filter."""
+    store, a, theirs, mine = _racing(mem)
     calls: list[bool] = []
 
     async def build(version: int | None) -> Any:
@@ -185,11 +191,7 @@ def test_a_row_another_process_stored_without_a_vector_is_found_by_meaning_in_th
 def test_a_write_during_legs_run_together_sends_both_back_to_the_filter(mem: Memory) -> None:
     """Legs run together share one version read before and one after: a write that lands while either runs (here
     another connection adds a second agent's rows during the first) makes both run again with the filter."""
-    store = mem.archive.store
-    a = mem.ensure_agent("a").id
-    _fill(mem, a, 20)
-    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
-    theirs, mine = _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+    store, a, theirs, mine = _racing(mem)
     calls: list[str] = []
 
     async def vector(version: int | None) -> Any:

@@ -88,8 +88,8 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
 class ToolsOnDemand(ToolManager):
     """The SDK's tool manager, filled on first use.
 
-    Registering the tools costs ~30 ms (the SDK builds a pydantic model and a JSON schema for each), which
-    ``initialize`` does not need: the tools are registered when something first lists, looks up, calls or
+    Registering the tools costs ~30 ms (the tool modules are imported, and the SDK builds a pydantic model and a
+    JSON schema for each), which ``initialize`` does not need: the tools are registered when something first lists, looks up, calls or
     adds a tool (normally the client's ``tools/list`` right after the handshake), in the same order as
     before. Everything runs on the event loop thread, so no lock is needed.
     """

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 
-
-
 def publish(server: MCPServer[Any], name: str) -> None:
     """Tidy what tools/list shows of ``name``: schemas without titles and ``null`` arms of optional arguments."""
     tool = server._tool_manager.get_tool(name)  # the SDK has no public hook for a tool's published schema

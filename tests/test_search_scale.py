@@ -14,8 +14,9 @@ from tiermem.factory import open_memory
 from tiermem.memory import Memory
 from tiermem.store import Store
 from tiermem.store.query import Filter, compile_filter
-from tiermem.store.search import (HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, _async_table, _leg, _loop, vector_nprobes,
-                                  _legs as legs_together)
+from tiermem.store.indexes import REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key
+from tiermem.store.search import (EXACT_PROBE_ROWS, EXACT_REFINE, HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, VECTOR_REFINE,
+                                  _async_table, _leg, _loop, vector_nprobes, vector_refine, _legs as legs_together)
 
 
 @pytest.fixture
@@ -45,29 +46,117 @@ def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
     assert (msg.role, msg.conversation_id) == ("assistant", "c9")
 
 
-def test_vector_index_is_updated_incrementally(mem: Memory) -> None:
-    """Once built, the vector index is never rebuilt by upkeep: ``optimize`` appends new rows to it."""
-    mem.archive.store.vector_index_min_rows = 300
+def _vector_index(mem: Memory) -> Any:
+    (index,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    return index
+
+
+def test_vector_index_is_appended_to_then_retrained_as_the_table_grows(mem: Memory) -> None:
+    """Upkeep appends new rows to the vector index, and trains it again once the table has 4x the rows it was
+    trained on, with ~sqrt(rows) partitions; the meta table records the rows of each training."""
+    store = mem.archive.store
+    store.vector_index_min_rows = 300
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 320)
-    mem.archive.store.optimize()
-    (built,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
-    assert built.index_type == "IvfSq"
+    store.optimize()
+    built = _vector_index(mem)
+    assert built.index_type == "IvfSq" and store.meta()[trained_key("passages")] == "320"
     _fill(mem, agent, 10, start=320)
-    assert mem.archive.store.index_health()["passages"]["vector_unindexed"] == 10
-    mem.archive.store.optimize()
-    health = mem.archive.store.index_health()["passages"]
+    assert store.index_health()["passages"]["vector_unindexed"] == 10
+    store.optimize()
+    health = store.index_health()["passages"]
     assert health["vector_indexed"] == 330 and health["vector_unindexed"] == 0
-    (after,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
-    assert after.created_at == built.created_at  # the same index, appended to; not a new training run
+    assert store.meta()[trained_key("passages")] == "320"  # appended to; not a new training run
     hits = mem.archive.search(agent, "Note 325 about subject 0 and place 3", top_k=1).hits
     assert hits[0].content.startswith("Note 325 ") and hits[0].vector_rank == 1
+    _fill(mem, agent, 950, start=330)  # 1,280 rows: 4x the 320 it was trained on
+    store.optimize()
+    assert store.meta()[trained_key("passages")] == "1280"
+    assert store._tables["passages"].index_stats(_vector_index(mem).name).num_indices == 1
+    health = store.index_health()["passages"]
+    assert health["vector_indexed"] == 1280 and health["vector_unindexed"] == 0
+    hits = mem.archive.search(agent, "Note 1111 about subject 6 and place 5", top_k=1).hits
+    assert hits[0].content.startswith("Note 1111 ") and hits[0].vector_rank == 1
+
+
+def test_retraining_stops_at_its_size_limit() -> None:
+    assert not needs_retraining(1_000, 3_999) and needs_retraining(1_000, 4_000)
+    assert needs_retraining(25_000, REINDEX_MAX_ROWS) and not needs_retraining(25_000, REINDEX_MAX_ROWS + 1)
+    assert not needs_retraining(1_000, 2_000, segments=4) and needs_retraining(1_000, 2_000, segments=5)
+    assert not needs_retraining(20_001, 50_000, segments=16) and needs_retraining(20_001, 50_000, segments=17)
+    assert not needs_retraining(30_000, REINDEX_MAX_ROWS + 1, segments=100)
+
+
+def test_upkeep_keeps_a_small_index_in_at_most_four_segments(mem: Memory) -> None:
+    """LanceDB's optimize appends each round of new rows to the vector index as one more segment, which every search
+    then reads; on a table of up to 20k rows, upkeep trains the index again once it has more than four."""
+    store = mem.archive.store
+    store.vector_index_min_rows = 300
+    agent = mem.ensure_agent("default").id
+    _fill(mem, agent, 300)
+    store.optimize()
+    table, name = store._tables["passages"], _vector_index(mem).name
+    segments, trained = [], []
+    for n in range(6):
+        _fill(mem, agent, 10, start=300 + 10 * n)
+        store.optimize()
+        segments.append(table.index_stats(name).num_indices)
+        trained.append(store.meta()[trained_key("passages")])
+    assert max(segments) <= 4 and segments[:3] == sorted(segments[:3])  # appended: a segment per upkeep, at most four
+    retrained_at = trained.index(next(t for t in trained if t != "300"))  # then trained again, over every row
+    assert segments[retrained_at] == 1 and trained[retrained_at] == str(310 + 10 * retrained_at)
+    assert store.index_health()["passages"]["vector_indexed"] == 360
+    hits = mem.archive.search(agent, "Note 335 about subject 10 and place 6", top_k=1).hits
+    assert hits[0].content.startswith("Note 335 ") and hits[0].vector_rank == 1
+
+
+def test_an_index_from_an_earlier_version_is_only_appended_to(mem: Memory) -> None:
+    """An index with no training record in the meta table (built by an earlier tiermem) is never retrained."""
+    store = mem.archive.store
+    store.vector_index_min_rows = 300
+    agent = mem.ensure_agent("default").id
+    _fill(mem, agent, 300)
+    store.optimize()
+    store._tables["meta"].delete(f"key = '{trained_key('passages')}'")
+    for n in range(6):  # past 4x the rows, and past four segments
+        _fill(mem, agent, 150, start=300 + 150 * n)
+        store.optimize()
+    assert trained_key("passages") not in store.meta()  # never trained again
+    assert store._tables["passages"].index_stats(_vector_index(mem).name).num_indices > 4
+    assert store.index_health()["passages"]["vector_indexed"] == 1200
+
+
+def test_a_small_indexed_table_returns_what_the_exact_scan_returns(mem: Memory) -> None:
+    """Past 1,000 rows the table has an index (an exact scan holds every vector in memory while it runs); up to
+    EXACT_PROBE_ROWS a search probes every partition and re-ranks 10x the limit, and the vector leg returns the exact scan's rows (equal
+    distances may come in another order)."""
+    store = mem.archive.store
+    assert store.vector_index_min_rows == VECTOR_INDEX_MIN_ROWS == 1_000
+    agent = mem.ensure_agent("default").id
+    _fill(mem, agent, 999)
+    store.optimize()
+    assert not [i for i in store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    _fill(mem, agent, 3001, start=999)
+    store.optimize()
+    assert _vector_index(mem).index_type == "IvfSq"
+    table = store._tables["passages"]
+    for query in [f"subject {i % 13} place {i % 7} note {37 * i}" for i in range(30)]:
+        vec = mem.archive.embedder.embed([query])[0]
+        leg = [(r["id"], round(r["_distance"], 5)) for r in store.vector_search("passages", vec, Filter(agent_id=agent), 10)]
+        exact = table.search(vec).distance_type("cosine").select(["id", "_distance"]).bypass_vector_index().limit(10)
+        truth = [(r["id"], round(r["_distance"], 5)) for r in exact.to_list()]
+        assert [d for _, d in leg] == [d for _, d in truth]  # the same distances at every rank (ties may swap ids)
+        assert {i for i, d in leg if d < truth[-1][1]} == {i for i, d in truth if d < truth[-1][1]}
 
 
 def test_probes_grow_with_the_table() -> None:
-    """24 probes up to ~230k rows (~480 partitions), then one partition in 20: 50 of the 1,000 at 1M rows."""
-    assert vector_nprobes(0) == vector_nprobes(100_000) == VECTOR_NPROBES == 24
+    """Every partition up to 20k rows; then 24 up to ~230k rows (~480 partitions), then one partition in 20: 50 of
+    the 1,000 at 1M rows."""
+    assert vector_nprobes(0) == VECTOR_NPROBES == 24 and vector_nprobes(1_200) == 1_200
+    assert vector_nprobes(EXACT_PROBE_ROWS) == EXACT_PROBE_ROWS == 20_000
+    assert vector_nprobes(EXACT_PROBE_ROWS + 1) == vector_nprobes(100_000) == 24
     assert vector_nprobes(1_000_000) == 50 and vector_nprobes(10_000_000) == 159
+    assert vector_refine(EXACT_PROBE_ROWS) == EXACT_REFINE == 10 and vector_refine(EXACT_PROBE_ROWS + 1) == VECTOR_REFINE == 2
 
 
 def _legs(store: Store, agent: str, query: str, vec: list[float], *, shortcut: bool) -> tuple[list[dict], list[dict]]:

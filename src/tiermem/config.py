@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     index_cache_mb: int = Field(default=512, ge=1, le=65536)
     # After this many writes, the next background optimize reopens the tables on a new LanceDB session, so the index
     # cache's entries of superseded versions are freed (LanceDB cannot evict them); 0 never renews.
-    session_renew_writes: int = Field(default=1000, ge=0)
+    session_renew_writes: int = Field(default=200, ge=0)
     # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
     # server's heap from creeping up under writes; see memtrim.py.
     malloc_arenas: int = Field(default=2, ge=0, le=64)

@@ -16,6 +16,7 @@ from ..errors import SchemaError, StoreError
 from ..records import new_id, now
 from .boundary import library
 from .core_tables import CoreTables
+from .indexes import VECTOR_INDEX_MIN_ROWS
 from .loading import import_lancedb
 from .reembed import Reembed
 from .schemas import REEMBED_SUFFIX, SCHEMA_VERSION, SEARCHABLE, migrate, table_names, table_schemas
@@ -25,7 +26,7 @@ lancedb = import_lancedb()  # the package's only import of lancedb at module lev
 log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
-DEFAULT_SESSION_RENEW_WRITES = 1000
+DEFAULT_SESSION_RENEW_WRITES = 200
 
 
 def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
@@ -49,7 +50,7 @@ class Store(CoreTables, Reembed, Search):
         embedding_dim: int,
         storage_options: dict[str, str] | None = None,
         optimize_every: int = 200,
-        vector_index_min_rows: int = 20_000,
+        vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
         metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
         index_cache_bytes: int = DEFAULT_INDEX_CACHE,
         session_renew_writes: int = DEFAULT_SESSION_RENEW_WRITES,

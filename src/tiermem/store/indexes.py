@@ -17,6 +17,32 @@ from .schemas import SEARCHABLE
 log = logging.getLogger(__name__)
 
 
+# The vector index: built at VECTOR_INDEX_MIN_ROWS rows (``Store(vector_index_min_rows=...)``), trained again once the
+# table has REINDEX_GROWTH times the rows it was trained on, or when LanceDB's upkeep has split it into more segments
+# than ``REINDEX_SEGMENTS`` allows at its size, while the table has at most REINDEX_MAX_ROWS rows (a training reads up
+# to 256 vectors per partition: ~120 MB and about a minute at 100k rows; beyond that the index is only appended to).
+# LanceDB's optimize appends the rows written since the last one to a vector index as a new segment and never merges
+# them: a search reads every segment, and the index cache keeps each one (measured: 21 segments after 20 rounds of
+# 200 writes + optimize; BENCHMARKS.md, "Under HTTP load").
+VECTOR_INDEX_MIN_ROWS, REINDEX_GROWTH, REINDEX_MAX_ROWS = 1_000, 4, 100_000
+REINDEX_SEGMENTS = {20_000: 4, REINDEX_MAX_ROWS: 16}  # up to that many rows: at most that many segments
+TRAINED_PREFIX = "vector_index_trained_rows:"
+
+
+def trained_key(table: str) -> str:
+    """The meta key holding how many rows ``table``'s vector index was trained on."""
+    return f"{TRAINED_PREFIX}{table}"
+
+
+def needs_retraining(trained: int, rows: int, segments: int = 1) -> bool:
+    """True when an index trained on ``trained`` rows, now in ``segments`` segments, should be trained again now that
+    the table has ``rows`` rows (``REINDEX_GROWTH``, ``REINDEX_SEGMENTS``, ``REINDEX_MAX_ROWS``)."""
+    if rows > REINDEX_MAX_ROWS:
+        return False
+    allowed = next(most for upto, most in sorted(REINDEX_SEGMENTS.items()) if rows <= upto)
+    return rows >= REINDEX_GROWTH * max(trained, 1) or segments > allowed
+
+
 def vector_partitions(rows: int) -> int:
     """IVF partitions for a vector index over ``rows`` vectors: ~sqrt(rows), so a probe reads ~sqrt(rows) rows."""
     return max(1, math.isqrt(rows))
@@ -53,19 +79,47 @@ class Indexes(StoreBase):
 
     @reads("the search indexes")
     def ensure_vector_index(self, table: str) -> bool:
-        """Build an IVF-SQ vector index once ``table`` is large; below that, exact search is fast enough.
+        """Build an IVF-SQ vector index once ``table`` has ``vector_index_min_rows`` rows; retrain it as it grows.
 
-        Returns True if an index exists afterwards. The index is built once: rows added later are searched
-        exactly until ``optimize`` appends them to it (LanceDB's incremental index update: new rows are
-        assigned to the existing partitions, nothing is retrained). IVF-SQ with ~sqrt(rows) partitions
-        builds in about a tenth of the time of LanceDB's default IVF-HNSW-SQ (66 s against ~600 s at 100k
-        rows on the shared 2-core machine) at equal or better recall; stores whose index an earlier version
-        built keep it (``VECTOR_EF`` serves those). Measured in bench/search_profile.py.
+        Returns True if an index exists afterwards. Without an index a vector search is LanceDB's exact scan, which
+        holds the whole vector column in memory while it runs (~2 KB a row: +38 MB per search at 20k rows, several
+        at once under load; BENCHMARKS.md, "Under HTTP load"), so the index comes early (1,000 rows by default);
+        up to ``EXACT_PROBE_ROWS`` a search probes all its partitions, which returns what the exact scan would
+        (``store/search.py``). Rows added later are appended to the index by ``optimize`` (LanceDB's incremental
+        update: new rows join the existing partitions in a new segment), except that once the table has
+        ``REINDEX_GROWTH`` times the rows the index was trained on, or the index has more segments than
+        ``REINDEX_SEGMENTS`` allows (and the table at most ``REINDEX_MAX_ROWS`` rows), the index is trained again
+        with ~sqrt(rows) partitions in one segment: a table grown from 1,000 rows is not left with 31 partitions, nor
+        a long-running server with a segment per upkeep.
+        The rows each index was trained on are kept in the meta table (``trained_key``); an index built by an
+        earlier version has none and is only appended to. IVF-SQ builds in about a tenth of the time of LanceDB's
+        default IVF-HNSW-SQ (66 s against ~600 s at 100k rows on the shared 2-core machine) at equal or better
+        recall; stores whose index an earlier version built keep it (``VECTOR_EF`` serves those). Measured in
+        bench/search_profile.py.
         """
         from lancedb.index import IvfSq
 
         t = self._tables[table]
-        if any(i.columns == ["vector"] for i in t.list_indices()):
+        built = [i for i in t.list_indices() if i.columns == ["vector"]]
+        if built:
+            trained = self.meta().get(trained_key(table))
+            if trained is None:
+                return True
+            rows = int(t.count_rows())
+            stats = t.index_stats(built[0].name)
+            segments = int(stats.num_indices or 1) if stats is not None else 1
+            if not needs_retraining(int(trained), rows, segments):
+                return True
+            started = time.perf_counter()
+            try:  # the old index serves searches until the new one is committed
+                t.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)),
+                               replace=True)
+            except (RuntimeError, ValueError) as exc:  # a concurrent writer won; the old index stays
+                log.warning("could not retrain the vector index of %s (tried again at the next upkeep): %s", table, exc)
+                return True
+            self.set_meta(trained_key(table), str(rows))
+            log.info("retrained the vector index of %s (%s rows, %s segments; trained on %s) in %.1fs", table, rows,
+                     segments, trained, time.perf_counter() - started)
             return True
         if self.vector_index_min_rows <= 0 or t.count_rows() < self.vector_index_min_rows:
             return False  # cheap (table metadata) before the filtered count, which reads every row's vector
@@ -80,6 +134,7 @@ class Indexes(StoreBase):
             if any(i.columns == ["vector"] for i in t.list_indices()):  # another process built it meanwhile
                 return True
             raise StoreWriteError(f"Could not build the vector index of {table}: {exc}") from exc
+        self.set_meta(trained_key(table), str(rows))
         log.info("built the vector index of %s in %.1fs", table, time.perf_counter() - started)
         return True
 
@@ -108,10 +163,6 @@ class Indexes(StoreBase):
             return {"skipped": "already optimizing in this process"}
         report: dict[str, str] = {}
         try:
-            for name in SEARCHABLE:
-                if self.count(name):
-                    self.ensure_fts(name)
-                    self.ensure_vector_index(name)
             for name, t in self._tables.items():
                 started = time.perf_counter()
                 for attempt in range(3):
@@ -123,6 +174,10 @@ class Indexes(StoreBase):
                         report[name] = f"retry later: {exc}"
                         log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
                         time.sleep(0.05 * (attempt + 1))
+            for name in SEARCHABLE:  # after compaction: an index is trained over a few large fragments, not many small ones
+                if self.count(name):
+                    self.ensure_fts(name)
+                    self.ensure_vector_index(name)
             try:  # the indexes just changed: drop the old session's caches with the versions they superseded
                 if self.renew_session_if_due():
                     report["session"] = "renewed"

@@ -40,8 +40,13 @@ from .tables import marks_in
 # with refine 2, recall@10 against exact search 0.991 at 100k (316 partitions, 24 probes) and 0.988 at 1M
 # (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves the IVF-HNSW-SQ index of stores built
 # by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
-# ~0.02-0.04 recall).
+# ~0.02-0.04 recall). Up to EXACT_PROBE_ROWS rows every partition is probed (LanceDB clamps nprobes to the index's
+# partitions) and EXACT_REFINE x limit candidates are re-ranked: the index is built at 1,000 rows
+# (``indexes.VECTOR_INDEX_MIN_ROWS``) to spare searches the exact scan's memory, and this returns what the exact scan
+# would (the same top 10 for 60 of 60 questions at 4,000 rows with the hashing embedder, whose near-ties defeat
+# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 20k rows with the model; BENCHMARKS.md, "Under HTTP load").
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
+EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
 HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # what a result shows besides
@@ -50,9 +55,17 @@ ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg
 
 
 def vector_nprobes(rows: int) -> int:
-    """IVF partitions a vector search probes in a table of ``rows`` rows: VECTOR_NPROBES, or one partition in
-    VECTOR_PROBE_SHARE of those ``vector_partitions`` gives a table that size, whichever is more."""
+    """IVF partitions a vector search probes in a table of ``rows`` rows: all of them up to EXACT_PROBE_ROWS rows
+    (``rows`` is at least the partition count); beyond, VECTOR_NPROBES, or one partition in VECTOR_PROBE_SHARE of
+    those ``vector_partitions`` gives a table that size, whichever is more."""
+    if rows <= EXACT_PROBE_ROWS:
+        return max(rows, VECTOR_NPROBES)
     return max(VECTOR_NPROBES, -(-vector_partitions(rows) // VECTOR_PROBE_SHARE))
+
+
+def vector_refine(rows: int) -> int:
+    """How many times the limit a vector search re-ranks by full vectors in a table of ``rows`` rows."""
+    return EXACT_REFINE if rows <= EXACT_PROBE_ROWS else VECTOR_REFINE
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -196,7 +209,7 @@ class Search(Indexes):
             # Never ship vectors back (converting them costs more than the search); naming the score column keeps
             # Lance from warning on every query. The ANN knobs are ignored while the table has no vector index.
             q = q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_distance"])
-            return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(VECTOR_REFINE)
+            return q.nprobes(vector_nprobes(rows)).ef(VECTOR_EF).refine_factor(vector_refine(rows))
 
         return build
 

@@ -14,7 +14,6 @@ Part 2: how many segments LanceDB's optimize leaves a vector index in after ROUN
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import random
 import sys
@@ -45,8 +44,8 @@ def _peak_of(fn: Any) -> float:
 def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     from tiermem.embeddings import make_embedder
 
-    from .search_profile import _queries
     from .scale import passage
+    from .search_profile import _queries
 
     embedder = make_embedder("default", Path(tempfile.mkdtemp(prefix="tiermem-small-index-")))
     embedder.start()
@@ -56,6 +55,23 @@ def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     vectors = [list(v) for v in embedder.embed(texts)]
     print(f"embedded {n} passages in {time.perf_counter() - started:.0f} s", flush=True)
     return [f"p{i}" for i in range(n)], vectors, [list(v) for v in embedder.embed(_queries(100))]
+
+
+def _search(table: Any, n: int, q: list[float], *, index: bool) -> Any:
+    """The vector leg's query: the exact scan, or the index probed and re-ranked as tiermem does at ``n`` rows."""
+    from tiermem.store.search import vector_nprobes, vector_refine
+
+    s = table.search(q).distance_type("cosine").select(["id", "_distance"]).limit(10)
+    return s.nprobes(vector_nprobes(n)).refine_factor(vector_refine(n)) if index else s
+
+
+def _timed(table: Any, n: int, questions: list[list[float]], *, index: bool) -> tuple[list[set[str]], dict[str, float]]:
+    found, lat = [], []
+    for q in questions:
+        started = time.perf_counter()
+        found.append({r["id"] for r in _search(table, n, q, index=index).to_list()})
+        lat.append(time.perf_counter() - started)
+    return found, stats(lat[5:])
 
 
 def sizes(rows: list[int]) -> None:
@@ -79,23 +95,11 @@ def sizes(rows: list[int]) -> None:
         flat = pa.FixedSizeListArray.from_arrays(pa.array([x for v in vectors[:n] for x in v], pa.float32()), 384)
         table = db.create_table("t", pa.table({"id": ids[:n], "vector": flat}))
 
-        def search(q: list[float], *, index: bool) -> Any:
-            s = table.search(q).distance_type("cosine").select(["id", "_distance"]).limit(10)
-            return s.nprobes(vector_nprobes(n)).refine_factor(vector_refine(n)) if index else s
-
-        def timed(index: bool) -> tuple[list[set[str]], dict[str, float]]:
-            found, lat = [], []
-            for q in questions:
-                started = time.perf_counter()
-                found.append({r["id"] for r in search(q, index=index).to_list()})
-                lat.append(time.perf_counter() - started)
-            return found, stats(lat[5:])
-
-        exact, exact_t = timed(False)
-        exact_peak = _peak_of(lambda: search(questions[0], index=False).to_list())
+        exact, exact_t = _timed(table, n, questions, index=False)
+        exact_peak = _peak_of(lambda: _search(table, n, questions[0], index=False).to_list())  # noqa: B023 (run here)
         table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n)))
-        got, ivf_t = timed(True)
-        ivf_peak = _peak_of(lambda: search(questions[1], index=True).to_list())
+        got, ivf_t = _timed(table, n, questions, index=True)
+        ivf_peak = _peak_of(lambda: _search(table, n, questions[1], index=True).to_list())  # noqa: B023 (run here)
         recall = sum(len(a & b) for a, b in zip(exact, got)) / (10 * len(questions))
         print(f"{n:6d} {exact_peak:15.1f} {exact_t['p50_ms']:7.1f} {ivf_peak:16.1f} {ivf_t['p50_ms']:7.1f} {recall:9.3f} "
               f"{vector_partitions(n):10d} {min(vector_nprobes(n), vector_partitions(n)):7d} {vector_refine(n):6d}x",

@@ -14,7 +14,8 @@ from tiermem.factory import open_memory
 from tiermem.memory import Memory
 from tiermem.store import Store
 from tiermem.store.query import Filter, compile_filter
-from tiermem.store.indexes import REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key
+from tiermem.store.indexes import (REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key,
+                                   vector_partitions)
 from tiermem.store.search import (EXACT_PROBE_ROWS, EXACT_REFINE, HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, VECTOR_REFINE,
                                   _async_table, _leg, _loop, vector_nprobes, vector_refine, _legs as legs_together)
 
@@ -156,6 +157,8 @@ def test_probes_grow_with_the_table() -> None:
     assert vector_nprobes(EXACT_PROBE_ROWS) == EXACT_PROBE_ROWS == 20_000
     assert vector_nprobes(EXACT_PROBE_ROWS + 1) == vector_nprobes(100_000) == 24
     assert vector_nprobes(1_000_000) == 50 and vector_nprobes(10_000_000) == 159
+    # ~sqrt(rows) partitions, with at least 256 rows each (LanceDB's k-means sample per partition)
+    assert [vector_partitions(n) for n in (100, 1_000, 20_000, 65_536, 100_000, 1_000_000)] == [1, 3, 78, 256, 316, 1_000]
     assert vector_refine(EXACT_PROBE_ROWS) == EXACT_REFINE == 10 and vector_refine(EXACT_PROBE_ROWS + 1) == VECTOR_REFINE == 2
 
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 VECTOR_INDEX_MIN_ROWS, REINDEX_GROWTH, REINDEX_MAX_ROWS = 1_000, 4, 100_000
 REINDEX_SEGMENTS = {20_000: 4, REINDEX_MAX_ROWS: 16}  # up to that many rows: at most that many segments
 TRAINED_PREFIX = "vector_index_trained_rows:"
+MIN_PARTITION_ROWS = 256
 
 
 def trained_key(table: str) -> str:
@@ -44,8 +45,10 @@ def needs_retraining(trained: int, rows: int, segments: int = 1) -> bool:
 
 
 def vector_partitions(rows: int) -> int:
-    """IVF partitions for a vector index over ``rows`` vectors: ~sqrt(rows), so a probe reads ~sqrt(rows) rows."""
-    return max(1, math.isqrt(rows))
+    """IVF partitions for a vector index over ``rows`` vectors: ~sqrt(rows), so a probe reads ~sqrt(rows) rows, but
+    at least MIN_PARTITION_ROWS vectors per partition (LanceDB's k-means trains on 256 per partition and warns below
+    that; up to 20k rows a search probes every partition anyway, and from ~65k rows sqrt(rows) is the smaller)."""
+    return max(1, min(math.isqrt(rows), rows // MIN_PARTITION_ROWS))
 
 
 class Indexes(StoreBase):

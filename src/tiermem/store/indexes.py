@@ -88,20 +88,16 @@ class Indexes(StoreBase):
         holds the whole vector column in memory while it runs (~2 KB a row: +38 MB per search at 20k rows, several
         at once under load; BENCHMARKS.md, "Under HTTP load"), so the index comes early (1,000 rows by default);
         up to ``EXACT_PROBE_ROWS`` a search probes all its partitions, which returns what the exact scan would
-        (``store/search.py``). Rows added later are appended to the index by ``optimize`` (LanceDB's incremental
-        update: new rows join the existing partitions in a new segment), except that once the table has
-        ``REINDEX_GROWTH`` times the rows the index was trained on, or the index has more segments than
-        ``REINDEX_SEGMENTS`` allows (and the table at most ``REINDEX_MAX_ROWS`` rows), the index is trained again
-        with ~sqrt(rows) partitions in one segment: a table grown from 1,000 rows is not left with 31 partitions, nor
-        a long-running server with a segment per upkeep.
-        The rows each index was trained on are kept in the meta table (``trained_key``); an index built by an
-        earlier version has none and is only appended to. IVF-SQ builds in about a tenth of the time of LanceDB's
-        default IVF-HNSW-SQ (66 s against ~600 s at 100k rows on the shared 2-core machine) at equal or better
-        recall; stores whose index an earlier version built keep it (``VECTOR_EF`` serves those). Measured in
-        bench/search_profile.py.
+        (``store/search.py``). ``optimize`` appends later rows to the index (LanceDB's incremental update: a new
+        segment each time), and the index is trained again, in one segment with ``vector_partitions(rows)``
+        partitions, when ``needs_retraining`` says so: a table grown from 1,000 rows is not left with the
+        partitions of its first thousand, nor a long-running server with a segment per upkeep. The rows each index
+        was trained on are kept in the meta table (``trained_key``); an index built by an earlier version has none
+        and is only appended to. IVF-SQ builds in about a tenth of the time of LanceDB's default IVF-HNSW-SQ (66 s
+        against ~600 s at 100k rows on the shared 2-core machine) at equal or better recall; stores whose index an
+        earlier version built keep it (``VECTOR_EF`` serves those). Measured in bench/search_profile.py and
+        bench/small_index.py.
         """
-        from lancedb.index import IvfSq
-
         t = self._tables[table]
         built = [i for i in t.list_indices() if i.columns == ["vector"]]
         if built:
@@ -113,33 +109,35 @@ class Indexes(StoreBase):
             segments = int(stats.num_indices or 1) if stats is not None else 1
             if not needs_retraining(int(trained), rows, segments):
                 return True
-            started = time.perf_counter()
             try:  # the old index serves searches until the new one is committed
-                t.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)),
-                               replace=True)
+                self._train_vector_index(table, rows, f"retrained ({segments} segments; trained on {trained} rows)",
+                                         replace=True)
             except (RuntimeError, ValueError) as exc:  # a concurrent writer won; the old index stays
                 log.warning("could not retrain the vector index of %s (tried again at the next upkeep): %s", table, exc)
-                return True
-            self.set_meta(trained_key(table), str(rows))
-            log.info("retrained the vector index of %s (%s rows, %s segments; trained on %s) in %.1fs", table, rows,
-                     segments, trained, time.perf_counter() - started)
             return True
         if self.vector_index_min_rows <= 0 or t.count_rows() < self.vector_index_min_rows:
             return False  # cheap (table metadata) before the filtered count, which reads every row's vector
         rows = self.count(table, Filter(missing_vector=False))
         if rows < self.vector_index_min_rows:
             return False
-        started = time.perf_counter()
         try:
-            t.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)),
-                           replace=False)
+            self._train_vector_index(table, rows, "built", replace=False)  # fails if another process built one
         except (RuntimeError, ValueError) as exc:
             if any(i.columns == ["vector"] for i in t.list_indices()):  # another process built it meanwhile
                 return True
             raise StoreWriteError(f"Could not build the vector index of {table}: {exc}") from exc
-        self.set_meta(trained_key(table), str(rows))
-        log.info("built the vector index of %s in %.1fs", table, time.perf_counter() - started)
         return True
+
+    def _train_vector_index(self, table: str, rows: int, what: str, *, replace: bool) -> None:
+        """Train ``table``'s vector index over its ``rows`` rows and record them in the meta table (``what`` names it in
+        the log); with ``replace`` an existing index gives way once the new one is committed, else its presence fails."""
+        from lancedb.index import IvfSq
+
+        started = time.perf_counter()
+        self._tables[table].create_index(
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace)
+        self.set_meta(trained_key(table), str(rows))
+        log.info("%s the vector index of %s over %d rows in %.1fs", what, table, rows, time.perf_counter() - started)
 
     @reads("index statistics")
     def index_health(self) -> dict[str, dict[str, int]]:

@@ -44,7 +44,8 @@ from .tables import marks_in
 # partitions) and EXACT_REFINE x limit candidates are re-ranked: the index is built at 1,000 rows
 # (``indexes.VECTOR_INDEX_MIN_ROWS``) to spare searches the exact scan's memory, and this returns what the exact scan
 # would (the same top 10 for 60 of 60 questions at 4,000 rows with the hashing embedder, whose near-ties defeat
-# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 20k rows with the model; BENCHMARKS.md, "Under HTTP load").
+# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 10k rows with the model, ``python -m bench small_index``;
+# BENCHMARKS.md, "Under HTTP load").
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 

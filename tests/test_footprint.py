@@ -223,3 +223,79 @@ def test_lancedb_is_imported_with_its_rest_models_built_on_first_use() -> None:
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, ["a"], True, False, True]
+
+
+def test_lancedb_is_imported_without_its_rest_client_api_modules() -> None:
+    """store/loading.py: the REST client's package ``__init__`` (its nine API modules, urllib3) runs only when a
+    name defined there is first read; its models import as before, and so does every name it defines."""
+    code = textwrap.dedent(
+        """
+        import json, sys, threading
+        import tiermem.store
+        from tiermem.store.loading import import_lancedb
+        lancedb = import_lancedb()
+        def loaded():
+            return sorted(m for m in sys.modules if m.startswith("lance_namespace_urllib3_client.api"))
+        before = loaded()
+        from lance_namespace_urllib3_client.models import CreateNamespaceRequest
+        import lance_namespace_urllib3_client as client
+        try:
+            client.no_such_name
+            missing = "no error"
+        except AttributeError as exc:
+            missing = str(exc)
+        got = []  # two threads reading at once: both see the finished package
+        threads = [threading.Thread(target=lambda: got.append(client.ApiClient.__name__)) for _ in range(2)]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        from lance_namespace_urllib3_client import Configuration, TableApi
+        print(json.dumps([before, CreateNamespaceRequest.__name__, missing, got, TableApi.__name__,
+                          "lance_namespace_urllib3_client.api.table_api" in loaded(), client.__version__ != "",
+                          type(lancedb.connect).__name__]))
+        """
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, model, missing, got, api, api_loaded, version, connect = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == []  # nothing of the API side imported with LanceDB
+    assert model == "CreateNamespaceRequest"
+    # the first read of a name runs the __init__; a name it does not define is still an AttributeError
+    assert missing == "module 'lance_namespace_urllib3_client' has no attribute 'no_such_name'"
+    assert got == ["ApiClient", "ApiClient"] and api == "TableApi" and api_loaded and version
+    assert connect == "function"
+
+
+def test_deferred_package_init_leaves_an_imported_or_missing_package_alone() -> None:
+    from tiermem.store.loading import defer_package_init
+
+    assert defer_package_init("json") is False  # already imported
+    assert defer_package_init("tiermem_no_such_package") is False
+    code = "from tiermem.store.loading import defer_package_init as d; import sys; print(d('colorsys'), 'colorsys' in sys.modules)"
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"]  # a plain module (not a package) is imported as usual, later
+
+
+ARROW_POOL = textwrap.dedent(
+    """
+    import os, sys
+    from tiermem.cli import _keep_heap
+    from tiermem.config import load_settings
+    if sys.argv[1]:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = sys.argv[1]
+    else:
+        os.environ.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    _keep_heap(load_settings(heap_trim_seconds=0))  # as `tiermem serve`, before anything imports pyarrow
+    import pyarrow
+    print(pyarrow.default_memory_pool().backend_name)
+    """
+)
+
+
+def test_serving_process_allocates_arrow_buffers_from_the_system_heap() -> None:
+    # pyarrow's default is its bundled jemalloc, a second heap the glibc settings above do not reach; Arrow's own
+    # variable, when a user sets it, still decides
+    pools = {}
+    for chosen in ("", "jemalloc"):
+        out = subprocess.run([PYTHON, "-c", ARROW_POOL, chosen], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        pools[chosen] = out.stdout.split()[-1]
+    assert pools == {"": "system", "jemalloc": "jemalloc"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -316,9 +317,13 @@ def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any
 
 def _keep_heap(settings: Settings) -> None:
     """A serving process's heap settings, before LanceDB's and onnxruntime's threads exist: fewer malloc arenas,
-    a fixed mmap threshold, and freed heap memory handed back after bursts of calls (memtrim.py)."""
+    a fixed mmap threshold, Arrow's buffers from the same heap, and freed heap memory handed back after bursts of
+    calls (memtrim.py)."""
     from .memtrim import HeapKeeper, fix_mmap_threshold, limit_arenas
 
+    # pyarrow's default pool is its bundled jemalloc: a second heap (and thread) that the settings below do not
+    # reach; the system pool allocates from glibc's (measured -3.5 MB resident). Arrow's own variable still wins.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     limit_arenas(settings.malloc_arenas)
     fix_mmap_threshold(settings.malloc_mmap_threshold_kb << 10)
     if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():

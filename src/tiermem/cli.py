@@ -321,7 +321,7 @@ def _keep_heap(settings: Settings) -> None:
     calls (memtrim.py)."""
     from .memtrim import HeapKeeper, fix_mmap_threshold, limit_arenas
 
-    # pyarrow's default pool is its bundled jemalloc: a second heap (and thread) that the settings below do not
+    # pyarrow's default pool is its bundled jemalloc: a second heap that the settings below do not
     # reach; the system pool allocates from glibc's (measured -3.5 MB resident). Arrow's own variable still wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     limit_arenas(settings.malloc_arenas)

@@ -3,7 +3,7 @@
 The only package that imports ``lancedb`` and ``pyarrow``. It knows nothing about edit semantics; it stores
 and returns records. Its parts, by what each is for:
 
-- ``loading``: how ``lancedb`` is imported (its unused REST-client models built lazily)
+- ``loading``: how ``lancedb`` is imported (its unused REST client built and loaded on first use)
 - ``boundary``: every call into the library runs inside ``library``/``reads``/``writes`` (errors translated)
 - ``query``: ``Filter``, the typed query callers pass, and the only code that writes filter text
 - ``schemas``: Arrow schemas, the schema version, migrations

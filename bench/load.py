@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -186,7 +187,7 @@ async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list
 
 
 def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool,
-        warmup: int | None = None) -> None:
+        warmup: int | None = None, keep_data: bool = False) -> None:
     work = Path(tempfile.mkdtemp(prefix="tiermem-load-"))
     print(f"work dir {work} (server logs there); {replicas} replica(s) on {'moto S3' if s3 else 'a local data dir'}; "
           f"ops {ops}, {per} calls per session", flush=True)
@@ -201,6 +202,10 @@ def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, rep
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
+        # the store can reach GBs in a long run (every append keeps a history row with the whole value); logs stay
+        if not keep_data and (work / "data").exists():
+            shutil.rmtree(work / "data")
+            print(f"removed the store under {work} (--keep-data keeps it); the server logs stay there", flush=True)
 
 
 def main() -> None:
@@ -215,6 +220,8 @@ def main() -> None:
     parser.add_argument("--s3", action="store_true", help="the store on a moto S3 server on loopback (needs moto[server])")
     parser.add_argument("--warmup", type=int, help="seconds of the same load before the measured --seconds (a multiple "
                         "of 10); the flat figure is then taken from its end: e.g. --warmup 120 --seconds 600")
+    parser.add_argument("--keep-data", action="store_true", help="keep the servers' store when the run ends (it is "
+                        "removed by default; the server logs are kept either way)")
     args, _ = parser.parse_known_args(sys.argv[1:])
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in ops if o not in (*OPS, "list")]
@@ -224,4 +231,5 @@ def main() -> None:
         parser.error(f"--replicas takes 1 to 8, got {args.replicas}")
     if args.warmup is not None and (args.warmup < 0 or args.warmup % 10):
         parser.error(f"--warmup takes a multiple of 10 seconds (the samples are 10 s apart), got {args.warmup}")
-    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3, args.warmup)
+    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3, args.warmup,
+        args.keep_data)

@@ -73,15 +73,20 @@ def save(name: str, result: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(data, indent=2))
 
 
-def rss_mb(pid: int | str = "self") -> float:
-    """Resident memory of a process (default: this one) in MB, from /proc; NaN where there is no /proc."""
+def status_mb(key: str, pid: int | str = "self") -> float:
+    """A memory line of a process's /proc status (``VmRSS``, ``VmHWM``, ...) in MB; NaN where there is no /proc."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return float("nan")
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of a process (default: this one) in MB, from /proc; NaN where there is no /proc."""
+    return status_mb("VmRSS", pid)
 
 
 def memory_split(pid: int | str = "self") -> dict[str, float]:

@@ -13,7 +13,6 @@ Part 2: how many segments LanceDB's optimize leaves a vector index in after ROUN
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import sys
@@ -23,22 +22,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .common import stats
-
-
-def _status(key: str) -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith(key))
+from .common import rss_mb, stats, status_mb
 
 
 def _peak_of(fn: Any) -> float:
     """MB that ``fn()`` adds to the resident set at its peak (VmHWM reset first; Linux only)."""
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    base = _status("VmRSS")
+    from tiermem.memtrim import trim
+
+    trim()
+    base = rss_mb()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     fn()
-    return _status("VmHWM") - base
+    return status_mb("VmHWM") - base
 
 
 def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:

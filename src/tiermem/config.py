@@ -42,8 +42,9 @@ class Settings(BaseSettings):
     uri: str | None = None
     storage_options: dict[str, str] = Field(default_factory=dict)
     # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
-    # for a local data directory, the LanceDB tables for a uri; "sqlite" or "lancedb" force one.
-    core_backend: Literal["auto", "sqlite", "lancedb"] = "auto"
+    # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
+    # force one ("lancedb", the layout of older versions, is refused with the way out: core.migrate.check_backend).
+    core_backend: Literal["auto", "sqlite", "object", "lancedb"] = "auto"
     agent: str = "default"
     tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
     transport: Transport = "stdio"

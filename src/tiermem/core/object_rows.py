@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..errors import StoreError
-from ..records import Agent, Block, BlockVersion, from_us
+from ..records import Block, BlockVersion
 from . import object_history as segments
 from .bucket import Bucket
 from .history import Chain, Entry, encode
@@ -23,7 +23,7 @@ from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, REQUESTS, At
                            agent_of, agent_path, attached_json, attached_of, attached_path, conversation_path,
                            head_json, head_of, head_path, loads, request_path, segment_json, segment_path)
 from .protocol import FIELDS
-from .sqlite import agent_row, block_row, version_row
+from .rows import agent_from_row, agent_row, block_from_row, block_row, version_from_row, version_row
 
 T = TypeVar("T")
 
@@ -77,15 +77,15 @@ def merge_rows(bucket: Bucket, table: str, rows: Sequence[dict[str, Any]]) -> in
     check_table(table)
     try:
         if table == "agents":
-            return sum(bucket.create(agent_path(str(r["id"])), agent_json(_agent(r))) is not None for r in rows)
+            return sum(bucket.create(agent_path(str(r["id"])), agent_json(agent_from_row(r))) is not None for r in rows)
         if table == "blocks":
-            return sum(_merge_block(bucket, _block(r)) for r in rows)
+            return sum(_merge_block(bucket, block_from_row(r)) for r in rows)
         if table == "attachments":
             return _merge_attachments(bucket, rows)
         if table == "block_history":
             by_block: dict[str, list[BlockVersion]] = defaultdict(list)
             for r in rows:
-                by_block[str(r["block_id"])].append(_version(r))
+                by_block[str(r["block_id"])].append(version_from_row(r))
             return sum(_merge_history(bucket, block_id, versions) for block_id, versions in by_block.items())
         if table == "requests":
             return sum(bucket.create(request_path(str(r["key"])), _row(r, table)) is not None for r in rows)
@@ -150,24 +150,3 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
              lambda h: None if h is None or h.sealed >= last or (h.tail and h.tail[0].version <= last)
              else replace(h, sealed=last), head_json)
     return len(new)
-
-
-def _agent(r: dict[str, Any]) -> Agent:
-    meta = r.get("metadata") or "{}"
-    return Agent(id=str(r["id"]), name=str(r["name"]), system=str(r["system"]), created_at=from_us(int(r["created_us"])),
-                 updated_at=from_us(int(r["updated_us"])), metadata=json.loads(meta) if isinstance(meta, str) else dict(meta))
-
-
-def _block(r: dict[str, Any]) -> Block:
-    meta = r.get("metadata") or "{}"
-    return Block(id=str(r["id"]), label=str(r["label"]), value=str(r["value"]), limit=int(r["limit"]),
-                 description=str(r["description"] or ""), read_only=bool(r["read_only"]), version=int(r["version"]),
-                 updated_at=from_us(int(r["updated_us"])),
-                 metadata=json.loads(meta) if isinstance(meta, str) else dict(meta))
-
-
-def _version(r: dict[str, Any]) -> BlockVersion:
-    return BlockVersion(block_id=str(r["block_id"]), version=int(r["version"]), label=str(r["label"]),
-                        value=str(r["value"]), limit=int(r["limit"]), description=str(r["description"] or ""),
-                        read_only=bool(r["read_only"]), operation=str(r["operation"]), actor=str(r["actor"]),
-                        created_at=from_us(int(r["created_us"])))

@@ -23,6 +23,7 @@ from ..errors import NotFoundError, StoreError
 from ..records import Agent, Block, BlockVersion
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
+from .rows import agent_row, block_row
 
 _COLUMNS: dict[str, tuple[str, ...]] = {**FIELDS, "block_history": history_rows.PHYSICAL}
 _KEYS = {"agents": "id", "blocks": "id"}
@@ -54,23 +55,6 @@ def _dt(us: int) -> datetime:
 
 def _now_us() -> int:
     return _us(datetime.now(UTC))
-
-
-def agent_row(a: Agent) -> dict[str, Any]:
-    return {"id": a.id, "name": a.name, "system": a.system, "metadata": json.dumps(a.metadata, sort_keys=True),
-            "created_us": _us(a.created_at), "updated_us": _us(a.updated_at)}
-
-
-def block_row(b: Block) -> dict[str, Any]:
-    return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
-            "read_only": b.read_only, "metadata": json.dumps(b.metadata, sort_keys=True), "version": b.version,
-            "updated_us": _us(b.updated_at)}
-
-
-def version_row(v: BlockVersion) -> dict[str, Any]:
-    return {"key": f"{v.block_id}:{v.version}", "block_id": v.block_id, "version": v.version, "label": v.label,
-            "value": v.value, "limit": v.limit, "description": v.description, "read_only": v.read_only,
-            "operation": v.operation, "actor": v.actor, "created_us": _us(v.created_at)}
 
 
 def _agent(r: dict[str, Any]) -> Agent:

@@ -13,11 +13,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import StoreError
-from ..records import Block, BlockVersion, from_us
+from ..records import Block, BlockVersion
 from .delta import Delta
 from .history import Chain, Entry, checkpoint, encode, replay
 from .protocol import FIELDS
+from .rows import version_from_row, version_row
 
 LOGICAL = FIELDS["block_history"]  # a history row as backups and migration read and write it: the whole value
 PHYSICAL = (*LOGICAL, "delta", "base", "chain", "steps")
@@ -98,14 +98,8 @@ def logical_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ids = [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM block_history ORDER BY block_id")]
     for block_id in ids:
         rows = conn.execute("SELECT * FROM block_history WHERE block_id = ? ORDER BY version", (block_id,)).fetchall()
-        out.extend(_logical(v) for v in replay(_entry(r) for r in rows))
+        out.extend(version_row(v) for v in replay(_entry(r) for r in rows))
     return out
-
-
-def _logical(v: BlockVersion) -> dict[str, Any]:
-    from .sqlite import version_row
-
-    return version_row(v)
 
 
 def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
@@ -115,7 +109,7 @@ def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
     previous: BlockVersion | None = None
     chain: Chain | None = None
     for row in sorted(rows, key=lambda r: (str(r["block_id"]), int(r["version"]))):
-        current = _version(row)
+        current = version_from_row(row)
         fits = previous is not None and previous.block_id == current.block_id
         entry = encode(previous if fits else None, chain if fits else None, current)
         if _insert(conn, entry):
@@ -124,16 +118,6 @@ def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
         else:
             previous, chain = None, None  # a stored row of that key may differ: never build a delta on it
     return done
-
-
-def _version(r: dict[str, Any]) -> BlockVersion:
-    try:
-        return BlockVersion(block_id=str(r["block_id"]), version=int(r["version"]), label=str(r["label"]),
-                            value=str(r["value"]), limit=int(r["limit"]), description=str(r["description"] or ""),
-                            read_only=bool(r["read_only"]), operation=str(r["operation"]), actor=str(r["actor"]),
-                            created_at=from_us(int(r["created_us"])))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"A block history row is malformed ({exc}); nothing was written. Check the backup file.") from exc
 
 
 def upgrade(conn: sqlite3.Connection, have: set[str]) -> None:

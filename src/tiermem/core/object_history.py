@@ -5,8 +5,11 @@ segment (``create``: never overwritten) and commits a head whose ``sealed`` cove
 before the head, so a committed head never points past what is stored. A writer that loses the head's race may
 leave a segment the winner did not seal (an orphan); its range always starts where a committed head's sealed
 versions ended and ends before the chain's next segment does, so walking down from ``sealed`` (the segment
-ending nearest below, the longest one of those) never takes it. ``orphans`` lists them for deletion once older
-than ``GRACE_SECONDS``; a writer that took longer than half of that between its segment and its head gives up.
+ending nearest below, the longest one of those) never takes it. Upkeep (``merge``) writes runs of adjacent small
+segments as one, which the walk then prefers, so a block keeps about one object per ``MERGE_BYTES`` of history;
+the pieces it replaced leave the chain. ``orphans`` lists segments off the chain once older than
+``GRACE_SECONDS`` for deletion; a writer that took longer than half of that between its segment and its head
+gives up, and a reader whose segment vanished under it reads the listing again.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from ..errors import StoreError
 from ..records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
 from .object_codec import HISTORY, Head, segment_json, segment_of, segment_path, segment_range
 
 SEAL_BYTES = 16 * 1024
-GRACE_SECONDS = 600.0
+MERGE_BYTES = 1 << 20
+GRACE_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class Segment:
     first: int
     last: int
     modified: datetime
+    size: int
 
 
 def listed_segments(bucket: Bucket, block_id: str) -> list[Segment]:
@@ -37,7 +43,7 @@ def listed_segments(bucket: Bucket, block_id: str) -> list[Segment]:
     for item in bucket.list(f"{HISTORY}{block_id}/"):
         r = segment_range(item.path)
         if r is not None:
-            out.append(Segment(item.path, r[0], r[1], item.modified))
+            out.append(Segment(item.path, r[0], r[1], item.modified, item.size))
     return out
 
 
@@ -72,37 +78,76 @@ def seal(bucket: Bucket, head: Head) -> tuple[int, tuple[Entry, ...]] | None:
 
 
 def entries(bucket: Bucket, head: Head, low: int, high: int) -> list[Entry]:
-    """The entries needed to rebuild versions ``low..high``: from the checkpoint ``low`` builds on, ascending."""
+    """The entries needed to rebuild versions ``low..high``: from the checkpoint ``low`` builds on, ascending.
+
+    A segment that vanished between the listing and its read (merged, then deleted as an orphan) makes the walk
+    start again from a new listing."""
+    for _ in range(5):
+        found = _walk(bucket, head, low, high)
+        if found is not None:
+            return found
+    raise StoreError(f"The history of block {head.block.id} kept changing while it was read; try again.")
+
+
+def _walk(bucket: Bucket, head: Head, low: int, high: int) -> list[Entry] | None:
     have: list[Entry] = list(head.tail)
     pending: list[Segment] | None = None
 
     def first() -> int:
         return have[0].version if have else head.sealed + 1
 
-    def reach(version: int) -> None:
+    def reach(version: int) -> bool:
         nonlocal pending, have
         while first() > version and head.sealed > 0:
             if pending is None:
                 pending = chain(listed_segments(bucket, head.block.id), head.sealed)
             if not pending:
-                return
+                return True
             seg = pending.pop(0)
             stored = bucket.get(seg.path)
-            if stored is None:  # deleted after the listing (an orphan could be; a chain segment never is)
-                return
+            if stored is None:
+                return False
             have = [*segment_of(head.block.id, stored.data), *have]
+        return True
 
-    reach(low)
+    if not reach(low):
+        return None
     at = next((e for e in have if e.version >= low), None)
     if at is None:
         return []
-    reach(at.chain.base)
+    if not reach(at.chain.base):
+        return None
     return [e for e in have if at.chain.base <= e.version <= high]
 
 
 def versions(bucket: Bucket, head: Head, low: int, high: int) -> list[BlockVersion]:
     """Versions ``low..high`` that are stored, oldest first."""
     return list(replay(entries(bucket, head, low, high), range(low, high + 1)))
+
+
+def merge(bucket: Bucket, head: Head) -> int:
+    """Write runs of adjacent small segments of ``head``'s chain as one segment each (up to ``MERGE_BYTES``); the
+    pieces leave the chain and ``orphans`` deletes them after the grace period. Returns how many were written."""
+    pieces = chain(listed_segments(bucket, head.block.id), head.sealed)[::-1]  # oldest first
+    runs: list[list[Segment]] = [[]]
+    for seg in pieces:
+        run = runs[-1]
+        if run and (run[-1].last + 1 != seg.first or sum(s.size for s in run) + seg.size > MERGE_BYTES):
+            runs.append(run := [])
+        if seg.size < MERGE_BYTES:
+            run.append(seg)
+    written = 0
+    for run in runs:
+        if len(run) < 2:
+            continue
+        got = {p: stored for p, stored in bucket.get_many([s.path for s in run], {}).items() if stored is not None}
+        if len(got) < len(run):
+            continue  # changed meanwhile: the next upkeep looks again
+        merged = [e for s in run for e in segment_of(head.block.id, got[s.path].data)]
+        path = segment_path(head.block.id, run[0].first, run[-1].last)
+        if bucket.create(path, segment_json(head.block.id, tuple(merged))) is not None:
+            written += 1
+    return written
 
 
 def stored_versions(bucket: Bucket, head: Head) -> set[int]:

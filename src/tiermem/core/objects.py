@@ -33,6 +33,7 @@ from .protocol import FIELDS
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CAS_ATTEMPTS = 100
+UPKEEP_SEALS = 8  # a process tidies a block's history after this many of its edits sealed a segment
 
 
 class ObjectCore:
@@ -44,6 +45,8 @@ class ObjectCore:
         self.bucket = bucket
         self._cache: dict[str, tuple[str, Any]] = {}  # path -> (ETag, parsed object)
         self._lock = threading.Lock()
+        self._seals: dict[str, int] = {}  # block id -> segments this process sealed
+        self._upkeep = threading.Lock()
 
     @classmethod
     def open(cls, bucket: Bucket) -> ObjectCore:
@@ -229,12 +232,33 @@ class ObjectCore:
             return None  # too slow: its segment may be taken for an orphan and deleted; re-read and retry
         etag = self.bucket.replace(path, head_json(new), cached[0])
         if etag is None:
-            self._forget(path)  # another writer won: nothing was committed
-            return None
+            # 412: another writer won, or this very PUT landed and a retry of it (object_store retries a request
+            # whose answer was lost) found its own write. Only the head says which: ours has our block, to the µs.
+            found = self._head(block.id)
+            if found is None or found[0].block != block:
+                return None  # nothing of ours was committed
+            etag = found[1]
         self._remember(path, etag, new)
         if block.label != previous.label:
             self._relabel(head.agents, block.id, block.label)
+        if sealed is not None:
+            self._sealed(block.id)
         return head.agents
+
+    def _sealed(self, block_id: str) -> None:
+        """Count a segment sealed by this process; every ``UPKEEP_SEALS`` of a block, tidy its history in the
+        background (merge small segments, delete those off the chain): objects stay bounded without a command."""
+        with self._lock:
+            n = self._seals[block_id] = self._seals.get(block_id, 0) + 1
+        if n % UPKEEP_SEALS == 0:
+            threading.Thread(target=self._tidy_quietly, args=(block_id,), name="tiermem-history-upkeep",
+                             daemon=True).start()
+
+    def _tidy_quietly(self, block_id: str) -> None:
+        try:
+            self.tidy_block(block_id)
+        except StoreError as exc:  # upkeep only saves space: the next one tries again
+            log.warning("history upkeep of block %s failed: %s", block_id, exc)
 
     def _relabel(self, agent_ids: Sequence[str], block_id: str, label: str) -> None:
         """Bring the label recorded in these agents' lists up to date (a lookup aid: failures only cost speed)."""
@@ -300,17 +324,32 @@ class ObjectCore:
     # -- upkeep ---------------------------------------------------------------------------------
 
     def tidy(self) -> dict[str, int]:
-        """Delete history segments no block's chain uses that are older than the grace period (left by writers
-        that lost a race after writing one). Any replica may run it at any time, alone or with others."""
-        deleted = 0
+        """``tidy_block`` for every block (``tiermem optimize``); returns the totals."""
+        total: dict[str, int] = {"segments merged": 0, "orphan segments deleted": 0}
         for item in self.bucket.list(BLOCKS):
-            found = self._head(id_of(item.path))
+            for key, n in self.tidy_block(id_of(item.path)).items():
+                total[key] += n
+        return total
+
+    def tidy_block(self, block_id: str) -> dict[str, int]:
+        """Merge runs of a block's small history segments into one and delete the segments no chain uses that are
+        older than the grace period (replaced by a merge, or left by a writer that lost a race after writing one).
+        Any replica may run it at any time, alone or with others: segments are never changed, only added (a merge
+        writes what its pieces hold) or deleted once off the chain."""
+        if not self._upkeep.acquire(blocking=False):
+            return {"segments merged": 0, "orphan segments deleted": 0}  # one at a time per process
+        try:
+            found = self._head(block_id)
             if found is None:
-                continue
-            for seg in segments.orphans(segments.listed_segments(self.bucket, found[0].block.id), found[0].sealed):
+                return {"segments merged": 0, "orphan segments deleted": 0}
+            merged = segments.merge(self.bucket, found[0])
+            deleted = 0
+            for seg in segments.orphans(segments.listed_segments(self.bucket, block_id), found[0].sealed):
                 self.bucket.delete(seg.path)
                 deleted += 1
-        return {"orphan segments deleted": deleted}
+            return {"segments merged": merged, "orphan segments deleted": deleted}
+        finally:
+            self._upkeep.release()
 
     # -- whole tables (backup, restore, migration, doctor) -----------------------------------------
 

@@ -8,8 +8,8 @@ versions ended and ends before the chain's next segment does, so walking down fr
 ending nearest below, the longest one of those) never takes it. Upkeep (``merge``) writes runs of adjacent small
 segments as one, which the walk then prefers, so a block keeps about one object per ``MERGE_BYTES`` of history;
 the pieces it replaced leave the chain. ``orphans`` lists segments off the chain once older than
-``GRACE_SECONDS`` for deletion; a writer that took longer than half of that between its segment and its head
-gives up, and a reader whose segment vanished under it reads the listing again.
+``GRACE_SECONDS`` for deletion; a writer that took longer than ``WRITER_SECONDS`` between its segment and its
+head gives up, and a reader whose segment vanished under it reads the listing again.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from .object_codec import HISTORY, Head, segment_json, segment_of, segment_path,
 
 SEAL_BYTES = 16 * 1024
 MERGE_BYTES = 1 << 20
-GRACE_SECONDS = 120.0
+WRITER_SECONDS = 30.0  # an edit slower than this between its segment and its commit gives up (and retries)
+GRACE_SECONDS = 4 * WRITER_SECONDS
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,10 @@ def chain(segments: Sequence[Segment], sealed: int) -> list[Segment]:
     return out
 
 
-def orphans(segments: Sequence[Segment], sealed: int, now: datetime | None = None) -> list[Segment]:
-    """Segments not on the chain below ``sealed`` and older than ``GRACE_SECONDS`` (safe to delete)."""
+def orphans(segments: Sequence[Segment], sealed: int, grace: float = GRACE_SECONDS) -> list[Segment]:
+    """Segments not on the chain below ``sealed`` and older than ``grace`` seconds (safe to delete)."""
     kept = {s.path for s in chain(segments, sealed)}
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=GRACE_SECONDS)
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace)
     return [s for s in segments if s.path not in kept and s.last <= sealed and s.modified < cutoff]
 
 

@@ -41,17 +41,21 @@ class ObjectCore:
     name = "object"
     watch_cheap = False  # change_token costs requests: poll it every watch_seconds
 
-    def __init__(self, bucket: Bucket) -> None:
+    def __init__(self, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS) -> None:
+        """``grace_seconds``: how old a history segment off every chain must be before upkeep deletes it. A writer
+        gives up an edit that took over ``segments.WRITER_SECONDS`` between its segment and its commit, so the
+        default (4x that) is safe; a smaller one only while nobody edits (tests)."""
         self.bucket = bucket
+        self.grace_seconds = grace_seconds
         self._cache: dict[str, tuple[str, Any]] = {}  # path -> (ETag, parsed object)
         self._lock = threading.Lock()
         self._seals: dict[str, int] = {}  # block id -> segments this process sealed
         self._upkeep = threading.Lock()
 
     @classmethod
-    def open(cls, bucket: Bucket) -> ObjectCore:
+    def open(cls, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS) -> ObjectCore:
         """The core state under ``bucket`` (created there if it has none)."""
-        core = cls(bucket)
+        core = cls(bucket, grace_seconds=grace_seconds)
         if not core.exists():
             core.mark_created()
         return core
@@ -228,7 +232,7 @@ class ObjectCore:
         kept, tail = sealed if sealed is not None else (head.sealed, head.tail)
         new = Head(block=block, agents=head.agents, sealed=kept, tail=(*tail, entry), chain=entry.chain,
                    tail_bytes=sum(e.size() for e in tail) + entry.size())
-        if sealed is not None and time.monotonic() - started > segments.GRACE_SECONDS / 2:
+        if sealed is not None and time.monotonic() - started > segments.WRITER_SECONDS:
             return None  # too slow: its segment may be taken for an orphan and deleted; re-read and retry
         etag = self.bucket.replace(path, head_json(new), cached[0])
         if etag is None:
@@ -344,7 +348,8 @@ class ObjectCore:
                 return {"segments merged": 0, "orphan segments deleted": 0}
             merged = segments.merge(self.bucket, found[0])
             deleted = 0
-            for seg in segments.orphans(segments.listed_segments(self.bucket, block_id), found[0].sealed):
+            for seg in segments.orphans(segments.listed_segments(self.bucket, block_id), found[0].sealed,
+                                        self.grace_seconds):
                 self.bucket.delete(seg.path)
                 deleted += 1
             return {"segments merged": merged, "orphan segments deleted": deleted}

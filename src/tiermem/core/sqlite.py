@@ -401,6 +401,10 @@ class SqliteCore:
     def schema_fields(self, table: str) -> list[str]:
         return list(history_rows.LOGICAL if _table(table) == "block_history" else _COLUMNS[table])
 
+    def tidy(self) -> dict[str, int]:
+        """Nothing to tidy: SQLite reuses the pages an edit frees."""
+        return {}
+
     def describe(self) -> str:
         return f"SQLite {sqlite3.sqlite_version} at {self.path} (WAL, synchronous=FULL)"
 

@@ -16,7 +16,7 @@ from tiermem.core.sqlite import SqliteCore
 from tiermem.memory import Memory
 from tiermem.store import Store
 
-from .conftest import memory_over
+from .conftest import memory_over, spec
 
 texts = st.text(alphabet="ab\n é", max_size=40)
 
@@ -109,9 +109,8 @@ def test_a_schema_1_database_upgrades_in_place_and_reads_its_old_history(tmp_pat
 def test_sqlite_history_costs_about_the_change(tmp_path: Path) -> None:
     """The issue's target: history bytes per edit <= 2x the edit's size + 200 (whole values: ~5.8 KB here)."""
     store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
-    m = memory_over(store, core=SqliteCore(tmp_path / "core.sqlite3"))
+    m = memory_over(store, core=SqliteCore(tmp_path / "core.sqlite3"), default_blocks=[spec("human", limit=1_000_000)])
     agent = m.ensure_agent("default").id
-    m.update_block(agent, "human", limit=1_000_000)
     line = "Ada prefers green tea in the morning."
     for i in range(300):
         m.edit(agent, "human", b.Append(f"{i}: {line}"))

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)
+    # How long an upkeep keeps table versions it has superseded (seconds; 0 = 600 for a local directory, 60 on
+    # object storage, where every operation lists the kept versions).
+    version_retention_seconds: int = Field(default=0, ge=0)
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
     # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
     # holds the vector and full-text indexes searches use; below their size every search reloads them.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,6 +97,8 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
         session_renew_writes=settings.session_renew_writes,
+        version_retention=timedelta(seconds=settings.version_retention_seconds)
+        if settings.version_retention_seconds else None,
     )
     archive = Archive(
         store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,

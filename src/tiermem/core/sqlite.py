@@ -124,7 +124,8 @@ class SqliteCore:
                     from ..errors import SchemaError
 
                     raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
-                create_schema(conn)
+                if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)
+                    create_schema(conn)
         except sqlite3.OperationalError as exc:
             if not self._open_read_only(exc):
                 raise StoreError(

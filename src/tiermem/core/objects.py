@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 from ..errors import NotFoundError, StoreError
 from ..records import Agent, Block, BlockVersion, now, to_us
 from . import object_history as segments
+from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket
 from .history import checkpoint, encode
-from . import object_rows
 from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, REQUESTS, Attached, Head, Link,
                            agent_json, agent_of, agent_path, attached_json, attached_of, attached_path,
                            conversation_path, dumps, head_json, head_of, head_path, id_of, loads, request_path)

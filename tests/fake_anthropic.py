@@ -2,7 +2,8 @@
 
 It replays scripted responses in order and records every request body, so tests drive the
 real ``anthropic`` client (through ``base_url``) without network access. Summarisation
-requests (recognised by their system prompt) are answered from a separate script.
+requests (recognised by their system prompt) are answered from a separate script. A request
+with ``"stream": true`` (Letta Code sends those) gets the scripted message as server-sent events.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class FakeAnthropic:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if self.path.rstrip("/") != "/v1/messages":
+                if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
                     status, payload = error(404, f"unknown path {self.path}")
                 else:
                     status, payload = fake._next(body)
+                if status == 200 and body.get("stream"):
+                    self._stream(payload)
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -118,7 +122,38 @@ class FakeAnthropic:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _stream(self, message: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.end_headers()
+                for event in _events(message):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+
         return Handler
+
+
+def _events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted message as the Messages API's stream of events."""
+    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            events.append({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+            events.append({"type": "content_block_delta", "index": i,
+                           "delta": {"type": "text_delta", "text": block["text"]}})
+        else:
+            events.append({"type": "content_block_start", "index": i,
+                           "content_block": {**block, "input": {}}})
+            events.append({"type": "content_block_delta", "index": i,
+                           "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+        events.append({"type": "content_block_stop", "index": i})
+    events.append({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                   "usage": {"output_tokens": message["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return events
 
 
 def _is_summary(body: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .runtime import MemoryHandle
 
 log = logging.getLogger("tiermem")
+WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
 
 EXAMPLES = {
     "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
@@ -51,8 +52,8 @@ EXAMPLES = {
     "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
     "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
-    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
-    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
+    "  tiermem sync ./memory --prefer file               # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
@@ -200,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
-    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
+    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
+                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
     syn.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)

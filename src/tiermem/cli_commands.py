@@ -29,22 +29,7 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     from .interop.commands import run_export, run_import
 
     if args.command == "sync":
-        from .interop.memfs_sync import sync_memfs, watch_memfs
-
-        def show(report: dict[str, Any]) -> None:
-            if args.json:
-                print_rows(report, True)
-            else:
-                for key, value in report.items():
-                    if value not in ([], None, "") and (args.watch is None or key not in ("format", "agent", "directory")):
-                        print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
-
-        if args.watch is not None:
-            watch_memfs(memory, settings.agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show)
-            return 0
-        report = sync_memfs(memory, settings.agent, args.path, prefer=args.prefer)
-        show(report)
-        return 2 if report["conflicts"] else 0
+        return sync_command(memory, settings, args)
     if args.command == "import":
         report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
                             replace=args.replace)
@@ -70,6 +55,36 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     if args.output not in (None, "-"):
         print(json.dumps(report), file=sys.stderr)
     return 0
+
+
+def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem sync DIR [--watch [SECONDS]]``: the agent is --agent, else the one the directory was synced with."""
+    import os
+
+    from .interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
+
+    agent = settings.agent
+    if args.agent is None and "TIERMEM_AGENT" not in os.environ:
+        agent = recorded_agent(args.path) or agent
+    quiet = ("format", "agent", "directory", "layout", "waiting")  # said once, not every round of --watch
+
+    def show(report: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(report, ensure_ascii=False), flush=True)
+            return
+        for key, value in report.items():
+            if value not in ([], None, "") and (args.watch is None or key not in quiet):
+                print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+
+    if args.watch is not None:
+        print(f"tiermem: syncing {args.path} with agent {agent!r} whenever either side changes (checked every "
+              f"{args.watch:g} s); Ctrl-C stops", file=sys.stderr)
+        watch_memfs(memory, agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show,
+                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+        return 0
+    report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
+    show(report)
+    return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
 
 
 def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ LAYER = {
     # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
     # server's HTTP app and the inspector alike
     "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
+    "memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format (pure)
     "core": 3,  # the core-memory backends, over the store
     "archive_rows": 4, "archive_vectors": 4,  # the parts Archive is composed of (rows per agent; vectors, backfill)
     "archive": 5,  # recall and archival memory, over the store, the embedder and the ranking

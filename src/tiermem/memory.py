@@ -322,7 +322,7 @@ class Memory:
 
     # -- creating, attaching, deleting ---------------------------------------
 
-    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> Block:
+    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None, operation: str = "create") -> Block:
         actor = actor or current_actor.get()
         spec = self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
@@ -330,7 +330,7 @@ class Memory:
                 f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
             )
         block_id = new_id("block")
-        self._insert_block(block_id, spec, actor=actor)
+        self._insert_block(block_id, spec, actor=actor, operation=operation)
         self.core.attach(agent_id, block_id)
         self._emit(Change("blocks_changed", (agent_id,)))
         block = self.core.get_block(block_id)
@@ -395,7 +395,7 @@ class Memory:
 
     # -- internals ---------------------------------------------------------------
 
-    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str) -> None:
+    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
         t = now()
         block = Block(
             id=block_id,
@@ -408,7 +408,7 @@ class Memory:
             updated_at=t,
             metadata=dict(spec.metadata),
         )
-        self.core.insert_block(block, _version_of(block, "create", actor))
+        self.core.insert_block(block, _version_of(block, operation, actor))
 
     def _lock(self, block_id: str) -> threading.Lock:
         with self._locks_guard:

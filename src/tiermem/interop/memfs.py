@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..memory import Memory
 
 SUFFIX = fmt.SUFFIX
-FRONT_KEY = "memfs_front"  # block metadata: the file's frontmatter lines as written
+FRONT_KEY = fmt.FRONT_KEY  # block metadata: the file's frontmatter lines as written
 MAX_FILE_CHARS = 10_000_000
 DEFAULT_LIMIT = 5000
 LEGACY_KEYS = ("pinned",)  # tiermem's own key, honoured outside Letta Code agent repositories

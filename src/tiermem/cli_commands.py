@@ -87,6 +87,38 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
     return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
 
 
+def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem setup letta-code``: the first sync, then the host configuration that keeps the directory in step."""
+    from .factory import open_memory
+    from .interop.hosts import HOSTS, snippet
+    from .interop.letta_code import default_agent_name, resolve_agent_dir, setup
+
+    root = resolve_agent_dir(args.agent_dir, args.letta_agent).resolve()
+    agent = args.agent or default_agent_name(root)
+    if agent is None:
+        raise ValidationError(f"Name the tiermem agent for {root}: --agent NAME.")
+    memory = open_memory(settings, start_embedder=False)
+    report = setup(memory, root, agent)
+    env = {"TIERMEM_SYNC": str(root), "TIERMEM_MEMORY_TOOL_DIALECT": args.dialect}
+    config = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=agent, extra_env=env)
+    report["host_config"] = config
+    report["watch_command"] = f"tiermem sync {root} --agent {agent} --watch"
+    if args.json:
+        print_rows(report, True)
+        return 0
+    print(f"Letta Code agent memory: {root}\ntiermem agent: {agent}" + (" (created)" if report["created_agent"] else ""),
+          file=sys.stderr)
+    if "warning" in report:
+        print(f"warning: {report['warning']}", file=sys.stderr)
+    for key, value in report["sync"].items():
+        print(f"first sync: {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", file=sys.stderr)
+    print(f"\nEvery MCP server started with this configuration keeps the directory in step while it runs "
+          f"({HOSTS[args.host]}):", file=sys.stderr)
+    print(config)
+    print(f"\nWithout a running server: {report['watch_command']}", file=sys.stderr)
+    return 0
+
+
 def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
     from .interop import letta_kept

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mcp.server.context import ServerMiddleware
@@ -19,9 +19,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
+from . import briefing
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
@@ -41,14 +42,7 @@ T = TypeVar("T")
 
 ARCHIVAL_URI = "memory://archival"
 
-INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style).
-At the start of every conversation read the resource memory://core (or get the prompt
-`memory_system`, or call the tool core_memory_view): it holds your core memory blocks
-(persona, human, ...). Keep them current with memory_replace / memory_insert / memory_rethink
-as you learn lasting facts; never include line numbers in edits. Blocks listed under
-<memory_directory> are stored but not shown in full: open one with memory_open(label). Search past conversations with
-conversation_search and long-term facts with archival_memory_search; save self-contained facts
-with archival_memory_insert."""
+INSTRUCTIONS_WAIT = 2.0  # seconds the instructions wait for core memory to open (SQLite: milliseconds)
 
 
 # ---------------------------------------------------------------------------
@@ -228,30 +222,70 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
+    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    if settings.memory_tool_dialect == "letta-code" and "memory" in names and "memory_apply_patch" not in names:
+        names.append("memory_apply_patch")  # Letta Code offers its memory tool with its patch tool
+
+    async def instruct(client: str | None) -> str:
+        """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
+        budget = briefing.budget_for(client, settings.instructions_max_chars)
+        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget)
+
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
-        instructions=INSTRUCTIONS,
+        instructions=briefing.instructions(None, names, settings.instructions_max_chars),
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
-        middleware=[cast("ServerMiddleware[Any]", m) for m in (first_answer(runtime), levels.middleware())],
+        middleware=[cast("ServerMiddleware[Any]", m)
+                    for m in (first_answer(runtime), levels.middleware(), current_instructions(instruct))],
         extensions=list(extensions),
     )
     server.runtime = runtime
-    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
     if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
         runtime.memory_dir = str(settings.sync.expanduser().resolve())
+    server._lowlevel_server.add_request_handler("server/discover", RequestParams, discover(server, instruct))
     definitions = tools_for(settings.memory_tool_dialect)
-    if settings.memory_tool_dialect == "letta-code" and "memory" in names and "memory_apply_patch" not in names:
-        names.append("memory_apply_patch")  # Letta Code offers its memory tool with its patch tool
     server._tool_manager = ToolsOnDemand(lambda: register_tools(server, definitions, names), before=server._tool_manager)
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
+
+
+def current_instructions(
+    instruct: Callable[[str | None], Awaitable[str]],
+) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """Server middleware: the ``initialize`` answer carries instructions rendered for that client, with core memory
+    as it is at that moment (the SDK would send the text fixed when the server was built)."""
+
+    async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        result = await call_next(ctx)
+        if getattr(ctx, "method", "") == "initialize" and isinstance(result, dict):
+            info = (ctx.params or {}).get("clientInfo") or {}
+            result["instructions"] = await instruct(info.get("name") if isinstance(info, dict) else None)
+        return result
+
+    return middleware
+
+
+def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[str]]) -> Any:
+    """The ``server/discover`` handler (protocol 2026-07-28): the SDK's answer with instructions rendered now, marked
+    stale at once (``ttlMs`` 0) and private to the caller, so a client that asks again gets current core memory."""
+    from mcp.types import DiscoverResult
+
+    lowlevel = server._lowlevel_server
+
+    async def handle(ctx: Any, params: Any) -> DiscoverResult:
+        result = await lowlevel._handle_discover(ctx, params)
+        client = ctx.session.client_params
+        text = await instruct(client.client_info.name if client is not None else None)
+        return result.model_copy(update={"instructions": text, "ttl_ms": 0, "cache_scope": "private"})
+
+    return handle
 
 
 def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,

@@ -360,20 +360,24 @@ def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> No
     agent = seed(mem)
     root = tmp_path / "memory"
     reports: list[dict] = []
-    edits = iter([lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\n---\nAda\n"),
-                  lambda: None,  # nothing changed: no sync
-                  lambda: mem.edit(agent, "human", Append("Bob"))])
+    counts: list[int] = []
+    idle = lambda: None  # noqa: E731
+    steps = iter([idle, idle, lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\n---\nAda\n"),
+                  idle, idle, lambda: mem.edit(agent, "human", Append("Bob")), idle, idle])
 
-    def keep_going() -> bool:  # between rounds: one change at a time, then stop
-        step = next(edits, None)
+    def keep_going() -> bool:  # between rounds: one change, then rounds with nothing to do
+        counts.append(len(reports))
+        step = next(steps, None)
         if step is None:
             return False
         step()
         return True
 
     watch_memfs(mem, "ezra", root, interval=0.001, on_report=reports.append, keep_going=keep_going)
-    assert len(reports) == 3
-    assert reports[1]["to_store"] == ["human"] and reports[2]["to_files"] == ["human"]
+    changes = [r for r in reports if r["to_store"] or r["to_files"]]
+    assert [(r["to_store"], r["to_files"]) for r in changes] == [
+        ([], ["corrections/ezra-mistakes", "notes/projects", "system/human/family"]), (["human"], []), ([], ["human"])]
+    assert counts[1] == counts[2] and counts[4] == counts[5] and counts[-2] == counts[-1]  # quiet: no pass at all
     assert (root / "human.md").read_text().endswith("---\nAda\nBob\n")
     with pytest.raises(ValidationError, match="greater than 0"):
         watch_memfs(mem, "ezra", root, interval=0, on_report=reports.append)

@@ -55,8 +55,9 @@ def resolve_agent_dir(agent_dir: Path | None, letta_agent: str | None) -> Path:
     if agent_dir is not None:
         root = agent_dir.expanduser()
         if not root.is_dir():
-            raise ValidationError(f"{root} is not a directory; give a Letta Code agent's memory directory "
-                                  f"(for the local backend: {local_backend_dir() / 'memfs' / '<agent-id>' / 'memory'}).")
+            where = local_backend_dir() / "memfs" / "<agent-id>" / "memory"
+            raise ValidationError(f"{root} is not a directory; give a Letta Code agent's memory directory, with "
+                                  f"the local backend {where}.")
         return root
     known = agent_dirs()
     if letta_agent is not None:

@@ -491,14 +491,15 @@ def watch_memfs(
     while True:
         now = signature(memory, agent_name, root)
         if now != last and not (repo is not None and repo.busy()):
+            # taken before the pass: a change made while it runs is seen next round (a pass's own writes cost one
+            # more pass that finds nothing to do)
+            last = now
             try:
                 on_report(sync_memfs(memory, agent_name, root, prefer=prefer, repo=repo))
-                last = signature(memory, agent_name, root)
             except TiermemError as exc:
                 if on_error is None:
                     raise
                 on_error(exc)
-                last = now
         if not keep_going():
             return
         time.sleep(interval)

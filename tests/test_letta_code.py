@@ -9,11 +9,9 @@ logs) any connection that is not to loopback. Skipped, with the reason, when Let
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,46 +26,10 @@ from tiermem.interop.letta_code import setup
 from tiermem.interop.memfs_sync import sync_memfs
 
 from . import fake_anthropic as fa
-from .conftest import ROOT, serve_in_process, text_of
-
-sys.path.insert(0, str(ROOT / "tests"))
-from install_hosts import install  # noqa: E402
+from .conftest import serve_in_process, text_of
+from .letta_code import OFFLINE, LettaCode, install, system_of, tool_results
 
 pytestmark = pytest.mark.anyio
-OFFLINE = ROOT / "tests" / "node_offline.cjs"
-
-
-class LettaCode:
-    """One offline Letta Code install (its own HOME), talking to the scripted model."""
-
-    def __init__(self, exe: Path, home: Path, fake: fa.FakeAnthropic) -> None:
-        self.exe, self.home, self.fake = exe, home, fake
-        self.net_log = home / "net.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "LETTA", "TIERMEM"))}
-        self.env.update(HOME=str(home), LETTA_LOCAL_BACKEND_DIR=str(home / "lc-local-backend"), LETTA_CODE_TELEM="0",
-                        DO_NOT_TRACK="1", DISABLE_AUTOUPDATER="1", NODE_OPTIONS=f"--require {OFFLINE}",
-                        TIERMEM_NET_LOG=str(self.net_log))
-        self.letta("connect", "anthropic", "sk-ant-fake", "--base-url", fake.url)
-
-    def letta(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(["node", str(self.exe), "--backend", "local", *args], env=self.env, cwd=self.home,
-                              capture_output=True, text=True, timeout=240, check=False)
-        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
-        return done
-
-    def run(self, prompt: str, agent: str | None = None) -> dict[str, Any]:
-        """One headless turn (a new agent, or ``agent``); its JSON result."""
-        who = ["--agent", agent] if agent else ["--new-agent"]
-        done = self.letta(*who, "--reflection-trigger", "off", "--no-skills", "-p", prompt, "--output-format", "json")
-        result: dict[str, Any] = json.loads(done.stdout)
-        assert not result["is_error"], result
-        return result
-
-    def memory_dir(self, agent: str) -> Path:
-        return self.home / "lc-local-backend" / "memfs" / agent / "memory"
-
-    def offline(self) -> bool:
-        return not self.net_log.exists() or not self.net_log.read_text().strip()
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +45,6 @@ def letta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LettaCode]:
 
 def memory_call(**args: Any) -> dict[str, Any]:
     return fa.tool("memory", args)
-
-
-def system_of(request: dict[str, Any]) -> str:
-    system = request.get("system")
-    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
-
-
-def tool_results(request: dict[str, Any]) -> list[str]:
-    out = []
-    for message in request["messages"]:
-        for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result":
-                content = block.get("content")
-                out.append(content if isinstance(content, str) else "".join(c.get("text", "") for c in content or []))
-    return out
 
 
 def git(root: Path, *args: str) -> str:

@@ -381,3 +381,24 @@ def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> No
     assert (root / "human.md").read_text().endswith("---\nAda\nBob\n")
     with pytest.raises(ValidationError, match="greater than 0"):
         watch_memfs(mem, "ezra", root, interval=0, on_report=reports.append)
+
+
+def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None:
+    """Letta Code commits while tiermem's commit is in its hook: tiermem's is built again on top, nothing undone."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    # someone else's commit, made aside and moved onto the branch by the hook, once
+    (root / "notes/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
+    git(root, "add", "notes/theirs.md")
+    git(root, "commit", "-q", "-m", "Their note")
+    theirs = git(root, "rev-parse", "HEAD").strip()
+    git(root, "reset", "-q", "--hard", "HEAD~1")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n")
+    hook.chmod(0o755)
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["commit"] and report["rejected"] == []
+    assert git(root, "rev-parse", "HEAD~1").strip() == theirs  # built on their commit
+    assert git(root, "show", "HEAD:notes/theirs.md") == "---\ndescription: Theirs\n---\nLetta's\n"
+    assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")

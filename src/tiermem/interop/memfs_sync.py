@@ -322,17 +322,21 @@ class _Sync:
     # -- the file side -----------------------------------------------------------------
 
     def _write_files(self, new_state: dict[str, Record]) -> None:
-        """Check, write and commit what this pass changed on the file side; record what landed."""
-        refused = self._precheck()
-        for rel, why in refused.items():
+        """Check, commit and write what this pass changed on the file side; record what landed.
+
+        In git, the commit comes first (from a private index: nothing in the work tree is touched until it has
+        landed), then the files are written; what a hook rejects is never written at all.
+        """
+        for rel, why in self._precheck().items():
             self._reject(rel, why, new_state)
+        if self.repo is not None and (self.writes or self.removals or self.extra_commit):
+            self._commit(new_state)
         for rel, (text, _) in self.writes.items():
             write_file(self.root, rel, text)
         for rel in self.removals:
             (self.root / rel).unlink(missing_ok=True)
-        changed = list(self.writes) + list(self.removals)
-        if self.repo is not None and (changed or self.extra_commit):
-            self._commit(changed, new_state)
+        if self.repo is not None:
+            self.repo.settle(list(self.writes) + list(self.removals) + self.extra_commit)
         for rel, (label, record) in self.after_write.items():
             if rel in self.writes:
                 new_state[label] = self._settle(label, rel, record)
@@ -352,32 +356,29 @@ class _Sync:
                     refused[rel] = "; ".join(problems)
         return refused
 
-    def _commit(self, changed: list[str], new_state: dict[str, Record]) -> None:
+    def _commit(self, new_state: dict[str, Record]) -> None:
+        """Commit the files whose text differs from HEAD's; a file a hook rejects is left out (and the rest committed
+        again without it, once)."""
         assert self.repo is not None
         for attempt in range(2):
-            paths = self.repo.changed(changed) + self.extra_commit
-            if not paths:
+            changes: dict[str, str | None] = {rel: text for rel, (text, _) in self.writes.items()
+                                              if self.repo.head_text(rel) != text}
+            changes |= {rel: None for rel in self.removals if self.repo.head_text(rel) is not None}
+            changes |= {rel: None for rel in self.extra_commit}
+            if not changes:
                 return
             try:
-                self.report.commit = self.repo.commit(paths, self._message(paths))
+                self.report.commit = self.repo.commit(changes, self._message(changes))
                 return
             except HookRejected as exc:
-                named = [p for p in exc.problems if p in changed]
-                blame = named if named and attempt == 0 and len(named) < len(changed) else changed
+                ours = [p for p in changes if p != STATE]
+                named = [p for p in exc.problems if p in ours]
+                blame = named if named and attempt == 0 and len(named) < len(ours) else ours
                 for rel in blame:
                     self._reject(rel, "; ".join(exc.problems.get(rel, [])) or str(exc), new_state)
-                    self._restore(rel)
-                changed = [p for p in changed if p not in blame]
-                if not changed:
+                if not self.writes and not self.removals:
                     self.extra_commit = []
                     return
-
-    def _restore(self, rel: str) -> None:
-        before = self.writes.pop(rel, (None, None))[1] if rel in self.writes else self.removals.pop(rel, None)
-        if before is None:
-            (self.root / rel).unlink(missing_ok=True)
-        else:
-            write_file(self.root, rel, before)
 
     def _reject(self, rel: str, why: str, new_state: dict[str, Record]) -> None:
         label = rel[: -len(fmt.SUFFIX)]
@@ -412,16 +413,17 @@ class _Sync:
         except TiermemError:
             return None
 
-    def _message(self, paths: list[str]) -> str:
+    def _message(self, changes: dict[str, str | None]) -> str:
         """The commit message: what changed and who changed it (a Letta-style reason, when an edit gave one)."""
         lines: list[str] = []
         reasons: list[str] = []
-        for rel in paths:
+        paths = list(changes)
+        for rel, text in changes.items():
             if rel == STATE:
                 lines.append(f"delete {STATE}: tiermem's sync record now lives in the git directory")
                 continue
             label = rel[: -len(fmt.SUFFIX)]
-            if rel in self.removals or not (self.root / rel).exists():
+            if text is None:
                 lines.append(f"delete {rel}: block detached in tiermem")
                 continue
             verb = "create" if self.repo is not None and self.repo.head_text(rel) is None else "update"
@@ -438,6 +440,7 @@ class _Sync:
         else:
             subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
 
 def _block_state(block: Block | None) -> list[Any] | None:
     return None if block is None else [block.id, block.version]

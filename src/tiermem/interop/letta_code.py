@@ -32,7 +32,7 @@ _AGENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def letta_home() -> Path:
-    return Path(os.environ.get("LETTA_HOME") or Path.home() / ".letta")
+    return Path.home() / ".letta"  # Letta Code keeps memory under the home directory itself (not $LETTA_HOME)
 
 
 def local_backend_dir() -> Path:

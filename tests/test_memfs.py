@@ -143,8 +143,11 @@ def test_v2_indexes_and_names(mem: Memory, tmp_path: Path) -> None:
     mem.edit(agent, "MEMORY", Append("- [ideas](ideas.md)"), actor="agent")
     mem.update_block(agent, "human", description="Ada, the user")
     mem.create_block(agent, BlockSpec(label="ideas", value="Sync both ways", description="Ideas: new"))
+    mem.create_block(agent, BlockSpec(label="loose/idea", value="x", description="A loose idea"))
     report = sync_memfs(mem, "v2", root)
-    assert sorted(report["to_files"]) == ["MEMORY", "human", "ideas"] and report["rejected"] == []
+    assert sorted(report["to_files"]) == ["MEMORY", "human", "ideas", "loose/idea"] and report["rejected"] == []
+    assert report["notes"] == ["loose/idea.md is outside Letta Code's memory (layout v2) until loose/MEMORY.md "
+                               "indexes its folder"]
     assert (root / "MEMORY.md").read_text().endswith("- [ideas](ideas.md)\n") and not (root / "MEMORY.md").read_text().startswith("---")
     assert (root / "human.md").read_text() == '---\nname: "Human"\ndescription: "Ada, the user"\n---\nName: Ada\n'
     assert (root / "ideas.md").read_text() == '---\nname: "Ideas"\ndescription: "Ideas: new"\n---\nSync both ways\n'

@@ -289,6 +289,10 @@ class _Sync:
         self.writes[rel] = (text, before)
         self.after_write[rel] = (block.label, record)
         self.report.to_files.append(block.label)
+        if before is None and not fmt.projected(rel, self.tree.paths | {rel}, self.tree.layout):
+            folder = rel.rsplit("/", 1)[0]
+            self.report.notes.append(f"{rel} is outside Letta Code's memory (layout v2) until {folder}/MEMORY.md "
+                                     "indexes its folder")
         return {**(seen or {}), "pending": True}
 
     def _remove_file(self, label: str, seen: Record) -> None:

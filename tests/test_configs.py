@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tiermem.config import Settings, load_settings
+from tiermem.errors import ConfigError
 from tiermem.netguard import make_tokens
 
 from .conftest import PYTHON, ROOT
@@ -48,10 +49,22 @@ def test_toml_snippets_load_as_settings(tmp_path: Path) -> None:
         tomllib.loads(path.read_text())
         settings = load_settings(path)
         assert settings.transport in ("stdio", "http", "sse")
-        make_tokens(settings.auth_tokens, "auth_tokens")  # the example token passes our own checks
+        assert "0.0.0.0" not in path.read_text()  # the samples never suggest listening on every interface
     client = json.loads((CONFIGS / "http_client_mcp.json").read_text())
     server = load_settings(CONFIGS / "http_server.toml")
     assert _server_entry(client)["headers"]["Authorization"] == f"Bearer {server.auth_tokens[0]['token']}"
+
+
+def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """`tiermem serve --config configs/http_server.toml` as shipped: the placeholder is not a secret."""
+    done = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--config", str(CONFIGS / "http_server.toml"),
+                           "--data-dir", str(tmp_path / "d"), "--port", "0"],
+                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+    assert done.returncode == 1 and "placeholder" in done.stderr and "openssl rand -hex 32" in done.stderr, done.stderr
+    assert not (tmp_path / "d").exists()  # refused before anything was opened
+    for example in ("your-token-here-0123", "changeme-changeme-123", "<paste your token here>", "a" * 40):
+        with pytest.raises(ConfigError, match="placeholder"):
+            make_tokens([{"token": example}], "auth_tokens")
 
 
 def test_claude_code_line() -> None:

@@ -26,12 +26,17 @@ T = TypeVar("T")
 class LanceCore:
     atomic = False
     name = "lancedb"
+    watch_cheap = False  # each table version is a listing of the table's manifests: remote requests on a bucket
 
     def __init__(self, store: Store) -> None:
         self.store = store
 
     def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
         return None  # every read checks the table versions: I/O, never on the event loop
+
+    def change_token(self) -> object:
+        """The versions of the agents, blocks and attachments tables (any process's commit moves one)."""
+        return tuple(self.store.version(t) for t in ("agents", "blocks", "attachments"))
 
     def list_agents(self) -> list[Agent]:
         return self.store.list_agents()

@@ -25,6 +25,9 @@ HOSTS = {
 }
 
 
+SECRET_HOSTS = frozenset({"http"})  # snippets that carry a live token (written with mode 0600)
+
+
 def executable() -> str:
     """The absolute path of the `tiermem` command of this installation (hosts often lack the user's PATH)."""
     beside = Path(sys.executable).with_name("tiermem")

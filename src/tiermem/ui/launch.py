@@ -43,7 +43,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
         raise ConfigError(f"`tiermem ui` serves on loopback only (127.0.0.1), not {settings.host}; to reach the "
                           "inspector from elsewhere, run `tiermem serve --transport http` with bearer tokens and open /ui.")
     memory = open_memory(settings)
-    memory.ensure_agent(settings.agent)
+    memory.named_agent(settings.agent)
     # A fresh secret per run: other local users and web pages cannot use the inspector without the URL.
     session = secrets.token_urlsafe(32)
     tokens = make_tokens([{"token": session, "agents": ["*"], "name": "ui-session"}], "tiermem ui")

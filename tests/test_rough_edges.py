@@ -22,7 +22,6 @@ import pytest
 
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
-from tiermem.memory import DELETING_KEY
 
 from .conftest import PYTHON, ROOT
 from .test_transports import free_port, server_env
@@ -105,6 +104,8 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> None:
+    from tiermem.memory import DELETING_KEY
+
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s)
     agent = m.ensure_agent("half")

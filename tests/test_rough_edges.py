@@ -41,7 +41,7 @@ def names(tmp_path: Path) -> list[str]:
 def test_a_mistyped_agent_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
     assert run(tmp_path, "agents", "create", "work").returncode == 0
     for args in (("blocks", "list"), ("blocks", "set", "human", "x"), ("search", "tea"), ("agents", "set", "wrok", "--sleeptime", "2"),
-                 ("sync", str(tmp_path / "memfs")), ("import", str(tmp_path / "memories"))):
+                 ("import", str(tmp_path / "memories"))):
         (tmp_path / "memories").mkdir(exist_ok=True)
         (tmp_path / "memories" / "notes.md").write_text("hello")
         done = run(tmp_path, *args, "--agent", "wrok") if args[:2] != ("agents", "set") else run(tmp_path, *args)

@@ -313,8 +313,6 @@ def run_command(args: argparse.Namespace) -> int:
         return search_command(memory, settings, args)
     if args.command == "import":
         _load_model_for_import(memory)
-    if args.command == "sync":
-        memory.named_agent(settings.agent)  # an unknown --agent is refused, not created
     if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":

@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     srch.add_argument("--json", action="store_true")
     cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
     _common(cfg)
-    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
+    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
+                                      "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
     cfg.add_argument("-o", "--output", type=Path,

@@ -146,8 +146,12 @@ def _responses_events(turn: Turn) -> list[Any]:
     rid = f"resp_{next(_ids)}"
     items: list[dict[str, Any]] = []
     for name, args in turn.calls:
-        items.append({"type": "function_call", "id": f"fc_{next(_ids)}", "call_id": f"call_{next(_ids)}",
-                      "name": name, "arguments": json.dumps(args), "status": "completed"})
+        call = {"type": "function_call", "id": f"fc_{next(_ids)}", "call_id": f"call_{next(_ids)}",
+                "name": name, "arguments": json.dumps(args), "status": "completed"}
+        if name.startswith("mcp__") and name.count("__") >= 2:  # a tool of a namespace (Codex: one per MCP server)
+            namespace, _, tool = name.rpartition("__")
+            call.update(name=tool, namespace=namespace)
+        items.append(call)
     if turn.text:
         items.append({"type": "message", "id": f"msg_{next(_ids)}", "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": turn.text, "annotations": []}]})

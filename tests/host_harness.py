@@ -71,6 +71,7 @@ def run_codex(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> subpro
         "[mcp_servers.tiermem]", f"command = {json.dumps(server['command'])}", f"args = {json.dumps(server['args'])}",
         "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in server["env"].items()) + " }",
         f"startup_timeout_sec = {server.get('startup_timeout_sec', 30)}",
+        *([f"required = {str(server['required']).lower()}"] if "required" in server else []),
     ])
     (home / ".codex" / "config.toml").write_text(config + "\n")
     env = base_env(home, FAKE_API_KEY="sk-fake", CODEX_HOME=str(home / ".codex"))
@@ -81,6 +82,7 @@ def run_codex(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> subpro
 
 
 def run_gemini(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str, *, trusted: bool) -> subprocess.CompletedProcess[str]:
+    """``trusted``: tiermem's entry keeps ``trust: true`` from the snippet; without it Gemini offers none of its tools."""
     home = tmp_path / ("gemini-home" if trusted else "gemini-home-untrusted")
     work = tmp_path / ("gemini-work" if trusted else "gemini-work-untrusted")
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
@@ -88,14 +90,16 @@ def run_gemini(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str, *, trust
     settings: dict[str, Any] = json.loads(snippet("gemini", tmp_path / "data"))
     entry = settings["mcpServers"]["tiermem"]
     entry["env"] = {**entry["env"], **SERVER_ENV}
+    if not trusted:  # without `trust`, `gemini -p` offers none of the server's tools (it cannot ask to confirm)
+        entry.pop("trust", None)
     settings.update({
-        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
     })
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
     env = base_env(home, GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=fake.url, GEMINI_CLI_NO_RELAUNCH="true")
-    cmd = [str(exe), "-p", prompt, "-o", "json"] + (["--skip-trust"] if trusted else [])
+    cmd = [str(exe), "-p", prompt, "-o", "json", "--skip-trust"]
     return run(cmd, env, work)
 
 

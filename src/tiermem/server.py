@@ -41,14 +41,13 @@ T = TypeVar("T")
 
 ARCHIVAL_URI = "memory://archival"
 
-INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style).
-At the start of every conversation read the resource memory://core (or get the prompt
-`memory_system`, or call the tool core_memory_view): it holds your core memory blocks
-(persona, human, ...). Keep them current with memory_replace / memory_insert / memory_rethink
-as you learn lasting facts; never include line numbers in edits. Blocks listed under
-<memory_directory> are stored but not shown in full: open one with memory_open(label). Search past conversations with
-conversation_search and long-term facts with archival_memory_search; save self-contained facts
-with archival_memory_insert."""
+# The instructions name no tool: a host may offer none of the server's tools (Gemini CLI does not for a server it
+# does not trust) while still passing the instructions on; each tool's own description says when to use it.
+INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style): core memory blocks
+(persona, human, ...) that hold what matters about the user and about you, a searchable log of
+past conversations, and long-term archival memory. Your core memory is the resource memory://core.
+When tiermem's memory tools are offered to you, keep core memory current with them as you learn
+lasting facts; each tool's description says when to use it. Otherwise treat memory as read-only."""
 
 
 # ---------------------------------------------------------------------------

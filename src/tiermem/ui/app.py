@@ -50,9 +50,11 @@ class Inspector:
     """The app's state: how to reach ``Memory``, and a counter bumped by every change made in this process."""
 
     def __init__(self, get_memory: Callable[[], Memory], *, default_agent: str, watch_seconds: float = 2.0,
-                 max_wait: float = 25.0) -> None:
+                 max_wait: float = 25.0, serving: str | None = None) -> None:
+        """``serving``: the agent the MCP server in this process serves (never deleted from the page)."""
         self._get_memory = get_memory
         self.default_agent = default_agent
+        self.serving = serving
         self.watch_seconds = max(0.1, watch_seconds)
         self.max_wait = max_wait
         self.local_changes = 0
@@ -123,6 +125,16 @@ def build_ui_app(inspector: Inspector) -> Starlette:
                 if cheap and await inspector.run(lambda m: m.change_token()) != token:
                     break
 
+    async def deletion_plan(request: Request) -> Response:
+        name = agent_param(request)
+        return JSONResponse(await inspector.run(lambda m: api.deletion_plan(m, name)))
+
+    async def delete_agent(request: Request) -> Response:
+        body = await _json(request)
+        name = agent_param(request, body)
+        return JSONResponse(await inspector.run(lambda m: api.delete_agent(m, name, body.get("confirm"),
+                                                                           serving=inspector.serving)))
+
     async def history(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
         limit = api.whole_number(q.get("limit", 50), "limit")
@@ -186,6 +198,8 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/static/{name}", static, methods=["GET"]),
         Route("/api/agents", agents, methods=["GET"]),
         Route("/api/agent", agent, methods=["GET"]),
+        Route("/api/agents/plan", deletion_plan, methods=["GET"]),
+        Route("/api/agents/delete", delete_agent, methods=["POST"]),
         Route("/api/changes", changes, methods=["GET"]),
         Route("/api/history", history, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),

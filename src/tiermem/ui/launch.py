@@ -23,7 +23,8 @@ def http_mount(handle: MemoryHandle, settings: Settings) -> Any:
     """The ``ui=`` argument of ``server.build_http_app``: the inspector next to ``/mcp``, on the server's memory."""
     from .app import Inspector, build_ui_app, mount
 
-    inspector = Inspector(lambda: handle.get()[0], default_agent=settings.agent, watch_seconds=settings.watch_seconds)
+    inspector = Inspector(lambda: handle.get()[0], default_agent=settings.agent, watch_seconds=settings.watch_seconds,
+                          serving=settings.agent)
     return mount(build_ui_app(inspector))
 
 
@@ -60,12 +61,16 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
 def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     import uvicorn
 
+    from ..netguard import listen_socket
+
     port = port if port else free_port(settings.host)
+    sock = listen_socket(settings.host, port)  # a busy --port is a clear error, before anything is printed
     app, url = build_ui_server(settings, port=port)
     print(f"tiermem memory inspector: {url}", flush=True)
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)
     if open_browser:
         threading.Timer(0.5, lambda: webbrowser.open(url)).start()
-    uvicorn.run(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False, lifespan="off",
-                timeout_keep_alive=5, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False,
+                            lifespan="off", timeout_keep_alive=5, timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -1,8 +1,10 @@
 """Change notifications across processes: a subscriber hears of another process's edit, however soon it comes.
 
-Three real server processes on one data directory: A serves streamable HTTP (a 2026-07-28 client listens on it),
-B serves stdio (a legacy client subscribes with ``resources/subscribe``), C serves stdio and edits. Waits are
-bounded, never timed asserts; ``python -m bench notify`` measures the latency.
+Three real server processes on one data directory: A serves streamable HTTP (a 2026-07-28 client listens on it,
+and the memory inspector's live view long-polls it), B serves stdio (a legacy client subscribes with
+``resources/subscribe``), C serves stdio and edits. A and B run with ``watch_seconds = 30``: on a local data
+directory the watch follows SQLite's change counter, not that timer, so the 15 s bound holds only when it does.
+Waits are bounded, never timed asserts; ``python -m bench notify`` measures the latency.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 
 from .conftest import PYTHON, ROOT
-from .test_transports import HTTP_TOKEN, free_port, http_target, server_env, stdio_params, wait_for_port
+from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, stdio_params, wait_for_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
 HUMAN = "memory://blocks/human"
@@ -26,7 +29,7 @@ def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     port = free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--data-dir", str(tmp_path / "data")],
-        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN),
+        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN, TIERMEM_WATCH_SECONDS="30"),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
@@ -47,7 +50,8 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
 
     async with (
         Client(stdio_params(tmp_path), cache=None) as editor,
-        Client(stdio_params(tmp_path), cache=None, mode="legacy", message_handler=on_message) as legacy,
+        Client(stdio_params(tmp_path, TIERMEM_WATCH_SECONDS="30"), cache=None, mode="legacy",
+               message_handler=on_message) as legacy,
         Client(http_target(f"http://127.0.0.1:{http_server}/mcp"), cache=None) as modern,
     ):
         assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "first"})).is_error
@@ -68,3 +72,37 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
             await anyio.sleep(0.3)
         value = (await modern.read_resource(HUMAN)).contents[0].text
         assert "round 1" in value
+
+        # The inspector's live view: a long poll answers when another process edits a block.
+        ui = f"http://127.0.0.1:{http_server}/ui/api"
+        async with httpx2.AsyncClient(headers=AUTH, timeout=60) as web:
+            since = (await web.get(f"{ui}/agent", params={"agent": "default"})).json()["signature"]
+            changed: list[bool] = []
+
+            async def long_poll() -> None:
+                r = await web.get(f"{ui}/changes", params={"agent": "default", "since": since, "wait": "25"})
+                changed.append(r.json()["changed"])
+
+            with anyio.fail_after(15):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(long_poll)
+                    await anyio.sleep(0.3)
+                    assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "ui"})).is_error
+            assert changed == [True]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+def test_change_token_moves_with_another_connections_commit(tmp_path: Path, backend: str) -> None:
+    """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend."""
+    from tiermem.blocks import Rethink
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", core_backend=backend)
+    watcher, writer = open_memory(settings, start_embedder=False), open_memory(settings, start_embedder=False)
+    agent = writer.ensure_agent("default").id
+    token = watcher.change_token()
+    assert watcher.change_token() == token  # nothing committed: unchanged
+    writer.edit(agent, "human", Rethink("Name: Ada"), actor="human")
+    assert watcher.change_token() != token
+    assert watcher.watch_cheap is (backend == "sqlite")

@@ -40,11 +40,10 @@ def names(tmp_path: Path) -> list[str]:
 
 def test_a_mistyped_agent_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
     assert run(tmp_path, "agents", "create", "work").returncode == 0
-    for args in (("blocks", "list"), ("blocks", "set", "human", "x"), ("search", "tea"), ("agents", "set", "wrok", "--sleeptime", "2"),
-                 ("import", str(tmp_path / "memories"))):
-        (tmp_path / "memories").mkdir(exist_ok=True)
-        (tmp_path / "memories" / "notes.md").write_text("hello")
-        done = run(tmp_path, *args, "--agent", "wrok") if args[:2] != ("agents", "set") else run(tmp_path, *args)
+    for args in (("blocks", "list", "--agent", "wrok"), ("blocks", "set", "human", "x", "--agent", "wrok"),
+                 ("search", "tea", "--agent", "wrok"), ("blocks", "attach", "human", "--from", "work", "--agent", "wrok"),
+                 ("agents", "set", "wrok", "--sleeptime", "2"), ("agents", "show", "wrok"), ("agents", "delete", "wrok")):
+        done = run(tmp_path, *args)
         assert done.returncode == 1, (args, done.stderr)
         assert "No agent named 'wrok'" in done.stderr and "work" in done.stderr, (args, done.stderr)
         assert "tiermem agents create wrok" in done.stderr

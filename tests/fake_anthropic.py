@@ -2,7 +2,9 @@
 
 It replays scripted responses in order and records every request body, so tests drive the
 real ``anthropic`` client (through ``base_url``) without network access. Summarisation
-requests (recognised by their system prompt) are answered from a separate script.
+requests (recognised by their system prompt) are answered from a separate script. A request
+with ``"stream": true`` (Claude Code sends those) gets the same message as server-sent events;
+``default`` answers requests when the script is empty (a host that makes a variable number of calls).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ Scripted = dict[str, Any] | tuple[int, dict[str, Any]] | Callable[[dict[str, Any
 
 
 class FakeAnthropic:
-    def __init__(self) -> None:
+    def __init__(self, default: Scripted | None = None) -> None:
+        self.default = default
         self.script: deque[Scripted] = deque()
         self.summaries: deque[Scripted] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -86,9 +89,12 @@ class FakeAnthropic:
         with self._lock:
             self.requests.append(body)
             queue = self.summaries if _is_summary(body) and self.summaries else self.script
-            if not queue:
+            if queue:
+                item = queue.popleft()
+            elif self.default is not None:
+                item = self.default
+            else:
                 return error(500, "the fake server's script is exhausted")
-            item = queue.popleft()
         if callable(item):
             item = item(body)
         if isinstance(item, tuple):
@@ -106,19 +112,39 @@ class FakeAnthropic:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if self.path.rstrip("/") != "/v1/messages":
+                if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
                     status, payload = error(404, f"unknown path {self.path}")
                 else:
                     status, payload = fake._next(body)
-                data = json.dumps(payload).encode()
+                streamed = status == 200 and body.get("stream") is True
+                data = _events(payload) if streamed else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", "text/event-stream" if streamed else "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.send_header("retry-after-ms", "5")  # scripted 429/5xx: retry quickly
                 self.end_headers()
                 self.wfile.write(data)
 
         return Handler
+
+
+def _events(message: dict[str, Any]) -> bytes:
+    """``message`` as the Messages API streams it: message_start, one start/delta/stop per content block, the end."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            empty, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+        else:
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": empty}),
+                   ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+                   ("content_block_stop", {"type": "content_block_stop", "index": i})]
+    events += [("message_delta", {"type": "message_delta", "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                                  "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None}}),
+               ("message_stop", {"type": "message_stop"})]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
 
 def _is_summary(body: dict[str, Any]) -> bool:

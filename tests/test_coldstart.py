@@ -164,7 +164,8 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
         "from tiermem.config import load_settings\n"
         "from tiermem.runtime import MemoryHandle\n"
         "from tiermem.server import build_server\n"
-        "MODULES = ('tiermem.tools', 'tiermem.search_tools', 'tiermem.memory_tool', 'tiermem.blocks')\n"
+        # (tiermem.blocks is not among them: initialize renders core memory with it, for the instructions)
+        "MODULES = ('tiermem.tools', 'tiermem.search_tools', 'tiermem.memory_tool')\n"
         "server = build_server(MemoryHandle(lambda: None), load_settings(data_dir=sys.argv[1]))\n"
         "before = [m for m in MODULES if m in sys.modules]\n"
         "names = [t.name for t in server._tool_manager.list_tools()]\n"
@@ -174,5 +175,5 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr[-2000:]
     before, after, count = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == []
-    assert after == ["tiermem.tools", "tiermem.search_tools", "tiermem.memory_tool", "tiermem.blocks"]
+    assert after == ["tiermem.tools", "tiermem.search_tools", "tiermem.memory_tool"]
     assert count >= 15

@@ -21,7 +21,8 @@ from .fake_models import FakeModel, Turn
 from .host_harness import run_codex, run_gemini, run_opencode
 from .install_hosts import install
 
-INSTRUCTIONS_MARK = "tiermem gives you a persistent, tiered memory"
+INSTRUCTIONS_MARK = "You have a persistent memory (tiermem"  # the start of the server's instructions
+PERSONA = "I am Sam, and I keep my notes short."  # core memory: the instructions carry it to the first request
 
 
 def host(name: str) -> Path:
@@ -36,6 +37,15 @@ def stored(tmp_path: Path, label: str) -> str:
     return memory.block(memory.ensure_agent("default").id, label).value
 
 
+@pytest.fixture(autouse=True)
+def persona(tmp_path: Path) -> None:
+    """The agent's persona block, set before the host starts (as `tiermem blocks set persona ...` would)."""
+    from tiermem.blocks import Rethink
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+    memory.edit(memory.ensure_agent("default").id, "persona", Rethink(PERSONA), actor="human")
+
+
 def test_codex_edits_a_block_under_approval_policy_never(tmp_path: Path) -> None:
     exe = host("codex")
     script = [Turn(calls=[("mcp__tiermem__memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
@@ -47,6 +57,7 @@ def test_codex_edits_a_block_under_approval_policy_never(tmp_path: Path) -> None
     first = fake.turns[0]
     namespace = next(t for t in first["tools"] if t.get("name") == "mcp__tiermem")
     assert INSTRUCTIONS_MARK in namespace["description"]  # the server's instructions, whole
+    assert PERSONA in namespace["description"]  # with the agent's core memory
     assert {"memory_rethink", "memory_replace"} <= {t["name"] for t in namespace["tools"]}
     outputs = [json.dumps(i) for t in fake.turns[1:] for i in t["input"] if i.get("type") == "function_call_output"]
     assert outputs and not any("requires approval" in o for o in outputs), outputs
@@ -61,7 +72,7 @@ def test_gemini_edits_a_block(tmp_path: Path) -> None:
         done = run_gemini(exe, tmp_path, fake, "Remember that my name is Ada.", trusted=True)
     assert done.returncode == 0, done.stderr[-3000:]
     first = json.dumps(fake.turns[0])
-    assert INSTRUCTIONS_MARK in first
+    assert INSTRUCTIONS_MARK in first and PERSONA in first  # in the first user message, with core memory
     names = {d["name"] for t in fake.turns[0].get("tools", []) for d in t.get("functionDeclarations", [])}
     assert "mcp_tiermem_memory_rethink" in names
     assert stored(tmp_path, "human") == "Name: Ada"
@@ -75,9 +86,14 @@ def test_gemini_without_trust_gets_no_instructions_to_use_tools(tmp_path: Path) 
     first = fake.turns[0]
     names = {d["name"] for t in first.get("tools", []) for d in t.get("functionDeclarations", [])}
     assert not any("tiermem" in n for n in names)  # Gemini offers no tools of a server it does not trust
-    text = json.dumps(first)
-    for tool in ("memory_replace", "memory_rethink", "archival_memory_insert", "conversation_search"):
-        assert tool not in text, f"the request tells the model to use {tool}, which it does not have"
+    text = json.loads(json.dumps(first))  # the request as sent
+    flat = "\n".join(p.get("text", "") for c in text.get("contents", []) for p in c.get("parts", []))
+    assert INSTRUCTIONS_MARK in flat and PERSONA in flat  # the instructions and core memory still arrive
+    told = [line for line in flat.splitlines() for tool in ("memory_replace", "memory_rethink", "memory_insert",
+            "archival_memory_insert", "conversation_search", "memory_open") if tool in line]
+    assert told, "the instructions name tiermem's tools (for hosts that offer them)"
+    for line in told:  # never an unconditional instruction to call a tool the model does not have
+        assert "When your host offers you tiermem's tools" in line or "when your host offers them" in line, line
 
 
 def test_opencode_edits_a_block(tmp_path: Path) -> None:
@@ -88,6 +104,7 @@ def test_opencode_edits_a_block(tmp_path: Path) -> None:
         done = run_opencode(exe, tmp_path, fake, "Remember that my name is Ada.")
     assert done.returncode == 0, done.stderr[-3000:]
     first = fake.turns[0]
-    assert INSTRUCTIONS_MARK in json.dumps(first["messages"][0])  # the system prompt, under <mcp_instructions>
+    system = json.dumps(first["messages"][0])  # the system prompt, under <mcp_instructions>
+    assert INSTRUCTIONS_MARK in system and PERSONA in system
     assert "tiermem_memory_rethink" in {t["function"]["name"] for t in first["tools"]}
     assert stored(tmp_path, "human") == "Name: Ada"

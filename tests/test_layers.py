@@ -23,6 +23,7 @@ LAYER = {
     # server's HTTP app and the inspector alike
     "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
     "core": 3,  # the core-memory backends, over the store
+    "briefing": 3,  # what the model is told before it asks (instructions, session context): core memory in a budget
     "archive_rows": 4, "archive_vectors": 4,  # the parts Archive is composed of (rows per agent; vectors, backfill)
     "archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "memory": 6,  # the domain facade (blocks and history; it holds the archive)

@@ -145,7 +145,7 @@ async def test_memory_command_tool(settings: Settings) -> None:
 
 async def test_resources_and_prompt(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
-        assert "memory://core" in (c.instructions or "")
+        assert "<persona>" in (c.instructions or "")  # core memory is in the instructions (tests/test_instructions.py)
         uris = {str(r.uri): r for r in (await c.list_resources()).resources}
         assert {"memory://core", "memory://blocks/persona", "memory://blocks/human", "memory://archival"} <= set(uris)
         assert uris["memory://blocks/human"].meta["limit"] == 5000

@@ -112,7 +112,7 @@ async def test_stdio_stdout_is_protocol_only(tmp_path: Path) -> None:
     assert len(lines) == 1
     reply = json.loads(lines[0])
     assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "tiermem"
-    assert "memory://core" in reply["result"]["instructions"]
+    assert "<memory_blocks>" in reply["result"]["instructions"]
 
 
 @pytest.mark.parametrize("network_server", ["http"], indirect=True)

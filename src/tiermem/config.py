@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
     watch_seconds: float = Field(default=2.0, ge=0)
     system: str = ""
+    # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
+    # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.
+    instructions_max_chars: int = Field(default=20_000, ge=400, le=1_000_000)
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import anyio
 
 from .clientlog import client_log
+from .errors import TiermemError
 from .opening import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
     from .memory import Memory
+    from .records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,6 +89,22 @@ class Runtime:
             if done is not None:
                 return done[0]
         return await self.call(None, fn)
+
+    async def blocks_now(self, wait: float) -> list[Block] | None:
+        """The agent's blocks for what the client is told before it asks (the instructions): starts the opening if
+        nobody has, waits at most ``wait`` s for the core state (the archive keeps opening behind it); None when the
+        memory is not open by then or cannot be read (the reason is logged)."""
+        self.handle.start()
+        if not self.handle.ready:
+            await anyio.to_thread.run_sync(self.handle.settle, wait)
+        if not self.handle.ready:
+            log.info("core memory is not open after %.1f s; the instructions say where to read it", wait)
+            return None
+        try:
+            return await self.read(lambda m, a: m.blocks(a))
+        except TiermemError as exc:
+            log.warning("could not read core memory for the instructions: %s", exc)
+            return None
 
     def mark_answered(self, method: str) -> None:
         """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""

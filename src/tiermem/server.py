@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mcp.server.context import ServerMiddleware
@@ -19,9 +19,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import ToolManager
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
+from . import briefing
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
@@ -41,13 +42,7 @@ T = TypeVar("T")
 
 ARCHIVAL_URI = "memory://archival"
 
-# The instructions name no tool: a host may offer none of the server's tools (Gemini CLI does not for a server it
-# does not trust) while still passing the instructions on; each tool's own description says when to use it.
-INSTRUCTIONS = """tiermem gives you a persistent, tiered memory (MemGPT/Letta style): core memory blocks
-(persona, human, ...) that hold what matters about the user and about you, a searchable log of
-past conversations, and long-term archival memory. Your core memory is the resource memory://core.
-When tiermem's memory tools are offered to you, keep core memory current with them as you learn
-lasting facts; each tool's description says when to use it. Otherwise treat memory as read-only."""
+INSTRUCTIONS_WAIT = 2.0  # seconds the instructions wait for core memory to open (SQLite: milliseconds)
 
 
 # ---------------------------------------------------------------------------
@@ -220,26 +215,66 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
+    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
+
+    async def instruct(client: str | None) -> str:
+        """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
+        budget = briefing.budget_for(client, settings.instructions_max_chars)
+        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget)
+
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
-        instructions=INSTRUCTIONS,
+        instructions=briefing.instructions(None, names, settings.instructions_max_chars),
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
-        middleware=[cast("ServerMiddleware[Any]", m) for m in (first_answer(runtime), levels.middleware())],
+        middleware=[cast("ServerMiddleware[Any]", m)
+                    for m in (first_answer(runtime), levels.middleware(), current_instructions(instruct))],
         extensions=list(extensions),
         subscriptions=notifier.bus,
     )
     server.runtime = runtime
-    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    server._lowlevel_server.add_request_handler("server/discover", RequestParams, discover(server, instruct))
     server._tool_manager = ToolsOnDemand(lambda: register_tools(server, TOOLS, names), before=server._tool_manager)
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
+
+
+def current_instructions(
+    instruct: Callable[[str | None], Awaitable[str]],
+) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """Server middleware: the ``initialize`` answer carries instructions rendered for that client, with core memory
+    as it is at that moment (the SDK would send the text fixed when the server was built)."""
+
+    async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        result = await call_next(ctx)
+        if getattr(ctx, "method", "") == "initialize" and isinstance(result, dict):
+            info = (ctx.params or {}).get("clientInfo") or {}
+            result["instructions"] = await instruct(info.get("name") if isinstance(info, dict) else None)
+        return result
+
+    return middleware
+
+
+def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[str]]) -> Any:
+    """The ``server/discover`` handler (protocol 2026-07-28): the SDK's answer with instructions rendered now, marked
+    stale at once (``ttlMs`` 0) and private to the caller, so a client that asks again gets current core memory."""
+    from mcp.types import DiscoverResult
+
+    lowlevel = server._lowlevel_server
+
+    async def handle(ctx: Any, params: Any) -> DiscoverResult:
+        result = await lowlevel._handle_discover(ctx, params)
+        client = ctx.session.client_params
+        text = await instruct(client.client_info.name if client is not None else None)
+        return result.model_copy(update={"instructions": text, "ttl_ms": 0, "cache_scope": "private"})
+
+    return handle
 
 
 def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,

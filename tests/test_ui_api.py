@@ -215,6 +215,11 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     from .test_transports import free_port, server_env, wait_for_port
 
     port = free_port()
+    refused = subprocess.run([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
+                              "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "No agent named 'work'" in refused.stderr  # agents are made on purpose
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
     proc = subprocess.Popen([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
                              "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -28,6 +28,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
 from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
 
 from .core.protocol import LOCAL_POLL_SECONDS
@@ -52,10 +53,14 @@ class ListenerBus(InMemorySubscriptionBus):
     def __init__(self) -> None:
         super().__init__()
         self.open_streams = 0
+        # listen requests whose baseline is taken but whose stream is not subscribed yet: the watch counts them as
+        # listening, so it does not go idle (dropping that baseline) in between
+        self.arriving = 0
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         unsubscribe = super().subscribe(listener)
         self.open_streams += 1
+        self.arriving = max(0, self.arriving - 1)
         done = False
 
         def release() -> None:
@@ -90,7 +95,7 @@ class Notifier:
     # -- watching other processes' edits ---------------------------------------------------------
 
     def _listening(self) -> bool:
-        return self.bus.open_streams > 0 or any(self._subscribers.values())
+        return self.bus.open_streams > 0 or self.bus.arriving > 0 or any(self._subscribers.values())
 
     async def watch_from_now(self) -> None:
         """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
@@ -139,8 +144,8 @@ class Notifier:
                     continue
                 current = _versions(memory, agent_id)
             except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                log.debug("watch: could not read blocks: %s", exc)
-                time.sleep(self._watch_seconds)
+                log.warning("watch: could not read the blocks: %s", exc)
+                time.sleep(min(self._watch_seconds, 1.0))
                 continue
             with self._watch_lock:
                 if self._baseline is None:
@@ -154,9 +159,11 @@ class Notifier:
             self.remote_changes += 1
             try:
                 anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
-            except Exception as exc:  # the event loop is gone: the server is stopping
+            except RuntimeError as exc:  # the event loop is gone: the server is stopping
                 log.debug("watch: stopped: %s", exc)
                 return
+            except Exception as exc:  # one failed delivery never ends the watch
+                log.warning("watch: could not publish a change: %s", exc)
 
     async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
         if list_changed:
@@ -266,8 +273,13 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
         """``subscriptions/listen`` (2026-07-28): the watch takes its baseline before the stream is acknowledged."""
         wanted = params.notifications
         if wanted.resource_subscriptions or wanted.resources_list_changed:
+            notifier.bus.arriving += 1  # listening from now on: the stream subscribes to the bus in `listen`
             await notifier.watch_from_now()
-        return await listen(ctx, params)
+        try:
+            return await listen(ctx, params)
+        except MCPError:  # refused before it subscribed (no request id, too many streams)
+            notifier.bus.arriving = max(0, notifier.bus.arriving - 1)
+            raise
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         notifier.unsubscribe(str(params.uri), ctx.session)

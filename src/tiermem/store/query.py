@@ -32,7 +32,6 @@ class Filter:
     start: datetime | None = None  # created at or after
     end: datetime | None = None  # created at or before
     ids: tuple[str, ...] | None = None
-    block_ids: tuple[str, ...] | None = None  # block_history rows of these blocks
     id_or_group: str | None = None  # a passage id, or the group id of every chunk of one insert
     seq_from: int | None = None  # messages with seq >= this
     missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
@@ -83,8 +82,6 @@ def compile_filter(where: Filter | None) -> str | None:
         clauses.append(f"created_us <= {to_us(where.end)}")
     if where.ids is not None:
         clauses.append(f"id IN {_in(where.ids)}" if where.ids else "false")
-    if where.block_ids is not None:
-        clauses.append(f"block_id IN {_in(where.block_ids)}" if where.block_ids else "false")
     if where.id_or_group is not None:
         clauses.append(f"(id = {sql_str(where.id_or_group)} OR group_id = {sql_str(where.id_or_group)})")
     if where.seq_from is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,12 +25,11 @@ from .factory import open_memory
 from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .config import Settings
     from .memory import Memory
 
 log = logging.getLogger("tiermem")
+WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
 
 EXAMPLES = {
     "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
@@ -51,8 +49,10 @@ EXAMPLES = {
     "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
     "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
-    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
-    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
+    "  tiermem sync ./memory --prefer file               # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
+    "setup": "tiermem setup letta-code --agent-dir ~/.letta/lc-local-backend/memfs/agent-local-.../memory\n"
+    "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
@@ -208,8 +208,23 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
-    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
+    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
+                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
     syn.add_argument("--json", action="store_true")
+    setup = _sub(sp, "setup", "Wire tiermem to another memory: `setup letta-code` shares one memory with a Letta Code agent.")
+    ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
+    s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
+                          "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup']}")
+    _common(s_lc)
+    where = s_lc.add_mutually_exclusive_group()
+    where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
+    where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
+    s_lc.add_argument("--host", choices=["claude-desktop", "claude-code", "cursor", "vscode"], default="claude-code",
+                      help="print this host's configuration with the directory kept in step (default: claude-code)")
+    s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
+                      help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
+    s_lc.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -274,6 +289,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if args.command == "setup":
+        from .cli_commands import setup_letta_code
+
+        return setup_letta_code(settings, args)
     if args.command == "config":
         from .cli_commands import config_command
 

@@ -45,7 +45,8 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
         memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
         agent = memory.core.find_agent(settings.agent)
         if agent is None:
-            agent = memory.ensure_agent(settings.agent)
+            # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
+            agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
             log.info("created agent %r with the default blocks (it did not exist in %s)", settings.agent,
                      settings.store_uri())
         return memory, agent.id
@@ -78,6 +79,7 @@ def serve(settings: Settings) -> None:
 
         register_agent_chat(server, settings)
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    live = _live_sync(handle, settings)
     try:
         if sock is None:
             import anyio
@@ -88,10 +90,32 @@ def serve(settings: Settings) -> None:
         else:
             _run_http(server, handle, settings, tokens, secret, sock)
     finally:
+        if live is not None:
+            live.stop()
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
         opened = handle.settle(SETTLE_SECONDS)
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
+
+
+def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
+    """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
+    if settings.sync is None:
+        return None
+    from .errors import ConfigError
+    from .interop.letta_code import LiveSync
+    from .interop.memfs_sync import recorded_agent
+
+    root = settings.sync.expanduser()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
+    other = recorded_agent(root) if root.is_dir() else None
+    if other not in (None, settings.agent):
+        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
+                          f"(--agent {other}), or sync another directory.")
+    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
+    live.start()
+    return live
 
 
 def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Token], secret: str | None,

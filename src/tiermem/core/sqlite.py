@@ -300,7 +300,7 @@ class SqliteCore:
             own = [r[0] for r in conn.execute("SELECT block_id FROM attachments WHERE agent_id = ?", (agent_id,))]
             alone = [(b,) for b in own if conn.execute(
                 "SELECT count(*) FROM attachments WHERE block_id = ? AND agent_id != ?", (b, agent_id)).fetchone()[0] == 0]
-            conn.executemany("DELETE FROM block_history WHERE block_id = ?", alone)
+            conn.executemany("DELETE FROM history WHERE block_id = ?", alone)  # sqlite_history.py's table
             conn.executemany("DELETE FROM blocks WHERE id = ?", alone)
             for table, col in (("requests", "agent_id"), ("conversations", "agent_id"), ("attachments", "agent_id"),
                                ("agents", "id")):

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .runtime import MemoryHandle
 
 log = logging.getLogger("tiermem")
+WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
 
 EXAMPLES = {
     "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
@@ -51,8 +52,10 @@ EXAMPLES = {
     "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
     "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
-    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
-    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
+    "  tiermem sync ./memory --prefer file               # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
+    "setup": "tiermem setup letta-code --agent-dir ~/.letta/lc-local-backend/memfs/agent-local-.../memory\n"
+    "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
@@ -200,8 +203,23 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
-    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
+    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
+                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
     syn.add_argument("--json", action="store_true")
+    setup = _sub(sp, "setup", "Wire tiermem to another memory: `setup letta-code` shares one memory with a Letta Code agent.")
+    ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
+    s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
+                          "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup']}")
+    _common(s_lc)
+    where = s_lc.add_mutually_exclusive_group()
+    where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
+    where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
+    s_lc.add_argument("--host", choices=["claude-desktop", "claude-code", "cursor", "vscode"], default="claude-code",
+                      help="print this host's configuration with the directory kept in step (default: claude-code)")
+    s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
+                      help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
+    s_lc.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -263,7 +281,8 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     def factory() -> tuple[Memory, str]:
         # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
         memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
-        return memory, memory.ensure_agent(settings.agent).id
+        # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
+        return memory, memory.ensure_agent(settings.agent, blocks=() if settings.sync else None).id
 
     return factory
 
@@ -289,13 +308,36 @@ def serve(settings: Settings) -> None:
 
         register_agent_chat(server, settings)
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    live = _live_sync(handle, settings)
     try:
         _run(server, handle, settings, tokens)
     finally:
+        if live is not None:
+            live.stop()
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
         opened = handle.settle(SETTLE_SECONDS)
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
+
+
+def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
+    """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
+    if settings.sync is None:
+        return None
+    from .errors import ConfigError
+    from .interop.letta_code import LiveSync
+    from .interop.memfs_sync import recorded_agent
+
+    root = settings.sync.expanduser()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
+    other = recorded_agent(root) if root.is_dir() else None
+    if other not in (None, settings.agent):
+        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
+                          f"(--agent {other}), or sync another directory.")
+    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
+    live.start()
+    return live
 
 
 def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any]) -> None:
@@ -365,6 +407,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if args.command == "setup":
+        from .cli_commands import setup_letta_code
+
+        return setup_letta_code(settings, args)
     if args.command == "config":
         from .interop.hosts import HOSTS, snippet
 

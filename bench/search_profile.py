@@ -40,23 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from .common import stats
+from .corpus import questions
 
 # (nprobes, ef, refine factor; 0 = no refine step)
 SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (96, 128, 0)]
-
-
-def _queries(n: int) -> list[str]:
-    """``n`` distinct questions about the bench's passages (at most ~380 exist), in a fixed order."""
-    from .scale import passage, query_for
-
-    rng = random.Random(99)
-    items = [passage(random.Random(i), i) for i in range(1000)]
-    seen: dict[str, None] = {}
-    for _ in range(20 * n):
-        seen[query_for(rng, items[rng.randrange(1000)][0])] = None
-        if len(seen) == n:
-            break
-    return list(seen)
 
 
 def open_store(data_dir: Path) -> tuple[Any, str]:
@@ -77,7 +64,7 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     store = archive.store
     where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
-    queries = _queries(2 * n_queries + warm)
+    queries = questions(2 * n_queries + warm)
     queries, fresh = queries[:n_queries + warm], queries[n_queries + warm:]
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
@@ -136,7 +123,7 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
     memory, agent = open_store(data_dir)
     archive, store, t = memory.archive, memory.archive.store, "passages"
     where, pool = Filter(agent_id=agent), max(top_k * 4, 40)
-    queries = _queries(n_queries + 20)
+    queries = questions(n_queries + 20)
     for q in queries[:10]:
         archive.search(agent, q, top_k=top_k)  # the agent's speakers known: every search takes the usual path
 
@@ -192,7 +179,7 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
     memory, agent = open_store(data_dir)
     table = memory.archive.store._tables["passages"]  # the bench reaches into the store to vary the knobs
     where = compile_filter(Filter(agent_id=agent))
-    vectors = [memory.archive.embedder.embed([q])[0] for q in _queries(n_queries)]
+    vectors = [memory.archive.embedder.embed([q])[0] for q in questions(n_queries)]
 
     def query(vec: list[float]) -> Any:
         return table.search(vec, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True) \

@@ -40,8 +40,7 @@ def _peak_of(fn: Any) -> float:
 def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     from tiermem.embeddings import make_embedder
 
-    from .scale import passage
-    from .search_profile import _queries
+    from .corpus import passage, questions
 
     embedder = make_embedder("default", Path(tempfile.mkdtemp(prefix="tiermem-small-index-")))
     embedder.start()
@@ -50,7 +49,7 @@ def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     started = time.perf_counter()
     vectors = [list(v) for v in embedder.embed(texts)]
     print(f"embedded {n} passages in {time.perf_counter() - started:.0f} s", flush=True)
-    return [f"p{i}" for i in range(n)], vectors, [list(v) for v in embedder.embed(_queries(100))]
+    return [f"p{i}" for i in range(n)], vectors, [list(v) for v in embedder.embed(questions(100))]
 
 
 def _search(table: Any, n: int, q: list[float], *, index: bool) -> Any:

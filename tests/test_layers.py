@@ -162,6 +162,79 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
+def repository_graph(roots: list[Path]) -> dict[str, set[str]]:
+    """Module -> the repository modules it imports, over every ``.py`` under ``roots`` (each root a package, named
+    by its path from ROOT's ``src`` or ROOT: ``tiermem.store.query``, ``bench.scale``, ``tests.conftest``).
+    Relative and absolute imports count, typing-only and function-level ones too."""
+    modules: dict[str, Path] = {}
+    for root in roots:
+        base = root.parent
+        for path in root.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for me, path in modules.items():
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        edges = graph.setdefault(me, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    stem = ".".join([*up, *(node.module.split(".") if node.module else [])])
+                else:
+                    stem = node.module or ""
+                names = [f"{stem}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                target = resolve(name)
+                if target is not None and target != me:
+                    edges.add(target)
+    return graph
+
+
+def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        visit(start, [])
+    return cycles
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    """Not vacuous: a function-level import back from one module to the other is a cycle."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from .b import f\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from .a import g\n")
+    assert cycles_in(repository_graph([tmp_path / "pkg"])) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_no_import_cycles_in_the_whole_repository() -> None:
+    """The package, the benchmarks and the tests: not one import circle."""
+    graph = repository_graph([SRC, ROOT / "bench", ROOT / "tests"])
+    assert len([m for m in graph if m.startswith("bench.")]) > 10
+    assert cycles_in(graph) == []
+
+
 def test_mcp_layer_is_light() -> None:
     """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
     code = ("import sys, tiermem.cli, tiermem.runtime, tiermem.tools, tiermem.search_tools, tiermem.server, "

@@ -15,7 +15,6 @@ from typing import Any
 from ..errors import SchemaError, StoreError
 from ..records import new_id, now
 from .boundary import library
-from .core_tables import CoreTables
 from .indexes import VECTOR_INDEX_MIN_ROWS
 from .loading import import_lancedb
 from .reembed import Reembed
@@ -39,7 +38,7 @@ def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: i
     return db, session
 
 
-class Store(CoreTables, Reembed, Search):
+class Store(Reembed, Search):
     """All tables of one data directory (or object-store prefix)."""
 
     def __init__(

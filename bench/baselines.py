@@ -149,7 +149,7 @@ def at_scale(store_dir: Path, n_queries: int = 100) -> dict[str, Any]:
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("default").id
     ids, matrix = _vectors(memory)
-    table = memory.archive.store._tables["passages"].to_arrow().select(["content"])
+    table = memory.archive.store.conn.tables["passages"].to_arrow().select(["content"])
     contents = table.column("content").to_pylist()
     started = time.perf_counter()
     bm25 = BM25(contents)

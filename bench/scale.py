@@ -102,7 +102,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     _copy_to_messages(memory, agent)
     out["messages_copy_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     out["optimize_index_s"] = round(time.perf_counter() - t, 1)
     _progress(n, "indexed", out, data_dir)
     out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]))
@@ -111,7 +111,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
 
 def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict[str, Any]:
     """Search latency in process and over stdio, vector recall@10 and server RSS on a built store."""
-    out: dict[str, Any] = {"indexes": memory.archive.store.index_health()["passages"]}
+    out: dict[str, Any] = {"indexes": memory.archive.store.indexes.index_health()["passages"]}
     rows = _vectors(memory)
     # In process: the library call, query embedding included.
     lat = []
@@ -131,9 +131,9 @@ def remeasure(data_dir: Path) -> dict[str, Any]:
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     agent = memory.ensure_agent("default").id
-    n = memory.archive.store.count("passages")
+    n = memory.archive.store.rows.count("passages")
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
     marker = data_dir / "bench-scale.json"
@@ -208,7 +208,7 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
         chunk = items[start : start + 20_000]
         vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(size=(len(chunk), base.shape[1])).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        memory.archive.store.add_rows("passages", [
+        memory.archive.store.rows.add_rows("passages", [
             {"id": f"passage-{start + i}", "agent_id": agent, "group_id": f"passage-{start + i}", "chunk": 0, "content": text,
              "tags": tags, "text": text, "created_us": 1_700_000_000_000_000 + start + i, "vector": vecs[i].tolist()}
             for i, (text, tags) in enumerate(chunk)])
@@ -218,8 +218,8 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
 
 def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
     """(ids, unit vectors) of every passage, straight from Arrow (the bench may reach into the store)."""
-    table = memory.archive.store._tables["passages"].to_arrow().select(["id", "vector"])
-    dim = memory.archive.store.embedding_dim
+    table = memory.archive.store.conn.tables["passages"].to_arrow().select(["id", "vector"])
+    dim = memory.archive.store.conn.embedding_dim
     matrix = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim).astype(np.float32)
     return table.column("id").to_pylist(), matrix
 
@@ -227,8 +227,8 @@ def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
 def _copy_to_messages(memory: Any, agent: str) -> None:
     import pyarrow as pa
 
-    source = memory.archive.store._tables["passages"].to_arrow()
-    target = memory.archive.store._tables["messages"]
+    source = memory.archive.store.conn.tables["passages"].to_arrow()
+    target = memory.archive.store.conn.tables["messages"]
     schema = target.schema
     for start in range(0, source.num_rows, 100_000):
         part = source.slice(start, 100_000)
@@ -256,7 +256,7 @@ def _recall(memory: Any, agent: str, queries: list[str], rows: tuple[list[str], 
     for q in queries:
         vec = memory.archive.embedder.embed([q])[0]
         exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]}
-        got = {r["id"] for r in memory.archive.store.vector_search("passages", vec, Filter(agent_id=agent), 10)}
+        got = {r.id for r in memory.archive.store.search.vector_search("passages", vec, Filter(agent_id=agent), 10)}
         found += len(exact & got)
     return round(found / (10 * len(queries)), 3)
 

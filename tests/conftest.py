@@ -79,14 +79,14 @@ def legacy_core(store: Store, blocks: dict[str, list[str]], *, agent: str = "def
                 block_id=block.id, version=version, label=label, value=value, limit=block.limit,
                 description=block.description, read_only=False, operation="create" if version == 1 else "append",
                 actor="agent", created_at=t)))
-        store.merge_rows("blocks", "id", [block_row(block)])
-        store.merge_rows("block_history", "key", history)
-        store.merge_rows("attachments", "key", [{"key": f"{a.id}:{block.id}", "agent_id": a.id, "block_id": block.id,
+        store.rows.merge_rows("blocks", "id", [block_row(block)])
+        store.rows.merge_rows("block_history", "key", history)
+        store.rows.merge_rows("attachments", "key", [{"key": f"{a.id}:{block.id}", "agent_id": a.id, "block_id": block.id,
                                                  "created_us": to_us(t)}])
     for (tool, key), result in (requests or {}).items():  # keyed as Memory.remember keys them
-        store.merge_rows("requests", "key", [{"key": f"{a.id}\x1f{tool}\x1f{key}", "agent_id": a.id, "tool": tool,
+        store.rows.merge_rows("requests", "key", [{"key": f"{a.id}\x1f{tool}\x1f{key}", "agent_id": a.id, "tool": tool,
                                               "args_sha256": "abc", "result": result, "created_us": 0}])
-    store.merge_rows("agents", "id", [agent_row(a)])
+    store.rows.merge_rows("agents", "id", [agent_row(a)])
     return a.id
 
 

@@ -14,12 +14,13 @@ from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
 from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
                              features, merge, speaker_of, without_names)
+from tiermem.records import Found
 from tiermem.store import Store
 
 
 def cand(i: str, content: str, *, v: int | None = None, f: int | None = None, cos: float | None = None,
          bm25: float | None = None) -> Candidate:
-    return Candidate(id=i, content=content, row={}, vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
+    return Candidate(id=i, content=content, found=Found(id=i, content=content, created_us=0), vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
 
 
 def feat(query: str, cands: list[Candidate], name: str, context: Context | None = None) -> list[float]:
@@ -45,7 +46,8 @@ def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
 
 def at(y: int, m: int, d: int, content: str = "x", role: str = "user") -> Candidate:
     us = int(datetime(y, m, d, 12, tzinfo=UTC).timestamp() * 1_000_000)
-    return Candidate(id=f"{y}-{m}-{d}-{content[:8]}", content=content, row={"created_us": us, "role": role})
+    key = f"{y}-{m}-{d}-{content[:8]}"
+    return Candidate(id=key, content=content, found=Found(id=key, content=content, created_us=us, role=role))
 
 
 def test_date_feature_reads_the_periods_the_query_names_against_the_conversations_clock() -> None:
@@ -113,8 +115,8 @@ def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
 
 
 def test_merge_keeps_one_candidate_per_row_with_both_legs() -> None:
-    vec = [{"id": "a", "content": "A", "_distance": 0.25}, {"id": "b", "content": "B", "_distance": 0.5}]
-    fts = [{"id": "b", "content": "B", "_score": 3.0}, {"id": "c", "content": "C", "_score": 1.0}]
+    vec = [Found(id="a", content="A", created_us=1, cosine=0.75), Found(id="b", content="B", created_us=2, cosine=0.5)]
+    fts = [Found(id="b", content="B", created_us=2, bm25=3.0), Found(id="c", content="C", created_us=3, bm25=1.0)]
     got = {c.id: c for c in merge(vec, fts)}
     assert got["a"].cosine == 0.75 and got["a"].fts_rank is None
     assert (got["b"].vector_rank, got["b"].fts_rank, got["b"].bm25) == (2, 1, 3.0)
@@ -212,7 +214,7 @@ def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
     """A turn's sitting: the candidates of its conversation written within an hour of it."""
     def turn(i: str, minute: int, conversation: str, v: int | None = None, f: int | None = None) -> Candidate:
         us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000) + minute * 60_000_000
-        return Candidate(id=i, content=i, row={"created_us": us, "conversation_id": conversation}, vector_rank=v,
+        return Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=us, conversation_id=conversation), vector_rank=v,
                          fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
 
     cands = [turn("a", 0, "c1", v=1, f=1), turn("b", 30, "c1", v=5), turn("c", 300, "c1", f=3),

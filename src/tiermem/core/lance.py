@@ -20,7 +20,7 @@ class LanceCoreTables:
 
     def all_rows(self, table: str) -> list[dict[str, Any]]:
         """Every row of ``table``; of a block stored twice (a concurrent first start), the newest copy."""
-        rows = self.store.all_rows(table)
+        rows = self.store.rows.all_rows(table)
         return newest_by(rows) if table == "blocks" else rows
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:

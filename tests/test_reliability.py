@@ -141,6 +141,7 @@ def kill_during_block_edits(target: Target, acks: int) -> Memory:
             acked.append(line.split()[1])
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its server, mid-edit
     proc.wait(timeout=10)
+    acked += [line.split()[1] for line in proc.stdout.read().splitlines() if line.startswith("ack ")]  # printed, unread
     assert len(acked) >= acks
     m = open_memory(target.settings(), start_embedder=False)
     agent = m.ensure_agent("default").id

@@ -113,7 +113,7 @@ def shape_message(content: str, created_at: datetime, previous: str = "") -> str
     """The keyword-indexed text of a message: its date, its content and the turn before it.
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
-    turn gives a reply the context it answers: on the LoCoMo dev split (BENCHMARKS.md) the keyword leg
+    turn gives a reply the context it answers: on the LoCoMo dev split (``python -m bench locomo``) the keyword leg
     alone scores R@5 0.613 with this text against 0.525 over the content alone.
     """
     return f"{created_at:%d %B %Y}. {content} {previous}".strip()
@@ -389,8 +389,8 @@ class Archive(AgentRows, Vectors):
         Labels are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
         query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
         loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
-        beside it slowed it about as much as it hid; one hand-off instead of three: BENCHMARKS.md, "Search at
-        scale", round 3). The first search of an agent in a process, or one waiting for the model, starts the
+        beside it slowed it about as much as it hid; one hand-off instead of three: ``python -m bench scale
+        --profile DIR --orders``). The first search of an agent in a process, or one waiting for the model, starts the
         keyword leg first and waits for it.
         """
         notes: list[str] = []

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # to 256 vectors per partition: ~120 MB and about a minute at 100k rows; beyond that the index is only appended to).
 # LanceDB's optimize appends the rows written since the last one to a vector index as a new segment and never merges
 # them: a search reads every segment, and the index cache keeps each one (measured: 21 segments after 20 rounds of
-# 200 writes + optimize; BENCHMARKS.md, "Under HTTP load").
+# 200 writes + optimize; ``python -m bench load``).
 VECTOR_INDEX_MIN_ROWS, REINDEX_GROWTH, REINDEX_MAX_ROWS = 1_000, 4, 100_000
 REINDEX_SEGMENTS = {20_000: 4, REINDEX_MAX_ROWS: 16}  # up to that many rows: at most that many segments
 TRAINED_PREFIX = "vector_index_trained_rows:"
@@ -107,7 +107,7 @@ class Indexes:
 
         Returns True if an index exists afterwards. Without an index a vector search is LanceDB's exact scan, which
         holds the whole vector column in memory while it runs (~2 KB a row: +38 MB per search at 20k rows, several
-        at once under load; BENCHMARKS.md, "Under HTTP load"), so the index comes early (1,000 rows by default);
+        at once under load; ``python -m bench small_index``), so the index comes early (1,000 rows by default);
         up to ``EXACT_PROBE_ROWS`` a search probes all its partitions, which returns what the exact scan would
         (``store/search.py``). ``optimize`` appends later rows to the index (LanceDB's incremental update: a new
         segment each time), and the index is trained again, in one segment with ``vector_partitions(rows)``

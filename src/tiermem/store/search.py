@@ -3,8 +3,8 @@
 Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
 the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
 conversation) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs
-costs nothing measurable beside the content, and saves a third query for the fused top k (BENCHMARKS.md,
-"Search at scale").
+costs nothing measurable beside the content, and saves a third query for the fused top k
+(``python -m bench scale --profile DIR``).
 
 Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
 makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
@@ -36,18 +36,16 @@ from .indexes import Indexes, vector_partitions
 from .query import Filter, compile_filter
 from .tables import marks_in
 
-# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
-# "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
+# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
 # at least VECTOR_NPROBES, and one in VECTOR_PROBE_SHARE of the partitions on larger tables (``vector_nprobes``):
 # with refine 2, recall@10 against exact search 0.991 at 100k (316 partitions, 24 probes) and 0.988 at 1M
-# (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves the IVF-HNSW-SQ index of stores built
-# by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
+# (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves an IVF-HNSW-SQ index (stores
+# indexed by tiermem before IVF-SQ keep theirs); refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
 # ~0.02-0.04 recall). Up to EXACT_PROBE_ROWS rows every partition is probed (LanceDB clamps nprobes to the index's
 # partitions) and EXACT_REFINE x limit candidates are re-ranked: the index is built at 1,000 rows
 # (``indexes.VECTOR_INDEX_MIN_ROWS``) to spare searches the exact scan's memory, and this returns what the exact scan
 # would (the same top 10 for 60 of 60 questions at 4,000 rows with the hashing embedder, whose near-ties defeat
-# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 10k rows with the model, ``python -m bench small_index``;
-# BENCHMARKS.md, "Under HTTP load").
+# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 10k rows with the model, ``python -m bench small_index``).
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
@@ -313,7 +311,7 @@ async def _arrow(query: Any) -> Any:
     """The query's rows as an Arrow table: ``AsyncQuery.to_arrow`` without its first step, a read of the table's
     schema (one more round trip to LanceDB's runtime, and a check of the newest version) that only serves blob
     columns, which these tables do not have; the vector query's copy of its result goes too. ~0.3 ms less per
-    leg, the same rows (BENCHMARKS.md, "Search at scale", round 3). LanceDB keeps the native query as ``_inner``;
+    leg, the same rows (``python -m bench scale --profile DIR --orders``). LanceDB keeps the native query as ``_inner``;
     lancedb is pinned, and every search fails loudly (tests/test_search_scale.py) if that moves."""
     import pyarrow as pa
 

@@ -32,7 +32,7 @@ LAYER = {
     "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
     "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9,
-    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "__main__": 13,
+    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 13,
 }
 PEERS = {9, 11, 12}
 OWNERS = {

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from . import blocks as rules
@@ -31,7 +31,7 @@ from .core.protocol import CoreStore
 from .errors import ConflictError, EditError, NotFoundError, ValidationError
 from .names import name_in
 from .opening import Opening
-from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
+from .records import Agent, Block, BlockVersion, ContextWindow, Message, StoredResult, check_text, new_id, now, stable_id
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -221,13 +221,11 @@ class Memory:
     # -- conversations (agent-loop state) ------------------------------------------
 
     def context_window(self, agent_id: str, conversation_id: str) -> ContextWindow:
-        row = self.core.get_conversation(agent_id, conversation_id)
-        if row is None:
-            return ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
-        return ContextWindow(**{f.name: row[f.name] for f in fields(ContextWindow)})
+        stored = self.core.get_conversation(agent_id, conversation_id)
+        return stored if stored is not None else ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
 
     def set_context_window(self, window: ContextWindow) -> None:
-        self.core.put_conversation(asdict(window))
+        self.core.put_conversation(window)
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
@@ -469,21 +467,19 @@ class Memory:
 
     def replay(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
         """The stored result of an earlier call with this idempotency key, if any."""
-        row = self.core.get_request(_request_key(agent_id, tool, key))
-        if row is None:
+        stored = self.core.get_request(_request_key(agent_id, tool, key))
+        if stored is None:
             return None
-        if row["args_sha256"] != args_sha256:
+        if stored.args_sha256 != args_sha256:
             raise ValidationError(
                 f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
                 "use a new key for a new request."
             )
-        return str(row["result"])
+        return stored.result
 
     def remember(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
-        self.core.put_request(
-            {"key": _request_key(agent_id, tool, key), "agent_id": agent_id, "tool": tool,
-             "args_sha256": args_sha256, "result": result, "created_us": int(now().timestamp() * 1_000_000)}
-        )
+        self.core.put_request(StoredResult(key=_request_key(agent_id, tool, key), agent_id=agent_id, tool=tool,
+                                           args_sha256=args_sha256, result=result, created_at=now()))
 
     # -- internals ---------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from mcp.types import (
 
 from .clientlog import ClientLevels
 from .errors import TiermemError
+from .sdk import add_request_handler
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -39,7 +40,6 @@ def register_completions_and_logging(
     server: MCPServer[Any], runtime: Runtime, levels: ClientLevels, *, block_uri: str, label_prompts: tuple[str, ...]
 ) -> None:
     """``completion/complete`` (block labels) and ``logging/setLevel`` (handshake-era clients)."""
-    low = server._lowlevel_server  # MCPServer.completion() gives no request context; setLevel needs the session
 
     async def on_complete(ctx: Any, params: CompleteRequestParams) -> CompleteResult:
         ref, arg = params.ref, params.argument
@@ -62,8 +62,8 @@ def register_completions_and_logging(
         levels.set(ctx.session, params.level)
         return EmptyResult()
 
-    low.add_request_handler("completion/complete", CompleteRequestParams, on_complete)
-    low.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
+    add_request_handler(server, "completion/complete", CompleteRequestParams, on_complete)
+    add_request_handler(server, "logging/setLevel", SetLevelRequestParams, on_set_level)
 
 
 def complete_labels(labels: Iterable[str], typed: str) -> list[str]:

@@ -13,7 +13,7 @@ from tiermem.blocks import Rethink
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
 from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
-                             features, merge, speaker_of, without_names)
+                             asks_several, features, merge, speaker_of, without_names)
 from tiermem.store import Store
 
 
@@ -221,3 +221,57 @@ def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
     assert best[0] == pytest.approx(1 / 15) and best[1] == pytest.approx(1 / 11 + 1 / 11)  # each other's
     assert best[2] == best[3] == 0.0  # five hours later; another conversation
     assert total[1] == best[1] and size[0] == size[1] == pytest.approx(math.log(2)) and size[2] == 0.0
+
+
+def test_neighbour_features_read_the_turns_logged_just_before_and_after_in_the_sitting() -> None:
+    """Turns of one sitting often share a timestamp: the order they were logged in (seq) says which is next."""
+    us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
+
+    def turn(i: str, seq: int, conversation: str = "c1", v: int | None = None, f: int | None = None,
+             created: int = us) -> Candidate:
+        return Candidate(id=i, content=i, row={"created_us": created, "conversation_id": conversation, "seq": seq},
+                         vector_rank=v, fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
+
+    cands = [turn("answer", 30, v=4), turn("question", 20, v=1, f=1), turn("later", 90, f=2),
+             turn("other", 25, conversation="c2", v=3), turn("next day", 10, v=5, created=us + 86_400_000_000)]
+    before, after = feat("q", cands, "before"), feat("q", cands, "after")
+    assert before[0] == pytest.approx(1 / 11 + 1 / 11)  # the question logged just before the answer
+    assert after[1] == pytest.approx(1 / 14) and before[1] == 0.0  # the answer after it; nothing before
+    assert before[2] == pytest.approx(1 / 14) and after[2] == 0.0  # the nearest before it, however far
+    assert before[3] == after[3] == 0.0 and before[4] == after[4] == 0.0  # another conversation; another sitting
+    unordered = [Candidate(id=c.id, content=c.content, row={k: v for k, v in c.row.items() if k != "seq"},
+                           vector_rank=c.vector_rank, fts_rank=c.fts_rank, cosine=c.cosine, bm25=c.bm25) for c in cands]
+    assert feat("q", unordered, "before") == feat("q", unordered, "after") == [0.0] * 5  # passages: no log order
+
+
+def test_questions_about_several_things_weigh_the_sitting_apart() -> None:
+    """Present perfect, "how many", "both", a plural object asked of someone: evidence spread over sittings."""
+    several = ["What books has John read?", "Has Caroline ever been to Paris?", "How many children does Melanie have?",
+               "What do both Joanna and Nate like?", "What instruments does Tim play?", "Where have they travelled?"]
+    single = ["What is Caroline's identity?", "When did Melanie paint a sunrise?", "What does Tim have to do?",
+              "Where has the key gone?", "What did John say about the game?"]
+    assert [q for q in several if not asks_several(q)] == [] and [q for q in single if asks_several(q)] == []
+    us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
+    cands = [Candidate(id=i, content=i, row={"created_us": us, "conversation_id": "c", "seq": n}, vector_rank=n + 1,
+                       cosine=0.5) for n, i in enumerate("abc")]
+    for name in ("best", "sum", "size"):
+        assert feat(several[0], cands, f"several_{name}") == feat(several[0], cands, f"session_{name}")
+        assert feat(single[0], cands, f"several_{name}") == [0.0, 0.0, 0.0]
+    assert feat(several[0], cands, "session_size")[0] > 0
+
+
+def test_the_legs_return_the_order_turns_were_logged_in(memory: Memory) -> None:
+    """Turns logged together share a timestamp; the legs read seq, so an answer knows the question before it."""
+    agent = memory.ensure_agent("order").id
+    turns = ["Where did you go on holiday?", "We went to Lisbon and ate custard tarts.", "The weather was grand."]
+    memory.archive.log_messages(agent, [{"role": "user", "content": t, "timestamp": "2023-05-02T10:00:00Z"}
+                                        for t in turns])
+    pool = memory.archive.candidates("messages", agent, "Where did you go on holiday?")
+    by_content = {c.content: c for c in pool.candidates}
+    assert len(by_content) == 3 and all(isinstance(c.row.get("seq"), int) for c in pool.candidates)
+    assert by_content[turns[0]].row["seq"] < by_content[turns[1]].row["seq"] < by_content[turns[2]].row["seq"]
+    rows = dict(zip((c.content for c in pool.candidates), features("Where did you go on holiday?", pool.candidates,
+                                                                   pool.context)))
+    found = {t: rows[t][0] + rows[t][1] for t in turns}
+    assert rows[turns[1]][FEATURES.index("before")] == pytest.approx(found[turns[0]])
+    assert rows[turns[1]][FEATURES.index("after")] == pytest.approx(found[turns[2]])

@@ -231,19 +231,21 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
-DEFAULT_RANKER = Ranker((22.9192, 21.5029, 0.901, 1.8217, -0.7179, 0.7962, 2.804, 3.6285, 1.6107, 2.3612, 16.2471, 1.7137,
-                         -0.8863, 4.0434, 2.0565, -19.5444, -1.106, 0.6643))
+DEFAULT_RANKER = Ranker((22.9265, 21.382, 0.9108, 1.819, -0.7182, 0.7959, 2.8042, 3.6311, 1.6113, 2.3621, 16.1961, 1.742,
+                         -0.8979, 4.0595, 2.064, -19.543, -1.1167, 0.6712))
 
 
-CALIBRATION_FEATURES = ("score", "cosine", "bm25", "best_cosine")
+CALIBRATION_FEATURES = ("score", "cosine", "best_cosine")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """The probability that a ranked hit is what the query looks for: logistic over its ranker score and what
-    is absolute about it (its cosine to the query, its BM25 score, the best cosine in the pool: how well this
-    memory matches the query at all). Scores are relative to their pool; relevance is comparable across queries
-    and memories. Fitted together with the ranker's weights (``bench locomo``); refit both together."""
+    is absolute about it (its cosine to the query, the best cosine in the pool: how well this memory matches the
+    query at all). Scores are relative to their pool; relevance is comparable across queries and memories, and
+    across stores of any size: nothing here grows with the number of rows (a raw BM25 score does, through its
+    IDF: the same match scored 0.58 alone and 9.6 among 100 passages, and a lone perfect match came out 0.05).
+    Fitted together with the ranker's weights (``bench locomo``); refit both together."""
 
     weights: tuple[float, ...]
     bias: float
@@ -264,9 +266,8 @@ def calibration_features(candidates: Sequence[Candidate], scored: Sequence[tuple
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0
     best = max(cosines) if cosines else 0.0
-    return [[score, c.cosine if c.cosine is not None else floor, math.log1p(max(c.bm25 or 0.0, 0.0)), best]
-            for c, score in scored]
+    return [[score, c.cosine if c.cosine is not None else floor, best] for c, score in scored]
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
-DEFAULT_CALIBRATION = Calibration((0.4008, 4.0973, 0.5219, -0.6753), -8.3694)
+DEFAULT_CALIBRATION = Calibration((0.4559, 4.5902, -0.1704), -8.2206)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import timeexpr
+from .records import Found
 
 FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when",
             "session_best", "session_sum", "session_size", "before", "after", "several_best", "several_sum",
@@ -66,7 +67,7 @@ class Candidate:
 
     id: str
     content: str
-    row: Mapping[str, Any]
+    found: Found
     vector_rank: int | None = None
     fts_rank: int | None = None
     cosine: float | None = None
@@ -97,16 +98,16 @@ class Ranker:
         return scored
 
 
-def merge(vector_rows: Sequence[Mapping[str, Any]], fts_rows: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """One candidate per id from the two legs' rows (``_distance`` from the vector leg, ``_score`` from FTS)."""
+def merge(vector: Sequence[Found], fts: Sequence[Found]) -> list[Candidate]:
+    """One candidate per id from what the two legs found (best first in each: ranks count from 1)."""
     found: dict[str, dict[str, Any]] = {}
-    for rank, r in enumerate(vector_rows, start=1):
-        found[r["id"]] = {"row": r, "vector_rank": rank, "cosine": 1.0 - float(r["_distance"])}
-    for rank, r in enumerate(fts_rows, start=1):
-        entry = found.setdefault(r["id"], {"row": r})
+    for rank, f in enumerate(vector, start=1):
+        found[f.id] = {"found": f, "vector_rank": rank, "cosine": f.cosine}
+    for rank, f in enumerate(fts, start=1):
+        entry = found.setdefault(f.id, {"found": f})
         entry["fts_rank"] = rank
-        entry["bm25"] = float(r["_score"])
-    return [Candidate(id=i, content=str(e["row"]["content"]), **e) for i, e in found.items()]
+        entry["bm25"] = f.bm25
+    return [Candidate(id=i, content=e["found"].content, **e) for i, e in found.items()]
 
 
 def features(query: str, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:
@@ -123,8 +124,8 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
     asks_when = timeexpr.asks_when(query)
     out = []
     for c in candidates:
-        speaker = speaker_of(c.content) or context.speakers.get(str(c.row.get("role")))
-        created = c.row.get("created_us")
+        speaker = speaker_of(c.content) or context.speakers.get(str(c.found.role))
+        created = c.found.created_us
         when = datetime.fromtimestamp(created / 1_000_000, tz=UTC) if isinstance(created, int) else None
         mentions = timeexpr.resolve(c.content, when) if when is not None and (periods or asks_when) else []
         out.append([
@@ -158,19 +159,19 @@ def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[t
     the ranks of its nearest neighbours among them (the candidate logged just before it, and just after; 0 for
     none; always 0 for rows without a log order: passages). A topic is talked over for several turns, so a turn
     next to strong matches is likelier the one sought; an answer is found through the question before it."""
-    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].row.get("conversation_id") or ""),
+    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].found.conversation_id or ""),
                                                           _time_of(candidates[i]), _seq_of(candidates[i])))
     out: list[tuple[float, ...]] = [(0.0,) * 5] * len(candidates)
-    logged = all(isinstance(c.row.get("seq"), int) for c in candidates)
+    logged = all(c.found.seq is not None for c in candidates)
     for n, i in enumerate(order):
-        mine, at = candidates[i].row.get("conversation_id"), _time_of(candidates[i])
+        mine, at = candidates[i].found.conversation_id, _time_of(candidates[i])
         near: list[float] = []
         beside = [0.0, 0.0]
         for side, step in enumerate((-1, 1)):
             k = n + step
             while 0 <= k < len(order):
                 j = order[k]
-                if candidates[j].row.get("conversation_id") != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
+                if candidates[j].found.conversation_id != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
                     break
                 if k == n + step and logged:  # turns logged in a known order (passages have none)
                     beside[side] = found[j]
@@ -181,14 +182,13 @@ def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[t
 
 
 def _time_of(c: Candidate) -> int:
-    created = c.row.get("created_us")
+    created = c.found.created_us
     return created if isinstance(created, int) else 0
 
 
 def _seq_of(c: Candidate) -> int:
     """The order a turn was logged in (turns of one sitting often share a timestamp); 0 where there is none."""
-    seq = c.row.get("seq")
-    return seq if isinstance(seq, int) else 0
+    return c.found.seq if c.found.seq is not None else 0
 
 
 def names(speaker: str, query_words: Collection[str]) -> bool:

@@ -143,7 +143,8 @@ class Passage:
 @dataclass(frozen=True)
 class Found:
     """A row one search leg found, as the store returns it: what the ranker reads of every candidate, what a
-    result shows (a message's role and conversation, a passage's tags), and the leg's own score: ``cosine``
+    result shows (a message's role and conversation, a passage's tags), a message's ``seq`` (the order turns were
+    logged in: the ranker's neighbour features; None for passages), and the leg's own score: ``cosine``
     (1 - cosine distance) from the vector leg, ``bm25`` from the full-text leg."""
 
     id: str
@@ -154,6 +155,7 @@ class Found:
     tags: tuple[str, ...] = ()
     cosine: float | None = None
     bm25: float | None = None
+    seq: int | None = None
 
 
 @dataclass(frozen=True)

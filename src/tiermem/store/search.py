@@ -2,9 +2,9 @@
 
 Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
 the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
-conversation) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs
-costs nothing measurable beside the content, and saves a third query for the fused top k
-(``python -m bench scale --profile DIR``).
+conversation, and its place in the log: the ranker's neighbour features) and the leg's score; never the vector or
+the keyword text. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a
+third query for the fused top k (``python -m bench scale --profile DIR``).
 
 Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
 makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
@@ -50,7 +50,7 @@ VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
-HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # what a result shows besides
+HIT_COLUMNS = {"messages": ("role", "conversation_id", "seq"), "passages": ("tags",)}  # shown, or ranked (seq)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 
@@ -100,7 +100,7 @@ def found_in(data: Any) -> list[Found]:
         out.append(Found(id=r["id"], content=r["content"], created_us=r["created_us"], role=r.get("role"),
                          conversation_id=r.get("conversation_id"), tags=tuple(tags) if tags else (),
                          cosine=None if distance is None else 1.0 - float(distance),
-                         bm25=None if bm25 is None else float(bm25)))
+                         bm25=None if bm25 is None else float(bm25), seq=r.get("seq")))
     return out
 
 

@@ -32,7 +32,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    """Every tool published (``tools = ["all"]``): tests exercise each tool; the default set's own tests ask for it."""
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", tools=["all"])
 
 
 def memory_over(store: Store, **kw: Any) -> Memory:

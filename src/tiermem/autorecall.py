@@ -35,6 +35,7 @@ class RecallSettings:
 
 @dataclass(frozen=True)
 class Recalled:
+    id: str  # the passage's or message's id
     source: Literal["archival", "recall"]
     content: str
     created_at: datetime
@@ -66,7 +67,7 @@ def recall(memory: Memory, agent_id: str, prompt: str, *, session: str, settings
     scored = [(h, "archival") for h in passages] + [(h, "recall") for h in turns]
     relevance = _relevance(memory, query, [h for h, _ in scored])
     found = [
-        Recalled(source=source, content=h.content, created_at=h.created_at, relevance=r, role=h.role)  # type: ignore[arg-type]
+        Recalled(id=h.id, source=source, content=h.content, created_at=h.created_at, relevance=r, role=h.role)  # type: ignore[arg-type]
         for (h, source), r in zip(scored, relevance, strict=True)
         if r >= settings.threshold and h.content.strip() != prompt.strip() and h.conversation_id != session
     ]

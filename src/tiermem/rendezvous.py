@@ -102,12 +102,9 @@ def ancestors(pid: int | None = None) -> list[int]:
 def _parent(pid: int) -> int | None:
     if pid == os.getpid():
         return os.getppid()
+    fields = _stat(pid)  # None without /proc (macOS): only the direct parent is known
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None  # no /proc (macOS): only the direct parent is known
-    try:
-        return int(raw.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and parentheses
+        return int(fields[1]) if fields else None
     except (IndexError, ValueError):
         return None
 
@@ -134,17 +131,23 @@ def candidates(directory: Path, key: str) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-def starting_server() -> bool:
-    """Whether a ``tiermem serve`` started by one of this process's ancestors is running (Linux, through /proc): a
-    hook that finds no socket yet waits for it, since the host starts its servers and its first hooks together.
-    False where /proc is missing: the hook then does not wait."""
+def starting_server(young: float = 10.0) -> bool:
+    """Whether a ``tiermem serve`` started by one of this process's ancestors less than ``young`` seconds ago is
+    running (Linux, through /proc): a hook that finds no socket yet waits for it, since a host starts its servers
+    and its first hooks together (a server opens its socket within a second of starting; an older one without a
+    socket for this memory serves another). False where /proc is missing: the hook then does not wait."""
     lineage = set(ancestors())
     try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        ticks = os.sysconf("SC_CLK_TCK")
         entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
+    except (OSError, ValueError):
         return False
     for name in entries:
-        if _parent(int(name)) not in lineage:
+        stat_fields = _stat(int(name))
+        if stat_fields is None or int(stat_fields[1]) not in lineage:
+            continue
+        if uptime - int(stat_fields[19]) / ticks > young:  # field 22 (starttime), counted from after the name
             continue
         try:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
@@ -153,3 +156,12 @@ def starting_server() -> bool:
         if b"serve" in argv and any(os.path.basename(a) == b"tiermem" for a in argv):
             return True
     return False
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, ...), or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()

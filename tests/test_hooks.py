@@ -27,6 +27,7 @@ from tiermem.hookserver import HookListener
 from tiermem.memory import Memory
 from tiermem.runtime import MemoryHandle
 from tiermem.server import resolve_tools
+from tiermem.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -54,15 +55,19 @@ def opened(model_settings: Settings) -> tuple[Memory, str]:
 def listener(model_settings: Settings, opened: tuple[Memory, str]) -> Iterator[tuple[HookListener, Memory, str]]:
     """The server's hook listener over that store, in this test's own socket directory."""
     memory, agent = opened
-    hl = HookListener(MemoryHandle(lambda: opened), model_settings, resolve_tools(["default"]))
+    hl = HookListener(MemoryHandle(lambda: opened), model_settings, resolve_tools(["default"]), Shutdown())
     assert hl.start() is not None
     yield hl, memory, agent
     hl.close()
 
 
-def hook(settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any] | None, str]:
-    """Run the hook client on ``data``; (the JSON it printed or None, what it said on stderr)."""
+def hook(settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture[str],
+         listener: HookListener | None = None) -> tuple[dict[str, Any] | None, str]:
+    """Run the hook client on ``data``; (the JSON it printed or None, what it said on stderr). With ``listener``:
+    after the write it does once the hook has its answer."""
     assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.StringIO(json.dumps(data))) == 0
+    if listener is not None and listener.stop is not None:
+        assert listener.stop.wait_idle(60)
     out, err = capsys.readouterr()
     return (json.loads(out) if out.strip() else None), err
 
@@ -92,20 +97,35 @@ def test_session_start_gives_core_memory_whole(listener: tuple[HookListener, Mem
 
 def test_prompts_and_replies_are_logged_once(listener: tuple[HookListener, Memory, str], model_settings: Settings,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    _, memory, agent = listener
+    hl, memory, agent = listener
     first = prompt("s1", "Please remember that my sister is called Grace.", "p1")
     stop = {"hook_event_name": "Stop", "session_id": "s1", "prompt_id": "p1", "stop_hook_active": False,
             "last_assistant_message": "Noted: your sister is Grace."}
     for _ in range(2):  # a hook that fires again writes nothing
-        hook(model_settings, first, capsys)
-        hook(model_settings, stop, capsys)
-    hook(model_settings, prompt("s1", "Please remember that my sister is called Grace.", "p2"), capsys)  # said again
+        hook(model_settings, first, capsys, hl)
+        hook(model_settings, stop, capsys, hl)
+    hook(model_settings, prompt("s1", "Please remember that my sister is called Grace.", "p2"), capsys, hl)  # said again
     logged = turns(memory, agent, "s1")
     assert logged == [("user", "Please remember that my sister is called Grace."),
                       ("assistant", "Noted: your sister is Grace."),
                       ("user", "Please remember that my sister is called Grace.")]
     stamps = [m.created_at for m in memory.archive.messages_of(agent) if m.conversation_id == "s1"]
     assert stamps == sorted(stamps)
+
+
+def test_a_stop_without_the_reply_reads_it_from_the_transcript(listener: tuple[HookListener, Memory, str],
+                                                                model_settings: Settings, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    hl, memory, agent = listener
+    transcript = tmp_path / "session.jsonl"
+    lines = [{"type": "user", "message": {"role": "user", "content": "hi"}},
+             {"type": "assistant", "message": {"role": "assistant", "content": [
+                 {"type": "tool_use", "id": "t", "name": "Read", "input": {}}, {"type": "text", "text": "Hello Ada."}]}},
+             {"type": "last-prompt", "lastPrompt": "hi"}]
+    transcript.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    hook(model_settings, {"hook_event_name": "Stop", "session_id": "s6", "prompt_id": "p",
+                          "transcript_path": str(transcript)}, capsys, hl)
+    assert turns(memory, agent, "s6") == [("assistant", "Hello Ada.")]
 
 
 def test_a_relevant_prompt_gets_the_stored_fact_and_an_unrelated_one_nothing(

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from .records import Hit
+from .records import Hit, now, to_us
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -44,16 +47,38 @@ class Recalled:
 
 
 def log_turn(memory: Memory, agent_id: str, *, session: str, turn: str, role: Literal["user", "assistant"],
-             content: str) -> bool:
-    """Append one turn to recall memory (conversation = ``session``), once; False when it was already logged."""
+             content: str, at: datetime | None = None) -> bool:
+    """Append one turn to recall memory (conversation = ``session``, time ``at``: when the hook reported it), once;
+    False when it was already logged."""
     text = content if len(content) <= memory.max_content_chars else _cut(content, memory.max_content_chars)
     digest = hashlib.sha256(text.encode()).hexdigest()
     key = f"{session}:{turn}:{role}:{digest[:16]}"
-    if memory.replay(agent_id, HOOK_TOOL, key, digest) is not None:
-        return False
-    logged = memory.archive.log_messages(agent_id, [{"role": role, "content": text, "conversation_id": session}])
-    memory.remember(agent_id, HOOK_TOOL, key, digest, logged[0].id)
+    with _lock(key):  # a hook fired twice at once writes once
+        if memory.replay(agent_id, HOOK_TOOL, key, digest) is not None:
+            return False
+        when = at or now()
+        logged = memory.archive.log_messages(agent_id, [{
+            "role": role, "content": text, "conversation_id": session, "timestamp": when.isoformat(),
+            "seq": to_us(when) * 1000}])  # ordered by when the hook reported it, not by when it was written
+        memory.remember(agent_id, HOOK_TOOL, key, digest, logged[0].id)
     return True
+
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+@contextmanager
+def _lock(key: str) -> Iterator[None]:
+    with _locks_guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    try:
+        with lock:
+            yield
+    finally:
+        with _locks_guard:
+            if not lock.locked():
+                _locks.pop(key, None)
 
 
 def recall(memory: Memory, agent_id: str, prompt: str, *, session: str, settings: RecallSettings) -> list[Recalled]:

@@ -52,11 +52,16 @@ def run(data_dir: str | os.PathLike[str] | None, agent: str | None, config: str 
         _note(f"unreadable hook input: {exc}")
         return 0
     event = str(data.get("hook_event_name") or "")
+    if event == "Stop" and not data.get("last_assistant_message"):
+        data["last_assistant_message"] = _last_reply(data.get("transcript_path"))  # hosts older than the field
     try:
         key = memory_key(*_memory_of(data_dir, agent, config))
         answer = ask(key, {"v": 1, "key": key, "event": event, "input": data}, wait=START_WAIT)
     except Unavailable as exc:
         _note(f"{event or 'hook'}: {exc}; the prompt goes through unchanged")
+        return 0
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong, the prompt must go through unchanged
+        _note(f"{event or 'hook'}: failed ({type(exc).__name__}: {exc}); the prompt goes through unchanged")
         return 0
     if not answer.get("ok"):
         _note(f"{event}: the server could not answer: {answer.get('error')}")
@@ -120,6 +125,29 @@ def _memory_of(data_dir: str | os.PathLike[str] | None, agent: str | None,
 
     settings = load_settings(Path(config) if config else None, data_dir=data_dir, agent=agent)
     return str(settings.resolved_data_dir()), settings.agent
+
+
+def _last_reply(transcript: object) -> str:
+    """The text of the last assistant message in a Claude Code transcript (JSON lines), or ""."""
+    if not isinstance(transcript, str) or not transcript:
+        return ""
+    try:
+        lines = Path(transcript).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "assistant" else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and content.strip():
+            return content
+        texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        if any(t.strip() for t in texts):
+            return "\n".join(t for t in texts if t.strip())
+    return ""
 
 
 def log_file() -> Path:

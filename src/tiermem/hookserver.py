@@ -24,14 +24,15 @@ import struct
 import threading
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import autorecall, briefing
 from .errors import ShuttingDownError, TiermemError, ValidationError
+from .records import now
 from .rendezvous import MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
 
     from .config import Settings
     from .runtime import MemoryHandle
@@ -121,27 +122,33 @@ class HookListener:
         conn.settimeout(READ_TIMEOUT)
         try:
             line = rfile.readline(MAX_REQUEST + 1)
-            with self.stop.request() if self.stop is not None else nullcontext():  # the answer is written inside
-                wfile.write(json.dumps(self._answer_line(line)).encode() + b"\n")
+            with self.stop.request() if self.stop is not None else nullcontext():  # the writes are done inside
+                answer, then = self._answer_line(line)
+                wfile.write(json.dumps(answer).encode() + b"\n")
                 wfile.flush()
+                if then is not None:
+                    then()  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
         except ShuttingDownError as exc:
             wfile.write(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
         except OSError as exc:
             log.info("a hook went away before its answer: %s", exc)
+        except TiermemError as exc:
+            log.warning("a hook's turn could not be logged: %s", exc)
 
-    def _answer_line(self, line: bytes) -> dict[str, Any]:
+    def _answer_line(self, line: bytes) -> tuple[dict[str, Any], Callable[[], object] | None]:
         try:
             request = json.loads(line)
             if not isinstance(request, dict):
                 raise ValueError("not a JSON object")
             return self.answer(request)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return {"ok": False, "error": f"bad hook request: {exc}"}
+            return {"ok": False, "error": f"bad hook request: {exc}"}, None
         except TiermemError as exc:
-            return {"ok": False, "error": str(exc)}
+            return {"ok": False, "error": str(exc)}, None
 
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The answer to one hook request: ``{"ok": true, "context": text}`` (text may be empty)."""
+    def answer(self, request: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], object] | None]:
+        """The answer to one hook request (``{"ok": true, "context": text}``, text maybe empty) and the write to do
+        once it is sent (a prompt or reply to log), if any."""
         if request.get("key") != self.key:
             raise ValidationError("this server serves another data directory or agent")
         event = request["event"]
@@ -150,26 +157,24 @@ class HookListener:
         memory, agent_id = self.handle.get()
         if event == "SessionStart":
             if data.get("source") == "resume":
-                return {"ok": True, "context": ""}
+                return {"ok": True, "context": ""}, None
             core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS)
-            return {"ok": True, "context": core}
+            return {"ok": True, "context": core}, None
+        if event not in ("UserPromptSubmit", "Stop"):
+            return {"ok": True, "context": ""}, None
         if not session:
             raise ValidationError("the hook input has no session_id")
-        turn = str(data.get("prompt_id") or "")
-        if event == "UserPromptSubmit":
-            prompt = str(data.get("prompt") or "")
-            found = []
-            if self.enabled_recall and prompt.strip():
-                found = autorecall.recall(memory, agent_id, prompt, session=session, settings=self.recall)
-            if prompt.strip():
-                autorecall.log_turn(memory, agent_id, session=session, turn=turn, role="user", content=prompt)
-            return {"ok": True, "context": autorecall.render(found, self.recall.max_chars)}
-        if event == "Stop":
-            reply = str(data.get("last_assistant_message") or "")
-            if reply.strip():
-                autorecall.log_turn(memory, agent_id, session=session, turn=turn, role="assistant", content=reply)
-            return {"ok": True, "context": ""}
-        return {"ok": True, "context": ""}
+        at, turn = now(), str(data.get("prompt_id") or "")
+        role: Literal["user", "assistant"] = "user" if event == "UserPromptSubmit" else "assistant"
+        text = str((data.get("prompt") if role == "user" else data.get("last_assistant_message")) or "")
+        found = []
+        if role == "user" and self.enabled_recall and text.strip():
+            found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall)
+        answer = {"ok": True, "context": autorecall.render(found, self.recall.max_chars)}
+        if not text.strip():
+            return answer, None
+        return answer, lambda: autorecall.log_turn(memory, agent_id, session=session, turn=turn, role=role,
+                                                   content=text, at=at)
 
 
 def _same_user(conn: socket.socket) -> bool:

@@ -88,6 +88,11 @@ class Shutdown:
             self._busy -= 1
             self._cond.notify_all()
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight (at most ``timeout`` s); whether none is."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, timeout)
+
     def middleware(self) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
         """MCP server middleware counting every request (any transport)."""
         from mcp.shared.exceptions import MCPError

@@ -1,5 +1,5 @@
-"""kill -9 during a backup restore and during a MemFS import (a local directory and object storage), and inside
-an edit's commit window on the LanceDB core (object storage).
+"""kill -9 during a backup restore and during a MemFS import (a local directory and object storage), and between
+an edit's history segment and its commit on the object-storage core.
 
 Each import test kills the real ``tiermem`` process once its first rows are committed, then checks what the design
 promises: nothing half-imported is visible, a re-run completes the import without writing anything twice,
@@ -237,61 +237,59 @@ def test_s3_kill_during_memfs_import(tmp_path: Path, s3_endpoint: str) -> None: 
 
 
 # ---------------------------------------------------------------------------
-# The LanceDB core's commit window: an edit is two commits (value, then history row)
+# The object-storage core: kill -9 between an edit's history segment and its commit
 # ---------------------------------------------------------------------------
 
-# kill -9 at one precise point: the edit's value is committed, its history row is not. The child replaces the
-# store's history append on its own instance (a crash-injection point in a child process; nothing in the test
-# process is patched), so everything before it is the real edit path.
-KILL_IN_WINDOW = """
+# kill -9 at one precise point: the edit sealed its block's older history into a segment (written), and its one
+# commit, the conditional PUT of the block's head, has not been sent. The child replaces that PUT on its own
+# instance (a crash-injection point in a child process; nothing in the test process is patched), so everything
+# before it is the real edit path.
+KILL_BEFORE_COMMIT = """
 import os, signal
 from tiermem import blocks as b
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
 m = open_memory({settings}, start_embedder=False)
-assert m.core.name == "lancedb" and not m.core.atomic
+assert m.core.name == "object" and m.core.atomic
 agent = m.ensure_agent("default").id
-m.archive.store.append_history = lambda version: os.kill(os.getpid(), signal.SIGKILL)
+m.core.bucket.replace = lambda path, data, etag: os.kill(os.getpid(), signal.SIGKILL)
 m.edit(agent, "human", b.Append({line!r}))
 print("survived")
 """
 
 
-def edit_killed_in_window(target: Target, line: str) -> None:
-    child = subprocess.run([PYTHON, "-c", KILL_IN_WINDOW.format(settings=target.settings_code(), line=line)],
+def edit_killed_before_commit(target: Target, line: str) -> None:
+    child = subprocess.run([PYTHON, "-c", KILL_BEFORE_COMMIT.format(settings=target.settings_code(), line=line)],
                            cwd=ROOT, env=target.env, capture_output=True, text=True, timeout=300, check=False)
     assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
 
 
-def test_s3_kill_between_value_and_history(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
-    target = s3_target(tmp_path, s3_endpoint, "kill-window")
+def test_s3_kill_between_history_segment_and_commit(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    from tiermem.core.object_history import SEAL_BYTES, listed_segments
+
+    target = s3_target(tmp_path, s3_endpoint, "kill-commit")
     m = open_memory(target.settings(), start_embedder=False)
     agent = m.ensure_agent("default").id
-    for i in range(2):
-        m.edit(agent, "human", b.Append(f"acked {i}"))
-    block_id = m.block(agent, "human").id
-
-    def stored_versions() -> list[int]:
-        return [int(r["version"]) for r in raw_chains(m, {block_id})[block_id]]
-
-    edit_killed_in_window(target, "in the window")
-    m = open_memory(target.settings(), start_embedder=False)  # a restart
+    m.update_block(agent, "human", limit=200_000)
+    m.edit(agent, "human", b.Append("acked"))
+    m.edit(agent, "human", b.Append("big " + "x" * SEAL_BYTES))  # the next edit seals the history so far
     block = m.block(agent, "human")
-    assert block.version == 4 and block.value.endswith("acked 1\nin the window")  # the value was committed
-    assert stored_versions() == [1, 2, 3]  # its history row was not: the kill landed in the window
-    doctor = target.cli("doctor")
-    assert doctor.returncode == 1 and "block history" in doctor.stdout and "human v4 (agent default)" in doctor.stdout
-    assert "tiermem blocks history human --agent default" in doctor.stdout, doctor.stdout
-    shown = target.cli("blocks", "history", "human")  # the fix doctor names: a history read records the row
-    assert shown.returncode == 0 and "in the window" in shown.stdout, shown.stdout + shown.stderr
-    assert stored_versions() == [1, 2, 3, 4]
+    assert not listed_segments(m.core.bucket, block.id)
 
-    edit_killed_in_window(target, "again in the window")  # and once more; this time the next edit repairs it
-    m = open_memory(target.settings(), start_embedder=False)
-    assert stored_versions() == [1, 2, 3, 4]
-    m.edit(agent, "human", b.Append("after"))
-    assert stored_versions() == [1, 2, 3, 4, 5, 6]
-    assert check_chain(m, agent, "human")[-3:] == ["in the window", "again in the window", "after"]
-    hist = list(reversed(m.history(agent, "human", 100)))
-    assert [v.operation for v in hist][3:5] == ["recovered", "recovered"] and hist[5].operation != "recovered"
+    edit_killed_before_commit(target, "killed before its commit")
+    m = open_memory(target.settings(), start_embedder=False)  # a restart
+    assert m.block(agent, "human") == block  # nothing of the killed edit is visible
+    assert [int(r["version"]) for r in rows(m, "block_history") if r["block_id"] == block.id] == \
+        list(range(1, block.version + 1))
+    assert len(listed_segments(m.core.bucket, block.id)) == 1  # the segment it wrote, not used by any head yet
+    assert_doctor_healthy(target)
+
+    m.edit(agent, "human", b.Append("after"))  # seals the same versions: the same segment, used now
+    assert len(listed_segments(m.core.bucket, block.id)) == 1
+    value = m.block(agent, "human").value
+    assert value == block.value + "\nafter" and "killed before its commit" not in value
+    hist = m.history(agent, "human", 100)
+    assert [v.version for v in hist] == list(range(block.version + 1, 0, -1)) and hist[0].value == value
+    assert hist[1].value == block.value and hist[2].value.endswith("\nacked")
+    assert m.core.tidy() == {"segments merged": 0, "orphan segments deleted": 0}
     assert_doctor_healthy(target)

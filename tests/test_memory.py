@@ -15,7 +15,7 @@ from tiermem.errors import EditError, NotFoundError, SchemaError, StoreError, Va
 from tiermem.memory import Change, Memory
 from tiermem.store import Store
 
-from .conftest import PYTHON, ROOT, memory_over, spec
+from .conftest import PYTHON, ROOT, legacy_core, memory_over, spec
 
 
 def test_default_agent_has_configured_blocks(memory: Memory) -> None:
@@ -122,50 +122,18 @@ def test_schema_version_and_model_mismatch_refused(tmp_path: Path) -> None:
         Store(uri, embedding_model="hashing-384", embedding_dim=384)
 
 
-def test_history_gap_is_repaired(memory: Memory) -> None:
-    """A process killed between the block write and its history row leaves a gap; the next edit fills it."""
-    a = memory.ensure_agent("default").id
-    block = memory.block(a, "human")
+def test_a_stale_commit_writes_nothing(memory: Memory) -> None:
+    """Value, version and history entry are one commit: one computed from a version that is no longer stored is
+    refused whole (no value, no history entry), on every backend."""
     from dataclasses import replace
 
-    if memory.core.atomic:  # SQLite: value and history commit in one transaction; a stale version writes nothing
-        stale = replace(block, value="stale", version=2)
-        assert not memory.core.commit_edit(stale, 7, memory.core.history(block.id)[0])
-        memory.edit(a, "human", b.Rethink("orphan"))
-        memory.edit(a, "human", b.Append("next"))
-        assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
-        return
-    assert memory.archive.store.cas_block(replace(block, value="orphan", version=2), 1)  # no history row written
+    a = memory.ensure_agent("default").id
+    block = memory.block(a, "human")
+    memory.edit(a, "human", b.Rethink("current"))
+    stale = replace(block, value="stale", version=2)
+    assert memory.core.commit_edit(block, stale, memory.history(a, "human", 1)[0]) is None
     memory.edit(a, "human", b.Append("next"))
-    assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "orphan\nnext"), (2, "orphan"), (1, "")]
-
-
-def test_a_late_duplicate_of_a_block_never_wins(tmp_path: Path) -> None:
-    """LanceDB core: a concurrent first start's insert can land after edits began (insert-only merges do not
-    conflict). Readers must all take the newest copy, so no edit is made against the stale one and none is lost.
-    (8 processes x 15 appends on one new store reproduced it: 119 of 120 lines and three copies of the block.)"""
-    from tiermem.config import BlockSpec
-    from tiermem.store.rows import block_to_row
-
-    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
-    m = memory_over(store, core=open_core(store, "lancedb", tmp_path), default_blocks=[BlockSpec(label="human", value="")])
-    agent = m.ensure_agent("default").id
-    first = m.block(agent, "human")
-    m.edit(agent, "human", b.Append("one"))
-    m.edit(agent, "human", b.Append("two"))
-    store._tables["blocks"].add([block_to_row(first)])  # the late copy: version 1, the starting value
-
-    def fresh() -> Memory:  # another process: no cached snapshot
-        other = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
-        return memory_over(other, core=open_core(other, "lancedb", tmp_path))
-
-    assert fresh().block(agent, "human").value.strip() == "one\ntwo"
-    fresh().edit(agent, "human", b.Append("three"))  # an update moves the edited row behind the stale copy
-    fresh().edit(agent, "human", b.Append("four"))
-    m.edit(agent, "human", b.Append("five"))
-    last = fresh().block(agent, "human")
-    assert (last.value.strip(), last.version) == ("one\ntwo\nthree\nfour\nfive", first.version + 5)
-    assert [r["version"] for r in fresh().core.all_rows("blocks") if r["id"] == first.id] == [first.version + 5]
+    assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "current\nnext"), (2, "current"), (1, "")]
 
 
 WORKER = textwrap.dedent(
@@ -190,7 +158,7 @@ WORKER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+@pytest.mark.parametrize("backend", ["sqlite"])  # object storage: tests/test_object_storage.py (moto S3)
 def test_concurrent_processes_lose_no_append(tmp_path: Path, backend: str) -> None:
     uri = str(tmp_path / "db")
     script = tmp_path / "worker.py"
@@ -251,10 +219,8 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     """A data directory with core state in LanceDB opens with the SQLite default, everything carried over."""
     uri = str(tmp_path / "db")
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    old = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", tmp_path))
-    agent = old.ensure_agent("default").id
-    old.edit(agent, "human", b.Append("Likes tea"))
-    old.remember(agent, "core_memory_append", "k1", "abc", "done")
+    agent = legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nLikes tea"]},
+                        requests={("core_memory_append", "k1"): "done"})
     assert not (tmp_path / CORE_FILE).exists()
 
     store2 = Store(uri, embedding_model="hashing-384", embedding_dim=384)
@@ -265,7 +231,7 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
     assert new.replay(agent, "core_memory_append", "k1", "abc") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
-    assert old.block(agent, "human").value == "Name: Ada\nLikes tea"  # the LanceDB tables are left unchanged
+    assert [r["value"] for r in store.all_rows("blocks")] == ["Name: Ada\nLikes tea"]  # LanceDB's tables left unchanged
 
     store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
     again = memory_over(store3, core=open_core(store3, "auto", tmp_path))
@@ -295,9 +261,7 @@ def test_a_server_opens_the_core_first_and_the_archive_behind_it(tmp_path: Path,
     # path does not open an empty SQLite core beside it; it migrates through the store, like the eager path.
     old_dir = tmp_path / "old"
     store = Store(str(old_dir / "db"), embedding_model="hashing-384", embedding_dim=384)
-    old = memory_over(store, default_blocks=[spec("human", "Name: Ada")], core=open_core(store, "lancedb", old_dir))
-    old_agent = old.ensure_agent("default").id
-    old.edit(old_agent, "human", b.Append("Plays go"))
+    old_agent = legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nPlays go"]})
     assert open_without_store(old_dir / CORE_FILE, old_dir / "db") is None
     assert not (old_dir / CORE_FILE).exists()
     moved = open_memory(load_settings(data_dir=old_dir, embedding_model="hashing"), lazy=True)

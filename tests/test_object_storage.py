@@ -32,7 +32,9 @@ def s3_endpoint() -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    from .moto_s3 import S3Server
+
+    server = S3Server(port)  # moto with S3's atomic conditional writes
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",

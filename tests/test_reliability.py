@@ -272,7 +272,7 @@ def _on(disk: Path, backend: str, **kw: object) -> Memory:
     return memory_over(store, core=open_core(store, backend, disk), **kw)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "lancedb"])
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
     disk = tmp_path / "disk"
     if not _mount_tmpfs(disk, "4m"):

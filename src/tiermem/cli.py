@@ -444,6 +444,8 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
         for table, outcome in memory.archive.optimize().items():
             print(f"{table}: {outcome}")
+        for what, n in memory.core.tidy().items():
+            print(f"core state: {what}: {n}")
         return 0
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
 

@@ -42,8 +42,9 @@ class Settings(BaseSettings):
     uri: str | None = None
     storage_options: dict[str, str] = Field(default_factory=dict)
     # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
-    # for a local data directory, the LanceDB tables for a uri; "sqlite" or "lancedb" force one.
-    core_backend: Literal["auto", "sqlite", "lancedb"] = "auto"
+    # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
+    # force one ("lancedb", the layout of older versions, is refused with the way out: core.migrate.check_backend).
+    core_backend: Literal["auto", "sqlite", "object", "lancedb"] = "auto"
     agent: str = "default"
     tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
     transport: Transport = "stdio"
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)
+    # How long an upkeep keeps table versions it has superseded (seconds; 0 = 600 for a local directory, 60 on
+    # object storage, where every operation lists the kept versions).
+    version_retention_seconds: int = Field(default=0, ge=0)
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
     # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
     # holds the vector and full-text indexes searches use; below their size every search reloads them.

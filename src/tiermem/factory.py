@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,6 @@ if TYPE_CHECKING:
     from .archive import Archive
     from .config import Settings
     from .core.protocol import CoreStore
-    from .core.sqlite import SqliteCore
     from .memory import Memory
     from .store import Store
 
@@ -19,8 +19,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
                 on_archive_wait: Callable[[], None] | None = None) -> Memory:
     """Build the store, the embedder (loading in the background) and the Memory facade.
 
-    ``lazy`` (the server): when the core state is a local SQLite file that needs no migration, open only
-    that now and return; the store, the embedder and the archive open in a background thread started
+    ``lazy`` (the server): when the core state is a local SQLite file, or objects on object storage, that need
+    no migration, open only that now and return; the store, the embedder and the archive open in a background thread started
     here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
     lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
     """
@@ -38,7 +38,7 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
             ) from exc
     from .opening import Opening
 
-    core: CoreStore | None = _sqlite_core_without_store(settings) if lazy else None
+    core: CoreStore | None = _core_without_store(settings) if lazy else None
     archive: Archive | Opening[Archive]
     if core is not None:
         archive = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
@@ -47,7 +47,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         from .core.migrate import open_core
 
         archive, store = _open_archive(settings, start_embedder)
-        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None)
+        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None,
+                         settings.storage_options or None)
     memory = Memory(
         archive,
         core=core,
@@ -60,12 +61,20 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
     return memory
 
 
-def _sqlite_core_without_store(settings: Settings) -> SqliteCore | None:
-    """The SQLite core state, if it opens without the LanceDB store: a local data directory whose backend is
-    SQLite and whose core state is already in SQLite or was never in LanceDB (no migration to run)."""
-    from .core.migrate import CORE_FILE, open_without_store
+def _core_without_store(settings: Settings) -> CoreStore | None:
+    """The core state, if it opens without the LanceDB store: a local SQLite file (or a new directory), or the
+    objects of an object-storage uri that holds them (or nothing yet); None when core tables of an older tiermem
+    must be moved out of LanceDB first (``open_core`` does it, with the store)."""
+    from .core.migrate import CORE_FILE, check_backend, open_objects, open_without_store
 
-    if settings.uri is not None or settings.core_backend not in ("auto", "sqlite"):
+    check_backend(settings.core_backend)
+    if settings.uri is not None:
+        from .core.bucket import supports
+
+        if settings.core_backend not in ("auto", "object") or not supports(settings.uri):
+            return None
+        return open_objects(settings.uri, settings.storage_options or None, None)
+    if settings.core_backend not in ("auto", "sqlite"):
         return None
     return open_without_store(settings.resolved_data_dir() / CORE_FILE, Path(settings.store_uri()))
 
@@ -88,6 +97,8 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
         session_renew_writes=settings.session_renew_writes,
+        version_retention=timedelta(seconds=settings.version_retention_seconds)
+        if settings.version_retention_seconds else None,
     )
     archive = Archive(
         store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,

@@ -91,8 +91,8 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
 
 
 def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
-    """Every attached block's current version has its history row. On the LanceDB core (object storage) an edit
-    is two commits, value then history row: a writer killed between them leaves the newest row missing."""
+    """Every attached block's current version is in its history. Both core backends commit a version and its
+    history entry together, so a gap means damage or a partial restore (an import of an incomplete backup)."""
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
     names = {r["id"]: r["name"] for r in core["agents"]}
     owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
@@ -101,13 +101,12 @@ def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
     if not missing:
         check("block history", True, "every block's current version is in its history")
         return
-    agent, label, _ = missing[0]
     shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in missing[:5]) + (" ..." if len(missing) > 5 else "")
     check("block history", False,
-          f"{len(missing)} block(s) lack the history row of their current version: {shown}. A writer stopped between "
-          "saving the value (which is saved) and its history row",
-          f"read each such block's history once, e.g. `tiermem blocks history {label} --agent {agent}`, or edit it: "
-          "either records the missing row")
+          f"{len(missing)} block(s) lack the history entry of their current version: {shown}. The value is there; "
+          "its history entry was lost (a damaged store or an incomplete restore)",
+          "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
+          "edit of such a block records its new version as a whole value")
 
 
 def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:

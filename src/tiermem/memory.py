@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from . import blocks as rules
 from .config import BlockSpec
-from .core.lance import LanceCore
 from .core.protocol import CoreStore
-from .errors import ConflictError, EditError, NotFoundError, StoreError, ValidationError
+from .errors import ConflictError, EditError, NotFoundError, ValidationError
 from .opening import Opening
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
 
@@ -67,17 +66,16 @@ class Memory:
         default_blocks: Sequence[BlockSpec] = (),
         default_system: str = "",
         max_content_chars: int = 100_000,
-        core: CoreStore | None = None,
+        core: CoreStore,
     ) -> None:
         self._archive = archive
-        self.core: CoreStore = core if core is not None else LanceCore(self.archive.store)
+        self.core: CoreStore = core
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
         self.max_content_chars = max_content_chars
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
-        self._history_ok: dict[str, int] = {}  # block id -> newest version known to have its history row
 
     @property
     def archive(self) -> Archive:
@@ -206,11 +204,10 @@ class Memory:
     def block(self, agent_id: str, label: str) -> Block:
         if not isinstance(label, str):
             raise ValidationError("label must be text, for example 'human'.")
+        found = self.core.find_block(agent_id, rules.lookup_label(label))
+        if found is not None:
+            return found
         blocks = self.blocks(agent_id)
-        wanted = rules.lookup_label(label)
-        for b in blocks:
-            if b.label == wanted:
-                return b
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
         shown = label if len(label) <= 80 else label[:80] + "..."
         raise NotFoundError(
@@ -236,7 +233,7 @@ class Memory:
         self._check_sizes(edit)
         block = self.block(agent_id, label)
         return self._commit(
-            block.id,
+            block,
             lambda current: replace(
                 current,
                 value=rules.apply_edit(current, edit, enforce_read_only=actor != "human"),
@@ -287,7 +284,7 @@ class Memory:
             rules.check_limit(updated.value, updated.limit)
             return updated
 
-        committed = self._commit(block.id, change, operation=operation, actor=actor)
+        committed = self._commit(block, change, operation=operation, actor=actor)
         if (new_label is not None and new_label != block.label) or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
@@ -311,10 +308,6 @@ class Memory:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
         block = self.block(agent_id, label)
-        try:
-            self._repair_history(block)
-        except StoreError as exc:  # a read must work on a read-only or full disk
-            log.warning("could not record a missing history row for %s: %s", label, exc)
         return self.core.history(block.id, limit=limit)
 
     # -- creating, attaching, deleting ---------------------------------------
@@ -411,44 +404,28 @@ class Memory:
         with self._locks_guard:
             return self._locks.setdefault(block_id, threading.Lock())
 
-    def _commit(self, block_id: str, change: Callable[[Block], Block], *, operation: str, actor: str) -> Block:
-        """Re-read, apply ``change``, compare-and-swap on the version; retry if another writer won."""
+    def _commit(self, block: Block, change: Callable[[Block], Block], *, operation: str, actor: str) -> Block:
+        """Apply ``change`` to ``block`` (just read) and compare-and-swap on its version; if another writer won,
+        re-read and retry. Value, version and history entry are one commit."""
+        block_id = block.id
         with self._lock(block_id):
+            current: Block | None = block
             for attempt in range(_MAX_ATTEMPTS):
-                current = self.core.get_block(block_id)
                 if current is None:
                     raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
                 updated = change(current)
                 if updated == current:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())
-                # One call: value, version and history row (one transaction on SQLite).
-                if self.core.commit_edit(committed, current.version, _version_of(committed, operation, actor)):
-                    if not self.core.atomic:
-                        try:
-                            self._repair_history(current)  # the version we replaced, if its writer died before its history row
-                        except StoreError as exc:  # the edit itself is saved; the next edit or read fills the gap
-                            log.warning("history of block %s version %d not repaired: %s", block_id, current.version, exc)
-                    self._history_ok[block_id] = committed.version
-                    agents = tuple(self.core.agents_of_block(block_id))
+                agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
+                if agents is not None:
                     self._emit(Change("block_updated", agents, committed.label))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
+                current = self.core.get_block(block_id)
         raise ConflictError(
             f"Block {block_id} is being edited by other writers and {_MAX_ATTEMPTS} attempts failed; nothing was written. Try again."
         )
-
-    def _repair_history(self, block: Block) -> None:
-        """A process killed between the block write and its history row leaves a gap: fill it.
-
-        Versions this process wrote or already checked are skipped; otherwise the row is inserted
-        unless it exists. A row recorded this way for a version whose writer was merely slow is a
-        duplicate with the same content; reads prefer the writer's own row.
-        """
-        if self.core.atomic or self._history_ok.get(block.id, 0) >= block.version:
-            return  # an atomic core never leaves a gap
-        self.core.recover_history(_version_of(block, "recovered", "system"))
-        self._history_ok[block.id] = block.version
 
     def _check_sizes(self, edit: rules.Edit) -> None:
         for name, value in vars(edit).items():

@@ -1,10 +1,11 @@
-"""Choosing the core-state backend, and moving an existing directory's LanceDB core tables into SQLite.
+"""Choosing the core-state backend, and moving core tables an older tiermem kept in LanceDB into it.
 
 A data directory written before core state moved to SQLite keeps agents, blocks, attachments,
 history, idempotency keys and conversation state in LanceDB tables. On first open the rows are
 copied into a temporary SQLite file, which is fsynced and renamed to ``core.sqlite3``: a crash
 leaves either no file (the copy runs again) or the whole copy. A file lock makes concurrent first
-starts copy once. The LanceDB tables are left as they were.
+starts copy once. On object storage the rows become objects (``open_objects``). The LanceDB tables are
+left as they were.
 """
 
 from __future__ import annotations
@@ -14,37 +15,82 @@ import logging
 import os
 import sqlite3
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, StoreError
+from .lance import LanceCoreTables
 from .protocol import CORE_TABLES, CoreStore
 from .sqlite import SqliteCore, create_schema, insert_rows
 
 if TYPE_CHECKING:
     from ..store import Store
+    from .objects import ObjectCore
 
 log = logging.getLogger(__name__)
 CORE_FILE = "core.sqlite3"
 LANCE_CORE_MARKER = "agents.lance"  # in the LanceDB directory: the store has (or had) core tables
-Backend = Literal["auto", "sqlite", "lancedb"]
 
 
-def open_core(store: Store, backend: str, data_dir: Path | None) -> CoreStore:
-    """The core store for ``backend``: SQLite in ``data_dir`` (a local directory) or the LanceDB tables."""
-    from .lance import LanceCore
-
-    if backend not in ("auto", "sqlite", "lancedb"):
-        raise ConfigError(f"core_backend must be 'auto', 'sqlite' or 'lancedb', not {backend!r}.")
-    if backend == "lancedb" or (backend == "auto" and data_dir is None):
-        return LanceCore(store)
+def open_core(store: Store, backend: str, data_dir: Path | None,
+              storage_options: Mapping[str, str] | None = None) -> CoreStore:
+    """The core store for ``backend``: SQLite in ``data_dir`` (a local directory) or objects under the store's
+    uri (object storage, ``memory://``). Core state an older tiermem kept in LanceDB tables is moved on first open."""
+    check_backend(backend)
+    if backend == "object" or (backend == "auto" and data_dir is None):
+        if data_dir is not None:
+            raise ConfigError("core_backend = 'object' keeps core state on object storage: set uri (for example "
+                              "s3://bucket/prefix), or use core_backend = 'auto' for a local data directory.")
+        core = open_objects(store.uri, storage_options, store)
+        assert core is not None  # with the store, the move runs instead
+        return core
     if data_dir is None:
         raise ConfigError("core_backend = 'sqlite' needs a local data directory (data_dir), not an object-storage uri; "
-                          "use core_backend = 'auto' or 'lancedb' with uri.")
+                          "use core_backend = 'auto' with uri.")
     path = data_dir / CORE_FILE
     if not path.exists():
-        migrate_from_lance(LanceCore(store), path)
+        migrate_from_lance(LanceCoreTables(store), path)
     return SqliteCore(path)
+
+
+def check_backend(backend: str) -> None:
+    if backend == "lancedb":
+        raise ConfigError("core_backend = 'lancedb' is no longer offered: core state lives in SQLite for a local data "
+                          "directory and in one object per block on object storage, and core tables an older tiermem "
+                          "kept in LanceDB are moved there on first open. Set core_backend = 'auto'.")
+    if backend not in ("auto", "sqlite", "object"):
+        raise ConfigError(f"core_backend must be 'auto', 'sqlite' or 'object', not {backend!r}.")
+
+
+def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Store | None) -> ObjectCore | None:
+    """The object-storage core under ``uri``. Without ``store`` (opening before LanceDB): None when the prefix
+    holds LanceDB core tables of an older tiermem but no object core yet (``open_core`` moves them, with the store).
+
+    The move writes only objects that are not there (create-only PUTs, conditional updates), then the format
+    marker: replicas starting together each finish it, nothing is written twice, and none overwrites an edit
+    made through a replica that finished first."""
+    from .bucket import Bucket
+    from .objects import ObjectCore
+
+    core = ObjectCore(Bucket(uri, storage_options))
+    if core.exists():
+        return core
+    if store is None:
+        if core.bucket.list(LANCE_CORE_MARKER + "/"):
+            core.close()
+            return None
+        core.mark_created()
+        return core
+    rows = LanceCoreTables(store).rows()
+    for table, key in CORE_TABLES.items():
+        core.merge_rows(table, key, rows[table])
+    core.mark_created()
+    if any(rows.values()):
+        summary = ", ".join(f"{len(r)} {t}" for t, r in rows.items() if r)
+        print(f"tiermem: moved core state from LanceDB tables into objects under {uri}/core ({summary}); the LanceDB "
+              "tables are kept unchanged", file=sys.stderr, flush=True)
+    return core
 
 
 def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
@@ -59,7 +105,7 @@ def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
     return SqliteCore(path)
 
 
-def migrate_from_lance(old: CoreStore | None, path: Path, *, unless_exists: Path | None = None) -> dict[str, int] | None:
+def migrate_from_lance(old: LanceCoreTables | None, path: Path, *, unless_exists: Path | None = None) -> dict[str, int] | None:
     """Create ``path`` holding every core row of ``old`` (none if ``old`` is None), atomically; a no-op if
     ``path`` exists. With ``unless_exists``, does nothing and returns None if that path exists (checked under
     the lock)."""

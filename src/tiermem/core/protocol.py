@@ -1,4 +1,4 @@
-"""The core-state interface shared by the SQLite and LanceDB implementations."""
+"""The core-state interface shared by the SQLite and object-storage implementations."""
 
 from __future__ import annotations
 
@@ -7,18 +7,29 @@ from typing import Any, Protocol, TypeVar
 
 from ..records import Agent, Block, BlockVersion
 
-# table -> unique key. Row shapes are the same in both implementations (the LanceDB schemas in
-# store.py), so backups, migration and tests read and write them alike.
+# table -> unique key. Row shapes (``FIELDS``) are the same in every implementation (the LanceDB schemas an
+# older tiermem kept them in), so backups, migration and tests read and write them alike.
 CORE_TABLES: dict[str, str] = {
     "agents": "id", "blocks": "id", "attachments": "key", "block_history": "key",
     "requests": "key", "conversations": "key",
+}
+FIELDS: dict[str, tuple[str, ...]] = {
+    "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
+    "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
+    "attachments": ("key", "agent_id", "block_id", "created_us"),
+    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
+                      "operation", "actor", "created_us"),
+    "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
+    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
+                      "updated_us"),
 }
 
 T = TypeVar("T")
 
 
 class CoreStore(Protocol):
-    """Transactional core state. ``atomic`` is True when an edit's value and history row commit together."""
+    """Transactional core state. Every read sees every write acknowledged (by any process) before it started.
+    ``atomic`` is True when an edit's value and history entry commit together (both implementations)."""
 
     atomic: bool
     name: str
@@ -46,11 +57,18 @@ class CoreStore(Protocol):
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]: ...
     def attached_block_ids(self, agent_id: str) -> list[str]: ...
     def agents_of_block(self, block_id: str) -> list[str]: ...
-    def insert_block(self, block: Block, first: BlockVersion) -> None: ...
-    def commit_edit(self, block: Block, expected_version: int, version: BlockVersion) -> bool:
-        """Write ``block`` and its history row ``version`` if the stored version is ``expected_version``."""
+    def find_block(self, agent_id: str, label: str) -> Block | None:
+        """The block attached to ``agent_id`` whose label is ``label`` (already normalised), or None."""
         ...
-    def recover_history(self, version: BlockVersion) -> None: ...
+    def insert_block(self, block: Block, first: BlockVersion) -> None:
+        """Create ``block`` with its first history entry; nothing if a block with its id exists."""
+        ...
+    def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
+        """Write ``block`` and its history entry ``version`` together if the stored block is still ``previous``
+        (same version). None, writing nothing, if another writer got there first; else the ids of the agents the
+        block is attached to as of the commit (whom to notify). The entry is stored as the change from
+        ``previous`` (history costs about the size of the change) and read back whole."""
+        ...
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]: ...
     def history_version(self, block_id: str, version: int) -> BlockVersion | None: ...
     def attach(self, agent_id: str, block_id: str) -> None: ...
@@ -65,4 +83,7 @@ class CoreStore(Protocol):
     def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int: ...
     def schema_fields(self, table: str) -> list[str]: ...
     def describe(self) -> str: ...
+    def tidy(self) -> dict[str, int]:
+        """Upkeep ``tiermem optimize`` runs (what it did, by name); it also runs in the background where needed."""
+        ...
     def close(self) -> None: ...

@@ -21,24 +21,18 @@ from typing import Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
 from ..records import Agent, Block, BlockVersion
+from . import sqlite_history as history_rows
+from .protocol import FIELDS
+from .rows import agent_row, block_row
 
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
-    "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
-    "attachments": ("key", "agent_id", "block_id", "created_us"),
-    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
-                      "operation", "actor", "created_us"),
-    "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
-    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
-                      "updated_us"),
-}
+_COLUMNS: dict[str, tuple[str, ...]] = {**FIELDS, "block_history": history_rows.PHYSICAL}
 _KEYS = {"agents": "id", "blocks": "id"}
 _BOOLS = {"read_only"}
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS history_block ON block_history (block_id, version)",
     "CREATE INDEX IF NOT EXISTS attachments_agent ON attachments (agent_id)",
 )
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: block history stored as deltas (sqlite_history.py)
 
 
 def _q(name: str) -> str:
@@ -63,23 +57,6 @@ def _now_us() -> int:
     return _us(datetime.now(UTC))
 
 
-def agent_row(a: Agent) -> dict[str, Any]:
-    return {"id": a.id, "name": a.name, "system": a.system, "metadata": json.dumps(a.metadata, sort_keys=True),
-            "created_us": _us(a.created_at), "updated_us": _us(a.updated_at)}
-
-
-def block_row(b: Block) -> dict[str, Any]:
-    return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
-            "read_only": b.read_only, "metadata": json.dumps(b.metadata, sort_keys=True), "version": b.version,
-            "updated_us": _us(b.updated_at)}
-
-
-def version_row(v: BlockVersion) -> dict[str, Any]:
-    return {"key": f"{v.block_id}:{v.version}", "block_id": v.block_id, "version": v.version, "label": v.label,
-            "value": v.value, "limit": v.limit, "description": v.description, "read_only": v.read_only,
-            "operation": v.operation, "actor": v.actor, "created_us": _us(v.created_at)}
-
-
 def _agent(r: dict[str, Any]) -> Agent:
     return Agent(id=r["id"], name=r["name"], system=r["system"], created_at=_dt(r["created_us"]),
                  updated_at=_dt(r["updated_us"]), metadata=json.loads(r["metadata"] or "{}"))
@@ -89,12 +66,6 @@ def _block(r: dict[str, Any]) -> Block:
     return Block(id=r["id"], label=r["label"], value=r["value"], limit=r["limit"], description=r["description"],
                  read_only=bool(r["read_only"]), version=r["version"], updated_at=_dt(r["updated_us"]),
                  metadata=json.loads(r["metadata"] or "{}"))
-
-
-def _version(r: dict[str, Any]) -> BlockVersion:
-    return BlockVersion(block_id=r["block_id"], version=r["version"], label=r["label"], value=r["value"],
-                        limit=r["limit"], description=r["description"], read_only=bool(r["read_only"]),
-                        operation=r["operation"], actor=r["actor"], created_at=_dt(r["created_us"]))
 
 
 def _insert_sql(table: str, verb: str = "INSERT OR IGNORE") -> str:
@@ -107,6 +78,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
         conn.execute(_ddl(table))
     for sql in _INDEXES:
         conn.execute(sql)
+    history_rows.upgrade(conn, {r[1] for r in conn.execute("PRAGMA table_info(block_history)")})
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -188,6 +160,10 @@ class SqliteCore:
             if old is not None:
                 old.close()
             self._conn = conn
+            have = {r[1] for r in conn.execute("PRAGMA table_info(block_history)")}
+            if not set(history_rows.ADDED_IN_2) <= have:  # a schema 1 file: read its rows as checkpoints
+                added = ", ".join(f'NULL AS "{c}"' for c in history_rows.ADDED_IN_2)
+                conn.execute(f"CREATE TEMP VIEW block_history AS SELECT *, {added} FROM main.block_history")
             sys.stderr.write(f"tiermem: {self.path} opened read-only ({exc}); edits will be refused\n")
             return True
         return False
@@ -220,6 +196,24 @@ class SqliteCore:
                 return [dict(r) for r in self._conn.execute(sql, tuple(args))]
             except sqlite3.Error as exc:
                 raise _error(self.path, exc) from exc
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction (a consistent snapshot of several queries)."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+            finally:
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error:
+                    pass
 
     def _state(self) -> _Cache:
         """The cached small tables, re-read if another connection committed since they were read."""
@@ -323,40 +317,44 @@ class SqliteCore:
     def agents_of_block(self, block_id: str) -> list[str]:
         return [r["agent_id"] for r in self._state().attachments if r["block_id"] == block_id]
 
+    def find_block(self, agent_id: str, label: str) -> Block | None:
+        state = self._state()
+        for r in state.attachments:
+            row = state.blocks.get(r["block_id"]) if r["agent_id"] == agent_id else None
+            if row is not None and row["label"] == label:
+                return _block(row)
+        return None
+
     def insert_block(self, block: Block, first: BlockVersion) -> None:
         with self._tx() as conn:
             if insert_rows(conn, "blocks", [block_row(block)]):
-                insert_rows(conn, "block_history", [version_row(first)])
+                history_rows.write_first(conn, first)
             self._cache = None
 
-    def commit_edit(self, block: Block, expected_version: int, version: BlockVersion) -> bool:
+    def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         row = block_row(block)
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
         args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
         with self._tx() as conn:
-            cur = conn.execute(f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?", (*args, block.id, expected_version))
+            cur = conn.execute(f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?",
+                               (*args, block.id, previous.version))
             if cur.rowcount != 1:
                 self._cache = None  # another writer won: re-read before retrying
-                return False
-            hist = version_row(version)
-            conn.execute(_insert_sql("block_history", "INSERT OR REPLACE"),
-                         tuple(hist.get(c) for c in _COLUMNS["block_history"]))
+                return None
+            history_rows.write_edit(conn, previous, version)
+            agents = tuple(r[0] for r in conn.execute("SELECT agent_id FROM attachments WHERE block_id = ? "
+                                                      "ORDER BY created_us, agent_id", (block.id,)))
         if self._cache is not None:  # own commits leave data_version alone: keep the copy current
             self._cache.blocks[block.id] = row
-        return True
-
-    def recover_history(self, version: BlockVersion) -> None:
-        with self._tx() as conn:
-            insert_rows(conn, "block_history", [version_row(version)])
+        return agents
 
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]:
-        rows = self._read("SELECT * FROM block_history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
-                          (block_id, -1 if limit is None else int(limit)))
-        return [_version(r) for r in rows]
+        with self._reading() as conn:
+            return history_rows.versions(conn, block_id, limit)
 
     def history_version(self, block_id: str, version: int) -> BlockVersion | None:
-        rows = self._read("SELECT * FROM block_history WHERE key = ?", (f"{block_id}:{int(version)}",))
-        return _version(rows[0]) if rows else None
+        with self._reading() as conn:
+            return history_rows.version(conn, block_id, int(version))
 
     def attach(self, agent_id: str, block_id: str) -> None:
         row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": _now_us()}
@@ -382,6 +380,9 @@ class SqliteCore:
     # -- whole tables --------------------------------------------------------------
 
     def all_rows(self, table: str) -> list[dict[str, Any]]:
+        if _table(table) == "block_history":
+            with self._reading() as conn:
+                return history_rows.logical_rows(conn)
         rows = self._read(f"SELECT * FROM {_table(table)}")
         for r in rows:
             for c in _BOOLS & r.keys():
@@ -390,12 +391,19 @@ class SqliteCore:
 
     def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
         with self._tx() as conn:
-            done = insert_rows(conn, _table(table), rows)
+            if _table(table) == "block_history":
+                done = history_rows.merge(conn, rows)
+            else:
+                done = insert_rows(conn, table, rows)
             self._cache = None
         return done
 
     def schema_fields(self, table: str) -> list[str]:
-        return list(_COLUMNS[_table(table)])
+        return list(history_rows.LOGICAL if _table(table) == "block_history" else _COLUMNS[table])
+
+    def tidy(self) -> dict[str, int]:
+        """Nothing to tidy: SQLite reuses the pages an edit frees."""
+        return {}
 
     def describe(self) -> str:
         return f"SQLite {sqlite3.sqlite_version} at {self.path} (WAL, synchronous=FULL)"

@@ -4,6 +4,7 @@ cached snapshots of the small tables, row counts, and the write counter that sch
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 from ..errors import ValidationError
@@ -30,6 +31,7 @@ class StoreBase:
     _db: Any
     _tables: dict[str, Any]
     _since_renewal: int  # writes since the LanceDB session was last renewed (connection.Store.renew_session)
+    version_retention: timedelta  # how long an optimize keeps superseded table versions
 
     def optimize(self, *, background: bool = False) -> dict[str, str]:
         """Compact and bring indexes up to date (``indexes.Indexes``)."""

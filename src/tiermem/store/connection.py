@@ -54,8 +54,13 @@ class Store(CoreTables, Reembed, Search):
         metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
         index_cache_bytes: int = DEFAULT_INDEX_CACHE,
         session_renew_writes: int = DEFAULT_SESSION_RENEW_WRITES,
+        version_retention: timedelta | None = None,
     ) -> None:
+        """``version_retention``: how long an optimize keeps the versions it supersedes (None: 10 minutes for a
+        local directory, 1 minute on object storage, where every operation lists the kept versions)."""
         self.uri = uri
+        self.version_retention = version_retention if version_retention is not None else (
+            timedelta(minutes=1) if "://" in uri and not uri.startswith("file://") else timedelta(minutes=10))
         self.session_renew_writes = session_renew_writes
         self._since_renewal = 0
         self.renewals = 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from datetime import timedelta
 
 from ..errors import StoreError, StoreWriteError
 from .base import StoreBase
@@ -168,7 +167,7 @@ class Indexes(StoreBase):
                 started = time.perf_counter()
                 for attempt in range(3):
                     try:
-                        t.optimize(cleanup_older_than=timedelta(minutes=10))
+                        t.optimize(cleanup_older_than=self.version_retention)
                         report[name] = f"ok in {time.perf_counter() - started:.2f}s"
                         break
                     except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later

@@ -1,0 +1,336 @@
+"""Object storage under load (issue #34): block edits on a moto S3 server on loopback, beside the raw floor.
+
+    python -m bench objstore [--seconds 600] [--clients 8] [--replicas 2] [--blocks 1] [--window 30]
+                             [--floor 200] [--sqlite-edits 2000]
+
+One run, one moto server (``bench.moto_counting``: it counts every request it serves), in this order:
+
+1. The floor: ``--floor`` raw conditional PUTs (``If-None-Match: *``, 1 KB, through obstore as tiermem sends its
+   own), 60 LanceDB conditional updates (``update(where id AND version)``) of a one-row table on the bucket, and
+   ``--floor`` appends by one client to one block through tiermem's core state in this process (``Memory.edit``):
+   p50/p99 of each and the requests each one costs (moto's count), the edits' also for the first and last tenth
+   (constant, not growing with the edits before).
+2. The load: ``--replicas`` `tiermem serve --transport http` on the bucket, ``--clients`` MCP clients (streamable
+   HTTP, client n on replica n mod R) appending ``core_memory_append`` to one block (``--blocks 1``) or each to
+   its own (``--blocks N``, client n on block n mod N) for ``--seconds``. Per ``--window`` seconds: appends/s,
+   p50, p99, errors, requests per append and the objects in the bucket. At the end: first vs last window, every
+   acknowledged append present once (0 lost, 0 doubled), history bytes per append against the appended bytes.
+3. With ``--sqlite-edits N``: N appends to a block on the local SQLite core, the database's growth per append.
+
+The store lives in moto's memory (loopback only) and the work directory under /tmp is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from .load import wait_port
+
+BUCKET = "tiermem-objstore"
+
+
+def start_moto(work: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
+    import boto3
+
+    with open(work / "moto.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.moto_counting", str(port)], stdout=subprocess.DEVNULL,
+                                stderr=log)
+    wait_port(port, proc, "the moto S3 server")
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                 region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    return proc, endpoint
+
+
+def counts(endpoint: str) -> Counter[str]:
+    with urllib.request.urlopen(f"{endpoint}/__requests__", timeout=30) as r:  # loopback only
+        return Counter(json.loads(r.read()))
+
+
+def options(endpoint: str) -> dict[str, str]:
+    return {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
+            "region": "us-east-1", "allow_http": "true"}
+
+
+def pct(samples: list[float], p: float) -> float:
+    s = sorted(samples)
+    return 1000 * s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
+
+
+def per_op(before: Counter[str], after: Counter[str], n: int) -> str:
+    diff = {k: (after[k] - before[k]) / n for k in sorted(set(after) | set(before)) if after[k] != before[k]}
+    return f"{sum(diff.values()):.2f} (" + ", ".join(f"{k} {v:.2f}" for k, v in diff.items()) + ")"
+
+
+def floor(endpoint: str, n: int) -> float:
+    """The raw floor and one client's edits, measured now; returns the raw PUT's p50 in ms."""
+    import lancedb
+    from obstore import put
+    from obstore.store import from_url
+
+    from tiermem import blocks as rules
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+
+    opts = options(endpoint)
+    raw = from_url(f"s3://{BUCKET}/floor/raw", config={k: v for k, v in opts.items() if k != "allow_http"},
+                   client_options={"allow_http": True})
+    lat = []
+    before = counts(endpoint)
+    for i in range(n):
+        t = time.perf_counter()
+        put(raw, f"o{i}", b"x" * 1024, mode="create")
+        lat.append(time.perf_counter() - t)
+    raw_p50 = pct(lat, 50)
+    print(f"raw conditional PUT (If-None-Match: *, 1 KB) x{n}: p50 {raw_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms, "
+          f"requests each {per_op(before, counts(endpoint), n)}", flush=True)
+
+    db = lancedb.connect(f"s3://{BUCKET}/floor/lance", storage_options=opts)
+    table = db.create_table("t", data=[{"id": "b", "version": 0, "value": "x" * 100}])
+    lat = []
+    before = counts(endpoint)
+    updates = 60
+    for v in range(updates):
+        t = time.perf_counter()
+        table.update(where=f"id = 'b' AND version = {v}", values={"version": v + 1, "value": "y" * 100})
+        lat.append(time.perf_counter() - t)
+    print(f"LanceDB conditional update (one-row table) x{updates}: p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms,"
+          f" requests each {per_op(before, counts(endpoint), updates)}", flush=True)
+
+    settings = load_settings(uri=f"s3://{BUCKET}/floor/tiermem", embedding_model="hashing", storage_options=opts)
+    m = open_memory(settings, start_embedder=False)
+    agent = m.ensure_agent("default").id
+    m.edit(agent, "human", rules.Append("warm"))
+    lat, tenths = [], []
+    tenth = max(1, n // 10)
+    for i in range(n):
+        if i % tenth == 0:
+            tenths.append(counts(endpoint))
+        t = time.perf_counter()
+        m.edit(agent, "human", rules.Append(f"a{i}"))
+        lat.append(time.perf_counter() - t)
+    end = counts(endpoint)
+    first = per_op(tenths[0], tenths[1], tenth).split(" ")[0] if len(tenths) > 1 else "?"
+    last = per_op(tenths[-1], end, n - tenth * (len(tenths) - 1)).split(" ")[0]
+    p50 = pct(lat, 50)
+    print(f"one client's append (Memory.edit, object core) x{n}: p50 {p50:.2f} ms ({p50 / raw_p50:.2f}x the raw PUT), "
+          f"p99 {pct(lat, 99):.2f} ms, requests each {per_op(tenths[0], end, n)}; first tenth {first}, "
+          f"last tenth {last}", flush=True)
+    return raw_p50
+
+
+async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int,
+                store: Any) -> None:
+    samples: list[tuple[float, float, bool]] = []  # (finished at, latency, ok)
+    acked: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
+    errors: list[str] = []
+    start = time.time()
+    stop = start + seconds
+
+    async def client(n: int) -> None:
+        label = f"load{n % blocks}"
+        async with Client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", cache=None, read_timeout_seconds=120) as c:
+            i = 0
+            while time.time() < stop:
+                content = f"c{n}-{i}"
+                t = time.perf_counter()
+                try:
+                    r = await c.call_tool("core_memory_append", {"label": label, "content": content})
+                    ok = not r.is_error
+                    if ok:
+                        acked[label].append(content)
+                    else:
+                        errors.append(str(r.content)[:200])
+                except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
+                    ok = False
+                    errors.append(repr(exc)[:200])
+                samples.append((time.time(), time.perf_counter() - t, ok))
+                i += 1
+
+    rows = []
+    async with anyio.create_task_group() as tg:
+        for n in range(clients):
+            tg.start_soon(client, n)
+        w = 0
+        last_counts = counts(endpoint)
+        while time.time() < stop:
+            await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
+            lo, hi = start + w * window, start + (w + 1) * window
+            done = [s for s in samples if lo <= s[0] < hi]
+            lat = [s[1] for s in done]
+            now_counts = counts(endpoint)
+            objects = await anyio.to_thread.run_sync(lambda: len(store.list("")))
+            req = sum(now_counts.values()) - sum(last_counts.values())
+            last_counts = now_counts
+            rate = len(done) / window
+            rows.append((rate, pct(lat, 50), pct(lat, 99)))
+            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} appends/s, p50 "
+                  f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
+                  f"requests/append {req / max(1, len(done)):.2f}, bucket objects {objects}", flush=True)
+            w += 1
+    ok = [s for s in samples if s[2]]
+    full = rows[:-1] if len(rows) > 1 and seconds % window else rows
+    print(f"appends {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
+          f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first {full[-1][0] / full[0][0]:.2f}, "
+          f"p99 max {max(r[2] for r in full):.0f} ms, p50 first {full[0][1]:.0f} ms, last {full[-1][1]:.0f} ms",
+          flush=True)
+    check(endpoint, acked)
+
+
+def check(endpoint: str, acked: dict[str, list[str]]) -> None:
+    """Every acknowledged append present exactly once; history bytes per append."""
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.object_codec import HISTORY
+    from tiermem.core.objects import ObjectCore
+
+    core = ObjectCore(Bucket(f"s3://{BUCKET}/load", options(endpoint)))
+    agent = core.find_agent("default")
+    assert agent is not None
+    appended = history = 0
+    for label, lines in acked.items():
+        block = core.find_block(agent.id, label)
+        assert block is not None
+        stored = Counter(x for x in block.value.split("\n") if x)
+        lost = [x for x in lines if x not in stored]
+        doubled = [x for x, k in stored.items() if k > 1]
+        print(f"{label}: {len(lines)} acknowledged, {len(stored)} stored, lost {len(lost)}, doubled {len(doubled)}, "
+              f"version {block.version}{' lost: ' + str(lost[:5]) if lost else ''}"
+              f"{' doubled: ' + str(doubled[:5]) if doubled else ''}", flush=True)
+        appended += sum(len(x) + 1 for x in lines)
+        history += sum(i.size for i in core.bucket.list(f"{HISTORY}{block.id}/"))
+        head = core.bucket.get(f"core/blocks/{block.id}.json")
+        assert head is not None
+        history += len(json.dumps(json.loads(head.data)["tail"], separators=(",", ":")).encode())
+    n = sum(len(v) for v in acked.values())
+    if n:
+        print(f"history: {history} bytes for {n} appends of {appended / n:.1f} bytes on average: {history / n:.1f} "
+              f"bytes per append (target <= 2 x {appended / n:.1f} + 200 = {2 * appended / n + 200:.0f})", flush=True)
+
+
+def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, blocks: int, seconds: int,
+         window: int) -> None:
+    from obstore.store import from_url
+
+    opts = options(endpoint)
+    config = work / "s3.toml"
+    config.write_text(f'uri = "s3://{BUCKET}/load"\nembedding_model = "hashing"\n[storage_options]\n'
+                      + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"))
+    for b in range(blocks):
+        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
+                               "--description", "bench objstore appends", "--config", str(config)],
+                              env=env, capture_output=True, text=True, check=False)
+        if made.returncode:
+            raise SystemExit(f"could not create block load{b}: {made.stderr}")
+    procs = []
+    try:
+        for r in range(replicas):
+            with open(work / f"server{r}.log", "w") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
+                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
+        for r, p in enumerate(procs):
+            wait_port(port + r, p, f"replica {r}")
+        store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
+                         client_options={"allow_http": True})
+
+        class Lister:
+            def list(self, prefix: str) -> list[Any]:
+                from obstore import list as olist
+
+                return [m for page in olist(store, prefix=prefix) for m in page]
+
+        print(f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
+              f"{window} s", flush=True)
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister())
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def sqlite_growth(edits: int) -> None:
+    """The local SQLite core: database bytes per append to one 10M-limit block."""
+    from tiermem import blocks as rules
+    from tiermem.config import BlockSpec, load_settings
+    from tiermem.factory import open_memory
+
+    work = Path(tempfile.mkdtemp(prefix="tiermem-objstore-sqlite-"))
+    try:
+        m = open_memory(load_settings(data_dir=work, embedding_model="hashing"), start_embedder=False)
+        agent = m.ensure_agent("default").id
+        m.create_block(agent, BlockSpec(label="big", value="", limit=10_000_000))
+
+        def size() -> int:  # the database file with every committed page in it (the WAL checkpointed into it)
+            import sqlite3
+
+            conn = sqlite3.connect(str(work / "core.sqlite3"))
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
+            return (work / "core.sqlite3").stat().st_size
+
+        m.edit(agent, "big", rules.Append("start"))
+        before, value_before = size(), len(m.block(agent, "big").value)
+        appended = 0
+        for i in range(edits):
+            line = f"fact {i}: " + "x" * 40
+            appended += len(line) + 1
+            m.edit(agent, "big", rules.Append(line))
+        grown = size() - before
+        value = len(m.block(agent, "big").value)
+        whole = sum(value_before + appended * (k + 1) / edits for k in range(edits)) / edits
+        print(f"sqlite core: {edits} appends of {appended / edits:.0f} bytes to one block (value {value_before} -> "
+              f"{value} chars): database +{grown} bytes, {grown / edits:.0f} bytes per append (whole-value history "
+              f"rows would add ~{whole:.0f} bytes per append)", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench objstore")
+    parser.add_argument("--seconds", type=int, default=600)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--blocks", type=int, default=1, help="1: every client appends to one block; N: to N blocks")
+    parser.add_argument("--window", type=int, default=30)
+    parser.add_argument("--floor", type=int, default=200, help="raw PUTs and single-client appends measured first")
+    parser.add_argument("--port", type=int, default=8861, help="the first replica's port; moto takes port + 50")
+    parser.add_argument("--sqlite-edits", type=int, default=0, help="also measure the SQLite core's growth per append")
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
+        parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
+    work = Path(tempfile.mkdtemp(prefix="tiermem-objstore-"))
+    moto = None
+    try:
+        moto, endpoint = start_moto(work, args.port + 50)
+        floor(endpoint, args.floor)
+        if args.seconds > 0:
+            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window)
+        if args.sqlite_edits:
+            sqlite_growth(args.sqlite_edits)
+    finally:
+        if moto is not None:
+            moto.terminate()
+            moto.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"removed {work} (moto's bucket was in its memory)", flush=True)
+

@@ -1,0 +1,127 @@
+"""Block history in the SQLite core: ``history.Entry`` records as rows of ``block_history``.
+
+A row with a ``value`` is a checkpoint (every row written before core schema 2 is one: its ``base`` is NULL); a
+row without one holds ``delta`` (JSON ``[start, tail, text]``) and only the fields that changed. Reads take the
+rows from the checkpoint the oldest wanted version builds on, and replay them. Every function here runs on a
+connection the caller holds (inside its transaction, for writes).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import Block, BlockVersion
+from .delta import Delta
+from .history import Chain, Entry, checkpoint, encode, replay
+from .protocol import FIELDS
+from .rows import version_from_row, version_row
+
+LOGICAL = FIELDS["block_history"]  # a history row as backups and migration read and write it: the whole value
+PHYSICAL = (*LOGICAL, "delta", "base", "chain", "steps")
+ADDED_IN_2 = ("delta", "base", "chain", "steps")
+
+
+def _insert(conn: sqlite3.Connection, e: Entry, verb: str = "INSERT OR IGNORE") -> int:
+    delta = json.dumps([e.delta.start, e.delta.tail, e.delta.text], ensure_ascii=False) if e.delta else None
+    row = (f"{e.block_id}:{e.version}", e.block_id, e.version, e.label, e.value, e.limit, e.description,
+           e.read_only, e.operation, e.actor, e.created_us, delta, e.chain.base, e.chain.bytes, e.chain.steps)
+    cols = ", ".join(f'"{c}"' for c in PHYSICAL)
+    return conn.execute(f"{verb} INTO block_history ({cols}) VALUES ({', '.join('?' * len(PHYSICAL))})", row).rowcount
+
+
+def _entry(r: sqlite3.Row | dict[str, Any]) -> Entry:
+    raw = r["delta"]
+    delta = None
+    if raw is not None:
+        start, tail, text = json.loads(raw)
+        delta = Delta(int(start), int(tail), str(text))
+    base = r["base"]
+    chain = Chain(int(r["version"]) if base is None else int(base), int(r["chain"] or 0), int(r["steps"] or 0))
+    read_only = r["read_only"]
+    return Entry(block_id=r["block_id"], version=int(r["version"]), operation=r["operation"], actor=r["actor"],
+                 created_us=int(r["created_us"]), chain=chain, value=r["value"], delta=delta, label=r["label"],
+                 limit=r["limit"], description=r["description"],
+                 read_only=None if read_only is None else bool(read_only))
+
+
+def _chain(conn: sqlite3.Connection, block_id: str, version: int) -> Chain | None:
+    r = conn.execute("SELECT version, base, chain, steps FROM block_history WHERE key = ?",
+                     (f"{block_id}:{version}",)).fetchone()
+    if r is None:
+        return None
+    return Chain(int(r[0]) if r[1] is None else int(r[1]), int(r[2] or 0), int(r[3] or 0))
+
+
+def write_first(conn: sqlite3.Connection, version: BlockVersion) -> None:
+    _insert(conn, checkpoint(version))
+
+
+def write_edit(conn: sqlite3.Connection, previous: Block, version: BlockVersion) -> None:
+    """The entry of ``version``, the edit of ``previous`` (its row, if stored, says where its run of deltas is)."""
+    _insert(conn, encode(previous, _chain(conn, previous.id, previous.version), version), "INSERT OR REPLACE")
+
+
+def _rows_from(conn: sqlite3.Connection, block_id: str, low: int, high: int) -> list[Entry]:
+    """The entries from the checkpoint ``low`` builds on up to ``high``, ascending."""
+    base = _chain(conn, block_id, low)
+    start = base.base if base is not None else low
+    rows = conn.execute("SELECT * FROM block_history WHERE block_id = ? AND version >= ? AND version <= ? "
+                        "ORDER BY version", (block_id, start, high)).fetchall()
+    return [_entry(r) for r in rows]
+
+
+def versions(conn: sqlite3.Connection, block_id: str, limit: int | None) -> list[BlockVersion]:
+    """The newest ``limit`` versions (all if None), newest first."""
+    found = [int(r[0]) for r in conn.execute(
+        "SELECT version FROM block_history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
+        (block_id, -1 if limit is None else int(limit)))]
+    if not found:
+        return []
+    wanted = set(found)
+    out = [v for v in replay(_rows_from(conn, block_id, min(found), max(found))) if v.version in wanted]
+    return out[::-1]
+
+
+def version(conn: sqlite3.Connection, block_id: str, number: int) -> BlockVersion | None:
+    if _chain(conn, block_id, number) is None:
+        return None
+    found = [v for v in replay(_rows_from(conn, block_id, number, number), range(number, number + 1))]
+    return found[-1] if found else None
+
+
+def logical_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every version of every block as a whole row (``LOGICAL``): backups and doctor read these."""
+    out: list[dict[str, Any]] = []
+    ids = [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM block_history ORDER BY block_id")]
+    for block_id in ids:
+        rows = conn.execute("SELECT * FROM block_history WHERE block_id = ? ORDER BY version", (block_id,)).fetchall()
+        out.extend(version_row(v) for v in replay(_entry(r) for r in rows))
+    return out
+
+
+def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert whole history rows (a backup's) that are not stored yet; returns how many were new. A row whose
+    version before it was inserted by this call is stored as a delta from it."""
+    done = 0
+    previous: BlockVersion | None = None
+    chain: Chain | None = None
+    for row in sorted(rows, key=lambda r: (str(r["block_id"]), int(r["version"]))):
+        current = version_from_row(row)
+        fits = previous is not None and previous.block_id == current.block_id
+        entry = encode(previous if fits else None, chain if fits else None, current)
+        if _insert(conn, entry):
+            done += 1
+            previous, chain = current, entry.chain
+        else:
+            previous, chain = None, None  # a stored row of that key may differ: never build a delta on it
+    return done
+
+
+def upgrade(conn: sqlite3.Connection, have: set[str]) -> None:
+    """Core schema 1 -> 2: the delta columns (existing rows stay checkpoints)."""
+    for col in ADDED_IN_2:
+        if col not in have:
+            conn.execute(f'ALTER TABLE block_history ADD COLUMN "{col}"')

@@ -58,7 +58,7 @@ EXAMPLES = {
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
     "setup": "tiermem setup claude-code                    # every project: server + hooks, this tiermem's paths\n"
     "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
-    "hook": "(run by Claude Code) tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json",
+    "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",

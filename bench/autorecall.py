@@ -7,15 +7,19 @@ question is about people that memory never heard of). Each conversation is one a
 them: role-tagged (``speaker_a`` -> user, ``speaker_b`` -> assistant), the text without the speaker's name
 (``--named`` stores "Name: text" instead).
 
-For each threshold t, a question "gets memories" when at least one hit has relevance >= t:
+For each threshold t, a question "gets memories" when at least one of the (at most ``LIMIT``) memories auto-recall
+would add has relevance >= t:
 
-- precision = own-conversation questions that got memories / all questions that got memories;
+- precision = own-conversation questions that got memories / all questions that got memories (the negatives: the
+  same questions asked of another conversation's memory);
 - recall = own-conversation questions that got memories / own-conversation questions;
-- evidence recall = own-conversation questions whose added memories include one of its evidence turns;
-- evidence precision = added memories (own conversation) that are evidence turns.
+- memory precision = memories added from the own conversation / all memories added (issue 32's hit-level figure);
+- evidence recall = evidence turns among the memories added / all evidence turns; evidence precision = memories
+  added (own conversation) that are evidence turns.
 
-The threshold shipped is the lowest t whose precision on all five conversations is >= 0.9; the leave-one-out line
-chooses t that way on four conversations and scores the fifth (the figure to expect on conversations never seen).
+The threshold shipped is the lowest t whose precision and memory precision on all five conversations are both
+>= 0.9; the leave-one-out line chooses t that way on four conversations and scores the fifth (the figure to expect
+on conversations never seen).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from .locomo import CATEGORIES, evidence_ids, messages, sessions
 
 LIMIT = 5  # memories a prompt may get (the auto_recall_limit default)
 TARGET = 0.9
-GRID = [round(0.05 * i, 2) for i in range(1, 20)]
+GRID = [round(0.025 * i, 3) for i in range(1, 40)]
 
 
 def ingest(memory: Any, sample: dict[str, Any], named: bool) -> tuple[str, dict[str, str]]:
@@ -80,10 +84,10 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
             own = autorecall.recall(memory, agents[n], qa["question"], session="bench-prompt", settings=everything)
             cross = autorecall.recall(memory, other, qa["question"], session="bench-prompt", settings=everything)
             rows.append({"conv": sample["sample_id"], "own": [(r.relevance, dia.get(r.id, "") in gold) for r in own],
-                         "cross": [r.relevance for r in cross], "has_gold": bool(gold)})
+                         "cross": [r.relevance for r in cross], "gold": len(gold)})
     seconds = time.perf_counter() - t0
     table = {t: score(rows, t) for t in GRID}
-    chosen = next((t for t in GRID if table[t]["precision"] >= TARGET), None)
+    chosen = next((t for t in GRID if meets(table[t])), None)
     loo = leave_one_out(rows)
     return {"machine": machine(), "format": "named" if named else "role-tagged", "questions": len(rows),
             "seconds_per_question_pair": round(seconds / max(1, len(rows)), 4), "by_threshold": table,
@@ -94,13 +98,19 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
 def score(rows: list[dict[str, Any]], t: float) -> dict[str, float]:
     tp = sum(any(r >= t for r, _ in q["own"]) for q in rows)
     fp = sum(any(r >= t for r in q["cross"]) for q in rows)
-    with_gold = [q for q in rows if q["has_gold"]]
-    ev = sum(any(r >= t and g for r, g in q["own"]) for q in with_gold)
-    added = [g for q in rows for r, g in q["own"] if r >= t]
+    own_hits = sum(r >= t for q in rows for r, _ in q["own"])
+    cross_hits = sum(r >= t for q in rows for r in q["cross"])
+    gold = sum(q["gold"] for q in rows)
+    found = sum(r >= t and g for q in rows for r, g in q["own"])
     return {"precision": round(tp / (tp + fp), 4) if tp + fp else 1.0, "recall": round(tp / len(rows), 4),
             "cross_questions_given_memories": round(fp / len(rows), 4),
-            "evidence_recall": round(ev / len(with_gold), 4) if with_gold else 0.0,
-            "evidence_precision": round(sum(added) / len(added), 4) if added else 0.0}
+            "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
+            "evidence_recall": round(found / gold, 4) if gold else 0.0,
+            "evidence_precision": round(found / own_hits, 4) if own_hits else 0.0}
+
+
+def meets(s: dict[str, float]) -> bool:
+    return s["precision"] >= TARGET and s["memory_precision"] >= TARGET
 
 
 def leave_one_out(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -108,17 +118,21 @@ def leave_one_out(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for q in rows:
         by_conv[q["conv"]].append(q)
-    tp = fp = n = 0
-    chosen = {}
+    chosen, held_out = {}, []
     for conv, held in by_conv.items():
         rest = [q for c, qs in by_conv.items() if c != conv for q in qs]
-        t = next((t for t in GRID if score(rest, t)["precision"] >= TARGET), GRID[-1])
-        chosen[conv] = t
-        tp += sum(any(r >= t for r, _ in q["own"]) for q in held)
-        fp += sum(any(r >= t for r in q["cross"]) for q in held)
-        n += len(held)
+        chosen[conv] = next((t for t in GRID if meets(score(rest, t))), GRID[-1])
+        held_out += [dict(q, t=chosen[conv]) for q in held]
+    tp = sum(any(r >= q["t"] for r, _ in q["own"]) for q in held_out)
+    fp = sum(any(r >= q["t"] for r in q["cross"]) for q in held_out)
+    own_hits = sum(r >= q["t"] for q in held_out for r, _ in q["own"])
+    cross_hits = sum(r >= q["t"] for q in held_out for r in q["cross"])
+    found = sum(r >= q["t"] and g for q in held_out for r, g in q["own"])
+    gold = sum(q["gold"] for q in held_out)
     return {"thresholds": chosen, "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
-            "recall": round(tp / n, 4) if n else 0.0}
+            "recall": round(tp / len(held_out), 4) if held_out else 0.0,
+            "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
+            "evidence_recall": round(found / gold, 4) if gold else 0.0}
 
 
 def main() -> None:
@@ -130,19 +144,21 @@ def main() -> None:
     save("autorecall" + ("_named" if args.named else ""), result)
     print(f"{result['questions']} questions, {result['format']} turns, each asked of its own conversation and of "
           f"another ({result['seconds_per_question_pair'] * 1000:.0f} ms per pair)")
-    print("   t   precision  recall  cross-given  evidence-recall  evidence-precision")
+    print("   t   precision  recall  cross-given  memory-precision  evidence-recall  evidence-precision")
     for t, s in result["by_threshold"].items():
         print(f"{t:5.2f} {s['precision']:10.3f} {s['recall']:7.3f} {s['cross_questions_given_memories']:11.3f} "
-              f"{s['evidence_recall']:15.3f} {s['evidence_precision']:18.3f}")
+              f"{s['memory_precision']:16.3f} {s['evidence_recall']:15.3f} {s['evidence_precision']:18.3f}")
     chosen = result["chosen_threshold"]
     if chosen is None:
         print(f"no threshold reaches precision {TARGET}")
     else:
         s = result["at_chosen"]
-        print(f"lowest threshold with precision >= {TARGET}: {chosen} (precision {s['precision']:.3f}, "
-              f"recall {s['recall']:.3f}, evidence recall {s['evidence_recall']:.3f})")
+        print(f"lowest threshold with precision and memory precision >= {TARGET}: {chosen} (precision "
+              f"{s['precision']:.3f}, recall {s['recall']:.3f}, memory precision {s['memory_precision']:.3f}, "
+              f"evidence recall {s['evidence_recall']:.3f})")
     loo = result["leave_one_conversation_out"]
-    print(f"leave-one-conversation-out: precision {loo['precision']:.3f}, recall {loo['recall']:.3f} "
+    print(f"leave-one-conversation-out: precision {loo['precision']:.3f}, recall {loo['recall']:.3f}, memory "
+          f"precision {loo['memory_precision']:.3f}, evidence recall {loo['evidence_recall']:.3f} "
           f"(thresholds {loo['thresholds']})")
 
 

@@ -87,7 +87,7 @@ def locomo(quick: bool) -> dict[str, Any]:
 
     from . import locomo as lm
 
-    tiermem_result = lm.run(quick)  # tiermem itself, same data, same run
+    tiermem_result = lm.run(quick, ("named",))  # tiermem itself, same data, same run
     import json
 
     from tiermem.embeddings import make_embedder
@@ -128,11 +128,10 @@ def locomo(quick: bool) -> dict[str, Any]:
                 ranked = index.top(q, 10)
                 latency[name].append(time.perf_counter() - t)
                 per[name][category].append(lm.score([dia[i] for i in ranked], gold))
-    out: dict[str, Any] = {"tiermem": tiermem_result[lm.HYBRID]["overall (1-4)"],
-                           "tiermem_search_p50_ms": tiermem_result["search_p50_ms"]}
+    out: dict[str, Any] = {"tiermem": tiermem_result["named"][lm.SHIPPED]["overall (1-4)"],
+                           "tiermem_search_p50_ms": tiermem_result["search_p50_ms"]["named"]}
     for name in names:
-        rows = {lm.CATEGORIES[c]: lm._mean(v) for c, v in sorted(per[name].items())}
-        rows["overall (1-4)"] = lm._mean([s for v in per[name].values() for s in v])
+        rows = lm.table(per[name])
         out[name] = {"quality": rows, "latency": stats(latency[name])}
     return out
 

@@ -1,22 +1,28 @@
 """LoCoMo retrieval benchmark for recall memory (turn level, categories 1-4), with leave-one-conversation-out.
 
-    python -m bench locomo                  # the dev split in ../shared/bench-data/locomo-dev.json
+    python -m bench locomo                  # the dev split (../shared/bench-data/locomo-dev.json), both formats
+    python -m bench locomo --format role    # one storage format only (named | role)
     python -m bench locomo --quick          # first two conversations
     python -m bench locomo --latency 10000  # only: conversation_search p50/p95 over one agent with 10k turns
     python -m bench locomo --archival       # only: the same questions against the turns stored as archival passages
 
-Every turn is logged through the public Archive API as a user message (content "{speaker}: {text}",
-plus " [image: {blip_caption}]"; timestamp = the session date; the dia_id kept in the unsearched
-payload). All conversations are ingested first (one agent each), the store is optimized once so the
-full-text index covers every row, then each question of categories 1-4 is searched once with
-``conversation_search(limit=10)``. The candidates both legs returned for it are then ranked by:
-the shipped ranker (checked to equal what conversation_search returned), a ranker fitted on the
-other four conversations (leave-one-conversation-out: the figure that counts), one fitted on all five
-(printed: these are the weights to ship), the previous RRF default, and each leg alone.
-R@5 / R@10 are the fraction of evidence turns in the top k, MRR the reciprocal rank of the first
-one (0 if none in the top 10); means are macro over questions. Malformed evidence ids are split on
-";" and spaces and ids matching no turn are dropped; questions left without evidence are skipped.
-No parameter is chosen per conversation.
+Every turn is logged through the public Archive API in one of two storage formats: **named**, a user message
+"{speaker}: {text}"; **role**, as hosts log turns, without names: the first speaker's turns as ``user``, the
+other's as ``assistant``, and the names only in the agent's blocks (``human``: "The user's name is {a}.",
+``persona``: "I am {b}."). Image turns add " [image: {blip_caption}]"; timestamp = the session date; the dia_id
+is kept in the unsearched payload. All conversations are ingested first (one agent each), the store is
+optimized once so the full-text index covers every row, then each question of categories 1-4 is searched once
+with ``conversation_search(limit=10)``, and its candidates are kept, with those of the same question asked of
+another conversation's memory (the negatives of the relevance calibration).
+
+The candidates are ranked by: the shipped ranker (checked to equal what conversation_search returned), a ranker
+fitted on the other four conversations (leave-one-conversation-out, both formats' questions: the figure that
+counts), one fitted on all five (printed: the weights to ship), and each leg alone. The relevance calibration is
+judged the same way (fitted on four conversations with their ranker, scored on the fifth): precision and recall
+of "relevance >= t" (``bench.locomo_fit``). R@5 / R@10 are the fraction of evidence turns in the top k, MRR the
+reciprocal rank of the first one (0 if none in the top 10); means are macro over questions. Malformed evidence
+ids are split on ";" and spaces and ids matching no turn are dropped; questions left without evidence are
+skipped. No parameter is chosen per conversation.
 """
 
 from __future__ import annotations
@@ -34,13 +40,27 @@ from pathlib import Path
 from typing import Any
 
 from .common import ROOT, save
+from .locomo_fit import CATEGORIES, fit, fit_calibration, calibration_data, labelled, leave_one_out, mean, ranked, score, table
 
-DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+def _data() -> Path:
+    """The dev split: $TIERMEM_LOCOMO_DEV, else ``shared/bench-data/locomo-dev.json`` beside the checkout or above it
+    (the integration tree sits beside ``shared``; a worktree one level deeper)."""
+    if os.environ.get("TIERMEM_LOCOMO_DEV"):
+        return Path(os.environ["TIERMEM_LOCOMO_DEV"])
+    for base in ROOT.parents:
+        found = base / "shared" / "bench-data" / "locomo-dev.json"
+        if found.exists():
+            return found
+    return ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
+
+
+DATA = _data()
+FORMATS = ("named", "role")
 BATCH = 128  # messages per log_messages call (one embedding call each)
 SHIPPED, LOO, IN_SAMPLE = "shipped ranker (in-sample)", "leave-one-conv-out", "fitted on all five"
-OLD, KEYWORD, VECTOR = "old RRF 0.25/0.75 k=10", "keyword leg only", "vector leg only"
-RANKERS = (LOO, SHIPPED, IN_SAMPLE, OLD, KEYWORD, VECTOR)
+KEYWORD, VECTOR = "keyword leg only", "vector leg only"
+RANKERS = (LOO, SHIPPED, IN_SAMPLE, KEYWORD, VECTOR)
 
 
 def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
@@ -53,16 +73,26 @@ def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]
     return [(when, turns) for _, when, turns in sorted(out, key=lambda s: s[0])]
 
 
-def messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
+def messages(sample: dict[str, Any], fmt: str = "named") -> list[dict[str, Any]]:
+    """The conversation's turns as ``log_messages`` items, in the storage format ``fmt`` (named | role)."""
+    first = sample["conversation"]["speaker_a"]
     out = []
     for when, turns in sessions(sample["conversation"]):
         for turn in turns:
-            text = f"{turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [image: {turn['blip_caption']}]"
-            out.append({"role": "user", "content": text, "timestamp": when.isoformat(), "payload": turn["dia_id"],
-                        "conversation_id": sample["sample_id"]})
+            text = turn["text"] + (f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            role = "user" if fmt == "named" or turn["speaker"] == first else "assistant"
+            out.append({"role": role, "content": f"{turn['speaker']}: {text}" if fmt == "named" else text,
+                        "timestamp": when.isoformat(), "payload": turn["dia_id"], "conversation_id": sample["sample_id"]})
     return out
+
+
+def name_blocks(memory: Any, agent: str, sample: dict[str, Any]) -> None:
+    """The role format's names, where a host keeps them: the user's in ``human``, the agent's own in ``persona``."""
+    from tiermem.blocks import Rethink
+
+    conv = sample["conversation"]
+    memory.edit(agent, "human", Rethink(f"The user's name is {conv['speaker_a']}."))
+    memory.edit(agent, "persona", Rethink(f"I am {conv['speaker_b']}."))
 
 
 def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
@@ -74,64 +104,37 @@ def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
     return ids
 
 
-def score(ranked: list[str], gold: list[str]) -> tuple[float, float, float]:
-    gold_set = set(gold)
-    r5 = len(gold_set & set(ranked[:5])) / len(gold_set)
-    r10 = len(gold_set & set(ranked[:10])) / len(gold_set)
-    mrr = next((1 / (i + 1) for i, d in enumerate(ranked[:10]) if d in gold_set), 0.0)
-    return r5, r10, mrr
-
-
-def fit(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5,
-        l2: float = 1e-3) -> tuple[float, ...]:
-    """Logistic regression over (feature rows, is-evidence) of every question's candidates, positives
-    up-weighted to balance the classes; returns weights on the raw features (standardisation folded in)."""
-    import numpy as np
-
-    x = np.array([f for feats, _ in rows for f in feats], dtype=np.float64)
-    y = np.array([v for _, labels in rows for v in labels], dtype=np.float64)
-    mu, sd = x.mean(0), x.std(0) + 1e-9
-    z = (x - mu) / sd
-    w, b = np.zeros(z.shape[1]), 0.0
-    balance = np.where(y > 0, (len(y) - y.sum()) / max(y.sum(), 1.0), 1.0)
-    for _ in range(epochs):
-        p = 1.0 / (1.0 + np.exp(-(z @ w + b)))
-        g = (p - y) * balance
-        w -= rate * (z.T @ g / len(y) + l2 * w)
-        b -= rate * g.mean()
-    return tuple(round(float(v), 4) for v in w / sd)
-
-
-def run(quick: bool = False) -> dict[str, Any]:
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
-    from tiermem.ranking import DEFAULT_RANKER, FEATURES, Ranker, features
-
-    samples = json.loads(DATA.read_text())[: 2 if quick else None]
-    settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-")), embedding_model="default")
-    memory = open_memory(settings)
-    memory.archive.embedder.wait(None)
-    archive = memory.archive
-
-    started = time.perf_counter()
+def ingest(memory: Any, samples: list[dict[str, Any]], fmt: str) -> list[tuple[dict[str, Any], str, dict[str, str]]]:
+    """Every conversation logged in format ``fmt``, one agent each: (sample, agent id, message id -> dia id)."""
     convs = []
     for sample in samples:
-        agent = memory.ensure_agent(sample["sample_id"]).id
-        batch = messages(sample)
+        agent = memory.ensure_agent(f"{sample['sample_id']}-{fmt}").id
+        if fmt == "role":
+            name_blocks(memory, agent, sample)
+        batch = messages(sample, fmt)
         dia_of: dict[str, str] = {}
         for i in range(0, len(batch), BATCH):
             part = batch[i : i + BATCH]
-            for message, item in zip(archive.log_messages(agent, part), part, strict=True):
+            for message, item in zip(memory.archive.log_messages(agent, part), part, strict=True):
                 dia_of[message.id] = str(item["payload"])
         convs.append((sample, agent, dia_of))
-    ingest_s = time.perf_counter() - started
-    memory.archive.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
+    return convs
 
-    # One search per question: the candidates both legs return, ranked below by every ranker.
+
+def collect(memory: Any, convs: list[tuple[dict[str, Any], str, dict[str, str]]], fmt: str,
+            latencies: list[float], *, unnamed: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """One search per question (checked against the shipped ranker over its candidates); the candidates, and the
+    candidates of the same question asked of the next conversation's memory. Returns (questions, skipped).
+
+    ``unnamed``: the questions with the two speakers' names left out ("What did Caroline research?" -> "What did
+    research?"), as a prompt that names nobody would be: the relevance calibration is fitted and judged on both."""
+    from tiermem.ranking import DEFAULT_RANKER, features, without_names
+
+    archive = memory.archive
     questions: list[dict[str, Any]] = []
-    latencies: list[float] = []
     skipped = 0
-    for sample, agent, dia_of in convs:
+    for n, (sample, agent, dia_of) in enumerate(convs):
+        _, other, other_dia = convs[(n + 1) % len(convs)]
         known = set(dia_of.values())
         for qa in sample["qa"]:
             category = qa.get("category")
@@ -141,57 +144,77 @@ def run(quick: bool = False) -> dict[str, Any]:
             if not gold:
                 skipped += 1
                 continue
+            query = qa["question"]
+            if unnamed:
+                query = without_names(query, [sample["conversation"]["speaker_a"], sample["conversation"]["speaker_b"]])
             t = time.perf_counter()
-            result = archive.conversation_search(agent, qa["question"], limit=10)
+            result = archive.conversation_search(agent, query, limit=10)
             latencies.append(time.perf_counter() - t)
             if result.mode != "hybrid":
                 raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
-            cands = archive.candidates("messages", agent, qa["question"], limit=10)
-            shipped = [dia_of[c.id] for c, _ in DEFAULT_RANKER.rank(qa["question"], cands)][:10]
-            if shipped != [dia_of[h.id] for h in result.hits]:
+            pool = archive.candidates("messages", agent, query, limit=10)
+            shipped = [c.id for c, _ in DEFAULT_RANKER.rank(query, pool.candidates, pool.context)][:10]
+            if shipped != [h.id for h in result.hits]:
                 raise RuntimeError("conversation_search and the shipped ranker over its candidates disagree")
-            questions.append({"conv": sample["sample_id"], "category": category, "gold": gold, "query": qa["question"],
-                              "cands": cands, "dia": [dia_of[c.id] for c in cands],
-                              "features": features(qa["question"], cands)})
+            cross = archive.candidates("messages", other, query, limit=10)
+            questions.append({
+                "conv": sample["sample_id"], "fmt": fmt, "variant": "unnamed" if unnamed else "asked", "category": category, "gold": gold, "query": query,
+                "pool": pool, "dia": [dia_of[c.id] for c in pool.candidates],
+                "features": features(query, pool.candidates, pool.context),
+                "cross": {"pool": cross, "dia": [other_dia[c.id] for c in cross.candidates],
+                          "features": features(query, cross.candidates, cross.context)}})
+    return questions, skipped
 
-    def ranked(q: dict[str, Any], ranker: Ranker) -> list[str]:
-        order = {c.id: i for i, c in enumerate(q["cands"])}
-        return [q["dia"][order[c.id]] for c, _ in ranker.rank(q["query"], q["cands"])]
 
-    def labelled(qs: list[dict[str, Any]]) -> list[tuple[list[list[float]], list[bool]]]:
-        return [(q["features"], [d in q["gold"] for d in q["dia"]]) for q in qs]
+def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, Any]:
+    from tiermem.config import load_settings
+    from tiermem.factory import open_memory
+    from tiermem.ranking import CALIBRATION_FEATURES, DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Ranker
 
-    per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in RANKERS}
-    fixed = {SHIPPED: DEFAULT_RANKER, KEYWORD: Ranker.legs(0.0, 1.0), VECTOR: Ranker.legs(1.0, 0.0),
-             OLD: Ranker.legs(0.25, 0.75)}
-    for q in questions:
+    samples = json.loads(DATA.read_text())[: 2 if quick else None]
+    data_dir = Path(tempfile.mkdtemp(prefix="tiermem-locomo-"))
+    memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    started = time.perf_counter()
+    ingested = {fmt: ingest(memory, samples, fmt) for fmt in formats}
+    ingest_s = time.perf_counter() - started
+    memory.archive.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
+
+    questions: list[dict[str, Any]] = []
+    latencies: dict[str, list[float]] = {fmt: [] for fmt in formats}
+    skipped = 0
+    for fmt in formats:
+        found, skipped = collect(memory, ingested[fmt], fmt, latencies[fmt])
+        questions += found + collect(memory, ingested[fmt], fmt, [], unnamed=True)[0]
+    asked = [q for q in questions if q["variant"] == "asked"]
+
+    fixed = {SHIPPED: DEFAULT_RANKER, KEYWORD: Ranker.legs(0.0, 1.0), VECTOR: Ranker.legs(1.0, 0.0)}
+    fitted = Ranker(fit(labelled(asked)))
+    fixed[IN_SAMPLE] = fitted
+    calibration = fit_calibration(*calibration_data(questions, fitted))
+    per: dict[str, dict[str, dict[int, list[tuple[float, float, float]]]]] = {
+        fmt: {name: defaultdict(list) for name in fixed} for fmt in formats}
+    for q in asked:
         for name, ranker in fixed.items():
-            per[name][q["category"]].append(score(ranked(q, ranker), q["gold"]))
-    held_out_weights = {}
-    for sample in samples:  # leave one conversation out: fitted on the others, scored on this one
-        conv = sample["sample_id"]
-        ranker = Ranker(fit(labelled([q for q in questions if q["conv"] != conv])))
-        held_out_weights[conv] = ranker.weights
-        for q in (q for q in questions if q["conv"] == conv):
-            per[LOO][q["category"]].append(score(ranked(q, ranker), q["gold"]))
-    fitted = Ranker(fit(labelled(questions)))
-    for q in questions:
-        per[IN_SAMPLE][q["category"]].append(score(ranked(q, fitted), q["gold"]))
-
+            per[q["fmt"]][name][q["category"]].append(score([d for d, _, _ in ranked(q, ranker)], q["gold"]))
+    held_out = leave_one_out(questions)
     result: dict[str, Any] = {
-        "conversations": len(samples), "turns": sum(len(d) for _, _, d in convs),
+        "conversations": len(samples), "turns": sum(len(d) for _, _, d in ingested[formats[0]]),
         "questions_skipped_no_evidence": skipped, "ingest_seconds": round(ingest_s, 1),
         "seconds": round(time.perf_counter() - started, 1),
         "features": list(FEATURES), "shipped_weights": list(DEFAULT_RANKER.weights),
         "fitted_on_all_weights": list(fitted.weights),
-        "leave_one_out_weights": {k: list(v) for k, v in held_out_weights.items()},
+        "calibration_features": [*CALIBRATION_FEATURES, "bias"],
+        "shipped_calibration": [*DEFAULT_CALIBRATION.weights, DEFAULT_CALIBRATION.bias],
+        "fitted_calibration": [*calibration[0], calibration[1]],
+        "leave_one_out_weights": held_out["weights"],
+        "relevance": held_out["relevance"], "reliability": held_out["reliability"],
+        "thresholds_note": "precision: hits from other conversations' memories are the negatives; strict: every hit "
+                           "that is not evidence; recall: evidence turns in the top 10 with relevance >= t / all",
+        "search_p50_ms": {fmt: round(1000 * sorted(v)[len(v) // 2], 2) for fmt, v in latencies.items()},
     }
-    for name, cats in per.items():
-        rows = {CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())}
-        rows["overall (1-4)"] = _mean([s for v in cats.values() for s in v])
-        result[name] = rows
-    latencies.sort()
-    result["search_p50_ms"] = round(1000 * latencies[len(latencies) // 2], 2)
+    for fmt in formats:
+        result[fmt] = {LOO: held_out["recall"][fmt], **{name: table(per[fmt][name]) for name in fixed}}
     return result
 
 
@@ -254,12 +277,11 @@ def archival(quick: bool = False) -> dict[str, Any]:
             gold = evidence_ids(qa.get("evidence", []), set(dia_of.values()))
             if qa.get("category") not in CATEGORIES or not gold:
                 continue
-            cands = archive.candidates("passages", agent, qa["question"], limit=10)
+            pool = archive.candidates("passages", agent, qa["question"], limit=10)
             for name, ranker in rankers.items():
-                ranked = [dia_of[c.id] for c, _ in ranker.rank(qa["question"], cands)]
-                per[name][qa["category"]].append(score(ranked, gold))
-    return {name: {**{CATEGORIES[c]: _mean(v) for c, v in sorted(cats.items())},
-                   "overall (1-4)": _mean([s for v in cats.values() for s in v])} for name, cats in per.items()}
+                order = [dia_of[c.id] for c, _ in ranker.rank(qa["question"], pool.candidates, pool.context)]
+                per[name][qa["category"]].append(score(order, gold))
+    return {name: table(cats) for name, cats in per.items()}
 
 
 def _all_passages(archive: Any, agent: str) -> list[Any]:
@@ -272,15 +294,10 @@ def _all_passages(archive: Any, agent: str) -> list[Any]:
             return out
 
 
-def _mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
-    n = len(scores)
-    return {"n": n, "R@5": round(sum(s[0] for s in scores) / n, 3), "R@10": round(sum(s[1] for s in scores) / n, 3),
-            "MRR": round(sum(s[2] for s in scores) / n, 3)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench locomo")
     parser.add_argument("--quick", action="store_true", help="first two conversations only")
+    parser.add_argument("--format", choices=("both", *FORMATS), default="both", help="storage format(s) of the turns")
     parser.add_argument("--archival", action="store_true", help="only: the questions against archival passages")
     parser.add_argument("--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns")
     args, _ = parser.parse_known_args(sys.argv[1:])
@@ -298,16 +315,26 @@ def main() -> None:
         print(f"conversation_search over {lat['turns']} turns, {lat['searches']} searches in process: "
               f"p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms (load {os.getloadavg()[0]:.1f})")
         return
-    result = run(args.quick)
+    formats = FORMATS if args.format == "both" else (args.format,)
+    result = run(args.quick, formats)
     save("locomo", result)
-    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns "
+    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns per format "
           f"(ingest {result['ingest_seconds']}s, total {result['seconds']}s); "
           f"{result['questions_skipped_no_evidence']} questions without a valid evidence id skipped; "
           f"conversation_search p50 {result['search_p50_ms']} ms")
     print(f"  features {result['features']}")
     print(f"  shipped weights      {result['shipped_weights']}")
     print(f"  fitted on all five   {result['fitted_on_all_weights']}")
-    print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
-    for name in RANKERS:
-        for cat, row in result[name].items():
-            print(f"  {name:28s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
+    print(f"  calibration {result['calibration_features']}: shipped {result['shipped_calibration']}, "
+          f"fitted on all five {result['fitted_calibration']}")
+    for fmt in formats:
+        print(f"  [{fmt}] {'ranker':26s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
+        for name in RANKERS:
+            for cat, row in result[fmt][name].items():
+                print(f"  [{fmt}] {name:26s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
+    print("  relevance >= t, leave-one-conversation-out (precision: other conversations' hits as the negatives; "
+          "strict: every non-evidence hit):")
+    for key, rows in result["relevance"].items():
+        for t, row in rows.items():
+            print(f"  [{key}] t={t}  precision {row['precision']:.3f}  strict {row['strict']:.3f}  recall {row['recall']:.3f}"
+                  f"  kept {row['kept']} (cross {row['cross_kept']})")

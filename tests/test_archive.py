@@ -55,10 +55,16 @@ async def test_insert_is_findable_at_once_by_keyword_and_meaning(real: Settings)
         new_id = ins["ids"][0]
         assert memory.archive.store.index_health()["passages"]["fts_unindexed"] == 1  # not in the index yet...
         _, kw = await call(c, "archival_memory_search", query="quarterly budget review", top_k=3)
-        assert kw["results"][0]["id"] == new_id and kw["results"][0]["relevance"]["fts_rank"] == 1  # ...found anyway
+        assert kw["results"][0]["id"] == new_id and kw["results"][0]["ranking"]["fts_rank"] == 1  # ...found anyway
         _, sem = await call(c, "archival_memory_search", query="when do I meet the accounting team about money?", top_k=3)
-        assert sem["results"][0]["id"] == new_id and sem["results"][0]["relevance"]["vector_rank"] == 1
+        assert sem["results"][0]["id"] == new_id and sem["results"][0]["ranking"]["vector_rank"] == 1
         assert sem["search_mode"] == "hybrid" and "notes" not in sem
+        # relevance is comparable across searches: the same passage, asked for plainly, scores high; the best hit of
+        # a query this memory knows nothing about scores low, though it is ranked first of its own search
+        off = (await call(c, "archival_memory_search", query="who won the 1998 football world cup final?", top_k=3))[1]
+        assert 0.0 <= off["results"][0]["relevance"] < 0.1 < kw["results"][0]["relevance"] <= 1.0
+        assert all(0.0 <= r["relevance"] <= 1.0 and set(r["ranking"]) == {"score", "vector_rank", "fts_rank"}
+                   for r in (*kw["results"], *sem["results"], *off["results"]))
 
 
 async def test_tag_filters_apply_before_ranking(real: Settings) -> None:
@@ -115,7 +121,7 @@ async def test_date_filters_and_errors(real: Settings) -> None:
         _, since = await call(c, "conversation_search", query="cat", start_date="2024-03-01T23:00", limit=10)
         assert len(since["results"]) == 2
         first = day["results"][0]
-        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance"} and first["time_ago"].endswith("ago")
+        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance", "ranking"} and first["time_ago"].endswith("ago")
         r, err = await call(c, "conversation_search", query="cat", start_date="March 1st")
         assert r.is_error and err == "Invalid start_date format: March 1st. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
         r, err = await call(c, "conversation_search", query="cat", start_date="2024-03-02", end_date="2024-03-01")
@@ -188,11 +194,11 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "fts" and res["notes"][0].startswith("Keyword-only results (search_mode fts)")
         assert "did not finish loading within 0 s" in res["notes"][0]
-        assert res["results"][0]["id"] == ins["ids"][0] and res["results"][0]["relevance"]["vector_rank"] is None
+        assert res["results"][0]["id"] == ins["ids"][0] and res["results"][0]["ranking"]["vector_rank"] is None
         gate.set()
         assert embedder.wait(30)
         _, res = await call(c, "archival_memory_search", query="penguins")
-        assert res["search_mode"] == "hybrid" and res["results"][0]["relevance"]["vector_rank"] == 1
+        assert res["search_mode"] == "hybrid" and res["results"][0]["ranking"]["vector_rank"] == 1
         assert "notes" not in res
         assert memory.archive.missing_vectors()["passages"] == 0 and memory.archive.store.unembedded_marks("passages") == {}
         _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")

@@ -67,7 +67,7 @@ def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     table = tiermem(tmp_path, "search", "when is the launch", "--archival")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split()[:3] == ["memory", "score", "time"] and "archival" in lines[1] and "3 March" in lines[1]
+    assert lines[0].split()[:3] == ["memory", "relevance", "time"] and "archival" in lines[1] and "3 March" in lines[1]
     rows = json.loads(tiermem(tmp_path, "search", "launch", "--json").stdout)
     assert rows[0]["memory"] == "archival" and "type:event" in rows[0]["where"]
     none = tiermem(tmp_path, "search", "launch", "--recall")

@@ -16,7 +16,7 @@ SRC = ROOT / "src" / "tiermem"
 # server over the registry; ui over interop; cli over cli_commands); there test_no_import_cycles keeps the order.
 LAYER = {
     "errors": 0, "__init__": 0,
-    "config": 1, "records": 1, "memtrim": 1, "chunking": 1,  # plain values and pure helpers (over errors at most)
+    "config": 1, "records": 1, "memtrim": 1, "chunking": 1, "timeexpr": 1, "names": 1,  # plain values and pure helpers (over errors at most)
     "rendezvous": 1,  # where a server listens for hooks and how a hook finds it (stdlib only: hooks start fast)
     "opening": 1,  # something slow built once in a background thread (the memory, the archive), waited for
     "minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from tiermem.archive import Archive
+from tiermem.blocks import Rethink
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.ranking import (DEFAULT_RANKER, FEATURES, Candidate, Ranker, features, merge, query_periods, speaker_of,
-                             without_names)
+from tiermem.memory import Memory
+from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
+                             features, merge, speaker_of, without_names)
 from tiermem.store import Store
 
 
@@ -19,8 +21,8 @@ def cand(i: str, content: str, *, v: int | None = None, f: int | None = None, co
     return Candidate(id=i, content=content, row={}, vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
 
 
-def feat(query: str, cands: list[Candidate], name: str) -> list[float]:
-    return [row[FEATURES.index(name)] for row in features(query, cands)]
+def feat(query: str, cands: list[Candidate], name: str, context: Context | None = None) -> list[float]:
+    return [row[FEATURES.index(name)] for row in features(query, cands, context)]
 
 
 def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
@@ -40,18 +42,57 @@ def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
     assert lengths[0] > lengths[1] > lengths[2]
 
 
-def test_date_feature_reads_months_and_years_the_query_names() -> None:
-    def at(y: int, m: int, d: int) -> Candidate:
-        us = int(datetime(y, m, d, 12, tzinfo=UTC).timestamp() * 1_000_000)
-        return Candidate(id=f"{y}-{m}-{d}", content="x", row={"created_us": us})
+def at(y: int, m: int, d: int, content: str = "x", role: str = "user") -> Candidate:
+    us = int(datetime(y, m, d, 12, tzinfo=UTC).timestamp() * 1_000_000)
+    return Candidate(id=f"{y}-{m}-{d}-{content[:8]}", content=content, row={"created_us": us, "role": role})
 
+
+def test_date_feature_reads_the_periods_the_query_names_against_the_conversations_clock() -> None:
     cands = [at(2023, 6, 10), at(2023, 7, 20), at(2023, 9, 1), at(2022, 6, 3)]
-    assert query_periods("When did Melanie go camping in June?") == [(6, None)]
-    assert query_periods("What happened on October 13, 2023 and in 2022?") == [(10, 2023), (None, 2022)]
-    assert feat("When did Melanie go camping in June?", cands, "date") == [1.0, 0.5, 0.0, 1.0]
-    assert feat("camping in June 2023", cands, "date") == [1.0, 0.5, 0.0, 0.0]
-    assert feat("anything from 2022", cands, "date") == [0.0, 0.0, 0.0, 1.0]
-    assert feat("camping trip", cands, "date") == [0.0, 0.0, 0.0, 0.0]
+    autumn = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
+    # "June" is the last June before the clock; the month after it counts half (people talk about it afterwards)
+    assert feat("When did Melanie go camping in June?", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
+    assert feat("When did Melanie go camping in June?", cands, "date", Context(clock=datetime(2023, 1, 5, tzinfo=UTC))) \
+        == [0.0, 0.0, 0.0, 1.0]
+    assert feat("camping in June 2023", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
+    assert feat("anything from 2022", cands, "date", autumn) == [0.0, 0.0, 0.0, 1.0]
+    assert feat("what happened last month", cands, "date", autumn) == [0.0, 0.0, 1.0, 0.0]
+    assert feat("camping trip", cands, "date", autumn) == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_times_a_turn_mentions_are_read_against_its_own_date() -> None:
+    """"yesterday" written on 3 July 2023 is 2 July 2023; a "when" question favours turns that mention a time."""
+    cands = [at(2023, 7, 3, "I signed up for a pottery class yesterday."), at(2023, 7, 3, "I love my pottery class."),
+             at(2023, 8, 9, "We went camping last week, the kids loved it.")]
+    clock = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
+    assert feat("What did Melanie do on 2 July 2023?", cands, "mentioned", clock) == [1.0, 0.0, 0.0]
+    assert feat("What did they do in the first week of August 2023?", cands, "mentioned", clock) == [0.0, 0.0, 1.0]
+    assert feat("When did Melanie sign up for a pottery class?", cands, "when", clock) == [1.0, 0.0, 1.0]
+    assert feat("What did Melanie sign up for?", cands, "when", clock) == [0.0, 0.0, 0.0]
+
+
+def test_speaker_feature_reads_labels_and_the_names_of_roles() -> None:
+    cands = [at(2023, 7, 3, "I researched adoption agencies."), at(2023, 7, 3, "That is great!", role="assistant"),
+             at(2023, 7, 3, "Melanie: and I painted a lake.", role="assistant")]
+    names = Context(speakers={"user": "Caroline", "assistant": "Melanie"})
+    assert feat("What did Caroline research?", cands, "speaker", names) == [1.0, 0.0, 0.0]
+    assert feat("What did Melanie paint?", cands, "speaker", names) == [0.0, 1.0, 1.0]
+    assert feat("What did Caroline research?", cands, "speaker") == [0.0, 0.0, 0.0]  # roles without names
+    assert feat("What did Caroline Smith say?", cands, "speaker", Context(speakers={"user": "Caroline Smith"}))[0] == 1.0
+    assert feat("What did Caroline say?", cands, "speaker", Context(speakers={"user": "Caroline Smith"}))[0] == 1.0
+
+
+def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() -> None:
+    pool = [cand("a", "x", v=1, f=1, cos=0.62, bm25=9.0), cand("b", "y", v=2, cos=0.40), cand("c", "z", f=2, bm25=2.0)]
+    scored = DEFAULT_RANKER.rank("q", pool)
+    relevance = DEFAULT_CALIBRATION.relevance(pool, scored)
+    assert all(0.0 <= p <= 1.0 for p in relevance) and relevance[0] == max(relevance)
+    weak = [cand("a", "x", v=1, f=1, cos=0.22, bm25=1.0), cand("b", "y", v=2, cos=0.20), cand("c", "z", f=2, bm25=0.5)]
+    # the same ranks and the same relative features, but the best match is poor: lower relevance
+    assert DEFAULT_CALIBRATION.relevance(weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
+    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
+    with pytest.raises(ValueError, match="needs 4 weights"):
+        Calibration((1.0,), 0.0)
 
 
 def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:
@@ -66,7 +107,7 @@ def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
     cands = [cand("x", "one", v=1, f=9), cand("y", "two", v=3, f=1), cand("z", "three", f=2)]
     assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank("q", cands)][:2] == ["x", "y"]
     assert [c.id for c, _ in Ranker.legs(0.0, 1.0).rank("q", cands)] == ["y", "z", "x"]
-    with pytest.raises(ValueError, match="needs 8 weights"):
+    with pytest.raises(ValueError, match=f"needs {len(FEATURES)} weights"):
         Ranker((1.0, 2.0))
 
 
@@ -95,7 +136,8 @@ def test_shipped_ranker_prefers_the_named_speakers_statement_over_a_question(tmp
     agent = "agent-1"
     archive.log_messages(agent, [{"role": "user", "content": t} for t in turns])
     query = "What did Caroline research?"
-    by_keywords = Ranker.legs(0.0, 1.0).rank(query, archive.candidates("messages", agent, query))
+    pool = archive.candidates("messages", agent, query)
+    by_keywords = Ranker.legs(0.0, 1.0).rank(query, pool.candidates, pool.context)
     assert by_keywords[0][0].content == turns[0]  # the keyword leg alone puts the question first...
     hits = archive.conversation_search(agent, query, limit=3).hits
     assert hits[0].content == turns[1]  # ...the shipped ranker the answer
@@ -127,3 +169,39 @@ def test_searches_before_and_after_speakers_are_known_agree(tmp_path: Path) -> N
     fresh = [h.id for h in Archive(store, embedder).conversation_search("a", query, limit=4).hits]
     assert cold == warm == fresh
     assert first._learn_speakers("a", []) == {"Caroline", "Melanie"}
+
+
+def test_turns_logged_by_role_are_found_by_the_names_in_the_agents_blocks(memory: Memory) -> None:
+    """Hosts log turns by role, without names: the ``human`` block names the user, ``persona`` the agent."""
+    agent = memory.ensure_agent("roles").id
+    turns = [("user", "I researched adoption agencies all week and found three that I like."),
+             ("assistant", "Caroline, that research sounds exhausting, Caroline! Caroline, research!")]
+    memory.archive.log_messages(agent, [{"role": "user", "content": "We should paint together some day."}])
+    memory.archive.log_messages(agent, [{"role": r, "content": t} for r, t in turns])
+    query = "What did Caroline research?"
+    memory.edit(agent, "human", Rethink("The user's name is Caroline."))
+    assert memory.archive.speaker_names(agent) == {"user": "Caroline"}
+    assert memory.archive.candidates("messages", agent, query).context.speakers == {"user": "Caroline"}
+    named = memory.archive.conversation_search(agent, query, limit=3).hits
+    memory.edit(agent, "human", Rethink("Likes tea."))  # nobody named: the role carries no name
+    assert memory.archive.speaker_names(agent) == {}
+    unnamed = memory.archive.conversation_search(agent, query, limit=3).hits
+    assert named[0].content == turns[0][1] and unnamed[0].content == turns[1][1]
+    memory.edit(agent, "persona", Rethink("I am Melanie, a painter."))
+    assert memory.archive.speaker_names(agent) == {"assistant": "Melanie"}
+
+
+def test_relative_times_in_a_query_read_the_conversations_clock(memory: Memory) -> None:
+    """"last week" is the week before the newest turn, however long ago that was (an imported history)."""
+    agent = memory.ensure_agent("clock").id
+    memory.archive.log_messages(agent, [
+        {"role": "user", "content": "We went hiking in the hills.", "timestamp": "2023-05-02T10:00:00Z"},
+        {"role": "user", "content": "We went hiking by the lake.", "timestamp": "2023-06-20T10:00:00Z"},
+        {"role": "user", "content": "Nothing much happened today.", "timestamp": "2023-06-28T10:00:00Z"}])
+    query = "Where did we go hiking last week?"
+    pool = memory.archive.candidates("messages", agent, query)
+    assert pool.context.clock == datetime(2023, 6, 28, 10, tzinfo=UTC)
+    assert memory.archive.candidates("messages", agent, "Where did we go hiking?").context.clock is None  # not read
+    assert memory.archive.conversation_search(agent, query, limit=2).hits[0].content == "We went hiking by the lake."
+    assert memory.archive.conversation_search(agent, "Where did we go hiking in May 2023?", limit=2).hits[0].content \
+        == "We went hiking in the hills."

@@ -196,9 +196,9 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
             return out  # type: ignore[no-any-return]
 
         found = await search("archival_memory_search", query="feline napping spot", tags=["pets"], top_k=2)
-        assert found["results"][0]["id"] == cat and found["results"][0]["relevance"]["fts_rank"] is None
+        assert found["results"][0]["id"] == cat and found["results"][0]["ranking"]["fts_rank"] is None
         found = await search("archival_memory_search", query="bird that sings tunes", tags=["pets"], top_k=3)
-        assert found["results"][0]["id"] == parrot and found["results"][0]["relevance"]["vector_rank"] == 1
+        assert found["results"][0]["id"] == parrot and found["results"][0]["ranking"]["vector_rank"] == 1
         found = await search("archival_memory_search", query="heating maintenance date", top_k=3)
         assert found["results"][0]["id"] == boiler
         found = await search("conversation_search", query="musical instrument lessons", limit=2)

@@ -20,7 +20,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time as dtime
@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
 from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
-from .ranking import DEFAULT_RANKER, Candidate, Ranker, merge, speaker_of, without_names
+from . import timeexpr
+from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, merge, speaker_of,
+                      without_names)
 from .records import ROLES, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
 from .store import Filter, Store, message_from_row, passage_from_row
 
@@ -44,6 +46,19 @@ CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What a search ranks: the candidates both legs found, and the context the ranker reads."""
+
+    candidates: list[Candidate]
+    context: Context
+
+
+def no_names(agent_id: str) -> Mapping[str, str]:
+    """The default speaker names of an archive no ``Memory`` holds: none."""
+    return {}
 
 
 @dataclass
@@ -116,6 +131,7 @@ class Archive(AgentRows, Vectors):
         max_content_chars: int = 100_000,
         ranker: Ranker | None = None,
         message_ranker: Ranker | None = None,
+        calibration: Calibration | None = None,
         wait_seconds: float = 10.0,
     ) -> None:
         self.store = store
@@ -125,6 +141,7 @@ class Archive(AgentRows, Vectors):
         self.max_content_chars = max_content_chars
         self.ranker = ranker or DEFAULT_RANKER
         self.message_ranker = message_ranker or DEFAULT_RANKER
+        self.calibration = calibration or DEFAULT_CALIBRATION  # fitted for DEFAULT_RANKER's scores
         # (agent, conversation) -> content of its latest turn; least recently used first, at most MAX_LAST_TURNS
         self._last_turn: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._backfill_lock = threading.Lock()
@@ -134,6 +151,9 @@ class Archive(AgentRows, Vectors):
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
         self._speakers: dict[str, set[str]] = {}  # agent -> speaker labels seen in its rows ("Name: ...")
         self._speakers_lock = threading.Lock()
+        # agent -> {role: name} of turns logged by role (``Memory`` reads them from the agent's blocks)
+        self.speaker_names: Callable[[str], Mapping[str, str]] = no_names
+        self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = OrderedDict()  # (table, agent) -> (version, newest)
 
     # -- counts ------------------------------------------------------------
 
@@ -330,9 +350,11 @@ class Archive(AgentRows, Vectors):
         query = self._text(query, "query")
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
-        candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40))
-        ranked = ranker.rank(query, candidates)[:limit]
-        hits = [self._hit(table, c, score) for c, score in ranked]
+        context = self._context(table, agent_id, query)
+        candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40), context)
+        ranked = ranker.rank(query, candidates, context)[:limit]
+        relevance = self.calibration.relevance(candidates, ranked)
+        hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
         hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
@@ -340,13 +362,33 @@ class Archive(AgentRows, Vectors):
             )
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
+    def _context(self, table: str, agent_id: str, query: str) -> Context:
+        """The speakers' names of turns logged by role (recall only), and the clock relative times in the query
+        resolve against (read only when the query has one: the newest row of the agent in this table)."""
+        speakers = dict(self.speaker_names(agent_id)) if table == "messages" else {}
+        clock = self._clock(table, agent_id) if timeexpr.needs_clock(query) else None
+        return Context(clock=clock, speakers=speakers)
+
+    def _clock(self, table: str, agent_id: str) -> datetime | None:
+        """The time of the agent's newest row in ``table`` (remembered per table version, for a bounded set of agents)."""
+        key, version = (table, agent_id), self.store.version(table)
+        known = self._clocks.get(key)
+        if known is None or known[0] != version:
+            known = (version, self.store.latest_us(table, Filter(agent_id=agent_id)))
+            self._clocks[key] = known
+        self._clocks.move_to_end(key)
+        while len(self._clocks) > MAX_SPEAKER_AGENTS:
+            self._clocks.popitem(last=False)
+        return from_us(known[1]) if known[1] is not None else None
+
     def _candidates(
-        self, table: str, agent_id: str, query: str, where: Filter, pool: int
+        self, table: str, agent_id: str, query: str, where: Filter, pool: int, context: Context
     ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
         """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
 
-        The query's vector leaves out the names of the agent's speakers that it mentions (``without_names``).
-        Speakers are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
+        The query's vector leaves out the names of the agent's speakers that it mentions (``without_names``):
+        the labels of its ``"Name: ..."`` turns and the names of its roles (``context.speakers``).
+        Labels are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
         query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
         loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
         beside it slowed it about as much as it hid; one hand-off instead of three: BENCHMARKS.md, "Search at
@@ -355,8 +397,9 @@ class Archive(AgentRows, Vectors):
         """
         notes: list[str] = []
         vector_rows: list[dict[str, Any]] = []
+        roles = set(context.speakers.values())
         known = self._speakers.get(agent_id)
-        focused = without_names(query, known) if known is not None else None
+        focused = without_names(query, known | roles) if known is not None else None
         if focused is not None and self.embedder.ready:
             vec = self._query_vector(focused, notes)
             if vec is None:
@@ -373,7 +416,7 @@ class Archive(AgentRows, Vectors):
             if vec is not None and focused is not None:
                 vector_rows = self.store.vector_search(table, vec, where, pool)
             fts_rows = fts_future.result()
-        names = self._learn_speakers(agent_id, fts_rows)
+        names = self._learn_speakers(agent_id, fts_rows) | roles
         mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
         if vec is not None and without_names(query, names) != focused:  # first search of this agent, or a new speaker
             focused = without_names(query, names)
@@ -385,11 +428,13 @@ class Archive(AgentRows, Vectors):
         return merge(vector_rows, fts_rows), mode, notes
 
     def candidates(self, table: Literal["messages", "passages"], agent_id: str, query: str, *,
-                   limit: int = 10) -> list[Candidate]:
-        """The candidates a search of ``limit`` results ranks, unfiltered but for the agent (for fitting and
-        inspecting rankers: ``bench locomo``)."""
-        where = Filter(agent_id=agent_id)
-        return self._candidates(table, agent_id, self._text(query, "query"), where, max(limit * 4, 40))[0]
+                   limit: int = 10) -> Pool:
+        """The candidates a search of ``limit`` results ranks and the ranker's context, unfiltered but for the
+        agent (for fitting and inspecting rankers: ``bench locomo``)."""
+        query = self._text(query, "query")
+        context = self._context(table, agent_id, query)
+        found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), max(limit * 4, 40), context)[0]
+        return Pool(found, context)
 
     def _query_vector(self, query: str, notes: list[str]) -> list[float] | None:
         """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had."""
@@ -439,7 +484,7 @@ class Archive(AgentRows, Vectors):
             self.store.settle_unembedded(table)
         return missing
 
-    def _hit(self, table: str, c: Candidate, score: float) -> Hit:
+    def _hit(self, table: str, c: Candidate, score: float, relevance: float) -> Hit:
         """A result from a ranked candidate (the legs read the columns a result shows)."""
         shown = c.row
         return Hit(
@@ -452,6 +497,7 @@ class Archive(AgentRows, Vectors):
             role=shown.get("role") if table == "messages" else None,
             tags=tuple(shown.get("tags") or ()) if table == "passages" else (),
             conversation_id=shown.get("conversation_id") if table == "messages" else None,
+            relevance=relevance,
         )
 
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:

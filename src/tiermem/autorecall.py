@@ -4,14 +4,14 @@ memories relevant to it.
 ``log_turn`` appends one user prompt or assistant reply to recall memory under the host's session id (the
 conversation), once: the idempotency key is the session, the turn and a digest of the text, so a hook that fires
 again writes nothing. ``recall`` searches archival and recall memory with the prompt, through the same ranked search
-the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose relevance reaches
-the threshold: a prompt unrelated to anything stored gets nothing.
+the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
+relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
+anything stored gets nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from .records import Hit, now, to_us
+from .records import now, to_us
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -36,10 +36,13 @@ class RecallSettings:
     max_chars: int  # most characters of memories added to one prompt
 
 
+Source = Literal["archival", "recall"]
+
+
 @dataclass(frozen=True)
 class Recalled:
     id: str  # the passage's or message's id
-    source: Literal["archival", "recall"]
+    source: Source
     content: str
     created_at: datetime
     relevance: float
@@ -89,12 +92,13 @@ def recall(memory: Memory, agent_id: str, prompt: str, *, session: str, settings
     archive = memory.archive
     passages = archive.search(agent_id, query, top_k=CANDIDATES).hits
     turns = archive.conversation_search(agent_id, query, limit=CANDIDATES, exclude_conversation=session).hits
-    scored = [(h, "archival") for h in passages] + [(h, "recall") for h in turns]
-    relevance = _relevance(memory, query, [h for h, _ in scored])
+    archival: Source = "archival"
+    past: Source = "recall"
     found = [
-        Recalled(id=h.id, source=source, content=h.content, created_at=h.created_at, relevance=r, role=h.role)  # type: ignore[arg-type]
-        for (h, source), r in zip(scored, relevance, strict=True)
-        if r >= settings.threshold and h.content.strip() != prompt.strip() and h.conversation_id != session
+        Recalled(id=h.id, source=source, content=h.content, created_at=h.created_at, relevance=h.relevance,
+                 role=h.role)
+        for h, source in [(h, archival) for h in passages] + [(h, past) for h in turns]
+        if h.relevance >= settings.threshold and h.content.strip() != prompt.strip() and h.conversation_id != session
     ]
     found.sort(key=lambda r: -r.relevance)
     return found[: settings.limit]
@@ -117,20 +121,6 @@ def render(recalled: list[Recalled], max_chars: int) -> str:
     if left:
         lines.append(f"({left} more not shown: search for them with archival_memory_search or conversation_search.)")
     return "\n".join(lines) if len(lines) > 1 + bool(left) else ""
-
-
-def _relevance(memory: Memory, query: str, hits: list[Hit]) -> list[float]:
-    """Stand-in until search hits carry a calibrated relevance: the cosine of the query and each hit, clipped to [0, 1]."""
-    if not hits:
-        return []
-    vectors = memory.archive.embedder.embed([query, *(h.content for h in hits)])
-    q = vectors[0]
-    out = []
-    for v in vectors[1:]:
-        dot = sum(a * b for a, b in zip(q, v, strict=True))
-        norm = math.sqrt(sum(a * a for a in q)) * math.sqrt(sum(b * b for b in v)) or 1.0
-        out.append(max(0.0, min(1.0, dot / norm)))
-    return out
 
 
 def _cut(text: str, most: int) -> str:

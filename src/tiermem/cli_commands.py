@@ -169,13 +169,13 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
         notes += found.notes
         for h in found.hits:
-            rows.append({"memory": "archival", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+            rows.append({"memory": "archival", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
                          "where": ",".join(h.tags), "content": h.content, "id": h.id})
     if not args.archival:
         found = archive.conversation_search(agent.id, args.query, limit=args.limit)
         notes += found.notes
         for h in found.hits:
-            rows.append({"memory": "recall", "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+            rows.append({"memory": "recall", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
                          "where": h.role or "", "content": h.content, "id": h.id})
     for note in dict.fromkeys(notes):
         print(f"note: {note}", file=sys.stderr)
@@ -187,12 +187,12 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         return 0
     import shutil
 
-    width = max(40, shutil.get_terminal_size((120, 20)).columns - 62)
-    print(f"{'memory':8s}  {'score':>6s}  {'time':19s}  {'role/tags':18s}  content")
+    width = max(40, shutil.get_terminal_size((120, 20)).columns - 65)
+    print(f"{'memory':8s}  {'relevance':>9s}  {'time':19s}  {'role/tags':18s}  content")
     for r in rows:
         text = " ".join(r["content"].split())
         text = text if len(text) <= width else text[: width - 1] + "…"
-        print(f"{r['memory']:8s}  {r['score']:6.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
+        print(f"{r['memory']:8s}  {r['relevance']:9.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
     return 0
 
 

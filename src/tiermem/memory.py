@@ -29,6 +29,7 @@ from . import blocks as rules
 from .config import BlockSpec
 from .core.protocol import CoreStore
 from .errors import ConflictError, EditError, NotFoundError, ValidationError
+from .names import name_in
 from .opening import Opening
 from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 ChangeKind = Literal["block_updated", "blocks_changed"]
 T = TypeVar("T")
+ROLE_BLOCKS = {"human": "user", "persona": "assistant"}  # the block that names whoever speaks in a role
 
 # Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
 # "sleeptime" for the duration of its run (copied into worker threads with the context).
@@ -69,6 +71,7 @@ class Memory:
         core: CoreStore,
     ) -> None:
         self._archive = archive
+        self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
         self.core: CoreStore = core
         self.default_blocks = tuple(default_blocks)
         self.default_system = default_system
@@ -79,9 +82,26 @@ class Memory:
 
     @property
     def archive(self) -> Archive:
-        """Recall and archival memory; if they are still opening (a server's first seconds), waits for them."""
+        """Recall and archival memory; if they are still opening (a server's first seconds), waits for them.
+        Its searches learn the names of the agent's roles from here (``speaker_names``)."""
         archive = self._archive
-        return archive.get() if isinstance(archive, Opening) else archive
+        opened = archive.get() if isinstance(archive, Opening) else archive
+        if self._named is not opened:
+            opened.speaker_names = self.speaker_names
+            self._named = opened
+        return opened
+
+    def speaker_names(self, agent_id: str) -> dict[str, str]:
+        """``{role: name}`` for turns logged by role: the user's name from the ``human`` block, the agent's own
+        from ``persona`` (``names.name_in``); roles whose block names nobody are left out."""
+        found: dict[str, str] = {}
+        for block in self.blocks(agent_id):
+            role = ROLE_BLOCKS.get(block.label)
+            if role is not None and role not in found:
+                name = name_in(block.value)
+                if name:
+                    found[role] = name
+        return found
 
     @property
     def archive_ready(self) -> bool:

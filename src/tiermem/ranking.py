@@ -1,36 +1,51 @@
-"""Second-stage ranking of search candidates: a small linear model over what the two legs found.
+"""Second-stage ranking of search candidates: a small linear model over what the two legs found, and the
+calibrated relevance of each hit.
 
-Both legs (vector and full-text) return a pool of candidates (40 each for a top-10 search). Each
-candidate gets a handful of features that need no model call and no extra read: its rank in each
-leg, its normalised BM25 score, how far its cosine similarity to the query is below the pool's best, whether it is itself a
-question, its length, and whether the query names the speaker of a speaker-labelled turn
-("Caroline: ..."). A weighted sum of those features orders the pool.
+Both legs (vector and full-text) return a pool of candidates (40 each for a top-10 search). Each candidate gets
+features that need no model call and no extra read: its rank in each leg, its normalised BM25 score, how far its
+cosine similarity to the query is below the pool's best, whether it is itself a question, its length, whether the
+query names its speaker (the label of a ``"Caroline: ..."`` turn, or the name of the role a turn was logged under:
+``Context.speakers``), and three about time (``timeexpr``): whether it was written in a period the query names
+("in June 2023", "last week" against the conversation's clock), whether a time it mentions ("yesterday", resolved
+against its own timestamp) falls in such a period, and whether it mentions a time at all when the query asks
+"when". A weighted sum of those features orders the pool.
 
-The weights are fitted by logistic regression on the LoCoMo dev split (``python -m bench locomo``
-fits them, prints them, and reports leave-one-conversation-out figures: weights fitted on four
-conversations, scored on the fifth). They are stored here as plain numbers; nothing is learned at
-run time. Reciprocal rank fusion is the special case where only the two rank features count
-(``Ranker.legs``), which is how the keyword-only and vector-only rankings are expressed.
+The weights are fitted by logistic regression on the LoCoMo dev split (``python -m bench locomo`` fits them,
+prints them, and reports leave-one-conversation-out figures: weights fitted on four conversations, scored on the
+fifth). They are stored here as plain numbers; nothing is learned at run time. Reciprocal rank fusion is the
+special case where only the two rank features count (``Ranker.legs``), which is how the keyword-only and
+vector-only rankings are expressed. ``Calibration`` turns a hit's score into a relevance in [0, 1].
 """
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date")
+from . import timeexpr
+
+FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when")
 RANK_K = 10  # rank features are 1 / (RANK_K + rank), 0 for a candidate the leg did not return
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
 _WORD = re.compile(r"\w+")
-_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
-_DATE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?,?\s*(\d{4})?|\b((?:19|20)\d\d)\b", re.I)
-_AFTER = timedelta(days=31)  # a month named in a question is often talked about in the weeks after it
+_AFTER = timedelta(days=31)  # a period named in a question is often talked about in the weeks after it
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a search knows besides the query and its candidates.
+
+    ``clock``: the conversation's newest message (relative times in the query, "last week", resolve against it);
+    ``speakers``: the names of the roles, for turns logged by role without a name (``{"user": "Caroline"}``).
+    """
+
+    clock: datetime | None = None
+    speakers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,9 +76,10 @@ class Ranker:
         """Weighted reciprocal rank fusion of the two legs (k = RANK_K): no other feature counts."""
         return cls((vector, fts, *(0.0,) * (len(FEATURES) - 2)))
 
-    def rank(self, query: str, candidates: Sequence[Candidate]) -> list[tuple[Candidate, float]]:
+    def rank(self, query: str, candidates: Sequence[Candidate],
+             context: Context | None = None) -> list[tuple[Candidate, float]]:
         """Candidates with their scores, best first (ties broken by id, so the order is stable)."""
-        rows = features(query, candidates)
+        rows = features(query, candidates, context)
         scored = [(c, sum(w * x for w, x in zip(self.weights, row))) for c, row in zip(candidates, rows)]
         scored.sort(key=lambda t: (-t[1], t[0].id))
         return scored
@@ -81,20 +97,24 @@ def merge(vector_rows: Sequence[Mapping[str, Any]], fts_rows: Sequence[Mapping[s
     return [Candidate(id=i, content=str(e["row"]["content"]), **e) for i, e in found.items()]
 
 
-def features(query: str, candidates: Sequence[Candidate]) -> list[list[float]]:
+def features(query: str, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:
     """The feature rows of ``candidates`` in ``FEATURES`` order (scores are relative to this pool)."""
     if not candidates:
         return []
+    context = context or Context()
     best_bm25 = max((c.bm25 for c in candidates if c.bm25 is not None), default=0.0) or 1.0
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0  # a row the vector leg did not return is at most this close
     best = max(cosines) if cosines else 0.0
     words = {w.lower() for w in _WORD.findall(query)}
-    periods = query_periods(query)
+    periods = timeexpr.query_periods(query, context.clock or datetime.now(UTC))
+    asks_when = timeexpr.asks_when(query)
     out = []
     for c in candidates:
-        speaker = speaker_of(c.content)
-        named = speaker is not None and all(w.lower() in words for w in _WORD.findall(speaker))
+        speaker = speaker_of(c.content) or context.speakers.get(str(c.row.get("role")))
+        created = c.row.get("created_us")
+        when = datetime.fromtimestamp(created / 1_000_000, tz=UTC) if isinstance(created, int) else None
+        mentions = timeexpr.resolve(c.content, when) if when is not None and (periods or asks_when) else []
         out.append([
             1.0 / (RANK_K + c.vector_rank) if c.vector_rank else 0.0,
             1.0 / (RANK_K + c.fts_rank) if c.fts_rank else 0.0,
@@ -102,10 +122,18 @@ def features(query: str, candidates: Sequence[Candidate]) -> list[list[float]]:
             (c.cosine if c.cosine is not None else floor) - best,
             1.0 if c.content.rstrip().endswith("?") else 0.0,
             math.log1p(len(c.content.split())),
-            1.0 if named else 0.0,
-            _date_match(periods, c.row.get("created_us")),
+            1.0 if speaker is not None and names(speaker, words) else 0.0,
+            _written_in(periods, when),
+            1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,
+            1.0 if asks_when and mentions else 0.0,
         ])
     return out
+
+
+def names(speaker: str, query_words: Collection[str]) -> bool:
+    """Whether a query (its lower-cased words) names ``speaker``: every word of the name, or its first name."""
+    parts = [w.lower() for w in _WORD.findall(speaker)]
+    return bool(parts) and (all(w in query_words for w in parts) or len(parts[0]) > 2 and parts[0] in query_words)
 
 
 def speaker_of(content: str) -> str | None:
@@ -128,36 +156,55 @@ def without_names(query: str, names: Collection[str]) -> str:
     return out if _WORD.search(out) else query
 
 
-def query_periods(query: str) -> list[tuple[int | None, int | None]]:
-    """Explicit months and years a query names: ``(month, year)``, either may be None ("in June", "in 2023")."""
-    out: list[tuple[int | None, int | None]] = []
-    for m in _DATE.finditer(query):
-        if m.group(1):
-            out.append((_MONTHS[m.group(1).lower()], int(m.group(2)) if m.group(2) else None))
-        else:
-            out.append((None, int(m.group(3))))
-    return out
-
-
-def _date_match(periods: list[tuple[int | None, int | None]], created_us: Any) -> float:
+def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> float:
     """1 if the row was written in a period the query names, 0.5 in the month after it, else 0."""
-    if not periods or not isinstance(created_us, int):
+    if when is None:
         return 0.0
-    when = datetime.fromtimestamp(created_us / 1_000_000, tz=UTC)
     best = 0.0
-    for month, year in periods:
-        if month is None:
-            best = max(best, float(when.year == year))
-            continue
-        for y in (year,) if year else (when.year, when.year - 1):
-            start = datetime(y, month, 1, tzinfo=UTC)
-            end = start + timedelta(days=calendar.monthrange(y, month)[1])
-            if start <= when < end:
-                return 1.0
-            if end <= when < end + _AFTER:
-                best = max(best, 0.5)
+    for p in periods:
+        if p.start <= when < p.end:
+            return 1.0
+        if p.end <= when < p.end + _AFTER:
+            best = 0.5
     return best
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
-DEFAULT_RANKER = Ranker((30.3457, 17.53, 1.939, 2.5041, -0.7797, 0.7396, 2.6451, 0.4178))
+DEFAULT_RANKER = Ranker((32.1435, 17.4081, 1.8603, 2.1907, -0.7989, 0.7516, 2.6811, 0.3951, 1.3929, 0.3465))
+
+
+CALIBRATION_FEATURES = ("score", "cosine", "bm25", "best_cosine")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The probability that a ranked hit is what the query looks for: logistic over its ranker score and what
+    is absolute about it (its cosine to the query, its BM25 score, the best cosine in the pool: how well this
+    memory matches the query at all). Scores are relative to their pool; relevance is comparable across queries
+    and memories. Fitted together with the ranker's weights (``bench locomo``); refit both together."""
+
+    weights: tuple[float, ...]
+    bias: float
+
+    def __post_init__(self) -> None:
+        if len(self.weights) != len(CALIBRATION_FEATURES):
+            raise ValueError(f"a Calibration needs {len(CALIBRATION_FEATURES)} weights "
+                             f"({', '.join(CALIBRATION_FEATURES)}), got {len(self.weights)}")
+
+    def relevance(self, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]]) -> list[float]:
+        """The relevance in [0, 1] of each ``(candidate, score)`` ranked from ``candidates`` (the whole pool)."""
+        return [1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z)))) for z in
+                (sum(w * x for w, x in zip(self.weights, row)) + self.bias for row in calibration_features(candidates, scored))]
+
+
+def calibration_features(candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]]) -> list[list[float]]:
+    """The rows ``Calibration`` weighs, in ``CALIBRATION_FEATURES`` order."""
+    cosines = [c.cosine for c in candidates if c.cosine is not None]
+    floor = min(cosines) if cosines else 0.0
+    best = max(cosines) if cosines else 0.0
+    return [[score, c.cosine if c.cosine is not None else floor, math.log1p(max(c.bm25 or 0.0, 0.0)), best]
+            for c, score in scored]
+
+
+# Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
+DEFAULT_CALIBRATION = Calibration((0.6138, 1.022, 0.5879, 0.9867), -9.4026)

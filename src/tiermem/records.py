@@ -129,7 +129,9 @@ class Passage:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result with its fused score and the ranks it had in each ranking."""
+    """One search result: its relevance (the calibrated probability, in [0, 1], that it is what the query looks
+    for; comparable across queries), the ranker's score (comparable within one search only) and its rank in
+    each leg."""
 
     id: str
     content: str
@@ -140,6 +142,7 @@ class Hit:
     role: str | None = None
     tags: tuple[str, ...] = ()
     conversation_id: str | None = None
+    relevance: float = 0.0
 
 
 def check_text(value: Any, name: str, max_chars: int) -> str:

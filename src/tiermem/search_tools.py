@@ -22,8 +22,8 @@ class LogMessage(BaseModel):
     conversation_id: str | None = Field(default=None, description="groups turns of one conversation")
 
 
-class Relevance(BaseModel):
-    rrf_score: float
+class Ranking(BaseModel):
+    score: float
     vector_rank: int | None
     fts_rank: int | None
 
@@ -33,7 +33,8 @@ class RecallHit(BaseModel):
     time_ago: str
     role: str
     content: str
-    relevance: Relevance
+    relevance: float
+    ranking: Ranking
 
 
 class ArchivalHit(BaseModel):
@@ -41,7 +42,8 @@ class ArchivalHit(BaseModel):
     timestamp: str
     content: str
     tags: list[str]
-    relevance: Relevance
+    relevance: float
+    ranking: Ranking
 
 
 class RecallResults(BaseModel):
@@ -97,10 +99,10 @@ def _results(result: SearchResult, kind: Literal["recall", "archival"]) -> CallT
             from .archive import time_ago
 
             item.update(time_ago=time_ago(h.created_at), role=h.role, content=h.content)
-            item["relevance"] = {"rrf_score": round(h.score, 6), "vector_rank": h.vector_rank, "fts_rank": h.fts_rank}
         else:
             item.update(id=h.id, content=h.content, tags=list(h.tags))
-            item["relevance"] = {"rrf_score": round(h.score, 6), "vector_rank": h.vector_rank, "fts_rank": h.fts_rank}
+        item["relevance"] = round(h.relevance, 4)
+        item["ranking"] = {"score": round(h.score, 6), "vector_rank": h.vector_rank, "fts_rank": h.fts_rank}
         items.append(item)
     out: dict[str, Any] = {"results": items, "count": len(items), "search_mode": result.mode}
     if result.notes:
@@ -133,7 +135,8 @@ async def conversation_search(
 
     Filters: roles (user/assistant/tool/system), start_date/end_date as ISO 8601 or
     YYYY-MM-DD (inclusive; a date-only end_date covers the whole day).
-    Results: timestamp, time_ago, role, content, relevance.
+    Results: timestamp, time_ago, role, content, relevance (0-1, comparable across searches),
+    ranking {score, vector_rank, fts_rank}.
     """
     result = await runtime_of(ctx).call(
         ctx,
@@ -169,7 +172,8 @@ async def archival_memory_search(
 
     Optional filters (applied before ranking, so top_k results come back whenever that many
     match): tags with tag_match_mode any|all, start_datetime/end_datetime (ISO 8601, inclusive).
-    Results: id, timestamp, content, tags, relevance {rrf_score, vector_rank, fts_rank}.
+    Results: id, timestamp, content, tags, relevance (0-1, comparable across searches),
+    ranking {score, vector_rank, fts_rank}.
     """
     result = await runtime_of(ctx).call(
         ctx,

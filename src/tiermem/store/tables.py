@@ -134,6 +134,19 @@ class LogTables(StoreBase):
         flat = pc.list_flatten(data.column("tags").combine_chunks())
         return sorted(str(t) for t in pc.unique(flat).to_pylist() if t is not None)
 
+    @reads("the latest time")
+    def latest_us(self, table: str, where: Filter) -> int | None:
+        """The newest ``created_us`` of the rows matching ``where`` (None if there are none)."""
+        import pyarrow.compute as pc
+
+        q = self._tables[table].search()
+        text = compile_filter(where)
+        data = (q.where(text) if text else q).select(["created_us"]).limit(None).to_arrow()
+        if data.num_rows == 0:
+            return None
+        found = pc.max(data.column("created_us")).as_py()
+        return int(found) if found is not None else None
+
     @reads("the latest row")
     def newest(self, table: str, where: Filter) -> dict[str, Any] | None:
         """The latest row matching ``where`` (by time, then sequence)."""

@@ -182,7 +182,8 @@ def search(memory: Memory, name: str, params: JSON) -> JSON:
 
 
 def hit_json(h: Hit) -> JSON:
-    return {"id": h.id, "content": h.content, "created_at": h.created_at.isoformat(), "score": round(h.score, 4),
+    return {"id": h.id, "content": h.content, "created_at": h.created_at.isoformat(), "relevance": round(h.relevance, 4),
+            "score": round(h.score, 4),
             "vector_rank": h.vector_rank, "keyword_rank": h.fts_rank, "role": h.role, "tags": list(h.tags),
             "conversation_id": h.conversation_id}
 

@@ -254,7 +254,7 @@
     $("search-notes").textContent = `${data.hits.length} result(s), ${data.mode} search. ` + data.notes.join(" ");
     $("results").hidden = false;
     $("results").tBodies[0].replaceChildren(...data.hits.map((h) => el("tr", { data: { id: h.id } },
-      el("td", { textContent: h.score }), el("td", { textContent: h.vector_rank ?? "–" }),
+      el("td", { textContent: h.relevance.toFixed(3), title: `score ${h.score}` }), el("td", { textContent: h.vector_rank ?? "–" }),
       el("td", { textContent: h.keyword_rank ?? "–" }), el("td", { textContent: when(h.created_at) }),
       el("td", { textContent: h.role || h.tags.join(", ") }), el("td", { class: "content", textContent: h.content }),
       el("td", {}, data.memory === "archival" ? deleteButton(h.id, h.content) : null))));

@@ -35,7 +35,7 @@ from typing import Any
 
 from .common import machine, save
 from .hooks import locomo_path
-from .locomo import CATEGORIES, evidence_ids, messages, sessions
+from .locomo import CATEGORIES, evidence_ids, messages, name_blocks, sessions
 
 LIMIT = 5  # memories a prompt may get (the auto_recall_limit default)
 TARGET = 0.9
@@ -43,14 +43,11 @@ GRID = [round(0.025 * i, 3) for i in range(1, 40)]
 
 
 def ingest(memory: Any, sample: dict[str, Any], named: bool) -> tuple[str, dict[str, str]]:
-    """One agent per conversation; (agent id, message id -> dia_id)."""
+    """One agent per conversation, stored as ``bench locomo`` stores it; (agent id, message id -> dia_id)."""
     agent = memory.ensure_agent(sample["sample_id"]).id
-    a = sample["conversation"]["speaker_a"]
-    rows = []
-    for m in messages(sample):
-        speaker, _, text = m["content"].partition(": ")
-        rows.append({"role": "user" if speaker == a else "assistant", "content": m["content"] if named else text,
-                     "timestamp": m["timestamp"], "payload": m["payload"], "conversation_id": sample["sample_id"]})
+    rows = messages(sample, "named" if named else "role")
+    if not named:
+        name_blocks(memory, agent, sample)  # the names a host keeps: the user's in human, its own in persona
     for i in range(0, len(rows), 128):
         memory.archive.log_messages(agent, rows[i : i + 128])
     return agent, {msg.id: msg.payload for msg in memory.archive.messages_of(agent)}

@@ -2,7 +2,7 @@
 
 A ``tiermem serve`` (stdio, its input kept open as a host keeps it, the packaged embedding model) serves an agent
 holding ``--messages`` recall turns (default 10,000: the LoCoMo dev split's turns repeated under new conversation
-ids, logged as role-tagged turns as the hooks log them) and a few archival passages. Each sample runs the hook
+ids, logged as role-tagged turns as the hooks log them, ``bench locomo``'s role format) and a few archival passages. Each sample runs the hook
 command exactly as Claude Code does (``tiermem hook claude-code --data-dir D --agent A``, a new process, the hook's
 JSON on stdin) and times it from spawn to exit: Claude Code waits for the process to exit before it sends the prompt.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import ROOT, machine, save, stats
-from .locomo import DATA, messages
+from .locomo import DATA, messages, name_blocks
 
 
 def locomo_path() -> Path:
@@ -52,14 +52,10 @@ def fill(data: Path, target: int) -> int:
     agent = memory.ensure_agent("default").id
     samples = json.loads(locomo_path().read_text())
     logged, copy = 0, 0
+    name_blocks(memory, agent, samples[0])
     while logged < target:
         for sample in samples:
-            a = sample["conversation"]["speaker_a"]
-            batch = []
-            for m in messages(sample):
-                speaker, _, text = m["content"].partition(": ")
-                batch.append({"role": "user" if speaker == a else "assistant", "content": text,
-                              "timestamp": m["timestamp"], "conversation_id": f"{sample['sample_id']}-{copy}"})
+            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample, "role")]
             batch = batch[: target - logged]
             for i in range(0, len(batch), 128):
                 memory.archive.log_messages(agent, batch[i : i + 128])

@@ -11,6 +11,10 @@ JSON on stdin) and times it from spawn to exit: Claude Code waits for the proces
 - ``stop``: Stop with a reply (logs it). ``session_start``: SessionStart (core memory).
 - ``no_server``: UserPromptSubmit with no server for the memory (the hook fails soft).
 - ``process_floor``: ``python -c pass`` with the same interpreter: what starting any Python hook costs.
+- ``prompt_in_server``: the same prompt request sent over the socket from the bench process (no hook process):
+  the server's share.
+
+``--data DIR`` keeps the filled store in DIR and reuses it on the next run (filling 10k turns takes minutes).
 
     python -m bench hooks                   # 10k turns, 200 prompts
     python -m bench hooks --messages 2000 --samples 50
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tiermem.hooks import ask
+from tiermem.rendezvous import memory_key
 
 from .common import ROOT, machine, save, stats
 from .locomo import DATA, messages, name_blocks
@@ -84,16 +92,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench hooks")
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--data", type=Path, help="keep the filled store here and reuse it next time")
     args, _ = parser.parse_known_args(sys.argv[2:])
     root = Path(tempfile.mkdtemp(prefix="tiermem-bench-hooks-"))
-    data = root / "data"
+    data = args.data or root / "data"
     runtime = Path(tempfile.mkdtemp(prefix="tmbh-"))
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TIERMEM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
     env.update(XDG_RUNTIME_DIR=str(runtime), XDG_STATE_HOME=str(root / "state"), XDG_CONFIG_HOME=str(root / "cfg"))
     try:
         t = time.perf_counter()
-        turns = fill(data, args.messages)
-        print(f"stored {turns} turns in {time.perf_counter() - t:.0f} s", flush=True)
+        done_marker = data / f".bench-hooks-{args.messages}"
+        if done_marker.exists():
+            turns = args.messages
+        else:
+            turns = fill(data, args.messages)
+            done_marker.touch()
+        print(f"{turns} turns stored ({time.perf_counter() - t:.0f} s)", flush=True)
         tiermem = str(Path(sys.executable).with_name("tiermem"))
         server = subprocess.Popen([tiermem, "serve", "--data-dir", str(data)], stdin=subprocess.PIPE,
                                   stdout=subprocess.DEVNULL, stderr=(root / "server.log").open("w"), env=env, cwd=ROOT)
@@ -106,7 +120,9 @@ def main() -> None:
                 run_hook(hook, env, {"hook_event_name": "UserPromptSubmit", "session_id": session,
                                      "prompt_id": f"warm{i}", "prompt": questions[-1 - i]})
             times: dict[str, list[float]] = {"prompt": [], "stop": [], "session_start": [], "no_server": [],
-                                             "process_floor": []}
+                                             "process_floor": [], "prompt_in_server": []}
+            os.environ["XDG_RUNTIME_DIR"] = str(runtime)  # for the in-process requests
+            key = memory_key(data, "default")
             added = 0
             for i in range(args.samples):
                 q = questions[i % len(questions)]
@@ -127,6 +143,11 @@ def main() -> None:
                     t = time.perf_counter()
                     subprocess.run([sys.executable, "-c", "pass"], check=True)
                     times["process_floor"].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    ask(key, {"v": 1, "key": key, "event": "UserPromptSubmit", "input": {
+                        "hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": f"d{i}",
+                        "prompt": questions[(i + 7) % len(questions)]}}, wait=0)
+                    times["prompt_in_server"].append(time.perf_counter() - t)
         finally:
             server.send_signal(2)
             server.wait(timeout=60)
@@ -143,7 +164,7 @@ def main() -> None:
             verdict = "met" if s["p50_ms"] <= p50 and s["p95_ms"] <= p95 else "NOT met"
             print(f"  goal {name}: p50 <= {p50:.0f} ms, p95 <= {p95:.0f} ms: {verdict}")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)  # (--data is outside it)
         shutil.rmtree(runtime, ignore_errors=True)
 
 

@@ -263,3 +263,30 @@ def test_tiermem_serve_listens_and_the_hook_command_asks_it(tmp_path: Path) -> N
     agent = memory.ensure_agent("default").id
     assert turns(memory, agent, "c1") == [("user", "Remember: the launch is on Friday.")]
     assert not list(rendezvous.runtime_dir().glob("*.sock"))  # the server removed its socket when it stopped
+
+
+def test_the_hook_command_imports_little(tmp_path: Path) -> None:
+    """`tiermem hook ...` runs once per prompt: it loads neither the CLI, pydantic, the SDK nor the store."""
+    code = ("import io, json, sys\n"
+            "sys.stdin = io.StringIO('{}')\n"
+            "from tiermem.entry import main\n"
+            "main(['hook', 'claude-code', '--data-dir', sys.argv[1], '--agent', 'a'])\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          env=server_env(tmp_path), timeout=60, check=True)
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert {"tiermem.hooks", "tiermem.rendezvous"} <= loaded
+    assert not loaded & {"tiermem.cli", "tiermem.config", "pydantic", "mcp", "lancedb", "argparse", "tempfile"}
+
+
+def test_other_commands_and_help_go_to_the_cli() -> None:
+    from tiermem.entry import _hook_options
+
+    assert _hook_options(["hook", "claude-code", "--data-dir", "/d", "--agent", "a"]) == {"--data-dir": "/d",
+                                                                                        "--agent": "a"}
+    for other in (["hook", "claude-code", "--help"], ["hook", "claude-code", "--agent"], ["serve"], [],
+                  ["hook", "claude-code", "--agent", "a", "--agent", "b"]):
+        assert _hook_options(other) is None
+    done = subprocess.run([PYTHON, "-m", "tiermem", "hook", "claude-code", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0 and "usage: tiermem hook" in done.stdout

@@ -6,7 +6,8 @@ and the host pid is its parent's. A hook looks for sockets of the same key, tryi
 of its own ancestors (the Claude Code session that runs it), then any other live one: every server with that key
 writes to the same memory.
 
-The directory is ``$XDG_RUNTIME_DIR/tiermem`` (per user, mode 0700 by the system), else ``<tmp>/tiermem-<uid>``. It is
+The directory is ``$XDG_RUNTIME_DIR/tiermem`` (per user, mode 0700 by the system), else
+``$TMPDIR/tiermem-<uid>`` (``/tmp`` without ``TMPDIR``). It is
 created 0700 and used only if it is a real directory (not a symlink) owned by this user that no one else can enter;
 sockets are 0600 and the server also refuses a peer of another user (``SO_PEERCRED``, Linux). So no other user of the
 machine can reach a server, or plant a socket a hook would talk to.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
@@ -33,7 +33,7 @@ def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_dir():
         return Path(base) / "tiermem"
-    return Path(tempfile.gettempdir()) / f"tiermem-{os.getuid()}"
+    return Path(os.environ.get("TMPDIR") or "/tmp") / f"tiermem-{os.getuid()}"
 
 
 def private_dir(create: bool) -> Path:

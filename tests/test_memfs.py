@@ -1,7 +1,10 @@
-"""MemFS directories: export an agent as one markdown file per block, import a directory back, two-way sync."""
+"""MemFS directories: export an agent as one markdown file per block, import a directory back, two-way sync,
+as Letta Code writes them (capitals, raw frontmatter, reference/, v2 indexes) and commits them (its hook)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,8 +14,8 @@ from tiermem.config import BlockSpec, Settings, load_settings
 from tiermem.errors import ValidationError
 from tiermem.factory import open_memory
 from tiermem.interop.commands import detect, run_export, run_import
+from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
 from tiermem.memory import Memory
-
 
 
 @pytest.fixture
@@ -37,6 +40,35 @@ def seed(memory: Memory) -> str:
     return agent
 
 
+def git(root: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=check)
+    return done.stdout
+
+
+def agent_repo(root: Path, files: dict[str, str], *, policy: str = "legacy-only") -> Path:
+    """A directory laid out and committed the way Letta Code's local backend keeps an agent's memory."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "agent-local-1@letta.com")
+    git(root, "config", "user.name", "Letta Code")
+    (root / ".git" / "letta-memory-layout-policy").write_text(policy + "\n")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "chore: initialize local memory")
+    return root
+
+
+LETTA_FILES = {
+    "system/persona.md": "---\ndescription: Who I am: a coding assistant\n---\nI'm a coding assistant.",
+    "system/human.md": "---\ndescription: \"The human\" #1 priorities\nlimit: 300\n---\nName: Ada",
+    "reference/Team-Notes.md": "---\ndescription: @team [links] * misc\n---\nAda leads.\n",
+    "notes/v1.2.md": "---\ndescription: Release notes\ncolour: blue\n---\nShipped\n",
+    "skills/x/SKILL.md": "---\nname: x\ndescription: A skill\nallowed-tools: Bash\n---\nDo x.\n",
+}
+
+
 def test_export_writes_one_file_per_block_and_import_reads_it_back(mem: Memory, tmp_path: Path) -> None:
     seed(mem)
     out = tmp_path / "memory"
@@ -45,15 +77,17 @@ def test_export_writes_one_file_per_block_and_import_reads_it_back(mem: Memory, 
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.md"))
     assert files == ["corrections/ezra-mistakes.md", "human.md", "notes/projects.md", "persona.md",
                      "system/human/family.md"]
+    # Letta Code's frontmatter: the description as written (no YAML quoting), limit where it is not the default
     assert (out / "system/human/family.md").read_text() == (
-        "---\ndescription: 'Family: ''close'''\nlimit: 800\nread_only: false\n---\nPartner: Sam\n\n"
+        "---\ndescription: Family: 'close'\nlimit: 800\n---\nPartner: Sam\n\n"
     )
-    # pinned is written only where it differs from the rule (system/ pinned, the rest detached)
+    assert (out / "notes/projects.md").read_text() == "---\ndescription: Projects\nread_only: true\n---\n---\ntiermem\n\n\n"
+    # outside a Letta Code agent's repository, pinned is written where it differs from the layout (system/ pinned)
     assert "pinned: true" in (out / "human.md").read_text() and "pinned" not in (out / "notes/projects.md").read_text()
     assert detect(out) == "memfs"
     other = open_memory(load_settings(data_dir=tmp_path / "other", embedding_model="hashing"))
     got = run_import(other, out, fmt="auto", agent="ezra", rename=None, replace=False)
-    assert got["format"] == "memfs"
+    assert got["format"] == "memfs" and got["skipped"] == []
     assert snapshot(other, "ezra") == snapshot(mem, "ezra")
     # importing again changes nothing; exporting over an export is refused
     again = run_import(other, out, fmt="memfs", agent="ezra", rename=None, replace=False)
@@ -62,43 +96,91 @@ def test_export_writes_one_file_per_block_and_import_reads_it_back(mem: Memory, 
         run_export(mem, agent="ezra", fmt="memfs", output=str(out), vectors=False)
 
 
-def test_letta_code_directory_keeps_pinned_and_detached(mem: Memory, tmp_path: Path) -> None:
-    root = tmp_path / "memory"
-    (root / "system" / "persona").mkdir(parents=True)
-    (root / "notes").mkdir()
-    (root / ".git").mkdir()
-    (root / ".git" / "HEAD.md").write_text("ignored")
-    (root / "system" / "persona" / "git_safety.md").write_text("---\ndescription: Git rules\nlimit: 2000\n---\nNever force-push.\n")
-    (root / "system" / "human.md").write_text("Name: Ada")  # no frontmatter, no final newline
-    (root / "notes" / "projects.md").write_text("---\ndescription: |\n  Projects\n  in progress\n---\ntiermem\n")
-    report = run_import(mem, root, fmt="auto", agent="work", rename=None, replace=False)
-    assert sorted(report["blocks_created"]) == ["notes/projects", "system/human", "system/persona/git_safety"]
-    blocks = snapshot(mem, "work")
-    assert blocks["system/persona/git_safety"] == ("Never force-push.", "Git rules", 2000, False, True)
-    assert blocks["system/human"] == ("Name: Ada", "", 5000, False, True)
-    assert blocks["notes/projects"] == ("tiermem", "Projects\nin progress\n", 5000, False, False)
-    core = mem.render_core(mem.get_agent("work").id)
-    assert "<system/persona/git_safety>" in core and "<notes/projects>" not in core
-    assert "- projects (notes/projects; 7 chars): Projects in progress" in core
+def test_a_letta_code_directory_syncs_whole(mem: Memory, tmp_path: Path) -> None:
+    """Capitals, dots, raw frontmatter with YAML-hostile descriptions, reference/, unknown keys, skills/."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    report = sync_memfs(mem, "lc", root)
+    assert report["skipped"] == [] and report["conflicts"] == [] and report["commit"] == ""
+    assert sorted(report["to_store"]) == ["notes/v1.2", "reference/Team-Notes", "skills/x/SKILL", "system/human",
+                                          "system/persona"]
+    got = snapshot(mem, "lc")
+    assert got["system/persona"] == ("I'm a coding assistant.", "Who I am: a coding assistant", 5000, False, True)
+    assert got["system/human"] == ("Name: Ada", '"The human" #1 priorities', 300, False, True)
+    assert got["reference/Team-Notes"][:2] == ("Ada leads.", "@team [links] * misc")
+    assert {label: pinned for label, (*_, pinned) in got.items()} == {  # the layout decides: system/** only
+        "system/persona": True, "system/human": True, "reference/Team-Notes": False, "notes/v1.2": False,
+        "skills/x/SKILL": False}
+    # an agent created by a sync has no default blocks, and nothing was written into the directory
+    assert "human" not in got and "persona" not in got
+    assert git(root, "status", "--porcelain") == "" and not (root / ".tiermem-sync.json").exists()
+    assert (root / ".git" / "tiermem-sync.json").exists()
+    # a host edits the block with unknown frontmatter keys: they are written back as they were
+    agent = mem.get_agent("lc").id
+    mem.edit(agent, "notes/v1.2", Append("Fixed"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["to_files"] == ["notes/v1.2"] and report["commit"]
+    assert (root / "notes/v1.2.md").read_text() == "---\ndescription: Release notes\ncolour: blue\n---\nShipped\nFixed\n"
+    core = mem.render_core(agent)
+    assert "<system/human>" in core and "<reference/Team-Notes>" not in core and "Team-Notes" in core
 
 
-@pytest.mark.parametrize("name, text, problem", [
-    ("Bad Name.md", "x", "Invalid block label 'Bad Name'"),
-    ("a.md", "---\nlimit: 3\n---\ntoo long", "more than its limit 3"),
-    ("a.md", "---\nlimit: [1]\n---\nx", "limit must be a positive whole number"),
-    ("a.md", "---\ndescription: x\nno closing", "has no closing '---' line"),
-    ("a.md", "---\n: : :\n---\nx", "not valid YAML"),
-    ("a.md", "---\nread_only: maybe\n---\nx", "read_only must be true or false"),
-    ("a.md", "bad \x00 text", "NUL character"),
-])
-def test_bad_files_are_refused_and_nothing_is_written(mem: Memory, tmp_path: Path, name: str, text: str, problem: str) -> None:
+def test_v2_indexes_and_names(mem: Memory, tmp_path: Path) -> None:
+    files = {
+        "MEMORY.md": "# Memory\n- [human](human.md)\n- [projects](projects/MEMORY.md)\n",
+        "human.md": '---\nname: "Human"\ndescription: "Ada: \\"the\\" user"\n---\nName: Ada\n',
+        "projects/MEMORY.md": "# Projects\n",
+        "projects/tiermem.md": "---\nname: Tiermem\ndescription: 'It''s a project'\n---\nMCP memory\n",
+    }
+    root = agent_repo(tmp_path / "memory", files, policy="root-marker")
+    report = sync_memfs(mem, "v2", root)
+    assert report["layout"] == "v2" and report["skipped"] == [] and len(report["to_store"]) == 4
+    got = snapshot(mem, "v2")
+    # root files are in the prompt (v2), the rest detached; an index is a block without frontmatter
+    assert {label: pinned for label, (*_, pinned) in got.items()} == {
+        "MEMORY": True, "human": True, "projects/MEMORY": False, "projects/tiermem": False}
+    assert got["human"][:2] == ("Name: Ada", 'Ada: "the" user') and got["projects/tiermem"][1] == "It's a project"
+    agent = mem.get_agent("v2").id
+    mem.edit(agent, "MEMORY", Append("- [ideas](ideas.md)"), actor="agent")
+    mem.update_block(agent, "human", description="Ada, the user")
+    mem.create_block(agent, BlockSpec(label="ideas", value="Sync both ways", description="Ideas: new"))
+    mem.create_block(agent, BlockSpec(label="loose/idea", value="x", description="A loose idea"))
+    report = sync_memfs(mem, "v2", root)
+    assert sorted(report["to_files"]) == ["MEMORY", "human", "ideas", "loose/idea"] and report["rejected"] == []
+    assert report["notes"] == ["loose/idea.md is outside Letta Code's memory (layout v2) until loose/MEMORY.md "
+                               "indexes its folder"]
+    assert (root / "MEMORY.md").read_text().endswith("- [ideas](ideas.md)\n") and not (root / "MEMORY.md").read_text().startswith("---")
+    assert (root / "human.md").read_text() == '---\nname: "Human"\ndescription: "Ada, the user"\n---\nName: Ada\n'
+    assert (root / "ideas.md").read_text() == '---\nname: "Ideas"\ndescription: "Ideas: new"\n---\nSync both ways\n'
+
+
+def test_files_tiermem_cannot_take_are_skipped_not_the_directory(mem: Memory, tmp_path: Path) -> None:
     root = tmp_path / "memory"
     (root / "system").mkdir(parents=True)
-    (root / "system" / "ok.md").write_text("fine")
-    (root / name).write_text(text)
-    with pytest.raises(ValidationError, match=problem.replace("[", r"\[").replace("(", r"\(")):
-        run_import(mem, root, fmt="memfs", agent="work", rename=None, replace=False)
-    assert mem.list_agents() == []
+    (root / "system" / "ok.md").write_text("---\ndescription: fine\n---\nfine")
+    bad = {
+        "open.md": "---\ndescription: x\nno closing",
+        "small.md": "---\nlimit: 3\n---\ntoo long",
+        "limit.md": "---\nlimit: [1]\n---\nx",
+        "nul.md": "bad \x00 text",
+        "back\\slash.md": "x",
+    }
+    for name, text in bad.items():
+        (root / name).write_text(text)
+    (root / "latin1.md").write_bytes(b"caf\xe9")
+    report = run_import(mem, root, fmt="memfs", agent="work", rename=None, replace=False)
+    assert report["blocks_created"] == ["system/ok"]
+    skipped = "\n".join(report["skipped"])
+    for problem in ("open.md: its frontmatter starts with '---' but has no closing '---' line",
+                    "small.md: the value has 8 characters, more than its limit 3", "limit.md: limit must be",
+                    "nul.md: nul.md contains a NUL character", "back\\slash.md: Invalid block label",
+                    "latin1.md: cannot be read as UTF-8"):
+        assert problem in skipped, skipped
+    # in a sync, a file that cannot be read keeps its block: it is not taken for deleted
+    sync_memfs(mem, "work", root)
+    (root / "system" / "ok.md").write_bytes(b"\xff\xfe")
+    report = sync_memfs(mem, "work", root)
+    assert report["detached"] == [] and "system/ok.md: cannot be read" in report["skipped"][-1]
+    assert mem.block(mem.get_agent("work").id, "system/ok").value == "fine"
 
 
 def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,59 +197,65 @@ def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().out.strip() == "buy milk"
     assert main(["export", "a", "--format", "memfs", *common]) == 1
     assert "Name one agent and a directory" in capsys.readouterr().err
-    # a person detaches a block; sync writes that to the file's frontmatter
+    # a person detaches a block; sync writes that to the file's frontmatter (a plain directory: pinned: overrides)
     assert main(["blocks", "set", "/notes/todo", "--pinned", "--agent", "b", *common]) == 0
     assert "pinned=true" in capsys.readouterr().out
     assert main(["sync", str(tmp_path / "synced"), "--agent", "b", *common]) == 0
     assert "pinned: true" in (tmp_path / "synced" / "notes" / "todo.md").read_text()
     assert main(["blocks", "set", "notes/todo", "--detached", "--agent", "b", *common]) == 0
-    assert main(["sync", str(tmp_path / "synced"), "--agent", "b", *common]) == 0
+    # the directory remembers its agent: no --agent needed
+    assert main(["sync", str(tmp_path / "synced"), *common]) == 0
     assert "to_files: notes/todo" in capsys.readouterr().out
     assert "pinned" not in (tmp_path / "synced" / "notes" / "todo.md").read_text()
 
 
-def _git(root: Path, *args: str) -> str:
-    import subprocess
-
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
-
-
 def test_two_way_sync_with_git_history(mem: Memory, tmp_path: Path) -> None:
-    from tiermem.interop.memfs_sync import sync_memfs
-
     agent = seed(mem)
     root = tmp_path / "memory"
     root.mkdir()
-    _git(root, "init", "-q")
-    first = sync_memfs(mem, "ezra", root)  # an empty directory is filled from the store
-    assert sorted(first["to_files"]) == sorted(snapshot(mem, "ezra")) and first["commit"]
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "me@example.com")
+    git(root, "config", "user.name", "Me")
+    first = sync_memfs(mem, "ezra", root)  # an empty directory is filled from the store (not with default blocks)
+    assert sorted(first["to_files"]) == ["corrections/ezra-mistakes", "notes/projects", "system/human/family"]
+    assert first["commit"] and not (root / "human.md").exists()
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == "tiermem <tiermem@localhost>"
+    assert ".tiermem-sync.json" not in git(root, "ls-files")  # the record lives in .git
     assert sync_memfs(mem, "ezra", root)["commit"] == ""  # nothing changed: no commit
-    # a file edited in an editor becomes a new block version by "human"
+    # a file edited in an editor becomes a new block version by "human"; the sync does not commit it (not its edit)
     family = root / "system/human/family.md"
     family.write_text(family.read_text().replace("Partner: Sam", "Partner: Sam\nDaughter: Ada"))
-    # an edit made by a host is written to its file
+    # an edit made by a host is written to its file and committed, with what changed and who changed it
     mem.edit(agent, "human", Append("Likes lancedb"), actor="agent")
     # a new file creates a block; a deleted file detaches its block
     (root / "notes" / "books.md").write_text("---\ndescription: Reading\n---\nDune\n")
     (root / "corrections" / "ezra-mistakes.md").unlink()
+    (root / "unrelated.txt").write_text("someone else's work")
     report = sync_memfs(mem, "ezra", root)
     assert report["to_store"] == ["notes/books", "system/human/family"] and report["to_files"] == ["human"]
     assert report["detached"] == ["corrections/ezra-mistakes"] and report["conflicts"] == []
     assert mem.block(agent, "system/human/family").value == "Partner: Sam\nDaughter: Ada\n"
     assert mem.history(agent, "system/human/family", 1)[0].actor == "human"
+    assert mem.history(agent, "system/human/family", 1)[0].operation == "memfs: system/human/family.md edited"
     assert (root / "human.md").read_text().endswith("\nLikes lancedb\n")
     assert snapshot(mem, "ezra")["notes/books"] == ("Dune", "Reading", 5000, False, False)
-    log = _git(root, "log", "--format=%s")
-    assert log.count("tiermem sync") == 2 and "system/human/family" in log.splitlines()[0]
-    assert "notes/books.md" in _git(root, "show", "--stat", "HEAD")
+    assert git(root, "show", "--stat", "--format=", "HEAD").split("|")[0].strip() == "human.md"
+    message = git(root, "log", "-1", "--format=%B")
+    assert message.startswith("tiermem: create human.md\n") and "core_memory_append by agent" in message
+    # the person's own changes are theirs to commit
+    status = git(root, "status", "--porcelain")
+    for path in ("system/human/family.md", "notes/", "corrections/ezra-mistakes.md", "unrelated.txt"):
+        assert path in status, status
 
 
-def test_sync_conflict_is_reported_and_nothing_is_lost(mem: Memory, tmp_path: Path) -> None:
-    from tiermem.interop.memfs_sync import sync_memfs
-
+def test_conflicting_sync_commits_nothing(mem: Memory, tmp_path: Path) -> None:
+    """Issue 30: a conflicting sync committed the user's file edit as "tiermem sync: 0 block(s)"."""
     agent = seed(mem)
     root = tmp_path / "memory"
+    root.mkdir()
+    git(root, "init", "-q")
     sync_memfs(mem, "ezra", root)
+    head = git(root, "rev-parse", "HEAD")
     path = root / "system/human/family.md"
     path.write_text(path.read_text().replace("Sam", "Sam (file)"))
     mem.edit(agent, "system/human/family", Append("from the host"))
@@ -175,46 +263,145 @@ def test_sync_conflict_is_reported_and_nothing_is_lost(mem: Memory, tmp_path: Pa
     for _ in range(2):  # reported again until settled
         report = sync_memfs(mem, "ezra", root)
         assert report["conflicts"] == ["system/human/family: the file and the block both changed since the last sync"]
+        assert report["commit"] == "" and git(root, "rev-parse", "HEAD") == head
         assert path.read_text() == before_file and mem.block(agent, "system/human/family").value == before_block
+    assert git(root, "diff", "--cached", "--name-only") == ""  # nothing staged either
     settled = sync_memfs(mem, "ezra", root, prefer="store")
     assert settled["to_files"] == ["system/human/family"] and settled["conflicts"] == []
     assert path.read_text().endswith("Partner: Sam\n\nfrom the host\n")
-    # the file's side is not lost either: it was the file's text, and history keeps every block version
     assert sync_memfs(mem, "ezra", root)["conflicts"] == []
 
 
-def test_sync_refuses_a_bad_file_before_writing_anything(mem: Memory, tmp_path: Path) -> None:
-    from tiermem.interop.memfs_sync import sync_memfs
+def test_commits_the_hook_accepts(mem: Memory, tmp_path: Path) -> None:
+    """In a Letta Code agent's repository: read_only is never added, changed or removed; limit not added; a file
+    the hook would refuse is not written; an old record committed by an older tiermem leaves the repository."""
+    files = dict(LETTA_FILES)
+    files["system/rules.md"] = "---\ndescription: Rules\nread_only: true\n---\nBe kind"
+    files[".tiermem-sync.json"] = "{}"
+    root = agent_repo(tmp_path / "memory", files)
+    (root / ".tiermem-sync.json").write_text(json.dumps({"agent": "lc", "blocks": {}}))
+    report = sync_memfs(mem, "lc", root)
+    assert ".tiermem-sync.json" in " ".join(report["notes"]) and report["commit"]
+    assert ".tiermem-sync.json" not in git(root, "ls-files") and not (root / ".tiermem-sync.json").exists()
+    agent = mem.get_agent("lc").id
+    assert mem.block(agent, "system/rules").read_only
+    mem.create_block(agent, BlockSpec(label="reference/new", value="x", limit=900))  # no description, a limit
+    mem.update_block(agent, "system/human", read_only=True)  # a person; the file may not say so
+    mem.edit(agent, "system/human", Append("Likes tea"), actor="human")
+    mem.edit(agent, "system/rules", Append("Be brief"), actor="human")  # a read-only file: the hook refuses
+    report = sync_memfs(mem, "lc", root)
+    assert sorted(report["to_files"]) == ["reference/new", "system/human"]
+    assert report["rejected"] == ["system/rules.md: system/rules.md: file is read_only and cannot be modified"]
+    assert (root / "reference/new.md").read_text() == "---\ndescription: Memory block reference/new\n---\nx\n"
+    assert (root / "system/human.md").read_text() == (
+        "---\ndescription: \"The human\" #1 priorities\nlimit: 300\n---\nName: Ada\nLikes tea\n")
+    assert (root / "system/rules.md").read_text() == files["system/rules.md"]
+    assert git(root, "status", "--porcelain") == ""
+    # both sides agree afterwards: the description Letta Code needs is the block's too
+    assert mem.block(agent, "reference/new").description == "Memory block reference/new"
+    again = sync_memfs(mem, "lc", root)
+    assert again["to_files"] == [] and again["rejected"] == [] and again["waiting"] and again["commit"] == ""
 
-    agent = seed(mem)
-    root = tmp_path / "memory"
-    sync_memfs(mem, "ezra", root)
-    (root / "system/human/family.md").write_text("edited")
-    (root / "Bad.md").write_text("x")
-    with pytest.raises(ValidationError, match="Bad.md: Invalid block label 'Bad'"):
-        sync_memfs(mem, "ezra", root)
-    assert mem.block(agent, "system/human/family").value == "Partner: Sam\n"
+
+def test_a_rejected_commit_leaves_nothing_staged_and_says_why(mem: Memory, tmp_path: Path) -> None:
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nif git diff --cached --name-only | grep -q spicy; then\n"
+                    "  echo 'Frontmatter validation failed:'; echo '  reference/spicy.md: too spicy'; exit 1; fi\n")
+    hook.chmod(0o755)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    mem.create_block(agent, BlockSpec(label="reference/spicy", value="chili", description="Hot"))
+    mem.edit(agent, "reference/Team-Notes", Append("Bo joins"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["rejected"] == ["reference/spicy.md: too spicy"]
+    assert report["to_files"] == ["reference/Team-Notes"] and report["commit"]  # the rest went in
+    assert git(root, "show", "--stat", "--format=", "HEAD").split("|")[0].strip() == "reference/Team-Notes.md"
+    assert not (root / "reference/spicy.md").exists() and git(root, "status", "--porcelain") == ""
+    assert sync_memfs(mem, "lc", root)["waiting"] == ["reference/spicy.md: too spicy"]
+    mem.edit(agent, "reference/spicy", Append("mild"), actor="agent")  # changed again: tried again
+    assert sync_memfs(mem, "lc", root)["rejected"] == ["reference/spicy.md: too spicy"]
 
 
-def test_watch_syncs_repeatedly_until_stopped(mem: Memory, tmp_path: Path) -> None:
-    from tiermem.interop.memfs_sync import watch_memfs
+def test_letta_code_edits_arrive_and_limits_stay(mem: Memory, tmp_path: Path) -> None:
+    """Letta Code's tool rewrites frontmatter without `limit`, renames with `git mv`, deletes folders."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    (root / "system/human.md").write_text("---\ndescription: The human\n---\nName: Ada Lovelace")
+    git(root, "mv", "reference/Team-Notes.md", "reference/team.md")
+    git(root, "rm", "-q", "-r", "skills")
+    git(root, "commit", "-q", "-a", "-m", "Rename team notes")
+    report = sync_memfs(mem, "lc", root)
+    assert report["renamed"] == ["reference/Team-Notes -> reference/team"] and report["detached"] == ["skills/x/SKILL"]
+    human = mem.block(agent, "system/human")
+    assert (human.value, human.limit) == ("Name: Ada Lovelace", 300)
+    assert mem.history(agent, "system/human", 1)[0].operation == "memfs: Rename team notes (commit by Letta Code)"
+    assert mem.block(agent, "reference/team").value == "Ada leads."
+    assert [v.operation for v in mem.history(agent, "reference/team", 5)][-2:] == [
+        "memfs: renamed from reference/Team-Notes.md", "create"]
+    (root / "system/human.md").write_text("---\ndescription: The human\n---\n" + "x" * 400)
+    report = sync_memfs(mem, "lc", root)
+    assert mem.block(agent, "system/human").limit == 400
+    assert report["notes"] == ["system/human: limit raised from 300 to 400 characters to fit system/human.md "
+                               "(the file states no limit)"]
 
+
+def test_default_blocks_are_not_written(settings: Settings, tmp_path: Path) -> None:
+    memory = open_memory(settings.model_copy(update={"default_blocks": [
+        BlockSpec(label="human", value="", description="The human"),
+        BlockSpec(label="persona", value="I am tiermem.", description="Me")]}))
+    agent = memory.ensure_agent("work").id  # as `tiermem serve` creates it
+    root = agent_repo(tmp_path / "memory", {"system/human.md": "---\ndescription: The human\n---\nAda"})
+    report = sync_memfs(memory, "work", root)
+    assert report["to_files"] == [] and report["commit"] == "" and sorted(p.name for p in root.glob("*.md")) == []
+    memory.edit(agent, "persona", Append("I like tea."), actor="agent")  # edited: now it is memory worth a file
+    assert sync_memfs(memory, "work", root)["to_files"] == ["persona"]
+
+
+def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> None:
     agent = seed(mem)
     root = tmp_path / "memory"
     reports: list[dict] = []
-    edits = iter([lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\nread_only: false\n---\nAda\n"),
-                  lambda: mem.edit(agent, "human", Append("Bob"))])
+    counts: list[int] = []
+    idle = lambda: None  # noqa: E731
+    steps = iter([idle, idle, lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\n---\nAda\n"),
+                  idle, idle, lambda: mem.edit(agent, "human", Append("Bob")), idle, idle])
 
-    def keep_going() -> bool:  # between rounds: one edit on each side, then stop
-        step = next(edits, None)
+    def keep_going() -> bool:  # between rounds: one change, then rounds with nothing to do
+        counts.append(len(reports))
+        step = next(steps, None)
         if step is None:
             return False
         step()
         return True
 
     watch_memfs(mem, "ezra", root, interval=0.001, on_report=reports.append, keep_going=keep_going)
-    assert len(reports) == 3
-    assert reports[1]["to_store"] == ["human"] and reports[2]["to_files"] == ["human"]
+    changes = [r for r in reports if r["to_store"] or r["to_files"]]
+    assert [(r["to_store"], r["to_files"]) for r in changes] == [
+        ([], ["corrections/ezra-mistakes", "notes/projects", "system/human/family"]), (["human"], []), ([], ["human"])]
+    assert counts[1] == counts[2] and counts[4] == counts[5] and counts[-2] == counts[-1]  # quiet: no pass at all
     assert (root / "human.md").read_text().endswith("---\nAda\nBob\n")
     with pytest.raises(ValidationError, match="greater than 0"):
         watch_memfs(mem, "ezra", root, interval=0, on_report=reports.append)
+
+
+def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None:
+    """Letta Code commits while tiermem's commit is in its hook: tiermem's is built again on top, nothing undone."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    # someone else's commit, made aside and moved onto the branch by the hook, once
+    (root / "notes/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
+    git(root, "add", "notes/theirs.md")
+    git(root, "commit", "-q", "-m", "Their note")
+    theirs = git(root, "rev-parse", "HEAD").strip()
+    git(root, "reset", "-q", "--hard", "HEAD~1")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n")
+    hook.chmod(0o755)
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["commit"] and report["rejected"] == []
+    assert git(root, "rev-parse", "HEAD~1").strip() == theirs  # built on their commit
+    assert git(root, "show", "HEAD:notes/theirs.md") == "---\ndescription: Theirs\n---\nLetta's\n"
+    assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")

@@ -196,3 +196,27 @@ def test_lancedb_core_tables_on_s3_move_into_objects(tmp_path: Path, s3_endpoint
     assert "moved core state" not in capfd.readouterr().err
     assert again.block(agent, "human").value.endswith("Plays go")
     assert [r["value"] for r in store.all_rows("blocks") if r["label"] == "human"] == ["Name: Ada\nLikes green tea"]
+
+
+def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    core = core_at(prefix_uri("delete"), s3_endpoint)
+    m = memory_at(tmp_path, core)
+    keep = m.ensure_agent("default").id
+    gone = m.create_agent("gone", blocks=[BlockSpec(label="own", value="mine", limit=100_000)])
+    shared = m.block(keep, "human")
+    m.attach(gone.id, shared.id)
+    own = m.block(gone.id, "own")
+    for i in range(40):
+        m.edit(gone.id, "own", b.Append(f"{i} " + "z" * 600))  # history sealed into segments
+    m.remember(gone.id, "core_memory_append", "k1", "abc", "done")
+    from tiermem.records import ContextWindow
+
+    m.set_context_window(ContextWindow(agent_id=gone.id, conversation_id="c1", start_seq=3))
+    assert listed_segments(core.bucket, own.id)
+    for _ in range(2):  # safe to run again
+        core.delete_agent(gone.id)
+    assert [a.name for a in m.list_agents()] == ["default"]
+    assert core.get_block(own.id) is None and not listed_segments(core.bucket, own.id)
+    assert m.block(keep, "human").id == shared.id and core.agents_of_block(shared.id) == [keep]
+    assert core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
+    assert m.replay(gone.id, "core_memory_append", "k1", "abc") is None

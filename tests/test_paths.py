@@ -52,7 +52,7 @@ async def test_path_labels_are_blocks_resources_and_edit_targets(settings: Setti
         # bad labels: a clear error, nothing created
         before = {str(x.uri) for x in (await c.list_resources()).resources}
         for path, problem in [("/memories/a//b", "empty path segment"), ("/memories/a/../b", "'..' segments"),
-                              ("/memories/Notes/x", "'N' is not allowed"), ("/memories/" + "a/" * 70 + "b", "at most 128")]:
+                              ("/memories/notes/.x", "a hidden file"), ("/memories/" + "a/" * 520 + "b", "at most 1024")]:
             r = await call(c, "memory", command="create", path=path, file_text="x")
             assert r.is_error and "Invalid block label" in text_of(r) and problem in text_of(r), text_of(r)
         assert {str(x.uri) for x in (await c.list_resources()).resources} == before

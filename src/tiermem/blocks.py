@@ -21,9 +21,8 @@ LINE_NUMBER_WARNING = (
     "Do NOT include line number prefixes in your memory edit tool calls."
 )
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
-_SEGMENT = re.compile(r"^[a-z0-9_-][a-z0-9_.-]*$")
-MAX_LABEL_CHARS = 128
-MAX_SEGMENT_CHARS = 64
+MAX_LABEL_CHARS = 1024
+MAX_SEGMENT_BYTES = 250  # a file name is at most 255 bytes, and the label's last segment gets ".md"
 MEMORY_PATH_PREFIX = "/memories/"
 PINNED_KEY = "pinned"  # block metadata: "false" keeps a block out of the rendered core memory (detached)
 LETTA_LABEL_KEY = "letta_label"  # block metadata: the label as an imported file spelled it, when it differed
@@ -37,10 +36,12 @@ def _shown(label: object) -> str:
 def validate_label(label: str) -> str:
     """Return the normalised label, or raise ``ValidationError`` naming what is wrong.
 
-    A label is a path of segments separated by ``/`` (Letta's MemFS labels such as
-    ``system/human/family``): each segment 1-64 characters from lowercase letters, digits,
-    ``_``, ``-`` and ``.`` (not first), at most 128 characters in all. One leading ``/`` is
-    accepted and removed (``/note_directory`` is ``note_directory``).
+    A label is a path of file names separated by ``/``, kept as written (Letta Code's MemFS: the
+    file ``reference/Team-Notes.md`` is the block ``reference/Team-Notes``): capitals, dots, spaces
+    and any other character a file name may hold are allowed. Refused is only what cannot be one
+    file name per segment: empty, ``.`` and ``..`` segments, hidden ones (``.x``: a synced directory
+    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters.
+    One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
     """
     if not isinstance(label, str):
         raise ValidationError(f"Invalid block label {_shown(label)}: a label is text, for example 'project_notes'.")
@@ -48,7 +49,7 @@ def validate_label(label: str) -> str:
     problem = _label_problem(name)
     if problem:
         raise ValidationError(
-            f"Invalid block label {_shown(label)}: {problem}. Labels are lowercase path segments separated by '/', "
+            f"Invalid block label {_shown(label)}: {problem}. Labels are paths of file names separated by '/', "
             "for example 'project_notes' or 'system/human/family'."
         )
     return name
@@ -59,6 +60,8 @@ def _label_problem(name: str) -> str:
         return "it is empty"
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
         return "it contains a control character"
+    if "\\" in name:
+        return "the character '\\' is not allowed (separate folders with '/')"
     if len(name) > MAX_LABEL_CHARS:
         return f"it has {len(name)} characters, at most {MAX_LABEL_CHARS} are allowed"
     for segment in name.split("/"):
@@ -66,13 +69,11 @@ def _label_problem(name: str) -> str:
             return "it has an empty path segment ('//', or a '/' at the end)"
         if segment in (".", ".."):
             return "'.' and '..' segments are not allowed"
-        if len(segment) > MAX_SEGMENT_CHARS:
-            return f"the segment {segment[:20]!r}... has {len(segment)} characters, at most {MAX_SEGMENT_CHARS} are allowed"
-        if not _SEGMENT.fullmatch(segment):
-            bad = next((c for c in segment if not (c.islower() and c.isascii() or c.isdigit() and c.isascii() or c in "_-.")), None)
-            if bad is None:
-                return f"the segment {segment!r} starts with '.'"
-            return f"the character {bad!r} is not allowed (use lowercase letters, digits, '_', '-', '.')"
+        if segment.startswith("."):
+            return f"the segment {segment[:20]!r} starts with '.' (a hidden file)"
+        size = len(segment.encode("utf-8", "surrogatepass"))
+        if size > MAX_SEGMENT_BYTES:
+            return f"the segment {segment[:20]!r}... has {size} bytes, at most {MAX_SEGMENT_BYTES} are allowed"
     return ""
 
 
@@ -236,7 +237,36 @@ class Patch:
         return "\n".join(lines)
 
 
-Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch
+@dataclass(frozen=True)
+class FirstReplace:
+    """Letta Code's ``memory`` str_replace: the first occurrence of ``old`` becomes ``new``."""
+
+    old: str
+    new: str
+    operation: str = "memory str_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        at = value.find(self.old) if self.old else -1
+        if at == -1:
+            raise EditError("memory str_replace: old_string was not found in the target memory block")
+        return value[:at] + self.new + value[at + len(self.old) :]
+
+
+@dataclass(frozen=True)
+class LineInsert:
+    """Letta Code's ``memory`` insert: the text becomes line ``line`` (1-based), clamped to the block's lines."""
+
+    text: str
+    line: int
+    operation: str = "memory insert"
+
+    def compute(self, value: str, label: str) -> str:
+        lines = value.split("\n") if value else []
+        at = min(max(self.line - 1, 0), len(lines))
+        return "\n".join(lines[:at] + self.text.split("\n") + lines[at:])
+
+
+Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch | FirstReplace | LineInsert
 
 
 def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:

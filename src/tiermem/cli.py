@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .shutdown import Shutdown
 
 log = logging.getLogger("tiermem")
+WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
 
 EXAMPLES = {
     "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
@@ -52,12 +53,14 @@ EXAMPLES = {
     "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
     "  tiermem export work --format memfs -o ./memory",
     "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
-    "  tiermem sync ./memory --agent work --prefer file   # settle conflicts with the files' text\n"
-    "  tiermem sync ./memory --agent work --watch 5       # keep syncing every 5 seconds",
+    "  tiermem sync ./memory --prefer file               # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
+    "setup": "tiermem setup letta-code --agent-dir ~/.letta/lc-local-backend/memfs/agent-local-.../memory\n"
+    "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
+    "setup claude-code": "tiermem setup claude-code                  # every project: server + hooks, this tiermem's paths\n"
+    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
-    "setup": "tiermem setup claude-code                    # every project: server + hooks, this tiermem's paths\n"
-    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
     "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
@@ -204,8 +207,36 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
-    syn.add_argument("--watch", type=float, metavar="SECONDS", help="keep running: sync again every SECONDS (Ctrl-C stops)")
+    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
+                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
     syn.add_argument("--json", action="store_true")
+    setup = _sub(sp, "setup", "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
+                 "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.")
+    ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
+    s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
+                          "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup']}")
+    _common(s_lc)
+    where = s_lc.add_mutually_exclusive_group()
+    where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
+    where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
+    s_lc.add_argument("--host", choices=["claude-desktop", "claude-code", "cursor", "vscode"], default="claude-code",
+                      help="print this host's configuration with the directory kept in step (default: claude-code)")
+    s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
+                      help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
+    s_lc.add_argument("--json", action="store_true")
+    s_cc = ssp.add_parser("claude-code", help="register tiermem with Claude Code and install its hooks (memory that "
+                          "works on its own); --uninstall removes exactly that",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup claude-code']}")
+    _common(s_cc)
+    s_cc.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
+    s_cc.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--scope", choices=["user", "project"], default="user",
+                      help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
+    s_cc.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
+    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -222,16 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="configure the built-in agent loop too (agent_chat)")
     cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
     cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
-    setup = _sub(sp, "setup", "Register tiermem with a host and install its hooks (Claude Code): memory that works on its own.")
-    setup.add_argument("host", choices=["claude-code"])
-    _common(setup)
-    setup.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
-    setup.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
-    setup.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
-    setup.add_argument("--scope", choices=["user", "project"], default="user",
-                       help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
-    setup.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
-    setup.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
     hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
     hook.add_argument("host", choices=["claude-code"])
     _common(hook)
@@ -283,7 +304,8 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     def factory() -> tuple[Memory, str]:
         # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
         memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
-        return memory, memory.ensure_agent(settings.agent).id
+        # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
+        return memory, memory.ensure_agent(settings.agent, blocks=() if settings.sync else None).id
 
     return factory
 
@@ -316,14 +338,39 @@ def serve(settings: Settings) -> None:
         register_agent_chat(server, settings)
     stop.install()
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    live = _live_sync(handle, settings)
+    if live is not None:
+        stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
     try:
         _run(server, handle, settings, tokens, stop)
     finally:
         hooks.close()
+        if live is not None:
+            live.stop()
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
         opened = handle.settle(SETTLE_SECONDS)
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
+
+
+def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
+    """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
+    if settings.sync is None:
+        return None
+    from .errors import ConfigError
+    from .interop.letta_code import LiveSync
+    from .interop.memfs_sync import recorded_agent
+
+    root = settings.sync.expanduser()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
+    other = recorded_agent(root) if root.is_dir() else None
+    if other not in (None, settings.agent):
+        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
+                          f"(--agent {other}), or sync another directory.")
+    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
+    live.start()
+    return live
 
 
 def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any], stop: Shutdown) -> None:
@@ -394,10 +441,14 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
-    if args.command in ("setup", "config") and args.host == "claude-code":
+    if (args.command == "setup" and args.target == "claude-code") or (args.command == "config" and args.host == "claude-code"):
         from .interop.claude_code import setup_command
 
         return setup_command(settings, args, dry_run=args.command == "config")
+    if args.command == "setup":
+        from .cli_commands import setup_letta_code
+
+        return setup_letta_code(settings, args)
     if args.command == "config":
         from .interop.hosts import HOSTS, snippet
 

@@ -29,22 +29,7 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     from .interop.commands import run_export, run_import
 
     if args.command == "sync":
-        from .interop.memfs_sync import sync_memfs, watch_memfs
-
-        def show(report: dict[str, Any]) -> None:
-            if args.json:
-                print_rows(report, True)
-            else:
-                for key, value in report.items():
-                    if value not in ([], None, "") and (args.watch is None or key not in ("format", "agent", "directory")):
-                        print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
-
-        if args.watch is not None:
-            watch_memfs(memory, settings.agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show)
-            return 0
-        report = sync_memfs(memory, settings.agent, args.path, prefer=args.prefer)
-        show(report)
-        return 2 if report["conflicts"] else 0
+        return sync_command(memory, settings, args)
     if args.command == "import":
         report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
                             replace=args.replace)
@@ -69,6 +54,68 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
         print(f"note: {note}", file=sys.stderr)
     if args.output not in (None, "-"):
         print(json.dumps(report), file=sys.stderr)
+    return 0
+
+
+def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem sync DIR [--watch [SECONDS]]``: the agent is --agent, else the one the directory was synced with."""
+    import os
+
+    from .interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
+
+    agent = settings.agent
+    if args.agent is None and "TIERMEM_AGENT" not in os.environ:
+        agent = recorded_agent(args.path) or agent
+    quiet = ("format", "agent", "directory", "layout", "waiting")  # said once, not every round of --watch
+
+    def show(report: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(report, ensure_ascii=False), flush=True)
+            return
+        for key, value in report.items():
+            if value not in ([], None, "") and (args.watch is None or key not in quiet):
+                print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+
+    if args.watch is not None:
+        print(f"tiermem: syncing {args.path} with agent {agent!r} whenever either side changes (checked every "
+              f"{args.watch:g} s); Ctrl-C stops", file=sys.stderr)
+        watch_memfs(memory, agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show,
+                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+        return 0
+    report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
+    show(report)
+    return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
+
+
+def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem setup letta-code``: the first sync, then the host configuration that keeps the directory in step."""
+    from .factory import open_memory
+    from .interop.hosts import HOSTS, snippet
+    from .interop.letta_code import default_agent_name, resolve_agent_dir, setup
+
+    root = resolve_agent_dir(args.agent_dir, args.letta_agent).resolve()
+    agent = args.agent or default_agent_name(root)
+    if agent is None:
+        raise ValidationError(f"Name the tiermem agent for {root}: --agent NAME.")
+    memory = open_memory(settings, start_embedder=False)
+    report = setup(memory, root, agent)
+    env = {"TIERMEM_SYNC": str(root), "TIERMEM_MEMORY_TOOL_DIALECT": args.dialect}
+    config = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=agent, extra_env=env)
+    report["host_config"] = config
+    report["watch_command"] = f"tiermem sync {root} --agent {agent} --watch"
+    if args.json:
+        print_rows(report, True)
+        return 0
+    print(f"Letta Code agent memory: {root}\ntiermem agent: {agent}" + (" (created)" if report["created_agent"] else ""),
+          file=sys.stderr)
+    if "warning" in report:
+        print(f"warning: {report['warning']}", file=sys.stderr)
+    for key, value in report["sync"].items():
+        print(f"first sync: {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", file=sys.stderr)
+    print(f"\nEvery MCP server started with this configuration keeps the directory in step while it runs "
+          f"({HOSTS[args.host]}):", file=sys.stderr)
+    print(config)
+    print(f"\nWithout a running server: {report['watch_command']}", file=sys.stderr)
     return 0
 
 

@@ -100,6 +100,12 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     # Publish the memory inspector's block view as an MCP App (tool memory_blocks_view + a ui:// resource).
     mcp_apps: bool = False
+    # The `memory` and `memory_apply_patch` tools: Anthropic's memory tool and tiermem's patch, or Letta Code's.
+    memory_tool_dialect: Literal["anthropic", "letta-code"] = "anthropic"
+    # `tiermem serve` keeps this MemFS directory (a Letta Code agent's memory) and its agent's blocks in step,
+    # checking both sides every `sync_seconds`.
+    sync: Path | None = None
+    sync_seconds: float = Field(default=0.25, gt=0, le=3600)
     # The optional built-in agent loop (the `agent_chat` tool, `tiermem chat`).
     agent_loop: bool = False
     llm_provider: Literal["auto", "anthropic", "sampling"] = "auto"

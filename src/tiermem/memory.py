@@ -137,10 +137,10 @@ class Memory:
             raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
         return agent
 
-    def ensure_agent(self, name: str) -> Agent:
-        """The agent named ``name``, created with the default blocks on first use."""
+    def ensure_agent(self, name: str, *, blocks: Sequence[BlockSpec] | None = None) -> Agent:
+        """The agent named ``name``, created on first use with ``blocks`` (default: the default blocks)."""
         agent = self.core.find_agent(name)
-        return agent if agent is not None else self.create_agent(name, stable=True)
+        return agent if agent is not None else self.create_agent(name, stable=True, blocks=blocks)
 
     def create_agent(
         self,
@@ -272,13 +272,15 @@ class Memory:
         limit: int | None = None,
         read_only: bool | None = None,
         pinned: bool | None = None,
+        metadata: dict[str, str] | None = None,
         actor: str = "human",
         operation: str = "update",
     ) -> Block:
-        """Change a block's label, description, limit, read-only flag or pinned state (a new version).
+        """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
-        block, is listed by label and description, and is opened on demand.
+        block, is listed by label and description, and is opened on demand. ``metadata`` is merged
+        into the block's (a value of "" removes that key).
         """
         block = self.block(agent_id, label)
         if new_label is not None:
@@ -289,6 +291,7 @@ class Memory:
                     raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
+        updates = _check_metadata(metadata or {})
 
         def change(current: Block) -> Block:
             if actor != "human" and current.read_only:
@@ -299,7 +302,7 @@ class Memory:
                 description=description if description is not None else current.description,
                 limit=limit if limit is not None else current.limit,
                 read_only=read_only if read_only is not None else current.read_only,
-                metadata=_with_pinned(current.metadata, pinned),
+                metadata=_with_pinned({k: v for k, v in {**current.metadata, **updates}.items() if v != ""}, pinned),
             )
             rules.check_limit(updated.value, updated.limit)
             return updated
@@ -332,7 +335,7 @@ class Memory:
 
     # -- creating, attaching, deleting ---------------------------------------
 
-    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> Block:
+    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None, operation: str = "create") -> Block:
         actor = actor or current_actor.get()
         spec = self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
@@ -340,7 +343,7 @@ class Memory:
                 f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
             )
         block_id = new_id("block")
-        self._insert_block(block_id, spec, actor=actor)
+        self._insert_block(block_id, spec, actor=actor, operation=operation)
         self.core.attach(agent_id, block_id)
         self._emit(Change("blocks_changed", (agent_id,)))
         block = self.core.get_block(block_id)
@@ -405,7 +408,7 @@ class Memory:
 
     # -- internals ---------------------------------------------------------------
 
-    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str) -> None:
+    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
         t = now()
         block = Block(
             id=block_id,
@@ -418,7 +421,7 @@ class Memory:
             updated_at=t,
             metadata=dict(spec.metadata),
         )
-        self.core.insert_block(block, _version_of(block, "create", actor))
+        self.core.insert_block(block, _version_of(block, operation, actor))
 
     def _lock(self, block_id: str) -> threading.Lock:
         with self._locks_guard:

@@ -1,7 +1,7 @@
 """The ``memory`` tool: Anthropic's memory-tool commands over the same core memory blocks.
 
 Each block is a file ``/memories/<label>``; ``/memories`` is the directory that holds them
-(a label with ``/`` in it, if labels ever allow one, lists as a sub-directory). Commands:
+(a label with ``/`` in it, such as ``notes/projects``, lists as a sub-directory). Commands:
 ``view``, ``create``, ``str_replace``, ``insert``, ``delete``, ``rename``.
 """
 
@@ -30,7 +30,7 @@ class MemoryEntry(BaseModel):
     path: str
     kind: Literal["file", "directory"]
     chars: int
-    limit: int | None
+    limit: int | None = None  # a directory has none
     read_only: bool
     description: str
 

@@ -47,6 +47,7 @@ class ToolDef:
     read_commands: tuple[str, ...] = ()  # values of ``command`` that edit nothing (the memory tool's view)
     for_agent: bool = True  # offered to the built-in agent loop
     sleeptime: bool = False  # offered to the sleep-time agent
+    labels_fn: str | None = None  # "module:function" giving the labels a call edited, for arguments block_args cannot name
 
     @property
     def fn(self) -> Callable[..., Awaitable[object]] | None:
@@ -59,6 +60,10 @@ class ToolDef:
 
     def edited_labels(self, arguments: Mapping[str, object]) -> list[str]:
         """The labels of the blocks a successful call with ``arguments`` edited (empty for a read)."""
+        if self.labels_fn is not None:
+            module, attr = self.labels_fn.split(":")
+            found: list[str] = getattr(importlib.import_module(f"tiermem.{module}"), attr)(dict(arguments))
+            return found
         if not self.block_args or arguments.get("command") in self.read_commands:
             return []
         out: list[str] = []
@@ -128,9 +133,31 @@ SLEEPTIME_TOOLS = tuple(d.name for d in TOOLS if d.sleeptime)
 KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.target is not None) | {SEND_MESSAGE, FINISH_EDITS}
 
 
+# Letta Code's dialect of two tools (setting memory_tool_dialect = "letta-code"): the same names with Letta Code's
+# arguments (`reason`, relative file paths; a codex-style patch) in place of the definitions above.
+LETTA_CODE_TOOLS: tuple[ToolDef, ...] = (
+    ToolDef("memory", "letta_memory_tool:memory", CHANGE, "Edit memory files (Letta Code)", "memory_tool",
+            labels_fn="letta_memory_tool:edited_labels"),
+    ToolDef("memory_apply_patch", "letta_memory_tool:memory_apply_patch", CHANGE, "Patch memory files (Letta Code)",
+            "patch", labels_fn="letta_memory_tool:edited_labels"),
+)
+DIALECTS = ("anthropic", "letta-code")
+
+
+def tools_for(dialect: str) -> tuple[ToolDef, ...]:
+    """The tool definitions of a ``memory_tool_dialect``: ``TOOLS``, with Letta Code's two in place for "letta-code"."""
+    if dialect not in DIALECTS:
+        raise ValidationError(f"memory_tool_dialect must be one of {', '.join(DIALECTS)}, got {dialect!r}.")
+    if dialect == "anthropic":
+        return TOOLS
+    swap = {d.name: d for d in LETTA_CODE_TOOLS}
+    return tuple(swap.get(d.name, d) for d in TOOLS)
+
+
 def edited_labels(name: str, arguments: Mapping[str, object]) -> list[str]:
-    """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here)."""
-    d = BY_NAME.get(name)
+    """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here).
+    A call carrying ``reason`` is the Letta Code dialect's (no tool of the other dialect takes one)."""
+    d = {x.name: x for x in LETTA_CODE_TOOLS}.get(name) if "reason" in arguments else BY_NAME.get(name)
     return d.edited_labels(arguments) if d is not None else []
 
 

@@ -59,6 +59,7 @@ class Runtime:
     handle: MemoryHandle
     notifier: Listener
     open_after_first_answer: bool = field(default=False, init=False)  # set by ``lifespan``
+    memory_dir: str | None = None  # the synced MemFS directory (setting `sync`), if any
 
     async def call(self, ctx: Context[Any, Any] | None, fn: Callable[[Memory, str], T]) -> T:
         """Run ``fn(memory, agent_id)`` in a worker thread, then publish the changes it made."""

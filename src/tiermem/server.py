@@ -27,7 +27,7 @@ from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
 from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
-from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools  # PRESETS, TOOL_GROUPS: re-exported
+from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .surface import check_arguments, error_result, explain
 
@@ -190,7 +190,14 @@ class TiermemServer(MCPServer[Runtime]):
             try:
                 block = await self.runtime.read(lambda m, a: m.block(a, label))
             except TiermemError as exc:
-                raise ResourceNotFoundError(str(exc)) from exc
+                from urllib.parse import unquote  # a client that percent-encoded a label with spaces
+
+                if unquote(label) == label:
+                    raise ResourceNotFoundError(str(exc)) from exc
+                try:
+                    block = await self.runtime.read(lambda m, a: m.block(a, unquote(label)))
+                except TiermemError:
+                    raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [
                 ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
             ]
@@ -219,6 +226,8 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
     names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    if settings.memory_tool_dialect == "letta-code" and "memory" in names and "memory_apply_patch" not in names:
+        names.append("memory_apply_patch")  # Letta Code offers its memory tool with its patch tool
 
     async def instruct(client: str | None) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
@@ -238,8 +247,11 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         extensions=list(extensions),
     )
     server.runtime = runtime
+    if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
+        runtime.memory_dir = str(settings.sync.expanduser().resolve())
     server._lowlevel_server.add_request_handler("server/discover", RequestParams, discover(server, instruct))
-    server._tool_manager = ToolsOnDemand(lambda: register_tools(server, TOOLS, names), before=server._tool_manager)
+    definitions = tools_for(settings.memory_tool_dialect)
+    server._tool_manager = ToolsOnDemand(lambda: register_tools(server, definitions, names), before=server._tool_manager)
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)

@@ -9,8 +9,8 @@ Layout under ``<uri>/core/``:
 - ``blocks/<block id>.json``: a ``Head``: the block, the agents it is attached to (a superset: checked against
   their ``attached``), and the newest history entries (``tail``); older entries are in sealed segments.
 - ``history/<block id>/<first>-<last>.json``: a sealed ``Segment`` of history entries, never changed.
-- ``requests/<sha256 of key>.json``, ``conversations/<agent id>/<sha256 of id>.json``: idempotency records and
-  agent-loop conversation state, as the rows the other backends keep.
+- ``requests/<agent id>/<sha256 of key>.json``, ``conversations/<agent id>/<sha256 of id>.json``: idempotency
+  records and agent-loop conversation state, as the rows the other backends keep.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def segment_range(path: str) -> tuple[int, int] | None:
 
 
 def request_path(key: str) -> str:
-    return f"{REQUESTS}{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+    """Under the agent's folder: ``Memory`` keys a request ``<agent id>\\x1f<tool>\\x1f<key>``."""
+    agent = key.split("\x1f", 1)[0] if "\x1f" in key else "_"
+    return f"{REQUESTS}{agent}/{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
 
 def conversation_path(agent_id: str, conversation_id: str) -> str:

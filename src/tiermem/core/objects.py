@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 from ..errors import NotFoundError, StoreError
 from ..records import Agent, Block, BlockVersion, now, to_us
 from . import object_history as segments
+from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket
 from .history import checkpoint, encode
-from . import object_rows
-from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, Attached, Head, Link,
+from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, REQUESTS, Attached, Head, Link,
                            agent_json, agent_of, agent_path, attached_json, attached_of, attached_path,
                            conversation_path, dumps, head_json, head_of, head_path, id_of, loads, request_path)
 from .protocol import FIELDS
@@ -157,12 +157,26 @@ class ObjectCore:
                      lambda old: replace(agent, created_at=old.created_at) if old is not None else None, agent_json)
 
     def delete_agent(self, agent_id: str) -> None:
-        self.bucket.delete(agent_path(agent_id))  # first: a half-deleted agent is not found
-        self._forget(agent_path(agent_id))
+        """Delete the agent's whole core state: the blocks no other agent is attached to (with their history), its
+        list of blocks, idempotency records and conversation state, and its own object last. Safe to run again
+        after an interruption (every step is a delete of what is still there)."""
+        attached = self._attached(agent_id)
+        for block_id in attached.ids():
+            if [a for a in self.agents_of_block(block_id) if a != agent_id]:
+                self._update(head_path(block_id), head_of, lambda h: None if h is None or agent_id not in h.agents
+                             else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
+                continue
+            for seg in segments.listed_segments(self.bucket, block_id):
+                self.bucket.delete(seg.path)
+            self.bucket.delete(head_path(block_id))
+            self._forget(head_path(block_id))
         self.bucket.delete(attached_path(agent_id))
         self._forget(attached_path(agent_id))
-        for item in self.bucket.list(f"{CONVERSATIONS}{agent_id}/"):
-            self.bucket.delete(item.path)
+        for prefix in (f"{REQUESTS}{agent_id}/", f"{CONVERSATIONS}{agent_id}/"):
+            for item in self.bucket.list(prefix):
+                self.bucket.delete(item.path)
+        self.bucket.delete(agent_path(agent_id))
+        self._forget(agent_path(agent_id))
 
     # -- blocks ----------------------------------------------------------------------------------
 

@@ -25,14 +25,13 @@ from . import sqlite_history as history_rows
 from .protocol import FIELDS
 from .rows import agent_row, block_row
 
-_COLUMNS: dict[str, tuple[str, ...]] = {**FIELDS, "block_history": history_rows.PHYSICAL}
+_COLUMNS: dict[str, tuple[str, ...]] = dict(FIELDS)  # block_history: the history table (sqlite_history.py)
 _KEYS = {"agents": "id", "blocks": "id"}
 _BOOLS = {"read_only"}
 _INDEXES = (
-    "CREATE INDEX IF NOT EXISTS history_block ON block_history (block_id, version)",
     "CREATE INDEX IF NOT EXISTS attachments_agent ON attachments (agent_id)",
 )
-SCHEMA_VERSION = 2  # 2: block history stored as deltas (sqlite_history.py)
+SCHEMA_VERSION = 3  # 2: block history as deltas; 3: in the ``history`` table (sqlite_history.py)
 
 
 def _q(name: str) -> str:
@@ -75,15 +74,18 @@ def _insert_sql(table: str, verb: str = "INSERT OR IGNORE") -> str:
 
 def create_schema(conn: sqlite3.Connection) -> None:
     for table in _COLUMNS:
-        conn.execute(_ddl(table))
+        if table != "block_history":
+            conn.execute(_ddl(table))
     for sql in _INDEXES:
         conn.execute(sql)
-    history_rows.upgrade(conn, {r[1] for r in conn.execute("PRAGMA table_info(block_history)")})
+    history_rows.upgrade(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[dict[str, Any]]) -> int:
     """INSERT OR IGNORE ``rows`` (shaped like the LanceDB rows); returns how many were new."""
+    if table == "block_history":
+        return history_rows.merge(conn, rows)
     before = conn.total_changes
     cols = _COLUMNS[table]
     conn.executemany(_insert_sql(table), [tuple(r.get(c) for c in cols) for r in rows])
@@ -122,7 +124,8 @@ class SqliteCore:
                     from ..errors import SchemaError
 
                     raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
-                create_schema(conn)
+                if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)
+                    create_schema(conn)
         except sqlite3.OperationalError as exc:
             if not self._open_read_only(exc):
                 raise StoreError(
@@ -160,10 +163,7 @@ class SqliteCore:
             if old is not None:
                 old.close()
             self._conn = conn
-            have = {r[1] for r in conn.execute("PRAGMA table_info(block_history)")}
-            if not set(history_rows.ADDED_IN_2) <= have:  # a schema 1 file: read its rows as checkpoints
-                added = ", ".join(f'NULL AS "{c}"' for c in history_rows.ADDED_IN_2)
-                conn.execute(f"CREATE TEMP VIEW block_history AS SELECT *, {added} FROM main.block_history")
+            history_rows.read_only_view(conn)  # a file of an older schema: read its history as it is
             sys.stderr.write(f"tiermem: {self.path} opened read-only ({exc}); edits will be refused\n")
             return True
         return False

@@ -1,9 +1,10 @@
-"""Block history in the SQLite core: ``history.Entry`` records as rows of ``block_history``.
+"""Block history in the SQLite core: ``history.Entry`` records as rows of the ``history`` table.
 
-A row with a ``value`` is a checkpoint (every row written before core schema 2 is one: its ``base`` is NULL); a
-row without one holds ``delta`` (JSON ``[start, tail, text]``) and only the fields that changed. Reads take the
-rows from the checkpoint the oldest wanted version builds on, and replay them. Every function here runs on a
-connection the caller holds (inside its transaction, for writes).
+``history`` is keyed by (block id, version) with no rowid and no other index, so a row costs its content and
+little else. A row with a ``value`` is a checkpoint (every row copied from the ``block_history`` table of core
+schemas 1 and 2 is one, or keeps its delta); a row without one holds ``delta`` (JSON ``[start, tail, text]``)
+and only the fields that changed. Reads take the rows from the checkpoint the oldest wanted version builds on,
+and replay them. Every function here runs on a connection the caller holds (inside its transaction, for writes).
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ from .protocol import FIELDS
 from .rows import version_from_row, version_row
 
 LOGICAL = FIELDS["block_history"]  # a history row as backups and migration read and write it: the whole value
-PHYSICAL = (*LOGICAL, "delta", "base", "chain", "steps")
-ADDED_IN_2 = ("delta", "base", "chain", "steps")
+PHYSICAL = ("block_id", "version", "label", "value", "limit", "description", "read_only", "operation", "actor",
+            "created_us", "delta", "base", "chain", "steps")
+DDL = (f"CREATE TABLE IF NOT EXISTS history ({', '.join(chr(34) + c + chr(34) for c in PHYSICAL)}, "
+       "PRIMARY KEY (block_id, version)) WITHOUT ROWID")
 
 
 def _insert(conn: sqlite3.Connection, e: Entry, verb: str = "INSERT OR IGNORE") -> int:
     delta = json.dumps([e.delta.start, e.delta.tail, e.delta.text], ensure_ascii=False) if e.delta else None
-    row = (f"{e.block_id}:{e.version}", e.block_id, e.version, e.label, e.value, e.limit, e.description,
-           e.read_only, e.operation, e.actor, e.created_us, delta, e.chain.base, e.chain.bytes, e.chain.steps)
+    checkpoint = e.value is not None
+    row = (e.block_id, e.version, e.label, e.value, e.limit, e.description, e.read_only, e.operation, e.actor,
+           e.created_us, delta, None if checkpoint else e.chain.base, None if checkpoint else e.chain.bytes,
+           None if checkpoint else e.chain.steps)
     cols = ", ".join(f'"{c}"' for c in PHYSICAL)
-    return conn.execute(f"{verb} INTO block_history ({cols}) VALUES ({', '.join('?' * len(PHYSICAL))})", row).rowcount
+    return conn.execute(f"{verb} INTO history ({cols}) VALUES ({', '.join('?' * len(PHYSICAL))})", row).rowcount
 
 
 def _entry(r: sqlite3.Row | dict[str, Any]) -> Entry:
@@ -48,8 +53,8 @@ def _entry(r: sqlite3.Row | dict[str, Any]) -> Entry:
 
 
 def _chain(conn: sqlite3.Connection, block_id: str, version: int) -> Chain | None:
-    r = conn.execute("SELECT version, base, chain, steps FROM block_history WHERE key = ?",
-                     (f"{block_id}:{version}",)).fetchone()
+    r = conn.execute("SELECT version, base, chain, steps FROM history WHERE block_id = ? AND version = ?",
+                     (block_id, version)).fetchone()
     if r is None:
         return None
     return Chain(int(r[0]) if r[1] is None else int(r[1]), int(r[2] or 0), int(r[3] or 0))
@@ -68,7 +73,7 @@ def _rows_from(conn: sqlite3.Connection, block_id: str, low: int, high: int) -> 
     """The entries from the checkpoint ``low`` builds on up to ``high``, ascending."""
     base = _chain(conn, block_id, low)
     start = base.base if base is not None else low
-    rows = conn.execute("SELECT * FROM block_history WHERE block_id = ? AND version >= ? AND version <= ? "
+    rows = conn.execute("SELECT * FROM history WHERE block_id = ? AND version >= ? AND version <= ? "
                         "ORDER BY version", (block_id, start, high)).fetchall()
     return [_entry(r) for r in rows]
 
@@ -76,7 +81,7 @@ def _rows_from(conn: sqlite3.Connection, block_id: str, low: int, high: int) -> 
 def versions(conn: sqlite3.Connection, block_id: str, limit: int | None) -> list[BlockVersion]:
     """The newest ``limit`` versions (all if None), newest first."""
     found = [int(r[0]) for r in conn.execute(
-        "SELECT version FROM block_history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
+        "SELECT version FROM history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
         (block_id, -1 if limit is None else int(limit)))]
     if not found:
         return []
@@ -95,9 +100,9 @@ def version(conn: sqlite3.Connection, block_id: str, number: int) -> BlockVersio
 def logical_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every version of every block as a whole row (``LOGICAL``): backups and doctor read these."""
     out: list[dict[str, Any]] = []
-    ids = [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM block_history ORDER BY block_id")]
+    ids = [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM history ORDER BY block_id")]
     for block_id in ids:
-        rows = conn.execute("SELECT * FROM block_history WHERE block_id = ? ORDER BY version", (block_id,)).fetchall()
+        rows = conn.execute("SELECT * FROM history WHERE block_id = ? ORDER BY version", (block_id,)).fetchall()
         out.extend(version_row(v) for v in replay(_entry(r) for r in rows))
     return out
 
@@ -120,8 +125,21 @@ def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
     return done
 
 
-def upgrade(conn: sqlite3.Connection, have: set[str]) -> None:
-    """Core schema 1 -> 2: the delta columns (existing rows stay checkpoints)."""
-    for col in ADDED_IN_2:
-        if col not in have:
-            conn.execute(f'ALTER TABLE block_history ADD COLUMN "{col}"')
+def upgrade(conn: sqlite3.Connection) -> None:
+    """Create ``history``; move the rows of an older schema's ``block_history`` into it (whole values, or the
+    deltas schema 2 kept there) and drop that table. Runs inside the caller's transaction: all or nothing."""
+    conn.execute(DDL)
+    have = [r[1] for r in conn.execute("PRAGMA table_info(block_history)")]
+    if not have:
+        return
+    cols = ", ".join(f'"{c}"' if c in have else "NULL" for c in PHYSICAL)
+    conn.execute(f"INSERT OR IGNORE INTO history SELECT {cols} FROM block_history")
+    conn.execute("DROP TABLE block_history")
+
+
+def read_only_view(conn: sqlite3.Connection) -> None:
+    """On a read-only file of an older schema (not upgraded): a temporary ``history`` view over its rows."""
+    have = [r[1] for r in conn.execute("PRAGMA table_info(block_history)")]
+    if have and not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'history'").fetchone():
+        cols = ", ".join(f'"{c}"' if c in have else f'NULL AS "{c}"' for c in PHYSICAL)
+        conn.execute(f"CREATE TEMP VIEW history AS SELECT {cols} FROM main.block_history")

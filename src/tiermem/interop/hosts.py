@@ -33,10 +33,11 @@ def executable() -> str:
     return shutil.which("tiermem") or "tiermem"
 
 
-def snippet(host: str, *, data_dir: Path, agent: str, agent_loop: bool = False, port: int = 8765) -> str:
+def snippet(host: str, *, data_dir: Path, agent: str, agent_loop: bool = False, port: int = 8765,
+            extra_env: dict[str, str] | None = None) -> str:
     command = executable()
     args = ["serve", "--agent", agent] + (["--agent-loop"] if agent_loop else [])
-    env = {"TIERMEM_DATA_DIR": str(data_dir)}
+    env = {"TIERMEM_DATA_DIR": str(data_dir), **(extra_env or {})}
     if agent_loop:
         env["ANTHROPIC_API_KEY"] = "sk-ant-..."  # placeholder: without a key the agent uses the host's model (sampling)
     if host == "claude-desktop" or host == "cursor":

@@ -1,49 +1,63 @@
 """Two-way sync between a MemFS directory and one agent's blocks (``tiermem sync DIR``).
 
-``DIR/.tiermem-sync.json`` records, per label, the file's sha256 and the block's id and version
-at the last sync. A sync compares both sides with that record:
+A sync record keeps, per label, the file's sha256 and the block's id and version at the last sync
+(in a git repository inside its git directory, ``.git/tiermem-sync.json``; elsewhere
+``DIR/.tiermem-sync.json``). A sync compares both sides with it:
 
-- only the file changed: the file becomes a new block version (actor "human");
+- only the file changed: the file becomes a new block version (actor "human"; in git, the operation
+  names the commit and its author);
 - only the block changed (an edit made through a host): the file is rewritten;
-- a new file creates a block, a new block writes a file; a file deleted since the last sync
-  detaches its block (history kept), a block detached since removes its file;
-- both changed (and differ): a conflict. Nothing is overwritten: the file and the block stay as
-  they are and the conflict is reported until ``--prefer file`` or ``--prefer store`` settles it.
+- a new file creates a block, a new block writes a file; a file deleted since the last sync detaches
+  its block (history kept), a block detached since removes its file; a file renamed (same text at a
+  new path) renames its block;
+- both changed (and differ): a conflict. Nothing is overwritten: the file and the block stay as they
+  are and the conflict is reported until ``--prefer file`` or ``--prefer store`` settles it.
 
-Every file is parsed before anything is written. If DIR is a git repository, a sync that
-changed any file is committed.
+Files tiermem cannot take are reported and skipped; their blocks are left alone. Default blocks
+nobody edited are not written into the directory, and an agent the sync creates gets no default
+blocks. In a git repository, the files the sync wrote or removed, and only those, are committed
+(through the repository's hooks) with a message that says what changed and who changed it. A
+commit a hook rejects (or that Letta Code's hook would reject: tiermem checks first) leaves nothing
+staged, puts those files back as they were and reports which file and why; the block waits until it
+changes again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import shutil
-import subprocess
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ValidationError
+from .. import memfs_format as fmt
+from ..errors import TiermemError, ValidationError
 from .memfs import (
+    FRONT_KEY,
     FileBlock,
     apply_file,
     block_files,
     parse_file,
     path_of,
-    read_file,
+    read_tree,
     render_file,
+    same,
+    tree_of,
     write_file,
 )
+from .memfs_git import HookRejected, Repo
 
 if TYPE_CHECKING:
     from ..memory import Memory
-    from ..records import Block
+    from ..records import Agent, Block
 
 STATE = ".tiermem-sync.json"
 Prefer = Literal["file", "store"]
+Record = dict[str, Any]
 
 
 @dataclass
@@ -52,22 +66,47 @@ class SyncReport:
     to_files: list[str] = field(default_factory=list)
     detached: list[str] = field(default_factory=list)
     files_removed: list[str] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # refused this time (by the hook, or tiermem's check of its rules)
+    waiting: list[str] = field(default_factory=list)  # refused earlier, not retried until the block changes again
+    notes: list[str] = field(default_factory=list)
     commit: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"to_store": self.to_store, "to_files": self.to_files, "detached": self.detached,
-                "files_removed": self.files_removed, "conflicts": self.conflicts, "commit": self.commit}
+        return {k: getattr(self, k) for k in ("to_store", "to_files", "detached", "files_removed", "renamed",
+                                              "conflicts", "skipped", "rejected", "waiting", "notes", "commit")}
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _load_state(root: Path, agent_id: str) -> dict[str, dict[str, Any]]:
-    path = root / STATE
+def state_path(root: Path, repo: Repo | None) -> Path:
+    return repo.state_file() if repo is not None else root / STATE
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One sync of a directory at a time, across processes (every MCP server may sync the same directory)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no cross-process lock
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():
-        return {}
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -75,150 +114,399 @@ def _load_state(root: Path, agent_id: str) -> dict[str, dict[str, Any]]:
                               "files and blocks that differ as conflicts).") from exc
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), dict):
         raise ValidationError(f"{path} is not a tiermem sync record; delete it to start over.")
-    if data.get("agent_id") not in (None, agent_id):
-        raise ValidationError(f"{root} is synced with another agent ({data.get('agent')!r}); sync it with that agent "
-                              "or use another directory.")
-    blocks: dict[str, dict[str, Any]] = data["blocks"]
-    return blocks
+    return data
 
 
-def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None) -> dict[str, Any]:
+def recorded_agent(root: Path) -> str | None:
+    """The tiermem agent a directory was last synced with, if any."""
+    repo = Repo.find(root) if root.is_dir() else None
+    for path in (state_path(root, repo), root / STATE):
+        data = read_state(path) if path.exists() else None
+        if data is not None and isinstance(data.get("agent"), str):
+            return str(data["agent"])
+    return None
+
+
+def _write_state(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None,
+               repo: Repo | None = None) -> dict[str, Any]:
     """Bring ``root`` and the agent's blocks up to date with each other; see the module docstring."""
     if prefer not in (None, "file", "store"):
         raise ValidationError(f"prefer must be 'file' or 'store', got {prefer!r}.")
     if root.exists() and not root.is_dir():
         raise ValidationError(f"{root} is a file; give the MemFS directory to sync.")
-    agent = memory.ensure_agent(agent_name)
     root.mkdir(parents=True, exist_ok=True)
-    state = _load_state(root, agent.id)
-    texts = {rel: read_file(root, rel) for rel in block_files(root)}
-    parsed: dict[str, tuple[FileBlock, str]] = {}
-    for rel, text in texts.items():  # every file is checked before anything is written
-        plan = parse_file(rel, text)
-        if plan.spec.label in parsed:
-            raise ValidationError(f"{rel} and {parsed[plan.spec.label][0].path} name the same block; remove one.")
-        parsed[plan.spec.label] = (plan, _sha(text))
-    blocks = {b.label: b for b in memory.blocks(agent.id)}
-    report = SyncReport()
-    new_state: dict[str, dict[str, Any]] = {}
-    for label in sorted(set(parsed) | set(blocks) | set(state)):
-        entry = _sync_one(memory, agent.id, root, label, parsed.get(label), blocks.get(label), state.get(label),
-                          prefer, report)
-        if entry is not None:
-            new_state[label] = entry
-    (root / STATE).write_text(json.dumps({"agent": agent.name, "agent_id": agent.id, "blocks": new_state},
-                                         indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    report.commit = _git_commit(root, report)
-    return {"format": "memfs", "agent": agent.name, "directory": str(root), **report.as_dict()}
+    repo = repo if repo is not None else Repo.find(root)
+    path = state_path(root, repo)
+    with _locked(path.with_name(path.name + ".lock")):
+        return _Sync(memory, agent_name, root, repo, path, prefer).run()
+
+
+class _Sync:
+    """One sync pass (under the directory's lock)."""
+
+    def __init__(self, memory: Memory, agent_name: str, root: Path, repo: Repo | None, path: Path,
+                 prefer: Prefer | None) -> None:
+        self.memory, self.root, self.repo, self.path, self.prefer = memory, root, repo, path, prefer
+        self.agent_name = agent_name
+        self.report = SyncReport()
+        self.writes: dict[str, tuple[str, str | None]] = {}  # rel -> (new text, text before; None: no file)
+        self.removals: dict[str, str] = {}  # rel -> text before
+        self.after_write: dict[str, tuple[str, Record]] = {}  # rel -> (label, record to keep once committed)
+        self.extra_commit: list[str] = []  # more paths for the commit (an old record inside the repository)
+
+    def run(self) -> dict[str, Any]:
+        state = self._load_state()
+        agent = self._agent(state)
+        seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
+        files = block_files(self.root)
+        self.tree = tree_of(set(files), policy=self.repo.policy if self.repo else None,
+                            agent_repo=bool(self.repo and self.repo.agent_repo))
+        parsed, self.report.skipped = read_tree(self.root, self.tree)
+        unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
+        blocks = {b.label: b for b in self.memory.blocks(agent.id)}
+        defaults = {s.label: s.value for s in self.memory.default_blocks}
+        for label, b in list(blocks.items()):  # a default block nobody edited: not memory worth a file (a file of that name replaces it)
+            if label in defaults and b.version == 1 and b.value == defaults[label] and label not in seen:
+                del blocks[label]
+        self.agent = agent
+        self.since = {x: int(r.get("version") or 0) for x, r in seen.items()}
+        new_state: dict[str, Record] = {}
+        handled = self._renames(parsed, blocks, seen, new_state)
+        for label in sorted(set(parsed) | set(blocks) | set(seen)):
+            if label in handled:
+                continue
+            if label in unreadable:  # a file tiermem cannot read now: leave both sides alone
+                if label in seen:
+                    new_state[label] = seen[label]
+                continue
+            entry = self._one(label, parsed.get(label), blocks.get(label), seen.get(label))
+            if entry is not None:
+                new_state[label] = entry
+        self._write_files(new_state)
+        data = {"agent": agent.name, "agent_id": agent.id, "layout": self.tree.layout, "blocks": new_state}
+        _write_state(self.path, data)
+        return {"format": "memfs", "agent": agent.name, "directory": str(self.root), "layout": self.tree.layout,
+                **self.report.as_dict()}
+
+    # -- the record and the agent ------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any] | None:
+        state = read_state(self.path)
+        legacy = self.root / STATE
+        if self.repo is not None and legacy.exists():  # an older tiermem kept its record in the directory
+            if state is None:
+                state = read_state(legacy)
+                if state is not None:
+                    _write_state(self.path, state)
+            if self.repo.head_text(STATE) is not None:
+                self.extra_commit.append(STATE)
+                self.report.notes.append(f"{STATE} (tiermem's record) moved out of the repository into {self.path}")
+            legacy.unlink()
+        return state
+
+    def _agent(self, state: dict[str, Any] | None) -> Agent:
+        found = self.memory.core.find_agent(self.agent_name)
+        if state is not None and state.get("agent_id") not in (None, found.id if found else None):
+            raise ValidationError(f"{self.root} is synced with another agent ({state.get('agent')!r}); sync it with "
+                                  "that agent or use another directory.")
+        if found is not None:
+            return found
+        self.report.notes.append(f"created agent {self.agent_name!r} (no default blocks: its memory is this directory)")
+        return self.memory.ensure_agent(self.agent_name, blocks=())
+
+    # -- one label ---------------------------------------------------------------------
+
+    def _one(self, label: str, file: tuple[FileBlock, str] | None, block: Block | None,
+             seen: Record | None) -> Record | None:
+        sha = _sha(file[1]) if file is not None else None
+        record, seen = seen, (seen if seen is not None and "sha" in seen else None)  # seen: the last state that landed
+        file_changed = file is not None and (seen is None or sha != seen.get("sha"))
+        block_changed = block is not None and (
+            seen is None or block.version != seen.get("version") or block.id != seen.get("block_id"))
+        file_as_left = file is None if seen is None else not file_changed  # as it was when a write was refused
+        if record is not None and "rejected" in record and file_as_left:
+            if record["rejected"].get("state") == _block_state(block):
+                self.report.waiting.append(f"{path_of(label)}: {record['rejected'].get('why', '')}")
+                return record
+        if file is not None and block is not None:
+            if not file_changed and not block_changed:
+                return seen
+            if file_changed and block_changed and not same(file[0], block):
+                if self.prefer == "file":
+                    return self._to_store(file)
+                if self.prefer == "store":
+                    return self._to_file(block, seen)
+                self.report.conflicts.append(f"{label}: the file and the block both changed since the last sync")
+                return seen
+            if file_changed:
+                return self._to_store(file)
+            return self._to_file(block, seen)
+        if file is not None:  # no block
+            if seen is None or self.prefer == "file":
+                return self._to_store(file)
+            if not file_changed or self.prefer == "store":
+                self._remove_file(label, seen)
+                return seen
+            self.report.conflicts.append(f"{label}: the block was removed but the file was edited since the last sync")
+            return seen
+        if block is not None:  # no file
+            if seen is None or self.prefer == "store":
+                return self._to_file(block, seen)
+            if not block_changed or self.prefer == "file":
+                self.memory.delete_block(self.agent.id, label, actor="human")
+                self.report.detached.append(label)
+                return None
+            self.report.conflicts.append(f"{label}: the file was deleted but the block was edited since the last sync")
+            return seen
+        return None  # gone on both sides
+
+    def _to_store(self, file: tuple[FileBlock, str]) -> Record:
+        plan, text = file
+        apply_file(self.memory, self.agent.id, plan, actor="human", operation=self._file_operation(plan.path),
+                   notes=self.report.notes)
+        self.report.to_store.append(plan.label)
+        now = self.memory.block(self.agent.id, plan.label)
+        return {"sha": _sha(text), "block_id": now.id, "version": now.version}
+
+    def _file_operation(self, rel: str) -> str:
+        """The history entry of a file's change: the commit that made it and its author, when committed."""
+        last = self.repo.last_commit(rel) if self.repo is not None else None
+        return f"memfs: {last[0]} (commit by {last[1]})" if last else f"memfs: {rel} edited"
+
+    def _to_file(self, block: Block, seen: Record | None) -> Record:
+        rel = path_of(block.label)
+        text = render_file(block, rel, self.tree)
+        before = _read_or_none(self.root / rel)
+        record = {"sha": _sha(text), "block_id": block.id, "version": block.version}
+        if before == text:
+            return record
+        self.writes[rel] = (text, before)
+        self.after_write[rel] = (block.label, record)
+        self.report.to_files.append(block.label)
+        if before is None and not fmt.projected(rel, self.tree.paths | {rel}, self.tree.layout):
+            folder = rel.rsplit("/", 1)[0]
+            self.report.notes.append(f"{rel} is outside Letta Code's memory (layout v2) until {folder}/MEMORY.md "
+                                     "indexes its folder")
+        return {**(seen or {}), "pending": True}
+
+    def _remove_file(self, label: str, seen: Record) -> None:
+        rel = path_of(label)
+        before = _read_or_none(self.root / rel)
+        if before is not None:
+            self.removals[rel] = before
+        self.report.files_removed.append(label)
+
+    def _renames(self, parsed: dict[str, tuple[FileBlock, str]], blocks: dict[str, Block],
+                 seen: dict[str, Record], new_state: dict[str, Record]) -> set[str]:
+        """A file moved (the same text at a new path, the old path gone, its block unchanged) renames its block;
+        the labels handled."""
+        gone = {seen[x].get("sha"): x for x in seen
+                if x not in parsed and x in blocks and blocks[x].version == seen[x].get("version")
+                and blocks[x].id == seen[x].get("block_id")}
+        handled: set[str] = set()
+        for label, (plan, text) in sorted(parsed.items()):
+            old = gone.pop(_sha(text), None)
+            if old is None or label in blocks or label in seen:
+                continue
+            self.memory.update_block(self.agent.id, old, new_label=label, actor="human",
+                                     operation=f"memfs: renamed from {path_of(old)}")
+            apply_file(self.memory, self.agent.id, plan, actor="human", operation=self._file_operation(plan.path))
+            now = self.memory.block(self.agent.id, label)
+            new_state[label] = {"sha": _sha(text), "block_id": now.id, "version": now.version}
+            handled |= {old, label}
+            self.report.renamed.append(f"{old} -> {label}")
+        return handled
+
+    # -- the file side -----------------------------------------------------------------
+
+    def _write_files(self, new_state: dict[str, Record]) -> None:
+        """Check, commit and write what this pass changed on the file side; record what landed.
+
+        In git, the commit comes first (from a private index: nothing in the work tree is touched until it has
+        landed), then the files are written; what a hook rejects is never written at all.
+        """
+        for rel, why in self._precheck().items():
+            self._reject(rel, why, new_state)
+        if self.repo is not None and (self.writes or self.removals or self.extra_commit):
+            self._commit(new_state)
+        for rel, (text, _) in self.writes.items():
+            write_file(self.root, rel, text)
+        for rel in self.removals:
+            (self.root / rel).unlink(missing_ok=True)
+        if self.repo is not None:
+            self.repo.settle(list(self.writes) + list(self.removals) + self.extra_commit)
+        for rel, (label, record) in self.after_write.items():
+            if rel in self.writes:
+                new_state[label] = self._settle(label, rel, record)
+        for rel in self.removals:
+            new_state.pop(rel[: -len(fmt.SUFFIX)], None)
+
+    def _precheck(self) -> dict[str, str]:
+        """Files Letta Code's hook would refuse (tiermem's own copy of its rules), left unwritten."""
+        if self.repo is None or not self.tree.agent_repo:
+            return {}
+        paths = set(self.tree.paths) | set(self.writes)
+        refused: dict[str, str] = {}
+        for rel, (text, _) in self.writes.items():
+            if fmt.hook_checked(rel, paths, self.tree.layout):
+                problems = fmt.hook_problems(rel, text, self.repo.head_text(rel), self.tree.layout)
+                if problems:
+                    refused[rel] = "; ".join(problems)
+        return refused
+
+    def _commit(self, new_state: dict[str, Record]) -> None:
+        """Commit the files whose text differs from HEAD's; a file a hook rejects is left out (and the rest committed
+        again without it, once)."""
+        assert self.repo is not None
+        for attempt in range(2):
+            changes: dict[str, str | None] = {rel: text for rel, (text, _) in self.writes.items()
+                                              if self.repo.head_text(rel) != text}
+            changes |= {rel: None for rel in self.removals if self.repo.head_text(rel) is not None}
+            changes |= {rel: None for rel in self.extra_commit}
+            if not changes:
+                return
+            try:
+                self.report.commit = self.repo.commit(changes, self._message(changes))
+                return
+            except HookRejected as exc:
+                ours = [p for p in changes if p != STATE]
+                named = [p for p in exc.problems if p in ours]
+                blame = named if named and attempt == 0 and len(named) < len(ours) else ours
+                for rel in blame:
+                    self._reject(rel, "; ".join(exc.problems.get(rel, [])) or str(exc), new_state)
+                if not self.writes and not self.removals:
+                    self.extra_commit = []
+                    return
+
+    def _reject(self, rel: str, why: str, new_state: dict[str, Record]) -> None:
+        label = rel[: -len(fmt.SUFFIX)]
+        self.writes.pop(rel, None)
+        self.removals.pop(rel, None)
+        self.after_write.pop(rel, None)
+        for bucket in (self.report.to_files, self.report.files_removed):
+            if label in bucket:
+                bucket.remove(label)
+        block = self._current(label)
+        old = {k: v for k, v in new_state.get(label, {}).items() if k != "pending"}
+        new_state[label] = {**old, "rejected": {"state": _block_state(block), "why": why}}
+        self.report.rejected.append(f"{rel}: {why}")
+
+    def _settle(self, label: str, rel: str, record: Record) -> Record:
+        """After a file was written: bring the block in line with what the file says (a description Letta Code
+        needs, the layout's pinned rule), so both sides agree; the record of the final version."""
+        text = self.writes[rel][0]
+        try:
+            plan = parse_file(rel, text, self.tree)
+        except ValidationError:
+            return record
+        block = self.memory.block(self.agent.id, label)
+        if not same(plan, block) or block.metadata.get(FRONT_KEY, "") != (plan.front or ""):
+            apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
+            block = self.memory.block(self.agent.id, label)
+        return {"sha": _sha(text), "block_id": block.id, "version": block.version}
+
+    def _current(self, label: str) -> Block | None:
+        try:
+            return self.memory.block(self.agent.id, label)
+        except TiermemError:
+            return None
+
+    def _message(self, changes: dict[str, str | None]) -> str:
+        """The commit message: what changed and who changed it (a Letta-style reason, when an edit gave one)."""
+        lines: list[str] = []
+        reasons: list[str] = []
+        paths = list(changes)
+        for rel, text in changes.items():
+            if rel == STATE:
+                lines.append(f"delete {STATE}: tiermem's sync record now lives in the git directory")
+                continue
+            label = rel[: -len(fmt.SUFFIX)]
+            if text is None:
+                lines.append(f"delete {rel}: block detached in tiermem")
+                continue
+            verb = "create" if self.repo is not None and self.repo.head_text(rel) is None else "update"
+            record = self.after_write.get(rel, (label, {}))[1]
+            since = self.since.get(label, 0)
+            versions = [v for v in self.memory.history(self.agent.id, label, 20) if v.version > since]
+            done = ", ".join(f"{v.operation} by {v.actor}" for v in reversed(versions)) or "edited"
+            lines.append(f"{verb} {rel}: {done} (version {record.get('version', '?')})")
+            reasons += [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
+        if len(paths) == 1 and len(reasons) == 1:
+            subject = reasons[0]
+        elif len(paths) == 1:
+            subject = f"tiermem: {lines[0].split(':', 1)[0]}"
+        else:
+            subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
+        return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
+
+def _block_state(block: Block | None) -> list[Any] | None:
+    return None if block is None else [block.id, block.version]
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Watching
+# ---------------------------------------------------------------------------
+
+
+def signature(memory: Memory, agent_name: str, root: Path) -> tuple[Any, ...]:
+    """Cheap to take: what a sync would look at (the files' sizes and times, the blocks' versions)."""
+    files: list[tuple[str, int, int, int]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.endswith(fmt.SUFFIX) and not name.startswith("."):
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except OSError:
+                    continue
+                files.append((os.path.join(dirpath, name), st.st_mtime_ns, st.st_size, st.st_ino))
+    agent = memory.core.find_agent(agent_name)
+    blocks = [] if agent is None else [(b.id, b.label, b.version) for b in memory.blocks(agent.id)]
+    return tuple(sorted(files)), tuple(blocks)
 
 
 def watch_memfs(
     memory: Memory, agent_name: str, root: Path, *, interval: float, prefer: Prefer | None = None,
     on_report: Callable[[dict[str, Any]], None], keep_going: Callable[[], bool] = lambda: True,
+    on_error: Callable[[TiermemError], None] | None = None,
 ) -> None:
-    """Sync every ``interval`` seconds while ``keep_going()``; each sync's report goes to ``on_report``."""
+    """Sync whenever either side changed, checking every ``interval`` seconds while ``keep_going()``.
+
+    Each sync's report goes to ``on_report``; an error goes to ``on_error`` (when given; else it is raised)
+    and the watch goes on. A round is skipped while another git command holds the repository's index.
+    """
     if not interval > 0:
         raise ValidationError(f"--watch takes a number of seconds greater than 0, got {interval!r}.")
+    root.mkdir(parents=True, exist_ok=True)
+    repo = Repo.find(root)
+    last: tuple[Any, ...] | None = None
     while True:
-        on_report(sync_memfs(memory, agent_name, root, prefer=prefer))
+        now = signature(memory, agent_name, root)
+        if now != last and not (repo is not None and repo.busy()):
+            # taken before the pass: a change made while it runs is seen next round (a pass's own writes cost one
+            # more pass that finds nothing to do)
+            last = now
+            try:
+                on_report(sync_memfs(memory, agent_name, root, prefer=prefer, repo=repo))
+            except TiermemError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
         if not keep_going():
             return
         time.sleep(interval)
-
-
-def _sync_one(
-    memory: Memory, agent_id: str, root: Path, label: str, file: tuple[FileBlock, str] | None, block: Block | None,
-    seen: dict[str, Any] | None, prefer: Prefer | None, report: SyncReport,
-) -> dict[str, Any] | None:
-    """Sync one label; returns its new sync record (None: forget it)."""
-    file_changed = file is not None and (seen is None or file[1] != seen.get("sha"))
-    block_changed = block is not None and (
-        seen is None or block.version != seen.get("version") or block.id != seen.get("block_id"))
-
-    def to_store() -> dict[str, Any]:
-        assert file is not None
-        apply_file(memory, agent_id, file[0], actor="human")
-        report.to_store.append(label)
-        now = memory.block(agent_id, label)
-        return {"sha": file[1], "block_id": now.id, "version": now.version}
-
-    def to_file(b: Block) -> dict[str, Any]:
-        text = render_file(b)
-        write_file(root, path_of(label), text)
-        report.to_files.append(label)
-        return {"sha": _sha(text), "block_id": b.id, "version": b.version}
-
-    def remove_file() -> None:
-        (root / path_of(label)).unlink()
-        report.files_removed.append(label)
-
-    def detach() -> None:
-        memory.delete_block(agent_id, label, actor="human")
-        report.detached.append(label)
-
-    if file is not None and block is not None:
-        if not file_changed and not block_changed:
-            return seen
-        if file_changed and block_changed and not _same(file[0], block):
-            if prefer == "file":
-                return to_store()
-            if prefer == "store":
-                return to_file(block)
-            report.conflicts.append(f"{label}: the file and the block both changed since the last sync")
-            return seen
-        if file_changed:
-            return to_store()
-        if block_changed:
-            return to_file(block)
-        return {"sha": file[1], "block_id": block.id, "version": block.version}
-    if file is not None:  # no block
-        if seen is None or prefer == "file":
-            return to_store()
-        if not file_changed or prefer == "store":
-            remove_file()
-            return None
-        report.conflicts.append(f"{label}: the block was removed but the file was edited since the last sync")
-        return seen
-    if block is not None:  # no file
-        if seen is None or prefer == "store":
-            return to_file(block)
-        if not block_changed or prefer == "file":
-            detach()
-            return None
-        report.conflicts.append(f"{label}: the file was deleted but the block was edited since the last sync")
-        return seen
-    return None  # gone on both sides
-
-
-def _same(plan: FileBlock, block: Block) -> bool:
-    from ..blocks import is_pinned
-
-    s = plan.spec
-    return (s.value, s.description, s.limit, s.read_only, plan.pinned) == (
-        block.value, block.description, block.limit, block.read_only, is_pinned(block))
-
-
-def _git_commit(root: Path, report: SyncReport) -> str:
-    """Commit the sync if ``root`` is a git work tree and files changed; the new commit's id, else ""."""
-    if not (root / ".git").exists():
-        return ""
-    git = shutil.which("git")
-    if git is None:
-        raise ValidationError(f"{root} is a git repository but git is not on PATH; install git or remove {root}/.git.")
-    base = [git, "-C", str(root)]
-    who = subprocess.run([*base, "config", "user.email"], capture_output=True, text=True, check=False)
-    ident = [] if who.stdout.strip() else ["-c", "user.name=tiermem", "-c", "user.email=tiermem@localhost"]
-    try:
-        subprocess.run([*base, "add", "-A"], capture_output=True, text=True, check=True)
-        staged = subprocess.run([*base, "diff", "--cached", "--quiet"], capture_output=True, check=False)
-        if staged.returncode == 0:
-            return ""
-        changed = report.to_store + report.to_files + report.detached + report.files_removed
-        message = f"tiermem sync: {len(changed)} block(s)" + (f" ({', '.join(changed[:8])})" if changed else "")
-        subprocess.run([git, *ident, "-C", str(root), "commit", "-q", "-m", message], capture_output=True, text=True,
-                       check=True)
-        head = subprocess.run([*base, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise ValidationError(f"git in {root} failed: {(exc.stderr or exc.stdout or '').strip()}. "
-                              "The files and blocks are synced; commit by hand.") from exc
-    return head.stdout.strip()

@@ -1,0 +1,217 @@
+"""The git repository around a synced MemFS directory: commits that go through its hooks, and nothing more.
+
+tiermem commits only the files it changes, under its own name, through the repository's hooks (never
+bypassed), from a private index: the user's other changes, staged or not, stay as they were, and a
+rejected commit leaves nothing behind (``HookRejected`` says which file and why). Its bookkeeping lives
+inside the git directory, out of the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ValidationError
+
+AUTHOR = ("tiermem", "tiermem@localhost")
+POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it beside its hooks
+_HOOK_LINE = re.compile(r"^\s+(\S.*?\.md): (.+)$")
+_GIT_TIMEOUT = 120
+
+
+class GitError(ValidationError):
+    """git failed (or is missing) in a synced directory."""
+
+
+class HookRejected(GitError):
+    """The commit was refused (a hook, most often): ``problems`` maps each file the hook named to its reasons."""
+
+    def __init__(self, output: str, problems: dict[str, list[str]]) -> None:
+        self.output = output
+        self.problems = problems
+        named = "; ".join(f"{p}: {', '.join(r)}" for p, r in problems.items())
+        super().__init__(f"the commit was rejected ({named or output.strip()[-500:] or 'git gave no reason'})")
+
+
+@dataclass(frozen=True)
+class Repo:
+    root: Path  # the synced directory
+    gitdir: Path
+    prefix: str  # the synced directory inside the work tree ("" at its top), with a trailing '/'
+    git: str
+
+    @classmethod
+    def find(cls, root: Path) -> Repo | None:
+        """The repository ``root`` is in, or None (no ``.git`` above it, or git is not installed)."""
+        here = root.resolve()
+        if not any((p / ".git").exists() for p in (here, *here.parents)):
+            return None
+        git = shutil.which("git")
+        if git is None:
+            raise GitError(f"{root} is in a git repository but git is not on PATH; install git.")
+        done = subprocess.run([git, "-C", str(root), "rev-parse", "--absolute-git-dir", "--show-prefix"],
+                              capture_output=True, text=True, check=False, timeout=_GIT_TIMEOUT)
+        if done.returncode != 0:
+            return None
+        gitdir, prefix = (done.stdout.split("\n") + ["", ""])[:2]
+        return cls(root, Path(gitdir), prefix, git)
+
+    # -- what kind of repository ---------------------------------------------------
+
+    @property
+    def policy(self) -> str | None:
+        """Letta Code's layout policy for this repository (``legacy-only``, ``root-marker``...), if it set one."""
+        try:
+            return (self.gitdir / POLICY_FILE).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+
+    @property
+    def agent_repo(self) -> bool:
+        """A Letta Code memory repository: its hook validates every commit's memory files."""
+        if self.policy is not None:
+            return True
+        try:
+            return "Letta Code" in (self.gitdir / "hooks" / "pre-commit").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+
+    def busy(self) -> bool:
+        """Someone (Letta Code's memory tool, a person) is in the middle of a git command here."""
+        return (self.gitdir / "index.lock").exists()
+
+    def state_file(self) -> Path:
+        """Where tiermem keeps its sync record for this directory: inside the git directory."""
+        tag = "" if not self.prefix else "-" + hashlib.sha256(self.prefix.encode()).hexdigest()[:12]
+        return self.gitdir / f"tiermem-sync{tag}.json"
+
+    # -- reading ------------------------------------------------------------------
+
+    def run(self, *args: str, check: bool = True, ident: bool = False, env: dict[str, str] | None = None,
+            stdin: str | None = None, top: bool = False) -> subprocess.CompletedProcess[str]:
+        """git in the synced directory (``top``: at the work tree's top); waits out another git command's index lock
+        for a few seconds."""
+        where = self.root / "/".join(".." for _ in self.prefix.strip("/").split("/")) if top and self.prefix else self.root
+        cmd = [self.git, *(["-c", f"user.name={AUTHOR[0]}", "-c", f"user.email={AUTHOR[1]}"] if ident else []),
+               "-C", str(where), *args]
+        # git status refreshes the index under its lock when it can; Letta Code's memory tool, committing at that
+        # moment, would fail on the lock. tiermem's reads take no optional lock.
+        full = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", **(env or {})}
+        for attempt in range(50):
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=_GIT_TIMEOUT, env=full,
+                                  input=stdin)
+            locked = "index.lock" in done.stderr and "File exists" in done.stderr
+            if done.returncode == 0 or not locked or attempt == 49:
+                break
+            time.sleep(0.1)
+        if check and done.returncode != 0:
+            raise GitError(f"`git {' '.join(args[:2])}` failed in {self.root}: "
+                           f"{(done.stderr or done.stdout).strip()[-800:]}")
+        return done
+
+    def head_text(self, rel: str) -> str | None:
+        """The file as the last commit has it (None: not in the last commit, or no commit yet)."""
+        done = self.run("show", f"HEAD:./{rel}", check=False)
+        return done.stdout if done.returncode == 0 else None
+
+    def changed(self, rels: list[str]) -> list[str]:
+        """Which of ``rels`` differ from the last commit (modified, added, deleted or untracked)."""
+        if not rels:
+            return []
+        done = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *rels)
+        out: set[str] = set()
+        for entry in done.stdout.split("\0"):
+            if len(entry) > 3 and entry[2] == " ":
+                path = entry[3:]
+                out.add(path[len(self.prefix):] if path.startswith(self.prefix) else path)
+        return [r for r in rels if r in out]
+
+    def last_commit(self, rel: str, *, wait: float = 1.0) -> tuple[str, str] | None:
+        """(subject, author name) of the last commit that changed ``rel``, when the file is as it left it (waiting up
+        to ``wait`` seconds for a commit in progress, such as Letta Code's memory tool's)."""
+        deadline = time.monotonic() + wait
+        while self.changed([rel]):
+            if not self.busy() or time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        done = self.run("log", "-1", "--format=%s%x00%an", "--", rel, check=False)
+        subject, _, author = done.stdout.strip().partition("\0")
+        return (subject, author) if done.returncode == 0 and subject else None
+
+    # -- committing ------------------------------------------------------------------
+
+    def commit(self, changes: dict[str, str | None], message: str) -> str:
+        """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``; the commit's id.
+
+        The commit is built in a private index from HEAD, so the working tree and the repository's index are not
+        touched until it has landed (Letta Code's memory tool, which refuses to run while the repository has
+        uncommitted changes, never sees tiermem's half-done work), and a rejected commit leaves nothing behind:
+        ``HookRejected`` says which file and why. A commit another process made in the meantime is never undone:
+        if one slipped in between reading HEAD and committing, tiermem's commit is taken back and built again.
+        The caller writes the files afterwards (``settle``).
+        """
+        fd, tmp = tempfile.mkstemp(prefix="tiermem-index-", dir=self.gitdir)
+        os.close(fd)
+        index = {"GIT_INDEX_FILE": tmp}
+        try:
+            for _ in range(20):
+                base = self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None
+                Path(tmp).unlink(missing_ok=True)
+                self.run("read-tree", *([base] if base else ["--empty"]), env=index)
+                modes = self._modes(list(changes), index)
+                for rel, text in changes.items():
+                    if text is None:
+                        self.run("update-index", "--force-remove", "--", rel, env=index)
+                    else:
+                        blob = self.run("hash-object", "-w", "--stdin", "--path", rel, stdin=text).stdout.strip()
+                        entry = f"{modes.get(rel, '100644')},{blob},{self.prefix}{rel}"
+                        self.run("update-index", "--add", "--cacheinfo", entry, env=index, top=True)
+                done = self.run("commit", "-q", "-m", message, check=False,
+                                ident=True, env=index)
+                if done.returncode != 0:
+                    output = (done.stdout + "\n" + done.stderr).strip()
+                    if "cannot lock ref" in output:
+                        continue  # another commit landed while this one was checked: build it again
+                    raise HookRejected(output, self._problems(output))
+                head = self.run("rev-parse", "HEAD").stdout.strip()
+                parent = self.run("rev-parse", "--verify", "-q", "HEAD^", check=False).stdout.strip() or None
+                if parent == base:
+                    return head
+                # built on a HEAD that moved before the commit read it: take it back (only if still on top), again
+                if parent is None:
+                    self.run("update-ref", "-d", "HEAD", head, check=False)
+                else:
+                    self.run("update-ref", "HEAD", parent, head, check=False)
+            raise GitError(f"{self.root}: other commits kept landing while tiermem tried to commit; try again.")
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def _modes(self, rels: list[str], env: dict[str, str]) -> dict[str, str]:
+        listed = self.run("ls-files", "-s", "-z", "--", *rels, env=env).stdout
+        out: dict[str, str] = {}
+        for entry in listed.split("\0"):
+            meta, _, path = entry.partition("\t")
+            if path:
+                out[path[len(self.prefix):] if path.startswith(self.prefix) else path] = meta.split(" ")[0]
+        return out
+
+    def _problems(self, output: str) -> dict[str, list[str]]:
+        problems: dict[str, list[str]] = {}
+        for line in output.splitlines():
+            m = _HOOK_LINE.match(line)
+            if m:
+                path = m.group(1)
+                problems.setdefault(path[len(self.prefix):] if path.startswith(self.prefix) else path, []).append(m.group(2))
+        return problems
+
+    def settle(self, rels: list[str]) -> None:
+        """After a commit and the files written: the repository's index agrees with HEAD for ``rels``."""
+        if rels:
+            self.run("reset", "-q", "--", *rels, check=False)

@@ -1,0 +1,175 @@
+"""memory_tool_dialect = "letta-code": the `memory` and `memory_apply_patch` tools with Letta Code's schema and
+semantics, through a real MCP client; and the Anthropic dialect's `view` of folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tiermem.config import Settings, load_settings
+from tiermem.registry import edited_labels
+
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+# Letta Code 0.32.18's src/tools/schemas/Memory.json and MemoryApplyPatch.json: names, types, enum, required
+MEMORY_SCHEMA = {
+    "command": {"type": "string", "enum": ["create", "str_replace", "insert", "delete", "rename", "update_description"]},
+    "reason": {"type": "string"}, "file_path": {"type": "string"}, "old_path": {"type": "string"},
+    "new_path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"},
+    "insert_line": {"type": "number"}, "insert_text": {"type": "string"}, "description": {"type": "string"},
+    "file_text": {"type": "string"},
+}
+
+
+@pytest.fixture
+def lc_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setenv("TIERMEM_MEMORY_TOOL_DIALECT", "letta-code")
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem")
+
+
+async def call(c: Client, tool: str = "memory", **args: Any) -> tuple[bool, str, Any]:
+    r = await c.call_tool(tool, args)
+    return r.is_error, text_of(r), r.structured_content
+
+
+async def test_schema_and_commands(lc_settings: Settings) -> None:
+    async with Client(serve_in_process(lc_settings)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        schema = tools["memory"].input_schema
+        assert {k: {x: v[x] for x in ("type", "enum") if x in v} for k, v in schema["properties"].items()
+                if k != "idempotency_key"} == MEMORY_SCHEMA
+        assert schema["required"] == ["command", "reason"]
+        patch = tools["memory_apply_patch"].input_schema
+        assert set(patch["properties"]) - {"idempotency_key"} == {"reason", "input"} and patch["required"] == ["reason", "input"]
+        assert "memory_replace" in tools  # the rest of the surface is unchanged
+
+        ok = await call(c, command="create", reason="Track prefs", file_path="system/human/prefs.md",
+                        description="Coding: prefs", file_text="Likes tea\nLikes tea\nHates rain")
+        assert ok[:2] == (False, "Memory create: created system/human/prefs.md (version 1).")
+        assert ok[2]["paths"] == ["system/human/prefs.md"] and ok[2]["versions"] == {"system/human/prefs": 1}
+        # str_replace: the first occurrence (Letta Code's), not "unique or refuse"
+        await call(c, command="str_replace", reason="Coffee now", file_path="memory/system/human/prefs",
+                   old_string="tea", new_string="coffee")
+        # insert: 1-based, the text becomes line k; out of range is clamped; fractions floor
+        for line, text in [(1, "first"), (99, "last"), (2.9, "second"), (0, "zeroth")]:
+            assert not (await call(c, command="insert", reason="add", file_path="system/human/prefs.md",
+                                   insert_line=line, insert_text=text))[0]
+        r = await c.read_resource("memory://blocks/system/human/prefs")
+        assert r.contents[0].text == "zeroth\nfirst\nsecond\nLikes coffee\nLikes tea\nHates rain\nlast"
+        history = text_of(await c.call_tool("memory_history", {"label": "system/human/prefs", "limit": 6}))
+        assert '"operation": "memory str_replace: Coffee now"' in history and '"operation": "memory create: Track prefs"' in history
+        # a file outside system/ is detached (listed, not in the prompt); update_description; rename
+        await call(c, command="create", reason="r", file_path="reference/Team-Notes.md", description="Team")
+        await call(c, command="update_description", reason="r", file_path="reference/Team-Notes.md", description="The team")
+        await call(c, command="rename", reason="promote", old_path="reference/Team-Notes.md", new_path="system/team.md")
+        core = text_of(await c.call_tool("core_memory_view", {}))
+        assert "<system/team>\n<description>\nThe team\n" in core and "<system/human/prefs>" in core
+        # absolute paths inside the synced directory are accepted, as Letta Code's $MEMORY_DIR paths
+        root = str(lc_settings.sync.resolve())  # type: ignore[union-attr]
+        err, text, _ = await call(c, command="update_description", reason="r", file_path=f"{root}/system/team.md",
+                                  description="Our team")
+        assert not err, text
+        # delete a folder with everything in it
+        await call(c, command="create", reason="r", file_path="notes/a.md", description="a")
+        await call(c, command="create", reason="r", file_path="notes/b/c.md", description="c")
+        gone = await call(c, command="delete", reason="Clean up", file_path="notes")
+        assert gone[:2] == (False, "Memory delete: removed notes/a.md, notes/b/c.md.")
+
+        # Letta Code's errors, and nothing changes
+        for args, message in [
+            ({"command": "create", "reason": "", "file_path": "x.md", "description": "d"}, "memory: 'reason' must be a non-empty string"),
+            ({"command": "create", "reason": "r", "file_path": "x.md"}, "memory create: 'description' must be a non-empty string"),
+            ({"command": "create", "reason": "r", "file_path": "system/team.md", "description": "d"},
+             "memory create: block already exists at system/team.md"),
+            ({"command": "str_replace", "reason": "r", "file_path": "system/team.md", "old_string": "zzz", "new_string": "y"},
+             "memory str_replace: old_string was not found in the target memory block"),
+            ({"command": "str_replace", "reason": "r", "file_path": "system/team.md", "old_string": "a", "new_string": ""},
+             "memory str_replace: 'new_string' must be a non-empty string"),
+            ({"command": "insert", "reason": "r", "file_path": "nope.md", "insert_line": 1, "insert_text": "x"},
+             "memory: failed to read nope.md: no such memory file"),
+            ({"command": "rename", "reason": "r", "old_path": "system/team.md", "new_path": "system/human/prefs.md"},
+             "memory rename: destination already exists at system/human/prefs.md"),
+            ({"command": "delete", "reason": "r", "file_path": "../etc/passwd"}, "contains invalid path traversal segment"),
+            ({"command": "delete", "reason": "r", "file_path": "/etc/passwd"}, "must be a relative path like system/contacts.md"),
+            ({"command": "update_description", "reason": "r", "file_path": "system/team.md", "description": "Our team"},
+             "Memory update_description made no effective changes"),
+            ({"command": "view", "reason": "r", "file_path": "system/team.md"}, "command"),
+            ({"command": "create", "reason": "r", "path": "/memories/x"}, "does not take the argument `path`"),
+        ]:
+            err, text, _ = await call(c, **args)
+            assert err and message in text, (args, text)
+
+
+async def test_read_only_files_refuse_edits(lc_settings: Settings) -> None:
+    from tiermem.cli import main
+
+    data = ["--data-dir", str(lc_settings.data_dir), "--embedding-model", "hashing"]
+    assert main(["blocks", "create", "system/rules", "--value", "Be kind", "--read-only", *data]) == 0
+    async with Client(serve_in_process(lc_settings)) as c:
+        for args in ({"command": "insert", "file_path": "system/rules.md", "insert_line": 1, "insert_text": "x"},
+                     {"command": "delete", "file_path": "system"}):
+            err, text, _ = await call(c, reason="r", **args)
+            assert err and "system/rules.md is read_only and cannot be modified" in text, text
+        err, text, _ = await call(c, "memory_apply_patch", reason="r",
+                                  input="*** Begin Patch\n*** Update File: system/rules.md\n@@\n-Be kind\n+Be mean\n*** End Patch")
+        assert err and text == "memory_apply_patch: system/rules.md is read_only and cannot be modified"
+
+
+async def test_codex_patches(lc_settings: Settings) -> None:
+    async with Client(serve_in_process(lc_settings)) as c:
+        await call(c, command="create", reason="r", file_path="system/human.md", description="The human",
+                   file_text="Name: Ada\nLikes tea")
+        patch = ("*** Begin Patch\n*** Update File: system/human.md\n*** Move to: system/person.md\n@@\n"
+                 "-description: The human\n+description: The person\n@@\n Name: Ada\n-Likes tea\n+Likes coffee\n"
+                 "*** Add File: reference/new.md\n+hello\n*** Add File: reference/framed.md\n+---\n"
+                 "+description: Framed\n+colour: blue\n+---\n+body\n*** End Patch")
+        err, text, data = await call(c, "memory_apply_patch", reason="Reorganise", input=patch)
+        assert not err, text
+        assert data["paths"] == ["reference/framed.md", "reference/new.md", "system/human.md", "system/person.md"]
+        core = text_of(await c.call_tool("core_memory_view", {}))
+        assert "<system/person>\n<description>\nThe person\n" in core and "Likes coffee" in core
+        assert "new (reference/new; 5 chars): Memory block reference/new" in core
+        assert "framed (reference/framed; 4 chars): Framed" in core
+        history = text_of(await c.call_tool("memory_history", {"label": "system/person"}))
+        assert '"operation": "memory_apply_patch: Reorganise"' in history
+        # a failing hunk changes nothing, however many operations came before it
+        before = text_of(await c.call_tool("core_memory_view", {}))
+        bad = ("*** Begin Patch\n*** Delete File: reference/new.md\n*** Update File: system/person.md\n@@\n-nope\n+x\n"
+               "*** End Patch")
+        err, text, _ = await call(c, "memory_apply_patch", reason="r", input=bad)
+        assert err and "failed to apply hunk to system/person.md: context not found" in text
+        assert text_of(await c.call_tool("core_memory_view", {}))[:2000] == before[:2000]
+        err, text, _ = await call(c, "memory_apply_patch", reason="r",
+                                  input="*** Begin Patch\n*** Add File: system/person.md\n+x\n*** End Patch")
+        assert err and text == "memory_apply_patch: cannot add existing memory file: system/person.md"
+
+
+async def test_anthropic_view_lists_folders(settings: Settings) -> None:
+    """`view /memories` failed once any label held a '/' (its folder entry had no limit)."""
+    async with Client(serve_in_process(settings)) as c:
+        await c.call_tool("memory", {"command": "create", "path": "/memories/notes/projects", "file_text": "x"})
+        r = await c.call_tool("memory", {"command": "view", "path": "/memories"})
+        assert not r.is_error, text_of(r)
+        assert "1\tdir /memories/notes\t1 files" in text_of(r)
+        entry = next(e for e in r.structured_content["entries"] if e["path"] == "/memories/notes")
+        assert entry["kind"] == "directory" and "limit" not in entry
+
+
+def test_edited_labels_of_both_dialects() -> None:
+    assert edited_labels("memory", {"command": "rename", "reason": "r", "old_path": "a.md", "new_path": "memory/b/c"}) == ["a", "b/c"]
+    patch = "*** Begin Patch\n*** Update File: x.md\n*** Move to: y.md\n@@\n-a\n+b\n*** Delete File: z.md\n*** End Patch"
+    assert edited_labels("memory_apply_patch", {"reason": "r", "input": patch}) == ["x", "y", "z"]
+    assert edited_labels("memory", {"command": "str_replace", "path": "/memories/human"}) == ["human"]
+    assert edited_labels("memory_apply_patch", {"label": "human", "patch": "-a\n+b"}) == ["human"]
+
+
+def test_a_bad_dialect_is_refused(tmp_path: Path) -> None:
+    from tiermem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="memory_tool_dialect"):
+        load_settings(data_dir=tmp_path, memory_tool_dialect="letta")

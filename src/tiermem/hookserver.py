@@ -55,6 +55,7 @@ class HookListener:
         self.recall = autorecall.RecallSettings(settings.auto_recall_threshold, settings.auto_recall_limit,
                                                 settings.auto_recall_max_chars)
         self.enabled_recall = settings.auto_recall
+        self.dialect = settings.memory_tool_dialect
         self.path: Path | None = None
         self._sock: socket.socket | None = None
 
@@ -158,7 +159,8 @@ class HookListener:
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
-            core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS)
+            core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS,
+                                         dialect=self.dialect)
             return {"ok": True, "context": core}, None
         if event not in ("UserPromptSubmit", "Stop"):
             return {"ok": True, "context": ""}, None

@@ -41,8 +41,10 @@ from .locomo import DATA, messages, name_blocks
 
 
 def locomo_path() -> Path:
-    """The dev split beside the checkout (``../shared``), or beside the folder of worktrees (``../../shared``)."""
-    for candidate in (DATA, ROOT.parent.parent / "shared" / "bench-data" / DATA.name):
+    """The dev split: ``$LOCOMO_DEV_JSON``, else beside the checkout (``../shared``) or beside the folder of worktrees
+    (``../../shared``)."""
+    given = os.environ.get("LOCOMO_DEV_JSON")
+    for candidate in ([Path(given)] if given else []) + [DATA, ROOT.parent.parent / "shared" / "bench-data" / DATA.name]:
         if candidate.exists():
             return candidate
     raise SystemExit(f"LoCoMo dev split not found at {DATA}")

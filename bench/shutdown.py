@@ -76,13 +76,17 @@ def network_round(env: dict[str, str], transport: str) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port)],
+    token = "bench-shutdown-token-0123456789abcdef"
+    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port),
+                             "--token", token],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             cwd=ROOT)
 
     async def use() -> None:
+        import httpx2
         from mcp import Client
         from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
 
         url = f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}"
         for _ in range(600):
@@ -91,7 +95,10 @@ def network_round(env: dict[str, str], transport: str) -> float:
                     break
             except OSError:
                 await anyio.sleep(0.1)
-        async with Client(url if transport == "http" else sse_client(url), cache=None) as client:
+        auth = {"authorization": f"Bearer {token}"}
+        target = (streamable_http_client(url, http_client=httpx2.AsyncClient(headers=auth)) if transport == "http"
+                  else sse_client(url, headers=auth))
+        async with Client(target, cache=None) as client:
             await client.call_tool("archival_memory_insert", {"content": "warm up"})
 
     anyio.run(use)

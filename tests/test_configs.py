@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tiermem.config import Settings, load_settings
+from tiermem.errors import ConfigError
 from tiermem.netguard import make_tokens
 
 from .conftest import PYTHON, ROOT
@@ -24,9 +25,14 @@ CONFIGS = ROOT / "configs"
 
 
 def _server_entry(data: dict) -> dict:
-    servers = data.get("mcpServers") or data.get("servers")
+    servers = data.get("mcpServers") or data.get("servers") or data.get("mcp") or data.get("mcp_servers")
     assert isinstance(servers, dict) and "tiermem" in servers
-    return servers["tiermem"]
+    entry = dict(servers["tiermem"])
+    if isinstance(entry.get("command"), list):  # opencode: the command and its arguments in one list
+        entry["command"], entry["args"] = entry["command"][0], entry["command"][1:]
+    if "environment" in entry:
+        entry["env"] = entry.pop("environment")
+    return entry
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.json")))
@@ -43,15 +49,37 @@ def test_json_snippets_start_the_server(name: str) -> None:
         assert key == "ANTHROPIC_API_KEY" or key.removeprefix("TIERMEM_").lower() in Settings.model_fields
 
 
+def test_codex_snippet_starts_the_server() -> None:
+    from tiermem.cli import build_parser
+
+    entry = _server_entry(tomllib.loads((CONFIGS / "codex_config.toml").read_text()))
+    assert Path(entry["command"]).name == "tiermem" and entry["required"] is True
+    build_parser().parse_args(entry["args"])
+
+
 def test_toml_snippets_load_as_settings(tmp_path: Path) -> None:
     for path in CONFIGS.glob("*.toml"):
+        if path.name == "codex_config.toml":
+            continue  # Codex's own config, not tiermem's
         tomllib.loads(path.read_text())
         settings = load_settings(path)
         assert settings.transport in ("stdio", "http", "sse")
-        make_tokens(settings.auth_tokens, "auth_tokens")  # the example token passes our own checks
+        assert "0.0.0.0" not in path.read_text()  # the samples never suggest listening on every interface
     client = json.loads((CONFIGS / "http_client_mcp.json").read_text())
     server = load_settings(CONFIGS / "http_server.toml")
     assert _server_entry(client)["headers"]["Authorization"] == f"Bearer {server.auth_tokens[0]['token']}"
+
+
+def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """`tiermem serve --config configs/http_server.toml` as shipped: the placeholder is not a secret."""
+    done = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--config", str(CONFIGS / "http_server.toml"),
+                           "--data-dir", str(tmp_path / "d"), "--port", "0"],
+                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+    assert done.returncode == 1 and "placeholder" in done.stderr and "openssl rand -hex 32" in done.stderr, done.stderr
+    assert not (tmp_path / "d").exists()  # refused before anything was opened
+    for example in ("your-token-here-0123", "changeme-changeme-123", "<paste your token here>", "a" * 40):
+        with pytest.raises(ConfigError, match="placeholder"):
+            make_tokens([{"token": example}], "auth_tokens")
 
 
 def test_claude_code_line() -> None:
@@ -99,7 +127,8 @@ def test_smithery_yaml() -> None:
     assert json.loads(empty.stdout)["env"] == {}  # nothing set: the defaults apply
 
 
-@pytest.mark.parametrize("host", ["claude-desktop", "claude-code", "cursor", "vscode", "http"])
+@pytest.mark.parametrize("host", ["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
+                                  "http"])
 def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) -> None:
     done = subprocess.run([PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")],
                           capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60, check=False)
@@ -114,7 +143,7 @@ def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) ->
         assert settings.transport == "http" and settings.auth_tokens[0]["agents"] == ["work"]
         assert len(make_tokens(settings.auth_tokens, "auth_tokens")) == 1
     else:
-        entry = _server_entry(json.loads(out))
+        entry = _server_entry(tomllib.loads(out) if host == "codex" else json.loads(out))
         assert Path(entry["command"]).exists() and entry["args"] == ["serve", "--agent", "work"]
         assert entry["env"]["TIERMEM_DATA_DIR"] == str(tmp_path / "d")
 

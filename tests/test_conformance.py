@@ -1,4 +1,4 @@
-"""The real ``tiermem serve --transport http``: resumable SSE streams, and the official MCP conformance suite.
+"""The HTTP app of ``tiermem serve --transport http``: resumable SSE streams, and the official MCP conformance suite.
 
 The suite (``@modelcontextprotocol/conformance``, run on Node 22) is installed by ``tests/install_conformance.py``
 (``.ci/run`` runs it first; this test runs it if needed); without npm, or offline, the suite's test skips with the reason.
@@ -18,9 +18,8 @@ import httpx2
 import pytest
 import yaml
 
-from .conftest import PYTHON, ROOT
 from .install_conformance import cli_path, install, node_path
-from .test_transports import free_port, server_env, wait_for_port
+from .test_transports import free_port
 
 BASELINE = Path(__file__).with_name("conformance-baseline.yml")
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -28,18 +27,38 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The HTTP app exactly as ``tiermem serve --transport http`` builds it (with the inspector at /ui), served by
+    uvicorn on loopback, without bearer tokens: the conformance suite cannot send one (``tiermem serve`` itself
+    always requires one: tests/test_rough_edges.py)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tiermem.config import load_settings
+    from tiermem.server import build_http_app
+    from tiermem.ui.launch import http_mount
+
+    from .conftest import serve_in_process
+
     tmp = tmp_path_factory.mktemp("conformance")
     port = free_port()
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--data-dir", str(tmp / "data")],
-        cwd=ROOT, env=server_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    settings = load_settings(data_dir=tmp / "data", embedding_model="hashing", transport="http", port=port)
+    server = serve_in_process(settings)
+    app = build_http_app(server, settings, [], ui=http_mount(server.runtime.handle, settings))
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+                                        timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not web.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
     try:
-        wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        web.should_exit = True
+        thread.join(10)
 
 
 def events(lines: Iterator[str], until_message: bool = True) -> list[dict[str, str]]:

@@ -133,10 +133,10 @@ def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
 MMAP_PROBE = textwrap.dedent(
     """
     import ctypes, json, sys
-    from tiermem.cli import _keep_heap
+    from tiermem.serving import keep_heap
     from tiermem.config import load_settings
 
-    _keep_heap(load_settings(malloc_mmap_threshold_kb=int(sys.argv[1]), heap_trim_seconds=0))  # as `tiermem serve`
+    keep_heap(load_settings(malloc_mmap_threshold_kb=int(sys.argv[1]), heap_trim_seconds=0))  # as `tiermem serve`
     libc = ctypes.CDLL("libc.so.6")
     class Info(ctypes.Structure):
         _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
@@ -277,13 +277,13 @@ def test_deferred_package_init_leaves_an_imported_or_missing_package_alone() -> 
 ARROW_POOL = textwrap.dedent(
     """
     import os, sys
-    from tiermem.cli import _keep_heap
+    from tiermem.serving import keep_heap
     from tiermem.config import load_settings
     if sys.argv[1]:
         os.environ["ARROW_DEFAULT_MEMORY_POOL"] = sys.argv[1]
     else:
         os.environ.pop("ARROW_DEFAULT_MEMORY_POOL", None)
-    _keep_heap(load_settings(heap_trim_seconds=0))  # as `tiermem serve`, before anything imports pyarrow
+    keep_heap(load_settings(heap_trim_seconds=0))  # as `tiermem serve`, before anything imports pyarrow
     import pyarrow
     print(pyarrow.default_memory_pool().backend_name)
     """

@@ -35,7 +35,7 @@ LAYER = {
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
     "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
     "hookserver": 9,  # the server's listener for host hooks
-    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "__main__": 14,
+    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 14,
     "hooks": 12,  # `tiermem hook`: the client a host runs (imports little: it runs once per prompt)
     "entry": 13,  # the `tiermem` command: hooks straight to `hooks`, everything else to `cli`
 }

@@ -72,8 +72,16 @@ def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
     assert open_memory(s).archive.store.index_health()["passages"]["fts_unindexed"] == 0
 
 
+def test_doctor_does_not_create_a_missing_data_directory(tmp_path: Path) -> None:
+    typo = run(tmp_path, "doctor")
+    assert typo.returncode == 1 and "[FAIL] data directory" in typo.stdout and "does not exist" in typo.stdout
+    assert "--data-dir" in typo.stdout and not (tmp_path / "data").exists()
+
+
 def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     import socket
+
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -95,6 +103,7 @@ def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "model.onnx").write_bytes(b"not a model")
+    (tmp_path / "data").mkdir()
     path = os.pathsep.join([str(tmp_path / "site"), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
     out = run(tmp_path, "doctor", "--json", model="default", env={"PYTHONPATH": path})
     report = json.loads(out.stdout)

@@ -188,6 +188,7 @@ def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
     data, out = str(tmp_path / "d"), tmp_path / "mem"
     common = ["--data-dir", data, "--embedding-model", "hashing"]
+    assert main(["agents", "create", "a", *common]) == 0  # agents are made on purpose
     assert main(["blocks", "create", "notes/todo", "--value", "buy milk", "--agent", "a", *common]) == 0
     assert main(["export", "a", "--format", "memfs", "-o", str(out), *common]) == 0
     assert (out / "notes" / "todo.md").read_text().endswith("---\nbuy milk\n")

@@ -19,7 +19,7 @@ from mcp import Client
 
 from .conftest import PYTHON, ROOT, text_of
 from .test_reliability import Target, kill_during_block_edits, kill_during_bulk_insert, kill_during_import
-from .test_transports import free_port, server_env, wait_for_port
+from .test_transports import HTTP_TOKEN, free_port, http_target, server_env, wait_for_port
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[test]')")
 boto3 = pytest.importorskip("boto3", reason="boto3 (installed with moto) is missing")
@@ -81,7 +81,8 @@ def start_http(tmp_path: Path, config: Path) -> tuple[subprocess.Popen[bytes], i
     port = free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--config", str(config)],
-        cwd=ROOT, env=env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env={**env(tmp_path), "TIERMEM_HTTP_TOKEN": HTTP_TOKEN}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     wait_for_port(port, proc, timeout=120)
     return proc, port
@@ -108,7 +109,7 @@ async def test_s3_serve_edit_search_restart_doctor_optimize_export_import(tmp_pa
     config = s3_config(tmp_path, s3_endpoint, f"full-{uuid.uuid4().hex[:8]}", model="default")
     proc, port = start_http(tmp_path, config)
     try:
-        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, read_timeout_seconds=120) as c:
+        async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None, read_timeout_seconds=120) as c:
             names = {t.name for t in (await c.list_tools()).tools}
             await ok(c, "core_memory_append", {"label": "human", "content": "Prefers tea"})
             await ok(c, "core_memory_replace", {"label": "human", "old_content": "tea", "new_content": "green tea"})
@@ -132,7 +133,7 @@ async def test_s3_serve_edit_search_restart_doctor_optimize_export_import(tmp_pa
 
     proc, port = start_http(tmp_path, config)  # restart: everything is read back from the bucket
     try:
-        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, read_timeout_seconds=120) as c:
+        async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None, read_timeout_seconds=120) as c:
             core = (await c.read_resource("memory://core")).contents[0].text
             assert "Prefers green tea" in core and "Lives in Bergen" in core and "careful assistant" in core
             found = json.loads(await ok(c, "archival_memory_search", {"query": "cat name"}))
@@ -168,7 +169,7 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
     try:
         async def worker(w: int) -> None:
             port = procs[w % REPLICAS][1]
-            async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, read_timeout_seconds=240) as c:
+            async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None, read_timeout_seconds=240) as c:
                 for i in range(APPENDS):
                     await ok(c, "core_memory_append", {"label": "human", "content": f"w{w}-a{i}"})
 
@@ -178,7 +179,7 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
 
         expected = {f"w{w}-a{i}" for w in range(CLIENTS) for i in range(APPENDS)}
         for _, port in procs:  # every replica reads the same block
-            async with Client(f"http://127.0.0.1:{port}/mcp", cache=None, read_timeout_seconds=120) as c:
+            async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None, read_timeout_seconds=120) as c:
                 value = (await c.read_resource("memory://blocks/human")).contents[0].text
                 lines = Counter(line for line in value.split("\n") if line.startswith("w"))
                 lost = expected - set(lines)
@@ -194,11 +195,11 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
             if getattr(root, "method", None) == "notifications/resources/updated":
                 received.append(str(root.params.uri))
 
-        async with Client(f"http://127.0.0.1:{procs[0][1]}/mcp", cache=None, mode="legacy",
+        async with Client(http_target(f"http://127.0.0.1:{procs[0][1]}/mcp"), cache=None, mode="legacy",
                           message_handler=handler, read_timeout_seconds=120) as watcher:
             await watcher.subscribe_resource("memory://blocks/human")
             await anyio.sleep(3)  # let the watcher take its first look
-            async with Client(f"http://127.0.0.1:{procs[1][1]}/mcp", cache=None, read_timeout_seconds=120) as other:
+            async with Client(http_target(f"http://127.0.0.1:{procs[1][1]}/mcp"), cache=None, read_timeout_seconds=120) as other:
                 await ok(other, "core_memory_append", {"label": "human", "content": "edited on replica 1"})
             with anyio.fail_after(120):
                 while "memory://blocks/human" not in received:

@@ -16,8 +16,8 @@ from .conftest import PYTHON, ROOT, text_of
 from .test_transports import free_port, server_env, wait_for_port
 
 pytestmark = pytest.mark.anyio
-WORK = "w" * 40
-OTHER = "o" * 40
+WORK = "5f0c1e9a7b3d42c8a61e0f7d9b2c4a86"
+OTHER = "c3a9e1f07d5b4b2e8f6a0c1d9e7b3a52"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

@@ -32,7 +32,7 @@ async def test_default_tools_and_annotations(settings: Settings) -> None:
         assert tools["archival_memory_search"].annotations.read_only_hint is True
         assert tools["core_memory_view"].annotations.read_only_hint is True
         assert tools["memory_replace"].annotations.read_only_hint is False
-        assert tools["memory_replace"].annotations.destructive_hint is True
+        assert tools["memory_replace"].annotations.destructive_hint is False  # versioned: memory_revert undoes it
         assert tools["core_memory_append"].annotations.destructive_hint is False
         assert tools["archival_memory_delete"].annotations.destructive_hint is True
         schema = tools["memory_replace"].input_schema

@@ -19,7 +19,7 @@ from tiermem.config import load_settings
 from tiermem.factory import open_memory
 
 from .conftest import PYTHON, ROOT
-from .test_transports import free_port, server_env, wait_for_port
+from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, wait_for_port
 
 EXIT_WAIT = 60  # seconds: generous, only so that a server that never exits fails the test instead of hanging it
 
@@ -88,7 +88,8 @@ async def test_network_transports_finish_what_is_in_flight_and_exit(tmp_path: Pa
     data, port = tmp_path / "data", free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--data-dir", str(data)],
-        cwd=ROOT, env=server_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp" if transport == "http" else f"http://127.0.0.1:{port}/sse"
     acked: list[str] = []
     try:
@@ -96,7 +97,8 @@ async def test_network_transports_finish_what_is_in_flight_and_exit(tmp_path: Pa
 
         async def writer(n: int) -> None:
             try:
-                async with Client(url if transport == "http" else sse_client(url), cache=None) as client:
+                target = http_target(url) if transport == "http" else sse_client(url, headers=AUTH)
+                async with Client(target, cache=None) as client:
                     for i in range(1000):
                         result = await client.call_tool("archival_memory_insert", {"content": f"writer {n} fact {i}"})
                         if result.is_error:

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import PYTHON, ROOT, text_of
 
@@ -24,6 +26,16 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
                TIERMEM_TOOLS="all")  # every tool: tests exercise each one (the default set's tests ask for it)
     env.update(extra)
     return env
+
+
+HTTP_TOKEN = "9a4f2c7e0b1d4e6f8a3c5b7d9e0f1a2b"  # TIERMEM_HTTP_TOKEN of the HTTP servers these tests start
+AUTH = {"authorization": f"Bearer {HTTP_TOKEN}"}
+
+
+def http_target(url: str, token: str = HTTP_TOKEN):  # type: ignore[no-untyped-def]
+    """A streamable-HTTP transport for ``Client`` that sends the bearer token."""
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300)))
 
 
 def stdio_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:
@@ -58,7 +70,8 @@ def network_server(tmp_path: Path, request: pytest.FixtureRequest):  # type: ign
     port = free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--data-dir", str(tmp_path / "data")],
-        cwd=ROOT, env=server_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for_port(port, proc)
@@ -106,14 +119,14 @@ async def test_stdio_stdout_is_protocol_only(tmp_path: Path) -> None:
 @pytest.mark.parametrize("network_server", ["http"], indirect=True)
 async def test_streamable_http(network_server) -> None:  # type: ignore[no-untyped-def]
     _, port = network_server
-    async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
+    async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None) as client:
         await exercise(client)
 
 
 @pytest.mark.parametrize("network_server", ["sse"], indirect=True)
 async def test_sse(network_server) -> None:  # type: ignore[no-untyped-def]
     _, port = network_server
-    async with Client(sse_client(f"http://127.0.0.1:{port}/sse"), cache=None) as client:
+    async with Client(sse_client(f"http://127.0.0.1:{port}/sse", headers=AUTH), cache=None) as client:
         await exercise(client)
 
 

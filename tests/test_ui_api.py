@@ -182,7 +182,7 @@ def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
     from tiermem.server import build_http_app, build_server
     from tiermem.ui.launch import http_mount
 
-    work, admin = "w" * 40, "a" * 40
+    work, admin = "1b7d9f3a5c2e4a6b8d0f1e3c5a7b9d2f", "e8c6a4b2d0f9e7c5a3b1d8f6e4c2a0b9"
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT,
                              agent="work")
     memory = open_memory(settings)
@@ -215,6 +215,11 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     from .test_transports import free_port, server_env, wait_for_port
 
     port = free_port()
+    refused = subprocess.run([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
+                              "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "No agent named 'work'" in refused.stderr  # agents are made on purpose
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
     proc = subprocess.Popen([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
                              "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -42,8 +42,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
-WORK = "w" * 40  # covers the served agent only
-ADMIN = "a" * 40  # covers every agent: imports and full backups need it
+WORK = "1b7d9f3a5c2e4a6b8d0f1e3c5a7b9d2f"  # covers the served agent only
+ADMIN = "e8c6a4b2d0f9e7c5a3b1d8f6e4c2a0b9"  # covers every agent: imports and full backups need it
 AF = ROOT / "tests" / "fixtures" / "agent-file" / "customer_service.af"
 WAIT = 30  # seconds a wait-until may take before the test fails (never a timing assertion)
 
@@ -286,6 +286,42 @@ def test_export_and_import_in_the_browser(site: Site, browser: Any) -> None:
     browser.get(site.url)  # back to the token for "work"
     until(browser, lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")] == ["work"])
     shutil.rmtree(downloads, ignore_errors=True)
+
+
+def test_delete_an_agent_in_the_browser(site: Site, browser: Any) -> None:
+    """What will go is shown; the agent's name must be typed; the served agent cannot be deleted from the page."""
+    from selenium.webdriver.support.ui import Select
+
+    doomed = site.memory.ensure_agent("doomed")
+    site.memory.archive.insert(doomed.id, "a passage of the doomed agent")
+    browser.get(site.url.replace(WORK, ADMIN))
+    until(browser, lambda d: "doomed" in [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")])
+    Select(by_id(browser, "agent")).select_by_visible_text("doomed")
+    until(browser, lambda d: "1 passages" in by_id(d, "counts").text)
+    click(browser, "#a-delete")
+    ask = until(browser, lambda d: d.switch_to.alert)
+    assert "blocks: persona, human" in ask.text and "archival passages: 1" in ask.text
+    ask.send_keys("wrong name")
+    ask.accept()
+    until(browser, lambda d: "Type the agent's name" in alert_text(d))
+    assert site.memory.core.find_agent("doomed") is not None  # a wrong name deletes nothing
+    click(browser, "#a-delete")
+    ask = until(browser, lambda d: d.switch_to.alert)
+    ask.send_keys("doomed")
+    ask.accept()
+    until(browser, lambda d: "Deleted agent doomed" in alert_text(d))
+    assert site.memory.core.find_agent("doomed") is None
+    assert "doomed" not in [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#agent option")]
+    Select(by_id(browser, "agent")).select_by_visible_text("work")
+    until(browser, lambda d: by_id(d, "agent").get_attribute("value") == "work")
+    click(browser, "#a-delete")
+    ask = until(browser, lambda d: d.switch_to.alert)
+    ask.send_keys("work")
+    ask.accept()
+    until(browser, lambda d: "serves agent 'work' over /mcp" in alert_text(d))
+    assert site.memory.core.find_agent("work") is not None
+    browser.get(site.url)  # back to the token for "work"
+    until(browser, lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#agent option")] == ["work"])
 
 
 HOST_PAGE = """<!doctype html><html><body><iframe id="app" sandbox="allow-scripts" style="width:900px;height:600px"></iframe>

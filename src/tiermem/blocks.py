@@ -204,6 +204,8 @@ class Insert:
                 f"Invalid `insert_line` parameter: {self.line}. It should be within the range of lines of "
                 f"the memory block: [0, {n}], or -1 to append to the end of the memory block."
             )
+        if value == "":
+            return self.text  # an empty block has no line to keep: no leading blank line
         at = n if self.line == -1 else self.line
         return "\n".join(lines[:at] + self.text.split("\n") + lines[at:])
 

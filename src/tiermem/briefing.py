@@ -38,22 +38,30 @@ def where_to_read(tools: Collection[str], *, resources: bool = True) -> str:
         ways.append("call core_memory_view for all of them")
     if resources:
         ways.append(f"read the resource {CORE_URI}")
-    return ("To see a block in full, " + ", or ".join(ways) + ".") if ways else ""
+    return ("To see a block in full, " + ", or ".join(ways) + " (when your host offers them).") if ways else ""
+
+
+OFFERED = "When your host offers you tiermem's tools"  # a host may publish none of them (Gemini CLI: an untrusted server)
 
 
 def guidance(tools: Collection[str], *, dialect: str = "anthropic") -> str:
     """What the model can do with its memory, naming only the tools published (``tools``); ``dialect`` is the
-    ``memory_tool_dialect`` (Letta Code's ``memory`` and ``memory_apply_patch`` take file paths, not labels)."""
+    ``memory_tool_dialect`` (Letta Code's ``memory`` and ``memory_apply_patch`` take file paths, not labels).
+
+    Every sentence that names a tool is conditional on the host offering it: a host may pass the instructions on
+    without offering the server's tools (Gemini CLI does for a server it does not trust), and a model must not be
+    told to call tools it does not have."""
     lines = ["You have a persistent memory (tiermem, MemGPT/Letta style) that lasts across conversations."]
     by_label = [t for t in EDIT_TOOLS if t in tools and not (t == "memory_apply_patch" and dialect == "letta-code")]
     files = ("the memory tool (each block is the file /memories/<label>)" if dialect != "letta-code" else
              "the memory and memory_apply_patch tools (each block is a file of your memory directory)")
     if by_label:
         also = f", or with {files}" if "memory" in tools else ""
-        lines.append(f"Keep your core memory current: when you learn a lasting fact about the user or yourself, edit a "
-                     f"block with {_names(by_label)} (label = the block's name; never include line numbers){also}.")
+        lines.append(f"{OFFERED}, keep your core memory current: when you learn a lasting fact about the user or "
+                     f"yourself, edit a block with {_names(by_label)} (label = the block's name; never include line "
+                     f"numbers){also}.")
     elif "memory" in tools:
-        lines.append(f"Keep your core memory current with {files}.")
+        lines.append(f"{OFFERED}, keep your core memory current with {files}.")
     searches = []
     if "conversation_search" in tools:
         searches.append("search past conversations with conversation_search")
@@ -62,7 +70,7 @@ def guidance(tools: Collection[str], *, dialect: str = "anthropic") -> str:
     if "archival_memory_insert" in tools:
         searches.append("save a self-contained fact with archival_memory_insert")
     if searches:
-        lines.append(searches[0][0].upper() + "; ".join(searches)[1:] + ".")
+        lines.append(f"{OFFERED}, also " + "; ".join(searches) + ".")
     return "\n".join(lines)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,14 +22,11 @@ from .cli_commands import (
 )
 from .errors import TiermemError, ValidationError
 from .factory import open_memory
+from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .config import Settings
     from .memory import Memory
-    from .runtime import MemoryHandle
-    from .shutdown import Shutdown
 
 log = logging.getLogger("tiermem")
 WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
@@ -57,10 +53,10 @@ EXAMPLES = {
     "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
     "setup": "tiermem setup letta-code --agent-dir ~/.letta/lc-local-backend/memfs/agent-local-.../memory\n"
     "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
-    "setup claude-code": "tiermem setup claude-code                  # every project: server + hooks, this tiermem's paths\n"
-    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "setup claude-code": "tiermem setup claude-code                  # every project: server + hooks, this tiermem's paths\n"
+    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
     "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
@@ -106,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
     serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
     serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
+    serve.add_argument("--token", dest="http_token", metavar="SECRET",
+                       help="sse/http: a bearer token for every agent (else $TIERMEM_HTTP_TOKEN; with no tokens "
+                            "configured at all, a random one per run, printed on stderr)")
     serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                        help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
     serve.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None,
@@ -120,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(a_create, agent=False)
     a_create.add_argument("name")
     a_create.add_argument("--system", help="system prompt (default: the configured one)")
+    a_del = asp.add_parser("delete", help="delete an agent: its blocks (shared ones stay with the other agents), their "
+                           "history, its messages and passages; shows what will go and asks first")
+    _common(a_del, agent=False)
+    a_del.add_argument("name")
+    a_del.add_argument("--yes", action="store_true", help="do not ask (needed when stdin is not a terminal)")
     a_show = asp.add_parser("show", help="an agent's settings and blocks, and what an import kept that tiermem does not run")
     _common(a_show, agent=False)
     a_show.add_argument("name")
@@ -140,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     b_list = bsp.add_parser("list", help="list the agent's blocks")
     _common(b_list)
     b_list.add_argument("--json", action="store_true")
-    b_show = bsp.add_parser("show", help="print one block's value (or --all rendered core memory)")
+    b_show = bsp.add_parser("show", help="print one block's value (or, with --core or no label, the rendered core memory)")
     _common(b_show)
     b_show.add_argument("label", nargs="?")
     b_show.add_argument("--json", action="store_true")
@@ -248,15 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     srch.add_argument("--json", action="store_true")
     cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
     _common(cfg)
-    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "http"])
+    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
+                                      "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
     cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
     cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
+    cfg.add_argument("-o", "--output", type=Path,
+                     help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout")
     hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
     hook.add_argument("host", choices=["claude-code"])
     _common(hook)
-
     ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
     _common(ui)
     ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
@@ -283,148 +289,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         tools=getattr(args, "tools", None),
         embedding_model=getattr(args, "embedding_model", None),
         auth_tokens_file=getattr(args, "auth_tokens_file", None),
+        http_token=getattr(args, "http_token", None),
         agent_loop=getattr(args, "agent_loop", None),
         mcp_apps=getattr(args, "mcp_apps", None),
         model=getattr(args, "model", None),
     )
-
-
-SETTLE_SECONDS = 15.0  # at exit, the longest a server waits for each background opening to finish
-
-
-def _tell_archive_wait() -> None:
-    from .clientlog import client_log
-
-    client_log("info", "waiting for the recall/archival store and the embedding model to open")
-
-
-def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
-    """What a server opens (in its ``MemoryHandle``): the memory, lazily, and its agent's id."""
-
-    def factory() -> tuple[Memory, str]:
-        # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
-        memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
-        # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
-        return memory, memory.ensure_agent(settings.agent, blocks=() if settings.sync else None).id
-
-    return factory
-
-
-def serve(settings: Settings) -> None:
-    from .hookserver import HookListener
-    from .runtime import MemoryHandle
-    from .server import build_server, resolve_tools
-    from .shutdown import Shutdown
-
-    _keep_heap(settings)
-
-    tokens = _tokens(settings) if settings.transport != "stdio" else []
-    _check_bind(settings, tokens)
-
-    handle = MemoryHandle(server_memory(settings))
-    extensions = []
-    if settings.mcp_apps:
-        from .ui.mcp_app import blocks_app
-
-        extensions.append(blocks_app())
-    stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
-    hooks = HookListener(handle, settings, resolve_tools(settings.tools), stop)  # host hooks ask this process
-    if hooks.start() is not None:
-        stop.on_stop(hooks.close)
-    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
-    if settings.agent_loop:
-        from .agent.service import register_agent_chat
-
-        register_agent_chat(server, settings)
-    stop.install()
-    log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
-    live = _live_sync(handle, settings)
-    if live is not None:
-        stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
-    try:
-        _run(server, handle, settings, tokens, stop)
-    finally:
-        hooks.close()
-        if live is not None:
-            live.stop()
-        # Let background openings finish before the interpreter shuts down (see Memory.settle).
-        opened = handle.settle(SETTLE_SECONDS)
-        if opened is not None:
-            opened[0].settle(SETTLE_SECONDS)
-
-
-def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
-    """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
-    if settings.sync is None:
-        return None
-    from .errors import ConfigError
-    from .interop.letta_code import LiveSync
-    from .interop.memfs_sync import recorded_agent
-
-    root = settings.sync.expanduser()
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
-    other = recorded_agent(root) if root.is_dir() else None
-    if other not in (None, settings.agent):
-        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
-                          f"(--agent {other}), or sync another directory.")
-    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
-    live.start()
-    return live
-
-
-def _run(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Any], stop: Shutdown) -> None:
-    if settings.transport == "stdio":
-        server.run("stdio")
-        return
-    import uvicorn
-
-    from .server import build_http_app
-    from .ui.launch import http_mount
-
-    app = stop.asgi(build_http_app(server, settings, tokens, ui=http_mount(handle, settings)))
-    path = "/sse" if settings.transport == "sse" else "/mcp"
-    log.info("listening on http://%s:%d%s, memory inspector at /ui (%s)", settings.host, settings.port, path,
-             f"{len(tokens)} bearer token(s)" if tokens else "no auth: loopback only")
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_keep_alive=5)
-    stop.keep_signals(uvicorn.Server(config)).run()
-
-
-def _keep_heap(settings: Settings) -> None:
-    """A serving process's heap settings, before LanceDB's and onnxruntime's threads exist: fewer malloc arenas,
-    a fixed mmap threshold, Arrow's buffers from the same heap, and freed heap memory handed back after bursts of
-    calls (memtrim.py)."""
-    from .memtrim import HeapKeeper, fix_mmap_threshold, limit_arenas
-
-    # pyarrow's default pool is its bundled jemalloc: a second heap that the settings below do not
-    # reach; the system pool allocates from glibc's (measured -3.5 MB resident). Arrow's own variable still wins.
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    limit_arenas(settings.malloc_arenas)
-    fix_mmap_threshold(settings.malloc_mmap_threshold_kb << 10)
-    if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():
-        log.debug("malloc_trim is not available here (not glibc): freed heap memory is not handed back")
-
-
-def _tokens(settings: Settings) -> list[Any]:
-    from .netguard import load_tokens_file, make_tokens
-
-    tokens = make_tokens(settings.auth_tokens, "auth_tokens")
-    if settings.auth_tokens_file is not None:
-        tokens += load_tokens_file(settings.auth_tokens_file)
-    return tokens
-
-
-def _check_bind(settings: Settings, tokens: list[Any]) -> None:
-    from .errors import ConfigError
-    from .netguard import is_loopback
-
-    if settings.transport != "stdio" and not is_loopback(settings.host) and not tokens:
-        raise ConfigError(
-            f"Refusing to serve on {settings.host} without authentication: anyone who can reach that address could "
-            "read and change your memory. Configure bearer tokens (auth_tokens or auth_tokens_file, see README "
-            "'Security'), or bind to 127.0.0.1 (the default)."
-        )
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -450,16 +319,13 @@ def run_command(args: argparse.Namespace) -> int:
 
         return setup_letta_code(settings, args)
     if args.command == "config":
-        from .interop.hosts import HOSTS, snippet
+        from .cli_commands import config_command
 
-        print(f"# {HOSTS[args.host]}", file=sys.stderr)
-        print(snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
-                      agent_loop=bool(settings.agent_loop), port=settings.port))
-        return 0
+        return config_command(settings, args)
     if args.command == "ui":
         from .ui.launch import run_ui
 
-        _keep_heap(settings)  # a long-running server too
+        keep_heap(settings)  # a long-running server too
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)
     if args.command == "chat":
@@ -468,6 +334,10 @@ def run_command(args: argparse.Namespace) -> int:
         return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
+        if args.action == "delete":
+            from .cli_commands import agent_delete_command
+
+            return agent_delete_command(memory, args)
         if args.action == "list":
             print_rows([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
         elif args.action == "set":

@@ -16,13 +16,65 @@ if TYPE_CHECKING:
 
 
 def print_rows(obj: Any, as_json: bool) -> None:
+    """JSON, or a table: a header of the column names, then one aligned line per row (the last column unpadded)."""
     if as_json:
         print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
     elif isinstance(obj, str):
         print(obj)
-    else:
-        for row in obj:
-            print("  ".join(f"{v}" for v in row.values()))
+    elif obj:
+        columns = list(obj[0])
+        cells = [[str(row.get(c, "")).lower() if isinstance(row.get(c), bool) else str(row.get(c, "")) for c in columns]
+                 for row in obj]
+        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+        for line in [columns, *cells]:
+            print("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
+
+
+def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
+    """Show what deleting the agent removes, ask (unless --yes), then delete it."""
+    agent = memory.get_agent(args.name)
+    plan = memory.deletion_plan(agent.id)
+    print(f"Deleting removes:\n{plan.describe()}", file=sys.stderr)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"tiermem: nothing was deleted; to delete {agent.name}, run again with --yes.", file=sys.stderr)
+            return 2
+        answer = input(f"Delete agent {agent.name}? This cannot be undone (export it first to keep a copy). [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing was deleted", file=sys.stderr)
+            return 1
+    memory.delete_agent(agent.id)
+    print(f"deleted agent {agent.name} ({agent.id})")
+    return 0
+
+
+def config_command(settings: Settings, args: argparse.Namespace) -> int:
+    """A host snippet on stdout or in ``--output``; one that holds a token is written with mode 0600."""
+    import os
+    import stat
+
+    from .interop.hosts import HOSTS, SECRET_HOSTS, snippet
+    from .netguard import write_private
+
+    text = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
+                   agent_loop=bool(settings.agent_loop), port=settings.port) + "\n"
+    print(f"# {HOSTS[args.host]}", file=sys.stderr)
+    secret = args.host in SECRET_HOSTS
+    if args.output is not None:
+        if secret:
+            write_private(args.output, text)
+        else:
+            args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}" + (" (mode 0600: it holds a token)" if secret else ""), file=sys.stderr)
+        return 0
+    if secret:  # `tiermem config http > file`: the shell made the file with the umask's mode; narrow it
+        try:
+            if stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode):
+                os.fchmod(sys.stdout.fileno(), 0o600)
+        except (OSError, ValueError):
+            pass  # not a file we own (a pipe, a terminal): nothing to narrow
+    sys.stdout.write(text)
+    return 0
 
 
 def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
@@ -207,8 +259,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     archive = memory.archive
     if not 1 <= args.limit <= 100:
         raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
-    # Read-only: a mistyped --agent names the agents instead of creating an empty one.
-    agent = memory.ensure_agent(settings.agent) if settings.agent == "default" else memory.get_agent(settings.agent)
+    agent = memory.named_agent(settings.agent)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     if not args.recall:
@@ -244,8 +295,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
 
 
 def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
-    # The configured agent is created on first use, as by every other command; others must exist.
-    agent = memory.ensure_agent(args.name) if args.name == settings.agent else memory.get_agent(args.name)
+    agent = memory.named_agent(args.name)
     updates: dict[str, str] = {}
     if args.agent_type is not None:
         updates["agent_type"] = args.agent_type
@@ -271,7 +321,7 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     from .blocks import Rethink, is_pinned
     from .config import BlockSpec
 
-    agent = memory.ensure_agent(settings.agent)
+    agent = memory.named_agent(settings.agent)
     if args.action == "list":
         rows = [
             {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "pinned": is_pinned(b),

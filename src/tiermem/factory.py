@@ -58,7 +58,23 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
     )
     if isinstance(archive, Opening):
         archive.start()
+    _finish_deletions(memory)
     return memory
+
+
+def _finish_deletions(memory: Memory) -> None:
+    """Finish agent deletions an earlier process started and did not finish (``Memory.delete_agent``)."""
+    import logging
+
+    from .errors import TiermemError
+
+    try:
+        if not memory.pending_deletions():
+            return
+        for name in memory.finish_deletions():
+            logging.getLogger("tiermem").warning("finished deleting agent %r (an earlier deletion was interrupted)", name)
+    except TiermemError as exc:  # a read-only store, say: the agent stays marked, and the next opening tries again
+        logging.getLogger("tiermem").warning("could not finish an interrupted agent deletion: %s", exc)
 
 
 def _core_without_store(settings: Settings) -> CoreStore | None:

@@ -31,6 +31,13 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
 
+    if settings.uri is None and not settings.resolved_data_dir().is_dir():
+        check("data directory", False, f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and "
+              "doctor creates nothing)", "check the path given to --data-dir or TIERMEM_DATA_DIR; a new data directory "
+              "is made by the first `tiermem serve` or `tiermem agents create`")
+        _check_transport(settings, check)
+        _check_agent_loop(settings, check)
+        return _report(checks, as_json)
     try:
         memory = open_memory(settings, start_embedder=False)
     except SchemaError as exc:
@@ -84,6 +91,10 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
+    pending = [a.name for a in memory.pending_deletions()]  # opening the store finishes them; left: it could not
+    check("agent deletions", not pending, "no deletion left unfinished" if not pending else
+          f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
+          "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)")
     _check_stray_rows(memory, [a.id for a in agents], check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)

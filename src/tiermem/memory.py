@@ -57,6 +57,30 @@ class Change:
 
 
 Listener = Callable[[Change], None]
+DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
+DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
+
+
+@dataclass(frozen=True)
+class AgentDeletion:
+    """What deleting an agent removes: blocks (labels) that go with their history, blocks that stay because other
+    agents are attached to them, and counts."""
+
+    name: str
+    agent_id: str
+    blocks: tuple[str, ...]
+    shared_blocks_kept: tuple[str, ...]
+    block_versions: int
+    messages: int
+    passages: int
+
+    def describe(self) -> str:
+        lines = [f"agent {self.name} ({self.agent_id})",
+                 f"blocks: {', '.join(self.blocks) or 'none'} ({self.block_versions} version(s) of history)",
+                 f"messages: {self.messages}, archival passages: {self.passages}"]
+        if self.shared_blocks_kept:
+            lines.append(f"kept (other agents share them, only detached): {', '.join(self.shared_blocks_kept)}")
+        return "\n".join(lines)
 _MAX_ATTEMPTS = 200
 
 
@@ -137,6 +161,11 @@ class Memory:
             raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
         return agent
 
+    def named_agent(self, name: str) -> Agent:
+        """The agent a command works on: the built-in ``default`` agent is created on first use; any other name
+        must exist (a mistyped ``--agent`` is refused with the names that do, never created)."""
+        return self.ensure_agent(name) if name == DEFAULT_AGENT else self.get_agent(name)
+
     def ensure_agent(self, name: str, *, blocks: Sequence[BlockSpec] | None = None) -> Agent:
         """The agent named ``name``, created on first use with ``blocks`` (default: the default blocks)."""
         agent = self.core.find_agent(name)
@@ -215,6 +244,15 @@ class Memory:
         ids = self.core.attached_block_ids(agent_id)
         by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
+
+    def change_token(self) -> object:
+        """Differs from an earlier call's value when another process may have changed agents or blocks since
+        (``CoreStore.change_token``); ``watch_cheap`` says how often it is worth asking."""
+        return self.core.change_token()
+
+    @property
+    def watch_cheap(self) -> bool:
+        return self.core.watch_cheap
 
     def read_now(self, fn: Callable[[], T]) -> tuple[T] | None:
         """``(fn(),)`` when ``fn`` (reads of blocks and agents) can be answered from the core state's cache without
@@ -360,10 +398,51 @@ class Memory:
         assert block is not None
         return block
 
-    def delete_agent(self, agent_id: str) -> None:
-        """Remove an agent with its messages, passages and attachments (blocks and their history stay)."""
-        self.core.delete_agent(agent_id)  # first: a half-deleted agent is not found
+    def deletion_plan(self, agent_id: str) -> AgentDeletion:
+        """What deleting the agent removes (shown before a deletion is confirmed)."""
+        agent = self.core.get_agent(agent_id)
+        gone: list[str] = []
+        kept: list[str] = []
+        versions = 0
+        for b in self.blocks(agent_id):
+            if set(self.core.agents_of_block(b.id)) - {agent_id}:
+                kept.append(b.label)
+            else:
+                gone.append(b.label)
+                versions += b.version
+        messages, passages, _tags = self.archive.counts(agent_id)
+        return AgentDeletion(agent.name, agent.id, tuple(gone), tuple(kept), versions, messages, passages)
+
+    def delete_agent(self, agent_id: str) -> AgentDeletion:
+        """Delete an agent with its blocks (a block another agent is attached to stays with that agent), their
+        history, its messages, passages, conversation state and idempotency keys.
+
+        Crash-safe: the agent is first marked as being deleted (``DELETING_KEY`` in its metadata, one commit); then
+        its messages and passages go, then its core state with its row last. A deletion killed part way leaves the
+        marked row, and the next opening of the store (``finish_deletions``: every command, the server, doctor)
+        finishes it; every step can run twice.
+        """
+        plan = self.deletion_plan(agent_id)
+        self.set_agent_metadata(agent_id, {DELETING_KEY: now().isoformat()})
+        self._finish_deletion(agent_id)
+        return plan
+
+    def pending_deletions(self) -> list[Agent]:
+        """Agents whose deletion was started and not finished (a process killed part way)."""
+        return [a for a in self.core.list_agents() if DELETING_KEY in a.metadata]
+
+    def finish_deletions(self) -> list[str]:
+        """Finish every deletion an earlier process started and did not finish; returns the agents' names."""
+        done = []
+        for agent in self.pending_deletions():
+            self._finish_deletion(agent.id)
+            done.append(agent.name)
+        return done
+
+    def _finish_deletion(self, agent_id: str) -> None:
         self.archive.delete_agent_data(agent_id)
+        self.core.delete_agent(agent_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
 
     def attach(self, agent_id: str, block_id: str) -> Block:
         """Share an existing block with another agent (one block, many agents)."""

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import ipaddress
 import json
+import socket
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
@@ -47,19 +49,65 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
+# Text that marks an example or placeholder token (the sample configs', docs' and common ones): never a real secret.
+PLACEHOLDER_MARKS = ("replace", "example", "changeme", "change-me", "change_me", "placeholder", "your-token",
+                     "your_token", "yourtoken", "openssl", "<", ">", "...", "secret-here")
+TOKEN_FIX = "generate one with `openssl rand -hex 32` (or `python -c 'import secrets; print(secrets.token_hex(32))'`)"
+
+
 def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
     tokens = []
     for n, entry in enumerate(entries):
         secret = entry.get("token")
         agents = entry.get("agents", ["*"])
         if not isinstance(secret, str) or len(secret) < 16:
-            raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters (use `openssl rand -hex 32`).")
+            raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters; {TOKEN_FIX}.")
+        if looks_like_placeholder(secret):
+            raise ConfigError(f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
+                              f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
+                              "give the same value to your clients.")
         if isinstance(agents, str):
             agents = [agents]
         if not agents or not all(isinstance(a, str) and a for a in agents):
             raise ConfigError(f"{where}: token #{n + 1} needs `agents`, a list of agent names or [\"*\"].")
         tokens.append(Token(_digest(secret), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
     return tokens
+
+
+def looks_like_placeholder(secret: str) -> bool:
+    """An example token: it carries placeholder words, or one character repeated."""
+    lowered = secret.lower()
+    return any(mark in lowered for mark in PLACEHOLDER_MARKS) or len(set(secret)) < 4
+
+
+def secret_token(secret: str, name: str) -> Token:
+    """A token for every agent from a secret this process made (``tiermem ui``, ``serve`` without tokens)."""
+    return Token(_digest(secret), frozenset({"*"}), name)
+
+
+def warn_if_readable(path: Path) -> None:
+    """Say so on stderr when a file of secrets can be read by other users (as ssh does for keys)."""
+    import sys
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # reading it reports the problem
+    if mode & 0o077:
+        sys.stderr.write(f"tiermem: warning: {path} holds tokens and other users can read it (mode "
+                         f"{oct(mode & 0o777)}); run `chmod 600 {path}`\n")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file that holds secrets: mode 0600 from its creation (an existing file is narrowed to 0600 first)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def load_tokens_file(path: Path) -> list[Token]:
@@ -69,6 +117,26 @@ def load_tokens_file(path: Path) -> list[Token]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"Cannot read the tokens file {path}: {exc}.") from exc
     return make_tokens(data.get("tokens", []), f"tokens file {path}")
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, or a ConfigError that says what holds the port and what to do."""
+    bare = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bare, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"Port {port} on {host} is already in use (another `tiermem serve` or `tiermem ui`?). Choose another "
+                f"with --port (or `port` in the config file), or stop the process holding it "
+                f"(`ss -ltnp 'sport = :{port}'` names it)."
+            ) from exc
+        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Check --host and --port.") from exc
+    return sock
 
 
 def is_loopback(host: str) -> bool:

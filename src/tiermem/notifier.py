@@ -1,9 +1,15 @@
-"""Resource change notifications: the ``Notifier`` and the legacy ``resources/subscribe`` handlers.
+"""Resource change notifications: the ``Notifier`` and the ``resources/subscribe`` / ``subscriptions/listen`` handlers.
 
 Memory reports each committed change to ``Notifier`` (``bind``); ``flush``, run after every tool call by
-``Runtime.call``, tells the client of that call (``notifications/resources/updated`` and ``list_changed``) and every
-legacy subscriber. With ``watch_seconds`` set, a thread polls the store while anyone subscribes, so edits made by
-other processes (replicas on one bucket) are notified too.
+``Runtime.call``, tells every listener (``subscriptions/listen`` streams through the server's ``bus``, legacy
+``resources/subscribe`` sessions, and the calling client's list_changed).
+
+Other processes' edits (another host's stdio server on the same data directory, a replica on one bucket) are
+found by a watch thread that runs while anyone subscribes. It polls the core state's ``change_token`` (SQLite:
+``PRAGMA data_version``, every 50 ms; object storage: the table versions, every ``watch_seconds``) and re-reads
+the block versions only when the token moved. A subscription is answered only after the watch has its
+baseline (the token and the block versions at that moment), so an edit made right after subscribing is
+never folded into the baseline.
 """
 
 from __future__ import annotations
@@ -13,17 +19,24 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
+
+from .core.protocol import LOCAL_POLL_SECONDS
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
     from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.subscriptions import ServerEvent
 
     from .memory import Change, Memory
     from .runtime import MemoryHandle
@@ -34,8 +47,34 @@ CORE_URI = "memory://core"
 BLOCK_URI = "memory://blocks/{label}"
 
 
+class ListenerBus(InMemorySubscriptionBus):
+    """The server's ``subscriptions/listen`` bus; it counts its open streams, so the watch runs only while one is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open_streams = 0
+        # listen requests whose baseline is taken but whose stream is not subscribed yet: the watch counts them as
+        # listening, so it does not go idle (dropping that baseline) in between
+        self.arriving = 0
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.open_streams += 1
+        self.arriving = max(0, self.arriving - 1)
+        done = False
+
+        def release() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.open_streams -= 1
+            unsubscribe()
+
+        return release
+
+
 class Notifier:
-    """Fans memory changes out to legacy ``resources/subscribe`` sessions and ``subscriptions/listen``."""
+    """Fans memory changes out to ``subscriptions/listen`` streams and legacy ``resources/subscribe`` sessions."""
 
     def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
         self._pending: deque[Change] = deque()
@@ -44,34 +83,87 @@ class Notifier:
         self._agent_id: str | None = None
         self._handle = handle
         self._watch_seconds = watch_seconds
+        self.bus = ListenerBus()  # the server's subscriptions/listen bus (build_server passes it to MCPServer)
+        # The watch: its baseline (change token and block versions) and the thread that compares against it.
+        self._watch_lock = threading.Lock()
+        self._baseline: tuple[object, dict[str, int]] | None = None
+        self._wake = threading.Event()
+        self._loop: EventLoopToken | None = None
         self._watching = False
+        self.remote_changes = 0  # other processes' changes published (for tests and benchmarks)
 
-    def _watch(self, token: EventLoopToken) -> None:
-        """Poll the store for edits made by other processes (replicas on one bucket) while anyone subscribes.
+    # -- watching other processes' edits ---------------------------------------------------------
 
-        A subscriber learns of another replica's edit within about ``watch_seconds`` plus one read.
-        """
+    def _listening(self) -> bool:
+        return self.bus.open_streams > 0 or self.bus.arriving > 0 or any(self._subscribers.values())
+
+    async def watch_from_now(self) -> None:
+        """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
+        watch runs. Without a way to watch (no store, ``watch_seconds`` = 0) it does nothing."""
+        if self._handle is None or self._watch_seconds <= 0:
+            return
+        self._loop = anyio.lowlevel.current_token()
+        if self._baseline is None:
+            try:
+                await anyio.to_thread.run_sync(self._take_baseline)
+            except Exception as exc:  # the store failed to open: the subscription stands, the watch retries
+                log.warning("watch: could not read the blocks to watch: %s", exc)
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=self._watch, name="tiermem-watch", daemon=True).start()
+        self._wake.set()
+
+    def _take_baseline(self) -> None:
         assert self._handle is not None
-        seen: dict[str, int] | None = None
+        memory, agent_id = self._handle.get()
+        with self._watch_lock:
+            if self._baseline is None:
+                token = memory.change_token()  # first: a commit after this moves the token, so it is seen
+                self._baseline = (token, _versions(memory, agent_id))
+
+    def _watch(self) -> None:
+        """Compare the store with the baseline while anyone listens; publish what other processes changed."""
+        assert self._handle is not None
         while True:
-            time.sleep(self._watch_seconds)
-            if not any(self._subscribers.values()):
-                seen = None
+            with self._watch_lock:
+                idle = not self._listening()
+                if idle:
+                    self._baseline = None  # the next subscriber takes a new one
+                    self._wake.clear()
+            if idle:
+                self._wake.wait()
                 continue
             try:
                 memory, agent_id = self._handle.get()
-                current = {b.label: b.version for b in memory.blocks(agent_id)}
+                time.sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
+                if self._baseline is None:
+                    self._take_baseline()
+                    continue
+                token = memory.change_token()
+                if token == self._baseline[0]:
+                    continue
+                current = _versions(memory, agent_id)
             except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                log.debug("watch: could not read blocks: %s", exc)
+                log.warning("watch: could not read the blocks: %s", exc)
+                time.sleep(min(self._watch_seconds, 1.0))
                 continue
-            if seen is not None and current != seen:
-                changed = [label for label, v in current.items() if seen.get(label) != v]
-                try:
-                    anyio.from_thread.run(self._publish_remote, changed, set(current) != set(seen), token=token)
-                except Exception as exc:  # the event loop is gone: the server is stopping
-                    log.debug("watch: stopped: %s", exc)
-                    return
-            seen = current
+            with self._watch_lock:
+                if self._baseline is None:
+                    continue
+                seen = self._baseline[1]
+                self._baseline = (token, current)
+            changed = [label for label, v in current.items() if seen.get(label) != v]
+            list_changed = set(current) != set(seen)
+            if not (changed or list_changed) or self._loop is None:
+                continue
+            self.remote_changes += 1
+            try:
+                anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
+            except RuntimeError as exc:  # the event loop is gone: the server is stopping
+                log.debug("watch: stopped: %s", exc)
+                return
+            except Exception as exc:  # one failed delivery never ends the watch
+                log.warning("watch: could not publish a change: %s", exc)
 
     async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
         if list_changed:
@@ -94,7 +186,8 @@ class Notifier:
         """
         return getattr(session, "_connection", session)
 
-    def subscribe(self, uri: str, session: Any) -> None:
+    async def subscribe(self, uri: str, session: Any) -> None:
+        """A legacy ``resources/subscribe``: answered once the watch has its baseline."""
         channels = self._subscribers.setdefault(uri, [])
         channel = self._channel(session)
         if channel not in channels:
@@ -105,10 +198,7 @@ class Notifier:
         if stack is not None and id(channel) not in self._cleanup:
             self._cleanup.add(id(channel))
             stack.callback(self._forget, channel)
-        if self._handle is not None and self._watch_seconds > 0 and not self._watching:
-            self._watching = True
-            token = anyio.lowlevel.current_token()
-            threading.Thread(target=self._watch, args=(token,), name="tiermem-watch", daemon=True).start()
+        await self.watch_from_now()
 
     def unsubscribe(self, uri: str, session: Any) -> None:
         channels = self._subscribers.get(uri, [])
@@ -145,8 +235,7 @@ class Notifier:
                 await self._publish_updated(CORE_URI, ctx)
 
     async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
-        if ctx is not None:
-            await ctx.notify_resource_updated(uri)
+        await self.bus.publish(ResourceUpdated(uri=uri))
         for channel in list(self._subscribers.get(uri, ())):
             try:
                 await channel.send_resource_updated(uri)
@@ -154,8 +243,7 @@ class Notifier:
                 self._forget(channel)  # that client is gone
 
     async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
-        if ctx is not None:
-            await ctx.notify_resources_changed()
+        await self.bus.publish(ResourcesListChanged())
         channels = {id(c): c for group in self._subscribers.values() for c in group}
         if ctx is not None:
             try:
@@ -171,12 +259,27 @@ class Notifier:
 
 
 def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) -> None:
-    """``resources/subscribe`` for clients on protocol versions before 2026-07-28."""
+    """``resources/subscribe`` for clients on protocol versions before 2026-07-28, and ``subscriptions/listen`` on
+    the notifier's bus (both take the watch's baseline before they answer)."""
     low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
 
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after the subscription
+        await notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after it
         return EmptyResult()
+
+    listen = ListenHandler(notifier.bus)
+
+    async def on_listen(ctx: Any, params: SubscriptionsListenRequestParams) -> Any:
+        """``subscriptions/listen`` (2026-07-28): the watch takes its baseline before the stream is acknowledged."""
+        wanted = params.notifications
+        if wanted.resource_subscriptions or wanted.resources_list_changed:
+            notifier.bus.arriving += 1  # listening from now on: the stream subscribes to the bus in `listen`
+            await notifier.watch_from_now()
+        try:
+            return await listen(ctx, params)
+        except MCPError:  # refused before it subscribed (no request id, too many streams)
+            notifier.bus.arriving = max(0, notifier.bus.arriving - 1)
+            raise
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         notifier.unsubscribe(str(params.uri), ctx.session)
@@ -184,6 +287,7 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
 
     low.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
     low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+    low.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
     # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
     original = low.create_initialization_options
     low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
@@ -191,3 +295,7 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
     )
 
 
+
+
+def _versions(memory: Memory, agent_id: str) -> dict[str, int]:
+    return {b.label: b.version for b in memory.blocks(agent_id)}

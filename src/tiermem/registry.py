@@ -25,11 +25,15 @@ from .errors import ValidationError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-# What a tool does to memory, for hosts (MCP tool annotations).
+# What a tool does to memory, for hosts (MCP tool annotations). A block edit is versioned: history keeps every
+# version and memory_revert restores any, so it is not destructive (hosts such as Codex refuse destructive tools
+# unless a person approves each call). Deleting a passage, or a block from the agent (the memory tool's delete),
+# cannot be undone by the model: destructive.
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-SET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
@@ -85,18 +89,18 @@ class ToolDef:
 
 LABEL = ("label",)
 TOOLS: tuple[ToolDef, ...] = (
-    ToolDef("memory_replace", "tools:memory_replace", CHANGE, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef("memory_replace", "tools:memory_replace", EDIT, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
     ToolDef("memory_insert", "tools:memory_insert", ADD, "Insert lines into a memory block", "letta", LABEL, sleeptime=True),
     ToolDef("memory_rethink", "tools:memory_rethink", SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True),
     ToolDef("core_memory_append", "tools:core_memory_append", ADD, "Append to a memory block", "classic", LABEL),
-    ToolDef("core_memory_replace", "tools:core_memory_replace", CHANGE, "Replace text in a memory block", "classic", LABEL),
-    ToolDef("memory_apply_patch", "tools:memory_apply_patch", CHANGE, "Patch a memory block", "patch", LABEL),
+    ToolDef("core_memory_replace", "tools:core_memory_replace", EDIT, "Replace text in a memory block", "classic", LABEL),
+    ToolDef("memory_apply_patch", "tools:memory_apply_patch", EDIT, "Patch a memory block", "patch", LABEL),
     ToolDef("memory", "memory_tool:memory_tool", CHANGE, "Manage memory blocks as /memories files", "memory_tool",
             ("path", "old_path"), path_args=True, read_commands=("view",)),
     ToolDef("core_memory_view", "tools:core_memory_view", READ, "View core memory", "read", for_agent=False),  # in the system prompt
     ToolDef("memory_open", "tools:memory_open", READ, "Open a memory block", "read"),
     ToolDef("memory_history", "tools:memory_history", READ, "Block version history", "history"),
-    ToolDef("memory_revert", "tools:memory_revert", CHANGE, "Revert a block to an earlier version", "history", LABEL),
+    ToolDef("memory_revert", "tools:memory_revert", EDIT, "Revert a block to an earlier version", "history", LABEL),
     ToolDef("conversation_log", "search_tools:conversation_log", ADD, "Record conversation turns", "recall", for_agent=False),  # the loop logs itself
     ToolDef("conversation_search", "search_tools:conversation_search", READ, "Search past conversations", "recall"),
     ToolDef("archival_memory_insert", "search_tools:archival_memory_insert", ADD, "Save to archival memory", "archival"),

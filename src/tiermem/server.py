@@ -247,6 +247,7 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         middleware=[cast("ServerMiddleware[Any]", m)
                     for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))],
         extensions=list(extensions),
+        subscriptions=notifier.bus,
     )
     server.runtime = runtime
     if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
@@ -409,3 +410,40 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         block = await runtime.read(lambda m, a: m.block(a, label))
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
+
+
+async def run_stdio(server: TiermemServer) -> None:
+    """Serve over stdin/stdout like ``MCPServer.run_stdio_async``, answering a line that is not a JSON-RPC message.
+
+    The SDK's stdio transport hands such a line to the server as an exception, which drops it without a word;
+    here it gets the JSON-RPC error (-32700 for text that is not JSON, -32600 for JSON that is not a message,
+    ``id`` null) and a warning on stderr, and the server reads on.
+    """
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared._context_streams import create_context_streams  # the stream type the SDK's runner reads
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        forward, messages = create_context_streams[SessionMessage | Exception](0)
+
+        async def pump() -> None:
+            async with forward:
+                async for item in read:
+                    if not isinstance(item, Exception):
+                        await forward.send(item)
+                        continue
+                    errors = item.errors() if isinstance(item, ArgumentsError) else []
+                    not_json = any(e.get("type") == "json_invalid" for e in errors)
+                    code, what = (PARSE_ERROR, "Parse error: the line is not JSON") if not_json else (
+                        INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message")
+                    log.warning("stdin: %s; answered %d and ignored it (%s)", what, code, str(item).splitlines()[0])
+                    error = ErrorData(code=code, message=f"{what}. Send one JSON-RPC message per line.")
+                    await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await low.run(messages, write, low.create_initialization_options())
+            tg.cancel_scope.cancel()

@@ -43,7 +43,7 @@ async def _main(settings: Settings, message: str | None, conversation: str, as_j
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))
     # messages are embedded as they are written: load the model first (no backfill thread left at exit)
     await anyio.to_thread.run_sync(lambda: memory.archive.embedder.wait(None))
-    agent = await anyio.to_thread.run_sync(lambda: memory.ensure_agent(settings.agent))
+    agent = await anyio.to_thread.run_sync(lambda: memory.named_agent(settings.agent))
     server = build_server(MemoryHandle(lambda: (memory, agent.id)), settings)
     provider = anthropic_provider(settings)
     loop = make_loop(memory, agent.id, server, settings)

@@ -26,6 +26,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 
 T = TypeVar("T")
 
+LOCAL_POLL_SECONDS = 0.05  # how often a cheap change token (``CoreStore.watch_cheap``) is polled
+
 
 class CoreStore(Protocol):
     """Transactional core state. Every read sees every write acknowledged (by any process) before it started.
@@ -33,6 +35,17 @@ class CoreStore(Protocol):
 
     atomic: bool
     name: str
+    # True: ``change_token`` is a local check costing microseconds (poll it every ~50 ms); False: it costs a
+    # request to remote storage (poll it every ``watch_seconds``).
+    watch_cheap: bool
+
+    # change detection (how a server learns of other processes' edits)
+    def change_token(self) -> object:
+        """An opaque value that differs from an earlier call's whenever another process (or another connection in
+        this one) may have committed agents, blocks or attachments since. It may also differ when nothing changed
+        (the caller re-reads and finds nothing new); it never stays equal across such a commit. It reads no table
+        rows: SQLite's ``PRAGMA data_version``, LanceDB's table versions."""
+        ...
 
     # agents
     def list_agents(self) -> list[Agent]: ...
@@ -40,7 +53,11 @@ class CoreStore(Protocol):
     def get_agent(self, agent_id: str) -> Agent: ...
     def insert_agent(self, agent: Agent) -> None: ...
     def update_agent(self, agent: Agent) -> None: ...
-    def delete_agent(self, agent_id: str) -> None: ...
+    def delete_agent(self, agent_id: str) -> None:
+        """Delete the agent's core state: the blocks no other agent is attached to (with their history), its
+        idempotency keys, conversation state, attachments, and its row last (or all in one transaction), so a
+        deletion interrupted part way is found again by its row and finished. Safe to run twice."""
+        ...
 
     # conversations (agent-loop state)
     def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None: ...

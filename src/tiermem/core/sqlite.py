@@ -104,6 +104,7 @@ T = TypeVar("T")
 class SqliteCore:
     atomic = True
     name = "sqlite"
+    watch_cheap = True
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -252,6 +253,15 @@ class SqliteCore:
         finally:
             self._lock.release()
 
+    def change_token(self) -> object:
+        """``PRAGMA data_version`` on the core's connection: it moves with every other connection's commit (this
+        connection's own commits leave it alone: this process reports those itself)."""
+        with self._lock:
+            try:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -284,8 +294,16 @@ class SqliteCore:
             self._cache = None
 
     def delete_agent(self, agent_id: str) -> None:
+        """One transaction: the blocks no other agent is attached to (with their history), the agent's idempotency
+        keys, conversation state, attachments and row."""
         with self._tx() as conn:
-            for table, col in (("agents", "id"), ("attachments", "agent_id"), ("conversations", "agent_id")):
+            own = [r[0] for r in conn.execute("SELECT block_id FROM attachments WHERE agent_id = ?", (agent_id,))]
+            alone = [(b,) for b in own if conn.execute(
+                "SELECT count(*) FROM attachments WHERE block_id = ? AND agent_id != ?", (b, agent_id)).fetchone()[0] == 0]
+            conn.executemany("DELETE FROM history WHERE block_id = ?", alone)  # sqlite_history.py's table
+            conn.executemany("DELETE FROM blocks WHERE id = ?", alone)
+            for table, col in (("requests", "agent_id"), ("conversations", "agent_id"), ("attachments", "agent_id"),
+                               ("agents", "id")):
                 conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (agent_id,))
             self._cache = None
 

@@ -328,13 +328,20 @@ def _from_single_agent(d: JSON) -> JSON:
 # ---------------------------------------------------------------------------
 
 
+def _renamed(note: str, old: str, new: str) -> str:
+    if note.startswith(f"{old}: "):
+        note = f"{new}: " + note[len(old) + 2:]
+    return note.replace(f"`tiermem agents show {old}`", f"`tiermem agents show {new}`")
+
+
 def apply_plans(
     memory: Memory, plans: list[AgentPlan], digest: str, *, rename: str | None = None, replace: bool = False
 ) -> ImportReport:
     """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
     report = ImportReport()
-    if rename is not None:
-        plans[0].name = rename
+    if rename is not None:  # the notes name the agent as it will be stored
+        old, plans[0].name = plans[0].name, rename
+        plans[0].notes = [_renamed(note, old, rename) for note in plans[0].notes]
     for p in plans:  # every name is checked before anything is written
         check_agent_name(p.name)
     todo = []

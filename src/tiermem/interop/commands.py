@@ -45,7 +45,7 @@ def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str 
         return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
     if kind == "memfs":
         memfs.plan_memfs(path)  # validate every file before the agent is created
-    agent_id = memory.ensure_agent(agent).id
+    agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
         inserted, skipped = importers.import_passages(memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG)
         return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}

@@ -17,6 +17,7 @@ uses none of it. Two measures, both scoped to the one ``import lancedb`` below:
 from __future__ import annotations
 
 import importlib
+import os
 import importlib.util
 import sys
 import threading
@@ -64,6 +65,9 @@ def import_lancedb() -> ModuleType:
     """``lancedb``, imported (once per process) without building or loading the REST client it does not use."""
     if "lancedb" in sys.modules:
         return sys.modules["lancedb"]
+    # Lance's Rust logger prints WARN lines (e.g. "No existing dataset at ..., it will be created" when a table is
+    # made) straight to the terminal; our own messages say what matters. LANCEDB_LOG set by the user still wins.
+    os.environ.setdefault("LANCEDB_LOG", "error")
     defer_package_init(REST_CLIENT)
     try:
         from pydantic._internal._config import config_defaults

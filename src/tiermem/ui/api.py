@@ -66,6 +66,28 @@ def agent_view(memory: Memory, name: str) -> JSON:
     }
 
 
+def deletion_plan(memory: Memory, name: str) -> JSON:
+    """What deleting the agent removes, for the page to show before the person confirms."""
+    plan = memory.deletion_plan(memory.get_agent(name).id)
+    return {"agent": plan.name, "id": plan.agent_id, "blocks": list(plan.blocks), "block_versions": plan.block_versions,
+            "shared_blocks_kept": list(plan.shared_blocks_kept), "messages": plan.messages, "passages": plan.passages,
+            "summary": plan.describe()}
+
+
+def delete_agent(memory: Memory, name: str, confirm: Any, *, serving: str | None) -> JSON:
+    """Delete an agent (``Memory.delete_agent``) once the person typed its name; the agent a server in this process
+    serves over ``/mcp`` is refused (its clients would lose their memory mid-session)."""
+    agent = memory.get_agent(name)
+    if confirm != agent.name:
+        raise ValidationError(f"Type the agent's name ({agent.name}) to confirm the deletion; nothing was deleted.")
+    if serving is not None and agent.name == serving:
+        raise EditError(f"This server serves agent {agent.name!r} over /mcp; it cannot be deleted while it runs. Stop "
+                        f"the server and run `tiermem agents delete {agent.name}`. Nothing was deleted.")
+    plan = memory.delete_agent(agent.id)
+    return {"deleted": plan.name, "id": plan.agent_id, "blocks": list(plan.blocks), "messages": plan.messages,
+            "passages": plan.passages}
+
+
 def block_json(memory: Memory, b: Block) -> JSON:
     return {
         "id": b.id, "label": b.label, "value": b.value, "description": b.description, "limit": b.limit,

@@ -6,8 +6,10 @@ bearer tokens, body limits; it hands the token's agents to this app in ``scope["
 
 Live updates are long polls: ``GET api/changes?agent=A&since=SIG`` answers as soon as the agent's
 change signature (block versions, message and passage counts) differs from ``SIG``: at once for an
-edit made in this process (``Memory.subscribe``), within ``watch_seconds`` for one made by another
-process (a host's own stdio server on the same data directory), or after ``wait`` seconds with no change.
+edit made in this process (``Memory.subscribe``); for a block edit made by another process (a host's own
+stdio server on the same data directory) when the core's change token moves (polled every 50 ms on a
+local data directory, every ``watch_seconds`` on object storage); for other processes' messages and
+passages within ``watch_seconds``; or after ``wait`` seconds with no change.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ..core.protocol import LOCAL_POLL_SECONDS
 from ..errors import AccessError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from . import api
 
@@ -47,9 +50,11 @@ class Inspector:
     """The app's state: how to reach ``Memory``, and a counter bumped by every change made in this process."""
 
     def __init__(self, get_memory: Callable[[], Memory], *, default_agent: str, watch_seconds: float = 2.0,
-                 max_wait: float = 25.0) -> None:
+                 max_wait: float = 25.0, serving: str | None = None) -> None:
+        """``serving``: the agent the MCP server in this process serves (never deleted from the page)."""
         self._get_memory = get_memory
         self.default_agent = default_agent
+        self.serving = serving
         self.watch_seconds = max(0.1, watch_seconds)
         self.max_wait = max_wait
         self.local_changes = 0
@@ -106,15 +111,29 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         deadline = time.monotonic() + wait
         while True:
             seen_local = inspector.local_changes
-            current = await inspector.run(lambda m: api.signature(m, name))
+            token, cheap, current = await inspector.run(lambda m: (m.change_token(), m.watch_cheap, api.signature(m, name)))
             remaining = deadline - time.monotonic()
             if current != since or remaining <= 0:
                 return JSONResponse({"signature": current, "changed": current != since})
+            # Block edits: this process's at once, other processes' when the core's change token moves (polled every
+            # 50 ms on a local data directory); messages and passages: the whole signature every watch_seconds.
             poll_until = time.monotonic() + min(inspector.watch_seconds, remaining)
             while time.monotonic() < poll_until and inspector.local_changes == seen_local:
                 if await request.is_disconnected():  # the page was closed or reloaded
                     return Response(status_code=204)
-                await anyio.sleep(0.05)
+                await anyio.sleep(LOCAL_POLL_SECONDS)
+                if cheap and await inspector.run(lambda m: m.change_token()) != token:
+                    break
+
+    async def deletion_plan(request: Request) -> Response:
+        name = agent_param(request)
+        return JSONResponse(await inspector.run(lambda m: api.deletion_plan(m, name)))
+
+    async def delete_agent(request: Request) -> Response:
+        body = await _json(request)
+        name = agent_param(request, body)
+        return JSONResponse(await inspector.run(lambda m: api.delete_agent(m, name, body.get("confirm"),
+                                                                           serving=inspector.serving)))
 
     async def history(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
@@ -179,6 +198,8 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/static/{name}", static, methods=["GET"]),
         Route("/api/agents", agents, methods=["GET"]),
         Route("/api/agent", agent, methods=["GET"]),
+        Route("/api/agents/plan", deletion_plan, methods=["GET"]),
+        Route("/api/agents/delete", delete_agent, methods=["POST"]),
         Route("/api/changes", changes, methods=["GET"]),
         Route("/api/history", history, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),

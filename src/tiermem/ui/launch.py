@@ -23,7 +23,8 @@ def http_mount(handle: MemoryHandle, settings: Settings) -> Any:
     """The ``ui=`` argument of ``server.build_http_app``: the inspector next to ``/mcp``, on the server's memory."""
     from .app import Inspector, build_ui_app, mount
 
-    inspector = Inspector(lambda: handle.get()[0], default_agent=settings.agent, watch_seconds=settings.watch_seconds)
+    inspector = Inspector(lambda: handle.get()[0], default_agent=settings.agent, watch_seconds=settings.watch_seconds,
+                          serving=settings.agent)
     return mount(build_ui_app(inspector))
 
 
@@ -43,7 +44,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
         raise ConfigError(f"`tiermem ui` serves on loopback only (127.0.0.1), not {settings.host}; to reach the "
                           "inspector from elsewhere, run `tiermem serve --transport http` with bearer tokens and open /ui.")
     memory = open_memory(settings)
-    memory.ensure_agent(settings.agent)
+    memory.named_agent(settings.agent)
     # A fresh secret per run: other local users and web pages cannot use the inspector without the URL.
     session = secrets.token_urlsafe(32)
     tokens = make_tokens([{"token": session, "agents": ["*"], "name": "ui-session"}], "tiermem ui")
@@ -60,12 +61,16 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
 def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     import uvicorn
 
+    from ..netguard import listen_socket
+
     port = port if port else free_port(settings.host)
+    sock = listen_socket(settings.host, port)  # a busy --port is a clear error, before anything is printed
     app, url = build_ui_server(settings, port=port)
     print(f"tiermem memory inspector: {url}", flush=True)
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)
     if open_browser:
         threading.Timer(0.5, lambda: webbrowser.open(url)).start()
-    uvicorn.run(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False, lifespan="off",
-                timeout_keep_alive=5, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False,
+                            lifespan="off", timeout_keep_alive=5, timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -317,6 +317,17 @@
     await refresh();
   }
 
+  async function deleteAgent() {
+    const name = state.agent;
+    const plan = await call("agents/plan?" + qs({ agent: name }));
+    const typed = prompt(`Delete for good?\n\n${plan.summary}\n\nType the agent's name (${name}) to confirm:`);
+    if (typed === null) return;
+    const data = await call("agents/delete", { json: { agent: name, confirm: typed.trim() } });
+    say(`Deleted agent ${data.deleted}: ${data.blocks.length} block(s), ${data.messages} message(s), ${data.passages} passage(s).`, true);
+    await loadAgents();
+    if (state.agent) await selectAgent(state.agent);
+  }
+
   // -- start ------------------------------------------------------------------------------------------------
   async function selectAgent(name) {
     state.agent = name;
@@ -360,6 +371,7 @@
     $("x-af").addEventListener("click", () => guarded(() => download("af")));
     $("x-jsonl").addEventListener("click", () => guarded(() => download("jsonl")));
     $("import-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(importFile); });
+    $("a-delete").addEventListener("click", () => guarded(deleteAgent));
     $("auth").addEventListener("submit", (e) => {
       e.preventDefault();
       sessionStorage.setItem("tiermem-token", $("auth-token").value.trim());

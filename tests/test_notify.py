@@ -1,0 +1,121 @@
+"""Change notifications across processes: a subscriber hears of another process's edit, however soon it comes.
+
+Three real server processes on one data directory: A serves streamable HTTP (a 2026-07-28 client listens on it,
+and the memory inspector's live view long-polls it), B serves stdio (a legacy client subscribes with
+``resources/subscribe``), C serves stdio and edits. A and B run with ``watch_seconds = 30``: on a local data
+directory the watch follows SQLite's change counter, not that timer, so the 15 s bound holds only when it does.
+Waits are bounded, never timed asserts; ``python -m bench notify`` measures the latency.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from .conftest import PYTHON, ROOT
+from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, stdio_params, wait_for_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
+HUMAN = "memory://blocks/human"
+
+
+@pytest.fixture
+def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN, TIERMEM_WATCH_SECONDS="30"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(tmp_path: Path, http_server: int) -> None:
+    legacy_heard: list[str] = []
+
+    async def on_message(message) -> None:  # type: ignore[no-untyped-def]
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            legacy_heard.append(str(root.params.uri))
+
+    async with (
+        Client(stdio_params(tmp_path), cache=None) as editor,
+        Client(stdio_params(tmp_path, TIERMEM_WATCH_SECONDS="30"), cache=None, mode="legacy",
+               message_handler=on_message) as legacy,
+        Client(http_target(f"http://127.0.0.1:{http_server}/mcp"), cache=None) as modern,
+    ):
+        assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "first"})).is_error
+        for round_ in range(2):  # the second round: after the first subscriptions ended and the watch went idle
+            legacy_heard.clear()
+            await legacy.subscribe_resource(HUMAN)
+            async with modern.listen(resource_subscriptions=[HUMAN]) as sub:
+                await anyio.sleep(0.1)
+                r = await editor.call_tool("core_memory_append", {"label": "human", "content": f"round {round_}"})
+                assert not r.is_error
+                with anyio.fail_after(15):  # bounded wait: the watch of each server sees the other process's commit
+                    async for event in sub:
+                        if getattr(event, "uri", "") == HUMAN:
+                            break
+                    while HUMAN not in legacy_heard:
+                        await anyio.sleep(0.02)
+            await legacy.unsubscribe_resource(HUMAN)
+            await anyio.sleep(0.3)
+        value = (await modern.read_resource(HUMAN)).contents[0].text
+        assert "round 1" in value
+
+        # The inspector's live view: a long poll answers when another process edits a block.
+        ui = f"http://127.0.0.1:{http_server}/ui/api"
+        async with httpx2.AsyncClient(headers=AUTH, timeout=60) as web:
+            since = (await web.get(f"{ui}/agent", params={"agent": "default"})).json()["signature"]
+            changed: list[bool] = []
+
+            async def long_poll() -> None:
+                r = await web.get(f"{ui}/changes", params={"agent": "default", "since": since, "wait": "25"})
+                changed.append(r.json()["changed"])
+
+            with anyio.fail_after(15):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(long_poll)
+                    await anyio.sleep(0.3)
+                    assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "ui"})).is_error
+            assert changed == [True]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "object"])
+def test_change_token_moves_with_another_connections_commit(tmp_path: Path, backend: str) -> None:
+    """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend: two connections
+    to one store (two SQLite connections to one file; two ``ObjectCore`` on one object store)."""
+    from tiermem.blocks import Rethink
+    from tiermem.config import BlockSpec
+    from tiermem.core.migrate import open_core
+    from tiermem.store import Store
+
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.objects import ObjectCore
+
+    from .conftest import memory_over
+
+    store = Store(str(tmp_path / "data" / "db"), embedding_model="hashing-384", embedding_dim=384)
+    bucket = Bucket("memory://watch")  # one in-process object store, two cores (each with its own cache) over it
+
+    def core():  # type: ignore[no-untyped-def]
+        return open_core(store, "sqlite", tmp_path / "data") if backend == "sqlite" else ObjectCore.open(bucket)
+
+    watcher, writer = memory_over(store, core=core()), memory_over(store, core=core())
+    agent = writer.ensure_agent("default").id
+    writer.create_block(agent, BlockSpec(label="human"))
+    token = watcher.change_token()
+    assert watcher.change_token() == token  # nothing committed: unchanged
+    writer.edit(agent, "human", Rethink("Name: Ada"), actor="human")
+    assert watcher.change_token() != token
+    assert watcher.watch_cheap is (backend == "sqlite")

@@ -15,6 +15,7 @@ JSON on stdin) and times it from spawn to exit: Claude Code waits for the proces
   the server's share.
 
 ``--data DIR`` keeps the filled store in DIR and reuses it on the next run (filling 10k turns takes minutes).
+The dev split is found as ``bench locomo`` finds it (``$TIERMEM_LOCOMO_DEV`` names it elsewhere).
 
     python -m bench hooks                   # 10k turns, 200 prompts
     python -m bench hooks --messages 2000 --samples 50
@@ -40,15 +41,6 @@ from .common import ROOT, machine, save, stats
 from .locomo import DATA, messages, name_blocks
 
 
-def locomo_path() -> Path:
-    """The dev split: ``$LOCOMO_DEV_JSON``, else beside the checkout (``../shared``) or beside the folder of worktrees
-    (``../../shared``)."""
-    given = os.environ.get("LOCOMO_DEV_JSON")
-    for candidate in ([Path(given)] if given else []) + [DATA, ROOT.parent.parent / "shared" / "bench-data" / DATA.name]:
-        if candidate.exists():
-            return candidate
-    raise SystemExit(f"LoCoMo dev split not found at {DATA}")
-
 GOALS = {"prompt": (150.0, 400.0)}  # p50, p95 ms
 
 
@@ -60,7 +52,7 @@ def fill(data: Path, target: int) -> int:
     memory = open_memory(load_settings(data_dir=data, embedding_model="default"))
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("default").id
-    samples = json.loads(locomo_path().read_text())
+    samples = json.loads(DATA.read_text())
     logged, copy = 0, 0
     name_blocks(memory, agent, samples[0])
     while logged < target:
@@ -114,7 +106,7 @@ def main() -> None:
         server = subprocess.Popen([tiermem, "serve", "--data-dir", str(data)], stdin=subprocess.PIPE,
                                   stdout=subprocess.DEVNULL, stderr=(root / "server.log").open("w"), env=env, cwd=ROOT)
         hook = [tiermem, "hook", "claude-code", "--data-dir", str(data), "--agent", "default"]
-        questions = [qa["question"] for s in json.loads(locomo_path().read_text()) for qa in s["qa"]]
+        questions = [qa["question"] for s in json.loads(DATA.read_text()) for qa in s["qa"]]
         session = "bench-session"
         try:
             run_hook(hook, env, {"hook_event_name": "SessionStart", "session_id": session, "source": "startup"})

@@ -90,9 +90,18 @@ def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() ->
     weak = [cand("a", "x", v=1, f=1, cos=0.22, bm25=1.0), cand("b", "y", v=2, cos=0.20), cand("c", "z", f=2, bm25=0.5)]
     # the same ranks and the same relative features, but the best match is poor: lower relevance
     assert DEFAULT_CALIBRATION.relevance(weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
-    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
-    with pytest.raises(ValueError, match="needs 4 weights"):
+    assert Calibration((0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
+    with pytest.raises(ValueError, match="needs 3 weights"):
         Calibration((1.0,), 0.0)
+
+
+def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
+    """A raw BM25 score grows with the corpus (its IDF): the same match must not become more relevant because more
+    unrelated rows are stored, or a new user's few memories would never come back."""
+    alone = [cand("a", "x", v=1, f=1, cos=0.52, bm25=0.58)]
+    among_many = [cand("a", "x", v=1, f=1, cos=0.52, bm25=9.6), cand("b", "y", v=2, cos=0.30, bm25=1.0)]
+    assert DEFAULT_CALIBRATION.relevance(alone, DEFAULT_RANKER.rank("q", alone))[0] == pytest.approx(
+        DEFAULT_CALIBRATION.relevance(among_many, DEFAULT_RANKER.rank("q", among_many))[0], rel=0.2)
 
 
 def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:

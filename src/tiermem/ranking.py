@@ -173,15 +173,17 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 DEFAULT_RANKER = Ranker((32.1435, 17.4081, 1.8603, 2.1907, -0.7989, 0.7516, 2.6811, 0.3951, 1.3929, 0.3465))
 
 
-CALIBRATION_FEATURES = ("score", "cosine", "bm25", "best_cosine")
+CALIBRATION_FEATURES = ("score", "cosine", "best_cosine")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """The probability that a ranked hit is what the query looks for: logistic over its ranker score and what
-    is absolute about it (its cosine to the query, its BM25 score, the best cosine in the pool: how well this
-    memory matches the query at all). Scores are relative to their pool; relevance is comparable across queries
-    and memories. Fitted together with the ranker's weights (``bench locomo``); refit both together."""
+    is absolute about it (its cosine to the query, the best cosine in the pool: how well this memory matches the
+    query at all). Scores are relative to their pool; relevance is comparable across queries and memories, and
+    across stores of any size: nothing here grows with the number of rows (a raw BM25 score does, through its
+    IDF: the same match scored 0.58 alone and 9.6 among 100 passages, and a lone perfect match came out 0.05).
+    Fitted together with the ranker's weights (``bench locomo``); refit both together."""
 
     weights: tuple[float, ...]
     bias: float
@@ -202,9 +204,8 @@ def calibration_features(candidates: Sequence[Candidate], scored: Sequence[tuple
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0
     best = max(cosines) if cosines else 0.0
-    return [[score, c.cosine if c.cosine is not None else floor, math.log1p(max(c.bm25 or 0.0, 0.0)), best]
-            for c, score in scored]
+    return [[score, c.cosine if c.cosine is not None else floor, best] for c, score in scored]
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
-DEFAULT_CALIBRATION = Calibration((0.6138, 1.022, 0.5879, 0.9867), -9.4026)
+DEFAULT_CALIBRATION = Calibration((0.7051, 1.082, 1.8006), -9.3293)

@@ -159,6 +159,11 @@ def test_the_default_set_has_one_way_to_edit_a_block() -> None:
     assert edits == {"memory_replace", "memory_insert", "memory_rethink", "memory_revert"}  # Letta's, and undo
     assert not names & {"core_memory_append", "core_memory_replace", "memory", "memory_apply_patch"}
     every = set(resolve_tools(["all"]))  # Letta's other names stay one setting away
+    from tiermem.config import load_settings
+    from tiermem.server import published_tools
+
+    letta = published_tools(load_settings(memory_tool_dialect="letta-code"))  # choosing the dialect publishes the tool
+    assert set(letta) == names | {"memory", "memory_apply_patch"}
     assert {"core_memory_append", "core_memory_replace", "memory", "conversation_log", "core_memory_view"} <= every
 
 

@@ -58,7 +58,7 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 def serve(settings: Settings) -> None:
     from .hookserver import HookListener
     from .runtime import MemoryHandle
-    from .server import build_server, resolve_tools
+    from .server import build_server, published_tools
     from .shutdown import Shutdown
 
     keep_heap(settings)
@@ -77,7 +77,7 @@ def serve(settings: Settings) -> None:
 
         extensions.append(blocks_app())
     stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
-    hooks = HookListener(handle, settings, resolve_tools(settings.tools), stop)  # host hooks ask this process
+    hooks = HookListener(handle, settings, published_tools(settings), stop)  # host hooks ask this process
     if hooks.start() is not None:
         stop.on_stop(hooks.close)
     server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])

@@ -16,8 +16,9 @@ with ``conversation_search(limit=10)``, and its candidates are kept, with those 
 another conversation's memory (the negatives of the relevance calibration).
 
 The candidates are ranked by: the shipped ranker (checked to equal what conversation_search returned), a ranker
-fitted on the other four conversations (leave-one-conversation-out, both formats' questions: the figure that
-counts), one fitted on all five (printed: the weights to ship), and each leg alone. The relevance calibration is
+fitted on the other four conversations (leave-one-conversation-out, both formats' questions, listwise: the figure
+that counts; the pointwise fit of issue 12 beside it), one fitted on all five (printed: the weights to ship), and
+each leg alone. The relevance calibration is
 judged the same way (fitted on four conversations with their ranker, scored on the fifth): precision and recall
 of "relevance >= t" (``bench.locomo_fit``). R@5 / R@10 are the fraction of evidence turns in the top k, MRR the
 reciprocal rank of the first one (0 if none in the top 10); means are macro over questions. Malformed evidence
@@ -40,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from .common import ROOT, save
-from .locomo_fit import CATEGORIES, fit, fit_calibration, calibration_data, labelled, leave_one_out, mean, ranked, score, table
+from .locomo_fit import (CATEGORIES, calibration_data, fit_calibration, fit_listwise, labelled, leave_one_out, ranked,
+                         score, table)
 
 
 def _data() -> Path:
@@ -59,8 +61,9 @@ DATA = _data()
 FORMATS = ("named", "role")
 BATCH = 128  # messages per log_messages call (one embedding call each)
 SHIPPED, LOO, IN_SAMPLE = "shipped ranker (in-sample)", "leave-one-conv-out", "fitted on all five"
+POINTWISE = "leave-one-out, pointwise fit"
 KEYWORD, VECTOR = "keyword leg only", "vector leg only"
-RANKERS = (LOO, SHIPPED, IN_SAMPLE, KEYWORD, VECTOR)
+RANKERS = (LOO, POINTWISE, SHIPPED, IN_SAMPLE, KEYWORD, VECTOR)
 
 
 def sessions(conv: dict[str, Any]) -> list[tuple[datetime, list[dict[str, Any]]]]:
@@ -189,7 +192,7 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
     asked = [q for q in questions if q["variant"] == "asked"]
 
     fixed = {SHIPPED: DEFAULT_RANKER, KEYWORD: Ranker.legs(0.0, 1.0), VECTOR: Ranker.legs(1.0, 0.0)}
-    fitted = Ranker(fit(labelled(asked)))
+    fitted = Ranker(fit_listwise(labelled(asked)))
     fixed[IN_SAMPLE] = fitted
     calibration = fit_calibration(*calibration_data(questions, fitted))
     per: dict[str, dict[str, dict[int, list[tuple[float, float, float]]]]] = {
@@ -214,7 +217,8 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
         "search_p50_ms": {fmt: round(1000 * sorted(v)[len(v) // 2], 2) for fmt, v in latencies.items()},
     }
     for fmt in formats:
-        result[fmt] = {LOO: held_out["recall"][fmt], **{name: table(per[fmt][name]) for name in fixed}}
+        result[fmt] = {LOO: held_out["recall"][fmt], POINTWISE: held_out["recall_pointwise"][fmt],
+                       **{name: table(per[fmt][name]) for name in fixed}}
     return result
 
 

@@ -38,6 +38,36 @@ def fit(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, 
     return tuple(round(float(v), 4) for v in w / sd)
 
 
+def fit_listwise(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5,
+                 l2: float = 1e-3) -> tuple[float, ...]:
+    """Listwise (softmax) logistic regression: per question, the softmax of the scores over its candidates is
+    pulled towards its evidence turns (questions whose candidates hold none are left out). It orders each
+    question's candidates, which is what search needs, rather than classifying rows one by one (``fit``).
+    Returns weights on the raw features (standardisation folded in)."""
+    import numpy as np
+
+    x = np.array([f for feats, _ in rows for f in feats], dtype=np.float64)
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    kept = [(np.array(feats, dtype=np.float64), np.array(labels, dtype=np.float64)) for feats, labels in rows
+            if feats and any(labels)]
+    width = max(len(labels) for _, labels in kept)
+    z = np.zeros((len(kept), width, x.shape[1]))
+    mask = np.full((len(kept), width), -np.inf)
+    target = np.zeros((len(kept), width))
+    for i, (feats, labels) in enumerate(kept):
+        z[i, : len(labels)] = (feats - mu) / sd
+        mask[i, : len(labels)] = 0.0
+        target[i, : len(labels)] = labels / labels.sum()
+    w = np.zeros(x.shape[1])
+    for _ in range(epochs):
+        s = z @ w + mask
+        s -= s.max(1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(1, keepdims=True)
+        w -= rate * (np.einsum("qn,qnd->d", p - target, z) / len(kept) + l2 * w)
+    return tuple(round(float(v), 4) for v in w / sd)
+
+
 def fit_calibration(x: list[list[float]], y: list[bool], *, epochs: int = 2000, rate: float = 0.5,
                     l2: float = 1e-3) -> tuple[tuple[float, ...], float]:
     """Plain (unweighted) logistic regression, so its output is a probability: (weights, bias) on raw features."""
@@ -110,24 +140,29 @@ def calibration_data(qs: list[dict[str, Any]], ranker: Any) -> tuple[list[list[f
 
 
 def leave_one_out(qs: list[dict[str, Any]]) -> dict[str, Any]:
-    """For each conversation: ranker (the questions as asked, every storage format) and calibration (also the
-    questions without names) fitted on the other four, scored on this one. R@k per format and category; precision
+    """For each conversation: ranker (``fit_listwise`` over the questions as asked, every storage format; the
+    pointwise ``fit`` is scored beside it) and calibration (also the questions without names) fitted on the other
+    four, scored on this one. R@k per format and category; precision
     / recall of "relevance >= t" per format and question variant; the weights."""
     from tiermem.ranking import Calibration, Ranker
 
     per: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
+    per_pointwise: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     hits: dict[str, list[tuple[float, bool, bool]]] = defaultdict(list)  # "fmt, variant" -> (relevance, evidence, cross)
     gold_total: dict[str, int] = defaultdict(int)
     weights = {}
     for conv in sorted({q["conv"] for q in qs}):
         train = [q for q in qs if q["conv"] != conv]
-        ranker = Ranker(fit(labelled([q for q in train if q["variant"] == "asked"])))
+        asked = [q for q in train if q["variant"] == "asked"]
+        ranker = Ranker(fit_listwise(labelled(asked)))
+        pointwise = Ranker(fit(labelled(asked)))
         calibration = Calibration(*fit_calibration(*calibration_data(train, ranker)))
         weights[conv] = {"ranker": list(ranker.weights), "calibration": [*calibration.weights, calibration.bias]}
         for q in (q for q in qs if q["conv"] == conv):
             key = f"{q['fmt']}, {q['variant']}"
             if q["variant"] == "asked":
                 per[q["fmt"]][q["category"]].append(score([d for d, _, _ in ranked(q, ranker)], q["gold"]))
+                per_pointwise[q["fmt"]][q["category"]].append(score([d for d, _, _ in ranked(q, pointwise)], q["gold"]))
             gold_total[key] += len(q["gold"])
             for cross in (False, True):
                 rows = top_hits(q, ranker, cross=cross)
@@ -135,6 +170,7 @@ def leave_one_out(qs: list[dict[str, Any]]) -> dict[str, Any]:
                     p = 1.0 / (1.0 + math.exp(-(sum(w * x for w, x in zip(calibration.weights, row)) + calibration.bias)))
                     hits[key].append((p, not cross and d in q["gold"], cross))
     return {"recall": {fmt: table(cats) for fmt, cats in per.items()},
+            "recall_pointwise": {fmt: table(cats) for fmt, cats in per_pointwise.items()},
             "relevance": {key: precision_recall(h, gold_total[key]) for key, h in sorted(hits.items())},
             "reliability": {key: reliability(h) for key, h in sorted(hits.items())},
             "weights": weights}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -214,3 +215,18 @@ def test_relative_times_in_a_query_read_the_conversations_clock(memory: Memory) 
     assert memory.archive.conversation_search(agent, query, limit=2).hits[0].content == "We went hiking by the lake."
     assert memory.archive.conversation_search(agent, "Where did we go hiking in May 2023?", limit=2).hits[0].content \
         == "We went hiking in the hills."
+
+
+def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
+    """A turn's sitting: the candidates of its conversation written within an hour of it."""
+    def turn(i: str, minute: int, conversation: str, v: int | None = None, f: int | None = None) -> Candidate:
+        us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000) + minute * 60_000_000
+        return Candidate(id=i, content=i, row={"created_us": us, "conversation_id": conversation}, vector_rank=v,
+                         fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
+
+    cands = [turn("a", 0, "c1", v=1, f=1), turn("b", 30, "c1", v=5), turn("c", 300, "c1", f=3),
+             turn("d", 10, "c2", v=2)]
+    best, total, size = (feat("q", cands, name) for name in ("session_best", "session_sum", "session_size"))
+    assert best[0] == pytest.approx(1 / 15) and best[1] == pytest.approx(1 / 11 + 1 / 11)  # each other's
+    assert best[2] == best[3] == 0.0  # five hours later; another conversation
+    assert total[1] == best[1] and size[0] == size[1] == pytest.approx(math.log(2)) and size[2] == 0.0

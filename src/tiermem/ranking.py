@@ -5,12 +5,13 @@ Both legs (vector and full-text) return a pool of candidates (40 each for a top-
 features that need no model call and no extra read: its rank in each leg, its normalised BM25 score, how far its
 cosine similarity to the query is below the pool's best, whether it is itself a question, its length, whether the
 query names its speaker (the label of a ``"Caroline: ..."`` turn, or the name of the role a turn was logged under:
-``Context.speakers``), and three about time (``timeexpr``): whether it was written in a period the query names
+``Context.speakers``), what the other candidates of its sitting scored (its conversation, within an hour: a topic
+is talked over for several turns), and three about time (``timeexpr``): whether it was written in a period the query names
 ("in June 2023", "last week" against the conversation's clock), whether a time it mentions ("yesterday", resolved
 against its own timestamp) falls in such a period, and whether it mentions a time at all when the query asks
 "when". A weighted sum of those features orders the pool.
 
-The weights are fitted by logistic regression on the LoCoMo dev split (``python -m bench locomo`` fits them,
+The weights are fitted by listwise (softmax) logistic regression on the LoCoMo dev split (``python -m bench locomo`` fits them,
 prints them, and reports leave-one-conversation-out figures: weights fitted on four conversations, scored on the
 fifth). They are stored here as plain numbers; nothing is learned at run time. Reciprocal rank fusion is the
 special case where only the two rank features count (``Ranker.legs``), which is how the keyword-only and
@@ -28,12 +29,14 @@ from typing import Any
 
 from . import timeexpr
 
-FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when")
+FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when",
+            "session_best", "session_sum", "session_size")
 RANK_K = 10  # rank features are 1 / (RANK_K + rank), 0 for a candidate the leg did not return
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
 _WORD = re.compile(r"\w+")
 _AFTER = timedelta(days=31)  # a period named in a question is often talked about in the weeks after it
+SESSION_US = 3_600_000_000  # candidates of one conversation written within an hour of each other: one sitting
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,36 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
             1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,
             1.0 if asks_when and mentions else 0.0,
         ])
+    for row, session in zip(out, _sessions(candidates, [row[0] + row[1] for row in out])):
+        row.extend(session)
     return out
+
+
+def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[tuple[float, float, float]]:
+    """What the rest of each candidate's sitting scored: the best and the sum of the other candidates' leg ranks
+    (``found``) among those of its conversation written within SESSION_US of it, and log(1 + how many there are).
+    A topic is talked over for several turns, so a turn next to strong matches is likelier the one sought."""
+    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].row.get("conversation_id") or ""),
+                                                          _time_of(candidates[i])))
+    out: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(candidates)
+    for n, i in enumerate(order):
+        mine, at = candidates[i].row.get("conversation_id"), _time_of(candidates[i])
+        near: list[float] = []
+        for step in (-1, 1):
+            k = n + step
+            while 0 <= k < len(order):
+                j = order[k]
+                if candidates[j].row.get("conversation_id") != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
+                    break
+                near.append(found[j])
+                k += step
+        out[i] = (max(near, default=0.0), sum(near), math.log1p(len(near)))
+    return out
+
+
+def _time_of(c: Candidate) -> int:
+    created = c.row.get("created_us")
+    return created if isinstance(created, int) else 0
 
 
 def names(speaker: str, query_words: Collection[str]) -> bool:
@@ -170,7 +202,8 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
-DEFAULT_RANKER = Ranker((32.1435, 17.4081, 1.8603, 2.1907, -0.7989, 0.7516, 2.6811, 0.3951, 1.3929, 0.3465))
+DEFAULT_RANKER = Ranker((22.9566, 22.4251, 0.9959, 1.6352, -0.7051, 0.7711, 2.7379, 3.4556, 1.6131, 2.2438, 14.1404, 1.5272,
+                         -0.7585))
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine")

@@ -44,7 +44,8 @@ class CoreStore(Protocol):
         """An opaque value that differs from an earlier call's whenever another process (or another connection in
         this one) may have committed agents, blocks or attachments since. It may also differ when nothing changed
         (the caller re-reads and finds nothing new); it never stays equal across such a commit. It reads no table
-        rows: SQLite's ``PRAGMA data_version``, LanceDB's table versions."""
+        rows: SQLite's ``PRAGMA data_version``; on object storage the ETags of the agents, agents' block lists and
+        blocks, from three listings."""
         ...
 
     # agents

@@ -353,7 +353,7 @@ class Archive(AgentRows, Vectors):
         context = self._context(table, agent_id, query)
         candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40), context)
         ranked = ranker.rank(query, candidates, context)[:limit]
-        relevance = self.calibration.relevance(candidates, ranked)
+        relevance = self.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
         hits, truncated = self._budget(hits)
         if truncated:

@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     # Hooks (`tiermem setup claude-code`): each prompt gets the stored memories (archival passages, turns of other
     # sessions) whose relevance reaches the threshold, at most auto_recall_limit of them in auto_recall_max_chars.
     auto_recall: bool = True
-    auto_recall_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+    auto_recall_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
     auto_recall_limit: int = Field(default=5, ge=1, le=50)
     auto_recall_max_chars: int = Field(default=4000, ge=200, le=9000)
     default_blocks: list[BlockSpec] = Field(default_factory=list)

@@ -9,6 +9,7 @@ reason, when Node.js or the Claude Code package is missing (``python tests/insta
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,7 +102,11 @@ def test_the_server_stops_on_sigint_and_nothing_left_the_machine(cc: ClaudeCode,
     """(Whether it stops within the 0.1 s Claude Code gives SIGINT is measured by `python -m bench shutdown`.)"""
     for run in sessions["runs"]:
         log = (cc.home / ".claude" / "debug" / f"{run['result']['session_id']}.txt").read_text()
-        assert 'MCP server "tiermem": Sending SIGINT' in log and "exited cleanly" in log
+        ours = "\n".join(line for line in log.splitlines() if 'MCP server "tiermem"' in line)
+        assert 'Sending SIGINT' in ours and "SIGTERM" not in ours and "Cleanup timeout" not in ours, ours
+        # Claude Code may exit before its 50 ms poll logs "process exited cleanly"; the connection's clean close and
+        # the removed socket below (the server's own shutdown path) say the same
+        assert "exited cleanly" in ours or re.search(r"STDIO connection closed after \d+s \(cleanly\)", ours), ours
     assert cc.catcher.seen == []
     assert not list(Path(cc.runtime_dir).rglob("*.sock"))  # each server removed its hook socket
 

@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 
 from tiermem import memfs_format as fmt
+from tiermem.blocks import Append
 from tiermem.config import Settings, load_settings
 from tiermem.factory import open_memory
 from tiermem.interop.letta_code import setup
@@ -131,7 +132,7 @@ HOOK_CASES: list[tuple[str, str | None, str]] = [
 ]
 
 
-def test_hook_rules_match_letta_codes_hook(letta: LettaCode, tmp_path: Path) -> None:
+def test_hook_rules_match_letta_codes_hook(letta: LettaCode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commit each case under the hook Letta Code installs, and compare with what tiermem predicts."""
     fake = letta.fake
     fake.add(fa.text("Hello."))
@@ -164,3 +165,18 @@ def test_hook_rules_match_letta_codes_hook(letta: LettaCode, tmp_path: Path) -> 
         assert said == predicted and (done.returncode == 0) == (predicted == []), (rel, done.stderr, predicted)
         if done.returncode != 0:
             git(repo, "reset", "-q", "HEAD", "--", rel)
+
+    # a rule tiermem does not check itself (the size limits of .memfs.config.json): the real hook refuses the commit,
+    # the sync says which file and why, and nothing is left behind
+    (repo / ".memfs.config.json").write_text('{"version": 1, "maxFileCharacters": 60}\n')
+    git(repo, "add", ".memfs.config.json")
+    git(repo, "commit", "-q", "--no-verify", "-m", "limits")
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    monkeypatch.setenv("NODE_OPTIONS", f"--require {OFFLINE}")
+    sync_memfs(memory, "hooked", repo)
+    before = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), (repo / "system/a.md").read_text())
+    memory.edit(memory.get_agent("hooked").id, "system/a", Append("x" * 80), actor="agent")
+    report = sync_memfs(memory, "hooked", repo)
+    assert report["commit"] == "" and len(report["rejected"]) == 1, report
+    assert report["rejected"][0].startswith("system/a.md: ") and "exceeds 60 from maxFileCharacters" in report["rejected"][0]
+    assert (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), (repo / "system/a.md").read_text()) == before

@@ -406,3 +406,26 @@ def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None
     assert git(root, "rev-parse", "HEAD~1").strip() == theirs  # built on their commit
     assert git(root, "show", "HEAD:notes/theirs.md") == "---\ndescription: Theirs\n---\nLetta's\n"
     assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")
+
+
+def test_the_branch_does_not_move_under_another_git_command(mem: Memory, tmp_path: Path) -> None:
+    """While another git command holds the index (Letta Code's own commit, whose hook takes a moment), tiermem's
+    commit waits: moving the branch under it would make that commit fail."""
+    import threading
+    import time
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    head = git(root, "rev-parse", "HEAD")
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")
+    done: list[dict] = []
+    worker = threading.Thread(target=lambda: done.append(sync_memfs(mem, "lc", root)))
+    worker.start()
+    time.sleep(1.0)
+    assert git(root, "rev-parse", "HEAD") == head and not done  # waiting
+    lock.unlink()
+    worker.join(30)
+    assert done and done[0]["commit"] and git(root, "rev-parse", "HEAD") != head
+    assert git(root, "status", "--porcelain") == ""

@@ -24,6 +24,7 @@ AUTHOR = ("tiermem", "tiermem@localhost")
 POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it beside its hooks
 _HOOK_LINE = re.compile(r"^\s+(\S.*?\.md): (.+)$")
 _GIT_TIMEOUT = 120
+_HOOK_RUN: dict[str, bool] = {}  # git executable -> whether it has `git hook run`
 
 
 class GitError(ValidationError):
@@ -83,9 +84,13 @@ class Repo:
         except OSError:
             return False
 
-    def busy(self) -> bool:
-        """Someone (Letta Code's memory tool, a person) is in the middle of a git command here."""
-        return (self.gitdir / "index.lock").exists()
+    def busy(self, stale: float = 10.0) -> bool:
+        """Someone (Letta Code's memory tool, a person) is in the middle of a git command here (a lock older than
+        ``stale`` seconds is a leftover of a git that died: not waited for)."""
+        try:
+            return time.time() - (self.gitdir / "index.lock").stat().st_mtime < stale
+        except OSError:
+            return False
 
     def state_file(self) -> Path:
         """Where tiermem keeps its sync record for this directory: inside the git directory."""
@@ -153,9 +158,11 @@ class Repo:
         The commit is built in a private index from HEAD, so the working tree and the repository's index are not
         touched until it has landed (Letta Code's memory tool, which refuses to run while the repository has
         uncommitted changes, never sees tiermem's half-done work), and a rejected commit leaves nothing behind:
-        ``HookRejected`` says which file and why. A commit another process made in the meantime is never undone:
-        if one slipped in between reading HEAD and committing, tiermem's commit is taken back and built again.
-        The caller writes the files afterwards (``settle``).
+        ``HookRejected`` says which file and why. The repository's hooks run as ``git commit`` runs them
+        (pre-commit, prepare-commit-msg and commit-msg on the commit's index and message, post-commit after), then
+        the branch moves in one compare-and-swap, and not while another git command holds the index (Letta Code's
+        own commit, which would fail if the branch moved under it). A commit another process made in the meantime
+        is never undone: the commit is built again on top of it. The caller writes the files afterwards (``settle``).
         """
         fd, tmp = tempfile.mkstemp(prefix="tiermem-index-", dir=self.gitdir)
         os.close(fd)
@@ -173,25 +180,73 @@ class Repo:
                         blob = self.run("hash-object", "-w", "--stdin", "--path", rel, stdin=text).stdout.strip()
                         entry = f"{modes.get(rel, '100644')},{blob},{self.prefix}{rel}"
                         self.run("update-index", "--add", "--cacheinfo", entry, env=index, top=True)
-                done = self.run("commit", "-q", "-m", message, check=False,
-                                ident=True, env=index)
-                if done.returncode != 0:
-                    output = (done.stdout + "\n" + done.stderr).strip()
-                    if "cannot lock ref" in output:
-                        continue  # another commit landed while this one was checked: build it again
-                    raise HookRejected(output, self._problems(output))
-                head = self.run("rev-parse", "HEAD").stdout.strip()
-                parent = self.run("rev-parse", "--verify", "-q", "HEAD^", check=False).stdout.strip() or None
-                if parent == base:
-                    return head
-                # built on a HEAD that moved before the commit read it: take it back (only if still on top), again
-                if parent is None:
-                    self.run("update-ref", "-d", "HEAD", head, check=False)
-                else:
-                    self.run("update-ref", "HEAD", parent, head, check=False)
+                landed = self._land(base, index, message) if self._runs_hooks() else self._land_by_commit(base, index, message)
+                if landed is not None:
+                    return landed
             raise GitError(f"{self.root}: other commits kept landing while tiermem tried to commit; try again.")
         finally:
             Path(tmp).unlink(missing_ok=True)
+
+    def _runs_hooks(self) -> bool:
+        """Whether this git has `git hook run` (2.36 and later)."""
+        if self.git not in _HOOK_RUN:
+            _HOOK_RUN[self.git] = self.run("hook", "run", "--ignore-missing", "tiermem-none", check=False).returncode == 0
+        return _HOOK_RUN[self.git]
+
+    def _hook(self, name: str, *args: str, env: dict[str, str]) -> None:
+        done = self.run("hook", "run", "--ignore-missing", name, *(["--", *args] if args else []), check=False,
+                        env=env, top=True)
+        if done.returncode != 0:
+            output = (done.stdout + "\n" + done.stderr).strip()
+            raise HookRejected(output, self._problems(output))
+
+    def _land(self, base: str | None, index: dict[str, str], message: str) -> str | None:
+        """Hooks, commit object, then the branch moved from ``base`` (None: HEAD moved meanwhile, build again)."""
+        self._hook("pre-commit", env=index)
+        fd, msgfile = tempfile.mkstemp(prefix="tiermem-msg-", dir=self.gitdir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(message + "\n")
+            self._hook("prepare-commit-msg", msgfile, "message", env=index)
+            self._hook("commit-msg", msgfile, env=index)
+            tree = self.run("write-tree", env=index).stdout.strip()
+            who = {"GIT_AUTHOR_NAME": AUTHOR[0], "GIT_AUTHOR_EMAIL": AUTHOR[1], "GIT_COMMITTER_NAME": AUTHOR[0],
+                   "GIT_COMMITTER_EMAIL": AUTHOR[1]}
+            made = self.run("commit-tree", tree, *(["-p", base] if base else []), "-F", msgfile, env=who).stdout.strip()
+            subject = Path(msgfile).read_text(encoding="utf-8").split("\n", 1)[0]
+        finally:
+            Path(msgfile).unlink(missing_ok=True)
+        self.wait_until_idle()
+        moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
+        if moved.returncode != 0:
+            return None
+        self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
+        return made
+
+    def _land_by_commit(self, base: str | None, index: dict[str, str], message: str) -> str | None:
+        """For a git without `git hook run`: ``git commit`` on the private index (it runs the hooks itself)."""
+        done = self.run("commit", "-q", "-m", message, check=False, ident=True, env=index)
+        if done.returncode != 0:
+            output = (done.stdout + "\n" + done.stderr).strip()
+            if "cannot lock ref" in output:
+                return None  # another commit landed while this one was checked: build it again
+            raise HookRejected(output, self._problems(output))
+        head = self.run("rev-parse", "HEAD").stdout.strip()
+        parent = self.run("rev-parse", "--verify", "-q", "HEAD^", check=False).stdout.strip() or None
+        if parent == base:
+            return head
+        # built on a HEAD that moved before the commit read it: take it back (only if still on top), again
+        if parent is None:
+            self.run("update-ref", "-d", "HEAD", head, check=False)
+        else:
+            self.run("update-ref", "HEAD", parent, head, check=False)
+        return None
+
+    def wait_until_idle(self, most: float = 10.0) -> None:
+        """Wait (at most ``most`` s) while another git command holds the repository's index."""
+        deadline = time.monotonic() + most
+        while self.busy() and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def _modes(self, rels: list[str], env: dict[str, str]) -> dict[str, str]:
         listed = self.run("ls-files", "-s", "-z", "--", *rels, env=env).stdout
@@ -214,4 +269,5 @@ class Repo:
     def settle(self, rels: list[str]) -> None:
         """After a commit and the files written: the repository's index agrees with HEAD for ``rels``."""
         if rels:
+            self.wait_until_idle()
             self.run("reset", "-q", "--", *rels, check=False)

@@ -66,7 +66,7 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
         agent, ids = ingest(memory, sample, named)
         agents.append(agent)
         dia.update(ids)
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     everything = autorecall.RecallSettings(threshold=0.0, limit=LIMIT, max_chars=100_000)
     rows: list[dict[str, Any]] = []  # one per question: the relevances it got, own and cross
     t0 = time.perf_counter()

@@ -68,7 +68,7 @@ def fill(data: Path, target: int) -> int:
     for fact in ("The user's cat is called Miso.", "The user works on compilers at a small startup.",
                  "The user's sister Grace lives in Lisbon."):
         memory.archive.insert(agent, fact)
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     memory.settle(60)
     return logged
 

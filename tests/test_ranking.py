@@ -147,7 +147,7 @@ def test_a_lone_stored_fact_is_as_relevant_as_among_many_real_rows(tmp_path: Pat
     words = topics.split()
     notes = [f"Note {i}: {' '.join(words[i % 14:] + words[:i % 14])}" for i in range(100)]
     memory.archive.insert_many(crowded, [(fact, [])] + [(note, []) for note in notes])
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     top = {agent: memory.archive.search(agent, "What is my cat called?", top_k=3).hits[0] for agent in (alone, crowded)}
     assert all(fact == hit.content and hit.relevance >= threshold for hit in top.values())
     assert top[alone].relevance == pytest.approx(top[crowded].relevance, rel=0.35)

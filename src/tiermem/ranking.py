@@ -302,4 +302,4 @@ def _words(text: str) -> set[str]:
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
-DEFAULT_CALIBRATION = Calibration((0.4667, 3.0576, -0.395, 2.1479), -8.2156)
+DEFAULT_CALIBRATION = Calibration((0.3978, 2.992, -0.424, 2.3816), -7.7797)

@@ -29,7 +29,8 @@ MEMORY_SCHEMA = {
 @pytest.fixture
 def lc_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("TIERMEM_MEMORY_TOOL_DIALECT", "letta-code")
-    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem")
+    # every tool: these tests read core memory with core_memory_view (the dialect alone adds memory + its patch tool)
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem", tools=["all"])
 
 
 async def call(c: Client, tool: str = "memory", **args: Any) -> tuple[bool, str, Any]:

@@ -241,6 +241,14 @@ def test_no_import_cycles_in_the_whole_repository() -> None:
     assert cycles_in(graph) == []
 
 
+def test_what_serves_initialize_does_not_load_the_domain() -> None:
+    """The modules loaded before ``initialize`` is answered (the CLI and the server) leave ``memory`` for later: the
+    tools name its operations, but import it on first use."""
+    code = "import sys, tiermem.cli, tiermem.server; print('tiermem.memory' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
 def test_mcp_layer_is_light() -> None:
     """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
     code = ("import sys, tiermem.cli, tiermem.runtime, tiermem.tools, tiermem.search_tools, tiermem.server, "

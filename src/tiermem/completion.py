@@ -23,7 +23,6 @@ from mcp.types import (
 
 from .clientlog import ClientLevels
 from .errors import TiermemError
-from .memory import Memory
 from .sdk import add_request_handler
 
 if TYPE_CHECKING:
@@ -51,6 +50,7 @@ def register_completions_and_logging(
         if not wants_label:
             return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
         try:
+            from .memory import Memory  # imported once the handshake is answered (cold start)
             labels = [b.label for b in await runtime.call(None, Memory.blocks)]
         except TiermemError as exc:
             log.warning("completing block labels failed: %s", exc)

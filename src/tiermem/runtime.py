@@ -26,12 +26,12 @@ import anyio
 
 from .clientlog import client_log
 from .errors import TiermemError
-from .memory import Memory
 from .opening import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
+    from .memory import Memory
     from .records import Block
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ class Runtime:
             log.info("core memory is not open after %.1f s; the instructions say where to read it", wait)
             return None
         try:
+            from .memory import Memory  # imported once the handshake is answered (cold start)
             return await self.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("could not read core memory for the instructions: %s", exc)

@@ -27,7 +27,6 @@ from . import briefing
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
-from .memory import Memory
 from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
 from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
@@ -36,6 +35,7 @@ from .surface import check_arguments, error_result, explain
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .memory import Memory
     from .netguard import ASGIApp, Token
     from .records import Block
 
@@ -174,6 +174,7 @@ class TiermemServer(MCPServer[Runtime]):
     async def list_resources(self) -> list[Any]:
         listed = await super().list_resources()
         try:
+            from .memory import Memory  # imported once the handshake is answered (cold start)
             blocks = await self.runtime.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("listing block resources failed: %s", exc)
@@ -201,6 +202,7 @@ class TiermemServer(MCPServer[Runtime]):
 
             label = text[len(prefix) :]
             try:
+                from .memory import Memory  # imported once the handshake is answered (cold start)
                 block = await self.runtime.read(Memory.block, label)
             except TiermemError as exc:
                 from urllib.parse import unquote  # a client that percent-encoded a label with spaces
@@ -208,6 +210,7 @@ class TiermemServer(MCPServer[Runtime]):
                 if unquote(label) == label:
                     raise ResourceNotFoundError(str(exc)) from exc
                 try:
+                    from .memory import Memory  # imported once the handshake is answered (cold start)
                     block = await self.runtime.read(Memory.block, unquote(label))
                 except TiermemError:
                     raise ResourceNotFoundError(str(exc)) from exc
@@ -382,6 +385,7 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
 
 
 async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
+    from .memory import Memory  # imported once the handshake is answered (cold start)
     return await _read(runtime, Memory.render_core, line_numbers=line_numbers)
 
 
@@ -402,6 +406,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     )
     async def memory_system() -> str:
         try:
+            from .memory import Memory  # imported once the handshake is answered (cold start)
             return await runtime.call(None, Memory.system_prompt)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
@@ -414,6 +419,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     async def memory_block(label: str) -> str:
         from .blocks import render_block
 
+        from .memory import Memory  # imported once the handshake is answered (cold start)
         block = await runtime.read(Memory.block, label)
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))

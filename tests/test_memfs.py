@@ -429,3 +429,25 @@ def test_the_branch_does_not_move_under_another_git_command(mem: Memory, tmp_pat
     worker.join(30)
     assert done and done[0]["commit"] and git(root, "rev-parse", "HEAD") != head
     assert git(root, "status", "--porcelain") == ""
+
+
+def test_branch_work_tree_and_index_move_together(mem: Memory, tmp_path: Path) -> None:
+    """The first git command after tiermem's branch moved (here: the post-commit hook, standing in for Letta Code's
+    memory tool) finds the repository clean, and a file Letta Code had staged, committed then, keeps tiermem's edit
+    (its commit is made from the repository's index: one without tiermem's files would take them back)."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    (root / "notes/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
+    git(root, "add", "notes/theirs.md")
+    hook = root / ".git" / "hooks" / "post-commit"
+    hook.write_text("#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\n"
+                    "git status --porcelain --untracked-files=no > .git/seen\ngit commit -q -m 'Their note'\n")
+    hook.chmod(0o755)
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["commit"] and report["rejected"] == []
+    assert (root / ".git" / "seen").read_text() == "A  notes/theirs.md\n"  # only their staged file
+    assert git(root, "log", "-1", "--format=%s") == "Their note\n"
+    assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")  # not taken back
+    assert git(root, "status", "--porcelain") == ""
+    assert sync_memfs(mem, "lc", root)["to_store"] == []

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,8 +153,10 @@ class Repo:
 
     # -- committing ------------------------------------------------------------------
 
-    def commit(self, changes: dict[str, str | None], message: str) -> str:
-        """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``; the commit's id.
+    def commit(self, changes: dict[str, str | None], message: str,
+               write: Callable[[], None] | None = None) -> tuple[str, bool]:
+        """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``: the commit's id, and
+        whether the repository's index was brought in step for ``changes`` (no ``settle`` needed for them).
 
         The commit is built in a private index from HEAD, so the working tree and the repository's index are not
         touched until it has landed (Letta Code's memory tool, which refuses to run while the repository has
@@ -162,7 +165,13 @@ class Repo:
         (pre-commit, prepare-commit-msg and commit-msg on the commit's index and message, post-commit after), then
         the branch moves in one compare-and-swap, and not while another git command holds the index (Letta Code's
         own commit, which would fail if the branch moved under it). A commit another process made in the meantime
-        is never undone: the commit is built again on top of it. The caller writes the files afterwards (``settle``).
+        is never undone: the commit is built again on top of it.
+
+        The branch, the work tree (``write``, the caller's, writes the files) and the repository's index move
+        together while tiermem holds the index's lock, as git itself does: no git command of Letta Code's starts in
+        between, and its next commit starts from an index that has tiermem's files (never one that would take them
+        back). Without that lock (a git without `git hook run`, or a lock a dead git left behind), ``write`` is not
+        called: the caller writes the files afterwards and settles them with ``settle``.
         """
         fd, tmp = tempfile.mkstemp(prefix="tiermem-index-", dir=self.gitdir)
         os.close(fd)
@@ -180,7 +189,11 @@ class Repo:
                         blob = self.run("hash-object", "-w", "--stdin", "--path", rel, stdin=text).stdout.strip()
                         entry = f"{modes.get(rel, '100644')},{blob},{self.prefix}{rel}"
                         self.run("update-index", "--add", "--cacheinfo", entry, env=index, top=True)
-                landed = self._land(base, index, message) if self._runs_hooks() else self._land_by_commit(base, index, message)
+                if self._runs_hooks():
+                    landed = self._land(base, index, message, [f"{self.prefix}{r}" for r in changes], write)
+                else:
+                    made = self._land_by_commit(base, index, message)
+                    landed = None if made is None else (made, False)
                 if landed is not None:
                     return landed
             raise GitError(f"{self.root}: other commits kept landing while tiermem tried to commit; try again.")
@@ -200,7 +213,8 @@ class Repo:
             output = (done.stdout + "\n" + done.stderr).strip()
             raise HookRejected(output, self._problems(output))
 
-    def _land(self, base: str | None, index: dict[str, str], message: str) -> str | None:
+    def _land(self, base: str | None, index: dict[str, str], message: str, paths: list[str],
+              write: Callable[[], None] | None) -> tuple[str, bool] | None:
         """Hooks, commit object, then the branch moved from ``base`` (None: HEAD moved meanwhile, build again)."""
         self._hook("pre-commit", env=index)
         fd, msgfile = tempfile.mkstemp(prefix="tiermem-msg-", dir=self.gitdir)
@@ -216,12 +230,71 @@ class Repo:
             subject = Path(msgfile).read_text(encoding="utf-8").split("\n", 1)[0]
         finally:
             Path(msgfile).unlink(missing_ok=True)
-        self.wait_until_idle()
-        moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
-        if moved.returncode != 0:
-            return None
+        lock = self._lock_index() if write is not None else None
+        in_step = False
+        if lock is None:
+            self.wait_until_idle()
+            if not self._move(base, made, subject):
+                return None
+        else:
+            try:
+                head = self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None
+                if head != base:
+                    return None
+                staged = self._index_after(made, paths)
+                if not self._move(base, made, subject):
+                    return None
+                assert write is not None
+                write()
+                if staged is not None:
+                    with open(staged, "rb") as src:
+                        os.write(lock, src.read())
+                    os.close(lock)
+                    lock = None
+                    os.replace(self.gitdir / "index.lock", self.gitdir / "index")
+                    in_step = True
+            finally:
+                if lock is not None:
+                    os.close(lock)
+                    (self.gitdir / "index.lock").unlink(missing_ok=True)
+                for left in self.gitdir.glob("tiermem-next-index-*"):
+                    left.unlink(missing_ok=True)
         self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
-        return made
+        return made, in_step
+
+    def _move(self, base: str | None, made: str, subject: str) -> bool:
+        moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
+        return moved.returncode == 0
+
+    def _lock_index(self, most: float = 10.0) -> int | None:
+        """Take the repository's index lock (waiting at most ``most`` s for another git command to let it go); None:
+        a lock a dead git left behind, or still held."""
+        path = self.gitdir / "index.lock"
+        deadline = time.monotonic() + most
+        while True:
+            try:
+                return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                try:
+                    stale = time.time() - path.stat().st_mtime >= 10.0
+                except OSError:
+                    continue  # let go just now
+                if stale or time.monotonic() > deadline:
+                    return None
+                time.sleep(0.005)
+
+    def _index_after(self, made: str, paths: list[str]) -> Path | None:
+        """A copy of the repository's index with ``paths`` as commit ``made`` has them (the rest, whatever someone
+        staged, as it was); None if git could not make it (the caller then settles them with ``settle``)."""
+        fd, name = tempfile.mkstemp(prefix="tiermem-next-index-", dir=self.gitdir)
+        os.close(fd)
+        staged = Path(name)
+        try:
+            shutil.copyfile(self.gitdir / "index", staged)
+        except FileNotFoundError:
+            staged.unlink()
+        done = self.run("reset", "-q", made, "--", *paths, check=False, env={"GIT_INDEX_FILE": str(staged)}, top=True)
+        return staged if done.returncode == 0 and staged.exists() else None
 
     def _land_by_commit(self, base: str | None, index: dict[str, str], message: str) -> str | None:
         """For a git without `git hook run`: ``git commit`` on the private index (it runs the hooks itself)."""

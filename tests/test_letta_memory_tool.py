@@ -173,3 +173,19 @@ def test_a_bad_dialect_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="memory_tool_dialect"):
         load_settings(data_dir=tmp_path, memory_tool_dialect="letta")
+
+
+async def test_instructions_speak_the_dialect(lc_settings: Settings) -> None:
+    """The server's instructions tell the model how the `memory` tool it gets names blocks."""
+    async with Client(serve_in_process(lc_settings.model_copy(update={"tools": ["memory"]}))) as c:
+        letta = c.instructions or ""
+    other = lc_settings.model_copy(update={"tools": ["memory"], "memory_tool_dialect": "anthropic", "sync": None})
+    async with Client(serve_in_process(other)) as c:
+        anthropic = c.instructions or ""
+    assert "memory file <label>.md (system/human.md for the block system/human)" in letta and "reason" in letta
+    assert "memory_apply_patch" in letta and "/memories/" not in letta  # Letta Code's patch tool comes with it
+    assert "/memories/<label>" in anthropic and "<label>.md" not in anthropic
+    # with tiermem's own edit tools too: the label sentence does not name Letta Code's patch tool (it takes paths)
+    from tiermem import briefing
+    both = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], "letta-code")
+    assert "edit a block with memory_insert (label" in both and "with the memory tool and memory_apply_patch" in both

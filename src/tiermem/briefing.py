@@ -44,19 +44,26 @@ def where_to_read(tools: Collection[str], *, resources: bool = True) -> str:
 OFFERED = "When your host offers you tiermem's tools"  # a host may publish none of them (Gemini CLI: an untrusted server)
 
 
-def guidance(tools: Collection[str]) -> str:
-    """What the model can do with its memory, naming only the tools published (``tools``).
+def guidance(tools: Collection[str], dialect: str = "anthropic") -> str:
+    """What the model can do with its memory, naming only the tools published (``tools``); ``dialect``: the
+    ``memory_tool_dialect`` the ``memory`` and ``memory_apply_patch`` tools speak.
 
     Every sentence that names a tool is conditional on the host offering it: a host may pass the instructions on
     without offering the server's tools (Gemini CLI does for a server it does not trust), and a model must not be
     told to call tools it does not have."""
     lines = ["You have a persistent memory (tiermem, MemGPT/Letta style) that lasts across conversations."]
-    edits = [t for t in EDIT_TOOLS if t in tools]
+    letta = dialect == "letta-code" and "memory" in tools
+    edits = [t for t in EDIT_TOOLS if t in tools and not (letta and t == "memory_apply_patch")]
     if edits:
         lines.append(f"{OFFERED}, keep your core memory current: when you learn a lasting fact about the user or "
                      f"yourself, edit a block with {_names(edits)} (label = the block's name; never include line "
                      "numbers).")
-    elif "memory" in tools:
+    if letta:
+        patch = " and memory_apply_patch" if "memory_apply_patch" in tools else ""
+        lines.append(f"{OFFERED}, {'you can also' if edits else 'keep your core memory current:'} edit memory as Letta "
+                     f"Code does with the memory tool{patch}: each block is the memory file <label>.md (system/human.md "
+                     "for the block system/human), and every call gives a reason.")
+    elif "memory" in tools and not edits:
         lines.append(f"{OFFERED}, keep your core memory current with the memory tool: each block is the file "
                      "/memories/<label>.")
     searches = []
@@ -71,12 +78,13 @@ def guidance(tools: Collection[str]) -> str:
     return "\n".join(lines)
 
 
-def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget: int, *, resources: bool = True) -> str:
+def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget: int, *, resources: bool = True,
+                 dialect: str = "anthropic") -> str:
     """The server's instructions: guidance, then core memory within ``budget`` characters in all.
 
     ``blocks`` None: core memory could not be read yet (the store is still opening), so the text says where to read it.
     """
-    head = guidance(tools)
+    head = guidance(tools, dialect)
     hint = where_to_read(tools, resources=resources)
     if blocks is None:
         return _fit(head + "\n\nYour core memory could not be loaded with these instructions. " + hint, budget)

@@ -229,12 +229,14 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     async def instruct(client: str | None) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
         budget = briefing.budget_for(client, settings.instructions_max_chars)
-        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget)
+        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget,
+                                     dialect=settings.memory_tool_dialect)
 
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
-        instructions=briefing.instructions(None, names, settings.instructions_max_chars),
+        instructions=briefing.instructions(None, names, settings.instructions_max_chars,
+                                           dialect=settings.memory_tool_dialect),
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,

@@ -451,3 +451,22 @@ def test_branch_work_tree_and_index_move_together(mem: Memory, tmp_path: Path) -
     assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")  # not taken back
     assert git(root, "status", "--porcelain") == ""
     assert sync_memfs(mem, "lc", root)["to_store"] == []
+
+
+def test_a_lock_left_behind_is_reported_not_waited_for(mem: Memory, tmp_path: Path) -> None:
+    import os
+    import time
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    head, before = git(root, "rev-parse", "HEAD"), (root / "system/human.md").read_text()
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    with pytest.raises(ValidationError, match=r"index.lock is \d+ s old: .* remove it; nothing was committed"):
+        sync_memfs(mem, "lc", root)
+    assert (git(root, "rev-parse", "HEAD"), (root / "system/human.md").read_text()) == (head, before)
+    lock.unlink()
+    report = sync_memfs(mem, "lc", root)
+    assert report["to_files"] == ["system/human"] and report["commit"] and git(root, "status", "--porcelain") == ""

@@ -173,6 +173,7 @@ class Repo:
         back). Without that lock (a git without `git hook run`, or a lock a dead git left behind), ``write`` is not
         called: the caller writes the files afterwards and settles them with ``settle``.
         """
+        self._refuse_a_stale_lock()
         fd, tmp = tempfile.mkstemp(prefix="tiermem-index-", dir=self.gitdir)
         os.close(fd)
         index = {"GIT_INDEX_FILE": tmp}
@@ -232,6 +233,9 @@ class Repo:
             Path(msgfile).unlink(missing_ok=True)
         lock = self._lock_index() if write is not None else None
         in_step = False
+        if lock is None and write is not None:
+            self._refuse_a_stale_lock()
+            raise GitError(f"{self.root}: another git command kept the repository's index locked for 10 s; try again.")
         if lock is None:
             self.wait_until_idle()
             if not self._move(base, made, subject):
@@ -265,6 +269,17 @@ class Repo:
     def _move(self, base: str | None, made: str, subject: str) -> bool:
         moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
         return moved.returncode == 0
+
+    def _refuse_a_stale_lock(self) -> None:
+        lock = self.gitdir / "index.lock"
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except OSError:
+            return
+        if age >= 10.0:
+            raise GitError(f"{lock} is {age:.0f} s old: a git command that stopped left it behind, and git (Letta "
+                           "Code's memory tool too) can change nothing in this repository while it is there. If no git "
+                           "command is running, remove it; nothing was committed.")
 
     def _lock_index(self, most: float = 10.0) -> int | None:
         """Take the repository's index lock (waiting at most ``most`` s for another git command to let it go); None:

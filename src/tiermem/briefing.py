@@ -60,9 +60,10 @@ def guidance(tools: Collection[str], dialect: str = "anthropic") -> str:
                      "numbers).")
     if letta:
         patch = " and memory_apply_patch" if "memory_apply_patch" in tools else ""
-        lines.append(f"{OFFERED}, {'you can also' if edits else 'keep your core memory current:'} edit memory as Letta "
-                     f"Code does with the memory tool{patch}: each block is the memory file <label>.md (system/human.md "
-                     "for the block system/human), and every call gives a reason.")
+        lead = "you can also" if edits else "keep your core memory current:"
+        lines.append(f"{OFFERED}, {lead} edit memory as Letta Code does with the memory tool{patch}: each block is "
+                     "the memory file <label>.md (system/human.md for the block system/human), and every call gives a "
+                     "reason.")
     elif "memory" in tools and not edits:
         lines.append(f"{OFFERED}, keep your core memory current with the memory tool: each block is the file "
                      "/memories/<label>.")

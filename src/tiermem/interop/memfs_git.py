@@ -8,6 +8,7 @@ inside the git directory, out of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -231,40 +232,79 @@ class Repo:
             subject = Path(msgfile).read_text(encoding="utf-8").split("\n", 1)[0]
         finally:
             Path(msgfile).unlink(missing_ok=True)
-        lock = self._lock_index() if write is not None else None
-        in_step = False
-        if lock is None and write is not None:
-            self._refuse_a_stale_lock()
-            raise GitError(f"{self.root}: another git command kept the repository's index locked for 10 s; try again.")
-        if lock is None:
+        if write is None:
             self.wait_until_idle()
-            if not self._move(base, made, subject):
-                return None
+            in_step: bool | None = False if self._move(base, made, subject) else None
         else:
+            in_step = self._land_locked(base, made, subject, paths, write)
+        if in_step is None:
+            return None
+        self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
+        return made, in_step
+
+    def _land_locked(self, base: str | None, made: str, subject: str, paths: list[str],
+                     write: Callable[[], None]) -> bool | None:
+        """Move the branch from ``base`` to ``made``, write the files (``write``) and bring the index in step for
+        ``paths``, holding the index's lock as git does (the branch is locked and checked before, so only its move,
+        the files and the index's rename happen under it): whether the index could be brought in step; None: the
+        branch moved meanwhile (build again).
+
+        Letta Code's memory tool commits in steps that take no lock throughout: ``git add``, then ``git commit``,
+        whose hook runs with the index unlocked, and which fails if the branch moved since it began. So in a Letta
+        Code repository the branch does not move while the index holds changes that are not in HEAD (a commit on
+        its way: the index was written in the last 10 s), and not once the index changed since that was checked."""
+        deadline = time.monotonic() + 20.0
+        while True:
+            before = self._index_stat()
+            if (self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None) != base:
+                return None
+            if (self.agent_repo and base is not None and before is not None and time.monotonic() < deadline
+                    and time.time() - before[1] / 1e9 < 10.0
+                    and self.run("diff-index", "--cached", "--quiet", base, "--", check=False, top=True).returncode):
+                time.sleep(0.01)  # staged: a memory-tool call is between its `git add` and its commit
+                continue
+            staged = self._index_after(made, paths)
+            content = staged.read_bytes() if staged is not None else None
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+            if self._index_stat() != before:
+                continue
+            move = _RefMove(self, base, made, subject)  # the branch locked and checked now, moved in one step later
+            lock: int | None = None
             try:
-                head = self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None
-                if head != base:
+                if not move.prepare():
                     return None
-                staged = self._index_after(made, paths)
-                if not self._move(base, made, subject):
+                lock = self._lock_index()
+                if lock is None:
+                    self._refuse_a_stale_lock()
+                    raise GitError(f"{self.root}: another git command kept the repository's index locked for 10 s; "
+                                   "try again.")
+                if self._index_stat() != before:
+                    continue
+                # from here to the index's rename: well under a millisecond, no process started
+                if not move.commit():
                     return None
-                assert write is not None
                 write()
-                if staged is not None:
-                    with open(staged, "rb") as src:
-                        os.write(lock, src.read())
-                    os.close(lock)
-                    lock = None
-                    os.replace(self.gitdir / "index.lock", self.gitdir / "index")
-                    in_step = True
+                if content is None:
+                    return False
+                os.write(lock, content)
+                os.close(lock)
+                lock = None
+                os.replace(self.gitdir / "index.lock", self.gitdir / "index")
+                return True
             finally:
+                move.close()
                 if lock is not None:
                     os.close(lock)
                     (self.gitdir / "index.lock").unlink(missing_ok=True)
-                for left in self.gitdir.glob("tiermem-next-index-*"):
-                    left.unlink(missing_ok=True)
-        self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
-        return made, in_step
+
+    def _index_stat(self) -> tuple[int, int, int] | None:
+        """The repository's index file's identity: git replaces the file whenever it changes it."""
+        try:
+            st = (self.gitdir / "index").stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
     def _move(self, base: str | None, made: str, subject: str) -> bool:
         moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
@@ -309,7 +349,10 @@ class Repo:
         except FileNotFoundError:
             staged.unlink()
         done = self.run("reset", "-q", made, "--", *paths, check=False, env={"GIT_INDEX_FILE": str(staged)}, top=True)
-        return staged if done.returncode == 0 and staged.exists() else None
+        if done.returncode == 0 and staged.exists():
+            return staged
+        staged.unlink(missing_ok=True)
+        return None
 
     def _land_by_commit(self, base: str | None, index: dict[str, str], message: str) -> str | None:
         """For a git without `git hook run`: ``git commit`` on the private index (it runs the hooks itself)."""
@@ -359,3 +402,40 @@ class Repo:
         if rels:
             self.wait_until_idle()
             self.run("reset", "-q", "--", *rels, check=False)
+
+
+class _RefMove:
+    """``git update-ref --stdin`` as a transaction: ``prepare`` locks the branch and checks it is still at ``base``;
+    ``commit`` moves it (no process started then); ``close`` without ``commit`` lets it go unmoved."""
+
+    def __init__(self, repo: Repo, base: str | None, made: str, subject: str) -> None:
+        self.update = f"update HEAD {made} {base or '0' * 40}\n"
+        cmd = [repo.git, "-C", str(repo.root), "update-ref", "-m", f"commit: {subject}", "--stdin"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+
+    def _say(self, text: str, *answers: str) -> bool:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(text)
+            self.proc.stdin.flush()
+            return all(self.proc.stdout.readline().strip() == a for a in answers)
+        except OSError:
+            return False  # git stopped (it says why on stderr): the branch was not where it was expected
+
+    def prepare(self) -> bool:
+        return self._say(f"start\n{self.update}prepare\n", "start: ok", "prepare: ok")
+
+    def commit(self) -> bool:
+        return self._say("commit\n", "commit: ok")
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()  # an open transaction ends unmoved (git aborts it at end of input)
+        try:
+            self.proc.wait(_GIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

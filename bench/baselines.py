@@ -142,13 +142,14 @@ def at_scale(store_dir: Path, n_queries: int = 100) -> dict[str, Any]:
     from tiermem.config import load_settings
     from tiermem.factory import open_memory
 
-    from .scale import _vectors, passage, query_for
+    from .corpus import passage, query_for
+    from .scale import _vectors
 
     memory = open_memory(load_settings(data_dir=store_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("default").id
     ids, matrix = _vectors(memory)
-    table = memory.archive.store._tables["passages"].to_arrow().select(["content"])
+    table = memory.archive.store.conn.tables["passages"].to_arrow().select(["content"])
     contents = table.column("content").to_pylist()
     started = time.perf_counter()
     bm25 = BM25(contents)

@@ -181,7 +181,7 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
     started = time.perf_counter()
     ingested = {fmt: ingest(memory, samples, fmt) for fmt in formats}
     ingest_s = time.perf_counter() - started
-    memory.archive.store.optimize()  # waits for any background upkeep; the FTS index then covers every row
+    memory.archive.store.indexes.optimize()  # waits for any background upkeep; the FTS index then covers every row
 
     questions: list[dict[str, Any]] = []
     latencies: dict[str, list[float]] = {fmt: [] for fmt in formats}
@@ -243,7 +243,7 @@ def latency(target: int = 10_000) -> dict[str, Any]:
             if logged >= target:
                 break
         copy += 1
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     questions = [qa["question"] for s in samples for qa in s["qa"] if qa.get("category") in CATEGORIES]
     times = []
     for q in questions:
@@ -275,7 +275,7 @@ def archival(quick: bool = False) -> dict[str, Any]:
         turns = messages(sample)
         archive.insert_many(agent, [(m["content"], [str(m["payload"])]) for m in turns],
                             created=[datetime.fromisoformat(m["timestamp"]) for m in turns])
-        memory.archive.store.optimize()
+        memory.archive.store.indexes.optimize()
         dia_of = {p.id: p.tags[0] for p in _all_passages(archive, agent)}
         for qa in sample["qa"]:
             gold = evidence_ids(qa.get("evidence", []), set(dia_of.values()))

@@ -30,34 +30,7 @@ import numpy as np
 from mcp import Client, StdioServerParameters
 
 from .common import RESULTS, ROOT, bench_env, rss_mb, save, server_pid, stats
-
-NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena", "Mateo",
-         "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Ximena", "Yusuf", "Zoe"]
-PLACES = ["Lisbon", "the office", "Kyoto", "the lake house", "Nairobi", "the gym", "Montreal", "the library",
-          "Oslo", "the farmers market", "Lima", "the hospital", "Seoul", "the climbing wall", "Cairo", "the studio"]
-ACTS = ["started learning the cello", "adopted a rescue dog", "signed the lease", "ran a half marathon",
-        "presented the quarterly budget", "fixed the leaking sink", "planted tomatoes", "booked flights",
-        "finished the novel draft", "met the new manager", "tried rock climbing", "baked sourdough bread",
-        "switched to a standing desk", "renewed the passport", "hosted a board game night", "repaired the bicycle"]
-FEELINGS = ["and felt proud", "but found it exhausting", "with a friend", "after weeks of planning",
-            "on a rainy evening", "to everyone's surprise", "despite a cold", "for the first time"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
-
-
-def passage(rng: random.Random, i: int) -> tuple[str, list[str]]:
-    who, where, act, how = rng.choice(NAMES), rng.choice(PLACES), rng.choice(ACTS), rng.choice(FEELINGS)
-    when = f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(2019, 2026)}"
-    text = f"On {when}, {who} {act} at {where} {how}. Note {i}."
-    return text, [who.lower(), "event"]
-
-
-def query_for(rng: random.Random, text: str) -> str:
-    """A paraphrase-ish question about one passage (drops the date and note number)."""
-    words = text.split(", ", 1)[1].rsplit(". Note", 1)[0]
-    who, rest = words.split(" ", 1)
-    return f"When did {who} {rest.split(' at ')[0].replace('started', 'start').replace('adopted', 'adopt')}?"
-
+from .corpus import passage, query_for
 
 class TimedEmbedder:
     """Delegates to an embedder and adds up the time spent embedding."""
@@ -129,7 +102,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     _copy_to_messages(memory, agent)
     out["messages_copy_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     out["optimize_index_s"] = round(time.perf_counter() - t, 1)
     _progress(n, "indexed", out, data_dir)
     out.update(measure(memory, agent, data_dir, [query_for(rng, items[rng.randrange(n)][0]) for _ in range(120)]))
@@ -138,7 +111,7 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
 
 def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict[str, Any]:
     """Search latency in process and over stdio, vector recall@10 and server RSS on a built store."""
-    out: dict[str, Any] = {"indexes": memory.archive.store.index_health()["passages"]}
+    out: dict[str, Any] = {"indexes": memory.archive.store.indexes.index_health()["passages"]}
     rows = _vectors(memory)
     # In process: the library call, query embedding included.
     lat = []
@@ -158,9 +131,9 @@ def remeasure(data_dir: Path) -> dict[str, Any]:
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
-    memory.archive.store.optimize()
+    memory.archive.store.indexes.optimize()
     agent = memory.ensure_agent("default").id
-    n = memory.archive.store.count("passages")
+    n = memory.archive.store.rows.count("passages")
     rng = random.Random(99)
     items = [passage(random.Random(i), i) for i in range(1000)]
     marker = data_dir / "bench-scale.json"
@@ -235,7 +208,7 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
         chunk = items[start : start + 20_000]
         vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(size=(len(chunk), base.shape[1])).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        memory.archive.store.add_rows("passages", [
+        memory.archive.store.rows.add_rows("passages", [
             {"id": f"passage-{start + i}", "agent_id": agent, "group_id": f"passage-{start + i}", "chunk": 0, "content": text,
              "tags": tags, "text": text, "created_us": 1_700_000_000_000_000 + start + i, "vector": vecs[i].tolist()}
             for i, (text, tags) in enumerate(chunk)])
@@ -245,8 +218,8 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
 
 def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
     """(ids, unit vectors) of every passage, straight from Arrow (the bench may reach into the store)."""
-    table = memory.archive.store._tables["passages"].to_arrow().select(["id", "vector"])
-    dim = memory.archive.store.embedding_dim
+    table = memory.archive.store.conn.tables["passages"].to_arrow().select(["id", "vector"])
+    dim = memory.archive.store.conn.embedding_dim
     matrix = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim).astype(np.float32)
     return table.column("id").to_pylist(), matrix
 
@@ -254,8 +227,8 @@ def _vectors(memory: Any) -> tuple[list[str], np.ndarray]:
 def _copy_to_messages(memory: Any, agent: str) -> None:
     import pyarrow as pa
 
-    source = memory.archive.store._tables["passages"].to_arrow()
-    target = memory.archive.store._tables["messages"]
+    source = memory.archive.store.conn.tables["passages"].to_arrow()
+    target = memory.archive.store.conn.tables["messages"]
     schema = target.schema
     for start in range(0, source.num_rows, 100_000):
         part = source.slice(start, 100_000)
@@ -283,7 +256,7 @@ def _recall(memory: Any, agent: str, queries: list[str], rows: tuple[list[str], 
     for q in queries:
         vec = memory.archive.embedder.embed([q])[0]
         exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]}
-        got = {r["id"] for r in memory.archive.store.vector_search("passages", vec, Filter(agent_id=agent), 10)}
+        got = {r.id for r in memory.archive.store.search.vector_search("passages", vec, Filter(agent_id=agent), 10)}
         found += len(exact & got)
     return round(found / (10 * len(queries)), 3)
 

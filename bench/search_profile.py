@@ -40,23 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from .common import stats
+from .corpus import questions
 
 # (nprobes, ef, refine factor; 0 = no refine step)
 SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (96, 128, 0)]
-
-
-def _queries(n: int) -> list[str]:
-    """``n`` distinct questions about the bench's passages (at most ~380 exist), in a fixed order."""
-    from .scale import passage, query_for
-
-    rng = random.Random(99)
-    items = [passage(random.Random(i), i) for i in range(1000)]
-    seen: dict[str, None] = {}
-    for _ in range(20 * n):
-        seen[query_for(rng, items[rng.randrange(1000)][0])] = None
-        if len(seen) == n:
-            break
-    return list(seen)
 
 
 def open_store(data_dir: Path) -> tuple[Any, str]:
@@ -77,7 +64,7 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     store = archive.store
     where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
-    queries = _queries(2 * n_queries + warm)
+    queries = questions(2 * n_queries + warm)
     queries, fresh = queries[:n_queries + warm], queries[n_queries + warm:]
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
@@ -88,29 +75,29 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
 
     def timed(fn: Any, *args: Any, filtered: bool = False) -> tuple[Any, float]:
         if toggles and filtered:
-            store.sole_agent_shortcut = False
+            store.search.sole_agent_shortcut = False
         t = time.perf_counter()
         out = fn(*args)
         elapsed = time.perf_counter() - t
         if toggles:
-            store.sole_agent_shortcut = shortcut
+            store.search.sole_agent_shortcut = shortcut
         return out, elapsed
 
     for n, q in enumerate(queries):
         vec, embed_s = timed(lambda text: archive.embedder.embed([text])[0], q)
         # A query's second run finds its partitions and rows in the caches: the two ways take turns going first.
         if n % 2:
-            _, vector_f = timed(store.vector_search, "passages", vec, where, pool, filtered=True)
-            vrows, vector_s = timed(store.vector_search, "passages", vec, where, pool)
-            _, keyword_f = timed(store.text_search, "passages", q, where, pool, filtered=True)
-            frows, keyword_s = timed(store.text_search, "passages", q, where, pool)
+            _, vector_f = timed(store.search.vector_search, "passages", vec, where, pool, filtered=True)
+            vrows, vector_s = timed(store.search.vector_search, "passages", vec, where, pool)
+            _, keyword_f = timed(store.search.text_search, "passages", q, where, pool, filtered=True)
+            frows, keyword_s = timed(store.search.text_search, "passages", q, where, pool)
         else:
-            vrows, vector_s = timed(store.vector_search, "passages", vec, where, pool)
-            _, vector_f = timed(store.vector_search, "passages", vec, where, pool, filtered=True)
-            frows, keyword_s = timed(store.text_search, "passages", q, where, pool)
-            _, keyword_f = timed(store.text_search, "passages", q, where, pool, filtered=True)
+            vrows, vector_s = timed(store.search.vector_search, "passages", vec, where, pool)
+            _, vector_f = timed(store.search.vector_search, "passages", vec, where, pool, filtered=True)
+            frows, keyword_s = timed(store.search.text_search, "passages", q, where, pool)
+            _, keyword_f = timed(store.search.text_search, "passages", q, where, pool, filtered=True)
         _, rank_s = timed(lambda: archive.ranker.rank(q, merge(vrows, frows))[:top_k])
-        _, marks_s = timed(store.unembedded_marks, "passages")
+        _, marks_s = timed(store.rows.unembedded_marks, "passages")
         both_s = timed(together, "passages", q, vec, where, pool)[1] if together else None
         _, e2e_s = timed(lambda: archive.search(agent, q, top_k=top_k))
         if n >= warm:
@@ -120,7 +107,7 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
                     parts[key].append(value)
     for q in fresh:
         parts["search, end to end, new queries"].append(timed(lambda: archive.search(agent, q, top_k=top_k))[1])
-    return {"rows": store.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
+    return {"rows": store.rows.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
             "load_avg": [round(x, 2) for x in os.getloadavg()],
             "parts": {k: stats(v) for k, v in parts.items() if v}}
 
@@ -136,37 +123,37 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
     memory, agent = open_store(data_dir)
     archive, store, t = memory.archive, memory.archive.store, "passages"
     where, pool = Filter(agent_id=agent), max(top_k * 4, 40)
-    queries = _queries(n_queries + 20)
+    queries = questions(n_queries + 20)
     for q in queries[:10]:
         archive.search(agent, q, top_k=top_k)  # the agent's speakers known: every search takes the usual path
 
     def embed(q: str) -> list[float]:
         return archive.embedder.embed([without_names(q, archive._speakers[agent])])[0]
 
-    def ranked(q: str, vector_rows: list[dict[str, Any]], text_rows: list[dict[str, Any]]) -> list[str]:
+    def ranked(q: str, vector_rows: list[Any], text_rows: list[Any]) -> list[str]:
         archive._learn_speakers(agent, text_rows)
         return [c.id for c, _ in archive.ranker.rank(q, merge(vector_rows, text_rows))[:top_k]]
 
     def three_hand_offs(q: str) -> list[str]:
-        text = store.start_text_search(t, q, where, pool)
+        text = store.search.start_text_search(t, q, where, pool)
         vec = embed(q)
-        store.unembedded_marks(t)
-        return ranked(q, store.vector_search(t, vec, where, pool), text.result())
+        store.rows.unembedded_marks(t)
+        return ranked(q, store.search.vector_search(t, vec, where, pool), text.result())
 
     def two_hand_offs(q: str) -> list[str]:
-        at, clause, sole = store._scope(t, where)
-        build = store._text_query(t, q)
+        at, clause, sole = store.search._scope(t, where)
+        build = store.search._text_query(t, q)
 
         async def text_and_marks() -> Any:
-            leg = legs._leg(at, build, clause, pool, store._legs_owners(), t, sole)
-            return await asyncio.gather(leg, store._snapshot_on_loop("meta"))
+            leg = legs._leg(at, build, clause, pool, store.search._legs_owners(), t, sole)
+            return await asyncio.gather(leg, store.search._snapshot_on_loop("meta"))
 
         started = asyncio.run_coroutine_threadsafe(text_and_marks(), legs._loop())
-        vector_rows = store.vector_search(t, embed(q), where, pool)
-        return ranked(q, vector_rows, started.result()[0].to_pylist())
+        vector_rows = store.search.vector_search(t, embed(q), where, pool)
+        return ranked(q, vector_rows, legs.found_in(started.result()[0]))
 
     def one_hand_off(q: str) -> list[str]:
-        vector_rows, text_rows, _ = store.search_legs(t, q, embed(q), where, pool)
+        vector_rows, text_rows, _ = store.search.search_legs(t, q, embed(q), where, pool)
         return ranked(q, vector_rows, text_rows)
 
     ways = {"keyword leg first, 3 hand-offs (round 2)": three_hand_offs,
@@ -180,7 +167,7 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         start = time.perf_counter()
         ways[name](q)
         times[name].append(time.perf_counter() - start)
-    return {"rows": store.count("passages"), "queries": n_queries, "load_avg": [round(x, 2) for x in os.getloadavg()],
+    return {"rows": store.rows.count("passages"), "queries": n_queries, "load_avg": [round(x, 2) for x in os.getloadavg()],
             "orders": {k: stats(v) for k, v in times.items()}}
 
 
@@ -190,16 +177,16 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
     from tiermem.store.query import Filter, compile_filter
 
     memory, agent = open_store(data_dir)
-    table = memory.archive.store._tables["passages"]  # the bench reaches into the store to vary the knobs
+    table = memory.archive.store.conn.tables["passages"]  # the bench reaches into the store to vary the knobs
     where = compile_filter(Filter(agent_id=agent))
-    vectors = [memory.archive.embedder.embed([q])[0] for q in _queries(n_queries)]
+    vectors = [memory.archive.embedder.embed([q])[0] for q in questions(n_queries)]
 
     def query(vec: list[float]) -> Any:
         return table.search(vec, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True) \
             .select(["id", "_distance"]).limit(k)
 
     exact = [{r["id"] for r in query(v).bypass_vector_index().to_list()} for v in vectors]
-    out: dict[str, Any] = {"rows": memory.archive.store.count("passages"), "queries": n_queries,
+    out: dict[str, Any] = {"rows": memory.archive.store.rows.count("passages"), "queries": n_queries,
                            "load_avg": [round(x, 2) for x in os.getloadavg()], "settings": {}}
     chosen = settings or SWEEP
     lat: dict[tuple[int, int, int], list[float]] = {c: [] for c in chosen}
@@ -236,23 +223,23 @@ def upkeep(data_dir: Path, share: float = 0.01) -> dict[str, Any]:
     try:
         memory, agent = open_store(copy)
         store = memory.archive.store
-        n = store.count("passages")
+        n = store.rows.count("passages")
         added = max(1, int(n * share))
-        sample = store._tables["passages"].search().select(["content", "tags", "vector"]).limit(added).to_arrow()
+        sample = store.conn.tables["passages"].search().select(["content", "tags", "vector"]).limit(added).to_arrow()
         vecs = sample.column("vector").combine_chunks().flatten().to_numpy().reshape(added, -1).astype(np.float32)
         vecs += 0.05 * np.random.default_rng(7).normal(size=vecs.shape).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         contents, tags = sample.column("content").to_pylist(), sample.column("tags").to_pylist()
-        store.add_rows("passages", [
+        store.rows.add_rows("passages", [
             {"id": f"upkeep-{i}", "agent_id": agent, "group_id": f"upkeep-{i}", "chunk": 0, "content": contents[i],
              "tags": tags[i], "text": contents[i], "created_us": 1_800_000_000_000_000 + i, "vector": vecs[i].tolist()}
             for i in range(added)])
         t = time.perf_counter()
-        report = store.optimize()
+        report = store.indexes.optimize()
         incremental = time.perf_counter() - t
-        health = store.index_health()["passages"]
+        health = store.indexes.index_health()["passages"]
         t = time.perf_counter()
-        store._tables["passages"].create_index(
+        store.conn.tables["passages"].create_index(
             "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n + added)), replace=True)
         rebuild = time.perf_counter() - t
         return {"rows_before": n, "rows_added": added, "optimize_incremental_s": round(incremental, 1),

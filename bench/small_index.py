@@ -40,8 +40,7 @@ def _peak_of(fn: Any) -> float:
 def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     from tiermem.embeddings import make_embedder
 
-    from .scale import passage
-    from .search_profile import _queries
+    from .corpus import passage, questions
 
     embedder = make_embedder("default", Path(tempfile.mkdtemp(prefix="tiermem-small-index-")))
     embedder.start()
@@ -50,7 +49,7 @@ def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
     started = time.perf_counter()
     vectors = [list(v) for v in embedder.embed(texts)]
     print(f"embedded {n} passages in {time.perf_counter() - started:.0f} s", flush=True)
-    return [f"p{i}" for i in range(n)], vectors, [list(v) for v in embedder.embed(_queries(100))]
+    return [f"p{i}" for i in range(n)], vectors, [list(v) for v in embedder.embed(questions(100))]
 
 
 def _search(table: Any, n: int, q: list[float], *, index: bool) -> Any:
@@ -112,7 +111,7 @@ def segments(rounds: int) -> None:
     memory.archive.embedder.wait(60)
     agent = memory.ensure_agent("default").id
     store = memory.archive.store
-    table = store._tables["messages"]  # the bench reads LanceDB's own index statistics
+    table = store.conn.tables["messages"]  # the bench reads LanceDB's own index statistics
     from lancedb.index import IvfSq
 
     from tiermem.store.indexes import trained_key
@@ -130,11 +129,11 @@ def segments(rounds: int) -> None:
     print(f"LanceDB's optimize, {rounds} rounds of 200 writes: segments after each {alone}")
     # tiermem's upkeep from here; the index gets the training record tiermem writes when it builds one (without it,
     # an index from an earlier version, it is only appended to)
-    store.set_meta(trained_key("messages"), "1000")
+    store.conn.set_meta(trained_key("messages"), "1000")
     kept = []
     for r in range(rounds):
         write(200, 1000 + 200 * (rounds + r))
-        store.optimize()
+        store.indexes.optimize()
         kept.append(table.index_stats("vector_idx").num_indices)
     print(f"tiermem's upkeep (Store.optimize), {rounds} more rounds: segments after each {kept}")
 

@@ -62,32 +62,31 @@ def memory(settings: Settings, request: pytest.FixtureRequest) -> Memory:
 
 def legacy_core(store: Store, blocks: dict[str, list[str]], *, agent: str = "default",
                 requests: dict[tuple[str, str], str] | None = None) -> str:
-    """Core state as a tiermem before SQLite and object storage kept it: rows in the store's LanceDB core tables.
-    Each block gets its first value and then one version per further value. Returns the agent's id."""
-    from tiermem.records import Agent, Block, BlockVersion, now, stable_id
+    """Core state as a tiermem before SQLite and object storage kept it: rows in the store's LanceDB core tables
+    (the agent row written last, as that tiermem did). Each block gets its first value and then one version per
+    further value, each with its whole-value history row. Returns the agent's id."""
+    from tiermem.core.rows import agent_row, block_row, version_row
+    from tiermem.records import Agent, Block, BlockVersion, now, stable_id, to_us
 
     t = now()
     a = Agent(id=stable_id("agent", agent), name=agent, system="", created_at=t, updated_at=t)
     for label, values in blocks.items():
-        block = Block(id=stable_id("block", a.id, label), label=label, value=values[0], limit=5000,
-                      description=f"{label} block", read_only=False, version=1, updated_at=t)
-
-        def version_of(b: Block) -> BlockVersion:
-            return BlockVersion(block_id=b.id, version=b.version, label=b.label, value=b.value, limit=b.limit,
-                                description=b.description, read_only=b.read_only, operation="create" if b.version == 1
-                                else "append", actor="agent", created_at=b.updated_at)
-
-        store.insert_block(block, version_of(block))
-        store.attach(a.id, block.id)
-        for value in values[1:]:
-            newer = Block(**{**block.__dict__, "value": value, "version": block.version + 1})
-            assert store.cas_block(newer, block.version)
-            store.append_history(version_of(newer))
-            block = newer
+        history = []
+        for version, value in enumerate(values, start=1):
+            block = Block(id=stable_id("block", a.id, label), label=label, value=value, limit=5000,
+                          description=f"{label} block", read_only=False, version=version, updated_at=t)
+            history.append(version_row(BlockVersion(
+                block_id=block.id, version=version, label=label, value=value, limit=block.limit,
+                description=block.description, read_only=False, operation="create" if version == 1 else "append",
+                actor="agent", created_at=t)))
+        store.rows.merge_rows("blocks", "id", [block_row(block)])
+        store.rows.merge_rows("block_history", "key", history)
+        store.rows.merge_rows("attachments", "key", [{"key": f"{a.id}:{block.id}", "agent_id": a.id, "block_id": block.id,
+                                                 "created_us": to_us(t)}])
     for (tool, key), result in (requests or {}).items():  # keyed as Memory.remember keys them
-        store.put_request({"key": f"{a.id}\x1f{tool}\x1f{key}", "agent_id": a.id, "tool": tool, "args_sha256": "abc",
-                           "result": result, "created_us": 0})
-    store.insert_agent(a)
+        store.rows.merge_rows("requests", "key", [{"key": f"{a.id}\x1f{tool}\x1f{key}", "agent_id": a.id, "tool": tool,
+                                              "args_sha256": "abc", "result": result, "created_us": 0}])
+    store.rows.merge_rows("agents", "id", [agent_row(a)])
     return a.id
 
 

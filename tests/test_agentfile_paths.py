@@ -83,4 +83,4 @@ def test_a_label_that_cannot_be_normalised_is_refused_and_nothing_is_written(mem
     with pytest.raises(ValidationError, match="Invalid block label 'corrections/../secrets': '.' and '..' segments"):
         run_import(mem, bad, fmt="af", agent="default", rename=None, replace=False)
     assert [len(mem.core.all_rows(t)) for t in ("agents", "blocks", "attachments")] == [0, 0, 0]
-    assert mem.archive.store.count("messages") == 0
+    assert mem.archive.store.rows.count("messages") == 0

@@ -49,11 +49,11 @@ async def test_insert_is_findable_at_once_by_keyword_and_meaning(real: Settings)
     async with Client(server_for(real, memory), cache=None) as c:
         for i in range(20):
             await call(c, "archival_memory_insert", content=f"Filler fact number {i} about gardening and tomatoes")
-        memory.archive.store.optimize()  # builds the full-text index over what exists now
-        assert memory.archive.store.index_health()["passages"]["fts_indexed"] == 20
+        memory.archive.store.indexes.optimize()  # builds the full-text index over what exists now
+        assert memory.archive.store.indexes.index_health()["passages"]["fts_indexed"] == 20
         _, ins = await call(c, "archival_memory_insert", content="The quarterly budget review with finance is on Thursday at 10am")
         new_id = ins["ids"][0]
-        assert memory.archive.store.index_health()["passages"]["fts_unindexed"] == 1  # not in the index yet...
+        assert memory.archive.store.indexes.index_health()["passages"]["fts_unindexed"] == 1  # not in the index yet...
         _, kw = await call(c, "archival_memory_search", query="quarterly budget review", top_k=3)
         assert kw["results"][0]["id"] == new_id and kw["results"][0]["ranking"]["fts_rank"] == 1  # ...found anyway
         _, sem = await call(c, "archival_memory_search", query="when do I meet the accounting team about money?", top_k=3)
@@ -190,7 +190,7 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
     async with Client(server_for(settings, memory), cache=None) as c:
         _, ins = await call(c, "archival_memory_insert", content="Penguins live in the southern hemisphere")
         assert "still loading" in ins["note"] and "vector" in ins["note"]
-        assert memory.archive.store.unembedded_marks("passages")  # announced to every process's searches
+        assert memory.archive.store.rows.unembedded_marks("passages")  # announced to every process's searches
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "fts" and res["notes"][0].startswith("Keyword-only results (search_mode fts)")
         assert "did not finish loading within 0 s" in res["notes"][0]
@@ -200,7 +200,7 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["ranking"]["vector_rank"] == 1
         assert "notes" not in res
-        assert memory.archive.missing_vectors()["passages"] == 0 and memory.archive.store.unembedded_marks("passages") == {}
+        assert memory.archive.missing_vectors()["passages"] == 0 and memory.archive.store.rows.unembedded_marks("passages") == {}
         _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
         assert "note" not in ins
 
@@ -252,12 +252,12 @@ async def test_core_memory_metadata_counts(real: Settings) -> None:
 def test_vector_index_built_when_large_and_new_rows_still_found(tmp_path: Path) -> None:
     settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing")
     memory = open_memory(settings)
-    memory.archive.store.vector_index_min_rows = 300
+    memory.archive.store.indexes.vector_index_min_rows = 300
     agent = memory.ensure_agent("default").id
     memory.archive.embedder.wait(10)
     memory.archive.insert_many(agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", ["bulk"]) for i in range(320)])
-    memory.archive.store.optimize()
-    health = memory.archive.store.index_health()["passages"]
+    memory.archive.store.indexes.optimize()
+    health = memory.archive.store.indexes.index_health()["passages"]
     assert health["vector_indexed"] == 320 and health["vector_unindexed"] == 0
     new = memory.archive.insert(agent, "Zanzibar spice market visit on a rainy afternoon")
     hits = memory.archive.search(agent, "Zanzibar spice market visit", top_k=3).hits
@@ -291,7 +291,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     assert first.returncode == 0 and "Fatal" not in first.stderr, first.stderr[-2000:]
     (tmp_path / "data" / "models").unlink()
     store = open_memory(settings, start_embedder=False).archive.store
-    assert store.count("passages", Filter(missing_vector=True)) == 1 and store.unembedded_marks("passages")
+    assert store.rows.count("passages", Filter(missing_vector=True)) == 1 and store.rows.unembedded_marks("passages")
     search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
                              "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
                             capture_output=True, text=True, cwd=ROOT, timeout=300,
@@ -300,7 +300,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     assert search.returncode == 0, search.stderr[-2000:]
     assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
     assert "flowerpot" in json.loads(search.stdout)[0]["content"]
-    assert store.count("passages", Filter(missing_vector=True)) == 0 and store.unembedded_marks("passages") == {}
+    assert store.rows.count("passages", Filter(missing_vector=True)) == 0 and store.rows.unembedded_marks("passages") == {}
     second = one_shot("The wifi password is on the fridge", 300)
     assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
-    assert store.count("passages", Filter(missing_vector=True)) == 0  # embedded before the process ended
+    assert store.rows.count("passages", Filter(missing_vector=True)) == 0  # embedded before the process ended

@@ -55,4 +55,4 @@ def test_raw_rows_are_only_those_of_recall_and_archival(mem: Memory) -> None:
                  lambda: mem.archive.merge_rows("meta", "key", [{"key": "schema_version", "value": "9"}])):
         with pytest.raises(ValidationError, match="not a table of recall or archival memory"):
             call()
-    assert mem.archive.store.meta()["schema_version"] == "1"  # nothing was written
+    assert mem.archive.store.conn.meta()["schema_version"] == "1"  # nothing was written

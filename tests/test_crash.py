@@ -32,7 +32,7 @@ RESTORE_BATCH = 500  # a backup restore merges this many rows per commit (intero
 
 def rows(m: Memory, table: str, agent_id: str | None = None) -> list[dict[str, Any]]:
     """Every stored row of ``table`` (of one agent): the one place these tests read rows directly."""
-    holder: Any = m.archive.store if table in ("messages", "passages") else m.core
+    holder: Any = m.archive.store.rows if table in ("messages", "passages") else m.core
     return [r for r in holder.all_rows(table) if agent_id is None or r.get("agent_id") == agent_id]
 
 
@@ -120,7 +120,7 @@ def kill_during_backup_restore(target: Target, backup: tuple[Path, dict[str, lis
     watch = open_memory(target.settings(), start_embedder=False)
     watch.ensure_agent("default")  # a store in use: the restore adds an agent beside it
     proc = start(target, "import", str(path))
-    kill_when(proc, lambda: watch.archive.store.count("messages") > 0)
+    kill_when(proc, lambda: watch.archive.store.rows.count("messages") > 0)
 
     m = open_memory(target.settings(), start_embedder=False)
     assert [a.name for a in m.list_agents()] == ["default"]  # the agent row is restored last: nothing is visible

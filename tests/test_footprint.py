@@ -64,7 +64,7 @@ def _archive(memory: Memory) -> Archive:
 
 
 def _text_of(memory: Memory, message_id: str) -> str:
-    return next(r["text"] for r in memory.archive.store.all_rows("messages") if r["id"] == message_id)
+    return next(r["text"] for r in memory.archive.store.rows.all_rows("messages") if r["id"] == message_id)
 
 
 def test_latest_turns_are_bounded_and_evicted_turns_come_back_from_the_store(settings: Settings, memory: Memory) -> None:

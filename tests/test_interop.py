@@ -36,7 +36,7 @@ def load(name: str) -> dict:
 
 
 def counts(memory: Memory) -> dict[str, int]:
-    return {t: memory.archive.store.count(t) for t in ("agents", "blocks", "attachments", "messages", "passages")}
+    return {t: memory.archive.store.rows.count(t) for t in ("agents", "blocks", "attachments", "messages", "passages")}
 
 
 @pytest.mark.parametrize("name", ["memgpt_agent_with_convo.af", "customer_service.af", "loop.af", "evie.af"])

@@ -162,6 +162,79 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
+def repository_graph(roots: list[Path]) -> dict[str, set[str]]:
+    """Module -> the repository modules it imports, over every ``.py`` under ``roots`` (each root a package, named
+    by its path from ROOT's ``src`` or ROOT: ``tiermem.store.query``, ``bench.scale``, ``tests.conftest``).
+    Relative and absolute imports count, typing-only and function-level ones too."""
+    modules: dict[str, Path] = {}
+    for root in roots:
+        base = root.parent
+        for path in root.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for me, path in modules.items():
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        edges = graph.setdefault(me, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    stem = ".".join([*up, *(node.module.split(".") if node.module else [])])
+                else:
+                    stem = node.module or ""
+                names = [f"{stem}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                target = resolve(name)
+                if target is not None and target != me:
+                    edges.add(target)
+    return graph
+
+
+def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            cycles.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        visit(start, [])
+    return cycles
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    """Not vacuous: a function-level import back from one module to the other is a cycle."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from .b import f\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from .a import g\n")
+    assert cycles_in(repository_graph([tmp_path / "pkg"])) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_no_import_cycles_in_the_whole_repository() -> None:
+    """The package, the benchmarks and the tests: not one import circle."""
+    graph = repository_graph([SRC, ROOT / "bench", ROOT / "tests"])
+    assert len([m for m in graph if m.startswith("bench.")]) > 10
+    assert cycles_in(graph) == []
+
+
 def test_mcp_layer_is_light() -> None:
     """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
     code = ("import sys, tiermem.cli, tiermem.runtime, tiermem.tools, tiermem.search_tools, tiermem.server, "
@@ -212,13 +285,13 @@ SQL_TEXT = re.compile(
 )
 
 
-def sql_text_in(source: str) -> list[str]:
-    """Filter text or the store's quoting helpers in ``source`` (line: what): only the store package writes them."""
+def sql_text_in(source: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Filter text or the store's quoting helpers in ``source`` (line: what): only ``store/query.py`` writes them."""
     problems = []
     for node in ast.walk(ast.parse(source)):
         name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
                 else node.name if isinstance(node, ast.alias) else None)
-        if name in SQL_HELPERS:
+        if name in SQL_HELPERS - allowed:
             problems.append(f"{getattr(node, 'lineno', '?')}: {name}")
         elif isinstance(node, ast.JoinedStr) and SQL_TEXT.search(ast.unparse(node)):
             problems.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
@@ -231,19 +304,24 @@ def test_the_check_for_filter_text_finds_it() -> None:
     """The check below is not vacuous: each way filter text was written before queries were typed is caught."""
     assert sql_text_in("from .store import sql_str\nw = f\"agent_id = {sql_str(a)}\"")
     assert sql_text_in("w = f\"agent_id = {q(a)} AND (id = {q(p)} OR group_id = {q(p)})\"")
-    assert sql_text_in("store.count('passages', 'vector IS NULL')")
+    assert sql_text_in("store.rows.count('passages', 'vector IS NULL')")
     assert sql_text_in("w = f\"{fn}(tags, {lst})\"; fn = 'array_has_any'")
     assert sql_text_in("w = f\"agent_id NOT IN ({ids})\"")
     assert sql_text_in("import tiermem.store.query as q\nq.sql_list(['a'])")
-    assert sql_text_in("store.count('passages', Filter(agent_id=a, missing_vector=True))") == []
+    assert sql_text_in("store.rows.count('passages', Filter(agent_id=a, missing_vector=True))") == []
+    assert sql_text_in("t.update(where=f\"id = {sql_str(b)} AND version = {int(v)}\")", frozenset({"compile_filter"}))
+    assert sql_text_in("t.delete(compile_filter(Filter(ids=(i,))))", frozenset({"compile_filter"})) == []
 
 
-def test_no_filter_text_outside_the_store() -> None:
-    """Callers pass a typed ``Filter`` (or call a per-purpose method); only ``store/`` writes LanceDB filter text."""
+def test_no_filter_text_outside_compile_filter() -> None:
+    """Callers pass a typed ``Filter``; ``store/query.py`` (``compile_filter`` and its quoting helpers) is the only
+    code in the package that writes LanceDB filter text: the rest of ``store/`` included."""
+    query = SRC / "store" / "query.py"
     problems = []
     for path in SRC.rglob("*.py"):
-        if path.relative_to(SRC).parts[0] != "store":
-            problems += [f"{_dotted(path)}:{p}" for p in sql_text_in(path.read_text())]
+        if path != query:  # the store's parts call compile_filter; nothing else may name it or the quoting helpers
+            allowed = frozenset({"compile_filter"}) if path.relative_to(SRC).parts[0] == "store" else frozenset()
+            problems += [f"{_dotted(path)}:{p}" for p in sql_text_in(path.read_text(), allowed)]
     assert problems == []
 
 
@@ -256,8 +334,8 @@ def store_reach_in(source: str) -> list[str]:
 
 def test_callers_do_not_reach_past_memory_into_the_store() -> None:
     """``Memory`` is the facade: outside the domain layer nothing reads ``memory.store`` or ``archive.store``."""
-    assert store_reach_in("n = memory.archive.store.count('passages')") and store_reach_in("s = m.store")
-    assert store_reach_in("n = self.store.count('passages')") == []
+    assert store_reach_in("n = memory.archive.store.rows.count('passages')") and store_reach_in("s = m.store")
+    assert store_reach_in("n = self.store.rows.count('passages')") == []
     problems = []
     for path in SRC.rglob("*.py"):
         me = _dotted(path)

@@ -51,7 +51,7 @@ def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     agent = m.ensure_agent("default").id
     row = {"id": "passage-1", "agent_id": agent, "group_id": "passage-1", "chunk": 0, "content": "x", "tags": [],
            "text": "x", "created_us": 0, "vector": None}
-    m.archive.store.add_rows("passages", [row])  # as left by a process killed before its model loaded
+    m.archive.store.rows.add_rows("passages", [row])  # as left by a process killed before its model loaded
     bad = run(tmp_path, "doctor")
     assert bad.returncode == 1
     assert "[FAIL] passages index: 1 rows, 1 without vectors" in bad.stdout and "fix:" in bad.stdout
@@ -64,12 +64,12 @@ def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
     m = open_memory(s)
     agent = m.ensure_agent("default").id
     m.archive.insert(agent, "first")
-    m.archive.store.optimize()
+    m.archive.store.indexes.optimize()
     m.archive.insert(agent, "second")
-    assert m.archive.store.index_health()["passages"]["fts_unindexed"] == 1
+    assert m.archive.store.indexes.index_health()["passages"]["fts_unindexed"] == 1
     out = run(tmp_path, "optimize")
     assert out.returncode == 0 and "passages: ok" in out.stdout
-    assert open_memory(s).archive.store.index_health()["passages"]["fts_unindexed"] == 0
+    assert open_memory(s).archive.store.indexes.index_health()["passages"]["fts_unindexed"] == 0
 
 
 def test_doctor_does_not_create_a_missing_data_directory(tmp_path: Path) -> None:

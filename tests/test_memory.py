@@ -114,10 +114,10 @@ def test_schema_version_and_model_mismatch_refused(tmp_path: Path) -> None:
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
     with pytest.raises(SchemaError, match="tiermem reembed"):
         Store(uri, embedding_model="other-model", embedding_dim=768)
-    store.set_meta("schema_version", "99")
+    store.conn.set_meta("schema_version", "99")
     with pytest.raises(SchemaError, match="newer tiermem"):
         Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    store.set_meta("schema_version", "0")
+    store.conn.set_meta("schema_version", "0")
     with pytest.raises(SchemaError, match="cannot migrate"):
         Store(uri, embedding_model="hashing-384", embedding_dim=384)
 
@@ -231,7 +231,7 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
     assert new.replay(agent, "core_memory_append", "k1", "abc") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
-    assert [r["value"] for r in store.all_rows("blocks")] == ["Name: Ada\nLikes tea"]  # LanceDB's tables left unchanged
+    assert [r["value"] for r in store.rows.all_rows("blocks")] == ["Name: Ada\nLikes tea"]  # LanceDB's tables left unchanged
 
     store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
     again = memory_over(store3, core=open_core(store3, "auto", tmp_path))

@@ -195,7 +195,7 @@ def test_lancedb_core_tables_on_s3_move_into_objects(tmp_path: Path, s3_endpoint
     again = open_memory(settings, start_embedder=False, lazy=True)  # the lazy path, without LanceDB
     assert "moved core state" not in capfd.readouterr().err
     assert again.block(agent, "human").value.endswith("Plays go")
-    assert [r["value"] for r in store.all_rows("blocks") if r["label"] == "human"] == ["Name: Ada\nLikes green tea"]
+    assert [r["value"] for r in store.rows.all_rows("blocks") if r["label"] == "human"] == ["Name: Ada\nLikes green tea"]
 
 
 def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,13 +14,14 @@ from tiermem.blocks import Rethink
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
 from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
-                             features, merge, speaker_of, without_names)
+                             asks_several, features, merge, speaker_of, without_names)
+from tiermem.records import Found
 from tiermem.store import Store
 
 
 def cand(i: str, content: str, *, v: int | None = None, f: int | None = None, cos: float | None = None,
          bm25: float | None = None) -> Candidate:
-    return Candidate(id=i, content=content, row={}, vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
+    return Candidate(id=i, content=content, found=Found(id=i, content=content, created_us=0), vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
 
 
 def feat(query: str, cands: list[Candidate], name: str, context: Context | None = None) -> list[float]:
@@ -45,7 +47,8 @@ def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
 
 def at(y: int, m: int, d: int, content: str = "x", role: str = "user") -> Candidate:
     us = int(datetime(y, m, d, 12, tzinfo=UTC).timestamp() * 1_000_000)
-    return Candidate(id=f"{y}-{m}-{d}-{content[:8]}", content=content, row={"created_us": us, "role": role})
+    key = f"{y}-{m}-{d}-{content[:8]}"
+    return Candidate(id=key, content=content, found=Found(id=key, content=content, created_us=us, role=role))
 
 
 def test_date_feature_reads_the_periods_the_query_names_against_the_conversations_clock() -> None:
@@ -91,9 +94,20 @@ def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() ->
     weak = [cand("a", "x", v=1, f=1, cos=0.22, bm25=1.0), cand("b", "y", v=2, cos=0.20), cand("c", "z", f=2, bm25=0.5)]
     # the same ranks and the same relative features, but the best match is poor: lower relevance
     assert DEFAULT_CALIBRATION.relevance(weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
-    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
-    with pytest.raises(ValueError, match="needs 4 weights"):
+    assert Calibration((0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
+    with pytest.raises(ValueError, match="needs 3 weights"):
         Calibration((1.0,), 0.0)
+
+
+def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
+    """A raw BM25 score grows with the corpus (its IDF): the same match must not become more relevant because more
+    unrelated rows are stored, or a new user's few memories would never come back."""
+    alone = [cand("a", "x", v=1, f=1, cos=0.52, bm25=0.58)]
+    other = Candidate(id="b", content="y", found=Found(id="b", content="y", created_us=0, conversation_id="elsewhere"),
+                      vector_rank=2, cosine=0.30, bm25=1.0)  # not in a's sitting: only the row count differs
+    among_many = [cand("a", "x", v=1, f=1, cos=0.52, bm25=9.6), other]
+    assert DEFAULT_CALIBRATION.relevance(alone, DEFAULT_RANKER.rank("q", alone))[0] == pytest.approx(
+        DEFAULT_CALIBRATION.relevance(among_many, DEFAULT_RANKER.rank("q", among_many))[0], rel=0.2)
 
 
 def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:
@@ -113,8 +127,8 @@ def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
 
 
 def test_merge_keeps_one_candidate_per_row_with_both_legs() -> None:
-    vec = [{"id": "a", "content": "A", "_distance": 0.25}, {"id": "b", "content": "B", "_distance": 0.5}]
-    fts = [{"id": "b", "content": "B", "_score": 3.0}, {"id": "c", "content": "C", "_score": 1.0}]
+    vec = [Found(id="a", content="A", created_us=1, cosine=0.75), Found(id="b", content="B", created_us=2, cosine=0.5)]
+    fts = [Found(id="b", content="B", created_us=2, bm25=3.0), Found(id="c", content="C", created_us=3, bm25=1.0)]
     got = {c.id: c for c in merge(vec, fts)}
     assert got["a"].cosine == 0.75 and got["a"].fts_rank is None
     assert (got["b"].vector_rank, got["b"].fts_rank, got["b"].bm25) == (2, 1, 3.0)
@@ -212,7 +226,7 @@ def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
     """A turn's sitting: the candidates of its conversation written within an hour of it."""
     def turn(i: str, minute: int, conversation: str, v: int | None = None, f: int | None = None) -> Candidate:
         us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000) + minute * 60_000_000
-        return Candidate(id=i, content=i, row={"created_us": us, "conversation_id": conversation}, vector_rank=v,
+        return Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=us, conversation_id=conversation), vector_rank=v,
                          fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
 
     cands = [turn("a", 0, "c1", v=1, f=1), turn("b", 30, "c1", v=5), turn("c", 300, "c1", f=3),
@@ -221,3 +235,58 @@ def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
     assert best[0] == pytest.approx(1 / 15) and best[1] == pytest.approx(1 / 11 + 1 / 11)  # each other's
     assert best[2] == best[3] == 0.0  # five hours later; another conversation
     assert total[1] == best[1] and size[0] == size[1] == pytest.approx(math.log(2)) and size[2] == 0.0
+
+
+def test_neighbour_features_read_the_turns_logged_just_before_and_after_in_the_sitting() -> None:
+    """Turns of one sitting often share a timestamp: the order they were logged in (seq) says which is next."""
+    us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
+
+    def turn(i: str, seq: int, conversation: str = "c1", v: int | None = None, f: int | None = None,
+             created: int = us) -> Candidate:
+        return Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=created, conversation_id=conversation,
+                                                      seq=seq),
+                         vector_rank=v, fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
+
+    cands = [turn("answer", 30, v=4), turn("question", 20, v=1, f=1), turn("later", 90, f=2),
+             turn("other", 25, conversation="c2", v=3), turn("next day", 10, v=5, created=us + 86_400_000_000)]
+    before, after = feat("q", cands, "before"), feat("q", cands, "after")
+    assert before[0] == pytest.approx(1 / 11 + 1 / 11)  # the question logged just before the answer
+    assert after[1] == pytest.approx(1 / 14) and before[1] == 0.0  # the answer after it; nothing before
+    assert before[2] == pytest.approx(1 / 14) and after[2] == 0.0  # the nearest before it, however far
+    assert before[3] == after[3] == 0.0 and before[4] == after[4] == 0.0  # another conversation; another sitting
+    unordered = [Candidate(id=c.id, content=c.content, found=replace(c.found, seq=None),
+                           vector_rank=c.vector_rank, fts_rank=c.fts_rank, cosine=c.cosine, bm25=c.bm25) for c in cands]
+    assert feat("q", unordered, "before") == feat("q", unordered, "after") == [0.0] * 5  # passages: no log order
+
+
+def test_questions_about_several_things_weigh_the_sitting_apart() -> None:
+    """Present perfect, "how many", "both", a plural object asked of someone: evidence spread over sittings."""
+    several = ["What books has John read?", "Has Caroline ever been to Paris?", "How many children does Melanie have?",
+               "What do both Joanna and Nate like?", "What instruments does Tim play?", "Where have they travelled?"]
+    single = ["What is Caroline's identity?", "When did Melanie paint a sunrise?", "What does Tim have to do?",
+              "Where has the key gone?", "What did John say about the game?"]
+    assert [q for q in several if not asks_several(q)] == [] and [q for q in single if asks_several(q)] == []
+    us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
+    cands = [Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=us, conversation_id="c", seq=n),
+                       vector_rank=n + 1, cosine=0.5) for n, i in enumerate("abc")]
+    for name in ("best", "sum", "size"):
+        assert feat(several[0], cands, f"several_{name}") == feat(several[0], cands, f"session_{name}")
+        assert feat(single[0], cands, f"several_{name}") == [0.0, 0.0, 0.0]
+    assert feat(several[0], cands, "session_size")[0] > 0
+
+
+def test_the_legs_return_the_order_turns_were_logged_in(memory: Memory) -> None:
+    """Turns logged together share a timestamp; the legs read seq, so an answer knows the question before it."""
+    agent = memory.ensure_agent("order").id
+    turns = ["Where did you go on holiday?", "We went to Lisbon and ate custard tarts.", "The weather was grand."]
+    memory.archive.log_messages(agent, [{"role": "user", "content": t, "timestamp": "2023-05-02T10:00:00Z"}
+                                        for t in turns])
+    pool = memory.archive.candidates("messages", agent, "Where did you go on holiday?")
+    by_content = {c.content: c for c in pool.candidates}
+    seqs = [by_content[t].found.seq for t in turns]
+    assert len(by_content) == 3 and all(isinstance(n, int) for n in seqs) and seqs == sorted(seqs)
+    rows = dict(zip((c.content for c in pool.candidates), features("Where did you go on holiday?", pool.candidates,
+                                                                   pool.context)))
+    found = {t: rows[t][0] + rows[t][1] for t in turns}
+    assert rows[turns[1]][FEATURES.index("before")] == pytest.approx(found[turns[0]])
+    assert rows[turns[1]][FEATURES.index("after")] == pytest.approx(found[turns[2]])

@@ -12,11 +12,12 @@ import pytest
 from tiermem.config import load_settings
 from tiermem.factory import open_memory
 from tiermem.memory import Memory
+from tiermem.records import Found
 from tiermem.store import Store
 from tiermem.store.query import Filter, compile_filter
 from tiermem.store.indexes import (REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key,
                                    vector_partitions)
-from tiermem.store.search import (EXACT_PROBE_ROWS, EXACT_REFINE, HIT_COLUMNS, LEG_COLUMNS, VECTOR_NPROBES, VECTOR_REFINE,
+from tiermem.store.search import (EXACT_PROBE_ROWS, EXACT_REFINE, VECTOR_NPROBES, VECTOR_REFINE,
                                   _async_table, _leg, _loop, vector_nprobes, vector_refine, _legs as legs_together)
 
 
@@ -37,9 +38,11 @@ def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
     _fill(mem, agent, 30)
     where = Filter(agent_id=agent)
     vec = mem.archive.embedder.embed(["subject 3 and place 2"])[0]
-    for rows, score in ((mem.archive.store.vector_search("passages", vec, where, 10), "_distance"),
-                        (mem.archive.store.text_search("passages", "subject place", where, 10), "_score")):
-        assert rows and all(set(r) == {*LEG_COLUMNS, *HIT_COLUMNS["passages"], score} for r in rows)
+    vector = mem.archive.store.search.vector_search("passages", vec, where, 10)
+    text = mem.archive.store.search.text_search("passages", "subject place", where, 10)
+    assert vector and all(r.cosine is not None and r.bm25 is None for r in vector)
+    assert text and all(r.bm25 is not None and r.cosine is None for r in text)
+    assert all(r.tags and r.role is None and r.content.startswith("Note ") for r in [*vector, *text])  # typed, not rows
     hits = mem.archive.search(agent, "Note 12 about subject 12", top_k=3).hits
     assert hits[0].content == "Note 12 about subject 12 and place 5" and hits[0].tags == ("tag2", "bulk")
     mem.archive.log_messages(agent, [{"role": "assistant", "content": "the lighthouse keeper waved", "conversation_id": "c9"}])
@@ -48,7 +51,7 @@ def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
 
 
 def _vector_index(mem: Memory) -> Any:
-    (index,) = [i for i in mem.archive.store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    (index,) = [i for i in mem.archive.store.conn.tables["passages"].list_indices() if i.columns == ["vector"]]
     return index
 
 
@@ -56,25 +59,25 @@ def test_vector_index_is_appended_to_then_retrained_as_the_table_grows(mem: Memo
     """Upkeep appends new rows to the vector index, and trains it again once the table has 4x the rows it was
     trained on, with ~sqrt(rows) partitions; the meta table records the rows of each training."""
     store = mem.archive.store
-    store.vector_index_min_rows = 300
+    store.indexes.vector_index_min_rows = 300
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 320)
-    store.optimize()
+    store.indexes.optimize()
     built = _vector_index(mem)
-    assert built.index_type == "IvfSq" and store.meta()[trained_key("passages")] == "320"
+    assert built.index_type == "IvfSq" and store.conn.meta()[trained_key("passages")] == "320"
     _fill(mem, agent, 10, start=320)
-    assert store.index_health()["passages"]["vector_unindexed"] == 10
-    store.optimize()
-    health = store.index_health()["passages"]
+    assert store.indexes.index_health()["passages"]["vector_unindexed"] == 10
+    store.indexes.optimize()
+    health = store.indexes.index_health()["passages"]
     assert health["vector_indexed"] == 330 and health["vector_unindexed"] == 0
-    assert store.meta()[trained_key("passages")] == "320"  # appended to; not a new training run
+    assert store.conn.meta()[trained_key("passages")] == "320"  # appended to; not a new training run
     hits = mem.archive.search(agent, "Note 325 about subject 0 and place 3", top_k=1).hits
     assert hits[0].content.startswith("Note 325 ") and hits[0].vector_rank == 1
     _fill(mem, agent, 950, start=330)  # 1,280 rows: 4x the 320 it was trained on
-    store.optimize()
-    assert store.meta()[trained_key("passages")] == "1280"
-    assert store._tables["passages"].index_stats(_vector_index(mem).name).num_indices == 1
-    health = store.index_health()["passages"]
+    store.indexes.optimize()
+    assert store.conn.meta()[trained_key("passages")] == "1280"
+    assert store.conn.tables["passages"].index_stats(_vector_index(mem).name).num_indices == 1
+    health = store.indexes.index_health()["passages"]
     assert health["vector_indexed"] == 1280 and health["vector_unindexed"] == 0
     hits = mem.archive.search(agent, "Note 1111 about subject 6 and place 5", top_k=1).hits
     assert hits[0].content.startswith("Note 1111 ") and hits[0].vector_rank == 1
@@ -92,21 +95,21 @@ def test_upkeep_keeps_a_small_index_in_at_most_four_segments(mem: Memory) -> Non
     """LanceDB's optimize appends each round of new rows to the vector index as one more segment, which every search
     then reads; on a table of up to 20k rows, upkeep trains the index again once it has more than four."""
     store = mem.archive.store
-    store.vector_index_min_rows = 300
+    store.indexes.vector_index_min_rows = 300
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 300)
-    store.optimize()
-    table, name = store._tables["passages"], _vector_index(mem).name
+    store.indexes.optimize()
+    table, name = store.conn.tables["passages"], _vector_index(mem).name
     segments, trained = [], []
     for n in range(6):
         _fill(mem, agent, 10, start=300 + 10 * n)
-        store.optimize()
+        store.indexes.optimize()
         segments.append(table.index_stats(name).num_indices)
-        trained.append(store.meta()[trained_key("passages")])
+        trained.append(store.conn.meta()[trained_key("passages")])
     assert max(segments) <= 4 and segments[:3] == sorted(segments[:3])  # appended: a segment per upkeep, at most four
     retrained_at = trained.index(next(t for t in trained if t != "300"))  # then trained again, over every row
     assert segments[retrained_at] == 1 and trained[retrained_at] == str(310 + 10 * retrained_at)
-    assert store.index_health()["passages"]["vector_indexed"] == 360
+    assert store.indexes.index_health()["passages"]["vector_indexed"] == 360
     hits = mem.archive.search(agent, "Note 335 about subject 10 and place 6", top_k=1).hits
     assert hits[0].content.startswith("Note 335 ") and hits[0].vector_rank == 1
 
@@ -114,17 +117,17 @@ def test_upkeep_keeps_a_small_index_in_at_most_four_segments(mem: Memory) -> Non
 def test_an_index_from_an_earlier_version_is_only_appended_to(mem: Memory) -> None:
     """An index with no training record in the meta table (built by an earlier tiermem) is never retrained."""
     store = mem.archive.store
-    store.vector_index_min_rows = 300
+    store.indexes.vector_index_min_rows = 300
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 300)
-    store.optimize()
-    store._tables["meta"].delete(f"key = '{trained_key('passages')}'")
+    store.indexes.optimize()
+    store.conn.tables["meta"].delete(f"key = '{trained_key('passages')}'")
     for n in range(6):  # past 4x the rows, and past four segments
         _fill(mem, agent, 150, start=300 + 150 * n)
-        store.optimize()
-    assert trained_key("passages") not in store.meta()  # never trained again
-    assert store._tables["passages"].index_stats(_vector_index(mem).name).num_indices > 4
-    assert store.index_health()["passages"]["vector_indexed"] == 1200
+        store.indexes.optimize()
+    assert trained_key("passages") not in store.conn.meta()  # never trained again
+    assert store.conn.tables["passages"].index_stats(_vector_index(mem).name).num_indices > 4
+    assert store.indexes.index_health()["passages"]["vector_indexed"] == 1200
 
 
 def test_a_small_indexed_table_returns_what_the_exact_scan_returns(mem: Memory) -> None:
@@ -132,18 +135,18 @@ def test_a_small_indexed_table_returns_what_the_exact_scan_returns(mem: Memory) 
     EXACT_PROBE_ROWS a search probes every partition and re-ranks 10x the limit, and the vector leg returns the exact scan's rows (equal
     distances may come in another order)."""
     store = mem.archive.store
-    assert store.vector_index_min_rows == VECTOR_INDEX_MIN_ROWS == 1_000
+    assert store.indexes.vector_index_min_rows == VECTOR_INDEX_MIN_ROWS == 1_000
     agent = mem.ensure_agent("default").id
     _fill(mem, agent, 999)
-    store.optimize()
-    assert not [i for i in store._tables["passages"].list_indices() if i.columns == ["vector"]]
+    store.indexes.optimize()
+    assert not [i for i in store.conn.tables["passages"].list_indices() if i.columns == ["vector"]]
     _fill(mem, agent, 3001, start=999)
-    store.optimize()
+    store.indexes.optimize()
     assert _vector_index(mem).index_type == "IvfSq"
-    table = store._tables["passages"]
+    table = store.conn.tables["passages"]
     for query in [f"subject {i % 13} place {i % 7} note {37 * i}" for i in range(30)]:
         vec = mem.archive.embedder.embed([query])[0]
-        leg = [(r["id"], round(r["_distance"], 5)) for r in store.vector_search("passages", vec, Filter(agent_id=agent), 10)]
+        leg = [(r.id, round(1.0 - (r.cosine or 0.0), 5)) for r in store.search.vector_search("passages", vec, Filter(agent_id=agent), 10)]
         exact = table.search(vec).distance_type("cosine").select(["id", "_distance"]).bypass_vector_index().limit(10)
         truth = [(r["id"], round(r["_distance"], 5)) for r in exact.to_list()]
         assert [d for _, d in leg] == [d for _, d in truth]  # the same distances at every rank (ties may swap ids)
@@ -162,10 +165,10 @@ def test_probes_grow_with_the_table() -> None:
     assert vector_refine(EXACT_PROBE_ROWS) == EXACT_REFINE == 10 and vector_refine(EXACT_PROBE_ROWS + 1) == VECTOR_REFINE == 2
 
 
-def _legs(store: Store, agent: str, query: str, vec: list[float], *, shortcut: bool) -> tuple[list[dict], list[dict]]:
-    store.sole_agent_shortcut = shortcut
+def _legs(store: Store, agent: str, query: str, vec: list[float], *, shortcut: bool) -> tuple[list[Found], list[Found]]:
+    store.search.sole_agent_shortcut = shortcut
     where = Filter(agent_id=agent)
-    return store.vector_search("passages", vec, where, 10), store.text_search("passages", query, where, 10)
+    return store.search.vector_search("passages", vec, where, 10), store.search.text_search("passages", query, where, 10)
 
 
 def _rows(agent: str, vec: list[float], n: int, content: str) -> list[dict]:
@@ -183,24 +186,24 @@ def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Me
     _fill(mem, a, 40)
     query = "Note 7 about subject 7 and place 0"
     vec = mem.archive.embedder.embed([query])[0]
-    owners = store._legs_owners()
+    owners = store.search._legs_owners()
     used = owners.used
     fast = _legs(store, a, query, vec, shortcut=True)
     assert owners.used == used + 2  # both legs ran without the filter
     assert fast == _legs(store, a, query, vec, shortcut=False) and fast[0] and fast[1]
     assert _legs(store, a, query, vec, shortcut=True) == fast and owners.used == used + 4  # the proof is reused
-    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
-    other.add_rows("passages", _rows("b", vec, 12, query))  # the query's own vector and text: better matches
-    t = store._tables["passages"]
+    other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
+    other.rows.add_rows("passages", _rows("b", vec, 12, query))  # the query's own vector and text: better matches
+    t = store.conn.tables["passages"]
     for unfiltered in (t.search(query, query_type="fts", fts_columns="text").limit(10).to_list(),
                        t.search(vec, vector_column_name="vector").distance_type("cosine").limit(10).to_list()):
         assert "b" in {r["agent_id"] for r in unfiltered}  # without the filter, b's rows would be found
     mine = _legs(store, a, query, vec, shortcut=True)
     assert owners.used == used + 4 and mine == _legs(store, a, query, vec, shortcut=False)
-    assert all(r["id"].startswith("passage") for leg in mine for r in leg) and mine[1] == fast[1]
+    assert all(r.id.startswith("passage") for leg in mine for r in leg) and mine[1] == fast[1]
     theirs = _legs(store, "b", query, vec, shortcut=True)
     assert theirs == _legs(store, "b", query, vec, shortcut=False)
-    assert theirs[0] and theirs[1] and all(r["id"].startswith("b-") for leg in theirs for r in leg)
+    assert theirs[0] and theirs[1] and all(r.id.startswith("b-") for leg in theirs for r in leg)
     hits = mem.archive.search(a, query, top_k=5).hits
     assert hits and not any(h.id.startswith("b-") for h in hits)
 
@@ -211,8 +214,8 @@ def _racing(mem: Memory) -> tuple[Store, str, Any, Any]:
     store = mem.archive.store
     a = mem.ensure_agent("a").id
     _fill(mem, a, 20)
-    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
-    return store, a, _async_table(other._tables["passages"]), _async_table(store._tables["passages"])
+    other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
+    return store, a, _async_table(other.conn.tables["passages"]), _async_table(store.conn.tables["passages"])
 
 
 def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memory) -> None:
@@ -223,17 +226,17 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
 
     async def build(version: int | None) -> Any:
         if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
-            await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
+            await theirs.add(_rows("b", [1.0] * store.conn.embedding_dim, 5, "Note 3 about subject 3"))
         calls.append(True)
         return mine.query().nearest_to_text("Note 3 about subject 3", columns="text").select(["id", "agent_id"])
 
-    owners = store._legs_owners()
+    owners = store.search._legs_owners()
     used, fallbacks = owners.used, owners.fallbacks
     where = compile_filter(Filter(agent_id=a))
     rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, owners, "passages", a), _loop()).result()
     assert len(calls) == 2 and owners.fallbacks == fallbacks + 1 and owners.used == used
     assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}
-    unfiltered = store._tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
+    unfiltered = store.conn.tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
     assert "b" in {r["agent_id"] for r in unfiltered.to_list()}  # the first attempt's rows would have held b's
 
 
@@ -246,21 +249,21 @@ def test_both_legs_and_the_marks_in_one_hand_off_equal_the_separate_reads(mem: M
     query = "Note 7 about subject 7 and place 0"
     vec = mem.archive.embedder.embed([query])[0]
     where = Filter(agent_id=a)
-    owners = store._legs_owners()
+    owners = store.search._legs_owners()
     for shortcut in (True, False):
-        store.sole_agent_shortcut = shortcut
+        store.search.sole_agent_shortcut = shortcut
         used = owners.used
-        vector_rows, text_rows, marks = store.search_legs("passages", query, vec, where, 10)
+        vector_rows, text_rows, marks = store.search.search_legs("passages", query, vec, where, 10)
         assert owners.used == used + (2 if shortcut else 0)  # both legs ran without the filter, or both with it
-        assert vector_rows == store.vector_search("passages", vec, where, 10) and len(vector_rows) == 10
-        assert text_rows == store.text_search("passages", query, where, 10) and text_rows
-        assert marks == store.unembedded_marks("passages") == {}
-    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
-    other.mark_unembedded("passages")  # another process announces rows stored without vectors
-    marks = store.search_legs("passages", query, vec, where, 10)[2]
-    assert list(marks) == [f"unembedded:passages:{other._writer}"] and marks == store.unembedded_marks("passages")
-    other._clear_marks(marks)
-    assert store.search_legs("passages", query, vec, where, 10)[2] == {}
+        assert vector_rows == store.search.vector_search("passages", vec, where, 10) and len(vector_rows) == 10
+        assert text_rows == store.search.text_search("passages", query, where, 10) and text_rows
+        assert marks == store.rows.unembedded_marks("passages") == {}
+    other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
+    other.rows.mark_unembedded("passages")  # another process announces rows stored without vectors
+    marks = store.search.search_legs("passages", query, vec, where, 10)[2]
+    assert list(marks) == [f"unembedded:passages:{other.conn.writer}"] and marks == store.rows.unembedded_marks("passages")
+    other.rows._clear_marks(marks)
+    assert store.search.search_legs("passages", query, vec, where, 10)[2] == {}
 
 
 def test_a_row_another_process_stored_without_a_vector_is_found_by_meaning_in_the_next_search(mem: Memory) -> None:
@@ -270,14 +273,14 @@ def test_a_row_another_process_stored_without_a_vector_is_found_by_meaning_in_th
     a = mem.ensure_agent("a").id
     _fill(mem, a, 30)
     assert mem.archive.search(a, "Note 3 about subject 3", top_k=3).hits  # the agent's speakers are now known
-    other = Store(store.uri, embedding_model=store.embedding_model, embedding_dim=store.embedding_dim)
+    other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
     content = "Lighthouse keeper logbook entry about the northern storm"
-    other.add_rows("passages", [{"id": "late-1", "agent_id": a, "group_id": "late-1", "chunk": 0, "content": content,
+    other.rows.add_rows("passages", [{"id": "late-1", "agent_id": a, "group_id": "late-1", "chunk": 0, "content": content,
                                  "tags": [], "text": content, "created_us": 1_800_000_000_000_000, "vector": None}])
-    assert store.unembedded_marks("passages")
+    assert store.rows.unembedded_marks("passages")
     result = mem.archive.search(a, content, top_k=3)
     assert result.mode == "hybrid" and result.hits[0].id == "late-1" and result.hits[0].vector_rank == 1
-    assert not result.notes and store.count("passages", Filter(missing_vector=True)) == 0
+    assert not result.notes and store.rows.count("passages", Filter(missing_vector=True)) == 0
 
 
 def test_a_write_during_legs_run_together_sends_both_back_to_the_filter(mem: Memory) -> None:
@@ -288,15 +291,15 @@ def test_a_write_during_legs_run_together_sends_both_back_to_the_filter(mem: Mem
 
     async def vector(version: int | None) -> Any:
         if not calls:  # the first (unfiltered) attempt: another agent's better matches land first
-            await theirs.add(_rows("b", [1.0] * store.embedding_dim, 5, "Note 3 about subject 3"))
+            await theirs.add(_rows("b", [1.0] * store.conn.embedding_dim, 5, "Note 3 about subject 3"))
         calls.append("vector")
-        return mine.query().nearest_to([1.0] * store.embedding_dim).column("vector").select(["id", "agent_id"])
+        return mine.query().nearest_to([1.0] * store.conn.embedding_dim).column("vector").select(["id", "agent_id"])
 
     async def text(version: int | None) -> Any:
         calls.append("text")
         return mine.query().nearest_to_text("Note 3 about subject 3", columns="text").select(["id", "agent_id"])
 
-    owners = store._legs_owners()
+    owners = store.search._legs_owners()
     used, fallbacks = owners.used, owners.fallbacks
     where = compile_filter(Filter(agent_id=a))
     work = legs_together(mine, [vector, text], where, 10, owners, "passages", a)

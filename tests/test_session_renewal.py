@@ -26,16 +26,16 @@ def test_renewal_drops_the_superseded_cache_entries_and_keeps_every_row_findable
     for i in range(120):
         archive.log_messages(agent, [{"role": "user", "content": f"turn {i} about the orchard"}])
         archive.conversation_search(agent, f"orchard {i}")
-    full = store.cache_bytes()
-    store.renew_session()
-    assert store.renewals == 1
-    emptied = store.cache_bytes()
+    full = store.conn.cache_bytes()
+    store.conn.renew_session()
+    assert store.conn.renewals == 1
+    emptied = store.conn.cache_bytes()
     assert emptied < full / 4, (full, emptied)  # every entry of the old session is gone with it
     # the next write and the next search, on the new connection, see everything written on the old one
     (last,) = archive.log_messages(agent, [{"role": "user", "content": "turn 120 about the quince"}])
     hits = archive.conversation_search(agent, "quince", limit=5)
     assert [h.id for h in hits.hits][:1] == [last.id]
-    assert len(store.all_rows("messages")) == 121
+    assert len(store.rows.all_rows("messages")) == 121
 
 
 def test_writes_and_searches_under_way_during_renewals_lose_nothing(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_writes_and_searches_under_way_during_renewals_lose_nothing(tmp_path: Pa
     def renewer() -> None:
         try:
             while not stop.is_set():
-                store.renew_session()
+                store.conn.renew_session()
         except BaseException as exc:
             errors.append(exc)
 
@@ -74,8 +74,8 @@ def test_writes_and_searches_under_way_during_renewals_lose_nothing(tmp_path: Pa
     stop.set()
     churn.join()
     assert not errors, errors[0]
-    assert store.renewals >= 3  # renewals happened while the writers ran
-    stored = {r["id"] for r in store.all_rows("messages")}
+    assert store.conn.renewals >= 3  # renewals happened while the writers ran
+    stored = {r["id"] for r in store.rows.all_rows("messages")}
     assert all(set(ids) <= stored for ids in logged.values())
     assert len(stored) == 120
 
@@ -86,14 +86,14 @@ def test_background_optimize_renews_after_the_configured_writes(tmp_path: Path) 
     assert archive is not None
     for i in range(30):
         archive.log_messages(agent, [{"role": "user", "content": f"early {i}"}])
-    assert store.optimize().get("session") is None  # 30 writes: not due yet
+    assert store.indexes.optimize().get("session") is None  # 30 writes: not due yet
     for i in range(30):
         archive.log_messages(agent, [{"role": "user", "content": f"late {i}"}])
-    assert store.optimize()["session"] == "renewed"
-    assert store.renewals == 1
-    assert store.optimize().get("session") is None  # the count starts again
+    assert store.indexes.optimize()["session"] == "renewed"
+    assert store.conn.renewals == 1
+    assert store.indexes.optimize().get("session") is None  # the count starts again
     never, never_store, never_agent = _open(tmp_path / "never", optimize_every=0, session_renew_writes=0)
     assert never.archive is not None
     for i in range(60):
         never.archive.log_messages(never_agent, [{"role": "user", "content": f"turn {i}"}])
-    assert never_store.optimize().get("session") is None and never_store.renewals == 0
+    assert never_store.indexes.optimize().get("session") is None and never_store.conn.renewals == 0

@@ -25,20 +25,20 @@ def store(tmp_path: Path) -> Store:
     s = Store(str(tmp_path / "data"), embedding_model="hashing", embedding_dim=DIM)
     row = {"id": "p1", "agent_id": "a", "group_id": "p1", "chunk": 0, "content": "tea", "tags": ["x"], "text": "tea",
            "created_us": 0, "vector": [0.1] * DIM}
-    s.add_rows("passages", [row])
-    assert s.count("passages") == 1 and s.vector_search("passages", [0.1] * DIM, None, 5)  # read once while healthy
+    s.rows.add_rows("passages", [row])
+    assert s.rows.count("passages") == 1 and s.search.vector_search("passages", [0.1] * DIM, None, 5)  # read once while healthy
     return s
 
 
 READS: dict[str, Callable[[Store], Any]] = {
-    "count": lambda s: s.count("passages"),
-    "vector_search": lambda s: s.vector_search("passages", [0.1] * DIM, Filter(agent_id="a"), 5),
-    "text_search": lambda s: s.text_search("passages", "tea", None, 5),
-    "select": lambda s: s.select("passages", None, limit=5),
-    "distinct_tags": lambda s: s.distinct_tags("a"),
-    "messages_since": lambda s: s.messages_since("a", "default", 0),
-    "list_agents": lambda s: s.list_agents(),  # a cached small table (_snapshot)
-    "meta": lambda s: s.meta(),
+    "count": lambda s: s.rows.count("passages"),
+    "vector_search": lambda s: s.search.vector_search("passages", [0.1] * DIM, Filter(agent_id="a"), 5),
+    "text_search": lambda s: s.search.text_search("passages", "tea", None, 5),
+    "select": lambda s: s.rows.select("passages", None, limit=5),
+    "distinct_tags": lambda s: s.rows.distinct_tags("a"),
+    "messages_since": lambda s: s.rows.messages_since("a", "default", 0),
+    "unembedded_marks": lambda s: s.rows.unembedded_marks("passages"),  # a cached small table (Connection.snapshot)
+    "meta": lambda s: s.conn.meta(),
 }
 
 
@@ -59,7 +59,7 @@ def test_a_damaged_version_file_is_a_store_read_error(store: Store) -> None:
     for f in versions.iterdir():
         f.write_bytes(b"not a lance manifest")
     with pytest.raises(StoreReadError, match="data directory") as caught:
-        store.count("passages")
+        store.rows.count("passages")
     assert "Nothing was changed" in str(caught.value)
 
 

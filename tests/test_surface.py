@@ -248,12 +248,12 @@ def test_searching_writes_no_index(tmp_path) -> None:  # type: ignore[no-untyped
     from tiermem.store import SEARCHABLE, Filter, Store
 
     store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
-    before = {t: store._tables[t].version for t in SEARCHABLE}
-    assert all(store._has_fts(t) for t in SEARCHABLE)
+    before = {t: store.conn.tables[t].version for t in SEARCHABLE}
+    assert all(store.indexes.has_fts(t) for t in SEARCHABLE)
     for table in SEARCHABLE:
-        assert store.text_search(table, "tea", Filter(agent_id="a"), 5) == []
+        assert store.search.text_search(table, "tea", Filter(agent_id="a"), 5) == []
     reopened = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
-    assert {t: reopened._tables[t].version for t in SEARCHABLE} == before
+    assert {t: reopened.conn.tables[t].version for t in SEARCHABLE} == before
 
 
 async def test_the_agent_loop_sees_the_same_contract(settings: Settings) -> None:

@@ -215,4 +215,4 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
         assert found["results"][0]["id"] == boiler
         found = await search("conversation_search", query="musical instrument lessons", limit=2)
         assert "cello" in found["results"][0]["content"]
-    assert earlier.archive.missing_vectors()["passages"] == 0 and earlier.archive.store.unembedded_marks("passages") == {}
+    assert earlier.archive.missing_vectors()["passages"] == 0 and earlier.archive.store.rows.unembedded_marks("passages") == {}

@@ -32,7 +32,7 @@ from .errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemEr
 from . import timeexpr
 from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, merge, speaker_of,
                       without_names)
-from .records import ROLES, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
+from .records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
 from .store import Filter, Store, message_from_row, passage_from_row
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def shape_message(content: str, created_at: datetime, previous: str = "") -> str
     """The keyword-indexed text of a message: its date, its content and the turn before it.
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
-    turn gives a reply the context it answers: on the LoCoMo dev split (BENCHMARKS.md) the keyword leg
+    turn gives a reply the context it answers: on the LoCoMo dev split (``python -m bench locomo``) the keyword leg
     alone scores R@5 0.613 with this text against 0.525 over the content alone.
     """
     return f"{created_at:%d %B %Y}. {content} {previous}".strip()
@@ -159,11 +159,11 @@ class Archive(AgentRows, Vectors):
 
     def counts(self, agent_id: str) -> tuple[int, int, list[str]]:
         """(messages, passages, tags) of an agent; recomputed only when either table changed."""
-        key = (agent_id, self.store.version("messages"), self.store.version("passages"))
+        key = (agent_id, self.store.conn.version("messages"), self.store.conn.version("passages"))
         if self._counts is not None and self._counts[0] == key:
             return self._counts[1]
         where = Filter(agent_id=agent_id)
-        value = (self.store.count("messages", where), self.store.count("passages", where), self.store.distinct_tags(agent_id))
+        value = (self.store.rows.count("messages", where), self.store.rows.count("passages", where), self.store.rows.distinct_tags(agent_id))
         self._counts = (key, value)
         return value
 
@@ -206,7 +206,7 @@ class Archive(AgentRows, Vectors):
                 }
             )
         self._embed_rows(rows)
-        self.store.add_rows("messages", rows)
+        self.store.rows.add_rows("messages", rows)
         for key, content in latest.items():  # only once stored: a failed write leaves no turn behind
             self._remember_turn(key, content)
         return [message_from_row(r) for r in rows]
@@ -214,7 +214,7 @@ class Archive(AgentRows, Vectors):
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
         key = (agent_id, conversation)
         if key not in self._last_turn:  # first turn this process sees: the newest stored one, if any
-            newest = self.store.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
+            newest = self.store.rows.newest("messages", Filter(agent_id=agent_id, conversation_id=conversation))
             self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
@@ -233,7 +233,7 @@ class Archive(AgentRows, Vectors):
             raise ValidationError("content is empty: send the fact or text to remember.")
         rows = self._passage_rows(agent_id, content, tags)
         self._embed_rows(rows)
-        self.store.add_rows("passages", rows)
+        self.store.rows.add_rows("passages", rows)
         return [r["id"] for r in rows]
 
     def insert_many(
@@ -253,7 +253,7 @@ class Archive(AgentRows, Vectors):
                     for row in self._passage_rows(agent_id, check_text(content, "content", max_chars or self.max_content_chars),
                                                   tags, created=when)]
             self._embed_rows(rows)
-            self.store.add_rows("passages", rows)
+            self.store.rows.add_rows("passages", rows)
             written += len(rows)
         return written
 
@@ -273,7 +273,7 @@ class Archive(AgentRows, Vectors):
     def delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
         check_id(passage_id, "passage id")
-        removed = self.store.delete("passages", Filter(agent_id=agent_id, id_or_group=passage_id))
+        removed = self.store.rows.delete("passages", Filter(agent_id=agent_id, id_or_group=passage_id))
         if not removed:
             raise NotFoundError(
                 f"No archival passage with id {passage_id!r}. Ids come from archival_memory_search or archival_memory_list."
@@ -285,8 +285,8 @@ class Archive(AgentRows, Vectors):
             raise ValidationError(f"offset must be a whole number >= 0, got {offset!r}.")
         _check_count(limit, "limit", 200)
         where = self._passage_where(agent_id, tags, "any", None, None)
-        total = self.store.count("passages", where)
-        rows = self.store.select("passages", where, limit=limit, offset=offset)
+        total = self.store.rows.count("passages", where)
+        rows = self.store.rows.select("passages", where, limit=limit, offset=offset)
         return [passage_from_row(r) for r in rows], total
 
     # -- searching ---------------------------------------------------------
@@ -369,10 +369,10 @@ class Archive(AgentRows, Vectors):
 
     def _clock(self, table: str, agent_id: str) -> datetime | None:
         """The time of the agent's newest row in ``table`` (remembered per table version, for a bounded set of agents)."""
-        key, version = (table, agent_id), self.store.version(table)
+        key, version = (table, agent_id), self.store.conn.version(table)
         known = self._clocks.get(key)
         if known is None or known[0] != version:
-            known = (version, self.store.latest_us(table, Filter(agent_id=agent_id)))
+            known = (version, self.store.rows.latest_us(table, Filter(agent_id=agent_id)))
             self._clocks[key] = known
         self._clocks.move_to_end(key)
         while len(self._clocks) > MAX_SPEAKER_AGENTS:
@@ -389,37 +389,37 @@ class Archive(AgentRows, Vectors):
         Labels are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
         query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
         loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
-        beside it slowed it about as much as it hid; one hand-off instead of three: BENCHMARKS.md, "Search at
-        scale", round 3). The first search of an agent in a process, or one waiting for the model, starts the
+        beside it slowed it about as much as it hid; one hand-off instead of three: ``python -m bench scale
+        --profile DIR --orders``). The first search of an agent in a process, or one waiting for the model, starts the
         keyword leg first and waits for it.
         """
         notes: list[str] = []
-        vector_rows: list[dict[str, Any]] = []
+        vector_rows: list[Found] = []
         roles = set(context.speakers.values())
         known = self._speakers.get(agent_id)
         focused = without_names(query, known | roles) if known is not None else None
         if focused is not None and self.embedder.ready:
             vec = self._query_vector(focused, notes)
             if vec is None:
-                fts_rows, marked = self.store.text_search(table, query, where, pool), False
+                fts_rows, marked = self.store.search.text_search(table, query, where, pool), False
             else:
-                vector_rows, fts_rows, marks = self.store.search_legs(table, query, vec, where, pool)
+                vector_rows, fts_rows, marks = self.store.search.search_legs(table, query, vec, where, pool)
                 marked = self._catch_up(table, where, marks)
                 if marked:  # rows just embedded are found by meaning in this very search
-                    vector_rows = self.store.vector_search(table, vec, where, pool)
+                    vector_rows = self.store.search.vector_search(table, vec, where, pool)
         else:
-            fts_future = self.store.start_text_search(table, query, where, pool)
+            fts_future = self.store.search.start_text_search(table, query, where, pool)
             vec = self._query_vector(focused or query, notes)
-            marked = vec is not None and self._catch_up(table, where, self.store.unembedded_marks(table))
+            marked = vec is not None and self._catch_up(table, where, self.store.rows.unembedded_marks(table))
             if vec is not None and focused is not None:
-                vector_rows = self.store.vector_search(table, vec, where, pool)
+                vector_rows = self.store.search.vector_search(table, vec, where, pool)
             fts_rows = fts_future.result()
         names = self._learn_speakers(agent_id, fts_rows) | roles
         mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
         if vec is not None and without_names(query, names) != focused:  # first search of this agent, or a new speaker
             focused = without_names(query, names)
             vec = self.embedder.embed([focused])[0] if focused != query or known is not None else vec
-            vector_rows = self.store.vector_search(table, vec, where, pool)
+            vector_rows = self.store.search.vector_search(table, vec, where, pool)
         missing = self._unembedded(table, where) if mode == "hybrid" and marked else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
@@ -463,11 +463,11 @@ class Archive(AgentRows, Vectors):
         self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
         return True
 
-    def _learn_speakers(self, agent_id: str, rows: Sequence[dict[str, Any]]) -> set[str]:
+    def _learn_speakers(self, agent_id: str, rows: Sequence[Found]) -> set[str]:
         """The agent's known speaker labels, with those of ``rows`` added (bounded: names and agents)."""
         with self._speakers_lock:
             names = set(self._speakers.pop(agent_id, ()))  # a new set: readers may hold the old one
-            for label in {n for n in map(speaker_of, (r["content"] for r in rows)) if n}:
+            for label in {n for n in map(speaker_of, (r.content for r in rows)) if n}:
                 if len(names) < MAX_SPEAKERS:
                     names.add(label)
             self._speakers[agent_id] = names  # most recently searched last
@@ -477,24 +477,24 @@ class Archive(AgentRows, Vectors):
 
     def _unembedded(self, table: str, where: Filter) -> int:
         """Rows of ``where`` without vectors (counted only while some process has announced such rows)."""
-        missing = self.store.count(table, replace(where, missing_vector=True))
+        missing = self.store.rows.count(table, replace(where, missing_vector=True))
         if missing == 0:
-            self.store.settle_unembedded(table)
+            self.store.rows.settle_unembedded(table)
         return missing
 
     def _hit(self, table: str, c: Candidate, score: float, relevance: float) -> Hit:
         """A result from a ranked candidate (the legs read the columns a result shows)."""
-        shown = c.row
+        shown = c.found
         return Hit(
             id=c.id,
             content=c.content,
-            created_at=from_us(c.row["created_us"]),
+            created_at=from_us(shown.created_us),
             score=score,
             vector_rank=c.vector_rank,
             fts_rank=c.fts_rank,
-            role=shown.get("role") if table == "messages" else None,
-            tags=tuple(shown.get("tags") or ()) if table == "passages" else (),
-            conversation_id=shown.get("conversation_id") if table == "messages" else None,
+            role=shown.role if table == "messages" else None,
+            tags=shown.tags if table == "passages" else (),
+            conversation_id=shown.conversation_id if table == "messages" else None,
             relevance=relevance,
         )
 

@@ -98,7 +98,7 @@ class Vectors:
         rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
         Returns the rows embedded (0 if the model is unavailable; the reason is logged).
         """
-        if announced_only and not any(self.store.unembedded_marks(t) for t in ("messages", "passages")):
+        if announced_only and not any(self.store.rows.unembedded_marks(t) for t in ("messages", "passages")):
             return 0
         try:
             if not self.embedder.wait(timeout):
@@ -127,12 +127,12 @@ class Vectors:
                 return done
             with self._embedding_rows:
                 size = batch if limit is None else min(batch, limit - done)
-                rows = self.store.rows_without_vectors(table, limit=size, where=where)
+                rows = self.store.rows.rows_without_vectors(table, limit=size, where=where)
                 if not rows:
                     break
                 vectors = self.embedder.embed([r["content"] for r in rows])
-                self.store.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
+                self.store.rows.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
             done += len(rows)
         if where is None and (limit is None or done < limit):
-            self.store.settle_unembedded(table)
+            self.store.rows.settle_unembedded(table)
         return done

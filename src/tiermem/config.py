@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     # object storage, where every operation lists the kept versions).
     version_retention_seconds: int = Field(default=0, ge=0)
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
-    # manifest per table version, so a long-running server grew with every write (issue #13). The index cache
+    # manifest per table version, so a long-running server grows with every write (bench load). The index cache
     # holds the vector and full-text indexes searches use; below their size every search reloads them.
     metadata_cache_mb: int = Field(default=8, ge=1, le=65536)
     index_cache_mb: int = Field(default=512, ge=1, le=65536)

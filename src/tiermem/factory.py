@@ -125,8 +125,8 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         # to every process's searches and embed them as soon as the model is ready.
         missing = [t for t, n in archive.missing_vectors().items() if n]
         for table in missing:
-            if not store.unembedded_marks(table):
-                store.mark_unembedded(table)
+            if not store.rows.unembedded_marks(table):
+                store.rows.mark_unembedded(table)
         if missing:
             archive.start_backfill()
     return archive, store

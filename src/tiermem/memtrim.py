@@ -3,7 +3,7 @@
 LanceDB's native threads allocate from glibc's per-thread arenas (by default up to 8 per core). Under a
 steady write load, freed memory stays scattered over those arenas and resident memory creeps up: measured
 with LanceDB alone (caches capped, compaction every 200 writes), 8,000 single-row writes grew 231 -> 417 MB
-with the default arenas and 226 -> 301 MB with two (BENCHMARKS.md, "Under HTTP load"). Nothing here is
+with the default arenas and 226 -> 301 MB with two (``python -m bench load``). Nothing here is
 imported by anything heavy; on other C libraries (musl, macOS, Windows) every function is a no-op.
 """
 
@@ -57,7 +57,7 @@ def fix_mmap_threshold(nbytes: int) -> bool:
     explicitly turns that adjustment off, and a freed large block goes straight back to the system. Measured
     with LanceDB alone, 2,000 one-row writes with a full-text search after each and a compaction every 200:
     anonymous memory +23 MB with glibc's default, +14 MB with the threshold fixed at 128 KiB (or 32 KiB);
-    BENCHMARKS.md, "Under HTTP load". Call before storage threads start.
+    ``python -m bench load``. Call before storage threads start.
     """
     libc = _glibc()
     if libc is None or nbytes <= 0:

@@ -18,8 +18,8 @@ directory, in a child process with the ``onnx`` package (never imported by a ser
 
 The int8 products change the vectors slightly (cosine >= 0.999 to the previous fp32 products over 400
 LoCoMo turns, mean 0.9992 to the original fp32 model against 0.9996 before; LoCoMo recall unchanged
-within noise, including stores embedded before and searched with new query vectors: BENCHMARKS.md,
-"Resident memory"). Measured: session 90 -> 41-50 MB, a one-query embedding ~1.5 ms faster. The session
+within noise, including stores embedded with fp32 products and searched with new query vectors:
+``python -m bench footprint`` and ``python -m bench locomo``). Measured: session 90 -> 41-50 MB, a one-query embedding ~1.5 ms faster. The session
 disables onnxruntime's QDQ fusions (``session.disable_quant_qdq``) for what stays DequantizeLinear.
 Tokenisation, mean pooling and normalisation follow fastembed's pipeline for this model step by step.
 

@@ -6,7 +6,10 @@ features that need no model call and no extra read: its rank in each leg, its no
 cosine similarity to the query is below the pool's best, whether it is itself a question, its length, whether the
 query names its speaker (the label of a ``"Caroline: ..."`` turn, or the name of the role a turn was logged under:
 ``Context.speakers``), what the other candidates of its sitting scored (its conversation, within an hour: a topic
-is talked over for several turns), and three about time (``timeexpr``): whether it was written in a period the query names
+is talked over for several turns) and what its nearest neighbours there scored (the candidates logged just before
+and just after it: an answer follows its question), the sitting features again when the query asks about several
+things over time (``asks_several``: their evidence is spread over sittings, so a strong sitting counts for less),
+and three about time (``timeexpr``): whether it was written in a period the query names
 ("in June 2023", "last week" against the conversation's clock), whether a time it mentions ("yesterday", resolved
 against its own timestamp) falls in such a period, and whether it mentions a time at all when the query asks
 "when". A weighted sum of those features orders the pool.
@@ -28,15 +31,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import timeexpr
+from .records import Found
 
 FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when",
-            "session_best", "session_sum", "session_size")
+            "session_best", "session_sum", "session_size", "before", "after", "several_best", "several_sum",
+            "several_size")
 RANK_K = 10  # rank features are 1 / (RANK_K + rank), 0 for a candidate the leg did not return
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
 _WORD = re.compile(r"\w+")
 _AFTER = timedelta(days=31)  # a period named in a question is often talked about in the weeks after it
 SESSION_US = 3_600_000_000  # candidates of one conversation written within an hour of each other: one sitting
+# A question about several things over time: the present perfect ("What books has John read?", "Where have
+# they been?"), "how many", "both", or a plural object asked of someone ("What instruments does Tim play?").
+_SEVERAL = re.compile(
+    r"\b(?:[Hh]as|[Hh]ave)\s+(?:[A-Z][\w'-]*|he|she|they|you|I|we)\s+(?!(?:to|a|an|any)\b)(?:ever\s+|been\s+)?[a-z]\w+"
+    r"|(?i:\bhow\s+many\b|\bboth\b|^\s*(?:what|which)\s+(?:\w+\s+)?\w+s\s+(?:has|have|does|do|did)\b)")
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class Candidate:
 
     id: str
     content: str
-    row: Mapping[str, Any]
+    found: Found
     vector_rank: int | None = None
     fts_rank: int | None = None
     cosine: float | None = None
@@ -88,16 +98,16 @@ class Ranker:
         return scored
 
 
-def merge(vector_rows: Sequence[Mapping[str, Any]], fts_rows: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """One candidate per id from the two legs' rows (``_distance`` from the vector leg, ``_score`` from FTS)."""
+def merge(vector: Sequence[Found], fts: Sequence[Found]) -> list[Candidate]:
+    """One candidate per id from what the two legs found (best first in each: ranks count from 1)."""
     found: dict[str, dict[str, Any]] = {}
-    for rank, r in enumerate(vector_rows, start=1):
-        found[r["id"]] = {"row": r, "vector_rank": rank, "cosine": 1.0 - float(r["_distance"])}
-    for rank, r in enumerate(fts_rows, start=1):
-        entry = found.setdefault(r["id"], {"row": r})
+    for rank, f in enumerate(vector, start=1):
+        found[f.id] = {"found": f, "vector_rank": rank, "cosine": f.cosine}
+    for rank, f in enumerate(fts, start=1):
+        entry = found.setdefault(f.id, {"found": f})
         entry["fts_rank"] = rank
-        entry["bm25"] = float(r["_score"])
-    return [Candidate(id=i, content=str(e["row"]["content"]), **e) for i, e in found.items()]
+        entry["bm25"] = f.bm25
+    return [Candidate(id=i, content=e["found"].content, **e) for i, e in found.items()]
 
 
 def features(query: str, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:
@@ -114,8 +124,8 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
     asks_when = timeexpr.asks_when(query)
     out = []
     for c in candidates:
-        speaker = speaker_of(c.content) or context.speakers.get(str(c.row.get("role")))
-        created = c.row.get("created_us")
+        speaker = speaker_of(c.content) or context.speakers.get(str(c.found.role))
+        created = c.found.created_us
         when = datetime.fromtimestamp(created / 1_000_000, tz=UTC) if isinstance(created, int) else None
         mentions = timeexpr.resolve(c.content, when) if when is not None and (periods or asks_when) else []
         out.append([
@@ -130,36 +140,55 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
             1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,
             1.0 if asks_when and mentions else 0.0,
         ])
+    several = 1.0 if asks_several(query) else 0.0
     for row, session in zip(out, _sessions(candidates, [row[0] + row[1] for row in out])):
         row.extend(session)
+        row.extend(several * x for x in session[:3])
     return out
 
 
-def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[tuple[float, float, float]]:
+def asks_several(query: str) -> bool:
+    """Whether ``query`` asks about several things said over time ("What books has John read?", "How many
+    times ...", "both"): their evidence is spread over sittings, so the sitting features count differently."""
+    return _SEVERAL.search(query) is not None
+
+
+def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[tuple[float, ...]]:
     """What the rest of each candidate's sitting scored: the best and the sum of the other candidates' leg ranks
-    (``found``) among those of its conversation written within SESSION_US of it, and log(1 + how many there are).
-    A topic is talked over for several turns, so a turn next to strong matches is likelier the one sought."""
-    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].row.get("conversation_id") or ""),
-                                                          _time_of(candidates[i])))
-    out: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(candidates)
+    (``found``) among those of its conversation written within SESSION_US of it, log(1 + how many there are), and
+    the ranks of its nearest neighbours among them (the candidate logged just before it, and just after; 0 for
+    none; always 0 for rows without a log order: passages). A topic is talked over for several turns, so a turn
+    next to strong matches is likelier the one sought; an answer is found through the question before it."""
+    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].found.conversation_id or ""),
+                                                          _time_of(candidates[i]), _seq_of(candidates[i])))
+    out: list[tuple[float, ...]] = [(0.0,) * 5] * len(candidates)
+    logged = all(c.found.seq is not None for c in candidates)
     for n, i in enumerate(order):
-        mine, at = candidates[i].row.get("conversation_id"), _time_of(candidates[i])
+        mine, at = candidates[i].found.conversation_id, _time_of(candidates[i])
         near: list[float] = []
-        for step in (-1, 1):
+        beside = [0.0, 0.0]
+        for side, step in enumerate((-1, 1)):
             k = n + step
             while 0 <= k < len(order):
                 j = order[k]
-                if candidates[j].row.get("conversation_id") != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
+                if candidates[j].found.conversation_id != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
                     break
+                if k == n + step and logged:  # turns logged in a known order (passages have none)
+                    beside[side] = found[j]
                 near.append(found[j])
                 k += step
-        out[i] = (max(near, default=0.0), sum(near), math.log1p(len(near)))
+        out[i] = (max(near, default=0.0), sum(near), math.log1p(len(near)), *beside)
     return out
 
 
 def _time_of(c: Candidate) -> int:
-    created = c.row.get("created_us")
+    created = c.found.created_us
     return created if isinstance(created, int) else 0
+
+
+def _seq_of(c: Candidate) -> int:
+    """The order a turn was logged in (turns of one sitting often share a timestamp); 0 where there is none."""
+    return c.found.seq if c.found.seq is not None else 0
 
 
 def names(speaker: str, query_words: Collection[str]) -> bool:
@@ -202,19 +231,21 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
-DEFAULT_RANKER = Ranker((22.9566, 22.4251, 0.9959, 1.6352, -0.7051, 0.7711, 2.7379, 3.4556, 1.6131, 2.2438, 14.1404, 1.5272,
-                         -0.7585))
+DEFAULT_RANKER = Ranker((22.9265, 21.382, 0.9108, 1.819, -0.7182, 0.7959, 2.8042, 3.6311, 1.6113, 2.3621, 16.1961, 1.742,
+                         -0.8979, 4.0595, 2.064, -19.543, -1.1167, 0.6712))
 
 
-CALIBRATION_FEATURES = ("score", "cosine", "bm25", "best_cosine")
+CALIBRATION_FEATURES = ("score", "cosine", "best_cosine")
 
 
 @dataclass(frozen=True)
 class Calibration:
     """The probability that a ranked hit is what the query looks for: logistic over its ranker score and what
-    is absolute about it (its cosine to the query, its BM25 score, the best cosine in the pool: how well this
-    memory matches the query at all). Scores are relative to their pool; relevance is comparable across queries
-    and memories. Fitted together with the ranker's weights (``bench locomo``); refit both together."""
+    is absolute about it (its cosine to the query, the best cosine in the pool: how well this memory matches the
+    query at all). Scores are relative to their pool; relevance is comparable across queries and memories, and
+    across stores of any size: nothing here grows with the number of rows (a raw BM25 score does, through its
+    IDF: the same match scored 0.58 alone and 9.6 among 100 passages, and a lone perfect match came out 0.05).
+    Fitted together with the ranker's weights (``bench locomo``); refit both together."""
 
     weights: tuple[float, ...]
     bias: float
@@ -235,9 +266,8 @@ def calibration_features(candidates: Sequence[Candidate], scored: Sequence[tuple
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0
     best = max(cosines) if cosines else 0.0
-    return [[score, c.cosine if c.cosine is not None else floor, math.log1p(max(c.bm25 or 0.0, 0.0)), best]
-            for c, score in scored]
+    return [[score, c.cosine if c.cosine is not None else floor, best] for c, score in scored]
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
-DEFAULT_CALIBRATION = Calibration((0.4726, 3.9313, 0.511, -0.5636), -8.833)
+DEFAULT_CALIBRATION = Calibration((0.4559, 4.5902, -0.1704), -8.2206)

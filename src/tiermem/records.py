@@ -128,6 +128,24 @@ class Passage:
 
 
 @dataclass(frozen=True)
+class Found:
+    """A row one search leg found, as the store returns it: what the ranker reads of every candidate, what a
+    result shows (a message's role and conversation, a passage's tags), a message's ``seq`` (the order turns were
+    logged in: the ranker's neighbour features; None for passages), and the leg's own score: ``cosine``
+    (1 - cosine distance) from the vector leg, ``bm25`` from the full-text leg."""
+
+    id: str
+    content: str
+    created_us: int
+    role: str | None = None
+    conversation_id: str | None = None
+    tags: tuple[str, ...] = ()
+    cosine: float | None = None
+    bm25: float | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result: its relevance (the calibrated probability, in [0, 1], that it is what the query looks
     for; comparable across queries), the ranker's score (comparable within one search only) and its rank in

@@ -139,7 +139,7 @@ def migrate_from_lance(old: LanceCoreTables | None, path: Path, *, unless_exists
                 os.close(dir_fd)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"Could not create the core-state database {path}: {exc}. Check that the data directory "
-                         "is local and writable, or set core_backend = 'lancedb'.") from exc
+                         "is local and writable, or keep core state on object storage (uri = s3://bucket/prefix).") from exc
     if any(counts.values()):
         summary = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
         print(f"tiermem: moved core state from LanceDB into {path} ({summary}); the LanceDB tables are kept unchanged",

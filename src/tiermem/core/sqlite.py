@@ -9,21 +9,19 @@ the copy in place). SQLite needs a local filesystem with working locks (not NFS)
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
-from ..records import Agent, Block, BlockVersion
+from ..records import Agent, Block, BlockVersion, now, to_us
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
-from .rows import agent_row, block_row
+from .rows import agent_from_row, agent_row, block_from_row, block_row
 
 _COLUMNS: dict[str, tuple[str, ...]] = dict(FIELDS)  # block_history: the history table (sqlite_history.py)
 _KEYS = {"agents": "id", "blocks": "id"}
@@ -42,29 +40,6 @@ def _ddl(table: str) -> str:
     key = _KEYS.get(table, "key")
     cols = ", ".join(f"{_q(c)}{' PRIMARY KEY' if c == key else ''}" for c in _COLUMNS[table])
     return f"CREATE TABLE IF NOT EXISTS {table} ({cols})"
-
-
-def _us(dt: datetime) -> int:
-    return int((dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp() * 1_000_000)
-
-
-def _dt(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
-
-
-def _now_us() -> int:
-    return _us(datetime.now(UTC))
-
-
-def _agent(r: dict[str, Any]) -> Agent:
-    return Agent(id=r["id"], name=r["name"], system=r["system"], created_at=_dt(r["created_us"]),
-                 updated_at=_dt(r["updated_us"]), metadata=json.loads(r["metadata"] or "{}"))
-
-
-def _block(r: dict[str, Any]) -> Block:
-    return Block(id=r["id"], label=r["label"], value=r["value"], limit=r["limit"], description=r["description"],
-                 read_only=bool(r["read_only"]), version=r["version"], updated_at=_dt(r["updated_us"]),
-                 metadata=json.loads(r["metadata"] or "{}"))
 
 
 def _insert_sql(table: str, verb: str = "INSERT OR IGNORE") -> str:
@@ -269,17 +244,17 @@ class SqliteCore:
     # -- agents --------------------------------------------------------------
 
     def list_agents(self) -> list[Agent]:
-        return sorted((_agent(r) for r in self._state().agents.values()), key=lambda a: a.name)
+        return sorted((agent_from_row(r) for r in self._state().agents.values()), key=lambda a: a.name)
 
     def find_agent(self, name: str) -> Agent | None:
         rows = [r for r in self._state().agents.values() if r["name"] == name]
-        return _agent(min(rows, key=lambda r: r["created_us"])) if rows else None
+        return agent_from_row(min(rows, key=lambda r: r["created_us"])) if rows else None
 
     def get_agent(self, agent_id: str) -> Agent:
         row = self._state().agents.get(agent_id)
         if row is None:
             raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
-        return _agent(row)
+        return agent_from_row(row)
 
     def insert_agent(self, agent: Agent) -> None:
         with self._tx() as conn:
@@ -314,7 +289,7 @@ class SqliteCore:
         return rows[0] if rows else None
 
     def put_conversation(self, row: dict[str, Any]) -> None:
-        row = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": _now_us()}
+        row = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": to_us(now())}
         with self._tx() as conn:
             conn.execute(_insert_sql("conversations", "INSERT OR REPLACE"),
                          tuple(row.get(c) for c in _COLUMNS["conversations"]))
@@ -323,11 +298,11 @@ class SqliteCore:
 
     def get_block(self, block_id: str) -> Block | None:
         row = self._state().blocks.get(block_id)
-        return _block(row) if row is not None else None
+        return block_from_row(row) if row is not None else None
 
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
         blocks = self._state().blocks
-        return [_block(blocks[i]) for i in dict.fromkeys(block_ids) if i in blocks]
+        return [block_from_row(blocks[i]) for i in dict.fromkeys(block_ids) if i in blocks]
 
     def attached_block_ids(self, agent_id: str) -> list[str]:
         return [r["block_id"] for r in self._state().attachments if r["agent_id"] == agent_id]
@@ -340,7 +315,7 @@ class SqliteCore:
         for r in state.attachments:
             row = state.blocks.get(r["block_id"]) if r["agent_id"] == agent_id else None
             if row is not None and row["label"] == label:
-                return _block(row)
+                return block_from_row(row)
         return None
 
     def insert_block(self, block: Block, first: BlockVersion) -> None:
@@ -375,7 +350,7 @@ class SqliteCore:
             return history_rows.version(conn, block_id, int(version))
 
     def attach(self, agent_id: str, block_id: str) -> None:
-        row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": _now_us()}
+        row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": to_us(now())}
         with self._tx() as conn:
             insert_rows(conn, "attachments", [row])
             self._cache = None

@@ -1,27 +1,28 @@
-"""LanceDB tables, Arrow schemas, safe filters, optimistic concurrency and index upkeep.
+"""The recall and archival store: LanceDB tables, Arrow schemas, typed filters, optimistic concurrency, index upkeep.
 
-The only package that imports ``lancedb`` and ``pyarrow``. It knows nothing about edit semantics; it stores
-and returns records. Its parts, by what each is for:
+The only package that imports ``lancedb`` and ``pyarrow``. It knows nothing about edit semantics; it stores rows
+and returns records (``Message``, ``Passage``) and what a search leg found (``Found``), never a raw LanceDB row of a
+search. ``Store`` (store.py) is composed of parts that share one ``Connection``:
 
 - ``loading``: how ``lancedb`` is imported (its unused REST client built and loaded on first use)
 - ``boundary``: every call into the library runs inside ``library``/``reads``/``writes`` (errors translated)
-- ``query``: ``Filter``, the typed query callers pass, and the only code that writes filter text
+- ``query``: ``Filter``, the typed query callers pass, and ``compile_filter``, the only code that writes filter text
 - ``schemas``: Arrow schemas, the schema version, migrations
-- ``rows``: rows <-> records
-- ``base``: the shared state and reads of one open store; ``connection``: ``Store``, opening and checking it
-- ``core_tables``: agents, blocks, attachments, history, idempotency, conversation state
-- ``tables``: messages and passages (rows, vectors, marks of rows without vectors)
-- ``search``: the vector and full-text legs; ``indexes``: index upkeep and compaction; ``reembed``: the swap
+- ``connection``: ``Connection``, the open database, its table handles, meta table, snapshots and write counter
+- ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors)
+- ``search``: ``Search``, the vector and full-text legs; ``indexes``: ``Indexes``, upkeep and compaction;
+  ``reembed``: ``Reembed``, the swap
 """
 
 from __future__ import annotations
 
 from .boundary import LIBRARY_ERRORS, library, reads, writes
-from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE, Store
+from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE
 from .query import Filter
-from .rows import message_from_row, passage_from_row
 from .schemas import MESSAGE_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION, SEARCHABLE
 from .search import VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
+from .store import Store
+from .tables import message_from_row, passage_from_row
 
 __all__ = [
     "DEFAULT_INDEX_CACHE", "DEFAULT_METADATA_CACHE", "LIBRARY_ERRORS", "MESSAGE_COLUMNS", "RESULT_COLUMNS",

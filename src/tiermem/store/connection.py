@@ -1,6 +1,8 @@
-"""``Store``: all tables of one data directory (or object-store prefix), opened and checked.
+"""``Connection``: one open LanceDB database (a data directory or an object-store prefix) and the state every part
+of the ``Store`` shares: the table handles, the cached snapshots of small tables, the meta table, the write counter
+that schedules upkeep, and the session whose caches are renewed.
 
-The store never assumes a local path: ``uri`` may be a directory or an object-store URI
+The connection never assumes a local path: ``uri`` may be a directory or an object-store URI
 (``s3://bucket/prefix``) with ``storage_options``.
 """
 
@@ -9,18 +11,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from ..errors import SchemaError, StoreError
 from ..records import new_id, now
-from .boundary import library
-from .core_tables import CoreTables
-from .indexes import VECTOR_INDEX_MIN_ROWS
+from .boundary import library, reads, writes
 from .loading import import_lancedb
-from .reembed import Reembed
+from .query import Filter, compile_filter
 from .schemas import REEMBED_SUFFIX, SCHEMA_VERSION, SEARCHABLE, migrate, table_names, table_schemas
-from .search import Search
 
 lancedb = import_lancedb()  # the package's only import of lancedb at module level: see loading.py
 log = logging.getLogger(__name__)
@@ -29,18 +29,29 @@ DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
 DEFAULT_SESSION_RENEW_WRITES = 200
 
 
-def _connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
+def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
     """A connection whose caches are bounded, and its session. LanceDB's own defaults are GiBs, and its metadata
     cache keeps a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
-    write without levelling off (issue #13; bench/load.py). Every read checks out the newest version, so
-    other processes' writes are seen."""
+    write without levelling off (bench/load.py). Every read checks out the newest version (read consistency 0),
+    so other processes' writes are seen."""
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
     db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options, session=session)
     return db, session
 
 
-class Store(CoreTables, Reembed, Search):
-    """All tables of one data directory (or object-store prefix)."""
+def finish_swap(db: Any, uri: str, table: str) -> None:
+    """Put the re-embedded copy of ``table`` in its place (``Reembed``; also when a crash interrupted a swap)."""
+    tmp = f"{table}{REEMBED_SUFFIX}"
+    with library(uri, f"the re-embedded {table} table", writing=True):
+        copy = db.open_table(tmp).to_arrow()
+        if table in table_names(db):
+            db.drop_table(table)
+        db.create_table(table, data=copy, schema=copy.schema)
+        db.drop_table(tmp)
+
+
+class Connection:
+    """All tables of one data directory (or object-store prefix), opened, created where missing, and checked."""
 
     def __init__(
         self,
@@ -50,7 +61,6 @@ class Store(CoreTables, Reembed, Search):
         embedding_dim: int,
         storage_options: dict[str, str] | None = None,
         optimize_every: int = 200,
-        vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
         metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
         index_cache_bytes: int = DEFAULT_INDEX_CACHE,
         session_renew_writes: int = DEFAULT_SESSION_RENEW_WRITES,
@@ -62,22 +72,21 @@ class Store(CoreTables, Reembed, Search):
         self.version_retention = version_retention if version_retention is not None else (
             timedelta(minutes=1) if "://" in uri and not uri.startswith("file://") else timedelta(minutes=10))
         self.session_renew_writes = session_renew_writes
-        self._since_renewal = 0
+        self.since_renewal = 0  # writes since the session was last renewed
         self.renewals = 0
-        self._connection = (storage_options, metadata_cache_bytes, index_cache_bytes)
-        self.vector_index_min_rows = vector_index_min_rows
+        self._settings = (storage_options, metadata_cache_bytes, index_cache_bytes)
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
         self.optimize_every = optimize_every
-        self._writes = 0
-        self._lock = threading.Lock()
-        self._snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
-        self._fts_ready: set[str] = set()
-        self._optimizing = threading.Lock()
-        self._writer = new_id("writer")  # names this process's marks of rows stored without vectors
+        self.writes = 0  # since the last upkeep was scheduled
+        self.lock = threading.Lock()
+        self.snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        self.writer = new_id("writer")  # names this process's marks of rows stored without vectors
+        self.upkeep: Callable[[], object] | None = None  # run in a thread every ``optimize_every`` writes
+        self.on_renewal: list[Callable[[], None]] = []  # what parts forget of the old session's table handles
         try:
-            self._db, self._session = _connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
-            self._tables = self._open_tables()
+            self.db, self.session = connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
+            self.tables: dict[str, Any] = self._open_tables()
         except (SchemaError, StoreError):
             raise
         except (OSError, RuntimeError, ValueError) as exc:
@@ -86,55 +95,104 @@ class Store(CoreTables, Reembed, Search):
                 "and is not a file; or choose another with --data-dir / TIERMEM_DATA_DIR."
             ) from exc
         self._check_meta()
-        self._ensure_search_indexes()
 
-    @classmethod
-    def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
-        """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
-        with library(uri, "the meta table"):
-            db, _ = _connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
-            meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in table_names(db) else []
-        meta = {r["key"]: r["value"] for r in meta_rows}
-        return cls(
-            uri,
-            embedding_model=meta.get("embedding_model", ""),
-            embedding_dim=int(meta.get("embedding_dim", "384")),
-            storage_options=storage_options,
-        )
+    # -- the meta table ------------------------------------------------------
 
-    # -- renewing the connection ----------------------------------------------
+    @reads("settings")
+    def meta(self) -> dict[str, str]:
+        return {r["key"]: r["value"] for r in self.tables["meta"].to_arrow().to_pylist()}
+
+    @writes("settings")
+    def set_meta(self, key: str, value: str) -> None:
+        t = self.tables["meta"]
+        t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([{"key": key, "value": value}])
+
+    # -- reads and writes every part makes -------------------------------------
+
+    def rows(self, table: str, where: Filter | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """The rows of ``where`` (every column; limit None: every matching row)."""
+        text = compile_filter(where)
+        with library(self.uri, f"the {table} table"):
+            q = self.tables[table].search()
+            if text:
+                q = q.where(text)
+            rows: list[dict[str, Any]] = q.limit(limit).to_list()
+        for r in rows:
+            r.pop("_distance", None)  # never a column: only what a vector query scores
+        return rows
+
+    def snapshot(self, table: str) -> list[dict[str, Any]]:
+        """Every row of a small table, re-read only when its version moved (any process's write)."""
+        t = self.tables[table]
+        with library(self.uri, f"the {table} table"):
+            version = int(t.version)  # checks out the latest version: sees other processes' writes
+            cached = self.snapshots.get(table)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            rows: list[dict[str, Any]] = t.to_arrow().to_pylist()
+        self.snapshots[table] = (version, rows)
+        return rows
+
+    def wrote(self, n: int = 1) -> None:
+        """Count ``n`` written rows; every ``optimize_every`` of them, ``upkeep`` runs in a background thread."""
+        with self.lock:
+            self.writes += n
+            self.since_renewal += n
+            due = self.optimize_every > 0 and self.writes >= self.optimize_every
+            if due:
+                self.writes = 0
+        if due and self.upkeep is not None:
+            threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True).start()
+
+    @reads("a table version")
+    def version(self, table: str) -> int:
+        return int(self.tables[table].version)
+
+    @reads("table versions")
+    def table_versions(self) -> dict[str, int]:
+        return {name: int(t.version) for name, t in self.tables.items()}
+
+    @reads("a table's schema")
+    def schema_fields(self, table: str) -> list[str]:
+        return [f.name for f in self.tables[table].schema]
+
+    def table_names(self) -> list[str]:
+        return table_names(self.db)
+
+    # -- renewing the session ----------------------------------------------------
 
     def renew_session(self) -> None:
         """Reopen every table on a new connection with a new, empty LanceDB session; the old one is dropped.
 
         LanceDB's index cache keeps the entries of superseded table and index versions (a version per write),
         bounded only by ``index_cache_bytes``, and its Python API cannot evict them: under HTTP load the session
-        grew ~1.4 MB a minute (BENCHMARKS.md, "Under HTTP load"). A new session starts empty; the old one is freed
-        once the last call still using its tables returns. Calls under way keep the tables they hold, which read
-        the newest version as every table here does (``read_consistency_interval=0``), so every call sees every
-        committed write whichever connection it runs on.
+        grew ~1.4 MB a minute. A new session starts empty; the old one is freed once the last call still using its
+        tables returns. Calls under way keep the tables they hold, which read the newest version as every table
+        here does (``read_consistency_interval=0``), so every call sees every committed write whichever
+        connection it runs on.
         """
-        storage_options, metadata_cache, index_cache = self._connection
+        storage_options, metadata_cache, index_cache = self._settings
         with library(self.uri, "the tables (reopening them on a new connection)"):
-            db, session = _connect(self.uri, storage_options, metadata_cache, index_cache)
-            tables = {name: db.open_table(name) for name in self._tables}
-        with self._lock:
-            self._db, self._session, self._tables = db, session, tables
-            self._owners = None  # what the search legs proved of the old handles (re-proved on the new ones)
-            self._since_renewal = 0
+            db, session = connect(self.uri, storage_options, metadata_cache, index_cache)
+            tables = {name: db.open_table(name) for name in self.tables}
+        with self.lock:
+            self.db, self.session, self.tables = db, session, tables
+            for forget in self.on_renewal:
+                forget()
+            self.since_renewal = 0
             self.renewals += 1
         log.debug("renewed the LanceDB session (%d tables reopened)", len(tables))
 
     def cache_bytes(self) -> int:
         """What LanceDB's caches of the current session hold (its metadata and index caches), in bytes."""
-        return int(self._session.size_bytes)
+        return int(self.session.size_bytes)
 
     def renew_session_if_due(self) -> bool:
         """``renew_session`` once ``session_renew_writes`` writes were made since the last (0: never); True if it did.
 
         Called at the end of a background optimize: the indexes it updated are reloaded by the next search anyway.
         """
-        if self.session_renew_writes <= 0 or self._since_renewal < self.session_renew_writes:
+        if self.session_renew_writes <= 0 or self.since_renewal < self.session_renew_writes:
             return False
         self.renew_session()
         return True
@@ -143,11 +201,11 @@ class Store(CoreTables, Reembed, Search):
 
     def _open_tables(self) -> dict[str, Any]:
         schemas = table_schemas(self.embedding_dim)
-        existing = set(self._table_names())
+        existing = set(self.table_names())
         for name in SEARCHABLE:
             if f"{name}{REEMBED_SUFFIX}" in existing:  # a reembed was interrupted after writing its copy
-                self._finish_swap(name)
-                existing = set(self._table_names())
+                finish_swap(self.db, self.uri, name)
+                existing = set(self.table_names())
         return {name: self._open_or_create(name, schema, name in existing) for name, schema in schemas.items()}
 
     def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:
@@ -157,28 +215,15 @@ class Store(CoreTables, Reembed, Search):
         for attempt in range(40):
             try:
                 if listed:
-                    return self._db.open_table(name)
-                return self._db.create_table(name, schema=schema, exist_ok=True)
+                    return self.db.open_table(name)
+                return self.db.create_table(name, schema=schema, exist_ok=True)
             except (OSError, RuntimeError, ValueError) as exc:
                 if attempt == 39:
                     raise
                 log.debug("table %s is being created by another process (%s); retrying", name, exc)
                 time.sleep(min(0.25, 0.01 * (attempt + 1)))
-                listed = name in set(self._table_names()) and attempt % 2 == 0  # alternate open and create
+                listed = name in set(self.table_names()) and attempt % 2 == 0  # alternate open and create
         raise AssertionError("unreachable")
-
-    def _ensure_search_indexes(self) -> None:
-        """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
-
-        Several processes may open a new store at once; one that loses the race leaves it to the other, and
-        ``text_search`` builds a missing index only in that case.
-        """
-        for table in SEARCHABLE:
-            try:
-                self.ensure_fts(table)
-            except StoreError as exc:
-                log.warning("full-text index of %s not built at open (another process may be building it): %s",
-                            table, exc)
 
     def _check_meta(self) -> None:
         meta = self.meta()
@@ -190,7 +235,7 @@ class Store(CoreTables, Reembed, Search):
         if not meta:
             rows = [{"key": k, "value": v} for k, v in wanted.items()]
             rows.append({"key": "created_at", "value": now().isoformat()})
-            self._tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
+            self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
             meta = self.meta()
         version = int(meta.get("schema_version", "0"))
         if version > SCHEMA_VERSION:

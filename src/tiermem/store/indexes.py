@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 
 from ..errors import StoreError, StoreWriteError
-from .base import StoreBase
+from .connection import Connection
 from .boundary import reads
 from .query import Filter
 from .schemas import SEARCHABLE
+from .tables import Rows
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 # to 256 vectors per partition: ~120 MB and about a minute at 100k rows; beyond that the index is only appended to).
 # LanceDB's optimize appends the rows written since the last one to a vector index as a new segment and never merges
 # them: a search reads every segment, and the index cache keeps each one (measured: 21 segments after 20 rounds of
-# 200 writes + optimize; BENCHMARKS.md, "Under HTTP load").
+# 200 writes + optimize; ``python -m bench load``).
 VECTOR_INDEX_MIN_ROWS, REINDEX_GROWTH, REINDEX_MAX_ROWS = 1_000, 4, 100_000
 REINDEX_SEGMENTS = {20_000: 4, REINDEX_MAX_ROWS: 16}  # up to that many rows: at most that many segments
 TRAINED_PREFIX = "vector_index_trained_rows:"
@@ -50,14 +52,34 @@ def vector_partitions(rows: int) -> int:
     return max(1, min(math.isqrt(rows), rows // MIN_PARTITION_ROWS))
 
 
-class Indexes(StoreBase):
-    # -- indexes -------------------------------------------------------------
+class Indexes:
+    """Index upkeep over one ``Connection`` (row counts through its ``Rows``)."""
+
+    def __init__(self, conn: Connection, rows: Rows, *, vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS) -> None:
+        self.conn, self.rows = conn, rows
+        self.uri = conn.uri
+        self.vector_index_min_rows = vector_index_min_rows
+        self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
+        self._optimizing = threading.Lock()
+
+    def ensure_search_indexes(self) -> None:
+        """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
+
+        Several processes may open a new store at once; one that loses the race leaves it to the other, and
+        ``Search`` builds a missing index only in that case.
+        """
+        for table in SEARCHABLE:
+            try:
+                self.ensure_fts(table)
+            except StoreError as exc:
+                log.warning("full-text index of %s not built at open (another process may be building it): %s",
+                            table, exc)
 
     @reads("the search indexes")
-    def _has_fts(self, table: str) -> bool:
+    def has_fts(self, table: str) -> bool:
         if table in self._fts_ready:
             return True
-        found = any(i.index_type == "FTS" for i in self._tables[table].list_indices())
+        found = any(i.index_type == "FTS" for i in self.conn.tables[table].list_indices())
         if found:
             self._fts_ready.add(table)  # indexes are never dropped by tiermem
         return found
@@ -66,17 +88,17 @@ class Indexes(StoreBase):
     def ensure_fts(self, table: str) -> None:
         from lancedb.index import FTS, Bitmap
 
-        t = self._tables[table]
+        t = self.conn.tables[table]
         if not any(i.columns == ["agent_id"] for i in t.list_indices()):
             try:  # the agent filter runs before every search: a bitmap makes it cheap at any size
                 t.create_index("agent_id", config=Bitmap(), replace=False)
             except (RuntimeError, ValueError) as exc:
                 log.warning("agent_id index of %s not built (another process may be building it): %s", table, exc)
-        if not self._has_fts(table):
+        if not self.has_fts(table):
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
             except (RuntimeError, ValueError) as exc:
-                if not self._has_fts(table):  # another process may have built it meanwhile
+                if not self.has_fts(table):  # another process may have built it meanwhile
                     raise StoreWriteError(f"Could not build the full-text index of {table}: {exc}") from exc
 
     @reads("the search indexes")
@@ -85,7 +107,7 @@ class Indexes(StoreBase):
 
         Returns True if an index exists afterwards. Without an index a vector search is LanceDB's exact scan, which
         holds the whole vector column in memory while it runs (~2 KB a row: +38 MB per search at 20k rows, several
-        at once under load; BENCHMARKS.md, "Under HTTP load"), so the index comes early (1,000 rows by default);
+        at once under load; ``python -m bench small_index``), so the index comes early (1,000 rows by default);
         up to ``EXACT_PROBE_ROWS`` a search probes all its partitions, which returns what the exact scan would
         (``store/search.py``). ``optimize`` appends later rows to the index (LanceDB's incremental update: a new
         segment each time), and the index is trained again, in one segment with ``vector_partitions(rows)``
@@ -97,10 +119,10 @@ class Indexes(StoreBase):
         earlier version built keep it (``VECTOR_EF`` serves those). Measured in bench/search_profile.py and
         bench/small_index.py.
         """
-        t = self._tables[table]
+        t = self.conn.tables[table]
         built = [i for i in t.list_indices() if i.columns == ["vector"]]
         if built:
-            trained = self.meta().get(trained_key(table))
+            trained = self.conn.meta().get(trained_key(table))
             if trained is None:
                 return True
             rows = int(t.count_rows())
@@ -116,7 +138,7 @@ class Indexes(StoreBase):
             return True
         if self.vector_index_min_rows <= 0 or t.count_rows() < self.vector_index_min_rows:
             return False  # cheap (table metadata) before the filtered count, which reads every row's vector
-        rows = self.count(table, Filter(missing_vector=False))
+        rows = self.rows.count(table, Filter(missing_vector=False))
         if rows < self.vector_index_min_rows:
             return False
         try:
@@ -133,9 +155,9 @@ class Indexes(StoreBase):
         from lancedb.index import IvfSq
 
         started = time.perf_counter()
-        self._tables[table].create_index(
+        self.conn.tables[table].create_index(
             "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace)
-        self.set_meta(trained_key(table), str(rows))
+        self.conn.set_meta(trained_key(table), str(rows))
         log.info("%s the vector index of %s over %d rows in %.1fs", what, table, rows, time.perf_counter() - started)
 
     @reads("index statistics")
@@ -143,8 +165,8 @@ class Indexes(StoreBase):
         """Rows covered and not covered by each index, per searchable table."""
         out: dict[str, dict[str, int]] = {}
         for name in SEARCHABLE:
-            t = self._tables[name]
-            entry = {"rows": int(t.count_rows()), "missing_vectors": self.count(name, Filter(missing_vector=True))}
+            t = self.conn.tables[name]
+            entry = {"rows": int(t.count_rows()), "missing_vectors": self.rows.count(name, Filter(missing_vector=True))}
             for idx in t.list_indices():
                 stats = t.index_stats(idx.name)
                 if stats is not None:
@@ -153,6 +175,10 @@ class Indexes(StoreBase):
                     entry[f"{kind}_unindexed"] = int(stats.num_unindexed_rows)
             out[name] = entry
         return out
+
+    def optimize_in_background(self) -> None:
+        """``optimize`` unless one is under way in this process (the connection's upkeep, in its own thread)."""
+        self.optimize(background=True)
 
     def optimize(self, *, background: bool = False) -> dict[str, str]:
         """Compact small fragments and bring indexes up to date. Safe to call from any process.
@@ -163,11 +189,11 @@ class Indexes(StoreBase):
             return {"skipped": "already optimizing in this process"}
         report: dict[str, str] = {}
         try:
-            for name, t in self._tables.items():
+            for name, t in self.conn.tables.items():
                 started = time.perf_counter()
                 for attempt in range(3):
                     try:
-                        t.optimize(cleanup_older_than=self.version_retention)
+                        t.optimize(cleanup_older_than=self.conn.version_retention)
                         report[name] = f"ok in {time.perf_counter() - started:.2f}s"
                         break
                     except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
@@ -175,11 +201,11 @@ class Indexes(StoreBase):
                         log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
                         time.sleep(0.05 * (attempt + 1))
             for name in SEARCHABLE:  # after compaction: an index is trained over a few large fragments, not many small ones
-                if self.count(name):
+                if self.rows.count(name):
                     self.ensure_fts(name)
                     self.ensure_vector_index(name)
             try:  # the indexes just changed: drop the old session's caches with the versions they superseded
-                if self.renew_session_if_due():
+                if self.conn.renew_session_if_due():
                     report["session"] = "renewed"
             except StoreError as exc:  # the old session stays; the next optimize tries again
                 report["session"] = f"not renewed: {exc}"

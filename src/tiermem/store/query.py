@@ -35,6 +35,7 @@ class Filter:
     id_or_group: str | None = None  # a passage id, or the group id of every chunk of one insert
     seq_from: int | None = None  # messages with seq >= this
     missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
+    entries: tuple[tuple[str, str], ...] | None = None  # meta rows whose (key, value) is one of these
 
     def is_empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in fields(self))
@@ -88,4 +89,7 @@ def compile_filter(where: Filter | None) -> str | None:
         clauses.append(f"seq >= {int(where.seq_from)}")
     if where.missing_vector is not None:
         clauses.append("vector IS NULL" if where.missing_vector else "vector IS NOT NULL")
+    if where.entries is not None:
+        pairs = [f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in where.entries]
+        clauses.append(f"({' OR '.join(pairs)})" if pairs else "false")
     return " AND ".join(clauses) or None

@@ -1,5 +1,5 @@
-"""The re-embed swap: a searchable table rewritten with new vectors under a temporary name, then swapped in;
-a swap a crash interrupted is finished when the store next opens."""
+"""``Reembed``: a searchable table rewritten with new vectors under a temporary name, then swapped in; a swap a
+crash interrupted is finished when the store next opens (``connection.finish_swap``)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from .boundary import library, reads
+from .boundary import library
+from .connection import Connection, finish_swap
 from .schemas import REEMBED_SUFFIX, SEARCHABLE, table_schemas
-from .tables import LogTables
+from .tables import Rows
 
 
-class Reembed(LogTables):
-    # -- re-embedding ---------------------------------------------------------
+class Reembed:
+    """The re-embedding swap over one ``Connection`` (marks of rows without vectors settled through its ``Rows``)."""
 
-    @reads("rows")
-    def all_rows(self, table: str) -> list[dict[str, Any]]:
-        rows = self._rows(table)
-        for r in rows:
-            r.pop("_distance", None)
-        return rows
+    def __init__(self, conn: Connection, rows: Rows) -> None:
+        self.conn, self.rows = conn, rows
+        self.uri = conn.uri
 
     def replace_vectors(self, table: str, rows: list[dict[str, Any]], model: str, dim: int) -> None:
         """Write ``rows`` (with new vectors) as ``table``; a crash midway is finished on next open."""
@@ -28,22 +26,14 @@ class Reembed(LogTables):
         tmp = f"{table}{REEMBED_SUFFIX}"
         with library(self.uri, f"the re-embedded {table} table", writing=True):
             data = pa.Table.from_pylist(rows, schema=schema)
-            self._db.create_table(tmp, data=data, schema=schema, mode="overwrite")
-            self._finish_swap(table)
-            self._tables[table] = self._db.open_table(table)
-
-    def _finish_swap(self, table: str) -> None:
-        tmp = f"{table}{REEMBED_SUFFIX}"
-        with library(self.uri, f"the re-embedded {table} table", writing=True):
-            copy = self._db.open_table(tmp).to_arrow()
-            if table in self._table_names():
-                self._db.drop_table(table)
-            self._db.create_table(table, data=copy, schema=copy.schema)
-            self._db.drop_table(tmp)
+            self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
+            finish_swap(self.conn.db, self.uri, table)
+            self.conn.tables[table] = self.conn.db.open_table(table)
 
     def finish_reembed(self, model: str, dim: int) -> None:
-        self.set_meta("embedding_model", model)
-        self.set_meta("embedding_dim", str(dim))
+        """Record the new model in the meta table once every searchable table was swapped."""
+        self.conn.set_meta("embedding_model", model)
+        self.conn.set_meta("embedding_dim", str(dim))
         for table in SEARCHABLE:
-            self.settle_unembedded(table)
-        self.embedding_model, self.embedding_dim = model, dim
+            self.rows.settle_unembedded(table)
+        self.conn.embedding_model, self.conn.embedding_dim = model, dim

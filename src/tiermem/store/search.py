@@ -2,9 +2,9 @@
 
 Each leg reads only what a search needs of its candidates: the id, the content (the ranker's text features),
 the creation time (its date feature), the few columns a result shows (a passage's tags; a message's role and
-conversation) and the leg's score; never the vector or the keyword text. Reading the shown columns in the legs
-costs nothing measurable beside the content, and saves a third query for the fused top k (BENCHMARKS.md,
-"Search at scale").
+conversation, and its place in the log: the ranker's neighbour features) and the leg's score; never the vector or
+the keyword text. Reading the shown columns in the legs costs nothing measurable beside the content, and saves a
+third query for the fused top k (``python -m bench scale --profile DIR``).
 
 Each leg is one query on LanceDB's async API, run on LanceDB's event loop: LanceDB's synchronous query builder
 makes five hand-offs to that loop per query (schema twice, the plan, the batches twice; each a GIL round trip
@@ -29,28 +29,28 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
+from ..records import Found
 from .boundary import library, reads
+from .connection import Connection
 from .indexes import Indexes, vector_partitions
 from .query import Filter, compile_filter
 from .tables import marks_in
 
-# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``; BENCHMARKS.md,
-# "Search at scale"). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
+# ANN knobs, measured in bench/search_profile.py (``python -m bench scale --profile DIR --sweep``). nprobes for the IVF-SQ index tiermem builds (~sqrt(rows) partitions, ``vector_partitions``):
 # at least VECTOR_NPROBES, and one in VECTOR_PROBE_SHARE of the partitions on larger tables (``vector_nprobes``):
 # with refine 2, recall@10 against exact search 0.991 at 100k (316 partitions, 24 probes) and 0.988 at 1M
-# (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves the IVF-HNSW-SQ index of stores built
-# by earlier versions; refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
+# (1,000 partitions, 50 probes; 24 probes gave 0.911 there, 64 gave 0.996). ef serves an IVF-HNSW-SQ index (stores
+# indexed by tiermem before IVF-SQ keep theirs); refine 2 re-ranks 2 x limit candidates by their full vectors (SQ distances alone lose
 # ~0.02-0.04 recall). Up to EXACT_PROBE_ROWS rows every partition is probed (LanceDB clamps nprobes to the index's
 # partitions) and EXACT_REFINE x limit candidates are re-ranked: the index is built at 1,000 rows
 # (``indexes.VECTOR_INDEX_MIN_ROWS``) to spare searches the exact scan's memory, and this returns what the exact scan
 # would (the same top 10 for 60 of 60 questions at 4,000 rows with the hashing embedder, whose near-ties defeat
-# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 10k rows with the model, ``python -m bench small_index``;
-# BENCHMARKS.md, "Under HTTP load").
+# refine 2 in 31 of them; recall@10 1.000 at 2k, 5k and 10k rows with the model, ``python -m bench small_index``).
 VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
-HIT_COLUMNS = {"messages": ("role", "conversation_id"), "passages": ("tags",)}  # what a result shows besides
+HIT_COLUMNS = {"messages": ("role", "conversation_id", "seq"), "passages": ("tags",)}  # shown, or ranked (seq)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 
@@ -91,17 +91,29 @@ def _async_table(table: Any) -> Any:
     return inner
 
 
+def found_in(data: Any) -> list[Found]:
+    """A leg's Arrow rows as ``Found``, best first (the score column says which leg: ``_distance`` or ``_score``)."""
+    out = []
+    for r in data.to_pylist():
+        distance, bm25 = r.get("_distance"), r.get("_score")
+        tags = r.get("tags")
+        out.append(Found(id=r["id"], content=r["content"], created_us=r["created_us"], role=r.get("role"),
+                         conversation_id=r.get("conversation_id"), tags=tuple(tags) if tags else (),
+                         cosine=None if distance is None else 1.0 - float(distance),
+                         bm25=None if bm25 is None else float(bm25), seq=r.get("seq")))
+    return out
+
+
 class Pending:
-    """A leg under way on LanceDB's event loop; ``result()`` waits for its rows (library errors translated)."""
+    """A leg under way on LanceDB's event loop; ``result()`` waits for what it found (library errors translated)."""
 
     def __init__(self, uri: str, what: str, work: Coroutine[Any, Any, Any]) -> None:
         self._uri, self._what = uri, what
         self._future: Future[Any] = asyncio.run_coroutine_threadsafe(work, _loop())
 
-    def result(self) -> list[dict[str, Any]]:
+    def result(self) -> list[Found]:
         with library(self._uri, self._what):
-            rows: list[dict[str, Any]] = self._future.result().to_pylist()
-        return rows
+            return found_in(self._future.result())
 
 
 class _Owners:
@@ -157,25 +169,36 @@ class _Owners:
         return rows
 
 
-class Search(Indexes):
-    _owners: _Owners | None = None
+class Search:
+    """The search legs over one ``Connection`` (a missing full-text index is built through its ``Indexes``)."""
+
     # None: skip the agent filter for a sole agent on a local data directory only (on object storage each version
     # read is a request); True / False: always try / never (the bench and the tests compare the two).
     sole_agent_shortcut: bool | None = None
+
+    def __init__(self, conn: Connection, indexes: Indexes) -> None:
+        self.conn, self.indexes = conn, indexes
+        self.uri = conn.uri
+        self._owners: _Owners | None = None
+        conn.on_renewal.append(self._forget_owners)
+
+    def _forget_owners(self) -> None:
+        """What the legs proved of the old session's table handles (re-proved on the new ones)."""
+        self._owners = None
 
     def _legs_owners(self) -> _Owners:
         if self._owners is None:
             self._owners = _Owners()
         return self._owners
 
-    def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` rows nearest ``vector``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_distance``."""
+    def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[Found]:
+        """The ``limit`` rows nearest ``vector`` (``LEG_COLUMNS``, the table's ``HIT_COLUMNS``, ``cosine``)."""
         with library(self.uri, "vector search results"):
             work = self._leg_work(table, self._vector_query(table, vector), where, limit)
         return Pending(self.uri, "vector search results", work).result()
 
-    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[dict[str, Any]]:
-        """The ``limit`` best BM25 matches of ``query``: ``LEG_COLUMNS``, the table's ``HIT_COLUMNS`` and ``_score``."""
+    def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[Found]:
+        """The ``limit`` best BM25 matches of ``query`` (``LEG_COLUMNS``, the table's ``HIT_COLUMNS``, ``bm25``)."""
         return self.start_text_search(table, query, where, limit).result()
 
     @reads("full-text search results")
@@ -186,9 +209,9 @@ class Search(Indexes):
 
     @reads("search results")
     def search_legs(self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
-        """``vector_search``, ``text_search`` and ``unembedded_marks(table)``, run together in one hand-off to
-        LanceDB's loop (each hand-off is a GIL round trip with that thread: BENCHMARKS.md, "Search at scale")."""
+                    ) -> tuple[list[Found], list[Found], dict[str, str]]:
+        """``vector_search``, ``text_search`` and ``Rows.unembedded_marks(table)``, run together in one hand-off to
+        LanceDB's loop (each hand-off is a GIL round trip with that thread)."""
         builds = [self._vector_query(table, vector), self._text_query(table, query)]
         at, text, sole = self._scope(table, where)
         known = self._legs_owners()
@@ -199,10 +222,10 @@ class Search(Indexes):
             return found
 
         (vector_rows, text_rows), meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
-        return vector_rows.to_pylist(), text_rows.to_pylist(), marks_in(meta, table)
+        return found_in(vector_rows), found_in(text_rows), marks_in(meta, table)
 
     def _vector_query(self, table: str, vector: Sequence[float]) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
-        at, vec, known = _async_table(self._tables[table]), list(vector), self._legs_owners()
+        at, vec, known = _async_table(self.conn.tables[table]), list(vector), self._legs_owners()
 
         async def build(version: int | None) -> Any:
             rows = await known.rows(table, at, version)  # how many partitions to probe
@@ -215,9 +238,9 @@ class Search(Indexes):
         return build
 
     def _text_query(self, table: str, query: str) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
-        if not self._has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
-            self.ensure_fts(table)
-        at = _async_table(self._tables[table])
+        if not self.indexes.has_fts(table):  # built when the store opened; only a lost race at open leaves it missing
+            self.indexes.ensure_fts(table)
+        at = _async_table(self.conn.tables[table])
 
         async def build(version: int | None) -> Any:
             q = at.query().nearest_to_text(query, columns="text")
@@ -226,15 +249,15 @@ class Search(Indexes):
         return build
 
     async def _snapshot_on_loop(self, table: str) -> list[dict[str, Any]]:
-        """``StoreBase._snapshot`` (the same cache: re-read only when the table's version moved) as a coroutine on
+        """``Connection.snapshot`` (the same cache: re-read only when the table's version moved) as a coroutine on
         LanceDB's loop, inside a search's hand-off. Library errors reach whoever waits for it, who translates them."""
-        at = _async_table(self._tables[table])
+        at = _async_table(self.conn.tables[table])
         version = int(await at.version())  # checks out the latest version: sees other processes' writes
-        cached = self._snapshots.get(table)
+        cached = self.conn.snapshots.get(table)
         if cached is not None and cached[0] == version:
             return cached[1]
         rows: list[dict[str, Any]] = (await at.to_arrow()).to_pylist()
-        self._snapshots[table] = (version, rows)
+        self.conn.snapshots[table] = (version, rows)
         return rows
 
     def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
@@ -249,7 +272,7 @@ class Search(Indexes):
         agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
         shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
         sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
-        return _async_table(self._tables[table]), text, sole
+        return _async_table(self.conn.tables[table]), text, sole
 
 
 async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,
@@ -288,7 +311,7 @@ async def _arrow(query: Any) -> Any:
     """The query's rows as an Arrow table: ``AsyncQuery.to_arrow`` without its first step, a read of the table's
     schema (one more round trip to LanceDB's runtime, and a check of the newest version) that only serves blob
     columns, which these tables do not have; the vector query's copy of its result goes too. ~0.3 ms less per
-    leg, the same rows (BENCHMARKS.md, "Search at scale", round 3). LanceDB keeps the native query as ``_inner``;
+    leg, the same rows (``python -m bench scale --profile DIR --orders``). LanceDB keeps the native query as ``_inner``;
     lancedb is pinned, and every search fails loudly (tests/test_search_scale.py) if that moves."""
     import pyarrow as pa
 

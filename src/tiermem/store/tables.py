@@ -1,5 +1,6 @@
-"""The two searchable tables, messages (recall) and passages (archival): rows, vectors, and the marks that
-announce rows stored without vectors."""
+"""``Rows``: the two searchable tables, messages (recall) and passages (archival): rows in and out, vectors, and
+the marks that announce rows stored without vectors. Rows leave as records (``Message``, ``Passage``) or, for
+backup, restore and paging, as plain dicts of their columns."""
 
 from __future__ import annotations
 
@@ -9,15 +10,24 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import StoreError
-from ..records import Message
-from .base import StoreBase
+from ..errors import StoreError, ValidationError
+from ..records import Message, Passage, from_us
 from .boundary import reads, writes
-from .query import Filter, compile_filter, sql_str
-from .rows import message_from_row
+from .connection import Connection
+from .query import Filter, compile_filter
 from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
 
 log = logging.getLogger(__name__)
+
+
+def message_from_row(r: dict[str, Any]) -> Message:
+    return Message(id=r["id"], agent_id=r["agent_id"], conversation_id=r["conversation_id"], seq=r["seq"],
+                   role=r["role"], content=r["content"], created_at=from_us(r["created_us"]), payload=r["payload"])
+
+
+def passage_from_row(r: dict[str, Any]) -> Passage:
+    return Passage(id=r["id"], agent_id=r["agent_id"], content=r["content"], tags=tuple(r["tags"] or ()),
+                   created_at=from_us(r["created_us"]), group_id=r["group_id"], chunk=r["chunk"])
 
 
 def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:
@@ -26,39 +36,34 @@ def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:
     return {r["key"]: r["value"] for r in meta if str(r["key"]).startswith(prefix)}
 
 
-class LogTables(StoreBase):
+class Rows:
+    """Rows of the searchable tables over one ``Connection``."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.uri = conn.uri
+
     # -- messages ------------------------------------------------------------
 
     @reads("messages")
     def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
         """Messages of one conversation with ``seq >= start_seq``, oldest first."""
         where = compile_filter(Filter(agent_id=agent_id, conversation_id=conversation_id, seq_from=start_seq))
-        rows = self._tables["messages"].search().where(where).select(list(MESSAGE_COLUMNS)).limit(None).to_list()
+        rows = self.conn.tables["messages"].search().where(where).select(list(MESSAGE_COLUMNS)).limit(None).to_list()
         rows.sort(key=lambda r: r["seq"])
         return [message_from_row(r) for r in rows]
 
     @reads("messages")
     def agent_messages(self, agent_id: str) -> list[Message]:
         """Every message of one agent, by conversation then order (for export and backup)."""
-        rows = self._tables["messages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
+        rows = self.conn.tables["messages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
             list(MESSAGE_COLUMNS)).limit(None).to_list()
         rows.sort(key=lambda r: (r["conversation_id"] != "default", r["conversation_id"], r["seq"]))
         return [message_from_row(r) for r in rows]
 
-    @writes("restored rows")
-    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
-        if not rows:
-            return 0
-        result = self._tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
-        self._wrote()
-        if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
-            self.mark_unembedded(table)
-        return int(result.num_inserted_rows)
-
     @reads("a message")
     def message(self, message_id: str) -> Message | None:
-        rows = self._tables["messages"].search().where(compile_filter(Filter(ids=(message_id,)))).select(
+        rows = self.conn.tables["messages"].search().where(compile_filter(Filter(ids=(message_id,)))).select(
             list(MESSAGE_COLUMNS)).limit(1).to_list()
         return message_from_row(rows[0]) if rows else None
 
@@ -67,29 +72,64 @@ class LogTables(StoreBase):
     @writes("rows")
     def add_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
-            self._tables[table].add(list(rows))
-            self._wrote(len(rows))
+            self.conn.tables[table].add(list(rows))
+            self.conn.wrote(len(rows))
             if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
                 self.mark_unembedded(table)
+
+    @writes("restored rows")
+    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
+        if not rows:
+            return 0
+        result = self.conn.tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
+        self.conn.wrote()
+        if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+            self.mark_unembedded(table)
+        return int(result.num_inserted_rows)
+
+    @reads("rows")
+    def all_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table``, every column (backup, re-embedding, moving old core tables)."""
+        return self.conn.rows(table)
+
+    @reads("row counts")
+    def count(self, table: str, where: Filter | None = None) -> int:
+        t = self.conn.tables[table]
+        text = compile_filter(where)
+        return int(t.count_rows(text) if text else t.count_rows())
+
+    @writes("a deletion")
+    def delete(self, table: str, where: Filter) -> int:
+        """Delete the rows of ``where`` (never every row: an empty filter is refused); returns how many."""
+        text = compile_filter(where)
+        if not text:
+            raise ValidationError("delete needs a filter that names the rows; an empty one would delete every row")
+        t = self.conn.tables[table]
+        before = t.count_rows(text)
+        if before:
+            t.delete(text)
+            self.conn.wrote()
+        return int(before)
 
     @writes("vectors")
     def set_vectors(self, table: str, vectors: dict[str, list[float]]) -> None:
         """Fill in vectors of rows stored before the model was ready."""
         if not vectors:
             return
-        t = self._tables[table]
+        t = self.conn.tables[table]
         rows = t.search().where(compile_filter(Filter(ids=tuple(vectors)))).limit(len(vectors) * 2).to_list()
         for r in rows:
             r.pop("_distance", None)
             r["vector"] = vectors[r["id"]]
         if rows:
             t.merge_insert("id").when_matched_update_all().execute(rows)
-            self._wrote(len(rows))
+            self.conn.wrote(len(rows))
 
     @reads("rows without vectors")
     def rows_without_vectors(self, table: str, limit: int = 256, where: Filter | None = None) -> list[dict[str, Any]]:
         """Up to ``limit`` rows of ``where`` stored without a vector."""
-        return self._rows(table, compile_filter(replace(where or Filter(), missing_vector=True)), limit=limit)
+        return self.conn.rows(table, replace(where or Filter(), missing_vector=True), limit=limit)
 
     # Rows stored without vectors are announced in ``meta`` (key "unembedded:<table>:<writer>"), written
     # right after the rows, so a search in any process learns of them from the small meta table instead
@@ -101,12 +141,12 @@ class LogTables(StoreBase):
     @reads("settings")
     def unembedded_marks(self, table: str) -> dict[str, str]:
         """The marks announcing rows without vectors in ``table`` (cheap: meta is re-read only when it changed)."""
-        return marks_in(self._snapshot("meta"), table)
+        return marks_in(self.conn.snapshot("meta"), table)
 
     def mark_unembedded(self, table: str) -> None:
         """Announce that ``table`` holds rows without vectors (after writing them)."""
         try:
-            self.set_meta(f"{UNEMBEDDED_PREFIX}{table}:{self._writer}", str(time.time_ns()))
+            self.conn.set_meta(f"{UNEMBEDDED_PREFIX}{table}:{self.conn.writer}", str(time.time_ns()))
         except StoreError as exc:  # the rows are stored; the next process to open the store counts them
             log.warning("could not record rows without vectors in %s: %s", table, exc)
 
@@ -121,14 +161,16 @@ class LogTables(StoreBase):
 
     @writes("settings")
     def _clear_marks(self, marks: dict[str, str]) -> None:
-        where = " OR ".join(f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in marks.items())
-        self._tables["meta"].delete(where)
+        where = compile_filter(Filter(entries=tuple(marks.items())))
+        assert where is not None  # marks is not empty
+        self.conn.tables["meta"].delete(where)
 
     @reads("tags")
     def distinct_tags(self, agent_id: str) -> list[str]:
         import pyarrow.compute as pc
 
-        data = self._tables["passages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(["tags"]).limit(None).to_arrow()
+        data = self.conn.tables["passages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
+            ["tags"]).limit(None).to_arrow()
         if data.num_rows == 0:
             return []
         flat = pc.list_flatten(data.column("tags").combine_chunks())
@@ -139,7 +181,7 @@ class LogTables(StoreBase):
         """The newest ``created_us`` of the rows matching ``where`` (None if there are none)."""
         import pyarrow.compute as pc
 
-        q = self._tables[table].search()
+        q = self.conn.tables[table].search()
         text = compile_filter(where)
         data = (q.where(text) if text else q).select(["created_us"]).limit(None).to_arrow()
         if data.num_rows == 0:
@@ -149,22 +191,20 @@ class LogTables(StoreBase):
 
     @reads("the latest row")
     def newest(self, table: str, where: Filter) -> dict[str, Any] | None:
-        """The latest row matching ``where`` (by time, then sequence)."""
-        q = self._tables[table].search()
+        """The latest row matching ``where`` (by time, then sequence): its content, created_us and seq."""
+        q = self.conn.tables[table].search()
         text = compile_filter(where)
         data = (q.where(text) if text else q).select(["content", "created_us", "seq"]).limit(None).to_list()
         return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
     @reads("rows")
-    def select(
-        self, table: str, where: Filter | None, *, limit: int, offset: int = 0
-    ) -> list[dict[str, Any]]:
+    def select(self, table: str, where: Filter | None, *, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         """Rows oldest first (by time, then id), one page.
 
         A page smaller than the matching rows reads only the sort keys of every row, then the page's rows
         (the inspector pages through 10k passages without reading every row and its vector).
         """
-        q = self._tables[table].search()
+        q = self.conn.tables[table].search()
         text = compile_filter(where)
         keys = (q.where(text) if text else q).select(["id", "created_us"]).limit(None).to_list()
         keys.sort(key=lambda r: (r["created_us"], r["id"]))
@@ -172,8 +212,8 @@ class LogTables(StoreBase):
         if not page:
             return []
         if len(page) == len(keys):
-            rows = self._rows(table, text)
+            rows = self.conn.rows(table, where)
         else:
-            rows = self._rows(table, compile_filter(replace(where or Filter(), ids=tuple(page))))
+            rows = self.conn.rows(table, replace(where or Filter(), ids=tuple(page)))
         rows.sort(key=lambda r: (r["created_us"], r["id"]))
         return rows[:limit] if len(page) == len(keys) else rows

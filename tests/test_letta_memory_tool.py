@@ -143,7 +143,11 @@ async def test_codex_patches(lc_settings: Settings) -> None:
                "*** End Patch")
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=bad)
         assert err and "failed to apply hunk to system/person.md: context not found" in text
-        assert text_of(await c.call_tool("core_memory_view", {}))[:2000] == before[:2000]
+        def blocks_only(view: str) -> str:
+            return view.split("<memory_metadata>")[0]  # the metadata has the time of day
+
+        assert blocks_only(text_of(await c.call_tool("core_memory_view", {}))) == blocks_only(before)
+        assert "reference/new" in blocks_only(before)
         err, text, _ = await call(c, "memory_apply_patch", reason="r",
                                   input="*** Begin Patch\n*** Add File: system/person.md\n+x\n*** End Patch")
         assert err and text == "memory_apply_patch: cannot add existing memory file: system/person.md"

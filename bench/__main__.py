@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|lettacode|notify|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|lettacode|notify|hooks|autorecall|shutdown|all]`"""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
-           "footprint", "ui", "lance_writes", "small_index", "objstore", "lettacode", "notify"]
+           "footprint", "ui", "lance_writes", "small_index", "objstore", "lettacode", "notify", "hooks", "autorecall",
+           "shutdown"]
 
 
 def main() -> None:

@@ -43,7 +43,7 @@ def _loadavg() -> str:
 def run(rounds: int = 15, tool_rounds: int = 10) -> dict[str, object]:
     env = bench_env(TIERMEM_EMBEDDING_MODEL="default")
     spawn_to_initialize(TIERMEM, env)  # first start creates the data dir and agent: not a cold start of the process
-    anyio.run(first_tool_call, TIERMEM, env, "core_memory_view", {})
+    anyio.run(first_tool_call, TIERMEM, env, "memory_open", {"label": "human"})
     load_before = _loadavg()
     tier, bare = [], []
     for i in range(rounds):

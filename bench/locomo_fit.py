@@ -124,7 +124,7 @@ def top_hits(q: dict[str, Any], ranker: Any, *, cross: bool) -> list[tuple[str, 
 
     top = ranked(q, ranker, cross=cross)[:10]
     pool = q["cross"]["pool"] if cross else q["pool"]
-    rows = calibration_features(pool.candidates, [(c, s) for _, c, s in top])
+    rows = calibration_features(q["query"], pool.candidates, [(c, s) for _, c, s in top], pool.context)
     return [(d, row) for (d, _, _), row in zip(top, rows)]
 
 

@@ -66,7 +66,7 @@ async def tiermem_roundtrips(n: int, env: dict[str, str]) -> list[float]:
 
 def run(rounds: int = 10, n: int = 200) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-peers-"))
-    env = bench_env(tmp / "tiermem")
+    env = bench_env(tmp / "tiermem", TIERMEM_TOOLS="all")  # core_memory_append is one setting away from the default
     node_env = {**env, "MEMORY_FILE_PATH": str(tmp / "memory.jsonl")}
     spawn_to_initialize(TIERMEM, env)  # first start creates the store
     init: dict[str, list[float]] = {"tiermem": [], "bare_mcpserver": [], "server-memory (node)": []}

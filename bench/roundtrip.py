@@ -53,7 +53,7 @@ async def drive(client: Client, n: int) -> dict[str, dict[str, float]]:
 
 
 async def over_stdio(n: int) -> dict[str, dict[str, float]]:
-    env = bench_env()
+    env = bench_env(TIERMEM_TOOLS="all")
     params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--tools", "all"], env=env, cwd=str(ROOT))
     async with Client(params, cache=None) as client:
         await client.call_tool("archival_memory_search", {"query": "warm up the model"})
@@ -64,7 +64,7 @@ async def over_http(n: int) -> dict[str, dict[str, float]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = bench_env()
+    env = bench_env(TIERMEM_TOOLS="all")
     proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--tools", "all"],
                             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -96,15 +96,15 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
     """
     from .peers import NODE_SERVER, node_cmd
 
-    bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(), cwd=str(ROOT))
+    bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(TIERMEM_TOOLS="all"), cwd=str(ROOT))
     params = {BARE_PAIR: bare}
     for backend in ("sqlite", "lancedb"):
         params[backend] = StdioServerParameters(
-            command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend), cwd=str(ROOT))
+            command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend, TIERMEM_TOOLS="all"), cwd=str(ROOT))
     if NODE_SERVER.exists():
         tmp = tempfile.mkdtemp(prefix="tiermem-bench-node-")
         params[NODE_PAIR] = StdioServerParameters(command=node_cmd()[0], args=node_cmd()[1:],
-                                                  env={**bench_env(), "MEMORY_FILE_PATH": f"{tmp}/memory.jsonl"}, cwd=str(ROOT))
+                                                  env={**bench_env(TIERMEM_TOOLS="all"), "MEMORY_FILE_PATH": f"{tmp}/memory.jsonl"}, cwd=str(ROOT))
     else:
         print(f"(the Node reference server is not installed: `cd {NODE_SERVER.parents[3]} && npm install` to compare)")
 

@@ -1,7 +1,8 @@
 """What the published tool list costs a host's context, per preset (`python -m bench tool_tokens`).
 
 ``model_tokens``: name + description + input schema of every tool, as hosts hand tools to a model;
-``list_tokens`` / ``list_chars``: the whole ``tools/list`` answer (titles, annotations, output schemas).
+``list_tokens`` / ``list_chars``: the whole ``tools/list`` answer (titles, annotations, output schemas);
+``claude_code_chars``: the definitions as Claude Code sends them in every request (``mcp__tiermem__`` names, compact JSON).
 Tokens are cl100k_base, counted offline with tiermem's tokenizer (a throwaway data directory is used).
 """
 

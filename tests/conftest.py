@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +26,25 @@ PYTHON = sys.executable
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Keep the user's real config, data dir and environment out of every test."""
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Keep the user's real config, data dir, hook sockets and environment out of every test."""
     for key in list(os.environ):
         if key.startswith("TIERMEM_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    # The servers' hook sockets: a private directory of this test's own, short (Unix socket paths are 108 bytes at most)
+    runtime = Path(tempfile.mkdtemp(prefix="tmrt-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    yield
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    """Every tool published (``tools = ["all"]``): tests exercise each tool; the default set's own tests ask for it."""
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", tools=["all"])
 
 
 def memory_over(store: Store, **kw: Any) -> Memory:

@@ -166,7 +166,7 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
         "from tiermem.server import build_server\n"
         # (tiermem.blocks is not among them: initialize renders core memory with it, for the instructions)
         "MODULES = ('tiermem.tools', 'tiermem.search_tools', 'tiermem.memory_tool')\n"
-        "server = build_server(MemoryHandle(lambda: None), load_settings(data_dir=sys.argv[1]))\n"
+        "server = build_server(MemoryHandle(lambda: None), load_settings(data_dir=sys.argv[1], tools='all'))\n"
         "before = [m for m in MODULES if m in sys.modules]\n"
         "names = [t.name for t in server._tool_manager.list_tools()]\n"
         "print(json.dumps([before, [m for m in MODULES if m in sys.modules], len(names)]))\n"

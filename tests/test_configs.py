@@ -83,11 +83,12 @@ def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) ->
 
 
 def test_claude_code_line() -> None:
-    line = next(x for x in (CONFIGS / "claude_code.sh").read_text().splitlines() if x.startswith("claude "))
-    words = shlex.split(line)
-    assert words[:4] == ["claude", "mcp", "add", "tiermem"]
-    command = words[words.index("--") + 1 :]
-    assert command[0] == "tiermem" and command[1] == "serve"
+    lines = [x for x in (CONFIGS / "claude_code.sh").read_text().splitlines() if x.startswith("tiermem ")]
+    assert [shlex.split(x)[:3] for x in lines] == [["tiermem", "setup", "claude-code"]] * len(lines) and lines
+    from tiermem.cli import build_parser
+
+    for line in lines:  # each line parses as the command it shows
+        build_parser().parse_args(shlex.split(line)[1:])
 
 
 SMITHERY_ENV = """
@@ -133,11 +134,10 @@ def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) ->
                           capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    if host == "claude-code":
-        words = shlex.split(out)
-        command = words[words.index("--") + 1 :]
-        assert Path(command[0]).is_absolute() and Path(command[0]).exists() and command[1:] == ["serve", "--agent", "work"]
-        assert f"TIERMEM_DATA_DIR={tmp_path / 'd'}" in words
+    if host == "claude-code":  # what `tiermem setup claude-code` would write (tests/test_setup_claude_code.py)
+        server = json.loads(out.split("\n# ", 1)[0].split("\n", 1)[1])["tiermem"]
+        assert Path(server["command"]).is_absolute() and Path(server["command"]).exists()
+        assert server["args"] == ["serve", "--data-dir", str(tmp_path / "d"), "--agent", "work"]
     elif host == "http":
         settings = load_settings(_write(tmp_path, out))
         assert settings.transport == "http" and settings.auth_tokens[0]["agents"] == ["work"]

@@ -43,7 +43,8 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     tmp = tmp_path_factory.mktemp("conformance")
     port = free_port()
-    settings = load_settings(data_dir=tmp / "data", embedding_model="hashing", transport="http", port=port)
+    settings = load_settings(data_dir=tmp / "data", embedding_model="hashing", transport="http", port=port,
+                             tools=["all"])  # every tool, as the baseline was recorded
     server = serve_in_process(settings)
     app = build_http_app(server, settings, [], ui=http_mount(server.runtime.handle, settings))
     web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,

@@ -113,3 +113,12 @@ async def test_legacy_initialize_is_current_too(settings: Settings) -> None:
     async with Client(server, mode="legacy") as c:  # a second host connecting later sees the edit
         assert "Name: Ada" in (c.instructions or "")
         assert "<persona>" in (c.instructions or "")
+
+
+def test_guidance_follows_the_memory_tool_dialect() -> None:
+    anthropic = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"])
+    assert "memory_insert or memory_apply_patch (label = the block's name" in anthropic
+    assert "the memory tool (each block is the file /memories/<label>)" in anthropic
+    letta = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], dialect="letta-code")
+    assert "edit a block with memory_insert (label" in letta  # Letta Code's patch tool takes a file, not a label
+    assert "the memory and memory_apply_patch tools (each block is a file of your memory directory)" in letta

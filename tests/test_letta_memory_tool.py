@@ -29,7 +29,8 @@ MEMORY_SCHEMA = {
 @pytest.fixture
 def lc_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("TIERMEM_MEMORY_TOOL_DIALECT", "letta-code")
-    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem")
+    # every tool: these tests read core memory with core_memory_view (the dialect alone adds memory + its patch tool)
+    return load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "mem", tools=["all"])
 
 
 async def call(c: Client, tool: str = "memory", **args: Any) -> tuple[bool, str, Any]:
@@ -186,10 +187,6 @@ async def test_instructions_speak_the_dialect(lc_settings: Settings) -> None:
     other = lc_settings.model_copy(update={"tools": ["memory"], "memory_tool_dialect": "anthropic", "sync": None})
     async with Client(serve_in_process(other)) as c:
         anthropic = c.instructions or ""
-    assert "memory file <label>.md (system/human.md for the block system/human)" in letta and "reason" in letta
-    assert "memory_apply_patch" in letta and "/memories/" not in letta  # Letta Code's patch tool comes with it
-    assert "/memories/<label>" in anthropic and "<label>.md" not in anthropic
-    # with tiermem's own edit tools too: the label sentence does not name Letta Code's patch tool (it takes paths)
-    from tiermem import briefing
-    both = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], "letta-code")
-    assert "edit a block with memory_insert (label" in both and "with the memory tool and memory_apply_patch" in both
+    assert "memory and memory_apply_patch tools (each block is a file of your memory directory)" in letta
+    assert "/memories/" not in letta  # Letta Code's patch tool comes with its memory tool
+    assert "/memories/<label>" in anthropic and "memory_apply_patch" not in anthropic

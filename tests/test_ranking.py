@@ -14,7 +14,7 @@ from tiermem.blocks import Rethink
 from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
 from tiermem.memory import Memory
 from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
-                             asks_several, features, merge, speaker_of, without_names)
+                             asks_several, coverage, features, merge, speaker_of, without_names)
 from tiermem.records import Found
 from tiermem.store import Store
 
@@ -89,25 +89,70 @@ def test_speaker_feature_reads_labels_and_the_names_of_roles() -> None:
 def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() -> None:
     pool = [cand("a", "x", v=1, f=1, cos=0.62, bm25=9.0), cand("b", "y", v=2, cos=0.40), cand("c", "z", f=2, bm25=2.0)]
     scored = DEFAULT_RANKER.rank("q", pool)
-    relevance = DEFAULT_CALIBRATION.relevance(pool, scored)
+    relevance = DEFAULT_CALIBRATION.relevance("q", pool, scored)
     assert all(0.0 <= p <= 1.0 for p in relevance) and relevance[0] == max(relevance)
     weak = [cand("a", "x", v=1, f=1, cos=0.22, bm25=1.0), cand("b", "y", v=2, cos=0.20), cand("c", "z", f=2, bm25=0.5)]
     # the same ranks and the same relative features, but the best match is poor: lower relevance
-    assert DEFAULT_CALIBRATION.relevance(weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
-    assert Calibration((0.0, 0.0, 0.0), 1e9).relevance(pool, scored) == [1.0, 1.0, 1.0]  # clamped, no overflow
-    with pytest.raises(ValueError, match="needs 3 weights"):
+    assert DEFAULT_CALIBRATION.relevance("q", weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
+    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance("q", pool, scored) == [1.0, 1.0, 1.0]  # clamped
+    with pytest.raises(ValueError, match="needs 4 weights"):
         Calibration((1.0,), 0.0)
+
+
+def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
+    query = "What is my cat called?"  # its words: cat, called
+    def top(content: str) -> float:
+        pool = [cand("a", content, v=1, f=1, cos=0.45, bm25=2.0), cand("b", "Unrelated words here", v=2, cos=0.2)]
+        return DEFAULT_CALIBRATION.relevance(query, pool, DEFAULT_RANKER.rank(query, pool))[0]
+    assert coverage(query, cand("a", "My cat is called Miso"), Context()) == 1.0
+    assert coverage(query, cand("a", "The cat sleeps all day"), Context()) == 0.5
+    assert top("My cat is called Miso") > top("The cat sleeps all day") > top("Miso sleeps all day")
+    # a speaker's name counts as said by that speaker's turn, and is not asked of anyone else's
+    asks = "What did Caroline paint?"
+    roles = Context(speakers={"user": "Caroline", "assistant": "Melanie"})
+    by = Candidate(id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0,
+                                                                    role="user"))
+    assert coverage(asks, by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
+    other = Candidate(id="u", content="I paint every day", found=Found(id="u", content="I paint every day",
+                                                                        created_us=0, role="assistant"))
+    assert coverage(asks, other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
+    assert coverage(asks, cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
 
 
 def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
     """A raw BM25 score grows with the corpus (its IDF): the same match must not become more relevant because more
     unrelated rows are stored, or a new user's few memories would never come back."""
-    alone = [cand("a", "x", v=1, f=1, cos=0.52, bm25=0.58)]
-    other = Candidate(id="b", content="y", found=Found(id="b", content="y", created_us=0, conversation_id="elsewhere"),
-                      vector_rank=2, cosine=0.30, bm25=1.0)  # not in a's sitting: only the row count differs
-    among_many = [cand("a", "x", v=1, f=1, cos=0.52, bm25=9.6), other]
-    assert DEFAULT_CALIBRATION.relevance(alone, DEFAULT_RANKER.rank("q", alone))[0] == pytest.approx(
-        DEFAULT_CALIBRATION.relevance(among_many, DEFAULT_RANKER.rank("q", among_many))[0], rel=0.2)
+    q = "What is my cat called?"
+    alone = [cand("a", "My cat is called Miso", v=1, f=1, cos=0.52, bm25=0.58)]
+    elsewhere = Candidate(id="b", content="y", found=Found(id="b", content="y", created_us=0, conversation_id="another"),
+                          vector_rank=2, fts_rank=2, cosine=0.30, bm25=1.0)  # not of a's sitting: only raw scores differ
+    among_many = [cand("a", "My cat is called Miso", v=1, f=1, cos=0.52, bm25=9.6), elsewhere]
+    assert DEFAULT_CALIBRATION.relevance(q, alone, DEFAULT_RANKER.rank(q, alone))[0] == pytest.approx(
+        DEFAULT_CALIBRATION.relevance(q, among_many, DEFAULT_RANKER.rank(q, among_many))[0], rel=0.2)
+
+
+def test_a_lone_stored_fact_is_as_relevant_as_among_many_real_rows(tmp_path: Path) -> None:
+    """The real model and store: a new user's one fact comes back above auto-recall's threshold, as it does among
+    100 unrelated passages; an unrelated prompt stays far below it either way."""
+    from tiermem.config import Settings, load_settings
+    from tiermem.factory import open_memory
+
+    threshold = Settings.model_fields["auto_recall_threshold"].default
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    fact = "Ada's cat is called Miso, a grey tabby who sleeps on the piano."
+    topics = "garden kitchen train weather music holiday coffee budget meeting doctor invoice football paint river"
+    alone, crowded = memory.ensure_agent("alone").id, memory.ensure_agent("crowded").id
+    memory.archive.insert(alone, fact)
+    words = topics.split()
+    notes = [f"Note {i}: {' '.join(words[i % 14:] + words[:i % 14])}" for i in range(100)]
+    memory.archive.insert_many(crowded, [(fact, [])] + [(note, []) for note in notes])
+    memory.archive.store.indexes.optimize()
+    top = {agent: memory.archive.search(agent, "What is my cat called?", top_k=3).hits[0] for agent in (alone, crowded)}
+    assert all(fact == hit.content and hit.relevance >= threshold for hit in top.values())
+    assert top[alone].relevance == pytest.approx(top[crowded].relevance, rel=0.35)
+    for agent in (alone, crowded):
+        assert memory.archive.search(agent, "How do I reverse a linked list in C?", top_k=3).hits[0].relevance < threshold / 5
 
 
 def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:

@@ -23,10 +23,12 @@ async def call(client: Client, name: str, **args):  # type: ignore[no-untyped-de
 
 
 async def test_default_tools_and_annotations(settings: Settings) -> None:
-    async with Client(serve_in_process(settings), cache=None) as c:
+    async with Client(serve_in_process(settings.model_copy(update={"tools": ["default"]})), cache=None) as c:
+        default = {t.name for t in (await c.list_tools()).tools}
+        assert default == set(resolve_tools(["default"])) and "memory_apply_patch" not in default
+    async with Client(serve_in_process(settings), cache=None) as c:  # every tool
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert set(tools) == set(resolve_tools(["default"]))
-        assert "memory_apply_patch" not in tools and "agent_chat" not in tools
+        assert "agent_chat" not in tools
         assert tools["archival_memory_search"].annotations.read_only_hint is True
         assert tools["core_memory_view"].annotations.read_only_hint is True
         assert tools["memory_replace"].annotations.read_only_hint is False
@@ -45,7 +47,7 @@ async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
     s = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools="minimal")
     async with Client(serve_in_process(s), cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-    assert names == {"memory_replace", "memory_insert", "memory_rethink", "core_memory_view", "memory_open", "conversation_search",
+    assert names == {"memory_replace", "memory_insert", "memory_rethink", "memory_open", "conversation_search",
                      "archival_memory_insert", "archival_memory_search"}
 
 
@@ -240,7 +242,8 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port)
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port,
+                             tools=["all"])
     server = serve_in_process(settings)
     web = uvicorn.Server(uvicorn.Config(build_http_app(server, settings, []), host="127.0.0.1", port=port,
                                         log_level="warning"))

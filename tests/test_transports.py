@@ -22,7 +22,8 @@ pytestmark = pytest.mark.anyio
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), XDG_DATA_HOME=str(tmp_path / "xdg"), TIERMEM_EMBEDDING_MODEL="hashing")
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), XDG_DATA_HOME=str(tmp_path / "xdg"), TIERMEM_EMBEDDING_MODEL="hashing",
+               TIERMEM_TOOLS="all")  # every tool: tests exercise each one (the default set's tests ask for it)
     env.update(extra)
     return env
 

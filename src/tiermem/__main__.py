@@ -1,7 +1,7 @@
-"""``python -m tiermem`` runs the CLI."""
+"""``python -m tiermem`` runs the CLI (``entry`` sends hooks the fast way)."""
 
 import sys
 
-from .cli import main
+from .entry import main
 
 sys.exit(main())

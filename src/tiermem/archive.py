@@ -319,7 +319,9 @@ class Archive(AgentRows, Vectors):
         start_date: str | None = None,
         end_date: str | None = None,
         conversation_id: str | None = None,
+        exclude_conversation: str | None = None,
     ) -> SearchResult:
+        """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
@@ -331,7 +333,7 @@ class Archive(AgentRows, Vectors):
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
         where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
-                       conversation_id=conversation_id or None)
+                       conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None)
         return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def _passage_where(
@@ -351,7 +353,7 @@ class Archive(AgentRows, Vectors):
         context = self._context(table, agent_id, query)
         candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40), context)
         ranked = ranker.rank(query, candidates, context)[:limit]
-        relevance = self.calibration.relevance(candidates, ranked)
+        relevance = self.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
         hits, truncated = self._budget(hits)
         if truncated:

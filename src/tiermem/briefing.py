@@ -44,29 +44,24 @@ def where_to_read(tools: Collection[str], *, resources: bool = True) -> str:
 OFFERED = "When your host offers you tiermem's tools"  # a host may publish none of them (Gemini CLI: an untrusted server)
 
 
-def guidance(tools: Collection[str], dialect: str = "anthropic") -> str:
-    """What the model can do with its memory, naming only the tools published (``tools``); ``dialect``: the
-    ``memory_tool_dialect`` the ``memory`` and ``memory_apply_patch`` tools speak.
+def guidance(tools: Collection[str], *, dialect: str = "anthropic") -> str:
+    """What the model can do with its memory, naming only the tools published (``tools``); ``dialect`` is the
+    ``memory_tool_dialect`` (Letta Code's ``memory`` and ``memory_apply_patch`` take file paths, not labels).
 
     Every sentence that names a tool is conditional on the host offering it: a host may pass the instructions on
     without offering the server's tools (Gemini CLI does for a server it does not trust), and a model must not be
     told to call tools it does not have."""
     lines = ["You have a persistent memory (tiermem, MemGPT/Letta style) that lasts across conversations."]
-    letta = dialect == "letta-code" and "memory" in tools
-    edits = [t for t in EDIT_TOOLS if t in tools and not (letta and t == "memory_apply_patch")]
-    if edits:
+    by_label = [t for t in EDIT_TOOLS if t in tools and not (t == "memory_apply_patch" and dialect == "letta-code")]
+    files = ("the memory tool (each block is the file /memories/<label>)" if dialect != "letta-code" else
+             "the memory and memory_apply_patch tools (each block is a file of your memory directory)")
+    if by_label:
+        also = f", or with {files}" if "memory" in tools else ""
         lines.append(f"{OFFERED}, keep your core memory current: when you learn a lasting fact about the user or "
-                     f"yourself, edit a block with {_names(edits)} (label = the block's name; never include line "
-                     "numbers).")
-    if letta:
-        patch = " and memory_apply_patch" if "memory_apply_patch" in tools else ""
-        lead = "you can also" if edits else "keep your core memory current:"
-        lines.append(f"{OFFERED}, {lead} edit memory as Letta Code does with the memory tool{patch}: each block is "
-                     "the memory file <label>.md (system/human.md for the block system/human), and every call gives a "
-                     "reason.")
-    elif "memory" in tools and not edits:
-        lines.append(f"{OFFERED}, keep your core memory current with the memory tool: each block is the file "
-                     "/memories/<label>.")
+                     f"yourself, edit a block with {_names(by_label)} (label = the block's name; never include line "
+                     f"numbers){also}.")
+    elif "memory" in tools:
+        lines.append(f"{OFFERED}, keep your core memory current with {files}.")
     searches = []
     if "conversation_search" in tools:
         searches.append("search past conversations with conversation_search")
@@ -85,7 +80,7 @@ def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget:
 
     ``blocks`` None: core memory could not be read yet (the store is still opening), so the text says where to read it.
     """
-    head = guidance(tools, dialect)
+    head = guidance(tools, dialect=dialect)
     hint = where_to_read(tools, resources=resources)
     if blocks is None:
         return _fit(head + "\n\nYour core memory could not be loaded with these instructions. " + hint, budget)

@@ -55,6 +55,9 @@ EXAMPLES = {
     "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
     "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
     "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "setup claude-code": "tiermem setup claude-code                  # every project: server + hooks, this tiermem's paths\n"
+    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
+    "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
@@ -211,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
                      help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
     syn.add_argument("--json", action="store_true")
-    setup = _sub(sp, "setup", "Wire tiermem to another memory: `setup letta-code` shares one memory with a Letta Code agent.")
+    setup = _sub(sp, "setup", "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
+                 "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.")
     ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
     s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
                           "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -225,6 +229,18 @@ def build_parser() -> argparse.ArgumentParser:
     s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
                       help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
     s_lc.add_argument("--json", action="store_true")
+    s_cc = ssp.add_parser("claude-code", help="register tiermem with Claude Code and install its hooks (memory that "
+                          "works on its own); --uninstall removes exactly that",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup claude-code']}")
+    _common(s_cc)
+    s_cc.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
+    s_cc.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--scope", choices=["user", "project"], default="user",
+                      help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
+    s_cc.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
+    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -240,8 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       "http"])
     cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
                      help="configure the built-in agent loop too (agent_chat)")
+    cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
+    cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
     cfg.add_argument("-o", "--output", type=Path,
                      help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout")
+    hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
+    hook.add_argument("host", choices=["claude-code"])
+    _common(hook)
     ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
     _common(ui)
     ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
@@ -289,6 +310,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .maintenance import doctor
 
         return doctor(settings, as_json=args.json)
+    if (args.command == "setup" and args.target == "claude-code") or (args.command == "config" and args.host == "claude-code"):
+        from .interop.claude_code import setup_command
+
+        return setup_command(settings, args, dry_run=args.command == "config")
     if args.command == "setup":
         from .cli_commands import setup_letta_code
 
@@ -360,6 +385,10 @@ def _load_model_for_import(memory: Memory) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "hook":  # once per prompt: no logging setup, no settings (the server does the work)
+        from .hooks import run_hook
+
+        return run_hook(args)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.command:
         parser.print_help()

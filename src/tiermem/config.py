@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
     # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.
     instructions_max_chars: int = Field(default=20_000, ge=400, le=1_000_000)
+    # Hooks (`tiermem setup claude-code`): each prompt gets the stored memories (archival passages, turns of other
+    # sessions) whose relevance reaches the threshold, at most auto_recall_limit of them in auto_recall_max_chars.
+    auto_recall: bool = True
+    auto_recall_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
+    auto_recall_limit: int = Field(default=5, ge=1, le=50)
+    auto_recall_max_chars: int = Field(default=4000, ge=200, le=9000)
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.

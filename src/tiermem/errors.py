@@ -55,6 +55,10 @@ class NotOpenError(TiermemError):
     """A part of memory the operation needs (recall and archival) is not open in this process."""
 
 
+class ShuttingDownError(TiermemError):
+    """The server was asked to stop (SIGINT/SIGTERM) before this request started; it was not run."""
+
+
 class EmbeddingError(TiermemError):
     """The embedding model could not be loaded or failed to embed."""
 

@@ -235,17 +235,24 @@ DEFAULT_RANKER = Ranker((22.9265, 21.382, 0.9108, 1.819, -0.7182, 0.7959, 2.8042
                          -0.8979, 4.0595, 2.064, -19.543, -1.1167, 0.6712))
 
 
-CALIBRATION_FEATURES = ("score", "cosine", "best_cosine")
+CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
+
+# Words that say little about what a query looks for; left out of the query's words ``coverage`` counts.
+STOPWORDS = frozenset("""a an the and or but if of to in on at by for with about from into over after before under
+between is are was were be been being am do does did done have has had having i me my mine we us our you your he him
+his she her it its they them their this that these those what which who whom whose when where why how not no yes so
+than too very can could will would shall should may might must there here also just any some all each both few more
+most other such only own same s t don doesn didn ll ve re d m o""".split())
 
 
 @dataclass(frozen=True)
 class Calibration:
     """The probability that a ranked hit is what the query looks for: logistic over its ranker score and what
     is absolute about it (its cosine to the query, the best cosine in the pool: how well this memory matches the
-    query at all). Scores are relative to their pool; relevance is comparable across queries and memories, and
-    across stores of any size: nothing here grows with the number of rows (a raw BM25 score does, through its
-    IDF: the same match scored 0.58 alone and 9.6 among 100 passages, and a lone perfect match came out 0.05).
-    Fitted together with the ranker's weights (``bench locomo``); refit both together."""
+    query at all, and ``coverage``: the share of the query's words the hit contains). Scores are relative to their
+    pool; relevance is comparable across queries and memories, and across stores of any size: nothing here grows
+    with the number of rows (a raw BM25 score would, through its IDF, so a lone match in a small store would seem
+    weak). Fitted together with the ranker's weights (``bench locomo``); refit both together."""
 
     weights: tuple[float, ...]
     bias: float
@@ -255,19 +262,44 @@ class Calibration:
             raise ValueError(f"a Calibration needs {len(CALIBRATION_FEATURES)} weights "
                              f"({', '.join(CALIBRATION_FEATURES)}), got {len(self.weights)}")
 
-    def relevance(self, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]]) -> list[float]:
+    def relevance(self, query: str, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]],
+                  context: Context | None = None) -> list[float]:
         """The relevance in [0, 1] of each ``(candidate, score)`` ranked from ``candidates`` (the whole pool)."""
+        rows = calibration_features(query, candidates, scored, context)
         return [1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z)))) for z in
-                (sum(w * x for w, x in zip(self.weights, row)) + self.bias for row in calibration_features(candidates, scored))]
+                (sum(w * x for w, x in zip(self.weights, row)) + self.bias for row in rows)]
 
 
-def calibration_features(candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]]) -> list[list[float]]:
+def calibration_features(query: str, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]],
+                         context: Context | None = None) -> list[list[float]]:
     """The rows ``Calibration`` weighs, in ``CALIBRATION_FEATURES`` order."""
+    context = context or Context()
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0
     best = max(cosines) if cosines else 0.0
-    return [[score, c.cosine if c.cosine is not None else floor, best] for c, score in scored]
+    return [[score, c.cosine if c.cosine is not None else floor, best, coverage(query, c, context)]
+            for c, score in scored]
+
+
+def coverage(query: str, candidate: Candidate, context: Context) -> float:
+    """The share of the query's words (stopwords left out) that the candidate contains. A speaker's name counts as
+    contained when the candidate is that speaker's turn, and is left out of the query when it is not (whether the
+    query names the right speaker is the ranker's ``speaker`` feature; a turn logged by role does not carry it)."""
+    asked = _words(query)
+    names: set[str] = set()
+    for name in context.speakers.values():
+        names |= _words(name)
+    said = _words(candidate.content)
+    speaker = speaker_of(candidate.content) or context.speakers.get(str(candidate.found.role))
+    if speaker:
+        said |= _words(speaker)
+    asked -= names - said
+    return len(asked & said) / len(asked) if asked else 0.0
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - STOPWORDS
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
-DEFAULT_CALIBRATION = Calibration((0.4559, 4.5902, -0.1704), -8.2206)
+DEFAULT_CALIBRATION = Calibration((0.3978, 2.992, -0.424, 2.3816), -7.7797)

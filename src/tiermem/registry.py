@@ -115,9 +115,14 @@ TOOL_GROUPS: dict[str, tuple[str, ...]] = {}
 for _d in TOOLS:
     TOOL_GROUPS[_d.group] = (*TOOL_GROUPS.get(_d.group, ()), _d.name)
 del _d
+# The default set is lean (every definition is in every request a host makes): one way to edit a block (Letta's
+# memory_replace / memory_insert / memory_rethink), opening detached blocks, undo, recall and archival search and
+# writes. The classic names, the memory tool, core_memory_view, conversation_log and archival_memory_list are in
+# their groups and in "all".
 PRESETS: dict[str, tuple[str, ...]] = {
-    "default": ("letta", "classic", "memory_tool", "read", "history", "recall", "archival"),
-    "minimal": ("letta", "read", "conversation_search", "archival_memory_insert", "archival_memory_search"),
+    "default": ("letta", "memory_open", "history", "conversation_search", "archival_memory_insert",
+                "archival_memory_search", "archival_memory_delete"),
+    "minimal": ("letta", "memory_open", "conversation_search", "archival_memory_insert", "archival_memory_search"),
     "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
 }
 

@@ -52,6 +52,15 @@ INSTRUCTIONS_WAIT = 2.0  # seconds the instructions wait for core memory to open
 # TOOL_GROUPS and PRESETS derive from the registry (registry.py); re-exported here for callers and tests.
 
 
+def published_tools(settings: Settings) -> list[str]:
+    """The tools a server publishes: the ``tools`` setting, plus Letta Code's ``memory`` and ``memory_apply_patch``
+    when ``memory_tool_dialect`` chooses that dialect (choosing the memory tool's dialect means wanting the tool)."""
+    names = resolve_tools(settings.tools)
+    if settings.memory_tool_dialect == "letta-code":
+        names += [n for n in ("memory", "memory_apply_patch") if n not in names]
+    return names
+
+
 def resolve_tools(items: Iterable[str]) -> list[str]:
     """Expand presets and groups into tool names, in a stable order; unknown names are an error."""
     every = [name for group in TOOL_GROUPS.values() for name in group]
@@ -217,14 +226,15 @@ def _block_meta(block: Block) -> dict[str, str | int | bool]:
     }
 
 
-def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = ()) -> TiermemServer:
-    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI)."""
+def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = (),
+                 middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = ()
+                 ) -> TiermemServer:
+    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
+    ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit)."""
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
-    names = resolve_tools(settings.tools)  # checked now: a bad `tools` setting fails at start, not at tools/list
-    if settings.memory_tool_dialect == "letta-code" and "memory" in names and "memory_apply_patch" not in names:
-        names.append("memory_apply_patch")  # Letta Code offers its memory tool with its patch tool
+    names = published_tools(settings)  # checked now: a bad `tools` setting fails at start, not at tools/list
 
     async def instruct(client: str | None) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
@@ -242,7 +252,7 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         lifespan=lifespan,
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
         middleware=[cast("ServerMiddleware[Any]", m)
-                    for m in (first_answer(runtime), levels.middleware(), current_instructions(instruct))],
+                    for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))],
         extensions=list(extensions),
         subscriptions=notifier.bus,
     )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .netguard import Token
     from .runtime import MemoryHandle
+    from .shutdown import Shutdown
 
 log = logging.getLogger("tiermem")
 
@@ -55,8 +56,10 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 
 
 def serve(settings: Settings) -> None:
+    from .hookserver import HookListener
     from .runtime import MemoryHandle
-    from .server import build_server
+    from .server import build_server, published_tools
+    from .shutdown import Shutdown
 
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
@@ -73,13 +76,20 @@ def serve(settings: Settings) -> None:
         from .ui.mcp_app import blocks_app
 
         extensions.append(blocks_app())
-    server = build_server(handle, settings, extensions=extensions)
+    stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
+    hooks = HookListener(handle, settings, published_tools(settings), stop)  # host hooks ask this process
+    if hooks.start() is not None:
+        stop.on_stop(hooks.close)
+    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
     if settings.agent_loop:
         from .agent.service import register_agent_chat
 
         register_agent_chat(server, settings)
+    stop.install()
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
     live = _live_sync(handle, settings)
+    if live is not None:
+        stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
     try:
         if sock is None:
             import anyio
@@ -88,8 +98,9 @@ def serve(settings: Settings) -> None:
 
             anyio.run(run_stdio, server)
         else:
-            _run_http(server, handle, settings, tokens, secret, sock)
+            _run_http(server, handle, settings, tokens, secret, sock, stop)
     finally:
+        hooks.close()
         if live is not None:
             live.stop()
         # Let background openings finish before the interpreter shuts down (see Memory.settle).
@@ -119,13 +130,13 @@ def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
 
 
 def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Token], secret: str | None,
-              sock: Any) -> None:
+              sock: Any, stop: Shutdown) -> None:
     import uvicorn
 
     from .server import build_http_app
     from .ui.launch import http_mount
 
-    app = build_http_app(server, settings, tokens, ui=http_mount(handle, settings))
+    app = stop.asgi(build_http_app(server, settings, tokens, ui=http_mount(handle, settings)))
     port = int(sock.getsockname()[1])
     shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
     path = "/sse" if settings.transport == "sse" else "/mcp"
@@ -139,8 +150,8 @@ def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: lis
             "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n")
         sys.stderr.flush()
     config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False,
-                            timeout_keep_alive=5, timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run(sockets=[sock])
+                            timeout_keep_alive=5)
+    stop.keep_signals(uvicorn.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
 
 
 def keep_heap(settings: Settings) -> None:

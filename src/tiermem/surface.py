@@ -230,14 +230,21 @@ def _shown(value: Any) -> str:
 # ---------------------------------------------------------------------------
 
 
+CLAUDE_CODE_PREFIX = "mcp__tiermem__"  # Claude Code names a server's tools mcp__<server>__<tool>
+
+
 def tool_list_cost(tools: list[Any]) -> dict[str, int]:
     """Tokens (cl100k_base) of a ``tools/list`` answer: what a model reads of each tool (name, description,
     input schema, as hosts pass tools to a model) and the whole JSON answer (with titles, annotations, output schemas).
+    ``claude_code_chars``: the characters of the definitions as Claude Code sends them in every request (its name
+    ``mcp__tiermem__<tool>``, the description and the input schema unchanged, counted as compact JSON).
     """
     from .tokens import count_tokens
 
     wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
     seen = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]} for t in wire]
     whole = json.dumps(wire, ensure_ascii=False)
+    claude_code = sum(len(CLAUDE_CODE_PREFIX + t["name"]) + len(t["description"])
+                      + len(json.dumps(t["input_schema"], separators=(",", ":"))) for t in seen)
     return {"tools": len(wire), "model_tokens": count_tokens(json.dumps(seen, ensure_ascii=False)),
-            "list_tokens": count_tokens(whole), "list_chars": len(whole)}
+            "list_tokens": count_tokens(whole), "list_chars": len(whole), "claude_code_chars": claude_code}

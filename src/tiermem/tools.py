@@ -238,11 +238,10 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
 
 
 async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = False) -> str:
-    """Open one memory block by label and return it with its description and limits.
+    """Open one memory block by label: its value, description and limits.
 
-    Core memory lists detached blocks (not shown in full every turn) under <memory_directory> as a
-    tree of labels and descriptions: open one when it is relevant, then edit it like any block.
-    Also works for pinned blocks. Labels may be paths such as 'notes/projects'.
+    Blocks under <memory_directory> (detached) are not shown in full: open one when it is relevant,
+    then edit it like any block. Labels may be paths such as 'notes/projects'.
     """
     block = await runtime_of(ctx).call(ctx, lambda m, a: m.block(a, label))
     return rules.render_block(block, line_numbers=line_numbers)

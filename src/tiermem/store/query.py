@@ -26,6 +26,7 @@ class Filter:
     agent_id: str | None = None
     not_agent_ids: tuple[str, ...] | None = None  # rows of none of these agents (every row's agent when empty)
     conversation_id: str | None = None
+    not_conversation_id: str | None = None  # rows of every conversation but this one
     roles: tuple[str, ...] | None = None
     tags_any: tuple[str, ...] | None = None  # rows carrying at least one of these tags
     tags_all: tuple[str, ...] | None = None  # rows carrying every one of these tags
@@ -71,6 +72,8 @@ def compile_filter(where: Filter | None) -> str | None:
         clauses.append(f"agent_id NOT IN {_in(where.not_agent_ids)}")
     if where.conversation_id is not None:
         clauses.append(f"conversation_id = {sql_str(where.conversation_id)}")
+    if where.not_conversation_id is not None:
+        clauses.append(f"conversation_id != {sql_str(where.not_conversation_id)}")
     if where.roles is not None:
         clauses.append(f"role IN {_in(where.roles)}" if where.roles else "false")
     if where.tags_any is not None:

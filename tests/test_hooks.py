@@ -1,0 +1,292 @@
+"""Memory that works on its own: hooks ask the running server over a private Unix socket.
+
+The listener (``hookserver.HookListener``) runs in this process over a real store with the real embedding model; the
+hook client (``hooks.run``) is called as ``tiermem hook claude-code`` runs it, with Claude Code's hook input on stdin.
+The real Claude Code drives the same path in ``tests/test_claude_code.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem import autorecall, hooks, rendezvous
+from tiermem.blocks import Rethink
+from tiermem.config import Settings, load_settings
+from tiermem.errors import ConfigError
+from tiermem.hookserver import HookListener
+from tiermem.memory import Memory
+from tiermem.runtime import MemoryHandle
+from tiermem.server import resolve_tools
+from tiermem.shutdown import Shutdown
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+FACT = "Ada's cat is called Miso; he is a grey tabby who sleeps on the piano."
+
+
+@pytest.fixture(scope="module")
+def model_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return load_settings(data_dir=tmp_path_factory.mktemp("hooks") / "data", embedding_model="default")
+
+
+@pytest.fixture(scope="module")
+def opened(model_settings: Settings) -> tuple[Memory, str]:
+    """One store with the real embedding model for the module (loading it costs a second), holding one fact."""
+    from tiermem.factory import open_memory
+
+    memory = open_memory(model_settings)
+    agent = memory.ensure_agent(model_settings.agent).id
+    memory.archive.insert(agent, FACT)
+    return memory, agent
+
+
+@pytest.fixture
+def listener(model_settings: Settings, opened: tuple[Memory, str]) -> Iterator[tuple[HookListener, Memory, str]]:
+    """The server's hook listener over that store, in this test's own socket directory."""
+    memory, agent = opened
+    hl = HookListener(MemoryHandle(lambda: opened), model_settings, resolve_tools(["default"]), Shutdown())
+    assert hl.start() is not None
+    yield hl, memory, agent
+    hl.close()
+
+
+def hook(settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture[str],
+         listener: HookListener | None = None) -> tuple[dict[str, Any] | None, str]:
+    """Run the hook client on ``data``; (the JSON it printed or None, what it said on stderr). With ``listener``:
+    after the write it does once the hook has its answer."""
+    assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.StringIO(json.dumps(data))) == 0
+    if listener is not None and listener.stop is not None:
+        assert listener.stop.wait_idle(60)
+    out, err = capsys.readouterr()
+    return (json.loads(out) if out.strip() else None), err
+
+
+def prompt(session: str, text: str, turn: str) -> dict[str, Any]:
+    return {"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": turn, "prompt": text,
+            "transcript_path": "/nonexistent", "cwd": "/tmp"}
+
+
+def turns(memory: Memory, agent: str, session: str) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in memory.archive.messages_of(agent) if m.conversation_id == session]
+
+
+def test_session_start_gives_core_memory_whole(listener: tuple[HookListener, Memory, str], model_settings: Settings,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _, memory, agent = listener
+    memory.edit(agent, "human", Rethink("Name: Ada Lovelace. " + "Likes long walks. " * 150))  # ~2,700 chars
+    out, _ = hook(model_settings, {"hook_event_name": "SessionStart", "session_id": "s0", "source": "startup"}, capsys)
+    assert out is not None
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert memory.block(agent, "human").value in context  # whole: not the 2,048 characters of the instructions
+    assert len(context) <= 10_000  # what Claude Code passes whole
+    resumed, _ = hook(model_settings, {"hook_event_name": "SessionStart", "session_id": "s0", "source": "resume"}, capsys)
+    assert resumed is None  # a resumed session still has it
+
+
+def test_prompts_and_replies_are_logged_once(listener: tuple[HookListener, Memory, str], model_settings: Settings,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    hl, memory, agent = listener
+    first = prompt("s1", "Please remember that my sister is called Grace.", "p1")
+    stop = {"hook_event_name": "Stop", "session_id": "s1", "prompt_id": "p1", "stop_hook_active": False,
+            "last_assistant_message": "Noted: your sister is Grace."}
+    for _ in range(2):  # a hook that fires again writes nothing
+        hook(model_settings, first, capsys, hl)
+        hook(model_settings, stop, capsys, hl)
+    hook(model_settings, prompt("s1", "Please remember that my sister is called Grace.", "p2"), capsys, hl)  # said again
+    logged = turns(memory, agent, "s1")
+    assert logged == [("user", "Please remember that my sister is called Grace."),
+                      ("assistant", "Noted: your sister is Grace."),
+                      ("user", "Please remember that my sister is called Grace.")]
+    stamps = [m.created_at for m in memory.archive.messages_of(agent) if m.conversation_id == "s1"]
+    assert stamps == sorted(stamps)
+
+
+def test_a_stop_without_the_reply_reads_it_from_the_transcript(listener: tuple[HookListener, Memory, str],
+                                                                model_settings: Settings, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    hl, memory, agent = listener
+    transcript = tmp_path / "session.jsonl"
+    lines = [{"type": "user", "message": {"role": "user", "content": "hi"}},
+             {"type": "assistant", "message": {"role": "assistant", "content": [
+                 {"type": "tool_use", "id": "t", "name": "Read", "input": {}}, {"type": "text", "text": "Hello Ada."}]}},
+             {"type": "last-prompt", "lastPrompt": "hi"}]
+    transcript.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    hook(model_settings, {"hook_event_name": "Stop", "session_id": "s6", "prompt_id": "p",
+                          "transcript_path": str(transcript)}, capsys, hl)
+    assert turns(memory, agent, "s6") == [("assistant", "Hello Ada.")]
+
+
+def test_a_relevant_prompt_gets_the_stored_fact_and_an_unrelated_one_nothing(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = hook(model_settings, prompt("s2", "What is the name of my cat?", "q1"), capsys)
+    assert out is not None and out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert FACT in out["hookSpecificOutput"]["additionalContext"]
+    unrelated, _ = hook(model_settings, prompt("s2", "How do I reverse a linked list in C?", "q2"), capsys)
+    assert unrelated is None  # below the threshold: the prompt goes through with nothing added
+
+
+def test_recall_never_returns_the_prompt_or_its_own_session(listener: tuple[HookListener, Memory, str],
+                                                            model_settings: Settings) -> None:
+    _, memory, agent = listener
+    for text, role in (("My favourite mountain is Ben Nevis in Scotland.", "user"),
+                       ("Ben Nevis is the highest mountain in the British Isles.", "assistant")):
+        autorecall.log_turn(memory, agent, session="s3", turn="t1", role=role, content=text)  # type: ignore[arg-type]
+    question = "Which mountain is my favourite?"
+    autorecall.log_turn(memory, agent, session="s4", turn="t0", role="user", content=question)  # asked before, elsewhere
+    low = autorecall.RecallSettings(threshold=0.0, limit=20, max_chars=4000)
+    same = autorecall.recall(memory, agent, question, session="s3", settings=low)
+    assert not any("Ben Nevis" in r.content for r in same if r.source == "recall")  # its own session's turns
+    other = autorecall.recall(memory, agent, question, session="s5", settings=low)
+    assert any("My favourite mountain is Ben Nevis" in r.content for r in other)  # another session's are memories
+    assert all(r.content != question for r in same + other)  # the prompt itself is never a memory of itself
+
+
+def test_no_server_fails_soft_and_says_why(model_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    out, err = hook(model_settings, prompt("s9", "What is my cat called?", "x"), capsys)
+    assert out is None  # nothing printed: the prompt goes through unchanged
+    assert "no tiermem server is running for this memory" in err
+    assert "no tiermem server is running" in hooks.log_file().read_text()
+
+
+def test_garbage_input_fails_soft(model_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert hooks.run("/d", "a", stdin=io.StringIO("not json")) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "unreadable hook input" in err
+
+
+def test_a_server_of_another_memory_is_not_asked(listener: tuple[HookListener, Memory, str], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    other = load_settings(data_dir=tmp_path / "elsewhere", embedding_model="hashing")
+    out, err = hook(other, {"hook_event_name": "SessionStart", "session_id": "x", "source": "startup"}, capsys)
+    assert out is None and "no tiermem server is running" in err
+
+
+def test_the_socket_directory_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path / "rt"
+    base.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
+    made = rendezvous.private_dir(create=True)
+    assert made == base / "tiermem" and (made.stat().st_mode & 0o777) == 0o700
+    made.chmod(0o755)
+    with pytest.raises(ConfigError, match="open to others"):
+        rendezvous.private_dir(create=False)
+    made.rmdir()
+    (base / "elsewhere").mkdir(mode=0o700)
+    made.symlink_to(base / "elsewhere")
+    with pytest.raises(ConfigError, match="symlink"):
+        rendezvous.private_dir(create=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_another_user_cannot_reach_a_server(listener: tuple[HookListener, Memory, str]) -> None:
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one another user may run (the venv's may be private)
+    if python is None:
+        pytest.skip("no system python3 for another user to run")
+    hl, _, _ = listener
+    assert hl.path is not None and (hl.path.stat().st_mode & 0o777) == 0o600
+    code = ("import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(type(e).__name__)\nelse:\n    print('connected')\n")
+    done = subprocess.run([python, "-c", code, str(hl.path)], capture_output=True, text=True, timeout=30, cwd="/",
+                          user=65534, check=False)
+    assert done.stdout.strip() == "PermissionError", done.stdout + done.stderr
+
+
+def test_a_request_for_another_memory_is_refused(listener: tuple[HookListener, Memory, str]) -> None:
+    hl, _, _ = listener
+    assert hl.path is not None
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(hl.path))
+        s.sendall(b'{"key": "wrong", "event": "SessionStart", "input": {}}\n')
+        answer = json.loads(s.makefile().readline())
+    assert answer == {"ok": False, "error": "this server serves another data directory or agent"}
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not hasattr(socket, "SO_PEERCRED"), reason="needs root and SO_PEERCRED")
+def test_a_peer_of_another_user_is_refused_even_through_an_open_door(listener: tuple[HookListener, Memory, str]) -> None:
+    """The second guard: were the directory and socket opened to others by hand, the server still serves only its
+    own user (the peer's credentials, SO_PEERCRED)."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for another user to run")
+    hl, _, _ = listener
+    assert hl.path is not None
+    for d in (hl.path.parent, hl.path.parent.parent):
+        d.chmod(0o711)
+    hl.path.chmod(0o666)
+    code = ("import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+            "try:\n    s.sendall(sys.argv[2].encode() + b'\\n')\n    got = s.recv(65536)\n"
+            "except (ConnectionResetError, BrokenPipeError):\n    got = b''\nprint('answered' if got else 'refused')\n")
+    request = json.dumps({"key": hl.key, "event": "SessionStart", "input": {"source": "startup"}})
+    done = subprocess.run([python, "-c", code, str(hl.path), request], capture_output=True, text=True, timeout=30,
+                          cwd="/", user=65534, check=False)
+    assert done.stdout.strip() == "refused", done.stdout + done.stderr  # connected, then closed without an answer
+
+
+def test_tiermem_serve_listens_and_the_hook_command_asks_it(tmp_path: Path) -> None:
+    """The real commands: `tiermem serve` (stdio, kept open as a host does) and `tiermem hook claude-code`."""
+    data = tmp_path / "data"
+    env = server_env(tmp_path)
+    server = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)], cwd=ROOT, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        hook_cmd = [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"]
+        start = subprocess.run(hook_cmd, input=json.dumps({"hook_event_name": "SessionStart", "session_id": "c1",
+                                                           "source": "startup"}),
+                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False)
+        assert start.returncode == 0, start.stderr
+        assert "<memory_blocks>" in json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+        for _ in range(2):
+            sent = subprocess.run(hook_cmd, input=json.dumps(prompt("c1", "Remember: the launch is on Friday.", "p")),
+                                  capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False)
+            assert sent.returncode == 0, sent.stderr
+    finally:
+        server.send_signal(2)
+        server.wait(timeout=60)
+    from tiermem.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    assert turns(memory, agent, "c1") == [("user", "Remember: the launch is on Friday.")]
+    assert not list(rendezvous.runtime_dir().glob("*.sock"))  # the server removed its socket when it stopped
+
+
+def test_the_hook_command_imports_little(tmp_path: Path) -> None:
+    """`tiermem hook ...` runs once per prompt: it loads neither the CLI, pydantic, the SDK nor the store."""
+    code = ("import io, json, sys\n"
+            "sys.stdin = io.StringIO('{}')\n"
+            "from tiermem.entry import main\n"
+            "main(['hook', 'claude-code', '--data-dir', sys.argv[1], '--agent', 'a'])\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          env=server_env(tmp_path), timeout=60, check=True)
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert {"tiermem.hooks", "tiermem.rendezvous"} <= loaded
+    assert not loaded & {"tiermem.cli", "tiermem.config", "pydantic", "mcp", "lancedb", "argparse", "tempfile"}
+
+
+def test_other_commands_and_help_go_to_the_cli() -> None:
+    from tiermem.entry import _hook_options
+
+    assert _hook_options(["hook", "claude-code", "--data-dir", "/d", "--agent", "a"]) == {"--data-dir": "/d",
+                                                                                        "--agent": "a"}
+    for other in (["hook", "claude-code", "--help"], ["hook", "claude-code", "--agent"], ["serve"], [],
+                  ["hook", "claude-code", "--agent", "a", "--agent", "b"]):
+        assert _hook_options(other) is None
+    done = subprocess.run([PYTHON, "-m", "tiermem", "hook", "claude-code", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0 and "usage: tiermem hook" in done.stdout

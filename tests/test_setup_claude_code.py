@@ -1,0 +1,97 @@
+"""`tiermem setup claude-code`: what it writes, idempotently; `--uninstall` removes exactly that; `config` shows it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+
+def tiermem(tmp_path: Path, home: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = server_env(tmp_path, HOME=str(home))
+    return subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=60, check=False)
+
+
+def read(path: Path) -> dict[str, object]:
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
+def test_user_scope_install_is_idempotent_and_uninstall_restores_the_files(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    theirs_servers = {"numStartups": 3, "mcpServers": {"other": {"command": "other-server", "args": []}}}
+    theirs_settings = {"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}
+    (home / ".claude.json").write_text(json.dumps(theirs_servers))
+    (home / ".claude" / "settings.json").write_text(json.dumps(theirs_settings))
+    data = tmp_path / "memory"
+    args = ["setup", "claude-code", "--data-dir", str(data), "--agent", "work", "--tools", "minimal"]
+    first = tiermem(tmp_path, home, *args)
+    assert first.returncode == 0, first.stderr
+    servers, settings = read(home / ".claude.json"), read(home / ".claude" / "settings.json")
+    again = tiermem(tmp_path, home, *args)
+    assert again.returncode == 0 and again.stdout.count("unchanged") == 2, again.stdout
+    assert read(home / ".claude.json") == servers and read(home / ".claude" / "settings.json") == settings
+
+    entry = servers["mcpServers"]["tiermem"]  # type: ignore[index]
+    assert Path(entry["command"]).is_absolute() and Path(entry["command"]).name == "tiermem"
+    assert Path(entry["command"]).exists()  # the tiermem that ran setup
+    assert entry["args"] == ["serve", "--data-dir", str(data), "--agent", "work", "--tools", "minimal"]
+    assert entry["alwaysLoad"] is True
+    assert servers["numStartups"] == 3 and "other" in servers["mcpServers"]  # type: ignore[operator]
+    hooks = settings["hooks"]
+    assert isinstance(hooks, dict) and set(hooks) == {"SessionStart", "UserPromptSubmit", "Stop"}
+    assert hooks["Stop"][0] == theirs_settings["hooks"]["Stop"][0]  # type: ignore[index]  # theirs kept, first
+    command = hooks["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert shlex.split(command) == [entry["command"], "hook", "claude-code", "--data-dir", str(data), "--agent", "work"]
+    assert hooks["SessionStart"][0]["matcher"] == "startup|clear|compact"
+
+    gone = tiermem(tmp_path, home, "setup", "claude-code", "--uninstall", "--data-dir", str(data), "--agent", "work")
+    assert gone.returncode == 0, gone.stderr
+    assert read(home / ".claude.json") == theirs_servers
+    assert read(home / ".claude" / "settings.json") == theirs_settings
+    twice = tiermem(tmp_path, home, "setup", "claude-code", "--uninstall")
+    assert twice.returncode == 0 and twice.stdout.count("unchanged") == 2
+
+
+def test_project_scope_writes_the_project_files_and_approves_the_server(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    done = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--agent", "proj", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert not (home / ".claude.json").exists()  # nothing at user scope
+    entry = read(project / ".mcp.json")["mcpServers"]["tiermem"]  # type: ignore[index]
+    assert entry["args"][:2] == ["serve", "--data-dir"] and entry["args"][3:5] == ["--agent", "proj"]
+    assert Path(entry["args"][2]).is_absolute()  # the default data directory, spelled out
+    assert set(read(project / ".claude" / "settings.json")["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}  # type: ignore[arg-type]
+    assert read(project / ".claude" / "settings.local.json") == {"enabledMcpjsonServers": ["tiermem"]}
+    gone = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--uninstall", "--project-dir",
+                   str(project))
+    assert gone.returncode == 0, gone.stderr
+    assert list(project.iterdir()) == []  # the files (and the .claude folder) it created are gone
+
+
+def test_config_shows_what_setup_would_write_and_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = tiermem(tmp_path, home, "config", "claude-code", "--agent", "work", "--data-dir", str(tmp_path / "d"))
+    assert done.returncode == 0, done.stderr
+    assert f"# {home / '.claude.json'}: mcpServers" in done.stdout
+    assert f"# {home / '.claude' / 'settings.json'}: hooks" in done.stdout
+    assert "hook claude-code --data-dir" in done.stdout and '"alwaysLoad": true' in done.stdout
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("broken", ["{not json", "[1, 2]"])
+def test_a_broken_settings_file_is_reported_and_left_alone(tmp_path: Path, broken: str) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text(broken)
+    done = tiermem(tmp_path, home, "setup", "claude-code")
+    assert done.returncode == 1 and "settings.json" in done.stderr and "Nothing was changed" in done.stderr
+    assert (home / ".claude" / "settings.json").read_text() == broken

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,30 @@ def test_tiermem_serve_listens_and_the_hook_command_asks_it(tmp_path: Path) -> N
     agent = memory.ensure_agent("default").id
     assert turns(memory, agent, "c1") == [("user", "Remember: the launch is on Friday.")]
     assert not list(rendezvous.runtime_dir().glob("*.sock"))  # the server removed its socket when it stopped
+
+
+def test_a_hook_waits_only_for_a_server_that_has_not_opened_its_socket(tmp_path: Path) -> None:
+    """A hook that finds no socket for its memory waits (up to hooks.START_WAIT) while a young `tiermem serve` of its
+    host has not opened its socket yet; one that already listens serves another memory: no wait."""
+    env = server_env(tmp_path)
+    directory = rendezvous.runtime_dir()
+    host = [os.getpid()]  # this test plays the host that started the server and runs the hook
+    server = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")], cwd=ROOT,
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    starting = subprocess.Popen([PYTHON, "-c", "import sys; sys.stdin.read()", "tiermem", "serve"], cwd=ROOT,
+                                stdin=subprocess.PIPE)  # looks like a server that is still starting: no socket
+    try:
+        deadline = time.monotonic() + 60
+        while not any(str(server.pid) in p.name for p in directory.glob("*.sock")):
+            assert server.poll() is None and time.monotonic() < deadline, "the server did not open its socket"
+            time.sleep(0.05)
+        assert rendezvous.starting_server(directory, lineage=host)  # the one without a socket
+        starting.communicate(b"", timeout=30)
+        assert not rendezvous.starting_server(directory, lineage=host)  # the listening one serves another memory
+    finally:
+        starting.kill()
+        server.send_signal(2)
+        server.wait(timeout=60)
 
 
 def test_the_hook_command_imports_little(tmp_path: Path) -> None:

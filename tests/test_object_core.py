@@ -189,7 +189,7 @@ def test_lancedb_core_tables_on_s3_move_into_objects(tmp_path: Path, s3_endpoint
     assert m.block(agent, "human").value == "Name: Ada\nLikes green tea"
     assert [v.value for v in m.history(agent, "human", 10)] == ["Name: Ada\nLikes green tea", "Name: Ada\nLikes tea",
                                                                  "Name: Ada"]
-    assert m.replay(agent, "core_memory_append", "k1", "abc") == "done"
+    assert m.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
     m.edit(agent, "human", b.Append("Plays go"))
     assert [v.version for v in m.history(agent, "human", 10)] == [4, 3, 2, 1]
     again = open_memory(settings, start_embedder=False, lazy=True)  # the lazy path, without LanceDB
@@ -208,7 +208,7 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     own = m.block(gone.id, "own")
     for i in range(40):
         m.edit(gone.id, "own", b.Append(f"{i} " + "z" * 600))  # history sealed into segments
-    m.remember(gone.id, "core_memory_append", "k1", "abc", "done")
+    m.store_result(gone.id, "core_memory_append", "k1", "abc", "done")
     from tiermem.records import ContextWindow
 
     m.set_context_window(ContextWindow(agent_id=gone.id, conversation_id="c1", start_seq=3))
@@ -219,4 +219,4 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     assert core.get_block(own.id) is None and not listed_segments(core.bucket, own.id)
     assert m.block(keep, "human").id == shared.id and core.agents_of_block(shared.id) == [keep]
     assert core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
-    assert m.replay(gone.id, "core_memory_append", "k1", "abc") is None
+    assert m.stored_result(gone.id, "core_memory_append", "k1", "abc") is None

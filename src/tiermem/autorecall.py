@@ -57,13 +57,13 @@ def log_turn(memory: Memory, agent_id: str, *, session: str, turn: str, role: Li
     digest = hashlib.sha256(text.encode()).hexdigest()
     key = f"{session}:{turn}:{role}:{digest[:16]}"
     with _lock(key):  # a hook fired twice at once writes once
-        if memory.replay(agent_id, HOOK_TOOL, key, digest) is not None:
+        if memory.stored_result(agent_id, HOOK_TOOL, key, digest) is not None:
             return False
         when = at or now()
         logged = memory.archive.log_messages(agent_id, [{
             "role": role, "content": text, "conversation_id": session, "timestamp": when.isoformat(),
             "seq": to_us(when) * 1000}])  # ordered by when the hook reported it, not by when it was written
-        memory.remember(agent_id, HOOK_TOOL, key, digest, logged[0].id)
+        memory.store_result(agent_id, HOOK_TOOL, key, digest, logged[0].id)
     return True
 
 

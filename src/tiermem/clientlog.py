@@ -27,6 +27,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .sdk import connection_of
+
 Level = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 LEVELS: tuple[Level, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PY_LEVEL = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
@@ -83,7 +85,7 @@ class ClientLevels:
 
     @staticmethod
     def _channel(session: Any) -> Any:
-        return getattr(session, "_connection", session)  # stable across requests (the SDK keeps it private)
+        return connection_of(session)  # stable across requests
 
     def set(self, session: Any, level: Level) -> None:
         channel = self._channel(session)

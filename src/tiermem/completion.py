@@ -23,6 +23,8 @@ from mcp.types import (
 
 from .clientlog import ClientLevels
 from .errors import TiermemError
+from .memory import Memory
+from .sdk import add_request_handler
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -39,7 +41,6 @@ def register_completions_and_logging(
     server: MCPServer[Any], runtime: Runtime, levels: ClientLevels, *, block_uri: str, label_prompts: tuple[str, ...]
 ) -> None:
     """``completion/complete`` (block labels) and ``logging/setLevel`` (handshake-era clients)."""
-    low = server._lowlevel_server  # MCPServer.completion() gives no request context; setLevel needs the session
 
     async def on_complete(ctx: Any, params: CompleteRequestParams) -> CompleteResult:
         ref, arg = params.ref, params.argument
@@ -50,7 +51,7 @@ def register_completions_and_logging(
         if not wants_label:
             return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
         try:
-            labels = await runtime.call(None, lambda m, a: [b.label for b in m.blocks(a)])
+            labels = [b.label for b in await runtime.call(None, Memory.blocks)]
         except TiermemError as exc:
             log.warning("completing block labels failed: %s", exc)
             labels = []
@@ -62,8 +63,8 @@ def register_completions_and_logging(
         levels.set(ctx.session, params.level)
         return EmptyResult()
 
-    low.add_request_handler("completion/complete", CompleteRequestParams, on_complete)
-    low.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
+    add_request_handler(server, "completion/complete", CompleteRequestParams, on_complete)
+    add_request_handler(server, "logging/setLevel", SetLevelRequestParams, on_set_level)
 
 
 def complete_labels(labels: Iterable[str], typed: str) -> list[str]:

@@ -78,7 +78,7 @@ async def memory(
             "old_string": old_string, "new_string": new_string, "insert_line": insert_line,
             "insert_text": insert_text, "description": description, "file_text": file_text}
     root = _root(ctx)
-    return _done(await runtime_of(ctx).call(ctx, lambda m, a: run_command(m, a, args, root)))
+    return _done(await runtime_of(ctx).call(ctx, run_command, args, root))
 
 
 async def memory_apply_patch(reason: str, input: str, ctx: Context[Any, Any]) -> Annotated[CallToolResult, FilesResult]:
@@ -88,7 +88,7 @@ async def memory_apply_patch(reason: str, input: str, ctx: Context[Any, Any]) ->
     added lines; they apply to the whole file, frontmatter included), "*** Delete File: <path>"; then "*** End Patch".
     """
     root = _root(ctx)
-    return _done(await runtime_of(ctx).call(ctx, lambda m, a: run_patch(m, a, reason, input, root)))
+    return _done(await runtime_of(ctx).call(ctx, run_patch, reason, input, root))
 
 
 # ---------------------------------------------------------------------------

@@ -22,8 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Literal, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import blocks as rules
 from .config import BlockSpec
@@ -31,10 +31,10 @@ from .core.protocol import CoreStore
 from .errors import ConflictError, EditError, NotFoundError, ValidationError
 from .names import name_in
 from .opening import Opening
-from .records import Agent, Block, BlockVersion, ContextWindow, Message, check_text, new_id, now, stable_id
+from .records import Agent, Block, BlockVersion, ContextWindow, Message, Passage, StoredResult, check_text, new_id, now, stable_id
 
 if TYPE_CHECKING:
-    from .archive import Archive
+    from .archive import Archive, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,15 @@ class Change:
 Listener = Callable[[Change], None]
 DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
 DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
+
+
+@dataclass(frozen=True)
+class Written(Generic[T]):
+    """What a write stored, and what the model should be told about it (None: nothing; else, for example, that the
+    rows are stored without vectors until the embedding model is ready)."""
+
+    stored: T
+    note: str | None
 
 
 @dataclass(frozen=True)
@@ -221,13 +230,11 @@ class Memory:
     # -- conversations (agent-loop state) ------------------------------------------
 
     def context_window(self, agent_id: str, conversation_id: str) -> ContextWindow:
-        row = self.core.get_conversation(agent_id, conversation_id)
-        if row is None:
-            return ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
-        return ContextWindow(**{f.name: row[f.name] for f in fields(ContextWindow)})
+        stored = self.core.get_conversation(agent_id, conversation_id)
+        return stored if stored is not None else ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
 
     def set_context_window(self, window: ContextWindow) -> None:
-        self.core.put_conversation(asdict(window))
+        self.core.put_conversation(window)
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
@@ -467,23 +474,63 @@ class Memory:
 
     # -- idempotency keys ------------------------------------------------------
 
-    def replay(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
-        """The stored result of an earlier call with this idempotency key, if any."""
-        row = self.core.get_request(_request_key(agent_id, tool, key))
-        if row is None:
+    def stored_result(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
+        """The result stored for an earlier ``tool`` call with idempotency key ``key``, if any. The same key with
+        other arguments (another ``args_sha256``) is refused: it names another request."""
+        stored = self.core.get_request(_request_key(agent_id, tool, key))
+        if stored is None:
             return None
-        if row["args_sha256"] != args_sha256:
+        if stored.args_sha256 != args_sha256:
             raise ValidationError(
                 f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
                 "use a new key for a new request."
             )
-        return str(row["result"])
+        return stored.result
 
-    def remember(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
-        self.core.put_request(
-            {"key": _request_key(agent_id, tool, key), "agent_id": agent_id, "tool": tool,
-             "args_sha256": args_sha256, "result": result, "created_us": int(now().timestamp() * 1_000_000)}
-        )
+    def store_result(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
+        """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
+        self.core.put_request(StoredResult(key=_request_key(agent_id, tool, key), agent_id=agent_id, tool=tool,
+                                           args_sha256=args_sha256, result=result, created_at=now()))
+
+    # -- recall and archival memory, as the tools ask for them -----------------------
+
+    def core_memory(self, agent_id: str, *, line_numbers: bool = False) -> tuple[str, list[Block]]:
+        """Core memory rendered as in Letta (with ``<memory_metadata>``) and the blocks it shows."""
+        return self.render_core(agent_id, line_numbers=line_numbers), self.blocks(agent_id)
+
+    def system_prompt(self, agent_id: str) -> str:
+        """The agent's system prompt (or the default) followed by its rendered core memory."""
+        agent = self.core.get_agent(agent_id)
+        return (agent.system or self.default_system) + "\n\n" + self.render_core(agent_id)
+
+    def conversation_log(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> Written[list[Message]]:
+        """Record conversation turns in recall memory (``Archive.log_messages``)."""
+        return Written(self.archive.log_messages(agent_id, messages), self.archive.write_note())
+
+    def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,
+                            start_date: str | None, end_date: str | None) -> SearchResult:
+        """Search recall memory (``Archive.conversation_search``)."""
+        return self.archive.conversation_search(agent_id, query, roles=roles, limit=limit, start_date=start_date,
+                                                end_date=end_date)
+
+    def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None) -> Written[list[str]]:
+        """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks."""
+        return Written(self.archive.insert(agent_id, content, tags), self.archive.write_note())
+
+    def archival_search(self, agent_id: str, query: str, *, tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
+                        start_datetime: str | None, end_datetime: str | None) -> SearchResult:
+        """Search archival memory (``Archive.search``)."""
+        return self.archive.search(agent_id, query, tags=tags, tag_match_mode=tag_match_mode, top_k=top_k,
+                                   start_datetime=start_datetime, end_datetime=end_datetime)
+
+    def archival_delete(self, agent_id: str, passage_id: str) -> int:
+        """Delete a passage, every chunk of it (``Archive.delete``); how many rows went."""
+        return self.archive.delete(agent_id, passage_id)
+
+    def archival_list(self, agent_id: str, *, offset: int, limit: int,
+                      tags: Sequence[str] | None) -> tuple[list[Passage], int]:
+        """One page of passages, oldest first, and how many there are (``Archive.list_passages``)."""
+        return self.archive.list_passages(agent_id, offset=offset, limit=limit, tags=tags)
 
     # -- internals ---------------------------------------------------------------
 

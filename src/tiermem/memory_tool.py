@@ -74,7 +74,7 @@ async def memory_tool(
         "description": description, "old_str": old_str, "new_str": new_str, "insert_line": insert_line,
         "insert_text": insert_text, "old_path": old_path, "new_path": new_path,
     }
-    text, data = await runtime_of(ctx).call(ctx, lambda m, a: run_command(m, a, args))
+    text, data = await runtime_of(ctx).call(ctx, run_command, args)
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=data.model_dump(mode="json", exclude_none=True))
 

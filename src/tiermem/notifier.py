@@ -14,7 +14,6 @@ never folded into the baseline.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -32,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
 
 from .core.protocol import LOCAL_POLL_SECONDS
+from .sdk import add_request_handler, advertise, connection_of
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
@@ -180,11 +180,8 @@ class Notifier:
 
     @staticmethod
     def _channel(session: Any) -> Any:
-        """The client's connection: stable across requests, unlike the per-request session object.
-
-        The SDK keeps it private on the session; fall back to the session itself.
-        """
-        return getattr(session, "_connection", session)
+        """The client's connection: stable across requests, unlike the per-request session object."""
+        return connection_of(session)
 
     async def subscribe(self, uri: str, session: Any) -> None:
         """A legacy ``resources/subscribe``: answered once the watch has its baseline."""
@@ -261,8 +258,6 @@ class Notifier:
 def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) -> None:
     """``resources/subscribe`` for clients on protocol versions before 2026-07-28, and ``subscriptions/listen`` on
     the notifier's bus (both take the watch's baseline before they answer)."""
-    low = server._lowlevel_server  # the SDK exposes no public hook for these two methods
-
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         await notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after it
         return EmptyResult()
@@ -285,14 +280,11 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
         notifier.unsubscribe(str(params.uri), ctx.session)
         return EmptyResult()
 
-    low.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
-    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
-    low.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
+    add_request_handler(server, "resources/subscribe", SubscribeRequestParams, on_subscribe)
+    add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+    add_request_handler(server, "subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
     # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
-    original = low.create_initialization_options
-    low.create_initialization_options = functools.partial(  # type: ignore[method-assign]
-        original, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True)
-    )
+    advertise(server, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True))
 
 
 

@@ -230,7 +230,7 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
     return best
 
 
-# Fitted by `python -m bench locomo` on all five dev conversations (BENCHMARKS.md, "Retrieval quality").
+# Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
 DEFAULT_RANKER = Ranker((22.9265, 21.382, 0.9108, 1.819, -0.7182, 0.7959, 2.8042, 3.6311, 1.6113, 2.3621, 16.1961, 1.742,
                          -0.8979, 4.0595, 2.064, -19.543, -1.1167, 0.6712))
 
@@ -301,5 +301,5 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)} - STOPWORDS
 
 
-# Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (BENCHMARKS.md, "Relevance").
+# Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).
 DEFAULT_CALIBRATION = Calibration((0.3978, 2.992, -0.424, 2.3816), -7.7797)

@@ -116,6 +116,19 @@ class ContextWindow:
 
 
 @dataclass(frozen=True)
+class StoredResult:
+    """What an idempotent tool call returned, kept under its key (agent, tool, the caller's key) so that a retry
+    with the same key gets the same result; ``args_sha256`` tells a retry from a new call reusing the key."""
+
+    key: str
+    agent_id: str
+    tool: str
+    args_sha256: str
+    result: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Passage:
     id: str
     agent_id: str

@@ -172,7 +172,7 @@ def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names
     output schema and returns structured content; the others return text only.
     """
     from .surface import describe
-    from .tools import idempotent, model_errors, publish, returns_structured
+    from .tools import idempotent, model_errors, returns_structured, tidy_published_schema
 
     table = {d.name: d for d in definitions}
     for name in names:
@@ -185,4 +185,4 @@ def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names
             fn = idempotent(name, fn)
         server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations,
                         description=describe(fn.__doc__ or ""), structured_output=structured)
-        publish(server, name)
+        tidy_published_schema(server, name)

@@ -14,27 +14,29 @@ lifespan context (or, for a tool the agent loop calls in process without a reque
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import anyio
 
 from .clientlog import client_log
 from .errors import TiermemError
+from .memory import Memory
 from .opening import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
-    from .memory import Memory
     from .records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class MemoryHandle(Opening["tuple[Memory, str]"]):
@@ -61,8 +63,10 @@ class Runtime:
     open_after_first_answer: bool = field(default=False, init=False)  # set by ``lifespan``
     memory_dir: str | None = None  # the synced MemFS directory (setting `sync`), if any
 
-    async def call(self, ctx: Context[Any, Any] | None, fn: Callable[[Memory, str], T]) -> T:
-        """Run ``fn(memory, agent_id)`` in a worker thread, then publish the changes it made."""
+    async def call(self, ctx: Context[Any, Any] | None, op: Callable[Concatenate[Memory, str, P], T], /,
+                   *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run the domain operation ``op(memory, agent_id, *args, **kwargs)`` (a ``Memory`` method, or a function
+        taking the memory and the agent id) in a worker thread, then publish the changes it made."""
 
         def work() -> T:
             if not self.handle.ready:
@@ -72,24 +76,24 @@ class Runtime:
                 client_log("info", f"memory store open after {time.monotonic() - started:.1f} s")
             memory, agent_id = self.handle.get()
             self.notifier.bind(memory, agent_id)
-            return fn(memory, agent_id)
+            return op(memory, agent_id, *args, **kwargs)
 
         try:
             return await anyio.to_thread.run_sync(work)
         finally:
             await self.notifier.flush(ctx)
 
-    async def read(self, fn: Callable[[Memory, str], T]) -> T:
+    async def read(self, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """A read of blocks or agents: answered on the event loop when the memory is open and its core cache is
         current and free (``Memory.read_now``: no I/O, no waiting), which saves the worker-thread hand-off;
         otherwise exactly like ``call``."""
         if self.handle.ready:
             memory, agent_id = self.handle.get()  # open (or failed: raises its error at once)
             self.notifier.bind(memory, agent_id)
-            done = memory.read_now(lambda: fn(memory, agent_id))
+            done = memory.read_now(functools.partial(op, memory, agent_id, *args, **kwargs))
             if done is not None:
                 return done[0]
-        return await self.call(None, fn)
+        return await self.call(None, op, *args, **kwargs)
 
     async def blocks_now(self, wait: float) -> list[Block] | None:
         """The agent's blocks for what the client is told before it asks (the instructions): starts the opening if
@@ -102,7 +106,7 @@ class Runtime:
             log.info("core memory is not open after %.1f s; the instructions say where to read it", wait)
             return None
         try:
-            return await self.read(lambda m, a: m.blocks(a))
+            return await self.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("could not read core memory for the instructions: %s", exc)
             return None

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
+from .memory import Memory
 from .runtime import runtime_of
 from .tools import structured
 
@@ -118,8 +119,8 @@ async def conversation_log(messages: list[LogMessage], ctx: Context[Any, Any]) -
     Returns the stored message ids.
     """
     payload = [m.model_dump() for m in messages]
-    stored, note = await runtime_of(ctx).call(
-        ctx, lambda m, a: (m.archive.log_messages(a, payload), m.archive.write_note()))
+    written = await runtime_of(ctx).call(ctx, Memory.conversation_log, payload)
+    stored, note = written.stored, written.note
     return structured({"stored": len(stored), "ids": [s.id for s in stored], **({"note": note} if note else {})})
 
 
@@ -138,12 +139,8 @@ async def conversation_search(
     Results: timestamp, time_ago, role, content, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
-    result = await runtime_of(ctx).call(
-        ctx,
-        lambda m, a: m.archive.conversation_search(
-            a, query, roles=roles, limit=limit, start_date=start_date, end_date=end_date
-        ),
-    )
+    result = await runtime_of(ctx).call(ctx, Memory.conversation_search, query, roles=roles, limit=limit,
+                                        start_date=start_date, end_date=end_date)
     return _results(result, "recall")
 
 
@@ -155,7 +152,8 @@ async def archival_memory_insert(
     Write it so it makes sense on its own later (who, what, when). Optional tags help
     filter searches. Long text is split into overlapping chunks. Returns the new id(s).
     """
-    ids, note = await runtime_of(ctx).call(ctx, lambda m, a: (m.archive.insert(a, content, tags), m.archive.write_note()))
+    written = await runtime_of(ctx).call(ctx, Memory.archival_insert, content, tags)
+    ids, note = written.stored, written.note
     return structured({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
 
@@ -175,18 +173,8 @@ async def archival_memory_search(
     Results: id, timestamp, content, tags, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
-    result = await runtime_of(ctx).call(
-        ctx,
-        lambda m, a: m.archive.search(
-            a,
-            query,
-            tags=tags,
-            tag_match_mode=tag_match_mode,
-            top_k=top_k,
-            start_datetime=start_datetime,
-            end_datetime=end_datetime,
-        ),
-    )
+    result = await runtime_of(ctx).call(ctx, Memory.archival_search, query, tags=tags, tag_match_mode=tag_match_mode,
+                                        top_k=top_k, start_datetime=start_datetime, end_datetime=end_datetime)
     return _results(result, "archival")
 
 
@@ -195,7 +183,7 @@ async def archival_memory_delete(id: str, ctx: Context[Any, Any]) -> Annotated[C
 
     Use it to remove facts that are wrong or outdated. The first chunk's id deletes every chunk.
     """
-    removed = await runtime_of(ctx).call(ctx, lambda m, a: m.archive.delete(a, id))
+    removed = await runtime_of(ctx).call(ctx, Memory.archival_delete, id)
     return structured({"deleted": removed, "id": id})
 
 
@@ -206,7 +194,7 @@ async def archival_memory_list(
 
     Use it to review, correct or prune long-term memory.
     """
-    page, total = await runtime_of(ctx).call(ctx, lambda m, a: m.archive.list_passages(a, offset=offset, limit=limit, tags=tags))
+    page, total = await runtime_of(ctx).call(ctx, Memory.archival_list, offset=offset, limit=limit, tags=tags)
     items = [
         {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
         for p in page

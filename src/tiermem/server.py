@@ -9,10 +9,11 @@ first tool call waits for it. Nothing imported here loads the storage engine or 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import MCPServer
@@ -26,19 +27,21 @@ from . import briefing
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from .errors import ConfigError, TiermemError
+from .memory import Memory
 from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
 from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
+from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
 from .surface import check_arguments, error_result, explain
 
 if TYPE_CHECKING:
     from .config import Settings
-    from .memory import Memory
     from .netguard import ASGIApp, Token
     from .records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 ARCHIVAL_URI = "memory://archival"
 
@@ -135,9 +138,10 @@ class TiermemServer(MCPServer[Runtime]):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Unknown tools are a protocol error (-32602); wrong arguments a tool error that says how to call it."""
-        tool = self._tool_manager.get_tool(name)
+        tools = tool_manager(self)
+        tool = tools.get_tool(name)
         if tool is None:
-            known = ", ".join(t.name for t in self._tool_manager.list_tools())
+            known = ", ".join(t.name for t in tools.list_tools())
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
                            data={"tool": name})
         arguments, problem = check_arguments(name, tool.parameters, arguments)
@@ -170,7 +174,7 @@ class TiermemServer(MCPServer[Runtime]):
     async def list_resources(self) -> list[Any]:
         listed = await super().list_resources()
         try:
-            blocks = await self.runtime.read(lambda m, a: m.blocks(a))
+            blocks = await self.runtime.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("listing block resources failed: %s", exc)
             return listed
@@ -197,14 +201,14 @@ class TiermemServer(MCPServer[Runtime]):
 
             label = text[len(prefix) :]
             try:
-                block = await self.runtime.read(lambda m, a: m.block(a, label))
+                block = await self.runtime.read(Memory.block, label)
             except TiermemError as exc:
                 from urllib.parse import unquote  # a client that percent-encoded a label with spaces
 
                 if unquote(label) == label:
                     raise ResourceNotFoundError(str(exc)) from exc
                 try:
-                    block = await self.runtime.read(lambda m, a: m.block(a, unquote(label)))
+                    block = await self.runtime.read(Memory.block, unquote(label))
                 except TiermemError:
                     raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [
@@ -259,9 +263,10 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     server.runtime = runtime
     if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
         runtime.memory_dir = str(settings.sync.expanduser().resolve())
-    server._lowlevel_server.add_request_handler("server/discover", RequestParams, discover(server, instruct))
+    add_request_handler(server, "server/discover", RequestParams, discover(server, instruct))
     definitions = tools_for(settings.memory_tool_dialect)
-    server._tool_manager = ToolsOnDemand(lambda: register_tools(server, definitions, names), before=server._tool_manager)
+    set_tool_manager(server, ToolsOnDemand(functools.partial(register_tools, server, definitions, names),
+                                           before=tool_manager(server)))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
@@ -290,10 +295,8 @@ def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[s
     stale at once (``ttlMs`` 0) and private to the caller, so a client that asks again gets current core memory."""
     from mcp.types import DiscoverResult
 
-    lowlevel = server._lowlevel_server
-
     async def handle(ctx: Any, params: Any) -> DiscoverResult:
-        result = await lowlevel._handle_discover(ctx, params)
+        result: DiscoverResult = await sdk_discover(server, ctx, params)
         client = ctx.session.client_params
         text = await instruct(client.client_info.name if client is not None else None)
         return result.model_copy(update={"instructions": text, "ttl_ms": 0, "cache_scope": "private"})
@@ -379,13 +382,14 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
 
 
 async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
-    return await _read(runtime, lambda m, a: m.render_core(a, line_numbers=line_numbers))
+    return await _read(runtime, Memory.render_core, line_numbers=line_numbers)
 
 
-async def _read(runtime: Runtime, fn: Callable[[Memory, str], T]) -> T:
+async def _read(runtime: Runtime, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args,
+                **kwargs: P.kwargs) -> T:
     """A resource read: our errors reach the client as resource errors with their message."""
     try:
-        return await runtime.call(None, fn)
+        return await runtime.call(None, op, *args, **kwargs)
     except TiermemError as exc:
         raise ResourceError(str(exc)) from exc
 
@@ -397,12 +401,8 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         description="MemGPT-style instructions for the memory tools followed by your rendered core memory.",
     )
     async def memory_system() -> str:
-        def build(m: Memory, a: str) -> str:
-            agent = m.core.get_agent(a)
-            return (agent.system or m.default_system) + "\n\n" + m.render_core(a)
-
         try:
-            return await runtime.call(None, build)
+            return await runtime.call(None, Memory.system_prompt)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
 
@@ -414,7 +414,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     async def memory_block(label: str) -> str:
         from .blocks import render_block
 
-        block = await runtime.read(lambda m, a: m.block(a, label))
+        block = await runtime.read(Memory.block, label)
         return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
                 f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
 
@@ -428,13 +428,12 @@ async def run_stdio(server: TiermemServer) -> None:
     """
     import anyio
     from mcp.server.stdio import stdio_server
-    from mcp.shared._context_streams import create_context_streams  # the stream type the SDK's runner reads
     from mcp.shared.message import SessionMessage
     from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-    low = server._lowlevel_server
+    low = lowlevel(server)
     async with stdio_server() as (read, write):
-        forward, messages = create_context_streams[SessionMessage | Exception](0)
+        forward, messages = context_streams(0)
 
         async def pump() -> None:
             async with forward:

@@ -1,6 +1,6 @@
 """What a model sees of a tool, and what it is told when a call is wrong.
 
-``describe`` and ``tidy_schema`` shape what ``tools/list`` shows (``tools.publish`` applies them): a
+``describe`` and ``tidy_schema`` shape what ``tools/list`` shows (``tools.tidy_published_schema`` applies them): a
 dedented description, an input schema without pydantic's titles and ``null`` unions. ``check_arguments`` maps
 the aliases Letta's older tools used onto the advertised names and refuses arguments the
 tool does not take; ``explain`` turns a pydantic validation error into one line per

@@ -21,22 +21,25 @@ from pydantic import BaseModel
 
 from . import blocks as rules
 from .errors import TiermemError
+from .memory import Memory
 from .runtime import runtime_of
+from .sdk import schema_changed, tool_manager
 from .surface import tidy_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 
-def publish(server: MCPServer[Any], name: str) -> None:
-    """Tidy what tools/list shows of ``name``: schemas without titles and ``null`` arms of optional arguments."""
-    tool = server._tool_manager.get_tool(name)  # the SDK has no public hook for a tool's published schema
+def tidy_published_schema(server: MCPServer[Any], name: str) -> None:
+    """Tidy what tools/list shows of the registered tool ``name``: schemas without titles and ``null`` arms of
+    optional arguments, output schemas compacted without loosening them."""
+    tool = tool_manager(server).get_tool(name)
     if tool is None:
         return
     tool.parameters = tidy_schema(tool.parameters)
     if tool.fn_metadata.output_schema is not None:
         tool.fn_metadata.output_schema = tidy_output(tool.fn_metadata.output_schema)
-        tool.__dict__.pop("output_schema", None)  # a cached_property: recompute from the tidied schema
+        schema_changed(tool)
 
 
 def tidy_output(schema: Any) -> Any:
@@ -102,12 +105,12 @@ def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
         entry[1] += 1  # callers holding or waiting for this key's lock; the last one out drops it
         try:
             async with entry[0]:  # a retry racing its original waits for it instead of writing twice
-                prior = await rt.call(None, lambda m, a: m.replay(a, name, idempotency_key, digest))
+                prior = await rt.call(None, Memory.stored_result, name, idempotency_key, digest)
                 if prior is not None:
                     return _replayed(prior, is_structured)
                 result = await fn(*args, **kwargs)
                 if not (isinstance(result, CallToolResult) and result.is_error):
-                    await rt.call(None, lambda m, a: m.remember(a, name, idempotency_key, digest, _stored(result)))
+                    await rt.call(None, Memory.store_result, name, idempotency_key, digest, _stored(result))
                 return result
         finally:
             entry[1] -= 1
@@ -136,7 +139,7 @@ def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
 
 
 async def _edit(ctx: Context[Any, Any], label: str, edit: rules.Edit) -> str:
-    block = await runtime_of(ctx).call(ctx, lambda m, a: m.edit(a, label, edit))
+    block = await runtime_of(ctx).call(ctx, Memory.edit, label, edit)
     return block.value
 
 
@@ -229,8 +232,7 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     Use it at the start of a conversation when the host does not show memory://core.
     `line_numbers=true` prefixes each line with 'N→' to help place edits (never copy them into edits).
     """
-    text, blocks = await runtime_of(ctx).call(
-        ctx, lambda m, a: (m.render_core(a, line_numbers=line_numbers), m.blocks(a)))
+    text, blocks = await runtime_of(ctx).call(ctx, Memory.core_memory, line_numbers=line_numbers)
     data = {"blocks": [
         {"label": b.label, "description": b.description, "value": b.value, "chars": len(b.value), "limit": b.limit,
          "read_only": b.read_only, "version": b.version} for b in blocks]}
@@ -243,7 +245,7 @@ async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = F
     Blocks under <memory_directory> (detached) are not shown in full: open one when it is relevant,
     then edit it like any block. Labels may be paths such as 'notes/projects'.
     """
-    block = await runtime_of(ctx).call(ctx, lambda m, a: m.block(a, label))
+    block = await runtime_of(ctx).call(ctx, Memory.block, label)
     return rules.render_block(block, line_numbers=line_numbers)
 
 
@@ -252,7 +254,7 @@ async def memory_history(label: str, ctx: Context[Any, Any], limit: int = 10) ->
 
     Use with memory_revert to undo a bad edit.
     """
-    versions = await runtime_of(ctx).call(ctx, lambda m, a: m.history(a, label, limit))
+    versions = await runtime_of(ctx).call(ctx, Memory.history, label, limit)
     items = [
         {"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation,
          "actor": v.actor, "value": v.value}
@@ -266,5 +268,5 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
 
     The revert is itself a new version, so nothing is lost. Returns the block's new value.
     """
-    block = await runtime_of(ctx).call(ctx, lambda m, a: m.revert(a, label, version))
+    block = await runtime_of(ctx).call(ctx, Memory.revert, label, version)
     return block.value

@@ -19,7 +19,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from ..errors import TiermemError, ValidationError
 from ..registry import BY_NAME, SLEEPTIME_TOOLS
 from ..surface import describe
-from ..tools import publish
+from ..tools import tidy_published_schema
 from .context import Thresholds
 from .llm import Provider
 from .loop import AgentLoop, LoopSettings, NeedsRoundTrip, Resume
@@ -118,7 +118,7 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
     chat = BY_NAME["agent_chat"]
     server.add_tool(agent_chat, name=chat.name, title=chat.title, annotations=chat.annotations,
                     description=describe(agent_chat.__doc__ or ""), structured_output=False)
-    publish(server, "agent_chat")
+    tidy_published_schema(server, "agent_chat")
 
 
 @dataclass

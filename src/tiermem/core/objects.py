@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
-from ..records import Agent, Block, BlockVersion, now, to_us
+from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import object_history as segments
 from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket
@@ -29,6 +29,7 @@ from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORM
                            agent_json, agent_of, agent_path, attached_json, attached_of, attached_path,
                            conversation_path, dumps, head_json, head_of, head_path, id_of, loads, request_path)
 from .protocol import FIELDS
+from .rows import result_from_row, result_row, window_from_row, window_row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -323,21 +324,19 @@ class ObjectCore:
 
     # -- idempotency keys and conversation state -------------------------------------------------
 
-    def get_request(self, key: str) -> dict[str, Any] | None:
+    def get_request(self, key: str) -> StoredResult | None:
         stored = self.bucket.get(request_path(key))
-        return loads(stored.data, "idempotency record") if stored is not None else None
+        return result_from_row(loads(stored.data, "idempotency record")) if stored is not None else None
 
-    def put_request(self, row: Mapping[str, Any]) -> None:
-        self.bucket.create(request_path(str(row["key"])), dumps({c: row.get(c) for c in FIELDS["requests"]}))
+    def put_request(self, result: StoredResult) -> None:
+        self.bucket.create(request_path(result.key), dumps(result_row(result)))
 
-    def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
+    def get_conversation(self, agent_id: str, conversation_id: str) -> ContextWindow | None:
         stored = self.bucket.get(conversation_path(agent_id, conversation_id))
-        return loads(stored.data, "conversation state") if stored is not None else None
+        return window_from_row(loads(stored.data, "conversation state")) if stored is not None else None
 
-    def put_conversation(self, row: Mapping[str, Any]) -> None:
-        full = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": to_us(now())}
-        self.bucket.put(conversation_path(str(row["agent_id"]), str(row["conversation_id"])),
-                        dumps({c: full.get(c) for c in FIELDS["conversations"]}))
+    def put_conversation(self, window: ContextWindow) -> None:
+        self.bucket.put(conversation_path(window.agent_id, window.conversation_id), dumps(window_row(window)))
 
     # -- upkeep ---------------------------------------------------------------------------------
 

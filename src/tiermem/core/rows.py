@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import StoreError
-from ..records import Agent, Block, BlockVersion, from_us, to_us
+from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
 
 
 def agent_row(a: Agent) -> dict[str, Any]:
@@ -63,3 +63,33 @@ def version_from_row(r: Mapping[str, Any]) -> BlockVersion:
                             created_at=from_us(int(r["created_us"])))
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"A block history row is malformed ({exc!r}); nothing was written from it.") from exc
+
+
+def window_row(w: ContextWindow) -> dict[str, Any]:
+    """A conversation's agent-loop state as a ``conversations`` row, stamped with the time it is written."""
+    return {"key": f"{w.agent_id}:{w.conversation_id}", "agent_id": w.agent_id, "conversation_id": w.conversation_id,
+            "start_seq": w.start_seq, "summary_id": w.summary_id, "turns": w.turns, "sleeptime_seq": w.sleeptime_seq,
+            "updated_us": to_us(now())}
+
+
+def window_from_row(r: Mapping[str, Any]) -> ContextWindow:
+    try:
+        return ContextWindow(agent_id=str(r["agent_id"]), conversation_id=str(r["conversation_id"]),
+                             start_seq=int(r["start_seq"]), summary_id=str(r["summary_id"] or ""),
+                             turns=int(r["turns"]), sleeptime_seq=int(r["sleeptime_seq"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"A conversation-state row is malformed ({exc!r}); nothing was written from it.") from exc
+
+
+def result_row(r: StoredResult) -> dict[str, Any]:
+    return {"key": r.key, "agent_id": r.agent_id, "tool": r.tool, "args_sha256": r.args_sha256, "result": r.result,
+            "created_us": to_us(r.created_at)}
+
+
+def result_from_row(r: Mapping[str, Any]) -> StoredResult:
+    try:
+        return StoredResult(key=str(r["key"]), agent_id=str(r["agent_id"]), tool=str(r["tool"]),
+                            args_sha256=str(r["args_sha256"]), result=str(r["result"]),
+                            created_at=from_us(int(r["created_us"] or 0)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"An idempotency record is malformed ({exc!r}); nothing was written from it.") from exc

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
-from ..records import Agent, Block, BlockVersion, now, to_us
+from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
-from .rows import agent_from_row, agent_row, block_from_row, block_row
+from .rows import (agent_from_row, agent_row, block_from_row, block_row, result_from_row, result_row, window_from_row,
+                   window_row)
 
 _COLUMNS: dict[str, tuple[str, ...]] = dict(FIELDS)  # block_history: the history table (sqlite_history.py)
 _KEYS = {"agents": "id", "blocks": "id"}
@@ -284,12 +285,12 @@ class SqliteCore:
 
     # -- conversations ---------------------------------------------------------
 
-    def get_conversation(self, agent_id: str, conversation_id: str) -> dict[str, Any] | None:
+    def get_conversation(self, agent_id: str, conversation_id: str) -> ContextWindow | None:
         rows = self._read("SELECT * FROM conversations WHERE key = ?", (f"{agent_id}:{conversation_id}",))
-        return rows[0] if rows else None
+        return window_from_row(rows[0]) if rows else None
 
-    def put_conversation(self, row: dict[str, Any]) -> None:
-        row = {**row, "key": f"{row['agent_id']}:{row['conversation_id']}", "updated_us": to_us(now())}
+    def put_conversation(self, window: ContextWindow) -> None:
+        row = window_row(window)
         with self._tx() as conn:
             conn.execute(_insert_sql("conversations", "INSERT OR REPLACE"),
                          tuple(row.get(c) for c in _COLUMNS["conversations"]))
@@ -362,13 +363,13 @@ class SqliteCore:
 
     # -- idempotency keys --------------------------------------------------------
 
-    def get_request(self, key: str) -> dict[str, Any] | None:
+    def get_request(self, key: str) -> StoredResult | None:
         rows = self._read("SELECT * FROM requests WHERE key = ?", (key,))
-        return rows[0] if rows else None
+        return result_from_row(rows[0]) if rows else None
 
-    def put_request(self, row: dict[str, Any]) -> None:
+    def put_request(self, result: StoredResult) -> None:
         with self._tx() as conn:
-            insert_rows(conn, "requests", [row])
+            insert_rows(conn, "requests", [result_row(result)])
 
     # -- whole tables --------------------------------------------------------------
 

@@ -1,0 +1,76 @@
+"""The MCP SDK's private parts tiermem relies on, and the only module that touches them.
+
+The SDK offers no public hook for these; each is re-checked on every ``mcp`` upgrade (``tests/test_server.py``,
+``tests/test_transports.py`` and ``tests/test_notify.py`` exercise every one), and ``tests/test_layers.py`` fails if
+another module reaches for one:
+
+- a client's connection: the per-request session object changes between requests, its ``_connection`` does not
+  (legacy subscriptions and ``logging/setLevel`` levels are kept per connection);
+- the low-level server under ``MCPServer``: request handlers the high-level API does not register
+  (``resources/subscribe``, ``subscriptions/listen``, ``completion/complete`` with its request context,
+  ``logging/setLevel``, ``server/discover``), the SDK's own ``server/discover`` answer, and the notification options
+  a handshake-era client is told;
+- the tool manager: a tool's published schema, and a manager that registers the tools on first use;
+- the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp.server.mcpserver import MCPServer
+
+
+def connection_of(session: Any) -> Any:
+    """The client's connection behind a request's session: stable across its requests (the session itself if the
+    SDK keeps none)."""
+    return getattr(session, "_connection", session)
+
+
+def lowlevel(server: MCPServer[Any]) -> Any:
+    """The low-level server under ``server``."""
+    return server._lowlevel_server
+
+
+def add_request_handler(server: MCPServer[Any], method: str, params: type[Any],
+                        handler: Callable[[Any, Any], Awaitable[Any]]) -> None:
+    """Answer ``method`` with ``handler(ctx, params)`` (the low-level server's registry)."""
+    lowlevel(server).add_request_handler(method, params, handler)
+
+
+def advertise(server: MCPServer[Any], options: NotificationOptions) -> None:
+    """Tell handshake-era clients the notifications ``options`` names in the ``initialize`` answer."""
+    low = lowlevel(server)
+    low.create_initialization_options = functools.partial(low.create_initialization_options, options)
+
+
+async def sdk_discover(server: MCPServer[Any], ctx: Any, params: Any) -> Any:
+    """The SDK's own ``server/discover`` answer (tiermem's handler amends it)."""
+    return await lowlevel(server)._handle_discover(ctx, params)
+
+
+def tool_manager(server: MCPServer[Any]) -> Any:
+    """The server's tool manager (tools and their published schemas)."""
+    return server._tool_manager
+
+
+def set_tool_manager(server: MCPServer[Any], manager: Any) -> None:
+    server._tool_manager = manager
+
+
+def schema_changed(tool: Any) -> None:
+    """Forget a tool's cached output schema after its metadata was tidied (a ``cached_property``)."""
+    tool.__dict__.pop("output_schema", None)
+
+
+def context_streams(size: int) -> tuple[Any, Any]:
+    """A (send, receive) pair of the stream type the SDK's server runner reads."""
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    pair: tuple[Any, Any] = create_context_streams[SessionMessage | Exception](size)
+    return pair

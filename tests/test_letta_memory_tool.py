@@ -144,7 +144,11 @@ async def test_codex_patches(lc_settings: Settings) -> None:
                "*** End Patch")
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=bad)
         assert err and "failed to apply hunk to system/person.md: context not found" in text
-        assert text_of(await c.call_tool("core_memory_view", {}))[:2000] == before[:2000]
+        def blocks_only(view: str) -> str:
+            return view.split("<memory_metadata>")[0]  # the metadata has the time of day
+
+        assert blocks_only(text_of(await c.call_tool("core_memory_view", {}))) == blocks_only(before)
+        assert "reference/new" in blocks_only(before)
         err, text, _ = await call(c, "memory_apply_patch", reason="r",
                                   input="*** Begin Patch\n*** Add File: system/person.md\n+x\n*** End Patch")
         assert err and text == "memory_apply_patch: cannot add existing memory file: system/person.md"
@@ -174,3 +178,15 @@ def test_a_bad_dialect_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="memory_tool_dialect"):
         load_settings(data_dir=tmp_path, memory_tool_dialect="letta")
+
+
+async def test_instructions_speak_the_dialect(lc_settings: Settings) -> None:
+    """The server's instructions tell the model how the `memory` tool it gets names blocks."""
+    async with Client(serve_in_process(lc_settings.model_copy(update={"tools": ["memory"]}))) as c:
+        letta = c.instructions or ""
+    other = lc_settings.model_copy(update={"tools": ["memory"], "memory_tool_dialect": "anthropic", "sync": None})
+    async with Client(serve_in_process(other)) as c:
+        anthropic = c.instructions or ""
+    assert "memory and memory_apply_patch tools (each block is a file of your memory directory)" in letta
+    assert "/memories/" not in letta  # Letta Code's patch tool comes with its memory tool
+    assert "/memories/<label>" in anthropic and "memory_apply_patch" not in anthropic

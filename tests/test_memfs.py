@@ -398,7 +398,8 @@ def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None
     theirs = git(root, "rev-parse", "HEAD").strip()
     git(root, "reset", "-q", "--hard", "HEAD~1")
     hook = root / ".git" / "hooks" / "pre-commit"
-    hook.write_text(f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n")
+    hook.write_text(f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n"
+                    f"GIT_INDEX_FILE=.git/index git read-tree {theirs}\n")  # the branch and the index, as a commit moves them
     hook.chmod(0o755)
     mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
     report = sync_memfs(mem, "lc", root)
@@ -428,4 +429,73 @@ def test_the_branch_does_not_move_under_another_git_command(mem: Memory, tmp_pat
     lock.unlink()
     worker.join(30)
     assert done and done[0]["commit"] and git(root, "rev-parse", "HEAD") != head
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_branch_work_tree_and_index_move_together(mem: Memory, tmp_path: Path) -> None:
+    """The first git command after tiermem's branch moved (here: the post-commit hook, standing in for Letta Code's
+    memory tool) finds the repository clean, and a file Letta Code had staged, committed then, keeps tiermem's edit
+    (its commit is made from the repository's index: one without tiermem's files would take them back)."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    (root / ".git" / "letta-memory-layout-policy").unlink()  # not Letta Code's: tiermem does not wait for a staged file
+    sync_memfs(mem, "lc", root)
+    (root / "notes/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
+    git(root, "add", "notes/theirs.md")
+    hook = root / ".git" / "hooks" / "post-commit"
+    hook.write_text("#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\n"
+                    "git status --porcelain --untracked-files=no > .git/seen\ngit commit -q -m 'Their note'\n")
+    hook.chmod(0o755)
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert report["commit"] and report["rejected"] == []
+    assert (root / ".git" / "seen").read_text() == "A  notes/theirs.md\n"  # only their staged file
+    assert git(root, "log", "-1", "--format=%s") == "Their note\n"
+    assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")  # not taken back
+    assert git(root, "status", "--porcelain") == ""
+    assert sync_memfs(mem, "lc", root)["to_store"] == []
+
+
+def test_a_lock_left_behind_is_reported_not_waited_for(mem: Memory, tmp_path: Path) -> None:
+    import os
+    import time
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    head, before = git(root, "rev-parse", "HEAD"), (root / "system/human.md").read_text()
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - 60, time.time() - 60))
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    with pytest.raises(ValidationError, match=r"index.lock is \d+ s old: .* remove it; nothing was committed"):
+        sync_memfs(mem, "lc", root)
+    assert (git(root, "rev-parse", "HEAD"), (root / "system/human.md").read_text()) == (head, before)
+    lock.unlink()
+    report = sync_memfs(mem, "lc", root)
+    assert report["to_files"] == ["system/human"] and report["commit"] and git(root, "status", "--porcelain") == ""
+
+
+def test_the_branch_does_not_move_under_a_letta_code_commit_on_its_way(mem: Memory, tmp_path: Path) -> None:
+    """Letta Code's memory tool stages its file, then commits (its hook runs with the index unlocked; the commit
+    fails if the branch moved since it began): tiermem waits while the index holds a file not in HEAD, then builds
+    on that commit."""
+    import threading
+    import time
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    head = git(root, "rev-parse", "HEAD")
+    (root / "reference/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
+    git(root, "add", "reference/theirs.md")
+    mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
+    done: list[dict] = []
+    worker = threading.Thread(target=lambda: done.append(sync_memfs(mem, "lc", root)))
+    worker.start()
+    time.sleep(1.0)
+    assert git(root, "rev-parse", "HEAD") == head and not done  # waiting for the commit on its way
+    git(root, "commit", "-q", "-m", "Their note")
+    theirs = git(root, "rev-parse", "HEAD")
+    worker.join(30)
+    assert done and done[0]["commit"] and git(root, "rev-parse", "HEAD~1") == theirs
+    assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")
+    assert git(root, "show", "HEAD:reference/theirs.md").endswith("Letta's\n")
     assert git(root, "status", "--porcelain") == ""

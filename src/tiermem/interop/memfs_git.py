@@ -8,6 +8,7 @@ inside the git directory, out of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,8 +154,10 @@ class Repo:
 
     # -- committing ------------------------------------------------------------------
 
-    def commit(self, changes: dict[str, str | None], message: str) -> str:
-        """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``; the commit's id.
+    def commit(self, changes: dict[str, str | None], message: str,
+               write: Callable[[], None] | None = None) -> tuple[str, bool]:
+        """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``: the commit's id, and
+        whether the repository's index was brought in step for ``changes`` (no ``settle`` needed for them).
 
         The commit is built in a private index from HEAD, so the working tree and the repository's index are not
         touched until it has landed (Letta Code's memory tool, which refuses to run while the repository has
@@ -162,8 +166,15 @@ class Repo:
         (pre-commit, prepare-commit-msg and commit-msg on the commit's index and message, post-commit after), then
         the branch moves in one compare-and-swap, and not while another git command holds the index (Letta Code's
         own commit, which would fail if the branch moved under it). A commit another process made in the meantime
-        is never undone: the commit is built again on top of it. The caller writes the files afterwards (``settle``).
+        is never undone: the commit is built again on top of it.
+
+        The branch, the work tree (``write``, the caller's, writes the files) and the repository's index move
+        together while tiermem holds the index's lock, as git itself does: no git command of Letta Code's starts in
+        between, and its next commit starts from an index that has tiermem's files (never one that would take them
+        back). Without that lock (a git without `git hook run`, or a lock a dead git left behind), ``write`` is not
+        called: the caller writes the files afterwards and settles them with ``settle``.
         """
+        self._refuse_a_stale_lock()
         fd, tmp = tempfile.mkstemp(prefix="tiermem-index-", dir=self.gitdir)
         os.close(fd)
         index = {"GIT_INDEX_FILE": tmp}
@@ -180,7 +191,11 @@ class Repo:
                         blob = self.run("hash-object", "-w", "--stdin", "--path", rel, stdin=text).stdout.strip()
                         entry = f"{modes.get(rel, '100644')},{blob},{self.prefix}{rel}"
                         self.run("update-index", "--add", "--cacheinfo", entry, env=index, top=True)
-                landed = self._land(base, index, message) if self._runs_hooks() else self._land_by_commit(base, index, message)
+                if self._runs_hooks():
+                    landed = self._land(base, index, message, [f"{self.prefix}{r}" for r in changes], write)
+                else:
+                    made = self._land_by_commit(base, index, message)
+                    landed = None if made is None else (made, False)
                 if landed is not None:
                     return landed
             raise GitError(f"{self.root}: other commits kept landing while tiermem tried to commit; try again.")
@@ -200,7 +215,8 @@ class Repo:
             output = (done.stdout + "\n" + done.stderr).strip()
             raise HookRejected(output, self._problems(output))
 
-    def _land(self, base: str | None, index: dict[str, str], message: str) -> str | None:
+    def _land(self, base: str | None, index: dict[str, str], message: str, paths: list[str],
+              write: Callable[[], None] | None) -> tuple[str, bool] | None:
         """Hooks, commit object, then the branch moved from ``base`` (None: HEAD moved meanwhile, build again)."""
         self._hook("pre-commit", env=index)
         fd, msgfile = tempfile.mkstemp(prefix="tiermem-msg-", dir=self.gitdir)
@@ -216,12 +232,127 @@ class Repo:
             subject = Path(msgfile).read_text(encoding="utf-8").split("\n", 1)[0]
         finally:
             Path(msgfile).unlink(missing_ok=True)
-        self.wait_until_idle()
-        moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
-        if moved.returncode != 0:
+        if write is None:
+            self.wait_until_idle()
+            in_step: bool | None = False if self._move(base, made, subject) else None
+        else:
+            in_step = self._land_locked(base, made, subject, paths, write)
+        if in_step is None:
             return None
         self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
-        return made
+        return made, in_step
+
+    def _land_locked(self, base: str | None, made: str, subject: str, paths: list[str],
+                     write: Callable[[], None]) -> bool | None:
+        """Move the branch from ``base`` to ``made``, write the files (``write``) and bring the index in step for
+        ``paths``, holding the index's lock as git does (the branch is locked and checked before, so only its move,
+        the files and the index's rename happen under it): whether the index could be brought in step; None: the
+        branch moved meanwhile (build again).
+
+        Letta Code's memory tool commits in steps that take no lock throughout: ``git add``, then ``git commit``,
+        whose hook runs with the index unlocked, and which fails if the branch moved since it began. So in a Letta
+        Code repository the branch does not move while the index holds changes that are not in HEAD (a commit on
+        its way: the index was written in the last 10 s), and not once the index changed since that was checked."""
+        deadline = time.monotonic() + 20.0
+        while True:
+            before = self._index_stat()
+            if (self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None) != base:
+                return None
+            if (self.agent_repo and base is not None and before is not None and time.monotonic() < deadline
+                    and time.time() - before[1] / 1e9 < 10.0
+                    and self.run("diff-index", "--cached", "--quiet", base, "--", check=False, top=True).returncode):
+                time.sleep(0.01)  # staged: a memory-tool call is between its `git add` and its commit
+                continue
+            staged = self._index_after(made, paths)
+            content = staged.read_bytes() if staged is not None else None
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+            if self._index_stat() != before:
+                continue
+            move = _RefMove(self, base, made, subject)  # the branch locked and checked now, moved in one step later
+            lock: int | None = None
+            try:
+                if not move.prepare():
+                    return None
+                lock = self._lock_index()
+                if lock is None:
+                    self._refuse_a_stale_lock()
+                    raise GitError(f"{self.root}: another git command kept the repository's index locked for 10 s; "
+                                   "try again.")
+                if self._index_stat() != before:
+                    continue
+                # from here to the index's rename: well under a millisecond, no process started
+                if not move.commit():
+                    return None
+                write()
+                if content is None:
+                    return False
+                os.write(lock, content)
+                os.close(lock)
+                lock = None
+                os.replace(self.gitdir / "index.lock", self.gitdir / "index")
+                return True
+            finally:
+                move.close()
+                if lock is not None:
+                    os.close(lock)
+                    (self.gitdir / "index.lock").unlink(missing_ok=True)
+
+    def _index_stat(self) -> tuple[int, int, int] | None:
+        """The repository's index file's identity: git replaces the file whenever it changes it."""
+        try:
+            st = (self.gitdir / "index").stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _move(self, base: str | None, made: str, subject: str) -> bool:
+        moved = self.run("update-ref", "-m", f"commit: {subject}", "HEAD", made, base or "0" * 40, check=False)
+        return moved.returncode == 0
+
+    def _refuse_a_stale_lock(self) -> None:
+        lock = self.gitdir / "index.lock"
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except OSError:
+            return
+        if age >= 10.0:
+            raise GitError(f"{lock} is {age:.0f} s old: a git command that stopped left it behind, and git (Letta "
+                           "Code's memory tool too) can change nothing in this repository while it is there. If no git "
+                           "command is running, remove it; nothing was committed.")
+
+    def _lock_index(self, most: float = 10.0) -> int | None:
+        """Take the repository's index lock (waiting at most ``most`` s for another git command to let it go); None:
+        a lock a dead git left behind, or still held."""
+        path = self.gitdir / "index.lock"
+        deadline = time.monotonic() + most
+        while True:
+            try:
+                return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                try:
+                    stale = time.time() - path.stat().st_mtime >= 10.0
+                except OSError:
+                    continue  # let go just now
+                if stale or time.monotonic() > deadline:
+                    return None
+                time.sleep(0.005)
+
+    def _index_after(self, made: str, paths: list[str]) -> Path | None:
+        """A copy of the repository's index with ``paths`` as commit ``made`` has them (the rest, whatever someone
+        staged, as it was); None if git could not make it (the caller then settles them with ``settle``)."""
+        fd, name = tempfile.mkstemp(prefix="tiermem-next-index-", dir=self.gitdir)
+        os.close(fd)
+        staged = Path(name)
+        try:
+            shutil.copyfile(self.gitdir / "index", staged)
+        except FileNotFoundError:
+            staged.unlink()
+        done = self.run("reset", "-q", made, "--", *paths, check=False, env={"GIT_INDEX_FILE": str(staged)}, top=True)
+        if done.returncode == 0 and staged.exists():
+            return staged
+        staged.unlink(missing_ok=True)
+        return None
 
     def _land_by_commit(self, base: str | None, index: dict[str, str], message: str) -> str | None:
         """For a git without `git hook run`: ``git commit`` on the private index (it runs the hooks itself)."""
@@ -271,3 +402,40 @@ class Repo:
         if rels:
             self.wait_until_idle()
             self.run("reset", "-q", "--", *rels, check=False)
+
+
+class _RefMove:
+    """``git update-ref --stdin`` as a transaction: ``prepare`` locks the branch and checks it is still at ``base``;
+    ``commit`` moves it (no process started then); ``close`` without ``commit`` lets it go unmoved."""
+
+    def __init__(self, repo: Repo, base: str | None, made: str, subject: str) -> None:
+        self.update = f"update HEAD {made} {base or '0' * 40}\n"
+        cmd = [repo.git, "-C", str(repo.root), "update-ref", "-m", f"commit: {subject}", "--stdin"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+
+    def _say(self, text: str, *answers: str) -> bool:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(text)
+            self.proc.stdin.flush()
+            return all(self.proc.stdout.readline().strip() == a for a in answers)
+        except OSError:
+            return False  # git stopped (it says why on stderr): the branch was not where it was expected
+
+    def prepare(self) -> bool:
+        return self._say(f"start\n{self.update}prepare\n", "start: ok", "prepare: ok")
+
+    def commit(self) -> bool:
+        return self._say("commit\n", "commit: ok")
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()  # an open transaction ends unmoved (git aborts it at end of input)
+        try:
+            self.proc.wait(_GIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

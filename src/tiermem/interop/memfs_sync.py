@@ -333,14 +333,22 @@ class _Sync:
         """
         for rel, why in self._precheck().items():
             self._reject(rel, why, new_state)
+        written: list[bool] = []
+
+        def write() -> None:
+            for rel, (text, _) in self.writes.items():
+                write_file(self.root, rel, text)
+            for rel in self.removals:
+                (self.root / rel).unlink(missing_ok=True)
+            written.append(True)
+
+        in_step: set[str] = set()
         if self.repo is not None and (self.writes or self.removals or self.extra_commit):
-            self._commit(new_state)
-        for rel, (text, _) in self.writes.items():
-            write_file(self.root, rel, text)
-        for rel in self.removals:
-            (self.root / rel).unlink(missing_ok=True)
+            in_step = self._commit(new_state, write)
+        if not written:
+            write()
         if self.repo is not None:
-            self.repo.settle(list(self.writes) + list(self.removals) + self.extra_commit)
+            self.repo.settle([r for r in [*self.writes, *self.removals, *self.extra_commit] if r not in in_step])
         for rel, (label, record) in self.after_write.items():
             if rel in self.writes:
                 new_state[label] = self._settle(label, rel, record)
@@ -360,9 +368,10 @@ class _Sync:
                     refused[rel] = "; ".join(problems)
         return refused
 
-    def _commit(self, new_state: dict[str, Record]) -> None:
-        """Commit the files whose text differs from HEAD's; a file a hook rejects is left out (and the rest committed
-        again without it, once)."""
+    def _commit(self, new_state: dict[str, Record], write: Callable[[], None]) -> set[str]:
+        """Commit the files whose text differs from HEAD's (``write`` writes the files, when the commit lands); a file
+        a hook rejects is left out (and the rest committed again without it, once). The files whose place in the
+        repository's index the commit brought in step."""
         assert self.repo is not None
         for attempt in range(2):
             changes: dict[str, str | None] = {rel: text for rel, (text, _) in self.writes.items()
@@ -370,10 +379,10 @@ class _Sync:
             changes |= {rel: None for rel in self.removals if self.repo.head_text(rel) is not None}
             changes |= {rel: None for rel in self.extra_commit}
             if not changes:
-                return
+                return set()
             try:
-                self.report.commit = self.repo.commit(changes, self._message(changes))
-                return
+                self.report.commit, indexed = self.repo.commit(changes, self._message(changes), write)
+                return set(changes) if indexed else set()
             except HookRejected as exc:
                 ours = [p for p in changes if p != STATE]
                 named = [p for p in exc.problems if p in ours]
@@ -382,7 +391,8 @@ class _Sync:
                     self._reject(rel, "; ".join(exc.problems.get(rel, [])) or str(exc), new_state)
                 if not self.writes and not self.removals:
                     self.extra_commit = []
-                    return
+                    return set()
+        return set()
 
     def _reject(self, rel: str, why: str, new_state: dict[str, Record]) -> None:
         label = rel[: -len(fmt.SUFFIX)]

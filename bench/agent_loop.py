@@ -45,9 +45,9 @@ class Timed:
 
 async def run(turns: int, model: str) -> dict[str, Any]:
     from tiermem.agent.service import anthropic_provider, make_loop
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
-    from tiermem.server import MemoryHandle, build_server
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+    from tiermem.server.app import MemoryHandle, build_server
 
     os.environ["ANTHROPIC_API_KEY"] = "sk-bench"
     result: dict[str, Any] = {}
@@ -89,7 +89,7 @@ async def run(turns: int, model: str) -> dict[str, Any]:
 
 
 def _reset() -> Any:
-    from tiermem.blocks import Rethink
+    from tiermem.domain.blocks import Rethink
 
     return Rethink("", operation="reset", check_line_numbers=False)
 

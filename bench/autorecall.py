@@ -53,9 +53,9 @@ def ingest(memory: Any, sample: dict[str, Any], named: bool) -> tuple[str, dict[
 
 
 def run(named: bool, quick: bool) -> dict[str, Any]:
-    from tiermem import autorecall
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.domain import autorecall
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-autorecall-")),
@@ -85,7 +85,7 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
     table = {t: score(rows, t) for t in GRID}
     chosen = next((t for t in GRID if meets(table[t])), None)
     loo = leave_one_out(rows)
-    from tiermem.config import Settings
+    from tiermem.base.config import Settings
 
     shipped = Settings.model_fields["auto_recall_threshold"].default
     return {"shipped_threshold": shipped, "at_shipped": score(rows, shipped),"machine": machine(), "format": "named" if named else "role-tagged", "questions": len(rows),

@@ -83,14 +83,14 @@ def cosine_top(matrix: np.ndarray, vec: np.ndarray, k: int) -> list[int]:
 
 
 def locomo(quick: bool) -> dict[str, Any]:
-    from tiermem.archive import shape_message
+    from tiermem.domain.archive import shape_message
 
     from . import locomo as lm
 
     tiermem_result = lm.run(quick, ("named",))  # tiermem itself, same data, same run
     import json
 
-    from tiermem.embeddings import make_embedder
+    from tiermem.embedding.embedders import make_embedder
 
     samples = json.loads(lm.DATA.read_text())[: 2 if quick else None]
     embedder = make_embedder("default", Path("/tmp/tiermem-baselines-models"))
@@ -139,8 +139,8 @@ def locomo(quick: bool) -> dict[str, Any]:
 def at_scale(store_dir: Path, n_queries: int = 100) -> dict[str, Any]:
     import random
 
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     from .corpus import passage, query_for
     from .scale import _vectors

@@ -36,12 +36,12 @@ STAGES = textwrap.dedent(
     out = [("python", rss())]
     import mcp, pydantic
     out.append(("+ mcp, pydantic", rss()))
-    import tiermem.server
-    out.append(("+ tiermem.server (no storage libraries)", rss()))
+    import tiermem.server.app
+    out.append(("+ tiermem.server.app (no storage libraries)", rss()))
     import tiermem.store  # lancedb + pyarrow, as the server imports them (store/loading.py)
     out.append(("+ lancedb, pyarrow", rss()))
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
     memory = open_memory(load_settings(data_dir=sys.argv[1]), start_embedder=False)
     agent = memory.ensure_agent("default").id
     out.append(("store open (+ core state)", rss()))

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.hooks import ask
-from tiermem.rendezvous import memory_key
+from tiermem.cli.hooks import ask
+from tiermem.base.rendezvous import memory_key
 
 from .common import ROOT, machine, save, stats
 from .locomo import DATA, messages, name_blocks
@@ -46,8 +46,8 @@ GOALS = {"prompt": (150.0, 400.0)}  # p50, p95 ms
 
 def fill(data: Path, target: int) -> int:
     """``target`` role-tagged turns (alternating speakers -> user / assistant) and three passages; optimized."""
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(load_settings(data_dir=data, embedding_model="default"))
     memory.archive.embedder.wait(None)

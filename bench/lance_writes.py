@@ -43,7 +43,7 @@ def run(writes: int, cache_mb: int, fts: bool, optimize: bool, trim_every: int =
         mmap_threshold_kb: int = 0, renew_every: int = 0, report_every: int = 1000) -> None:
     import ctypes
 
-    from tiermem.memtrim import fix_mmap_threshold, limit_arenas
+    from tiermem.base.memtrim import fix_mmap_threshold, limit_arenas
 
     limit_arenas(arenas)
     fix_mmap_threshold(mmap_threshold_kb << 10)

@@ -130,9 +130,9 @@ def _timing(samples: list[float]) -> dict[str, Any]:
 
 
 def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[str, Any]:
-    from tiermem.blocks import Append
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.domain.blocks import Append
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     data = ["--data-dir", str(tmp / "watch-data"), "--embedding-model", "hashing"]
     log = (tmp / "watch.log").open("w")
@@ -173,8 +173,8 @@ def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
     import anyio
     from mcp import Client, StdioServerParameters
 
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     from .common import bench_env
 

@@ -91,7 +91,7 @@ def messages(sample: dict[str, Any], fmt: str = "named") -> list[dict[str, Any]]
 
 def name_blocks(memory: Any, agent: str, sample: dict[str, Any]) -> None:
     """The role format's names, where a host keeps them: the user's in ``human``, the agent's own in ``persona``."""
-    from tiermem.blocks import Rethink
+    from tiermem.domain.blocks import Rethink
 
     conv = sample["conversation"]
     memory.edit(agent, "human", Rethink(f"The user's name is {conv['speaker_a']}."))
@@ -131,7 +131,7 @@ def collect(memory: Any, convs: list[tuple[dict[str, Any], str, dict[str, str]]]
 
     ``unnamed``: the questions with the two speakers' names left out ("What did Caroline research?" -> "What did
     research?"), as a prompt that names nobody would be: the relevance calibration is fitted and judged on both."""
-    from tiermem.ranking import DEFAULT_RANKER, features, without_names
+    from tiermem.domain.ranking import DEFAULT_RANKER, features, without_names
 
     archive = memory.archive
     questions: list[dict[str, Any]] = []
@@ -170,9 +170,9 @@ def collect(memory: Any, convs: list[tuple[dict[str, Any], str, dict[str, str]]]
 
 
 def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, Any]:
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
-    from tiermem.ranking import CALIBRATION_FEATURES, DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Ranker
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+    from tiermem.domain.ranking import CALIBRATION_FEATURES, DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Ranker
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     data_dir = Path(tempfile.mkdtemp(prefix="tiermem-locomo-"))
@@ -225,8 +225,8 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
 def latency(target: int = 10_000) -> dict[str, Any]:
     """conversation_search p50/p95 in process over one agent holding ``target`` turns (the dev split's turns
     repeated under new conversation ids), optimized as a long-lived store would be, every dev question once."""
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     samples = json.loads(DATA.read_text())
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-lat-")), embedding_model="default")
@@ -258,9 +258,9 @@ def latency(target: int = 10_000) -> dict[str, Any]:
 def archival(quick: bool = False) -> dict[str, Any]:
     """The same questions against the turns stored as archival passages (content as inserted, dated by
     session, no previous turn in the keyword text): the shipped ranker against Letta's equal-weight fusion."""
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
-    from tiermem.ranking import DEFAULT_RANKER, Ranker
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+    from tiermem.domain.ranking import DEFAULT_RANKER, Ranker
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-arch-")), embedding_model="default")

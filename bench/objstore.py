@@ -85,9 +85,9 @@ def floor(endpoint: str, n: int) -> float:
     from obstore import put
     from obstore.store import from_url
 
-    from tiermem import blocks as rules
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.domain import blocks as rules
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     opts = options(endpoint)
     raw = from_url(f"s3://{BUCKET}/floor/raw", config={k: v for k, v in opts.items() if k != "allow_http"},
@@ -308,9 +308,9 @@ def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, bloc
 
 def sqlite_growth(edits: int) -> None:
     """The local SQLite core: database bytes per append to one 10M-limit block."""
-    from tiermem import blocks as rules
-    from tiermem.config import BlockSpec, load_settings
-    from tiermem.factory import open_memory
+    from tiermem.domain import blocks as rules
+    from tiermem.base.config import BlockSpec, load_settings
+    from tiermem.domain.factory import open_memory
 
     work = Path(tempfile.mkdtemp(prefix="tiermem-objstore-sqlite-"))
     try:

@@ -71,9 +71,9 @@ async def over_stdio(data_dir: Path, queries: list[str]) -> dict[str, Any]:
 
 
 def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
-    from tiermem.archive import Archive
-    from tiermem.cli import open_memory
-    from tiermem.config import load_settings
+    from tiermem.domain.archive import Archive
+    from tiermem.cli.main import open_memory
+    from tiermem.base.config import load_settings
 
     data_dir = Path(tempfile.mkdtemp(prefix=f"tiermem-scale-{n}-"))
     settings = load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0)
@@ -126,8 +126,8 @@ def measure(memory: Any, agent: str, data_dir: Path, queries: list[str]) -> dict
 
 
 def remeasure(data_dir: Path) -> dict[str, Any]:
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
@@ -156,8 +156,8 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
     throwaway store."""
     import lancedb
 
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
     from tiermem.store import RESULT_COLUMNS, VECTOR_EF, VECTOR_REFINE
     from tiermem.store.search import vector_nprobes
 

@@ -47,8 +47,8 @@ SWEEP = [(24, 128, 2), (32, 128, 2), (48, 128, 2), (64, 128, 2), (48, 128, 0), (
 
 
 def open_store(data_dir: Path) -> tuple[Any, str]:
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0))
     memory.archive.embedder.wait(None)
@@ -56,7 +56,7 @@ def open_store(data_dir: Path) -> tuple[Any, str]:
 
 
 def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10) -> dict[str, Any]:
-    from tiermem.ranking import merge
+    from tiermem.domain.ranking import merge
     from tiermem.store.query import Filter
 
     memory, agent = open_store(data_dir)
@@ -116,7 +116,7 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
     """The three orderings of ``--orders`` (module docstring), each query searched once, the orderings in turn."""
     import asyncio
 
-    from tiermem.ranking import merge, without_names
+    from tiermem.domain.ranking import merge, without_names
     from tiermem.store import search as legs
     from tiermem.store.query import Filter
 

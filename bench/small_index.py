@@ -27,7 +27,7 @@ from .common import rss_mb, stats, status_mb
 
 def _peak_of(fn: Any) -> float:
     """MB that ``fn()`` adds to the resident set at its peak (VmHWM reset first; Linux only)."""
-    from tiermem.memtrim import trim
+    from tiermem.base.memtrim import trim
 
     trim()
     base = rss_mb()
@@ -38,7 +38,7 @@ def _peak_of(fn: Any) -> float:
 
 
 def _embed(n: int) -> tuple[list[str], list[list[float]], list[list[float]]]:
-    from tiermem.embeddings import make_embedder
+    from tiermem.embedding.embedders import make_embedder
 
     from .corpus import passage, questions
 
@@ -74,7 +74,7 @@ def sizes(rows: list[int]) -> None:
     import pyarrow as pa
     from lancedb.index import IvfSq
 
-    from tiermem.memtrim import fix_mmap_threshold, limit_arenas
+    from tiermem.base.memtrim import fix_mmap_threshold, limit_arenas
     from tiermem.store.indexes import vector_partitions
     from tiermem.store.search import vector_nprobes, vector_refine
 
@@ -103,8 +103,8 @@ def sizes(rows: list[int]) -> None:
 
 def segments(rounds: int) -> None:
     """Segments of a vector index after rounds of 200 writes + optimize: LanceDB alone, then tiermem's upkeep."""
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-small-index-")),
                                        embedding_model="hashing", optimize_every=0))

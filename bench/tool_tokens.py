@@ -15,11 +15,11 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from tiermem.cli import open_memory
-from tiermem.config import load_settings
-from tiermem.runtime import MemoryHandle
-from tiermem.server import PRESETS, build_server
-from tiermem.surface import tool_list_cost
+from tiermem.cli.main import open_memory
+from tiermem.base.config import load_settings
+from tiermem.server.runtime import MemoryHandle
+from tiermem.server.app import PRESETS, build_server
+from tiermem.server.arguments import tool_list_cost
 
 
 async def measure() -> dict[str, dict[str, int]]:

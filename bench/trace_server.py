@@ -100,7 +100,7 @@ def main() -> int:
     path = Path(os.environ.get("TIERMEM_TRACE", f"trace-{os.getpid()}.jsonl"))
     every = float(os.environ.get("TIERMEM_TRACE_SECONDS", "10"))
     threading.Thread(target=_sampler, args=(path, every, heap), name="trace-sampler", daemon=True).start()
-    from tiermem.cli import main as tiermem_main
+    from tiermem.cli.main import main as tiermem_main
 
     sys.argv[0] = "tiermem"
     return int(tiermem_main() or 0)

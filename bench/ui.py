@@ -22,8 +22,8 @@ BLOCKS, PASSAGES, RUNS = 100, 10_000, 20
 
 
 def _store(root: Path) -> Any:
-    from tiermem.config import BlockSpec, load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import BlockSpec, load_settings
+    from tiermem.domain.factory import open_memory
 
     settings = load_settings(data_dir=root / "data", embedding_model="hashing")
     memory = open_memory(settings)

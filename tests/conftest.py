@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from tiermem.archive import Archive
+from tiermem.domain.archive import Archive
 from tiermem.core.bucket import Bucket
 from tiermem.core.migrate import open_core
 from tiermem.core.objects import ObjectCore
-from tiermem.config import BlockSpec, Settings, load_settings
-from tiermem.embeddings import make_embedder
-from tiermem.memory import Memory
+from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.embedding.embedders import make_embedder
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def legacy_core(store: Store, blocks: dict[str, list[str]], *, agent: str = "def
     (the agent row written last, as that tiermem did). Each block gets its first value and then one version per
     further value, each with its whole-value history row. Returns the agent's id."""
     from tiermem.core.rows import agent_row, block_row, version_row
-    from tiermem.records import Agent, Block, BlockVersion, now, stable_id, to_us
+    from tiermem.base.records import Agent, Block, BlockVersion, now, stable_id, to_us
 
     t = now()
     a = Agent(id=stable_id("agent", agent), name=agent, system="", created_at=t, updated_at=t)
@@ -111,9 +111,9 @@ def anyio_backend() -> str:
 
 def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server object over the real store, as ``tiermem serve`` builds it."""
-    from tiermem.cli import server_memory
-    from tiermem.runtime import MemoryHandle
-    from tiermem.server import build_server
+    from tiermem.cli.main import server_memory
+    from tiermem.server.runtime import MemoryHandle
+    from tiermem.server.app import build_server
 
     return build_server(MemoryHandle(server_memory(settings)), settings)
 

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from tiermem.agent.service import register_agent_chat
-from tiermem.config import Settings, load_settings
+from tiermem.base.config import Settings, load_settings
 
 from . import fake_anthropic as fa
 from .conftest import serve_in_process, text_of
@@ -231,7 +231,7 @@ async def test_system_prompt_larger_than_window_is_a_clear_error(settings: Setti
 
 
 async def test_missing_api_key_is_a_clear_error(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tiermem.errors import ConfigError
+    from tiermem.base.errors import ConfigError
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     s = settings.model_copy(update={"agent_loop": True, "llm_provider": "anthropic"})

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from tiermem.agent.context import Thresholds, split_for_summary
 from tiermem.agent.llm import to_api_messages
-from tiermem.records import Message
+from tiermem.base.records import Message
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ from mcp import Client
 from mcp import types as t
 
 from tiermem.agent.service import register_agent_chat
-from tiermem.config import Settings
+from tiermem.base.config import Settings
 
 from .conftest import serve_in_process, text_of
 

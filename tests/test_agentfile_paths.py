@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.blocks import is_pinned
-from tiermem.config import Settings, load_settings
-from tiermem.factory import open_memory
-from tiermem.errors import ValidationError
+from tiermem.domain.blocks import is_pinned
+from tiermem.base.config import Settings, load_settings
+from tiermem.domain.factory import open_memory
+from tiermem.base.errors import ValidationError
 from tiermem.interop.commands import run_export, run_import
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 
 from .conftest import ROOT
 
@@ -41,7 +41,7 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
         assert ezra[label] == (b["value"], b["limit"], b["description"], b["read_only"])
     # shared blocks stay one block: an edit through one agent is seen by the other
     agent, helper = mem.get_agent("ezra"), mem.get_agent("ezra-sleeptime")
-    from tiermem.blocks import Append
+    from tiermem.domain.blocks import Append
 
     mem.edit(helper.id, "system/human/family", Append("Dog: Rex"))
     assert mem.block(agent.id, "system/human/family").value.endswith("Dog: Rex")

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from tiermem.cli import main
-from tiermem.config import BlockSpec, load_settings
-from tiermem.errors import NotFoundError, ValidationError
-from tiermem.factory import open_memory
-from tiermem.interop import af_export, agentfile, letta_kept
+from tiermem.cli.main import main
+from tiermem.base.config import BlockSpec, load_settings
+from tiermem.base.errors import NotFoundError, ValidationError
+from tiermem.domain.factory import open_memory
+from tiermem.interop import af_export, agentfile, letta_passthrough
 from tiermem.interop.commands import run_export, run_import
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 
 from .conftest import ROOT
 
@@ -112,9 +112,9 @@ def documented(original: dict[str, Any]) -> dict[str, Any]:
     want.setdefault("mcp_servers", [])
     want.setdefault("metadata", {"exported_by": "tiermem"})
     for a in want["agents"]:
-        for key in letta_kept.ENV_FIELDS:  # values never leave the file they came in
+        for key in letta_passthrough.ENV_FIELDS:  # values never leave the file they came in
             if key in a:
-                a[key] = letta_kept.blank_values(a[key])[0]
+                a[key] = letta_passthrough.blank_values(a[key])[0]
     return want
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tiermem.archive import Archive
-from tiermem.cli import open_memory
-from tiermem.config import Settings, load_settings
-from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.memory import Memory
-from tiermem.runtime import MemoryHandle
-from tiermem.server import build_server
+from tiermem.domain.archive import Archive
+from tiermem.cli.main import open_memory
+from tiermem.base.config import Settings, load_settings
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
+from tiermem.domain.memory import Memory
+from tiermem.server.runtime import MemoryHandle
+from tiermem.server.app import build_server
 from tiermem.store import Filter
 
 from .conftest import text_of
@@ -275,7 +275,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
 
     def one_shot(text: str, wait_at_exit: float) -> subprocess.CompletedProcess[str]:
         code = (
-            "from pathlib import Path\nfrom tiermem.config import load_settings\nfrom tiermem.factory import open_memory\n"
+            "from pathlib import Path\nfrom tiermem.base.config import load_settings\nfrom tiermem.domain.factory import open_memory\n"
             f"m = open_memory(load_settings(data_dir=Path({str(tmp_path / 'data')!r}), embedding_model='default', "
             "embedding_wait_seconds=0))\n"
             f"m.archive.insert(m.ensure_agent('default').id, {text!r})\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.errors import ValidationError
-from tiermem.memory import Memory
+from tiermem.base.errors import ValidationError
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 from .conftest import memory_over

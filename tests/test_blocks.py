@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tiermem import blocks as b
-from tiermem.errors import EditError, ValidationError
-from tiermem.records import Block
+from tiermem.domain import blocks as b
+from tiermem.base.errors import EditError, ValidationError
+from tiermem.base.records import Block
 
 
 def blk(value: str = "I am Sam.\nI am curious.", limit: int = 5000, read_only: bool = False, label: str = "persona") -> Block:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
-from tiermem.server import resolve_tools
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
+from tiermem.server.app import resolve_tools
 
 from .claude_code import ClaudeCode, claude_code, definition_chars, tool_definitions
 from .conftest import PYTHON, ROOT

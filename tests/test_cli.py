@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tiermem.cli import build_parser
+from tiermem.cli.main import build_parser
 
 from .conftest import PYTHON, ROOT, text_of
 from .test_transports import server_env

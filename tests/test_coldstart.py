@@ -14,10 +14,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tiermem.config import Settings
-from tiermem.errors import SchemaError, StoreError
-from tiermem.memory import Memory
-from tiermem.runtime import MemoryHandle
+from tiermem.base.config import Settings
+from tiermem.base.errors import SchemaError, StoreError
+from tiermem.domain.memory import Memory
+from tiermem.server.runtime import MemoryHandle
 
 from .conftest import PYTHON, ROOT, serve_in_process, text_of
 from .test_transports import server_env
@@ -81,7 +81,7 @@ async def test_a_tool_is_a_plain_function(settings: Settings) -> None:
     from mcp.server.mcpserver import Context
     from mcp.server.subscriptions import InMemorySubscriptionBus
 
-    from tiermem.tools import core_memory_view, memory_insert
+    from tiermem.server.tools import core_memory_view, memory_insert
 
     server = serve_in_process(settings)
     ctx = Context(mcp_server=server, subscriptions=InMemorySubscriptionBus())  # what MCPServer.call_tool makes
@@ -160,12 +160,12 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
 
     code = (
         "import json, sys\n"
-        "import tiermem.cli\n"
-        "from tiermem.config import load_settings\n"
-        "from tiermem.runtime import MemoryHandle\n"
-        "from tiermem.server import build_server\n"
-        # (tiermem.blocks is not among them: initialize renders core memory with it, for the instructions)
-        "MODULES = ('tiermem.tools', 'tiermem.search_tools', 'tiermem.memory_tool')\n"
+        "import tiermem.cli.main\n"
+        "from tiermem.base.config import load_settings\n"
+        "from tiermem.server.runtime import MemoryHandle\n"
+        "from tiermem.server.app import build_server\n"
+        # (tiermem.domain.blocks is not among them: initialize renders core memory with it, for the instructions)
+        "MODULES = ('tiermem.server.tools', 'tiermem.server.search_tools', 'tiermem.server.memory_tool')\n"
         "server = build_server(MemoryHandle(lambda: None), load_settings(data_dir=sys.argv[1], tools='all'))\n"
         "before = [m for m in MODULES if m in sys.modules]\n"
         "names = [t.name for t in server._tool_manager.list_tools()]\n"
@@ -175,5 +175,5 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr[-2000:]
     before, after, count = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == []
-    assert after == ["tiermem.tools", "tiermem.search_tools", "tiermem.memory_tool"]
+    assert after == ["tiermem.server.tools", "tiermem.server.search_tools", "tiermem.server.memory_tool"]
     assert count >= 15

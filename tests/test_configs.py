@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tiermem.config import Settings, load_settings
-from tiermem.errors import ConfigError
-from tiermem.netguard import make_tokens
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import ConfigError
+from tiermem.server.netguard import make_tokens
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -42,7 +42,7 @@ def test_json_snippets_start_the_server(name: str) -> None:
         assert entry["url"].endswith("/mcp") and entry["headers"]["Authorization"].startswith("Bearer ")
         return
     assert Path(entry["command"]).name == "tiermem" and entry["args"][0] == "serve"
-    from tiermem.cli import build_parser
+    from tiermem.cli.main import build_parser
 
     build_parser().parse_args(entry["args"])  # every flag exists
     for key in entry.get("env", {}):
@@ -50,7 +50,7 @@ def test_json_snippets_start_the_server(name: str) -> None:
 
 
 def test_codex_snippet_starts_the_server() -> None:
-    from tiermem.cli import build_parser
+    from tiermem.cli.main import build_parser
 
     entry = _server_entry(tomllib.loads((CONFIGS / "codex_config.toml").read_text()))
     assert Path(entry["command"]).name == "tiermem" and entry["required"] is True
@@ -85,7 +85,7 @@ def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) ->
 def test_claude_code_line() -> None:
     lines = [x for x in (CONFIGS / "claude_code.sh").read_text().splitlines() if x.startswith("tiermem ")]
     assert [shlex.split(x)[:3] for x in lines] == [["tiermem", "setup", "claude-code"]] * len(lines) and lines
-    from tiermem.cli import build_parser
+    from tiermem.cli.main import build_parser
 
     for line in lines:  # each line parses as the command it shows
         build_parser().parse_args(shlex.split(line)[1:])

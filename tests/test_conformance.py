@@ -35,8 +35,8 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     import uvicorn
 
-    from tiermem.config import load_settings
-    from tiermem.server import build_http_app
+    from tiermem.base.config import load_settings
+    from tiermem.server.app import build_http_app
     from tiermem.ui.launch import http_mount
 
     from .conftest import serve_in_process
@@ -152,7 +152,7 @@ def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
 async def test_event_store_is_bounded_and_replays_one_stream() -> None:
     from mcp.types import JSONRPCNotification
 
-    from tiermem.events import MemoryEventStore
+    from tiermem.server.events import MemoryEventStore
 
     store = MemoryEventStore(max_events=4)
     sent: list[str] = []

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from tiermem import blocks as b
-from tiermem.config import BlockSpec
-from tiermem.factory import open_memory
-from tiermem.memory import Memory
+from tiermem.domain import blocks as b
+from tiermem.base.config import BlockSpec
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON, ROOT
 from .test_object_storage import s3_endpoint, s3_target  # noqa: F401 (the module-scoped moto server fixture)
@@ -246,9 +246,9 @@ def test_s3_kill_during_memfs_import(tmp_path: Path, s3_endpoint: str) -> None: 
 # before it is the real edit path.
 KILL_BEFORE_COMMIT = """
 import os, signal
-from tiermem import blocks as b
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
+from tiermem.domain import blocks as b
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
 m = open_memory({settings}, start_embedder=False)
 assert m.core.name == "object" and m.core.atomic
 agent = m.ensure_agent("default").id

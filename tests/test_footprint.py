@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.archive import Archive
-from tiermem.config import Settings
-from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.memory import Memory
+from tiermem.domain.archive import Archive
+from tiermem.base.config import Settings
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
+from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON
 
 WRITER = textwrap.dedent(
     """
     import gc, json, sys
-    from tiermem.config import load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
 
     def rss_mb():
         with open("/proc/self/status") as f:
@@ -102,7 +102,7 @@ def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
     probe = textwrap.dedent(
         """
         import ctypes, os, re, sys, threading, tempfile
-        from tiermem.memtrim import limit_arenas, trim
+        from tiermem.base.memtrim import limit_arenas, trim
         assert limit_arenas(int(sys.argv[1])) or sys.argv[1] == "0"
         keep = []
         gate = threading.Barrier(16)
@@ -133,8 +133,8 @@ def test_serving_process_caps_malloc_arenas(tmp_path: Path) -> None:
 MMAP_PROBE = textwrap.dedent(
     """
     import ctypes, json, sys
-    from tiermem.serving import keep_heap
-    from tiermem.config import load_settings
+    from tiermem.cli.serving import keep_heap
+    from tiermem.base.config import load_settings
 
     keep_heap(load_settings(malloc_mmap_threshold_kb=int(sys.argv[1]), heap_trim_seconds=0))  # as `tiermem serve`
     libc = ctypes.CDLL("libc.so.6")
@@ -170,7 +170,7 @@ def test_heap_keeper_trims_after_growth_and_leaves_a_steady_process_alone() -> N
     probe = textwrap.dedent(
         """
         import json, threading
-        from tiermem.memtrim import HeapKeeper, _resident_bytes
+        from tiermem.base.memtrim import HeapKeeper, _resident_bytes
         keeper = HeapKeeper(interval=3600, grow_bytes=16 << 20)  # checked by hand below, never by its thread
         assert keeper.start()
         steady = keeper.check()  # nothing grew since start
@@ -195,7 +195,7 @@ def test_heap_keeper_trims_after_growth_and_leaves_a_steady_process_alone() -> N
 
 
 def test_heap_keeper_refuses_a_zero_interval() -> None:
-    from tiermem.memtrim import HeapKeeper
+    from tiermem.base.memtrim import HeapKeeper
 
     with pytest.raises(ValueError, match="interval must be > 0 seconds, got 0"):
         HeapKeeper(0)
@@ -277,8 +277,8 @@ def test_deferred_package_init_leaves_an_imported_or_missing_package_alone() -> 
 ARROW_POOL = textwrap.dedent(
     """
     import os, sys
-    from tiermem.serving import keep_heap
-    from tiermem.config import load_settings
+    from tiermem.cli.serving import keep_heap
+    from tiermem.base.config import load_settings
     if sys.argv[1]:
         os.environ["ARROW_DEFAULT_MEMORY_POOL"] = sys.argv[1]
     else:

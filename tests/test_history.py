@@ -9,11 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem import blocks as b
+from tiermem.domain import blocks as b
 from tiermem.core import delta
 from tiermem.core.protocol import FIELDS
 from tiermem.core.sqlite import SqliteCore
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 from .conftest import memory_over, spec

@@ -20,15 +20,17 @@ from typing import Any
 
 import pytest
 
-from tiermem import autorecall, hooks, rendezvous
-from tiermem.blocks import Rethink
-from tiermem.config import Settings, load_settings
-from tiermem.errors import ConfigError
-from tiermem.hookserver import HookListener
-from tiermem.memory import Memory
-from tiermem.runtime import MemoryHandle
-from tiermem.server import resolve_tools
-from tiermem.shutdown import Shutdown
+from tiermem.domain import autorecall
+from tiermem.cli import hooks
+from tiermem.base import rendezvous
+from tiermem.domain.blocks import Rethink
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import ConfigError
+from tiermem.server.hookserver import HookListener
+from tiermem.domain.memory import Memory
+from tiermem.server.runtime import MemoryHandle
+from tiermem.server.app import resolve_tools
+from tiermem.server.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -44,7 +46,7 @@ def model_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 @pytest.fixture(scope="module")
 def opened(model_settings: Settings) -> tuple[Memory, str]:
     """One store with the real embedding model for the module (loading it costs a second), holding one fact."""
-    from tiermem.factory import open_memory
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(model_settings)
     agent = memory.ensure_agent(model_settings.agent).id
@@ -258,7 +260,7 @@ def test_tiermem_serve_listens_and_the_hook_command_asks_it(tmp_path: Path) -> N
     finally:
         server.send_signal(2)
         server.wait(timeout=60)
-    from tiermem.factory import open_memory
+    from tiermem.domain.factory import open_memory
 
     memory = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
     agent = memory.ensure_agent("default").id
@@ -294,18 +296,18 @@ def test_the_hook_command_imports_little(tmp_path: Path) -> None:
     """`tiermem hook ...` runs once per prompt: it loads neither the CLI, pydantic, the SDK nor the store."""
     code = ("import io, json, sys\n"
             "sys.stdin = io.StringIO('{}')\n"
-            "from tiermem.entry import main\n"
+            "from tiermem.cli import main\n"
             "main(['hook', 'claude-code', '--data-dir', sys.argv[1], '--agent', 'a'])\n"
             "print(json.dumps(sorted(sys.modules)))\n")
     done = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                           env=server_env(tmp_path), timeout=60, check=True)
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
-    assert {"tiermem.hooks", "tiermem.rendezvous"} <= loaded
-    assert not loaded & {"tiermem.cli", "tiermem.config", "pydantic", "mcp", "lancedb", "argparse", "tempfile"}
+    assert {"tiermem.cli.hooks", "tiermem.base.rendezvous"} <= loaded
+    assert not loaded & {"tiermem.cli.main", "tiermem.base.config", "pydantic", "mcp", "lancedb", "argparse", "tempfile"}
 
 
 def test_other_commands_and_help_go_to_the_cli() -> None:
-    from tiermem.entry import _hook_options
+    from tiermem.cli import _hook_options
 
     assert _hook_options(["hook", "claude-code", "--data-dir", "/d", "--agent", "a"]) == {"--data-dir": "/d",
                                                                                         "--agent": "a"}

@@ -8,8 +8,8 @@ import re
 import pytest
 from mcp import Client
 
-from tiermem.blocks import LINE_NUMBER_WARNING
-from tiermem.config import Settings
+from tiermem.domain.blocks import LINE_NUMBER_WARNING
+from tiermem.base.config import Settings
 
 from .conftest import serve_in_process, text_of
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
 
 from .fake_models import FakeModel, Turn
 from .host_harness import run_codex, run_gemini, run_opencode
@@ -40,7 +40,7 @@ def stored(tmp_path: Path, label: str) -> str:
 @pytest.fixture(autouse=True)
 def persona(tmp_path: Path) -> None:
     """The agent's persona block, set before the host starts (as `tiermem blocks set persona ...` would)."""
-    from tiermem.blocks import Rethink
+    from tiermem.domain.blocks import Rethink
 
     memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
     memory.edit(memory.ensure_agent("default").id, "persona", Rethink(PERSONA), actor="human")

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tiermem import briefing
-from tiermem.blocks import render_core_memory
-from tiermem.config import Settings
-from tiermem.records import Block
-from tiermem.server import resolve_tools
+from tiermem.domain import briefing
+from tiermem.domain.blocks import render_core_memory
+from tiermem.base.config import Settings
+from tiermem.base.records import Block
+from tiermem.server.app import resolve_tools
 
 from .conftest import PYTHON, ROOT, serve_in_process
 from .test_transports import server_env

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.config import Settings, load_settings
-from tiermem.errors import ValidationError
-from tiermem.factory import open_memory
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import ValidationError
+from tiermem.domain.factory import open_memory
 from tiermem.interop import af_export, agentfile
 from tiermem.interop.commands import run_export, run_import
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON, ROOT
 
@@ -155,8 +155,8 @@ def test_bad_files_change_nothing(mem: Memory, tmp_path: Path) -> None:
 
 
 def _populate(mem: Memory) -> str:
-    from tiermem.config import BlockSpec
-    from tiermem.records import ContextWindow
+    from tiermem.base.config import BlockSpec
+    from tiermem.base.records import ContextWindow
 
     agent = mem.create_agent("orig", system="You are Orig.")
     mem.create_block(agent.id, BlockSpec(label="project", value="Ship v2 in March.", limit=300, description="the project",
@@ -226,7 +226,7 @@ def test_exported_agents_carry_the_model_settings_letta_requires(mem: Memory, tm
 
 def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> None:
     _populate(mem)
-    mem.edit(mem.get_agent("orig").id, "human", __import__("tiermem.blocks", fromlist=["Append"]).Append("Name: Ada"))
+    mem.edit(mem.get_agent("orig").id, "human", __import__("tiermem.domain.blocks", fromlist=["Append"]).Append("Name: Ada"))
     out = tmp_path / "backup.jsonl"
     report = run_export(mem, agent=None, fmt="jsonl", output=str(out), vectors=True)
     assert report["rows"]["passages"] == 2

@@ -122,7 +122,7 @@ def test_imports_point_left_and_libraries_stay_home() -> None:
 
 def test_import_tiermem_is_cheap() -> None:
     """No storage engine, model runtime or SDK is loaded by importing the package or its CLI module."""
-    code = ("import sys, tiermem, tiermem.cli, tiermem.config, tiermem.blocks, tiermem.errors;"
+    code = ("import sys, tiermem, tiermem.cli.main, tiermem.base.config, tiermem.domain.blocks, tiermem.base.errors;"
             "print(','.join(m for m in ('lancedb','pyarrow','fastembed','onnxruntime','mcp','anthropic','tiktoken') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
@@ -244,14 +244,14 @@ def test_no_import_cycles_in_the_whole_repository() -> None:
 def test_what_serves_initialize_does_not_load_the_domain() -> None:
     """The modules loaded before ``initialize`` is answered (the CLI and the server) leave ``memory`` for later: the
     tools name its operations, but import it on first use."""
-    code = "import sys, tiermem.cli, tiermem.server; print('tiermem.memory' in sys.modules)"
+    code = "import sys, tiermem.cli.main, tiermem.server.app; print('tiermem.domain.memory' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 
 
 def test_mcp_layer_is_light() -> None:
     """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
-    code = ("import sys, tiermem.cli, tiermem.runtime, tiermem.tools, tiermem.search_tools, tiermem.server, "
+    code = ("import sys, tiermem.cli.main, tiermem.server.runtime, tiermem.server.tools, tiermem.server.search_tools, tiermem.server.app, "
             "tiermem.agent.service;"
             f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

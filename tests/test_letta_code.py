@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tiermem import memfs_format as fmt
-from tiermem.blocks import Append
-from tiermem.config import Settings, load_settings
-from tiermem.factory import open_memory
+from tiermem.domain import memfs_format as fmt
+from tiermem.domain.blocks import Append
+from tiermem.base.config import Settings, load_settings
+from tiermem.domain.factory import open_memory
 from tiermem.interop.letta_code import setup
 from tiermem.interop.memfs_sync import sync_memfs
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tiermem.config import Settings, load_settings
-from tiermem.registry import edited_labels
+from tiermem.base.config import Settings, load_settings
+from tiermem.server.registry import edited_labels
 
 from .conftest import serve_in_process, text_of
 
@@ -107,7 +107,7 @@ async def test_schema_and_commands(lc_settings: Settings) -> None:
 
 
 async def test_read_only_files_refuse_edits(lc_settings: Settings) -> None:
-    from tiermem.cli import main
+    from tiermem.cli.main import main
 
     data = ["--data-dir", str(lc_settings.data_dir), "--embedding-model", "hashing"]
     assert main(["blocks", "create", "system/rules", "--value", "Be kind", "--read-only", *data]) == 0
@@ -174,7 +174,7 @@ def test_edited_labels_of_both_dialects() -> None:
 
 
 def test_a_bad_dialect_is_refused(tmp_path: Path) -> None:
-    from tiermem.errors import ConfigError
+    from tiermem.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="memory_tool_dialect"):
         load_settings(data_dir=tmp_path, memory_tool_dialect="letta")

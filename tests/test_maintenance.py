@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 
-from tiermem.cli import open_memory
-from tiermem.config import load_settings
+from tiermem.cli.main import open_memory
+from tiermem.base.config import load_settings
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.blocks import Append, is_pinned
-from tiermem.config import BlockSpec, Settings, load_settings
-from tiermem.errors import ValidationError
-from tiermem.factory import open_memory
+from tiermem.domain.blocks import Append, is_pinned
+from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.base.errors import ValidationError
+from tiermem.domain.factory import open_memory
 from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_files_tiermem_cannot_take_are_skipped_not_the_directory(mem: Memory, tm
 
 
 def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tiermem.cli import main
+    from tiermem.cli.main import main
 
     data, out = str(tmp_path / "d"), tmp_path / "mem"
     common = ["--data-dir", data, "--embedding-model", "hashing"]

@@ -1,12 +1,12 @@
 """Letta Code's memory-file format, its layouts, its hook's rules, its memory tool's paths and its patch format
-(``tiermem.memfs_format``: pure functions; tests/test_letta_code.py checks the hook rules against the real hook)."""
+(``tiermem.domain.memfs_format``: pure functions; tests/test_letta_code.py checks the hook rules against the real hook)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tiermem import memfs_format as f
-from tiermem.errors import EditError
+from tiermem.domain import memfs_format as f
+from tiermem.base.errors import EditError
 
 
 @pytest.mark.parametrize("line, value", [

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tiermem.cli import main
+from tiermem.cli.main import main
 
 from .conftest import PYTHON, ROOT, text_of
 from .test_memfs import LETTA_FILES, agent_repo, git

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tiermem import blocks as b
-from tiermem.config import load_settings
+from tiermem.domain import blocks as b
+from tiermem.base.config import load_settings
 from tiermem.core.migrate import CORE_FILE, open_core
-from tiermem.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
-from tiermem.memory import Change, Memory
+from tiermem.base.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
+from tiermem.domain.memory import Change, Memory
 from tiermem.store import Store
 
 from .conftest import PYTHON, ROOT, legacy_core, memory_over, spec
@@ -140,13 +140,13 @@ WORKER = textwrap.dedent(
     """
     import sys
     from tiermem.store import Store
-    from tiermem.archive import Archive
-    from tiermem.embeddings import make_embedder
-    from tiermem.memory import Memory
+    from tiermem.domain.archive import Archive
+    from tiermem.embedding.embedders import make_embedder
+    from tiermem.domain.memory import Memory
     from pathlib import Path
-    from tiermem.config import BlockSpec
+    from tiermem.base.config import BlockSpec
     from tiermem.core.migrate import open_core
-    from tiermem import blocks as b
+    from tiermem.domain import blocks as b
     uri, me, n, backend = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
     m = Memory(Archive(store, make_embedder("hashing", Path())), default_blocks=[BlockSpec(label="shared", value="", limit=100000)],
@@ -192,7 +192,7 @@ def test_values_with_sql_metacharacters_round_trip(memory: Memory) -> None:
 
 def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -> None:
     """A commit that lost to other writers changed nothing: writes retry it; other failures say what happened."""
-    from tiermem.errors import StoreError
+    from tiermem.base.errors import StoreError
     from tiermem.store import writes
 
     class Flaky:
@@ -244,7 +244,7 @@ def test_a_server_opens_the_core_first_and_the_archive_behind_it(tmp_path: Path,
     """``open_memory(lazy=True)``: on a local directory the SQLite core opens at once and the archive in a
     background thread; an old directory whose core state is still in LanceDB is migrated first, as before."""
     from tiermem.core.migrate import open_without_store
-    from tiermem.factory import open_memory
+    from tiermem.domain.factory import open_memory
 
     fresh = load_settings(data_dir=tmp_path / "fresh", embedding_model="hashing")
     waits: list[int] = []
@@ -272,7 +272,7 @@ def test_a_server_opens_the_core_first_and_the_archive_behind_it(tmp_path: Path,
 
 def test_block_edits_work_while_the_archive_cannot_open(tmp_path: Path) -> None:
     """The core state does not depend on the archive: a store that fails to open fails only what needs it."""
-    from tiermem.factory import open_memory
+    from tiermem.domain.factory import open_memory
 
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     (tmp_path / "data").mkdir()

@@ -95,8 +95,8 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
 def test_change_token_moves_with_another_connections_commit(tmp_path: Path, backend: str) -> None:
     """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend: two connections
     to one store (two SQLite connections to one file; two ``ObjectCore`` on one object store)."""
-    from tiermem.blocks import Rethink
-    from tiermem.config import BlockSpec
+    from tiermem.domain.blocks import Rethink
+    from tiermem.base.config import BlockSpec
     from tiermem.core.migrate import open_core
     from tiermem.store import Store
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tiermem import blocks as b
-from tiermem.config import BlockSpec, load_settings
+from tiermem.domain import blocks as b
+from tiermem.base.config import BlockSpec, load_settings
 from tiermem.core.bucket import Bucket
 from tiermem.core.object_history import SEAL_BYTES, listed_segments
 from tiermem.core.objects import ObjectCore
-from tiermem.factory import open_memory
-from tiermem.memory import Memory
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 from .conftest import legacy_core, memory_over
@@ -209,7 +209,7 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     for i in range(40):
         m.edit(gone.id, "own", b.Append(f"{i} " + "z" * 600))  # history sealed into segments
     m.store_result(gone.id, "core_memory_append", "k1", "abc", "done")
-    from tiermem.records import ContextWindow
+    from tiermem.base.records import ContextWindow
 
     m.set_context_window(ContextWindow(agent_id=gone.id, conversation_id="c1", start_seq=3))
     assert listed_segments(core.bucket, own.id)

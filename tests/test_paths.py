@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 from mcp.types import PromptReference, ResourceTemplateReference
 
-from tiermem.config import Settings
-from tiermem.server import BLOCK_URI
+from tiermem.base.config import Settings
+from tiermem.server.app import BLOCK_URI
 
 from .conftest import serve_in_process, text_of
 
@@ -145,9 +145,9 @@ async def test_completions_and_logging_declared_to_legacy_clients(settings: Sett
 
 def _gated_server(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server whose store opens only when ``gate`` is set: a call made before that waits for it."""
-    from tiermem.cli import open_memory
-    from tiermem.runtime import MemoryHandle
-    from tiermem.server import build_server
+    from tiermem.cli.main import open_memory
+    from tiermem.server.runtime import MemoryHandle
+    from tiermem.server.app import build_server
 
     gate = threading.Event()
 
@@ -182,7 +182,7 @@ async def test_long_work_in_a_request_is_logged_to_the_client(settings: Settings
 
 
 def test_client_levels_filter_by_severity() -> None:
-    from tiermem.clientlog import DEFAULT_LEVEL, ClientLevels, _Sink
+    from tiermem.server.clientlog import DEFAULT_LEVEL, ClientLevels, _Sink
 
     levels = ClientLevels()
     session, other = object(), object()

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiermem import blocks as b
-from tiermem.errors import EditError, TiermemError
-from tiermem.records import Block
+from tiermem.domain import blocks as b
+from tiermem.base.errors import EditError, TiermemError
+from tiermem.base.records import Block
 from tiermem.store import Store
 
 from .conftest import memory_over, spec

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.archive import Archive
-from tiermem.blocks import Rethink
-from tiermem.embeddings import BackgroundEmbedder, HashingEmbedder
-from tiermem.memory import Memory
-from tiermem.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
+from tiermem.domain.archive import Archive
+from tiermem.domain.blocks import Rethink
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
+from tiermem.domain.memory import Memory
+from tiermem.domain.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
                              asks_several, coverage, features, merge, speaker_of, without_names)
-from tiermem.records import Found
+from tiermem.base.records import Found
 from tiermem.store import Store
 
 
@@ -134,8 +134,8 @@ def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
 def test_a_lone_stored_fact_is_as_relevant_as_among_many_real_rows(tmp_path: Path) -> None:
     """The real model and store: a new user's one fact comes back above auto-recall's threshold, as it does among
     100 unrelated passages; an unrelated prompt stays far below it either way."""
-    from tiermem.config import Settings, load_settings
-    from tiermem.factory import open_memory
+    from tiermem.base.config import Settings, load_settings
+    from tiermem.domain.factory import open_memory
 
     threshold = Settings.model_fields["auto_recall_threshold"].default
     memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))

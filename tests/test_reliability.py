@@ -16,12 +16,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from tiermem import blocks as b
-from tiermem.errors import StoreError
-from tiermem.factory import open_memory
-from tiermem.config import Settings, load_settings
+from tiermem.domain import blocks as b
+from tiermem.base.errors import StoreError
+from tiermem.domain.factory import open_memory
+from tiermem.base.config import Settings, load_settings
 from tiermem.core.migrate import open_core
-from tiermem.memory import Memory
+from tiermem.domain.memory import Memory
 from tiermem.store import Filter, Store
 
 from .conftest import PYTHON, ROOT, memory_over, text_of
@@ -161,8 +161,8 @@ def test_kill_during_block_edits(tmp_path: Path) -> None:
 
 def kill_during_bulk_insert(target: Target, batches: int) -> None:
     writer = textwrap.dedent(f"""
-        from tiermem.config import Settings, load_settings
-        from tiermem.factory import open_memory
+        from tiermem.base.config import Settings, load_settings
+        from tiermem.domain.factory import open_memory
         m = open_memory({target.settings_code()})
         agent = m.ensure_agent("default").id
         m.archive.embedder.wait(10)

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
 
 from .conftest import PYTHON, ROOT
 from .test_transports import free_port, server_env
@@ -76,10 +76,10 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s)
     gone, stays = m.ensure_agent("gone"), m.ensure_agent("stays")
-    m.create_block(gone.id, __import__("tiermem.config", fromlist=["BlockSpec"]).BlockSpec(label="team", value="shared"))
+    m.create_block(gone.id, __import__("tiermem.base.config", fromlist=["BlockSpec"]).BlockSpec(label="team", value="shared"))
     team = m.block(gone.id, "team")
     m.attach(stays.id, team.id)
-    from tiermem.blocks import Rethink
+    from tiermem.domain.blocks import Rethink
 
     m.edit(gone.id, "human", Rethink("Name: Ada"), actor="human")
     m.archive.insert(gone.id, "a passage of the deleted agent")
@@ -103,7 +103,7 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> None:
-    from tiermem.memory import DELETING_KEY
+    from tiermem.domain.memory import DELETING_KEY
 
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s)
@@ -228,7 +228,7 @@ def test_import_rename_report_blocks_help_and_lance_logs(tmp_path: Path) -> None
 
 def test_insert_into_an_empty_block_adds_no_blank_line(tmp_path: Path) -> None:
     assert run(tmp_path, "blocks", "create", "notes").returncode == 0
-    from tiermem.blocks import Insert
+    from tiermem.domain.blocks import Insert
 
     m = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
     agent = m.ensure_agent("default").id
@@ -240,7 +240,7 @@ def test_insert_into_an_empty_block_adds_no_blank_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["memory_replace", "memory_insert", "memory_rethink", "core_memory_append",
                                   "core_memory_replace", "memory_apply_patch", "memory_revert"])
 def test_a_revertible_block_edit_is_not_destructive(name: str) -> None:
-    from tiermem.registry import BY_NAME
+    from tiermem.server.registry import BY_NAME
 
     assert BY_NAME[name].annotations.destructive_hint is False
     assert BY_NAME["archival_memory_delete"].annotations.destructive_hint is True  # a deleted passage is gone
@@ -248,8 +248,8 @@ def test_a_revertible_block_edit_is_not_destructive(name: str) -> None:
 
 def test_delete_agent_on_every_core_backend(memory) -> None:  # type: ignore[no-untyped-def]
     """``Memory.delete_agent`` (and ``CoreStore.delete_agent``) on SQLite and on object storage alike."""
-    from tiermem.blocks import Rethink
-    from tiermem.config import BlockSpec
+    from tiermem.domain.blocks import Rethink
+    from tiermem.base.config import BlockSpec
 
     gone, stays = memory.create_agent("gone"), memory.create_agent("stays")
     own = memory.create_block(gone.id, BlockSpec(label="own", value="mine"))

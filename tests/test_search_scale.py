@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
-from tiermem.memory import Memory
-from tiermem.records import Found
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.base.records import Found
 from tiermem.store import Store
 from tiermem.store.query import Filter, compile_filter
 from tiermem.store.indexes import (REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key,

@@ -8,10 +8,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from tiermem.blocks import LINE_NUMBER_WARNING
-from tiermem.config import Settings
-from tiermem.errors import ConfigError
-from tiermem.server import PRESETS, TOOL_GROUPS, resolve_tools
+from tiermem.domain.blocks import LINE_NUMBER_WARNING
+from tiermem.base.config import Settings
+from tiermem.base.errors import ConfigError
+from tiermem.server.app import PRESETS, TOOL_GROUPS, resolve_tools
 
 from .conftest import serve_in_process, text_of
 
@@ -42,7 +42,7 @@ async def test_default_tools_and_annotations(settings: Settings) -> None:
 
 
 async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tiermem.config import load_settings
+    from tiermem.base.config import load_settings
 
     s = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools="minimal")
     async with Client(serve_in_process(s), cache=None) as c:
@@ -236,8 +236,8 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
 
     import uvicorn
 
-    from tiermem.config import load_settings
-    from tiermem.server import build_http_app
+    from tiermem.base.config import load_settings
+    from tiermem.server.app import build_http_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

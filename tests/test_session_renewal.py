@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
-from tiermem.memory import Memory
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 

@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
-from tiermem.config import load_settings
-from tiermem.factory import open_memory
+from tiermem.base.config import load_settings
+from tiermem.domain.factory import open_memory
 
 from .conftest import PYTHON, ROOT
 from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, wait_for_port

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tiermem.config import Settings
-from tiermem.errors import StoreReadError
+from tiermem.base.config import Settings
+from tiermem.base.errors import StoreReadError
 from tiermem.store import Filter, Store
 
 from .conftest import serve_in_process, text_of

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.errors import ValidationError
-from tiermem.records import to_us
+from tiermem.base.errors import ValidationError
+from tiermem.base.records import to_us
 from tiermem.store import Filter, Store
 
 HOSTILE = ["a' OR '1'='1", "x'); DELETE FROM passages; --", "it's", "]", "\\'", "%", "a\"b"]

@@ -11,10 +11,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
-from tiermem.config import Settings
-from tiermem.registry import BY_NAME
-from tiermem.server import resolve_tools
-from tiermem.surface import tool_list_cost
+from tiermem.base.config import Settings
+from tiermem.server.registry import BY_NAME
+from tiermem.server.app import resolve_tools
+from tiermem.server.arguments import tool_list_cost
 
 from .conftest import serve_in_process, text_of
 
@@ -159,8 +159,8 @@ def test_the_default_set_has_one_way_to_edit_a_block() -> None:
     assert edits == {"memory_replace", "memory_insert", "memory_rethink", "memory_revert"}  # Letta's, and undo
     assert not names & {"core_memory_append", "core_memory_replace", "memory", "memory_apply_patch"}
     every = set(resolve_tools(["all"]))  # Letta's other names stay one setting away
-    from tiermem.config import load_settings
-    from tiermem.server import published_tools
+    from tiermem.base.config import load_settings
+    from tiermem.server.app import published_tools
 
     letta = published_tools(load_settings(memory_tool_dialect="letta-code"))  # choosing the dialect publishes the tool
     assert set(letta) == names | {"memory", "memory_apply_patch"}

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tiermem.errors import TokenizerError
-from tiermem.tokens import (
+from tiermem.base.errors import TokenizerError
+from tiermem.domain.tokens import (
     _PATTERNS, _SPECIAL, EXPECTED_SHA256, count_tokens, fit_to_budget, get_encoding, load_ranks, rank_file, truncate,
 )
 
@@ -82,7 +82,7 @@ def test_no_network_no_download_and_no_cache_writes(tmp_path: Path) -> None:
     cache = tmp_path / "tiktoken-cache"
     (tmp_path / "tmp").mkdir()
     code = NO_NETWORK + (
-        "from tiermem.tokens import count_tokens\n"
+        "from tiermem.domain.tokens import count_tokens\n"
         "print(count_tokens('offline please'), count_tokens('offline please', 'o200k_base'))\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "TIKTOKEN_CACHE_DIR": str(cache),
@@ -142,7 +142,7 @@ def test_fit_to_budget_equals_exact_counting_near_the_byte_bound() -> None:
 
 def test_short_results_fit_without_loading_the_encoding() -> None:
     # a few short search results under a 4,000-token budget: no tiktoken in the process (~40 MB resident)
-    code = ("import sys\nfrom tiermem.tokens import fit_to_budget\n"
+    code = ("import sys\nfrom tiermem.domain.tokens import fit_to_budget\n"
             "print(fit_to_budget(['Ada moved to Lisbon.'] * 10, 4000), 'tiktoken' in sys.modules)\n"
             "fit_to_budget(['x ' * 3000], 4000, keep_first=False)\n"
             "print('tiktoken' in sys.modules)\n")

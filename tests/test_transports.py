@@ -170,11 +170,11 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
     process stored without vectors (its model never loaded) are found by meaning too."""
     import threading
 
-    from tiermem.archive import Archive
-    from tiermem.config import load_settings
-    from tiermem.embeddings import DEFAULT_MODEL, BackgroundEmbedder
-    from tiermem.errors import EmbeddingError
-    from tiermem.factory import open_memory
+    from tiermem.domain.archive import Archive
+    from tiermem.base.config import load_settings
+    from tiermem.embedding.embedders import DEFAULT_MODEL, BackgroundEmbedder
+    from tiermem.base.errors import EmbeddingError
+    from tiermem.domain.factory import open_memory
 
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
     earlier = open_memory(settings)

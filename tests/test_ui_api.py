@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from tiermem.blocks import Rethink
-from tiermem.config import BlockSpec, Settings, load_settings
-from tiermem.factory import open_memory
+from tiermem.domain.blocks import Rethink
+from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.domain.factory import open_memory
 from tiermem.ui.launch import build_ui_server
 
 from .conftest import ROOT
@@ -54,7 +54,7 @@ def test_page_is_public_data_needs_the_session_token(ui_settings: Settings) -> N
 
 
 def test_ui_refuses_a_public_address(tmp_path: Path) -> None:
-    from tiermem.errors import ConfigError
+    from tiermem.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="loopback only"):
         build_ui_server(load_settings(data_dir=tmp_path / "d", embedding_model="hashing", host="0.0.0.0"), port=PORT)
@@ -177,9 +177,9 @@ def test_export_and_import(client: TestClient) -> None:
 
 def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
     """On ``tiermem serve --transport http``, /ui is behind the same tokens, and a token sees only its agents."""
-    from tiermem.netguard import make_tokens
-    from tiermem.runtime import MemoryHandle
-    from tiermem.server import build_http_app, build_server
+    from tiermem.server.netguard import make_tokens
+    from tiermem.server.runtime import MemoryHandle
+    from tiermem.server.app import build_http_app, build_server
     from tiermem.ui.launch import http_mount
 
     work, admin = "1b7d9f3a5c2e4a6b8d0f1e3c5a7b9d2f", "e8c6a4b2d0f9e7c5a3b1d8f6e4c2a0b9"
@@ -253,7 +253,7 @@ def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -
 
 
 def test_detached_blocks_are_marked(client: TestClient, ui_settings: Settings) -> None:
-    from tiermem.cli import open_memory
+    from tiermem.cli.main import open_memory
 
     memory = open_memory(ui_settings)
     agent = memory.ensure_agent("default")

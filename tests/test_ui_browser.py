@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 import pytest
 
-from tiermem.config import BlockSpec, load_settings
-from tiermem.factory import open_memory
-from tiermem.netguard import make_tokens
-from tiermem.runtime import MemoryHandle
-from tiermem.server import build_http_app, build_server
+from tiermem.base.config import BlockSpec, load_settings
+from tiermem.domain.factory import open_memory
+from tiermem.server.netguard import make_tokens
+from tiermem.server.runtime import MemoryHandle
+from tiermem.server.app import build_http_app, build_server
 from tiermem.ui.launch import http_mount
 
 from .conftest import ROOT
@@ -349,7 +349,7 @@ def test_block_view_renders_as_an_mcp_app(site: Site, browser: Any) -> None:
 
     from mcp import Client
 
-    from tiermem.server import build_server
+    from tiermem.server.app import build_server
     from tiermem.ui.mcp_app import BLOCKS_URI, blocks_app
 
     server = build_server(MemoryHandle(lambda: (site.memory, site.agent_id)), site.settings, extensions=[blocks_app()])

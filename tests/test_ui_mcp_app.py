@@ -7,9 +7,9 @@ import json
 import pytest
 from mcp import Client
 
-from tiermem.config import Settings
-from tiermem.runtime import MemoryHandle
-from tiermem.server import build_server
+from tiermem.base.config import Settings
+from tiermem.server.runtime import MemoryHandle
+from tiermem.server.app import build_server
 from tiermem.ui.mcp_app import BLOCKS_URI, blocks_app
 
 from .conftest import serve_in_process, text_of
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 def app_server(settings: Settings):  # type: ignore[no-untyped-def]
-    from tiermem.factory import open_memory
+    from tiermem.domain.factory import open_memory
 
     def factory():  # type: ignore[no-untyped-def]
         m = open_memory(settings)

@@ -38,6 +38,6 @@ if already:
     raise SystemExit(f"already imported before the harness ran: {already}")
 sys.meta_path.insert(0, Refuse())
 
-from tiermem.cli import main  # noqa: E402
+from tiermem.cli.main import main  # noqa: E402
 
 sys.exit(main(sys.argv[2:]))

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, ProviderError
+from ..base.errors import ConfigError, ProviderError
 from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Turn, Usage
 
 CACHE = {"type": "ephemeral"}

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..records import Message
-from ..tokens import count_tokens, truncate
+from ..base.records import Message
+from ..domain.tokens import count_tokens, truncate
 from .llm import ToolSpec, payload
 
 WARNING = (

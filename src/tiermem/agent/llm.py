@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict
 
-from ..records import Message
+from ..base.records import Message
 
 JSON = dict[str, Any]  # a JSON object: a tool's arguments and schema, a stored message's payload
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from ..errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
-from ..records import Agent, ContextWindow, Message, check_text
+from ..base.errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
+from ..base.records import Agent, ContextWindow, Message, check_text
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -43,7 +43,7 @@ from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send
 from .toolhost import ToolHost
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -285,7 +285,7 @@ class AgentLoop:
         if not evicted:
             return
         hidden = [*([old] if old is not None else []), *evicted]
-        from ..tokens import truncate
+        from ..domain.tokens import truncate
 
         text, _ = truncate(transcript(hidden), th.window // 2)
         words = max(50, allowance * 3 // 4)
@@ -363,7 +363,7 @@ class AgentLoop:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _sleeptime(self, conv: str) -> None:
-        from ..memory import current_actor  # the store is open by now; importing memory loads it
+        from ..domain.memory import current_actor  # the store is open by now; importing memory loads it
 
         current_actor.set("sleeptime")  # this task's edits are recorded as the sleep-time agent's
         async with self._sleeptime_lock:

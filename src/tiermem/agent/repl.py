@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..base.config import Settings
     from .loop import AgentLoop, TurnResult
 
 HELP = "Commands: /memory (show core memory), /help, /quit (or Ctrl-D). Anything else is sent to the agent."
@@ -35,9 +35,9 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
 
 
 async def _main(settings: Settings, message: str | None, conversation: str, as_json: bool) -> int:
-    from ..factory import open_memory
-    from ..runtime import MemoryHandle
-    from ..server import build_server
+    from ..domain.factory import open_memory
+    from ..server.runtime import MemoryHandle
+    from ..server.app import build_server
     from .service import anthropic_provider, make_loop
 
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))

@@ -36,7 +36,7 @@ from mcp.types import (
     ToolUseContent,
 )
 
-from ..errors import ProviderError
+from ..base.errors import ProviderError
 from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Usage
 
 if TYPE_CHECKING:

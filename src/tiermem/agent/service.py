@@ -16,19 +16,19 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
-from ..errors import TiermemError, ValidationError
-from ..registry import BY_NAME, SLEEPTIME_TOOLS
-from ..surface import describe
-from ..tools import tidy_published_schema
+from ..base.errors import TiermemError, ValidationError
+from ..server.registry import BY_NAME, SLEEPTIME_TOOLS
+from ..server.arguments import describe
+from ..server.tools import tidy_published_schema
 from .context import Thresholds
 from .llm import Provider
 from .loop import AgentLoop, LoopSettings, NeedsRoundTrip, Resume
 from .toolhost import ServerTools
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..memory import Memory
-    from ..server import TiermemServer
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+    from ..server.app import TiermemServer
 
 
 def loop_settings(settings: Settings) -> LoopSettings:

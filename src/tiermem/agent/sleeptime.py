@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..registry import FINISH_EDITS
+from ..server.registry import FINISH_EDITS
 from .context import transcript
 from .llm import JSON, Block, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Turn
 from .toolcalls import Answer, Report, ToolLoop
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
     from .toolhost import ToolHost
 
 FINISH = ToolSpec(

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ..records import Message
-from ..registry import SEND_MESSAGE as SEND_MESSAGE_NAME
-from ..registry import edited_labels
+from ..base.records import Message
+from ..server.registry import SEND_MESSAGE as SEND_MESSAGE_NAME
+from ..server.registry import edited_labels
 from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload
 from .toolhost import ToolHost
 

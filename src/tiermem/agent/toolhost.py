@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from ..registry import NOT_FOR_AGENT
+from ..server.registry import NOT_FOR_AGENT
 from .llm import JSON, ToolSpec
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import StoreError
+from ..base.errors import StoreError
 
 if TYPE_CHECKING:
     from obstore.store import ObjectStore

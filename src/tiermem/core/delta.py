@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import StoreError
+from ..base.errors import StoreError
 
 _STEP = 4096  # characters compared per slice while looking for the first difference
 CHUNK = 65536  # characters per chunk of a ``Text``

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError
-from ..records import Block, BlockVersion, from_us, to_us
+from ..base.errors import StoreError
+from ..base.records import Block, BlockVersion, from_us, to_us
 from .delta import Delta, Text, diff
 
 MAX_STEPS = 10_000

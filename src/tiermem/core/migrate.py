@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, StoreError
+from ..base.errors import ConfigError, StoreError
 from .lance import LanceCoreTables
 from .protocol import CORE_TABLES, CoreStore
 from .sqlite import SqliteCore, create_schema, insert_rows

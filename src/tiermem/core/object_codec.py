@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import StoreError
-from ..records import Agent, Block, from_us, to_us
+from ..base.errors import StoreError
+from ..base.records import Agent, Block, from_us, to_us
 from .history import Chain, Entry, from_json, to_json
 
 ROOT = "core"

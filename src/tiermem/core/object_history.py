@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..errors import StoreError
-from ..records import BlockVersion
+from ..base.errors import StoreError
+from ..base.records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
 from .object_codec import HISTORY, Head, segment_json, segment_of, segment_path, segment_range

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ..errors import StoreError
-from ..records import Block, BlockVersion
+from ..base.errors import StoreError
+from ..base.records import Block, BlockVersion
 from . import object_history as segments
 from .bucket import Bucket
 from .history import Chain, Entry, encode

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from ..errors import NotFoundError, StoreError
-from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
+from ..base.errors import NotFoundError, StoreError
+from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import object_history as segments
 from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult
+from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult
 
 # table -> unique key. Row shapes (``FIELDS``) are the same in every implementation (the LanceDB schemas an
 # older tiermem kept them in), so backups, migration and tests read and write them alike.

@@ -9,8 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import StoreError
-from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
+from ..base.errors import StoreError
+from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
 
 
 def agent_row(a: Agent) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import NotFoundError, StoreError
-from ..records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
+from ..base.errors import NotFoundError, StoreError
+from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
 from .rows import (agent_from_row, agent_row, block_from_row, block_row, result_from_row, result_row, window_from_row,
@@ -98,7 +98,7 @@ class SqliteCore:
             with self._tx() as conn:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version > SCHEMA_VERSION:
-                    from ..errors import SchemaError
+                    from ..base.errors import SchemaError
 
                     raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
                 if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)

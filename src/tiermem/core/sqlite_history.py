@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Block, BlockVersion
+from ..base.records import Block, BlockVersion
 from .delta import Delta
 from .history import Chain, Entry, checkpoint, encode, replay
 from .protocol import FIELDS

@@ -5,7 +5,7 @@ Several agents go into one file: a block they share is written once and listed b
 exporter numbers them (``agent-0``, ``block-0``, ``tool-0``, ``message-0``, ...).
 
 An agent imported from an agent file is written back from the document kept at import
-(``letta_kept``): its settings, tools, tool rules, groups, files and sources as the file had them,
+(``letta_passthrough``): its settings, tools, tool rules, groups, files and sources as the file had them,
 and each message as the file had it; what tiermem holds natively (name, system prompt, blocks,
 messages, context window, archival passages) comes from storage, so later edits are exported.
 Archival passages and tiermem's own settings ride the top-level ``tiermem`` extension, which Letta
@@ -18,15 +18,15 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
-from ..errors import TiermemError, ValidationError
-from ..records import Agent, Block, Message, stable_id
-from . import letta_kept
+from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
+from ..base.errors import TiermemError, ValidationError
+from ..base.records import Agent, Block, Message, stable_id
+from . import letta_passthrough
 from .agentfile import STYLE, tiermem_name
 from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 JSON = dict[str, Any]
 
@@ -85,7 +85,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
     if len(set(names)) != len(names):
         raise ValidationError("An agent is named twice; name each agent once.")
     agents = [memory.get_agent(n) for n in names]
-    docs = [letta_kept.parse(a.metadata) for a in agents]
+    docs = [letta_passthrough.parse(a.metadata) for a in agents]
     ids = _Ids()
     notes: list[str] = []
     # agents first, so a group can name every exported member whatever the order
@@ -103,7 +103,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
     for a, doc in zip(agents, docs, strict=True):
         agent_id = ids.get("agent", a.id)
         out["agents"].append(_agent(memory, a, doc, agent_id, ids, out, counter, notes))
-        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_kept.KEY,)}
+        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_passthrough.KEY,)}
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
             for p in memory.archive.passages_of(a.id)

@@ -9,7 +9,7 @@ finds the agents already there and writes nothing; an interrupted import is fini
 running it again.
 
 What tiermem cannot run (custom tools, tool rules, MCP servers, files and sources, groups, env var
-names, Letta-only messages) is kept whole in the agent's metadata (``letta_kept``), reported, and
+names, Letta-only messages) is kept whole in the agent's metadata (``letta_passthrough``), reported, and
 written back by export (``af_export``). Environment variable and secret values are never stored.
 """
 
@@ -23,21 +23,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
-from ..config import BlockSpec
-from ..errors import NotFoundError, TiermemError, ValidationError
-from ..records import ContextWindow
-from ..memory import check_agent_name
-from ..records import stable_id
-from . import letta_kept
-from ..registry import KNOWN_TOOLS
+from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
+from ..base.config import BlockSpec
+from ..base.errors import NotFoundError, TiermemError, ValidationError
+from ..base.records import ContextWindow
+from ..domain.memory import check_agent_name
+from ..base.records import stable_id
+from . import letta_passthrough
+from ..server.registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
 from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 JSON = dict[str, Any]
 STYLE = {"letta_v1_agent": "letta_v1", "memgpt_agent": "memgpt", "memgpt_v2_agent": "memgpt", "react_agent": "letta_v1"}
@@ -56,7 +56,7 @@ class AgentPlan:
     in_context: list[str]
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    kept: JSON = field(default_factory=dict)  # letta_kept's document: what tiermem keeps but does not run
+    kept: JSON = field(default_factory=dict)  # letta_passthrough's document: what tiermem keeps but does not run
 
 
 @dataclass
@@ -67,7 +67,7 @@ class ImportReport:
     messages: int = 0
     passages: int = 0
     blocks: int = 0
-    kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_kept.summary)
+    kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_passthrough.summary)
 
     def as_dict(self) -> JSON:
         return {"imported": self.imported, "skipped": self.skipped, "notes": self.notes, "messages": self.messages,
@@ -116,7 +116,7 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
     names = {a.get("id"): a.get("name") for a in data["agents"] if isinstance(a, dict)}
     for key in ("files", "sources"):  # read field by field below; MCP servers and skills are kept as they are
         _list(data, key)
-    referenced = letta_kept.referenced_ids(data)
+    referenced = letta_passthrough.referenced_ids(data)
     plans = []
     for n, agent in enumerate(data["agents"]):
         if not isinstance(agent, dict):
@@ -170,7 +170,7 @@ def _plan_agent(
     own_meta = (extension.get("agents") or {}).get(file_id) if isinstance(extension.get("agents"), dict) else None
     if isinstance(own_meta, dict):  # tiermem's own settings, written by a tiermem export
         for k, v in own_meta.items():
-            if isinstance(k, str) and isinstance(v, str) and k not in (letta_kept.KEY, "letta_unsupported"):
+            if isinstance(k, str) and isinstance(v, str) and k not in (letta_passthrough.KEY, "letta_unsupported"):
                 metadata.setdefault(k, v)
     # Letta will not create an agent without model settings; keep them so an export can hand them back.
     for key in ("llm_config", "embedding_config"):
@@ -240,19 +240,19 @@ def _plan_agent(
 def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: dict[str, set[str]],
           blocks: dict[Any, JSON]) -> None:
     """Fill ``plan.kept`` with everything of the agent tiermem does not hold natively, and report it."""
-    doc = letta_kept.agent_document(agent, data, first=first, referenced=referenced)
+    doc = letta_passthrough.agent_document(agent, data, first=first, referenced=referenced)
     doc["unlogged_messages"] = plan.kept.get("unlogged_messages", [])
     inline = [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
     raw = {**{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
            **{f"{plan.file_id}/inline-{i}": b for i, b in enumerate(inline)}}
-    doc["blocks"] = {ref: letta_kept.block_extras(raw[ref], {"label": spec.label, "value": spec.value, "limit": spec.limit,
+    doc["blocks"] = {ref: letta_passthrough.block_extras(raw[ref], {"label": spec.label, "value": spec.value, "limit": spec.limit,
                                                            "description": spec.description, "read_only": spec.read_only})
                      for ref, spec in plan.blocks if ref in raw}
     plan.kept = doc
     if doc["env_names"]:
         plan.notes.append(f"{plan.name}: environment variable and secret values are not stored; names kept: "
                           f"{', '.join(doc['env_names'])} (set the values again where the agent runs)")
-    plan.notes.extend(letta_kept.summary_lines(plan.name, doc))
+    plan.notes.extend(letta_passthrough.summary_lines(plan.name, doc))
 
 
 def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
@@ -411,12 +411,12 @@ def _write_agent(
         progress.advance(len(p.passages))
     metadata = dict(p.metadata)
     if p.kept:
-        metadata[letta_kept.KEY] = json.dumps({**p.kept, "scope": {"digest": digest, "namespace": namespace}},
+        metadata[letta_passthrough.KEY] = json.dumps({**p.kept, "scope": {"digest": digest, "namespace": namespace}},
                                               ensure_ascii=False)
     memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
-    if letta_kept.summary(p.kept):
-        report.kept[p.name] = letta_kept.summary(p.kept)
+    if letta_passthrough.summary(p.kept):
+        report.kept[p.name] = letta_passthrough.summary(p.kept)
     report.notes.extend(p.notes)
 
 

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 FORMAT = 1
 # table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there)

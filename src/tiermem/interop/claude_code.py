@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..base.config import Settings
 
 NAME = "tiermem"
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")

@@ -9,12 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 from . import af_export, agentfile, backup, importers, memfs
 from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 FORMATS = ("auto", "af", "jsonl", "memory-graph", "memories", "memfs")
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 
 HOSTS = {
     "claude-desktop": "Claude Desktop: merge into claude_desktop_config.json (macOS: ~/Library/Application Support/Claude/, "

@@ -17,13 +17,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import Rethink, validate_label
-from ..config import BlockSpec
-from ..errors import ValidationError
+from ..domain.blocks import Rethink, validate_label
+from ..base.config import BlockSpec
+from ..base.errors import ValidationError
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 GRAPH_TAG = "memory-graph"
 TEXT_SUFFIXES = {".md", ".txt", ".markdown", ".json", ".yaml", ".yml", ".toml", ""}

@@ -19,13 +19,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 from .memfs_git import Repo
 from .memfs_sync import recorded_agent, sync_memfs, watch_memfs
 
 if TYPE_CHECKING:
-    from ..memory import Memory
-    from ..runtime import MemoryHandle
+    from ..domain.memory import Memory
+    from ..server.runtime import MemoryHandle
 
 log = logging.getLogger("tiermem.sync")
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

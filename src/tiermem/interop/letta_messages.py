@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 
 JSON = dict[str, Any]
 EXTENSION = "tiermem"  # the key of tiermem's own row in an exported message

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import memfs_format as fmt
-from ..blocks import PINNED_KEY, Rethink, is_pinned, validate_label
-from ..config import BlockSpec
-from ..errors import TiermemError, ValidationError
-from ..records import Block, check_text
+from ..domain import memfs_format as fmt
+from ..domain.blocks import PINNED_KEY, Rethink, is_pinned, validate_label
+from ..base.config import BlockSpec
+from ..base.errors import TiermemError, ValidationError
+from ..base.records import Block, check_text
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ..domain.memory import Memory
 
 SUFFIX = fmt.SUFFIX
 FRONT_KEY = fmt.FRONT_KEY  # block metadata: the file's frontmatter lines as written

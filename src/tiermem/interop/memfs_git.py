@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ValidationError
+from ..base.errors import ValidationError
 
 AUTHOR = ("tiermem", "tiermem@localhost")
 POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it beside its hooks

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .. import memfs_format as fmt
-from ..errors import TiermemError, ValidationError
+from ..domain import memfs_format as fmt
+from ..base.errors import TiermemError, ValidationError
 from .memfs import (
     FRONT_KEY,
     FileBlock,
@@ -52,8 +52,8 @@ from .memfs import (
 from .memfs_git import HookRejected, Repo
 
 if TYPE_CHECKING:
-    from ..memory import Memory
-    from ..records import Agent, Block
+    from ..domain.memory import Memory
+    from ..base.records import Agent, Block
 
 STATE = ".tiermem-sync.json"
 Prefer = Literal["file", "store"]

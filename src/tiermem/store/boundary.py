@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..errors import StoreReadError, StoreWriteError, TiermemError
+from ..base.errors import StoreReadError, StoreWriteError, TiermemError
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])

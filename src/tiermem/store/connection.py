@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ..errors import SchemaError, StoreError
-from ..records import new_id, now
+from ..base.errors import SchemaError, StoreError
+from ..base.records import new_id, now
 from .boundary import library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter

@@ -8,7 +8,7 @@ import math
 import threading
 import time
 
-from ..errors import StoreError, StoreWriteError
+from ..base.errors import StoreError, StoreWriteError
 from .connection import Connection
 from .boundary import reads
 from .query import Filter
@@ -212,7 +212,7 @@ class Indexes:
                 log.warning("could not renew the LanceDB session: %s", exc)
         finally:
             self._optimizing.release()
-        from ..memtrim import trim
+        from ..base.memtrim import trim
 
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report

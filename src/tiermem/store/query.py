@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from ..errors import ValidationError
-from ..records import to_us
+from ..base.errors import ValidationError
+from ..base.records import to_us
 
 
 @dataclass(frozen=True)

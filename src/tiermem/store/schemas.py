@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import SchemaError
+from ..base.errors import SchemaError
 
 SCHEMA_VERSION = 1
 

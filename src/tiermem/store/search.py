@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from ..records import Found
+from ..base.records import Found
 from .boundary import library, reads
 from .connection import Connection
 from .indexes import Indexes, vector_partitions

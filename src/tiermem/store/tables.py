@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import StoreError, ValidationError
-from ..records import Message, Passage, from_us
+from ..base.errors import StoreError, ValidationError
+from ..base.records import Message, Passage, from_us
 from .boundary import reads, writes
 from .connection import Connection
 from .query import Filter, compile_filter

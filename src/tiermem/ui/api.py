@@ -17,12 +17,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..blocks import Rethink, is_pinned
-from ..errors import AccessError, EditError, NotFoundError, ValidationError
+from ..domain.blocks import Rethink, is_pinned
+from ..base.errors import AccessError, EditError, NotFoundError, ValidationError
 
 if TYPE_CHECKING:
-    from ..memory import Memory
-    from ..records import Agent, Block, BlockVersion, Hit, Passage
+    from ..domain.memory import Memory
+    from ..base.records import Agent, Block, BlockVersion, Hit, Passage
 
 JSON = dict[str, Any]
 IMPORT_FORMATS = ("auto", "af", "jsonl", "memory-graph")

@@ -27,11 +27,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..core.protocol import LOCAL_POLL_SECONDS
-from ..errors import AccessError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import AccessError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from . import api
 
 if TYPE_CHECKING:
-    from ..memory import Change, Memory
+    from ..domain.memory import Change, Memory
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ import threading
 import webbrowser
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..config import Settings
-    from ..runtime import MemoryHandle
+    from ..base.config import Settings
+    from ..server.runtime import MemoryHandle
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ def free_port(host: str) -> int:
 
 def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     """(ASGI app, URL with its session token) for ``tiermem ui``: the inspector only, loopback only."""
-    from ..factory import open_memory
-    from ..netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
+    from ..domain.factory import open_memory
+    from ..server.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
     from .app import Inspector, build_ui_app, ui_only
 
     if not is_loopback(settings.host):
@@ -61,7 +61,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
 def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     import uvicorn
 
-    from ..netguard import listen_socket
+    from ..server.netguard import listen_socket
 
     port = port if port else free_port(settings.host)
     sock = listen_socket(settings.host, port)  # a busy --port is a clear error, before anything is printed

@@ -16,7 +16,7 @@ from mcp.server.apps import Apps, ResourceCsp
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 
-from ..runtime import runtime_of
+from ..server.runtime import runtime_of
 
 BLOCKS_URI = "ui://tiermem/blocks.html"
 

@@ -1,0 +1,211 @@
+"""Settings: packaged defaults < TOML config file < TIERMEM_* environment < command-line flags.
+
+Nothing is read at import time; :func:`load_settings` reads when the CLI calls it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import ConfigError
+
+Transport = Literal["stdio", "sse", "http"]
+
+
+class BlockSpec(BaseModel):
+    # An unknown key is refused: in TOML, a setting written after a [[default_blocks]] table lands inside it
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    value: str = ""
+    description: str = ""
+    limit: int = Field(default=5000, gt=0)
+    read_only: bool = False
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TIERMEM_", extra="forbid")
+
+    # The TOML file read (--config, TIERMEM_CONFIG, else <XDG_CONFIG_HOME>/tiermem/config.toml when it exists).
+    config: Path | None = None
+    data_dir: Path | None = None
+    # A LanceDB URI overriding data_dir for the store, e.g. "s3://bucket/tiermem".
+    uri: str | None = None
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
+    # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
+    # force one ("lancedb", the layout of older versions, is refused with the way out: core.migrate.check_backend).
+    core_backend: Literal["auto", "sqlite", "object", "lancedb"] = "auto"
+    agent: str = "default"
+    tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
+    transport: Transport = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    embedding_model: str = "default"
+    allow_download: bool = False
+    # How long a search or a write waits for the embedding model (seconds) before it goes on without it.
+    embedding_wait_seconds: float = Field(default=10.0, ge=0, le=600)
+    max_content_chars: int = Field(default=100_000, gt=0)
+    search_token_budget: int = Field(default=4000, gt=0)
+    optimize_every: int = Field(default=200, ge=0)
+    # How long an upkeep keeps table versions it has superseded (seconds; 0 = 600 for a local directory, 60 on
+    # object storage, where every operation lists the kept versions).
+    version_retention_seconds: int = Field(default=0, ge=0)
+    # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a
+    # manifest per table version, so a long-running server grows with every write (bench load). The index cache
+    # holds the vector and full-text indexes searches use; below their size every search reloads them.
+    metadata_cache_mb: int = Field(default=8, ge=1, le=65536)
+    index_cache_mb: int = Field(default=512, ge=1, le=65536)
+    # After this many writes, the next background optimize reopens the tables on a new LanceDB session, so the index
+    # cache's entries of superseded versions are freed (LanceDB cannot evict them); 0 never renews.
+    session_renew_writes: int = Field(default=200, ge=0)
+    # glibc malloc arenas of `tiermem serve` / `tiermem ui` (0: glibc's default, 8 per core). Fewer arenas keep a long-running
+    # server's heap from creeping up under writes; see memtrim.py.
+    malloc_arenas: int = Field(default=2, ge=0, le=64)
+    # `tiermem serve` / `tiermem ui`: allocations of this many KiB or more get their own mappings, returned to the
+    # system when freed (0: glibc's default, a threshold that rises with use and leaves holes in the heap); see memtrim.py.
+    malloc_mmap_threshold_kb: int = Field(default=128, ge=0, le=32768)
+    # `tiermem serve` / `tiermem ui`: every this many seconds, hand freed heap memory back to the system if resident
+    # memory grew by 4 MiB since the last time (0 disables); see memtrim.HeapKeeper.
+    heap_trim_seconds: float = Field(default=1.0, ge=0, le=3600)
+    # While a client subscribes to a resource, poll the store this often (seconds) for edits made by other
+    # processes (replicas on one bucket) and notify; 0 disables. Local edits are notified at once regardless.
+    watch_seconds: float = Field(default=2.0, ge=0)
+    system: str = ""
+    # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
+    # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.
+    instructions_max_chars: int = Field(default=20_000, ge=400, le=1_000_000)
+    # Hooks (`tiermem setup claude-code`): each prompt gets the stored memories (archival passages, turns of other
+    # sessions) whose relevance reaches the threshold, at most auto_recall_limit of them in auto_recall_max_chars.
+    auto_recall: bool = True
+    auto_recall_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
+    auto_recall_limit: int = Field(default=5, ge=1, le=50)
+    auto_recall_max_chars: int = Field(default=4000, ge=200, le=9000)
+    default_blocks: list[BlockSpec] = Field(default_factory=list)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Network transports (sse/http): bearer tokens, each naming the agents it may use.
+    auth_tokens: list[dict[str, Any]] = Field(default_factory=list)
+    auth_tokens_file: Path | None = None
+    # sse/http: a bearer token for every agent (`--token`, TIERMEM_HTTP_TOKEN). With no tokens configured at all,
+    # `tiermem serve` makes a random one per run and prints it once on stderr.
+    http_token: str | None = None
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # Publish the memory inspector's block view as an MCP App (tool memory_blocks_view + a ui:// resource).
+    mcp_apps: bool = False
+    # The `memory` and `memory_apply_patch` tools: Anthropic's memory tool and tiermem's patch, or Letta Code's.
+    memory_tool_dialect: Literal["anthropic", "letta-code"] = "anthropic"
+    # `tiermem serve` keeps this MemFS directory (a Letta Code agent's memory) and its agent's blocks in step,
+    # checking both sides every `sync_seconds`.
+    sync: Path | None = None
+    sync_seconds: float = Field(default=0.25, gt=0, le=3600)
+    # The optional built-in agent loop (the `agent_chat` tool, `tiermem chat`).
+    agent_loop: bool = False
+    llm_provider: Literal["auto", "anthropic", "sampling"] = "auto"
+    model: str = "claude-sonnet-4-5"
+    anthropic_base_url: str | None = None
+    llm_max_retries: int = Field(default=3, ge=0, le=10)
+    max_tokens: int = Field(default=4096, gt=0)
+    context_window: int = Field(default=200_000, ge=1000)
+    max_steps: int = Field(default=50, ge=1, le=1000)
+    agent_type: Literal["letta_v1", "memgpt"] = "letta_v1"
+    sleeptime_frequency: int = Field(default=0, ge=0)
+
+    @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_tools(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [part.strip() for part in v.split(",") if part.strip()]
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: arguments (command-line flags), TIERMEM_* variables, the TOML files."""
+        given = init_settings.init_kwargs.get("config") if isinstance(init_settings, InitSettingsSource) else None
+        return (init_settings, env_settings, _TomlFiles(settings_cls, given))
+
+    def resolved_data_dir(self) -> Path:
+        if self.data_dir is not None:
+            return self.data_dir.expanduser()
+        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(xdg) / "tiermem"
+
+    def store_uri(self) -> str:
+        return self.uri or str(self.resolved_data_dir() / "db")
+
+    def model_cache_dir(self) -> Path:
+        return self.resolved_data_dir() / "models"
+
+
+def default_config_text() -> str:
+    return resources.files(__package__).joinpath("default.toml").read_text(encoding="utf-8")
+
+
+def default_config_file() -> Path | None:
+    """The user's config file, if one exists at the XDG location."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    path = Path(xdg) / "tiermem" / "config.toml"
+    return path if path.is_file() else None
+
+
+def _read_toml(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where} is not valid TOML: {exc}. Fix the file or remove it.") from exc
+
+
+class _TomlFiles(PydanticBaseSettingsSource):
+    """The file layer: the packaged default.toml with the user's TOML file over it (a key replaces the default's)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Path | str | None) -> None:
+        super().__init__(settings_cls)
+        env = os.environ.get("TIERMEM_CONFIG")
+        self._path = Path(given) if given is not None else Path(env) if env else default_config_file()
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole layer
+
+    def __call__(self) -> dict[str, Any]:
+        data = _read_toml(default_config_text(), "the packaged default.toml")
+        path = self._path
+        if path is None:
+            return data
+        try:
+            text = path.expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"Cannot read config file {path}: {exc}. Check the path given to --config.") from exc
+        user = _read_toml(text, f"config file {path}")
+        if "config" in user:
+            raise ConfigError(f"Config file {path} sets `config`, but a config file cannot name another one; remove "
+                              "the key and pass the file you want with --config or TIERMEM_CONFIG.")
+        return {**data, **user, "config": path}
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if config_file is not None:
+        given["config"] = config_file
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags.") from exc

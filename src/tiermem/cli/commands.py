@@ -1,0 +1,374 @@
+"""The CLI's command handlers (agents, blocks, search, import/export); ``cli.py`` parses and dispatches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import ConfigError, ConflictError, EditError, TiermemError, ValidationError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+
+
+def print_rows(obj: Any, as_json: bool) -> None:
+    """JSON, or a table: a header of the column names, then one aligned line per row (the last column unpadded)."""
+    if as_json:
+        print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    elif isinstance(obj, str):
+        print(obj)
+    elif obj:
+        columns = list(obj[0])
+        cells = [[str(row.get(c, "")).lower() if isinstance(row.get(c), bool) else str(row.get(c, "")) for c in columns]
+                 for row in obj]
+        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+        for line in [columns, *cells]:
+            print("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
+
+
+def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
+    """Show what deleting the agent removes, ask (unless --yes), then delete it."""
+    agent = memory.get_agent(args.name)
+    plan = memory.deletion_plan(agent.id)
+    print(f"Deleting removes:\n{plan.describe()}", file=sys.stderr)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(f"tiermem: nothing was deleted; to delete {agent.name}, run again with --yes.", file=sys.stderr)
+            return 2
+        answer = input(f"Delete agent {agent.name}? This cannot be undone (export it first to keep a copy). [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing was deleted", file=sys.stderr)
+            return 1
+    memory.delete_agent(agent.id)
+    print(f"deleted agent {agent.name} ({agent.id})")
+    return 0
+
+
+def config_command(settings: Settings, args: argparse.Namespace) -> int:
+    """A host snippet on stdout or in ``--output``; one that holds a token is written with mode 0600."""
+    import os
+    import stat
+
+    from ..interop.hosts import HOSTS, SECRET_HOSTS, snippet
+    from ..server.netguard import write_private
+
+    text = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
+                   agent_loop=bool(settings.agent_loop), port=settings.port) + "\n"
+    print(f"# {HOSTS[args.host]}", file=sys.stderr)
+    secret = args.host in SECRET_HOSTS
+    if args.output is not None:
+        if secret:
+            write_private(args.output, text)
+        else:
+            args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}" + (" (mode 0600: it holds a token)" if secret else ""), file=sys.stderr)
+        return 0
+    if secret:  # `tiermem config http > file`: the shell made the file with the umask's mode; narrow it
+        try:
+            if stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode):
+                os.fchmod(sys.stdout.fileno(), 0o600)
+        except (OSError, ValueError):
+            pass  # not a file we own (a pipe, a terminal): nothing to narrow
+    sys.stdout.write(text)
+    return 0
+
+
+def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    from ..interop.commands import run_export, run_import
+
+    if args.command == "sync":
+        return sync_command(memory, settings, args)
+    if args.command == "import":
+        report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
+                            replace=args.replace)
+        if args.json:
+            print_rows(report, True)
+        else:
+            for key, value in report.items():
+                if key == "notes":
+                    for note in value:
+                        print(f"note: {note}", file=sys.stderr)
+                elif key == "kept_not_run":
+                    continue  # the notes say it, in words
+                elif value not in ([], None):
+                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
+        return 0
+    fmt = args.format
+    if args.output and args.output.endswith(".jsonl") and fmt == "af" and not args.name and not args.all_agents:
+        fmt = "jsonl"
+    report = run_export(memory, agent=list(args.name), fmt=fmt, output=args.output, vectors=args.vectors,
+                        all_agents=args.all_agents)
+    for note in report.pop("notes", []):
+        print(f"note: {note}", file=sys.stderr)
+    if args.output not in (None, "-"):
+        print(json.dumps(report), file=sys.stderr)
+    return 0
+
+
+def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem sync DIR [--watch [SECONDS]]``: the agent is --agent, else the one the directory was synced with."""
+    import os
+
+    from ..interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
+
+    agent = settings.agent
+    if args.agent is None and "TIERMEM_AGENT" not in os.environ:
+        agent = recorded_agent(args.path) or agent
+    quiet = ("format", "agent", "directory", "layout", "waiting")  # said once, not every round of --watch
+
+    def show(report: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(report, ensure_ascii=False), flush=True)
+            return
+        for key, value in report.items():
+            if value not in ([], None, "") and (args.watch is None or key not in quiet):
+                print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+
+    if args.watch is not None:
+        print(f"tiermem: syncing {args.path} with agent {agent!r} whenever either side changes (checked every "
+              f"{args.watch:g} s); Ctrl-C stops", file=sys.stderr)
+        watch_memfs(memory, agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show,
+                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+        return 0
+    report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
+    show(report)
+    return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
+
+
+def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
+    """``tiermem setup letta-code``: the first sync, then the host configuration that keeps the directory in step."""
+    from ..domain.factory import open_memory
+    from ..interop.hosts import HOSTS, snippet
+    from ..interop.letta_code import default_agent_name, resolve_agent_dir, setup
+
+    root = resolve_agent_dir(args.agent_dir, args.letta_agent).resolve()
+    agent = args.agent or default_agent_name(root)
+    if agent is None:
+        raise ValidationError(f"Name the tiermem agent for {root}: --agent NAME.")
+    memory = open_memory(settings, start_embedder=False)
+    report = setup(memory, root, agent)
+    env = {"TIERMEM_SYNC": str(root), "TIERMEM_MEMORY_TOOL_DIALECT": args.dialect}
+    config = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=agent, extra_env=env)
+    report["host_config"] = config
+    report["watch_command"] = f"tiermem sync {root} --agent {agent} --watch"
+    if args.json:
+        print_rows(report, True)
+        return 0
+    print(f"Letta Code agent memory: {root}\ntiermem agent: {agent}" + (" (created)" if report["created_agent"] else ""),
+          file=sys.stderr)
+    if "warning" in report:
+        print(f"warning: {report['warning']}", file=sys.stderr)
+    for key, value in report["sync"].items():
+        print(f"first sync: {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", file=sys.stderr)
+    print(f"\nEvery MCP server started with this configuration keeps the directory in step while it runs "
+          f"({HOSTS[args.host]}):", file=sys.stderr)
+    print(config)
+    print(f"\nWithout a running server: {report['watch_command']}", file=sys.stderr)
+    return 0
+
+
+def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
+    """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
+    from ..interop import letta_passthrough
+
+    agent = memory.get_agent(args.name)
+    messages, passages, _tags = memory.archive.counts(agent.id)
+    doc = letta_passthrough.parse(agent.metadata)
+    kept = letta_passthrough.summary(doc)
+    if doc is None and agent.metadata.get("letta_unsupported"):  # imported by an earlier tiermem: names only
+        try:
+            names = json.loads(agent.metadata["letta_unsupported"])
+        except ValueError:
+            names = {}
+        kept = {f"{k} (names only; import the file again to keep it whole)": v if isinstance(v, list) else [str(v)]
+                for k, v in names.items()} if isinstance(names, dict) else {}
+    info: dict[str, Any] = {
+        "name": agent.name, "id": agent.id, "created": agent.created_at.isoformat(timespec="seconds"),
+        "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_passthrough.KEY, "letta_unsupported")
+                     and not k.startswith("letta_llm") and not k.startswith("letta_embedding")},
+        "blocks": [f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
+                   for b in memory.blocks(agent.id)],
+        "messages": messages,
+        "passages": passages,
+        "kept_not_run": kept,
+    }
+    if args.json:
+        print_rows({**info, "system": agent.system}, True)
+        return
+    print(f"{agent.name} ({agent.id}), created {info['created']}")
+    print(f"system prompt: {len(agent.system)} characters")
+    for k, v in info["settings"].items():
+        print(f"  {k} = {v}")
+    print(f"blocks: {', '.join(info['blocks']) or 'none'}")
+    print(f"messages: {info['messages']}, archival passages: {info['passages']}")
+    if not kept:
+        print("kept but not run: nothing (tiermem runs all of this agent)")
+        return
+    print("kept for export, not run by tiermem:")
+    for key, items in kept.items():
+        print(f"  {key.replace('_', ' ')} ({len(items)}):")
+        for item in items:
+            print(f"    - {item}")
+
+
+def edit_block(memory: Memory, agent_id: str, label: str) -> None:
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    from ..domain.blocks import Rethink
+
+    block = memory.block(agent_id, label)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, path = tempfile.mkstemp(prefix=f"tiermem-{label}-", suffix=".md")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(block.value)
+    try:
+        done = subprocess.run([*shlex.split(editor), path], check=False)
+    except OSError as exc:
+        os.unlink(path)
+        raise ConfigError(f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. EDITOR=nano).") from exc
+    if done.returncode != 0:
+        os.unlink(path)
+        raise EditError(f"The editor exited with status {done.returncode}; the block was not changed.")
+    value = open(path, encoding="utf-8").read()
+    if value == block.value:
+        os.unlink(path)
+        print(f"{label}: unchanged (version {block.version})")
+        return
+    current = memory.block(agent_id, label)
+    if current.version != block.version:
+        raise ConflictError(
+            f"{label} changed while you were editing (version {block.version} -> {current.version}); nothing was "
+            f"written. Your text is kept in {path}: run `tiermem blocks edit {label}` again and merge it."
+        )
+    try:
+        saved = memory.edit(agent_id, label, Rethink(value, operation="edit", check_line_numbers=False), actor="human")
+    except TiermemError as exc:
+        raise type(exc)(f"{exc} Nothing was written; your text is kept in {path}.") from exc
+    os.unlink(path)
+    print(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
+
+
+def search_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    archive = memory.archive
+    if not 1 <= args.limit <= 100:
+        raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
+    agent = memory.named_agent(settings.agent)
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if not args.recall:
+        tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
+        found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
+        notes += found.notes
+        for h in found.hits:
+            rows.append({"memory": "archival", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+                         "where": ",".join(h.tags), "content": h.content, "id": h.id})
+    if not args.archival:
+        found = archive.conversation_search(agent.id, args.query, limit=args.limit)
+        notes += found.notes
+        for h in found.hits:
+            rows.append({"memory": "recall", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
+                         "where": h.role or "", "content": h.content, "id": h.id})
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}", file=sys.stderr)
+    if args.json:
+        print_rows(rows, True)
+        return 0
+    if not rows:
+        print("no results")
+        return 0
+    import shutil
+
+    width = max(40, shutil.get_terminal_size((120, 20)).columns - 65)
+    print(f"{'memory':8s}  {'relevance':>9s}  {'time':19s}  {'role/tags':18s}  content")
+    for r in rows:
+        text = " ".join(r["content"].split())
+        text = text if len(text) <= width else text[: width - 1] + "…"
+        print(f"{r['memory']:8s}  {r['relevance']:9.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
+    return 0
+
+
+def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
+    agent = memory.named_agent(args.name)
+    updates: dict[str, str] = {}
+    if args.agent_type is not None:
+        updates["agent_type"] = args.agent_type
+    if args.sleeptime is not None:
+        if args.sleeptime < 0:
+            raise ValidationError("--sleeptime must be 0 (off) or a positive number of turns.")
+        updates["sleeptime_frequency"] = str(args.sleeptime)
+    if args.autoclear is not None:
+        updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
+    system = sys.stdin.read() if args.system == "-" else args.system
+    if not updates and system is None:
+        raise ValidationError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
+    agent = memory.set_agent_metadata(agent.id, updates, system=system)
+    if args.json:
+        print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
+    else:
+        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())
+                                  if k != "letta_agent_file") or "defaults"
+        print(f"{agent.name}: {settings_text}")
+
+
+def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    from ..domain.blocks import Rethink, is_pinned
+    from ..base.config import BlockSpec
+
+    agent = memory.named_agent(settings.agent)
+    if args.action == "list":
+        rows = [
+            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "pinned": is_pinned(b),
+             "version": b.version, "id": b.id}
+            for b in memory.blocks(agent.id)
+        ]
+        print_rows(rows, args.json)
+    elif args.action == "show":
+        if args.core or not args.label:
+            print(memory.render_core(agent.id))
+        else:
+            b = memory.block(agent.id, args.label)
+            if args.json:
+                print_rows({"label": b.label, "value": b.value, "limit": b.limit, "description": b.description, "read_only": b.read_only, "version": b.version, "id": b.id}, True)
+            else:
+                print(b.value)
+    elif args.action == "set":
+        if args.value is not None:
+            value = sys.stdin.read() if args.value == "-" else args.value
+            b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
+            print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
+        settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
+        if settings_given:
+            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit,
+                                    read_only=args.read_only, pinned=args.pinned)
+            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
+                  f"pinned={str(is_pinned(b)).lower()}")
+        if args.value is None and not settings_given:
+            raise ValidationError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
+                               "--pinned/--detached.")
+    elif args.action == "create":
+        spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
+        b = memory.create_block(agent.id, spec, actor="human")
+        print(f"created block {b.label} ({b.id})")
+    elif args.action == "attach":
+        source = memory.get_agent(args.source)
+        b = memory.attach(agent.id, memory.block(source.id, args.label).id)
+        print(f"attached block {b.label} ({b.id}) from {source.name} to {agent.name}")
+    elif args.action == "history":
+        versions = memory.history(agent.id, args.label, args.limit)
+        print_rows(
+            [{"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation, "actor": v.actor, "value": v.value if args.json else v.value[:60].replace("\n", "⏎")} for v in versions],
+            args.json,
+        )
+    elif args.action == "edit":
+        edit_block(memory, agent.id, args.label)
+    elif args.action == "revert":
+        b = memory.revert(agent.id, args.label, args.version, actor="human")
+        print(f"{b.label}: reverted to version {args.version} as version {b.version}")
+    return 0

@@ -1,0 +1,402 @@
+"""Command line: the composition root. Reads settings, builds the objects, runs.
+
+Heavy modules (lancedb, the MCP SDK, the embedding model) are imported inside the
+commands that need them, so ``tiermem --help`` and the stdio handshake stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .commands import (
+    agent_set_command,
+    agent_show_command,
+    blocks_command,
+    interop_command,
+    print_rows,
+    search_command,
+)
+from ..base.errors import TiermemError, ValidationError
+from ..domain.factory import open_memory
+from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+
+log = logging.getLogger("tiermem")
+WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
+
+EXAMPLES = {
+    "serve": "tiermem serve --agent work            # stdio, for Claude Desktop and other hosts\n"
+    "  tiermem serve --transport http --port 8765   # streamable HTTP at http://127.0.0.1:8765/mcp",
+    "agents": "tiermem agents list\n  tiermem agents create work --system 'You are my work assistant.'\n"
+    "  tiermem agents show Evie     # settings, blocks, and what an import kept but tiermem does not run",
+    "blocks": "tiermem blocks list --agent work\n  tiermem blocks set human 'Name: Ada' \n  tiermem blocks history human",
+    "optimize": "tiermem optimize --data-dir ~/.local/share/tiermem",
+    "reembed": "tiermem reembed --embedding-model hashing",
+    "doctor": "tiermem doctor --json",
+    "import": "tiermem import agent.af              # a Letta agent file (shared blocks stay shared)\n"
+    "  tiermem import backup.jsonl                    # a tiermem backup\n"
+    "  tiermem import ~/.mcp/memory.jsonl --agent work  # the reference memory server's graph\n"
+    "  tiermem import ./memories --agent work         # an Anthropic memory-tool directory\n"
+    "  tiermem import ./memory --agent work           # a MemFS directory (system/ files are pinned)",
+    "export": "tiermem export work -o work.af\n  tiermem export Evie companion-sleeptime_copy -o evie.af  # shared blocks and groups stay\n"
+    "  tiermem export --all -o everyone.af\n  tiermem export --format jsonl -o backup.jsonl\n"
+    "  tiermem export work --format memfs -o ./memory",
+    "sync": "tiermem sync ./memory --agent work          # files <-> blocks, both ways\n"
+    "  tiermem sync ./memory --prefer file               # settle conflicts with the files' text\n"
+    "  tiermem sync ./memory --watch                     # keep both sides in step until Ctrl-C",
+    "setup": "tiermem setup letta-code --agent-dir ~/.letta/lc-local-backend/memfs/agent-local-.../memory\n"
+    "  tiermem setup letta-code --letta-agent agent-local-... --agent work --host claude-desktop",
+    "search": "tiermem search 'launch date'\n  tiermem search tea --recall --limit 10 --json",
+    "config": "tiermem config claude-desktop\n  tiermem config claude-code --agent work\n  tiermem config http > tiermem-http.toml",
+    "setup claude-code": "tiermem setup claude-code                  # every project: server + hooks, this tiermem's paths\n"
+    "  tiermem setup claude-code --agent work --scope project\n  tiermem setup claude-code --uninstall",
+    "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
+    "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
+    "  tiermem ui --agent work --port 8766 --no-browser",
+    "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
+}
+
+
+def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    p.add_argument("--data-dir", type=Path, help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)")
+    p.add_argument("--config", type=Path, help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)")
+    p.add_argument("--embedding-model", help="'default', 'hashing' or a fastembed model name")
+    if agent:
+        p.add_argument("--agent", help="agent name (default: $TIERMEM_AGENT or 'default')")
+
+
+def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
+    return sp.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=f"example:\n  {EXAMPLES.get(name.split()[0], '')}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiermem",
+        description="MemGPT/Letta-style tiered memory for MCP hosts.",
+        epilog="example:\n  tiermem serve\n  tiermem blocks list",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
+    sp = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
+    _common(serve)
+    serve.add_argument("--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)")
+    serve.add_argument("--host", help="address for sse/http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
+    serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
+    serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
+    serve.add_argument("--token", dest="http_token", metavar="SECRET",
+                       help="sse/http: a bearer token for every agent (else $TIERMEM_HTTP_TOKEN; with no tokens "
+                            "configured at all, a random one per run, printed on stderr)")
+    serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
+                       help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
+    serve.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None,
+                       help="also publish the block view as an MCP App (memory_blocks_view, ui://tiermem/blocks.html)")
+
+    agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
+    asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a_list = asp.add_parser("list", help="list agents")
+    _common(a_list, agent=False)
+    a_list.add_argument("--json", action="store_true")
+    a_create = asp.add_parser("create", help="create an agent with the default blocks")
+    _common(a_create, agent=False)
+    a_create.add_argument("name")
+    a_create.add_argument("--system", help="system prompt (default: the configured one)")
+    a_del = asp.add_parser("delete", help="delete an agent: its blocks (shared ones stay with the other agents), their "
+                           "history, its messages and passages; shows what will go and asks first")
+    _common(a_del, agent=False)
+    a_del.add_argument("name")
+    a_del.add_argument("--yes", action="store_true", help="do not ask (needed when stdin is not a terminal)")
+    a_show = asp.add_parser("show", help="an agent's settings and blocks, and what an import kept that tiermem does not run")
+    _common(a_show, agent=False)
+    a_show.add_argument("name")
+    a_show.add_argument("--json", action="store_true")
+    a_set = asp.add_parser("set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt")
+    _common(a_set, agent=False)
+    a_set.add_argument("name")
+    a_set.add_argument("--type", dest="agent_type", choices=["letta_v1", "memgpt"], help="agent loop style")
+    a_set.add_argument("--sleeptime", type=int, metavar="N", help="run the sleep-time agent every N turns (0: off)")
+    a_set.add_argument("--autoclear", dest="autoclear", action="store_true", default=None,
+                       help="message_buffer_autoclear: keep memory, carry no history between turns")
+    a_set.add_argument("--no-autoclear", dest="autoclear", action="store_false")
+    a_set.add_argument("--system", help="new system prompt ('-' reads stdin)")
+    a_set.add_argument("--json", action="store_true")
+
+    blocks = _sub(sp, "blocks", "Read and edit core memory blocks (people may edit read-only blocks).")
+    bsp = blocks.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b_list = bsp.add_parser("list", help="list the agent's blocks")
+    _common(b_list)
+    b_list.add_argument("--json", action="store_true")
+    b_show = bsp.add_parser("show", help="print one block's value (or, with --core or no label, the rendered core memory)")
+    _common(b_show)
+    b_show.add_argument("label", nargs="?")
+    b_show.add_argument("--json", action="store_true")
+    b_show.add_argument("--core", action="store_true", help="print the rendered core memory")
+    b_set = bsp.add_parser("set", help="replace a block's value ('-' reads stdin); or change its settings")
+    _common(b_set)
+    b_set.add_argument("label")
+    b_set.add_argument("value", nargs="?")
+    b_set.add_argument("--description")
+    b_set.add_argument("--limit", type=int)
+    b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
+    b_set.add_argument("--writable", dest="read_only", action="store_false")
+    b_set.add_argument("--pinned", dest="pinned", action="store_true", default=None,
+                       help="render the block in core memory every turn (the default)")
+    b_set.add_argument("--detached", dest="pinned", action="store_false",
+                       help="list it in core memory by label and description only; opened with memory_open")
+    b_create = bsp.add_parser("create", help="create a block on the agent")
+    _common(b_create)
+    b_create.add_argument("label")
+    b_create.add_argument("--value", default="")
+    b_create.add_argument("--description", default="")
+    b_create.add_argument("--limit", type=int, default=5000)
+    b_create.add_argument("--read-only", action="store_true")
+    b_attach = bsp.add_parser("attach", help="share another agent's block with this agent")
+    _common(b_attach)
+    b_attach.add_argument("label", help="label of the block on --from agent")
+    b_attach.add_argument("--from", dest="source", required=True, help="agent that has the block")
+    b_hist = bsp.add_parser("history", help="a block's versions, newest first")
+    _common(b_hist)
+    b_hist.add_argument("label")
+    b_hist.add_argument("--limit", type=int, default=20)
+    b_hist.add_argument("--json", action="store_true")
+    b_edit = bsp.add_parser("edit", help="edit a block's value in $EDITOR (saved as a new version when changed)")
+    _common(b_edit)
+    b_edit.add_argument("label")
+    b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
+    _common(b_rev)
+    b_rev.add_argument("label")
+    b_rev.add_argument("version", type=int)
+
+    opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
+    _common(opt, agent=False)
+    reembed = _sub(sp, "reembed", "Rebuild every vector with the configured embedding model (with progress).")
+    _common(reembed, agent=False)
+    doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
+    _common(doctor, agent=False)
+    doctor.add_argument("--json", action="store_true")
+    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.")
+    _common(imp)
+    imp.add_argument("path", type=Path)
+    imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories", "memfs"], default="auto")
+    imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
+    imp.add_argument("--replace", action="store_true",
+                     help="overwrite an agent with the same name (.af), or blocks with other values (memories)")
+    imp.add_argument("--json", action="store_true")
+    exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
+    _common(exp, agent=False)
+    exp.add_argument("name", nargs="*", help="agents to export into one .af file (one agent for memfs); leave out for a jsonl backup")
+    exp.add_argument("--all", dest="all_agents", action="store_true", help=".af: export every agent into one file")
+    exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
+    exp.add_argument("--format", choices=["af", "jsonl", "memfs"], default="af")
+    exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
+    syn = _sub(sp, "sync", "Keep a MemFS directory (one .md per block) and an agent's blocks in two-way sync.")
+    _common(syn)
+    syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
+    syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
+    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
+                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
+    syn.add_argument("--json", action="store_true")
+    setup = _sub(sp, "setup", "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
+                 "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.")
+    ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
+    s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
+                          "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup']}")
+    _common(s_lc)
+    where = s_lc.add_mutually_exclusive_group()
+    where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
+    where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
+    s_lc.add_argument("--host", choices=["claude-desktop", "claude-code", "cursor", "vscode"], default="claude-code",
+                      help="print this host's configuration with the directory kept in step (default: claude-code)")
+    s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
+                      help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
+    s_lc.add_argument("--json", action="store_true")
+    s_cc = ssp.add_parser("claude-code", help="register tiermem with Claude Code and install its hooks (memory that "
+                          "works on its own); --uninstall removes exactly that",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"example:\n  {EXAMPLES['setup claude-code']}")
+    _common(s_cc)
+    s_cc.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
+    s_cc.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
+    s_cc.add_argument("--scope", choices=["user", "project"], default="user",
+                      help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
+    s_cc.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
+    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
+    srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
+    _common(srch)
+    srch.add_argument("query")
+    which = srch.add_mutually_exclusive_group()
+    which.add_argument("--archival", action="store_true", help="archival passages only")
+    which.add_argument("--recall", action="store_true", help="conversation messages only")
+    srch.add_argument("--limit", type=int, default=5, help="results per memory (default 5, at most 100)")
+    srch.add_argument("--tags", help="archival: comma-separated tags (any of them)")
+    srch.add_argument("--json", action="store_true")
+    cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
+    _common(cfg)
+    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
+                                      "http"])
+    cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
+                     help="configure the built-in agent loop too (agent_chat)")
+    cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
+    cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
+    cfg.add_argument("-o", "--output", type=Path,
+                     help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout")
+    hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
+    hook.add_argument("host", choices=["claude-code"])
+    _common(hook)
+    ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
+    _common(ui)
+    ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    ui.add_argument("--no-browser", dest="open_browser", action="store_false", help="print the URL, do not open a browser")
+    chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
+    _common(chat)
+    chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
+    chat.add_argument("--conversation", default="default", help="conversation id (default: 'default')")
+    chat.add_argument("--model", help="Anthropic model (default: the `model` setting)")
+    chat.add_argument("--json", action="store_true", help="print each turn's full result as JSON")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    from ..base.config import load_settings
+
+    return load_settings(
+        getattr(args, "config", None),
+        data_dir=getattr(args, "data_dir", None),
+        agent=getattr(args, "agent", None),
+        transport=getattr(args, "transport", None),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        tools=getattr(args, "tools", None),
+        embedding_model=getattr(args, "embedding_model", None),
+        auth_tokens_file=getattr(args, "auth_tokens_file", None),
+        http_token=getattr(args, "http_token", None),
+        agent_loop=getattr(args, "agent_loop", None),
+        mcp_apps=getattr(args, "mcp_apps", None),
+        model=getattr(args, "model", None),
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if args.command == "serve":
+        serve(settings)
+        return 0
+    if args.command == "reembed":  # before opening: it exists to fix a model mismatch
+        from ..domain.maintenance import reembed
+
+        reembed(settings)
+        return 0
+    if args.command == "doctor":
+        from ..domain.maintenance import doctor
+
+        return doctor(settings, as_json=args.json)
+    if (args.command == "setup" and args.target == "claude-code") or (args.command == "config" and args.host == "claude-code"):
+        from ..interop.claude_code import setup_command
+
+        return setup_command(settings, args, dry_run=args.command == "config")
+    if args.command == "setup":
+        from .commands import setup_letta_code
+
+        return setup_letta_code(settings, args)
+    if args.command == "config":
+        from .commands import config_command
+
+        return config_command(settings, args)
+    if args.command == "ui":
+        from ..ui.launch import run_ui
+
+        keep_heap(settings)  # a long-running server too
+
+        return run_ui(settings, port=args.port, open_browser=args.open_browser)
+    if args.command == "chat":
+        from ..agent.repl import run_chat
+
+        return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
+    memory = open_memory(settings, start_embedder=False)
+    if args.command == "agents":
+        if args.action == "delete":
+            from .commands import agent_delete_command
+
+            return agent_delete_command(memory, args)
+        if args.action == "list":
+            print_rows([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
+        elif args.action == "set":
+            agent_set_command(memory, settings, args)
+        elif args.action == "show":
+            agent_show_command(memory, args)
+        else:
+            agent = memory.create_agent(args.name, system=args.system)
+            print(f"created agent {agent.name} ({agent.id})")
+        return 0
+    if args.command == "blocks":
+        return blocks_command(memory, settings, args)
+    if args.command == "search":
+        # A process that has the model embeds what others stored without vectors, before searching.
+        embedded = memory.archive.catch_up(settings.embedding_wait_seconds, announced_only=True)
+        if embedded:
+            print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
+        return search_command(memory, settings, args)
+    if args.command == "import":
+        _load_model_for_import(memory)
+    if args.command in ("import", "export", "sync"):
+        return interop_command(memory, settings, args)
+    if args.command == "optimize":
+        if any(memory.archive.missing_vectors().values()):
+            print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
+        for table, outcome in memory.archive.optimize().items():
+            print(f"{table}: {outcome}")
+        for what, n in memory.core.tidy().items():
+            print(f"core state: {what}: {n}")
+        return 0
+    raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def _load_model_for_import(memory: Memory) -> None:
+    """Imports embed every row: load the model first; without one, import anyway and say so."""
+    from ..base.errors import EmbeddingError
+
+    try:
+        memory.archive.embedder.wait(None)
+    except EmbeddingError as exc:
+        print(f"tiermem: warning: {exc} Importing without vectors: the imported rows are found by keywords until a "
+              "tiermem with a working model opens this data directory (it embeds them).", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "hook":  # once per prompt: no logging setup, no settings (the server does the work)
+        from .hooks import run_hook
+
+        return run_hook(args)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return run_command(args)
+    except TiermemError as exc:
+        print(f"tiermem: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

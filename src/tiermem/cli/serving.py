@@ -1,0 +1,205 @@
+"""``tiermem serve``: the server process. Opens the memory in the background, then serves stdio, SSE or HTTP.
+
+Over SSE/HTTP every request needs a bearer token: the configured ones (``auth_tokens``, ``--tokens-file``),
+the one given with ``--token`` / ``TIERMEM_HTTP_TOKEN``, or, when none is configured, a random secret made for
+this run and printed once on stderr with the memory inspector's link (as ``tiermem ui`` does). The port is
+bound before anything says "listening", so a busy port is a clear error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import ConfigError
+from ..domain.factory import open_memory
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+    from ..server.netguard import Token
+    from ..server.runtime import MemoryHandle
+    from ..server.shutdown import Shutdown
+
+log = logging.getLogger("tiermem")
+
+SETTLE_SECONDS = 15.0  # at exit, the longest a server waits for each background opening to finish
+
+
+def _tell_archive_wait() -> None:
+    from ..server.clientlog import client_log
+
+    client_log("info", "waiting for the recall/archival store and the embedding model to open")
+
+
+def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
+    """What a server opens (in its ``MemoryHandle``): the memory, lazily, and its agent's id. The server is the one
+    command that creates a missing agent (besides ``agents create``); it says so on stderr."""
+
+    def factory() -> tuple[Memory, str]:
+        # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
+        memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
+        agent = memory.core.find_agent(settings.agent)
+        if agent is None:
+            # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
+            agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
+            log.info("created agent %r with the default blocks (it did not exist in %s)", settings.agent,
+                     settings.store_uri())
+        return memory, agent.id
+
+    return factory
+
+
+def serve(settings: Settings) -> None:
+    from ..server.hookserver import HookListener
+    from ..server.runtime import MemoryHandle
+    from ..server.app import build_server, published_tools
+    from ..server.shutdown import Shutdown
+
+    keep_heap(settings)
+    tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
+    check_bind(settings)
+    sock = None
+    if settings.transport != "stdio":
+        from ..server.netguard import listen_socket
+
+        sock = listen_socket(settings.host, settings.port)  # before any "listening": a busy port is a clear error
+
+    handle = MemoryHandle(server_memory(settings))
+    extensions = []
+    if settings.mcp_apps:
+        from ..ui.mcp_app import blocks_app
+
+        extensions.append(blocks_app())
+    stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
+    hooks = HookListener(handle, settings, published_tools(settings), stop)  # host hooks ask this process
+    if hooks.start() is not None:
+        stop.on_stop(hooks.close)
+    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
+    if settings.agent_loop:
+        from ..agent.service import register_agent_chat
+
+        register_agent_chat(server, settings)
+    stop.install()
+    log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    live = _live_sync(handle, settings)
+    if live is not None:
+        stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
+    try:
+        if sock is None:
+            import anyio
+
+            from ..server.app import run_stdio
+
+            anyio.run(run_stdio, server)
+        else:
+            _run_http(server, handle, settings, tokens, secret, sock, stop)
+    finally:
+        hooks.close()
+        if live is not None:
+            live.stop()
+        # Let background openings finish before the interpreter shuts down (see Memory.settle).
+        opened = handle.settle(SETTLE_SECONDS)
+        if opened is not None:
+            opened[0].settle(SETTLE_SECONDS)
+
+
+def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
+    """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
+    if settings.sync is None:
+        return None
+    from ..base.errors import ConfigError
+    from ..interop.letta_code import LiveSync
+    from ..interop.memfs_sync import recorded_agent
+
+    root = settings.sync.expanduser()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
+    other = recorded_agent(root) if root.is_dir() else None
+    if other not in (None, settings.agent):
+        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
+                          f"(--agent {other}), or sync another directory.")
+    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
+    live.start()
+    return live
+
+
+def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Token], secret: str | None,
+              sock: Any, stop: Shutdown) -> None:
+    import uvicorn
+
+    from ..server.app import build_http_app
+    from ..ui.launch import http_mount
+
+    app = stop.asgi(build_http_app(server, settings, tokens, ui=http_mount(handle, settings)))
+    port = int(sock.getsockname()[1])
+    shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
+    path = "/sse" if settings.transport == "sse" else "/mcp"
+    log.info("listening on http://%s:%d%s, memory inspector at /ui (%d bearer token(s))", settings.host, port, path,
+             len(tokens))
+    if secret is not None:
+        sys.stderr.write(
+            f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
+            f"`Authorization: Bearer {secret}`\n"
+            f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
+            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n")
+        sys.stderr.flush()
+    config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False,
+                            timeout_keep_alive=5)
+    stop.keep_signals(uvicorn.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
+
+
+def keep_heap(settings: Settings) -> None:
+    """A serving process's heap settings, before LanceDB's and onnxruntime's threads exist: fewer malloc arenas,
+    a fixed mmap threshold, Arrow's buffers from the same heap, and freed heap memory handed back after bursts of
+    calls (memtrim.py)."""
+    from ..base.memtrim import HeapKeeper, fix_mmap_threshold, limit_arenas
+
+    # pyarrow's default pool is its bundled jemalloc: a second heap that the settings below do not
+    # reach; the system pool allocates from glibc's (measured -3.5 MB resident). Arrow's own variable still wins.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    limit_arenas(settings.malloc_arenas)
+    fix_mmap_threshold(settings.malloc_mmap_threshold_kb << 10)
+    if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():
+        log.debug("malloc_trim is not available here (not glibc): freed heap memory is not handed back")
+
+
+def configured_tokens(settings: Settings) -> list[Token]:
+    """The tokens the settings name (inline, tokens file, ``http_token``); placeholders are refused."""
+    from ..server.netguard import load_tokens_file, make_tokens, warn_if_readable
+
+    tokens = make_tokens(settings.auth_tokens, "auth_tokens")
+    if settings.auth_tokens_file is not None:
+        warn_if_readable(settings.auth_tokens_file)
+        tokens += load_tokens_file(settings.auth_tokens_file)
+    if settings.http_token is not None:
+        tokens += make_tokens([{"token": settings.http_token, "agents": ["*"], "name": "http-token"}],
+                              "--token / TIERMEM_HTTP_TOKEN")
+    return tokens
+
+
+def http_tokens(settings: Settings) -> tuple[list[Token], str | None]:
+    """(every token the server accepts, this run's secret when none was configured and one was made)."""
+    from ..server.netguard import secret_token
+
+    tokens = configured_tokens(settings)
+    if tokens:
+        return tokens, None
+    secret = secrets.token_urlsafe(32)
+    return [secret_token(secret, "run-secret")], secret
+
+
+def check_bind(settings: Settings) -> None:
+    from ..server.netguard import is_loopback
+
+    if settings.transport != "stdio" and not is_loopback(settings.host) and not configured_tokens(settings):
+        raise ConfigError(
+            f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
+            "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
+            "--tokens-file, see README 'Security', or --token), or bind to 127.0.0.1 (the default)."
+        )

@@ -1,0 +1,138 @@
+"""Vectors of recall and archival rows: embedded before a row is stored when the model is ready in time, else
+filled in later by the backfill (this process's, once its model loads, or the next process that has one).
+A part of ``Archive`` (a mixin over its store and embedder), kept apart from searching and listing."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import EmbeddingError, ModelNotReadyError
+
+if TYPE_CHECKING:
+    from ..embedding.embedders import BackgroundEmbedder
+    from ..store import Filter, Store
+
+log = logging.getLogger(__name__)
+
+
+class Vectors:
+    store: Store
+    embedder: BackgroundEmbedder
+    wait_seconds: float
+    _backfill_lock: threading.Lock
+    _backfill_thread: threading.Thread | None
+    _embedding_rows: threading.Lock
+    _closing: threading.Event
+
+    def _embed_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Vectors before the rows are stored, waiting up to ``wait_seconds`` for the model.
+
+        If the model is not ready in time the rows are stored without vectors (the store marks them) and
+        embedded by a background backfill once it is; if it cannot load, by a later process that has it.
+        """
+        if not rows:
+            return
+        try:
+            vectors = self.embedder.embed_blocking([r["content"] for r in rows], self.wait_seconds)
+        except ModelNotReadyError:
+            log.warning("storing %d row(s) without vectors: the embedding model is still loading", len(rows))
+            self.start_backfill()
+            return
+        except EmbeddingError as exc:
+            log.error("storing %d row(s) without vectors (found by keywords until embedded): %s", len(rows), exc)
+            return
+        for r, v in zip(rows, vectors, strict=True):
+            r["vector"] = [float(x) for x in v]
+
+    def write_note(self) -> str | None:
+        """What a write result should tell the model when rows could not be embedded before storing."""
+        if self.embedder.error is not None:
+            return ("Stored without a vector: the embedding model is unavailable, so this is found by keyword search "
+                    f"only until that is fixed (run `tiermem doctor`). Cause: {self.embedder.error}")
+        if not self.embedder.ready:
+            return ("Stored; the embedding model is still loading, so its vector is added as soon as the model is "
+                    "ready (it is found by keywords until then).")
+        return None
+
+    def start_backfill(self) -> None:
+        """Embed rows stored without vectors as soon as the model is ready (background thread).
+
+        The thread is finished, not abandoned, when the process exits (see ``_finish_at_exit``): a daemon
+        thread still writing to LanceDB during interpreter shutdown aborts the process.
+        """
+        with self._backfill_lock:
+            if self._closing.is_set() or (self._backfill_thread is not None and self._backfill_thread.is_alive()):
+                return
+            if self._backfill_thread is None:
+                atexit.register(self._finish_at_exit)
+            self._backfill_thread = threading.Thread(target=self._backfill, name="tiermem-backfill", daemon=True)
+            self._backfill_thread.start()
+
+    def _backfill(self) -> None:
+        try:
+            while not self.embedder.wait(0.25):
+                if self._closing.is_set():
+                    return
+            self.backfill_now()
+        except EmbeddingError as exc:
+            log.error("could not embed stored rows (a process with a working model will): %s", exc)
+        except Exception:  # a storage failure here must not go unseen; the rows stay marked for the next process
+            log.exception("embedding stored rows failed")
+
+    def _finish_at_exit(self) -> None:
+        """At exit: let a pending backfill finish (up to ``wait_seconds``), then stop it between batches."""
+        thread = self._backfill_thread
+        if thread is None or not thread.is_alive():
+            return
+        thread.join(self.wait_seconds)
+        self._closing.set()
+        thread.join(60)
+
+    def catch_up(self, timeout: float | None, *, announced_only: bool = False) -> int:
+        """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).
+
+        For short-lived commands that have the model anyway. Looks at the tables themselves, so it also finds
+        rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
+        Returns the rows embedded (0 if the model is unavailable; the reason is logged).
+        """
+        if announced_only and not any(self.store.rows.unembedded_marks(t) for t in ("messages", "passages")):
+            return 0
+        try:
+            if not self.embedder.wait(timeout):
+                return 0
+            return self.backfill_now()
+        except EmbeddingError as exc:
+            log.error("rows without vectors stay unembedded: %s", exc)
+            return 0
+
+    def backfill_now(self, batch: int = 128) -> int:
+        """Embed every row stored without a vector; returns how many (the model must be loaded)."""
+        done = 0
+        for table in ("messages", "passages"):
+            done += self._embed_missing(table, None, limit=None, batch=batch)
+        return done
+
+    def _embed_missing(self, table: str, where: Filter | None, *, limit: int | None, batch: int = 128) -> int:
+        """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
+
+        Batches are taken one at a time under a lock, so a search never waits for more than the batch a
+        background backfill is writing, and no row is embedded twice by this process.
+        """
+        done = 0
+        while limit is None or done < limit:
+            if self._closing.is_set() and threading.current_thread() is self._backfill_thread:
+                return done
+            with self._embedding_rows:
+                size = batch if limit is None else min(batch, limit - done)
+                rows = self.store.rows.rows_without_vectors(table, limit=size, where=where)
+                if not rows:
+                    break
+                vectors = self.embedder.embed([r["content"] for r in rows])
+                self.store.rows.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
+            done += len(rows)
+        if where is None and (limit is None or done < limit):
+            self.store.rows.settle_unembedded(table)
+        return done

@@ -1,0 +1,427 @@
+"""Pure Letta edit semantics for core memory blocks, and the core-memory renderer.
+
+Every function here takes values and returns a new value or raises ``EditError`` /
+``ValidationError``. Nothing here reads or writes storage. ``apply_edit`` is the one
+place where a block's read-only flag and character limit are enforced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..base.errors import EditError, ValidationError
+from ..base.records import Block
+
+READ_ONLY_ERROR = "Error This block is read-only and cannot be edited."
+LINE_NUMBER_WARNING = (
+    "# NOTE: Line numbers shown below (with arrows like '1→') are to help during editing. "
+    "Do NOT include line number prefixes in your memory edit tool calls."
+)
+_LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
+MAX_LABEL_CHARS = 1024
+MAX_SEGMENT_BYTES = 250  # a file name is at most 255 bytes, and the label's last segment gets ".md"
+MEMORY_PATH_PREFIX = "/memories/"
+PINNED_KEY = "pinned"  # block metadata: "false" keeps a block out of the rendered core memory (detached)
+LETTA_LABEL_KEY = "letta_label"  # block metadata: the label as an imported file spelled it, when it differed
+
+
+def _shown(label: object) -> str:
+    text = label if isinstance(label, str) else str(label)
+    return repr(text if len(text) <= 80 else text[:80] + "...")
+
+
+def validate_label(label: str) -> str:
+    """Return the normalised label, or raise ``ValidationError`` naming what is wrong.
+
+    A label is a path of file names separated by ``/``, kept as written (Letta Code's MemFS: the
+    file ``reference/Team-Notes.md`` is the block ``reference/Team-Notes``): capitals, dots, spaces
+    and any other character a file name may hold are allowed. Refused is only what cannot be one
+    file name per segment: empty, ``.`` and ``..`` segments, hidden ones (``.x``: a synced directory
+    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters.
+    One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
+    """
+    if not isinstance(label, str):
+        raise ValidationError(f"Invalid block label {_shown(label)}: a label is text, for example 'project_notes'.")
+    name = label[1:] if label.startswith("/") else label
+    problem = _label_problem(name)
+    if problem:
+        raise ValidationError(
+            f"Invalid block label {_shown(label)}: {problem}. Labels are paths of file names separated by '/', "
+            "for example 'project_notes' or 'system/human/family'."
+        )
+    return name
+
+
+def _label_problem(name: str) -> str:
+    if not name:
+        return "it is empty"
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        return "it contains a control character"
+    if "\\" in name:
+        return "the character '\\' is not allowed (separate folders with '/')"
+    if len(name) > MAX_LABEL_CHARS:
+        return f"it has {len(name)} characters, at most {MAX_LABEL_CHARS} are allowed"
+    for segment in name.split("/"):
+        if not segment:
+            return "it has an empty path segment ('//', or a '/' at the end)"
+        if segment in (".", ".."):
+            return "'.' and '..' segments are not allowed"
+        if segment.startswith("."):
+            return f"the segment {segment[:20]!r} starts with '.' (a hidden file)"
+        size = len(segment.encode("utf-8", "surrogatepass"))
+        if size > MAX_SEGMENT_BYTES:
+            return f"the segment {segment[:20]!r}... has {size} bytes, at most {MAX_SEGMENT_BYTES} are allowed"
+    return ""
+
+
+def lookup_label(label: str) -> str:
+    """The label to look a block up by: a leading ``/`` is ignored, as when creating one."""
+    return label[1:] if label.startswith("/") else label
+
+
+def label_from_letta(label: str) -> str:
+    """A label from a Letta file, normalised: leading ``/`` removed, empty segments (``a//b``) dropped.
+
+    The caller keeps the original under ``LETTA_LABEL_KEY`` so an export can hand it back.
+    """
+    if not isinstance(label, str):
+        return validate_label(label)
+    if any(ord(c) < 32 for c in label):
+        return validate_label(label)  # the error names the control character
+    return validate_label("/".join(s for s in label.split("/") if s) or label)
+
+
+def is_pinned(block: Block) -> bool:
+    """Pinned blocks are rendered in core memory every turn; detached ones only listed by label."""
+    return block.metadata.get(PINNED_KEY, "true") != "false"
+
+
+def label_from_path(path: str) -> str:
+    """Map the ``memory`` tool's ``/memories/<label>`` path to a label."""
+    if not isinstance(path, str) or not path.startswith(MEMORY_PATH_PREFIX):
+        raise ValidationError(
+            f"Invalid path {path!r}: memory paths look like '/memories/<label>', for example '/memories/human'."
+        )
+    return validate_label(path[len(MEMORY_PATH_PREFIX) :].strip("/"))
+
+
+def reject_line_numbers(arg: str, text: str, *, banner: bool = True) -> None:
+    """Refuse edit arguments that carry display-only line numbers or the warning banner."""
+    if _LINE_NUMBER_PREFIX.search(text):
+        raise EditError(
+            f"{arg} contains a line number prefix, which is not allowed. Do not include line numbers "
+            "when calling memory tools (line numbers are for display purposes only)."
+        )
+    if banner and LINE_NUMBER_WARNING in text:
+        raise EditError(
+            f"{arg} contains a line number warning, which is not allowed. Do not include line number "
+            "information when calling memory tools (line numbers are for display purposes only)."
+        )
+
+
+# ---------------------------------------------------------------------------
+# Edits: each is a small frozen value; ``compute`` returns the new block value.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Append:
+    content: str
+    operation: str = "core_memory_append"
+
+    def compute(self, value: str, label: str) -> str:
+        return value + "\n" + self.content
+
+
+@dataclass(frozen=True)
+class ReplaceAll:
+    """``core_memory_replace``: replace every occurrence; empty ``new`` deletes."""
+
+    old: str
+    new: str
+    operation: str = "core_memory_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        if not self.old or self.old not in value:
+            raise EditError(f"Old content '{self.old}' not found in memory block '{label}'")
+        return value.replace(self.old, self.new)
+
+
+@dataclass(frozen=True)
+class StrReplace:
+    """``memory_replace``: ``old`` must occur exactly once, verbatim."""
+
+    old: str
+    new: str
+    operation: str = "memory_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        reject_line_numbers("old_string", self.old)
+        reject_line_numbers("new_string", self.new, banner=False)
+        count = value.count(self.old) if self.old else 0
+        if count == 0:
+            raise EditError(
+                f"No replacement was performed, old_string `{self.old}` did not appear verbatim in "
+                f"memory block with label `{label}`."
+            )
+        if count > 1:
+            lines = [i for i, line in enumerate(value.split("\n"), start=1) if self.old in line]
+            if not lines:  # the match spans lines: report where each occurrence starts
+                lines = _occurrence_lines(value, self.old)
+            raise EditError(
+                f"No replacement was performed. Multiple occurrences of old_string `{self.old}` in "
+                f"lines {lines}. Please ensure it is unique."
+            )
+        return value.replace(self.old, self.new, 1)
+
+
+def _occurrence_lines(value: str, needle: str) -> list[int]:
+    lines: list[int] = []
+    start = value.find(needle)
+    while start != -1:
+        lines.append(value.count("\n", 0, start) + 1)
+        start = value.find(needle, start + 1)
+    return lines
+
+
+@dataclass(frozen=True)
+class Insert:
+    """``memory_insert``: -1 appends, 0 inserts before the first line, k after line k."""
+
+    text: str
+    line: int = -1
+    operation: str = "memory_insert"
+
+    def compute(self, value: str, label: str) -> str:
+        reject_line_numbers("new_string", self.text)
+        lines = value.split("\n")
+        n = len(lines)
+        if isinstance(self.line, bool) or not isinstance(self.line, int) or (self.line != -1 and not 0 <= self.line <= n):
+            raise EditError(
+                f"Invalid `insert_line` parameter: {self.line}. It should be within the range of lines of "
+                f"the memory block: [0, {n}], or -1 to append to the end of the memory block."
+            )
+        if value == "":
+            return self.text  # an empty block has no line to keep: no leading blank line
+        at = n if self.line == -1 else self.line
+        return "\n".join(lines[:at] + self.text.split("\n") + lines[at:])
+
+
+@dataclass(frozen=True)
+class Rethink:
+    """``memory_rethink`` (and human ``set``): replace the whole value."""
+
+    new: str
+    operation: str = "memory_rethink"
+    check_line_numbers: bool = True
+
+    def compute(self, value: str, label: str) -> str:
+        if self.check_line_numbers:
+            reject_line_numbers("new_memory", self.new)
+        return self.new
+
+
+@dataclass(frozen=True)
+class Patch:
+    """``memory_apply_patch``: unified-diff style hunks applied in order."""
+
+    patch: str
+    operation: str = "memory_apply_patch"
+
+    def compute(self, value: str, label: str) -> str:
+        hunks = parse_patch(self.patch)
+        lines = value.split("\n")
+        for expected, replacement in hunks:
+            lines = _apply_hunk(lines, expected, replacement)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FirstReplace:
+    """Letta Code's ``memory`` str_replace: the first occurrence of ``old`` becomes ``new``."""
+
+    old: str
+    new: str
+    operation: str = "memory str_replace"
+
+    def compute(self, value: str, label: str) -> str:
+        at = value.find(self.old) if self.old else -1
+        if at == -1:
+            raise EditError("memory str_replace: old_string was not found in the target memory block")
+        return value[:at] + self.new + value[at + len(self.old) :]
+
+
+@dataclass(frozen=True)
+class LineInsert:
+    """Letta Code's ``memory`` insert: the text becomes line ``line`` (1-based), clamped to the block's lines."""
+
+    text: str
+    line: int
+    operation: str = "memory insert"
+
+    def compute(self, value: str, label: str) -> str:
+        lines = value.split("\n") if value else []
+        at = min(max(self.line - 1, 0), len(lines))
+        return "\n".join(lines[:at] + self.text.split("\n") + lines[at:])
+
+
+Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch | FirstReplace | LineInsert
+
+
+def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
+    """Parse hunks: `` `` context, ``-`` delete, ``+`` add; ``@@`` lines separate hunks."""
+    if not isinstance(patch, str) or not patch.strip():
+        raise EditError("Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines.")
+    reject_line_numbers("patch", patch)
+    hunks: list[tuple[list[str], list[str]]] = []
+    expected: list[str] = []
+    replacement: list[str] = []
+
+    def close() -> None:
+        if expected or replacement:
+            hunks.append((list(expected), list(replacement)))
+        expected.clear()
+        replacement.clear()
+
+    for raw in patch.split("\n"):
+        if raw.startswith("@@"):
+            close()
+        elif raw.startswith(("*** ", "--- ", "+++ ")) and not (expected or replacement):
+            continue  # file headers of diff tools: not content
+        elif raw.startswith("-"):
+            expected.append(raw[1:])
+        elif raw.startswith("+"):
+            replacement.append(raw[1:])
+        elif raw.startswith(" "):
+            expected.append(raw[1:])
+            replacement.append(raw[1:])
+        elif raw == "":
+            continue
+        else:
+            raise EditError(
+                f"Failed to apply patch: line {raw!r} does not start with ' ', '-', '+' or '@@'. "
+                "Prefix context lines with a space, removed lines with '-' and added lines with '+'."
+            )
+    close()
+    if not hunks:
+        raise EditError("Failed to apply patch: no hunks found. Send ' ' context, '-' delete and '+' add lines.")
+    for exp, rep in hunks:
+        if not exp:
+            raise EditError(
+                "Failed to apply patch: a hunk has no context or removed lines, so its place is unknown. "
+                "Include at least one ' ' context line, or use memory_insert to add lines."
+            )
+        if exp == rep:
+            raise EditError("Failed to apply patch: a hunk changes nothing. Add '-' or '+' lines.")
+    return hunks
+
+
+def _apply_hunk(lines: list[str], expected: list[str], replacement: list[str]) -> list[str]:
+    k = len(expected)
+    starts = [i for i in range(len(lines) - k + 1) if lines[i : i + k] == expected]
+    if not starts:
+        raise EditError(
+            "Failed to apply patch: expected hunk context not found in the memory block. "
+            "Verify the target lines exist exactly as written (no line numbers) and try again."
+        )
+    if len(starts) > 1:
+        raise EditError(
+            "Failed to apply patch: hunk context matched multiple places in the memory block. "
+            f"It matches at lines {[s + 1 for s in starts]}; add more context lines so it is unique."
+        )
+    at = starts[0]
+    return lines[:at] + replacement + lines[at + k :]
+
+
+def apply_edit(block: Block, edit: Edit, *, enforce_read_only: bool = True) -> str:
+    """Return the block's new value after ``edit``, or raise; the one place limits are enforced.
+
+    ``enforce_read_only`` is False only for people (CLI), who may edit read-only blocks.
+    """
+    if enforce_read_only and block.read_only:
+        raise EditError(READ_ONLY_ERROR)
+    new_value = edit.compute(block.value, block.label)
+    check_limit(new_value, block.limit)
+    return new_value
+
+
+def check_limit(value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise EditError(f"Edit failed: Exceeds {limit} character limit (requested {len(value)})")
+
+
+# ---------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------
+
+
+def render_block(block: Block, *, line_numbers: bool = False) -> str:
+    parts = [f"<{block.label}>", "<description>", block.description, "</description>", "<metadata>"]
+    if block.read_only:
+        parts.append("- read_only=true")
+    parts += [f"- chars_current={len(block.value)}", f"- chars_limit={block.limit}", "</metadata>"]
+    if line_numbers:
+        parts += ["<warning>", LINE_NUMBER_WARNING, "</warning>", "<value>"]
+        parts += [f"{i}→ {line}" for i, line in enumerate(block.value.split("\n"), start=1)]
+    else:
+        parts += ["<value>", block.value]
+    parts += ["</value>", f"</{block.label}>"]
+    return "\n".join(parts)
+
+
+def render_core_memory(blocks: Sequence[Block], *, line_numbers: bool = False) -> str:
+    """Core memory in Letta's layout: ``<memory_blocks>`` with one element per pinned block.
+
+    Detached blocks (metadata ``pinned=false``) follow as ``<memory_directory>``: a tree of their
+    labels and descriptions, opened on demand with the ``memory_open`` tool.
+    """
+    pinned = [b for b in blocks if is_pinned(b)]
+    body = "\n\n".join(render_block(b, line_numbers=line_numbers) for b in pinned)
+    head = "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n"
+    text = head + (body + "\n\n" if body else "") + "</memory_blocks>"
+    detached = [b for b in blocks if not is_pinned(b)]
+    if detached:
+        text += "\n\n" + render_directory(detached)
+    return text
+
+
+def render_directory(blocks: Sequence[Block]) -> str:
+    """Detached blocks as a tree of labels with descriptions and sizes (values are not shown)."""
+    lines = [
+        "<memory_directory>",
+        "These memory blocks are stored but not shown above. Open one with memory_open(label) when it is relevant;",
+        "every edit tool works on them by label.",
+    ]
+    shown: set[str] = set()
+    for b in sorted(blocks, key=lambda b: b.label):
+        parts = b.label.split("/")
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1]) + "/"
+            if folder not in shown:
+                shown.add(folder)
+                lines.append("  " * depth + f"- {parts[depth]}/")
+        about = f": {' '.join(b.description.split())}" if b.description.strip() else ""
+        flags = ", read_only" if b.read_only else ""
+        lines.append("  " * (len(parts) - 1) + f"- {parts[-1]} ({b.label}; {len(b.value)} chars{flags}){about}")
+    lines.append("</memory_directory>")
+    return "\n".join(lines)
+
+
+def render_memory_metadata(
+    *, agent_id: str, recompiled_at: datetime, recall_count: int, archival_count: int, archival_tags: Sequence[str] = ()
+) -> str:
+    stamp = recompiled_at.strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
+    lines = [
+        "<memory_metadata>",
+        f"- AGENT_ID: {agent_id}",
+        f"- System prompt last recompiled: {stamp}",
+        f"- {recall_count} previous messages between you and the user are stored in recall memory",
+        f"- {archival_count} total memories you created are stored in archival memory (use tools to access them)",
+    ]
+    if archival_tags:
+        lines.append(f"- Archival memory tags: {', '.join(archival_tags)}")
+    lines.append("</memory_metadata>")
+    return "\n".join(lines)

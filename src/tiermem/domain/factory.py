@@ -1,0 +1,132 @@
+"""Builds the domain objects from settings: store, embedder (loading in the background), Archive, Memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .archive import Archive
+    from ..base.config import Settings
+    from ..core.protocol import CoreStore
+    from .memory import Memory
+    from ..store import Store
+
+
+def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False,
+                on_archive_wait: Callable[[], None] | None = None) -> Memory:
+    """Build the store, the embedder (loading in the background) and the Memory facade.
+
+    ``lazy`` (the server): when the core state is a local SQLite file, or objects on object storage, that need
+    no migration, open only that now and return; the store, the embedder and the archive open in a background thread started
+    here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
+    lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
+    """
+    from .memory import Memory
+
+    if settings.uri is None:
+        try:
+            settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from ..base.errors import StoreError
+
+            raise StoreError(
+                f"Cannot create the data directory {settings.resolved_data_dir()}: {exc}. "
+                "Choose a writable one with --data-dir or TIERMEM_DATA_DIR."
+            ) from exc
+    from ..base.background import Opening
+
+    core: CoreStore | None = _core_without_store(settings) if lazy else None
+    archive: Archive | Opening[Archive]
+    if core is not None:
+        archive = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
+                          on_wait=on_archive_wait)
+    else:
+        from ..core.migrate import open_core
+
+        archive, store = _open_archive(settings, start_embedder)
+        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None,
+                         settings.storage_options or None)
+    memory = Memory(
+        archive,
+        core=core,
+        default_blocks=settings.default_blocks,
+        default_system=settings.system,
+        max_content_chars=settings.max_content_chars,
+    )
+    if isinstance(archive, Opening):
+        archive.start()
+    _finish_deletions(memory)
+    return memory
+
+
+def _finish_deletions(memory: Memory) -> None:
+    """Finish agent deletions an earlier process started and did not finish (``Memory.delete_agent``)."""
+    import logging
+
+    from ..base.errors import TiermemError
+
+    try:
+        if not memory.pending_deletions():
+            return
+        for name in memory.finish_deletions():
+            logging.getLogger("tiermem").warning("finished deleting agent %r (an earlier deletion was interrupted)", name)
+    except TiermemError as exc:  # a read-only store, say: the agent stays marked, and the next opening tries again
+        logging.getLogger("tiermem").warning("could not finish an interrupted agent deletion: %s", exc)
+
+
+def _core_without_store(settings: Settings) -> CoreStore | None:
+    """The core state, if it opens without the LanceDB store: a local SQLite file (or a new directory), or the
+    objects of an object-storage uri that holds them (or nothing yet); None when core tables of an older tiermem
+    must be moved out of LanceDB first (``open_core`` does it, with the store)."""
+    from ..core.migrate import CORE_FILE, check_backend, open_objects, open_without_store
+
+    check_backend(settings.core_backend)
+    if settings.uri is not None:
+        from ..core.bucket import supports
+
+        if settings.core_backend not in ("auto", "object") or not supports(settings.uri):
+            return None
+        return open_objects(settings.uri, settings.storage_options or None, None)
+    if settings.core_backend not in ("auto", "sqlite"):
+        return None
+    return open_without_store(settings.resolved_data_dir() / CORE_FILE, Path(settings.store_uri()))
+
+
+def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, Store]:
+    """The store, the embedder (loading in the background) and the archive over them."""
+    from .archive import Archive
+    from ..embedding.embedders import make_embedder
+    from ..store import Store
+
+    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    if start_embedder:
+        embedder.start()  # loads while the store opens
+    store = Store(
+        settings.store_uri(),
+        embedding_model=embedder.name,
+        embedding_dim=embedder.dim,
+        storage_options=settings.storage_options or None,
+        optimize_every=settings.optimize_every,
+        metadata_cache_bytes=settings.metadata_cache_mb << 20,
+        index_cache_bytes=settings.index_cache_mb << 20,
+        session_renew_writes=settings.session_renew_writes,
+        version_retention=timedelta(seconds=settings.version_retention_seconds)
+        if settings.version_retention_seconds else None,
+    )
+    archive = Archive(
+        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
+        wait_seconds=settings.embedding_wait_seconds,
+    )
+    if start_embedder:
+        # Rows any process stored without vectors (a crash may have left them unannounced): announce them
+        # to every process's searches and embed them as soon as the model is ready.
+        missing = [t for t, n in archive.missing_vectors().items() if n]
+        for table in missing:
+            if not store.rows.unembedded_marks(table):
+                store.rows.mark_unembedded(table)
+        if missing:
+            archive.start_backfill()
+    return archive, store

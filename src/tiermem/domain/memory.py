@@ -1,0 +1,640 @@
+"""``Memory``: the domain facade over the store.
+
+Block edits are serialised per block inside a process (a lock per block id) and across
+processes by optimistic concurrency: read the block, compute the edit with the pure rules in
+``blocks.py``, write it only if the stored version is unchanged, else re-read and retry.
+Every committed change appends a history row; history is never rewritten.
+
+Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
+``Archive`` (built together by ``factory.open_memory``, or still opening in the background: see
+``factory.open_memory(lazy=True)``), reached as ``Memory.archive``. Nothing outside
+the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
+
+Size: a little over the house's ~450 lines: one class whose parts (agents, block edits, attachments, history
+repair, idempotency keys) share the per-block locks, the change listeners and the history bookkeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from . import blocks as rules
+from ..base.config import BlockSpec
+from ..core.protocol import CoreStore
+from ..base.errors import ConflictError, EditError, NotFoundError, ValidationError
+from ..base.names import name_in
+from ..base.background import Opening
+from ..base.records import Agent, Block, BlockVersion, ContextWindow, Message, Passage, StoredResult, check_text, new_id, now, stable_id
+
+if TYPE_CHECKING:
+    from .archive import Archive, SearchResult
+
+log = logging.getLogger(__name__)
+
+ChangeKind = Literal["block_updated", "blocks_changed"]
+T = TypeVar("T")
+ROLE_BLOCKS = {"human": "user", "persona": "assistant"}  # the block that names whoever speaks in a role
+
+# Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
+# "sleeptime" for the duration of its run (copied into worker threads with the context).
+current_actor: ContextVar[str] = ContextVar("tiermem_actor", default="agent")
+
+
+@dataclass(frozen=True)
+class Change:
+    """What listeners (the MCP server) hear after a committed change."""
+
+    kind: ChangeKind
+    agent_ids: tuple[str, ...]
+    label: str | None = None
+
+
+Listener = Callable[[Change], None]
+DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
+DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
+
+
+@dataclass(frozen=True)
+class Written(Generic[T]):
+    """What a write stored, and what the model should be told about it (None: nothing; else, for example, that the
+    rows are stored without vectors until the embedding model is ready)."""
+
+    stored: T
+    note: str | None
+
+
+@dataclass(frozen=True)
+class AgentDeletion:
+    """What deleting an agent removes: blocks (labels) that go with their history, blocks that stay because other
+    agents are attached to them, and counts."""
+
+    name: str
+    agent_id: str
+    blocks: tuple[str, ...]
+    shared_blocks_kept: tuple[str, ...]
+    block_versions: int
+    messages: int
+    passages: int
+
+    def describe(self) -> str:
+        lines = [f"agent {self.name} ({self.agent_id})",
+                 f"blocks: {', '.join(self.blocks) or 'none'} ({self.block_versions} version(s) of history)",
+                 f"messages: {self.messages}, archival passages: {self.passages}"]
+        if self.shared_blocks_kept:
+            lines.append(f"kept (other agents share them, only detached): {', '.join(self.shared_blocks_kept)}")
+        return "\n".join(lines)
+_MAX_ATTEMPTS = 200
+
+
+class Memory:
+    def __init__(
+        self,
+        archive: Archive | Opening[Archive],
+        *,
+        default_blocks: Sequence[BlockSpec] = (),
+        default_system: str = "",
+        max_content_chars: int = 100_000,
+        core: CoreStore,
+    ) -> None:
+        self._archive = archive
+        self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
+        self.core: CoreStore = core
+        self.default_blocks = tuple(default_blocks)
+        self.default_system = default_system
+        self.max_content_chars = max_content_chars
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._listeners: list[Listener] = []
+
+    @property
+    def archive(self) -> Archive:
+        """Recall and archival memory; if they are still opening (a server's first seconds), waits for them.
+        Its searches learn the names of the agent's roles from here (``speaker_names``)."""
+        archive = self._archive
+        opened = archive.get() if isinstance(archive, Opening) else archive
+        if self._named is not opened:
+            opened.speaker_names = self.speaker_names
+            self._named = opened
+        return opened
+
+    def speaker_names(self, agent_id: str) -> dict[str, str]:
+        """``{role: name}`` for turns logged by role: the user's name from the ``human`` block, the agent's own
+        from ``persona`` (``names.name_in``); roles whose block names nobody are left out."""
+        found: dict[str, str] = {}
+        for block in self.blocks(agent_id):
+            role = ROLE_BLOCKS.get(block.label)
+            if role is not None and role not in found:
+                name = name_in(block.value)
+                if name:
+                    found[role] = name
+        return found
+
+    @property
+    def archive_ready(self) -> bool:
+        """False while the archive is still opening in the background."""
+        return not isinstance(self._archive, Opening) or self._archive.ready
+
+    def settle(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` s each) for what still opens in the background: the archive, then the model.
+        A server calls it before it exits: native code (lancedb, onnxruntime) still importing or loading in a
+        daemon thread when the interpreter shuts down can abort the process."""
+        archive = self._archive.settle(timeout) if isinstance(self._archive, Opening) else self._archive
+        if archive is not None:
+            archive.embedder.settle(timeout)
+
+    # -- listeners -----------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, change: Change) -> None:
+        for listener in list(self._listeners):
+            listener(change)
+
+    # -- agents --------------------------------------------------------------
+
+    def list_agents(self) -> list[Agent]:
+        return self.core.list_agents()
+
+    def get_agent(self, name: str) -> Agent:
+        agent = self.core.find_agent(name)
+        if agent is None:
+            names = ", ".join(a.name for a in self.core.list_agents()) or "none yet"
+            raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
+        return agent
+
+    def named_agent(self, name: str) -> Agent:
+        """The agent a command works on: the built-in ``default`` agent is created on first use; any other name
+        must exist (a mistyped ``--agent`` is refused with the names that do, never created)."""
+        return self.ensure_agent(name) if name == DEFAULT_AGENT else self.get_agent(name)
+
+    def ensure_agent(self, name: str, *, blocks: Sequence[BlockSpec] | None = None) -> Agent:
+        """The agent named ``name``, created on first use with ``blocks`` (default: the default blocks)."""
+        agent = self.core.find_agent(name)
+        return agent if agent is not None else self.create_agent(name, stable=True, blocks=blocks)
+
+    def create_agent(
+        self,
+        name: str,
+        *,
+        system: str | None = None,
+        blocks: Sequence[BlockSpec] | None = None,
+        stable: bool = False,
+        metadata: dict[str, str] | None = None,
+        agent_id: str | None = None,
+    ) -> Agent:
+        check_agent_name(name)
+        if not stable and self.core.find_agent(name) is not None:
+            raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
+        t = now()
+        agent_id = agent_id or (stable_id("agent", name) if stable else new_id("agent"))
+        agent = Agent(
+            id=agent_id,
+            name=name,
+            system=self.default_system if system is None else system,
+            created_at=t,
+            updated_at=t,
+            metadata=_check_metadata(metadata or {}),
+        )
+        specs = tuple(_normalised(s) for s in (self.default_blocks if blocks is None else blocks))
+        for spec in specs:
+            rules.check_limit(spec.value, spec.limit)
+        # Blocks and attachments first, the agent row last: once another process can find the
+        # agent, its blocks are there. Stable ids make a concurrent or interrupted first start
+        # converge on the same rows.
+        for spec in specs:
+            block_id = stable_id("block", agent.id, spec.label) if stable else new_id("block")
+            self._insert_block(block_id, spec, actor="system")
+            self.core.attach(agent.id, block_id)
+        self.core.insert_agent(agent)
+        return self.core.get_agent(agent.id)
+
+    def set_agent_metadata(self, agent_id: str, updates: dict[str, str], *, system: str | None = None) -> Agent:
+        """Merge ``updates`` into the agent's metadata (a value of "" removes the key); optionally set its system prompt."""
+        agent = self.core.get_agent(agent_id)
+        merged = {**agent.metadata, **_check_metadata(updates)}
+        merged = {k: v for k, v in merged.items() if v != ""}
+        if system is not None:
+            self._check_text("system", system)
+        changed = replace(agent, metadata=merged, system=agent.system if system is None else system, updated_at=now())
+        self.core.update_agent(changed)
+        return self.core.get_agent(agent_id)
+
+    # -- conversations (agent-loop state) ------------------------------------------
+
+    def context_window(self, agent_id: str, conversation_id: str) -> ContextWindow:
+        stored = self.core.get_conversation(agent_id, conversation_id)
+        return stored if stored is not None else ContextWindow(agent_id=agent_id, conversation_id=conversation_id)
+
+    def set_context_window(self, window: ContextWindow) -> None:
+        self.core.put_conversation(window)
+
+    def in_context_messages(self, window: ContextWindow) -> list[Message]:
+        """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
+        messages = self.archive.messages_since(window.agent_id, window.conversation_id, window.start_seq)
+        if window.summary_id:
+            summary = self.archive.message(window.summary_id)
+            if summary is not None:
+                messages = [summary, *[m for m in messages if m.id != summary.id]]
+        return messages
+
+    # -- reading blocks ----------------------------------------------------------
+
+    def blocks(self, agent_id: str) -> list[Block]:
+        ids = self.core.attached_block_ids(agent_id)
+        by_id = {b.id: b for b in self.core.get_blocks(ids)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def change_token(self) -> object:
+        """Differs from an earlier call's value when another process may have changed agents or blocks since
+        (``CoreStore.change_token``); ``watch_cheap`` says how often it is worth asking."""
+        return self.core.change_token()
+
+    @property
+    def watch_cheap(self) -> bool:
+        return self.core.watch_cheap
+
+    def read_now(self, fn: Callable[[], T]) -> tuple[T] | None:
+        """``(fn(),)`` when ``fn`` (reads of blocks and agents) can be answered from the core state's cache without
+        waiting for I/O or a lock; None otherwise (then call it the normal way, in a worker thread)."""
+        return self.core.read_cached(fn)
+
+    def block(self, agent_id: str, label: str) -> Block:
+        if not isinstance(label, str):
+            raise ValidationError("label must be text, for example 'human'.")
+        found = self.core.find_block(agent_id, rules.lookup_label(label))
+        if found is not None:
+            return found
+        blocks = self.blocks(agent_id)
+        labels = ", ".join(repr(b.label) for b in blocks) or "none"
+        shown = label if len(label) <= 80 else label[:80] + "..."
+        raise NotFoundError(
+            f"No memory block with label {shown!r}. Blocks that exist: {labels}. "
+            "Use one of these labels, or create a block first."
+        )
+
+    def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True) -> str:
+        text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
+        if not with_metadata:
+            return text
+        recall, archival, tags = self.archive.counts(agent_id)
+        meta = rules.render_memory_metadata(
+            agent_id=agent_id, recompiled_at=now(), recall_count=recall, archival_count=archival, archival_tags=tags
+        )
+        return text + "\n\n" + meta
+
+    # -- editing ----------------------------------------------------------------
+
+    def edit(self, agent_id: str, label: str, edit: rules.Edit, *, actor: str | None = None) -> Block:
+        """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal."""
+        actor = actor or current_actor.get()
+        self._check_sizes(edit)
+        block = self.block(agent_id, label)
+        return self._commit(
+            block,
+            lambda current: replace(
+                current,
+                value=rules.apply_edit(current, edit, enforce_read_only=actor != "human"),
+            ),
+            operation=edit.operation,
+            actor=actor,
+        )
+
+    def update_block(
+        self,
+        agent_id: str,
+        label: str,
+        *,
+        new_label: str | None = None,
+        description: str | None = None,
+        limit: int | None = None,
+        read_only: bool | None = None,
+        pinned: bool | None = None,
+        metadata: dict[str, str] | None = None,
+        actor: str = "human",
+        operation: str = "update",
+    ) -> Block:
+        """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
+
+        ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
+        block, is listed by label and description, and is opened on demand. ``metadata`` is merged
+        into the block's (a value of "" removes that key).
+        """
+        block = self.block(agent_id, label)
+        if new_label is not None:
+            new_label = rules.validate_label(new_label)
+        if new_label is not None and new_label != block.label:
+            for agent in self.core.agents_of_block(block.id):
+                if any(b.label == new_label for b in self.blocks(agent)):
+                    raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
+        updates = _check_metadata(metadata or {})
+
+        def change(current: Block) -> Block:
+            if actor != "human" and current.read_only:
+                raise EditError(rules.READ_ONLY_ERROR)
+            updated = replace(
+                current,
+                label=new_label if new_label is not None else current.label,
+                description=description if description is not None else current.description,
+                limit=limit if limit is not None else current.limit,
+                read_only=read_only if read_only is not None else current.read_only,
+                metadata=_with_pinned({k: v for k, v in {**current.metadata, **updates}.items() if v != ""}, pinned),
+            )
+            rules.check_limit(updated.value, updated.limit)
+            return updated
+
+        committed = self._commit(block, change, operation=operation, actor=actor)
+        if (new_label is not None and new_label != block.label) or rules.is_pinned(committed) != rules.is_pinned(block):
+            self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
+        return committed
+
+    def revert(self, agent_id: str, label: str, version: int, *, actor: str | None = None) -> Block:
+        """Restore the value of ``version`` as a new version; history keeps everything."""
+        actor = actor or current_actor.get()
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValidationError(f"version must be a positive whole number from memory_history, got {version!r}.")
+        block = self.block(agent_id, label)
+        old = self.core.history_version(block.id, version)
+        if old is None:
+            raise NotFoundError(
+                f"Block {label!r} has no version {version}; its versions are 1 to {block.version}. "
+                "See memory_history for the list."
+            )
+        edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
+        return self.edit(agent_id, label, edit, actor=actor)
+
+    def history(self, agent_id: str, label: str, limit: int = 20) -> list[BlockVersion]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
+        block = self.block(agent_id, label)
+        return self.core.history(block.id, limit=limit)
+
+    # -- creating, attaching, deleting ---------------------------------------
+
+    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None, operation: str = "create") -> Block:
+        actor = actor or current_actor.get()
+        spec = self._check_spec(spec)
+        if any(b.label == spec.label for b in self.blocks(agent_id)):
+            raise ValidationError(
+                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
+            )
+        block_id = new_id("block")
+        self._insert_block(block_id, spec, actor=actor, operation=operation)
+        self.core.attach(agent_id, block_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        block = self.core.get_block(block_id)
+        assert block is not None
+        return block
+
+    def import_block(self, agent_id: str, block_id: str, spec: BlockSpec) -> Block:
+        """Create a block under a caller-chosen id (or find it) and attach it: re-running an import is harmless."""
+        if self.core.get_block(block_id) is None:
+            spec = self._check_spec(spec)
+            self._insert_block(block_id, spec, actor="import")
+        self.core.attach(agent_id, block_id)
+        block = self.core.get_block(block_id)
+        assert block is not None
+        return block
+
+    def deletion_plan(self, agent_id: str) -> AgentDeletion:
+        """What deleting the agent removes (shown before a deletion is confirmed)."""
+        agent = self.core.get_agent(agent_id)
+        gone: list[str] = []
+        kept: list[str] = []
+        versions = 0
+        for b in self.blocks(agent_id):
+            if set(self.core.agents_of_block(b.id)) - {agent_id}:
+                kept.append(b.label)
+            else:
+                gone.append(b.label)
+                versions += b.version
+        messages, passages, _tags = self.archive.counts(agent_id)
+        return AgentDeletion(agent.name, agent.id, tuple(gone), tuple(kept), versions, messages, passages)
+
+    def delete_agent(self, agent_id: str) -> AgentDeletion:
+        """Delete an agent with its blocks (a block another agent is attached to stays with that agent), their
+        history, its messages, passages, conversation state and idempotency keys.
+
+        Crash-safe: the agent is first marked as being deleted (``DELETING_KEY`` in its metadata, one commit); then
+        its messages and passages go, then its core state with its row last. A deletion killed part way leaves the
+        marked row, and the next opening of the store (``finish_deletions``: every command, the server, doctor)
+        finishes it; every step can run twice.
+        """
+        plan = self.deletion_plan(agent_id)
+        self.set_agent_metadata(agent_id, {DELETING_KEY: now().isoformat()})
+        self._finish_deletion(agent_id)
+        return plan
+
+    def pending_deletions(self) -> list[Agent]:
+        """Agents whose deletion was started and not finished (a process killed part way)."""
+        return [a for a in self.core.list_agents() if DELETING_KEY in a.metadata]
+
+    def finish_deletions(self) -> list[str]:
+        """Finish every deletion an earlier process started and did not finish; returns the agents' names."""
+        done = []
+        for agent in self.pending_deletions():
+            self._finish_deletion(agent.id)
+            done.append(agent.name)
+        return done
+
+    def _finish_deletion(self, agent_id: str) -> None:
+        self.archive.delete_agent_data(agent_id)
+        self.core.delete_agent(agent_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+
+    def attach(self, agent_id: str, block_id: str) -> Block:
+        """Share an existing block with another agent (one block, many agents)."""
+        block = self.core.get_block(block_id)
+        if block is None:
+            raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
+        if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
+            raise ValidationError(f"This agent already has a different block labelled {block.label!r}; rename one first.")
+        self.core.attach(agent_id, block_id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        return block
+
+    def delete_block(self, agent_id: str, label: str, *, actor: str | None = None) -> Block:
+        """Detach the block from this agent. Its history stays in the store."""
+        actor = actor or current_actor.get()
+        block = self.block(agent_id, label)
+        if actor != "human" and block.read_only:
+            raise EditError(rules.READ_ONLY_ERROR)
+        self.core.detach(agent_id, block.id)
+        self._emit(Change("blocks_changed", (agent_id,)))
+        return block
+
+    # -- idempotency keys ------------------------------------------------------
+
+    def stored_result(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
+        """The result stored for an earlier ``tool`` call with idempotency key ``key``, if any. The same key with
+        other arguments (another ``args_sha256``) is refused: it names another request."""
+        stored = self.core.get_request(_request_key(agent_id, tool, key))
+        if stored is None:
+            return None
+        if stored.args_sha256 != args_sha256:
+            raise ValidationError(
+                f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
+                "use a new key for a new request."
+            )
+        return stored.result
+
+    def store_result(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
+        """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
+        self.core.put_request(StoredResult(key=_request_key(agent_id, tool, key), agent_id=agent_id, tool=tool,
+                                           args_sha256=args_sha256, result=result, created_at=now()))
+
+    # -- recall and archival memory, as the tools ask for them -----------------------
+
+    def core_memory(self, agent_id: str, *, line_numbers: bool = False) -> tuple[str, list[Block]]:
+        """Core memory rendered as in Letta (with ``<memory_metadata>``) and the blocks it shows."""
+        return self.render_core(agent_id, line_numbers=line_numbers), self.blocks(agent_id)
+
+    def system_prompt(self, agent_id: str) -> str:
+        """The agent's system prompt (or the default) followed by its rendered core memory."""
+        agent = self.core.get_agent(agent_id)
+        return (agent.system or self.default_system) + "\n\n" + self.render_core(agent_id)
+
+    def conversation_log(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> Written[list[Message]]:
+        """Record conversation turns in recall memory (``Archive.log_messages``)."""
+        return Written(self.archive.log_messages(agent_id, messages), self.archive.write_note())
+
+    def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,
+                            start_date: str | None, end_date: str | None) -> SearchResult:
+        """Search recall memory (``Archive.conversation_search``)."""
+        return self.archive.conversation_search(agent_id, query, roles=roles, limit=limit, start_date=start_date,
+                                                end_date=end_date)
+
+    def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None) -> Written[list[str]]:
+        """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks."""
+        return Written(self.archive.insert(agent_id, content, tags), self.archive.write_note())
+
+    def archival_search(self, agent_id: str, query: str, *, tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
+                        start_datetime: str | None, end_datetime: str | None) -> SearchResult:
+        """Search archival memory (``Archive.search``)."""
+        return self.archive.search(agent_id, query, tags=tags, tag_match_mode=tag_match_mode, top_k=top_k,
+                                   start_datetime=start_datetime, end_datetime=end_datetime)
+
+    def archival_delete(self, agent_id: str, passage_id: str) -> int:
+        """Delete a passage, every chunk of it (``Archive.delete``); how many rows went."""
+        return self.archive.delete(agent_id, passage_id)
+
+    def archival_list(self, agent_id: str, *, offset: int, limit: int,
+                      tags: Sequence[str] | None) -> tuple[list[Passage], int]:
+        """One page of passages, oldest first, and how many there are (``Archive.list_passages``)."""
+        return self.archive.list_passages(agent_id, offset=offset, limit=limit, tags=tags)
+
+    # -- internals ---------------------------------------------------------------
+
+    def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
+        t = now()
+        block = Block(
+            id=block_id,
+            label=spec.label,
+            value=spec.value,
+            limit=spec.limit,
+            description=spec.description,
+            read_only=spec.read_only,
+            version=1,
+            updated_at=t,
+            metadata=dict(spec.metadata),
+        )
+        self.core.insert_block(block, _version_of(block, operation, actor))
+
+    def _lock(self, block_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(block_id, threading.Lock())
+
+    def _commit(self, block: Block, change: Callable[[Block], Block], *, operation: str, actor: str) -> Block:
+        """Apply ``change`` to ``block`` (just read) and compare-and-swap on its version; if another writer won,
+        re-read and retry. Value, version and history entry are one commit."""
+        block_id = block.id
+        with self._lock(block_id):
+            current: Block | None = block
+            for attempt in range(_MAX_ATTEMPTS):
+                if current is None:
+                    raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
+                updated = change(current)
+                if updated == current:
+                    return current  # nothing changed: no new version
+                committed = replace(updated, version=current.version + 1, updated_at=now())
+                agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
+                if agents is not None:
+                    self._emit(Change("block_updated", agents, committed.label))
+                    return committed
+                time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
+                current = self.core.get_block(block_id)
+        raise ConflictError(
+            f"Block {block_id} is being edited by other writers and {_MAX_ATTEMPTS} attempts failed; nothing was written. Try again."
+        )
+
+    def _check_sizes(self, edit: rules.Edit) -> None:
+        for name, value in vars(edit).items():
+            if isinstance(value, str) and name != "operation":
+                self._check_text(name, value)
+
+    def _check_spec(self, spec: BlockSpec) -> BlockSpec:
+        """A new block's label, texts and limit, checked before anything is written; the label normalised."""
+        spec = _normalised(spec)
+        self._check_text("value", spec.value)
+        self._check_text("description", spec.description)
+        rules.check_limit(spec.value, spec.limit)
+        return spec
+
+    def _check_text(self, name: str, value: str) -> None:
+        check_text(value, name, self.max_content_chars)
+
+
+def _with_pinned(metadata: dict[str, str], pinned: bool | None) -> dict[str, str]:
+    if pinned is None:
+        return metadata
+    rest = {k: v for k, v in metadata.items() if k != rules.PINNED_KEY}
+    return rest if pinned else {**rest, rules.PINNED_KEY: "false"}
+
+
+def _normalised(spec: BlockSpec) -> BlockSpec:
+    label = rules.validate_label(spec.label)
+    return spec if label == spec.label else spec.model_copy(update={"label": label})
+
+
+def _request_key(agent_id: str, tool: str, key: str) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= 200 or any(ord(c) < 32 for c in key):
+        raise ValidationError("idempotency_key must be 1-200 printable characters, e.g. a UUID.")
+    return f"{agent_id}\x1f{tool}\x1f{key}"
+
+
+def _version_of(block: Block, operation: str, actor: str) -> BlockVersion:
+    return BlockVersion(
+        block_id=block.id,
+        version=block.version,
+        label=block.label,
+        value=block.value,
+        limit=block.limit,
+        description=block.description,
+        read_only=block.read_only,
+        operation=operation,
+        actor=actor,
+        created_at=block.updated_at,
+    )
+
+
+def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError(f"Agent metadata must map text to text; {key!r} -> {value!r} is not.")
+    return dict(metadata)
+
+
+def check_agent_name(name: str) -> None:
+    if not isinstance(name, str) or not (1 <= len(name) <= 64) or not all(c.isalnum() or c in "_-." for c in name):
+        raise ValidationError(
+            f"Invalid agent name {str(name)[:80]!r}: use 1-64 letters, digits, '_', '-' or '.' (for example 'work')."
+        )

@@ -1,0 +1,1 @@
+"""Embedding models: the Embedder protocol, fastembed and hashing embedders, the packaged int8 MiniLM."""

@@ -1,0 +1,461 @@
+"""The MCP surface: tools, resources and prompts (change notifications: ``notifier.py``).
+
+``build_server(handle, settings)`` returns an ``MCPServer``. Tools are thin: they parse
+arguments, make one call on ``Memory`` in a worker thread, and return a compact result.
+The handshake never waits for storage: the server's lifespan (``runtime.lifespan``) has the
+``MemoryHandle`` open the store in the background once the handshake is answered, and the
+first tool call waits for it. Nothing imported here loads the storage engine or a model.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
+
+from mcp.server.context import ServerMiddleware
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import ToolManager
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
+from pydantic import ValidationError as ArgumentsError
+
+from ..domain import briefing
+from .clientlog import ClientLevels
+from .completion import register_completions_and_logging
+from ..base.errors import ConfigError, TiermemError
+from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
+from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
+from .runtime import MemoryHandle, Runtime, first_answer, lifespan
+from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
+from .arguments import check_arguments, error_result, explain
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+    from .netguard import ASGIApp, Token
+    from ..base.records import Block
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
+
+ARCHIVAL_URI = "memory://archival"
+
+INSTRUCTIONS_WAIT = 2.0  # seconds the instructions wait for core memory to open (SQLite: milliseconds)
+
+
+# ---------------------------------------------------------------------------
+# Tool groups
+# ---------------------------------------------------------------------------
+
+# TOOL_GROUPS and PRESETS derive from the registry (registry.py); re-exported here for callers and tests.
+
+
+def published_tools(settings: Settings) -> list[str]:
+    """The tools a server publishes: the ``tools`` setting, plus Letta Code's ``memory`` and ``memory_apply_patch``
+    when ``memory_tool_dialect`` chooses that dialect (choosing the memory tool's dialect means wanting the tool)."""
+    names = resolve_tools(settings.tools)
+    if settings.memory_tool_dialect == "letta-code":
+        names += [n for n in ("memory", "memory_apply_patch") if n not in names]
+    return names
+
+
+def resolve_tools(items: Iterable[str]) -> list[str]:
+    """Expand presets and groups into tool names, in a stable order; unknown names are an error."""
+    every = [name for group in TOOL_GROUPS.values() for name in group]
+    chosen: set[str] = set()
+
+    def add(item: str) -> None:
+        if item in PRESETS:
+            for sub in PRESETS[item]:
+                add(sub)
+        elif item in TOOL_GROUPS:
+            chosen.update(TOOL_GROUPS[item])
+        elif item in every:
+            chosen.add(item)
+        else:
+            known = ", ".join([*PRESETS, *TOOL_GROUPS])
+            raise ConfigError(f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name.")
+
+    for item in items:
+        add(item)
+    return [name for name in every if name in chosen]
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+
+class ToolsOnDemand(ToolManager):
+    """The SDK's tool manager, filled on first use.
+
+    Registering the tools costs ~30 ms (the tool modules are imported, and the SDK builds a pydantic model and a
+    JSON schema for each), which ``initialize`` does not need: the tools are registered when something first lists, looks up, calls or
+    adds a tool (normally the client's ``tools/list`` right after the handshake), in the same order as
+    before. Everything runs on the event loop thread, so no lock is needed.
+    """
+
+    def __init__(self, fill: Callable[[], None], *, before: ToolManager) -> None:
+        """``before``: the manager being replaced; its tools (an extension's, added by ``MCPServer``) stay first."""
+        super().__init__(warn_on_duplicate_tools=before.warn_on_duplicate_tools, tools=before.list_tools())
+        self._fill: Callable[[], None] | None = fill
+
+    def _filled(self) -> None:
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill()
+
+    def get_tool(self, name: str) -> Any:
+        self._filled()
+        return super().get_tool(name)
+
+    def list_tools(self) -> Any:
+        self._filled()
+        return super().list_tools()
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> Any:
+        self._filled()  # tools added later (the agent loop's) come after ours, as when we registered up front
+        return super().add_tool(*args, **kwargs)
+
+    def remove_tool(self, name: str) -> None:
+        self._filled()
+        super().remove_tool(name)
+
+    async def call_tool(self, *args: Any, **kwargs: Any) -> Any:
+        self._filled()
+        return await super().call_tool(*args, **kwargs)
+
+
+class TiermemServer(MCPServer[Runtime]):
+    """``MCPServer`` whose resource list follows the agent's blocks at run time."""
+
+    runtime: Runtime
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Unknown tools are a protocol error (-32602); wrong arguments a tool error that says how to call it."""
+        tools = tool_manager(self)
+        tool = tools.get_tool(name)
+        if tool is None:
+            known = ", ".join(t.name for t in tools.list_tools())
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
+                           data={"tool": name})
+        arguments, problem = check_arguments(name, tool.parameters, arguments)
+        if problem is None:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ArgumentsError):
+                    raise
+                problem = explain(name, tool.parameters, exc.__cause__.errors())
+        log.info("tool %r refused its arguments: %s", name, problem.splitlines()[0])
+        return error_result(problem)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        """An unknown prompt is -32602 (like an unknown resource), not a generic error."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name!r}. Prompts on this server: {known}.",
+                           data={"prompt": name})
+        accepted = [a.name for a in prompt.arguments or []]
+        extra = sorted(set(arguments or {}) - set(accepted))
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
+        if extra or missing:
+            takes = f"it takes: {', '.join(accepted)}" if accepted else "it takes no arguments"
+            problem = f"unknown argument(s) {extra}" if extra else f"missing argument(s) {missing}"
+            raise MCPError(code=INVALID_PARAMS, message=f"Prompt {name!r}: {problem}; {takes}.", data={"prompt": name})
+        return await super().get_prompt(name, arguments, context)
+
+    async def list_resources(self) -> list[Any]:
+        listed = await super().list_resources()
+        try:
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+            blocks = await self.runtime.read(Memory.blocks)
+        except TiermemError as exc:
+            log.warning("listing block resources failed: %s", exc)
+            return listed
+        from mcp.types import Resource
+
+        for b in blocks:
+            listed.append(
+                Resource(
+                    uri=BLOCK_URI.format(label=b.label),
+                    name=b.label,
+                    title=f"Core memory block: {b.label}",
+                    description=b.description or None,
+                    mime_type="text/plain",
+                    _meta=_block_meta(b),
+                )
+            )
+        return listed
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        text = str(uri)
+        prefix = BLOCK_URI.split("{", 1)[0]
+        if text.startswith(prefix):
+            from mcp.server.lowlevel.helper_types import ReadResourceContents
+
+            label = text[len(prefix) :]
+            try:
+                from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+                block = await self.runtime.read(Memory.block, label)
+            except TiermemError as exc:
+                from urllib.parse import unquote  # a client that percent-encoded a label with spaces
+
+                if unquote(label) == label:
+                    raise ResourceNotFoundError(str(exc)) from exc
+                try:
+                    from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+                    block = await self.runtime.read(Memory.block, unquote(label))
+                except TiermemError:
+                    raise ResourceNotFoundError(str(exc)) from exc
+            contents: list[ReadResourceContents] = [
+                ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
+            ]
+            return contents
+        return await super().read_resource(uri, context)
+
+
+def _block_meta(block: Block) -> dict[str, str | int | bool]:
+    return {
+        "label": block.label,
+        "description": block.description,
+        "limit": block.limit,
+        "chars": len(block.value),
+        "read_only": block.read_only,
+        "version": block.version,
+        "updated_at": block.updated_at.isoformat(),
+    }
+
+
+def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = (),
+                 middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = ()
+                 ) -> TiermemServer:
+    """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
+    ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit)."""
+    notifier = Notifier(handle, settings.watch_seconds)
+    runtime = Runtime(handle=handle, notifier=notifier)
+    levels = ClientLevels()
+    names = published_tools(settings)  # checked now: a bad `tools` setting fails at start, not at tools/list
+
+    async def instruct(client: str | None) -> str:
+        """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
+        budget = briefing.budget_for(client, settings.instructions_max_chars)
+        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget,
+                                     dialect=settings.memory_tool_dialect)
+
+    server = TiermemServer(
+        name="tiermem",
+        title="tiermem: tiered memory",
+        instructions=briefing.instructions(None, names, settings.instructions_max_chars,
+                                           dialect=settings.memory_tool_dialect),
+        version=_version(),
+        log_level=settings.log_level,
+        lifespan=lifespan,
+        # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
+        middleware=[cast("ServerMiddleware[Any]", m)
+                    for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))],
+        extensions=list(extensions),
+        subscriptions=notifier.bus,
+    )
+    server.runtime = runtime
+    if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
+        runtime.memory_dir = str(settings.sync.expanduser().resolve())
+    add_request_handler(server, "server/discover", RequestParams, discover(server, instruct))
+    definitions = tools_for(settings.memory_tool_dialect)
+    set_tool_manager(server, ToolsOnDemand(functools.partial(register_tools, server, definitions, names),
+                                           before=tool_manager(server)))
+    _register_resources(server, runtime)
+    _register_prompts(server, runtime)
+    register_legacy_subscriptions(server, notifier)
+    register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
+    return server
+
+
+def current_instructions(
+    instruct: Callable[[str | None], Awaitable[str]],
+) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """Server middleware: the ``initialize`` answer carries instructions rendered for that client, with core memory
+    as it is at that moment (the SDK would send the text fixed when the server was built)."""
+
+    async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        result = await call_next(ctx)
+        if getattr(ctx, "method", "") == "initialize" and isinstance(result, dict):
+            info = (ctx.params or {}).get("clientInfo") or {}
+            result["instructions"] = await instruct(info.get("name") if isinstance(info, dict) else None)
+        return result
+
+    return middleware
+
+
+def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[str]]) -> Any:
+    """The ``server/discover`` handler (protocol 2026-07-28): the SDK's answer with instructions rendered now, marked
+    stale at once (``ttlMs`` 0) and private to the caller, so a client that asks again gets current core memory."""
+    from mcp.types import DiscoverResult
+
+    async def handle(ctx: Any, params: Any) -> DiscoverResult:
+        result: DiscoverResult = await sdk_discover(server, ctx, params)
+        client = ctx.session.client_params
+        text = await instruct(client.client_info.name if client is not None else None)
+        return result.model_copy(update={"instructions": text, "ttl_ms": 0, "cache_scope": "private"})
+
+    return handle
+
+
+def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,
+                   ui: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
+
+    ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .netguard import Guard, default_allowed_hosts
+
+    checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app: ASGIApp
+    if settings.transport == "sse":
+        app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
+                             max_request_body_size=settings.max_request_bytes)
+    else:
+        from .events import RETRY_MS, MemoryEventStore
+
+        app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
+                                         host=settings.host, max_request_body_size=settings.max_request_bytes,
+                                         event_store=MemoryEventStore(), retry_interval=RETRY_MS)
+    if ui is not None:
+        app = ui(app)
+    origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
+    return Guard(
+        app,
+        agent=settings.agent,
+        tokens=tokens,
+        allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts,
+        allowed_origins=origins + settings.allowed_origins,
+        max_body_bytes=settings.max_request_bytes,
+        ui_prefix="/ui" if ui is not None else None,
+    )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
+    @server.resource(
+        CORE_URI,
+        name="core_memory",
+        title="Core memory",
+        description="Your core memory blocks rendered as in Letta, with <memory_metadata>. Read it at the start of a conversation.",
+        mime_type="text/plain",
+    )
+    async def core() -> str:
+        return await _render(runtime)
+
+    @server.resource(
+        BLOCK_URI,
+        name="block",
+        title="Core memory block",
+        description="One core memory block's value; its metadata (limit, chars, read_only, description, version) is in _meta.",
+        mime_type="text/plain",
+    )
+    async def block(label: str) -> str:  # reads are served by TiermemServer.read_resource
+        raise ResourceNotFoundError(f"No memory block with label {label!r}.")
+
+    @server.resource(
+        ARCHIVAL_URI,
+        name="archival_summary",
+        title="Archival memory summary",
+        description="How many archival passages and which tags exist; page through them with archival_memory_list.",
+        mime_type="application/json",
+    )
+    async def archival() -> str:
+        def summary(m: Memory, a: str) -> dict[str, int | list[str]]:
+            recall, passages, tags = m.archive.counts(a)
+            return {"passages": passages, "messages": recall, "tags": tags}
+
+        return json.dumps(await _read(runtime, summary))
+
+
+async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
+    from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+    return await _read(runtime, Memory.render_core, line_numbers=line_numbers)
+
+
+async def _read(runtime: Runtime, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args,
+                **kwargs: P.kwargs) -> T:
+    """A resource read: our errors reach the client as resource errors with their message."""
+    try:
+        return await runtime.call(None, op, *args, **kwargs)
+    except TiermemError as exc:
+        raise ResourceError(str(exc)) from exc
+
+
+def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
+    @server.prompt(
+        name="memory_system",
+        title="Memory system prompt",
+        description="MemGPT-style instructions for the memory tools followed by your rendered core memory.",
+    )
+    async def memory_system() -> str:
+        try:
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+            return await runtime.call(None, Memory.system_prompt)
+        except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
+            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
+
+    @server.prompt(
+        name="memory_block",
+        title="One memory block",
+        description="One memory block (pinned or detached) with its description and limits, to review or edit it.",
+    )
+    async def memory_block(label: str) -> str:
+        from ..domain.blocks import render_block
+
+        from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+        block = await runtime.read(Memory.block, label)
+        return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
+                f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
+
+
+async def run_stdio(server: TiermemServer) -> None:
+    """Serve over stdin/stdout like ``MCPServer.run_stdio_async``, answering a line that is not a JSON-RPC message.
+
+    The SDK's stdio transport hands such a line to the server as an exception, which drops it without a word;
+    here it gets the JSON-RPC error (-32700 for text that is not JSON, -32600 for JSON that is not a message,
+    ``id`` null) and a warning on stderr, and the server reads on.
+    """
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    low = lowlevel(server)
+    async with stdio_server() as (read, write):
+        forward, messages = context_streams(0)
+
+        async def pump() -> None:
+            async with forward:
+                async for item in read:
+                    if not isinstance(item, Exception):
+                        await forward.send(item)
+                        continue
+                    errors = item.errors() if isinstance(item, ArgumentsError) else []
+                    not_json = any(e.get("type") == "json_invalid" for e in errors)
+                    code, what = (PARSE_ERROR, "Parse error: the line is not JSON") if not_json else (
+                        INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message")
+                    log.warning("stdin: %s; answered %d and ignored it (%s)", what, code, str(item).splitlines()[0])
+                    error = ErrorData(code=code, message=f"{what}. Send one JSON-RPC message per line.")
+                    await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await low.run(messages, write, low.create_initialization_options())
+            tg.cancel_scope.cancel()

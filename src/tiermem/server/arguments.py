@@ -1,0 +1,250 @@
+"""What a model sees of a tool, and what it is told when a call is wrong.
+
+``describe`` and ``tidy_schema`` shape what ``tools/list`` shows (``tools.tidy_published_schema`` applies them): a
+dedented description, an input schema without pydantic's titles and ``null`` unions. ``check_arguments`` maps
+the aliases Letta's older tools used onto the advertised names and refuses arguments the
+tool does not take; ``explain`` turns a pydantic validation error into one line per
+argument naming it, the type expected and an example. Pure functions over plain values.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+
+# Names Letta's older tools used: accepted, never advertised as separate schema properties.
+ALIASES: dict[str, dict[str, str]] = {
+    "memory_replace": {"old_str": "old_string", "new_str": "new_string"},
+    "memory_insert": {"new_str": "new_string"},
+}
+
+# An example value per argument name, used in error messages (falls back to one made from the type).
+EXAMPLES: dict[str, Any] = {
+    "label": "human",
+    "old_string": "Likes tea",
+    "new_string": "Likes green tea",
+    "old_content": "Likes tea",
+    "new_content": "Likes green tea",
+    "content": "Ada prefers green tea.",
+    "new_memory": "Name: Ada\nLikes green tea",
+    "patch": " Name: Ada\n-Likes tea\n+Likes green tea",
+    "insert_line": -1,
+    "query": "what does Ada drink",
+    "tags": ["preferences"],
+    "roles": ["user"],
+    "messages": [{"role": "user", "content": "I prefer green tea."}],
+    "start_date": "2025-01-31",
+    "end_date": "2025-01-31",
+    "start_datetime": "2025-01-31T09:00",
+    "end_datetime": "2025-01-31T18:00",
+    "id": "passage-0123",
+    "version": 2,
+    "limit": 10,
+    "top_k": 5,
+    "offset": 0,
+    "path": "/memories/human",
+    "view_range": [1, 10],
+    "file_text": "Goal: ship v1",
+    "old_str": "Likes tea",
+    "new_str": "Likes green tea",
+    "insert_text": "Likes green tea",
+    "old_path": "/memories/notes",
+    "new_path": "/memories/project",
+    "description": "Notes about the project",
+    "idempotency_key": "3f2c9a1e-retry-1",
+    "conversation_id": "chat-42",
+    "message": "Hello!",
+}
+
+_EXPECTED = {
+    "missing": None,
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+# ---------------------------------------------------------------------------
+# Publishing: what tools/list shows
+# ---------------------------------------------------------------------------
+
+
+def describe(doc: str) -> str:
+    """A docstring as a tool description: dedented, trailing space gone."""
+    return inspect.cleandoc(doc or "")
+
+
+def tidy_schema(schema: Any) -> Any:
+    """Drop what costs a model tokens and tells it nothing: titles, ``null`` arms of optional arguments, null defaults."""
+    if isinstance(schema, list):
+        return [tidy_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: tidy_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = tidy_schema(value)
+    arms = out.get("anyOf")
+    if isinstance(arms, list) and {"type": "null"} in arms:
+        rest = [a for a in arms if a != {"type": "null"}]
+        if len(rest) == 1 and out.get("default", None) is None:
+            out.pop("anyOf")
+            out.pop("default", None)
+            out = {**rest[0], **out}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Checking a call
+# ---------------------------------------------------------------------------
+
+
+def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Map aliases onto the advertised names and refuse unknown arguments.
+
+    Returns (arguments, None), or (arguments, message) when the call must be refused.
+    """
+    accepted = list(schema.get("properties", {}))
+    aliases = ALIASES.get(tool, {})
+    out: dict[str, Any] = {}
+    unknown: list[str] = []
+    for name, value in arguments.items():
+        target = aliases.get(name, name)
+        if target not in accepted:
+            unknown.append(name)
+            continue
+        if target in out and out[target] != value:
+            return arguments, (
+                f"{tool}: give `{target}` once; `{name}` is another name for it and its value differs. "
+                f"Send only `{target}`."
+            )
+        out[target] = value
+    if unknown:
+        names = ", ".join(f"`{u}`" for u in unknown)
+        noun = "argument" if len(unknown) == 1 else "arguments"
+        return arguments, (
+            f"{tool} does not take the {noun} {names}. It accepts: {', '.join(accepted)} "
+            f"(required: {', '.join(schema.get('required', [])) or 'none'})."
+        )
+    return out, None
+
+
+def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> str:
+    """One line per invalid argument: its name, the type expected and an example call value."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for err in errors:
+        loc = [part for part in err.get("loc", ()) if not (isinstance(part, str) and part.startswith("function-"))]
+        name = _path(loc)
+        if name in seen:
+            continue  # a union reports each arm; the first says enough
+        seen.add(name)
+        top = str(loc[0]) if loc else ""
+        prop = schema.get("properties", {}).get(top, {})
+        expected = _expected(err, prop if len(loc) == 1 else {})
+        example = json.dumps({top: EXAMPLES.get(top, _example(prop))}, ensure_ascii=False) if top else ""
+        if err.get("type") == "missing":
+            what = f"the required argument `{name}` is missing"
+            if len(loc) == 1:
+                what += f"; it takes {expected}"
+        else:
+            what = f"`{name}` must be {expected}, got {_shown(err.get('input'))}"
+        lines.append(f"{tool}: {what}. Example: {example}." if example else f"{tool}: {what}.")
+    return "\n".join(lines) or f"{tool}: the arguments are not valid; see the tool's input schema."
+
+
+def error_result(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _path(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _expected(err: Mapping[str, Any], prop: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "literal_error":
+        return "one of " + str((err.get("ctx") or {}).get("expected", "the listed values"))
+    if prop:
+        return _type_phrase(prop)
+    return _EXPECTED.get(kind) or str(err.get("msg", "a valid value")).lower()
+
+
+def _type_phrase(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return "one of " + ", ".join(repr(v) for v in prop["enum"])
+    kind = prop.get("type")
+    if kind == "array":
+        item = prop.get("items", {})
+        if "enum" in item:
+            return "a list of values from " + ", ".join(repr(v) for v in item["enum"])
+        plural = {"string": "strings", "integer": "whole numbers", "number": "numbers", "boolean": "booleans"}
+        return "a list of " + plural.get(str(item.get("type")), "objects")
+    return {"string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+            "object": "an object"}.get(str(kind), "a valid value")
+
+
+def _example(prop: dict[str, Any]) -> Any:
+    if "enum" in prop:
+        return prop["enum"][0]
+    return {"string": "text", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(
+        str(prop.get("type")), "value")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the string {value!r}" if len(value) <= 60 else f"a string of {len(value)} characters"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item" + ("" if len(value) == 1 else "s")
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------------------
+# What the tool list costs
+# ---------------------------------------------------------------------------
+
+
+CLAUDE_CODE_PREFIX = "mcp__tiermem__"  # Claude Code names a server's tools mcp__<server>__<tool>
+
+
+def tool_list_cost(tools: list[Any]) -> dict[str, int]:
+    """Tokens (cl100k_base) of a ``tools/list`` answer: what a model reads of each tool (name, description,
+    input schema, as hosts pass tools to a model) and the whole JSON answer (with titles, annotations, output schemas).
+    ``claude_code_chars``: the characters of the definitions as Claude Code sends them in every request (its name
+    ``mcp__tiermem__<tool>``, the description and the input schema unchanged, counted as compact JSON).
+    """
+    from ..domain.tokens import count_tokens
+
+    wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
+    seen = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]} for t in wire]
+    whole = json.dumps(wire, ensure_ascii=False)
+    claude_code = sum(len(CLAUDE_CODE_PREFIX + t["name"]) + len(t["description"])
+                      + len(json.dumps(t["input_schema"], separators=(",", ":"))) for t in seen)
+    return {"tools": len(wire), "model_tokens": count_tokens(json.dumps(seen, ensure_ascii=False)),
+            "list_tokens": count_tokens(whole), "list_chars": len(whole), "claude_code_chars": claude_code}

@@ -1,0 +1,310 @@
+"""Letta Code's dialect of the ``memory`` and ``memory_apply_patch`` tools (``memory_tool_dialect = "letta-code"``).
+
+The arguments and the behaviour are Letta Code's (0.32): blocks are memory files named by relative
+paths (``system/human.md``, ``reference/Team-Notes.md``; a leading ``memory/`` and the ``.md`` are
+optional), ``reason`` is required and becomes the version's message (it is the commit message when a
+synced directory receives the edit), ``str_replace`` replaces the first occurrence, ``insert``
+makes the text line ``insert_line`` (1-based, clamped), ``delete`` removes a file or a whole folder,
+``rename`` moves a file, ``update_description`` changes a description. ``memory_apply_patch`` takes
+Letta Code's codex-style patch. Blocks under ``system/`` are in the prompt; a new block elsewhere is
+detached (listed, opened on demand), as in Letta Code's layout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from ..domain import blocks as rules
+from ..domain import memfs_format as fmt
+from ..base.config import BlockSpec
+from ..base.errors import EditError, NotFoundError, TiermemError
+from .runtime import runtime_of
+
+if TYPE_CHECKING:
+    from ..domain.memory import Memory
+    from ..base.records import Block
+
+Command = Literal["create", "str_replace", "insert", "delete", "rename", "update_description"]
+
+
+class FilesResult(BaseModel):
+    """What the tools return as structured content."""
+
+    command: str
+    paths: list[str]  # the memory files the call changed
+    message: str
+    versions: dict[str, int] = {}  # label -> its new version (blocks that still exist)
+
+
+def _root(ctx: Context[Any, Any]) -> str | None:
+    return getattr(runtime_of(ctx), "memory_dir", None)
+
+
+def _done(result: FilesResult) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=result.message)],
+                          structured_content=result.model_dump(mode="json"))
+
+
+async def memory(
+    command: Command,
+    reason: str,
+    ctx: Context[Any, Any],
+    file_path: str | None = None,
+    old_path: str | None = None,
+    new_path: str | None = None,
+    old_string: str | None = None,
+    new_string: str | None = None,
+    insert_line: float | None = None,
+    insert_text: str | None = None,
+    description: str | None = None,
+    file_text: str | None = None,
+) -> Annotated[CallToolResult, FilesResult]:
+    """Your memory as files (Letta Code's memory tool). Files under system/ are in your prompt every turn; other
+    files are listed by path and description and opened on demand. `reason` (required) is the change's message.
+    Paths are relative, like system/human.md or reference/project/team.md. Commands:
+    - create: file_path, description, optional file_text
+    - str_replace: file_path, old_string (its first occurrence), new_string
+    - insert: file_path, insert_line (1-based: the text becomes that line), insert_text
+    - delete: file_path (a file, or a folder with everything in it)
+    - rename: old_path, new_path
+    - update_description: file_path, description
+    """
+    args = {"command": command, "reason": reason, "file_path": file_path, "old_path": old_path, "new_path": new_path,
+            "old_string": old_string, "new_string": new_string, "insert_line": insert_line,
+            "insert_text": insert_text, "description": description, "file_text": file_text}
+    root = _root(ctx)
+    return _done(await runtime_of(ctx).call(ctx, run_command, args, root))
+
+
+async def memory_apply_patch(reason: str, input: str, ctx: Context[Any, Any]) -> Annotated[CallToolResult, FilesResult]:
+    """Apply a codex-style patch to your memory files (Letta Code's memory_apply_patch). `reason` (required) is the
+    change's message. `input`: "*** Begin Patch", then any of "*** Add File: <path>" (lines starting with '+'),
+    "*** Update File: <path>" (optional "*** Move to: <path>", then '@@' hunks of ' ' context, '-' removed and '+'
+    added lines; they apply to the whole file, frontmatter included), "*** Delete File: <path>"; then "*** End Patch".
+    """
+    root = _root(ctx)
+    return _done(await runtime_of(ctx).call(ctx, run_patch, reason, input, root))
+
+
+# ---------------------------------------------------------------------------
+# The commands (run in a worker thread)
+# ---------------------------------------------------------------------------
+
+
+def _need(args: dict[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise EditError(f"memory {args['command']}: '{name}' must be a non-empty string")
+    return value
+
+
+def _find(m: Memory, agent_id: str, label: str, shown: str, tool: str = "memory") -> Block:
+    try:
+        block = m.block(agent_id, label)
+    except NotFoundError:
+        files = ", ".join(f"{b.label}{fmt.SUFFIX}" for b in m.blocks(agent_id)) or "none"
+        raise NotFoundError(f"{tool}: failed to read {shown}: no such memory file. Files: {files}.") from None
+    if block.read_only:
+        raise EditError(f"{tool}: {shown} is read_only and cannot be modified")
+    return block
+
+
+def _pinned_meta(label: str) -> dict[str, str]:
+    return {} if label.startswith(fmt.PROMPT_DIR) else {rules.PINNED_KEY: "false"}
+
+
+def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None) -> FilesResult:
+    """One ``memory`` call; raises with Letta Code's messages where it has one."""
+    from ..domain.memory import current_actor  # after the store has opened
+
+    command = args["command"]
+    reason = args.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise EditError("memory: 'reason' must be a non-empty string")
+    op = fmt.reason_operation(f"memory {command}", reason)
+    actor = current_actor.get()
+
+    def label_of(name: str) -> tuple[str, str]:
+        raw = _need(args, name)
+        return fmt.label_of_path(raw, name, root=root), raw
+
+    if command == "create":
+        label, raw = label_of("file_path")
+        text = _need(args, "description")
+        if any(b.label == label for b in m.blocks(agent_id)):
+            raise EditError(f"memory create: block already exists at {raw}")
+        spec = BlockSpec(label=label, value=args.get("file_text") or "", description=fmt.one_line(text),
+                         metadata=_pinned_meta(label))
+        block = m.create_block(agent_id, spec, actor=actor, operation=op)
+        return _result(command, [block], f"Memory create: created {block.label}.md (version 1).")
+    if command in ("str_replace", "insert", "update_description"):
+        label, raw = label_of("file_path")
+        edit: rules.Edit
+        if command == "str_replace":
+            old, new = _need(args, "old_string"), _need(args, "new_string")
+            _find(m, agent_id, label, raw)
+            edit = rules.FirstReplace(old, new, operation=op)
+        elif command == "insert":
+            text = _need(args, "insert_text")
+            line = args.get("insert_line")
+            if isinstance(line, bool) or not isinstance(line, int | float) or math.isnan(line):
+                raise EditError("memory insert: 'insert_line' must be a number")
+            _find(m, agent_id, label, raw)
+            edit = rules.LineInsert(text, int(max(1, math.floor(line))) if math.isfinite(line) else 1 << 30,
+                                    operation=op)
+        else:
+            text = _need(args, "description")
+            before = _find(m, agent_id, label, raw)
+            block = m.update_block(agent_id, label, description=fmt.one_line(text), actor=actor, operation=op)
+            return _changed(command, before, block)
+        before = m.block(agent_id, label)
+        return _changed(command, before, m.edit(agent_id, label, edit, actor=actor))
+    if command == "delete":
+        label, raw = label_of("file_path")
+        inside = [b for b in m.blocks(agent_id) if b.label.startswith(label + "/")]
+        targets = inside or [_find(m, agent_id, label, raw)]
+        locked = [b.label for b in targets if b.read_only]
+        if locked:
+            raise EditError(f"memory: {locked[0]}.md is read_only and cannot be modified")
+        for b in targets:
+            m.delete_block(agent_id, b.label, actor=actor)
+        paths = [b.label + fmt.SUFFIX for b in targets]
+        return FilesResult(command=command, paths=paths, message=f"Memory delete: removed {', '.join(paths)}.")
+    if command == "rename":
+        old_label, old_raw = label_of("old_path")
+        new_label, new_raw = label_of("new_path")
+        if any(b.label == new_label for b in m.blocks(agent_id)):
+            raise EditError(f"memory rename: destination already exists at {new_raw}")
+        _find(m, agent_id, old_label, old_raw)
+        pinned = new_label.startswith(fmt.PROMPT_DIR)
+        block = m.update_block(agent_id, old_label, new_label=new_label, pinned=pinned, actor=actor, operation=op)
+        return _result(command, [block], f"Memory rename: {old_label}.md is now {new_label}.md "
+                                         f"(version {block.version}).", paths=[old_label + ".md", new_label + ".md"])
+    raise EditError(f"Unsupported memory command: {command}")
+
+
+def _result(command: str, changed: list[Block], message: str, paths: list[str] | None = None) -> FilesResult:
+    return FilesResult(command=command, paths=paths or [b.label + fmt.SUFFIX for b in changed], message=message,
+                       versions={b.label: b.version for b in changed})
+
+
+def _changed(command: str, before: Block, after: Block) -> FilesResult:
+    if after.version == before.version:
+        raise EditError(f"Memory {command} made no effective changes; nothing was committed. The resulting content "
+                        "matched what was already there.")
+    return _result(command, [after], f"Memory {command}: {after.label}.md is now version {after.version}.")
+
+
+def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str | None) -> FilesResult:
+    """One ``memory_apply_patch`` call: every operation is worked out first, then applied."""
+    from ..domain.memory import current_actor
+
+    tool = fmt.TOOL
+    if not isinstance(reason, str) or not reason.strip():
+        raise EditError(f"{tool}: 'reason' must be a non-empty string")
+    op = fmt.reason_operation(tool, reason)
+    actor = current_actor.get()
+    ops = fmt.parse_codex_patch(patch, root=root)
+    blocks = {b.label: b for b in m.blocks(agent_id)}
+    files: dict[str, str | None] = {}  # label -> its file text after the patch so far (None: deleted)
+
+    def current(label: str) -> str:
+        rel = label + fmt.SUFFIX
+        if label in files:
+            text = files[label]
+            if text is None:
+                raise EditError(f"{tool}: file not found for update: {rel}")
+            return text
+        if label not in blocks:
+            raise EditError(f"{tool}: failed to read {rel}: no such memory file")
+        b = blocks[label]
+        if b.read_only:
+            raise EditError(f"{tool}: {rel} is read_only and cannot be modified")
+        return fmt.block_text(b.description, b.value, b.metadata.get(fmt.FRONT_KEY))
+
+    for o in ops:
+        rel = o.target + fmt.SUFFIX
+        if o.kind == "add":
+            if (files[o.label] is not None) if o.label in files else o.label in blocks:
+                raise EditError(f"{tool}: cannot add existing memory file: {rel}")
+            body = "\n".join(o.lines)
+            files[o.label] = body if body.startswith("---\n") else fmt.block_text(f"Memory block {o.label}", body, None)
+        elif o.kind == "delete":
+            current(o.label)
+            files[o.label] = None
+        else:
+            text = fmt.apply_hunks(current(o.label), o.hunks, o.label + fmt.SUFFIX)
+            try:
+                parsed = fmt.read_block_text(text)
+            except fmt.FrontmatterError as exc:
+                raise EditError(f"{tool}: {rel}: {exc}") from exc
+            if parsed.read_only:
+                raise EditError(f"{tool}: {rel} cannot be written with read_only=true")
+            if o.target != o.label:
+                if (files[o.target] is not None) if o.target in files else o.target in blocks:
+                    raise EditError(f"{tool}: cannot move {o.label}.md onto the existing file {rel}")
+                files[o.label] = None
+            files[o.target] = text
+    moved: dict[str, str] = {o.label: o.target for o in ops if o.kind == "update" and o.target != o.label}
+    for label, planned in files.items():  # every file is checked before the first write
+        if planned is not None:
+            try:
+                parsed = fmt.read_block_text(planned)
+            except fmt.FrontmatterError as exc:
+                raise EditError(f"{tool}: {label}.md: {exc}") from exc
+            BlockSpec(label=rules.validate_label(label), value=parsed.value, description=parsed.description)
+            existing = blocks.get(label) or blocks.get(next((k for k, v in moved.items() if v == label), ""))
+            if existing is not None:
+                rules.check_limit(parsed.value, existing.limit)
+    changed: list[Block] = []
+    for label, planned in files.items():
+        try:
+            if planned is None:
+                if label in moved and label in blocks:
+                    new = moved[label]
+                    blocks[new] = m.update_block(agent_id, label, new_label=new, pinned=new.startswith(fmt.PROMPT_DIR),
+                                                 actor=actor, operation=op)
+                    del blocks[label]
+                elif label in blocks:
+                    m.delete_block(agent_id, label, actor=actor)
+                continue
+            parsed = fmt.read_block_text(planned)
+            front = "" if parsed.front is None else parsed.front
+            if label not in blocks:
+                spec = BlockSpec(label=label, value=parsed.value, description=parsed.description,
+                                 limit=max(5000, len(parsed.value)), metadata={**_pinned_meta(label), fmt.FRONT_KEY: front})
+                changed.append(m.create_block(agent_id, spec, actor=actor, operation=op))
+                continue
+            b = m.block(agent_id, label)
+            if (b.description, b.metadata.get(fmt.FRONT_KEY, "")) != (parsed.description, front):
+                b = m.update_block(agent_id, label, description=parsed.description, metadata={fmt.FRONT_KEY: front},
+                                   actor=actor, operation=op)
+            if b.value != parsed.value:
+                b = m.edit(agent_id, label, rules.Rethink(parsed.value, operation=op, check_line_numbers=False),
+                           actor=actor)
+            changed.append(b)
+        except TiermemError as exc:
+            raise EditError(f"{tool}: {label}.md: {exc} (the files before it in the patch were changed)") from exc
+    paths = sorted({o.label + fmt.SUFFIX for o in ops} | {o.target + fmt.SUFFIX for o in ops})
+    return FilesResult(command=tool, paths=paths, message=f"{tool} applied to {', '.join(paths)}.",
+                       versions={b.label: b.version for b in changed})
+
+
+def edited_labels(arguments: dict[str, Any]) -> list[str]:
+    """The labels a successful call with ``arguments`` changed (the agent loop's report)."""
+    out: list[str] = []
+    try:
+        if "input" in arguments:
+            for o in fmt.parse_codex_patch(arguments["input"]):
+                out += [o.label, o.target]
+        else:
+            out += [fmt.label_of_path(arguments[k], k) for k in ("file_path", "old_path", "new_path")
+                    if isinstance(arguments.get(k), str)]
+    except TiermemError:
+        return []
+    return list(dict.fromkeys(out))

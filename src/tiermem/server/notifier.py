@@ -1,0 +1,293 @@
+"""Resource change notifications: the ``Notifier`` and the ``resources/subscribe`` / ``subscriptions/listen`` handlers.
+
+Memory reports each committed change to ``Notifier`` (``bind``); ``flush``, run after every tool call by
+``Runtime.call``, tells every listener (``subscriptions/listen`` streams through the server's ``bus``, legacy
+``resources/subscribe`` sessions, and the calling client's list_changed).
+
+Other processes' edits (another host's stdio server on the same data directory, a replica on one bucket) are
+found by a watch thread that runs while anyone subscribes. It polls the core state's ``change_token`` (SQLite:
+``PRAGMA data_version``, every 50 ms; object storage: the table versions, every ``watch_seconds``) and re-reads
+the block versions only when the token moved. A subscription is answered only after the watch has its
+baseline (the token and the block versions at that moment), so an edit made right after subscribing is
+never folded into the baseline.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
+
+from ..core.protocol import LOCAL_POLL_SECONDS
+from .sdk import add_request_handler, advertise, connection_of
+
+if TYPE_CHECKING:
+    from anyio.lowlevel import EventLoopToken
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.subscriptions import ServerEvent
+
+    from ..domain.memory import Change, Memory
+    from .runtime import MemoryHandle
+
+log = logging.getLogger(__name__)
+
+CORE_URI = "memory://core"
+BLOCK_URI = "memory://blocks/{label}"
+
+
+class ListenerBus(InMemorySubscriptionBus):
+    """The server's ``subscriptions/listen`` bus; it counts its open streams, so the watch runs only while one is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open_streams = 0
+        # listen requests whose baseline is taken but whose stream is not subscribed yet: the watch counts them as
+        # listening, so it does not go idle (dropping that baseline) in between
+        self.arriving = 0
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.open_streams += 1
+        self.arriving = max(0, self.arriving - 1)
+        done = False
+
+        def release() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.open_streams -= 1
+            unsubscribe()
+
+        return release
+
+
+class Notifier:
+    """Fans memory changes out to ``subscriptions/listen`` streams and legacy ``resources/subscribe`` sessions."""
+
+    def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
+        self._pending: deque[Change] = deque()
+        self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
+        self._cleanup: set[int] = set()  # ids of connections whose close already drops their subscriptions
+        self._agent_id: str | None = None
+        self._handle = handle
+        self._watch_seconds = watch_seconds
+        self.bus = ListenerBus()  # the server's subscriptions/listen bus (build_server passes it to MCPServer)
+        # The watch: its baseline (change token and block versions) and the thread that compares against it.
+        self._watch_lock = threading.Lock()
+        self._baseline: tuple[object, dict[str, int]] | None = None
+        self._wake = threading.Event()
+        self._loop: EventLoopToken | None = None
+        self._watching = False
+        self.remote_changes = 0  # other processes' changes published (for tests and benchmarks)
+
+    # -- watching other processes' edits ---------------------------------------------------------
+
+    def _listening(self) -> bool:
+        return self.bus.open_streams > 0 or self.bus.arriving > 0 or any(self._subscribers.values())
+
+    async def watch_from_now(self) -> None:
+        """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
+        watch runs. Without a way to watch (no store, ``watch_seconds`` = 0) it does nothing."""
+        if self._handle is None or self._watch_seconds <= 0:
+            return
+        self._loop = anyio.lowlevel.current_token()
+        if self._baseline is None:
+            try:
+                await anyio.to_thread.run_sync(self._take_baseline)
+            except Exception as exc:  # the store failed to open: the subscription stands, the watch retries
+                log.warning("watch: could not read the blocks to watch: %s", exc)
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=self._watch, name="tiermem-watch", daemon=True).start()
+        self._wake.set()
+
+    def _take_baseline(self) -> None:
+        assert self._handle is not None
+        memory, agent_id = self._handle.get()
+        with self._watch_lock:
+            if self._baseline is None:
+                token = memory.change_token()  # first: a commit after this moves the token, so it is seen
+                self._baseline = (token, _versions(memory, agent_id))
+
+    def _watch(self) -> None:
+        """Compare the store with the baseline while anyone listens; publish what other processes changed."""
+        assert self._handle is not None
+        while True:
+            with self._watch_lock:
+                idle = not self._listening()
+                if idle:
+                    self._baseline = None  # the next subscriber takes a new one
+                    self._wake.clear()
+            if idle:
+                self._wake.wait()
+                continue
+            try:
+                memory, agent_id = self._handle.get()
+                time.sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
+                if self._baseline is None:
+                    self._take_baseline()
+                    continue
+                token = memory.change_token()
+                if token == self._baseline[0]:
+                    continue
+                current = _versions(memory, agent_id)
+            except Exception as exc:  # a failed poll is retried at the next tick, never fatal
+                log.warning("watch: could not read the blocks: %s", exc)
+                time.sleep(min(self._watch_seconds, 1.0))
+                continue
+            with self._watch_lock:
+                if self._baseline is None:
+                    continue
+                seen = self._baseline[1]
+                self._baseline = (token, current)
+            changed = [label for label, v in current.items() if seen.get(label) != v]
+            list_changed = set(current) != set(seen)
+            if not (changed or list_changed) or self._loop is None:
+                continue
+            self.remote_changes += 1
+            try:
+                anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
+            except RuntimeError as exc:  # the event loop is gone: the server is stopping
+                log.debug("watch: stopped: %s", exc)
+                return
+            except Exception as exc:  # one failed delivery never ends the watch
+                log.warning("watch: could not publish a change: %s", exc)
+
+    async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
+        if list_changed:
+            await self._publish_list_changed(None)
+        for label in labels:
+            await self._publish_updated(BLOCK_URI.format(label=label), None)
+        if labels or list_changed:
+            await self._publish_updated(CORE_URI, None)
+
+    def bind(self, memory: Memory, agent_id: str) -> None:
+        if self._agent_id is None:
+            self._agent_id = agent_id
+            memory.subscribe(self._pending.append)
+
+    @staticmethod
+    def _channel(session: Any) -> Any:
+        """The client's connection: stable across requests, unlike the per-request session object."""
+        return connection_of(session)
+
+    async def subscribe(self, uri: str, session: Any) -> None:
+        """A legacy ``resources/subscribe``: answered once the watch has its baseline."""
+        channels = self._subscribers.setdefault(uri, [])
+        channel = self._channel(session)
+        if channel not in channels:
+            channels.append(channel)
+        # Forget the client's subscriptions when its connection closes (the SDK unwinds the connection's exit
+        # stack then), instead of holding the connection until a notification to it fails.
+        stack = getattr(channel, "exit_stack", None)
+        if stack is not None and id(channel) not in self._cleanup:
+            self._cleanup.add(id(channel))
+            stack.callback(self._forget, channel)
+        await self.watch_from_now()
+
+    def unsubscribe(self, uri: str, session: Any) -> None:
+        channels = self._subscribers.get(uri, [])
+        channel = self._channel(session)
+        if channel in channels:
+            channels.remove(channel)
+        if not channels:
+            self._subscribers.pop(uri, None)
+
+    def _forget(self, channel: Any) -> None:
+        """Drop every subscription of a closed connection."""
+        self._cleanup.discard(id(channel))
+        for uri in list(self._subscribers):
+            channels = [c for c in self._subscribers[uri] if c is not channel]
+            if channels:
+                self._subscribers[uri] = channels
+            else:
+                del self._subscribers[uri]
+
+    def subscriptions(self) -> int:
+        """Open subscriptions (a connection subscribed to two URIs counts twice)."""
+        return sum(len(channels) for channels in self._subscribers.values())
+
+    async def flush(self, ctx: Context[Any, Any] | None) -> None:
+        while self._pending:
+            change = self._pending.popleft()
+            if self._agent_id not in change.agent_ids:
+                continue
+            if change.kind == "block_updated" and change.label:
+                for uri in (BLOCK_URI.format(label=change.label), CORE_URI):
+                    await self._publish_updated(uri, ctx)
+            else:
+                await self._publish_list_changed(ctx)
+                await self._publish_updated(CORE_URI, ctx)
+
+    async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        for channel in list(self._subscribers.get(uri, ())):
+            try:
+                await channel.send_resource_updated(uri)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._forget(channel)  # that client is gone
+
+    async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
+        await self.bus.publish(ResourcesListChanged())
+        channels = {id(c): c for group in self._subscribers.values() for c in group}
+        if ctx is not None:
+            try:
+                channel = self._channel(ctx.request_context.session)
+                channels[id(channel)] = channel
+            except ValueError:
+                pass  # a tool called in process (the agent loop) has no client session of its own
+        for channel in channels.values():
+            try:
+                await channel.send_resource_list_changed()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # that client is gone; nothing to tell it
+
+
+def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) -> None:
+    """``resources/subscribe`` for clients on protocol versions before 2026-07-28, and ``subscriptions/listen`` on
+    the notifier's bus (both take the watch's baseline before they answer)."""
+    async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        await notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after it
+        return EmptyResult()
+
+    listen = ListenHandler(notifier.bus)
+
+    async def on_listen(ctx: Any, params: SubscriptionsListenRequestParams) -> Any:
+        """``subscriptions/listen`` (2026-07-28): the watch takes its baseline before the stream is acknowledged."""
+        wanted = params.notifications
+        if wanted.resource_subscriptions or wanted.resources_list_changed:
+            notifier.bus.arriving += 1  # listening from now on: the stream subscribes to the bus in `listen`
+            await notifier.watch_from_now()
+        try:
+            return await listen(ctx, params)
+        except MCPError:  # refused before it subscribed (no request id, too many streams)
+            notifier.bus.arriving = max(0, notifier.bus.arriving - 1)
+            raise
+
+    async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        notifier.unsubscribe(str(params.uri), ctx.session)
+        return EmptyResult()
+
+    add_request_handler(server, "resources/subscribe", SubscribeRequestParams, on_subscribe)
+    add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+    add_request_handler(server, "subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
+    # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
+    advertise(server, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True))
+
+
+
+
+def _versions(memory: Memory, agent_id: str) -> dict[str, int]:
+    return {b.label: b.version for b in memory.blocks(agent_id)}

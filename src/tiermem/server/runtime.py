@@ -1,0 +1,162 @@
+"""What the MCP layer runs on: the opened ``Memory`` and agent id, and how a request reaches them.
+
+Answer first, load later. ``MemoryHandle`` opens the memory in a background thread. Under the server's
+lifespan (``lifespan``) that thread starts as soon as the client has the answer to its handshake
+(``first_answer`` reports it), so ``initialize`` and ``tools/list`` never wait for, or compete with,
+that work. A tool call waits for the opening, at most ``MemoryHandle.timeout`` seconds, and gets a
+clear error if it failed. The server's memory opens in two stages (``factory.open_memory(lazy=True)``):
+the core state (blocks, agents: SQLite) first, then the archive (lancedb, pyarrow, onnxruntime...) in a
+second thread, so block tools answer without waiting for the archive; recall and archival calls wait for it.
+
+Tools are module-level functions: ``runtime_of(ctx)`` finds the ``Runtime`` in the request's
+lifespan context (or, for a tool the agent loop calls in process without a request, on the server).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import anyio
+
+from .clientlog import client_log
+from ..base.errors import TiermemError
+from ..base.background import OPEN_TIMEOUT, Opening
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
+
+    from ..domain.memory import Memory
+    from ..base.records import Block
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class MemoryHandle(Opening["tuple[Memory, str]"]):
+    """Opens the memory and the agent once, off the event loop; every caller waits for that one opening."""
+
+    def __init__(self, factory: Callable[[], tuple[Memory, str]], *, timeout: float = OPEN_TIMEOUT) -> None:
+        super().__init__(factory, thread_name="tiermem-open", timeout=timeout)
+
+
+class Listener(Protocol):
+    """Hears about committed changes (the server's ``Notifier``)."""
+
+    def bind(self, memory: Memory, agent_id: str) -> None: ...
+
+    def flush(self, ctx: Context[Any, Any] | None) -> Awaitable[None]: ...
+
+
+@dataclass
+class Runtime:
+    """What every tool needs: the memory handle and the change listener."""
+
+    handle: MemoryHandle
+    notifier: Listener
+    open_after_first_answer: bool = field(default=False, init=False)  # set by ``lifespan``
+    memory_dir: str | None = None  # the synced MemFS directory (setting `sync`), if any
+
+    async def call(self, ctx: Context[Any, Any] | None, op: Callable[Concatenate[Memory, str, P], T], /,
+                   *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run the domain operation ``op(memory, agent_id, *args, **kwargs)`` (a ``Memory`` method, or a function
+        taking the memory and the agent id) in a worker thread, then publish the changes it made."""
+
+        def work() -> T:
+            if not self.handle.ready:
+                client_log("info", "waiting for the memory store and the embedding model to open")
+                started = time.monotonic()
+                self.handle.get()
+                client_log("info", f"memory store open after {time.monotonic() - started:.1f} s")
+            memory, agent_id = self.handle.get()
+            self.notifier.bind(memory, agent_id)
+            return op(memory, agent_id, *args, **kwargs)
+
+        try:
+            return await anyio.to_thread.run_sync(work)
+        finally:
+            await self.notifier.flush(ctx)
+
+    async def read(self, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """A read of blocks or agents: answered on the event loop when the memory is open and its core cache is
+        current and free (``Memory.read_now``: no I/O, no waiting), which saves the worker-thread hand-off;
+        otherwise exactly like ``call``."""
+        if self.handle.ready:
+            memory, agent_id = self.handle.get()  # open (or failed: raises its error at once)
+            self.notifier.bind(memory, agent_id)
+            done = memory.read_now(functools.partial(op, memory, agent_id, *args, **kwargs))
+            if done is not None:
+                return done[0]
+        return await self.call(None, op, *args, **kwargs)
+
+    async def blocks_now(self, wait: float) -> list[Block] | None:
+        """The agent's blocks for what the client is told before it asks (the instructions): starts the opening if
+        nobody has, waits at most ``wait`` s for the core state (the archive keeps opening behind it); None when the
+        memory is not open by then or cannot be read (the reason is logged)."""
+        self.handle.start()
+        if not self.handle.ready:
+            await anyio.to_thread.run_sync(self.handle.settle, wait)
+        if not self.handle.ready:
+            log.info("core memory is not open after %.1f s; the instructions say where to read it", wait)
+            return None
+        try:
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+            return await self.read(Memory.blocks)
+        except TiermemError as exc:
+            log.warning("could not read core memory for the instructions: %s", exc)
+            return None
+
+    def mark_answered(self, method: str) -> None:
+        """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""
+        if self.open_after_first_answer and not self.handle.started:
+            log.debug("handshake answered (%s); opening the memory store in the background", method)
+            self.handle.start()
+
+
+def runtime_of(ctx: Context[Any, Any]) -> Runtime:
+    """The ``Runtime`` of the server handling ``ctx``: from the lifespan context, else from the server."""
+    try:
+        state = ctx.request_context.lifespan_context
+    except ValueError:  # a tool the agent loop calls in process has no request of its own
+        state = None
+    if isinstance(state, Runtime):
+        return state
+    runtime = getattr(ctx.mcp_server, "runtime", None)
+    if not isinstance(runtime, Runtime):
+        raise TypeError("tiermem tools run only on a server made by tiermem.server.app.build_server")
+    return runtime
+
+
+@asynccontextmanager
+async def lifespan(server: Any) -> AsyncIterator[Runtime]:
+    """The server's lifespan: yields its ``Runtime``, which opens the memory once the first answer is out.
+
+    (No task group here: an exception from the serving loop would come out wrapped in an ExceptionGroup.)
+    """
+    runtime: Runtime = server.runtime
+    runtime.open_after_first_answer = True
+    yield runtime
+
+
+def first_answer(runtime: Runtime) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
+    """Server middleware: tells ``runtime`` when the client has the answer to its handshake.
+
+    That is ``notifications/initialized`` (the client has our ``initialize`` result), or, for a
+    client that skips the handshake (protocol 2026-07-28), the end of its first request.
+    """
+
+    async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        method = getattr(ctx, "method", "")
+        try:
+            return await call_next(ctx)
+        finally:
+            if method != "initialize":
+                runtime.mark_answered(method)
+
+    return middleware

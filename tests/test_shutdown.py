@@ -16,7 +16,9 @@ from mcp import Client
 from mcp.client.sse import sse_client
 
 from tiermem.base.config import load_settings
+from tiermem.base.errors import ShuttingDownError
 from tiermem.domain.factory import open_memory
+from tiermem.server.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
 from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, wait_for_port
@@ -146,10 +148,32 @@ def test_the_in_flight_request_is_answered_before_the_exit(tmp_path: Path) -> No
     anyio.run(anyio.sleep, 0.3)
     proc.send_signal(signal.SIGINT)
     anyio.run(anyio.sleep, 0.2)
-    rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-               "params": {"name": "archival_memory_insert", "arguments": {"content": "sent after the signal"}}})
+    # A call sent after the signal races the in-flight one: if that is still running the server reads the call and
+    # refuses it; if it already finished, the server may have exited (a closed pipe) or stopped reading. Either way
+    # the late call must never be carried out.
+    try:
+        rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "archival_memory_insert", "arguments": {"content": "sent after the signal"}}})
+    except BrokenPipeError:
+        pass
     answers = {a["id"]: a for a in rest_of_output(proc)}
     assert proc.returncode == 0
     assert "result" in answers[1] and not answers[1]["result"].get("isError"), answers[1]
-    assert "shutting down" in answers[2]["error"]["message"]
-    assert "".join(sorted(stored(data)[0])).count("written while stopping") >= 1500  # every chunk of it
+    if 2 in answers:
+        assert "shutting down" in answers[2]["error"]["message"], answers[2]
+    passages = stored(data)[0]
+    assert "sent after the signal" not in passages
+    assert "".join(sorted(passages)).count("written while stopping") >= 1500  # every chunk of it
+
+
+def test_once_stopping_a_new_request_is_refused_and_one_in_flight_finishes() -> None:
+    """The doors close at the first signal: a request already counted finishes and is waited for; a new one is
+    refused with the reason (the race-free half of the in-flight test above)."""
+    shutdown = Shutdown(drain_seconds=5)
+    shutdown.enter()  # in flight before the signal
+    shutdown.stopping.set()
+    with pytest.raises(ShuttingDownError, match="shutting down"):
+        shutdown.enter()
+    assert not shutdown.wait_idle(0.05)  # still busy with the first
+    shutdown.leave()
+    assert shutdown.wait_idle(0.05)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,44 +83,80 @@ class SqliteCore:
     name = "sqlite"
     watch_cheap = True
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0) -> None:
+        """``busy_timeout``: how long opening and each write wait for another process's lock before giving up."""
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._cache: _Cache | None = None
         self._data_version = -1
-        try:
-            self._conn = self._connect()
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"{self.path} cannot use SQLite's WAL mode (got {mode!r}); put the data directory "
-                                 "on a local filesystem, or set core_backend = 'lancedb'.")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            with self._tx() as conn:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    from ..base.errors import SchemaError
-
-                    raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
-                if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)
-                    create_schema(conn)
-        except sqlite3.OperationalError as exc:
-            if not self._open_read_only(exc):
+        # Another process's lock is not a read-only disk: SQLite can answer "database is locked" at once (e.g. to
+        # processes switching a new file to WAL together) without waiting its busy timeout, so opening is retried
+        # until the timeout; only then is it an error. Read-only opening is for disks that refuse writes.
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                if _busy(exc) and time.monotonic() < deadline:
+                    self._close_quietly()
+                    time.sleep(0.05)
+                    continue
+                if _busy(exc):
+                    raise StoreError(
+                        f"The core-state database {self.path} stayed locked by another process for {busy_timeout:g} s "
+                        f"({exc}); nothing was changed. Try again, or find the process holding it (`fuser {self.path}`)."
+                    ) from exc
+                if not self._open_read_only(exc):
+                    raise StoreError(
+                        f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is "
+                        "on a local, writable filesystem (SQLite needs working file locks; not NFS)."
+                    ) from exc
+                return
+            except StoreError as exc:
+                if isinstance(exc.__cause__, sqlite3.OperationalError) and _busy(exc.__cause__) \
+                        and time.monotonic() < deadline:
+                    self._close_quietly()
+                    time.sleep(0.05)
+                    continue
+                raise
+            except sqlite3.Error as exc:
                 raise StoreError(
                     f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
-                    "local, writable filesystem (SQLite needs working file locks; not NFS), or set core_backend = 'lancedb'."
+                    "local, writable filesystem (SQLite needs working file locks; not NFS)."
                 ) from exc
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
-                "local, writable filesystem (SQLite needs working file locks; not NFS), or set core_backend = 'lancedb'."
-            ) from exc
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+            del self._conn
+
+    def _open(self) -> None:
+        """Connect, switch to WAL and create or upgrade the schema (raises what SQLite raises)."""
+        self._conn = self._connect()
+        self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.path} cannot use SQLite's WAL mode (got {mode!r}); put the data directory "
+                             "on a local filesystem.")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                from ..base.errors import SchemaError
+
+                raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
+            if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)
+                create_schema(conn)
 
     # -- plumbing ------------------------------------------------------------
 
     def _connect(self, query: str = "") -> sqlite3.Connection:
         target = f"file:{self.path}{query}" if query else str(self.path)
-        conn = sqlite3.connect(target, timeout=30.0, isolation_level=None, check_same_thread=False, uri=bool(query))
+        conn = sqlite3.connect(target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False,
+                               uri=bool(query))
         conn.row_factory = sqlite3.Row
         return conn
 
@@ -407,6 +444,12 @@ def _table(table: str) -> str:
     if table not in _COLUMNS:
         raise StoreError(f"{table!r} is not a core-state table; use one of {', '.join(_COLUMNS)}.")
     return table
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds a lock (not because the disk refuses writes)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _error(path: Path, exc: sqlite3.Error) -> StoreError:

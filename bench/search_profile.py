@@ -69,9 +69,9 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     parts: dict[str, list[float]] = {k: [] for k in (
         "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
         "unembedded check", "both legs and marks, one hand-off", "search, end to end", "search, end to end, new queries")}
-    together = getattr(store, "search_legs", None)
-    toggles = hasattr(store, "sole_agent_shortcut")  # main before round 2 always filters
-    shortcut = getattr(store, "sole_agent_shortcut", None)
+    together = getattr(store.search, "search_legs", None)
+    toggles = hasattr(store.search, "sole_agent_shortcut")  # older trees always filter
+    shortcut = getattr(store.search, "sole_agent_shortcut", None)
 
     def timed(fn: Any, *args: Any, filtered: bool = False) -> tuple[Any, float]:
         if toggles and filtered:

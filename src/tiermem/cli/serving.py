@@ -113,7 +113,6 @@ def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
     """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
     if settings.sync is None:
         return None
-    from ..base.errors import ConfigError
     from ..interop.letta_code import LiveSync
     from ..interop.memfs_sync import recorded_agent
 

@@ -98,30 +98,22 @@ class SqliteCore:
             try:
                 self._open()
                 return
-            except sqlite3.OperationalError as exc:
-                if _busy(exc) and time.monotonic() < deadline:
+            except (sqlite3.Error, StoreError) as exc:
+                cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+                busy = isinstance(cause, sqlite3.OperationalError) and _busy(cause)
+                if busy and time.monotonic() < deadline:
                     self._close_quietly()
                     time.sleep(0.05)
                     continue
-                if _busy(exc):
+                if isinstance(exc, StoreError):
+                    raise
+                if busy:
                     raise StoreError(
                         f"The core-state database {self.path} stayed locked by another process for {busy_timeout:g} s "
                         f"({exc}); nothing was changed. Try again, or find the process holding it (`fuser {self.path}`)."
                     ) from exc
-                if not self._open_read_only(exc):
-                    raise StoreError(
-                        f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is "
-                        "on a local, writable filesystem (SQLite needs working file locks; not NFS)."
-                    ) from exc
-                return
-            except StoreError as exc:
-                if isinstance(exc.__cause__, sqlite3.OperationalError) and _busy(exc.__cause__) \
-                        and time.monotonic() < deadline:
-                    self._close_quietly()
-                    time.sleep(0.05)
-                    continue
-                raise
-            except sqlite3.Error as exc:
+                if isinstance(exc, sqlite3.OperationalError) and self._open_read_only(exc):
+                    return
                 raise StoreError(
                     f"Could not open the core-state database {self.path}: {exc}. Check that the data directory is on a "
                     "local, writable filesystem (SQLite needs working file locks; not NFS)."
@@ -173,9 +165,7 @@ class SqliteCore:
                 conn.execute("SELECT count(*) FROM blocks").fetchone()
             except sqlite3.Error:
                 continue
-            old = getattr(self, "_conn", None)
-            if old is not None:
-                old.close()
+            self._close_quietly()
             self._conn = conn
             history_rows.read_only_view(conn)  # a file of an older schema: read its history as it is
             sys.stderr.write(f"tiermem: {self.path} opened read-only ({exc}); edits will be refused\n")
@@ -454,7 +444,7 @@ def _busy(exc: sqlite3.Error) -> bool:
 
 def _error(path: Path, exc: sqlite3.Error) -> StoreError:
     text = str(exc)
-    if "locked" in text or "busy" in text:
+    if _busy(exc):
         hint = "another process held the database too long; try again"
     elif "full" in text:
         return StoreError(f"The disk holding the data directory {path.parent} is full (core-state database: {text}); "

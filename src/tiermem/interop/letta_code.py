@@ -123,15 +123,15 @@ class LiveSync:
         try:
             memory, _ = self.handle.get()
         except Exception as exc:  # the server reports a failed opening to its client; here, the log says it once
-            log.error("sync of %s not started: %s", self.root, exc)
+            log.exception("sync of %s not started: %s", self.root, exc)
             return
         log.info("keeping %s and agent %r in step", self.root, self.agent)
         try:
             watch_memfs(memory, self.agent, self.root, interval=self.interval, on_report=self._report,
-                        keep_going=lambda: not self._stop.is_set(),
+                        keep_going=lambda: not self._stop.is_set(), wait=self._stop.wait,
                         on_error=lambda exc: log.warning("sync of %s: %s", self.root, exc))
         except Exception as exc:  # a sync thread that dies says why, once
-            log.error("sync of %s stopped: %s", self.root, exc)
+            log.exception("sync of %s stopped: %s", self.root, exc)
 
     def _report(self, report: dict[str, Any]) -> None:
         changed = {k: v for k, v in report.items() if v not in ([], "", None)

@@ -38,7 +38,6 @@ SUFFIX = fmt.SUFFIX
 FRONT_KEY = fmt.FRONT_KEY  # block metadata: the file's frontmatter lines as written
 MAX_FILE_CHARS = 10_000_000
 DEFAULT_LIMIT = 5000
-LEGACY_KEYS = ("pinned",)  # tiermem's own key, honoured outside Letta Code agent repositories
 
 
 @dataclass(frozen=True)

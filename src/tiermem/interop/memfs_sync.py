@@ -120,8 +120,8 @@ def read_state(path: Path) -> dict[str, Any] | None:
 def recorded_agent(root: Path) -> str | None:
     """The tiermem agent a directory was last synced with, if any."""
     repo = Repo.find(root) if root.is_dir() else None
-    for path in (state_path(root, repo), root / STATE):
-        data = read_state(path) if path.exists() else None
+    for path in dict.fromkeys((state_path(root, repo), root / STATE)):
+        data = read_state(path)
         if data is not None and isinstance(data.get("agent"), str):
             return str(data["agent"])
     return None
@@ -494,8 +494,10 @@ def watch_memfs(
     memory: Memory, agent_name: str, root: Path, *, interval: float, prefer: Prefer | None = None,
     on_report: Callable[[dict[str, Any]], None], keep_going: Callable[[], bool] = lambda: True,
     on_error: Callable[[TiermemError], None] | None = None,
+    wait: Callable[[float], object] = time.sleep,
 ) -> None:
-    """Sync whenever either side changed, checking every ``interval`` seconds while ``keep_going()``.
+    """Sync whenever either side changed, checking every ``interval`` seconds while ``keep_going()``; ``wait``
+    sleeps between checks (a stop event's ``wait`` ends the sleep when the watch is stopped).
 
     Each sync's report goes to ``on_report``; an error goes to ``on_error`` (when given; else it is raised)
     and the watch goes on. A round is skipped while another git command holds the repository's index.
@@ -519,4 +521,4 @@ def watch_memfs(
                 on_error(exc)
         if not keep_going():
             return
-        time.sleep(interval)
+        wait(interval)

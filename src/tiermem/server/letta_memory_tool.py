@@ -42,7 +42,7 @@ class FilesResult(BaseModel):
 
 
 def _root(ctx: Context[Any, Any]) -> str | None:
-    return getattr(runtime_of(ctx), "memory_dir", None)
+    return runtime_of(ctx).memory_dir
 
 
 def _done(result: FilesResult) -> CallToolResult:

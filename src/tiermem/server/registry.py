@@ -130,7 +130,6 @@ PRESETS: dict[str, tuple[str, ...]] = {
 SEND_MESSAGE = "send_message"
 FINISH_EDITS = "memory_finish_edits"
 
-EDIT_TOOLS = frozenset(d.name for d in TOOLS if d.block_args)
 NOT_FOR_AGENT = frozenset(d.name for d in TOOLS if not d.for_agent)
 SLEEPTIME_TOOLS = tuple(d.name for d in TOOLS if d.sleeptime)
 # The tool names of a Letta agent file that tiermem runs itself (the others are kept, not run).

@@ -157,8 +157,7 @@ class Shutdown:
 
     def _drain(self) -> None:
         self._close()
-        with self._cond:
-            done = self._cond.wait_for(lambda: self._busy == 0, self.drain_seconds)
+        done = self.wait_idle(self.drain_seconds)
         if not done:
             log.warning("%d request(s) still running after %.0f s; stopping anyway", self._busy, self.drain_seconds)
         time.sleep(max(0.0, self._last_done + FLUSH_SECONDS - time.monotonic()))

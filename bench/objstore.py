@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from mcp import Client
 from .load import wait_port
 
 BUCKET = "tiermem-objstore"
+TOKEN = secrets.token_hex(16)  # the replicas' bearer token (TIERMEM_HTTP_TOKEN), made per run
 
 
 def start_moto(work: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
@@ -136,8 +138,21 @@ def floor(endpoint: str, n: int) -> float:
     return raw_p50
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) a process has used so far; this process's own for None. Linux (/proc); NaN
+    where that cannot be read."""
+    if pid is None:
+        return time.process_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int,
-                store: Any, op: str) -> None:
+                store: Any, op: str, pids: dict[str, list[int | None]]) -> None:
+    """``pids``: the processes whose CPU time per edit each window shows (None: this process, the clients)."""
     samples: list[tuple[float, float, bool]] = []  # (finished at, latency, ok)
     acked: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
     errors: list[str] = []
@@ -146,7 +161,12 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
 
     async def client(n: int) -> None:
         label = f"load{n % blocks}"
-        async with Client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", cache=None, read_timeout_seconds=120) as c:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(120, read=300))
+        target = streamable_http_client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", http_client=http)
+        async with http, Client(target, cache=None, read_timeout_seconds=120) as c:
             i = 0
             if op == "replace":
                 r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}=0"})
@@ -178,6 +198,7 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             tg.start_soon(client, n)
         w = 0
         last_counts = counts(endpoint)
+        last_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
         while time.time() < stop:
             await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
             lo, hi = start + w * window, start + (w + 1) * window
@@ -191,10 +212,13 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             last_counts = now_counts
             rate = len(done) / window
             rows.append((rate, pct(lat, 50), pct(lat, 99)))
+            now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+            cpu = ", ".join(f"{k} {1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)):.1f}" for k in pids)
+            last_cpu = now_cpu
             print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
                   f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
                   f"requests/edit {req / max(1, len(done)):.2f}, bucket objects {objects}, block object(s) "
-                  f"{max(heads, default=0) // 1024} KB", flush=True)
+                  f"{max(heads, default=0) // 1024} KB; CPU ms/edit {cpu}", flush=True)
             w += 1
     ok = [s for s in samples if s[2]]
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
@@ -229,7 +253,6 @@ def check_replaced(endpoint: str, acked: dict[str, list[str]], edits: int) -> No
 def check(endpoint: str, acked: dict[str, list[str]]) -> None:
     """Every acknowledged append present exactly once; history bytes per append."""
     from tiermem.core.bucket import Bucket
-    from tiermem.core.object_codec import head_of
     from tiermem.core.object_history import GRACE_SECONDS, chain, listed_segments
     from tiermem.core.objects import ObjectCore
 
@@ -250,7 +273,7 @@ def check(endpoint: str, acked: dict[str, list[str]]) -> None:
         head = core.bucket.get(f"core/blocks/{block.id}.json")
         assert head is not None
         listed = listed_segments(core.bucket, block.id)
-        kept = chain(listed, head_of(head.data).sealed)
+        kept = chain(listed, int(json.loads(head.data)["sealed"]))
         history += sum(s.size for s in kept)
         transient += sum(s.size for s in listed) - sum(s.size for s in kept)
         history += len(json.dumps(json.loads(head.data)["tail"], separators=(",", ":")).encode())
@@ -261,22 +284,44 @@ def check(endpoint: str, acked: dict[str, list[str]]) -> None:
               f"{transient} bytes of segments a merge replaced, deleted once {GRACE_SECONDS:.0f} s old", flush=True)
 
 
+def fill(endpoint: str, blocks: int, chars: int) -> None:
+    """Append lines like the load's own (``p-<i>``) to every block until it holds ``chars`` characters."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain import blocks as rules
+    from tiermem.domain.factory import open_memory
+
+    settings = load_settings(uri=f"s3://{BUCKET}/load", embedding_model="hashing", storage_options=options(endpoint))
+    m = open_memory(settings, start_embedder=False)
+    agent = m.ensure_agent("default").id
+    lines = [f"p-{i}" for i in range(chars // 7 + 1)]
+    for b in range(blocks):
+        i = 0
+        while len(m.block(agent, f"load{b}").value) < chars:
+            chunk = "\n".join(lines[i : i + 10_000])
+            m.edit(agent, f"load{b}", rules.Append(chunk))
+            i += 10_000
+        print(f"load{b} filled to {len(m.block(agent, f'load{b}').value)} characters first", flush=True)
+
+
 def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, blocks: int, seconds: int,
-         window: int, op: str) -> None:
+         window: int, op: str, prefill: int = 0, moto_pid: int | None = None) -> None:
     from obstore.store import from_url
 
     opts = options(endpoint)
     config = work / "s3.toml"
-    config.write_text(f'uri = "s3://{BUCKET}/load"\nembedding_model = "hashing"\n[storage_options]\n'
+    config.write_text(f'uri = "s3://{BUCKET}/load"\nembedding_model = "hashing"\ntools = ["default", "classic"]\n'
+                      '[storage_options]\n'
                       + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"))
+    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
     for b in range(blocks):
         made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
                                "--description", "bench objstore appends", "--config", str(config)],
                               env=env, capture_output=True, text=True, check=False)
         if made.returncode:
             raise SystemExit(f"could not create block load{b}: {made.stderr}")
+    if prefill:
+        fill(endpoint, blocks, prefill)
     procs = []
     try:
         for r in range(replicas):
@@ -296,7 +341,9 @@ def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, bloc
 
         print(f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
               f"{window} s", flush=True)
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(), op)
+        pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(), op,
+                  pids if moto_pid is not None else {})
     finally:
         for p in procs:
             p.terminate()
@@ -360,6 +407,8 @@ def main() -> None:
     parser.add_argument("--floor", type=int, default=200, help="raw PUTs and single-client appends measured first")
     parser.add_argument("--port", type=int, default=8861, help="the first replica's port; moto takes port + 50")
     parser.add_argument("--sqlite-edits", type=int, default=0, help="also measure the SQLite core's growth per append")
+    parser.add_argument("--prefill", type=int, default=0,
+                        help="fill each block with this many characters of lines before the load (diagnostic)")
     parser.add_argument("--op", choices=("append", "replace"), default="append",
                         help="append: the block grows; replace: each client rewrites its own line")
     args, _ = parser.parse_known_args(sys.argv[1:])
@@ -371,7 +420,8 @@ def main() -> None:
         moto, endpoint = start_moto(work, args.port + 50)
         floor(endpoint, args.floor)
         if args.seconds > 0:
-            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window, args.op)
+            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window, args.op,
+                 args.prefill, moto.pid)
         if args.sqlite_edits:
             sqlite_growth(args.sqlite_edits)
     finally:

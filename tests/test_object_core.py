@@ -17,7 +17,9 @@ import pytest
 from tiermem.domain import blocks as b
 from tiermem.base.config import BlockSpec, load_settings
 from tiermem.core.bucket import Bucket
-from tiermem.core.object_history import SEAL_BYTES, listed_segments
+from tiermem.base.errors import StoreError
+from tiermem.core.object_codec import INLINE_CHARS, dumps, head_path, old_request_path
+from tiermem.core.object_history import SEAL_BYTES, listed_bases, listed_segments
 from tiermem.core.objects import ObjectCore
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
@@ -217,6 +219,74 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
         core.delete_agent(gone.id)
     assert [a.name for a in m.list_agents()] == ["default"]
     assert core.get_block(own.id) is None and not listed_segments(core.bucket, own.id)
+    assert core.bucket.list(f"core/values/{own.id}/") == []  # its bases (a value over INLINE_CHARS) too
     assert m.block(keep, "human").id == shared.id and core.agents_of_block(shared.id) == [keep]
     assert core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
     assert m.stored_result(gone.id, "core_memory_append", "k1", "abc") is None
+
+
+def test_a_long_block_is_stored_as_a_base_and_its_changes_and_read_exactly(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """A value over INLINE_CHARS: each edit writes a head of about its change plus the tail, not the whole value;
+    a replica whose copy is one edit old, one whose copy is older than the base and one with no copy all read the
+    exact value and history; upkeep deletes bases no head names; a damaged base is refused, not served."""
+    uri = prefix_uri("long")
+    core, other, late = (core_at(uri, s3_endpoint, grace_seconds=0.0) for _ in range(3))
+    m, m2, m3 = (memory_at(tmp_path, c, limit=10_000_000) for c in (core, other, late))
+    agent = m.ensure_agent("default").id
+    block_id = m.block(agent, "human").id
+    values = [m.block(agent, "human").value]
+    for i in range(400):  # ~80 KB, its history sealed many times on the way
+        values.append(m.edit(agent, "human", b.Append(f"line {i} " + "y" * 190)).value)
+    assert m3.block(agent, "human").value == values[-1]  # the late replica's copy: version 401
+    for i in range(200):  # the two replicas take turns: each holds the version before the other's edit
+        writer = m if i % 2 else m2
+        values.append(writer.edit(agent, "human", b.Append(f"turn {i}")).value)
+        assert (m2 if i % 2 else m).block(agent, "human").value == values[-1]
+    for i in range(200):
+        values.append(m.edit(agent, "human", b.Append(f"more {i} " + "z" * 100)).value)
+    assert len(values[-1]) > 5 * INLINE_CHARS
+    head = core.bucket.get(head_path(block_id))
+    assert head is not None and len(head.data) < 2 * SEAL_BYTES + 4096 < len(values[-1])  # the value is not in it
+    assert m3.block(agent, "human").value == values[-1]  # its copy is older than the base now
+    fresh = memory_at(tmp_path, core_at(uri, s3_endpoint), limit=10_000_000)
+    assert fresh.block(agent, "human").value == values[-1]  # no copy at all: from the base
+    history = {v.version: v.value for v in fresh.history(agent, "human", limit=len(values))}
+    assert [history[n + 1] for n in range(len(values))] == values
+    fresh.revert(agent, "human", 300)
+    assert m2.block(agent, "human").value == values[299]
+    assert len(listed_bases(core.bucket, block_id)) > 1
+    core.tidy_block(block_id)
+    assert len(listed_bases(core.bucket, block_id)) == 1  # only the one the head names
+    (base,) = listed_bases(core.bucket, block_id)
+    core.bucket.put(base.path, b"not the value")
+    with pytest.raises(StoreError, match="damaged"):
+        memory_at(tmp_path, core_at(uri, s3_endpoint), limit=10_000_000).block(agent, "human")
+
+
+def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """Versions before requests/<agent>/ kept a record at requests/<sha256 of key>.json: after an upgrade a retried
+    request must still find its record (not be applied twice), and deleting the agent must remove it."""
+    uri = prefix_uri("oldrequests")
+    m = memory_at(tmp_path, core_at(uri, s3_endpoint))
+    agent = m.ensure_agent("default").id
+    bucket = m.core.bucket  # type: ignore[attr-defined]
+
+    def old_record(key: str, result: str) -> str:
+        full = f"{agent}\x1fcore_memory_append\x1f{key}"
+        row = {"key": full, "agent_id": agent, "tool": "core_memory_append", "args_sha256": "abc", "result": result,
+               "created_us": 1}
+        bucket.put(old_request_path(full), dumps(row))
+        return old_request_path(full)
+
+    # the store as the older version left it: a marker without "requests", records at the top of requests/
+    bucket.put("core/format.json", dumps({"format": 1, "created_us": 1}))
+    old_record("k1", "first answer")
+    upgraded = memory_at(tmp_path, core_at(uri, s3_endpoint))
+    assert upgraded.stored_result(agent, "core_memory_append", "k1", "abc") == "first answer"
+    assert [i.path for i in bucket.list_here("core/requests/")] == []  # moved under the agent's folder
+    assert len(bucket.list(f"core/requests/{agent}/")) == 1
+    # a replica not yet upgraded writes one more the old way: still found, and deleted with the agent
+    straggler = old_record("k2", "second answer")
+    assert upgraded.stored_result(agent, "core_memory_append", "k2", "abc") == "second answer"
+    upgraded.core.delete_agent(agent)
+    assert bucket.get(straggler) is None and bucket.list("core/requests/") == []

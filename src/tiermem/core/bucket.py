@@ -144,6 +144,14 @@ class Bucket:
         except (self._exc.NotFoundError, FileNotFoundError):
             pass
 
+    def list_here(self, prefix: str) -> list[Listed]:
+        """The objects directly under the folder ``prefix`` (not in its sub-folders)."""
+        def collect() -> list[Listed]:
+            found = self._ob.list_with_delimiter(self._store, prefix.rstrip("/"))
+            return [Listed(str(m["path"]), str(m["e_tag"] or ""), int(m["size"]), m["last_modified"])
+                    for m in found["objects"]]
+        return self._call("LIST", prefix, collect)
+
     def list(self, prefix: str) -> list[Listed]:
         """Every object under ``prefix`` (one request per 1,000 objects)."""
         def collect() -> list[Listed]:

@@ -10,6 +10,9 @@ segments as one, which the walk then prefers, so a block keeps about one object 
 the pieces it replaced leave the chain. ``orphans`` lists segments off the chain once older than
 ``GRACE_SECONDS`` for deletion; a writer that took longer than ``WRITER_SECONDS`` between its segment and its
 head gives up, and a reader whose segment vanished under it reads the listing again.
+
+A long value's bases (``values/``, see object_codec) are written by the edit that seals, before its head, and
+deleted by upkeep once no head names them and they are older than ``GRACE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from ..base.errors import StoreError
 from ..base.records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
-from .object_codec import HISTORY, Head, segment_json, segment_of, segment_path, segment_range
+from .object_codec import (HISTORY, VALUES, Head, Snapshots, segment_json, segment_of, segment_path, segment_range,
+                           value_path, value_version)
 
 SEAL_BYTES = 16 * 1024
 MERGE_BYTES = 1 << 20
@@ -157,6 +161,40 @@ def stored_versions(bucket: Bucket, head: Head) -> set[int]:
     for seg in chain(listed_segments(bucket, head.block.id), head.sealed):
         found.update(range(seg.first, seg.last + 1))
     return found
+
+
+def read_base(bucket: Bucket, block_id: str, version: int) -> str:
+    """The whole value of ``block_id`` at ``version`` from its base object."""
+    stored = bucket.get(value_path(block_id, version))
+    if stored is None:
+        raise StoreError(f"The stored value of block {block_id} at version {version} is gone (the block changed "
+                         "while it was read, or the store lost it); try again.")
+    try:
+        return stored.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"The stored value of block {block_id} at version {version} is not UTF-8 ({exc}): it is "
+                         "damaged. Restore it from a backup.") from exc
+
+
+def bases(bucket: Bucket) -> Snapshots:
+    """``read_base`` on ``bucket``, for ``object_codec.head_of``."""
+    return lambda block_id, version: read_base(bucket, block_id, version)
+
+
+def listed_bases(bucket: Bucket, block_id: str) -> list[Segment]:
+    """The block's base objects (as segments of one version each)."""
+    out = []
+    for item in bucket.list(f"{VALUES}{block_id}/"):
+        v = value_version(item.path)
+        if v is not None:
+            out.append(Segment(item.path, v, v, item.modified, item.size))
+    return out
+
+
+def stale_bases(listed: Sequence[Segment], base: int, grace: float = GRACE_SECONDS) -> list[Segment]:
+    """Base objects other than ``base`` (the head's) and older than ``grace`` seconds (safe to delete)."""
+    cutoff = datetime.now(UTC) - timedelta(seconds=grace)
+    return [s for s in listed if s.first != base and s.modified < cutoff]
 
 
 def sealed_of(bucket: Bucket, block_id: str) -> int:

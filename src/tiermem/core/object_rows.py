@@ -8,6 +8,7 @@ migration run twice, or by two replicas at once, writes everything once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -21,17 +22,23 @@ from .bucket import Bucket
 from .history import Chain, Entry, encode
 from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, REQUESTS, Attached, Head, Link, agent_json,
                            agent_of, agent_path, attached_json, attached_of, attached_path, conversation_path,
-                           head_json, head_of, head_path, loads, request_path, segment_json, segment_path)
+                           head_json, head_of, head_path, loads, old_request_path, request_path, segment_json,
+                           segment_path)
 from .protocol import FIELDS
 from .rows import agent_from_row, agent_row, block_from_row, block_row, version_from_row, version_row
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def check_table(table: str) -> str:
     if table not in FIELDS:
         raise StoreError(f"{table!r} is not a core-state table; use one of {', '.join(FIELDS)}.")
     return table
+
+
+def _head(bucket: Bucket, data: bytes) -> Head:
+    return head_of(data, segments.bases(bucket))
 
 
 def _objects(bucket: Bucket, prefix: str) -> list[bytes]:
@@ -44,13 +51,13 @@ def all_rows(bucket: Bucket, table: str) -> list[dict[str, Any]]:
     if table == "agents":
         return [agent_row(agent_of(d)) for d in _objects(bucket, AGENTS)]
     if table == "blocks":
-        return [block_row(head_of(d).block) for d in _objects(bucket, BLOCKS)]
+        return [block_row(_head(bucket, d).block) for d in _objects(bucket, BLOCKS)]
     if table == "attachments":
         return [{"key": f"{a.agent_id}:{x.block_id}", "agent_id": a.agent_id, "block_id": x.block_id,
                  "created_us": x.created_us} for a in map(attached_of, _objects(bucket, ATTACHED)) for x in a.links]
     if table == "block_history":
         out: list[dict[str, Any]] = []
-        for head in map(head_of, _objects(bucket, BLOCKS)):
+        for head in (_head(bucket, d) for d in _objects(bucket, BLOCKS)):
             out.extend(version_row(v) for v in segments.versions(bucket, head, 1, head.block.version))
         return out
     return [loads(d, table) for d in _objects(bucket, REQUESTS if table == "requests" else CONVERSATIONS)]
@@ -112,10 +119,12 @@ def _merge_attachments(bucket: Bucket, rows: Sequence[dict[str, Any]]) -> int:
     for agent_id, links in by_agent.items():
         for r in sorted(links, key=lambda r: (int(r["created_us"]), str(r["block_id"]))):
             block_id = str(r["block_id"])
-            _cas(bucket, head_path(block_id), head_of, lambda h: None if h is None or agent_id in h.agents
-                 else replace(h, agents=(*h.agents, agent_id)), head_json)
+            _cas(bucket, head_path(block_id), lambda d: _head(bucket, d),
+                 lambda h: None if h is None or agent_id in h.agents else replace(h, agents=(*h.agents, agent_id)),
+                 head_json)
             stored = bucket.get(head_path(block_id))
-            link = Link(block_id, head_of(stored.data).block.label if stored is not None else "", int(r["created_us"]))
+            label = _head(bucket, stored.data).block.label if stored is not None else ""
+            link = Link(block_id, label, int(r["created_us"]))
             added += _cas(bucket, attached_path(agent_id), attached_of,
                           lambda old: Attached(agent_id, (link,)) if old is None else None if block_id in old.ids()
                           else replace(old, links=(*old.links, link)), attached_json)
@@ -124,7 +133,7 @@ def _merge_attachments(bucket: Bucket, rows: Sequence[dict[str, Any]]) -> int:
 
 def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) -> int:
     stored = bucket.get(head_path(block_id))
-    head = head_of(stored.data) if stored is not None else None
+    head = _head(bucket, stored.data) if stored is not None else None
     if head is not None:
         have = segments.stored_versions(bucket, head)
         below = head.tail[0].version if head.tail else head.block.version + 1
@@ -146,7 +155,25 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
     if bucket.create(segment_path(block_id, first, last), segment_json(block_id, tuple(entries))) is None:
         return 0  # written by a concurrent restore of the same rows
     if head is not None:
-        _cas(bucket, head_path(block_id), head_of,
+        _cas(bucket, head_path(block_id), lambda d: _head(bucket, d),
              lambda h: None if h is None or h.sealed >= last or (h.tail and h.tail[0].version <= last)
              else replace(h, sealed=last), head_json)
     return len(new)
+
+
+def move_old_requests(bucket: Bucket) -> int:
+    """Move idempotency records an older version kept at ``requests/<sha256 of key>.json`` to their agent's folder
+    (created there, then deleted here: safe to repeat and to run on two replicas at once); returns how many."""
+    moved = 0
+    for item in bucket.list_here(REQUESTS):
+        stored = bucket.get(item.path)
+        if stored is None:
+            continue  # moved by another replica meanwhile
+        key = str(loads(stored.data, "idempotency record").get("key", ""))
+        if not key or old_request_path(key) != item.path:
+            log.warning("%s is not an idempotency record of this store; left as it is", item.path)
+            continue
+        bucket.create(request_path(key), stored.data)  # already there: moved before
+        bucket.delete(item.path)
+        moved += 1
+    return moved

@@ -25,9 +25,10 @@ from . import object_history as segments
 from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket
 from .history import checkpoint, encode
-from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, REQUESTS, Attached, Head, Link,
-                           agent_json, agent_of, agent_path, attached_json, attached_of, attached_path,
-                           conversation_path, dumps, head_json, head_of, head_path, id_of, loads, request_path)
+from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, INLINE_CHARS, REQUESTS,
+                           Attached, Head, Link, agent_json, agent_of, agent_path, attached_json, attached_of,
+                           attached_path, conversation_path, dumps, head_json, head_of, head_path, id_of, loads,
+                           REQUESTS_LAYOUT, old_request_path, request_path, value_path)
 from .protocol import FIELDS
 from .rows import result_from_row, result_row, window_from_row, window_row
 
@@ -51,6 +52,7 @@ class ObjectCore:
         self._cache: dict[str, tuple[str, Any]] = {}  # path -> (ETag, parsed object)
         self._lock = threading.Lock()
         self._seals: dict[str, int] = {}  # block id -> segments this process sealed
+        self._bases: dict[str, tuple[int, str]] = {}  # block id -> (version, value) of its newest base read here
         self._upkeep = threading.Lock()
 
     @classmethod
@@ -62,10 +64,24 @@ class ObjectCore:
         return core
 
     def exists(self) -> bool:
-        return self.bucket.get(FORMAT_PATH) is not None
+        """True if core state is stored here. Idempotency records an older version kept at the top of
+        ``requests/`` are moved under their agent's folder the first time (``format.json`` records it)."""
+        stored = self.bucket.get(FORMAT_PATH)
+        if stored is None:
+            return False
+        marker = loads(stored.data, "core state marker")
+        if marker.get("requests", 1) < REQUESTS_LAYOUT:
+            self.move_old_requests()
+            # None (412): a replica starting at the same moment recorded it first
+            self.bucket.replace(FORMAT_PATH, dumps({**marker, "requests": REQUESTS_LAYOUT}), stored.etag)
+        return True
 
     def mark_created(self) -> None:
-        self.bucket.create(FORMAT_PATH, dumps({"format": FORMAT, "created_us": to_us(now())}))
+        self.bucket.create(FORMAT_PATH, dumps({"format": FORMAT, "created_us": to_us(now()),
+                                               "requests": REQUESTS_LAYOUT}))
+
+    def move_old_requests(self) -> int:
+        return object_rows.move_old_requests(self.bucket)
 
     # -- reading with the cache ---------------------------------------------------------------
 
@@ -89,15 +105,35 @@ class ObjectCore:
 
     def _settle(self, path: str, stored: Any, cached: tuple[str, Any] | None,
                 parse: Callable[[bytes], T]) -> tuple[T, str] | None:
+        if stored is None:
+            self._forget(path)
+            return None
+        if stored is NOT_MODIFIED and cached is not None:
+            return cached[1], cached[0]
+        value = parse(stored.data)  # outside the lock: a head may fetch its base
+        self._remember(path, stored.etag, value)
+        return value, stored.etag
+
+    def _head_of(self, data: bytes) -> Head:
+        """Parse a head; one stored without its value is rebuilt from this process's copy of an earlier version
+        (the changes since are in the head's tail) or else from its base object."""
+        def known(block_id: str) -> Block | None:
+            with self._lock:
+                cached = self._cache.get(head_path(block_id))
+            return cached[1].block if cached is not None else None
+
+        return head_of(data, self._base, known)
+
+    def _base(self, block_id: str, version: int) -> str:
+        """The whole value of ``block_id`` at ``version`` (a base object: never changed, so kept once read)."""
         with self._lock:
-            if stored is None:
-                self._cache.pop(path, None)
-                return None
-            if stored is NOT_MODIFIED and cached is not None:
-                return cached[1], cached[0]
-            value = parse(stored.data)
-            self._cache[path] = (stored.etag, value)
-            return value, stored.etag
+            kept = self._bases.get(block_id)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        value = segments.read_base(self.bucket, block_id, version)
+        with self._lock:
+            self._bases[block_id] = (version, value)
+        return value
 
     def _remember(self, path: str, etag: str, value: object) -> None:
         with self._lock:
@@ -162,12 +198,14 @@ class ObjectCore:
         list of blocks, idempotency records and conversation state, and its own object last. Safe to run again
         after an interruption (every step is a delete of what is still there)."""
         attached = self._attached(agent_id)
+        self.move_old_requests()  # records an older replica may still have written at the top of requests/
         for block_id in attached.ids():
             if [a for a in self.agents_of_block(block_id) if a != agent_id]:
-                self._update(head_path(block_id), head_of, lambda h: None if h is None or agent_id not in h.agents
+                self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
                              else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
                 continue
-            for seg in segments.listed_segments(self.bucket, block_id):
+            listed = [*segments.listed_segments(self.bucket, block_id), *segments.listed_bases(self.bucket, block_id)]
+            for seg in listed:
                 self.bucket.delete(seg.path)
             self.bucket.delete(head_path(block_id))
             self._forget(head_path(block_id))
@@ -182,7 +220,7 @@ class ObjectCore:
     # -- blocks ----------------------------------------------------------------------------------
 
     def _head(self, block_id: str) -> tuple[Head, str] | None:
-        return self._read(head_path(block_id), head_of)
+        return self._read(head_path(block_id), self._head_of)
 
     def _attached(self, agent_id: str) -> Attached:
         found = self._read(attached_path(agent_id), attached_of)
@@ -193,7 +231,7 @@ class ObjectCore:
         return found[0].block if found else None
 
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
-        found = self._read_many([head_path(i) for i in block_ids], head_of)
+        found = self._read_many([head_path(i) for i in block_ids], self._head_of)
         return [found[head_path(i)][0].block for i in dict.fromkeys(block_ids) if head_path(i) in found]
 
     def attached_block_ids(self, agent_id: str) -> list[str]:
@@ -245,8 +283,13 @@ class ObjectCore:
         started = time.monotonic()
         sealed = segments.seal(self.bucket, head)
         kept, tail = sealed if sealed is not None else (head.sealed, head.tail)
+        base = head.base if sealed is None else 0
+        if sealed is not None and len(head.block.value) >= INLINE_CHARS:
+            # the value as of the sealed versions, whole, once: the heads until the next seal carry only the changes
+            self._write_base(block.id, head.block.version, head.block.value)
+            base = head.block.version
         new = Head(block=block, agents=head.agents, sealed=kept, tail=(*tail, entry), chain=entry.chain,
-                   tail_bytes=sum(e.size() for e in tail) + entry.size())
+                   tail_bytes=(head.tail_bytes if sealed is None else 0) + entry.size(), base=base)
         if sealed is not None and time.monotonic() - started > segments.WRITER_SECONDS:
             return None  # too slow: its segment may be taken for an orphan and deleted; re-read and retry
         etag = self.bucket.replace(path, head_json(new), cached[0])
@@ -263,6 +306,11 @@ class ObjectCore:
         if sealed is not None:
             self._sealed(block.id)
         return head.agents
+
+    def _write_base(self, block_id: str, version: int, value: str) -> None:
+        self.bucket.create(value_path(block_id, version), value.encode("utf-8"))  # exists: the same value
+        with self._lock:
+            self._bases[block_id] = (version, value)
 
     def _sealed(self, block_id: str) -> None:
         """Count a segment sealed by this process; every ``UPKEEP_SEALS`` of a block, tidy its history in the
@@ -308,7 +356,7 @@ class ObjectCore:
         return got[-1] if got else None
 
     def attach(self, agent_id: str, block_id: str) -> None:
-        found = self._update(head_path(block_id), head_of, lambda h: None if h is None or agent_id in h.agents
+        found = self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id in h.agents
                              else replace(h, agents=(*h.agents, agent_id)), head_json)
         label = found.block.label if found is not None else ""
         link = Link(block_id, label, to_us(now()))
@@ -319,13 +367,14 @@ class ObjectCore:
     def detach(self, agent_id: str, block_id: str) -> None:
         self._update(attached_path(agent_id), attached_of, lambda old: None if old is None or block_id not in old.ids()
                      else replace(old, links=tuple(x for x in old.links if x.block_id != block_id)), attached_json)
-        self._update(head_path(block_id), head_of, lambda h: None if h is None or agent_id not in h.agents
+        self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
                      else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
 
     # -- idempotency keys and conversation state -------------------------------------------------
 
     def get_request(self, key: str) -> StoredResult | None:
-        stored = self.bucket.get(request_path(key))
+        """The record under the agent's folder, else where an older version (a replica not yet upgraded) put it."""
+        stored = self.bucket.get(request_path(key)) or self.bucket.get(old_request_path(key))
         return result_from_row(loads(stored.data, "idempotency record")) if stored is not None else None
 
     def put_request(self, result: StoredResult) -> None:
@@ -342,7 +391,8 @@ class ObjectCore:
 
     def tidy(self) -> dict[str, int]:
         """``tidy_block`` for every block (``tiermem optimize``); returns the totals."""
-        total: dict[str, int] = {"segments merged": 0, "orphan segments deleted": 0}
+        total: dict[str, int] = {"segments merged": 0, "orphan segments deleted": 0,
+                                 "idempotency records moved": self.move_old_requests()}
         for item in self.bucket.list(BLOCKS):
             for key, n in self.tidy_block(id_of(item.path)).items():
                 total[key] += n
@@ -363,6 +413,10 @@ class ObjectCore:
             deleted = 0
             for seg in segments.orphans(segments.listed_segments(self.bucket, block_id), found[0].sealed,
                                         self.grace_seconds):
+                self.bucket.delete(seg.path)
+                deleted += 1
+            for seg in segments.stale_bases(segments.listed_bases(self.bucket, block_id), found[0].base,
+                                            self.grace_seconds):
                 self.bucket.delete(seg.path)
                 deleted += 1
             return {"segments merged": merged, "orphan segments deleted": deleted}

@@ -103,6 +103,7 @@ def floor(endpoint: str, n: int) -> float:
     raw_p50 = pct(lat, 50)
     print(f"raw conditional PUT (If-None-Match: *, 1 KB) x{n}: p50 {raw_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms, "
           f"requests each {per_op(before, counts(endpoint), n)}", flush=True)
+    body_sizes(raw, n)
 
     db = lancedb.connect(f"s3://{BUCKET}/floor/lance", storage_options=opts)
     table = db.create_table("t", data=[{"id": "b", "version": 0, "value": "x" * 100}])
@@ -148,6 +149,34 @@ def cpu_seconds(pid: int | None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+def body_sizes(raw: Any, n: int) -> None:
+    """The floor's own growth with the body: conditional PUTs (create, If-Match) and GETs of 1 KB and 330 KB
+    (the size the load's block reaches in 10 minutes), interleaved so both see the same machine."""
+    from obstore import get, put
+
+    sizes = {"1 KB": 1024, "330 KB": 330 * 1024}
+    lat: dict[str, dict[str, list[float]]] = {k: {"create": [], "if-match": [], "get": []} for k in sizes}
+    etags = {k: put(raw, f"body-{k}", b"x" * v)["e_tag"] for k, v in sizes.items()}
+    for i in range(n):
+        for k, size in sizes.items():
+            body = bytes([97 + i % 26]) * size
+            t = time.perf_counter()
+            put(raw, f"body-{k}-{i}", body, mode="create")
+            lat[k]["create"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            etags[k] = put(raw, f"body-{k}", body, mode={"e_tag": etags[k]})["e_tag"]
+            lat[k]["if-match"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            get(raw, f"body-{k}").bytes()
+            lat[k]["get"].append(time.perf_counter() - t)
+    print("raw floor by body size x" + str(n) + ": " + "; ".join(
+        f"{k}: create p50 {pct(v['create'], 50):.2f} ms, If-Match PUT p50 {pct(v['if-match'], 50):.2f} ms, "
+        f"GET p50 {pct(v['get'], 50):.2f} ms" for k, v in lat.items()), flush=True)
+    for kind in ("create", "if-match", "get"):
+        small, big = pct(lat["1 KB"][kind], 50), pct(lat["330 KB"][kind], 50)
+        print(f"  {kind}: 330 KB / 1 KB = {big / small:.2f}x (+{big - small:.2f} ms)", flush=True)
 
 
 async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int,
@@ -211,9 +240,10 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             req = sum(now_counts.values()) - sum(last_counts.values())
             last_counts = now_counts
             rate = len(done) / window
-            rows.append((rate, pct(lat, 50), pct(lat, 99)))
             now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-            cpu = ", ".join(f"{k} {1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)):.1f}" for k in pids)
+            per_edit = {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids}
+            rows.append((rate, pct(lat, 50), pct(lat, 99), per_edit))
+            cpu = ", ".join(f"{k} {v:.1f}" for k, v in per_edit.items())
             last_cpu = now_cpu
             print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
                   f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
@@ -226,6 +256,10 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
           f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first {full[-1][0] / full[0][0]:.2f}, "
           f"p99 max {max(r[2] for r in full):.0f} ms, p50 first {full[0][1]:.0f} ms, last {full[-1][1]:.0f} ms",
           flush=True)
+    if pids:
+        print("CPU ms per edit, first window -> last: " + ", ".join(
+            f"{k} {full[0][3][k]:.1f} -> {full[-1][3][k]:.1f}" for k in pids)
+            + f"; all {sum(full[0][3].values()):.1f} -> {sum(full[-1][3].values()):.1f}", flush=True)
     if op == "append":
         check(endpoint, acked)
     else:

@@ -60,6 +60,8 @@ def _suffix(a: str, b: str, limit: int) -> int:
 
 def diff(old: str, new: str) -> Delta:
     """The smallest single-span delta turning ``old`` into ``new``."""
+    if len(new) >= len(old) and new.startswith(old):  # an append: one comparison, no slices
+        return Delta(len(old), 0, new[len(old):])
     shorter = min(len(old), len(new))
     start = _prefix(old, new, shorter)
     tail = _suffix(old, new, shorter - start)

@@ -18,7 +18,9 @@ from tiermem.domain import blocks as b
 from tiermem.base.config import BlockSpec, load_settings
 from tiermem.core.bucket import Bucket
 from tiermem.base.errors import StoreError
-from tiermem.core.object_codec import INLINE_CHARS, dumps, head_path, old_request_path
+from tiermem.core.delta import diff
+from tiermem.core.history import Chain, Entry
+from tiermem.core.object_codec import INLINE_CHARS, checksum, checksum_after, dumps, head_path, old_request_path
 from tiermem.core.object_history import SEAL_BYTES, listed_bases, listed_segments
 from tiermem.core.objects import ObjectCore
 from tiermem.domain.factory import open_memory
@@ -290,3 +292,14 @@ def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_p
     assert upgraded.stored_result(agent, "core_memory_append", "k2", "abc") == "second answer"
     upgraded.core.delete_agent(agent)
     assert bucket.get(straggler) is None and bucket.list("core/requests/") == []
+
+
+def test_an_appends_checksum_continues_the_old_one_and_other_edits_need_the_whole_value() -> None:
+    def entry(old: str, new: str) -> Entry:
+        return Entry("b", 2, "op", "me", 0, Chain(1), delta=diff(old, new))
+
+    old = "first line\nsecond ünïcode line"
+    appended = [entry(old, old + "\nthird"), entry(old + "\nthird", old + "\nthird\nfourth €")]
+    assert checksum_after(checksum(old), appended, len(old)) == checksum(old + "\nthird\nfourth €")
+    assert checksum_after(checksum(old), [entry(old, "x" + old)], len(old)) is None  # not an append
+    assert checksum_after(None, appended, len(old)) is None  # the old checksum is not known

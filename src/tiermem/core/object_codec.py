@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +134,7 @@ class Head:
     chain: Chain | None = None
     tail_bytes: int = field(default=0, compare=False)
     base: int = 0
+    value_crc: int | None = field(default=None, compare=False)  # ``checksum(block.value)`` when already known
 
     def by_reference(self) -> bool:
         """True if this head is stored without its value: the value is long, and the base plus the tail rebuild it."""
@@ -146,6 +147,19 @@ Snapshots = Callable[[str, int], str]  # (block id, version) -> that version's w
 
 def checksum(value: str) -> int:
     return zlib.crc32(value.encode("utf-8"))
+
+
+def checksum_after(crc: int | None, entries: Sequence[Entry], length: int) -> int | None:
+    """The checksum after ``entries`` applied to a value of ``length`` characters whose checksum is ``crc``, when
+    every entry is an append (it keeps the whole value before it): the CRC of the appended text continues the old
+    one, so an append costs its own size, not the value's. None when that is not so (compute it whole)."""
+    for e in entries:
+        d = e.delta
+        if crc is None or d is None or d.start != length or d.tail:
+            return None
+        crc = zlib.crc32(d.text.encode("utf-8"), crc)
+        length += len(d.text)
+    return crc
 
 
 def dumps(value: Mapping[str, Any]) -> bytes:
@@ -210,14 +224,15 @@ def head_json(h: Head) -> bytes:
         out["base"] = h.base
     if h.by_reference():
         del block["value"]
-        out["value_chars"], out["value_crc"] = len(h.block.value), checksum(h.block.value)
+        crc = h.value_crc if h.value_crc is not None else checksum(h.block.value)
+        out["value_chars"], out["value_crc"] = len(h.block.value), crc
     return dumps(out)
 
 
 def head_of(data: bytes, snapshots: Snapshots | None = None,
-            known: Callable[[str], Block | None] | None = None) -> Head:
+            known: Callable[[str], Head | None] | None = None) -> Head:
     """The head stored as ``data``. One stored without its value (``Head.by_reference``) gets it rebuilt from
-    ``known(block id)`` (an earlier version of the block this reader holds) if the tail reaches back to it, else
+    ``known(block id)`` (an earlier head of the block this reader holds) if the tail reaches back to it, else
     from ``snapshots`` (its base); either way checked against the recorded length and CRC-32."""
     r = loads(data, "block")
     try:
@@ -225,26 +240,31 @@ def head_of(data: bytes, snapshots: Snapshots | None = None,
         block_id = str(raw["id"])
         tail = tuple(from_json(block_id, e) for e in r.get("tail") or ())
         base, sealed = int(r.get("base", 0)), int(r.get("sealed", 0))
+        crc: int | None = None
         if "value" not in raw:
             if snapshots is None:
                 raise StoreError(f"Block {block_id} is stored without its value and this reader cannot fetch it.")
-            raw = {**raw, "value": _rebuild(block_id, base, tail, int(r["value_chars"]), int(r["value_crc"]),
-                                            snapshots, known(block_id) if known is not None else None)}
+            crc = int(r["value_crc"])
+            raw = {**raw, "value": _rebuild(block_id, base, tail, int(r["value_chars"]), crc, snapshots,
+                                            known(block_id) if known is not None else None)}
         block = block_of(raw)
         chain = r.get("chain")
         return Head(block=block, agents=tuple(str(a) for a in r.get("agents") or ()), sealed=sealed,
                     tail=tail, chain=Chain(int(chain[0]), int(chain[1]), int(chain[2])) if chain else None,
-                    tail_bytes=sum(e.size() for e in tail), base=base)
+                    tail_bytes=sum(e.size() for e in tail), base=base, value_crc=crc)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise StoreError(f"A stored block is malformed ({exc}); restore it from a backup.") from exc
 
 
 def _rebuild(block_id: str, base: int, tail: tuple[Entry, ...], chars: int, crc: int, snapshots: Snapshots,
-             known: Block | None) -> str:
-    if known is not None and known.id == block_id and base <= known.version:
-        value = _replay(known.value, [e for e in tail if e.version > known.version])
-        if len(value) == chars and checksum(value) == crc:
-            return value
+             known: Head | None) -> str:
+    if known is not None and known.block.id == block_id and base <= known.block.version:
+        newer = [e for e in tail if e.version > known.block.version]
+        value = _replay(known.block.value, newer)
+        if len(value) == chars:
+            after = checksum_after(known.value_crc, newer, len(known.block.value))
+            if (after if after is not None else checksum(value)) == crc:
+                return value
     value = _replay(snapshots(block_id, base), list(tail))
     if len(value) != chars or checksum(value) != crc:
         raise StoreError(f"The stored value of block {block_id} does not match its checksum (base version {base} "

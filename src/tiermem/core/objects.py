@@ -28,7 +28,7 @@ from .history import checkpoint, encode
 from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, INLINE_CHARS, REQUESTS,
                            Attached, Head, Link, agent_json, agent_of, agent_path, attached_json, attached_of,
                            attached_path, conversation_path, dumps, head_json, head_of, head_path, id_of, loads,
-                           REQUESTS_LAYOUT, old_request_path, request_path, value_path)
+                           REQUESTS_LAYOUT, checksum, checksum_after, old_request_path, request_path, value_path)
 from .protocol import FIELDS
 from .rows import result_from_row, result_row, window_from_row, window_row
 
@@ -117,10 +117,10 @@ class ObjectCore:
     def _head_of(self, data: bytes) -> Head:
         """Parse a head; one stored without its value is rebuilt from this process's copy of an earlier version
         (the changes since are in the head's tail) or else from its base object."""
-        def known(block_id: str) -> Block | None:
+        def known(block_id: str) -> Head | None:
             with self._lock:
                 cached = self._cache.get(head_path(block_id))
-            return cached[1].block if cached is not None else None
+            return cached[1] if cached is not None else None
 
         return head_of(data, self._base, known)
 
@@ -288,8 +288,12 @@ class ObjectCore:
             # the value as of the sealed versions, whole, once: the heads until the next seal carry only the changes
             self._write_base(block.id, head.block.version, head.block.value)
             base = head.block.version
+        crc = checksum_after(head.value_crc, (entry,), len(head.block.value))  # an append: its own size
+        if crc is None and len(block.value) >= INLINE_CHARS:
+            crc = checksum(block.value)
         new = Head(block=block, agents=head.agents, sealed=kept, tail=(*tail, entry), chain=entry.chain,
-                   tail_bytes=(head.tail_bytes if sealed is None else 0) + entry.size(), base=base)
+                   tail_bytes=(head.tail_bytes if sealed is None else 0) + entry.size(), base=base,
+                   value_crc=crc)
         if sealed is not None and time.monotonic() - started > segments.WRITER_SECONDS:
             return None  # too slow: its segment may be taken for an orphan and deleted; re-read and retry
         etag = self.bucket.replace(path, head_json(new), cached[0])

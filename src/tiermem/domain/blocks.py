@@ -133,7 +133,7 @@ class Append:
     operation: str = "core_memory_append"
 
     def compute(self, value: str, label: str) -> str:
-        return value + "\n" + self.content
+        return f"{value}\n{self.content}"
 
 
 @dataclass(frozen=True)

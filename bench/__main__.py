@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|lettacode|notify|hooks|autorecall|shutdown|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|all]`"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
-           "footprint", "ui", "lance_writes", "small_index", "objstore", "lettacode", "notify", "hooks", "autorecall",
+           "footprint", "ui", "lance_writes", "small_index", "objstore", "objmix", "lettacode", "notify", "hooks", "autorecall",
            "shutdown"]
 
 

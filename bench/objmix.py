@@ -1,0 +1,231 @@
+"""A mixed load on object storage (issue #34): block edits, recall and archival writes and reads, side by side.
+
+    python -m bench objmix [--seconds 180] [--clients 8] [--replicas 2] [--blocks 4] [--window 30]
+
+The same setting as ``python -m bench objstore`` (one moto S3 server on loopback that counts requests and takes
+writes one at a time, ``--replicas`` `tiermem serve --transport http` on one prefix with their default upkeep,
+``--clients`` MCP clients over streamable HTTP, client n on replica n mod R and on block n mod B), but each client
+cycles through seven calls: ``core_memory_append`` to its block, ``memory_replace`` of its own line there
+(``r<n>=<i>`` by ``r<n>=<i+1>``), ``core_memory_view`` (every block rendered, with the archival counts),
+``archival_memory_insert``, ``archival_memory_search``, ``conversation_log`` and ``conversation_search``. The
+recall and archival writes are LanceDB commits on the bucket, whose superseded versions the replicas' upkeep
+keeps only ``version_retention_seconds`` (60 s by default): the run shows whether that keeps those calls flat.
+
+Per ``--window`` seconds: calls/s and p99 by kind, errors, the bucket's objects (all, and LanceDB's ``_versions``
+manifests) and CPU ms per call by process. At the end: first vs last window per kind, every replaced line as last
+acknowledged, every acknowledged append present once. Embeddings are the hashing embedder (no model): the figures
+are the storage's, not the model's. The store lives in moto's memory; the work directory is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from .load import wait_port
+from .objstore import BUCKET, TOKEN, cpu_seconds, options, pct, start_moto
+
+KINDS = ("append", "replace", "view", "insert", "search", "log", "recall")
+
+
+async def one(c: Client, kind: str, n: int, i: int, label: str) -> bool:
+    if kind == "append":
+        r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}-{i}"})
+    elif kind == "replace":
+        r = await c.call_tool("memory_replace", {"label": label, "old_string": f"r{n}={i - 1}",
+                                                 "new_string": f"r{n}={i}"})
+    elif kind == "view":
+        r = await c.call_tool("core_memory_view", {})
+    elif kind == "insert":
+        r = await c.call_tool("archival_memory_insert", {"content": f"fact {n}-{i}: client {n} noted item {i}"})
+    elif kind == "search":
+        r = await c.call_tool("archival_memory_search", {"query": f"client {n} noted item {i - 7}"})
+    elif kind == "log":
+        r = await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": f"hello {n} {i}"}]})
+    else:
+        r = await c.call_tool("conversation_search", {"query": f"hello {n} {i - 7}"})
+    return not r.is_error
+
+
+async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int, store: Any,
+                pids: dict[str, list[int | None]]) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from .objstore import counts
+
+    samples: list[tuple[float, str, float, bool]] = []  # (finished at, kind, latency, ok)
+    appended: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
+    replaced: dict[str, dict[int, int]] = {f"load{b}": {} for b in range(blocks)}
+    errors: list[str] = []
+    start = time.time()
+    stop = start + seconds
+
+    async def client(n: int) -> None:
+        label = f"load{n % blocks}"
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(120, read=300))
+        target = streamable_http_client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", http_client=http)
+        async with http, Client(target, cache=None, read_timeout_seconds=120) as c:
+            r = await c.call_tool("core_memory_append", {"label": label, "content": f"r{n}=0"})
+            assert not r.is_error, r.content
+            replaced[label][n] = 0
+            i, k = 1, 0
+            while time.time() < stop:
+                kind = KINDS[k % len(KINDS)]
+                t = time.perf_counter()
+                try:
+                    ok = await one(c, kind, n, i, label)
+                    if not ok:
+                        errors.append(f"{kind}: tool error")
+                except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
+                    ok = False
+                    errors.append(f"{kind}: {exc!r}"[:200])
+                samples.append((time.time(), kind, time.perf_counter() - t, ok))
+                if ok and kind == "append":
+                    appended[label].append(f"c{n}-{i}")
+                if ok and kind == "replace":
+                    replaced[label][n] = i
+                if kind == "replace" and not ok:
+                    return  # its line is no longer where it was: this client stops (counted as an error)
+                k += 1
+                if k % len(KINDS) == 0:
+                    i += 1
+
+    rows: list[dict[str, Any]] = []
+    async with anyio.create_task_group() as tg:
+        for n in range(clients):
+            tg.start_soon(client, n)
+        w = 0
+        last_counts = counts(endpoint)
+        last_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+        while time.time() < stop:
+            await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
+            lo, hi = start + w * window, start + (w + 1) * window
+            done = [s for s in samples if lo <= s[0] < hi]
+            now_counts = counts(endpoint)
+            listed = await anyio.to_thread.run_sync(lambda: store.list(""))
+            versions = sum("/_versions/" in x["path"] for x in listed)
+            now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+            per_call = {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids}
+            req = sum(now_counts.values()) - sum(last_counts.values())
+            last_counts, last_cpu = now_counts, now_cpu
+            rate = {kind: sum(1 for s in done if s[1] == kind and s[3]) / window for kind in KINDS}
+            p99 = {kind: pct([s[2] for s in done if s[1] == kind], 99) for kind in KINDS}
+            rows.append({"rate": rate, "p99": p99, "all": len(done) / window})
+            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {len(done) / window:6.2f} calls/s "
+                  f"(" + ", ".join(f"{k} {rate[k]:.1f}" for k in KINDS) + "), p99 ms ("
+                  + ", ".join(f"{k} {p99[k]:.0f}" for k in KINDS) + f"), errors {sum(not s[3] for s in done)}, "
+                  f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ({versions} LanceDB "
+                  f"version manifests); CPU ms/call " + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
+                  flush=True)
+            w += 1
+    full = rows[:-1] if len(rows) > 1 and seconds % window else rows
+    ok = [s for s in samples if s[3]]
+    print(f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
+          f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first: all "
+          f"{full[-1]['all'] / full[0]['all']:.2f}, " + ", ".join(
+              f"{k} {full[-1]['rate'][k] / full[0]['rate'][k]:.2f}" if full[0]["rate"][k] else f"{k} -"
+              for k in KINDS) + "; p99 max " + ", ".join(f"{k} {max(r['p99'][k] for r in full):.0f} ms" for k in KINDS),
+          flush=True)
+    check(endpoint, appended, replaced)
+
+
+def check(endpoint: str, appended: dict[str, list[str]], replaced: dict[str, dict[int, int]]) -> None:
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.objects import ObjectCore
+
+    core = ObjectCore(Bucket(f"s3://{BUCKET}/mix", options(endpoint)))
+    agent = core.find_agent("default")
+    assert agent is not None
+    for label, lines in appended.items():
+        block = core.find_block(agent.id, label)
+        assert block is not None
+        stored = Counter(x for x in block.value.split("\n") if x)
+        lost = [x for x in lines if x not in stored]
+        doubled = [x for x, k in stored.items() if k > 1]
+        wrong = [n for n, i in replaced[label].items() if stored[f"r{n}={i}"] != 1]
+        print(f"{label}: {len(lines)} appends acknowledged, lost {len(lost)}, doubled {len(doubled)}; "
+              f"{len(replaced[label])} replaced lines, {len(wrong)} not as last acknowledged; version {block.version}, "
+              f"{len(block.value)} characters", flush=True)
+
+
+def run(work: Path, endpoint: str, moto_pid: int, port: int, replicas: int, clients: int, blocks: int,
+        seconds: int, window: int) -> None:
+    from obstore.store import from_url
+
+    opts = options(endpoint)
+    config = work / "s3.toml"
+    config.write_text(f'uri = "s3://{BUCKET}/mix"\nembedding_model = "hashing"\ntools = ["all"]\n'
+                      '[storage_options]\n' + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
+    for b in range(blocks):
+        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
+                               "--description", "bench objmix", "--config", str(config)],
+                              env=env, capture_output=True, text=True, check=False)
+        if made.returncode:
+            raise SystemExit(f"could not create block load{b}: {made.stderr}")
+    procs = []
+    try:
+        for r in range(replicas):
+            with open(work / f"server{r}.log", "w") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
+                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
+        for r, p in enumerate(procs):
+            wait_port(port + r, p, f"replica {r}")
+        store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
+                         client_options={"allow_http": True})
+
+        class Lister:
+            def list(self, prefix: str) -> list[Any]:
+                from obstore import list as olist
+
+                return [m for page in olist(store, prefix=prefix) for m in page]
+
+        print(f"mixed load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
+              f"{window} s; each client cycles {', '.join(KINDS)}", flush=True)
+        pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(),
+                  pids)
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench objmix")
+    parser.add_argument("--seconds", type=int, default=180)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--blocks", type=int, default=4)
+    parser.add_argument("--window", type=int, default=30)
+    parser.add_argument("--port", type=int, default=8961, help="the first replica's port; moto takes port + 50")
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
+        parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
+    work = Path(tempfile.mkdtemp(prefix="tiermem-objmix-"))
+    moto = None
+    try:
+        moto, endpoint = start_moto(work, args.port + 50)
+        run(work, endpoint, moto.pid, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window)
+    finally:
+        if moto is not None:
+            moto.terminate()
+            moto.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"removed {work} (moto's bucket was in its memory)", flush=True)

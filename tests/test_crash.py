@@ -291,5 +291,5 @@ def test_s3_kill_between_history_segment_and_commit(tmp_path: Path, s3_endpoint:
     hist = m.history(agent, "human", 100)
     assert [v.version for v in hist] == list(range(block.version + 1, 0, -1)) and hist[0].value == value
     assert hist[1].value == block.value and hist[2].value.endswith("\nacked")
-    assert m.core.tidy() == {"segments merged": 0, "orphan segments deleted": 0}
+    assert m.core.tidy() == {"segments merged": 0, "orphan segments deleted": 0, "idempotency records moved": 0}
     assert_doctor_healthy(target)

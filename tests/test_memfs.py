@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain.blocks import Append, is_pinned
+from tiermem.domain.blocks import Append, Rethink, is_pinned
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memfs_format import split_file
 from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
 from tiermem.domain.memory import Memory
@@ -499,3 +500,32 @@ def test_the_branch_does_not_move_under_a_letta_code_commit_on_its_way(mem: Memo
     assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")
     assert git(root, "show", "HEAD:reference/theirs.md").endswith("Letta's\n")
     assert git(root, "status", "--porcelain") == ""
+
+
+ROUND_TRIP = {k: v for k, v in __import__("tests.test_memfs_format", fromlist=["SHAPES"]).SHAPES.items()
+              if "read_only" not in v and not k.startswith("v2")}
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP.values(), ids=ROUND_TRIP.keys())
+def test_frontmatter_survives_a_block_edit_byte_for_byte(mem: Memory, tmp_path: Path, text: str) -> None:
+    """A file Letta Code (or a person) changed, then a block edit in tiermem written back: only the value's lines
+    change, never a byte of the frontmatter (an empty frontmatter used to gain a blank line, a spurious diff)."""
+    root = tmp_path / "memory"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes/x.md").write_bytes(b"---\ndescription: first\n---\nold\n")
+    sync_memfs(mem, "lc", root)
+    (root / "notes/x.md").write_bytes(text.encode())  # the file side changes: the block keeps its frontmatter
+    assert sync_memfs(mem, "lc", root)["to_store"] == ["notes/x"]
+    agent = mem.get_agent("lc").id
+    mem.edit(agent, "notes/x", Append("added"), actor="agent")
+    assert sync_memfs(mem, "lc", root)["to_files"] == ["notes/x"]
+    body = split_file(text).body
+    head = text[: len(text) - len(body)]
+    assert (root / "notes/x.md").read_bytes().decode() == head + mem.block(agent, "notes/x").value + "\n"
+    version = mem.block(agent, "notes/x").version
+    again = sync_memfs(mem, "lc", root)
+    assert again["to_files"] == again["to_store"] == [] and mem.block(agent, "notes/x").version == version
+    # an empty value: nothing after the closing line, as Letta Code writes it (it used to gain a blank line)
+    mem.edit(agent, "notes/x", Rethink(""), actor="agent")
+    assert sync_memfs(mem, "lc", root)["to_files"] == ["notes/x"]
+    assert (root / "notes/x.md").read_bytes().decode() == head

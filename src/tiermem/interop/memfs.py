@@ -150,7 +150,7 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
     agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
     changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter.
     """
-    body = block.value + "\n"
+    body = block.value + "\n" if block.value else ""  # an empty value: nothing after the closing line (Letta Code's)
     if tree.layout == "v2" and fmt.is_index(rel):
         return body
     front = fmt.Front.of(block.metadata.get(FRONT_KEY))
@@ -165,15 +165,20 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
     if front.get("limit") is not None or (
         not tree.agent_repo and layout == "v1" and block.limit != max(DEFAULT_LIMIT, len(block.value))
     ):
-        front = front.set("limit", str(block.limit))
+        front = _put(front, "limit", str(block.limit))
     if not tree.agent_repo:
         had = front.get("read_only")
-        front = front.set("read_only", "true" if block.read_only else ("false" if had is not None else None))
+        front = _put(front, "read_only", "true" if block.read_only else ("false" if had is not None else None))
         want = is_pinned(block)
-        front = front.set("pinned", None if want == tree.pinned(rel) else str(want).lower())
+        front = _put(front, "pinned", None if want == tree.pinned(rel) else str(want).lower())
     if not front.present and not front.lines:
         return body
-    return fmt.MemoryFile(fmt.Front(front.lines, True), body).text()
+    return fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text()
+
+
+def _put(front: fmt.Front, key: str, value: str | None) -> fmt.Front:
+    """``key: value`` (None: no key), leaving the line as written when it already says that."""
+    return front if front.get(key) == value else front.set(key, value)
 
 
 def same(plan: FileBlock, block: Block) -> bool:
@@ -293,10 +298,10 @@ def apply_file(memory: Memory, agent_id: str, plan: FileBlock, *, actor: str, op
     if plan.limit is None and limit != current.limit and notes is not None:
         notes.append(f"{plan.label}: limit raised from {current.limit} to {limit} characters to fit {plan.path} "
                      "(the file states no limit)")
-    front = plan.front if plan.front is not None else ""
+    front = plan.front if plan.front is not None else ""  # "" removes the key: the file has no frontmatter
     changed = False
-    if (current.description, current.read_only, is_pinned(current), current.metadata.get(FRONT_KEY, "")) != (
-        plan.description, plan.read_only, plan.pinned, front
+    if (current.description, current.read_only, is_pinned(current), fmt.Front.of(current.metadata.get(FRONT_KEY))) != (
+        plan.description, plan.read_only, plan.pinned, fmt.Front.of(plan.front)
     ) or limit > current.limit:
         # a larger limit first, so a longer value fits; a smaller one after the value shrank
         memory.update_block(agent_id, plan.label, description=plan.description, read_only=plan.read_only,

@@ -416,7 +416,7 @@ class _Sync:
         except ValidationError:
             return record
         block = self.memory.block(self.agent.id, label)
-        if not same(plan, block) or block.metadata.get(FRONT_KEY, "") != (plan.front or ""):
+        if not same(plan, block) or fmt.Front.of(block.metadata.get(FRONT_KEY)) != fmt.Front.of(plan.front):
             apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
             block = self.memory.block(self.agent.id, label)
         return {"sha": _sha(text), "block_id": block.id, "version": block.version}

@@ -463,34 +463,3 @@ def reason_of(operation: str) -> str | None:
     if sep and (head.startswith("memory ") or head == "memory_apply_patch") and reason.strip():
         return reason
     return None
-
-
-# ---------------------------------------------------------------------------
-# A block as the memory file Letta Code's tools read and write (layout v1)
-# ---------------------------------------------------------------------------
-
-
-def block_text(description: str, value: str, front: str | None, read_only: bool = False) -> str:
-    """The file of a block: its kept frontmatter (``front``) with its description, then the value and a newline."""
-    kept = Front.of(front)
-    if kept.get("description") != description:
-        kept = kept.set("description", one_line(description) or None, first=True)
-    if read_only and kept.get("read_only") is None:
-        kept = kept.set("read_only", "true")
-    return MemoryFile(Front(kept.lines, True), value + "\n").text()
-
-
-@dataclass(frozen=True)
-class BlockFile:
-    description: str
-    value: str
-    read_only: bool
-    front: str | None
-
-
-def read_block_text(text: str) -> BlockFile:
-    """A memory file read back as a block: the description, the value (one final newline dropped), read_only."""
-    parts = split_file(text)
-    value = parts.body[:-1] if parts.body.endswith("\n") else parts.body
-    return BlockFile(parts.front.get("description") or "", value,
-                     (parts.front.get("read_only") or "").lower() == "true", parts.front.raw)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import ValidationError
+from ..domain.memfs_files import POLICY_FILE
 
 AUTHOR = ("tiermem", "tiermem@localhost")
-POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it beside its hooks
 _HOOK_LINE = re.compile(r"^\s+(\S.*?\.md): (.+)$")
 _GIT_TIMEOUT = 120
 _HOOK_RUN: dict[str, bool] = {}  # git executable -> whether it has `git hook run`

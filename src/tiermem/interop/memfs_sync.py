@@ -46,6 +46,7 @@ from .memfs import (
     read_tree,
     render_file,
     same,
+    same_front,
     tree_of,
     write_file,
 )
@@ -416,7 +417,7 @@ class _Sync:
         except ValidationError:
             return record
         block = self.memory.block(self.agent.id, label)
-        if not same(plan, block) or fmt.Front.of(block.metadata.get(FRONT_KEY)) != fmt.Front.of(plan.front):
+        if not same(plan, block) or not same_front(block.metadata.get(FRONT_KEY), plan.front):
             apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
             block = self.memory.block(self.agent.id, label)
         return {"sha": _sha(text), "block_id": block.id, "version": block.version}

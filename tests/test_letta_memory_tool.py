@@ -201,10 +201,22 @@ async def test_the_layout_decides_what_is_in_the_prompt(lc_settings: Settings) -
     root.mkdir()
     (root / "MEMORY.md").write_text("# Memory\n")
     async with Client(serve_in_process(lc_settings)) as c:
-        for path in ("human.md", "notes/x.md", "system/y.md"):
+        for path in ("human.md", "notes/x.md"):
             err, text, _ = await call(c, command="create", reason="r", file_path=path, description=f"About {path}",
                                       file_text="hello")
             assert not err, text
+        # v2 has no system/ folder (core memory is the root files) and skills/ is not memory: Letta Code's words
+        for args, message in [
+            ({"command": "create", "file_path": "system/y.md", "description": "d"},
+             "memory: core memory uses root Markdown files, not system/"),
+            ({"command": "rename", "old_path": "notes/x.md", "new_path": "skills/x.md"},
+             "memory: skills are managed by the skill/file tooling, not the memory tool"),
+        ]:
+            err, text, _ = await call(c, reason="r", **args)
+            assert err and message in text, (args, text)
+        err, text, _ = await call(c, "memory_apply_patch", reason="r",
+                                  input="*** Begin Patch\n*** Add File: system/z.md\n+x\n*** End Patch")
+        assert err and text == "memory_apply_patch: core memory uses root Markdown files, not system/"
         await call(c, command="rename", reason="r", old_path="notes/x.md", new_path="x.md")
         patch = ('*** Begin Patch\n*** Add File: added.md\n+new\n*** Update File: human.md\n@@\n name: "Human"\n'
                  '-description: "About human.md"\n+description: "The human"\n*** End Patch')
@@ -213,7 +225,7 @@ async def test_the_layout_decides_what_is_in_the_prompt(lc_settings: Settings) -
         core = text_of(await c.call_tool("core_memory_view", {}))
     assert "<human>\n<description>\nThe human\n" in core  # top level: in the prompt
     assert "<x>\n<description>\nAbout notes/x.md\n" in core and "<added>\n<description>\nMemory block added\n" in core
-    assert "y (system/y; 5 chars): About system/y.md" in core  # v2: system/ is a folder like any other
+    assert "system/" not in core
 
 
 async def test_legacy_policy_keeps_layout_v1(lc_settings: Settings) -> None:

@@ -336,6 +336,17 @@ def label_of_path(raw: object, field_name: str, *, tool: str = "memory", root: s
     return "/".join(segments)
 
 
+def check_label_allowed(label: str, layout: Layout, tool: str = "memory") -> None:
+    """Letta Code's memory tools refuse, in layout v2, the ``system/`` folder (core memory is the root files) and
+    ``skills/`` (not memory); with its words."""
+    if layout != "v2":
+        return
+    if label == "system" or label.startswith("system/"):
+        raise EditError(f"{tool}: core memory uses root Markdown files, not system/")
+    if label == "skills" or label.startswith("skills/"):
+        raise EditError(f"{tool}: skills are managed by the skill/file tooling, not the memory tool")
+
+
 # ---------------------------------------------------------------------------
 # memory_apply_patch: the codex-style patch format
 # ---------------------------------------------------------------------------

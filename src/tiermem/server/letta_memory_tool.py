@@ -139,7 +139,9 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
 
     def label_of(name: str) -> tuple[str, str]:
         raw = _need(args, name)
-        return fmt.label_of_path(raw, name, root=root), raw
+        label = fmt.label_of_path(raw, name, root=root)
+        fmt.check_label_allowed(label, tree.layout)
+        return label, raw
 
     if command == "create":
         label, raw = label_of("file_path")
@@ -220,6 +222,9 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
     actor = current_actor.get()
     tree = _tree(root)
     ops = fmt.parse_codex_patch(patch, root=root)
+    for o in ops:
+        for label in dict.fromkeys((o.label, o.target)):
+            fmt.check_label_allowed(label, tree.layout, tool)
     blocks = {b.label: b for b in m.blocks(agent_id)}
     planned_files: dict[str, str | None] = {}  # label -> its file text after the patch so far (None: deleted)
 

@@ -24,6 +24,7 @@ Letta Code's hook (tiermem's sync reports), and Letta Code tool calls that faile
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -278,8 +279,22 @@ def sync_pass(files: int, rounds: int) -> dict[str, Any]:
             report = sync_memfs(memory, "lc", root)
             one.append(time.perf_counter() - start)
             assert len(report["to_files"]) == 1 and report["commit"], report
+        processes: dict[str, int] = {}  # git commands one pass runs (GIT_TRACE logs one "built-in" line per command)
+        for case, edited in (("every_file_written", labels), ("one_file_written", labels[:1])):
+            for label in edited:
+                memory.edit(agent, label, Append(f"traced {case}"), actor="agent")
+            trace = tmp / f"trace-{case}"
+            os.environ["GIT_TRACE"] = str(trace)
+            try:
+                sync_memfs(memory, "lc", root)
+            finally:
+                del os.environ["GIT_TRACE"]
+            ran = [x.split("built-in: ", 1)[1] for x in trace.read_text().splitlines() if "built-in: git " in x]
+            processes[case] = len(ran)
+            processes[case + ", reading the last commit"] = sum(1 for x in ran if x.startswith(("git show ",
+                                                                                                 "git cat-file ")))
         return {"files": files, "rounds": rounds, "first_sync_s": round(first, 3),
-                "every_file_written": stats(every), "one_file_written": stats(one)}
+                "every_file_written": stats(every), "one_file_written": stats(one), "git_commands": processes}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

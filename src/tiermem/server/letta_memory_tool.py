@@ -76,7 +76,8 @@ async def memory(
     file_text: str | None = None,
 ) -> Annotated[CallToolResult, FilesResult]:
     """Your memory as files (Letta Code's memory tool). Files under system/ (with a root MEMORY.md index: the files at
-    the top) are in your prompt every turn; other files are listed by path and description and opened on demand. `reason` (required) is the change's message.
+    the top) are in your prompt every turn; other files are listed by path and description and opened on demand.
+    `reason` (required) is the change's message.
     Paths are relative, like system/human.md or reference/project/team.md. Commands:
     - create: file_path, description, optional file_text
     - str_replace: file_path, old_string (its first occurrence), new_string

@@ -18,6 +18,8 @@ from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
 from tiermem.domain.memory import Memory
 
+from .test_memfs_format import SHAPES
+
 
 @pytest.fixture
 def mem(settings: Settings) -> Memory:
@@ -502,8 +504,7 @@ def test_the_branch_does_not_move_under_a_letta_code_commit_on_its_way(mem: Memo
     assert git(root, "status", "--porcelain") == ""
 
 
-ROUND_TRIP = {k: v for k, v in __import__("tests.test_memfs_format", fromlist=["SHAPES"]).SHAPES.items()
-              if "read_only" not in v and not k.startswith("v2")}
+ROUND_TRIP = {k: v for k, v in SHAPES.items() if "read_only" not in v and not k.startswith("v2")}
 
 
 @pytest.mark.parametrize("text", ROUND_TRIP.values(), ids=ROUND_TRIP.keys())

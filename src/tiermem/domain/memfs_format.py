@@ -52,7 +52,9 @@ class Front:
     @classmethod
     def of(cls, raw: str | None) -> Front:
         """From the text kept by ``raw`` (None: the file had no frontmatter). An older tiermem kept the lines
-        joined by ``\n`` (no leading line ending): read as such."""
+        joined by ``\n`` (no leading line ending): read as such, except a record that both starts and ends with a
+        line break (a frontmatter whose first and last lines were blank), which reads as this form: those two blank
+        lines are dropped at the next write."""
         if raw is None:
             return cls()
         for eol in ("\r\n", "\n"):

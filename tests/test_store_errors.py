@@ -36,7 +36,7 @@ READS: dict[str, Callable[[Store], Any]] = {
     "text_search": lambda s: s.search.text_search("passages", "tea", None, 5),
     "select": lambda s: s.rows.select("passages", None, limit=5),
     "distinct_tags": lambda s: s.rows.distinct_tags("a"),
-    "messages_since": lambda s: s.rows.messages_since("a", "default", 0),
+    "messages": lambda s: s.rows.messages(Filter(agent_id="a", conversation_id="default")),
     "unembedded_marks": lambda s: s.rows.unembedded_marks("passages"),  # a cached small table (Connection.snapshot)
     "meta": lambda s: s.conn.meta(),
 }

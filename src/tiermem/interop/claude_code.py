@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConfigError
+from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -223,18 +223,7 @@ def _write(edit: _Edit) -> str:
         return f"{path}: {edit.what} (the file is empty now, so it was removed)"
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600 if path.name == ".claude.json" else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n", mode=mode, durable=True)
     return f"{path}: {edit.what}"
 
 

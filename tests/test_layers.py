@@ -396,3 +396,17 @@ def test_tools_call_named_domain_operations() -> None:
     for name in TOOL_MODULES:
         problems += [f"{name}:{p}" for p in lambdas_passed_to_runtime((SRC / "server" / f"{name}.py").read_text())]
     assert problems == []
+
+
+def lambdas_in(source: str) -> list[str]:
+    return [f"{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Lambda)]
+
+
+def test_the_inspector_routes_run_named_operations() -> None:
+    """Each route of the memory inspector runs an operation of ``ui/api.py`` by name (``inspector.run(api.diff,
+    ...)``), so a reader follows a route to the code that does its work: no lambda anywhere in the inspector."""
+    assert lambdas_in("await inspector.run(lambda m: api.diff(m, name))") and lambdas_in("await inspector.run(api.diff, name)") == []
+    problems = []
+    for path in (SRC / "ui").glob("*.py"):
+        problems += [f"{_dotted(path)}:{p}" for p in lambdas_in(path.read_text())]
+    assert problems == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import SchemaError, TiermemError
@@ -113,7 +114,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     return _report(checks, as_json)
 
 
-def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
+def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
     """Every attached block's current version is in its history. Both core backends commit a version and its
     history entry together, so a gap means damage or a partial restore (an import of an incomplete backup)."""
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
+from ..core.rows import rows_of
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
                 if table in ARCHIVE_TABLES:
                     done += archive.rows.restore_rows(table, key, batch, model=model)
                 else:
-                    done += memory.core.merge_rows(table, key, batch)
+                    done += memory.core.merge_rows(table, key, rows_of(table, batch))
                 progress.advance(len(batch))
             inserted[table] = done
     finally:

@@ -60,6 +60,7 @@ class LoopSettings:
     default_style: str = "letta_v1"
     sleeptime_frequency: int = 0  # for agents whose metadata does not set it
     sleeptime_max_steps: int = 10
+    memory_tool_dialect: str = "anthropic"  # the server's: how its memory tools' arguments name blocks
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ class AgentLoop:
         recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
         run = ToolLoop(provider, host, recall, max_steps=self.settings.max_steps, style=style,
                        builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
-                       step=step, report=Report.from_messages(turn))
+                       step=step, report=Report.from_messages(turn, self.settings.memory_tool_dialect))
         stop, error = "end_turn", None
         try:
             stop = await run.run()

@@ -8,6 +8,7 @@ The connection never assumes a local path: ``uri`` may be a directory or an obje
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
 DEFAULT_SESSION_RENEW_WRITES = 200
+UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
 
 
 def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
@@ -91,6 +93,7 @@ class Connection:
         self.snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self.writer = new_id("writer")  # names this process's marks of rows stored without vectors
         self.upkeep: Callable[[], object] | None = None  # run in a thread every ``optimize_every`` writes
+        self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.on_renewal: list[Callable[[], None]] = []  # what parts forget of the old session's table handles
         try:
             self.db, self.session = connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
@@ -159,7 +162,23 @@ class Connection:
             if due:
                 self.writes = 0
         if due and self.upkeep is not None:
-            threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True).start()
+            thread = threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True)
+            with self.lock:
+                if not self._upkeeps:
+                    atexit.register(self.finish_upkeep)
+                self._upkeeps = [t for t in self._upkeeps if t.is_alive()] + [thread]
+            thread.start()
+
+    def finish_upkeep(self, timeout: float = UPKEEP_EXIT_SECONDS) -> None:
+        """Wait (up to ``timeout`` s) for the background upkeep under way; registered to run at exit.
+
+        A daemon thread still inside LanceDB while the interpreter finalises aborts the process ("PyGILState_Release:
+        ... finalizing"): a short command (``tiermem import``) that wrote enough to start an upkeep lets it finish."""
+        with self.lock:
+            running = list(self._upkeeps)
+        deadline = time.monotonic() + timeout
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     @reads("a table version")
     def version(self, table: str) -> int:

@@ -20,7 +20,7 @@ from tiermem.core.bucket import Bucket
 from tiermem.base.errors import StoreError
 from tiermem.core.delta import diff
 from tiermem.core.history import Chain, Entry
-from tiermem.core.object_codec import INLINE_CHARS, checksum, checksum_after, dumps, head_path, old_request_path
+from tiermem.core.object_layout import INLINE_CHARS, checksum, checksum_after, dumps, head_path, old_request_path
 from tiermem.core.object_history import SEAL_BYTES, listed_bases, listed_segments
 from tiermem.core.objects import ObjectCore
 from tiermem.domain.factory import open_memory

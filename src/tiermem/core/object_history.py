@@ -11,7 +11,7 @@ the pieces it replaced leave the chain. ``orphans`` lists segments off the chain
 ``GRACE_SECONDS`` for deletion; a writer that took longer than ``WRITER_SECONDS`` between its segment and its
 head gives up, and a reader whose segment vanished under it reads the listing again.
 
-A long value's bases (``values/``, see object_codec) are written by the edit that seals, before its head, and
+A long value's bases (``values/``, see object_layout) are written by the edit that seals, before its head, and
 deleted by upkeep once no head names them and they are older than ``GRACE_SECONDS``.
 """
 
@@ -25,8 +25,8 @@ from ..base.errors import StoreError
 from ..base.records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
-from .object_codec import (HISTORY, VALUES, Head, Snapshots, segment_json, segment_of, segment_path, segment_range,
-                           value_path, value_version)
+from .object_layout import (HISTORY, VALUES, Head, Snapshots, segment_json, segment_of, segment_path, segment_range,
+                            value_path, value_version)
 
 SEAL_BYTES = 16 * 1024
 MERGE_BYTES = 1 << 20
@@ -177,7 +177,7 @@ def read_base(bucket: Bucket, block_id: str, version: int) -> str:
 
 
 def bases(bucket: Bucket) -> Snapshots:
-    """``read_base`` on ``bucket``, for ``object_codec.head_of``."""
+    """``read_base`` on ``bucket``, for ``object_layout.head_of``."""
     return lambda block_id, version: read_base(bucket, block_id, version)
 
 

@@ -2,7 +2,7 @@
 calibrated relevance of each hit.
 
 Both legs (vector and full-text) return a pool of candidates (40 each for a top-10 search). Each candidate gets
-features that need no model call and no extra read: its rank in each leg, its normalised BM25 score, how far its
+features that need no model call and no read besides the agent's sitting index (``sittings``, kept in process): its rank in each leg, its normalised BM25 score, how far its
 cosine similarity to the query is below the pool's best, whether it is itself a question, its length, whether the
 query names its speaker (the label of a ``"Caroline: ..."`` turn, or the name of the role a turn was logged under:
 ``Context.speakers``), what the other candidates of its sitting scored (its conversation, within an hour: a topic
@@ -243,8 +243,8 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
-DEFAULT_RANKER = Ranker((22.9265, 21.382, 0.9108, 1.819, -0.7182, 0.7959, 2.8042, 3.6311, 1.6113, 2.3621, 16.1961, 1.742,
-                         -0.8979, 4.0595, 2.064, -19.543, -1.1167, 0.6712, 0.0))
+DEFAULT_RANKER = Ranker((22.8183, 17.7171, 0.7403, 1.4007, -0.7274, 0.7132, 2.7887, 3.9933, 1.7264, 2.3011, 11.4025,
+                         0.8991, -0.8268, 4.7082, 2.4777, -13.142, -0.3458, 0.6214, 8.6588))
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
@@ -314,4 +314,4 @@ def _words(text: str) -> set[str]:
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).
-DEFAULT_CALIBRATION = Calibration((0.3978, 2.992, -0.424, 2.3816), -7.7797)
+DEFAULT_CALIBRATION = Calibration((0.375, 3.2692, -0.4925, 2.3116), -7.7265)

@@ -18,7 +18,7 @@ import bisect
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,9 +146,10 @@ class SittingCache:
     """
 
     def __init__(self) -> None:
-        self._agents: dict[str, tuple[Any, SittingIndex | None]] = {}
+        self._agents: dict[str, tuple[object, SittingIndex | None]] = {}
 
-    def refresh(self, agent: str, version: Any, count: Any, read: Any) -> SittingIndex | None:
+    def refresh(self, agent: str, version: object, count: Callable[[], int],
+                read: Callable[[int | None], list[dict[str, Any]]]) -> SittingIndex | None:
         known = self._agents.pop(agent, None)
         if known is not None and known[0] == version:
             self._agents[agent] = known
@@ -169,7 +170,7 @@ class SittingCache:
         return index
 
     @staticmethod
-    def _build(rows: list[Mapping[str, Any]]) -> SittingIndex:
+    def _build(rows: list[dict[str, Any]]) -> SittingIndex:
         index = SittingIndex()
         index.add(rows)  # sorted by time: every turn is at or after its conversation's sittings
         return index

@@ -33,8 +33,9 @@ def terms(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Sitting:
+    number: int  # its index in SittingIndex.sittings
     conversation: str
     start: int
     end: int
@@ -51,6 +52,7 @@ class SittingIndex:
         self.total = 0  # words in all sittings
         self.rows = 0  # turns added
         self.newest_seq: int | None = None
+        self.postings: dict[str, list[_Sitting]] = {}  # word -> the sittings that hold it
         self._starts: dict[str, list[int]] = {}  # conversation -> its sittings' start times, in order
         self._ids: dict[str, list[int]] = {}  # conversation -> its sittings' indices, in the same order
 
@@ -72,7 +74,7 @@ class SittingIndex:
         ids = self._ids.setdefault(conversation, [])
         last = self.sittings[ids[-1]] if ids else None
         if last is None or at - last.end > SESSION_US:
-            last = _Sitting(conversation, at, at)
+            last = _Sitting(len(self.sittings), conversation, at, at)
             ids.append(len(self.sittings))
             self._starts.setdefault(conversation, []).append(at)
             self.sittings.append(last)
@@ -80,6 +82,7 @@ class SittingIndex:
         words = terms(str(row.get("content") or ""))
         for w in set(words) - set(last.tf):
             self.df[w] += 1
+            self.postings.setdefault(w, []).append(last)
         last.tf.update(words)
         last.length += len(words)
         self.total += len(words)
@@ -96,13 +99,11 @@ class SittingIndex:
         n, average = len(self.sittings), max(self.total / len(self.sittings), 1.0)
         idf = {w: math.log(1 + (n - self.df[w] + 0.5) / (self.df[w] + 0.5)) for w in words if self.df[w]}
         scores: dict[int, float] = {}
-        if idf:
-            for i, s in enumerate(self.sittings):
+        for w, weight in idf.items():
+            for s in self.postings[w]:
                 norm = K1 * (1 - B + B * s.length / average)
-                total = sum(idf[w] * s.tf[w] * (K1 + 1) / (s.tf[w] + norm) for w in idf if w in s.tf)
-                if total > 0:
-                    scores[i] = total
-        order = sorted(scores, key=lambda i: (-scores[i], i))
+                scores[s.number] = scores.get(s.number, 0.0) + weight * s.tf[w] * (K1 + 1) / (s.tf[w] + norm)
+        order = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))
         return {i: r for r, i in enumerate(order, start=1)}
 
     def sitting_of(self, conversation: str | None, created_us: int) -> int | None:

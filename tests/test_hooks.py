@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import socket
@@ -16,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -317,3 +318,100 @@ def test_other_commands_and_help_go_to_the_cli() -> None:
     done = subprocess.run([PYTHON, "-m", "tiermem", "hook", "claude-code", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, check=False)
     assert done.returncode == 0 and "usage: tiermem hook" in done.stdout
+
+
+def transcript_line(kind: str, content: object, **more: object) -> str:
+    return json.dumps({"type": kind, "message": {"role": kind, "content": content}, **more}) + "\n"
+
+
+def test_without_a_prompt_id_the_same_words_again_are_a_new_turn(listener: tuple[HookListener, Memory, str],
+                                                                 model_settings: Settings, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Hosts that send no prompt_id: the turn is its place in the transcript. "yes" said twice is logged twice; a hook
+    fired twice for one prompt (same transcript) once."""
+    hl, memory, agent = listener
+    transcript = tmp_path / "t.jsonl"  # Claude Code writes the prompt to it after the UserPromptSubmit hooks
+    said = {"hook_event_name": "UserPromptSubmit", "session_id": "s7", "prompt": "yes", "transcript_path": str(transcript)}
+    done = {"hook_event_name": "Stop", "session_id": "s7", "last_assistant_message": "Done.",
+            "transcript_path": str(transcript)}
+    for turn in range(2):
+        for _ in range(2):  # fired twice
+            hook(model_settings, said, capsys, hl)
+        with transcript.open("a") as f:
+            f.write(transcript_line("user", "yes"))
+            f.write(transcript_line("user", [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]))
+            f.write(transcript_line("user", "<command-output>meta</command-output>", isMeta=True))
+        for _ in range(2):
+            hook(model_settings, done, capsys, hl)
+        with transcript.open("a") as f:
+            f.write(transcript_line("assistant", [{"type": "text", "text": "Done."}]))
+    assert turns(memory, agent, "s7") == [("user", "yes"), ("assistant", "Done.")] * 2
+
+
+def test_without_a_prompt_id_or_transcript_a_hook_fired_again_at_once_logs_once(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings
+) -> None:
+    hl, memory, agent = listener
+    request = {"key": hl.key, "event": "UserPromptSubmit", "input": {"session_id": "s8", "prompt": "ok"}}
+    for _ in range(2):
+        _, then = hl.answer(request)
+        assert then is not None
+        then()
+    assert turns(memory, agent, "s8") == [("user", "ok")]
+    later = HookListener(hl.handle, model_settings, resolve_tools(["default"]), refire_window=0.0)  # past the window
+    _, then = later.answer(request)
+    assert then is not None
+    then()
+    assert turns(memory, agent, "s8") == [("user", "ok")] * 2
+
+
+def ask_raw(path: Path, payload: bytes) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(path))
+        s.sendall(payload)
+        answer: dict[str, Any] = json.loads(s.makefile("rb").readline())
+    return answer
+
+
+def test_bad_input_is_refused_as_such_and_a_failure_of_tiermem_is_reported_as_one(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    hl, _, _ = listener
+    assert hl.path is not None
+    assert ask_raw(hl.path, b"not json\n")["error"].startswith("bad hook request: not one JSON line")
+    missing = ask_raw(hl.path, json.dumps({"key": hl.key, "event": "Stop"}).encode() + b"\n")
+    assert missing == {"ok": False, "error": "bad hook request: `input` (the hook's input, a JSON object) is missing"}
+    wrong = ask_raw(hl.path, json.dumps({"key": hl.key, "event": "UserPromptSubmit",
+                                         "input": {"session_id": "s", "prompt": ["a", "list"]}}).encode() + b"\n")
+    assert wrong == {"ok": False, "error": "bad hook request: `input.prompt` is not a string"}
+
+    broken = HookListener(MemoryHandle(lambda: cast("tuple[Memory, str]", (object(), "agent"))), model_settings,
+                          resolve_tools(["default"]))  # a memory without blocks: a bug of tiermem's, not bad input
+    assert broken.start() is not None and broken.path is not None
+    try:
+        with caplog.at_level(logging.ERROR, logger="tiermem.server.hookserver"):
+            answer = ask_raw(broken.path, json.dumps({"key": broken.key, "event": "SessionStart",
+                                                      "input": {"source": "startup"}}).encode() + b"\n")
+    finally:
+        broken.close()
+    assert answer["ok"] is False and "bad hook request" not in answer["error"]
+    assert answer["error"].startswith("tiermem failed on this hook request (AttributeError: ")
+    assert "the server's log (stderr) has the traceback" in answer["error"]
+    failed = [r for r in caplog.records if "tiermem failed on it" in r.getMessage()]
+    assert failed and failed[0].exc_info is not None  # with its traceback
+
+
+def test_an_over_long_request_is_refused_whole_not_cut(listener: tuple[HookListener, Memory, str],
+                                                        model_settings: Settings,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    hl, memory, agent = listener
+    assert hl.path is not None
+    huge = "word " * (rendezvous.MAX_REQUEST // 5 + 10)
+    request = {"key": hl.key, "event": "UserPromptSubmit", "input": {"session_id": "s10", "prompt": huge}}
+    answer = ask_raw(hl.path, json.dumps(request).encode() + b"\n")
+    assert answer == {"ok": False, "error": f"bad hook request: it is over {rendezvous.MAX_REQUEST:,} bytes, the most "
+                                            "a hook request may be (a prompt or reply that long is neither logged "
+                                            "nor searched)"}
+    out, err = hook(model_settings, prompt("s10", huge, "p"), capsys, hl)  # the hook itself does not send it
+    assert out is None and f"over the {rendezvous.MAX_REQUEST:,} a hook request may be" in err
+    assert turns(memory, agent, "s10") == []

@@ -95,3 +95,84 @@ def test_a_broken_settings_file_is_reported_and_left_alone(tmp_path: Path, broke
     done = tiermem(tmp_path, home, "setup", "claude-code")
     assert done.returncode == 1 and "settings.json" in done.stderr and "Nothing was changed" in done.stderr
     assert (home / ".claude" / "settings.json").read_text() == broken
+
+
+def test_a_tiermem_server_of_yours_is_kept_unless_force_and_uninstall_puts_it_back(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    yours = {"numStartups": 7, "mcpServers": {"tiermem": {"command": "tiermem", "args": ["serve", "--agent", "mine"]},
+                                              "other": {"command": "other-server"}}}
+    text = json.dumps(yours, indent=4)
+    (home / ".claude.json").write_text(text)
+    refused = tiermem(tmp_path, home, "setup", "claude-code", "--agent", "work")
+    assert refused.returncode == 1 and "already has an MCP server `tiermem` that setup did not write" in refused.stderr
+    assert "--force" in refused.stderr and "Nothing was changed" in refused.stderr
+    assert (home / ".claude.json").read_text() == text and not (home / ".claude" / "settings.json").exists()
+
+    forced = tiermem(tmp_path, home, "setup", "claude-code", "--agent", "work", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "replaced (--force" in forced.stdout
+    entry = read(home / ".claude.json")["mcpServers"]["tiermem"]  # type: ignore[index]
+    assert entry["args"][3:5] == ["--agent", "work"]
+    again = tiermem(tmp_path, home, "setup", "claude-code", "--agent", "work")  # its own entry now: no --force needed
+    assert again.returncode == 0 and again.stdout.count("unchanged") == 2, again.stdout + again.stderr
+
+    gone = tiermem(tmp_path, home, "setup", "claude-code", "--uninstall")
+    assert gone.returncode == 0, gone.stderr
+    assert "yours put back" in gone.stdout
+    assert read(home / ".claude.json") == yours
+    assert not (home / ".claude").exists()  # setup created the folder and the settings file: both gone
+
+
+def test_uninstall_keeps_your_approval_and_the_files_that_were_there(tmp_path: Path) -> None:
+    """Files that existed before setup stay, even when nothing is left in them; an approval of tiermem you had
+    stays; only what setup created goes."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".mcp.json").write_text("{}")
+    (project / ".claude" / "settings.json").write_text("{}\n")
+    approval = {"enabledMcpjsonServers": ["tiermem"], "permissions": {"allow": ["Bash(ls)"]}}
+    (project / ".claude" / "settings.local.json").write_text(json.dumps(approval))
+    done = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--agent", "p", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "settings.local.json: unchanged" in done.stdout  # approved already
+    assert set(read(project / ".claude" / "settings.json")["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}  # type: ignore[arg-type]
+    gone = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--uninstall", cwd=project)
+    assert gone.returncode == 0, gone.stderr
+    assert read(project / ".mcp.json") == {} and read(project / ".claude" / "settings.json") == {}
+    assert read(project / ".claude" / "settings.local.json") == approval
+
+
+def test_your_hooks_survive_setup_and_uninstall_in_their_order(tmp_path: Path) -> None:
+    """Your entries in the same event arrays, a tiermem hook you wrote yourself included, are never touched or
+    reordered; setup's entries go after them, and a re-run leaves them where they are."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+
+    def entry(command: str, **more: object) -> dict[str, object]:
+        return {**more, "hooks": [{"type": "command", "command": command}]}
+
+    own_tiermem = entry("tiermem hook claude-code --data-dir /elsewhere --agent mine", matcher="startup")
+    theirs = {"hooks": {"SessionStart": [own_tiermem, entry("echo start")],
+                        "UserPromptSubmit": [entry("log-prompt", matcher=""), entry("spell-check")],
+                        "Stop": [entry("notify-send done")], "PreToolUse": [entry("guard", matcher="Bash")]},
+              "model": "opus"}
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(json.dumps(theirs))
+    assert tiermem(tmp_path, home, "setup", "claude-code").returncode == 0
+    after = read(settings)["hooks"]
+    for event, entries in theirs["hooks"].items():  # type: ignore[attr-defined]
+        assert json.dumps(after[event][: len(entries)]) == json.dumps(entries)  # type: ignore[index]
+    assert len(after["SessionStart"]) == 3 and after["SessionStart"][2]["matcher"] == "startup|clear|compact"  # type: ignore[index]
+    # you add a hook after setup's; a re-run changes nothing
+    later = read(settings)
+    later["hooks"]["Stop"].append(entry("say finished"))  # type: ignore[index]
+    settings.write_text(json.dumps(later))
+    again = tiermem(tmp_path, home, "setup", "claude-code")
+    assert again.returncode == 0 and f"{settings}: unchanged" in again.stdout, again.stdout
+    assert read(settings) == later
+    gone = tiermem(tmp_path, home, "setup", "claude-code", "--uninstall")
+    assert gone.returncode == 0, gone.stderr
+    expected = json.loads(json.dumps(theirs))
+    expected["hooks"]["Stop"].append(entry("say finished"))
+    assert json.dumps(read(settings)) == json.dumps(expected)  # yours, byte for byte in their order

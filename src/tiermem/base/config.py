@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     auto_recall: bool = True
     auto_recall_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
     auto_recall_limit: int = Field(default=5, ge=1, le=50)
-    auto_recall_max_chars: int = Field(default=4000, ge=200, le=9000)
+    auto_recall_max_chars: int = Field(default=4000, ge=500, le=9000)
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.

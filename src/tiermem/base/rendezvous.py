@@ -26,6 +26,7 @@ from .errors import ConfigError
 
 SOCKET_SUFFIX = ".sock"
 MAX_SOCKET_PATH = 100  # bytes; AF_UNIX paths are limited to 104 (macOS) or 108 (Linux)
+MAX_REQUEST = 8 << 20  # bytes: the most one hook request may be (its JSON line); a longer one is refused
 
 
 def runtime_dir() -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ConfigError
-from ..base.rendezvous import candidates, memory_key, private_dir, starting_server
+from ..base.rendezvous import MAX_REQUEST, candidates, memory_key, private_dir, starting_server
 
 EVENTS_WITH_CONTEXT = ("SessionStart", "UserPromptSubmit")
 START_WAIT = 8.0  # seconds a hook waits for a server that is starting to open its socket
@@ -56,7 +56,13 @@ def run(data_dir: str | os.PathLike[str] | None, agent: str | None, config: str 
         data["last_assistant_message"] = _last_reply(data.get("transcript_path"))  # hosts older than the field
     try:
         key = memory_key(*_memory_of(data_dir, agent, config))
-        answer = ask(key, {"v": 1, "key": key, "event": event, "input": data}, wait=START_WAIT)
+        request = {"v": 1, "key": key, "event": event, "input": data}
+        size = len(json.dumps(request).encode())
+        if size > MAX_REQUEST:
+            _note(f"{event}: the hook input is {size:,} bytes, over the {MAX_REQUEST:,} a hook request may be: it "
+                  "is neither logged nor searched; the prompt goes through unchanged")
+            return 0
+        answer = ask(key, request, wait=START_WAIT)
     except Unavailable as exc:
         _note(f"{event or 'hook'}: {exc}; the prompt goes through unchanged")
         return 0

@@ -240,7 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     s_cc.add_argument("--scope", choices=["user", "project"], default="user",
                       help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
     s_cc.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
-    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
+    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added (and put back what it "
+                      "replaced)")
+    s_cc.add_argument("--force", action="store_true", help="replace a `tiermem` MCP server entry setup did not write "
+                      "(--uninstall puts it back)")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")

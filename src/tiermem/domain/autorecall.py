@@ -67,21 +67,38 @@ def log_turn(memory: Memory, agent_id: str, *, session: str, turn: str, role: Li
     return True
 
 
-_locks: dict[str, threading.Lock] = {}
+class _KeyLock:
+    """One key's lock and how many callers hold it or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+_locks: dict[str, _KeyLock] = {}  # key -> its lock while a caller holds or waits for it; empty when idle
 _locks_guard = threading.Lock()
 
 
 @contextmanager
 def _lock(key: str) -> Iterator[None]:
+    """Callers with the same ``key`` run one at a time. The key's lock stays in ``_locks`` while any caller holds it
+    or waits for it (counted under the guard), so a caller that comes meanwhile waits on the same lock; the last one
+    out removes it."""
     with _locks_guard:
-        lock = _locks.setdefault(key, threading.Lock())
+        entry = _locks.get(key)
+        if entry is None:
+            entry = _locks[key] = _KeyLock()
+        entry.users += 1
     try:
-        with lock:
+        with entry.lock:
             yield
     finally:
         with _locks_guard:
-            if not lock.locked():
-                _locks.pop(key, None)
+            entry.users -= 1
+            if entry.users == 0:
+                del _locks[key]
 
 
 def recall(memory: Memory, agent_id: str, prompt: str, *, session: str, settings: RecallSettings) -> list[Recalled]:
@@ -104,23 +121,67 @@ def recall(memory: Memory, agent_id: str, prompt: str, *, session: str, settings
     return found[: settings.limit]
 
 
+HEAD = "Memories from tiermem that may be relevant to this prompt (found automatically; use them if they help):"
+MIN_CUT = 40  # fewest characters of a memory worth showing cut
+
+
 def render(recalled: list[Recalled], max_chars: int) -> str:
-    """The context added to the prompt ("" for none): one line per memory, whole memories only, within ``max_chars``."""
+    """The context added to the prompt ("" for none): a head line, then one line per memory, best first, all within
+    ``max_chars`` (the note on memories not shown included). Memories are shown in order: one that does not fit
+    whole is shown cut to the room left (marked as cut, with its id and length) when at least ``MIN_CUT`` of its
+    characters fit, and it and the ones after it are counted in the note otherwise; a worse memory is never shown in
+    place of a better one. ``max_chars`` of 500 or more (the config's floor) always shows the best memory."""
     if not recalled:
         return ""
-    head = "Memories from tiermem that may be relevant to this prompt (found automatically; use them if they help):"
-    lines = [head]
+    lines = [HEAD]
+    used = len(HEAD)
     left = 0
-    for r in recalled:
-        where = "archival memory" if r.source == "archival" else f"past conversation, {r.role}"
-        line = f"- [{where}, {r.created_at:%Y-%m-%d}, relevance {r.relevance:.2f}] {' '.join(r.content.split())}"
-        if len("\n".join([*lines, line])) > max_chars:
-            left += 1
+    for i, r in enumerate(recalled):
+        after = len(recalled) - i - 1  # memories after this one: the note counts them if they do not fit
+        reserve = len(_note(after)) + 1 if after else 0
+        line = _line(r)
+        if used + 1 + len(line) + reserve <= max_chars:
+            lines.append(line)
+            used += 1 + len(line)
             continue
-        lines.append(line)
+        cut = _cut_line(r, max_chars - used - 1 - reserve)
+        if cut is None:
+            left = after + 1
+        else:
+            lines.append(cut)
+            left = after
+        break
+    if len(lines) == 1:
+        return ""  # not even the best memory fits (max_chars below the config's floor)
     if left:
-        lines.append(f"({left} more not shown: search for them with archival_memory_search or conversation_search.)")
-    return "\n".join(lines) if len(lines) > 1 + bool(left) else ""
+        lines.append(_note(left))
+    return "\n".join(lines)
+
+
+def _where(r: Recalled) -> str:
+    return "archival memory" if r.source == "archival" else f"past conversation, {r.role}"
+
+
+def _line(r: Recalled) -> str:
+    return f"- [{_where(r)}, {r.created_at:%Y-%m-%d}, relevance {r.relevance:.2f}] {' '.join(r.content.split())}"
+
+
+def _cut_line(r: Recalled, room: int) -> str | None:
+    """``r`` cut to fit ``room`` characters, marked as cut, with its id and the tool that finds it whole; None when
+    fewer than ``MIN_CUT`` of its characters would fit."""
+    text = " ".join(r.content.split())
+    search = "archival_memory_search" if r.source == "archival" else "conversation_search"
+    mark = (f"- [{_where(r)}, {r.created_at:%Y-%m-%d}, relevance {r.relevance:.2f}, CUT: the first {{}} of "
+            f"{len(text)} characters; id {r.id}; {search} finds it whole] {{}}…")
+    avail = room - len(mark.format("", ""))  # for the kept text and its count
+    keep = avail - len(str(avail))
+    if keep < MIN_CUT:
+        return None
+    return mark.format(keep, text[:keep])
+
+
+def _note(left: int) -> str:
+    return f"({left} more not shown: search for them with archival_memory_search or conversation_search.)"
 
 
 def _cut(text: str, most: int) -> str:

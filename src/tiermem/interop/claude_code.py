@@ -9,13 +9,25 @@ User scope (the default) applies to every project directory: the MCP server ``ti
 Everything written names the ``tiermem`` that ran setup by absolute path (a virtual environment is often not on a
 host's PATH) and spells out the data directory and agent, so the server and the hooks agree on the memory they use.
 The hooks (``tiermem hook claude-code``): ``SessionStart`` (core memory in context), ``UserPromptSubmit`` (the prompt
-logged, relevant memories added), ``Stop`` (the reply logged). Setup is idempotent (a second run changes nothing)
-and ``--uninstall`` removes exactly these entries, leaving everything else in the files as it was. Files are
-replaced atomically (written beside, then renamed) with their permissions kept.
+logged, relevant memories added), ``Stop`` (the reply logged). Files are replaced atomically (written beside, then
+renamed) with their permissions kept.
+
+Setup changes only what is its own, and ``--uninstall`` undoes exactly that:
+
+- Setup's own entries are recognised by their shape: the ``tiermem`` server entry exactly as setup writes it (any
+  installation's path, data directory, agent, options) and hook entries exactly as setup writes them. A ``tiermem``
+  server entry of another shape (yours) is not replaced unless ``--force``; the hook entries of yours, tiermem ones
+  included, are never touched, and setup's go after them in each event (a re-run leaves them where they are).
+- Setup keeps a record of what it changed (``$XDG_STATE_HOME/tiermem/setup/``: the files it created, the server entry
+  it replaced, whether it added the approval). Uninstall puts back the entry it replaced, removes the approval only
+  if setup added it, and removes a file only if setup created it and nothing is left in it. Without the record
+  (deleted, or setup ran on another machine) uninstall removes setup's entries and leaves the approval and the files.
+- Setup is idempotent (a second run changes nothing).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -45,6 +57,7 @@ class Plan:
     servers_file: Path  # ~/.claude.json or <project>/.mcp.json
     settings_file: Path  # ~/.claude/settings.json or <project>/.claude/settings.json
     approval_file: Path | None  # <project>/.claude/settings.local.json (project scope)
+    record_file: Path  # what setup changed, for --uninstall: $XDG_STATE_HOME/tiermem/setup/claude-code-<digest>.json
 
     def hooks(self) -> dict[str, list[dict[str, Any]]]:
         entry = {"type": "command", "command": self.hook_command, "timeout": HOOK_TIMEOUT}
@@ -62,12 +75,16 @@ def plan(executable: str, serve_args: list[str], *, data_dir: Path, agent: str, 
     server = {"type": "stdio", "command": executable, "args": ["serve", *memory, *serve_args], "env": {},
               "alwaysLoad": True}  # Claude Code waits for it, so its tools and instructions are in the first request
     hook = shlex.join([executable, "hook", "claude-code", *memory])
+    base = home if home is not None else Path.home()
+    state = Path(os.environ.get("XDG_STATE_HOME") or base / ".local" / "state") / "tiermem" / "setup"
+    files: tuple[Path, Path, Path | None]
     if scope == "user":
-        base = home if home is not None else Path.home()
-        return Plan(server, hook, base / ".claude.json", base / ".claude" / "settings.json", None)
-    root = (project or Path.cwd()).resolve()
-    return Plan(server, hook, root / ".mcp.json", root / ".claude" / "settings.json",
-                root / ".claude" / "settings.local.json")
+        files = (base / ".claude.json", base / ".claude" / "settings.json", None)
+    else:
+        root = (project or Path.cwd()).resolve()
+        files = (root / ".mcp.json", root / ".claude" / "settings.json", root / ".claude" / "settings.local.json")
+    digest = hashlib.sha256(str(files[0]).encode()).hexdigest()[:16]
+    return Plan(server, hook, files[0], files[1], files[2], state / f"claude-code-{digest}.json")
 
 
 def show(p: Plan) -> str:
@@ -85,17 +102,34 @@ class _Edit:
     data: dict[str, Any]
     changed: bool
     what: str
+    created: bool = False  # setup created the file (by the record): uninstall may remove it once it is empty
+    folder_created: bool = False  # and its folder (.claude): removed too once it is empty
 
 
-def install(p: Plan) -> list[str]:
+def install(p: Plan, *, force: bool = False) -> list[str]:
     """Write the plan; one line per file saying what changed (or that nothing did). Every file is read and checked
-    before any is written, so a broken file changes nothing."""
+    before any is written, so a broken file, or a ``tiermem`` server of yours (without ``force``), changes nothing."""
+    record = _read_record(p)
+    files = record.setdefault("files", {})
+    for path in (p.servers_file, p.settings_file, p.approval_file):
+        if path is not None and str(path) not in files:
+            files[str(path)] = {"created": not path.exists(), "folder_created": not path.parent.exists()}
     servers = _read(p.servers_file)
     listed = _object(servers, "mcpServers", p.servers_file)
     before = listed.get(NAME)
+    ours = before is None or before == record.get("server_wrote") or _setup_server(before)
+    if not ours and not force:
+        shown = json.dumps({k: before.get(k) for k in ("command", "args")} if isinstance(before, dict) else before)
+        raise ConfigError(f"{p.servers_file} already has an MCP server `tiermem` that setup did not write ({shown}). "
+                          "Rename or remove it (`claude mcp remove tiermem`), or run setup with --force to replace it "
+                          "(--uninstall puts it back). Nothing was changed.")
+    if not ours:
+        record["server_before"] = before  # yours: uninstall puts it back
     listed[NAME] = p.server
+    record["server_wrote"] = p.server
     edits = [_Edit(p.servers_file, servers, before != p.server,
-                   "MCP server tiermem " + ("added" if before is None else "updated"))]
+                   "MCP server tiermem " + ("added" if before is None else "updated" if ours else
+                                            "replaced (--force; --uninstall puts yours back)"))]
     settings = _read(p.settings_file)
     hooks = _object(settings, "hooks", p.settings_file)
     changed = False
@@ -104,10 +138,10 @@ def install(p: Plan) -> list[str]:
         if not isinstance(current, list):
             raise ConfigError(f"{p.settings_file}: hooks.{event} is not a list; fix the file, then run setup again. "
                               "Nothing was changed.")
-        wanted = [e for e in current if not _ours(e)] + entries
-        if wanted != current:
-            hooks[event] = wanted
-            changed = True
+        if [e for e in current if _setup_hook(e)] == entries:
+            continue  # already there, wherever they are
+        hooks[event] = [e for e in current if not _setup_hook(e)] + entries  # yours as they were, in their order
+        changed = True
     edits.append(_Edit(p.settings_file, settings, changed, "hooks " + ", ".join(HOOK_EVENTS) + " installed"))
     if p.approval_file is not None:
         local = _read(p.approval_file)
@@ -118,20 +152,37 @@ def install(p: Plan) -> list[str]:
         missing = NAME not in enabled
         if missing:
             enabled.append(NAME)
+            record["approval_added"] = True
         edits.append(_Edit(p.approval_file, local, missing, "server tiermem approved for this user"))
+    _write_record(p, record)  # first: a setup that stops half-way can still be undone
     return [_write(e) for e in edits]
 
 
 def uninstall(p: Plan) -> list[str]:
-    """Remove what ``install`` adds (the tiermem server entry, tiermem's hooks, the approval); nothing else."""
+    """Remove what ``install`` added (its server entry, its hooks, the approval it added) and put back the server
+    entry it replaced; nothing else. A file setup created goes once nothing is left in it."""
+    record = _read_record(p)
+    known = bool(record)
+    files = record.get("files", {})
+
+    def made(path: Path) -> dict[str, bool]:
+        facts = files.get(str(path), {})
+        return {"created": bool(facts.get("created")), "folder_created": bool(facts.get("folder_created"))}
+
     servers = _read(p.servers_file)
     listed = servers.get("mcpServers")
-    ours = isinstance(listed, dict) and _our_server(listed.get(NAME))
+    current = listed.get(NAME) if isinstance(listed, dict) else None
+    ours = current is not None and (current == record.get("server_wrote") or _setup_server(current))
+    what = "MCP server tiermem removed"
     if ours and isinstance(listed, dict):
-        del listed[NAME]
-        if not listed:
-            del servers["mcpServers"]
-    edits = [_Edit(p.servers_file, servers, ours, "MCP server tiermem removed")]
+        if record.get("server_before") is not None:
+            listed[NAME] = record["server_before"]
+            what = "MCP server tiermem: yours put back"
+        else:
+            del listed[NAME]
+            if not listed:
+                del servers["mcpServers"]
+    edits = [_Edit(p.servers_file, servers, ours, what, **made(p.servers_file))]
     settings = _read(p.settings_file)
     hooks = settings.get("hooks")
     changed = False
@@ -140,7 +191,7 @@ def uninstall(p: Plan) -> list[str]:
             entries = hooks[event]
             if not isinstance(entries, list):
                 continue
-            kept = [e for e in entries if not _ours(e)]
+            kept = [e for e in entries if not _setup_hook(e)]
             if kept != entries:
                 changed = True
                 if kept:
@@ -149,17 +200,24 @@ def uninstall(p: Plan) -> list[str]:
                     del hooks[event]
         if changed and not hooks:
             del settings["hooks"]
-    edits.append(_Edit(p.settings_file, settings, changed, "tiermem hooks removed"))
+    edits.append(_Edit(p.settings_file, settings, changed, "tiermem hooks removed", **made(p.settings_file)))
+    lines = []
     if p.approval_file is not None:
         local = _read(p.approval_file)
         enabled = local.get("enabledMcpjsonServers")
         present = isinstance(enabled, list) and NAME in enabled
-        if present and isinstance(enabled, list):
+        added = bool(record.get("approval_added"))
+        if present and added and isinstance(enabled, list):
             enabled.remove(NAME)
             if not enabled:
                 del local["enabledMcpjsonServers"]
-        edits.append(_Edit(p.approval_file, local, present, "approval of tiermem removed"))
-    return [_write(e) for e in edits]
+        elif present and not known:
+            lines.append(f"{p.approval_file}: approval of tiermem kept (no record of this setup, so it may be yours)")
+        edits.append(_Edit(p.approval_file, local, present and added, "approval of tiermem removed",
+                           **made(p.approval_file)))
+    lines = [_write(e) for e in edits] + lines
+    p.record_file.unlink(missing_ok=True)
+    return lines
 
 
 def _object(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -169,11 +227,15 @@ def _object(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return value
 
 
-def _ours(entry: object) -> bool:
-    """A hook matcher entry whose commands are all tiermem's hook (any installation's)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("hooks"), list) or not entry["hooks"]:
+def _setup_hook(entry: object) -> bool:
+    """A hook matcher entry exactly as setup writes it (any installation's tiermem, data directory and agent)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("hooks"), list) or len(entry["hooks"]) != 1:
         return False
-    return all(isinstance(h, dict) and _our_hook_command(str(h.get("command", ""))) for h in entry["hooks"])
+    if set(entry) - {"matcher"} != {"hooks"} or entry.get("matcher", SESSION_SOURCES) != SESSION_SOURCES:
+        return False
+    hook = entry["hooks"][0]
+    return (isinstance(hook, dict) and set(hook) == {"type", "command", "timeout"} and hook["type"] == "command"
+            and hook["timeout"] == HOOK_TIMEOUT and _our_hook_command(str(hook["command"])))
 
 
 def _our_hook_command(command: str) -> bool:
@@ -181,15 +243,32 @@ def _our_hook_command(command: str) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    return len(words) >= 3 and os.path.basename(words[0]) == "tiermem" and words[1:3] == ["hook", "claude-code"]
+    return (len(words) == 7 and os.path.isabs(words[0]) and os.path.basename(words[0]) == "tiermem"
+            and words[1:4] == ["hook", "claude-code", "--data-dir"] and words[5] == "--agent")
 
 
-def _our_server(entry: object) -> bool:
-    if not isinstance(entry, dict):
+def _setup_server(entry: object) -> bool:
+    """A server entry exactly as setup writes it (any installation's tiermem, data directory, agent and options)."""
+    if not isinstance(entry, dict) or set(entry) != {"type", "command", "args", "env", "alwaysLoad"}:
         return False
-    args = entry.get("args")
-    return (os.path.basename(str(entry.get("command", ""))) == "tiermem" and isinstance(args, list)
-            and bool(args) and args[0] == "serve")
+    args, command = entry["args"], entry["command"]
+    return (entry["type"] == "stdio" and entry["env"] == {} and entry["alwaysLoad"] is True and isinstance(command, str)
+            and os.path.isabs(command) and os.path.basename(command) == "tiermem" and isinstance(args, list)
+            and len(args) >= 5 and args[:2] == ["serve", "--data-dir"] and args[3] == "--agent")
+
+
+def _read_record(p: Plan) -> dict[str, Any]:
+    """What an earlier setup of these files changed ({} when there is no record, or it is unreadable)."""
+    try:
+        data = json.loads(p.record_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("servers_file") == str(p.servers_file) else {}
+
+
+def _write_record(p: Plan, record: dict[str, Any]) -> None:
+    record["servers_file"] = str(p.servers_file)
+    _replace(p.record_file, record, 0o600)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -216,13 +295,18 @@ def _write(edit: _Edit) -> str:
     path, data = edit.path, edit.data
     if not edit.changed:
         return f"{path}: unchanged"
-    if not data:  # nothing of the user's is left (uninstall emptied a file setup had created): no file at all
+    if not data and edit.created:  # uninstall emptied a file setup had created: no file at all
         path.unlink(missing_ok=True)
-        if path.parent.name == ".claude" and not any(path.parent.iterdir()):
+        if edit.folder_created and not any(path.parent.iterdir()):
             path.parent.rmdir()
-        return f"{path}: {edit.what} (the file is empty now, so it was removed)"
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return f"{path}: {edit.what} (setup had created the file and nothing is left in it, so it was removed)"
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600 if path.name == ".claude.json" else 0o644
+    _replace(path, data, mode)
+    return f"{path}: {edit.what}"
+
+
+def _replace(path: Path, data: dict[str, Any], mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -235,7 +319,6 @@ def _write(edit: _Edit) -> str:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return f"{path}: {edit.what}"
 
 
 def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
@@ -258,7 +341,7 @@ def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
     if dry_run:
         print(show(the_plan))
         return 0
-    for line in uninstall(the_plan) if args.uninstall else install(the_plan):
+    for line in uninstall(the_plan) if args.uninstall else install(the_plan, force=bool(getattr(args, "force", False))):
         print(line)
     if not args.uninstall:
         print("Start a new Claude Code session: core memory is in context, each prompt and reply is logged, and "

@@ -10,6 +10,16 @@ open:
 - ``UserPromptSubmit``: the prompt is logged to recall memory, and the memories relevant to it are returned;
 - ``Stop``: the assistant's final reply is logged.
 
+A turn is logged once however often its hook fires (``autorecall.log_turn``'s key: session, turn, role, text digest),
+while the same words said again later are a new turn. The turn is the hook's ``prompt_id`` when the host sends one;
+else its position in the session's transcript (the user prompts in it so far: a hook fired again sees the same
+number, a later prompt a larger one); else (no transcript either) the same text in the same session and role within
+``refire_window`` seconds is the same firing.
+
+A request is one JSON line of at most ``MAX_REQUEST`` bytes; a longer one is refused with an error that says so (the
+hook client checks before it sends). Bad input gets ``{"ok": false, "error": "bad hook request: ..."}``; a failure of
+tiermem itself is logged with its traceback and answered as what it is.
+
 Requests run in their own threads (``Memory`` is used from worker threads anyway); each counts as a request in
 flight for the server's clean exit (``shutdown.py``), which closes the listener first.
 """
@@ -22,6 +32,8 @@ import os
 import socket
 import struct
 import threading
+import time
+import uuid
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..domain import autorecall, briefing
 from ..base.errors import ShuttingDownError, TiermemError, ValidationError
 from ..base.records import now
-from ..base.rendezvous import MAX_SOCKET_PATH, memory_key, private_dir, socket_name
+from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -40,14 +52,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST = 8 << 20  # bytes; a prompt is at most a few hundred KB
 SESSION_CONTEXT_CHARS = 9_500  # Claude Code passes up to 10,000 characters of hook context whole
 READ_TIMEOUT = 10.0  # seconds a connected hook has to send its request
+REFIRE_WINDOW = 10.0  # seconds: without a prompt id or a transcript, the same text again this soon is a re-fired hook
 
 
 class HookListener:
     def __init__(self, handle: MemoryHandle, settings: Settings, tools: Collection[str],
-                 stop: Shutdown | None = None) -> None:
+                 stop: Shutdown | None = None, *, refire_window: float = REFIRE_WINDOW) -> None:
         self.handle = handle
         self.stop = stop
         self.tools = list(tools)
@@ -58,6 +70,9 @@ class HookListener:
         self.dialect = settings.memory_tool_dialect
         self.path: Path | None = None
         self._sock: socket.socket | None = None
+        self.refire_window = refire_window
+        self._recent: dict[tuple[str, str, str], tuple[str, float]] = {}  # (session, role, text) -> (turn, when)
+        self._recent_guard = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -123,60 +138,163 @@ class HookListener:
         conn.settimeout(READ_TIMEOUT)
         try:
             line = rfile.readline(MAX_REQUEST + 1)
+            too_long = len(line) > MAX_REQUEST
+            if too_long:
+                _drain(rfile)  # read to its end, so the hook is not cut off while it sends and can read the answer
             with self.stop.request() if self.stop is not None else nullcontext():  # the writes are done inside
-                answer, then = self._answer_line(line)
-                wfile.write(json.dumps(answer).encode() + b"\n")
-                wfile.flush()
+                answer, then = (_refused(f"it is over {MAX_REQUEST:,} bytes, the most a hook request may be (a prompt "
+                                         "or reply that long is neither logged nor searched)"), None) if too_long \
+                    else self._answer_line(line)
+                try:
+                    wfile.write(json.dumps(answer).encode() + b"\n")
+                    wfile.flush()
+                except OSError as exc:  # the host went on without this hook's answer; the turn still happened
+                    log.info("a hook went away before its answer: %s", exc)
                 if then is not None:
-                    then()  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
+                    self._then(then)  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
         except ShuttingDownError as exc:
             wfile.write(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
         except OSError as exc:
             log.info("a hook went away before its answer: %s", exc)
+
+    @staticmethod
+    def _then(then: Callable[[], object]) -> None:
+        try:
+            then()
         except TiermemError as exc:
             log.warning("a hook's turn could not be logged: %s", exc)
+        except Exception:
+            log.exception("a hook's turn could not be logged: tiermem failed")
 
     def _answer_line(self, line: bytes) -> tuple[dict[str, Any], Callable[[], object] | None]:
+        if not line.strip():
+            return _refused("it is empty (send one JSON object on one line)"), None
         try:
             request = json.loads(line)
-            if not isinstance(request, dict):
-                raise ValueError("not a JSON object")
+        except ValueError as exc:  # UnicodeDecodeError included
+            return _refused(f"not one JSON line ({exc})"), None
+        try:
             return self.answer(request)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return {"ok": False, "error": f"bad hook request: {exc}"}, None
         except TiermemError as exc:
             return {"ok": False, "error": str(exc)}, None
+        except Exception as exc:
+            log.exception("a hook request failed: tiermem failed on it")
+            return {"ok": False, "error": f"tiermem failed on this hook request ({type(exc).__name__}: {exc}); the "
+                                          "server's log (stderr) has the traceback"}, None
 
-    def answer(self, request: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], object] | None]:
+    def answer(self, request: object) -> tuple[dict[str, Any], Callable[[], object] | None]:
         """The answer to one hook request (``{"ok": true, "context": text}``, text maybe empty) and the write to do
-        once it is sent (a prompt or reply to log), if any."""
+        once it is sent (a prompt or reply to log), if any. Bad input raises ``ValidationError`` ("bad hook
+        request: ...")."""
+        if not isinstance(request, dict):
+            raise _bad("the request is not a JSON object")
         if request.get("key") != self.key:
             raise ValidationError("this server serves another data directory or agent")
-        event = request["event"]
-        data = request["input"]
-        session = str(data.get("session_id") or "")
-        memory, agent_id = self.handle.get()
+        event, data = request.get("event"), request.get("input")
+        if not isinstance(event, str):
+            raise _bad("`event` (the hook event's name, a string) is missing")
+        if not isinstance(data, dict):
+            raise _bad("`input` (the hook's input, a JSON object) is missing")
+        session = data.get("session_id") or ""
+        if not isinstance(session, str):
+            raise _bad("`input.session_id` is not a string")
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
+            memory, agent_id = self.handle.get()
             core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS,
                                          dialect=self.dialect)
             return {"ok": True, "context": core}, None
         if event not in ("UserPromptSubmit", "Stop"):
             return {"ok": True, "context": ""}, None
         if not session:
-            raise ValidationError("the hook input has no session_id")
-        at, turn = now(), str(data.get("prompt_id") or "")
+            raise _bad("the hook input has no session_id")
         role: Literal["user", "assistant"] = "user" if event == "UserPromptSubmit" else "assistant"
-        text = str((data.get("prompt") if role == "user" else data.get("last_assistant_message")) or "")
+        field = "prompt" if role == "user" else "last_assistant_message"
+        text = data.get(field) or ""
+        if not isinstance(text, str):
+            raise _bad(f"`input.{field}` is not a string")
+        at = now()
+        memory, agent_id = self.handle.get()
         found = []
         if role == "user" and self.enabled_recall and text.strip():
             found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall)
         answer = {"ok": True, "context": autorecall.render(found, self.recall.max_chars)}
         if not text.strip():
             return answer, None
+        turn = self.turn(data, session, role, text)
         return answer, lambda: autorecall.log_turn(memory, agent_id, session=session, turn=turn, role=role,
                                                    content=text, at=at)
+
+    def turn(self, data: dict[str, Any], session: str, role: str, text: str) -> str:
+        """What tells this turn from the same words said again in the session (see the module's docstring)."""
+        prompt_id = data.get("prompt_id")
+        if isinstance(prompt_id, str) and prompt_id:
+            return prompt_id
+        transcript = data.get("transcript_path")
+        if isinstance(transcript, str) and transcript:
+            count = prompts_in(Path(transcript))
+            if count is not None:
+                return f"transcript:{count}"
+        moment = time.monotonic()
+        with self._recent_guard:
+            self._recent = {k: v for k, v in self._recent.items() if moment - v[1] < self.refire_window}
+            key = (session, role, text)
+            turn, _ = self._recent.setdefault(key, (f"received:{uuid.uuid4().hex}", moment))
+            return turn
+
+
+def prompts_in(transcript: Path) -> int | None:
+    """How many user prompts a Claude Code transcript (JSON lines) holds: entries of type ``user`` that are not tool
+    results, meta or compaction entries; 0 when the file does not exist yet (a session's first prompt), None when it
+    cannot be read."""
+    count = 0
+    try:
+        with transcript.open("rb") as f:
+            for line in f:
+                if b'"user"' not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if _is_prompt(entry):
+                    count += 1
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        log.info("cannot read the transcript %s: %s", transcript, exc)
+        return None
+    return count
+
+
+def _is_prompt(entry: object) -> bool:
+    if not isinstance(entry, dict) or entry.get("type") != "user":
+        return False
+    if entry.get("isMeta") or entry.get("isSidechain") or entry.get("isCompactSummary"):
+        return False
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                 for b in content)
+
+
+def _drain(rfile: Any) -> None:
+    """Read the rest of an over-long request and drop it (each read bounded by the read timeout)."""
+    while True:
+        chunk = rfile.readline(1 << 20)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
+def _bad(what: str) -> ValidationError:
+    return ValidationError(f"bad hook request: {what}")
+
+
+def _refused(what: str) -> dict[str, Any]:
+    return {"ok": False, "error": f"bad hook request: {what}"}
 
 
 def _same_user(conn: socket.socket) -> bool:

@@ -1,0 +1,118 @@
+"""Auto-recall's pieces on their own: a turn logged once however often its hook fires at once, and the context added
+to a prompt (``render``) within its size, the best memory never dropped for worse ones.
+
+The hook path end to end (socket, server, real embedding model) is in ``tests/test_hooks.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import load_settings
+from tiermem.base.errors import ConfigError
+from tiermem.domain import autorecall
+from tiermem.domain.autorecall import Recalled
+from tiermem.domain.memory import Memory
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> tuple[Memory, str]:
+    from tiermem.domain.factory import open_memory
+
+    m = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    return m, m.ensure_agent("default").id
+
+
+def test_callers_of_one_key_run_one_at_a_time_however_they_come_and_go() -> None:
+    """The key's lock stays while a woken waiter has not taken it yet: a caller arriving then waits on the same lock
+    (it used to make a fresh one and run beside the waiter)."""
+    inside, most, guard = 0, 0, threading.Lock()
+    start = threading.Barrier(6)
+
+    def caller() -> None:
+        nonlocal inside, most
+        start.wait()
+        for _ in range(300):
+            with autorecall._lock("session:turn:user:digest"):
+                with guard:
+                    inside += 1
+                    most = max(most, inside)
+                time.sleep(0)  # let the others run while this one holds the key
+                with guard:
+                    inside -= 1
+
+    threads = [threading.Thread(target=caller) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert most == 1
+    assert "session:turn:user:digest" not in autorecall._locks  # the last one out removed it
+
+
+def test_a_turn_fired_many_times_at_once_is_logged_once(memory: tuple[Memory, str]) -> None:
+    m, agent = memory
+    start = threading.Barrier(8)
+    results: list[bool] = []
+
+    def fire() -> None:
+        start.wait()
+        results.append(autorecall.log_turn(m, agent, session="s", turn="t1", role="user", content="yes"))
+
+    threads = [threading.Thread(target=fire) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == [False] * 7 + [True]
+    assert [(x.role, x.content) for x in m.archive.messages_of(agent) if x.conversation_id == "s"] == [("user", "yes")]
+    assert not autorecall._locks
+
+
+def recalled(n: int, chars: int, *, source: str = "archival", relevance: float = 0.5) -> Recalled:
+    return Recalled(id=f"passage-{n}", source=source, content=f"memory {n} " + "x" * (chars - len(f"memory {n} ")),  # type: ignore[arg-type]
+                    created_at=datetime(2026, 11, 24, tzinfo=timezone.utc), relevance=relevance, role="user")
+
+
+@pytest.mark.parametrize("max_chars", [500, 501, 777, 1000, 1003, 4000])
+def test_the_context_with_its_note_stays_within_max_chars(max_chars: int) -> None:
+    for sizes in ([150] * 12, [60] * 50, [300, 300, 300], [10] * 5 + [2000] * 5, [1000] * 9):
+        memories = [recalled(i, size, relevance=0.9 - i / 100) for i, size in enumerate(sizes)]
+        text = autorecall.render(memories, max_chars)
+        assert 0 < len(text) <= max_chars, (sizes, len(text))
+        lines = text.split("\n")
+        shown = [line for line in lines if line.startswith("- [")]
+        assert shown and all(f"memory {i} " in line for i, line in enumerate(shown))  # best first, none skipped
+        if len(shown) < len(sizes):
+            assert lines[-1] == (f"({len(sizes) - len(shown)} more not shown: search for them with "
+                                 "archival_memory_search or conversation_search.)")
+        else:
+            assert "more not shown" not in text
+
+
+def test_a_best_memory_too_long_to_fit_is_shown_cut_with_its_id_not_dropped_for_worse_ones() -> None:
+    best = recalled(0, 6000, relevance=0.9)
+    worse = [recalled(i, 100, relevance=0.3) for i in (1, 2)]
+    text = autorecall.render([best, *worse], 1000)
+    assert len(text) <= 1000
+    head, first, note = text.split("\n")
+    assert head == autorecall.HEAD
+    assert first.startswith("- [archival memory, 2026-11-24, relevance 0.90, CUT: the first ")
+    kept = int(first.split("CUT: the first ")[1].split(" ")[0])
+    assert "of 6000 characters; id passage-0; archival_memory_search finds it whole] memory 0 xxx" in first
+    assert first.endswith("x" * (kept - len("memory 0 ")) + "…") and kept > 600  # the room is used, not wasted
+    assert note.startswith("(2 more not shown")  # the worse ones are not shown in its place
+    alone = autorecall.render([recalled(0, 9000, source="recall")], 500)
+    assert len(alone) <= 500 and "CUT: the first" in alone and "id passage-0; conversation_search finds it" in alone
+    assert "more not shown" not in alone
+
+
+def test_max_chars_below_the_floor_that_shows_a_cut_memory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="auto_recall_max_chars"):
+        load_settings(data_dir=tmp_path, auto_recall_max_chars=499)
+    assert load_settings(data_dir=tmp_path, auto_recall_max_chars=500).auto_recall_max_chars == 500

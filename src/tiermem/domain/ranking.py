@@ -154,9 +154,17 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
     for row, session, c in zip(out, _sessions(candidates, [row[0] + row[1] for row in out]), candidates):
         row.extend(session)
         row.extend(several * x for x in session[:3])
-        rank = context.sittings.rank_of(c.found.conversation_id, c.found.created_us) if context.sittings else None
-        row.append(0.0 if several or rank is None else 1.0 / (SITTING_K + rank))
+        row.append(0.0 if several else _sitting(c, context.sittings))
     return out
+
+
+def _sitting(c: Candidate, sittings: Sittings | None) -> float:
+    """1 / (SITTING_K + the rank of the candidate's sitting), 0 if its sitting matched nothing. Without a sitting
+    index (archival passages; an agent too large to index) each row is a sitting of its own, so its rank is its
+    keyword leg's rank: a lone passage that matches is scored as a turn in the best sitting would be, which keeps
+    its score, and so its relevance, on the scale the calibration was fitted on."""
+    rank = sittings.rank_of(c.found.conversation_id, c.found.created_us) if sittings is not None else c.fts_rank
+    return 0.0 if rank is None else 1.0 / (SITTING_K + rank)
 
 
 def asks_several(query: str) -> bool:

@@ -125,12 +125,12 @@ def test_a_tiermem_server_of_yours_is_kept_unless_force_and_uninstall_puts_it_ba
 
 
 def test_uninstall_keeps_your_approval_and_the_files_that_were_there(tmp_path: Path) -> None:
-    """Files that existed before setup stay, even when nothing is left in them; an approval of tiermem you had
-    stays; only what setup created goes."""
+    """Files that existed before setup stay, even when nothing is left in them, and so do the (empty) keys you had;
+    an approval of tiermem you had stays; only what setup created goes."""
     home, project = tmp_path / "home", tmp_path / "project"
     (project / ".claude").mkdir(parents=True)
     (project / ".mcp.json").write_text("{}")
-    (project / ".claude" / "settings.json").write_text("{}\n")
+    (project / ".claude" / "settings.json").write_text('{"hooks": {"Stop": []}}\n')
     approval = {"enabledMcpjsonServers": ["tiermem"], "permissions": {"allow": ["Bash(ls)"]}}
     (project / ".claude" / "settings.local.json").write_text(json.dumps(approval))
     done = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--agent", "p", cwd=project)
@@ -139,7 +139,7 @@ def test_uninstall_keeps_your_approval_and_the_files_that_were_there(tmp_path: P
     assert set(read(project / ".claude" / "settings.json")["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}  # type: ignore[arg-type]
     gone = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--uninstall", cwd=project)
     assert gone.returncode == 0, gone.stderr
-    assert read(project / ".mcp.json") == {} and read(project / ".claude" / "settings.json") == {}
+    assert read(project / ".mcp.json") == {} and read(project / ".claude" / "settings.json") == {"hooks": {"Stop": []}}
     assert read(project / ".claude" / "settings.local.json") == approval
 
 

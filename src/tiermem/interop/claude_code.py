@@ -18,9 +18,10 @@ Setup changes only what is its own, and ``--uninstall`` undoes exactly that:
   installation's path, data directory, agent, options) and hook entries exactly as setup writes them. A ``tiermem``
   server entry of another shape (yours) is not replaced unless ``--force``; the hook entries of yours, tiermem ones
   included, are never touched, and setup's go after them in each event (a re-run leaves them where they are).
-- Setup keeps a record of what it changed (``$XDG_STATE_HOME/tiermem/setup/``: the files it created, the server entry
-  it replaced, whether it added the approval). Uninstall puts back the entry it replaced, removes the approval only
-  if setup added it, and removes a file only if setup created it and nothing is left in it. Without the record
+- Setup keeps a record of what it changed (``$XDG_STATE_HOME/tiermem/setup/``: the files, folder and keys it
+  created, the server entry it replaced, whether it added the approval). Uninstall puts back the entry it replaced,
+  removes the approval only if setup added it, and removes a file or key only if setup created it and nothing is
+  left in it. Without the record
   (deleted, or setup ran on another machine) uninstall removes setup's entries and leaves the approval and the files.
 - Setup is idempotent (a second run changes nothing).
 """
@@ -114,7 +115,10 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     for path in (p.servers_file, p.settings_file, p.approval_file):
         if path is not None and str(path) not in files:
             files[str(path)] = {"created": not path.exists(), "folder_created": not path.parent.exists()}
+    made = set(record.get("made", []))  # the keys setup added (an emptied one goes on uninstall; yours stay)
     servers = _read(p.servers_file)
+    if "mcpServers" not in servers:
+        made.add("mcpServers")
     listed = _object(servers, "mcpServers", p.servers_file)
     before = listed.get(NAME)
     ours = before is None or before == record.get("server_wrote") or _setup_server(before)
@@ -131,9 +135,13 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
                    "MCP server tiermem " + ("added" if before is None else "updated" if ours else
                                             "replaced (--force; --uninstall puts yours back)"))]
     settings = _read(p.settings_file)
+    if "hooks" not in settings:
+        made.add("hooks")
     hooks = _object(settings, "hooks", p.settings_file)
     changed = False
     for event, entries in p.hooks().items():
+        if event not in hooks:
+            made.add(f"hooks.{event}")
         current = hooks.get(event, [])
         if not isinstance(current, list):
             raise ConfigError(f"{p.settings_file}: hooks.{event} is not a list; fix the file, then run setup again. "
@@ -145,6 +153,8 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     edits.append(_Edit(p.settings_file, settings, changed, "hooks " + ", ".join(HOOK_EVENTS) + " installed"))
     if p.approval_file is not None:
         local = _read(p.approval_file)
+        if "enabledMcpjsonServers" not in local:
+            made.add("enabledMcpjsonServers")
         enabled = local.setdefault("enabledMcpjsonServers", [])
         if not isinstance(enabled, list):
             raise ConfigError(f"{p.approval_file}: `enabledMcpjsonServers` is not a list; fix the file, then run "
@@ -154,6 +164,7 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
             enabled.append(NAME)
             record["approval_added"] = True
         edits.append(_Edit(p.approval_file, local, missing, "server tiermem approved for this user"))
+    record["made"] = sorted(made)
     _write_record(p, record)  # first: a setup that stops half-way can still be undone
     return [_write(e) for e in edits]
 
@@ -164,6 +175,7 @@ def uninstall(p: Plan) -> list[str]:
     record = _read_record(p)
     known = bool(record)
     files = record.get("files", {})
+    added = set(record.get("made", []))  # keys setup added: removed once empty (without a record: kept, empty)
 
     def made(path: Path) -> dict[str, bool]:
         facts = files.get(str(path), {})
@@ -180,7 +192,7 @@ def uninstall(p: Plan) -> list[str]:
             what = "MCP server tiermem: yours put back"
         else:
             del listed[NAME]
-            if not listed:
+            if not listed and "mcpServers" in added:
                 del servers["mcpServers"]
     edits = [_Edit(p.servers_file, servers, ours, what, **made(p.servers_file))]
     settings = _read(p.settings_file)
@@ -194,11 +206,11 @@ def uninstall(p: Plan) -> list[str]:
             kept = [e for e in entries if not _setup_hook(e)]
             if kept != entries:
                 changed = True
-                if kept:
+                if kept or f"hooks.{event}" not in added:
                     hooks[event] = kept
                 else:
                     del hooks[event]
-        if changed and not hooks:
+        if changed and not hooks and "hooks" in added:
             del settings["hooks"]
     edits.append(_Edit(p.settings_file, settings, changed, "tiermem hooks removed", **made(p.settings_file)))
     lines = []
@@ -206,14 +218,14 @@ def uninstall(p: Plan) -> list[str]:
         local = _read(p.approval_file)
         enabled = local.get("enabledMcpjsonServers")
         present = isinstance(enabled, list) and NAME in enabled
-        added = bool(record.get("approval_added"))
-        if present and added and isinstance(enabled, list):
+        approved_by_setup = bool(record.get("approval_added"))
+        if present and approved_by_setup and isinstance(enabled, list):
             enabled.remove(NAME)
-            if not enabled:
+            if not enabled and "enabledMcpjsonServers" in added:
                 del local["enabledMcpjsonServers"]
         elif present and not known:
             lines.append(f"{p.approval_file}: approval of tiermem kept (no record of this setup, so it may be yours)")
-        edits.append(_Edit(p.approval_file, local, present and added, "approval of tiermem removed",
+        edits.append(_Edit(p.approval_file, local, present and approved_by_setup, "approval of tiermem removed",
                            **made(p.approval_file)))
     lines = [_write(e) for e in edits] + lines
     p.record_file.unlink(missing_ok=True)

@@ -143,7 +143,7 @@ class Shutdown:
             idle = self._busy == 0 and self._signalled_at >= self._last_done + FLUSH_SECONDS
         if idle:  # nothing to finish: stop now, in the handler (Claude Code sends SIGTERM 0.1 s after SIGINT)
             self._close()
-            log.info("%s: nothing in flight, stopping", signal.Signals(signum).name)
+            log.info("%s: nothing in flight, stopped at once", signal.Signals(signum).name)
             _end(0)
         log.info("%s: finishing the requests in flight, then stopping", signal.Signals(signum).name)
         threading.Thread(target=self._drain, name="tiermem-shutdown", daemon=True).start()

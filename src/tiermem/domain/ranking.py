@@ -160,10 +160,12 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
 
 def _sitting(c: Candidate, sittings: Sittings | None) -> float:
     """1 / (SITTING_K + the rank of the candidate's sitting), 0 if its sitting matched nothing. Without a sitting
-    index (archival passages; an agent too large to index) each row is a sitting of its own, so its rank is its
-    keyword leg's rank: a lone passage that matches is scored as a turn in the best sitting would be, which keeps
-    its score, and so its relevance, on the scale the calibration was fitted on."""
-    rank = sittings.rank_of(c.found.conversation_id, c.found.created_us) if sittings is not None else c.fts_rank
+    index (archival passages; an agent too large to index) every row gets the value of the best sitting: the same
+    for all, so it leaves their order alone, and a passage's score (so its relevance) stays on the scale the
+    calibration was fitted on, where the best hits sit in well-ranked sittings."""
+    if sittings is None:
+        return 1.0 / (SITTING_K + 1)
+    rank = sittings.rank_of(c.found.conversation_id, c.found.created_us)
     return 0.0 if rank is None else 1.0 / (SITTING_K + rank)
 
 

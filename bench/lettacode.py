@@ -1,6 +1,7 @@
 """Letta Code and tiermem on one memory: round trips and hook rejections over scripted sessions.
 
     python -m bench lettacode [--edits N]
+    python -m bench lettacode --sync-pass [--files 50] [--rounds 5]
 
 Letta Code 0.32.18 (local backend, its own pre-commit hook) runs offline against the scripted model of
 tests/fake_anthropic.py; tiermem keeps its memory directory in step two ways, measured in turn:
@@ -23,6 +24,7 @@ Letta Code's hook (tiermem's sync reports), and Letta Code tool calls that faile
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,15 +57,28 @@ def _head_has(root: Path, rel: str, text: str) -> bool:
 
 
 class _HeadWatch:
-    """Calls ``_head_has`` only when the branch ref moved (reading a ref file is cheap, a ``git show`` is not)."""
+    """Calls ``_head_has`` only when the branch HEAD points at moved (reading a ref file is cheap, a ``git show`` is
+    not): the branch is read from ``.git/HEAD`` (whatever it is called; a detached HEAD is its own commit), its
+    commit from its loose ref file, else from ``packed-refs``."""
 
     def __init__(self, root: Path) -> None:
-        self.ref = root / ".git" / "refs" / "heads" / "main"
+        self.gitdir = root / ".git"
         self.seen = ""
+
+    def _commit(self) -> str:
+        head = (self.gitdir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[len("ref: "):]
+        try:
+            return (self.gitdir / ref).read_text().strip()
+        except FileNotFoundError:
+            packed = (self.gitdir / "packed-refs").read_text().splitlines()
+            return next((line.split(" ", 1)[0] for line in packed if line.endswith(" " + ref)), "")
 
     def moved(self) -> bool:
         try:
-            now = self.ref.read_text()
+            now = self._commit()
         except OSError:
             return False
         if now == self.seen:
@@ -135,9 +150,9 @@ def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
     from tiermem.domain.factory import open_memory
 
     data = ["--data-dir", str(tmp / "watch-data"), "--embedding-model", "hashing"]
-    log = (tmp / "watch.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch", "--json",
-                             *data], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    with (tmp / "watch.log").open("w") as log:  # the child has its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch",
+                                 "--json", *data], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
     reports: list[dict[str, Any]] = []
     reader = threading.Thread(target=lambda: reports.extend(json.loads(x) for x in proc.stdout or []), daemon=True)
     reader.start()
@@ -159,6 +174,8 @@ def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
         proc.terminate()
         proc.wait(10)
     reader.join(5)
+    if proc.stdout is not None:
+        proc.stdout.close()
     rejected = [r for rep in reports for r in rep.get("rejected", [])]
     errors = [x for x in (tmp / "watch.log").read_text().splitlines() if x.startswith("tiermem: ") and "syncing" not in x]
     return {"letta_to_tiermem": _timing(to_tiermem), "tiermem_to_letta": _timing(to_letta), "hook_rejections": len(rejected),
@@ -214,7 +231,82 @@ def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
     return out
 
 
+def sync_pass(files: int, rounds: int) -> dict[str, Any]:
+    """``--sync-pass``: one sync pass over a Letta Code-style repository (branch main, its layout policy file, one
+    commit) of ``files`` memory files, timed (a) when tiermem writes every file (every block edited: each file is
+    checked against the last commit, committed, named in the message) and (b) when one block changed. No hook runs
+    (the measure is tiermem's own git work); the hashing embedder, a temporary data directory."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.blocks import Append
+    from tiermem.domain.factory import open_memory
+    from tiermem.interop.memfs_sync import sync_memfs
+
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-syncpass-"))
+    try:
+        root = tmp / "memory"
+        (root / "reference").mkdir(parents=True)
+        (root / "system").mkdir()
+
+        def git(*args: str) -> None:
+            subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+        git("init", "-q", "-b", "main")
+        git("config", "user.email", "agent@letta.com")
+        git("config", "user.name", "Letta Code")
+        (root / ".git" / "letta-memory-layout-policy").write_text("legacy-only\n")
+        for i in range(files):
+            folder = "system" if i < 5 else "reference"
+            (root / folder / f"note-{i}.md").write_text(f"---\ndescription: Note {i}\n---\nLine {i}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", "init")
+        memory = open_memory(load_settings(data_dir=tmp / "data", embedding_model="hashing"))
+        start = time.perf_counter()
+        sync_memfs(memory, "lc", root)
+        first = time.perf_counter() - start
+        agent = memory.get_agent("lc").id
+        labels = sorted(b.label for b in memory.blocks(agent))
+        every: list[float] = []
+        one: list[float] = []
+        for r in range(rounds):
+            for label in labels:
+                memory.edit(agent, label, Append(f"round {r}"), actor="agent")
+            start = time.perf_counter()
+            report = sync_memfs(memory, "lc", root)
+            every.append(time.perf_counter() - start)
+            assert len(report["to_files"]) == len(labels) and report["commit"], report
+            memory.edit(agent, labels[r % len(labels)], Append(f"single {r}"), actor="agent")
+            start = time.perf_counter()
+            report = sync_memfs(memory, "lc", root)
+            one.append(time.perf_counter() - start)
+            assert len(report["to_files"]) == 1 and report["commit"], report
+        processes: dict[str, int] = {}  # git commands one pass runs (GIT_TRACE logs one "built-in" line per command)
+        for case, edited in (("every_file_written", labels), ("one_file_written", labels[:1])):
+            for label in edited:
+                memory.edit(agent, label, Append(f"traced {case}"), actor="agent")
+            trace = tmp / f"trace-{case}"
+            os.environ["GIT_TRACE"] = str(trace)
+            try:
+                sync_memfs(memory, "lc", root)
+            finally:
+                del os.environ["GIT_TRACE"]
+            ran = [x.split("built-in: ", 1)[1] for x in trace.read_text().splitlines() if "built-in: git " in x]
+            processes[case] = len(ran)
+            processes[case + ", reading the last commit"] = sum(1 for x in ran if x.startswith(("git show ",
+                                                                                                 "git cat-file ")))
+        return {"files": files, "rounds": rounds, "first_sync_s": round(first, 3),
+                "every_file_written": stats(every), "one_file_written": stats(one), "git_commands": processes}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
+    if "--sync-pass" in sys.argv:
+        files = int(sys.argv[sys.argv.index("--files") + 1]) if "--files" in sys.argv else 50
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
+        result = {"machine": machine(), **sync_pass(files, rounds)}
+        save("lettacode_sync_pass", result)
+        print(json.dumps(result, indent=1))
+        return
     from tests import fake_anthropic as fa
     from tests.letta_code import LettaCode, install, system_of
 

@@ -190,3 +190,70 @@ async def test_instructions_speak_the_dialect(lc_settings: Settings) -> None:
     assert "memory and memory_apply_patch tools (each block is a file of your memory directory)" in letta
     assert "/memories/" not in letta  # Letta Code's patch tool comes with its memory tool
     assert "/memories/<label>" in anthropic and "memory_apply_patch" not in anthropic
+
+
+async def test_the_layout_decides_what_is_in_the_prompt(lc_settings: Settings) -> None:
+    """A synced directory with a root MEMORY.md is layout v2: its top-level files are in the prompt (not system/),
+    as Letta Code's own tool decides; the patch tool applies hunks to the file as the sync writes it (v2: a JSON
+    `name` and `description`)."""
+    root = lc_settings.sync
+    assert root is not None
+    root.mkdir()
+    (root / "MEMORY.md").write_text("# Memory\n")
+    async with Client(serve_in_process(lc_settings)) as c:
+        for path in ("human.md", "notes/x.md"):
+            err, text, _ = await call(c, command="create", reason="r", file_path=path, description=f"About {path}",
+                                      file_text="hello")
+            assert not err, text
+        # v2 has no system/ folder (core memory is the root files) and skills/ is not memory: Letta Code's words
+        for args, message in [
+            ({"command": "create", "file_path": "system/y.md", "description": "d"},
+             "memory: core memory uses root Markdown files, not system/"),
+            ({"command": "rename", "old_path": "notes/x.md", "new_path": "skills/x.md"},
+             "memory: skills are managed by the skill/file tooling, not the memory tool"),
+        ]:
+            err, text, _ = await call(c, reason="r", **args)
+            assert err and message in text, (args, text)
+        err, text, _ = await call(c, "memory_apply_patch", reason="r",
+                                  input="*** Begin Patch\n*** Add File: system/z.md\n+x\n*** End Patch")
+        assert err and text == "memory_apply_patch: core memory uses root Markdown files, not system/"
+        await call(c, command="rename", reason="r", old_path="notes/x.md", new_path="x.md")
+        patch = ('*** Begin Patch\n*** Add File: added.md\n+new\n*** Update File: human.md\n@@\n name: "Human"\n'
+                 '-description: "About human.md"\n+description: "The human"\n*** End Patch')
+        err, text, _ = await call(c, "memory_apply_patch", reason="r", input=patch)
+        assert not err, text
+        core = text_of(await c.call_tool("core_memory_view", {}))
+    assert "<human>\n<description>\nThe human\n" in core  # top level: in the prompt
+    assert "<x>\n<description>\nAbout notes/x.md\n" in core and "<added>\n<description>\nMemory block added\n" in core
+    assert "system/" not in core
+
+
+async def test_legacy_policy_keeps_layout_v1(lc_settings: Settings) -> None:
+    """Letta Code's local backend (policy legacy-only) is layout v1 even with a root MEMORY.md."""
+    root = lc_settings.sync
+    assert root is not None
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "letta-memory-layout-policy").write_text("legacy-only\n")
+    (root / "MEMORY.md").write_text("# Memory\n")
+    async with Client(serve_in_process(lc_settings)) as c:
+        for path in ("human.md", "system/y.md"):
+            assert not (await call(c, command="create", reason="r", file_path=path, description="d", file_text="a"))[0]
+        core = text_of(await c.call_tool("core_memory_view", {}))
+    assert "human (human; 1 chars): d" in core and "<system/y>\n<description>\nd\n" in core
+
+
+async def test_create_takes_a_long_file_as_a_patch_does(lc_settings: Settings) -> None:
+    """Letta Code's tools enforce no limit: `create` and a patch's Add File both make a block that fits the text."""
+    long = "x" * 7000
+    async with Client(serve_in_process(lc_settings)) as c:
+        err, text, _ = await call(c, command="create", reason="r", file_path="reference/long.md", description="d",
+                                  file_text=long)
+        assert not err, text
+        patch = "*** Begin Patch\n*** Add File: reference/long2.md\n+" + long + "\n*** End Patch"
+        err, text, _ = await call(c, "memory_apply_patch", reason="r", input=patch)
+        assert not err, text
+        await call(c, command="create", reason="r", file_path="reference/short.md", description="d", file_text="short")
+        view = (await c.call_tool("core_memory_view", {})).structured_content
+    limits = {b["label"]: (b["chars"], b["limit"]) for b in view["blocks"]}
+    assert limits["reference/long"] == limits["reference/long2"] == (7000, 7000)
+    assert limits["reference/short"] == (5, 5000)

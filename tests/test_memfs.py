@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain.blocks import Append, is_pinned
+from tiermem.domain.blocks import Append, Rethink, is_pinned
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memfs_format import split_file
 from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
 from tiermem.domain.memory import Memory
+
+from .test_memfs_format import SHAPES
 
 
 @pytest.fixture
@@ -499,3 +502,72 @@ def test_the_branch_does_not_move_under_a_letta_code_commit_on_its_way(mem: Memo
     assert git(root, "show", "HEAD:system/human.md").endswith("Name: Ada\nLikes tea\n")
     assert git(root, "show", "HEAD:reference/theirs.md").endswith("Letta's\n")
     assert git(root, "status", "--porcelain") == ""
+
+
+ROUND_TRIP = {k: v for k, v in SHAPES.items() if "read_only" not in v and not k.startswith("v2")}
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP.values(), ids=ROUND_TRIP.keys())
+def test_frontmatter_survives_a_block_edit_byte_for_byte(mem: Memory, tmp_path: Path, text: str) -> None:
+    """A file Letta Code (or a person) changed, then a block edit in tiermem written back: only the value's lines
+    change, never a byte of the frontmatter (an empty frontmatter used to gain a blank line, a spurious diff)."""
+    root = tmp_path / "memory"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes/x.md").write_bytes(b"---\ndescription: first\n---\nold\n")
+    sync_memfs(mem, "lc", root)
+    (root / "notes/x.md").write_bytes(text.encode())  # the file side changes: the block keeps its frontmatter
+    assert sync_memfs(mem, "lc", root)["to_store"] == ["notes/x"]
+    agent = mem.get_agent("lc").id
+    mem.edit(agent, "notes/x", Append("added"), actor="agent")
+    assert sync_memfs(mem, "lc", root)["to_files"] == ["notes/x"]
+    body = split_file(text).body
+    head = text[: len(text) - len(body)]
+    assert (root / "notes/x.md").read_bytes().decode() == head + mem.block(agent, "notes/x").value + "\n"
+    version = mem.block(agent, "notes/x").version
+    again = sync_memfs(mem, "lc", root)
+    assert again["to_files"] == again["to_store"] == [] and mem.block(agent, "notes/x").version == version
+    # an empty value: nothing after the closing line, as Letta Code writes it (it used to gain a blank line)
+    mem.edit(agent, "notes/x", Rethink(""), actor="agent")
+    assert sync_memfs(mem, "lc", root)["to_files"] == ["notes/x"]
+    assert (root / "notes/x.md").read_bytes().decode() == head
+
+
+def test_a_sync_pass_reads_the_last_commit_in_one_git_process(mem: Memory, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the last commit holds is read with one `git cat-file --batch` per look (the hook pre-check, the commit),
+    not one `git show` per file; the results are those of reading file by file."""
+    from tiermem.interop.memfs_git import Repo
+
+    files = dict(LETTA_FILES)
+    files |= {f"reference/f{i}.md": f"---\ndescription: File {i}\n---\nText {i}\n" for i in range(12)}
+    files["reference/a b é.md"] = "---\ndescription: Spaces and é\n---\nSé\n"
+    files["reference/crlf.md"] = "---\r\ndescription: CRLF\r\n---\r\nLine\r\n"
+    root = agent_repo(tmp_path / "memory", files)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    for i in range(12):
+        mem.edit(agent, f"reference/f{i}", Append("more"), actor="agent")
+    mem.create_block(agent, BlockSpec(label="reference/new", value="x", description="New"))
+    trace = tmp_path / "git-trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    report = sync_memfs(mem, "lc", root)
+    monkeypatch.delenv("GIT_TRACE")
+    ran = [line.split("built-in: ", 1)[1] for line in trace.read_text().splitlines() if "built-in: git " in line]
+    assert [r for r in ran if r.startswith("git show")] == []
+    assert len([r for r in ran if r.startswith("git cat-file --batch")]) == 2
+    assert sorted(report["to_files"]) == sorted([f"reference/f{i}" for i in range(12)] + ["reference/new"])
+    message = git(root, "log", "-1", "--format=%B")
+    assert "create reference/new.md:" in message and "update reference/f3.md:" in message
+    assert git(root, "status", "--porcelain") == ""
+    # file by file with `git show`, as it was read before: the same texts (CRLF, spaces, non-ASCII; None: absent)
+    repo = Repo.find(root)
+    assert repo is not None
+    rels = [*files, "reference/new.md", "nope.md", "reference"]
+    shown = {}
+    for rel in rels:
+        done = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{rel}"], capture_output=True, check=False)
+        shown[rel] = done.stdout.decode() if done.returncode == 0 and not rel == "reference" else None
+    assert repo.head_texts(rels) == shown and shown["reference/crlf.md"] == files["reference/crlf.md"]
+    empty = tmp_path / "empty"
+    git(tmp_path, "init", "-q", str(empty))
+    assert Repo.find(empty).head_texts(["x.md"]) == {"x.md": None}  # type: ignore[union-attr]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tiermem.domain import memfs_format as f
@@ -145,3 +147,42 @@ def test_reasons_round_trip() -> None:
     op = f.reason_operation("memory str_replace", "Update theme\npreference")
     assert op == "memory str_replace: Update theme preference" and f.reason_of(op) == "Update theme preference"
     assert f.reason_of("memfs: x (commit by y)") is None and f.reason_of("memory_replace") is None
+
+
+# Frontmatter shapes a memory file comes in: what Letta Code writes (its memory tool: keys only; its
+# serializeFrontmatter with no keys: a blank line; an empty body: nothing after the closing line), what people and
+# other tools write (empty, unknown keys, trailing spaces, blank lines, block scalars, CRLF line endings), v2 JSON
+# strings, and no frontmatter at all.
+SHAPES = {
+    "empty": "---\n---\nbody\n",
+    "blank line (Letta Code, no keys)": "---\n\n---\nbody\n",
+    "keys only": "---\ndescription: d\nread_only: true\n---\nbody\n",
+    "empty body (Letta Code)": "---\ndescription: d\n---\n",
+    "unknown keys": "---\ndescription: d\ncolour: blue\nlimit: 300\n---\nbody\n",
+    "trailing spaces": "---\ndescription: d  \nlimit: 300 \n \n---\nbody  \n",
+    "blank lines around": "---\n\ndescription: d\n\n---\n\nbody\n",
+    "block scalar": "---\ndescription: |\n  two\n  lines\n\nkeep: x\n---\nbody\n",
+    "crlf": "---\r\ndescription: d\r\ncolour: blue\r\n---\r\nbody\r\nmore\r\n",
+    "crlf, empty": "---\r\n---\r\nbody\r\n",
+    "v2": '---\nname: "Human"\ndescription: "The \\"human\\""\n---\nbody\n',
+    "none": "body\n",
+}
+
+
+@pytest.mark.parametrize("text", SHAPES.values(), ids=SHAPES.keys())
+def test_frontmatter_round_trips_byte_for_byte(text: str) -> None:
+    """split, keep the frontmatter as a block keeps it (``raw``), write back: the same bytes."""
+    parts = f.split_file(text)
+    kept = f.Front.of(parts.front.raw)
+    assert kept == parts.front and f.MemoryFile(kept, parts.body).text() == text
+    assert parts.front.raw != ""  # "" is how block metadata says "no frontmatter": a file with one never keeps ""
+    # a key changed in place keeps every other byte, line endings included
+    if parts.front.get("description") is not None and "|" not in text:
+        changed = f.MemoryFile(parts.front.set("description", '"e"'), parts.body).text()
+        assert changed == re.sub(r"^description: [^\r\n]*", 'description: "e"', text, count=1, flags=re.M)
+
+def test_frontmatter_kept_by_an_older_tiermem_still_reads() -> None:
+    """Before the exact form, tiermem kept the lines joined by '\\n'."""
+    assert f.Front.of("description: d\ncolour: blue") == f.Front(("description: d", "colour: blue"), True)
+    assert f.Front.of("") == f.Front((), True)
+    assert f.Front.of(None) == f.Front()

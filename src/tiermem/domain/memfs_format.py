@@ -37,36 +37,57 @@ class FrontmatterError(ValidationError):
 
 @dataclass(frozen=True)
 class Front:
-    """A file's frontmatter exactly as written: its lines between the ``---`` lines, kept for writing back."""
+    """A file's frontmatter exactly as written: its lines between the ``---`` lines, kept for writing back.
+
+    ``lines`` are as written (a CRLF file's keep their ``\r``); ``eol`` is the opening line's ending.
+    ``raw`` is the exact text between the opening and the closing ``---`` (the opening line's ending, then
+    every line with its own), so ``---\n---`` (``"\n"``), ``---\n\n---`` (``"\n\n"``) and CRLF files all
+    come back byte for byte, and a file with frontmatter never has an empty ``raw``.
+    """
 
     lines: tuple[str, ...] = ()
     present: bool = False
+    eol: str = "\n"
 
     @classmethod
     def of(cls, raw: str | None) -> Front:
-        """From the text kept by ``raw`` (None: the file had no frontmatter)."""
-        return cls() if raw is None else cls(tuple(raw.split("\n")), True)
+        """From the text kept by ``raw`` (None: the file had no frontmatter). An older tiermem kept the lines
+        joined by ``\n`` (no leading line ending): read as such, except a record that both starts and ends with a
+        line break (a frontmatter whose first and last lines were blank), which reads as this form: those two blank
+        lines are dropped at the next write."""
+        if raw is None:
+            return cls()
+        for eol in ("\r\n", "\n"):
+            if raw.startswith(eol) and raw.endswith("\n"):
+                inner = raw[len(eol):]
+                return cls(tuple(inner[:-1].split("\n")) if inner else (), True, eol)
+        return cls(tuple(raw.split("\n")) if raw else (), True)
 
     @property
     def raw(self) -> str | None:
-        return "\n".join(self.lines) if self.present else None
+        return self.eol + "".join(line + "\n" for line in self.lines) if self.present else None
+
+    @property
+    def _plain(self) -> tuple[str, ...]:
+        return tuple(line[:-1] if line.endswith("\r") else line for line in self.lines)
 
     def _entries(self) -> list[tuple[str, int, int]]:
         """(key, first line, end line) of every top-level ``key: value`` line with the lines that continue it."""
         out: list[tuple[str, int, int]] = []
+        rows = self._plain
         i = 0
-        while i < len(self.lines):
-            line = self.lines[i]
+        while i < len(rows):
+            line = rows[i]
             if not line.strip() or line[0] in " \t" or ":" not in line:
                 i += 1
                 continue
             scalar = _BLOCK_SCALAR.match(line.split(":", 1)[1].strip()) is not None
             j = i + 1
-            while j < len(self.lines) and (
-                self.lines[j][:1] in (" ", "\t") and self.lines[j].strip() or scalar and not self.lines[j].strip()
+            while j < len(rows) and (
+                rows[j][:1] in (" ", "\t") and rows[j].strip() or scalar and not rows[j].strip()
             ):
                 j += 1
-            while j > i + 1 and not self.lines[j - 1].strip():  # blank lines after a scalar belong to nobody
+            while j > i + 1 and not rows[j - 1].strip():  # blank lines after a scalar belong to nobody
                 j -= 1
             out.append((line.split(":", 1)[0].strip(), i, j))
             i = j
@@ -78,26 +99,28 @@ class Front:
     def get(self, key: str) -> str | None:
         """The value of ``key`` as Letta Code's prompt shows it: the text after the first ``:``, trimmed; a block
         scalar (``|`` or ``>``, with ``+``/``-``) folded from its indented lines. None when the key is absent."""
+        rows = self._plain
         for name, start, end in self._entries():
             if name != key:
                 continue
-            value = self.lines[start].split(":", 1)[1].strip()
+            value = rows[start].split(":", 1)[1].strip()
             scalar = _BLOCK_SCALAR.match(value)
             if scalar:
-                return _block_scalar(list(self.lines[start + 1 : end]), scalar.group(1), scalar.group(2))
+                return _block_scalar(list(rows[start + 1 : end]), scalar.group(1), scalar.group(2))
             return value
         return None
 
     def set(self, key: str, value: str | None, *, first: bool = False) -> Front:
         """``key: value`` in place of the key's lines (or appended, or first); None removes the key."""
         lines = list(self.lines)
+        row = f"{key}: {value}" + ("\r" if self.eol == "\r\n" else "")
         for name, start, end in self._entries():
             if name == key:
-                lines[start:end] = [] if value is None else [f"{key}: {value}"]
-                return Front(tuple(lines), True)
+                lines[start:end] = [] if value is None else [row]
+                return Front(tuple(lines), True, self.eol)
         if value is None:
             return self
-        return Front(((f"{key}: {value}",) + tuple(lines)) if first else (*lines, f"{key}: {value}"), True)
+        return Front(((row,) + tuple(lines)) if first else (*lines, row), True, self.eol)
 
 
 def _block_scalar(lines: list[str], style: str, chomp: str) -> str:
@@ -133,8 +156,8 @@ class MemoryFile:
     def text(self) -> str:
         if not self.front.present:
             return self.body
-        head = "\n".join(("---", *self.front.lines, "---")) if self.front.lines else "---\n---"
-        return f"{head}\n{self.body}"
+        closing = "---\r\n" if self.front.eol == "\r\n" else "---\n"
+        return f"---{self.front.raw}{closing}{self.body}"
 
 
 def split_file(text: str) -> MemoryFile:
@@ -145,9 +168,10 @@ def split_file(text: str) -> MemoryFile:
     lines = text.split("\n")
     if lines[0].rstrip("\r") != "---":
         return MemoryFile(Front(), text)
+    eol = "\r\n" if lines[0] == "---\r" else "\n"
     for i in range(1, len(lines)):
         if lines[i].rstrip("\r") == "---":
-            return MemoryFile(Front(tuple(x.rstrip("\r") for x in lines[1:i]), True), "\n".join(lines[i + 1 :]))
+            return MemoryFile(Front(tuple(lines[1:i]), True, eol), "\n".join(lines[i + 1 :]))
     raise FrontmatterError("its frontmatter starts with '---' but has no closing '---' line")
 
 
@@ -314,6 +338,17 @@ def label_of_path(raw: object, field_name: str, *, tool: str = "memory", root: s
     return "/".join(segments)
 
 
+def check_label_allowed(label: str, layout: Layout, tool: str = "memory") -> None:
+    """Letta Code's memory tools refuse, in layout v2, the ``system/`` folder (core memory is the root files) and
+    ``skills/`` (not memory); with its words."""
+    if layout != "v2":
+        return
+    if label == "system" or label.startswith("system/"):
+        raise EditError(f"{tool}: core memory uses root Markdown files, not system/")
+    if label == "skills" or label.startswith("skills/"):
+        raise EditError(f"{tool}: skills are managed by the skill/file tooling, not the memory tool")
+
+
 # ---------------------------------------------------------------------------
 # memory_apply_patch: the codex-style patch format
 # ---------------------------------------------------------------------------
@@ -441,34 +476,3 @@ def reason_of(operation: str) -> str | None:
     if sep and (head.startswith("memory ") or head == "memory_apply_patch") and reason.strip():
         return reason
     return None
-
-
-# ---------------------------------------------------------------------------
-# A block as the memory file Letta Code's tools read and write (layout v1)
-# ---------------------------------------------------------------------------
-
-
-def block_text(description: str, value: str, front: str | None, read_only: bool = False) -> str:
-    """The file of a block: its kept frontmatter (``front``) with its description, then the value and a newline."""
-    kept = Front.of(front)
-    if kept.get("description") != description:
-        kept = kept.set("description", one_line(description) or None, first=True)
-    if read_only and kept.get("read_only") is None:
-        kept = kept.set("read_only", "true")
-    return MemoryFile(Front(kept.lines, True), value + "\n").text()
-
-
-@dataclass(frozen=True)
-class BlockFile:
-    description: str
-    value: str
-    read_only: bool
-    front: str | None
-
-
-def read_block_text(text: str) -> BlockFile:
-    """A memory file read back as a block: the description, the value (one final newline dropped), read_only."""
-    parts = split_file(text)
-    value = parts.body[:-1] if parts.body.endswith("\n") else parts.body
-    return BlockFile(parts.front.get("description") or "", value,
-                     (parts.front.get("read_only") or "").lower() == "true", parts.front.raw)

@@ -26,52 +26,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..domain import memfs_format as fmt
-from ..domain.blocks import PINNED_KEY, Rethink, is_pinned, validate_label
-from ..base.config import BlockSpec
+from ..domain.blocks import Rethink, is_pinned
+from ..domain.memfs_files import (  # the file <-> block rules, shared with Letta Code's memory tools
+    DEFAULT_LIMIT,
+    FRONT_KEY,
+    MAX_FILE_CHARS,
+    SUFFIX,
+    FileBlock,
+    Tree,
+    parse_file,
+    render_file,
+    same,
+    same_front,
+)
 from ..base.errors import TiermemError, ValidationError
-from ..base.records import Block, check_text
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
 
-SUFFIX = fmt.SUFFIX
-FRONT_KEY = fmt.FRONT_KEY  # block metadata: the file's frontmatter lines as written
-MAX_FILE_CHARS = 10_000_000
-DEFAULT_LIMIT = 5000
-
-
-@dataclass(frozen=True)
-class Tree:
-    """What decides how a directory's files read and write: its layout and whether Letta Code's hook guards it."""
-
-    layout: fmt.Layout = "v1"
-    agent_repo: bool = False  # a Letta Code memory repository: its pre-commit hook judges every commit
-    paths: frozenset[str] = frozenset()  # the .md files it holds (v2 index rules)
-
-    def pinned(self, rel: str) -> bool:
-        return fmt.in_prompt(rel, self.layout)
-
-
-@dataclass(frozen=True)
-class FileBlock:
-    """One parsed file: the block it describes."""
-
-    path: str  # relative, with '/'
-    label: str
-    value: str
-    description: str
-    limit: int | None  # None: the file states no limit (a block keeps its own)
-    read_only: bool
-    pinned: bool
-    front: str | None  # the frontmatter lines as written; None: the file had none
-
-    def spec(self) -> BlockSpec:
-        """The block a new file creates."""
-        meta = {} if self.pinned else {PINNED_KEY: "false"}
-        if self.front is not None:
-            meta[FRONT_KEY] = self.front
-        return BlockSpec(label=self.label, value=self.value, description=self.description,
-                         limit=self.limit or max(DEFAULT_LIMIT, len(self.value)), read_only=self.read_only, metadata=meta)
+__all__ = ["DEFAULT_LIMIT", "FRONT_KEY", "MAX_FILE_CHARS", "SUFFIX", "FileBlock", "Tree", "parse_file", "render_file",
+           "same", "same_front", "MemfsReport", "apply_file", "block_files", "export_memfs", "import_memfs",
+           "is_memfs_dir", "path_of", "plan_memfs", "read_file", "read_tree", "tree_of", "write_file"]
 
 
 @dataclass
@@ -103,84 +78,6 @@ def is_memfs_dir(root: Path) -> bool:
         except (OSError, UnicodeDecodeError):
             continue
     return False
-
-
-# ---------------------------------------------------------------------------
-# One file
-# ---------------------------------------------------------------------------
-
-
-def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
-    """The block a file describes; raises ``ValidationError`` naming the file and why tiermem cannot take it."""
-    if not rel.endswith(SUFFIX):
-        raise ValidationError(f"{rel}: MemFS block files end in {SUFFIX}.")
-    try:
-        label = validate_label(rel[: -len(SUFFIX)])
-        check_text(text, rel, MAX_FILE_CHARS)
-        parts = fmt.split_file(text)
-    except TiermemError as exc:
-        raise ValidationError(f"{rel}: {exc}") from exc
-    front, body = parts.front, parts.body
-    value = body[:-1] if body.endswith("\n") else body
-    index = tree.layout == "v2" and fmt.is_index(rel)
-    description = "" if index else fmt.decode(front.get("description"), tree.layout) or ""
-    limit: int | None = None
-    raw_limit = front.get("limit")
-    if raw_limit is not None:
-        if not raw_limit.isdigit() or int(raw_limit) <= 0:
-            raise ValidationError(f"{rel}: limit must be a positive whole number of characters, got {raw_limit!r}.")
-        limit = int(raw_limit)
-        if len(value) > limit:
-            raise ValidationError(f"{rel}: the value has {len(value)} characters, more than its limit {limit}. "
-                                  "Shorten it or raise `limit`.")
-    pinned = tree.pinned(rel)
-    override = front.get("pinned")
-    if override is not None and not tree.agent_repo:
-        if override.lower() not in ("true", "false"):
-            raise ValidationError(f"{rel}: pinned must be true or false, got {override!r}.")
-        pinned = override.lower() == "true"
-    return FileBlock(rel, label, value, description, limit, (front.get("read_only") or "").lower() == "true",
-                     pinned, front.raw)
-
-
-def render_file(block: Block, rel: str, tree: Tree) -> str:
-    """The file for ``block`` at ``rel``: its kept frontmatter with what changed rewritten, then the value.
-
-    Only keys the layout's hook allows are added: ``description`` (v1; with ``limit`` and ``read_only`` outside
-    agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
-    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter.
-    """
-    body = block.value + "\n"
-    if tree.layout == "v2" and fmt.is_index(rel):
-        return body
-    front = fmt.Front.of(block.metadata.get(FRONT_KEY))
-    layout = tree.layout
-    if fmt.decode(front.get("description"), layout) != block.description:
-        text = fmt.one_line(block.description)
-        if not text and tree.agent_repo:  # Letta Code's tools refuse a file without one; its own words for a default
-            text = f"Memory block {block.label}"
-        front = front.set("description", fmt.encode(text, layout) if text else None, first=True)
-    if layout == "v2" and front.get("name") is None:
-        front = front.set("name", fmt.encode(fmt.default_name(rel), layout), first=True)
-    if front.get("limit") is not None or (
-        not tree.agent_repo and layout == "v1" and block.limit != max(DEFAULT_LIMIT, len(block.value))
-    ):
-        front = front.set("limit", str(block.limit))
-    if not tree.agent_repo:
-        had = front.get("read_only")
-        front = front.set("read_only", "true" if block.read_only else ("false" if had is not None else None))
-        want = is_pinned(block)
-        front = front.set("pinned", None if want == tree.pinned(rel) else str(want).lower())
-    if not front.present and not front.lines:
-        return body
-    return fmt.MemoryFile(fmt.Front(front.lines, True), body).text()
-
-
-def same(plan: FileBlock, block: Block) -> bool:
-    """The file and the block say the same (a missing ``limit:`` agrees with any limit that fits)."""
-    limit_ok = plan.limit == block.limit if plan.limit is not None else len(plan.value) <= block.limit
-    return limit_ok and (plan.value, plan.description, plan.read_only, plan.pinned) == (
-        block.value, block.description, block.read_only, is_pinned(block))
 
 
 # ---------------------------------------------------------------------------
@@ -293,11 +190,10 @@ def apply_file(memory: Memory, agent_id: str, plan: FileBlock, *, actor: str, op
     if plan.limit is None and limit != current.limit and notes is not None:
         notes.append(f"{plan.label}: limit raised from {current.limit} to {limit} characters to fit {plan.path} "
                      "(the file states no limit)")
-    front = plan.front if plan.front is not None else ""
+    front = plan.front if plan.front is not None else ""  # "" removes the key: the file has no frontmatter
     changed = False
-    if (current.description, current.read_only, is_pinned(current), current.metadata.get(FRONT_KEY, "")) != (
-        plan.description, plan.read_only, plan.pinned, front
-    ) or limit > current.limit:
+    if (current.description, current.read_only, is_pinned(current)) != (plan.description, plan.read_only, plan.pinned) \
+            or not same_front(current.metadata.get(FRONT_KEY), plan.front) or limit > current.limit:
         # a larger limit first, so a longer value fits; a smaller one after the value shrank
         memory.update_block(agent_id, plan.label, description=plan.description, read_only=plan.read_only,
                             pinned=plan.pinned, limit=max(limit, current.limit), metadata={FRONT_KEY: front},

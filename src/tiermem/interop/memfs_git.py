@@ -16,14 +16,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import ValidationError
+from ..domain.memfs_files import POLICY_FILE
 
 AUTHOR = ("tiermem", "tiermem@localhost")
-POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it beside its hooks
 _HOOK_LINE = re.compile(r"^\s+(\S.*?\.md): (.+)$")
 _GIT_TIMEOUT = 120
 _HOOK_RUN: dict[str, bool] = {}  # git executable -> whether it has `git hook run`
@@ -125,8 +125,33 @@ class Repo:
 
     def head_text(self, rel: str) -> str | None:
         """The file as the last commit has it (None: not in the last commit, or no commit yet)."""
-        done = self.run("show", f"HEAD:./{rel}", check=False)
-        return done.stdout if done.returncode == 0 else None
+        return self.head_texts([rel])[rel]
+
+    def head_texts(self, rels: Iterable[str]) -> dict[str, str | None]:
+        """Each file as the last commit has it (None: not in the last commit, or no commit yet), every one read by a
+        single ``git cat-file --batch`` (one process, however many files), byte for byte (CRLF kept)."""
+        wanted = list(dict.fromkeys(rels))
+        if not wanted:
+            return {}
+        names = "".join(f"HEAD:{self.prefix}{rel}\n" for rel in wanted).encode("utf-8")
+        done = subprocess.run([self.git, "-C", str(self.root), "cat-file", "--batch"], input=names, capture_output=True,
+                              check=False, timeout=_GIT_TIMEOUT, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        if done.returncode != 0:
+            raise GitError(f"`git cat-file --batch` failed in {self.root}: "
+                           f"{done.stderr.decode('utf-8', 'replace').strip()[-800:]}")
+        out, at = done.stdout, 0
+        texts: dict[str, str | None] = {}
+        for rel in wanted:  # per name: "<oid> <type> <size>" and the object, or "<name> missing" (or "ambiguous")
+            end = out.index(b"\n", at)
+            line = out[at:end].decode("utf-8", "replace")
+            at = end + 1
+            if line in (f"HEAD:{self.prefix}{rel} missing", f"HEAD:{self.prefix}{rel} ambiguous"):
+                texts[rel] = None
+                continue
+            _, kind, size = line.split(" ")
+            texts[rel] = out[at : at + int(size)].decode("utf-8", "replace") if kind == "blob" else None
+            at += int(size) + 1
+        return texts
 
     def changed(self, rels: list[str]) -> list[str]:
         """Which of ``rels`` differ from the last commit (modified, added, deleted or untracked)."""

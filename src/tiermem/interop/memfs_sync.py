@@ -46,6 +46,7 @@ from .memfs import (
     read_tree,
     render_file,
     same,
+    same_front,
     tree_of,
     write_file,
 )
@@ -360,12 +361,13 @@ class _Sync:
         if self.repo is None or not self.tree.agent_repo:
             return {}
         paths = set(self.tree.paths) | set(self.writes)
+        checked = [rel for rel in self.writes if fmt.hook_checked(rel, paths, self.tree.layout)]
+        head = self.repo.head_texts(checked)
         refused: dict[str, str] = {}
-        for rel, (text, _) in self.writes.items():
-            if fmt.hook_checked(rel, paths, self.tree.layout):
-                problems = fmt.hook_problems(rel, text, self.repo.head_text(rel), self.tree.layout)
-                if problems:
-                    refused[rel] = "; ".join(problems)
+        for rel in checked:
+            problems = fmt.hook_problems(rel, self.writes[rel][0], head[rel], self.tree.layout)
+            if problems:
+                refused[rel] = "; ".join(problems)
         return refused
 
     def _commit(self, new_state: dict[str, Record], write: Callable[[], None]) -> set[str]:
@@ -374,14 +376,14 @@ class _Sync:
         repository's index the commit brought in step."""
         assert self.repo is not None
         for attempt in range(2):
-            changes: dict[str, str | None] = {rel: text for rel, (text, _) in self.writes.items()
-                                              if self.repo.head_text(rel) != text}
-            changes |= {rel: None for rel in self.removals if self.repo.head_text(rel) is not None}
+            head = self.repo.head_texts([*self.writes, *self.removals])  # one git process, however many files
+            changes: dict[str, str | None] = {rel: text for rel, (text, _) in self.writes.items() if head[rel] != text}
+            changes |= {rel: None for rel in self.removals if head[rel] is not None}
             changes |= {rel: None for rel in self.extra_commit}
             if not changes:
                 return set()
             try:
-                self.report.commit, indexed = self.repo.commit(changes, self._message(changes), write)
+                self.report.commit, indexed = self.repo.commit(changes, self._message(changes, head), write)
                 return set(changes) if indexed else set()
             except HookRejected as exc:
                 ours = [p for p in changes if p != STATE]
@@ -416,7 +418,7 @@ class _Sync:
         except ValidationError:
             return record
         block = self.memory.block(self.agent.id, label)
-        if not same(plan, block) or block.metadata.get(FRONT_KEY, "") != (plan.front or ""):
+        if not same(plan, block) or not same_front(block.metadata.get(FRONT_KEY), plan.front):
             apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
             block = self.memory.block(self.agent.id, label)
         return {"sha": _sha(text), "block_id": block.id, "version": block.version}
@@ -427,7 +429,7 @@ class _Sync:
         except TiermemError:
             return None
 
-    def _message(self, changes: dict[str, str | None]) -> str:
+    def _message(self, changes: dict[str, str | None], head: dict[str, str | None]) -> str:
         """The commit message: what changed and who changed it (a Letta-style reason, when an edit gave one)."""
         lines: list[str] = []
         reasons: list[str] = []
@@ -440,7 +442,7 @@ class _Sync:
             if text is None:
                 lines.append(f"delete {rel}: block detached in tiermem")
                 continue
-            verb = "create" if self.repo is not None and self.repo.head_text(rel) is None else "update"
+            verb = "create" if head.get(rel) is None else "update"
             record = self.after_write.get(rel, (label, {}))[1]
             since = self.since.get(label, 0)
             versions = [v for v in self.memory.history(self.agent.id, label, 20) if v.version > since]

@@ -6,13 +6,17 @@ optional), ``reason`` is required and becomes the version's message (it is the c
 synced directory receives the edit), ``str_replace`` replaces the first occurrence, ``insert``
 makes the text line ``insert_line`` (1-based, clamped), ``delete`` removes a file or a whole folder,
 ``rename`` moves a file, ``update_description`` changes a description. ``memory_apply_patch`` takes
-Letta Code's codex-style patch. Blocks under ``system/`` are in the prompt; a new block elsewhere is
-detached (listed, opened on demand), as in Letta Code's layout.
+Letta Code's codex-style patch, applied to each block's file as ``domain.memfs_files`` writes it (the
+sync's renderer). What is in the prompt follows the synced directory's layout, decided as Letta Code's
+tool decides it (``memfs_files.directory_layout``): blocks under ``system/`` (v1), or at the top (v2, a
+root ``MEMORY.md``); a new block elsewhere is detached (listed, opened on demand). A new block's limit
+fits its text (Letta Code's tools enforce none), the same for ``create`` and a patch's ``Add File``.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -20,6 +24,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..domain import blocks as rules
+from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
 from ..base.config import BlockSpec
 from ..base.errors import EditError, NotFoundError, TiermemError
@@ -45,6 +50,12 @@ def _root(ctx: Context[Any, Any]) -> str | None:
     return runtime_of(ctx).memory_dir
 
 
+def _tree(root: str | None) -> files.Tree:
+    """The memory directory as Letta Code's memory tools see it: its layout (v1 without a synced directory), files
+    written as those tools write them."""
+    return files.Tree(files.directory_layout(Path(root)) if root else "v1", agent_repo=True)
+
+
 def _done(result: FilesResult) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=result.message)],
                           structured_content=result.model_dump(mode="json"))
@@ -64,8 +75,9 @@ async def memory(
     description: str | None = None,
     file_text: str | None = None,
 ) -> Annotated[CallToolResult, FilesResult]:
-    """Your memory as files (Letta Code's memory tool). Files under system/ are in your prompt every turn; other
-    files are listed by path and description and opened on demand. `reason` (required) is the change's message.
+    """Your memory as files (Letta Code's memory tool). Files under system/ (with a root MEMORY.md index: the files at
+    the top) are in your prompt every turn; other files are listed by path and description and opened on demand.
+    `reason` (required) is the change's message.
     Paths are relative, like system/human.md or reference/project/team.md. Commands:
     - create: file_path, description, optional file_text
     - str_replace: file_path, old_string (its first occurrence), new_string
@@ -114,10 +126,6 @@ def _find(m: Memory, agent_id: str, label: str, shown: str, tool: str = "memory"
     return block
 
 
-def _pinned_meta(label: str) -> dict[str, str]:
-    return {} if label.startswith(fmt.PROMPT_DIR) else {rules.PINNED_KEY: "false"}
-
-
 def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None) -> FilesResult:
     """One ``memory`` call; raises with Letta Code's messages where it has one."""
     from ..domain.memory import current_actor  # after the store has opened
@@ -128,18 +136,22 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
         raise EditError("memory: 'reason' must be a non-empty string")
     op = fmt.reason_operation(f"memory {command}", reason)
     actor = current_actor.get()
+    tree = _tree(root)
 
     def label_of(name: str) -> tuple[str, str]:
         raw = _need(args, name)
-        return fmt.label_of_path(raw, name, root=root), raw
+        label = fmt.label_of_path(raw, name, root=root)
+        fmt.check_label_allowed(label, tree.layout)
+        return label, raw
 
     if command == "create":
         label, raw = label_of("file_path")
         text = _need(args, "description")
         if any(b.label == label for b in m.blocks(agent_id)):
             raise EditError(f"memory create: block already exists at {raw}")
-        spec = BlockSpec(label=label, value=args.get("file_text") or "", description=fmt.one_line(text),
-                         metadata=_pinned_meta(label))
+        value = args.get("file_text") or ""
+        spec = BlockSpec(label=label, value=value, description=fmt.one_line(text), limit=files.fit_limit(value),
+                         metadata=files.pinned_meta(tree.pinned(label + fmt.SUFFIX)))
         block = m.create_block(agent_id, spec, actor=actor, operation=op)
         return _result(command, [block], f"Memory create: created {block.label}.md (version 1).")
     if command in ("str_replace", "insert", "update_description"):
@@ -181,7 +193,7 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
         if any(b.label == new_label for b in m.blocks(agent_id)):
             raise EditError(f"memory rename: destination already exists at {new_raw}")
         _find(m, agent_id, old_label, old_raw)
-        pinned = new_label.startswith(fmt.PROMPT_DIR)
+        pinned = tree.pinned(new_label + fmt.SUFFIX)
         block = m.update_block(agent_id, old_label, new_label=new_label, pinned=pinned, actor=actor, operation=op)
         return _result(command, [block], f"Memory rename: {old_label}.md is now {new_label}.md "
                                          f"(version {block.version}).", paths=[old_label + ".md", new_label + ".md"])
@@ -209,14 +221,18 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
         raise EditError(f"{tool}: 'reason' must be a non-empty string")
     op = fmt.reason_operation(tool, reason)
     actor = current_actor.get()
+    tree = _tree(root)
     ops = fmt.parse_codex_patch(patch, root=root)
+    for o in ops:
+        for label in dict.fromkeys((o.label, o.target)):
+            fmt.check_label_allowed(label, tree.layout, tool)
     blocks = {b.label: b for b in m.blocks(agent_id)}
-    files: dict[str, str | None] = {}  # label -> its file text after the patch so far (None: deleted)
+    planned_files: dict[str, str | None] = {}  # label -> its file text after the patch so far (None: deleted)
 
     def current(label: str) -> str:
         rel = label + fmt.SUFFIX
-        if label in files:
-            text = files[label]
+        if label in planned_files:
+            text = planned_files[label]
             if text is None:
                 raise EditError(f"{tool}: file not found for update: {rel}")
             return text
@@ -225,67 +241,66 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
         b = blocks[label]
         if b.read_only:
             raise EditError(f"{tool}: {rel} is read_only and cannot be modified")
-        return fmt.block_text(b.description, b.value, b.metadata.get(fmt.FRONT_KEY))
+        return files.render_file(b, rel, tree)
+
+    def parse(label: str, text: str) -> files.FileBlock:
+        try:
+            return files.parse_file(label + fmt.SUFFIX, text, tree)
+        except TiermemError as exc:
+            raise EditError(f"{tool}: {exc}") from exc
 
     for o in ops:
         rel = o.target + fmt.SUFFIX
         if o.kind == "add":
-            if (files[o.label] is not None) if o.label in files else o.label in blocks:
+            if (planned_files[o.label] is not None) if o.label in planned_files else o.label in blocks:
                 raise EditError(f"{tool}: cannot add existing memory file: {rel}")
             body = "\n".join(o.lines)
-            files[o.label] = body if body.startswith("---\n") else fmt.block_text(f"Memory block {o.label}", body, None)
+            planned_files[o.label] = body if body.startswith("---\n") else files.new_file(o.label, body, rel, tree)
         elif o.kind == "delete":
             current(o.label)
-            files[o.label] = None
+            planned_files[o.label] = None
         else:
             text = fmt.apply_hunks(current(o.label), o.hunks, o.label + fmt.SUFFIX)
-            try:
-                parsed = fmt.read_block_text(text)
-            except fmt.FrontmatterError as exc:
-                raise EditError(f"{tool}: {rel}: {exc}") from exc
-            if parsed.read_only:
+            if parse(o.label, text).read_only:
                 raise EditError(f"{tool}: {rel} cannot be written with read_only=true")
             if o.target != o.label:
-                if (files[o.target] is not None) if o.target in files else o.target in blocks:
+                if (planned_files[o.target] is not None) if o.target in planned_files else o.target in blocks:
                     raise EditError(f"{tool}: cannot move {o.label}.md onto the existing file {rel}")
-                files[o.label] = None
-            files[o.target] = text
+                planned_files[o.label] = None
+            planned_files[o.target] = text
     moved: dict[str, str] = {o.label: o.target for o in ops if o.kind == "update" and o.target != o.label}
-    for label, planned in files.items():  # every file is checked before the first write
+    parsed: dict[str, files.FileBlock] = {}
+    for label, planned in planned_files.items():  # every file is checked before the first write
         if planned is not None:
-            try:
-                parsed = fmt.read_block_text(planned)
-            except fmt.FrontmatterError as exc:
-                raise EditError(f"{tool}: {label}.md: {exc}") from exc
-            BlockSpec(label=rules.validate_label(label), value=parsed.value, description=parsed.description)
+            parsed[label] = plan = parse(label, planned)
+            if plan.read_only:  # only Letta's server sets it; its hook refuses a new file that does
+                raise EditError(f"{tool}: {label}.md cannot be written with read_only=true")
+            BlockSpec(label=rules.validate_label(label), value=plan.value, description=plan.description)
             existing = blocks.get(label) or blocks.get(next((k for k, v in moved.items() if v == label), ""))
             if existing is not None:
-                rules.check_limit(parsed.value, existing.limit)
+                rules.check_limit(plan.value, existing.limit)
     changed: list[Block] = []
-    for label, planned in files.items():
+    for label, planned in planned_files.items():
         try:
             if planned is None:
                 if label in moved and label in blocks:
                     new = moved[label]
-                    blocks[new] = m.update_block(agent_id, label, new_label=new, pinned=new.startswith(fmt.PROMPT_DIR),
+                    blocks[new] = m.update_block(agent_id, label, new_label=new, pinned=tree.pinned(new + fmt.SUFFIX),
                                                  actor=actor, operation=op)
                     del blocks[label]
                 elif label in blocks:
                     m.delete_block(agent_id, label, actor=actor)
                 continue
-            parsed = fmt.read_block_text(planned)
-            front = "" if parsed.front is None else parsed.front
+            plan = parsed[label]
             if label not in blocks:
-                spec = BlockSpec(label=label, value=parsed.value, description=parsed.description,
-                                 limit=max(5000, len(parsed.value)), metadata={**_pinned_meta(label), fmt.FRONT_KEY: front})
-                changed.append(m.create_block(agent_id, spec, actor=actor, operation=op))
+                changed.append(m.create_block(agent_id, plan.spec(), actor=actor, operation=op))
                 continue
             b = m.block(agent_id, label)
-            if (b.description, b.metadata.get(fmt.FRONT_KEY, "")) != (parsed.description, front):
-                b = m.update_block(agent_id, label, description=parsed.description, metadata={fmt.FRONT_KEY: front},
-                                   actor=actor, operation=op)
-            if b.value != parsed.value:
-                b = m.edit(agent_id, label, rules.Rethink(parsed.value, operation=op, check_line_numbers=False),
+            if b.description != plan.description or not files.same_front(b.metadata.get(fmt.FRONT_KEY), plan.front):
+                b = m.update_block(agent_id, label, description=plan.description,
+                                   metadata={fmt.FRONT_KEY: plan.front or ""}, actor=actor, operation=op)
+            if b.value != plan.value:
+                b = m.edit(agent_id, label, rules.Rethink(plan.value, operation=op, check_line_numbers=False),
                            actor=actor)
             changed.append(b)
         except TiermemError as exc:

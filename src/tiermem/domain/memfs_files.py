@@ -1,0 +1,179 @@
+"""A memory file and its block, both ways: the one place that reads a MemFS file as a block and writes a block
+as a file (the sync and export in ``interop.memfs``, Letta Code's memory tools in ``server.letta_memory_tool``).
+
+A ``Tree`` says how a directory's files read and write: its layout (v1: ``system/**`` in the prompt; v2, a
+root ``MEMORY.md``: the root files) and whether Letta Code's hook guards it. ``parse_file`` reads a file as
+the block it describes, ``render_file`` writes a block as its file (the frontmatter it came with kept byte
+for byte, only what changed rewritten), ``new_file`` is the file Letta Code's tools make for a new block
+without frontmatter. The defaults (a new block's limit, the description Letta Code gives a file without one)
+live here and nowhere else. ``directory_layout`` is how Letta Code's memory tool decides a directory's layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.config import BlockSpec
+from ..base.errors import TiermemError, ValidationError
+from ..base.records import Block, check_text
+from . import memfs_format as fmt
+from .blocks import PINNED_KEY, is_pinned, validate_label
+
+SUFFIX = fmt.SUFFIX
+FRONT_KEY = fmt.FRONT_KEY
+MAX_FILE_CHARS = 10_000_000
+DEFAULT_LIMIT = 5000  # a new block's limit, raised to fit a longer text (Letta Code's tools enforce no limit)
+POLICY_FILE = "letta-memory-layout-policy"  # Letta Code writes it in the repository's git directory, beside its hooks
+
+
+def fit_limit(value: str) -> int:
+    """The limit of a block made from a file that states none: the default, or the text's length when longer."""
+    return max(DEFAULT_LIMIT, len(value))
+
+
+def default_description(label: str) -> str:
+    """The description Letta Code's tools give a memory file that has none (its hook requires one)."""
+    return f"Memory block {label}"
+
+
+def pinned_meta(pinned: bool) -> dict[str, str]:
+    """A new block's metadata for whether it is in the prompt."""
+    return {} if pinned else {PINNED_KEY: "false"}
+
+
+def directory_layout(root: Path) -> fmt.Layout:
+    """A memory directory's layout as Letta Code's memory tool decides it: v2 when it has a root ``MEMORY.md`` and
+    its repository's layout policy (``.git/letta-memory-layout-policy``, Letta Code's) does not forbid the root
+    layout; else v1. Reads those two paths and nothing else."""
+    try:
+        policy = (root / ".git" / POLICY_FILE).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        policy = None
+    return fmt.layout_of({fmt.INDEX} if (root / fmt.INDEX).is_file() else set(), policy)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What decides how a directory's files read and write: its layout and whether Letta Code's hook guards it."""
+
+    layout: fmt.Layout = "v1"
+    agent_repo: bool = False  # a Letta Code memory repository: its pre-commit hook judges every commit
+    paths: frozenset[str] = frozenset()  # the .md files it holds (v2 index rules)
+
+    def pinned(self, rel: str) -> bool:
+        return fmt.in_prompt(rel, self.layout)
+
+
+@dataclass(frozen=True)
+class FileBlock:
+    """One parsed file: the block it describes."""
+
+    path: str  # relative, with '/'
+    label: str
+    value: str
+    description: str
+    limit: int | None  # None: the file states no limit (a block keeps its own)
+    read_only: bool
+    pinned: bool
+    front: str | None  # the frontmatter as written (``memfs_format.Front.raw``); None: the file had none
+
+    def spec(self) -> BlockSpec:
+        """The block a new file creates."""
+        meta = pinned_meta(self.pinned)
+        if self.front is not None:
+            meta[FRONT_KEY] = self.front
+        return BlockSpec(label=self.label, value=self.value, description=self.description,
+                         limit=self.limit or fit_limit(self.value), read_only=self.read_only, metadata=meta)
+
+
+def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
+    """The block a file describes; raises ``ValidationError`` naming the file and why tiermem cannot take it."""
+    if not rel.endswith(SUFFIX):
+        raise ValidationError(f"{rel}: MemFS block files end in {SUFFIX}.")
+    try:
+        label = validate_label(rel[: -len(SUFFIX)])
+        check_text(text, rel, MAX_FILE_CHARS)
+        parts = fmt.split_file(text)
+    except TiermemError as exc:
+        raise ValidationError(f"{rel}: {exc}") from exc
+    front, body = parts.front, parts.body
+    value = body[:-1] if body.endswith("\n") else body
+    index = tree.layout == "v2" and fmt.is_index(rel)
+    description = "" if index else fmt.decode(front.get("description"), tree.layout) or ""
+    limit: int | None = None
+    raw_limit = front.get("limit")
+    if raw_limit is not None:
+        if not raw_limit.isdigit() or int(raw_limit) <= 0:
+            raise ValidationError(f"{rel}: limit must be a positive whole number of characters, got {raw_limit!r}.")
+        limit = int(raw_limit)
+        if len(value) > limit:
+            raise ValidationError(f"{rel}: the value has {len(value)} characters, more than its limit {limit}. "
+                                  "Shorten it or raise `limit`.")
+    pinned = tree.pinned(rel)
+    override = front.get("pinned")
+    if override is not None and not tree.agent_repo:
+        if override.lower() not in ("true", "false"):
+            raise ValidationError(f"{rel}: pinned must be true or false, got {override!r}.")
+        pinned = override.lower() == "true"
+    return FileBlock(rel, label, value, description, limit, (front.get("read_only") or "").lower() == "true",
+                     pinned, front.raw)
+
+
+def render_file(block: Block, rel: str, tree: Tree) -> str:
+    """The file for ``block`` at ``rel``: its kept frontmatter with what changed rewritten, then the value.
+
+    Only keys the layout's hook allows are added: ``description`` (v1; with ``limit`` and ``read_only`` outside
+    agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
+    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter.
+    """
+    return _render(fmt.Front.of(block.metadata.get(FRONT_KEY)), block.label, block.description, block.value,
+                   block.limit, block.read_only, is_pinned(block), rel, tree)
+
+
+def new_file(label: str, value: str, rel: str, tree: Tree) -> str:
+    """The file Letta Code's tools make for a new block given without frontmatter: its default description (and in
+    v2 its default name), then the value."""
+    return _render(fmt.Front(), label, default_description(label), value, fit_limit(value), False, tree.pinned(rel),
+                   rel, tree)
+
+
+def _render(front: fmt.Front, label: str, description: str, value: str, limit: int, read_only: bool, pinned: bool,
+            rel: str, tree: Tree) -> str:
+    body = value + "\n" if value else ""  # an empty value: nothing after the closing line (as Letta Code writes it)
+    if tree.layout == "v2" and fmt.is_index(rel):
+        return body
+    layout = tree.layout
+    if fmt.decode(front.get("description"), layout) != description:
+        text = fmt.one_line(description)
+        if not text and tree.agent_repo:  # Letta Code's tools refuse a file without one; its own words for a default
+            text = default_description(label)
+        front = front.set("description", fmt.encode(text, layout) if text else None, first=True)
+    if layout == "v2" and front.get("name") is None:
+        front = front.set("name", fmt.encode(fmt.default_name(rel), layout), first=True)
+    if front.get("limit") is not None or (not tree.agent_repo and layout == "v1" and limit != fit_limit(value)):
+        front = _put(front, "limit", str(limit))
+    if not tree.agent_repo:
+        had = front.get("read_only")
+        front = _put(front, "read_only", "true" if read_only else ("false" if had is not None else None))
+        front = _put(front, "pinned", None if pinned == tree.pinned(rel) else str(pinned).lower())
+    if not front.present and not front.lines:
+        return body
+    return fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text()
+
+
+def _put(front: fmt.Front, key: str, value: str | None) -> fmt.Front:
+    """``key: value`` (None: no key), leaving the line as written when it already says that."""
+    return front if front.get(key) == value else front.set(key, value)
+
+
+def same(plan: FileBlock, block: Block) -> bool:
+    """The file and the block say the same (a missing ``limit:`` agrees with any limit that fits)."""
+    limit_ok = plan.limit == block.limit if plan.limit is not None else len(plan.value) <= block.limit
+    return limit_ok and (plan.value, plan.description, plan.read_only, plan.pinned) == (
+        block.value, block.description, block.read_only, is_pinned(block))
+
+
+def same_front(a: str | None, b: str | None) -> bool:
+    """Two kept frontmatters say the same lines (one of them may be an older tiermem's record)."""
+    return fmt.Front.of(a) == fmt.Front.of(b)

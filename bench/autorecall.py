@@ -49,7 +49,7 @@ def ingest(memory: Any, sample: dict[str, Any], named: bool) -> tuple[str, dict[
         name_blocks(memory, agent, sample)  # the names a host keeps: the user's in human, its own in persona
     for i in range(0, len(rows), 128):
         memory.archive.log_messages(agent, rows[i : i + 128])
-    return agent, {msg.id: msg.payload for msg in memory.archive.messages_of(agent)}
+    return agent, {msg.id: msg.payload for msg in memory.archive.rows.messages_of(agent)}
 
 
 def run(named: bool, quick: bool) -> dict[str, Any]:

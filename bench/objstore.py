@@ -229,7 +229,7 @@ def check_replaced(endpoint: str, acked: dict[str, list[str]], edits: int) -> No
 def check(endpoint: str, acked: dict[str, list[str]]) -> None:
     """Every acknowledged append present exactly once; history bytes per append."""
     from tiermem.core.bucket import Bucket
-    from tiermem.core.object_codec import head_of
+    from tiermem.core.object_layout import head_of
     from tiermem.core.object_history import GRACE_SECONDS, chain, listed_segments
     from tiermem.core.objects import ObjectCore
 

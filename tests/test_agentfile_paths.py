@@ -60,8 +60,8 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
     pinned = {b.label: is_pinned(b) for b in other.blocks(other.get_agent("ezra").id)}
     assert [label for label, p in pinned.items() if not p] == ["corrections/ezra-mistakes"]
     again = other.get_agent("ezra")
-    assert [(m.role, m.content) for m in other.archive.messages_of(again.id)] == \
-        [(m.role, m.content) for m in mem.archive.messages_of(agent.id)]
+    assert [(m.role, m.content) for m in other.archive.rows.messages_of(again.id)] == \
+        [(m.role, m.content) for m in mem.archive.rows.messages_of(agent.id)]
     # and exporting the re-imported agent gives the same blocks again (labels as Letta spelled them)
     out2 = tmp_path / "ezra2.af"
     run_export(other, agent="ezra", fmt="af", output=str(out2), vectors=False)

@@ -165,7 +165,7 @@ def test_custom_tools_rules_files_reasoning_and_returns_come_back(tmp_path: Path
     assert messages[4]["tool_returns"][0]["stdout"] == ["fetched 1 forecast"]
     assert messages[4]["tool_returns"][0]["stderr"] == ["warning: cached"]
     # what tiermem runs, it runs: the messages are in recall and the window, reasoning kept in the payload
-    stored = mem.archive.messages_of(mem.get_agent(name).id)
+    stored = mem.archive.rows.messages_of(mem.get_agent(name).id)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant", "user"]
     assert json.loads(stored[1].payload)["reasoning"] == "I should call get_weather."
     window = mem.in_context_messages(mem.context_window(stored[0].agent_id, "default"))
@@ -191,7 +191,7 @@ def test_old_in_context_message_indices_and_json_in_a_string(tmp_path: Path) -> 
     agent = mem.get_agent(name)
     window = mem.in_context_messages(mem.context_window(agent.id, "default"))
     assert [m.content for m in window] == ["second question", "second answer"]  # indices 3 and 4 (0 is the system)
-    assert len(mem.archive.messages_of(agent.id)) == 4
+    assert len(mem.archive.rows.messages_of(agent.id)) == 4
     exported = export(mem, [name])["agents"][0]
     listed = [m for m in exported["messages"] if m["id"] in exported["in_context_message_ids"]]
     assert [m["role"] for m in listed] == ["system", "user", "assistant"]

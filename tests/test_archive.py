@@ -200,7 +200,7 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["ranking"]["vector_rank"] == 1
         assert "notes" not in res
-        assert memory.archive.missing_vectors()["passages"] == 0 and memory.archive.store.rows.unembedded_marks("passages") == {}
+        assert memory.archive.vectors.missing()["passages"] == 0 and memory.archive.store.rows.unembedded_marks("passages") == {}
         _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
         assert "note" not in ins
 
@@ -226,7 +226,7 @@ async def test_model_that_cannot_load_gives_keyword_results_that_say_why(tmp_pat
     agent = fixed.ensure_agent("default").id
     hits = fixed.archive.search(agent, "where can I find something to open the door?", top_k=1)
     assert hits.mode == "hybrid" and hits.hits[0].vector_rank == 1 and not hits.notes
-    assert fixed.archive.missing_vectors()["passages"] == 0
+    assert fixed.archive.vectors.missing()["passages"] == 0
 
 
 async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:
@@ -279,7 +279,7 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
             f"m = open_memory(load_settings(data_dir=Path({str(tmp_path / 'data')!r}), embedding_model='default', "
             "embedding_wait_seconds=0))\n"
             f"m.archive.insert(m.ensure_agent('default').id, {text!r})\n"
-            f"m.archive.wait_seconds = {wait_at_exit}\n"
+            f"m.archive.vectors.wait_seconds = {wait_at_exit}\n"
         )
         return subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path),
                               timeout=300)

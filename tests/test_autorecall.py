@@ -70,7 +70,7 @@ def test_a_turn_fired_many_times_at_once_is_logged_once(memory: tuple[Memory, st
     for t in threads:
         t.join(60)
     assert sorted(results) == [False] * 7 + [True]
-    assert [(x.role, x.content) for x in m.archive.messages_of(agent) if x.conversation_id == "s"] == [("user", "yes")]
+    assert [(x.role, x.content) for x in m.archive.rows.messages_of(agent) if x.conversation_id == "s"] == [("user", "yes")]
     assert not autorecall._locks
 
 

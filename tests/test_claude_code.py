@@ -85,7 +85,7 @@ def test_a_prompt_about_a_stored_fact_carries_it_and_an_unrelated_one_nothing(cc
 def test_recall_holds_both_prompts_and_both_replies(sessions: dict[str, Any]) -> None:
     memory = open_memory(load_settings(data_dir=sessions["data"], embedding_model="default"), start_embedder=False)
     agent = memory.ensure_agent("default").id
-    logged = memory.archive.messages_of(agent)
+    logged = memory.archive.rows.messages_of(agent)
     for run, prompt in zip(sessions["runs"], (ABOUT_THE_FACT, UNRELATED), strict=True):
         session = run["result"]["session_id"]
         turns = [(m.role, m.content) for m in logged if m.conversation_id == session]

@@ -82,7 +82,7 @@ def prompt(session: str, text: str, turn: str) -> dict[str, Any]:
 
 
 def turns(memory: Memory, agent: str, session: str) -> list[tuple[str, str]]:
-    return [(m.role, m.content) for m in memory.archive.messages_of(agent) if m.conversation_id == session]
+    return [(m.role, m.content) for m in memory.archive.rows.messages_of(agent) if m.conversation_id == session]
 
 
 def test_session_start_gives_core_memory_whole(listener: tuple[HookListener, Memory, str], model_settings: Settings,
@@ -113,7 +113,7 @@ def test_prompts_and_replies_are_logged_once(listener: tuple[HookListener, Memor
     assert logged == [("user", "Please remember that my sister is called Grace."),
                       ("assistant", "Noted: your sister is Grace."),
                       ("user", "Please remember that my sister is called Grace.")]
-    stamps = [m.created_at for m in memory.archive.messages_of(agent) if m.conversation_id == "s1"]
+    stamps = [m.created_at for m in memory.archive.rows.messages_of(agent) if m.conversation_id == "s1"]
     assert stamps == sorted(stamps)
 
 

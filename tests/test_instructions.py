@@ -15,6 +15,7 @@ from tiermem.domain.blocks import render_core_memory
 from tiermem.base.config import Settings
 from tiermem.base.records import Block
 from tiermem.server.app import resolve_tools
+from tiermem.server.registry import label_editors
 
 from .conftest import PYTHON, ROOT, serve_in_process
 from .test_transports import server_env
@@ -22,6 +23,7 @@ from .test_transports import server_env
 pytestmark = pytest.mark.anyio
 DEFAULT_TOOLS = resolve_tools(["default"])
 
+EDITORS = label_editors("anthropic")
 
 def block(label: str, value: str, *, pinned: bool = True, description: str = "") -> Block:
     return Block(id=f"block-{label}", label=label, value=value, limit=5000, description=description or f"About {label}.",
@@ -31,7 +33,7 @@ def block(label: str, value: str, *, pinned: bool = True, description: str = "")
 
 def test_small_core_memory_is_whole_in_letta_layout() -> None:
     blocks = [block("persona", "I am Sam."), block("human", "Name: Ada"), block("notes/trips", "Rome", pinned=False)]
-    text = briefing.instructions(blocks, DEFAULT_TOOLS, 2048)
+    text = briefing.instructions(blocks, DEFAULT_TOOLS, 2048, editors=EDITORS)
     assert render_core_memory(blocks) in text  # pinned in full; the detached one by label and description
     assert "Rome" not in text and "notes/trips" in text and "About notes/trips." in text
 
@@ -42,35 +44,35 @@ def test_claude_code_budget_summarises_overflow_and_says_where_to_read_it() -> N
               block("projects", "tiermem " * 50), block("notes/trips", "Rome", pinned=False)]
     budget = briefing.budget_for("claude-code", 20_000)
     assert budget == 2048
-    text = briefing.instructions(blocks, DEFAULT_TOOLS, budget)
+    text = briefing.instructions(blocks, DEFAULT_TOOLS, budget, editors=EDITORS)
     assert len(text) <= 2048
     assert "I am Sam, a careful assistant." in text  # what fits is whole
     assert "fact0 about Ada." in text and "more characters not shown]" in text  # the rest of human: said, not cut silently
     assert "- projects (400 chars)" in text and "- notes/trips (4 chars, detached)" in text
     assert "memory_open(label)" in text and "memory://core" in text
     # Other hosts pass instructions whole: the same memory is there in full.
-    whole = briefing.instructions(blocks, DEFAULT_TOOLS, briefing.budget_for("codex-mcp-client", 20_000))
+    whole = briefing.instructions(blocks, DEFAULT_TOOLS, briefing.budget_for("codex-mcp-client", 20_000), editors=EDITORS)
     assert long_human in whole and "more characters not shown" not in whole
 
 
 @pytest.mark.parametrize("budget", [400, 700, 1000, 2048])
 def test_every_budget_holds_with_many_blocks(budget: int) -> None:
     blocks = [block(f"b{i:03d}", "x" * 300, pinned=i % 2 == 0, description="d" * 200) for i in range(120)]
-    text = briefing.instructions(blocks, DEFAULT_TOOLS, budget)
+    text = briefing.instructions(blocks, DEFAULT_TOOLS, budget, editors=EDITORS)
     assert len(text) <= budget
     assert text.startswith("You have a persistent memory")
 
 
 def test_guidance_names_only_the_tools_published() -> None:
     minimal = resolve_tools(["minimal"])
-    text = briefing.instructions([block("human", "Ada")], minimal, 2048)
+    text = briefing.instructions([block("human", "Ada")], minimal, 2048, editors=EDITORS)
     for name in minimal:
         if name in ("memory_insert", "memory_replace", "memory_rethink", "conversation_search",
                     "archival_memory_search", "archival_memory_insert"):
             assert name in text
     for absent in ("conversation_log", "core_memory_append", "memory_system", "prompt"):
         assert absent not in text  # never a prompt (only users run prompts in Claude Code), never an unpublished tool
-    only_edits = briefing.instructions([block("human", "Ada")], ["memory_insert"], 2048)
+    only_edits = briefing.instructions([block("human", "Ada")], ["memory_insert"], 2048, editors=EDITORS)
     assert "conversation_search" not in only_edits and "memory_open" not in only_edits
     assert "memory://core" in briefing.where_to_read(["memory_insert"])
 
@@ -116,9 +118,12 @@ async def test_legacy_initialize_is_current_too(settings: Settings) -> None:
 
 
 def test_guidance_follows_the_memory_tool_dialect() -> None:
-    anthropic = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"])
+    anthropic = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], editors=EDITORS)
     assert "memory_insert or memory_apply_patch (label = the block's name" in anthropic
     assert "the memory tool (each block is the file /memories/<label>)" in anthropic
-    letta = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], dialect="letta-code")
+    assert label_editors("anthropic") == ("memory_replace", "memory_insert", "memory_rethink", "core_memory_append",
+                                          "core_memory_replace", "memory_apply_patch")  # memory_revert is no editor
+    letta = briefing.guidance(["memory_insert", "memory", "memory_apply_patch"], editors=label_editors("letta-code"),
+                              dialect="letta-code")
     assert "edit a block with memory_insert (label" in letta  # Letta Code's patch tool takes a file, not a label
     assert "the memory and memory_apply_patch tools (each block is a file of your memory directory)" in letta

@@ -53,7 +53,7 @@ def test_public_examples_import_with_blocks_messages_and_system(mem: Memory, nam
             want = blocks[ref]
             assert got[want["label"]].value == want["value"]
             assert got[want["label"]].read_only == bool(want.get("read_only"))
-        stored = mem.archive.messages_of(agent.id)
+        stored = mem.archive.rows.messages_of(agent.id)
         assert len(stored) == sum(1 for m in source["messages"] if m["role"] != "system")
         assert [m.seq for m in stored] == sorted(m.seq for m in stored)
         assert agent.metadata["agent_type"] in ("letta_v1", "memgpt")
@@ -98,7 +98,7 @@ def test_older_single_agent_format(mem: Memory) -> None:
     agent = mem.get_agent(report["imported"][0])
     assert agent.metadata["agent_type"] == "memgpt"
     assert {b.label: b.value for b in mem.blocks(agent.id)} == {b["label"]: b["value"] for b in data["core_memory"]}
-    stored = mem.archive.messages_of(agent.id)
+    stored = mem.archive.rows.messages_of(agent.id)
     users = [m for m in stored if m.role == "user" and json.loads(m.payload)["kind"] == "user"]
     # Letta's JSON wrapper around user messages is unwrapped; heartbeats keep their kind.
     assert users and not users[0].content.lstrip().startswith("{")
@@ -185,7 +185,7 @@ def _snapshot(mem: Memory, name: str) -> dict:
     return {
         "system": agent.system,
         "blocks": sorted((b.label, b.value, b.limit, b.description, b.read_only) for b in mem.blocks(agent.id)),
-        "messages": [(m.conversation_id, m.role, m.content, m.payload, m.created_at) for m in mem.archive.messages_of(agent.id)],
+        "messages": [(m.conversation_id, m.role, m.content, m.payload, m.created_at) for m in mem.archive.rows.messages_of(agent.id)],
         "window": [m.content for m in mem.in_context_messages(window)],
         "passages": sorted((p.content, p.tags, p.created_at) for p in passages),
     }
@@ -236,7 +236,7 @@ def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> N
     assert _snapshot(other, "orig") == _snapshot(mem, "orig")
     assert [v.value for v in other.history(other.get_agent("orig").id, "human")] == \
         [v.value for v in mem.history(mem.get_agent("orig").id, "human")]
-    assert other.archive.missing_vectors()["passages"] == 0  # same model: vectors kept
+    assert other.archive.vectors.missing()["passages"] == 0  # same model: vectors kept
     again = run_import(other, out, fmt="jsonl", agent="default", rename=None, replace=False)["inserted"]
     assert sum(again.values()) == 0
     hits = other.archive.search(other.get_agent("orig").id, "when is the launch")  # type: ignore[union-attr]

@@ -398,3 +398,43 @@ def test_tools_call_named_domain_operations() -> None:
     for name in TOOL_MODULES:
         problems += [f"{name}:{p}" for p in lambdas_passed_to_runtime((SRC / "server" / f"{name}.py").read_text())]
     assert problems == []
+
+
+def lambdas_in(source: str) -> list[str]:
+    return [f"{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Lambda)]
+
+
+def test_the_inspector_routes_run_named_operations() -> None:
+    """Each route of the memory inspector runs an operation of ``ui/api.py`` by name (``inspector.run(api.diff,
+    ...)``), so a reader follows a route to the code that does its work: no lambda anywhere in the inspector."""
+    assert lambdas_in("await inspector.run(lambda m: api.diff(m, name))") and lambdas_in("await inspector.run(api.diff, name)") == []
+    problems = []
+    for path in (SRC / "ui").glob("*.py"):
+        problems += [f"{_dotted(path)}:{p}" for p in lambdas_in(path.read_text())]
+    assert problems == []
+
+
+ALLOWED_BASES = {"Protocol", "TypedDict", "Generic", "ModuleType"}  # interfaces and shapes, not behaviour
+
+
+def mixed_in(source: str) -> list[str]:
+    """Classes that inherit behaviour from a class of ours (a mixin or a base part) instead of holding their parts;
+    an error class may extend the error tree."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            bases = [ast.unparse(b).split("[")[0] for b in node.bases]
+            if any(b not in ALLOWED_BASES and not b.endswith("Error") for b in bases):
+                found.append(f"{node.lineno}: {node.name}({', '.join(bases)})")
+    return found
+
+
+def test_storage_and_domain_compose_parts_instead_of_mixing_them_in() -> None:
+    """``Archive`` holds ``rows`` and ``vectors``, ``Store`` holds ``rows``, ``search``, ``indexes``, ``reembed``: a
+    reader finds a method on the part that does the work, not somewhere up a chain of base classes."""
+    assert mixed_in("class Archive(AgentRows, Vectors):\n    pass") and mixed_in("class Archive:\n    pass") == []
+    problems = []
+    for package in ("domain", "store", "core"):
+        for path in (SRC / package).rglob("*.py"):
+            problems += [f"{_dotted(path)}:{p}" for p in mixed_in(path.read_text())]
+    assert problems == []

@@ -166,11 +166,16 @@ async def test_anthropic_view_lists_folders(settings: Settings) -> None:
 
 
 def test_edited_labels_of_both_dialects() -> None:
-    assert edited_labels("memory", {"command": "rename", "reason": "r", "old_path": "a.md", "new_path": "memory/b/c"}) == ["a", "b/c"]
+    """Each dialect's tools read their own arguments: the server's dialect says which, not the arguments' shape."""
+    rename = {"command": "rename", "reason": "r", "old_path": "a.md", "new_path": "memory/b/c"}
+    assert edited_labels("memory", rename, "letta-code") == ["a", "b/c"]
     patch = "*** Begin Patch\n*** Update File: x.md\n*** Move to: y.md\n@@\n-a\n+b\n*** Delete File: z.md\n*** End Patch"
-    assert edited_labels("memory_apply_patch", {"reason": "r", "input": patch}) == ["x", "y", "z"]
+    assert edited_labels("memory_apply_patch", {"reason": "r", "input": patch}, "letta-code") == ["x", "y", "z"]
     assert edited_labels("memory", {"command": "str_replace", "path": "/memories/human"}) == ["human"]
     assert edited_labels("memory_apply_patch", {"label": "human", "patch": "-a\n+b"}) == ["human"]
+    # a stray "reason" does not switch an anthropic-dialect call to Letta Code's reading of it
+    assert edited_labels("memory", {"command": "str_replace", "path": "/memories/human", "reason": "r"}) == ["human"]
+    assert edited_labels("memory", {"command": "str_replace", "path": "/memories/human"}, "letta-code") == []
 
 
 def test_a_bad_dialect_is_refused(tmp_path: Path) -> None:

@@ -97,8 +97,8 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     m = open_memory(s)
     assert m.core.get_block(human) is None and m.core.history(human) == []  # the block and its history went
     assert m.block(stays.id, "team").value == "shared" and m.core.agents_of_block(team.id) == [stays.id]
-    assert m.archive.stray_rows([stays.id]) == {"messages": 0, "passages": 0}
-    assert [p.content for p in m.archive.passages_of(stays.id)] == ["a passage that stays"]
+    assert m.archive.rows.stray_rows([stays.id]) == {"messages": 0, "passages": 0}
+    assert [p.content for p in m.archive.rows.passages_of(stays.id)] == ["a passage that stays"]
     assert run(tmp_path, "agents", "delete", "gone", "--yes").returncode == 1  # it is gone: named, not found
 
 
@@ -117,7 +117,7 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     assert "finished deleting agent 'half'" in doctor.stderr and "agent deletions: no deletion left unfinished" in doctor.stdout
     m = open_memory(s)
     assert m.list_agents() == [] and m.core.get_block(human) is None
-    assert m.archive.stray_rows([]) == {"messages": 0, "passages": 0}
+    assert m.archive.rows.stray_rows([]) == {"messages": 0, "passages": 0}
 
     # A real kill: whenever it lands, the next run leaves the agent whole (not yet marked) or wholly gone.
     agent = m.ensure_agent("killed")
@@ -138,7 +138,7 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     if left:  # killed before the mark: nothing was deleted
         assert DELETING_KEY not in left[0].metadata and m.archive.counts(left[0].id)[1] == 2000
     else:
-        assert m.archive.stray_rows([a.id for a in m.list_agents()]) == {"messages": 0, "passages": 0}
+        assert m.archive.rows.stray_rows([a.id for a in m.list_agents()]) == {"messages": 0, "passages": 0}
 
 
 def test_http_without_tokens_uses_a_per_run_secret(tmp_path: Path) -> None:
@@ -263,4 +263,4 @@ def test_delete_agent_on_every_core_backend(memory) -> None:  # type: ignore[no-
     assert [a.name for a in memory.list_agents()] == ["stays"] and memory.pending_deletions() == []
     assert memory.core.get_block(own.id) is None and memory.core.history(own.id) == []
     assert memory.block(stays.id, "team").value == "ours" and memory.core.agents_of_block(shared.id) == [stays.id]
-    assert memory.archive.stray_rows([stays.id]) == {"messages": 0, "passages": 0}
+    assert memory.archive.rows.stray_rows([stays.id]) == {"messages": 0, "passages": 0}

@@ -36,7 +36,7 @@ READS: dict[str, Callable[[Store], Any]] = {
     "text_search": lambda s: s.search.text_search("passages", "tea", None, 5),
     "select": lambda s: s.rows.select("passages", None, limit=5),
     "distinct_tags": lambda s: s.rows.distinct_tags("a"),
-    "messages_since": lambda s: s.rows.messages_since("a", "default", 0),
+    "messages": lambda s: s.rows.messages(Filter(agent_id="a", conversation_id="default")),
     "unembedded_marks": lambda s: s.rows.unembedded_marks("passages"),  # a cached small table (Connection.snapshot)
     "meta": lambda s: s.conn.meta(),
 }
@@ -73,3 +73,25 @@ async def test_a_failed_read_reaches_the_model_as_a_tool_error_saying_what_to_do
         assert r.is_error
         text = text_of(r)
         assert "Part of the data directory" in text and "is missing" in text and "tiermem doctor" in text
+
+
+def test_an_exit_waits_for_the_background_upkeep(tmp_path: Path) -> None:
+    """A short command whose writes started an upkeep exits after it, not while it is inside LanceDB (a daemon thread
+    there during finalisation aborts the process): the upkeep's last step happens before the process is gone."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "upkeep-finished"
+    code = (
+        "import time\nfrom pathlib import Path\nfrom tiermem.store import Store\n"
+        f"s = Store({str(tmp_path / 'db')!r}, embedding_model='hashing-4', embedding_dim=4, optimize_every=1)\n"
+        "def upkeep():\n"
+        "    time.sleep(1.0)\n"
+        "    s.indexes.optimize_in_background()\n"
+        f"    Path({str(marker)!r}).write_text('done')\n"
+        "s.conn.upkeep = upkeep\n"
+        "s.conn.wrote(1)\n"  # the process ends right after starting it
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert marker.read_text() == "done"

@@ -196,7 +196,7 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
     short_lived.embedder.start()
     parrot = short_lived.insert(agent, "My parrot Kiwi can whistle the national anthem", ["pets"])[0]
     gate.set()
-    assert earlier.archive.missing_vectors()["passages"] == 1
+    assert earlier.archive.vectors.missing()["passages"] == 1
 
     # A generous wait: this checks that the search waits for the model, not how fast a busy machine loads it.
     params = stdio_params(tmp_path, TIERMEM_EMBEDDING_MODEL="default", TIERMEM_EMBEDDING_WAIT_SECONDS="300")
@@ -216,4 +216,4 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
         assert found["results"][0]["id"] == boiler
         found = await search("conversation_search", query="musical instrument lessons", limit=2)
         assert "cello" in found["results"][0]["content"]
-    assert earlier.archive.missing_vectors()["passages"] == 0 and earlier.archive.store.rows.unembedded_marks("passages") == {}
+    assert earlier.archive.vectors.missing()["passages"] == 0 and earlier.archive.store.rows.unembedded_marks("passages") == {}

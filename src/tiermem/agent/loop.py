@@ -60,6 +60,7 @@ class LoopSettings:
     default_style: str = "letta_v1"
     sleeptime_frequency: int = 0  # for agents whose metadata does not set it
     sleeptime_max_steps: int = 10
+    memory_tool_dialect: str = "anthropic"  # the server's: how its memory tools' arguments name blocks
 
 
 @dataclass(frozen=True)
@@ -165,25 +166,25 @@ class AgentLoop:
         agent = await _io(lambda: m.core.get_agent(self.agent_id))
         style = self._style(agent)
         turn: list[Message] = []  # this turn's messages, from the user's on
-        version = m.archive.version
+        version = m.archive.rows.messages_version
         cached = self._contexts.pop(conv, None)
-        seen = await _io(lambda: version("messages"))  # the messages table as of the cached context
+        seen = await _io(version)  # the messages table as of the cached context
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
             check_text(text, "message", m.max_content_chars)
             user = await self._log(conv, "user", text, {"kind": "user"})
-            after = await _io(lambda: version("messages"))
+            after = await _io(version)
             if agent.metadata.get("message_buffer_autoclear", "false") == "true":
                 await self._save_window(conv, start_seq=user.seq, summary_id="")
             step = 0
             turn.append(user)
         else:
-            found = await _io(lambda: m.archive.message(resume.turn_id))
+            found = await _io(lambda: m.archive.rows.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
                 raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
             user, step, after = found, resume.step, -1
-            turn = await _io(lambda: m.archive.messages_since(self.agent_id, conv, user.seq))
+            turn = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
@@ -191,14 +192,14 @@ class AgentLoop:
         if cached is not None and cached[0] == seen and after == seen + 1 and cached[1] == (window.start_seq, window.summary_id):
             context, known = [*cached[2], user], after
         else:
-            known = await _io(lambda: version("messages"))
+            known = await _io(version)
             context = await _io(lambda: m.in_context_messages(window))
 
         tools = await self._tool_specs(host, style)
         recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
         run = ToolLoop(provider, host, recall, max_steps=self.settings.max_steps, style=style,
                        builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
-                       step=step, report=Report.from_messages(turn))
+                       step=step, report=Report.from_messages(turn, self.settings.memory_tool_dialect))
         stop, error = "end_turn", None
         try:
             stop = await run.run()
@@ -307,7 +308,7 @@ class AgentLoop:
         conv = window.conversation_id
         m = self.memory
         first_kept = kept[0].seq if kept else None
-        total = await _io(lambda: len(m.archive.messages_since(self.agent_id, conv, 0)))
+        total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
         n_hidden = total - len(kept) - (1 if old is not None else 0)
         note = await self._log(conv, "system", summary_message(summary, max(n_hidden, len(evicted)), total),
                                {"kind": "summary", "evicted": len(evicted)})
@@ -388,7 +389,7 @@ class _Recall:
 
     def __init__(self, loop: AgentLoop, agent: Agent, provider: Provider, conv: str, tools: list[ToolSpec],
                  user: Message, window: ContextWindow, context: list[Message], known: int | None,
-                 version: Callable[[str], int]) -> None:
+                 version: Callable[[], int]) -> None:
         self.loop, self.agent, self.provider, self.conv, self.tools, self.user = loop, agent, provider, conv, tools, user
         self.window, self.context = window, context
         self.known = known  # the messages table version after our last write; None: someone else wrote too
@@ -398,7 +399,7 @@ class _Recall:
 
     async def _log(self, role: str, content: str, meta: JSON) -> None:
         message = await self.loop._log(self.conv, role, content, meta)
-        now_at = await _io(lambda: self._version("messages"))
+        now_at = await _io(self._version)
         self.known = now_at if self.known is not None and now_at == self.known + 1 else None
         self.context.append(message)
 

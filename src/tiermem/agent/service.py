@@ -39,6 +39,7 @@ def loop_settings(settings: Settings) -> LoopSettings:
         line_numbers="claude" in settings.model.lower() or settings.llm_provider == "sampling",
         default_style=settings.agent_type,
         sleeptime_frequency=settings.sleeptime_frequency,
+        memory_tool_dialect=settings.memory_tool_dialect,
     )
 
 

@@ -83,7 +83,7 @@ async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider,
     """One run over the messages since the last mark (None: nothing to read). ``tools`` decides what is offered
     besides memory_finish_edits (the agent service gives it the ``sleeptime`` tools of the registry)."""
     window = await anyio.to_thread.run_sync(lambda: m.context_window(agent_id, conv))
-    messages = await anyio.to_thread.run_sync(lambda: m.archive.messages_since(agent_id, conv, window.sleeptime_seq))
+    messages = await anyio.to_thread.run_sync(lambda: m.archive.rows.messages_since(agent_id, conv, window.sleeptime_seq))
     if not messages:
         return None
     mark = messages[-1].seq + 1

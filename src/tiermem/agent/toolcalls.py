@@ -78,6 +78,7 @@ class Report:
     steps: list[JSON] = field(default_factory=list)
     memory_edits: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    dialect: str = "anthropic"  # the memory_tool_dialect whose tools the run called (how their arguments name blocks)
 
     def add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -85,13 +86,13 @@ class Report:
     def add_call(self, name: str, arguments: Mapping[str, object] | None, ok: bool, message: str) -> None:
         self.steps.append({"tool": name, "input": arguments, "status": "OK" if ok else "Failed", "result": message[:500]})
         if ok:
-            self.memory_edits += [x for x in edited_labels(name, arguments or {}) if x not in self.memory_edits]
+            self.memory_edits += [x for x in edited_labels(name, arguments or {}, self.dialect) if x not in self.memory_edits]
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Message]) -> Report:
+    def from_messages(cls, messages: Sequence[Message], dialect: str = "anthropic") -> Report:
         """The report of stored messages (the layout in ``llm.py``): a resumed turn starts from its earlier steps."""
         results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
-        report = cls()
+        report = cls(dialect=dialect)
         for x in messages:
             if x.role != "assistant":
                 continue

@@ -355,7 +355,7 @@ def run_command(args: argparse.Namespace) -> int:
         return blocks_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
-        embedded = memory.archive.catch_up(settings.embedding_wait_seconds, announced_only=True)
+        embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)
         if embedded:
             print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
         return search_command(memory, settings, args)
@@ -364,12 +364,10 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
-        if any(memory.archive.missing_vectors().values()):
-            print(f"embedded {memory.archive.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
-        for table, outcome in memory.archive.optimize().items():
-            print(f"{table}: {outcome}")
-        for what, n in memory.core.tidy().items():
-            print(f"core state: {what}: {n}")
+        from ..domain.maintenance import optimize
+
+        for line in optimize(memory):
+            print(line)
         return 0
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .protocol import CORE_TABLES
+from .rows import CoreRow, rows_of
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -18,12 +19,12 @@ class LanceCoreTables:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def all_rows(self, table: str) -> list[dict[str, Any]]:
+    def all_rows(self, table: str) -> list[CoreRow]:
         """Every row of ``table``; of a block stored twice (a concurrent first start), the newest copy."""
         rows = self.store.rows.all_rows(table)
-        return newest_by(rows) if table == "blocks" else rows
+        return rows_of(table, newest_by(rows) if table == "blocks" else rows, older=True)
 
-    def rows(self) -> dict[str, list[dict[str, Any]]]:
+    def rows(self) -> dict[str, list[CoreRow]]:
         """Every core table's rows (empty lists for a store that never held core state)."""
         return {t: self.all_rows(t) for t in CORE_TABLES}
 

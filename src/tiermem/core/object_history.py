@@ -22,7 +22,7 @@ from ..base.errors import StoreError
 from ..base.records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
-from .object_codec import HISTORY, Head, segment_json, segment_of, segment_path, segment_range
+from .object_layout import HISTORY, Head, segment_json, segment_of, segment_path, segment_range
 
 SEAL_BYTES = 16 * 1024
 MERGE_BYTES = 1 << 20

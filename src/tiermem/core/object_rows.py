@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -19,11 +19,12 @@ from ..base.records import Block, BlockVersion
 from . import object_history as segments
 from .bucket import Bucket
 from .history import Chain, Entry, encode
-from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, REQUESTS, Attached, Head, Link, agent_json,
+from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, REQUESTS, Attached, Head, Link, agent_json,
                            agent_of, agent_path, attached_json, attached_of, attached_path, conversation_path,
                            head_json, head_of, head_path, loads, request_path, segment_json, segment_path)
 from .protocol import FIELDS
-from .rows import agent_from_row, agent_row, block_from_row, block_row, version_from_row, version_row
+from .rows import (CoreRow, agent_from_row, agent_row, attachment_row, block_from_row, block_row, rows_of,
+                   version_from_row, version_row)
 
 T = TypeVar("T")
 
@@ -39,21 +40,21 @@ def _objects(bucket: Bucket, prefix: str) -> list[bytes]:
     return [s.data for s in got.values() if s is not None]
 
 
-def all_rows(bucket: Bucket, table: str) -> list[dict[str, Any]]:
+def all_rows(bucket: Bucket, table: str) -> list[CoreRow]:
     check_table(table)
     if table == "agents":
         return [agent_row(agent_of(d)) for d in _objects(bucket, AGENTS)]
     if table == "blocks":
         return [block_row(head_of(d).block) for d in _objects(bucket, BLOCKS)]
     if table == "attachments":
-        return [{"key": f"{a.agent_id}:{x.block_id}", "agent_id": a.agent_id, "block_id": x.block_id,
-                 "created_us": x.created_us} for a in map(attached_of, _objects(bucket, ATTACHED)) for x in a.links]
+        return [attachment_row(a.agent_id, x.block_id, x.created_us)
+                for a in map(attached_of, _objects(bucket, ATTACHED)) for x in a.links]
     if table == "block_history":
-        out: list[dict[str, Any]] = []
+        out: list[CoreRow] = []
         for head in map(head_of, _objects(bucket, BLOCKS)):
             out.extend(version_row(v) for v in segments.versions(bucket, head, 1, head.block.version))
         return out
-    return [loads(d, table) for d in _objects(bucket, REQUESTS if table == "requests" else CONVERSATIONS)]
+    return rows_of(table, [loads(d, table) for d in _objects(bucket, REQUESTS if table == "requests" else CONVERSATIONS)])
 
 
 def _cas(bucket: Bucket, path: str, parse: Callable[[bytes], T], change: Callable[[T | None], T | None],
@@ -72,30 +73,31 @@ def _cas(bucket: Bucket, path: str, parse: Callable[[bytes], T], change: Callabl
     raise StoreError(f"{path} is being changed by other writers; the restore stopped. Run it again.")
 
 
-def merge_rows(bucket: Bucket, table: str, rows: Sequence[dict[str, Any]]) -> int:
+def merge_rows(bucket: Bucket, table: str, rows: Sequence[CoreRow]) -> int:
     """Store the rows whose key is not stored yet; returns how many were new."""
     check_table(table)
+    rows_of_table: Sequence[Mapping[str, Any]] = rows  # the fields of FIELDS[table], read by name below
     try:
         if table == "agents":
-            return sum(bucket.create(agent_path(str(r["id"])), agent_json(agent_from_row(r))) is not None for r in rows)
+            return sum(bucket.create(agent_path(str(r["id"])), agent_json(agent_from_row(r))) is not None for r in rows_of_table)
         if table == "blocks":
-            return sum(_merge_block(bucket, block_from_row(r)) for r in rows)
+            return sum(_merge_block(bucket, block_from_row(r)) for r in rows_of_table)
         if table == "attachments":
-            return _merge_attachments(bucket, rows)
+            return _merge_attachments(bucket, rows_of_table)
         if table == "block_history":
             by_block: dict[str, list[BlockVersion]] = defaultdict(list)
-            for r in rows:
+            for r in rows_of_table:
                 by_block[str(r["block_id"])].append(version_from_row(r))
             return sum(_merge_history(bucket, block_id, versions) for block_id, versions in by_block.items())
         if table == "requests":
-            return sum(bucket.create(request_path(str(r["key"])), _row(r, table)) is not None for r in rows)
+            return sum(bucket.create(request_path(str(r["key"])), _row(r, table)) is not None for r in rows_of_table)
         return sum(bucket.create(conversation_path(str(r["agent_id"]), str(r["conversation_id"])), _row(r, table))
-                   is not None for r in rows)
+                   is not None for r in rows_of_table)
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"A {table} row is malformed ({exc}); check the backup file.") from exc
 
 
-def _row(r: dict[str, Any], table: str) -> bytes:
+def _row(r: Mapping[str, Any], table: str) -> bytes:
     return json.dumps({c: r.get(c) for c in FIELDS[table]}, ensure_ascii=False).encode("utf-8")
 
 
@@ -104,8 +106,8 @@ def _merge_block(bucket: Bucket, block: Block) -> bool:
     return bucket.create(head_path(block.id), head_json(head)) is not None
 
 
-def _merge_attachments(bucket: Bucket, rows: Sequence[dict[str, Any]]) -> int:
-    by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def _merge_attachments(bucket: Bucket, rows: Sequence[Mapping[str, Any]]) -> int:
+    by_agent: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
         by_agent[str(r["agent_id"])].append(r)
     added = 0

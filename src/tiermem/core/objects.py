@@ -1,5 +1,5 @@
 """Core state on object storage: one object per block, per agent and per agent's list of blocks, each changed
-only by a conditional PUT on the ETag it was read with (layout: object_codec.py).
+only by a conditional PUT on the ETag it was read with (layout: object_layout.py).
 
 An edit reads the agent's list of blocks and the block's head (conditional GETs: a cached copy costs a 304)
 and writes the head once, with If-Match: value, version and history entry in one request, so it is atomic; a
@@ -25,11 +25,11 @@ from . import object_history as segments
 from . import object_rows
 from .bucket import NOT_MODIFIED, Bucket
 from .history import checkpoint, encode
-from .object_codec import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, REQUESTS, Attached, Head, Link,
+from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, REQUESTS, Attached, Head, Link,
                            agent_json, agent_of, agent_path, attached_json, attached_of, attached_path,
                            conversation_path, dumps, head_json, head_of, head_path, id_of, loads, request_path)
 from .protocol import FIELDS
-from .rows import result_from_row, result_row, window_from_row, window_row
+from .rows import CoreRow, result_from_row, result_row, window_from_row, window_row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -371,10 +371,10 @@ class ObjectCore:
 
     # -- whole tables (backup, restore, migration, doctor) -----------------------------------------
 
-    def all_rows(self, table: str) -> list[dict[str, Any]]:
+    def all_rows(self, table: str) -> list[CoreRow]:
         return object_rows.all_rows(self.bucket, table)
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
         try:
             return object_rows.merge_rows(self.bucket, table, rows)
         finally:

@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult
+from .rows import CORE_TABLES, FIELDS, CoreRow
 
-# table -> unique key. Row shapes (``FIELDS``) are the same in every implementation (the LanceDB schemas an
-# older tiermem kept them in), so backups, migration and tests read and write them alike.
-CORE_TABLES: dict[str, str] = {
-    "agents": "id", "blocks": "id", "attachments": "key", "block_history": "key",
-    "requests": "key", "conversations": "key",
-}
-FIELDS: dict[str, tuple[str, ...]] = {
-    "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
-    "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
-    "attachments": ("key", "agent_id", "block_id", "created_us"),
-    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
-                      "operation", "actor", "created_us"),
-    "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
-    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
-                      "updated_us"),
-}
+__all__ = ["CORE_TABLES", "FIELDS", "CoreRow", "CoreStore", "LOCAL_POLL_SECONDS"]
 
 T = TypeVar("T")
 
@@ -100,9 +86,13 @@ class CoreStore(Protocol):
         """Keep ``result`` under its key; nothing if the key is already stored (the first result stands)."""
         ...
 
-    # whole tables (backup, restore, migration, doctor)
-    def all_rows(self, table: str) -> list[dict[str, Any]]: ...
-    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int: ...
+    # whole tables (backup, restore, migration, doctor): rows of ``FIELDS[table]`` (typed in rows.py)
+    def all_rows(self, table: str) -> list[CoreRow]:
+        """Every row of ``table``; ``block_history`` as whole values, one row per version."""
+        ...
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
+        """Insert the rows whose ``key`` is not stored yet (a restore or migration is re-runnable); returns how many."""
+        ...
     def schema_fields(self, table: str) -> list[str]: ...
     def describe(self) -> str: ...
     def tidy(self) -> dict[str, int]:

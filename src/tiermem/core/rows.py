@@ -1,33 +1,150 @@
-"""Core-state records as rows of ``protocol.FIELDS`` (the shape backups, migration and ``all_rows`` use), and back.
+"""Core-state records as rows, and back: the one set of mappers both core backends (and backups, migration,
+doctor) use. Light: no storage library is imported here or by what it imports.
 
-Rows hold metadata as JSON text and times as microseconds since the epoch; a row read back is checked field by
-field, and a malformed one is a ``StoreError`` that says so (nothing is written from it)."""
+A row of table T has the fields ``FIELDS[T]``, typed below (``AgentRow`` ... ``ConversationRow``;
+``CoreRow`` is any of them). Rows hold times as microseconds since the epoch and metadata as JSON text; the
+object-storage core keeps the same fields in its JSON objects, metadata as a JSON object (``with_metadata``).
+A row read back is checked field by field; a malformed one is a ``StoreError`` that says so."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict, cast
 
 from ..base.errors import StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
 
+# table -> unique key. Row shapes (``FIELDS``, typed below) are the same in every core implementation (the LanceDB
+# schemas an older tiermem kept them in), so backups, migration and tests read and write them alike.
+CORE_TABLES: dict[str, str] = {
+    "agents": "id", "blocks": "id", "attachments": "key", "block_history": "key",
+    "requests": "key", "conversations": "key",
+}
+FIELDS: dict[str, tuple[str, ...]] = {
+    "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
+    "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
+    "attachments": ("key", "agent_id", "block_id", "created_us"),
+    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
+                      "operation", "actor", "created_us"),
+    "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
+    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
+                      "updated_us"),
+}
 
-def agent_row(a: Agent) -> dict[str, Any]:
+ROW_HINT = "nothing was written from it"  # what a malformed row's error adds, unless the caller says otherwise
+STORED_HINT = "restore it from a backup"  # ... for a stored object of the object-storage core
+
+
+class AgentRow(TypedDict):
+    id: str
+    name: str
+    system: str
+    metadata: str
+    created_us: int
+    updated_us: int
+
+
+class BlockRow(TypedDict):
+    id: str
+    label: str
+    value: str
+    limit: int
+    description: str
+    read_only: bool
+    metadata: str
+    version: int
+    updated_us: int
+
+
+class AttachmentRow(TypedDict):
+    key: str
+    agent_id: str
+    block_id: str
+    created_us: int
+
+
+class HistoryRow(TypedDict):
+    key: str
+    block_id: str
+    version: int
+    label: str
+    value: str
+    limit: int
+    description: str
+    read_only: bool
+    operation: str
+    actor: str
+    created_us: int
+
+
+class RequestRow(TypedDict):
+    key: str
+    agent_id: str
+    tool: str
+    args_sha256: str
+    result: str
+    created_us: int
+
+
+class ConversationRow(TypedDict):
+    key: str
+    agent_id: str
+    conversation_id: str
+    start_seq: int
+    summary_id: str
+    turns: int
+    sleeptime_seq: int
+    updated_us: int
+
+
+CoreRow = AgentRow | BlockRow | AttachmentRow | HistoryRow | RequestRow | ConversationRow
+
+
+def rows_of(table: str, raw: Iterable[Mapping[str, Any]], *, older: bool = False) -> list[CoreRow]:
+    """``raw`` (read from a table or a backup) as rows of ``table``: each with exactly the fields ``FIELDS[table]``
+    (others dropped). A row that lacks one is a ``StoreError`` naming it, unless ``older`` (rows of an older
+    tiermem's LanceDB tables, which did not keep every field: ``requests`` had no ``args_sha256``): then None."""
+    fields = FIELDS[table]
+    out = []
+    for r in raw:
+        lacking = [f for f in fields if f not in r]
+        if older:
+            r = {**{f: None for f in lacking}, **r}
+        elif lacking:
+            raise StoreError(f"A row of {table} lacks {', '.join(lacking)}; nothing was written from it.")
+        out.append({f: r[f] for f in fields})
+    return cast("list[CoreRow]", out)  # the fields of ``table``'s row type, checked above
+
+
+def with_metadata(row: AgentRow | BlockRow, metadata: Mapping[str, str]) -> dict[str, Any]:
+    """The row with its metadata as a JSON object instead of JSON text (how the object-storage core keeps it)."""
+    return {**row, "metadata": dict(metadata)}
+
+
+def _malformed(what: str, exc: Exception, hint: str) -> StoreError:
+    return StoreError(f"{what} is malformed ({exc!r}); {hint}.")
+
+
+def agent_row(a: Agent) -> AgentRow:
     return {"id": a.id, "name": a.name, "system": a.system, "metadata": json.dumps(a.metadata, sort_keys=True),
             "created_us": to_us(a.created_at), "updated_us": to_us(a.updated_at)}
 
 
-def block_row(b: Block) -> dict[str, Any]:
+def block_row(b: Block) -> BlockRow:
     return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
             "read_only": b.read_only, "metadata": json.dumps(b.metadata, sort_keys=True), "version": b.version,
             "updated_us": to_us(b.updated_at)}
 
 
-def version_row(v: BlockVersion) -> dict[str, Any]:
+def version_row(v: BlockVersion) -> HistoryRow:
     return {"key": f"{v.block_id}:{v.version}", "block_id": v.block_id, "version": v.version, "label": v.label,
             "value": v.value, "limit": v.limit, "description": v.description, "read_only": v.read_only,
             "operation": v.operation, "actor": v.actor, "created_us": to_us(v.created_at)}
+
+
+def attachment_row(agent_id: str, block_id: str, created_us: int) -> AttachmentRow:
+    return {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": created_us}
 
 
 def _metadata(raw: object) -> dict[str, str]:
@@ -37,22 +154,22 @@ def _metadata(raw: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def agent_from_row(r: Mapping[str, Any]) -> Agent:
+def agent_from_row(r: Mapping[str, Any], hint: str = ROW_HINT) -> Agent:
     try:
         return Agent(id=str(r["id"]), name=str(r["name"]), system=str(r["system"] or ""),
                      created_at=from_us(int(r["created_us"])), updated_at=from_us(int(r["updated_us"])),
                      metadata=_metadata(r.get("metadata") or "{}"))
     except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"An agent row is malformed ({exc!r}); nothing was written from it.") from exc
+        raise _malformed("An agent row", exc, hint) from exc
 
 
-def block_from_row(r: Mapping[str, Any]) -> Block:
+def block_from_row(r: Mapping[str, Any], hint: str = ROW_HINT) -> Block:
     try:
         return Block(id=str(r["id"]), label=str(r["label"]), value=str(r["value"]), limit=int(r["limit"]),
                      description=str(r["description"] or ""), read_only=bool(r["read_only"]), version=int(r["version"]),
                      updated_at=from_us(int(r["updated_us"])), metadata=_metadata(r.get("metadata") or "{}"))
     except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"A block row is malformed ({exc!r}); nothing was written from it.") from exc
+        raise _malformed("A block row", exc, hint) from exc
 
 
 def version_from_row(r: Mapping[str, Any]) -> BlockVersion:
@@ -65,7 +182,7 @@ def version_from_row(r: Mapping[str, Any]) -> BlockVersion:
         raise StoreError(f"A block history row is malformed ({exc!r}); nothing was written from it.") from exc
 
 
-def window_row(w: ContextWindow) -> dict[str, Any]:
+def window_row(w: ContextWindow) -> ConversationRow:
     """A conversation's agent-loop state as a ``conversations`` row, stamped with the time it is written."""
     return {"key": f"{w.agent_id}:{w.conversation_id}", "agent_id": w.agent_id, "conversation_id": w.conversation_id,
             "start_seq": w.start_seq, "summary_id": w.summary_id, "turns": w.turns, "sleeptime_seq": w.sleeptime_seq,
@@ -81,7 +198,7 @@ def window_from_row(r: Mapping[str, Any]) -> ContextWindow:
         raise StoreError(f"A conversation-state row is malformed ({exc!r}); nothing was written from it.") from exc
 
 
-def result_row(r: StoredResult) -> dict[str, Any]:
+def result_row(r: StoredResult) -> RequestRow:
     return {"key": r.key, "agent_id": r.agent_id, "tool": r.tool, "args_sha256": r.args_sha256, "result": r.result,
             "created_us": to_us(r.created_at)}
 

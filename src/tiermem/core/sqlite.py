@@ -13,7 +13,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,8 +22,8 @@ from ..base.errors import NotFoundError, StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
-from .rows import (agent_from_row, agent_row, block_from_row, block_row, result_from_row, result_row, window_from_row,
-                   window_row)
+from .rows import (CoreRow, rows_of, agent_from_row, agent_row, attachment_row, block_from_row, block_row, result_from_row,
+                   result_row, window_from_row, window_row)
 
 _COLUMNS: dict[str, tuple[str, ...]] = dict(FIELDS)  # block_history: the history table (sqlite_history.py)
 _KEYS = {"agents": "id", "blocks": "id"}
@@ -59,7 +59,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[dict[str, Any]]) -> int:
+def insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str, Any]]) -> int:
     """INSERT OR IGNORE ``rows`` (shaped like the LanceDB rows); returns how many were new."""
     if table == "block_history":
         return history_rows.merge(conn, rows)
@@ -353,7 +353,7 @@ class SqliteCore:
             self._cache = None
 
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
-        row = block_row(block)
+        row: dict[str, Any] = dict(block_row(block))
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
         args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
         with self._tx() as conn:
@@ -378,9 +378,8 @@ class SqliteCore:
             return history_rows.version(conn, block_id, int(version))
 
     def attach(self, agent_id: str, block_id: str) -> None:
-        row = {"key": f"{agent_id}:{block_id}", "agent_id": agent_id, "block_id": block_id, "created_us": to_us(now())}
         with self._tx() as conn:
-            insert_rows(conn, "attachments", [row])
+            insert_rows(conn, "attachments", [attachment_row(agent_id, block_id, to_us(now()))])
             self._cache = None
 
     def detach(self, agent_id: str, block_id: str) -> None:
@@ -400,17 +399,17 @@ class SqliteCore:
 
     # -- whole tables --------------------------------------------------------------
 
-    def all_rows(self, table: str) -> list[dict[str, Any]]:
+    def all_rows(self, table: str) -> list[CoreRow]:
         if _table(table) == "block_history":
             with self._reading() as conn:
-                return history_rows.logical_rows(conn)
+                return list(history_rows.logical_rows(conn))
         rows = self._read(f"SELECT * FROM {_table(table)}")
         for r in rows:
             for c in _BOOLS & r.keys():
                 r[c] = bool(r[c])
-        return rows
+        return rows_of(table, rows)
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
+    def merge_rows(self, table: str, key: str, rows: Sequence[CoreRow]) -> int:
         with self._tx() as conn:
             if _table(table) == "block_history":
                 done = history_rows.merge(conn, rows)

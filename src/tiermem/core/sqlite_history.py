@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.records import Block, BlockVersion
 from .delta import Delta
 from .history import Chain, Entry, checkpoint, encode, replay
 from .protocol import FIELDS
-from .rows import version_from_row, version_row
+from .rows import HistoryRow, version_from_row, version_row
 
 LOGICAL = FIELDS["block_history"]  # a history row as backups and migration read and write it: the whole value
 PHYSICAL = ("block_id", "version", "label", "value", "limit", "description", "read_only", "operation", "actor",
@@ -97,9 +97,9 @@ def version(conn: sqlite3.Connection, block_id: str, number: int) -> BlockVersio
     return found[-1] if found else None
 
 
-def logical_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def logical_rows(conn: sqlite3.Connection) -> list[HistoryRow]:
     """Every version of every block as a whole row (``LOGICAL``): backups and doctor read these."""
-    out: list[dict[str, Any]] = []
+    out: list[HistoryRow] = []
     ids = [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM history ORDER BY block_id")]
     for block_id in ids:
         rows = conn.execute("SELECT * FROM history WHERE block_id = ? ORDER BY version", (block_id,)).fetchall()
@@ -107,7 +107,7 @@ def logical_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return out
 
 
-def merge(conn: sqlite3.Connection, rows: Sequence[dict[str, Any]]) -> int:
+def merge(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]]) -> int:
     """Insert whole history rows (a backup's) that are not stored yet; returns how many were new. A row whose
     version before it was inserted by this call is stored as a delta from it."""
     done = 0

@@ -3,14 +3,16 @@
 Both are searched the same way: filters first (agent, roles/tags, dates), then a vector
 ranking and a full-text ranking over the filtered rows; the two legs' candidates are ordered by
 the linear ranker of ranking.py (leg ranks, BM25, cosine, and a few properties of the text).
-Searches and writes wait (up to ``wait_seconds``) for the embedding model, so a process that
+Searches and writes wait (up to ``Vectors.wait_seconds``) for the embedding model, so a process that
 has just started still searches by meaning and stores vectors. Only if the model failed to load,
 or did not load in time, does a search run on keywords alone, and its result says so; a row stored
 without a vector is embedded by the next process (or thread) that has the model.
 
-Size: a little over the house's ~450 lines, on purpose: what is left here is the one search path that recall and
-archival share (filters, both legs, ranking) and the writes that shape what it searches. Rows taken whole (export,
-deletion, backup) are in ``archive_rows.py``, vectors and the backfill in ``archive_vectors.py``.
+``Archive`` is composed of two parts over the same store: ``archive.rows`` (``AgentRows``, archive_rows.py: rows
+taken whole for export, deletion, the agent loop and backup) and ``archive.vectors`` (``Vectors``,
+archive_vectors.py: rows embedded before they are stored, the backfill of rows stored without vectors). What is
+left here is the one search path recall and archival share (filters, both legs, ranking) and the writes that shape
+what it searches; a little over the house's ~450 lines, on purpose.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
-from ..base.errors import EmbeddingError, ModelNotReadyError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base import timeexpr
 from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, merge, speaker_of,
                       without_names)
@@ -120,7 +122,7 @@ def shape_message(content: str, created_at: datetime, previous: str = "") -> str
     return f"{created_at:%d %B %Y}. {content} {previous}".strip()
 
 
-class Archive(AgentRows, Vectors):
+class Archive:
     max_last_turns = MAX_LAST_TURNS  # conversations whose latest turn is kept (see _remember_turn)
 
     def __init__(
@@ -137,7 +139,8 @@ class Archive(AgentRows, Vectors):
     ) -> None:
         self.store = store
         self.embedder = embedder
-        self.wait_seconds = wait_seconds
+        self.vectors = Vectors(store, embedder, wait_seconds)  # embedding rows, the backfill
+        self.rows = AgentRows(store)  # rows taken whole: export, deletion, the agent loop's window, backup
         self.token_budget = token_budget
         self.max_content_chars = max_content_chars
         self.ranker = ranker or DEFAULT_RANKER
@@ -145,10 +148,6 @@ class Archive(AgentRows, Vectors):
         self.calibration = calibration or DEFAULT_CALIBRATION  # fitted for DEFAULT_RANKER's scores
         # (agent, conversation) -> content of its latest turn; least recently used first, at most MAX_LAST_TURNS
         self._last_turn: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._backfill_lock = threading.Lock()
-        self._backfill_thread: threading.Thread | None = None
-        self._embedding_rows = threading.Lock()  # one batch of stored rows embedded at a time (backfill or search)
-        self._closing = threading.Event()
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
         self._speakers: dict[str, set[str]] = {}  # agent -> speaker labels seen in its rows ("Name: ...")
         self._speakers_lock = threading.Lock()
@@ -208,7 +207,7 @@ class Archive(AgentRows, Vectors):
                     "vector": None,
                 }
             )
-        self._embed_rows(rows)
+        self.vectors.embed_rows(rows)
         self.store.rows.add_rows("messages", rows)
         for key, content in latest.items():  # only once stored: a failed write leaves no turn behind
             self._remember_turn(key, content)
@@ -235,7 +234,7 @@ class Archive(AgentRows, Vectors):
         if not content.strip():
             raise ValidationError("content is empty: send the fact or text to remember.")
         rows = self._passage_rows(agent_id, content, tags)
-        self._embed_rows(rows)
+        self.vectors.embed_rows(rows)
         self.store.rows.add_rows("passages", rows)
         return [r["id"] for r in rows]
 
@@ -255,7 +254,7 @@ class Archive(AgentRows, Vectors):
             rows = [row for (content, tags), when in zip(items[start : start + batch], stamps, strict=True)
                     for row in self._passage_rows(agent_id, check_text(content, "content", max_chars or self.max_content_chars),
                                                   tags, created=when)]
-            self._embed_rows(rows)
+            self.vectors.embed_rows(rows)
             self.store.rows.add_rows("passages", rows)
             written += len(rows)
         return written
@@ -421,7 +420,7 @@ class Archive(AgentRows, Vectors):
         known = self._speakers.get(agent_id)
         focused = without_names(query, known | roles) if known is not None else None
         if focused is not None and self.embedder.ready:
-            vec = self._query_vector(focused, notes)
+            vec = self.vectors.query_vector(focused, notes)
             if vec is None:
                 fts_rows, marked = self.store.search.text_search(table, query, where, pool), False
             else:
@@ -431,7 +430,7 @@ class Archive(AgentRows, Vectors):
                     vector_rows = self.store.search.vector_search(table, vec, where, pool)
         else:
             fts_future = self.store.search.start_text_search(table, query, where, pool)
-            vec = self._query_vector(focused or query, notes)
+            vec = self.vectors.query_vector(focused or query, notes)
             marked = vec is not None and self._catch_up(table, where, self.store.rows.unembedded_marks(table))
             if vec is not None and focused is not None:
                 vector_rows = self.store.search.vector_search(table, vec, where, pool)
@@ -456,22 +455,6 @@ class Archive(AgentRows, Vectors):
         found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), max(limit * 4, 40), context)[0]
         return Pool(found, self._with_sittings(table, agent_id, query, context))
 
-    def _query_vector(self, query: str, notes: list[str]) -> list[float] | None:
-        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had."""
-        try:
-            return self.embedder.embed_blocking([query], self.wait_seconds)[0]
-        except ModelNotReadyError:
-            notes.append(
-                f"Keyword-only results (search_mode fts): the embedding model did not finish loading within "
-                f"{self.wait_seconds:g} s, so this search could not match by meaning. Retry shortly for hybrid search."
-            )
-        except EmbeddingError as exc:
-            notes.append(
-                f"Keyword-only results (search_mode fts): the embedding model is unavailable, so this search could not "
-                f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
-            )
-        return None
-
     def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
         """Whether some process had announced rows stored without vectors (``marks``: only then are they counted
         after the legs). If so, those of ``where`` are embedded now (up to CATCH_UP_ROWS), so they are found by
@@ -479,10 +462,10 @@ class Archive(AgentRows, Vectors):
         if not marks:
             return False
         try:
-            self._embed_missing(table, where, limit=CATCH_UP_ROWS)
+            self.vectors.embed_missing(table, where, limit=CATCH_UP_ROWS)
         except TiermemError as exc:  # the search still runs; the note counts what is left
             log.error("could not embed rows stored without vectors: %s", exc)
-        self.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
+        self.vectors.start_backfill()  # the rest (other filters, or more than a search embeds); it clears the marks
         return True
 
     def _learn_speakers(self, agent_id: str, rows: Sequence[Found]) -> set[str]:

@@ -1,6 +1,8 @@
-"""Recall and archival rows read and written whole, apart from searching: an agent's rows for export and
-deletion, a conversation's messages for the agent loop, rows of no agent or without vectors, raw rows for backup.
-A part of ``Archive`` (a mixin over its ``store``)."""
+"""Recall and archival rows taken whole, apart from searching: an agent's rows for export and deletion, a
+conversation's messages in the agent loop's order, rows of no agent, and the raw rows of a backup (vectors kept
+only where they fit the model). A part of ``Archive`` (``archive.rows``) over its store.
+
+Each operation decides which rows (the filter) and in what order; the store's ``Rows`` only reads and writes."""
 
 from __future__ import annotations
 
@@ -15,10 +17,23 @@ if TYPE_CHECKING:
     from ..store import Store
 
 EVERY_ROW = 10**9  # a page size that is every row of one agent
+VECTOR_DIGITS = 7  # a backed-up vector's precision (float32 holds ~7 significant digits)
+
+
+def _export_order(m: Message) -> tuple[bool, str, int]:
+    """An agent's messages by conversation (``default`` first), then by their order in it."""
+    return m.conversation_id != "default", m.conversation_id, m.seq
+
+
+def _log_order(m: Message) -> int:
+    return m.seq
 
 
 class AgentRows:
-    store: Store
+    """Whole rows of one store's messages and passages."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def passages_of(self, agent_id: str, *, tags_any: Sequence[str] | None = None) -> list[Passage]:
         """Every passage of an agent (with at least one of ``tags_any``, if given), oldest first."""
@@ -27,56 +42,58 @@ class AgentRows:
 
     def messages_of(self, agent_id: str) -> list[Message]:
         """Every message of an agent, by conversation (``default`` first) then order (for export and backup)."""
-        return self.store.rows.agent_messages(agent_id)
+        return sorted(self.store.rows.messages(Filter(agent_id=agent_id)), key=_export_order)
+
+    def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
+        """Messages of one conversation with ``seq >= start_seq``, oldest first (the agent loop's window)."""
+        where = Filter(agent_id=agent_id, conversation_id=conversation_id, seq_from=start_seq)
+        return sorted(self.store.rows.messages(where), key=_log_order)
+
+    def message(self, message_id: str) -> Message | None:
+        """The message with this id, or None."""
+        found = self.store.rows.messages(Filter(ids=(message_id,)), limit=1)
+        return found[0] if found else None
+
+    def messages_version(self) -> int:
+        """A number that moves with every write of a message, by any process (the agent loop's cache key)."""
+        return self.store.conn.version("messages")
 
     def delete_agent_data(self, agent_id: str) -> int:
         """Delete every message and passage of an agent; returns how many rows went."""
         where = Filter(agent_id=agent_id)
-        return sum(self.store.rows.delete(table, where) for table in ("messages", "passages"))
-
-    def missing_vectors(self) -> dict[str, int]:
-        """Rows stored without a vector, per table (a full count: it reads every row's vector column)."""
-        return {table: self.store.rows.count(table, Filter(missing_vector=True)) for table in SEARCHABLE}
+        return sum(self.store.rows.delete(table, where) for table in SEARCHABLE)
 
     def stray_rows(self, agent_ids: Sequence[str]) -> dict[str, int]:
         """Messages and passages of none of ``agent_ids`` (every row when there are none), per table."""
         where = Filter(not_agent_ids=tuple(agent_ids))
         return {table: self.store.rows.count(table, where) for table in SEARCHABLE}
 
-    def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
-        """Messages of one conversation with ``seq >= start_seq``, oldest first (the agent loop's window)."""
-        return self.store.rows.messages_since(agent_id, conversation_id, start_seq)
-
-    def message(self, message_id: str) -> Message | None:
-        return self.store.rows.message(message_id)
-
-    def version(self, table: str) -> int:
-        """The version of ``messages`` or ``passages``: it moves with every write, by any process."""
-        return self.store.conn.version(table)
-
     # -- backup and restore: the raw rows of messages and passages (``CoreStore`` holds the rest) --
 
-    @property
-    def embedding_model(self) -> str:
-        return self.store.conn.embedding_model
+    def backup_rows(self, table: str, *, vectors: bool) -> list[dict[str, Any]]:
+        """Every row of ``table``, every column; vectors rounded to VECTOR_DIGITS if ``vectors``, else None."""
+        rows = self.store.rows.all_rows(_searchable(table))
+        for r in rows:
+            v = r.get("vector")
+            r["vector"] = [round(float(x), VECTOR_DIGITS) for x in v] if vectors and v is not None else None
+        return rows
 
-    @property
-    def embedding_dim(self) -> int:
-        return self.store.conn.embedding_dim
+    def restore_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]], *, model: tuple[str, int] | None) -> int:
+        """Insert the rows whose ``key`` is not stored yet (a restore is re-runnable); returns rows inserted.
 
-    def all_rows(self, table: str) -> list[dict[str, Any]]:
-        return self.store.rows.all_rows(_searchable(table))
+        ``model``: (name, dimension) of the model the rows' vectors were made with. Vectors of another model (or of
+        the wrong length) are dropped, and those rows embedded later like any row stored without a vector."""
+        same = model == (self.store.conn.embedding_model, self.store.conn.embedding_dim)
+        kept = [r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows]
+        return self.store.rows.merge_rows(_searchable(table), key, kept)
 
-    def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert the rows whose ``key`` is not stored yet (a restore is re-runnable); returns rows inserted."""
-        return self.store.rows.merge_rows(_searchable(table), key, rows)
-
-    def schema_fields(self, table: str) -> list[str]:
+    def fields(self, table: str) -> list[str]:
+        """The columns of ``table`` (a restored row must have these)."""
         return self.store.conn.schema_fields(_searchable(table))
 
-    def optimize(self) -> dict[str, str]:
-        """Compact every table of the store and bring its indexes up to date; table -> outcome."""
-        return self.store.indexes.optimize()
+
+def _fits(vector: object, dim: int) -> bool:
+    return isinstance(vector, list) and len(vector) == dim
 
 
 def _searchable(table: str) -> str:

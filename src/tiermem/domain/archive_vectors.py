@@ -1,6 +1,6 @@
 """Vectors of recall and archival rows: embedded before a row is stored when the model is ready in time, else
 filled in later by the backfill (this process's, once its model loads, or the next process that has one).
-A part of ``Archive`` (a mixin over its store and embedder), kept apart from searching and listing."""
+A part of ``Archive`` (``archive.vectors``) over the same store and embedder, kept apart from searching and listing."""
 
 from __future__ import annotations
 
@@ -10,24 +10,38 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EmbeddingError, ModelNotReadyError
+from ..store import SEARCHABLE, Filter
 
 if TYPE_CHECKING:
     from ..embedding.embedders import BackgroundEmbedder
-    from ..store import Filter, Store
+    from ..store import Store
 
 log = logging.getLogger(__name__)
 
 
 class Vectors:
-    store: Store
-    embedder: BackgroundEmbedder
-    wait_seconds: float
-    _backfill_lock: threading.Lock
-    _backfill_thread: threading.Thread | None
-    _embedding_rows: threading.Lock
-    _closing: threading.Event
+    """The vectors of one store's recall and archival rows, made by one embedder (waiting up to ``wait_seconds``
+    for it to load), and the one background backfill of this process."""
 
-    def _embed_rows(self, rows: list[dict[str, Any]]) -> None:
+    def __init__(self, store: Store, embedder: BackgroundEmbedder, wait_seconds: float) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.wait_seconds = wait_seconds
+        self._backfill_lock = threading.Lock()
+        self._backfill_thread: threading.Thread | None = None
+        self._embedding_rows = threading.Lock()  # one batch of stored rows embedded at a time (backfill or search)
+        self._closing = threading.Event()
+
+    @property
+    def model(self) -> tuple[str, int]:
+        """(name, dimension) of the model the store's vectors were made with (a backup records it)."""
+        return self.store.conn.embedding_model, self.store.conn.embedding_dim
+
+    def missing(self) -> dict[str, int]:
+        """Rows stored without a vector, per table (a full count: it reads every row's vector column)."""
+        return {table: self.store.rows.count(table, Filter(missing_vector=True)) for table in SEARCHABLE}
+
+    def embed_rows(self, rows: list[dict[str, Any]]) -> None:
         """Vectors before the rows are stored, waiting up to ``wait_seconds`` for the model.
 
         If the model is not ready in time the rows are stored without vectors (the store marks them) and
@@ -46,6 +60,22 @@ class Vectors:
             return
         for r, v in zip(rows, vectors, strict=True):
             r["vector"] = [float(x) for x in v]
+
+    def query_vector(self, query: str, notes: list[str]) -> list[float] | None:
+        """The query's vector, waiting up to ``wait_seconds`` for the model; None (with a note) if it cannot be had."""
+        try:
+            return self.embedder.embed_blocking([query], self.wait_seconds)[0]
+        except ModelNotReadyError:
+            notes.append(
+                f"Keyword-only results (search_mode fts): the embedding model did not finish loading within "
+                f"{self.wait_seconds:g} s, so this search could not match by meaning. Retry shortly for hybrid search."
+            )
+        except EmbeddingError as exc:
+            notes.append(
+                f"Keyword-only results (search_mode fts): the embedding model is unavailable, so this search could not "
+                f"match by meaning. Cause: {exc} Run `tiermem doctor` for the fix."
+            )
+        return None
 
     def write_note(self) -> str | None:
         """What a write result should tell the model when rows could not be embedded before storing."""
@@ -112,10 +142,10 @@ class Vectors:
         """Embed every row stored without a vector; returns how many (the model must be loaded)."""
         done = 0
         for table in ("messages", "passages"):
-            done += self._embed_missing(table, None, limit=None, batch=batch)
+            done += self.embed_missing(table, None, limit=None, batch=batch)
         return done
 
-    def _embed_missing(self, table: str, where: Filter | None, *, limit: int | None, batch: int = 128) -> int:
+    def embed_missing(self, table: str, where: Filter | None, *, limit: int | None, batch: int = 128) -> int:
         """Embed rows of ``table`` (matching ``where``) stored without vectors, up to ``limit``; clears the marks when none are left.
 
         Batches are taken one at a time under a lock, so a search never waits for more than the batch a

@@ -18,8 +18,6 @@ from ..base.records import Block
 HOST_LIMITS = {"claude-code": 2048}
 MIN_BUDGET = 400  # below this nothing useful fits: the budget is raised to it
 CORE_URI = "memory://core"
-EDIT_TOOLS = ("memory_insert", "memory_replace", "memory_rethink", "core_memory_append", "core_memory_replace",
-              "memory_apply_patch")
 _DESCRIPTION_CHARS = 80  # a block summarised in a list shows at most this much of its description
 
 
@@ -44,15 +42,17 @@ def where_to_read(tools: Collection[str], *, resources: bool = True) -> str:
 OFFERED = "When your host offers you tiermem's tools"  # a host may publish none of them (Gemini CLI: an untrusted server)
 
 
-def guidance(tools: Collection[str], *, dialect: str = "anthropic") -> str:
-    """What the model can do with its memory, naming only the tools published (``tools``); ``dialect`` is the
-    ``memory_tool_dialect`` (Letta Code's ``memory`` and ``memory_apply_patch`` take file paths, not labels).
+def guidance(tools: Collection[str], *, editors: Sequence[str], dialect: str = "anthropic") -> str:
+    """What the model can do with its memory, naming only the tools published (``tools``). ``editors``: the tools
+    that edit a block named by its label, in the order to name them (the registry's ``label_editors``: it knows
+    which tools of the ``memory_tool_dialect`` ``dialect`` take a label; Letta Code's ``memory`` and
+    ``memory_apply_patch`` take file paths).
 
     Every sentence that names a tool is conditional on the host offering it: a host may pass the instructions on
     without offering the server's tools (Gemini CLI does for a server it does not trust), and a model must not be
     told to call tools it does not have."""
     lines = ["You have a persistent memory (tiermem, MemGPT/Letta style) that lasts across conversations."]
-    by_label = [t for t in EDIT_TOOLS if t in tools and not (t == "memory_apply_patch" and dialect == "letta-code")]
+    by_label = [t for t in editors if t in tools]
     files = ("the memory tool (each block is the file /memories/<label>)" if dialect != "letta-code" else
              "the memory and memory_apply_patch tools (each block is a file of your memory directory)")
     if by_label:
@@ -74,13 +74,13 @@ def guidance(tools: Collection[str], *, dialect: str = "anthropic") -> str:
     return "\n".join(lines)
 
 
-def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget: int, *, resources: bool = True,
-                 dialect: str = "anthropic") -> str:
+def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget: int, *, editors: Sequence[str],
+                 resources: bool = True, dialect: str = "anthropic") -> str:
     """The server's instructions: guidance, then core memory within ``budget`` characters in all.
 
     ``blocks`` None: core memory could not be read yet (the store is still opening), so the text says where to read it.
     """
-    head = guidance(tools, dialect=dialect)
+    head = guidance(tools, editors=editors, dialect=dialect)
     hint = where_to_read(tools, resources=resources)
     if blocks is None:
         return _fit(head + "\n\nYour core memory could not be loaded with these instructions. " + hint, budget)

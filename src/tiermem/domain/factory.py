@@ -123,10 +123,10 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
     if start_embedder:
         # Rows any process stored without vectors (a crash may have left them unannounced): announce them
         # to every process's searches and embed them as soon as the model is ready.
-        missing = [t for t, n in archive.missing_vectors().items() if n]
+        missing = [t for t, n in archive.vectors.missing().items() if n]
         for table in missing:
             if not store.rows.unembedded_marks(table):
                 store.rows.mark_unembedded(table)
         if missing:
-            archive.start_backfill()
+            archive.vectors.start_backfill()
     return archive, store

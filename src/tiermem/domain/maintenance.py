@@ -1,16 +1,18 @@
-"""Upkeep commands: ``doctor`` (health report) and ``reembed`` (rebuild vectors)."""
+"""Upkeep commands: ``doctor`` (health report), ``optimize`` (compaction and indexes) and ``reembed`` (rebuild vectors)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import SchemaError, TiermemError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from .memory import Memory
 
 
 def progress(done: int, total: int, what: str, started: float) -> None:
@@ -20,6 +22,17 @@ def progress(done: int, total: int, what: str, started: float) -> None:
     prefix = "\r" if sys.stderr.isatty() else ""
     if sys.stderr.isatty() or done >= total or done % 1000 < 128:
         print(f"{prefix}{what}: {done}/{total} ({rate:.0f}/s)", end=end, file=sys.stderr, flush=True)
+
+
+def optimize(memory: Memory) -> list[str]:
+    """``tiermem optimize``: embed rows stored without vectors, compact every table of the recall and archival store
+    and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
+    the rows embedded are reported on stderr."""
+    if any(memory.archive.vectors.missing().values()):
+        print(f"embedded {memory.archive.vectors.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
+    lines = [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]
+    lines += [f"core state: {what}: {n}" for what, n in memory.core.tidy().items()]
+    return lines
 
 
 def doctor(settings: Settings, *, as_json: bool = False) -> int:
@@ -101,7 +114,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     return _report(checks, as_json)
 
 
-def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
+def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
     """Every attached block's current version is in its history. Both core backends commit a version and its
     history entry together, so a gap means damage or a partial restore (an import of an incomplete backup)."""
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
@@ -122,7 +135,7 @@ def _check_history(core: dict[str, list[dict[str, Any]]], check: Any) -> None:
 
 def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
     """Messages and passages of no visible agent: an agent-file import that was killed (the agent row is written last)."""
-    stray = memory.archive.stray_rows(agent_ids)
+    stray = memory.archive.rows.stray_rows(agent_ids)
     if not any(stray.values()):
         check("stray rows", True, "every message and passage belongs to an agent")
         return

@@ -238,9 +238,9 @@ class Memory:
 
     def in_context_messages(self, window: ContextWindow) -> list[Message]:
         """The summary message (if any) followed by every message from ``start_seq`` on, oldest first."""
-        messages = self.archive.messages_since(window.agent_id, window.conversation_id, window.start_seq)
+        messages = self.archive.rows.messages_since(window.agent_id, window.conversation_id, window.start_seq)
         if window.summary_id:
-            summary = self.archive.message(window.summary_id)
+            summary = self.archive.rows.message(window.summary_id)
             if summary is not None:
                 messages = [summary, *[m for m in messages if m.id != summary.id]]
         return messages
@@ -447,7 +447,7 @@ class Memory:
         return done
 
     def _finish_deletion(self, agent_id: str) -> None:
-        self.archive.delete_agent_data(agent_id)
+        self.archive.rows.delete_agent_data(agent_id)
         self.core.delete_agent(agent_id)
         self._emit(Change("blocks_changed", (agent_id,)))
 
@@ -505,7 +505,7 @@ class Memory:
 
     def conversation_log(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> Written[list[Message]]:
         """Record conversation turns in recall memory (``Archive.log_messages``)."""
-        return Written(self.archive.log_messages(agent_id, messages), self.archive.write_note())
+        return Written(self.archive.log_messages(agent_id, messages), self.archive.vectors.write_note())
 
     def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,
                             start_date: str | None, end_date: str | None) -> SearchResult:
@@ -515,7 +515,7 @@ class Memory:
 
     def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None) -> Written[list[str]]:
         """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks."""
-        return Written(self.archive.insert(agent_id, content, tags), self.archive.write_note())
+        return Written(self.archive.insert(agent_id, content, tags), self.archive.vectors.write_note())
 
     def archival_search(self, agent_id: str, query: str, *, tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
                         start_datetime: str | None, end_datetime: str | None) -> SearchResult:

@@ -106,7 +106,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
         extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_passthrough.KEY,)}
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
-            for p in memory.archive.passages_of(a.id)
+            for p in memory.archive.rows.passages_of(a.id)
         ]
     for doc in docs:  # what no agent referenced, kept with a file's first agent
         if doc is not None:
@@ -323,7 +323,7 @@ def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
 
 def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
               counter: list[int]) -> tuple[list[JSON], list[str]]:
-    native = memory.archive.messages_of(a.id)
+    native = memory.archive.rows.messages_of(a.id)
     window = memory.context_window(a.id, "default")
     in_window = {m.id for m in memory.in_context_messages(window)}
     unlogged = list((doc or {}).get("unlogged_messages") or [])

@@ -385,7 +385,7 @@ def _write_agent(
         report.blocks += 1
         progress.advance()
     # An interrupted earlier run may have left messages or passages of this (not yet visible) agent.
-    archive.delete_agent_data(agent_id)
+    archive.rows.delete_agent_data(agent_id)
     rows = []
     base = 1_000_000_000  # seq: the file's order, before anything the agent writes later (time-based)
     ids: dict[str, JSON] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
+from ..core.rows import rows_of
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -26,26 +27,17 @@ TABLES = {
     "conversations": "key", "agents": "id",
 }
 HEADER = "tiermem-backup"
-
-
-def _holder(memory: Memory, table: str) -> Any:
-    """What keeps ``table``: the core store for core state, the archive (LanceDB) for messages and passages."""
-    return memory.archive if table in ("messages", "passages") else memory.core
+ARCHIVE_TABLES = ("messages", "passages")  # kept by the archive (LanceDB); the rest by the core store
 
 
 def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict[str, int]:
-    archive = memory.archive
-    out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": archive.embedding_model,
-                          "embedding_dim": archive.embedding_dim}) + "\n")
+    model, dim = memory.archive.vectors.model
+    out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": model, "embedding_dim": dim}) + "\n")
     counts: dict[str, int] = {}
     for table in ["agents", *[t for t in TABLES if t != "agents"]]:
-        rows = _holder(memory, table).all_rows(table)
+        rows = (memory.archive.rows.backup_rows(table, vectors=vectors) if table in ARCHIVE_TABLES
+                else memory.core.all_rows(table))
         for r in rows:
-            if "vector" in r:
-                if vectors and r["vector"] is not None:
-                    r["vector"] = [round(float(x), 7) for x in r["vector"]]
-                else:
-                    r["vector"] = None
             out.write(json.dumps({"type": table, "row": r}, ensure_ascii=False) + "\n")
         counts[table] = len(rows)
     return counts
@@ -82,7 +74,7 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    fields = {t: set(_holder(memory, t).schema_fields(t)) for t in TABLES}
+    fields = {t: set(archive.rows.fields(t) if t in ARCHIVE_TABLES else memory.core.schema_fields(t)) for t in TABLES}
     for n, item in _lines(path):
         if header is None:
             if not isinstance(item, dict) or item.get("type") != HEADER:
@@ -102,12 +94,8 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
-    same_model = header.get("embedding_model") == archive.embedding_model and header.get("embedding_dim") == archive.embedding_dim
-    for table in ("messages", "passages"):
-        for r in rows[table]:
-            v = r.get("vector")
-            if not same_model or v is None or len(v) != archive.embedding_dim:
-                r["vector"] = None
+    name, dim = header.get("embedding_model"), header.get("embedding_dim")
+    model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
@@ -115,11 +103,14 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             done = 0
             for start in range(0, len(rows[table]), 500):
                 batch = rows[table][start : start + 500]
-                done += _holder(memory, table).merge_rows(table, key, batch)
+                if table in ARCHIVE_TABLES:
+                    done += archive.rows.restore_rows(table, key, batch, model=model)
+                else:
+                    done += memory.core.merge_rows(table, key, rows_of(table, batch))
                 progress.advance(len(batch))
             inserted[table] = done
     finally:
         progress.close()
-    if any(archive.missing_vectors().values()):
-        inserted["embedded"] = archive.catch_up(None)
+    if any(archive.vectors.missing().values()):
+        inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted

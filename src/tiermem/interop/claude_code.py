@@ -32,12 +32,12 @@ import hashlib
 import json
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConfigError
+from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -319,18 +319,7 @@ def _write(edit: _Edit) -> str:
 
 def _replace(path: Path, data: dict[str, Any], mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n", mode=mode, durable=True)
 
 
 def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
+from ..base.files import write_atomically
 from . import af_export, agentfile, backup, importers, memfs
 from .letta_messages import EXTENSION
 
@@ -115,13 +114,6 @@ def _write(output: str | None, fill: Any) -> None:
         return
     target = Path(str(output)).expanduser()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+        write_atomically(target, fill)
     except OSError as exc:
         raise ValidationError(f"Cannot write {target}: {exc}.") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            fill(f)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

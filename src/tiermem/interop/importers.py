@@ -74,7 +74,7 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
 
 def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str) -> tuple[int, int]:
     """Insert the (content, tags) pairs not already stored for this agent; returns (inserted, skipped)."""
-    have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.passages_of(agent_id, tags_any=[marker_tag])}
+    have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.rows.passages_of(agent_id, tags_any=[marker_tag])}
     todo, seen = [], set()
     for content, tags in items:
         # a long text is stored as chunks: it is present when its first chunk is (chunking is deterministic)

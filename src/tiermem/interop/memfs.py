@@ -19,8 +19,6 @@ a name that cannot be a label) are reported and skipped, never the whole directo
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +38,7 @@ from ..domain.memfs_files import (  # the file <-> block rules, shared with Lett
     same_front,
 )
 from ..base.errors import TiermemError, ValidationError
+from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -144,14 +143,7 @@ def write_file(root: Path, rel: str, text: str) -> None:
     """Write ``text`` to ``root/rel`` through a temporary file renamed into place."""
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:40]}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(target, text, newline="")
 
 
 def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:

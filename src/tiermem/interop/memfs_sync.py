@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..domain import memfs_format as fmt
 from ..base.errors import TiermemError, ValidationError
+from ..base.files import write_text_atomically
 from .memfs import (
     FRONT_KEY,
     FileBlock,
@@ -129,9 +130,7 @@ def recorded_agent(root: Path) -> str | None:
 
 
 def _write_state(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None,

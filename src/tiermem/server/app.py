@@ -28,7 +28,7 @@ from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from ..base.errors import ConfigError, TiermemError
 from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
-from .registry import PRESETS, TOOL_GROUPS, TOOLS, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
+from .registry import PRESETS, TOOL_GROUPS, TOOLS, label_editors, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
 from .arguments import check_arguments, error_result, explain
@@ -242,17 +242,18 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
     names = published_tools(settings)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    editors = label_editors(settings.memory_tool_dialect)
 
     async def instruct(client: str | None) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
         budget = briefing.budget_for(client, settings.instructions_max_chars)
-        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget,
+        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget, editors=editors,
                                      dialect=settings.memory_tool_dialect)
 
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
-        instructions=briefing.instructions(None, names, settings.instructions_max_chars,
+        instructions=briefing.instructions(None, names, settings.instructions_max_chars, editors=editors,
                                            dialect=settings.memory_tool_dialect),
         version=_version(),
         log_level=settings.log_level,

@@ -42,6 +42,7 @@ from ..domain import autorecall, briefing
 from ..base.errors import ShuttingDownError, TiermemError, ValidationError
 from ..base.records import now
 from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
+from .registry import label_editors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -203,7 +204,7 @@ class HookListener:
                 return {"ok": True, "context": ""}, None
             memory, agent_id = self.handle.get()
             core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS,
-                                         dialect=self.dialect)
+                                         editors=label_editors(self.dialect), dialect=self.dialect)
             return {"ok": True, "context": core}, None
         if event not in ("UserPromptSubmit", "Stop"):
             return {"ok": True, "context": ""}, None

@@ -157,10 +157,16 @@ def tools_for(dialect: str) -> tuple[ToolDef, ...]:
     return tuple(swap.get(d.name, d) for d in TOOLS)
 
 
-def edited_labels(name: str, arguments: Mapping[str, object]) -> list[str]:
-    """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here).
-    A call carrying ``reason`` is the Letta Code dialect's (no tool of the other dialect takes one)."""
-    d = {x.name: x for x in LETTA_CODE_TOOLS}.get(name) if "reason" in arguments else BY_NAME.get(name)
+def label_editors(dialect: str) -> tuple[str, ...]:
+    """The tools of ``dialect`` that edit a block named by its label (what the instructions tell a model to keep its
+    memory current with), in registry order; ``memory_revert`` (history) is not one of them."""
+    return tuple(d.name for d in tools_for(dialect) if d.block_args == LABEL and d.group != "history")
+
+
+def edited_labels(name: str, arguments: Mapping[str, object], dialect: str = "anthropic") -> list[str]:
+    """The blocks a successful call of tool ``name`` with ``arguments`` edited (empty: none, or not a tool here), as
+    the tools of ``memory_tool_dialect`` ``dialect`` read their arguments (``tools_for``)."""
+    d = next((x for x in tools_for(dialect) if x.name == name), None)
     return d.edited_labels(arguments) if d is not None else []
 
 

@@ -66,13 +66,19 @@ def library(uri: str, what: str, *, writing: bool = False) -> Iterator[None]:
         raise (_write_error if writing else _read_error)(uri, what, exc) from exc
 
 
+def uri_of(holder: Any) -> str:
+    """Where a decorated method's object stores: its connection's ``uri`` (a part of ``Store`` holds the
+    ``Connection`` as ``conn``; the ``Connection`` is its own)."""
+    return str(getattr(holder, "conn", holder).uri)
+
+
 def reads(what: str) -> Callable[[F], F]:
-    """Run a read method of ``Store`` inside the ``library`` boundary."""
+    """Run a read method of a part of ``Store`` (or of its ``Connection``) inside the ``library`` boundary."""
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with library(self.uri, what):
+            with library(uri_of(self), what):
                 return fn(self, *args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -103,7 +109,7 @@ def writes(what: str) -> Callable[[F], F]:
                 except LIBRARY_ERRORS as exc:
                     conflict = any(m in str(exc).lower() for m in _CONFLICT_MARKERS)
                     if not conflict or attempt == _CONFLICT_ATTEMPTS - 1:
-                        raise _write_error(self.uri, what, exc) from exc
+                        raise _write_error(uri_of(self), what, exc) from exc
                     log.info("%s: commit conflict with another writer, retrying (%d)", what, attempt + 1)
                     time.sleep(random.uniform(0, 0.005) * (attempt + 1))
             raise AssertionError("unreachable")

@@ -8,12 +8,13 @@ The connection never assumes a local path: ``uri`` may be a directory or an obje
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreError
 from ..base.records import new_id, now
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
 DEFAULT_SESSION_RENEW_WRITES = 200
+UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
 
 
 def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
@@ -50,39 +52,48 @@ def finish_swap(db: Any, uri: str, table: str) -> None:
         db.drop_table(tmp)
 
 
+class ConnectionOptions(TypedDict, total=False):
+    """How a ``Connection`` (and the ``Store`` over it) is tuned; every key may be left out (the defaults below).
+
+    ``storage_options``: credentials and endpoint of an object store (None: a local directory).
+    ``optimize_every``: written rows between two background upkeeps (200; 0: never).
+    ``metadata_cache_bytes`` / ``index_cache_bytes``: bounds of LanceDB's caches (8 MiB / 512 MiB).
+    ``session_renew_writes``: writes between two renewals of the LanceDB session (200; 0: never).
+    ``version_retention``: how long an optimize keeps the versions it supersedes (None: 10 minutes for a local
+    directory, 1 minute on object storage, where every operation lists the kept versions)."""
+
+    storage_options: dict[str, str] | None
+    optimize_every: int
+    metadata_cache_bytes: int
+    index_cache_bytes: int
+    session_renew_writes: int
+    version_retention: timedelta | None
+
+
 class Connection:
     """All tables of one data directory (or object-store prefix), opened, created where missing, and checked."""
 
-    def __init__(
-        self,
-        uri: str,
-        *,
-        embedding_model: str,
-        embedding_dim: int,
-        storage_options: dict[str, str] | None = None,
-        optimize_every: int = 200,
-        metadata_cache_bytes: int = DEFAULT_METADATA_CACHE,
-        index_cache_bytes: int = DEFAULT_INDEX_CACHE,
-        session_renew_writes: int = DEFAULT_SESSION_RENEW_WRITES,
-        version_retention: timedelta | None = None,
-    ) -> None:
-        """``version_retention``: how long an optimize keeps the versions it supersedes (None: 10 minutes for a
-        local directory, 1 minute on object storage, where every operation lists the kept versions)."""
+    def __init__(self, uri: str, *, embedding_model: str, embedding_dim: int, **options: Unpack[ConnectionOptions]) -> None:
         self.uri = uri
-        self.version_retention = version_retention if version_retention is not None else (
+        retention = options.get("version_retention")
+        self.version_retention = retention if retention is not None else (
             timedelta(minutes=1) if "://" in uri and not uri.startswith("file://") else timedelta(minutes=10))
-        self.session_renew_writes = session_renew_writes
+        self.session_renew_writes = options.get("session_renew_writes", DEFAULT_SESSION_RENEW_WRITES)
         self.since_renewal = 0  # writes since the session was last renewed
         self.renewals = 0
+        storage_options = options.get("storage_options")
+        metadata_cache_bytes = options.get("metadata_cache_bytes", DEFAULT_METADATA_CACHE)
+        index_cache_bytes = options.get("index_cache_bytes", DEFAULT_INDEX_CACHE)
         self._settings = (storage_options, metadata_cache_bytes, index_cache_bytes)
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
-        self.optimize_every = optimize_every
+        self.optimize_every = options.get("optimize_every", 200)
         self.writes = 0  # since the last upkeep was scheduled
         self.lock = threading.Lock()
         self.snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self.writer = new_id("writer")  # names this process's marks of rows stored without vectors
         self.upkeep: Callable[[], object] | None = None  # run in a thread every ``optimize_every`` writes
+        self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.on_renewal: list[Callable[[], None]] = []  # what parts forget of the old session's table handles
         try:
             self.db, self.session = connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
@@ -126,10 +137,19 @@ class Connection:
         t = self.tables[table]
         with library(self.uri, f"the {table} table"):
             version = int(t.version)  # checks out the latest version: sees other processes' writes
-            cached = self.snapshots.get(table)
-            if cached is not None and cached[0] == version:
-                return cached[1]
+            cached = self.snapshot_at(table, version)
+            if cached is not None:
+                return cached
             rows: list[dict[str, Any]] = t.to_arrow().to_pylist()
+        return self.keep_snapshot(table, version, rows)
+
+    def snapshot_at(self, table: str, version: int) -> list[dict[str, Any]] | None:
+        """The cached rows of ``table`` if they are those of ``version``, else None (read them, then ``keep_snapshot``)."""
+        cached = self.snapshots.get(table)
+        return cached[1] if cached is not None and cached[0] == version else None
+
+    def keep_snapshot(self, table: str, version: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Cache ``rows`` as ``table`` at ``version`` (the snapshot ``snapshot`` and a search's hand-off share); returns them."""
         self.snapshots[table] = (version, rows)
         return rows
 
@@ -142,7 +162,23 @@ class Connection:
             if due:
                 self.writes = 0
         if due and self.upkeep is not None:
-            threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True).start()
+            thread = threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True)
+            with self.lock:
+                if not self._upkeeps:
+                    atexit.register(self.finish_upkeep)
+                self._upkeeps = [t for t in self._upkeeps if t.is_alive()] + [thread]
+            thread.start()
+
+    def finish_upkeep(self, timeout: float = UPKEEP_EXIT_SECONDS) -> None:
+        """Wait (up to ``timeout`` s) for the background upkeep under way; registered to run at exit.
+
+        A daemon thread still inside LanceDB while the interpreter finalises aborts the process ("PyGILState_Release:
+        ... finalizing"): a short command (``tiermem import``) that wrote enough to start an upkeep lets it finish."""
+        with self.lock:
+            running = list(self._upkeeps)
+        deadline = time.monotonic() + timeout
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     @reads("a table version")
     def version(self, table: str) -> int:

@@ -57,7 +57,6 @@ class Indexes:
 
     def __init__(self, conn: Connection, rows: Rows, *, vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS) -> None:
         self.conn, self.rows = conn, rows
-        self.uri = conn.uri
         self.vector_index_min_rows = vector_index_min_rows
         self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
         self._optimizing = threading.Lock()

@@ -18,16 +18,15 @@ class Reembed:
 
     def __init__(self, conn: Connection, rows: Rows) -> None:
         self.conn, self.rows = conn, rows
-        self.uri = conn.uri
 
     def replace_vectors(self, table: str, rows: list[dict[str, Any]], model: str, dim: int) -> None:
         """Write ``rows`` (with new vectors) as ``table``; a crash midway is finished on next open."""
         schema = table_schemas(dim)[table]
         tmp = f"{table}{REEMBED_SUFFIX}"
-        with library(self.uri, f"the re-embedded {table} table", writing=True):
+        with library(self.conn.uri, f"the re-embedded {table} table", writing=True):
             data = pa.Table.from_pylist(rows, schema=schema)
             self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
-            finish_swap(self.conn.db, self.uri, table)
+            finish_swap(self.conn.db, self.conn.uri, table)
             self.conn.tables[table] = self.conn.db.open_table(table)
 
     def finish_reembed(self, model: str, dim: int) -> None:

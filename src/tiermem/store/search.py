@@ -178,7 +178,6 @@ class Search:
 
     def __init__(self, conn: Connection, indexes: Indexes) -> None:
         self.conn, self.indexes = conn, indexes
-        self.uri = conn.uri
         self._owners: _Owners | None = None
         conn.on_renewal.append(self._forget_owners)
 
@@ -193,9 +192,9 @@ class Search:
 
     def vector_search(self, table: str, vector: Sequence[float], where: Filter | None, limit: int) -> list[Found]:
         """The ``limit`` rows nearest ``vector`` (``LEG_COLUMNS``, the table's ``HIT_COLUMNS``, ``cosine``)."""
-        with library(self.uri, "vector search results"):
+        with library(self.conn.uri, "vector search results"):
             work = self._leg_work(table, self._vector_query(table, vector), where, limit)
-        return Pending(self.uri, "vector search results", work).result()
+        return Pending(self.conn.uri, "vector search results", work).result()
 
     def text_search(self, table: str, query: str, where: Filter | None, limit: int) -> list[Found]:
         """The ``limit`` best BM25 matches of ``query`` (``LEG_COLUMNS``, the table's ``HIT_COLUMNS``, ``bm25``)."""
@@ -205,7 +204,7 @@ class Search:
     def start_text_search(self, table: str, query: str, where: Filter | None, limit: int) -> Pending:
         """``text_search`` under way (it returns at once): its rows are ``.result()``."""
         work = self._leg_work(table, self._text_query(table, query), where, limit)
-        return Pending(self.uri, "full-text search results", work)
+        return Pending(self.conn.uri, "full-text search results", work)
 
     @reads("search results")
     def search_legs(self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
@@ -253,12 +252,10 @@ class Search:
         LanceDB's loop, inside a search's hand-off. Library errors reach whoever waits for it, who translates them."""
         at = _async_table(self.conn.tables[table])
         version = int(await at.version())  # checks out the latest version: sees other processes' writes
-        cached = self.conn.snapshots.get(table)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        rows: list[dict[str, Any]] = (await at.to_arrow()).to_pylist()
-        self.conn.snapshots[table] = (version, rows)
-        return rows
+        cached = self.conn.snapshot_at(table, version)
+        if cached is not None:
+            return cached
+        return self.conn.keep_snapshot(table, version, (await at.to_arrow()).to_pylist())
 
     def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
                   limit: int) -> Coroutine[Any, Any, Any]:
@@ -270,7 +267,7 @@ class Search:
         """The async table, the filter's text, and the agent it names alone if the filter may be skipped (``_legs``)."""
         text = compile_filter(where)
         agent_only = where is not None and where.agent_id is not None and replace(where, agent_id=None).is_empty()
-        shortcut = "://" not in self.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
+        shortcut = "://" not in self.conn.uri if self.sole_agent_shortcut is None else self.sole_agent_shortcut
         sole = str(where.agent_id) if where is not None and agent_only and shortcut else None
         return _async_table(self.conn.tables[table]), text, sole
 

@@ -41,31 +41,15 @@ class Rows:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.uri = conn.uri
 
     # -- messages ------------------------------------------------------------
 
     @reads("messages")
-    def messages_since(self, agent_id: str, conversation_id: str, start_seq: int) -> list[Message]:
-        """Messages of one conversation with ``seq >= start_seq``, oldest first."""
-        where = compile_filter(Filter(agent_id=agent_id, conversation_id=conversation_id, seq_from=start_seq))
-        rows = self.conn.tables["messages"].search().where(where).select(list(MESSAGE_COLUMNS)).limit(None).to_list()
-        rows.sort(key=lambda r: r["seq"])
+    def messages(self, where: Filter, *, limit: int | None = None) -> list[Message]:
+        """The messages of ``where`` (up to ``limit``; None: all), in no particular order: the caller orders them."""
+        rows = self.conn.tables["messages"].search().where(compile_filter(where)).select(list(MESSAGE_COLUMNS)).limit(
+            limit).to_list()
         return [message_from_row(r) for r in rows]
-
-    @reads("messages")
-    def agent_messages(self, agent_id: str) -> list[Message]:
-        """Every message of one agent, by conversation then order (for export and backup)."""
-        rows = self.conn.tables["messages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
-            list(MESSAGE_COLUMNS)).limit(None).to_list()
-        rows.sort(key=lambda r: (r["conversation_id"] != "default", r["conversation_id"], r["seq"]))
-        return [message_from_row(r) for r in rows]
-
-    @reads("a message")
-    def message(self, message_id: str) -> Message | None:
-        rows = self.conn.tables["messages"].search().where(compile_filter(Filter(ids=(message_id,)))).select(
-            list(MESSAGE_COLUMNS)).limit(1).to_list()
-        return message_from_row(rows[0]) if rows else None
 
     # -- messages and passages ------------------------------------------------
 

@@ -104,6 +104,17 @@ def signature(memory: Memory, name: str) -> str:
     return _signature(memory.blocks(agent.id), messages, passages)
 
 
+def watch_state(memory: Memory, name: str) -> tuple[object, bool, str]:
+    """What a long poll of ``api/changes`` starts from: the core's change token, whether polling it is cheap
+    (``CoreStore.watch_cheap``), and the agent's ``signature``."""
+    return memory.change_token(), memory.watch_cheap, signature(memory, name)
+
+
+def change_token(memory: Memory) -> object:
+    """The core's change token (``CoreStore.change_token``): it moves when another process may have edited."""
+    return memory.change_token()
+
+
 def _signature(blocks: list[Block], messages: int, passages: int) -> str:
     text = json.dumps([[b.id, b.label, b.version] for b in blocks] + [messages, passages])
     return hashlib.sha256(text.encode()).hexdigest()[:16]

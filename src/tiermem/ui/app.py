@@ -14,11 +14,12 @@ passages within ``watch_seconds``; or after ``wait`` seconds with no change.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 from starlette.applications import Starlette
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from ..domain.memory import Change, Memory
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "style.css": "text/css; charset=utf-8"}
@@ -71,8 +74,13 @@ class Inspector:
     def _heard(self, change: Change) -> None:
         self.local_changes += 1
 
-    async def run(self, fn: Callable[[Memory], Any]) -> Any:
-        return await anyio.to_thread.run_sync(lambda: fn(self.memory()))
+    async def run(self, op: Callable[Concatenate[Memory, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``op(memory, *args, **kwargs)`` in a worker thread (it reads and writes storage); ``op`` is an operation
+        of ``api`` (module api.py), so a route leads to the code that does its work."""
+        return await anyio.to_thread.run_sync(functools.partial(self._apply, op, *args, **kwargs))
+
+    def _apply(self, op: Callable[Concatenate[Memory, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return op(self.memory(), *args, **kwargs)
 
 
 def build_ui_app(inspector: Inspector) -> Starlette:
@@ -96,13 +104,13 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         return name
 
     async def agents(request: Request) -> Response:
-        found = await inspector.run(lambda m: api.list_agents(m, scope_agents(request)))
+        found = await inspector.run(api.list_agents, scope_agents(request))
         default = inspector.default_agent if api.allowed(scope_agents(request), inspector.default_agent) else None
         return JSONResponse({"agents": found, "default": default})
 
     async def agent(request: Request) -> Response:
         name = agent_param(request)
-        return JSONResponse(await inspector.run(lambda m: api.agent_view(m, name)))
+        return JSONResponse(await inspector.run(api.agent_view, name))
 
     async def changes(request: Request) -> Response:
         name = agent_param(request)
@@ -111,7 +119,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         deadline = time.monotonic() + wait
         while True:
             seen_local = inspector.local_changes
-            token, cheap, current = await inspector.run(lambda m: (m.change_token(), m.watch_cheap, api.signature(m, name)))
+            token, cheap, current = await inspector.run(api.watch_state, name)
             remaining = deadline - time.monotonic()
             if current != since or remaining <= 0:
                 return JSONResponse({"signature": current, "changed": current != since})
@@ -122,56 +130,55 @@ def build_ui_app(inspector: Inspector) -> Starlette:
                 if await request.is_disconnected():  # the page was closed or reloaded
                     return Response(status_code=204)
                 await anyio.sleep(LOCAL_POLL_SECONDS)
-                if cheap and await inspector.run(lambda m: m.change_token()) != token:
+                if cheap and await inspector.run(api.change_token) != token:
                     break
 
     async def deletion_plan(request: Request) -> Response:
         name = agent_param(request)
-        return JSONResponse(await inspector.run(lambda m: api.deletion_plan(m, name)))
+        return JSONResponse(await inspector.run(api.deletion_plan, name))
 
     async def delete_agent(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(lambda m: api.delete_agent(m, name, body.get("confirm"),
-                                                                           serving=inspector.serving)))
+        return JSONResponse(await inspector.run(api.delete_agent, name, body.get("confirm"), serving=inspector.serving))
 
     async def history(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
         limit = api.whole_number(q.get("limit", 50), "limit")
-        return JSONResponse(await inspector.run(lambda m: api.history(m, name, q.get("label", ""), limit)))
+        return JSONResponse(await inspector.run(api.history, name, q.get("label", ""), limit))
 
     async def diff(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
         old, new = api.whole_number(q.get("old"), "old"), api.whole_number(q.get("new"), "new")
-        return JSONResponse(await inspector.run(lambda m: api.diff(m, name, q.get("label", ""), old, new)))
+        return JSONResponse(await inspector.run(api.diff, name, q.get("label", ""), old, new))
 
     async def edit(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(lambda m: api.edit_block(
-            m, name, body.get("label", ""), body.get("value"), expected_version=body.get("expected_version"),
-            override_read_only=body.get("override_read_only") is True)))
+        return JSONResponse(await inspector.run(
+            api.edit_block, name, body.get("label", ""), body.get("value"), expected_version=body.get("expected_version"),
+            override_read_only=body.get("override_read_only") is True))
 
     async def revert(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(lambda m: api.revert(
-            m, name, body.get("label", ""), body.get("version"), override_read_only=body.get("override_read_only") is True)))
+        return JSONResponse(await inspector.run(
+            api.revert, name, body.get("label", ""), body.get("version"), override_read_only=body.get("override_read_only") is True))
 
     async def search(request: Request) -> Response:
         name = agent_param(request)
         params = dict(request.query_params)
-        return JSONResponse(await inspector.run(lambda m: api.search(m, name, params)))
+        return JSONResponse(await inspector.run(api.search, name, params))
 
     async def passages(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        return JSONResponse(await inspector.run(lambda m: api.passages(
-            m, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags"))))
+        return JSONResponse(await inspector.run(
+            api.passages, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags")))
 
     async def delete_passage(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(lambda m: api.delete_passage(m, name, body.get("id"))))
+        return JSONResponse(await inspector.run(api.delete_passage, name, body.get("id")))
 
     async def export(request: Request) -> Response:
         fmt = request.query_params.get("format", "af")
@@ -180,7 +187,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
             name = None
         else:
             name = agent_param(request)
-        filename, text = await inspector.run(lambda m: api.export(m, name, fmt))
+        filename, text = await inspector.run(api.export, name, fmt)
         return Response(text, media_type="application/json" if fmt == "af" else "application/x-ndjson",
                         headers={"content-disposition": f'attachment; filename="{filename}"', **SECURITY_HEADERS})
 
@@ -188,9 +195,9 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         api.check_every_agent(scope_agents(request), "An import")
         q = request.query_params
         data = await request.body()
-        report = await inspector.run(lambda m: api.import_file(
-            m, data, filename=q.get("filename", "upload.json"), fmt=q.get("format", "auto"),
-            agent=q.get("agent") or inspector.default_agent, rename=q.get("rename") or None, replace=q.get("replace") == "true"))
+        report = await inspector.run(
+            api.import_file, data, filename=q.get("filename", "upload.json"), fmt=q.get("format", "auto"),
+            agent=q.get("agent") or inspector.default_agent, rename=q.get("rename") or None, replace=q.get("replace") == "true")
         return JSONResponse({"report": report})
 
     routes = [

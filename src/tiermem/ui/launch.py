@@ -14,6 +14,7 @@ from ..base.errors import ConfigError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..domain.memory import Memory
     from ..server.runtime import MemoryHandle
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,12 @@ def http_mount(handle: MemoryHandle, settings: Settings) -> Any:
     """The ``ui=`` argument of ``server.build_http_app``: the inspector next to ``/mcp``, on the server's memory."""
     from .app import Inspector, build_ui_app, mount
 
-    inspector = Inspector(lambda: handle.get()[0], default_agent=settings.agent, watch_seconds=settings.watch_seconds,
+    def served_memory() -> Memory:
+        """The server's memory (blocks until it is open)."""
+        memory, _agent_id = handle.get()
+        return memory
+
+    inspector = Inspector(served_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds,
                           serving=settings.agent)
     return mount(build_ui_app(inspector))
 
@@ -48,7 +54,10 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     # A fresh secret per run: other local users and web pages cannot use the inspector without the URL.
     session = secrets.token_urlsafe(32)
     tokens = make_tokens([{"token": session, "agents": ["*"], "name": "ui-session"}], "tiermem ui")
-    inspector = Inspector(lambda: memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds)
+    def opened_memory() -> Memory:
+        return memory
+
+    inspector = Inspector(opened_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds)
     hosts = default_allowed_hosts(settings.host, port)
     app = Guard(ui_only(build_ui_app(inspector)), agent=settings.agent, tokens=tokens,
                 allowed_hosts=hosts + settings.allowed_hosts,
@@ -69,7 +78,7 @@ def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     print(f"tiermem memory inspector: {url}", flush=True)
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)
     if open_browser:
-        threading.Timer(0.5, lambda: webbrowser.open(url)).start()
+        threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     config = uvicorn.Config(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False,
                             lifespan="off", timeout_keep_alive=5, timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[sock])

@@ -1,4 +1,6 @@
-"""The objects of the object-storage core state, as typed records and their JSON.
+"""Where the object-storage core state keeps what, and the objects' framing (a block's head, a history segment,
+an agent's list of attached blocks). The fields of agents, blocks, idempotency records and conversation state
+are those of their rows (rows.py: the mappers both core backends share), metadata as a JSON object.
 
 Layout under ``<uri>/core/``:
 
@@ -22,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import StoreError
-from ..base.records import Agent, Block, from_us, to_us
+from ..base.records import Agent, Block
 from .history import Chain, Entry, from_json, to_json
+from .rows import STORED_HINT, agent_from_row, agent_row, block_from_row, block_row, with_metadata
 
 ROOT = "core"
 FORMAT_PATH = f"{ROOT}/format.json"
@@ -118,18 +121,11 @@ def loads(data: bytes, what: str) -> dict[str, Any]:
 
 
 def agent_json(a: Agent) -> bytes:
-    return dumps({"id": a.id, "name": a.name, "system": a.system, "metadata": a.metadata,
-                  "created_us": to_us(a.created_at), "updated_us": to_us(a.updated_at)})
+    return dumps(with_metadata(agent_row(a), a.metadata))
 
 
 def agent_of(data: bytes) -> Agent:
-    r = loads(data, "agent")
-    try:
-        return Agent(id=str(r["id"]), name=str(r["name"]), system=str(r["system"]),
-                     created_at=from_us(int(r["created_us"])), updated_at=from_us(int(r["updated_us"])),
-                     metadata={str(k): str(v) for k, v in dict(r.get("metadata") or {}).items()})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"A stored agent is malformed ({exc}); restore it from a backup.") from exc
+    return agent_from_row(loads(data, "agent"), STORED_HINT)
 
 
 def attached_json(a: Attached) -> bytes:
@@ -145,15 +141,7 @@ def attached_of(data: bytes) -> Attached:
 
 
 def block_json(b: Block) -> dict[str, Any]:
-    return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
-            "read_only": b.read_only, "metadata": b.metadata, "version": b.version, "updated_us": to_us(b.updated_at)}
-
-
-def block_of(r: Mapping[str, Any]) -> Block:
-    return Block(id=str(r["id"]), label=str(r["label"]), value=str(r["value"]), limit=int(r["limit"]),
-                 description=str(r["description"]), read_only=bool(r["read_only"]), version=int(r["version"]),
-                 updated_at=from_us(int(r["updated_us"])),
-                 metadata={str(k): str(v) for k, v in dict(r.get("metadata") or {}).items()})
+    return with_metadata(block_row(b), b.metadata)
 
 
 def head_json(h: Head) -> bytes:
@@ -165,7 +153,7 @@ def head_json(h: Head) -> bytes:
 def head_of(data: bytes) -> Head:
     r = loads(data, "block")
     try:
-        block = block_of(r["block"])
+        block = block_from_row(r["block"], STORED_HINT)
         tail = tuple(from_json(block.id, e) for e in r.get("tail") or ())
         chain = r.get("chain")
         return Head(block=block, agents=tuple(str(a) for a in r.get("agents") or ()), sealed=int(r.get("sealed", 0)),

@@ -1,0 +1,41 @@
+"""Writing a file so that a reader (another process, a host, a crash) sees the old file or the new one, never half
+of one: the text goes to a temporary file beside the target, which is renamed over it (``os.replace`` is atomic
+within a directory). The one place the project writes a file this way."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+
+def write_atomically(path: Path, fill: Callable[[TextIO], object], *, mode: int | None = None, durable: bool = False,
+                     newline: str | None = None) -> None:
+    """Write ``path`` with ``fill(file)`` through a temporary file in its directory renamed into place.
+
+    ``mode``: the new file's permissions (None: those ``tempfile.mkstemp`` gives, owner read/write only).
+    ``durable``: flush it to the disk before the rename (a crash right after leaves the new content, not an empty
+    file). ``newline``: as ``open``'s (``""``: written as given). The directory must exist. On any failure,
+    ``fill``'s included, the target is unchanged, the temporary file removed, and the error raised.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            fill(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(path: Path, text: str, *, mode: int | None = None, durable: bool = False,
+                          newline: str | None = None) -> None:
+    """``write_atomically`` of ``text``."""
+    write_atomically(path, lambda f: f.write(text), mode=mode, durable=durable, newline=newline)

@@ -131,7 +131,7 @@ def test_a_store_written_before_and_another_processs_turns_are_indexed(memory: M
                                         {"role": "user", "content": "cat cat cat", "timestamp": stamp(501)}])
     assert sitting_rank(other, agent, "cat", "cat cat cat") == 1  # the other archive's turns were read
     assert sitting_rank(other, agent, "cat", "She sleeps all day") == 2
-    memory.archive.delete_agent_data(agent)
+    memory.archive.rows.delete_agent_data(agent)
     memory.archive.log_messages(agent, [{"role": "user", "content": "A new cat story", "timestamp": stamp(900)}])
     pool = other.archive.candidates("messages", agent, "cat")
     assert pool.context.sittings is not None

@@ -33,6 +33,7 @@ MODULE_LAYER = {
     "domain": 2, "domain.blocks": 2, "domain.tokens": 2, "domain.ranking": 2,
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
+    "domain.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
     "domain.archive_rows": 4, "domain.archive_vectors": 4,  # the parts Archive is composed of
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking

@@ -34,6 +34,7 @@ from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base import timeexpr
 from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, merge, speaker_of,
                       without_names)
+from .sittings import SittingCache, SittingRanks
 from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
 from ..store import Filter, Store, message_from_row, passage_from_row
 
@@ -152,6 +153,8 @@ class Archive:
         self._speakers_lock = threading.Lock()
         # agent -> {role: name} of turns logged by role (``Memory`` reads them from the agent's blocks)
         self.speaker_names: Callable[[str], Mapping[str, str]] = no_names
+        self._sittings = SittingCache()  # agent -> its sittings, kept up to date with the messages table
+        self._sittings_lock = threading.Lock()
         self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = OrderedDict()  # (table, agent) -> (version, newest)
 
     # -- counts ------------------------------------------------------------
@@ -351,6 +354,7 @@ class Archive:
             raise ValidationError("query is empty: say what to look for.")
         context = self._context(table, agent_id, query)
         candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40), context)
+        context = self._with_sittings(table, agent_id, query, context)
         ranked = ranker.rank(query, candidates, context)[:limit]
         relevance = self.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
@@ -367,6 +371,22 @@ class Archive:
         speakers = dict(self.speaker_names(agent_id)) if table == "messages" else {}
         clock = self._clock(table, agent_id) if timeexpr.needs_clock(query) else None
         return Context(clock=clock, speakers=speakers)
+
+    def _with_sittings(self, table: str, agent_id: str, query: str, context: Context) -> Context:
+        """``context`` with how the query (the speakers' names left out) ranks each sitting of the agent's turns
+        (recall only; the index is brought up to date with the table first: ``sittings.SittingCache``)."""
+        if table != "messages":
+            return context
+        where = Filter(agent_id=agent_id)
+        with self._sittings_lock:
+            index = self._sittings.refresh(
+                agent_id, self.store.conn.version(table), lambda: self.store.rows.count(table, where),
+                lambda seq: self.store.rows.turns(table, replace(where, seq_from=seq) if seq is not None else where))
+            if index is None:
+                return context
+            names = self._speakers.get(agent_id, set()) | set(context.speakers.values())
+            ranks = index.ranks(without_names(query, names))
+        return replace(context, sittings=SittingRanks(index, ranks))
 
     def _clock(self, table: str, agent_id: str) -> datetime | None:
         """The time of the agent's newest row in ``table`` (remembered per table version, for a bounded set of agents)."""
@@ -433,7 +453,7 @@ class Archive:
         query = self._text(query, "query")
         context = self._context(table, agent_id, query)
         found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), max(limit * 4, 40), context)[0]
-        return Pool(found, context)
+        return Pool(found, self._with_sittings(table, agent_id, query, context))
 
     def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
         """Whether some process had announced rows stored without vectors (``marks``: only then are they counted

@@ -181,6 +181,15 @@ class Rows:
         data = (q.where(text) if text else q).select(["content", "created_us", "seq"]).limit(None).to_list()
         return max(data, key=lambda r: (r["created_us"], r["seq"]), default=None)
 
+    @reads("turns")
+    def turns(self, table: str, where: Filter) -> list[dict[str, Any]]:
+        """Every row matching ``where`` as its content, conversation_id, created_us and seq, by time then seq."""
+        q = self.conn.tables[table].search()
+        text = compile_filter(where)
+        cols = ["content", "conversation_id", "created_us", "seq"]
+        data = (q.where(text) if text else q).select(cols).limit(None).to_list()
+        return sorted(({k: r[k] for k in cols} for r in data), key=lambda r: (r["created_us"], r["seq"]))
+
     @reads("rows")
     def select(self, table: str, where: Filter | None, *, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         """Rows oldest first (by time, then id), one page.

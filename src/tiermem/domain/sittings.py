@@ -1,0 +1,177 @@
+"""Sittings: the turns of one conversation logged less than an hour apart, searched as one document.
+
+A question is often answered by a turn whose own words barely match it, in a sitting whose other turns do ("What
+did Caroline do after the parade?" and a sitting about the parade). ``SittingIndex`` holds one agent's sittings
+as bags of words and ranks them for a query by BM25 (k1 1.2, b 0.75; lower-cased words, ``ranking.STOPWORDS`` left
+out); the ranker reads the rank of each candidate's sitting (``Context.sittings``, feature ``sitting``). Measured
+leave-one-conversation-out on the LoCoMo dev split (BENCHMARKS "Retrieval quality round 3").
+
+The index is built from the stored turns (content, conversation, time, log order) and kept up to date as turns
+arrive: ``Archive`` reads only the turns logged after the newest one it holds whenever the table changed, and
+rebuilds it whole when the count says rows were deleted or logged out of order. Nothing is stored: a store of any
+age gets its index at its first search in a process. Pure Python, no I/O here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ranking import SESSION_US, STOPWORDS
+
+K1, B = 1.2, 0.75
+_WORD = re.compile(r"\w+")
+
+
+def terms(text: str) -> list[str]:
+    """The words BM25 counts: lower-cased, stopwords left out."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+@dataclass(eq=False)
+class _Sitting:
+    number: int  # its index in SittingIndex.sittings
+    conversation: str
+    start: int
+    end: int
+    tf: Counter[str] = field(default_factory=Counter)
+    length: int = 0
+
+
+class SittingIndex:
+    """One agent's sittings, in the order rows were added: ``add`` turns oldest first (per conversation)."""
+
+    def __init__(self) -> None:
+        self.sittings: list[_Sitting] = []
+        self.df: Counter[str] = Counter()
+        self.total = 0  # words in all sittings
+        self.rows = 0  # turns added
+        self.newest_seq: int | None = None
+        self.postings: dict[str, list[_Sitting]] = {}  # word -> the sittings that hold it
+        self._starts: dict[str, list[int]] = {}  # conversation -> its sittings' start times, in order
+        self._ids: dict[str, list[int]] = {}  # conversation -> its sittings' indices, in the same order
+
+    def add(self, rows: Iterable[Mapping[str, Any]]) -> bool:
+        """Add turns (``content``, ``conversation_id``, ``created_us``, ``seq``), sorted by time then seq. False
+        (nothing half-added: the caller rebuilds) if a turn is older than its conversation's newest sitting."""
+        rows = list(rows)
+        for row in rows:
+            conversation, at = str(row.get("conversation_id") or ""), int(row["created_us"])
+            ids = self._ids.get(conversation)
+            if ids and at < self.sittings[ids[-1]].start:
+                return False
+        for row in rows:
+            self._add_one(row)
+        return True
+
+    def _add_one(self, row: Mapping[str, Any]) -> None:
+        conversation, at = str(row.get("conversation_id") or ""), int(row["created_us"])
+        ids = self._ids.setdefault(conversation, [])
+        last = self.sittings[ids[-1]] if ids else None
+        if last is None or at - last.end > SESSION_US:
+            last = _Sitting(len(self.sittings), conversation, at, at)
+            ids.append(len(self.sittings))
+            self._starts.setdefault(conversation, []).append(at)
+            self.sittings.append(last)
+        last.end = max(last.end, at)
+        words = terms(str(row.get("content") or ""))
+        for w in set(words) - set(last.tf):
+            self.df[w] += 1
+            self.postings.setdefault(w, []).append(last)
+        last.tf.update(words)
+        last.length += len(words)
+        self.total += len(words)
+        self.rows += 1
+        seq = row.get("seq")
+        if isinstance(seq, int) and (self.newest_seq is None or seq > self.newest_seq):
+            self.newest_seq = seq
+
+    def ranks(self, query: str) -> dict[int, int]:
+        """Sitting index -> its rank (1 = best) by BM25 against ``query``; sittings sharing no word are left out."""
+        words = set(terms(query))
+        if not words or not self.sittings:
+            return {}
+        n, average = len(self.sittings), max(self.total / len(self.sittings), 1.0)
+        idf = {w: math.log(1 + (n - self.df[w] + 0.5) / (self.df[w] + 0.5)) for w in words if self.df[w]}
+        scores: dict[int, float] = {}
+        for w, weight in idf.items():
+            for s in self.postings[w]:
+                norm = K1 * (1 - B + B * s.length / average)
+                scores[s.number] = scores.get(s.number, 0.0) + weight * s.tf[w] * (K1 + 1) / (s.tf[w] + norm)
+        order = sorted((i for i in scores if scores[i] > 0), key=lambda i: (-scores[i], i))
+        return {i: r for r, i in enumerate(order, start=1)}
+
+    def sitting_of(self, conversation: str | None, created_us: int) -> int | None:
+        """The index of the sitting a turn of ``conversation`` written at ``created_us`` belongs to, if any."""
+        key = str(conversation or "")
+        starts = self._starts.get(key)
+        if not starts:
+            return None
+        k = bisect.bisect_right(starts, created_us) - 1
+        if k < 0:
+            return None
+        i = self._ids[key][k]
+        return i if created_us <= self.sittings[i].end else None
+
+
+@dataclass(frozen=True)
+class SittingRanks:
+    """What the ranker reads: the rank of each sitting for this query, and where each turn's sitting is."""
+
+    index: SittingIndex
+    ranks: Mapping[int, int]
+
+    def rank_of(self, conversation: str | None, created_us: int | None) -> int | None:
+        if not isinstance(created_us, int):
+            return None
+        i = self.index.sitting_of(conversation, created_us)
+        return self.ranks.get(i) if i is not None else None
+
+
+MAX_AGENTS = 64  # agents whose sittings a process keeps
+MAX_ROWS = 200_000  # an agent with more turns gets no sitting feature (its words would take too much memory)
+
+
+class SittingCache:
+    """The sittings of the agents searched most recently, each brought up to date with the table before use.
+
+    ``refresh(agent, version, count, read)``: ``version`` is the messages table's version (nothing is read while
+    it is unchanged), ``count()`` the agent's turns now, ``read(seq_from)`` its turns with ``seq >= seq_from``
+    (``None``: all), sorted by time then seq. Turns logged since the last refresh are added; a count that does not
+    add up (turns deleted, or logged with an older seq by another process) rebuilds the index from every turn.
+    """
+
+    def __init__(self) -> None:
+        self._agents: dict[str, tuple[object, SittingIndex | None]] = {}
+
+    def refresh(self, agent: str, version: object, count: Callable[[], int],
+                read: Callable[[int | None], list[dict[str, Any]]]) -> SittingIndex | None:
+        known = self._agents.pop(agent, None)
+        if known is not None and known[0] == version:
+            self._agents[agent] = known
+            return known[1]
+        index = known[1] if known is not None else None
+        total = int(count())
+        if total > MAX_ROWS:
+            index = None
+        elif index is None or index.rows > total:
+            index = self._build(read(None))
+        else:
+            newer = read(None if index.newest_seq is None else index.newest_seq + 1)
+            if index.rows + len(newer) != total or not index.add(newer):
+                index = self._build(read(None))
+        self._agents[agent] = (version, index)
+        while len(self._agents) > MAX_AGENTS:
+            del self._agents[next(iter(self._agents))]
+        return index
+
+    @staticmethod
+    def _build(rows: list[dict[str, Any]]) -> SittingIndex:
+        index = SittingIndex()
+        index.add(rows)  # sorted by time: every turn is at or after its conversation's sittings
+        return index

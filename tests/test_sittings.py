@@ -1,0 +1,174 @@
+"""Sittings as documents: grouping turns, BM25 ranks, the index kept up to date with a real store as turns arrive
+(one by one, from another process's archive, after deletions, in a store written before), and the ranker's feature."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tiermem.base.records import Found
+from tiermem.domain.memory import Memory
+from tiermem.domain.ranking import DEFAULT_RANKER, FEATURES, Candidate, Context, features
+from tiermem.domain.sittings import SittingCache, SittingIndex, SittingRanks, terms
+
+from .conftest import memory_over
+
+T0 = datetime(2023, 5, 1, 10, tzinfo=UTC)
+
+
+def us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def row(content: str, minutes: float, seq: int, conversation: str = "c") -> dict[str, Any]:
+    return {"content": content, "conversation_id": conversation, "created_us": us(T0 + timedelta(minutes=minutes)),
+            "seq": seq}
+
+
+def test_turns_less_than_an_hour_apart_are_one_sitting_per_conversation() -> None:
+    index = SittingIndex()
+    assert index.add([row("We went to the pride parade", 0, 1), row("It was so colourful", 30, 2),
+                      row("Later that evening we ate", 85, 3), row("The parade again", 10, 4, "other"),
+                      row("A guitar lesson", 300, 5)])
+    assert [(s.conversation, len(s.tf) > 0) for s in index.sittings] == [("c", True), ("other", True), ("c", True)]
+    assert index.rows == 5 and index.newest_seq == 5
+    # 85 minutes is 55 after the previous turn: the same sitting; 300 is a new one
+    assert index.sitting_of("c", us(T0 + timedelta(minutes=85))) == 0
+    assert index.sitting_of("c", us(T0 + timedelta(minutes=300))) == 2
+    assert index.sitting_of("other", us(T0 + timedelta(minutes=10))) == 1
+    assert index.sitting_of("nobody", us(T0)) is None
+    assert terms("The Parade, and THE guitar") == ["parade", "guitar"]  # lower-cased, stopwords left out
+
+
+def test_sittings_rank_by_bm25_and_unmatched_ones_are_left_out() -> None:
+    index = SittingIndex()
+    index.add([row("We went to the pride parade", 0, 1), row("The parade was colourful, a great parade", 5, 2),
+               row("I bought a guitar", 200, 3), row("Parade tickets were cheap", 400, 4)])
+    ranks = index.ranks("What was the parade like?")
+    assert ranks == {0: 1, 2: 2}  # the sitting with three mentions first; the guitar sitting matched nothing
+    assert index.ranks("the and of") == {} and SittingIndex().ranks("parade") == {}
+    found = SittingRanks(index, ranks)
+    assert found.rank_of("c", us(T0 + timedelta(minutes=5))) == 1
+    assert found.rank_of("c", us(T0 + timedelta(minutes=200))) is None and found.rank_of("c", None) is None
+
+
+def test_a_turn_older_than_its_conversations_last_sitting_is_refused_whole() -> None:
+    index = SittingIndex()
+    index.add([row("first", 0, 1), row("second", 200, 2)])
+    assert not index.add([row("third", 210, 3), row("late arrival", 100, 4)])
+    assert index.rows == 2 and len(index.sittings) == 2  # nothing of the refused batch was added
+
+
+@dataclass
+class FakeTable:
+    """The two reads the cache makes, over a list; counts how many turns each read returned."""
+
+    rows: list[dict[str, Any]]
+    read_rows: int = 0
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def read(self, seq_from: int | None) -> list[dict[str, Any]]:
+        out = sorted((r for r in self.rows if seq_from is None or r["seq"] >= seq_from),
+                     key=lambda r: (r["created_us"], r["seq"]))
+        self.read_rows += len(out)
+        return out
+
+
+def test_the_cache_reads_only_new_turns_and_rebuilds_when_the_count_does_not_add_up() -> None:
+    table = FakeTable([row("parade", 0, 1), row("guitar", 5, 2)])
+    cache = SittingCache()
+    index = cache.refresh("a", 1, table.count, table.read)
+    assert index is not None and index.rows == 2 and table.read_rows == 2
+    assert cache.refresh("a", 1, table.count, table.read) is index and table.read_rows == 2  # same version: no read
+    table.rows.append(row("parade later", 300, 3))
+    index = cache.refresh("a", 2, table.count, table.read)
+    assert index is not None and index.rows == 3 and table.read_rows == 3  # only the new turn was read
+    del table.rows[0]
+    table.rows.append(row("drums", 310, 4))  # one gone, one new: the count alone would not tell
+    index = cache.refresh("a", 3, table.count, table.read)
+    assert index is not None and index.rows == 3 and index.ranks("parade") == {1: 1}  # rebuilt from the table
+    table.rows.append(row("written late by another process", 305, 0))  # an older seq: missed by seq_from
+    index = cache.refresh("a", 4, table.count, table.read)
+    assert index is not None and index.rows == 4 and index.ranks("process") != {}
+
+
+def stamp(minutes: float) -> str:
+    return (T0 + timedelta(minutes=minutes)).isoformat()
+
+
+def sitting_rank(memory: Memory, agent: str, query: str, content: str) -> int | None:
+    pool = memory.archive.candidates("messages", agent, query)
+    assert pool.context.sittings is not None
+    hit = next(c for c in pool.candidates if c.content == content)
+    return pool.context.sittings.rank_of(hit.found.conversation_id, hit.found.created_us)
+
+
+def test_turns_logged_one_by_one_reach_the_sitting_index(memory: Memory) -> None:
+    agent = memory.ensure_agent("live").id
+    log = memory.archive.log_messages
+    log(agent, [{"role": "user", "content": "I took up the violin this spring", "timestamp": stamp(0)}])
+    log(agent, [{"role": "assistant", "content": "How are the lessons going?", "timestamp": stamp(2)}])
+    assert sitting_rank(memory, agent, "violin lessons", "How are the lessons going?") == 1
+    # a second sitting, turn by turn, that talks about the violin more: it takes the first place as it grows
+    log(agent, [{"role": "user", "content": "Violin recital tonight, violin solo!", "timestamp": stamp(600)}])
+    log(agent, [{"role": "assistant", "content": "Good luck with the violin.", "timestamp": stamp(601)}])
+    assert sitting_rank(memory, agent, "violin", "Good luck with the violin.") == 1
+    assert sitting_rank(memory, agent, "violin", "How are the lessons going?") == 2
+
+
+def test_a_store_written_before_and_another_processs_turns_are_indexed(memory: Memory) -> None:
+    agent = memory.ensure_agent("old").id
+    memory.archive.log_messages(agent, [{"role": "user", "content": "We adopted a cat named Miso", "timestamp": stamp(0)},
+                                        {"role": "user", "content": "She sleeps all day", "timestamp": stamp(1)}])
+    other = memory_over(memory.archive.store)  # a second archive (as another process, or the next start) on the store
+    assert sitting_rank(other, agent, "cat Miso", "She sleeps all day") == 1
+    memory.archive.log_messages(agent, [{"role": "user", "content": "Miso the cat chased a mouse", "timestamp": stamp(500)},
+                                        {"role": "user", "content": "cat cat cat", "timestamp": stamp(501)}])
+    assert sitting_rank(other, agent, "cat", "cat cat cat") == 1  # the other archive's turns were read
+    assert sitting_rank(other, agent, "cat", "She sleeps all day") == 2
+    memory.archive.rows.delete_agent_data(agent)
+    memory.archive.log_messages(agent, [{"role": "user", "content": "A new cat story", "timestamp": stamp(900)}])
+    pool = other.archive.candidates("messages", agent, "cat")
+    assert pool.context.sittings is not None
+    assert [c.content for c in pool.candidates] == ["A new cat story"]
+    assert pool.context.sittings.rank_of(pool.candidates[0].found.conversation_id,
+                                         pool.candidates[0].found.created_us) == 1  # rebuilt: one sitting left
+
+
+def test_passages_have_no_sittings(memory: Memory) -> None:
+    agent = memory.ensure_agent("arch").id
+    memory.archive.insert(agent, "The cat is called Miso.")
+    assert memory.archive.candidates("passages", agent, "cat").context.sittings is None
+
+
+class Ranks:
+    def __init__(self, ranks: dict[str, int]) -> None:
+        self.ranks = ranks
+
+    def rank_of(self, conversation: str | None, created_us: int | None) -> int | None:
+        return self.ranks.get(str(conversation))
+
+
+def two(content: str) -> list[Candidate]:
+    """The same turn in two conversations ("a" sorts first by id, so a tie puts the "b" one second)."""
+    return [Candidate(id=k, content=content, found=Found(id=k, content=content, created_us=0, conversation_id=conv),
+                      vector_rank=1, fts_rank=1, cosine=0.5, bm25=1.0)
+            for k, conv in (("a", "elsewhere"), ("b", "parade"))]
+
+
+def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_matches() -> None:
+    context = Context(sittings=Ranks({"parade": 1, "elsewhere": 7}))
+    cands = two("It was so colourful!")
+    col = FEATURES.index("sitting")
+    assert [r[col] for r in features("What was the parade like?", cands, context)] == pytest.approx([0.1, 0.25])
+    # without a sitting index (archival passages) every row gets the best sitting's value: their order is left alone
+    assert [r[col] for r in features("What was the parade like?", [replace(cands[0], fts_rank=None), cands[1]])] \
+        == [0.25, 0.25]
+    # a question about several things: their evidence is spread over sittings, the feature stays 0
+    assert [r[col] for r in features("How many parades has Caroline been to?", cands, context)] == [0.0, 0.0]
+    assert [c.id for c, _ in DEFAULT_RANKER.rank("What was the parade like?", cands, context)] == ["b", "a"]

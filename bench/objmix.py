@@ -20,9 +20,7 @@ are the storage's, not the model's. The store lives in moto's memory; the work d
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,8 +31,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from .load import wait_port
-from .objstore import BUCKET, TOKEN, cpu_seconds, options, pct, start_moto
+from .objstore import BUCKET, TOKEN, Lister, cpu_seconds, options, pct, serving, start_moto
 
 KINDS = ("append", "replace", "view", "insert", "search", "log", "recall")
 
@@ -162,49 +159,13 @@ def check(endpoint: str, appended: dict[str, list[str]], replaced: dict[str, dic
 
 def run(work: Path, endpoint: str, moto_pid: int, port: int, replicas: int, clients: int, blocks: int,
         seconds: int, window: int) -> None:
-    from obstore.store import from_url
-
-    opts = options(endpoint)
-    config = work / "s3.toml"
-    config.write_text(f'uri = "s3://{BUCKET}/mix"\nembedding_model = "hashing"\ntools = ["all"]\n'
-                      '[storage_options]\n' + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
-    for b in range(blocks):
-        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
-                               "--description", "bench objmix", "--config", str(config)],
-                              env=env, capture_output=True, text=True, check=False)
-        if made.returncode:
-            raise SystemExit(f"could not create block load{b}: {made.stderr}")
-    procs = []
-    try:
-        for r in range(replicas):
-            with open(work / f"server{r}.log", "w") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
-                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
-        for r, p in enumerate(procs):
-            wait_port(port + r, p, f"replica {r}")
-        store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
-                         client_options={"allow_http": True})
-
-        class Lister:
-            def list(self, prefix: str) -> list[Any]:
-                from obstore import list as olist
-
-                return [m for page in olist(store, prefix=prefix) for m in page]
-
+    with serving(work, endpoint, port, replicas, prefix="mix", tools='["all"]', blocks=blocks,
+                 description="bench objmix") as procs:
         print(f"mixed load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
               f"{window} s; each client cycles {', '.join(KINDS)}", flush=True)
         pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(),
-                  pids)
-    finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
+                  Lister(endpoint), pids)
 
 
 def main() -> None:

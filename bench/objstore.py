@@ -36,6 +36,8 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,60 @@ def counts(endpoint: str) -> Counter[str]:
 def options(endpoint: str) -> dict[str, str]:
     return {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
             "region": "us-east-1", "allow_http": "true"}
+
+
+class Lister:
+    """Lists the bucket's objects under a prefix (what the load windows count)."""
+
+    def __init__(self, endpoint: str) -> None:
+        from obstore.store import from_url
+
+        opts = options(endpoint)
+        self.store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
+                              client_options={"allow_http": True})
+
+    def list(self, prefix: str) -> list[Any]:
+        from obstore import list as olist
+
+        return [m for page in olist(self.store, prefix=prefix) for m in page]
+
+
+@contextmanager
+def serving(work: Path, endpoint: str, port: int, replicas: int, *, prefix: str, tools: str, blocks: int,
+            description: str, before: Callable[[], None] | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Blocks ``load0``.. (limit 10M) made on ``s3://BUCKET/<prefix>``, ``before()`` run, then ``replicas``
+    `tiermem serve --transport http` on it (ports ``port``.., the per-run ``TOKEN``, ``tools`` as TOML); yields the
+    replica processes and stops them at the end."""
+    opts = options(endpoint)
+    config = work / "s3.toml"
+    config.write_text(f'uri = "s3://{BUCKET}/{prefix}"\nembedding_model = "hashing"\ntools = {tools}\n'
+                      '[storage_options]\n' + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
+    for b in range(blocks):
+        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
+                               "--description", description, "--config", str(config)],
+                              env=env, capture_output=True, text=True, check=False)
+        if made.returncode:
+            raise SystemExit(f"could not create block load{b}: {made.stderr}")
+    if before is not None:
+        before()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for r in range(replicas):
+            with open(work / f"server{r}.log", "w") as log:
+                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
+                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
+        for r, p in enumerate(procs):
+            wait_port(port + r, p, f"replica {r}")
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def pct(samples: list[float], p: float) -> float:
@@ -339,52 +395,14 @@ def fill(endpoint: str, blocks: int, chars: int) -> None:
 
 def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, blocks: int, seconds: int,
          window: int, op: str, prefill: int = 0, moto_pid: int | None = None) -> None:
-    from obstore.store import from_url
-
-    opts = options(endpoint)
-    config = work / "s3.toml"
-    config.write_text(f'uri = "s3://{BUCKET}/load"\nembedding_model = "hashing"\ntools = ["default", "classic"]\n'
-                      '[storage_options]\n'
-                      + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
-    for b in range(blocks):
-        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
-                               "--description", "bench objstore appends", "--config", str(config)],
-                              env=env, capture_output=True, text=True, check=False)
-        if made.returncode:
-            raise SystemExit(f"could not create block load{b}: {made.stderr}")
-    if prefill:
-        fill(endpoint, blocks, prefill)
-    procs = []
-    try:
-        for r in range(replicas):
-            with open(work / f"server{r}.log", "w") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
-                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
-        for r, p in enumerate(procs):
-            wait_port(port + r, p, f"replica {r}")
-        store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
-                         client_options={"allow_http": True})
-
-        class Lister:
-            def list(self, prefix: str) -> list[Any]:
-                from obstore import list as olist
-
-                return [m for page in olist(store, prefix=prefix) for m in page]
-
+    with serving(work, endpoint, port, replicas, prefix="load", tools='["default", "classic"]', blocks=blocks,
+                 description="bench objstore appends",
+                 before=(lambda: fill(endpoint, blocks, prefill)) if prefill else None) as procs:
         print(f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
               f"{window} s", flush=True)
         pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window, Lister(), op,
-                  pids if moto_pid is not None else {})
-    finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
+                  Lister(endpoint), op, pids if moto_pid is not None else {})
 
 
 def sqlite_growth(edits: int) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from tiermem.base.records import Found
 from tiermem.domain.memory import Memory
-from tiermem.domain.ranking import DEFAULT_RANKER, FEATURES, Candidate, Context, features
-from tiermem.domain.sittings import SittingCache, SittingIndex, SittingRanks, terms
+from tiermem.domain.ranking import DEFAULT_RANKER, FEATURES, Candidate, Context, features, terms
+from tiermem.domain.sittings import SittingCache, SittingIndex, SittingRanks
 
 from .conftest import memory_over
 

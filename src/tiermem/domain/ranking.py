@@ -319,8 +319,13 @@ def coverage(query: str, candidate: Candidate, context: Context) -> float:
     return len(asked & said) / len(asked) if asked else 0.0
 
 
+def terms(text: str) -> list[str]:
+    """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out."""
+    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in STOPWORDS]
+
+
 def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)} - STOPWORDS
+    return set(terms(text))
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).

@@ -16,21 +16,14 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ranking import SESSION_US, STOPWORDS
+from .ranking import SESSION_US, terms  # terms: the words BM25 counts (lower-cased, stopwords left out)
 
 K1, B = 1.2, 0.75
-_WORD = re.compile(r"\w+")
-
-
-def terms(text: str) -> list[str]:
-    """The words BM25 counts: lower-cased, stopwords left out."""
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
 @dataclass(eq=False)

@@ -27,6 +27,7 @@ PACKAGE_LAYER = {
 MODULE_LAYER = {
     "": 0,  # tiermem/__init__.py: the version
     "base.errors": 0,
+    "base.files": 0,  # the atomic file write: the standard library only, so the embedder's model cache uses it too
     "embedding.minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     "server.netguard": 2,  # ASGI logic over errors alone, used by the server's HTTP app and the inspector alike
     # the domain, module by module

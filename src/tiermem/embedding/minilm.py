@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EmbeddingError
+from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
     import numpy as np
@@ -254,10 +255,7 @@ def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path
             log.info("rewriting %s so its weights stay int8 in memory -> %s", source.name, dest)
             try:
                 _rewrite_in_child(source, dest)
-                sidecar = dest.with_name(dest.name + ".sha256")
-                tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.{threading.get_ident()}")
-                tmp.write_text(_digests(dest), encoding="ascii")
-                os.replace(tmp, sidecar)
+                write_text_atomically(dest.with_name(dest.name + ".sha256"), _digests(dest), mode=0o644)
             except OSError as exc:
                 raise EmbeddingError(f"Cannot write {dest}: {exc}. Check that the data directory is writable.") from exc
     return dest

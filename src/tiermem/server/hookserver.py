@@ -295,7 +295,7 @@ def _bad(what: str) -> ValidationError:
 
 
 def _refused(what: str) -> dict[str, Any]:
-    return {"ok": False, "error": f"bad hook request: {what}"}
+    return {"ok": False, "error": str(_bad(what))}
 
 
 def _same_user(conn: socket.socket) -> bool:

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept in memory (the context of the next one)
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
+# Recall (the conversation log): each leg reads its best LEG_DEPTH rows, not only the pool's 40. The pool is still the
+# rows either leg ranks within the pool size, plus the deeper rows of the query's BEST_SITTINGS best sittings
+# (``sittings``); every candidate keeps its rank and score in both legs down to LEG_DEPTH (a turn the keyword leg
+# ranks 7th and the vector leg 60th is no longer "not found" by the vector leg). BENCHMARKS "round 4".
+LEG_DEPTH, BEST_SITTINGS = 100, 1
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
@@ -57,6 +62,24 @@ class Pool:
 
     candidates: list[Candidate]
     context: Context
+
+
+def _depth(table: str, pool: int) -> int:
+    """How many rows each leg reads for a pool of ``pool`` candidates: LEG_DEPTH for recall, the pool for archival
+    search (measured on turns only)."""
+    return max(pool, LEG_DEPTH) if table == "messages" else pool
+
+
+def pooled(candidates: Sequence[Candidate], pool: int, context: Context) -> list[Candidate]:
+    """The candidates a search ranks: those either leg ranks within ``pool``, and those of the query's
+    ``BEST_SITTINGS`` best sittings (``context.sittings``) that a leg ranks deeper. Each keeps both legs' ranks."""
+    def kept(c: Candidate) -> bool:
+        if (c.vector_rank or pool + 1) <= pool or (c.fts_rank or pool + 1) <= pool:
+            return True
+        rank = context.sittings.rank_of(c.found.conversation_id, c.found.created_us) if context.sittings else None
+        return rank is not None and rank <= BEST_SITTINGS
+
+    return [c for c in candidates if kept(c)]
 
 
 def no_names(agent_id: str) -> Mapping[str, str]:
@@ -353,8 +376,10 @@ class Archive:
         if not query.strip():
             raise ValidationError("query is empty: say what to look for.")
         context = self._context(table, agent_id, query)
-        candidates, mode, notes = self._candidates(table, agent_id, query, where, max(limit * 4, 40), context)
+        pool = max(limit * 4, 40)
+        candidates, mode, notes = self._candidates(table, agent_id, query, where, _depth(table, pool), context)
         context = self._with_sittings(table, agent_id, query, context)
+        candidates = pooled(candidates, pool, context)
         ranked = ranker.rank(query, candidates, context)[:limit]
         relevance = self.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
@@ -452,8 +477,10 @@ class Archive:
         agent (for fitting and inspecting rankers: ``bench locomo``)."""
         query = self._text(query, "query")
         context = self._context(table, agent_id, query)
-        found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), max(limit * 4, 40), context)[0]
-        return Pool(found, self._with_sittings(table, agent_id, query, context))
+        pool = max(limit * 4, 40)
+        found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), _depth(table, pool), context)[0]
+        context = self._with_sittings(table, agent_id, query, context)
+        return Pool(pooled(found, pool, context), context)
 
     def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
         """Whether some process had announced rows stored without vectors (``marks``: only then are they counted

@@ -3,7 +3,7 @@
 A question is often answered by a turn whose own words barely match it, in a sitting whose other turns do ("What
 did Caroline do after the parade?" and a sitting about the parade). ``SittingIndex`` holds one agent's sittings
 as bags of words and ranks them for a query by BM25 (k1 1.2, b 0.75; lower-cased words, ``ranking.STOPWORDS`` left
-out); the ranker reads the rank of each candidate's sitting (``Context.sittings``, feature ``sitting``). Measured
+out, each cut to its stem by ``stem``: "vacationed" and "vacations" count as "vacation"); the ranker reads the rank of each candidate's sitting (``Context.sittings``, feature ``sitting``). Measured
 leave-one-conversation-out on the LoCoMo dev split (BENCHMARKS "Retrieval quality round 3").
 
 The index is built from the stored turns (content, conversation, time, log order) and kept up to date as turns
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,39 @@ from typing import Any
 from .ranking import SESSION_US, terms  # terms: the words BM25 counts (lower-cased, stopwords left out)
 
 K1, B = 1.2, 0.75
+_VOWEL = re.compile(r"[aeiouy]")
+
+
+def stem(word: str) -> str:
+    """A light English suffix stripper (lower-case input): plural and third-person "s", "ies"/"ied", "ed", "ing"
+    (with a doubled final consonant undone: "stopped" -> "stop"), a final "e", and a final "y" after a consonant
+    as "i", so that "vacationed" / "vacations" / "vacation", "dancing" / "danced" / "dance" and "studies" /
+    "studied" / "study" meet. Words of three letters or fewer, and words with digits, are kept as they are."""
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith(("ies", "ied")) and len(w) > 4:
+        return w[:-3] + "i"
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and _VOWEL.search(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("y") and len(w) > 3 and w[-2] not in "aeiou":
+        w = w[:-1] + "i"
+    return w
+
+
+def stems(text: str) -> list[str]:
+    """The words BM25 counts: ``ranking.terms`` (lower-cased, stopwords left out), each as its ``stem``."""
+    return [stem(w) for w in terms(text)]
 
 
 @dataclass(eq=False)
@@ -72,7 +106,7 @@ class SittingIndex:
             self._starts.setdefault(conversation, []).append(at)
             self.sittings.append(last)
         last.end = max(last.end, at)
-        words = terms(str(row.get("content") or ""))
+        words = stems(str(row.get("content") or ""))
         for w in set(words) - set(last.tf):
             self.df[w] += 1
             self.postings.setdefault(w, []).append(last)
@@ -86,7 +120,7 @@ class SittingIndex:
 
     def ranks(self, query: str) -> dict[int, int]:
         """Sitting index -> its rank (1 = best) by BM25 against ``query``; sittings sharing no word are left out."""
-        words = set(terms(query))
+        words = set(stems(query))
         if not words or not self.sittings:
             return {}
         n, average = len(self.sittings), max(self.total / len(self.sittings), 1.0)

@@ -172,3 +172,40 @@ def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_ma
     # a question about several things: their evidence is spread over sittings, the feature stays 0
     assert [r[col] for r in features("How many parades has Caroline been to?", cands, context)] == [0.0, 0.0]
     assert [c.id for c, _ in DEFAULT_RANKER.rank("What was the parade like?", cands, context)] == ["b", "a"]
+
+
+def test_word_forms_meet_in_the_sitting_index() -> None:
+    from tiermem.domain.sittings import stem
+
+    for forms in (("vacationed", "vacation", "vacations"), ("dancing", "danced", "dance", "dances"),
+                  ("studies", "studied", "study"), ("stopped", "stop", "stops"), ("families", "family")):
+        assert len({stem(w) for w in forms}) == 1, forms
+    assert stem("was") == "was" and stem("2023") == "2023" and stem("class") == "class"
+    index = SittingIndex()
+    index.add([row("We spent a vacation in Florida", 0, 1), row("I bought a guitar", 200, 2)])
+    assert index.ranks("What states has Maria vacationed at?") == {0: 1}  # no word form in common but the stem
+
+
+def test_recall_candidates_keep_deep_ranks_and_take_the_best_sittings_deeper_turns(memory: Memory) -> None:
+    """The legs read 100 rows: a candidate keeps its rank in a leg that ranks it past the pool of 40, and a turn of
+    the query's best sitting that no leg ranks within 40 is a candidate all the same (``archive.pooled``)."""
+    agent = memory.ensure_agent("deep").id
+    fillers = [{"role": "user", "content": f"lighthouse keeper log entry {n}", "timestamp": stamp(1440 * (n + 1))}
+               for n in range(60)]
+    walk = [{"role": "user", "content": text, "timestamp": stamp(1440 * 70 + n)} for n, text in enumerate(
+        ["We walked to the lighthouse", "lighthouse lighthouse views", "Tea afterwards was lovely",
+         "It was so windy up there"])]
+    memory.archive.log_messages(agent, fillers + walk)
+    pool = memory.archive.candidates("messages", agent, "lighthouse")
+    windy = next(c for c in pool.candidates if c.content == "It was so windy up there")
+    assert windy.fts_rank is None and windy.vector_rank is not None and windy.vector_rank > 40
+    assert pool.context.sittings is not None
+    assert pool.context.sittings.rank_of(windy.found.conversation_id, windy.found.created_us) == 1
+    assert any(c.fts_rank is not None and c.fts_rank <= 40 and c.vector_rank is not None and c.vector_rank > 40
+               for c in pool.candidates)  # the deeper rank is kept, not dropped as "not found"
+    outside = [c for c in pool.candidates if min(c.fts_rank or 999, c.vector_rank or 999) > 40]
+    assert outside and all(pool.context.sittings.rank_of(c.found.conversation_id, c.found.created_us) == 1
+                           for c in outside)  # nothing past 40 in both legs but the best sitting's turns
+    hits = memory.archive.conversation_search(agent, "lighthouse", limit=10).hits
+    assert [h.id for h in hits] == [c.id for c, _ in memory.archive.message_ranker.rank(
+        "lighthouse", pool.candidates, pool.context)][:10]  # the search ranks the same pool

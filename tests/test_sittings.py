@@ -209,3 +209,18 @@ def test_recall_candidates_keep_deep_ranks_and_take_the_best_sittings_deeper_tur
     hits = memory.archive.conversation_search(agent, "lighthouse", limit=10).hits
     assert [h.id for h in hits] == [c.id for c, _ in memory.archive.message_ranker.rank(
         "lighthouse", pool.candidates, pool.context)][:10]  # the search ranks the same pool
+
+
+def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_sittings() -> None:
+    from tiermem.domain.archive import pooled
+
+    def cand(cid: str, conversation: str, vector_rank: int | None, fts_rank: int | None) -> Candidate:
+        return Candidate(id=cid, content=cid, vector_rank=vector_rank, fts_rank=fts_rank,
+                         found=Found(id=cid, content=cid, created_us=0, conversation_id=conversation))
+
+    cands = [cand("top", "s9", 3, None), cand("deep-best", "s1", 70, None), cand("deep-third", "s3", None, 55),
+             cand("deep-fourth", "s4", 90, 80), cand("deep-none", "s0", 41, 41)]
+    context = Context(sittings=Ranks({"s1": 1, "s3": 3, "s4": 4, "s9": 9}))
+    assert [c.id for c in pooled("What did Tim cook?", cands, 40, context)] == ["top", "deep-best"]
+    assert [c.id for c in pooled("What has Tim cooked?", cands, 40, context)] == ["top", "deep-best", "deep-third"]
+    assert [c.id for c in pooled("What has Tim cooked?", cands, 40, Context())] == ["top"]  # passages: no sittings

@@ -32,8 +32,8 @@ from .archive_rows import AgentRows
 from .archive_vectors import Vectors
 from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base import timeexpr
-from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, merge, speaker_of,
-                      without_names)
+from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, asks_several, merge,
+                      speaker_of, without_names)
 from .sittings import SittingCache, SittingRanks
 from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
 from ..store import Filter, Store, message_from_row, passage_from_row
@@ -47,10 +47,11 @@ MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept 
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 # Recall (the conversation log): each leg reads its best LEG_DEPTH rows, not only the pool's 40. The pool is still the
-# rows either leg ranks within the pool size, plus the deeper rows of the query's BEST_SITTINGS best sittings
-# (``sittings``); every candidate keeps its rank and score in both legs down to LEG_DEPTH (a turn the keyword leg
-# ranks 7th and the vector leg 60th is no longer "not found" by the vector leg). BENCHMARKS "round 4".
-LEG_DEPTH, BEST_SITTINGS = 100, 1
+# rows either leg ranks within the pool size, plus the deeper rows of the query's best sittings (``sittings``): the
+# best one, or the BEST_SITTINGS_SEVERAL best for a question about several things (``asks_several``: its evidence is
+# spread over sittings). Every candidate keeps its rank and score in both legs down to LEG_DEPTH (a turn the keyword
+# leg ranks 7th and the vector leg 60th is no longer "not found" by the vector leg). BENCHMARKS "round 4".
+LEG_DEPTH, BEST_SITTINGS, BEST_SITTINGS_SEVERAL = 100, 1, 3
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
@@ -70,14 +71,17 @@ def _depth(table: str, pool: int) -> int:
     return max(pool, LEG_DEPTH) if table == "messages" else pool
 
 
-def pooled(candidates: Sequence[Candidate], pool: int, context: Context) -> list[Candidate]:
-    """The candidates a search ranks: those either leg ranks within ``pool``, and those of the query's
-    ``BEST_SITTINGS`` best sittings (``context.sittings``) that a leg ranks deeper. Each keeps both legs' ranks."""
+def pooled(query: str, candidates: Sequence[Candidate], pool: int, context: Context) -> list[Candidate]:
+    """The candidates a search ranks: those either leg ranks within ``pool``, and those of the query's best
+    sittings (``context.sittings``; BEST_SITTINGS of them, BEST_SITTINGS_SEVERAL for a question about several
+    things) that a leg ranks deeper. Each keeps both legs' ranks."""
+    best = BEST_SITTINGS_SEVERAL if asks_several(query) else BEST_SITTINGS
+
     def kept(c: Candidate) -> bool:
         if (c.vector_rank or pool + 1) <= pool or (c.fts_rank or pool + 1) <= pool:
             return True
         rank = context.sittings.rank_of(c.found.conversation_id, c.found.created_us) if context.sittings else None
-        return rank is not None and rank <= BEST_SITTINGS
+        return rank is not None and rank <= best
 
     return [c for c in candidates if kept(c)]
 
@@ -379,7 +383,7 @@ class Archive:
         pool = max(limit * 4, 40)
         candidates, mode, notes = self._candidates(table, agent_id, query, where, _depth(table, pool), context)
         context = self._with_sittings(table, agent_id, query, context)
-        candidates = pooled(candidates, pool, context)
+        candidates = pooled(query, candidates, pool, context)
         ranked = ranker.rank(query, candidates, context)[:limit]
         relevance = self.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
@@ -480,7 +484,7 @@ class Archive:
         pool = max(limit * 4, 40)
         found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), _depth(table, pool), context)[0]
         context = self._with_sittings(table, agent_id, query, context)
-        return Pool(pooled(found, pool, context), context)
+        return Pool(pooled(query, found, pool, context), context)
 
     def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
         """Whether some process had announced rows stored without vectors (``marks``: only then are they counted

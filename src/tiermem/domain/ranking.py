@@ -253,8 +253,8 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
-DEFAULT_RANKER = Ranker((22.8183, 17.7171, 0.7403, 1.4007, -0.7274, 0.7132, 2.7887, 3.9933, 1.7264, 2.3011, 11.4025,
-                         0.8991, -0.8268, 4.7082, 2.4777, -13.142, -0.3458, 0.6214, 8.6588))
+DEFAULT_RANKER = Ranker((21.1473, 14.3597, 1.1782, 1.8713, -0.7214, 0.6918, 2.7392, 4.0451, 1.6257, 2.1709, 12.7074,
+                         -0.2796, -0.3417, 5.2381, 3.1878, -14.1372, 0.4758, 0.2447, 9.5312))
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
@@ -329,4 +329,4 @@ def _words(text: str) -> set[str]:
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).
-DEFAULT_CALIBRATION = Calibration((0.375, 3.2692, -0.4925, 2.3116), -7.7265)
+DEFAULT_CALIBRATION = Calibration((0.3493, 3.1984, -0.3213, 2.4021), -7.7604)

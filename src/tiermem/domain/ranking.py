@@ -1,7 +1,7 @@
 """Second-stage ranking of search candidates: a small linear model over what the two legs found, and the
 calibrated relevance of each hit.
 
-Both legs (vector and full-text) return a pool of candidates (40 each for a top-10 search). Each candidate gets
+Both legs (vector and full-text) return a pool of candidates (40 each for a top-10 search; recall: see archive.pooled). Each candidate gets
 features that need no model call and no read besides the agent's sitting index (``sittings``, kept in process): its rank in each leg, its normalised BM25 score, how far its
 cosine similarity to the query is below the pool's best, whether it is itself a question, its length, whether the
 query names its speaker (the label of a ``"Caroline: ..."`` turn, or the name of the role a turn was logged under:

@@ -3,8 +3,10 @@
 A question is often answered by a turn whose own words barely match it, in a sitting whose other turns do ("What
 did Caroline do after the parade?" and a sitting about the parade). ``SittingIndex`` holds one agent's sittings
 as bags of words and ranks them for a query by BM25 (k1 1.2, b 0.75; lower-cased words, ``ranking.STOPWORDS`` left
-out, each cut to its stem by ``stem``: "vacationed" and "vacations" count as "vacation"); the ranker reads the rank of each candidate's sitting (``Context.sittings``, feature ``sitting``). Measured
-leave-one-conversation-out on the LoCoMo dev split (BENCHMARKS "Retrieval quality round 3").
+out, each cut to its stem by ``stem``: "vacationed" and "vacations" count as "vacation"); the ranker reads the rank
+of each candidate's sitting (``Context.sittings``, feature ``sitting``), and the search takes the deeper rows of the
+best sittings into its pool (``archive.pooled``). Measured leave-one-conversation-out on the LoCoMo dev split
+(BENCHMARKS "Retrieval quality round 3", and round 4 for the stems and the pool).
 
 The index is built from the stored turns (content, conversation, time, log order) and kept up to date as turns
 arrive: ``Archive`` reads only the turns logged after the newest one it holds whenever the table changed, and

@@ -260,8 +260,8 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
-DEFAULT_RANKER = Ranker((22.1974, 17.2717, 0.7095, 1.4884, -0.7194, 0.6672, 2.7872, 3.9225, 1.6348, 2.2827, 11.1547,
-                         0.7984, -0.7477, 5.9853, 2.7785, -13.1198, -0.359, 0.6139, 8.7671, 0.6785))
+DEFAULT_RANKER = Ranker((20.4864, 13.8236, 1.1567, 1.9538, -0.7021, 0.6481, 2.7367, 3.973, 1.5461, 2.1368, 12.5885,
+                         -0.3103, -0.2854, 6.5059, 3.4848, -14.487, 0.4327, 0.2601, 9.3367, 0.6777))
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
@@ -336,4 +336,4 @@ def _words(text: str) -> set[str]:
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).
-DEFAULT_CALIBRATION = Calibration((0.3717, 3.1476, -0.3761, 2.2935), -7.684)
+DEFAULT_CALIBRATION = Calibration((0.3483, 3.1224, -0.2765, 2.3898), -7.7102)

@@ -222,6 +222,23 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
     return result
 
 
+def log_copies(memory: Any, agent: str, samples: list[dict[str, Any]], target: int, fmt: str = "named") -> int:
+    """Log ``target`` turns: the samples' turns in storage format ``fmt``, repeated under new conversation ids (one
+    suffix per copy) as often as it takes; returns the turns logged."""
+    logged, copy = 0, 0
+    while logged < target:
+        for sample in samples:
+            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample, fmt)]
+            batch = batch[: target - logged]
+            for i in range(0, len(batch), BATCH):
+                memory.archive.log_messages(agent, batch[i : i + BATCH])
+            logged += len(batch)
+            if logged >= target:
+                return logged
+        copy += 1
+    return logged
+
+
 def latency(target: int = 10_000) -> dict[str, Any]:
     """conversation_search p50/p95 in process over one agent holding ``target`` turns (the dev split's turns
     repeated under new conversation ids), optimized as a long-lived store would be, every dev question once."""
@@ -233,16 +250,7 @@ def latency(target: int = 10_000) -> dict[str, Any]:
     memory = open_memory(settings)
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("latency").id
-    logged, copy = 0, 0
-    while logged < target:
-        for sample in samples:
-            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample)][: target - logged]
-            for i in range(0, len(batch), BATCH):
-                memory.archive.log_messages(agent, batch[i : i + BATCH])
-            logged += len(batch)
-            if logged >= target:
-                break
-        copy += 1
+    logged = log_copies(memory, agent, samples, target)
     memory.archive.store.indexes.optimize()
     questions = [qa["question"] for s in samples for qa in s["qa"] if qa.get("category") in CATEGORIES]
     first = first_search(settings, agent, questions[:FIRST_RUNS])

@@ -135,13 +135,22 @@ def test_a_stdio_server_warms_its_agent_and_exits_cleanly(tmp_path: Path) -> Non
     proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 1
-    seen = []
-    for line in proc.stderr:  # the memory opens after the handshake; the warm follows the archive
-        seen.append(line)
-        if "sitting index of agent" in line:
-            break
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the memory opens after the handshake; the warm follows the archive
+            seen.append(line)
+            if "sitting index of agent" in line:
+                ready.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    ready.wait(120)
     proc.stdin.close()
     status = proc.wait(timeout=120)
-    stderr = "".join(seen) + proc.stderr.read()
+    reader.join(30)
+    stderr = "".join(seen)
     assert f"sitting index of agent {agent} ready: 200 turns in 20 sittings" in stderr, stderr
     assert status == 0 and "Traceback" not in stderr, stderr

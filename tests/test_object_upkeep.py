@@ -98,7 +98,8 @@ def test_a_background_upkeep_is_skipped_while_another_replica_holds_the_lease(tm
     assert store.indexes.optimize(background=True) == {"skipped": "another replica is optimizing"}
     assert "passages" in store.indexes.optimize()  # an explicit optimize does not wait for the lease
     other.give_back(etag)
-    assert "passages" in store.indexes.optimize(background=True)
+    memory.archival_insert(memory.ensure_agent("default").id, "a passage since", None)
+    assert "passages" in store.indexes.optimize(background=True)  # the lease is free again
 
 
 def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
@@ -152,3 +153,40 @@ def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path:
             f"fact {w} about the upkeep" for w in written)
         said = [x.content for x in m.archive.rows.messages_of(agent)]
         assert sorted(said) == sorted(f"said {w}" for w in written)
+
+
+def test_a_replica_sees_anothers_rows_once_the_read_staleness_has_passed(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """On object storage a check for a table's newest version holds ``object_read_staleness_ms`` (LanceDB's read
+    consistency interval): a replica's own writes are seen at once, another replica's once that long has passed.
+    A local directory checks at every read."""
+    uri = f"s3://{BUCKET}/stale-{uuid.uuid4().hex[:8]}"
+    settings = load_settings(uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint),
+                             data_dir=tmp_path / "d", object_read_staleness_ms=300)
+    a, b = (open_memory(settings, start_embedder=False) for _ in range(2))
+    assert a.archive.store.conn.read_staleness == timedelta(milliseconds=300)
+    agent = a.ensure_agent("default").id
+    assert b.ensure_agent("default").id == agent
+    for i in range(3):
+        a.archival_insert(agent, f"seen by both {i}", None)
+        assert a.archival_list(agent, offset=0, limit=10, tags=None)[1] == i + 1  # its own write: at once
+        time.sleep(0.35)
+        assert b.archival_list(agent, offset=0, limit=10, tags=None)[1] == i + 1  # another's: after the window
+    strict = load_settings(uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint),
+                           data_dir=tmp_path / "d", object_read_staleness_ms=0)
+    assert open_memory(strict, start_embedder=False).archive.store.conn.read_staleness == timedelta(0)
+    local = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384,
+                  read_staleness=timedelta(seconds=5))
+    assert local.conn.read_staleness == timedelta(0)  # a local directory always checks
+
+
+def test_a_background_upkeep_skips_tables_no_commit_changed(tmp_path: Path) -> None:
+    """Each table optimized costs requests on object storage; a background upkeep leaves alone those no commit
+    changed since this process last optimized them (an explicit optimize does them all)."""
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0)
+    memory = memory_over(store)
+    agent = memory.ensure_agent("default").id
+    assert "passages" in store.indexes.optimize(background=True)
+    memory.conversation_log(agent, [{"role": "user", "content": "only the messages table changed"}])
+    again = store.indexes.optimize(background=True)
+    assert "messages" in again and "passages" not in again and "meta" not in again
+    assert "passages" in store.indexes.optimize()

@@ -128,6 +128,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         storage_options=settings.storage_options or None,
         optimize_every=settings.optimize_every,
         optimize_every_commits=settings.optimize_every_commits,
+        read_staleness=timedelta(milliseconds=settings.object_read_staleness_ms),
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
         session_renew_writes=settings.session_renew_writes,

@@ -10,7 +10,7 @@ import time
 
 from ..base.errors import StoreError, StoreWriteError
 from .connection import Connection
-from .boundary import reads
+from .boundary import LIBRARY_ERRORS, reads
 from .query import Filter
 from .schemas import SEARCHABLE
 from .tables import Rows
@@ -60,6 +60,7 @@ class Indexes:
         self.vector_index_min_rows = vector_index_min_rows
         self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
         self._optimizing = threading.Lock()
+        self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
 
     def ensure_search_indexes(self) -> None:
         """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
@@ -192,19 +193,32 @@ class Indexes:
         try:
             if background and self.conn.upkeep_lease is not None:
                 with self.conn.upkeep_lease() as held:
-                    return self._optimize() if held else {"skipped": "another replica is optimizing"}
-            return self._optimize()
+                    if not held:
+                        self.conn.upkeep_deferred()
+                        return {"skipped": "another replica is optimizing"}
+                    return self._optimize(changed_only=True)
+            return self._optimize(changed_only=background)
         finally:
             self._optimizing.release()
 
-    def _optimize(self) -> dict[str, str]:
+    def _optimize(self, *, changed_only: bool) -> dict[str, str]:
+        """``changed_only`` (background runs): skip the tables no commit changed since this process last optimized
+        them (on object storage each one costs requests; the old core tables never change)."""
         report: dict[str, str] = {}
         for name, t in self.conn.tables.items():
             started = time.perf_counter()
+            try:
+                version = int(t.version)
+            except LIBRARY_ERRORS as exc:
+                report[name] = f"retry later: {exc}"
+                continue
+            if changed_only and self._optimized.get(name) == version:
+                continue
             for attempt in range(3):
                 try:
                     t.optimize(cleanup_older_than=self.conn.version_retention)
                     report[name] = f"ok in {time.perf_counter() - started:.2f}s"
+                    self._optimized[name] = int(t.version)
                     break
                 except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
                     report[name] = f"retry later: {exc}"

@@ -177,3 +177,78 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
     assert before == []
     assert after == ["tiermem.server.tools", "tiermem.server.search_tools", "tiermem.server.memory_tool"]
     assert count >= 15
+
+
+GC_HARNESS = Path(__file__).parent / "harness" / "gc_watch.py"
+
+
+def test_the_garbage_collector_waits_until_initialize_is_answered(tmp_path: Path) -> None:
+    """``tiermem serve`` holds the cyclic collector off while it starts (gcpause): not one collection runs before
+    the answer to ``initialize``; once the client has that answer the start is frozen and collections run again."""
+    import json
+    import subprocess
+
+    proc = subprocess.Popen(
+        [PYTHON, str(GC_HARNESS), "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    send({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    answer = json.loads(proc.stdout.readline())
+    assert answer["id"] == 1, answer
+    assert "<memory_blocks>" in answer["result"]["instructions"]  # core memory was read for it, as before
+    send({"method": "notifications/initialized"})
+    send({"id": 2, "method": "tools/call", "params": {"name": "memory_insert",
+                                                        "arguments": {"label": "human", "new_string": "Likes rain"}}})
+    while True:  # log notifications may come first
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == 2:
+            break
+    assert not reply["result"].get("isError"), reply
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    stderr = proc.stderr.read() if proc.stderr else ""
+    lines = {line.split()[0]: line for line in stderr.splitlines() if line.startswith("gc-")}
+    assert lines.get("gc-before-answer") == "gc-before-answer 0", stderr[-3000:]
+    exit_line = lines["gc-exit"]
+    fields = dict(part.split("=") for part in exit_line.split()[1:])
+    assert fields["enabled"] == "True", exit_line
+    assert int(fields["frozen"]) > 10_000, exit_line  # the start's objects: out of later collections
+    assert int(fields["collections"]) > 0, exit_line  # and the collector ran again afterwards
+
+
+def test_a_hold_of_the_collector_ends_once() -> None:
+    import gc
+
+    from tiermem.base import gcpause
+
+    assert gc.isenabled() and not gcpause.held()
+    try:
+        assert gcpause.hold(deadline=60)
+        assert not gc.isenabled() and gcpause.held()
+        assert not gcpause.hold(deadline=60)  # one hold at a time
+        frozen = gc.get_freeze_count()
+        assert gcpause.release()
+        assert gc.isenabled() and not gcpause.held() and gc.get_freeze_count() > frozen
+        assert not gcpause.release()  # every request calls it: without a hold it does nothing
+        gc.disable()  # someone else's: not ours to turn on
+        assert not gcpause.hold() and not gcpause.release() and not gc.isenabled()
+        gc.enable()
+        assert gcpause.hold(deadline=0.05)  # nobody releases it: the deadline does
+        for _ in range(400):
+            if gc.isenabled():
+                break
+            threading.Event().wait(0.05)
+        assert gc.isenabled() and not gcpause.held()
+    finally:
+        gcpause.release()
+        gc.enable()
+        gc.unfreeze()

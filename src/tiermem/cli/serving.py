@@ -14,6 +14,7 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..base import gcpause
 from ..base.errors import ConfigError
 from ..domain.factory import open_memory
 
@@ -98,6 +99,7 @@ def serve(settings: Settings) -> None:
 
             anyio.run(run_stdio, server)
         else:
+            gcpause.release()  # many clients, no one handshake: the start is over once the server listens
             _run_http(server, handle, settings, tokens, secret, sock, stop)
     finally:
         hooks.close()

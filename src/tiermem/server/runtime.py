@@ -26,6 +26,7 @@ import anyio
 
 from .clientlog import client_log
 from ..base.errors import TiermemError
+from ..base import gcpause
 from ..base.background import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ class Runtime:
             return None
 
     def mark_answered(self, method: str) -> None:
-        """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""
+        """The client has the answer it needs before anything else: start opening, if the lifespan asked for it, and
+        end the garbage collector's hold of the process's start (``gcpause``; nothing if there is none)."""
+        gcpause.release()
         if self.open_after_first_answer and not self.handle.started:
             log.debug("handshake answered (%s); opening the memory store in the background", method)
             self.handle.start()

@@ -141,6 +141,12 @@ class Memory:
         """False while the archive is still opening in the background."""
         return not isinstance(self._archive, Opening) or self._archive.ready
 
+    def open_archive(self) -> None:
+        """Start opening the archive in the background if it is still to open (``open_memory(archive_now=False)``);
+        otherwise nothing. A caller that needs it before then starts it itself (``archive``)."""
+        if isinstance(self._archive, Opening):
+            self._archive.start()
+
     def settle(self, timeout: float) -> None:
         """Wait (up to ``timeout`` s each) for what still opens in the background: the archive, then the model.
         A server calls it before it exits: native code (lancedb, onnxruntime) still importing or loading in a

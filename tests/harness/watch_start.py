@@ -1,10 +1,12 @@
-"""Run the ``tiermem`` command and report on stderr when Python's cyclic garbage collector ran.
+"""Run the ``tiermem`` command and report on stderr what its start did before it first answered.
 
-    python gc_watch.py serve --data-dir DIR
+    python watch_start.py serve --data-dir DIR
 
-Lines written (each in one write): ``gc-before-answer N`` when the process first writes to stdout (the answer to
-``initialize``), N being the collections run since the command was called; ``gc-exit enabled=B frozen=F collections=N`` at exit.
-The collector's own hook (``gc.callbacks``) counts the collections, so nothing of tiermem is touched.
+Lines written (each in one write) when the process first writes to stdout (the answer to ``initialize``):
+``gc-before-answer N``, N being the cyclic garbage collections run since the command was called; ``threads-at-answer
+A,B,..`` (the live threads' names); ``heavy-at-answer X,Y,..`` (which of lancedb, pyarrow, onnxruntime, numpy are
+imported, or being imported). At exit: ``gc-exit enabled=B frozen=F collections=N``. The collector's own hook
+(``gc.callbacks``) counts the collections, so nothing of tiermem is touched.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Watched(io.RawIOBase):
         if not answered:
             answered = True
             os.write(2, f"gc-before-answer {runs}\n".encode())
+            os.write(2, f"threads-at-answer {','.join(t.name for t in threading.enumerate())}\n".encode())
+            heavy = [m for m in ("lancedb", "pyarrow", "onnxruntime", "numpy") if m in sys.modules]
+            os.write(2, f"heavy-at-answer {','.join(heavy)}\n".encode())
         return os.write(1, bytes(data))  # type: ignore[arg-type]
 
 
@@ -49,7 +54,7 @@ sys.stdout = io.TextIOWrapper(io.BufferedWriter(Watched()), encoding="utf-8", li
 
 from tiermem.cli import main  # noqa: E402  (the console script's entry: it decides about the collector)
 
-import threading  # noqa: E402,F401  (imported by the hold: loaded here, its allocations are the harness's)
+import threading  # noqa: E402  (imported by the hold: loaded here, its allocations are the harness's)
 
 gc.collect()  # from an empty youngest generation, the command's first lines cannot tip it into a collection
 runs = 0  # counted from here: what ran while this harness started is not the command's

@@ -38,7 +38,7 @@ from tiermem.cli.hooks import ask
 from tiermem.base.rendezvous import memory_key
 
 from .common import ROOT, machine, save, stats
-from .locomo import DATA, messages, name_blocks
+from .locomo import DATA, log_copies, name_blocks
 
 
 GOALS = {"prompt": (150.0, 400.0)}  # p50, p95 ms
@@ -53,18 +53,8 @@ def fill(data: Path, target: int) -> int:
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("default").id
     samples = json.loads(DATA.read_text())
-    logged, copy = 0, 0
     name_blocks(memory, agent, samples[0])
-    while logged < target:
-        for sample in samples:
-            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample, "role")]
-            batch = batch[: target - logged]
-            for i in range(0, len(batch), 128):
-                memory.archive.log_messages(agent, batch[i : i + 128])
-            logged += len(batch)
-            if logged >= target:
-                break
-        copy += 1
+    logged = log_copies(memory, agent, samples, target, "role")
     for fact in ("The user's cat is called Miso.", "The user works on compilers at a small startup.",
                  "The user's sister Grace lives in Lisbon."):
         memory.archive.insert(agent, fact)

@@ -222,6 +222,23 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
     return result
 
 
+def log_copies(memory: Any, agent: str, samples: list[dict[str, Any]], target: int, fmt: str = "named") -> int:
+    """Log ``target`` turns: the samples' turns in storage format ``fmt``, repeated under new conversation ids (one
+    suffix per copy) as often as it takes; returns the turns logged."""
+    logged, copy = 0, 0
+    while logged < target:
+        for sample in samples:
+            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample, fmt)]
+            batch = batch[: target - logged]
+            for i in range(0, len(batch), BATCH):
+                memory.archive.log_messages(agent, batch[i : i + BATCH])
+            logged += len(batch)
+            if logged >= target:
+                return logged
+        copy += 1
+    return logged
+
+
 def latency(target: int = 10_000) -> dict[str, Any]:
     """conversation_search p50/p95 in process over one agent holding ``target`` turns (the dev split's turns
     repeated under new conversation ids), optimized as a long-lived store would be, every dev question once."""
@@ -233,18 +250,10 @@ def latency(target: int = 10_000) -> dict[str, Any]:
     memory = open_memory(settings)
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("latency").id
-    logged, copy = 0, 0
-    while logged < target:
-        for sample in samples:
-            batch = [dict(m, conversation_id=f"{m['conversation_id']}-{copy}") for m in messages(sample)][: target - logged]
-            for i in range(0, len(batch), BATCH):
-                memory.archive.log_messages(agent, batch[i : i + BATCH])
-            logged += len(batch)
-            if logged >= target:
-                break
-        copy += 1
+    logged = log_copies(memory, agent, samples, target)
     memory.archive.store.indexes.optimize()
     questions = [qa["question"] for s in samples for qa in s["qa"] if qa.get("category") in CATEGORIES]
+    first = first_search(settings, agent, questions[:FIRST_RUNS])
     times = []
     for q in questions:
         t = time.perf_counter()
@@ -252,7 +261,38 @@ def latency(target: int = 10_000) -> dict[str, Any]:
         times.append(1000 * (time.perf_counter() - t))
     times.sort()
     return {"turns": logged, "searches": len(times), "p50_ms": round(times[len(times) // 2], 2),
-            "p95_ms": round(times[int(len(times) * 0.95)], 2)}
+            "p95_ms": round(times[int(len(times) * 0.95)], 2), "first_search": first}
+
+
+FIRST_RUNS = 5  # fresh openings per way of meeting the first search
+FIRST_MODES = ("no warm", "during warm", "after warm")
+
+
+def first_search(settings: Any, agent: str, questions: list[str]) -> dict[str, Any]:
+    """The first conversation_search of a freshly opened memory (as a new server process's; the model loaded, the
+    store's files in the page cache): with no warm (it builds the agent's sitting index itself), right after
+    ``Memory.warm`` started (it waits for the warm's build), and once the warm has finished (``Memory.settle``).
+    Each question once per way, the ways interleaved; medians and each run, ms (the warm's own build: s)."""
+    from tiermem.domain.factory import open_memory
+
+    took: dict[str, list[float]] = {mode: [] for mode in FIRST_MODES}
+    warm_s: list[float] = []
+    for q in questions:
+        for mode in FIRST_MODES:
+            memory = open_memory(settings)
+            memory.archive.embedder.wait(None)
+            if mode != "no warm":
+                started = time.perf_counter()
+                memory.warm(agent)
+                if mode == "after warm":
+                    memory.settle(120)  # joins the warm
+                    warm_s.append(round(time.perf_counter() - started, 3))
+            t = time.perf_counter()
+            memory.archive.conversation_search(agent, q, limit=10)
+            took[mode].append(round(1000 * (time.perf_counter() - t), 1))
+            memory.settle(120)
+    return {"runs": len(questions), "warm_build_s": warm_s,
+            **{mode: {"median_ms": sorted(v)[len(v) // 2], "each_ms": v} for mode, v in took.items()}}
 
 
 def archival(quick: bool = False) -> dict[str, Any]:
@@ -318,6 +358,10 @@ def main() -> None:
         save("locomo_latency", lat)
         print(f"conversation_search over {lat['turns']} turns, {lat['searches']} searches in process: "
               f"p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms (load {os.getloadavg()[0]:.1f})")
+        first = lat["first_search"]
+        print(f"first search of a freshly opened memory, median of {first['runs']} (ms): " + ", ".join(
+            f"{mode} {first[mode]['median_ms']} (each {first[mode]['each_ms']})" for mode in FIRST_MODES)
+            + f"; the warm's build (s): {first['warm_build_s']}")
         return
     formats = FORMATS if args.format == "both" else (args.format,)
     result = run(args.quick, formats)

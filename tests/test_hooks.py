@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -415,3 +416,33 @@ def test_an_over_long_request_is_refused_whole_not_cut(listener: tuple[HookListe
     out, err = hook(model_settings, prompt("s10", huge, "p"), capsys, hl)  # the hook itself does not send it
     assert out is None and f"over the {rendezvous.MAX_REQUEST:,} a hook request may be" in err
     assert turns(memory, agent, "s10") == []
+
+
+@pytest.mark.parametrize("stopping", [False, True], ids=["answered", "shutting-down"])
+def test_a_hook_gone_before_its_answer_leaves_no_traceback(tmp_path: Path, stopping: bool,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A hook that stops reading (the host went on without it) before the server writes its answer, a refusal or the
+    "shutting down" one: the server notes it and carries on; no exception escapes the connection's thread."""
+    settings = load_settings(data_dir=tmp_path / "data")
+    stop = Shutdown(drain_seconds=5)
+    if stopping:
+        stop.stopping.set()
+    hl = HookListener(MemoryHandle(lambda: cast("tuple[Memory, str]", (object(), "agent"))), settings, [], stop)
+    escaped: list[threading.ExceptHookArgs] = []
+    previous, threading.excepthook = threading.excepthook, escaped.append
+    try:
+        assert hl.start() is not None and hl.path is not None
+        with caplog.at_level(logging.INFO, logger="tiermem.server.hookserver"), socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(hl.path))
+            s.shutdown(socket.SHUT_RD)  # gone: whatever the server writes now fails (EPIPE)
+            s.sendall(b"not json\n")
+            deadline = time.monotonic() + 30
+            while not escaped and not any("went away" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < deadline, "the server neither noted the gone hook nor failed"
+                time.sleep(0.01)
+            time.sleep(0.2)  # the connection's thread closes its files after the note
+    finally:
+        threading.excepthook = previous
+        hl.close()
+    assert [f"{e.exc_type.__name__}: {e.exc_value}" for e in escaped] == []
+    assert not [r for r in caplog.records if r.exc_info is not None]

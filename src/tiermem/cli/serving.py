@@ -52,6 +52,7 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
             agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
             log.info("created agent %r with the default blocks (it did not exist in %s)", settings.agent,
                      settings.store_uri())
+        memory.warm(agent.id)  # its first search (a tool call, an auto-recall hook) finds its sittings built
         return memory, agent.id
 
     return factory

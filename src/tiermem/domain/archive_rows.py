@@ -2,7 +2,10 @@
 conversation's messages in the agent loop's order, rows of no agent, and the raw rows of a backup (vectors kept
 only where they fit the model). A part of ``Archive`` (``archive.rows``) over its store.
 
-Each operation decides which rows (the filter) and in what order; the store's ``Rows`` only reads and writes."""
+Each operation decides which rows (the filter) and in what order; the store's ``Rows`` only reads and writes.
+Two answer straight from the store's connection, on purpose: ``messages_version`` (the agent loop's cache key) and
+``fields`` (the columns a restored row must have, for the backup). Their callers are above the domain layer, which
+may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are their way in, not forwarders to remove."""
 
 from __future__ import annotations
 

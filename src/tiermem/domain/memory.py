@@ -16,6 +16,7 @@ repair, idempotency keys) share the per-block locks, the change listeners and th
 
 from __future__ import annotations
 
+import atexit
 import logging
 import random
 import threading
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from . import blocks as rules
 from ..base.config import BlockSpec
 from ..core.protocol import CoreStore
-from ..base.errors import ConflictError, EditError, NotFoundError, ValidationError
+from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
 from ..base.background import Opening
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, Message, Passage, StoredResult, check_text, new_id, now, stable_id
@@ -57,6 +58,7 @@ class Change:
 
 
 Listener = Callable[[Change], None]
+WARM_EXIT_SECONDS = 15.0  # at interpreter exit, the longest a process waits for ``Memory.warm``'s read to finish
 DEFAULT_AGENT = "default"  # the agent every command uses unless told otherwise; created on first use
 DELETING_KEY = "tiermem_deleting"  # agent metadata: the agent's deletion started at this time (see delete_agent)
 
@@ -112,6 +114,8 @@ class Memory:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
+        self._warming: threading.Thread | None = None  # ``warm``'s thread
+        self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
 
     @property
     def archive(self) -> Archive:
@@ -154,6 +158,42 @@ class Memory:
         archive = self._archive.settle(timeout) if isinstance(self._archive, Opening) else self._archive
         if archive is not None:
             archive.embedder.settle(timeout)
+        self._finish_warming(timeout)
+
+    def warm(self, agent_id: str) -> None:
+        """Build in the background, once the archive is open, what the agent's first search would otherwise build
+        (its sitting index: ``Archive.warm_sittings``). A server calls it when it knows its agent. Once: later calls,
+        and calls after ``settle``, do nothing. The thread is finished, not abandoned, at exit (``settle``, else at
+        interpreter exit): native code still reading in a daemon thread when the interpreter shuts down can abort it."""
+        with self._locks_guard:
+            if self._warming is not None or self._settling.is_set():
+                return
+            self._warming = threading.Thread(target=self._warm, args=(agent_id,), name="tiermem-warm", daemon=True)
+        atexit.register(self._finish_warming, WARM_EXIT_SECONDS)
+        self._warming.start()
+
+    def _warm(self, agent_id: str) -> None:
+        opening = self._archive
+        while isinstance(opening, Opening) and opening.settle(0.25) is None:
+            if opening.ready or self._settling.is_set():
+                atexit.unregister(self._finish_warming)
+                return  # the opening failed (it logged why, and every call that needs the archive says so), or exit
+        try:
+            if not self._settling.is_set():
+                self.archive.warm_sittings(agent_id)
+        except TiermemError as exc:  # the first search builds it, and reports what fails then
+            log.warning("could not prepare agent %s's recall search in the background: %s", agent_id, exc)
+        except Exception:
+            log.exception("could not prepare agent %s's recall search in the background: tiermem failed", agent_id)
+        finally:
+            atexit.unregister(self._finish_warming)  # done: nothing to wait for at exit
+
+    def _finish_warming(self, timeout: float) -> None:
+        """No warm starts reading from now on; one under way is waited for (up to ``timeout`` s)."""
+        self._settling.set()
+        thread = self._warming
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     # -- listeners -----------------------------------------------------------
 

@@ -9,12 +9,14 @@ leave-one-conversation-out on the LoCoMo dev split (BENCHMARKS "Retrieval qualit
 The index is built from the stored turns (content, conversation, time, log order) and kept up to date as turns
 arrive: ``Archive`` reads only the turns logged after the newest one it holds whenever the table changed, and
 rebuilds it whole when the count says rows were deleted or logged out of order. Nothing is stored: a store of any
-age gets its index at its first search in a process. Pure Python, no I/O here.
+age gets its index at its first search in a process, or before it: a server builds its agent's in the background
+once the archive is open (``Archive.warm_sittings``, ``Memory.warm``). Pure Python, no I/O here.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +26,7 @@ from typing import Any
 from .ranking import SESSION_US, terms  # terms: the words BM25 counts (lower-cased, stopwords left out)
 
 K1, B = 1.2, 0.75
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -153,18 +156,19 @@ class SittingCache:
         if total > MAX_ROWS:
             index = None
         elif index is None or index.rows > total:
-            index = self._build(read(None))
+            index = self._build(agent, read(None))
         else:
             newer = read(None if index.newest_seq is None else index.newest_seq + 1)
             if index.rows + len(newer) != total or not index.add(newer):
-                index = self._build(read(None))
+                index = self._build(agent, read(None))
         self._agents[agent] = (version, index)
         while len(self._agents) > MAX_AGENTS:
             del self._agents[next(iter(self._agents))]
         return index
 
     @staticmethod
-    def _build(rows: list[dict[str, Any]]) -> SittingIndex:
+    def _build(agent: str, rows: list[dict[str, Any]]) -> SittingIndex:
         index = SittingIndex()
         index.add(rows)  # sorted by time: every turn is at or after its conversation's sittings
+        log.debug("built the sittings of agent %s from %d turns", agent, index.rows)
         return index

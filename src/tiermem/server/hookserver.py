@@ -127,12 +127,12 @@ class HookListener:
             threading.Thread(target=self._connection, args=(conn,), name="tiermem-hook", daemon=True).start()
 
     def _connection(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as rfile, conn.makefile("wb") as wfile:
-            self._serve(conn, rfile, wfile)
+        with conn, conn.makefile("rb") as rfile:  # answers go out with ``_send``: no buffer left to flush at close
+            self._serve(conn, rfile)
 
     # -- requests ----------------------------------------------------------------
 
-    def _serve(self, conn: socket.socket, rfile: Any, wfile: Any) -> None:
+    def _serve(self, conn: socket.socket, rfile: Any) -> None:
         if not _same_user(conn):
             log.warning("refused a hook connection from another user")
             return
@@ -146,15 +146,11 @@ class HookListener:
                 answer, then = (_refused(f"it is over {MAX_REQUEST:,} bytes, the most a hook request may be (a prompt "
                                          "or reply that long is neither logged nor searched)"), None) if too_long \
                     else self._answer_line(line)
-                try:
-                    wfile.write(json.dumps(answer).encode() + b"\n")
-                    wfile.flush()
-                except OSError as exc:  # the host went on without this hook's answer; the turn still happened
-                    log.info("a hook went away before its answer: %s", exc)
+                _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
                 if then is not None:
                     self._then(then)  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
         except ShuttingDownError as exc:
-            wfile.write(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
+            _send(conn, {"ok": False, "error": str(exc)})
         except OSError as exc:
             log.info("a hook went away before its answer: %s", exc)
 
@@ -280,6 +276,14 @@ def _is_prompt(entry: object) -> bool:
         return True
     return isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result"
                                                  for b in content)
+
+
+def _send(conn: socket.socket, answer: dict[str, Any]) -> None:
+    """Write one answer line; a hook that has gone away (the host went on without it) is noted, not raised."""
+    try:
+        conn.sendall(json.dumps(answer).encode() + b"\n")
+    except OSError as exc:
+        log.info("a hook went away before its answer: %s", exc)
 
 
 def _drain(rfile: Any) -> None:

@@ -178,6 +178,8 @@ class Memory:
             if opening.ready or self._settling.is_set():
                 atexit.unregister(self._finish_warming)
                 return  # the opening failed (it logged why, and every call that needs the archive says so), or exit
+            if not opening.started:  # a server opens its archive once the handshake is answered: wait for that
+                self._settling.wait(0.25)
         try:
             if not self._settling.is_set():
                 self.archive.warm_sittings(agent_id)

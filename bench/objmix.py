@@ -9,11 +9,13 @@ cycles through seven calls: ``core_memory_append`` to its block, ``memory_replac
 (``r<n>=<i>`` by ``r<n>=<i+1>``), ``core_memory_view`` (every block rendered, with the archival counts),
 ``archival_memory_insert``, ``archival_memory_search``, ``conversation_log`` and ``conversation_search``. The
 recall and archival writes are LanceDB commits on the bucket, whose superseded versions the replicas' upkeep
-keeps only ``version_retention_seconds`` (60 s by default): the run shows whether that keeps those calls flat.
+keeps only ``version_retention_seconds`` (10 s by default on object storage), run every ``optimize_every_commits``
+commits (20): the run shows whether that keeps those calls flat.
 
-Per ``--window`` seconds: calls/s and p99 by kind, errors, the bucket's objects (all, and LanceDB's ``_versions``
-manifests) and CPU ms per call by process. At the end: first vs last window per kind, every replaced line as last
-acknowledged, every acknowledged append present once. Embeddings are the hashing embedder (no model): the figures
+Per ``--window`` seconds: calls/s and p99 by kind, errors, the bucket's objects (all, and by kind: LanceDB's
+version manifests, data, index, transaction and deletion files, core state objects) and CPU ms per call by process.
+At the end: first vs last window per kind, every replaced line as last acknowledged, every acknowledged append
+present once. Embeddings are the hashing embedder (no model): the figures
 are the storage's, not the model's. The store lives in moto's memory; the work directory is removed at the end.
 """
 
@@ -34,6 +36,17 @@ from mcp import Client
 from .objstore import BUCKET, TOKEN, Lister, cpu_seconds, options, pct, serving, start_moto
 
 KINDS = ("append", "replace", "view", "insert", "search", "log", "recall")
+# The bucket's objects by kind: LanceDB's version manifests, data files, index files, transaction and deletion
+# files, and the core state's objects (block heads, history, agents).
+OBJECT_KINDS = ("versions", "data", "indices", "transactions", "deletions", "core", "other")
+
+
+def kind_of(path: str) -> str:
+    for kind, part in (("versions", "/_versions/"), ("data", "/data/"), ("indices", "/_indices/"),
+                       ("transactions", "/_transactions/"), ("deletions", "/_deletions/"), ("core", "/core/")):
+        if part in path:
+            return kind
+    return "other"
 
 
 async def one(c: Client, kind: str, n: int, i: int, label: str) -> bool:
@@ -112,7 +125,7 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             done = [s for s in samples if lo <= s[0] < hi]
             now_counts = counts(endpoint)
             listed = await anyio.to_thread.run_sync(lambda: store.list(""))
-            versions = sum("/_versions/" in x["path"] for x in listed)
+            kinds = Counter(kind_of(x["path"]) for x in listed)
             now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
             per_call = {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids}
             req = sum(now_counts.values()) - sum(last_counts.values())
@@ -123,8 +136,8 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {len(done) / window:6.2f} calls/s "
                   f"(" + ", ".join(f"{k} {rate[k]:.1f}" for k in KINDS) + "), p99 ms ("
                   + ", ".join(f"{k} {p99[k]:.0f}" for k in KINDS) + f"), errors {sum(not s[3] for s in done)}, "
-                  f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ({versions} LanceDB "
-                  f"version manifests); CPU ms/call " + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
+                  f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ("
+                  + ", ".join(f"{k} {kinds[k]}" for k in OBJECT_KINDS if kinds[k]) + "); CPU ms/call " + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
                   flush=True)
             w += 1
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows

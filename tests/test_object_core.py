@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -287,11 +288,33 @@ def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_p
     assert upgraded.stored_result(agent, "core_memory_append", "k1", "abc") == "first answer"
     assert [i.path for i in bucket.list_here("core/requests/")] == []  # moved under the agent's folder
     assert len(bucket.list(f"core/requests/{agent}/")) == 1
-    # a replica not yet upgraded writes one more the old way: still found, and deleted with the agent
+    # a miss now costs one GET: the top of requests/ was emptied on open, so the old place is not asked
+    counted = upgraded.core.bucket.requests  # type: ignore[attr-defined]
+    before = Counter(counted)
+    assert upgraded.stored_result(agent, "core_memory_append", "k9", "abc") is None
+    assert Counter(counted) - before == Counter({"GET": 1})
+    # a replica not yet upgraded writes one more the old way: found once the next look sees it (at most
+    # old_requests_seconds later; 0 here), and deleted with the agent
     straggler = old_record("k2", "second answer")
-    assert upgraded.stored_result(agent, "core_memory_append", "k2", "abc") == "second answer"
-    upgraded.core.delete_agent(agent)
+    looking = memory_at(tmp_path, core_at(uri, s3_endpoint, old_requests_seconds=0.0))
+    assert looking.stored_result(agent, "core_memory_append", "k2", "abc") == "second answer"
+    looking.core.delete_agent(agent)
     assert bucket.get(straggler) is None and bucket.list("core/requests/") == []
+
+
+def test_a_missed_idempotency_record_costs_one_get_on_a_store_without_old_records(
+        tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """A store opened with the current layout looks once (one listing) for records of the old layout, then a
+    miss is one GET, however many follow (before: a second GET at the old place on every miss)."""
+    uri = prefix_uri("onelook")
+    memory_at(tmp_path, core_at(uri, s3_endpoint)).ensure_agent("default")
+    reopened = memory_at(tmp_path, core_at(uri, s3_endpoint))  # marker already current: nothing moved on open
+    agent = reopened.ensure_agent("default").id
+    bucket = reopened.core.bucket  # type: ignore[attr-defined]
+    before = Counter(bucket.requests)
+    for i in range(5):
+        assert reopened.stored_result(agent, "core_memory_append", f"miss{i}", "abc") is None
+    assert Counter(bucket.requests) - before == Counter({"GET": 5, "LIST": 1})
 
 
 def test_an_appends_checksum_continues_the_old_one_and_other_edits_need_the_whole_value() -> None:

@@ -140,6 +140,37 @@ def test_a_store_written_before_and_another_processs_turns_are_indexed(memory: M
                                          pool.candidates[0].found.created_us) == 1  # rebuilt: one sitting left
 
 
+def test_the_first_turn_of_a_sitting_opens_it_even_when_its_turns_share_a_timestamp() -> None:
+    index = SittingIndex()
+    index.add([row("Guess what, I adopted a cat!", 0, 1), row("Wow, what is its name?", 0, 2),
+               row("Miso", 0, 3), row("I ran a marathon last week", 200, 4), row("How was it?", 201, 5)])
+    at = us(T0)
+    assert [index.opens("c", at, seq) for seq in (1, 2, 3)] == [True, False, False]  # one timestamp, three turns
+    assert index.opens("c", us(T0 + timedelta(minutes=200)), 4) and not index.opens("c", us(T0 + timedelta(minutes=201)), 5)
+    assert not index.opens("c", at, None) and not index.opens("nobody", at, 1)
+    index.add([row("Back again: the cat learnt a trick", 900, 6)])  # a turn logged later opens a new sitting
+    assert index.opens("c", us(T0 + timedelta(minutes=900)), 6)
+    found = SittingRanks(index, {})
+    assert found.opens("c", at, 1) and not found.opens("c", None, 1)
+
+
+def test_the_opens_feature_marks_the_turn_that_opened_its_sitting(memory: Memory) -> None:
+    agent = memory.ensure_agent("opens").id
+    memory.archive.log_messages(agent, [
+        {"role": "user", "content": "Since we last talked I adopted a cat called Miso", "timestamp": stamp(0)},
+        {"role": "assistant", "content": "A cat! What is Miso like?", "timestamp": stamp(0)},
+        {"role": "user", "content": "Miso the cat sleeps all day", "timestamp": stamp(0)}])
+    pool = memory.archive.candidates("messages", agent, "cat Miso")
+    col = FEATURES.index("opens")
+    opened = {c.content[:5]: row[col] for c, row in zip(pool.candidates, features("cat Miso", pool.candidates, pool.context))}
+    assert opened == {"Since": 1.0, "A cat": 0.0, "Miso ": 0.0}
+    # archival passages have no sittings: no row opens one
+    memory.archive.insert(agent, "The cat is called Miso.")
+    passages = memory.archive.candidates("passages", agent, "cat")
+    assert [row[col] for row in features("cat", passages.candidates, passages.context)] == [0.0]
+    assert DEFAULT_RANKER.weights[col] > 0  # fitted: a sitting's first turn is likelier what a question looks for
+
+
 def test_passages_have_no_sittings(memory: Memory) -> None:
     agent = memory.ensure_agent("arch").id
     memory.archive.insert(agent, "The cat is called Miso.")
@@ -152,6 +183,9 @@ class Ranks:
 
     def rank_of(self, conversation: str | None, created_us: int | None) -> int | None:
         return self.ranks.get(str(conversation))
+
+    def opens(self, conversation: str | None, created_us: int | None, seq: int | None) -> bool:
+        return False
 
 
 def two(content: str) -> list[Candidate]:

@@ -57,7 +57,11 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     search_token_budget: int = Field(default=4000, gt=0)
     optimize_every: int = Field(default=200, ge=0)
-    # How long an upkeep keeps table versions it has superseded (seconds; 0 = 600 for a local directory, 60 on
+    # On object storage, also after this many commits of one process (0: by rows only).
+    optimize_every_commits: int = Field(default=20, ge=0)
+    # On object storage, how long (ms) a check for a table's newest version holds (0: every read checks).
+    object_read_staleness_ms: int = Field(default=250, ge=0, le=60_000)
+    # How long an upkeep keeps table versions it has superseded (seconds; 0 = 600 for a local directory, 10 on
     # object storage, where every operation lists the kept versions).
     version_retention_seconds: int = Field(default=0, ge=0)
     # LanceDB's in-memory caches (MiB). Its defaults are unbounded in practice (GiBs): the metadata cache keeps a

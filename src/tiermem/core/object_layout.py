@@ -20,7 +20,9 @@ Layout under ``<uri>/core/``:
 - ``requests/<agent id>/<sha256 of key>.json``, ``conversations/<agent id>/<sha256 of id>.json``: idempotency
   records and agent-loop conversation state, as the rows the other backends keep. (Versions before 2026-11-24 18:31
   kept requests at ``requests/<sha256 of key>.json``: ``old_request_path``; ``format.json``'s ``"requests": 2``
-  says they have been moved.)
+  says they have been moved; a miss looks there only while a listing shows any: object_requests.py.)
+- ``leases/upkeep.json``: who runs the recall and archival store's background upkeep now, and until when
+  (lease.py); not core state, kept here because every replica can write here conditionally.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Core state on object storage: one object per block, per agent and per agent's list of blocks, each changed
 only by a conditional PUT on the ETag it was read with (layout: object_layout.py).
 
-An edit reads the agent's list of blocks and the block's head (conditional GETs: a cached copy costs a 304)
-and writes the head once, with If-Match: value, version and history entry in one request, so it is atomic; a
-writer that lost the race gets 412, writes nothing, and the caller re-reads and retries. No request lists a
+Reads go through an ``ObjectCache`` (object_cache.py). An edit reads the agent's list of blocks and the block's
+head (conditional GETs: a cached copy costs a 304) and writes the head once, with If-Match: value, version and
+history entry in one request, so it is atomic; a writer that lost the race gets 412, writes nothing, and the caller re-reads and retries. No request lists a
 growing folder and nothing accumulates per edit but the history itself (about the size of each change; sealed
 into segments of ~16 KB). Every read asks the store (at most a 304), so every replica sees every acknowledged
 write. Attaching writes the block's head (its agents) before the agent's list; detaching the other way round,
@@ -17,24 +17,25 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..base.errors import NotFoundError, StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import object_history as segments
 from . import object_rows
-from .bucket import NOT_MODIFIED, Bucket
+from .bucket import Bucket
 from .history import checkpoint, encode
+from .object_cache import ObjectCache
 from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, INLINE_CHARS, REQUESTS,
                             REQUESTS_LAYOUT, Attached, Head, Link, agent_json, agent_of, agent_path, attached_json,
                             attached_of, attached_path, checksum, checksum_after, conversation_path, dumps, head_json,
-                            head_of, head_path, id_of, loads, old_request_path, request_path, value_path)
+                            head_of, head_path, id_of, loads, value_path)
+from .object_requests import OLD_REQUESTS_SECONDS, Requests
 from .protocol import FIELDS
-from .rows import CoreRow, result_from_row, result_row, window_from_row, window_row
+from .rows import CoreRow, window_from_row, window_row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_CAS_ATTEMPTS = 100
 UPKEEP_SEALS = 8  # a process tidies a block's history after this many of its edits sealed a segment
 
 
@@ -43,22 +44,26 @@ class ObjectCore:
     name = "object"
     watch_cheap = False  # change_token costs requests: poll it every watch_seconds
 
-    def __init__(self, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS) -> None:
+    def __init__(self, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS,
+                 old_requests_seconds: float = OLD_REQUESTS_SECONDS) -> None:
         """``grace_seconds``: how old a history segment off every chain must be before upkeep deletes it. A writer
         gives up an edit that took over ``segments.WRITER_SECONDS`` between its segment and its commit, so the
-        default (4x that) is safe; a smaller one only while nobody edits (tests)."""
+        default (4x that) is safe; a smaller one only while nobody edits (tests). ``old_requests_seconds``: how
+        long a look for idempotency records of the old layout holds (``object_requests``)."""
         self.bucket = bucket
-        self.grace_seconds = grace_seconds
-        self._cache: dict[str, tuple[str, Any]] = {}  # path -> (ETag, parsed object)
+        self.cache = ObjectCache(bucket)
         self._lock = threading.Lock()
+        self.grace_seconds = grace_seconds
+        self.requests = Requests(bucket, old_requests_seconds)
         self._seals: dict[str, int] = {}  # block id -> segments this process sealed
         self._bases: dict[str, tuple[int, str]] = {}  # block id -> (version, value) of its newest base read here
         self._upkeep = threading.Lock()
 
     @classmethod
-    def open(cls, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS) -> ObjectCore:
+    def open(cls, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS,
+             old_requests_seconds: float = OLD_REQUESTS_SECONDS) -> ObjectCore:
         """The core state under ``bucket`` (created there if it has none)."""
-        core = cls(bucket, grace_seconds=grace_seconds)
+        core = cls(bucket, grace_seconds=grace_seconds, old_requests_seconds=old_requests_seconds)
         if not core.exists():
             core.mark_created()
         return core
@@ -76,50 +81,21 @@ class ObjectCore:
             self.bucket.replace(FORMAT_PATH, dumps({**marker, "requests": REQUESTS_LAYOUT}), stored.etag)
         return True
 
+    def move_old_requests(self) -> int:
+        return self.requests.move_old()
+
     def mark_created(self) -> None:
+        self.requests.none_old()  # a new store: no records of the old layout
         self.bucket.create(FORMAT_PATH, dumps({"format": FORMAT, "created_us": to_us(now()),
                                                "requests": REQUESTS_LAYOUT}))
 
-    def move_old_requests(self) -> int:
-        return object_rows.move_old_requests(self.bucket)
-
-    # -- reading with the cache ---------------------------------------------------------------
-
-    def _read(self, path: str, parse: Callable[[bytes], T]) -> tuple[T, str] | None:
-        """The object at ``path`` parsed, and its ETag; a cached copy is re-validated (one conditional GET)."""
-        with self._lock:
-            cached = self._cache.get(path)
-        stored = self.bucket.get(path, cached[0] if cached else None)
-        return self._settle(path, stored, cached, parse)
-
-    def _read_many(self, paths: Sequence[str], parse: Callable[[bytes], T]) -> dict[str, tuple[T, str]]:
-        with self._lock:
-            cached = {p: self._cache[p] for p in paths if p in self._cache}
-        got = self.bucket.get_many(list(dict.fromkeys(paths)), {p: c[0] for p, c in cached.items()})
-        out = {}
-        for path, stored in got.items():
-            found = self._settle(path, stored, cached.get(path), parse)
-            if found is not None:
-                out[path] = found
-        return out
-
-    def _settle(self, path: str, stored: Any, cached: tuple[str, Any] | None,
-                parse: Callable[[bytes], T]) -> tuple[T, str] | None:
-        if stored is None:
-            self._forget(path)
-            return None
-        if stored is NOT_MODIFIED and cached is not None:
-            return cached[1], cached[0]
-        value = parse(stored.data)  # outside the lock: a head may fetch its base
-        self._remember(path, stored.etag, value)
-        return value, stored.etag
+    # -- reading (through ``self.cache``) --------------------------------------------------------
 
     def _head_of(self, data: bytes) -> Head:
         """Parse a head; one stored without its value is rebuilt from this process's copy of an earlier version
         (the changes since are in the head's tail) or else from its base object."""
         def known(block_id: str) -> Head | None:
-            with self._lock:
-                cached = self._cache.get(head_path(block_id))
+            cached = self.cache.cached(head_path(block_id))
             return cached[1] if cached is not None else None
 
         return head_of(data, self._base, known)
@@ -135,34 +111,6 @@ class ObjectCore:
             self._bases[block_id] = (version, value)
         return value
 
-    def _remember(self, path: str, etag: str, value: object) -> None:
-        with self._lock:
-            self._cache[path] = (etag, value)
-
-    def _forget(self, path: str) -> None:
-        with self._lock:
-            self._cache.pop(path, None)
-
-    def _update(self, path: str, parse: Callable[[bytes], T], change: Callable[[T | None], T | None],
-                dump: Callable[[T], bytes]) -> T | None:
-        """Read-modify-write ``path`` with conditional PUTs until it sticks; ``change`` gets the current value (None
-        if absent) and returns the new one (None: leave it). Returns what is stored afterwards."""
-        for _ in range(_CAS_ATTEMPTS):
-            found = self._read(path, parse)
-            current = found[0] if found else None
-            new = change(current)
-            if new is None or new == current:
-                return current
-            data = dump(new)
-            etag = self.bucket.replace(path, data, found[1]) if found else self.bucket.create(path, data)
-            if etag is not None:
-                self._remember(path, etag, new)
-                return new
-            self._forget(path)
-            time.sleep(0.002)
-        raise StoreError(f"{path} is being changed by other writers and {_CAS_ATTEMPTS} attempts failed; nothing "
-                         "more was written. Try again.")
-
     def read_cached(self, fn: Callable[[], T]) -> tuple[T] | None:
         return None  # every read asks the store (a conditional GET): I/O, never on the event loop
 
@@ -173,7 +121,7 @@ class ObjectCore:
     # -- agents --------------------------------------------------------------------------------
 
     def list_agents(self) -> list[Agent]:
-        found = self._read_many([i.path for i in self.bucket.list(AGENTS)], agent_of)
+        found = self.cache.read_many([i.path for i in self.bucket.list(AGENTS)], agent_of)
         return sorted((a for a, _ in found.values()), key=lambda a: a.name)
 
     def find_agent(self, name: str) -> Agent | None:
@@ -181,7 +129,7 @@ class ObjectCore:
         return min(named, key=lambda a: a.created_at) if named else None
 
     def get_agent(self, agent_id: str) -> Agent:
-        found = self._read(agent_path(agent_id), agent_of)
+        found = self.cache.read(agent_path(agent_id), agent_of)
         if found is None:
             raise NotFoundError(f"No agent with id {agent_id!r}. List agents with `tiermem agents list`.")
         return found[0]
@@ -190,7 +138,7 @@ class ObjectCore:
         self.bucket.create(agent_path(agent.id), agent_json(agent))
 
     def update_agent(self, agent: Agent) -> None:
-        self._update(agent_path(agent.id), agent_of,
+        self.cache.update(agent_path(agent.id), agent_of,
                      lambda old: replace(agent, created_at=old.created_at) if old is not None else None, agent_json)
 
     def delete_agent(self, agent_id: str) -> None:
@@ -201,29 +149,29 @@ class ObjectCore:
         self.move_old_requests()  # records an older replica may still have written at the top of requests/
         for block_id in attached.ids():
             if [a for a in self.agents_of_block(block_id) if a != agent_id]:
-                self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
+                self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
                              else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
                 continue
             listed = [*segments.listed_segments(self.bucket, block_id), *segments.listed_bases(self.bucket, block_id)]
             for seg in listed:
                 self.bucket.delete(seg.path)
             self.bucket.delete(head_path(block_id))
-            self._forget(head_path(block_id))
+            self.cache.forget(head_path(block_id))
         self.bucket.delete(attached_path(agent_id))
-        self._forget(attached_path(agent_id))
+        self.cache.forget(attached_path(agent_id))
         for prefix in (f"{REQUESTS}{agent_id}/", f"{CONVERSATIONS}{agent_id}/"):
             for item in self.bucket.list(prefix):
                 self.bucket.delete(item.path)
         self.bucket.delete(agent_path(agent_id))
-        self._forget(agent_path(agent_id))
+        self.cache.forget(agent_path(agent_id))
 
     # -- blocks ----------------------------------------------------------------------------------
 
     def _head(self, block_id: str) -> tuple[Head, str] | None:
-        return self._read(head_path(block_id), self._head_of)
+        return self.cache.read(head_path(block_id), self._head_of)
 
     def _attached(self, agent_id: str) -> Attached:
-        found = self._read(attached_path(agent_id), attached_of)
+        found = self.cache.read(attached_path(agent_id), attached_of)
         return found[0] if found else Attached(agent_id)
 
     def get_block(self, block_id: str) -> Block | None:
@@ -231,7 +179,7 @@ class ObjectCore:
         return found[0].block if found else None
 
     def get_blocks(self, block_ids: Sequence[str]) -> list[Block]:
-        found = self._read_many([head_path(i) for i in block_ids], self._head_of)
+        found = self.cache.read_many([head_path(i) for i in block_ids], self._head_of)
         return [found[head_path(i)][0].block for i in dict.fromkeys(block_ids) if head_path(i) in found]
 
     def attached_block_ids(self, agent_id: str) -> list[str]:
@@ -241,7 +189,7 @@ class ObjectCore:
         found = self._head(block_id)
         if found is None:
             return []
-        lists = self._read_many([attached_path(a) for a in found[0].agents], attached_of)
+        lists = self.cache.read_many([attached_path(a) for a in found[0].agents], attached_of)
         return [a for a in found[0].agents if attached_path(a) in lists and block_id in lists[attached_path(a)][0].ids()]
 
     def find_block(self, agent_id: str, label: str) -> Block | None:
@@ -263,14 +211,13 @@ class ObjectCore:
         head = Head(block=block, tail=(entry,), chain=entry.chain, tail_bytes=entry.size())
         etag = self.bucket.create(head_path(block.id), head_json(head))
         if etag is not None:
-            self._remember(head_path(block.id), etag, head)
+            self.cache.remember(head_path(block.id), etag, head)
 
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         """See ``CoreStore.commit_edit``: one conditional PUT of the head. The agents returned are the head's list
         as of the commit (a superset only after a writer died between a detach's two writes)."""
         path = head_path(block.id)
-        with self._lock:
-            cached = self._cache.get(path)
+        cached = self.cache.cached(path)
         if cached is None or cached[1].block.version != previous.version:
             found = self._head(block.id)  # the caller's read was not through this cache: read it now
             if found is None:
@@ -304,7 +251,7 @@ class ObjectCore:
             if found is None or found[0].block != block:
                 return None  # nothing of ours was committed
             etag = found[1]
-        self._remember(path, etag, new)
+        self.cache.remember(path, etag, new)
         if block.label != previous.label:
             self._relabel(head.agents, block.id, block.label)
         if sealed is not None:
@@ -340,7 +287,7 @@ class ObjectCore:
 
         for agent_id in agent_ids:
             try:
-                self._update(attached_path(agent_id), attached_of, change, attached_json)
+                self.cache.update(attached_path(agent_id), attached_of, change, attached_json)
             except StoreError as exc:
                 log.warning("could not record block %s's new label for agent %s: %s", block_id, agent_id, exc)
 
@@ -360,29 +307,27 @@ class ObjectCore:
         return got[-1] if got else None
 
     def attach(self, agent_id: str, block_id: str) -> None:
-        found = self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id in h.agents
+        found = self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id in h.agents
                              else replace(h, agents=(*h.agents, agent_id)), head_json)
         label = found.block.label if found is not None else ""
         link = Link(block_id, label, to_us(now()))
-        self._update(attached_path(agent_id), attached_of,
+        self.cache.update(attached_path(agent_id), attached_of,
                      lambda old: Attached(agent_id, (link,)) if old is None else None if block_id in old.ids()
                      else replace(old, links=(*old.links, link)), attached_json)
 
     def detach(self, agent_id: str, block_id: str) -> None:
-        self._update(attached_path(agent_id), attached_of, lambda old: None if old is None or block_id not in old.ids()
+        self.cache.update(attached_path(agent_id), attached_of, lambda old: None if old is None or block_id not in old.ids()
                      else replace(old, links=tuple(x for x in old.links if x.block_id != block_id)), attached_json)
-        self._update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
+        self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
                      else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
 
     # -- idempotency keys and conversation state -------------------------------------------------
 
     def get_request(self, key: str) -> StoredResult | None:
-        """The record under the agent's folder, else where an older version (a replica not yet upgraded) put it."""
-        stored = self.bucket.get(request_path(key)) or self.bucket.get(old_request_path(key))
-        return result_from_row(loads(stored.data, "idempotency record")) if stored is not None else None
+        return self.requests.get(key)
 
     def put_request(self, result: StoredResult) -> None:
-        self.bucket.create(request_path(result.key), dumps(result_row(result)))
+        self.requests.put(result)
 
     def get_conversation(self, agent_id: str, conversation_id: str) -> ContextWindow | None:
         stored = self.bucket.get(conversation_path(agent_id, conversation_id))
@@ -436,8 +381,7 @@ class ObjectCore:
         try:
             return object_rows.merge_rows(self.bucket, table, rows)
         finally:
-            with self._lock:
-                self._cache.clear()
+            self.cache.forget_all()
 
     def schema_fields(self, table: str) -> list[str]:
         return list(FIELDS[object_rows.check_table(table)])

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 
-def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False,
+def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False, archive_now: bool = True,
                 on_archive_wait: Callable[[], None] | None = None) -> Memory:
     """Build the store, the embedder (loading in the background) and the Memory facade.
 
@@ -23,6 +23,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
     no migration, open only that now and return; the store, the embedder and the archive open in a background thread started
     here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
     lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
+    ``archive_now=False`` (with ``lazy``): that thread starts when ``Memory.open_archive`` is called or something
+    needs the archive, not here (the server answers ``initialize`` first: the archive's imports would compete with it).
     """
     from .memory import Memory
 
@@ -41,14 +43,21 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
     core: CoreStore | None = _core_without_store(settings) if lazy else None
     archive: Archive | Opening[Archive]
     if core is not None:
-        archive = Opening(lambda: _open_archive(settings, start_embedder)[0], thread_name="tiermem-open-archive",
-                          on_wait=on_archive_wait)
+        lazy_core = core
+
+        def opened() -> Archive:
+            archive, store = _open_archive(settings, start_embedder)
+            _share_upkeep(store, lazy_core)
+            return archive
+
+        archive = Opening(opened, thread_name="tiermem-open-archive", on_wait=on_archive_wait)
     else:
         from ..core.migrate import open_core
 
         archive, store = _open_archive(settings, start_embedder)
         core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None,
                          settings.storage_options or None)
+        _share_upkeep(store, core)
     memory = Memory(
         archive,
         core=core,
@@ -56,10 +65,20 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,
     )
-    if isinstance(archive, Opening):
+    if isinstance(archive, Opening) and archive_now:
         archive.start()
     _finish_deletions(memory)
     return memory
+
+
+def _share_upkeep(store: Store, core: CoreStore) -> None:
+    """Replicas on one object store take turns at the store's background upkeep (a lease object next to the core
+    state): two at once would only conflict, and each lost commit leaves files LanceDB keeps for days."""
+    from ..core.lease import Lease
+    from ..core.objects import ObjectCore
+
+    if isinstance(core, ObjectCore) and store.conn.remote:
+        store.conn.upkeep_lease = Lease(core.bucket).held
 
 
 def _finish_deletions(memory: Memory) -> None:
@@ -110,6 +129,8 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         embedding_dim=embedder.dim,
         storage_options=settings.storage_options or None,
         optimize_every=settings.optimize_every,
+        optimize_every_commits=settings.optimize_every_commits,
+        read_staleness=timedelta(milliseconds=settings.object_read_staleness_ms),
         metadata_cache_bytes=settings.metadata_cache_mb << 20,
         index_cache_bytes=settings.index_cache_mb << 20,
         session_renew_writes=settings.session_renew_writes,

@@ -37,6 +37,7 @@ class _Sitting:
     end: int
     tf: Counter[str] = field(default_factory=Counter)
     length: int = 0
+    first_seq: int | None = None  # the log order of the turn that opened it (None: not known)
 
 
 class SittingIndex:
@@ -69,8 +70,9 @@ class SittingIndex:
         conversation, at = str(row.get("conversation_id") or ""), int(row["created_us"])
         ids = self._ids.setdefault(conversation, [])
         last = self.sittings[ids[-1]] if ids else None
+        seq = row.get("seq")
         if last is None or at - last.end > SESSION_US:
-            last = _Sitting(len(self.sittings), conversation, at, at)
+            last = _Sitting(len(self.sittings), conversation, at, at, first_seq=seq if isinstance(seq, int) else None)
             ids.append(len(self.sittings))
             self._starts.setdefault(conversation, []).append(at)
             self.sittings.append(last)
@@ -83,7 +85,6 @@ class SittingIndex:
         last.length += len(words)
         self.total += len(words)
         self.rows += 1
-        seq = row.get("seq")
         if isinstance(seq, int) and (self.newest_seq is None or seq > self.newest_seq):
             self.newest_seq = seq
 
@@ -114,6 +115,15 @@ class SittingIndex:
         i = self._ids[key][k]
         return i if created_us <= self.sittings[i].end else None
 
+    def opens(self, conversation: str | None, created_us: int, seq: int | None) -> bool:
+        """Whether the turn of ``conversation`` written at ``created_us`` and logged as ``seq`` is the first turn of
+        its sitting (False when its log order is not known)."""
+        i = self.sitting_of(conversation, created_us)
+        if i is None or seq is None:
+            return False
+        sitting = self.sittings[i]
+        return sitting.first_seq == seq and sitting.start == created_us
+
 
 @dataclass(frozen=True)
 class SittingRanks:
@@ -127,6 +137,9 @@ class SittingRanks:
             return None
         i = self.index.sitting_of(conversation, created_us)
         return self.ranks.get(i) if i is not None else None
+
+    def opens(self, conversation: str | None, created_us: int | None, seq: int | None) -> bool:
+        return isinstance(created_us, int) and self.index.opens(conversation, created_us, seq)
 
 
 MAX_AGENTS = 64  # agents whose sittings a process keeps

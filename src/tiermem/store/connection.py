@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, TypedDict, Unpack
 
@@ -28,16 +29,27 @@ log = logging.getLogger(__name__)
 
 DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE = 8 << 20, 512 << 20
 DEFAULT_SESSION_RENEW_WRITES = 200
+DEFAULT_OPTIMIZE_EVERY_COMMITS = 20
+# Superseded table versions an upkeep keeps. On object storage every LanceDB operation lists the table's versions
+# (one listing holds them all), so fewer kept means flatter latency under sustained commits (bench objmix).
+LOCAL_RETENTION, OBJECT_STORE_RETENTION = timedelta(minutes=10), timedelta(seconds=10)
+OBJECT_STORE_STALENESS = timedelta(milliseconds=250)  # ConnectionOptions' read_staleness
 UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
 
 
-def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int) -> tuple[Any, Any]:
+def is_remote(uri: str) -> bool:
+    """True for an object-store URI (``s3://...``, ``gs://...``, ``az://...``), False for a directory."""
+    return "://" in uri and not uri.startswith("file://")
+
+
+def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int,
+            staleness: timedelta = timedelta(0)) -> tuple[Any, Any]:
     """A connection whose caches are bounded, and its session. LanceDB's own defaults are GiBs, and its metadata
     cache keeps a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
-    write without levelling off (bench/load.py). Every read checks out the newest version (read consistency 0),
-    so other processes' writes are seen."""
+    write without levelling off (bench/load.py). Every read checks out the newest version unless it was checked
+    out less than ``staleness`` ago (LanceDB's read consistency interval), so other processes' writes are seen."""
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
-    db = lancedb.connect(uri, read_consistency_interval=timedelta(0), storage_options=storage_options, session=session)
+    db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=storage_options, session=session)
     return db, session
 
 
@@ -59,14 +71,23 @@ class ConnectionOptions(TypedDict, total=False):
     ``optimize_every``: written rows between two background upkeeps (200; 0: never).
     ``metadata_cache_bytes`` / ``index_cache_bytes``: bounds of LanceDB's caches (8 MiB / 512 MiB).
     ``session_renew_writes``: writes between two renewals of the LanceDB session (200; 0: never).
+    ``optimize_every_commits``: on object storage, also commits of this process between two background upkeeps
+    (20; 0: by rows only). Each commit adds a table version, and every LanceDB operation there lists the table's
+    versions, so the upkeep that removes them keeps pace with commits, however few rows each writes.
+    ``read_staleness``: on object storage, how long a check for a table's newest version holds (250 ms). LanceDB
+    checks at every step of an operation, each check a listing of the table's versions (a search: 3-10 of them);
+    within this window they are one. A read then sees every commit of another process acknowledged this long before
+    it started (its own process's at once); on a local directory every read checks (the check is cheap there).
     ``version_retention``: how long an optimize keeps the versions it supersedes (None: 10 minutes for a local
-    directory, 1 minute on object storage, where every operation lists the kept versions)."""
+    directory, 10 seconds on object storage, where every operation lists the kept versions)."""
 
     storage_options: dict[str, str] | None
     optimize_every: int
     metadata_cache_bytes: int
     index_cache_bytes: int
     session_renew_writes: int
+    optimize_every_commits: int
+    read_staleness: timedelta
     version_retention: timedelta | None
 
 
@@ -76,27 +97,35 @@ class Connection:
     def __init__(self, uri: str, *, embedding_model: str, embedding_dim: int, **options: Unpack[ConnectionOptions]) -> None:
         self.uri = uri
         retention = options.get("version_retention")
+        self.remote = is_remote(uri)
         self.version_retention = retention if retention is not None else (
-            timedelta(minutes=1) if "://" in uri and not uri.startswith("file://") else timedelta(minutes=10))
+            OBJECT_STORE_RETENTION if self.remote else LOCAL_RETENTION)
+        self.optimize_every_commits = options.get("optimize_every_commits", DEFAULT_OPTIMIZE_EVERY_COMMITS) \
+            if self.remote else 0
+        self.read_staleness = options.get("read_staleness", OBJECT_STORE_STALENESS) if self.remote else timedelta(0)
         self.session_renew_writes = options.get("session_renew_writes", DEFAULT_SESSION_RENEW_WRITES)
         self.since_renewal = 0  # writes since the session was last renewed
         self.renewals = 0
         storage_options = options.get("storage_options")
         metadata_cache_bytes = options.get("metadata_cache_bytes", DEFAULT_METADATA_CACHE)
         index_cache_bytes = options.get("index_cache_bytes", DEFAULT_INDEX_CACHE)
-        self._settings = (storage_options, metadata_cache_bytes, index_cache_bytes)
+        self._settings = (storage_options, metadata_cache_bytes, index_cache_bytes, self.read_staleness)
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
         self.optimize_every = options.get("optimize_every", 200)
-        self.writes = 0  # since the last upkeep was scheduled
+        self.writes = 0  # rows written since the last upkeep was scheduled
+        self.commits = 0  # commits made since the last upkeep was scheduled
         self.lock = threading.Lock()
         self.snapshots: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         self.writer = new_id("writer")  # names this process's marks of rows stored without vectors
         self.upkeep: Callable[[], object] | None = None  # run in a thread every ``optimize_every`` writes
+        # Held around a background upkeep when set (replicas on one object store: one at a time, ``core.lease``);
+        # a background upkeep that does not get it is skipped.
+        self.upkeep_lease: Callable[[], AbstractContextManager[bool]] | None = None
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.on_renewal: list[Callable[[], None]] = []  # what parts forget of the old session's table handles
         try:
-            self.db, self.session = connect(uri, storage_options, metadata_cache_bytes, index_cache_bytes)
+            self.db, self.session = connect(uri, *self._settings)
             self.tables: dict[str, Any] = self._open_tables()
         except (SchemaError, StoreError):
             raise
@@ -154,13 +183,16 @@ class Connection:
         return rows
 
     def wrote(self, n: int = 1) -> None:
-        """Count ``n`` written rows; every ``optimize_every`` of them, ``upkeep`` runs in a background thread."""
+        """Count one commit of ``n`` written rows; every ``optimize_every`` rows, or on object storage every
+        ``optimize_every_commits`` commits, ``upkeep`` runs in a background thread (never with ``optimize_every`` 0)."""
         with self.lock:
             self.writes += n
+            self.commits += 1
             self.since_renewal += n
-            due = self.optimize_every > 0 and self.writes >= self.optimize_every
+            due = self.optimize_every > 0 and (self.writes >= self.optimize_every or 0 < self.optimize_every_commits
+                                               <= self.commits)
             if due:
-                self.writes = 0
+                self.writes = self.commits = 0
         if due and self.upkeep is not None:
             thread = threading.Thread(target=self.upkeep, name="tiermem-optimize", daemon=True)
             with self.lock:
@@ -168,6 +200,12 @@ class Connection:
                     atexit.register(self.finish_upkeep)
                 self._upkeeps = [t for t in self._upkeeps if t.is_alive()] + [thread]
             thread.start()
+
+    def upkeep_deferred(self) -> None:
+        """A background upkeep was skipped (another replica held the lease): the next is due after half the usual
+        commits, so the versions of a store whose lease holder stopped optimizing do not wait a whole period."""
+        with self.lock:
+            self.commits = max(self.commits, self.optimize_every_commits // 2)
 
     def finish_upkeep(self, timeout: float = UPKEEP_EXIT_SECONDS) -> None:
         """Wait (up to ``timeout`` s) for the background upkeep under way; registered to run at exit.
@@ -207,9 +245,8 @@ class Connection:
         here does (``read_consistency_interval=0``), so every call sees every committed write whichever
         connection it runs on.
         """
-        storage_options, metadata_cache, index_cache = self._settings
         with library(self.uri, "the tables (reopening them on a new connection)"):
-            db, session = connect(self.uri, storage_options, metadata_cache, index_cache)
+            db, session = connect(self.uri, *self._settings)
             tables = {name: db.open_table(name) for name in self.tables}
         with self.lock:
             self.db, self.session, self.tables = db, session, tables

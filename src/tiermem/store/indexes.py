@@ -10,7 +10,7 @@ import time
 
 from ..base.errors import StoreError, StoreWriteError
 from .connection import Connection
-from .boundary import reads
+from .boundary import LIBRARY_ERRORS, reads
 from .query import Filter
 from .schemas import SEARCHABLE
 from .tables import Rows
@@ -60,6 +60,7 @@ class Indexes:
         self.vector_index_min_rows = vector_index_min_rows
         self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
         self._optimizing = threading.Lock()
+        self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
 
     def ensure_search_indexes(self) -> None:
         """Build the full-text indexes when the store opens, so that searching (a read-only tool) never writes.
@@ -180,37 +181,59 @@ class Indexes:
         self.optimize(background=True)
 
     def optimize(self, *, background: bool = False) -> dict[str, str]:
-        """Compact small fragments and bring indexes up to date. Safe to call from any process.
+        """Compact small fragments, delete superseded versions (``version_retention``) and bring indexes up to
+        date. Safe to call from any process, and from several at once (a commit conflict is retried; nothing is lost).
 
-        A background run is skipped while another run is under way; an explicit one waits for it.
+        A background run is skipped while another run is under way in this process, or while another replica holds
+        the connection's ``upkeep_lease`` (one set: on object storage, where two at once would only conflict); an
+        explicit one waits for the run of this process and ignores the lease.
         """
         if not self._optimizing.acquire(blocking=not background):
             return {"skipped": "already optimizing in this process"}
-        report: dict[str, str] = {}
         try:
-            for name, t in self.conn.tables.items():
-                started = time.perf_counter()
-                for attempt in range(3):
-                    try:
-                        t.optimize(cleanup_older_than=self.conn.version_retention)
-                        report[name] = f"ok in {time.perf_counter() - started:.2f}s"
-                        break
-                    except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
-                        report[name] = f"retry later: {exc}"
-                        log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
-                        time.sleep(0.05 * (attempt + 1))
-            for name in SEARCHABLE:  # after compaction: an index is trained over a few large fragments, not many small ones
-                if self.rows.count(name):
-                    self.ensure_fts(name)
-                    self.ensure_vector_index(name)
-            try:  # the indexes just changed: drop the old session's caches with the versions they superseded
-                if self.conn.renew_session_if_due():
-                    report["session"] = "renewed"
-            except StoreError as exc:  # the old session stays; the next optimize tries again
-                report["session"] = f"not renewed: {exc}"
-                log.warning("could not renew the LanceDB session: %s", exc)
+            if background and self.conn.upkeep_lease is not None:
+                with self.conn.upkeep_lease() as held:
+                    if not held:
+                        self.conn.upkeep_deferred()
+                        return {"skipped": "another replica is optimizing"}
+                    return self._optimize(changed_only=True)
+            return self._optimize(changed_only=background)
         finally:
             self._optimizing.release()
+
+    def _optimize(self, *, changed_only: bool) -> dict[str, str]:
+        """``changed_only`` (background runs): skip the tables no commit changed since this process last optimized
+        them (on object storage each one costs requests; the old core tables never change)."""
+        report: dict[str, str] = {}
+        for name, t in self.conn.tables.items():
+            started = time.perf_counter()
+            try:
+                version = int(t.version)
+            except LIBRARY_ERRORS as exc:
+                report[name] = f"retry later: {exc}"
+                continue
+            if changed_only and self._optimized.get(name) == version:
+                continue
+            for attempt in range(3):
+                try:
+                    t.optimize(cleanup_older_than=self.conn.version_retention)
+                    report[name] = f"ok in {time.perf_counter() - started:.2f}s"
+                    self._optimized[name] = int(t.version)
+                    break
+                except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
+                    report[name] = f"retry later: {exc}"
+                    log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
+                    time.sleep(0.05 * (attempt + 1))
+        for name in SEARCHABLE:  # after compaction: an index is trained over a few large fragments, not many small ones
+            if self.rows.count(name):
+                self.ensure_fts(name)
+                self.ensure_vector_index(name)
+        try:  # the indexes just changed: drop the old session's caches with the versions they superseded
+            if self.conn.renew_session_if_due():
+                report["session"] = "renewed"
+        except StoreError as exc:  # the old session stays; the next optimize tries again
+            report["session"] = f"not renewed: {exc}"
+            log.warning("could not renew the LanceDB session: %s", exc)
         from ..base.memtrim import trim
 
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident

@@ -1,0 +1,67 @@
+"""``Lease``: one holder at a time among the replicas on one bucket, for work that any of them may do but that two
+doing at once only wastes (the recall and archival store's background upkeep).
+
+The lease is one object, taken with a conditional PUT: created if absent (``If-None-Match: *``), or replaced
+(``If-Match`` on the ETag read) once its holder's time is up, so of two replicas taking it at once exactly one
+gets it. The holder gives it back by replacing it with an expired one (again conditional: a lease taken over
+after its time is never given back by the old holder). A holder that dies leaves it to expire (``seconds``).
+Clocks of replicas are compared: a skew shortens or lengthens a lease by as much.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..base.errors import StoreError
+from ..base.records import new_id, now, to_us
+from .bucket import Bucket
+from .object_layout import ROOT, dumps, loads
+
+log = logging.getLogger(__name__)
+UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
+LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
+
+
+class Lease:
+    """The lease at ``path`` in ``bucket``, held at most ``seconds`` by one holder."""
+
+    def __init__(self, bucket: Bucket, path: str = UPKEEP_LEASE, seconds: float = LEASE_SECONDS) -> None:
+        self.bucket, self.path, self.seconds = bucket, path, seconds
+        self.holder = new_id("holder")
+
+    def take(self) -> str | None:
+        """The lease's ETag if this holder took it now, else None (another holds it, or took it first)."""
+        body = dumps({"holder": self.holder, "until_us": to_us(now()) + int(self.seconds * 1e6)})
+        etag = self.bucket.create(self.path, body)
+        if etag is not None:
+            return etag
+        stored = self.bucket.get(self.path)
+        if stored is None:  # given back and deleted meanwhile (not by tiermem): try once more
+            return self.bucket.create(self.path, body)
+        if int(loads(stored.data, "lease").get("until_us", 0)) > to_us(now()):
+            return None
+        return self.bucket.replace(self.path, body, stored.etag)
+
+    def give_back(self, etag: str) -> None:
+        """Let the next taker have it at once (nothing if it was taken over meanwhile)."""
+        self.bucket.replace(self.path, dumps({"holder": None, "until_us": 0}), etag)
+
+    @contextmanager
+    def held(self) -> Iterator[bool]:
+        """True inside if this holder has the lease (given back on the way out), False if another has it or the
+        bucket could not be asked (the work is skipped: the next attempt asks again)."""
+        try:
+            etag = self.take()
+        except StoreError as exc:
+            log.warning("could not take the lease %s (skipping this time): %s", self.path, exc)
+            etag = None
+        try:
+            yield etag is not None
+        finally:
+            if etag is not None:
+                try:
+                    self.give_back(etag)
+                except StoreError as exc:  # it expires on its own
+                    log.warning("could not give back the lease %s: %s", self.path, exc)

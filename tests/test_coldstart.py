@@ -7,8 +7,10 @@ opening the memory store (which needs them) fails in the background and a tool c
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -177,3 +179,106 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
     assert before == []
     assert after == ["tiermem.server.tools", "tiermem.server.search_tools", "tiermem.server.memory_tool"]
     assert count >= 15
+
+
+
+WATCH_HARNESS = Path(__file__).parent / "harness" / "watch_start.py"
+
+
+@pytest.fixture(scope="module")
+def watched_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[str, Any]]:
+    """One ``tiermem serve`` under ``harness/watch_start.py``: initialize, initialized, a block edit, an archival
+    search, stdin closed. Returns (the harness's report lines by their first word, the answers by id)."""
+    import json
+    import subprocess
+
+    tmp_path = tmp_path_factory.mktemp("watched")
+    proc = subprocess.Popen(
+        [PYTHON, str(WATCH_HARNESS), "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: dict[str, Any] = {}
+
+    def call(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+        while "id" in message and message["id"] not in answers:  # log notifications may come first
+            reply = json.loads(proc.stdout.readline())
+            if "id" in reply:
+                answers[reply["id"]] = reply
+
+    call({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    call({"method": "notifications/initialized"})
+    call({"id": 2, "method": "tools/call", "params": {"name": "memory_insert",
+                                                        "arguments": {"label": "human", "new_string": "Likes rain"}}})
+    call({"id": 3, "method": "tools/call", "params": {"name": "archival_memory_search", "arguments": {"query": "rain"}}})
+    proc.stdin.close()
+    status = proc.wait(timeout=120)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert status == 0, stderr[-3000:]
+    report = {line.split()[0]: line for line in stderr.splitlines() if line.split()[:1] and line.split()[0] in (
+        "gc-before-answer", "threads-at-answer", "heavy-at-answer", "gc-exit")}
+    assert len(report) == 4, stderr[-3000:]
+    return report, answers
+
+
+def test_the_garbage_collector_waits_until_initialize_is_answered(
+    watched_start: tuple[dict[str, str], dict[str, Any]]
+) -> None:
+    """``tiermem serve`` holds the cyclic collector off while it starts (gcpause): not one collection runs before
+    the answer to ``initialize``; once the client has that answer the start is frozen and collections run again."""
+    report, answers = watched_start
+    assert "<memory_blocks>" in answers[1]["result"]["instructions"]  # core memory was read for it, as before
+    assert not answers[2]["result"].get("isError"), answers[2]
+    assert report["gc-before-answer"] == "gc-before-answer 0", report
+    fields = dict(part.split("=") for part in report["gc-exit"].split()[1:])
+    assert fields["enabled"] == "True", report
+    assert int(fields["frozen"]) > 10_000, report  # the start's objects: out of later collections
+    assert int(fields["collections"]) > 0, report  # and the collector ran again afterwards
+
+
+def test_the_archive_starts_opening_once_initialize_is_answered(
+    watched_start: tuple[dict[str, str], dict[str, Any]]
+) -> None:
+    """``initialize`` waits for core memory (its instructions carry it), not for the archive: the archive's
+    opening thread and its libraries start only once the client has that answer, and then it opens."""
+    report, answers = watched_start
+    threads = report["threads-at-answer"].split(" ", 1)[1].split(",")
+    assert "tiermem-open-archive" not in threads, report
+    assert report["heavy-at-answer"].split()[1:] == [], report
+    search = answers[3]["result"]
+    assert not search.get("isError"), search  # opened after the answer: the search found its store
+    assert "Likes rain" not in json.dumps(search)  # (a block edit is not archival memory: nothing to find)
+
+
+def test_a_hold_of_the_collector_ends_once() -> None:
+    import gc
+
+    from tiermem.base import gcpause
+
+    assert gc.isenabled() and not gcpause.held()
+    try:
+        assert gcpause.hold(deadline=60)
+        assert not gc.isenabled() and gcpause.held()
+        assert not gcpause.hold(deadline=60)  # one hold at a time
+        frozen = gc.get_freeze_count()
+        assert gcpause.release()
+        assert gc.isenabled() and not gcpause.held() and gc.get_freeze_count() > frozen
+        assert not gcpause.release()  # every request calls it: without a hold it does nothing
+        gc.disable()  # someone else's: not ours to turn on
+        assert not gcpause.hold() and not gcpause.release() and not gc.isenabled()
+        gc.enable()
+        assert gcpause.hold(deadline=0.05)  # nobody releases it: the deadline does
+        for _ in range(400):
+            if gc.isenabled():
+                break
+            threading.Event().wait(0.05)
+        assert gc.isenabled() and not gcpause.held()
+    finally:
+        gcpause.release()
+        gc.enable()
+        gc.unfreeze()

@@ -194,6 +194,25 @@ def test_heap_keeper_trims_after_growth_and_leaves_a_steady_process_alone() -> N
     assert released_mb > 16, released_mb  # the freed 64 MB went back to the system (most of it)
 
 
+def test_the_heap_controls_find_glibc_without_a_subprocess() -> None:
+    """A server sets its heap controls before it answers ``initialize``: finding glibc must not run ``ldconfig``
+    (``ctypes.util.find_library`` does, in a subprocess). Seen by the interpreter's audit events."""
+    probe = textwrap.dedent(
+        """
+        import json, sys
+        spawned = []
+        sys.addaudithook(lambda event, args: spawned.append(event) if event in ("subprocess.Popen", "os.posix_spawn",
+                                                                                 "os.fork", "os.exec") else None)
+        from tiermem.base import memtrim
+        print(json.dumps([memtrim._glibc() is not None, memtrim.limit_arenas(2), spawned]))
+        """
+    )
+    out = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found, limited, spawned = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (found, limited, spawned) == (True, True, [])  # this machine runs glibc: the controls work
+
+
 def test_heap_keeper_refuses_a_zero_interval() -> None:
     from tiermem.base.memtrim import HeapKeeper
 

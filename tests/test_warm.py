@@ -107,6 +107,7 @@ def test_settling_while_the_archive_still_opens_neither_waits_for_it_nor_reads_a
     opening = Opening(slow_archive, thread_name="test-slow-archive")
     late = Memory(opening, core=memory.core)
     opening.start()
+    before = set(threading.enumerate())  # (other tests' servers may still wait for an archive nobody started)
     with caplog.at_level(logging.DEBUG, logger="tiermem.domain"):
         late.warm(agent)
         late.settle(0.3)  # the archive is not open: the process may exit, the warm must not start reading later
@@ -115,7 +116,7 @@ def test_settling_while_the_archive_still_opens_neither_waits_for_it_nor_reads_a
         late.warm(agent)  # after settle: nothing starts
         late.settle(5)
     assert builds(caplog) == [] and not [r for r in caplog.records if "ready" in r.getMessage()]
-    assert not [t for t in threading.enumerate() if t.name == "tiermem-warm" and t.is_alive()]
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "tiermem-warm" and t.is_alive()]
 
 
 def test_a_stdio_server_warms_its_agent_and_exits_cleanly(tmp_path: Path) -> None:
@@ -154,3 +155,31 @@ def test_a_stdio_server_warms_its_agent_and_exits_cleanly(tmp_path: Path) -> Non
     stderr = "".join(seen)
     assert f"sitting index of agent {agent} ready: 200 turns in 20 sittings" in stderr, stderr
     assert status == 0 and "Traceback" not in stderr, stderr
+
+
+def _thread_cpu_seconds(thread: threading.Thread) -> float:
+    """CPU time a live thread of this process has used (Linux: /proc/self/task/<tid>/schedstat, nanoseconds)."""
+    return int(Path(f"/proc/self/task/{thread.native_id}/schedstat").read_text().split()[0]) / 1e9
+
+
+def test_a_warm_waits_quietly_for_an_archive_not_yet_started(memory: Memory,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A server's archive starts opening only once its client has the handshake's answer
+    (``open_memory(archive_now=False)``): the warm, started when the core opened, sleeps until then instead of
+    spinning (a spinning thread would compete with the ``initialize`` answer), then builds the index once it opens."""
+    agent = memory.ensure_agent("later").id
+    log_sittings(memory, agent, 2)
+    opening = Opening(lambda: memory.archive, thread_name="test-later-archive")
+    later = Memory(opening, core=memory.core)
+    before = set(threading.enumerate())  # (other tests' servers may still wait for an archive nobody started)
+    with caplog.at_level(logging.DEBUG, logger="tiermem.domain"):
+        later.warm(agent)
+        (warm,) = [t for t in set(threading.enumerate()) - before if t.name == "tiermem-warm"]
+        threading.Event().wait(2.0)  # the archive not started: the warm has nothing to do meanwhile
+        idle_cpu = _thread_cpu_seconds(warm)
+        assert not opening.started and warm.is_alive()
+        later.open_archive()
+        warm.join(60)
+        later.settle(10)
+    assert idle_cpu < 0.1, idle_cpu  # a few wake-ups, not two seconds of polling
+    assert [r.threadName for r in builds(caplog)] == ["tiermem-warm"]  # and it built the index once it could

@@ -10,7 +10,6 @@ imported by anything heavy; on other C libraries (musl, macOS, Windows) every fu
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import sys
@@ -30,14 +29,23 @@ def _glibc() -> ctypes.CDLL | None:
     global _libc, _looked
     if not _looked:
         _looked = True
-        if sys.platform.startswith("linux"):
+        if sys.platform.startswith("linux") and _is_glibc():
             try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+                # glibc's soname, loaded already: ``ctypes.util.find_library`` would run ``ldconfig -p`` in a
+                # subprocess to find it (milliseconds of a server's start, before it answers ``initialize``)
+                libc = ctypes.CDLL("libc.so.6")
                 if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim"):
                     _libc = libc
             except OSError as exc:
                 log.debug("no glibc malloc controls: %s", exc)
     return _libc
+
+
+def _is_glibc() -> bool:
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):  # a C library that does not know the name (musl)
+        return False
 
 
 def limit_arenas(count: int) -> bool:

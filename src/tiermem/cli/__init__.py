@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from ..base import gcpause
+
 HOOK_OPTIONS = ("--data-dir", "--agent", "--config")
 
 
@@ -19,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
         from .hooks import run
 
         return run(quick.get("--data-dir"), quick.get("--agent"), quick.get("--config"))
+    if args[:1] == ["serve"]:  # a server's start creates objects, not garbage: collect once it has answered
+        gcpause.hold()
     from .main import main as cli_main
 
     return cli_main(args)

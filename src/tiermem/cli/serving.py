@@ -14,6 +14,7 @@ import secrets
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..base import gcpause
 from ..base.errors import ConfigError
 from ..domain.factory import open_memory
 
@@ -42,8 +43,9 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     command that creates a missing agent (besides ``agents create``); it says so on stderr."""
 
     def factory() -> tuple[Memory, str]:
-        # Block tools answer as soon as the core state is open; recall and archival wait for the archive.
-        memory = open_memory(settings, lazy=True, on_archive_wait=_tell_archive_wait)
+        # Block tools answer as soon as the core state is open; recall and archival wait for the archive, which
+        # starts opening once the client has the handshake's answer (MemoryHandle.answered), or when first needed.
+        memory = open_memory(settings, lazy=True, archive_now=False, on_archive_wait=_tell_archive_wait)
         agent = memory.core.find_agent(settings.agent)
         if agent is None:
             # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
@@ -99,6 +101,7 @@ def serve(settings: Settings) -> None:
 
             anyio.run(run_stdio, server)
         else:
+            gcpause.release()  # many clients, no one handshake: the start is over once the server listens
             _run_http(server, handle, settings, tokens, secret, sock, stop)
     finally:
         hooks.close()

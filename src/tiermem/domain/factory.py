@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 
-def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False,
+def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False, archive_now: bool = True,
                 on_archive_wait: Callable[[], None] | None = None) -> Memory:
     """Build the store, the embedder (loading in the background) and the Memory facade.
 
@@ -23,6 +23,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
     no migration, open only that now and return; the store, the embedder and the archive open in a background thread started
     here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
     lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
+    ``archive_now=False`` (with ``lazy``): that thread starts when ``Memory.open_archive`` is called or something
+    needs the archive, not here (the server answers ``initialize`` first: the archive's imports would compete with it).
     """
     from .memory import Memory
 
@@ -63,7 +65,7 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,
     )
-    if isinstance(archive, Opening):
+    if isinstance(archive, Opening) and archive_now:
         archive.start()
     _finish_deletions(memory)
     return memory

@@ -145,6 +145,12 @@ class Memory:
         """False while the archive is still opening in the background."""
         return not isinstance(self._archive, Opening) or self._archive.ready
 
+    def open_archive(self) -> None:
+        """Start opening the archive in the background if it is still to open (``open_memory(archive_now=False)``);
+        otherwise nothing. A caller that needs it before then starts it itself (``archive``)."""
+        if isinstance(self._archive, Opening):
+            self._archive.start()
+
     def settle(self, timeout: float) -> None:
         """Wait (up to ``timeout`` s each) for what still opens in the background: the archive, then the model.
         A server calls it before it exits: native code (lancedb, onnxruntime) still importing or loading in a
@@ -172,6 +178,8 @@ class Memory:
             if opening.ready or self._settling.is_set():
                 atexit.unregister(self._finish_warming)
                 return  # the opening failed (it logged why, and every call that needs the archive says so), or exit
+            if not opening.started:  # a server opens its archive once the handshake is answered: wait for that
+                self._settling.wait(0.25)
         try:
             if not self._settling.is_set():
                 self.archive.warm_sittings(agent_id)

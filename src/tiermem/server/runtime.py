@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ import anyio
 
 from .clientlog import client_log
 from ..base.errors import TiermemError
+from ..base import gcpause
 from ..base.background import OPEN_TIMEOUT, Opening
 
 if TYPE_CHECKING:
@@ -40,10 +42,39 @@ P = ParamSpec("P")
 
 
 class MemoryHandle(Opening["tuple[Memory, str]"]):
-    """Opens the memory and the agent once, off the event loop; every caller waits for that one opening."""
+    """Opens the memory and the agent once, off the event loop; every caller waits for that one opening.
+
+    The opening's second stage, the archive, starts once the client has the handshake's answer (``answered``),
+    whichever comes first of the two: ``initialize`` reads core memory for its instructions, and the archive's
+    imports (lancedb, pyarrow, the model) would compete with that answer for the interpreter.
+    """
 
     def __init__(self, factory: Callable[[], tuple[Memory, str]], *, timeout: float = OPEN_TIMEOUT) -> None:
-        super().__init__(factory, thread_name="tiermem-open", timeout=timeout)
+        super().__init__(self._open, thread_name="tiermem-open", timeout=timeout)
+        self._factory = factory
+        self._guard_answer = threading.Lock()
+        self._answered = False
+        self._memory: Memory | None = None
+
+    def _open(self) -> tuple[Memory, str]:
+        opened = self._factory()
+        with self._guard_answer:
+            self._memory = opened[0]
+            answered = self._answered
+        if answered:
+            opened[0].open_archive()
+        return opened
+
+    def answered(self) -> None:
+        """The client has the handshake's answer: the archive may open now (at once if the memory is open, else
+        as soon as it is). Does not start the opening itself."""
+        with self._guard_answer:
+            if self._answered:
+                return
+            self._answered = True
+            memory = self._memory
+        if memory is not None:
+            memory.open_archive()
 
 
 class Listener(Protocol):
@@ -113,10 +144,13 @@ class Runtime:
             return None
 
     def mark_answered(self, method: str) -> None:
-        """The client has the answer it needs before anything else: start opening, if the lifespan asked for it."""
+        """The client has the answer it needs before anything else: start opening, if the lifespan asked for it, and
+        end the garbage collector's hold of the process's start (``gcpause``; nothing if there is none)."""
+        gcpause.release()
         if self.open_after_first_answer and not self.handle.started:
             log.debug("handshake answered (%s); opening the memory store in the background", method)
             self.handle.start()
+        self.handle.answered()
 
 
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:

@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from .objstore import BUCKET, TOKEN, Lister, cpu_seconds, options, pct, serving, start_moto
+from .objstore import BUCKET, TOKEN, Lister, options, pct, serving, start_moto, windows
 
 KINDS = ("append", "replace", "view", "insert", "search", "log", "recall")
 # The bucket's objects by kind: LanceDB's version manifests, data files, index files, transaction and deletion
@@ -116,20 +116,10 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
     async with anyio.create_task_group() as tg:
         for n in range(clients):
             tg.start_soon(client, n)
-        w = 0
-        last_counts = counts(endpoint)
-        last_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-        while time.time() < stop:
-            await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
-            lo, hi = start + w * window, start + (w + 1) * window
-            done = [s for s in samples if lo <= s[0] < hi]
-            now_counts = counts(endpoint)
-            listed = await anyio.to_thread.run_sync(lambda: store.list(""))
+        async for win in windows(samples, start, stop, window, endpoint, store, pids):
+            done, lo, hi, w, req, listed, per_call = (win.done, win.lo, win.hi, win.index, win.requests, win.listed,
+                                                      win.cpu_ms)
             kinds = Counter(kind_of(x["path"]) for x in listed)
-            now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-            per_call = {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids}
-            req = sum(now_counts.values()) - sum(last_counts.values())
-            last_counts, last_cpu = now_counts, now_cpu
             rate = {kind: sum(1 for s in done if s[1] == kind and s[3]) / window for kind in KINDS}
             p99 = {kind: pct([s[2] for s in done if s[1] == kind], 99) for kind in KINDS}
             rows.append({"rate": rate, "p99": p99, "all": len(done) / window})
@@ -139,7 +129,6 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
                   f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ("
                   + ", ".join(f"{k} {kinds[k]}" for k in OBJECT_KINDS if kinds[k]) + "); CPU ms/call " + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
                   flush=True)
-            w += 1
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
     ok = [s for s in samples if s[3]]
     print(f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"

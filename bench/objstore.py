@@ -36,8 +36,9 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,39 @@ def cpu_seconds(pid: int | None) -> float:
         return float("nan")
 
 
+@dataclass
+class Window:
+    """One measuring window of a load run: the samples that finished in it, the storage requests moto counted, the
+    bucket's listing at its end, and each process group's CPU ms per finished sample."""
+    index: int
+    lo: float
+    hi: float
+    done: list[Any]
+    requests: int
+    listed: list[Any]
+    cpu_ms: dict[str, float]
+
+
+async def windows(samples: list[Any], start: float, stop: float, window: int, endpoint: str, store: Any,
+                  pids: dict[str, list[int | None]]) -> AsyncIterator[Window]:
+    """Every ``window`` seconds from ``start`` until ``stop``: what finished meanwhile (``samples``: tuples whose
+    first item is the time they finished), for ``objstore`` and ``objmix`` alike."""
+    w = 0
+    last_counts = counts(endpoint)
+    last_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+    while time.time() < stop:
+        await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
+        lo, hi = start + w * window, start + (w + 1) * window
+        done = [s for s in samples if lo <= s[0] < hi]
+        now_counts = counts(endpoint)
+        listed = await anyio.to_thread.run_sync(lambda: store.list(""))
+        now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+        yield Window(w, lo, hi, done, sum(now_counts.values()) - sum(last_counts.values()), listed,
+                     {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids})
+        last_counts, last_cpu = now_counts, now_cpu
+        w += 1
+
+
 def body_sizes(raw: Any, n: int) -> None:
     """The floor's own growth with the body: conditional PUTs (create, If-Match) and GETs of 1 KB and 330 KB
     (the size the load's block reaches in 10 minutes), interleaved so both see the same machine."""
@@ -281,31 +315,19 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
     async with anyio.create_task_group() as tg:
         for n in range(clients):
             tg.start_soon(client, n)
-        w = 0
-        last_counts = counts(endpoint)
-        last_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-        while time.time() < stop:
-            await anyio.sleep(max(0.0, min(start + (w + 1) * window, stop) - time.time()))
-            lo, hi = start + w * window, start + (w + 1) * window
-            done = [s for s in samples if lo <= s[0] < hi]
+        async for win in windows(samples, start, stop, window, endpoint, store, pids):
+            done, lo, hi, w, req = win.done, win.lo, win.hi, win.index, win.requests
             lat = [s[1] for s in done]
-            now_counts = counts(endpoint)
-            listed = await anyio.to_thread.run_sync(lambda: store.list(""))
-            objects = len(listed)
-            heads = [x["size"] for x in listed if "/core/blocks/" in x["path"]]
-            req = sum(now_counts.values()) - sum(last_counts.values())
-            last_counts = now_counts
+            objects = len(win.listed)
+            heads = [x["size"] for x in win.listed if "/core/blocks/" in x["path"]]
             rate = len(done) / window
-            now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-            per_edit = {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids}
+            per_edit = win.cpu_ms
             rows.append((rate, pct(lat, 50), pct(lat, 99), per_edit))
             cpu = ", ".join(f"{k} {v:.1f}" for k, v in per_edit.items())
-            last_cpu = now_cpu
             print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
                   f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
                   f"requests/edit {req / max(1, len(done)):.2f}, bucket objects {objects}, block object(s) "
                   f"{max(heads, default=0) // 1024} KB; CPU ms/edit {cpu}", flush=True)
-            w += 1
     ok = [s for s in samples if s[2]]
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
     print(f"edits {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"

@@ -117,7 +117,10 @@ def big_backup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 def kill_during_backup_restore(target: Target, backup: tuple[Path, dict[str, list[dict[str, Any]]]]) -> None:
     path, source = backup
     messages, passages = len(source["messages"]), len(source["passages"])
-    watch = open_memory(target.settings(), start_embedder=False)
+    # The watch reads the newest version at every count (object_read_staleness_ms 0): with the default 250 ms it saw
+    # the first batch late, and the kill could land after the last one.
+    fresh = target.settings().model_copy(update={"object_read_staleness_ms": 0})
+    watch = open_memory(fresh, start_embedder=False)
     watch.ensure_agent("default")  # a store in use: the restore adds an agent beside it
     proc = start(target, "import", str(path))
     kill_when(proc, lambda: watch.archive.store.rows.count("messages") > 0)

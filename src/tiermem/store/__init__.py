@@ -9,7 +9,8 @@ search. ``Store`` (store.py) is composed of parts that share one ``Connection``:
 - ``query``: ``Filter``, the typed query callers pass, and ``compile_filter``, the only code that writes filter text
 - ``schemas``: Arrow schemas, the schema version, migrations
 - ``connection``: ``Connection``, the open database, its table handles, meta table, snapshots and write counter
-- ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors)
+- ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors); ``appends``:
+  ``GroupAppend``, one process's appends to a table committed together
 - ``search``: ``Search``, the vector and full-text legs; ``indexes``: ``Indexes``, upkeep and compaction;
   ``reembed``: ``Reembed``, the swap
 """

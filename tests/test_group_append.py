@@ -121,3 +121,42 @@ def test_threads_appending_to_one_table_make_fewer_commits_than_calls(tmp_path: 
     ids = [r["id"] for r in store.rows.all_rows("messages")]
     assert sorted(ids) == sorted(f"m{t}-{i}" for t in range(8) for i in range(10))
     assert store.conn.version("messages") - before < 80
+
+
+def test_a_commit_interrupted_mid_way_counts_for_no_caller_of_its_group() -> None:
+    """An interrupt (not an error) inside the commit of a group reaches every caller of it: none returns as stored."""
+    first_started, release = threading.Event(), threading.Event()
+    calls = 0
+
+    def commit(rows: list[dict[str, Any]]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            first_started.set()
+            release.wait(10)
+            return
+        raise KeyboardInterrupt
+
+    group = GroupAppend(commit)
+    outcome: dict[str, str] = {}
+
+    def call(name: str) -> None:
+        try:
+            group.append([{"id": name}])
+            outcome[name] = "stored"
+        except KeyboardInterrupt:
+            outcome[name] = "interrupted"
+
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
+    assert first_started.wait(10)
+    later = [threading.Thread(target=call, args=(n,)) for n in ("a", "b")]
+    for t in later:
+        t.start()
+    while len(group._queue) < 2:
+        time.sleep(0.01)
+    release.set()
+    for t in [first, *later]:
+        t.join(10)
+    assert outcome == {"first": "stored", "a": "interrupted", "b": "interrupted"}
+    assert not group._busy

@@ -57,6 +57,10 @@ class GroupAppend:
             batch, self._queue = self._queue, []
         try:
             self._commit_batch(batch)
+        except BaseException as exc:  # interrupted mid-commit: no caller of the batch may take its rows as stored
+            for w in batch:
+                if w.error is None:
+                    w.error = exc
         finally:
             with self._lock:
                 if self._queue:

@@ -61,6 +61,11 @@ class Sittings(Protocol):
         """Whether the turn is the first of its sitting (its log order ``seq`` is that sitting's first)."""
         ...
 
+    def position(self, conversation: str | None, created_us: int | None, seq: int | None) -> tuple[int, int] | None:
+        """(its sitting, its place in that sitting's log order), or None if not known (``archive.pooled``: a
+        row within NEIGHBOURS turns of a pooled one joins the pool)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:

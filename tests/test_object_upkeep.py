@@ -25,6 +25,12 @@ from .test_object_storage import BUCKET, s3_endpoint  # noqa: F401 (the module-s
 OPTIONS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region": "us-east-1", "allow_http": "true"}
 
 
+# Retention where replicas write while others clean up: shorter than these tests' writing, so cleanups delete versions
+# under way, and longer than any one call takes on a loaded machine. A call still reading a version older than the
+# retention fails (README: `version_retention_seconds`, 10 s on object storage); at 0.5-1 s, under load, it did.
+RACING_RETENTION = timedelta(seconds=3)
+
+
 def options(endpoint: str) -> dict[str, str]:
     return {**OPTIONS, "aws_endpoint": endpoint}
 
@@ -109,7 +115,7 @@ def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path:
     uri = f"s3://{BUCKET}/both-{uuid.uuid4().hex[:8]}"
     replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
                                   storage_options=options(s3_endpoint), optimize_every=0,
-                                  version_retention=timedelta(milliseconds=500)),
+                                  version_retention=RACING_RETENTION),
                             core=ObjectCore.open(Bucket(uri, options(s3_endpoint))))
                 for _ in range(2)]
     agent = replicas[0].ensure_agent("default").id
@@ -219,7 +225,7 @@ def test_two_replicas_appending_hard_to_one_table_while_it_is_compacted_lose_and
     uri = f"s3://{BUCKET}/hard-{uuid.uuid4().hex[:8]}"
     replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
                                   storage_options=options(s3_endpoint), optimize_every=0,
-                                  version_retention=timedelta(seconds=1)),
+                                  version_retention=RACING_RETENTION),
                             core=ObjectCore.open(Bucket(uri, options(s3_endpoint))))
                 for _ in range(2)]
     agent = replicas[0].ensure_agent("default").id
@@ -230,7 +236,7 @@ def test_two_replicas_appending_hard_to_one_table_while_it_is_compacted_lose_and
     writing = threading.Event()
 
     def write(r: int, t: int) -> None:
-        for i in range(8):
+        for i in range(14):
             try:
                 replicas[r].conversation_log(agent, [{"role": "user", "content": f"said {r}-{t}-{i}"}])
                 said.append(f"said {r}-{t}-{i}")
@@ -256,7 +262,7 @@ def test_two_replicas_appending_hard_to_one_table_while_it_is_compacted_lose_and
     writing.clear()
     keeper.join()
     assert errors == []
-    assert len(said) == len(noted) == 48
+    assert len(said) == len(noted) == 84
     store = replicas[1].archive.store
     messages = store.rows.all_rows("messages")
     passages = store.rows.all_rows("passages")

@@ -217,6 +217,12 @@ def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -
     assert once.write(3, "lance error: Retryable commit conflict for version 7: ...") == "written"
     assert once.calls == 4
     assert flaky(quick).write(2, "lance error: Incompatible transaction: ...") == "written"
+    cleaned = "lance error: Not found: bucket/p/messages.lance/_versions/18446744073709551610.manifest"
+    assert flaky(quick).write(1, cleaned) == "written"  # a version it read was cleaned up meanwhile
+    missing = flaky(quick)
+    with pytest.raises(StoreError, match="Not found: bucket/p/messages.lance/data/x.lance"):
+        missing.write(1, "lance error: Not found: bucket/p/messages.lance/data/x.lance")
+    assert missing.calls == 1  # a data file missing is damage, not a race: not tried again
     failing = flaky(quick)
     with pytest.raises(StoreError, match="Writing a test row to the data directory .* failed: lance error: boom"):
         failing.write(1, "lance error: boom")

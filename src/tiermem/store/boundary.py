@@ -93,10 +93,16 @@ def reads(what: str) -> Callable[[F], F]:
 _CONFLICT_MARKERS = ("commit conflict", "too many concurrent", "incompatible transaction")
 
 
+# A commit that took longer than the version retention can find a version it read (a manifest, a transaction file)
+# removed by another replica's cleanup meanwhile: nothing was committed, and a new try starts from the newest version.
+_CLEANED_UP = ("/_versions/", "/_transactions/", ".manifest", ".txn")
+
+
 def is_conflict(exc: BaseException) -> bool:
-    """True when ``exc`` is Lance's word that a commit lost to other writers (and so committed nothing)."""
+    """True when ``exc`` is Lance's word that a commit lost to other writers (and so committed nothing), or that a
+    version it started from was cleaned up under it."""
     text = str(exc).lower()
-    return any(m in text for m in _CONFLICT_MARKERS)
+    return any(m in text for m in _CONFLICT_MARKERS) or ("not found" in text and any(m in text for m in _CLEANED_UP))
 
 
 @dataclass(frozen=True)

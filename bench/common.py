@@ -67,6 +67,17 @@ def spawn_to_initialize(cmd: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+def stop_processes(procs: list[subprocess.Popen[Any]], grace: float = 30.0) -> None:
+    """Ask each of ``procs`` to stop (SIGTERM), in order, and kill any that has not within ``grace`` seconds."""
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def save(name: str, result: dict[str, Any]) -> None:
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data[name] = {"result": result, "machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from .common import rss_mb
+from .common import rss_mb, stop_processes
 
 OPS = ("append", "search", "log", "recall")
 LOAD_BLOCK = "load"
@@ -196,12 +196,7 @@ def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, rep
         procs, servers = start_servers(work, port, wrap, replicas, s3)
         anyio.run(drive, seconds, port, ops, per, servers, warmup)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(list(reversed(procs)))
         # the store can reach GBs in a long run (every append keeps a history row with the whole value); logs stay
         if not keep_data and (work / "data").exists():
             shutil.rmtree(work / "data")

@@ -45,6 +45,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from .common import stop_processes
 from .load import wait_port
 
 BUCKET = "tiermem-objstore"
@@ -120,12 +121,7 @@ def serving(work: Path, endpoint: str, port: int, replicas: int, *, prefix: str,
             wait_port(port + r, p, f"replica {r}")
         yield procs
     finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 def pct(samples: list[float], p: float) -> float:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,19 @@ def spawn_to_initialize(cmd: list[str], env: dict[str, str]) -> float:
     if not line.startswith(b"{"):
         raise RuntimeError(f"{cmd} did not answer initialize")
     return elapsed
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str) -> AsyncIterator[Any]:
+    """An MCP client session over streamable HTTP to ``url`` that sends the bearer ``token`` (a served tiermem
+    always wants one: README 'Security'); long timeouts, since a loaded store can be slow."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300))
+    async with http, Client(streamable_http_client(url, http_client=http), cache=None, read_timeout_seconds=120) as c:
+        yield c
 
 
 def stop_processes(procs: list[subprocess.Popen[Any]], grace: float = 30.0) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -31,10 +32,11 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from .common import rss_mb, stop_processes
+from .common import http_session, rss_mb, stop_processes
 
 OPS = ("append", "search", "log", "recall")
 LOAD_BLOCK = "load"
+TOKEN = secrets.token_hex(16)  # the servers' bearer token (TIERMEM_HTTP_TOKEN), made per run
 
 
 async def call(c: Client, op: str, n: int, i: int) -> bool:
@@ -56,7 +58,7 @@ async def call(c: Client, op: str, n: int, i: int) -> bool:
 async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list[str], per: int) -> None:
     i = 0
     while time.time() < stop:
-        async with Client(url, cache=None) as c:
+        async with http_session(url, TOKEN) as c:
             for _ in range(per):
                 if time.time() >= stop:
                     break
@@ -108,7 +110,7 @@ def start_s3(work: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
 
 def start_servers(work: Path, port: int, wrap: str | None, replicas: int, s3: bool) -> tuple[list[subprocess.Popen[bytes]], list[subprocess.Popen[bytes]]]:
     """(every process started, the tiermem servers among them), each server listening."""
-    env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all")
+    env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all", TIERMEM_HTTP_TOKEN=TOKEN)
     entry = [wrap] if wrap else ["-m", "tiermem"]
     procs: list[subprocess.Popen[bytes]] = []
     where: list[str] = []
@@ -135,7 +137,7 @@ def start_servers(work: Path, port: int, wrap: str | None, replicas: int, s3: bo
 
 async def warm_up(url: str, ops: list[str]) -> None:
     """Each kind of call once, untimed: the model loads and every table opens before the clock starts."""
-    async with Client(url, cache=None) as c:
+    async with http_session(url, TOKEN) as c:
         for i, op in enumerate(ops):
             await call(c, op, 99, i)
 

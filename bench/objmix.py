@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from .common import http_session
 from .objstore import BUCKET, TOKEN, Lister, options, pct, serving, start_moto, windows
 
 KINDS = ("append", "replace", "view", "insert", "search", "log", "recall")
@@ -84,9 +85,6 @@ def report_errors(errors: list[tuple[float, str, str]], start: float) -> None:
 
 async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int, store: Any,
                 pids: dict[str, list[int | None]]) -> int:
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
     from .objstore import counts
 
     samples: list[tuple[float, str, float, bool]] = []  # (finished at, kind, latency, ok)
@@ -98,9 +96,7 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
 
     async def client(n: int) -> None:
         label = f"load{n % blocks}"
-        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(120, read=300))
-        target = streamable_http_client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", http_client=http)
-        async with http, Client(target, cache=None, read_timeout_seconds=120) as c:
+        async with http_session(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", TOKEN) as c:
             r = await c.call_tool("core_memory_append", {"label": label, "content": f"r{n}=0"})
             assert not r.is_error, r.content
             replaced[label][n] = 0

@@ -45,7 +45,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from .common import stop_processes
+from .common import http_session, stop_processes
 from .load import wait_port
 
 BUCKET = "tiermem-objstore"
@@ -276,12 +276,7 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
 
     async def client(n: int) -> None:
         label = f"load{n % blocks}"
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(120, read=300))
-        target = streamable_http_client(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", http_client=http)
-        async with http, Client(target, cache=None, read_timeout_seconds=120) as c:
+        async with http_session(f"http://127.0.0.1:{ports[n % len(ports)]}/mcp", TOKEN) as c:
             i = 0
             if op == "replace":
                 r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}=0"})

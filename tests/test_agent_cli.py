@@ -54,6 +54,7 @@ def test_chat_interactive_reads_stdin(tmp_path: Path, fake: fa.FakeAnthropic) ->
     done = tiermem(tmp_path, "chat", env=env, stdin="hello\n/memory\nagain\n/quit\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "one" and "<memory_blocks>" in done.stdout and done.stdout.rstrip().endswith("two")
+    assert "sitting index of agent" in done.stderr  # built in the background while the user typed (Memory.warm)
 
 
 def test_chat_without_api_key_explains(tmp_path: Path) -> None:

@@ -113,6 +113,23 @@ def assert_doctor_healthy(target: Target) -> None:
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (children, their children, ...), read from Linux's /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def kill_during_block_edits(target: Target, acks: int) -> Memory:
     """kill -9 a server mid-edit: every acknowledged append survives, history is whole after reopening."""
     driver = textwrap.dedent(f"""
@@ -139,7 +156,11 @@ def kill_during_block_edits(target: Target, acks: int) -> Memory:
         line = proc.stdout.readline()
         if line.startswith("ack "):
             acked.append(line.split()[1])
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its server, mid-edit
+    server = descendants(proc.pid)  # the SDK starts a stdio server in a session of its own: killpg misses it
+    assert server, "the driver's server process was not found"
+    for pid in server:
+        os.kill(pid, signal.SIGKILL)  # the server, mid-edit
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     acked += [line.split()[1] for line in proc.stdout.read().splitlines() if line.startswith("ack ")]  # printed, unread
     assert len(acked) >= acks

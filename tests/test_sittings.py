@@ -187,6 +187,9 @@ class Ranks:
     def opens(self, conversation: str | None, created_us: int | None, seq: int | None) -> bool:
         return False
 
+    def position(self, conversation: str | None, created_us: int | None, seq: int | None) -> tuple[int, int] | None:
+        return None
+
 
 def two(content: str) -> list[Candidate]:
     """The same turn in two conversations ("a" sorts first by id, so a tie puts the "b" one second)."""
@@ -258,3 +261,40 @@ def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_si
     assert [c.id for c in pooled("What did Tim cook?", cands, 40, context)] == ["top", "deep-best"]
     assert [c.id for c in pooled("What has Tim cooked?", cands, 40, context)] == ["top", "deep-best", "deep-third"]
     assert [c.id for c in pooled("What has Tim cooked?", cands, 40, Context())] == ["top"]  # passages: no sittings
+
+
+def test_a_turns_place_in_its_sitting_follows_the_log_order() -> None:
+    index = SittingIndex()
+    index.add([row("Where did you go?", 0, 10), row("To Rome", 0, 11), row("Nice!", 0, 12),
+               row("Back home now", 300, 13), row("A turn without a known log order", 301, None)])  # type: ignore[arg-type]
+    at = us(T0)
+    assert [index.position("c", at, seq) for seq in (10, 11, 12)] == [(0, 0), (0, 1), (0, 2)]  # one timestamp
+    assert index.position("c", us(T0 + timedelta(minutes=300)), 13) == (1, 0)
+    assert index.position("c", at, 13) is None and index.position("c", at, None) is None  # not that sitting's turn
+    assert index.position("nobody", at, 10) is None
+    late = SittingIndex()  # log order not increasing with time (a turn logged later with an earlier timestamp)
+    late.add([row("first", 0, 5), row("second", 1, 3), row("third", 2, 4)])
+    assert [late.position("c", us(T0 + timedelta(minutes=m)), seq) for m, seq in ((0, 5), (1, 3), (2, 4))] == [
+        (0, 0), (0, 1), (0, 2)]
+    assert SittingRanks(index, {}).position("c", at, 11) == (0, 1) and SittingRanks(index, {}).position("c", None, 11) is None
+
+
+def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -> None:
+    """What was said just before or after a match (the question a turn answers, the answer to it) is a candidate
+    even when no leg ranks it within the pool, if a leg ranks it within LEG_DEPTH (``archive.pooled``)."""
+    from tiermem.domain.archive import NEIGHBOURS, pooled
+
+    index = SittingIndex()
+    index.add([row(f"turn {seq}", 0, seq) for seq in range(1, 9)] + [row("later", 300, 9)])
+
+    def cand(cid: str, seq: int, vector_rank: int | None, fts_rank: int | None, minutes: int = 0) -> Candidate:
+        at = us(T0 + timedelta(minutes=minutes))
+        return Candidate(id=cid, content=cid, vector_rank=vector_rank, fts_rank=fts_rank,
+                         found=Found(id=cid, content=cid, created_us=at, conversation_id="c", seq=seq))
+
+    cands = [cand("match", 4, 2, None), cand("just-before", 3, 60, None), cand("two-after", 6, None, 80),
+             cand("three-after", 7, 90, 95), cand("next-sitting", 9, 45, None, 300), cand("far-before", 1, 41, 41)]
+    assert NEIGHBOURS == 2
+    context = Context(sittings=SittingRanks(index, {}))  # no sitting matches the query: only the neighbours join
+    assert [c.id for c in pooled("Where did Tim go?", cands, 40, context)] == ["match", "just-before", "two-after"]
+    assert [c.id for c in pooled("Where did Tim go?", cands, 40, Context())] == ["match"]  # passages: no sittings

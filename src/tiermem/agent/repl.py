@@ -55,6 +55,7 @@ async def _main(settings: Settings, message: str | None, conversation: str, as_j
             _show(result, as_json)
             status = 1 if result.stop_reason == "error" else 0
         else:
+            memory.warm(agent.id)  # the agent's sitting index builds while the user types (its first search would)
             await _interactive(loop, provider, conversation, as_json)
     finally:
         if loop.background_running:

@@ -1,5 +1,6 @@
 """``Lease``: one holder at a time among the replicas on one bucket, for work that any of them may do but that two
-doing at once only wastes (the recall and archival store's background upkeep).
+doing at once only wastes (the recall and archival store's background upkeep) or gets wrong (creating the store's
+tables: two creations of one table commit twice, and the later replaces the earlier and every row written to it).
 
 The lease is one object, taken with a conditional PUT: created if absent (``If-None-Match: *``), or replaced
 (``If-Match`` on the ETag read) once its holder's time is up, so of two replicas taking it at once exactly one
@@ -11,6 +12,7 @@ Clocks of replicas are compared: a skew shortens or lengthens a lease by as much
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,6 +24,8 @@ from .object_layout import ROOT, dumps, loads
 log = logging.getLogger(__name__)
 UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
 LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
+CREATE_LEASE = f"{ROOT}/leases/create.json"
+CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a few seconds on a slow store)
 
 
 class Lease:
@@ -65,3 +69,25 @@ class Lease:
                     self.give_back(etag)
                 except StoreError as exc:  # it expires on its own
                     log.warning("could not give back the lease %s: %s", self.path, exc)
+
+    @contextmanager
+    def waiting(self, timeout: float) -> Iterator[None]:
+        """Hold the lease inside, waiting up to ``timeout`` seconds for it (given back on the way out); a
+        ``StoreError`` naming the lease if another holder keeps it longer."""
+        deadline, delay = time.monotonic() + timeout, 0.02
+        while (etag := self.take()) is None:
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"Another process has held {self.bucket.uri}/{self.path} for more than {timeout:.0f} s: it is "
+                    f"creating this store's tables, or died doing so (its lease runs out {self.seconds:.0f} s after it "
+                    "was taken). Try again in a minute."
+                )
+            time.sleep(delay)
+            delay = min(0.25, delay * 2)
+        try:
+            yield
+        finally:
+            try:
+                self.give_back(etag)
+            except StoreError as exc:  # it expires on its own
+                log.warning("could not give back the lease %s: %s", self.path, exc)

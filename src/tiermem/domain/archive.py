@@ -52,6 +52,10 @@ CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more
 # spread over sittings). Every candidate keeps its rank and score in both legs down to LEG_DEPTH (a turn the keyword
 # leg ranks 7th and the vector leg 60th is no longer "not found" by the vector leg). BENCHMARKS "round 4".
 LEG_DEPTH, BEST_SITTINGS, BEST_SITTINGS_SEVERAL = 100, 1, 3
+# A row a leg ranks deeper than the pool (within LEG_DEPTH) also joins it when it was logged within NEIGHBOURS turns of
+# a pooled row in the same sitting (what was said just before or after a match: the question a turn answers, the
+# answer to it, the rest of one exchange). BENCHMARKS "Retrieval quality round 5".
+NEIGHBOURS = 2
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
@@ -72,18 +76,26 @@ def _depth(table: str, pool: int) -> int:
 
 
 def pooled(query: str, candidates: Sequence[Candidate], pool: int, context: Context) -> list[Candidate]:
-    """The candidates a search ranks: those either leg ranks within ``pool``, and those of the query's best
-    sittings (``context.sittings``; BEST_SITTINGS of them, BEST_SITTINGS_SEVERAL for a question about several
-    things) that a leg ranks deeper. Each keeps both legs' ranks."""
+    """The candidates a search ranks: those either leg ranks within ``pool``; those of the query's best sittings
+    (``context.sittings``; BEST_SITTINGS of them, BEST_SITTINGS_SEVERAL for a question about several things) that a
+    leg ranks deeper; and those a leg ranks deeper that were logged within NEIGHBOURS turns of one of the former in
+    the same sitting. Each keeps both legs' ranks."""
     best = BEST_SITTINGS_SEVERAL if asks_several(query) else BEST_SITTINGS
+    sittings = context.sittings
 
     def kept(c: Candidate) -> bool:
         if (c.vector_rank or pool + 1) <= pool or (c.fts_rank or pool + 1) <= pool:
             return True
-        rank = context.sittings.rank_of(c.found.conversation_id, c.found.created_us) if context.sittings else None
+        rank = sittings.rank_of(c.found.conversation_id, c.found.created_us) if sittings else None
         return rank is not None and rank <= best
 
-    return [c for c in candidates if kept(c)]
+    chosen = [kept(c) for c in candidates]
+    if sittings is not None and not all(chosen):
+        places = [sittings.position(c.found.conversation_id, c.found.created_us, c.found.seq) for c in candidates]
+        near = {(p[0], p[1] + step) for p, k in zip(places, chosen) if k and p is not None
+                for step in range(-NEIGHBOURS, NEIGHBOURS + 1)}
+        chosen = [k or p in near for p, k in zip(places, chosen)]
+    return [c for c, k in zip(candidates, chosen) if k]
 
 
 def no_names(agent_id: str) -> Mapping[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,6 +82,25 @@ def _share_upkeep(store: Store, core: CoreStore) -> None:
         store.conn.upkeep_lease = Lease(core.bucket).held
 
 
+def _creation_lease(settings: Settings) -> Callable[[], AbstractContextManager[object]] | None:
+    """On object storage, replicas opening a new store at once take turns at creating its tables (a lease object
+    next to the core state; ``Connection.creating``). None for a local directory (a lock file there) and for stores
+    the object core does not reach."""
+    from ..core.bucket import supports
+
+    if settings.uri is None or not supports(settings.uri):
+        return None
+    uri, options = settings.uri, settings.storage_options or None
+
+    def held() -> AbstractContextManager[object]:
+        from ..core.bucket import Bucket
+        from ..core.lease import CREATE_LEASE, CREATE_SECONDS, Lease
+
+        return Lease(Bucket(uri, options), CREATE_LEASE, CREATE_SECONDS).waiting(timeout=CREATE_SECONDS * 1.5)
+
+    return held
+
+
 def _finish_deletions(memory: Memory) -> None:
     """Finish agent deletions an earlier process started and did not finish (``Memory.delete_agent``)."""
     import logging
@@ -136,6 +156,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         session_renew_writes=settings.session_renew_writes,
         version_retention=timedelta(seconds=settings.version_retention_seconds)
         if settings.version_retention_seconds else None,
+        creation_lock=_creation_lease(settings),
     )
     archive = Archive(
         store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,

@@ -61,6 +61,11 @@ class Sittings(Protocol):
         """Whether the turn is the first of its sitting (its log order ``seq`` is that sitting's first)."""
         ...
 
+    def position(self, conversation: str | None, created_us: int | None, seq: int | None) -> tuple[int, int] | None:
+        """(its sitting, its place in that sitting's log order), or None if not known (``archive.pooled``: a
+        row within NEIGHBOURS turns of a pooled one joins the pool)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Context:
@@ -260,8 +265,8 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
-DEFAULT_RANKER = Ranker((20.4864, 13.8236, 1.1567, 1.9538, -0.7021, 0.6481, 2.7367, 3.973, 1.5461, 2.1368, 12.5885,
-                         -0.3103, -0.2854, 6.5059, 3.4848, -14.487, 0.4327, 0.2601, 9.3367, 0.6777))
+DEFAULT_RANKER = Ranker((21.9038, 14.0437, 1.1097, 1.663, -0.715, 0.6216, 2.7478, 4.0622, 1.5248, 2.071, 14.0552,
+                         -0.6506, -0.2206, 6.6992, 3.6458, -15.9259, 0.7551, 0.209, 8.3069, 0.683))
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
@@ -336,4 +341,4 @@ def _words(text: str) -> set[str]:
 
 
 # Fitted by `python -m bench locomo` with DEFAULT_RANKER's scores (its calibration fit, leave-one-conversation-out).
-DEFAULT_CALIBRATION = Calibration((0.3483, 3.1224, -0.2765, 2.3898), -7.7102)
+DEFAULT_CALIBRATION = Calibration((0.355, 3.0943, -0.3384, 2.381), -7.7025)

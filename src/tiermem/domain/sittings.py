@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from array import array
 import math
 import re
 from collections import Counter
@@ -74,6 +75,8 @@ class _Sitting:
     tf: Counter[str] = field(default_factory=Counter)
     length: int = 0
     first_seq: int | None = None  # the log order of the turn that opened it (None: not known)
+    seqs: array[int] = field(default_factory=lambda: array("q"))  # its turns' log order, as added (-1: not known)
+    ordered: bool = True  # whether ``seqs`` only grows (then a turn's place is found by bisection)
 
 
 class SittingIndex:
@@ -113,6 +116,10 @@ class SittingIndex:
             self._starts.setdefault(conversation, []).append(at)
             self.sittings.append(last)
         last.end = max(last.end, at)
+        place = seq if isinstance(seq, int) else -1
+        if last.seqs and place <= last.seqs[-1]:
+            last.ordered = False
+        last.seqs.append(place)
         words = stems(str(row.get("content") or ""))
         for w in set(words) - set(last.tf):
             self.df[w] += 1
@@ -160,6 +167,21 @@ class SittingIndex:
         sitting = self.sittings[i]
         return sitting.first_seq == seq and sitting.start == created_us
 
+    def position(self, conversation: str | None, created_us: int, seq: int | None) -> tuple[int, int] | None:
+        """(the index of its sitting, its place in the sitting's log order) of the turn of ``conversation`` written at
+        ``created_us`` and logged as ``seq``; None if the index does not hold it (or its log order is not known)."""
+        i = self.sitting_of(conversation, created_us)
+        if i is None or seq is None:
+            return None
+        seqs = self.sittings[i].seqs
+        if self.sittings[i].ordered:
+            k = bisect.bisect_left(seqs, seq)
+            return (i, k) if k < len(seqs) and seqs[k] == seq else None
+        try:
+            return i, seqs.index(seq)
+        except ValueError:
+            return None
+
 
 @dataclass(frozen=True)
 class SittingRanks:
@@ -176,6 +198,9 @@ class SittingRanks:
 
     def opens(self, conversation: str | None, created_us: int | None, seq: int | None) -> bool:
         return isinstance(created_us, int) and self.index.opens(conversation, created_us, seq)
+
+    def position(self, conversation: str | None, created_us: int | None, seq: int | None) -> tuple[int, int] | None:
+        return self.index.position(conversation, created_us, seq) if isinstance(created_us, int) else None
 
 
 MAX_AGENTS = 64  # agents whose sittings a process keeps

@@ -9,12 +9,14 @@ The connection never assumes a local path: ``uri`` may be a directory or an obje
 from __future__ import annotations
 
 import atexit
+import fcntl
 import logging
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreError
@@ -34,6 +36,7 @@ DEFAULT_OPTIMIZE_EVERY_COMMITS = 20
 # (one listing holds them all), so fewer kept means flatter latency under sustained commits (bench objmix).
 LOCAL_RETENTION, OBJECT_STORE_RETENTION = timedelta(minutes=10), timedelta(seconds=10)
 OBJECT_STORE_STALENESS = timedelta(milliseconds=250)  # ConnectionOptions' read_staleness
+CREATION_LOCK_FILE = ".tiermem-create.lock"  # in a local store's directory: Connection.creating
 UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
 
 
@@ -51,6 +54,23 @@ def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: in
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
     db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=storage_options, session=session)
     return db, session
+
+
+@contextmanager
+def locked_file(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if missing) among the processes of this machine, held inside."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a")
+    except OSError as exc:
+        raise StoreError(f"Could not open the lock file {path}: {exc}. Check that the data directory is writable, "
+                         "or choose another with --data-dir / TIERMEM_DATA_DIR.") from exc
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def finish_swap(db: Any, uri: str, table: str) -> None:
@@ -79,7 +99,11 @@ class ConnectionOptions(TypedDict, total=False):
     within this window they are one. A read then sees every commit of another process acknowledged this long before
     it started (its own process's at once); on a local directory every read checks (the check is cheap there).
     ``version_retention``: how long an optimize keeps the versions it supersedes (None: 10 minutes for a local
-    directory, 10 seconds on object storage, where every operation lists the kept versions)."""
+    directory, 10 seconds on object storage, where every operation lists the kept versions).
+    ``creation_lock``: held while missing tables are created and a new meta table is filled, so that of several
+    processes opening a new store at once one creates (a table created twice is committed twice, and LanceDB lets
+    the later creation replace the earlier one and every row written to it meanwhile). None: a lock file in the
+    directory for a local store; nothing for object storage (the composition passes a lease object there)."""
 
     storage_options: dict[str, str] | None
     optimize_every: int
@@ -89,6 +113,7 @@ class ConnectionOptions(TypedDict, total=False):
     optimize_every_commits: int
     read_staleness: timedelta
     version_retention: timedelta | None
+    creation_lock: Callable[[], AbstractContextManager[object]] | None
 
 
 class Connection:
@@ -122,6 +147,7 @@ class Connection:
         # Held around a background upkeep when set (replicas on one object store: one at a time, ``core.lease``);
         # a background upkeep that does not get it is skipped.
         self.upkeep_lease: Callable[[], AbstractContextManager[bool]] | None = None
+        self._creation_lock = options.get("creation_lock")
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.on_renewal: list[Callable[[], None]] = []  # what parts forget of the old session's table handles
         try:
@@ -279,12 +305,27 @@ class Connection:
             if f"{name}{REEMBED_SUFFIX}" in existing:  # a reembed was interrupted after writing its copy
                 finish_swap(self.db, self.uri, name)
                 existing = set(self.table_names())
-        return {name: self._open_or_create(name, schema, name in existing) for name, schema in schemas.items()}
+        if set(schemas) <= existing:
+            try:
+                return {name: self.db.open_table(name) for name in schemas}
+            except (OSError, RuntimeError, ValueError) as exc:  # listed while another process is creating it
+                log.debug("a table of %s did not open (%s); waiting for its creation", self.uri, exc)
+        with self.creating():  # one process creates; the others find every table whole once it is done
+            existing = set(self.table_names())
+            return {name: self._open_or_create(name, schema, name in existing) for name, schema in schemas.items()}
+
+    def creating(self) -> AbstractContextManager[object]:
+        """The lock held while tables are created or a new meta table is filled (``ConnectionOptions``)."""
+        if self._creation_lock is not None:
+            return self._creation_lock()
+        if self.remote:
+            return nullcontext()
+        return locked_file(Path(self.uri.removeprefix("file://")) / CREATION_LOCK_FILE)
 
     def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:
-        """Open a table, creating it if missing. Several processes may create a new store at once: a table
-        another process is creating can be listed before its first version is committed ("not found"), or
-        be created between our listing and our create; either is retried for up to ~5 s."""
+        """Open a table, creating it if missing (called under ``creating``). A table can be listed and not open
+        ("not found") when its creator died before its first commit, or when a process without the lock (an older
+        tiermem) is creating it; open and create are tried in turn for up to ~5 s."""
         for attempt in range(40):
             try:
                 if listed:
@@ -306,10 +347,13 @@ class Connection:
             "embedding_dim": str(self.embedding_dim),
         }
         if not meta:
-            rows = [{"key": k, "value": v} for k, v in wanted.items()]
-            rows.append({"key": "created_at", "value": now().isoformat()})
-            self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
-            meta = self.meta()
+            with self.creating():
+                meta = self.meta()  # another process may have filled it meanwhile
+                if not meta:
+                    rows = [{"key": k, "value": v} for k, v in wanted.items()]
+                    rows.append({"key": "created_at", "value": now().isoformat()})
+                    self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
+                    meta = self.meta()
         version = int(meta.get("schema_version", "0"))
         if version > SCHEMA_VERSION:
             raise SchemaError(

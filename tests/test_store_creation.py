@@ -1,0 +1,105 @@
+"""Several processes opening a new store at once: one creates its tables, the others wait and open them (real
+LanceDB, a local directory and moto's S3 server on loopback). LanceDB lets a second creation of a table commit as
+a replacement of the first, with every row written to it meanwhile, and a write based on the first then fails."""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+
+from tiermem.base.config import load_settings
+from tiermem.core.bucket import Bucket
+from tiermem.core.lease import CREATE_LEASE, Lease
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.store.connection import CREATION_LOCK_FILE
+
+from .conftest import PYTHON, ROOT
+from .test_object_storage import BUCKET, s3_config, s3_endpoint  # noqa: F401 (the module-scoped moto server fixture)
+
+
+def objects_under(endpoint: str, prefix: str) -> list[str]:
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
+    return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
+
+def open_in_thread(open_it: object) -> tuple[threading.Thread, list[Memory]]:
+    opened: list[Memory] = []
+    thread = threading.Thread(target=lambda: opened.append(open_it()), daemon=True)  # type: ignore[operator]
+    thread.start()
+    return thread, opened
+
+
+def test_a_new_store_on_object_storage_is_created_under_the_creation_lease(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    prefix = f"create-{uuid.uuid4().hex[:8]}"
+    settings = load_settings(s3_config(tmp_path, s3_endpoint, prefix))
+    other = Lease(Bucket(f"s3://{BUCKET}/{prefix}", settings.storage_options), CREATE_LEASE)
+    etag = other.take()  # another replica is creating the store
+    assert etag is not None
+    thread, opened = open_in_thread(lambda: open_memory(settings, start_embedder=False))
+    time.sleep(1.5)
+    assert thread.is_alive() and not opened  # waits for the lease
+    assert not [k for k in objects_under(s3_endpoint, prefix) if ".lance/" in k]  # and creates nothing meanwhile
+    other.give_back(etag)
+    thread.join(60)
+    assert opened, "the store did not open once the lease was given back"
+    memory = opened[0]
+    agent = memory.ensure_agent("default").id
+    memory.conversation_log(agent, [{"role": "user", "content": "first words"}])
+    assert [m.content for m in memory.archive.rows.messages_of(agent)] == ["first words"]
+    assert other.take() is not None  # the opener gave the lease back
+
+
+def test_a_new_local_store_is_created_under_the_lock_file(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    db = Path(settings.store_uri())
+    db.mkdir(parents=True)
+    with open(db / CREATION_LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process is creating the store
+        thread, opened = open_in_thread(lambda: open_memory(settings, start_embedder=False))
+        time.sleep(1.5)
+        assert thread.is_alive() and not opened
+        assert not list(db.glob("*.lance"))
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    thread.join(60)
+    assert opened and {p.name for p in db.glob("*.lance")} >= {"meta.lance", "messages.lance", "passages.lance"}
+
+
+def test_replicas_opening_a_new_store_at_once_all_open_and_lose_nothing(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """Three processes start on a new bucket prefix at the same instant, each logs a message at once: every one
+    opens (before: one in ~8 such starts failed with LanceDB's "Incompatible transaction ... Overwrite"), and every
+    message is there."""
+    config = s3_config(tmp_path, s3_endpoint, f"at-once-{uuid.uuid4().hex[:8]}")
+    start = time.time() + 4  # past the imports of all three
+    code = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from tiermem.base.config import load_settings
+        from tiermem.domain.factory import open_memory
+        settings = load_settings(Path({str(config)!r}))
+        while time.time() < {start}:
+            time.sleep(0.001)
+        m = open_memory(settings, start_embedder=False)
+        agent = m.ensure_agent("default").id
+        m.conversation_log(agent, [{{"role": "user", "content": "from " + sys.argv[1]}}])
+        print("opened", flush=True)
+    """)
+    procs = [subprocess.Popen([PYTHON, "-c", code, str(i)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(3)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.strip() == "opened", err[-2000:]
+    memory = open_memory(load_settings(config), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    said = sorted(m.content for m in memory.archive.rows.messages_of(agent))
+    assert said == ["from 0", "from 1", "from 2"]
+    assert [a.name for a in memory.list_agents()] == ["default"]

@@ -14,9 +14,11 @@ commits (20): the run shows whether that keeps those calls flat.
 
 Per ``--window`` seconds: calls/s and p99 by kind, errors, the bucket's objects (all, and by kind: LanceDB's
 version manifests, data, index, transaction and deletion files, core state objects) and CPU ms per call by process.
-At the end: first vs last window per kind, every replaced line as last acknowledged, every acknowledged append
-present once. Embeddings are the hashing embedder (no model): the figures
-are the storage's, not the model's. The store lives in moto's memory; the work directory is removed at the end.
+At the end: first vs last window per kind, every distinct error in full (its kind and text, how often, when first),
+every replaced line as last acknowledged, every acknowledged append present once. Embeddings are the hashing embedder (no model): the figures
+are the storage's, not the model's. The store lives in moto's memory; the work directory is removed at the end, but
+the replicas' stderr logs (and moto's) are moved to a ``tiermem-objmix-logs-*`` directory under the temp dir, whose
+path is printed, whenever a call failed or the run did not finish (always with ``--keep-logs``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def kind_of(path: str) -> str:
     return "other"
 
 
-async def one(c: Client, kind: str, n: int, i: int, label: str) -> bool:
+async def one(c: Client, kind: str, n: int, i: int, label: str) -> str | None:
+    """Make one call of ``kind``; None when it succeeded, else the tool error's full text."""
     if kind == "append":
         r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}-{i}"})
     elif kind == "replace":
@@ -65,11 +68,22 @@ async def one(c: Client, kind: str, n: int, i: int, label: str) -> bool:
         r = await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": f"hello {n} {i}"}]})
     else:
         r = await c.call_tool("conversation_search", {"query": f"hello {n} {i - 7}"})
-    return not r.is_error
+    if not r.is_error:
+        return None
+    return " ".join(getattr(x, "text", repr(x)) for x in r.content) or "(a tool error without text)"
+
+
+def report_errors(errors: list[tuple[float, str, str]], start: float) -> None:
+    """Every distinct error (kind and full text): how often, and when it first happened (seconds into the run)."""
+    seen: dict[tuple[str, str], list[float]] = {}
+    for at, kind, text in errors:
+        seen.setdefault((kind, text), []).append(at - start)
+    for (kind, text), times in sorted(seen.items(), key=lambda kv: kv[1][0]):
+        print(f"error x{len(times)} ({kind}, first at {times[0]:.1f} s): {text}", flush=True)
 
 
 async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int, store: Any,
-                pids: dict[str, list[int | None]]) -> None:
+                pids: dict[str, list[int | None]]) -> int:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -78,7 +92,7 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
     samples: list[tuple[float, str, float, bool]] = []  # (finished at, kind, latency, ok)
     appended: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
     replaced: dict[str, dict[int, int]] = {f"load{b}": {} for b in range(blocks)}
-    errors: list[str] = []
+    errors: list[tuple[float, str, str]] = []  # (when, kind, full text)
     start = time.time()
     stop = start + seconds
 
@@ -95,12 +109,12 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
                 kind = KINDS[k % len(KINDS)]
                 t = time.perf_counter()
                 try:
-                    ok = await one(c, kind, n, i, label)
-                    if not ok:
-                        errors.append(f"{kind}: tool error")
+                    problem = await one(c, kind, n, i, label)
                 except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
-                    ok = False
-                    errors.append(f"{kind}: {exc!r}"[:200])
+                    problem = f"client exception: {exc!r}"
+                ok = problem is None
+                if problem is not None:
+                    errors.append((time.time(), kind, problem))
                 samples.append((time.time(), kind, time.perf_counter() - t, ok))
                 if ok and kind == "append":
                     appended[label].append(f"c{n}-{i}")
@@ -131,13 +145,14 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
                   flush=True)
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
     ok = [s for s in samples if s[3]]
-    print(f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
-          f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first: all "
+    print(f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}; last window / first: all "
           f"{full[-1]['all'] / full[0]['all']:.2f}, " + ", ".join(
               f"{k} {full[-1]['rate'][k] / full[0]['rate'][k]:.2f}" if full[0]["rate"][k] else f"{k} -"
               for k in KINDS) + "; p99 max " + ", ".join(f"{k} {max(r['p99'][k] for r in full):.0f} ms" for k in KINDS),
           flush=True)
+    report_errors(errors, start)
     check(endpoint, appended, replaced)
+    return len(errors)
 
 
 def check(endpoint: str, appended: dict[str, list[str]], replaced: dict[str, dict[int, int]]) -> None:
@@ -160,14 +175,25 @@ def check(endpoint: str, appended: dict[str, list[str]], replaced: dict[str, dic
 
 
 def run(work: Path, endpoint: str, moto_pid: int, port: int, replicas: int, clients: int, blocks: int,
-        seconds: int, window: int) -> None:
+        seconds: int, window: int) -> int:
+    """The load; returns how many calls failed."""
     with serving(work, endpoint, port, replicas, prefix="mix", tools='["all"]', blocks=blocks,
                  description="bench objmix") as procs:
         print(f"mixed load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
-              f"{window} s; each client cycles {', '.join(KINDS)}", flush=True)
+              f"{window} s; each client cycles {', '.join(KINDS)}; replica logs {work}/server<r>.log", flush=True)
         pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
-                  Lister(endpoint), pids)
+        failed: int = anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
+                                Lister(endpoint), pids)
+        return failed
+
+
+def keep_logs(work: Path) -> Path:
+    """Move the replicas' and moto's logs out of the work directory (which is removed) into a directory of their
+    own under the temp dir; returns it."""
+    kept = Path(tempfile.mkdtemp(prefix="tiermem-objmix-logs-"))
+    for log in sorted(work.glob("*.log")):
+        shutil.move(str(log), kept / log.name)
+    return kept
 
 
 def main() -> None:
@@ -178,17 +204,25 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=4)
     parser.add_argument("--window", type=int, default=30)
     parser.add_argument("--port", type=int, default=8961, help="the first replica's port; moto takes port + 50")
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="keep the replicas' and moto's logs even when no call failed")
     args, _ = parser.parse_known_args(sys.argv[1:])
     if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
         parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
     work = Path(tempfile.mkdtemp(prefix="tiermem-objmix-"))
     moto = None
+    failed: int | None = None  # None: the run itself did not finish
     try:
         moto, endpoint = start_moto(work, args.port + 50)
-        run(work, endpoint, moto.pid, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window)
+        failed = run(work, endpoint, moto.pid, args.port, args.replicas, args.clients, args.blocks, args.seconds,
+                     args.window)
     finally:
         if moto is not None:
             moto.terminate()
             moto.wait(30)
+        if failed is None or failed or args.keep_logs:
+            why = "the run did not finish" if failed is None else f"{failed} call(s) failed" if failed else "--keep-logs"
+            print(f"logs kept in {keep_logs(work)} ({why}): server<r>.log is replica r's stderr, moto.log moto's",
+                  flush=True)
         shutil.rmtree(work, ignore_errors=True)
         print(f"removed {work} (moto's bucket was in its memory)", flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,28 +192,44 @@ def test_values_with_sql_metacharacters_round_trip(memory: Memory) -> None:
 
 
 def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -> None:
-    """A commit that lost to other writers changed nothing: writes retry it; other failures say what happened."""
-    from tiermem.base.errors import StoreError
-    from tiermem.store import writes
+    """A commit that lost to other writers changed nothing: writes retry it; other failures say what happened, and
+    conflicts that outlast the retries (tries or time) are a StoreBusyError (a StoreWriteError) naming the last one,
+    never Lance's own RuntimeError."""
+    from tiermem.base.errors import StoreBusyError, StoreError, StoreWriteError
+    from tiermem.store import Retry, writes
 
-    class Flaky:
-        uri = str(tmp_path)
-        calls = 0
+    def flaky(retry: Retry) -> Any:
+        class Flaky:
+            uri = str(tmp_path)
+            calls = 0
 
-        @writes("a test row")
-        def write(self, failures: int, message: str) -> str:
-            self.calls += 1
-            if self.calls <= failures:
-                raise RuntimeError(message)
-            return "written"
+            @writes("a test row", retry)
+            def write(self, failures: int, message: str) -> str:
+                self.calls += 1
+                if self.calls <= failures:
+                    raise RuntimeError(message)
+                return "written"
 
-    flaky = Flaky()
-    assert flaky.write(3, "lance error: Retryable commit conflict for version 7: ...") == "written"
-    assert flaky.calls == 4
+        return Flaky()
+
+    quick = Retry(attempts=6, budget=5.0, first=0.001, cap=0.002)
+    once = flaky(quick)
+    assert once.write(3, "lance error: Retryable commit conflict for version 7: ...") == "written"
+    assert once.calls == 4
+    assert flaky(quick).write(2, "lance error: Incompatible transaction: ...") == "written"
+    failing = flaky(quick)
     with pytest.raises(StoreError, match="Writing a test row to the data directory .* failed: lance error: boom"):
-        Flaky().write(1, "lance error: boom")
-    with pytest.raises(StoreError, match="Too many concurrent writers"):
-        Flaky().write(1000, "Too many concurrent writers. ")
+        failing.write(1, "lance error: boom")
+    assert failing.calls == 1  # not a conflict: not tried again
+    busy = flaky(quick)
+    with pytest.raises(StoreBusyError, match=r"kept committing .* \(6 tries; last: Too many concurrent writers") as raised:
+        busy.write(1000, "Too many concurrent writers. ")
+    assert busy.calls == 6 and isinstance(raised.value, StoreWriteError)
+    assert "Nothing was written; the call is safe to repeat" in str(raised.value)
+    slow = flaky(Retry(attempts=1000, budget=0.05, first=0.01, cap=0.01))  # the time runs out before the tries
+    with pytest.raises(StoreBusyError):
+        slow.write(10_000, "lance error: Commit conflict for version 3")
+    assert 2 <= slow.calls < 100
 
 
 def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

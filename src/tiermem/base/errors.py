@@ -47,6 +47,11 @@ class StoreWriteError(StoreError):
     """Writing to the data directory failed (disk full, read-only, damaged table); nothing was written."""
 
 
+class StoreBusyError(StoreWriteError):
+    """Other writers (replicas on one object store, concurrent calls, an upkeep) kept committing to the same table
+    until the write's retries ran out; nothing was written, and the same call is safe to repeat."""
+
+
 class SchemaError(StoreError):
     """The data directory was written by another schema version or another embedding model."""
 

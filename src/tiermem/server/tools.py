@@ -12,6 +12,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, get_origin
 
@@ -20,7 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..domain import blocks as rules
-from ..base.errors import TiermemError
+from ..base.errors import StoreError, TiermemError
 from ..domain.memory import Memory
 from .runtime import runtime_of
 from .sdk import schema_changed, tool_manager
@@ -28,6 +29,8 @@ from .arguments import tidy_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+
+log = logging.getLogger(__name__)
 
 
 def tidy_published_schema(server: MCPServer[Any], name: str) -> None:
@@ -126,13 +129,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Return our errors as tool errors whose text is exactly the message (no SDK prefix)."""
+    """Return our errors as tool errors whose text is exactly the message (no SDK prefix). A storage failure is
+    also logged (to stderr) with the library's own error under it, for whoever runs the server."""
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
         except TiermemError as exc:
+            if isinstance(exc, StoreError):
+                log.warning("tool %s failed: %s", fn.__name__, exc, exc_info=exc)
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
     return wrapper

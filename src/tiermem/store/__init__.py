@@ -9,14 +9,15 @@ search. ``Store`` (store.py) is composed of parts that share one ``Connection``:
 - ``query``: ``Filter``, the typed query callers pass, and ``compile_filter``, the only code that writes filter text
 - ``schemas``: Arrow schemas, the schema version, migrations
 - ``connection``: ``Connection``, the open database, its table handles, meta table, snapshots and write counter
-- ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors)
+- ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors); ``appends``:
+  ``GroupAppend``, one process's appends to a table committed together
 - ``search``: ``Search``, the vector and full-text legs; ``indexes``: ``Indexes``, upkeep and compaction;
   ``reembed``: ``Reembed``, the swap
 """
 
 from __future__ import annotations
 
-from .boundary import LIBRARY_ERRORS, library, reads, writes
+from .boundary import LIBRARY_ERRORS, Retry, commit_with_retries, library, reads, writes
 from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE
 from .query import Filter
 from .schemas import MESSAGE_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION, SEARCHABLE
@@ -26,6 +27,6 @@ from .tables import message_from_row, passage_from_row
 
 __all__ = [
     "DEFAULT_INDEX_CACHE", "DEFAULT_METADATA_CACHE", "LIBRARY_ERRORS", "MESSAGE_COLUMNS", "RESULT_COLUMNS",
-    "SCHEMA_VERSION", "SEARCHABLE", "VECTOR_EF", "VECTOR_NPROBES", "VECTOR_REFINE", "Filter", "Store", "library",
-    "message_from_row", "passage_from_row", "reads", "writes",
+    "SCHEMA_VERSION", "SEARCHABLE", "VECTOR_EF", "VECTOR_NPROBES", "VECTOR_REFINE", "Filter", "Retry", "Store",
+    "commit_with_retries", "library", "message_from_row", "passage_from_row", "reads", "writes",
 ]

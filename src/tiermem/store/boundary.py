@@ -10,9 +10,10 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..base.errors import StoreReadError, StoreWriteError, TiermemError
+from ..base.errors import StoreBusyError, StoreReadError, StoreWriteError, TiermemError
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,35 +87,83 @@ def reads(what: str) -> Callable[[F], F]:
     return decorate
 
 
-_CONFLICT_MARKERS = ("commit conflict", "too many concurrent")
-_CONFLICT_ATTEMPTS = 30
+# What Lance says when a commit lost to other writers (another replica, a concurrent call, an upkeep) and committed
+# nothing: a plain or "Retryable" commit conflict, "Too many concurrent writers" once its own retries (about 30 s)
+# ran out, an incompatible transaction (the write started from a version another commit superseded).
+_CONFLICT_MARKERS = ("commit conflict", "too many concurrent", "incompatible transaction")
 
 
-def writes(what: str) -> Callable[[F], F]:
-    """Make a write safe to call under contention and clear when it fails.
+def is_conflict(exc: BaseException) -> bool:
+    """True when ``exc`` is Lance's word that a commit lost to other writers (and so committed nothing)."""
+    text = str(exc).lower()
+    return any(m in text for m in _CONFLICT_MARKERS)
 
-    Lance commits are atomic: a commit that loses to other writers changes nothing, so a commit
-    conflict that Lance's own retries did not absorb is retried here (a conditional update re-checks
-    its condition). Other storage failures become one clear ``StoreError``.
+
+@dataclass(frozen=True)
+class Retry:
+    """How a write that lost to other writers is tried again: up to ``attempts`` in all, within ``budget`` seconds
+    from the first, waiting a random time up to ``first * 2**n`` (at most ``cap``) before try ``n + 1`` (full
+    jitter, so two replicas that collided do not collide again at once). Each try may itself spend up to ~30 s in
+    Lance's own commit retries."""
+
+    attempts: int = 12
+    budget: float = 60.0
+    first: float = 0.05
+    cap: float = 2.0
+
+    def pause(self, attempt: int) -> float:
+        """Seconds to wait after the failed try ``attempt`` (0-based)."""
+        return random.uniform(0, min(self.cap, self.first * 2 ** attempt))
+
+
+COMMIT_RETRY = Retry()
+T = TypeVar("T")
+
+
+def commit_with_retries(uri: str, what: str, attempt: Callable[[int], T], retry: Retry = COMMIT_RETRY) -> T:
+    """Run ``attempt(n)`` (n = 0, 1, ...) until it returns, trying again while it fails on a commit conflict.
+
+    ``attempt`` must be safe to run again after a conflict: a conditional write re-checks its condition, an upsert
+    or a delete by key is the same whenever it runs, and an append checks, from its second try on, which of its rows
+    are already stored (``n > 0``), so a retry never doubles a row. When the tries or the time run out the caller
+    gets a ``StoreBusyError`` (nothing was written); any other library failure is a ``StoreWriteError`` at once.
+    """
+    started = time.monotonic()
+    for n in range(retry.attempts):
+        try:
+            return attempt(n)
+        except TiermemError:
+            raise
+        except LIBRARY_ERRORS as exc:
+            if not is_conflict(exc):
+                raise _write_error(uri, what, exc) from exc
+            elapsed = time.monotonic() - started
+            pause = retry.pause(n)
+            if n == retry.attempts - 1 or elapsed + pause >= retry.budget:
+                raise StoreBusyError(
+                    f"Writing {what} to {uri} did not get through: other writers (another replica, another call or "
+                    f"an upkeep) kept committing to the same table for {elapsed:.1f} s ({n + 1} tries; last: "
+                    f"{_first_line(exc)}). Nothing was written; the call is safe to repeat, preferably in a few "
+                    "seconds.") from exc
+            log.info("%s: commit conflict with another writer, trying again in %.2f s (try %d, %.1f s so far)",
+                     what, pause, n + 2, elapsed)
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def writes(what: str, retry: Retry = COMMIT_RETRY) -> Callable[[F], F]:
+    """Make a write safe to call under contention and clear when it fails (``commit_with_retries``).
+
+    Lance commits are atomic: a commit that loses to other writers changes nothing, so a commit conflict that
+    Lance's own retries did not absorb is retried here by running the whole method again. Only for methods that may
+    run twice: conditional updates, upserts and deletes by key (an append uses ``commit_with_retries`` itself).
     """
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            for attempt in range(_CONFLICT_ATTEMPTS):
-                try:
-                    return fn(self, *args, **kwargs)
-                except TiermemError:
-                    raise
-                except LIBRARY_ERRORS as exc:
-                    conflict = any(m in str(exc).lower() for m in _CONFLICT_MARKERS)
-                    if not conflict or attempt == _CONFLICT_ATTEMPTS - 1:
-                        raise _write_error(uri_of(self), what, exc) from exc
-                    log.info("%s: commit conflict with another writer, retrying (%d)", what, attempt + 1)
-                    time.sleep(random.uniform(0, 0.005) * (attempt + 1))
-            raise AssertionError("unreachable")
+            return commit_with_retries(uri_of(self), what, lambda _n: fn(self, *args, **kwargs), retry)
 
         return wrapper  # type: ignore[return-value]
 
     return decorate
-

@@ -5,6 +5,7 @@ backup, restore and paging, as plain dicts of their columns."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -12,7 +13,8 @@ from typing import Any
 
 from ..base.errors import StoreError, ValidationError
 from ..base.records import Message, Passage, from_us
-from .boundary import reads, writes
+from .appends import GroupAppend
+from .boundary import commit_with_retries, reads, writes
 from .connection import Connection
 from .query import Filter, compile_filter
 from .schemas import MESSAGE_COLUMNS, SEARCHABLE, UNEMBEDDED_PREFIX
@@ -41,6 +43,8 @@ class Rows:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self._appends: dict[str, GroupAppend] = {}  # per table: this process's appends, committed together
+        self._appends_lock = threading.Lock()
 
     # -- messages ------------------------------------------------------------
 
@@ -53,13 +57,40 @@ class Rows:
 
     # -- messages and passages ------------------------------------------------
 
-    @writes("rows")
     def add_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.conn.tables[table].add(list(rows))
-            self.conn.wrote(len(rows))
-            if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
-                self.mark_unembedded(table)
+        """Append ``rows`` (each with its own ``id``). The appends of this process's threads to one table are committed
+        one at a time, each carrying the rows of every call waiting meanwhile (``GroupAppend``). A commit that lost to
+        other writers (another replica, an upkeep) is tried again (``commit_with_retries``), and from the second try
+        on only the rows not stored yet are appended: whatever a failed try left behind, no row is stored twice."""
+        if not rows:
+            return
+        with self._appends_lock:
+            group = self._appends.get(table)
+            if group is None:
+                group = self._appends[table] = GroupAppend(lambda batch: self._append(table, batch))
+        group.append(list(rows))
+        if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
+            self.mark_unembedded(table)
+
+    def _append(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """One append of ``rows`` to ``table``, tried again on commit conflicts without doubling a row."""
+
+        def attempt(n: int) -> None:
+            todo = rows if n == 0 else self._not_stored(table, rows)
+            if todo:
+                self.conn.tables[table].add(todo)
+
+        commit_with_retries(self.conn.uri, "rows", attempt)
+        self.conn.wrote(len(rows))
+
+    def _not_stored(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows whose ``id`` is not in ``table`` at its newest version (a retried append's check)."""
+        t = self.conn.tables[table]
+        t.checkout_latest()  # not the version read up to ``read_staleness`` ago: a failed try may have committed
+        ids = [str(r["id"]) for r in rows]
+        found = {r["id"] for r in t.search().where(compile_filter(Filter(ids=tuple(ids)))).select(["id"]).limit(
+            len(ids)).to_list()}
+        return [r for r in rows if r["id"] not in found]
 
     @writes("restored rows")
     def merge_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> int:

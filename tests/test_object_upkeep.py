@@ -17,6 +17,7 @@ from tiermem.core.bucket import Bucket
 from tiermem.core.lease import UPKEEP_LEASE, Lease
 from tiermem.core.objects import ObjectCore
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
 from .conftest import memory_over
@@ -33,6 +34,20 @@ RACING_RETENTION = timedelta(seconds=3)
 
 def options(endpoint: str) -> dict[str, str]:
     return {**OPTIONS, "aws_endpoint": endpoint}
+
+
+def two_replicas(endpoint: str, name: str) -> tuple[list[Memory], str]:
+    """Two memories over one new prefix (two replicas, no upkeep of their own, ``RACING_RETENTION``) and the id of
+    their one agent."""
+    uri = f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
+    replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
+                                  storage_options=options(endpoint), optimize_every=0,
+                                  version_retention=RACING_RETENTION),
+                            core=ObjectCore.open(Bucket(uri, options(endpoint))))
+                for _ in range(2)]
+    agent = replicas[0].ensure_agent("default").id
+    assert replicas[1].ensure_agent("default").id == agent
+    return replicas, agent
 
 
 def versions_of(endpoint: str, prefix: str, table: str) -> int:
@@ -109,17 +124,10 @@ def test_a_background_upkeep_is_skipped_while_another_replica_holds_the_lease(tm
 
 
 def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
-    """Two stores on one prefix (two replicas), a short retention, each writing passages and messages while both
+    """Two stores on one prefix (two replicas), a short retention (``RACING_RETENTION``), each writing passages and messages while both
     run the whole upkeep (compaction, version cleanup, index updates) over and over, at the same moments: every
     acknowledged row is there exactly once afterwards, and searches keep answering throughout."""
-    uri = f"s3://{BUCKET}/both-{uuid.uuid4().hex[:8]}"
-    replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
-                                  storage_options=options(s3_endpoint), optimize_every=0,
-                                  version_retention=RACING_RETENTION),
-                            core=ObjectCore.open(Bucket(uri, options(s3_endpoint))))
-                for _ in range(2)]
-    agent = replicas[0].ensure_agent("default").id
-    assert replicas[1].ensure_agent("default").id == agent
+    replicas, agent = two_replicas(s3_endpoint, "both")
     errors: list[str] = []
     written: list[str] = []
     stop = threading.Event()
@@ -220,16 +228,9 @@ def test_a_retried_append_checks_the_newest_version_for_rows_already_stored(s3_e
 def test_two_replicas_appending_hard_to_one_table_while_it_is_compacted_lose_and_double_nothing(
         s3_endpoint: str) -> None:  # noqa: F811
     """Two replicas on one prefix, three threads each appending to the messages and passages tables as fast as they
-    can while one replica compacts and cleans up versions (1 s retention) over and over: commits lose races to each
+    can while one replica compacts and cleans up versions (``RACING_RETENTION``) over and over: commits lose races to each
     other and to the upkeep all the time; every call succeeds and every acknowledged row is stored exactly once."""
-    uri = f"s3://{BUCKET}/hard-{uuid.uuid4().hex[:8]}"
-    replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
-                                  storage_options=options(s3_endpoint), optimize_every=0,
-                                  version_retention=RACING_RETENTION),
-                            core=ObjectCore.open(Bucket(uri, options(s3_endpoint))))
-                for _ in range(2)]
-    agent = replicas[0].ensure_agent("default").id
-    assert replicas[1].ensure_agent("default").id == agent
+    replicas, agent = two_replicas(s3_endpoint, "hard")
     errors: list[str] = []
     said: list[str] = []
     noted: list[str] = []

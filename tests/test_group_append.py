@@ -41,6 +41,21 @@ def test_calls_arriving_during_a_commit_go_together_in_the_next() -> None:
     assert len(batches) == 2 and sorted(batches[1]) == sorted(f"{x}{i}" for i in range(5) for x in "bc")
 
 
+def queue_behind_a_commit(group: GroupAppend, first_started: threading.Event, release: threading.Event,
+                          first: threading.Thread, later: list[threading.Thread]) -> None:
+    """Run ``first`` until its commit has started (and waits for ``release``), start ``later``, wait until they all
+    queue behind that commit, release it, and wait for every thread."""
+    first.start()
+    assert first_started.wait(10)
+    for t in later:
+        t.start()
+    while len(group._queue) < len(later):
+        time.sleep(0.01)
+    release.set()
+    for t in [first, *later]:
+        t.join(10)
+
+
 def test_a_failed_group_is_committed_caller_by_caller_so_only_the_bad_rows_fail() -> None:
     committed: list[str] = []
     first_started, release = threading.Event(), threading.Event()
@@ -63,18 +78,9 @@ def test_a_failed_group_is_committed_caller_by_caller_so_only_the_bad_rows_fail(
         except StoreWriteError as exc:
             outcome[name] = str(exc)
 
-    first = threading.Thread(target=call, args=("first", [{"id": "x"}]))
-    first.start()
-    assert first_started.wait(10)
-    later = [threading.Thread(target=call, args=(n, rows)) for n, rows in
-             (("good", [{"id": "g1"}, {"id": "g2"}]), ("bad", [{"id": "bad"}]), ("fine", [{"id": "f"}]))]
-    for t in later:
-        t.start()
-    while len(group._queue) < 3:
-        time.sleep(0.01)
-    release.set()
-    for t in [first, *later]:
-        t.join(10)
+    queue_behind_a_commit(group, first_started, release, threading.Thread(target=call, args=("first", [{"id": "x"}])),
+                          [threading.Thread(target=call, args=(n, rows)) for n, rows in
+                           (("good", [{"id": "g1"}, {"id": "g2"}]), ("bad", [{"id": "bad"}]), ("fine", [{"id": "f"}]))])
     assert outcome == {"first": "ok", "good": "ok", "bad": "Writing rows failed: a bad row", "fine": "ok"}
     assert sorted(committed) == ["f", "g1", "g2", "x"]
     assert not group._busy and group._queue == []  # the turn was given back
@@ -147,16 +153,7 @@ def test_a_commit_interrupted_mid_way_counts_for_no_caller_of_its_group() -> Non
         except KeyboardInterrupt:
             outcome[name] = "interrupted"
 
-    first = threading.Thread(target=call, args=("first",))
-    first.start()
-    assert first_started.wait(10)
-    later = [threading.Thread(target=call, args=(n,)) for n in ("a", "b")]
-    for t in later:
-        t.start()
-    while len(group._queue) < 2:
-        time.sleep(0.01)
-    release.set()
-    for t in [first, *later]:
-        t.join(10)
+    queue_behind_a_commit(group, first_started, release, threading.Thread(target=call, args=("first",)),
+                          [threading.Thread(target=call, args=(n,)) for n in ("a", "b")])
     assert outcome == {"first": "stored", "a": "interrupted", "b": "interrupted"}
     assert not group._busy

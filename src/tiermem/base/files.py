@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -39,3 +40,21 @@ def write_text_atomically(path: Path, text: str, *, mode: int | None = None, dur
                           newline: str | None = None) -> None:
     """``write_atomically`` of ``text``."""
     write_atomically(path, lambda f: f.write(text), mode=mode, durable=durable, newline=newline)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` (created, with its directory, if missing) among this machine's
+    processes, held inside; no lock where the system has no ``fcntl`` (not POSIX). ``OSError`` if it cannot be made."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

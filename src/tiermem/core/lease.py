@@ -65,10 +65,7 @@ class Lease:
             yield etag is not None
         finally:
             if etag is not None:
-                try:
-                    self.give_back(etag)
-                except StoreError as exc:  # it expires on its own
-                    log.warning("could not give back the lease %s: %s", self.path, exc)
+                self._give_back_or_let_expire(etag)
 
     @contextmanager
     def waiting(self, timeout: float) -> Iterator[None]:
@@ -87,7 +84,10 @@ class Lease:
         try:
             yield
         finally:
-            try:
-                self.give_back(etag)
-            except StoreError as exc:  # it expires on its own
-                log.warning("could not give back the lease %s: %s", self.path, exc)
+            self._give_back_or_let_expire(etag)
+
+    def _give_back_or_let_expire(self, etag: str) -> None:
+        try:
+            self.give_back(etag)
+        except StoreError as exc:  # it expires on its own
+            log.warning("could not give back the lease %s: %s", self.path, exc)

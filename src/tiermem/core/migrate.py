@@ -10,7 +10,6 @@ left as they were.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sqlite3
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..base.errors import ConfigError, StoreError
+from ..base.files import locked
 from .lance import LanceCoreTables
 from .protocol import CORE_TABLES, CoreStore
 from .sqlite import SqliteCore, create_schema, insert_rows
@@ -111,8 +111,7 @@ def migrate_from_lance(old: LanceCoreTables | None, path: Path, *, unless_exists
     the lock)."""
     counts: dict[str, int] = {}
     try:
-        with open(path.with_name(path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with locked(path.with_name(path.name + ".lock")):
             if path.exists():
                 return counts  # another process finished first
             if unless_exists is not None and unless_exists.exists():

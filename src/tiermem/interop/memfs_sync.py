@@ -24,19 +24,18 @@ changes again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..domain import memfs_format as fmt
 from ..base.errors import TiermemError, ValidationError
-from ..base.files import write_text_atomically
+from ..base.files import locked, write_text_atomically
 from .memfs import (
     FRONT_KEY,
     FileBlock,
@@ -89,23 +88,6 @@ def state_path(root: Path, repo: Repo | None) -> Path:
     return repo.state_file() if repo is not None else root / STATE
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One sync of a directory at a time, across processes (every MCP server may sync the same directory)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no cross-process lock
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def read_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
@@ -143,7 +125,7 @@ def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | 
     root.mkdir(parents=True, exist_ok=True)
     repo = repo if repo is not None else Repo.find(root)
     path = state_path(root, repo)
-    with _locked(path.with_name(path.name + ".lock")):
+    with locked(path.with_name(path.name + ".lock")):  # one sync of a directory at a time, across processes
         return _Sync(memory, agent_name, root, repo, path, prefer).run()
 
 

@@ -9,17 +9,17 @@ The connection never assumes a local path: ``uri`` may be a directory or an obje
 from __future__ import annotations
 
 import atexit
-import fcntl
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreError
+from ..base.files import locked
 from ..base.records import new_id, now
 from .boundary import library, reads, writes
 from .loading import import_lancedb
@@ -54,23 +54,6 @@ def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: in
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
     db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=storage_options, session=session)
     return db, session
-
-
-@contextmanager
-def locked_file(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (created if missing) among the processes of this machine, held inside."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "a")
-    except OSError as exc:
-        raise StoreError(f"Could not open the lock file {path}: {exc}. Check that the data directory is writable, "
-                         "or choose another with --data-dir / TIERMEM_DATA_DIR.") from exc
-    with f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def finish_swap(db: Any, uri: str, table: str) -> None:
@@ -320,7 +303,18 @@ class Connection:
             return self._creation_lock()
         if self.remote:
             return nullcontext()
-        return locked_file(Path(self.uri.removeprefix("file://")) / CREATION_LOCK_FILE)
+        return self._locked_directory()
+
+    @contextmanager
+    def _locked_directory(self) -> Iterator[None]:
+        path = Path(self.uri.removeprefix("file://")) / CREATION_LOCK_FILE
+        with ExitStack() as held:
+            try:
+                held.enter_context(locked(path))
+            except OSError as exc:
+                raise StoreError(f"Could not open the lock file {path}: {exc}. Check that the data directory is "
+                                 "writable, or choose another with --data-dir / TIERMEM_DATA_DIR.") from exc
+            yield
 
     def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:
         """Open a table, creating it if missing (called under ``creating``). A table can be listed and not open

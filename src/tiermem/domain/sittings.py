@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import bisect
 import logging
-from array import array
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -168,8 +168,9 @@ class SittingIndex:
         return sitting.first_seq == seq and sitting.start == created_us
 
     def position(self, conversation: str | None, created_us: int, seq: int | None) -> tuple[int, int] | None:
-        """(the index of its sitting, its place in the sitting's log order) of the turn of ``conversation`` written at
-        ``created_us`` and logged as ``seq``; None if the index does not hold it (or its log order is not known)."""
+        """(the index of its sitting, its place among the sitting's turns) of the turn of ``conversation`` written at
+        ``created_us`` and logged as ``seq``; None if the index does not hold it (or its log order is not known). The
+        place is in log order, or in time order in a sitting whose turns were logged out of time order."""
         i = self.sitting_of(conversation, created_us)
         if i is None or seq is None:
             return None

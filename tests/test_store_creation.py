@@ -13,15 +13,18 @@ import uuid
 from pathlib import Path
 
 import boto3
+import pytest
 
 from tiermem.base.config import load_settings
+from tiermem.base.errors import StoreError
 from tiermem.core.bucket import Bucket
-from tiermem.core.lease import CREATE_LEASE, Lease
+from tiermem.core.lease import CREATE_LEASE, CREATE_SECONDS, Lease
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store.connection import CREATION_LOCK_FILE
 
 from .conftest import PYTHON, ROOT
+from .test_object_upkeep import options as s3_options
 from .test_object_storage import BUCKET, s3_config, s3_endpoint  # noqa: F401 (the module-scoped moto server fixture)
 
 
@@ -57,6 +60,18 @@ def test_a_new_store_on_object_storage_is_created_under_the_creation_lease(tmp_p
     memory.conversation_log(agent, [{"role": "user", "content": "first words"}])
     assert [m.content for m in memory.archive.rows.messages_of(agent)] == ["first words"]
     assert other.take() is not None  # the opener gave the lease back
+
+
+def test_a_creation_lease_held_too_long_is_a_clear_error(s3_endpoint: str) -> None:  # noqa: F811
+    """A replica that waits longer than its timeout for the creation lease (its holder is slow, or died and the
+    lease has not run out yet) says so, naming the lease, instead of waiting forever."""
+    bucket = Bucket(f"s3://{BUCKET}/held-{uuid.uuid4().hex[:8]}", s3_options(s3_endpoint))
+    assert Lease(bucket, CREATE_LEASE, CREATE_SECONDS).take() is not None  # held, never given back
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"Another process has held .*core/leases/create\.json for more than 1 s: .*runs out 60 s after"):
+        with Lease(bucket, CREATE_LEASE, CREATE_SECONDS).waiting(timeout=1.0):
+            raise AssertionError("entered without the lease")
+    assert time.monotonic() - started < 10
 
 
 def test_a_new_local_store_is_created_under_the_lock_file(tmp_path: Path) -> None:

@@ -62,9 +62,10 @@ def test_a_new_store_on_object_storage_is_created_under_the_creation_lease(tmp_p
     assert other.take() is not None  # the opener gave the lease back
 
 
-def test_a_creation_lease_held_too_long_is_a_clear_error(s3_endpoint: str) -> None:  # noqa: F811
+def test_a_creation_lease_held_too_long_is_a_clear_error(s3_endpoint: str, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
     """A replica that waits longer than its timeout for the creation lease (its holder is slow, or died and the
-    lease has not run out yet) says so, naming the lease, instead of waiting forever."""
+    lease has not run out yet) says so, naming the lease, instead of waiting forever; the wait itself is logged
+    once when it starts."""
     bucket = Bucket(f"s3://{BUCKET}/held-{uuid.uuid4().hex[:8]}", s3_options(s3_endpoint))
     assert Lease(bucket, CREATE_LEASE, CREATE_SECONDS).take() is not None  # held, never given back
     started = time.monotonic()
@@ -72,6 +73,8 @@ def test_a_creation_lease_held_too_long_is_a_clear_error(s3_endpoint: str) -> No
         with Lease(bucket, CREATE_LEASE, CREATE_SECONDS).waiting(timeout=1.0):
             raise AssertionError("entered without the lease")
     assert time.monotonic() - started < 10
+    waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("waiting (up to 1 s) for ")]
+    assert len(waits) == 1 and "core/leases/create.json: another process holds it" in waits[0], waits
 
 
 def test_a_new_local_store_is_created_under_the_lock_file(tmp_path: Path) -> None:

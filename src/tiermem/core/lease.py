@@ -71,8 +71,12 @@ class Lease:
     def waiting(self, timeout: float) -> Iterator[None]:
         """Hold the lease inside, waiting up to ``timeout`` seconds for it (given back on the way out); a
         ``StoreError`` naming the lease if another holder keeps it longer."""
-        deadline, delay = time.monotonic() + timeout, 0.02
+        deadline, delay, told = time.monotonic() + timeout, 0.02, False
         while (etag := self.take()) is None:
+            if not told:  # a wait of up to a lease's time (a holder that died) is said, not silent
+                log.warning("waiting (up to %.0f s) for %s/%s: another process holds it; a holder that died leaves "
+                            "it to run out %.0f s after it was taken", timeout, self.bucket.uri, self.path, self.seconds)
+                told = True
             if time.monotonic() >= deadline:
                 raise StoreError(
                     f"Another process has held {self.bucket.uri}/{self.path} for more than {timeout:.0f} s: it is "

@@ -39,8 +39,10 @@ def log_sittings(memory: Memory, agent: str, sittings: int, turns: int = 10) -> 
         memory.archive.log_messages(agent, rows[i:i + 500])
 
 
-def builds(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.getMessage().startswith("built the sittings of agent")]
+def builds(caplog: pytest.LogCaptureFixture, agent: str) -> list[logging.LogRecord]:
+    """The builds of ``agent``'s sitting index logged meanwhile (only its own: a server an earlier test started in
+    this process may still warm its agent, and its log lands in the same capture)."""
+    return [r for r in caplog.records if r.getMessage().startswith(f"built the sittings of agent {agent} ")]
 
 
 def answers(memory: Memory, agent: str, query: str) -> list[tuple[str, float]]:
@@ -55,9 +57,9 @@ def test_a_warmed_index_is_the_one_the_first_search_uses(memory: Memory, caplog:
         fresh.warm(agent)
         fresh.settle(60)  # waits for the warm
         assert answers(fresh, agent, QUERIES[0])
-    built = builds(caplog)
+    built = builds(caplog, agent)
     assert [r.threadName for r in built] == ["tiermem-warm"]  # the search found the index built
-    ready = [r.getMessage() for r in caplog.records if r.getMessage().startswith("sitting index of agent")]
+    ready = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"sitting index of agent {agent} ")]
     assert ready == [f"sitting index of agent {agent} ready: 120 turns in 12 sittings ({ready[0].split('(')[1]}"]
 
 
@@ -91,7 +93,7 @@ def test_searches_arriving_while_the_index_is_built_get_the_whole_of_it(settings
             t.join(120)
         fresh.settle(60)
     assert {n: got[n] for n in range(6)} == {n: expected[QUERIES[n % 3]] for n in range(6)}
-    assert len(builds(caplog)) == 1  # built once, by the warm or by the first search; everyone else waited for it
+    assert len(builds(caplog, agent)) == 1  # built once, by the warm or by the first search; everyone else waited for it
 
 
 def test_settling_while_the_archive_still_opens_neither_waits_for_it_nor_reads_after(
@@ -115,7 +117,7 @@ def test_settling_while_the_archive_still_opens_neither_waits_for_it_nor_reads_a
         assert opening.get() is memory.archive
         late.warm(agent)  # after settle: nothing starts
         late.settle(5)
-    assert builds(caplog) == [] and not [r for r in caplog.records if "ready" in r.getMessage()]
+    assert builds(caplog, agent) == [] and not [r for r in caplog.records if f"agent {agent} ready" in r.getMessage()]
     assert not [t for t in set(threading.enumerate()) - before if t.name == "tiermem-warm" and t.is_alive()]
 
 
@@ -182,4 +184,4 @@ def test_a_warm_waits_quietly_for_an_archive_not_yet_started(memory: Memory,
         warm.join(60)
         later.settle(10)
     assert idle_cpu < 0.1, idle_cpu  # a few wake-ups, not two seconds of polling
-    assert [r.threadName for r in builds(caplog)] == ["tiermem-warm"]  # and it built the index once it could
+    assert [r.threadName for r in builds(caplog, agent)] == ["tiermem-warm"]  # and it built the index once it could

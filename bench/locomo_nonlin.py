@@ -140,27 +140,55 @@ def tree_predict(tree, B):
     go(tree, np.arange(len(B)))
     return out
 
-def gbdt(train, trees=100, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32, from_linear=True):
+def _evidence_rows(train):
+    """The training questions that hold evidence, their candidates' rows stacked: (kept, x, question of each row,
+    is-evidence of each row)."""
     kept = [q for q in train if q["features"] and any(d in q["gold"] for d in q["dia"])]
     x = np.concatenate([np.array(q["features"], float) for q in kept])
     qid = np.concatenate([np.full(len(q["dia"]), i) for i, q in enumerate(kept)])
     y = np.concatenate([np.array([d in q["gold"] for d in q["dia"]], float) for q in kept])
-    tgt = y / np.bincount(qid, y)[qid]
-    lin = np.array(fit_listwise(labelled(train))) if from_linear else np.zeros(x.shape[1])
+    return kept, x, qid, y
+
+
+def _softmax_by_question(F, qid):
+    """Each row's softmax probability among its question's rows (rows of one question are contiguous)."""
+    s = F - np.maximum.reduceat(F, np.r_[0, np.flatnonzero(np.diff(qid)) + 1])[qid]
+    e = np.exp(s)
+    return e / np.bincount(qid, e)[qid]
+
+
+def _boost(x, lin, gradients, trees, depth, shrink, min_leaf, lam, nb):
+    """Boosted regression trees on top of the linear score ``x @ lin``: ``gradients(F)`` gives each tree its
+    (gradient, hessian, rows to fit) at the current scores F. Returns (scoring function, (lin, edges, forest))."""
     F = x @ lin
     edges = bins_of(x, nb); B = binned(x, edges)
     forest = []
     for _ in range(trees):
-        s = F - np.maximum.reduceat(F, np.r_[0, np.flatnonzero(np.diff(qid)) + 1])[qid]
-        e = np.exp(s); p = e / np.bincount(qid, e)[qid]
-        g = p - tgt; h = np.maximum(p * (1 - p), 1e-6)
-        tree = build_tree(B, g, h, np.arange(len(x)), depth, min_leaf, lam, nb + 1)
+        g, h, idx = gradients(F)
+        tree = build_tree(B, g, h, idx, depth, min_leaf, lam, nb + 1)
         F += shrink * tree_predict(tree, B)
         forest.append(tree)
+    return _gbdt_scorer(lin, edges, forest, shrink), (lin, edges, forest)
+
+
+def _gbdt_scorer(lin, edges, forest, shrink):
     def f(xx):
         bb = binned(xx, edges)
-        return xx @ lin + shrink * sum(tree_predict(t, bb) for t in forest)
-    return f, (lin, edges, forest)
+        return xx @ lin + shrink * sum((tree_predict(t, bb) for t in forest), np.zeros(len(xx)))
+    return f
+
+
+def gbdt(train, trees=100, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32, from_linear=True):
+    """Trees on the listwise softmax gradient (the loss ``fit_listwise`` minimises)."""
+    _, x, qid, y = _evidence_rows(train)
+    tgt = y / np.bincount(qid, y)[qid]
+    lin = np.array(fit_listwise(labelled(train))) if from_linear else np.zeros(x.shape[1])
+    rows = np.arange(len(x))
+
+    def gradients(F):
+        p = _softmax_by_question(F, qid)
+        return p - tgt, np.maximum(p * (1 - p), 1e-6), rows
+    return _boost(x, lin, gradients, trees, depth, shrink, min_leaf, lam, nb)
 
 # ---------- evaluation ----------
 def evaluate(model_fn, recs=None, convs=None, verbose=False):
@@ -190,17 +218,15 @@ def show(name, res):
 
 def lambdamart(train, trees=100, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32, k=10, from_linear=True):
     """LambdaMART: lambda gradients for NDCG@k (binary gains), Newton leaves, from the linear score."""
-    kept = [q for q in train if q["features"] and any(d in q["gold"] for d in q["dia"])]
-    x = np.concatenate([np.array(q["features"], float) for q in kept])
+    kept, x, _, _ = _evidence_rows(train)
     starts = np.cumsum([0] + [len(q["dia"]) for q in kept])
     ys = [np.array([d in q["gold"] for d in q["dia"]], float) for q in kept]
     lin = np.array(fit_listwise(labelled(train))) if from_linear else np.zeros(x.shape[1])
-    F = x @ lin
-    edges = bins_of(x, nb); B = binned(x, edges)
     ideal = [sum(1 / np.log2(2 + i) for i in range(min(int(y.sum()), k))) for y in ys]
     disc_all = np.zeros(2000); disc_all[:k] = 1 / np.log2(2 + np.arange(k))
-    forest = []
-    for _ in range(trees):
+    rows = np.arange(len(x))
+
+    def gradients(F):
         g = np.zeros(len(x)); h = np.zeros(len(x))
         for qi, y in enumerate(ys):
             a, b = starts[qi], starts[qi + 1]
@@ -214,30 +240,19 @@ def lambdamart(train, trees=100, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=3
             lamb = dn * rho; hh = dn * rho * (1 - rho)
             g[a + pos] -= lamb.sum(1); g[a + neg] += lamb.sum(0)
             h[a + pos] += hh.sum(1); h[a + neg] += hh.sum(0)
-        tree = build_tree(B, g, np.maximum(h, 1e-9), np.arange(len(x)), depth, min_leaf, lam, nb + 1)
-        F += shrink * tree_predict(tree, B)
-        forest.append(tree)
-    def f(xx):
-        bb = binned(xx, edges)
-        return xx @ lin + shrink * sum(tree_predict(t, bb) for t in forest)
-    return f, (lin, edges, forest)
+        return g, np.maximum(h, 1e-9), rows
+    return _boost(x, lin, gradients, trees, depth, shrink, min_leaf, lam, nb)
 
 def gbdt_w(train, trees=30, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32, per_evidence=True, subsample=1.0, seed=0):
     """gbdt with the per-evidence softmax loss (sum over evidence turns of -log p): a question with more evidence
     counts more; optional question subsampling per tree."""
-    kept = [q for q in train if q["features"] and any(d in q["gold"] for d in q["dia"])]
-    x = np.concatenate([np.array(q["features"], float) for q in kept])
-    qid = np.concatenate([np.full(len(q["dia"]), i) for i, q in enumerate(kept)])
-    y = np.concatenate([np.array([d in q["gold"] for d in q["dia"]], float) for q in kept])
+    kept, x, qid, y = _evidence_rows(train)
     npos = np.bincount(qid, y)[qid]
     lin = np.array(fit_listwise(labelled(train)))
-    F = x @ lin
-    edges = bins_of(x, nb); B = binned(x, edges)
     rng = np.random.default_rng(seed)
-    forest = []
-    for _ in range(trees):
-        s = F - np.maximum.reduceat(F, np.r_[0, np.flatnonzero(np.diff(qid)) + 1])[qid]
-        e = np.exp(s); p = e / np.bincount(qid, e)[qid]
+
+    def gradients(F):
+        p = _softmax_by_question(F, qid)
         if per_evidence:
             g = npos * p - y; h = np.maximum(npos * p * (1 - p), 1e-6)
         else:
@@ -245,13 +260,8 @@ def gbdt_w(train, trees=30, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32, pe
         idx = np.arange(len(x))
         if subsample < 1.0:
             keepq = rng.random(len(kept)) < subsample; idx = idx[keepq[qid]]
-        tree = build_tree(B, g, h, idx, depth, min_leaf, lam, nb + 1)
-        F += shrink * tree_predict(tree, B)
-        forest.append(tree)
-    def f(xx):
-        bb = binned(xx, edges)
-        return xx @ lin + shrink * sum(tree_predict(t, bb) for t in forest)
-    return f, (lin, edges, forest)
+        return g, h, idx
+    return _boost(x, lin, gradients, trees, depth, shrink, min_leaf, lam, nb)
 
 def bagged(train, n=5, **kw):
     fs = [gbdt_w(train, subsample=0.8, seed=s, **kw)[0] for s in range(n)]
@@ -389,10 +399,6 @@ def main() -> None:
         print(f"    {time.time() - t:.0f} s", flush=True)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def linear_per_evidence(train, epochs=300, rate=0.5, l2=1e-3):
     """``fit_listwise`` with the per-evidence loss (sum over evidence turns of -log p), the gbdt_w loss, linear."""
     x = np.array([f for q in train for f in q["features"]], float)
@@ -426,10 +432,6 @@ def gbdt_staged(train, stages, depth=3, shrink=0.1, min_leaf=50, lam=1.0, nb=32)
     return {n: _gbdt_scorer(lin, edges, forest[:n], shrink) for n in stages}
 
 
-def _gbdt_scorer(lin, edges, forest, shrink):
-    return lambda xx: xx @ lin + shrink * sum((tree_predict(t, binned(xx, edges)) for t in forest), np.zeros(len(xx)))
-
-
 def nested_gbdt(train, stages=(0, 10, 30, 60, 100), log=None):
     """The number of trees (depth 3, shrinkage 0.1, 50 rows a leaf) chosen by inner leave-one-conversation-out R@10
     over the training conversations (0 = the linear ranker)."""
@@ -446,3 +448,7 @@ def nested_gbdt(train, stages=(0, 10, 30, 60, 100), log=None):
 
 
 VARIANTS["gbdt d3 s0.1 leaf50, trees by nested LOO (R@10)"] = lambda tr: nested_gbdt(tr)
+
+
+if __name__ == "__main__":
+    main()

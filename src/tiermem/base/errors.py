@@ -82,3 +82,8 @@ class ProviderError(TiermemError):
 
 class ContextOverflowError(TiermemError):
     """The agent's prompt cannot fit its context window, even with every message summarised."""
+
+
+class FileContentError(ValidationError):
+    """A file given to a folder cannot be kept: binary, unparseable, too large, or its format needs an extra that is
+    not installed; the message names the file and the fix, and nothing of it was stored."""

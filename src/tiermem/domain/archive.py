@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
+from .archive_files import FileRows
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
 from ..base.errors import NotFoundError, TiermemError, ValidationError
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FILES_SCOPE = "tiermem-files"  # the search scope of file chunks (no agent's: a folder's chunks are filtered by folder)
 MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept in memory (the context of the next one)
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
@@ -180,6 +182,7 @@ class Archive:
         self.embedder = embedder
         self.vectors = Vectors(store, embedder, wait_seconds)  # embedding rows, the backfill
         self.rows = AgentRows(store)  # rows taken whole: export, deletion, the agent loop's window, backup
+        self.files = FileRows(store, self.vectors)  # folders, their files and the files' chunks
         self.token_budget = token_budget
         self.max_content_chars = max_content_chars
         self.ranker = ranker or DEFAULT_RANKER
@@ -377,6 +380,13 @@ class Archive:
                        conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None)
         return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
+    def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
+        """The chunks of these folders' files nearest ``query``: the same hybrid search and ranker as archival memory
+        (each hit's one tag is its file's id)."""
+        _check_count(limit, "limit", 100)
+        where = Filter(agent_ids=tuple(folder_ids))
+        return self._hybrid("file_chunks", FILES_SCOPE, query, where, limit, self.ranker)
+
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
     ) -> Filter:
@@ -474,7 +484,7 @@ class Archive:
         notes: list[str] = []
         vector_rows: list[Found] = []
         roles = set(context.speakers.values())
-        known = self._speakers.get(agent_id)
+        known = set() if table == "file_chunks" else self._speakers.get(agent_id)  # files have no speakers
         focused = without_names(query, known | roles) if known is not None else None
         if focused is not None and self.embedder.ready:
             vec = self.vectors.query_vector(focused, notes)
@@ -492,7 +502,7 @@ class Archive:
             if vec is not None and focused is not None:
                 vector_rows = self.store.search.vector_search(table, vec, where, pool)
             fts_rows = fts_future.result()
-        names = self._learn_speakers(agent_id, fts_rows) | roles
+        names = (self._learn_speakers(agent_id, fts_rows) if table != "file_chunks" else set()) | roles
         mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
         if vec is not None and without_names(query, names) != focused:  # first search of this agent, or a new speaker
             focused = without_names(query, names)
@@ -557,7 +567,7 @@ class Archive:
             vector_rank=c.vector_rank,
             fts_rank=c.fts_rank,
             role=shown.role if table == "messages" else None,
-            tags=shown.tags if table == "passages" else (),
+            tags=shown.tags if table != "messages" else (),
             conversation_id=shown.conversation_id if table == "messages" else None,
             relevance=relevance,
         )

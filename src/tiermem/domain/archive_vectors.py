@@ -128,7 +128,7 @@ class Vectors:
         rows a crash left unannounced, unless ``announced_only`` (then nothing is read unless a mark exists).
         Returns the rows embedded (0 if the model is unavailable; the reason is logged).
         """
-        if announced_only and not any(self.store.rows.unembedded_marks(t) for t in ("messages", "passages")):
+        if announced_only and not any(self.store.rows.unembedded_marks(t) for t in SEARCHABLE):
             return 0
         try:
             if not self.embedder.wait(timeout):
@@ -141,7 +141,7 @@ class Vectors:
     def backfill_now(self, batch: int = 128) -> int:
         """Embed every row stored without a vector; returns how many (the model must be loaded)."""
         done = 0
-        for table in ("messages", "passages"):
+        for table in SEARCHABLE:
             done += self.embed_missing(table, None, limit=None, batch=batch)
         return done
 

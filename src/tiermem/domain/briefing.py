@@ -75,7 +75,7 @@ def guidance(tools: Collection[str], *, editors: Sequence[str], dialect: str = "
 
 
 def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget: int, *, editors: Sequence[str],
-                 resources: bool = True, dialect: str = "anthropic") -> str:
+                 resources: bool = True, dialect: str = "anthropic", directories: tuple[str, str] = ("", "")) -> str:
     """The server's instructions: guidance, then core memory within ``budget`` characters in all.
 
     ``blocks`` None: core memory could not be read yet (the store is still opening), so the text says where to read it.
@@ -84,8 +84,18 @@ def instructions(blocks: Sequence[Block] | None, tools: Collection[str], budget:
     hint = where_to_read(tools, resources=resources)
     if blocks is None:
         return _fit(head + "\n\nYour core memory could not be loaded with these instructions. " + hint, budget)
+    full, short = directories
     core = render_core_within(blocks, max(0, budget - len(head) - 2), hint=hint)
-    return head + "\n\n" + core if core else _fit(head + "\n\n" + hint, budget)
+    text = head + "\n\n" + core if core else _fit(head + "\n\n" + hint, budget)
+    if full and len(text) + len(full) <= budget:
+        return text + full  # Letta's <directories> section, open files' windows and all
+    if short and len(text) + 2 + len(short) <= budget:
+        return text + "\n\n" + short
+    if short:  # make room for the folders by showing less core memory
+        core = render_core_within(blocks, max(0, budget - len(head) - 4 - len(short)), hint=hint)
+        if core:
+            return head + "\n\n" + core + "\n\n" + short
+    return text
 
 
 def render_core_within(blocks: Sequence[Block], budget: int, *, hint: str) -> str:

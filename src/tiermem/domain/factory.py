@@ -65,6 +65,8 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         default_blocks=settings.default_blocks,
         default_system=settings.system,
         max_content_chars=settings.max_content_chars,
+        file_max_bytes=settings.file_max_bytes,
+        folder_max_files=settings.folder_max_files,
     )
     if isinstance(archive, Opening) and archive_now:
         archive.start()

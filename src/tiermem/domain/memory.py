@@ -32,6 +32,9 @@ from ..core.protocol import CoreStore
 from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
 from ..base.background import Opening
+from .file_views import OpenRequest
+from .filesystem import (DEFAULT_FILE_MAX_BYTES, AgentFiles, DEFAULT_FOLDER_MAX_FILES, Filesystem, directories_summary,
+                         render_agent_directories)
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, Message, Passage, StoredResult, check_text, new_id, now, stable_id
 
 if TYPE_CHECKING:
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ChangeKind = Literal["block_updated", "blocks_changed"]
+ChangeKind = Literal["block_updated", "blocks_changed", "files_changed"]
 T = TypeVar("T")
 ROLE_BLOCKS = {"human": "user", "persona": "assistant"}  # the block that names whoever speaks in a role
 
@@ -104,6 +107,8 @@ class Memory:
         default_system: str = "",
         max_content_chars: int = 100_000,
         core: CoreStore,
+        file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
+        folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
     ) -> None:
         self._archive = archive
         self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
@@ -116,6 +121,15 @@ class Memory:
         self._listeners: list[Listener] = []
         self._warming: threading.Thread | None = None  # ``warm``'s thread
         self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
+        # folders and files (Letta's filesystem): each agent's view of them is kept with the agent
+        self.files = Filesystem(core, self._opened_archive, self._files_changed, file_max_bytes=file_max_bytes,
+                                folder_max_files=folder_max_files)
+
+    def _opened_archive(self) -> Archive:
+        return self.archive
+
+    def _files_changed(self, agent_id: str) -> None:
+        self._emit(Change("files_changed", (agent_id,)))
 
     @property
     def archive(self) -> Archive:
@@ -330,6 +344,7 @@ class Memory:
 
     def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True) -> str:
         text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
+        text += self.directories(agent_id)
         if not with_metadata:
             return text
         recall, archival, tags = self.archive.counts(agent_id)
@@ -539,6 +554,36 @@ class Memory:
         """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
         self.core.put_request(StoredResult(key=_request_key(agent_id, tool, key), agent_id=agent_id, tool=tool,
                                            args_sha256=args_sha256, result=result, created_at=now()))
+
+    # -- folders and files, as the tools ask for them (``memory.files``) -----------------
+
+    def directories(self, agent_id: str) -> str:
+        """The agent's ``<directories>`` section of core memory ("" with no folder attached); reads no table."""
+        return render_agent_directories(self.core.get_agent(agent_id))
+
+    def directory_texts(self, agent_id: str) -> tuple[str, str]:
+        """``<directories>`` in full and as one short paragraph (for budgets it does not fit); ("", "") without folders."""
+        agent = self.core.get_agent(agent_id)
+        return render_agent_directories(agent), directories_summary(agent)
+
+    def file_views(self, agent_id: str) -> list[tuple[str, int, bool]]:
+        """(name, visible characters, open) of each file attached to the agent; reads no table."""
+        state = AgentFiles.of(self.core.get_agent(agent_id))
+        return [(v.name, len(v.visible) if v.is_open else 0, v.is_open) for v in state.files]
+
+    def file_text(self, agent_id: str, name: str) -> str:
+        """The whole parsed text of an attached file, named as the agent names it ("<folder>/<file>")."""
+        return self.files.attached_text(agent_id, name)
+
+    def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
+        return self.files.open_files(agent_id, requests, close_all_others)
+
+    def grep_files(self, agent_id: str, pattern: str, include: str | None, context_lines: int | None,
+                   offset: int | None) -> str:
+        return self.files.grep_files(agent_id, pattern, include, context_lines, offset)
+
+    def semantic_search_files(self, agent_id: str, query: str, limit: int) -> str:
+        return self.files.semantic_search_files(agent_id, query, limit)
 
     # -- recall and archival memory, as the tools ask for them -----------------------
 

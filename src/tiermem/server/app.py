@@ -27,7 +27,8 @@ from ..domain import briefing
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
 from ..base.errors import ConfigError, TiermemError
-from .notifier import BLOCK_URI, CORE_URI, Notifier, register_legacy_subscriptions  # the URIs: re-exported
+from .notifier import (BLOCK_URI, CORE_URI, FILES_URI_PREFIX, Notifier,  # the URIs: re-exported
+                       register_legacy_subscriptions)
 from .registry import PRESETS, TOOL_GROUPS, TOOLS, label_editors, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
@@ -100,10 +101,14 @@ class ToolsOnDemand(ToolManager):
     before. Everything runs on the event loop thread, so no lock is needed.
     """
 
-    def __init__(self, fill: Callable[[], None], *, before: ToolManager) -> None:
-        """``before``: the manager being replaced; its tools (an extension's, added by ``MCPServer``) stay first."""
+    def __init__(self, fill: Callable[[], None], *, before: ToolManager,
+                 hidden: Callable[[], frozenset[str]] | None = None) -> None:
+        """``before``: the manager being replaced; its tools (an extension's, added by ``MCPServer``) stay first.
+        ``hidden``: the tools left out of listings now (the file tools while no folder is attached); they can still
+        be called (and say what is missing)."""
         super().__init__(warn_on_duplicate_tools=before.warn_on_duplicate_tools, tools=before.list_tools())
         self._fill: Callable[[], None] | None = fill
+        self._hidden = hidden
 
     def _filled(self) -> None:
         fill, self._fill = self._fill, None
@@ -116,7 +121,9 @@ class ToolsOnDemand(ToolManager):
 
     def list_tools(self) -> Any:
         self._filled()
-        return super().list_tools()
+        listed = super().list_tools()
+        hidden = self._hidden() if self._hidden is not None else frozenset()
+        return [t for t in listed if t.name not in hidden] if hidden else listed
 
     def add_tool(self, *args: Any, **kwargs: Any) -> Any:
         self._filled()  # tools added later (the agent loop's) come after ours, as when we registered up front
@@ -181,6 +188,18 @@ class TiermemServer(MCPServer[Runtime]):
             return listed
         from mcp.types import Resource
 
+        try:
+            views = await self.runtime.read(Memory.file_views)
+        except TiermemError as exc:
+            log.warning("listing file resources failed: %s", exc)
+            views = []
+        from urllib.parse import quote
+
+        for name, chars, is_open in views:
+            listed.append(Resource(uri=FILES_URI_PREFIX + quote(name, safe="/"), name=name, title=f"File: {name}",
+                                   description="open in core memory" if is_open else "attached, closed",
+                                   mime_type="text/plain", _meta={"file_name": name, "open": is_open,
+                                                                  "visible_chars": chars}))
         for b in blocks:
             listed.append(
                 Resource(
@@ -218,6 +237,17 @@ class TiermemServer(MCPServer[Runtime]):
                 ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
             ]
             return contents
+        if text.startswith(FILES_URI_PREFIX):
+            from urllib.parse import unquote
+
+            from mcp.server.lowlevel.helper_types import ReadResourceContents
+
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+            try:
+                body = await self.runtime.call(None, Memory.file_text, unquote(text[len(FILES_URI_PREFIX):]))
+            except TiermemError as exc:
+                raise ResourceNotFoundError(str(exc)) from exc
+            return [ReadResourceContents(content=body, mime_type="text/plain")]
         return await super().read_resource(uri, context)
 
 
@@ -247,8 +277,10 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     async def instruct(client: str | None) -> str:
         """The instructions for the client named ``client``: what it can do, and core memory as it is now."""
         budget = briefing.budget_for(client, settings.instructions_max_chars)
-        return briefing.instructions(await runtime.blocks_now(INSTRUCTIONS_WAIT), names, budget, editors=editors,
-                                     dialect=settings.memory_tool_dialect)
+        blocks = await runtime.blocks_now(INSTRUCTIONS_WAIT)
+        directories = await runtime.directories_now() if blocks is not None else ("", "")
+        return briefing.instructions(blocks, names, budget, editors=editors, dialect=settings.memory_tool_dialect,
+                                     directories=directories)
 
     server = TiermemServer(
         name="tiermem",
@@ -270,7 +302,7 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
     add_request_handler(server, "server/discover", RequestParams, discover(server, instruct))
     definitions = tools_for(settings.memory_tool_dialect)
     set_tool_manager(server, ToolsOnDemand(functools.partial(register_tools, server, definitions, names),
-                                           before=tool_manager(server)))
+                                           before=tool_manager(server), hidden=runtime.hidden_file_tools))
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)

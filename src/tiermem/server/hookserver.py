@@ -200,7 +200,8 @@ class HookListener:
                 return {"ok": True, "context": ""}, None
             memory, agent_id = self.handle.get()
             core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS,
-                                         editors=label_editors(self.dialect), dialect=self.dialect)
+                                         editors=label_editors(self.dialect), dialect=self.dialect,
+                                         directories=memory.directory_texts(agent_id))
             return {"ok": True, "context": core}, None
         if event not in ("UserPromptSubmit", "Stop"):
             return {"ok": True, "context": ""}, None

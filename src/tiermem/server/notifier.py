@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,8 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.server.subscriptions import (InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated,
+                                     ToolsListChanged)
 from mcp.shared.exceptions import MCPError
 from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
 
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 
 CORE_URI = "memory://core"
 BLOCK_URI = "memory://blocks/{label}"
+FILES_KEY = "\x00files"  # in the watch's versions: the agent's folders and file views (never a block label)
+FILES_URI_PREFIX = "memory://files/"  # memory://files/<folder>/<file>: a file as the agent sees it
 
 
 class ListenerBus(InMemorySubscriptionBus):
@@ -91,6 +95,7 @@ class Notifier:
         self._loop: EventLoopToken | None = None
         self._watching = False
         self.remote_changes = 0  # other processes' changes published (for tests and benchmarks)
+        self._had_folders: bool | None = None  # whether the client was last shown the file tools (None: not known)
 
     # -- watching other processes' edits ---------------------------------------------------------
 
@@ -166,6 +171,9 @@ class Notifier:
                 log.warning("watch: could not publish a change: %s", exc)
 
     async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
+        if FILES_KEY in labels:
+            labels = [label for label in labels if label != FILES_KEY]
+            await self._publish_files(None)
         if list_changed:
             await self._publish_list_changed(None)
         for label in labels:
@@ -227,9 +235,50 @@ class Notifier:
             if change.kind == "block_updated" and change.label:
                 for uri in (BLOCK_URI.format(label=change.label), CORE_URI):
                     await self._publish_updated(uri, ctx)
+            elif change.kind == "files_changed":
+                await self._publish_files(ctx)
             else:
                 await self._publish_list_changed(ctx)
                 await self._publish_updated(CORE_URI, ctx)
+
+    async def _publish_files(self, ctx: Context[Any, Any] | None) -> None:
+        """The agent's folders or file views changed: core memory and the file resources were updated, the list of
+        file resources may have changed, and the file tools appear or go when the first folder comes or the last
+        goes (``tools/list_changed``)."""
+        attached = await anyio.to_thread.run_sync(self._files_attached)
+        if attached != self._had_folders and self._had_folders is not None:
+            await self._publish_tools_changed(ctx)
+        self._had_folders = attached
+        await self._publish_list_changed(ctx)
+        await self._publish_updated(CORE_URI, ctx)
+        for uri in list(self._subscribers):
+            if uri.startswith(FILES_URI_PREFIX):
+                await self._publish_updated(uri, ctx)
+
+    def _files_attached(self) -> bool:
+        if self._handle is None or self._agent_id is None:
+            return False
+        memory, agent_id = self._handle.get()
+        return memory.files.has_folders(agent_id)
+
+    def note_files_attached(self, attached: bool) -> None:
+        """What the client was shown (``tools/list``): the file tools with a folder attached, or not."""
+        self._had_folders = attached
+
+    async def _publish_tools_changed(self, ctx: Context[Any, Any] | None) -> None:
+        await self.bus.publish(ToolsListChanged())
+        channels = {id(c): c for group in self._subscribers.values() for c in group}
+        if ctx is not None:
+            try:
+                channel = self._channel(ctx.request_context.session)
+                channels[id(channel)] = channel
+            except ValueError:
+                pass  # a tool called in process has no client session of its own
+        for channel in channels.values():
+            try:
+                await channel.send_tool_list_changed()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # that client is gone
 
     async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
@@ -290,4 +339,7 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
 
 
 def _versions(memory: Memory, agent_id: str) -> dict[str, int]:
-    return {b.label: b.version for b in memory.blocks(agent_id)}
+    """Each block's version, and a digest of the agent's folders and file views under ``FILES_KEY``."""
+    versions = {b.label: b.version for b in memory.blocks(agent_id)}
+    versions[FILES_KEY] = zlib.crc32(memory.files.state(agent_id).to_json().encode())
+    return versions

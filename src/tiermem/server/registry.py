@@ -107,6 +107,10 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef("archival_memory_search", "server.search_tools:archival_memory_search", READ, "Search archival memory", "archival"),
     ToolDef("archival_memory_delete", "server.search_tools:archival_memory_delete", CHANGE, "Delete an archival passage", "archival"),
     ToolDef("archival_memory_list", "server.search_tools:archival_memory_list", READ, "List archival memory", "archival"),
+    ToolDef("open_files", "server.file_tools:open_files", SET, "Open files into core memory", "files"),
+    ToolDef("grep_files", "server.file_tools:grep_files", READ, "Search attached files by pattern", "files"),
+    ToolDef("semantic_search_files", "server.file_tools:semantic_search_files", READ, "Search attached files by meaning",
+            "files"),
     ToolDef("agent_chat", None, CHAT, "Chat with the memory agent", "agent", for_agent=False),
 )
 BY_NAME: dict[str, ToolDef] = {d.name: d for d in TOOLS}
@@ -121,7 +125,7 @@ del _d
 # their groups and in "all".
 PRESETS: dict[str, tuple[str, ...]] = {
     "default": ("letta", "memory_open", "history", "conversation_search", "archival_memory_insert",
-                "archival_memory_search", "archival_memory_delete"),
+                "archival_memory_search", "archival_memory_delete", "files"),
     "minimal": ("letta", "memory_open", "conversation_search", "archival_memory_insert", "archival_memory_search"),
     "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
 }

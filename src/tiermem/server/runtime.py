@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..base.records import Block
 
 log = logging.getLogger(__name__)
+FILE_TOOLS = frozenset({"open_files", "grep_files", "semantic_search_files"})  # published with a folder attached
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -83,6 +84,8 @@ class Listener(Protocol):
     def bind(self, memory: Memory, agent_id: str) -> None: ...
 
     def flush(self, ctx: Context[Any, Any] | None) -> Awaitable[None]: ...
+
+    def note_files_attached(self, attached: bool) -> None: ...
 
 
 @dataclass
@@ -142,6 +145,28 @@ class Runtime:
         except TiermemError as exc:
             log.warning("could not read core memory for the instructions: %s", exc)
             return None
+
+    async def directories_now(self) -> tuple[str, str]:
+        """The agent's ``<directories>`` for the instructions, in full and in short (("", "") when unreadable)."""
+        try:
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+            return await self.read(Memory.directory_texts)
+        except TiermemError as exc:
+            log.warning("could not read the agent's folders for the instructions: %s", exc)
+            return "", ""
+
+    def hidden_file_tools(self) -> frozenset[str]:
+        """The file tools while the agent has no folder attached (none hidden while that is not known yet)."""
+        if not self.handle.ready:
+            return frozenset()
+        try:
+            memory, agent_id = self.handle.get()
+            attached = memory.files.has_folders(agent_id)
+        except TiermemError as exc:
+            log.debug("could not read the agent's folders for the tool list: %s", exc)
+            return frozenset()
+        self.notifier.note_files_attached(attached)
+        return frozenset() if attached else FILE_TOOLS
 
     def mark_answered(self, method: str) -> None:
         """The client has the answer it needs before anything else: start opening, if the lifespan asked for it, and

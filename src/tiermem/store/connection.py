@@ -12,7 +12,7 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
@@ -158,13 +158,16 @@ class Connection:
 
     # -- reads and writes every part makes -------------------------------------
 
-    def rows(self, table: str, where: Filter | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """The rows of ``where`` (every column; limit None: every matching row)."""
+    def rows(self, table: str, where: Filter | None = None, limit: int | None = None,
+             columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``where`` (every column, or ``columns``; limit None: every matching row)."""
         text = compile_filter(where)
         with library(self.uri, f"the {table} table"):
             q = self.tables[table].search()
             if text:
                 q = q.where(text)
+            if columns is not None:
+                q = q.select(list(columns))
             rows: list[dict[str, Any]] = q.limit(limit).to_list()
         for r in rows:
             r.pop("_distance", None)  # never a column: only what a vector query scores

@@ -24,6 +24,9 @@ class Filter:
     """
 
     agent_id: str | None = None
+    agent_ids: tuple[str, ...] | None = None  # rows of any of these agents (file chunks: of these folders)
+    folder_ids: tuple[str, ...] | None = None  # files of any of these folders
+    group_ids: tuple[str, ...] | None = None  # rows of any of these groups (file chunks: of these files)
     not_agent_ids: tuple[str, ...] | None = None  # rows of none of these agents (every row's agent when empty)
     conversation_id: str | None = None
     not_conversation_id: str | None = None  # rows of every conversation but this one
@@ -68,6 +71,12 @@ def compile_filter(where: Filter | None) -> str | None:
     clauses: list[str] = []
     if where.agent_id is not None:
         clauses.append(f"agent_id = {sql_str(where.agent_id)}")
+    if where.agent_ids is not None:
+        clauses.append(f"agent_id IN {_in(where.agent_ids)}" if where.agent_ids else "false")
+    if where.folder_ids is not None:
+        clauses.append(f"folder_id IN {_in(where.folder_ids)}" if where.folder_ids else "false")
+    if where.group_ids is not None:
+        clauses.append(f"group_id IN {_in(where.group_ids)}" if where.group_ids else "false")
     if where.not_agent_ids:
         clauses.append(f"agent_id NOT IN {_in(where.not_agent_ids)}")
     if where.conversation_id is not None:

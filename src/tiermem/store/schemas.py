@@ -107,13 +107,59 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
                 pa.field("vector", vector, nullable=True),
             ]
         ),
+        # Folders (Letta's sources) and their files: the parsed text of each file, its hash and processing status.
+        "folders": pa.schema(
+            [
+                ("id", pa.string()),
+                ("name", pa.string()),
+                ("description", pa.string()),
+                ("instructions", pa.string()),
+                ("metadata", pa.string()),
+                ("created_us", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        "files": pa.schema(
+            [
+                ("id", pa.string()),
+                ("folder_id", pa.string()),
+                ("name", pa.string()),
+                ("original_name", pa.string()),
+                ("file_type", pa.string()),
+                ("size", pa.int64()),
+                ("sha256", pa.string()),
+                ("status", pa.string()),
+                ("error", pa.string()),
+                ("text", pa.string()),
+                ("chunks", pa.int64()),
+                ("source_path", pa.string()),
+                ("created_us", pa.int64()),
+                ("updated_us", pa.int64()),
+            ]
+        ),
+        # A file's text in chunks, searched like passages: ``agent_id`` holds the folder's id, ``group_id`` the
+        # file's, and ``tags`` the file's id alone (a hit names its file).
+        "file_chunks": pa.schema(
+            [
+                ("id", pa.string()),
+                ("agent_id", pa.string()),
+                ("group_id", pa.string()),
+                ("chunk", pa.int64()),
+                ("content", pa.string()),
+                ("tags", pa.list_(pa.string())),
+                ("text", pa.string()),
+                ("created_us", pa.int64()),
+                pa.field("vector", vector, nullable=True),
+            ]
+        ),
     }
 
 
-SEARCHABLE = ("messages", "passages")
+SEARCHABLE = ("messages", "passages", "file_chunks")
 RESULT_COLUMNS = {
     "messages": ("id", "agent_id", "conversation_id", "seq", "role", "content", "created_us"),
     "passages": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
+    "file_chunks": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
 }
 MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us")
 REEMBED_SUFFIX = "__reembed"

@@ -50,7 +50,7 @@ VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
-HIT_COLUMNS = {"messages": ("role", "conversation_id", "seq"), "passages": ("tags",)}  # shown, or ranked (seq)
+HIT_COLUMNS = {"messages": ("role", "conversation_id", "seq"), "passages": ("tags",), "file_chunks": ("tags",)}  # shown, or ranked (seq)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 

@@ -103,6 +103,15 @@ class Rows:
             self.mark_unembedded(table)
         return int(result.num_inserted_rows)
 
+    @writes("rows")
+    def upsert_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert ``rows``, replacing the stored rows with the same ``key`` (folders and files: one commit)."""
+        if not rows:
+            return
+        self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
+            list(rows))
+        self.conn.wrote()
+
     @reads("rows")
     def all_rows(self, table: str) -> list[dict[str, Any]]:
         """Every row of ``table``, every column (backup, re-embedding, moving old core tables)."""

@@ -1,0 +1,196 @@
+"""``FileRows`` (``archive.files``): folders, their files and the files' chunks in the store.
+
+A file is written so that it never claims more than is stored: its row is committed first with the status
+``embedding`` (its text and hash included), then its old chunks are deleted and the new ones appended, and only then
+is the row committed ``completed`` with its chunk count. A crash in between leaves a file whose status says it was
+not finished (``tiermem folders show`` lists it; a re-upload or sync finishes it), never a ready file without chunks.
+A file that could not be parsed is stored with the status ``error``, its reason, no text and no chunks.
+
+Chunks are rows of ``file_chunks`` shaped like archival passages (``agent_id`` is the folder, ``group_id`` and the one
+tag the file), so a file search is the archive's own hybrid search and ranking over them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import NotFoundError
+from ..base.records import Folder, StoredFile, from_us, now, to_us
+from ..store import Filter
+from .file_views import strategy_of, view_lines
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .archive_vectors import Vectors
+
+FILE_COLUMNS = ("id", "folder_id", "name", "original_name", "file_type", "size", "sha256", "status", "error", "chunks",
+                "source_path", "created_us", "updated_us")
+LINE_CACHE_FILES = 20_000  # files whose view lines are kept in memory for grep (about their text's size)
+
+
+def folder_from_row(r: dict[str, Any]) -> Folder:
+    return Folder(id=r["id"], name=r["name"], description=r["description"] or "", instructions=r["instructions"] or "",
+                  metadata=json.loads(r["metadata"] or "{}"), created_at=from_us(r["created_us"]),
+                  updated_at=from_us(r["updated_us"]))
+
+
+def folder_row(f: Folder) -> dict[str, Any]:
+    return {"id": f.id, "name": f.name, "description": f.description, "instructions": f.instructions,
+            "metadata": json.dumps(f.metadata, sort_keys=True), "created_us": to_us(f.created_at),
+            "updated_us": to_us(f.updated_at)}
+
+
+def file_from_row(r: dict[str, Any]) -> StoredFile:
+    return StoredFile(id=r["id"], folder_id=r["folder_id"], name=r["name"], original_name=r["original_name"],
+                      file_type=r["file_type"], size=int(r["size"]), sha256=r["sha256"], status=r["status"],
+                      error=r["error"] or "", chunks=int(r["chunks"] or 0), source_path=r["source_path"] or "",
+                      created_at=from_us(r["created_us"]), updated_at=from_us(r["updated_us"]))
+
+
+def file_row(f: StoredFile, text: str) -> dict[str, Any]:
+    return {"id": f.id, "folder_id": f.folder_id, "name": f.name, "original_name": f.original_name,
+            "file_type": f.file_type, "size": f.size, "sha256": f.sha256, "status": f.status, "error": f.error,
+            "text": text, "chunks": f.chunks, "source_path": f.source_path, "created_us": to_us(f.created_at),
+            "updated_us": to_us(f.updated_at)}
+
+
+class FileRows:
+    """Folders, files and file chunks over the archive's store (``archive.files``)."""
+
+    def __init__(self, store: Store, vectors: Vectors) -> None:
+        self.store = store
+        self.vectors = vectors
+        self._lines: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()  # file id -> (sha256, view lines)
+        self._lines_lock = threading.Lock()
+        self._listing: tuple[int, list[StoredFile]] | None = None  # (files table version, every file)
+
+    # -- folders --------------------------------------------------------------
+
+    def folders(self) -> list[Folder]:
+        """Every folder, oldest first."""
+        rows = self.store.conn.snapshot("folders")
+        return sorted((folder_from_row(r) for r in rows), key=lambda f: (f.created_at, f.id))
+
+    def folder(self, folder_id: str) -> Folder | None:
+        return next((f for f in self.folders() if f.id == folder_id), None)
+
+    def folder_named(self, name: str) -> Folder | None:
+        return next((f for f in self.folders() if f.name == name), None)
+
+    def put_folder(self, folder: Folder) -> None:
+        self.store.rows.upsert_rows("folders", "id", [folder_row(folder)])
+
+    def delete_folder(self, folder_id: str) -> int:
+        """Delete a folder with its files and their chunks (chunks first, the folder row last); returns the files."""
+        self.store.rows.delete("file_chunks", Filter(agent_ids=(folder_id,)))
+        files = self.store.rows.delete("files", Filter(folder_ids=(folder_id,)))
+        self.store.rows.delete("folders", Filter(ids=(folder_id,)))
+        return files
+
+    # -- files ----------------------------------------------------------------
+
+    def listing(self) -> list[StoredFile]:
+        """Every file (without its text), re-read only when the files table moved (any process's write)."""
+        version = self.store.conn.version("files")
+        cached = self._listing
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        rows = self.store.conn.rows("files", None, columns=FILE_COLUMNS)
+        found = sorted((file_from_row(r) for r in rows), key=lambda f: (f.folder_id, f.name))
+        self._listing = (version, found)
+        return found
+
+    def files(self, folder_ids: Sequence[str]) -> list[StoredFile]:
+        """The files of these folders (without their text), by folder in the given order, then by name."""
+        order = {fid: i for i, fid in enumerate(folder_ids)}
+        return sorted((f for f in self.listing() if f.folder_id in order), key=lambda f: (order[f.folder_id], f.name))
+
+    def file(self, file_id: str) -> StoredFile | None:
+        return next((f for f in self.listing() if f.id == file_id), None)
+
+    def text(self, file_id: str) -> str:
+        rows = self.store.conn.rows("files", Filter(ids=(file_id,)), limit=1, columns=("id", "text"))
+        if not rows:
+            raise NotFoundError(f"No file with id {file_id!r}; list a folder's files with `tiermem folders show NAME`.")
+        return str(rows[0]["text"] or "")
+
+    def texts(self, file_ids: Sequence[str]) -> dict[str, str]:
+        if not file_ids:
+            return {}
+        rows = self.store.conn.rows("files", Filter(ids=tuple(file_ids)), columns=("id", "text"))
+        return {r["id"]: str(r["text"] or "") for r in rows}
+
+    def write(self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True) -> list[StoredFile]:
+        """Store files with their parsed text: their rows (status ``embedding``), then their chunks, then the rows
+        ``completed`` with their chunk counts; four commits for the whole batch. ``embed`` False stores the chunks
+        without vectors (found by keywords at once, by meaning once the backfill has embedded them)."""
+        if not items:
+            return []
+        stamp = now()
+        pending = [(replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for r, t in items]
+        self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
+        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
+        chunk_rows = [self._chunk_rows(r, t) for r, t in pending]
+        flat = [row for rows in chunk_rows for row in rows]
+        if embed:
+            self.vectors.embed_rows(flat)
+        self.store.rows.add_rows("file_chunks", flat)
+        done = [(replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
+                for (r, t), rows in zip(pending, chunk_rows, strict=True)]
+        self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
+        return [r for r, _ in done]
+
+    def write_errors(self, items: Sequence[tuple[StoredFile, str]]) -> list[StoredFile]:
+        """Store files that could not be processed: status ``error``, the reason, no text, no chunks."""
+        if not items:
+            return []
+        failed = [replace(r, status="error", error=e, chunks=0, updated_at=now()) for r, e in items]
+        self.store.rows.upsert_rows("files", "id", [file_row(r, "") for r in failed])
+        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
+        return failed
+
+    def delete(self, file_ids: Sequence[str]) -> int:
+        """Delete files and their chunks (chunks first); returns the files deleted."""
+        if not file_ids:
+            return 0
+        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(file_ids)))
+        return self.store.rows.delete("files", Filter(ids=tuple(file_ids)))
+
+    def _chunk_rows(self, record: StoredFile, text: str) -> list[dict[str, Any]]:
+        created = to_us(now())
+        chunks = [c for c in self.vectors.embedder.chunk(text) if c.strip()] if text.strip() else []
+        return [
+            {"id": f"{record.id}.{i}", "agent_id": record.folder_id, "group_id": record.id, "chunk": i,
+             "content": chunk, "tags": [record.id], "text": chunk, "created_us": created, "vector": None}
+            for i, chunk in enumerate(chunks)
+        ]
+
+    # -- lines (grep and open) -------------------------------------------------
+
+    def lines(self, files: Sequence[StoredFile]) -> dict[str, list[str]]:
+        """Each file's view lines (Letta's line chunking), cached by content hash; texts read once for those missing."""
+        out: dict[str, list[str]] = {}
+        missing: list[StoredFile] = []
+        with self._lines_lock:
+            for f in files:
+                known = self._lines.get(f.id)
+                if known is not None and known[0] == f.sha256:
+                    self._lines.move_to_end(f.id)
+                    out[f.id] = known[1]
+                else:
+                    missing.append(f)
+        if missing:
+            texts = self.texts([f.id for f in missing])
+            with self._lines_lock:
+                for f in missing:
+                    lines = view_lines(texts.get(f.id, ""), strategy_of(f.name, f.file_type))
+                    out[f.id] = lines
+                    self._lines[f.id] = (f.sha256, lines)
+                while len(self._lines) > LINE_CACHE_FILES:
+                    self._lines.popitem(last=False)
+        return out

@@ -1,0 +1,149 @@
+"""A file's bytes as the text a folder keeps: text decoded directly, documents converted to Markdown by MarkItDown.
+
+The only module that imports ``markitdown`` (inside the function that converts, never at import: it loads an ONNX
+model for content sniffing). Text-like files skip it (it is slow): UTF-8 (with or without BOM), UTF-16/32 with a BOM,
+else ``charset-normalizer``'s best guess; newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
+MarkItDown converter, made on first use and kept, with only those converters registered: no plugins, no URLs, no LLM
+client, no Azure Document Intelligence, so no conversion reaches the network. Every failure is a
+``FileContentError`` that names the file and what to do.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..base.errors import FileContentError
+from .file_views import DOCUMENT_TYPES, extension_of, file_type, is_text_type
+
+# extension -> (format named in messages, the install hint when its converter's library is missing)
+_DOCUMENT_FORMATS: dict[str, tuple[str, str]] = {
+    ".html": ("HTML", "pip install 'tiermem[documents]'"),
+    ".htm": ("HTML", "pip install 'tiermem[documents]'"),
+    ".pdf": ("PDF", "pip install 'tiermem[documents]'"),
+    ".docx": ("DOCX", "pip install 'tiermem[documents]'"),
+    ".pptx": ("PPTX", "pip install 'markitdown[pptx]'"),
+    ".xlsx": ("XLSX", "pip install 'markitdown[xlsx]'"),
+    ".epub": ("EPUB", "pip install 'tiermem[documents]'"),
+}
+_BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
+    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_CONTROL_SHARE = 0.05  # more C0 controls than this (besides tab, newlines, form feed, escape): not text
+_ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b\x08")
+_UPLOAD_HINT = "upload text, Markdown, source code, HTML, PDF or DOCX"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A file's text, its MIME type, and what made the text: ``text`` (decoded) or ``markitdown``."""
+
+    text: str
+    mime: str
+    converter: str
+
+
+def parse_file(name: str, data: bytes, *, max_bytes: int) -> Parsed:
+    """The text of the file ``name`` with the bytes ``data``; raises ``FileContentError`` when it is over
+    ``max_bytes``, binary, unreadable, a PDF without a text layer, or needs a converter that is not installed."""
+    if len(data) > max_bytes:
+        raise FileContentError(
+            f"{name} is {len(data):,} bytes, over the limit of {max_bytes:,} bytes for one file; split it into smaller "
+            "files, or raise the setting file_max_bytes (environment TIERMEM_FILE_MAX_BYTES).")
+    ext = extension_of(name)
+    if ext in _DOCUMENT_FORMATS:
+        return _convert(name, data, ext)
+    text = _decode(name, data)
+    mime = file_type(name)
+    return Parsed(text=text, mime=mime if is_text_type(name) else "text/plain", converter="text")
+
+
+def _binary(name: str, reason: str) -> FileContentError:
+    return FileContentError(f"{name} looks like a binary file ({reason}); {_UPLOAD_HINT}")
+
+
+def _decode(name: str, data: bytes) -> str:
+    text: str | None = None
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom):].decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise _binary(name, f"it starts with a {encoding} byte order mark but is not {encoding}") from exc
+            break
+    if text is None:
+        if b"\x00" in data:
+            raise _binary(name, "it contains NUL bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            from charset_normalizer import from_bytes
+
+            best = from_bytes(data).best()
+            if best is None:
+                raise _binary(name, "its bytes are not text in any encoding charset-normalizer knows") from None
+            text = str(best)
+    controls = sum(1 for c in text if c < " " and c not in _ALLOWED_CONTROLS)
+    if controls and controls > _CONTROL_SHARE * len(text):
+        raise _binary(name, f"{controls} of its {len(text)} characters are control characters")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_lock = threading.Lock()
+_converter: list[Any] = []  # the one MarkItDown, made on first use
+
+
+def _markitdown() -> Any:
+    with _lock:
+        if not _converter:
+            from markitdown import MarkItDown
+            from markitdown.converters import (DocxConverter, EpubConverter, HtmlConverter, PdfConverter,
+                                               PptxConverter, XlsxConverter)
+
+            converter = MarkItDown(enable_builtins=False, enable_plugins=False)
+            kinds: tuple[Any, ...] = (HtmlConverter, DocxConverter, PdfConverter, PptxConverter, XlsxConverter,
+                                      EpubConverter)  # partly unannotated constructors
+            for kind in kinds:
+                converter.register_converter(kind())
+            _converter.append(converter)
+        return _converter[0]
+
+
+def _convert(name: str, data: bytes, ext: str) -> Parsed:
+    from markitdown import FileConversionException, MissingDependencyException, StreamInfo
+
+    label, install = _DOCUMENT_FORMATS[ext]
+    mime = DOCUMENT_TYPES[ext]
+    info = StreamInfo(extension=ext, mimetype=mime, filename=name.rsplit("/", 1)[-1])
+    try:
+        result = _markitdown().convert_stream(io.BytesIO(data), stream_info=info)
+    except MissingDependencyException as exc:
+        raise _missing(name, label, install) from exc
+    except FileConversionException as exc:
+        failures = [attempt.exc_info[1] for attempt in exc.attempts or [] if attempt.exc_info is not None]
+        if any(isinstance(failure, MissingDependencyException) for failure in failures):
+            raise _missing(name, label, install) from exc
+        reason = "; ".join(f"{type(f).__name__}: {f}" for f in failures) or str(exc)
+        raise _failed(name, label, reason) from exc
+    except Exception as exc:  # the converters' libraries raise anything (zipfile, pdfminer, lxml, ...)
+        raise _failed(name, label, f"{type(exc).__name__}: {exc}") from exc
+    text = str(result.markdown or "")
+    if ext == ".pdf" and not text.strip():
+        raise FileContentError(
+            f"{name}: the PDF has no text layer; scanned PDFs need OCR, which tiermem does not do. Upload a PDF with "
+            "selectable text, or its text as a .txt or .md file.")
+    return Parsed(text=text, mime=mime, converter="markitdown")
+
+
+def _missing(name: str, label: str, install: str) -> FileContentError:
+    return FileContentError(f"{name} is a {label} file, and the converter for {label} files is not installed; "
+                            f"install it with: {install}")
+
+
+def _failed(name: str, label: str, reason: str) -> FileContentError:
+    return FileContentError(f"{name} could not be read as {label}: {reason.strip()}. Check that it is a valid "
+                            f"{label} file, or upload its text as a .txt or .md file.")

@@ -1,0 +1,740 @@
+"""Letta's filesystem, the pure parts: file types, the views a model reads, grep, and the texts Letta answers with.
+
+Folders hold files; an agent opens a few of them (a window of lines each) into its prompt, greps them and searches
+them by meaning. Everything here takes values and returns text or raises ``ValidationError``; the storage and the
+tools live elsewhere. The texts are Letta's, character for character (``files_tool_executor.py``,
+``line_chunker.py``, ``memory.py``'s ``_render_directories_common``, ``utils.py``), so a model trained on Letta's
+file tools reads what it expects. Where tiermem adds something (a grep time limit that raises instead of hanging,
+the ``closed_cap`` summary of huge folders, the name rules) the docstring says so.
+
+Grep runs on the third-party ``regex`` module (a dependency of tiktoken already) because it can stop a search after
+a time limit; the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
+exactly Letta's.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+import unicodedata
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import regex
+
+from ..base.errors import ValidationError
+
+Strategy = Literal["code", "structured_data", "documentation", "line_based"]
+
+# Letta's FileTypeRegistry (letta/services/file_processor/file_types.py), in its registration order:
+# extension -> (mime type, simple text, chunking strategy). Only ``.pdf`` is not simple text.
+FILE_TYPES: dict[str, tuple[str, bool, Strategy]] = {
+    ".pdf": ("application/pdf", False, "line_based"),
+    ".txt": ("text/plain", True, "line_based"),
+    ".md": ("text/markdown", True, "documentation"),
+    ".markdown": ("text/markdown", True, "documentation"),
+    ".json": ("application/json", True, "structured_data"),
+    ".jsonl": ("application/jsonl", True, "structured_data"),
+    ".csv": ("text/csv", True, "structured_data"),
+    ".py": ("text/x-python", True, "code"),
+    ".js": ("text/javascript", True, "code"),
+    ".ts": ("text/x-typescript", True, "code"),
+    ".java": ("text/x-java-source", True, "code"),
+    ".cpp": ("text/x-c++", True, "code"),
+    ".cxx": ("text/x-c++", True, "code"),
+    ".c": ("text/x-c", True, "code"),
+    ".h": ("text/x-c", True, "code"),
+    ".cs": ("text/x-csharp", True, "code"),
+    ".php": ("text/x-php", True, "code"),
+    ".rb": ("text/x-ruby", True, "code"),
+    ".go": ("text/x-go", True, "code"),
+    ".rs": ("text/x-rust", True, "code"),
+    ".swift": ("text/x-swift", True, "code"),
+    ".kt": ("text/x-kotlin", True, "code"),
+    ".scala": ("text/x-scala", True, "code"),
+    ".r": ("text/x-r", True, "code"),
+    ".m": ("text/x-objective-c", True, "code"),
+    ".html": ("text/html", True, "code"),
+    ".htm": ("text/html", True, "code"),
+    ".css": ("text/css", True, "structured_data"),
+    ".scss": ("text/x-scss", True, "structured_data"),
+    ".sass": ("text/x-sass", True, "structured_data"),
+    ".less": ("text/x-less", True, "structured_data"),
+    ".vue": ("text/x-vue", True, "code"),
+    ".jsx": ("text/x-jsx", True, "code"),
+    ".tsx": ("text/x-tsx", True, "code"),
+    ".xml": ("application/xml", True, "structured_data"),
+    ".yaml": ("text/x-yaml", True, "structured_data"),
+    ".yml": ("text/x-yaml", True, "structured_data"),
+    ".toml": ("application/toml", True, "structured_data"),
+    ".ini": ("text/x-ini", True, "structured_data"),
+    ".cfg": ("text/x-conf", True, "structured_data"),
+    ".conf": ("text/x-conf", True, "structured_data"),
+    ".sh": ("text/x-shellscript", True, "code"),
+    ".bash": ("text/x-shellscript", True, "code"),
+    ".ps1": ("text/x-powershell", True, "code"),
+    ".bat": ("text/x-batch", True, "code"),
+    ".cmd": ("text/x-batch", True, "code"),
+    ".dockerfile": ("text/x-dockerfile", True, "code"),
+    ".sql": ("text/x-sql", True, "code"),
+}
+# Letta's MIME aliases (register_mime_types / get_allowed_media_types / is_simple_text_mime_type).
+MIME_ALIASES: dict[str, str] = {"text/x-markdown": ".md", "application/x-jsonlines": ".jsonl", "text/xml": ".xml"}
+# Documents that file_parse converts to Markdown with MarkItDown (beyond Letta's registry: what markitdown reads).
+DOCUMENT_TYPES: dict[str, str] = {
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".epub": "application/epub+zip",
+}
+# Names that are binary by their extension (images, audio, video, archives, executables, old Office formats).
+BINARY_EXTENSIONS = frozenset(
+    ".png .jpg .jpeg .gif .bmp .webp .ico .tif .tiff .heic .psd .mp3 .wav .flac .ogg .m4a .aac .mp4 .mov .avi .mkv "
+    ".webm .zip .gz .tgz .bz2 .xz .zst .7z .rar .tar .jar .war .exe .dll .so .dylib .bin .o .a .class .pyc .wasm "
+    ".sqlite .db .doc .xls .ppt .odt .ods .odp .woff .woff2 .ttf .otf .eot .iso .dmg .parquet .lance .npy .onnx".split()
+)
+OCTET_STREAM = "application/octet-stream"
+
+# Letta's constants (letta/constants.py and LettaFileToolExecutor).
+DEFAULT_MAX_FILES_OPEN = 5
+DEFAULT_CORE_MEMORY_SOURCE_CHAR_LIMIT = 50000
+FILE_IS_TRUNCATED_WARNING = "# NOTE: This block is truncated, use functions to view the full content."
+MAX_FILENAME_LENGTH = 255
+MAX_FOLDER_NAME_LENGTH = 100
+MAX_FILE_SIZE_BYTES = 50 * 1024 * 1024
+MAX_TOTAL_CONTENT_SIZE = 200 * 1024 * 1024
+MAX_REGEX_COMPLEXITY = 1000
+GREP_PAGE_SIZE = 20
+GREP_TIMEOUT_SECONDS = 30
+MAX_TOTAL_COLLECTED = 1000
+SEMANTIC_LIMIT_CAP = 50  # Letta's MAX_TOTAL_MATCHES: semantic_search_files' limit is capped at this
+PASSAGE_LINES = 20
+
+
+def extension_of(name: str) -> str:
+    """A name's extension in lower case, with its dot ("" when it has none)."""
+    return posixpath.splitext(name)[1].lower()
+
+
+def file_type(name: str) -> str:
+    """The MIME type of a file by its name: Letta's registry, then the document formats MarkItDown reads,
+    ``application/octet-stream`` for names that are binary by extension (images, archives, ...), else
+    ``text/plain`` (an unknown extension or none at all: ``parse_file`` decides from the bytes whether it is text).
+    The extension is compared in lower case."""
+    ext = extension_of(name)
+    if ext in FILE_TYPES:
+        return FILE_TYPES[ext][0]
+    if ext in DOCUMENT_TYPES:
+        return DOCUMENT_TYPES[ext]
+    if ext in BINARY_EXTENSIONS:
+        return OCTET_STREAM
+    return "text/plain"
+
+
+def is_text_type(name: str) -> bool:
+    """Whether a file of this name is read as text directly (no converter): Letta's simple-text types, any other
+    ``text/*`` type (so unknown extensions too), and Letta's text aliases; not PDF, Office, EPUB, HTML is text."""
+    ext = extension_of(name)
+    if ext in FILE_TYPES:
+        return FILE_TYPES[ext][1]
+    if ext in DOCUMENT_TYPES:
+        return False
+    mime = file_type(name)
+    return mime.startswith("text/") or mime in MIME_ALIASES
+
+
+def strategy_of(file_name: str, mime: str | None) -> Strategy:
+    """The chunking strategy: by MIME type first (the first registered type with that MIME, as Letta), then by the
+    name's extension, else ``line_based``. Unlike Letta, whose MIME lookup never fails (so its extension fallback
+    never runs), an unregistered MIME falls through to the extension; and a ``.md`` file is ``text/markdown`` here
+    (Letta's ``mimetypes`` registration makes it ``text/x-markdown`` and so, by accident, line based)."""
+    if mime:
+        for registered, _simple, strategy in FILE_TYPES.values():
+            if registered == mime:
+                return strategy
+    ext = extension_of(file_name)
+    if ext in FILE_TYPES:
+        return FILE_TYPES[ext][2]
+    return "line_based"
+
+
+def chunk_type(strategy: Strategy) -> Literal["sentences", "lines"]:
+    """What the numbered units of a view are called: ``sentences`` for documentation, else ``lines``."""
+    return "sentences" if strategy == "documentation" else "lines"
+
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def view_lines(text: str, strategy: Strategy) -> list[str]:
+    """The units a file is viewed and grepped in (Letta's ``LineChunker``): documentation is split into sentences
+    (after ``.!?`` and whitespace, before a capital letter; each sentence's whitespace collapsed to one space); code
+    keeps its indentation (lines right-stripped); everything else is stripped; empty units are dropped."""
+    if not text:
+        return []
+    if strategy == "documentation":
+        sentences = (_WHITESPACE.sub(" ", s.strip()) for s in _SENTENCE_SPLIT.split(text.strip()))
+        return [s for s in sentences if s]
+    if strategy == "code":
+        return [line for line in (raw.rstrip() for raw in text.splitlines()) if line]
+    return [line for line in (raw.strip() for raw in text.splitlines()) if line]
+
+
+def render_window(file_name: str, lines: Sequence[str], strategy: Strategy, start: int | None, end: int | None) -> str:
+    """The text of an open file (Letta's ``chunk_text(add_metadata=True, validate_range=True)`` joined by newlines):
+    a ``[Viewing ...]`` header, then ``k: text`` lines numbered from 1. ``start`` is 0-based, ``end`` exclusive and
+    clamped to the file. A file with no lines renders as "" without checking the range (Letta returns nothing for
+    empty content; a whitespace-only file, which Letta would give a header, is treated the same)."""
+    if not lines:
+        return ""
+    unit = chunk_type(strategy)
+    total = len(lines)
+    offset = 0
+    shown: Sequence[str] = lines
+    if start is not None or end is not None:
+        if start is not None and end is not None and start >= end:
+            raise ValidationError(f"Invalid range: start ({start}) must be less than end ({end})")
+        if start is not None and start >= total:
+            raise ValidationError(
+                f"File {file_name} has only {total} {unit}, but requested offset {start + 1} is out of range")
+        if start is not None:
+            start = max(0, start)
+        if end is not None:
+            end = min(end, total)
+        shown = lines[start:end]
+        offset = start if start is not None else 0
+    out = [f"{i + offset + 1}: {line}" for i, line in enumerate(shown)]
+    if start is not None and end is not None:
+        header = f"[Viewing {unit} {start + 1} to {end} (out of {total} {unit})]"
+    elif start is not None:
+        header = f"[Viewing {unit} {start + 1} to end (out of {total} {unit})]"
+    else:
+        header = f"[Viewing file start (out of {total} {unit})]"
+    return "\n".join([header, *out])
+
+
+def truncate_visible(visible: str, limit: int) -> str:
+    """An open file's visible text cut to its block's limit (Letta's ``truncate_file_visible_content``): past the
+    limit, the text is cut so that it ends with ``...[TRUNCATED]`` and Letta's truncation note within the limit."""
+    visible = visible or ""
+    if len(visible) > limit:
+        warning = f"...[TRUNCATED]\n{FILE_IS_TRUNCATED_WARNING}"
+        visible = visible[: limit - len(warning)] + warning
+    return visible
+
+
+def file_defaults(context_window: int | None) -> tuple[int, int]:
+    """(max_files_open, per_file_view_window_char_limit) for a model's context window, as Letta's
+    ``calculate_file_defaults_based_on_context_window``; no window known: (5, 50000)."""
+    if not context_window:
+        return DEFAULT_MAX_FILES_OPEN, DEFAULT_CORE_MEMORY_SOURCE_CHAR_LIMIT
+    if context_window <= 8_000:
+        return 3, 5_000
+    if context_window <= 32_000:
+        return 5, 15_000
+    if context_window <= 128_000:
+        return 10, 25_000
+    if context_window <= 200_000:
+        return 10, 40_000
+    return 15, 40_000
+
+
+# ---------------------------------------------------------------------------------------------------------- open_files
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """One file of an ``open_files`` call: ``offset`` 0-based, ``length`` in lines (both optional)."""
+
+    file_name: str
+    offset: int | None = None
+    length: int | None = None
+
+
+def check_requests(requests: Sequence[OpenRequest], max_files_open: int) -> None:
+    """Letta's checks of an ``open_files`` call, all before anything is opened (Letta checks each file's offset and
+    length as it reaches it): not more files than may be open, at least one, offsets >= 0, lengths >= 1."""
+    if len(requests) > max_files_open:
+        raise ValidationError(
+            f"Cannot open {len(requests)} files: exceeds configured maximum limit of {max_files_open} files")
+    if not requests:
+        raise ValidationError("No file requests provided")
+    for req in requests:
+        if req.offset is not None and req.offset < 0:
+            raise ValidationError(f"Offset for file {req.file_name} must be >= 0 (0-indexed), got {req.offset}")
+        if req.length is not None and req.length < 1:
+            raise ValidationError(f"Length for file {req.file_name} must be >= 1, got {req.length}")
+
+
+def window_of(request: OpenRequest) -> tuple[int | None, int | None]:
+    """(start, end) for ``render_window``: start 0-based, end exclusive, None when absent. As Letta, a length
+    without an offset is ignored (the file opens from its start)."""
+    start = request.offset
+    end = start + request.length if start is not None and request.length is not None else None
+    return start, end
+
+
+def stored_range(request: OpenRequest) -> tuple[int | None, int | None]:
+    """(start_line, end_line) as Letta stores an open file's window: 1-based and inclusive, None when absent; what
+    ``open_summary`` reports as "previously lines a-b" the next time the file is opened."""
+    start, end = window_of(request)
+    return (start + 1 if start is not None else None), end
+
+
+def _previous(name: str, previous_ranges: Mapping[str, tuple[int | None, int | None]]) -> str:
+    if name not in previous_ranges:
+        return ""
+    old_start, old_end = previous_ranges[name]
+    if old_start is not None and old_end is not None:
+        return f" (previously lines {old_start}-{old_end})"
+    if old_start is not None:
+        return f" (previously lines {old_start}-end)"
+    return " (previously full file)"
+
+
+def open_summary(requests: Sequence[OpenRequest], previous_ranges: Mapping[str, tuple[int | None, int | None]],
+                 closed_by_close_all_others: Sequence[str], closed_lru: Sequence[str]) -> str:
+    """Letta's answer to ``open_files``. ``previous_ranges`` maps the names of files that were open already to their
+    stored ``(start_line, end_line)``; the two lists name the files closed by ``close_all_others`` and by the open
+    file limit (least recently used first)."""
+    summaries = []
+    for req in requests:
+        previous = _previous(req.file_name, previous_ranges)
+        if req.offset is not None and req.length is not None:
+            summaries.append(f"{req.file_name} (lines {req.offset + 1}-{req.offset + req.length}){previous}")
+        elif req.offset is not None:
+            summaries.append(f"{req.file_name} (lines {req.offset + 1}-end){previous}")
+        else:
+            summaries.append(f"{req.file_name}{previous}")
+    if len(requests) == 1:
+        message = f"* Opened {summaries[0]}"
+    else:
+        message = f"* Opened {len(requests)} files: {', '.join(summaries)}"
+    if closed_by_close_all_others:
+        message += (f"\nNote: Closed {len(closed_by_close_all_others)} file(s) due to close_all_others=True: "
+                    f"{', '.join(closed_by_close_all_others)}")
+    if closed_lru:
+        message += (f"\nNote: Closed {len(closed_lru)} least recently used file(s) due to open file limit: "
+                    f"{', '.join(closed_lru)}")
+    return message
+
+
+# ---------------------------------------------------------------------------------------------------------------- grep
+
+
+class Searcher(Protocol):
+    """A compiled pattern (a ``regex`` pattern, case-insensitive and multi-line)."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def search(self, string: str, *, timeout: float | None = None) -> object | None: ...
+
+
+def _validate_pattern(pattern: str) -> None:
+    """Letta's ``_validate_regex_pattern``: the length limit, then the standard ``re``'s verdict and error text."""
+    if len(pattern) > MAX_REGEX_COMPLEXITY:
+        raise ValidationError(f"Pattern too complex: {len(pattern)} chars > {MAX_REGEX_COMPLEXITY} limit")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+    except re.error as exc:
+        raise ValidationError(f"Invalid regex pattern: {exc}") from exc
+
+
+def _compile(pattern: str) -> Searcher:
+    try:
+        compiled: Searcher = regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE)
+    except regex.error as exc:  # accepted by re but not by regex: rare, same message shape
+        raise ValidationError(f"Invalid regex pattern: {exc}") from exc
+    return compiled
+
+
+def compile_pattern(pattern: str) -> Searcher:
+    """A grep pattern checked as Letta checks it (not blank, at most 1000 characters, valid for Python's ``re``)
+    and compiled case-insensitive and multi-line. The pattern is used as given (``grep`` strips it first)."""
+    if not pattern or not pattern.strip():
+        raise ValidationError("Empty search pattern provided")
+    _validate_pattern(pattern)
+    return _compile(pattern)
+
+
+def include_filter(include: str | None) -> Searcher | None:
+    """The file name filter of ``grep_files(include=...)`` (None: no filter). As Letta: a glob (has ``*`` and none
+    of ``^$()[]{}\\+``) becomes a regex (``.`` literal, ``*`` -> ``.*``, ``?`` -> ``.``, anchored at the end only);
+    anything else is a regex; searched case-insensitively anywhere in the name."""
+    if not include or not include.strip():
+        return None
+    include = include.strip()
+    if "*" in include and not any(c in include for c in "^$()[]{}\\+"):
+        converted = include.replace(".", r"\.").replace("*", ".*").replace("?", ".")
+        if not converted.endswith("$"):
+            converted += "$"
+    else:
+        converted = include
+    _validate_pattern(converted)
+    return _compile(converted)
+
+
+@dataclass(frozen=True)
+class GrepFile:
+    """One attached file as grep sees it: its name, its ``view_lines`` (no line breaks inside) and its size in
+    bytes (its text's UTF-8 length, for Letta's size limits)."""
+
+    name: str
+    lines: Sequence[str]
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class GrepResult:
+    """Letta's grep answer and the files that had collected matches (first-seen order), to mark as accessed."""
+
+    text: str
+    matched_files: list[str]
+
+
+_FLAG_GROUP = re.compile(r"\(\?([A-Za-z-]+)[):]")
+
+
+def prefilter_is_sound(pattern: str) -> bool:
+    """Whether one search of a whole file (its lines' stripped contents joined by ``\\n``) finding nothing proves that
+    no line matches on its own, so the file can be skipped. A match inside one line is a match at the same place in
+    the joined text, because every character it consumes is there too, and every zero-width test at the line's
+    edges sees the same thing: ``^``/``$`` (multi-line) and ``\\b``/``\\B`` treat a ``\\n`` neighbour like the start or
+    end of the string (``\\n`` is not a word character). What can break that, and turns the prefilter off:
+    ``\\A``/``\\Z``/``\\z``/``\\G`` (the whole string's edges), negative lookarounds (``(?!``, ``(?<!``: a ``\\n``
+    beyond the edge can make them fail), inline flag groups other than ``a i L m s u x`` or with ``-`` (turning
+    multi-line off changes ``^``/``$``), and braces holding letters (``regex``'s fuzzy matching, ``\\N{...}``).
+    The test is textual and conservative: an escaped look-alike (``\\\\A``) only costs the fast path. Matches the
+    joined text finds across lines (``a\\sb`` over ``a\\nb``) only cost a per-line pass over that file."""
+    if any(token in pattern for token in ("\\A", "\\Z", "\\z", "\\G", "(?!", "(?<!")):
+        return False
+    if regex.search(r"\{[^}]*[A-Za-z]", pattern):
+        return False
+    return all(set(m.group(1)) <= set("aiLmsux") for m in _FLAG_GROUP.finditer(pattern))
+
+
+def _needs_strip(pattern: str) -> bool:
+    """Whether the joined text must be built from stripped lines: only anchors see the leading indentation that code
+    lines keep (every other edge test sees a non-word character either way)."""
+    bare = pattern.replace("[^", "")
+    return "^" in bare or "$" in bare
+
+
+def _timed_out(pattern: str, time_limit: float) -> ValidationError:
+    return ValidationError(
+        f"grep_files stopped after {time_limit:g} seconds without finishing: the pattern '{pattern}' is too slow over "
+        "the attached files (nested repetition such as (a+)+ backtracks without end). Nothing partial is shown. "
+        "Use a simpler or more specific pattern (a literal word or phrase, fewer wildcards), or narrow the files "
+        "with include.")
+
+
+def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, context_lines: int | None = 1,
+         offset: int | None = None, *, time_limit: float = GREP_TIMEOUT_SECONDS) -> GrepResult:
+    """Letta's ``grep_files``: every line (its stripped content) of every file, in order, searched on its own for
+    ``pattern`` (case-insensitive, multi-line), up to 1000 matches collected; a page of 20 shown from ``offset`` with
+    ``context_lines`` lines of context each. Files over 50 MB are skipped, and once 200 MB have been read the rest is
+    skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds; running out raises
+    ``ValidationError`` (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
+    per-line pass when ``prefilter_is_sound(pattern)``."""
+    if not pattern or not pattern.strip():
+        raise ValidationError("Empty search pattern provided")
+    pattern = pattern.strip()
+    compiled = compile_pattern(pattern)
+    include_regex = include_filter(include)
+    if include_regex is not None and include is not None:
+        include = include.strip()
+    deadline = time.monotonic() + time_limit
+
+    def remaining() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _timed_out(pattern, time_limit)
+        return left
+
+    def search(searcher: Searcher, text: str) -> bool:
+        try:
+            return searcher.search(text, timeout=remaining()) is not None
+        except TimeoutError as exc:
+            raise _timed_out(pattern, time_limit) from exc
+
+    if not files:
+        return GrepResult("No files are currently attached to search", [])
+    if include_regex is not None:
+        original_count = len(files)
+        files = [f for f in files if search(include_regex, f.name)]
+        if not files:
+            return GrepResult(f"No files match the filename pattern '{include}' (filtered {original_count} files)", [])
+    if offset is not None and offset < 0:
+        offset = 0
+    context = context_lines or 0
+    prefilter = prefilter_is_sound(pattern)
+    strip = _needs_strip(pattern)
+
+    matches: list[tuple[str, int, list[str]]] = []
+    matched: dict[str, None] = {}
+    total_size = processed = skipped = 0
+    for f in files:
+        if f.size_bytes > MAX_FILE_SIZE_BYTES:
+            skipped += 1
+            continue
+        total_size += f.size_bytes
+        if total_size > MAX_TOTAL_CONTENT_SIZE:
+            skipped += 1
+            break
+        processed += 1
+        lines = f.lines
+        if prefilter and lines:
+            joined = "\n".join(map(str.strip, lines)) if strip else "\n".join(lines)
+            if not search(compiled, joined):
+                continue
+        for index, line in enumerate(lines):
+            if len(matches) >= MAX_TOTAL_COLLECTED:
+                break
+            if search(compiled, line.strip()):
+                matched[f.name] = None
+                around: list[str] = []
+                if context >= 0:
+                    around = [f"{'>' if j == index else ' '} {j + 1}: {lines[j]}"
+                              for j in range(max(0, index - context), min(len(lines), index + context + 1))]
+                matches.append((f.name, index + 1, around))
+        if len(matches) >= MAX_TOTAL_COLLECTED:
+            break
+    matched_files = list(matched)
+    return GrepResult(_grep_text(pattern, include, offset, matches, len(matched_files), processed, skipped),
+                      matched_files)
+
+
+def _grep_text(pattern: str, include: str | None, offset: int | None, matches: list[tuple[str, int, list[str]]],
+               file_count: int, processed: int, skipped: int) -> str:
+    total = len(matches)
+    if total == 0:
+        summary = f"No matches found for pattern: '{pattern}'"
+        if include:
+            summary += f" in files matching '{include}'"
+        if skipped > 0:
+            summary += f" (searched {processed} files, skipped {skipped})"
+        return summary
+    start = offset if offset else 0
+    end = start + GREP_PAGE_SIZE
+    page = matches[start:end]
+    hit_limit = total >= MAX_TOTAL_COLLECTED
+    if hit_limit:
+        summary = (f"Found {MAX_TOTAL_COLLECTED}+ total matches across {file_count} files (showing matches "
+                   f"{start + 1}-{min(end, total)} of {MAX_TOTAL_COLLECTED}+)")
+    else:
+        summary = (f"Found {total} total matches across {file_count} files (showing matches "
+                   f"{start + 1}-{min(end, total)} of {total})")
+    if skipped > 0:
+        summary += f"\nNote: Skipped {skipped} files due to size limits"
+    out = [summary, "=" * 80]
+    counts: dict[str, int] = {}
+    for name, _line, _context in matches:
+        counts[name] = counts.get(name, 0) + 1
+    out.append("\nFiles with matches:")
+    for name, count in sorted(counts.items(), key=lambda item: item[1], reverse=True):
+        plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
+        out.append(f"  - {name}: {count}{plus} matches")
+    out.append("")
+    for name, line_num, around in page:
+        out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
+    out.append("")
+    if end < total:
+        out.append(f'To see more matches, call: grep_files(pattern="{pattern}", offset={end})')
+        if hit_limit:
+            out.append(f"Note: Only the first {MAX_TOTAL_COLLECTED} matches were collected. There may be more "
+                       "matches beyond this limit.")
+    elif hit_limit:
+        out.append("Showing last page of collected matches. There may be more matches beyond the collection limit.")
+    else:
+        out.append("No more matches to show.")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------------- semantic search
+
+
+def semantic_query(query: str) -> str:
+    """A ``semantic_search_files`` query as Letta takes it: stripped, refused when blank."""
+    if not query or not query.strip():
+        raise ValidationError("Empty search query provided")
+    return query.strip()
+
+
+def semantic_text(query: str, hits: Sequence[tuple[str, str]]) -> str:
+    """Letta's ``_search_files_native`` answer for ``hits`` ((file name, passage text), best first, already cut to
+    ``min(limit, SEMANTIC_LIMIT_CAP)``): passages grouped by file in first-seen order and numbered, each passage's
+    first 20 lines indented by two spaces. A hit without a file name is shown under "Unknown File"."""
+    query = semantic_query(query)
+    if not hits:
+        return f"No semantic matches found for query: '{query}'"
+    by_file: dict[str, list[str]] = {}
+    for name, text in hits:
+        by_file.setdefault(name or "Unknown File", []).append(text)
+    results = []
+    number = 0
+    for name, passages in by_file.items():
+        for text in passages:
+            number += 1
+            lines = text.strip().splitlines()
+            shown = [f"  {line}" for line in lines[:PASSAGE_LINES]]
+            if len(lines) > PASSAGE_LINES:
+                shown.append(f"  ... [truncated {len(lines) - PASSAGE_LINES} more lines]")
+            results.append(f"\n=== {name} (passage #{number}) ===\n" + "\n".join(shown))
+    count = len(by_file)
+    summary = f"Found {number} semantic matches in {count} file{'s' if count != 1 else ''} for query: '{query}'"
+    return "\n".join([summary, "=" * len(summary), *results])
+
+
+# --------------------------------------------------------------------------------------------------------- directories
+
+
+@dataclass(frozen=True)
+class DirectoryInfo:
+    """A folder attached to the agent, as the prompt shows it."""
+
+    id: str
+    name: str
+    description: str | None = None
+    instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file of an attached folder, as the prompt shows it: ``value`` is its visible text ("" when closed) and
+    ``limit`` its block's character limit. (Letta marks every file block read-only.)"""
+
+    folder_id: str
+    name: str
+    value: str
+    limit: int
+    read_only: bool = False
+
+
+def _render_file(out: list[str], entry: FileEntry) -> None:
+    out.append(f'<file status="{"open" if entry.value else "closed"}" name="{entry.name or "file"}">\n')
+    out.append("<metadata>")
+    if entry.read_only:
+        out.append("\n- read_only=true")
+    out.append(f"\n- chars_current={len(entry.value or '')}\n")
+    out.append(f"- chars_limit={entry.limit}\n")
+    out.append("</metadata>\n")
+    if entry.value:
+        out.append(f"<value>\n{entry.value}\n</value>\n")
+    out.append("</file>\n")
+
+
+def render_directories(max_files_open: int | None, folders: Sequence[DirectoryInfo], files: Sequence[FileEntry], *,
+                       closed_cap: int | None = None) -> str:
+    """The ``<directories>`` section of the prompt, as Letta's ``_render_directories_common`` writes it (with the
+    leading blank line). Beyond Letta: with ``closed_cap``, a folder with more closed files than that lists only the
+    first ``closed_cap`` of them and then one ``<more_files count="N">`` line, so a huge folder stays out of the
+    prompt while the model still learns the files exist and how to reach them."""
+    out = ["\n\n<directories>\n"]
+    if max_files_open is not None:
+        current_open = sum(1 for f in files if f.value)
+        out.append(f"<file_limits>\n- current_files_open={current_open}\n- max_files_open={max_files_open}\n"
+                   "</file_limits>\n")
+    for folder in folders:
+        out.append(f'<directory name="{folder.name}">\n')
+        if folder.description:
+            out.append(f"<description>{folder.description}</description>\n")
+        if folder.instructions:
+            out.append(f"<instructions>{folder.instructions}</instructions>\n")
+        closed_shown = hidden = 0
+        for entry in files:
+            if entry.folder_id != folder.id:
+                continue
+            if not entry.value and closed_cap is not None:
+                if closed_shown >= closed_cap:
+                    hidden += 1
+                    continue
+                closed_shown += 1
+            _render_file(out, entry)
+        if hidden:
+            out.append(f'<more_files count="{hidden}">{hidden} more closed file{"s" if hidden != 1 else ""} in this '
+                       "directory are not listed here; grep_files and semantic_search_files search them too, and "
+                       "open_files opens any of them by name.</more_files>\n")
+        out.append("</directory>\n")
+    out.append("</directories>")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------- names
+
+
+def _check_name(name: str, what: str, example: str) -> str:
+    if not name or not name.strip():
+        raise ValidationError(f"A {what} name cannot be empty; give it a name such as '{example}'.")
+    bad = [c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
+    if bad:
+        clean = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in name).strip()
+        raise ValidationError(f"The {what} name {name!r} contains a control character ({bad[0]!r}); use printable "
+                              f"characters only, e.g. '{clean or example}'.")
+    if name != name.strip():
+        raise ValidationError(f"The {what} name {name!r} starts or ends with whitespace; use '{name.strip()}'.")
+    if "\\" in name:
+        raise ValidationError(f"The {what} name {name!r} contains a backslash; separate directories with '/', e.g. "
+                              f"'{name.replace(chr(92), '/')}'.")
+    if name.startswith("/") or re.match(r"[A-Za-z]:/", name):
+        relative = name.lstrip("/") if name.startswith("/") else name[3:]
+        raise ValidationError(f"The {what} name {name!r} is an absolute path; use a name relative to its folder, "
+                              f"e.g. '{relative or example}'.")
+    parts = name.split("/")
+    if any(part in ("..", ".") for part in parts):
+        plain = "/".join(p for p in parts if p not in ("..", ".", ""))
+        raise ValidationError(f"The {what} name {name!r} has a '.' or '..' component; use a plain name inside the "
+                              f"folder, e.g. '{plain or example}'.")
+    if any(part == "" for part in parts):
+        raise ValidationError(f"The {what} name {name!r} has an empty path component (a doubled or trailing '/'); "
+                              f"use '{'/'.join(p for p in parts if p) or example}'.")
+    return name
+
+
+def check_file_name(name: str) -> str:
+    """The one rule for a file name, whoever gives it (a user, an uploaded file, a model): not empty, no control or
+    line-separator characters, no leading or trailing whitespace, no backslash, not absolute, no ``.``/``..`` or
+    empty components, at most 255 characters (Letta's MAX_FILENAME_LENGTH). ``/`` may separate a relative path.
+    Returns the name unchanged; raises ``ValidationError`` naming the bad name and what to use instead."""
+    _check_name(name, "file", "notes.md")
+    if len(name) > MAX_FILENAME_LENGTH:
+        raise ValidationError(f"The file name {name[:40]!r}... is {len(name)} characters long; use at most "
+                              f"{MAX_FILENAME_LENGTH}.")
+    return name
+
+
+def check_folder_name(name: str) -> str:
+    """A folder name: the file name rules, no ``/`` at all, at most 100 characters."""
+    _check_name(name, "folder", "docs")
+    if "/" in name:
+        raise ValidationError(f"The folder name {name!r} contains '/'; folders do not nest, use e.g. "
+                              f"'{name.replace('/', '-')}'.")
+    if len(name) > MAX_FOLDER_NAME_LENGTH:
+        raise ValidationError(f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most "
+                              f"{MAX_FOLDER_NAME_LENGTH}.")
+    return name
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or Letta's duplicate form ``base_(n).ext`` with the smallest n >= 1 not in ``taken`` (Letta numbers
+    by the count of files of that original name, which gives the same names when none were deleted). The base is
+    shortened when needed so the result stays within 255 characters."""
+    if name not in taken:
+        return name
+    base, ext = posixpath.splitext(name)
+    n = 1
+    while True:
+        suffix = f"_({n}){ext}"
+        candidate = base[: max(0, MAX_FILENAME_LENGTH - len(suffix))] + suffix
+        if candidate not in taken:
+            return candidate
+        n += 1

@@ -1,0 +1,543 @@
+"""Letta's filesystem for an agent: folders attached to it, the files it opens, greps and searches (``memory.files``).
+
+Folders and files live in the store (``archive.files``, shared by every agent a folder is attached to). What one agent
+sees of them is kept with the agent, as Letta keeps ``files_agents``: in the agent's metadata (key ``tiermem_files``,
+JSON), one entry per attached folder and one per file (open or closed, the visible window, its lines, the last access),
+and the agent's two limits (``max_files_open``, ``per_file_view_window_char_limit``). Core memory's ``<directories>``
+section is rendered from that entry alone, so it reads no table (the instructions are answered before the store opens).
+The files table is the truth of which files exist: every change to a folder brings the view of each agent it is
+attached to up to date (``_sync_views``), and the file tools do the same before they run when the folder moved on.
+
+Within a process the views of one agent are changed one at a time (a lock per agent). Two processes changing the same
+agent's view at once: the later write wins (the view is re-derived from the files table, so a lost file entry comes
+back at the next change; a lost open window is closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..base.errors import FileContentError, NotFoundError, ValidationError
+from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
+from .file_parse import parse_file
+from .file_views import (DirectoryInfo, FileEntry, GrepFile, OpenRequest, check_file_name, check_folder_name,
+                         check_requests, file_defaults, file_type, grep, open_summary, render_directories,
+                         render_window, semantic_text, strategy_of, truncate_visible, window_of)
+
+if TYPE_CHECKING:
+    from ..core.protocol import CoreStore
+    from .archive import Archive
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "tiermem_files"
+CLOSED_LISTED = 100  # closed files listed per folder in core memory; the rest are counted (huge folders)
+SEMANTIC_CAP = 50  # Letta's MAX_TOTAL_MATCHES for semantic_search_files
+DEFAULT_FILE_MAX_BYTES = 25 * 1024 * 1024
+DEFAULT_FOLDER_MAX_FILES = 20_000
+Outcome = Literal["added", "updated", "unchanged", "error", "skipped"]
+
+
+@dataclass
+class FileView:
+    """What one agent sees of one file (Letta's ``files_agents`` row)."""
+
+    file_id: str
+    folder_id: str
+    name: str  # "<folder>/<file>", as the agent names it
+    is_open: bool = False
+    visible: str = ""  # the window's text, as rendered when opened (truncated only when shown)
+    start_line: int | None = None  # 1-based, as Letta stores it (None: from the start)
+    end_line: int | None = None
+    accessed_us: int = 0
+    sha256: str = ""  # the text the window was cut from (a changed file's window is cut again)
+
+
+@dataclass
+class AgentFiles:
+    """An agent's folders and file views, and its two limits (None: Letta's defaults)."""
+
+    folders: list[dict[str, str]] = field(default_factory=list)  # id, name, description, instructions
+    files: list[FileView] = field(default_factory=list)
+    max_files_open: int | None = None
+    char_limit: int | None = None
+
+    @property
+    def limits(self) -> tuple[int, int]:
+        default_open, default_chars = file_defaults(None)
+        return (self.max_files_open or default_open, self.char_limit or default_chars)
+
+    def folder_ids(self) -> list[str]:
+        return [f["id"] for f in self.folders]
+
+    def view(self, name: str) -> FileView | None:
+        return next((v for v in self.files if v.name == name), None)
+
+    def to_json(self) -> str:
+        data = {"v": 1, "folders": self.folders, "files": [asdict(v) for v in self.files],
+                "max_files_open": self.max_files_open, "per_file_view_window_char_limit": self.char_limit}
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def of(agent: Agent) -> AgentFiles:
+        raw = agent.metadata.get(STATE_KEY)
+        if not raw:
+            return AgentFiles()
+        try:
+            data = json.loads(raw)
+            return AgentFiles(folders=[dict(f) for f in data.get("folders") or []],
+                              files=[FileView(**v) for v in data.get("files") or []],
+                              max_files_open=data.get("max_files_open"),
+                              char_limit=data.get("per_file_view_window_char_limit"))
+        except (ValueError, TypeError) as exc:  # a damaged entry is read as no files, never as a failure
+            log.error("agent %s: its files view could not be read (%s); showing no files until it is rewritten",
+                      agent.id, exc)
+            return AgentFiles()
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """What an upload did with one file."""
+
+    name: str
+    outcome: Outcome
+    reason: str = ""
+    file: StoredFile | None = None
+    chars: int = 0
+
+
+def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
+    name = folder.name if isinstance(folder, Folder) else folder["name"]
+    return f"{name}/{file_name}"
+
+
+def render_agent_directories(agent: Agent) -> str:
+    """The agent's ``<directories>`` section (Letta's rendering; "" when no folder is attached): from the agent alone."""
+    state = AgentFiles.of(agent)
+    if not state.folders:
+        return ""
+    max_open, chars = state.limits
+    dirs = [DirectoryInfo(id=f["id"], name=f["name"], description=f.get("description") or "",
+                          instructions=f.get("instructions") or "") for f in state.folders]
+    entries = [FileEntry(folder_id=v.folder_id, name=v.name,
+                         value=truncate_visible(v.visible, chars) if v.is_open and v.visible else "", limit=chars)
+               for v in state.files]
+    return render_directories(max_open, dirs, entries, closed_cap=CLOSED_LISTED)
+
+
+def directories_summary(agent: Agent) -> str:
+    """One short paragraph in place of ``<directories>`` where it does not fit (a host's instructions budget)."""
+    state = AgentFiles.of(agent)
+    if not state.folders:
+        return ""
+    parts = []
+    for f in state.folders:
+        views = [v for v in state.files if v.folder_id == f["id"]]
+        opened = [v.name for v in views if v.is_open]
+        parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
+    return ("Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
+            "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
+            "semantic_search_files.")
+
+
+class Filesystem:
+    """Folders, files and each agent's view of them (``memory.files``)."""
+
+    def __init__(self, core: CoreStore, archive: Callable[[], Archive], changed: Callable[[str], None], *,
+                 file_max_bytes: int = DEFAULT_FILE_MAX_BYTES, folder_max_files: int = DEFAULT_FOLDER_MAX_FILES) -> None:
+        self.core = core
+        self._archive = archive
+        self._changed = changed  # agent id -> tell listeners its files changed
+        self.file_max_bytes = file_max_bytes
+        self.folder_max_files = folder_max_files
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @property
+    def rows(self) -> Any:
+        return self._archive().files
+
+    # -- folders ------------------------------------------------------------------
+
+    def folders(self) -> list[Folder]:
+        return list(self.rows.folders())
+
+    def folder(self, name: str) -> Folder:
+        if not isinstance(name, str):
+            raise ValidationError("A folder is named by text, e.g. 'docs'.")
+        found = self.rows.folder_named(name)
+        if found is None:
+            known = ", ".join(repr(f.name) for f in self.rows.folders()) or "none yet"
+            raise NotFoundError(f"No folder named {name!r}. Folders: {known}. Create one with "
+                                f"`tiermem folders create {name}`.")
+        return found  # type: ignore[no-any-return]
+
+    def create_folder(self, name: str, *, description: str = "", instructions: str = "",
+                      metadata: dict[str, Any] | None = None, folder_id: str | None = None) -> Folder:
+        name = check_folder_name(name)
+        if self.rows.folder_named(name) is not None:
+            raise ValidationError(f"A folder named {name!r} exists already; choose another name or upload into it.")
+        folder = Folder(id=folder_id or new_id("folder"), name=name, description=description or "",
+                        instructions=instructions or "", metadata=dict(metadata or {}))
+        self.rows.put_folder(folder)
+        return folder
+
+    def update_folder(self, name: str, *, description: str | None = None, instructions: str | None = None,
+                      new_name: str | None = None) -> Folder:
+        folder = self.folder(name)
+        if new_name is not None and new_name != folder.name:
+            new_name = check_folder_name(new_name)
+            if self.rows.folder_named(new_name) is not None:
+                raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
+        changed = replace(folder, name=new_name or folder.name,
+                          description=folder.description if description is None else description,
+                          instructions=folder.instructions if instructions is None else instructions, updated_at=now())
+        self.rows.put_folder(changed)
+        self._sync_views(changed.id)
+        return changed
+
+    def delete_folder(self, name: str) -> dict[str, Any]:
+        """Detach the folder from every agent, then delete it with its files and their chunks."""
+        folder = self.folder(name)
+        agents = self.agents_of(folder.id)
+        for agent_id in agents:
+            self._detach(agent_id, folder)
+        files = self.rows.delete_folder(folder.id)
+        return {"folder": folder.name, "files": files, "detached_from": agents}
+
+    def agents_of(self, folder_id: str) -> list[str]:
+        return [a.id for a in self.core.list_agents() if folder_id in AgentFiles.of(a).folder_ids()]
+
+    # -- attaching --------------------------------------------------------------
+
+    def attach(self, agent_id: str, name: str, *, max_files_open: int | None = None,
+               char_limit: int | None = None) -> Folder:
+        folder = self.folder(name)
+        _check_limits(max_files_open, char_limit)
+        with self._lock(agent_id):
+            state = self.state(agent_id)
+            if folder.id not in state.folder_ids():
+                state.folders.append(_folder_info(folder))
+            state.max_files_open = max_files_open or state.max_files_open
+            state.char_limit = char_limit or state.char_limit
+            self._rebuild(state)
+            self._save(agent_id, state)
+        return folder
+
+    def detach(self, agent_id: str, name: str) -> Folder:
+        folder = self.folder(name)
+        if folder.id not in self.state(agent_id).folder_ids():
+            raise NotFoundError(f"Folder {name!r} is not attached to this agent; attached: "
+                                f"{', '.join(repr(f['name']) for f in self.state(agent_id).folders) or 'none'}.")
+        self._detach(agent_id, folder)
+        return folder
+
+    def _detach(self, agent_id: str, folder: Folder) -> None:
+        with self._lock(agent_id):
+            state = self.state(agent_id)
+            state.folders = [f for f in state.folders if f["id"] != folder.id]
+            state.files = [v for v in state.files if v.folder_id != folder.id]
+            self._save(agent_id, state)
+
+    def set_limits(self, agent_id: str, max_files_open: int | None, char_limit: int | None) -> AgentFiles:
+        _check_limits(max_files_open, char_limit)
+        with self._lock(agent_id):
+            state = self.state(agent_id)
+            state.max_files_open, state.char_limit = max_files_open, char_limit
+            self._close_beyond(state, state.limits[0])
+            self._save(agent_id, state)
+            return state
+
+    def state(self, agent_id: str) -> AgentFiles:
+        return AgentFiles.of(self.core.get_agent(agent_id))
+
+    def has_folders(self, agent_id: str) -> bool:
+        return bool(self.state(agent_id).folders)
+
+    # -- files --------------------------------------------------------------------
+
+    def files(self, name: str) -> list[StoredFile]:
+        return list(self.rows.files([self.folder(name).id]))
+
+    def upload(self, folder_name: str, file_name: str, data: bytes, *, source_path: str = "",
+               open_in_agents: bool = False, embed: bool = True) -> Uploaded:
+        """Parse ``data`` and store it as ``file_name`` in the folder (replacing a file of that name when its bytes
+        changed). A file that cannot be parsed is stored with the status ``error`` and its reason; a bad name is
+        refused (nothing stored)."""
+        check_file_name(file_name)
+        return self.upload_many(folder_name, [(file_name, data, source_path)], open_in_agents=open_in_agents,
+                                embed=embed)[0]
+
+    def upload_many(self, folder_name: str, items: Iterable[tuple[str, bytes, str]], *, open_in_agents: bool = False,
+                    embed: bool = True, batch: int = 64,
+                    progress: Callable[[Uploaded], None] | None = None) -> list[Uploaded]:
+        """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
+        agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item."""
+        folder = self.folder(folder_name)
+        existing = {f.name: f for f in self.rows.files([folder.id])}
+        count = len(existing)
+        out: list[Uploaded] = []
+        good: list[tuple[StoredFile, str, int]] = []
+        bad: list[tuple[StoredFile, str]] = []
+
+        def flush() -> None:
+            stored = self.rows.write([(r, t) for r, t, _ in good], embed=embed)
+            failed = self.rows.write_errors(bad)
+            for (r, _t, chars), s in zip(good, stored, strict=True):
+                done = Uploaded(r.name, "updated" if r.name in existing else "added", file=s, chars=chars)
+                out.append(done)
+                if progress:
+                    progress(done)
+            for (r, reason), s in zip(bad, failed, strict=True):
+                done = Uploaded(r.name, "error", reason, s)
+                out.append(done)
+                if progress:
+                    progress(done)
+            good.clear()
+            bad.clear()
+
+        def note(done: Uploaded) -> None:
+            out.append(done)
+            if progress:
+                progress(done)
+
+        for file_name, data, source_path in items:
+            try:
+                file_name = check_file_name(file_name)
+            except ValidationError as exc:
+                note(Uploaded(str(file_name), "skipped", str(exc)))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            old = existing.get(file_name)
+            if old is not None and old.sha256 == digest and old.status == "completed":
+                note(Uploaded(file_name, "unchanged", file=old))
+                continue
+            if old is None and count >= self.folder_max_files:
+                note(Uploaded(file_name, "skipped",
+                              f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
+                              f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
+                              "limit or use another folder."))
+                continue
+            count += old is None
+            record = StoredFile(id=old.id if old else stable_id("file", folder.id, file_name), folder_id=folder.id,
+                                name=file_name, original_name=file_name.rsplit("/", 1)[-1],
+                                file_type=file_type(file_name), size=len(data), sha256=digest, status="parsing",
+                                source_path=source_path, created_at=old.created_at if old else now())
+            try:
+                parsed = parse_file(file_name, data, max_bytes=self.file_max_bytes)
+            except FileContentError as exc:
+                bad.append((record, str(exc)))
+            else:
+                good.append((replace(record, file_type=parsed.mime or record.file_type), parsed.text, len(parsed.text)))
+            if len(good) + len(bad) >= batch:
+                flush()
+        flush()
+        opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome in ("added", "updated")]
+        self._sync_views(folder.id, opened=opened)
+        return out
+
+    def import_file(self, folder_id: str, record: StoredFile, text: str) -> StoredFile:
+        """Store a file whose text is already parsed (an agent file's), keeping its id; views are not touched."""
+        return self.rows.write([(record, text)], embed=False)[0]  # type: ignore[no-any-return]
+
+    def delete_files(self, folder_name: str, file_names: Sequence[str]) -> int:
+        folder = self.folder(folder_name)
+        existing = {f.name: f for f in self.rows.files([folder.id])}
+        unknown = [n for n in file_names if n not in existing]
+        if unknown:
+            raise NotFoundError(f"Folder {folder.name!r} has no file {unknown[0]!r}; its files: "
+                                f"{_listed(sorted(existing))}.")
+        removed = self.rows.delete([existing[n].id for n in file_names])
+        self._sync_views(folder.id)
+        return int(removed)
+
+    def text(self, folder_name: str, file_name: str) -> str:
+        folder = self.folder(folder_name)
+        found = next((f for f in self.rows.files([folder.id]) if f.name == file_name), None)
+        if found is None:
+            raise NotFoundError(f"Folder {folder.name!r} has no file {file_name!r}.")
+        return str(self.rows.text(found.id))
+
+    # -- keeping agents' views current -------------------------------------------------------
+
+    def _sync_views(self, folder_id: str, *, opened: Sequence[str] = ()) -> None:
+        for agent_id in self.agents_of(folder_id):
+            with self._lock(agent_id):
+                state = self.state(agent_id)
+                self._rebuild(state, opened=opened)
+                self._save(agent_id, state)
+
+    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> None:
+        """Bring ``state`` in line with the files table: folder infos, a view per file (new ones closed, or open
+        when named in ``opened``), open windows cut again from a changed file, views of removed files dropped."""
+        folders = {f.id: f for f in self.rows.folders()}
+        state.folders = [_folder_info(folders[f["id"]]) for f in state.folders if f["id"] in folders]
+        ids = state.folder_ids()
+        files = [f for f in self.rows.files(ids) if f.status == "completed"]
+        views = {v.file_id: v for v in state.files}
+        out: list[FileView] = []
+        by_folder = {f["id"]: f for f in state.folders}
+        for f in files:
+            name = display_name(by_folder[f.folder_id], f.name)
+            v = views.get(f.id) or FileView(file_id=f.id, folder_id=f.folder_id, name=name)
+            v.name = name
+            if v.is_open and v.sha256 and v.sha256 != f.sha256:
+                v.visible = self._window(f, name, v.start_line, v.end_line, clamp=True)
+                v.sha256 = f.sha256
+            if f.id in opened:
+                v.is_open, v.start_line, v.end_line, v.sha256 = True, None, None, f.sha256
+                v.visible = self._window(f, name, None, None)
+                v.accessed_us = to_us(now())
+            out.append(v)
+        state.files = out
+        self._close_beyond(state, state.limits[0])
+
+    def _window(self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *,
+                clamp: bool = False) -> str:
+        lines = self.rows.lines([f])[f.id]
+        start = start_line - 1 if start_line is not None else None
+        if clamp and start is not None and start >= len(lines):
+            start, end_line = None, None  # the file got shorter than the window: show its start
+        return render_window(name, lines, strategy_of(f.name, f.file_type), start, end_line)
+
+    @staticmethod
+    def _close_beyond(state: AgentFiles, cap: int) -> list[str]:
+        """Close the least recently used open files beyond ``cap``; returns their names."""
+        open_views = sorted((v for v in state.files if v.is_open), key=lambda v: v.accessed_us, reverse=True)
+        closed = []
+        for v in open_views[cap:]:
+            v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
+            closed.append(v.name)
+        return closed
+
+    def _save(self, agent_id: str, state: AgentFiles) -> None:
+        agent = self.core.get_agent(agent_id)
+        metadata = dict(agent.metadata)
+        if state.folders or state.max_files_open or state.char_limit:
+            metadata[STATE_KEY] = state.to_json()
+        else:
+            metadata.pop(STATE_KEY, None)
+        if metadata != agent.metadata:
+            self.core.update_agent(replace(agent, metadata=metadata, updated_at=now()))
+            self._changed(agent_id)
+
+    def _lock(self, agent_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(agent_id, threading.Lock())
+
+    # -- Letta's three tools ----------------------------------------------------------
+
+    def _attached(self, agent_id: str) -> tuple[AgentFiles, dict[str, StoredFile]]:
+        """The agent's view brought up to date, and its files by the names it uses."""
+        state = self.state(agent_id)
+        if not state.folders:
+            raise ValidationError("No folder is attached to this agent, so it has no files. A person attaches one "
+                                  "with `tiermem folders attach FOLDER --agent NAME`.")
+        files = {f.id: f for f in self.rows.files(state.folder_ids()) if f.status == "completed"}
+        if {v.file_id for v in state.files} != set(files):
+            with self._lock(agent_id):
+                state = self.state(agent_id)
+                self._rebuild(state)
+                self._save(agent_id, state)
+        return state, {v.name: files[v.file_id] for v in state.files if v.file_id in files}
+
+    def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
+        state, by_name = self._attached(agent_id)
+        max_open, _ = state.limits
+        check_requests(requests, max_open)
+        with self._lock(agent_id):
+            state = self.state(agent_id)
+            names = [v.name for v in state.files]
+            windows: list[tuple[FileView, str, int | None, int | None]] = []
+            for req in requests:  # every request is checked (and its window cut) before anything changes
+                view = state.view(req.file_name)
+                if view is None or req.file_name not in by_name:
+                    raise ValidationError(f"{req.file_name} not attached - did you get the filename correct? "
+                                          f"Currently you have the following files attached: {names}")
+                start, end = window_of(req)
+                f = by_name[req.file_name]
+                text = render_window(req.file_name, self.rows.lines([f])[f.id], strategy_of(f.name, f.file_type),
+                                     start, end)
+                windows.append((view, text, start + 1 if start is not None else None, end))
+            closed_others: list[str] = []
+            if close_all_others:
+                keep = {r.file_name for r in requests}
+                for v in state.files:
+                    if v.is_open and v.name not in keep:
+                        v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
+                        closed_others.append(v.name)
+            previous: dict[str, tuple[int | None, int | None]] = {}
+            lru: list[str] = []
+            stamp = to_us(now())
+            for i, (view, text, start_line, end_line) in enumerate(windows):
+                if view.is_open:
+                    previous[view.name] = (view.start_line, view.end_line)
+                view.is_open, view.visible, view.start_line, view.end_line = True, text, start_line, end_line
+                view.sha256, view.accessed_us = by_name[view.name].sha256, stamp + i
+                lru += self._close_beyond(state, max_open)
+            self._save(agent_id, state)
+        return str(open_summary(requests, previous, closed_others, lru))
+
+    def grep_files(self, agent_id: str, pattern: str, include: str | None = None, context_lines: int | None = 1,
+                   offset: int | None = None) -> str:
+        state, by_name = self._attached(agent_id)
+        lines = self.rows.lines(list(by_name.values()))
+        files = [GrepFile(name=name, lines=lines[f.id], size_bytes=f.size) for name, f in by_name.items()]
+        result = grep(files, pattern, include, context_lines, offset)
+        self._touch(agent_id, result.matched_files)
+        return str(result.text)
+
+    def semantic_search_files(self, agent_id: str, query: str, limit: int = 5) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("Empty search query provided")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
+        state, by_name = self._attached(agent_id)
+        names = {f.id: name for name, f in by_name.items()}
+        found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
+        hits = [(names.get(h.tags[0] if h.tags else "", "Unknown File"), h.content) for h in found.hits]
+        self._touch(agent_id, [n for n, _ in hits if n != "Unknown File"])
+        return str(semantic_text(query.strip(), hits))
+
+    def attached_text(self, agent_id: str, name: str) -> str:
+        state = self.state(agent_id)
+        view = state.view(name)
+        if view is None:
+            raise NotFoundError(f"{name} not attached - did you get the filename correct? Currently you have the "
+                                f"following files attached: {[v.name for v in state.files]}")
+        return str(self.rows.text(view.file_id))
+
+    def _touch(self, agent_id: str, names: Sequence[str]) -> None:
+        """Mark the files' last access (Letta's ``mark_access_bulk``): what least-recently-used closing reads."""
+        if not names:
+            return
+        with self._lock(agent_id):
+            state = self.state(agent_id)
+            stamp = to_us(now())
+            for v in state.files:
+                if v.name in names:
+                    v.accessed_us = stamp
+            self._save(agent_id, state)
+
+
+def _folder_info(folder: Folder) -> dict[str, str]:
+    return {"id": folder.id, "name": folder.name, "description": folder.description,
+            "instructions": folder.instructions}
+
+
+def _check_limits(max_files_open: int | None, char_limit: int | None) -> None:
+    if max_files_open is not None and (isinstance(max_files_open, bool) or not 1 <= max_files_open <= 100):
+        raise ValidationError(f"max_files_open must be 1-100, got {max_files_open!r}.")
+    if char_limit is not None and (isinstance(char_limit, bool) or not 100 <= char_limit <= 1_000_000):
+        raise ValidationError(f"per_file_view_window_char_limit must be 100-1,000,000 characters, got {char_limit!r}.")
+
+
+def _listed(names: Sequence[str], most: int = 20) -> str:
+    shown = ", ".join(repr(n) for n in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "") if names else "none"

@@ -38,7 +38,7 @@ def test_an_agents_rows_whole_and_deleting_them(mem: Memory) -> None:
     assert rows.message(logged[0].id) == logged[0] and rows.message("message-none") is None
     assert rows.stray_rows([a]) == {"messages": 1, "passages": 1}
     assert rows.stray_rows([]) == {"messages": 4, "passages": 3}
-    assert archive.vectors.missing() == {"messages": 0, "passages": 0}
+    assert archive.vectors.missing() == {"messages": 0, "passages": 0, "file_chunks": 0}
 
     mem.delete_agent(b)
     assert rows.stray_rows([a]) == {"messages": 0, "passages": 0}

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tiermem.server.runtime import FILE_TOOLS
 from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
 from tiermem.server.app import resolve_tools
@@ -94,7 +95,7 @@ def test_recall_holds_both_prompts_and_both_replies(sessions: dict[str, Any]) ->
 
 def test_the_default_tools_are_lean_as_claude_code_sends_them(sessions: dict[str, Any]) -> None:
     tools = tool_definitions(sessions["runs"][0]["requests"][0])
-    assert {t["name"] for t in tools} == {f"mcp__tiermem__{n}" for n in resolve_tools(["default"])}
+    assert {t["name"] for t in tools} == {f"mcp__tiermem__{n}" for n in resolve_tools(["default"]) if n not in FILE_TOOLS}
     assert definition_chars(tools) <= 4800  # issue 29's budget; `python -m bench tool_tokens` reports the figure
 
 

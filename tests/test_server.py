@@ -8,6 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tiermem.server.runtime import FILE_TOOLS
 from tiermem.domain.blocks import LINE_NUMBER_WARNING
 from tiermem.base.config import Settings
 from tiermem.base.errors import ConfigError
@@ -25,7 +26,7 @@ async def call(client: Client, name: str, **args):  # type: ignore[no-untyped-de
 async def test_default_tools_and_annotations(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["default"]})), cache=None) as c:
         default = {t.name for t in (await c.list_tools()).tools}
-        assert default == set(resolve_tools(["default"])) and "memory_apply_patch" not in default
+        assert default == set(resolve_tools(["default"])) - FILE_TOOLS and "memory_apply_patch" not in default
     async with Client(serve_in_process(settings), cache=None) as c:  # every tool
         tools = {t.name: t for t in (await c.list_tools()).tools}
         assert "agent_chat" not in tools

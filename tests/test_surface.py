@@ -11,6 +11,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
+from tiermem.server.runtime import FILE_TOOLS
 from tiermem.base.config import Settings
 from tiermem.server.registry import BY_NAME
 from tiermem.server.app import resolve_tools
@@ -146,7 +147,7 @@ async def test_published_schemas_are_tight(settings: Settings) -> None:
 async def test_tool_list_fits_the_stated_budget(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["default"]})), cache=None) as c:
         tools = (await c.list_tools()).tools
-    assert {t.name for t in tools} == set(resolve_tools(["default"]))
+    assert {t.name for t in tools} == set(resolve_tools(["default"])) - FILE_TOOLS  # shown with a folder attached
     cost = tool_list_cost(tools)
     assert cost["model_tokens"] <= MODEL_TOKENS_BUDGET, cost
     assert cost["list_tokens"] <= LIST_TOKENS_BUDGET, cost

@@ -16,6 +16,8 @@ from ..base.errors import ValidationError
 from ..base.records import Message, Passage
 from ..store import SEARCHABLE, Filter, passage_from_row
 
+AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
+
 if TYPE_CHECKING:
     from ..store import Store
 
@@ -64,12 +66,12 @@ class AgentRows:
     def delete_agent_data(self, agent_id: str) -> int:
         """Delete every message and passage of an agent; returns how many rows went."""
         where = Filter(agent_id=agent_id)
-        return sum(self.store.rows.delete(table, where) for table in SEARCHABLE)
+        return sum(self.store.rows.delete(table, where) for table in AGENT_TABLES)
 
     def stray_rows(self, agent_ids: Sequence[str]) -> dict[str, int]:
         """Messages and passages of none of ``agent_ids`` (every row when there are none), per table."""
         where = Filter(not_agent_ids=tuple(agent_ids))
-        return {table: self.store.rows.count(table, where) for table in SEARCHABLE}
+        return {table: self.store.rows.count(table, where) for table in AGENT_TABLES}
 
     # -- backup and restore: the raw rows of messages and passages (``CoreStore`` holds the rest) --
 

@@ -2,7 +2,8 @@
 
 The only module that imports ``markitdown`` (inside the function that converts, never at import: it loads an ONNX
 model for content sniffing). Text-like files skip it (it is slow): UTF-8 (with or without BOM), UTF-16/32 with a BOM,
-else ``charset-normalizer``'s best guess; newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
+else ``charset-normalizer``'s best guess (Windows-1252 when that guess is a single-byte code page and the text reads
+as Western text); newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
 MarkItDown converter, made on first use and kept, with only those converters registered: no plugins, no URLs, no LLM
 client, no Azure Document Intelligence, so no conversion reaches the network. Every failure is a
 ``FileContentError`` that names the file and what to do.
@@ -87,10 +88,26 @@ def _decode(name: str, data: bytes) -> str:
             if best is None:
                 raise _binary(name, "its bytes are not text in any encoding charset-normalizer knows") from None
             text = str(best)
+            if len(text) == len(data):  # a single-byte guess, where short Western text is often misread
+                text = _western(data) or text
     controls = sum(1 for c in text if c < " " and c not in _ALLOWED_CONTROLS)
     if controls and controls > _CONTROL_SHARE * len(text):
         raise _binary(name, f"{controls} of its {len(text)} characters are control characters")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _western(data: bytes) -> str | None:
+    """``data`` as Windows-1252 (Latin-1's printable superset) when it reads like Western text: it decodes, and
+    most of its letters are ASCII (accents here and there). charset-normalizer guesses short French or German text
+    as a Baltic or Central European code page; text in Cyrillic or Greek code pages, whose every letter is a high
+    byte, keeps charset-normalizer's guess."""
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return None
+    letters = [c for c in text if c.isalpha()]
+    high = sum(1 for c in letters if not c.isascii())
+    return text if letters and high <= 0.3 * len(letters) else None
 
 
 _lock = threading.Lock()

@@ -139,12 +139,13 @@ def file_type(name: str) -> str:
 
 def is_text_type(name: str) -> bool:
     """Whether a file of this name is read as text directly (no converter): Letta's simple-text types, any other
-    ``text/*`` type (so unknown extensions too), and Letta's text aliases; not PDF, Office, EPUB, HTML is text."""
+    ``text/*`` type (so unknown extensions too), and Letta's text aliases; not the documents MarkItDown converts
+    (HTML, which Letta reads as simple text, is converted to Markdown here; PDF, DOCX, PPTX, XLSX, EPUB)."""
     ext = extension_of(name)
-    if ext in FILE_TYPES:
-        return FILE_TYPES[ext][1]
     if ext in DOCUMENT_TYPES:
         return False
+    if ext in FILE_TYPES:
+        return FILE_TYPES[ext][1]
     mime = file_type(name)
     return mime.startswith("text/") or mime in MIME_ALIASES
 
@@ -423,6 +424,18 @@ def prefilter_is_sound(pattern: str) -> bool:
     return all(set(m.group(1)) <= set("aiLmsux") for m in _FLAG_GROUP.finditer(pattern))
 
 
+_PLAIN_ALTERNATIVES = re.compile(r"[^.^$*+?{}\[\]\\|()]+(?:\|[^.^$*+?{}\[\]\\|()]+)*")
+
+
+def literal_alternatives(pattern: str) -> tuple[str, ...] | None:
+    """The lower-cased alternatives of a pattern that is only ASCII literals joined by ``|`` (``error``,
+    ``TODO|FIXME``), else None. On ASCII text, such a pattern matches (case-insensitively) exactly where one of them
+    is a substring of the lower-cased text, which ``str`` finds much faster than a regex alternation."""
+    if not pattern.isascii() or _PLAIN_ALTERNATIVES.fullmatch(pattern) is None:
+        return None
+    return tuple(alternative.lower() for alternative in pattern.split("|"))
+
+
 def _needs_strip(pattern: str) -> bool:
     """Whether the joined text must be built from stripped lines: only anchors see the leading indentation that code
     lines keep (every other edge test sees a non-word character either way)."""
@@ -445,7 +458,8 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
     ``context_lines`` lines of context each. Files over 50 MB are skipped, and once 200 MB have been read the rest is
     skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds; running out raises
     ``ValidationError`` (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
-    per-line pass when ``prefilter_is_sound(pattern)``."""
+    per-line pass when ``prefilter_is_sound(pattern)``; for a pattern of plain ASCII literals over ASCII text that
+    search is a substring test (``literal_alternatives``)."""
     if not pattern or not pattern.strip():
         raise ValidationError("Empty search pattern provided")
     pattern = pattern.strip()
@@ -479,6 +493,7 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
     context = context_lines or 0
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
+    literals = literal_alternatives(pattern)
 
     matches: list[tuple[str, int, list[str]]] = []
     matched: dict[str, None] = {}
@@ -495,7 +510,11 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
         lines = f.lines
         if prefilter and lines:
             joined = "\n".join(map(str.strip, lines)) if strip else "\n".join(lines)
-            if not search(compiled, joined):
+            if literals is not None and joined.isascii():
+                lowered = joined.lower()
+                if not any(literal in lowered for literal in literals):
+                    continue
+            elif not search(compiled, joined):
                 continue
         for index, line in enumerate(lines):
             if len(matches) >= MAX_TOTAL_COLLECTED:

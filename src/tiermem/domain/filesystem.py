@@ -126,7 +126,8 @@ def render_agent_directories(agent: Agent) -> str:
     dirs = [DirectoryInfo(id=f["id"], name=f["name"], description=f.get("description") or "",
                           instructions=f.get("instructions") or "") for f in state.folders]
     entries = [FileEntry(folder_id=v.folder_id, name=v.name,
-                         value=truncate_visible(v.visible, chars) if v.is_open and v.visible else "", limit=chars)
+                         value=truncate_visible(v.visible, chars) if v.is_open and v.visible else "", limit=chars,
+                         read_only=True)  # as Letta's file blocks: the model reads a file, it does not edit it
                for v in state.files]
     return render_directories(max_open, dirs, entries, closed_cap=CLOSED_LISTED)
 
@@ -525,6 +526,20 @@ class Filesystem:
                     v.accessed_us = stamp
             self._save(agent_id, state)
 
+    # -- a folder's own metadata (``tiermem folders sync`` keeps its record there) -----------------------
+
+    def set_folder_metadata(self, name: str, key: str, value: Any) -> Folder:
+        """Set one key of the folder's metadata (``None`` removes it); the rest of the folder is kept as it is."""
+        folder = self.folder(name)
+        metadata = dict(folder.metadata)
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+        changed = replace(folder, metadata=metadata, updated_at=now())
+        self.rows.put_folder(changed)
+        return changed
+
 
 def _folder_info(folder: Folder) -> dict[str, str]:
     return {"id": folder.id, "name": folder.name, "description": folder.description,
@@ -541,3 +556,51 @@ def _check_limits(max_files_open: int | None, char_limit: int | None) -> None:
 def _listed(names: Sequence[str], most: int = 20) -> str:
     shown = ", ".join(repr(n) for n in names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "") if names else "none"
+
+
+# -- agent files and backups (interop/agentfile.py, af_export.py, backup.py) ----------------------------------------
+
+BACKUP_TABLES = ("folders", "files")  # whole rows of the store's folder tables (file_chunks travel as passages do)
+
+
+def restored_view(folders: Sequence[Folder], views: Sequence[FileView], max_files_open: int | None,
+                  char_limit: int | None) -> AgentFiles:
+    """An agent's whole view as an agent file gives it (Letta's ``files_agents``, kept exactly: open or closed, the
+    visible text verbatim, its lines, the last access), checked: the limits in range, every view in one of the
+    ``folders``, no file twice. Store it as the agent's ``STATE_KEY`` metadata (``AgentFiles.to_json``)."""
+    _check_limits(max_files_open, char_limit)
+    ids = {f.id for f in folders}
+    seen: set[str] = set()
+    for v in views:
+        if v.folder_id not in ids:
+            raise ValidationError(f"The view of {v.name!r} names a folder the agent does not have attached.")
+        if v.file_id in seen:
+            raise ValidationError(f"The agent has two views of {v.name!r}; a file is seen once.")
+        seen.add(v.file_id)
+    return AgentFiles(folders=[_folder_info(f) for f in folders], files=[replace(v) for v in views],
+                      max_files_open=max_files_open, char_limit=char_limit)
+
+
+def check_limits(max_files_open: int | None, char_limit: int | None) -> None:
+    """The two per-agent limits' ranges (``max_files_open`` 1-100, the window 100-1,000,000 characters)."""
+    _check_limits(max_files_open, char_limit)
+
+
+def backup_rows(files: Filesystem, table: str) -> list[dict[str, Any]]:
+    """Every row of the store's ``folders`` or ``files`` table, every column (a file's text included)."""
+    return list(files.rows.store.rows.all_rows(_backup_table(table)))
+
+
+def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert the ``folders`` or ``files`` rows whose id is not stored yet (a restore is re-runnable)."""
+    return int(files.rows.store.rows.merge_rows(_backup_table(table), "id", list(rows)))
+
+
+def backup_fields(files: Filesystem, table: str) -> list[str]:
+    return list(files.rows.store.conn.schema_fields(_backup_table(table)))
+
+
+def _backup_table(table: str) -> str:
+    if table not in BACKUP_TABLES:
+        raise ValidationError(f"{table!r} is not a table of folders; use one of {', '.join(BACKUP_TABLES)}.")
+    return table

@@ -1,0 +1,145 @@
+"""Letta's filesystem through a real MCP client: the three file tools, open files in core memory, file resources,
+tools published with the first folder and withdrawn with the last (hosts told), the instructions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from tiermem.base.config import Settings
+from tiermem.domain.factory import open_memory
+
+from .conftest import serve_in_process, text_of
+
+pytestmark = pytest.mark.anyio
+
+FILE_TOOLS = {"open_files", "grep_files", "semantic_search_files"}
+GUIDE = (b"# Setup guide\n\nInstall the package first. Then run the server with a data directory.\n"
+         b"The lighthouse keeper stores spare batteries in the blue cabinet.\n")
+CODE = b"def main():\n    return 'TODO: ship it'\n\n\nclass Widget:\n    pass  # TODO tidy\n"
+
+
+def _prepare(settings: Settings, *, attach: bool = True) -> None:
+    """A folder with two files (attached to the default agent), written by another process's memory."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("docs", description="Project documents", instructions="Cite the file you read.")
+    memory.files.upload_many("docs", [("guide.md", GUIDE, ""), ("src/app.py", CODE, "")])
+    if attach:
+        memory.files.attach(agent.id, "docs")
+
+
+async def _call(c: Any, name: str, **args: Any) -> Any:
+    return await c.call_tool(name, args)
+
+
+async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> None:
+    settings = settings.model_copy(update={"tools": ["default"]})
+    _prepare(settings)
+    async with Client(serve_in_process(settings), cache=None) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert FILE_TOOLS <= names
+        opened = await _call(c, "open_files", file_requests=[{"file_name": "docs/src/app.py", "offset": 0, "length": 2}])
+        assert not opened.is_error and text_of(opened) == "* Opened docs/src/app.py (lines 1-2)"
+        again = await _call(c, "open_files", file_requests=[{"file_name": "docs/src/app.py"}])
+        assert text_of(again) == "* Opened docs/src/app.py (previously lines 1-2)"
+        core = (await c.read_resource("memory://core")).contents[0].text
+        assert '<file status="open" name="docs/src/app.py">' in core and "[Viewing file start (out of 4 lines)]" in core
+        assert "<instructions>Cite the file you read.</instructions>" in core
+        assert '<file status="closed" name="docs/guide.md">' in core
+
+        missing = await _call(c, "open_files", file_requests=[{"file_name": "docs/nope.md"}])
+        assert missing.is_error
+        assert text_of(missing) == ("docs/nope.md not attached - did you get the filename correct? Currently you have "
+                                    "the following files attached: ['docs/guide.md', 'docs/src/app.py']")
+
+        grep = text_of(await _call(c, "grep_files", pattern="todo"))
+        assert grep.startswith("Found 2 total matches across 1 files (showing matches 1-2 of 2)")
+        assert "=== docs/src/app.py:2 ===" in grep and "> 2:     return 'TODO: ship it'" in grep
+        assert grep.endswith("No more matches to show.")
+        bad = await _call(c, "grep_files", pattern="(unclosed")
+        assert bad.is_error and text_of(bad).startswith("Invalid regex pattern:")
+
+        found = text_of(await _call(c, "semantic_search_files", query="where are the spare batteries", limit=3))
+        assert found.startswith("Found ") and "for query: 'where are the spare batteries'" in found
+        assert "=== docs/guide.md (passage #1) ===" in found and "blue cabinet" in found
+
+        listed = {str(r.uri) for r in (await c.list_resources()).resources}
+        assert {"memory://files/docs/guide.md", "memory://files/docs/src/app.py"} <= listed
+        body = (await c.read_resource("memory://files/docs/guide.md")).contents[0].text
+        assert "lighthouse keeper" in body
+
+
+async def test_opening_past_the_limit_closes_the_least_recently_used(settings: Settings) -> None:
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("notes")
+    memory.files.upload_many("notes", [(f"n{i}.txt", f"note {i}\n".encode(), "") for i in range(4)])
+    memory.files.attach(agent.id, "notes", max_files_open=2)
+    from tiermem.domain.file_views import OpenRequest
+
+    assert memory.open_files(agent.id, [OpenRequest("notes/n0.txt", None, None)]) == "* Opened notes/n0.txt"
+    memory.open_files(agent.id, [OpenRequest("notes/n1.txt", None, None)])
+    result = memory.open_files(agent.id, [OpenRequest("notes/n2.txt", None, None)])
+    assert result == ("* Opened notes/n2.txt\nNote: Closed 1 least recently used file(s) due to open file limit: "
+                      "notes/n0.txt")
+    opened = {v.name for v in memory.files.state(agent.id).files if v.is_open}
+    assert opened == {"notes/n1.txt", "notes/n2.txt"}
+    both = memory.open_files(agent.id, [OpenRequest("notes/n3.txt", None, None)], close_all_others=True)
+    assert "Note: Closed 2 file(s) due to close_all_others=True: notes/n1.txt, notes/n2.txt" in both
+    with pytest.raises(Exception, match="Cannot open 3 files: exceeds configured maximum limit of 2 files"):
+        memory.open_files(agent.id, [OpenRequest(f"notes/n{i}.txt", None, None) for i in range(3)])
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"notes/n3.txt"}  # unchanged
+
+
+async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings: Settings) -> None:
+    settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
+    _prepare(settings, attach=False)
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method:
+            received.append(method)
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+        refused = await _call(c, "open_files", file_requests=[{"file_name": "docs/guide.md"}])
+        assert refused.is_error and "No folder is attached" in text_of(refused)
+        await c.subscribe_resource("memory://core")  # the watch runs while someone listens
+        other = open_memory(settings)  # another process attaches the folder (`tiermem folders attach docs`)
+        other.files.attach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(10):
+            while "notifications/tools/list_changed" not in received:
+                await anyio.sleep(0.05)
+        assert FILE_TOOLS <= {t.name for t in (await c.list_tools()).tools}
+        core = (await c.read_resource("memory://core")).contents[0].text
+        assert '<directory name="docs">' in core
+        other.files.detach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(10):
+            while received.count("notifications/tools/list_changed") < 2:
+                await anyio.sleep(0.05)
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+
+
+async def test_the_instructions_carry_open_files_within_the_hosts_budget(settings: Settings) -> None:
+    _prepare(settings)
+    memory = open_memory(settings)
+    from tiermem.domain.file_views import OpenRequest
+
+    memory.files.upload("docs", "big.txt", ("A long line of the big file.\n" * 200).encode())
+    memory.open_files(memory.ensure_agent("default").id, [OpenRequest("docs/guide.md", None, None),
+                                                          OpenRequest("docs/big.txt", None, None)])
+    async with Client(serve_in_process(settings), cache=None) as c:
+        told = c.instructions or ""
+    assert "<directories>" in told and "lighthouse keeper" in told
+    from tiermem.domain import briefing
+
+    agent = memory.ensure_agent("default")
+    short = briefing.instructions(memory.blocks(agent.id), ["open_files"], 2048, editors=["memory_replace"],
+                                  directories=memory.directory_texts(agent.id))
+    assert len(short) <= 2048 and "Folders attached: docs (3 files; open: docs/big.txt, docs/guide.md)" in short

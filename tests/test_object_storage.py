@@ -227,3 +227,28 @@ def test_s3_kill_during_bulk_insert(tmp_path: Path, s3_endpoint: str) -> None:
 
 def test_s3_kill_during_import(tmp_path: Path, s3_endpoint: str) -> None:
     kill_during_import(s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500, stage="messages")
+
+
+def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str) -> None:
+    """Folders and files on object storage: uploaded by one process, opened, grepped and searched by another."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+    from tiermem.domain.file_views import OpenRequest
+
+    config = s3_config(tmp_path, s3_endpoint, f"files-{uuid.uuid4().hex[:8]}")
+    writer = open_memory(load_settings(config))
+    agent = writer.ensure_agent("default")
+    writer.files.create_folder("specs", description="Product specs")
+    done = writer.files.upload_many("specs", [("api.md", b"# API\nThe rate limit is 40 requests per minute.\n", ""),
+                                              ("notes.txt", b"remember the milk\nTODO: call the plumber\n", "")])
+    assert [u.outcome for u in done] == ["added", "added"]
+    writer.files.attach(agent.id, "specs")
+
+    reader = open_memory(load_settings(config))  # another process on the same bucket
+    rid = reader.ensure_agent("default").id
+    assert reader.open_files(rid, [OpenRequest("specs/notes.txt", 1, 1)]) == "* Opened specs/notes.txt (lines 2-2)"
+    assert "[Viewing lines 2 to 2 (out of 2 lines)]\n2: TODO: call the plumber" in reader.render_core(rid)
+    assert "=== specs/notes.txt:2 ===" in reader.grep_files(rid, "plumber", None, 0, None)
+    found = reader.semantic_search_files(rid, "rate limit requests per minute", 2)
+    assert "=== specs/api.md (passage #1) ===" in found
+    assert [f.status for f in writer.files.files("specs")] == ["completed", "completed"]

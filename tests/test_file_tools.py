@@ -104,7 +104,10 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         root = getattr(message, "root", message)
         method = getattr(root, "method", None)
         if method:
+            params = getattr(root, "params", None)
             received.append(method)
+            if getattr(params, "uri", None):
+                received.append(f"{method} {params.uri}")
 
     async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
         assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
@@ -119,6 +122,12 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         assert FILE_TOOLS <= {t.name for t in (await c.list_tools()).tools}
         core = (await c.read_resource("memory://core")).contents[0].text
         assert '<directory name="docs">' in core
+        await c.subscribe_resource("memory://files/docs/guide.md")
+        other.files.upload("docs", "guide.md", GUIDE + b"The cabinet moved to the attic.\n")  # the file changes
+        with anyio.fail_after(10):
+            while "notifications/resources/updated memory://files/docs/guide.md" not in received:
+                await anyio.sleep(0.05)
+        assert "moved to the attic" in (await c.read_resource("memory://files/docs/guide.md")).contents[0].text
         other.files.detach(other.ensure_agent("default").id, "docs")
         with anyio.fail_after(10):
             while received.count("notifications/tools/list_changed") < 2:
@@ -143,3 +152,50 @@ async def test_the_instructions_carry_open_files_within_the_hosts_budget(setting
     short = briefing.instructions(memory.blocks(agent.id), ["open_files"], 2048, editors=["memory_replace"],
                                   directories=memory.directory_texts(agent.id))
     assert len(short) <= 2048 and "Folders attached: docs (3 files; open: docs/big.txt, docs/guide.md)" in short
+
+
+async def test_the_agent_loop_opens_a_file_and_sees_it_in_its_system_prompt(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Letta's loop: the model calls open_files; the next request's core memory shows the window (Letta's defaults
+    for the model's context window: 10 files, 40,000 characters at 200k)."""
+    from . import fake_anthropic as fa
+    from .test_agent import agent_settings, build, chat
+
+    _prepare(settings.model_copy(update={"tools": ["default"]}))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    with fa.FakeAnthropic() as fake:
+        fake.add(fa.tool("open_files", {"file_requests": [{"file_name": "docs/guide.md"}]}, say="Reading."),
+                 fa.text("The batteries are in the blue cabinet."))
+        async with Client(build(agent_settings(settings, fake, tools=["default"])), cache=None) as c:
+            reply, info, is_error = await chat(c, "Where are the spare batteries?")
+        assert not is_error and reply == "The batteries are in the blue cabinet."
+        first, second = fake.requests
+        assert "open_files" in [t["name"] for t in first["tools"]]
+        assert '<file status="closed" name="docs/guide.md">' in first["system"][1]["text"]
+        core = second["system"][1]["text"]
+        assert '<file status="open" name="docs/guide.md">' in core and "- max_files_open=10" in core
+        assert "- chars_limit=40000" in core and "The lighthouse keeper stores spare batteries" in core
+
+
+def test_doctor_names_files_an_interrupted_upload_left_unfinished(settings: Settings, capsys: pytest.CaptureFixture[str]
+                                                                   ) -> None:
+    from dataclasses import replace
+
+    from tiermem.domain.archive_files import file_row
+    from tiermem.domain.maintenance import doctor
+
+    _prepare(settings)
+    memory = open_memory(settings)
+    guide = next(f for f in memory.files.files("docs") if f.name == "guide.md")
+    text = memory.files.text("docs", "guide.md")
+    # what a process killed between a file's row and its chunks leaves: the row, status "embedding"
+    memory.archive.files.store.rows.upsert_rows("files", "id", [file_row(replace(guide, status="embedding"), text)])
+    agent = memory.ensure_agent("default").id
+    found = memory.semantic_search_files(agent, "spare batteries blue cabinet", 5)
+    assert "guide.md" not in found  # an unfinished file is not searched
+    assert doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "1 left unfinished by an interrupted upload: docs/guide.md" in out and "tiermem folders upload" in out
+    memory.files.upload("docs", "guide.md", GUIDE + b"\n")  # uploading it again finishes it
+    assert doctor(settings) == 0

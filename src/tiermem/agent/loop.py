@@ -26,6 +26,7 @@ import anyio
 
 from ..base.errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
 from ..base.records import Agent, ContextWindow, Message, check_text
+from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -134,7 +135,7 @@ class AgentLoop:
         self.sleeptime_tools = sleeptime_tools
         self.background_provider = background_provider
         # (agent system text, (block id, version) of each block) -> the compiled system prompt
-        self._system_cache: tuple[tuple[str, tuple[tuple[str, int], ...]], str] | None = None
+        self._system_cache: tuple[tuple[str, tuple[tuple[str, int], ...], str | None], str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._sleeptime_lock = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -233,10 +234,12 @@ class AgentLoop:
         """The agent's system text + rendered core memory; recompiled only when a block changes (prompt caching)."""
         m = self.memory
         blocks = await _io(lambda: m.blocks(self.agent_id))
-        key = (agent.system, tuple((b.id, b.version) for b in blocks))
+        agent = await _io(lambda: m.core.get_agent(self.agent_id))  # its file views may have changed this turn
+        key = (agent.system, tuple((b.id, b.version) for b in blocks), agent.metadata.get(FILES_STATE_KEY))
         if self._system_cache is not None and self._system_cache[0] == key:
             return self._system_cache[1]
-        core = await _io(lambda: m.render_core(self.agent_id, line_numbers=self.settings.line_numbers))
+        core = await _io(lambda: m.render_core(self.agent_id, line_numbers=self.settings.line_numbers,
+                                               context_window=self.settings.thresholds.window))
         text = (agent.system or m.default_system) + "\n\n" + core
         self._system_cache = (key, text)
         return text

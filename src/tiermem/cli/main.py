@@ -22,6 +22,7 @@ from .commands import (
 )
 from ..base.errors import TiermemError, ValidationError
 from ..domain.factory import open_memory
+from .folders import add_folders_parser
 from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(b_rev)
     b_rev.add_argument("label")
     b_rev.add_argument("version", type=int)
+    add_folders_parser(sp, _common)  # tiermem folders ... (cli/folders.py)
 
     opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
     _common(opt, agent=False)
@@ -353,6 +355,10 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return blocks_command(memory, settings, args)
+    if args.command == "folders":
+        from .folders import folders_command
+
+        return folders_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)

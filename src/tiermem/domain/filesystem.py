@@ -56,7 +56,7 @@ class FileView:
     start_line: int | None = None  # 1-based, as Letta stores it (None: from the start)
     end_line: int | None = None
     accessed_us: int = 0
-    sha256: str = ""  # the text the window was cut from (a changed file's window is cut again)
+    sha256: str = ""  # the file's version the view is of (a changed file's open window is cut again)
 
 
 @dataclass
@@ -70,7 +70,11 @@ class AgentFiles:
 
     @property
     def limits(self) -> tuple[int, int]:
-        default_open, default_chars = file_defaults(None)
+        return self.limits_for(None)
+
+    def limits_for(self, context_window: int | None) -> tuple[int, int]:
+        """The agent's own limits, else Letta's defaults for the model's context window (None: unknown)."""
+        default_open, default_chars = file_defaults(context_window)
         return (self.max_files_open or default_open, self.char_limit or default_chars)
 
     def folder_ids(self) -> list[str]:
@@ -117,12 +121,13 @@ def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
     return f"{name}/{file_name}"
 
 
-def render_agent_directories(agent: Agent) -> str:
-    """The agent's ``<directories>`` section (Letta's rendering; "" when no folder is attached): from the agent alone."""
+def render_agent_directories(agent: Agent, context_window: int | None = None) -> str:
+    """The agent's ``<directories>`` section (Letta's rendering; "" when no folder is attached): from the agent alone.
+    ``context_window``: the model's, for Letta's default limits when the agent has none of its own."""
     state = AgentFiles.of(agent)
     if not state.folders:
         return ""
-    max_open, chars = state.limits
+    max_open, chars = state.limits_for(context_window)
     dirs = [DirectoryInfo(id=f["id"], name=f["name"], description=f.get("description") or "",
                           instructions=f.get("instructions") or "") for f in state.folders]
     entries = [FileEntry(folder_id=v.folder_id, name=v.name,
@@ -390,7 +395,7 @@ class Filesystem:
             v.name = name
             if v.is_open and v.sha256 and v.sha256 != f.sha256:
                 v.visible = self._window(f, name, v.start_line, v.end_line, clamp=True)
-                v.sha256 = f.sha256
+            v.sha256 = f.sha256  # the version the view is of: a changed file changes every view of it (notified)
             if f.id in opened:
                 v.is_open, v.start_line, v.end_line, v.sha256 = True, None, None, f.sha256
                 v.visible = self._window(f, name, None, None)
@@ -502,8 +507,9 @@ class Filesystem:
         state, by_name = self._attached(agent_id)
         names = {f.id: name for name, f in by_name.items()}
         found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
-        hits = [(names.get(h.tags[0] if h.tags else "", "Unknown File"), h.content) for h in found.hits]
-        self._touch(agent_id, [n for n, _ in hits if n != "Unknown File"])
+        # only chunks of files that are ready: an unfinished file (a crash mid-upload) is not searched
+        hits = [(names[h.tags[0]], h.content) for h in found.hits if h.tags and h.tags[0] in names]
+        self._touch(agent_id, [n for n, _ in hits])
         return str(semantic_text(query.strip(), hits))
 
     def attached_text(self, agent_id: str, name: str) -> str:
@@ -587,17 +593,45 @@ def check_limits(max_files_open: int | None, char_limit: int | None) -> None:
 
 
 def backup_rows(files: Filesystem, table: str) -> list[dict[str, Any]]:
-    """Every row of the store's ``folders`` or ``files`` table, every column (a file's text included)."""
-    return list(files.rows.store.rows.all_rows(_backup_table(table)))
+    """Every row of the ``folders`` or ``files`` table as stored (a file's text included), for a jsonl backup."""
+    from .archive_files import file_row, folder_row
+
+    if _backup_table(table) == "folders":
+        return [folder_row(f) for f in files.rows.folders()]
+    listing = list(files.rows.listing())
+    texts = files.rows.texts([f.id for f in listing])
+    return [file_row(f, texts.get(f.id, "")) for f in listing]
+
+
+def backup_fields(table: str) -> list[str]:
+    """The fields of a backed-up ``folders`` or ``files`` row."""
+    from .archive_files import file_row, folder_row
+
+    if _backup_table(table) == "folders":
+        return list(folder_row(Folder(id="", name="")))
+    return list(file_row(StoredFile(id="", folder_id="", name="", original_name="", file_type="", size=0, sha256="",
+                                    status="completed"), ""))
 
 
 def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) -> int:
-    """Insert the ``folders`` or ``files`` rows whose id is not stored yet (a restore is re-runnable)."""
-    return int(files.rows.store.rows.merge_rows(_backup_table(table), "id", list(rows)))
+    """Store the backed-up ``folders`` or ``files`` rows whose id is not stored yet (a restore is re-runnable); returns
+    how many. A file is stored as an upload stores it, from its text: its chunks are cut again and embedded later
+    (stored without vectors), its status is ``completed`` (or ``error`` with its reason), its ``updated_at`` is now."""
+    from .archive_files import file_from_row, folder_from_row
 
-
-def backup_fields(files: Filesystem, table: str) -> list[str]:
-    return list(files.rows.store.conn.schema_fields(_backup_table(table)))
+    if _backup_table(table) == "folders":
+        known = {f.id for f in files.rows.folders()}
+        fresh = [folder_from_row(r) for r in rows if r["id"] not in known]
+        for folder in fresh:
+            files.rows.put_folder(folder)
+        return len(fresh)
+    known = {f.id for f in files.rows.listing()}
+    todo = [(file_from_row(r), str(r.get("text") or "")) for r in rows if r["id"] not in known]
+    good = [(f, t) for f, t in todo if f.status != "error"]
+    for start in range(0, len(good), 64):
+        files.rows.write(good[start:start + 64], embed=False)
+    files.rows.write_errors([(f, f.error) for f, _ in todo if f.status == "error"])
+    return len(todo)
 
 
 def _backup_table(table: str) -> str:

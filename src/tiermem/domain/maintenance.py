@@ -109,9 +109,30 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
           f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
           "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)")
     _check_stray_rows(memory, [a.id for a in agents], check)
+    _check_files(memory, check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
     return _report(checks, as_json)
+
+
+def _check_files(memory: Any, check: Any) -> None:
+    """Folders and files: files a crash left unfinished (their status says so), and files that could not be parsed."""
+    try:
+        folders = memory.files.folders()
+        files = memory.archive.files.listing()
+    except TiermemError as exc:
+        check("folders", False, str(exc), "check the data directory's filesystem, or restore from a backup")
+        return
+    names = {f.id: f.name for f in folders}
+    unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
+    failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
+    shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
+    check("folders", not unfinished,
+          f"{len(folders)} folder(s), {len(files)} file(s)" + (f", {len(failed)} that could not be parsed (see "
+                                                               "`tiermem folders show`)" if failed else "")
+          + (f"; {len(unfinished)} left unfinished by an interrupted upload: {shown}" if unfinished else ""),
+          "upload or sync those files again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); "
+          "until then they are not searched")
 
 
 def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:

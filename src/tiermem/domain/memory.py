@@ -342,9 +342,12 @@ class Memory:
             "Use one of these labels, or create a block first."
         )
 
-    def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True) -> str:
+    def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True,
+                    context_window: int | None = None) -> str:
+        """Core memory as Letta renders it: the blocks, the attached folders' ``<directories>`` (their default limits
+        from ``context_window``, the model's, when known), then ``<memory_metadata>``."""
         text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
-        text += self.directories(agent_id)
+        text += self.directories(agent_id, context_window)
         if not with_metadata:
             return text
         recall, archival, tags = self.archive.counts(agent_id)
@@ -557,9 +560,9 @@ class Memory:
 
     # -- folders and files, as the tools ask for them (``memory.files``) -----------------
 
-    def directories(self, agent_id: str) -> str:
+    def directories(self, agent_id: str, context_window: int | None = None) -> str:
         """The agent's ``<directories>`` section of core memory ("" with no folder attached); reads no table."""
-        return render_agent_directories(self.core.get_agent(agent_id))
+        return render_agent_directories(self.core.get_agent(agent_id), context_window)
 
     def directory_texts(self, agent_id: str) -> tuple[str, str]:
         """``<directories>`` in full and as one short paragraph (for budgets it does not fit); ("", "") without folders."""

@@ -1,0 +1,239 @@
+"""``tiermem folders ...``: folders of files for agents (Letta's filesystem): create, list, show, upload, attach,
+detach, delete, sync [--watch]. The parser is built here (``add_folders_parser``, called by ``cli.main``), the
+handlers run on the ``Memory`` the composition root opened."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import ConflictError, ValidationError
+from .commands import print_rows
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+    from ..domain.memory import Memory
+    from ..interop.folder_sync import Progress, SyncReport
+
+EXAMPLE = ("tiermem folders create docs --description 'Project documentation'\n"
+           "  tiermem folders upload docs ./README.md ./docs     # directories walked, .gitignore honoured\n"
+           "  tiermem folders attach docs --agent work           # the agent sees it in core memory\n"
+           "  tiermem folders sync docs ./docs --watch           # keep the folder equal to the directory\n"
+           "  tiermem folders show docs --json")
+
+
+def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
+    """``tiermem folders`` and its actions; ``common`` adds the shared options (--data-dir, --agent, ...)."""
+    text = "Folders of files for agents (Letta's filesystem): upload files or directories, attach them to agents."
+    folders = sp.add_parser("folders", help=text, description=text, epilog=f"example:\n  {EXAMPLE}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    fsp = folders.add_subparsers(dest="action", metavar="ACTION", required=True)
+    create = fsp.add_parser("create", help="create an empty folder")
+    common(create, agent=False)
+    create.add_argument("name")
+    create.add_argument("--description", default="", help="what the folder holds (shown to the agents)")
+    create.add_argument("--instructions", default="", help="how agents should use it (shown to them)")
+    lst = fsp.add_parser("list", help="every folder: its files, description and the agents it is attached to")
+    common(lst, agent=False)
+    lst.add_argument("--json", action="store_true")
+    show = fsp.add_parser("show", help="a folder's files: status, size, chunks, error")
+    common(show, agent=False)
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    upload = fsp.add_parser("upload", help="upload files and directories (walked: .gitignore honoured, binary and "
+                            "too large files skipped, links not followed out of the directory)")
+    common(upload, agent=False)
+    upload.add_argument("name")
+    upload.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    upload.add_argument("--no-embed", dest="embed", action="store_false",
+                        help="store without vectors (found by keywords at once; a later tiermem embeds them)")
+    upload.add_argument("--json", action="store_true")
+    attach = fsp.add_parser("attach", help="attach a folder to the agent (its files appear in core memory)")
+    common(attach)
+    attach.add_argument("name")
+    attach.add_argument("--max-files-open", type=int, metavar="N", help="files the agent may hold open (1-100)")
+    attach.add_argument("--char-limit", type=int, metavar="N", help="characters shown per open file (100-1,000,000)")
+    detach = fsp.add_parser("detach", help="detach a folder from the agent")
+    common(detach)
+    detach.add_argument("name")
+    delete = fsp.add_parser("delete", help="delete a folder with its files (asks for --yes when agents have it)")
+    common(delete, agent=False)
+    delete.add_argument("name")
+    delete.add_argument("--yes", action="store_true", help="delete even when attached (it is detached first)")
+    sync = fsp.add_parser("sync", help="make the folder equal a directory (created when missing): new and changed "
+                          "files uploaded, files gone from disk deleted")
+    common(sync, agent=False)
+    sync.add_argument("name")
+    sync.add_argument("directory", type=Path)
+    sync.add_argument("--watch", action="store_true", help="keep running: sync whenever the directory changes")
+    sync.add_argument("--interval", type=float, default=None, metavar="S",
+                      help="--watch: seconds between looks at the directory (default 0.5)")
+    sync.add_argument("--no-embed", dest="embed", action="store_false",
+                      help="store without vectors (found by keywords at once; a later tiermem embeds them)")
+    sync.add_argument("--json", action="store_true")
+
+
+def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    files = memory.files
+    action = args.action
+    if action == "create":
+        folder = files.create_folder(args.name, description=args.description, instructions=args.instructions)
+        print(f"created folder {folder.name} ({folder.id})")
+        return 0
+    if action == "list":
+        names = {a.id: a.name for a in memory.list_agents()}
+        rows = [{"name": f.name, "files": len(files.files(f.name)), "description": f.description,
+                 "agents": ", ".join(names.get(a, a) for a in files.agents_of(f.id))} for f in files.folders()]
+        print_rows(rows if rows or args.json else "no folders (create one: tiermem folders create NAME)", args.json)
+        return 0
+    if action == "show":
+        return _show(memory, args)
+    if action == "upload":
+        from ..interop.folder_sync import upload_paths
+
+        if args.embed:
+            memory.archive.embedder.start()  # loads while the files are read
+        with _progress("uploading") as progress:
+            report = upload_paths(memory, args.name, args.paths, embed=None if args.embed else False,
+                                  progress=progress)
+        return _finish(memory, settings, args, report)
+    if action in ("attach", "detach"):
+        agent = memory.named_agent(settings.agent)
+        if action == "detach":
+            files.detach(agent.id, args.name)
+            print(f"detached folder {args.name} from agent {agent.name}")
+            return 0
+        folder = files.attach(agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit)
+        max_open, chars = files.state(agent.id).limits
+        print(f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
+              f"up to {max_open} files open, {chars:,} characters shown per file")
+        return 0
+    if action == "delete":
+        folder = files.folder(args.name)
+        names = {a.id: a.name for a in memory.list_agents()}
+        attached = [names.get(a, a) for a in files.agents_of(folder.id)]
+        if attached and not args.yes:
+            raise ConflictError(
+                f"Folder {folder.name!r} is attached to agent(s) {', '.join(attached)}; nothing was deleted. Run "
+                f"again with --yes to detach it and delete it with its files, or detach it first "
+                f"(tiermem folders detach {folder.name} --agent {attached[0]}).")
+        done = files.delete_folder(folder.name)
+        print(f"deleted folder {folder.name} and its {done['files']} file(s)"
+              + (f"; detached from {', '.join(attached)}" if attached else ""))
+        return 0
+    if action == "sync":
+        return _sync(memory, settings, args)
+    raise ValidationError(f"Unknown folders action {action!r}; see tiermem folders --help.")
+
+
+def _show(memory: Memory, args: argparse.Namespace) -> int:
+    from ..interop.folder_sync import synced_directory
+
+    files = memory.files
+    folder = files.folder(args.name)
+    names = {a.id: a.name for a in memory.list_agents()}
+    stored = files.files(folder.name)
+    rows = [{"name": f.name, "status": f.status, "size": f.size, "chunks": f.chunks, "type": f.file_type,
+             "error": f.error} for f in stored]
+    info = {"name": folder.name, "id": folder.id, "description": folder.description,
+            "instructions": folder.instructions, "agents": [names.get(a, a) for a in files.agents_of(folder.id)],
+            "synced_from": synced_directory(memory, folder.name), "files": rows}
+    if args.json:
+        print_rows(info, True)
+        return 0
+    for key in ("name", "description", "instructions", "agents", "synced_from"):
+        value = info[key]
+        if value:
+            print(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
+    print(f"files: {len(rows)}")
+    if rows:
+        print()
+        print_rows([{k: v for k, v in r.items() if k != "type"} for r in rows], False)
+    return 0
+
+
+def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
+    from ..base.errors import NotFoundError
+    from ..interop.folder_sync import WATCH_SECONDS, sync_folder, watch
+
+    directory: Path = args.directory
+    if not directory.is_dir():  # refused before the folder is made
+        raise NotFoundError(f"{directory} is not a directory; give the directory to sync the folder with.")
+    try:
+        memory.files.folder(args.name)
+    except NotFoundError:
+        memory.files.create_folder(args.name)
+        print(f"created folder {args.name}", file=sys.stderr, flush=True)
+    if args.embed:
+        memory.archive.embedder.start()
+    embed = None if args.embed else False
+    if args.watch:
+        interval = WATCH_SECONDS if args.interval is None else args.interval
+        print(f"tiermem: syncing folder {args.name} with {directory} whenever it changes (checked every "
+              f"{interval:g} s); Ctrl-C stops", file=sys.stderr, flush=True)
+
+        def report(done: SyncReport) -> None:
+            _print_report(done, args.json)
+            _embed(memory, settings, args)
+
+        try:
+            watch(memory, args.name, directory, interval=interval, embed=embed, on_report=report,
+                  on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+        except KeyboardInterrupt:
+            print("tiermem: stopped watching", file=sys.stderr)
+        return 0
+    if args.interval is not None:
+        raise ValidationError("--interval is for --watch; add --watch, or leave --interval out.")
+    with _progress("syncing") as progress:
+        done = sync_folder(memory, args.name, directory, embed=embed, progress=progress)
+    return _finish(memory, settings, args, done)
+
+
+def _finish(memory: Memory, settings: Settings, args: argparse.Namespace, report: SyncReport) -> int:
+    _print_report(report, args.json)
+    _embed(memory, settings, args)
+    return 1 if report.failed else 0
+
+
+def _print_report(report: SyncReport, as_json: bool) -> None:
+    if as_json:  # one line per report (--watch prints one per round)
+        print(json.dumps(report.as_dict(), ensure_ascii=False), flush=True)
+        return
+    print(report.summary(), flush=True)
+    for r in report.problems():
+        print(f"  {r.outcome} {r.name}: {r.reason}", flush=True)
+
+
+def _embed(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:
+    """Embed the chunks stored without vectors (a large batch), as other short-lived commands do."""
+    if not args.embed:
+        return
+    embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)
+    if embedded:
+        print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr, flush=True)
+
+
+class _progress:
+    """A progress line on stderr (only when it is a terminal), made once the total is known."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: Any = None
+
+    def __enter__(self) -> Progress:
+        def advance(done: int, total: int) -> None:
+            if self.bar is None:
+                from ..interop.progress import Progress as Bar
+
+                self.bar = Bar(self.label, total)
+            self.bar.advance(done - self.bar.done)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,250 @@
+"""``tiermem folders ...`` as a user runs it: a directory uploaded (.gitignore, nested directories, binary, too large
+and linked files), statuses shown, folders attached and detached, a refused delete, ``sync`` after edits (only the
+changed file read and stored again), a file vanishing mid-sync, and ``sync --watch`` picking up an edit."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem.base.config import load_settings
+from tiermem.base.errors import ValidationError
+from tiermem.cli.main import main
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.interop.folder_sync import VANISHED, sync_folder
+
+from .conftest import PYTHON, ROOT
+from .test_transports import server_env
+
+MAX_BYTES = 1024  # TIERMEM_FILE_MAX_BYTES in these tests (its smallest allowed value)
+HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
+
+
+def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The real CLI in this process, on this test's data directory with the hashing embedder."""
+    capsys.readouterr()
+    code = main([*args, "--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def memory_of(tmp_path: Path) -> Memory:
+    return open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, body in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            path.write_bytes(body)
+        else:
+            path.write_text(body)
+        os.utime(path, ns=(HOUR_AGO_NS, HOUR_AGO_NS))  # not "just changed": a re-sync trusts size and time
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    write(root, {
+        ".gitignore": "*.log\nbuild/\n!keep.log\n",
+        "README.md": "# Project\nThe launch is on 3 March.\n",
+        "keep.log": "kept despite *.log\n",
+        "debug.log": "ignored\n",
+        "build/out.txt": "ignored with its directory\n",
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "notes/.gitignore": "private.md\n",
+        "notes/private.md": "ignored by the nested .gitignore\n",
+        "notes/deep/plan.md": "Step one: write the plan.\n",
+        "src/app.py": "def main():\n    print('hello')\n",
+        "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00",
+        "big.txt": "x" * 2000,
+        "data.txt": b"\x00\x01\x02\x03" * 40,  # text by its name, binary by its bytes: stored with status error
+    })
+    (tmp_path / "secret.md").write_text("outside the project\n")
+    os.symlink(tmp_path / "secret.md", root / "outside.md")
+    os.symlink(root / "README.md", root / "readme-link.md")
+    os.symlink(root / "notes", root / "notes-link")
+    return root
+
+
+def test_upload_a_directory_show_and_the_api_refuses_dotdot(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_FILE_MAX_BYTES", str(MAX_BYTES))
+    root = project(tmp_path)
+    code, out, _ = run(tmp_path, capsys, "folders", "create", "docs", "--description", "Project docs",
+                       "--instructions", "Read the plan first.")
+    assert code == 0 and "created folder docs" in out
+    code, out, err = run(tmp_path, capsys, "folders", "upload", "docs", str(root), "--json")
+    assert code == 1, (out, err)  # data.txt could not be parsed
+    report = json.loads(out)
+    outcomes = {f["name"]: f["outcome"] for f in report["files"]}
+    assert outcomes == {".gitignore": "added", "README.md": "added", "keep.log": "added", "notes/.gitignore": "added",
+                        "notes/deep/plan.md": "added", "src/app.py": "added", "data.txt": "error",
+                        "logo.png": "skipped", "big.txt": "skipped", "outside.md": "skipped",
+                        "readme-link.md": "skipped", "notes-link": "skipped"}
+    assert report["ignored"] == 3  # debug.log, build/, notes/private.md (.git/ is never looked at)
+    reasons = {f["name"]: f.get("reason", "") for f in report["files"]}
+    assert "2,000 bytes, over the limit of 1,024 bytes" in reasons["big.txt"]
+    assert "TIERMEM_FILE_MAX_BYTES" in reasons["big.txt"]
+    assert "binary by its extension (.png)" in reasons["logo.png"]
+    assert "outside" in reasons["outside.md"] and str(tmp_path / "secret.md") in reasons["outside.md"]
+    assert "uploaded under its own name" in reasons["readme-link.md"]
+    assert "directory; not followed" in reasons["notes-link"]
+
+    # the plain summary: counts, then each error and skip with its reason
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
+    assert code == 1
+    assert out.splitlines()[0] == ("folder docs: 0 added, 0 updated, 6 unchanged, 1 error, 5 skipped "
+                                   "(3 ignored by .gitignore)")
+    assert "  error data.txt: " in out and "  skipped logo.png: binary" in out
+
+    code, out, _ = run(tmp_path, capsys, "folders", "show", "docs", "--json")
+    shown = json.loads(out)
+    status = {f["name"]: (f["status"], f["size"], f["chunks"] > 0) for f in shown["files"]}
+    assert status["notes/deep/plan.md"] == ("completed", 26, True)
+    assert status["data.txt"] == ("error", 160, False)
+    assert "data.txt" in next(f["error"] for f in shown["files"] if f["name"] == "data.txt")
+    assert shown["description"] == "Project docs" and shown["instructions"] == "Read the plan first."
+    code, out, _ = run(tmp_path, capsys, "folders", "show", "docs")
+    assert "status" in out and "completed" in out and "error" in out
+
+    # one file named on the command line: its own name
+    single = tmp_path / "one.md"
+    single.write_text("just one\n")
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(single))
+    assert code == 0 and out.startswith("folder docs: 1 added")
+
+    memory = memory_of(tmp_path)
+    with pytest.raises(ValidationError, match=r"\.\."):
+        memory.files.upload("docs", "../escape.md", b"no")
+    done = memory.files.upload_many("docs", [("notes/../../escape.md", b"no", "")])
+    assert done[0].outcome == "skipped" and ".." in done[0].reason
+    assert "escape.md" not in {f.name for f in memory.files.files("docs")}
+
+    code, _, err = run(tmp_path, capsys, "folders", "upload", "nope", str(single))
+    assert code == 1 and "No folder named 'nope'" in err and "tiermem folders create nope" in err
+
+
+def test_attach_detach_and_a_refused_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "d"
+    write(root, {"a.md": "alpha\n"})
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(root))[0] == 0
+    code, out, _ = run(tmp_path, capsys, "folders", "attach", "docs", "--max-files-open", "3", "--char-limit", "1000")
+    assert code == 0 and "to agent default: up to 3 files open, 1,000 characters" in out
+    code, _, err = run(tmp_path, capsys, "folders", "attach", "docs", "--agent", "nobody")
+    assert code == 1 and "No agent named 'nobody'" in err
+    code, out, _ = run(tmp_path, capsys, "folders", "list", "--json")
+    assert json.loads(out) == [{"name": "docs", "files": 1, "description": "", "agents": "default"}]
+    code, out, _ = run(tmp_path, capsys, "blocks", "show", "--core")
+    assert "docs/a.md" in out
+    code, _, err = run(tmp_path, capsys, "folders", "delete", "docs")
+    assert code == 1 and "attached to agent(s) default" in err and "--yes" in err and "folders detach docs" in err
+    assert run(tmp_path, capsys, "folders", "detach", "docs")[0] == 0
+    code, _, err = run(tmp_path, capsys, "folders", "detach", "docs")
+    assert code == 1 and "not attached" in err
+    assert run(tmp_path, capsys, "folders", "attach", "docs")[0] == 0
+    code, out, _ = run(tmp_path, capsys, "folders", "delete", "docs", "--yes")
+    assert code == 0 and "deleted folder docs and its 1 file(s); detached from default" in out
+    code, out, _ = run(tmp_path, capsys, "folders", "list")
+    assert "no folders" in out
+    code, out, _ = run(tmp_path, capsys, "blocks", "show", "--core")
+    assert "docs/a.md" not in out
+
+
+def test_sync_uploads_only_what_changed_and_deletes_what_is_gone(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "d"
+    write(root, {"a.md": "alpha\n", "b.md": "beta\n", "sub/c.md": "gamma\n", "old.md": "to be removed\n"})
+    code, out, err = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
+    assert code == 0 and "created folder docs" in err
+    first = json.loads(out)
+    assert (first["added"], first["read"]) == (4, 4)
+    memory = memory_of(tmp_path)
+    memory.files.upload("docs", "by-hand.md", b"uploaded by other means")  # not from the directory: kept
+
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
+    again = json.loads(out)
+    assert (again["unchanged"], again["read"], again["deleted"]) == (4, 0, 0)  # no file read: size and time agree
+
+    (root / "a.md").write_text("alpha, edited\n")
+    (root / "new.md").write_text("brand new\n")
+    (root / "old.md").unlink()
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
+    third = json.loads(out)
+    assert {f["name"]: f["outcome"] for f in third["files"]} == {
+        "a.md": "updated", "new.md": "added", "b.md": "unchanged", "sub/c.md": "unchanged"}
+    assert third["deleted_files"] == ["old.md"] and third["read"] == 2
+    names = {f.name for f in memory.files.files("docs")}
+    assert names == {"a.md", "b.md", "new.md", "sub/c.md", "by-hand.md"}
+    assert memory.files.text("docs", "a.md") == "alpha, edited\n"
+    code, out, _ = run(tmp_path, capsys, "folders", "show", "docs")
+    assert f"synced_from: {root.resolve()}" in out
+
+    # a file that vanishes between the listing and its reading is reported, and the sync goes on
+    (root / "b.md").write_text("beta, edited\n")
+    seen: list[int] = []
+
+    def vanish(done: int, total: int) -> None:
+        if not seen:
+            (root / "b.md").unlink()  # a.md is settled first (unchanged); b.md is read after this
+        seen.append(done)
+
+    report = sync_folder(memory, "docs", root, progress=vanish)
+    assert report.outcome("b.md") == "skipped" and VANISHED in next(r.reason for r in report.results
+                                                                     if r.name == "b.md")
+    assert report.deleted == ["b.md"] and not report.failed and seen[-1] == 4
+
+    code, _, err = run(tmp_path, capsys, "folders", "sync", "docs", str(tmp_path / "missing"))
+    assert code == 1 and "is not a directory" in err
+
+
+def _lines(stream: Any, into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line)
+
+
+def test_sync_watch_reflects_an_edit(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    write(root, {"a.md": "first\n", "b.md": "other\n"})
+    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "folders", "sync", "docs", str(root), "--watch", "--interval",
+                             "0.2", "--json", "--data-dir", str(tmp_path / "data")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=server_env(tmp_path))
+    reports: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, reports), daemon=True).start()
+    try:
+        first = json.loads(reports.get(timeout=90))
+        assert first["added"] == 2, first
+        (root / "a.md").write_text("second, edited\n")
+        edited = time.monotonic()
+        delay = None
+        while time.monotonic() - edited < 10:
+            try:
+                report = json.loads(reports.get(timeout=0.1))
+            except queue.Empty:
+                continue
+            if any(f["name"] == "a.md" and f["outcome"] == "updated" for f in report["files"]):
+                delay = time.monotonic() - edited
+                break
+        assert delay is not None, "the edit was not synced within 10 s"
+        print(f"sync --watch reflected the edit after {delay:.2f} s")
+        assert delay < 10, f"the edit took {delay:.2f} s to reach the folder (target: 2 s)"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert memory_of(tmp_path).files.text("docs", "a.md") == "second, edited\n"

@@ -264,8 +264,10 @@ def test_agents_show_lists_what_is_kept_but_not_run(tmp_path: Path, capsys: pyte
     assert main(["agents", "show", "Wren-the-researcher", "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
     shown = capsys.readouterr().out
     for kept in ("kept for export, not run by tiermem", "get_weather (custom)", "conditional: get_weather",
-                 "env var names (3)", "GITHUB_TOKEN", "notes/launch.md", "letta only messages"):
+                 "env var names (3)", "GITHUB_TOKEN", "letta only messages"):
         assert kept in shown
+    assert "folders: project-notes (1 files, 1 open)" in shown  # its source became a folder tiermem serves (not kept aside)
+    assert "tiermem_files" not in shown
     assert "SECRET" not in shown and "letta_agent_file" not in shown
     assert main(["agents", "show", "Wren-the-researcher", "--json", "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
     info = json.loads(capsys.readouterr().out)

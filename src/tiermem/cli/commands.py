@@ -171,8 +171,20 @@ def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _folders_of(memory: Memory, agent_id: str) -> list[str]:
+    """The agent's attached folders, each with its files and those open (the view is in its metadata)."""
+    state = memory.files.state(agent_id)
+    out = []
+    for f in state.folders:
+        views = [v for v in state.files if v.folder_id == f["id"]]
+        opened = sum(v.is_open for v in views)
+        out.append(f"{f['name']} ({len(views)} files, {opened} open)")
+    return out
+
+
 def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
+    from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
     from ..interop import letta_passthrough
 
     agent = memory.get_agent(args.name)
@@ -188,8 +200,10 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
                 for k, v in names.items()} if isinstance(names, dict) else {}
     info: dict[str, Any] = {
         "name": agent.name, "id": agent.id, "created": agent.created_at.isoformat(timespec="seconds"),
-        "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_passthrough.KEY, "letta_unsupported")
+        "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_passthrough.KEY, "letta_unsupported",
+                                                                                   FILES_STATE_KEY)
                      and not k.startswith("letta_llm") and not k.startswith("letta_embedding")},
+        "folders": _folders_of(memory, agent.id),
         "blocks": [f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
                    for b in memory.blocks(agent.id)],
         "messages": messages,
@@ -204,6 +218,8 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     for k, v in info["settings"].items():
         print(f"  {k} = {v}")
     print(f"blocks: {', '.join(info['blocks']) or 'none'}")
+    if info["folders"]:
+        print(f"folders: {', '.join(info['folders'])}")
     print(f"messages: {info['messages']}, archival passages: {info['passages']}")
     if not kept:
         print("kept but not run: nothing (tiermem runs all of this agent)")

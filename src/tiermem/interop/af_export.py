@@ -4,8 +4,13 @@ Several agents go into one file: a block they share is written once and listed b
 (e.g. a sleep-time pair) lists every member that is exported. Ids are renumbered the way Letta's
 exporter numbers them (``agent-0``, ``block-0``, ``tool-0``, ``message-0``, ...).
 
+The folders attached to an exported agent are written as Letta's ``sources`` and ``files`` (each once, whatever
+the agents sharing it), and the agent's views of them as its ``files_agents``, with its ``source_ids`` and two
+limits; what a source, file or view had in the imported file that tiermem does not hold is written back from the
+folder's metadata (``letta_source``, ``letta_files``) and the agent's document while the file is unchanged.
+
 An agent imported from an agent file is written back from the document kept at import
-(``letta_passthrough``): its settings, tools, tool rules, groups, files and sources as the file had them,
+(``letta_passthrough``): its settings, tools, tool rules, groups (and the sources no agent used) as the file had them,
 and each message as the file had it; what tiermem holds natively (name, system prompt, blocks,
 messages, context window, archival passages) comes from storage, so later edits are exported.
 Archival passages and tiermem's own settings ride the top-level ``tiermem`` extension, which Letta
@@ -21,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..base.errors import TiermemError, ValidationError
 from ..base.records import Agent, Block, Message, stable_id
+from ..domain.filesystem import STATE_KEY, AgentFiles
 from . import letta_passthrough
-from .agentfile import STYLE, tiermem_name
+from .agentfile import (FILES_KEY, SOURCE_KEY, STYLE, VIEWS_KEY, letta_file_fields, letta_source_fields,
+                        letta_view_fields, tiermem_name, with_kept)
 from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
@@ -50,6 +57,7 @@ class _Ids:
         self.written: set[tuple[str, Any]] = set()
         self.metadata: dict[str, dict[str, str]] = {}  # exported agent id -> its tiermem metadata
         self.orphan_blocks: dict[str, JSON] = {}  # block key -> a block no agent of its file listed
+        self.file_names: dict[str, str] = {}  # tiermem file id -> its exported file_name
 
     def first_time(self, kind: str, key: Any) -> bool:
         """True once per (kind, key): the object is written to the file then."""
@@ -103,7 +111,8 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
     for a, doc in zip(agents, docs, strict=True):
         agent_id = ids.get("agent", a.id)
         out["agents"].append(_agent(memory, a, doc, agent_id, ids, out, counter, notes))
-        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items() if k not in (letta_passthrough.KEY,)}
+        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items()  # the view travels as files_agents
+                                         if k not in (letta_passthrough.KEY, STATE_KEY)}
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
             for p in memory.archive.rows.passages_of(a.id)
@@ -125,8 +134,10 @@ def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
     block_ids = [_block(b, doc, ids, out) for b in blocks]
     messages, in_context = _messages(memory, a, doc, agent_id, ids, counter)
     style = a.metadata.get("agent_type", "letta_v1")
+    folders = _folders(memory, a, doc, agent_id, ids, out)
     if doc is None:
-        return _native_agent(a, agent_id, style, block_ids, messages, in_context)
+        native = {k: v for k, v in (folders or {}).items() if k != "folder_ids"}  # Letta's other name: once is enough
+        return {**_native_agent(a, agent_id, style, block_ids, messages, in_context), **native}
     fields = dict(doc.get("agent") or {})
     kept_type = str(fields.get("agent_type") or "letta_v1_agent")
     original_name = fields.get("name")
@@ -156,7 +167,67 @@ def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
             fields[key] = [ids.find(kind, (scope, str(x))) or str(x) for x in fields[key]]
     if isinstance(fields.get("files_agents"), list):
         fields["files_agents"] = [_remap(fa, scope, ids, agent_id) for fa in fields["files_agents"]]
+    for key, value in (folders or {}).items():  # the agent's folders and views, as they are now
+        if key == "folder_ids" and not isinstance(fields.get(key), list):
+            continue  # Letta's other name for source_ids: written only where the file had it
+        if fields.get(key) is None and value in (None, []):
+            continue  # null or absent in the file, and still nothing
+        fields[key] = value
     return fields
+
+
+def _folders(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids, out: JSON) -> JSON | None:
+    """The agent's folders as Letta's ``source_ids`` (their sources and files written to ``out`` once), its views
+    as ``files_agents``, its two limits. None for an agent imported by an earlier tiermem with no folder attached
+    since (its sources, files and views are written back from its document as they were)."""
+    state = AgentFiles.of(a)
+    if not state.folders and doc is not None and not doc.get("files_native"):
+        return None
+    rows = memory.archive.files
+    stored = {f.id: f for f in rows.folders()}
+    source_ids: list[str] = []
+    for info in state.folders:
+        folder = stored.get(info["id"])
+        if folder is None:
+            continue
+        source_id = ids.get("source", ("folder", folder.id))
+        source_ids.append(source_id)
+        if not ids.first_time("folder", folder.id):
+            continue
+        kept = folder.metadata.get(SOURCE_KEY)
+        if isinstance(kept, dict):
+            source = with_kept(letta_source_fields(folder), kept)
+        else:  # a folder made in tiermem: Letta's fields, with the embedding settings Letta needs
+            own = {k: v for k, v in folder.metadata.items() if k not in (SOURCE_KEY, FILES_KEY)}
+            source = {**letta_source_fields(folder), "metadata": own or None,
+                      "embedding_config": _letta_config(a.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG)}
+        out["sources"].append({**source, "id": source_id})
+        files = sorted(rows.files([folder.id]), key=lambda f: (f.created_at, f.name))  # as they were added
+        texts = rows.texts([f.id for f in files])
+        kept_files = folder.metadata.get(FILES_KEY)
+        kept_files = kept_files if isinstance(kept_files, dict) else {}
+        for f in files:
+            native = letta_file_fields(folder.name, f, texts.get(f.id, ""))
+            extra = kept_files.get(f.id)
+            if isinstance(extra, dict) and extra.get("sha256") == f.sha256:  # unchanged since the import
+                body = with_kept(native, extra)
+            else:
+                body = {**native, "file_creation_date": f.created_at.isoformat(),
+                        "file_last_modified_date": f.updated_at.isoformat()}
+            ids.file_names[f.id] = str(body.get("file_name") or native["file_name"])
+            out["files"].append({"source_id": source_id, **body, "id": ids.get("file", ("file", f.id))})
+    kept_views = (doc or {}).get(VIEWS_KEY) or {}
+    views = []
+    for v in state.files:
+        new_file = ids.find("file", ("file", v.file_id))
+        new_source = ids.find("source", ("folder", v.folder_id))
+        if new_file is None or new_source is None:
+            continue  # its file or folder is gone (the view is dropped at the agent's next file change)
+        body = with_kept(letta_view_fields(v, ids.file_names[v.file_id]), kept_views.get(v.file_id))
+        views.append({"agent_id": agent_id, "file_id": new_file, "source_id": new_source, **body,
+                      "id": ids.get("file_agent", (agent_id, v.file_id))})
+    return {"source_ids": source_ids, "folder_ids": list(source_ids), "files_agents": views,
+            "max_files_open": state.max_files_open, "per_file_view_window_char_limit": state.char_limit}
 
 
 def _remap(fa: Any, scope: tuple[str, str], ids: _Ids, agent_id: str) -> Any:

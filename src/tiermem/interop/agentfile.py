@@ -8,9 +8,16 @@ and the agent row last. Ids are derived from the file's content, so importing th
 finds the agents already there and writes nothing; an interrupted import is finished by
 running it again.
 
-What tiermem cannot run (custom tools, tool rules, MCP servers, files and sources, groups, env var
-names, Letta-only messages) is kept whole in the agent's metadata (``letta_passthrough``), reported, and
-written back by export (``af_export``). Environment variable and secret values are never stored.
+Sources and files an agent uses become tiermem folders and files (``memory.files``): a source is a folder (an
+identical folder of that name is reused, else a free name ``NAME_(n)`` is taken and said so), its files keep their
+text, names, type, size and status, each agent gets its ``source_ids`` attached with its two limits, and its
+``files_agents`` become its views exactly (open or closed, the visible text verbatim, lines, last access). A
+Letta field tiermem does not hold is kept with the folder (``letta_source``, ``letta_files`` in its metadata) or
+the agent (``file_views`` in ``letta_passthrough``'s document), so an export writes it back.
+
+What tiermem cannot run (custom tools, tool rules, MCP servers, groups, env var names, Letta-only messages,
+sources no agent uses) is kept whole in the agent's metadata (``letta_passthrough``), reported, and written back
+by export (``af_export``). Environment variable and secret values are never stored.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base.records import ContextWindow
+from ..base.records import ContextWindow, Folder, StoredFile, from_us, now, to_us
 from ..domain.memory import check_agent_name
 from ..base.records import stable_id
+from ..domain.file_views import check_file_name, check_folder_name, file_type
+from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
 from . import letta_passthrough
 from ..server.registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
@@ -57,6 +66,53 @@ class AgentPlan:
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     kept: JSON = field(default_factory=dict)  # letta_passthrough's document: what tiermem keeps but does not run
+    folders: list[FolderPlan] = field(default_factory=list)  # the sources it uses, in its order (shared plans)
+    views: list[ViewPlan] = field(default_factory=list)  # its files_agents
+    max_files_open: int | None = None
+    char_limit: int | None = None
+
+
+@dataclass
+class FilePlan:
+    """A Letta file, as tiermem stores it."""
+
+    key: str  # its id in the agent file
+    name: str  # its name in the folder
+    original_name: str
+    file_type: str
+    size: int
+    status: str  # "completed" or "error"
+    error: str
+    source_path: str
+    text: str
+    sha256: str
+    letta: JSON  # the file's object as the agent file has it (what tiermem does not hold is kept from it)
+
+
+@dataclass
+class FolderPlan:
+    """A Letta source some agent of the file uses, with its files."""
+
+    key: str  # its id in the agent file
+    name: str
+    description: str
+    instructions: str
+    letta: JSON
+    files: list[FilePlan] = field(default_factory=list)
+
+
+@dataclass
+class ViewPlan:
+    """One ``files_agents`` row: what an agent sees of a file."""
+
+    file_key: str
+    folder_key: str
+    is_open: bool
+    visible: str
+    start_line: int | None
+    end_line: int | None
+    accessed_us: int
+    kept: JSON  # the row's fields tiermem does not hold (and those it holds differently), for export
 
 
 @dataclass
@@ -67,11 +123,14 @@ class ImportReport:
     messages: int = 0
     passages: int = 0
     blocks: int = 0
+    folders: int = 0
+    files: int = 0
     kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_passthrough.summary)
 
     def as_dict(self) -> JSON:
         return {"imported": self.imported, "skipped": self.skipped, "notes": self.notes, "messages": self.messages,
-                "passages": self.passages, "blocks": self.blocks, "kept_not_run": self.kept}
+                "passages": self.passages, "blocks": self.blocks, "folders": self.folders, "files": self.files,
+                "kept_not_run": self.kept}
 
 
 # ---------------------------------------------------------------------------
@@ -116,13 +175,17 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
     names = {a.get("id"): a.get("name") for a in data["agents"] if isinstance(a, dict)}
     for key in ("files", "sources"):  # read field by field below; MCP servers and skills are kept as they are
         _list(data, key)
-    referenced = letta_passthrough.referenced_ids(data)
-    plans = []
     for n, agent in enumerate(data["agents"]):
         if not isinstance(agent, dict):
             raise ValidationError(f"agents[{n}] is not an object.")
-        plan = _plan_agent(n, agent, data, blocks, tools, frequency, sleepers, names, extension)
-        _keep(plan, agent, data, first=n == 0, referenced=referenced, blocks=blocks)
+    folders = _plan_folders(data)
+    native = set(folders) | {f.key for p in folders.values() for f in p.files}  # held natively, not passed through
+    referenced = letta_passthrough.referenced_ids(data)
+    plans = []
+    for n, agent in enumerate(data["agents"]):
+        plan = _plan_agent(n, agent, data, blocks, tools, frequency, sleepers, names, extension, native)
+        _plan_views(plan, agent, data, folders)
+        _keep(plan, agent, data, first=n == 0, referenced=referenced, blocks=blocks, native=native)
         plans.append(plan)
     seen: set[str] = set()
     for p in plans:
@@ -141,7 +204,7 @@ def _list(data: JSON, key: str) -> list[JSON]:
 
 def _plan_agent(
     n: int, agent: JSON, data: JSON, blocks: dict[Any, JSON], tools: dict[Any, JSON], frequency: dict[str, int],
-    sleepers: dict[str, str], names: dict[Any, Any], extension: JSON,
+    sleepers: dict[str, str], names: dict[Any, Any], extension: JSON, native: set[str],
 ) -> AgentPlan:
     file_id = str(agent.get("id") or f"agent-{n}")
     name = agent.get("name")
@@ -170,7 +233,8 @@ def _plan_agent(
     own_meta = (extension.get("agents") or {}).get(file_id) if isinstance(extension.get("agents"), dict) else None
     if isinstance(own_meta, dict):  # tiermem's own settings, written by a tiermem export
         for k, v in own_meta.items():
-            if isinstance(k, str) and isinstance(v, str) and k not in (letta_passthrough.KEY, "letta_unsupported"):
+            if isinstance(k, str) and isinstance(v, str) and k not in (letta_passthrough.KEY, "letta_unsupported",
+                                                                       STATE_KEY):
                 metadata.setdefault(k, v)
     # Letta will not create an agent without model settings; keep them so an export can hand them back.
     for key in ("llm_config", "embedding_config"):
@@ -198,7 +262,7 @@ def _plan_agent(
     if custom:
         unsupported["tools"] = sorted(set(custom))
     for key in ("mcp_servers", "files", "sources", "skills"):
-        items = data.get(key) or []
+        items = [x for x in data.get(key) or [] if not (isinstance(x, dict) and str(x.get("id")) in native)]
         if items:
             unsupported[key] = [str(x.get("name") or x.get("server_name") or x.get("file_name") or x.get("id")) for x in items
                                 if isinstance(x, dict)]
@@ -238,9 +302,20 @@ def _plan_agent(
 
 
 def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: dict[str, set[str]],
-          blocks: dict[Any, JSON]) -> None:
+          blocks: dict[Any, JSON], native: set[str]) -> None:
     """Fill ``plan.kept`` with everything of the agent tiermem does not hold natively, and report it."""
     doc = letta_passthrough.agent_document(agent, data, first=first, referenced=referenced)
+    # folders and files are held natively: their objects and the agent's references to them are not kept here
+    doc["sources"] = [s for s in doc["sources"] if str(s.get("id")) not in native]
+    doc["files"] = [f for f in doc["files"] if str(f.get("id")) not in native]
+    fields = doc["agent"]
+    for key in ("source_ids", "folder_ids", "files_agents"):
+        if isinstance(fields.get(key), list):
+            fields[key] = []  # written from the agent's folders and views by export (the key's presence is kept)
+    for key in ("max_files_open", "per_file_view_window_char_limit"):
+        if key in fields:
+            fields[key] = None  # held in the agent's view (``memory.files``)
+    doc["files_native"] = True
     doc["unlogged_messages"] = plan.kept.get("unlogged_messages", [])
     inline = [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
     raw = {**{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
@@ -360,14 +435,22 @@ def apply_plans(
                 "overwrite it with --replace (its messages and passages are deleted; its blocks' history stays)."
             )
         todo.append((p, agent_id, existing))
+    # where each source goes is decided before anything is written (the sources the agents written use)
+    targets: dict[str, _Target] = {}
+    taken: set[str] = set()
+    folder_plans = {f.key: f for p, _, _ in todo for f in p.folders}
+    for key, plan in folder_plans.items():
+        targets[key] = _resolve_folder(memory, plan, digest, taken)
     total = sum(len(p.messages) + len(p.passages) + len(p.blocks) for p, _, _ in todo)
+    total += sum(len(f.files) for f in folder_plans.values())
     progress = Progress("importing", total)
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     try:
+        folders = _write_folders(memory, todo, targets, progress, report)  # before the agents that see them
         for p, agent_id, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
-            _write_agent(memory, p, agent_id, digest, namespace, progress, report)
+            _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets)
     finally:
         progress.close()
     return report
@@ -375,7 +458,7 @@ def apply_plans(
 
 def _write_agent(
     memory: Memory, p: AgentPlan, agent_id: str, digest: str, namespace: str, progress: Progress,
-    report: ImportReport,
+    report: ImportReport, folders: dict[str, Folder], targets: dict[str, _Target],
 ) -> None:
     archive = memory.archive
     for ref, spec in p.blocks:
@@ -410,8 +493,16 @@ def _write_agent(
         report.passages += len(p.passages)
         progress.advance(len(p.passages))
     metadata = dict(p.metadata)
+    view, kept_views = _agent_view(p, folders, targets)
+    if view is not None:  # the agent row carries its view: once it is visible, so are its open files
+        metadata[STATE_KEY] = view
+    if p.folders:
+        opened = sum(v.is_open for v in p.views)
+        report.notes.append(f"{p.name}: folder(s) attached: {', '.join(repr(folders[f.key].name) for f in p.folders)}"
+                            f" ({len(p.views)} file views, {opened} open)")
     if p.kept:
-        metadata[letta_passthrough.KEY] = json.dumps({**p.kept, "scope": {"digest": digest, "namespace": namespace}},
+        metadata[letta_passthrough.KEY] = json.dumps({**p.kept, VIEWS_KEY: kept_views,
+                                                      "scope": {"digest": digest, "namespace": namespace}},
                                               ensure_ascii=False)
     memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
@@ -430,3 +521,354 @@ def _window(agent_id: str, p: AgentPlan, ids: dict[str, JSON], end: int) -> Cont
         listed = listed[1:]
     start = listed[0]["seq"] if listed else end
     return ContextWindow(agent_id=agent_id, conversation_id="default", start_seq=start, summary_id=summary_id)
+
+
+# ---------------------------------------------------------------------------
+# Folders and files: Letta's sources, files and files_agents
+# ---------------------------------------------------------------------------
+
+SOURCE_KEY = "letta_source"  # folder metadata: the source's fields tiermem does not hold (written back by export)
+FILES_KEY = "letta_files"  # folder metadata: file id -> that file's fields tiermem does not hold, while it is unchanged
+VIEWS_KEY = "file_views"  # letta_passthrough document: file id -> the agent's files_agents fields tiermem does not hold
+NUMBERED = "{name}_({n})"  # a source whose name is taken by a different folder is imported as NAME_(1), NAME_(2), ...
+
+
+def kept_fields(original: JSON, native: JSON, ignore: tuple[str, ...] = ()) -> JSON:
+    """What of a Letta object tiermem does not hold: its other fields verbatim; under ``_native`` each held field
+    the file had otherwise than tiermem writes it ([the file's value, tiermem's]); under ``_absent`` each held
+    field the file did not have (with tiermem's value). ``with_kept`` puts the file's values back while
+    tiermem's are unchanged."""
+    out = {k: v for k, v in original.items() if k not in native and k not in ignore}
+    changed = {k: [original[k], v] for k, v in native.items() if k in original and k not in ignore and original[k] != v}
+    absent = {k: v for k, v in native.items() if k not in original and k not in ignore}
+    if changed:
+        out["_native"] = changed
+    if absent:
+        out["_absent"] = absent
+    return out
+
+
+def with_kept(native: JSON, kept: JSON | None) -> JSON:
+    """``native`` (tiermem's fields of a Letta object) with what ``kept_fields`` kept of the file's object."""
+    if not isinstance(kept, dict):
+        return dict(native)
+    out = dict(native)
+    for k, pair in (kept.get("_native") or {}).items():
+        if k in out and isinstance(pair, list) and len(pair) == 2 and out[k] == pair[1]:
+            out[k] = pair[0]
+    for k, v in (kept.get("_absent") or {}).items():
+        if k in out and out[k] == v:
+            del out[k]
+    out.update({k: v for k, v in kept.items() if k not in ("_native", "_absent", "sha256")})
+    return out
+
+
+def letta_source_fields(folder: Folder) -> JSON:
+    """A folder's fields as a Letta source has them (tiermem's own; ``id`` and the rest are added by export)."""
+    return {"name": folder.name, "description": folder.description or None, "instructions": folder.instructions or None}
+
+
+def letta_file_fields(folder_name: str, f: StoredFile, text: str) -> JSON:
+    """A file's fields as a Letta file has them (``source_id`` and ``id`` are added by export)."""
+    return {"file_name": f"{folder_name}/{f.name}", "original_file_name": f.original_name,
+            "file_path": f.source_path or None, "file_type": f.file_type, "file_size": f.size,
+            "processing_status": f.status, "error_message": f.error or None, "total_chunks": f.chunks,
+            "chunks_embedded": f.chunks, "content": text}
+
+
+def letta_view_fields(v: FileView, file_name: str) -> JSON:
+    """A view's fields as Letta's ``files_agents`` row has them (ids added by export)."""
+    return {"file_name": file_name, "is_open": v.is_open, "visible_content": v.visible,
+            "last_accessed_at": from_us(v.accessed_us).isoformat() if v.accessed_us else None,
+            "start_line": v.start_line, "end_line": v.end_line}
+
+
+def _plan_folders(data: JSON) -> dict[str, FolderPlan]:
+    """The sources some agent uses, with their files; every file must belong to a source of the file."""
+    sources: dict[str, JSON] = {}
+    for i, s in enumerate(_list(data, "sources")):
+        key = s.get("id")
+        if not isinstance(key, str) or not key:
+            raise ValidationError(f"sources[{i}] has no id.")
+        if key in sources:
+            raise ValidationError(f"The file has two sources with the id {key!r}.")
+        sources[key] = s
+    files: dict[str, JSON] = {}
+    for i, f in enumerate(_list(data, "files")):
+        key = f.get("id")
+        if not isinstance(key, str) or not key:
+            raise ValidationError(f"files[{i}] has no id.")
+        if key in files:
+            raise ValidationError(f"The file has two files with the id {key!r}.")
+        if f.get("source_id") not in sources:
+            raise ValidationError(f"File {f.get('file_name') or key!r} belongs to source {f.get('source_id')!r}, which "
+                                  "the agent file does not contain; add the source to `sources` or remove the file.")
+        files[key] = f
+    used: list[str] = []
+    for a in data["agents"]:
+        lists = [a.get(k) if isinstance(a.get(k), list) else [] for k in ("source_ids", "folder_ids", "files_agents")]
+        refs = [*lists[0], *lists[1]]
+        for fa in lists[2]:
+            if isinstance(fa, dict):
+                refs += [fa.get("source_id"), (files.get(str(fa.get("file_id"))) or {}).get("source_id")]
+        for r in refs:
+            if r is not None and not isinstance(r, str):
+                raise ValidationError(f"Agent {a.get('name')!r}: a source id must be text, not {r!r}.")
+            if r is not None and r not in used:
+                if r not in sources:
+                    raise ValidationError(f"Agent {a.get('name')!r} uses source {r!r}, which the agent file does not "
+                                          "contain.")
+                used.append(r)
+    plans: dict[str, FolderPlan] = {}
+    names: set[str] = set()
+    for key in [k for k in sources if k in used]:
+        s = sources[key]
+        name = s.get("name")
+        if not isinstance(name, str):
+            raise ValidationError(f"Source {key!r} has no name.")
+        try:
+            check_folder_name(name)
+        except ValidationError as exc:
+            raise ValidationError(f"Source {name!r} cannot be a folder: {exc}") from exc
+        if name in names:
+            raise ValidationError(f"The file has two sources named {name!r}; folder names are unique.")
+        names.add(name)
+        texts = {k: s.get(k) for k in ("description", "instructions")}
+        for k, v in texts.items():
+            if v is not None and not isinstance(v, str):
+                raise ValidationError(f"Source {name!r}: `{k}` must be text.")
+        plans[key] = FolderPlan(key, name, texts["description"] or "", texts["instructions"] or "", s)
+    for key, f in files.items():
+        folder = plans.get(f["source_id"])
+        if folder is not None:
+            folder.files.append(_plan_file(key, f, folder.name))
+    for folder in plans.values():
+        seen: set[str] = set()
+        for fp in folder.files:
+            if fp.name in seen:
+                raise ValidationError(f"Source {folder.name!r} has two files named {fp.name!r}.")
+            seen.add(fp.name)
+    return plans
+
+
+def _plan_file(key: str, f: JSON, folder: str) -> FilePlan:
+    letta_name = f.get("file_name") or f.get("original_file_name")
+    if not isinstance(letta_name, str) or not letta_name:
+        raise ValidationError(f"File {key!r} of source {folder!r} has no file_name.")
+    name = letta_name[len(folder) + 1:] if letta_name.startswith(f"{folder}/") else letta_name
+    try:
+        check_file_name(name)
+    except ValidationError as exc:
+        raise ValidationError(f"File {letta_name!r} of source {folder!r}: {exc}") from exc
+    content = f.get("content")
+    if content is not None and not isinstance(content, str):
+        raise ValidationError(f"File {letta_name!r}: `content` must be text.")
+    text = content or ""
+    if len(text) > IMPORT_MAX_CHARS:
+        raise ValidationError(f"File {letta_name!r} has {len(text)} characters; the most an import stores is "
+                              f"{IMPORT_MAX_CHARS}.")
+    status = "error" if f.get("processing_status") == "error" else "completed"
+    size = f.get("file_size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        size = len(text.encode("utf-8"))
+    original = f.get("original_file_name")
+    kind = f.get("file_type")
+    path = f.get("file_path")
+    return FilePlan(key=key, name=name, original_name=original if isinstance(original, str) and original else
+                    name.rsplit("/", 1)[-1], file_type=kind if isinstance(kind, str) and kind else file_type(name),
+                    size=size, status=status, error=str(f.get("error_message") or "") if status == "error" else "",
+                    source_path=path if isinstance(path, str) else "", text=text if status == "completed" else "",
+                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), letta=f)
+
+
+def _plan_views(plan: AgentPlan, agent: JSON, data: JSON, folders: dict[str, FolderPlan]) -> None:
+    """The agent's folders (``source_ids``, ``folder_ids``, the sources of its views), views and limits, checked."""
+    name = plan.name
+    files = {f.key: (p, f) for p in folders.values() for f in p.files}
+    order: list[str] = []
+    for key in ("source_ids", "folder_ids"):
+        refs = agent.get(key)
+        if refs is not None and not isinstance(refs, list):
+            raise ValidationError(f"Agent {name!r}: `{key}` must be a list of source ids.")
+        order += [str(r) for r in refs or [] if str(r) not in order]
+    rows = agent.get("files_agents")
+    if rows is not None and (not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows)):
+        raise ValidationError(f"Agent {name!r}: `files_agents` must be a list of objects.")
+    views: list[ViewPlan] = []
+    for fa in rows or []:
+        key = str(fa.get("file_id"))
+        if key not in files:
+            raise ValidationError(f"Agent {name!r}: a files_agents row names file {fa.get('file_id')!r}, which the "
+                                  "agent file does not contain.")
+        folder, f = files[key]
+        if fa.get("source_id") is not None and fa["source_id"] != folder.key:
+            raise ValidationError(f"Agent {name!r}: the files_agents row of {f.letta.get('file_name')!r} names source "
+                                  f"{fa['source_id']!r}, but the file belongs to {folder.key!r}.")
+        if any(v.file_key == key for v in views):
+            raise ValidationError(f"Agent {name!r} has two files_agents rows for {f.letta.get('file_name')!r}.")
+        lines = [fa.get("start_line"), fa.get("end_line")]
+        if any(x is not None and (not isinstance(x, int) or isinstance(x, bool) or x < 0) for x in lines):
+            raise ValidationError(f"Agent {name!r}: the lines of its view of {f.letta.get('file_name')!r} must be "
+                                  "whole numbers or null.")
+        visible = fa.get("visible_content")
+        if visible is not None and not isinstance(visible, str):
+            raise ValidationError(f"Agent {name!r}: the visible_content of {f.letta.get('file_name')!r} must be text.")
+        accessed = _time(fa.get("last_accessed_at"))
+        view = ViewPlan(key, folder.key, bool(fa.get("is_open")), visible or "", lines[0], lines[1],
+                        to_us(accessed) if accessed else 0, {})
+        native = letta_view_fields(_view(view, "", ""), str(f.letta.get("file_name") or f.name))
+        view.kept = kept_fields(fa, native, ignore=("id", "agent_id", "file_id", "source_id"))
+        views.append(view)
+        if folder.key not in order:
+            order.append(folder.key)
+    limits = [agent.get("max_files_open"), agent.get("per_file_view_window_char_limit")]
+    if any(x is not None and (not isinstance(x, int) or isinstance(x, bool)) for x in limits):
+        raise ValidationError(f"Agent {name!r}: max_files_open and per_file_view_window_char_limit must be whole "
+                              "numbers or null.")
+    try:
+        check_limits(limits[0], limits[1])
+    except ValidationError as exc:
+        raise ValidationError(f"Agent {name!r}: {exc}") from exc
+    plan.folders = [folders[k] for k in order]
+    plan.views, plan.max_files_open, plan.char_limit = views, limits[0], limits[1]
+
+
+def _view(v: ViewPlan, file_id: str, folder_id: str, name: str = "", sha256: str = "") -> FileView:
+    return FileView(file_id=file_id, folder_id=folder_id, name=name, is_open=v.is_open, visible=v.visible,
+                    start_line=v.start_line, end_line=v.end_line, accessed_us=v.accessed_us,
+                    sha256=sha256 if v.is_open else "")
+
+
+@dataclass
+class _Target:
+    """Where a source goes: a new folder, this file's own (an earlier or interrupted import), or an identical one."""
+
+    folder: Folder
+    mode: str  # "new", "ours" (written again where it differs) or "same" (used as it is)
+    file_ids: dict[str, str]  # the file's key -> the file's id
+
+
+def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[str]) -> _Target:
+    """The folder a source goes to (nothing is written): its name if free; the folder of that name if it is this
+    file's (from an earlier or interrupted import) or identical (description, instructions, files and texts);
+    else the first free ``NAME_(n)``."""
+    rows = memory.archive.files
+    want = {f.name: (f.sha256, f.status) for f in plan.files}
+    for n in range(0, 10_000):
+        suffix = "" if n == 0 else f"_({n})"
+        name = plan.name[: 100 - len(suffix)] + suffix if n else plan.name
+        if name in taken:
+            continue
+        folder_id = stable_id("folder", digest, plan.key, name)  # the same file into the same name: the same folder
+        ours = {f.key: stable_id("file", folder_id, f.name) for f in plan.files}  # as an upload names them
+        existing = rows.folder_named(name)
+        if existing is None:
+            taken.add(name)
+            folder = Folder(id=folder_id, name=name, description=plan.description, instructions=plan.instructions)
+            folder.metadata[SOURCE_KEY] = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
+            return _Target(folder, "new", ours)
+        if (existing.description, existing.instructions) != (plan.description, plan.instructions):
+            continue
+        stored = rows.files([existing.id])
+        have = {f.name: (f.sha256, f.status) for f in stored}
+        if have == want:
+            taken.add(name)
+            by_name = {f.name: f.id for f in stored}
+            return _Target(existing, "ours" if existing.id == folder_id else "same",
+                           {f.key: by_name[f.name] for f in plan.files})
+        unfinished = all(n in want and (have[n] == want[n] or have[n][1] not in ("completed", "error")) for n in have)
+        if existing.id == folder_id and unfinished:  # an interrupted import of this file: finish it
+            taken.add(name)
+            return _Target(existing, "ours", ours)
+    raise ValidationError(f"No free name for folder {plan.name!r}; rename it in the file.")
+
+
+def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: Progress) -> Folder:
+    """Store the folder and its files (those not stored as they are already), then what tiermem does not hold of
+    the source and its files in the folder's metadata."""
+    rows = memory.archive.files
+    if target.mode == "same":
+        progress.advance(len(plan.files))
+        return target.folder
+    if target.mode == "new":
+        memory.files.create_folder(target.folder.name, description=plan.description, instructions=plan.instructions,
+                                   metadata=target.folder.metadata, folder_id=target.folder.id)
+    folder_id = target.folder.id
+    existing = {f.id: f for f in rows.files([folder_id])}
+    good: list[tuple[StoredFile, str]] = []
+    bad: list[tuple[StoredFile, str]] = []
+    stored: dict[str, StoredFile] = {}
+    for f in plan.files:
+        file_id = target.file_ids[f.key]
+        old = existing.get(file_id)
+        if old is not None and (old.sha256, old.status) == (f.sha256, f.status):
+            stored[f.key] = old
+            continue
+        record = StoredFile(id=file_id, folder_id=folder_id, name=f.name, original_name=f.original_name,
+                            file_type=f.file_type, size=f.size, sha256=f.sha256, status="parsing",
+                            source_path=f.source_path, created_at=old.created_at if old else now())
+        (bad.append((record, f.error)) if f.status == "error" else good.append((record, f.text)))
+    for start in range(0, len(good), 64):
+        for s in rows.write(good[start:start + 64], embed=True):
+            stored[next(f.key for f in plan.files if target.file_ids[f.key] == s.id)] = s
+        progress.advance(len(good[start:start + 64]))
+    for s in rows.write_errors(bad):
+        stored[next(f.key for f in plan.files if target.file_ids[f.key] == s.id)] = s
+    progress.advance(len(plan.files) - len(good))
+    folder = rows.folder(folder_id) or target.folder
+    kept_files = {}
+    for f in plan.files:
+        s = stored[f.key]
+        native = letta_file_fields(folder.name, s, f.text)
+        regular = f.letta.get("file_name") == f"{plan.name}/{f.name}"  # a renamed folder's files follow its name
+        ignore = ("id", "source_id", "file_name") if regular else ("id", "source_id")
+        kept_files[s.id] = {**kept_fields(f.letta, native, ignore), "sha256": s.sha256}
+    source = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
+    metadata = {**folder.metadata, SOURCE_KEY: source, FILES_KEY: kept_files}
+    if metadata != folder.metadata:
+        rows.put_folder(Folder(id=folder.id, name=folder.name, description=folder.description,
+                               instructions=folder.instructions, metadata=metadata, created_at=folder.created_at,
+                               updated_at=now()))
+        folder = rows.folder(folder_id) or folder
+    return folder
+
+
+def _write_folders(memory: Memory, todo: list[tuple[AgentPlan, str, Any]], targets: dict[str, _Target],
+                   progress: Progress, report: ImportReport) -> dict[str, Folder]:
+    written: dict[str, Folder] = {}
+    for p, _, _ in todo:
+        for plan in p.folders:
+            if plan.key in written:
+                continue
+            target = targets[plan.key]
+            written[plan.key] = _write_folder(memory, plan, target, progress)
+            name = written[plan.key].name
+            report.folders += target.mode != "same"
+            report.files += len(plan.files) if target.mode != "same" else 0
+            files = ", ".join(f"{f.name} ({len(f.text)} chars{', error' if f.status == 'error' else ''})"
+                              for f in plan.files) or "no files"
+            if target.mode == "same":
+                report.notes.append(f"folder {name!r} is here already with the same files ({files}); attached as it is")
+            elif name != plan.name:
+                report.notes.append(f"folder {plan.name!r} is imported as {name!r} (a folder named {plan.name!r} with "
+                                    f"other content exists here): {files}")
+            else:
+                report.notes.append(f"folder {name!r} imported: {files}")
+    return written
+
+
+def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Target]) -> tuple[str | None, JSON]:
+    """The agent's view as its metadata entry (None: no folders, no limits) and, per file id, what of its
+    ``files_agents`` rows tiermem does not hold."""
+    by_key = {f.key: f for plan in p.folders for f in plan.files}
+    views, kept = [], {}
+    for v in p.views:
+        folder = folders[v.folder_key]
+        file_id = targets[v.folder_key].file_ids[v.file_key]
+        views.append(_view(v, file_id, folder.id, f"{folder.name}/{by_key[v.file_key].name}", by_key[v.file_key].sha256))
+        if v.kept:
+            kept[file_id] = v.kept
+    state = restored_view([folders[f.key] for f in p.folders], views, p.max_files_open, p.char_limit)
+    if not (state.folders or state.max_files_open or state.char_limit):
+        return None, kept
+    return state.to_json(), kept

@@ -1,5 +1,6 @@
 """Full backup and restore as JSON lines: every agent, block (with its whole history), attachment,
-conversation state, message and passage, with ids and timestamps; vectors optional.
+conversation state, message and passage, folder, file (with its text) and file chunk, with ids and timestamps;
+vectors optional (file chunks' as passages'). Each agent's view of its folders travels in its metadata.
 
 Restore validates every line first, then inserts only rows whose key is not stored yet, agents
 last: restoring twice, or after an interruption, writes nothing twice. Rows restored without
@@ -15,19 +16,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
+from ..domain import filesystem
 from .progress import Progress
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
 
-FORMAT = 1
-# table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there)
+FORMAT = 2  # 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before)
+# table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there; a file
+# before its folder). ``file_chunks`` are written (vectors as passages') and checked, but a restore cuts a file's
+# chunks again from its text and embeds them: the files table is written only through ``archive.files``.
 TABLES = {
     "blocks": "id", "block_history": "key", "attachments": "key", "messages": "id", "passages": "id",
-    "conversations": "key", "agents": "id",
+    "file_chunks": "id", "files": "id", "folders": "id", "conversations": "key", "agents": "id",
 }
 HEADER = "tiermem-backup"
-ARCHIVE_TABLES = ("messages", "passages")  # kept by the archive (LanceDB); the rest by the core store
+ARCHIVE_TABLES = ("messages", "passages", "file_chunks")  # searchable rows kept by the archive (LanceDB), vectors optional
+FOLDER_TABLES = filesystem.BACKUP_TABLES  # folders and files (LanceDB, whole rows); the rest by the core store
 
 
 def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict[str, int]:
@@ -35,8 +40,13 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": model, "embedding_dim": dim}) + "\n")
     counts: dict[str, int] = {}
     for table in ["agents", *[t for t in TABLES if t != "agents"]]:
-        rows = (memory.archive.rows.backup_rows(table, vectors=vectors) if table in ARCHIVE_TABLES
-                else memory.core.all_rows(table))
+        rows: list[Any]
+        if table in ARCHIVE_TABLES:
+            rows = memory.archive.rows.backup_rows(table, vectors=vectors)
+        elif table in FOLDER_TABLES:
+            rows = filesystem.backup_rows(memory.files, table)
+        else:
+            rows = memory.core.all_rows(table)
         for r in rows:
             out.write(json.dumps({"type": table, "row": r}, ensure_ascii=False) + "\n")
         counts[table] = len(rows)
@@ -74,7 +84,8 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    fields = {t: set(archive.rows.fields(t) if t in ARCHIVE_TABLES else memory.core.schema_fields(t)) for t in TABLES}
+    fields = {t: set(archive.rows.fields(t) if t in ARCHIVE_TABLES else filesystem.backup_fields(t)
+                     if t in FOLDER_TABLES else memory.core.schema_fields(t)) for t in TABLES}
     for n, item in _lines(path):
         if header is None:
             if not isinstance(item, dict) or item.get("type") != HEADER:
@@ -100,11 +111,16 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():
+            if table == "file_chunks":
+                progress.advance(len(rows[table]))
+                continue  # a restored file's chunks are cut again from its text (filesystem.restore_rows): skipped
             done = 0
             for start in range(0, len(rows[table]), 500):
                 batch = rows[table][start : start + 500]
                 if table in ARCHIVE_TABLES:
                     done += archive.rows.restore_rows(table, key, batch, model=model)
+                elif table in FOLDER_TABLES:
+                    done += filesystem.restore_rows(memory.files, table, batch)
                 else:
                     done += memory.core.merge_rows(table, key, rows_of(table, batch))
                 progress.advance(len(batch))

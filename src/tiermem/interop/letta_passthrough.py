@@ -1,9 +1,10 @@
 """What a Letta agent file carries that tiermem keeps but does not run.
 
 Each imported agent gets one JSON document in its metadata under ``letta_agent_file``: the agent's
-Letta fields as the file had them (settings, tool rules, tool ids, group ids, ...), the tools, groups,
-files and sources it references, the Letta-only fields of its blocks, and the messages tiermem does
-not log (Letta's compiled system message, approvals). The first agent of a file also keeps what no
+Letta fields as the file had them (settings, tool rules, tool ids, group ids, ...), the tools and groups
+it references, the Letta-only fields of its blocks, and the messages tiermem does not log (Letta's compiled
+system message, approvals). The sources, files and ``files_agents`` it uses are held natively as folders,
+files and views (``agentfile``); the document keeps only what of them tiermem does not hold (``file_views``). The first agent of a file also keeps what no
 agent references (blocks, tools, groups, files, sources), the MCP servers, skills and the file's
 metadata. Export (``af_export.py``) writes all of it back in Letta's shape.
 

@@ -198,7 +198,9 @@ TRICKY_LINES = ["alpha beta", "    indented line", "end.", "a", "b", "-x-", "foo
 TRICKY_PATTERNS = [r"^a", r"a$", r"^a$", r"\ba\b", r"\Ba", r"^\s*indented", r"^indented", r"(?<!a)b", r"a(?!l)",
                    r"\Aalpha", r"beta\Z", r"a\nb", r"a\sb", r"[^x]b", r"^$", r"x*", r"(?-i:CAPS)", r"(?i)caps",
                    r"(?s)a.b", r"(?m)^b$", r"(?<=-)x", r"x(?=-)", r"\W", r"^-", r"-$", r"(?x) a  $", r"e.$",
-                   r"alpha|beta", r"z", r"\d+$", r"^\d", r"(a)\1", r"\bz", r"^\w+\W"]
+                   r"alpha|beta", r"z", r"\d+$", r"^\d", r"(a)\1", r"\bz", r"^\w+\W",
+                   # lines narrowed to where a whole-file match starts (never_spans_lines) or to literal hits
+                   r"e\.", r"a.", r"(?<=\W)x", r"(?<=a)l", r"al+", r"\bl\w+", r"LINE", r"spaces  before", r"a|b|z"]
 
 
 def letta_lines(lines: list[str], pattern: str) -> list[int]:
@@ -217,12 +219,17 @@ def test_the_fast_path_agrees_with_the_per_line_search() -> None:
         used_prefilter += fv.prefilter_is_sound(pattern)
         expected = [(f.name, n) for f in grep_files for n in letta_lines(list(f.lines), pattern)]
         result = grep(grep_files, pattern, offset=0)
+        kept = grep([GrepFile(f.name, fv.JoinedLines.of(list(f.lines)), f.size_bytes) for f in grep_files], pattern,
+                    offset=0)  # the lines as the cache keeps them: one string a file
+        assert kept == result, pattern
         shown = re.findall(r"^=== (.+):(\d+) ===$", result.text, re.MULTILINE)
         total = re.match(r"Found (\d+) total", result.text)
         assert (int(total.group(1)) if total else 0) == len(expected), pattern
         assert [(name, int(n)) for name, n in shown] == expected[:20], pattern
         assert result.matched_files == list(dict.fromkeys(name for name, _ in expected)), pattern
     assert 10 < used_prefilter < len(TRICKY_PATTERNS)
+    assert fv.never_spans_lines(r"e\.") and fv.never_spans_lines(r"\bl\w+") and not fv.never_spans_lines(r"a\sb")
+    assert not fv.never_spans_lines(r"[^x]b") and not fv.never_spans_lines(r"(?s)a.b") and not fv.never_spans_lines(r"\W")
     for unsound in (r"\Aa", r"a\Z", r"(?!x)a", r"(?<!x)a", r"(?-m:^a)", r"a{e<=1}", r"\N{DIGIT ONE}"):
         assert not fv.prefilter_is_sound(unsound), unsound
     assert fv.literal_alternatives("TODO|fixme") == ("todo", "fixme") and fv.literal_alternatives("a.b") is None

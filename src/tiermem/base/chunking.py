@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 CHUNK_OVERLAP = 32
 
-_WORDS = re.compile(r"\S+\s*")
+WORDS = re.compile(r"\S+\s*")  # a word and the whitespace after it
+_WORDS = WORDS
 _SENTENCE_END = re.compile(r"""[.!?;:]["')\]]*$""")
 
 
@@ -34,22 +35,26 @@ def chunk_text(
     sizes: Callable[[list[str]], list[int]],
     overhead: int = 0,
     overlap: int = CHUNK_OVERLAP,
+    additive: bool = False,
 ) -> list[str]:
     """Split ``text`` into overlapping chunks whose ``count`` is at most ``max_tokens``.
 
     ``count`` is the exact count of a whole chunk (special tokens included); ``sizes`` gives the
     pieces of each word without special tokens and ``overhead`` the special tokens per chunk.
-    Chunks cut between words, preferring a sentence or line end in the second half of the window;
+    ``additive``: a chunk's count is the sum of its words' sizes plus ``overhead`` (true of WordPiece: no piece spans
+    whitespace), so ``count`` is never called. Chunks cut between words, preferring a sentence or line end in the
+    second half of the window;
     consecutive chunks share about ``overlap`` pieces. Every word of ``text`` is in some chunk; a
     single word too long for the window is cut into slices (in order, in consecutive chunks).
     """
-    if count(text) <= max_tokens:
+    raw = _WORDS.findall(text)
+    raw_sizes = sizes(raw) if additive else []
+    if (sum(raw_sizes) + overhead if additive else count(text)) <= max_tokens:
         return [text]
     budget = max(1, max_tokens - overhead)
-    raw = _WORDS.findall(text)
     words: list[str] = []
     lengths: list[int] = []
-    for word, n in zip(raw, sizes(raw)):
+    for word, n in zip(raw, raw_sizes if additive else sizes(raw)):
         for part, m in _split_long(word, n, budget, sizes):
             words.append(part)
             lengths.append(m)
@@ -68,7 +73,7 @@ def chunk_text(
                     end = cut
                     break
         piece = "".join(words[start:end]).strip()
-        while end - start > 1 and count(piece) > max_tokens:  # per-word sizes are not always additive
+        while not additive and end - start > 1 and count(piece) > max_tokens:  # sizes are not always additive
             end -= 1
             piece = "".join(words[start:end]).strip()
         chunks.append(piece)

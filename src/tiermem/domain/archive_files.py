@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import NotFoundError
 from ..base.records import Folder, StoredFile, from_us, now, to_us
 from ..store import Filter
-from .file_views import strategy_of, view_lines
+from .file_views import JoinedLines, strategy_of, view_lines
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -65,7 +65,7 @@ class FileRows:
     def __init__(self, store: Store, vectors: Vectors) -> None:
         self.store = store
         self.vectors = vectors
-        self._lines: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()  # file id -> (sha256, view lines)
+        self._lines: OrderedDict[str, tuple[str, JoinedLines]] = OrderedDict()  # file id -> (sha256, view lines)
         self._lines_lock = threading.Lock()
         self._listing: tuple[int, list[StoredFile]] | None = None  # (files table version, every file)
 
@@ -135,7 +135,8 @@ class FileRows:
         pending = [(replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for r, t in items]
         self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
-        chunk_rows = [self._chunk_rows(r, t) for r, t in pending]
+        pieces = self.vectors.embedder.chunk_many([t if t.strip() else "" for _, t in pending])
+        chunk_rows = [self._chunk_rows(r, chunks) for (r, _), chunks in zip(pending, pieces, strict=True)]
         flat = [row for rows in chunk_rows for row in rows]
         if embed:
             self.vectors.embed_rows(flat)
@@ -161,9 +162,9 @@ class FileRows:
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(file_ids)))
         return self.store.rows.delete("files", Filter(ids=tuple(file_ids)))
 
-    def _chunk_rows(self, record: StoredFile, text: str) -> list[dict[str, Any]]:
+    def _chunk_rows(self, record: StoredFile, pieces: Sequence[str]) -> list[dict[str, Any]]:
         created = to_us(now())
-        chunks = [c for c in self.vectors.embedder.chunk(text) if c.strip()] if text.strip() else []
+        chunks = [c for c in pieces if c.strip()]
         return [
             {"id": f"{record.id}.{i}", "agent_id": record.folder_id, "group_id": record.id, "chunk": i,
              "content": chunk, "tags": [record.id], "text": chunk, "created_us": created, "vector": None}
@@ -173,8 +174,13 @@ class FileRows:
     # -- lines (grep and open) -------------------------------------------------
 
     def lines(self, files: Sequence[StoredFile]) -> dict[str, list[str]]:
-        """Each file's view lines (Letta's line chunking), cached by content hash; texts read once for those missing."""
-        out: dict[str, list[str]] = {}
+        """Each file's view lines (Letta's line chunking)."""
+        return {fid: joined.split() for fid, joined in self.joined(files).items()}
+
+    def joined(self, files: Sequence[StoredFile]) -> dict[str, JoinedLines]:
+        """Each file's view lines as one string (what grep searches), cached by content hash (one object per file);
+        texts read once, together, for the files not cached."""
+        out: dict[str, JoinedLines] = {}
         missing: list[StoredFile] = []
         with self._lines_lock:
             for f in files:
@@ -188,9 +194,9 @@ class FileRows:
             texts = self.texts([f.id for f in missing])
             with self._lines_lock:
                 for f in missing:
-                    lines = view_lines(texts.get(f.id, ""), strategy_of(f.name, f.file_type))
-                    out[f.id] = lines
-                    self._lines[f.id] = (f.sha256, lines)
+                    joined = JoinedLines.of(view_lines(texts.get(f.id, ""), strategy_of(f.name, f.file_type)))
+                    out[f.id] = joined
+                    self._lines[f.id] = (f.sha256, joined)
                 while len(self._lines) > LINE_CACHE_FILES:
                     self._lines.popitem(last=False)
         return out

@@ -14,12 +14,14 @@ exactly Letta's.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import posixpath
 import re
 import time
 import unicodedata
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -338,6 +340,12 @@ class Searcher(Protocol):
 
     def search(self, string: str, *, timeout: float | None = None) -> object | None: ...
 
+    def finditer(self, string: str, *, timeout: float | None = None) -> Iterator[Match]: ...
+
+
+class Match(Protocol):
+    def start(self) -> int: ...
+
 
 def _validate_pattern(pattern: str) -> None:
     """Letta's ``_validate_regex_pattern``: the length limit, then the standard ``re``'s verdict and error text."""
@@ -385,13 +393,30 @@ def include_filter(include: str | None) -> Searcher | None:
     return _compile(converted)
 
 
+class JoinedLines:
+    """A file's view lines kept as one string joined by ``\\n`` (a cache holds one object per file, not one per
+    line); grep searches the string and splits it only when the file may match."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def split(self) -> list[str]:
+        return self.text.split("\n") if self.text else []
+
+    @staticmethod
+    def of(lines: Sequence[str]) -> JoinedLines:
+        return JoinedLines("\n".join(lines))
+
+
 @dataclass(frozen=True)
 class GrepFile:
     """One attached file as grep sees it: its name, its ``view_lines`` (no line breaks inside) and its size in
     bytes (its text's UTF-8 length, for Letta's size limits)."""
 
     name: str
-    lines: Sequence[str]
+    lines: Sequence[str] | JoinedLines
     size_bytes: int
 
 
@@ -434,6 +459,38 @@ def literal_alternatives(pattern: str) -> tuple[str, ...] | None:
     if not pattern.isascii() or _PLAIN_ALTERNATIVES.fullmatch(pattern) is None:
         return None
     return tuple(alternative.lower() for alternative in pattern.split("|"))
+
+
+_NEWLINE_FREE_ESCAPES = set("wdbBS.()[]{}*+?|^$\\/-:'\"#<>=!,&%@~`;_ ")
+
+
+def never_spans_lines(pattern: str) -> bool:
+    """Whether no match of ``pattern`` can contain a newline: then every match the joined text has lies inside one
+    line, so the lines holding a match's start are the only lines a per-line search can match in (each is checked on
+    its own again). Textual and conservative: no ``\\s``, ``\\n``, ``\\W``, ``\\D`` or other escapes that can
+    match a newline, no negated class ``[^``, no ``(?s`` / ``(?x`` flags, no ``\\p{``."""
+    if "[^" in pattern or "(?" in pattern:
+        return False
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            if i + 1 >= len(pattern) or pattern[i + 1] not in _NEWLINE_FREE_ESCAPES:
+                return False
+            i += 2
+            continue
+        i += 1
+    return True
+
+
+def _candidate_lines(searcher: Searcher, joined: str, starts: Sequence[int], timeout: float) -> list[int]:
+    """The indexes of the lines (``starts``: each line's offset in ``joined``) where a match of the joined text
+    starts."""
+    found: list[int] = []
+    for m in searcher.finditer(joined, timeout=timeout):
+        index = bisect.bisect_right(starts, m.start()) - 1
+        if not found or found[-1] != index:
+            found.append(index)
+    return found
 
 
 def _needs_strip(pattern: str) -> bool:
@@ -494,6 +551,7 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
     literals = literal_alternatives(pattern)
+    narrow = prefilter and never_spans_lines(pattern)  # only lines where a match of the whole file starts
 
     matches: list[tuple[str, int, list[str]]] = []
     matched: dict[str, None] = {}
@@ -507,16 +565,34 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
             skipped += 1
             break
         processed += 1
-        lines = f.lines
-        if prefilter and lines:
-            joined = "\n".join(map(str.strip, lines)) if strip else "\n".join(lines)
+        kept = f.lines.text if isinstance(f.lines, JoinedLines) else None
+        if prefilter and kept is not None and not strip:  # the file's lines are split only if it may match
+            if not kept:
+                continue
+            joined = kept
+            lines: Sequence[str] = ()
+        else:
+            lines = f.lines.split() if isinstance(f.lines, JoinedLines) else f.lines
+            joined = ("\n".join(map(str.strip, lines)) if strip else "\n".join(lines)) if prefilter and lines else ""
+        candidates: Iterable[int] | None = None
+        if prefilter and joined:
             if literals is not None and joined.isascii():
                 lowered = joined.lower()
                 if not any(literal in lowered for literal in literals):
                     continue
+                candidates = [i for i, line in enumerate(lowered.split("\n")) if any(x in line for x in literals)]
             elif not search(compiled, joined):
                 continue
-        for index, line in enumerate(lines):
+            elif narrow:
+                starts = list(itertools.accumulate((len(x) + 1 for x in joined.split("\n")), initial=0))
+                try:
+                    candidates = _candidate_lines(compiled, joined, starts, remaining())
+                except TimeoutError as exc:
+                    raise _timed_out(pattern, time_limit) from exc
+        if not lines and kept:
+            lines = f.lines.split() if isinstance(f.lines, JoinedLines) else f.lines
+        for index in candidates if candidates is not None else range(len(lines)):
+            line = lines[index]
             if len(matches) >= MAX_TOTAL_COLLECTED:
                 break
             if search(compiled, line.strip()):

@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, ValidationError
@@ -84,7 +84,9 @@ class AgentFiles:
         return next((v for v in self.files if v.name == name), None)
 
     def to_json(self) -> str:
-        data = {"v": 1, "folders": self.folders, "files": [asdict(v) for v in self.files],
+        """Compact JSON: a view is a list of ``VIEW_FIELDS`` (10,000 files: ~1.5 MB, ~10 ms either way)."""
+        data = {"v": 2, "folders": self.folders, "fields": VIEW_FIELDS,
+                "files": [[getattr(v, f) for f in VIEW_FIELDS] for v in self.files],
                 "max_files_open": self.max_files_open, "per_file_view_window_char_limit": self.char_limit}
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
@@ -96,13 +98,26 @@ class AgentFiles:
         try:
             data = json.loads(raw)
             return AgentFiles(folders=[dict(f) for f in data.get("folders") or []],
-                              files=[FileView(**v) for v in data.get("files") or []],
+                              files=_views(data),
                               max_files_open=data.get("max_files_open"),
                               char_limit=data.get("per_file_view_window_char_limit"))
         except (ValueError, TypeError) as exc:  # a damaged entry is read as no files, never as a failure
             log.error("agent %s: its files view could not be read (%s); showing no files until it is rewritten",
                       agent.id, exc)
             return AgentFiles()
+
+
+VIEW_FIELDS = ["file_id", "folder_id", "name", "is_open", "visible", "start_line", "end_line", "accessed_us", "sha256"]
+
+
+def _views(data: dict[str, Any]) -> list[FileView]:
+    rows = data.get("files") or []
+    if data.get("v", 1) == 1:  # one object per view
+        return [FileView(**v) for v in rows]
+    fields = data.get("fields") or VIEW_FIELDS
+    if fields == VIEW_FIELDS:
+        return [FileView(*row) for row in rows]
+    return [FileView(**dict(zip(fields, row, strict=True))) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -493,10 +508,10 @@ class Filesystem:
     def grep_files(self, agent_id: str, pattern: str, include: str | None = None, context_lines: int | None = 1,
                    offset: int | None = None) -> str:
         state, by_name = self._attached(agent_id)
-        lines = self.rows.lines(list(by_name.values()))
-        files = [GrepFile(name=name, lines=lines[f.id], size_bytes=f.size) for name, f in by_name.items()]
+        joined = self.rows.joined(list(by_name.values()))
+        files = [GrepFile(name=name, lines=joined[f.id], size_bytes=f.size) for name, f in by_name.items()]
         result = grep(files, pattern, include, context_lines, offset)
-        self._touch(agent_id, result.matched_files)
+        self._touch(agent_id, result.matched_files, state)
         return str(result.text)
 
     def semantic_search_files(self, agent_id: str, query: str, limit: int = 5) -> str:
@@ -509,7 +524,7 @@ class Filesystem:
         found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
         # only chunks of files that are ready: an unfinished file (a crash mid-upload) is not searched
         hits = [(names[h.tags[0]], h.content) for h in found.hits if h.tags and h.tags[0] in names]
-        self._touch(agent_id, [n for n, _ in hits])
+        self._touch(agent_id, [n for n, _ in hits], state)
         return str(semantic_text(query.strip(), hits))
 
     def attached_text(self, agent_id: str, name: str) -> str:
@@ -520,17 +535,22 @@ class Filesystem:
                                 f"following files attached: {[v.name for v in state.files]}")
         return str(self.rows.text(view.file_id))
 
-    def _touch(self, agent_id: str, names: Sequence[str]) -> None:
-        """Mark the files' last access (Letta's ``mark_access_bulk``): what least-recently-used closing reads."""
-        if not names:
+    def _touch(self, agent_id: str, names: Sequence[str], state: AgentFiles | None = None) -> None:
+        """Mark the open files among ``names`` as accessed (Letta's ``mark_access_bulk``): what least-recently-used
+        closing reads. Letta stamps closed files too; their stamp is never read (opening stamps a file), so tiermem
+        writes only when an open file was touched: a search of closed files writes nothing."""
+        wanted = set(names)
+        if not wanted or (state is not None and not any(v.is_open and v.name in wanted for v in state.files)):
             return
         with self._lock(agent_id):
             state = self.state(agent_id)
             stamp = to_us(now())
+            touched = False
             for v in state.files:
-                if v.name in names:
-                    v.accessed_us = stamp
-            self._save(agent_id, state)
+                if v.is_open and v.name in wanted:
+                    v.accessed_us, touched = stamp, True
+            if touched:
+                self._save(agent_id, state)
 
     # -- a folder's own metadata (``tiermem folders sync`` keeps its record there) -----------------------
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..base.chunking import chunk_text, estimate_sizes, estimate_tokens
+from ..base.chunking import WORDS, chunk_text, estimate_sizes, estimate_tokens
 from ..base.errors import ConfigError, EmbeddingError, ModelNotReadyError
 from .minilm import sha256_file
 
@@ -206,6 +206,9 @@ def minilm_tokenizer(tok_dir: Path | None = None) -> Tokenizer:
         return _tokenizers[key]
 
 
+LONG_TEXT = 4000  # characters from which a text is chunked from one encode of it (files)
+
+
 class _TokenizerCounter:
     """Exact counting and chunking with a ``tokenizers.Tokenizer`` (never truncating)."""
 
@@ -213,6 +216,8 @@ class _TokenizerCounter:
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
         self.overhead = tokenizer.num_special_tokens_to_add(False)
+        # WordPiece (the packaged MiniLM and the other BERT models): pieces never cross whitespace
+        self.additive = type(tokenizer.model).__name__ == "WordPiece"
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text).ids)
@@ -221,7 +226,35 @@ class _TokenizerCounter:
         return [len(e.ids) for e in self.tokenizer.encode_batch(words, add_special_tokens=False)]
 
     def chunk(self, text: str) -> list[str]:
-        return chunk_text(text, max_tokens=self.max_tokens, count=self.count, sizes=self.sizes, overhead=self.overhead)
+        return self.chunk_many([text])[0]
+
+    def chunk_many(self, texts: list[str]) -> list[list[str]]:
+        """``chunk`` of each text. Long texts (files) are encoded whole, together (``encode_batch`` uses every core),
+        and each word's pieces counted from the offsets: WordPiece pieces never span whitespace, so a chunk's count
+        is the sum of its words' (``additive``), the same chunks as counting each word and chunk apart, ~5x faster."""
+        out: list[list[str] | None] = [None] * len(texts)
+        long = [i for i, t in enumerate(texts) if self.additive and len(t) >= LONG_TEXT]
+        whole = set(long)
+        for i, t in enumerate(texts):
+            if i not in whole:
+                out[i] = chunk_text(t, max_tokens=self.max_tokens, count=self.count, sizes=self.sizes,
+                                    overhead=self.overhead)
+        if long:
+            import numpy as np
+
+            encodings = self.tokenizer.encode_batch([texts[i] for i in long], add_special_tokens=False)
+            for i, enc in zip(long, encodings, strict=True):
+                text = texts[i]
+                starts = np.fromiter((s for s, _ in enc.offsets), dtype=np.int64, count=len(enc.offsets))
+                spans = np.array([(m.start(), m.end()) for m in WORDS.finditer(text)], dtype=np.int64).reshape(-1, 2)
+                lengths = (np.searchsorted(starts, spans[:, 1]) - np.searchsorted(starts, spans[:, 0])).tolist()
+
+                def sizes(words: list[str], lengths: list[int] = lengths) -> list[int]:
+                    return lengths if len(words) == len(lengths) else self.sizes(words)
+
+                out[i] = chunk_text(text, max_tokens=self.max_tokens, count=self.count, sizes=sizes,
+                                    overhead=self.overhead, additive=True)
+        return [o if o is not None else [] for o in out]
 
 
 # ---------------------------------------------------------------------------
@@ -432,6 +465,11 @@ class FastEmbedEmbedder:
             return self._counter.chunk(text)
         return chunk_text(text, max_tokens=self.max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
 
+    def chunk_many(self, texts: list[str]) -> list[list[str]]:
+        if self._counter is not None:
+            return self._counter.chunk_many(texts)
+        return [self.chunk(t) for t in texts]
+
 
 # ---------------------------------------------------------------------------
 # Background loading
@@ -534,6 +572,15 @@ class BackgroundEmbedder:
 
     def chunk(self, text: str) -> list[str]:
         return self._embedder.chunk(text) if self._embedder is not None else self._chunker(text)
+
+    def chunk_many(self, texts: list[str]) -> list[list[str]]:
+        """``chunk`` of each text, together where the tokenizer can do them at once (files)."""
+        owner = self._embedder if self._embedder is not None else getattr(self._chunker, "__self__", None)
+        many = getattr(owner, "chunk_many", None)
+        if many is not None:
+            result: list[list[str]] = many(texts)
+            return result
+        return [self.chunk(t) for t in texts]
 
 
 def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> BackgroundEmbedder:

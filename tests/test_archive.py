@@ -304,3 +304,14 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     second = one_shot("The wifi password is on the fridge", 300)
     assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
     assert store.rows.count("passages", Filter(missing_vector=True)) == 0  # embedded before the process ended
+
+
+def test_a_query_with_double_quotes_is_searched_by_its_words(settings: Settings) -> None:
+    """The full-text index keeps no positions, so a quoted phrase once made the keyword leg fail (after indexing)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, 'She said "hello world" at the door.')
+    memory.archive.store.indexes.optimize()  # the rows are in the index now
+    for query in ['"hello world"', 'said "hello', '""']:
+        found = memory.archive.search(agent, query, top_k=3)
+        assert [h.content for h in found.hits][:1] == ['She said "hello world" at the door.'], query

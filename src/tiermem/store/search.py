@@ -241,8 +241,12 @@ class Search:
             self.indexes.ensure_fts(table)
         at = _async_table(self.conn.tables[table])
 
+        # A double quote makes a phrase query, which an index without positions (ours: ``ensure_fts``) refuses once
+        # rows are indexed; the words are searched as words instead.
+        words = query.replace('"', " ")
+
         async def build(version: int | None) -> Any:
-            q = at.query().nearest_to_text(query, columns="text")
+            q = at.query().nearest_to_text(words, columns="text")
             return q.select([*LEG_COLUMNS, *HIT_COLUMNS[table], "_score"])
 
         return build

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..domain.blocks import Rethink, is_pinned
-from ..base.errors import AccessError, EditError, NotFoundError, ValidationError
+from ..base.errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -238,6 +238,91 @@ def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
     if not isinstance(passage_id, str):
         raise ValidationError("id must be a passage id from the list or a search.")
     return {"deleted": memory.archive.delete(agent.id, passage_id)}
+
+
+# -- folders and files (``memory.files``) ---------------------------------------------------
+
+
+def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
+    """Every folder this token may see: its description, how many files it holds and the agents it is attached to
+    (those this token may see by name, the others counted). A token limited to some agents sees only the folders
+    attached to one of them."""
+    names = {a.id: a.name for a in memory.list_agents()}
+    out = []
+    for f in memory.files.folders():
+        attached = [names.get(i, i) for i in memory.files.agents_of(f.id)]
+        shown = sorted(n for n in attached if allowed(agents, n))
+        if not shown and not (agents is None or "*" in agents):
+            continue
+        out.append({"id": f.id, "name": f.name, "description": f.description, "instructions": f.instructions,
+                    "files": len(memory.files.files(f.name)), "agents": shown,
+                    "other_agents": len(attached) - len(shown), "updated_at": f.updated_at.isoformat()})
+    return {"folders": out}
+
+
+def check_folder_access(memory: Memory, agents: Collection[str] | None, folder: str) -> None:
+    """A token limited to some agents reads only the folders attached to one of them."""
+    if agents is None or "*" in agents:
+        return
+    found = memory.files.folder(folder)
+    names = {a.id: a.name for a in memory.list_agents()}
+    if not any(allowed(agents, names.get(i, "")) for i in memory.files.agents_of(found.id)):
+        raise AccessError(f"Folder {folder!r} is not attached to an agent this token may use; use a token that "
+                          "lists one of its agents.")
+
+
+def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = None) -> JSON:
+    """A folder's files: name, type, size, processing status (with the error of a file that failed) and chunks."""
+    check_folder_access(memory, agents, folder)
+    found = memory.files.folder(folder)
+    return {"folder": found.name, "description": found.description,
+            "files": [{"id": f.id, "name": f.name, "file_type": f.file_type, "size": f.size, "status": f.status,
+                       "error": f.error, "chunks": f.chunks, "source_path": f.source_path,
+                       "updated_at": f.updated_at.isoformat()} for f in memory.files.files(found.name)]}
+
+
+def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
+    """A file's whole parsed text and what agent ``name`` sees of it: its open window (the visible text and its
+    lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""
+    check_folder_access(memory, agents, folder)
+    agent = _agent(memory, name)
+    found = next((f for f in memory.files.files(folder) if f.name == file), None)
+    if found is None:
+        raise NotFoundError(f"Folder {folder!r} has no file {file!r}; pick one from the folder's list.")
+    text = memory.files.text(folder, file) if found.status == "completed" else ""
+    view = next((v for v in memory.files.state(agent.id).files if v.file_id == found.id), None)
+    seen: JSON = {"attached": view is not None, "name": view.name if view else f"{folder}/{file}",
+                  "is_open": bool(view and view.is_open)}
+    if view is not None and view.is_open:
+        seen.update(visible=view.visible, start_line=view.start_line, end_line=view.end_line,
+                    accessed_us=view.accessed_us)
+    return {"folder": folder, "file": file, "status": found.status, "error": found.error, "text": text,
+            "chars": len(text), "agent": agent.name, "view": seen}
+
+
+def file_search(memory: Memory, name: str, query: Any, kind: Any = "both", include: Any = None) -> JSON:
+    """Agent ``name``'s own file tools over its attached files, answered with their text as the model reads it:
+    ``grep_files`` (a regular expression, one line of context) and ``semantic_search_files`` (5 passages). Like the
+    tools, a search marks the files it found as just used (what closing the least recently used open file reads)."""
+    agent = _agent(memory, name)
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("Type what to look for: a pattern (grep) or a question (semantic).")
+    if kind not in ("both", "grep", "semantic"):
+        raise ValidationError(f"kind must be 'both', 'grep' or 'semantic', got {kind!r}.")
+    if include is not None and not isinstance(include, str):
+        raise ValidationError("include must be a file name pattern such as *.py.")
+    out: JSON = {"query": query, "kind": kind}
+    for tool in ("grep", "semantic"):
+        if kind not in ("both", tool):
+            continue
+        try:
+            out[tool] = (memory.grep_files(agent.id, query, include or None, 1, None) if tool == "grep"
+                         else memory.semantic_search_files(agent.id, query, 5))
+        except TiermemError as exc:  # both asked: one tool's refusal (a bad regex) is shown beside the other's answer
+            if kind != "both":
+                raise
+            out[f"{tool}_error"] = str(exc)
+    return out
 
 
 # -- import and export -------------------------------------------------------------------

@@ -180,6 +180,23 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         name = agent_param(request, body)
         return JSONResponse(await inspector.run(api.delete_passage, name, body.get("id")))
 
+    async def folders(request: Request) -> Response:
+        return JSONResponse(await inspector.run(api.folders, scope_agents(request)))
+
+    async def folder_files(request: Request) -> Response:
+        return JSONResponse(await inspector.run(api.folder_files, request.query_params.get("folder", ""),
+                                                scope_agents(request)))
+
+    async def file_view(request: Request) -> Response:
+        name, q = agent_param(request), request.query_params
+        return JSONResponse(await inspector.run(api.file_view, name, q.get("folder", ""), q.get("file", ""),
+                                                scope_agents(request)))
+
+    async def file_search(request: Request) -> Response:
+        name, q = agent_param(request), request.query_params
+        return JSONResponse(await inspector.run(api.file_search, name, q.get("q", ""), q.get("kind", "both"),
+                                                q.get("include") or None))
+
     async def export(request: Request) -> Response:
         fmt = request.query_params.get("format", "af")
         if fmt == "jsonl":
@@ -215,6 +232,10 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/api/search", search, methods=["GET"]),
         Route("/api/passages", passages, methods=["GET"]),
         Route("/api/passages/delete", delete_passage, methods=["POST"]),
+        Route("/api/folders", folders, methods=["GET"]),
+        Route("/api/folders/files", folder_files, methods=["GET"]),
+        Route("/api/folders/file", file_view, methods=["GET"]),
+        Route("/api/folders/search", file_search, methods=["GET"]),
         Route("/api/export", export, methods=["GET"]),
         Route("/api/import", import_, methods=["POST"]),
     ]

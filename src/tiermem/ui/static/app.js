@@ -7,6 +7,7 @@
     token: null, agent: null, blocks: [], signature: "", pollGen: 0,
     editing: null, // {label, version, original}
     passOffset: 0, passTotal: 0, lastSearch: null,
+    folder: null, file: null, // the folder and file shown in the Folders section
   };
 
   // -- plumbing ---------------------------------------------------------------------------
@@ -291,6 +292,80 @@
     $("p-next").disabled = state.passOffset + PAGE >= data.total;
   }
 
+  // -- folders and files -----------------------------------------------------------------------------------
+  const size = (n) => n >= 1048576 ? `${(n / 1048576).toFixed(1)} MB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KB` : `${n} B`;
+
+  async function loadFolders() {
+    const data = await call("folders");
+    $("folder-count").textContent = `(${data.folders.length})`;
+    $("folders").tBodies[0].replaceChildren(...data.folders.map((f) => el("tr",
+      { data: { folder: f.name }, class: f.name === state.folder ? "selected" : "", tabIndex: 0,
+        on: { click: () => guarded(() => openFolder(f.name)),
+              keydown: (e) => { if (e.key === "Enter") guarded(() => openFolder(f.name)); } } },
+      el("td", { class: "name", textContent: f.name }), el("td", { textContent: f.description || "–" }),
+      el("td", { class: "count", textContent: f.files }),
+      el("td", { textContent: [...f.agents, ...(f.other_agents ? [`${f.other_agents} other(s)`] : [])].join(", ") || "none" }))));
+    if (state.folder && !data.folders.some((f) => f.name === state.folder)) {
+      state.folder = state.file = null; $("folder-wrap").hidden = $("file-wrap").hidden = true;
+    } else if (state.folder) await openFolder(state.folder, false);
+  }
+
+  async function openFolder(name, resetFile = true) {
+    const data = await call("folders/files?" + qs({ folder: name }));
+    state.folder = name;
+    if (resetFile) { state.file = null; $("file-wrap").hidden = true; }
+    document.querySelectorAll("#folders tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.folder === name));
+    $("folder-name").textContent = name;
+    $("folder-wrap").hidden = false;
+    $("files").tBodies[0].replaceChildren(...(data.files.length ? data.files.map((f) => el("tr",
+      { data: { file: f.name }, class: f.name === state.file ? "selected" : "", tabIndex: 0,
+        on: { click: () => guarded(() => openFile(f.name)),
+              keydown: (e) => { if (e.key === "Enter") guarded(() => openFile(f.name)); } } },
+      el("td", { class: "name", textContent: f.name }), el("td", { textContent: f.file_type }),
+      el("td", { textContent: size(f.size), title: `${f.size} bytes` }),
+      el("td", {}, el("span", { class: `badge status status-${f.status}`, textContent: f.status })),
+      el("td", { textContent: f.chunks }), el("td", { class: "content error", textContent: f.error || "" })))
+      : [el("tr", {}, el("td", { colSpan: 6, class: "muted", textContent: "No files in this folder yet." }))]));
+    if (state.file && !resetFile) await openFile(state.file);
+  }
+
+  async function openFile(name) {
+    const data = await call("folders/file?" + qs({ agent: state.agent, folder: state.folder, file: name }));
+    state.file = name;
+    document.querySelectorAll("#files tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.file === name));
+    $("file-wrap").hidden = false;
+    $("file-name").textContent = data.view.name;
+    $("file-status").textContent = data.status + (data.error ? `: ${data.error}` : "");
+    const v = data.view;
+    let text;
+    if (!v.attached) text = `Not in ${data.agent}'s files: ` + (data.status === "completed"
+      ? "the folder is not attached to this agent." : `the file is not ready (${data.status}).`);
+    else if (!v.is_open) text = `closed for ${data.agent}: the model sees only its name until it opens it (open_files).`;
+    else {
+      const lines = v.start_line ? `lines ${v.start_line}–${v.end_line ?? "end"}` : "from the start";
+      text = `open for ${data.agent}: ${lines}, ${v.visible.length} characters visible in its core memory.`;
+    }
+    $("file-window").textContent = text;
+    $("file-visible").hidden = !(v.is_open && v.visible);
+    $("file-visible").textContent = v.is_open ? v.visible : "";
+    $("file-chars").textContent = `(${data.chars} characters)`;
+    $("file-text").textContent = data.text || "(no text: the file was not parsed)";
+  }
+
+  async function searchFiles() {
+    const kind = $("fs-kind").value;
+    const data = await call("folders/search?" + qs({ agent: state.agent, q: $("fs-query").value, kind,
+      include: $("fs-include").value.trim() }));
+    $("fs-results").hidden = false;
+    for (const tool of ["grep", "semantic"]) {
+      const asked = kind === "both" || kind === tool;
+      $(`fs-${tool}-wrap`).hidden = !asked;
+      $(`fs-${tool}`).textContent = data[tool] ?? data[`${tool}_error`] ?? "";
+      $(`fs-${tool}`).classList.toggle("failed", data[tool] === undefined);
+    }
+    if (state.file) await openFile(state.file); // a search marks the files it found as used
+  }
+
   // -- import and export ----------------------------------------------------------------------------------
   async function download(format) {
     const r = await call("export?" + qs({ agent: state.agent, format }), { raw: true });
@@ -334,6 +409,8 @@
     state.editing = null; state.passOffset = 0; state.passTotal = -1;
     $("editor-section").hidden = true; $("results").hidden = true; $("search-notes").textContent = "";
     await refresh(); // loads the first page of passages too (passTotal is unknown)
+    $("fs-results").hidden = true;
+    await loadFolders().catch((e) => say(e.message)); // the file shown is shown as this agent sees it
     state.pollGen += 1;
     poll(state.pollGen);
   }
@@ -371,6 +448,8 @@
     $("x-af").addEventListener("click", () => guarded(() => download("af")));
     $("x-jsonl").addEventListener("click", () => guarded(() => download("jsonl")));
     $("import-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(importFile); });
+    $("f-reload").addEventListener("click", () => guarded(loadFolders));
+    $("fs-form").addEventListener("submit", (e) => { e.preventDefault(); guarded(searchFiles); });
     $("a-delete").addEventListener("click", () => guarded(deleteAgent));
     $("auth").addEventListener("submit", (e) => {
       e.preventDefault();

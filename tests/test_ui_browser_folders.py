@@ -1,0 +1,30 @@
+"""The inspector's Folders section in a real browser (headless Chromium, Selenium): the harness of
+``test_ui_browser`` (one served app, a browser following the token link), skipped as it is skipped, with the reason,
+where Chromium, chromedriver or Selenium is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Imported first: it skips this module, with the reason, where the browser or Selenium is missing.
+from .test_ui_browser import ARTIFACTS, By, Site, browser, by_id, click, site, until  # noqa: F401  (fixtures)
+
+
+def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, browser: Any) -> None:  # noqa: F811
+    memory = site.memory
+    if "handbook" not in [f.name for f in memory.files.folders()]:
+        memory.files.create_folder("handbook", description="How we work")
+        memory.files.upload_many("handbook", [("guide.md", b"# Guide\nShip small changes, often.\n", ""),
+                                              ("blob.bin", b"\x00\x01\x02\xff\xfe", "")])
+        memory.files.attach(site.agent_id, "handbook")
+    click(browser, "#f-reload")
+    click(browser, '#folders tr[data-folder="handbook"]')
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")) == 2)
+    status = {tr.get_attribute("data-file"): tr.find_element(By.CSS_SELECTOR, ".status").text
+              for tr in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")}
+    assert status == {"guide.md": "completed", "blob.bin": "error"}
+
+    click(browser, '#files tr[data-file="guide.md"]')
+    until(browser, lambda d: "closed for work" in by_id(d, "file-window").text)
+    assert by_id(browser, "file-name").text == "handbook/guide.md"
+    browser.save_screenshot(str(ARTIFACTS / "folders.png"))

@@ -228,17 +228,17 @@ class _TokenizerCounter:
     def chunk(self, text: str) -> list[str]:
         return self.chunk_many([text])[0]
 
-    def chunk_many(self, texts: list[str]) -> list[list[str]]:
-        """``chunk`` of each text. Long texts (files) are encoded whole, together (``encode_batch`` uses every core),
+    def chunk_many(self, texts: list[str], max_tokens: int | None = None) -> list[list[str]]:
+        """``chunk`` of each text (in windows of ``max_tokens``, at most the model's). Long texts (files) are encoded whole, together (``encode_batch`` uses every core),
         and each word's pieces counted from the offsets: WordPiece pieces never span whitespace, so a chunk's count
         is the sum of its words' (``additive``), the same chunks as counting each word and chunk apart, ~5x faster."""
+        window = min(max_tokens or self.max_tokens, self.max_tokens)
         out: list[list[str] | None] = [None] * len(texts)
         long = [i for i, t in enumerate(texts) if self.additive and len(t) >= LONG_TEXT]
         whole = set(long)
         for i, t in enumerate(texts):
             if i not in whole:
-                out[i] = chunk_text(t, max_tokens=self.max_tokens, count=self.count, sizes=self.sizes,
-                                    overhead=self.overhead)
+                out[i] = chunk_text(t, max_tokens=window, count=self.count, sizes=self.sizes, overhead=self.overhead)
         if long:
             import numpy as np
 
@@ -252,8 +252,8 @@ class _TokenizerCounter:
                 def sizes(words: list[str], lengths: list[int] = lengths) -> list[int]:
                     return lengths if len(words) == len(lengths) else self.sizes(words)
 
-                out[i] = chunk_text(text, max_tokens=self.max_tokens, count=self.count, sizes=sizes,
-                                    overhead=self.overhead, additive=True)
+                out[i] = chunk_text(text, max_tokens=window, count=self.count, sizes=sizes, overhead=self.overhead,
+                                    additive=True)
         return [o if o is not None else [] for o in out]
 
 
@@ -465,9 +465,9 @@ class FastEmbedEmbedder:
             return self._counter.chunk(text)
         return chunk_text(text, max_tokens=self.max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2)
 
-    def chunk_many(self, texts: list[str]) -> list[list[str]]:
+    def chunk_many(self, texts: list[str], max_tokens: int | None = None) -> list[list[str]]:
         if self._counter is not None:
-            return self._counter.chunk_many(texts)
+            return self._counter.chunk_many(texts, max_tokens)
         return [self.chunk(t) for t in texts]
 
 
@@ -573,12 +573,13 @@ class BackgroundEmbedder:
     def chunk(self, text: str) -> list[str]:
         return self._embedder.chunk(text) if self._embedder is not None else self._chunker(text)
 
-    def chunk_many(self, texts: list[str]) -> list[list[str]]:
-        """``chunk`` of each text, together where the tokenizer can do them at once (files)."""
+    def chunk_many(self, texts: list[str], max_tokens: int | None = None) -> list[list[str]]:
+        """``chunk`` of each text, together where the tokenizer can do them at once (files), in windows of
+        ``max_tokens`` where the tokenizer counts exactly (else the model's window)."""
         owner = self._embedder if self._embedder is not None else getattr(self._chunker, "__self__", None)
         many = getattr(owner, "chunk_many", None)
         if many is not None:
-            result: list[list[str]] = many(texts)
+            result: list[list[str]] = many(texts, max_tokens)
             return result
         return [self.chunk(t) for t in texts]
 

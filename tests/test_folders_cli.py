@@ -88,11 +88,10 @@ def test_upload_a_directory_show_and_the_api_refuses_dotdot(tmp_path: Path, caps
     assert code == 1, (out, err)  # data.txt could not be parsed
     report = json.loads(out)
     outcomes = {f["name"]: f["outcome"] for f in report["files"]}
-    assert outcomes == {".gitignore": "added", "README.md": "added", "keep.log": "added", "notes/.gitignore": "added",
-                        "notes/deep/plan.md": "added", "src/app.py": "added", "data.txt": "error",
+    assert outcomes == {"README.md": "added", "keep.log": "added", "notes/deep/plan.md": "added", "src/app.py": "added", "data.txt": "error",
                         "logo.png": "skipped", "big.txt": "skipped", "outside.md": "skipped",
                         "readme-link.md": "skipped", "notes-link": "skipped"}
-    assert report["ignored"] == 3  # debug.log, build/, notes/private.md (.git/ is never looked at)
+    assert report["ignored"] == 6  # debug.log, build/, notes/private.md; hidden: .git/, .gitignore, notes/.gitignore
     reasons = {f["name"]: f.get("reason", "") for f in report["files"]}
     assert "2,000 bytes, over the limit of 1,024 bytes" in reasons["big.txt"]
     assert "TIERMEM_FILE_MAX_BYTES" in reasons["big.txt"]
@@ -104,8 +103,8 @@ def test_upload_a_directory_show_and_the_api_refuses_dotdot(tmp_path: Path, caps
     # the plain summary: counts, then each error and skip with its reason
     code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
     assert code == 1
-    assert out.splitlines()[0] == ("folder docs: 0 added, 0 updated, 6 unchanged, 1 error, 5 skipped "
-                                   "(3 ignored by .gitignore)")
+    assert out.splitlines()[0] == ("folder docs: 0 added, 0 updated, 4 unchanged, 1 error, 5 skipped "
+                                   "(6 hidden or ignored by .gitignore)")
     assert "  error data.txt: " in out and "  skipped logo.png: binary" in out
 
     code, out, _ = run(tmp_path, capsys, "folders", "show", "docs", "--json")

@@ -2,7 +2,7 @@
 
 ``walk`` lists what a directory gives a folder: paths relative to it, joined with ``/``; ``.gitignore`` files honoured
 (the root's and nested ones, git's rules through ``pathspec``; a deeper file's pattern wins over a shallower one's),
-``.git/`` never entered. Symbolic links are never followed out of the directory: a link pointing outside is
+hidden files and directories (a name starting with ``.``: ``.git/``, ``.env``, ``.gitignore`` itself) never read. Symbolic links are never followed out of the directory: a link pointing outside is
 reported (skipped, with where it points); a link to a directory is not followed; a link to a file inside is read
 once (skipped when its target is listed under its own name, else listed under the link's name). Files binary by
 their extension, files over ``file_max_bytes`` and anything not a regular file are reported with the reason, never
@@ -98,7 +98,7 @@ class SyncReport:
     def summary(self) -> str:
         c = self.counts()
         text = f"folder {self.folder}: " + ", ".join(f"{n} {k}" for k, n in c.items() if n or k != "deleted")
-        return text + (f" ({self.ignored} ignored by .gitignore)" if self.ignored else "")
+        return text + (f" ({self.ignored} hidden or ignored by .gitignore)" if self.ignored else "")
 
     def as_dict(self) -> dict[str, Any]:
         return {"folder": self.folder, "directory": self.directory, "created": self.created, **self.counts(),
@@ -168,7 +168,8 @@ def walk(directory: Path, *, max_bytes: int) -> Listing:
             except OSError:  # gone since the listing
                 continue
             is_dir = stat.S_ISDIR(st.st_mode)
-            if is_dir and entry.name == ".git":
+            if entry.name.startswith("."):  # hidden: .git/, .gitignore, .env, editors' swap files (counted)
+                listing.ignored += 1
                 continue
             if _ignored(specs, name, is_dir or (stat.S_ISLNK(st.st_mode) and os.path.isdir(entry.path))):
                 listing.ignored += 1

@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|all]`"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
            "footprint", "ui", "lance_writes", "small_index", "objstore", "objmix", "lettacode", "notify", "hooks", "autorecall",
-           "shutdown", "files"]
+           "shutdown", "files", "secrets"]
 
 
 def main() -> None:

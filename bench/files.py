@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=64, help="files per upload_many call")
     parser.add_argument("--runs", type=int, default=RUNS, help="timed runs per pattern or query (>= 30)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--embed-inline", action="store_true",
+                        help="embed while uploading (the hashing model: seconds) instead of by the backfill")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args, _ = parser.parse_known_args(argv if argv is not None else sys.argv[1:])
     if args.quick:
@@ -258,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result["rss_mb"]["before_ingest"] = rss()
 
     files = stdlib_files(args.files)
-    result["ingest"] = upload(memory, "stdlib", files, embed=False, batch=args.batch)
+    result["ingest"] = upload(memory, "stdlib", files, embed=args.embed_inline, batch=args.batch)
     result["rss_mb"]["after_ingest"] = rss()
     result["backfill"] = backfill(memory, args.embed_seconds)
     result["rss_mb"]["after_backfill"] = rss()
@@ -273,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                          f"--embed-seconds {args.embed_seconds:g}: a semantic search would embed them"}
 
     more = stdlib_files(args.search_files)[len(files):]
-    result["fill"] = upload(memory, "stdlib", more, embed=False, batch=256) if more else {"files": 0}
+    result["fill"] = upload(memory, "stdlib", more, embed=args.embed_inline, batch=256) if more else {"files": 0}
     if complete:
         result["fill"]["backfill"] = backfill(memory, None)
     if more:

@@ -9,7 +9,7 @@ import pytest
 
 from tiermem.base.errors import ValidationError
 from tiermem.domain.memory import Memory
-from tiermem.store import Store
+from tiermem.store import SCHEMA_VERSION, Store
 
 from .conftest import memory_over
 
@@ -57,7 +57,7 @@ def test_raw_rows_are_only_those_of_recall_and_archival(mem: Memory) -> None:
                  lambda: rows.restore_rows("meta", "key", [{"key": "schema_version", "value": "9"}], model=None)):
         with pytest.raises(ValidationError, match="not a table of recall or archival memory"):
             call()
-    assert mem.archive.store.conn.meta()["schema_version"] == "1"  # nothing was written
+    assert mem.archive.store.conn.meta()["schema_version"] == str(SCHEMA_VERSION)  # nothing was written
 
 
 def test_backed_up_vectors_are_kept_only_for_the_same_model(mem: Memory) -> None:

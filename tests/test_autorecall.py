@@ -86,7 +86,7 @@ def test_the_context_with_its_note_stays_within_max_chars(max_chars: int) -> Non
         text = autorecall.render(memories, max_chars)
         assert 0 < len(text) <= max_chars, (sizes, len(text))
         lines = text.split("\n")
-        shown = [line for line in lines if line.startswith("- [")]
+        shown = [line for line in lines if line.startswith("<tiermem_memory ")]
         assert shown and all(f"memory {i} " in line for i, line in enumerate(shown))  # best first, none skipped
         if len(shown) < len(sizes):
             assert lines[-1] == (f"({len(sizes) - len(shown)} more not shown: search for them with "
@@ -102,13 +102,14 @@ def test_a_best_memory_too_long_to_fit_is_shown_cut_with_its_id_not_dropped_for_
     assert len(text) <= 1000
     head, first, note = text.split("\n")
     assert head == autorecall.HEAD
-    assert first.startswith("- [archival memory, 2026-11-24, relevance 0.90, CUT: the first ")
-    kept = int(first.split("CUT: the first ")[1].split(" ")[0])
-    assert "of 6000 characters; id passage-0; archival_memory_search finds it whole] memory 0 xxx" in first
-    assert first.endswith("x" * (kept - len("memory 0 ")) + "…") and kept > 600  # the room is used, not wasted
+    assert first.startswith('<tiermem_memory source="archival" id="passage-0" saved="2026-11-24" relevance="0.90" '
+                            'cut="first ')
+    kept = int(first.split('cut="first ')[1].split(" ")[0])
+    assert 'of 6000 chars; id passage-0; archival_memory_search finds it whole">memory 0 xxx' in first
+    assert first.endswith("x" * (kept - len("memory 0 ")) + "…</tiermem_memory>") and len(text) >= 995  # room used
     assert note.startswith("(2 more not shown")  # the worse ones are not shown in its place
     alone = autorecall.render([recalled(0, 9000, source="recall")], 500)
-    assert len(alone) <= 500 and "CUT: the first" in alone and "id passage-0; conversation_search finds it" in alone
+    assert len(alone) <= 500 and 'cut="first' in alone and "id passage-0; conversation_search finds it" in alone
     assert "more not shown" not in alone
 
 

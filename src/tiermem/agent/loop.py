@@ -27,6 +27,7 @@ import anyio
 from ..base.errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
 from ..base.records import Agent, ContextWindow, Message, check_text
 from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
+from ..domain import secrets
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -321,7 +322,10 @@ class AgentLoop:
 
     async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
         archive = self.memory.archive
-        row = {"role": role, "content": content, "conversation_id": conv, "payload": json.dumps(meta, ensure_ascii=False)}
+        payload = json.dumps(meta, ensure_ascii=False)
+        if self.memory.secret_scan:  # credentials are never stored: each replaced by [redacted: KIND]
+            content, payload = self.memory.scrub(content), secrets.redact_json(payload)
+        row = {"role": role, "content": content, "conversation_id": conv, "payload": payload}
         return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
 
     async def _save_window(self, conv: str, *, turns_delta: int = 0, start_seq: int | None = None,

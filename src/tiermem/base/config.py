@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     auto_recall_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
     auto_recall_limit: int = Field(default=5, ge=1, le=50)
     auto_recall_max_chars: int = Field(default=4000, ge=500, le=9000)
+    # Credentials (API keys, tokens, private keys, passwords) are redacted from what enters memory on its own (hook
+    # turns, imports) and refused in a model's writes (block edits, archival inserts, conversation_log); "off" keeps
+    # text as given.
+    secret_scan: Literal["on", "off"] = "on"
+    # Which memories auto-recall brings: "project", those of the prompt's project (its repository, else directory)
+    # and those of none (shared); "all", every project's.
+    recall_scope: Literal["project", "all"] = "project"
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.

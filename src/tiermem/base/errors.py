@@ -87,3 +87,8 @@ class ContextOverflowError(TiermemError):
 class FileContentError(ValidationError):
     """A file given to a folder cannot be kept: binary, unparseable, too large, or its format needs an extra that is
     not installed; the message names the file and the fix, and nothing of it was stored."""
+
+
+class SecretError(ValidationError):
+    """A write would store a credential (an API key, a password, a private key, ...); the message names its kind and
+    where it is, never the secret, and nothing was written."""

@@ -100,6 +100,7 @@ class Message:
     created_at: datetime
     # Agent-loop payload (tool calls, tool results, ...) as JSON text; "" for plain turns.
     payload: str = ""
+    project: str | None = None  # where a hook captured it (a repository root or directory); None: shared
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class Passage:
     # Chunks of one insert share a group id; a single-chunk insert has group_id == id.
     group_id: str = ""
     chunk: int = 0
+    project: str | None = None  # the project it belongs to; None: shared by every project
 
 
 @dataclass(frozen=True)

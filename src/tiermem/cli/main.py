@@ -23,6 +23,7 @@ from .commands import (
 from ..base.errors import TiermemError, ValidationError
 from ..domain.factory import open_memory
 from .folders import add_folders_parser
+from .forget import add_forget_parser
 from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
 
 if TYPE_CHECKING:
@@ -186,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     b_rev.add_argument("label")
     b_rev.add_argument("version", type=int)
     add_folders_parser(sp, _common)  # tiermem folders ... (cli/folders.py)
+    add_forget_parser(sp, _common)  # tiermem forget ... (cli/forget.py)
 
     opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
     _common(opt, agent=False)
@@ -194,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--secrets", action="store_true",
+                        help="scan the store for credentials (blocks with their history, messages, passages, files)")
+    doctor.add_argument("--redact", action="store_true", help="with --secrets: rewrite what was found (with --yes)")
+    doctor.add_argument("--yes", action="store_true", help="with --redact: do it")
     imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.")
     _common(imp)
     imp.add_argument("path", type=Path)
@@ -312,6 +318,10 @@ def run_command(args: argparse.Namespace) -> int:
         reembed(settings)
         return 0
     if args.command == "doctor":
+        if args.secrets or args.redact:
+            from ..domain.secret_audit import doctor_secrets
+
+            return doctor_secrets(settings, redact_found=args.redact, yes=args.yes, as_json=args.json)
         from ..domain.maintenance import doctor
 
         return doctor(settings, as_json=args.json)
@@ -359,6 +369,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .folders import folders_command
 
         return folders_command(memory, settings, args)
+    if args.command == "forget":
+        from .forget import forget_command
+
+        return forget_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)

@@ -142,3 +142,16 @@ def from_json(block_id: str, raw: Mapping[str, Any]) -> Entry:
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise StoreError(f"A stored history entry of block {block_id} is malformed ({exc}): the history is damaged. "
                          "Restore it from a backup.") from exc
+
+
+def rewrite(kept: Iterable[BlockVersion]) -> list[Entry]:
+    """The entries that store exactly ``kept`` (versions of one block, ascending) and nothing else: what forgetting
+    past values leaves. A version whose predecessor was forgotten becomes a checkpoint (no delta or checkpoint
+    refers to a forgotten value); the rest are encoded afresh, as an edit would have stored them."""
+    out: list[Entry] = []
+    previous: BlockVersion | None = None
+    for v in kept:
+        entry = encode(previous, out[-1].chain if out else None, v)
+        out.append(entry)
+        previous = v
+    return out

@@ -12,10 +12,11 @@ so the heads' lists of agents are a superset that ``agents_of_block`` checks.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -24,12 +25,12 @@ from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResu
 from . import object_history as segments
 from . import object_rows
 from .bucket import Bucket
-from .history import checkpoint, encode
+from .history import checkpoint, encode, replay, rewrite
 from .object_cache import ObjectCache
 from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, INLINE_CHARS, REQUESTS,
                             REQUESTS_LAYOUT, Attached, Head, Link, agent_json, agent_of, agent_path, attached_json,
                             attached_of, attached_path, checksum, checksum_after, conversation_path, dumps, head_json,
-                            head_of, head_path, id_of, loads, value_path)
+                            head_of, head_path, id_of, loads, segment_json, segment_path, value_path)
 from .object_requests import OLD_REQUESTS_SECONDS, Requests
 from .protocol import FIELDS
 from .rows import CoreRow, window_from_row, window_row
@@ -305,6 +306,60 @@ class ObjectCore:
             return None
         got = segments.versions(self.bucket, found[0], version, version)
         return got[-1] if got else None
+
+    def forget_versions(self, block_id: str, versions: Collection[int]) -> int:
+        """The block's history stored afresh without ``versions`` (the current one is kept): every kept entry in one
+        segment named ``1..<current>`` and a head that seals it (empty tail), committed with one conditional PUT;
+        then the segments and bases the old head used are deleted. A reader still holding the old head finds its
+        segments gone and gets "try again" (the next read takes the new head); an edit that read the old head
+        loses the PUT race (412), re-reads and edits the new one."""
+        wanted = {int(v) for v in versions}
+        for _ in range(8):
+            found = self._head(block_id)
+            if found is None:
+                return 0
+            head, etag = found
+            top = head.block.version
+            listed = [*segments.listed_segments(self.bucket, block_id), *segments.listed_bases(self.bucket, block_id)]
+            stored = segments.entries(self.bucket, head, 1, top)
+            gone = {e.version for e in stored} & (wanted - {top})
+            if not gone:
+                return 0
+            kept = rewrite(v for v in replay(stored) if v.version not in gone)
+            path = segment_path(block_id, 1, top)
+            self.bucket.put(path, segment_json(block_id, tuple(kept)))  # a former forget's segment of this name: replaced
+            long = len(head.block.value) >= INLINE_CHARS
+            if long:
+                self._write_base(block_id, top, head.block.value)
+            new = replace(head, sealed=top, tail=(), chain=kept[-1].chain, tail_bytes=0, base=top if long else 0)
+            landed = self.bucket.replace(head_path(block_id), head_json(new), etag)
+            if landed is None:
+                self.cache.forget(head_path(block_id))
+                continue  # another writer won: read its head and forget again
+            self.cache.remember(head_path(block_id), landed, new)
+            keep = {path, value_path(block_id, top)}
+            for item in listed:
+                if item.path not in keep:
+                    self.bucket.delete(item.path)
+            return len(gone)
+        raise StoreError(f"Block {block_id} kept changing while its history was being forgotten; nothing of it was "
+                         "forgotten. Try again.")
+
+    def forget_requests(self, text: str) -> int:
+        """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
+        needles = {text.encode("utf-8"), json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")}
+        done = 0
+        for item in self.bucket.list(REQUESTS):
+            stored = self.bucket.get(item.path)
+            if stored is not None and any(n in stored.data for n in needles):
+                self.bucket.delete(item.path)
+                done += 1
+        return done
+
+    def purge(self) -> dict[str, int]:
+        """Objects are deleted, not left behind: a forget deletes what its block's old head used at once, an agent's
+        deletion its objects. What is left is upkeep's (segments a merge replaced, a lost race's segment)."""
+        return self.tidy()
 
     def attach(self, agent_id: str, block_id: str) -> None:
         found = self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id in h.agents

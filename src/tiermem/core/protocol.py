@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol, TypeVar
 
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult
@@ -77,6 +77,19 @@ class CoreStore(Protocol):
         ...
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]: ...
     def history_version(self, block_id: str, version: int) -> BlockVersion | None: ...
+    def forget_versions(self, block_id: str, versions: Collection[int]) -> int:
+        """Remove these past versions (the current one never) from the block's history, storing the versions kept
+        afresh so that no delta, checkpoint or base still holds a forgotten value; returns how many were removed.
+        One commit (a transaction; on object storage one conditional PUT of the head, the objects it replaced
+        deleted once it landed)."""
+        ...
+    def forget_requests(self, text: str) -> int:
+        """Delete the idempotency records whose stored result holds ``text``; returns how many."""
+        ...
+    def purge(self) -> dict[str, int]:
+        """Remove from the storage what deletions left behind, now (SQLite: ``VACUUM`` and the WAL truncated;
+        object storage: history objects no chain uses, the grace period aside). What it did, by name."""
+        ...
     def attach(self, agent_id: str, block_id: str) -> None: ...
     def detach(self, agent_id: str, block_id: str) -> None: ...
 

@@ -9,11 +9,12 @@ the copy in place). SQLite needs a local filesystem with working locks (not NFS)
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -377,6 +378,35 @@ class SqliteCore:
         with self._reading() as conn:
             return history_rows.version(conn, block_id, int(version))
 
+    def forget_versions(self, block_id: str, versions: Collection[int]) -> int:
+        """One transaction: the block's history rewritten without ``versions`` (the current one is kept)."""
+        with self._tx() as conn:
+            row = conn.execute("SELECT version FROM blocks WHERE id = ?", (block_id,)).fetchone()
+            if row is None:
+                return 0
+            return history_rows.forget(conn, block_id, {int(v) for v in versions}, int(row[0]))
+
+    def forget_requests(self, text: str) -> int:
+        """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
+        quoted = json.dumps(text, ensure_ascii=False)[1:-1]
+        with self._tx() as conn:
+            return int(conn.execute("DELETE FROM requests WHERE instr(result, ?) > 0 OR instr(result, ?) > 0",
+                                    (text, quoted)).rowcount)
+
+    def purge(self) -> dict[str, int]:
+        """Leave no deleted bytes in the files: ``VACUUM`` writes the database afresh (free pages, and the free space
+        inside pages where old values lay, are gone), then the WAL's frames are written back and the file truncated
+        to nothing. Readers of other processes keep their snapshot until their read ends; the truncation waits for
+        them up to the busy timeout and is reported as not done when one outlasts it (the next purge does it)."""
+        with self._lock:
+            try:
+                self._conn.execute("VACUUM")
+                busy = int(self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise _error(self.path, exc) from exc
+            self._cache = None
+        return {"database rewritten (VACUUM)": 1, "WAL truncated": 0 if busy else 1}
+
     def attach(self, agent_id: str, block_id: str) -> None:
         with self._tx() as conn:
             insert_rows(conn, "attachments", [attachment_row(agent_id, block_id, to_us(now()))])
@@ -422,8 +452,13 @@ class SqliteCore:
         return list(history_rows.LOGICAL if _table(table) == "block_history" else _COLUMNS[table])
 
     def tidy(self) -> dict[str, int]:
-        """Nothing to tidy: SQLite reuses the pages an edit frees."""
-        return {}
+        """``purge`` when the file has free pages (a deletion's old bytes: an agent deleted, history forgotten);
+        otherwise nothing: SQLite reuses the pages an edit frees."""
+        try:
+            free = int(self._read("PRAGMA freelist_count")[0]["freelist_count"])
+        except (StoreError, IndexError, KeyError):
+            return {}
+        return self.purge() if free else {}
 
     def describe(self) -> str:
         return f"SQLite {sqlite3.sqlite_version} at {self.path} (WAL, synchronous=FULL)"

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..base.records import Block, BlockVersion
 from .delta import Delta
-from .history import Chain, Entry, checkpoint, encode, replay
+from .history import Chain, Entry, checkpoint, encode, replay, rewrite
 from .protocol import FIELDS
 from .rows import HistoryRow, version_from_row, version_row
 
@@ -95,6 +95,21 @@ def version(conn: sqlite3.Connection, block_id: str, number: int) -> BlockVersio
         return None
     found = [v for v in replay(_rows_from(conn, block_id, number, number), range(number, number + 1))]
     return found[-1] if found else None
+
+
+def forget(conn: sqlite3.Connection, block_id: str, versions: set[int], current: int) -> int:
+    """Remove ``versions`` (never ``current``) from the block's history: its rows are written again from the kept
+    versions (``history.rewrite``), so no delta or checkpoint still holds a forgotten value. Returns how many went.
+    Runs inside the caller's transaction; the freed pages keep the old bytes until ``VACUUM`` (``SqliteCore.purge``)."""
+    rows = [_entry(r) for r in conn.execute("SELECT * FROM history WHERE block_id = ? ORDER BY version", (block_id,))]
+    gone = {e.version for e in rows} & (versions - {current})
+    if not gone:
+        return 0
+    kept = [v for v in replay(rows) if v.version not in gone]
+    conn.execute("DELETE FROM history WHERE block_id = ?", (block_id,))
+    for e in rewrite(kept):
+        _insert(conn, e, "INSERT")
+    return len(gone)
 
 
 def logical_rows(conn: sqlite3.Connection) -> list[HistoryRow]:

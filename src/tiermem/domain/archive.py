@@ -231,6 +231,9 @@ class Archive:
             created = parse_bound(m.get("timestamp"), f"messages[{n}].timestamp", end=False) or now()
             conversation = m.get("conversation_id") or "default"
             self._text(conversation, f"messages[{n}].conversation_id")
+            project = m.get("project") or None
+            if project is not None:
+                self._text(project, f"messages[{n}].project")
             key = (agent_id, conversation)
             previous = latest[key] if key in latest else self._previous_turn(agent_id, conversation)
             latest[key] = content
@@ -247,6 +250,7 @@ class Archive:
                     "text": shape_message(content, created, previous),
                     "created_us": to_us(created),
                     "vector": None,
+                    "project": project,
                 }
             )
         self.vectors.embed_rows(rows)
@@ -262,6 +266,12 @@ class Archive:
             self._remember_turn(key, newest["content"] if newest else "")
         return self._last_turn[key]
 
+    def forget_turns(self, agent_id: str) -> None:
+        """Drop this process's copy of the agent's latest turns (a forgotten turn must not become the keyword text
+        of the next one); they are read from the store again."""
+        for key in [k for k in self._last_turn if k[0] == agent_id]:
+            del self._last_turn[key]
+
     def _remember_turn(self, key: tuple[str, str], content: str) -> None:
         """Keep the latest turn of a conversation; conversations not written for a while are forgotten
         (their newest turn is read from the store again when one is next written)."""
@@ -270,12 +280,16 @@ class Archive:
         while len(self._last_turn) > self.max_last_turns:
             self._last_turn.popitem(last=False)
 
-    def insert(self, agent_id: str, content: str, tags: Sequence[str] | None = None) -> list[str]:
-        """Store a passage (chunked if longer than the model's window); returns the new ids."""
+    def insert(self, agent_id: str, content: str, tags: Sequence[str] | None = None, *,
+               project: str | None = None) -> list[str]:
+        """Store a passage (chunked if longer than the model's window); returns the new ids. ``project``: the
+        project it belongs to (None: shared by every project)."""
         content = self._text(content, "content")
         if not content.strip():
             raise ValidationError("content is empty: send the fact or text to remember.")
-        rows = self._passage_rows(agent_id, content, tags)
+        if project is not None:
+            self._text(project, "project")
+        rows = self._passage_rows(agent_id, content, tags, project=project or None)
         self.vectors.embed_rows(rows)
         self.store.rows.add_rows("passages", rows)
         return [r["id"] for r in rows]
@@ -302,7 +316,8 @@ class Archive:
         return written
 
     def _passage_rows(
-        self, agent_id: str, content: str, tags: Sequence[str] | None, *, created: datetime | None = None
+        self, agent_id: str, content: str, tags: Sequence[str] | None, *, created: datetime | None = None,
+        project: str | None = None,
     ) -> list[dict[str, Any]]:
         """One row per chunk; the first chunk's id is the group id, so it names the whole insert."""
         clean_tags = list(self._tags(tags))
@@ -310,14 +325,15 @@ class Archive:
         created_us = to_us(created or now())
         return [
             {"id": group if i == 0 else f"{group}.{i}", "agent_id": agent_id, "group_id": group, "chunk": i,
-             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created_us, "vector": None}
+             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created_us, "vector": None,
+             "project": project}
             for i, chunk in enumerate(self.embedder.chunk(content))
         ]
 
     def delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage; the id of a chunked insert's first chunk deletes all its chunks."""
         check_id(passage_id, "passage id")
-        removed = self.store.rows.delete("passages", Filter(agent_id=agent_id, id_or_group=passage_id))
+        removed = self.rows.forget("passages", Filter(agent_id=agent_id, id_or_group=passage_id))  # purged at upkeep
         if not removed:
             raise NotFoundError(
                 f"No archival passage with id {passage_id!r}. Ids come from archival_memory_search or archival_memory_list."
@@ -345,11 +361,14 @@ class Archive:
         top_k: int = 5,
         start_datetime: str | None = None,
         end_datetime: str | None = None,
+        projects: Sequence[str | None] | None = None,
     ) -> SearchResult:
+        """``projects``: only passages of these projects (None in it: passages of no project, shared by all)."""
         _check_count(top_k, "top_k", 100)
         start = parse_bound(start_datetime, "start_datetime", end=False)
         end = parse_bound(end_datetime, "end_datetime", end=True)
-        where = self._passage_where(agent_id, tags, tag_match_mode, start, end)
+        where = replace(self._passage_where(agent_id, tags, tag_match_mode, start, end),
+                        projects=self._projects(projects))
         result = self._hybrid("passages", agent_id, query, where, top_k, self.ranker)
         return result
 
@@ -364,8 +383,10 @@ class Archive:
         end_date: str | None = None,
         conversation_id: str | None = None,
         exclude_conversation: str | None = None,
+        projects: Sequence[str | None] | None = None,
     ) -> SearchResult:
-        """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's."""
+        """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
+        ``projects``: only turns of these projects (None in it: turns of no project, shared by all)."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
@@ -377,7 +398,8 @@ class Archive:
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
         where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
-                       conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None)
+                       conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None,
+                       projects=self._projects(projects))
         return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
@@ -582,6 +604,13 @@ class Archive:
 
     def _text(self, value: Any, name: str) -> str:
         return check_text(value, name, self.max_content_chars)
+
+    def _projects(self, projects: Sequence[str | None] | None) -> tuple[str | None, ...] | None:
+        if projects is None:
+            return None
+        if isinstance(projects, str):
+            raise ValidationError("projects must be a list of project names.")
+        return tuple(p if p is None else self._text(p, "project") for p in projects)
 
     def _tags(self, tags: Sequence[str] | None) -> tuple[str, ...]:
         if tags is None:

@@ -64,9 +64,36 @@ class AgentRows:
         return self.store.conn.version("messages")
 
     def delete_agent_data(self, agent_id: str) -> int:
-        """Delete every message and passage of an agent; returns how many rows went."""
+        """Delete every message and passage of an agent, to be purged from the files at the next upkeep; returns
+        how many rows went."""
         where = Filter(agent_id=agent_id)
-        return sum(self.store.rows.delete(table, where) for table in AGENT_TABLES)
+        return sum(self.forget(table, where) for table in AGENT_TABLES)
+
+    # -- forgetting (domain/forgetting.py): gone from search at once, from the files at the purge --
+
+    def forget(self, table: str, where: Filter) -> int:
+        """Delete the rows of ``where``, their data fragments marked for the purge first; returns how many went."""
+        self.store.purge.mark(_searchable(table), where)
+        return self.store.rows.delete(_searchable(table), where)
+
+    def rows_where(self, table: str, where: Filter) -> list[dict[str, Any]]:
+        """Every row of ``where``, every column but the vector's values kept as stored, oldest first."""
+        return self.store.rows.select(_searchable(table), where, limit=EVERY_ROW)
+
+    def retext(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Store these rows (whole, read by ``rows_where``) with a changed keyword ``text``; the old copies' fragments
+        are marked for the purge."""
+        if rows:
+            self.store.purge.mark(_searchable(table), Filter(ids=tuple(r["id"] for r in rows)))
+            self.store.rows.upsert_rows(_searchable(table), "id", rows)
+
+    def purge_pending(self) -> bool:
+        """True while forgotten rows may still be in the store's files (the next upkeep purges them)."""
+        return self.store.purge.pending()
+
+    def purge(self) -> dict[str, str]:
+        """Purge the forgotten rows from the store's files now (``Indexes.purge_now``)."""
+        return self.store.indexes.purge_now()
 
     def stray_rows(self, agent_ids: Sequence[str]) -> dict[str, int]:
         """Messages and passages of none of ``agent_ids`` (every row when there are none), per table."""
@@ -91,6 +118,15 @@ class AgentRows:
         same = model == (self.store.conn.embedding_model, self.store.conn.embedding_dim)
         kept = [r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
+
+    def rewrite_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace stored rows, whole, by id (``tiermem doctor --secrets --redact``); rows without vectors are
+        marked for the backfill."""
+        # the fragments holding the old text are rewritten at the next upkeep, and old table versions removed
+        self.store.purge.mark(_searchable(table), Filter(ids=tuple(str(r["id"]) for r in rows)))
+        self.store.rows.upsert_rows(_searchable(table), "id", rows)
+        if any(r.get("vector") is None for r in rows):
+            self.store.rows.mark_unembedded(_searchable(table))
 
     def fields(self, table: str) -> list[str]:
         """The columns of ``table`` (a restored row must have these)."""

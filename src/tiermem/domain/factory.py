@@ -67,6 +67,7 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         max_content_chars=settings.max_content_chars,
         file_max_bytes=settings.file_max_bytes,
         folder_max_files=settings.folder_max_files,
+        secret_scan=settings.secret_scan == "on",
     )
     if isinstance(archive, Opening) and archive_now:
         archive.start()

@@ -27,10 +27,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import blocks as rules
+from . import secrets
 from ..base.config import BlockSpec
 from ..core.protocol import CoreStore
 from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
+from ..base.projects import named_project
 from ..base.background import Opening
 from .file_views import OpenRequest
 from .filesystem import (DEFAULT_FILE_MAX_BYTES, AgentFiles, DEFAULT_FOLDER_MAX_FILES, Filesystem, directories_summary,
@@ -96,6 +98,7 @@ class AgentDeletion:
             lines.append(f"kept (other agents share them, only detached): {', '.join(self.shared_blocks_kept)}")
         return "\n".join(lines)
 _MAX_ATTEMPTS = 200
+REDACTING_ACTORS = frozenset({"import", "doctor"})  # block writers whose credentials are redacted, not refused
 
 
 class Memory:
@@ -109,8 +112,10 @@ class Memory:
         core: CoreStore,
         file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
         folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
+        secret_scan: bool = True,
     ) -> None:
         self._archive = archive
+        self.secret_scan = secret_scan  # credentials redacted from automatic input, refused in writes (secrets.py)
         self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
         self.core: CoreStore = core
         self.default_blocks = tuple(default_blocks)
@@ -197,6 +202,8 @@ class Memory:
         try:
             if not self._settling.is_set():
                 self.archive.warm_sittings(agent_id)
+            if self.secret_scan and not self._settling.is_set():
+                secrets.prepare()  # the detector's imports, off the first prompt's path
         except TiermemError as exc:  # the first search builds it, and reports what fails then
             log.warning("could not prepare agent %s's recall search in the background: %s", agent_id, exc)
         except Exception:
@@ -367,7 +374,7 @@ class Memory:
             block,
             lambda current: replace(
                 current,
-                value=rules.apply_edit(current, edit, enforce_read_only=actor != "human"),
+                value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor")),
             ),
             operation=edit.operation,
             actor=actor,
@@ -600,24 +607,39 @@ class Memory:
         return (agent.system or self.default_system) + "\n\n" + self.render_core(agent_id)
 
     def conversation_log(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> Written[list[Message]]:
-        """Record conversation turns in recall memory (``Archive.log_messages``)."""
+        """Record conversation turns in recall memory (``Archive.log_messages``); refused, writing nothing, when one
+        holds a credential."""
+        for n, m in enumerate(messages):
+            if isinstance(m, dict) and isinstance(m.get("content"), str):
+                self.refuse_secrets(m["content"], f"messages[{n}].content")
         return Written(self.archive.log_messages(agent_id, messages), self.archive.vectors.write_note())
 
     def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,
-                            start_date: str | None, end_date: str | None) -> SearchResult:
-        """Search recall memory (``Archive.conversation_search``)."""
+                            start_date: str | None, end_date: str | None,
+                            project: str | None = None) -> SearchResult:
+        """Search recall memory (``Archive.conversation_search``); ``project``: only the turns captured in it (a
+        directory of this machine names its repository, as a hook's working directory does: ``named_project``)."""
+        named = named_project(project)
         return self.archive.conversation_search(agent_id, query, roles=roles, limit=limit, start_date=start_date,
-                                                end_date=end_date)
+                                                end_date=end_date, projects=None if named is None else (named,))
 
-    def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None) -> Written[list[str]]:
-        """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks."""
-        return Written(self.archive.insert(agent_id, content, tags), self.archive.vectors.write_note())
+    def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None,
+                        project: str | None = None) -> Written[list[str]]:
+        """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks. ``project``: the
+        project it belongs to (None: shared by every project). Refused, writing nothing, when it holds a credential."""
+        if isinstance(content, str):
+            self.refuse_secrets(content, "content")
+        return Written(self.archive.insert(agent_id, content, tags, project=named_project(project)),
+                       self.archive.vectors.write_note())
 
     def archival_search(self, agent_id: str, query: str, *, tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
-                        start_datetime: str | None, end_datetime: str | None) -> SearchResult:
-        """Search archival memory (``Archive.search``)."""
+                        start_datetime: str | None, end_datetime: str | None,
+                        project: str | None = None) -> SearchResult:
+        """Search archival memory (``Archive.search``); ``project``: only the passages of that project."""
+        named = named_project(project)
         return self.archive.search(agent_id, query, tags=tags, tag_match_mode=tag_match_mode, top_k=top_k,
-                                   start_datetime=start_datetime, end_datetime=end_datetime)
+                                   start_datetime=start_datetime, end_datetime=end_datetime,
+                                   projects=None if named is None else (named,))
 
     def archival_delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage, every chunk of it (``Archive.delete``); how many rows went."""
@@ -628,11 +650,38 @@ class Memory:
         """One page of passages, oldest first, and how many there are (``Archive.list_passages``)."""
         return self.archive.list_passages(agent_id, offset=offset, limit=limit, tags=tags)
 
+    # -- secrets: never stored (secrets.py) ----------------------------------------
+
+    def scrub(self, text: str) -> str:
+        """``text`` with each credential replaced by ``[redacted: KIND]`` (what enters memory on its own: hook turns,
+        imports); unchanged when ``secret_scan`` is off."""
+        return secrets.redact(text).text if self.secret_scan and text else text
+
+    def refuse_secrets(self, text: str, where: str, *, before: str = "") -> None:
+        """Raise ``SecretError`` (nothing written) when ``text`` holds a credential ``before`` did not hold."""
+        if self.secret_scan:
+            secrets.refuse(text, where, before=before)
+
+    def _without_secrets(self, block: Block, previous: Block | None, actor: str) -> Block:
+        """The one check of every block value written (edits, reverts, updates, new and imported blocks): a new
+        credential in its value or description is refused (``SecretError``), or redacted when the writer is an
+        import or ``tiermem doctor``; one already in the previous version is left to ``doctor --secrets``."""
+        if not self.secret_scan:
+            return block
+        before = previous or replace(block, value="", description="")
+        if block.value == before.value and block.description == before.description:
+            return block
+        if actor in REDACTING_ACTORS:
+            return replace(block, value=self.scrub(block.value), description=self.scrub(block.description))
+        self.refuse_secrets(block.value, f"the value of block {block.label!r}", before=before.value)
+        self.refuse_secrets(block.description, f"the description of block {block.label!r}", before=before.description)
+        return block
+
     # -- internals ---------------------------------------------------------------
 
     def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
         t = now()
-        block = Block(
+        block = self._without_secrets(Block(
             id=block_id,
             label=spec.label,
             value=spec.value,
@@ -642,7 +691,7 @@ class Memory:
             version=1,
             updated_at=t,
             metadata=dict(spec.metadata),
-        )
+        ), None, actor)
         self.core.insert_block(block, _version_of(block, operation, actor))
 
     def _lock(self, block_id: str) -> threading.Lock:
@@ -658,7 +707,7 @@ class Memory:
             for attempt in range(_MAX_ATTEMPTS):
                 if current is None:
                     raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
-                updated = change(current)
+                updated = self._without_secrets(change(current), current, actor)
                 if updated == current:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())

@@ -38,6 +38,7 @@ from ..domain.memory import check_agent_name
 from ..base.records import stable_id
 from ..domain.file_views import check_file_name, check_folder_name, file_type
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
+from ..domain import secrets
 from . import letta_passthrough
 from ..server.registry import KNOWN_TOOLS
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
@@ -474,6 +475,7 @@ def _write_agent(
     ids: dict[str, JSON] = {}
     for i, m in enumerate(p.messages):
         row = {k: v for k, v in m.items() if k != "file_id"}
+        _scrub_message(memory, row)
         row["id"] = stable_id("message", digest, agent_id, m["file_id"])
         row["seq"] = base + i
         if not row.get("timestamp"):
@@ -488,7 +490,7 @@ def _write_agent(
     if window is not None:
         memory.set_context_window(window)
     if p.passages:
-        archive.insert_many(agent_id, [(c, t) for c, t, _ in p.passages], created=[w for _, _, w in p.passages],
+        archive.insert_many(agent_id, [(memory.scrub(c), t) for c, t, _ in p.passages], created=[w for _, _, w in p.passages],
                             max_chars=IMPORT_MAX_CHARS)
         report.passages += len(p.passages)
         progress.advance(len(p.passages))
@@ -872,3 +874,12 @@ def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Ta
     if not (state.folders or state.max_files_open or state.char_limit):
         return None, kept
     return state.to_json(), kept
+
+
+def _scrub_message(memory: Memory, row: JSON) -> None:
+    """An imported message without credentials: its content and every string of its payload (tool calls and their
+    arguments) redacted, each credential replaced by ``[redacted: KIND]`` (``secret_scan`` on)."""
+    if isinstance(row.get("content"), str):
+        row["content"] = memory.scrub(row["content"])
+    if memory.secret_scan and isinstance(row.get("payload"), str):
+        row["payload"] = secrets.redact_json(row["payload"])

@@ -77,6 +77,7 @@ def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[s
     have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.rows.passages_of(agent_id, tags_any=[marker_tag])}
     todo, seen = [], set()
     for content, tags in items:
+        content = memory.scrub(content)  # credentials are never stored: each replaced by [redacted: KIND]
         # a long text is stored as chunks: it is present when its first chunk is (chunking is deterministic)
         first = memory.archive.embedder.chunk(content)[0]
         key = (first, tuple(sorted(tags)))

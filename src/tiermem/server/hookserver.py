@@ -10,6 +10,11 @@ open:
 - ``UserPromptSubmit``: the prompt is logged to recall memory, and the memories relevant to it are returned;
 - ``Stop``: the assistant's final reply is logged.
 
+A prompt's or reply's ``<private>`` spans are dropped before anything else (``quoting.drop_private``): they are neither
+searched nor logged, and the logged turn keeps a mark in their place. Each turn carries its project (``cwd`` of the
+hook input, resolved to its git repository: ``projects.project_of``), and a prompt recalls the memories of its own
+project and of none unless ``recall_scope`` is "all".
+
 A turn is logged once however often its hook fires (``autorecall.log_turn``'s key: session, turn, role, text digest),
 while the same words said again later are a new turn. The turn is the hook's ``prompt_id`` when the host sends one;
 else its position in the session's transcript (the user prompts in it so far: a hook fired again sees the same
@@ -40,6 +45,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..domain import autorecall, briefing
 from ..base.errors import ShuttingDownError, TiermemError, ValidationError
+from ..base.projects import project_of
+from ..base.quoting import drop_private
 from ..base.records import now
 from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 from .registry import label_editors
@@ -66,7 +73,7 @@ class HookListener:
         self.tools = list(tools)
         self.key = memory_key(settings.resolved_data_dir(), settings.agent)
         self.recall = autorecall.RecallSettings(settings.auto_recall_threshold, settings.auto_recall_limit,
-                                                settings.auto_recall_max_chars)
+                                                settings.auto_recall_max_chars, settings.recall_scope)
         self.enabled_recall = settings.auto_recall
         self.dialect = settings.memory_tool_dialect
         self.path: Path | None = None
@@ -212,17 +219,19 @@ class HookListener:
         text = data.get(field) or ""
         if not isinstance(text, str):
             raise _bad(f"`input.{field}` is not a string")
+        text = drop_private(text)  # <private> spans go first: never searched, logged or kept, even in memory
+        project = project_of(data.get("cwd"))  # where the host works: its repository, else its directory
         at = now()
         memory, agent_id = self.handle.get()
         found = []
         if role == "user" and self.enabled_recall and text.strip():
-            found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall)
+            found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall, project=project)
         answer = {"ok": True, "context": autorecall.render(found, self.recall.max_chars)}
         if not text.strip():
             return answer, None
         turn = self.turn(data, session, role, text)
         return answer, lambda: autorecall.log_turn(memory, agent_id, session=session, turn=turn, role=role,
-                                                   content=text, at=at)
+                                                   content=text, at=at, project=project)
 
     def turn(self, data: dict[str, Any], session: str, role: str, text: str) -> str:
         """What tells this turn from the same words said again in the session (see the module's docstring)."""

@@ -131,28 +131,30 @@ async def conversation_search(
     limit: int = 5,
     start_date: str | None = None,
     end_date: str | None = None,
+    project: str | None = None,
 ) -> Annotated[CallToolResult, RecallResults]:
     """Search past conversation messages (recall memory) by meaning and keywords.
 
     Filters: roles (user/assistant/tool/system), start_date/end_date as ISO 8601 or
-    YYYY-MM-DD (inclusive; a date-only end_date covers the whole day).
+    YYYY-MM-DD (inclusive; a date-only end_date covers the whole day), project.
     Results: timestamp, time_ago, role, content, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
     result = await runtime_of(ctx).call(ctx, Memory.conversation_search, query, roles=roles, limit=limit,
-                                        start_date=start_date, end_date=end_date)
+                                        start_date=start_date, end_date=end_date, project=project)
     return _results(result, "recall")
 
 
 async def archival_memory_insert(
-    content: str, ctx: Context[Any, Any], tags: list[str] | None = None
+    content: str, ctx: Context[Any, Any], tags: list[str] | None = None, project: str | None = None
 ) -> Annotated[CallToolResult, Inserted]:
     """Save a self-contained fact or document to archival (long-term) memory.
 
     Write it so it makes sense on its own later (who, what, when). Optional tags help
-    filter searches. Long text is split into overlapping chunks. Returns the new id(s).
+    filter searches; project (a repository path) keeps it to that project, else it is shared.
+    Long text is split into overlapping chunks. Returns the new id(s).
     """
-    written = await runtime_of(ctx).call(ctx, Memory.archival_insert, content, tags)
+    written = await runtime_of(ctx).call(ctx, Memory.archival_insert, content, tags, project)
     ids, note = written.stored, written.note
     return structured({"ids": ids, "chunks": len(ids), **({"note": note} if note else {})})
 
@@ -165,16 +167,19 @@ async def archival_memory_search(
     top_k: int = 5,
     start_datetime: str | None = None,
     end_datetime: str | None = None,
+    project: str | None = None,
 ) -> Annotated[CallToolResult, ArchivalResults]:
     """Search archival memory by meaning and keywords.
 
     Optional filters (applied before ranking, so top_k results come back whenever that many
-    match): tags with tag_match_mode any|all, start_datetime/end_datetime (ISO 8601, inclusive).
+    match): tags with tag_match_mode any|all, start_datetime/end_datetime (ISO 8601, inclusive),
+    project.
     Results: id, timestamp, content, tags, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
     result = await runtime_of(ctx).call(ctx, Memory.archival_search, query, tags=tags, tag_match_mode=tag_match_mode,
-                                        top_k=top_k, start_datetime=start_datetime, end_datetime=end_datetime)
+                                        top_k=top_k, start_datetime=start_datetime, end_datetime=end_datetime,
+                                        project=project)
     return _results(result, "archival")
 
 

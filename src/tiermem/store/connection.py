@@ -336,6 +336,20 @@ class Connection:
                 listed = name in set(self.table_names()) and attempt % 2 == 0  # alternate open and create
         raise AssertionError("unreachable")
 
+    def _migrate(self) -> None:
+        """Bring an older store up to ``SCHEMA_VERSION`` (``schemas.migrate``), under the creation lock: of several
+        processes opening it at once one migrates, the others find it done. The new version is recorded last, so a
+        migration cut short is finished by the next open, and an older tiermem refuses the store only once it is
+        migrated (``_check_meta``: "written by a newer tiermem")."""
+        with self.creating():
+            version = int(self.meta().get("schema_version", "0"))  # another process may have migrated meanwhile
+            if version >= SCHEMA_VERSION:
+                return
+            with library(self.uri, f"the tables (migrating them from schema version {version})", writing=True):
+                migrate(self.uri, version, self.tables)
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+            log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)
+
     def _check_meta(self) -> None:
         meta = self.meta()
         wanted = {
@@ -358,7 +372,7 @@ class Connection:
                 f"this one reads version {SCHEMA_VERSION}). Upgrade tiermem, or use another --data-dir."
             )
         if version < SCHEMA_VERSION:
-            migrate(self.uri, version)
+            self._migrate()
         if meta.get("embedding_model") != self.embedding_model or meta.get("embedding_dim") != str(self.embedding_dim):
             raise SchemaError(
                 f"The data directory {self.uri!r} holds vectors of embedding model "

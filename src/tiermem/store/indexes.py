@@ -7,10 +7,13 @@ import logging
 import math
 import threading
 import time
+import warnings
+from datetime import timedelta
 
 from ..base.errors import StoreError, StoreWriteError
 from .connection import Connection
-from .boundary import LIBRARY_ERRORS, reads
+from .boundary import LIBRARY_ERRORS, library, reads
+from .purge import Purge
 from .query import Filter
 from .schemas import SEARCHABLE
 from .tables import Rows
@@ -55,8 +58,10 @@ def vector_partitions(rows: int) -> int:
 class Indexes:
     """Index upkeep over one ``Connection`` (row counts through its ``Rows``)."""
 
-    def __init__(self, conn: Connection, rows: Rows, *, vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS) -> None:
+    def __init__(self, conn: Connection, rows: Rows, *, vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
+                 purge: Purge | None = None) -> None:
         self.conn, self.rows = conn, rows
+        self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
         self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
         self._optimizing = threading.Lock()
@@ -89,11 +94,16 @@ class Indexes:
         from lancedb.index import FTS, Bitmap
 
         t = self.conn.tables[table]
-        if not any(i.columns == ["agent_id"] for i in t.list_indices()):
-            try:  # the agent filter runs before every search: a bitmap makes it cheap at any size
-                t.create_index("agent_id", config=Bitmap(), replace=False)
+        indexed = [i.columns for i in t.list_indices()]
+        # The agent filter runs before every search, and auto-recall's project filter before its searches: a bitmap
+        # makes each cheap at any size.
+        for column in ("agent_id", *(("project",) if "project" in t.schema.names else ())):
+            if [column] in indexed:
+                continue
+            try:
+                t.create_index(column, config=Bitmap(), replace=False)
             except (RuntimeError, ValueError) as exc:
-                log.warning("agent_id index of %s not built (another process may be building it): %s", table, exc)
+                log.warning("%s index of %s not built (another process may be building it): %s", column, table, exc)
         if not self.has_fts(table):
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
@@ -159,6 +169,48 @@ class Indexes:
             "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace)
         self.conn.set_meta(trained_key(table), str(rows))
         log.info("%s the vector index of %s over %d rows in %.1fs", what, table, rows, time.perf_counter() - started)
+
+    def purge_now(self) -> dict[str, str]:
+        """The purge of the rows marked forgotten (``store/purge.py``), now, under this process's upkeep lock."""
+        with self._optimizing:
+            return self._purge_marked()
+
+    def _purge_marked(self) -> dict[str, str]:
+        """For each table with forgotten rows: the rest of their fragments written again, the full-text index
+        built afresh and the vector index trained again (their entries for those rows go with the old files), then
+        every version but the newest removed with the files only they used. A reader that opened an older version
+        before this and reads a file of it afterwards gets an error (its read is refused, never wrong); readers
+        that start afterwards read the newest version. A writer's unfinished files are never touched."""
+        report: dict[str, str] = {}
+        for table, marks in self.purge.marked().items():
+            if table not in self.conn.tables:
+                self.purge.clear(marks)
+                continue
+            started = time.perf_counter()
+            rewritten = self.purge.rewrite(table, marks)
+            with library(self.conn.uri, f"the indexes of {table} (after forgetting)", writing=True):
+                self._reindex_after_purge(table)
+                with warnings.catch_warnings():  # LanceDB warns that older versions' readers fail: see above
+                    warnings.simplefilter("ignore")
+                    self.conn.tables[table].optimize(cleanup_older_than=timedelta(0))
+            self.purge.clear(marks)
+            self._optimized.pop(table, None)
+            report[f"{table} purge"] = (f"{len(marks)} fragment(s) with forgotten rows, {rewritten} row(s) written "
+                                        f"again, older versions removed in {time.perf_counter() - started:.2f}s")
+        return report
+
+    def _reindex_after_purge(self, table: str) -> None:
+        from lancedb.index import FTS
+
+        t = self.conn.tables[table]
+        if table not in SEARCHABLE or not t.count_rows():
+            return
+        if self.has_fts(table):
+            t.create_index("text", config=FTS(with_position=False), replace=True)
+        if any(i.columns == ["vector"] for i in t.list_indices()):
+            rows = self.rows.count(table, Filter(missing_vector=False))
+            if rows >= MIN_PARTITION_ROWS:
+                self._train_vector_index(table, rows, "retrained after forgetting rows", replace=True)
 
     @reads("index statistics")
     def index_health(self) -> dict[str, dict[str, int]]:
@@ -228,6 +280,7 @@ class Indexes:
             if self.rows.count(name):
                 self.ensure_fts(name)
                 self.ensure_vector_index(name)
+        report.update(self._purge_marked())
         try:  # the indexes just changed: drop the old session's caches with the versions they superseded
             if self.conn.renew_session_if_due():
                 report["session"] = "renewed"

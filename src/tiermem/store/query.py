@@ -40,6 +40,10 @@ class Filter:
     seq_from: int | None = None  # messages with seq >= this
     missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
     entries: tuple[tuple[str, str], ...] | None = None  # meta rows whose (key, value) is one of these
+    containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
+    fragments: tuple[int, ...] | None = None  # rows stored in these data fragments (their ``_rowaddr``)
+    # messages and passages of any of these projects; None in it: rows of no project (shared by every project)
+    projects: tuple[str | None, ...] | None = None
 
     def is_empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in fields(self))
@@ -101,7 +105,20 @@ def compile_filter(where: Filter | None) -> str | None:
         clauses.append(f"seq >= {int(where.seq_from)}")
     if where.missing_vector is not None:
         clauses.append("vector IS NULL" if where.missing_vector else "vector IS NOT NULL")
+    if where.projects is not None:
+        named = [p for p in where.projects if p is not None]
+        either = ([f"project IN {_in(named)}"] if named else []) + (
+            ["project IS NULL"] if None in where.projects else [])
+        clauses.append(f"({' OR '.join(either)})" if len(either) > 1 else either[0] if either else "false")
     if where.entries is not None:
         pairs = [f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in where.entries]
         clauses.append(f"({' OR '.join(pairs)})" if pairs else "false")
+    if where.containing is not None:
+        if not where.containing:
+            raise ValidationError("The text to look for is empty; give the text itself.")
+        text = sql_str(where.containing)
+        clauses.append(f"(strpos(content, {text}) > 0 OR strpos(text, {text}) > 0)")
+    if where.fragments is not None:
+        spans = [f"(_rowaddr >= {int(f) << 32} AND _rowaddr < {(int(f) + 1) << 32})" for f in where.fragments]
+        clauses.append(f"({' OR '.join(spans)})" if spans else "false")
     return " AND ".join(clauses) or None

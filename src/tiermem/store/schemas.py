@@ -1,14 +1,20 @@
-"""Arrow schemas of every table, the schema version, and what a store of another version is told."""
+"""Arrow schemas of every table, the schema version, and the migration of a store of an older version."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pyarrow as pa
 
 from ..base.errors import SchemaError
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+# 1: the first released schema; 2: ``project`` (nullable) in messages and passages, where a row came from (a hook's
+# repository root or directory; no project: shared by every project).
+SCHEMA_VERSION = 2
+PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 
 
 def table_schemas(dim: int) -> dict[str, pa.Schema]:
@@ -92,6 +98,7 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
                 ("text", pa.string()),
                 ("created_us", pa.int64()),
                 pa.field("vector", vector, nullable=True),
+                pa.field("project", pa.string(), nullable=True),
             ]
         ),
         "passages": pa.schema(
@@ -105,6 +112,7 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
                 ("text", pa.string()),
                 ("created_us", pa.int64()),
                 pa.field("vector", vector, nullable=True),
+                pa.field("project", pa.string(), nullable=True),
             ]
         ),
         # Folders (Letta's sources) and their files: the parsed text of each file, its hash and processing status.
@@ -161,7 +169,7 @@ RESULT_COLUMNS = {
     "passages": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
     "file_chunks": ("id", "agent_id", "group_id", "chunk", "content", "tags", "created_us"),
 }
-MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us")
+MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us", "project")
 REEMBED_SUFFIX = "__reembed"
 UNEMBEDDED_PREFIX = "unembedded:"
 
@@ -171,10 +179,20 @@ def table_names(db: Any) -> list[str]:
     return list(getattr(result, "tables", result))
 
 
-def migrate(uri: str, version: int) -> None:
-    """Bring a store of an older schema ``version`` up to ``SCHEMA_VERSION``."""
-    # No released schema before version 1: anything else is not ours to read.
-    raise SchemaError(
-        f"The data directory {uri!r} has schema version {version}, which this tiermem cannot migrate. "
-        "Export it with the tiermem that wrote it, or use another --data-dir."
-    )
+def migrate(uri: str, version: int, tables: dict[str, Any]) -> None:
+    """Bring the ``tables`` of a store of schema ``version`` up to ``SCHEMA_VERSION`` (the caller holds the store's
+    creation lock and records the new version in the meta table once this returns).
+
+    1 -> 2: a nullable ``project`` column added to messages and passages (LanceDB ``add_columns``: a new column of
+    nulls, no row rewritten); a table that has it already (a migration interrupted after it) is left alone, so a
+    migration run again finishes what an earlier one began."""
+    if version != 1:  # no released schema before version 1: anything else is not ours to read
+        raise SchemaError(
+            f"The data directory {uri!r} has schema version {version}, which this tiermem cannot migrate. "
+            "Export it with the tiermem that wrote it, or use another --data-dir."
+        )
+    for name in PROJECT_TABLES:
+        table = tables[name]
+        if "project" not in table.schema.names:
+            table.add_columns(pa.field("project", pa.string(), nullable=True))
+            log.info("store %s: added the project column to %s (schema version 1 -> 2)", uri, name)

@@ -10,6 +10,7 @@ from typing import Unpack
 from .boundary import library
 from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE, Connection, ConnectionOptions, connect
 from .indexes import VECTOR_INDEX_MIN_ROWS, Indexes
+from .purge import Purge
 from .reembed import Reembed
 from .schemas import table_names
 from .search import Search
@@ -25,7 +26,8 @@ class Store:
         table gets a vector index."""
         self.conn = Connection(uri, embedding_model=embedding_model, embedding_dim=embedding_dim, **options)
         self.rows = Rows(self.conn)
-        self.indexes = Indexes(self.conn, self.rows, vector_index_min_rows=vector_index_min_rows)
+        self.purge = Purge(self.conn)
+        self.indexes = Indexes(self.conn, self.rows, vector_index_min_rows=vector_index_min_rows, purge=self.purge)
         self.search = Search(self.conn, self.indexes)
         self.reembed = Reembed(self.conn, self.rows)
         self.conn.upkeep = self.indexes.optimize_in_background

@@ -24,12 +24,14 @@ log = logging.getLogger(__name__)
 
 def message_from_row(r: dict[str, Any]) -> Message:
     return Message(id=r["id"], agent_id=r["agent_id"], conversation_id=r["conversation_id"], seq=r["seq"],
-                   role=r["role"], content=r["content"], created_at=from_us(r["created_us"]), payload=r["payload"])
+                   role=r["role"], content=r["content"], created_at=from_us(r["created_us"]), payload=r["payload"],
+                   project=r.get("project"))
 
 
 def passage_from_row(r: dict[str, Any]) -> Passage:
     return Passage(id=r["id"], agent_id=r["agent_id"], content=r["content"], tags=tuple(r["tags"] or ()),
-                   created_at=from_us(r["created_us"]), group_id=r["group_id"], chunk=r["chunk"])
+                   created_at=from_us(r["created_us"]), group_id=r["group_id"], chunk=r["chunk"],
+                   project=r.get("project"))
 
 
 def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:

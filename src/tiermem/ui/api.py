@@ -243,6 +243,35 @@ def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
 # -- folders and files (``memory.files``) ---------------------------------------------------
 
 
+def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None) -> JSON:
+    """Forget (``domain/forgetting.forget``): ``kind`` passage / message (``ref``: its id), block (``ref``: its label;
+    ``versions``: past versions, or every past one when absent), agent (``confirm``: its name typed), text
+    (``ref``: the text, in this agent's memory); ``now``: purge the files before answering, else at the next upkeep.
+    The answer names synced MemFS directories and git history that still hold the text (never rewritten)."""
+    from ..domain.forgetting import KINDS, Target, forget as forget_target
+    from ..interop.memfs_holders import holders, synced_directories
+
+    agent = _agent(memory, name)
+    kind = body.get("kind")
+    if kind not in KINDS:
+        raise ValidationError(f"kind must be one of {', '.join(KINDS)}; nothing was forgotten.")
+    ref = body.get("ref") if kind != "agent" else agent.name
+    if kind == "agent":
+        if body.get("confirm") != agent.name:
+            raise ValidationError(f"Type the agent's name ({agent.name}) to confirm; nothing was forgotten.")
+        if serving == agent.name:
+            raise EditError(f"This server serves agent {agent.name!r}; run `tiermem forget agent {agent.name}` with "
+                            "the server stopped. Nothing was forgotten.")
+    versions = body.get("versions")
+    if versions is not None and not (isinstance(versions, list) and all(isinstance(v, int) for v in versions)):
+        raise ValidationError("versions must be a list of version numbers; nothing was forgotten.")
+    if not isinstance(ref, str):
+        raise ValidationError("ref must be text (an id, a label or the text to forget); nothing was forgotten.")
+    done = forget_target(memory, Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
+                         now=bool(body.get("now")))
+    return {**done.as_dict(), "still_held_outside_the_store": holders(synced_directories([agent.name]), done.texts)}
+
+
 def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
     """Every folder this token may see: its description, how many files it holds and the agents it is attached to
     (those this token may see by name, the others counted). A token limited to some agents sees only the folders

@@ -175,6 +175,11 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         return JSONResponse(await inspector.run(
             api.passages, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags")))
 
+    async def forget(request: Request) -> Response:
+        body = await _json(request)
+        name = agent_param(request, body)
+        return JSONResponse(await inspector.run(api.forget, name, body, serving=inspector.serving))
+
     async def delete_passage(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
@@ -232,6 +237,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/api/search", search, methods=["GET"]),
         Route("/api/passages", passages, methods=["GET"]),
         Route("/api/passages/delete", delete_passage, methods=["POST"]),
+        Route("/api/forget", forget, methods=["POST"]),
         Route("/api/folders", folders, methods=["GET"]),
         Route("/api/folders/files", folder_files, methods=["GET"]),
         Route("/api/folders/file", file_view, methods=["GET"]),

@@ -1,0 +1,251 @@
+"""Forgetting that forgets: one operation that removes a passage, a message, past values of a block, a whole agent,
+or every passage, message and block version holding a text, from search at once and from every file of the store.
+
+What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
+
+- recall and archival rows (LanceDB): deleted at once (gone from every search); the data fragments that held them
+  are marked first (``store/purge.py``), and the purge writes the rest of each marked fragment again, builds the
+  full-text index afresh, and removes every older table version with the files only it used. It runs at the next
+  upkeep (a server's background upkeep, ``tiermem optimize``), or at once with ``now``. A turn's keyword text holds
+  the turn before it: the turns after a forgotten one get theirs written again without it.
+- block history (core state): the kept versions are stored afresh (``CoreStore.forget_versions``: no delta,
+  checkpoint or base holds a forgotten value), and the core state is purged at once (``CoreStore.purge``: SQLite is
+  vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot).
+- idempotency records whose stored result holds a forgotten text are deleted.
+
+What it does not rewrite: a MemFS directory synced with the agent and its git history (the caller names them:
+``interop/memfs_holders.py``), backups and exports already made, and what another process holds in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..base.errors import NotFoundError, ValidationError
+from ..base.records import Block, BlockVersion, from_us
+from ..store import Filter
+from .archive import shape_message
+from .blocks import Rethink
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+Kind = Literal["passage", "message", "block", "agent", "text"]
+KINDS: tuple[Kind, ...] = ("passage", "message", "block", "agent", "text")
+SHOWN_TEXTS = 20  # forgotten texts kept for naming what still holds them (MemFS files, git history)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to forget. ``passage`` / ``message``: ``ref`` is its id; ``block``: ``ref`` is its label and
+    ``versions`` the past versions (None: every past version, the current one kept); ``agent``: the agent itself;
+    ``text``: ``ref`` is the text, in ``agent_id``'s memory or every agent's (``agent_id`` None)."""
+
+    kind: Kind
+    agent_id: str | None = None
+    ref: str = ""
+    versions: tuple[int, ...] | None = None
+
+
+@dataclass
+class Forgotten:
+    """What a forget did, and what still holds the text (``purged`` None: the store's files at the next upkeep)."""
+
+    passages: int = 0
+    messages: int = 0
+    versions: int = 0
+    agents: list[str] = field(default_factory=list)
+    retexted: int = 0  # turns whose keyword text held a forgotten turn, written again without it
+    requests: int = 0
+    edited: list[str] = field(default_factory=list)  # blocks whose current value held the text: edited out
+    texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
+    core: dict[str, int] = field(default_factory=dict)
+    purged: dict[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passages": self.passages, "messages": self.messages, "versions": self.versions,
+                "agents": self.agents, "turns_retexted": self.retexted, "requests": self.requests,
+                "blocks_edited": self.edited, "core_purge": self.core, "store_purge": self.purged,
+                "files": "purged" if self.purged is not None else "at the next upkeep (tiermem optimize, or a "
+                "server's background upkeep); --now does it at once"}
+
+    def lines(self) -> list[str]:
+        out = [f"forgot {self.passages} passage row(s), {self.messages} message(s), {self.versions} block "
+               f"version(s)" + (f", agent(s) {', '.join(self.agents)}" if self.agents else "")]
+        if self.edited:
+            out.append(f"edited the text out of the current value of: {', '.join(self.edited)}")
+        if self.retexted:
+            out.append(f"rewrote the keyword text of {self.retexted} later turn(s) that quoted a forgotten one")
+        if self.requests:
+            out.append(f"deleted {self.requests} stored tool result(s) holding it")
+        out.append("core state purged: " + (", ".join(f"{k}: {v}" for k, v in self.core.items()) or "nothing to do"))
+        if self.purged is None:
+            out.append("gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
+                       "or now with --now")
+        else:
+            out.append("store files purged: " + (", ".join(f"{k}: {v}" for k, v in self.purged.items())
+                                                 or "nothing was pending"))
+        return out
+
+
+def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
+    """Forget ``target`` (see ``Target``); with ``now`` the store's files are purged before returning, else at the
+    next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes)."""
+    if target.kind not in KINDS:
+        raise ValidationError(f"Cannot forget a {target.kind!r}; forget one of: {', '.join(KINDS)}.")
+    if target.kind != "text" and target.agent_id is None:
+        raise ValidationError(f"Forgetting a {target.kind} needs its agent.")
+    done = Forgotten()
+    agent_id = target.agent_id or ""
+    if target.kind == "passage":
+        _passages(memory, done, Filter(agent_id=agent_id, id_or_group=_ref(target, "passage id")))
+        if not done.passages:
+            raise NotFoundError(f"No archival passage with id {target.ref!r}; nothing was forgotten. Ids come from "
+                                "`tiermem search` or archival_memory_list.")
+    elif target.kind == "message":
+        _messages(memory, done, agent_id, Filter(agent_id=agent_id, ids=(_ref(target, "message id"),)), None)
+        if not done.messages:
+            raise NotFoundError(f"No message with id {target.ref!r}; nothing was forgotten. Ids come from "
+                                "`tiermem search --recall` or conversation_search.")
+    elif target.kind == "block":
+        _block(memory, done, agent_id, _ref(target, "block label"), target.versions)
+    elif target.kind == "agent":
+        agent = memory.core.get_agent(agent_id)
+        done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
+        memory.delete_agent(agent_id)  # its rows are marked for the purge (AgentRows.delete_agent_data)
+        done.agents.append(agent.name)
+    else:
+        _text(memory, done, target.agent_id, _ref(target, "text"))
+    done.core = memory.core.purge()
+    if now:
+        done.purged = memory.archive.rows.purge()
+    return done
+
+
+def purge_pending(memory: Memory) -> bool:
+    """True while forgotten rows may still be in the store's files."""
+    return memory.archive.rows.purge_pending()
+
+
+def _ref(target: Target, what: str) -> str:
+    if not isinstance(target.ref, str) or not target.ref:
+        raise ValidationError(f"Give the {what} to forget.")
+    return target.ref
+
+
+def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
+    rows = memory.archive.rows
+    found = rows.rows_where("passages", where)
+    if not found:
+        return
+    done.texts += [r["content"] for r in found][:SHOWN_TEXTS]
+    groups = tuple({r["group_id"] for r in found if r.get("group_id")})
+    done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
+    if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
+        done.passages += rows.forget("passages", Filter(group_ids=groups))
+
+
+def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filter, text: str | None) -> None:
+    """Forget the messages of ``where``; the later turns whose keyword text quotes one (or ``text``) get it anew."""
+    rows = memory.archive.rows
+    found = [r for r in rows.rows_where("messages", where) if text is None or text in r["content"]]
+    if not found and text is None:
+        return
+    gone = {r["id"] for r in found}
+    contents = [r["content"] for r in found]
+    done.texts += contents[:SHOWN_TEXTS]
+    conversations = {(r["agent_id"], r["conversation_id"]) for r in found}
+    if text is not None:  # turns quoting the text only in their keyword text (the turn before them held it)
+        quoting = rows.rows_where("messages", Filter(agent_id=agent_id, containing=text))
+        conversations |= {(r["agent_id"], r["conversation_id"]) for r in quoting}
+    before = {key: sorted(rows.rows_where("messages", Filter(agent_id=key[0], conversation_id=key[1])),
+                          key=lambda r: (r["seq"], r["created_us"])) for key in conversations}
+    if gone:
+        done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
+    needles = [c for c in contents if c] + ([text] if text else [])
+    changed = []
+    for (agent, _conversation), turns in before.items():
+        previous = ""
+        for r in turns:
+            if r["id"] in gone:
+                continue
+            if any(n in r["text"] for n in needles):
+                r["text"] = shape_message(r["content"], from_us(r["created_us"]), _without(previous, text))
+                changed.append(r)
+            previous = r["content"]
+        memory.archive.forget_turns(agent)
+    rows.retext("messages", changed)
+    done.retexted += len(changed)
+
+
+def _without(previous: str, text: str | None) -> str:
+    return previous.replace(text, "") if text else previous
+
+
+def _block(memory: Memory, done: Forgotten, agent_id: str, label: str, versions: tuple[int, ...] | None) -> None:
+    block = memory.block(agent_id, label)
+    if versions is not None:
+        for v in versions:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < block.version:
+                current = (f"; version {block.version} is the current value: edit the block, then forget it"
+                           if v == block.version else "")
+                raise ValidationError(f"Block {block.label!r} has past versions 1 to {block.version - 1}; cannot "
+                                      f"forget version {v!r}{current}. Nothing was forgotten.")
+    wanted = set(range(1, block.version)) if versions is None else set(versions)
+    _forget_versions(memory, done, block, wanted)
+
+
+def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[int]) -> None:
+    history = memory.core.history(block.id)
+    gone = [v for v in history if v.version in wanted]
+    if not gone:
+        return
+    done.texts += _spans(gone, [v for v in history if v.version not in wanted])[:SHOWN_TEXTS]
+    done.versions += memory.core.forget_versions(block.id, wanted)
+    for t in done.texts[-SHOWN_TEXTS:]:
+        done.requests += memory.core.forget_requests(t)
+
+
+def _spans(gone: list[BlockVersion], kept: list[BlockVersion]) -> list[str]:
+    """The lines of the forgotten values that no kept value has: what to look for in files and git history."""
+    have = {line for v in kept for line in v.value.splitlines()}
+    out: dict[str, None] = {}
+    for v in gone:
+        for line in v.value.splitlines():
+            if line.strip() and line not in have:
+                out[line] = None
+    return list(out)
+
+
+def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
+    if len(text.strip()) < 3:
+        raise ValidationError("Give at least 3 characters of text to forget (every row holding it is forgotten).")
+    done.texts.append(text)
+    _passages(memory, done, Filter(agent_id=agent_id, containing=text))
+    _messages(memory, done, agent_id, Filter(agent_id=agent_id, containing=text), text)
+    agents = [memory.core.get_agent(agent_id)] if agent_id is not None else memory.list_agents()
+    seen: set[str] = set()
+    for agent in agents:
+        for block in memory.blocks(agent.id):
+            if block.id in seen:
+                continue
+            seen.add(block.id)
+            current = block
+            if text in block.value:  # the current value too: the text is edited out, then that version forgotten
+                current = memory.edit(agent.id, block.label, Rethink(block.value.replace(text, ""), operation="forget",
+                                                                     check_line_numbers=False), actor="human")
+                done.edited.append(block.label)
+            if text in current.description:
+                current = memory.update_block(agent.id, current.label, description=current.description.replace(text, ""),
+                                              operation="forget")
+            holding = {v.version for v in memory.core.history(block.id)
+                       if v.version != current.version and _holds(v, text)}
+            if holding:
+                _forget_versions(memory, done, current, holding)
+    done.requests += memory.core.forget_requests(text)
+    done.texts = list(dict.fromkeys([text, *done.texts]))[:SHOWN_TEXTS]
+
+
+def _holds(v: BlockVersion, text: str) -> bool:
+    return any(text in s for s in (v.value, v.label, v.description, v.operation))

@@ -1,0 +1,412 @@
+"""Credentials in text: found, redacted, or refused, so memory never becomes a second copy of a secret.
+
+``find(text)`` returns each credential's exact character span and a kind a person understands ("AWS access key").
+``redact(text)`` replaces each span with ``[redacted: KIND]``. ``refuse(text, where)`` raises ``SecretError``
+naming the kind and where it is (line, characters), never the secret itself.
+
+The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no
+baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
+lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys, PEM private keys spanning
+lines, AWS secret keys outside quotes, ``.env``-style assignments, bearer tokens, ...). Its high-entropy plugins
+are noisy on prose and code: only the base64 one is used, on quoted strings of 20+ characters with letters and
+digits above its entropy limit (the hex one would flag quoted git SHAs and digests). Its IP-address plugin is left
+out (an address is not a credential). False positives are measured on LoCoMo's turns (``python -m bench secrets``).
+
+Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
+takes well under a millisecond, 100k characters a few milliseconds (a cheap prefilter skips most detectors).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..base.errors import SecretError
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # what a person calls it: "AWS access key", "password in a URL"
+    start: int  # the secret's span in the text: text[start:end]
+    end: int
+
+    def where(self, text: str) -> str:
+        """Line and characters of the span in ``text`` (1-based), e.g. "line 3, characters 8-47"."""
+        line = text.count("\n", 0, self.start) + 1
+        column = self.start - (text.rfind("\n", 0, self.start) + 1) + 1
+        return f"line {line}, characters {column}-{column + self.end - self.start - 1}"
+
+
+@dataclass(frozen=True)
+class Redacted:
+    text: str  # the text with each finding replaced by its marker
+    findings: list[Finding]  # spans in the original text
+
+
+def marker(kind: str) -> str:
+    return f"[redacted: {kind}]"
+
+
+@dataclass(frozen=True)
+class _Detector:
+    kind: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]  # lower-case; text holding none of them is skipped (a str search, much cheaper)
+    group: int | str = 0  # the group holding the secret (0: the whole match)
+    check: Callable[[str], bool] | None = None  # a further test of the secret (a JWT decodes, entropy, ...)
+    specific: bool = True  # a format of its own; a generic one (keyword, entropy) loses a tie on kind
+    per_line: bool = False  # run on the lines holding a needle only (assignment patterns: slow on long prose)
+
+
+# -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
+
+# detect-secrets' secret_type -> the kind we report
+_KINDS = {
+    "AWS Access Key": "AWS access key",
+    "Artifactory Credentials": "Artifactory token",
+    "Azure Storage Account access key": "Azure storage key",
+    "Basic Auth Credentials": "password in a URL",
+    "Cloudant Credentials": "Cloudant credentials",
+    "Discord Bot Token": "Discord bot token",
+    "GitHub Token": "GitHub token",
+    "GitLab Token": "GitLab token",
+    "IBM Cloud IAM Key": "IBM Cloud IAM key",
+    "IBM COS HMAC Credentials": "IBM COS HMAC secret",
+    "JSON Web Token": "JSON web token",
+    "Mailchimp Access Key": "Mailchimp key",
+    "NPM tokens": "npm token",
+    "OpenAI Token": "OpenAI API key",
+    "PyPI Token": "PyPI token",
+    "SendGrid API Key": "SendGrid API key",
+    "Slack Token": "Slack token",
+    "SoftLayer Credentials": "SoftLayer key",
+    "Square OAuth Secret": "Square OAuth secret",
+    "Stripe Access Key": "Stripe key",
+    "Telegram Bot Token": "Telegram bot token",
+    "Twilio API Key": "Twilio API key",
+    "Secret Keyword": "secret",
+    "Base64 High Entropy String": "high-entropy secret",
+}
+_ENTROPY_LIMIT = 4.5  # detect-secrets' default for base64 strings
+_ENTROPY_MIN_CHARS = 20
+
+
+def _plugin_detectors() -> list[_Detector]:
+    """detect-secrets' regex plugins, each pattern run with ``finditer`` for exact spans (its ``analyze_string``
+    yields values, not positions), its keyword plugin's quoted-assignment patterns, and its base64 entropy plugin."""
+    from detect_secrets.plugins import (artifactory, aws, azure_storage_key, basic_auth, cloudant, discord,
+                                        github_token, gitlab_token, high_entropy_strings, ibm_cloud_iam, ibm_cos_hmac,
+                                        jwt, keyword, mailchimp, npm, openai, pypi_token, sendgrid, slack, softlayer,
+                                        square_oauth, stripe, telegram_token, twilio)
+
+    plugins: list[Any] = [
+        aws.AWSKeyDetector, artifactory.ArtifactoryDetector, azure_storage_key.AzureStorageKeyDetector,
+        basic_auth.BasicAuthDetector, cloudant.CloudantDetector, discord.DiscordBotTokenDetector,
+        github_token.GitHubTokenDetector, gitlab_token.GitLabTokenDetector, ibm_cloud_iam.IbmCloudIamDetector,
+        ibm_cos_hmac.IbmCosHmacDetector, mailchimp.MailchimpDetector, npm.NpmDetector, openai.OpenAIDetector,
+        pypi_token.PypiTokenDetector, sendgrid.SendGridDetector, slack.SlackDetector, softlayer.SoftlayerDetector,
+        square_oauth.SquareOAuthDetector, stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
+        twilio.TwilioKeyDetector,
+    ]  # left out: private_key (header lines only: ours takes the whole block), ip_public (not a credential)
+    out: list[_Detector] = []
+    for plugin in plugins:
+        kind = _KINDS[plugin.secret_type]
+        check = _not_placeholder if plugin is basic_auth.BasicAuthDetector else None  # "://user:password@host"
+        for n, pattern in enumerate(plugin.denylist):
+            needles, per_line = _PLUGIN_NEEDLES.get(plugin.__name__, ((), False))
+            if isinstance(needles, list):  # one tuple per pattern
+                needles = needles[n]
+            out.append(_Detector(kind, pattern, needles, group=_secret_group(pattern), check=check, per_line=per_line))
+    is_jwt = jwt.JwtTokenDetector.is_formally_valid
+    out += [_Detector(_KINDS["JSON Web Token"], p, ("eyj",), check=is_jwt) for p in jwt.JwtTokenDetector.denylist]
+    for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
+        out.append(_Detector(_KINDS["Secret Keyword"], pattern, _KEYWORD_NEEDLES, group=group, check=_not_placeholder,
+                             specific=False, per_line=True))
+    entropy = high_entropy_strings.Base64HighEntropyString(limit=_ENTROPY_LIMIT)
+    out.append(_Detector(_KINDS["Base64 High Entropy String"], entropy.regex, ("'", '"'), group=2, specific=False,
+                         check=lambda s: (len(s) >= _ENTROPY_MIN_CHARS and _letters_and_digits(s)
+                                          and entropy.calculate_shannon_entropy(s) > _ENTROPY_LIMIT)))
+    return out
+
+
+_ASSIGNED = ("key", "pwd", "pw", "pass", "token")  # the words of detect-secrets' assignment patterns
+
+
+def _joined(prefixes: tuple[str, ...], words: tuple[str, ...]) -> tuple[str, ...]:
+    """Each prefix joined to each word as detect-secrets' assignment patterns allow: directly, by "_" or by "-",
+    with an optional "api" between."""
+    return tuple(p + sep + api + w for p in prefixes for sep in ("", "_", "-") for api in ("", "api", "api_", "api-")
+                 for w in words)
+
+
+# its keyword plugin's words (``api_?key``, ``password``, ...)
+_KEYWORD_NEEDLES = (_joined(("api", "auth", "service", "account", "db", "database", "priv", "private", "client"), ("key",))
+                    + _joined(("db", "database", "key"), ("pass",)) + ("password", "passwd", "pwd", "secret", "contrase"))
+# detect-secrets plugin -> (needles, whether it runs per line) or (one tuple of needles per pattern, per line)
+_PLUGIN_NEEDLES: dict[str, tuple[tuple[str, ...] | list[tuple[str, ...]], bool]] = {
+    "AWSKeyDetector": ([("a3t", "abia", "acca", "akia", "asia"), ("aws",)], False),
+    "ArtifactoryDetector": ([("akc",), ("ap",)], False), "AzureStorageKeyDetector": (("accountkey=",), False),
+    "BasicAuthDetector": (("://",), False),
+    "CloudantDetector": ([_joined(("cl", "clou", "cloudant"), _ASSIGNED)] * 2 + [("cloudant.com",)] * 2, True),
+    "DiscordBotTokenDetector": ((".",), False), "GitHubTokenDetector": (("gh",), False),
+    "GitLabTokenDetector": (("gl", "gr1348941"), False), "IbmCloudIamDetector": (_ASSIGNED, True),
+    "IbmCosHmacDetector": (("secret",), True), "MailchimpDetector": (("-us",), False),
+    "NpmDetector": (("_authtoken",), False), "OpenAIDetector": (("t3blbkfj",), False),
+    "PypiTokenDetector": (("pypi-",), False), "SendGridDetector": (("sg.",), False),
+    "SlackDetector": ([("xox",), ("hooks.slack.com",)], False), "SoftlayerDetector": ([_joined(("sl", "softlayer"), _ASSIGNED), ("api.softlayer.com",)], True),
+    "SquareOAuthDetector": (("sq0csp-",), False), "StripeDetector": (("k_live_",), False),
+    "TelegramBotTokenDetector": ((":",), False), "TwilioKeyDetector": ([("ac",), ("sk",)], False),
+}
+
+
+def _secret_group(pattern: re.Pattern[str]) -> int:
+    """The group of a detect-secrets pattern that holds the secret: its last capturing group when it has any (its
+    assignment patterns capture the value alone), else the whole match. Artifactory's patterns include a delimiter
+    on each side: those are trimmed by ``_trim``."""
+    return pattern.groups if pattern.groups else 0
+
+
+# -- the formats detect-secrets lacks ------------------------------------------------------------------------------
+
+_B64 = r"A-Za-z0-9+/"
+# A variable named for a secret (``DB_PASSWORD``, ``GITHUB_TOKEN``, ``api_key``), ending with the word (or a
+# version or stage suffix): ``MAX_TOKENS`` or ``TOKEN_LIMIT`` are not secrets. The pattern starts at the word (a
+# name's prefix would be tried at every position of the text); the secret is the value alone.
+_ENV_NAME = (r"(?i:(?:SECRET(?:_?KEY)?(?:_?BASE)?|PASSWORD|PASSWD|PASSPHRASE|PWD|TOKEN|API_?KEY|"
+             r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY|SIGNING_?KEY|ENCRYPTION_?KEY|MASTER_?KEY|DSN)"
+             r"(?:_\d+|_(?:PROD|DEV|TEST|LIVE|VALUE))?)(?![A-Za-z0-9_])")
+_ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
+
+
+def _own_detectors() -> list[_Detector]:
+    c = re.compile
+    d = _Detector
+    return [
+        d("Anthropic API key", c(r"\bsk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{20,}|\bsk-ant-[A-Za-z0-9_\-]{32,}"),
+          ("sk-ant-",)),
+        d("OpenAI API key", c(r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}"), ("sk-",),
+          check=_letters_and_digits),
+        d("OpenAI API key", c(r"\bsk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-])"), ("sk-",), check=_letters_and_digits),
+        d("GitHub token", c(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"), ("gh",)),
+        d("Google API key", c(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("aiza",)),
+        d("Google OAuth client secret", c(r"\bGOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("gocspx-",)),
+        d("Slack token", c(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}|\bxapp-\d-[A-Za-z0-9\-]{10,}"), ("xox", "xapp-")),
+        d("Stripe key", c(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("k_live_", "k_test_")),
+        d("Hugging Face token", c(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
+        d("npm token", c(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
+        d("GitLab token", c(r"\bglpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
+        d("private key", c(r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?"
+                           r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|(?=\n\s*\n)|\Z)"), ("private key",)),
+        d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
+        d("AWS secret access key", c(r"(?i:aws_?secret_?access_?key|aws_?secret_?key|secret_?access_?key)"
+                                     r"[\"']?\s*[:=]\s*[\"']?([" + _B64 + r"]{40})(?![" + _B64 + r"])"),
+          ("secret",), group=1, per_line=True),
+        d("Azure key", c(r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{32,})"),
+          ("accountkey=", "sharedaccess"), group=1),
+        d("Azure client secret", c(r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"
+                                   r"(?![A-Za-z0-9_~.\-])"), ("q~",)),
+        d("password in a URL", c(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'<>]{0,100}:([^\s@/\"'<>]{1,200})@"
+                                 r"[A-Za-z0-9\[]"), ("://",), group=1, check=_not_placeholder),
+        d("bearer token", c(r"(?i:\bbearer)\s+([A-Za-z0-9_\-.=~+/]{20,})"), ("bearer",), group=1,
+          check=_letters_and_digits, specific=False),
+        d("secret", c(_ENV_NAME + r"[\"']?\s*[:=]\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"),
+          _ENV_NEEDLES, group="value", check=_not_placeholder, specific=False, per_line=True),
+    ]
+
+
+# The generic assignment's value is one of three alternatives (double-quoted, single-quoted, bare)
+_VALUE_GROUPS = (1, 2, 3)
+
+
+def _letters_and_digits(s: str) -> bool:
+    return any(ch.isdigit() for ch in s) and any(ch.isalpha() for ch in s)
+
+
+_PLACEHOLDER = re.compile(r"^(?:[${<\[(/~]|%\(|%\w+%$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$|null$"
+                          r"|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
+                          r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+$)", re.IGNORECASE)
+
+
+def _not_placeholder(value: str) -> bool:
+    """A value that is a reference (``$VAR``, ``${VAR}``, ``os.environ[...]``), a placeholder (``<your key>``,
+    ``xxx``, ``...``) or a plain word is not a secret; anything else at least 4 characters long is."""
+    v = value.strip()
+    if len(v) < 4 or _PLACEHOLDER.match(v) or "[redacted:" in v or "..." in v or "\u2026" in v:
+        return False
+    if v.replace(".", "").replace("-", "").replace("_", "").isdigit():  # a number: max_tokens = 100000
+        return False
+    return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
+
+
+# -- running them ----------------------------------------------------------------------------------------------------
+
+@functools.cache
+def _detectors() -> tuple[_Detector, ...]:
+    """Every detector, ours first (a tie on a span is named by the more specific kind); built on first use."""
+    return tuple(_own_detectors() + _plugin_detectors())
+
+
+def prepare() -> None:
+    """Build the detectors now (their imports take ~0.1 s once): a server does it in the background at start."""
+    _detectors()
+
+
+def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
+    for m in d.pattern.finditer(text):
+        if d.group == "value":
+            group = next((g for g in _VALUE_GROUPS if m.group(g) is not None), 0)
+        else:
+            group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
+        start, end = m.span(group)
+        start, end = _trim(text, start, end)
+        if end - start < 4:
+            continue
+        if d.check is not None and not d.check(text[start:end]):
+            continue
+        yield start, end
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """A span without the delimiters, quotes and whitespace some patterns include around the secret."""
+    while start < end and text[start] in " \t\r\n=:\"'":
+        start += 1
+    while end > start and text[end - 1] in " \t\r\n\"'":
+        end -= 1
+    if text.startswith("AccountKey=", start):  # detect-secrets' Azure pattern includes the name
+        start += len("AccountKey=")
+    return start, end
+
+
+# Every word the per-line detectors' needles contain one of: the lines holding none are skipped by all of them
+_LINE_WORDS = re.compile(r"key|pass|pw|secret|token|contrase|credential|dsn|softlayer|cloudant")
+
+
+def _candidate_lines(text: str, lowered: str) -> list[tuple[int, str, str]]:
+    """(offset, line, lowered line) of each line holding one of ``_LINE_WORDS``, found in one pass."""
+    out: list[tuple[int, str, str]] = []
+    end = -1
+    for m in _LINE_WORDS.finditer(lowered):
+        if m.start() <= end:
+            continue  # still on the line just taken
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
+        end = len(text) if end < 0 else end
+        out.append((start, text[start:end], lowered[start:end]))
+    return out
+
+
+@functools.cache
+def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
+
+
+def _line_spans(lines: list[tuple[int, str, str]], d: _Detector,
+                chosen: dict[tuple[str, ...], list[tuple[int, str]]]) -> Iterator[tuple[int, int]]:
+    """``d`` run on each candidate line holding one of its needles (detect-secrets' assignment patterns assume one
+    line, and are slow over long prose); ``chosen`` keeps the lines of each set of needles (detectors share them)."""
+    if d.needles not in chosen:
+        pattern = _needle_pattern(d.needles)
+        chosen[d.needles] = [(offset, line) for offset, line, lowered in lines if pattern.search(lowered)]
+    for offset, line in chosen[d.needles]:
+        for start, stop in _spans(line, d):
+            yield offset + start, offset + stop
+
+
+def find(text: str) -> list[Finding]:
+    """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
+    one span named by its most specific kind."""
+    if len(text) < 8:
+        return []
+    lowered = text.lower()  # the same length but for a few characters (İ): those texts are lowered one by one
+    if len(lowered) != len(text):
+        lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+    lines: list[tuple[int, str, str]] | None = None
+    chosen: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+    raw: list[tuple[int, int, int, str]] = []  # start, end, rank (lower wins the kind), kind
+    for rank, d in enumerate(_detectors()):
+        if d.per_line:
+            lines = _candidate_lines(text, lowered) if lines is None else lines
+            spans = _line_spans(lines, d, chosen)
+        elif d.needles and not any(n in lowered for n in d.needles):
+            continue
+        else:
+            spans = _spans(text, d)
+        for start, end in spans:
+            raw.append((start, end, rank if d.specific else rank + 10_000, d.kind))
+    if not raw:
+        return []
+    raw.sort()
+    merged: list[tuple[int, int, int, str]] = []
+    for start, end, rank, kind in raw:
+        if merged and start < merged[-1][1]:
+            s, e, r, k = merged[-1]
+            best_rank, best_kind = min((r, k), (rank, kind))
+            merged[-1] = (s, max(e, end), best_rank, best_kind)
+        else:
+            merged.append((start, end, rank, kind))
+    return [Finding(kind, start, end) for start, end, _, kind in merged]
+
+
+def redact(text: str) -> Redacted:
+    """``text`` with each credential replaced by ``[redacted: KIND]``."""
+    found = find(text)
+    if not found:
+        return Redacted(text, [])
+    parts: list[str] = []
+    at = 0
+    for f in found:
+        parts += [text[at:f.start], marker(f.kind)]
+        at = f.end
+    parts.append(text[at:])
+    return Redacted("".join(parts), found)
+
+
+def redact_json(payload: str) -> str:
+    """A JSON document with every string in it redacted (a stored message's payload: tool calls and their
+    arguments); text that is not JSON is redacted as text."""
+    if not payload or not find(payload):
+        return payload
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return redact(payload).text
+    return json.dumps(_redact_value(value), ensure_ascii=False)
+
+
+def _redact_value(value: object) -> object:
+    if isinstance(value, str):
+        return redact(value).text
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    return value
+
+
+def describe(text: str, found: list[Finding], *, limit: int = 3) -> str:
+    """"an AWS access key (line 2, characters 8-27) and a GitHub token (...)": kinds and places, never secrets."""
+    named = [f"{_article(f.kind)} {f.kind} ({f.where(text)})" for f in found[:limit]]
+    if len(found) > limit:
+        named.append(f"{len(found) - limit} more")
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[:1].lower() in "aeiou" or kind.startswith(("npm", "IBM")) else "a"
+
+
+def refuse(text: str, where: str, *, before: str = "") -> None:
+    """Raise ``SecretError`` when ``text`` holds a credential that ``before`` (the text it replaces) did not: the
+    error names each kind and where it is in ``where`` (e.g. "the new value of block 'human'"), and what to do."""
+    found = [f for f in find(text) if not before or text[f.start:f.end] not in before]
+    if not found:
+        return
+    raise SecretError(
+        f"Refused: {where} would store {describe(text, found)}. Nothing was written. Keep credentials out of memory: "
+        "store a description or a reference instead (for example \"the deploy key is in the DEPLOY_KEY environment "
+        "variable\" or \"see ~/.aws/credentials\"), or remove the secret and send the rest again."
+    )

@@ -1,0 +1,223 @@
+"""Forgetting that forgets (issue 43, item 5): after ``tiermem forget ... --now`` no file of the data directory (and
+no object under the store's prefix) holds a byte of the forgotten text; without ``--now`` it is gone from search at
+once and from the files after the next upkeep (``tiermem optimize``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import Settings, load_settings
+from tiermem.cli.main import main
+from tiermem.domain.blocks import Rethink
+from tiermem.domain.factory import open_memory
+from tiermem.domain.forgetting import Target, forget, purge_pending
+from tiermem.domain.memory import Memory
+from tiermem.domain.maintenance import optimize
+
+SECRET = "zebra-quartz-4471"
+TOKEN = "zebraquartz4471"  # one word: what a full-text index would keep as a token
+NEEDLES = (SECRET.encode(), TOKEN.encode())
+
+
+def scan_dir(root: Path) -> list[str]:
+    """Every file under ``root`` (recursively) holding a byte of the secret."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and any(n in p.read_bytes() for n in NEEDLES))
+
+
+def fill(memory: Memory) -> dict[str, str]:
+    """A memory whose passage, message and block history hold the secret among other rows; everything compacted
+    and indexed first, so the secret is in the data files and the full-text indexes as a long-lived store's is."""
+    agent = memory.ensure_agent("default")
+    for i in range(20):
+        memory.archival_insert(agent.id, f"filler passage {i} about green tea", None)
+    passage = memory.archival_insert(agent.id, f"the vault code is {SECRET} ({TOKEN})", ["vault"]).stored[0]
+    logged = memory.conversation_log(agent.id, [
+        {"role": "user", "content": f"remember {SECRET} for the vault"},
+        {"role": "assistant", "content": "noted, the vault"},
+        {"role": "user", "content": "thanks for the tea"},
+    ]).stored
+    human = memory.block(agent.id, "human")
+    memory.edit(agent.id, "human", Rethink(human.value + f"\nVault: {SECRET}", check_line_numbers=False), actor="human")
+    memory.edit(agent.id, "human", Rethink(human.value + "\nLikes green tea", check_line_numbers=False), actor="human")
+    optimize(memory)
+    return {"agent": agent.id, "passage": passage, "message": logged[0].id, "block": human.id,
+            "secret_version": str(human.version + 1)}
+
+
+@pytest.fixture
+def local(settings: Settings) -> Iterator[tuple[Memory, Path]]:
+    memory = open_memory(settings, start_embedder=False)
+    yield memory, settings.resolved_data_dir()
+    memory.core.close()
+
+
+def test_forget_now_by_cli_leaves_no_byte_in_the_data_directory(local: tuple[Memory, Path]) -> None:
+    memory, root = local
+    ids = fill(memory)
+    assert scan_dir(root), "the secret must be on disk before forgetting it"
+    memory.core.close()
+    common = ["--data-dir", str(root), "--embedding-model", "hashing", "--yes", "--now"]
+    assert main(["forget", "passage", ids["passage"], *common]) == 0
+    assert main(["forget", "message", ids["message"], *common]) == 0
+    assert main(["forget", "block", "human", "--version", ids["secret_version"], *common]) == 0
+    assert scan_dir(root) == []
+    after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
+    try:  # the rest is whole: 20 passages, two turns, the block's other versions
+        messages, passages, _ = after.archive.counts(ids["agent"])
+        assert (messages, passages) == (2, 20)
+        versions = [v.version for v in after.core.history(ids["block"])]
+        assert int(ids["secret_version"]) not in versions and len(versions) == int(ids["secret_version"])
+        assert "Likes green tea" in after.block(ids["agent"], "human").value
+        found = after.conversation_search(ids["agent"], "vault", roles=None, limit=5, start_date=None, end_date=None)
+        assert SECRET not in json.dumps([h.content for h in found.hits])
+        assert not purge_pending(after)
+    finally:
+        after.core.close()
+
+
+def test_without_now_gone_from_search_at_once_and_from_the_files_after_upkeep(local: tuple[Memory, Path]) -> None:
+    memory, root = local
+    ids = fill(memory)
+    memory.archival_delete(ids["agent"], ids["passage"])  # what archival_memory_delete and the inspector do
+    forget(memory, Target("message", ids["agent"], ids["message"]))
+    forget(memory, Target("block", ids["agent"], "human", None))  # --history: every past value
+    hits = memory.archival_search(ids["agent"], "vault code", tags=None, tag_match_mode="any", top_k=10,
+                                     start_datetime=None, end_datetime=None).hits
+    assert all(SECRET not in h.content for h in hits)
+    assert [v.version for v in memory.core.history(ids["block"])] == [memory.block(ids["agent"], "human").version]
+    assert purge_pending(memory)
+    held = scan_dir(root)
+    assert held and all(p.startswith("db/") for p in held), held  # the core state is purged at once
+    optimize(memory)  # `tiermem optimize` (a server's background upkeep runs the same purge)
+    assert scan_dir(root) == []
+    assert not purge_pending(memory)
+
+
+def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_path: Path) -> None:
+    memory, root = local
+    ids = fill(memory)
+    agent = ids["agent"]
+    memory.edit(agent, "persona", Rethink(f"I keep {SECRET} safe.", check_line_numbers=False), actor="human")
+    memory.store_result(agent, "archival_memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
+    other = memory.create_agent("other")
+    memory.archival_insert(other.id, f"another copy: {SECRET}", None)
+    memfs = tmp_path / "memfs"
+    memfs.mkdir()
+    (memfs / "persona.md").write_text(f"---\ndescription: x\n---\nI keep {SECRET} safe.\n")
+    subprocess.run(["git", "init", "-q", str(memfs)], check=True)
+    subprocess.run(["git", "-C", str(memfs), "-c", "user.name=t", "-c", "user.email=t@t", "add", "."], check=True)
+    subprocess.run(["git", "-C", str(memfs), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    memory.core.close()
+    out = _run_cli(["forget", "--text", SECRET, "--data-dir", str(root), "--embedding-model", "hashing", "--yes",
+                    "--now", "--memfs", str(memfs), "--json"])
+    report = json.loads(out)
+    assert report["blocks_edited"] == ["persona"] and report["requests"] == 1
+    assert report["passages"] == 2 and report["messages"] == 1
+    held = report["still_held_outside_the_store"]
+    assert any("persona.md" in line for line in held) and any("git history" in line for line in held)
+    assert scan_dir(root) == []
+    assert main(["forget", "agent", "other", "--data-dir", str(root), "--embedding-model", "hashing", "--yes",
+                 "--now"]) == 0
+    assert scan_dir(root) == []
+
+
+def _run_cli(argv: list[str]) -> str:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(argv) == 0
+    return buf.getvalue()
+
+
+def test_forget_refuses_the_current_value_and_unknown_ids(local: tuple[Memory, Path]) -> None:
+    from tiermem.base.errors import NotFoundError, ValidationError
+
+    memory, _root = local
+    agent = memory.ensure_agent("default")
+    block = memory.block(agent.id, "human")
+    with pytest.raises(ValidationError, match="current value"):
+        forget(memory, Target("block", agent.id, "human", (block.version,)))
+    with pytest.raises(NotFoundError):
+        forget(memory, Target("passage", agent.id, "passage-nope"))
+    assert memory.block(agent.id, "human").version == block.version
+
+
+def test_inspector_forget_action(local: tuple[Memory, Path]) -> None:
+    from tiermem.base.errors import ValidationError
+    from tiermem.ui import api
+
+    memory, root = local
+    ids = fill(memory)
+    with pytest.raises(ValidationError, match="confirm"):
+        api.forget(memory, "default", {"kind": "agent"})
+    answer = api.forget(memory, "default", {"kind": "text", "ref": SECRET, "now": True})
+    assert answer["passages"] == 1 and answer["messages"] == 1 and answer["versions"] >= 1
+    assert answer["still_held_outside_the_store"] == []
+    assert scan_dir(root) == []
+    assert memory.archive.counts(ids["agent"])[:2] == (2, 20)
+
+
+# -- object storage (moto's S3 server, as tests/test_object_storage.py runs it) -----------------------------------
+
+moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+boto3 = pytest.importorskip("boto3")
+from .test_object_storage import BUCKET, s3_config, s3_endpoint  # noqa: E402,F401  (the module's moto fixture)
+
+
+def scan_prefix(endpoint: str, prefix: str) -> tuple[int, list[str]]:
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
+            for o in page.get("Contents", [])]
+    held = [k for k in keys if any(n in s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for n in NEEDLES)]
+    return len(keys), sorted(held)
+
+
+@pytest.fixture
+def on_s3(s3_endpoint: str, tmp_path: Path) -> Iterator[tuple[Memory, Callable[[], list[str]]]]:
+    prefix = f"forget-{uuid.uuid4().hex[:8]}"
+    settings = load_settings(config=s3_config(tmp_path, s3_endpoint, prefix), data_dir=tmp_path / "unused")
+    memory = open_memory(settings, start_embedder=False)
+
+    def scan() -> list[str]:
+        count, held = scan_prefix(s3_endpoint, prefix)
+        assert count > 0
+        return held
+
+    yield memory, scan
+    memory.core.close()
+
+
+def test_forget_now_on_object_storage_leaves_no_object_holding_it(on_s3: tuple[Memory, Callable[[], list[str]]]) -> None:
+    memory, scan = on_s3
+    ids = fill(memory)
+    held = scan()
+    assert any("/core/" in k or k.split("/", 1)[1].startswith("core/") for k in held) and any(".lance" in k for k in held)
+    forget(memory, Target("passage", ids["agent"], ids["passage"]), now=True)
+    forget(memory, Target("message", ids["agent"], ids["message"]), now=True)
+    forget(memory, Target("block", ids["agent"], "human", (int(ids["secret_version"]),)), now=True)
+    assert scan() == []
+    versions = [v.version for v in memory.core.history(ids["block"])]
+    assert int(ids["secret_version"]) not in versions and "Likes green tea" in memory.block(ids["agent"], "human").value
+    # the next edit after a forget seals on top of the rewritten history
+    memory.edit(ids["agent"], "human", Rethink("Name: Ada", check_line_numbers=False), actor="human")
+    assert [v.value for v in memory.core.history(ids["block"], limit=2)][0] == "Name: Ada"
+
+
+def test_object_storage_without_now_purged_by_optimize(on_s3: tuple[Memory, Callable[[], list[str]]]) -> None:
+    memory, scan = on_s3
+    ids = fill(memory)
+    forget(memory, Target("text", ids["agent"], SECRET))
+    assert all(not k.split("/", 1)[1].startswith("core/") for k in scan())  # core objects: deleted at once
+    optimize(memory)
+    assert scan() == []

@@ -27,6 +27,7 @@ path; where there are fewer than asked for, the first ones again under a ``copyN
 from __future__ import annotations
 
 import argparse
+import shutil
 import importlib.util
 import json
 import random
@@ -292,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
+    shutil.rmtree(work, ignore_errors=True)  # the store it built (hundreds of MB at full size)
     return result
 
 

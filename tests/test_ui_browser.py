@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tiermem.domain.blocks import Rethink
 from tiermem.base.config import BlockSpec, load_settings
 from tiermem.domain.factory import open_memory
 from tiermem.server.netguard import make_tokens
@@ -236,6 +237,21 @@ def test_diff_and_revert(site: Site, browser: Any) -> None:
     top = site.memory.history(site.agent_id, "human", 1)[0]
     assert (top.actor, top.operation, top.value) == ("human", f"revert:{target}", "Name: Ada\nWorks on compilers")
     assert by_id(browser, "ed-value").get_attribute("value") == "Name: Ada\nWorks on compilers"
+
+
+def test_forget_a_past_version_in_the_browser(site: Site, browser: Any) -> None:
+    """The history's "Forget this version": the value leaves the history (and, with now, the files) at once."""
+    site.memory.edit(site.agent_id, "human", Rethink("Name: Ada\nPIN hint: zebra-quartz-4471"))
+    site.memory.edit(site.agent_id, "human", Rethink("Name: Ada"))
+    open_block(browser, "human")
+    forgotten = site.memory.history(site.agent_id, "human", 2)[1]
+    assert "zebra-quartz-4471" in forgotten.value
+    click(browser, f'#history tr[data-version="{forgotten.version}"] .forget-btn')
+    confirm = until(browser, lambda d: d.switch_to.alert)
+    assert f"Forget version {forgotten.version} of human" in confirm.text
+    confirm.accept()
+    until(browser, lambda d: f"Forgot version {forgotten.version} of human" in alert_text(d))
+    assert all("zebra-quartz-4471" not in v.value for v in site.memory.history(site.agent_id, "human", 50))
 
 
 def test_search_with_relevance_and_delete_a_passage(site: Site, browser: Any) -> None:

@@ -193,7 +193,18 @@
         v.version !== newest ? el("button", { type: "button", class: "diff-current-btn", textContent: "Diff with current",
           on: { click: () => guarded(() => showDiff(label, v.version, newest)) } }) : null,
         v.version !== newest ? el("button", { type: "button", class: "revert-btn", textContent: "Revert to this",
-          on: { click: () => guarded(() => revertTo(label, v.version)) } }) : el("span", { class: "muted", textContent: " current" })))));
+          on: { click: () => guarded(() => revertTo(label, v.version)) } }) : el("span", { class: "muted", textContent: " current" }),
+        v.version !== newest ? el("button", { type: "button", class: "forget-btn", textContent: "Forget this version",
+          on: { click: () => guarded(() => forgetVersion(label, v.version)) } }) : null))));
+  }
+
+  async function forgetVersion(label, version) {
+    if (!confirm(`Forget version ${version} of ${label}? Its value is removed from the history and from every file ` +
+                 "of the data directory now. This cannot be undone.")) return;
+    const data = await call("forget", { json: { agent: state.agent, kind: "block", ref: label, versions: [version], now: true } });
+    const held = (data.still_held_outside_the_store || []).map((h) => h.path || h).join(", ");
+    say(`Forgot version ${version} of ${label}.` + (held ? ` Still held outside the store: ${held}.` : ""), true);
+    await loadHistory();
   }
 
   async function showDiff(label, older, newer) {

@@ -71,6 +71,7 @@ class FileRows:
         self._lines: OrderedDict[str, tuple[str, JoinedLines]] = OrderedDict()  # file id -> (sha256, view lines)
         self._lines_lock = threading.Lock()
         self._listing: tuple[int, list[StoredFile]] | None = None  # (files table version, every file)
+        self._files: tuple[tuple[int, tuple[str, ...]], list[StoredFile]] | None = None  # the last ``files`` answer
 
     # -- folders --------------------------------------------------------------
 
@@ -109,9 +110,17 @@ class FileRows:
         return found
 
     def files(self, folder_ids: Sequence[str]) -> list[StoredFile]:
-        """The files of these folders (without their text), by folder in the given order, then by name."""
+        """The files of these folders (without their text), by folder in the given order, then by name (the list is
+        shared: never change it)."""
+        listing = self.listing()
+        key = (id(listing), tuple(folder_ids))
+        known = self._files
+        if known is not None and known[0] == key:
+            return known[1]
         order = {fid: i for i, fid in enumerate(folder_ids)}
-        return sorted((f for f in self.listing() if f.folder_id in order), key=lambda f: (order[f.folder_id], f.name))
+        found = sorted((f for f in listing if f.folder_id in order), key=lambda f: (order[f.folder_id], f.name))
+        self._files = (key, found)
+        return found
 
     def file(self, file_id: str) -> StoredFile | None:
         return next((f for f in self.listing() if f.id == file_id), None)

@@ -578,7 +578,7 @@ class Memory:
 
     def file_views(self, agent_id: str) -> list[tuple[str, int, bool]]:
         """(name, visible characters, open) of each file attached to the agent; reads no table."""
-        state = AgentFiles.of(self.core.get_agent(agent_id))
+        state = AgentFiles.seen(self.core.get_agent(agent_id))
         return [(v.name, len(v.visible) if v.is_open else 0, v.is_open) for v in state.files]
 
     def file_text(self, agent_id: str, name: str) -> str:

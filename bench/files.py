@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
+    memory.archive.store.conn.finish_upkeep()  # no background upkeep may still be reading the store
     shutil.rmtree(work, ignore_errors=True)  # the store it built (hundreds of MB at full size)
     return result
 

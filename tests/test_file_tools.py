@@ -199,3 +199,18 @@ def test_doctor_names_files_an_interrupted_upload_left_unfinished(settings: Sett
     assert "1 left unfinished by an interrupted upload: docs/guide.md" in out and "tiermem folders upload" in out
     memory.files.upload("docs", "guide.md", GUIDE + b"\n")  # uploading it again finishes it
     assert doctor(settings) == 0
+
+
+def test_credentials_in_an_uploaded_file_are_redacted_before_storing(settings: Settings) -> None:
+    key = "AKIA" + "QX7TRW2KD9LMZ4PB"
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("ops")
+    body = f"Deploy notes\nexport AWS_ACCESS_KEY_ID={key}\nThen run the deploy script.\n".encode()
+    done = memory.files.upload("ops", "deploy.md", body)
+    assert done.outcome == "added"
+    stored = memory.files.text("ops", "deploy.md")
+    assert key not in stored and "[redacted: AWS access key]" in stored and "Then run the deploy script." in stored
+    memory.files.attach(agent, "ops")
+    assert memory.grep_files(agent, key, None, 1, None).startswith("No matches found")
+    assert memory.files.upload("ops", "deploy.md", body).outcome == "unchanged"  # same bytes: nothing re-read

@@ -185,8 +185,10 @@ class Filesystem:
     """Folders, files and each agent's view of them (``memory.files``)."""
 
     def __init__(self, core: CoreStore, archive: Callable[[], Archive], changed: Callable[[str], None], *,
-                 file_max_bytes: int = DEFAULT_FILE_MAX_BYTES, folder_max_files: int = DEFAULT_FOLDER_MAX_FILES) -> None:
+                 file_max_bytes: int = DEFAULT_FILE_MAX_BYTES, folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
+                 scrub: Callable[[str], str] | None = None) -> None:
         self.core = core
+        self._scrub = scrub  # a file's parsed text with its credentials redacted (``Memory.scrub``), before storing
         self._archive = archive
         self._changed = changed  # agent id -> tell listeners its files changed
         self.file_max_bytes = file_max_bytes
@@ -373,7 +375,8 @@ class Filesystem:
             except FileContentError as exc:
                 bad.append((record, str(exc)))
             else:
-                good.append((replace(record, file_type=parsed.mime or record.file_type), parsed.text, len(parsed.text)))
+                text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
+                good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
             if len(good) + len(bad) >= batch:
                 flush()
         flush()

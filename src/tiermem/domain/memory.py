@@ -128,7 +128,7 @@ class Memory:
         self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
         # folders and files (Letta's filesystem): each agent's view of them is kept with the agent
         self.files = Filesystem(core, self._opened_archive, self._files_changed, file_max_bytes=file_max_bytes,
-                                folder_max_files=folder_max_files)
+                                folder_max_files=folder_max_files, scrub=self.scrub)
 
     def _opened_archive(self) -> Archive:
         return self.archive

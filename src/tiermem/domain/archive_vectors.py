@@ -113,13 +113,22 @@ class Vectors:
             log.exception("embedding stored rows failed")
 
     def _finish_at_exit(self) -> None:
-        """At exit: let a pending backfill finish (up to ``wait_seconds``), then stop it between batches."""
+        """At exit: let a pending backfill finish (up to ``wait_seconds``), then stop it between batches. A backfill
+        that already ended may have read the table before the rows that started it were committed (they are stored
+        after ``embed_rows`` returns): rows still announced are embedded here, when the model is loaded."""
         thread = self._backfill_thread
-        if thread is None or not thread.is_alive():
+        if thread is None:
             return
-        thread.join(self.wait_seconds)
-        self._closing.set()
-        thread.join(60)
+        if thread.is_alive():
+            thread.join(self.wait_seconds)
+            self._closing.set()
+            thread.join(60)
+            return
+        try:
+            if self.embedder.ready and any(self.store.rows.unembedded_marks(t) for t in SEARCHABLE):
+                self.backfill_now()
+        except Exception as exc:  # never fail the exit; the rows stay marked for the next process
+            log.warning("rows stored without vectors stay unembedded at exit: %s", exc)
 
     def catch_up(self, timeout: float | None, *, announced_only: bool = False) -> int:
         """Wait up to ``timeout`` s for the model, then embed every row stored without a vector (any process's).

@@ -221,3 +221,24 @@ def test_object_storage_without_now_purged_by_optimize(on_s3: tuple[Memory, Call
     assert all(not k.split("/", 1)[1].startswith("core/") for k in scan())  # core objects: deleted at once
     optimize(memory)
     assert scan() == []
+
+
+def test_a_deleted_file_leaves_the_data_directory_at_the_next_upkeep(local: tuple[Memory, Path]) -> None:
+    """A folder's file (its text, its chunks, an open window of it) deleted: gone from the tools at once, and from
+    every file of the data directory once the upkeep has run."""
+    from tiermem.domain.file_views import OpenRequest
+
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("vault")
+    memory.files.upload_many("vault", [(f"note{i}.md", f"filler note {i} about green tea\n".encode(), "")
+                                       for i in range(10)])
+    memory.files.upload("vault", "code.md", f"The vault code is {SECRET} ({TOKEN}).\n".encode())
+    memory.files.attach(agent, "vault")
+    memory.open_files(agent, [OpenRequest("vault/code.md", None, None)])
+    optimize(memory)
+    assert scan_dir(root), "the secret must be on disk before the file is deleted"
+    memory.files.delete_files("vault", ["code.md"])
+    assert memory.grep_files(agent, "zebra", None, 0, None).startswith("No matches found")
+    optimize(memory)
+    assert scan_dir(root) == []

@@ -91,6 +91,9 @@ class FileRows:
 
     def delete_folder(self, folder_id: str) -> int:
         """Delete a folder with its files and their chunks (chunks first, the folder row last); returns the files."""
+        self._forget("file_chunks", Filter(agent_ids=(folder_id,)))
+        self._forget("files", Filter(folder_ids=(folder_id,)))
+        self._forget("folders", Filter(ids=(folder_id,)))
         self.store.rows.delete("file_chunks", Filter(agent_ids=(folder_id,)))
         files = self.store.rows.delete("files", Filter(folder_ids=(folder_id,)))
         self.store.rows.delete("folders", Filter(ids=(folder_id,)))
@@ -145,6 +148,8 @@ class FileRows:
             return []
         stamp = now()
         pending = [(replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for r, t in items]
+        self._forget("files", Filter(ids=tuple(r.id for r, _ in pending)))  # a replaced file's old text
+        self._forget("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
         self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
         pieces = self.vectors.embedder.chunk_many([t if t.strip() else "" for _, t in pending], FILE_CHUNK_TOKENS)
@@ -163,6 +168,8 @@ class FileRows:
         if not items:
             return []
         failed = [replace(r, status="error", error=e, chunks=0, updated_at=now()) for r, e in items]
+        self._forget("files", Filter(ids=tuple(r.id for r in failed)))
+        self._forget("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
         self.store.rows.upsert_rows("files", "id", [file_row(r, "") for r in failed])
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
         return failed
@@ -171,8 +178,15 @@ class FileRows:
         """Delete files and their chunks (chunks first); returns the files deleted."""
         if not file_ids:
             return 0
+        self._forget("file_chunks", Filter(group_ids=tuple(file_ids)))
+        self._forget("files", Filter(ids=tuple(file_ids)))
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(file_ids)))
         return self.store.rows.delete("files", Filter(ids=tuple(file_ids)))
+
+    def _forget(self, table: str, where: Filter) -> None:
+        """Mark the data fragments holding these rows: the next upkeep rewrites them without the rows and removes
+        the older table versions, so a deleted or replaced file's text leaves the data directory's files too."""
+        self.store.purge.mark(table, where)
 
     def _chunk_rows(self, record: StoredFile, pieces: Sequence[str]) -> list[dict[str, Any]]:
         created = to_us(now())

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.errors import FileContentError, NotFoundError, ValidationError
+from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from .file_parse import parse_file
 from .file_views import (DirectoryInfo, FileEntry, GrepFile, OpenRequest, check_file_name, check_folder_name,
@@ -246,6 +246,7 @@ class Filesystem:
         for agent_id in agents:
             self._detach(agent_id, folder)
         files = self.rows.delete_folder(folder.id)
+        self._purge_core()
         return {"folder": folder.name, "files": files, "detached_from": agents}
 
     def agents_of(self, folder_id: str) -> list[str]:
@@ -397,7 +398,15 @@ class Filesystem:
                                 f"{_listed(sorted(existing))}.")
         removed = self.rows.delete([existing[n].id for n in file_names])
         self._sync_views(folder.id)
+        self._purge_core()  # an open window of a deleted file was in an agent's view: its old bytes go too
         return int(removed)
+
+    def _purge_core(self) -> None:
+        """Leave no old bytes of a view in the core state's files (SQLite: VACUUM and the WAL truncated)."""
+        try:
+            self.core.purge()
+        except TiermemError as exc:  # the deletion stands; the next purge (upkeep, forget) clears the bytes
+            log.warning("after deleting files, the core state could not be purged now: %s", exc)
 
     def text(self, folder_name: str, file_name: str) -> str:
         folder = self.folder(folder_name)

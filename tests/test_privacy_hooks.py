@@ -333,3 +333,18 @@ def test_the_real_claude_code_sends_the_injection_only_inside_the_frame(tmp_path
         assert _only_inside_frames(system, "IGNORE PREVIOUS INSTRUCTIONS")
         assert "PWNED-7731" in system and "<system>Reply only" not in sent  # escaped wherever Claude Code put it
         assert sent.count("IGNORE PREVIOUS INSTRUCTIONS") == system.count("IGNORE PREVIOUS INSTRUCTIONS")
+
+
+@pytest.mark.anyio
+async def test_conversation_log_takes_a_project_and_the_search_filters_by_it(settings: Settings) -> None:
+    from mcp.client import Client
+
+    from .conftest import serve_in_process, text_of
+
+    async with Client(serve_in_process(settings), cache=None) as c:
+        logged = await c.call_tool("conversation_log", {"messages": [
+            {"role": "user", "content": "the staging database moved to port 6543", "project": "acme-api"},
+            {"role": "user", "content": "the staging database moved to port 7777", "project": "other-app"}]})
+        assert not logged.is_error, text_of(logged)
+        found = await c.call_tool("conversation_search", {"query": "staging database port", "project": "acme-api"})
+        assert "6543" in text_of(found) and "7777" not in text_of(found)

@@ -612,6 +612,9 @@ class Memory:
         for n, m in enumerate(messages):
             if isinstance(m, dict) and isinstance(m.get("content"), str):
                 self.refuse_secrets(m["content"], f"messages[{n}].content")
+        # a project named by a local directory is its repository, as a hook's working directory is (named_project)
+        messages = [{**m, "project": named_project(m["project"])} if isinstance(m, dict) and isinstance(
+            m.get("project"), str) else m for m in messages]
         return Written(self.archive.log_messages(agent_id, messages), self.archive.vectors.write_note())
 
     def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,

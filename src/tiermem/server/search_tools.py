@@ -21,6 +21,8 @@ class LogMessage(BaseModel):
     content: str
     timestamp: str | None = Field(default=None, description="ISO 8601; defaults to now")
     conversation_id: str | None = Field(default=None, description="groups turns of one conversation")
+    project: str | None = Field(default=None, description="the project (repository path) the turn belongs to; "
+                                "omitted: shared by every project")
 
 
 class Ranking(BaseModel):

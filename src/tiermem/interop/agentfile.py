@@ -809,7 +809,8 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
         record = StoredFile(id=file_id, folder_id=folder_id, name=f.name, original_name=f.original_name,
                             file_type=f.file_type, size=f.size, sha256=f.sha256, status="parsing",
                             source_path=f.source_path, created_at=old.created_at if old else now())
-        (bad.append((record, f.error)) if f.status == "error" else good.append((record, f.text)))
+        # the file's text with its credentials redacted, as an upload's (the agent file's other content is too)
+        (bad.append((record, f.error)) if f.status == "error" else good.append((record, memory.scrub(f.text))))
     for start in range(0, len(good), 64):
         for s in rows.write(good[start:start + 64], embed=True):
             stored[next(f.key for f in plan.files if target.file_ids[f.key] == s.id)] = s

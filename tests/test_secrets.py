@@ -199,3 +199,27 @@ def test_doctor_secrets_from_the_command_line(settings: Settings) -> None:
                           str(settings.resolved_data_dir()), "--embedding-model", "hashing"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "AWS access key: 2" in run.stdout and AKIA not in run.stdout + run.stderr
+
+
+def test_doctor_redacts_a_folder_file_and_the_open_window_of_it(settings: Settings,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A file stored before the detector (here: with secret_scan off) is found and redacted: its text, its chunks and
+    the window an agent has open of it."""
+    from tiermem.domain.file_views import OpenRequest
+
+    off = settings.model_copy(update={"secret_scan": "off"})
+    memory = open_memory(off)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("ops")
+    memory.files.upload("ops", "env.md", f"deploy with {AKIA} today\nthen check the logs\n".encode())
+    memory.files.attach(agent, "ops")
+    memory.open_files(agent, [OpenRequest("ops/env.md", None, None)])
+    assert AKIA in memory.render_core(agent, with_metadata=False)
+    assert secret_audit.doctor_secrets(settings) == 1
+    assert "file ops/env.md" in capsys.readouterr().out
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    memory = open_memory(settings)
+    assert AKIA not in memory.files.text("ops", "env.md") and "[redacted: AWS access key]" in memory.files.text("ops", "env.md")
+    assert AKIA not in memory.render_core(agent, with_metadata=False)  # the open window was cut again
+    assert memory.grep_files(agent, AKIA, None, 0, None).startswith("No matches found")
+    assert secret_audit.scan(memory).files == {}

@@ -385,6 +385,20 @@ class Filesystem:
         self._sync_views(folder.id, opened=opened)
         return out
 
+    def replace_text(self, file_id: str, text: str) -> str:
+        """Store ``text`` as a file's text (``tiermem doctor --secrets --redact``): its chunks are cut again, the old
+        ones purged at the next upkeep, and the agents' open windows of it cut again; returns "<folder>/<file>"."""
+        stored = self.rows.file(file_id)
+        if stored is None:
+            raise NotFoundError(f"No file with id {file_id!r}; list a folder's files with `tiermem folders show NAME`.")
+        # a new version: views see it changed (their windows are cut again); the next sync of an unchanged source
+        # file uploads it again, redacted again
+        record = replace(stored, sha256=hashlib.sha256(text.encode()).hexdigest())
+        self.rows.write([(record, text)])
+        self._sync_views(stored.folder_id)
+        folder = self.rows.folder(stored.folder_id)
+        return f"{folder.name if folder else stored.folder_id}/{stored.name}"
+
     def import_file(self, folder_id: str, record: StoredFile, text: str) -> StoredFile:
         """Store a file whose text is already parsed (an agent file's), keeping its id; views are not touched."""
         return self.rows.write([(record, text)], embed=False)[0]  # type: ignore[no-any-return]

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 PURGE_NOTE = ("Older copies still hold the text until they are purged: block history (`tiermem forget` removes a "
               "block's past values), the store's superseded table versions (dropped by the next upkeep or `tiermem "
-              "optimize` once older than version_retention_seconds), and folder files (fix the source file, then sync "
-              "or upload it again).")
+              "optimize` once older than version_retention_seconds); a synced folder's source files still hold it (fix "
+              "them, or the next sync brings the text back).")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class Audit:
     found: list[Found] = field(default_factory=list)
     blocks: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent id, label) -> redacted value
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # table -> redacted rows
+    files: dict[str, str] = field(default_factory=dict)  # folder file id -> its redacted text
 
     def counts(self) -> Counter[str]:
         return Counter(kind for f in self.found for kind in f.kinds)
@@ -93,8 +94,10 @@ def scan(memory: Memory) -> Audit:
     listing = files.listing()
     texts = files.texts([f.id for f in listing])
     for stored in listing:
-        _note(audit, "", f"file {folders.get(stored.folder_id, stored.folder_id)}/{stored.name}",
-              texts.get(stored.id, ""), fixable=False)
+        text = texts.get(stored.id, "")
+        if _note(audit, "", f"file {folders.get(stored.folder_id, stored.folder_id)}/{stored.name}", text,
+                 fixable=True):
+            audit.files[stored.id] = secrets.redact(text).text
     return audit
 
 
@@ -115,6 +118,12 @@ def redact(memory: Memory, audit: Audit) -> list[str]:
             memory.archive.vectors.embed_rows(batch)
             memory.archive.rows.rewrite_rows(table, batch)
         done.append(f"{table}: {len(table_rows)} row(s) redacted")
+    for file_id, text in audit.files.items():
+        try:
+            name = memory.files.replace_text(file_id, text)
+            done.append(f"file {name}: redacted (its chunks and the agents' open windows cut again)")
+        except TiermemError as exc:
+            done.append(f"file {file_id}: NOT redacted: {exc}")
     return done
 
 

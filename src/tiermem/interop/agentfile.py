@@ -585,27 +585,27 @@ def letta_view_fields(v: FileView, file_name: str) -> JSON:
             "start_line": v.start_line, "end_line": v.end_line}
 
 
+def _by_id(data: JSON, key: str) -> dict[str, JSON]:
+    """The entries of ``data[key]`` by their file-local id (each must have one, and no id twice)."""
+    out: dict[str, JSON] = {}
+    for i, entry in enumerate(_list(data, key)):
+        ident = entry.get("id")
+        if not isinstance(ident, str) or not ident:
+            raise ValidationError(f"{key}[{i}] has no id.")
+        if ident in out:
+            raise ValidationError(f"The file has two {key} with the id {ident!r}.")
+        out[ident] = entry
+    return out
+
+
 def _plan_folders(data: JSON) -> dict[str, FolderPlan]:
     """The sources some agent uses, with their files; every file must belong to a source of the file."""
-    sources: dict[str, JSON] = {}
-    for i, s in enumerate(_list(data, "sources")):
-        key = s.get("id")
-        if not isinstance(key, str) or not key:
-            raise ValidationError(f"sources[{i}] has no id.")
-        if key in sources:
-            raise ValidationError(f"The file has two sources with the id {key!r}.")
-        sources[key] = s
-    files: dict[str, JSON] = {}
-    for i, f in enumerate(_list(data, "files")):
-        key = f.get("id")
-        if not isinstance(key, str) or not key:
-            raise ValidationError(f"files[{i}] has no id.")
-        if key in files:
-            raise ValidationError(f"The file has two files with the id {key!r}.")
+    sources = _by_id(data, "sources")
+    files = _by_id(data, "files")
+    for key, f in files.items():
         if f.get("source_id") not in sources:
             raise ValidationError(f"File {f.get('file_name') or key!r} belongs to source {f.get('source_id')!r}, which "
                                   "the agent file does not contain; add the source to `sources` or remove the file.")
-        files[key] = f
     used: list[str] = []
     for a in data["agents"]:
         lists = [a.get(k) if isinstance(a.get(k), list) else [] for k in ("source_ids", "folder_ids", "files_agents")]

@@ -267,18 +267,22 @@ class Notifier:
 
     async def _publish_tools_changed(self, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ToolsListChanged())
+        for channel in self._every_channel(ctx):
+            try:
+                await channel.send_tool_list_changed()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # that client is gone
+
+    def _every_channel(self, ctx: Context[Any, Any] | None) -> list[Any]:
+        """Every subscribed client's connection, and the calling client's (told of list changes it caused)."""
         channels = {id(c): c for group in self._subscribers.values() for c in group}
         if ctx is not None:
             try:
                 channel = self._channel(ctx.request_context.session)
                 channels[id(channel)] = channel
             except ValueError:
-                pass  # a tool called in process has no client session of its own
-        for channel in channels.values():
-            try:
-                await channel.send_tool_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # that client is gone
+                pass  # a tool called in process (the agent loop) has no client session of its own
+        return list(channels.values())
 
     async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
@@ -290,14 +294,7 @@ class Notifier:
 
     async def _publish_list_changed(self, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ResourcesListChanged())
-        channels = {id(c): c for group in self._subscribers.values() for c in group}
-        if ctx is not None:
-            try:
-                channel = self._channel(ctx.request_context.session)
-                channels[id(channel)] = channel
-            except ValueError:
-                pass  # a tool called in process (the agent loop) has no client session of its own
-        for channel in channels.values():
+        for channel in self._every_channel(ctx):
             try:
                 await channel.send_resource_list_changed()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -18,6 +18,14 @@ PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` colum
 
 
 def table_schemas(dim: int) -> dict[str, pa.Schema]:
+    tables = _table_schemas(dim)
+    # A file's text in chunks, searched like passages: ``agent_id`` holds the folder's id, ``group_id`` the file's,
+    # and ``tags`` the file's id alone (a hit names its file). No ``project``: a folder is shared as it is attached.
+    tables["file_chunks"] = pa.schema([f for f in tables["passages"] if f.name != "project"])
+    return tables
+
+
+def _table_schemas(dim: int) -> dict[str, pa.Schema]:
     vector = pa.list_(pa.float32(), dim)
     return {
         "meta": pa.schema([("key", pa.string()), ("value", pa.string())]),
@@ -143,21 +151,6 @@ def table_schemas(dim: int) -> dict[str, pa.Schema]:
                 ("source_path", pa.string()),
                 ("created_us", pa.int64()),
                 ("updated_us", pa.int64()),
-            ]
-        ),
-        # A file's text in chunks, searched like passages: ``agent_id`` holds the folder's id, ``group_id`` the
-        # file's, and ``tags`` the file's id alone (a hit names its file).
-        "file_chunks": pa.schema(
-            [
-                ("id", pa.string()),
-                ("agent_id", pa.string()),
-                ("group_id", pa.string()),
-                ("chunk", pa.int64()),
-                ("content", pa.string()),
-                ("tags", pa.list_(pa.string())),
-                ("text", pa.string()),
-                ("created_us", pa.int64()),
-                pa.field("vector", vector, nullable=True),
             ]
         ),
     }

@@ -247,3 +247,28 @@ def test_sync_watch_reflects_an_edit(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
     assert memory_of(tmp_path).files.text("docs", "a.md") == "second, edited\n"
+
+
+def test_a_file_vanishing_mid_sync_and_a_full_folder_are_reported_not_failed(settings: Any, tmp_path: Path) -> None:
+    """Bad input named by the issue: a file listed, then removed before it is read, is skipped with the reason (the
+    sync goes on); a folder at its file limit takes no new file and says which setting to raise."""
+    from tiermem.domain.factory import open_memory
+    from tiermem.interop.folder_sync import VANISHED, sync_folder, walk
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name in ("a.md", "b.md", "c.md"):
+        (root / name).write_text(f"note {name}\n")
+    memory = open_memory(settings.model_copy(update={"folder_max_files": 2}))
+    memory.files.create_folder("docs")
+    listing = walk(root, max_bytes=memory.files.file_max_bytes)
+    (root / "b.md").unlink()  # gone between the listing and the read
+    report = sync_folder(memory, "docs", root, listing=listing)
+    reasons = {r.name: (r.outcome, r.reason) for r in report.results}
+    assert reasons["b.md"] == ("skipped", VANISHED)
+    assert reasons["a.md"][0] == "added" and reasons["c.md"][0] == "added"
+    (root / "d.md").write_text("one too many\n")
+    full = sync_folder(memory, "docs", root)
+    outcome, reason = {r.name: (r.outcome, r.reason) for r in full.results}["d.md"]
+    assert outcome == "skipped" and "folder_max_files" in reason and "TIERMEM_FOLDER_MAX_FILES" in reason
+    assert sorted(f.name for f in memory.files.files("docs")) == ["a.md", "c.md"]

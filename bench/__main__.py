@@ -5,9 +5,30 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ["coldstart", "roundtrip", "peers", "locomo", "baselines", "scale", "agent_loop", "load", "tool_tokens",
-           "footprint", "ui", "lance_writes", "small_index", "objstore", "objmix", "lettacode", "notify", "hooks", "autorecall",
-           "shutdown", "files", "secrets"]
+BENCHES = [
+    "coldstart",
+    "roundtrip",
+    "peers",
+    "locomo",
+    "baselines",
+    "scale",
+    "agent_loop",
+    "load",
+    "tool_tokens",
+    "footprint",
+    "ui",
+    "lance_writes",
+    "small_index",
+    "objstore",
+    "objmix",
+    "lettacode",
+    "notify",
+    "hooks",
+    "autorecall",
+    "shutdown",
+    "files",
+    "secrets",
+]
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ import anyio
 from .common import ROOT, machine, save, stats
 
 sys.path.insert(0, str(ROOT))
-from tests import fake_anthropic as fa   # the scripted server lives with the tests
+from tests import fake_anthropic as fa  # the scripted server lives with the tests
 
 
 class Timed:
@@ -53,8 +53,14 @@ async def run(turns: int, model: str) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with fa.FakeAnthropic() as fake:
         data = Path(tempfile.mkdtemp(prefix="tiermem-bench-loop-"))
-        settings = load_settings(data_dir=data, embedding_model=model, agent_loop=True, llm_provider="anthropic",
-                                 anthropic_base_url=fake.url, model="claude-fake-1")
+        settings = load_settings(
+            data_dir=data,
+            embedding_model=model,
+            agent_loop=True,
+            llm_provider="anthropic",
+            anthropic_base_url=fake.url,
+            model="claude-fake-1",
+        )
         memory = open_memory(settings)
         assert memory.archive is not None
         memory.archive.embedder.wait(300)
@@ -64,8 +70,10 @@ async def run(turns: int, model: str) -> dict[str, Any]:
         provider = Timed(anthropic_provider(settings))
         scenarios = {
             "reply only (1 step)": lambda i: [fa.text(f"Reply {i}.")],
-            "edit + reply (2 steps)": lambda i: [fa.tool("memory_insert", {"label": "human", "new_str": f"Fact {i}."}),
-                                                 fa.text(f"Noted fact {i}.")],
+            "edit + reply (2 steps)": lambda i: [
+                fa.tool("memory_insert", {"label": "human", "new_str": f"Fact {i}."}),
+                fa.text(f"Noted fact {i}."),
+            ],
         }
         for name, script in scenarios.items():
             overhead: list[float] = []
@@ -104,10 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per model call otherwise
     result = anyio.run(run, args.turns, args.model)
     load = os.getloadavg()
-    save("agent_loop", {"embedding_model": args.model, "turns": args.turns, "loadavg": load, "machine": machine(),
-                        **result})
-    print(f"agent loop overhead per step (ms; time outside the model call), {args.turns} turns, "
-          f"embedding model {args.model}, load {load[0]:.2f}")
+    save(
+        "agent_loop",
+        {"embedding_model": args.model, "turns": args.turns, "loadavg": load, "machine": machine(), **result},
+    )
+    print(
+        f"agent loop overhead per step (ms; time outside the model call), {args.turns} turns, "
+        f"embedding model {args.model}, load {load[0]:.2f}"
+    )
     print(f"  {'scenario':26s} {'p50':>8s} {'p95':>8s} {'p99':>8s}   model call p50 (loopback)")
     for name, r in result.items():
         o, m = r["overhead_per_step"], r["model_call"]

@@ -53,13 +53,14 @@ def ingest(memory: Any, sample: dict[str, Any], named: bool) -> tuple[str, dict[
 
 
 def run(named: bool, quick: bool) -> dict[str, Any]:
-    from tiermem.domain import autorecall
     from tiermem.base.config import load_settings
+    from tiermem.domain import autorecall
     from tiermem.domain.factory import open_memory
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
-    memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-autorecall-")),
-                                       embedding_model="default"))
+    memory = open_memory(
+        load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-autorecall-")), embedding_model="default")
+    )
     memory.archive.embedder.wait(None)
     agents, dia = [], {}
     for sample in samples:
@@ -79,8 +80,14 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
             gold = set(evidence_ids(qa.get("evidence", []), known))
             own = autorecall.recall(memory, agents[n], qa["question"], session="bench-prompt", settings=everything)
             cross = autorecall.recall(memory, other, qa["question"], session="bench-prompt", settings=everything)
-            rows.append({"conv": sample["sample_id"], "own": [(r.relevance, dia.get(r.id, "") in gold) for r in own],
-                         "cross": [r.relevance for r in cross], "gold": len(gold)})
+            rows.append(
+                {
+                    "conv": sample["sample_id"],
+                    "own": [(r.relevance, dia.get(r.id, "") in gold) for r in own],
+                    "cross": [r.relevance for r in cross],
+                    "gold": len(gold),
+                }
+            )
     seconds = time.perf_counter() - t0
     table = {t: score(rows, t) for t in GRID}
     chosen = next((t for t in GRID if meets(table[t])), None)
@@ -88,10 +95,18 @@ def run(named: bool, quick: bool) -> dict[str, Any]:
     from tiermem.base.config import Settings
 
     shipped = Settings.model_fields["auto_recall_threshold"].default
-    return {"shipped_threshold": shipped, "at_shipped": score(rows, shipped),"machine": machine(), "format": "named" if named else "role-tagged", "questions": len(rows),
-            "seconds_per_question_pair": round(seconds / max(1, len(rows)), 4), "by_threshold": table,
-            "chosen_threshold": chosen, "at_chosen": table.get(chosen) if chosen is not None else None,
-            "leave_one_conversation_out": loo}
+    return {
+        "shipped_threshold": shipped,
+        "at_shipped": score(rows, shipped),
+        "machine": machine(),
+        "format": "named" if named else "role-tagged",
+        "questions": len(rows),
+        "seconds_per_question_pair": round(seconds / max(1, len(rows)), 4),
+        "by_threshold": table,
+        "chosen_threshold": chosen,
+        "at_chosen": table.get(chosen) if chosen is not None else None,
+        "leave_one_conversation_out": loo,
+    }
 
 
 def score(rows: list[dict[str, Any]], t: float) -> dict[str, float]:
@@ -101,11 +116,14 @@ def score(rows: list[dict[str, Any]], t: float) -> dict[str, float]:
     cross_hits = sum(r >= t for q in rows for r in q["cross"])
     gold = sum(q["gold"] for q in rows)
     found = sum(r >= t and g for q in rows for r, g in q["own"])
-    return {"precision": round(tp / (tp + fp), 4) if tp + fp else 1.0, "recall": round(tp / len(rows), 4),
-            "cross_questions_given_memories": round(fp / len(rows), 4),
-            "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
-            "evidence_recall": round(found / gold, 4) if gold else 0.0,
-            "evidence_precision": round(found / own_hits, 4) if own_hits else 0.0}
+    return {
+        "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
+        "recall": round(tp / len(rows), 4),
+        "cross_questions_given_memories": round(fp / len(rows), 4),
+        "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
+        "evidence_recall": round(found / gold, 4) if gold else 0.0,
+        "evidence_precision": round(found / own_hits, 4) if own_hits else 0.0,
+    }
 
 
 def meets(s: dict[str, float]) -> bool:
@@ -128,10 +146,13 @@ def leave_one_out(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cross_hits = sum(r >= q["t"] for q in held_out for r in q["cross"])
     found = sum(r >= q["t"] and g for q in held_out for r, g in q["own"])
     gold = sum(q["gold"] for q in held_out)
-    return {"thresholds": chosen, "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
-            "recall": round(tp / len(held_out), 4) if held_out else 0.0,
-            "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
-            "evidence_recall": round(found / gold, 4) if gold else 0.0}
+    return {
+        "thresholds": chosen,
+        "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
+        "recall": round(tp / len(held_out), 4) if held_out else 0.0,
+        "memory_precision": round(own_hits / (own_hits + cross_hits), 4) if own_hits + cross_hits else 1.0,
+        "evidence_recall": round(found / gold, 4) if gold else 0.0,
+    }
 
 
 def main() -> None:
@@ -141,28 +162,38 @@ def main() -> None:
     args, _ = parser.parse_known_args(sys.argv[2:])
     result = run(args.named, args.quick)
     save("autorecall" + ("_named" if args.named else ""), result)
-    print(f"{result['questions']} questions, {result['format']} turns, each asked of its own conversation and of "
-          f"another ({result['seconds_per_question_pair'] * 1000:.0f} ms per pair)")
+    print(
+        f"{result['questions']} questions, {result['format']} turns, each asked of its own conversation and of "
+        f"another ({result['seconds_per_question_pair'] * 1000:.0f} ms per pair)"
+    )
     print("   t   precision  recall  cross-given  memory-precision  evidence-recall  evidence-precision")
     for t, s in result["by_threshold"].items():
-        print(f"{t:5.2f} {s['precision']:10.3f} {s['recall']:7.3f} {s['cross_questions_given_memories']:11.3f} "
-              f"{s['memory_precision']:16.3f} {s['evidence_recall']:15.3f} {s['evidence_precision']:18.3f}")
+        print(
+            f"{t:5.2f} {s['precision']:10.3f} {s['recall']:7.3f} {s['cross_questions_given_memories']:11.3f} "
+            f"{s['memory_precision']:16.3f} {s['evidence_recall']:15.3f} {s['evidence_precision']:18.3f}"
+        )
     chosen = result["chosen_threshold"]
     if chosen is None:
         print(f"no threshold reaches precision {TARGET}")
     else:
         s = result["at_chosen"]
-        print(f"lowest threshold with precision and memory precision >= {TARGET}: {chosen} (precision "
-              f"{s['precision']:.3f}, recall {s['recall']:.3f}, memory precision {s['memory_precision']:.3f}, "
-              f"evidence recall {s['evidence_recall']:.3f})")
+        print(
+            f"lowest threshold with precision and memory precision >= {TARGET}: {chosen} (precision "
+            f"{s['precision']:.3f}, recall {s['recall']:.3f}, memory precision {s['memory_precision']:.3f}, "
+            f"evidence recall {s['evidence_recall']:.3f})"
+        )
     s = result["at_shipped"]
-    print(f"shipped threshold (auto_recall_threshold) {result['shipped_threshold']}: precision {s['precision']:.3f}, "
-          f"recall {s['recall']:.3f}, memory precision {s['memory_precision']:.3f}, evidence recall "
-          f"{s['evidence_recall']:.3f}")
+    print(
+        f"shipped threshold (auto_recall_threshold) {result['shipped_threshold']}: precision {s['precision']:.3f}, "
+        f"recall {s['recall']:.3f}, memory precision {s['memory_precision']:.3f}, evidence recall "
+        f"{s['evidence_recall']:.3f}"
+    )
     loo = result["leave_one_conversation_out"]
-    print(f"leave-one-conversation-out: precision {loo['precision']:.3f}, recall {loo['recall']:.3f}, memory "
-          f"precision {loo['memory_precision']:.3f}, evidence recall {loo['evidence_recall']:.3f} "
-          f"(thresholds {loo['thresholds']})")
+    print(
+        f"leave-one-conversation-out: precision {loo['precision']:.3f}, recall {loo['recall']:.3f}, memory "
+        f"precision {loo['memory_precision']:.3f}, evidence recall {loo['evidence_recall']:.3f} "
+        f"(thresholds {loo['thresholds']})"
+    )
 
 
 if __name__ == "__main__":

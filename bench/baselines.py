@@ -54,8 +54,10 @@ class BM25:
         self.n = len(docs)
         self.avgdl = float(lengths.mean()) if len(docs) else 1.0
         self.norm = k1 * (1 - b + b * lengths / self.avgdl)
-        self.index = {t: (np.array([d for d, _ in p], dtype=np.int64), np.array([f for _, f in p], dtype=np.float32))
-                      for t, p in postings.items()}
+        self.index = {
+            t: (np.array([d for d, _ in p], dtype=np.int64), np.array([f for _, f in p], dtype=np.float32))
+            for t, p in postings.items()
+        }
 
     def top(self, query: str, k: int) -> list[int]:
         scores = np.zeros(self.n, dtype=np.float32)
@@ -104,8 +106,10 @@ def locomo(quick: bool) -> dict[str, Any]:
         dia = [str(m["payload"]) for m in msgs]
         from datetime import datetime
 
-        shaped = [shape_message(m["content"], datetime.fromisoformat(m["timestamp"]), msgs[i - 1]["content"] if i else "")
-                  for i, m in enumerate(msgs)]
+        shaped = [
+            shape_message(m["content"], datetime.fromisoformat(m["timestamp"]), msgs[i - 1]["content"] if i else "")
+            for i, m in enumerate(msgs)
+        ]
         matrix = np.asarray(embedder.embed(contents), dtype=np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         plain, rich = BM25(contents), BM25(shaped)
@@ -128,8 +132,10 @@ def locomo(quick: bool) -> dict[str, Any]:
                 ranked = index.top(q, 10)
                 latency[name].append(time.perf_counter() - t)
                 per[name][category].append(lm.score([dia[i] for i in ranked], gold))
-    out: dict[str, Any] = {"tiermem": tiermem_result["named"][lm.SHIPPED]["overall (1-4)"],
-                           "tiermem_search_p50_ms": tiermem_result["search_p50_ms"]["named"]}
+    out: dict[str, Any] = {
+        "tiermem": tiermem_result["named"][lm.SHIPPED]["overall (1-4)"],
+        "tiermem_search_p50_ms": tiermem_result["search_p50_ms"]["named"],
+    }
     for name in names:
         rows = lm.table(per[name])
         out[name] = {"quality": rows, "latency": stats(latency[name])}
@@ -169,8 +175,11 @@ def at_scale(store_dir: Path, n_queries: int = 100) -> dict[str, Any]:
         t = time.perf_counter()
         memory.archive.search(agent, q, top_k=10)
         lat["tiermem archival_memory_search"].append(time.perf_counter() - t)
-    return {"passages": len(ids), "bm25_build_s": round(build_s, 1),
-            "latency": {k: stats(v[5:]) for k, v in lat.items()}}
+    return {
+        "passages": len(ids),
+        "bm25_build_s": round(build_s, 1),
+        "latency": {k: stats(v[5:]) for k, v in lat.items()},
+    }
 
 
 def main() -> None:
@@ -190,14 +199,18 @@ def main() -> None:
     ours = lo["tiermem"]
     print(f"LoCoMo dev split, categories 1-4 (load {result['loadavg_start'][0]:.2f} -> {result['loadavg_end'][0]:.2f})")
     print(f"  {'ranker':32s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}  {'p50 ms':>7s} {'p95 ms':>7s}   tiermem R@5 / this")
-    print(f"  {'tiermem conversation_search':32s} {ours['R@5']:6.3f} {ours['R@10']:6.3f} {ours['MRR']:6.3f}  "
-          f"{lo['tiermem_search_p50_ms']:7.2f} {'':>7s}")
+    print(
+        f"  {'tiermem conversation_search':32s} {ours['R@5']:6.3f} {ours['R@10']:6.3f} {ours['MRR']:6.3f}  "
+        f"{lo['tiermem_search_p50_ms']:7.2f} {'':>7s}"
+    )
     for name, r in lo.items():
         if not isinstance(r, dict) or "quality" not in r:
             continue
         q, lat = r["quality"]["overall (1-4)"], r["latency"]
-        print(f"  {name:32s} {q['R@5']:6.3f} {q['R@10']:6.3f} {q['MRR']:6.3f}  {lat['p50_ms']:7.2f} {lat['p95_ms']:7.2f}   "
-              f"{ours['R@5'] / q['R@5']:.2f}x")
+        print(
+            f"  {name:32s} {q['R@5']:6.3f} {q['R@10']:6.3f} {q['MRR']:6.3f}  {lat['p50_ms']:7.2f} {lat['p95_ms']:7.2f}   "
+            f"{ours['R@5'] / q['R@5']:.2f}x"
+        )
     if "scale" in result:
         sc = result["scale"]
         print(f"latency at {sc['passages']} passages (per query, ms; BM25 index build {sc['bm25_build_s']} s)")

@@ -54,9 +54,11 @@ def run(rounds: int = 15, tool_rounds: int = 10) -> dict[str, object]:
     for i in range(tool_rounds):
         bare_run = lambda: bare_tool.append(anyio.run(first_tool_call, BARE, env, "echo", {"text": "x"}))  # noqa: E731
         tier_run = lambda: tier_tool.append(  # noqa: E731
-            anyio.run(first_tool_call, TIERMEM, env, "memory_insert", {"label": "human", "new_string": f"n{i}"}))
+            anyio.run(first_tool_call, TIERMEM, env, "memory_insert", {"label": "human", "new_string": f"n{i}"})
+        )
         search_run = lambda: tier_search.append(  # noqa: E731
-            anyio.run(first_tool_call, TIERMEM, env, "archival_memory_search", {"query": "rain"}))
+            anyio.run(first_tool_call, TIERMEM, env, "archival_memory_search", {"query": "rain"})
+        )
         for step in (bare_run, tier_run, search_run) if i % 2 == 0 else (search_run, tier_run, bare_run):
             step()
     result: dict[str, object] = {
@@ -77,11 +79,16 @@ def run(rounds: int = 15, tool_rounds: int = 10) -> dict[str, object]:
 def main() -> None:
     result = run()
     save("coldstart", result)
-    print(f"tiermem from {result['tiermem_src']}; "
-          f"loadavg before: {result['loadavg_before']}, after: {result['loadavg_after']}")
+    print(
+        f"tiermem from {result['tiermem_src']}; "
+        f"loadavg before: {result['loadavg_before']}, after: {result['loadavg_after']}"
+    )
     print("cold start over stdio (ms)                    p50      p95    n")
-    for phase, label in (("initialize", "spawn -> initialize "), ("first_tool_call", "spawn -> first tool "),
-                         ("first_search_call", "spawn -> 1st search ")):
+    for phase, label in (
+        ("initialize", "spawn -> initialize "),
+        ("first_tool_call", "spawn -> first tool "),
+        ("first_search_call", "spawn -> 1st search "),
+    ):
         pair = result[phase]
         assert isinstance(pair, dict)
         for name in ("tiermem", "bare_mcpserver"):
@@ -92,5 +99,7 @@ def main() -> None:
         assert isinstance(ratio, float)
         verdict = "met" if ratio <= goal else "NOT met"
         print(f"  {phase} p50 ratio tiermem/bare: {ratio:.3f} (goal <= {goal}: {verdict})")
-    print(f"  first_search_call p50 ratio tiermem/bare (first archival_memory_search vs the bare server's first tool; "
-          f"no goal): {result['first_search_call_ratio_p50']:.3f}")
+    print(
+        f"  first_search_call p50 ratio tiermem/bare (first archival_memory_search vs the bare server's first tool; "
+        f"no goal): {result['first_search_call_ratio_p50']:.3f}"
+    )

@@ -18,7 +18,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
 }
 
@@ -29,8 +31,14 @@ def stats(samples_s: list[float]) -> dict[str, float]:
     def pct(p: float) -> float:
         return ms[min(len(ms) - 1, int(round(p / 100 * (len(ms) - 1))))]
 
-    return {"n": len(ms), "p50_ms": round(pct(50), 3), "p95_ms": round(pct(95), 3), "p99_ms": round(pct(99), 3),
-            "mean_ms": round(statistics.fmean(ms), 3), "stdev_ms": round(statistics.pstdev(ms), 3)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(pct(50), 3),
+        "p95_ms": round(pct(95), 3),
+        "p99_ms": round(pct(99), 3),
+        "mean_ms": round(statistics.fmean(ms), 3),
+        "stdev_ms": round(statistics.pstdev(ms), 3),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -39,8 +47,13 @@ def machine() -> dict[str, Any]:
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu,
-            "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def bench_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
@@ -56,7 +69,9 @@ def bench_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
 def spawn_to_initialize(cmd: list[str], env: dict[str, str]) -> float:
     """Seconds from spawning ``cmd`` to reading its initialize response on stdout."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+    )
     assert proc.stdin and proc.stdout
     proc.stdin.write((json.dumps(INIT) + "\n").encode())
     proc.stdin.flush()

@@ -5,18 +5,94 @@ from __future__ import annotations
 
 import random
 
-NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena", "Mateo",
-         "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Ximena", "Yusuf", "Zoe"]
-PLACES = ["Lisbon", "the office", "Kyoto", "the lake house", "Nairobi", "the gym", "Montreal", "the library",
-          "Oslo", "the farmers market", "Lima", "the hospital", "Seoul", "the climbing wall", "Cairo", "the studio"]
-ACTS = ["started learning the cello", "adopted a rescue dog", "signed the lease", "ran a half marathon",
-        "presented the quarterly budget", "fixed the leaking sink", "planted tomatoes", "booked flights",
-        "finished the novel draft", "met the new manager", "tried rock climbing", "baked sourdough bread",
-        "switched to a standing desk", "renewed the passport", "hosted a board game night", "repaired the bicycle"]
-FEELINGS = ["and felt proud", "but found it exhausting", "with a friend", "after weeks of planning",
-            "on a rainy evening", "to everyone's surprise", "despite a cold", "for the first time"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
+NAMES = [
+    "Ada",
+    "Bruno",
+    "Chen",
+    "Dalia",
+    "Emeka",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivan",
+    "Jun",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+    "Uma",
+    "Viktor",
+    "Wen",
+    "Ximena",
+    "Yusuf",
+    "Zoe",
+]
+PLACES = [
+    "Lisbon",
+    "the office",
+    "Kyoto",
+    "the lake house",
+    "Nairobi",
+    "the gym",
+    "Montreal",
+    "the library",
+    "Oslo",
+    "the farmers market",
+    "Lima",
+    "the hospital",
+    "Seoul",
+    "the climbing wall",
+    "Cairo",
+    "the studio",
+]
+ACTS = [
+    "started learning the cello",
+    "adopted a rescue dog",
+    "signed the lease",
+    "ran a half marathon",
+    "presented the quarterly budget",
+    "fixed the leaking sink",
+    "planted tomatoes",
+    "booked flights",
+    "finished the novel draft",
+    "met the new manager",
+    "tried rock climbing",
+    "baked sourdough bread",
+    "switched to a standing desk",
+    "renewed the passport",
+    "hosted a board game night",
+    "repaired the bicycle",
+]
+FEELINGS = [
+    "and felt proud",
+    "but found it exhausting",
+    "with a friend",
+    "after weeks of planning",
+    "on a rainy evening",
+    "to everyone's surprise",
+    "despite a cold",
+    "for the first time",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def passage(rng: random.Random, i: int) -> tuple[str, list[str]]:

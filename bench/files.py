@@ -27,11 +27,11 @@ path; where there are fewer than asked for, the first ones again under a ``copyN
 from __future__ import annotations
 
 import argparse
-import shutil
 import importlib.util
 import json
 import random
 import re
+import shutil
 import sys
 import sysconfig
 import tempfile
@@ -48,16 +48,22 @@ PROBES = 20
 RUNS = 30
 HIT_RE = re.compile(r"^=== (.+) \(passage #\d+\) ===$", re.M)
 GREP_PATTERNS = {"literal": "def __init__", "regex": r"raise \w+Error\(f?['\"]", "rare": "xyzzy"}
-SEMANTIC_QUERIES = {"concept": "parse command line arguments into options", "api": "open a socket connection with a timeout",
-                    "phrase": "read the whole file and return its lines"}
+SEMANTIC_QUERIES = {
+    "concept": "parse command line arguments into options",
+    "api": "open a socket connection with a timeout",
+    "phrase": "read the whole file and return its lines",
+}
 TARGETS = {"grep_p50_ms": 50.0, "semantic_p50_ms": 50.0, "resync_s": 1.0, "ingest_mb_s": 2.0}
 
 
 def stdlib_files(n: int) -> list[tuple[str, Path]]:
     """``n`` (name, path) pairs: the standard library's .py files by sorted path, then again as ``copyN/...``."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    found = sorted(p for p in root.rglob("*.py")
-                   if p.is_file() and not {"site-packages", "dist-packages", "__pycache__"} & set(p.parts))
+    found = sorted(
+        p
+        for p in root.rglob("*.py")
+        if p.is_file() and not {"site-packages", "dist-packages", "__pycache__"} & set(p.parts)
+    )
     out = [(p.relative_to(root).as_posix(), p) for p in found[:n]]
     copy = 1
     while len(out) < n:
@@ -72,16 +78,22 @@ def upload(memory: Any, folder: str, files: list[tuple[str, Path]], *, embed: bo
     started = time.perf_counter()
     outcomes: list[Any] = []
     for i in range(0, len(items), batch):
-        outcomes += memory.files.upload_many(folder, items[i:i + batch], embed=embed, batch=batch)
+        outcomes += memory.files.upload_many(folder, items[i : i + batch], embed=embed, batch=batch)
     seconds = time.perf_counter() - started
     chars = sum(u.chars for u in outcomes)
     by: dict[str, int] = {}
     for u in outcomes:
         by[u.outcome] = by.get(u.outcome, 0) + 1
-    return {"files": len(items), "seconds": round(seconds, 2), "text_mb": round(chars / 1e6, 2),
-            "bytes_mb": round(sum(len(d) for _, d, _ in items) / 1e6, 2), "mb_per_s": round(chars / 1e6 / seconds, 2),
-            "files_per_s": round(len(items) / seconds, 1), "outcomes": by,
-            "errors": [f"{u.name}: {u.reason[:80]}" for u in outcomes if u.outcome == "error"][:5]}
+    return {
+        "files": len(items),
+        "seconds": round(seconds, 2),
+        "text_mb": round(chars / 1e6, 2),
+        "bytes_mb": round(sum(len(d) for _, d, _ in items) / 1e6, 2),
+        "mb_per_s": round(chars / 1e6 / seconds, 2),
+        "files_per_s": round(len(items) / seconds, 1),
+        "outcomes": by,
+        "errors": [f"{u.name}: {u.reason[:80]}" for u in outcomes if u.outcome == "error"][:5],
+    }
 
 
 def backfill(memory: Any, cap: float | None) -> dict[str, Any]:
@@ -98,8 +110,14 @@ def backfill(memory: Any, cap: float | None) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     remaining = vectors.missing()["file_chunks"]
     rate = done / seconds if seconds else 0.0
-    out = {"chunks": left, "embedded": done, "seconds": round(seconds, 1), "chunks_per_s": round(rate, 1),
-           "complete": remaining == 0, "remaining": remaining}
+    out = {
+        "chunks": left,
+        "embedded": done,
+        "seconds": round(seconds, 1),
+        "chunks_per_s": round(rate, 1),
+        "complete": remaining == 0,
+        "remaining": remaining,
+    }
     if remaining:
         out["projected_total_s"] = round(left / rate, 0) if rate else None
     return out
@@ -142,7 +160,7 @@ def hit_at_5(memory: Any, agent: str, folder: str, files: list[tuple[str, Path]]
         hits, misses, errors = 0, [], []
         for name, line in probes:
             words = line.split()
-            query = line if kind == "sentence" else " ".join(words[len(words) // 2 - 2: len(words) // 2 + 3])
+            query = line if kind == "sentence" else " ".join(words[len(words) // 2 - 2 : len(words) // 2 + 3])
             try:
                 found = HIT_RE.findall(memory.semantic_search_files(agent, query, 5))
             except TiermemError as exc:  # counted as a miss, and shown: the tool failed on this text
@@ -152,8 +170,12 @@ def hit_at_5(memory: Any, agent: str, folder: str, files: list[tuple[str, Path]]
                 hits += 1
             else:
                 misses.append(query[:60])
-        out[kind] = {"hit_at_5": round(hits / max(1, len(probes)), 3), "hits": hits, "misses": misses[:5],
-                     "errors": errors}
+        out[kind] = {
+            "hit_at_5": round(hits / max(1, len(probes)), 3),
+            "hits": hits,
+            "misses": misses[:5],
+            "errors": errors,
+        }
     return out
 
 
@@ -171,12 +193,18 @@ def latency(memory: Any, agent: str, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {"grep_files": {}, "semantic_search_files": {}}
     for kind, pattern in GREP_PATTERNS.items():
         first = memory.grep_files(agent, pattern, None, 1, None).splitlines()[0][:100]
-        out["grep_files"][kind] = {"pattern": pattern, "answer": first,
-                                   **timed(lambda p=pattern: memory.grep_files(agent, p, None, 1, None), runs)}
+        out["grep_files"][kind] = {
+            "pattern": pattern,
+            "answer": first,
+            **timed(lambda p=pattern: memory.grep_files(agent, p, None, 1, None), runs),
+        }
     for kind, query in SEMANTIC_QUERIES.items():
         first = memory.semantic_search_files(agent, query, 5).splitlines()[0][:100]
-        out["semantic_search_files"][kind] = {"query": query, "answer": first,
-                                              **timed(lambda q=query: memory.semantic_search_files(agent, q, 5), runs)}
+        out["semantic_search_files"][kind] = {
+            "query": query,
+            "answer": first,
+            **timed(lambda q=query: memory.semantic_search_files(agent, q, 5), runs),
+        }
     return out
 
 
@@ -237,8 +265,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=64, help="files per upload_many call")
     parser.add_argument("--runs", type=int, default=RUNS, help="timed runs per pattern or query (>= 30)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--embed-inline", action="store_true",
-                        help="embed while uploading (the hashing model: seconds) instead of by the backfill")
+    parser.add_argument(
+        "--embed-inline",
+        action="store_true",
+        help="embed while uploading (the hashing model: seconds) instead of by the backfill",
+    )
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args, _ = parser.parse_known_args(argv if argv is not None else sys.argv[1:])
     if args.quick:
@@ -248,8 +279,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from tiermem.domain.factory import open_memory
 
     work = Path(tempfile.mkdtemp(prefix="tiermem-bench-files-"))
-    result: dict[str, Any] = {"model": args.model, "files": args.files, "search_files": args.search_files,
-                              "runs": args.runs, "machine": machine(), "targets": TARGETS}
+    result: dict[str, Any] = {
+        "model": args.model,
+        "files": args.files,
+        "search_files": args.search_files,
+        "runs": args.runs,
+        "machine": machine(),
+        "targets": TARGETS,
+    }
     result["rss_mb"] = {"start": rss()}
     memory = open_memory(load_settings(data_dir=work / "data", embedding_model=args.model))
     t = time.perf_counter()
@@ -266,16 +303,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result["backfill"] = backfill(memory, args.embed_seconds)
     result["rss_mb"]["after_backfill"] = rss()
     result["index"] = build_indexes(memory)  # what a server's upkeep does after a bulk upload
-    result["query_embed"] = timed(lambda: memory.archive.embedder.embed(["open a socket connection with a timeout"]),
-                                  args.runs)
+    result["query_embed"] = timed(
+        lambda: memory.archive.embedder.embed(["open a socket connection with a timeout"]), args.runs
+    )
     complete = result["backfill"]["complete"]
     if complete:
         result["hit_at_5"] = hit_at_5(memory, agent, "stdlib", files)
     else:
-        result["hit_at_5"] = {"skipped": f"{result['backfill']['remaining']} chunks not embedded within "
-                                         f"--embed-seconds {args.embed_seconds:g}: a semantic search would embed them"}
+        result["hit_at_5"] = {
+            "skipped": f"{result['backfill']['remaining']} chunks not embedded within "
+            f"--embed-seconds {args.embed_seconds:g}: a semantic search would embed them"
+        }
 
-    more = stdlib_files(args.search_files)[len(files):]
+    more = stdlib_files(args.search_files)[len(files) :]
     result["fill"] = upload(memory, "stdlib", more, embed=args.embed_inline, batch=256) if more else {"files": 0}
     if complete:
         result["fill"]["backfill"] = backfill(memory, None)
@@ -286,8 +326,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if complete:
         result["latency"] = latency(memory, agent, args.runs)
     else:  # grep needs no vectors; a semantic search with rows still unembedded would start embedding them
-        result["latency"] = {"grep_files": latency_grep_only(memory, agent, args.runs),
-                             "semantic_search_files": {"skipped": "chunks not embedded (see backfill)"}}
+        result["latency"] = {
+            "grep_files": latency_grep_only(memory, agent, args.runs),
+            "semantic_search_files": {"skipped": "chunks not embedded (see backfill)"},
+        }
     result["rss_mb"]["after_searches"] = rss()
     result["resync"] = resync(memory, agent, files, work, max(5, args.runs // 3))
     report(result)
@@ -302,8 +344,11 @@ def latency_grep_only(memory: Any, agent: str, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, pattern in GREP_PATTERNS.items():
         first = memory.grep_files(agent, pattern, None, 1, None).splitlines()[0][:100]
-        out[kind] = {"pattern": pattern, "answer": first,
-                     **timed(lambda p=pattern: memory.grep_files(agent, p, None, 1, None), runs)}
+        out[kind] = {
+            "pattern": pattern,
+            "answer": first,
+            **timed(lambda p=pattern: memory.grep_files(agent, p, None, 1, None), runs),
+        }
     return out
 
 
@@ -318,7 +363,8 @@ def report(r: dict[str, Any]) -> None:
         f"ingest_mb_per_s: {ing['mb_per_s']}",
         f"ingest_files_per_s: {ing['files_per_s']}",
         f"backfill_chunks: {bf['chunks']} (embedded {bf['embedded']})",
-        f"backfill_seconds: {bf['seconds']}" + ("" if bf["complete"] else f" (capped; all: ~{bf.get('projected_total_s')} s)"),
+        f"backfill_seconds: {bf['seconds']}"
+        + ("" if bf["complete"] else f" (capped; all: ~{bf.get('projected_total_s')} s)"),
         f"backfill_chunks_per_s: {bf['chunks_per_s']}",
         f"query_embed_p50_ms: {r['query_embed']['p50_ms']}",
     ]
@@ -326,34 +372,44 @@ def report(r: dict[str, Any]) -> None:
     if "skipped" in hit:
         lines.append(f"hit_at_5: skipped ({hit['skipped']})")
     else:
-        lines += [f"hit_at_5_sentence: {hit['sentence']['hit_at_5']} ({hit['sentence']['hits']}/{hit['probes']})",
-                  f"hit_at_5_phrase5: {hit['phrase5']['hit_at_5']} ({hit['phrase5']['hits']}/{hit['probes']})"]
+        lines += [
+            f"hit_at_5_sentence: {hit['sentence']['hit_at_5']} ({hit['sentence']['hits']}/{hit['probes']})",
+            f"hit_at_5_phrase5: {hit['phrase5']['hit_at_5']} ({hit['phrase5']['hits']}/{hit['probes']})",
+        ]
         for kind in ("sentence", "phrase5"):
             lines += [f"  {kind} error: {e}" for e in hit[kind]["errors"]]
             lines += [f"  {kind} miss: {m!r}" for m in hit[kind]["misses"]]
     if r["fill"].get("files"):
-        lines.append(f"fill_files: {r['fill']['files']} in {r['fill']['seconds']} s"
-                     + (f", embedded in {r['fill']['backfill']['seconds']} s" if "backfill" in r["fill"] else ""))
+        lines.append(
+            f"fill_files: {r['fill']['files']} in {r['fill']['seconds']} s"
+            + (f", embedded in {r['fill']['backfill']['seconds']} s" if "backfill" in r["fill"] else "")
+        )
     lines.append(f"latency_files: {r['latency_files']}")
     for tool, kinds in r["latency"].items():
         if "skipped" in kinds:
             lines.append(f"{tool}: skipped ({kinds['skipped']})")
             continue
         for kind, s in kinds.items():
-            lines.append(f"{tool}_{kind}_p50_ms: {s['p50_ms']}  p95_ms: {s['p95_ms']}  (n={s['n']}; {s['answer'][:70]!r})")
+            lines.append(
+                f"{tool}_{kind}_p50_ms: {s['p50_ms']}  p95_ms: {s['p95_ms']}  (n={s['n']}; {s['answer'][:70]!r})"
+            )
     rs = r["resync"]
-    lines += [f"resync: {rs['how']}" + (f" (first sync {rs['first_sync']['seconds']} s)" if "first_sync" in rs else ""),
-              f"resync_embedded_p50_s: {rs['embedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['embedded']['p95_ms'] / 1000:.3f}"
-              f" ({rs['file']}, {rs['bytes']} bytes)",
-              f"resync_unembedded_p50_s: {rs['unembedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['unembedded']['p95_ms'] / 1000:.3f}"]
+    lines += [
+        f"resync: {rs['how']}" + (f" (first sync {rs['first_sync']['seconds']} s)" if "first_sync" in rs else ""),
+        f"resync_embedded_p50_s: {rs['embedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['embedded']['p95_ms'] / 1000:.3f}"
+        f" ({rs['file']}, {rs['bytes']} bytes)",
+        f"resync_unembedded_p50_s: {rs['unembedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['unembedded']['p95_ms'] / 1000:.3f}",
+    ]
     lines.append("rss_mb: " + ", ".join(f"{k} {v}" for k, v in r["rss_mb"].items()))
     lines.append("targets: " + "; ".join(verdicts(r)))
     print("\n".join(lines), flush=True)
 
 
 def verdicts(r: dict[str, Any]) -> list[str]:
-    out = [f"ingest {r['ingest']['mb_per_s']} MB/s vs >= {TARGETS['ingest_mb_s']}: "
-           + ("met" if r["ingest"]["mb_per_s"] >= TARGETS["ingest_mb_s"] else "MISSED")]
+    out = [
+        f"ingest {r['ingest']['mb_per_s']} MB/s vs >= {TARGETS['ingest_mb_s']}: "
+        + ("met" if r["ingest"]["mb_per_s"] >= TARGETS["ingest_mb_s"] else "MISSED")
+    ]
     lat = r["latency"]
     grep = max(s["p50_ms"] for s in lat["grep_files"].values())
     out.append(f"grep_files worst p50 {grep} ms vs <= 50: " + ("met" if grep <= 50 else "MISSED"))
@@ -363,7 +419,9 @@ def verdicts(r: dict[str, Any]) -> list[str]:
     rs = r["resync"]["embedded"]["p50_ms"] / 1000
     out.append(f"re-sync {rs:.3f} s vs <= 1: " + ("met" if rs <= 1 else "MISSED"))
     if "skipped" not in r["hit_at_5"]:
-        out.append(f"hit@5 sentence {r['hit_at_5']['sentence']['hit_at_5']}, phrase {r['hit_at_5']['phrase5']['hit_at_5']}")
+        out.append(
+            f"hit@5 sentence {r['hit_at_5']['sentence']['hit_at_5']}, phrase {r['hit_at_5']['phrase5']['hit_at_5']}"
+        )
     return out
 
 

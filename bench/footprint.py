@@ -83,11 +83,15 @@ async def server_rss(source: str | None = None) -> dict[str, float]:
             d = os.path.join(d, "copy")
             shutil.copytree(source, d)  # the inserts below must not change the original
         env = dict(os.environ, TIERMEM_TOOLS="all")
-        params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--data-dir", d], env=env)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "tiermem", "serve", "--data-dir", d], env=env
+        )
         async with Client(params, cache=None) as c:
             for i in range(50):
-                await c.call_tool("archival_memory_insert",
-                                  {"content": f"Fact {i}: Ada moved to Lisbon in spring {2000 + i} and took up the cello."})
+                await c.call_tool(
+                    "archival_memory_insert",
+                    {"content": f"Fact {i}: Ada moved to Lisbon in spring {2000 + i} and took up the cello."},
+                )
             for i in range(10):
                 await c.call_tool("archival_memory_search", {"query": f"where did Ada move in {2000 + i}?"})
                 await c.call_tool("conversation_search", {"query": f"cello {i}"})
@@ -110,7 +114,9 @@ def main() -> None:
     mb = split["rss"]
     goal = 300 if source is None else 450
     where = "a fresh data dir" if source is None else f"a copy of {source}"
-    print(f"stdio server on {where} after start + 50 inserts + 20 searches: RSS {mb:.0f} MB (target <= {goal} MB: "
-          f"{'met' if mb <= goal else 'not met'}); of it anonymous {split['anon']:.0f} MB, file pages (library code) "
-          f"{split['file']:.0f} MB; PSS {split['pss']:.0f} MB, USS {split['uss']:.0f} MB (PSS and USS depend on what "
-          "else maps the same libraries)")
+    print(
+        f"stdio server on {where} after start + 50 inserts + 20 searches: RSS {mb:.0f} MB (target <= {goal} MB: "
+        f"{'met' if mb <= goal else 'not met'}); of it anonymous {split['anon']:.0f} MB, file pages (library code) "
+        f"{split['file']:.0f} MB; PSS {split['pss']:.0f} MB, USS {split['uss']:.0f} MB (PSS and USS depend on what "
+        "else maps the same libraries)"
+    )

@@ -34,12 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.cli.hooks import ask
 from tiermem.base.rendezvous import memory_key
+from tiermem.cli.hooks import ask
 
 from .common import ROOT, machine, save, stats
 from .locomo import DATA, log_copies, name_blocks
-
 
 GOALS = {"prompt": (150.0, 400.0)}  # p50, p95 ms
 
@@ -55,8 +54,11 @@ def fill(data: Path, target: int) -> int:
     samples = json.loads(DATA.read_text())
     name_blocks(memory, agent, samples[0])
     logged = log_copies(memory, agent, samples, target, "role")
-    for fact in ("The user's cat is called Miso.", "The user works on compilers at a small startup.",
-                 "The user's sister Grace lives in Lisbon."):
+    for fact in (
+        "The user's cat is called Miso.",
+        "The user works on compilers at a small startup.",
+        "The user's sister Grace lives in Lisbon.",
+    ):
         memory.archive.insert(agent, fact)
     memory.archive.store.indexes.optimize()
     memory.settle(60)
@@ -65,7 +67,9 @@ def fill(data: Path, target: int) -> int:
 
 def run_hook(cmd: list[str], env: dict[str, str], data: dict[str, Any]) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(cmd, input=json.dumps(data), capture_output=True, text=True, env=env, timeout=120, check=False)
+    done = subprocess.run(
+        cmd, input=json.dumps(data), capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"hook exited {done.returncode}: {done.stderr[-500:]}")
@@ -93,50 +97,111 @@ def main() -> None:
             done_marker.touch()
         print(f"{turns} turns stored ({time.perf_counter() - t:.0f} s)", flush=True)
         tiermem = str(Path(sys.executable).with_name("tiermem"))
-        server = subprocess.Popen([tiermem, "serve", "--data-dir", str(data)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.DEVNULL, stderr=(root / "server.log").open("w"), env=env, cwd=ROOT)
+        server = subprocess.Popen(
+            [tiermem, "serve", "--data-dir", str(data)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=(root / "server.log").open("w"),
+            env=env,
+            cwd=ROOT,
+        )
         hook = [tiermem, "hook", "claude-code", "--data-dir", str(data), "--agent", "default"]
         questions = [qa["question"] for s in json.loads(DATA.read_text()) for qa in s["qa"]]
         session = "bench-session"
         try:
             run_hook(hook, env, {"hook_event_name": "SessionStart", "session_id": session, "source": "startup"})
             for i in range(5):  # warm: the server has the store and the model open, as after a session's first prompt
-                run_hook(hook, env, {"hook_event_name": "UserPromptSubmit", "session_id": session,
-                                     "prompt_id": f"warm{i}", "prompt": questions[-1 - i]})
-            times: dict[str, list[float]] = {"prompt": [], "stop": [], "session_start": [], "no_server": [],
-                                             "process_floor": [], "prompt_in_server": []}
+                run_hook(
+                    hook,
+                    env,
+                    {
+                        "hook_event_name": "UserPromptSubmit",
+                        "session_id": session,
+                        "prompt_id": f"warm{i}",
+                        "prompt": questions[-1 - i],
+                    },
+                )
+            times: dict[str, list[float]] = {
+                "prompt": [],
+                "stop": [],
+                "session_start": [],
+                "no_server": [],
+                "process_floor": [],
+                "prompt_in_server": [],
+            }
             os.environ["XDG_RUNTIME_DIR"] = str(runtime)  # for the in-process requests
             key = memory_key(data, "default")
             added = 0
             for i in range(args.samples):
                 q = questions[i % len(questions)]
-                elapsed, out = run_hook(hook, env, {"hook_event_name": "UserPromptSubmit", "session_id": session,
-                                                    "prompt_id": f"p{i}", "prompt": q})
+                elapsed, out = run_hook(
+                    hook,
+                    env,
+                    {"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": f"p{i}", "prompt": q},
+                )
                 times["prompt"].append(elapsed)
                 added += bool(out.strip())
                 if i % 4 == 0:
-                    times["stop"].append(run_hook(hook, env, {
-                        "hook_event_name": "Stop", "session_id": session, "prompt_id": f"p{i}",
-                        "last_assistant_message": f"Here is what I found about: {q}"})[0])
+                    times["stop"].append(
+                        run_hook(
+                            hook,
+                            env,
+                            {
+                                "hook_event_name": "Stop",
+                                "session_id": session,
+                                "prompt_id": f"p{i}",
+                                "last_assistant_message": f"Here is what I found about: {q}",
+                            },
+                        )[0]
+                    )
                 if i % 10 == 0:
-                    times["session_start"].append(run_hook(hook, env, {
-                        "hook_event_name": "SessionStart", "session_id": f"s{i}", "source": "startup"})[0])
+                    times["session_start"].append(
+                        run_hook(
+                            hook, env, {"hook_event_name": "SessionStart", "session_id": f"s{i}", "source": "startup"}
+                        )[0]
+                    )
                     other = [*hook[:4], str(root / "no-such-memory"), *hook[5:]]
-                    times["no_server"].append(run_hook(other, env, {
-                        "hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": "x", "prompt": q})[0])
+                    times["no_server"].append(
+                        run_hook(
+                            other,
+                            env,
+                            {
+                                "hook_event_name": "UserPromptSubmit",
+                                "session_id": session,
+                                "prompt_id": "x",
+                                "prompt": q,
+                            },
+                        )[0]
+                    )
                     t = time.perf_counter()
                     subprocess.run([sys.executable, "-c", "pass"], check=True)
                     times["process_floor"].append(time.perf_counter() - t)
                     t = time.perf_counter()
-                    ask(key, {"v": 1, "key": key, "event": "UserPromptSubmit", "input": {
-                        "hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": f"d{i}",
-                        "prompt": questions[(i + 7) % len(questions)]}}, wait=0)
+                    ask(
+                        key,
+                        {
+                            "v": 1,
+                            "key": key,
+                            "event": "UserPromptSubmit",
+                            "input": {
+                                "hook_event_name": "UserPromptSubmit",
+                                "session_id": session,
+                                "prompt_id": f"d{i}",
+                                "prompt": questions[(i + 7) % len(questions)],
+                            },
+                        },
+                        wait=0,
+                    )
                     times["prompt_in_server"].append(time.perf_counter() - t)
         finally:
             server.send_signal(2)
             server.wait(timeout=60)
-        result: dict[str, Any] = {"machine": machine(), "turns": turns, "prompts_with_memories_added": added,
-                                  **{k: stats(v) for k, v in times.items()}}
+        result: dict[str, Any] = {
+            "machine": machine(),
+            "turns": turns,
+            "prompts_with_memories_added": added,
+            **{k: stats(v) for k, v in times.items()},
+        }
         save("hooks", result)
         print(f"{turns} turns; {added} of {len(times['prompt'])} prompts got memories added")
         print("hook (spawn -> exit, ms)       p50      p95     n")

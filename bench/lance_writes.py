@@ -29,7 +29,10 @@ def _heap() -> str:
     import ctypes
 
     class Info(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+        ]
 
     gc.collect()
     libc = ctypes.CDLL("libc.so.6")
@@ -39,8 +42,17 @@ def _heap() -> str:
     return f"anon {anon:.0f} MB heap in use {libc.mallinfo2().uordblks / 2**20:.0f} MB"
 
 
-def run(writes: int, cache_mb: int, fts: bool, optimize: bool, trim_every: int = 0, arenas: int = 0,
-        mmap_threshold_kb: int = 0, renew_every: int = 0, report_every: int = 1000) -> None:
+def run(
+    writes: int,
+    cache_mb: int,
+    fts: bool,
+    optimize: bool,
+    trim_every: int = 0,
+    arenas: int = 0,
+    mmap_threshold_kb: int = 0,
+    renew_every: int = 0,
+    report_every: int = 1000,
+) -> None:
     import ctypes
 
     from tiermem.base.memtrim import fix_mmap_threshold, limit_arenas
@@ -55,12 +67,15 @@ def run(writes: int, cache_mb: int, fts: bool, optimize: bool, trim_every: int =
     def connect() -> object:
         kw: dict[str, object] = {"read_consistency_interval": timedelta(0)}
         if cache_mb:
-            kw["session"] = lancedb.Session(index_cache_size_bytes=cache_mb << 20, metadata_cache_size_bytes=cache_mb << 20)
+            kw["session"] = lancedb.Session(
+                index_cache_size_bytes=cache_mb << 20, metadata_cache_size_bytes=cache_mb << 20
+            )
         return lancedb.connect(where, **kw)
 
     db = connect()
-    schema = pa.schema([("id", pa.string()), ("agent_id", pa.string()), ("text", pa.string()),
-                        ("vector", pa.list_(pa.float32(), 384))])
+    schema = pa.schema(
+        [("id", pa.string()), ("agent_id", pa.string()), ("text", pa.string()), ("vector", pa.list_(pa.float32(), 384))]
+    )
     table = db.create_table("m", schema=schema)
     table.add([{"id": "x", "agent_id": "a", "text": "hello", "vector": [0.1] * 384}])
     if fts:
@@ -92,11 +107,28 @@ def main() -> None:
     parser.add_argument("--no-fts", dest="fts", action="store_false")
     parser.add_argument("--no-optimize", dest="optimize", action="store_false")
     parser.add_argument("--trim-every", type=int, default=0, help="malloc_trim(0) after every N writes (0: never)")
-    parser.add_argument("--arenas", type=int, default=0, help="cap glibc's malloc arenas (tiermem's malloc_arenas; 0: default)")
-    parser.add_argument("--mmap-threshold-kb", type=int, default=0,
-                        help="fix glibc's mmap threshold (tiermem's malloc_mmap_threshold_kb; 0: glibc's dynamic one)")
-    parser.add_argument("--renew-every", type=int, default=0, help="a new connection and session every N writes (0: never)")
+    parser.add_argument(
+        "--arenas", type=int, default=0, help="cap glibc's malloc arenas (tiermem's malloc_arenas; 0: default)"
+    )
+    parser.add_argument(
+        "--mmap-threshold-kb",
+        type=int,
+        default=0,
+        help="fix glibc's mmap threshold (tiermem's malloc_mmap_threshold_kb; 0: glibc's dynamic one)",
+    )
+    parser.add_argument(
+        "--renew-every", type=int, default=0, help="a new connection and session every N writes (0: never)"
+    )
     parser.add_argument("--report-every", type=int, default=1000, help="print memory every N writes")
     args, _ = parser.parse_known_args(sys.argv[1:])
-    run(args.writes, args.cache_mb, args.fts, args.optimize, args.trim_every, args.arenas, args.mmap_threshold_kb,
-        args.renew_every, args.report_every)
+    run(
+        args.writes,
+        args.cache_mb,
+        args.fts,
+        args.optimize,
+        args.trim_every,
+        args.arenas,
+        args.mmap_threshold_kb,
+        args.renew_every,
+        args.report_every,
+    )

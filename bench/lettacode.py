@@ -69,7 +69,7 @@ class _HeadWatch:
         head = (self.gitdir / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
-        ref = head[len("ref: "):]
+        ref = head[len("ref: ") :]
         try:
             return (self.gitdir / ref).read_text().strip()
         except FileNotFoundError:
@@ -98,8 +98,17 @@ def _letta_session(letta: Any, agent: str, memory: Any, agent_id: str, tag: str,
         def later(_body: dict[str, Any]) -> dict[str, Any]:
             time.sleep(GAP_S)
             sent[k] = time.time()
-            return fa.tool("memory", {"command": "insert", "reason": f"{tag} edit {k}", "file_path": "system/human.md",
-                                      "insert_line": 1, "insert_text": f"{tag} letta {k}"})
+            return fa.tool(
+                "memory",
+                {
+                    "command": "insert",
+                    "reason": f"{tag} edit {k}",
+                    "file_path": "system/human.md",
+                    "insert_line": 1,
+                    "insert_text": f"{tag} letta {k}",
+                },
+            )
+
         return later
 
     letta.fake.add(*[step(k) for k in range(n)], fa.text("Done."))
@@ -145,14 +154,19 @@ def _timing(samples: list[float]) -> dict[str, Any]:
 
 
 def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[str, Any]:
-    from tiermem.domain.blocks import Append
     from tiermem.base.config import load_settings
+    from tiermem.domain.blocks import Append
     from tiermem.domain.factory import open_memory
 
     data = ["--data-dir", str(tmp / "watch-data"), "--embedding-model", "hashing"]
     with (tmp / "watch.log").open("w") as log:  # the child has its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch",
-                                 "--json", *data], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch", "--json", *data],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
     reports: list[dict[str, Any]] = []
     reader = threading.Thread(target=lambda: reports.extend(json.loads(x) for x in proc.stdout or []), daemon=True)
     reader.start()
@@ -161,12 +175,18 @@ def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
         _poll(lambda: memory.core.find_agent("lc") is not None and len(memory.blocks(memory.get_agent("lc").id)) >= 2)
         agent_id = memory.get_agent("lc").id
         to_tiermem, failed = _letta_session(letta, agent, memory, agent_id, "watch", n)
-        to_letta = _tiermem_edits(root, lambda t: memory.edit(agent_id, "system/persona", Append(t), actor="agent"),
-                                  "watch", n)
+        to_letta = _tiermem_edits(
+            root, lambda t: memory.edit(agent_id, "system/persona", Append(t), actor="agent"), "watch", n
+        )
         # both sides at once (different files): what a person using Letta Code and a host at the same time meets
         both: dict[str, Any] = {}
-        edits = threading.Thread(target=lambda: both.update(to_letta=_tiermem_edits(
-            root, lambda t: memory.edit(agent_id, "system/persona", Append(t), actor="agent"), "both", n)))
+        edits = threading.Thread(
+            target=lambda: both.update(
+                to_letta=_tiermem_edits(
+                    root, lambda t: memory.edit(agent_id, "system/persona", Append(t), actor="agent"), "both", n
+                )
+            )
+        )
         edits.start()
         both_to_tiermem, both_failed = _letta_session(letta, agent, memory, agent_id, "both", n)
         edits.join()
@@ -177,13 +197,24 @@ def _watch_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
     if proc.stdout is not None:
         proc.stdout.close()
     rejected = [r for rep in reports for r in rep.get("rejected", [])]
-    errors = [x for x in (tmp / "watch.log").read_text().splitlines() if x.startswith("tiermem: ") and "syncing" not in x]
-    return {"letta_to_tiermem": _timing(to_tiermem), "tiermem_to_letta": _timing(to_letta), "hook_rejections": len(rejected),
-            "sync_errors": errors[:5],
-            "rejected": rejected[:5], "letta_tool_failures": failed, "conflicts": sum(len(r.get("conflicts", [])) for r in reports),
-            "at_once": {"letta_to_tiermem": _timing(both_to_tiermem), "tiermem_to_letta": _timing(both.get("to_letta", [])),
-                        "letta_tool_failures": both_failed},
-            "last": f"both tiermem {n - 1}"}
+    errors = [
+        x for x in (tmp / "watch.log").read_text().splitlines() if x.startswith("tiermem: ") and "syncing" not in x
+    ]
+    return {
+        "letta_to_tiermem": _timing(to_tiermem),
+        "tiermem_to_letta": _timing(to_letta),
+        "hook_rejections": len(rejected),
+        "sync_errors": errors[:5],
+        "rejected": rejected[:5],
+        "letta_tool_failures": failed,
+        "conflicts": sum(len(r.get("conflicts", [])) for r in reports),
+        "at_once": {
+            "letta_to_tiermem": _timing(both_to_tiermem),
+            "tiermem_to_letta": _timing(both.get("to_letta", [])),
+            "letta_tool_failures": both_failed,
+        },
+        "last": f"both tiermem {n - 1}",
+    }
 
 
 def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[str, Any]:
@@ -195,8 +226,13 @@ def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
 
     from .common import bench_env
 
-    env = bench_env(tmp / "serve-data", TIERMEM_SYNC=str(root), TIERMEM_MEMORY_TOOL_DIALECT="letta-code",
-                    TIERMEM_EMBEDDING_MODEL="hashing", TIERMEM_AGENT="lc2")
+    env = bench_env(
+        tmp / "serve-data",
+        TIERMEM_SYNC=str(root),
+        TIERMEM_MEMORY_TOOL_DIALECT="letta-code",
+        TIERMEM_EMBEDDING_MODEL="hashing",
+        TIERMEM_AGENT="lc2",
+    )
     params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve"], env=env, cwd=str(ROOT))
     out: dict[str, Any] = {}
 
@@ -204,10 +240,15 @@ def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
         async with Client(params) as c:
             await c.list_tools()
             memory = open_memory(load_settings(data_dir=tmp / "serve-data", embedding_model="hashing"))
-            _poll(lambda: memory.core.find_agent("lc2") is not None and len(memory.blocks(memory.get_agent("lc2").id)) >= 2)
+            _poll(
+                lambda: (
+                    memory.core.find_agent("lc2") is not None and len(memory.blocks(memory.get_agent("lc2").id)) >= 2
+                )
+            )
             agent_id = memory.get_agent("lc2").id
             to_tiermem, failed = await anyio.to_thread.run_sync(
-                lambda: _letta_session(letta, agent, memory, agent_id, "serve", n))
+                lambda: _letta_session(letta, agent, memory, agent_id, "serve", n)
+            )
             portal_calls: list[float] = []
             for k in range(n):
                 await anyio.sleep(GAP_S)
@@ -215,18 +256,32 @@ def _serve_mode(letta: Any, agent: str, root: Path, tmp: Path, n: int) -> dict[s
                 head = _HeadWatch(root)
                 head.moved()
                 start = time.time()
-                r = await c.call_tool("memory", {"command": "insert", "reason": f"tiermem edit {k}", "file_path":
-                                                 "system/persona.md", "insert_line": 999, "insert_text": text})
+                r = await c.call_tool(
+                    "memory",
+                    {
+                        "command": "insert",
+                        "reason": f"tiermem edit {k}",
+                        "file_path": "system/persona.md",
+                        "insert_line": 999,
+                        "insert_text": text,
+                    },
+                )
                 assert not r.is_error, r
                 end = await anyio.to_thread.run_sync(
-                    lambda: _poll(lambda: head.moved() and _head_has(root, "system/persona.md", text)))
+                    lambda: _poll(lambda: head.moved() and _head_has(root, "system/persona.md", text))
+                )
                 portal_calls.append(end - start)
-            out.update(letta_to_tiermem=_timing(to_tiermem), tiermem_to_letta=_timing(portal_calls),
-                       letta_tool_failures=failed, last=f"serve tiermem {n - 1}")
+            out.update(
+                letta_to_tiermem=_timing(to_tiermem),
+                tiermem_to_letta=_timing(portal_calls),
+                letta_tool_failures=failed,
+                last=f"serve tiermem {n - 1}",
+            )
 
     anyio.run(run)
-    subjects = subprocess.run(["git", "-C", str(root), "log", f"-{n}", "--format=%an|%s"], capture_output=True, text=True,
-                              check=True).stdout.splitlines()
+    subjects = subprocess.run(
+        ["git", "-C", str(root), "log", f"-{n}", "--format=%an|%s"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     out["commits_by_tiermem_with_the_edits_reason"] = sum(1 for s in subjects if s.startswith("tiermem|tiermem edit "))
     return out
 
@@ -291,10 +346,17 @@ def sync_pass(files: int, rounds: int) -> dict[str, Any]:
                 del os.environ["GIT_TRACE"]
             ran = [x.split("built-in: ", 1)[1] for x in trace.read_text().splitlines() if "built-in: git " in x]
             processes[case] = len(ran)
-            processes[case + ", reading the last commit"] = sum(1 for x in ran if x.startswith(("git show ",
-                                                                                                 "git cat-file ")))
-        return {"files": files, "rounds": rounds, "first_sync_s": round(first, 3),
-                "every_file_written": stats(every), "one_file_written": stats(one), "git_commands": processes}
+            processes[case + ", reading the last commit"] = sum(
+                1 for x in ran if x.startswith(("git show ", "git cat-file "))
+            )
+        return {
+            "files": files,
+            "rounds": rounds,
+            "first_sync_s": round(first, 3),
+            "every_file_written": stats(every),
+            "one_file_written": stats(one),
+            "git_commands": processes,
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -330,8 +392,12 @@ def main() -> None:
                 fake.add(fa.text("Hello again."))
                 asked = len(fake.requests)
                 letta.run("What do you know?", agent=agent)
-                result[mode]["next_prompt_has_last_tiermem_edit"] = result[mode]["last"] in system_of(fake.requests[asked])
-                clean = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True)
+                result[mode]["next_prompt_has_last_tiermem_edit"] = result[mode]["last"] in system_of(
+                    fake.requests[asked]
+                )
+                clean = subprocess.run(
+                    ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True
+                )
                 result[mode]["repository_clean_at_end"] = clean.stdout == ""
                 print(mode, json.dumps(result[mode], indent=1), flush=True)
             result["offline"] = letta.offline()

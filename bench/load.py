@@ -95,20 +95,29 @@ def start_s3(work: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
     except ImportError as exc:
         raise SystemExit("--s3 needs moto[server] and boto3 (pip install -e '.[test]')") from exc
     with open(work / "moto.log", "w") as log:
-        moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=log)
+        moto = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     wait_port(port, moto, "the moto S3 server")
     endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket="tiermem-load")
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    ).create_bucket(Bucket="tiermem-load")
     config = work / "s3.toml"
-    config.write_text('uri = "s3://tiermem-load/load"\n[storage_options]\n'
-                      f'aws_endpoint = "{endpoint}"\naws_access_key_id = "test"\naws_secret_access_key = "test"\n'
-                      'region = "us-east-1"\nallow_http = "true"\n', encoding="utf-8")
+    config.write_text(
+        'uri = "s3://tiermem-load/load"\n[storage_options]\n'
+        f'aws_endpoint = "{endpoint}"\naws_access_key_id = "test"\naws_secret_access_key = "test"\n'
+        'region = "us-east-1"\nallow_http = "true"\n',
+        encoding="utf-8",
+    )
     return moto, config
 
 
-def start_servers(work: Path, port: int, wrap: str | None, replicas: int, s3: bool) -> tuple[list[subprocess.Popen[bytes]], list[subprocess.Popen[bytes]]]:
+def start_servers(
+    work: Path, port: int, wrap: str | None, replicas: int, s3: bool
+) -> tuple[list[subprocess.Popen[bytes]], list[subprocess.Popen[bytes]]]:
     """(every process started, the tiermem servers among them), each server listening."""
     env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all", TIERMEM_HTTP_TOKEN=TOKEN)
     entry = [wrap] if wrap else ["-m", "tiermem"]
@@ -118,17 +127,37 @@ def start_servers(work: Path, port: int, wrap: str | None, replicas: int, s3: bo
         moto, config = start_s3(work, port + replicas)
         procs.append(moto)
         where = ["--config", str(config)]
-    made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", LOAD_BLOCK, "--limit", "10000000",
-                           "--description", "bench load appends", *where], env=env, capture_output=True, text=True,
-                          check=False)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiermem",
+            "blocks",
+            "create",
+            LOAD_BLOCK,
+            "--limit",
+            "10000000",
+            "--description",
+            "bench load appends",
+            *where,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if made.returncode:
         raise SystemExit(f"could not create the {LOAD_BLOCK} block: {made.stderr}")
     servers = []
     for r in range(replicas):
         with open(work / f"server{r}.log", "w") as log:
-            servers.append(subprocess.Popen(
-                [sys.executable, *entry, "serve", "--transport", "http", "--port", str(port + r), *where],
-                env=env, stderr=log))
+            servers.append(
+                subprocess.Popen(
+                    [sys.executable, *entry, "serve", "--transport", "http", "--port", str(port + r), *where],
+                    env=env,
+                    stderr=log,
+                )
+            )
     procs.extend(servers)
     for r, server in enumerate(servers):
         wait_port(port + r, server, f"replica {r}")
@@ -142,8 +171,9 @@ async def warm_up(url: str, ops: list[str]) -> None:
             await call(c, op, 99, i)
 
 
-async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]],
-                warmup: int | None = None) -> None:
+async def drive(
+    seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]], warmup: int | None = None
+) -> None:
     replicas = len(servers)
     cold = [rss_mb(s.pid) for s in servers]
     started = time.time()
@@ -162,37 +192,60 @@ async def drive(seconds: int, port: int, ops: list[str], per: int, servers: list
             for r, s in enumerate(servers):
                 rss[r].append(rss_mb(s.pid))
             shown = " ".join(f"{samples[-1]:.0f}" for samples in rss)
-            print(f"t={time.time() - start:5.0f}s rss={shown} MB ok={stats['ok']} err={stats['err']} "
-                  f"tool_err={stats['tool_err']} load={os.getloadavg()[0]:.1f} {stats.get('last', '')}", flush=True)
+            print(
+                f"t={time.time() - start:5.0f}s rss={shown} MB ok={stats['ok']} err={stats['err']} "
+                f"tool_err={stats['tool_err']} load={os.getloadavg()[0]:.1f} {stats.get('last', '')}",
+                flush=True,
+            )
     lat = sorted(stats["lat"]) or [0.0]
     calls = stats["ok"] + stats["tool_err"] + stats["err"]
-    print(f"calls {calls} errors {stats['err']} tool errors {stats['tool_err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
-          f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms")
+    print(
+        f"calls {calls} errors {stats['err']} tool errors {stats['tool_err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
+        f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms"
+    )
     for r, samples in enumerate(rss):
-        print(f"replica {r}: RSS {cold[r]:.0f} MB before warm-up, {samples[0]:.0f} MB after it (t=0), "
-              f"{max(samples):.0f} MB peak, {samples[-1]:.0f} MB at the end "
-              f"({100 * (samples[-1] - samples[0]) / samples[0]:+.1f}% over the run)")
+        print(
+            f"replica {r}: RSS {cold[r]:.0f} MB before warm-up, {samples[0]:.0f} MB after it (t=0), "
+            f"{max(samples):.0f} MB peak, {samples[-1]:.0f} MB at the end "
+            f"({100 * (samples[-1] - samples[0]) / samples[0]:+.1f}% over the run)"
+        )
         if warmup is not None:  # the load ran WARMUP s before the measured SECONDS (samples every 10 s)
             w = warmup // 10
-            base, later = samples[w], samples[w + 1:]
+            base, later = samples[w], samples[w + 1 :]
             if later:
-                print(f"replica {r}: after a loaded warm-up of {warmup} s ({base:.0f} MB at t={warmup} s), over the "
-                      f"measured {seconds} s: end {later[-1]:.0f} MB ({100 * (later[-1] - base) / base:+.1f}%), band "
-                      f"{min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
-                      f"{100 * (max(later) - base) / base:+.1f}%); flat within 10%: "
-                      f"{'yes' if max(abs(x - base) for x in later) <= 0.1 * base else 'no'}")
+                print(
+                    f"replica {r}: after a loaded warm-up of {warmup} s ({base:.0f} MB at t={warmup} s), over the "
+                    f"measured {seconds} s: end {later[-1]:.0f} MB ({100 * (later[-1] - base) / base:+.1f}%), band "
+                    f"{min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
+                    f"{100 * (max(later) - base) / base:+.1f}%); flat within 10%: "
+                    f"{'yes' if max(abs(x - base) for x in later) <= 0.1 * base else 'no'}"
+                )
         elif len(samples) > 7:  # issue #13's figure: flat within 10% after a 60 s warm-up (samples every 10 s)
             base, later = samples[6], samples[7:]
-            print(f"replica {r}: from t=60 s ({base:.0f} MB): end {100 * (later[-1] - base) / base:+.1f}%, "
-                  f"band {min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
-                  f"{100 * (max(later) - base) / base:+.1f}%)")
+            print(
+                f"replica {r}: from t=60 s ({base:.0f} MB): end {100 * (later[-1] - base) / base:+.1f}%, "
+                f"band {min(later):.0f}-{max(later):.0f} MB ({100 * (min(later) - base) / base:+.1f}% to "
+                f"{100 * (max(later) - base) / base:+.1f}%)"
+            )
 
 
-def run(seconds: int, port: int, ops: list[str], per: int, wrap: str | None, replicas: int, s3: bool,
-        warmup: int | None = None, keep_data: bool = False) -> None:
+def run(
+    seconds: int,
+    port: int,
+    ops: list[str],
+    per: int,
+    wrap: str | None,
+    replicas: int,
+    s3: bool,
+    warmup: int | None = None,
+    keep_data: bool = False,
+) -> None:
     work = Path(tempfile.mkdtemp(prefix="tiermem-load-"))
-    print(f"work dir {work} (server logs there); {replicas} replica(s) on {'moto S3' if s3 else 'a local data dir'}; "
-          f"ops {ops}, {per} calls per session", flush=True)
+    print(
+        f"work dir {work} (server logs there); {replicas} replica(s) on {'moto S3' if s3 else 'a local data dir'}; "
+        f"ops {ops}, {per} calls per session",
+        flush=True,
+    )
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs, servers = start_servers(work, port, wrap, replicas, s3)
@@ -209,16 +262,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench load")
     parser.add_argument("--seconds", type=int, default=100)
     parser.add_argument("--port", type=int, default=8797, help="the first replica's port (the next ones follow)")
-    parser.add_argument("--ops", default=",".join(OPS),
-                        help="comma-separated calls each client cycles through: append, search, log, recall, list")
+    parser.add_argument(
+        "--ops",
+        default=",".join(OPS),
+        help="comma-separated calls each client cycles through: append, search, log, recall, list",
+    )
     parser.add_argument("--per-session", type=int, default=25, help="calls per client session before it reconnects")
     parser.add_argument("--wrap", help="a Python script to run instead of `-m tiermem` (same arguments), e.g. to trace")
     parser.add_argument("--replicas", type=int, default=1, help="servers on the same store; clients spread over them")
-    parser.add_argument("--s3", action="store_true", help="the store on a moto S3 server on loopback (needs moto[server])")
-    parser.add_argument("--warmup", type=int, help="seconds of the same load before the measured --seconds (a multiple "
-                        "of 10); the flat figure is then taken from its end: e.g. --warmup 120 --seconds 600")
-    parser.add_argument("--keep-data", action="store_true", help="keep the servers' store when the run ends (it is "
-                        "removed by default; the server logs are kept either way)")
+    parser.add_argument(
+        "--s3", action="store_true", help="the store on a moto S3 server on loopback (needs moto[server])"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        help="seconds of the same load before the measured --seconds (a multiple "
+        "of 10); the flat figure is then taken from its end: e.g. --warmup 120 --seconds 600",
+    )
+    parser.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep the servers' store when the run ends (it is "
+        "removed by default; the server logs are kept either way)",
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in ops if o not in (*OPS, "list")]
@@ -228,5 +294,4 @@ def main() -> None:
         parser.error(f"--replicas takes 1 to 8, got {args.replicas}")
     if args.warmup is not None and (args.warmup < 0 or args.warmup % 10):
         parser.error(f"--warmup takes a multiple of 10 seconds (the samples are 10 s apart), got {args.warmup}")
-    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3, args.warmup,
-        args.keep_data)
+    run(args.seconds, args.port, ops, args.per_session, args.wrap, args.replicas, args.s3, args.warmup, args.keep_data)

@@ -41,8 +41,17 @@ from pathlib import Path
 from typing import Any
 
 from .common import ROOT, save
-from .locomo_fit import (CATEGORIES, calibration_data, fit_calibration, fit_listwise, labelled, leave_one_out, ranked,
-                         score, table)
+from .locomo_fit import (
+    CATEGORIES,
+    calibration_data,
+    fit_calibration,
+    fit_listwise,
+    labelled,
+    leave_one_out,
+    ranked,
+    score,
+    table,
+)
 
 
 def _data() -> Path:
@@ -84,8 +93,15 @@ def messages(sample: dict[str, Any], fmt: str = "named") -> list[dict[str, Any]]
         for turn in turns:
             text = turn["text"] + (f" [image: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
             role = "user" if fmt == "named" or turn["speaker"] == first else "assistant"
-            out.append({"role": role, "content": f"{turn['speaker']}: {text}" if fmt == "named" else text,
-                        "timestamp": when.isoformat(), "payload": turn["dia_id"], "conversation_id": sample["sample_id"]})
+            out.append(
+                {
+                    "role": role,
+                    "content": f"{turn['speaker']}: {text}" if fmt == "named" else text,
+                    "timestamp": when.isoformat(),
+                    "payload": turn["dia_id"],
+                    "conversation_id": sample["sample_id"],
+                }
+            )
     return out
 
 
@@ -124,8 +140,14 @@ def ingest(memory: Any, samples: list[dict[str, Any]], fmt: str) -> list[tuple[d
     return convs
 
 
-def collect(memory: Any, convs: list[tuple[dict[str, Any], str, dict[str, str]]], fmt: str,
-            latencies: list[float], *, unnamed: bool = False) -> tuple[list[dict[str, Any]], int]:
+def collect(
+    memory: Any,
+    convs: list[tuple[dict[str, Any], str, dict[str, str]]],
+    fmt: str,
+    latencies: list[float],
+    *,
+    unnamed: bool = False,
+) -> tuple[list[dict[str, Any]], int]:
     """One search per question (checked against the shipped ranker over its candidates); the candidates, and the
     candidates of the same question asked of the next conversation's memory. Returns (questions, skipped).
 
@@ -160,12 +182,24 @@ def collect(memory: Any, convs: list[tuple[dict[str, Any], str, dict[str, str]]]
             if shipped != [h.id for h in result.hits]:
                 raise RuntimeError("conversation_search and the shipped ranker over its candidates disagree")
             cross = archive.candidates("messages", other, query, limit=10)
-            questions.append({
-                "conv": sample["sample_id"], "fmt": fmt, "variant": "unnamed" if unnamed else "asked", "category": category, "gold": gold, "query": query,
-                "pool": pool, "dia": [dia_of[c.id] for c in pool.candidates],
-                "features": features(query, pool.candidates, pool.context),
-                "cross": {"pool": cross, "dia": [other_dia[c.id] for c in cross.candidates],
-                          "features": features(query, cross.candidates, cross.context)}})
+            questions.append(
+                {
+                    "conv": sample["sample_id"],
+                    "fmt": fmt,
+                    "variant": "unnamed" if unnamed else "asked",
+                    "category": category,
+                    "gold": gold,
+                    "query": query,
+                    "pool": pool,
+                    "dia": [dia_of[c.id] for c in pool.candidates],
+                    "features": features(query, pool.candidates, pool.context),
+                    "cross": {
+                        "pool": cross,
+                        "dia": [other_dia[c.id] for c in cross.candidates],
+                        "features": features(query, cross.candidates, cross.context),
+                    },
+                }
+            )
     return questions, skipped
 
 
@@ -196,29 +230,37 @@ def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, An
     fixed[IN_SAMPLE] = fitted
     calibration = fit_calibration(*calibration_data(questions, fitted))
     per: dict[str, dict[str, dict[int, list[tuple[float, float, float]]]]] = {
-        fmt: {name: defaultdict(list) for name in fixed} for fmt in formats}
+        fmt: {name: defaultdict(list) for name in fixed} for fmt in formats
+    }
     for q in asked:
         for name, ranker in fixed.items():
             per[q["fmt"]][name][q["category"]].append(score([d for d, _, _ in ranked(q, ranker)], q["gold"]))
     held_out = leave_one_out(questions)
     result: dict[str, Any] = {
-        "conversations": len(samples), "turns": sum(len(d) for _, _, d in ingested[formats[0]]),
-        "questions_skipped_no_evidence": skipped, "ingest_seconds": round(ingest_s, 1),
+        "conversations": len(samples),
+        "turns": sum(len(d) for _, _, d in ingested[formats[0]]),
+        "questions_skipped_no_evidence": skipped,
+        "ingest_seconds": round(ingest_s, 1),
         "seconds": round(time.perf_counter() - started, 1),
-        "features": list(FEATURES), "shipped_weights": list(DEFAULT_RANKER.weights),
+        "features": list(FEATURES),
+        "shipped_weights": list(DEFAULT_RANKER.weights),
         "fitted_on_all_weights": list(fitted.weights),
         "calibration_features": [*CALIBRATION_FEATURES, "bias"],
         "shipped_calibration": [*DEFAULT_CALIBRATION.weights, DEFAULT_CALIBRATION.bias],
         "fitted_calibration": [*calibration[0], calibration[1]],
         "leave_one_out_weights": held_out["weights"],
-        "relevance": held_out["relevance"], "reliability": held_out["reliability"],
+        "relevance": held_out["relevance"],
+        "reliability": held_out["reliability"],
         "thresholds_note": "precision: hits from other conversations' memories are the negatives; strict: every hit "
-                           "that is not evidence; recall: evidence turns in the top 10 with relevance >= t / all",
+        "that is not evidence; recall: evidence turns in the top 10 with relevance >= t / all",
         "search_p50_ms": {fmt: round(1000 * sorted(v)[len(v) // 2], 2) for fmt, v in latencies.items()},
     }
     for fmt in formats:
-        result[fmt] = {LOO: held_out["recall"][fmt], POINTWISE: held_out["recall_pointwise"][fmt],
-                       **{name: table(per[fmt][name]) for name in fixed}}
+        result[fmt] = {
+            LOO: held_out["recall"][fmt],
+            POINTWISE: held_out["recall_pointwise"][fmt],
+            **{name: table(per[fmt][name]) for name in fixed},
+        }
     return result
 
 
@@ -260,8 +302,13 @@ def latency(target: int = 10_000) -> dict[str, Any]:
         memory.archive.conversation_search(agent, q, limit=10)
         times.append(1000 * (time.perf_counter() - t))
     times.sort()
-    return {"turns": logged, "searches": len(times), "p50_ms": round(times[len(times) // 2], 2),
-            "p95_ms": round(times[int(len(times) * 0.95)], 2), "first_search": first}
+    return {
+        "turns": logged,
+        "searches": len(times),
+        "p50_ms": round(times[len(times) // 2], 2),
+        "p95_ms": round(times[int(len(times) * 0.95)], 2),
+        "first_search": first,
+    }
 
 
 FIRST_RUNS = 5  # fresh openings per way of meeting the first search
@@ -291,8 +338,11 @@ def first_search(settings: Any, agent: str, questions: list[str]) -> dict[str, A
             memory.archive.conversation_search(agent, q, limit=10)
             took[mode].append(round(1000 * (time.perf_counter() - t), 1))
             memory.settle(120)
-    return {"runs": len(questions), "warm_build_s": warm_s,
-            **{mode: {"median_ms": sorted(v)[len(v) // 2], "each_ms": v} for mode, v in took.items()}}
+    return {
+        "runs": len(questions),
+        "warm_build_s": warm_s,
+        **{mode: {"median_ms": sorted(v)[len(v) // 2], "each_ms": v} for mode, v in took.items()},
+    }
 
 
 def archival(quick: bool = False) -> dict[str, Any]:
@@ -307,14 +357,21 @@ def archival(quick: bool = False) -> dict[str, Any]:
     memory = open_memory(settings)
     memory.archive.embedder.wait(None)
     archive = memory.archive
-    rankers = {"shipped ranker": DEFAULT_RANKER, "equal-weight RRF (Letta's archival default)": Ranker.legs(0.5, 0.5),
-               "keyword leg only": Ranker.legs(0.0, 1.0), "vector leg only": Ranker.legs(1.0, 0.0)}
+    rankers = {
+        "shipped ranker": DEFAULT_RANKER,
+        "equal-weight RRF (Letta's archival default)": Ranker.legs(0.5, 0.5),
+        "keyword leg only": Ranker.legs(0.0, 1.0),
+        "vector leg only": Ranker.legs(1.0, 0.0),
+    }
     per: dict[str, dict[int, list[tuple[float, float, float]]]] = {name: defaultdict(list) for name in rankers}
     for sample in samples:
         agent = memory.ensure_agent(sample["sample_id"]).id
         turns = messages(sample)
-        archive.insert_many(agent, [(m["content"], [str(m["payload"])]) for m in turns],
-                            created=[datetime.fromisoformat(m["timestamp"]) for m in turns])
+        archive.insert_many(
+            agent,
+            [(m["content"], [str(m["payload"])]) for m in turns],
+            created=[datetime.fromisoformat(m["timestamp"]) for m in turns],
+        )
         memory.archive.store.indexes.optimize()
         dia_of = {p.id: p.tags[0] for p in _all_passages(archive, agent)}
         for qa in sample["qa"]:
@@ -343,7 +400,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="first two conversations only")
     parser.add_argument("--format", choices=("both", *FORMATS), default="both", help="storage format(s) of the turns")
     parser.add_argument("--archival", action="store_true", help="only: the questions against archival passages")
-    parser.add_argument("--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns")
+    parser.add_argument(
+        "--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns"
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
     if args.archival:
         arch = archival(args.quick)
@@ -356,33 +415,47 @@ def main() -> None:
     if args.latency:
         lat = latency(args.latency)
         save("locomo_latency", lat)
-        print(f"conversation_search over {lat['turns']} turns, {lat['searches']} searches in process: "
-              f"p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms (load {os.getloadavg()[0]:.1f})")
+        print(
+            f"conversation_search over {lat['turns']} turns, {lat['searches']} searches in process: "
+            f"p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms (load {os.getloadavg()[0]:.1f})"
+        )
         first = lat["first_search"]
-        print(f"first search of a freshly opened memory, median of {first['runs']} (ms): " + ", ".join(
-            f"{mode} {first[mode]['median_ms']} (each {first[mode]['each_ms']})" for mode in FIRST_MODES)
-            + f"; the warm's build (s): {first['warm_build_s']}")
+        print(
+            f"first search of a freshly opened memory, median of {first['runs']} (ms): "
+            + ", ".join(f"{mode} {first[mode]['median_ms']} (each {first[mode]['each_ms']})" for mode in FIRST_MODES)
+            + f"; the warm's build (s): {first['warm_build_s']}"
+        )
         return
     formats = FORMATS if args.format == "both" else (args.format,)
     result = run(args.quick, formats)
     save("locomo", result)
-    print(f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns per format "
-          f"(ingest {result['ingest_seconds']}s, total {result['seconds']}s); "
-          f"{result['questions_skipped_no_evidence']} questions without a valid evidence id skipped; "
-          f"conversation_search p50 {result['search_p50_ms']} ms")
+    print(
+        f"LoCoMo dev split: {result['conversations']} conversations, {result['turns']} turns per format "
+        f"(ingest {result['ingest_seconds']}s, total {result['seconds']}s); "
+        f"{result['questions_skipped_no_evidence']} questions without a valid evidence id skipped; "
+        f"conversation_search p50 {result['search_p50_ms']} ms"
+    )
     print(f"  features {result['features']}")
     print(f"  shipped weights      {result['shipped_weights']}")
     print(f"  fitted on all five   {result['fitted_on_all_weights']}")
-    print(f"  calibration {result['calibration_features']}: shipped {result['shipped_calibration']}, "
-          f"fitted on all five {result['fitted_calibration']}")
+    print(
+        f"  calibration {result['calibration_features']}: shipped {result['shipped_calibration']}, "
+        f"fitted on all five {result['fitted_calibration']}"
+    )
     for fmt in formats:
         print(f"  [{fmt}] {'ranker':26s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
         for name in RANKERS:
             for cat, row in result[fmt][name].items():
-                print(f"  [{fmt}] {name:26s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}")
-    print("  relevance >= t, leave-one-conversation-out (precision: other conversations' hits as the negatives; "
-          "strict: every non-evidence hit):")
+                print(
+                    f"  [{fmt}] {name:26s} {cat:14s} {row['n']:5d} {row['R@5']:6.3f} {row['R@10']:6.3f} {row['MRR']:6.3f}"
+                )
+    print(
+        "  relevance >= t, leave-one-conversation-out (precision: other conversations' hits as the negatives; "
+        "strict: every non-evidence hit):"
+    )
     for key, rows in result["relevance"].items():
         for t, row in rows.items():
-            print(f"  [{key}] t={t}  precision {row['precision']:.3f}  strict {row['strict']:.3f}  recall {row['recall']:.3f}"
-                  f"  kept {row['kept']} (cross {row['cross_kept']})")
+            print(
+                f"  [{key}] t={t}  precision {row['precision']:.3f}  strict {row['strict']:.3f}  recall {row['recall']:.3f}"
+                f"  kept {row['kept']} (cross {row['cross_kept']})"
+            )

@@ -18,8 +18,9 @@ THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
-def fit(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5,
-        l2: float = 1e-3) -> tuple[float, ...]:
+def fit(
+    rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5, l2: float = 1e-3
+) -> tuple[float, ...]:
     """Logistic regression over (feature rows, is-evidence) of every question's candidates, positives
     up-weighted to balance the classes; returns weights on the raw features (standardisation folded in)."""
     import numpy as np
@@ -38,8 +39,9 @@ def fit(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, 
     return tuple(round(float(v), 4) for v in w / sd)
 
 
-def fit_listwise(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5,
-                 l2: float = 1e-3) -> tuple[float, ...]:
+def fit_listwise(
+    rows: list[tuple[list[list[float]], list[bool]]], *, epochs: int = 300, rate: float = 0.5, l2: float = 1e-3
+) -> tuple[float, ...]:
     """Listwise (softmax) logistic regression: per question, the softmax of the scores over its candidates is
     pulled towards its evidence turns (questions whose candidates hold none are left out). It orders each
     question's candidates, which is what search needs, rather than classifying rows one by one (``fit``).
@@ -48,8 +50,11 @@ def fit_listwise(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: in
 
     x = np.array([f for feats, _ in rows for f in feats], dtype=np.float64)
     mu, sd = x.mean(0), x.std(0) + 1e-9
-    kept = [(np.array(feats, dtype=np.float64), np.array(labels, dtype=np.float64)) for feats, labels in rows
-            if feats and any(labels)]
+    kept = [
+        (np.array(feats, dtype=np.float64), np.array(labels, dtype=np.float64))
+        for feats, labels in rows
+        if feats and any(labels)
+    ]
     width = max(len(labels) for _, labels in kept)
     z = np.zeros((len(kept), width, x.shape[1]))
     mask = np.full((len(kept), width), -np.inf)
@@ -68,8 +73,9 @@ def fit_listwise(rows: list[tuple[list[list[float]], list[bool]]], *, epochs: in
     return tuple(round(float(v), 4) for v in w / sd)
 
 
-def fit_calibration(x: list[list[float]], y: list[bool], *, epochs: int = 2000, rate: float = 0.5,
-                    l2: float = 1e-3) -> tuple[tuple[float, ...], float]:
+def fit_calibration(
+    x: list[list[float]], y: list[bool], *, epochs: int = 2000, rate: float = 0.5, l2: float = 1e-3
+) -> tuple[tuple[float, ...], float]:
     """Plain (unweighted) logistic regression, so its output is a probability: (weights, bias) on raw features."""
     import numpy as np
 
@@ -91,8 +97,11 @@ def labelled(qs: list[dict[str, Any]]) -> list[tuple[list[list[float]], list[boo
 
 def ranked(q: dict[str, Any], ranker: Any, *, cross: bool = False) -> list[tuple[str, Any, float]]:
     """(dia id, candidate, score) best first, the ranker's order over the question's own (or cross) pool."""
-    pool, feats, dia = (q["cross"]["pool"], q["cross"]["features"], q["cross"]["dia"]) if cross else (
-        q["pool"], q["features"], q["dia"])
+    pool, feats, dia = (
+        (q["cross"]["pool"], q["cross"]["features"], q["cross"]["dia"])
+        if cross
+        else (q["pool"], q["features"], q["dia"])
+    )
     scores = [sum(w * x for w, x in zip(ranker.weights, row)) for row in feats]
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], pool.candidates[i].id))
     return [(dia[i], pool.candidates[i], scores[i]) for i in order]
@@ -108,8 +117,12 @@ def score(ranking: list[str], gold: list[str]) -> tuple[float, float, float]:
 
 def mean(scores: list[tuple[float, float, float]]) -> dict[str, float]:
     n = len(scores)
-    return {"n": n, "R@5": round(sum(s[0] for s in scores) / n, 3), "R@10": round(sum(s[1] for s in scores) / n, 3),
-            "MRR": round(sum(s[2] for s in scores) / n, 3)}
+    return {
+        "n": n,
+        "R@5": round(sum(s[0] for s in scores) / n, 3),
+        "R@10": round(sum(s[1] for s in scores) / n, 3),
+        "MRR": round(sum(s[2] for s in scores) / n, 3),
+    }
 
 
 def table(per: dict[int, list[tuple[float, float, float]]]) -> dict[str, dict[str, float]]:
@@ -148,7 +161,9 @@ def leave_one_out(qs: list[dict[str, Any]]) -> dict[str, Any]:
 
     per: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     per_pointwise: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
-    hits: dict[str, list[tuple[float, bool, bool]]] = defaultdict(list)  # "fmt, variant" -> (relevance, evidence, cross)
+    hits: dict[str, list[tuple[float, bool, bool]]] = defaultdict(
+        list
+    )  # "fmt, variant" -> (relevance, evidence, cross)
     gold_total: dict[str, int] = defaultdict(int)
     weights = {}
     for conv in sorted({q["conv"] for q in qs}):
@@ -166,14 +181,18 @@ def leave_one_out(qs: list[dict[str, Any]]) -> dict[str, Any]:
             gold_total[key] += len(q["gold"])
             for cross in (False, True):
                 rows = top_hits(q, ranker, cross=cross)
-                for (d, row) in rows:
-                    p = 1.0 / (1.0 + math.exp(-(sum(w * x for w, x in zip(calibration.weights, row)) + calibration.bias)))
+                for d, row in rows:
+                    p = 1.0 / (
+                        1.0 + math.exp(-(sum(w * x for w, x in zip(calibration.weights, row)) + calibration.bias))
+                    )
                     hits[key].append((p, not cross and d in q["gold"], cross))
-    return {"recall": {fmt: table(cats) for fmt, cats in per.items()},
-            "recall_pointwise": {fmt: table(cats) for fmt, cats in per_pointwise.items()},
-            "relevance": {key: precision_recall(h, gold_total[key]) for key, h in sorted(hits.items())},
-            "reliability": {key: reliability(h) for key, h in sorted(hits.items())},
-            "weights": weights}
+    return {
+        "recall": {fmt: table(cats) for fmt, cats in per.items()},
+        "recall_pointwise": {fmt: table(cats) for fmt, cats in per_pointwise.items()},
+        "relevance": {key: precision_recall(h, gold_total[key]) for key, h in sorted(hits.items())},
+        "reliability": {key: reliability(h) for key, h in sorted(hits.items())},
+        "weights": weights,
+    }
 
 
 def precision_recall(hits: list[tuple[float, bool, bool]], gold_total: int) -> dict[str, dict[str, float]]:
@@ -185,8 +204,13 @@ def precision_recall(hits: list[tuple[float, bool, bool]], gold_total: int) -> d
         kept = [(e, c) for p, e, c in hits if p >= t]
         tp = sum(1 for e, _ in kept if e)
         cross = sum(1 for _, c in kept if c)
-        out[f"{t:.2f}"] = {"precision": round(tp / max(1, tp + cross), 3), "strict": round(tp / max(1, len(kept)), 3),
-                           "recall": round(tp / max(1, gold_total), 3), "kept": len(kept), "cross_kept": cross}
+        out[f"{t:.2f}"] = {
+            "precision": round(tp / max(1, tp + cross), 3),
+            "strict": round(tp / max(1, len(kept)), 3),
+            "recall": round(tp / max(1, gold_total), 3),
+            "kept": len(kept),
+            "cross_kept": cross,
+        }
     return out
 
 

@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from moto.moto_server.threaded_moto_server import MotoRequestHandler
-from tests.moto_s3 import ReadWriteLock
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
+
+from tests.moto_s3 import ReadWriteLock
 
 COUNTS: Counter[str] = Counter()
 LOCK = threading.Lock()

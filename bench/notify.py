@@ -49,8 +49,13 @@ def _free_port() -> int:
 async def _run(edits: int, max_delay: float, data: Path) -> dict[str, Any]:
     env = bench_env(data, TIERMEM_EMBEDDING_MODEL="hashing", TIERMEM_HTTP_TOKEN=TOKEN)
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port)],
-                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     stdio = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve"], env=env, cwd=str(ROOT))
     heard: dict[str, float] = {}
 
@@ -94,8 +99,11 @@ async def _run(edits: int, max_delay: float, data: Path) -> dict[str, Any]:
                                     return
 
                         async def inspector() -> None:
-                            r = await http.get(f"http://127.0.0.1:{port}/ui/api/changes", timeout=60,
-                                               params={"agent": "default", "since": sig["signature"], "wait": "20"})
+                            r = await http.get(
+                                f"http://127.0.0.1:{port}/ui/api/changes",
+                                timeout=60,
+                                params={"agent": "default", "since": sig["signature"], "wait": "20"},
+                            )
                             if r.json().get("changed"):
                                 heard.setdefault("inspector", time.perf_counter())
 
@@ -109,7 +117,11 @@ async def _run(edits: int, max_delay: float, data: Path) -> dict[str, Any]:
                             while len(heard) < 3:
                                 await anyio.sleep(0.005)
                         tg.cancel_scope.cancel()
-                    for key, name in (("http", "http_listen"), ("stdio", "stdio_subscribe"), ("inspector", "inspector")):
+                    for key, name in (
+                        ("http", "http_listen"),
+                        ("stdio", "stdio_subscribe"),
+                        ("inspector", "inspector"),
+                    ):
                         if key in heard:
                             latencies[name].append(max(0.0, heard[key] - committed))
                         else:
@@ -119,19 +131,27 @@ async def _run(edits: int, max_delay: float, data: Path) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return {"edits": edits, "max_delay_s": max_delay, "missed": missed,
-            "latency_after_commit": {k: stats(v) for k, v in latencies.items() if v}}
+    return {
+        "edits": edits,
+        "max_delay_s": max_delay,
+        "missed": missed,
+        "latency_after_commit": {k: stats(v) for k, v in latencies.items() if v},
+    }
 
 
 def main() -> None:
     import warnings
 
-    warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")  # the legacy flow is measured on purpose
+    warnings.filterwarnings(
+        "ignore", message="resources/(un)?subscribe is removed"
+    )  # the legacy flow is measured on purpose
     edits = int(_arg("--edits", 100))
     max_delay = _arg("--max-delay", 3.0)
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-notify-") as tmp:
         result = anyio.run(_run, edits, max_delay, Path(tmp) / "data")
     for name, s in result["latency_after_commit"].items():
-        print(f"{name:16s} missed {result['missed'][name]:3d}/{edits}  p50 {s['p50_ms']:7.1f} ms  "
-              f"p95 {s['p95_ms']:7.1f} ms  p99 {s['p99_ms']:7.1f} ms  (n={s['n']})")
+        print(
+            f"{name:16s} missed {result['missed'][name]:3d}/{edits}  p50 {s['p50_ms']:7.1f} ms  "
+            f"p95 {s['p95_ms']:7.1f} ms  p99 {s['p99_ms']:7.1f} ms  (n={s['n']})"
+        )
     save("notify", result)

@@ -45,8 +45,14 @@ OBJECT_KINDS = ("versions", "data", "indices", "transactions", "deletions", "cor
 
 
 def kind_of(path: str) -> str:
-    for kind, part in (("versions", "/_versions/"), ("data", "/data/"), ("indices", "/_indices/"),
-                       ("transactions", "/_transactions/"), ("deletions", "/_deletions/"), ("core", "/core/")):
+    for kind, part in (
+        ("versions", "/_versions/"),
+        ("data", "/data/"),
+        ("indices", "/_indices/"),
+        ("transactions", "/_transactions/"),
+        ("deletions", "/_deletions/"),
+        ("core", "/core/"),
+    ):
         if part in path:
             return kind
     return "other"
@@ -57,8 +63,9 @@ async def one(c: Client, kind: str, n: int, i: int, label: str) -> str | None:
     if kind == "append":
         r = await c.call_tool("core_memory_append", {"label": label, "content": f"c{n}-{i}"})
     elif kind == "replace":
-        r = await c.call_tool("memory_replace", {"label": label, "old_string": f"r{n}={i - 1}",
-                                                 "new_string": f"r{n}={i}"})
+        r = await c.call_tool(
+            "memory_replace", {"label": label, "old_string": f"r{n}={i - 1}", "new_string": f"r{n}={i}"}
+        )
     elif kind == "view":
         r = await c.call_tool("core_memory_view", {})
     elif kind == "insert":
@@ -83,9 +90,16 @@ def report_errors(errors: list[tuple[float, str, str]], start: float) -> None:
         print(f"error x{len(times)} ({kind}, first at {times[0]:.1f} s): {text}", flush=True)
 
 
-async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int, store: Any,
-                pids: dict[str, list[int | None]]) -> int:
-    from .objstore import counts
+async def drive(
+    endpoint: str,
+    ports: list[int],
+    clients: int,
+    blocks: int,
+    seconds: int,
+    window: int,
+    store: Any,
+    pids: dict[str, list[int | None]],
+) -> int:
 
     samples: list[tuple[float, str, float, bool]] = []  # (finished at, kind, latency, ok)
     appended: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
@@ -127,25 +141,44 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
         for n in range(clients):
             tg.start_soon(client, n)
         async for win in windows(samples, start, stop, window, endpoint, store, pids):
-            done, lo, hi, w, req, listed, per_call = (win.done, win.lo, win.hi, win.index, win.requests, win.listed,
-                                                      win.cpu_ms)
+            done, lo, hi, w, req, listed, per_call = (
+                win.done,
+                win.lo,
+                win.hi,
+                win.index,
+                win.requests,
+                win.listed,
+                win.cpu_ms,
+            )
             kinds = Counter(kind_of(x["path"]) for x in listed)
             rate = {kind: sum(1 for s in done if s[1] == kind and s[3]) / window for kind in KINDS}
             p99 = {kind: pct([s[2] for s in done if s[1] == kind], 99) for kind in KINDS}
             rows.append({"rate": rate, "p99": p99, "all": len(done) / window})
-            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {len(done) / window:6.2f} calls/s "
-                  f"(" + ", ".join(f"{k} {rate[k]:.1f}" for k in KINDS) + "), p99 ms ("
-                  + ", ".join(f"{k} {p99[k]:.0f}" for k in KINDS) + f"), errors {sum(not s[3] for s in done)}, "
-                  f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ("
-                  + ", ".join(f"{k} {kinds[k]}" for k in OBJECT_KINDS if kinds[k]) + "); CPU ms/call " + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
-                  flush=True)
+            print(
+                f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {len(done) / window:6.2f} calls/s "
+                f"("
+                + ", ".join(f"{k} {rate[k]:.1f}" for k in KINDS)
+                + "), p99 ms ("
+                + ", ".join(f"{k} {p99[k]:.0f}" for k in KINDS)
+                + f"), errors {sum(not s[3] for s in done)}, "
+                f"requests/call {req / max(1, len(done)):.2f}, bucket objects {len(listed)} ("
+                + ", ".join(f"{k} {kinds[k]}" for k in OBJECT_KINDS if kinds[k])
+                + "); CPU ms/call "
+                + ", ".join(f"{k} {v:.1f}" for k, v in per_call.items()),
+                flush=True,
+            )
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
     ok = [s for s in samples if s[3]]
-    print(f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}; last window / first: all "
-          f"{full[-1]['all'] / full[0]['all']:.2f}, " + ", ".join(
-              f"{k} {full[-1]['rate'][k] / full[0]['rate'][k]:.2f}" if full[0]["rate"][k] else f"{k} -"
-              for k in KINDS) + "; p99 max " + ", ".join(f"{k} {max(r['p99'][k] for r in full):.0f} ms" for k in KINDS),
-          flush=True)
+    print(
+        f"calls {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}; last window / first: all "
+        f"{full[-1]['all'] / full[0]['all']:.2f}, "
+        + ", ".join(
+            f"{k} {full[-1]['rate'][k] / full[0]['rate'][k]:.2f}" if full[0]["rate"][k] else f"{k} -" for k in KINDS
+        )
+        + "; p99 max "
+        + ", ".join(f"{k} {max(r['p99'][k] for r in full):.0f} ms" for k in KINDS),
+        flush=True,
+    )
     report_errors(errors, start)
     check(endpoint, appended, replaced)
     return len(errors)
@@ -165,21 +198,46 @@ def check(endpoint: str, appended: dict[str, list[str]], replaced: dict[str, dic
         lost = [x for x in lines if x not in stored]
         doubled = [x for x, k in stored.items() if k > 1]
         wrong = [n for n, i in replaced[label].items() if stored[f"r{n}={i}"] != 1]
-        print(f"{label}: {len(lines)} appends acknowledged, lost {len(lost)}, doubled {len(doubled)}; "
-              f"{len(replaced[label])} replaced lines, {len(wrong)} not as last acknowledged; version {block.version}, "
-              f"{len(block.value)} characters", flush=True)
+        print(
+            f"{label}: {len(lines)} appends acknowledged, lost {len(lost)}, doubled {len(doubled)}; "
+            f"{len(replaced[label])} replaced lines, {len(wrong)} not as last acknowledged; version {block.version}, "
+            f"{len(block.value)} characters",
+            flush=True,
+        )
 
 
-def run(work: Path, endpoint: str, moto_pid: int, port: int, replicas: int, clients: int, blocks: int,
-        seconds: int, window: int) -> int:
+def run(
+    work: Path,
+    endpoint: str,
+    moto_pid: int,
+    port: int,
+    replicas: int,
+    clients: int,
+    blocks: int,
+    seconds: int,
+    window: int,
+) -> int:
     """The load; returns how many calls failed."""
-    with serving(work, endpoint, port, replicas, prefix="mix", tools='["all"]', blocks=blocks,
-                 description="bench objmix") as procs:
-        print(f"mixed load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
-              f"{window} s; each client cycles {', '.join(KINDS)}; replica logs {work}/server<r>.log", flush=True)
+    with serving(
+        work, endpoint, port, replicas, prefix="mix", tools='["all"]', blocks=blocks, description="bench objmix"
+    ) as procs:
+        print(
+            f"mixed load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
+            f"{window} s; each client cycles {', '.join(KINDS)}; replica logs {work}/server<r>.log",
+            flush=True,
+        )
         pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
-        failed: int = anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
-                                Lister(endpoint), pids)
+        failed: int = anyio.run(
+            drive,
+            endpoint,
+            [port + r for r in range(replicas)],
+            clients,
+            blocks,
+            seconds,
+            window,
+            Lister(endpoint),
+            pids,
+        )
         return failed
 
 
@@ -200,8 +258,9 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=4)
     parser.add_argument("--window", type=int, default=30)
     parser.add_argument("--port", type=int, default=8961, help="the first replica's port; moto takes port + 50")
-    parser.add_argument("--keep-logs", action="store_true",
-                        help="keep the replicas' and moto's logs even when no call failed")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the replicas' and moto's logs even when no call failed"
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
     if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
         parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
@@ -210,15 +269,20 @@ def main() -> None:
     failed: int | None = None  # None: the run itself did not finish
     try:
         moto, endpoint = start_moto(work, args.port + 50)
-        failed = run(work, endpoint, moto.pid, args.port, args.replicas, args.clients, args.blocks, args.seconds,
-                     args.window)
+        failed = run(
+            work, endpoint, moto.pid, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window
+        )
     finally:
         if moto is not None:
             moto.terminate()
             moto.wait(30)
         if failed is None or failed or args.keep_logs:
-            why = "the run did not finish" if failed is None else f"{failed} call(s) failed" if failed else "--keep-logs"
-            print(f"logs kept in {keep_logs(work)} ({why}): server<r>.log is replica r's stderr, moto.log moto's",
-                  flush=True)
+            why = (
+                "the run did not finish" if failed is None else f"{failed} call(s) failed" if failed else "--keep-logs"
+            )
+            print(
+                f"logs kept in {keep_logs(work)} ({why}): server<r>.log is replica r's stderr, moto.log moto's",
+                flush=True,
+            )
         shutil.rmtree(work, ignore_errors=True)
         print(f"removed {work} (moto's bucket was in its memory)", flush=True)

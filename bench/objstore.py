@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 
 from .common import http_session, stop_processes
 from .load import wait_port
@@ -56,12 +55,14 @@ def start_moto(work: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
     import boto3
 
     with open(work / "moto.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.moto_counting", str(port)], stdout=subprocess.DEVNULL,
-                                stderr=log)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.moto_counting", str(port)], stdout=subprocess.DEVNULL, stderr=log
+        )
     wait_port(port, proc, "the moto S3 server")
     endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    ).create_bucket(Bucket=BUCKET)
     return proc, endpoint
 
 
@@ -71,8 +72,13 @@ def counts(endpoint: str) -> Counter[str]:
 
 
 def options(endpoint: str) -> dict[str, str]:
-    return {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
-            "region": "us-east-1", "allow_http": "true"}
+    return {
+        "aws_endpoint": endpoint,
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region": "us-east-1",
+        "allow_http": "true",
+    }
 
 
 class Lister:
@@ -82,8 +88,11 @@ class Lister:
         from obstore.store import from_url
 
         opts = options(endpoint)
-        self.store = from_url(f"s3://{BUCKET}/", config={k: v for k, v in opts.items() if k != "allow_http"},
-                              client_options={"allow_http": True})
+        self.store = from_url(
+            f"s3://{BUCKET}/",
+            config={k: v for k, v in opts.items() if k != "allow_http"},
+            client_options={"allow_http": True},
+        )
 
     def list(self, prefix: str) -> list[Any]:
         from obstore import list as olist
@@ -92,21 +101,51 @@ class Lister:
 
 
 @contextmanager
-def serving(work: Path, endpoint: str, port: int, replicas: int, *, prefix: str, tools: str, blocks: int,
-            description: str, before: Callable[[], None] | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+def serving(
+    work: Path,
+    endpoint: str,
+    port: int,
+    replicas: int,
+    *,
+    prefix: str,
+    tools: str,
+    blocks: int,
+    description: str,
+    before: Callable[[], None] | None = None,
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Blocks ``load0``.. (limit 10M) made on ``s3://BUCKET/<prefix>``, ``before()`` run, then ``replicas``
     `tiermem serve --transport http` on it (ports ``port``.., the per-run ``TOKEN``, ``tools`` as TOML); yields the
     replica processes and stops them at the end."""
     opts = options(endpoint)
     config = work / "s3.toml"
-    config.write_text(f'uri = "s3://{BUCKET}/{prefix}"\nembedding_model = "hashing"\ntools = {tools}\n'
-                      '[storage_options]\n' + "".join(f'{k} = "{v}"\n' for k, v in opts.items()), encoding="utf-8")
+    config.write_text(
+        f'uri = "s3://{BUCKET}/{prefix}"\nembedding_model = "hashing"\ntools = {tools}\n'
+        "[storage_options]\n" + "".join(f'{k} = "{v}"\n' for k, v in opts.items()),
+        encoding="utf-8",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
     env.update(XDG_CONFIG_HOME=str(work / "cfg"), TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_HTTP_TOKEN=TOKEN)
     for b in range(blocks):
-        made = subprocess.run([sys.executable, "-m", "tiermem", "blocks", "create", f"load{b}", "--limit", "10000000",
-                               "--description", description, "--config", str(config)],
-                              env=env, capture_output=True, text=True, check=False)
+        made = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tiermem",
+                "blocks",
+                "create",
+                f"load{b}",
+                "--limit",
+                "10000000",
+                "--description",
+                description,
+                "--config",
+                str(config),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if made.returncode:
             raise SystemExit(f"could not create block load{b}: {made.stderr}")
     if before is not None:
@@ -115,8 +154,24 @@ def serving(work: Path, endpoint: str, port: int, replicas: int, *, prefix: str,
     try:
         for r in range(replicas):
             with open(work / f"server{r}.log", "w") as log:
-                procs.append(subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http",
-                                               "--port", str(port + r), "--config", str(config)], env=env, stderr=log))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "tiermem",
+                            "serve",
+                            "--transport",
+                            "http",
+                            "--port",
+                            str(port + r),
+                            "--config",
+                            str(config),
+                        ],
+                        env=env,
+                        stderr=log,
+                    )
+                )
         for r, p in enumerate(procs):
             wait_port(port + r, p, f"replica {r}")
         yield procs
@@ -140,13 +195,16 @@ def floor(endpoint: str, n: int) -> float:
     from obstore import put
     from obstore.store import from_url
 
-    from tiermem.domain import blocks as rules
     from tiermem.base.config import load_settings
+    from tiermem.domain import blocks as rules
     from tiermem.domain.factory import open_memory
 
     opts = options(endpoint)
-    raw = from_url(f"s3://{BUCKET}/floor/raw", config={k: v for k, v in opts.items() if k != "allow_http"},
-                   client_options={"allow_http": True})
+    raw = from_url(
+        f"s3://{BUCKET}/floor/raw",
+        config={k: v for k, v in opts.items() if k != "allow_http"},
+        client_options={"allow_http": True},
+    )
     lat = []
     before = counts(endpoint)
     for i in range(n):
@@ -154,8 +212,11 @@ def floor(endpoint: str, n: int) -> float:
         put(raw, f"o{i}", b"x" * 1024, mode="create")
         lat.append(time.perf_counter() - t)
     raw_p50 = pct(lat, 50)
-    print(f"raw conditional PUT (If-None-Match: *, 1 KB) x{n}: p50 {raw_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms, "
-          f"requests each {per_op(before, counts(endpoint), n)}", flush=True)
+    print(
+        f"raw conditional PUT (If-None-Match: *, 1 KB) x{n}: p50 {raw_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms, "
+        f"requests each {per_op(before, counts(endpoint), n)}",
+        flush=True,
+    )
     body_sizes(raw, n)
 
     db = lancedb.connect(f"s3://{BUCKET}/floor/lance", storage_options=opts)
@@ -167,8 +228,11 @@ def floor(endpoint: str, n: int) -> float:
         t = time.perf_counter()
         table.update(where=f"id = 'b' AND version = {v}", values={"version": v + 1, "value": "y" * 100})
         lat.append(time.perf_counter() - t)
-    print(f"LanceDB conditional update (one-row table) x{updates}: p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms,"
-          f" requests each {per_op(before, counts(endpoint), updates)}", flush=True)
+    print(
+        f"LanceDB conditional update (one-row table) x{updates}: p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms,"
+        f" requests each {per_op(before, counts(endpoint), updates)}",
+        flush=True,
+    )
 
     settings = load_settings(uri=f"s3://{BUCKET}/floor/tiermem", embedding_model="hashing", storage_options=opts)
     m = open_memory(settings, start_embedder=False)
@@ -186,9 +250,12 @@ def floor(endpoint: str, n: int) -> float:
     first = per_op(tenths[0], tenths[1], tenth).split(" ")[0] if len(tenths) > 1 else "?"
     last = per_op(tenths[-1], end, n - tenth * (len(tenths) - 1)).split(" ")[0]
     p50 = pct(lat, 50)
-    print(f"one client's append (Memory.edit, object core) x{n}: p50 {p50:.2f} ms ({p50 / raw_p50:.2f}x the raw PUT), "
-          f"p99 {pct(lat, 99):.2f} ms, requests each {per_op(tenths[0], end, n)}; first tenth {first}, "
-          f"last tenth {last}", flush=True)
+    print(
+        f"one client's append (Memory.edit, object core) x{n}: p50 {p50:.2f} ms ({p50 / raw_p50:.2f}x the raw PUT), "
+        f"p99 {pct(lat, 99):.2f} ms, requests each {per_op(tenths[0], end, n)}; first tenth {first}, "
+        f"last tenth {last}",
+        flush=True,
+    )
     return raw_p50
 
 
@@ -208,6 +275,7 @@ def cpu_seconds(pid: int | None) -> float:
 class Window:
     """One measuring window of a load run: the samples that finished in it, the storage requests moto counted, the
     bucket's listing at its end, and each process group's CPU ms per finished sample."""
+
     index: int
     lo: float
     hi: float
@@ -217,8 +285,15 @@ class Window:
     cpu_ms: dict[str, float]
 
 
-async def windows(samples: list[Any], start: float, stop: float, window: int, endpoint: str, store: Any,
-                  pids: dict[str, list[int | None]]) -> AsyncIterator[Window]:
+async def windows(
+    samples: list[Any],
+    start: float,
+    stop: float,
+    window: int,
+    endpoint: str,
+    store: Any,
+    pids: dict[str, list[int | None]],
+) -> AsyncIterator[Window]:
     """Every ``window`` seconds from ``start`` until ``stop``: what finished meanwhile (``samples``: tuples whose
     first item is the time they finished), for ``objstore`` and ``objmix`` alike."""
     w = 0
@@ -231,8 +306,15 @@ async def windows(samples: list[Any], start: float, stop: float, window: int, en
         now_counts = counts(endpoint)
         listed = await anyio.to_thread.run_sync(lambda: store.list(""))
         now_cpu = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
-        yield Window(w, lo, hi, done, sum(now_counts.values()) - sum(last_counts.values()), listed,
-                     {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids})
+        yield Window(
+            w,
+            lo,
+            hi,
+            done,
+            sum(now_counts.values()) - sum(last_counts.values()),
+            listed,
+            {k: 1000 * (now_cpu[k] - last_cpu[k]) / max(1, len(done)) for k in pids},
+        )
         last_counts, last_cpu = now_counts, now_cpu
         w += 1
 
@@ -257,16 +339,33 @@ def body_sizes(raw: Any, n: int) -> None:
             t = time.perf_counter()
             get(raw, f"body-{k}").bytes()
             lat[k]["get"].append(time.perf_counter() - t)
-    print("raw floor by body size x" + str(n) + ": " + "; ".join(
-        f"{k}: create p50 {pct(v['create'], 50):.2f} ms, If-Match PUT p50 {pct(v['if-match'], 50):.2f} ms, "
-        f"GET p50 {pct(v['get'], 50):.2f} ms" for k, v in lat.items()), flush=True)
+    print(
+        "raw floor by body size x"
+        + str(n)
+        + ": "
+        + "; ".join(
+            f"{k}: create p50 {pct(v['create'], 50):.2f} ms, If-Match PUT p50 {pct(v['if-match'], 50):.2f} ms, "
+            f"GET p50 {pct(v['get'], 50):.2f} ms"
+            for k, v in lat.items()
+        ),
+        flush=True,
+    )
     for kind in ("create", "if-match", "get"):
         small, big = pct(lat["1 KB"][kind], 50), pct(lat["330 KB"][kind], 50)
         print(f"  {kind}: 330 KB / 1 KB = {big / small:.2f}x (+{big - small:.2f} ms)", flush=True)
 
 
-async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seconds: int, window: int,
-                store: Any, op: str, pids: dict[str, list[int | None]]) -> None:
+async def drive(
+    endpoint: str,
+    ports: list[int],
+    clients: int,
+    blocks: int,
+    seconds: int,
+    window: int,
+    store: Any,
+    op: str,
+    pids: dict[str, list[int | None]],
+) -> None:
     """``pids``: the processes whose CPU time per edit each window shows (None: this process, the clients)."""
     samples: list[tuple[float, float, bool]] = []  # (finished at, latency, ok)
     acked: dict[str, list[str]] = {f"load{b}": [] for b in range(blocks)}
@@ -289,8 +388,9 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
                     if op == "append":
                         r = await c.call_tool("core_memory_append", {"label": label, "content": content})
                     else:
-                        r = await c.call_tool("memory_replace", {"label": label, "old_string": f"c{n}={i}",
-                                                                 "new_string": content})
+                        r = await c.call_tool(
+                            "memory_replace", {"label": label, "old_string": f"c{n}={i}", "new_string": content}
+                        )
                     ok = not r.is_error
                     if ok:
                         acked[label].append(content)
@@ -315,20 +415,28 @@ async def drive(endpoint: str, ports: list[int], clients: int, blocks: int, seco
             per_edit = win.cpu_ms
             rows.append((rate, pct(lat, 50), pct(lat, 99), per_edit))
             cpu = ", ".join(f"{k} {v:.1f}" for k, v in per_edit.items())
-            print(f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
-                  f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
-                  f"requests/edit {req / max(1, len(done)):.2f}, bucket objects {objects}, block object(s) "
-                  f"{max(heads, default=0) // 1024} KB; CPU ms/edit {cpu}", flush=True)
+            print(
+                f"window {w:2d} ({int(lo - start):4d}-{int(hi - start):4d} s): {rate:6.2f} edits/s, p50 "
+                f"{pct(lat, 50):7.1f} ms, p99 {pct(lat, 99):7.1f} ms, errors {sum(not s[2] for s in done)}, "
+                f"requests/edit {req / max(1, len(done)):.2f}, bucket objects {objects}, block object(s) "
+                f"{max(heads, default=0) // 1024} KB; CPU ms/edit {cpu}",
+                flush=True,
+            )
     ok = [s for s in samples if s[2]]
     full = rows[:-1] if len(rows) > 1 and seconds % window else rows
-    print(f"edits {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
-          f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first {full[-1][0] / full[0][0]:.2f}, "
-          f"p99 max {max(r[2] for r in full):.0f} ms, p50 first {full[0][1]:.0f} ms, last {full[-1][1]:.0f} ms",
-          flush=True)
+    print(
+        f"edits {len(ok)} in {seconds} s ({len(ok) / seconds:.2f}/s), errors {len(samples) - len(ok)}"
+        f"{' (last: ' + errors[-1] + ')' if errors else ''}; last window / first {full[-1][0] / full[0][0]:.2f}, "
+        f"p99 max {max(r[2] for r in full):.0f} ms, p50 first {full[0][1]:.0f} ms, last {full[-1][1]:.0f} ms",
+        flush=True,
+    )
     if pids:
-        print("CPU ms per edit, first window -> last: " + ", ".join(
-            f"{k} {full[0][3][k]:.1f} -> {full[-1][3][k]:.1f}" for k in pids)
-            + f"; all {sum(full[0][3].values()):.1f} -> {sum(full[-1][3].values()):.1f}", flush=True)
+        print(
+            "CPU ms per edit, first window -> last: "
+            + ", ".join(f"{k} {full[0][3][k]:.1f} -> {full[-1][3][k]:.1f}" for k in pids)
+            + f"; all {sum(full[0][3].values()):.1f} -> {sum(full[-1][3].values()):.1f}",
+            flush=True,
+        )
     if op == "append":
         check(endpoint, acked)
     else:
@@ -349,8 +457,11 @@ def check_replaced(endpoint: str, acked: dict[str, list[str]], edits: int) -> No
         last = {line.split("=")[0]: line for line in lines}
         stored = [x for x in block.value.split("\n") if x]
         wrong = sorted(set(last.values()) ^ set(stored))
-        print(f"{label}: {len(stored)} lines, {len(wrong)} not as last acknowledged {wrong[:5]}; version "
-              f"{block.version} for 1 + {len(lines)} acknowledged edits", flush=True)
+        print(
+            f"{label}: {len(stored)} lines, {len(wrong)} not as last acknowledged {wrong[:5]}; version "
+            f"{block.version} for 1 + {len(lines)} acknowledged edits",
+            flush=True,
+        )
 
 
 def check(endpoint: str, acked: dict[str, list[str]]) -> None:
@@ -369,9 +480,12 @@ def check(endpoint: str, acked: dict[str, list[str]]) -> None:
         stored = Counter(x for x in block.value.split("\n") if x)
         lost = [x for x in lines if x not in stored]
         doubled = [x for x, k in stored.items() if k > 1]
-        print(f"{label}: {len(lines)} acknowledged, {len(stored)} stored, lost {len(lost)}, doubled {len(doubled)}, "
-              f"version {block.version}{' lost: ' + str(lost[:5]) if lost else ''}"
-              f"{' doubled: ' + str(doubled[:5]) if doubled else ''}", flush=True)
+        print(
+            f"{label}: {len(lines)} acknowledged, {len(stored)} stored, lost {len(lost)}, doubled {len(doubled)}, "
+            f"version {block.version}{' lost: ' + str(lost[:5]) if lost else ''}"
+            f"{' doubled: ' + str(doubled[:5]) if doubled else ''}",
+            flush=True,
+        )
         appended += sum(len(x) + 1 for x in lines)
         head = core.bucket.get(f"core/blocks/{block.id}.json")
         assert head is not None
@@ -382,9 +496,12 @@ def check(endpoint: str, acked: dict[str, list[str]]) -> None:
         history += len(json.dumps(json.loads(head.data)["tail"], separators=(",", ":")).encode())
     n = sum(len(v) for v in acked.values())
     if n:
-        print(f"history: {history} bytes for {n} appends of {appended / n:.1f} bytes on average: {history / n:.1f} "
-              f"bytes per append (target <= 2 x {appended / n:.1f} + 200 = {2 * appended / n + 200:.0f}); besides, "
-              f"{transient} bytes of segments a merge replaced, deleted once {GRACE_SECONDS:.0f} s old", flush=True)
+        print(
+            f"history: {history} bytes for {n} appends of {appended / n:.1f} bytes on average: {history / n:.1f} "
+            f"bytes per append (target <= 2 x {appended / n:.1f} + 200 = {2 * appended / n + 200:.0f}); besides, "
+            f"{transient} bytes of segments a merge replaced, deleted once {GRACE_SECONDS:.0f} s old",
+            flush=True,
+        )
 
 
 def fill(endpoint: str, blocks: int, chars: int) -> None:
@@ -406,22 +523,54 @@ def fill(endpoint: str, blocks: int, chars: int) -> None:
         print(f"load{b} filled to {len(m.block(agent, f'load{b}').value)} characters first", flush=True)
 
 
-def load(work: Path, endpoint: str, port: int, replicas: int, clients: int, blocks: int, seconds: int,
-         window: int, op: str, prefill: int = 0, moto_pid: int | None = None) -> None:
-    with serving(work, endpoint, port, replicas, prefix="load", tools='["default", "classic"]', blocks=blocks,
-                 description="bench objstore appends",
-                 before=(lambda: fill(endpoint, blocks, prefill)) if prefill else None) as procs:
-        print(f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
-              f"{window} s", flush=True)
+def load(
+    work: Path,
+    endpoint: str,
+    port: int,
+    replicas: int,
+    clients: int,
+    blocks: int,
+    seconds: int,
+    window: int,
+    op: str,
+    prefill: int = 0,
+    moto_pid: int | None = None,
+) -> None:
+    with serving(
+        work,
+        endpoint,
+        port,
+        replicas,
+        prefix="load",
+        tools='["default", "classic"]',
+        blocks=blocks,
+        description="bench objstore appends",
+        before=(lambda: fill(endpoint, blocks, prefill)) if prefill else None,
+    ) as procs:
+        print(
+            f"load: {clients} clients over {replicas} replica(s), {blocks} block(s), {seconds} s, windows of "
+            f"{window} s",
+            flush=True,
+        )
         pids: dict[str, list[int | None]] = {"moto": [moto_pid], "replicas": [p.pid for p in procs], "clients": [None]}
-        anyio.run(drive, endpoint, [port + r for r in range(replicas)], clients, blocks, seconds, window,
-                  Lister(endpoint), op, pids if moto_pid is not None else {})
+        anyio.run(
+            drive,
+            endpoint,
+            [port + r for r in range(replicas)],
+            clients,
+            blocks,
+            seconds,
+            window,
+            Lister(endpoint),
+            op,
+            pids if moto_pid is not None else {},
+        )
 
 
 def sqlite_growth(edits: int) -> None:
     """The local SQLite core: database bytes per append to one 10M-limit block."""
-    from tiermem.domain import blocks as rules
     from tiermem.base.config import BlockSpec, load_settings
+    from tiermem.domain import blocks as rules
     from tiermem.domain.factory import open_memory
 
     work = Path(tempfile.mkdtemp(prefix="tiermem-objstore-sqlite-"))
@@ -453,11 +602,14 @@ def sqlite_growth(edits: int) -> None:
         value = len(m.block(agent, "big").value)
         whole = sum(value_before + appended * (k + 1) / edits for k in range(edits)) / edits
         mean = appended / edits
-        print(f"sqlite core: {edits} appends of {mean:.0f} bytes to one block (value {value_before} -> {value} chars): "
-              f"database +{after - before} bytes ({(after - before) / edits:.0f} per append, the value's own growth "
-              f"included); history table +{history_after - history_before} bytes in pages: "
-              f"{(history_after - history_before) / edits:.0f} bytes per append (target <= 2 x {mean:.0f} + 200 = "
-              f"{2 * mean + 200:.0f}; whole-value history rows would add ~{whole:.0f})", flush=True)
+        print(
+            f"sqlite core: {edits} appends of {mean:.0f} bytes to one block (value {value_before} -> {value} chars): "
+            f"database +{after - before} bytes ({(after - before) / edits:.0f} per append, the value's own growth "
+            f"included); history table +{history_after - history_before} bytes in pages: "
+            f"{(history_after - history_before) / edits:.0f} bytes per append (target <= 2 x {mean:.0f} + 200 = "
+            f"{2 * mean + 200:.0f}; whole-value history rows would add ~{whole:.0f})",
+            flush=True,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -472,10 +624,18 @@ def main() -> None:
     parser.add_argument("--floor", type=int, default=200, help="raw PUTs and single-client appends measured first")
     parser.add_argument("--port", type=int, default=8861, help="the first replica's port; moto takes port + 50")
     parser.add_argument("--sqlite-edits", type=int, default=0, help="also measure the SQLite core's growth per append")
-    parser.add_argument("--prefill", type=int, default=0,
-                        help="fill each block with this many characters of lines before the load (diagnostic)")
-    parser.add_argument("--op", choices=("append", "replace"), default="append",
-                        help="append: the block grows; replace: each client rewrites its own line")
+    parser.add_argument(
+        "--prefill",
+        type=int,
+        default=0,
+        help="fill each block with this many characters of lines before the load (diagnostic)",
+    )
+    parser.add_argument(
+        "--op",
+        choices=("append", "replace"),
+        default="append",
+        help="append: the block grows; replace: each client rewrites its own line",
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
     if not 1 <= args.replicas <= 8 or not 1 <= args.clients <= 64 or args.blocks < 1 or args.window < 5:
         parser.error("--replicas 1-8, --clients 1-64, --blocks >= 1, --window >= 5")
@@ -485,8 +645,19 @@ def main() -> None:
         moto, endpoint = start_moto(work, args.port + 50)
         floor(endpoint, args.floor)
         if args.seconds > 0:
-            load(work, endpoint, args.port, args.replicas, args.clients, args.blocks, args.seconds, args.window, args.op,
-                 args.prefill, moto.pid)
+            load(
+                work,
+                endpoint,
+                args.port,
+                args.replicas,
+                args.clients,
+                args.blocks,
+                args.seconds,
+                args.window,
+                args.op,
+                args.prefill,
+                moto.pid,
+            )
         if args.sqlite_edits:
             sqlite_growth(args.sqlite_edits)
     finally:
@@ -495,4 +666,3 @@ def main() -> None:
             moto.wait(30)
         shutil.rmtree(work, ignore_errors=True)
         print(f"removed {work} (moto's bucket was in its memory)", flush=True)
-

@@ -23,7 +23,9 @@ from mcp import Client, StdioServerParameters
 from .coldstart import BARE, TIERMEM
 from .common import ROOT, bench_env, save, spawn_to_initialize, stats
 
-NODE_SERVER = Path(__file__).with_name("node") / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+NODE_SERVER = (
+    Path(__file__).with_name("node") / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+)
 
 
 def node_cmd() -> list[str]:
@@ -35,11 +37,15 @@ def node_cmd() -> list[str]:
 async def node_roundtrips(n: int, env: dict[str, str]) -> list[float]:
     params = StdioServerParameters(command=node_cmd()[0], args=node_cmd()[1:], env=env, cwd=str(ROOT))
     async with Client(params, cache=None, mode="legacy") as c:
-        await c.call_tool("create_entities", {"entities": [{"name": "user", "entityType": "person", "observations": []}]})
+        await c.call_tool(
+            "create_entities", {"entities": [{"name": "user", "entityType": "person", "observations": []}]}
+        )
         out = []
         for i in range(n):
             t = time.perf_counter()
-            r = await c.call_tool("add_observations", {"observations": [{"entityName": "user", "contents": [f"fact {i}"]}]})
+            r = await c.call_tool(
+                "add_observations", {"observations": [{"entityName": "user", "contents": [f"fact {i}"]}]}
+            )
             assert not r.is_error, r.content
             r = await c.call_tool("open_nodes", {"names": ["user"]})
             assert f"fact {i}" in r.content[0].text

@@ -1,7 +1,7 @@
 """Tool round trips over stdio and streamable HTTP: p50/p95/p99 per tool, one warm server.
 
-    python -m bench roundtrip            # edit + read pairs (interleaved with a bare SDK server), then per tool
-    python -m bench roundtrip --pairs    # the edit + read pairs only
+python -m bench roundtrip            # edit + read pairs (interleaved with a bare SDK server), then per tool
+python -m bench roundtrip --pairs    # the edit + read pairs only
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ async def drive(client: Client, n: int) -> dict[str, dict[str, float]]:
 
 async def over_stdio(n: int) -> dict[str, dict[str, float]]:
     env = bench_env(TIERMEM_TOOLS="all")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--tools", "all"], env=env, cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "tiermem", "serve", "--tools", "all"], env=env, cwd=str(ROOT)
+    )
     async with Client(params, cache=None) as client:
         await client.call_tool("archival_memory_search", {"query": "warm up the model"})
         return await drive(client, n)
@@ -66,8 +68,13 @@ async def over_http(n: int) -> dict[str, dict[str, float]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = bench_env(TIERMEM_TOOLS="all")
-    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--tools", "all"],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--tools", "all"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(300):
             try:
@@ -97,15 +104,28 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
     """
     from .peers import NODE_SERVER, node_cmd
 
-    bare = StdioServerParameters(command=sys.executable, args=[str(ROOT / "bench" / "bare_server.py")], env=bench_env(TIERMEM_TOOLS="all"), cwd=str(ROOT))
+    bare = StdioServerParameters(
+        command=sys.executable,
+        args=[str(ROOT / "bench" / "bare_server.py")],
+        env=bench_env(TIERMEM_TOOLS="all"),
+        cwd=str(ROOT),
+    )
     params = {BARE_PAIR: bare}
     for backend in BACKENDS:
         params[backend] = StdioServerParameters(
-            command=sys.executable, args=["-m", "tiermem", "serve"], env=bench_env(TIERMEM_CORE_BACKEND=backend, TIERMEM_TOOLS="all"), cwd=str(ROOT))
+            command=sys.executable,
+            args=["-m", "tiermem", "serve"],
+            env=bench_env(TIERMEM_CORE_BACKEND=backend, TIERMEM_TOOLS="all"),
+            cwd=str(ROOT),
+        )
     if NODE_SERVER.exists():
         tmp = tempfile.mkdtemp(prefix="tiermem-bench-node-")
-        params[NODE_PAIR] = StdioServerParameters(command=node_cmd()[0], args=node_cmd()[1:],
-                                                  env={**bench_env(TIERMEM_TOOLS="all"), "MEMORY_FILE_PATH": f"{tmp}/memory.jsonl"}, cwd=str(ROOT))
+        params[NODE_PAIR] = StdioServerParameters(
+            command=node_cmd()[0],
+            args=node_cmd()[1:],
+            env={**bench_env(TIERMEM_TOOLS="all"), "MEMORY_FILE_PATH": f"{tmp}/memory.jsonl"},
+            cwd=str(ROOT),
+        )
     else:
         print(f"(the Node reference server is not installed: `cd {NODE_SERVER.parents[3]} && npm install` to compare)")
 
@@ -134,11 +154,15 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
         clients = {name: await stack.enter_async_context(Client(p, cache=None)) for name, p in params.items()}
         runs: dict[str, tuple[Client, Any]] = {BARE_PAIR: (clients[BARE_PAIR], bare_pair)}
         for backend in BACKENDS:
-            runs[f"tiermem core_backend={backend}: append + read memory://blocks/human"] = (clients[backend], resource_pair)
+            runs[f"tiermem core_backend={backend}: append + read memory://blocks/human"] = (
+                clients[backend],
+                resource_pair,
+            )
             runs[f"tiermem core_backend={backend}: append + core_memory_view"] = (clients[backend], view_pair)
         if NODE_PAIR in clients:
             await clients[NODE_PAIR].call_tool(
-                "create_entities", {"entities": [{"name": "user", "entityType": "person", "observations": []}]})
+                "create_entities", {"entities": [{"name": "user", "entityType": "person", "observations": []}]}
+            )
             runs[NODE_PAIR] = (clients[NODE_PAIR], node_pair)
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for r in range(rounds):
@@ -154,14 +178,18 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
 
 
 def print_pairs(pairs: dict[str, dict[str, float]]) -> None:
-    print("an edit + a read over stdio (ms), interleaved rounds; goal (issue 13): tiermem's append + block read "
-          "p50 <= 1.5x the bare SDK's two calls")
+    print(
+        "an edit + a read over stdio (ms), interleaved rounds; goal (issue 13): tiermem's append + block read "
+        "p50 <= 1.5x the bare SDK's two calls"
+    )
     floor = pairs[BARE_PAIR]["p50_ms"]
     node = pairs.get(NODE_PAIR, {}).get("p50_ms")
     for name, st in pairs.items():
         vs_node = f", {st['p50_ms'] / node:.2f}x node" if node else ""
-        print(f"  {name:62s} p50 {st['p50_ms']:7.2f}  p95 {st['p95_ms']:7.2f}  p99 {st['p99_ms']:7.2f}  "
-              f"({st['p50_ms'] / floor:.2f}x the bare SDK{vs_node})")
+        print(
+            f"  {name:62s} p50 {st['p50_ms']:7.2f}  p95 {st['p95_ms']:7.2f}  p99 {st['p99_ms']:7.2f}  "
+            f"({st['p50_ms'] / floor:.2f}x the bare SDK{vs_node})"
+        )
 
 
 def main(n: int = N) -> None:
@@ -176,4 +204,6 @@ def main(n: int = N) -> None:
     print(f"  {'tool':24s} {'stdio p50':>10s} {'p95':>8s} {'p99':>8s} {'http p50':>10s} {'p95':>8s} {'p99':>8s}")
     for tool in result["stdio"]:
         s, h = result["stdio"][tool], result["http"][tool]
-        print(f"  {tool:24s} {s['p50_ms']:10.2f} {s['p95_ms']:8.2f} {s['p99_ms']:8.2f} {h['p50_ms']:10.2f} {h['p95_ms']:8.2f} {h['p99_ms']:8.2f}")
+        print(
+            f"  {tool:24s} {s['p50_ms']:10.2f} {s['p95_ms']:8.2f} {s['p99_ms']:8.2f} {h['p50_ms']:10.2f} {h['p95_ms']:8.2f} {h['p99_ms']:8.2f}"
+        )

@@ -32,6 +32,7 @@ from mcp import Client, StdioServerParameters
 from .common import RESULTS, ROOT, bench_env, rss_mb, save, server_pid, stats
 from .corpus import passage, query_for
 
+
 class TimedEmbedder:
     """Delegates to an embedder and adds up the time spent embedding."""
 
@@ -51,8 +52,12 @@ class TimedEmbedder:
 
 
 async def over_stdio(data_dir: Path, queries: list[str]) -> dict[str, Any]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "tiermem", "serve", "--data-dir", str(data_dir)],
-                                   env=bench_env(data_dir), cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tiermem", "serve", "--data-dir", str(data_dir)],
+        env=bench_env(data_dir),
+        cwd=str(ROOT),
+    )
     async with Client(params, cache=None) as client:
         while True:  # wait until the model is loaded: we measure hybrid search, not the loading window
             r = await client.call_tool("archival_memory_search", {"query": "warm up"})
@@ -71,9 +76,9 @@ async def over_stdio(data_dir: Path, queries: list[str]) -> dict[str, Any]:
 
 
 def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
-    from tiermem.domain.archive import Archive
-    from tiermem.cli.main import open_memory
     from tiermem.base.config import load_settings
+    from tiermem.cli.main import open_memory
+    from tiermem.domain.archive import Archive
 
     data_dir = Path(tempfile.mkdtemp(prefix=f"tiermem-scale-{n}-"))
     settings = load_settings(data_dir=data_dir, embedding_model="default", optimize_every=0)
@@ -81,7 +86,10 @@ def run_size(n: int, synthetic: bool, rng: random.Random) -> dict[str, Any]:
     memory.archive.embedder.wait(None)
     agent = memory.ensure_agent("default").id
     items = [passage(rng, i) for i in range(n)]
-    out: dict[str, Any] = {"passages": n, "vectors": "synthetic (clustered, from real query space)" if synthetic else "MiniLM"}
+    out: dict[str, Any] = {
+        "passages": n,
+        "vectors": "synthetic (clustered, from real query space)" if synthetic else "MiniLM",
+    }
     (data_dir / "bench-scale.json").write_text(json.dumps({"passages": n, "vectors": out["vectors"]}))
     started = time.perf_counter()
     if synthetic:
@@ -162,7 +170,9 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
     from tiermem.store.search import vector_nprobes
 
     scratch = Path(tempfile.mkdtemp(prefix="tiermem-probe-"))
-    embedder = open_memory(load_settings(data_dir=scratch, embedding_model="default", optimize_every=0)).archive.embedder
+    embedder = open_memory(
+        load_settings(data_dir=scratch, embedding_model="default", optimize_every=0)
+    ).archive.embedder
     embedder.wait(None)
     table = lancedb.connect(str(data_dir / "db")).open_table(table_name)
     indices = [i.index_type for i in table.list_indices()]
@@ -185,20 +195,36 @@ def probe(data_dir: Path, table_name: str = "messages", n_queries: int = 60) -> 
         exact = {ids[i] for i in np.argpartition(-(matrix @ vec), 10)[:10]}
         lat["exact numpy"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        got = table.search(vec.tolist(), vector_column_name="vector").distance_type("cosine").select(cols) \
-            .nprobes(vector_nprobes(len(ids))).ef(VECTOR_EF).refine_factor(VECTOR_REFINE).limit(10).to_list()
+        got = (
+            table.search(vec.tolist(), vector_column_name="vector")
+            .distance_type("cosine")
+            .select(cols)
+            .nprobes(vector_nprobes(len(ids)))
+            .ef(VECTOR_EF)
+            .refine_factor(VECTOR_REFINE)
+            .limit(10)
+            .to_list()
+        )
         lat["lancedb vector"].append(time.perf_counter() - t)
         found += len(exact & {r["id"] for r in got})
         if "FTS" in indices:
             t = time.perf_counter()
             table.search(q, query_type="fts", fts_columns="text").select(cols[:-1] + ["_score"]).limit(10).to_list()
             lat["lancedb fts"].append(time.perf_counter() - t)
-    return {"table": table_name, "rows": len(ids), "indexes": indices, "vectors_load_s": round(load_s, 1),
-            "vector_recall_at_10": round(found / (10 * len(queries)), 3), "load_avg": os.getloadavg(),
-            "latency": {k: stats(v[5:]) for k, v in lat.items() if v}}
+    return {
+        "table": table_name,
+        "rows": len(ids),
+        "indexes": indices,
+        "vectors_load_s": round(load_s, 1),
+        "vector_recall_at_10": round(found / (10 * len(queries)), 3),
+        "load_avg": os.getloadavg(),
+        "latency": {k: stats(v[5:]) for k, v in lat.items() if v},
+    }
 
 
-def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]], rng: random.Random) -> dict[str, Any]:
+def _insert_synthetic(
+    memory: Any, agent: str, items: list[tuple[str, list[str]]], rng: random.Random
+) -> dict[str, Any]:
     """Real MiniLM vectors for a pool of passages, reused with noise: storage and index scale, not model scale."""
     pool = [t for t, _ in items[:2000]]
     base = np.asarray(memory.archive.embedder.embed(pool), dtype=np.float32)
@@ -206,12 +232,27 @@ def _insert_synthetic(memory: Any, agent: str, items: list[tuple[str, list[str]]
     started = time.perf_counter()
     for start in range(0, len(items), 20_000):
         chunk = items[start : start + 20_000]
-        vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(size=(len(chunk), base.shape[1])).astype(np.float32)
+        vecs = base[gen.integers(0, len(base), len(chunk))] + 0.15 * gen.normal(
+            size=(len(chunk), base.shape[1])
+        ).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        memory.archive.store.rows.add_rows("passages", [
-            {"id": f"passage-{start + i}", "agent_id": agent, "group_id": f"passage-{start + i}", "chunk": 0, "content": text,
-             "tags": tags, "text": text, "created_us": 1_700_000_000_000_000 + start + i, "vector": vecs[i].tolist()}
-            for i, (text, tags) in enumerate(chunk)])
+        memory.archive.store.rows.add_rows(
+            "passages",
+            [
+                {
+                    "id": f"passage-{start + i}",
+                    "agent_id": agent,
+                    "group_id": f"passage-{start + i}",
+                    "chunk": 0,
+                    "content": text,
+                    "tags": tags,
+                    "text": text,
+                    "created_us": 1_700_000_000_000_000 + start + i,
+                    "vector": vecs[i].tolist(),
+                }
+                for i, (text, tags) in enumerate(chunk)
+            ],
+        )
     total = time.perf_counter() - started
     return {"insert_total_s": round(total, 1), "insert_per_s": round(len(items) / total, 1), "insert_embed_s": 0.0}
 
@@ -268,9 +309,13 @@ def main() -> None:
     parser.add_argument("--measure", type=Path, help="re-measure search on a store an earlier run built (its data dir)")
     parser.add_argument("--probe", type=Path, help="read-only search probe of a store (its data dir); see probe()")
     parser.add_argument("--table", default="messages", help="with --probe: messages or passages")
-    parser.add_argument("--profile", type=Path, help="per-leg search breakdown on a built store (bench/search_profile.py)")
+    parser.add_argument(
+        "--profile", type=Path, help="per-leg search breakdown on a built store (bench/search_profile.py)"
+    )
     parser.add_argument("--sweep", action="store_true", help="with --profile: ANN settings vs recall@10 and latency")
-    parser.add_argument("--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild")
+    parser.add_argument(
+        "--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild"
+    )
     parser.add_argument("--orders", action="store_true", help="with --profile: three orderings of a search's legs only")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
@@ -309,15 +354,19 @@ def main() -> None:
     # Merge with the sizes an earlier run measured (a `--million`-only run must not drop the 10k/100k rows).
     previous = json.loads(RESULTS.read_text()).get("scale", {}).get("result", {}) if RESULTS.exists() else {}
     save("scale", {**previous, **results})
-    print(f"{'passages':>9s} {'insert/s':>9s} {'storage%':>9s} {'index s':>8s} {'search p50':>11s} {'p95':>7s} "
-          f"{'stdio arch p50':>15s} {'p95':>7s} {'stdio conv p50':>15s} {'p95':>7s} {'recall@10':>9s} {'RSS MB':>7s}")
+    print(
+        f"{'passages':>9s} {'insert/s':>9s} {'storage%':>9s} {'index s':>8s} {'search p50':>11s} {'p95':>7s} "
+        f"{'stdio arch p50':>15s} {'p95':>7s} {'stdio conv p50':>15s} {'p95':>7s} {'recall@10':>9s} {'RSS MB':>7s}"
+    )
     for n, r in results.items():
         st = r["stdio"]
-        print(f"{n:>9s} {r.get('insert_per_s', 0):9.0f} {100 * r.get('insert_storage_overhead', 0):8.1f}% {r.get('optimize_index_s', 0):8.1f} "
-              f"{r['in_process_search']['p50_ms']:11.1f} {r['in_process_search']['p95_ms']:7.1f} "
-              f"{st['archival_memory_search']['p50_ms']:15.1f} {st['archival_memory_search']['p95_ms']:7.1f} "
-              f"{st['conversation_search']['p50_ms']:15.1f} {st['conversation_search']['p95_ms']:7.1f} "
-              f"{r['vector_recall_at_10']:9.3f} {st['server_rss_mb']!s:>7s}")
+        print(
+            f"{n:>9s} {r.get('insert_per_s', 0):9.0f} {100 * r.get('insert_storage_overhead', 0):8.1f}% {r.get('optimize_index_s', 0):8.1f} "
+            f"{r['in_process_search']['p50_ms']:11.1f} {r['in_process_search']['p95_ms']:7.1f} "
+            f"{st['archival_memory_search']['p50_ms']:15.1f} {st['archival_memory_search']['p95_ms']:7.1f} "
+            f"{st['conversation_search']['p50_ms']:15.1f} {st['conversation_search']['p95_ms']:7.1f} "
+            f"{r['vector_recall_at_10']:9.3f} {st['server_rss_mb']!s:>7s}"
+        )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ recall@10 against exact search (LanceDB's flat scan under the same agent filter)
 from __future__ import annotations
 
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -65,10 +64,22 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
     where = Filter(agent_id=agent)
     pool = max(top_k * 4, 40)
     queries = questions(2 * n_queries + warm)
-    queries, fresh = queries[:n_queries + warm], queries[n_queries + warm:]
-    parts: dict[str, list[float]] = {k: [] for k in (
-        "embed query", "vector leg", "vector leg, filtered", "keyword leg", "keyword leg, filtered", "rank",
-        "unembedded check", "both legs and marks, one hand-off", "search, end to end", "search, end to end, new queries")}
+    queries, fresh = queries[: n_queries + warm], queries[n_queries + warm :]
+    parts: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "embed query",
+            "vector leg",
+            "vector leg, filtered",
+            "keyword leg",
+            "keyword leg, filtered",
+            "rank",
+            "unembedded check",
+            "both legs and marks, one hand-off",
+            "search, end to end",
+            "search, end to end, new queries",
+        )
+    }
     together = getattr(store.search, "search_legs", None)
     toggles = hasattr(store.search, "sole_agent_shortcut")  # older trees always filter
     shortcut = getattr(store.search, "sole_agent_shortcut", None)
@@ -107,9 +118,14 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
                     parts[key].append(value)
     for q in fresh:
         parts["search, end to end, new queries"].append(timed(lambda: archive.search(agent, q, top_k=top_k))[1])
-    return {"rows": store.rows.count("passages"), "queries": n_queries, "top_k": top_k, "pool": pool,
-            "load_avg": [round(x, 2) for x in os.getloadavg()],
-            "parts": {k: stats(v) for k, v in parts.items() if v}}
+    return {
+        "rows": store.rows.count("passages"),
+        "queries": n_queries,
+        "top_k": top_k,
+        "pool": pool,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+        "parts": {k: stats(v) for k, v in parts.items() if v},
+    }
 
 
 def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, Any]:
@@ -156,9 +172,11 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         vector_rows, text_rows, _ = store.search.search_legs(t, q, embed(q), where, pool)
         return ranked(q, vector_rows, text_rows)
 
-    ways = {"keyword leg first, 3 hand-offs (round 2)": three_hand_offs,
-            "keyword leg and marks first, 2 hand-offs": two_hand_offs,
-            "query embedded first, 1 hand-off (round 3)": one_hand_off}
+    ways = {
+        "keyword leg first, 3 hand-offs (round 2)": three_hand_offs,
+        "keyword leg and marks first, 2 hand-offs": two_hand_offs,
+        "query embedded first, 1 hand-off (round 3)": one_hand_off,
+    }
     for q in queries[10:20]:
         assert len({tuple(way(q)) for way in ways.values()}) == 1, q  # the same results every way
     times: dict[str, list[float]] = {k: [] for k in ways}
@@ -167,12 +185,17 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         start = time.perf_counter()
         ways[name](q)
         times[name].append(time.perf_counter() - start)
-    return {"rows": store.rows.count("passages"), "queries": n_queries, "load_avg": [round(x, 2) for x in os.getloadavg()],
-            "orders": {k: stats(v) for k, v in times.items()}}
+    return {
+        "rows": store.rows.count("passages"),
+        "queries": n_queries,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+        "orders": {k: stats(v) for k, v in times.items()},
+    }
 
 
-def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple[int, int, int]] | None = None
-          ) -> dict[str, Any]:
+def sweep(
+    data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple[int, int, int]] | None = None
+) -> dict[str, Any]:
     """Vector leg latency and recall@10 against LanceDB's exact (flat) search, per ANN setting."""
     from tiermem.store.query import Filter, compile_filter
 
@@ -182,12 +205,21 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
     vectors = [memory.archive.embedder.embed([q])[0] for q in questions(n_queries)]
 
     def query(vec: list[float]) -> Any:
-        return table.search(vec, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True) \
-            .select(["id", "_distance"]).limit(k)
+        return (
+            table.search(vec, vector_column_name="vector")
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select(["id", "_distance"])
+            .limit(k)
+        )
 
     exact = [{r["id"] for r in query(v).bypass_vector_index().to_list()} for v in vectors]
-    out: dict[str, Any] = {"rows": memory.archive.store.rows.count("passages"), "queries": n_queries,
-                           "load_avg": [round(x, 2) for x in os.getloadavg()], "settings": {}}
+    out: dict[str, Any] = {
+        "rows": memory.archive.store.rows.count("passages"),
+        "queries": n_queries,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+        "settings": {},
+    }
     chosen = settings or SWEEP
     lat: dict[tuple[int, int, int], list[float]] = {c: [] for c in chosen}
     found = dict.fromkeys(chosen, 0)
@@ -202,7 +234,9 @@ def sweep(data_dir: Path, n_queries: int = 60, k: int = 10, settings: list[tuple
             found[c] += len(truth & {r["id"] for r in got})
     for c in chosen:
         out["settings"][f"nprobes={c[0]} ef={c[1]} refine={c[2]}"] = {
-            "recall_at_10": round(found[c] / (k * len(vectors)), 3), **stats(lat[c])}
+            "recall_at_10": round(found[c] / (k * len(vectors)), 3),
+            **stats(lat[c]),
+        }
     return out
 
 
@@ -230,20 +264,40 @@ def upkeep(data_dir: Path, share: float = 0.01) -> dict[str, Any]:
         vecs += 0.05 * np.random.default_rng(7).normal(size=vecs.shape).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         contents, tags = sample.column("content").to_pylist(), sample.column("tags").to_pylist()
-        store.rows.add_rows("passages", [
-            {"id": f"upkeep-{i}", "agent_id": agent, "group_id": f"upkeep-{i}", "chunk": 0, "content": contents[i],
-             "tags": tags[i], "text": contents[i], "created_us": 1_800_000_000_000_000 + i, "vector": vecs[i].tolist()}
-            for i in range(added)])
+        store.rows.add_rows(
+            "passages",
+            [
+                {
+                    "id": f"upkeep-{i}",
+                    "agent_id": agent,
+                    "group_id": f"upkeep-{i}",
+                    "chunk": 0,
+                    "content": contents[i],
+                    "tags": tags[i],
+                    "text": contents[i],
+                    "created_us": 1_800_000_000_000_000 + i,
+                    "vector": vecs[i].tolist(),
+                }
+                for i in range(added)
+            ],
+        )
         t = time.perf_counter()
         report = store.indexes.optimize()
         incremental = time.perf_counter() - t
         health = store.indexes.index_health()["passages"]
         t = time.perf_counter()
         store.conn.tables["passages"].create_index(
-            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n + added)), replace=True)
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(n + added)), replace=True
+        )
         rebuild = time.perf_counter() - t
-        return {"rows_before": n, "rows_added": added, "optimize_incremental_s": round(incremental, 1),
-                "optimize_report": report, "after_optimize": health, "vector_index_full_rebuild_s": round(rebuild, 1),
-                "load_avg": [round(x, 2) for x in os.getloadavg()]}
+        return {
+            "rows_before": n,
+            "rows_added": added,
+            "optimize_incremental_s": round(incremental, 1),
+            "optimize_report": report,
+            "after_optimize": health,
+            "vector_index_full_rebuild_s": round(rebuild, 1),
+            "load_avg": [round(x, 2) for x in os.getloadavg()],
+        }
     finally:
         shutil.rmtree(copy.parent, ignore_errors=True)

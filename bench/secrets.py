@@ -44,8 +44,14 @@ def _r(rng: random.Random, chars: str, n: int) -> str:
 def _jwt(rng: random.Random) -> str:
     def part(obj: dict[str, object]) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
-    return (part({"alg": "HS256", "typ": "JWT"}) + "." + part({"sub": _r(rng, HEX, 12), "iat": rng.randint(10**9, 2 * 10**9)})
-            + "." + _r(rng, URLSAFE, 43))
+
+    return (
+        part({"alg": "HS256", "typ": "JWT"})
+        + "."
+        + part({"sub": _r(rng, HEX, 12), "iat": rng.randint(10**9, 2 * 10**9)})
+        + "."
+        + _r(rng, URLSAFE, 43)
+    )
 
 
 def _pem(rng: random.Random, label: str) -> str:
@@ -56,57 +62,83 @@ def _pem(rng: random.Random, label: str) -> str:
 # kind -> (make a secret, put it in a prompt); the kind is what the marker should say (informative, not scored)
 Maker = Callable[[random.Random], str]
 KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
-    "Anthropic API key": (lambda g: "sk-ant-api03-" + _r(g, URLSAFE, 93) + "AA",
-                          lambda s: f"export ANTHROPIC_API_KEY={s} and then run the tests again"),
-    "OpenAI project key": (lambda g: "sk-proj-" + _r(g, URLSAFE, 124) + "T3BlbkFJ" + _r(g, URLSAFE, 24),
-                           lambda s: f"my openai key is {s}, why does the client say 401?"),
-    "OpenAI legacy key": (lambda g: "sk-" + _r(g, ALNUM, 20) + "T3BlbkFJ" + _r(g, ALNUM, 20),
-                          lambda s: f"openai.api_key = \"{s}\""),
-    "GitHub classic token": (lambda g: "ghp_" + _r(g, ALNUM, 36),
-                             lambda s: f"git clone https://github.com/acme/app using token {s} fails"),
-    "GitHub fine-grained token": (lambda g: "github_pat_" + _r(g, ALNUM, 22) + "_" + _r(g, ALNUM, 59),
-                                  lambda s: f"GH_TOKEN={s} gh pr list"),
-    "AWS access key id": (lambda g: "AKIA" + _r(g, string.ascii_uppercase + string.digits, 16),
-                          lambda s: f"the access key id is {s}"),
-    "AWS secret access key": (lambda g: _r(g, B64, 40),
-                              lambda s: f"aws_secret_access_key = {s}"),
-    "Google API key": (lambda g: "AIza" + _r(g, URLSAFE, 35),
-                       lambda s: f"Maps fails with key {s} on localhost"),
-    "Slack bot token": (lambda g: f"xoxb-{g.randint(10**10, 10**12)}-{g.randint(10**10, 10**12)}-{_r(g, ALNUM, 24)}",
-                        lambda s: f"SLACK_BOT_TOKEN={s}"),
-    "Slack webhook": (lambda g: f"https://hooks.slack.com/services/T{_r(g, string.ascii_uppercase + string.digits, 8)}"
-                                f"/B{_r(g, string.ascii_uppercase + string.digits, 10)}/{_r(g, ALNUM, 24)}",
-                      lambda s: f"post the alert to {s} please"),
-    "Stripe secret key": (lambda g: "sk_live_" + _r(g, ALNUM, 24),
-                          lambda s: f"stripe.api_key = '{s}'"),
-    "Stripe test key": (lambda g: "sk_test_" + _r(g, ALNUM, 24),
-                        lambda s: f"use {s} for the staging checkout"),
+    "Anthropic API key": (
+        lambda g: "sk-ant-api03-" + _r(g, URLSAFE, 93) + "AA",
+        lambda s: f"export ANTHROPIC_API_KEY={s} and then run the tests again",
+    ),
+    "OpenAI project key": (
+        lambda g: "sk-proj-" + _r(g, URLSAFE, 124) + "T3BlbkFJ" + _r(g, URLSAFE, 24),
+        lambda s: f"my openai key is {s}, why does the client say 401?",
+    ),
+    "OpenAI legacy key": (
+        lambda g: "sk-" + _r(g, ALNUM, 20) + "T3BlbkFJ" + _r(g, ALNUM, 20),
+        lambda s: f'openai.api_key = "{s}"',
+    ),
+    "GitHub classic token": (
+        lambda g: "ghp_" + _r(g, ALNUM, 36),
+        lambda s: f"git clone https://github.com/acme/app using token {s} fails",
+    ),
+    "GitHub fine-grained token": (
+        lambda g: "github_pat_" + _r(g, ALNUM, 22) + "_" + _r(g, ALNUM, 59),
+        lambda s: f"GH_TOKEN={s} gh pr list",
+    ),
+    "AWS access key id": (
+        lambda g: "AKIA" + _r(g, string.ascii_uppercase + string.digits, 16),
+        lambda s: f"the access key id is {s}",
+    ),
+    "AWS secret access key": (lambda g: _r(g, B64, 40), lambda s: f"aws_secret_access_key = {s}"),
+    "Google API key": (lambda g: "AIza" + _r(g, URLSAFE, 35), lambda s: f"Maps fails with key {s} on localhost"),
+    "Slack bot token": (
+        lambda g: f"xoxb-{g.randint(10**10, 10**12)}-{g.randint(10**10, 10**12)}-{_r(g, ALNUM, 24)}",
+        lambda s: f"SLACK_BOT_TOKEN={s}",
+    ),
+    "Slack webhook": (
+        lambda g: (
+            f"https://hooks.slack.com/services/T{_r(g, string.ascii_uppercase + string.digits, 8)}"
+            f"/B{_r(g, string.ascii_uppercase + string.digits, 10)}/{_r(g, ALNUM, 24)}"
+        ),
+        lambda s: f"post the alert to {s} please",
+    ),
+    "Stripe secret key": (lambda g: "sk_live_" + _r(g, ALNUM, 24), lambda s: f"stripe.api_key = '{s}'"),
+    "Stripe test key": (lambda g: "sk_test_" + _r(g, ALNUM, 24), lambda s: f"use {s} for the staging checkout"),
     "JWT": (_jwt, lambda s: f"curl -H 'Authorization: Bearer {s}' https://api.example.com/me"),
-    "RSA private key": (lambda g: _pem(g, "RSA PRIVATE KEY"),
-                        lambda s: f"here is the deploy key, can you fix the format?\n{s}\nthanks"),
-    "OpenSSH private key": (lambda g: _pem(g, "OPENSSH PRIVATE KEY"),
-                            lambda s: f"my ~/.ssh/id_ed25519:\n{s}"),
-    "GCP service-account key": (lambda g: _pem(g, "PRIVATE KEY").replace("\n", "\\n"),
-                                lambda s: '{"type": "service_account", "project_id": "acme-prod", "private_key_id": "'
-                                          + "0" * 40 + f'", "private_key": "{s}\\n", "client_email": "ci@acme.iam"}}'),
-    "password in a Postgres URL": (lambda g: _r(g, ALNUM + "!*", 16),
-                                   lambda s: f"DATABASE_URL is postgres://app:{s}@db.internal:5432/prod"),
-    "password in a Redis URL": (lambda g: _r(g, ALNUM, 20),
-                                lambda s: f"connect to redis://default:{s}@cache.example.com:6379/0"),
-    ".env password": (lambda g: _r(g, ALNUM + "!#%", 14),
-                      lambda s: f"# .env\nDB_HOST=localhost\nDB_PASSWORD={s}\nDB_PORT=5432"),
-    ".env API key": (lambda g: _r(g, HEX, 32),
-                     lambda s: f"I put MAILGUN_API_KEY={s} in the env file"),
-    ".env secret": (lambda g: _r(g, URLSAFE, 48),
-                    lambda s: f"export JWT_SECRET=\"{s}\""),
-    "Azure storage key": (lambda g: _r(g, B64, 86) + "==",
-                          lambda s: f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net"),
-    "Hugging Face token": (lambda g: "hf_" + _r(g, ALNUM, 34),
-                           lambda s: f"huggingface-cli login --token {s}"),
-    "SendGrid key": (lambda g: "SG." + _r(g, URLSAFE, 22) + "." + _r(g, URLSAFE, 43),
-                     lambda s: f"the sendgrid key {s} was rotated"),
-    "npm token": (lambda g: "npm_" + _r(g, ALNUM, 36),
-                  lambda s: f"//registry.npmjs.org/:_authToken={s}"),
+    "RSA private key": (
+        lambda g: _pem(g, "RSA PRIVATE KEY"),
+        lambda s: f"here is the deploy key, can you fix the format?\n{s}\nthanks",
+    ),
+    "OpenSSH private key": (lambda g: _pem(g, "OPENSSH PRIVATE KEY"), lambda s: f"my ~/.ssh/id_ed25519:\n{s}"),
+    "GCP service-account key": (
+        lambda g: _pem(g, "PRIVATE KEY").replace("\n", "\\n"),
+        lambda s: (
+            '{"type": "service_account", "project_id": "acme-prod", "private_key_id": "'
+            + "0" * 40
+            + f'", "private_key": "{s}\\n", "client_email": "ci@acme.iam"}}'
+        ),
+    ),
+    "password in a Postgres URL": (
+        lambda g: _r(g, ALNUM + "!*", 16),
+        lambda s: f"DATABASE_URL is postgres://app:{s}@db.internal:5432/prod",
+    ),
+    "password in a Redis URL": (
+        lambda g: _r(g, ALNUM, 20),
+        lambda s: f"connect to redis://default:{s}@cache.example.com:6379/0",
+    ),
+    ".env password": (
+        lambda g: _r(g, ALNUM + "!#%", 14),
+        lambda s: f"# .env\nDB_HOST=localhost\nDB_PASSWORD={s}\nDB_PORT=5432",
+    ),
+    ".env API key": (lambda g: _r(g, HEX, 32), lambda s: f"I put MAILGUN_API_KEY={s} in the env file"),
+    ".env secret": (lambda g: _r(g, URLSAFE, 48), lambda s: f'export JWT_SECRET="{s}"'),
+    "Azure storage key": (
+        lambda g: _r(g, B64, 86) + "==",
+        lambda s: f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net",
+    ),
+    "Hugging Face token": (lambda g: "hf_" + _r(g, ALNUM, 34), lambda s: f"huggingface-cli login --token {s}"),
+    "SendGrid key": (
+        lambda g: "SG." + _r(g, URLSAFE, 22) + "." + _r(g, URLSAFE, 43),
+        lambda s: f"the sendgrid key {s} was rotated",
+    ),
+    "npm token": (lambda g: "npm_" + _r(g, ALNUM, 36), lambda s: f"//registry.npmjs.org/:_authToken={s}"),
 }
 
 
@@ -151,8 +183,14 @@ def recall(per_kind: int) -> dict[str, object]:
         if secret in joined:
             missed[kind] = missed.get(kind, 0) + 1
     caught = len(items) - sum(missed.values())
-    return {"credentials": len(items), "kinds": len(KINDS), "redacted_before_storage": caught,
-            "recall": round(caught / len(items), 4), "missed_by_kind": missed, "target": ">= 0.99"}
+    return {
+        "credentials": len(items),
+        "kinds": len(KINDS),
+        "redacted_before_storage": caught,
+        "recall": round(caught / len(items), 4),
+        "missed_by_kind": missed,
+        "target": ">= 0.99",
+    }
 
 
 def false_positives() -> dict[str, object]:
@@ -160,8 +198,13 @@ def false_positives() -> dict[str, object]:
 
     turns = locomo_turns()
     altered = [(t, [f.kind for f in secrets.redact(t).findings]) for t in turns if secrets.redact(t).findings]
-    return {"turns": len(turns), "altered": len(altered), "share": round(len(altered) / len(turns), 5),
-            "examples": [kinds for _, kinds in altered[:5]], "target": "<= 0.005"}
+    return {
+        "turns": len(turns),
+        "altered": len(altered),
+        "share": round(len(altered) / len(turns), 5),
+        "examples": [kinds for _, kinds in altered[:5]],
+        "target": "<= 0.005",
+    }
 
 
 def cost() -> dict[str, object]:
@@ -169,14 +212,19 @@ def cost() -> dict[str, object]:
 
     secrets.find("warm up: sk-ant-api03-" + "x" * 40)
     turns = locomo_turns()
-    prompt = ("Can you refactor load_settings so the TOML layer is read once? It reads the packaged default.toml and "
-              "the user's file, then the environment (TIERMEM_ prefix), and I keep getting a KeyError on 'data_dir' "
-              "when the tests run in parallel. Here is the traceback and the function:\n")
+    prompt = (
+        "Can you refactor load_settings so the TOML layer is read once? It reads the packaged default.toml and "
+        "the user's file, then the environment (TIERMEM_ prefix), and I keep getting a KeyError on 'data_dir' "
+        "when the tests run in parallel. Here is the traceback and the function:\n"
+    )
     code = Path(__file__).read_text()[:8000]
     out: dict[str, object] = {}
-    for name, texts, repeat in (("locomo_turn", turns, 1), ("prompt_paragraph", [prompt], 300),
-                                ("prompt_with_8k_code", [prompt + code], 50),
-                                ("text_100k", ["\n".join(turns)[:100_000]], 10)):
+    for name, texts, repeat in (
+        ("locomo_turn", turns, 1),
+        ("prompt_paragraph", [prompt], 300),
+        ("prompt_with_8k_code", [prompt + code], 50),
+        ("text_100k", ["\n".join(turns)[:100_000]], 10),
+    ):
         samples = []
         for _ in range(repeat):
             for t in texts:

@@ -39,16 +39,37 @@ def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
 
 
 def _call(i: int, content: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-            "params": {"name": "archival_memory_insert", "arguments": {"content": content}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {"name": "archival_memory_insert", "arguments": {"content": content}},
+    }
 
 
 def stdio_round(env: dict[str, str], in_flight: bool) -> dict[str, float]:
-    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiermem", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None
-    _rpc(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    _rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        },
+    )
     proc.stdout.readline()
     _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     _rpc(proc, _call(1, "warm up: open the store and the model"))
@@ -77,10 +98,14 @@ def network_round(env: dict[str, str], transport: str) -> float:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = "bench-shutdown-token-0123456789abcdef"
-    proc = subprocess.Popen([sys.executable, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port),
-                             "--token", token],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--token", token],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
 
     async def use() -> None:
         import httpx2
@@ -96,8 +121,11 @@ def network_round(env: dict[str, str], transport: str) -> float:
             except OSError:
                 await anyio.sleep(0.1)
         auth = {"authorization": f"Bearer {token}"}
-        target = (streamable_http_client(url, http_client=httpx2.AsyncClient(headers=auth)) if transport == "http"
-                  else sse_client(url, headers=auth))
+        target = (
+            streamable_http_client(url, http_client=httpx2.AsyncClient(headers=auth))
+            if transport == "http"
+            else sse_client(url, headers=auth)
+        )
         async with Client(target, cache=None) as client:
             await client.call_tool("archival_memory_insert", {"content": "warm up"})
 
@@ -122,7 +150,7 @@ def claude_code_sessions(n: int) -> dict[str, Any] | None:
             result = cc.run("hello", "--mcp-config", str(config), "--strict-mcp-config", "--debug")
             log = (cc.home / ".claude" / "debug" / f"{result['session_id']}.txt").read_text()
             sent = _stamp(log, 'MCP server "tiermem": Sending SIGINT')
-            closed = _stamp(log, 'connection closed', after='MCP server "tiermem"')
+            closed = _stamp(log, "connection closed", after='MCP server "tiermem"')
             fallbacks += "SIGINT failed" in log
             if sent and closed:
                 closes.append((closed - sent).total_seconds())
@@ -168,7 +196,9 @@ def main() -> None:
             print(f"  {key:40s} {value['p50_ms']:8.1f} {max(value['p50_ms'], value['p99_ms']):8.1f}")
     print(f"  Claude Code: {json.dumps(result['claude_code'])}")
     worst = max(result[k]["p99_ms"] for k in result if k.endswith("_to_exit") and "signal" in k and "flight" not in k)
-    print(f"  goal (exit within 2 s of the last answer): {'met' if worst <= 2000 and result['stdio_in_flight_answer_to_exit']['p99_ms'] <= 2000 else 'NOT met'}")
+    print(
+        f"  goal (exit within 2 s of the last answer): {'met' if worst <= 2000 and result['stdio_in_flight_answer_to_exit']['p99_ms'] <= 2000 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -82,11 +82,14 @@ def sizes(rows: list[int]) -> None:
     fix_mmap_threshold(128 << 10)
     ids, vectors, questions = _embed(max(rows))
     session = lancedb.Session(index_cache_size_bytes=512 << 20, metadata_cache_size_bytes=8 << 20)
-    print(f"{'rows':>6s} {'exact: peak MB':>15s} {'p50 ms':>7s} {'IVF-SQ: peak MB':>16s} {'p50 ms':>7s} {'recall@10':>9s} "
-          f"{'partitions':>10s} {'probes':>7s} {'re-rank':>7s}")
+    print(
+        f"{'rows':>6s} {'exact: peak MB':>15s} {'p50 ms':>7s} {'IVF-SQ: peak MB':>16s} {'p50 ms':>7s} {'recall@10':>9s} "
+        f"{'partitions':>10s} {'probes':>7s} {'re-rank':>7s}"
+    )
     for n in rows:
-        db = lancedb.connect(tempfile.mkdtemp(prefix="tiermem-small-index-"), session=session,
-                             read_consistency_interval=timedelta(0))
+        db = lancedb.connect(
+            tempfile.mkdtemp(prefix="tiermem-small-index-"), session=session, read_consistency_interval=timedelta(0)
+        )
         flat = pa.FixedSizeListArray.from_arrays(pa.array([x for v in vectors[:n] for x in v], pa.float32()), 384)
         table = db.create_table("t", pa.table({"id": ids[:n], "vector": flat}))
 
@@ -96,9 +99,11 @@ def sizes(rows: list[int]) -> None:
         got, ivf_t = _timed(table, n, questions, index=True)
         ivf_peak = _peak_of(lambda: _search(table, n, questions[1], index=True).to_list())  # noqa: B023 (run here)
         recall = sum(len(a & b) for a, b in zip(exact, got)) / (10 * len(questions))
-        print(f"{n:6d} {exact_peak:15.1f} {exact_t['p50_ms']:7.1f} {ivf_peak:16.1f} {ivf_t['p50_ms']:7.1f} {recall:9.3f} "
-              f"{vector_partitions(n):10d} {min(vector_nprobes(n), vector_partitions(n)):7d} {vector_refine(n):6d}x",
-              flush=True)
+        print(
+            f"{n:6d} {exact_peak:15.1f} {exact_t['p50_ms']:7.1f} {ivf_peak:16.1f} {ivf_t['p50_ms']:7.1f} {recall:9.3f} "
+            f"{vector_partitions(n):10d} {min(vector_nprobes(n), vector_partitions(n)):7d} {vector_refine(n):6d}x",
+            flush=True,
+        )
 
 
 def segments(rounds: int) -> None:
@@ -106,8 +111,11 @@ def segments(rounds: int) -> None:
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
 
-    memory = open_memory(load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-small-index-")),
-                                       embedding_model="hashing", optimize_every=0))
+    memory = open_memory(
+        load_settings(
+            data_dir=Path(tempfile.mkdtemp(prefix="tiermem-small-index-")), embedding_model="hashing", optimize_every=0
+        )
+    )
     memory.archive.embedder.wait(60)
     agent = memory.ensure_agent("default").id
     store = memory.archive.store

@@ -15,11 +15,11 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from tiermem.cli.main import open_memory
 from tiermem.base.config import load_settings
-from tiermem.server.runtime import MemoryHandle
+from tiermem.cli.main import open_memory
 from tiermem.server.app import PRESETS, build_server
 from tiermem.server.arguments import tool_list_cost
+from tiermem.server.runtime import MemoryHandle
 
 
 async def measure() -> dict[str, dict[str, int]]:
@@ -27,6 +27,7 @@ async def measure() -> dict[str, dict[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         for preset in PRESETS:
             settings = load_settings(data_dir=Path(tmp) / "data", embedding_model="hashing", tools=preset)
+
             def factory(s=settings):  # type: ignore[no-untyped-def]
                 m = open_memory(s)
                 return m, m.ensure_agent(s.agent).id

@@ -72,8 +72,10 @@ def _sample(started: float, heap: dict[str, Any]) -> dict[str, Any]:
         if "first" not in heap:
             heap["first"] = snap
         else:
-            row["py_growth"] = [f"{s.traceback[0].filename}:{s.traceback[0].lineno} {s.size_diff / 1024:+.0f} KB"
-                                for s in snap.compare_to(heap["first"], "lineno")[:10]]
+            row["py_growth"] = [
+                f"{s.traceback[0].filename}:{s.traceback[0].lineno} {s.size_diff / 1024:+.0f} KB"
+                for s in snap.compare_to(heap["first"], "lineno")[:10]
+            ]
     return row
 
 

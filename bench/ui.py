@@ -29,10 +29,16 @@ def _store(root: Path) -> Any:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
     for i in range(BLOCKS - 2):
-        memory.create_block(agent.id, BlockSpec(label=f"notes_{i:03d}", value=f"Note {i}: " + "x" * 400,
-                                                description=f"notes block {i}", limit=5000))
+        memory.create_block(
+            agent.id,
+            BlockSpec(
+                label=f"notes_{i:03d}", value=f"Note {i}: " + "x" * 400, description=f"notes block {i}", limit=5000
+            ),
+        )
     assert memory.archive is not None
-    memory.archive.insert_many(agent.id, [(f"Passage {i} about topic {i % 97}", [f"t{i % 13}"]) for i in range(PASSAGES)])
+    memory.archive.insert_many(
+        agent.id, [(f"Passage {i} about topic {i % 97}", [f"t{i % 13}"]) for i in range(PASSAGES)]
+    )
     return settings
 
 
@@ -81,17 +87,26 @@ def _browser(settings: Any) -> dict[str, Any] | None:
 
     port = free_port("127.0.0.1")
     app, url = build_ui_server(settings, port=port)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off",
-                                           timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off", timeout_graceful_shutdown=1)
+    )
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.05)
     profile = tempfile.mkdtemp(prefix="tiermem-bench-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver_path), options=options)
     samples = []

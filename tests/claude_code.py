@@ -27,7 +27,9 @@ from . import fake_anthropic as fa
 from .install_hosts import install
 
 QUIET = {  # no telemetry, update checks or error reports: nothing but the model API (on loopback) is reached
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
     "DISABLE_ERROR_REPORTING": "1",
 }
 
@@ -93,11 +95,18 @@ class ClaudeCode:
         """The environment of every ``claude`` run (and so of the MCP servers and hooks it starts)."""
         node = Path(shutil.which("node") or "/usr/bin/node").parent
         env = {
-            "PATH": f"{node}:/usr/bin:/bin", "HOME": str(self.home), "LANG": "C.UTF-8",
-            "ANTHROPIC_BASE_URL": self.fake.url, "ANTHROPIC_API_KEY": "sk-ant-test",
-            "HTTP_PROXY": self.catcher.url, "HTTPS_PROXY": self.catcher.url, "NO_PROXY": "127.0.0.1,localhost",
-            "XDG_CONFIG_HOME": str(self.home / ".config"), "XDG_DATA_HOME": str(self.home / ".local" / "share"),
-            "XDG_STATE_HOME": str(self.home / ".local" / "state"), "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "PATH": f"{node}:/usr/bin:/bin",
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": self.fake.url,
+            "ANTHROPIC_API_KEY": "sk-ant-test",
+            "HTTP_PROXY": self.catcher.url,
+            "HTTPS_PROXY": self.catcher.url,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
             **QUIET,
         }
         env.update(extra)
@@ -107,20 +116,36 @@ class ClaudeCode:
 
     def run(self, prompt: str, *args: str, timeout: float = 120, **env: str) -> dict[str, Any]:
         """One non-interactive turn (``claude -p PROMPT --output-format json ARGS``); its JSON result."""
-        done = subprocess.run([str(self.exe), "-p", prompt, "--output-format", "json", *args], cwd=self.workdir,
-                              env=self.env(**env), capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            [str(self.exe), "-p", prompt, "--output-format", "json", *args],
+            cwd=self.workdir,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         try:
             result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
-            raise AssertionError(f"claude -p printed no JSON result (exit {done.returncode}):\n"
-                                 f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}") from None
+            raise AssertionError(
+                f"claude -p printed no JSON result (exit {done.returncode}):\n"
+                f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            ) from None
         result["_stderr"] = done.stderr
         return result
 
     def command(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Another ``claude`` command (``mcp list``, ...) in the same HOME."""
-        return subprocess.run([str(self.exe), *args], cwd=self.workdir, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        return subprocess.run(
+            [str(self.exe), *args],
+            cwd=self.workdir,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def system_text(self, request: dict[str, Any]) -> str:
         """Everything a request told the model outside the conversation: system prompt and system messages."""
@@ -129,8 +154,11 @@ class ClaudeCode:
             parts.append(request["system"])
         for m in request.get("messages", []):
             content = m.get("content")
-            texts = [content] if isinstance(content, str) else [b.get("text", "") for b in content or []
-                                                                 if isinstance(b, dict)]
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+            )
             if m.get("role") == "system" or any("<system-reminder>" in t for t in texts):
                 parts += texts
         return "\n".join(parts)
@@ -164,6 +192,7 @@ def tool_definitions(request: dict[str, Any], server: str = "tiermem") -> list[d
 
 def definition_chars(tools: list[dict[str, Any]]) -> int:
     """Name + description + input schema (compact JSON) of each tool: what the tool list costs a request."""
-    return sum(len(t["name"]) + len(t.get("description", "")) + len(json.dumps(t["input_schema"], separators=(",", ":")))
-               for t in tools)
-
+    return sum(
+        len(t["name"]) + len(t.get("description", "")) + len(json.dumps(t["input_schema"], separators=(",", ":")))
+        for t in tools
+    )

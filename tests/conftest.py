@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from tiermem.domain.archive import Archive
+from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.core.bucket import Bucket
 from tiermem.core.migrate import open_core
 from tiermem.core.objects import ObjectCore
-from tiermem.base.config import BlockSpec, Settings, load_settings
-from tiermem.embedding.embedders import make_embedder
+from tiermem.domain.archive import Archive
 from tiermem.domain.memory import Memory
+from tiermem.embedding.embedders import make_embedder
 from tiermem.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,32 +70,72 @@ def memory(settings: Settings, request: pytest.FixtureRequest) -> Memory:
     return memory_over(store, default_blocks=settings.default_blocks, default_system=settings.system, core=core)
 
 
-def legacy_core(store: Store, blocks: dict[str, list[str]], *, agent: str = "default",
-                requests: dict[tuple[str, str], str] | None = None) -> str:
+def legacy_core(
+    store: Store,
+    blocks: dict[str, list[str]],
+    *,
+    agent: str = "default",
+    requests: dict[tuple[str, str], str] | None = None,
+) -> str:
     """Core state as a tiermem before SQLite and object storage kept it: rows in the store's LanceDB core tables
     (the agent row written last, as that tiermem did). Each block gets its first value and then one version per
     further value, each with its whole-value history row. Returns the agent's id."""
-    from tiermem.core.rows import agent_row, block_row, version_row
     from tiermem.base.records import Agent, Block, BlockVersion, now, stable_id, to_us
+    from tiermem.core.rows import agent_row, block_row, version_row
 
     t = now()
     a = Agent(id=stable_id("agent", agent), name=agent, system="", created_at=t, updated_at=t)
     for label, values in blocks.items():
         history = []
         for version, value in enumerate(values, start=1):
-            block = Block(id=stable_id("block", a.id, label), label=label, value=value, limit=5000,
-                          description=f"{label} block", read_only=False, version=version, updated_at=t)
-            history.append(version_row(BlockVersion(
-                block_id=block.id, version=version, label=label, value=value, limit=block.limit,
-                description=block.description, read_only=False, operation="create" if version == 1 else "append",
-                actor="agent", created_at=t)))
+            block = Block(
+                id=stable_id("block", a.id, label),
+                label=label,
+                value=value,
+                limit=5000,
+                description=f"{label} block",
+                read_only=False,
+                version=version,
+                updated_at=t,
+            )
+            history.append(
+                version_row(
+                    BlockVersion(
+                        block_id=block.id,
+                        version=version,
+                        label=label,
+                        value=value,
+                        limit=block.limit,
+                        description=block.description,
+                        read_only=False,
+                        operation="create" if version == 1 else "append",
+                        actor="agent",
+                        created_at=t,
+                    )
+                )
+            )
         store.rows.merge_rows("blocks", "id", [block_row(block)])
         store.rows.merge_rows("block_history", "key", history)
-        store.rows.merge_rows("attachments", "key", [{"key": f"{a.id}:{block.id}", "agent_id": a.id, "block_id": block.id,
-                                                 "created_us": to_us(t)}])
+        store.rows.merge_rows(
+            "attachments",
+            "key",
+            [{"key": f"{a.id}:{block.id}", "agent_id": a.id, "block_id": block.id, "created_us": to_us(t)}],
+        )
     for (tool, key), result in (requests or {}).items():  # keyed as Memory.remember keys them
-        store.rows.merge_rows("requests", "key", [{"key": f"{a.id}\x1f{tool}\x1f{key}", "agent_id": a.id, "tool": tool,
-                                              "args_sha256": "abc", "result": result, "created_us": 0}])
+        store.rows.merge_rows(
+            "requests",
+            "key",
+            [
+                {
+                    "key": f"{a.id}\x1f{tool}\x1f{key}",
+                    "agent_id": a.id,
+                    "tool": tool,
+                    "args_sha256": "abc",
+                    "result": result,
+                    "created_us": 0,
+                }
+            ],
+        )
     store.rows.merge_rows("agents", "id", [agent_row(a)])
     return a.id
 
@@ -112,8 +152,8 @@ def anyio_backend() -> str:
 def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server object over the real store, as ``tiermem serve`` builds it."""
     from tiermem.cli.main import server_memory
-    from tiermem.server.runtime import MemoryHandle
     from tiermem.server.app import build_server
+    from tiermem.server.runtime import MemoryHandle
 
     return build_server(MemoryHandle(server_memory(settings)), settings)
 

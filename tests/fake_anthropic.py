@@ -48,8 +48,12 @@ def _message(content: list[dict[str, Any]], stop: str, input_tokens: int) -> dic
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": 12, "cache_read_input_tokens": 0,
-                  "cache_creation_input_tokens": 0},
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": 12,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        },
     }
 
 
@@ -138,12 +142,22 @@ def _events(message: dict[str, Any]) -> bytes:
         else:
             empty = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": empty}),
-                   ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
-                   ("content_block_stop", {"type": "content_block_stop", "index": i})]
-    events += [("message_delta", {"type": "message_delta", "usage": {"output_tokens": message["usage"]["output_tokens"]},
-                                  "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None}}),
-               ("message_stop", {"type": "message_stop"})]
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": i, "content_block": empty}),
+            ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": i}),
+        ]
+    events += [
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
 

@@ -105,7 +105,9 @@ class FakeModel:
         main = self._is_main(path, body)
         with self._lock:
             self.requests.append(Seen(path, body, main))
-            turn = (self.script.popleft() if self.script else Turn(text="done")) if main else Turn(text=self._side(path))
+            turn = (
+                (self.script.popleft() if self.script else Turn(text="done")) if main else Turn(text=self._side(path))
+            )
         stream = body.get("stream") is True or "stream" in path.lower()
         if self.dialect == "responses":
             return _sse(_responses_events(turn))
@@ -146,22 +148,49 @@ def _responses_events(turn: Turn) -> list[Any]:
     rid = f"resp_{next(_ids)}"
     items: list[dict[str, Any]] = []
     for name, args in turn.calls:
-        call = {"type": "function_call", "id": f"fc_{next(_ids)}", "call_id": f"call_{next(_ids)}",
-                "name": name, "arguments": json.dumps(args), "status": "completed"}
+        call = {
+            "type": "function_call",
+            "id": f"fc_{next(_ids)}",
+            "call_id": f"call_{next(_ids)}",
+            "name": name,
+            "arguments": json.dumps(args),
+            "status": "completed",
+        }
         if name.startswith("mcp__") and name.count("__") >= 2:  # a tool of a namespace (Codex: one per MCP server)
             namespace, _, tool = name.rpartition("__")
             call.update(name=tool, namespace=namespace)
         items.append(call)
     if turn.text:
-        items.append({"type": "message", "id": f"msg_{next(_ids)}", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": turn.text, "annotations": []}]})
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{next(_ids)}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+            }
+        )
     events: list[Any] = [("response.created", {"type": "response.created", "response": {"id": rid}})]
     for n, item in enumerate(items):
-        events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": n, "item": item}))
-    usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
-    events.append(("response.completed", {"type": "response.completed",
-                                          "response": {"id": rid, "status": "completed", "output": items, "usage": usage}}))
+        events.append(
+            ("response.output_item.done", {"type": "response.output_item.done", "output_index": n, "item": item})
+        )
+    usage = {
+        "input_tokens": 100,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 10,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 110,
+    }
+    events.append(
+        (
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {"id": rid, "status": "completed", "output": items, "usage": usage},
+            },
+        )
+    )
     return events
 
 
@@ -169,9 +198,11 @@ def _gemini_reply(turn: Turn) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"functionCall": {"name": name, "args": args}} for name, args in turn.calls]
     if turn.text:
         parts.append({"text": turn.text})
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
-            "modelVersion": "gemini-fake"}
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+        "modelVersion": "gemini-fake",
+    }
 
 
 def _chat_chunks(turn: Turn) -> list[Any]:
@@ -179,22 +210,38 @@ def _chat_chunks(turn: Turn) -> list[Any]:
     base = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": "fake-model"}
     chunks: list[Any] = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
     for n, (name, args) in enumerate(turn.calls):
-        call = {"index": n, "id": f"call_{next(_ids)}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)}}
+        call = {
+            "index": n,
+            "id": f"call_{next(_ids)}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
         chunks.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
     if turn.text:
         chunks.append({**base, "choices": [{"index": 0, "delta": {"content": turn.text}}]})
     finish = "tool_calls" if turn.calls else "stop"
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-                   "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+    chunks.append(
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+    )
     return chunks
 
 
 def _chat_reply(turn: Turn) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.calls:
-        message["tool_calls"] = [{"id": f"call_{next(_ids)}", "type": "function",
-                                  "function": {"name": n, "arguments": json.dumps(a)}} for n, a in turn.calls]
-    return {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 1, "model": "fake-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+        message["tool_calls"] = [
+            {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for n, a in turn.calls
+        ]
+    return {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+    }

@@ -66,4 +66,6 @@ def install() -> tuple[Path | None, str]:
 
 if __name__ == "__main__":
     where, why = install()
-    print(f"conformance suite ready in {where}" if where else f"conformance suite not installed: {why}", file=sys.stderr)
+    print(
+        f"conformance suite ready in {where}" if where else f"conformance suite not installed: {why}", file=sys.stderr
+    )

@@ -56,7 +56,7 @@ def executable(host: Host) -> Path:
 
 
 def _run(cmd: list[str], cwd: Path) -> str:
-    """"" when ``cmd`` succeeded, else the last lines it printed."""
+    """ "" when ``cmd`` succeeded, else the last lines it printed."""
     try:
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900, check=False)
     except (OSError, subprocess.SubprocessError) as exc:

@@ -27,14 +27,27 @@ class LettaCode:
         home.mkdir(parents=True, exist_ok=True)
         self.net_log = home / "net.log"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "LETTA", "TIERMEM"))}
-        self.env.update(HOME=str(home), LETTA_LOCAL_BACKEND_DIR=str(home / "lc-local-backend"), LETTA_CODE_TELEM="0",
-                        DO_NOT_TRACK="1", DISABLE_AUTOUPDATER="1", NODE_OPTIONS=f"--require {OFFLINE}",
-                        TIERMEM_NET_LOG=str(self.net_log))
+        self.env.update(
+            HOME=str(home),
+            LETTA_LOCAL_BACKEND_DIR=str(home / "lc-local-backend"),
+            LETTA_CODE_TELEM="0",
+            DO_NOT_TRACK="1",
+            DISABLE_AUTOUPDATER="1",
+            NODE_OPTIONS=f"--require {OFFLINE}",
+            TIERMEM_NET_LOG=str(self.net_log),
+        )
         self.letta("connect", "anthropic", "sk-ant-fake", "--base-url", fake.url)
 
     def letta(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(["node", str(self.exe), "--backend", "local", *args], env=self.env, cwd=self.home,
-                              capture_output=True, text=True, timeout=240, check=False)
+        done = subprocess.run(
+            ["node", str(self.exe), "--backend", "local", *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
         assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
         return done
 

@@ -29,8 +29,14 @@ def fake(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
 
 
 def agent_settings(base: Settings, fake: fa.FakeAnthropic, **over: Any) -> Settings:
-    values = {"agent_loop": True, "llm_provider": "anthropic", "anthropic_base_url": fake.url, "llm_max_retries": 1,
-              "model": "claude-fake-1", **over}
+    values = {
+        "agent_loop": True,
+        "llm_provider": "anthropic",
+        "anthropic_base_url": fake.url,
+        "llm_max_retries": 1,
+        "model": "claude-fake-1",
+        **over,
+    }
     return base.model_copy(update=values)
 
 
@@ -51,7 +57,9 @@ async def read(client: Client, uri: str) -> str:
 
 async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(
-        fa.tool("memory_insert", {"label": "human", "new_str": "Name: Ada. Works on compilers."}, say="Let me note that."),
+        fa.tool(
+            "memory_insert", {"label": "human", "new_str": "Name: Ada. Works on compilers."}, say="Let me note that."
+        ),
         fa.text("Nice to meet you, Ada!"),
     )
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:
@@ -75,8 +83,18 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
         assert "memory_insert" in names and "archival_memory_search" in names
         assert "agent_chat" not in names and "conversation_log" not in names
         assert all("idempotency_key" not in t["input_schema"].get("properties", {}) for t in first["tools"])
-        assert first["messages"] == [{"role": "user", "content": [
-            {"type": "text", "text": "Hi, I'm Ada and I work on compilers.", "cache_control": {"type": "ephemeral"}}]}]
+        assert first["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "Hi, I'm Ada and I work on compilers.",
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            }
+        ]
         # The second request carries the tool call and its wrapped result; memory changed, so the
         # system prompt was recompiled with the new block.
         result_block = second["messages"][-1]["content"][0]
@@ -96,10 +114,17 @@ async def test_multi_step_turn_edits_memory_and_answers(settings: Settings, fake
 async def test_memory_tool_edits_appear_in_the_report(settings: Settings, fake: fa.FakeAnthropic) -> None:
     """The ``memory`` tool names its block by ``path`` (``old_path`` to rename); a view edits nothing."""
     fake.add(
-        fa.tools([("memory", {"command": "view", "path": "/memories"}),
-                  ("memory", {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"}),
-                  ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
-                  ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"})]),
+        fa.tools(
+            [
+                ("memory", {"command": "view", "path": "/memories"}),
+                (
+                    "memory",
+                    {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"},
+                ),
+                ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
+                ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"}),
+            ]
+        ),
         fa.text("Noted."),
     )
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:
@@ -112,8 +137,10 @@ async def test_memory_tool_edits_appear_in_the_report(settings: Settings, fake: 
 
 
 async def test_failed_tool_call_is_reported_to_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
-    fake.add(fa.tool("memory_replace", {"label": "human", "old_string": "absent", "new_string": "x"}),
-             fa.text("Sorry, that did not work."))
+    fake.add(
+        fa.tool("memory_replace", {"label": "human", "old_string": "absent", "new_string": "x"}),
+        fa.text("Sorry, that did not work."),
+    )
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:
         reply, info, _ = await chat(c, "Fix my name")
         assert reply == "Sorry, that did not work."
@@ -164,7 +191,8 @@ async def test_max_steps_bounds_the_turn(settings: Settings, fake: fa.FakeAnthro
 async def test_provider_error_mid_turn_loses_nothing(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(
         fa.tool("memory_insert", {"label": "human", "new_str": "Lives in Lyon"}),
-        fa.error(529, "Overloaded"), fa.error(529, "Overloaded"),  # the first try and the one retry
+        fa.error(529, "Overloaded"),
+        fa.error(529, "Overloaded"),  # the first try and the one retry
         fa.text("I'm back."),
     )
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:
@@ -259,7 +287,9 @@ async def test_summariser_evicts_oldest_and_keeps_them_searchable(settings: Sett
     async with Client(build(s), cache=None) as c:
         last = await _fill_until_summarised(c, fake)
         # Before summarising, the model got MemGPT's memory-pressure warning (once).
-        warned = [r for r in fake.turn_requests() if "history will soon reach its maximum length" in json.dumps(r["messages"])]
+        warned = [
+            r for r in fake.turn_requests() if "history will soon reach its maximum length" in json.dumps(r["messages"])
+        ]
         assert warned
         summary_request = next(r for r in fake.requests if r not in fake.turn_requests())
         assert "Story 0" in summary_request["messages"][0]["content"][0]["text"]
@@ -288,7 +318,9 @@ async def test_summariser_failure_falls_back_to_a_transcript(settings: Settings,
         assert "The summariser failed" in first and "summary backend down" in first and "Story 0:" in first
 
 
-async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings: Settings, fake: fa.FakeAnthropic) -> None:
+async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
     import anyio
 
     s = agent_settings(settings, fake, sleeptime_frequency=2)
@@ -314,8 +346,12 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(settings:
         assert sleeper["system"][0]["text"].startswith("You are the sleep-time memory agent")
         transcript = sleeper["messages"][0]["content"][0]["text"]
         assert "I like tea" in transcript and "I moved to Lyon" in transcript and "t2" in transcript
-        assert {t["name"] for t in sleeper["tools"]} == {"memory_replace", "memory_insert", "memory_rethink",
-                                                         "memory_finish_edits"}
+        assert {t["name"] for t in sleeper["tools"]} == {
+            "memory_replace",
+            "memory_insert",
+            "memory_rethink",
+            "memory_finish_edits",
+        }
         # A sleep-time edit is history like any other: revert it.
         await c.call_tool("memory_revert", {"label": "human", "version": history[1]["version"]})
         assert await read(c, "memory://blocks/human") == history[1]["value"]
@@ -333,26 +369,42 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settin
     s = agent_settings(settings, fake)
     fake.add(
         fa.text("Noted."),
-        fa.tools([("memory", {"command": "view", "path": "/memories"}),
-                  ("memory", {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"}),
-                  ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
-                  ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"}),
-                  ("memory", {"command": "delete", "path": "/memories/absent"})]),
+        fa.tools(
+            [
+                ("memory", {"command": "view", "path": "/memories"}),
+                (
+                    "memory",
+                    {"command": "insert", "path": "/memories/human", "insert_line": -1, "insert_text": "Likes tea"},
+                ),
+                ("memory", {"command": "create", "path": "/memories/notes", "file_text": "Project: tiermem"}),
+                ("memory", {"command": "rename", "old_path": "/memories/notes", "new_path": "/memories/project"}),
+                ("memory", {"command": "delete", "path": "/memories/absent"}),
+            ]
+        ),
         fa.tool("memory_finish_edits", {}),
     )
     server = build(s)
     async with Client(server, cache=None) as c:
         memory, agent_id = await anyio.to_thread.run_sync(server.runtime.handle.get)
         provider = anthropic_provider(s)
-        loop = AgentLoop(memory, agent_id, ServerTools(server), LoopSettings(sleeptime_frequency=1),
-                         sleeptime_tools=ServerTools(server, only=("memory",)), background_provider=provider)
+        loop = AgentLoop(
+            memory,
+            agent_id,
+            ServerTools(server),
+            LoopSettings(sleeptime_frequency=1),
+            sleeptime_tools=ServerTools(server, only=("memory",)),
+            background_provider=provider,
+        )
         result = await loop.turn("I like tea; my project is tiermem.", provider)
         assert result.reply == "Noted." and result.memory_edits == [] and result.sleeptime == "started"
         await loop.wait_background()
         run = loop.last_sleeptime
         assert run is not None and run.stop_reason == "end_turn"
         assert [(x["tool"], x["status"]) for x in run.report.steps] == [
-            *[("memory", "OK")] * 4, ("memory", "Failed"), ("memory_finish_edits", "OK")]
+            *[("memory", "OK")] * 4,
+            ("memory", "Failed"),
+            ("memory_finish_edits", "OK"),
+        ]
         assert run.report.memory_edits == ["human", "notes"]
         assert run.report.usage.input_tokens == 200  # two model calls of the scripted 100 input tokens
         assert {t["name"] for t in fake.requests[1]["tools"]} == {"memory", "memory_finish_edits"}
@@ -361,7 +413,9 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settin
         assert "Project: tiermem" in await read(c, "memory://blocks/project")
 
 
-async def test_messages_logged_by_others_between_turns_reach_the_model(settings: Settings, fake: fa.FakeAnthropic) -> None:
+async def test_messages_logged_by_others_between_turns_reach_the_model(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
     """The loop keeps its window in memory between turns; any other write to recall must invalidate it."""
     fake.add(fa.text("r1"), fa.text("r2"), fa.text("r3"))
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:

@@ -19,7 +19,12 @@ pytestmark = pytest.mark.anyio
 def tiermem(tmp_path: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
     return subprocess.run(
         [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
-        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path, **(env or {})), timeout=120, input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **(env or {})),
+        timeout=120,
+        input=stdin,
     )
 
 
@@ -53,23 +58,38 @@ def test_chat_interactive_reads_stdin(tmp_path: Path, fake: fa.FakeAnthropic) ->
     fake.add(fa.text("one"), fa.text("two"))
     done = tiermem(tmp_path, "chat", env=env, stdin="hello\n/memory\nagain\n/quit\n")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "one" and "<memory_blocks>" in done.stdout and done.stdout.rstrip().endswith("two")
+    assert (
+        done.stdout.splitlines()[0] == "one"
+        and "<memory_blocks>" in done.stdout
+        and done.stdout.rstrip().endswith("two")
+    )
     assert "sitting index of agent" in done.stderr  # built in the background while the user typed (Memory.warm)
 
 
 def test_chat_without_api_key_explains(tmp_path: Path) -> None:
     env = server_env(tmp_path)
     env.pop("ANTHROPIC_API_KEY", None)
-    done = subprocess.run([PYTHON, "-m", "tiermem", "chat", "-m", "hi", "--data-dir", str(tmp_path / "d")],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "chat", "-m", "hi", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 1 and "ANTHROPIC_API_KEY" in done.stderr and done.stdout == ""
 
 
 def test_agents_set(tmp_path: Path) -> None:
-    done = tiermem(tmp_path, "agents", "set", "default", "--type", "memgpt", "--sleeptime", "3", "--autoclear", "--json")
+    done = tiermem(
+        tmp_path, "agents", "set", "default", "--type", "memgpt", "--sleeptime", "3", "--autoclear", "--json"
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["metadata"] == {"agent_type": "memgpt", "sleeptime_frequency": "3",
-                                                   "message_buffer_autoclear": "true"}
+    assert json.loads(done.stdout)["metadata"] == {
+        "agent_type": "memgpt",
+        "sleeptime_frequency": "3",
+        "message_buffer_autoclear": "true",
+    }
     bad = tiermem(tmp_path, "agents", "set", "default")
     assert bad.returncode == 1 and "Nothing to set" in bad.stderr
     missing = tiermem(tmp_path, "agents", "set", "nobody", "--type", "memgpt")
@@ -77,8 +97,7 @@ def test_agents_set(tmp_path: Path) -> None:
 
 
 async def test_serve_agent_loop_over_stdio(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
-    params = stdio_params(tmp_path, "--agent-loop", ANTHROPIC_API_KEY="sk-test",
-                          TIERMEM_ANTHROPIC_BASE_URL=fake.url)
+    params = stdio_params(tmp_path, "--agent-loop", ANTHROPIC_API_KEY="sk-test", TIERMEM_ANTHROPIC_BASE_URL=fake.url)
     fake.add(fa.tool("archival_memory_insert", {"content": "The launch is on 3 March."}), fa.text("Saved."))
     async with Client(params, cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}

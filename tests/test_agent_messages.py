@@ -13,12 +13,22 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def msg(n: int, role: str, content: str = "", **payload: object) -> Message:
-    return Message(id=f"m{n}", agent_id="a", conversation_id="c", seq=n, role=role, content=content,  # type: ignore[arg-type]
-                   created_at=T0, payload=json.dumps(payload) if payload else "")
+    return Message(
+        id=f"m{n}",
+        agent_id="a",
+        conversation_id="c",
+        seq=n,
+        role=role,
+        content=content,  # type: ignore[arg-type]
+        created_at=T0,
+        payload=json.dumps(payload) if payload else "",
+    )
 
 
 def call(n: int, *ids: str) -> Message:
-    return msg(n, "assistant", "", kind="assistant", tool_calls=[{"id": i, "name": "memory_insert", "input": {}} for i in ids])
+    return msg(
+        n, "assistant", "", kind="assistant", tool_calls=[{"id": i, "name": "memory_insert", "input": {}} for i in ids]
+    )
 
 
 def result(n: int, tool_id: str) -> Message:
@@ -26,7 +36,9 @@ def result(n: int, tool_id: str) -> Message:
 
 
 def test_a_tool_call_interrupted_by_a_crash_gets_an_error_result() -> None:
-    turns = to_api_messages([msg(1, "user", "hi"), call(2, "t1", "t2"), result(3, "t1"), msg(4, "user", "still there?")])
+    turns = to_api_messages(
+        [msg(1, "user", "hi"), call(2, "t1", "t2"), result(3, "t1"), msg(4, "user", "still there?")]
+    )
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
     blocks = turns[2]["content"]
     assert [b["type"] for b in blocks] == ["tool_result", "tool_result", "text"]  # results first
@@ -45,14 +57,30 @@ def test_window_starting_mid_conversation_is_valid() -> None:
 
 
 def test_summary_and_heartbeats_are_user_text_and_same_roles_merge() -> None:
-    turns = to_api_messages([msg(1, "system", "Note: summary", kind="summary"), msg(2, "user", "a"),
-                             msg(3, "user", '{"type": "heartbeat"}', kind="heartbeat")])
-    assert len(turns) == 1 and [b["text"] for b in turns[0]["content"]] == ["Note: summary", "a", '{"type": "heartbeat"}']
+    turns = to_api_messages(
+        [
+            msg(1, "system", "Note: summary", kind="summary"),
+            msg(2, "user", "a"),
+            msg(3, "user", '{"type": "heartbeat"}', kind="heartbeat"),
+        ]
+    )
+    assert len(turns) == 1 and [b["text"] for b in turns[0]["content"]] == [
+        "Note: summary",
+        "a",
+        '{"type": "heartbeat"}',
+    ]
 
 
 def test_summary_cut_lands_on_an_assistant_message() -> None:
-    messages = [msg(1, "user", "u1"), call(2, "t1"), result(3, "t1"), msg(4, "assistant", "a1"),
-                msg(5, "user", "u2"), msg(6, "assistant", "a2"), msg(7, "user", "u3")]
+    messages = [
+        msg(1, "user", "u1"),
+        call(2, "t1"),
+        result(3, "t1"),
+        msg(4, "assistant", "a1"),
+        msg(5, "user", "u2"),
+        msg(6, "assistant", "a2"),
+        msg(7, "user", "u3"),
+    ]
     evicted, kept = split_for_summary(messages, lambda kept: len(kept) <= 4, Thresholds())
     assert kept[0].role == "assistant" and evicted + kept == messages and len(kept) <= 4
     # 40% first (3 of 7 -> index 3 is an assistant message), nothing splits a call from its result

@@ -38,12 +38,22 @@ class Host:
         answer = self.answers.pop(0)
         if isinstance(answer, str):
             if params.tools is None:
-                return t.CreateMessageResult(role="assistant", content=t.TextContent(type="text", text=answer), model="host-model")
-            return t.CreateMessageResultWithTools(role="assistant", content=[t.TextContent(type="text", text=answer)],
-                                                  model="host-model", stop_reason="endTurn")
-        calls = [t.ToolUseContent(type="tool_use", id=f"call_{len(self.requests)}_{i}", name=n, input=a)
-                 for i, (n, a) in enumerate(answer)]
-        return t.CreateMessageResultWithTools(role="assistant", content=calls, model="host-model", stop_reason="toolUse")
+                return t.CreateMessageResult(
+                    role="assistant", content=t.TextContent(type="text", text=answer), model="host-model"
+                )
+            return t.CreateMessageResultWithTools(
+                role="assistant",
+                content=[t.TextContent(type="text", text=answer)],
+                model="host-model",
+                stop_reason="endTurn",
+            )
+        calls = [
+            t.ToolUseContent(type="tool_use", id=f"call_{len(self.requests)}_{i}", name=n, input=a)
+            for i, (n, a) in enumerate(answer)
+        ]
+        return t.CreateMessageResultWithTools(
+            role="assistant", content=calls, model="host-model", stop_reason="toolUse"
+        )
 
 
 TOOLS = t.SamplingCapability(tools=t.SamplingToolsCapability())
@@ -70,8 +80,10 @@ async def test_sampling_turn_with_tools_on_both_eras(settings: Settings, mode: s
 
 
 async def test_sampling_without_tool_support_uses_text_tool_calls(settings: Settings) -> None:
-    host = Host('<tool_call>{"name": "core_memory_append", "input": {"label": "human", "content": "Has a dog"}}</tool_call>',
-                "Noted the dog.")
+    host = Host(
+        '<tool_call>{"name": "core_memory_append", "input": {"label": "human", "content": "Has a dog"}}</tool_call>',
+        "Noted the dog.",
+    )
     async with Client(build(settings), sampling_callback=host, cache=None) as c:
         result = await c.call_tool("agent_chat", {"message": "I have a dog"})
         assert text_of(result) == "Noted the dog."

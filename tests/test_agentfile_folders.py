@@ -45,15 +45,27 @@ def folder_part(data: dict[str, Any]) -> dict[str, Any]:
     files = {f["id"]: f["file_name"] for f in data["files"]}
     return {
         "sources": [{k: v for k, v in s.items() if k != "id"} for s in data["sources"]],
-        "files": [{**{k: v for k, v in f.items() if k != "id"}, "source_id": sources[f["source_id"]]}
-                  for f in data["files"]],
-        "agents": [{"name": a["name"], "source_ids": [sources[s] for s in a.get("source_ids") or []],
-                    "folder_ids": a.get("folder_ids"), "max_files_open": a.get("max_files_open"),
-                    "per_file_view_window_char_limit": a.get("per_file_view_window_char_limit"),
-                    "files_agents": [{**{k: v for k, v in fa.items() if k not in ("id", "agent_id")},
-                                      "file_id": files[fa["file_id"]], "source_id": sources[fa["source_id"]]}
-                                     for fa in a.get("files_agents") or []]}
-                   for a in data["agents"]],
+        "files": [
+            {**{k: v for k, v in f.items() if k != "id"}, "source_id": sources[f["source_id"]]} for f in data["files"]
+        ],
+        "agents": [
+            {
+                "name": a["name"],
+                "source_ids": [sources[s] for s in a.get("source_ids") or []],
+                "folder_ids": a.get("folder_ids"),
+                "max_files_open": a.get("max_files_open"),
+                "per_file_view_window_char_limit": a.get("per_file_view_window_char_limit"),
+                "files_agents": [
+                    {
+                        **{k: v for k, v in fa.items() if k not in ("id", "agent_id")},
+                        "file_id": files[fa["file_id"]],
+                        "source_id": sources[fa["source_id"]],
+                    }
+                    for fa in a.get("files_agents") or []
+                ],
+            }
+            for a in data["agents"]
+        ],
     }
 
 
@@ -72,7 +84,11 @@ def test_letta_sample_becomes_a_folder_its_files_and_the_agents_open_views(tmp_p
     for f in original["files"]:
         s = stored[f["original_file_name"]]
         assert (s.original_name, s.file_type, s.size, s.status) == (
-            f["original_file_name"], f["file_type"], f["file_size"], "completed")
+            f["original_file_name"],
+            f["file_type"],
+            f["file_size"],
+            "completed",
+        )
         assert mem.files.text(FOLDER, s.name) == f["content"]
     # the agent's view is Letta's files_agents exactly: limits, both files open with Letta's window text
     agent = mem.get_agent(AGENT)
@@ -81,7 +97,8 @@ def test_letta_sample_becomes_a_folder_its_files_and_the_agents_open_views(tmp_p
     assert [f["name"] for f in state.folders] == [FOLDER]
     rows = original["agents"][0]["files_agents"]
     assert [(v.name, v.is_open, v.visible, v.start_line, v.end_line) for v in state.files] == [
-        (fa["file_name"], fa["is_open"], fa["visible_content"], fa["start_line"], fa["end_line"]) for fa in rows]
+        (fa["file_name"], fa["is_open"], fa["visible_content"], fa["start_line"], fa["end_line"]) for fa in rows
+    ]
     core = mem.render_core(agent.id, with_metadata=False)
     assert "<directories>" in core and f"{FOLDER}/test.txt" in core and f"{FOLDER}/test.md" in core
     assert core.count('<file status="open"') == 2 and "current_files_open=2" in core and "max_files_open=5" in core
@@ -142,8 +159,10 @@ def test_a_folder_made_in_tiermem_exports_in_letta_shape_and_comes_back(tmp_path
     agent = mem.create_agent("native", system="You are native.")
     mem.create_block(agent.id, BlockSpec(label="notes", value="hello", limit=100))
     mem.files.create_folder("docs", description="Project docs", instructions="Cite them.")
-    mem.files.upload_many("docs", [("intro.md", b"# Intro\nThe quick brown fox.\n", ""),
-                                   ("code/app.py", b"def main():\n    print('hi')\n", "")])
+    mem.files.upload_many(
+        "docs",
+        [("intro.md", b"# Intro\nThe quick brown fox.\n", ""), ("code/app.py", b"def main():\n    print('hi')\n", "")],
+    )
     mem.files.attach(agent.id, "docs", max_files_open=4, char_limit=3000)
     mem.open_files(agent.id, [OpenRequest("docs/code/app.py")])
     data = af_export.export_agent_files(mem, ["native"])[0]
@@ -155,7 +174,10 @@ def test_a_folder_made_in_tiermem_exports_in_letta_shape_and_comes_back(tmp_path
     assert files["docs/code/app.py"]["original_file_name"] == "app.py"
     assert all(f["processing_status"] == "completed" and f["source_id"] == source["id"] for f in files.values())
     a = data["agents"][0]
-    assert a["source_ids"] == [source["id"]] and (a["max_files_open"], a["per_file_view_window_char_limit"]) == (4, 3000)
+    assert a["source_ids"] == [source["id"]] and (a["max_files_open"], a["per_file_view_window_char_limit"]) == (
+        4,
+        3000,
+    )
     opened = [fa for fa in a["files_agents"] if fa["is_open"]]
     assert [fa["file_name"] for fa in opened] == ["docs/code/app.py"] and "print('hi')" in opened[0]["visible_content"]
     out = tmp_path / "native.af"
@@ -204,14 +226,18 @@ def test_importing_again_converges(tmp_path: Path) -> None:
     assert len(exported["agents"][0]["files_agents"]) == 2
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d: d["files"][0].__setitem__("source_id", "source-9"), "source-9"),
-    (lambda d: d["files"][1].__setitem__("file_name", f"{FOLDER}/../escape.md"), "escape.md"),
-    (lambda d: d["agents"][0]["files_agents"][0].__setitem__("file_id", "file-7"), "file-7"),
-    (lambda d: d["agents"][0].__setitem__("source_ids", ["source-3"]), "source-3"),
-    (lambda d: d["sources"][0].__setitem__("name", "a/b"), "a/b"),
-    (lambda d: d["agents"][0].__setitem__("max_files_open", 0), "max_files_open"),
-], ids=["unknown-source", "dotdot-name", "unknown-file", "unknown-agent-source", "slash-folder", "limit"])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: d["files"][0].__setitem__("source_id", "source-9"), "source-9"),
+        (lambda d: d["files"][1].__setitem__("file_name", f"{FOLDER}/../escape.md"), "escape.md"),
+        (lambda d: d["agents"][0]["files_agents"][0].__setitem__("file_id", "file-7"), "file-7"),
+        (lambda d: d["agents"][0].__setitem__("source_ids", ["source-3"]), "source-3"),
+        (lambda d: d["sources"][0].__setitem__("name", "a/b"), "a/b"),
+        (lambda d: d["agents"][0].__setitem__("max_files_open", 0), "max_files_open"),
+    ],
+    ids=["unknown-source", "dotdot-name", "unknown-file", "unknown-agent-source", "slash-folder", "limit"],
+)
 def test_a_malformed_file_is_refused_before_anything_is_written(tmp_path: Path, damage: Any, message: str) -> None:
     data = copy.deepcopy(sample())
     damage(data)
@@ -239,7 +265,8 @@ def test_a_jsonl_backup_carries_folders_files_chunks_and_views(tmp_path: Path, v
     # a file's chunks are cut again from its text and embedded before the restore returns (docs/AGENTFILE.md)
     assert inserted["embedded"] >= report["rows"]["file_chunks"] and other.archive.vectors.missing()["file_chunks"] == 0
     assert [(f.id, f.name, f.description, f.instructions, f.metadata) for f in other.files.folders()] == [
-        (f.id, f.name, f.description, f.instructions, f.metadata) for f in mem.files.folders()]
+        (f.id, f.name, f.description, f.instructions, f.metadata) for f in mem.files.folders()
+    ]
 
     def listed(m: Memory) -> list[Any]:  # every field but updated_at (the restore's time)
         return [replace(f, updated_at=None) for f in m.archive.files.listing()]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain.blocks import is_pinned
 from tiermem.base.config import Settings, load_settings
-from tiermem.domain.factory import open_memory
 from tiermem.base.errors import ValidationError
-from tiermem.interop.commands import run_export, run_import
+from tiermem.domain.blocks import is_pinned
+from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
+from tiermem.interop.commands import run_export, run_import
 
 from .conftest import ROOT
 
@@ -34,8 +34,13 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
     assert sorted(report["imported"]) == ["ezra", "ezra-sleeptime"] and report["blocks"] == 7
     source = json.loads((FIXTURES / "memfs_labels.af").read_text())
     ezra = blocks_of(mem, "ezra")
-    assert sorted(ezra) == ["corrections/ezra-mistakes", "note_directory", "system/human/family", "system/persona",
-                            "system/references/lettabot"]
+    assert sorted(ezra) == [
+        "corrections/ezra-mistakes",
+        "note_directory",
+        "system/human/family",
+        "system/persona",
+        "system/references/lettabot",
+    ]
     for b in source["blocks"]:
         label = "/".join(s for s in b["label"].split("/") if s)
         assert ezra[label] == (b["value"], b["limit"], b["description"], b["read_only"])
@@ -60,12 +65,16 @@ def test_path_labels_import_and_round_trip(mem: Memory, tmp_path: Path) -> None:
     pinned = {b.label: is_pinned(b) for b in other.blocks(other.get_agent("ezra").id)}
     assert [label for label, p in pinned.items() if not p] == ["corrections/ezra-mistakes"]
     again = other.get_agent("ezra")
-    assert [(m.role, m.content) for m in other.archive.rows.messages_of(again.id)] == \
-        [(m.role, m.content) for m in mem.archive.rows.messages_of(agent.id)]
+    assert [(m.role, m.content) for m in other.archive.rows.messages_of(again.id)] == [
+        (m.role, m.content) for m in mem.archive.rows.messages_of(agent.id)
+    ]
     # and exporting the re-imported agent gives the same blocks again (labels as Letta spelled them)
     out2 = tmp_path / "ezra2.af"
     run_export(other, agent="ezra", fmt="af", output=str(out2), vectors=False)
-    strip = lambda d: sorted((b["label"], b["value"], b["limit"], b["description"], b["read_only"]) for b in d["blocks"])  # noqa: E731
+
+    def strip(d: dict) -> list:
+        return sorted((b["label"], b["value"], b["limit"], b["description"], b["read_only"]) for b in d["blocks"])
+
     assert strip(json.loads(out2.read_text())) == strip(exported)
 
 

@@ -10,21 +10,28 @@ from typing import Any
 
 import pytest
 
-from tiermem.cli.main import main
 from tiermem.base.config import BlockSpec, load_settings
 from tiermem.base.errors import NotFoundError, ValidationError
+from tiermem.cli.main import main
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.interop import af_export, agentfile, letta_passthrough
 from tiermem.interop.commands import run_export, run_import
-from tiermem.domain.memory import Memory
 
 from .conftest import ROOT
 
 LETTA = ROOT / "tests" / "fixtures" / "agent-file"
 OWN = ROOT / "tests" / "fixtures" / "agent-file-own"
-FILES = [LETTA / "evie.af", LETTA / "loop.af", LETTA / "memgpt_agent_with_convo.af", LETTA / "customer_service.af",
-         LETTA / "memgpt_agent_with_convo_v1.af", OWN / "custom_tools_files.af", OWN / "pair_groups.af",
-         OWN / "old_indices_string.af"]
+FILES = [
+    LETTA / "evie.af",
+    LETTA / "loop.af",
+    LETTA / "memgpt_agent_with_convo.af",
+    LETTA / "customer_service.af",
+    LETTA / "memgpt_agent_with_convo_v1.af",
+    OWN / "custom_tools_files.af",
+    OWN / "pair_groups.af",
+    OWN / "old_indices_string.af",
+]
 SECRETS = ("sk-weather-SECRET-42", "ghp_SECRET_token_99", "sk-old-SECRET-7", "metric")
 
 
@@ -81,22 +88,31 @@ def canonical(data: dict[str, Any]) -> dict[str, Any]:
         out["in_context_message_ids"] = [ids.index(i) for i in a.get("in_context_message_ids") or []]
         out["block_ids"] = sorted(block(b) for b in a.get("block_ids") or [])
         out["tool_ids"] = sorted(tools[t]["name"] for t in a.get("tool_ids") or [])
-        out["group_ids"] = sorted(json.dumps(group(groups[g]), sort_keys=True) if g in groups else f"dangling:{g}"
-                                  for g in a.get("group_ids") or [])
+        out["group_ids"] = sorted(
+            json.dumps(group(groups[g]), sort_keys=True) if g in groups else f"dangling:{g}"
+            for g in a.get("group_ids") or []
+        )
         out["source_ids"] = sorted(sources[s] for s in a.get("source_ids") or [])
-        out["files_agents"] = [{**_strip(fa), "file_id": files[fa["file_id"]], "source_id": sources[fa["source_id"]]}
-                               for fa in a.get("files_agents") or []]
+        out["files_agents"] = [
+            {**_strip(fa), "file_id": files[fa["file_id"]], "source_id": sources[fa["source_id"]]}
+            for fa in a.get("files_agents") or []
+        ]
         agents.append(out)
     return {
-        **{k: v for k, v in data.items() if k not in ("agents", "blocks", "tools", "groups", "files", "sources",
-                                                       "created_at", agentfile.EXTENSION)},
+        **{
+            k: v
+            for k, v in data.items()
+            if k not in ("agents", "blocks", "tools", "groups", "files", "sources", "created_at", agentfile.EXTENSION)
+        },
         "agents": sorted(agents, key=lambda a: a["name"]),
         "blocks": sorted((_strip(b) for b in data.get("blocks") or []), key=lambda b: json.dumps(b, sort_keys=True)),
         "tools": sorted((_strip(t) for t in data.get("tools") or []), key=lambda t: json.dumps(t, sort_keys=True)),
         "groups": sorted((group(g) for g in data.get("groups") or []), key=lambda g: json.dumps(g, sort_keys=True)),
         "sources": sorted((_strip(s) for s in data.get("sources") or []), key=lambda s: s["name"]),
-        "files": sorted(({**_strip(f), "source_id": sources.get(f.get("source_id"))} for f in data.get("files") or []),
-                        key=lambda f: f["file_name"]),
+        "files": sorted(
+            ({**_strip(f), "source_id": sources.get(f.get("source_id"))} for f in data.get("files") or []),
+            key=lambda f: f["file_name"],
+        ),
     }
 
 
@@ -141,10 +157,23 @@ def test_custom_tools_rules_files_reasoning_and_returns_come_back(tmp_path: Path
     name = report["imported"][0]
     assert name == "Wren-the-researcher"
     note = "\n".join(report["notes"])
-    for kept in ("get_weather (custom)", "word_count", "search_repos (external_mcp)", "max_count_per_step: word_count",
-                 "WEATHER_API_KEY", "GITHUB_TOKEN", f"notes/launch.md ({len(original['files'][0]['content'])} chars)", "project-notes", "dangling_group_ids",
-                 "group-9", "unreferenced_blocks: scratch_unused", "unreferenced_tools: unused_helper",
-                 "unreferenced_mcp_servers: github", "1 approval", "1 system"):
+    for kept in (
+        "get_weather (custom)",
+        "word_count",
+        "search_repos (external_mcp)",
+        "max_count_per_step: word_count",
+        "WEATHER_API_KEY",
+        "GITHUB_TOKEN",
+        f"notes/launch.md ({len(original['files'][0]['content'])} chars)",
+        "project-notes",
+        "dangling_group_ids",
+        "group-9",
+        "unreferenced_blocks: scratch_unused",
+        "unreferenced_tools: unused_helper",
+        "unreferenced_mcp_servers: github",
+        "1 approval",
+        "1 system",
+    ):
         assert kept in note
     assert report["kept_not_run"][name]["env_var_names"] == ["WEATHER_API_KEY", "UNITS", "GITHUB_TOKEN"]
     data = export(mem, [name])
@@ -259,24 +288,54 @@ def test_agents_from_two_files_and_native_agents_export_together(tmp_path: Path)
 
 def test_agents_show_lists_what_is_kept_but_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data_dir = str(tmp_path / "data")
-    assert main(["import", str(OWN / "custom_tools_files.af"), "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
+    assert (
+        main(["import", str(OWN / "custom_tools_files.af"), "--data-dir", data_dir, "--embedding-model", "hashing"])
+        == 0
+    )
     capsys.readouterr()
     assert main(["agents", "show", "Wren-the-researcher", "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
     shown = capsys.readouterr().out
-    for kept in ("kept for export, not run by tiermem", "get_weather (custom)", "conditional: get_weather",
-                 "env var names (3)", "GITHUB_TOKEN", "letta only messages"):
+    for kept in (
+        "kept for export, not run by tiermem",
+        "get_weather (custom)",
+        "conditional: get_weather",
+        "env var names (3)",
+        "GITHUB_TOKEN",
+        "letta only messages",
+    ):
         assert kept in shown
-    assert "folders: project-notes (1 files, 1 open)" in shown  # its source became a folder tiermem serves (not kept aside)
+    assert (
+        "folders: project-notes (1 files, 1 open)" in shown
+    )  # its source became a folder tiermem serves (not kept aside)
     assert "tiermem_files" not in shown
     assert "SECRET" not in shown and "letta_agent_file" not in shown
-    assert main(["agents", "show", "Wren-the-researcher", "--json", "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
+    assert (
+        main(
+            ["agents", "show", "Wren-the-researcher", "--json", "--data-dir", data_dir, "--embedding-model", "hashing"]
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     assert info["kept_not_run"]["env_var_names"] == ["WEATHER_API_KEY", "UNITS", "GITHUB_TOKEN"]
     assert main(["agents", "show", "nobody", "--data-dir", data_dir, "--embedding-model", "hashing"]) == 1
     out = tmp_path / "two.af"
     assert main(["import", str(LETTA / "loop.af"), "--data-dir", data_dir, "--embedding-model", "hashing"]) == 0
-    assert main(["export", "Wren-the-researcher", "Loop", "-o", str(out), "--data-dir", data_dir,
-                 "--embedding-model", "hashing"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "Wren-the-researcher",
+                "Loop",
+                "-o",
+                str(out),
+                "--data-dir",
+                data_dir,
+                "--embedding-model",
+                "hashing",
+            ]
+        )
+        == 0
+    )
     assert [a["name"] for a in json.loads(out.read_text())["agents"]] == ["Wren the researcher", "Loop"]
 
 
@@ -287,7 +346,9 @@ def test_renamed_agents_export_under_their_tiermem_name(tmp_path: Path) -> None:
     assert export(mem, ["wren2"])["agents"][0]["name"] == "wren2"
 
 
-def test_agents_show_for_an_agent_imported_by_an_earlier_tiermem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_agents_show_for_an_agent_imported_by_an_earlier_tiermem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     mem = open_memory(settings)
     old = mem.create_agent("old")

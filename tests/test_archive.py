@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tiermem.domain.archive import Archive
-from tiermem.cli.main import open_memory
 from tiermem.base.config import Settings, load_settings
-from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
+from tiermem.cli.main import open_memory
+from tiermem.domain.archive import Archive
 from tiermem.domain.memory import Memory
-from tiermem.server.runtime import MemoryHandle
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
 from tiermem.server.app import build_server
+from tiermem.server.runtime import MemoryHandle
 from tiermem.store import Filter
 
 from .conftest import text_of
@@ -51,31 +51,41 @@ async def test_insert_is_findable_at_once_by_keyword_and_meaning(real: Settings)
             await call(c, "archival_memory_insert", content=f"Filler fact number {i} about gardening and tomatoes")
         memory.archive.store.indexes.optimize()  # builds the full-text index over what exists now
         assert memory.archive.store.indexes.index_health()["passages"]["fts_indexed"] == 20
-        _, ins = await call(c, "archival_memory_insert", content="The quarterly budget review with finance is on Thursday at 10am")
+        _, ins = await call(
+            c, "archival_memory_insert", content="The quarterly budget review with finance is on Thursday at 10am"
+        )
         new_id = ins["ids"][0]
         assert memory.archive.store.indexes.index_health()["passages"]["fts_unindexed"] == 1  # not in the index yet...
         _, kw = await call(c, "archival_memory_search", query="quarterly budget review", top_k=3)
         assert kw["results"][0]["id"] == new_id and kw["results"][0]["ranking"]["fts_rank"] == 1  # ...found anyway
-        _, sem = await call(c, "archival_memory_search", query="when do I meet the accounting team about money?", top_k=3)
+        _, sem = await call(
+            c, "archival_memory_search", query="when do I meet the accounting team about money?", top_k=3
+        )
         assert sem["results"][0]["id"] == new_id and sem["results"][0]["ranking"]["vector_rank"] == 1
         assert sem["search_mode"] == "hybrid" and "notes" not in sem
         # relevance is comparable across searches: the same passage, asked for plainly, scores high; the best hit of
         # a query this memory knows nothing about scores low, though it is ranked first of its own search
         off = (await call(c, "archival_memory_search", query="who won the 1998 football world cup final?", top_k=3))[1]
         assert 0.0 <= off["results"][0]["relevance"] < 0.1 < kw["results"][0]["relevance"] <= 1.0
-        assert all(0.0 <= r["relevance"] <= 1.0 and set(r["ranking"]) == {"score", "vector_rank", "fts_rank"}
-                   for r in (*kw["results"], *sem["results"], *off["results"]))
+        assert all(
+            0.0 <= r["relevance"] <= 1.0 and set(r["ranking"]) == {"score", "vector_rank", "fts_rank"}
+            for r in (*kw["results"], *sem["results"], *off["results"])
+        )
 
 
 async def test_tag_filters_apply_before_ranking(real: Settings) -> None:
     async with Client(server_for(real), cache=None) as c:
         for i in range(15):
-            await call(c, "archival_memory_insert", content=f"Recipe {i}: slow cooked stew with beans", tags=["food", "winter"])
+            await call(
+                c, "archival_memory_insert", content=f"Recipe {i}: slow cooked stew with beans", tags=["food", "winter"]
+            )
             await call(c, "archival_memory_insert", content=f"Recipe {i}: cold noodle salad", tags=["food"])
         await call(c, "archival_memory_insert", content="Stew safety: simmer beans for ten minutes", tags=["safety"])
         _, any_ = await call(c, "archival_memory_search", query="stew with beans", tags=["winter", "safety"], top_k=10)
         assert len(any_["results"]) == 10 and all(set(r["tags"]) & {"winter", "safety"} for r in any_["results"])
-        _, all_ = await call(c, "archival_memory_search", query="noodles", tags=["food", "winter"], tag_match_mode="all", top_k=10)
+        _, all_ = await call(
+            c, "archival_memory_search", query="noodles", tags=["food", "winter"], tag_match_mode="all", top_k=10
+        )
         assert len(all_["results"]) == 10 and all({"food", "winter"} <= set(r["tags"]) for r in all_["results"])
         _, only = await call(c, "archival_memory_search", query="noodles", tags=["safety"], top_k=5)
         assert [r["tags"] for r in only["results"]] == [["safety"]]  # top_k is a cap, the filter decides
@@ -114,16 +124,23 @@ async def test_date_filters_and_errors(real: Settings) -> None:
         ]
         _, logged = await call(c, "conversation_log", messages=msgs)
         assert logged["stored"] == 4
-        _, day = await call(c, "conversation_search", query="cat", start_date="2024-03-01", end_date="2024-03-01", limit=10)
+        _, day = await call(
+            c, "conversation_search", query="cat", start_date="2024-03-01", end_date="2024-03-01", limit=10
+        )
         assert sorted(r["content"] for r in day["results"]) == sorted([msgs[0]["content"], msgs[1]["content"]])
         _, users = await call(c, "conversation_search", query="cat", roles=["user"], limit=10)
         assert {r["role"] for r in users["results"]} == {"user"} and len(users["results"]) == 2
         _, since = await call(c, "conversation_search", query="cat", start_date="2024-03-01T23:00", limit=10)
         assert len(since["results"]) == 2
         first = day["results"][0]
-        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance", "ranking"} and first["time_ago"].endswith("ago")
+        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance", "ranking"} and first[
+            "time_ago"
+        ].endswith("ago")
         r, err = await call(c, "conversation_search", query="cat", start_date="March 1st")
-        assert r.is_error and err == "Invalid start_date format: March 1st. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
+        assert (
+            r.is_error
+            and err == "Invalid start_date format: March 1st. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
+        )
         r, err = await call(c, "conversation_search", query="cat", start_date="2024-03-02", end_date="2024-03-01")
         assert r.is_error and "is after end_date" in err
         r, err = await call(c, "archival_memory_search", query="cat", end_datetime="2024-13-01")
@@ -200,7 +217,10 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         _, res = await call(c, "archival_memory_search", query="penguins")
         assert res["search_mode"] == "hybrid" and res["results"][0]["ranking"]["vector_rank"] == 1
         assert "notes" not in res
-        assert memory.archive.vectors.missing()["passages"] == 0 and memory.archive.store.rows.unembedded_marks("passages") == {}
+        assert (
+            memory.archive.vectors.missing()["passages"] == 0
+            and memory.archive.store.rows.unembedded_marks("passages") == {}
+        )
         _, ins = await call(c, "archival_memory_insert", content="Emperor penguins huddle for warmth")
         assert "note" not in ins
 
@@ -241,7 +261,11 @@ async def test_token_budget_truncates_with_note(tmp_path: Path) -> None:
 
 async def test_core_memory_metadata_counts(real: Settings) -> None:
     async with Client(server_for(real), cache=None) as c:
-        await call(c, "conversation_log", messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        await call(
+            c,
+            "conversation_log",
+            messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        )
         await call(c, "archival_memory_insert", content="fact", tags=["t1", "t2"])
         core = (await c.read_resource("memory://core")).contents[0].text
         assert "- 2 previous messages between you and the user are stored in recall memory" in core
@@ -255,7 +279,9 @@ def test_vector_index_built_when_large_and_new_rows_still_found(tmp_path: Path) 
     memory.archive.store.indexes.vector_index_min_rows = 300
     agent = memory.ensure_agent("default").id
     memory.archive.embedder.wait(10)
-    memory.archive.insert_many(agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", ["bulk"]) for i in range(320)])
+    memory.archive.insert_many(
+        agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", ["bulk"]) for i in range(320)]
+    )
     memory.archive.store.indexes.optimize()
     health = memory.archive.store.indexes.index_health()["passages"]
     assert health["vector_indexed"] == 320 and health["vector_unindexed"] == 0
@@ -281,8 +307,9 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
             f"m.archive.insert(m.ensure_agent('default').id, {text!r})\n"
             f"m.archive.vectors.wait_seconds = {wait_at_exit}\n"
         )
-        return subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path),
-                              timeout=300)
+        return subprocess.run(
+            [PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=300
+        )
 
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
     (tmp_path / "data").mkdir()
@@ -292,15 +319,33 @@ def test_short_lived_processes_leave_no_row_without_a_vector(tmp_path: Path) -> 
     (tmp_path / "data" / "models").unlink()
     store = open_memory(settings, start_embedder=False).archive.store
     assert store.rows.count("passages", Filter(missing_vector=True)) == 1 and store.rows.unembedded_marks("passages")
-    search = subprocess.run([PYTHON, "-m", "tiermem", "search", "where can I find something to open the door?",
-                             "--archival", "--json", "--data-dir", str(tmp_path / "data"), "--embedding-model", "default"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            # a loaded machine can take longer than the default 10 s to load the model
-                            env={**server_env(tmp_path), "TIERMEM_EMBEDDING_WAIT_SECONDS": "120"})
+    search = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "search",
+            "where can I find something to open the door?",
+            "--archival",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--embedding-model",
+            "default",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        # a loaded machine can take longer than the default 10 s to load the model
+        env={**server_env(tmp_path), "TIERMEM_EMBEDDING_WAIT_SECONDS": "120"},
+    )
     assert search.returncode == 0, search.stderr[-2000:]
     assert "embedded 1 row(s) stored without vectors" in search.stderr and "note:" not in search.stderr
     assert "flowerpot" in json.loads(search.stdout)[0]["content"]
-    assert store.rows.count("passages", Filter(missing_vector=True)) == 0 and store.rows.unembedded_marks("passages") == {}
+    assert (
+        store.rows.count("passages", Filter(missing_vector=True)) == 0 and store.rows.unembedded_marks("passages") == {}
+    )
     second = one_shot("The wifi password is on the fridge", 300)
     assert second.returncode == 0 and "Fatal" not in second.stderr, second.stderr[-2000:]
     assert store.rows.count("passages", Filter(missing_vector=True)) == 0  # embedded before the process ended

@@ -26,8 +26,14 @@ def test_an_agents_rows_whole_and_deleting_them(mem: Memory) -> None:
     archive.insert(a, "tea at five", ["x"])
     archive.insert(a, "the quote's tag", ["y", "it's"])
     archive.insert(b, "b's own passage", ["x"])
-    logged = archive.log_messages(a, [{"role": "user", "content": "one", "conversation_id": "side"},
-                                      {"role": "user", "content": "two"}, {"role": "assistant", "content": "three"}])
+    logged = archive.log_messages(
+        a,
+        [
+            {"role": "user", "content": "one", "conversation_id": "side"},
+            {"role": "user", "content": "two"},
+            {"role": "assistant", "content": "three"},
+        ],
+    )
     archive.log_messages(b, [{"role": "user", "content": "b speaks"}])
 
     assert [p.content for p in rows.passages_of(a)] == ["tea at five", "the quote's tag"]
@@ -53,8 +59,11 @@ def test_raw_rows_are_only_those_of_recall_and_archival(mem: Memory) -> None:
     row = rows.backup_rows("passages", vectors=False)[0]
     assert row["content"] == "kept" and row["vector"] is None and "vector" in rows.fields("passages")
     assert rows.restore_rows("passages", "id", [row], model=mem.archive.vectors.model) == 0  # a restore is re-runnable
-    for call in (lambda: rows.backup_rows("blocks", vectors=True), lambda: rows.fields("agents"),
-                 lambda: rows.restore_rows("meta", "key", [{"key": "schema_version", "value": "9"}], model=None)):
+    for call in (
+        lambda: rows.backup_rows("blocks", vectors=True),
+        lambda: rows.fields("agents"),
+        lambda: rows.restore_rows("meta", "key", [{"key": "schema_version", "value": "9"}], model=None),
+    ):
         with pytest.raises(ValidationError, match="not a table of recall or archival memory"):
             call()
     assert mem.archive.store.conn.meta()["schema_version"] == str(SCHEMA_VERSION)  # nothing was written
@@ -71,7 +80,10 @@ def test_backed_up_vectors_are_kept_only_for_the_same_model(mem: Memory) -> None
     assert rows.restore_rows("passages", "id", [row], model=("another-model", 384)) == 1
     assert mem.archive.vectors.missing()["passages"] == 1  # another model's vector: embedded again later
     mem.archive.rows.delete_agent_data(agent)
-    assert rows.restore_rows("passages", "id", [{**row, "vector": row["vector"][:10]}], model=mem.archive.vectors.model) == 1
+    assert (
+        rows.restore_rows("passages", "id", [{**row, "vector": row["vector"][:10]}], model=mem.archive.vectors.model)
+        == 1
+    )
     assert mem.archive.vectors.missing()["passages"] == 1  # the wrong length: dropped too
     mem.archive.rows.delete_agent_data(agent)
     assert rows.restore_rows("passages", "id", [row], model=mem.archive.vectors.model) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -70,13 +70,21 @@ def test_a_turn_fired_many_times_at_once_is_logged_once(memory: tuple[Memory, st
     for t in threads:
         t.join(60)
     assert sorted(results) == [False] * 7 + [True]
-    assert [(x.role, x.content) for x in m.archive.rows.messages_of(agent) if x.conversation_id == "s"] == [("user", "yes")]
+    assert [(x.role, x.content) for x in m.archive.rows.messages_of(agent) if x.conversation_id == "s"] == [
+        ("user", "yes")
+    ]
     assert not autorecall._locks
 
 
 def recalled(n: int, chars: int, *, source: str = "archival", relevance: float = 0.5) -> Recalled:
-    return Recalled(id=f"passage-{n}", source=source, content=f"memory {n} " + "x" * (chars - len(f"memory {n} ")),  # type: ignore[arg-type]
-                    created_at=datetime(2026, 11, 24, tzinfo=timezone.utc), relevance=relevance, role="user")
+    return Recalled(
+        id=f"passage-{n}",
+        source=source,
+        content=f"memory {n} " + "x" * (chars - len(f"memory {n} ")),  # type: ignore[arg-type]
+        created_at=datetime(2026, 11, 24, tzinfo=UTC),
+        relevance=relevance,
+        role="user",
+    )
 
 
 @pytest.mark.parametrize("max_chars", [500, 501, 777, 1000, 1003, 4000])
@@ -89,8 +97,10 @@ def test_the_context_with_its_note_stays_within_max_chars(max_chars: int) -> Non
         shown = [line for line in lines if line.startswith("<tiermem_memory ")]
         assert shown and all(f"memory {i} " in line for i, line in enumerate(shown))  # best first, none skipped
         if len(shown) < len(sizes):
-            assert lines[-1] == (f"({len(sizes) - len(shown)} more not shown: search for them with "
-                                 "archival_memory_search or conversation_search.)")
+            assert lines[-1] == (
+                f"({len(sizes) - len(shown)} more not shown: search for them with "
+                "archival_memory_search or conversation_search.)"
+            )
         else:
             assert "more not shown" not in text
 
@@ -102,8 +112,9 @@ def test_a_best_memory_too_long_to_fit_is_shown_cut_with_its_id_not_dropped_for_
     assert len(text) <= 1000
     head, first, note = text.split("\n")
     assert head == autorecall.HEAD
-    assert first.startswith('<tiermem_memory source="archival" id="passage-0" saved="2026-11-24" relevance="0.90" '
-                            'cut="first ')
+    assert first.startswith(
+        '<tiermem_memory source="archival" id="passage-0" saved="2026-11-24" relevance="0.90" cut="first '
+    )
     kept = int(first.split('cut="first ')[1].split(" ")[0])
     assert 'of 6000 chars; id passage-0; archival_memory_search finds it whole">memory 0 xxx' in first
     assert first.endswith("x" * (kept - len("memory 0 ")) + "…</tiermem_memory>") and len(text) >= 995  # room used

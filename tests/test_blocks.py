@@ -5,14 +5,24 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tiermem.domain import blocks as b
 from tiermem.base.errors import EditError, ValidationError
 from tiermem.base.records import Block
+from tiermem.domain import blocks as b
 
 
-def blk(value: str = "I am Sam.\nI am curious.", limit: int = 5000, read_only: bool = False, label: str = "persona") -> Block:
-    return Block(id="block-1", label=label, value=value, limit=limit, description="d", read_only=read_only, version=1,
-                 updated_at=datetime(2026, 1, 1, tzinfo=UTC))
+def blk(
+    value: str = "I am Sam.\nI am curious.", limit: int = 5000, read_only: bool = False, label: str = "persona"
+) -> Block:
+    return Block(
+        id="block-1",
+        label=label,
+        value=value,
+        limit=limit,
+        description="d",
+        read_only=read_only,
+        version=1,
+        updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
 
 
 def test_append_adds_newline():
@@ -30,12 +40,15 @@ def test_memory_replace_unique_missing_multiple():
     assert b.apply_edit(blk(), b.StrReplace("Sam", "Ada")) == "I am Ada.\nI am curious."
     with pytest.raises(EditError) as e:
         b.apply_edit(blk(), b.StrReplace("Bob", "x"))
-    assert str(e.value) == ("No replacement was performed, old_string `Bob` did not appear verbatim in memory block "
-                            "with label `persona`.")
+    assert str(e.value) == (
+        "No replacement was performed, old_string `Bob` did not appear verbatim in memory block with label `persona`."
+    )
     with pytest.raises(EditError) as e:
         b.apply_edit(blk(), b.StrReplace("I am", "x"))
-    assert str(e.value) == ("No replacement was performed. Multiple occurrences of old_string `I am` in lines [1, 2]. "
-                            "Please ensure it is unique.")
+    assert str(e.value) == (
+        "No replacement was performed. Multiple occurrences of old_string `I am` in lines [1, 2]. "
+        "Please ensure it is unique."
+    )
 
 
 def test_memory_replace_check_order():
@@ -46,7 +59,9 @@ def test_memory_replace_check_order():
         b.apply_edit(blk(), b.StrReplace("1→ I am Sam.", "2→ x"))
     with pytest.raises(EditError, match=r"^old_string contains a line number warning"):
         b.apply_edit(blk(), b.StrReplace(b.LINE_NUMBER_WARNING, "x"))
-    with pytest.raises(EditError, match=r"^new_string contains a line number prefix, which is not allowed\. Do not include"):
+    with pytest.raises(
+        EditError, match=r"^new_string contains a line number prefix, which is not allowed\. Do not include"
+    ):
         b.apply_edit(blk(), b.StrReplace("Sam", "  12→ Ada"))
 
 
@@ -59,8 +74,10 @@ def test_insert_positions_and_range():
     for bad in (3, -2, 10**9):
         with pytest.raises(EditError) as e:
             b.apply_edit(blk(v), b.Insert("x", bad))
-        assert str(e.value) == (f"Invalid `insert_line` parameter: {bad}. It should be within the range of lines of the "
-                                "memory block: [0, 2], or -1 to append to the end of the memory block.")
+        assert str(e.value) == (
+            f"Invalid `insert_line` parameter: {bad}. It should be within the range of lines of the "
+            "memory block: [0, 2], or -1 to append to the end of the memory block."
+        )
 
 
 def test_limit_enforced_with_letta_text():
@@ -84,7 +101,9 @@ def test_patch_apply_and_errors():
     assert b.apply_edit(blk(v), b.Patch(two)) == "alpha\none\nbeta\ngamma\ntwo"
     with pytest.raises(EditError, match="^Failed to apply patch: expected hunk context not found in the memory block"):
         b.apply_edit(blk(v), b.Patch(" nope\n-beta\n+x"))
-    with pytest.raises(EditError, match="^Failed to apply patch: hunk context matched multiple places in the memory block"):
+    with pytest.raises(
+        EditError, match="^Failed to apply patch: hunk context matched multiple places in the memory block"
+    ):
         b.apply_edit(blk(v), b.Patch("-beta\n+x"))
     with pytest.raises(EditError, match="does not start with"):
         b.apply_edit(blk(v), b.Patch("garbage line"))
@@ -135,8 +154,12 @@ def test_render_core_memory_layout():
     numbered = b.render_core_memory([blk()], line_numbers=True)
     assert "<warning>\n" + b.LINE_NUMBER_WARNING + "\n</warning>" in numbered
     assert "1→ I am Sam.\n2→ I am curious." in numbered
-    meta = b.render_memory_metadata(agent_id="agent-1", recompiled_at=datetime(2026, 2, 11, 20, 8, 35, tzinfo=UTC),
-                                    recall_count=42, archival_count=156)
+    meta = b.render_memory_metadata(
+        agent_id="agent-1",
+        recompiled_at=datetime(2026, 2, 11, 20, 8, 35, tzinfo=UTC),
+        recall_count=42,
+        archival_count=156,
+    )
     assert "- System prompt last recompiled: 2026-02-11 08:08:35 PM UTC+0000" in meta
     assert "- 42 previous messages between you and the user are stored in recall memory" in meta
     assert "- 156 total memories you created are stored in archival memory (use tools to access them)" in meta

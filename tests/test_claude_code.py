@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tiermem.server.runtime import FILE_TOOLS
 from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
 from tiermem.server.app import resolve_tools
+from tiermem.server.runtime import FILE_TOOLS
 
 from .claude_code import ClaudeCode, claude_code, definition_chars, tool_definitions
 from .conftest import PYTHON, ROOT
@@ -33,8 +33,15 @@ UNRELATED = "Explain how quicksort partitions an array."
 
 def tiermem(cc: ClaudeCode, *args: str) -> str:
     """A tiermem command in the throwaway HOME's environment (none of the user's config or data)."""
-    done = subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=ROOT, env=cc.env(),
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cc.env(),
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -70,14 +77,15 @@ def sessions(cc: ClaudeCode) -> dict[str, Any]:
 def test_the_first_request_carries_the_pinned_blocks(cc: ClaudeCode, sessions: dict[str, Any]) -> None:
     first = sessions["runs"][0]["requests"][0]
     system = cc.system_text(first)
-    instructions = system[system.index("## tiermem"):]
+    instructions = system[system.index("## tiermem") :]
     assert HUMAN in instructions and "<persona>" in instructions  # the server's instructions, from the first token
     assert "[truncated]" not in system  # they fit Claude Code's 2,048 characters
     assert "SessionStart hook additional context" in system and system.count(HUMAN) >= 2  # and the session hook's
 
 
-def test_a_prompt_about_a_stored_fact_carries_it_and_an_unrelated_one_nothing(cc: ClaudeCode,
-                                                                               sessions: dict[str, Any]) -> None:
+def test_a_prompt_about_a_stored_fact_carries_it_and_an_unrelated_one_nothing(
+    cc: ClaudeCode, sessions: dict[str, Any]
+) -> None:
     about, unrelated = (cc.system_text(run["requests"][0]) for run in sessions["runs"])
     assert "UserPromptSubmit hook additional context" in about and FACT in about
     assert FACT not in unrelated and "Memories from tiermem" not in unrelated
@@ -95,7 +103,9 @@ def test_recall_holds_both_prompts_and_both_replies(sessions: dict[str, Any]) ->
 
 def test_the_default_tools_are_lean_as_claude_code_sends_them(sessions: dict[str, Any]) -> None:
     tools = tool_definitions(sessions["runs"][0]["requests"][0])
-    assert {t["name"] for t in tools} == {f"mcp__tiermem__{n}" for n in resolve_tools(["default"]) if n not in FILE_TOOLS}
+    assert {t["name"] for t in tools} == {
+        f"mcp__tiermem__{n}" for n in resolve_tools(["default"]) if n not in FILE_TOOLS
+    }
     assert definition_chars(tools) <= 4800  # issue 29's budget; `python -m bench tool_tokens` reports the figure
 
 
@@ -107,7 +117,7 @@ def test_the_server_stops_on_sigint_and_nothing_left_the_machine(cc: ClaudeCode,
         # (Claude Code sends SIGTERM 0.1 s after SIGINT if the process is still there: a timing, measured by the bench,
         # not asserted here.) Claude Code may exit before its 50 ms poll logs "process exited cleanly"; the
         # connection's clean close and the removed socket below (the server's own shutdown path) say the same.
-        assert 'Sending SIGINT' in ours and "Cleanup timeout" not in ours, ours
+        assert "Sending SIGINT" in ours and "Cleanup timeout" not in ours, ours
         assert "exited cleanly" in ours or re.search(r"STDIO connection closed after \d+s \(cleanly\)", ours), ours
     assert cc.catcher.seen == []
     assert not list(Path(cc.runtime_dir).rglob("*.sock"))  # each server removed its hook socket

@@ -19,8 +19,15 @@ from .test_transports import server_env
 
 
 def tiermem(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")], capture_output=True,
-                          text=True, cwd=ROOT, env=server_env(tmp_path, **env), timeout=120, check=False)
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+        timeout=120,
+        check=False,
+    )
 
 
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,14 +62,22 @@ def test_blocks_edit_in_editor(tmp_path: Path) -> None:
     failed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "exit 3"))
     assert failed.returncode == 1 and "status 3" in failed.stderr
     too_long = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "printf '%06000d' 0 > \"$1\""))
-    assert too_long.returncode == 1 and "5000 character limit" in too_long.stderr and "your text is kept in" in too_long.stderr
+    assert (
+        too_long.returncode == 1
+        and "5000 character limit" in too_long.stderr
+        and "your text is kept in" in too_long.stderr
+    )
     assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
 
 
 def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
-    graph.write_text(json.dumps({"type": "entity", "name": "Launch", "entityType": "event",
-                                 "observations": ["The launch is on 3 March"]}) + "\n")
+    graph.write_text(
+        json.dumps(
+            {"type": "entity", "name": "Launch", "entityType": "event", "observations": ["The launch is on 3 March"]}
+        )
+        + "\n"
+    )
     assert tiermem(tmp_path, "import", str(graph)).returncode == 0
     table = tiermem(tmp_path, "search", "when is the launch", "--archival")
     assert table.returncode == 0, table.stderr
@@ -92,18 +107,22 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
                 lines.append(command)
     assert lines[0] == "tiermem config claude-desktop" and any(x.startswith("tiermem export") for x in lines)
     assert lines[-1] == "tiermem doctor"
-    env = server_env(tmp_path, HOME=str(tmp_path / "home"), EDITOR="true",
-                     XDG_DATA_HOME=str(tmp_path / "home" / ".local" / "share"))
+    env = server_env(
+        tmp_path, HOME=str(tmp_path / "home"), EDITOR="true", XDG_DATA_HOME=str(tmp_path / "home" / ".local" / "share")
+    )
     env.pop("TIERMEM_EMBEDDING_MODEL")  # as a user runs it: the default model
     env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
     work = tmp_path / "work"
     work.mkdir()
     for n, command in enumerate(lines):
         if n == 2:  # step 3: the model edits the human block and stores a fact through the MCP tools
-            anyio.run(_host_session, StdioServerParameters(command=PYTHON, args=["-m", "tiermem", "serve"], env=env,
-                                                           cwd=str(work)))
-        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=work, env=env, timeout=300,
-                              check=False)
+            anyio.run(
+                _host_session,
+                StdioServerParameters(command=PYTHON, args=["-m", "tiermem", "serve"], env=env, cwd=str(work)),
+            )
+        done = subprocess.run(
+            command, shell=True, capture_output=True, text=True, cwd=work, env=env, timeout=300, check=False
+        )
         assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         if command == "tiermem blocks show human":
             assert "Prefers tea" in done.stdout
@@ -117,7 +136,9 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
 async def _host_session(params: StdioServerParameters) -> None:
     """What Claude Desktop does in step 3, as a one-shot client: the server exits right after."""
     async with Client(params, cache=None) as client:
-        r = await client.call_tool("core_memory_append", {"label": "human", "content": "Name: Ada. Works on compilers. Prefers tea."})
+        r = await client.call_tool(
+            "core_memory_append", {"label": "human", "content": "Name: Ada. Works on compilers. Prefers tea."}
+        )
         assert not r.is_error, text_of(r)
         r = await client.call_tool("archival_memory_insert", {"content": "Ada drinks green tea, never coffee."})
         assert not r.is_error and "note" not in json.loads(text_of(r)), text_of(r)

@@ -128,7 +128,12 @@ def test_a_server_closed_right_after_its_first_answer_exits_cleanly(tmp_path: Pa
     env.pop("TIERMEM_EMBEDDING_MODEL")  # the packaged model: onnxruntime loads in the background
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -137,12 +142,26 @@ def test_a_server_closed_right_after_its_first_answer_exits_cleanly(tmp_path: Pa
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
         proc.stdin.flush()
 
-    send({"id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    send(
+        {
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
     assert json.loads(proc.stdout.readline())["id"] == 1
     send({"method": "notifications/initialized"})
-    send({"id": 2, "method": "tools/call", "params": {"name": "memory_insert",
-                                                        "arguments": {"label": "human", "new_string": "Likes rain"}}})
+    send(
+        {
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_insert", "arguments": {"label": "human", "new_string": "Likes rain"}},
+        }
+    )
     while True:  # log notifications may come first
         reply = json.loads(proc.stdout.readline())
         if reply.get("id") == 2:
@@ -181,7 +200,6 @@ def test_tool_modules_load_when_the_tools_are_first_listed(tmp_path: Path) -> No
     assert count >= 15
 
 
-
 WATCH_HARNESS = Path(__file__).parent / "harness" / "watch_start.py"
 
 
@@ -195,7 +213,11 @@ def watched_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, s
     tmp_path = tmp_path_factory.mktemp("watched")
     proc = subprocess.Popen(
         [PYTHON, str(WATCH_HARNESS), "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
         env=server_env(tmp_path),
     )
     assert proc.stdin is not None and proc.stdout is not None
@@ -210,24 +232,44 @@ def watched_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, s
             if "id" in reply:
                 answers[reply["id"]] = reply
 
-    call({"id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    call(
+        {
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
     call({"method": "notifications/initialized"})
-    call({"id": 2, "method": "tools/call", "params": {"name": "memory_insert",
-                                                        "arguments": {"label": "human", "new_string": "Likes rain"}}})
-    call({"id": 3, "method": "tools/call", "params": {"name": "archival_memory_search", "arguments": {"query": "rain"}}})
+    call(
+        {
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_insert", "arguments": {"label": "human", "new_string": "Likes rain"}},
+        }
+    )
+    call(
+        {"id": 3, "method": "tools/call", "params": {"name": "archival_memory_search", "arguments": {"query": "rain"}}}
+    )
     proc.stdin.close()
     status = proc.wait(timeout=120)
     stderr = proc.stderr.read() if proc.stderr else ""
     assert status == 0, stderr[-3000:]
-    report = {line.split()[0]: line for line in stderr.splitlines() if line.split()[:1] and line.split()[0] in (
-        "gc-before-answer", "threads-at-answer", "heavy-at-answer", "gc-exit")}
+    report = {
+        line.split()[0]: line
+        for line in stderr.splitlines()
+        if line.split()[:1]
+        and line.split()[0] in ("gc-before-answer", "threads-at-answer", "heavy-at-answer", "gc-exit")
+    }
     assert len(report) == 4, stderr[-3000:]
     return report, answers
 
 
 def test_the_garbage_collector_waits_until_initialize_is_answered(
-    watched_start: tuple[dict[str, str], dict[str, Any]]
+    watched_start: tuple[dict[str, str], dict[str, Any]],
 ) -> None:
     """``tiermem serve`` holds the cyclic collector off while it starts (gcpause): not one collection runs before
     the answer to ``initialize``; once the client has that answer the start is frozen and collections run again."""
@@ -242,7 +284,7 @@ def test_the_garbage_collector_waits_until_initialize_is_answered(
 
 
 def test_the_archive_starts_opening_once_initialize_is_answered(
-    watched_start: tuple[dict[str, str], dict[str, Any]]
+    watched_start: tuple[dict[str, str], dict[str, Any]],
 ) -> None:
     """``initialize`` waits for core memory (its instructions carry it), not for the archive: the archive's
     opening thread and its libraries start only once the client has that answer, and then it opens."""

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain import blocks as b
 from tiermem.base.config import load_settings
 from tiermem.base.errors import ConfigError
+from tiermem.domain import blocks as b
 from tiermem.store import Store
 
 from .conftest import ROOT, memory_over
@@ -40,8 +40,12 @@ def test_data_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_packaged_defaults_match_configs_dir() -> None:
     s = load_settings()
-    assert [x.label for x in s.default_blocks] == ["persona", "human"] and all(x.limit == 5000 for x in s.default_blocks)
-    assert (ROOT / "configs" / "default.toml").read_text() == (ROOT / "src" / "tiermem" / "base" / "default.toml").read_text()
+    assert [x.label for x in s.default_blocks] == ["persona", "human"] and all(
+        x.limit == 5000 for x in s.default_blocks
+    )
+    assert (ROOT / "configs" / "default.toml").read_text() == (
+        ROOT / "src" / "tiermem" / "base" / "default.toml"
+    ).read_text()
 
 
 def test_bad_settings_are_clear(tmp_path: Path) -> None:

@@ -72,9 +72,25 @@ def test_toml_snippets_load_as_settings(tmp_path: Path) -> None:
 
 def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) -> None:
     """`tiermem serve --config configs/http_server.toml` as shipped: the placeholder is not a secret."""
-    done = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--config", str(CONFIGS / "http_server.toml"),
-                           "--data-dir", str(tmp_path / "d"), "--port", "0"],
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--config",
+            str(CONFIGS / "http_server.toml"),
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     assert done.returncode == 1 and "placeholder" in done.stderr and "openssl rand -hex 32" in done.stderr, done.stderr
     assert not (tmp_path / "d").exists()  # refused before anything was opened
     for example in ("your-token-here-0123", "changeme-changeme-123", "<paste your token here>", "a" * 40):
@@ -114,24 +130,47 @@ def test_smithery_yaml() -> None:
     if node is None:
         pytest.skip("node is not installed")
     config = {"agent": "work", "dataDir": "/tmp/x", "tools": "minimal", "agentLoop": True, "anthropicApiKey": "k"}
-    out = subprocess.run([node, "-e", SMITHERY_ENV, start["commandFunction"], json.dumps(config)], capture_output=True,
-                         text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [node, "-e", SMITHERY_ENV, start["commandFunction"], json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     result = json.loads(out.stdout)
     assert result["command"] == "tiermem" and result["args"] == ["serve"]
-    assert result["env"] == {"TIERMEM_AGENT": "work", "TIERMEM_DATA_DIR": "/tmp/x", "TIERMEM_TOOLS": "minimal",
-                             "TIERMEM_AGENT_LOOP": "true", "ANTHROPIC_API_KEY": "k"}
+    assert result["env"] == {
+        "TIERMEM_AGENT": "work",
+        "TIERMEM_DATA_DIR": "/tmp/x",
+        "TIERMEM_TOOLS": "minimal",
+        "TIERMEM_AGENT_LOOP": "true",
+        "ANTHROPIC_API_KEY": "k",
+    }
     for key in result["env"]:
         assert key == "ANTHROPIC_API_KEY" or key.removeprefix("TIERMEM_").lower() in Settings.model_fields
-    empty = subprocess.run([node, "-e", SMITHERY_ENV, start["commandFunction"], "{}"], capture_output=True, text=True,
-                           timeout=60, check=True)
+    empty = subprocess.run(
+        [node, "-e", SMITHERY_ENV, start["commandFunction"], "{}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert json.loads(empty.stdout)["env"] == {}  # nothing set: the defaults apply
 
 
-@pytest.mark.parametrize("host", ["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
-                                  "http"])
+@pytest.mark.parametrize(
+    "host", ["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode", "http"]
+)
 def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) -> None:
-    done = subprocess.run([PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")],
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60, check=False)
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     if host == "claude-code":  # what `tiermem setup claude-code` would write (tests/test_setup_claude_code.py)

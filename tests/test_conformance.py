@@ -43,12 +43,14 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     tmp = tmp_path_factory.mktemp("conformance")
     port = free_port()
-    settings = load_settings(data_dir=tmp / "data", embedding_model="hashing", transport="http", port=port,
-                             tools=["all"])  # every tool, as the baseline was recorded
+    settings = load_settings(
+        data_dir=tmp / "data", embedding_model="hashing", transport="http", port=port, tools=["all"]
+    )  # every tool, as the baseline was recorded
     server = serve_in_process(settings)
     app = build_http_app(server, settings, [], ui=http_mount(server.runtime.handle, settings))
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-                                        timeout_graceful_shutdown=2))
+    web = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, timeout_graceful_shutdown=2)
+    )
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -86,8 +88,12 @@ def post(client: httpx2.Client, url: str, body: dict[str, object], **headers: st
 
 
 def session(client: httpx2.Client, url: str, version: str) -> tuple[dict[str, str], list[dict[str, str]]]:
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     with client.stream("POST", url, json=init, headers=HEADERS) as r:
         sid = r.headers["mcp-session-id"]
         first = events(r.iter_lines())
@@ -100,7 +106,12 @@ def test_sse_streams_are_primed_and_resumable(http_url: str) -> None:
     with httpx2.Client(timeout=30) as client:
         headers, first = session(client, http_url, "2025-11-25")
         assert first[0] == {"id": first[0]["id"], "data": "", "retry": "1000"}  # the priming event (SEP-1699)
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "core_memory_view", "arguments": {}}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "core_memory_view", "arguments": {}},
+        }
         stream = post(client, http_url, call, **headers)
         priming, answer = stream[0], stream[-1]
         assert priming["data"] == "" and priming["retry"] == "1000" and priming["id"]
@@ -108,8 +119,9 @@ def test_sse_streams_are_primed_and_resumable(http_url: str) -> None:
         assert "<memory_blocks>" in json.loads(answer["data"])["result"]["content"][0]["text"]
 
         # A client that lost the stream after the priming event reconnects with Last-Event-ID and gets the answer.
-        with client.stream("GET", http_url, headers={**headers, "Accept": "text/event-stream",
-                                                     "Last-Event-ID": priming["id"]}) as r:
+        with client.stream(
+            "GET", http_url, headers={**headers, "Accept": "text/event-stream", "Last-Event-ID": priming["id"]}
+        ) as r:
             assert r.status_code == 200
             replayed = [e for e in events(r.iter_lines()) if e.get("event") == "message"]
         assert replayed and replayed[0]["id"] == answer["id"] and replayed[0]["data"] == answer["data"]
@@ -131,15 +143,23 @@ def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
     out = tmp_path / "results"
     done = subprocess.run(
         [node, str(cli_path(root)), "server", "--url", http_url, "--expected-failures", str(BASELINE), "-o", str(out)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     results: dict[str, list[dict[str, object]]] = {}
     for checks in out.glob("server-*/checks.json"):
         name = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", checks.parent.name.removeprefix("server-"))
         results[name] = json.loads(checks.read_text())
     assert len(results) >= 25, (done.stdout[-2000:], done.stderr[-2000:])
-    failed = {name: [f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}" for c in checks
-                     if c.get("status") in ("FAILURE", "WARNING")] for name, checks in results.items()}
+    failed = {
+        name: [
+            f"{c.get('id')}: {c.get('errorMessage') or c.get('description')}"
+            for c in checks
+            if c.get("status") in ("FAILURE", "WARNING")
+        ]
+        for name, checks in results.items()
+    }
     failed = {name: why_ for name, why_ in failed.items() if why_}
     unexpected = {name: why_ for name, why_ in failed.items() if name not in expected}
     assert unexpected == {}, "scenarios that should pass failed"

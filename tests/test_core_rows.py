@@ -13,8 +13,14 @@ from tiermem.core.object_layout import agent_json, agent_of, loads
 
 
 def test_each_typed_row_has_exactly_the_fields_of_its_table() -> None:
-    types = {"agents": rows.AgentRow, "blocks": rows.BlockRow, "attachments": rows.AttachmentRow,
-             "block_history": rows.HistoryRow, "requests": rows.RequestRow, "conversations": rows.ConversationRow}
+    types = {
+        "agents": rows.AgentRow,
+        "blocks": rows.BlockRow,
+        "attachments": rows.AttachmentRow,
+        "block_history": rows.HistoryRow,
+        "requests": rows.RequestRow,
+        "conversations": rows.ConversationRow,
+    }
     assert set(types) == set(rows.FIELDS) == set(rows.CORE_TABLES)
     for table, row_type in types.items():
         assert tuple(get_type_hints(row_type)) == rows.FIELDS[table], table
@@ -25,7 +31,9 @@ def test_rows_are_checked_on_the_way_in() -> None:
     assert rows.rows_of("attachments", [{**row, "extra": 1}]) == [row]  # other fields dropped
     with pytest.raises(StoreError, match="A row of attachments lacks block_id, created_us; nothing was written"):
         rows.rows_of("attachments", [{"key": "a:b", "agent_id": "a"}])
-    older = rows.rows_of("requests", [{"key": "k", "agent_id": "a", "tool": "t", "result": "r", "created_us": 0}], older=True)
+    older = rows.rows_of(
+        "requests", [{"key": "k", "agent_id": "a", "tool": "t", "result": "r", "created_us": 0}], older=True
+    )
     assert older == [{"key": "k", "agent_id": "a", "tool": "t", "args_sha256": None, "result": "r", "created_us": 0}]
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from tiermem.domain import blocks as b
 from tiermem.base.config import BlockSpec
+from tiermem.domain import blocks as b
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON, ROOT
 from .test_object_storage import s3_endpoint, s3_target  # noqa: F401 (the module-scoped moto server fixture)
-from .test_reliability import Target, assert_doctor_healthy, check_chain, local_target
+from .test_reliability import Target, assert_doctor_healthy, local_target
 
 RESTORE_BATCH = 500  # a backup restore merges this many rows per commit (interop/backup.py)
 
@@ -47,8 +47,13 @@ def kill_when(proc: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
 
 
 def start(target: Target, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([PYTHON, "-m", "tiermem", *args, *target.where], cwd=ROOT, env=target.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [PYTHON, "-m", "tiermem", *args, *target.where],
+        cwd=ROOT,
+        env=target.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def raw_chains(m: Memory, block_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
@@ -101,16 +106,35 @@ def big_backup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     for rec in records[1:]:
         by_type.setdefault(rec["type"], []).append(rec["row"])
     msg, psg = by_type["messages"][0], by_type["passages"][0]
-    by_type["messages"] = [{**msg, "id": f"message-{i}", "seq": msg["seq"] + i, "role": "user" if i % 2 else "assistant",
-                            "content": f"message {i} " + "words " * 20, "text": f"message {i} " + "words " * 20}
-                           for i in range(MESSAGES)]
-    by_type["passages"] = [{**psg, "id": f"passage-{i}", "group_id": f"passage-{i}",
-                            "content": f"passage {i} " + "words " * 10, "text": f"passage {i} " + "words " * 10}
-                           for i in range(PASSAGES)]
+    by_type["messages"] = [
+        {
+            **msg,
+            "id": f"message-{i}",
+            "seq": msg["seq"] + i,
+            "role": "user" if i % 2 else "assistant",
+            "content": f"message {i} " + "words " * 20,
+            "text": f"message {i} " + "words " * 20,
+        }
+        for i in range(MESSAGES)
+    ]
+    by_type["passages"] = [
+        {
+            **psg,
+            "id": f"passage-{i}",
+            "group_id": f"passage-{i}",
+            "content": f"passage {i} " + "words " * 10,
+            "text": f"passage {i} " + "words " * 10,
+        }
+        for i in range(PASSAGES)
+    ]
     order = ["agents", "blocks", "block_history", "attachments", "messages", "passages"]
-    path.write_text("\n".join(json.dumps(r) for r in [records[0], *({"type": t, "row": row} for t in order
-                                                                      for row in by_type.get(t, []))]) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            json.dumps(r) for r in [records[0], *({"type": t, "row": row} for t in order for row in by_type.get(t, []))]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return path, by_type
 
 
@@ -132,7 +156,8 @@ def kill_during_backup_restore(target: Target, backup: tuple[Path, dict[str, lis
     assert partial["messages"] % RESTORE_BATCH == 0 and partial["passages"] % RESTORE_BATCH == 0  # whole batches
     doctor = target.cli("doctor")
     assert doctor.returncode == 1 and "stray rows" in doctor.stdout and "tiermem import FILE` again" in doctor.stdout, (
-        doctor.stdout + doctor.stderr)
+        doctor.stdout + doctor.stderr
+    )
 
     started = time.monotonic()
     again = target.cli("import", str(path), "--json")
@@ -152,21 +177,28 @@ def kill_during_backup_restore(target: Target, backup: tuple[Path, dict[str, lis
         assert all(r["agent_id"] == big and r["vector"] is not None for r in stored)
     restored = {r["id"] for r in source["blocks"]}
     history = [r for r in rows(m, "block_history") if r["block_id"] in restored]
-    assert sorted((r["key"], r["value"]) for r in history) == sorted((r["key"], r["value"]) for r in source["block_history"])
+    assert sorted((r["key"], r["value"]) for r in history) == sorted(
+        (r["key"], r["value"]) for r in source["block_history"]
+    )
     assert {blk.label: blk.value for blk in m.blocks(big)} == {r["label"]: r["value"] for r in source["blocks"]}
     assert_chains_whole(m, big)
     assert m.block(big, "human").value.endswith("fact 4") and m.history(big, "notes", 10)[0].value == "second note"
     assert_doctor_healthy(target)
-    print(f"backup restore killed with {partial} of {messages} messages + {passages} passages written (agent "
-          f"invisible); re-run inserted {inserted['messages']} + {inserted['passages']} in {rerun:.1f}s, 0 duplicates")
+    print(
+        f"backup restore killed with {partial} of {messages} messages + {passages} passages written (agent "
+        f"invisible); re-run inserted {inserted['messages']} + {inserted['passages']} in {rerun:.1f}s, 0 duplicates"
+    )
 
 
 def test_kill_during_backup_restore(tmp_path: Path, big_backup: tuple[Path, dict[str, list[dict[str, Any]]]]) -> None:
     kill_during_backup_restore(local_target(tmp_path), big_backup)
 
 
-def test_s3_kill_during_backup_restore(tmp_path: Path, s3_endpoint: str,  # noqa: F811
-                                       big_backup: tuple[Path, dict[str, list[dict[str, Any]]]]) -> None:
+def test_s3_kill_during_backup_restore(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+    big_backup: tuple[Path, dict[str, list[dict[str, Any]]]],
+) -> None:
     kill_during_backup_restore(s3_target(tmp_path, s3_endpoint, "kill-restore"), big_backup)
 
 
@@ -227,8 +259,10 @@ def kill_during_memfs_import(target: Target, tmp_path: Path, files: int) -> None
         if blk.label in seen:
             assert blk.id == seen[blk.label].id and blk.version == seen[blk.label].version  # not written again
     assert_chains_whole(m, agent)
-    print(f"memfs import killed after {len(seen)} of {len(want)} files; re-run created the other "
-          f"{len(want) - len(seen)} in {rerun:.1f}s, 0 duplicates")
+    print(
+        f"memfs import killed after {len(seen)} of {len(want)} files; re-run created the other "
+        f"{len(want) - len(seen)} in {rerun:.1f}s, 0 duplicates"
+    )
 
 
 def test_kill_during_memfs_import(tmp_path: Path) -> None:
@@ -262,8 +296,15 @@ print("survived")
 
 
 def edit_killed_before_commit(target: Target, line: str) -> None:
-    child = subprocess.run([PYTHON, "-c", KILL_BEFORE_COMMIT.format(settings=target.settings_code(), line=line)],
-                           cwd=ROOT, env=target.env, capture_output=True, text=True, timeout=300, check=False)
+    child = subprocess.run(
+        [PYTHON, "-c", KILL_BEFORE_COMMIT.format(settings=target.settings_code(), line=line)],
+        cwd=ROOT,
+        env=target.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
 
 
@@ -282,8 +323,9 @@ def test_s3_kill_between_history_segment_and_commit(tmp_path: Path, s3_endpoint:
     edit_killed_before_commit(target, "killed before its commit")
     m = open_memory(target.settings(), start_embedder=False)  # a restart
     assert m.block(agent, "human") == block  # nothing of the killed edit is visible
-    assert [int(r["version"]) for r in rows(m, "block_history") if r["block_id"] == block.id] == \
-        list(range(1, block.version + 1))
+    assert [int(r["version"]) for r in rows(m, "block_history") if r["block_id"] == block.id] == list(
+        range(1, block.version + 1)
+    )
     assert len(listed_segments(m.core.bucket, block.id)) == 1  # the segment it wrote, not used by any head yet
     assert_doctor_healthy(target)
 

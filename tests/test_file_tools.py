@@ -17,8 +17,10 @@ from .conftest import serve_in_process, text_of
 pytestmark = pytest.mark.anyio
 
 FILE_TOOLS = {"open_files", "grep_files", "semantic_search_files"}
-GUIDE = (b"# Setup guide\n\nInstall the package first. Then run the server with a data directory.\n"
-         b"The lighthouse keeper stores spare batteries in the blue cabinet.\n")
+GUIDE = (
+    b"# Setup guide\n\nInstall the package first. Then run the server with a data directory.\n"
+    b"The lighthouse keeper stores spare batteries in the blue cabinet.\n"
+)
 CODE = b"def main():\n    return 'TODO: ship it'\n\n\nclass Widget:\n    pass  # TODO tidy\n"
 
 
@@ -42,7 +44,9 @@ async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> N
     async with Client(serve_in_process(settings), cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}
         assert FILE_TOOLS <= names
-        opened = await _call(c, "open_files", file_requests=[{"file_name": "docs/src/app.py", "offset": 0, "length": 2}])
+        opened = await _call(
+            c, "open_files", file_requests=[{"file_name": "docs/src/app.py", "offset": 0, "length": 2}]
+        )
         assert not opened.is_error and text_of(opened) == "* Opened docs/src/app.py (lines 1-2)"
         again = await _call(c, "open_files", file_requests=[{"file_name": "docs/src/app.py"}])
         assert text_of(again) == "* Opened docs/src/app.py (previously lines 1-2)"
@@ -53,8 +57,10 @@ async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> N
 
         missing = await _call(c, "open_files", file_requests=[{"file_name": "docs/nope.md"}])
         assert missing.is_error
-        assert text_of(missing) == ("docs/nope.md not attached - did you get the filename correct? Currently you have "
-                                    "the following files attached: ['docs/guide.md', 'docs/src/app.py']")
+        assert text_of(missing) == (
+            "docs/nope.md not attached - did you get the filename correct? Currently you have "
+            "the following files attached: ['docs/guide.md', 'docs/src/app.py']"
+        )
 
         grep = text_of(await _call(c, "grep_files", pattern="todo"))
         assert grep.startswith("Found 2 total matches across 1 files (showing matches 1-2 of 2)")
@@ -84,8 +90,9 @@ async def test_opening_past_the_limit_closes_the_least_recently_used(settings: S
     assert memory.open_files(agent.id, [OpenRequest("notes/n0.txt", None, None)]) == "* Opened notes/n0.txt"
     memory.open_files(agent.id, [OpenRequest("notes/n1.txt", None, None)])
     result = memory.open_files(agent.id, [OpenRequest("notes/n2.txt", None, None)])
-    assert result == ("* Opened notes/n2.txt\nNote: Closed 1 least recently used file(s) due to open file limit: "
-                      "notes/n0.txt")
+    assert result == (
+        "* Opened notes/n2.txt\nNote: Closed 1 least recently used file(s) due to open file limit: notes/n0.txt"
+    )
     opened = {v.name for v in memory.files.state(agent.id).files if v.is_open}
     assert opened == {"notes/n1.txt", "notes/n2.txt"}
     both = memory.open_files(agent.id, [OpenRequest("notes/n3.txt", None, None)], close_all_others=True)
@@ -141,21 +148,29 @@ async def test_the_instructions_carry_open_files_within_the_hosts_budget(setting
     from tiermem.domain.file_views import OpenRequest
 
     memory.files.upload("docs", "big.txt", ("A long line of the big file.\n" * 200).encode())
-    memory.open_files(memory.ensure_agent("default").id, [OpenRequest("docs/guide.md", None, None),
-                                                          OpenRequest("docs/big.txt", None, None)])
+    memory.open_files(
+        memory.ensure_agent("default").id,
+        [OpenRequest("docs/guide.md", None, None), OpenRequest("docs/big.txt", None, None)],
+    )
     async with Client(serve_in_process(settings), cache=None) as c:
         told = c.instructions or ""
     assert "<directories>" in told and "lighthouse keeper" in told
     from tiermem.domain import briefing
 
     agent = memory.ensure_agent("default")
-    short = briefing.instructions(memory.blocks(agent.id), ["open_files"], 2048, editors=["memory_replace"],
-                                  directories=memory.directory_texts(agent.id))
+    short = briefing.instructions(
+        memory.blocks(agent.id),
+        ["open_files"],
+        2048,
+        editors=["memory_replace"],
+        directories=memory.directory_texts(agent.id),
+    )
     assert len(short) <= 2048 and "Folders attached: docs (3 files; open: docs/big.txt, docs/guide.md)" in short
 
 
 async def test_the_agent_loop_opens_a_file_and_sees_it_in_its_system_prompt(
-        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Letta's loop: the model calls open_files; the next request's core memory shows the window (Letta's defaults
     for the model's context window: 10 files, 40,000 characters at 200k)."""
     from . import fake_anthropic as fa
@@ -165,8 +180,10 @@ async def test_the_agent_loop_opens_a_file_and_sees_it_in_its_system_prompt(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     with fa.FakeAnthropic() as fake:
-        fake.add(fa.tool("open_files", {"file_requests": [{"file_name": "docs/guide.md"}]}, say="Reading."),
-                 fa.text("The batteries are in the blue cabinet."))
+        fake.add(
+            fa.tool("open_files", {"file_requests": [{"file_name": "docs/guide.md"}]}, say="Reading."),
+            fa.text("The batteries are in the blue cabinet."),
+        )
         async with Client(build(agent_settings(settings, fake, tools=["default"])), cache=None) as c:
             reply, info, is_error = await chat(c, "Where are the spare batteries?")
         assert not is_error and reply == "The batteries are in the blue cabinet."
@@ -178,8 +195,9 @@ async def test_the_agent_loop_opens_a_file_and_sees_it_in_its_system_prompt(
         assert "- chars_limit=40000" in core and "The lighthouse keeper stores spare batteries" in core
 
 
-def test_doctor_names_files_an_interrupted_upload_left_unfinished(settings: Settings, capsys: pytest.CaptureFixture[str]
-                                                                   ) -> None:
+def test_doctor_names_files_an_interrupted_upload_left_unfinished(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     from dataclasses import replace
 
     from tiermem.domain.archive_files import file_row

@@ -8,17 +8,35 @@ from __future__ import annotations
 
 import random
 import re
-import time
 
 import pytest
 
 from tiermem.base.errors import ValidationError
 from tiermem.domain import file_views as fv
-from tiermem.domain.file_views import (DirectoryInfo, FileEntry, GrepFile, OpenRequest, check_file_name,
-                                       check_folder_name, check_requests, compile_pattern, file_defaults, file_type,
-                                       grep, is_text_type, open_summary, render_directories, render_window,
-                                       semantic_text, stored_range, strategy_of, truncate_visible, unique_name,
-                                       view_lines, window_of)
+from tiermem.domain.file_views import (
+    DirectoryInfo,
+    FileEntry,
+    GrepFile,
+    OpenRequest,
+    check_file_name,
+    check_folder_name,
+    check_requests,
+    compile_pattern,
+    file_defaults,
+    file_type,
+    grep,
+    is_text_type,
+    open_summary,
+    render_directories,
+    render_window,
+    semantic_text,
+    stored_range,
+    strategy_of,
+    truncate_visible,
+    unique_name,
+    view_lines,
+    window_of,
+)
 
 GUIDE = "Install the tool. Then run it!\nErrors are logged. Run again if needed."
 APP = "def run():\n    log('start')\n\n    return run_all()\n"
@@ -26,16 +44,20 @@ NOTES = "  nothing here  \nrun once\n"
 
 
 def files() -> list[GrepFile]:
-    return [GrepFile("docs/guide.md", view_lines(GUIDE, "documentation"), len(GUIDE)),
-            GrepFile("src/app.py", view_lines(APP, "code"), len(APP)),
-            GrepFile("notes.txt", view_lines(NOTES, "line_based"), len(NOTES))]
+    return [
+        GrepFile("docs/guide.md", view_lines(GUIDE, "documentation"), len(GUIDE)),
+        GrepFile("src/app.py", view_lines(APP, "code"), len(APP)),
+        GrepFile("notes.txt", view_lines(NOTES, "line_based"), len(NOTES)),
+    ]
 
 
 def test_the_registry_is_lettas() -> None:
     assert len(fv.FILE_TYPES) == 48  # every extension Letta's FileTypeRegistry registers
     assert file_type("a/b.md") == "text/markdown" and strategy_of("b.md", "text/markdown") == "documentation"
     assert file_type("x.PY") == "text/x-python" and strategy_of("x.py", None) == "code"
-    assert strategy_of("x.html", "text/html") == "code" and strategy_of("d.json", "application/json") == "structured_data"
+    assert (
+        strategy_of("x.html", "text/html") == "code" and strategy_of("d.json", "application/json") == "structured_data"
+    )
     assert strategy_of("x.h", "text/x-c") == "code" and strategy_of("r.pdf", "application/pdf") == "line_based"
     assert strategy_of("notes.md", "text/x-markdown") == "documentation"  # unregistered MIME: the extension decides
     assert strategy_of("notes.txt", "text/markdown") == "documentation"  # the MIME first
@@ -50,7 +72,11 @@ def test_the_registry_is_lettas() -> None:
 
 def test_view_lines_follow_the_line_chunker() -> None:
     assert view_lines(GUIDE, "documentation") == [
-        "Install the tool.", "Then run it!", "Errors are logged.", "Run again if needed."]
+        "Install the tool.",
+        "Then run it!",
+        "Errors are logged.",
+        "Run again if needed.",
+    ]
     assert view_lines("a.  b?\n\n  C d\te.\n", "documentation") == ["a. b?", "C d e."]  # split only before capitals
     assert view_lines(APP, "code") == ["def run():", "    log('start')", "    return run_all()"]
     assert view_lines(NOTES, "line_based") == ["nothing here", "run once"]
@@ -61,13 +87,19 @@ def test_view_lines_follow_the_line_chunker() -> None:
 def test_render_window_texts() -> None:
     lines = view_lines(GUIDE, "documentation")
     assert render_window("docs/guide.md", lines, "documentation", 1, 3) == (
-        "[Viewing sentences 2 to 3 (out of 4 sentences)]\n2: Then run it!\n3: Errors are logged.")
+        "[Viewing sentences 2 to 3 (out of 4 sentences)]\n2: Then run it!\n3: Errors are logged."
+    )
     code = view_lines(APP, "code")
     assert render_window("a.py", code, "code", None, None) == (
-        "[Viewing file start (out of 3 lines)]\n1: def run():\n2:     log('start')\n3:     return run_all()")
-    assert render_window("a.py", code, "code", 2, None) == "[Viewing lines 3 to end (out of 3 lines)]\n3:     return run_all()"
+        "[Viewing file start (out of 3 lines)]\n1: def run():\n2:     log('start')\n3:     return run_all()"
+    )
+    assert (
+        render_window("a.py", code, "code", 2, None)
+        == "[Viewing lines 3 to end (out of 3 lines)]\n3:     return run_all()"
+    )
     assert render_window("a.py", code, "code", 1, 99) == (
-        "[Viewing lines 2 to 3 (out of 3 lines)]\n2:     log('start')\n3:     return run_all()")  # end clamped
+        "[Viewing lines 2 to 3 (out of 3 lines)]\n2:     log('start')\n3:     return run_all()"
+    )  # end clamped
     with pytest.raises(ValidationError, match=re.escape("Invalid range: start (2) must be less than end (2)")):
         render_window("a.py", code, "code", 2, 2)
     with pytest.raises(ValidationError) as info:
@@ -84,7 +116,13 @@ def test_truncate_and_defaults() -> None:
     assert out == "x" * (120 - len(warning)) + warning and len(out) == 120
     assert file_defaults(None) == (5, 50000) and file_defaults(0) == (5, 50000)
     assert [file_defaults(w) for w in (8_000, 8_001, 32_000, 128_000, 200_000, 200_001)] == [
-        (3, 5000), (5, 15000), (5, 15000), (10, 25000), (10, 40000), (15, 40000)]
+        (3, 5000),
+        (5, 15000),
+        (5, 15000),
+        (10, 25000),
+        (10, 40000),
+        (15, 40000),
+    ]
 
 
 def test_open_files_texts() -> None:
@@ -96,7 +134,8 @@ def test_open_files_texts() -> None:
         "* Opened 4 files: a (lines 10-19) (previously lines 1-20), b (lines 5-end) (previously lines 3-end), "
         "c (previously full file), d\n"
         "Note: Closed 2 file(s) due to close_all_others=True: x, y\n"
-        "Note: Closed 1 least recently used file(s) due to open file limit: z")
+        "Note: Closed 1 least recently used file(s) due to open file limit: z"
+    )
     assert window_of(OpenRequest("a", 9, 10)) == (9, 19) and stored_range(OpenRequest("a", 9, 10)) == (10, 19)
     assert window_of(OpenRequest("a", 3)) == (3, None) and stored_range(OpenRequest("a", 3)) == (4, None)
     assert window_of(OpenRequest("a", None, 5)) == (None, None)  # Letta ignores a length without an offset
@@ -121,12 +160,14 @@ def test_grep_output_is_lettas() -> None:
         "=== docs/guide.md:4 ===\n  3: Errors are logged.\n> 4: Run again if needed.\n\n"
         "=== src/app.py:1 ===\n> 1: def run():\n  2:     log('start')\n\n"
         "=== src/app.py:3 ===\n  2:     log('start')\n> 3:     return run_all()\n\n"
-        "=== notes.txt:2 ===\n  1: nothing here\n> 2: run once\n\nNo more matches to show.")
+        "=== notes.txt:2 ===\n  1: nothing here\n> 2: run once\n\nNo more matches to show."
+    )
     result = grep(files(), "  run ", include="*.py", context_lines=0)
     assert result.text == (
         "Found 2 total matches across 1 files (showing matches 1-2 of 2)\n" + "=" * 80 + "\n\nFiles with matches:\n"
         "  - src/app.py: 2 matches\n\n\n=== src/app.py:1 ===\n> 1: def run():\n\n"
-        "=== src/app.py:3 ===\n> 3:     return run_all()\n\nNo more matches to show.")
+        "=== src/app.py:3 ===\n> 3:     return run_all()\n\nNo more matches to show."
+    )
     assert result.matched_files == ["src/app.py"]
     assert grep(files(), "^return").matched_files == ["src/app.py"]  # the content is stripped, as Letta's
     assert grep(files(), "zzz", include="*.py").text == "No matches found for pattern: 'zzz' in files matching '*.py'"
@@ -142,13 +183,19 @@ def test_grep_pages_and_the_collection_limit() -> None:
     other = GrepFile("other.txt", ["match"], 5)
     text = grep([big, other], "match", offset=990).text
     assert text.startswith("Found 1000+ total matches across 1 files (showing matches 991-1000 of 1000+)\n")
-    assert "\nFiles with matches:\n  - big.txt: 1000+ matches\n\n\n=== big.txt:991 ===\n  990: match 989\n> 991: " in text
-    assert text.endswith("=== big.txt:1000 ===\n  999: match 998\n> 1000: match 999\n  1001: match 1000\n\n"
-                         "Showing last page of collected matches. There may be more matches beyond the collection limit.")
+    assert (
+        "\nFiles with matches:\n  - big.txt: 1000+ matches\n\n\n=== big.txt:991 ===\n  990: match 989\n> 991: " in text
+    )
+    assert text.endswith(
+        "=== big.txt:1000 ===\n  999: match 998\n> 1000: match 999\n  1001: match 1000\n\n"
+        "Showing last page of collected matches. There may be more matches beyond the collection limit."
+    )
     first = grep([big, other], "match").text.splitlines()
     assert first[0] == "Found 1000+ total matches across 1 files (showing matches 1-20 of 1000+)"
-    assert first[-2:] == ['To see more matches, call: grep_files(pattern="match", offset=20)',
-                          "Note: Only the first 1000 matches were collected. There may be more matches beyond this limit."]
+    assert first[-2:] == [
+        'To see more matches, call: grep_files(pattern="match", offset=20)',
+        "Note: Only the first 1000 matches were collected. There may be more matches beyond this limit.",
+    ]
     small = GrepFile("s.txt", [f"hit {i}" for i in range(25)], 100)
     page = grep([small], "hit", offset=-5, context_lines=None).text.splitlines()
     assert page[0] == "Found 25 total matches across 1 files (showing matches 1-20 of 25)"
@@ -161,18 +208,23 @@ def test_grep_size_limits() -> None:
     huge = GrepFile("huge.txt", ["needle"], fv.MAX_FILE_SIZE_BYTES + 1)
     fine = GrepFile("fine.txt", ["needle here"], 100)
     text = grep([huge, fine], "needle").text
-    assert text.startswith("Found 1 total matches across 1 files (showing matches 1-1 of 1)\n"
-                           "Note: Skipped 1 files due to size limits\n" + "=" * 80)
+    assert text.startswith(
+        "Found 1 total matches across 1 files (showing matches 1-1 of 1)\n"
+        "Note: Skipped 1 files due to size limits\n" + "=" * 80
+    )
     assert grep([huge, fine], "absent").text == "No matches found for pattern: 'absent' (searched 1 files, skipped 1)"
     many = [GrepFile(f"f{i}.txt", ["x"], 45 * 1024 * 1024) for i in range(6)]  # the 5th passes 200 MB: stop there
     assert grep(many, "absent").text == "No matches found for pattern: 'absent' (searched 4 files, skipped 1)"
 
 
 def test_grep_pattern_checks() -> None:
-    for bad, message in [("", "Empty search pattern provided"), ("   ", "Empty search pattern provided"),
-                         ("a" * 1001, "Pattern too complex: 1001 chars > 1000 limit"),
-                         ("(ab", "Invalid regex pattern: missing ), unterminated subpattern at position 0"),
-                         (r"\p{L}", "Invalid regex pattern: bad escape \\p at position 0")]:  # re's verdict, as Letta
+    for bad, message in [
+        ("", "Empty search pattern provided"),
+        ("   ", "Empty search pattern provided"),
+        ("a" * 1001, "Pattern too complex: 1001 chars > 1000 limit"),
+        ("(ab", "Invalid regex pattern: missing ), unterminated subpattern at position 0"),
+        (r"\p{L}", "Invalid regex pattern: bad escape \\p at position 0"),
+    ]:  # re's verdict, as Letta
         with pytest.raises(ValidationError) as info:
             grep(files(), bad)
         assert str(info.value) == message
@@ -191,14 +243,67 @@ def test_grep_has_a_time_limit() -> None:
     assert "'(x+x+)+y'" in message and "simpler or more specific pattern" in message
 
 
-TRICKY_LINES = ["alpha beta", "    indented line", "end.", "a", "b", "-x-", "foo_bar baz", "Caps Here",
-                "x y z", "tab\there", "1234", "alpha", "last line"]
-TRICKY_PATTERNS = [r"^a", r"a$", r"^a$", r"\ba\b", r"\Ba", r"^\s*indented", r"^indented", r"(?<!a)b", r"a(?!l)",
-                   r"\Aalpha", r"beta\Z", r"a\nb", r"a\sb", r"[^x]b", r"^$", r"x*", r"(?-i:CAPS)", r"(?i)caps",
-                   r"(?s)a.b", r"(?m)^b$", r"(?<=-)x", r"x(?=-)", r"\W", r"^-", r"-$", r"(?x) a  $", r"e.$",
-                   r"alpha|beta", r"z", r"\d+$", r"^\d", r"(a)\1", r"\bz", r"^\w+\W",
-                   # lines narrowed to where a whole-file match starts (never_spans_lines) or to literal hits
-                   r"e\.", r"a.", r"(?<=\W)x", r"(?<=a)l", r"al+", r"\bl\w+", r"LINE", r"spaces  before", r"a|b|z"]
+TRICKY_LINES = [
+    "alpha beta",
+    "    indented line",
+    "end.",
+    "a",
+    "b",
+    "-x-",
+    "foo_bar baz",
+    "Caps Here",
+    "x y z",
+    "tab\there",
+    "1234",
+    "alpha",
+    "last line",
+]
+TRICKY_PATTERNS = [
+    r"^a",
+    r"a$",
+    r"^a$",
+    r"\ba\b",
+    r"\Ba",
+    r"^\s*indented",
+    r"^indented",
+    r"(?<!a)b",
+    r"a(?!l)",
+    r"\Aalpha",
+    r"beta\Z",
+    r"a\nb",
+    r"a\sb",
+    r"[^x]b",
+    r"^$",
+    r"x*",
+    r"(?-i:CAPS)",
+    r"(?i)caps",
+    r"(?s)a.b",
+    r"(?m)^b$",
+    r"(?<=-)x",
+    r"x(?=-)",
+    r"\W",
+    r"^-",
+    r"-$",
+    r"(?x) a  $",
+    r"e.$",
+    r"alpha|beta",
+    r"z",
+    r"\d+$",
+    r"^\d",
+    r"(a)\1",
+    r"\bz",
+    r"^\w+\W",
+    # lines narrowed to where a whole-file match starts (never_spans_lines) or to literal hits
+    r"e\.",
+    r"a.",
+    r"(?<=\W)x",
+    r"(?<=a)l",
+    r"al+",
+    r"\bl\w+",
+    r"LINE",
+    r"spaces  before",
+    r"a|b|z",
+]
 
 
 def letta_lines(lines: list[str], pattern: str) -> list[int]:
@@ -217,8 +322,9 @@ def test_the_fast_path_agrees_with_the_per_line_search() -> None:
         used_prefilter += fv.prefilter_is_sound(pattern)
         expected = [(f.name, n) for f in grep_files for n in letta_lines(list(f.lines), pattern)]
         result = grep(grep_files, pattern, offset=0)
-        kept = grep([GrepFile(f.name, fv.JoinedLines.of(list(f.lines)), f.size_bytes) for f in grep_files], pattern,
-                    offset=0)  # the lines as the cache keeps them: one string a file
+        kept = grep(
+            [GrepFile(f.name, fv.JoinedLines.of(list(f.lines)), f.size_bytes) for f in grep_files], pattern, offset=0
+        )  # the lines as the cache keeps them: one string a file
         assert kept == result, pattern
         shown = re.findall(r"^=== (.+):(\d+) ===$", result.text, re.MULTILINE)
         total = re.match(r"Found (\d+) total", result.text)
@@ -227,7 +333,9 @@ def test_the_fast_path_agrees_with_the_per_line_search() -> None:
         assert result.matched_files == list(dict.fromkeys(name for name, _ in expected)), pattern
     assert 10 < used_prefilter < len(TRICKY_PATTERNS)
     assert fv.never_spans_lines(r"e\.") and fv.never_spans_lines(r"\bl\w+") and not fv.never_spans_lines(r"a\sb")
-    assert not fv.never_spans_lines(r"[^x]b") and not fv.never_spans_lines(r"(?s)a.b") and not fv.never_spans_lines(r"\W")
+    assert (
+        not fv.never_spans_lines(r"[^x]b") and not fv.never_spans_lines(r"(?s)a.b") and not fv.never_spans_lines(r"\W")
+    )
     for unsound in (r"\Aa", r"a\Z", r"(?!x)a", r"(?<!x)a", r"(?-m:^a)", r"a{e<=1}", r"\N{DIGIT ONE}"):
         assert not fv.prefilter_is_sound(unsound), unsound
     assert fv.literal_alternatives("TODO|fixme") == ("todo", "fixme") and fv.literal_alternatives("a.b") is None
@@ -248,16 +356,25 @@ def test_grep_over_ten_thousand_files_finds_the_one_match() -> None:
 
 def test_semantic_text_is_lettas() -> None:
     long_passage = "\n".join(f"line {i}" for i in range(23))
-    hits = [("docs/a.md", "  First passage\nsecond line  "), ("code/b.py", long_passage), ("docs/a.md", "third"),
-            ("", "orphan")]
+    hits = [
+        ("docs/a.md", "  First passage\nsecond line  "),
+        ("code/b.py", long_passage),
+        ("docs/a.md", "third"),
+        ("", "orphan"),
+    ]
     summary = "Found 4 semantic matches in 3 files for query: 'memory tiers'"
-    assert semantic_text("  memory tiers ", hits) == "\n".join([
-        summary, "=" * len(summary),
-        "\n=== docs/a.md (passage #1) ===\n  First passage\n  second line",
-        "\n=== docs/a.md (passage #2) ===\n  third",
-        "\n=== code/b.py (passage #3) ===\n" + "\n".join(f"  line {i}" for i in range(20))
-        + "\n  ... [truncated 3 more lines]",
-        "\n=== Unknown File (passage #4) ===\n  orphan"])
+    assert semantic_text("  memory tiers ", hits) == "\n".join(
+        [
+            summary,
+            "=" * len(summary),
+            "\n=== docs/a.md (passage #1) ===\n  First passage\n  second line",
+            "\n=== docs/a.md (passage #2) ===\n  third",
+            "\n=== code/b.py (passage #3) ===\n"
+            + "\n".join(f"  line {i}" for i in range(20))
+            + "\n  ... [truncated 3 more lines]",
+            "\n=== Unknown File (passage #4) ===\n  orphan",
+        ]
+    )
     assert semantic_text("x", [("a.md", "y")]).startswith("Found 1 semantic matches in 1 file for query: 'x'\n")
     assert semantic_text("q", []) == "No semantic matches found for query: 'q'"
     with pytest.raises(ValidationError, match="^Empty search query provided$"):
@@ -266,20 +383,26 @@ def test_semantic_text_is_lettas() -> None:
 
 
 FOLDERS = [DirectoryInfo("s1", "docs", "Team docs", "Read first"), DirectoryInfo("s2", "code", None, "")]
-ENTRIES = [FileEntry("s1", "docs/a.md", "[Viewing file start (out of 1 sentences)]\n1: Hi.", 5000, read_only=True),
-           FileEntry("s1", "docs/b.txt", "", 5000, read_only=True), FileEntry("s2", "code/c.py", "", 100)]
+ENTRIES = [
+    FileEntry("s1", "docs/a.md", "[Viewing file start (out of 1 sentences)]\n1: Hi.", 5000, read_only=True),
+    FileEntry("s1", "docs/b.txt", "", 5000, read_only=True),
+    FileEntry("s2", "code/c.py", "", 100),
+]
 
 
 def test_render_directories_is_lettas() -> None:
-    body = ('<directory name="docs">\n<description>Team docs</description>\n<instructions>Read first</instructions>\n'
-            '<file status="open" name="docs/a.md">\n<metadata>\n- read_only=true\n- chars_current=48\n'
-            '- chars_limit=5000\n</metadata>\n<value>\n[Viewing file start (out of 1 sentences)]\n1: Hi.\n</value>\n'
-            '</file>\n<file status="closed" name="docs/b.txt">\n<metadata>\n- read_only=true\n- chars_current=0\n'
-            '- chars_limit=5000\n</metadata>\n</file>\n</directory>\n<directory name="code">\n'
-            '<file status="closed" name="code/c.py">\n<metadata>\n- chars_current=0\n- chars_limit=100\n</metadata>\n'
-            '</file>\n</directory>\n</directories>')
+    body = (
+        '<directory name="docs">\n<description>Team docs</description>\n<instructions>Read first</instructions>\n'
+        '<file status="open" name="docs/a.md">\n<metadata>\n- read_only=true\n- chars_current=48\n'
+        "- chars_limit=5000\n</metadata>\n<value>\n[Viewing file start (out of 1 sentences)]\n1: Hi.\n</value>\n"
+        '</file>\n<file status="closed" name="docs/b.txt">\n<metadata>\n- read_only=true\n- chars_current=0\n'
+        '- chars_limit=5000\n</metadata>\n</file>\n</directory>\n<directory name="code">\n'
+        '<file status="closed" name="code/c.py">\n<metadata>\n- chars_current=0\n- chars_limit=100\n</metadata>\n'
+        "</file>\n</directory>\n</directories>"
+    )
     assert render_directories(5, FOLDERS, ENTRIES) == (
-        "\n\n<directories>\n<file_limits>\n- current_files_open=1\n- max_files_open=5\n</file_limits>\n" + body)
+        "\n\n<directories>\n<file_limits>\n- current_files_open=1\n- max_files_open=5\n</file_limits>\n" + body
+    )
     assert render_directories(None, FOLDERS, ENTRIES) == "\n\n<directories>\n" + body
 
 
@@ -297,10 +420,19 @@ def test_render_directories_caps_closed_files() -> None:
 def test_names() -> None:
     for good in ("notes.md", "sub/dir/file.py", "Dockerfile", "a b (1).txt", "caf\u00e9.md"):
         assert check_file_name(good) == good
-    for bad, hint in [("", "cannot be empty"), ("a\x00b", "control character"), ("a\nb.md", "control character"),
-                      ("/etc/passwd", "'etc/passwd'"), ("../x.md", "'x.md'"), ("a/./b", "'a/b'"),
-                      ("a\\b.txt", "'a/b.txt'"), ("C:/x.txt", "absolute"), (" a.md", "'a.md'"), ("a//b", "'a/b'"),
-                      ("x" * 256, "at most 255")]:
+    for bad, hint in [
+        ("", "cannot be empty"),
+        ("a\x00b", "control character"),
+        ("a\nb.md", "control character"),
+        ("/etc/passwd", "'etc/passwd'"),
+        ("../x.md", "'x.md'"),
+        ("a/./b", "'a/b'"),
+        ("a\\b.txt", "'a/b.txt'"),
+        ("C:/x.txt", "absolute"),
+        (" a.md", "'a.md'"),
+        ("a//b", "'a/b'"),
+        ("x" * 256, "at most 255"),
+    ]:
         with pytest.raises(ValidationError) as info:
             check_file_name(bad)
         assert hint in str(info.value), (bad, str(info.value))

@@ -55,21 +55,24 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
 
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
-    write(root, {
-        ".gitignore": "*.log\nbuild/\n!keep.log\n",
-        "README.md": "# Project\nThe launch is on 3 March.\n",
-        "keep.log": "kept despite *.log\n",
-        "debug.log": "ignored\n",
-        "build/out.txt": "ignored with its directory\n",
-        ".git/HEAD": "ref: refs/heads/main\n",
-        "notes/.gitignore": "private.md\n",
-        "notes/private.md": "ignored by the nested .gitignore\n",
-        "notes/deep/plan.md": "Step one: write the plan.\n",
-        "src/app.py": "def main():\n    print('hello')\n",
-        "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00",
-        "big.txt": "x" * 2000,
-        "data.txt": b"\x00\x01\x02\x03" * 40,  # text by its name, binary by its bytes: stored with status error
-    })
+    write(
+        root,
+        {
+            ".gitignore": "*.log\nbuild/\n!keep.log\n",
+            "README.md": "# Project\nThe launch is on 3 March.\n",
+            "keep.log": "kept despite *.log\n",
+            "debug.log": "ignored\n",
+            "build/out.txt": "ignored with its directory\n",
+            ".git/HEAD": "ref: refs/heads/main\n",
+            "notes/.gitignore": "private.md\n",
+            "notes/private.md": "ignored by the nested .gitignore\n",
+            "notes/deep/plan.md": "Step one: write the plan.\n",
+            "src/app.py": "def main():\n    print('hello')\n",
+            "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00",
+            "big.txt": "x" * 2000,
+            "data.txt": b"\x00\x01\x02\x03" * 40,  # text by its name, binary by its bytes: stored with status error
+        },
+    )
     (tmp_path / "secret.md").write_text("outside the project\n")
     os.symlink(tmp_path / "secret.md", root / "outside.md")
     os.symlink(root / "README.md", root / "readme-link.md")
@@ -77,20 +80,39 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def test_upload_a_directory_show_and_the_api_refuses_dotdot(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_upload_a_directory_show_and_the_api_refuses_dotdot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TIERMEM_FILE_MAX_BYTES", str(MAX_BYTES))
     root = project(tmp_path)
-    code, out, _ = run(tmp_path, capsys, "folders", "create", "docs", "--description", "Project docs",
-                       "--instructions", "Read the plan first.")
+    code, out, _ = run(
+        tmp_path,
+        capsys,
+        "folders",
+        "create",
+        "docs",
+        "--description",
+        "Project docs",
+        "--instructions",
+        "Read the plan first.",
+    )
     assert code == 0 and "created folder docs" in out
     code, out, err = run(tmp_path, capsys, "folders", "upload", "docs", str(root), "--json")
     assert code == 1, (out, err)  # data.txt could not be parsed
     report = json.loads(out)
     outcomes = {f["name"]: f["outcome"] for f in report["files"]}
-    assert outcomes == {"README.md": "added", "keep.log": "added", "notes/deep/plan.md": "added", "src/app.py": "added", "data.txt": "error",
-                        "logo.png": "skipped", "big.txt": "skipped", "outside.md": "skipped",
-                        "readme-link.md": "skipped", "notes-link": "skipped"}
+    assert outcomes == {
+        "README.md": "added",
+        "keep.log": "added",
+        "notes/deep/plan.md": "added",
+        "src/app.py": "added",
+        "data.txt": "error",
+        "logo.png": "skipped",
+        "big.txt": "skipped",
+        "outside.md": "skipped",
+        "readme-link.md": "skipped",
+        "notes-link": "skipped",
+    }
     assert report["ignored"] == 6  # debug.log, build/, notes/private.md; hidden: .git/, .gitignore, notes/.gitignore
     reasons = {f["name"]: f.get("reason", "") for f in report["files"]}
     assert "2,000 bytes, over the limit of 1,024 bytes" in reasons["big.txt"]
@@ -103,8 +125,9 @@ def test_upload_a_directory_show_and_the_api_refuses_dotdot(tmp_path: Path, caps
     # the plain summary: counts, then each error and skip with its reason
     code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
     assert code == 1
-    assert out.splitlines()[0] == ("folder docs: 0 added, 0 updated, 4 unchanged, 1 error, 5 skipped "
-                                   "(6 hidden or ignored by .gitignore)")
+    assert out.splitlines()[0] == (
+        "folder docs: 0 added, 0 updated, 4 unchanged, 1 error, 5 skipped (6 hidden or ignored by .gitignore)"
+    )
     assert "  error data.txt: " in out and "  skipped logo.png: binary" in out
 
     code, out, _ = run(tmp_path, capsys, "folders", "show", "docs", "--json")
@@ -161,8 +184,9 @@ def test_attach_detach_and_a_refused_delete(tmp_path: Path, capsys: pytest.Captu
     assert "docs/a.md" not in out
 
 
-def test_sync_uploads_only_what_changed_and_deletes_what_is_gone(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_sync_uploads_only_what_changed_and_deletes_what_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = tmp_path / "d"
     write(root, {"a.md": "alpha\n", "b.md": "beta\n", "sub/c.md": "gamma\n", "old.md": "to be removed\n"})
     code, out, err = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
@@ -182,7 +206,11 @@ def test_sync_uploads_only_what_changed_and_deletes_what_is_gone(tmp_path: Path,
     code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root), "--json")
     third = json.loads(out)
     assert {f["name"]: f["outcome"] for f in third["files"]} == {
-        "a.md": "updated", "new.md": "added", "b.md": "unchanged", "sub/c.md": "unchanged"}
+        "a.md": "updated",
+        "new.md": "added",
+        "b.md": "unchanged",
+        "sub/c.md": "unchanged",
+    }
     assert third["deleted_files"] == ["old.md"] and third["read"] == 2
     names = {f.name for f in memory.files.files("docs")}
     assert names == {"a.md", "b.md", "new.md", "sub/c.md", "by-hand.md"}
@@ -200,8 +228,9 @@ def test_sync_uploads_only_what_changed_and_deletes_what_is_gone(tmp_path: Path,
         seen.append(done)
 
     report = sync_folder(memory, "docs", root, progress=vanish)
-    assert report.outcome("b.md") == "skipped" and VANISHED in next(r.reason for r in report.results
-                                                                     if r.name == "b.md")
+    assert report.outcome("b.md") == "skipped" and VANISHED in next(
+        r.reason for r in report.results if r.name == "b.md"
+    )
     assert report.deleted == ["b.md"] and not report.failed and seen[-1] == 4
 
     code, _, err = run(tmp_path, capsys, "folders", "sync", "docs", str(tmp_path / "missing"))
@@ -216,9 +245,28 @@ def _lines(stream: Any, into: queue.Queue[str]) -> None:
 def test_sync_watch_reflects_an_edit(tmp_path: Path) -> None:
     root = tmp_path / "d"
     write(root, {"a.md": "first\n", "b.md": "other\n"})
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "folders", "sync", "docs", str(root), "--watch", "--interval",
-                             "0.2", "--json", "--data-dir", str(tmp_path / "data")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=server_env(tmp_path))
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "folders",
+            "sync",
+            "docs",
+            str(root),
+            "--watch",
+            "--interval",
+            "0.2",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
     reports: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stdout, reports), daemon=True).start()
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain.archive import Archive
 from tiermem.base.config import Settings
-from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
+from tiermem.domain.archive import Archive
 from tiermem.domain.memory import Memory
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
 
 from .conftest import PYTHON
 
@@ -67,13 +67,16 @@ def _text_of(memory: Memory, message_id: str) -> str:
     return next(r["text"] for r in memory.archive.store.rows.all_rows("messages") if r["id"] == message_id)
 
 
-def test_latest_turns_are_bounded_and_evicted_turns_come_back_from_the_store(settings: Settings, memory: Memory) -> None:
+def test_latest_turns_are_bounded_and_evicted_turns_come_back_from_the_store(
+    settings: Settings, memory: Memory
+) -> None:
     archive = _archive(memory)
     archive.max_last_turns = 3
     agent = memory.ensure_agent("default").id
     for n in range(5):
-        archive.log_messages(agent, [{"role": "user", "content": f"first words of conversation {n}",
-                                      "conversation_id": f"c{n}"}])
+        archive.log_messages(
+            agent, [{"role": "user", "content": f"first words of conversation {n}", "conversation_id": f"c{n}"}]
+        )
     assert len(archive._last_turn) == 3  # c2, c3, c4: the least recently written are forgotten
     # c0 was forgotten: its next turn still carries the turn before it, read back from the store
     (reply,) = archive.log_messages(agent, [{"role": "assistant", "content": "a reply", "conversation_id": "c0"}])
@@ -314,7 +317,9 @@ def test_serving_process_allocates_arrow_buffers_from_the_system_heap() -> None:
     # variable, when a user sets it, still decides
     pools = {}
     for chosen in ("", "jemalloc"):
-        out = subprocess.run([PYTHON, "-c", ARROW_POOL, chosen], capture_output=True, text=True, check=False, timeout=120)
+        out = subprocess.run(
+            [PYTHON, "-c", ARROW_POOL, chosen], capture_output=True, text=True, check=False, timeout=120
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         pools[chosen] = out.stdout.split()[-1]
     assert pools == {"": "system", "jemalloc": "jemalloc"}

@@ -17,8 +17,8 @@ from tiermem.cli.main import main
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.forgetting import Target, forget, purge_pending
-from tiermem.domain.memory import Memory
 from tiermem.domain.maintenance import optimize
+from tiermem.domain.memory import Memory
 
 SECRET = "zebra-quartz-4471"
 TOKEN = "zebraquartz4471"  # one word: what a full-text index would keep as a token
@@ -27,8 +27,9 @@ NEEDLES = (SECRET.encode(), TOKEN.encode())
 
 def scan_dir(root: Path) -> list[str]:
     """Every file under ``root`` (recursively) holding a byte of the secret."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                  if p.is_file() and any(n in p.read_bytes() for n in NEEDLES))
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in NEEDLES)
+    )
 
 
 def fill(memory: Memory) -> dict[str, str]:
@@ -38,17 +39,25 @@ def fill(memory: Memory) -> dict[str, str]:
     for i in range(20):
         memory.archival_insert(agent.id, f"filler passage {i} about green tea", None)
     passage = memory.archival_insert(agent.id, f"the vault code is {SECRET} ({TOKEN})", ["vault"]).stored[0]
-    logged = memory.conversation_log(agent.id, [
-        {"role": "user", "content": f"remember {SECRET} for the vault"},
-        {"role": "assistant", "content": "noted, the vault"},
-        {"role": "user", "content": "thanks for the tea"},
-    ]).stored
+    logged = memory.conversation_log(
+        agent.id,
+        [
+            {"role": "user", "content": f"remember {SECRET} for the vault"},
+            {"role": "assistant", "content": "noted, the vault"},
+            {"role": "user", "content": "thanks for the tea"},
+        ],
+    ).stored
     human = memory.block(agent.id, "human")
     memory.edit(agent.id, "human", Rethink(human.value + f"\nVault: {SECRET}", check_line_numbers=False), actor="human")
     memory.edit(agent.id, "human", Rethink(human.value + "\nLikes green tea", check_line_numbers=False), actor="human")
     optimize(memory)
-    return {"agent": agent.id, "passage": passage, "message": logged[0].id, "block": human.id,
-            "secret_version": str(human.version + 1)}
+    return {
+        "agent": agent.id,
+        "passage": passage,
+        "message": logged[0].id,
+        "block": human.id,
+        "secret_version": str(human.version + 1),
+    }
 
 
 @pytest.fixture
@@ -88,8 +97,9 @@ def test_without_now_gone_from_search_at_once_and_from_the_files_after_upkeep(lo
     memory.archival_delete(ids["agent"], ids["passage"])  # what archival_memory_delete and the inspector do
     forget(memory, Target("message", ids["agent"], ids["message"]))
     forget(memory, Target("block", ids["agent"], "human", None))  # --history: every past value
-    hits = memory.archival_search(ids["agent"], "vault code", tags=None, tag_match_mode="any", top_k=10,
-                                     start_datetime=None, end_datetime=None).hits
+    hits = memory.archival_search(
+        ids["agent"], "vault code", tags=None, tag_match_mode="any", top_k=10, start_datetime=None, end_datetime=None
+    ).hits
     assert all(SECRET not in h.content for h in hits)
     assert [v.version for v in memory.core.history(ids["block"])] == [memory.block(ids["agent"], "human").version]
     assert purge_pending(memory)
@@ -113,19 +123,36 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
     (memfs / "persona.md").write_text(f"---\ndescription: x\n---\nI keep {SECRET} safe.\n")
     subprocess.run(["git", "init", "-q", str(memfs)], check=True)
     subprocess.run(["git", "-C", str(memfs), "-c", "user.name=t", "-c", "user.email=t@t", "add", "."], check=True)
-    subprocess.run(["git", "-C", str(memfs), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(memfs), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True
+    )
     memory.core.close()
-    out = _run_cli(["forget", "--text", SECRET, "--data-dir", str(root), "--embedding-model", "hashing", "--yes",
-                    "--now", "--memfs", str(memfs), "--json"])
+    out = _run_cli(
+        [
+            "forget",
+            "--text",
+            SECRET,
+            "--data-dir",
+            str(root),
+            "--embedding-model",
+            "hashing",
+            "--yes",
+            "--now",
+            "--memfs",
+            str(memfs),
+            "--json",
+        ]
+    )
     report = json.loads(out)
     assert report["blocks_edited"] == ["persona"] and report["requests"] == 1
     assert report["passages"] == 2 and report["messages"] == 1
     held = report["still_held_outside_the_store"]
     assert any("persona.md" in line for line in held) and any("git history" in line for line in held)
     assert scan_dir(root) == []
-    assert main(["forget", "agent", "other", "--data-dir", str(root), "--embedding-model", "hashing", "--yes",
-                 "--now"]) == 0
+    assert (
+        main(["forget", "agent", "other", "--data-dir", str(root), "--embedding-model", "hashing", "--yes", "--now"])
+        == 0
+    )
     assert scan_dir(root) == []
 
 
@@ -175,10 +202,14 @@ from .test_object_storage import BUCKET, s3_config, s3_endpoint  # noqa: E402,F4
 
 
 def scan_prefix(endpoint: str, prefix: str) -> tuple[int, list[str]]:
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                      region_name="us-east-1")
-    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
-            for o in page.get("Contents", [])]
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
+        for o in page.get("Contents", [])
+    ]
     held = [k for k in keys if any(n in s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for n in NEEDLES)]
     return len(keys), sorted(held)
 
@@ -198,11 +229,15 @@ def on_s3(s3_endpoint: str, tmp_path: Path) -> Iterator[tuple[Memory, Callable[[
     memory.core.close()
 
 
-def test_forget_now_on_object_storage_leaves_no_object_holding_it(on_s3: tuple[Memory, Callable[[], list[str]]]) -> None:
+def test_forget_now_on_object_storage_leaves_no_object_holding_it(
+    on_s3: tuple[Memory, Callable[[], list[str]]],
+) -> None:
     memory, scan = on_s3
     ids = fill(memory)
     held = scan()
-    assert any("/core/" in k or k.split("/", 1)[1].startswith("core/") for k in held) and any(".lance" in k for k in held)
+    assert any("/core/" in k or k.split("/", 1)[1].startswith("core/") for k in held) and any(
+        ".lance" in k for k in held
+    )
     forget(memory, Target("passage", ids["agent"], ids["passage"]), now=True)
     forget(memory, Target("message", ids["agent"], ids["message"]), now=True)
     forget(memory, Target("block", ids["agent"], "human", (int(ids["secret_version"]),)), now=True)
@@ -231,8 +266,9 @@ def test_a_deleted_file_leaves_the_data_directory_at_the_next_upkeep(local: tupl
     memory, root = local
     agent = memory.ensure_agent("default").id
     memory.files.create_folder("vault")
-    memory.files.upload_many("vault", [(f"note{i}.md", f"filler note {i} about green tea\n".encode(), "")
-                                       for i in range(10)])
+    memory.files.upload_many(
+        "vault", [(f"note{i}.md", f"filler note {i} about green tea\n".encode(), "") for i in range(10)]
+    )
     memory.files.upload("vault", "code.md", f"The vault code is {SECRET} ({TOKEN}).\n".encode())
     memory.files.attach(agent, "vault")
     memory.open_files(agent, [OpenRequest("vault/code.md", None, None)])

@@ -41,8 +41,13 @@ def test_calls_arriving_during_a_commit_go_together_in_the_next() -> None:
     assert len(batches) == 2 and sorted(batches[1]) == sorted(f"{x}{i}" for i in range(5) for x in "bc")
 
 
-def queue_behind_a_commit(group: GroupAppend, first_started: threading.Event, release: threading.Event,
-                          first: threading.Thread, later: list[threading.Thread]) -> None:
+def queue_behind_a_commit(
+    group: GroupAppend,
+    first_started: threading.Event,
+    release: threading.Event,
+    first: threading.Thread,
+    later: list[threading.Thread],
+) -> None:
     """Run ``first`` until its commit has started (and waits for ``release``), start ``later``, wait until they all
     queue behind that commit, release it, and wait for every thread."""
     first.start()
@@ -78,9 +83,16 @@ def test_a_failed_group_is_committed_caller_by_caller_so_only_the_bad_rows_fail(
         except StoreWriteError as exc:
             outcome[name] = str(exc)
 
-    queue_behind_a_commit(group, first_started, release, threading.Thread(target=call, args=("first", [{"id": "x"}])),
-                          [threading.Thread(target=call, args=(n, rows)) for n, rows in
-                           (("good", [{"id": "g1"}, {"id": "g2"}]), ("bad", [{"id": "bad"}]), ("fine", [{"id": "f"}]))])
+    queue_behind_a_commit(
+        group,
+        first_started,
+        release,
+        threading.Thread(target=call, args=("first", [{"id": "x"}])),
+        [
+            threading.Thread(target=call, args=(n, rows))
+            for n, rows in (("good", [{"id": "g1"}, {"id": "g2"}]), ("bad", [{"id": "bad"}]), ("fine", [{"id": "f"}]))
+        ],
+    )
     assert outcome == {"first": "ok", "good": "ok", "bad": "Writing rows failed: a bad row", "fine": "ok"}
     assert sorted(committed) == ["f", "g1", "g2", "x"]
     assert not group._busy and group._queue == []  # the turn was given back
@@ -110,9 +122,18 @@ def test_threads_appending_to_one_table_make_fewer_commits_than_calls(tmp_path: 
     start = threading.Barrier(8)
 
     def row(t: int, i: int) -> dict[str, Any]:
-        return {"id": f"m{t}-{i}", "agent_id": "agent", "conversation_id": "default", "seq": i, "role": "user",
-                "content": f"turn {t}-{i}", "payload": "", "text": f"turn {t}-{i}", "created_us": i,
-                "vector": [0.5] * 384}
+        return {
+            "id": f"m{t}-{i}",
+            "agent_id": "agent",
+            "conversation_id": "default",
+            "seq": i,
+            "role": "user",
+            "content": f"turn {t}-{i}",
+            "payload": "",
+            "text": f"turn {t}-{i}",
+            "created_us": i,
+            "vector": [0.5] * 384,
+        }
 
     def write(t: int) -> None:
         start.wait()
@@ -153,7 +174,12 @@ def test_a_commit_interrupted_mid_way_counts_for_no_caller_of_its_group() -> Non
         except KeyboardInterrupt:
             outcome[name] = "interrupted"
 
-    queue_behind_a_commit(group, first_started, release, threading.Thread(target=call, args=("first",)),
-                          [threading.Thread(target=call, args=(n,)) for n in ("a", "b")])
+    queue_behind_a_commit(
+        group,
+        first_started,
+        release,
+        threading.Thread(target=call, args=("first",)),
+        [threading.Thread(target=call, args=(n,)) for n in ("a", "b")],
+    )
     assert outcome == {"first": "stored", "a": "interrupted", "b": "interrupted"}
     assert not group._busy

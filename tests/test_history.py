@@ -9,10 +9,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiermem.domain import blocks as b
 from tiermem.core import delta
 from tiermem.core.protocol import FIELDS
 from tiermem.core.sqlite import SqliteCore
+from tiermem.domain import blocks as b
 from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
@@ -80,13 +80,17 @@ def test_a_schema_1_database_upgrades_in_place_and_reads_its_old_history(tmp_pat
     conn = sqlite3.connect(path)
     for table, cols in FIELDS.items():
         key = "id" if table in ("agents", "blocks") else "key"
-        conn.execute(f"CREATE TABLE {table} ({', '.join(chr(34) + c + chr(34) + (' PRIMARY KEY' if c == key else '') for c in cols)})")
+        conn.execute(
+            f"CREATE TABLE {table} ({', '.join(chr(34) + c + chr(34) + (' PRIMARY KEY' if c == key else '') for c in cols)})"
+        )
     conn.execute("INSERT INTO agents VALUES ('agent-1', 'default', '', '{}', 1, 1)")
     conn.execute("INSERT INTO blocks VALUES ('block-1', 'human', 'Ada\nLikes tea', 5000, 'h', 0, '{}', 2, 2)")
     conn.execute("INSERT INTO attachments VALUES ('agent-1:block-1', 'agent-1', 'block-1', 1)")
     for v, value in ((1, "Ada"), (2, "Ada\nLikes tea")):
-        conn.execute("INSERT INTO block_history VALUES (?, 'block-1', ?, 'human', ?, 5000, 'h', 0, 'append', 'agent', ?)",
-                     (f"block-1:{v}", v, value, v))
+        conn.execute(
+            "INSERT INTO block_history VALUES (?, 'block-1', ?, 'human', ?, 5000, 'h', 0, 'append', 'agent', ?)",
+            (f"block-1:{v}", v, value, v),
+        )
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
@@ -116,11 +120,16 @@ def test_sqlite_history_costs_about_the_change(tmp_path: Path) -> None:
     for i in range(300):
         m.edit(agent, "human", b.Append(f"{i}: {line}"))
     conn = sqlite3.connect(tmp_path / "core.sqlite3")
-    text = " + ".join(f'ifnull(length(CAST("{c}" AS BLOB)), 0)' for c in
-                      ("block_id", "label", "value", "description", "operation", "actor", "delta"))
+    text = " + ".join(
+        f'ifnull(length(CAST("{c}" AS BLOB)), 0)'
+        for c in ("block_id", "label", "value", "description", "operation", "actor", "delta")
+    )
     stored = conn.execute(f"SELECT sum({text}) + 40 * count(*) FROM history WHERE version > 2").fetchone()[0]
-    pages = conn.execute("SELECT count(*) * 4096 FROM dbstat WHERE name = 'history'").fetchone()[0] \
-        if conn.execute("SELECT 1 FROM pragma_module_list WHERE name = 'dbstat'").fetchone() else None
+    pages = (
+        conn.execute("SELECT count(*) * 4096 FROM dbstat WHERE name = 'history'").fetchone()[0]
+        if conn.execute("SELECT 1 FROM pragma_module_list WHERE name = 'dbstat'").fetchone()
+        else None
+    )
     conn.close()
     change = len(f"\n0: {line}") + 2
     assert stored / 300 <= 2 * change + 200, stored / 300

@@ -22,16 +22,16 @@ from typing import Any, cast
 
 import pytest
 
-from tiermem.domain import autorecall
-from tiermem.cli import hooks
 from tiermem.base import rendezvous
-from tiermem.domain.blocks import Rethink
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ConfigError
-from tiermem.server.hookserver import HookListener
+from tiermem.cli import hooks
+from tiermem.domain import autorecall
+from tiermem.domain.blocks import Rethink
 from tiermem.domain.memory import Memory
-from tiermem.server.runtime import MemoryHandle
 from tiermem.server.app import resolve_tools
+from tiermem.server.hookserver import HookListener
+from tiermem.server.runtime import MemoryHandle
 from tiermem.server.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
@@ -66,8 +66,9 @@ def listener(model_settings: Settings, opened: tuple[Memory, str]) -> Iterator[t
     hl.close()
 
 
-def hook(settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture[str],
-         listener: HookListener | None = None) -> tuple[dict[str, Any] | None, str]:
+def hook(
+    settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture[str], listener: HookListener | None = None
+) -> tuple[dict[str, Any] | None, str]:
     """Run the hook client on ``data``; (the JSON it printed or None, what it said on stderr). With ``listener``:
     after the write it does once the hook has its answer."""
     assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.StringIO(json.dumps(data))) == 0
@@ -78,16 +79,23 @@ def hook(settings: Settings, data: dict[str, Any], capsys: pytest.CaptureFixture
 
 
 def prompt(session: str, text: str, turn: str) -> dict[str, Any]:
-    return {"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt_id": turn, "prompt": text,
-            "transcript_path": "/nonexistent", "cwd": "/tmp"}
+    return {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": session,
+        "prompt_id": turn,
+        "prompt": text,
+        "transcript_path": "/nonexistent",
+        "cwd": "/tmp",
+    }
 
 
 def turns(memory: Memory, agent: str, session: str) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in memory.archive.rows.messages_of(agent) if m.conversation_id == session]
 
 
-def test_session_start_gives_core_memory_whole(listener: tuple[HookListener, Memory, str], model_settings: Settings,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_session_start_gives_core_memory_whole(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, memory, agent = listener
     memory.edit(agent, "human", Rethink("Name: Ada Lovelace. " + "Likes long walks. " * 150))  # ~2,700 chars
     out, _ = hook(model_settings, {"hook_event_name": "SessionStart", "session_id": "s0", "source": "startup"}, capsys)
@@ -96,40 +104,69 @@ def test_session_start_gives_core_memory_whole(listener: tuple[HookListener, Mem
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert memory.block(agent, "human").value in context  # whole: not the 2,048 characters of the instructions
     assert len(context) <= 10_000  # what Claude Code passes whole
-    resumed, _ = hook(model_settings, {"hook_event_name": "SessionStart", "session_id": "s0", "source": "resume"}, capsys)
+    resumed, _ = hook(
+        model_settings, {"hook_event_name": "SessionStart", "session_id": "s0", "source": "resume"}, capsys
+    )
     assert resumed is None  # a resumed session still has it
 
 
-def test_prompts_and_replies_are_logged_once(listener: tuple[HookListener, Memory, str], model_settings: Settings,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_prompts_and_replies_are_logged_once(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     hl, memory, agent = listener
     first = prompt("s1", "Please remember that my sister is called Grace.", "p1")
-    stop = {"hook_event_name": "Stop", "session_id": "s1", "prompt_id": "p1", "stop_hook_active": False,
-            "last_assistant_message": "Noted: your sister is Grace."}
+    stop = {
+        "hook_event_name": "Stop",
+        "session_id": "s1",
+        "prompt_id": "p1",
+        "stop_hook_active": False,
+        "last_assistant_message": "Noted: your sister is Grace.",
+    }
     for _ in range(2):  # a hook that fires again writes nothing
         hook(model_settings, first, capsys, hl)
         hook(model_settings, stop, capsys, hl)
-    hook(model_settings, prompt("s1", "Please remember that my sister is called Grace.", "p2"), capsys, hl)  # said again
+    hook(
+        model_settings, prompt("s1", "Please remember that my sister is called Grace.", "p2"), capsys, hl
+    )  # said again
     logged = turns(memory, agent, "s1")
-    assert logged == [("user", "Please remember that my sister is called Grace."),
-                      ("assistant", "Noted: your sister is Grace."),
-                      ("user", "Please remember that my sister is called Grace.")]
+    assert logged == [
+        ("user", "Please remember that my sister is called Grace."),
+        ("assistant", "Noted: your sister is Grace."),
+        ("user", "Please remember that my sister is called Grace."),
+    ]
     stamps = [m.created_at for m in memory.archive.rows.messages_of(agent) if m.conversation_id == "s1"]
     assert stamps == sorted(stamps)
 
 
-def test_a_stop_without_the_reply_reads_it_from_the_transcript(listener: tuple[HookListener, Memory, str],
-                                                                model_settings: Settings, tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stop_without_the_reply_reads_it_from_the_transcript(
+    listener: tuple[HookListener, Memory, str],
+    model_settings: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     hl, memory, agent = listener
     transcript = tmp_path / "session.jsonl"
-    lines = [{"type": "user", "message": {"role": "user", "content": "hi"}},
-             {"type": "assistant", "message": {"role": "assistant", "content": [
-                 {"type": "tool_use", "id": "t", "name": "Read", "input": {}}, {"type": "text", "text": "Hello Ada."}]}},
-             {"type": "last-prompt", "lastPrompt": "hi"}]
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "hi"}},
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t", "name": "Read", "input": {}},
+                    {"type": "text", "text": "Hello Ada."},
+                ],
+            },
+        },
+        {"type": "last-prompt", "lastPrompt": "hi"},
+    ]
     transcript.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
-    hook(model_settings, {"hook_event_name": "Stop", "session_id": "s6", "prompt_id": "p",
-                          "transcript_path": str(transcript)}, capsys, hl)
+    hook(
+        model_settings,
+        {"hook_event_name": "Stop", "session_id": "s6", "prompt_id": "p", "transcript_path": str(transcript)},
+        capsys,
+        hl,
+    )
     assert turns(memory, agent, "s6") == [("assistant", "Hello Ada.")]
 
 
@@ -143,14 +180,19 @@ def test_a_relevant_prompt_gets_the_stored_fact_and_an_unrelated_one_nothing(
     assert unrelated is None  # below the threshold: the prompt goes through with nothing added
 
 
-def test_recall_never_returns_the_prompt_or_its_own_session(listener: tuple[HookListener, Memory, str],
-                                                            model_settings: Settings) -> None:
+def test_recall_never_returns_the_prompt_or_its_own_session(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings
+) -> None:
     _, memory, agent = listener
-    for text, role in (("My favourite mountain is Ben Nevis in Scotland.", "user"),
-                       ("Ben Nevis is the highest mountain in the British Isles.", "assistant")):
+    for text, role in (
+        ("My favourite mountain is Ben Nevis in Scotland.", "user"),
+        ("Ben Nevis is the highest mountain in the British Isles.", "assistant"),
+    ):
         autorecall.log_turn(memory, agent, session="s3", turn="t1", role=role, content=text)  # type: ignore[arg-type]
     question = "Which mountain is my favourite?"
-    autorecall.log_turn(memory, agent, session="s4", turn="t0", role="user", content=question)  # asked before, elsewhere
+    autorecall.log_turn(
+        memory, agent, session="s4", turn="t0", role="user", content=question
+    )  # asked before, elsewhere
     low = autorecall.RecallSettings(threshold=0.0, limit=20, max_chars=4000)
     same = autorecall.recall(memory, agent, question, session="s3", settings=low)
     assert not any("Ben Nevis" in r.content for r in same if r.source == "recall")  # its own session's turns
@@ -172,8 +214,9 @@ def test_garbage_input_fails_soft(model_settings: Settings, capsys: pytest.Captu
     assert out == "" and "unreadable hook input" in err
 
 
-def test_a_server_of_another_memory_is_not_asked(listener: tuple[HookListener, Memory, str], tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_server_of_another_memory_is_not_asked(
+    listener: tuple[HookListener, Memory, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     other = load_settings(data_dir=tmp_path / "elsewhere", embedding_model="hashing")
     out, err = hook(other, {"hook_event_name": "SessionStart", "session_id": "x", "source": "startup"}, capsys)
     assert out is None and "no tiermem server is running" in err
@@ -202,11 +245,14 @@ def test_another_user_cannot_reach_a_server(listener: tuple[HookListener, Memory
         pytest.skip("no system python3 for another user to run")
     hl, _, _ = listener
     assert hl.path is not None and (hl.path.stat().st_mode & 0o777) == 0o600
-    code = ("import socket, sys\n"
-            "s = socket.socket(socket.AF_UNIX)\n"
-            "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(type(e).__name__)\nelse:\n    print('connected')\n")
-    done = subprocess.run([python, "-c", code, str(hl.path)], capture_output=True, text=True, timeout=30, cwd="/",
-                          user=65534, check=False)
+    code = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(type(e).__name__)\nelse:\n    print('connected')\n"
+    )
+    done = subprocess.run(
+        [python, "-c", code, str(hl.path)], capture_output=True, text=True, timeout=30, cwd="/", user=65534, check=False
+    )
     assert done.stdout.strip() == "PermissionError", done.stdout + done.stderr
 
 
@@ -221,7 +267,9 @@ def test_a_request_for_another_memory_is_refused(listener: tuple[HookListener, M
 
 
 @pytest.mark.skipif(os.getuid() != 0 or not hasattr(socket, "SO_PEERCRED"), reason="needs root and SO_PEERCRED")
-def test_a_peer_of_another_user_is_refused_even_through_an_open_door(listener: tuple[HookListener, Memory, str]) -> None:
+def test_a_peer_of_another_user_is_refused_even_through_an_open_door(
+    listener: tuple[HookListener, Memory, str],
+) -> None:
     """The second guard: were the directory and socket opened to others by hand, the server still serves only its
     own user (the peer's credentials, SO_PEERCRED)."""
     python = shutil.which("python3", path="/usr/bin:/bin")
@@ -232,13 +280,22 @@ def test_a_peer_of_another_user_is_refused_even_through_an_open_door(listener: t
     for d in (hl.path.parent, hl.path.parent.parent):
         d.chmod(0o711)
     hl.path.chmod(0o666)
-    code = ("import socket, sys\n"
-            "s = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
-            "try:\n    s.sendall(sys.argv[2].encode() + b'\\n')\n    got = s.recv(65536)\n"
-            "except (ConnectionResetError, BrokenPipeError):\n    got = b''\nprint('answered' if got else 'refused')\n")
+    code = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+        "try:\n    s.sendall(sys.argv[2].encode() + b'\\n')\n    got = s.recv(65536)\n"
+        "except (ConnectionResetError, BrokenPipeError):\n    got = b''\nprint('answered' if got else 'refused')\n"
+    )
     request = json.dumps({"key": hl.key, "event": "SessionStart", "input": {"source": "startup"}})
-    done = subprocess.run([python, "-c", code, str(hl.path), request], capture_output=True, text=True, timeout=30,
-                          cwd="/", user=65534, check=False)
+    done = subprocess.run(
+        [python, "-c", code, str(hl.path), request],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
+        user=65534,
+        check=False,
+    )
     assert done.stdout.strip() == "refused", done.stdout + done.stderr  # connected, then closed without an answer
 
 
@@ -246,18 +303,39 @@ def test_tiermem_serve_listens_and_the_hook_command_asks_it(tmp_path: Path) -> N
     """The real commands: `tiermem serve` (stdio, kept open as a host does) and `tiermem hook claude-code`."""
     data = tmp_path / "data"
     env = server_env(tmp_path)
-    server = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)], cwd=ROOT, env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         hook_cmd = [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"]
-        start = subprocess.run(hook_cmd, input=json.dumps({"hook_event_name": "SessionStart", "session_id": "c1",
-                                                           "source": "startup"}),
-                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False)
+        start = subprocess.run(
+            hook_cmd,
+            input=json.dumps({"hook_event_name": "SessionStart", "session_id": "c1", "source": "startup"}),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+            check=False,
+        )
         assert start.returncode == 0, start.stderr
         assert "<memory_blocks>" in json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
         for _ in range(2):
-            sent = subprocess.run(hook_cmd, input=json.dumps(prompt("c1", "Remember: the launch is on Friday.", "p")),
-                                  capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False)
+            sent = subprocess.run(
+                hook_cmd,
+                input=json.dumps(prompt("c1", "Remember: the launch is on Friday.", "p")),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+                timeout=60,
+                check=False,
+            )
             assert sent.returncode == 0, sent.stderr
     finally:
         server.send_signal(2)
@@ -276,10 +354,17 @@ def test_a_hook_waits_only_for_a_server_that_has_not_opened_its_socket(tmp_path:
     env = server_env(tmp_path)
     directory = rendezvous.runtime_dir()
     host = [os.getpid()]  # this test plays the host that started the server and runs the hook
-    server = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")], cwd=ROOT,
-                              env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    starting = subprocess.Popen([PYTHON, "-c", "import sys; sys.stdin.read()", "tiermem", "serve"], cwd=ROOT,
-                                stdin=subprocess.PIPE)  # looks like a server that is still starting: no socket
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    starting = subprocess.Popen(
+        [PYTHON, "-c", "import sys; sys.stdin.read()", "tiermem", "serve"], cwd=ROOT, stdin=subprocess.PIPE
+    )  # looks like a server that is still starting: no socket
     try:
         deadline = time.monotonic() + 60
         while not any(str(server.pid) in p.name for p in directory.glob("*.sock")):
@@ -296,28 +381,58 @@ def test_a_hook_waits_only_for_a_server_that_has_not_opened_its_socket(tmp_path:
 
 def test_the_hook_command_imports_little(tmp_path: Path) -> None:
     """`tiermem hook ...` runs once per prompt: it loads neither the CLI, pydantic, the SDK nor the store."""
-    code = ("import io, json, sys\n"
-            "sys.stdin = io.StringIO('{}')\n"
-            "from tiermem.cli import main\n"
-            "main(['hook', 'claude-code', '--data-dir', sys.argv[1], '--agent', 'a'])\n"
-            "print(json.dumps(sorted(sys.modules)))\n")
-    done = subprocess.run([PYTHON, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                          env=server_env(tmp_path), timeout=60, check=True)
+    code = (
+        "import io, json, sys\n"
+        "sys.stdin = io.StringIO('{}')\n"
+        "from tiermem.cli import main\n"
+        "main(['hook', 'claude-code', '--data-dir', sys.argv[1], '--agent', 'a'])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+        check=True,
+    )
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     assert {"tiermem.cli.hooks", "tiermem.base.rendezvous"} <= loaded
-    assert not loaded & {"tiermem.cli.main", "tiermem.base.config", "pydantic", "mcp", "lancedb", "argparse", "tempfile"}
+    assert not loaded & {
+        "tiermem.cli.main",
+        "tiermem.base.config",
+        "pydantic",
+        "mcp",
+        "lancedb",
+        "argparse",
+        "tempfile",
+    }
 
 
 def test_other_commands_and_help_go_to_the_cli() -> None:
     from tiermem.cli import _hook_options
 
-    assert _hook_options(["hook", "claude-code", "--data-dir", "/d", "--agent", "a"]) == {"--data-dir": "/d",
-                                                                                        "--agent": "a"}
-    for other in (["hook", "claude-code", "--help"], ["hook", "claude-code", "--agent"], ["serve"], [],
-                  ["hook", "claude-code", "--agent", "a", "--agent", "b"]):
+    assert _hook_options(["hook", "claude-code", "--data-dir", "/d", "--agent", "a"]) == {
+        "--data-dir": "/d",
+        "--agent": "a",
+    }
+    for other in (
+        ["hook", "claude-code", "--help"],
+        ["hook", "claude-code", "--agent"],
+        ["serve"],
+        [],
+        ["hook", "claude-code", "--agent", "a", "--agent", "b"],
+    ):
         assert _hook_options(other) is None
-    done = subprocess.run([PYTHON, "-m", "tiermem", "hook", "claude-code", "--help"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, check=False)
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "hook", "claude-code", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and "usage: tiermem hook" in done.stdout
 
 
@@ -325,17 +440,29 @@ def transcript_line(kind: str, content: object, **more: object) -> str:
     return json.dumps({"type": kind, "message": {"role": kind, "content": content}, **more}) + "\n"
 
 
-def test_without_a_prompt_id_the_same_words_again_are_a_new_turn(listener: tuple[HookListener, Memory, str],
-                                                                 model_settings: Settings, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_prompt_id_the_same_words_again_are_a_new_turn(
+    listener: tuple[HookListener, Memory, str],
+    model_settings: Settings,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Hosts that send no prompt_id: the turn is its place in the transcript. "yes" said twice is logged twice; a hook
     fired twice for one prompt (same transcript) once."""
     hl, memory, agent = listener
     transcript = tmp_path / "t.jsonl"  # Claude Code writes the prompt to it after the UserPromptSubmit hooks
-    said = {"hook_event_name": "UserPromptSubmit", "session_id": "s7", "prompt": "yes", "transcript_path": str(transcript)}
-    done = {"hook_event_name": "Stop", "session_id": "s7", "last_assistant_message": "Done.",
-            "transcript_path": str(transcript)}
-    for turn in range(2):
+    said = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "s7",
+        "prompt": "yes",
+        "transcript_path": str(transcript),
+    }
+    done = {
+        "hook_event_name": "Stop",
+        "session_id": "s7",
+        "last_assistant_message": "Done.",
+        "transcript_path": str(transcript),
+    }
+    for _turn in range(2):
         for _ in range(2):  # fired twice
             hook(model_settings, said, capsys, hl)
         with transcript.open("a") as f:
@@ -382,17 +509,28 @@ def test_bad_input_is_refused_as_such_and_a_failure_of_tiermem_is_reported_as_on
     assert ask_raw(hl.path, b"not json\n")["error"].startswith("bad hook request: not one JSON line")
     missing = ask_raw(hl.path, json.dumps({"key": hl.key, "event": "Stop"}).encode() + b"\n")
     assert missing == {"ok": False, "error": "bad hook request: `input` (the hook's input, a JSON object) is missing"}
-    wrong = ask_raw(hl.path, json.dumps({"key": hl.key, "event": "UserPromptSubmit",
-                                         "input": {"session_id": "s", "prompt": ["a", "list"]}}).encode() + b"\n")
+    wrong = ask_raw(
+        hl.path,
+        json.dumps(
+            {"key": hl.key, "event": "UserPromptSubmit", "input": {"session_id": "s", "prompt": ["a", "list"]}}
+        ).encode()
+        + b"\n",
+    )
     assert wrong == {"ok": False, "error": "bad hook request: `input.prompt` is not a string"}
 
-    broken = HookListener(MemoryHandle(lambda: cast("tuple[Memory, str]", (object(), "agent"))), model_settings,
-                          resolve_tools(["default"]))  # a memory without blocks: a bug of tiermem's, not bad input
+    broken = HookListener(
+        MemoryHandle(lambda: cast("tuple[Memory, str]", (object(), "agent"))),
+        model_settings,
+        resolve_tools(["default"]),
+    )  # a memory without blocks: a bug of tiermem's, not bad input
     assert broken.start() is not None and broken.path is not None
     try:
         with caplog.at_level(logging.ERROR, logger="tiermem.server.hookserver"):
-            answer = ask_raw(broken.path, json.dumps({"key": broken.key, "event": "SessionStart",
-                                                      "input": {"source": "startup"}}).encode() + b"\n")
+            answer = ask_raw(
+                broken.path,
+                json.dumps({"key": broken.key, "event": "SessionStart", "input": {"source": "startup"}}).encode()
+                + b"\n",
+            )
     finally:
         broken.close()
     assert answer["ok"] is False and "bad hook request" not in answer["error"]
@@ -402,25 +540,29 @@ def test_bad_input_is_refused_as_such_and_a_failure_of_tiermem_is_reported_as_on
     assert failed and failed[0].exc_info is not None  # with its traceback
 
 
-def test_an_over_long_request_is_refused_whole_not_cut(listener: tuple[HookListener, Memory, str],
-                                                        model_settings: Settings,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_over_long_request_is_refused_whole_not_cut(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     hl, memory, agent = listener
     assert hl.path is not None
     huge = "word " * (rendezvous.MAX_REQUEST // 5 + 10)
     request = {"key": hl.key, "event": "UserPromptSubmit", "input": {"session_id": "s10", "prompt": huge}}
     answer = ask_raw(hl.path, json.dumps(request).encode() + b"\n")
-    assert answer == {"ok": False, "error": f"bad hook request: it is over {rendezvous.MAX_REQUEST:,} bytes, the most "
-                                            "a hook request may be (a prompt or reply that long is neither logged "
-                                            "nor searched)"}
+    assert answer == {
+        "ok": False,
+        "error": f"bad hook request: it is over {rendezvous.MAX_REQUEST:,} bytes, the most "
+        "a hook request may be (a prompt or reply that long is neither logged "
+        "nor searched)",
+    }
     out, err = hook(model_settings, prompt("s10", huge, "p"), capsys, hl)  # the hook itself does not send it
     assert out is None and f"over the {rendezvous.MAX_REQUEST:,} a hook request may be" in err
     assert turns(memory, agent, "s10") == []
 
 
 @pytest.mark.parametrize("stopping", [False, True], ids=["answered", "shutting-down"])
-def test_a_hook_gone_before_its_answer_leaves_no_traceback(tmp_path: Path, stopping: bool,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_a_hook_gone_before_its_answer_leaves_no_traceback(
+    tmp_path: Path, stopping: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     """A hook that stops reading (the host went on without it) before the server writes its answer, a refusal or the
     "shutting down" one: the server notes it and carries on; no exception escapes the connection's thread."""
     settings = load_settings(data_dir=tmp_path / "data")

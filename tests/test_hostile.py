@@ -8,8 +8,8 @@ import re
 import pytest
 from mcp import Client
 
-from tiermem.domain.blocks import LINE_NUMBER_WARNING
 from tiermem.base.config import Settings
+from tiermem.domain.blocks import LINE_NUMBER_WARNING
 
 from .conftest import serve_in_process, text_of
 
@@ -21,8 +21,16 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("memory_rethink", {"label": "nope", "new_memory": "x"}, "No memory block with label 'nope'. Blocks that exist"),
     ("memory_rethink", {"label": "../etc/passwd", "new_memory": "x"}, "No memory block with label '../etc/passwd'"),
     ("memory_rethink", {"label": "human'; DROP TABLE blocks; --", "new_memory": "x"}, "No memory block with label"),
-    ("memory", {"command": "create", "path": "/memories/a//b"}, "Invalid block label 'a//b': it has an empty path segment"),
-    ("memory", {"command": "create", "path": "/memories/a/../b"}, "Invalid block label 'a/../b': '.' and '..' segments"),
+    (
+        "memory",
+        {"command": "create", "path": "/memories/a//b"},
+        "Invalid block label 'a//b': it has an empty path segment",
+    ),
+    (
+        "memory",
+        {"command": "create", "path": "/memories/a/../b"},
+        "Invalid block label 'a/../b': '.' and '..' segments",
+    ),
     ("memory", {"command": "create", "path": "/memories/bad\\label"}, "Invalid block label 'bad\\\\label'"),
     ("memory", {"command": "create", "path": "/memories/" + "x" * 251}, "Invalid block label"),
     ("memory", {"command": "create", "path": "/memories/.hidden"}, "Invalid block label"),
@@ -54,11 +62,18 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("conversation_log", {"messages": "hello"}, "messages"),
     ("conversation_log", {"messages": [{"role": "admin", "content": "x"}]}, "role"),
     # dates
-    ("conversation_search", {"query": "x", "start_date": "yesterday"},
-     "Invalid start_date format: yesterday. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"),
+    (
+        "conversation_search",
+        {"query": "x", "start_date": "yesterday"},
+        "Invalid start_date format: yesterday. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)",
+    ),
     ("conversation_search", {"query": "x", "end_date": "2024-02-30"}, "Invalid end_date format: 2024-02-30"),
     ("conversation_search", {"query": "x", "start_date": "2024-01-01'; --"}, "Invalid start_date format"),
-    ("archival_memory_search", {"query": "x", "start_datetime": "2025-01-02", "end_datetime": "2025-01-01"}, "is after end_datetime"),
+    (
+        "archival_memory_search",
+        {"query": "x", "start_datetime": "2025-01-02", "end_datetime": "2025-01-01"},
+        "is after end_datetime",
+    ),
     ("archival_memory_search", {"query": "x", "start_datetime": "13/01/2024"}, "Invalid start_datetime format"),
     # filter strings built to break out of where clauses
     ("archival_memory_delete", {"id": "x' OR 1=1 --"}, "Invalid passage id"),
@@ -67,15 +82,31 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("conversation_search", {"query": "x", "roles": ["user' OR '1'='1"]}, "roles"),
     ("archival_memory_search", {"query": "x", "tag_match_mode": "any' OR 1=1"}, "tag_match_mode"),
     # line numbers, banner, patches
-    ("memory_replace", {"label": "human", "old_string": "1→ Name: Ada", "new_string": "x"}, "old_string contains a line number prefix"),
-    ("memory_replace", {"label": "human", "old_string": "Ada", "new_string": "2→ Bob"}, "new_string contains a line number prefix"),
-    ("memory_replace", {"label": "human", "old_string": LINE_NUMBER_WARNING, "new_string": "x"}, "old_string contains a line number warning"),
+    (
+        "memory_replace",
+        {"label": "human", "old_string": "1→ Name: Ada", "new_string": "x"},
+        "old_string contains a line number prefix",
+    ),
+    (
+        "memory_replace",
+        {"label": "human", "old_string": "Ada", "new_string": "2→ Bob"},
+        "new_string contains a line number prefix",
+    ),
+    (
+        "memory_replace",
+        {"label": "human", "old_string": LINE_NUMBER_WARNING, "new_string": "x"},
+        "old_string contains a line number warning",
+    ),
     ("memory_insert", {"label": "human", "new_string": "  3→ x"}, "new_string contains a line number prefix"),
     ("memory_rethink", {"label": "human", "new_memory": "1→ everything"}, "new_memory contains a line number prefix"),
     ("memory_apply_patch", {"label": "human", "patch": " nothing here\n+x"}, "expected hunk context not found"),
     ("memory_apply_patch", {"label": "human", "patch": "-Likes tea\n+coffee"}, "hunk context matched multiple places"),
     ("memory_apply_patch", {"label": "human", "patch": ""}, "the patch is empty"),
-    ("memory_replace", {"label": "human", "old_string": "tea", "new_string": "x"}, "Multiple occurrences of old_string `tea` in lines [2, 3]"),
+    (
+        "memory_replace",
+        {"label": "human", "old_string": "tea", "new_string": "x"},
+        "Multiple occurrences of old_string `tea` in lines [2, 3]",
+    ),
     ("core_memory_append", {"label": "human", "content": "y" * 4990}, "Edit failed: Exceeds 5000 character limit"),
     ("memory_replace", {"label": "human", "old_string": "", "new_string": "x"}, "did not appear verbatim"),
 ]
@@ -103,6 +134,8 @@ async def test_hostile_battery(settings: Settings) -> None:
             result = await c.call_tool(tool, args)
             text = text_of(result)
             if not result.is_error or expected not in text:
-                failures.append(f"{tool}({re.sub(r'x{50,}', 'x…', str(args))[:120]}) -> error={result.is_error}: {text[:200]}")
+                failures.append(
+                    f"{tool}({re.sub(r'x{50,}', 'x…', str(args))[:120]}) -> error={result.is_error}: {text[:200]}"
+                )
         assert failures == []
         assert await snapshot(c) == before

@@ -48,9 +48,15 @@ def persona(tmp_path: Path) -> None:
 
 def test_codex_edits_a_block_under_approval_policy_never(tmp_path: Path) -> None:
     exe = host("codex")
-    script = [Turn(calls=[("mcp__tiermem__memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
-              Turn(calls=[("mcp__tiermem__memory_replace", {"label": "human", "old_string": "Ada", "new_string": "Ada Lovelace"})]),
-              Turn(text="Saved.")]
+    script = [
+        Turn(calls=[("mcp__tiermem__memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
+        Turn(
+            calls=[
+                ("mcp__tiermem__memory_replace", {"label": "human", "old_string": "Ada", "new_string": "Ada Lovelace"})
+            ]
+        ),
+        Turn(text="Saved."),
+    ]
     with FakeModel("responses", script) as fake:
         done = run_codex(exe, tmp_path, fake, "Remember that my name is Ada Lovelace.")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -66,8 +72,10 @@ def test_codex_edits_a_block_under_approval_policy_never(tmp_path: Path) -> None
 
 def test_gemini_edits_a_block(tmp_path: Path) -> None:
     exe = host("gemini")
-    script = [Turn(calls=[("mcp_tiermem_memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
-              Turn(text="Saved.")]
+    script = [
+        Turn(calls=[("mcp_tiermem_memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
+        Turn(text="Saved."),
+    ]
     with FakeModel("gemini", script) as fake:
         done = run_gemini(exe, tmp_path, fake, "Remember that my name is Ada.", trusted=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -89,8 +97,19 @@ def test_gemini_without_trust_gets_no_instructions_to_use_tools(tmp_path: Path) 
     text = json.loads(json.dumps(first))  # the request as sent
     flat = "\n".join(p.get("text", "") for c in text.get("contents", []) for p in c.get("parts", []))
     assert INSTRUCTIONS_MARK in flat and PERSONA in flat  # the instructions and core memory still arrive
-    told = [line for line in flat.splitlines() for tool in ("memory_replace", "memory_rethink", "memory_insert",
-            "archival_memory_insert", "conversation_search", "memory_open") if tool in line]
+    told = [
+        line
+        for line in flat.splitlines()
+        for tool in (
+            "memory_replace",
+            "memory_rethink",
+            "memory_insert",
+            "archival_memory_insert",
+            "conversation_search",
+            "memory_open",
+        )
+        if tool in line
+    ]
     assert told, "the instructions name tiermem's tools (for hosts that offer them)"
     for line in told:  # never an unconditional instruction to call a tool the model does not have
         assert "When your host offers you tiermem's tools" in line or "when your host offers them" in line, line
@@ -98,8 +117,10 @@ def test_gemini_without_trust_gets_no_instructions_to_use_tools(tmp_path: Path) 
 
 def test_opencode_edits_a_block(tmp_path: Path) -> None:
     exe = host("opencode")
-    script = [Turn(calls=[("tiermem_memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
-              Turn(text="Saved.")]
+    script = [
+        Turn(calls=[("tiermem_memory_rethink", {"label": "human", "new_memory": "Name: Ada"})]),
+        Turn(text="Saved."),
+    ]
     with FakeModel("chat", script) as fake:
         done = run_opencode(exe, tmp_path, fake, "Remember that my name is Ada.")
     assert done.returncode == 0, done.stderr[-3000:]

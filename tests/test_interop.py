@@ -12,9 +12,9 @@ import pytest
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.interop import af_export, agentfile
 from tiermem.interop.commands import run_export, run_import
-from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON, ROOT
 
@@ -68,7 +68,10 @@ def test_sleeptime_group_and_shared_blocks(mem: Memory) -> None:
     main_agent = mem.get_agent(main["name"])
     assert main_agent.metadata["sleeptime_frequency"] == str(group["sleeptime_agent_frequency"])
     sleeper = mem.get_agent(report["imported"][1] if report["imported"][0] == main["name"] else report["imported"][0])
-    assert sleeper.metadata["letta_sleeptime_of"] == main["name"] and sleeper.metadata["letta_agent_type"] == "sleeptime_agent"
+    assert (
+        sleeper.metadata["letta_sleeptime_of"] == main["name"]
+        and sleeper.metadata["letta_agent_type"] == "sleeptime_agent"
+    )
     shared = set(main["block_ids"]) & set(other["block_ids"])
     assert shared
     ids_main = {b.label: b.id for b in mem.blocks(main_agent.id)}
@@ -93,8 +96,9 @@ def test_unsupported_parts_are_reported_and_kept(mem: Memory) -> None:
 def test_older_single_agent_format(mem: Memory) -> None:
     data = load("memgpt_agent_with_convo_v1.af")
     assert "core_memory" in data and "agents" not in data
-    report = run_import(mem, FIXTURES / "memgpt_agent_with_convo_v1.af", fmt="af", agent="default", rename=None,
-                        replace=False)
+    report = run_import(
+        mem, FIXTURES / "memgpt_agent_with_convo_v1.af", fmt="af", agent="default", rename=None, replace=False
+    )
     agent = mem.get_agent(report["imported"][0])
     assert agent.metadata["agent_type"] == "memgpt"
     assert {b.label: b.value for b in mem.blocks(agent.id)} == {b["label"]: b["value"] for b in data["core_memory"]}
@@ -159,19 +163,52 @@ def _populate(mem: Memory) -> str:
     from tiermem.base.records import ContextWindow
 
     agent = mem.create_agent("orig", system="You are Orig.")
-    mem.create_block(agent.id, BlockSpec(label="project", value="Ship v2 in March.", limit=300, description="the project",
-                                         read_only=True))
+    mem.create_block(
+        agent.id,
+        BlockSpec(label="project", value="Ship v2 in March.", limit=300, description="the project", read_only=True),
+    )
     archive = mem.archive
     assert archive is not None
-    rows = archive.log_messages(agent.id, [
-        {"role": "user", "content": "old chatter", "payload": json.dumps({"kind": "user"}), "timestamp": "2026-01-02T10:00:00Z"},
-        {"role": "system", "content": "Note: prior messages ... summary: the user likes tea.", "payload": json.dumps({"kind": "summary"})},
-        {"role": "assistant", "content": "Noting that.", "payload": json.dumps({"kind": "assistant", "tool_calls": [
-            {"id": "toolu_1", "name": "memory_insert", "input": {"label": "human", "new_str": "Likes tea"}}]})},
-        {"role": "tool", "content": json.dumps({"status": "OK", "message": "Likes tea", "time": "t"}),
-         "payload": json.dumps({"kind": "tool_result", "tool_call_id": "toolu_1", "name": "memory_insert", "is_error": False})},
-        {"role": "user", "content": "side thread", "conversation_id": "other"},
-    ])
+    rows = archive.log_messages(
+        agent.id,
+        [
+            {
+                "role": "user",
+                "content": "old chatter",
+                "payload": json.dumps({"kind": "user"}),
+                "timestamp": "2026-01-02T10:00:00Z",
+            },
+            {
+                "role": "system",
+                "content": "Note: prior messages ... summary: the user likes tea.",
+                "payload": json.dumps({"kind": "summary"}),
+            },
+            {
+                "role": "assistant",
+                "content": "Noting that.",
+                "payload": json.dumps(
+                    {
+                        "kind": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "toolu_1",
+                                "name": "memory_insert",
+                                "input": {"label": "human", "new_str": "Likes tea"},
+                            }
+                        ],
+                    }
+                ),
+            },
+            {
+                "role": "tool",
+                "content": json.dumps({"status": "OK", "message": "Likes tea", "time": "t"}),
+                "payload": json.dumps(
+                    {"kind": "tool_result", "tool_call_id": "toolu_1", "name": "memory_insert", "is_error": False}
+                ),
+            },
+            {"role": "user", "content": "side thread", "conversation_id": "other"},
+        ],
+    )
     mem.set_context_window(ContextWindow(agent.id, "default", start_seq=rows[2].seq, summary_id=rows[1].id))
     archive.insert(agent.id, "The launch is on 3 March.", tags=["dates", "launch"])
     archive.insert(agent.id, "Ada prefers tea.")
@@ -185,7 +222,10 @@ def _snapshot(mem: Memory, name: str) -> dict:
     return {
         "system": agent.system,
         "blocks": sorted((b.label, b.value, b.limit, b.description, b.read_only) for b in mem.blocks(agent.id)),
-        "messages": [(m.conversation_id, m.role, m.content, m.payload, m.created_at) for m in mem.archive.rows.messages_of(agent.id)],
+        "messages": [
+            (m.conversation_id, m.role, m.content, m.payload, m.created_at)
+            for m in mem.archive.rows.messages_of(agent.id)
+        ],
         "window": [m.content for m in mem.in_context_messages(window)],
         "passages": sorted((p.content, p.tags, p.created_at) for p in passages),
     }
@@ -226,7 +266,9 @@ def test_exported_agents_carry_the_model_settings_letta_requires(mem: Memory, tm
 
 def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> None:
     _populate(mem)
-    mem.edit(mem.get_agent("orig").id, "human", __import__("tiermem.domain.blocks", fromlist=["Append"]).Append("Name: Ada"))
+    mem.edit(
+        mem.get_agent("orig").id, "human", __import__("tiermem.domain.blocks", fromlist=["Append"]).Append("Name: Ada")
+    )
     out = tmp_path / "backup.jsonl"
     report = run_export(mem, agent=None, fmt="jsonl", output=str(out), vectors=True)
     assert report["rows"]["passages"] == 2
@@ -234,8 +276,9 @@ def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> N
     inserted = run_import(other, out, fmt="auto", agent="default", rename=None, replace=False)["inserted"]
     assert inserted["agents"] == 1 and inserted["block_history"] >= 3
     assert _snapshot(other, "orig") == _snapshot(mem, "orig")
-    assert [v.value for v in other.history(other.get_agent("orig").id, "human")] == \
-        [v.value for v in mem.history(mem.get_agent("orig").id, "human")]
+    assert [v.value for v in other.history(other.get_agent("orig").id, "human")] == [
+        v.value for v in mem.history(mem.get_agent("orig").id, "human")
+    ]
     assert other.archive.vectors.missing()["passages"] == 0  # same model: vectors kept
     again = run_import(other, out, fmt="jsonl", agent="default", rename=None, replace=False)["inserted"]
     assert sum(again.values()) == 0
@@ -245,11 +288,22 @@ def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> N
 
 def test_memory_graph_import(mem: Memory, tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
-    graph.write_text("\n".join(json.dumps(x) for x in [
-        {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["Prefers tea", "Works on compilers"]},
-        {"type": "entity", "name": "Lyon", "entityType": "city", "observations": []},
-        {"type": "relation", "from": "Ada", "to": "Lyon", "relationType": "lives_in"},
-    ]) + "\n")
+    graph.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {
+                    "type": "entity",
+                    "name": "Ada",
+                    "entityType": "person",
+                    "observations": ["Prefers tea", "Works on compilers"],
+                },
+                {"type": "entity", "name": "Lyon", "entityType": "city", "observations": []},
+                {"type": "relation", "from": "Ada", "to": "Lyon", "relationType": "lives_in"},
+            ]
+        )
+        + "\n"
+    )
     first = run_import(mem, graph, fmt="auto", agent="default", rename=None, replace=False)
     assert first["format"] == "memory-graph" and first["passages"] == 4
     second = run_import(mem, graph, fmt="auto", agent="default", rename=None, replace=False)
@@ -258,7 +312,9 @@ def test_memory_graph_import(mem: Memory, tmp_path: Path) -> None:
     result = mem.archive.search(agent.id, "where does Ada live", tags=["relation:lives_in"])  # type: ignore[union-attr]
     assert result.hits[0].content == "Ada lives_in Lyon" and "entity:Lyon" in result.hits[0].tags
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"type": "entity", "name": "X"}) + "\n" + json.dumps({"type": "relation", "from": "X"}) + "\n")
+    bad.write_text(
+        json.dumps({"type": "entity", "name": "X"}) + "\n" + json.dumps({"type": "relation", "from": "X"}) + "\n"
+    )
     before = counts(mem)
     with pytest.raises(ValidationError, match="relation needs from, to and relationType"):
         run_import(mem, bad, fmt="memory-graph", agent="default", rename=None, replace=False)
@@ -280,7 +336,9 @@ def test_memories_directory_import(mem: Memory, tmp_path: Path) -> None:
     assert again["passages"] == 0
     (root / "preferences.md").write_text("Prefers coffee now.")
     conflict = run_import(mem, root, fmt="memories", agent="default", rename=None, replace=False)
-    assert conflict["conflicts"] == ["preferences"] and mem.block(agent.id, "preferences").value.startswith("Prefers tea")
+    assert conflict["conflicts"] == ["preferences"] and mem.block(agent.id, "preferences").value.startswith(
+        "Prefers tea"
+    )
     run_import(mem, root, fmt="memories", agent="default", rename=None, replace=True)
     assert mem.block(agent.id, "preferences").value == "Prefers coffee now."
     assert mem.history(agent.id, "preferences")[0].actor == "import"
@@ -292,9 +350,15 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         import os
 
-        return subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                              env={**{k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}, **env},
-                              check=False)
+        return subprocess.run(
+            [PYTHON, "-m", "tiermem", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}, **env},
+            check=False,
+        )
 
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     done = run("import", str(FIXTURES / "loop.af"), "--data-dir", a, "--json")

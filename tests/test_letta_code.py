@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from tiermem.base.config import load_settings
 from tiermem.domain import memfs_format as fmt
 from tiermem.domain.blocks import Append
-from tiermem.base.config import Settings, load_settings
 from tiermem.domain.factory import open_memory
 from tiermem.interop.letta_code import setup
 from tiermem.interop.memfs_sync import sync_memfs
@@ -56,11 +56,23 @@ async def test_one_memory_both_ways(letta: LettaCode, tmp_path: Path) -> None:
     fake = letta.fake
     # 1. Letta Code creates and edits memory files with its own tool (each call is a commit under its hook)
     fake.add(
-        memory_call(command="create", reason="Track the team", file_path="reference/Team-Notes.md",
-                    description="Team: who is who", file_text="Ada leads."),
-        memory_call(command="str_replace", reason="Learned the name", file_path="system/human.md",
-                    old_string="I haven't gotten to know this person yet.", new_string="Name: Ada"),
-        memory_call(command="insert", reason="A pet", file_path="system/human.md", insert_line=2, insert_text="Has a cat"),
+        memory_call(
+            command="create",
+            reason="Track the team",
+            file_path="reference/Team-Notes.md",
+            description="Team: who is who",
+            file_text="Ada leads.",
+        ),
+        memory_call(
+            command="str_replace",
+            reason="Learned the name",
+            file_path="system/human.md",
+            old_string="I haven't gotten to know this person yet.",
+            new_string="Name: Ada",
+        ),
+        memory_call(
+            command="insert", reason="A pet", file_path="system/human.md", insert_line=2, insert_text="Has a cat"
+        ),
         memory_call(command="create", reason="Scratch", file_path="notes/tmp/x.md", description="x", file_text="x"),
         memory_call(command="delete", reason="Clean up", file_path="notes"),
         fa.text("Noted."),
@@ -84,15 +96,33 @@ async def test_one_memory_both_ways(letta: LettaCode, tmp_path: Path) -> None:
 
     # 3. edits through tiermem's MCP tools are committed under Letta Code's hook, one commit each
     async with Client(serve_in_process(settings.model_copy(update={"agent": agent}))) as c:
-        r = await c.call_tool("memory", {"command": "str_replace", "reason": "Ada's full name", "file_path": "system/human.md",
-                                         "old_string": "Name: Ada", "new_string": "Name: Ada Lovelace"})
+        r = await c.call_tool(
+            "memory",
+            {
+                "command": "str_replace",
+                "reason": "Ada's full name",
+                "file_path": "system/human.md",
+                "old_string": "Name: Ada",
+                "new_string": "Name: Ada Lovelace",
+            },
+        )
         assert not r.is_error, text_of(r)
         first = sync_memfs(memory, agent, root)
-        r = await c.call_tool("memory", {"command": "create", "reason": "Start a project file", "file_path":
-                                         "reference/projects.md", "description": "Projects", "file_text": "tiermem"})
+        r = await c.call_tool(
+            "memory",
+            {
+                "command": "create",
+                "reason": "Start a project file",
+                "file_path": "reference/projects.md",
+                "description": "Projects",
+                "file_text": "tiermem",
+            },
+        )
         assert not r.is_error, text_of(r)
-        r = await c.call_tool("memory_replace", {"label": "reference/Team-Notes", "old_string": "Ada leads.",
-                                                 "new_string": "Ada leads. Bo joins."})
+        r = await c.call_tool(
+            "memory_replace",
+            {"label": "reference/Team-Notes", "old_string": "Ada leads.", "new_string": "Ada leads. Bo joins."},
+        )
         assert not r.is_error, text_of(r)
     second = sync_memfs(memory, agent, root)
     for done in (first, second):
@@ -102,8 +132,16 @@ async def test_one_memory_both_ways(letta: LettaCode, tmp_path: Path) -> None:
     assert log[1] == "tiermem|Ada's full name" and log[0].startswith("tiermem|tiermem: 2 memory files")
 
     # 4. Letta Code's next prompt has them, and it edits the file tiermem created
-    fake.add(memory_call(command="str_replace", reason="Rename the project", file_path="reference/projects.md",
-                         old_string="tiermem", new_string="tiermem (MCP memory)"), fa.text("Done."))
+    fake.add(
+        memory_call(
+            command="str_replace",
+            reason="Rename the project",
+            file_path="reference/projects.md",
+            old_string="tiermem",
+            new_string="tiermem (MCP memory)",
+        ),
+        fa.text("Done."),
+    )
     asked = len(fake.requests)
     letta.run("Rename the project.", agent=agent)
     prompt = system_of(fake.requests[asked])
@@ -157,8 +195,9 @@ def test_hook_rules_match_letta_codes_hook(letta: LettaCode, tmp_path: Path, mon
             git(repo, "commit", "-q", "--no-verify", "-m", f"before {rel}")
         path.write_text(after)
         git(repo, "add", rel)
-        done = subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", rel], capture_output=True, text=True,
-                              env=env, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(repo), "commit", "-q", "-m", rel], capture_output=True, text=True, env=env, check=False
+        )
         said = sorted(line.strip() for line in (done.stdout + done.stderr).splitlines() if line.startswith("  "))
         checked = fmt.hook_checked(rel, set(), "v1")
         predicted = sorted(fmt.hook_problems(rel, after, before, "v1")) if checked else []
@@ -178,5 +217,12 @@ def test_hook_rules_match_letta_codes_hook(letta: LettaCode, tmp_path: Path, mon
     memory.edit(memory.get_agent("hooked").id, "system/a", Append("x" * 80), actor="agent")
     report = sync_memfs(memory, "hooked", repo)
     assert report["commit"] == "" and len(report["rejected"]) == 1, report
-    assert report["rejected"][0].startswith("system/a.md: ") and "exceeds 60 from maxFileCharacters" in report["rejected"][0]
-    assert (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), (repo / "system/a.md").read_text()) == before
+    assert (
+        report["rejected"][0].startswith("system/a.md: ")
+        and "exceeds 60 from maxFileCharacters" in report["rejected"][0]
+    )
+    assert (
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "status", "--porcelain"),
+        (repo / "system/a.md").read_text(),
+    ) == before

@@ -18,10 +18,19 @@ pytestmark = pytest.mark.anyio
 
 # Letta Code 0.32.18's src/tools/schemas/Memory.json and MemoryApplyPatch.json: names, types, enum, required
 MEMORY_SCHEMA = {
-    "command": {"type": "string", "enum": ["create", "str_replace", "insert", "delete", "rename", "update_description"]},
-    "reason": {"type": "string"}, "file_path": {"type": "string"}, "old_path": {"type": "string"},
-    "new_path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"},
-    "insert_line": {"type": "number"}, "insert_text": {"type": "string"}, "description": {"type": "string"},
+    "command": {
+        "type": "string",
+        "enum": ["create", "str_replace", "insert", "delete", "rename", "update_description"],
+    },
+    "reason": {"type": "string"},
+    "file_path": {"type": "string"},
+    "old_path": {"type": "string"},
+    "new_path": {"type": "string"},
+    "old_string": {"type": "string"},
+    "new_string": {"type": "string"},
+    "insert_line": {"type": "number"},
+    "insert_text": {"type": "string"},
+    "description": {"type": "string"},
     "file_text": {"type": "string"},
 }
 
@@ -42,38 +51,70 @@ async def test_schema_and_commands(lc_settings: Settings) -> None:
     async with Client(serve_in_process(lc_settings)) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
         schema = tools["memory"].input_schema
-        assert {k: {x: v[x] for x in ("type", "enum") if x in v} for k, v in schema["properties"].items()
-                if k != "idempotency_key"} == MEMORY_SCHEMA
+        assert {
+            k: {x: v[x] for x in ("type", "enum") if x in v}
+            for k, v in schema["properties"].items()
+            if k != "idempotency_key"
+        } == MEMORY_SCHEMA
         assert schema["required"] == ["command", "reason"]
         patch = tools["memory_apply_patch"].input_schema
-        assert set(patch["properties"]) - {"idempotency_key"} == {"reason", "input"} and patch["required"] == ["reason", "input"]
+        assert set(patch["properties"]) - {"idempotency_key"} == {"reason", "input"} and patch["required"] == [
+            "reason",
+            "input",
+        ]
         assert "memory_replace" in tools  # the rest of the surface is unchanged
 
-        ok = await call(c, command="create", reason="Track prefs", file_path="system/human/prefs.md",
-                        description="Coding: prefs", file_text="Likes tea\nLikes tea\nHates rain")
+        ok = await call(
+            c,
+            command="create",
+            reason="Track prefs",
+            file_path="system/human/prefs.md",
+            description="Coding: prefs",
+            file_text="Likes tea\nLikes tea\nHates rain",
+        )
         assert ok[:2] == (False, "Memory create: created system/human/prefs.md (version 1).")
         assert ok[2]["paths"] == ["system/human/prefs.md"] and ok[2]["versions"] == {"system/human/prefs": 1}
         # str_replace: the first occurrence (Letta Code's), not "unique or refuse"
-        await call(c, command="str_replace", reason="Coffee now", file_path="memory/system/human/prefs",
-                   old_string="tea", new_string="coffee")
+        await call(
+            c,
+            command="str_replace",
+            reason="Coffee now",
+            file_path="memory/system/human/prefs",
+            old_string="tea",
+            new_string="coffee",
+        )
         # insert: 1-based, the text becomes line k; out of range is clamped; fractions floor
         for line, text in [(1, "first"), (99, "last"), (2.9, "second"), (0, "zeroth")]:
-            assert not (await call(c, command="insert", reason="add", file_path="system/human/prefs.md",
-                                   insert_line=line, insert_text=text))[0]
+            assert not (
+                await call(
+                    c,
+                    command="insert",
+                    reason="add",
+                    file_path="system/human/prefs.md",
+                    insert_line=line,
+                    insert_text=text,
+                )
+            )[0]
         r = await c.read_resource("memory://blocks/system/human/prefs")
         assert r.contents[0].text == "zeroth\nfirst\nsecond\nLikes coffee\nLikes tea\nHates rain\nlast"
         history = text_of(await c.call_tool("memory_history", {"label": "system/human/prefs", "limit": 6}))
-        assert '"operation": "memory str_replace: Coffee now"' in history and '"operation": "memory create: Track prefs"' in history
+        assert (
+            '"operation": "memory str_replace: Coffee now"' in history
+            and '"operation": "memory create: Track prefs"' in history
+        )
         # a file outside system/ is detached (listed, not in the prompt); update_description; rename
         await call(c, command="create", reason="r", file_path="reference/Team-Notes.md", description="Team")
-        await call(c, command="update_description", reason="r", file_path="reference/Team-Notes.md", description="The team")
+        await call(
+            c, command="update_description", reason="r", file_path="reference/Team-Notes.md", description="The team"
+        )
         await call(c, command="rename", reason="promote", old_path="reference/Team-Notes.md", new_path="system/team.md")
         core = text_of(await c.call_tool("core_memory_view", {}))
         assert "<system/team>\n<description>\nThe team\n" in core and "<system/human/prefs>" in core
         # absolute paths inside the synced directory are accepted, as Letta Code's $MEMORY_DIR paths
         root = str(lc_settings.sync.resolve())  # type: ignore[union-attr]
-        err, text, _ = await call(c, command="update_description", reason="r", file_path=f"{root}/system/team.md",
-                                  description="Our team")
+        err, text, _ = await call(
+            c, command="update_description", reason="r", file_path=f"{root}/system/team.md", description="Our team"
+        )
         assert not err, text
         # delete a folder with everything in it
         await call(c, command="create", reason="r", file_path="notes/a.md", description="a")
@@ -83,22 +124,63 @@ async def test_schema_and_commands(lc_settings: Settings) -> None:
 
         # Letta Code's errors, and nothing changes
         for args, message in [
-            ({"command": "create", "reason": "", "file_path": "x.md", "description": "d"}, "memory: 'reason' must be a non-empty string"),
-            ({"command": "create", "reason": "r", "file_path": "x.md"}, "memory create: 'description' must be a non-empty string"),
-            ({"command": "create", "reason": "r", "file_path": "system/team.md", "description": "d"},
-             "memory create: block already exists at system/team.md"),
-            ({"command": "str_replace", "reason": "r", "file_path": "system/team.md", "old_string": "zzz", "new_string": "y"},
-             "memory str_replace: old_string was not found in the target memory block"),
-            ({"command": "str_replace", "reason": "r", "file_path": "system/team.md", "old_string": "a", "new_string": ""},
-             "memory str_replace: 'new_string' must be a non-empty string"),
-            ({"command": "insert", "reason": "r", "file_path": "nope.md", "insert_line": 1, "insert_text": "x"},
-             "memory: failed to read nope.md: no such memory file"),
-            ({"command": "rename", "reason": "r", "old_path": "system/team.md", "new_path": "system/human/prefs.md"},
-             "memory rename: destination already exists at system/human/prefs.md"),
-            ({"command": "delete", "reason": "r", "file_path": "../etc/passwd"}, "contains invalid path traversal segment"),
-            ({"command": "delete", "reason": "r", "file_path": "/etc/passwd"}, "must be a relative path like system/contacts.md"),
-            ({"command": "update_description", "reason": "r", "file_path": "system/team.md", "description": "Our team"},
-             "Memory update_description made no effective changes"),
+            (
+                {"command": "create", "reason": "", "file_path": "x.md", "description": "d"},
+                "memory: 'reason' must be a non-empty string",
+            ),
+            (
+                {"command": "create", "reason": "r", "file_path": "x.md"},
+                "memory create: 'description' must be a non-empty string",
+            ),
+            (
+                {"command": "create", "reason": "r", "file_path": "system/team.md", "description": "d"},
+                "memory create: block already exists at system/team.md",
+            ),
+            (
+                {
+                    "command": "str_replace",
+                    "reason": "r",
+                    "file_path": "system/team.md",
+                    "old_string": "zzz",
+                    "new_string": "y",
+                },
+                "memory str_replace: old_string was not found in the target memory block",
+            ),
+            (
+                {
+                    "command": "str_replace",
+                    "reason": "r",
+                    "file_path": "system/team.md",
+                    "old_string": "a",
+                    "new_string": "",
+                },
+                "memory str_replace: 'new_string' must be a non-empty string",
+            ),
+            (
+                {"command": "insert", "reason": "r", "file_path": "nope.md", "insert_line": 1, "insert_text": "x"},
+                "memory: failed to read nope.md: no such memory file",
+            ),
+            (
+                {"command": "rename", "reason": "r", "old_path": "system/team.md", "new_path": "system/human/prefs.md"},
+                "memory rename: destination already exists at system/human/prefs.md",
+            ),
+            (
+                {"command": "delete", "reason": "r", "file_path": "../etc/passwd"},
+                "contains invalid path traversal segment",
+            ),
+            (
+                {"command": "delete", "reason": "r", "file_path": "/etc/passwd"},
+                "must be a relative path like system/contacts.md",
+            ),
+            (
+                {
+                    "command": "update_description",
+                    "reason": "r",
+                    "file_path": "system/team.md",
+                    "description": "Our team",
+                },
+                "Memory update_description made no effective changes",
+            ),
             ({"command": "view", "reason": "r", "file_path": "system/team.md"}, "command"),
             ({"command": "create", "reason": "r", "path": "/memories/x"}, "does not take the argument `path`"),
         ]:
@@ -112,23 +194,37 @@ async def test_read_only_files_refuse_edits(lc_settings: Settings) -> None:
     data = ["--data-dir", str(lc_settings.data_dir), "--embedding-model", "hashing"]
     assert main(["blocks", "create", "system/rules", "--value", "Be kind", "--read-only", *data]) == 0
     async with Client(serve_in_process(lc_settings)) as c:
-        for args in ({"command": "insert", "file_path": "system/rules.md", "insert_line": 1, "insert_text": "x"},
-                     {"command": "delete", "file_path": "system"}):
+        for args in (
+            {"command": "insert", "file_path": "system/rules.md", "insert_line": 1, "insert_text": "x"},
+            {"command": "delete", "file_path": "system"},
+        ):
             err, text, _ = await call(c, reason="r", **args)
             assert err and "system/rules.md is read_only and cannot be modified" in text, text
-        err, text, _ = await call(c, "memory_apply_patch", reason="r",
-                                  input="*** Begin Patch\n*** Update File: system/rules.md\n@@\n-Be kind\n+Be mean\n*** End Patch")
+        err, text, _ = await call(
+            c,
+            "memory_apply_patch",
+            reason="r",
+            input="*** Begin Patch\n*** Update File: system/rules.md\n@@\n-Be kind\n+Be mean\n*** End Patch",
+        )
         assert err and text == "memory_apply_patch: system/rules.md is read_only and cannot be modified"
 
 
 async def test_codex_patches(lc_settings: Settings) -> None:
     async with Client(serve_in_process(lc_settings)) as c:
-        await call(c, command="create", reason="r", file_path="system/human.md", description="The human",
-                   file_text="Name: Ada\nLikes tea")
-        patch = ("*** Begin Patch\n*** Update File: system/human.md\n*** Move to: system/person.md\n@@\n"
-                 "-description: The human\n+description: The person\n@@\n Name: Ada\n-Likes tea\n+Likes coffee\n"
-                 "*** Add File: reference/new.md\n+hello\n*** Add File: reference/framed.md\n+---\n"
-                 "+description: Framed\n+colour: blue\n+---\n+body\n*** End Patch")
+        await call(
+            c,
+            command="create",
+            reason="r",
+            file_path="system/human.md",
+            description="The human",
+            file_text="Name: Ada\nLikes tea",
+        )
+        patch = (
+            "*** Begin Patch\n*** Update File: system/human.md\n*** Move to: system/person.md\n@@\n"
+            "-description: The human\n+description: The person\n@@\n Name: Ada\n-Likes tea\n+Likes coffee\n"
+            "*** Add File: reference/new.md\n+hello\n*** Add File: reference/framed.md\n+---\n"
+            "+description: Framed\n+colour: blue\n+---\n+body\n*** End Patch"
+        )
         err, text, data = await call(c, "memory_apply_patch", reason="Reorganise", input=patch)
         assert not err, text
         assert data["paths"] == ["reference/framed.md", "reference/new.md", "system/human.md", "system/person.md"]
@@ -140,17 +236,24 @@ async def test_codex_patches(lc_settings: Settings) -> None:
         assert '"operation": "memory_apply_patch: Reorganise"' in history
         # a failing hunk changes nothing, however many operations came before it
         before = text_of(await c.call_tool("core_memory_view", {}))
-        bad = ("*** Begin Patch\n*** Delete File: reference/new.md\n*** Update File: system/person.md\n@@\n-nope\n+x\n"
-               "*** End Patch")
+        bad = (
+            "*** Begin Patch\n*** Delete File: reference/new.md\n*** Update File: system/person.md\n@@\n-nope\n+x\n"
+            "*** End Patch"
+        )
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=bad)
         assert err and "failed to apply hunk to system/person.md: context not found" in text
+
         def blocks_only(view: str) -> str:
             return view.split("<memory_metadata>")[0]  # the metadata has the time of day
 
         assert blocks_only(text_of(await c.call_tool("core_memory_view", {}))) == blocks_only(before)
         assert "reference/new" in blocks_only(before)
-        err, text, _ = await call(c, "memory_apply_patch", reason="r",
-                                  input="*** Begin Patch\n*** Add File: system/person.md\n+x\n*** End Patch")
+        err, text, _ = await call(
+            c,
+            "memory_apply_patch",
+            reason="r",
+            input="*** Begin Patch\n*** Add File: system/person.md\n+x\n*** End Patch",
+        )
         assert err and text == "memory_apply_patch: cannot add existing memory file: system/person.md"
 
 
@@ -169,7 +272,9 @@ def test_edited_labels_of_both_dialects() -> None:
     """Each dialect's tools read their own arguments: the server's dialect says which, not the arguments' shape."""
     rename = {"command": "rename", "reason": "r", "old_path": "a.md", "new_path": "memory/b/c"}
     assert edited_labels("memory", rename, "letta-code") == ["a", "b/c"]
-    patch = "*** Begin Patch\n*** Update File: x.md\n*** Move to: y.md\n@@\n-a\n+b\n*** Delete File: z.md\n*** End Patch"
+    patch = (
+        "*** Begin Patch\n*** Update File: x.md\n*** Move to: y.md\n@@\n-a\n+b\n*** Delete File: z.md\n*** End Patch"
+    )
     assert edited_labels("memory_apply_patch", {"reason": "r", "input": patch}, "letta-code") == ["x", "y", "z"]
     assert edited_labels("memory", {"command": "str_replace", "path": "/memories/human"}) == ["human"]
     assert edited_labels("memory_apply_patch", {"label": "human", "patch": "-a\n+b"}) == ["human"]
@@ -207,24 +312,32 @@ async def test_the_layout_decides_what_is_in_the_prompt(lc_settings: Settings) -
     (root / "MEMORY.md").write_text("# Memory\n")
     async with Client(serve_in_process(lc_settings)) as c:
         for path in ("human.md", "notes/x.md"):
-            err, text, _ = await call(c, command="create", reason="r", file_path=path, description=f"About {path}",
-                                      file_text="hello")
+            err, text, _ = await call(
+                c, command="create", reason="r", file_path=path, description=f"About {path}", file_text="hello"
+            )
             assert not err, text
         # v2 has no system/ folder (core memory is the root files) and skills/ is not memory: Letta Code's words
         for args, message in [
-            ({"command": "create", "file_path": "system/y.md", "description": "d"},
-             "memory: core memory uses root Markdown files, not system/"),
-            ({"command": "rename", "old_path": "notes/x.md", "new_path": "skills/x.md"},
-             "memory: skills are managed by the skill/file tooling, not the memory tool"),
+            (
+                {"command": "create", "file_path": "system/y.md", "description": "d"},
+                "memory: core memory uses root Markdown files, not system/",
+            ),
+            (
+                {"command": "rename", "old_path": "notes/x.md", "new_path": "skills/x.md"},
+                "memory: skills are managed by the skill/file tooling, not the memory tool",
+            ),
         ]:
             err, text, _ = await call(c, reason="r", **args)
             assert err and message in text, (args, text)
-        err, text, _ = await call(c, "memory_apply_patch", reason="r",
-                                  input="*** Begin Patch\n*** Add File: system/z.md\n+x\n*** End Patch")
+        err, text, _ = await call(
+            c, "memory_apply_patch", reason="r", input="*** Begin Patch\n*** Add File: system/z.md\n+x\n*** End Patch"
+        )
         assert err and text == "memory_apply_patch: core memory uses root Markdown files, not system/"
         await call(c, command="rename", reason="r", old_path="notes/x.md", new_path="x.md")
-        patch = ('*** Begin Patch\n*** Add File: added.md\n+new\n*** Update File: human.md\n@@\n name: "Human"\n'
-                 '-description: "About human.md"\n+description: "The human"\n*** End Patch')
+        patch = (
+            '*** Begin Patch\n*** Add File: added.md\n+new\n*** Update File: human.md\n@@\n name: "Human"\n'
+            '-description: "About human.md"\n+description: "The human"\n*** End Patch'
+        )
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=patch)
         assert not err, text
         core = text_of(await c.call_tool("core_memory_view", {}))
@@ -251,8 +364,9 @@ async def test_create_takes_a_long_file_as_a_patch_does(lc_settings: Settings) -
     """Letta Code's tools enforce no limit: `create` and a patch's Add File both make a block that fits the text."""
     long = "x" * 7000
     async with Client(serve_in_process(lc_settings)) as c:
-        err, text, _ = await call(c, command="create", reason="r", file_path="reference/long.md", description="d",
-                                  file_text=long)
+        err, text, _ = await call(
+            c, command="create", reason="r", file_path="reference/long.md", description="d", file_text=long
+        )
         assert not err, text
         patch = "*** Begin Patch\n*** Add File: reference/long2.md\n+" + long + "\n*** End Patch"
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=patch)

@@ -7,17 +7,24 @@ import os
 import subprocess
 from pathlib import Path
 
-
-from tiermem.cli.main import open_memory
 from tiermem.base.config import load_settings
+from tiermem.cli.main import open_memory
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
 
 
-def run(tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path, **(env or {})), timeout=300)
+def run(
+    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **(env or {})),
+        timeout=300,
+    )
 
 
 def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
@@ -31,7 +38,10 @@ def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "tiermem reembed" in refused.stderr and "hashing-384" in refused.stderr
     done = run(tmp_path, "reembed", model="default")
     assert done.returncode == 0, done.stderr
-    assert "re-embedding passages: 1/1" in done.stderr and "re-embedded 2 rows with sentence-transformers/all-MiniLM-L6-v2" in done.stderr
+    assert (
+        "re-embedding passages: 1/1" in done.stderr
+        and "re-embedded 2 rows with sentence-transformers/all-MiniLM-L6-v2" in done.stderr
+    )
     m2 = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
     m2.archive.embedder.wait(60)
     hits = m2.archive.search(agent, "which animal sleeps holding paws?", top_k=1).hits
@@ -45,12 +55,28 @@ def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     ok = run(tmp_path, "doctor", "--json")
     report = json.loads(ok.stdout)
     assert ok.returncode == 0 and report["healthy"] is True
-    assert {c["check"] for c in report["checks"]} >= {"schema", "tables", "writable", "embedding model", "passages index", "agents"}
+    assert {c["check"] for c in report["checks"]} >= {
+        "schema",
+        "tables",
+        "writable",
+        "embedding model",
+        "passages index",
+        "agents",
+    }
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s, start_embedder=False)
     agent = m.ensure_agent("default").id
-    row = {"id": "passage-1", "agent_id": agent, "group_id": "passage-1", "chunk": 0, "content": "x", "tags": [],
-           "text": "x", "created_us": 0, "vector": None}
+    row = {
+        "id": "passage-1",
+        "agent_id": agent,
+        "group_id": "passage-1",
+        "chunk": 0,
+        "content": "x",
+        "tags": [],
+        "text": "x",
+        "created_us": 0,
+        "vector": None,
+    }
     m.archive.store.rows.add_rows("passages", [row])  # as left by a process killed before its model loaded
     bad = run(tmp_path, "doctor")
     assert bad.returncode == 1
@@ -91,9 +117,15 @@ def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     report = {c["check"]: c for c in json.loads(taken.stdout)["checks"]}
     assert taken.returncode == 1 and report["transport"]["ok"] is False and "--port" in report["transport"]["fix"]
     free = run(tmp_path, "doctor", "--json", env={"TIERMEM_TRANSPORT": "http", "TIERMEM_PORT": port})
-    assert free.returncode == 0 and "port is free" in {c["check"]: c for c in json.loads(free.stdout)["checks"]}["transport"]["detail"]
-    keyless = run(tmp_path, "doctor", env={"TIERMEM_AGENT_LOOP": "true", "TIERMEM_LLM_PROVIDER": "anthropic",
-                                           "ANTHROPIC_API_KEY": ""})
+    assert (
+        free.returncode == 0
+        and "port is free" in {c["check"]: c for c in json.loads(free.stdout)["checks"]}["transport"]["detail"]
+    )
+    keyless = run(
+        tmp_path,
+        "doctor",
+        env={"TIERMEM_AGENT_LOOP": "true", "TIERMEM_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": ""},
+    )
     assert keyless.returncode == 1 and "[FAIL] agent loop" in keyless.stdout and "ANTHROPIC_API_KEY" in keyless.stdout
 
 

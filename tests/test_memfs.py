@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain.blocks import Append, Rethink, is_pinned
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.base.errors import ValidationError
+from tiermem.domain.blocks import Append, Rethink, is_pinned
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memfs_format import split_file
+from tiermem.domain.memory import Memory
 from tiermem.interop.commands import detect, run_export, run_import
 from tiermem.interop.memfs_sync import sync_memfs, watch_memfs
-from tiermem.domain.memory import Memory
 
 from .test_memfs_format import SHAPES
 
@@ -33,10 +33,12 @@ def snapshot(memory: Memory, agent: str) -> dict[str, tuple[str, str, int, bool,
 
 def seed(memory: Memory) -> str:
     agent = memory.ensure_agent("ezra").id
-    memory.create_block(agent, BlockSpec(label="system/human/family", value="Partner: Sam\n", description="Family: 'close'",
-                                         limit=800))
-    memory.create_block(agent, BlockSpec(label="notes/projects", value="---\ntiermem\n\n", description="Projects",
-                                         read_only=True))
+    memory.create_block(
+        agent, BlockSpec(label="system/human/family", value="Partner: Sam\n", description="Family: 'close'", limit=800)
+    )
+    memory.create_block(
+        agent, BlockSpec(label="notes/projects", value="---\ntiermem\n\n", description="Projects", read_only=True)
+    )
     memory.create_block(agent, BlockSpec(label="corrections/ezra-mistakes", value="Go? No: Python.", description=""))
     memory.update_block(agent, "notes/projects", pinned=False)
     memory.update_block(agent, "corrections/ezra-mistakes", pinned=False)
@@ -65,7 +67,7 @@ def agent_repo(root: Path, files: dict[str, str], *, policy: str = "legacy-only"
 
 LETTA_FILES = {
     "system/persona.md": "---\ndescription: Who I am: a coding assistant\n---\nI'm a coding assistant.",
-    "system/human.md": "---\ndescription: \"The human\" #1 priorities\nlimit: 300\n---\nName: Ada",
+    "system/human.md": '---\ndescription: "The human" #1 priorities\nlimit: 300\n---\nName: Ada',
     "reference/Team-Notes.md": "---\ndescription: @team [links] * misc\n---\nAda leads.\n",
     "notes/v1.2.md": "---\ndescription: Release notes\ncolour: blue\n---\nShipped\n",
     "skills/x/SKILL.md": "---\nname: x\ndescription: A skill\nallowed-tools: Bash\n---\nDo x.\n",
@@ -78,13 +80,20 @@ def test_export_writes_one_file_per_block_and_import_reads_it_back(mem: Memory, 
     report = run_export(mem, agent="ezra", fmt="memfs", output=str(out), vectors=False)
     assert report["blocks"] == 5 and report["pinned"] == 3
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.md"))
-    assert files == ["corrections/ezra-mistakes.md", "human.md", "notes/projects.md", "persona.md",
-                     "system/human/family.md"]
+    assert files == [
+        "corrections/ezra-mistakes.md",
+        "human.md",
+        "notes/projects.md",
+        "persona.md",
+        "system/human/family.md",
+    ]
     # Letta Code's frontmatter: the description as written (no YAML quoting), limit where it is not the default
     assert (out / "system/human/family.md").read_text() == (
         "---\ndescription: Family: 'close'\nlimit: 800\n---\nPartner: Sam\n\n"
     )
-    assert (out / "notes/projects.md").read_text() == "---\ndescription: Projects\nread_only: true\n---\n---\ntiermem\n\n\n"
+    assert (
+        out / "notes/projects.md"
+    ).read_text() == "---\ndescription: Projects\nread_only: true\n---\n---\ntiermem\n\n\n"
     # outside a Letta Code agent's repository, pinned is written where it differs from the layout (system/ pinned)
     assert "pinned: true" in (out / "human.md").read_text() and "pinned" not in (out / "notes/projects.md").read_text()
     assert detect(out) == "memfs"
@@ -104,15 +113,24 @@ def test_a_letta_code_directory_syncs_whole(mem: Memory, tmp_path: Path) -> None
     root = agent_repo(tmp_path / "memory", LETTA_FILES)
     report = sync_memfs(mem, "lc", root)
     assert report["skipped"] == [] and report["conflicts"] == [] and report["commit"] == ""
-    assert sorted(report["to_store"]) == ["notes/v1.2", "reference/Team-Notes", "skills/x/SKILL", "system/human",
-                                          "system/persona"]
+    assert sorted(report["to_store"]) == [
+        "notes/v1.2",
+        "reference/Team-Notes",
+        "skills/x/SKILL",
+        "system/human",
+        "system/persona",
+    ]
     got = snapshot(mem, "lc")
     assert got["system/persona"] == ("I'm a coding assistant.", "Who I am: a coding assistant", 5000, False, True)
     assert got["system/human"] == ("Name: Ada", '"The human" #1 priorities', 300, False, True)
     assert got["reference/Team-Notes"][:2] == ("Ada leads.", "@team [links] * misc")
     assert {label: pinned for label, (*_, pinned) in got.items()} == {  # the layout decides: system/** only
-        "system/persona": True, "system/human": True, "reference/Team-Notes": False, "notes/v1.2": False,
-        "skills/x/SKILL": False}
+        "system/persona": True,
+        "system/human": True,
+        "reference/Team-Notes": False,
+        "notes/v1.2": False,
+        "skills/x/SKILL": False,
+    }
     # an agent created by a sync has no default blocks, and nothing was written into the directory
     assert "human" not in got and "persona" not in got
     assert git(root, "status", "--porcelain") == "" and not (root / ".tiermem-sync.json").exists()
@@ -122,7 +140,9 @@ def test_a_letta_code_directory_syncs_whole(mem: Memory, tmp_path: Path) -> None
     mem.edit(agent, "notes/v1.2", Append("Fixed"), actor="agent")
     report = sync_memfs(mem, "lc", root)
     assert report["to_files"] == ["notes/v1.2"] and report["commit"]
-    assert (root / "notes/v1.2.md").read_text() == "---\ndescription: Release notes\ncolour: blue\n---\nShipped\nFixed\n"
+    assert (
+        root / "notes/v1.2.md"
+    ).read_text() == "---\ndescription: Release notes\ncolour: blue\n---\nShipped\nFixed\n"
     core = mem.render_core(agent)
     assert "<system/human>" in core and "<reference/Team-Notes>" not in core and "Team-Notes" in core
 
@@ -140,7 +160,11 @@ def test_v2_indexes_and_names(mem: Memory, tmp_path: Path) -> None:
     got = snapshot(mem, "v2")
     # root files are in the prompt (v2), the rest detached; an index is a block without frontmatter
     assert {label: pinned for label, (*_, pinned) in got.items()} == {
-        "MEMORY": True, "human": True, "projects/MEMORY": False, "projects/tiermem": False}
+        "MEMORY": True,
+        "human": True,
+        "projects/MEMORY": False,
+        "projects/tiermem": False,
+    }
     assert got["human"][:2] == ("Name: Ada", 'Ada: "the" user') and got["projects/tiermem"][1] == "It's a project"
     agent = mem.get_agent("v2").id
     mem.edit(agent, "MEMORY", Append("- [ideas](ideas.md)"), actor="agent")
@@ -149,9 +173,12 @@ def test_v2_indexes_and_names(mem: Memory, tmp_path: Path) -> None:
     mem.create_block(agent, BlockSpec(label="loose/idea", value="x", description="A loose idea"))
     report = sync_memfs(mem, "v2", root)
     assert sorted(report["to_files"]) == ["MEMORY", "human", "ideas", "loose/idea"] and report["rejected"] == []
-    assert report["notes"] == ["loose/idea.md is outside Letta Code's memory (layout v2) until loose/MEMORY.md "
-                               "indexes its folder"]
-    assert (root / "MEMORY.md").read_text().endswith("- [ideas](ideas.md)\n") and not (root / "MEMORY.md").read_text().startswith("---")
+    assert report["notes"] == [
+        "loose/idea.md is outside Letta Code's memory (layout v2) until loose/MEMORY.md indexes its folder"
+    ]
+    assert (root / "MEMORY.md").read_text().endswith("- [ideas](ideas.md)\n") and not (
+        root / "MEMORY.md"
+    ).read_text().startswith("---")
     assert (root / "human.md").read_text() == '---\nname: "Human"\ndescription: "Ada, the user"\n---\nName: Ada\n'
     assert (root / "ideas.md").read_text() == '---\nname: "Ideas"\ndescription: "Ideas: new"\n---\nSync both ways\n'
 
@@ -173,10 +200,14 @@ def test_files_tiermem_cannot_take_are_skipped_not_the_directory(mem: Memory, tm
     report = run_import(mem, root, fmt="memfs", agent="work", rename=None, replace=False)
     assert report["blocks_created"] == ["system/ok"]
     skipped = "\n".join(report["skipped"])
-    for problem in ("open.md: its frontmatter starts with '---' but has no closing '---' line",
-                    "small.md: the value has 8 characters, more than its limit 3", "limit.md: limit must be",
-                    "nul.md: nul.md contains a NUL character", "back\\slash.md: Invalid block label",
-                    "latin1.md: cannot be read as UTF-8"):
+    for problem in (
+        "open.md: its frontmatter starts with '---' but has no closing '---' line",
+        "small.md: the value has 8 characters, more than its limit 3",
+        "limit.md: limit must be",
+        "nul.md: nul.md contains a NUL character",
+        "back\\slash.md: Invalid block label",
+        "latin1.md: cannot be read as UTF-8",
+    ):
         assert problem in skipped, skipped
     # in a sync, a file that cannot be read keeps its block: it is not taken for deleted
     sync_memfs(mem, "work", root)
@@ -298,7 +329,8 @@ def test_commits_the_hook_accepts(mem: Memory, tmp_path: Path) -> None:
     assert report["rejected"] == ["system/rules.md: system/rules.md: file is read_only and cannot be modified"]
     assert (root / "reference/new.md").read_text() == "---\ndescription: Memory block reference/new\n---\nx\n"
     assert (root / "system/human.md").read_text() == (
-        "---\ndescription: \"The human\" #1 priorities\nlimit: 300\n---\nName: Ada\nLikes tea\n")
+        '---\ndescription: "The human" #1 priorities\nlimit: 300\n---\nName: Ada\nLikes tea\n'
+    )
     assert (root / "system/rules.md").read_text() == files["system/rules.md"]
     assert git(root, "status", "--porcelain") == ""
     # both sides agree afterwards: the description Letta Code needs is the block's too
@@ -310,8 +342,10 @@ def test_commits_the_hook_accepts(mem: Memory, tmp_path: Path) -> None:
 def test_a_rejected_commit_leaves_nothing_staged_and_says_why(mem: Memory, tmp_path: Path) -> None:
     root = agent_repo(tmp_path / "memory", LETTA_FILES)
     hook = root / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\nif git diff --cached --name-only | grep -q spicy; then\n"
-                    "  echo 'Frontmatter validation failed:'; echo '  reference/spicy.md: too spicy'; exit 1; fi\n")
+    hook.write_text(
+        "#!/bin/sh\nif git diff --cached --name-only | grep -q spicy; then\n"
+        "  echo 'Frontmatter validation failed:'; echo '  reference/spicy.md: too spicy'; exit 1; fi\n"
+    )
     hook.chmod(0o755)
     sync_memfs(mem, "lc", root)
     agent = mem.get_agent("lc").id
@@ -343,18 +377,28 @@ def test_letta_code_edits_arrive_and_limits_stay(mem: Memory, tmp_path: Path) ->
     assert mem.history(agent, "system/human", 1)[0].operation == "memfs: Rename team notes (commit by Letta Code)"
     assert mem.block(agent, "reference/team").value == "Ada leads."
     assert [v.operation for v in mem.history(agent, "reference/team", 5)][-2:] == [
-        "memfs: renamed from reference/Team-Notes.md", "create"]
+        "memfs: renamed from reference/Team-Notes.md",
+        "create",
+    ]
     (root / "system/human.md").write_text("---\ndescription: The human\n---\n" + "x" * 400)
     report = sync_memfs(mem, "lc", root)
     assert mem.block(agent, "system/human").limit == 400
-    assert report["notes"] == ["system/human: limit raised from 300 to 400 characters to fit system/human.md "
-                               "(the file states no limit)"]
+    assert report["notes"] == [
+        "system/human: limit raised from 300 to 400 characters to fit system/human.md (the file states no limit)"
+    ]
 
 
 def test_default_blocks_are_not_written(settings: Settings, tmp_path: Path) -> None:
-    memory = open_memory(settings.model_copy(update={"default_blocks": [
-        BlockSpec(label="human", value="", description="The human"),
-        BlockSpec(label="persona", value="I am tiermem.", description="Me")]}))
+    memory = open_memory(
+        settings.model_copy(
+            update={
+                "default_blocks": [
+                    BlockSpec(label="human", value="", description="The human"),
+                    BlockSpec(label="persona", value="I am tiermem.", description="Me"),
+                ]
+            }
+        )
+    )
     agent = memory.ensure_agent("work").id  # as `tiermem serve` creates it
     root = agent_repo(tmp_path / "memory", {"system/human.md": "---\ndescription: The human\n---\nAda"})
     report = sync_memfs(memory, "work", root)
@@ -369,8 +413,18 @@ def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> No
     reports: list[dict] = []
     counts: list[int] = []
     idle = lambda: None  # noqa: E731
-    steps = iter([idle, idle, lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\n---\nAda\n"),
-                  idle, idle, lambda: mem.edit(agent, "human", Append("Bob")), idle, idle])
+    steps = iter(
+        [
+            idle,
+            idle,
+            lambda: (root / "human.md").write_text("---\ndescription: d\nlimit: 100\n---\nAda\n"),
+            idle,
+            idle,
+            lambda: mem.edit(agent, "human", Append("Bob")),
+            idle,
+            idle,
+        ]
+    )
 
     def keep_going() -> bool:  # between rounds: one change, then rounds with nothing to do
         counts.append(len(reports))
@@ -383,7 +437,10 @@ def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> No
     watch_memfs(mem, "ezra", root, interval=0.001, on_report=reports.append, keep_going=keep_going)
     changes = [r for r in reports if r["to_store"] or r["to_files"]]
     assert [(r["to_store"], r["to_files"]) for r in changes] == [
-        ([], ["corrections/ezra-mistakes", "notes/projects", "system/human/family"]), (["human"], []), ([], ["human"])]
+        ([], ["corrections/ezra-mistakes", "notes/projects", "system/human/family"]),
+        (["human"], []),
+        ([], ["human"]),
+    ]
     assert counts[1] == counts[2] and counts[4] == counts[5] and counts[-2] == counts[-1]  # quiet: no pass at all
     assert (root / "human.md").read_text().endswith("---\nAda\nBob\n")
     with pytest.raises(ValidationError, match="greater than 0"):
@@ -401,8 +458,10 @@ def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None
     theirs = git(root, "rev-parse", "HEAD").strip()
     git(root, "reset", "-q", "--hard", "HEAD~1")
     hook = root / ".git" / "hooks" / "pre-commit"
-    hook.write_text(f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n"
-                    f"GIT_INDEX_FILE=.git/index git read-tree {theirs}\n")  # the branch and the index, as a commit moves them
+    hook.write_text(
+        f"#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\ngit update-ref HEAD {theirs}\n"
+        f"GIT_INDEX_FILE=.git/index git read-tree {theirs}\n"
+    )  # the branch and the index, as a commit moves them
     hook.chmod(0o755)
     mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
     report = sync_memfs(mem, "lc", root)
@@ -445,8 +504,10 @@ def test_branch_work_tree_and_index_move_together(mem: Memory, tmp_path: Path) -
     (root / "notes/theirs.md").write_text("---\ndescription: Theirs\n---\nLetta's\n")
     git(root, "add", "notes/theirs.md")
     hook = root / ".git" / "hooks" / "post-commit"
-    hook.write_text("#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\n"
-                    "git status --porcelain --untracked-files=no > .git/seen\ngit commit -q -m 'Their note'\n")
+    hook.write_text(
+        "#!/bin/sh\n[ -e .git/once ] && exit 0\ntouch .git/once\n"
+        "git status --porcelain --untracked-files=no > .git/seen\ngit commit -q -m 'Their note'\n"
+    )
     hook.chmod(0o755)
     mem.edit(mem.get_agent("lc").id, "system/human", Append("Likes tea"), actor="agent")
     report = sync_memfs(mem, "lc", root)
@@ -532,8 +593,9 @@ def test_frontmatter_survives_a_block_edit_byte_for_byte(mem: Memory, tmp_path: 
     assert (root / "notes/x.md").read_bytes().decode() == head
 
 
-def test_a_sync_pass_reads_the_last_commit_in_one_git_process(mem: Memory, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sync_pass_reads_the_last_commit_in_one_git_process(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the last commit holds is read with one `git cat-file --batch` per look (the hook pre-check, the commit),
     not one `git show` per file; the results are those of reading file by file."""
     from tiermem.interop.memfs_git import Repo

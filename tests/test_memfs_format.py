@@ -7,18 +7,21 @@ import re
 
 import pytest
 
-from tiermem.domain import memfs_format as f
 from tiermem.base.errors import EditError
+from tiermem.domain import memfs_format as f
 
 
-@pytest.mark.parametrize("line, value", [
-    ("description: Family: names", "Family: names"),
-    ("description: #1 priorities", "#1 priorities"),
-    ('description: "quoted" stays', '"quoted" stays'),
-    ("description: @team [links] * misc", "@team [links] * misc"),
-    ("description:    spaced   ", "spaced"),
-    ("description:", ""),
-])
+@pytest.mark.parametrize(
+    "line, value",
+    [
+        ("description: Family: names", "Family: names"),
+        ("description: #1 priorities", "#1 priorities"),
+        ('description: "quoted" stays', '"quoted" stays'),
+        ("description: @team [links] * misc", "@team [links] * misc"),
+        ("description:    spaced   ", "spaced"),
+        ("description:", ""),
+    ],
+)
 def test_frontmatter_values_are_literal(line: str, value: str) -> None:
     parts = f.split_file(f"---\n{line}\nlimit: 300\n---\nbody\n")
     assert parts.front.get("description") == value and parts.front.get("limit") == "300"
@@ -32,9 +35,14 @@ def test_block_scalars_and_write_back() -> None:
     assert f.split_file("---\nd: >-\n  a\n  b\n\n  c\n---\n").front.get("d") == "a b\nc"
     # replacing one key keeps every other line as written, in order
     changed = front.set("description", "One line")
-    assert f.MemoryFile(changed, "value").text() == "---\ndescription: One line\n\nkeep: this\n  nested: line\n---\nvalue"
+    assert (
+        f.MemoryFile(changed, "value").text() == "---\ndescription: One line\n\nkeep: this\n  nested: line\n---\nvalue"
+    )
     assert changed.set("keep", None).lines == ("description: One line", "")
-    assert f.Front().set("description", "x", first=True).set("name", "y", first=True).lines == ("name: y", "description: x")
+    assert f.Front().set("description", "x", first=True).set("name", "y", first=True).lines == (
+        "name: y",
+        "description: x",
+    )
 
 
 def test_split_file_edges() -> None:
@@ -57,8 +65,12 @@ def test_layout_rules() -> None:
     paths = {"MEMORY.md", "human.md", "projects/MEMORY.md", "projects/x.md", "loose/y.md", "skills/s/SKILL.md"}
     assert f.layout_of(paths) == "v2" and f.layout_of(paths, "legacy-only") == "v1" and f.layout_of({"a.md"}) == "v1"
     assert [p for p in sorted(paths) if f.in_prompt(p, "v2")] == ["MEMORY.md", "human.md"]
-    assert [p for p in sorted(paths) if f.projected(p, paths, "v2")] == ["MEMORY.md", "human.md", "projects/MEMORY.md",
-                                                                          "projects/x.md"]
+    assert [p for p in sorted(paths) if f.projected(p, paths, "v2")] == [
+        "MEMORY.md",
+        "human.md",
+        "projects/MEMORY.md",
+        "projects/x.md",
+    ]
     assert f.in_prompt("system/a/b.md", "v1") and not f.in_prompt("reference/a.md", "v1")
     assert f.hook_checked("reference/a.md", set(), "v1") and not f.hook_checked("notes/a.md", set(), "v1")
 
@@ -66,35 +78,58 @@ def test_layout_rules() -> None:
 OK = "---\ndescription: d\n---\nbody"
 
 
-@pytest.mark.parametrize("text, previous, problems", [
-    (OK, None, []),
-    ("---\ndescription: d\nlimit: 5\n---\n", None, []),
-    ("body", None, ["missing frontmatter (must start with ---)"]),
-    ("---\ndescription: d\n", None, ["frontmatter opened but never closed (missing closing ---)"]),
-    ("---\nlimit: 5\n---\n", None, ["missing required field 'description'"]),
-    ("---\ndescription:\n---\n", None, ["'description' must not be empty"]),
-    ("---\ndescription: d\npinned: true\n---\n", None, ["unknown frontmatter key 'pinned' (allowed: description read_only limit)"]),
-    ("---\ndescription: |\n  multi\n---\n", None, []),
-    ("---\ndescription: d\nread_only: false\n---\n", None, ["'read_only' is a protected field and cannot be set by the agent"]),
-    ("---\ndescription: d\nread_only: true\n---\n", "---\ndescription: d\nread_only: false\n---\n",
-     ["'read_only' is a protected field and cannot be changed by the agent"]),
-    ("---\ndescription: d\n---\n", "---\ndescription: d\nread_only: false\n---\n",
-     ["'read_only' is a protected field and cannot be removed by the agent"]),
-    ("---\ndescription: e\nread_only: false\n---\n", "---\ndescription: d\nread_only: false\n---\n", []),
-    (OK, "---\ndescription: d\nread_only: true\n---\n", ["file is read_only and cannot be modified"]),
-])
+@pytest.mark.parametrize(
+    "text, previous, problems",
+    [
+        (OK, None, []),
+        ("---\ndescription: d\nlimit: 5\n---\n", None, []),
+        ("body", None, ["missing frontmatter (must start with ---)"]),
+        ("---\ndescription: d\n", None, ["frontmatter opened but never closed (missing closing ---)"]),
+        ("---\nlimit: 5\n---\n", None, ["missing required field 'description'"]),
+        ("---\ndescription:\n---\n", None, ["'description' must not be empty"]),
+        (
+            "---\ndescription: d\npinned: true\n---\n",
+            None,
+            ["unknown frontmatter key 'pinned' (allowed: description read_only limit)"],
+        ),
+        ("---\ndescription: |\n  multi\n---\n", None, []),
+        (
+            "---\ndescription: d\nread_only: false\n---\n",
+            None,
+            ["'read_only' is a protected field and cannot be set by the agent"],
+        ),
+        (
+            "---\ndescription: d\nread_only: true\n---\n",
+            "---\ndescription: d\nread_only: false\n---\n",
+            ["'read_only' is a protected field and cannot be changed by the agent"],
+        ),
+        (
+            "---\ndescription: d\n---\n",
+            "---\ndescription: d\nread_only: false\n---\n",
+            ["'read_only' is a protected field and cannot be removed by the agent"],
+        ),
+        ("---\ndescription: e\nread_only: false\n---\n", "---\ndescription: d\nread_only: false\n---\n", []),
+        (OK, "---\ndescription: d\nread_only: true\n---\n", ["file is read_only and cannot be modified"]),
+    ],
+)
 def test_hook_rules_v1(text: str, previous: str | None, problems: list[str]) -> None:
     assert f.hook_problems("system/x.md", text, previous, "v1") == [f"system/x.md: {p}" for p in problems]
 
 
-@pytest.mark.parametrize("rel, text, problems", [
-    ("x.md", '---\nname: "X"\ndescription: "d"\n---\n', []),
-    ("x.md", "---\ndescription: d\n---\n", ["missing required field 'name'"]),
-    ("x.md", '---\nname: ""\ndescription: d\nlimit: 4\n---\n', ["'name' must not be empty",
-                                                                "unknown frontmatter key 'limit' (allowed: name description)"]),
-    ("MEMORY.md", "# index\n", []),
-    ("p/MEMORY.md", "---\nname: x\n---\n", ["MEMORY.md must not have frontmatter"]),
-])
+@pytest.mark.parametrize(
+    "rel, text, problems",
+    [
+        ("x.md", '---\nname: "X"\ndescription: "d"\n---\n', []),
+        ("x.md", "---\ndescription: d\n---\n", ["missing required field 'name'"]),
+        (
+            "x.md",
+            '---\nname: ""\ndescription: d\nlimit: 4\n---\n',
+            ["'name' must not be empty", "unknown frontmatter key 'limit' (allowed: name description)"],
+        ),
+        ("MEMORY.md", "# index\n", []),
+        ("p/MEMORY.md", "---\nname: x\n---\n", ["MEMORY.md must not have frontmatter"]),
+    ],
+)
 def test_hook_rules_v2(rel: str, text: str, problems: list[str]) -> None:
     assert f.hook_problems(rel, text, None, "v2") == [f"{rel}: {p}" for p in problems]
 
@@ -104,37 +139,49 @@ def test_memory_tool_paths() -> None:
     assert f.label_of_path(" memory/reference//Team-Notes.md ", "file_path") == "reference/Team-Notes"
     assert f.label_of_path("notes\\x", "file_path") == "notes/x"
     assert f.label_of_path("/home/u/mem/system/a.md", "file_path", root="/home/u/mem") == "system/a"
-    for raw, problem in [("", "'file_path' must be a non-empty string"), ("~/x.md", "not a home-relative"),
-                         ("/etc/passwd", "must be a relative path like system/contacts.md"),
-                         ("a/../b", "invalid path traversal segment"), (".md", "resolves to an empty memory label"),
-                         (3, "must be a non-empty string")]:
+    for raw, problem in [
+        ("", "'file_path' must be a non-empty string"),
+        ("~/x.md", "not a home-relative"),
+        ("/etc/passwd", "must be a relative path like system/contacts.md"),
+        ("a/../b", "invalid path traversal segment"),
+        (".md", "resolves to an empty memory label"),
+        (3, "must be a non-empty string"),
+    ]:
         with pytest.raises(EditError, match=problem):
             f.label_of_path(raw, "file_path")
 
 
 def test_codex_patch_format() -> None:
-    patch = ("*** Begin Patch\n*** Add File: notes/new.md\n+hello\n+world\n*** Update File: system/human.md\n"
-             "*** Move to: system/person.md\n@@\n Name: Ada\n-Likes tea\n+Likes coffee\n@@\n+Age: 36\n Pets: none\n"
-             "*** Delete File: old.md\n*** End Patch\n")
+    patch = (
+        "*** Begin Patch\n*** Add File: notes/new.md\n+hello\n+world\n*** Update File: system/human.md\n"
+        "*** Move to: system/person.md\n@@\n Name: Ada\n-Likes tea\n+Likes coffee\n@@\n+Age: 36\n Pets: none\n"
+        "*** Delete File: old.md\n*** End Patch\n"
+    )
     ops = f.parse_codex_patch(patch)
-    assert [(o.kind, o.label, o.target) for o in ops] == [("add", "notes/new", "notes/new"),
-                                                         ("update", "system/human", "system/person"),
-                                                         ("delete", "old", "old")]
+    assert [(o.kind, o.label, o.target) for o in ops] == [
+        ("add", "notes/new", "notes/new"),
+        ("update", "system/human", "system/person"),
+        ("delete", "old", "old"),
+    ]
     assert ops[0].lines == ("hello", "world")
     body = "---\ndescription: d\n---\nName: Ada\nLikes tea\nPets: none"  # no final newline: the fallback matches
     assert f.apply_hunks(body, ops[1].hunks, "system/human.md") == (
-        "---\ndescription: d\n---\nName: Ada\nLikes coffee\nAge: 36\nPets: none")
+        "---\ndescription: d\n---\nName: Ada\nLikes coffee\nAge: 36\nPets: none"
+    )
     with pytest.raises(EditError, match="context not found"):
         f.apply_hunks("nothing here", ops[1].hunks, "system/human.md")
-    for bad, problem in [("", "'input' must be a non-empty string"), ("*** Update File: a\n", 'must start with "\\*\\*\\* Begin Patch"'),
-                         ("*** Begin Patch\n", 'must end with "\\*\\*\\* End Patch"'),
-                         ("*** Begin Patch\n*** End Patch\nmore", "unexpected content after"),
-                         ("*** Begin Patch\n*** End Patch", "no file operations"),
-                         ("*** Begin Patch\n*** Add File: a\nx\n*** End Patch", "expected '\\+' prefix"),
-                         ("*** Begin Patch\n*** Update File: a\n-x\n*** End Patch", "expected '@@' hunk header"),
-                         ("*** Begin Patch\n*** Update File: a\n*** End Patch", "has no hunks"),
-                         ("*** Begin Patch\n*** Frobnicate: a\n*** End Patch", "unknown patch directive"),
-                         ("*** Begin Patch\n*** Update File: a\n@@\n+only\n*** End Patch", None)]:
+    for bad, problem in [
+        ("", "'input' must be a non-empty string"),
+        ("*** Update File: a\n", 'must start with "\\*\\*\\* Begin Patch"'),
+        ("*** Begin Patch\n", 'must end with "\\*\\*\\* End Patch"'),
+        ("*** Begin Patch\n*** End Patch\nmore", "unexpected content after"),
+        ("*** Begin Patch\n*** End Patch", "no file operations"),
+        ("*** Begin Patch\n*** Add File: a\nx\n*** End Patch", "expected '\\+' prefix"),
+        ("*** Begin Patch\n*** Update File: a\n-x\n*** End Patch", "expected '@@' hunk header"),
+        ("*** Begin Patch\n*** Update File: a\n*** End Patch", "has no hunks"),
+        ("*** Begin Patch\n*** Frobnicate: a\n*** End Patch", "unknown patch directive"),
+        ("*** Begin Patch\n*** Update File: a\n@@\n+only\n*** End Patch", None),
+    ]:
         if problem is None:
             with pytest.raises(EditError, match="hunk has no anchor"):
                 f.apply_hunks("x", f.parse_codex_patch(bad)[0].hunks, "a.md")
@@ -180,6 +227,7 @@ def test_frontmatter_round_trips_byte_for_byte(text: str) -> None:
     if parts.front.get("description") is not None and "|" not in text:
         changed = f.MemoryFile(parts.front.set("description", '"e"'), parts.body).text()
         assert changed == re.sub(r"^description: [^\r\n]*", 'description: "e"', text, count=1, flags=re.M)
+
 
 def test_frontmatter_kept_by_an_older_tiermem_still_reads() -> None:
     """Before the exact form, tiermem kept the lines joined by '\\n'."""

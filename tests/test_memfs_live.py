@@ -37,8 +37,11 @@ def head_subject(root: Path) -> str:
 async def test_serve_keeps_the_directory_in_step(tmp_path: Path) -> None:
     root = agent_repo(tmp_path / "lcb" / "memfs" / "agent-local-1" / "memory", LETTA_FILES)
     params = StdioServerParameters(
-        command=PYTHON, args=["-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data"), "--agent", "lc"],
-        env=server_env(tmp_path, TIERMEM_SYNC=str(root), TIERMEM_MEMORY_TOOL_DIALECT="letta-code"), cwd=str(ROOT))
+        command=PYTHON,
+        args=["-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data"), "--agent", "lc"],
+        env=server_env(tmp_path, TIERMEM_SYNC=str(root), TIERMEM_MEMORY_TOOL_DIALECT="letta-code"),
+        cwd=str(ROOT),
+    )
     async with Client(params) as c:
         # the first sync brings the directory in (the served agent got no default blocks)
         deadline = time.monotonic() + 30
@@ -47,10 +50,20 @@ async def test_serve_keeps_the_directory_in_step(tmp_path: Path) -> None:
         while labels != want:
             assert time.monotonic() < deadline, labels
             time.sleep(0.05)
-            labels = {str(r.uri) for r in (await c.list_resources()).resources if str(r.uri).startswith("memory://blocks/")}
+            labels = {
+                str(r.uri) for r in (await c.list_resources()).resources if str(r.uri).startswith("memory://blocks/")
+            }
         # an edit through the server is committed (Letta Code's dialect: its reason is the commit message)
-        r = await c.call_tool("memory", {"command": "insert", "reason": "Ada likes tea", "file_path": "system/human.md",
-                                         "insert_line": 99, "insert_text": "Likes tea"})
+        r = await c.call_tool(
+            "memory",
+            {
+                "command": "insert",
+                "reason": "Ada likes tea",
+                "file_path": "system/human.md",
+                "insert_line": 99,
+                "insert_text": "Likes tea",
+            },
+        )
         assert not r.is_error, text_of(r)
         eventually(lambda: head_subject(root) == "Ada likes tea" and git(root, "status", "--porcelain") == "")
         assert (root / "system/human.md").read_text().endswith("Name: Ada\nLikes tea\n")
@@ -58,7 +71,9 @@ async def test_serve_keeps_the_directory_in_step(tmp_path: Path) -> None:
         (root / "reference/Team-Notes.md").write_text("---\ndescription: Team\n---\nAda leads. Bo joins.")
         git(root, "commit", "-q", "-am", "Bo joins")
         deadline = time.monotonic() + 20
-        while (await c.read_resource("memory://blocks/reference/Team-Notes")).contents[0].text != "Ada leads. Bo joins.":
+        while (await c.read_resource("memory://blocks/reference/Team-Notes")).contents[
+            0
+        ].text != "Ada leads. Bo joins.":
             assert time.monotonic() < deadline
             time.sleep(0.05)
 
@@ -66,8 +81,14 @@ async def test_serve_keeps_the_directory_in_step(tmp_path: Path) -> None:
 def test_sync_watch_process(tmp_path: Path) -> None:
     root = agent_repo(tmp_path / "memory", LETTA_FILES)
     data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing"]
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch", *data],
-                            cwd=ROOT, env=server_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "sync", str(root), "--agent", "lc", "--watch", *data],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().startswith("to_store: ")  # type: ignore[union-attr]
         assert proc.stdout.readline().startswith("notes: created agent 'lc'")  # type: ignore[union-attr]
@@ -75,8 +96,12 @@ def test_sync_watch_process(tmp_path: Path) -> None:
         assert proc.stdout.readline() == "to_store: system/human\n"  # type: ignore[union-attr]
         # another process (a CLI edit here; an MCP server in use) changes the block: the file follows, committed
         assert main(["blocks", "set", "system/human", "Name: Ada Lovelace\nLikes tea", "--agent", "lc", *data]) == 0
-        eventually(lambda: head_subject(root) == "tiermem: update system/human.md" and git(root, "status", "--porcelain") == "")
-        assert (root / "system/human.md").read_text() == "---\ndescription: The human\n---\nName: Ada Lovelace\nLikes tea\n"
+        eventually(
+            lambda: head_subject(root) == "tiermem: update system/human.md" and git(root, "status", "--porcelain") == ""
+        )
+        assert (
+            root / "system/human.md"
+        ).read_text() == "---\ndescription: The human\n---\nName: Ada Lovelace\nLikes tea\n"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -93,17 +118,44 @@ def test_setup_letta_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     report = json.loads(capsys.readouterr().out)
     assert report["agent"] == "agent-local-1" and report["created_agent"] and report["letta_code_repository"]
     assert sorted(report["sync"]["to_store"]) == sorted(p[:-3] for p in LETTA_FILES)
-    assert f"TIERMEM_SYNC={one.resolve()}" in report["host_config"] and "TIERMEM_MEMORY_TOOL_DIALECT=letta-code" in report["host_config"]
+    assert (
+        f"TIERMEM_SYNC={one.resolve()}" in report["host_config"]
+        and "TIERMEM_MEMORY_TOOL_DIALECT=letta-code" in report["host_config"]
+    )
     agent_repo(base / "memfs" / "agent-local-2" / "memory", {"system/human.md": "---\ndescription: h\n---\nBo"})
     assert main(["setup", "letta-code", *data]) == 1
     assert "agents found: agent-local-1, agent-local-2" in capsys.readouterr().err
-    assert main(["setup", "letta-code", "--letta-agent", "agent-local-2", "--agent", "bo", "--host", "claude-desktop", *data]) == 0
+    assert (
+        main(
+            [
+                "setup",
+                "letta-code",
+                "--letta-agent",
+                "agent-local-2",
+                "--agent",
+                "bo",
+                "--host",
+                "claude-desktop",
+                *data,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     config = json.loads(out.out)
     assert config["mcpServers"]["tiermem"]["args"] == ["serve", "--agent", "bo"]
     assert "tiermem agent: bo (created)" in out.err and "first sync: to_store: system/human" in out.err
     # serving another agent on a directory synced with "bo" is refused at start, with the fix
-    done = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--agent", "other", *data], cwd=ROOT, text=True,
-                          env=server_env(tmp_path, TIERMEM_SYNC=str(base / "memfs" / "agent-local-2" / "memory")),
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-    assert done.returncode == 1 and "is synced with tiermem agent 'bo', not 'other': serve that agent (--agent bo)" in done.stderr
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--agent", "other", *data],
+        cwd=ROOT,
+        text=True,
+        env=server_env(tmp_path, TIERMEM_SYNC=str(base / "memfs" / "agent-local-2" / "memory")),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (
+        done.returncode == 1
+        and "is synced with tiermem agent 'bo', not 'other': serve that agent (--agent bo)" in done.stderr
+    )

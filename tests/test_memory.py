@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tiermem.domain import blocks as b
 from tiermem.base.config import load_settings
-from tiermem.core.migrate import CORE_FILE, open_core
 from tiermem.base.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
+from tiermem.core.migrate import CORE_FILE, open_core
+from tiermem.domain import blocks as b
 from tiermem.domain.memory import Change, Memory
 from tiermem.store import Store
 
@@ -36,7 +36,10 @@ def test_edit_writes_version_and_history(memory: Memory) -> None:
     assert block.value == "Name: Ada\nLikes tea" and block.version == 3
     hist = memory.history(a, "human", 10)
     assert [(v.version, v.operation, v.actor) for v in hist] == [
-        (3, "core_memory_append", "agent"), (2, "memory_rethink", "agent"), (1, "create", "system")]
+        (3, "core_memory_append", "agent"),
+        (2, "memory_rethink", "agent"),
+        (1, "create", "system"),
+    ]
     assert hist[0].value == block.value
 
 
@@ -134,7 +137,11 @@ def test_a_stale_commit_writes_nothing(memory: Memory) -> None:
     stale = replace(block, value="stale", version=2)
     assert memory.core.commit_edit(block, stale, memory.history(a, "human", 1)[0]) is None
     memory.edit(a, "human", b.Append("next"))
-    assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [(3, "current\nnext"), (2, "current"), (1, "")]
+    assert [(v.version, v.value) for v in memory.history(a, "human", 5)] == [
+        (3, "current\nnext"),
+        (2, "current"),
+        (1, ""),
+    ]
 
 
 WORKER = textwrap.dedent(
@@ -164,8 +171,10 @@ def test_concurrent_processes_lose_no_append(tmp_path: Path, backend: str) -> No
     uri = str(tmp_path / "db")
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    procs = [subprocess.Popen([PYTHON, str(script), uri, f"p{p}", "12", backend], cwd=ROOT, stderr=subprocess.PIPE)
-             for p in range(4)]
+    procs = [
+        subprocess.Popen([PYTHON, str(script), uri, f"p{p}", "12", backend], cwd=ROOT, stderr=subprocess.PIPE)
+        for p in range(4)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()[-2000:]
@@ -228,7 +237,9 @@ def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -
         failing.write(1, "lance error: boom")
     assert failing.calls == 1  # not a conflict: not tried again
     busy = flaky(quick)
-    with pytest.raises(StoreBusyError, match=r"kept committing .* \(6 tries; last: Too many concurrent writers") as raised:
+    with pytest.raises(
+        StoreBusyError, match=r"kept committing .* \(6 tries; last: Too many concurrent writers"
+    ) as raised:
         busy.write(1000, "Too many concurrent writers. ")
     assert busy.calls == 6 and isinstance(raised.value, StoreWriteError)
     assert "Nothing was written; the call is safe to repeat" in str(raised.value)
@@ -242,8 +253,9 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     """A data directory with core state in LanceDB opens with the SQLite default, everything carried over."""
     uri = str(tmp_path / "db")
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
-    agent = legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nLikes tea"]},
-                        requests={("core_memory_append", "k1"): "done"})
+    agent = legacy_core(
+        store, {"human": ["Name: Ada", "Name: Ada\nLikes tea"]}, requests={("core_memory_append", "k1"): "done"}
+    )
     assert not (tmp_path / CORE_FILE).exists()
 
     store2 = Store(uri, embedding_model="hashing-384", embedding_dim=384)
@@ -254,7 +266,9 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
     assert new.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
-    assert [r["value"] for r in store.rows.all_rows("blocks")] == ["Name: Ada\nLikes tea"]  # LanceDB's tables left unchanged
+    assert [r["value"] for r in store.rows.all_rows("blocks")] == [
+        "Name: Ada\nLikes tea"
+    ]  # LanceDB's tables left unchanged
 
     store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
     again = memory_over(store3, core=open_core(store3, "auto", tmp_path))
@@ -263,7 +277,9 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))
 
 
-def test_a_server_opens_the_core_first_and_the_archive_behind_it(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_server_opens_the_core_first_and_the_archive_behind_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """``open_memory(lazy=True)``: on a local directory the SQLite core opens at once and the archive in a
     background thread; an old directory whose core state is still in LanceDB is migrated first, as before."""
     from tiermem.core.migrate import open_without_store

@@ -28,9 +28,22 @@ HUMAN = "memory://blocks/human"
 def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     port = free_port()
     proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--data-dir", str(tmp_path / "data")],
-        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN, TIERMEM_WATCH_SECONDS="30"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN, TIERMEM_WATCH_SECONDS="30"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for_port(port, proc)
@@ -40,7 +53,9 @@ def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
         proc.wait(timeout=20)
 
 
-async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(tmp_path: Path, http_server: int) -> None:
+async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(
+    tmp_path: Path, http_server: int
+) -> None:
     legacy_heard: list[str] = []
 
     async def on_message(message) -> None:  # type: ignore[no-untyped-def]
@@ -50,8 +65,9 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
 
     async with (
         Client(stdio_params(tmp_path), cache=None) as editor,
-        Client(stdio_params(tmp_path, TIERMEM_WATCH_SECONDS="30"), cache=None, mode="legacy",
-               message_handler=on_message) as legacy,
+        Client(
+            stdio_params(tmp_path, TIERMEM_WATCH_SECONDS="30"), cache=None, mode="legacy", message_handler=on_message
+        ) as legacy,
         Client(http_target(f"http://127.0.0.1:{http_server}/mcp"), cache=None) as modern,
     ):
         assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "first"})).is_error
@@ -87,7 +103,9 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(long_poll)
                     await anyio.sleep(0.3)
-                    assert not (await editor.call_tool("core_memory_append", {"label": "human", "content": "ui"})).is_error
+                    assert not (
+                        await editor.call_tool("core_memory_append", {"label": "human", "content": "ui"})
+                    ).is_error
             assert changed == [True]
 
 
@@ -95,13 +113,12 @@ async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(t
 def test_change_token_moves_with_another_connections_commit(tmp_path: Path, backend: str) -> None:
     """The core-state contract the watch relies on (``CoreStore.change_token``), on every backend: two connections
     to one store (two SQLite connections to one file; two ``ObjectCore`` on one object store)."""
-    from tiermem.domain.blocks import Rethink
     from tiermem.base.config import BlockSpec
-    from tiermem.core.migrate import open_core
-    from tiermem.store import Store
-
     from tiermem.core.bucket import Bucket
+    from tiermem.core.migrate import open_core
     from tiermem.core.objects import ObjectCore
+    from tiermem.domain.blocks import Rethink
+    from tiermem.store import Store
 
     from .conftest import memory_over
 

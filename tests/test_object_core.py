@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.domain import blocks as b
 from tiermem.base.config import BlockSpec, load_settings
-from tiermem.core.bucket import Bucket
 from tiermem.base.errors import StoreError
+from tiermem.core.bucket import Bucket
 from tiermem.core.delta import diff
 from tiermem.core.history import Chain, Entry
-from tiermem.core.object_layout import INLINE_CHARS, checksum, checksum_after, dumps, head_path, old_request_path
 from tiermem.core.object_history import SEAL_BYTES, listed_bases, listed_segments
+from tiermem.core.object_layout import INLINE_CHARS, checksum, checksum_after, dumps, head_path, old_request_path
 from tiermem.core.objects import ObjectCore
+from tiermem.domain import blocks as b
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store import Store
@@ -47,7 +47,7 @@ def memory_at(tmp_path: Path, core: ObjectCore, limit: int = 100_000) -> Memory:
     return memory_over(store, core=core, default_blocks=[BlockSpec(label="human", value="", limit=limit)])
 
 
-def test_an_edit_costs_the_same_few_requests_however_many_came_before(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+def test_an_edit_costs_the_same_few_requests_however_many_came_before(tmp_path: Path, s3_endpoint: str) -> None:
     core = core_at(prefix_uri("requests"), s3_endpoint)
     m = memory_at(tmp_path, core)
     agent = m.ensure_agent("default").id
@@ -181,26 +181,37 @@ def test_labels_renamed_on_one_replica_are_found_on_the_other(tmp_path: Path, s3
     assert one.change_token() != token
 
 
-def test_lancedb_core_tables_on_s3_move_into_objects(tmp_path: Path, s3_endpoint: str,  # noqa: F811
-                                                     capfd: pytest.CaptureFixture[str]) -> None:
+def test_lancedb_core_tables_on_s3_move_into_objects(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     uri = prefix_uri("legacy")
     options = {**OPTIONS, "aws_endpoint": s3_endpoint}
     store = Store(uri, embedding_model="hashing-384", embedding_dim=384, storage_options=options)
-    agent = legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nLikes tea", "Name: Ada\nLikes green tea"],
-                                "persona": ["I help."]}, requests={("core_memory_append", "k1"): "done"})
+    agent = legacy_core(
+        store,
+        {"human": ["Name: Ada", "Name: Ada\nLikes tea", "Name: Ada\nLikes green tea"], "persona": ["I help."]},
+        requests={("core_memory_append", "k1"): "done"},
+    )
     settings = load_settings(uri=uri, embedding_model="hashing", storage_options=options)
     m = open_memory(settings, start_embedder=False)
     assert m.core.name == "object" and "moved core state from LanceDB" in capfd.readouterr().err
     assert m.block(agent, "human").value == "Name: Ada\nLikes green tea"
-    assert [v.value for v in m.history(agent, "human", 10)] == ["Name: Ada\nLikes green tea", "Name: Ada\nLikes tea",
-                                                                 "Name: Ada"]
+    assert [v.value for v in m.history(agent, "human", 10)] == [
+        "Name: Ada\nLikes green tea",
+        "Name: Ada\nLikes tea",
+        "Name: Ada",
+    ]
     assert m.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
     m.edit(agent, "human", b.Append("Plays go"))
     assert [v.version for v in m.history(agent, "human", 10)] == [4, 3, 2, 1]
     again = open_memory(settings, start_embedder=False, lazy=True)  # the lazy path, without LanceDB
     assert "moved core state" not in capfd.readouterr().err
     assert again.block(agent, "human").value.endswith("Plays go")
-    assert [r["value"] for r in store.rows.all_rows("blocks") if r["label"] == "human"] == ["Name: Ada\nLikes green tea"]
+    assert [r["value"] for r in store.rows.all_rows("blocks") if r["label"] == "human"] == [
+        "Name: Ada\nLikes green tea"
+    ]
 
 
 def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
@@ -224,7 +235,9 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     assert core.get_block(own.id) is None and not listed_segments(core.bucket, own.id)
     assert core.bucket.list(f"core/values/{own.id}/") == []  # its bases (a value over INLINE_CHARS) too
     assert m.block(keep, "human").id == shared.id and core.agents_of_block(shared.id) == [keep]
-    assert core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
+    assert (
+        core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
+    )
     assert m.stored_result(gone.id, "core_memory_append", "k1", "abc") is None
 
 
@@ -276,8 +289,14 @@ def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_p
 
     def old_record(key: str, result: str) -> str:
         full = f"{agent}\x1fcore_memory_append\x1f{key}"
-        row = {"key": full, "agent_id": agent, "tool": "core_memory_append", "args_sha256": "abc", "result": result,
-               "created_us": 1}
+        row = {
+            "key": full,
+            "agent_id": agent,
+            "tool": "core_memory_append",
+            "args_sha256": "abc",
+            "result": result,
+            "created_us": 1,
+        }
         bucket.put(old_request_path(full), dumps(row))
         return old_request_path(full)
 
@@ -303,7 +322,8 @@ def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_p
 
 
 def test_a_missed_idempotency_record_costs_one_get_on_a_store_without_old_records(
-        tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    tmp_path: Path, s3_endpoint: str
+) -> None:  # noqa: F811
     """A store opened with the current layout looks once (one listing) for records of the old layout, then a
     miss is one GET, however many follow (before: a second GET at the old place on every miss)."""
     uri = prefix_uri("onelook")

@@ -37,8 +37,9 @@ def s3_endpoint() -> Iterator[str]:
     server = S3Server(port)  # moto with S3's atomic conditional writes
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                      region_name="us-east-1")
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
     # moto keeps its buckets per Python process, not per server: another module's server (tests/test_crash.py
     # reuses this fixture) may have made the bucket already. Each test uses its own prefix in it.
     if BUCKET not in {x["Name"] for x in s3.list_buckets().get("Buckets", [])}:
@@ -81,7 +82,9 @@ def start_http(tmp_path: Path, config: Path) -> tuple[subprocess.Popen[bytes], i
     port = free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--config", str(config)],
-        cwd=ROOT, env={**env(tmp_path), "TIERMEM_HTTP_TOKEN": HTTP_TOKEN}, stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**env(tmp_path), "TIERMEM_HTTP_TOKEN": HTTP_TOKEN},
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     wait_for_port(port, proc, timeout=120)
@@ -94,8 +97,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def cli(tmp_path: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--config", str(config)], capture_output=True, text=True,
-                          cwd=ROOT, env=env(tmp_path), timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env(tmp_path),
+        timeout=300,
+    )
 
 
 async def ok(c: Client, tool: str, args: dict[str, object]) -> str:
@@ -117,15 +126,29 @@ async def test_s3_serve_edit_search_restart_doctor_optimize_export_import(tmp_pa
             await ok(c, "memory_replace", {"label": "human", "old_string": "Oslo", "new_string": "Bergen"})
             await ok(c, "memory_rethink", {"label": "persona", "new_memory": "I am a careful assistant."})
             if "memory_apply_patch" in names:
-                await ok(c, "memory_apply_patch", {"label": "persona", "patch": "-I am a careful assistant.\n+I am a very careful assistant."})
+                await ok(
+                    c,
+                    "memory_apply_patch",
+                    {"label": "persona", "patch": "-I am a careful assistant.\n+I am a very careful assistant."},
+                )
             r = await c.call_tool("memory_replace", {"label": "human", "old_string": "nope", "new_string": "x"})
             assert r.is_error
-            ids = json.loads(await ok(c, "archival_memory_insert", {"content": "The launch is on March 3rd", "tags": ["work"]}))["ids"]
+            ids = json.loads(
+                await ok(c, "archival_memory_insert", {"content": "The launch is on March 3rd", "tags": ["work"]})
+            )["ids"]
             await ok(c, "archival_memory_insert", {"content": "My cat is called Miso"})
             found = json.loads(await ok(c, "archival_memory_search", {"query": "when do we launch?"}))
             assert found["results"][0]["id"] == ids[0]  # the real embedding model over S3
-            await ok(c, "conversation_log", {"messages": [{"role": "user", "content": "I bought a red bicycle"},
-                                                          {"role": "assistant", "content": "Nice!"}]})
+            await ok(
+                c,
+                "conversation_log",
+                {
+                    "messages": [
+                        {"role": "user", "content": "I bought a red bicycle"},
+                        {"role": "assistant", "content": "Nice!"},
+                    ]
+                },
+            )
             hits = await ok(c, "conversation_search", {"query": "bicycle"})
             assert "red bicycle" in hits
     finally:
@@ -167,6 +190,7 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
     config = s3_config(tmp_path, s3_endpoint, f"replicas-{uuid.uuid4().hex[:8]}")
     procs = [start_http(tmp_path, config) for _ in range(REPLICAS)]
     try:
+
         async def worker(w: int) -> None:
             port = procs[w % REPLICAS][1]
             async with Client(http_target(f"http://127.0.0.1:{port}/mcp"), cache=None, read_timeout_seconds=240) as c:
@@ -195,11 +219,18 @@ async def test_replicas_on_one_bucket_lose_and_double_nothing(tmp_path: Path, s3
             if getattr(root, "method", None) == "notifications/resources/updated":
                 received.append(str(root.params.uri))
 
-        async with Client(http_target(f"http://127.0.0.1:{procs[0][1]}/mcp"), cache=None, mode="legacy",
-                          message_handler=handler, read_timeout_seconds=120) as watcher:
+        async with Client(
+            http_target(f"http://127.0.0.1:{procs[0][1]}/mcp"),
+            cache=None,
+            mode="legacy",
+            message_handler=handler,
+            read_timeout_seconds=120,
+        ) as watcher:
             await watcher.subscribe_resource("memory://blocks/human")
             await anyio.sleep(3)  # let the watcher take its first look
-            async with Client(http_target(f"http://127.0.0.1:{procs[1][1]}/mcp"), cache=None, read_timeout_seconds=120) as other:
+            async with Client(
+                http_target(f"http://127.0.0.1:{procs[1][1]}/mcp"), cache=None, read_timeout_seconds=120
+            ) as other:
                 await ok(other, "core_memory_append", {"label": "human", "content": "edited on replica 1"})
             with anyio.fail_after(120):
                 while "memory://blocks/human" not in received:
@@ -226,7 +257,9 @@ def test_s3_kill_during_bulk_insert(tmp_path: Path, s3_endpoint: str) -> None:
 
 
 def test_s3_kill_during_import(tmp_path: Path, s3_endpoint: str) -> None:
-    kill_during_import(s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500, stage="messages")
+    kill_during_import(
+        s3_target(tmp_path, s3_endpoint, "kill-import"), tmp_path, messages=2000, passages=500, stage="messages"
+    )
 
 
 def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str) -> None:
@@ -239,8 +272,13 @@ def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str)
     writer = open_memory(load_settings(config))
     agent = writer.ensure_agent("default")
     writer.files.create_folder("specs", description="Product specs")
-    done = writer.files.upload_many("specs", [("api.md", b"# API\nThe rate limit is 40 requests per minute.\n", ""),
-                                              ("notes.txt", b"remember the milk\nTODO: call the plumber\n", "")])
+    done = writer.files.upload_many(
+        "specs",
+        [
+            ("api.md", b"# API\nThe rate limit is 40 requests per minute.\n", ""),
+            ("notes.txt", b"remember the milk\nTODO: call the plumber\n", ""),
+        ],
+    )
     assert [u.outcome for u in done] == ["added", "added"]
     writer.files.attach(agent.id, "specs")
 

@@ -40,11 +40,20 @@ def two_replicas(endpoint: str, name: str) -> tuple[list[Memory], str]:
     """Two memories over one new prefix (two replicas, no upkeep of their own, ``RACING_RETENTION``) and the id of
     their one agent."""
     uri = f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
-    replicas = [memory_over(Store(uri, embedding_model="hashing-384", embedding_dim=384,
-                                  storage_options=options(endpoint), optimize_every=0,
-                                  version_retention=RACING_RETENTION),
-                            core=ObjectCore.open(Bucket(uri, options(endpoint))))
-                for _ in range(2)]
+    replicas = [
+        memory_over(
+            Store(
+                uri,
+                embedding_model="hashing-384",
+                embedding_dim=384,
+                storage_options=options(endpoint),
+                optimize_every=0,
+                version_retention=RACING_RETENTION,
+            ),
+            core=ObjectCore.open(Bucket(uri, options(endpoint))),
+        )
+        for _ in range(2)
+    ]
     agent = replicas[0].ensure_agent("default").id
     assert replicas[1].ensure_agent("default").id == agent
     return replicas, agent
@@ -52,20 +61,27 @@ def two_replicas(endpoint: str, name: str) -> tuple[list[Memory], str]:
 
 def versions_of(endpoint: str, prefix: str, table: str) -> int:
     """The version manifests of ``table`` on the bucket (what every LanceDB operation lists)."""
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                      region_name="us-east-1")
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/{table}.lance/_versions/")
     return sum(len(p.get("Contents", [])) for p in pages)
 
 
-def test_upkeep_on_object_storage_keeps_pace_with_commits_not_rows(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+def test_upkeep_on_object_storage_keeps_pace_with_commits_not_rows(tmp_path: Path, s3_endpoint: str) -> None:
     """One row per commit (a conversation_log of one message) never reaches ``optimize_every`` rows soon, but on
     object storage the upkeep also runs every ``optimize_every_commits`` commits and deletes the versions older
     than the retention: the versions stay bounded. A local directory keeps the row count alone."""
     prefix = f"cadence-{uuid.uuid4().hex[:8]}"
-    store = Store(f"s3://{BUCKET}/{prefix}", embedding_model="hashing-384", embedding_dim=384,
-                  storage_options=options(s3_endpoint), optimize_every=10_000, optimize_every_commits=10,
-                  version_retention=timedelta(seconds=1))
+    store = Store(
+        f"s3://{BUCKET}/{prefix}",
+        embedding_model="hashing-384",
+        embedding_dim=384,
+        storage_options=options(s3_endpoint),
+        optimize_every=10_000,
+        optimize_every_commits=10,
+        version_retention=timedelta(seconds=1),
+    )
     memory = memory_over(store, core=ObjectCore.open(Bucket(store.uri, options(s3_endpoint))))
     agent = memory.ensure_agent("default").id
     for i in range(40):
@@ -109,8 +125,12 @@ def test_one_replica_at_a_time_holds_the_lease_and_an_expired_one_is_taken_over(
 
 def test_a_background_upkeep_is_skipped_while_another_replica_holds_the_lease(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
     uri = f"s3://{BUCKET}/turns-{uuid.uuid4().hex[:8]}"
-    memory = open_memory(load_settings(uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint),
-                                       data_dir=tmp_path / "d"), start_embedder=False)
+    memory = open_memory(
+        load_settings(
+            uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint), data_dir=tmp_path / "d"
+        ),
+        start_embedder=False,
+    )
     store = memory.archive.store
     assert store.conn.upkeep_lease is not None  # replicas on object storage take turns
     other = Lease(Bucket(uri, options(s3_endpoint)))
@@ -145,8 +165,15 @@ def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path:
         while not stop.is_set():
             try:
                 replicas[r].archive.store.indexes.optimize()
-                replicas[r].archival_search(agent, "fact about the upkeep", tags=None, tag_match_mode="any", top_k=5,
-                                            start_datetime=None, end_datetime=None)
+                replicas[r].archival_search(
+                    agent,
+                    "fact about the upkeep",
+                    tags=None,
+                    tag_match_mode="any",
+                    top_k=5,
+                    start_datetime=None,
+                    end_datetime=None,
+                )
             except Exception as exc:
                 errors.append(f"upkeep {r}: {exc!r}")
 
@@ -164,7 +191,8 @@ def test_two_replicas_optimizing_at_once_while_both_write_lose_nothing(tmp_path:
     for m in replicas:
         passages, total = m.archival_list(agent, offset=0, limit=100, tags=None)
         assert total == 50 and sorted(p.content for p in passages) == sorted(
-            f"fact {w} about the upkeep" for w in written)
+            f"fact {w} about the upkeep" for w in written
+        )
         said = [x.content for x in m.archive.rows.messages_of(agent)]
         assert sorted(said) == sorted(f"said {w}" for w in written)
 
@@ -174,8 +202,13 @@ def test_a_replica_sees_anothers_rows_once_the_read_staleness_has_passed(tmp_pat
     consistency interval): a replica's own writes are seen at once, another replica's once that long has passed.
     A local directory checks at every read."""
     uri = f"s3://{BUCKET}/stale-{uuid.uuid4().hex[:8]}"
-    settings = load_settings(uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint),
-                             data_dir=tmp_path / "d", object_read_staleness_ms=300)
+    settings = load_settings(
+        uri=uri,
+        embedding_model="hashing",
+        storage_options=options(s3_endpoint),
+        data_dir=tmp_path / "d",
+        object_read_staleness_ms=300,
+    )
     a, b = (open_memory(settings, start_embedder=False) for _ in range(2))
     assert a.archive.store.conn.read_staleness == timedelta(milliseconds=300)
     agent = a.ensure_agent("default").id
@@ -185,11 +218,17 @@ def test_a_replica_sees_anothers_rows_once_the_read_staleness_has_passed(tmp_pat
         assert a.archival_list(agent, offset=0, limit=10, tags=None)[1] == i + 1  # its own write: at once
         time.sleep(0.35)
         assert b.archival_list(agent, offset=0, limit=10, tags=None)[1] == i + 1  # another's: after the window
-    strict = load_settings(uri=uri, embedding_model="hashing", storage_options=options(s3_endpoint),
-                           data_dir=tmp_path / "d", object_read_staleness_ms=0)
+    strict = load_settings(
+        uri=uri,
+        embedding_model="hashing",
+        storage_options=options(s3_endpoint),
+        data_dir=tmp_path / "d",
+        object_read_staleness_ms=0,
+    )
     assert open_memory(strict, start_embedder=False).archive.store.conn.read_staleness == timedelta(0)
-    local = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384,
-                  read_staleness=timedelta(seconds=5))
+    local = Store(
+        str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384, read_staleness=timedelta(seconds=5)
+    )
     assert local.conn.read_staleness == timedelta(0)  # a local directory always checks
 
 
@@ -210,12 +249,31 @@ def test_a_retried_append_checks_the_newest_version_for_rows_already_stored(s3_e
     """An append tried again after a failed try appends only the rows not stored yet, read at the table's newest
     version (not one up to ``read_staleness`` old): whatever the failed try left behind, no row is doubled."""
     uri = f"s3://{BUCKET}/retried-{uuid.uuid4().hex[:8]}"
-    a, b = (Store(uri, embedding_model="hashing-384", embedding_dim=384, storage_options=options(s3_endpoint),
-                  optimize_every=0, read_staleness=timedelta(seconds=30)) for _ in range(2))
+    a, b = (
+        Store(
+            uri,
+            embedding_model="hashing-384",
+            embedding_dim=384,
+            storage_options=options(s3_endpoint),
+            optimize_every=0,
+            read_staleness=timedelta(seconds=30),
+        )
+        for _ in range(2)
+    )
 
     def row(n: int) -> dict[str, object]:
-        return {"id": f"m{n}", "agent_id": "agent", "conversation_id": "default", "seq": n, "role": "user",
-                "content": f"turn {n}", "payload": "", "text": f"turn {n}", "created_us": n, "vector": [0.5] * 384}
+        return {
+            "id": f"m{n}",
+            "agent_id": "agent",
+            "conversation_id": "default",
+            "seq": n,
+            "role": "user",
+            "content": f"turn {n}",
+            "payload": "",
+            "text": f"turn {n}",
+            "created_us": n,
+            "vector": [0.5] * 384,
+        }
 
     assert b.rows.count("messages") == 0  # b has checked the table's version now: it holds for 30 s
     a.rows.add_rows("messages", [row(1), row(2)])  # another replica's commit
@@ -226,7 +284,8 @@ def test_a_retried_append_checks_the_newest_version_for_rows_already_stored(s3_e
 
 
 def test_two_replicas_appending_hard_to_one_table_while_it_is_compacted_lose_and_double_nothing(
-        s3_endpoint: str) -> None:  # noqa: F811
+    s3_endpoint: str,
+) -> None:  # noqa: F811
     """Two replicas on one prefix, three threads each appending to the messages and passages tables as fast as they
     can while one replica compacts and cleans up versions (``RACING_RETENTION``) over and over: commits lose races to each
     other and to the upkeep all the time; every call succeeds and every acknowledged row is stored exactly once."""

@@ -8,14 +8,13 @@ import threading
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from tiermem.base.config import Settings
 from tiermem.server.app import BLOCK_URI
 
 from .conftest import serve_in_process, text_of
-
-from mcp.shared.exceptions import MCPDeprecationWarning
 
 # logging/setLevel and resources/subscribe are deprecated at 2026-07-28 but are what pre-2026 clients use
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)]
@@ -27,32 +26,62 @@ async def call(c: Client, name: str, **args):  # type: ignore[no-untyped-def]
 
 async def test_path_labels_are_blocks_resources_and_edit_targets(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
-        r = await call(c, "memory", command="create", path="/memories/system/human/family", file_text="Mum: Ada",
-                       description="Family")
+        r = await call(
+            c,
+            "memory",
+            command="create",
+            path="/memories/system/human/family",
+            file_text="Mum: Ada",
+            description="Family",
+        )
         assert not r.is_error, text_of(r)
         uri = "memory://blocks/system/human/family"
         assert uri in {str(x.uri) for x in (await c.list_resources()).resources}
         assert (await c.read_resource(uri)).contents[0].text == "Mum: Ada"
         # every edit tool reaches it by its label; a leading '/' is the same label
-        assert text_of(await call(c, "core_memory_append", label="system/human/family", content="Dad: Bob")) == "Mum: Ada\nDad: Bob"
-        assert text_of(await call(c, "memory_replace", label="/system/human/family", old_string="Bob", new_string="Rob")).endswith("Rob")
-        assert text_of(await call(c, "memory_insert", label="system/human/family", new_string="Sis: Cy", insert_line=0)).startswith("Sis")
+        assert (
+            text_of(await call(c, "core_memory_append", label="system/human/family", content="Dad: Bob"))
+            == "Mum: Ada\nDad: Bob"
+        )
+        assert text_of(
+            await call(c, "memory_replace", label="/system/human/family", old_string="Bob", new_string="Rob")
+        ).endswith("Rob")
+        assert text_of(
+            await call(c, "memory_insert", label="system/human/family", new_string="Sis: Cy", insert_line=0)
+        ).startswith("Sis")
         r = await call(c, "memory_apply_patch", label="system/human/family", patch=" Sis: Cy\n-Mum: Ada\n+Mum: Ada L.")
         assert "Mum: Ada L." in text_of(r)
-        assert text_of(await call(c, "memory_rethink", label="system/human/family", new_memory="Mum: Ada")) == "Mum: Ada"
-        r = await call(c, "memory", command="str_replace", path="/memories/system/human/family", old_str="Ada", new_str="Eve")
+        assert (
+            text_of(await call(c, "memory_rethink", label="system/human/family", new_memory="Mum: Ada")) == "Mum: Ada"
+        )
+        r = await call(
+            c, "memory", command="str_replace", path="/memories/system/human/family", old_str="Ada", new_str="Eve"
+        )
         assert text_of(r) == "Mum: Eve"
         assert (await c.read_resource(uri)).contents[0].text == "Mum: Eve"
-        r = await call(c, "memory", command="rename", old_path="/memories/system/human/family", new_path="/memories/system/family")
-        assert not r.is_error and (await c.read_resource("memory://blocks/system/family")).contents[0].text == "Mum: Eve"
-        r = await call(c, "memory", command="rename", old_path="/memories/system/family", new_path="/memories/system/human/family")
+        r = await call(
+            c, "memory", command="rename", old_path="/memories/system/human/family", new_path="/memories/system/family"
+        )
+        assert (
+            not r.is_error and (await c.read_resource("memory://blocks/system/family")).contents[0].text == "Mum: Eve"
+        )
+        r = await call(
+            c, "memory", command="rename", old_path="/memories/system/family", new_path="/memories/system/human/family"
+        )
         assert not r.is_error, text_of(r)
         view = text_of(await call(c, "core_memory_view"))
-        assert "<system/human/family>\n<description>\nFamily\n" in view and "Mum: Eve\n</value>\n</system/human/family>" in view
+        assert (
+            "<system/human/family>\n<description>\nFamily\n" in view
+            and "Mum: Eve\n</value>\n</system/human/family>" in view
+        )
         # bad labels: a clear error, nothing created
         before = {str(x.uri) for x in (await c.list_resources()).resources}
-        for path, problem in [("/memories/a//b", "empty path segment"), ("/memories/a/../b", "'..' segments"),
-                              ("/memories/notes/.x", "a hidden file"), ("/memories/" + "a/" * 520 + "b", "at most 1024")]:
+        for path, problem in [
+            ("/memories/a//b", "empty path segment"),
+            ("/memories/a/../b", "'..' segments"),
+            ("/memories/notes/.x", "a hidden file"),
+            ("/memories/" + "a/" * 520 + "b", "at most 1024"),
+        ]:
             r = await call(c, "memory", command="create", path=path, file_text="x")
             assert r.is_error and "Invalid block label" in text_of(r) and problem in text_of(r), text_of(r)
         assert {str(x.uri) for x in (await c.list_resources()).resources} == before
@@ -78,12 +107,21 @@ async def test_subscribed_path_block_is_notified(settings: Settings) -> None:
 async def test_detached_blocks_render_as_a_tree_and_open_on_demand(settings: Settings) -> None:
     server = serve_in_process(settings)
     async with Client(server, cache=None) as c:
-        for path, text, about in [("notes/projects", "tiermem: MCP memory", "Projects  in\nprogress"),
-                                  ("notes/books/reading", "Dune", "Books being read"), ("corrections/ezra-mistakes", "x", "")]:
-            assert not (await call(c, "memory", command="create", path="/memories/" + path, file_text=text,
-                                   description=about)).is_error
-        await server.runtime.call(None, lambda m, a: [m.update_block(a, label, pinned=False) for label in
-                                                      ("notes/projects", "notes/books/reading", "corrections/ezra-mistakes")])
+        for path, text, about in [
+            ("notes/projects", "tiermem: MCP memory", "Projects  in\nprogress"),
+            ("notes/books/reading", "Dune", "Books being read"),
+            ("corrections/ezra-mistakes", "x", ""),
+        ]:
+            assert not (
+                await call(c, "memory", command="create", path="/memories/" + path, file_text=text, description=about)
+            ).is_error
+        await server.runtime.call(
+            None,
+            lambda m, a: [
+                m.update_block(a, label, pinned=False)
+                for label in ("notes/projects", "notes/books/reading", "corrections/ezra-mistakes")
+            ],
+        )
         view = text_of(await call(c, "core_memory_view"))
         blocks, directory = view.split("</memory_blocks>")
         assert "<human>" in blocks and "tiermem: MCP memory" not in view and "<notes/projects>" not in view
@@ -97,7 +135,10 @@ async def test_detached_blocks_render_as_a_tree_and_open_on_demand(settings: Set
             "  - projects (notes/projects; 19 chars): Projects in progress",
         ]
         opened = text_of(await call(c, "memory_open", label="notes/projects"))
-        assert opened.startswith("<notes/projects>\n<description>\nProjects  in\nprogress\n") and "tiermem: MCP memory" in opened
+        assert (
+            opened.startswith("<notes/projects>\n<description>\nProjects  in\nprogress\n")
+            and "tiermem: MCP memory" in opened
+        )
         # edits reach detached blocks; the resource (and memory://core) follow
         await call(c, "core_memory_append", label="notes/projects", content="and more")
         assert (await c.read_resource("memory://blocks/notes/projects")).contents[0].text.endswith("and more")
@@ -124,7 +165,9 @@ async def test_completions_for_block_labels(settings: Settings) -> None:
         r = await c.complete(template, {"name": "label", "value": "pro"})  # a later segment matches too
         assert r.completion.values == ["notes/projects"]
         r = await c.complete(template, {"name": "label", "value": ""})
-        assert r.completion.values == sorted(["human", "persona", "system/human/family", "system/persona/voice", "notes/projects"])
+        assert r.completion.values == sorted(
+            ["human", "persona", "system/human/family", "system/persona/voice", "notes/projects"]
+        )
         prompt = PromptReference(type="ref/prompt", name="memory_block")
         r = await c.complete(prompt, {"name": "label", "value": "h"})
         assert r.completion.values == ["human", "system/human/family"]
@@ -146,8 +189,8 @@ async def test_completions_and_logging_declared_to_legacy_clients(settings: Sett
 def _gated_server(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server whose store opens only when ``gate`` is set: a call made before that waits for it."""
     from tiermem.cli.main import open_memory
-    from tiermem.server.runtime import MemoryHandle
     from tiermem.server.app import build_server
+    from tiermem.server.runtime import MemoryHandle
 
     gate = threading.Event()
 

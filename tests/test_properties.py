@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiermem.domain import blocks as b
 from tiermem.base.errors import EditError, TiermemError
 from tiermem.base.records import Block
+from tiermem.domain import blocks as b
 from tiermem.store import Store
 
 from .conftest import memory_over, spec
@@ -21,14 +21,26 @@ edits = st.one_of(
     st.builds(b.StrReplace, text, text),
     st.builds(b.Insert, text, st.integers(-3, 12)),
     st.builds(b.Rethink, text),
-    st.builds(b.Patch, st.lists(st.tuples(st.sampled_from(" -+"), text.filter(lambda t: "\n" not in t)), max_size=5)
-              .map(lambda ls: "\n".join(p + t for p, t in ls))),
+    st.builds(
+        b.Patch,
+        st.lists(st.tuples(st.sampled_from(" -+"), text.filter(lambda t: "\n" not in t)), max_size=5).map(
+            lambda ls: "\n".join(p + t for p, t in ls)
+        ),
+    ),
 )
 
 
 def block(value: str, limit: int) -> Block:
-    return Block(id="block-x", label="notes", value=value, limit=limit, description="", read_only=False, version=1,
-                 updated_at=datetime(2026, 1, 1, tzinfo=UTC))
+    return Block(
+        id="block-x",
+        label="notes",
+        value=value,
+        limit=limit,
+        description="",
+        read_only=False,
+        version=1,
+        updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
 
 
 @given(value=text, limit=st.integers(1, 80), edit=edits)
@@ -45,7 +57,9 @@ def test_pure_edit_respects_limit(value: str, limit: int, edit: b.Edit) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(edits, min_size=1, max_size=6))
 def test_stored_edits_keep_invariants(tmp_path_factory, steps: list[b.Edit]) -> None:  # type: ignore[no-untyped-def]
-    store = Store(str(tmp_path_factory.mktemp("prop") / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0)
+    store = Store(
+        str(tmp_path_factory.mktemp("prop") / "db"), embedding_model="hashing-384", embedding_dim=384, optimize_every=0
+    )
     m = memory_over(store)
     agent = m.create_agent("a", blocks=[spec("notes", "line one\nline two", limit=60)]).id
     for edit in steps:

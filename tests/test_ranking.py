@@ -9,19 +9,47 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.base.records import Found
 from tiermem.domain.archive import Archive
 from tiermem.domain.blocks import Rethink
-from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
 from tiermem.domain.memory import Memory
-from tiermem.domain.ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Calibration, Candidate, Context, Ranker,
-                             asks_several, coverage, features, merge, speaker_of, without_names)
-from tiermem.base.records import Found
+from tiermem.domain.ranking import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_RANKER,
+    FEATURES,
+    Calibration,
+    Candidate,
+    Context,
+    Ranker,
+    asks_several,
+    coverage,
+    features,
+    merge,
+    speaker_of,
+    without_names,
+)
+from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
 from tiermem.store import Store
 
 
-def cand(i: str, content: str, *, v: int | None = None, f: int | None = None, cos: float | None = None,
-         bm25: float | None = None) -> Candidate:
-    return Candidate(id=i, content=content, found=Found(id=i, content=content, created_us=0), vector_rank=v, fts_rank=f, cosine=cos, bm25=bm25)
+def cand(
+    i: str,
+    content: str,
+    *,
+    v: int | None = None,
+    f: int | None = None,
+    cos: float | None = None,
+    bm25: float | None = None,
+) -> Candidate:
+    return Candidate(
+        id=i,
+        content=content,
+        found=Found(id=i, content=content, created_us=0),
+        vector_rank=v,
+        fts_rank=f,
+        cosine=cos,
+        bm25=bm25,
+    )
 
 
 def feat(query: str, cands: list[Candidate], name: str, context: Context | None = None) -> list[float]:
@@ -56,8 +84,9 @@ def test_date_feature_reads_the_periods_the_query_names_against_the_conversation
     autumn = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
     # "June" is the last June before the clock; the month after it counts half (people talk about it afterwards)
     assert feat("When did Melanie go camping in June?", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
-    assert feat("When did Melanie go camping in June?", cands, "date", Context(clock=datetime(2023, 1, 5, tzinfo=UTC))) \
-        == [0.0, 0.0, 0.0, 1.0]
+    assert feat(
+        "When did Melanie go camping in June?", cands, "date", Context(clock=datetime(2023, 1, 5, tzinfo=UTC))
+    ) == [0.0, 0.0, 0.0, 1.0]
     assert feat("camping in June 2023", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
     assert feat("anything from 2022", cands, "date", autumn) == [0.0, 0.0, 0.0, 1.0]
     assert feat("what happened last month", cands, "date", autumn) == [0.0, 0.0, 1.0, 0.0]
@@ -65,9 +94,12 @@ def test_date_feature_reads_the_periods_the_query_names_against_the_conversation
 
 
 def test_times_a_turn_mentions_are_read_against_its_own_date() -> None:
-    """"yesterday" written on 3 July 2023 is 2 July 2023; a "when" question favours turns that mention a time."""
-    cands = [at(2023, 7, 3, "I signed up for a pottery class yesterday."), at(2023, 7, 3, "I love my pottery class."),
-             at(2023, 8, 9, "We went camping last week, the kids loved it.")]
+    """ "yesterday" written on 3 July 2023 is 2 July 2023; a "when" question favours turns that mention a time."""
+    cands = [
+        at(2023, 7, 3, "I signed up for a pottery class yesterday."),
+        at(2023, 7, 3, "I love my pottery class."),
+        at(2023, 8, 9, "We went camping last week, the kids loved it."),
+    ]
     clock = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
     assert feat("What did Melanie do on 2 July 2023?", cands, "mentioned", clock) == [1.0, 0.0, 0.0]
     assert feat("What did they do in the first week of August 2023?", cands, "mentioned", clock) == [0.0, 0.0, 1.0]
@@ -76,13 +108,18 @@ def test_times_a_turn_mentions_are_read_against_its_own_date() -> None:
 
 
 def test_speaker_feature_reads_labels_and_the_names_of_roles() -> None:
-    cands = [at(2023, 7, 3, "I researched adoption agencies."), at(2023, 7, 3, "That is great!", role="assistant"),
-             at(2023, 7, 3, "Melanie: and I painted a lake.", role="assistant")]
+    cands = [
+        at(2023, 7, 3, "I researched adoption agencies."),
+        at(2023, 7, 3, "That is great!", role="assistant"),
+        at(2023, 7, 3, "Melanie: and I painted a lake.", role="assistant"),
+    ]
     names = Context(speakers={"user": "Caroline", "assistant": "Melanie"})
     assert feat("What did Caroline research?", cands, "speaker", names) == [1.0, 0.0, 0.0]
     assert feat("What did Melanie paint?", cands, "speaker", names) == [0.0, 1.0, 1.0]
     assert feat("What did Caroline research?", cands, "speaker") == [0.0, 0.0, 0.0]  # roles without names
-    assert feat("What did Caroline Smith say?", cands, "speaker", Context(speakers={"user": "Caroline Smith"}))[0] == 1.0
+    assert (
+        feat("What did Caroline Smith say?", cands, "speaker", Context(speakers={"user": "Caroline Smith"}))[0] == 1.0
+    )
     assert feat("What did Caroline say?", cands, "speaker", Context(speakers={"user": "Caroline Smith"}))[0] == 1.0
 
 
@@ -101,20 +138,26 @@ def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() ->
 
 def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     query = "What is my cat called?"  # its words: cat, called
+
     def top(content: str) -> float:
         pool = [cand("a", content, v=1, f=1, cos=0.45, bm25=2.0), cand("b", "Unrelated words here", v=2, cos=0.2)]
         return DEFAULT_CALIBRATION.relevance(query, pool, DEFAULT_RANKER.rank(query, pool))[0]
+
     assert coverage(query, cand("a", "My cat is called Miso"), Context()) == 1.0
     assert coverage(query, cand("a", "The cat sleeps all day"), Context()) == 0.5
     assert top("My cat is called Miso") > top("The cat sleeps all day") > top("Miso sleeps all day")
     # a speaker's name counts as said by that speaker's turn, and is not asked of anyone else's
     asks = "What did Caroline paint?"
     roles = Context(speakers={"user": "Caroline", "assistant": "Melanie"})
-    by = Candidate(id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0,
-                                                                    role="user"))
+    by = Candidate(
+        id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0, role="user")
+    )
     assert coverage(asks, by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
-    other = Candidate(id="u", content="I paint every day", found=Found(id="u", content="I paint every day",
-                                                                        created_us=0, role="assistant"))
+    other = Candidate(
+        id="u",
+        content="I paint every day",
+        found=Found(id="u", content="I paint every day", created_us=0, role="assistant"),
+    )
     assert coverage(asks, other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
     assert coverage(asks, cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
 
@@ -124,11 +167,19 @@ def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
     unrelated rows are stored, or a new user's few memories would never come back."""
     q = "What is my cat called?"
     alone = [cand("a", "My cat is called Miso", v=1, f=1, cos=0.52, bm25=0.58)]
-    elsewhere = Candidate(id="b", content="y", found=Found(id="b", content="y", created_us=0, conversation_id="another"),
-                          vector_rank=2, fts_rank=2, cosine=0.30, bm25=1.0)  # not of a's sitting: only raw scores differ
+    elsewhere = Candidate(
+        id="b",
+        content="y",
+        found=Found(id="b", content="y", created_us=0, conversation_id="another"),
+        vector_rank=2,
+        fts_rank=2,
+        cosine=0.30,
+        bm25=1.0,
+    )  # not of a's sitting: only raw scores differ
     among_many = [cand("a", "My cat is called Miso", v=1, f=1, cos=0.52, bm25=9.6), elsewhere]
     assert DEFAULT_CALIBRATION.relevance(q, alone, DEFAULT_RANKER.rank(q, alone))[0] == pytest.approx(
-        DEFAULT_CALIBRATION.relevance(q, among_many, DEFAULT_RANKER.rank(q, among_many))[0], rel=0.2)
+        DEFAULT_CALIBRATION.relevance(q, among_many, DEFAULT_RANKER.rank(q, among_many))[0], rel=0.2
+    )
 
 
 def test_a_lone_stored_fact_is_as_relevant_as_among_many_real_rows(tmp_path: Path) -> None:
@@ -145,21 +196,26 @@ def test_a_lone_stored_fact_is_as_relevant_as_among_many_real_rows(tmp_path: Pat
     alone, crowded = memory.ensure_agent("alone").id, memory.ensure_agent("crowded").id
     memory.archive.insert(alone, fact)
     words = topics.split()
-    notes = [f"Note {i}: {' '.join(words[i % 14:] + words[:i % 14])}" for i in range(100)]
+    notes = [f"Note {i}: {' '.join(words[i % 14 :] + words[: i % 14])}" for i in range(100)]
     memory.archive.insert_many(crowded, [(fact, [])] + [(note, []) for note in notes])
     memory.archive.store.indexes.optimize()
     top = {agent: memory.archive.search(agent, "What is my cat called?", top_k=3).hits[0] for agent in (alone, crowded)}
     assert all(fact == hit.content and hit.relevance >= threshold for hit in top.values())
     assert top[alone].relevance == pytest.approx(top[crowded].relevance, rel=0.35)
     for agent in (alone, crowded):
-        assert memory.archive.search(agent, "How do I reverse a linked list in C?", top_k=3).hits[0].relevance < threshold / 5
+        assert (
+            memory.archive.search(agent, "How do I reverse a linked list in C?", top_k=3).hits[0].relevance
+            < threshold / 5
+        )
 
 
 def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> None:
     """With no keyword match, the passage closest in meaning wins over a slightly longer, less related one."""
-    cands = [cand("cat", "The cat sleeps on the windowsill every afternoon", v=1, cos=0.393),
-             cand("dog", "Our dog Rex is due for his vaccination in May", v=2, cos=0.247),
-             cand("bird", "My parrot Kiwi can whistle the national anthem", v=3, cos=0.158)]
+    cands = [
+        cand("cat", "The cat sleeps on the windowsill every afternoon", v=1, cos=0.393),
+        cand("dog", "Our dog Rex is due for his vaccination in May", v=2, cos=0.247),
+        cand("bird", "My parrot Kiwi can whistle the national anthem", v=3, cos=0.158),
+    ]
     assert DEFAULT_RANKER.rank("feline napping spot", cands)[0][0].id == "cat"
 
 
@@ -219,8 +275,12 @@ def test_searches_before_and_after_speakers_are_known_agree(tmp_path: Path) -> N
     embedder = BackgroundEmbedder(HashingEmbedder, "hashing-384", 384, 256)
     embedder.start()
     embedder.wait(10)
-    turns = ["Caroline: I researched adoption agencies this week.", "Melanie: We went camping in the mountains.",
-             "Caroline: The support group was powerful.", "Melanie: My kids loved the pottery class."]
+    turns = [
+        "Caroline: I researched adoption agencies this week.",
+        "Melanie: We went camping in the mountains.",
+        "Caroline: The support group was powerful.",
+        "Melanie: My kids loved the pottery class.",
+    ]
     first = Archive(store, embedder)
     first.log_messages("a", [{"role": "user", "content": t} for t in turns])
     query = "What did Caroline research?"
@@ -234,8 +294,10 @@ def test_searches_before_and_after_speakers_are_known_agree(tmp_path: Path) -> N
 def test_turns_logged_by_role_are_found_by_the_names_in_the_agents_blocks(memory: Memory) -> None:
     """Hosts log turns by role, without names: the ``human`` block names the user, ``persona`` the agent."""
     agent = memory.ensure_agent("roles").id
-    turns = [("user", "I researched adoption agencies all week and found three that I like."),
-             ("assistant", "Caroline, that research sounds exhausting, Caroline! Caroline, research!")]
+    turns = [
+        ("user", "I researched adoption agencies all week and found three that I like."),
+        ("assistant", "Caroline, that research sounds exhausting, Caroline! Caroline, research!"),
+    ]
     memory.archive.log_messages(agent, [{"role": "user", "content": "We should paint together some day."}])
     memory.archive.log_messages(agent, [{"role": r, "content": t} for r, t in turns])
     query = "What did Caroline research?"
@@ -252,30 +314,48 @@ def test_turns_logged_by_role_are_found_by_the_names_in_the_agents_blocks(memory
 
 
 def test_relative_times_in_a_query_read_the_conversations_clock(memory: Memory) -> None:
-    """"last week" is the week before the newest turn, however long ago that was (an imported history)."""
+    """ "last week" is the week before the newest turn, however long ago that was (an imported history)."""
     agent = memory.ensure_agent("clock").id
-    memory.archive.log_messages(agent, [
-        {"role": "user", "content": "We went hiking in the hills.", "timestamp": "2023-05-02T10:00:00Z"},
-        {"role": "user", "content": "We went hiking by the lake.", "timestamp": "2023-06-20T10:00:00Z"},
-        {"role": "user", "content": "Nothing much happened today.", "timestamp": "2023-06-28T10:00:00Z"}])
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "We went hiking in the hills.", "timestamp": "2023-05-02T10:00:00Z"},
+            {"role": "user", "content": "We went hiking by the lake.", "timestamp": "2023-06-20T10:00:00Z"},
+            {"role": "user", "content": "Nothing much happened today.", "timestamp": "2023-06-28T10:00:00Z"},
+        ],
+    )
     query = "Where did we go hiking last week?"
     pool = memory.archive.candidates("messages", agent, query)
     assert pool.context.clock == datetime(2023, 6, 28, 10, tzinfo=UTC)
     assert memory.archive.candidates("messages", agent, "Where did we go hiking?").context.clock is None  # not read
     assert memory.archive.conversation_search(agent, query, limit=2).hits[0].content == "We went hiking by the lake."
-    assert memory.archive.conversation_search(agent, "Where did we go hiking in May 2023?", limit=2).hits[0].content \
+    assert (
+        memory.archive.conversation_search(agent, "Where did we go hiking in May 2023?", limit=2).hits[0].content
         == "We went hiking in the hills."
+    )
 
 
 def test_session_features_read_the_candidates_of_the_same_sitting() -> None:
     """A turn's sitting: the candidates of its conversation written within an hour of it."""
+
     def turn(i: str, minute: int, conversation: str, v: int | None = None, f: int | None = None) -> Candidate:
         us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000) + minute * 60_000_000
-        return Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=us, conversation_id=conversation), vector_rank=v,
-                         fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
+        return Candidate(
+            id=i,
+            content=i,
+            found=Found(id=i, content=i, created_us=us, conversation_id=conversation),
+            vector_rank=v,
+            fts_rank=f,
+            cosine=0.5 if v else None,
+            bm25=1.0 if f else None,
+        )
 
-    cands = [turn("a", 0, "c1", v=1, f=1), turn("b", 30, "c1", v=5), turn("c", 300, "c1", f=3),
-             turn("d", 10, "c2", v=2)]
+    cands = [
+        turn("a", 0, "c1", v=1, f=1),
+        turn("b", 30, "c1", v=5),
+        turn("c", 300, "c1", f=3),
+        turn("d", 10, "c2", v=2),
+    ]
     best, total, size = (feat("q", cands, name) for name in ("session_best", "session_sum", "session_size"))
     assert best[0] == pytest.approx(1 / 15) and best[1] == pytest.approx(1 / 11 + 1 / 11)  # each other's
     assert best[2] == best[3] == 0.0  # five hours later; another conversation
@@ -286,34 +366,75 @@ def test_neighbour_features_read_the_turns_logged_just_before_and_after_in_the_s
     """Turns of one sitting often share a timestamp: the order they were logged in (seq) says which is next."""
     us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
 
-    def turn(i: str, seq: int, conversation: str = "c1", v: int | None = None, f: int | None = None,
-             created: int = us) -> Candidate:
-        return Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=created, conversation_id=conversation,
-                                                      seq=seq),
-                         vector_rank=v, fts_rank=f, cosine=0.5 if v else None, bm25=1.0 if f else None)
+    def turn(
+        i: str, seq: int, conversation: str = "c1", v: int | None = None, f: int | None = None, created: int = us
+    ) -> Candidate:
+        return Candidate(
+            id=i,
+            content=i,
+            found=Found(id=i, content=i, created_us=created, conversation_id=conversation, seq=seq),
+            vector_rank=v,
+            fts_rank=f,
+            cosine=0.5 if v else None,
+            bm25=1.0 if f else None,
+        )
 
-    cands = [turn("answer", 30, v=4), turn("question", 20, v=1, f=1), turn("later", 90, f=2),
-             turn("other", 25, conversation="c2", v=3), turn("next day", 10, v=5, created=us + 86_400_000_000)]
+    cands = [
+        turn("answer", 30, v=4),
+        turn("question", 20, v=1, f=1),
+        turn("later", 90, f=2),
+        turn("other", 25, conversation="c2", v=3),
+        turn("next day", 10, v=5, created=us + 86_400_000_000),
+    ]
     before, after = feat("q", cands, "before"), feat("q", cands, "after")
     assert before[0] == pytest.approx(1 / 11 + 1 / 11)  # the question logged just before the answer
     assert after[1] == pytest.approx(1 / 14) and before[1] == 0.0  # the answer after it; nothing before
     assert before[2] == pytest.approx(1 / 14) and after[2] == 0.0  # the nearest before it, however far
     assert before[3] == after[3] == 0.0 and before[4] == after[4] == 0.0  # another conversation; another sitting
-    unordered = [Candidate(id=c.id, content=c.content, found=replace(c.found, seq=None),
-                           vector_rank=c.vector_rank, fts_rank=c.fts_rank, cosine=c.cosine, bm25=c.bm25) for c in cands]
+    unordered = [
+        Candidate(
+            id=c.id,
+            content=c.content,
+            found=replace(c.found, seq=None),
+            vector_rank=c.vector_rank,
+            fts_rank=c.fts_rank,
+            cosine=c.cosine,
+            bm25=c.bm25,
+        )
+        for c in cands
+    ]
     assert feat("q", unordered, "before") == feat("q", unordered, "after") == [0.0] * 5  # passages: no log order
 
 
 def test_questions_about_several_things_weigh_the_sitting_apart() -> None:
     """Present perfect, "how many", "both", a plural object asked of someone: evidence spread over sittings."""
-    several = ["What books has John read?", "Has Caroline ever been to Paris?", "How many children does Melanie have?",
-               "What do both Joanna and Nate like?", "What instruments does Tim play?", "Where have they travelled?"]
-    single = ["What is Caroline's identity?", "When did Melanie paint a sunrise?", "What does Tim have to do?",
-              "Where has the key gone?", "What did John say about the game?"]
+    several = [
+        "What books has John read?",
+        "Has Caroline ever been to Paris?",
+        "How many children does Melanie have?",
+        "What do both Joanna and Nate like?",
+        "What instruments does Tim play?",
+        "Where have they travelled?",
+    ]
+    single = [
+        "What is Caroline's identity?",
+        "When did Melanie paint a sunrise?",
+        "What does Tim have to do?",
+        "Where has the key gone?",
+        "What did John say about the game?",
+    ]
     assert [q for q in several if not asks_several(q)] == [] and [q for q in single if asks_several(q)] == []
     us = int(datetime(2023, 7, 3, 12, tzinfo=UTC).timestamp() * 1_000_000)
-    cands = [Candidate(id=i, content=i, found=Found(id=i, content=i, created_us=us, conversation_id="c", seq=n),
-                       vector_rank=n + 1, cosine=0.5) for n, i in enumerate("abc")]
+    cands = [
+        Candidate(
+            id=i,
+            content=i,
+            found=Found(id=i, content=i, created_us=us, conversation_id="c", seq=n),
+            vector_rank=n + 1,
+            cosine=0.5,
+        )
+        for n, i in enumerate("abc")
+    ]
     for name in ("best", "sum", "size"):
         assert feat(several[0], cands, f"several_{name}") == feat(several[0], cands, f"session_{name}")
         assert feat(single[0], cands, f"several_{name}") == [0.0, 0.0, 0.0]
@@ -324,14 +445,19 @@ def test_the_legs_return_the_order_turns_were_logged_in(memory: Memory) -> None:
     """Turns logged together share a timestamp; the legs read seq, so an answer knows the question before it."""
     agent = memory.ensure_agent("order").id
     turns = ["Where did you go on holiday?", "We went to Lisbon and ate custard tarts.", "The weather was grand."]
-    memory.archive.log_messages(agent, [{"role": "user", "content": t, "timestamp": "2023-05-02T10:00:00Z"}
-                                        for t in turns])
+    memory.archive.log_messages(
+        agent, [{"role": "user", "content": t, "timestamp": "2023-05-02T10:00:00Z"} for t in turns]
+    )
     pool = memory.archive.candidates("messages", agent, "Where did you go on holiday?")
     by_content = {c.content: c for c in pool.candidates}
     seqs = [by_content[t].found.seq for t in turns]
     assert len(by_content) == 3 and all(isinstance(n, int) for n in seqs) and seqs == sorted(seqs)
-    rows = dict(zip((c.content for c in pool.candidates), features("Where did you go on holiday?", pool.candidates,
-                                                                   pool.context)))
+    rows = dict(
+        zip(
+            (c.content for c in pool.candidates),
+            features("Where did you go on holiday?", pool.candidates, pool.context),
+        )
+    )
     found = {t: rows[t][0] + rows[t][1] for t in turns}
     assert rows[turns[1]][FEATURES.index("before")] == pytest.approx(found[turns[0]])
     assert rows[turns[1]][FEATURES.index("after")] == pytest.approx(found[turns[2]])

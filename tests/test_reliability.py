@@ -16,11 +16,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from tiermem.domain import blocks as b
-from tiermem.base.errors import StoreError
-from tiermem.domain.factory import open_memory
 from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import StoreError
 from tiermem.core.migrate import open_core
+from tiermem.domain import blocks as b
+from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store import Filter, Store
 
@@ -56,7 +56,9 @@ async def test_torture_eight_servers_one_data_dir(tmp_path: Path) -> None:
                     r = await c.call_tool("archival_memory_insert", {"content": f"fact token{w}x{i} from worker {w}"})
                     assert not r.is_error, text_of(r)
                 if i < LOGS:
-                    r = await c.call_tool("conversation_log", {"messages": [{"role": "user", "content": f"msg{w}x{i}"}]})
+                    r = await c.call_tool(
+                        "conversation_log", {"messages": [{"role": "user", "content": f"msg{w}x{i}"}]}
+                    )
                     assert not r.is_error, text_of(r)
 
     async with anyio.create_task_group() as tg:
@@ -73,7 +75,10 @@ async def test_torture_eight_servers_one_data_dir(tmp_path: Path) -> None:
         for i in range(INSERTS):
             hits = m.archive.search(agent, f"token{w}x{i}", top_k=1).hits
             assert hits and hits[0].content == f"fact token{w}x{i} from worker {w}"
-    assert m.archive.store.rows.count("passages") == WORKERS * INSERTS and m.archive.store.rows.count("messages") == WORKERS * LOGS
+    assert (
+        m.archive.store.rows.count("passages") == WORKERS * INSERTS
+        and m.archive.store.rows.count("messages") == WORKERS * LOGS
+    )
     writes = WORKERS * (APPENDS + INSERTS + LOGS)
     print(f"torture: {WORKERS} servers, {writes} writes in {elapsed:.1f}s ({writes / elapsed:.1f} writes/s), 0 lost")
 
@@ -99,8 +104,15 @@ class Target:
         return f"load_settings(data_dir={str(self.data)!r}, embedding_model='hashing')"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "tiermem", *args, *self.where], capture_output=True, text=True,
-                              check=False, cwd=ROOT, env=self.env, timeout=600)
+        return subprocess.run(
+            [PYTHON, "-m", "tiermem", *args, *self.where],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+            env=self.env,
+            timeout=600,
+        )
 
 
 def local_target(tmp_path: Path) -> Target:
@@ -147,8 +159,14 @@ def kill_during_block_edits(target: Target, acks: int) -> Memory:
                     i += 1
         anyio.run(main)
     """)
-    proc = subprocess.Popen([PYTHON, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-c", driver],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     acked = []
     assert proc.stdout is not None
     deadline = time.monotonic() + 180
@@ -168,8 +186,10 @@ def kill_during_block_edits(target: Target, acks: int) -> Memory:
     agent = m.ensure_agent("default").id
     lines = check_chain(m, agent, "human")
     assert lines[: len(acked)] == acked and len(lines) - len(acked) <= 1  # at most the unacknowledged one
-    print(f"edits killed after {len(acked)} acknowledged appends: {len(acked)} present, "
-          f"{len(lines) - len(acked)} unacknowledged one landed, history chain whole")
+    print(
+        f"edits killed after {len(acked)} acknowledged appends: {len(acked)} present, "
+        f"{len(lines) - len(acked)} unacknowledged one landed, history chain whole"
+    )
     assert_doctor_healthy(target)
     return m
 
@@ -193,8 +213,9 @@ def kill_during_bulk_insert(target: Target, batches: int) -> None:
             print(f"ack {{batch}}", flush=True)
             batch += 1
     """)
-    proc = subprocess.Popen([PYTHON, "-c", writer], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-                            env=target.env)
+    proc = subprocess.Popen(
+        [PYTHON, "-c", writer], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=target.env
+    )
     assert proc.stdout is not None
     acked = -1
     while acked < batches - 1:
@@ -211,8 +232,10 @@ def kill_during_bulk_insert(target: Target, batches: int) -> None:
         assert sum(1 for r in rows if r["content"].split()[1] == f"b{n}") == 50  # every acknowledged batch, whole
     assert all(sum(1 for r in rows if r["content"].split()[1] == bb) == 50 for bb in batches_seen)  # no half batch
     assert all(r["vector"] is not None for r in rows)
-    print(f"bulk insert killed after {acked + 1} acknowledged batches of 50: {len(batches_seen)} whole batches stored, "
-          "0 half batches")
+    print(
+        f"bulk insert killed after {acked + 1} acknowledged batches of 50: {len(batches_seen)} whole batches stored, "
+        "0 half batches"
+    )
     assert_doctor_healthy(target)
 
 
@@ -226,13 +249,26 @@ def big_agent_file(path: Path, messages: int, passages: int) -> Path:
     agent = data["agents"][0]
     first = agent["messages"][0]
     agent["messages"] = [
-        {**first, "id": f"message-{i}", "role": "user" if i % 2 == 0 else "assistant", "tool_calls": [],
-         "tool_returns": [], "content": [{"type": "text", "text": f"message {i} about topic{i % 97} " + "words " * 20}]}
+        {
+            **first,
+            "id": f"message-{i}",
+            "role": "user" if i % 2 == 0 else "assistant",
+            "tool_calls": [],
+            "tool_returns": [],
+            "content": [{"type": "text", "text": f"message {i} about topic{i % 97} " + "words " * 20}],
+        }
         for i in range(messages)
     ]
     agent["in_context_message_ids"] = [m["id"] for m in agent["messages"][-10:]]
-    data["tiermem"] = {"format": 1, "agents": {}, "passages": {
-        agent["id"]: [{"content": f"passage {i} fact{i} " + "words " * 10, "tags": ["bulk"]} for i in range(passages)]}}
+    data["tiermem"] = {
+        "format": 1,
+        "agents": {},
+        "passages": {
+            agent["id"]: [
+                {"content": f"passage {i} fact{i} " + "words " * 10, "tags": ["bulk"]} for i in range(passages)
+            ]
+        },
+    }
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
@@ -243,8 +279,13 @@ def kill_during_import(target: Target, tmp_path: Path, messages: int, passages: 
     af = big_agent_file(tmp_path / "big.af", messages, passages)
     watch = open_memory(target.settings(), start_embedder=False)  # the store exists before the import starts
     watch.ensure_agent("default")
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "import", str(af), *target.where], cwd=ROOT, env=target.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "import", str(af), *target.where],
+        cwd=ROOT,
+        env=target.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 300
     while watch.archive.store.rows.count(stage) == 0 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -257,7 +298,8 @@ def kill_during_import(target: Target, tmp_path: Path, messages: int, passages: 
     assert 0 < partial < messages + passages
     doctor = target.cli("doctor")
     assert doctor.returncode == 1 and "stray rows" in doctor.stdout and "tiermem import FILE` again" in doctor.stdout, (
-        doctor.stdout + doctor.stderr)
+        doctor.stdout + doctor.stderr
+    )
 
     started = time.monotonic()
     again = target.cli("import", str(af), "--json")
@@ -271,9 +313,13 @@ def kill_during_import(target: Target, tmp_path: Path, messages: int, passages: 
     assert sorted(int(r["content"].split()[1]) for r in rows) == list(range(messages))
     texts = [r["content"] for r in m.archive.store.rows.select("passages", Filter(agent_id=agent), limit=10**9)]
     assert len(texts) == len(set(texts)) == passages
-    assert m.archive.store.rows.count("messages") == messages and m.archive.store.rows.count("passages") == passages  # no leftovers
-    print(f"import killed in its {stage} with {partial} of {messages + passages} rows written (agent invisible); "
-          f"re-run imported {messages} messages + {passages} passages in {rerun:.1f}s, 0 duplicates")
+    assert (
+        m.archive.store.rows.count("messages") == messages and m.archive.store.rows.count("passages") == passages
+    )  # no leftovers
+    print(
+        f"import killed in its {stage} with {partial} of {messages + passages} rows written (agent invisible); "
+        f"re-run imported {messages} messages + {passages} passages in {rerun:.1f}s, 0 duplicates"
+    )
     assert_doctor_healthy(target)
     third = target.cli("import", str(af), "--json")  # and once more: nothing is written twice
     assert third.returncode == 0 and json.loads(third.stdout)["imported"] == [], third.stdout + third.stderr
@@ -286,7 +332,12 @@ def test_kill_during_import(tmp_path: Path) -> None:
 
 def _mount_tmpfs(path: Path, size: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def _on(disk: Path, backend: str, **kw: object) -> Memory:
@@ -303,9 +354,19 @@ def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
         m = _on(disk, backend, default_blocks=load_settings().default_blocks)
         agent = m.ensure_agent("default").id
         m.edit(agent, "human", b.Rethink("Name: Ada"))
+
         def big_row(i: int) -> dict[str, object]:
-            return {"id": f"p{i}", "agent_id": agent, "group_id": f"p{i}", "chunk": 0,
-                    "content": uuid.uuid4().hex * 60, "tags": [], "text": "x", "created_us": 0, "vector": None}
+            return {
+                "id": f"p{i}",
+                "agent_id": agent,
+                "group_id": f"p{i}",
+                "chunk": 0,
+                "content": uuid.uuid4().hex * 60,
+                "tags": [],
+                "text": "x",
+                "created_us": 0,
+                "vector": None,
+            }
 
         full = None
         for i in range(10_000):
@@ -319,7 +380,10 @@ def test_full_and_read_only_disk(tmp_path: Path, backend: str) -> None:
         assert m.archive.store.rows.count("passages") == before  # the failed write left nothing behind
         stored = before
         reopened = _on(disk, backend)
-        assert reopened.block(agent, "human").value == "Name: Ada" and reopened.archive.store.rows.count("passages") == stored
+        assert (
+            reopened.block(agent, "human").value == "Name: Ada"
+            and reopened.archive.store.rows.count("passages") == stored
+        )
         m.core.close()
         reopened.core.close()  # an open SQLite file keeps the mount busy
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
@@ -339,13 +403,30 @@ def test_kill_during_memory_graph_import(tmp_path: Path) -> None:
     target = local_target(tmp_path)
     graph = tmp_path / "memory.jsonl"
     n = 1500
-    graph.write_text("".join(json.dumps({"type": "entity", "name": f"e{i}", "entityType": "thing",
-                                         "observations": [f"observation {i} " + "words " * 10]}) + "\n" for i in range(n)),
-                     encoding="utf-8")
+    graph.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "type": "entity",
+                    "name": f"e{i}",
+                    "entityType": "thing",
+                    "observations": [f"observation {i} " + "words " * 10],
+                }
+            )
+            + "\n"
+            for i in range(n)
+        ),
+        encoding="utf-8",
+    )
     watch = open_memory(target.settings(), start_embedder=False)
     watch.ensure_agent("default")
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "import", str(graph), *target.where], cwd=ROOT, env=target.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "import", str(graph), *target.where],
+        cwd=ROOT,
+        env=target.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     while watch.archive.store.rows.count("passages") == 0 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

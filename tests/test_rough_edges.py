@@ -30,8 +30,15 @@ FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
 
 
 def run(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")], input=stdin,
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path, **env), timeout=120)
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+        timeout=120,
+    )
 
 
 def names(tmp_path: Path) -> list[str]:
@@ -40,9 +47,15 @@ def names(tmp_path: Path) -> list[str]:
 
 def test_a_mistyped_agent_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
     assert run(tmp_path, "agents", "create", "work").returncode == 0
-    for args in (("blocks", "list", "--agent", "wrok"), ("blocks", "set", "human", "x", "--agent", "wrok"),
-                 ("search", "tea", "--agent", "wrok"), ("blocks", "attach", "human", "--from", "work", "--agent", "wrok"),
-                 ("agents", "set", "wrok", "--sleeptime", "2"), ("agents", "show", "wrok"), ("agents", "delete", "wrok")):
+    for args in (
+        ("blocks", "list", "--agent", "wrok"),
+        ("blocks", "set", "human", "x", "--agent", "wrok"),
+        ("search", "tea", "--agent", "wrok"),
+        ("blocks", "attach", "human", "--from", "work", "--agent", "wrok"),
+        ("agents", "set", "wrok", "--sleeptime", "2"),
+        ("agents", "show", "wrok"),
+        ("agents", "delete", "wrok"),
+    ):
         done = run(tmp_path, *args)
         assert done.returncode == 1, (args, done.stderr)
         assert "No agent named 'wrok'" in done.stderr and "work" in done.stderr, (args, done.stderr)
@@ -53,13 +66,26 @@ def test_a_mistyped_agent_is_refused_and_nothing_is_created(tmp_path: Path) -> N
 
 
 def test_serve_creates_its_agent_and_says_so(tmp_path: Path) -> None:
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-             {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "memory://blocks/human"}}]
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--agent", "fresh", "--data-dir", str(tmp_path / "data")],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=server_env(tmp_path))
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    lines = [
+        init,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "memory://blocks/human"}},
+    ]
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--agent", "fresh", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write("".join(json.dumps(x) + "\n" for x in lines))
     proc.stdin.flush()
@@ -76,7 +102,9 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s)
     gone, stays = m.ensure_agent("gone"), m.ensure_agent("stays")
-    m.create_block(gone.id, __import__("tiermem.base.config", fromlist=["BlockSpec"]).BlockSpec(label="team", value="shared"))
+    m.create_block(
+        gone.id, __import__("tiermem.base.config", fromlist=["BlockSpec"]).BlockSpec(label="team", value="shared")
+    )
     team = m.block(gone.id, "team")
     m.attach(stays.id, team.id)
     from tiermem.domain.blocks import Rethink
@@ -89,7 +117,11 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
 
     refused = run(tmp_path, "agents", "delete", "gone")  # stdin is not a terminal: no silent deletion
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    assert "blocks: persona, human" in refused.stderr and "team" in refused.stderr and "messages: 1, archival passages: 1" in refused.stderr
+    assert (
+        "blocks: persona, human" in refused.stderr
+        and "team" in refused.stderr
+        and "messages: 1, archival passages: 1" in refused.stderr
+    )
     assert names(tmp_path) == ["gone", "stays"]
     done = run(tmp_path, "agents", "delete", "gone", "--yes")
     assert done.returncode == 0 and "deleted agent gone" in done.stdout, done.stderr
@@ -114,7 +146,10 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     m.set_agent_metadata(agent.id, {DELETING_KEY: "2026-01-01T00:00:00+00:00"})
     doctor = run(tmp_path, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "finished deleting agent 'half'" in doctor.stderr and "agent deletions: no deletion left unfinished" in doctor.stdout
+    assert (
+        "finished deleting agent 'half'" in doctor.stderr
+        and "agent deletions: no deletion left unfinished" in doctor.stdout
+    )
     m = open_memory(s)
     assert m.list_agents() == [] and m.core.get_block(human) is None
     assert m.archive.rows.stray_rows([]) == {"messages": 0, "passages": 0}
@@ -122,9 +157,13 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     # A real kill: whenever it lands, the next run leaves the agent whole (not yet marked) or wholly gone.
     agent = m.ensure_agent("killed")
     m.archive.insert_many(agent.id, [(f"passage {i}", []) for i in range(2000)])
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "agents", "delete", "killed", "--yes", "--data-dir",
-                             str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "agents", "delete", "killed", "--yes", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
         if any(DELETING_KEY in a.metadata for a in m.core.list_agents()):
@@ -143,9 +182,25 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
 
 def test_http_without_tokens_uses_a_per_run_secret(tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port),
-                             "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         lines: list[str] = []
@@ -165,9 +220,25 @@ def test_http_without_tokens_uses_a_per_run_secret(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(20)
     # --token (or TIERMEM_HTTP_TOKEN) chooses it, and a placeholder is refused with the fix
-    chosen = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--token", "changeme-please-12345",
-                             "--data-dir", str(tmp_path / "data")], capture_output=True, text=True, cwd=ROOT,
-                            env=server_env(tmp_path), timeout=60)
+    chosen = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--token",
+            "changeme-please-12345",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     assert chosen.returncode == 1 and "placeholder" in chosen.stderr and "openssl rand -hex 32" in chosen.stderr
 
 
@@ -176,9 +247,15 @@ def test_files_with_tokens_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
     try:
         with target.open("w") as out:  # what `tiermem config http > tiermem-http.toml` does in a shell
-            done = subprocess.run([PYTHON, "-m", "tiermem", "config", "http", "--data-dir", str(tmp_path / "d")],
-                                  stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=server_env(tmp_path),
-                                  timeout=60)
+            done = subprocess.run(
+                [PYTHON, "-m", "tiermem", "config", "http", "--data-dir", str(tmp_path / "d")],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+                env=server_env(tmp_path),
+                timeout=60,
+            )
         assert done.returncode == 0, done.stderr
         assert stat.S_IMODE(target.stat().st_mode) == 0o600 and "auth_tokens" in target.read_text()
         written = tmp_path / "by-flag.toml"
@@ -197,17 +274,31 @@ def test_files_with_tokens_are_private(tmp_path: Path) -> None:
         done = run(tmp_path, "serve", "--transport", "http", "--port", port, "--tokens-file", str(loose))
     finally:
         busy.close()
-    assert done.returncode == 1 and f"Port {port} on 127.0.0.1 is already in use" in done.stderr and "--port" in done.stderr
+    assert (
+        done.returncode == 1
+        and f"Port {port} on 127.0.0.1 is already in use" in done.stderr
+        and "--port" in done.stderr
+    )
     assert "listening" not in done.stderr and "Errno 98" not in done.stderr
     assert "chmod 600" in done.stderr
 
 
 def test_a_malformed_stdio_line_is_answered_and_logged(tmp_path: Path) -> None:
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    done = subprocess.run([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-                          input='{"jsonrpc": "2.0", "id": 7, "method": \n{"just": "json"}\n' + json.dumps(init) + "\n",
-                          capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        input='{"jsonrpc": "2.0", "id": 7, "method": \n{"just": "json"}\n' + json.dumps(init) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert [r.get("error", {}).get("code") for r in replies[:2]] == [-32700, -32600], replies
     assert replies[0]["id"] is None and replies[2]["result"]["serverInfo"]["name"] == "tiermem"
@@ -237,8 +328,18 @@ def test_insert_into_an_empty_block_adds_no_blank_line(tmp_path: Path) -> None:
     assert json.loads(run(tmp_path, "blocks", "show", "notes", "--json").stdout)["value"] == "Name: Ada\nLikes tea"
 
 
-@pytest.mark.parametrize("name", ["memory_replace", "memory_insert", "memory_rethink", "core_memory_append",
-                                  "core_memory_replace", "memory_apply_patch", "memory_revert"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "memory_replace",
+        "memory_insert",
+        "memory_rethink",
+        "core_memory_append",
+        "core_memory_replace",
+        "memory_apply_patch",
+        "memory_revert",
+    ],
+)
 def test_a_revertible_block_edit_is_not_destructive(name: str) -> None:
     from tiermem.server.registry import BY_NAME
 
@@ -248,8 +349,8 @@ def test_a_revertible_block_edit_is_not_destructive(name: str) -> None:
 
 def test_delete_agent_on_every_core_backend(memory) -> None:  # type: ignore[no-untyped-def]
     """``Memory.delete_agent`` (and ``CoreStore.delete_agent``) on SQLite and on object storage alike."""
-    from tiermem.domain.blocks import Rethink
     from tiermem.base.config import BlockSpec
+    from tiermem.domain.blocks import Rethink
 
     gone, stays = memory.create_agent("gone"), memory.create_agent("stays")
     own = memory.create_block(gone.id, BlockSpec(label="own", value="mine"))

@@ -10,15 +10,32 @@ from typing import Any
 import pytest
 
 from tiermem.base.config import load_settings
+from tiermem.base.records import Found
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
-from tiermem.base.records import Found
 from tiermem.store import Store
+from tiermem.store.indexes import (
+    REINDEX_MAX_ROWS,
+    VECTOR_INDEX_MIN_ROWS,
+    needs_retraining,
+    trained_key,
+    vector_partitions,
+)
 from tiermem.store.query import Filter, compile_filter
-from tiermem.store.indexes import (REINDEX_MAX_ROWS, VECTOR_INDEX_MIN_ROWS, needs_retraining, trained_key,
-                                   vector_partitions)
-from tiermem.store.search import (EXACT_PROBE_ROWS, EXACT_REFINE, VECTOR_NPROBES, VECTOR_REFINE,
-                                  _async_table, _leg, _loop, vector_nprobes, vector_refine, _legs as legs_together)
+from tiermem.store.search import (
+    EXACT_PROBE_ROWS,
+    EXACT_REFINE,
+    VECTOR_NPROBES,
+    VECTOR_REFINE,
+    _async_table,
+    _leg,
+    _loop,
+    vector_nprobes,
+    vector_refine,
+)
+from tiermem.store.search import (
+    _legs as legs_together,
+)
 
 
 @pytest.fixture
@@ -30,7 +47,12 @@ def mem(tmp_path: Path) -> Memory:
 
 def _fill(memory: Memory, agent: str, n: int, start: int = 0) -> None:
     memory.archive.insert_many(
-        agent, [(f"Note {i} about subject {i % 13} and place {i % 7}", [f"tag{i % 5}", "bulk"]) for i in range(start, start + n)])
+        agent,
+        [
+            (f"Note {i} about subject {i % 13} and place {i % 7}", [f"tag{i % 5}", "bulk"])
+            for i in range(start, start + n)
+        ],
+    )
 
 
 def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
@@ -45,7 +67,9 @@ def test_legs_read_only_what_ranking_and_results_need(mem: Memory) -> None:
     assert all(r.tags and r.role is None and r.content.startswith("Note ") for r in [*vector, *text])  # typed, not rows
     hits = mem.archive.search(agent, "Note 12 about subject 12", top_k=3).hits
     assert hits[0].content == "Note 12 about subject 12 and place 5" and hits[0].tags == ("tag2", "bulk")
-    mem.archive.log_messages(agent, [{"role": "assistant", "content": "the lighthouse keeper waved", "conversation_id": "c9"}])
+    mem.archive.log_messages(
+        agent, [{"role": "assistant", "content": "the lighthouse keeper waved", "conversation_id": "c9"}]
+    )
     msg = mem.archive.conversation_search(agent, "lighthouse keeper", limit=2).hits[0]
     assert (msg.role, msg.conversation_id) == ("assistant", "c9")
 
@@ -146,7 +170,10 @@ def test_a_small_indexed_table_returns_what_the_exact_scan_returns(mem: Memory) 
     table = store.conn.tables["passages"]
     for query in [f"subject {i % 13} place {i % 7} note {37 * i}" for i in range(30)]:
         vec = mem.archive.embedder.embed([query])[0]
-        leg = [(r.id, round(1.0 - (r.cosine or 0.0), 5)) for r in store.search.vector_search("passages", vec, Filter(agent_id=agent), 10)]
+        leg = [
+            (r.id, round(1.0 - (r.cosine or 0.0), 5))
+            for r in store.search.vector_search("passages", vec, Filter(agent_id=agent), 10)
+        ]
         exact = table.search(vec).distance_type("cosine").select(["id", "_distance"]).bypass_vector_index().limit(10)
         truth = [(r["id"], round(r["_distance"], 5)) for r in exact.to_list()]
         assert [d for _, d in leg] == [d for _, d in truth]  # the same distances at every rank (ties may swap ids)
@@ -161,20 +188,43 @@ def test_probes_grow_with_the_table() -> None:
     assert vector_nprobes(EXACT_PROBE_ROWS + 1) == vector_nprobes(100_000) == 24
     assert vector_nprobes(1_000_000) == 50 and vector_nprobes(10_000_000) == 159
     # ~sqrt(rows) partitions, with at least 256 rows each (LanceDB's k-means sample per partition)
-    assert [vector_partitions(n) for n in (100, 1_000, 20_000, 65_536, 100_000, 1_000_000)] == [1, 3, 78, 256, 316, 1_000]
-    assert vector_refine(EXACT_PROBE_ROWS) == EXACT_REFINE == 10 and vector_refine(EXACT_PROBE_ROWS + 1) == VECTOR_REFINE == 2
+    assert [vector_partitions(n) for n in (100, 1_000, 20_000, 65_536, 100_000, 1_000_000)] == [
+        1,
+        3,
+        78,
+        256,
+        316,
+        1_000,
+    ]
+    assert (
+        vector_refine(EXACT_PROBE_ROWS) == EXACT_REFINE == 10
+        and vector_refine(EXACT_PROBE_ROWS + 1) == VECTOR_REFINE == 2
+    )
 
 
 def _legs(store: Store, agent: str, query: str, vec: list[float], *, shortcut: bool) -> tuple[list[Found], list[Found]]:
     store.search.sole_agent_shortcut = shortcut
     where = Filter(agent_id=agent)
-    return store.search.vector_search("passages", vec, where, 10), store.search.text_search("passages", query, where, 10)
+    return store.search.vector_search("passages", vec, where, 10), store.search.text_search(
+        "passages", query, where, 10
+    )
 
 
 def _rows(agent: str, vec: list[float], n: int, content: str) -> list[dict]:
-    return [{"id": f"{agent}-{i}", "agent_id": agent, "group_id": f"{agent}-{i}", "chunk": 0, "content": content,
-             "tags": ["x"], "text": content, "created_us": 1_700_000_000_000_000 + i, "vector": list(vec)}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{agent}-{i}",
+            "agent_id": agent,
+            "group_id": f"{agent}-{i}",
+            "chunk": 0,
+            "content": content,
+            "tags": ["x"],
+            "text": content,
+            "created_us": 1_700_000_000_000_000 + i,
+            "vector": list(vec),
+        }
+        for i in range(n)
+    ]
 
 
 def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Memory) -> None:
@@ -195,8 +245,10 @@ def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Me
     other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
     other.rows.add_rows("passages", _rows("b", vec, 12, query))  # the query's own vector and text: better matches
     t = store.conn.tables["passages"]
-    for unfiltered in (t.search(query, query_type="fts", fts_columns="text").limit(10).to_list(),
-                       t.search(vec, vector_column_name="vector").distance_type("cosine").limit(10).to_list()):
+    for unfiltered in (
+        t.search(query, query_type="fts", fts_columns="text").limit(10).to_list(),
+        t.search(vec, vector_column_name="vector").distance_type("cosine").limit(10).to_list(),
+    ):
         assert "b" in {r["agent_id"] for r in unfiltered}  # without the filter, b's rows would be found
     mine = _legs(store, a, query, vec, shortcut=True)
     assert owners.used == used + 4 and mine == _legs(store, a, query, vec, shortcut=False)
@@ -236,7 +288,9 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
     rows = asyncio.run_coroutine_threadsafe(_leg(mine, build, where, 10, owners, "passages", a), _loop()).result()
     assert len(calls) == 2 and owners.fallbacks == fallbacks + 1 and owners.used == used
     assert rows.num_rows == 10 and set(rows.column("agent_id").to_pylist()) == {a}
-    unfiltered = store.conn.tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
+    unfiltered = (
+        store.conn.tables["passages"].search("Note 3 about subject 3", query_type="fts", fts_columns="text").limit(10)
+    )
     assert "b" in {r["agent_id"] for r in unfiltered.to_list()}  # the first attempt's rows would have held b's
 
 
@@ -261,7 +315,9 @@ def test_both_legs_and_the_marks_in_one_hand_off_equal_the_separate_reads(mem: M
     other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
     other.rows.mark_unembedded("passages")  # another process announces rows stored without vectors
     marks = store.search.search_legs("passages", query, vec, where, 10)[2]
-    assert list(marks) == [f"unembedded:passages:{other.conn.writer}"] and marks == store.rows.unembedded_marks("passages")
+    assert list(marks) == [f"unembedded:passages:{other.conn.writer}"] and marks == store.rows.unembedded_marks(
+        "passages"
+    )
     other.rows._clear_marks(marks)
     assert store.search.search_legs("passages", query, vec, where, 10)[2] == {}
 
@@ -275,8 +331,22 @@ def test_a_row_another_process_stored_without_a_vector_is_found_by_meaning_in_th
     assert mem.archive.search(a, "Note 3 about subject 3", top_k=3).hits  # the agent's speakers are now known
     other = Store(store.uri, embedding_model=store.conn.embedding_model, embedding_dim=store.conn.embedding_dim)
     content = "Lighthouse keeper logbook entry about the northern storm"
-    other.rows.add_rows("passages", [{"id": "late-1", "agent_id": a, "group_id": "late-1", "chunk": 0, "content": content,
-                                 "tags": [], "text": content, "created_us": 1_800_000_000_000_000, "vector": None}])
+    other.rows.add_rows(
+        "passages",
+        [
+            {
+                "id": "late-1",
+                "agent_id": a,
+                "group_id": "late-1",
+                "chunk": 0,
+                "content": content,
+                "tags": [],
+                "text": content,
+                "created_us": 1_800_000_000_000_000,
+                "vector": None,
+            }
+        ],
+    )
     assert store.rows.unembedded_marks("passages")
     result = mem.archive.search(a, content, top_k=3)
     assert result.mode == "hybrid" and result.hits[0].id == "late-1" and result.hits[0].vector_rank == 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from mcp.client import Client
@@ -23,16 +22,22 @@ from .conftest import serve_in_process, text_of
 AKIA = "AKIA" + "Q3EGRIBFXPN7WMT4"
 ANTHROPIC = "sk-ant-api03-" + "Xq9_Lm2-Zt8rBv4Nc7Kd1Pw6Hy3Jf5Gs0Ae" * 2 + "AbCdEf12-QQ"
 GHP = "ghp_" + "R8kT2mVx9QbL4nZc7Yw1Hd5Jf3Ps6Ge0Aa12"
-GITHUB_PAT = "github_pat_" + "11ABCDEFG0123456789abc" + "_" + "Zx8Vb7Nm6Lk5Jh4Gf3Ds2Aq1Wz9Xc8Vb7Nm6Lk5Jh4Gf3Ds2Aq1Wz9Xc8Vb7Nm"
+GITHUB_PAT = (
+    "github_pat_" + "11ABCDEFG0123456789abc" + "_" + "Zx8Vb7Nm6Lk5Jh4Gf3Ds2Aq1Wz9Xc8Vb7Nm6Lk5Jh4Gf3Ds2Aq1Wz9Xc8Vb7Nm"
+)
 OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 3 + "T3BlbkFJ" + "Qw7eRt6yUi5oPa4sDf3g"
 GOOGLE = "AIza" + "SyD3fG7hJ2kL9mN4pQ8rS1tU6vW0xY5zA3b"
 SLACK = "xoxb-" + "2718281828-3141592653-" + "q7W9e2R4t6Y8u1I3o5P0a2S4"
 STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "9aQ3rT7uLk"
-JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
-       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAq7BFUpkGp3+LQmlQYx2eqzDV+xeG8kx/sQFV18S5JK6mD0WJ\n"
-       "k2QxNp4rV1sT8uYw3zA6bC9dE2fG5hJ8kL1mN4pQ7rS0tU3vW6xY9zA2bC5dE8fG\n-----END RSA PRIVATE KEY-----")
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAq7BFUpkGp3+LQmlQYx2eqzDV+xeG8kx/sQFV18S5JK6mD0WJ\n"
+    "k2QxNp4rV1sT8uYw3zA6bC9dE2fG5hJ8kL1mN4pQ7rS0tU3vW6xY9zA2bC5dE8fG\n-----END RSA PRIVATE KEY-----"
+)
 HF = "hf_" + "aB3cD4eF5gH6iJ7kL8mN9oP0qR1sT2uV3w"
 AZURE = "AccountKey=" + "Zm9vYmFyYmF6cXV4" * 5 + "Zm9vYmFyYQ=="
 
@@ -49,13 +54,20 @@ CASES = [
     (f"stripe.api_key = '{STRIPE}'", "Stripe key", STRIPE),
     (f"curl -H 'Authorization: Bearer {JWT}'", "JSON web token", JWT),
     (f"here is the key:\n{PEM}\nthanks", "private key", PEM),
-    (f'{{"type": "service_account", "private_key": "{PEM.replace(chr(10), chr(92) + "n")}", "x": 1}}', "private key",
-     PEM.replace("\n", "\\n")),
+    (
+        f'{{"type": "service_account", "private_key": "{PEM.replace(chr(10), chr(92) + "n")}", "x": 1}}',
+        "private key",
+        PEM.replace("\n", "\\n"),
+    ),
     ("DATABASE_URL=postgres://app:S3cr3t!pw@db.internal:5432/prod", "password in a URL", "S3cr3t!pw"),
     ("# .env\nDB_HOST=localhost\nDB_PASSWORD=Tr0ub4dor&3\n", "secret", "Tr0ub4dor&3"),
     ('export JWT_SECRET="n8Xk2pQ7vL4mZ9wR"', "secret", "n8Xk2pQ7vL4mZ9wR"),
     (f"huggingface-cli login --token {HF}", "Hugging Face token", HF),
-    (f"DefaultEndpointsProtocol=https;{AZURE};EndpointSuffix=core.windows.net", "Azure key", AZURE[len("AccountKey="):]),
+    (
+        f"DefaultEndpointsProtocol=https;{AZURE};EndpointSuffix=core.windows.net",
+        "Azure key",
+        AZURE[len("AccountKey=") :],
+    ),
     ("password = 'hunter22'", "secret", "hunter22"),
 ]
 
@@ -77,7 +89,7 @@ CLEAN = [
 @pytest.mark.parametrize(("text", "kind", "secret"), CASES, ids=[c[1] + str(i) for i, c in enumerate(CASES)])
 def test_every_kind_is_found_with_its_exact_span_and_redacted(text: str, kind: str, secret: str) -> None:
     found = secrets.find(text)
-    assert [(f.kind, text[f.start:f.end]) for f in found] == [(kind, secret)]
+    assert [(f.kind, text[f.start : f.end]) for f in found] == [(kind, secret)]
     redacted = secrets.redact(text)
     assert secret not in redacted.text and f"[redacted: {kind}]" in redacted.text
     assert redacted.text == text.replace(secret, f"[redacted: {kind}]")
@@ -106,12 +118,17 @@ def test_a_payload_is_redacted_string_by_string_and_stays_json() -> None:
 def test_hook_turns_are_stored_redacted(settings: Settings) -> None:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default").id
-    autorecall.log_turn(memory, agent, session="s1", turn="1", role="user",
-                        content=f"export ANTHROPIC_API_KEY={ANTHROPIC} then run it")
+    autorecall.log_turn(
+        memory, agent, session="s1", turn="1", role="user", content=f"export ANTHROPIC_API_KEY={ANTHROPIC} then run it"
+    )
     autorecall.log_turn(memory, agent, session="s1", turn="2", role="assistant", content=f"Saved {AKIA} for you.")
     stored = [m.content for m in memory.archive.rows.messages_of(agent)]
-    assert sorted(stored) == sorted(["export ANTHROPIC_API_KEY=[redacted: Anthropic API key] then run it",
-                                     "Saved [redacted: AWS access key] for you."])
+    assert sorted(stored) == sorted(
+        [
+            "export ANTHROPIC_API_KEY=[redacted: Anthropic API key] then run it",
+            "Saved [redacted: AWS access key] for you.",
+        ]
+    )
     rows = memory.archive.rows.backup_rows("messages", vectors=False)
     assert not any(ANTHROPIC in str(r) or AKIA in str(r) for r in rows)
 
@@ -133,8 +150,15 @@ async def test_a_models_writes_of_a_secret_are_refused_and_write_nothing(setting
             ("memory_rethink", {"label": "human", "new_memory": f"The user's token is {GHP}."}),
             ("memory_insert", {"label": "persona", "new_string": "password = 'hunter22'", "insert_line": 0}),
             ("archival_memory_insert", {"content": f"Deploy with export ANTHROPIC_API_KEY={ANTHROPIC}"}),
-            ("conversation_log", {"messages": [{"role": "user", "content": "hi"},
-                                               {"role": "user", "content": "db: postgres://app:S3cr3t!pw@db/x"}]}),
+            (
+                "conversation_log",
+                {
+                    "messages": [
+                        {"role": "user", "content": "hi"},
+                        {"role": "user", "content": "db: postgres://app:S3cr3t!pw@db/x"},
+                    ]
+                },
+            ),
         ]
         for name, args in calls:
             result = await c.call_tool(name, args)
@@ -171,14 +195,21 @@ def test_doctor_finds_secrets_and_redact_rewrites_them(settings: Settings, capsy
     agent = memory.ensure_agent("default").id
     memory.edit(agent, "human", Rethink(f"token {GHP}", check_line_numbers=False))
     memory.archive.insert(agent, f"the deploy key is {AKIA}")
-    memory.archive.log_messages(agent, [{"role": "user", "content": f"export ANTHROPIC_API_KEY={ANTHROPIC}"},
-                                        {"role": "assistant", "content": "Noted."}])
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": f"export ANTHROPIC_API_KEY={ANTHROPIC}"},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    )
     audit = secret_audit.scan(open_memory(settings))
     # per place: a passage's content and searched text; a message's too, and the next turn's searched text repeats it
     assert audit.counts() == {"GitHub token": 1, "AWS access key": 2, "Anthropic API key": 3}
     assert secret_audit.doctor_secrets(settings) == 1
     out = capsys.readouterr().out
-    assert "block human" in out and "GitHub token" in out and GHP not in out and AKIA not in out and ANTHROPIC not in out
+    assert (
+        "block human" in out and "GitHub token" in out and GHP not in out and AKIA not in out and ANTHROPIC not in out
+    )
     assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
     out = capsys.readouterr().out
     assert "redacted" in out and "tiermem forget" in out and GHP not in out
@@ -195,14 +226,28 @@ def test_doctor_secrets_from_the_command_line(settings: Settings) -> None:
     memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
     agent = memory.ensure_agent("default").id
     memory.archive.insert(agent, f"key {AKIA}")
-    run = subprocess.run([sys.executable, "-m", "tiermem", "doctor", "--secrets", "--data-dir",
-                          str(settings.resolved_data_dir()), "--embedding-model", "hashing"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiermem",
+            "doctor",
+            "--secrets",
+            "--data-dir",
+            str(settings.resolved_data_dir()),
+            "--embedding-model",
+            "hashing",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 1 and "AWS access key: 2" in run.stdout and AKIA not in run.stdout + run.stderr
 
 
-def test_doctor_redacts_a_folder_file_and_the_open_window_of_it(settings: Settings,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_redacts_a_folder_file_and_the_open_window_of_it(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A file stored before the detector (here: with secret_scan off) is found and redacted: its text, its chunks and
     the window an agent has open of it."""
     from tiermem.domain.file_views import OpenRequest
@@ -219,7 +264,9 @@ def test_doctor_redacts_a_folder_file_and_the_open_window_of_it(settings: Settin
     assert "file ops/env.md" in capsys.readouterr().out
     assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
     memory = open_memory(settings)
-    assert AKIA not in memory.files.text("ops", "env.md") and "[redacted: AWS access key]" in memory.files.text("ops", "env.md")
+    assert AKIA not in memory.files.text("ops", "env.md") and "[redacted: AWS access key]" in memory.files.text(
+        "ops", "env.md"
+    )
     assert AKIA not in memory.render_core(agent, with_metadata=False)  # the open window was cut again
     assert memory.grep_files(agent, AKIA, None, 0, None).startswith("No matches found")
     assert secret_audit.scan(memory).files == {}

@@ -18,21 +18,44 @@ from .test_transports import free_port, server_env, wait_for_port
 pytestmark = pytest.mark.anyio
 WORK = "5f0c1e9a7b3d42c8a61e0f7d9b2c4a86"
 OTHER = "c3a9e1f07d5b4b2e8f6a0c1d9e7b3a52"
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @pytest.fixture
 def secured(tmp_path: Path):  # type: ignore[no-untyped-def]
     tokens = tmp_path / "tokens.toml"
-    tokens.write_text(f'[[tokens]]\nname = "laptop"\ntoken = "{WORK}"\nagents = ["work"]\n\n'
-                      f'[[tokens]]\ntoken = "{OTHER}"\nagents = ["private"]\n')
+    tokens.write_text(
+        f'[[tokens]]\nname = "laptop"\ntoken = "{WORK}"\nagents = ["work"]\n\n'
+        f'[[tokens]]\ntoken = "{OTHER}"\nagents = ["private"]\n'
+    )
     port = free_port()
     proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port), "--agent", "work",
-         "--tokens-file", str(tokens), "--data-dir", str(tmp_path / "data")],
-        cwd=ROOT, env=server_env(tmp_path, TIERMEM_MAX_REQUEST_BYTES="65536"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--agent",
+            "work",
+            "--tokens-file",
+            str(tokens),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_MAX_REQUEST_BYTES="65536"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for_port(port, proc)
@@ -43,8 +66,12 @@ def secured(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def post(port: int, headers: dict[str, str] | None = None, body: bytes | None = None) -> httpx.Response:
-    return httpx.post(f"http://127.0.0.1:{port}/mcp", headers={**HEADERS, **(headers or {})},
-                      content=body if body is not None else json.dumps(INIT).encode(), timeout=30)
+    return httpx.post(
+        f"http://127.0.0.1:{port}/mcp",
+        headers={**HEADERS, **(headers or {})},
+        content=body if body is not None else json.dumps(INIT).encode(),
+        timeout=30,
+    )
 
 
 def test_tokens_scope_and_rebinding(secured: int) -> None:
@@ -78,14 +105,46 @@ async def test_mcp_client_with_token(secured: int) -> None:
 
 def test_public_bind_allowed_only_with_tokens(tmp_path: Path) -> None:
     refused = subprocess.run(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "sse", "--host", "0.0.0.0", "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "sse",
+            "--host",
+            "0.0.0.0",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     assert refused.returncode == 1 and "without authentication" in refused.stderr
     short = tmp_path / "short.toml"
     short.write_text('[[tokens]]\ntoken = "abc"\nagents = ["*"]\n')
     bad = subprocess.run(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--tokens-file", str(short), "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60)
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--tokens-file",
+            str(short),
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     assert bad.returncode == 1 and "at least 16 characters" in bad.stderr
 
 

@@ -8,11 +8,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from tiermem.server.runtime import FILE_TOOLS
-from tiermem.domain.blocks import LINE_NUMBER_WARNING
 from tiermem.base.config import Settings
 from tiermem.base.errors import ConfigError
+from tiermem.domain.blocks import LINE_NUMBER_WARNING
 from tiermem.server.app import PRESETS, TOOL_GROUPS, resolve_tools
+from tiermem.server.runtime import FILE_TOOLS
 
 from .conftest import serve_in_process, text_of
 
@@ -48,8 +48,15 @@ async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
     s = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools="minimal")
     async with Client(serve_in_process(s), cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-    assert names == {"memory_replace", "memory_insert", "memory_rethink", "memory_open", "conversation_search",
-                     "archival_memory_insert", "archival_memory_search"}
+    assert names == {
+        "memory_replace",
+        "memory_insert",
+        "memory_rethink",
+        "memory_open",
+        "conversation_search",
+        "archival_memory_insert",
+        "archival_memory_search",
+    }
 
 
 def test_resolve_tools_rejects_unknown() -> None:
@@ -62,7 +69,9 @@ def test_resolve_tools_rejects_unknown() -> None:
 async def test_core_tools_success_paths(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
         assert text_of(await call(c, "memory_rethink", label="human", new_memory="Name: Ada")) == "Name: Ada"
-        assert text_of(await call(c, "core_memory_append", label="human", content="Likes tea")) == "Name: Ada\nLikes tea"
+        assert (
+            text_of(await call(c, "core_memory_append", label="human", content="Likes tea")) == "Name: Ada\nLikes tea"
+        )
         r = await call(c, "core_memory_replace", label="human", old_content="tea", new_content="coffee")
         assert text_of(r) == "Name: Ada\nLikes coffee"
         r = await call(c, "memory_replace", label="human", old_string="Ada", new_string="Ada Lovelace")
@@ -71,7 +80,9 @@ async def test_core_tools_success_paths(settings: Settings) -> None:
         assert text_of(r) == "Name: Ada Lovelace\nLikes green tea"
         r = await call(c, "memory_insert", label="human", new_string="Lives in London", insert_line=1)
         assert text_of(r) == "Name: Ada Lovelace\nLives in London\nLikes green tea"
-        r = await call(c, "memory_apply_patch", label="human", patch=" Lives in London\n-Likes green tea\n+Likes mint tea")
+        r = await call(
+            c, "memory_apply_patch", label="human", patch=" Lives in London\n-Likes green tea\n+Likes mint tea"
+        )
         assert text_of(r) == "Name: Ada Lovelace\nLives in London\nLikes mint tea"
         view = text_of(await call(c, "core_memory_view", line_numbers=True))
         assert "1→ Name: Ada Lovelace" in view and "<memory_metadata>" in view
@@ -85,31 +96,61 @@ async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
     async with Client(serve_in_process(settings.model_copy(update={"tools": ["all"]})), cache=None) as c:
         await call(c, "memory_rethink", label="human", new_memory="x x\ny")
         cases = [
-            ("memory_replace", dict(label="human", old_string="x", new_string="z"),
-             "No replacement was performed. Multiple occurrences of old_string `x` in lines [1]. Please ensure it is unique."),
-            ("memory_replace", dict(label="human", old_string="q", new_string="z"),
-             "No replacement was performed, old_string `q` did not appear verbatim in memory block with label `human`."),
-            ("memory_replace", dict(label="human", old_string="1→ x x", new_string="z"),
-             "old_string contains a line number prefix, which is not allowed. Do not include line numbers when calling "
-             "memory tools (line numbers are for display purposes only)."),
-            ("memory_replace", dict(label="human", old_string=LINE_NUMBER_WARNING, new_string="z"),
-             "old_string contains a line number warning, which is not allowed. Do not include line number information "
-             "when calling memory tools (line numbers are for display purposes only)."),
-            ("memory_insert", dict(label="human", new_string="z", insert_line=7),
-             "Invalid `insert_line` parameter: 7. It should be within the range of lines of the memory block: [0, 2], "
-             "or -1 to append to the end of the memory block."),
-            ("core_memory_append", dict(label="human", content="y" * 5000),
-             "Edit failed: Exceeds 5000 character limit (requested 5006)"),
-            ("core_memory_replace", dict(label="human", old_content="nope", new_content="z"),
-             "Old content 'nope' not found in memory block 'human'"),
-            ("memory_apply_patch", dict(label="human", patch=" nothing\n+z"),
-             "Failed to apply patch: expected hunk context not found in the memory block."),
-            ("memory_rethink", dict(label="nope", new_memory="z"),
-             "No memory block with label 'nope'. Blocks that exist: 'persona', 'human'."),
+            (
+                "memory_replace",
+                dict(label="human", old_string="x", new_string="z"),
+                "No replacement was performed. Multiple occurrences of old_string `x` in lines [1]. Please ensure it is unique.",
+            ),
+            (
+                "memory_replace",
+                dict(label="human", old_string="q", new_string="z"),
+                "No replacement was performed, old_string `q` did not appear verbatim in memory block with label `human`.",
+            ),
+            (
+                "memory_replace",
+                dict(label="human", old_string="1→ x x", new_string="z"),
+                "old_string contains a line number prefix, which is not allowed. Do not include line numbers when calling "
+                "memory tools (line numbers are for display purposes only).",
+            ),
+            (
+                "memory_replace",
+                dict(label="human", old_string=LINE_NUMBER_WARNING, new_string="z"),
+                "old_string contains a line number warning, which is not allowed. Do not include line number information "
+                "when calling memory tools (line numbers are for display purposes only).",
+            ),
+            (
+                "memory_insert",
+                dict(label="human", new_string="z", insert_line=7),
+                "Invalid `insert_line` parameter: 7. It should be within the range of lines of the memory block: [0, 2], "
+                "or -1 to append to the end of the memory block.",
+            ),
+            (
+                "core_memory_append",
+                dict(label="human", content="y" * 5000),
+                "Edit failed: Exceeds 5000 character limit (requested 5006)",
+            ),
+            (
+                "core_memory_replace",
+                dict(label="human", old_content="nope", new_content="z"),
+                "Old content 'nope' not found in memory block 'human'",
+            ),
+            (
+                "memory_apply_patch",
+                dict(label="human", patch=" nothing\n+z"),
+                "Failed to apply patch: expected hunk context not found in the memory block.",
+            ),
+            (
+                "memory_rethink",
+                dict(label="nope", new_memory="z"),
+                "No memory block with label 'nope'. Blocks that exist: 'persona', 'human'.",
+            ),
             ("memory_revert", dict(label="human", version=42), "Block 'human' has no version 42"),
-            ("memory_replace", dict(label="human", new_string="z"),
-             'memory_replace: the required argument `old_string` is missing; it takes a string. '
-             'Example: {"old_string": "Likes tea"}.'),
+            (
+                "memory_replace",
+                dict(label="human", new_string="z"),
+                "memory_replace: the required argument `old_string` is missing; it takes a string. "
+                'Example: {"old_string": "Likes tea"}.',
+            ),
         ]
         for tool, args, expected in cases:
             r = await call(c, tool, **args)
@@ -123,7 +164,9 @@ async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
 
 async def test_memory_command_tool(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
-        r = await call(c, "memory", command="create", path="/memories/project", file_text="Goal: ship", description="Project notes")
+        r = await call(
+            c, "memory", command="create", path="/memories/project", file_text="Goal: ship", description="Project notes"
+        )
         assert not r.is_error and "Created memory block 'project'" in text_of(r)
         r = await call(c, "memory", command="str_replace", path="/memories/project", old_str="ship", new_str="ship v1")
         assert text_of(r) == "Goal: ship v1"
@@ -159,9 +202,14 @@ async def test_resources_and_prompt(settings: Settings) -> None:
         assert human.text == "Name: Ada"
         assert human.meta == {**human.meta, "limit": 5000, "chars": 9, "read_only": False, "version": 2}
         core = (await c.read_resource("memory://core")).contents[0].text
-        assert core.startswith("<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n<persona>")
+        assert core.startswith(
+            "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n\n<persona>"
+        )
         assert "<human>\n<description>\nThe human block: Stores key details" in core
-        assert "<value>\nName: Ada\n</value>\n</human>\n\n</memory_blocks>\n\n<memory_metadata>\n- AGENT_ID: agent-" in core
+        assert (
+            "<value>\nName: Ada\n</value>\n</human>\n\n</memory_blocks>\n\n<memory_metadata>\n- AGENT_ID: agent-"
+            in core
+        )
         with pytest.raises(Exception, match="No memory block with label 'ghost'"):
             await c.read_resource("memory://blocks/ghost")
         prompt = await c.get_prompt("memory_system")
@@ -172,7 +220,9 @@ async def test_resources_and_prompt(settings: Settings) -> None:
 async def test_listen_notifications_modern(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         await c.list_tools()
-        async with c.listen(resource_subscriptions=["memory://blocks/human", "memory://core"], resources_list_changed=True) as sub:
+        async with c.listen(
+            resource_subscriptions=["memory://blocks/human", "memory://core"], resources_list_changed=True
+        ) as sub:
             await call(c, "core_memory_append", label="human", content="Likes tea")
             await call(c, "memory", command="create", path="/memories/extra", file_text="x")
             seen = []
@@ -243,11 +293,13 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port,
-                             tools=["all"])
+    settings = load_settings(
+        data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=port, tools=["all"]
+    )
     server = serve_in_process(settings)
-    web = uvicorn.Server(uvicorn.Config(build_http_app(server, settings, []), host="127.0.0.1", port=port,
-                                        log_level="warning"))
+    web = uvicorn.Server(
+        uvicorn.Config(build_http_app(server, settings, []), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
     try:
@@ -264,7 +316,9 @@ async def test_subscriptions_are_released_over_http(tmp_path) -> None:  # type: 
             with anyio.fail_after(10):  # the session's end reaches the server just after the client returns
                 while notifier.subscriptions() or sessions:
                     await anyio.sleep(0.05)
-        assert notifier._subscribers == {} and notifier._cleanup == set()  # a server under reconnecting clients keeps nothing
+        assert (
+            notifier._subscribers == {} and notifier._cleanup == set()
+        )  # a server under reconnecting clients keeps nothing
     finally:
         web.should_exit = True
         thread.join(10)
@@ -288,5 +342,7 @@ async def test_idempotency_keys(settings: Settings) -> None:
         assert reuse.is_error and "different arguments" in text_of(reuse)
         failed = await call(c, "memory_replace", label="human", old_string="zzz", new_string="y", idempotency_key="k-3")
         assert failed.is_error  # failures are not remembered: a corrected retry may reuse the key
-        ok = await call(c, "memory_replace", label="human", old_string="once", new_string="twice", idempotency_key="k-3")
+        ok = await call(
+            c, "memory_replace", label="human", old_string="once", new_string="twice", idempotency_key="k-3"
+        )
         assert not ok.is_error and text_of(ok) == "\ntwice"

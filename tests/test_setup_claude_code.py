@@ -15,8 +15,9 @@ from .test_transports import server_env
 
 def tiermem(tmp_path: Path, home: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = server_env(tmp_path, HOME=str(home))
-    return subprocess.run([PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False
+    )
 
 
 def read(path: Path) -> dict[str, object]:
@@ -27,7 +28,10 @@ def test_user_scope_install_is_idempotent_and_uninstall_restores_the_files(tmp_p
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     theirs_servers = {"numStartups": 3, "mcpServers": {"other": {"command": "other-server", "args": []}}}
-    theirs_settings = {"model": "opus", "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}
+    theirs_settings = {
+        "model": "opus",
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+    }
     (home / ".claude.json").write_text(json.dumps(theirs_servers))
     (home / ".claude" / "settings.json").write_text(json.dumps(theirs_settings))
     data = tmp_path / "memory"
@@ -71,8 +75,9 @@ def test_project_scope_writes_the_project_files_and_approves_the_server(tmp_path
     assert Path(entry["args"][2]).is_absolute()  # the default data directory, spelled out
     assert set(read(project / ".claude" / "settings.json")["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop"}  # type: ignore[arg-type]
     assert read(project / ".claude" / "settings.local.json") == {"enabledMcpjsonServers": ["tiermem"]}
-    gone = tiermem(tmp_path, home, "setup", "claude-code", "--scope", "project", "--uninstall", "--project-dir",
-                   str(project))
+    gone = tiermem(
+        tmp_path, home, "setup", "claude-code", "--scope", "project", "--uninstall", "--project-dir", str(project)
+    )
     assert gone.returncode == 0, gone.stderr
     assert list(project.iterdir()) == []  # the files (and the .claude folder) it created are gone
 
@@ -100,8 +105,13 @@ def test_a_broken_settings_file_is_reported_and_left_alone(tmp_path: Path, broke
 def test_a_tiermem_server_of_yours_is_kept_unless_force_and_uninstall_puts_it_back(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    yours = {"numStartups": 7, "mcpServers": {"tiermem": {"command": "tiermem", "args": ["serve", "--agent", "mine"]},
-                                              "other": {"command": "other-server"}}}
+    yours = {
+        "numStartups": 7,
+        "mcpServers": {
+            "tiermem": {"command": "tiermem", "args": ["serve", "--agent", "mine"]},
+            "other": {"command": "other-server"},
+        },
+    }
     text = json.dumps(yours, indent=4)
     (home / ".claude.json").write_text(text)
     refused = tiermem(tmp_path, home, "setup", "claude-code", "--agent", "work")
@@ -153,10 +163,15 @@ def test_your_hooks_survive_setup_and_uninstall_in_their_order(tmp_path: Path) -
         return {**more, "hooks": [{"type": "command", "command": command}]}
 
     own_tiermem = entry("tiermem hook claude-code --data-dir /elsewhere --agent mine", matcher="startup")
-    theirs = {"hooks": {"SessionStart": [own_tiermem, entry("echo start")],
-                        "UserPromptSubmit": [entry("log-prompt", matcher=""), entry("spell-check")],
-                        "Stop": [entry("notify-send done")], "PreToolUse": [entry("guard", matcher="Bash")]},
-              "model": "opus"}
+    theirs = {
+        "hooks": {
+            "SessionStart": [own_tiermem, entry("echo start")],
+            "UserPromptSubmit": [entry("log-prompt", matcher=""), entry("spell-check")],
+            "Stop": [entry("notify-send done")],
+            "PreToolUse": [entry("guard", matcher="Bash")],
+        },
+        "model": "opus",
+    }
     settings = home / ".claude" / "settings.json"
     settings.write_text(json.dumps(theirs))
     assert tiermem(tmp_path, home, "setup", "claude-code").returncode == 0

@@ -55,18 +55,37 @@ def rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stdio_finishes_what_is_in_flight_and_exits(tmp_path: Path, signum: int) -> None:
     data = tmp_path / "data"
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)], cwd=ROOT,
-                            env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=(tmp_path / "stderr.log").open("w"))
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "stderr.log").open("w"),
+    )
     assert proc.stdout is not None
-    rpc(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     assert json.loads(proc.stdout.readline())["id"] == 0
     rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     sent: dict[int, tuple[str, str]] = {}
     for i in range(1, 41):  # pipelined: when the signal comes, some are done, some running, some not read yet
-        tool, args = (("archival_memory_insert", {"content": f"fact number {i}"}) if i % 2 else
-                      ("memory_insert", {"label": "human", "new_string": f"line {i}"}))
+        tool, args = (
+            ("archival_memory_insert", {"content": f"fact number {i}"})
+            if i % 2
+            else ("memory_insert", {"label": "human", "new_string": f"line {i}"})
+        )
         sent[i] = (tool, json.dumps(args))
         rpc(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": args}})
     answers = [json.loads(proc.stdout.readline()) for _ in range(5)]
@@ -90,8 +109,11 @@ async def test_network_transports_finish_what_is_in_flight_and_exit(tmp_path: Pa
     data, port = tmp_path / "data", free_port()
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--data-dir", str(data)],
-        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/mcp" if transport == "http" else f"http://127.0.0.1:{port}/sse"
     acked: list[str] = []
     try:
@@ -133,18 +155,41 @@ async def test_network_transports_finish_what_is_in_flight_and_exit(tmp_path: Pa
 def test_the_in_flight_request_is_answered_before_the_exit(tmp_path: Path) -> None:
     """A call that is running when the signal comes still gets its answer (and is stored); later calls are refused."""
     data = tmp_path / "data"
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)], cwd=ROOT,
-                            env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert proc.stdout is not None
-    rpc(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     proc.stdout.readline()
     rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     # A long text (chunked and embedded: seconds of work, after the store and the model open) is in flight.
     long_text = " ".join(f"sentence {i} of a long document written while stopping." for i in range(1600))[:99_000]
-    rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": "archival_memory_insert", "arguments": {"content": long_text}}})
+    rpc(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "archival_memory_insert", "arguments": {"content": long_text}},
+        },
+    )
     anyio.run(anyio.sleep, 0.3)
     proc.send_signal(signal.SIGINT)
     anyio.run(anyio.sleep, 0.2)
@@ -152,8 +197,15 @@ def test_the_in_flight_request_is_answered_before_the_exit(tmp_path: Path) -> No
     # refuses it; if it already finished, the server may have exited (a closed pipe) or stopped reading. Either way
     # the late call must never be carried out.
     try:
-        rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                   "params": {"name": "archival_memory_insert", "arguments": {"content": "sent after the signal"}}})
+        rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "archival_memory_insert", "arguments": {"content": "sent after the signal"}},
+            },
+        )
     except BrokenPipeError:
         pass
     answers = {a["id"]: a for a in rest_of_output(proc)}

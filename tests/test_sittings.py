@@ -24,15 +24,25 @@ def us(t: datetime) -> int:
 
 
 def row(content: str, minutes: float, seq: int, conversation: str = "c") -> dict[str, Any]:
-    return {"content": content, "conversation_id": conversation, "created_us": us(T0 + timedelta(minutes=minutes)),
-            "seq": seq}
+    return {
+        "content": content,
+        "conversation_id": conversation,
+        "created_us": us(T0 + timedelta(minutes=minutes)),
+        "seq": seq,
+    }
 
 
 def test_turns_less_than_an_hour_apart_are_one_sitting_per_conversation() -> None:
     index = SittingIndex()
-    assert index.add([row("We went to the pride parade", 0, 1), row("It was so colourful", 30, 2),
-                      row("Later that evening we ate", 85, 3), row("The parade again", 10, 4, "other"),
-                      row("A guitar lesson", 300, 5)])
+    assert index.add(
+        [
+            row("We went to the pride parade", 0, 1),
+            row("It was so colourful", 30, 2),
+            row("Later that evening we ate", 85, 3),
+            row("The parade again", 10, 4, "other"),
+            row("A guitar lesson", 300, 5),
+        ]
+    )
     assert [(s.conversation, len(s.tf) > 0) for s in index.sittings] == [("c", True), ("other", True), ("c", True)]
     assert index.rows == 5 and index.newest_seq == 5
     # 85 minutes is 55 after the previous turn: the same sitting; 300 is a new one
@@ -45,8 +55,14 @@ def test_turns_less_than_an_hour_apart_are_one_sitting_per_conversation() -> Non
 
 def test_sittings_rank_by_bm25_and_unmatched_ones_are_left_out() -> None:
     index = SittingIndex()
-    index.add([row("We went to the pride parade", 0, 1), row("The parade was colourful, a great parade", 5, 2),
-               row("I bought a guitar", 200, 3), row("Parade tickets were cheap", 400, 4)])
+    index.add(
+        [
+            row("We went to the pride parade", 0, 1),
+            row("The parade was colourful, a great parade", 5, 2),
+            row("I bought a guitar", 200, 3),
+            row("Parade tickets were cheap", 400, 4),
+        ]
+    )
     ranks = index.ranks("What was the parade like?")
     assert ranks == {0: 1, 2: 2}  # the sitting with three mentions first; the guitar sitting matched nothing
     assert index.ranks("the and of") == {} and SittingIndex().ranks("parade") == {}
@@ -73,8 +89,10 @@ class FakeTable:
         return len(self.rows)
 
     def read(self, seq_from: int | None) -> list[dict[str, Any]]:
-        out = sorted((r for r in self.rows if seq_from is None or r["seq"] >= seq_from),
-                     key=lambda r: (r["created_us"], r["seq"]))
+        out = sorted(
+            (r for r in self.rows if seq_from is None or r["seq"] >= seq_from),
+            key=lambda r: (r["created_us"], r["seq"]),
+        )
         self.read_rows += len(out)
         return out
 
@@ -123,12 +141,22 @@ def test_turns_logged_one_by_one_reach_the_sitting_index(memory: Memory) -> None
 
 def test_a_store_written_before_and_another_processs_turns_are_indexed(memory: Memory) -> None:
     agent = memory.ensure_agent("old").id
-    memory.archive.log_messages(agent, [{"role": "user", "content": "We adopted a cat named Miso", "timestamp": stamp(0)},
-                                        {"role": "user", "content": "She sleeps all day", "timestamp": stamp(1)}])
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "We adopted a cat named Miso", "timestamp": stamp(0)},
+            {"role": "user", "content": "She sleeps all day", "timestamp": stamp(1)},
+        ],
+    )
     other = memory_over(memory.archive.store)  # a second archive (as another process, or the next start) on the store
     assert sitting_rank(other, agent, "cat Miso", "She sleeps all day") == 1
-    memory.archive.log_messages(agent, [{"role": "user", "content": "Miso the cat chased a mouse", "timestamp": stamp(500)},
-                                        {"role": "user", "content": "cat cat cat", "timestamp": stamp(501)}])
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "Miso the cat chased a mouse", "timestamp": stamp(500)},
+            {"role": "user", "content": "cat cat cat", "timestamp": stamp(501)},
+        ],
+    )
     assert sitting_rank(other, agent, "cat", "cat cat cat") == 1  # the other archive's turns were read
     assert sitting_rank(other, agent, "cat", "She sleeps all day") == 2
     memory.archive.rows.delete_agent_data(agent)
@@ -136,17 +164,28 @@ def test_a_store_written_before_and_another_processs_turns_are_indexed(memory: M
     pool = other.archive.candidates("messages", agent, "cat")
     assert pool.context.sittings is not None
     assert [c.content for c in pool.candidates] == ["A new cat story"]
-    assert pool.context.sittings.rank_of(pool.candidates[0].found.conversation_id,
-                                         pool.candidates[0].found.created_us) == 1  # rebuilt: one sitting left
+    assert (
+        pool.context.sittings.rank_of(pool.candidates[0].found.conversation_id, pool.candidates[0].found.created_us)
+        == 1
+    )  # rebuilt: one sitting left
 
 
 def test_the_first_turn_of_a_sitting_opens_it_even_when_its_turns_share_a_timestamp() -> None:
     index = SittingIndex()
-    index.add([row("Guess what, I adopted a cat!", 0, 1), row("Wow, what is its name?", 0, 2),
-               row("Miso", 0, 3), row("I ran a marathon last week", 200, 4), row("How was it?", 201, 5)])
+    index.add(
+        [
+            row("Guess what, I adopted a cat!", 0, 1),
+            row("Wow, what is its name?", 0, 2),
+            row("Miso", 0, 3),
+            row("I ran a marathon last week", 200, 4),
+            row("How was it?", 201, 5),
+        ]
+    )
     at = us(T0)
     assert [index.opens("c", at, seq) for seq in (1, 2, 3)] == [True, False, False]  # one timestamp, three turns
-    assert index.opens("c", us(T0 + timedelta(minutes=200)), 4) and not index.opens("c", us(T0 + timedelta(minutes=201)), 5)
+    assert index.opens("c", us(T0 + timedelta(minutes=200)), 4) and not index.opens(
+        "c", us(T0 + timedelta(minutes=201)), 5
+    )
     assert not index.opens("c", at, None) and not index.opens("nobody", at, 1)
     index.add([row("Back again: the cat learnt a trick", 900, 6)])  # a turn logged later opens a new sitting
     assert index.opens("c", us(T0 + timedelta(minutes=900)), 6)
@@ -156,13 +195,19 @@ def test_the_first_turn_of_a_sitting_opens_it_even_when_its_turns_share_a_timest
 
 def test_the_opens_feature_marks_the_turn_that_opened_its_sitting(memory: Memory) -> None:
     agent = memory.ensure_agent("opens").id
-    memory.archive.log_messages(agent, [
-        {"role": "user", "content": "Since we last talked I adopted a cat called Miso", "timestamp": stamp(0)},
-        {"role": "assistant", "content": "A cat! What is Miso like?", "timestamp": stamp(0)},
-        {"role": "user", "content": "Miso the cat sleeps all day", "timestamp": stamp(0)}])
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "Since we last talked I adopted a cat called Miso", "timestamp": stamp(0)},
+            {"role": "assistant", "content": "A cat! What is Miso like?", "timestamp": stamp(0)},
+            {"role": "user", "content": "Miso the cat sleeps all day", "timestamp": stamp(0)},
+        ],
+    )
     pool = memory.archive.candidates("messages", agent, "cat Miso")
     col = FEATURES.index("opens")
-    opened = {c.content[:5]: row[col] for c, row in zip(pool.candidates, features("cat Miso", pool.candidates, pool.context))}
+    opened = {
+        c.content[:5]: row[col] for c, row in zip(pool.candidates, features("cat Miso", pool.candidates, pool.context))
+    }
     assert opened == {"Since": 1.0, "A cat": 0.0, "Miso ": 0.0}
     # archival passages have no sittings: no row opens one
     memory.archive.insert(agent, "The cat is called Miso.")
@@ -193,9 +238,18 @@ class Ranks:
 
 def two(content: str) -> list[Candidate]:
     """The same turn in two conversations ("a" sorts first by id, so a tie puts the "b" one second)."""
-    return [Candidate(id=k, content=content, found=Found(id=k, content=content, created_us=0, conversation_id=conv),
-                      vector_rank=1, fts_rank=1, cosine=0.5, bm25=1.0)
-            for k, conv in (("a", "elsewhere"), ("b", "parade"))]
+    return [
+        Candidate(
+            id=k,
+            content=content,
+            found=Found(id=k, content=content, created_us=0, conversation_id=conv),
+            vector_rank=1,
+            fts_rank=1,
+            cosine=0.5,
+            bm25=1.0,
+        )
+        for k, conv in (("a", "elsewhere"), ("b", "parade"))
+    ]
 
 
 def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_matches() -> None:
@@ -204,8 +258,10 @@ def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_ma
     col = FEATURES.index("sitting")
     assert [r[col] for r in features("What was the parade like?", cands, context)] == pytest.approx([0.1, 0.25])
     # without a sitting index (archival passages) every row gets the best sitting's value: their order is left alone
-    assert [r[col] for r in features("What was the parade like?", [replace(cands[0], fts_rank=None), cands[1]])] \
-        == [0.25, 0.25]
+    assert [r[col] for r in features("What was the parade like?", [replace(cands[0], fts_rank=None), cands[1]])] == [
+        0.25,
+        0.25,
+    ]
     # a question about several things: their evidence is spread over sittings, the feature stays 0
     assert [r[col] for r in features("How many parades has Caroline been to?", cands, context)] == [0.0, 0.0]
     assert [c.id for c, _ in DEFAULT_RANKER.rank("What was the parade like?", cands, context)] == ["b", "a"]
@@ -214,8 +270,13 @@ def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_ma
 def test_word_forms_meet_in_the_sitting_index() -> None:
     from tiermem.domain.sittings import stem
 
-    for forms in (("vacationed", "vacation", "vacations"), ("dancing", "danced", "dance", "dances"),
-                  ("studies", "studied", "study"), ("stopped", "stop", "stops"), ("families", "family")):
+    for forms in (
+        ("vacationed", "vacation", "vacations"),
+        ("dancing", "danced", "dance", "dances"),
+        ("studies", "studied", "study"),
+        ("stopped", "stop", "stops"),
+        ("families", "family"),
+    ):
         assert len({stem(w) for w in forms}) == 1, forms
     assert stem("was") == "was" and stem("2023") == "2023" and stem("class") == "class"
     index = SittingIndex()
@@ -227,36 +288,60 @@ def test_recall_candidates_keep_deep_ranks_and_take_the_best_sittings_deeper_tur
     """The legs read 100 rows: a candidate keeps its rank in a leg that ranks it past the pool of 40, and a turn of
     the query's best sitting that no leg ranks within 40 is a candidate all the same (``archive.pooled``)."""
     agent = memory.ensure_agent("deep").id
-    fillers = [{"role": "user", "content": f"lighthouse keeper log entry {n}", "timestamp": stamp(1440 * (n + 1))}
-               for n in range(60)]
-    walk = [{"role": "user", "content": text, "timestamp": stamp(1440 * 70 + n)} for n, text in enumerate(
-        ["We walked to the lighthouse", "lighthouse lighthouse views", "Tea afterwards was lovely",
-         "It was so windy up there"])]
+    fillers = [
+        {"role": "user", "content": f"lighthouse keeper log entry {n}", "timestamp": stamp(1440 * (n + 1))}
+        for n in range(60)
+    ]
+    walk = [
+        {"role": "user", "content": text, "timestamp": stamp(1440 * 70 + n)}
+        for n, text in enumerate(
+            [
+                "We walked to the lighthouse",
+                "lighthouse lighthouse views",
+                "Tea afterwards was lovely",
+                "It was so windy up there",
+            ]
+        )
+    ]
     memory.archive.log_messages(agent, fillers + walk)
     pool = memory.archive.candidates("messages", agent, "lighthouse")
     windy = next(c for c in pool.candidates if c.content == "It was so windy up there")
     assert windy.fts_rank is None and windy.vector_rank is not None and windy.vector_rank > 40
     assert pool.context.sittings is not None
     assert pool.context.sittings.rank_of(windy.found.conversation_id, windy.found.created_us) == 1
-    assert any(c.fts_rank is not None and c.fts_rank <= 40 and c.vector_rank is not None and c.vector_rank > 40
-               for c in pool.candidates)  # the deeper rank is kept, not dropped as "not found"
+    assert any(
+        c.fts_rank is not None and c.fts_rank <= 40 and c.vector_rank is not None and c.vector_rank > 40
+        for c in pool.candidates
+    )  # the deeper rank is kept, not dropped as "not found"
     outside = [c for c in pool.candidates if min(c.fts_rank or 999, c.vector_rank or 999) > 40]
-    assert outside and all(pool.context.sittings.rank_of(c.found.conversation_id, c.found.created_us) == 1
-                           for c in outside)  # nothing past 40 in both legs but the best sitting's turns
+    assert outside and all(
+        pool.context.sittings.rank_of(c.found.conversation_id, c.found.created_us) == 1 for c in outside
+    )  # nothing past 40 in both legs but the best sitting's turns
     hits = memory.archive.conversation_search(agent, "lighthouse", limit=10).hits
-    assert [h.id for h in hits] == [c.id for c, _ in memory.archive.message_ranker.rank(
-        "lighthouse", pool.candidates, pool.context)][:10]  # the search ranks the same pool
+    assert [h.id for h in hits] == [
+        c.id for c, _ in memory.archive.message_ranker.rank("lighthouse", pool.candidates, pool.context)
+    ][:10]  # the search ranks the same pool
 
 
 def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_sittings() -> None:
     from tiermem.domain.archive import pooled
 
     def cand(cid: str, conversation: str, vector_rank: int | None, fts_rank: int | None) -> Candidate:
-        return Candidate(id=cid, content=cid, vector_rank=vector_rank, fts_rank=fts_rank,
-                         found=Found(id=cid, content=cid, created_us=0, conversation_id=conversation))
+        return Candidate(
+            id=cid,
+            content=cid,
+            vector_rank=vector_rank,
+            fts_rank=fts_rank,
+            found=Found(id=cid, content=cid, created_us=0, conversation_id=conversation),
+        )
 
-    cands = [cand("top", "s9", 3, None), cand("deep-best", "s1", 70, None), cand("deep-third", "s3", None, 55),
-             cand("deep-fourth", "s4", 90, 80), cand("deep-none", "s0", 41, 41)]
+    cands = [
+        cand("top", "s9", 3, None),
+        cand("deep-best", "s1", 70, None),
+        cand("deep-third", "s3", None, 55),
+        cand("deep-fourth", "s4", 90, 80),
+        cand("deep-none", "s0", 41, 41),
+    ]
     context = Context(sittings=Ranks({"s1": 1, "s3": 3, "s4": 4, "s9": 9}))
     assert [c.id for c in pooled("What did Tim cook?", cands, 40, context)] == ["top", "deep-best"]
     assert [c.id for c in pooled("What has Tim cooked?", cands, 40, context)] == ["top", "deep-best", "deep-third"]
@@ -265,8 +350,15 @@ def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_si
 
 def test_a_turns_place_in_its_sitting_follows_the_log_order() -> None:
     index = SittingIndex()
-    index.add([row("Where did you go?", 0, 10), row("To Rome", 0, 11), row("Nice!", 0, 12),
-               row("Back home now", 300, 13), row("A turn without a known log order", 301, None)])  # type: ignore[arg-type]
+    index.add(
+        [
+            row("Where did you go?", 0, 10),
+            row("To Rome", 0, 11),
+            row("Nice!", 0, 12),
+            row("Back home now", 300, 13),
+            row("A turn without a known log order", 301, None),
+        ]
+    )  # type: ignore[arg-type]
     at = us(T0)
     assert [index.position("c", at, seq) for seq in (10, 11, 12)] == [(0, 0), (0, 1), (0, 2)]  # one timestamp
     assert index.position("c", us(T0 + timedelta(minutes=300)), 13) == (1, 0)
@@ -275,8 +367,14 @@ def test_a_turns_place_in_its_sitting_follows_the_log_order() -> None:
     late = SittingIndex()  # log order not increasing with time (a turn logged later with an earlier timestamp)
     late.add([row("first", 0, 5), row("second", 1, 3), row("third", 2, 4)])
     assert [late.position("c", us(T0 + timedelta(minutes=m)), seq) for m, seq in ((0, 5), (1, 3), (2, 4))] == [
-        (0, 0), (0, 1), (0, 2)]
-    assert SittingRanks(index, {}).position("c", at, 11) == (0, 1) and SittingRanks(index, {}).position("c", None, 11) is None
+        (0, 0),
+        (0, 1),
+        (0, 2),
+    ]
+    assert (
+        SittingRanks(index, {}).position("c", at, 11) == (0, 1)
+        and SittingRanks(index, {}).position("c", None, 11) is None
+    )
 
 
 def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -> None:
@@ -289,11 +387,22 @@ def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -
 
     def cand(cid: str, seq: int, vector_rank: int | None, fts_rank: int | None, minutes: int = 0) -> Candidate:
         at = us(T0 + timedelta(minutes=minutes))
-        return Candidate(id=cid, content=cid, vector_rank=vector_rank, fts_rank=fts_rank,
-                         found=Found(id=cid, content=cid, created_us=at, conversation_id="c", seq=seq))
+        return Candidate(
+            id=cid,
+            content=cid,
+            vector_rank=vector_rank,
+            fts_rank=fts_rank,
+            found=Found(id=cid, content=cid, created_us=at, conversation_id="c", seq=seq),
+        )
 
-    cands = [cand("match", 4, 2, None), cand("just-before", 3, 60, None), cand("two-after", 6, None, 80),
-             cand("three-after", 7, 90, 95), cand("next-sitting", 9, 45, None, 300), cand("far-before", 1, 41, 41)]
+    cands = [
+        cand("match", 4, 2, None),
+        cand("just-before", 3, 60, None),
+        cand("two-after", 6, None, 80),
+        cand("three-after", 7, 90, 95),
+        cand("next-sitting", 9, 45, None, 300),
+        cand("far-before", 1, 41, 41),
+    ]
     assert NEIGHBOURS == 2
     context = Context(sittings=SittingRanks(index, {}))  # no sitting matches the query: only the neighbours join
     assert [c.id for c in pooled("Where did Tim go?", cands, 40, context)] == ["match", "just-before", "two-after"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.core.sqlite import SqliteCore
 from tiermem.base.errors import StoreError
 from tiermem.base.records import Agent, now
+from tiermem.core.sqlite import SqliteCore
 
 
 def _hold_exclusive(path: Path, seconds: float, held: threading.Event) -> threading.Thread:

@@ -24,13 +24,14 @@ from tiermem.domain.memory import Memory
 from tiermem.store.connection import CREATION_LOCK_FILE
 
 from .conftest import PYTHON, ROOT
-from .test_object_upkeep import options as s3_options
 from .test_object_storage import BUCKET, s3_config, s3_endpoint  # noqa: F401 (the module-scoped moto server fixture)
+from .test_object_upkeep import options as s3_options
 
 
 def objects_under(endpoint: str, prefix: str) -> list[str]:
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                      region_name="us-east-1")
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
     return [o["Key"] for p in pages for o in p.get("Contents", [])]
 
@@ -69,7 +70,10 @@ def test_a_creation_lease_held_too_long_is_a_clear_error(s3_endpoint: str, caplo
     bucket = Bucket(f"s3://{BUCKET}/held-{uuid.uuid4().hex[:8]}", s3_options(s3_endpoint))
     assert Lease(bucket, CREATE_LEASE, CREATE_SECONDS).take() is not None  # held, never given back
     started = time.monotonic()
-    with pytest.raises(StoreError, match=r"Another process has held .*core/leases/create\.json for more than 1 s: .*runs out 60 s after"):
+    with pytest.raises(
+        StoreError,
+        match=r"Another process has held .*core/leases/create\.json for more than 1 s: .*runs out 60 s after",
+    ):
         with Lease(bucket, CREATE_LEASE, CREATE_SECONDS).waiting(timeout=1.0):
             raise AssertionError("entered without the lease")
     assert time.monotonic() - started < 10
@@ -111,8 +115,12 @@ def test_replicas_opening_a_new_store_at_once_all_open_and_lose_nothing(tmp_path
         m.conversation_log(agent, [{{"role": "user", "content": "from " + sys.argv[1]}}])
         print("opened", flush=True)
     """)
-    procs = [subprocess.Popen([PYTHON, "-c", code, str(i)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in range(3)]
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", code, str(i)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for i in range(3)
+    ]
     outs = [p.communicate(timeout=180) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.strip() == "opened", err[-2000:]

@@ -23,10 +23,21 @@ DIM = 8
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(str(tmp_path / "data"), embedding_model="hashing", embedding_dim=DIM)
-    row = {"id": "p1", "agent_id": "a", "group_id": "p1", "chunk": 0, "content": "tea", "tags": ["x"], "text": "tea",
-           "created_us": 0, "vector": [0.1] * DIM}
+    row = {
+        "id": "p1",
+        "agent_id": "a",
+        "group_id": "p1",
+        "chunk": 0,
+        "content": "tea",
+        "tags": ["x"],
+        "text": "tea",
+        "created_us": 0,
+        "vector": [0.1] * DIM,
+    }
     s.rows.add_rows("passages", [row])
-    assert s.rows.count("passages") == 1 and s.search.vector_search("passages", [0.1] * DIM, None, 5)  # read once while healthy
+    assert s.rows.count("passages") == 1 and s.search.vector_search(
+        "passages", [0.1] * DIM, None, 5
+    )  # read once while healthy
     return s
 
 

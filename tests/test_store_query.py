@@ -12,20 +12,33 @@ from tiermem.base.errors import ValidationError
 from tiermem.base.records import to_us
 from tiermem.store import Filter, Store
 
-HOSTILE = ["a' OR '1'='1", "x'); DELETE FROM passages; --", "it's", "]", "\\'", "%", "a\"b"]
+HOSTILE = ["a' OR '1'='1", "x'); DELETE FROM passages; --", "it's", "]", "\\'", "%", 'a"b']
 
 
 def _row(pid: str, agent: str, tags: list[str], when: datetime, vector: bool = True) -> dict[str, object]:
-    return {"id": pid, "agent_id": agent, "group_id": pid, "chunk": 0, "content": pid, "tags": tags, "text": pid,
-            "created_us": to_us(when), "vector": [0.5] * 4 if vector else None}
+    return {
+        "id": pid,
+        "agent_id": agent,
+        "group_id": pid,
+        "chunk": 0,
+        "content": pid,
+        "tags": tags,
+        "text": pid,
+        "created_us": to_us(when),
+        "vector": [0.5] * 4 if vector else None,
+    }
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    s = Store(str(tmp_path_factory.mktemp("query") / "db"), embedding_model="hashing-4", embedding_dim=4, optimize_every=0)
+    s = Store(
+        str(tmp_path_factory.mktemp("query") / "db"), embedding_model="hashing-4", embedding_dim=4, optimize_every=0
+    )
     day = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [_row(f"p{i}", name, [name, "common"], day.replace(day=i + 1), vector=i % 2 == 0)
-            for i, name in enumerate(HOSTILE)]
+    rows = [
+        _row(f"p{i}", name, [name, "common"], day.replace(day=i + 1), vector=i % 2 == 0)
+        for i, name in enumerate(HOSTILE)
+    ]
     s.rows.add_rows("passages", [*rows, _row("plain", "plain", ["common"], day.replace(day=20))])
     return s
 

@@ -11,11 +11,11 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
-from tiermem.server.runtime import FILE_TOOLS
 from tiermem.base.config import Settings
-from tiermem.server.registry import BY_NAME
 from tiermem.server.app import resolve_tools
 from tiermem.server.arguments import tool_list_cost
+from tiermem.server.registry import BY_NAME
+from tiermem.server.runtime import FILE_TOOLS
 
 from .conftest import serve_in_process, text_of
 
@@ -25,8 +25,17 @@ pytestmark = pytest.mark.anyio
 MODEL_TOKENS_BUDGET = 1400
 LIST_TOKENS_BUDGET = 2800
 CLAUDE_CODE_CHARS_BUDGET = 4800  # issue 29: tool definitions as Claude Code sends them in every request
-DATA_TOOLS = {"memory", "core_memory_view", "memory_history", "conversation_log", "conversation_search",
-              "archival_memory_insert", "archival_memory_search", "archival_memory_delete", "archival_memory_list"}
+DATA_TOOLS = {
+    "memory",
+    "core_memory_view",
+    "memory_history",
+    "conversation_log",
+    "conversation_search",
+    "archival_memory_insert",
+    "archival_memory_search",
+    "archival_memory_delete",
+    "archival_memory_list",
+}
 
 
 def _all(settings: Settings) -> Settings:
@@ -53,50 +62,82 @@ async def test_protocol_errors_are_invalid_params_without_tracebacks(
     assert tool_err.value.error.code == INVALID_PARAMS
     assert "Unknown tool: 'nope'. Tools on this server: memory_replace," in tool_err.value.error.message
     assert prompt_err.value.error.code == INVALID_PARAMS
-    assert prompt_err.value.error.message == "Unknown prompt: 'nope'. Prompts on this server: memory_system, memory_block."
+    assert (
+        prompt_err.value.error.message == "Unknown prompt: 'nope'. Prompts on this server: memory_system, memory_block."
+    )
     assert resource_err.value.error.code == INVALID_PARAMS
     assert prompt_args_err.value.error.code == INVALID_PARAMS
-    assert prompt_args_err.value.error.message == "Prompt 'memory_system': unknown argument(s) ['x']; it takes no arguments."
+    assert (
+        prompt_args_err.value.error.message
+        == "Prompt 'memory_system': unknown argument(s) ['x']; it takes no arguments."
+    )
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
     assert loud == []
 
 
-async def test_argument_errors_name_argument_type_and_example(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+async def test_argument_errors_name_argument_type_and_example(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO)
     async with Client(serve_in_process(_all(settings)), cache=None, mode="legacy") as c:
         await c.call_tool("memory_rethink", {"label": "human", "new memory": "x"})  # refused: unknown argument
         r = await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Likes tea"})
         assert not r.is_error
         cases = [
-            ("memory_insert", {"label": "human", "new_string": "z", "insert_line": "two"},
-             'memory_insert: `insert_line` must be a whole number, got the string \'two\'. Example: {"insert_line": -1}.'),
-            ("memory_replace", {"label": "human", "old_string": "tea"},
-             'memory_replace: the required argument `new_string` is missing; it takes a string. '
-             'Example: {"new_string": "Likes green tea"}.'),
-            ("archival_memory_search", {"query": "x", "top_k": [5]},
-             'archival_memory_search: `top_k` must be a whole number, got a list of 1 item. Example: {"top_k": 5}.'),
-            ("archival_memory_search", {"query": "x", "tag_match_mode": "some"},
-             "archival_memory_search: `tag_match_mode` must be one of 'any' or 'all', got the string 'some'. "
-             'Example: {"tag_match_mode": "any"}.'),
-            ("memory_replace", {"label": "human", "old_string": "tea", "new_string": "coffee", "bogus": 1},
-             "memory_replace does not take the argument `bogus`. It accepts: label, old_string, new_string, "
-             "idempotency_key (required: label, old_string, new_string)."),
-            ("memory_rethink", {"label": "human", "new memory": "x"},
-             "memory_rethink does not take the argument `new memory`. It accepts: label, new_memory, idempotency_key "
-             "(required: label, new_memory)."),
-            ("archival_memory_search", {"query": "x", "limit": 3, "k": 1},
-             "archival_memory_search does not take the arguments `limit`, `k`. It accepts: query, tags, "
-             "tag_match_mode, top_k, start_datetime, end_datetime, project (required: query)."),
-            ("memory_replace", {"label": "human", "old_string": "tea", "old_str": "Likes", "new_string": "x"},
-             "memory_replace: give `old_string` once; `old_str` is another name for it and its value differs. "
-             "Send only `old_string`."),
+            (
+                "memory_insert",
+                {"label": "human", "new_string": "z", "insert_line": "two"},
+                "memory_insert: `insert_line` must be a whole number, got the string 'two'. Example: {\"insert_line\": -1}.",
+            ),
+            (
+                "memory_replace",
+                {"label": "human", "old_string": "tea"},
+                "memory_replace: the required argument `new_string` is missing; it takes a string. "
+                'Example: {"new_string": "Likes green tea"}.',
+            ),
+            (
+                "archival_memory_search",
+                {"query": "x", "top_k": [5]},
+                'archival_memory_search: `top_k` must be a whole number, got a list of 1 item. Example: {"top_k": 5}.',
+            ),
+            (
+                "archival_memory_search",
+                {"query": "x", "tag_match_mode": "some"},
+                "archival_memory_search: `tag_match_mode` must be one of 'any' or 'all', got the string 'some'. "
+                'Example: {"tag_match_mode": "any"}.',
+            ),
+            (
+                "memory_replace",
+                {"label": "human", "old_string": "tea", "new_string": "coffee", "bogus": 1},
+                "memory_replace does not take the argument `bogus`. It accepts: label, old_string, new_string, "
+                "idempotency_key (required: label, old_string, new_string).",
+            ),
+            (
+                "memory_rethink",
+                {"label": "human", "new memory": "x"},
+                "memory_rethink does not take the argument `new memory`. It accepts: label, new_memory, idempotency_key "
+                "(required: label, new_memory).",
+            ),
+            (
+                "archival_memory_search",
+                {"query": "x", "limit": 3, "k": 1},
+                "archival_memory_search does not take the arguments `limit`, `k`. It accepts: query, tags, "
+                "tag_match_mode, top_k, start_datetime, end_datetime, project (required: query).",
+            ),
+            (
+                "memory_replace",
+                {"label": "human", "old_string": "tea", "old_str": "Likes", "new_string": "x"},
+                "memory_replace: give `old_string` once; `old_str` is another name for it and its value differs. "
+                "Send only `old_string`.",
+            ),
         ]
         for tool, args, expected in cases:
             r = await c.call_tool(tool, args)
             assert r.is_error and text_of(r) == expected, (tool, text_of(r))
         r = await c.call_tool("conversation_log", {"messages": [{"role": "admin", "content": "x"}]})
         assert r.is_error and text_of(r).startswith(
-            "conversation_log: `messages[0].role` must be one of 'user', 'assistant', 'tool' or 'system', got the string 'admin'.")
+            "conversation_log: `messages[0].role` must be one of 'user', 'assistant', 'tool' or 'system', got the string 'admin'."
+        )
         history = (await c.call_tool("memory_history", {"label": "human"})).structured_content
         assert [v["operation"] for v in history["versions"]] == ["memory_rethink", "create"]  # no refused call wrote
 
@@ -105,7 +146,9 @@ async def test_argument_errors_name_argument_type_and_example(settings: Settings
         assert not r.is_error and text_of(r) == "Likes green tea"
         r = await c.call_tool("memory_insert", {"label": "human", "new_str": "Lives in Lyon", "insert_line": 0})
         assert text_of(r) == "Lives in Lyon\nLikes green tea"
-        r = await c.call_tool("memory_replace", {"label": "human", "old_string": "Lyon", "old_str": "Lyon", "new_string": "Paris"})
+        r = await c.call_tool(
+            "memory_replace", {"label": "human", "old_string": "Lyon", "old_str": "Lyon", "new_string": "Paris"}
+        )
         assert text_of(r) == "Lives in Paris\nLikes green tea"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
 
@@ -151,7 +194,9 @@ async def test_tool_list_fits_the_stated_budget(settings: Settings) -> None:
     cost = tool_list_cost(tools)
     assert cost["model_tokens"] <= MODEL_TOKENS_BUDGET, cost
     assert cost["list_tokens"] <= LIST_TOKENS_BUDGET, cost
-    assert cost["claude_code_chars"] <= CLAUDE_CODE_CHARS_BUDGET, cost  # tests/test_claude_code.py checks a real request
+    assert cost["claude_code_chars"] <= CLAUDE_CODE_CHARS_BUDGET, (
+        cost
+    )  # tests/test_claude_code.py checks a real request
 
 
 def test_the_default_set_has_one_way_to_edit_a_block() -> None:
@@ -184,7 +229,10 @@ async def test_structured_results_match_their_output_schemas(settings: Settings)
             ("memory", {"command": "view", "path": "/memories"}),
             ("memory", {"command": "view", "path": "/memories/human"}),
             ("memory", {"command": "create", "path": "/memories/project", "file_text": "Goal: ship"}),
-            ("memory", {"command": "str_replace", "path": "/memories/project", "old_str": "ship", "new_str": "ship v1"}),
+            (
+                "memory",
+                {"command": "str_replace", "path": "/memories/project", "old_str": "ship", "new_str": "ship v1"},
+            ),
             ("memory", {"command": "delete", "path": "/memories/project"}),
         ]
         results = {}
@@ -196,8 +244,14 @@ async def test_structured_results_match_their_output_schemas(settings: Settings)
                 continue
             jsonschema.validate(r.structured_content, schemas[name])
             results.setdefault(name, []).append(r)
-        for name in ("memory_history", "conversation_log", "conversation_search", "archival_memory_insert",
-                     "archival_memory_search", "archival_memory_list"):
+        for name in (
+            "memory_history",
+            "conversation_log",
+            "conversation_search",
+            "archival_memory_insert",
+            "archival_memory_search",
+            "archival_memory_list",
+        ):
             for r in results[name]:  # older clients read the same data as JSON text
                 assert json.loads(text_of(r)) == r.structured_content, name
         view, numbered = results["core_memory_view"]
@@ -224,8 +278,15 @@ async def test_structured_results_match_their_output_schemas(settings: Settings)
 async def test_memory_view_directory_and_file(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea\nLives in Lyon"})
-        await c.call_tool("memory", {"command": "create", "path": "/memories/project", "file_text": "Goal: ship",
-                                     "description": "Project notes"})
+        await c.call_tool(
+            "memory",
+            {
+                "command": "create",
+                "path": "/memories/project",
+                "file_text": "Goal: ship",
+                "description": "Project notes",
+            },
+        )
         listing = await c.call_tool("memory", {"command": "view", "path": "/memories"})
         lines = text_of(listing).splitlines()
         assert lines[0] == "Here are the files in /memories (one per memory block; size in characters of its limit):"
@@ -233,26 +294,42 @@ async def test_memory_view_directory_and_file(settings: Settings) -> None:
         assert "10/5000\t/memories/project\tProject notes" in lines
         entries = {e["path"]: e for e in listing.structured_content["entries"]}
         assert set(entries) == {"/memories/human", "/memories/persona", "/memories/project"}
-        assert entries["/memories/project"] == {"path": "/memories/project", "kind": "file", "chars": 10, "limit": 5000,
-                                                "read_only": False, "description": "Project notes"}
+        assert entries["/memories/project"] == {
+            "path": "/memories/project",
+            "kind": "file",
+            "chars": 10,
+            "limit": 5000,
+            "read_only": False,
+            "description": "Project notes",
+        }
         assert text_of(await c.call_tool("memory", {"command": "view", "path": "/memories/"})) == text_of(listing)
 
         shown = await c.call_tool("memory", {"command": "view", "path": "/memories/human"})
-        assert text_of(shown) == ("Here's the content of /memories/human with line numbers:\n"
-                                  "     1\tName: Ada\n     2\tLikes tea\n     3\tLives in Lyon")
-        assert shown.structured_content == {"command": "view", "path": "/memories/human", "kind": "file",
-                                            "content": "Name: Ada\nLikes tea\nLives in Lyon"}
+        assert text_of(shown) == (
+            "Here's the content of /memories/human with line numbers:\n"
+            "     1\tName: Ada\n     2\tLikes tea\n     3\tLives in Lyon"
+        )
+        assert shown.structured_content == {
+            "command": "view",
+            "path": "/memories/human",
+            "kind": "file",
+            "content": "Name: Ada\nLikes tea\nLives in Lyon",
+        }
         part = await c.call_tool("memory", {"command": "view", "path": "/memories/human", "view_range": [2, -1]})
         assert text_of(part).endswith(":\n     2\tLikes tea\n     3\tLives in Lyon")
 
         errors = [
             ({"command": "view"}, "memory view needs `path`, for example path='/memories/human'."),
-            ({"command": "view", "path": "/memories/ghost"},
-             "The path /memories/ghost does not exist. Files in /memories: /memories/persona, /memories/human, "
-             "/memories/project. View /memories to list them."),
+            (
+                {"command": "view", "path": "/memories/ghost"},
+                "The path /memories/ghost does not exist. Files in /memories: /memories/persona, /memories/human, "
+                "/memories/project. View /memories to list them.",
+            ),
             ({"command": "view", "path": "/etc/passwd"}, "Invalid path '/etc/passwd': memory paths look like"),
-            ({"command": "view", "path": "/memories/human", "view_range": [3, 9]},
-             "Invalid view_range [3, 9]: /memories/human has 3 lines; use 1 <= start <= end <= 3"),
+            (
+                {"command": "view", "path": "/memories/human", "view_range": [3, 9]},
+                "Invalid view_range [3, 9]: /memories/human has 3 lines; use 1 <= start <= end <= 3",
+            ),
             ({"command": "view", "path": "/memories/human", "view_range": [1]}, "view_range must be two line numbers"),
             ({"command": "view", "path": "/memories", "view_range": [1, 2]}, "/memories is a directory"),
         ]
@@ -282,8 +359,13 @@ async def test_the_agent_loop_sees_the_same_contract(settings: Settings) -> None
     specs = {s.name: s for s in await host.specs()}
     assert "old_str" not in specs["memory_replace"].input_schema["properties"]
     assert await host.call("memory_rethink", {"label": "human", "new_memory": "Likes tea"}) == ("Likes tea", False)
-    assert await host.call("memory_replace", {"label": "human", "old_str": "tea", "new_str": "coffee"}) == ("Likes coffee", False)
+    assert await host.call("memory_replace", {"label": "human", "old_str": "tea", "new_str": "coffee"}) == (
+        "Likes coffee",
+        False,
+    )
     text, failed = await host.call("memory_apply_patch", {"label": "human", "patch": "+x"})  # not published by default
-    assert failed and text.startswith("There is no tool named 'memory_apply_patch'; use one of the tools you were given.")
+    assert failed and text.startswith(
+        "There is no tool named 'memory_apply_patch'; use one of the tools you were given."
+    )
     text, failed = await host.call("memory_rethink", {"label": "human", "new_memory": "x", "heartbeat": True})
     assert failed and text.startswith("memory_rethink does not take the argument `heartbeat`.")

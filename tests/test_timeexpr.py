@@ -17,34 +17,39 @@ def spans(text: str, anchor: datetime = MONDAY) -> list[tuple[str, int]]:
     return [(p.start.date().isoformat(), p.days) for p in resolve(text, anchor)]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I signed up for a pottery class yesterday.", [("2023-07-02", 1)]),
-    ("the day before yesterday", [("2023-07-01", 1)]),
-    ("my school event last week", [("2023-06-26", 7)]),
-    ("we went camping last weekend", [("2023-07-01", 2)]),
-    ("I passed the interviews last Friday", [("2023-06-30", 1)]),
-    ("on Friday we met", [("2023-06-30", 1)]),
-    ("a friend made it for my 18th birthday ten years ago", [("2013-01-01", 365)]),
-    ("a couple of weeks ago", [("2023-06-16", 7)]),
-    ("3 days ago", [("2023-06-30", 1)]),
-    ("next month", [("2023-08-01", 31)]),
-    ("in two weeks", [("2023-07-14", 7)]),
-    ("this summer", [("2023-06-01", 92)]),
-    ("last summer", [("2022-06-01", 92)]),
-    ("8 May, 2023", [("2023-05-08", 1)]),
-    ("May 8th 2023 and 2023-05-09", [("2023-05-08", 1), ("2023-05-09", 1)]),
-    ("on the 5th of June", [("2023-06-05", 1)]),
-    ("In May we went", [("2023-05-01", 31)]),
-    ("in December", [("2022-12-01", 31)]),  # the nearest December before: people mostly talk about what was
-    ("in June 2022 and in 2021", [("2022-06-01", 30), ("2021-01-01", 365)]),
-    ("summer of 2021", [("2021-06-01", 92)]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I signed up for a pottery class yesterday.", [("2023-07-02", 1)]),
+        ("the day before yesterday", [("2023-07-01", 1)]),
+        ("my school event last week", [("2023-06-26", 7)]),
+        ("we went camping last weekend", [("2023-07-01", 2)]),
+        ("I passed the interviews last Friday", [("2023-06-30", 1)]),
+        ("on Friday we met", [("2023-06-30", 1)]),
+        ("a friend made it for my 18th birthday ten years ago", [("2013-01-01", 365)]),
+        ("a couple of weeks ago", [("2023-06-16", 7)]),
+        ("3 days ago", [("2023-06-30", 1)]),
+        ("next month", [("2023-08-01", 31)]),
+        ("in two weeks", [("2023-07-14", 7)]),
+        ("this summer", [("2023-06-01", 92)]),
+        ("last summer", [("2022-06-01", 92)]),
+        ("8 May, 2023", [("2023-05-08", 1)]),
+        ("May 8th 2023 and 2023-05-09", [("2023-05-08", 1), ("2023-05-09", 1)]),
+        ("on the 5th of June", [("2023-06-05", 1)]),
+        ("In May we went", [("2023-05-01", 31)]),
+        ("in December", [("2022-12-01", 31)]),  # the nearest December before: people mostly talk about what was
+        ("in June 2022 and in 2021", [("2022-06-01", 30), ("2021-01-01", 365)]),
+        ("summer of 2021", [("2021-06-01", 92)]),
+    ],
+)
 def test_a_turn_is_read_against_its_own_timestamp(text: str, expected: list[tuple[str, int]]) -> None:
     assert spans(text) == expected
 
 
-@pytest.mark.parametrize("text", ["You may go", "I love Fridays", "I scored 2000 points", "Seven years now", "no time here",
-                                  "room 2023-13-45"])
+@pytest.mark.parametrize(
+    "text",
+    ["You may go", "I love Fridays", "I scored 2000 points", "Seven years now", "no time here", "room 2023-13-45"],
+)
 def test_what_is_not_a_time_resolves_to_nothing(text: str) -> None:
     assert resolve(text, MONDAY) == []
 
@@ -65,16 +70,25 @@ def test_a_query_is_read_against_the_date_it_names_else_the_clock() -> None:
     assert needs_clock("What did they do last week?") and needs_clock("camping in June?")
     assert not needs_clock("camping in June 2023?") and not needs_clock("last Friday on 23 January, 2022")
     assert not needs_clock("What did Caroline research?")
-    assert full_dates("between 1 May 2023 and June 3, 2023") == [datetime(2023, 5, 1, tzinfo=UTC),
-                                                              datetime(2023, 6, 3, tzinfo=UTC)]
+    assert full_dates("between 1 May 2023 and June 3, 2023") == [
+        datetime(2023, 5, 1, tzinfo=UTC),
+        datetime(2023, 6, 3, tzinfo=UTC),
+    ]
 
 
-@pytest.mark.parametrize(("query", "when"), [
-    ("When did Melanie go camping?", True), ("How long ago was Caroline's 18th birthday?", True),
-    ("What year did John start surfing?", True), ("How long has Melanie been practicing art?", True),
-    ("In which month did it happen? When was that?", True), ("Where did Caroline move from?", False),
-    ("What did Melanie paint?", False), ("How many children does John have?", False),
-])
+@pytest.mark.parametrize(
+    ("query", "when"),
+    [
+        ("When did Melanie go camping?", True),
+        ("How long ago was Caroline's 18th birthday?", True),
+        ("What year did John start surfing?", True),
+        ("How long has Melanie been practicing art?", True),
+        ("In which month did it happen? When was that?", True),
+        ("Where did Caroline move from?", False),
+        ("What did Melanie paint?", False),
+        ("How many children does John have?", False),
+    ],
+)
 def test_asks_when(query: str, when: bool) -> None:
     assert asks_when(query) is when
 
@@ -84,12 +98,22 @@ def test_resolution_is_by_day_in_utc() -> None:
     assert resolve("yesterday", late)[0].start.date() == date(2023, 7, 2)
 
 
-@pytest.mark.parametrize(("text", "name"), [
-    ("Name: Caroline", "Caroline"), ("The user's name is Caroline.", "Caroline"), ("My name is Sam and I like tea", "Sam"),
-    ("I am Melanie, a painter.", "Melanie"), ("Caroline is a counsellor in training", "Caroline"),
-    ("- name: Jon Smith\n- job: dancer", "Jon Smith"), ("Call me Ishmael", "Ishmael"), ("I'm Nate.", "Nate"),
-    ("I am a helpful assistant with a persistent memory.", None), ("", None), ("The human prefers dark mode", None),
-    ("user's name is not known yet", None),
-])
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Name: Caroline", "Caroline"),
+        ("The user's name is Caroline.", "Caroline"),
+        ("My name is Sam and I like tea", "Sam"),
+        ("I am Melanie, a painter.", "Melanie"),
+        ("Caroline is a counsellor in training", "Caroline"),
+        ("- name: Jon Smith\n- job: dancer", "Jon Smith"),
+        ("Call me Ishmael", "Ishmael"),
+        ("I'm Nate.", "Nate"),
+        ("I am a helpful assistant with a persistent memory.", None),
+        ("", None),
+        ("The human prefers dark mode", None),
+        ("user's name is not known yet", None),
+    ],
+)
 def test_the_name_a_block_gives(text: str, name: str | None) -> None:
     assert name_in(text) == name

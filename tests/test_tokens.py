@@ -12,7 +12,15 @@ import pytest
 
 from tiermem.base.errors import TokenizerError
 from tiermem.domain.tokens import (
-    _PATTERNS, _SPECIAL, EXPECTED_SHA256, count_tokens, fit_to_budget, get_encoding, load_ranks, rank_file, truncate,
+    _PATTERNS,
+    _SPECIAL,
+    EXPECTED_SHA256,
+    count_tokens,
+    fit_to_budget,
+    get_encoding,
+    load_ranks,
+    rank_file,
+    truncate,
 )
 
 from .conftest import PYTHON, ROOT
@@ -85,8 +93,14 @@ def test_no_network_no_download_and_no_cache_writes(tmp_path: Path) -> None:
         "from tiermem.domain.tokens import count_tokens\n"
         "print(count_tokens('offline please'), count_tokens('offline please', 'o200k_base'))\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "TIKTOKEN_CACHE_DIR": str(cache),
-           "DATA_GYM_CACHE_DIR": str(cache), "TMPDIR": str(tmp_path / "tmp"), "HOME": str(tmp_path)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT / "src"),
+        "TIKTOKEN_CACHE_DIR": str(cache),
+        "DATA_GYM_CACHE_DIR": str(cache),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "HOME": str(tmp_path),
+    }
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "2"]
@@ -142,12 +156,20 @@ def test_fit_to_budget_equals_exact_counting_near_the_byte_bound() -> None:
 
 def test_short_results_fit_without_loading_the_encoding() -> None:
     # a few short search results under a 4,000-token budget: no tiktoken in the process (~40 MB resident)
-    code = ("import sys\nfrom tiermem.domain.tokens import fit_to_budget\n"
-            "print(fit_to_budget(['Ada moved to Lisbon.'] * 10, 4000), 'tiktoken' in sys.modules)\n"
-            "fit_to_budget(['x ' * 3000], 4000, keep_first=False)\n"
-            "print('tiktoken' in sys.modules)\n")
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")})
+    code = (
+        "import sys\nfrom tiermem.domain.tokens import fit_to_budget\n"
+        "print(fit_to_budget(['Ada moved to Lisbon.'] * 10, 4000), 'tiktoken' in sys.modules)\n"
+        "fit_to_budget(['x ' * 3000], 4000, keep_first=False)\n"
+        "print('tiktoken' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == [f"({['Ada moved to Lisbon.'] * 10!r}, False) False", "True"]
 

@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 import httpx2
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -22,8 +22,12 @@ pytestmark = pytest.mark.anyio
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), XDG_DATA_HOME=str(tmp_path / "xdg"), TIERMEM_EMBEDDING_MODEL="hashing",
-               TIERMEM_TOOLS="all")  # every tool: tests exercise each one (the default set's tests ask for it)
+    env.update(
+        XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        XDG_DATA_HOME=str(tmp_path / "xdg"),
+        TIERMEM_EMBEDDING_MODEL="hashing",
+        TIERMEM_TOOLS="all",
+    )  # every tool: tests exercise each one (the default set's tests ask for it)
     env.update(extra)
     return env
 
@@ -34,14 +38,20 @@ AUTH = {"authorization": f"Bearer {HTTP_TOKEN}"}
 
 def http_target(url: str, token: str = HTTP_TOKEN):  # type: ignore[no-untyped-def]
     """A streamable-HTTP transport for ``Client`` that sends the bearer token."""
-    return streamable_http_client(url, http_client=httpx2.AsyncClient(
-        headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300)))
+    return streamable_http_client(
+        url,
+        http_client=httpx2.AsyncClient(
+            headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300)
+        ),
+    )
 
 
 def stdio_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=PYTHON, args=["-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data"), *args],
-        env=server_env(tmp_path, **env), cwd=str(ROOT),
+        command=PYTHON,
+        args=["-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data"), *args],
+        env=server_env(tmp_path, **env),
+        cwd=str(ROOT),
     )
 
 
@@ -69,8 +79,21 @@ def network_server(tmp_path: Path, request: pytest.FixtureRequest):  # type: ign
     transport = request.param
     port = free_port()
     proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), "--data-dir", str(tmp_path / "data")],
-        cwd=ROOT, env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN), stdout=subprocess.DEVNULL,
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            transport,
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN),
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     try:
@@ -105,9 +128,24 @@ async def test_stdio_stdout_is_protocol_only(tmp_path: Path) -> None:
     """Logs go to stderr: a raw initialize over stdio gets exactly one JSON-RPC line back."""
     proc = subprocess.run(
         [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}) + "\n",
-        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60,
+        input=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        )
+        + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1
@@ -132,8 +170,23 @@ async def test_sse(network_server) -> None:  # type: ignore[no-untyped-def]
 
 def test_refuses_public_bind_without_auth(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--host", "0.0.0.0", "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=60,
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "serve",
+            "--transport",
+            "http",
+            "--host",
+            "0.0.0.0",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "Refusing to serve on 0.0.0.0" in proc.stderr and proc.stdout == ""
@@ -141,8 +194,15 @@ def test_refuses_public_bind_without_auth(tmp_path: Path) -> None:
 
 def test_cli_blocks_roundtrip(tmp_path: Path) -> None:
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")], input=stdin,
-                              capture_output=True, text=True, cwd=ROOT, env=server_env(tmp_path), timeout=120)
+        return subprocess.run(
+            [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=server_env(tmp_path),
+            timeout=120,
+        )
 
     assert run("blocks", "set", "human", "-", stdin="Name: Ada").returncode == 0
     assert run("blocks", "show", "human").stdout == "Name: Ada\n"
@@ -170,11 +230,11 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
     process stored without vectors (its model never loaded) are found by meaning too."""
     import threading
 
-    from tiermem.domain.archive import Archive
     from tiermem.base.config import load_settings
-    from tiermem.embedding.embedders import DEFAULT_MODEL, BackgroundEmbedder
     from tiermem.base.errors import EmbeddingError
+    from tiermem.domain.archive import Archive
     from tiermem.domain.factory import open_memory
+    from tiermem.embedding.embedders import DEFAULT_MODEL, BackgroundEmbedder
 
     settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
     earlier = open_memory(settings)
@@ -184,15 +244,22 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
     cat = archive.insert(agent, "The cat sleeps on the windowsill every afternoon", ["pets"])[0]
     archive.insert(agent, "Our dog Rex is due for his vaccination in May", ["pets"])
     boiler = archive.insert(agent, "The boiler was serviced in October", ["home"])[0]
-    archive.log_messages(agent, [{"role": "user", "content": "I started learning to play the cello last week"},
-                                 {"role": "user", "content": "My sister lives in Lisbon"}])
+    archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "I started learning to play the cello last week"},
+            {"role": "user", "content": "My sister lives in Lisbon"},
+        ],
+    )
     gate = threading.Event()
 
     def never_loads() -> BackgroundEmbedder:
         gate.wait(60)
         raise EmbeddingError("this process's model never loaded")
 
-    short_lived = Archive(earlier.archive.store, BackgroundEmbedder(never_loads, DEFAULT_MODEL, 384, 256), wait_seconds=0)
+    short_lived = Archive(
+        earlier.archive.store, BackgroundEmbedder(never_loads, DEFAULT_MODEL, 384, 256), wait_seconds=0
+    )
     short_lived.embedder.start()
     parrot = short_lived.insert(agent, "My parrot Kiwi can whistle the national anthem", ["pets"])[0]
     gate.set()
@@ -201,6 +268,7 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
     # A generous wait: this checks that the search waits for the model, not how fast a busy machine loads it.
     params = stdio_params(tmp_path, TIERMEM_EMBEDDING_MODEL="default", TIERMEM_EMBEDDING_WAIT_SECONDS="300")
     async with Client(params, cache=None) as client:
+
         async def search(tool: str, **args: object) -> dict:  # type: ignore[type-arg]
             r = await client.call_tool(tool, args)
             assert not r.is_error, text_of(r)
@@ -216,4 +284,7 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
         assert found["results"][0]["id"] == boiler
         found = await search("conversation_search", query="musical instrument lessons", limit=2)
         assert "cello" in found["results"][0]["content"]
-    assert earlier.archive.vectors.missing()["passages"] == 0 and earlier.archive.store.rows.unembedded_marks("passages") == {}
+    assert (
+        earlier.archive.vectors.missing()["passages"] == 0
+        and earlier.archive.store.rows.unembedded_marks("passages") == {}
+    )

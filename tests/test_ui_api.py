@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from tiermem.domain.blocks import Rethink
 from tiermem.base.config import BlockSpec, Settings, load_settings
+from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.ui.launch import build_ui_server
 
@@ -69,8 +69,9 @@ def test_edit_as_a_person_with_every_refusal(client: TestClient, ui_settings: Se
 
     stale = client.post("/ui/api/edit", json={**edit, "value": "overwrites?"})  # the editor's version is old now
     assert stale.status_code == 409 and "changed while you were editing" in stale.json()["error"]
-    too_long = client.post("/ui/api/edit", json={**edit, "value": "x" * (human["limit"] + 1),
-                                                 "expected_version": human["version"] + 1})
+    too_long = client.post(
+        "/ui/api/edit", json={**edit, "value": "x" * (human["limit"] + 1), "expected_version": human["version"] + 1}
+    )
     assert too_long.status_code == 409 and "Exceeds" in too_long.json()["error"]
 
     memory = open_memory(ui_settings, start_embedder=False)  # the store, as another process sees it
@@ -90,7 +91,9 @@ def test_edit_as_a_person_with_every_refusal(client: TestClient, ui_settings: Se
 
 def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
     def edit(value: str, version: int) -> None:
-        r = client.post("/ui/api/edit", json={"agent": "default", "label": "human", "value": value, "expected_version": version})
+        r = client.post(
+            "/ui/api/edit", json={"agent": "default", "label": "human", "value": value, "expected_version": version}
+        )
         assert r.status_code == 200, r.text
 
     first = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"]
@@ -98,7 +101,9 @@ def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
     edit("one\n2\nthree", first[0]["version"] + 1)
     hist = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"]
     newest = hist[0]["version"]
-    lines = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": newest - 1, "new": newest}).json()["lines"]
+    lines = client.get(
+        "/ui/api/diff", params={"agent": "default", "label": "human", "old": newest - 1, "new": newest}
+    ).json()["lines"]
     assert {"kind": "-", "text": "two"} in lines and {"kind": "+", "text": "2"} in lines
     missing = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 99, "new": newest})
     assert missing.status_code == 404 and "no version 99" in missing.json()["error"]
@@ -116,7 +121,9 @@ def test_changes_wait_for_another_process(client: TestClient, ui_settings: Setti
 
     other = open_memory(ui_settings, start_embedder=False)
     agent = other.get_agent("default")
-    timer = threading.Timer(0.3, lambda: other.edit(agent.id, "persona", Rethink("I am terse.", check_line_numbers=False)))
+    timer = threading.Timer(
+        0.3, lambda: other.edit(agent.id, "persona", Rethink("I am terse.", check_line_numbers=False))
+    )
     timer.start()
     try:
         answer = client.get("/ui/api/changes", params={"agent": "default", "since": since, "wait": 20}).json()
@@ -138,10 +145,14 @@ def test_search_passages_delete(client: TestClient, ui_settings: Settings) -> No
 
     found = client.get("/ui/api/search", params={"agent": "default", "q": "green tea", "memory": "archival"}).json()
     top = found["hits"][0]
-    assert top["id"] == tea and top["keyword_rank"] == 1 and top["vector_rank"] is not None and top["tags"] == ["drinks"]
+    assert (
+        top["id"] == tea and top["keyword_rank"] == 1 and top["vector_rank"] is not None and top["tags"] == ["drinks"]
+    )
     only_work = client.get("/ui/api/search", params={"agent": "default", "q": "tea", "tags": "work"}).json()
     assert tea not in [h["id"] for h in only_work["hits"]]
-    recall = client.get("/ui/api/search", params={"agent": "default", "q": "Lyon", "memory": "recall", "roles": "user"}).json()
+    recall = client.get(
+        "/ui/api/search", params={"agent": "default", "q": "Lyon", "memory": "recall", "roles": "user"}
+    ).json()
     assert recall["hits"][0]["role"] == "user" and "Lyon" in recall["hits"][0]["content"]
     bad = client.get("/ui/api/search", params={"agent": "default", "q": "x", "memory": "recall", "roles": "boss"})
     assert bad.status_code == 400 and "Unknown role" in bad.json()["error"]
@@ -163,28 +174,32 @@ def test_export_and_import(client: TestClient) -> None:
     backup = client.get("/ui/api/export", params={"format": "jsonl"})
     assert backup.status_code == 200 and all(json.loads(line) for line in backup.text.splitlines())
 
-    report = client.post("/ui/api/import", params={"filename": "customer_service.af", "rename": "cs-copy"},
-                         content=AF.read_bytes())
+    report = client.post(
+        "/ui/api/import", params={"filename": "customer_service.af", "rename": "cs-copy"}, content=AF.read_bytes()
+    )
     assert report.status_code == 200, report.text
     assert report.json()["report"]["imported"] and report.json()["report"]["blocks"] > 0
     names = [a["name"] for a in client.get("/ui/api/agents").json()["agents"]]
     assert "cs-copy" in names
     again = client.post("/ui/api/import", params={"filename": "x.af", "rename": "cs-copy"}, content=AF.read_bytes())
-    assert again.status_code == 200 and again.json()["report"]["skipped"] == ["cs-copy (already imported from this file)"]
+    assert again.status_code == 200 and again.json()["report"]["skipped"] == [
+        "cs-copy (already imported from this file)"
+    ]
     empty = client.post("/ui/api/import", params={"filename": "x.af"}, content=b"")
     assert empty.status_code == 400 and "empty" in empty.json()["error"]
 
 
 def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
     """On ``tiermem serve --transport http``, /ui is behind the same tokens, and a token sees only its agents."""
+    from tiermem.server.app import build_http_app, build_server
     from tiermem.server.netguard import make_tokens
     from tiermem.server.runtime import MemoryHandle
-    from tiermem.server.app import build_http_app, build_server
     from tiermem.ui.launch import http_mount
 
     work, admin = "1b7d9f3a5c2e4a6b8d0f1e3c5a7b9d2f", "e8c6a4b2d0f9e7c5a3b1d8f6e4c2a0b9"
-    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT,
-                             agent="work")
+    settings = load_settings(
+        data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT, agent="work"
+    )
     memory = open_memory(settings)
     memory.ensure_agent("work")
     memory.ensure_agent("private")
@@ -215,14 +230,48 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     from .test_transports import free_port, server_env, wait_for_port
 
     port = free_port()
-    refused = subprocess.run([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
-                              "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "ui",
+            "--no-browser",
+            "--port",
+            str(port),
+            "--agent",
+            "work",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 1 and "No agent named 'work'" in refused.stderr  # agents are made on purpose
     open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--agent", "work",
-                             "--data-dir", str(tmp_path / "data")], cwd=ROOT, env=server_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "tiermem",
+            "ui",
+            "--no-browser",
+            "--port",
+            str(port),
+            "--agent",
+            "work",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith(f"tiermem memory inspector: http://127.0.0.1:{port}/ui/#token="), line
@@ -244,8 +293,10 @@ def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -
     agent = memory.get_agent("default")
     assert memory.archive is not None
     ids = [memory.archive.insert(agent.id, f"fact number {i}", ["n"])[0] for i in range(7)]
-    pages = [client.get("/ui/api/passages", params={"agent": "default", "offset": o, "limit": 3}).json()
-             for o in (0, 3, 6, 9)]
+    pages = [
+        client.get("/ui/api/passages", params={"agent": "default", "offset": o, "limit": 3}).json()
+        for o in (0, 3, 6, 9)
+    ]
     assert [[p["id"] for p in page["passages"]] for page in pages] == [ids[0:3], ids[3:6], ids[6:7], []]
     assert {page["total"] for page in pages} == {7}
     everything, total = memory.archive.list_passages(agent.id, limit=200)

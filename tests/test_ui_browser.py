@@ -20,12 +20,12 @@ from typing import Any
 import anyio
 import pytest
 
-from tiermem.domain.blocks import Rethink
 from tiermem.base.config import BlockSpec, load_settings
+from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.server.app import build_http_app, build_server
 from tiermem.server.netguard import make_tokens
 from tiermem.server.runtime import MemoryHandle
-from tiermem.server.app import build_http_app, build_server
 from tiermem.ui.launch import http_mount
 
 from .conftest import ROOT
@@ -34,8 +34,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
 if CHROMIUM is None or DRIVER is None:
-    pytest.skip("Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)", allow_module_level=True
+    )
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException  # noqa: E402
@@ -62,21 +63,34 @@ class Site:
         import uvicorn
 
         self.port = _free_port()
-        self.settings = load_settings(data_dir=root / "data", embedding_model="hashing", transport="http",
-                                      port=self.port, agent="work", watch_seconds=0.2)
+        self.settings = load_settings(
+            data_dir=root / "data",
+            embedding_model="hashing",
+            transport="http",
+            port=self.port,
+            agent="work",
+            watch_seconds=0.2,
+        )
         self.memory = open_memory(self.settings)
         self.agent_id = self.memory.ensure_agent("work").id
         self.memory.ensure_agent("private")  # not covered by the browser's token: never shown
-        self.memory.create_block(self.agent_id, BlockSpec(label="rules", value="Be brief.", limit=60, read_only=True,
-                                                          description="house rules"))
+        self.memory.create_block(
+            self.agent_id,
+            BlockSpec(label="rules", value="Be brief.", limit=60, read_only=True, description="house rules"),
+        )
         assert self.memory.archive is not None
         self.memory.archive.insert(self.agent_id, "Ada drinks green tea every morning", ["drinks"])
         self.memory.archive.insert(self.agent_id, "The compiler launch is planned for June", ["work"])
         handle = MemoryHandle(lambda: (self.memory, self.agent_id))
         tokens = make_tokens([{"token": WORK, "agents": ["work"]}, {"token": ADMIN, "agents": ["*"]}], "test")
-        app = build_http_app(build_server(handle, self.settings), self.settings, tokens, ui=http_mount(handle, self.settings))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None,
-                                                    access_log=False, timeout_graceful_shutdown=1))
+        app = build_http_app(
+            build_server(handle, self.settings), self.settings, tokens, ui=http_mount(handle, self.settings)
+        )
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=self.port, log_config=None, access_log=False, timeout_graceful_shutdown=1
+            )
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + WAIT
@@ -93,7 +107,9 @@ class Site:
 
         async def go() -> None:
             http = httpx2.AsyncClient(headers={"authorization": f"Bearer {WORK}"}, timeout=30)
-            async with Client(streamable_http_client(f"http://127.0.0.1:{self.port}/mcp", http_client=http), cache=None) as c:
+            async with Client(
+                streamable_http_client(f"http://127.0.0.1:{self.port}/mcp", http_client=http), cache=None
+            ) as c:
                 result = await c.call_tool(tool, args)
                 assert not result.is_error, result
 
@@ -118,9 +134,19 @@ def browser(site: Site):  # type: ignore[no-untyped-def]
     profile = tempfile.mkdtemp(prefix="tiermem-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1000", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -174,7 +200,12 @@ def test_edit_a_block_makes_a_version_by_human(site: Site, browser: Any) -> None
     """With the keyboard only: Enter on the block's button opens it, Ctrl+S in the editor saves."""
     from selenium.webdriver.common.keys import Keys
 
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#blocks li[data-label="human"] button').send_keys(Keys.ENTER) or True)
+    until(
+        browser,
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, '#blocks li[data-label="human"] button').send_keys(Keys.ENTER) or True
+        ),
+    )
     until(browser, lambda d: by_id(d, "ed-label").text == "human")
     before = site.memory.block(site.agent_id, "human")
     box = by_id(browser, "ed-value")
@@ -213,7 +244,12 @@ def test_a_hosts_edit_appears_live(site: Site, browser: Any) -> None:
     site.host_call("memory_insert", {"label": "human", "new_string": "Prefers tea"})
     until(browser, lambda d: by_id(d, "ed-value").get_attribute("value").endswith("Prefers tea"))
     version = site.memory.block(site.agent_id, "human").version
-    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#history tr[data-version="{version}"] td:nth-child(3)').text == "agent")
+    until(
+        browser,
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, f'#history tr[data-version="{version}"] td:nth-child(3)').text == "agent"
+        ),
+    )
     browser.save_screenshot(str(ARTIFACTS / "inspector-live.png"))
 
 
@@ -226,7 +262,7 @@ def test_diff_and_revert(site: Site, browser: Any) -> None:
     browser.save_screenshot(str(ARTIFACTS / "inspector-diff.png"))
     browser.set_window_size(1400, 1000)
     target = current.version - 1
-    click(browser, f'#history tr[data-version="1"] .diff-current-btn')  # any version against the current one
+    click(browser, '#history tr[data-version="1"] .diff-current-btn')  # any version against the current one
     until(browser, lambda d: f"version 1 → {current.version}" in by_id(d, "diff-title").text)
     assert "+Name: Ada" in by_id(browser, "diff").text
     click(browser, f'#history tr[data-version="{target}"] .revert-btn')
@@ -380,6 +416,7 @@ def test_block_view_renders_as_an_mcp_app(site: Site, browser: Any) -> None:
 
     html, results = anyio.run(fetch)
     page = Path(tempfile.mkdtemp(prefix="tiermem-host-")) / "host.html"
+
     def js(value: Any) -> str:  # a JS literal that cannot close the host page's <script>
         return json.dumps(value).replace("</", "<\\/")
 
@@ -394,7 +431,12 @@ def test_block_view_renders_as_an_mcp_app(site: Site, browser: Any) -> None:
         assert "agent work" in by_id(browser, "agent").text
         browser.save_screenshot(str(ARTIFACTS / "mcp-app-blocks.png"))
         click(browser, "#refresh")  # tools/call through the host: the view shows the newer value
-        until(browser, lambda d: "I keep notes on compilers." in d.find_element(By.CSS_SELECTOR, '.block[data-label="persona"]').text)
+        until(
+            browser,
+            lambda d: (
+                "I keep notes on compilers." in d.find_element(By.CSS_SELECTOR, '.block[data-label="persona"]').text
+            ),
+        )
         browser.switch_to.default_content()
         log = browser.execute_script("return window.log")
         assert log[:2] == ["ui/initialize", "ui/notifications/initialized"] and "tools/call" in log

@@ -14,14 +14,18 @@ def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, bro
     memory = site.memory
     if "handbook" not in [f.name for f in memory.files.folders()]:
         memory.files.create_folder("handbook", description="How we work")
-        memory.files.upload_many("handbook", [("guide.md", b"# Guide\nShip small changes, often.\n", ""),
-                                              ("blob.bin", b"\x00\x01\x02\xff\xfe", "")])
+        memory.files.upload_many(
+            "handbook",
+            [("guide.md", b"# Guide\nShip small changes, often.\n", ""), ("blob.bin", b"\x00\x01\x02\xff\xfe", "")],
+        )
         memory.files.attach(site.agent_id, "handbook")
     click(browser, "#f-reload")
     click(browser, '#folders tr[data-folder="handbook"]')
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")) == 2)
-    status = {tr.get_attribute("data-file"): tr.find_element(By.CSS_SELECTOR, ".status").text
-              for tr in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")}
+    status = {
+        tr.get_attribute("data-file"): tr.find_element(By.CSS_SELECTOR, ".status").text
+        for tr in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")
+    }
     assert status == {"guide.md": "completed", "blob.bin": "error"}
 
     click(browser, '#files tr[data-file="guide.md"]')

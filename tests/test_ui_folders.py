@@ -45,16 +45,20 @@ def site(tmp_path: Path) -> Iterator[Site]:
     from tiermem.server.runtime import MemoryHandle
     from tiermem.ui.launch import http_mount
 
-    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT,
-                             agent="work")
+    settings = load_settings(
+        data_dir=tmp_path / "data", embedding_model="hashing", transport="http", port=PORT, agent="work"
+    )
     memory = open_memory(settings)
     work, private = memory.ensure_agent("work").id, memory.ensure_agent("private").id
     memory.files.create_folder("docs", description="Project docs")
-    memory.files.upload_many("docs", [
-        ("intro.md", b"# Intro\nThe quick brown fox jumps over the lazy dog.\nAnother line about foxes.\n", ""),
-        ("code/app.py", APP_PY, ""),
-        ("bin.dat", b"\x00\x01\x02\x03\xff\xfe", ""),
-    ])
+    memory.files.upload_many(
+        "docs",
+        [
+            ("intro.md", b"# Intro\nThe quick brown fox jumps over the lazy dog.\nAnother line about foxes.\n", ""),
+            ("code/app.py", APP_PY, ""),
+            ("bin.dat", b"\x00\x01\x02\x03\xff\xfe", ""),
+        ],
+    )
     memory.files.attach(work, "docs")
     memory.files.create_folder("secrets", description="Only for the private agent")
     memory.files.upload_many("secrets", [("plan.txt", b"The private plan: move to Lyon in June.\n", "")])
@@ -70,8 +74,11 @@ def test_folders_list_their_files_and_agents(site: Site) -> None:
     folders = site.get("folders").json()["folders"]
     by_name = {f["name"]: f for f in folders}
     assert set(by_name) == {"docs", "secrets"}
-    assert (by_name["docs"]["description"], by_name["docs"]["files"], by_name["docs"]["agents"]) == \
-        ("Project docs", 3, ["work"])
+    assert (by_name["docs"]["description"], by_name["docs"]["files"], by_name["docs"]["agents"]) == (
+        "Project docs",
+        3,
+        ["work"],
+    )
     assert by_name["secrets"]["agents"] == ["private"] and by_name["secrets"]["files"] == 1
 
     files = {f["name"]: f for f in site.get("folders/files", folder="docs").json()["files"]}

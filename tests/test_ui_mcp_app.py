@@ -8,8 +8,8 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings
-from tiermem.server.runtime import MemoryHandle
 from tiermem.server.app import build_server
+from tiermem.server.runtime import MemoryHandle
 from tiermem.ui.mcp_app import BLOCKS_URI, blocks_app
 
 from .conftest import serve_in_process, text_of

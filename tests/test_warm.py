@@ -24,19 +24,31 @@ from .conftest import PYTHON, ROOT, memory_over
 from .test_transports import server_env
 
 T0 = datetime(2023, 5, 1, 10, tzinfo=UTC)
-TOPICS = ("violin lessons and a recital", "the pride parade downtown", "adopting a grey cat", "a hiking trip",
-          "baking sourdough bread", "a job interview at the bank")
+TOPICS = (
+    "violin lessons and a recital",
+    "the pride parade downtown",
+    "adopting a grey cat",
+    "a hiking trip",
+    "baking sourdough bread",
+    "a job interview at the bank",
+)
 QUERIES = ("How did the recital go?", "What was the parade like?", "What is the cat called?")
 
 
 def log_sittings(memory: Memory, agent: str, sittings: int, turns: int = 10) -> None:
     """``sittings`` sittings of ``turns`` turns each (a minute apart; sittings a day apart), in two conversations."""
-    rows = [{"role": "user" if t % 2 else "assistant", "conversation_id": f"c{s % 2}",
-             "content": f"Turn {t} about {TOPICS[s % len(TOPICS)]}, sitting {s}.",
-             "timestamp": (T0 + timedelta(days=s, minutes=t)).isoformat()}
-            for s in range(sittings) for t in range(turns)]
+    rows = [
+        {
+            "role": "user" if t % 2 else "assistant",
+            "conversation_id": f"c{s % 2}",
+            "content": f"Turn {t} about {TOPICS[s % len(TOPICS)]}, sitting {s}.",
+            "timestamp": (T0 + timedelta(days=s, minutes=t)).isoformat(),
+        }
+        for s in range(sittings)
+        for t in range(turns)
+    ]
     for i in range(0, len(rows), 500):
-        memory.archive.log_messages(agent, rows[i:i + 500])
+        memory.archive.log_messages(agent, rows[i : i + 500])
 
 
 def builds(caplog: pytest.LogCaptureFixture, agent: str) -> list[logging.LogRecord]:
@@ -63,8 +75,9 @@ def test_a_warmed_index_is_the_one_the_first_search_uses(memory: Memory, caplog:
     assert ready == [f"sitting index of agent {agent} ready: 120 turns in 12 sittings ({ready[0].split('(')[1]}"]
 
 
-def test_searches_arriving_while_the_index_is_built_get_the_whole_of_it(settings: Settings,
-                                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_searches_arriving_while_the_index_is_built_get_the_whole_of_it(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
     # no background upkeep (it would retrain the vector index between the searches and the expected answers)
     store = Store(settings.store_uri(), embedding_model="hashing-384", embedding_dim=384, optimize_every=0)
     memory = memory_over(store)
@@ -85,19 +98,23 @@ def test_searches_arriving_while_the_index_is_built_get_the_whole_of_it(settings
 
     with caplog.at_level(logging.DEBUG, logger="tiermem.domain.sittings"):
         fresh.warm(agent)  # the server's background warm, and three more at once, and six searches
-        threads = [threading.Thread(target=warm) for _ in range(3)] + \
-                  [threading.Thread(target=search, args=(n,)) for n in range(6)]
+        threads = [threading.Thread(target=warm) for _ in range(3)] + [
+            threading.Thread(target=search, args=(n,)) for n in range(6)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join(120)
         fresh.settle(60)
     assert {n: got[n] for n in range(6)} == {n: expected[QUERIES[n % 3]] for n in range(6)}
-    assert len(builds(caplog, agent)) == 1  # built once, by the warm or by the first search; everyone else waited for it
+    assert (
+        len(builds(caplog, agent)) == 1
+    )  # built once, by the warm or by the first search; everyone else waited for it
 
 
 def test_settling_while_the_archive_still_opens_neither_waits_for_it_nor_reads_after(
-        memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
     agent = memory.ensure_agent("late").id
     log_sittings(memory, agent, 2)
     gate = threading.Event()
@@ -129,12 +146,31 @@ def test_a_stdio_server_warms_its_agent_and_exits_cleanly(tmp_path: Path) -> Non
     agent = stored.ensure_agent("default").id
     log_sittings(stored, agent, 20)
     stored.settle(10)
-    proc = subprocess.Popen([PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=server_env(tmp_path))
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}) + "\n")
+    proc.stdin.write(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        )
+        + "\n"
+    )
     proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
     proc.stdin.flush()
     assert json.loads(proc.stdout.readline())["id"] == 1
@@ -164,8 +200,7 @@ def _thread_cpu_seconds(thread: threading.Thread) -> float:
     return int(Path(f"/proc/self/task/{thread.native_id}/schedstat").read_text().split()[0]) / 1e9
 
 
-def test_a_warm_waits_quietly_for_an_archive_not_yet_started(memory: Memory,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_a_warm_waits_quietly_for_an_archive_not_yet_started(memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
     """A server's archive starts opening only once its client has the handshake's answer
     (``open_memory(archive_now=False)``): the warm, started when the core opened, sleeps until then instead of
     spinning (a spinning thread would compete with the ``initialize`` answer), then builds the index once it opens."""

@@ -52,9 +52,9 @@ gc.callbacks.append(count)
 atexit.register(report)
 sys.stdout = io.TextIOWrapper(io.BufferedWriter(Watched()), encoding="utf-8", line_buffering=True)
 
-from tiermem.cli import main  # noqa: E402  (the console script's entry: it decides about the collector)
-
 import threading  # noqa: E402  (imported by the hold: loaded here, its allocations are the harness's)
+
+from tiermem.cli import main  # noqa: E402  (the console script's entry: it decides about the collector)
 
 gc.collect()  # from an empty youngest generation, the command's first lines cannot tip it into a collection
 runs = 0  # counted from here: what ran while this harness started is not the command's

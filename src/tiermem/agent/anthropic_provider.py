@@ -34,14 +34,15 @@ class AnthropicProvider:
         if not key:
             raise ConfigError(
                 "The agent loop's anthropic provider needs an API key: set ANTHROPIC_API_KEY in the server's "
-                "environment (for Claude Desktop, in the server's \"env\" block), or use llm_provider = \"sampling\" "
+                'environment (for Claude Desktop, in the server\'s "env" block), or use llm_provider = "sampling" '
                 "to run the agent on the host's own model."
             )
         import anthropic
 
         self.model = model
-        self._client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url or None, max_retries=max_retries,
-                                                timeout=timeout)
+        self._client = anthropic.AsyncAnthropic(
+            api_key=key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
+        )
         self._anthropic = anthropic
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
@@ -70,7 +71,9 @@ class AnthropicProvider:
                 "Try again later, or check the model name and max_tokens."
             ) from exc
         except a.APIConnectionError as exc:
-            raise ProviderError(f"Could not reach the Anthropic API ({exc}): check the network or anthropic_base_url.") from exc
+            raise ProviderError(
+                f"Could not reach the Anthropic API ({exc}): check the network or anthropic_base_url."
+            ) from exc
         except a.AnthropicError as exc:
             raise ProviderError(f"The Anthropic client failed: {exc}") from exc
         text = "".join(b.text for b in response.content if b.type == "text")
@@ -82,8 +85,13 @@ class AnthropicProvider:
             cache_read_input_tokens=getattr(u, "cache_read_input_tokens", 0) or 0,
             cache_creation_input_tokens=getattr(u, "cache_creation_input_tokens", 0) or 0,
         )
-        return LLMResponse(text=text, tool_calls=calls, stop_reason=response.stop_reason or "end_turn", usage=usage,
-                           model=response.model)
+        return LLMResponse(
+            text=text,
+            tool_calls=calls,
+            stop_reason=response.stop_reason or "end_turn",
+            usage=usage,
+            model=response.model,
+        )
 
 
 def _system_blocks(request: LLMRequest) -> list[JSON]:

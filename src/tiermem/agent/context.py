@@ -105,8 +105,10 @@ def transcript(messages: Sequence[Message]) -> str:
         if kind == "summary":
             lines.append(f"[earlier summary] {m.content}")
         elif m.role == "assistant":
-            calls = "; ".join(f"{c['name']}({json.dumps(c.get('input') or {}, ensure_ascii=False)})"
-                              for c in p.get("tool_calls") or [])
+            calls = "; ".join(
+                f"{c['name']}({json.dumps(c.get('input') or {}, ensure_ascii=False)})"
+                for c in p.get("tool_calls") or []
+            )
             text = m.content.strip()
             lines.append(f"[{stamp}] assistant: {text}" + (f" [called {calls}]" if calls else ""))
         elif m.role == "tool":

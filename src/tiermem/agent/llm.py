@@ -154,11 +154,22 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
         if m.role == "assistant":
             blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
             for call in p.get("tool_calls") or []:
-                blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("input") or {}})
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("input") or {}}
+                )
             add("assistant", blocks)
         elif m.role == "tool" or kind == "tool_result":
-            add("user", [{"type": "tool_result", "tool_use_id": p.get("tool_call_id", ""), "content": m.content,
-                          "is_error": bool(p.get("is_error"))}])
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": p.get("tool_call_id", ""),
+                        "content": m.content,
+                        "is_error": bool(p.get("is_error")),
+                    }
+                ],
+            )
         elif m.content.strip():
             add("user", [{"type": "text", "text": m.content}])
     _repair(turns)
@@ -177,17 +188,26 @@ def _repair(turns: list[Turn]) -> None:
         following = turns[i + 1]["content"]
         have = {b["tool_use_id"] for b in following if b["type"] == "tool_result"}
         missing: list[Block] = [
-            {"type": "tool_result", "tool_use_id": tid, "is_error": True,
-             "content": json.dumps({"status": "Failed", "message": "The tool call was interrupted before it returned.", "time": ""})}
-            for tid in wanted if tid not in have
+            {
+                "type": "tool_result",
+                "tool_use_id": tid,
+                "is_error": True,
+                "content": json.dumps(
+                    {"status": "Failed", "message": "The tool call was interrupted before it returned.", "time": ""}
+                ),
+            }
+            for tid in wanted
+            if tid not in have
         ]
         following[:0] = missing
     # A tool result whose call is not in the window (cut off) becomes plain text.
     calls = {b["id"] for t in turns if t["role"] == "assistant" for b in t["content"] if b["type"] == "tool_use"}
     for turn in turns:
         if turn["role"] == "user":
-            turn["content"] = [_orphan(b) if b["type"] == "tool_result" and b["tool_use_id"] not in calls else b
-                               for b in turn["content"]]
+            turn["content"] = [
+                _orphan(b) if b["type"] == "tool_result" and b["tool_use_id"] not in calls else b
+                for b in turn["content"]
+            ]
             turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     if turns and turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})

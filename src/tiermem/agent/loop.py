@@ -26,8 +26,8 @@ import anyio
 
 from ..base.errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
 from ..base.records import Agent, ContextWindow, Message, check_text
-from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from ..domain import secrets
+from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from .context import (
     SUMMARY_SYSTEM,
     WARNING,
@@ -184,14 +184,21 @@ class AgentLoop:
         else:
             found = await _io(lambda: m.archive.rows.message(resume.turn_id))
             if found is None or found.agent_id != self.agent_id or found.conversation_id != conv:
-                raise ValidationError("The turn to resume does not exist in this agent's conversation; send the message again.")
+                raise ValidationError(
+                    "The turn to resume does not exist in this agent's conversation; send the message again."
+                )
             user, step, after = found, resume.step, -1
             turn = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
         known: int | None
-        if cached is not None and cached[0] == seen and after == seen + 1 and cached[1] == (window.start_seq, window.summary_id):
+        if (
+            cached is not None
+            and cached[0] == seen
+            and after == seen + 1
+            and cached[1] == (window.start_seq, window.summary_id)
+        ):
             context, known = [*cached[2], user], after
         else:
             known = await _io(version)
@@ -199,9 +206,16 @@ class AgentLoop:
 
         tools = await self._tool_specs(host, style)
         recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
-        run = ToolLoop(provider, host, recall, max_steps=self.settings.max_steps, style=style,
-                       builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
-                       step=step, report=Report.from_messages(turn, self.settings.memory_tool_dialect))
+        run = ToolLoop(
+            provider,
+            host,
+            recall,
+            max_steps=self.settings.max_steps,
+            style=style,
+            builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
+            step=step,
+            report=Report.from_messages(turn, self.settings.memory_tool_dialect),
+        )
         stop, error = "end_turn", None
         try:
             stop = await run.run()
@@ -216,9 +230,17 @@ class AgentLoop:
         window = await self._save_window(conv, turns_delta=1)
         report = run.report
         sleeptime = self._maybe_sleeptime(agent, conv, window.turns)
-        return TurnResult(reply=run.reply, stop_reason=stop, conversation_id=conv, steps=report.steps,
-                          memory_edits=report.memory_edits, usage=report.usage, error=error,
-                          summarised=recall.summaries, sleeptime=sleeptime)
+        return TurnResult(
+            reply=run.reply,
+            stop_reason=stop,
+            conversation_id=conv,
+            steps=report.steps,
+            memory_edits=report.memory_edits,
+            usage=report.usage,
+            error=error,
+            summarised=recall.summaries,
+            sleeptime=sleeptime,
+        )
 
     def _style(self, agent: Agent) -> Style:
         style = agent.metadata.get("agent_type", self.settings.default_style)
@@ -239,8 +261,11 @@ class AgentLoop:
         key = (agent.system, tuple((b.id, b.version) for b in blocks), agent.metadata.get(FILES_STATE_KEY))
         if self._system_cache is not None and self._system_cache[0] == key:
             return self._system_cache[1]
-        core = await _io(lambda: m.render_core(self.agent_id, line_numbers=self.settings.line_numbers,
-                                               context_window=self.settings.thresholds.window))
+        core = await _io(
+            lambda: m.render_core(
+                self.agent_id, line_numbers=self.settings.line_numbers, context_window=self.settings.thresholds.window
+            )
+        )
         text = (agent.system or m.default_system) + "\n\n" + core
         self._system_cache = (key, text)
         return text
@@ -248,8 +273,14 @@ class AgentLoop:
     # -- context window --------------------------------------------------------------
 
     async def _fit(
-        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow,
-        messages: list[Message], turn_id: str, step: int,
+        self,
+        provider: Provider,
+        system: str,
+        tools: list[ToolSpec],
+        window: ContextWindow,
+        messages: list[Message],
+        turn_id: str,
+        step: int,
     ) -> tuple[ContextWindow, list[Message]] | None:
         """Summarise when the prompt is past ``summarize_at``: the new (window, messages); None when it fits."""
         th = self.settings.thresholds
@@ -275,8 +306,14 @@ class AgentLoop:
         return not any(payload(x).get("kind") == "system_alert" for x in messages)
 
     async def _summarise(
-        self, provider: Provider, system: str, tools: list[ToolSpec], window: ContextWindow,
-        messages: list[Message], turn_id: str, step: int,
+        self,
+        provider: Provider,
+        system: str,
+        tools: list[ToolSpec],
+        window: ContextWindow,
+        messages: list[Message],
+        turn_id: str,
+        step: int,
     ) -> None:
         th = self.settings.thresholds
         old = messages[0] if messages and payload(messages[0]).get("kind") == "summary" else None
@@ -314,8 +351,12 @@ class AgentLoop:
         first_kept = kept[0].seq if kept else None
         total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
         n_hidden = total - len(kept) - (1 if old is not None else 0)
-        note = await self._log(conv, "system", summary_message(summary, max(n_hidden, len(evicted)), total),
-                               {"kind": "summary", "evicted": len(evicted)})
+        note = await self._log(
+            conv,
+            "system",
+            summary_message(summary, max(n_hidden, len(evicted)), total),
+            {"kind": "summary", "evicted": len(evicted)},
+        )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
 
     # -- persistence -------------------------------------------------------------------
@@ -328,17 +369,27 @@ class AgentLoop:
         row = {"role": role, "content": content, "conversation_id": conv, "payload": payload}
         return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
 
-    async def _save_window(self, conv: str, *, turns_delta: int = 0, start_seq: int | None = None,
-                           summary_id: str | None = None, sleeptime_seq: int | None = None) -> ContextWindow:
+    async def _save_window(
+        self,
+        conv: str,
+        *,
+        turns_delta: int = 0,
+        start_seq: int | None = None,
+        summary_id: str | None = None,
+        sleeptime_seq: int | None = None,
+    ) -> ContextWindow:
         """Re-read and change only the given fields (the sleep-time agent writes its own mark concurrently)."""
         m = self.memory
 
         def save() -> ContextWindow:
             current = m.context_window(self.agent_id, conv)
-            new = replace(current, turns=current.turns + turns_delta,
-                          start_seq=current.start_seq if start_seq is None else start_seq,
-                          summary_id=current.summary_id if summary_id is None else summary_id,
-                          sleeptime_seq=current.sleeptime_seq if sleeptime_seq is None else sleeptime_seq)
+            new = replace(
+                current,
+                turns=current.turns + turns_delta,
+                start_seq=current.start_seq if start_seq is None else start_seq,
+                summary_id=current.summary_id if summary_id is None else summary_id,
+                sleeptime_seq=current.sleeptime_seq if sleeptime_seq is None else sleeptime_seq,
+            )
             m.set_context_window(new)
             return new
 
@@ -354,8 +405,10 @@ class AgentLoop:
         if every <= 0 or turns % every:
             return ""
         if self.background_provider is None or self.sleeptime_tools is None:
-            return ("skipped: the sleep-time agent runs in the background, which needs the anthropic provider "
-                    "(a sampling request cannot outlive the host's tool call)")
+            return (
+                "skipped: the sleep-time agent runs in the background, which needs the anthropic provider "
+                "(a sampling request cannot outlive the host's tool call)"
+            )
         task = asyncio.get_running_loop().create_task(self._sleeptime(conv))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -377,14 +430,24 @@ class AgentLoop:
         async with self._sleeptime_lock:
             try:
                 assert self.background_provider is not None and self.sleeptime_tools is not None
-                run = await run_sleeptime(self.memory, self.agent_id, conv, self.background_provider,
-                                          self.sleeptime_tools, max_steps=self.settings.sleeptime_max_steps,
-                                          max_tokens=self.settings.max_tokens)
+                run = await run_sleeptime(
+                    self.memory,
+                    self.agent_id,
+                    conv,
+                    self.background_provider,
+                    self.sleeptime_tools,
+                    max_steps=self.settings.sleeptime_max_steps,
+                    max_tokens=self.settings.max_tokens,
+                )
                 if run is not None:
                     await self._save_window(conv, sleeptime_seq=run.mark)
                     self.last_sleeptime = run
-                    log.info("sleep-time agent: %d tool calls, stop %s, edited %s", len(run.report.steps),
-                             run.stop_reason, ", ".join(run.report.memory_edits) or "nothing")
+                    log.info(
+                        "sleep-time agent: %d tool calls, stop %s, edited %s",
+                        len(run.report.steps),
+                        run.stop_reason,
+                        ", ".join(run.report.memory_edits) or "nothing",
+                    )
             except (ProviderError, NotFoundError, ValidationError) as exc:
                 # a background run has no caller to answer: the mark stays, so the next run covers these turns
                 log.warning("sleep-time agent failed: %s", exc)
@@ -394,10 +457,27 @@ class _Recall:
     """The agent loop's exchange: each message is written to recall as it happens, and a request is the
     system prompt (agent text + core memory) with the in-context window, summarised first when it is full."""
 
-    def __init__(self, loop: AgentLoop, agent: Agent, provider: Provider, conv: str, tools: list[ToolSpec],
-                 user: Message, window: ContextWindow, context: list[Message], known: int | None,
-                 version: Callable[[], int]) -> None:
-        self.loop, self.agent, self.provider, self.conv, self.tools, self.user = loop, agent, provider, conv, tools, user
+    def __init__(
+        self,
+        loop: AgentLoop,
+        agent: Agent,
+        provider: Provider,
+        conv: str,
+        tools: list[ToolSpec],
+        user: Message,
+        window: ContextWindow,
+        context: list[Message],
+        known: int | None,
+        version: Callable[[], int],
+    ) -> None:
+        self.loop, self.agent, self.provider, self.conv, self.tools, self.user = (
+            loop,
+            agent,
+            provider,
+            conv,
+            tools,
+            user,
+        )
         self.window, self.context = window, context
         self.known = known  # the messages table version after our last write; None: someone else wrote too
         self._version = version
@@ -421,21 +501,39 @@ class _Recall:
         elif loop._needs_warning(system, self.tools, self.context):
             await self._log("user", WARNING, {"kind": "system_alert"})
         self._raw = loop.counter.raw(system, self.tools, self.context)
-        return LLMRequest(system, to_api_messages(self.context), tuple(self.tools), loop.settings.max_tokens,
-                          stable_prefix=len(self.agent.system or loop.memory.default_system), key=f"{self.user.id}:{step}")
+        return LLMRequest(
+            system,
+            to_api_messages(self.context),
+            tuple(self.tools),
+            loop.settings.max_tokens,
+            stable_prefix=len(self.agent.system or loop.memory.default_system),
+            key=f"{self.user.id}:{step}",
+        )
 
     async def assistant(self, response: LLMResponse) -> None:
         self.loop.counter.calibrate(self._raw, response.usage.prompt_tokens)
         calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
-        await self._log("assistant", response.text, {
-            "kind": "assistant", "tool_calls": calls, "stop_reason": response.stop_reason,
-            "usage": asdict(response.usage), "model": response.model,
-        })
+        await self._log(
+            "assistant",
+            response.text,
+            {
+                "kind": "assistant",
+                "tool_calls": calls,
+                "stop_reason": response.stop_reason,
+                "usage": asdict(response.usage),
+                "model": response.model,
+            },
+        )
 
     async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
-        wrapped = json.dumps({"status": "Failed" if is_error else "OK", "message": text, "time": stamp()}, ensure_ascii=False)
-        await self._log("tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id, "name": call.name,
-                                          "is_error": is_error})
+        wrapped = json.dumps(
+            {"status": "Failed" if is_error else "OK", "message": text, "time": stamp()}, ensure_ascii=False
+        )
+        await self._log(
+            "tool", wrapped, {"kind": "tool_result", "tool_call_id": call.id, "name": call.name, "is_error": is_error}
+        )
 
     async def heartbeat(self, reason: str) -> None:
-        await self._log("user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}), {"kind": "heartbeat"})
+        await self._log(
+            "user", json.dumps({"type": "heartbeat", "reason": reason, "time": stamp()}), {"kind": "heartbeat"}
+        )

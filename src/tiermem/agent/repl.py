@@ -36,8 +36,8 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
 
 async def _main(settings: Settings, message: str | None, conversation: str, as_json: bool) -> int:
     from ..domain.factory import open_memory
-    from ..server.runtime import MemoryHandle
     from ..server.app import build_server
+    from ..server.runtime import MemoryHandle
     from .service import anthropic_provider, make_loop
 
     memory = await anyio.to_thread.run_sync(lambda: open_memory(settings))

@@ -64,15 +64,16 @@ _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 class SamplingProvider:
     name = "sampling"
 
-    def __init__(self, ctx: Context[Any, Any], *, answers: Mapping[str, object] | None = None,
-                 max_tokens: int | None = None) -> None:
+    def __init__(
+        self, ctx: Context[Any, Any], *, answers: Mapping[str, object] | None = None, max_tokens: int | None = None
+    ) -> None:
         self._ctx = ctx
         caps = getattr(ctx, "client_capabilities", None)
         sampling = getattr(caps, "sampling", None) if caps is not None else None
         if sampling is None:
             raise ProviderError(
                 "This MCP client does not support sampling (sampling/createMessage), so the agent loop cannot use the "
-                "host's model. Use a client that supports sampling, or set llm_provider = \"anthropic\" with "
+                'host\'s model. Use a client that supports sampling, or set llm_provider = "anthropic" with '
                 "ANTHROPIC_API_KEY."
             )
         self.native_tools = getattr(sampling, "tools", None) is not None
@@ -115,8 +116,10 @@ class SamplingProvider:
         if request.tools and self.native_tools:
             tools = [Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
         elif request.tools:
-            listing = "\n".join(f"- {t.name}: {t.description.splitlines()[0] if t.description else ''}\n  "
-                                f"{json.dumps(t.input_schema)}" for t in request.tools)
+            listing = "\n".join(
+                f"- {t.name}: {t.description.splitlines()[0] if t.description else ''}\n  {json.dumps(t.input_schema)}"
+                for t in request.tools
+            )
             system = system + "\n" + TEXT_TOOLS.format(tools=listing)
         out: list[SamplingMessage] = []
         for m in request.messages:
@@ -132,9 +135,14 @@ class SamplingProvider:
                         blocks.append(TextContent(type="text", text=f"<tool_call>{call}</tool_call>"))
                 elif b["type"] == "tool_result":
                     if self.native_tools:
-                        blocks.append(ToolResultContent(type="tool_result", tool_use_id=b["tool_use_id"],
-                                                        content=[TextContent(type="text", text=b["content"])],
-                                                        is_error=b["is_error"] or None))
+                        blocks.append(
+                            ToolResultContent(
+                                type="tool_result",
+                                tool_use_id=b["tool_use_id"],
+                                content=[TextContent(type="text", text=b["content"])],
+                                is_error=b["is_error"] or None,
+                            )
+                        )
                     else:
                         blocks.append(TextContent(type="text", text=f"Tool result: {b['content']}"))
             out.append(SamplingMessage(role=m["role"], content=blocks if len(blocks) != 1 else blocks[0]))
@@ -144,7 +152,9 @@ class SamplingProvider:
         if isinstance(result, dict):  # an answer echoed through request_state / input_responses
             result = _validate(result)
         if not isinstance(result, CreateMessageResult | CreateMessageResultWithTools):
-            raise ProviderError(f"The MCP client answered the sampling request with {type(result).__name__}, not a message.")
+            raise ProviderError(
+                f"The MCP client answered the sampling request with {type(result).__name__}, not a message."
+            )
         content = result.content if isinstance(result.content, list) else [result.content]
         text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
         calls = [ToolCall(b.id, b.name, dict(b.input)) for b in content if isinstance(b, ToolUseContent)]
@@ -155,7 +165,9 @@ class SamplingProvider:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(value, dict) and isinstance(value.get("name"), str):
-                    calls.append(ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], dict(value.get("input") or {})))
+                    calls.append(
+                        ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], dict(value.get("input") or {}))
+                    )
             if calls:
                 text = _CALL.sub("", text).strip()
         stop = "tool_use" if calls else "end_turn"

@@ -17,8 +17,8 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
 from ..base.errors import TiermemError, ValidationError
-from ..server.registry import BY_NAME, SLEEPTIME_TOOLS
 from ..server.arguments import describe
+from ..server.registry import BY_NAME, SLEEPTIME_TOOLS
 from ..server.tools import tidy_published_schema
 from .context import Thresholds
 from .llm import Provider
@@ -52,8 +52,9 @@ def provider_kind(settings: Settings) -> str:
 def anthropic_provider(settings: Settings) -> Provider:
     from .anthropic_provider import AnthropicProvider
 
-    return AnthropicProvider(model=settings.model, base_url=settings.anthropic_base_url,
-                             max_retries=settings.llm_max_retries)
+    return AnthropicProvider(
+        model=settings.model, base_url=settings.anthropic_base_url, max_retries=settings.llm_max_retries
+    )
 
 
 def make_loop(memory: Memory, agent_id: str, server: TiermemServer, settings: Settings) -> AgentLoop:
@@ -84,8 +85,9 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
                 shared.loop = made
             return shared.loop
 
-    async def agent_chat(message: str, ctx: Context[Any, Any],
-                         conversation_id: str | None = None) -> CallToolResult | InputRequiredResult:
+    async def agent_chat(
+        message: str, ctx: Context[Any, Any], conversation_id: str | None = None
+    ) -> CallToolResult | InputRequiredResult:
         """Talk to this server's stateful agent: runs one full Letta turn and returns its reply.
 
         The agent reads and edits its own core memory, searches recall and archival memory, and
@@ -106,19 +108,36 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
             result = await loop.turn(message, provider, conv, resume=resume, tools=ServerTools(server, ctx))
         except NeedsRoundTrip as pending:
             inner = pending.inner
-            state = {"turn": pending.resume.turn_id, "step": pending.resume.step, "conversation_id": pending.conversation_id}
+            state = {
+                "turn": pending.resume.turn_id,
+                "step": pending.resume.step,
+                "conversation_id": pending.conversation_id,
+            }
             return InputRequiredResult(input_requests={inner.key: inner.request}, request_state=json.dumps(state))
         except TiermemError as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         text = result.reply or f"(The agent ended its turn without a reply; stop reason: {result.stop_reason}.)"
         if result.error:
-            text = f"{text}\n\nThe turn stopped early: {result.error}" if result.reply else f"The turn stopped: {result.error}"
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.structured(),
-                              is_error=result.stop_reason == "error")
+            text = (
+                f"{text}\n\nThe turn stopped early: {result.error}"
+                if result.reply
+                else f"The turn stopped: {result.error}"
+            )
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=result.structured(),
+            is_error=result.stop_reason == "error",
+        )
 
     chat = BY_NAME["agent_chat"]
-    server.add_tool(agent_chat, name=chat.name, title=chat.title, annotations=chat.annotations,
-                    description=describe(agent_chat.__doc__ or ""), structured_output=False)
+    server.add_tool(
+        agent_chat,
+        name=chat.name,
+        title=chat.title,
+        annotations=chat.annotations,
+        description=describe(agent_chat.__doc__ or ""),
+        structured_output=False,
+    )
     tidy_published_schema(server, "agent_chat")
 
 
@@ -139,8 +158,10 @@ def _resume(ctx: Context[Any, Any], conversation_id: str | None) -> tuple[Resume
         resume = Resume(turn_id=str(state["turn"]), step=int(state["step"]))
         conv = str(state["conversation_id"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("The request_state of this retried agent_chat call is not one tiermem wrote; "
-                              "send the message again without it.") from exc
+        raise ValidationError(
+            "The request_state of this retried agent_chat call is not one tiermem wrote; "
+            "send the message again without it."
+        ) from exc
     if conversation_id not in (None, conv):
         raise ValidationError("A retried agent_chat call must keep its conversation_id.")
     return resume, conv

@@ -54,8 +54,14 @@ class _Conversation:
         self.messages: list[Turn] = [{"role": "user", "content": [{"type": "text", "text": first}]}]
 
     async def request(self, step: int) -> LLMRequest:
-        return LLMRequest(self.system, self.messages, tuple(self.specs), self.max_tokens,
-                          key=f"sleeptime:{self.mark}:{step}", purpose="sleeptime")
+        return LLMRequest(
+            self.system,
+            self.messages,
+            tuple(self.specs),
+            self.max_tokens,
+            key=f"sleeptime:{self.mark}:{step}",
+            purpose="sleeptime",
+        )
 
     async def assistant(self, response: LLMResponse) -> None:
         if not response.tool_calls:
@@ -67,8 +73,14 @@ class _Conversation:
     async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
         if self.messages[-1]["role"] != "user":
             self.messages.append({"role": "user", "content": []})
-        self.messages[-1]["content"].append({"type": "tool_result", "tool_use_id": call.id, "is_error": is_error,
-                                             "content": json.dumps({"status": "Failed" if is_error else "OK", "message": text})})
+        self.messages[-1]["content"].append(
+            {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "is_error": is_error,
+                "content": json.dumps({"status": "Failed" if is_error else "OK", "message": text}),
+            }
+        )
 
     async def heartbeat(self, reason: str) -> None:  # the letta_v1 style has none
         return None
@@ -78,12 +90,15 @@ def _finish(arguments: JSON) -> Answer:
     return Answer("Finished.", ends=True)
 
 
-async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider, tools: ToolHost, *,
-                        max_steps: int, max_tokens: int) -> SleeptimeRun | None:
+async def run_sleeptime(
+    m: Memory, agent_id: str, conv: str, provider: Provider, tools: ToolHost, *, max_steps: int, max_tokens: int
+) -> SleeptimeRun | None:
     """One run over the messages since the last mark (None: nothing to read). ``tools`` decides what is offered
     besides memory_finish_edits (the agent service gives it the ``sleeptime`` tools of the registry)."""
     window = await anyio.to_thread.run_sync(lambda: m.context_window(agent_id, conv))
-    messages = await anyio.to_thread.run_sync(lambda: m.archive.rows.messages_since(agent_id, conv, window.sleeptime_seq))
+    messages = await anyio.to_thread.run_sync(
+        lambda: m.archive.rows.messages_since(agent_id, conv, window.sleeptime_seq)
+    )
     if not messages:
         return None
     mark = messages[-1].seq + 1
@@ -91,7 +106,12 @@ async def run_sleeptime(m: Memory, agent_id: str, conv: str, provider: Provider,
     core = await anyio.to_thread.run_sync(lambda: m.render_core(agent_id, line_numbers=True))
     system = SYSTEM + "\n\n" + core
     first = "Transcript of the conversation since your last run:\n\n" + transcript(messages)
-    run = ToolLoop(provider, tools, _Conversation(system, first, specs, mark, max_tokens), max_steps=max_steps,
-                   builtins={FINISH.name: _finish})
+    run = ToolLoop(
+        provider,
+        tools,
+        _Conversation(system, first, specs, mark, max_tokens),
+        max_steps=max_steps,
+        builtins={FINISH.name: _finish},
+    )
     stop = await run.run()
     return SleeptimeRun(mark, stop, run.report)

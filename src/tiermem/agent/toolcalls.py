@@ -28,8 +28,16 @@ HEARTBEAT_FAILED = "[This is an automated system message hidden from the user] F
 SEND_MESSAGE = ToolSpec(
     SEND_MESSAGE_NAME,
     "Sends a message to the human user. This ends your turn: the message is your reply.",
-    {"type": "object", "properties": {"message": {"type": "string", "description": "Message contents. All unicode (including emojis) are supported."}},
-     "required": ["message"]},
+    {
+        "type": "object",
+        "properties": {
+            "message": {
+                "type": "string",
+                "description": "Message contents. All unicode (including emojis) are supported.",
+            }
+        },
+        "required": ["message"],
+    },
 )
 REQUEST_HEARTBEAT = {
     "type": "boolean",
@@ -84,9 +92,13 @@ class Report:
         self.usage = self.usage + usage
 
     def add_call(self, name: str, arguments: Mapping[str, object] | None, ok: bool, message: str) -> None:
-        self.steps.append({"tool": name, "input": arguments, "status": "OK" if ok else "Failed", "result": message[:500]})
+        self.steps.append(
+            {"tool": name, "input": arguments, "status": "OK" if ok else "Failed", "result": message[:500]}
+        )
         if ok:
-            self.memory_edits += [x for x in edited_labels(name, arguments or {}, self.dialect) if x not in self.memory_edits]
+            self.memory_edits += [
+                x for x in edited_labels(name, arguments or {}, self.dialect) if x not in self.memory_edits
+            ]
 
     @classmethod
     def from_messages(cls, messages: Sequence[Message], dialect: str = "anthropic") -> Report:
@@ -102,7 +114,9 @@ class Report:
             for call in p.get("tool_calls") or []:
                 res = results.get(call["id"])
                 body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
-                report.add_call(call["name"], call.get("input"), body.get("status") == "OK", str(body.get("message", "")))
+                report.add_call(
+                    call["name"], call.get("input"), body.get("status") == "OK", str(body.get("message", ""))
+                )
         return report
 
 

@@ -30,8 +30,9 @@ class ToolHost(Protocol):
 
 
 class ServerTools:
-    def __init__(self, server: MCPServer[Any], ctx: Context[Any, Any] | None = None, *,
-                 only: Collection[str] | None = None) -> None:
+    def __init__(
+        self, server: MCPServer[Any], ctx: Context[Any, Any] | None = None, *, only: Collection[str] | None = None
+    ) -> None:
         self._server = server
         self._ctx = ctx
         self._only = set(only) if only is not None else None

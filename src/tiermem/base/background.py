@@ -24,8 +24,14 @@ OPEN_TIMEOUT = 120.0  # seconds a call waits for the store to open (a migration 
 class Opening(Generic[T]):
     """Builds ``build()`` once, off the caller's thread; ``get`` waits for it (at most ``timeout`` seconds)."""
 
-    def __init__(self, build: Callable[[], T], *, thread_name: str, timeout: float = OPEN_TIMEOUT,
-                 on_wait: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        build: Callable[[], T],
+        *,
+        thread_name: str,
+        timeout: float = OPEN_TIMEOUT,
+        on_wait: Callable[[], None] | None = None,
+    ) -> None:
         self.timeout = timeout
         self.thread_name = thread_name
         self.on_wait = on_wait  # told when a caller has to wait (the server tells its client why a call is slow)

@@ -20,7 +20,7 @@ def _split_long(word: str, size: int, budget: int, sizes: Callable[[list[str]], 
     if size <= budget or len(word.strip()) <= 1:
         return [(word, size)]
     step = max(1, len(word) * budget // (size * 2))  # aim at half the budget: tokenizers are not additive
-    parts = [word[i:i + step] for i in range(0, len(word), step)]
+    parts = [word[i : i + step] for i in range(0, len(word), step)]
     out: list[tuple[str, int]] = []
     for part, n in zip(parts, sizes(parts)):
         out.extend(_split_long(part, n, budget, sizes) if n > budget and len(part) < len(word) else [(part, n)])
@@ -69,7 +69,7 @@ def chunk_text(
         if end < len(words):  # prefer a sentence/line end in the second half of the window
             for cut in range(end, start + (end - start) // 2, -1):
                 word = words[cut - 1]
-                if _SENTENCE_END.search(word.rstrip()) or "\n" in word[len(word.rstrip()):]:
+                if _SENTENCE_END.search(word.rstrip()) or "\n" in word[len(word.rstrip()) :]:
                     end = cut
                     break
         piece = "".join(words[start:end]).strip()

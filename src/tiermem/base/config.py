@@ -208,8 +208,10 @@ class _TomlFiles(PydanticBaseSettingsSource):
             raise ConfigError(f"Cannot read config file {path}: {exc}. Check the path given to --config.") from exc
         user = _read_toml(text, f"config file {path}")
         if "config" in user:
-            raise ConfigError(f"Config file {path} sets `config`, but a config file cannot name another one; remove "
-                              "the key and pass the file you want with --config or TIERMEM_CONFIG.")
+            raise ConfigError(
+                f"Config file {path} sets `config`, but a config file cannot name another one; remove "
+                "the key and pass the file you want with --config or TIERMEM_CONFIG."
+            )
         return {**data, **user, "config": path}
 
 
@@ -222,4 +224,6 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return Settings(**given)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags.") from exc
+        raise ConfigError(
+            f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags."
+        ) from exc

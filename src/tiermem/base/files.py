@@ -12,8 +12,14 @@ from pathlib import Path
 from typing import TextIO
 
 
-def write_atomically(path: Path, fill: Callable[[TextIO], object], *, mode: int | None = None, durable: bool = False,
-                     newline: str | None = None) -> None:
+def write_atomically(
+    path: Path,
+    fill: Callable[[TextIO], object],
+    *,
+    mode: int | None = None,
+    durable: bool = False,
+    newline: str | None = None,
+) -> None:
     """Write ``path`` with ``fill(file)`` through a temporary file in its directory renamed into place.
 
     ``mode``: the new file's permissions (None: those ``tempfile.mkstemp`` gives, owner read/write only).
@@ -36,8 +42,9 @@ def write_atomically(path: Path, fill: Callable[[TextIO], object], *, mode: int 
         raise
 
 
-def write_text_atomically(path: Path, text: str, *, mode: int | None = None, durable: bool = False,
-                          newline: str | None = None) -> None:
+def write_text_atomically(
+    path: Path, text: str, *, mode: int | None = None, durable: bool = False, newline: str | None = None
+) -> None:
     """``write_atomically`` of ``text``."""
     write_atomically(path, lambda f: f.write(text), mode=mode, durable=durable, newline=newline)
 

@@ -71,7 +71,9 @@ def fix_mmap_threshold(nbytes: int) -> bool:
     if libc is None or nbytes <= 0:
         return False
     if nbytes > MAX_MMAP_THRESHOLD:
-        raise ValueError(f"the mmap threshold is at most {MAX_MMAP_THRESHOLD >> 10} KiB in glibc, got {nbytes >> 10} KiB")
+        raise ValueError(
+            f"the mmap threshold is at most {MAX_MMAP_THRESHOLD >> 10} KiB in glibc, got {nbytes >> 10} KiB"
+        )
     return bool(libc.mallopt(M_MMAP_THRESHOLD, nbytes))
 
 
@@ -136,8 +138,12 @@ class HeapKeeper:
         trim()
         self.trims += 1
         self._floor = _resident_bytes()
-        log.debug("malloc_trim: resident %d -> %d MB in %.1f ms", resident >> 20, self._floor >> 20,
-                  1000 * (time.perf_counter() - started))
+        log.debug(
+            "malloc_trim: resident %d -> %d MB in %.1f ms",
+            resident >> 20,
+            self._floor >> 20,
+            1000 * (time.perf_counter() - started),
+        )
         return True
 
     def _run(self) -> None:

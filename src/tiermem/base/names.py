@@ -16,8 +16,29 @@ _RULES = (
     re.compile(r"\b(?i:I am|I'm|call me|goes by|called|named)[ \t]+" + _NAME),
     re.compile(r"\A\s*" + _NAME + r"[ \t]+(?:is|was|has|works|lives|likes|loves|prefers)\b"),
 )
-_NOT_NAMES = {"the", "a", "an", "i", "my", "user", "human", "assistant", "agent", "unknown", "not", "none", "n/a",
-              "he", "she", "they", "this", "that", "it", "you", "we"}
+_NOT_NAMES = {
+    "the",
+    "a",
+    "an",
+    "i",
+    "my",
+    "user",
+    "human",
+    "assistant",
+    "agent",
+    "unknown",
+    "not",
+    "none",
+    "n/a",
+    "he",
+    "she",
+    "they",
+    "this",
+    "that",
+    "it",
+    "you",
+    "we",
+}
 
 
 def name_in(text: str) -> str | None:

@@ -52,8 +52,10 @@ def private_dir(create: bool) -> Path:
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{path} is not a directory (a symlink or a file): hook sockets are not used. Remove it.")
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise ConfigError(f"{path} is owned by another user or open to others (mode {oct(info.st_mode & 0o777)}): "
-                          "hook sockets are not used. Remove it, or set XDG_RUNTIME_DIR to a private directory.")
+        raise ConfigError(
+            f"{path} is owned by another user or open to others (mode {oct(info.st_mode & 0o777)}): "
+            "hook sockets are not used. Remove it, or set XDG_RUNTIME_DIR to a private directory."
+        )
     return path
 
 

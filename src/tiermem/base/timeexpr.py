@@ -22,9 +22,28 @@ _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m and m.lower() != "may"})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {d.lower(): i for i, d in enumerate(calendar.day_name)}
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2,
-            "couple of": 2, "a few": 3, "few": 3, "several": 3}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "a couple": 2,
+    "couple of": 2,
+    "a few": 3,
+    "few": 3,
+    "several": 3,
+}
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}  # first month (northern hemisphere)
 
 _MONTH = r"(?P<{}>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
@@ -35,28 +54,93 @@ _UNIT = r"(?P<unit>day|week|weekend|month|year)s?"
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("iso", re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b")),
-    ("dmy", re.compile(r"\b" + _DAYNUM.format("d") + r"(?:\s+of)?\s+" + _MONTH.format("m") + r"(?:,?\s+" + _YEAR.format("y") + r")?\b", re.I)),
-    ("mdy", re.compile(r"\b" + _MONTH.format("m") + r"\s+" + _DAYNUM.format("d") + r"(?!\d|:)(?:,?\s+" + _YEAR.format("y") + r")?\b", re.I)),
+    (
+        "dmy",
+        re.compile(
+            r"\b"
+            + _DAYNUM.format("d")
+            + r"(?:\s+of)?\s+"
+            + _MONTH.format("m")
+            + r"(?:,?\s+"
+            + _YEAR.format("y")
+            + r")?\b",
+            re.I,
+        ),
+    ),
+    (
+        "mdy",
+        re.compile(
+            r"\b"
+            + _MONTH.format("m")
+            + r"\s+"
+            + _DAYNUM.format("d")
+            + r"(?!\d|:)(?:,?\s+"
+            + _YEAR.format("y")
+            + r")?\b",
+            re.I,
+        ),
+    ),
     ("my", re.compile(r"\b" + _MONTH.format("m") + r",?\s+(?:of\s+)?" + _YEAR.format("y") + r"\b", re.I)),
-    ("season_y", re.compile(r"\b(?P<s>spring|summer|fall|autumn|winter)\s+(?:of\s+)?" + _YEAR.format("y") + r"\b", re.I)),
+    (
+        "season_y",
+        re.compile(r"\b(?P<s>spring|summer|fall|autumn|winter)\s+(?:of\s+)?" + _YEAR.format("y") + r"\b", re.I),
+    ),
     ("ago", re.compile(r"\b" + _COUNT + r"\s+" + _UNIT + r"\s+(?:ago|back|earlier|before)\b", re.I)),
     ("in_n", re.compile(r"\b(?:in|within)\s+" + _COUNT + r"\s+" + _UNIT + r"\b(?!\s+(?:ago|back|before))", re.I)),
-    ("rel", re.compile(r"\b(?P<rel>last|this|next|past|previous|coming|upcoming)\s+(?P<unit>week|weekend|month|year"
-                       r"|spring|summer|fall|autumn|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
-    ("day", re.compile(r"\b(?P<word>yesterday|today|tonight|tomorrow|this morning|this afternoon|this evening"
-                       r"|the other day|the day before yesterday)\b", re.I)),
-    ("weekday", re.compile(r"\b(?:on\s+)?(?:the\s+)?(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b", re.I)),
-    ("month", re.compile(r"\b(?P<prep>in|during|since|of|by|early|late|mid|until|through|this|last|next)[\s-]+"
-                         r"(?P<m>january|february|march|april|may|june|july|august|september|october|november|december)\b", re.I)),
-    ("Month", re.compile(r"\b(?P<m>January|February|March|April|June|July|August|September|October|November|December)\b")),
-    ("year", re.compile(r"(?<![\d,.$#-])\b(?P<y>(?:19|20)\d\d)\b(?![\d,.%-]|\s*(?:points?|people|dollars|miles|steps|calories|feet|km|meters)\b)", re.I)),
+    (
+        "rel",
+        re.compile(
+            r"\b(?P<rel>last|this|next|past|previous|coming|upcoming)\s+(?P<unit>week|weekend|month|year"
+            r"|spring|summer|fall|autumn|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+            re.I,
+        ),
+    ),
+    (
+        "day",
+        re.compile(
+            r"\b(?P<word>yesterday|today|tonight|tomorrow|this morning|this afternoon|this evening"
+            r"|the other day|the day before yesterday)\b",
+            re.I,
+        ),
+    ),
+    (
+        "weekday",
+        re.compile(
+            r"\b(?:on\s+)?(?:the\s+)?(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b", re.I
+        ),
+    ),
+    (
+        "month",
+        re.compile(
+            r"\b(?P<prep>in|during|since|of|by|early|late|mid|until|through|this|last|next)[\s-]+"
+            r"(?P<m>january|february|march|april|may|june|july|august|september|october|november|december)\b",
+            re.I,
+        ),
+    ),
+    (
+        "Month",
+        re.compile(r"\b(?P<m>January|February|March|April|June|July|August|September|October|November|December)\b"),
+    ),
+    (
+        "year",
+        re.compile(
+            r"(?<![\d,.$#-])\b(?P<y>(?:19|20)\d\d)\b(?![\d,.%-]|\s*(?:points?|people|dollars|miles|steps|calories|feet|km|meters)\b)",
+            re.I,
+        ),
+    ),
 ]
-_BEFORE_AFTER = re.compile(r"\b(?:(?P<n>\d{1,3}|" + "|".join(map(re.escape, _NUMBERS)) + r")\s+)?(?:the\s+)?"
-                           r"(?P<unit>day|week|weekend|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
-                           r"\s+(?P<dir>before|after|prior to)\s*$", re.I)
-_WHEN = re.compile(r"^\W*(?:when\b|what\s+(?:date|day|year|month|time|week|weekend|season)\b|which\s+(?:date|day|year"
-                   r"|month|week|weekend|season)\b|how\s+long\b|how\s+(?:many|much)\s+(?:days|weeks|months|years|time)\b"
-                   r"|since\s+when\b)|\b(?:when\s+(?:did|was|were|is|does|do|will|has|had)|what\s+(?:date|year|month))\b", re.I)
+_BEFORE_AFTER = re.compile(
+    r"\b(?:(?P<n>\d{1,3}|" + "|".join(map(re.escape, _NUMBERS)) + r")\s+)?(?:the\s+)?"
+    r"(?P<unit>day|week|weekend|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+    r"\s+(?P<dir>before|after|prior to)\s*$",
+    re.I,
+)
+_WHEN = re.compile(
+    r"^\W*(?:when\b|what\s+(?:date|day|year|month|time|week|weekend|season)\b|which\s+(?:date|day|year"
+    r"|month|week|weekend|season)\b|how\s+long\b|how\s+(?:many|much)\s+(?:days|weeks|months|years|time)\b"
+    r"|since\s+when\b)|\b(?:when\s+(?:did|was|were|is|does|do|will|has|had)|what\s+(?:date|year|month))\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -187,9 +271,13 @@ def _weekday(anchor: date, weekday: int, step: int) -> Period:
     return _days(anchor - timedelta(days=back), 1)
 
 
-_ANY = re.compile(r"\d|\b(?:" + "|".join(sorted({*_MONTHS, *_WEEKDAYS, *_SEASONS}, key=len, reverse=True))
-                  + r"|yesterday|today|tonight|tomorrow|morning|afternoon|evening|other day|week|weekend|month|year"
-                  r"|ago|days)", re.I)
+_ANY = re.compile(
+    r"\d|\b(?:"
+    + "|".join(sorted({*_MONTHS, *_WEEKDAYS, *_SEASONS}, key=len, reverse=True))
+    + r"|yesterday|today|tonight|tomorrow|morning|afternoon|evening|other day|week|weekend|month|year"
+    r"|ago|days)",
+    re.I,
+)
 _ABSOLUTE = {"iso", "my", "season_y", "year"}  # kinds that need no anchor (dmy/mdy only with their year)
 
 
@@ -217,8 +305,10 @@ def _matches(text: str) -> list[tuple[str, re.Match[str]]]:
     found: list[tuple[str, re.Match[str]]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
-            if not any(m.start() < o.end() and o.start() < m.end() for _, o in found) and _period(
-                    kind, m, date(2000, 6, 15), text) is not None:
+            if (
+                not any(m.start() < o.end() and o.start() < m.end() for _, o in found)
+                and _period(kind, m, date(2000, 6, 15), text) is not None
+            ):
                 found.append((kind, m))
     return sorted(found, key=lambda t: t[1].start())
 
@@ -309,7 +399,7 @@ def _position_of(query: str, when: datetime) -> int:
 
 
 def _span(day: date, m: re.Match[str]) -> Period:
-    """"two weeks before <day>", "the Sunday before <day>", "the week after <day>"."""
+    """ "two weeks before <day>", "the Sunday before <day>", "the week after <day>"."""
     n = _count(m.group("n")) if m.group("n") else 1
     unit = m.group("unit").lower()
     sign = 1 if m.group("dir").lower() == "after" else -1

@@ -23,8 +23,10 @@ def print_rows(obj: Any, as_json: bool) -> None:
         print(obj)
     elif obj:
         columns = list(obj[0])
-        cells = [[str(row.get(c, "")).lower() if isinstance(row.get(c), bool) else str(row.get(c, "")) for c in columns]
-                 for row in obj]
+        cells = [
+            [str(row.get(c, "")).lower() if isinstance(row.get(c), bool) else str(row.get(c, "")) for c in columns]
+            for row in obj
+        ]
         widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
         for line in [columns, *cells]:
             print("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
@@ -56,8 +58,16 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
     from ..interop.hosts import HOSTS, SECRET_HOSTS, snippet
     from ..server.netguard import write_private
 
-    text = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=settings.agent,
-                   agent_loop=bool(settings.agent_loop), port=settings.port) + "\n"
+    text = (
+        snippet(
+            args.host,
+            data_dir=settings.resolved_data_dir().resolve(),
+            agent=settings.agent,
+            agent_loop=bool(settings.agent_loop),
+            port=settings.port,
+        )
+        + "\n"
+    )
     print(f"# {HOSTS[args.host]}", file=sys.stderr)
     secret = args.host in SECRET_HOSTS
     if args.output is not None:
@@ -83,8 +93,9 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     if args.command == "sync":
         return sync_command(memory, settings, args)
     if args.command == "import":
-        report = run_import(memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename,
-                            replace=args.replace)
+        report = run_import(
+            memory, args.path, fmt=args.format, agent=settings.agent, rename=args.rename, replace=args.replace
+        )
         if args.json:
             print_rows(report, True)
         else:
@@ -100,8 +111,9 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     fmt = args.format
     if args.output and args.output.endswith(".jsonl") and fmt == "af" and not args.name and not args.all_agents:
         fmt = "jsonl"
-    report = run_export(memory, agent=list(args.name), fmt=fmt, output=args.output, vectors=args.vectors,
-                        all_agents=args.all_agents)
+    report = run_export(
+        memory, agent=list(args.name), fmt=fmt, output=args.output, vectors=args.vectors, all_agents=args.all_agents
+    )
     for note in report.pop("notes", []):
         print(f"note: {note}", file=sys.stderr)
     if args.output not in (None, "-"):
@@ -129,10 +141,20 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
                 print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
 
     if args.watch is not None:
-        print(f"tiermem: syncing {args.path} with agent {agent!r} whenever either side changes (checked every "
-              f"{args.watch:g} s); Ctrl-C stops", file=sys.stderr)
-        watch_memfs(memory, agent, args.path, interval=args.watch, prefer=args.prefer, on_report=show,
-                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+        print(
+            f"tiermem: syncing {args.path} with agent {agent!r} whenever either side changes (checked every "
+            f"{args.watch:g} s); Ctrl-C stops",
+            file=sys.stderr,
+        )
+        watch_memfs(
+            memory,
+            agent,
+            args.path,
+            interval=args.watch,
+            prefer=args.prefer,
+            on_report=show,
+            on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
+        )
         return 0
     report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
     show(report)
@@ -158,14 +180,19 @@ def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print_rows(report, True)
         return 0
-    print(f"Letta Code agent memory: {root}\ntiermem agent: {agent}" + (" (created)" if report["created_agent"] else ""),
-          file=sys.stderr)
+    print(
+        f"Letta Code agent memory: {root}\ntiermem agent: {agent}" + (" (created)" if report["created_agent"] else ""),
+        file=sys.stderr,
+    )
     if "warning" in report:
         print(f"warning: {report['warning']}", file=sys.stderr)
     for key, value in report["sync"].items():
         print(f"first sync: {key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", file=sys.stderr)
-    print(f"\nEvery MCP server started with this configuration keeps the directory in step while it runs "
-          f"({HOSTS[args.host]}):", file=sys.stderr)
+    print(
+        f"\nEvery MCP server started with this configuration keeps the directory in step while it runs "
+        f"({HOSTS[args.host]}):",
+        file=sys.stderr,
+    )
     print(config)
     print(f"\nWithout a running server: {report['watch_command']}", file=sys.stderr)
     return 0
@@ -196,16 +223,30 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
             names = json.loads(agent.metadata["letta_unsupported"])
         except ValueError:
             names = {}
-        kept = {f"{k} (names only; import the file again to keep it whole)": v if isinstance(v, list) else [str(v)]
-                for k, v in names.items()} if isinstance(names, dict) else {}
+        kept = (
+            {
+                f"{k} (names only; import the file again to keep it whole)": v if isinstance(v, list) else [str(v)]
+                for k, v in names.items()
+            }
+            if isinstance(names, dict)
+            else {}
+        )
     info: dict[str, Any] = {
-        "name": agent.name, "id": agent.id, "created": agent.created_at.isoformat(timespec="seconds"),
-        "settings": {k: v for k, v in sorted(agent.metadata.items()) if k not in (letta_passthrough.KEY, "letta_unsupported",
-                                                                                   FILES_STATE_KEY)
-                     and not k.startswith("letta_llm") and not k.startswith("letta_embedding")},
+        "name": agent.name,
+        "id": agent.id,
+        "created": agent.created_at.isoformat(timespec="seconds"),
+        "settings": {
+            k: v
+            for k, v in sorted(agent.metadata.items())
+            if k not in (letta_passthrough.KEY, "letta_unsupported", FILES_STATE_KEY)
+            and not k.startswith("letta_llm")
+            and not k.startswith("letta_embedding")
+        },
         "folders": _folders_of(memory, agent.id),
-        "blocks": [f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
-                   for b in memory.blocks(agent.id)],
+        "blocks": [
+            f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
+            for b in memory.blocks(agent.id)
+        ],
         "messages": messages,
         "passages": passages,
         "kept_not_run": kept,
@@ -283,14 +324,32 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
         notes += found.notes
         for h in found.hits:
-            rows.append({"memory": "archival", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
-                         "where": ",".join(h.tags), "content": h.content, "id": h.id})
+            rows.append(
+                {
+                    "memory": "archival",
+                    "relevance": round(h.relevance, 4),
+                    "score": round(h.score, 4),
+                    "time": h.created_at.isoformat(timespec="seconds"),
+                    "where": ",".join(h.tags),
+                    "content": h.content,
+                    "id": h.id,
+                }
+            )
     if not args.archival:
         found = archive.conversation_search(agent.id, args.query, limit=args.limit)
         notes += found.notes
         for h in found.hits:
-            rows.append({"memory": "recall", "relevance": round(h.relevance, 4), "score": round(h.score, 4), "time": h.created_at.isoformat(timespec="seconds"),
-                         "where": h.role or "", "content": h.content, "id": h.id})
+            rows.append(
+                {
+                    "memory": "recall",
+                    "relevance": round(h.relevance, 4),
+                    "score": round(h.score, 4),
+                    "time": h.created_at.isoformat(timespec="seconds"),
+                    "where": h.role or "",
+                    "content": h.content,
+                    "id": h.id,
+                }
+            )
     for note in dict.fromkeys(notes):
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -328,20 +387,28 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
     if args.json:
         print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
     else:
-        settings_text = ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items())
-                                  if k != "letta_agent_file") or "defaults"
+        settings_text = (
+            ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items()) if k != "letta_agent_file") or "defaults"
+        )
         print(f"{agent.name}: {settings_text}")
 
 
 def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from ..domain.blocks import Rethink, is_pinned
     from ..base.config import BlockSpec
+    from ..domain.blocks import Rethink, is_pinned
 
     agent = memory.named_agent(settings.agent)
     if args.action == "list":
         rows = [
-            {"label": b.label, "chars": len(b.value), "limit": b.limit, "read_only": b.read_only, "pinned": is_pinned(b),
-             "version": b.version, "id": b.id}
+            {
+                "label": b.label,
+                "chars": len(b.value),
+                "limit": b.limit,
+                "read_only": b.read_only,
+                "pinned": is_pinned(b),
+                "version": b.version,
+                "id": b.id,
+            }
             for b in memory.blocks(agent.id)
         ]
         print_rows(rows, args.json)
@@ -351,25 +418,50 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         else:
             b = memory.block(agent.id, args.label)
             if args.json:
-                print_rows({"label": b.label, "value": b.value, "limit": b.limit, "description": b.description, "read_only": b.read_only, "version": b.version, "id": b.id}, True)
+                print_rows(
+                    {
+                        "label": b.label,
+                        "value": b.value,
+                        "limit": b.limit,
+                        "description": b.description,
+                        "read_only": b.read_only,
+                        "version": b.version,
+                        "id": b.id,
+                    },
+                    True,
+                )
             else:
                 print(b.value)
     elif args.action == "set":
         if args.value is not None:
             value = sys.stdin.read() if args.value == "-" else args.value
-            b = memory.edit(agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human")
+            b = memory.edit(
+                agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
+            )
             print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
         settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
         if settings_given:
-            b = memory.update_block(agent.id, args.label, description=args.description, limit=args.limit,
-                                    read_only=args.read_only, pinned=args.pinned)
-            print(f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
-                  f"pinned={str(is_pinned(b)).lower()}")
+            b = memory.update_block(
+                agent.id,
+                args.label,
+                description=args.description,
+                limit=args.limit,
+                read_only=args.read_only,
+                pinned=args.pinned,
+            )
+            print(
+                f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
+                f"pinned={str(is_pinned(b)).lower()}"
+            )
         if args.value is None and not settings_given:
-            raise ValidationError("Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
-                               "--pinned/--detached.")
+            raise ValidationError(
+                "Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
+                "--pinned/--detached."
+            )
     elif args.action == "create":
-        spec = BlockSpec(label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only)
+        spec = BlockSpec(
+            label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only
+        )
         b = memory.create_block(agent.id, spec, actor="human")
         print(f"created block {b.label} ({b.id})")
     elif args.action == "attach":
@@ -379,7 +471,16 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     elif args.action == "history":
         versions = memory.history(agent.id, args.label, args.limit)
         print_rows(
-            [{"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation, "actor": v.actor, "value": v.value if args.json else v.value[:60].replace("\n", "⏎")} for v in versions],
+            [
+                {
+                    "version": v.version,
+                    "time": v.created_at.isoformat(timespec="seconds"),
+                    "operation": v.operation,
+                    "actor": v.actor,
+                    "value": v.value if args.json else v.value[:60].replace("\n", "⏎"),
+                }
+                for v in versions
+            ],
             args.json,
         )
     elif args.action == "edit":

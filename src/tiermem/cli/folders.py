@@ -19,18 +19,25 @@ if TYPE_CHECKING:
     from ..domain.memory import Memory
     from ..interop.folder_sync import Progress, SyncReport
 
-EXAMPLE = ("tiermem folders create docs --description 'Project documentation'\n"
-           "  tiermem folders upload docs ./README.md ./docs     # directories walked, .gitignore honoured\n"
-           "  tiermem folders attach docs --agent work           # the agent sees it in core memory\n"
-           "  tiermem folders sync docs ./docs --watch           # keep the folder equal to the directory\n"
-           "  tiermem folders show docs --json")
+EXAMPLE = (
+    "tiermem folders create docs --description 'Project documentation'\n"
+    "  tiermem folders upload docs ./README.md ./docs     # directories walked, .gitignore honoured\n"
+    "  tiermem folders attach docs --agent work           # the agent sees it in core memory\n"
+    "  tiermem folders sync docs ./docs --watch           # keep the folder equal to the directory\n"
+    "  tiermem folders show docs --json"
+)
 
 
 def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     """``tiermem folders`` and its actions; ``common`` adds the shared options (--data-dir, --agent, ...)."""
     text = "Folders of files for agents (Letta's filesystem): upload files or directories, attach them to agents."
-    folders = sp.add_parser("folders", help=text, description=text, epilog=f"example:\n  {EXAMPLE}",
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    folders = sp.add_parser(
+        "folders",
+        help=text,
+        description=text,
+        epilog=f"example:\n  {EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     fsp = folders.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = fsp.add_parser("create", help="create an empty folder")
     common(create, agent=False)
@@ -44,13 +51,20 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     common(show, agent=False)
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
-    upload = fsp.add_parser("upload", help="upload files and directories (walked: .gitignore honoured, binary and "
-                            "too large files skipped, links not followed out of the directory)")
+    upload = fsp.add_parser(
+        "upload",
+        help="upload files and directories (walked: .gitignore honoured, binary and "
+        "too large files skipped, links not followed out of the directory)",
+    )
     common(upload, agent=False)
     upload.add_argument("name")
     upload.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    upload.add_argument("--no-embed", dest="embed", action="store_false",
-                        help="store without vectors (found by keywords at once; a later tiermem embeds them)")
+    upload.add_argument(
+        "--no-embed",
+        dest="embed",
+        action="store_false",
+        help="store without vectors (found by keywords at once; a later tiermem embeds them)",
+    )
     upload.add_argument("--json", action="store_true")
     attach = fsp.add_parser("attach", help="attach a folder to the agent (its files appear in core memory)")
     common(attach)
@@ -64,16 +78,28 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     common(delete, agent=False)
     delete.add_argument("name")
     delete.add_argument("--yes", action="store_true", help="delete even when attached (it is detached first)")
-    sync = fsp.add_parser("sync", help="make the folder equal a directory (created when missing): new and changed "
-                          "files uploaded, files gone from disk deleted")
+    sync = fsp.add_parser(
+        "sync",
+        help="make the folder equal a directory (created when missing): new and changed "
+        "files uploaded, files gone from disk deleted",
+    )
     common(sync, agent=False)
     sync.add_argument("name")
     sync.add_argument("directory", type=Path)
     sync.add_argument("--watch", action="store_true", help="keep running: sync whenever the directory changes")
-    sync.add_argument("--interval", type=float, default=None, metavar="S",
-                      help="--watch: seconds between looks at the directory (default 0.5)")
-    sync.add_argument("--no-embed", dest="embed", action="store_false",
-                      help="store without vectors (found by keywords at once; a later tiermem embeds them)")
+    sync.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--watch: seconds between looks at the directory (default 0.5)",
+    )
+    sync.add_argument(
+        "--no-embed",
+        dest="embed",
+        action="store_false",
+        help="store without vectors (found by keywords at once; a later tiermem embeds them)",
+    )
     sync.add_argument("--json", action="store_true")
 
 
@@ -86,8 +112,15 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         return 0
     if action == "list":
         names = {a.id: a.name for a in memory.list_agents()}
-        rows = [{"name": f.name, "files": len(files.files(f.name)), "description": f.description,
-                 "agents": ", ".join(names.get(a, a) for a in files.agents_of(f.id))} for f in files.folders()]
+        rows = [
+            {
+                "name": f.name,
+                "files": len(files.files(f.name)),
+                "description": f.description,
+                "agents": ", ".join(names.get(a, a) for a in files.agents_of(f.id)),
+            }
+            for f in files.folders()
+        ]
         print_rows(rows if rows or args.json else "no folders (create one: tiermem folders create NAME)", args.json)
         return 0
     if action == "show":
@@ -98,8 +131,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         if args.embed:
             memory.archive.embedder.start()  # loads while the files are read
         with _progress("uploading") as progress:
-            report = upload_paths(memory, args.name, args.paths, embed=None if args.embed else False,
-                                  progress=progress)
+            report = upload_paths(memory, args.name, args.paths, embed=None if args.embed else False, progress=progress)
         return _finish(memory, settings, args, report)
     if action in ("attach", "detach"):
         agent = memory.named_agent(settings.agent)
@@ -109,8 +141,10 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
             return 0
         folder = files.attach(agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit)
         max_open, chars = files.state(agent.id).limits
-        print(f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
-              f"up to {max_open} files open, {chars:,} characters shown per file")
+        print(
+            f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
+            f"up to {max_open} files open, {chars:,} characters shown per file"
+        )
         return 0
     if action == "delete":
         folder = files.folder(args.name)
@@ -120,10 +154,13 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
             raise ConflictError(
                 f"Folder {folder.name!r} is attached to agent(s) {', '.join(attached)}; nothing was deleted. Run "
                 f"again with --yes to detach it and delete it with its files, or detach it first "
-                f"(tiermem folders detach {folder.name} --agent {attached[0]}).")
+                f"(tiermem folders detach {folder.name} --agent {attached[0]})."
+            )
         done = files.delete_folder(folder.name)
-        print(f"deleted folder {folder.name} and its {done['files']} file(s)"
-              + (f"; detached from {', '.join(attached)}" if attached else ""))
+        print(
+            f"deleted folder {folder.name} and its {done['files']} file(s)"
+            + (f"; detached from {', '.join(attached)}" if attached else "")
+        )
         return 0
     if action == "sync":
         return _sync(memory, settings, args)
@@ -137,11 +174,19 @@ def _show(memory: Memory, args: argparse.Namespace) -> int:
     folder = files.folder(args.name)
     names = {a.id: a.name for a in memory.list_agents()}
     stored = files.files(folder.name)
-    rows = [{"name": f.name, "status": f.status, "size": f.size, "chunks": f.chunks, "type": f.file_type,
-             "error": f.error} for f in stored]
-    info = {"name": folder.name, "id": folder.id, "description": folder.description,
-            "instructions": folder.instructions, "agents": [names.get(a, a) for a in files.agents_of(folder.id)],
-            "synced_from": synced_directory(memory, folder.name), "files": rows}
+    rows = [
+        {"name": f.name, "status": f.status, "size": f.size, "chunks": f.chunks, "type": f.file_type, "error": f.error}
+        for f in stored
+    ]
+    info = {
+        "name": folder.name,
+        "id": folder.id,
+        "description": folder.description,
+        "instructions": folder.instructions,
+        "agents": [names.get(a, a) for a in files.agents_of(folder.id)],
+        "synced_from": synced_directory(memory, folder.name),
+        "files": rows,
+    }
     if args.json:
         print_rows(info, True)
         return 0
@@ -173,16 +218,27 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     embed = None if args.embed else False
     if args.watch:
         interval = WATCH_SECONDS if args.interval is None else args.interval
-        print(f"tiermem: syncing folder {args.name} with {directory} whenever it changes (checked every "
-              f"{interval:g} s); Ctrl-C stops", file=sys.stderr, flush=True)
+        print(
+            f"tiermem: syncing folder {args.name} with {directory} whenever it changes (checked every "
+            f"{interval:g} s); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
 
         def report(done: SyncReport) -> None:
             _print_report(done, args.json)
             _embed(memory, settings, args)
 
         try:
-            watch(memory, args.name, directory, interval=interval, embed=embed, on_report=report,
-                  on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True))
+            watch(
+                memory,
+                args.name,
+                directory,
+                interval=interval,
+                embed=embed,
+                on_report=report,
+                on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
+            )
         except KeyboardInterrupt:
             print("tiermem: stopped watching", file=sys.stderr)
         return 0

@@ -18,28 +18,45 @@ if TYPE_CHECKING:
     from ..domain.forgetting import Target
     from ..domain.memory import Memory
 
-EXAMPLE = ("tiermem forget passage passage-0c1f... --agent work --now\n"
-           "  tiermem forget message message-9a2e...\n"
-           "  tiermem forget block human --version 3          # one past value; --history: every past value\n"
-           "  tiermem forget agent old-project --yes\n"
-           "  tiermem forget --text 'my old address' --now     # every passage, message and block version holding it")
+EXAMPLE = (
+    "tiermem forget passage passage-0c1f... --agent work --now\n"
+    "  tiermem forget message message-9a2e...\n"
+    "  tiermem forget block human --version 3          # one past value; --history: every past value\n"
+    "  tiermem forget agent old-project --yes\n"
+    "  tiermem forget --text 'my old address' --now     # every passage, message and block version holding it"
+)
 
 
 def add_forget_parser(sp: Any, common: Callable[..., None]) -> None:
-    text = ("Forget a passage, a message, a block's past values, an agent or a text: gone from search at once, from "
-            "every file of the data directory at the next upkeep (`tiermem optimize`), or at once with --now.")
-    p = sp.add_parser("forget", help=text, description=text, epilog=f"example:\n  {EXAMPLE}",
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    text = (
+        "Forget a passage, a message, a block's past values, an agent or a text: gone from search at once, from "
+        "every file of the data directory at the next upkeep (`tiermem optimize`), or at once with --now."
+    )
+    p = sp.add_parser(
+        "forget",
+        help=text,
+        description=text,
+        epilog=f"example:\n  {EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     common(p)
     p.add_argument("what", nargs="?", choices=("passage", "message", "block", "agent"), help="what to forget")
     p.add_argument("ref", nargs="?", help="the passage or message id, the block label, or the agent name")
-    p.add_argument("--text", help="forget every passage, message and block version holding this text (exactly); "
-                   "with --agent only that agent's")
+    p.add_argument(
+        "--text",
+        help="forget every passage, message and block version holding this text (exactly); "
+        "with --agent only that agent's",
+    )
     p.add_argument("--version", type=int, action="append", help="block: a past version to forget (repeatable)")
     p.add_argument("--history", action="store_true", help="block: every past version (the current value stays)")
     p.add_argument("--now", action="store_true", help="purge the data directory's files now, not at the next upkeep")
-    p.add_argument("--memfs", type=Path, action="append", default=[],
-                   help="a MemFS directory to look in for the forgotten text (synced ones are found by themselves)")
+    p.add_argument(
+        "--memfs",
+        type=Path,
+        action="append",
+        default=[],
+        help="a MemFS directory to look in for the forgotten text (synced ones are found by themselves)",
+    )
     p.add_argument("--yes", action="store_true", help="do it without asking")
     p.add_argument("--json", action="store_true")
 
@@ -49,9 +66,18 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
 
     target, agent_names = _target(memory, settings, args)
     if not args.yes:
-        what = f"every passage, message and block version holding {args.text!r}" if target.kind == "text" else \
-            f"{target.kind} {args.ref}" + (f" version(s) {', '.join(map(str, target.versions))}" if target.versions
-                                           else " (every past version)" if target.kind == "block" else "")
+        what = (
+            f"every passage, message and block version holding {args.text!r}"
+            if target.kind == "text"
+            else f"{target.kind} {args.ref}"
+            + (
+                f" version(s) {', '.join(map(str, target.versions))}"
+                if target.versions
+                else " (every past version)"
+                if target.kind == "block"
+                else ""
+            )
+        )
         if not sys.stdin.isatty():
             print(f"tiermem: nothing was forgotten; to forget {what}, run again with --yes.", file=sys.stderr)
             return 2
@@ -76,6 +102,7 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
 
 def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tuple[Target, list[str]]:
     from ..domain.forgetting import Target
+
     if args.text is not None:
         if args.what is not None:
             raise ValidationError("Give either --text or what to forget (passage, message, block, agent), not both.")
@@ -83,15 +110,19 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
         names = [agent.name] if agent else [a.name for a in memory.list_agents()]
         return Target("text", agent.id if agent else None, args.text), names
     if args.what is None or not args.ref:
-        raise ValidationError("Say what to forget: passage ID, message ID, block LABEL (--version N or --history), "
-                              "agent NAME, or --text TEXT.")
+        raise ValidationError(
+            "Say what to forget: passage ID, message ID, block LABEL (--version N or --history), "
+            "agent NAME, or --text TEXT."
+        )
     if args.what == "agent":
         agent = memory.get_agent(args.ref)
         return Target("agent", agent.id, agent.name), [agent.name]
     agent = memory.named_agent(settings.agent)
     if args.what == "block":
         if bool(args.version) == bool(args.history):
-            raise ValidationError("Forgetting a block's past values needs --version N (repeatable) or --history "
-                                  "(every past value); the current value stays (edit the block to change it).")
+            raise ValidationError(
+                "Forgetting a block's past values needs --version N (repeatable) or --history "
+                "(every past value); the current value stays (edit the block to change it)."
+            )
         return Target("block", agent.id, args.ref, tuple(args.version) if args.version else None), [agent.name]
     return Target(args.what, agent.id, args.ref), [agent.name]

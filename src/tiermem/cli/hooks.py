@@ -40,8 +40,12 @@ def run_hook(args: Any) -> int:
     return run(args.data_dir, args.agent, args.config)
 
 
-def run(data_dir: str | os.PathLike[str] | None, agent: str | None, config: str | os.PathLike[str] | None = None,
-        stdin: Any = None) -> int:
+def run(
+    data_dir: str | os.PathLike[str] | None,
+    agent: str | None,
+    config: str | os.PathLike[str] | None = None,
+    stdin: Any = None,
+) -> int:
     """The hook, reading its input from ``stdin`` (default: the process's)."""
     try:
         raw = (stdin or sys.stdin).read()
@@ -59,8 +63,10 @@ def run(data_dir: str | os.PathLike[str] | None, agent: str | None, config: str 
         request = {"v": 1, "key": key, "event": event, "input": data}
         size = len(json.dumps(request).encode())
         if size > MAX_REQUEST:
-            _note(f"{event}: the hook input is {size:,} bytes, over the {MAX_REQUEST:,} a hook request may be: it "
-                  "is neither logged nor searched; the prompt goes through unchanged")
+            _note(
+                f"{event}: the hook input is {size:,} bytes, over the {MAX_REQUEST:,} a hook request may be: it "
+                "is neither logged nor searched; the prompt goes through unchanged"
+            )
             return 0
         answer = ask(key, request, wait=START_WAIT)
     except Unavailable as exc:
@@ -101,8 +107,10 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
         time.sleep(0.05)
     if tried:
         raise Unavailable("no tiermem server answered (" + "; ".join(tried[-3:]) + ")")
-    raise Unavailable("no tiermem server is running for this memory (is tiermem registered with Claude Code? "
-                      f"`tiermem setup claude-code`){': ' + why if why else ''}")
+    raise Unavailable(
+        "no tiermem server is running for this memory (is tiermem registered with Claude Code? "
+        f"`tiermem setup claude-code`){': ' + why if why else ''}"
+    )
 
 
 def _exchange(path: Path, request: dict[str, Any]) -> dict[str, Any]:
@@ -124,8 +132,9 @@ def _exchange(path: Path, request: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _memory_of(data_dir: str | os.PathLike[str] | None, agent: str | None,
-               config: str | os.PathLike[str] | None) -> tuple[str | os.PathLike[str], str]:
+def _memory_of(
+    data_dir: str | os.PathLike[str] | None, agent: str | None, config: str | os.PathLike[str] | None
+) -> tuple[str | os.PathLike[str], str]:
     """The data directory and agent: as given (setup always gives both), else from the settings (slower)."""
     if data_dir is not None and agent is not None and config is None:
         return data_dir, agent

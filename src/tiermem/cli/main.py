@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import TiermemError, ValidationError
+from ..domain.factory import open_memory
 from .commands import (
     agent_set_command,
     agent_show_command,
@@ -20,11 +22,9 @@ from .commands import (
     print_rows,
     search_command,
 )
-from ..base.errors import TiermemError, ValidationError
-from ..domain.factory import open_memory
 from .folders import add_folders_parser
 from .forget import add_forget_parser
-from .serving import keep_heap, serve, server_memory  # server_memory: re-exported for tests and benchmarks
+from .serving import keep_heap, serve  # server_memory: re-exported for tests and benchmarks
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -67,8 +67,12 @@ EXAMPLES = {
 
 
 def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
-    p.add_argument("--data-dir", type=Path, help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)")
-    p.add_argument("--config", type=Path, help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)")
+    p.add_argument(
+        "--data-dir", type=Path, help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)"
+    )
+    p.add_argument(
+        "--config", type=Path, help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)"
+    )
     p.add_argument("--embedding-model", help="'default', 'hashing' or a fastembed model name")
     if agent:
         p.add_argument("--agent", help="agent name (default: $TIERMEM_AGENT or 'default')")
@@ -99,18 +103,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
     _common(serve)
-    serve.add_argument("--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)")
+    serve.add_argument(
+        "--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)"
+    )
     serve.add_argument("--host", help="address for sse/http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
     serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
-    serve.add_argument("--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http")
-    serve.add_argument("--token", dest="http_token", metavar="SECRET",
-                       help="sse/http: a bearer token for every agent (else $TIERMEM_HTTP_TOKEN; with no tokens "
-                            "configured at all, a random one per run, printed on stderr)")
-    serve.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
-                       help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)")
-    serve.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None,
-                       help="also publish the block view as an MCP App (memory_blocks_view, ui://tiermem/blocks.html)")
+    serve.add_argument(
+        "--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http"
+    )
+    serve.add_argument(
+        "--token",
+        dest="http_token",
+        metavar="SECRET",
+        help="sse/http: a bearer token for every agent (else $TIERMEM_HTTP_TOKEN; with no tokens "
+        "configured at all, a random one per run, printed on stderr)",
+    )
+    serve.add_argument(
+        "--agent-loop",
+        dest="agent_loop",
+        action="store_true",
+        default=None,
+        help="also publish agent_chat: the built-in Letta agent (Anthropic API or the host's model)",
+    )
+    serve.add_argument(
+        "--mcp-apps",
+        dest="mcp_apps",
+        action="store_true",
+        default=None,
+        help="also publish the block view as an MCP App (memory_blocks_view, ui://tiermem/blocks.html)",
+    )
 
     agents = _sub(sp, "agents", "List or create agents (memory namespaces).")
     asp = agents.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -121,22 +143,34 @@ def build_parser() -> argparse.ArgumentParser:
     _common(a_create, agent=False)
     a_create.add_argument("name")
     a_create.add_argument("--system", help="system prompt (default: the configured one)")
-    a_del = asp.add_parser("delete", help="delete an agent: its blocks (shared ones stay with the other agents), their "
-                           "history, its messages and passages; shows what will go and asks first")
+    a_del = asp.add_parser(
+        "delete",
+        help="delete an agent: its blocks (shared ones stay with the other agents), their "
+        "history, its messages and passages; shows what will go and asks first",
+    )
     _common(a_del, agent=False)
     a_del.add_argument("name")
     a_del.add_argument("--yes", action="store_true", help="do not ask (needed when stdin is not a terminal)")
-    a_show = asp.add_parser("show", help="an agent's settings and blocks, and what an import kept that tiermem does not run")
+    a_show = asp.add_parser(
+        "show", help="an agent's settings and blocks, and what an import kept that tiermem does not run"
+    )
     _common(a_show, agent=False)
     a_show.add_argument("name")
     a_show.add_argument("--json", action="store_true")
-    a_set = asp.add_parser("set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt")
+    a_set = asp.add_parser(
+        "set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt"
+    )
     _common(a_set, agent=False)
     a_set.add_argument("name")
     a_set.add_argument("--type", dest="agent_type", choices=["letta_v1", "memgpt"], help="agent loop style")
     a_set.add_argument("--sleeptime", type=int, metavar="N", help="run the sleep-time agent every N turns (0: off)")
-    a_set.add_argument("--autoclear", dest="autoclear", action="store_true", default=None,
-                       help="message_buffer_autoclear: keep memory, carry no history between turns")
+    a_set.add_argument(
+        "--autoclear",
+        dest="autoclear",
+        action="store_true",
+        default=None,
+        help="message_buffer_autoclear: keep memory, carry no history between turns",
+    )
     a_set.add_argument("--no-autoclear", dest="autoclear", action="store_false")
     a_set.add_argument("--system", help="new system prompt ('-' reads stdin)")
     a_set.add_argument("--json", action="store_true")
@@ -146,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     b_list = bsp.add_parser("list", help="list the agent's blocks")
     _common(b_list)
     b_list.add_argument("--json", action="store_true")
-    b_show = bsp.add_parser("show", help="print one block's value (or, with --core or no label, the rendered core memory)")
+    b_show = bsp.add_parser(
+        "show", help="print one block's value (or, with --core or no label, the rendered core memory)"
+    )
     _common(b_show)
     b_show.add_argument("label", nargs="?")
     b_show.add_argument("--json", action="store_true")
@@ -159,10 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
     b_set.add_argument("--limit", type=int)
     b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
     b_set.add_argument("--writable", dest="read_only", action="store_false")
-    b_set.add_argument("--pinned", dest="pinned", action="store_true", default=None,
-                       help="render the block in core memory every turn (the default)")
-    b_set.add_argument("--detached", dest="pinned", action="store_false",
-                       help="list it in core memory by label and description only; opened with memory_open")
+    b_set.add_argument(
+        "--pinned",
+        dest="pinned",
+        action="store_true",
+        default=None,
+        help="render the block in core memory every turn (the default)",
+    )
+    b_set.add_argument(
+        "--detached",
+        dest="pinned",
+        action="store_false",
+        help="list it in core memory by label and description only; opened with memory_open",
+    )
     b_create = bsp.add_parser("create", help="create a block on the agent")
     _common(b_create)
     b_create.add_argument("label")
@@ -196,21 +241,33 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
     doctor.add_argument("--json", action="store_true")
-    doctor.add_argument("--secrets", action="store_true",
-                        help="scan the store for credentials (blocks with their history, messages, passages, files)")
+    doctor.add_argument(
+        "--secrets",
+        action="store_true",
+        help="scan the store for credentials (blocks with their history, messages, passages, files)",
+    )
     doctor.add_argument("--redact", action="store_true", help="with --secrets: rewrite what was found (with --yes)")
     doctor.add_argument("--yes", action="store_true", help="with --redact: do it")
-    imp = _sub(sp, "import", "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.")
+    imp = _sub(
+        sp,
+        "import",
+        "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.",
+    )
     _common(imp)
     imp.add_argument("path", type=Path)
     imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories", "memfs"], default="auto")
     imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
-    imp.add_argument("--replace", action="store_true",
-                     help="overwrite an agent with the same name (.af), or blocks with other values (memories)")
+    imp.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite an agent with the same name (.af), or blocks with other values (memories)",
+    )
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)
-    exp.add_argument("name", nargs="*", help="agents to export into one .af file (one agent for memfs); leave out for a jsonl backup")
+    exp.add_argument(
+        "name", nargs="*", help="agents to export into one .af file (one agent for memfs); leave out for a jsonl backup"
+    )
     exp.add_argument("--all", dest="all_agents", action="store_true", help=".af: export every agent into one file")
     exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
     exp.add_argument("--format", choices=["af", "jsonl", "memfs"], default="af")
@@ -219,39 +276,73 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
-    syn.add_argument("--watch", type=float, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
-                     help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})")
+    syn.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=WATCH_SECONDS,
+        metavar="SECONDS",
+        help=f"keep running: sync whenever either side changes, checked every SECONDS (default {WATCH_SECONDS})",
+    )
     syn.add_argument("--json", action="store_true")
-    setup = _sub(sp, "setup", "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
-                 "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.")
+    setup = _sub(
+        sp,
+        "setup",
+        "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
+        "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.",
+    )
     ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
-    s_lc = ssp.add_parser("letta-code", help="one memory for a Letta Code agent and every MCP host (its MemFS directory, "
-                          "synced both ways)", formatter_class=argparse.RawDescriptionHelpFormatter,
-                          epilog=f"example:\n  {EXAMPLES['setup']}")
+    s_lc = ssp.add_parser(
+        "letta-code",
+        help="one memory for a Letta Code agent and every MCP host (its MemFS directory, synced both ways)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"example:\n  {EXAMPLES['setup']}",
+    )
     _common(s_lc)
     where = s_lc.add_mutually_exclusive_group()
     where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
     where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
-    s_lc.add_argument("--host", choices=["claude-desktop", "claude-code", "cursor", "vscode"], default="claude-code",
-                      help="print this host's configuration with the directory kept in step (default: claude-code)")
-    s_lc.add_argument("--dialect", choices=["letta-code", "anthropic"], default="letta-code",
-                      help="the memory tool the hosts get (default: letta-code, Letta Code's own)")
+    s_lc.add_argument(
+        "--host",
+        choices=["claude-desktop", "claude-code", "cursor", "vscode"],
+        default="claude-code",
+        help="print this host's configuration with the directory kept in step (default: claude-code)",
+    )
+    s_lc.add_argument(
+        "--dialect",
+        choices=["letta-code", "anthropic"],
+        default="letta-code",
+        help="the memory tool the hosts get (default: letta-code, Letta Code's own)",
+    )
     s_lc.add_argument("--json", action="store_true")
-    s_cc = ssp.add_parser("claude-code", help="register tiermem with Claude Code and install its hooks (memory that "
-                          "works on its own); --uninstall removes exactly that",
-                          formatter_class=argparse.RawDescriptionHelpFormatter,
-                          epilog=f"example:\n  {EXAMPLES['setup claude-code']}")
+    s_cc = ssp.add_parser(
+        "claude-code",
+        help="register tiermem with Claude Code and install its hooks (memory that "
+        "works on its own); --uninstall removes exactly that",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"example:\n  {EXAMPLES['setup claude-code']}",
+    )
     _common(s_cc)
     s_cc.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
     s_cc.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
     s_cc.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
-    s_cc.add_argument("--scope", choices=["user", "project"], default="user",
-                      help="user: every project of this user (default); project: this project's .mcp.json and .claude/")
-    s_cc.add_argument("--project-dir", type=Path, help="the project for --scope project (default: the current directory)")
-    s_cc.add_argument("--uninstall", action="store_true", help="remove exactly what setup added (and put back what it "
-                      "replaced)")
-    s_cc.add_argument("--force", action="store_true", help="replace a `tiermem` MCP server entry setup did not write "
-                      "(--uninstall puts it back)")
+    s_cc.add_argument(
+        "--scope",
+        choices=["user", "project"],
+        default="user",
+        help="user: every project of this user (default); project: this project's .mcp.json and .claude/",
+    )
+    s_cc.add_argument(
+        "--project-dir", type=Path, help="the project for --scope project (default: the current directory)"
+    )
+    s_cc.add_argument(
+        "--uninstall", action="store_true", help="remove exactly what setup added (and put back what it replaced)"
+    )
+    s_cc.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a `tiermem` MCP server entry setup did not write (--uninstall puts it back)",
+    )
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -263,22 +354,38 @@ def build_parser() -> argparse.ArgumentParser:
     srch.add_argument("--json", action="store_true")
     cfg = _sub(sp, "config", "Print a host configuration snippet with this machine's paths filled in.")
     _common(cfg)
-    cfg.add_argument("host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode",
-                                      "http"])
-    cfg.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None,
-                     help="configure the built-in agent loop too (agent_chat)")
+    cfg.add_argument(
+        "host", choices=["claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini", "opencode", "http"]
+    )
+    cfg.add_argument(
+        "--agent-loop",
+        dest="agent_loop",
+        action="store_true",
+        default=None,
+        help="configure the built-in agent loop too (agent_chat)",
+    )
     cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
     cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
-    cfg.add_argument("-o", "--output", type=Path,
-                     help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout")
+    cfg.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout",
+    )
     hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
     hook.add_argument("host", choices=["claude-code"])
     _common(hook)
-    ui = _sub(sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only).")
+    ui = _sub(
+        sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only)."
+    )
     _common(ui)
     ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
-    ui.add_argument("--no-browser", dest="open_browser", action="store_false", help="print the URL, do not open a browser")
-    chat = _sub(sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY).")
+    ui.add_argument(
+        "--no-browser", dest="open_browser", action="store_false", help="print the URL, do not open a browser"
+    )
+    chat = _sub(
+        sp, "chat", "Talk to the agent in the terminal through the built-in agent loop (needs ANTHROPIC_API_KEY)."
+    )
     _common(chat)
     chat.add_argument("-m", "--message", help="send one message, print the reply and exit (otherwise: interactive)")
     chat.add_argument("--conversation", default="default", help="conversation id (default: 'default')")
@@ -325,7 +432,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ..domain.maintenance import doctor
 
         return doctor(settings, as_json=args.json)
-    if (args.command == "setup" and args.target == "claude-code") or (args.command == "config" and args.host == "claude-code"):
+    if (args.command == "setup" and args.target == "claude-code") or (
+        args.command == "config" and args.host == "claude-code"
+    ):
         from ..interop.claude_code import setup_command
 
         return setup_command(settings, args, dry_run=args.command == "config")
@@ -354,7 +463,13 @@ def run_command(args: argparse.Namespace) -> int:
 
             return agent_delete_command(memory, args)
         if args.action == "list":
-            print_rows([{"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")} for a in memory.list_agents()], args.json)
+            print_rows(
+                [
+                    {"name": a.name, "id": a.id, "created": a.created_at.isoformat(timespec="seconds")}
+                    for a in memory.list_agents()
+                ],
+                args.json,
+            )
         elif args.action == "set":
             agent_set_command(memory, settings, args)
         elif args.action == "show":
@@ -399,8 +514,11 @@ def _load_model_for_import(memory: Memory) -> None:
     try:
         memory.archive.embedder.wait(None)
     except EmbeddingError as exc:
-        print(f"tiermem: warning: {exc} Importing without vectors: the imported rows are found by keywords until a "
-              "tiermem with a working model opens this data directory (it embeds them).", file=sys.stderr)
+        print(
+            f"tiermem: warning: {exc} Importing without vectors: the imported rows are found by keywords until a "
+            "tiermem with a working model opens this data directory (it embeds them).",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

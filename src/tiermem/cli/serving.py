@@ -50,8 +50,11 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
         if agent is None:
             # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
             agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
-            log.info("created agent %r with the default blocks (it did not exist in %s)", settings.agent,
-                     settings.store_uri())
+            log.info(
+                "created agent %r with the default blocks (it did not exist in %s)",
+                settings.agent,
+                settings.store_uri(),
+            )
         memory.warm(agent.id)  # its first search (a tool call, an auto-recall hook) finds its sittings built
         return memory, agent.id
 
@@ -59,9 +62,9 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 
 
 def serve(settings: Settings) -> None:
+    from ..server.app import build_server, published_tools
     from ..server.hookserver import HookListener
     from ..server.runtime import MemoryHandle
-    from ..server.app import build_server, published_tools
     from ..server.shutdown import Shutdown
 
     keep_heap(settings)
@@ -125,15 +128,24 @@ def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
         raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
     other = recorded_agent(root) if root.is_dir() else None
     if other not in (None, settings.agent):
-        raise ConfigError(f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
-                          f"(--agent {other}), or sync another directory.")
+        raise ConfigError(
+            f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
+            f"(--agent {other}), or sync another directory."
+        )
     live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
     live.start()
     return live
 
 
-def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: list[Token], secret: str | None,
-              sock: Any, stop: Shutdown) -> None:
+def _run_http(
+    server: Any,
+    handle: MemoryHandle,
+    settings: Settings,
+    tokens: list[Token],
+    secret: str | None,
+    sock: Any,
+    stop: Shutdown,
+) -> None:
     import uvicorn
 
     from ..server.app import build_http_app
@@ -143,17 +155,22 @@ def _run_http(server: Any, handle: MemoryHandle, settings: Settings, tokens: lis
     port = int(sock.getsockname()[1])
     shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
     path = "/sse" if settings.transport == "sse" else "/mcp"
-    log.info("listening on http://%s:%d%s, memory inspector at /ui (%d bearer token(s))", settings.host, port, path,
-             len(tokens))
+    log.info(
+        "listening on http://%s:%d%s, memory inspector at /ui (%d bearer token(s))",
+        settings.host,
+        port,
+        path,
+        len(tokens),
+    )
     if secret is not None:
         sys.stderr.write(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n")
+            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n"
+        )
         sys.stderr.flush()
-    config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False,
-                            timeout_keep_alive=5)
+    config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
     stop.keep_signals(uvicorn.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
 
 
@@ -181,8 +198,9 @@ def configured_tokens(settings: Settings) -> list[Token]:
         warn_if_readable(settings.auth_tokens_file)
         tokens += load_tokens_file(settings.auth_tokens_file)
     if settings.http_token is not None:
-        tokens += make_tokens([{"token": settings.http_token, "agents": ["*"], "name": "http-token"}],
-                              "--token / TIERMEM_HTTP_TOKEN")
+        tokens += make_tokens(
+            [{"token": settings.http_token, "agents": ["*"], "name": "http-token"}], "--token / TIERMEM_HTTP_TOKEN"
+        )
     return tokens
 
 

@@ -25,10 +25,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "memory")
 _CLIENT_KEYS = {
-    "allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type", "http1_only",
-    "http2_keep_alive_interval", "http2_keep_alive_timeout", "http2_keep_alive_while_idle", "http2_only",
-    "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url", "proxy_ca_certificate", "proxy_excludes",
-    "randomize_addresses", "read_timeout", "timeout", "user_agent",
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "default_content_type",
+    "http1_only",
+    "http2_keep_alive_interval",
+    "http2_keep_alive_timeout",
+    "http2_keep_alive_while_idle",
+    "http2_only",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "randomize_addresses",
+    "read_timeout",
+    "timeout",
+    "user_agent",
 }
 _BOOL_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
 
@@ -69,22 +83,29 @@ class Bucket:
             from obstore import exceptions
             from obstore.store import from_url
         except ImportError as exc:
-            raise StoreError("Object storage needs the obstore package (pip install obstore); it installs with "
-                             f"tiermem: reinstall it. ({exc})") from exc
+            raise StoreError(
+                "Object storage needs the obstore package (pip install obstore); it installs with "
+                f"tiermem: reinstall it. ({exc})"
+            ) from exc
         self._ob, self._exc = obstore, exceptions
         try:
             if self.uri.startswith("memory://"):  # this Bucket's own, for as long as it lives
                 self._store: ObjectStore = from_url("memory:///")
             else:
                 config = {k: v for k, v in (storage_options or {}).items() if k not in _CLIENT_KEYS}
-                client: dict[str, Any] = {k: (str(v).lower() in ("1", "true", "yes") if k in _BOOL_KEYS else v)
-                                          for k, v in (storage_options or {}).items() if k in _CLIENT_KEYS}
+                client: dict[str, Any] = {
+                    k: (str(v).lower() in ("1", "true", "yes") if k in _BOOL_KEYS else v)
+                    for k, v in (storage_options or {}).items()
+                    if k in _CLIENT_KEYS
+                }
                 self._store = from_url(self.uri, config=config or None, client_options=client or None)  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001  a bad option can panic inside the binding (pyo3 PanicException)
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
-            raise StoreError(f"Cannot open the object store {uri!r}: {exc}. Check the uri and storage_options "
-                             "(endpoint, region, credentials).") from exc
+            raise StoreError(
+                f"Cannot open the object store {uri!r}: {exc}. Check the uri and storage_options "
+                "(endpoint, region, credentials)."
+            ) from exc
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -92,18 +113,27 @@ class Bucket:
         self.requests[kind] += 1
         try:
             return fn()
-        except (self._exc.NotFoundError, FileNotFoundError, self._exc.AlreadyExistsError, self._exc.PreconditionError,
-                self._exc.NotModifiedError):
+        except (
+            self._exc.NotFoundError,
+            FileNotFoundError,
+            self._exc.AlreadyExistsError,
+            self._exc.PreconditionError,
+            self._exc.NotModifiedError,
+        ):
             raise  # answers, not failures: the callers below turn them into results
         except Exception as exc:  # the library's errors: network, permissions, a misbehaving store
-            raise StoreError(f"The object store failed at {self.uri}/{path} ({kind}): {exc}. Nothing was written by "
-                             "this call; check the store's endpoint and credentials, then try again.") from exc
+            raise StoreError(
+                f"The object store failed at {self.uri}/{path} ({kind}): {exc}. Nothing was written by "
+                "this call; check the store's endpoint and credentials, then try again."
+            ) from exc
 
     def get(self, path: str, unless: str | None = None) -> Stored | None:
         """The object at ``path``; None if there is none; ``NOT_MODIFIED`` if its ETag is still ``unless``."""
+
         def fetch() -> Stored:
             r = self._ob.get(self._store, path, options={"if_none_match": unless} if unless else None)
             return Stored(bytes(r.bytes()), str(r.meta["e_tag"]))
+
         try:
             return self._call("GET", path, fetch)
         except (self._exc.NotFoundError, FileNotFoundError):
@@ -129,8 +159,9 @@ class Bucket:
     def replace(self, path: str, data: bytes, etag: str) -> str | None:
         """Overwrite ``path`` only if its ETag is still ``etag``; the new ETag, or None if it changed (or is gone)."""
         try:
-            return self._call("PUT", path, lambda: str(self._ob.put(self._store, path, data,
-                                                                   mode={"e_tag": etag})["e_tag"]))
+            return self._call(
+                "PUT", path, lambda: str(self._ob.put(self._store, path, data, mode={"e_tag": etag})["e_tag"])
+            )
         except (self._exc.PreconditionError, self._exc.NotFoundError, FileNotFoundError):
             return None
 
@@ -146,21 +177,28 @@ class Bucket:
 
     def list_here(self, prefix: str) -> list[Listed]:
         """The objects directly under the folder ``prefix`` (not in its sub-folders)."""
+
         def collect() -> list[Listed]:
             found = self._ob.list_with_delimiter(self._store, prefix.rstrip("/"))
-            return [Listed(str(m["path"]), str(m["e_tag"] or ""), int(m["size"]), m["last_modified"])
-                    for m in found["objects"]]
+            return [
+                Listed(str(m["path"]), str(m["e_tag"] or ""), int(m["size"]), m["last_modified"])
+                for m in found["objects"]
+            ]
+
         return self._call("LIST", prefix, collect)
 
     def list(self, prefix: str) -> list[Listed]:
         """Every object under ``prefix`` (one request per 1,000 objects)."""
+
         def collect() -> list[Listed]:
             out: list[Listed] = []
             for page in self._ob.list(self._store, prefix=prefix):
                 self.requests["LIST"] += 1
-                out.extend(Listed(str(m["path"]), str(m["e_tag"] or ""), int(m["size"]), m["last_modified"])
-                           for m in page)
+                out.extend(
+                    Listed(str(m["path"]), str(m["e_tag"] or ""), int(m["size"]), m["last_modified"]) for m in page
+                )
             return out
+
         self.requests["LIST"] -= 1  # counted per page inside
         return self._call("LIST", prefix, collect)
 

@@ -61,7 +61,7 @@ def _suffix(a: str, b: str, limit: int) -> int:
 def diff(old: str, new: str) -> Delta:
     """The smallest single-span delta turning ``old`` into ``new``."""
     if len(new) >= len(old) and new.startswith(old):  # an append: one comparison, no slices
-        return Delta(len(old), 0, new[len(old):])
+        return Delta(len(old), 0, new[len(old) :])
     shorter = min(len(old), len(new))
     start = _prefix(old, new, shorter)
     tail = _suffix(old, new, shorter - start)
@@ -76,8 +76,10 @@ def apply(old: str, delta: Delta) -> str:
 
 def _check(length: int, delta: Delta) -> None:
     if delta.start < 0 or delta.tail < 0 or delta.start + delta.tail > length:
-        raise StoreError(f"A stored block history entry does not fit the version before it (keep {delta.start} + "
-                         f"{delta.tail} of {length} characters): the history is damaged. Restore it from a backup.")
+        raise StoreError(
+            f"A stored block history entry does not fit the version before it (keep {delta.start} + "
+            f"{delta.tail} of {length} characters): the history is damaged. Restore it from a backup."
+        )
 
 
 class Text:

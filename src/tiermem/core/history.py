@@ -61,9 +61,19 @@ class Entry:
 
 
 def checkpoint(version: BlockVersion) -> Entry:
-    return Entry(block_id=version.block_id, version=version.version, operation=version.operation, actor=version.actor,
-                 created_us=to_us(version.created_at), chain=Chain(base=version.version), value=version.value,
-                 label=version.label, limit=version.limit, description=version.description, read_only=version.read_only)
+    return Entry(
+        block_id=version.block_id,
+        version=version.version,
+        operation=version.operation,
+        actor=version.actor,
+        created_us=to_us(version.created_at),
+        chain=Chain(base=version.version),
+        value=version.value,
+        label=version.label,
+        limit=version.limit,
+        description=version.description,
+        read_only=version.read_only,
+    )
 
 
 def encode(previous: Block | BlockVersion | None, chain: Chain | None, version: BlockVersion) -> Entry:
@@ -76,8 +86,12 @@ def encode(previous: Block | BlockVersion | None, chain: Chain | None, version: 
     if chain.bytes + size >= max(len(version.value), 1) or chain.steps + 1 > MAX_STEPS:
         return checkpoint(version)
     return Entry(
-        block_id=version.block_id, version=version.version, operation=version.operation, actor=version.actor,
-        created_us=to_us(version.created_at), chain=Chain(chain.base, chain.bytes + size, chain.steps + 1),
+        block_id=version.block_id,
+        version=version.version,
+        operation=version.operation,
+        actor=version.actor,
+        created_us=to_us(version.created_at),
+        chain=Chain(chain.base, chain.bytes + size, chain.steps + 1),
         delta=delta,
         label=version.label if version.label != previous.label else None,
         limit=version.limit if version.limit != previous.limit else None,
@@ -97,17 +111,30 @@ def replay(entries: Iterable[Entry], wanted: range | None = None) -> Iterator[Bl
             fields = (e.label or "", e.limit or 0, e.description or "", bool(e.read_only))
         else:
             if text is None or last is None or last.version != e.version - 1 or e.delta is None:
-                raise StoreError(f"The history of block {e.block_id} lacks the version before {e.version} (a stored "
-                                 "change cannot be applied): the history is damaged. Restore it from a backup.")
+                raise StoreError(
+                    f"The history of block {e.block_id} lacks the version before {e.version} (a stored "
+                    "change cannot be applied): the history is damaged. Restore it from a backup."
+                )
             text.apply(e.delta)
-            fields = (last.label if e.label is None else e.label, last.limit if e.limit is None else e.limit,
-                      last.description if e.description is None else e.description,
-                      last.read_only if e.read_only is None else e.read_only)
+            fields = (
+                last.label if e.label is None else e.label,
+                last.limit if e.limit is None else e.limit,
+                last.description if e.description is None else e.description,
+                last.read_only if e.read_only is None else e.read_only,
+            )
         keep = wanted is None or e.version in wanted
-        current = BlockVersion(block_id=e.block_id, version=e.version, label=fields[0],
-                               value=text.value() if keep else "", limit=fields[1],
-                               description=fields[2], read_only=fields[3], operation=e.operation, actor=e.actor,
-                               created_at=from_us(e.created_us))
+        current = BlockVersion(
+            block_id=e.block_id,
+            version=e.version,
+            label=fields[0],
+            value=text.value() if keep else "",
+            limit=fields[1],
+            description=fields[2],
+            read_only=fields[3],
+            operation=e.operation,
+            actor=e.actor,
+            created_at=from_us(e.created_us),
+        )
         last = current
         if keep:
             yield current
@@ -117,8 +144,7 @@ def replay(entries: Iterable[Entry], wanted: range | None = None) -> Iterator[Bl
 
 
 def to_json(e: Entry) -> dict[str, Any]:
-    out: dict[str, Any] = {"v": e.version, "op": e.operation, "by": e.actor, "t": e.created_us,
-                           "base": e.chain.base}
+    out: dict[str, Any] = {"v": e.version, "op": e.operation, "by": e.actor, "t": e.created_us, "base": e.chain.base}
     if e.value is not None:
         out["value"] = e.value
     if e.delta is not None:
@@ -134,14 +160,25 @@ def from_json(block_id: str, raw: Mapping[str, Any]) -> Entry:
     try:
         d = raw.get("d")
         chain = raw.get("chain") or [0, 0]
-        return Entry(block_id=block_id, version=int(raw["v"]), operation=str(raw["op"]), actor=str(raw["by"]),
-                     created_us=int(raw["t"]), chain=Chain(int(raw["base"]), int(chain[0]), int(chain[1])),
-                     value=raw.get("value"), delta=Delta(int(d[0]), int(d[1]), str(d[2])) if d is not None else None,
-                     label=raw.get("label"), limit=raw.get("limit"), description=raw.get("desc"),
-                     read_only=raw.get("ro"))
+        return Entry(
+            block_id=block_id,
+            version=int(raw["v"]),
+            operation=str(raw["op"]),
+            actor=str(raw["by"]),
+            created_us=int(raw["t"]),
+            chain=Chain(int(raw["base"]), int(chain[0]), int(chain[1])),
+            value=raw.get("value"),
+            delta=Delta(int(d[0]), int(d[1]), str(d[2])) if d is not None else None,
+            label=raw.get("label"),
+            limit=raw.get("limit"),
+            description=raw.get("desc"),
+            read_only=raw.get("ro"),
+        )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise StoreError(f"A stored history entry of block {block_id} is malformed ({exc}): the history is damaged. "
-                         "Restore it from a backup.") from exc
+        raise StoreError(
+            f"A stored history entry of block {block_id} is malformed ({exc}): the history is damaged. "
+            "Restore it from a backup."
+        ) from exc
 
 
 def rewrite(kept: Iterable[BlockVersion]) -> list[Entry]:

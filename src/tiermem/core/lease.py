@@ -74,8 +74,14 @@ class Lease:
         deadline, delay, told = time.monotonic() + timeout, 0.02, False
         while (etag := self.take()) is None:
             if not told:  # a wait of up to a lease's time (a holder that died) is said, not silent
-                log.warning("waiting (up to %.0f s) for %s/%s: another process holds it; a holder that died leaves "
-                            "it to run out %.0f s after it was taken", timeout, self.bucket.uri, self.path, self.seconds)
+                log.warning(
+                    "waiting (up to %.0f s) for %s/%s: another process holds it; a holder that died leaves "
+                    "it to run out %.0f s after it was taken",
+                    timeout,
+                    self.bucket.uri,
+                    self.path,
+                    self.seconds,
+                )
                 told = True
             if time.monotonic() >= deadline:
                 raise StoreError(

@@ -33,21 +33,26 @@ CORE_FILE = "core.sqlite3"
 LANCE_CORE_MARKER = "agents.lance"  # in the LanceDB directory: the store has (or had) core tables
 
 
-def open_core(store: Store, backend: str, data_dir: Path | None,
-              storage_options: Mapping[str, str] | None = None) -> CoreStore:
+def open_core(
+    store: Store, backend: str, data_dir: Path | None, storage_options: Mapping[str, str] | None = None
+) -> CoreStore:
     """The core store for ``backend``: SQLite in ``data_dir`` (a local directory) or objects under the store's
     uri (object storage, ``memory://``). Core state an older tiermem kept in LanceDB tables is moved on first open."""
     check_backend(backend)
     if backend == "object" or (backend == "auto" and data_dir is None):
         if data_dir is not None:
-            raise ConfigError("core_backend = 'object' keeps core state on object storage: set uri (for example "
-                              "s3://bucket/prefix), or use core_backend = 'auto' for a local data directory.")
+            raise ConfigError(
+                "core_backend = 'object' keeps core state on object storage: set uri (for example "
+                "s3://bucket/prefix), or use core_backend = 'auto' for a local data directory."
+            )
         core = open_objects(store.uri, storage_options, store)
         assert core is not None  # with the store, the move runs instead
         return core
     if data_dir is None:
-        raise ConfigError("core_backend = 'sqlite' needs a local data directory (data_dir), not an object-storage uri; "
-                          "use core_backend = 'auto' with uri.")
+        raise ConfigError(
+            "core_backend = 'sqlite' needs a local data directory (data_dir), not an object-storage uri; "
+            "use core_backend = 'auto' with uri."
+        )
     path = data_dir / CORE_FILE
     if not path.exists():
         migrate_from_lance(LanceCoreTables(store), path)
@@ -56,9 +61,11 @@ def open_core(store: Store, backend: str, data_dir: Path | None,
 
 def check_backend(backend: str) -> None:
     if backend == "lancedb":
-        raise ConfigError("core_backend = 'lancedb' is no longer offered: core state lives in SQLite for a local data "
-                          "directory and in one object per block on object storage, and core tables an older tiermem "
-                          "kept in LanceDB are moved there on first open. Set core_backend = 'auto'.")
+        raise ConfigError(
+            "core_backend = 'lancedb' is no longer offered: core state lives in SQLite for a local data "
+            "directory and in one object per block on object storage, and core tables an older tiermem "
+            "kept in LanceDB are moved there on first open. Set core_backend = 'auto'."
+        )
     if backend not in ("auto", "sqlite", "object"):
         raise ConfigError(f"core_backend must be 'auto', 'sqlite' or 'object', not {backend!r}.")
 
@@ -88,8 +95,12 @@ def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Sto
     core.mark_created()
     if any(rows.values()):
         summary = ", ".join(f"{len(r)} {t}" for t, r in rows.items() if r)
-        print(f"tiermem: moved core state from LanceDB tables into objects under {uri}/core ({summary}); the LanceDB "
-              "tables are kept unchanged", file=sys.stderr, flush=True)
+        print(
+            f"tiermem: moved core state from LanceDB tables into objects under {uri}/core ({summary}); the LanceDB "
+            "tables are kept unchanged",
+            file=sys.stderr,
+            flush=True,
+        )
     return core
 
 
@@ -105,7 +116,9 @@ def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
     return SqliteCore(path)
 
 
-def migrate_from_lance(old: LanceCoreTables | None, path: Path, *, unless_exists: Path | None = None) -> dict[str, int] | None:
+def migrate_from_lance(
+    old: LanceCoreTables | None, path: Path, *, unless_exists: Path | None = None
+) -> dict[str, int] | None:
     """Create ``path`` holding every core row of ``old`` (none if ``old`` is None), atomically; a no-op if
     ``path`` exists. With ``unless_exists``, does nothing and returns None if that path exists (checked under
     the lock)."""
@@ -137,11 +150,16 @@ def migrate_from_lance(old: LanceCoreTables | None, path: Path, *, unless_exists
             finally:
                 os.close(dir_fd)
     except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"Could not create the core-state database {path}: {exc}. Check that the data directory "
-                         "is local and writable, or keep core state on object storage (uri = s3://bucket/prefix).") from exc
+        raise StoreError(
+            f"Could not create the core-state database {path}: {exc}. Check that the data directory "
+            "is local and writable, or keep core state on object storage (uri = s3://bucket/prefix)."
+        ) from exc
     if any(counts.values()):
         summary = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
-        print(f"tiermem: moved core state from LanceDB into {path} ({summary}); the LanceDB tables are kept unchanged",
-              file=sys.stderr, flush=True)
+        print(
+            f"tiermem: moved core state from LanceDB into {path} ({summary}); the LanceDB tables are kept unchanged",
+            file=sys.stderr,
+            flush=True,
+        )
         log.info("migrated core state into %s: %s", path, summary)
     return counts

@@ -45,8 +45,9 @@ class ObjectCache:
                 out[path] = found
         return out
 
-    def settle(self, path: str, stored: Any, cached: tuple[str, Any] | None,
-                parse: Callable[[bytes], T]) -> tuple[T, str] | None:
+    def settle(
+        self, path: str, stored: Any, cached: tuple[str, Any] | None, parse: Callable[[bytes], T]
+    ) -> tuple[T, str] | None:
         if stored is None:
             self.forget(path)
             return None
@@ -73,8 +74,9 @@ class ObjectCache:
         with self._lock:
             self._cache.clear()
 
-    def update(self, path: str, parse: Callable[[bytes], T], change: Callable[[T | None], T | None],
-                dump: Callable[[T], bytes]) -> T | None:
+    def update(
+        self, path: str, parse: Callable[[bytes], T], change: Callable[[T | None], T | None], dump: Callable[[T], bytes]
+    ) -> T | None:
         """Read-modify-write ``path`` with conditional PUTs until it sticks; ``change`` gets the current value (None
         if absent) and returns the new one (None: leave it). Returns what is stored afterwards."""
         for _ in range(CAS_ATTEMPTS):
@@ -90,5 +92,7 @@ class ObjectCache:
                 return new
             self.forget(path)
             time.sleep(0.002)
-        raise StoreError(f"{path} is being changed by other writers and {CAS_ATTEMPTS} attempts failed; nothing "
-                         "more was written. Try again.")
+        raise StoreError(
+            f"{path} is being changed by other writers and {CAS_ATTEMPTS} attempts failed; nothing "
+            "more was written. Try again."
+        )

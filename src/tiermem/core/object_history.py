@@ -25,8 +25,18 @@ from ..base.errors import StoreError
 from ..base.records import BlockVersion
 from .bucket import Bucket
 from .history import Entry, replay
-from .object_layout import (HISTORY, VALUES, Head, Snapshots, segment_json, segment_of, segment_path, segment_range,
-                            value_path, value_version)
+from .object_layout import (
+    HISTORY,
+    VALUES,
+    Head,
+    Snapshots,
+    segment_json,
+    segment_of,
+    segment_path,
+    segment_range,
+    value_path,
+    value_version,
+)
 
 SEAL_BYTES = 16 * 1024
 MERGE_BYTES = 1 << 20
@@ -78,7 +88,9 @@ def seal(bucket: Bucket, head: Head) -> tuple[int, tuple[Entry, ...]] | None:
     if head.tail_bytes < SEAL_BYTES or not head.tail:
         return None
     first, last = head.tail[0].version, head.tail[-1].version
-    bucket.create(segment_path(head.block.id, first, last), segment_json(head.block.id, head.tail))  # exists: same content
+    bucket.create(
+        segment_path(head.block.id, first, last), segment_json(head.block.id, head.tail)
+    )  # exists: same content
     return last, ()
 
 
@@ -167,13 +179,17 @@ def read_base(bucket: Bucket, block_id: str, version: int) -> str:
     """The whole value of ``block_id`` at ``version`` from its base object."""
     stored = bucket.get(value_path(block_id, version))
     if stored is None:
-        raise StoreError(f"The stored value of block {block_id} at version {version} is gone (the block changed "
-                         "while it was read, or the store lost it); try again.")
+        raise StoreError(
+            f"The stored value of block {block_id} at version {version} is gone (the block changed "
+            "while it was read, or the store lost it); try again."
+        )
     try:
         return stored.data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise StoreError(f"The stored value of block {block_id} at version {version} is not UTF-8 ({exc}): it is "
-                         "damaged. Restore it from a backup.") from exc
+        raise StoreError(
+            f"The stored value of block {block_id} at version {version} is not UTF-8 ({exc}): it is "
+            "damaged. Restore it from a backup."
+        ) from exc
 
 
 def bases(bucket: Bucket) -> Snapshots:

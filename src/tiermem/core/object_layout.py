@@ -143,8 +143,12 @@ class Head:
 
     def by_reference(self) -> bool:
         """True if this head is stored without its value: the value is long, and the base plus the tail rebuild it."""
-        return (self.base > 0 and self.base == self.sealed and len(self.block.value) >= INLINE_CHARS
-                and [e.version for e in self.tail] == list(range(self.sealed + 1, self.block.version + 1)))
+        return (
+            self.base > 0
+            and self.base == self.sealed
+            and len(self.block.value) >= INLINE_CHARS
+            and [e.version for e in self.tail] == list(range(self.sealed + 1, self.block.version + 1))
+        )
 
 
 Snapshots = Callable[[str, int], str]  # (block id, version) -> that version's whole value from ``value_path``
@@ -208,8 +212,14 @@ def block_json(b: Block) -> dict[str, Any]:
 def head_json(h: Head) -> bytes:
     chain = [h.chain.base, h.chain.bytes, h.chain.steps] if h.chain is not None else None
     block = block_json(h.block)
-    out: dict[str, Any] = {"format": FORMAT, "block": block, "agents": list(h.agents), "sealed": h.sealed,
-                           "chain": chain, "tail": [to_json(e) for e in h.tail]}
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "block": block,
+        "agents": list(h.agents),
+        "sealed": h.sealed,
+        "chain": chain,
+        "tail": [to_json(e) for e in h.tail],
+    }
     if h.base:
         out["base"] = h.base
     if h.by_reference():
@@ -219,8 +229,7 @@ def head_json(h: Head) -> bytes:
     return dumps(out)
 
 
-def head_of(data: bytes, snapshots: Snapshots | None = None,
-            known: Callable[[str], Head | None] | None = None) -> Head:
+def head_of(data: bytes, snapshots: Snapshots | None = None, known: Callable[[str], Head | None] | None = None) -> Head:
     """The head stored as ``data``. One stored without its value (``Head.by_reference``) gets it rebuilt from
     ``known(block id)`` (an earlier head of the block this reader holds) if the tail reaches back to it, else
     from ``snapshots`` (its base); either way checked against the recorded length and CRC-32."""
@@ -235,19 +244,37 @@ def head_of(data: bytes, snapshots: Snapshots | None = None,
             if snapshots is None:
                 raise StoreError(f"Block {block_id} is stored without its value and this reader cannot fetch it.")
             crc = int(r["value_crc"])
-            raw = {**raw, "value": _rebuild(block_id, base, tail, int(r["value_chars"]), crc, snapshots,
-                                            known(block_id) if known is not None else None)}
+            raw = {
+                **raw,
+                "value": _rebuild(
+                    block_id,
+                    base,
+                    tail,
+                    int(r["value_chars"]),
+                    crc,
+                    snapshots,
+                    known(block_id) if known is not None else None,
+                ),
+            }
         block = block_from_row(raw, STORED_HINT)
         chain = r.get("chain")
-        return Head(block=block, agents=tuple(str(a) for a in r.get("agents") or ()), sealed=sealed,
-                    tail=tail, chain=Chain(int(chain[0]), int(chain[1]), int(chain[2])) if chain else None,
-                    tail_bytes=sum(e.size() for e in tail), base=base, value_crc=crc)
+        return Head(
+            block=block,
+            agents=tuple(str(a) for a in r.get("agents") or ()),
+            sealed=sealed,
+            tail=tail,
+            chain=Chain(int(chain[0]), int(chain[1]), int(chain[2])) if chain else None,
+            tail_bytes=sum(e.size() for e in tail),
+            base=base,
+            value_crc=crc,
+        )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise StoreError(f"A stored block is malformed ({exc}); restore it from a backup.") from exc
 
 
-def _rebuild(block_id: str, base: int, tail: tuple[Entry, ...], chars: int, crc: int, snapshots: Snapshots,
-             known: Head | None) -> str:
+def _rebuild(
+    block_id: str, base: int, tail: tuple[Entry, ...], chars: int, crc: int, snapshots: Snapshots, known: Head | None
+) -> str:
     if known is not None and known.block.id == block_id and base <= known.block.version:
         newer = [e for e in tail if e.version > known.block.version]
         value = _replay(known.block.value, newer)
@@ -257,8 +284,10 @@ def _rebuild(block_id: str, base: int, tail: tuple[Entry, ...], chars: int, crc:
                 return value
     value = _replay(snapshots(block_id, base), list(tail))
     if len(value) != chars or checksum(value) != crc:
-        raise StoreError(f"The stored value of block {block_id} does not match its checksum (base version {base} "
-                         "and the changes since): it is damaged. Restore it from a backup.")
+        raise StoreError(
+            f"The stored value of block {block_id} does not match its checksum (base version {base} "
+            "and the changes since): it is damaged. Restore it from a backup."
+        )
     return value
 
 

@@ -20,13 +20,43 @@ from ..base.records import Block, BlockVersion
 from . import object_history as segments
 from .bucket import Bucket
 from .history import Chain, Entry, encode
-from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, REQUESTS, Attached, Head, Link, agent_json,
-                           agent_of, agent_path, attached_json, attached_of, attached_path, conversation_path,
-                           head_json, head_of, head_path, loads, old_request_path, request_path, segment_json,
-                           segment_path)
+from .object_layout import (
+    AGENTS,
+    ATTACHED,
+    BLOCKS,
+    CONVERSATIONS,
+    REQUESTS,
+    Attached,
+    Head,
+    Link,
+    agent_json,
+    agent_of,
+    agent_path,
+    attached_json,
+    attached_of,
+    attached_path,
+    conversation_path,
+    head_json,
+    head_of,
+    head_path,
+    loads,
+    old_request_path,
+    request_path,
+    segment_json,
+    segment_path,
+)
 from .protocol import FIELDS
-from .rows import (CoreRow, agent_from_row, agent_row, attachment_row, block_from_row, block_row, rows_of,
-                   version_from_row, version_row)
+from .rows import (
+    CoreRow,
+    agent_from_row,
+    agent_row,
+    attachment_row,
+    block_from_row,
+    block_row,
+    rows_of,
+    version_from_row,
+    version_row,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -54,18 +84,28 @@ def all_rows(bucket: Bucket, table: str) -> list[CoreRow]:
     if table == "blocks":
         return [block_row(_head(bucket, d).block) for d in _objects(bucket, BLOCKS)]
     if table == "attachments":
-        return [attachment_row(a.agent_id, x.block_id, x.created_us)
-                for a in map(attached_of, _objects(bucket, ATTACHED)) for x in a.links]
+        return [
+            attachment_row(a.agent_id, x.block_id, x.created_us)
+            for a in map(attached_of, _objects(bucket, ATTACHED))
+            for x in a.links
+        ]
     if table == "block_history":
         out: list[CoreRow] = []
         for head in (_head(bucket, d) for d in _objects(bucket, BLOCKS)):
             out.extend(version_row(v) for v in segments.versions(bucket, head, 1, head.block.version))
         return out
-    return rows_of(table, [loads(d, table) for d in _objects(bucket, REQUESTS if table == "requests" else CONVERSATIONS)])
+    return rows_of(
+        table, [loads(d, table) for d in _objects(bucket, REQUESTS if table == "requests" else CONVERSATIONS)]
+    )
 
 
-def _cas(bucket: Bucket, path: str, parse: Callable[[bytes], T], change: Callable[[T | None], T | None],
-         dump: Callable[[T], bytes]) -> bool:
+def _cas(
+    bucket: Bucket,
+    path: str,
+    parse: Callable[[bytes], T],
+    change: Callable[[T | None], T | None],
+    dump: Callable[[T], bytes],
+) -> bool:
     """Apply ``change`` to the object at ``path`` with conditional PUTs until it sticks; True if it wrote."""
     for _ in range(100):
         stored = bucket.get(path)
@@ -86,7 +126,10 @@ def merge_rows(bucket: Bucket, table: str, rows: Sequence[CoreRow]) -> int:
     rows_of_table: Sequence[Mapping[str, Any]] = rows  # the fields of FIELDS[table], read by name below
     try:
         if table == "agents":
-            return sum(bucket.create(agent_path(str(r["id"])), agent_json(agent_from_row(r))) is not None for r in rows_of_table)
+            return sum(
+                bucket.create(agent_path(str(r["id"])), agent_json(agent_from_row(r))) is not None
+                for r in rows_of_table
+            )
         if table == "blocks":
             return sum(_merge_block(bucket, block_from_row(r)) for r in rows_of_table)
         if table == "attachments":
@@ -98,8 +141,10 @@ def merge_rows(bucket: Bucket, table: str, rows: Sequence[CoreRow]) -> int:
             return sum(_merge_history(bucket, block_id, versions) for block_id, versions in by_block.items())
         if table == "requests":
             return sum(bucket.create(request_path(str(r["key"])), _row(r, table)) is not None for r in rows_of_table)
-        return sum(bucket.create(conversation_path(str(r["agent_id"]), str(r["conversation_id"])), _row(r, table))
-                   is not None for r in rows_of_table)
+        return sum(
+            bucket.create(conversation_path(str(r["agent_id"]), str(r["conversation_id"])), _row(r, table)) is not None
+            for r in rows_of_table
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"A {table} row is malformed ({exc}); check the backup file.") from exc
 
@@ -121,15 +166,29 @@ def _merge_attachments(bucket: Bucket, rows: Sequence[Mapping[str, Any]]) -> int
     for agent_id, links in by_agent.items():
         for r in sorted(links, key=lambda r: (int(r["created_us"]), str(r["block_id"]))):
             block_id = str(r["block_id"])
-            _cas(bucket, head_path(block_id), lambda d: _head(bucket, d),
-                 lambda h: None if h is None or agent_id in h.agents else replace(h, agents=(*h.agents, agent_id)),
-                 head_json)
+            _cas(
+                bucket,
+                head_path(block_id),
+                lambda d: _head(bucket, d),
+                lambda h: None if h is None or agent_id in h.agents else replace(h, agents=(*h.agents, agent_id)),
+                head_json,
+            )
             stored = bucket.get(head_path(block_id))
             label = _head(bucket, stored.data).block.label if stored is not None else ""
             link = Link(block_id, label, int(r["created_us"]))
-            added += _cas(bucket, attached_path(agent_id), attached_of,
-                          lambda old: Attached(agent_id, (link,)) if old is None else None if block_id in old.ids()
-                          else replace(old, links=(*old.links, link)), attached_json)
+            added += _cas(
+                bucket,
+                attached_path(agent_id),
+                attached_of,
+                lambda old: (
+                    Attached(agent_id, (link,))
+                    if old is None
+                    else None
+                    if block_id in old.ids()
+                    else replace(old, links=(*old.links, link))
+                ),
+                attached_json,
+            )
     return added
 
 
@@ -142,8 +201,9 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
     else:
         have = {v for s in segments.listed_segments(bucket, block_id) for v in range(s.first, s.last + 1)}
         below = None
-    new = sorted((v for v in versions if v.version not in have and (below is None or v.version < below)),
-                 key=lambda v: v.version)
+    new = sorted(
+        (v for v in versions if v.version not in have and (below is None or v.version < below)), key=lambda v: v.version
+    )
     if not new:
         return 0
     entries: list[Entry] = []
@@ -157,9 +217,17 @@ def _merge_history(bucket: Bucket, block_id: str, versions: list[BlockVersion]) 
     if bucket.create(segment_path(block_id, first, last), segment_json(block_id, tuple(entries))) is None:
         return 0  # written by a concurrent restore of the same rows
     if head is not None:
-        _cas(bucket, head_path(block_id), lambda d: _head(bucket, d),
-             lambda h: None if h is None or h.sealed >= last or (h.tail and h.tail[0].version <= last)
-             else replace(h, sealed=last), head_json)
+        _cas(
+            bucket,
+            head_path(block_id),
+            lambda d: _head(bucket, d),
+            lambda h: (
+                None
+                if h is None or h.sealed >= last or (h.tail and h.tail[0].version <= last)
+                else replace(h, sealed=last)
+            ),
+            head_json,
+        )
     return len(new)
 
 

@@ -27,10 +27,38 @@ from . import object_rows
 from .bucket import Bucket
 from .history import checkpoint, encode, replay, rewrite
 from .object_cache import ObjectCache
-from .object_layout import (AGENTS, ATTACHED, BLOCKS, CONVERSATIONS, FORMAT, FORMAT_PATH, INLINE_CHARS, REQUESTS,
-                            REQUESTS_LAYOUT, Attached, Head, Link, agent_json, agent_of, agent_path, attached_json,
-                            attached_of, attached_path, checksum, checksum_after, conversation_path, dumps, head_json,
-                            head_of, head_path, id_of, loads, segment_json, segment_path, value_path)
+from .object_layout import (
+    AGENTS,
+    ATTACHED,
+    BLOCKS,
+    CONVERSATIONS,
+    FORMAT,
+    FORMAT_PATH,
+    INLINE_CHARS,
+    REQUESTS,
+    REQUESTS_LAYOUT,
+    Attached,
+    Head,
+    Link,
+    agent_json,
+    agent_of,
+    agent_path,
+    attached_json,
+    attached_of,
+    attached_path,
+    checksum,
+    checksum_after,
+    conversation_path,
+    dumps,
+    head_json,
+    head_of,
+    head_path,
+    id_of,
+    loads,
+    segment_json,
+    segment_path,
+    value_path,
+)
 from .object_requests import OLD_REQUESTS_SECONDS, Requests
 from .protocol import FIELDS
 from .rows import CoreRow, window_from_row, window_row
@@ -45,8 +73,13 @@ class ObjectCore:
     name = "object"
     watch_cheap = False  # change_token costs requests: poll it every watch_seconds
 
-    def __init__(self, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS,
-                 old_requests_seconds: float = OLD_REQUESTS_SECONDS) -> None:
+    def __init__(
+        self,
+        bucket: Bucket,
+        *,
+        grace_seconds: float = segments.GRACE_SECONDS,
+        old_requests_seconds: float = OLD_REQUESTS_SECONDS,
+    ) -> None:
         """``grace_seconds``: how old a history segment off every chain must be before upkeep deletes it. A writer
         gives up an edit that took over ``segments.WRITER_SECONDS`` between its segment and its commit, so the
         default (4x that) is safe; a smaller one only while nobody edits (tests). ``old_requests_seconds``: how
@@ -61,8 +94,13 @@ class ObjectCore:
         self._upkeep = threading.Lock()
 
     @classmethod
-    def open(cls, bucket: Bucket, *, grace_seconds: float = segments.GRACE_SECONDS,
-             old_requests_seconds: float = OLD_REQUESTS_SECONDS) -> ObjectCore:
+    def open(
+        cls,
+        bucket: Bucket,
+        *,
+        grace_seconds: float = segments.GRACE_SECONDS,
+        old_requests_seconds: float = OLD_REQUESTS_SECONDS,
+    ) -> ObjectCore:
         """The core state under ``bucket`` (created there if it has none)."""
         core = cls(bucket, grace_seconds=grace_seconds, old_requests_seconds=old_requests_seconds)
         if not core.exists():
@@ -87,14 +125,16 @@ class ObjectCore:
 
     def mark_created(self) -> None:
         self.requests.none_old()  # a new store: no records of the old layout
-        self.bucket.create(FORMAT_PATH, dumps({"format": FORMAT, "created_us": to_us(now()),
-                                               "requests": REQUESTS_LAYOUT}))
+        self.bucket.create(
+            FORMAT_PATH, dumps({"format": FORMAT, "created_us": to_us(now()), "requests": REQUESTS_LAYOUT})
+        )
 
     # -- reading (through ``self.cache``) --------------------------------------------------------
 
     def _head_of(self, data: bytes) -> Head:
         """Parse a head; one stored without its value is rebuilt from this process's copy of an earlier version
         (the changes since are in the head's tail) or else from its base object."""
+
         def known(block_id: str) -> Head | None:
             cached = self.cache.cached(head_path(block_id))
             return cached[1] if cached is not None else None
@@ -139,8 +179,12 @@ class ObjectCore:
         self.bucket.create(agent_path(agent.id), agent_json(agent))
 
     def update_agent(self, agent: Agent) -> None:
-        self.cache.update(agent_path(agent.id), agent_of,
-                     lambda old: replace(agent, created_at=old.created_at) if old is not None else None, agent_json)
+        self.cache.update(
+            agent_path(agent.id),
+            agent_of,
+            lambda old: replace(agent, created_at=old.created_at) if old is not None else None,
+            agent_json,
+        )
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete the agent's whole core state: the blocks no other agent is attached to (with their history), its
@@ -150,8 +194,16 @@ class ObjectCore:
         self.move_old_requests()  # records an older replica may still have written at the top of requests/
         for block_id in attached.ids():
             if [a for a in self.agents_of_block(block_id) if a != agent_id]:
-                self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
-                             else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
+                self.cache.update(
+                    head_path(block_id),
+                    self._head_of,
+                    lambda h: (
+                        None
+                        if h is None or agent_id not in h.agents
+                        else replace(h, agents=tuple(a for a in h.agents if a != agent_id))
+                    ),
+                    head_json,
+                )
                 continue
             listed = [*segments.listed_segments(self.bucket, block_id), *segments.listed_bases(self.bucket, block_id)]
             for seg in listed:
@@ -191,7 +243,9 @@ class ObjectCore:
         if found is None:
             return []
         lists = self.cache.read_many([attached_path(a) for a in found[0].agents], attached_of)
-        return [a for a in found[0].agents if attached_path(a) in lists and block_id in lists[attached_path(a)][0].ids()]
+        return [
+            a for a in found[0].agents if attached_path(a) in lists and block_id in lists[attached_path(a)][0].ids()
+        ]
 
     def find_block(self, agent_id: str, label: str) -> Block | None:
         attached = self._attached(agent_id)
@@ -239,9 +293,16 @@ class ObjectCore:
         crc = checksum_after(head.value_crc, (entry,), len(head.block.value))  # an append: its own size
         if crc is None and len(block.value) >= INLINE_CHARS:
             crc = checksum(block.value)
-        new = Head(block=block, agents=head.agents, sealed=kept, tail=(*tail, entry), chain=entry.chain,
-                   tail_bytes=(head.tail_bytes if sealed is None else 0) + entry.size(), base=base,
-                   value_crc=crc)
+        new = Head(
+            block=block,
+            agents=head.agents,
+            sealed=kept,
+            tail=(*tail, entry),
+            chain=entry.chain,
+            tail_bytes=(head.tail_bytes if sealed is None else 0) + entry.size(),
+            base=base,
+            value_crc=crc,
+        )
         if sealed is not None and time.monotonic() - started > segments.WRITER_SECONDS:
             return None  # too slow: its segment may be taken for an orphan and deleted; re-read and retry
         etag = self.bucket.replace(path, head_json(new), cached[0])
@@ -270,8 +331,9 @@ class ObjectCore:
         with self._lock:
             n = self._seals[block_id] = self._seals.get(block_id, 0) + 1
         if n % UPKEEP_SEALS == 0:
-            threading.Thread(target=self._tidy_quietly, args=(block_id,), name="tiermem-history-upkeep",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._tidy_quietly, args=(block_id,), name="tiermem-history-upkeep", daemon=True
+            ).start()
 
     def _tidy_quietly(self, block_id: str) -> None:
         try:
@@ -281,10 +343,13 @@ class ObjectCore:
 
     def _relabel(self, agent_ids: Sequence[str], block_id: str, label: str) -> None:
         """Bring the label recorded in these agents' lists up to date (a lookup aid: failures only cost speed)."""
+
         def change(old: Attached | None) -> Attached | None:
             if old is None or all(x.block_id != block_id or x.label == label for x in old.links):
                 return None
-            return replace(old, links=tuple(replace(x, label=label) if x.block_id == block_id else x for x in old.links))
+            return replace(
+                old, links=tuple(replace(x, label=label) if x.block_id == block_id else x for x in old.links)
+            )
 
         for agent_id in agent_ids:
             try:
@@ -327,7 +392,9 @@ class ObjectCore:
                 return 0
             kept = rewrite(v for v in replay(stored) if v.version not in gone)
             path = segment_path(block_id, 1, top)
-            self.bucket.put(path, segment_json(block_id, tuple(kept)))  # a former forget's segment of this name: replaced
+            self.bucket.put(
+                path, segment_json(block_id, tuple(kept))
+            )  # a former forget's segment of this name: replaced
             long = len(head.block.value) >= INLINE_CHARS
             if long:
                 self._write_base(block_id, top, head.block.value)
@@ -342,8 +409,10 @@ class ObjectCore:
                 if item.path not in keep:
                     self.bucket.delete(item.path)
             return len(gone)
-        raise StoreError(f"Block {block_id} kept changing while its history was being forgotten; nothing of it was "
-                         "forgotten. Try again.")
+        raise StoreError(
+            f"Block {block_id} kept changing while its history was being forgotten; nothing of it was "
+            "forgotten. Try again."
+        )
 
     def forget_requests(self, text: str) -> int:
         """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
@@ -362,19 +431,48 @@ class ObjectCore:
         return self.tidy()
 
     def attach(self, agent_id: str, block_id: str) -> None:
-        found = self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id in h.agents
-                             else replace(h, agents=(*h.agents, agent_id)), head_json)
+        found = self.cache.update(
+            head_path(block_id),
+            self._head_of,
+            lambda h: None if h is None or agent_id in h.agents else replace(h, agents=(*h.agents, agent_id)),
+            head_json,
+        )
         label = found.block.label if found is not None else ""
         link = Link(block_id, label, to_us(now()))
-        self.cache.update(attached_path(agent_id), attached_of,
-                     lambda old: Attached(agent_id, (link,)) if old is None else None if block_id in old.ids()
-                     else replace(old, links=(*old.links, link)), attached_json)
+        self.cache.update(
+            attached_path(agent_id),
+            attached_of,
+            lambda old: (
+                Attached(agent_id, (link,))
+                if old is None
+                else None
+                if block_id in old.ids()
+                else replace(old, links=(*old.links, link))
+            ),
+            attached_json,
+        )
 
     def detach(self, agent_id: str, block_id: str) -> None:
-        self.cache.update(attached_path(agent_id), attached_of, lambda old: None if old is None or block_id not in old.ids()
-                     else replace(old, links=tuple(x for x in old.links if x.block_id != block_id)), attached_json)
-        self.cache.update(head_path(block_id), self._head_of, lambda h: None if h is None or agent_id not in h.agents
-                     else replace(h, agents=tuple(a for a in h.agents if a != agent_id)), head_json)
+        self.cache.update(
+            attached_path(agent_id),
+            attached_of,
+            lambda old: (
+                None
+                if old is None or block_id not in old.ids()
+                else replace(old, links=tuple(x for x in old.links if x.block_id != block_id))
+            ),
+            attached_json,
+        )
+        self.cache.update(
+            head_path(block_id),
+            self._head_of,
+            lambda h: (
+                None
+                if h is None or agent_id not in h.agents
+                else replace(h, agents=tuple(a for a in h.agents if a != agent_id))
+            ),
+            head_json,
+        )
 
     # -- idempotency keys and conversation state -------------------------------------------------
 
@@ -395,8 +493,11 @@ class ObjectCore:
 
     def tidy(self) -> dict[str, int]:
         """``tidy_block`` for every block (``tiermem optimize``); returns the totals."""
-        total: dict[str, int] = {"segments merged": 0, "orphan segments deleted": 0,
-                                 "idempotency records moved": self.move_old_requests()}
+        total: dict[str, int] = {
+            "segments merged": 0,
+            "orphan segments deleted": 0,
+            "idempotency records moved": self.move_old_requests(),
+        }
         for item in self.bucket.list(BLOCKS):
             for key, n in self.tidy_block(id_of(item.path)).items():
                 total[key] += n
@@ -415,12 +516,14 @@ class ObjectCore:
                 return {"segments merged": 0, "orphan segments deleted": 0}
             merged = segments.merge(self.bucket, found[0])
             deleted = 0
-            for seg in segments.orphans(segments.listed_segments(self.bucket, block_id), found[0].sealed,
-                                        self.grace_seconds):
+            for seg in segments.orphans(
+                segments.listed_segments(self.bucket, block_id), found[0].sealed, self.grace_seconds
+            ):
                 self.bucket.delete(seg.path)
                 deleted += 1
-            for seg in segments.stale_bases(segments.listed_bases(self.bucket, block_id), found[0].base,
-                                            self.grace_seconds):
+            for seg in segments.stale_bases(
+                segments.listed_bases(self.bucket, block_id), found[0].base, self.grace_seconds
+            ):
                 self.bucket.delete(seg.path)
                 deleted += 1
             return {"segments merged": merged, "orphan segments deleted": deleted}
@@ -446,4 +549,3 @@ class ObjectCore:
 
     def close(self) -> None:
         self.bucket.close()
-

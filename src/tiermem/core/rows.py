@@ -18,18 +18,41 @@ from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResu
 # table -> unique key. Row shapes (``FIELDS``, typed below) are the same in every core implementation (the LanceDB
 # schemas an older tiermem kept them in), so backups, migration and tests read and write them alike.
 CORE_TABLES: dict[str, str] = {
-    "agents": "id", "blocks": "id", "attachments": "key", "block_history": "key",
-    "requests": "key", "conversations": "key",
+    "agents": "id",
+    "blocks": "id",
+    "attachments": "key",
+    "block_history": "key",
+    "requests": "key",
+    "conversations": "key",
 }
 FIELDS: dict[str, tuple[str, ...]] = {
     "agents": ("id", "name", "system", "metadata", "created_us", "updated_us"),
     "blocks": ("id", "label", "value", "limit", "description", "read_only", "metadata", "version", "updated_us"),
     "attachments": ("key", "agent_id", "block_id", "created_us"),
-    "block_history": ("key", "block_id", "version", "label", "value", "limit", "description", "read_only",
-                      "operation", "actor", "created_us"),
+    "block_history": (
+        "key",
+        "block_id",
+        "version",
+        "label",
+        "value",
+        "limit",
+        "description",
+        "read_only",
+        "operation",
+        "actor",
+        "created_us",
+    ),
     "requests": ("key", "agent_id", "tool", "args_sha256", "result", "created_us"),
-    "conversations": ("key", "agent_id", "conversation_id", "start_seq", "summary_id", "turns", "sleeptime_seq",
-                      "updated_us"),
+    "conversations": (
+        "key",
+        "agent_id",
+        "conversation_id",
+        "start_seq",
+        "summary_id",
+        "turns",
+        "sleeptime_seq",
+        "updated_us",
+    ),
 }
 
 ROW_HINT = "nothing was written from it"  # what a malformed row's error adds, unless the caller says otherwise
@@ -127,20 +150,44 @@ def _malformed(what: str, exc: Exception, hint: str) -> StoreError:
 
 
 def agent_row(a: Agent) -> AgentRow:
-    return {"id": a.id, "name": a.name, "system": a.system, "metadata": json.dumps(a.metadata, sort_keys=True),
-            "created_us": to_us(a.created_at), "updated_us": to_us(a.updated_at)}
+    return {
+        "id": a.id,
+        "name": a.name,
+        "system": a.system,
+        "metadata": json.dumps(a.metadata, sort_keys=True),
+        "created_us": to_us(a.created_at),
+        "updated_us": to_us(a.updated_at),
+    }
 
 
 def block_row(b: Block) -> BlockRow:
-    return {"id": b.id, "label": b.label, "value": b.value, "limit": b.limit, "description": b.description,
-            "read_only": b.read_only, "metadata": json.dumps(b.metadata, sort_keys=True), "version": b.version,
-            "updated_us": to_us(b.updated_at)}
+    return {
+        "id": b.id,
+        "label": b.label,
+        "value": b.value,
+        "limit": b.limit,
+        "description": b.description,
+        "read_only": b.read_only,
+        "metadata": json.dumps(b.metadata, sort_keys=True),
+        "version": b.version,
+        "updated_us": to_us(b.updated_at),
+    }
 
 
 def version_row(v: BlockVersion) -> HistoryRow:
-    return {"key": f"{v.block_id}:{v.version}", "block_id": v.block_id, "version": v.version, "label": v.label,
-            "value": v.value, "limit": v.limit, "description": v.description, "read_only": v.read_only,
-            "operation": v.operation, "actor": v.actor, "created_us": to_us(v.created_at)}
+    return {
+        "key": f"{v.block_id}:{v.version}",
+        "block_id": v.block_id,
+        "version": v.version,
+        "label": v.label,
+        "value": v.value,
+        "limit": v.limit,
+        "description": v.description,
+        "read_only": v.read_only,
+        "operation": v.operation,
+        "actor": v.actor,
+        "created_us": to_us(v.created_at),
+    }
 
 
 def attachment_row(agent_id: str, block_id: str, created_us: int) -> AttachmentRow:
@@ -156,57 +203,101 @@ def _metadata(raw: object) -> dict[str, str]:
 
 def agent_from_row(r: Mapping[str, Any], hint: str = ROW_HINT) -> Agent:
     try:
-        return Agent(id=str(r["id"]), name=str(r["name"]), system=str(r["system"] or ""),
-                     created_at=from_us(int(r["created_us"])), updated_at=from_us(int(r["updated_us"])),
-                     metadata=_metadata(r.get("metadata") or "{}"))
+        return Agent(
+            id=str(r["id"]),
+            name=str(r["name"]),
+            system=str(r["system"] or ""),
+            created_at=from_us(int(r["created_us"])),
+            updated_at=from_us(int(r["updated_us"])),
+            metadata=_metadata(r.get("metadata") or "{}"),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise _malformed("An agent row", exc, hint) from exc
 
 
 def block_from_row(r: Mapping[str, Any], hint: str = ROW_HINT) -> Block:
     try:
-        return Block(id=str(r["id"]), label=str(r["label"]), value=str(r["value"]), limit=int(r["limit"]),
-                     description=str(r["description"] or ""), read_only=bool(r["read_only"]), version=int(r["version"]),
-                     updated_at=from_us(int(r["updated_us"])), metadata=_metadata(r.get("metadata") or "{}"))
+        return Block(
+            id=str(r["id"]),
+            label=str(r["label"]),
+            value=str(r["value"]),
+            limit=int(r["limit"]),
+            description=str(r["description"] or ""),
+            read_only=bool(r["read_only"]),
+            version=int(r["version"]),
+            updated_at=from_us(int(r["updated_us"])),
+            metadata=_metadata(r.get("metadata") or "{}"),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise _malformed("A block row", exc, hint) from exc
 
 
 def version_from_row(r: Mapping[str, Any]) -> BlockVersion:
     try:
-        return BlockVersion(block_id=str(r["block_id"]), version=int(r["version"]), label=str(r["label"]),
-                            value=str(r["value"]), limit=int(r["limit"]), description=str(r["description"] or ""),
-                            read_only=bool(r["read_only"]), operation=str(r["operation"]), actor=str(r["actor"]),
-                            created_at=from_us(int(r["created_us"])))
+        return BlockVersion(
+            block_id=str(r["block_id"]),
+            version=int(r["version"]),
+            label=str(r["label"]),
+            value=str(r["value"]),
+            limit=int(r["limit"]),
+            description=str(r["description"] or ""),
+            read_only=bool(r["read_only"]),
+            operation=str(r["operation"]),
+            actor=str(r["actor"]),
+            created_at=from_us(int(r["created_us"])),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"A block history row is malformed ({exc!r}); nothing was written from it.") from exc
 
 
 def window_row(w: ContextWindow) -> ConversationRow:
     """A conversation's agent-loop state as a ``conversations`` row, stamped with the time it is written."""
-    return {"key": f"{w.agent_id}:{w.conversation_id}", "agent_id": w.agent_id, "conversation_id": w.conversation_id,
-            "start_seq": w.start_seq, "summary_id": w.summary_id, "turns": w.turns, "sleeptime_seq": w.sleeptime_seq,
-            "updated_us": to_us(now())}
+    return {
+        "key": f"{w.agent_id}:{w.conversation_id}",
+        "agent_id": w.agent_id,
+        "conversation_id": w.conversation_id,
+        "start_seq": w.start_seq,
+        "summary_id": w.summary_id,
+        "turns": w.turns,
+        "sleeptime_seq": w.sleeptime_seq,
+        "updated_us": to_us(now()),
+    }
 
 
 def window_from_row(r: Mapping[str, Any]) -> ContextWindow:
     try:
-        return ContextWindow(agent_id=str(r["agent_id"]), conversation_id=str(r["conversation_id"]),
-                             start_seq=int(r["start_seq"]), summary_id=str(r["summary_id"] or ""),
-                             turns=int(r["turns"]), sleeptime_seq=int(r["sleeptime_seq"]))
+        return ContextWindow(
+            agent_id=str(r["agent_id"]),
+            conversation_id=str(r["conversation_id"]),
+            start_seq=int(r["start_seq"]),
+            summary_id=str(r["summary_id"] or ""),
+            turns=int(r["turns"]),
+            sleeptime_seq=int(r["sleeptime_seq"]),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"A conversation-state row is malformed ({exc!r}); nothing was written from it.") from exc
 
 
 def result_row(r: StoredResult) -> RequestRow:
-    return {"key": r.key, "agent_id": r.agent_id, "tool": r.tool, "args_sha256": r.args_sha256, "result": r.result,
-            "created_us": to_us(r.created_at)}
+    return {
+        "key": r.key,
+        "agent_id": r.agent_id,
+        "tool": r.tool,
+        "args_sha256": r.args_sha256,
+        "result": r.result,
+        "created_us": to_us(r.created_at),
+    }
 
 
 def result_from_row(r: Mapping[str, Any]) -> StoredResult:
     try:
-        return StoredResult(key=str(r["key"]), agent_id=str(r["agent_id"]), tool=str(r["tool"]),
-                            args_sha256=str(r["args_sha256"]), result=str(r["result"]),
-                            created_at=from_us(int(r["created_us"] or 0)))
+        return StoredResult(
+            key=str(r["key"]),
+            agent_id=str(r["agent_id"]),
+            tool=str(r["tool"]),
+            args_sha256=str(r["args_sha256"]),
+            result=str(r["result"]),
+            created_at=from_us(int(r["created_us"] or 0)),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"An idempotency record is malformed ({exc!r}); nothing was written from it.") from exc

@@ -23,15 +23,24 @@ from ..base.errors import NotFoundError, StoreError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, now, to_us
 from . import sqlite_history as history_rows
 from .protocol import FIELDS
-from .rows import (CoreRow, rows_of, agent_from_row, agent_row, attachment_row, block_from_row, block_row, result_from_row,
-                   result_row, window_from_row, window_row)
+from .rows import (
+    CoreRow,
+    agent_from_row,
+    agent_row,
+    attachment_row,
+    block_from_row,
+    block_row,
+    result_from_row,
+    result_row,
+    rows_of,
+    window_from_row,
+    window_row,
+)
 
 _COLUMNS: dict[str, tuple[str, ...]] = dict(FIELDS)  # block_history: the history table (sqlite_history.py)
 _KEYS = {"agents": "id", "blocks": "id"}
 _BOOLS = {"read_only"}
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS attachments_agent ON attachments (agent_id)",
-)
+_INDEXES = ("CREATE INDEX IF NOT EXISTS attachments_agent ON attachments (agent_id)",)
 SCHEMA_VERSION = 3  # 2: block history as deltas; 3: in the ``history`` table (sqlite_history.py)
 
 
@@ -71,8 +80,9 @@ def insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str
 
 
 class _Cache:
-    def __init__(self, agents: dict[str, dict[str, Any]], blocks: dict[str, dict[str, Any]],
-                 attachments: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, agents: dict[str, dict[str, Any]], blocks: dict[str, dict[str, Any]], attachments: list[dict[str, Any]]
+    ) -> None:
         self.agents, self.blocks, self.attachments = agents, blocks, attachments
 
 
@@ -132,15 +142,19 @@ class SqliteCore:
         self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise StoreError(f"{self.path} cannot use SQLite's WAL mode (got {mode!r}); put the data directory "
-                             "on a local filesystem.")
+            raise StoreError(
+                f"{self.path} cannot use SQLite's WAL mode (got {mode!r}); put the data directory "
+                "on a local filesystem."
+            )
         self._conn.execute("PRAGMA synchronous = FULL")
         with self._tx() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 from ..base.errors import SchemaError
 
-                raise SchemaError(f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem.")
+                raise SchemaError(
+                    f"{self.path} was written by a newer tiermem (core schema {version}); upgrade tiermem."
+                )
             if version != SCHEMA_VERSION:  # a current file is not written to at all (it may be on a full disk)
                 create_schema(conn)
 
@@ -148,8 +162,9 @@ class SqliteCore:
 
     def _connect(self, query: str = "") -> sqlite3.Connection:
         target = f"file:{self.path}{query}" if query else str(self.path)
-        conn = sqlite3.connect(target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False,
-                               uri=bool(query))
+        conn = sqlite3.connect(
+            target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False, uri=bool(query)
+        )
         conn.row_factory = sqlite3.Row
         return conn
 
@@ -230,8 +245,10 @@ class SqliteCore:
                     try:
                         agents = {r["id"]: dict(r) for r in self._conn.execute("SELECT * FROM agents")}
                         blocks = {r["id"]: dict(r) for r in self._conn.execute("SELECT * FROM blocks")}
-                        att = [dict(r) for r in self._conn.execute(
-                            "SELECT * FROM attachments ORDER BY created_us, block_id")]
+                        att = [
+                            dict(r)
+                            for r in self._conn.execute("SELECT * FROM attachments ORDER BY created_us, block_id")
+                        ]
                     finally:
                         self._conn.execute("COMMIT")
                     self._cache, self._data_version = _Cache(agents, blocks, att), dv
@@ -293,8 +310,10 @@ class SqliteCore:
     def update_agent(self, agent: Agent) -> None:
         row = agent_row(agent)
         with self._tx() as conn:
-            conn.execute("UPDATE agents SET name = ?, system = ?, metadata = ?, updated_us = ? WHERE id = ?",
-                         (row["name"], row["system"], row["metadata"], row["updated_us"], agent.id))
+            conn.execute(
+                "UPDATE agents SET name = ?, system = ?, metadata = ?, updated_us = ? WHERE id = ?",
+                (row["name"], row["system"], row["metadata"], row["updated_us"], agent.id),
+            )
             self._cache = None
 
     def delete_agent(self, agent_id: str) -> None:
@@ -302,12 +321,22 @@ class SqliteCore:
         keys, conversation state, attachments and row."""
         with self._tx() as conn:
             own = [r[0] for r in conn.execute("SELECT block_id FROM attachments WHERE agent_id = ?", (agent_id,))]
-            alone = [(b,) for b in own if conn.execute(
-                "SELECT count(*) FROM attachments WHERE block_id = ? AND agent_id != ?", (b, agent_id)).fetchone()[0] == 0]
+            alone = [
+                (b,)
+                for b in own
+                if conn.execute(
+                    "SELECT count(*) FROM attachments WHERE block_id = ? AND agent_id != ?", (b, agent_id)
+                ).fetchone()[0]
+                == 0
+            ]
             conn.executemany("DELETE FROM history WHERE block_id = ?", alone)  # sqlite_history.py's table
             conn.executemany("DELETE FROM blocks WHERE id = ?", alone)
-            for table, col in (("requests", "agent_id"), ("conversations", "agent_id"), ("attachments", "agent_id"),
-                               ("agents", "id")):
+            for table, col in (
+                ("requests", "agent_id"),
+                ("conversations", "agent_id"),
+                ("attachments", "agent_id"),
+                ("agents", "id"),
+            ):
                 conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (agent_id,))
             self._cache = None
 
@@ -320,8 +349,9 @@ class SqliteCore:
     def put_conversation(self, window: ContextWindow) -> None:
         row = window_row(window)
         with self._tx() as conn:
-            conn.execute(_insert_sql("conversations", "INSERT OR REPLACE"),
-                         tuple(row.get(c) for c in _COLUMNS["conversations"]))
+            conn.execute(
+                _insert_sql("conversations", "INSERT OR REPLACE"), tuple(row.get(c) for c in _COLUMNS["conversations"])
+            )
 
     # -- blocks ----------------------------------------------------------------
 
@@ -358,14 +388,19 @@ class SqliteCore:
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
         args = [row[c] for c in _COLUMNS["blocks"] if c != "id"]
         with self._tx() as conn:
-            cur = conn.execute(f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?",
-                               (*args, block.id, previous.version))
+            cur = conn.execute(
+                f"UPDATE blocks SET {sets} WHERE id = ? AND version = ?", (*args, block.id, previous.version)
+            )
             if cur.rowcount != 1:
                 self._cache = None  # another writer won: re-read before retrying
                 return None
             history_rows.write_edit(conn, previous, version)
-            agents = tuple(r[0] for r in conn.execute("SELECT agent_id FROM attachments WHERE block_id = ? "
-                                                      "ORDER BY created_us, agent_id", (block.id,)))
+            agents = tuple(
+                r[0]
+                for r in conn.execute(
+                    "SELECT agent_id FROM attachments WHERE block_id = ? ORDER BY created_us, agent_id", (block.id,)
+                )
+            )
         if self._cache is not None:  # own commits leave data_version alone: keep the copy current
             self._cache.blocks[block.id] = row
         return agents
@@ -390,8 +425,11 @@ class SqliteCore:
         """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
         quoted = json.dumps(text, ensure_ascii=False)[1:-1]
         with self._tx() as conn:
-            return int(conn.execute("DELETE FROM requests WHERE instr(result, ?) > 0 OR instr(result, ?) > 0",
-                                    (text, quoted)).rowcount)
+            return int(
+                conn.execute(
+                    "DELETE FROM requests WHERE instr(result, ?) > 0 OR instr(result, ?) > 0", (text, quoted)
+                ).rowcount
+            )
 
     def purge(self) -> dict[str, int]:
         """Leave no deleted bytes in the files: ``VACUUM`` writes the database afresh (free pages, and the free space
@@ -481,11 +519,15 @@ def _error(path: Path, exc: sqlite3.Error) -> StoreError:
     if _busy(exc):
         hint = "another process held the database too long; try again"
     elif "full" in text:
-        return StoreError(f"The disk holding the data directory {path.parent} is full (core-state database: {text}); "
-                          "nothing was written. Free some space and try again.")
+        return StoreError(
+            f"The disk holding the data directory {path.parent} is full (core-state database: {text}); "
+            "nothing was written. Free some space and try again."
+        )
     elif "readonly" in text or "read-only" in text:
-        return StoreError(f"The data directory {path.parent} is read-only (core-state database: {text}); nothing was "
-                          "written. Make it writable, or choose another with --data-dir.")
+        return StoreError(
+            f"The data directory {path.parent} is read-only (core-state database: {text}); nothing was "
+            "written. Make it writable, or choose another with --data-dir."
+        )
     else:
         hint = "run `tiermem doctor`, or restore from a backup if the file is damaged"
     return StoreError(f"The core-state database {path} failed: {text}. Nothing was written; {hint}.")

@@ -21,18 +21,47 @@ from .protocol import FIELDS
 from .rows import HistoryRow, version_from_row, version_row
 
 LOGICAL = FIELDS["block_history"]  # a history row as backups and migration read and write it: the whole value
-PHYSICAL = ("block_id", "version", "label", "value", "limit", "description", "read_only", "operation", "actor",
-            "created_us", "delta", "base", "chain", "steps")
-DDL = (f"CREATE TABLE IF NOT EXISTS history ({', '.join(chr(34) + c + chr(34) for c in PHYSICAL)}, "
-       "PRIMARY KEY (block_id, version)) WITHOUT ROWID")
+PHYSICAL = (
+    "block_id",
+    "version",
+    "label",
+    "value",
+    "limit",
+    "description",
+    "read_only",
+    "operation",
+    "actor",
+    "created_us",
+    "delta",
+    "base",
+    "chain",
+    "steps",
+)
+DDL = (
+    f"CREATE TABLE IF NOT EXISTS history ({', '.join(chr(34) + c + chr(34) for c in PHYSICAL)}, "
+    "PRIMARY KEY (block_id, version)) WITHOUT ROWID"
+)
 
 
 def _insert(conn: sqlite3.Connection, e: Entry, verb: str = "INSERT OR IGNORE") -> int:
     delta = json.dumps([e.delta.start, e.delta.tail, e.delta.text], ensure_ascii=False) if e.delta else None
     checkpoint = e.value is not None
-    row = (e.block_id, e.version, e.label, e.value, e.limit, e.description, e.read_only, e.operation, e.actor,
-           e.created_us, delta, None if checkpoint else e.chain.base, None if checkpoint else e.chain.bytes,
-           None if checkpoint else e.chain.steps)
+    row = (
+        e.block_id,
+        e.version,
+        e.label,
+        e.value,
+        e.limit,
+        e.description,
+        e.read_only,
+        e.operation,
+        e.actor,
+        e.created_us,
+        delta,
+        None if checkpoint else e.chain.base,
+        None if checkpoint else e.chain.bytes,
+        None if checkpoint else e.chain.steps,
+    )
     cols = ", ".join(f'"{c}"' for c in PHYSICAL)
     return conn.execute(f"{verb} INTO history ({cols}) VALUES ({', '.join('?' * len(PHYSICAL))})", row).rowcount
 
@@ -46,15 +75,26 @@ def _entry(r: sqlite3.Row | dict[str, Any]) -> Entry:
     base = r["base"]
     chain = Chain(int(r["version"]) if base is None else int(base), int(r["chain"] or 0), int(r["steps"] or 0))
     read_only = r["read_only"]
-    return Entry(block_id=r["block_id"], version=int(r["version"]), operation=r["operation"], actor=r["actor"],
-                 created_us=int(r["created_us"]), chain=chain, value=r["value"], delta=delta, label=r["label"],
-                 limit=r["limit"], description=r["description"],
-                 read_only=None if read_only is None else bool(read_only))
+    return Entry(
+        block_id=r["block_id"],
+        version=int(r["version"]),
+        operation=r["operation"],
+        actor=r["actor"],
+        created_us=int(r["created_us"]),
+        chain=chain,
+        value=r["value"],
+        delta=delta,
+        label=r["label"],
+        limit=r["limit"],
+        description=r["description"],
+        read_only=None if read_only is None else bool(read_only),
+    )
 
 
 def _chain(conn: sqlite3.Connection, block_id: str, version: int) -> Chain | None:
-    r = conn.execute("SELECT version, base, chain, steps FROM history WHERE block_id = ? AND version = ?",
-                     (block_id, version)).fetchone()
+    r = conn.execute(
+        "SELECT version, base, chain, steps FROM history WHERE block_id = ? AND version = ?", (block_id, version)
+    ).fetchone()
     if r is None:
         return None
     return Chain(int(r[0]) if r[1] is None else int(r[1]), int(r[2] or 0), int(r[3] or 0))
@@ -73,16 +113,22 @@ def _rows_from(conn: sqlite3.Connection, block_id: str, low: int, high: int) -> 
     """The entries from the checkpoint ``low`` builds on up to ``high``, ascending."""
     base = _chain(conn, block_id, low)
     start = base.base if base is not None else low
-    rows = conn.execute("SELECT * FROM history WHERE block_id = ? AND version >= ? AND version <= ? "
-                        "ORDER BY version", (block_id, start, high)).fetchall()
+    rows = conn.execute(
+        "SELECT * FROM history WHERE block_id = ? AND version >= ? AND version <= ? ORDER BY version",
+        (block_id, start, high),
+    ).fetchall()
     return [_entry(r) for r in rows]
 
 
 def versions(conn: sqlite3.Connection, block_id: str, limit: int | None) -> list[BlockVersion]:
     """The newest ``limit`` versions (all if None), newest first."""
-    found = [int(r[0]) for r in conn.execute(
-        "SELECT version FROM history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
-        (block_id, -1 if limit is None else int(limit)))]
+    found = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT version FROM history WHERE block_id = ? ORDER BY version DESC LIMIT ?",
+            (block_id, -1 if limit is None else int(limit)),
+        )
+    ]
     if not found:
         return []
     wanted = set(found)

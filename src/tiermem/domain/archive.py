@@ -22,22 +22,33 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, time as dtime
+from datetime import UTC, date, datetime
+from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base import timeexpr
+from ..base.errors import NotFoundError, TiermemError, ValidationError
+from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
+from ..store import Filter, Store, message_from_row, passage_from_row
 from .archive_files import FileRows
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
-from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base import timeexpr
-from .ranking import (DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Candidate, Context, Ranker, asks_several, merge,
-                      speaker_of, without_names)
+from .ranking import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_RANKER,
+    Calibration,
+    Candidate,
+    Context,
+    Ranker,
+    asks_several,
+    merge,
+    speaker_of,
+    without_names,
+)
 from .sittings import SittingCache, SittingIndex, SittingRanks
-from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
-from ..store import Filter, Store, message_from_row, passage_from_row
 
 if TYPE_CHECKING:
     from ..embedding.embedders import BackgroundEmbedder
@@ -94,8 +105,12 @@ def pooled(query: str, candidates: Sequence[Candidate], pool: int, context: Cont
     chosen = [kept(c) for c in candidates]
     if sittings is not None and not all(chosen):
         places = [sittings.position(c.found.conversation_id, c.found.created_us, c.found.seq) for c in candidates]
-        near = {(p[0], p[1] + step) for p, k in zip(places, chosen) if k and p is not None
-                for step in range(-NEIGHBOURS, NEIGHBOURS + 1)}
+        near = {
+            (p[0], p[1] + step)
+            for p, k in zip(places, chosen)
+            if k and p is not None
+            for step in range(-NEIGHBOURS, NEIGHBOURS + 1)
+        }
         chosen = [k or p in near for p, k in zip(places, chosen)]
     return [c for c, k in zip(candidates, chosen) if k]
 
@@ -197,7 +212,9 @@ class Archive:
         self.speaker_names: Callable[[str], Mapping[str, str]] = no_names
         self._sittings = SittingCache()  # agent -> its sittings, kept up to date with the messages table
         self._sittings_lock = threading.Lock()
-        self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = OrderedDict()  # (table, agent) -> (version, newest)
+        self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = (
+            OrderedDict()
+        )  # (table, agent) -> (version, newest)
 
     # -- counts ------------------------------------------------------------
 
@@ -207,7 +224,11 @@ class Archive:
         if self._counts is not None and self._counts[0] == key:
             return self._counts[1]
         where = Filter(agent_id=agent_id)
-        value = (self.store.rows.count("messages", where), self.store.rows.count("passages", where), self.store.rows.distinct_tags(agent_id))
+        value = (
+            self.store.rows.count("messages", where),
+            self.store.rows.count("passages", where),
+            self.store.rows.distinct_tags(agent_id),
+        )
         self._counts = (key, value)
         return value
 
@@ -280,8 +301,9 @@ class Archive:
         while len(self._last_turn) > self.max_last_turns:
             self._last_turn.popitem(last=False)
 
-    def insert(self, agent_id: str, content: str, tags: Sequence[str] | None = None, *,
-               project: str | None = None) -> list[str]:
+    def insert(
+        self, agent_id: str, content: str, tags: Sequence[str] | None = None, *, project: str | None = None
+    ) -> list[str]:
         """Store a passage (chunked if longer than the model's window); returns the new ids. ``project``: the
         project it belongs to (None: shared by every project)."""
         content = self._text(content, "content")
@@ -306,17 +328,30 @@ class Archive:
         """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows written."""
         written = 0
         for start in range(0, len(items), batch):
-            stamps = list(created[start : start + batch]) if created is not None else [None] * len(items[start : start + batch])
-            rows = [row for (content, tags), when in zip(items[start : start + batch], stamps, strict=True)
-                    for row in self._passage_rows(agent_id, check_text(content, "content", max_chars or self.max_content_chars),
-                                                  tags, created=when)]
+            stamps = (
+                list(created[start : start + batch])
+                if created is not None
+                else [None] * len(items[start : start + batch])
+            )
+            rows = [
+                row
+                for (content, tags), when in zip(items[start : start + batch], stamps, strict=True)
+                for row in self._passage_rows(
+                    agent_id, check_text(content, "content", max_chars or self.max_content_chars), tags, created=when
+                )
+            ]
             self.vectors.embed_rows(rows)
             self.store.rows.add_rows("passages", rows)
             written += len(rows)
         return written
 
     def _passage_rows(
-        self, agent_id: str, content: str, tags: Sequence[str] | None, *, created: datetime | None = None,
+        self,
+        agent_id: str,
+        content: str,
+        tags: Sequence[str] | None,
+        *,
+        created: datetime | None = None,
         project: str | None = None,
     ) -> list[dict[str, Any]]:
         """One row per chunk; the first chunk's id is the group id, so it names the whole insert."""
@@ -324,9 +359,18 @@ class Archive:
         group = new_id("passage")
         created_us = to_us(created or now())
         return [
-            {"id": group if i == 0 else f"{group}.{i}", "agent_id": agent_id, "group_id": group, "chunk": i,
-             "content": chunk, "tags": clean_tags, "text": chunk, "created_us": created_us, "vector": None,
-             "project": project}
+            {
+                "id": group if i == 0 else f"{group}.{i}",
+                "agent_id": agent_id,
+                "group_id": group,
+                "chunk": i,
+                "content": chunk,
+                "tags": clean_tags,
+                "text": chunk,
+                "created_us": created_us,
+                "vector": None,
+                "project": project,
+            }
             for i, chunk in enumerate(self.embedder.chunk(content))
         ]
 
@@ -340,7 +384,9 @@ class Archive:
             )
         return removed
 
-    def list_passages(self, agent_id: str, *, offset: int = 0, limit: int = 20, tags: Sequence[str] | None = None) -> tuple[list[Passage], int]:
+    def list_passages(
+        self, agent_id: str, *, offset: int = 0, limit: int = 20, tags: Sequence[str] | None = None
+    ) -> tuple[list[Passage], int]:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError(f"offset must be a whole number >= 0, got {offset!r}.")
         _check_count(limit, "limit", 200)
@@ -367,8 +413,9 @@ class Archive:
         _check_count(top_k, "top_k", 100)
         start = parse_bound(start_datetime, "start_datetime", end=False)
         end = parse_bound(end_datetime, "end_datetime", end=True)
-        where = replace(self._passage_where(agent_id, tags, tag_match_mode, start, end),
-                        projects=self._projects(projects))
+        where = replace(
+            self._passage_where(agent_id, tags, tag_match_mode, start, end), projects=self._projects(projects)
+        )
         result = self._hybrid("passages", agent_id, query, where, top_k, self.ranker)
         return result
 
@@ -393,13 +440,19 @@ class Archive:
         _check_range(start, end, ("start_date", "end_date"))
         if roles:
             if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
-                raise ValidationError("roles must be a list, e.g. [\"user\", \"assistant\"].")
+                raise ValidationError('roles must be a list, e.g. ["user", "assistant"].')
             bad = [r for r in roles if r not in ROLES]
             if bad:
                 raise ValidationError(f"Unknown role(s) {bad}; use any of {', '.join(ROLES)}.")
-        where = Filter(agent_id=agent_id, start=start, end=end, roles=tuple(roles) if roles else None,
-                       conversation_id=conversation_id or None, not_conversation_id=exclude_conversation or None,
-                       projects=self._projects(projects))
+        where = Filter(
+            agent_id=agent_id,
+            start=start,
+            end=end,
+            roles=tuple(roles) if roles else None,
+            conversation_id=conversation_id or None,
+            not_conversation_id=exclude_conversation or None,
+            projects=self._projects(projects),
+        )
         return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
 
     def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
@@ -416,8 +469,13 @@ class Archive:
         if mode not in ("any", "all"):
             raise ValidationError(f"tag_match_mode must be 'any' or 'all', got {mode!r}.")
         clean = self._tags(tags) if tags else None
-        return Filter(agent_id=agent_id, start=start, end=end,
-                      tags_any=clean if mode == "any" else None, tags_all=clean if mode == "all" else None)
+        return Filter(
+            agent_id=agent_id,
+            start=start,
+            end=end,
+            tags_any=clean if mode == "any" else None,
+            tags_all=clean if mode == "all" else None,
+        )
 
     def _hybrid(self, table: str, agent_id: str, query: str, where: Filter, limit: int, ranker: Ranker) -> SearchResult:
         query = self._text(query, "query")
@@ -466,16 +524,24 @@ class Archive:
         with self._sittings_lock:
             index = self._sitting_index(agent_id)
         if index is not None:
-            log.info("sitting index of agent %s ready: %d turns in %d sittings (%.2f s)", agent_id, index.rows,
-                     len(index.sittings), time.perf_counter() - started)
+            log.info(
+                "sitting index of agent %s ready: %d turns in %d sittings (%.2f s)",
+                agent_id,
+                index.rows,
+                len(index.sittings),
+                time.perf_counter() - started,
+            )
 
     def _sitting_index(self, agent_id: str) -> SittingIndex | None:
         """The agent's sittings, brought up to date with the messages table (``sittings.SittingCache``); call it
         with ``_sittings_lock`` held."""
         where = Filter(agent_id=agent_id)
         return self._sittings.refresh(
-            agent_id, self.store.conn.version("messages"), lambda: self.store.rows.count("messages", where),
-            lambda seq: self.store.rows.turns("messages", replace(where, seq_from=seq) if seq is not None else where))
+            agent_id,
+            self.store.conn.version("messages"),
+            lambda: self.store.rows.count("messages", where),
+            lambda seq: self.store.rows.turns("messages", replace(where, seq_from=seq) if seq is not None else where),
+        )
 
     def _clock(self, table: str, agent_id: str) -> datetime | None:
         """The time of the agent's newest row in ``table`` (remembered per table version, for a bounded set of agents)."""
@@ -535,8 +601,7 @@ class Archive:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
         return merge(vector_rows, fts_rows), mode, notes
 
-    def candidates(self, table: Literal["messages", "passages"], agent_id: str, query: str, *,
-                   limit: int = 10) -> Pool:
+    def candidates(self, table: Literal["messages", "passages"], agent_id: str, query: str, *, limit: int = 10) -> Pool:
         """The candidates a search of ``limit`` results ranks and the ranker's context, unfiltered but for the
         agent (for fitting and inspecting rankers: ``bench locomo``)."""
         query = self._text(query, "query")

@@ -28,8 +28,21 @@ if TYPE_CHECKING:
     from ..store import Store
     from .archive_vectors import Vectors
 
-FILE_COLUMNS = ("id", "folder_id", "name", "original_name", "file_type", "size", "sha256", "status", "error", "chunks",
-                "source_path", "created_us", "updated_us")
+FILE_COLUMNS = (
+    "id",
+    "folder_id",
+    "name",
+    "original_name",
+    "file_type",
+    "size",
+    "sha256",
+    "status",
+    "error",
+    "chunks",
+    "source_path",
+    "created_us",
+    "updated_us",
+)
 # A file's chunks are at most this many word pieces (the model's window if smaller): MiniLM was trained on 128, a
 # 128-piece chunk embeds ~35% faster per piece than a 256-piece one on 2 cores, and names its passage more closely.
 FILE_CHUNK_TOKENS = 128
@@ -37,29 +50,64 @@ LINE_CACHE_FILES = 20_000  # files whose view lines are kept in memory for grep 
 
 
 def folder_from_row(r: dict[str, Any]) -> Folder:
-    return Folder(id=r["id"], name=r["name"], description=r["description"] or "", instructions=r["instructions"] or "",
-                  metadata=json.loads(r["metadata"] or "{}"), created_at=from_us(r["created_us"]),
-                  updated_at=from_us(r["updated_us"]))
+    return Folder(
+        id=r["id"],
+        name=r["name"],
+        description=r["description"] or "",
+        instructions=r["instructions"] or "",
+        metadata=json.loads(r["metadata"] or "{}"),
+        created_at=from_us(r["created_us"]),
+        updated_at=from_us(r["updated_us"]),
+    )
 
 
 def folder_row(f: Folder) -> dict[str, Any]:
-    return {"id": f.id, "name": f.name, "description": f.description, "instructions": f.instructions,
-            "metadata": json.dumps(f.metadata, sort_keys=True), "created_us": to_us(f.created_at),
-            "updated_us": to_us(f.updated_at)}
+    return {
+        "id": f.id,
+        "name": f.name,
+        "description": f.description,
+        "instructions": f.instructions,
+        "metadata": json.dumps(f.metadata, sort_keys=True),
+        "created_us": to_us(f.created_at),
+        "updated_us": to_us(f.updated_at),
+    }
 
 
 def file_from_row(r: dict[str, Any]) -> StoredFile:
-    return StoredFile(id=r["id"], folder_id=r["folder_id"], name=r["name"], original_name=r["original_name"],
-                      file_type=r["file_type"], size=int(r["size"]), sha256=r["sha256"], status=r["status"],
-                      error=r["error"] or "", chunks=int(r["chunks"] or 0), source_path=r["source_path"] or "",
-                      created_at=from_us(r["created_us"]), updated_at=from_us(r["updated_us"]))
+    return StoredFile(
+        id=r["id"],
+        folder_id=r["folder_id"],
+        name=r["name"],
+        original_name=r["original_name"],
+        file_type=r["file_type"],
+        size=int(r["size"]),
+        sha256=r["sha256"],
+        status=r["status"],
+        error=r["error"] or "",
+        chunks=int(r["chunks"] or 0),
+        source_path=r["source_path"] or "",
+        created_at=from_us(r["created_us"]),
+        updated_at=from_us(r["updated_us"]),
+    )
 
 
 def file_row(f: StoredFile, text: str) -> dict[str, Any]:
-    return {"id": f.id, "folder_id": f.folder_id, "name": f.name, "original_name": f.original_name,
-            "file_type": f.file_type, "size": f.size, "sha256": f.sha256, "status": f.status, "error": f.error,
-            "text": text, "chunks": f.chunks, "source_path": f.source_path, "created_us": to_us(f.created_at),
-            "updated_us": to_us(f.updated_at)}
+    return {
+        "id": f.id,
+        "folder_id": f.folder_id,
+        "name": f.name,
+        "original_name": f.original_name,
+        "file_type": f.file_type,
+        "size": f.size,
+        "sha256": f.sha256,
+        "status": f.status,
+        "error": f.error,
+        "text": text,
+        "chunks": f.chunks,
+        "source_path": f.source_path,
+        "created_us": to_us(f.created_at),
+        "updated_us": to_us(f.updated_at),
+    }
 
 
 class FileRows:
@@ -158,8 +206,10 @@ class FileRows:
         if embed:
             self.vectors.embed_rows(flat)
         self.store.rows.add_rows("file_chunks", flat)
-        done = [(replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
-                for (r, t), rows in zip(pending, chunk_rows, strict=True)]
+        done = [
+            (replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
+            for (r, t), rows in zip(pending, chunk_rows, strict=True)
+        ]
         self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
         return [r for r, _ in done]
 
@@ -192,8 +242,17 @@ class FileRows:
         created = to_us(now())
         chunks = [c for c in pieces if c.strip()]
         return [
-            {"id": f"{record.id}.{i}", "agent_id": record.folder_id, "group_id": record.id, "chunk": i,
-             "content": chunk, "tags": [record.id], "text": chunk, "created_us": created, "vector": None}
+            {
+                "id": f"{record.id}.{i}",
+                "agent_id": record.folder_id,
+                "group_id": record.id,
+                "chunk": i,
+                "content": chunk,
+                "tags": [record.id],
+                "text": chunk,
+                "created_us": created,
+                "vector": None,
+            }
             for i, chunk in enumerate(chunks)
         ]
 

@@ -110,13 +110,17 @@ class AgentRows:
             r["vector"] = [round(float(x), VECTOR_DIGITS) for x in v] if vectors and v is not None else None
         return rows
 
-    def restore_rows(self, table: str, key: str, rows: Sequence[dict[str, Any]], *, model: tuple[str, int] | None) -> int:
+    def restore_rows(
+        self, table: str, key: str, rows: Sequence[dict[str, Any]], *, model: tuple[str, int] | None
+    ) -> int:
         """Insert the rows whose ``key`` is not stored yet (a restore is re-runnable); returns rows inserted.
 
         ``model``: (name, dimension) of the model the rows' vectors were made with. Vectors of another model (or of
         the wrong length) are dropped, and those rows embedded later like any row stored without a vector."""
         same = model == (self.store.conn.embedding_model, self.store.conn.embedding_dim)
-        kept = [r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows]
+        kept = [
+            r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows
+        ]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
 
     def rewrite_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -139,5 +143,7 @@ def _fits(vector: object, dim: int) -> bool:
 
 def _searchable(table: str) -> str:
     if table not in SEARCHABLE:
-        raise ValidationError(f"{table!r} is not a table of recall or archival memory; use one of {', '.join(SEARCHABLE)}.")
+        raise ValidationError(
+            f"{table!r} is not a table of recall or archival memory; use one of {', '.join(SEARCHABLE)}."
+        )
     return table

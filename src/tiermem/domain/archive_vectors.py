@@ -80,11 +80,15 @@ class Vectors:
     def write_note(self) -> str | None:
         """What a write result should tell the model when rows could not be embedded before storing."""
         if self.embedder.error is not None:
-            return ("Stored without a vector: the embedding model is unavailable, so this is found by keyword search "
-                    f"only until that is fixed (run `tiermem doctor`). Cause: {self.embedder.error}")
+            return (
+                "Stored without a vector: the embedding model is unavailable, so this is found by keyword search "
+                f"only until that is fixed (run `tiermem doctor`). Cause: {self.embedder.error}"
+            )
         if not self.embedder.ready:
-            return ("Stored; the embedding model is still loading, so its vector is added as soon as the model is "
-                    "ready (it is found by keywords until then).")
+            return (
+                "Stored; the embedding model is still loading, so its vector is added as soon as the model is "
+                "ready (it is found by keywords until then)."
+            )
         return None
 
     def start_backfill(self) -> None:
@@ -170,7 +174,9 @@ class Vectors:
                 if not rows:
                     break
                 vectors = self.embedder.embed([r["content"] for r in rows])
-                self.store.rows.set_vectors(table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)})
+                self.store.rows.set_vectors(
+                    table, {r["id"]: [float(x) for x in v] for r, v in zip(rows, vectors, strict=True)}
+                )
             done += len(rows)
         if where is None and (limit is None or done < limit):
             self.store.rows.settle_unembedded(table)

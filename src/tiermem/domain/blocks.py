@@ -199,7 +199,11 @@ class Insert:
         reject_line_numbers("new_string", self.text)
         lines = value.split("\n")
         n = len(lines)
-        if isinstance(self.line, bool) or not isinstance(self.line, int) or (self.line != -1 and not 0 <= self.line <= n):
+        if (
+            isinstance(self.line, bool)
+            or not isinstance(self.line, int)
+            or (self.line != -1 and not 0 <= self.line <= n)
+        ):
             raise EditError(
                 f"Invalid `insert_line` parameter: {self.line}. It should be within the range of lines of "
                 f"the memory block: [0, {n}], or -1 to append to the end of the memory block."
@@ -274,7 +278,9 @@ Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch | FirstReplac
 def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
     """Parse hunks: `` `` context, ``-`` delete, ``+`` add; ``@@`` lines separate hunks."""
     if not isinstance(patch, str) or not patch.strip():
-        raise EditError("Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines.")
+        raise EditError(
+            "Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines."
+        )
     reject_line_numbers("patch", patch)
     hunks: list[tuple[list[str], list[str]]] = []
     expected: list[str] = []

@@ -9,15 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .archive import Archive
     from ..base.config import Settings
     from ..core.protocol import CoreStore
-    from .memory import Memory
     from ..store import Store
+    from .archive import Archive
+    from .memory import Memory
 
 
-def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool = False, archive_now: bool = True,
-                on_archive_wait: Callable[[], None] | None = None) -> Memory:
+def open_memory(
+    settings: Settings,
+    *,
+    start_embedder: bool = True,
+    lazy: bool = False,
+    archive_now: bool = True,
+    on_archive_wait: Callable[[], None] | None = None,
+) -> Memory:
     """Build the store, the embedder (loading in the background) and the Memory facade.
 
     ``lazy`` (the server): when the core state is a local SQLite file, or objects on object storage, that need
@@ -56,8 +62,12 @@ def open_memory(settings: Settings, *, start_embedder: bool = True, lazy: bool =
         from ..core.migrate import open_core
 
         archive, store = _open_archive(settings, start_embedder)
-        core = open_core(store, settings.core_backend, settings.resolved_data_dir() if settings.uri is None else None,
-                         settings.storage_options or None)
+        core = open_core(
+            store,
+            settings.core_backend,
+            settings.resolved_data_dir() if settings.uri is None else None,
+            settings.storage_options or None,
+        )
         _share_upkeep(store, core)
     memory = Memory(
         archive,
@@ -114,7 +124,9 @@ def _finish_deletions(memory: Memory) -> None:
         if not memory.pending_deletions():
             return
         for name in memory.finish_deletions():
-            logging.getLogger("tiermem").warning("finished deleting agent %r (an earlier deletion was interrupted)", name)
+            logging.getLogger("tiermem").warning(
+                "finished deleting agent %r (an earlier deletion was interrupted)", name
+            )
     except TiermemError as exc:  # a read-only store, say: the agent stays marked, and the next opening tries again
         logging.getLogger("tiermem").warning("could not finish an interrupted agent deletion: %s", exc)
 
@@ -139,11 +151,13 @@ def _core_without_store(settings: Settings) -> CoreStore | None:
 
 def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, Store]:
     """The store, the embedder (loading in the background) and the archive over them."""
-    from .archive import Archive
     from ..embedding.embedders import make_embedder
     from ..store import Store
+    from .archive import Archive
 
-    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    embedder = make_embedder(
+        settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download
+    )
     if start_embedder:
         embedder.start()  # loads while the store opens
     store = Store(
@@ -158,11 +172,15 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         index_cache_bytes=settings.index_cache_mb << 20,
         session_renew_writes=settings.session_renew_writes,
         version_retention=timedelta(seconds=settings.version_retention_seconds)
-        if settings.version_retention_seconds else None,
+        if settings.version_retention_seconds
+        else None,
         creation_lock=_creation_lease(settings),
     )
     archive = Archive(
-        store, embedder, token_budget=settings.search_token_budget, max_content_chars=settings.max_content_chars,
+        store,
+        embedder,
+        token_budget=settings.search_token_budget,
+        max_content_chars=settings.max_content_chars,
         wait_seconds=settings.embedding_wait_seconds,
     )
     if start_embedder:

@@ -31,8 +31,11 @@ _DOCUMENT_FORMATS: dict[str, tuple[str, str]] = {
     ".epub": ("EPUB", "pip install 'tiermem[documents]'"),
 }
 _BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
-    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CONTROL_SHARE = 0.05  # more C0 controls than this (besides tab, newlines, form feed, escape): not text
 _ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b\x08")
@@ -54,7 +57,8 @@ def parse_file(name: str, data: bytes, *, max_bytes: int) -> Parsed:
     if len(data) > max_bytes:
         raise FileContentError(
             f"{name} is {len(data):,} bytes, over the limit of {max_bytes:,} bytes for one file; split it into smaller "
-            "files, or raise the setting file_max_bytes (environment TIERMEM_FILE_MAX_BYTES).")
+            "files, or raise the setting file_max_bytes (environment TIERMEM_FILE_MAX_BYTES)."
+        )
     ext = extension_of(name)
     if ext in _DOCUMENT_FORMATS:
         return _convert(name, data, ext)
@@ -72,7 +76,7 @@ def _decode(name: str, data: bytes) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                text = data[len(bom):].decode(encoding)
+                text = data[len(bom) :].decode(encoding)
             except UnicodeDecodeError as exc:
                 raise _binary(name, f"it starts with a {encoding} byte order mark but is not {encoding}") from exc
             break
@@ -118,12 +122,24 @@ def _markitdown() -> Any:
     with _lock:
         if not _converter:
             from markitdown import MarkItDown
-            from markitdown.converters import (DocxConverter, EpubConverter, HtmlConverter, PdfConverter,
-                                               PptxConverter, XlsxConverter)
+            from markitdown.converters import (
+                DocxConverter,
+                EpubConverter,
+                HtmlConverter,
+                PdfConverter,
+                PptxConverter,
+                XlsxConverter,
+            )
 
             converter = MarkItDown(enable_builtins=False, enable_plugins=False)
-            kinds: tuple[Any, ...] = (HtmlConverter, DocxConverter, PdfConverter, PptxConverter, XlsxConverter,
-                                      EpubConverter)  # partly unannotated constructors
+            kinds: tuple[Any, ...] = (
+                HtmlConverter,
+                DocxConverter,
+                PdfConverter,
+                PptxConverter,
+                XlsxConverter,
+                EpubConverter,
+            )  # partly unannotated constructors
             for kind in kinds:
                 converter.register_converter(kind())
             _converter.append(converter)
@@ -152,15 +168,19 @@ def _convert(name: str, data: bytes, ext: str) -> Parsed:
     if ext == ".pdf" and not text.strip():
         raise FileContentError(
             f"{name}: the PDF has no text layer; scanned PDFs need OCR, which tiermem does not do. Upload a PDF with "
-            "selectable text, or its text as a .txt or .md file.")
+            "selectable text, or its text as a .txt or .md file."
+        )
     return Parsed(text=text, mime=mime, converter="markitdown")
 
 
 def _missing(name: str, label: str, install: str) -> FileContentError:
-    return FileContentError(f"{name} is a {label} file, and the converter for {label} files is not installed; "
-                            f"install it with: {install}")
+    return FileContentError(
+        f"{name} is a {label} file, and the converter for {label} files is not installed; install it with: {install}"
+    )
 
 
 def _failed(name: str, label: str, reason: str) -> FileContentError:
-    return FileContentError(f"{name} could not be read as {label}: {reason.strip()}. Check that it is a valid "
-                            f"{label} file, or upload its text as a .txt or .md file.")
+    return FileContentError(
+        f"{name} could not be read as {label}: {reason.strip()}. Check that it is a valid "
+        f"{label} file, or upload its text as a .txt or .md file."
+    )

@@ -206,7 +206,8 @@ def render_window(file_name: str, lines: Sequence[str], strategy: Strategy, star
             raise ValidationError(f"Invalid range: start ({start}) must be less than end ({end})")
         if start is not None and start >= total:
             raise ValidationError(
-                f"File {file_name} has only {total} {unit}, but requested offset {start + 1} is out of range")
+                f"File {file_name} has only {total} {unit}, but requested offset {start + 1} is out of range"
+            )
         if start is not None:
             start = max(0, start)
         if end is not None:
@@ -266,7 +267,8 @@ def check_requests(requests: Sequence[OpenRequest], max_files_open: int) -> None
     length as it reaches it): not more files than may be open, at least one, offsets >= 0, lengths >= 1."""
     if len(requests) > max_files_open:
         raise ValidationError(
-            f"Cannot open {len(requests)} files: exceeds configured maximum limit of {max_files_open} files")
+            f"Cannot open {len(requests)} files: exceeds configured maximum limit of {max_files_open} files"
+        )
     if not requests:
         raise ValidationError("No file requests provided")
     for req in requests:
@@ -302,8 +304,12 @@ def _previous(name: str, previous_ranges: Mapping[str, tuple[int | None, int | N
     return " (previously full file)"
 
 
-def open_summary(requests: Sequence[OpenRequest], previous_ranges: Mapping[str, tuple[int | None, int | None]],
-                 closed_by_close_all_others: Sequence[str], closed_lru: Sequence[str]) -> str:
+def open_summary(
+    requests: Sequence[OpenRequest],
+    previous_ranges: Mapping[str, tuple[int | None, int | None]],
+    closed_by_close_all_others: Sequence[str],
+    closed_lru: Sequence[str],
+) -> str:
     """Letta's answer to ``open_files``. ``previous_ranges`` maps the names of files that were open already to their
     stored ``(start_line, end_line)``; the two lists name the files closed by ``close_all_others`` and by the open
     file limit (least recently used first)."""
@@ -321,11 +327,15 @@ def open_summary(requests: Sequence[OpenRequest], previous_ranges: Mapping[str, 
     else:
         message = f"* Opened {len(requests)} files: {', '.join(summaries)}"
     if closed_by_close_all_others:
-        message += (f"\nNote: Closed {len(closed_by_close_all_others)} file(s) due to close_all_others=True: "
-                    f"{', '.join(closed_by_close_all_others)}")
+        message += (
+            f"\nNote: Closed {len(closed_by_close_all_others)} file(s) due to close_all_others=True: "
+            f"{', '.join(closed_by_close_all_others)}"
+        )
     if closed_lru:
-        message += (f"\nNote: Closed {len(closed_lru)} least recently used file(s) due to open file limit: "
-                    f"{', '.join(closed_lru)}")
+        message += (
+            f"\nNote: Closed {len(closed_lru)} least recently used file(s) due to open file limit: "
+            f"{', '.join(closed_lru)}"
+        )
     return message
 
 
@@ -505,11 +515,19 @@ def _timed_out(pattern: str, time_limit: float) -> ValidationError:
         f"grep_files stopped after {time_limit:g} seconds without finishing: the pattern '{pattern}' is too slow over "
         "the attached files (nested repetition such as (a+)+ backtracks without end). Nothing partial is shown. "
         "Use a simpler or more specific pattern (a literal word or phrase, fewer wildcards), or narrow the files "
-        "with include.")
+        "with include."
+    )
 
 
-def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, context_lines: int | None = 1,
-         offset: int | None = None, *, time_limit: float = GREP_TIMEOUT_SECONDS) -> GrepResult:
+def grep(
+    files: Sequence[GrepFile],
+    pattern: str,
+    include: str | None = None,
+    context_lines: int | None = 1,
+    offset: int | None = None,
+    *,
+    time_limit: float = GREP_TIMEOUT_SECONDS,
+) -> GrepResult:
     """Letta's ``grep_files``: every line (its stripped content) of every file, in order, searched on its own for
     ``pattern`` (case-insensitive, multi-line), up to 1000 matches collected; a page of 20 shown from ``offset`` with
     ``context_lines`` lines of context each. Files over 50 MB are skipped, and once 200 MB have been read the rest is
@@ -599,18 +617,28 @@ def grep(files: Sequence[GrepFile], pattern: str, include: str | None = None, co
                 matched[f.name] = None
                 around: list[str] = []
                 if context >= 0:
-                    around = [f"{'>' if j == index else ' '} {j + 1}: {lines[j]}"
-                              for j in range(max(0, index - context), min(len(lines), index + context + 1))]
+                    around = [
+                        f"{'>' if j == index else ' '} {j + 1}: {lines[j]}"
+                        for j in range(max(0, index - context), min(len(lines), index + context + 1))
+                    ]
                 matches.append((f.name, index + 1, around))
         if len(matches) >= MAX_TOTAL_COLLECTED:
             break
     matched_files = list(matched)
-    return GrepResult(_grep_text(pattern, include, offset, matches, len(matched_files), processed, skipped),
-                      matched_files)
+    return GrepResult(
+        _grep_text(pattern, include, offset, matches, len(matched_files), processed, skipped), matched_files
+    )
 
 
-def _grep_text(pattern: str, include: str | None, offset: int | None, matches: list[tuple[str, int, list[str]]],
-               file_count: int, processed: int, skipped: int) -> str:
+def _grep_text(
+    pattern: str,
+    include: str | None,
+    offset: int | None,
+    matches: list[tuple[str, int, list[str]]],
+    file_count: int,
+    processed: int,
+    skipped: int,
+) -> str:
     total = len(matches)
     if total == 0:
         summary = f"No matches found for pattern: '{pattern}'"
@@ -624,11 +652,15 @@ def _grep_text(pattern: str, include: str | None, offset: int | None, matches: l
     page = matches[start:end]
     hit_limit = total >= MAX_TOTAL_COLLECTED
     if hit_limit:
-        summary = (f"Found {MAX_TOTAL_COLLECTED}+ total matches across {file_count} files (showing matches "
-                   f"{start + 1}-{min(end, total)} of {MAX_TOTAL_COLLECTED}+)")
+        summary = (
+            f"Found {MAX_TOTAL_COLLECTED}+ total matches across {file_count} files (showing matches "
+            f"{start + 1}-{min(end, total)} of {MAX_TOTAL_COLLECTED}+)"
+        )
     else:
-        summary = (f"Found {total} total matches across {file_count} files (showing matches "
-                   f"{start + 1}-{min(end, total)} of {total})")
+        summary = (
+            f"Found {total} total matches across {file_count} files (showing matches "
+            f"{start + 1}-{min(end, total)} of {total})"
+        )
     if skipped > 0:
         summary += f"\nNote: Skipped {skipped} files due to size limits"
     out = [summary, "=" * 80]
@@ -646,8 +678,10 @@ def _grep_text(pattern: str, include: str | None, offset: int | None, matches: l
     if end < total:
         out.append(f'To see more matches, call: grep_files(pattern="{pattern}", offset={end})')
         if hit_limit:
-            out.append(f"Note: Only the first {MAX_TOTAL_COLLECTED} matches were collected. There may be more "
-                       "matches beyond this limit.")
+            out.append(
+                f"Note: Only the first {MAX_TOTAL_COLLECTED} matches were collected. There may be more "
+                "matches beyond this limit."
+            )
     elif hit_limit:
         out.append("Showing last page of collected matches. There may be more matches beyond the collection limit.")
     else:
@@ -728,8 +762,13 @@ def _render_file(out: list[str], entry: FileEntry) -> None:
     out.append("</file>\n")
 
 
-def render_directories(max_files_open: int | None, folders: Sequence[DirectoryInfo], files: Sequence[FileEntry], *,
-                       closed_cap: int | None = None) -> str:
+def render_directories(
+    max_files_open: int | None,
+    folders: Sequence[DirectoryInfo],
+    files: Sequence[FileEntry],
+    *,
+    closed_cap: int | None = None,
+) -> str:
     """The ``<directories>`` section of the prompt, as Letta's ``_render_directories_common`` writes it (with the
     leading blank line). Beyond Letta: with ``closed_cap``, a folder with more closed files than that lists only the
     first ``closed_cap`` of them and then one ``<more_files count="N">`` line, so a huge folder stays out of the
@@ -737,8 +776,9 @@ def render_directories(max_files_open: int | None, folders: Sequence[DirectoryIn
     out = ["\n\n<directories>\n"]
     if max_files_open is not None:
         current_open = sum(1 for f in files if f.value)
-        out.append(f"<file_limits>\n- current_files_open={current_open}\n- max_files_open={max_files_open}\n"
-                   "</file_limits>\n")
+        out.append(
+            f"<file_limits>\n- current_files_open={current_open}\n- max_files_open={max_files_open}\n</file_limits>\n"
+        )
     for folder in folders:
         out.append(f'<directory name="{folder.name}">\n')
         if folder.description:
@@ -756,9 +796,11 @@ def render_directories(max_files_open: int | None, folders: Sequence[DirectoryIn
                 closed_shown += 1
             _render_file(out, entry)
         if hidden:
-            out.append(f'<more_files count="{hidden}">{hidden} more closed file{"s" if hidden != 1 else ""} in this '
-                       "directory are not listed here; grep_files and semantic_search_files search them too, and "
-                       "open_files opens any of them by name.</more_files>\n")
+            out.append(
+                f'<more_files count="{hidden}">{hidden} more closed file{"s" if hidden != 1 else ""} in this '
+                "directory are not listed here; grep_files and semantic_search_files search them too, and "
+                "open_files opens any of them by name.</more_files>\n"
+            )
         out.append("</directory>\n")
     out.append("</directories>")
     return "".join(out)
@@ -773,25 +815,35 @@ def _check_name(name: str, what: str, example: str) -> str:
     bad = [c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
     if bad:
         clean = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in name).strip()
-        raise ValidationError(f"The {what} name {name!r} contains a control character ({bad[0]!r}); use printable "
-                              f"characters only, e.g. '{clean or example}'.")
+        raise ValidationError(
+            f"The {what} name {name!r} contains a control character ({bad[0]!r}); use printable "
+            f"characters only, e.g. '{clean or example}'."
+        )
     if name != name.strip():
         raise ValidationError(f"The {what} name {name!r} starts or ends with whitespace; use '{name.strip()}'.")
     if "\\" in name:
-        raise ValidationError(f"The {what} name {name!r} contains a backslash; separate directories with '/', e.g. "
-                              f"'{name.replace(chr(92), '/')}'.")
+        raise ValidationError(
+            f"The {what} name {name!r} contains a backslash; separate directories with '/', e.g. "
+            f"'{name.replace(chr(92), '/')}'."
+        )
     if name.startswith("/") or re.match(r"[A-Za-z]:/", name):
         relative = name.lstrip("/") if name.startswith("/") else name[3:]
-        raise ValidationError(f"The {what} name {name!r} is an absolute path; use a name relative to its folder, "
-                              f"e.g. '{relative or example}'.")
+        raise ValidationError(
+            f"The {what} name {name!r} is an absolute path; use a name relative to its folder, "
+            f"e.g. '{relative or example}'."
+        )
     parts = name.split("/")
     if any(part in ("..", ".") for part in parts):
         plain = "/".join(p for p in parts if p not in ("..", ".", ""))
-        raise ValidationError(f"The {what} name {name!r} has a '.' or '..' component; use a plain name inside the "
-                              f"folder, e.g. '{plain or example}'.")
+        raise ValidationError(
+            f"The {what} name {name!r} has a '.' or '..' component; use a plain name inside the "
+            f"folder, e.g. '{plain or example}'."
+        )
     if any(part == "" for part in parts):
-        raise ValidationError(f"The {what} name {name!r} has an empty path component (a doubled or trailing '/'); "
-                              f"use '{'/'.join(p for p in parts if p) or example}'.")
+        raise ValidationError(
+            f"The {what} name {name!r} has an empty path component (a doubled or trailing '/'); "
+            f"use '{'/'.join(p for p in parts if p) or example}'."
+        )
     return name
 
 
@@ -802,8 +854,9 @@ def check_file_name(name: str) -> str:
     Returns the name unchanged; raises ``ValidationError`` naming the bad name and what to use instead."""
     _check_name(name, "file", "notes.md")
     if len(name) > MAX_FILENAME_LENGTH:
-        raise ValidationError(f"The file name {name[:40]!r}... is {len(name)} characters long; use at most "
-                              f"{MAX_FILENAME_LENGTH}.")
+        raise ValidationError(
+            f"The file name {name[:40]!r}... is {len(name)} characters long; use at most {MAX_FILENAME_LENGTH}."
+        )
     return name
 
 
@@ -811,11 +864,13 @@ def check_folder_name(name: str) -> str:
     """A folder name: the file name rules, no ``/`` at all, at most 100 characters."""
     _check_name(name, "folder", "docs")
     if "/" in name:
-        raise ValidationError(f"The folder name {name!r} contains '/'; folders do not nest, use e.g. "
-                              f"'{name.replace('/', '-')}'.")
+        raise ValidationError(
+            f"The folder name {name!r} contains '/'; folders do not nest, use e.g. '{name.replace('/', '-')}'."
+        )
     if len(name) > MAX_FOLDER_NAME_LENGTH:
-        raise ValidationError(f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most "
-                              f"{MAX_FOLDER_NAME_LENGTH}.")
+        raise ValidationError(
+            f"The folder name {name[:40]!r}... is {len(name)} characters long; use at most {MAX_FOLDER_NAME_LENGTH}."
+        )
     return name
 
 

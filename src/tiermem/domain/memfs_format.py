@@ -59,7 +59,7 @@ class Front:
             return cls()
         for eol in ("\r\n", "\n"):
             if raw.startswith(eol) and raw.endswith("\n"):
-                inner = raw[len(eol):]
+                inner = raw[len(eol) :]
                 return cls(tuple(inner[:-1].split("\n")) if inner else (), True, eol)
         return cls(tuple(raw.split("\n")) if raw else (), True)
 
@@ -83,9 +83,7 @@ class Front:
                 continue
             scalar = _BLOCK_SCALAR.match(line.split(":", 1)[1].strip()) is not None
             j = i + 1
-            while j < len(rows) and (
-                rows[j][:1] in (" ", "\t") and rows[j].strip() or scalar and not rows[j].strip()
-            ):
+            while j < len(rows) and (rows[j][:1] in (" ", "\t") and rows[j].strip() or scalar and not rows[j].strip()):
                 j += 1
             while j > i + 1 and not rows[j - 1].strip():  # blank lines after a scalar belong to nobody
                 j -= 1
@@ -318,7 +316,9 @@ def label_of_path(raw: object, field_name: str, *, tool: str = "memory", root: s
         raise EditError(f"{tool}: '{field_name}' must be a non-empty string")
     text = raw.strip().replace("\\", "/")
     if text.startswith(("~/", "$HOME/")):
-        raise EditError(f"{tool}: '{field_name}' must be a memory-relative file path, not a home-relative filesystem path")
+        raise EditError(
+            f"{tool}: '{field_name}' must be a memory-relative file path, not a home-relative filesystem path"
+        )
     if text.startswith("/"):
         base = None if root is None else root.rstrip("/") + "/"
         if base is None or not text.startswith(base):
@@ -450,7 +450,11 @@ def apply_hunks(content: str, hunks: tuple[tuple[str, ...], ...], where: str) ->
             continue
         at = content.find(old[:-1])
         if at == -1:
-            preview = content if len(content) <= 4000 else content[:4000] + f"\n... <truncated {len(content) - 4000} chars> ..."
+            preview = (
+                content
+                if len(content) <= 4000
+                else content[:4000] + f"\n... <truncated {len(content) - 4000} chars> ..."
+            )
             raise EditError(
                 f"{TOOL}: failed to apply hunk to {where}: context not found\n\n"
                 "The patch old/context lines did not match the current memory file exactly. Read the current memory "

@@ -26,18 +26,36 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from . import blocks as rules
-from . import secrets
+from ..base.background import Opening
 from ..base.config import BlockSpec
-from ..core.protocol import CoreStore
 from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
 from ..base.projects import named_project
-from ..base.background import Opening
+from ..base.records import (
+    Agent,
+    Block,
+    BlockVersion,
+    ContextWindow,
+    Message,
+    Passage,
+    StoredResult,
+    check_text,
+    new_id,
+    now,
+    stable_id,
+)
+from ..core.protocol import CoreStore
+from . import blocks as rules
+from . import secrets
 from .file_views import OpenRequest
-from .filesystem import (DEFAULT_FILE_MAX_BYTES, AgentFiles, DEFAULT_FOLDER_MAX_FILES, Filesystem, directories_summary,
-                         render_agent_directories)
-from ..base.records import Agent, Block, BlockVersion, ContextWindow, Message, Passage, StoredResult, check_text, new_id, now, stable_id
+from .filesystem import (
+    DEFAULT_FILE_MAX_BYTES,
+    DEFAULT_FOLDER_MAX_FILES,
+    AgentFiles,
+    Filesystem,
+    directories_summary,
+    render_agent_directories,
+)
 
 if TYPE_CHECKING:
     from .archive import Archive, SearchResult
@@ -91,12 +109,16 @@ class AgentDeletion:
     passages: int
 
     def describe(self) -> str:
-        lines = [f"agent {self.name} ({self.agent_id})",
-                 f"blocks: {', '.join(self.blocks) or 'none'} ({self.block_versions} version(s) of history)",
-                 f"messages: {self.messages}, archival passages: {self.passages}"]
+        lines = [
+            f"agent {self.name} ({self.agent_id})",
+            f"blocks: {', '.join(self.blocks) or 'none'} ({self.block_versions} version(s) of history)",
+            f"messages: {self.messages}, archival passages: {self.passages}",
+        ]
         if self.shared_blocks_kept:
             lines.append(f"kept (other agents share them, only detached): {', '.join(self.shared_blocks_kept)}")
         return "\n".join(lines)
+
+
 _MAX_ATTEMPTS = 200
 REDACTING_ACTORS = frozenset({"import", "doctor"})  # block writers whose credentials are redacted, not refused
 
@@ -127,8 +149,14 @@ class Memory:
         self._warming: threading.Thread | None = None  # ``warm``'s thread
         self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
         # folders and files (Letta's filesystem): each agent's view of them is kept with the agent
-        self.files = Filesystem(core, self._opened_archive, self._files_changed, file_max_bytes=file_max_bytes,
-                                folder_max_files=folder_max_files, scrub=self.scrub)
+        self.files = Filesystem(
+            core,
+            self._opened_archive,
+            self._files_changed,
+            file_max_bytes=file_max_bytes,
+            folder_max_files=folder_max_files,
+            scrub=self.scrub,
+        )
 
     def _opened_archive(self) -> Archive:
         return self.archive
@@ -236,7 +264,9 @@ class Memory:
         agent = self.core.find_agent(name)
         if agent is None:
             names = ", ".join(a.name for a in self.core.list_agents()) or "none yet"
-            raise NotFoundError(f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`.")
+            raise NotFoundError(
+                f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`."
+            )
         return agent
 
     def named_agent(self, name: str) -> Agent:
@@ -349,8 +379,14 @@ class Memory:
             "Use one of these labels, or create a block first."
         )
 
-    def render_core(self, agent_id: str, *, line_numbers: bool = False, with_metadata: bool = True,
-                    context_window: int | None = None) -> str:
+    def render_core(
+        self,
+        agent_id: str,
+        *,
+        line_numbers: bool = False,
+        with_metadata: bool = True,
+        context_window: int | None = None,
+    ) -> str:
         """Core memory as Letta renders it: the blocks, the attached folders' ``<directories>`` (their default limits
         from ``context_window``, the model's, when known), then ``<memory_metadata>``."""
         text = rules.render_core_memory(self.blocks(agent_id), line_numbers=line_numbers)
@@ -453,7 +489,9 @@ class Memory:
 
     # -- creating, attaching, deleting ---------------------------------------
 
-    def create_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None, operation: str = "create") -> Block:
+    def create_block(
+        self, agent_id: str, spec: BlockSpec, *, actor: str | None = None, operation: str = "create"
+    ) -> Block:
         actor = actor or current_actor.get()
         spec = self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
@@ -530,7 +568,9 @@ class Memory:
         if block is None:
             raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
         if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
-            raise ValidationError(f"This agent already has a different block labelled {block.label!r}; rename one first.")
+            raise ValidationError(
+                f"This agent already has a different block labelled {block.label!r}; rename one first."
+            )
         self.core.attach(agent_id, block_id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
@@ -562,8 +602,16 @@ class Memory:
 
     def store_result(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
         """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
-        self.core.put_request(StoredResult(key=_request_key(agent_id, tool, key), agent_id=agent_id, tool=tool,
-                                           args_sha256=args_sha256, result=result, created_at=now()))
+        self.core.put_request(
+            StoredResult(
+                key=_request_key(agent_id, tool, key),
+                agent_id=agent_id,
+                tool=tool,
+                args_sha256=args_sha256,
+                result=result,
+                created_at=now(),
+            )
+        )
 
     # -- folders and files, as the tools ask for them (``memory.files``) -----------------
 
@@ -588,8 +636,9 @@ class Memory:
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
         return self.files.open_files(agent_id, requests, close_all_others)
 
-    def grep_files(self, agent_id: str, pattern: str, include: str | None, context_lines: int | None,
-                   offset: int | None) -> str:
+    def grep_files(
+        self, agent_id: str, pattern: str, include: str | None, context_lines: int | None, offset: int | None
+    ) -> str:
         return self.files.grep_files(agent_id, pattern, include, context_lines, offset)
 
     def semantic_search_files(self, agent_id: str, query: str, limit: int) -> str:
@@ -613,43 +662,82 @@ class Memory:
             if isinstance(m, dict) and isinstance(m.get("content"), str):
                 self.refuse_secrets(m["content"], f"messages[{n}].content")
         # a project named by a local directory is its repository, as a hook's working directory is (named_project)
-        messages = [{**m, "project": named_project(m["project"])} if isinstance(m, dict) and isinstance(
-            m.get("project"), str) else m for m in messages]
+        messages = [
+            {**m, "project": named_project(m["project"])}
+            if isinstance(m, dict) and isinstance(m.get("project"), str)
+            else m
+            for m in messages
+        ]
         return Written(self.archive.log_messages(agent_id, messages), self.archive.vectors.write_note())
 
-    def conversation_search(self, agent_id: str, query: str, *, roles: Sequence[str] | None, limit: int,
-                            start_date: str | None, end_date: str | None,
-                            project: str | None = None) -> SearchResult:
+    def conversation_search(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        roles: Sequence[str] | None,
+        limit: int,
+        start_date: str | None,
+        end_date: str | None,
+        project: str | None = None,
+    ) -> SearchResult:
         """Search recall memory (``Archive.conversation_search``); ``project``: only the turns captured in it (a
         directory of this machine names its repository, as a hook's working directory does: ``named_project``)."""
         named = named_project(project)
-        return self.archive.conversation_search(agent_id, query, roles=roles, limit=limit, start_date=start_date,
-                                                end_date=end_date, projects=None if named is None else (named,))
+        return self.archive.conversation_search(
+            agent_id,
+            query,
+            roles=roles,
+            limit=limit,
+            start_date=start_date,
+            end_date=end_date,
+            projects=None if named is None else (named,),
+        )
 
-    def archival_insert(self, agent_id: str, content: str, tags: Sequence[str] | None,
-                        project: str | None = None) -> Written[list[str]]:
+    def archival_insert(
+        self, agent_id: str, content: str, tags: Sequence[str] | None, project: str | None = None
+    ) -> Written[list[str]]:
         """Store a passage in archival memory, chunked (``Archive.insert``); the ids of its chunks. ``project``: the
         project it belongs to (None: shared by every project). Refused, writing nothing, when it holds a credential."""
         if isinstance(content, str):
             self.refuse_secrets(content, "content")
-        return Written(self.archive.insert(agent_id, content, tags, project=named_project(project)),
-                       self.archive.vectors.write_note())
+        return Written(
+            self.archive.insert(agent_id, content, tags, project=named_project(project)),
+            self.archive.vectors.write_note(),
+        )
 
-    def archival_search(self, agent_id: str, query: str, *, tags: Sequence[str] | None, tag_match_mode: str, top_k: int,
-                        start_datetime: str | None, end_datetime: str | None,
-                        project: str | None = None) -> SearchResult:
+    def archival_search(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        tags: Sequence[str] | None,
+        tag_match_mode: str,
+        top_k: int,
+        start_datetime: str | None,
+        end_datetime: str | None,
+        project: str | None = None,
+    ) -> SearchResult:
         """Search archival memory (``Archive.search``); ``project``: only the passages of that project."""
         named = named_project(project)
-        return self.archive.search(agent_id, query, tags=tags, tag_match_mode=tag_match_mode, top_k=top_k,
-                                   start_datetime=start_datetime, end_datetime=end_datetime,
-                                   projects=None if named is None else (named,))
+        return self.archive.search(
+            agent_id,
+            query,
+            tags=tags,
+            tag_match_mode=tag_match_mode,
+            top_k=top_k,
+            start_datetime=start_datetime,
+            end_datetime=end_datetime,
+            projects=None if named is None else (named,),
+        )
 
     def archival_delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage, every chunk of it (``Archive.delete``); how many rows went."""
         return self.archive.delete(agent_id, passage_id)
 
-    def archival_list(self, agent_id: str, *, offset: int, limit: int,
-                      tags: Sequence[str] | None) -> tuple[list[Passage], int]:
+    def archival_list(
+        self, agent_id: str, *, offset: int, limit: int, tags: Sequence[str] | None
+    ) -> tuple[list[Passage], int]:
         """One page of passages, oldest first, and how many there are (``Archive.list_passages``)."""
         return self.archive.list_passages(agent_id, offset=offset, limit=limit, tags=tags)
 
@@ -684,17 +772,21 @@ class Memory:
 
     def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
         t = now()
-        block = self._without_secrets(Block(
-            id=block_id,
-            label=spec.label,
-            value=spec.value,
-            limit=spec.limit,
-            description=spec.description,
-            read_only=spec.read_only,
-            version=1,
-            updated_at=t,
-            metadata=dict(spec.metadata),
-        ), None, actor)
+        block = self._without_secrets(
+            Block(
+                id=block_id,
+                label=spec.label,
+                value=spec.value,
+                limit=spec.limit,
+                description=spec.description,
+                read_only=spec.read_only,
+                version=1,
+                updated_at=t,
+                metadata=dict(spec.metadata),
+            ),
+            None,
+            actor,
+        )
         self.core.insert_block(block, _version_of(block, operation, actor))
 
     def _lock(self, block_id: str) -> threading.Lock:

@@ -35,9 +35,28 @@ from typing import Any, Protocol
 from ..base import timeexpr
 from ..base.records import Found
 
-FEATURES = ("vector_rrf", "fts_rrf", "bm25", "cosine", "question", "length", "speaker", "date", "mentioned", "when",
-            "session_best", "session_sum", "session_size", "before", "after", "several_best", "several_sum",
-            "several_size", "sitting", "opens")
+FEATURES = (
+    "vector_rrf",
+    "fts_rrf",
+    "bm25",
+    "cosine",
+    "question",
+    "length",
+    "speaker",
+    "date",
+    "mentioned",
+    "when",
+    "session_best",
+    "session_sum",
+    "session_size",
+    "before",
+    "after",
+    "several_best",
+    "several_sum",
+    "several_size",
+    "sitting",
+    "opens",
+)
 RANK_K = 10  # rank features are 1 / (RANK_K + rank), 0 for a candidate the leg did not return
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
@@ -49,7 +68,8 @@ SESSION_US = 3_600_000_000  # candidates of one conversation written within an h
 # they been?"), "how many", "both", or a plural object asked of someone ("What instruments does Tim play?").
 _SEVERAL = re.compile(
     r"\b(?:[Hh]as|[Hh]ave)\s+(?:[A-Z][\w'-]*|he|she|they|you|I|we)\s+(?!(?:to|a|an|any)\b)(?:ever\s+|been\s+)?[a-z]\w+"
-    r"|(?i:\bhow\s+many\b|\bboth\b|^\s*(?:what|which)\s+(?:\w+\s+)?\w+s\s+(?:has|have|does|do|did)\b)")
+    r"|(?i:\bhow\s+many\b|\bboth\b|^\s*(?:what|which)\s+(?:\w+\s+)?\w+s\s+(?:has|have|does|do|did)\b)"
+)
 
 
 class Sittings(Protocol):
@@ -109,8 +129,9 @@ class Ranker:
         """Weighted reciprocal rank fusion of the two legs (k = RANK_K): no other feature counts."""
         return cls((vector, fts, *(0.0,) * (len(FEATURES) - 2)))
 
-    def rank(self, query: str, candidates: Sequence[Candidate],
-             context: Context | None = None) -> list[tuple[Candidate, float]]:
+    def rank(
+        self, query: str, candidates: Sequence[Candidate], context: Context | None = None
+    ) -> list[tuple[Candidate, float]]:
         """Candidates with their scores, best first (ties broken by id, so the order is stable)."""
         rows = features(query, candidates, context)
         scored = [(c, sum(w * x for w, x in zip(self.weights, row))) for c, row in zip(candidates, rows)]
@@ -148,25 +169,31 @@ def features(query: str, candidates: Sequence[Candidate], context: Context | Non
         created = c.found.created_us
         when = datetime.fromtimestamp(created / 1_000_000, tz=UTC) if isinstance(created, int) else None
         mentions = timeexpr.resolve(c.content, when) if when is not None and (periods or asks_when) else []
-        out.append([
-            1.0 / (RANK_K + c.vector_rank) if c.vector_rank else 0.0,
-            1.0 / (RANK_K + c.fts_rank) if c.fts_rank else 0.0,
-            (c.bm25 or 0.0) / best_bm25,
-            (c.cosine if c.cosine is not None else floor) - best,
-            1.0 if c.content.rstrip().endswith("?") else 0.0,
-            math.log1p(len(c.content.split())),
-            1.0 if speaker is not None and names(speaker, words) else 0.0,
-            _written_in(periods, when),
-            1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,
-            1.0 if asks_when and mentions else 0.0,
-        ])
+        out.append(
+            [
+                1.0 / (RANK_K + c.vector_rank) if c.vector_rank else 0.0,
+                1.0 / (RANK_K + c.fts_rank) if c.fts_rank else 0.0,
+                (c.bm25 or 0.0) / best_bm25,
+                (c.cosine if c.cosine is not None else floor) - best,
+                1.0 if c.content.rstrip().endswith("?") else 0.0,
+                math.log1p(len(c.content.split())),
+                1.0 if speaker is not None and names(speaker, words) else 0.0,
+                _written_in(periods, when),
+                1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,
+                1.0 if asks_when and mentions else 0.0,
+            ]
+        )
     several = 1.0 if asks_several(query) else 0.0
     for row, session, c in zip(out, _sessions(candidates, [row[0] + row[1] for row in out]), candidates):
         row.extend(session)
         row.extend(several * x for x in session[:3])
         row.append(0.0 if several else _sitting(c, context.sittings))
-        row.append(1.0 if context.sittings is not None and context.sittings.opens(
-            c.found.conversation_id, c.found.created_us, c.found.seq) else 0.0)
+        row.append(
+            1.0
+            if context.sittings is not None
+            and context.sittings.opens(c.found.conversation_id, c.found.created_us, c.found.seq)
+            else 0.0
+        )
     return out
 
 
@@ -193,8 +220,10 @@ def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[t
     the ranks of its nearest neighbours among them (the candidate logged just before it, and just after; 0 for
     none; always 0 for rows without a log order: passages). A topic is talked over for several turns, so a turn
     next to strong matches is likelier the one sought; an answer is found through the question before it."""
-    order = sorted(range(len(candidates)), key=lambda i: (str(candidates[i].found.conversation_id or ""),
-                                                          _time_of(candidates[i]), _seq_of(candidates[i])))
+    order = sorted(
+        range(len(candidates)),
+        key=lambda i: (str(candidates[i].found.conversation_id or ""), _time_of(candidates[i]), _seq_of(candidates[i])),
+    )
     out: list[tuple[float, ...]] = [(0.0,) * 5] * len(candidates)
     logged = all(c.found.seq is not None for c in candidates)
     for n, i in enumerate(order):
@@ -265,18 +294,42 @@ def _written_in(periods: Sequence[timeexpr.Period], when: datetime | None) -> fl
 
 
 # Fitted by `python -m bench locomo` on all five dev conversations (its "fitted on all five" weights).
-DEFAULT_RANKER = Ranker((21.9038, 14.0437, 1.1097, 1.663, -0.715, 0.6216, 2.7478, 4.0622, 1.5248, 2.071, 14.0552,
-                         -0.6506, -0.2206, 6.6992, 3.6458, -15.9259, 0.7551, 0.209, 8.3069, 0.683))
+DEFAULT_RANKER = Ranker(
+    (
+        21.9038,
+        14.0437,
+        1.1097,
+        1.663,
+        -0.715,
+        0.6216,
+        2.7478,
+        4.0622,
+        1.5248,
+        2.071,
+        14.0552,
+        -0.6506,
+        -0.2206,
+        6.6992,
+        3.6458,
+        -15.9259,
+        0.7551,
+        0.209,
+        8.3069,
+        0.683,
+    )
+)
 
 
 CALIBRATION_FEATURES = ("score", "cosine", "best_cosine", "coverage")
 
 # Words that say little about what a query looks for; left out of the query's words ``coverage`` counts.
-STOPWORDS = frozenset("""a an the and or but if of to in on at by for with about from into over after before under
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with about from into over after before under
 between is are was were be been being am do does did done have has had having i me my mine we us our you your he him
 his she her it its they them their this that these those what which who whom whose when where why how not no yes so
 than too very can could will would shall should may might must there here also just any some all each both few more
-most other such only own same s t don doesn didn ll ve re d m o""".split())
+most other such only own same s t don doesn didn ll ve re d m o""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -293,26 +346,40 @@ class Calibration:
 
     def __post_init__(self) -> None:
         if len(self.weights) != len(CALIBRATION_FEATURES):
-            raise ValueError(f"a Calibration needs {len(CALIBRATION_FEATURES)} weights "
-                             f"({', '.join(CALIBRATION_FEATURES)}), got {len(self.weights)}")
+            raise ValueError(
+                f"a Calibration needs {len(CALIBRATION_FEATURES)} weights "
+                f"({', '.join(CALIBRATION_FEATURES)}), got {len(self.weights)}"
+            )
 
-    def relevance(self, query: str, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]],
-                  context: Context | None = None) -> list[float]:
+    def relevance(
+        self,
+        query: str,
+        candidates: Sequence[Candidate],
+        scored: Sequence[tuple[Candidate, float]],
+        context: Context | None = None,
+    ) -> list[float]:
         """The relevance in [0, 1] of each ``(candidate, score)`` ranked from ``candidates`` (the whole pool)."""
         rows = calibration_features(query, candidates, scored, context)
-        return [1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z)))) for z in
-                (sum(w * x for w, x in zip(self.weights, row)) + self.bias for row in rows)]
+        return [
+            1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+            for z in (sum(w * x for w, x in zip(self.weights, row)) + self.bias for row in rows)
+        ]
 
 
-def calibration_features(query: str, candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]],
-                         context: Context | None = None) -> list[list[float]]:
+def calibration_features(
+    query: str,
+    candidates: Sequence[Candidate],
+    scored: Sequence[tuple[Candidate, float]],
+    context: Context | None = None,
+) -> list[list[float]]:
     """The rows ``Calibration`` weighs, in ``CALIBRATION_FEATURES`` order."""
     context = context or Context()
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     floor = min(cosines) if cosines else 0.0
     best = max(cosines) if cosines else 0.0
-    return [[score, c.cosine if c.cosine is not None else floor, best, coverage(query, c, context)]
-            for c, score in scored]
+    return [
+        [score, c.cosine if c.cosine is not None else floor, best, coverage(query, c, context)] for c, score in scored
+    ]
 
 
 def coverage(query: str, candidate: Candidate, context: Context) -> float:

@@ -18,18 +18,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import TiermemError
 from . import secrets
 from .blocks import Rethink
-from ..base.errors import TiermemError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
     from .memory import Memory
 
-PURGE_NOTE = ("Older copies still hold the text until they are purged: block history (`tiermem forget` removes a "
-              "block's past values), the store's superseded table versions (dropped by the next upkeep or `tiermem "
-              "optimize` once older than version_retention_seconds); a synced folder's source files still hold it (fix "
-              "them, or the next sync brings the text back).")
+PURGE_NOTE = (
+    "Older copies still hold the text until they are purged: block history (`tiermem forget` removes a "
+    "block's past values), the store's superseded table versions (dropped by the next upkeep or `tiermem "
+    "optimize` once older than version_retention_seconds); a synced folder's source files still hold it (fix "
+    "them, or the next sync brings the text back)."
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,13 @@ def scan(memory: Memory) -> Audit:
             seen.add(block.id)
             for version in memory.core.history(block.id):
                 if version.version != block.version:
-                    _note(audit, name, f"block {block.label}, version {version.version} (history)", version.value,
-                          fixable=False)
+                    _note(
+                        audit,
+                        name,
+                        f"block {block.label}, version {version.version} (history)",
+                        version.value,
+                        fixable=False,
+                    )
     rows = memory.archive.rows
     for table, kind in (("messages", "message"), ("passages", "passage")):
         for row in rows.backup_rows(table, vectors=False):
@@ -82,12 +89,21 @@ def scan(memory: Memory) -> Audit:
             texts = {f: str(row.get(f) or "") for f in fields}
             hit = False
             for f in fields:
-                hit = _note(audit, agents.get(row["agent_id"], row["agent_id"]),
-                            f"{kind} {row['id']} ({'searched text' if f == 'text' else f})", texts[f],
-                            fixable=True) or hit
+                hit = (
+                    _note(
+                        audit,
+                        agents.get(row["agent_id"], row["agent_id"]),
+                        f"{kind} {row['id']} ({'searched text' if f == 'text' else f})",
+                        texts[f],
+                        fixable=True,
+                    )
+                    or hit
+                )
             if hit:
-                redacted = {f: secrets.redact_json(texts[f]) if f == "payload" else secrets.redact(texts[f]).text
-                            for f in fields}
+                redacted = {
+                    f: secrets.redact_json(texts[f]) if f == "payload" else secrets.redact(texts[f]).text
+                    for f in fields
+                }
                 audit.rows.setdefault(table, []).append({**row, **redacted, "vector": None})
     files = memory.archive.files
     folders = {f.id: f.name for f in files.folders()}
@@ -95,8 +111,9 @@ def scan(memory: Memory) -> Audit:
     texts = files.texts([f.id for f in listing])
     for stored in listing:
         text = texts.get(stored.id, "")
-        if _note(audit, "", f"file {folders.get(stored.folder_id, stored.folder_id)}/{stored.name}", text,
-                 fixable=True):
+        if _note(
+            audit, "", f"file {folders.get(stored.folder_id, stored.folder_id)}/{stored.name}", text, fixable=True
+        ):
             audit.files[stored.id] = secrets.redact(text).text
     return audit
 
@@ -107,14 +124,15 @@ def redact(memory: Memory, audit: Audit) -> list[str]:
     done: list[str] = []
     for (agent_id, label), value in audit.blocks.items():
         try:
-            memory.edit(agent_id, label, Rethink(value, operation="doctor:redact", check_line_numbers=False),
-                        actor="doctor")
+            memory.edit(
+                agent_id, label, Rethink(value, operation="doctor:redact", check_line_numbers=False), actor="doctor"
+            )
             done.append(f"block {label} of agent {agent_id}: redacted as a new version")
         except TiermemError as exc:
             done.append(f"block {label} of agent {agent_id}: NOT redacted: {exc}")
     for table, table_rows in audit.rows.items():
         for start in range(0, len(table_rows), 256):
-            batch = table_rows[start:start + 256]
+            batch = table_rows[start : start + 256]
             memory.archive.vectors.embed_rows(batch)
             memory.archive.rows.rewrite_rows(table, batch)
         done.append(f"{table}: {len(table_rows)} row(s) redacted")
@@ -136,16 +154,35 @@ def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool 
     done = redact(memory, audit) if audit.found and redact_found and yes else []
     counts = audit.counts()
     if as_json:
-        print(json.dumps({"found": len(audit.found), "by_kind": dict(counts),
-                          "where": [{"agent": f.agent, "where": f.where, "kinds": list(f.kinds), "places": f.places,
-                                     "redactable": f.fixable} for f in audit.found],
-                          "redacted": done, **({"note": PURGE_NOTE} if done else {})}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "found": len(audit.found),
+                    "by_kind": dict(counts),
+                    "where": [
+                        {
+                            "agent": f.agent,
+                            "where": f.where,
+                            "kinds": list(f.kinds),
+                            "places": f.places,
+                            "redactable": f.fixable,
+                        }
+                        for f in audit.found
+                    ],
+                    "redacted": done,
+                    **({"note": PURGE_NOTE} if done else {}),
+                },
+                indent=2,
+            )
+        )
     else:
         if not audit.found:
             print("secrets: none found in blocks (with their history), messages, passages or folder files")
             return 0
-        print(f"secrets: {len(audit.found)} place(s) hold credentials: "
-              + ", ".join(f"{kind}: {n}" for kind, n in counts.most_common()))
+        print(
+            f"secrets: {len(audit.found)} place(s) hold credentials: "
+            + ", ".join(f"{kind}: {n}" for kind, n in counts.most_common())
+        )
         for f in audit.found:
             print(f"  {('agent ' + f.agent + ': ') if f.agent else ''}{f.where}: {f.places}")
         if done:

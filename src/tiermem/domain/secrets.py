@@ -98,18 +98,54 @@ _ENTROPY_MIN_CHARS = 20
 def _plugin_detectors() -> list[_Detector]:
     """detect-secrets' regex plugins, each pattern run with ``finditer`` for exact spans (its ``analyze_string``
     yields values, not positions), its keyword plugin's quoted-assignment patterns, and its base64 entropy plugin."""
-    from detect_secrets.plugins import (artifactory, aws, azure_storage_key, basic_auth, cloudant, discord,
-                                        github_token, gitlab_token, high_entropy_strings, ibm_cloud_iam, ibm_cos_hmac,
-                                        jwt, keyword, mailchimp, npm, openai, pypi_token, sendgrid, slack, softlayer,
-                                        square_oauth, stripe, telegram_token, twilio)
+    from detect_secrets.plugins import (
+        artifactory,
+        aws,
+        azure_storage_key,
+        basic_auth,
+        cloudant,
+        discord,
+        github_token,
+        gitlab_token,
+        high_entropy_strings,
+        ibm_cloud_iam,
+        ibm_cos_hmac,
+        jwt,
+        keyword,
+        mailchimp,
+        npm,
+        openai,
+        pypi_token,
+        sendgrid,
+        slack,
+        softlayer,
+        square_oauth,
+        stripe,
+        telegram_token,
+        twilio,
+    )
 
     plugins: list[Any] = [
-        aws.AWSKeyDetector, artifactory.ArtifactoryDetector, azure_storage_key.AzureStorageKeyDetector,
-        basic_auth.BasicAuthDetector, cloudant.CloudantDetector, discord.DiscordBotTokenDetector,
-        github_token.GitHubTokenDetector, gitlab_token.GitLabTokenDetector, ibm_cloud_iam.IbmCloudIamDetector,
-        ibm_cos_hmac.IbmCosHmacDetector, mailchimp.MailchimpDetector, npm.NpmDetector, openai.OpenAIDetector,
-        pypi_token.PypiTokenDetector, sendgrid.SendGridDetector, slack.SlackDetector, softlayer.SoftlayerDetector,
-        square_oauth.SquareOAuthDetector, stripe.StripeDetector, telegram_token.TelegramBotTokenDetector,
+        aws.AWSKeyDetector,
+        artifactory.ArtifactoryDetector,
+        azure_storage_key.AzureStorageKeyDetector,
+        basic_auth.BasicAuthDetector,
+        cloudant.CloudantDetector,
+        discord.DiscordBotTokenDetector,
+        github_token.GitHubTokenDetector,
+        gitlab_token.GitLabTokenDetector,
+        ibm_cloud_iam.IbmCloudIamDetector,
+        ibm_cos_hmac.IbmCosHmacDetector,
+        mailchimp.MailchimpDetector,
+        npm.NpmDetector,
+        openai.OpenAIDetector,
+        pypi_token.PypiTokenDetector,
+        sendgrid.SendGridDetector,
+        slack.SlackDetector,
+        softlayer.SoftlayerDetector,
+        square_oauth.SquareOAuthDetector,
+        stripe.StripeDetector,
+        telegram_token.TelegramBotTokenDetector,
         twilio.TwilioKeyDetector,
     ]  # left out: private_key (header lines only: ours takes the whole block), ip_public (not a credential)
     out: list[_Detector] = []
@@ -124,12 +160,32 @@ def _plugin_detectors() -> list[_Detector]:
     is_jwt = jwt.JwtTokenDetector.is_formally_valid
     out += [_Detector(_KINDS["JSON Web Token"], p, ("eyj",), check=is_jwt) for p in jwt.JwtTokenDetector.denylist]
     for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
-        out.append(_Detector(_KINDS["Secret Keyword"], pattern, _KEYWORD_NEEDLES, group=group, check=_not_placeholder,
-                             specific=False, per_line=True))
+        out.append(
+            _Detector(
+                _KINDS["Secret Keyword"],
+                pattern,
+                _KEYWORD_NEEDLES,
+                group=group,
+                check=_not_placeholder,
+                specific=False,
+                per_line=True,
+            )
+        )
     entropy = high_entropy_strings.Base64HighEntropyString(limit=_ENTROPY_LIMIT)
-    out.append(_Detector(_KINDS["Base64 High Entropy String"], entropy.regex, ("'", '"'), group=2, specific=False,
-                         check=lambda s: (len(s) >= _ENTROPY_MIN_CHARS and _letters_and_digits(s)
-                                          and entropy.calculate_shannon_entropy(s) > _ENTROPY_LIMIT)))
+    out.append(
+        _Detector(
+            _KINDS["Base64 High Entropy String"],
+            entropy.regex,
+            ("'", '"'),
+            group=2,
+            specific=False,
+            check=lambda s: (
+                len(s) >= _ENTROPY_MIN_CHARS
+                and _letters_and_digits(s)
+                and entropy.calculate_shannon_entropy(s) > _ENTROPY_LIMIT
+            ),
+        )
+    )
     return out
 
 
@@ -139,27 +195,44 @@ _ASSIGNED = ("key", "pwd", "pw", "pass", "token")  # the words of detect-secrets
 def _joined(prefixes: tuple[str, ...], words: tuple[str, ...]) -> tuple[str, ...]:
     """Each prefix joined to each word as detect-secrets' assignment patterns allow: directly, by "_" or by "-",
     with an optional "api" between."""
-    return tuple(p + sep + api + w for p in prefixes for sep in ("", "_", "-") for api in ("", "api", "api_", "api-")
-                 for w in words)
+    return tuple(
+        p + sep + api + w
+        for p in prefixes
+        for sep in ("", "_", "-")
+        for api in ("", "api", "api_", "api-")
+        for w in words
+    )
 
 
 # its keyword plugin's words (``api_?key``, ``password``, ...)
-_KEYWORD_NEEDLES = (_joined(("api", "auth", "service", "account", "db", "database", "priv", "private", "client"), ("key",))
-                    + _joined(("db", "database", "key"), ("pass",)) + ("password", "passwd", "pwd", "secret", "contrase"))
+_KEYWORD_NEEDLES = (
+    _joined(("api", "auth", "service", "account", "db", "database", "priv", "private", "client"), ("key",))
+    + _joined(("db", "database", "key"), ("pass",))
+    + ("password", "passwd", "pwd", "secret", "contrase")
+)
 # detect-secrets plugin -> (needles, whether it runs per line) or (one tuple of needles per pattern, per line)
 _PLUGIN_NEEDLES: dict[str, tuple[tuple[str, ...] | list[tuple[str, ...]], bool]] = {
     "AWSKeyDetector": ([("a3t", "abia", "acca", "akia", "asia"), ("aws",)], False),
-    "ArtifactoryDetector": ([("akc",), ("ap",)], False), "AzureStorageKeyDetector": (("accountkey=",), False),
+    "ArtifactoryDetector": ([("akc",), ("ap",)], False),
+    "AzureStorageKeyDetector": (("accountkey=",), False),
     "BasicAuthDetector": (("://",), False),
     "CloudantDetector": ([_joined(("cl", "clou", "cloudant"), _ASSIGNED)] * 2 + [("cloudant.com",)] * 2, True),
-    "DiscordBotTokenDetector": ((".",), False), "GitHubTokenDetector": (("gh",), False),
-    "GitLabTokenDetector": (("gl", "gr1348941"), False), "IbmCloudIamDetector": (_ASSIGNED, True),
-    "IbmCosHmacDetector": (("secret",), True), "MailchimpDetector": (("-us",), False),
-    "NpmDetector": (("_authtoken",), False), "OpenAIDetector": (("t3blbkfj",), False),
-    "PypiTokenDetector": (("pypi-",), False), "SendGridDetector": (("sg.",), False),
-    "SlackDetector": ([("xox",), ("hooks.slack.com",)], False), "SoftlayerDetector": ([_joined(("sl", "softlayer"), _ASSIGNED), ("api.softlayer.com",)], True),
-    "SquareOAuthDetector": (("sq0csp-",), False), "StripeDetector": (("k_live_",), False),
-    "TelegramBotTokenDetector": ((":",), False), "TwilioKeyDetector": ([("ac",), ("sk",)], False),
+    "DiscordBotTokenDetector": ((".",), False),
+    "GitHubTokenDetector": (("gh",), False),
+    "GitLabTokenDetector": (("gl", "gr1348941"), False),
+    "IbmCloudIamDetector": (_ASSIGNED, True),
+    "IbmCosHmacDetector": (("secret",), True),
+    "MailchimpDetector": (("-us",), False),
+    "NpmDetector": (("_authtoken",), False),
+    "OpenAIDetector": (("t3blbkfj",), False),
+    "PypiTokenDetector": (("pypi-",), False),
+    "SendGridDetector": (("sg.",), False),
+    "SlackDetector": ([("xox",), ("hooks.slack.com",)], False),
+    "SoftlayerDetector": ([_joined(("sl", "softlayer"), _ASSIGNED), ("api.softlayer.com",)], True),
+    "SquareOAuthDetector": (("sq0csp-",), False),
+    "StripeDetector": (("k_live_",), False),
+    "TelegramBotTokenDetector": ((":",), False),
+    "TwilioKeyDetector": ([("ac",), ("sk",)], False),
 }
 
 
@@ -176,9 +249,11 @@ _B64 = r"A-Za-z0-9+/"
 # A variable named for a secret (``DB_PASSWORD``, ``GITHUB_TOKEN``, ``api_key``), ending with the word (or a
 # version or stage suffix): ``MAX_TOKENS`` or ``TOKEN_LIMIT`` are not secrets. The pattern starts at the word (a
 # name's prefix would be tried at every position of the text); the secret is the value alone.
-_ENV_NAME = (r"(?i:(?:SECRET(?:_?KEY)?(?:_?BASE)?|PASSWORD|PASSWD|PASSPHRASE|PWD|TOKEN|API_?KEY|"
-             r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY|SIGNING_?KEY|ENCRYPTION_?KEY|MASTER_?KEY|DSN)"
-             r"(?:_\d+|_(?:PROD|DEV|TEST|LIVE|VALUE))?)(?![A-Za-z0-9_])")
+_ENV_NAME = (
+    r"(?i:(?:SECRET(?:_?KEY)?(?:_?BASE)?|PASSWORD|PASSWD|PASSPHRASE|PWD|TOKEN|API_?KEY|"
+    r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY|SIGNING_?KEY|ENCRYPTION_?KEY|MASTER_?KEY|DSN)"
+    r"(?:_\d+|_(?:PROD|DEV|TEST|LIVE|VALUE))?)(?![A-Za-z0-9_])"
+)
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
 
 
@@ -186,10 +261,17 @@ def _own_detectors() -> list[_Detector]:
     c = re.compile
     d = _Detector
     return [
-        d("Anthropic API key", c(r"\bsk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{20,}|\bsk-ant-[A-Za-z0-9_\-]{32,}"),
-          ("sk-ant-",)),
-        d("OpenAI API key", c(r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}"), ("sk-",),
-          check=_letters_and_digits),
+        d(
+            "Anthropic API key",
+            c(r"\bsk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{20,}|\bsk-ant-[A-Za-z0-9_\-]{32,}"),
+            ("sk-ant-",),
+        ),
+        d(
+            "OpenAI API key",
+            c(r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}"),
+            ("sk-",),
+            check=_letters_and_digits,
+        ),
         d("OpenAI API key", c(r"\bsk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-])"), ("sk-",), check=_letters_and_digits),
         d("GitHub token", c(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"), ("gh",)),
         d("Google API key", c(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("aiza",)),
@@ -199,22 +281,66 @@ def _own_detectors() -> list[_Detector]:
         d("Hugging Face token", c(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
         d("npm token", c(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
         d("GitLab token", c(r"\bglpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
-        d("private key", c(r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?"
-                           r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|(?=\n\s*\n)|\Z)"), ("private key",)),
+        d(
+            "private key",
+            c(
+                r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?"
+                r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|(?=\n\s*\n)|\Z)"
+            ),
+            ("private key",),
+        ),
         d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
-        d("AWS secret access key", c(r"(?i:aws_?secret_?access_?key|aws_?secret_?key|secret_?access_?key)"
-                                     r"[\"']?\s*[:=]\s*[\"']?([" + _B64 + r"]{40})(?![" + _B64 + r"])"),
-          ("secret",), group=1, per_line=True),
-        d("Azure key", c(r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{32,})"),
-          ("accountkey=", "sharedaccess"), group=1),
-        d("Azure client secret", c(r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"
-                                   r"(?![A-Za-z0-9_~.\-])"), ("q~",)),
-        d("password in a URL", c(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'<>]{0,100}:([^\s@/\"'<>]{1,200})@"
-                                 r"[A-Za-z0-9\[]"), ("://",), group=1, check=_not_placeholder),
-        d("bearer token", c(r"(?i:\bbearer)\s+([A-Za-z0-9_\-.=~+/]{20,})"), ("bearer",), group=1,
-          check=_letters_and_digits, specific=False),
-        d("secret", c(_ENV_NAME + r"[\"']?\s*[:=]\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"),
-          _ENV_NEEDLES, group="value", check=_not_placeholder, specific=False, per_line=True),
+        d(
+            "AWS secret access key",
+            c(
+                r"(?i:aws_?secret_?access_?key|aws_?secret_?key|secret_?access_?key)"
+                r"[\"']?\s*[:=]\s*[\"']?([" + _B64 + r"]{40})(?![" + _B64 + r"])"
+            ),
+            ("secret",),
+            group=1,
+            per_line=True,
+        ),
+        d(
+            "Azure key",
+            c(r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{32,})"),
+            ("accountkey=", "sharedaccess"),
+            group=1,
+        ),
+        d(
+            "Azure client secret",
+            c(
+                r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"
+                r"(?![A-Za-z0-9_~.\-])"
+            ),
+            ("q~",),
+        ),
+        d(
+            "password in a URL",
+            c(
+                r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'<>]{0,100}:([^\s@/\"'<>]{1,200})@"
+                r"[A-Za-z0-9\[]"
+            ),
+            ("://",),
+            group=1,
+            check=_not_placeholder,
+        ),
+        d(
+            "bearer token",
+            c(r"(?i:\bbearer)\s+([A-Za-z0-9_\-.=~+/]{20,})"),
+            ("bearer",),
+            group=1,
+            check=_letters_and_digits,
+            specific=False,
+        ),
+        d(
+            "secret",
+            c(_ENV_NAME + r"[\"']?\s*[:=]\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"),
+            _ENV_NEEDLES,
+            group="value",
+            check=_not_placeholder,
+            specific=False,
+            per_line=True,
+        ),
     ]
 
 
@@ -226,9 +352,12 @@ def _letters_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isalpha() for ch in s)
 
 
-_PLACEHOLDER = re.compile(r"^(?:[${<\[(/~]|%\(|%\w+%$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$|null$"
-                          r"|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
-                          r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+$)", re.IGNORECASE)
+_PLACEHOLDER = re.compile(
+    r"^(?:[${<\[(/~]|%\(|%\w+%$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$|null$"
+    r"|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
+    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+$)",
+    re.IGNORECASE,
+)
 
 
 def _not_placeholder(value: str) -> bool:
@@ -243,6 +372,7 @@ def _not_placeholder(value: str) -> bool:
 
 
 # -- running them ----------------------------------------------------------------------------------------------------
+
 
 @functools.cache
 def _detectors() -> tuple[_Detector, ...]:
@@ -304,8 +434,9 @@ def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(n) for n in sorted(needles, key=len, reverse=True)))
 
 
-def _line_spans(lines: list[tuple[int, str, str]], d: _Detector,
-                chosen: dict[tuple[str, ...], list[tuple[int, str]]]) -> Iterator[tuple[int, int]]:
+def _line_spans(
+    lines: list[tuple[int, str, str]], d: _Detector, chosen: dict[tuple[str, ...], list[tuple[int, str]]]
+) -> Iterator[tuple[int, int]]:
     """``d`` run on each candidate line holding one of its needles (detect-secrets' assignment patterns assume one
     line, and are slow over long prose); ``chosen`` keeps the lines of each set of needles (detectors share them)."""
     if d.needles not in chosen:
@@ -359,7 +490,7 @@ def redact(text: str) -> Redacted:
     parts: list[str] = []
     at = 0
     for f in found:
-        parts += [text[at:f.start], marker(f.kind)]
+        parts += [text[at : f.start], marker(f.kind)]
         at = f.end
     parts.append(text[at:])
     return Redacted("".join(parts), found)
@@ -388,7 +519,7 @@ def _redact_value(value: object) -> object:
 
 
 def describe(text: str, found: list[Finding], *, limit: int = 3) -> str:
-    """"an AWS access key (line 2, characters 8-27) and a GitHub token (...)": kinds and places, never secrets."""
+    """ "an AWS access key (line 2, characters 8-27) and a GitHub token (...)": kinds and places, never secrets."""
     named = [f"{_article(f.kind)} {f.kind} ({f.where(text)})" for f in found[:limit]]
     if len(found) > limit:
         named.append(f"{len(found) - limit} more")
@@ -402,11 +533,11 @@ def _article(kind: str) -> str:
 def refuse(text: str, where: str, *, before: str = "") -> None:
     """Raise ``SecretError`` when ``text`` holds a credential that ``before`` (the text it replaces) did not: the
     error names each kind and where it is in ``where`` (e.g. "the new value of block 'human'"), and what to do."""
-    found = [f for f in find(text) if not before or text[f.start:f.end] not in before]
+    found = [f for f in find(text) if not before or text[f.start : f.end] not in before]
     if not found:
         return
     raise SecretError(
         f"Refused: {where} would store {describe(text, found)}. Nothing was written. Keep credentials out of memory: "
-        "store a description or a reference instead (for example \"the deploy key is in the DEPLOY_KEY environment "
-        "variable\" or \"see ~/.aws/credentials\"), or remove the secret and send the rest again."
+        'store a description or a reference instead (for example "the deploy key is in the DEPLOY_KEY environment '
+        'variable" or "see ~/.aws/credentials"), or remove the secret and send the rest again.'
     )

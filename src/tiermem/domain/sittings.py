@@ -220,8 +220,9 @@ class SittingCache:
     def __init__(self) -> None:
         self._agents: dict[str, tuple[object, SittingIndex | None]] = {}
 
-    def refresh(self, agent: str, version: object, count: Callable[[], int],
-                read: Callable[[int | None], list[dict[str, Any]]]) -> SittingIndex | None:
+    def refresh(
+        self, agent: str, version: object, count: Callable[[], int], read: Callable[[int | None], list[dict[str, Any]]]
+    ) -> SittingIndex | None:
         known = self._agents.pop(agent, None)
         if known is not None and known[0] == version:
             self._agents[agent] = known

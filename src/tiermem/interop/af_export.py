@@ -23,13 +23,22 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..base.errors import TiermemError, ValidationError
 from ..base.records import Agent, Block, Message, stable_id
+from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..domain.filesystem import STATE_KEY, AgentFiles
 from . import letta_passthrough
-from .agentfile import (FILES_KEY, SOURCE_KEY, STYLE, VIEWS_KEY, letta_file_fields, letta_source_fields,
-                        letta_view_fields, tiermem_name, with_kept)
+from .agentfile import (
+    FILES_KEY,
+    SOURCE_KEY,
+    STYLE,
+    VIEWS_KEY,
+    letta_file_fields,
+    letta_source_fields,
+    letta_view_fields,
+    tiermem_name,
+    with_kept,
+)
 from .letta_messages import EXTENSION
 
 if TYPE_CHECKING:
@@ -39,12 +48,20 @@ JSON = dict[str, Any]
 
 # Model settings for agents that never lived in Letta (Letta requires both; tiermem runs neither).
 DEFAULT_LLM_CONFIG: JSON = {
-    "model": "claude-sonnet-4-5", "model_endpoint_type": "anthropic", "model_endpoint": "https://api.anthropic.com/v1",
-    "provider_name": "anthropic", "context_window": 200000, "handle": "anthropic/claude-sonnet-4-5", "max_tokens": 8192,
+    "model": "claude-sonnet-4-5",
+    "model_endpoint_type": "anthropic",
+    "model_endpoint": "https://api.anthropic.com/v1",
+    "provider_name": "anthropic",
+    "context_window": 200000,
+    "handle": "anthropic/claude-sonnet-4-5",
+    "max_tokens": 8192,
 }
 DEFAULT_EMBEDDING_CONFIG: JSON = {
-    "embedding_endpoint_type": "openai", "embedding_endpoint": "https://api.openai.com/v1",
-    "embedding_model": "text-embedding-3-small", "embedding_dim": 1536, "embedding_chunk_size": 300,
+    "embedding_endpoint_type": "openai",
+    "embedding_endpoint": "https://api.openai.com/v1",
+    "embedding_model": "text-embedding-3-small",
+    "embedding_dim": 1536,
+    "embedding_chunk_size": 300,
     "handle": "openai/text-embedding-3-small",
 }
 
@@ -104,15 +121,26 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
             ids.orphan_blocks[_block_key(doc or {}, str(b.get("id")))] = b
         if doc is not None:
             ids.maps.setdefault("agent_by_file", {})[(_scope(doc), str(doc.get("file_id")))] = new
-    out: JSON = {"agents": [], "groups": [], "blocks": [], "files": [], "sources": [], "tools": [], "mcp_servers": [],
-                 "skills": []}
+    out: JSON = {
+        "agents": [],
+        "groups": [],
+        "blocks": [],
+        "files": [],
+        "sources": [],
+        "tools": [],
+        "mcp_servers": [],
+        "skills": [],
+    }
     extension: JSON = {"format": 1, "passages": {}, "agents": {}}
     counter = [0]
     for a, doc in zip(agents, docs, strict=True):
         agent_id = ids.get("agent", a.id)
         out["agents"].append(_agent(memory, a, doc, agent_id, ids, out, counter, notes))
-        extension["agents"][agent_id] = {k: v for k, v in a.metadata.items()  # the view travels as files_agents
-                                         if k not in (letta_passthrough.KEY, STATE_KEY)}
+        extension["agents"][agent_id] = {
+            k: v
+            for k, v in a.metadata.items()  # the view travels as files_agents
+            if k not in (letta_passthrough.KEY, STATE_KEY)
+        }
         extension["passages"][agent_id] = [
             {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
             for p in memory.archive.rows.passages_of(a.id)
@@ -120,16 +148,30 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
     for doc in docs:  # what no agent referenced, kept with a file's first agent
         if doc is not None:
             _orphans(doc, ids, out)
-    file_meta = next(((d.get("orphans") or {}).get("file_metadata") for d in docs if d and (d.get("orphans") or {}).get(
-        "file_metadata") is not None), None)
+    file_meta = next(
+        (
+            (d.get("orphans") or {}).get("file_metadata")
+            for d in docs
+            if d and (d.get("orphans") or {}).get("file_metadata") is not None
+        ),
+        None,
+    )
     out["metadata"] = file_meta if isinstance(file_meta, dict) else {"exported_by": "tiermem"}
     out["created_at"] = datetime.now(UTC).isoformat()
     out[EXTENSION] = extension
     return out, notes
 
 
-def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids, out: JSON, counter: list[int],
-           notes: list[str]) -> JSON:
+def _agent(
+    memory: Memory,
+    a: Agent,
+    doc: JSON | None,
+    agent_id: str,
+    ids: _Ids,
+    out: JSON,
+    counter: list[int],
+    notes: list[str],
+) -> JSON:
     blocks = memory.blocks(a.id)
     block_ids = [_block(b, doc, ids, out) for b in blocks]
     messages, in_context = _messages(memory, a, doc, agent_id, ids, counter)
@@ -155,10 +197,14 @@ def _agent(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
         # the file's name, unless the agent was imported (or renamed) under another one
         name=original_name if isinstance(original_name, str) and tiermem_name(original_name) == a.name else a.name,
         system=a.system,
-        agent_type=kept_type if STYLE.get(kept_type, "letta_v1") == style else
-        ("memgpt_agent" if style == "memgpt" else "letta_v1_agent"),
+        agent_type=kept_type
+        if STYLE.get(kept_type, "letta_v1") == style
+        else ("memgpt_agent" if style == "memgpt" else "letta_v1_agent"),
         message_buffer_autoclear=a.metadata.get("message_buffer_autoclear") == "true",
-        block_ids=block_ids, memory_blocks=[], in_context_message_ids=in_context, messages=messages,
+        block_ids=block_ids,
+        memory_blocks=[],
+        in_context_message_ids=in_context,
+        messages=messages,
     )
     if "tool_ids" in fields:
         fields["tool_ids"] = [by_old.get(str(t), str(t)) for t in fields.get("tool_ids") or []]
@@ -199,8 +245,11 @@ def _folders(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Id
             source = with_kept(letta_source_fields(folder), kept)
         else:  # a folder made in tiermem: Letta's fields, with the embedding settings Letta needs
             own = {k: v for k, v in folder.metadata.items() if k not in (SOURCE_KEY, FILES_KEY)}
-            source = {**letta_source_fields(folder), "metadata": own or None,
-                      "embedding_config": _letta_config(a.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG)}
+            source = {
+                **letta_source_fields(folder),
+                "metadata": own or None,
+                "embedding_config": _letta_config(a.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG),
+            }
         out["sources"].append({**source, "id": source_id})
         files = sorted(rows.files([folder.id]), key=lambda f: (f.created_at, f.name))  # as they were added
         texts = rows.texts([f.id for f in files])
@@ -212,8 +261,11 @@ def _folders(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Id
             if isinstance(extra, dict) and extra.get("sha256") == f.sha256:  # unchanged since the import
                 body = with_kept(native, extra)
             else:
-                body = {**native, "file_creation_date": f.created_at.isoformat(),
-                        "file_last_modified_date": f.updated_at.isoformat()}
+                body = {
+                    **native,
+                    "file_creation_date": f.created_at.isoformat(),
+                    "file_last_modified_date": f.updated_at.isoformat(),
+                }
             ids.file_names[f.id] = str(body.get("file_name") or native["file_name"])
             out["files"].append({"source_id": source_id, **body, "id": ids.get("file", ("file", f.id))})
     kept_views = (doc or {}).get(VIEWS_KEY) or {}
@@ -224,10 +276,22 @@ def _folders(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Id
         if new_file is None or new_source is None:
             continue  # its file or folder is gone (the view is dropped at the agent's next file change)
         body = with_kept(letta_view_fields(v, ids.file_names[v.file_id]), kept_views.get(v.file_id))
-        views.append({"agent_id": agent_id, "file_id": new_file, "source_id": new_source, **body,
-                      "id": ids.get("file_agent", (agent_id, v.file_id))})
-    return {"source_ids": source_ids, "folder_ids": list(source_ids), "files_agents": views,
-            "max_files_open": state.max_files_open, "per_file_view_window_char_limit": state.char_limit}
+        views.append(
+            {
+                "agent_id": agent_id,
+                "file_id": new_file,
+                "source_id": new_source,
+                **body,
+                "id": ids.get("file_agent", (agent_id, v.file_id)),
+            }
+        )
+    return {
+        "source_ids": source_ids,
+        "folder_ids": list(source_ids),
+        "files_agents": views,
+        "max_files_open": state.max_files_open,
+        "per_file_view_window_char_limit": state.char_limit,
+    }
 
 
 def _remap(fa: Any, scope: tuple[str, str], ids: _Ids, agent_id: str) -> Any:
@@ -243,20 +307,32 @@ def _remap(fa: Any, scope: tuple[str, str], ids: _Ids, agent_id: str) -> Any:
     return fa
 
 
-def _native_agent(a: Agent, agent_id: str, style: str, block_ids: list[str], messages: list[JSON],
-                  in_context: list[str]) -> JSON:
+def _native_agent(
+    a: Agent, agent_id: str, style: str, block_ids: list[str], messages: list[JSON], in_context: list[str]
+) -> JSON:
     """An agent that never lived in Letta: the fields Letta needs to create it."""
     return {
-        "id": agent_id, "name": a.name, "system": a.system,
+        "id": agent_id,
+        "name": a.name,
+        "system": a.system,
         "agent_type": "memgpt_agent" if style == "memgpt" else "letta_v1_agent",
         "description": a.metadata.get("description"),
         "message_buffer_autoclear": a.metadata.get("message_buffer_autoclear") == "true",
         "enable_sleeptime": int(a.metadata.get("sleeptime_frequency", "0") or 0) > 0,
-        "memory_blocks": [], "tools": [], "tool_ids": [], "source_ids": [], "block_ids": block_ids, "tool_rules": [],
-        "tags": json.loads(a.metadata["tags"]) if "tags" in a.metadata else [], "include_base_tools": True,
+        "memory_blocks": [],
+        "tools": [],
+        "tool_ids": [],
+        "source_ids": [],
+        "block_ids": block_ids,
+        "tool_rules": [],
+        "tags": json.loads(a.metadata["tags"]) if "tags" in a.metadata else [],
+        "include_base_tools": True,
         "llm_config": _letta_config(a.metadata, "llm_config", DEFAULT_LLM_CONFIG),
         "embedding_config": _letta_config(a.metadata, "embedding_config", DEFAULT_EMBEDDING_CONFIG),
-        "metadata": None, "in_context_message_ids": in_context, "messages": messages, "files_agents": [],
+        "metadata": None,
+        "in_context_message_ids": in_context,
+        "messages": messages,
+        "files_agents": [],
         "group_ids": [],
     }
 
@@ -275,8 +351,13 @@ def _block(b: Block, doc: JSON | None, ids: _Ids, out: JSON) -> str:
         return new
     new = ids.get("block", b.id)
     extras: JSON = {"metadata": dict(b.metadata)}
-    native: JSON = {"label": _letta_label(b), "value": b.value, "limit": b.limit, "description": b.description,
-                    "read_only": b.read_only}
+    native: JSON = {
+        "label": _letta_label(b),
+        "value": b.value,
+        "limit": b.limit,
+        "description": b.description,
+        "read_only": b.read_only,
+    }
     if doc is not None:
         for ref, kept in (doc.get("blocks") or {}).items():
             if _block_key(doc, ref) == b.id:
@@ -335,8 +416,10 @@ def _group(g: JSON, doc: JSON, ids: _Ids, out: JSON, notes: list[str]) -> None:
     if isinstance(g.get("shared_block_ids"), list):
         group["shared_block_ids"] = [_shared_block(doc, str(r), ids, out) for r in g["shared_block_ids"]]
     if missing:
-        notes.append(f"group {g.get('id')}: agent(s) {', '.join(missing)} of that group are not in this export; "
-                     "export them together (tiermem export A B ...) to keep the group whole")
+        notes.append(
+            f"group {g.get('id')}: agent(s) {', '.join(missing)} of that group are not in this export; "
+            "export them together (tiermem export A B ...) to keep the group whole"
+        )
     out["groups"].append(group)
 
 
@@ -392,8 +475,9 @@ def _orphans(doc: JSON, ids: _Ids, out: JSON) -> None:
                 out[key].append(item)
 
 
-def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids,
-              counter: list[int]) -> tuple[list[JSON], list[str]]:
+def _messages(
+    memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _Ids, counter: list[int]
+) -> tuple[list[JSON], list[str]]:
     native = memory.archive.rows.messages_of(a.id)
     window = memory.context_window(a.id, "default")
     in_window = {m.id for m in memory.in_context_messages(window)}
@@ -420,8 +504,15 @@ def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _I
             emit(dict(u.get("message") or {}), bool(u.get("in_context")))
 
     if doc is None:  # Letta's first message is the compiled system prompt
-        emit({"type": "message", "role": "system", "content": [{"type": "text", "text": a.system}],
-              "created_at": a.created_at.isoformat()}, True)
+        emit(
+            {
+                "type": "message",
+                "role": "system",
+                "content": [{"type": "text", "text": a.system}],
+                "created_at": a.created_at.isoformat(),
+            },
+            True,
+        )
     emit_unlogged(None)
     for m in native:
         emit(_letta_message(m), m.id in in_window)
@@ -434,8 +525,11 @@ def _messages(memory: Memory, a: Agent, doc: JSON | None, agent_id: str, ids: _I
 def _letta_message(m: Message) -> JSON:
     payload = json.loads(m.payload) if m.payload else {}
     original = payload.pop("letta", None) if isinstance(payload, dict) else None
-    own: JSON = {"role": m.role, "payload": json.dumps(payload) if original is not None else m.payload,
-                 "conversation_id": m.conversation_id}
+    own: JSON = {
+        "role": m.role,
+        "payload": json.dumps(payload) if original is not None else m.payload,
+        "conversation_id": m.conversation_id,
+    }
     if m.role == "system":
         own["content"] = m.content
     if isinstance(original, dict):
@@ -443,14 +537,26 @@ def _letta_message(m: Message) -> JSON:
         return {**original, EXTENSION: own}
     out: JSON = {"type": "message", "created_at": m.created_at.isoformat(), EXTENSION: own}
     if m.role == "system":  # our summaries: Letta shows them to the model as a user system alert
-        out.update(role="user", content=[{"type": "text", "text": json.dumps({"type": "system_alert", "message": m.content})}])
+        out.update(
+            role="user", content=[{"type": "text", "text": json.dumps({"type": "system_alert", "message": m.content})}]
+        )
     elif m.role == "assistant":
-        calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("input") or {})}}
-                 for c in payload.get("tool_calls") or []]
+        calls = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("input") or {})},
+            }
+            for c in payload.get("tool_calls") or []
+        ]
         out.update(role="assistant", content=[{"type": "text", "text": m.content}], tool_calls=calls or None)
     elif m.role == "tool":
-        out.update(role="tool", content=[{"type": "text", "text": m.content}], tool_call_id=payload.get("tool_call_id"),
-                   name=payload.get("name"))
+        out.update(
+            role="tool",
+            content=[{"type": "text", "text": m.content}],
+            tool_call_id=payload.get("tool_call_id"),
+            name=payload.get("name"),
+        )
     else:
         out.update(role="user", content=[{"type": "text", "text": m.content}])
     return out

@@ -30,17 +30,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base.records import ContextWindow, Folder, StoredFile, from_us, now, to_us
-from ..domain.memory import check_agent_name
-from ..base.records import stable_id
+from ..base.records import ContextWindow, Folder, StoredFile, from_us, now, stable_id, to_us
+from ..domain import secrets
+from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..domain.file_views import check_file_name, check_folder_name, file_type
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
-from ..domain import secrets
-from . import letta_passthrough
+from ..domain.memory import check_agent_name
 from ..server.registry import KNOWN_TOOLS
+from . import letta_passthrough
 from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
 from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message
@@ -129,9 +128,17 @@ class ImportReport:
     kept: JSON = field(default_factory=dict)  # agent -> what was kept but is not run (letta_passthrough.summary)
 
     def as_dict(self) -> JSON:
-        return {"imported": self.imported, "skipped": self.skipped, "notes": self.notes, "messages": self.messages,
-                "passages": self.passages, "blocks": self.blocks, "folders": self.folders, "files": self.files,
-                "kept_not_run": self.kept}
+        return {
+            "imported": self.imported,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "messages": self.messages,
+            "passages": self.passages,
+            "blocks": self.blocks,
+            "folders": self.folders,
+            "files": self.files,
+            "kept_not_run": self.kept,
+        }
 
 
 # ---------------------------------------------------------------------------
@@ -204,8 +211,16 @@ def _list(data: JSON, key: str) -> list[JSON]:
 
 
 def _plan_agent(
-    n: int, agent: JSON, data: JSON, blocks: dict[Any, JSON], tools: dict[Any, JSON], frequency: dict[str, int],
-    sleepers: dict[str, str], names: dict[Any, Any], extension: JSON, native: set[str],
+    n: int,
+    agent: JSON,
+    data: JSON,
+    blocks: dict[Any, JSON],
+    tools: dict[Any, JSON],
+    frequency: dict[str, int],
+    sleepers: dict[str, str],
+    names: dict[Any, Any],
+    extension: JSON,
+    native: set[str],
 ) -> AgentPlan:
     file_id = str(agent.get("id") or f"agent-{n}")
     name = agent.get("name")
@@ -234,8 +249,11 @@ def _plan_agent(
     own_meta = (extension.get("agents") or {}).get(file_id) if isinstance(extension.get("agents"), dict) else None
     if isinstance(own_meta, dict):  # tiermem's own settings, written by a tiermem export
         for k, v in own_meta.items():
-            if isinstance(k, str) and isinstance(v, str) and k not in (letta_passthrough.KEY, "letta_unsupported",
-                                                                       STATE_KEY):
+            if (
+                isinstance(k, str)
+                and isinstance(v, str)
+                and k not in (letta_passthrough.KEY, "letta_unsupported", STATE_KEY)
+            ):
                 metadata.setdefault(k, v)
     # Letta will not create an agent without model settings; keep them so an export can hand them back.
     for key in ("llm_config", "embedding_config"):
@@ -259,14 +277,19 @@ def _plan_agent(
         tool = tools.get(ref) or {}
         if tool.get("name") not in KNOWN_TOOLS:
             custom.append(str(tool.get("name") or ref))
-    custom += [str(t.get("name")) for t in agent.get("tools") or [] if isinstance(t, dict) and t.get("name") not in KNOWN_TOOLS]
+    custom += [
+        str(t.get("name")) for t in agent.get("tools") or [] if isinstance(t, dict) and t.get("name") not in KNOWN_TOOLS
+    ]
     if custom:
         unsupported["tools"] = sorted(set(custom))
     for key in ("mcp_servers", "files", "sources", "skills"):
         items = [x for x in data.get(key) or [] if not (isinstance(x, dict) and str(x.get("id")) in native)]
         if items:
-            unsupported[key] = [str(x.get("name") or x.get("server_name") or x.get("file_name") or x.get("id")) for x in items
-                                if isinstance(x, dict)]
+            unsupported[key] = [
+                str(x.get("name") or x.get("server_name") or x.get("file_name") or x.get("id"))
+                for x in items
+                if isinstance(x, dict)
+            ]
     if agent.get("tool_rules"):
         unsupported["tool_rules"] = len(agent["tool_rules"])
     notes = []
@@ -281,8 +304,13 @@ def _plan_agent(
         if row is not None:
             messages.append(row)
         else:
-            unlogged.append({"after": messages[-1]["file_id"] if messages else None, "message": _letta_original(m),
-                             "file_id": str(m.get("id") or f"message-{i}")})
+            unlogged.append(
+                {
+                    "after": messages[-1]["file_id"] if messages else None,
+                    "message": _letta_original(m),
+                    "file_id": str(m.get("id") or f"message-{i}"),
+                }
+            )
     passages = []
     for p in (extension.get("passages") or {}).get(file_id, []):
         if not isinstance(p, dict) or not isinstance(p.get("content"), str):
@@ -298,12 +326,30 @@ def _plan_agent(
     listed = set(in_context)
     for u in unlogged:
         u["in_context"] = u.pop("file_id") in listed
-    return AgentPlan(file_id, clean, system, metadata, specs, messages, in_context, passages, notes,
-                     kept={"unlogged_messages": unlogged})
+    return AgentPlan(
+        file_id,
+        clean,
+        system,
+        metadata,
+        specs,
+        messages,
+        in_context,
+        passages,
+        notes,
+        kept={"unlogged_messages": unlogged},
+    )
 
 
-def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: dict[str, set[str]],
-          blocks: dict[Any, JSON], native: set[str]) -> None:
+def _keep(
+    plan: AgentPlan,
+    agent: JSON,
+    data: JSON,
+    *,
+    first: bool,
+    referenced: dict[str, set[str]],
+    blocks: dict[Any, JSON],
+    native: set[str],
+) -> None:
     """Fill ``plan.kept`` with everything of the agent tiermem does not hold natively, and report it."""
     doc = letta_passthrough.agent_document(agent, data, first=first, referenced=referenced)
     # folders and files are held natively: their objects and the agent's references to them are not kept here
@@ -319,15 +365,30 @@ def _keep(plan: AgentPlan, agent: JSON, data: JSON, *, first: bool, referenced: 
     doc["files_native"] = True
     doc["unlogged_messages"] = plan.kept.get("unlogged_messages", [])
     inline = [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
-    raw = {**{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
-           **{f"{plan.file_id}/inline-{i}": b for i, b in enumerate(inline)}}
-    doc["blocks"] = {ref: letta_passthrough.block_extras(raw[ref], {"label": spec.label, "value": spec.value, "limit": spec.limit,
-                                                           "description": spec.description, "read_only": spec.read_only})
-                     for ref, spec in plan.blocks if ref in raw}
+    raw = {
+        **{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
+        **{f"{plan.file_id}/inline-{i}": b for i, b in enumerate(inline)},
+    }
+    doc["blocks"] = {
+        ref: letta_passthrough.block_extras(
+            raw[ref],
+            {
+                "label": spec.label,
+                "value": spec.value,
+                "limit": spec.limit,
+                "description": spec.description,
+                "read_only": spec.read_only,
+            },
+        )
+        for ref, spec in plan.blocks
+        if ref in raw
+    }
     plan.kept = doc
     if doc["env_names"]:
-        plan.notes.append(f"{plan.name}: environment variable and secret values are not stored; names kept: "
-                          f"{', '.join(doc['env_names'])} (set the values again where the agent runs)")
+        plan.notes.append(
+            f"{plan.name}: environment variable and secret values are not stored; names kept: "
+            f"{', '.join(doc['env_names'])} (set the values again where the agent runs)"
+        )
     plan.notes.extend(letta_passthrough.summary_lines(plan.name, doc))
 
 
@@ -337,8 +398,10 @@ def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
     out = []
     for i in indices:
         if not 0 <= i < len(messages):
-            raise ValidationError(f"Agent {agent!r}: in_context_message_indices lists position {i}, but the agent has "
-                                  f"{len(messages)} messages.")
+            raise ValidationError(
+                f"Agent {agent!r}: in_context_message_indices lists position {i}, but the agent has "
+                f"{len(messages)} messages."
+            )
         m = messages[i]
         out.append(str(m.get("id") or f"message-{i}") if isinstance(m, dict) else f"message-{i}")
     return out
@@ -364,8 +427,14 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     metadata = {LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {}
     if isinstance(b.get("metadata"), dict) and b["metadata"].get(PINNED_KEY) == "false":
         metadata[PINNED_KEY] = "false"  # a detached block exported by tiermem stays detached
-    return BlockSpec(label=label, value=value, description=b.get("description") or "",
-                     limit=max(limit, len(value), 1), read_only=bool(b.get("read_only")), metadata=metadata)
+    return BlockSpec(
+        label=label,
+        value=value,
+        description=b.get("description") or "",
+        limit=max(limit, len(value), 1),
+        read_only=bool(b.get("read_only")),
+        metadata=metadata,
+    )
 
 
 def _time(value: Any) -> datetime | None:
@@ -393,10 +462,24 @@ def _from_single_agent(d: JSON) -> JSON:
     tools = [{**t, "id": f"tool-{i}"} for i, t in enumerate(d.get("tools") or []) if isinstance(t, dict)]
     # every other field of the old layout stays on the agent (kept for export)
     agent = {k: v for k, v in d.items() if k not in ("core_memory", "messages", "tools", "in_context_message_indices")}
-    agent.update({"id": "agent-0", "block_ids": [b["id"] for b in blocks], "tool_ids": [t["id"] for t in tools],
-                  "messages": messages, "in_context_message_ids": in_context})
-    return {"agents": [agent], "blocks": blocks, "tools": tools, "groups": [], "files": [], "sources": [],
-            "mcp_servers": []}
+    agent.update(
+        {
+            "id": "agent-0",
+            "block_ids": [b["id"] for b in blocks],
+            "tool_ids": [t["id"] for t in tools],
+            "messages": messages,
+            "in_context_message_ids": in_context,
+        }
+    )
+    return {
+        "agents": [agent],
+        "blocks": blocks,
+        "tools": tools,
+        "groups": [],
+        "files": [],
+        "sources": [],
+        "mcp_servers": [],
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -406,7 +489,7 @@ def _from_single_agent(d: JSON) -> JSON:
 
 def _renamed(note: str, old: str, new: str) -> str:
     if note.startswith(f"{old}: "):
-        note = f"{new}: " + note[len(old) + 2:]
+        note = f"{new}: " + note[len(old) + 2 :]
     return note.replace(f"`tiermem agents show {old}`", f"`tiermem agents show {new}`")
 
 
@@ -458,8 +541,15 @@ def apply_plans(
 
 
 def _write_agent(
-    memory: Memory, p: AgentPlan, agent_id: str, digest: str, namespace: str, progress: Progress,
-    report: ImportReport, folders: dict[str, Folder], targets: dict[str, _Target],
+    memory: Memory,
+    p: AgentPlan,
+    agent_id: str,
+    digest: str,
+    namespace: str,
+    progress: Progress,
+    report: ImportReport,
+    folders: dict[str, Folder],
+    targets: dict[str, _Target],
 ) -> None:
     archive = memory.archive
     for ref, spec in p.blocks:
@@ -490,8 +580,12 @@ def _write_agent(
     if window is not None:
         memory.set_context_window(window)
     if p.passages:
-        archive.insert_many(agent_id, [(memory.scrub(c), t) for c, t, _ in p.passages], created=[w for _, _, w in p.passages],
-                            max_chars=IMPORT_MAX_CHARS)
+        archive.insert_many(
+            agent_id,
+            [(memory.scrub(c), t) for c, t, _ in p.passages],
+            created=[w for _, _, w in p.passages],
+            max_chars=IMPORT_MAX_CHARS,
+        )
         report.passages += len(p.passages)
         progress.advance(len(p.passages))
     metadata = dict(p.metadata)
@@ -500,12 +594,14 @@ def _write_agent(
         metadata[STATE_KEY] = view
     if p.folders:
         opened = sum(v.is_open for v in p.views)
-        report.notes.append(f"{p.name}: folder(s) attached: {', '.join(repr(folders[f.key].name) for f in p.folders)}"
-                            f" ({len(p.views)} file views, {opened} open)")
+        report.notes.append(
+            f"{p.name}: folder(s) attached: {', '.join(repr(folders[f.key].name) for f in p.folders)}"
+            f" ({len(p.views)} file views, {opened} open)"
+        )
     if p.kept:
-        metadata[letta_passthrough.KEY] = json.dumps({**p.kept, VIEWS_KEY: kept_views,
-                                                      "scope": {"digest": digest, "namespace": namespace}},
-                                              ensure_ascii=False)
+        metadata[letta_passthrough.KEY] = json.dumps(
+            {**p.kept, VIEWS_KEY: kept_views, "scope": {"digest": digest, "namespace": namespace}}, ensure_ascii=False
+        )
     memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
     if letta_passthrough.summary(p.kept):
@@ -572,17 +668,30 @@ def letta_source_fields(folder: Folder) -> JSON:
 
 def letta_file_fields(folder_name: str, f: StoredFile, text: str) -> JSON:
     """A file's fields as a Letta file has them (``source_id`` and ``id`` are added by export)."""
-    return {"file_name": f"{folder_name}/{f.name}", "original_file_name": f.original_name,
-            "file_path": f.source_path or None, "file_type": f.file_type, "file_size": f.size,
-            "processing_status": f.status, "error_message": f.error or None, "total_chunks": f.chunks,
-            "chunks_embedded": f.chunks, "content": text}
+    return {
+        "file_name": f"{folder_name}/{f.name}",
+        "original_file_name": f.original_name,
+        "file_path": f.source_path or None,
+        "file_type": f.file_type,
+        "file_size": f.size,
+        "processing_status": f.status,
+        "error_message": f.error or None,
+        "total_chunks": f.chunks,
+        "chunks_embedded": f.chunks,
+        "content": text,
+    }
 
 
 def letta_view_fields(v: FileView, file_name: str) -> JSON:
     """A view's fields as Letta's ``files_agents`` row has them (ids added by export)."""
-    return {"file_name": file_name, "is_open": v.is_open, "visible_content": v.visible,
-            "last_accessed_at": from_us(v.accessed_us).isoformat() if v.accessed_us else None,
-            "start_line": v.start_line, "end_line": v.end_line}
+    return {
+        "file_name": file_name,
+        "is_open": v.is_open,
+        "visible_content": v.visible,
+        "last_accessed_at": from_us(v.accessed_us).isoformat() if v.accessed_us else None,
+        "start_line": v.start_line,
+        "end_line": v.end_line,
+    }
 
 
 def _by_id(data: JSON, key: str) -> dict[str, JSON]:
@@ -604,8 +713,10 @@ def _plan_folders(data: JSON) -> dict[str, FolderPlan]:
     files = _by_id(data, "files")
     for key, f in files.items():
         if f.get("source_id") not in sources:
-            raise ValidationError(f"File {f.get('file_name') or key!r} belongs to source {f.get('source_id')!r}, which "
-                                  "the agent file does not contain; add the source to `sources` or remove the file.")
+            raise ValidationError(
+                f"File {f.get('file_name') or key!r} belongs to source {f.get('source_id')!r}, which "
+                "the agent file does not contain; add the source to `sources` or remove the file."
+            )
     used: list[str] = []
     for a in data["agents"]:
         lists = [a.get(k) if isinstance(a.get(k), list) else [] for k in ("source_ids", "folder_ids", "files_agents")]
@@ -618,8 +729,9 @@ def _plan_folders(data: JSON) -> dict[str, FolderPlan]:
                 raise ValidationError(f"Agent {a.get('name')!r}: a source id must be text, not {r!r}.")
             if r is not None and r not in used:
                 if r not in sources:
-                    raise ValidationError(f"Agent {a.get('name')!r} uses source {r!r}, which the agent file does not "
-                                          "contain.")
+                    raise ValidationError(
+                        f"Agent {a.get('name')!r} uses source {r!r}, which the agent file does not contain."
+                    )
                 used.append(r)
     plans: dict[str, FolderPlan] = {}
     names: set[str] = set()
@@ -657,7 +769,7 @@ def _plan_file(key: str, f: JSON, folder: str) -> FilePlan:
     letta_name = f.get("file_name") or f.get("original_file_name")
     if not isinstance(letta_name, str) or not letta_name:
         raise ValidationError(f"File {key!r} of source {folder!r} has no file_name.")
-    name = letta_name[len(folder) + 1:] if letta_name.startswith(f"{folder}/") else letta_name
+    name = letta_name[len(folder) + 1 :] if letta_name.startswith(f"{folder}/") else letta_name
     try:
         check_file_name(name)
     except ValidationError as exc:
@@ -667,8 +779,9 @@ def _plan_file(key: str, f: JSON, folder: str) -> FilePlan:
         raise ValidationError(f"File {letta_name!r}: `content` must be text.")
     text = content or ""
     if len(text) > IMPORT_MAX_CHARS:
-        raise ValidationError(f"File {letta_name!r} has {len(text)} characters; the most an import stores is "
-                              f"{IMPORT_MAX_CHARS}.")
+        raise ValidationError(
+            f"File {letta_name!r} has {len(text)} characters; the most an import stores is {IMPORT_MAX_CHARS}."
+        )
     status = "error" if f.get("processing_status") == "error" else "completed"
     size = f.get("file_size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -676,11 +789,19 @@ def _plan_file(key: str, f: JSON, folder: str) -> FilePlan:
     original = f.get("original_file_name")
     kind = f.get("file_type")
     path = f.get("file_path")
-    return FilePlan(key=key, name=name, original_name=original if isinstance(original, str) and original else
-                    name.rsplit("/", 1)[-1], file_type=kind if isinstance(kind, str) and kind else file_type(name),
-                    size=size, status=status, error=str(f.get("error_message") or "") if status == "error" else "",
-                    source_path=path if isinstance(path, str) else "", text=text if status == "completed" else "",
-                    sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), letta=f)
+    return FilePlan(
+        key=key,
+        name=name,
+        original_name=original if isinstance(original, str) and original else name.rsplit("/", 1)[-1],
+        file_type=kind if isinstance(kind, str) and kind else file_type(name),
+        size=size,
+        status=status,
+        error=str(f.get("error_message") or "") if status == "error" else "",
+        source_path=path if isinstance(path, str) else "",
+        text=text if status == "completed" else "",
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        letta=f,
+    )
 
 
 def _plan_views(plan: AgentPlan, agent: JSON, data: JSON, folders: dict[str, FolderPlan]) -> None:
@@ -700,24 +821,37 @@ def _plan_views(plan: AgentPlan, agent: JSON, data: JSON, folders: dict[str, Fol
     for fa in rows or []:
         key = str(fa.get("file_id"))
         if key not in files:
-            raise ValidationError(f"Agent {name!r}: a files_agents row names file {fa.get('file_id')!r}, which the "
-                                  "agent file does not contain.")
+            raise ValidationError(
+                f"Agent {name!r}: a files_agents row names file {fa.get('file_id')!r}, which the "
+                "agent file does not contain."
+            )
         folder, f = files[key]
         if fa.get("source_id") is not None and fa["source_id"] != folder.key:
-            raise ValidationError(f"Agent {name!r}: the files_agents row of {f.letta.get('file_name')!r} names source "
-                                  f"{fa['source_id']!r}, but the file belongs to {folder.key!r}.")
+            raise ValidationError(
+                f"Agent {name!r}: the files_agents row of {f.letta.get('file_name')!r} names source "
+                f"{fa['source_id']!r}, but the file belongs to {folder.key!r}."
+            )
         if any(v.file_key == key for v in views):
             raise ValidationError(f"Agent {name!r} has two files_agents rows for {f.letta.get('file_name')!r}.")
         lines = [fa.get("start_line"), fa.get("end_line")]
         if any(x is not None and (not isinstance(x, int) or isinstance(x, bool) or x < 0) for x in lines):
-            raise ValidationError(f"Agent {name!r}: the lines of its view of {f.letta.get('file_name')!r} must be "
-                                  "whole numbers or null.")
+            raise ValidationError(
+                f"Agent {name!r}: the lines of its view of {f.letta.get('file_name')!r} must be whole numbers or null."
+            )
         visible = fa.get("visible_content")
         if visible is not None and not isinstance(visible, str):
             raise ValidationError(f"Agent {name!r}: the visible_content of {f.letta.get('file_name')!r} must be text.")
         accessed = _time(fa.get("last_accessed_at"))
-        view = ViewPlan(key, folder.key, bool(fa.get("is_open")), visible or "", lines[0], lines[1],
-                        to_us(accessed) if accessed else 0, {})
+        view = ViewPlan(
+            key,
+            folder.key,
+            bool(fa.get("is_open")),
+            visible or "",
+            lines[0],
+            lines[1],
+            to_us(accessed) if accessed else 0,
+            {},
+        )
         native = letta_view_fields(_view(view, "", ""), str(f.letta.get("file_name") or f.name))
         view.kept = kept_fields(fa, native, ignore=("id", "agent_id", "file_id", "source_id"))
         views.append(view)
@@ -725,8 +859,9 @@ def _plan_views(plan: AgentPlan, agent: JSON, data: JSON, folders: dict[str, Fol
             order.append(folder.key)
     limits = [agent.get("max_files_open"), agent.get("per_file_view_window_char_limit")]
     if any(x is not None and (not isinstance(x, int) or isinstance(x, bool)) for x in limits):
-        raise ValidationError(f"Agent {name!r}: max_files_open and per_file_view_window_char_limit must be whole "
-                              "numbers or null.")
+        raise ValidationError(
+            f"Agent {name!r}: max_files_open and per_file_view_window_char_limit must be whole numbers or null."
+        )
     try:
         check_limits(limits[0], limits[1])
     except ValidationError as exc:
@@ -736,9 +871,17 @@ def _plan_views(plan: AgentPlan, agent: JSON, data: JSON, folders: dict[str, Fol
 
 
 def _view(v: ViewPlan, file_id: str, folder_id: str, name: str = "", sha256: str = "") -> FileView:
-    return FileView(file_id=file_id, folder_id=folder_id, name=name, is_open=v.is_open, visible=v.visible,
-                    start_line=v.start_line, end_line=v.end_line, accessed_us=v.accessed_us,
-                    sha256=sha256 if v.is_open else "")
+    return FileView(
+        file_id=file_id,
+        folder_id=folder_id,
+        name=name,
+        is_open=v.is_open,
+        visible=v.visible,
+        start_line=v.start_line,
+        end_line=v.end_line,
+        accessed_us=v.accessed_us,
+        sha256=sha256 if v.is_open else "",
+    )
 
 
 @dataclass
@@ -776,8 +919,9 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
         if have == want:
             taken.add(name)
             by_name = {f.name: f.id for f in stored}
-            return _Target(existing, "ours" if existing.id == folder_id else "same",
-                           {f.key: by_name[f.name] for f in plan.files})
+            return _Target(
+                existing, "ours" if existing.id == folder_id else "same", {f.key: by_name[f.name] for f in plan.files}
+            )
         unfinished = all(n in want and (have[n] == want[n] or have[n][1] not in ("completed", "error")) for n in have)
         if existing.id == folder_id and unfinished:  # an interrupted import of this file: finish it
             taken.add(name)
@@ -793,8 +937,13 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
         progress.advance(len(plan.files))
         return target.folder
     if target.mode == "new":
-        memory.files.create_folder(target.folder.name, description=plan.description, instructions=plan.instructions,
-                                   metadata=target.folder.metadata, folder_id=target.folder.id)
+        memory.files.create_folder(
+            target.folder.name,
+            description=plan.description,
+            instructions=plan.instructions,
+            metadata=target.folder.metadata,
+            folder_id=target.folder.id,
+        )
     folder_id = target.folder.id
     existing = {f.id: f for f in rows.files([folder_id])}
     good: list[tuple[StoredFile, str]] = []
@@ -806,15 +955,24 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
         if old is not None and (old.sha256, old.status) == (f.sha256, f.status):
             stored[f.key] = old
             continue
-        record = StoredFile(id=file_id, folder_id=folder_id, name=f.name, original_name=f.original_name,
-                            file_type=f.file_type, size=f.size, sha256=f.sha256, status="parsing",
-                            source_path=f.source_path, created_at=old.created_at if old else now())
+        record = StoredFile(
+            id=file_id,
+            folder_id=folder_id,
+            name=f.name,
+            original_name=f.original_name,
+            file_type=f.file_type,
+            size=f.size,
+            sha256=f.sha256,
+            status="parsing",
+            source_path=f.source_path,
+            created_at=old.created_at if old else now(),
+        )
         # the file's text with its credentials redacted, as an upload's (the agent file's other content is too)
         (bad.append((record, f.error)) if f.status == "error" else good.append((record, memory.scrub(f.text))))
     for start in range(0, len(good), 64):
-        for s in rows.write(good[start:start + 64], embed=True):
+        for s in rows.write(good[start : start + 64], embed=True):
             stored[next(f.key for f in plan.files if target.file_ids[f.key] == s.id)] = s
-        progress.advance(len(good[start:start + 64]))
+        progress.advance(len(good[start : start + 64]))
     for s in rows.write_errors(bad):
         stored[next(f.key for f in plan.files if target.file_ids[f.key] == s.id)] = s
     progress.advance(len(plan.files) - len(good))
@@ -829,15 +987,28 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
     source = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
     metadata = {**folder.metadata, SOURCE_KEY: source, FILES_KEY: kept_files}
     if metadata != folder.metadata:
-        rows.put_folder(Folder(id=folder.id, name=folder.name, description=folder.description,
-                               instructions=folder.instructions, metadata=metadata, created_at=folder.created_at,
-                               updated_at=now()))
+        rows.put_folder(
+            Folder(
+                id=folder.id,
+                name=folder.name,
+                description=folder.description,
+                instructions=folder.instructions,
+                metadata=metadata,
+                created_at=folder.created_at,
+                updated_at=now(),
+            )
+        )
         folder = rows.folder(folder_id) or folder
     return folder
 
 
-def _write_folders(memory: Memory, todo: list[tuple[AgentPlan, str, Any]], targets: dict[str, _Target],
-                   progress: Progress, report: ImportReport) -> dict[str, Folder]:
+def _write_folders(
+    memory: Memory,
+    todo: list[tuple[AgentPlan, str, Any]],
+    targets: dict[str, _Target],
+    progress: Progress,
+    report: ImportReport,
+) -> dict[str, Folder]:
     written: dict[str, Folder] = {}
     for p, _, _ in todo:
         for plan in p.folders:
@@ -848,13 +1019,19 @@ def _write_folders(memory: Memory, todo: list[tuple[AgentPlan, str, Any]], targe
             name = written[plan.key].name
             report.folders += target.mode != "same"
             report.files += len(plan.files) if target.mode != "same" else 0
-            files = ", ".join(f"{f.name} ({len(f.text)} chars{', error' if f.status == 'error' else ''})"
-                              for f in plan.files) or "no files"
+            files = (
+                ", ".join(
+                    f"{f.name} ({len(f.text)} chars{', error' if f.status == 'error' else ''})" for f in plan.files
+                )
+                or "no files"
+            )
             if target.mode == "same":
                 report.notes.append(f"folder {name!r} is here already with the same files ({files}); attached as it is")
             elif name != plan.name:
-                report.notes.append(f"folder {plan.name!r} is imported as {name!r} (a folder named {plan.name!r} with "
-                                    f"other content exists here): {files}")
+                report.notes.append(
+                    f"folder {plan.name!r} is imported as {name!r} (a folder named {plan.name!r} with "
+                    f"other content exists here): {files}"
+                )
             else:
                 report.notes.append(f"folder {name!r} imported: {files}")
     return written
@@ -868,7 +1045,9 @@ def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Ta
     for v in p.views:
         folder = folders[v.folder_key]
         file_id = targets[v.folder_key].file_ids[v.file_key]
-        views.append(_view(v, file_id, folder.id, f"{folder.name}/{by_key[v.file_key].name}", by_key[v.file_key].sha256))
+        views.append(
+            _view(v, file_id, folder.id, f"{folder.name}/{by_key[v.file_key].name}", by_key[v.file_key].sha256)
+        )
         if v.kept:
             kept[file_id] = v.kept
     state = restored_view([folders[f.key] for f in p.folders], views, p.max_files_open, p.char_limit)

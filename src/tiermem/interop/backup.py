@@ -27,11 +27,23 @@ FORMAT = 2  # 2: folders, files and file_chunks too (a format 1 backup has none:
 # before its folder). ``file_chunks`` are written (vectors as passages') and checked, but a restore cuts a file's
 # chunks again from its text and embeds them: the files table is written only through ``archive.files``.
 TABLES = {
-    "blocks": "id", "block_history": "key", "attachments": "key", "messages": "id", "passages": "id",
-    "file_chunks": "id", "files": "id", "folders": "id", "conversations": "key", "agents": "id",
+    "blocks": "id",
+    "block_history": "key",
+    "attachments": "key",
+    "messages": "id",
+    "passages": "id",
+    "file_chunks": "id",
+    "files": "id",
+    "folders": "id",
+    "conversations": "key",
+    "agents": "id",
 }
 HEADER = "tiermem-backup"
-ARCHIVE_TABLES = ("messages", "passages", "file_chunks")  # searchable rows kept by the archive (LanceDB), vectors optional
+ARCHIVE_TABLES = (
+    "messages",
+    "passages",
+    "file_chunks",
+)  # searchable rows kept by the archive (LanceDB), vectors optional
 FOLDER_TABLES = filesystem.BACKUP_TABLES  # folders and files (LanceDB, whole rows); the rest by the core store
 
 
@@ -84,14 +96,24 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    fields = {t: set(archive.rows.fields(t) if t in ARCHIVE_TABLES else filesystem.backup_fields(t)
-                     if t in FOLDER_TABLES else memory.core.schema_fields(t)) for t in TABLES}
+    fields = {
+        t: set(
+            archive.rows.fields(t)
+            if t in ARCHIVE_TABLES
+            else filesystem.backup_fields(t)
+            if t in FOLDER_TABLES
+            else memory.core.schema_fields(t)
+        )
+        for t in TABLES
+    }
     for n, item in _lines(path):
         if header is None:
             if not isinstance(item, dict) or item.get("type") != HEADER:
                 raise ValidationError(f"{path} is not a tiermem backup (its first line is not the backup header).")
             if int(item.get("format", 0)) > FORMAT:
-                raise ValidationError(f"{path} was written by a newer tiermem (backup format {item['format']}); upgrade tiermem.")
+                raise ValidationError(
+                    f"{path} was written by a newer tiermem (backup format {item['format']}); upgrade tiermem."
+                )
             header = item
             continue
         table = item.get("type") if isinstance(item, dict) else None
@@ -100,8 +122,10 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
         missing = fields[table] - set(row) - {"vector"}
         if missing or not set(row) <= fields[table]:
-            raise ValidationError(f"{path}:{n}: a {table} row with fields {sorted(row)} does not match this tiermem's "
-                                  f"schema (missing {sorted(missing)}).")
+            raise ValidationError(
+                f"{path}:{n}: a {table} row with fields {sorted(row)} does not match this tiermem's "
+                f"schema (missing {sorted(missing)})."
+            )
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")

@@ -62,19 +62,36 @@ class Plan:
 
     def hooks(self) -> dict[str, list[dict[str, Any]]]:
         entry = {"type": "command", "command": self.hook_command, "timeout": HOOK_TIMEOUT}
-        return {event: [{"matcher": SESSION_SOURCES, "hooks": [entry]} if event == "SessionStart" else {"hooks": [entry]}]
-                for event in HOOK_EVENTS}
+        return {
+            event: [{"matcher": SESSION_SOURCES, "hooks": [entry]} if event == "SessionStart" else {"hooks": [entry]}]
+            for event in HOOK_EVENTS
+        }
 
 
-def plan(executable: str, serve_args: list[str], *, data_dir: Path, agent: str, scope: Scope,
-         home: Path | None = None, project: Path | None = None) -> Plan:
+def plan(
+    executable: str,
+    serve_args: list[str],
+    *,
+    data_dir: Path,
+    agent: str,
+    scope: Scope,
+    home: Path | None = None,
+    project: Path | None = None,
+) -> Plan:
     """``serve_args``: options for ``tiermem serve`` beyond the data directory and agent (config, tools, ...)."""
     if not Path(executable).is_absolute():
-        raise ConfigError(f"Cannot find the absolute path of the tiermem command (got {executable!r}); run setup "
-                          "with the tiermem of your installation, e.g. /path/to/venv/bin/tiermem setup claude-code.")
+        raise ConfigError(
+            f"Cannot find the absolute path of the tiermem command (got {executable!r}); run setup "
+            "with the tiermem of your installation, e.g. /path/to/venv/bin/tiermem setup claude-code."
+        )
     memory = ["--data-dir", str(data_dir), "--agent", agent]
-    server = {"type": "stdio", "command": executable, "args": ["serve", *memory, *serve_args], "env": {},
-              "alwaysLoad": True}  # Claude Code waits for it, so its tools and instructions are in the first request
+    server = {
+        "type": "stdio",
+        "command": executable,
+        "args": ["serve", *memory, *serve_args],
+        "env": {},
+        "alwaysLoad": True,
+    }  # Claude Code waits for it, so its tools and instructions are in the first request
     hook = shlex.join([executable, "hook", "claude-code", *memory])
     base = home if home is not None else Path.home()
     state = Path(os.environ.get("XDG_STATE_HOME") or base / ".local" / "state") / "tiermem" / "setup"
@@ -90,8 +107,12 @@ def plan(executable: str, serve_args: list[str], *, data_dir: Path, agent: str, 
 
 def show(p: Plan) -> str:
     """What setup would write, file by file (``tiermem config claude-code``)."""
-    parts = [f"# {p.servers_file}: mcpServers", json.dumps({NAME: p.server}, indent=2),
-             f"# {p.settings_file}: hooks (added beside any you have)", json.dumps(p.hooks(), indent=2)]
+    parts = [
+        f"# {p.servers_file}: mcpServers",
+        json.dumps({NAME: p.server}, indent=2),
+        f"# {p.settings_file}: hooks (added beside any you have)",
+        json.dumps(p.hooks(), indent=2),
+    ]
     if p.approval_file is not None:
         parts += [f"# {p.approval_file}: enabledMcpjsonServers", json.dumps([NAME])]
     return "\n".join(parts)
@@ -124,16 +145,24 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     ours = before is None or before == record.get("server_wrote") or _setup_server(before)
     if not ours and not force:
         shown = json.dumps({k: before.get(k) for k in ("command", "args")} if isinstance(before, dict) else before)
-        raise ConfigError(f"{p.servers_file} already has an MCP server `tiermem` that setup did not write ({shown}). "
-                          "Rename or remove it (`claude mcp remove tiermem`), or run setup with --force to replace it "
-                          "(--uninstall puts it back). Nothing was changed.")
+        raise ConfigError(
+            f"{p.servers_file} already has an MCP server `tiermem` that setup did not write ({shown}). "
+            "Rename or remove it (`claude mcp remove tiermem`), or run setup with --force to replace it "
+            "(--uninstall puts it back). Nothing was changed."
+        )
     if not ours:
         record["server_before"] = before  # yours: uninstall puts it back
     listed[NAME] = p.server
     record["server_wrote"] = p.server
-    edits = [_Edit(p.servers_file, servers, before != p.server,
-                   "MCP server tiermem " + ("added" if before is None else "updated" if ours else
-                                            "replaced (--force; --uninstall puts yours back)"))]
+    edits = [
+        _Edit(
+            p.servers_file,
+            servers,
+            before != p.server,
+            "MCP server tiermem "
+            + ("added" if before is None else "updated" if ours else "replaced (--force; --uninstall puts yours back)"),
+        )
+    ]
     settings = _read(p.settings_file)
     if "hooks" not in settings:
         made.add("hooks")
@@ -144,8 +173,10 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
             made.add(f"hooks.{event}")
         current = hooks.get(event, [])
         if not isinstance(current, list):
-            raise ConfigError(f"{p.settings_file}: hooks.{event} is not a list; fix the file, then run setup again. "
-                              "Nothing was changed.")
+            raise ConfigError(
+                f"{p.settings_file}: hooks.{event} is not a list; fix the file, then run setup again. "
+                "Nothing was changed."
+            )
         if [e for e in current if _setup_hook(e)] == entries:
             continue  # already there, wherever they are
         hooks[event] = [e for e in current if not _setup_hook(e)] + entries  # yours as they were, in their order
@@ -157,8 +188,10 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
             made.add("enabledMcpjsonServers")
         enabled = local.setdefault("enabledMcpjsonServers", [])
         if not isinstance(enabled, list):
-            raise ConfigError(f"{p.approval_file}: `enabledMcpjsonServers` is not a list; fix the file, then run "
-                              "setup again. Nothing was changed.")
+            raise ConfigError(
+                f"{p.approval_file}: `enabledMcpjsonServers` is not a list; fix the file, then run "
+                "setup again. Nothing was changed."
+            )
         missing = NAME not in enabled
         if missing:
             enabled.append(NAME)
@@ -225,8 +258,15 @@ def uninstall(p: Plan) -> list[str]:
                 del local["enabledMcpjsonServers"]
         elif present and not known:
             lines.append(f"{p.approval_file}: approval of tiermem kept (no record of this setup, so it may be yours)")
-        edits.append(_Edit(p.approval_file, local, present and approved_by_setup, "approval of tiermem removed",
-                           **made(p.approval_file)))
+        edits.append(
+            _Edit(
+                p.approval_file,
+                local,
+                present and approved_by_setup,
+                "approval of tiermem removed",
+                **made(p.approval_file),
+            )
+        )
     lines = [_write(e) for e in edits] + lines
     p.record_file.unlink(missing_ok=True)
     return lines
@@ -246,8 +286,13 @@ def _setup_hook(entry: object) -> bool:
     if set(entry) - {"matcher"} != {"hooks"} or entry.get("matcher", SESSION_SOURCES) != SESSION_SOURCES:
         return False
     hook = entry["hooks"][0]
-    return (isinstance(hook, dict) and set(hook) == {"type", "command", "timeout"} and hook["type"] == "command"
-            and hook["timeout"] == HOOK_TIMEOUT and _our_hook_command(str(hook["command"])))
+    return (
+        isinstance(hook, dict)
+        and set(hook) == {"type", "command", "timeout"}
+        and hook["type"] == "command"
+        and hook["timeout"] == HOOK_TIMEOUT
+        and _our_hook_command(str(hook["command"]))
+    )
 
 
 def _our_hook_command(command: str) -> bool:
@@ -255,8 +300,13 @@ def _our_hook_command(command: str) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    return (len(words) == 7 and os.path.isabs(words[0]) and os.path.basename(words[0]) == "tiermem"
-            and words[1:4] == ["hook", "claude-code", "--data-dir"] and words[5] == "--agent")
+    return (
+        len(words) == 7
+        and os.path.isabs(words[0])
+        and os.path.basename(words[0]) == "tiermem"
+        and words[1:4] == ["hook", "claude-code", "--data-dir"]
+        and words[5] == "--agent"
+    )
 
 
 def _setup_server(entry: object) -> bool:
@@ -264,9 +314,18 @@ def _setup_server(entry: object) -> bool:
     if not isinstance(entry, dict) or set(entry) != {"type", "command", "args", "env", "alwaysLoad"}:
         return False
     args, command = entry["args"], entry["command"]
-    return (entry["type"] == "stdio" and entry["env"] == {} and entry["alwaysLoad"] is True and isinstance(command, str)
-            and os.path.isabs(command) and os.path.basename(command) == "tiermem" and isinstance(args, list)
-            and len(args) >= 5 and args[:2] == ["serve", "--data-dir"] and args[3] == "--agent")
+    return (
+        entry["type"] == "stdio"
+        and entry["env"] == {}
+        and entry["alwaysLoad"] is True
+        and isinstance(command, str)
+        and os.path.isabs(command)
+        and os.path.basename(command) == "tiermem"
+        and isinstance(args, list)
+        and len(args) >= 5
+        and args[:2] == ["serve", "--data-dir"]
+        and args[3] == "--agent"
+    )
 
 
 def _read_record(p: Plan) -> dict[str, Any]:
@@ -296,8 +355,10 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); fix it (Claude Code cannot read it either), then run "
-                          "setup again. Nothing was changed.") from exc
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); fix it (Claude Code cannot read it either), then run "
+            "setup again. Nothing was changed."
+        ) from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path} does not hold a JSON object; fix it, then run setup again. Nothing was changed.")
     return data
@@ -337,15 +398,23 @@ def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
         serve_args.append("--agent-loop")
     if getattr(args, "mcp_apps", None):
         serve_args.append("--mcp-apps")
-    the_plan = plan(executable(), serve_args, data_dir=settings.resolved_data_dir().expanduser().resolve(),
-                    agent=settings.agent, scope=args.scope, project=getattr(args, "project_dir", None))
+    the_plan = plan(
+        executable(),
+        serve_args,
+        data_dir=settings.resolved_data_dir().expanduser().resolve(),
+        agent=settings.agent,
+        scope=args.scope,
+        project=getattr(args, "project_dir", None),
+    )
     if dry_run:
         print(show(the_plan))
         return 0
     for line in uninstall(the_plan) if args.uninstall else install(the_plan, force=bool(getattr(args, "force", False))):
         print(line)
     if not args.uninstall:
-        print("Start a new Claude Code session: core memory is in context, each prompt and reply is logged, and "
-              "relevant memories are added to prompts. Undo with `tiermem setup claude-code --uninstall"
-              + (" --scope project`." if args.scope == "project" else "`."))
+        print(
+            "Start a new Claude Code session: core memory is in context, each prompt and reply is logged, and "
+            "relevant memories are added to prompts. Undo with `tiermem setup claude-code --uninstall"
+            + (" --scope project`." if args.scope == "project" else "`.")
+        )
     return 0

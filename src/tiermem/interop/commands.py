@@ -30,7 +30,9 @@ def detect(path: Path) -> str:
     return "af"
 
 
-def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool) -> dict[str, Any]:
+def run_import(
+    memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool
+) -> dict[str, Any]:
     kind = detect(path) if fmt == "auto" else fmt
     if kind == "af":
         data, digest = agentfile.load_json(path)
@@ -46,10 +48,16 @@ def run_import(memory: Memory, path: Path, *, fmt: str, agent: str, rename: str 
         memfs.plan_memfs(path)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
-        inserted, skipped = importers.import_passages(memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG)
+        inserted, skipped = importers.import_passages(
+            memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG
+        )
         return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}
     if kind == "memories":
-        return {"format": "memories", "agent": agent, **importers.import_memories(memory, agent_id, path, replace=replace)}
+        return {
+            "format": "memories",
+            "agent": agent,
+            **importers.import_memories(memory, agent_id, path, replace=replace),
+        }
     if kind == "memfs":
         return memfs.import_memfs(memory, agent, path)
     raise ValidationError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
@@ -63,14 +71,23 @@ def _check_sizes(memory: Memory, plans: list[agentfile.AgentPlan]) -> None:
         texts += [("a passage", c) for c, _, _ in p.passages] + [(f"block {s.label}", s.value) for _, s in p.blocks]
         for what, text in texts:
             if len(text) > most:
-                raise ValidationError(f"Agent {p.name!r}: {what} has {len(text)} characters; the most an import "
-                                      f"stores is {most}. Shorten it in the file.")
+                raise ValidationError(
+                    f"Agent {p.name!r}: {what} has {len(text)} characters; the most an import "
+                    f"stores is {most}. Shorten it in the file."
+                )
             if "\x00" in text:
                 raise ValidationError(f"Agent {p.name!r}: {what} contains a NUL character; remove it from the file.")
 
 
-def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str, output: str | None, vectors: bool,
-               all_agents: bool = False) -> dict[str, Any]:
+def run_export(
+    memory: Memory,
+    *,
+    agent: str | list[str] | None = None,
+    fmt: str,
+    output: str | None,
+    vectors: bool,
+    all_agents: bool = False,
+) -> dict[str, Any]:
     names = [agent] if isinstance(agent, str) else list(agent or [])
     if fmt == "af":
         if all_agents:
@@ -86,9 +103,15 @@ def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str
         _write(output, lambda f: f.write(text + "\n"))
         passages = sum(len(v) for v in data[EXTENSION]["passages"].values())
         report: dict[str, Any] = {
-            "format": "af", "agents": [a["name"] for a in data["agents"]], "blocks": len(data["blocks"]),
-            "messages": sum(len(a["messages"]) for a in data["agents"]), "passages": passages,
-            "tools": len(data["tools"]), "groups": len(data["groups"]), "output": output or "-"}
+            "format": "af",
+            "agents": [a["name"] for a in data["agents"]],
+            "blocks": len(data["blocks"]),
+            "messages": sum(len(a["messages"]) for a in data["agents"]),
+            "passages": passages,
+            "tools": len(data["tools"]),
+            "groups": len(data["groups"]),
+            "output": output or "-",
+        }
         if len(names) == 1:
             report["agent"] = names[0]
         if notes:
@@ -96,7 +119,9 @@ def run_export(memory: Memory, *, agent: str | list[str] | None = None, fmt: str
         return report
     if fmt == "jsonl":
         if names or all_agents:
-            raise ValidationError("A jsonl backup holds every agent; leave out AGENT and --all (or export agents as .af).")
+            raise ValidationError(
+                "A jsonl backup holds every agent; leave out AGENT and --all (or export agents as .af)."
+            )
         counts: dict[str, int] = {}
         _write(output, lambda f: counts.update(backup.export_backup(memory, f, vectors=vectors)))
         return {"format": "jsonl", "rows": counts, "output": output or "-"}

@@ -65,8 +65,10 @@ class Listing:
     ignored: int = 0
 
     def signature(self) -> tuple[Any, ...]:
-        return (tuple((f.name, f.size, f.mtime_ns, f.inode) for f in self.files),
-                tuple((s.name, s.reason) for s in self.skipped))
+        return (
+            tuple((f.name, f.size, f.mtime_ns, f.inode) for f in self.files),
+            tuple((s.name, s.reason) for s in self.skipped),
+        )
 
 
 @dataclass
@@ -101,10 +103,19 @@ class SyncReport:
         return text + (f" ({self.ignored} hidden or ignored by .gitignore)" if self.ignored else "")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"folder": self.folder, "directory": self.directory, "created": self.created, **self.counts(),
-                "ignored": self.ignored, "read": self.read, "deleted_files": self.deleted,
-                "files": [{"name": r.name, "outcome": r.outcome, **({"reason": r.reason} if r.reason else {})}
-                          for r in self.results]}
+        return {
+            "folder": self.folder,
+            "directory": self.directory,
+            "created": self.created,
+            **self.counts(),
+            "ignored": self.ignored,
+            "read": self.read,
+            "deleted_files": self.deleted,
+            "files": [
+                {"name": r.name, "outcome": r.outcome, **({"reason": r.reason} if r.reason else {})}
+                for r in self.results
+            ],
+        }
 
 
 # -- listing a directory ---------------------------------------------------------------------------
@@ -121,7 +132,7 @@ def _ignore_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
 def _ignored(specs: Sequence[tuple[str, pathspec.GitIgnoreSpec]], rel: str, is_dir: bool) -> bool:
     """Whether git would ignore ``rel``: the deepest .gitignore with a pattern for it decides (its last one)."""
     for base, spec in reversed(specs):
-        sub = rel[len(base):] + ("/" if is_dir else "")
+        sub = rel[len(base) :] + ("/" if is_dir else "")
         result = spec.check_file(sub)
         if result.include is not None:
             return bool(result.include)
@@ -131,15 +142,20 @@ def _ignored(specs: Sequence[tuple[str, pathspec.GitIgnoreSpec]], rel: str, is_d
 def check_size(name: str, size: int, max_bytes: int) -> str:
     """Why a file of ``size`` bytes is not taken ("" when it is)."""
     if size > max_bytes:
-        return (f"{size:,} bytes, over the limit of {max_bytes:,} bytes for one file (setting file_max_bytes, "
-                "environment TIERMEM_FILE_MAX_BYTES); not uploaded: split it, or raise the limit")
+        return (
+            f"{size:,} bytes, over the limit of {max_bytes:,} bytes for one file (setting file_max_bytes, "
+            "environment TIERMEM_FILE_MAX_BYTES); not uploaded: split it, or raise the limit"
+        )
     return ""
 
 
 def binary_reason(name: str) -> str:
     ext = extension_of(name)
-    return f"binary by its extension ({ext}); not uploaded (folders keep text, Markdown, code, HTML, PDF, DOCX)" \
-        if ext in BINARY_EXTENSIONS else ""
+    return (
+        f"binary by its extension ({ext}); not uploaded (folders keep text, Markdown, code, HTML, PDF, DOCX)"
+        if ext in BINARY_EXTENSIONS
+        else ""
+    )
 
 
 def walk(directory: Path, *, max_bytes: int) -> Listing:
@@ -158,8 +174,9 @@ def walk(directory: Path, *, max_bytes: int) -> Listing:
         try:
             entries = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError as exc:
-            listing.skipped.append(Uploaded(rel.rstrip("/") or ".", "skipped",
-                                            f"directory could not be read ({exc.strerror or exc})"))
+            listing.skipped.append(
+                Uploaded(rel.rstrip("/") or ".", "skipped", f"directory could not be read ({exc.strerror or exc})")
+            )
             return
         for entry in entries:
             name = rel + entry.name
@@ -177,11 +194,21 @@ def walk(directory: Path, *, max_bytes: int) -> Listing:
             if stat.S_ISLNK(st.st_mode):
                 target = Path(os.path.realpath(entry.path))
                 if target != root and root not in target.parents:
-                    listing.skipped.append(Uploaded(name, "skipped", f"symbolic link to {target}, outside "
-                                                    f"{root}; links are not followed out of the directory"))
+                    listing.skipped.append(
+                        Uploaded(
+                            name,
+                            "skipped",
+                            f"symbolic link to {target}, outside {root}; links are not followed out of the directory",
+                        )
+                    )
                 elif target.is_dir():
-                    listing.skipped.append(Uploaded(name, "skipped", "symbolic link to a directory; not followed "
-                                                    "(upload or sync that directory itself)"))
+                    listing.skipped.append(
+                        Uploaded(
+                            name,
+                            "skipped",
+                            "symbolic link to a directory; not followed (upload or sync that directory itself)",
+                        )
+                    )
                 elif target.is_file():
                     links.append((name, target, target.relative_to(root).as_posix()))
                 else:
@@ -204,8 +231,9 @@ def walk(directory: Path, *, max_bytes: int) -> Listing:
     listed = {f.name for f in listing.files}
     for name, target, target_name in links:  # a linked file is read once
         if target_name in listed:
-            listing.skipped.append(Uploaded(name, "skipped", f"symbolic link to {target_name}, which is uploaded "
-                                            "under its own name"))
+            listing.skipped.append(
+                Uploaded(name, "skipped", f"symbolic link to {target_name}, which is uploaded under its own name")
+            )
             continue
         try:
             take(name, target, target.stat())
@@ -268,8 +296,12 @@ class _Ingest:
         for f in files:
             old = self.stored.get(f.name)
             cached = self.cached.get(f.name)
-            if (cached is not None and old is not None and cached[:3] == [f.size, f.mtime_ns, old.sha256]
-                    and old.status in ("completed", "error")):
+            if (
+                cached is not None
+                and old is not None
+                and cached[:3] == [f.size, f.mtime_ns, old.sha256]
+                and old.status in ("completed", "error")
+            ):
                 self.record[f.name] = cached
                 self.tick(Uploaded(f.name, "unchanged", file=old))
                 continue
@@ -305,21 +337,40 @@ class _Ingest:
         self.tick(done)
 
 
-def _ingest(memory: Memory, folder: str, listing: Listing, *, cached: dict[str, list[Any]], embed: bool | None,
-            progress: Progress | None, listed_at: int) -> _Ingest:
+def _ingest(
+    memory: Memory,
+    folder: str,
+    listing: Listing,
+    *,
+    cached: dict[str, list[Any]],
+    embed: bool | None,
+    progress: Progress | None,
+    listed_at: int,
+) -> _Ingest:
     stored = {f.name: f for f in memory.files.files(folder)}
-    todo = [f for f in listing.files
-            if not (f.name in cached and f.name in stored and cached[f.name][:3] == [f.size, f.mtime_ns,
-                                                                                  stored[f.name].sha256])]
-    run = _Ingest(stored=stored, cached=cached, listed_at=listed_at, total=len(listing.files),
-                  max_bytes=memory.files.file_max_bytes, progress=progress)
+    todo = [
+        f
+        for f in listing.files
+        if not (
+            f.name in cached and f.name in stored and cached[f.name][:3] == [f.size, f.mtime_ns, stored[f.name].sha256]
+        )
+    ]
+    run = _Ingest(
+        stored=stored,
+        cached=cached,
+        listed_at=listed_at,
+        total=len(listing.files),
+        max_bytes=memory.files.file_max_bytes,
+        progress=progress,
+    )
     inline = len(todo) <= EMBED_INLINE_MAX if embed is None else embed
     memory.files.upload_many(folder, run.items(listing.files), embed=inline, progress=run.uploaded)
     return run
 
 
-def upload_paths(memory: Memory, folder: str, paths: Sequence[Path], *, embed: bool | None = None,
-                 progress: Progress | None = None) -> SyncReport:
+def upload_paths(
+    memory: Memory, folder: str, paths: Sequence[Path], *, embed: bool | None = None, progress: Progress | None = None
+) -> SyncReport:
     """Upload files and directories (walked; names relative to the directory given) into an existing folder."""
     memory.files.folder(folder)  # a missing folder is refused before anything is read
     max_bytes = memory.files.file_max_bytes
@@ -331,18 +382,35 @@ def upload_paths(memory: Memory, folder: str, paths: Sequence[Path], *, embed: b
         merged.skipped += listing.skipped
         for f in listing.files:
             if f.name in taken:
-                merged.skipped.append(Uploaded(f.name, "skipped", f"{f.path} gives the same name as {taken[f.name]}; "
-                                               "upload it separately into another folder"))
+                merged.skipped.append(
+                    Uploaded(
+                        f.name,
+                        "skipped",
+                        f"{f.path} gives the same name as {taken[f.name]}; upload it separately into another folder",
+                    )
+                )
                 continue
             taken[f.name] = f.path
             merged.files.append(f)
     run = _ingest(memory, folder, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns())
-    return SyncReport(folder=folder, directory=", ".join(map(str, paths)),
-                      results=_by_name(run.results, merged.skipped), ignored=merged.ignored, read=run.read)
+    return SyncReport(
+        folder=folder,
+        directory=", ".join(map(str, paths)),
+        results=_by_name(run.results, merged.skipped),
+        ignored=merged.ignored,
+        read=run.read,
+    )
 
 
-def sync_folder(memory: Memory, folder_name: str, directory: Path, *, embed: bool | None = None,
-                progress: Progress | None = None, listing: Listing | None = None) -> SyncReport:
+def sync_folder(
+    memory: Memory,
+    folder_name: str,
+    directory: Path,
+    *,
+    embed: bool | None = None,
+    progress: Progress | None = None,
+    listing: Listing | None = None,
+) -> SyncReport:
     """Make the folder equal the directory (see the module's docstring); ``listing``: a walk already taken."""
     folder = memory.files.folder(folder_name)
     listed_at = time.time_ns()
@@ -356,15 +424,24 @@ def sync_folder(memory: Memory, folder_name: str, directory: Path, *, embed: boo
     run = _ingest(memory, folder.name, listing, cached=cached, embed=embed, progress=progress, listed_at=listed_at)
     present = {r.name for r in run.results if r.reason != VANISHED}
     inside = str(root) + os.sep
-    gone = sorted(f.name for f in memory.files.files(folder.name)
-                  if f.name not in present and (f.name in before or f.source_path.startswith(inside)))
+    gone = sorted(
+        f.name
+        for f in memory.files.files(folder.name)
+        if f.name not in present and (f.name in before or f.source_path.startswith(inside))
+    )
     if gone:
         memory.files.delete_files(folder.name, gone)
     record = {"directory": str(root), "files": dict(sorted(run.record.items()))}
     if record != previous:
         memory.files.set_folder_metadata(folder.name, SYNC_KEY, record)
-    return SyncReport(folder=folder.name, directory=str(root), results=_by_name(run.results, listing.skipped),
-                      deleted=gone, ignored=listing.ignored, read=run.read)
+    return SyncReport(
+        folder=folder.name,
+        directory=str(root),
+        results=_by_name(run.results, listing.skipped),
+        deleted=gone,
+        ignored=listing.ignored,
+        read=run.read,
+    )
 
 
 def _by_name(*parts: Sequence[Uploaded]) -> list[Uploaded]:
@@ -377,10 +454,18 @@ def synced_directory(memory: Memory, folder_name: str) -> str:
     return str(record.get("directory") or "") if isinstance(record, dict) else ""
 
 
-def watch(memory: Memory, folder_name: str, directory: Path, *, interval: float = WATCH_SECONDS,
-          on_report: Callable[[SyncReport], None], embed: bool | None = None,
-          keep_going: Callable[[], bool] = lambda: True, on_error: Callable[[TiermemError], None] | None = None,
-          wait: Callable[[float], object] = time.sleep) -> None:
+def watch(
+    memory: Memory,
+    folder_name: str,
+    directory: Path,
+    *,
+    interval: float = WATCH_SECONDS,
+    on_report: Callable[[SyncReport], None],
+    embed: bool | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+    on_error: Callable[[TiermemError], None] | None = None,
+    wait: Callable[[float], object] = time.sleep,
+) -> None:
     """Sync at once, then whenever the directory changed (a file's size, time or inode, a file added or gone),
     looking every ``interval`` seconds while ``keep_going()``. A failed round goes to ``on_error`` (when given;
     else it is raised) and the watch goes on."""

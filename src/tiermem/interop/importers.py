@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..domain.blocks import Rethink, validate_label
 from ..base.config import BlockSpec
 from ..base.errors import ValidationError
+from ..domain.blocks import Rethink, validate_label
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -48,7 +48,9 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"{path}:{n} is not JSON ({exc}); expected the memory server's memory.jsonl.") from exc
+            raise ValidationError(
+                f"{path}:{n} is not JSON ({exc}); expected the memory server's memory.jsonl."
+            ) from exc
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "entity":
             name, etype = item.get("name"), item.get("entityType") or "entity"
@@ -72,9 +74,13 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
     return items
 
 
-def import_passages(memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str) -> tuple[int, int]:
+def import_passages(
+    memory: Memory, agent_id: str, items: list[tuple[str, list[str]]], marker_tag: str
+) -> tuple[int, int]:
     """Insert the (content, tags) pairs not already stored for this agent; returns (inserted, skipped)."""
-    have = {(p.content, tuple(sorted(p.tags))) for p in memory.archive.rows.passages_of(agent_id, tags_any=[marker_tag])}
+    have = {
+        (p.content, tuple(sorted(p.tags))) for p in memory.archive.rows.passages_of(agent_id, tags_any=[marker_tag])
+    }
     todo, seen = [], set()
     for content, tags in items:
         content = memory.scrub(content)  # credentials are never stored: each replaced by [redacted: KIND]
@@ -110,12 +116,16 @@ def memories_plan(root: Path, limit: int) -> tuple[list[tuple[str, str, str]], l
     long: list[tuple[str, str]] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if path.suffix.lower() not in TEXT_SUFFIXES or any(part.startswith(".") for part in path.relative_to(root).parts):
+        if path.suffix.lower() not in TEXT_SUFFIXES or any(
+            part.startswith(".") for part in path.relative_to(root).parts
+        ):
             continue
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValidationError(f"Cannot read {path} as UTF-8 text ({exc}); move it out of the directory or fix it.") from exc
+            raise ValidationError(
+                f"Cannot read {path} as UTF-8 text ({exc}); move it out of the directory or fix it."
+            ) from exc
         if "\x00" in text:
             raise ValidationError(f"{path} contains NUL characters; it is not a text memory file.")
         if len(text) <= limit:
@@ -130,16 +140,26 @@ def memories_plan(root: Path, limit: int) -> tuple[list[tuple[str, str, str]], l
     return blocks, long
 
 
-def import_memories(memory: Memory, agent_id: str, root: Path, *, limit: int = 5000, replace: bool = False) -> dict[str, Any]:
+def import_memories(
+    memory: Memory, agent_id: str, root: Path, *, limit: int = 5000, replace: bool = False
+) -> dict[str, Any]:
     blocks, long = memories_plan(root, limit)
-    report: dict[str, Any] = {"blocks_created": [], "blocks_updated": [], "blocks_unchanged": [], "conflicts": [],
-                              "passages": 0}
+    report: dict[str, Any] = {
+        "blocks_created": [],
+        "blocks_updated": [],
+        "blocks_unchanged": [],
+        "conflicts": [],
+        "passages": 0,
+    }
     existing = {b.label: b for b in memory.blocks(agent_id)}
     for label, value, rel in blocks:
         block = existing.get(label)
         if block is None:
-            memory.create_block(agent_id, BlockSpec(label=label, value=value, description=f"Imported from /memories/{rel}",
-                                                    limit=limit), actor="import")
+            memory.create_block(
+                agent_id,
+                BlockSpec(label=label, value=value, description=f"Imported from /memories/{rel}", limit=limit),
+                actor="import",
+            )
             report["blocks_created"].append(label)
         elif block.value == value:
             report["blocks_unchanged"].append(label)

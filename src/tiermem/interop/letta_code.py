@@ -56,22 +56,31 @@ def resolve_agent_dir(agent_dir: Path | None, letta_agent: str | None) -> Path:
         root = agent_dir.expanduser()
         if not root.is_dir():
             where = local_backend_dir() / "memfs" / "<agent-id>" / "memory"
-            raise ValidationError(f"{root} is not a directory; give a Letta Code agent's memory directory, with "
-                                  f"the local backend {where}.")
+            raise ValidationError(
+                f"{root} is not a directory; give a Letta Code agent's memory directory, with "
+                f"the local backend {where}."
+            )
         return root
     known = agent_dirs()
     if letta_agent is not None:
         if letta_agent not in known:
-            raise ValidationError(f"No memory directory for the Letta Code agent {letta_agent!r} under "
-                                  f"{local_backend_dir() / 'memfs'} or {letta_home() / 'agents'}. Agents found: "
-                                  f"{', '.join(known) or 'none'}. Give the directory with --agent-dir.")
+            raise ValidationError(
+                f"No memory directory for the Letta Code agent {letta_agent!r} under "
+                f"{local_backend_dir() / 'memfs'} or {letta_home() / 'agents'}. Agents found: "
+                f"{', '.join(known) or 'none'}. Give the directory with --agent-dir."
+            )
         return known[letta_agent]
     if len(known) == 1:
         return next(iter(known.values()))
-    raise ValidationError("Name the Letta Code agent to wire: --letta-agent ID (" +
-                          (f"agents found: {', '.join(known)}" if known else "none found under "
-                           f"{local_backend_dir() / 'memfs'} or {letta_home() / 'agents'}") +
-                          ") or --agent-dir DIR.")
+    raise ValidationError(
+        "Name the Letta Code agent to wire: --letta-agent ID ("
+        + (
+            f"agents found: {', '.join(known)}"
+            if known
+            else f"none found under {local_backend_dir() / 'memfs'} or {letta_home() / 'agents'}"
+        )
+        + ") or --agent-dir DIR."
+    )
 
 
 def default_agent_name(root: Path) -> str | None:
@@ -86,11 +95,16 @@ def default_agent_name(root: Path) -> str | None:
 def setup(memory: Memory, root: Path, agent: str) -> dict[str, Any]:
     """Create the tiermem agent for ``root`` (without default blocks) if needed and run the first sync."""
     repo = Repo.find(root)
-    report: dict[str, Any] = {"directory": str(root), "agent": agent,
-                              "letta_code_repository": bool(repo and repo.agent_repo)}
+    report: dict[str, Any] = {
+        "directory": str(root),
+        "agent": agent,
+        "letta_code_repository": bool(repo and repo.agent_repo),
+    }
     if repo is None or not repo.agent_repo:
-        report["warning"] = (f"{root} is not a Letta Code agent's memory repository (no Letta Code hook in it); it is "
-                             "synced as a plain MemFS directory.")
+        report["warning"] = (
+            f"{root} is not a Letta Code agent's memory repository (no Letta Code hook in it); it is "
+            "synced as a plain MemFS directory."
+        )
     existed = memory.core.find_agent(agent) is not None
     memory.ensure_agent(agent, blocks=())
     synced = sync_memfs(memory, agent, root)
@@ -102,7 +116,9 @@ def setup(memory: Memory, root: Path, agent: str) -> dict[str, Any]:
 class LiveSync:
     """``tiermem serve`` with ``sync``: keeps ``root`` and the served agent in step in a background thread."""
 
-    def __init__(self, handle: MemoryHandle, agent: str, root: Path, interval: float, *, start_wait: float = 5.0) -> None:
+    def __init__(
+        self, handle: MemoryHandle, agent: str, root: Path, interval: float, *, start_wait: float = 5.0
+    ) -> None:
         self.handle, self.agent, self.root, self.interval = handle, agent, root, interval
         self.start_wait = start_wait  # a server opens its memory after the handshake; sync starts by then at the latest
         self._stop = threading.Event()
@@ -127,15 +143,28 @@ class LiveSync:
             return
         log.info("keeping %s and agent %r in step", self.root, self.agent)
         try:
-            watch_memfs(memory, self.agent, self.root, interval=self.interval, on_report=self._report,
-                        keep_going=lambda: not self._stop.is_set(), wait=self._stop.wait,
-                        on_error=lambda exc: log.warning("sync of %s: %s", self.root, exc))
+            watch_memfs(
+                memory,
+                self.agent,
+                self.root,
+                interval=self.interval,
+                on_report=self._report,
+                keep_going=lambda: not self._stop.is_set(),
+                wait=self._stop.wait,
+                on_error=lambda exc: log.warning("sync of %s: %s", self.root, exc),
+            )
         except Exception as exc:  # a sync thread that dies says why, once
             log.exception("sync of %s stopped: %s", self.root, exc)
 
     def _report(self, report: dict[str, Any]) -> None:
-        changed = {k: v for k, v in report.items() if v not in ([], "", None)
-                   and k not in ("format", "agent", "directory", "layout", "waiting")}
+        changed = {
+            k: v
+            for k, v in report.items()
+            if v not in ([], "", None) and k not in ("format", "agent", "directory", "layout", "waiting")
+        }
         if changed:
-            log.info("sync %s: %s", self.root, "; ".join(
-                f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed.items()))
+            log.info(
+                "sync %s: %s",
+                self.root,
+                "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed.items()),
+            )

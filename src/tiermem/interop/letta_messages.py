@@ -64,8 +64,12 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
     if isinstance(own, dict) and own.get("letta"):  # Letta's own message, written back as it was: convert it again
         row["conversation_id"] = own.get("conversation_id") or "default"
     elif isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
-        row.update(role=own["role"], payload=own.get("payload") or "", conversation_id=own.get("conversation_id") or "default",
-                   content=own["content"] if isinstance(own.get("content"), str) else text)
+        row.update(
+            role=own["role"],
+            payload=own.get("payload") or "",
+            conversation_id=own.get("conversation_id") or "default",
+            content=own["content"] if isinstance(own.get("content"), str) else text,
+        )
         return row
     role = m["role"]
     if role == "system":
@@ -76,7 +80,11 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
             wrapped = json.loads(text)
         except (json.JSONDecodeError, TypeError):
             wrapped = None
-        if isinstance(wrapped, dict) and wrapped.get("type") == "user_message" and isinstance(wrapped.get("message"), str):
+        if (
+            isinstance(wrapped, dict)
+            and wrapped.get("type") == "user_message"
+            and isinstance(wrapped.get("message"), str)
+        ):
             content = wrapped["message"]
         elif isinstance(wrapped, dict) and wrapped.get("type") == "heartbeat":
             kind = "heartbeat"
@@ -95,13 +103,28 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
                 args = json.loads(fn.get("arguments") or "{}")
             except json.JSONDecodeError:
                 args = {"_raw": fn.get("arguments")}
-            calls.append({"id": str(c.get("id")), "name": str(fn.get("name")), "input": args if isinstance(args, dict) else {"_raw": args}})
+            calls.append(
+                {
+                    "id": str(c.get("id")),
+                    "name": str(fn.get("name")),
+                    "input": args if isinstance(args, dict) else {"_raw": args},
+                }
+            )
         payload: JSON = {"kind": "assistant", "tool_calls": calls}
         if reasoning:
             payload["reasoning"] = "\n".join(reasoning)
         row.update(role="assistant", payload=json.dumps(payload))
     else:
         failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])
-        row.update(role="tool", payload=json.dumps({"kind": "tool_result", "tool_call_id": m.get("tool_call_id"),
-                                                    "name": m.get("name"), "is_error": failed}))
+        row.update(
+            role="tool",
+            payload=json.dumps(
+                {
+                    "kind": "tool_result",
+                    "tool_call_id": m.get("tool_call_id"),
+                    "name": m.get("name"),
+                    "is_error": failed,
+                }
+            ),
+        )
     return row

@@ -23,8 +23,9 @@ KEY = "letta_agent_file"  # agent metadata key holding the document
 FORMAT = 1
 ENV_FIELDS = ("tool_exec_environment_variables", "secrets")
 # Fields of a Letta agent that tiermem holds natively (or that ids/ordering replace on export).
-NATIVE_AGENT_FIELDS = frozenset({"id", "messages", "in_context_message_ids", "in_context_message_indices", "block_ids",
-                                 "memory_blocks"})
+NATIVE_AGENT_FIELDS = frozenset(
+    {"id", "messages", "in_context_message_ids", "in_context_message_indices", "block_ids", "memory_blocks"}
+)
 NATIVE_BLOCK_FIELDS = ("id", "label", "value", "limit", "description", "read_only")
 
 
@@ -69,9 +70,21 @@ def agent_document(agent: JSON, data: JSON, *, first: bool, referenced: dict[str
     source_ids |= {str(fa.get("source_id")) for fa in files_agents if fa.get("source_id")}
     file_ids = {str(fa.get("file_id")) for fa in files_agents if fa.get("file_id")}
     sources = [s for s in data.get("sources") or [] if str(s.get("id")) in source_ids]
-    files = [f for f in data.get("files") or [] if str(f.get("id")) in file_ids or str(f.get("source_id")) in source_ids]
-    doc: JSON = {"format": FORMAT, "file_id": file_id, "agent": fields, "tools": tools, "groups": groups,
-                 "sources": sources, "files": files, "blocks": {}, "unlogged_messages": [], "env_names": env_names}
+    files = [
+        f for f in data.get("files") or [] if str(f.get("id")) in file_ids or str(f.get("source_id")) in source_ids
+    ]
+    doc: JSON = {
+        "format": FORMAT,
+        "file_id": file_id,
+        "agent": fields,
+        "tools": tools,
+        "groups": groups,
+        "sources": sources,
+        "files": files,
+        "blocks": {},
+        "unlogged_messages": [],
+        "env_names": env_names,
+    }
     known_groups = {str(g.get("id")) for g in data.get("groups") or []}
     dangling = sorted(group_ids - known_groups)
     if dangling:
@@ -94,8 +107,11 @@ def agent_document(agent: JSON, data: JSON, *, first: bool, referenced: dict[str
 def _in_group(g: JSON, file_id: str, group_ids: set[str]) -> bool:
     manager = g.get("manager_config")
     config: dict[str, Any] = manager if isinstance(manager, dict) else {}
-    return (str(g.get("id")) in group_ids or file_id in _ids(g.get("agent_ids"))
-            or str(config.get("manager_agent_id")) == file_id)
+    return (
+        str(g.get("id")) in group_ids
+        or file_id in _ids(g.get("agent_ids"))
+        or str(config.get("manager_agent_id")) == file_id
+    )
 
 
 def referenced_ids(data: JSON) -> dict[str, set[str]]:
@@ -107,9 +123,13 @@ def referenced_ids(data: JSON) -> dict[str, set[str]]:
         out["blocks"] |= set(_ids(a.get("block_ids")))
         out["tools"] |= set(_ids(a.get("tool_ids")))
         fid = str(a.get("id"))
-        out["groups"] |= {str(g.get("id")) for g in data.get("groups") or [] if _in_group(g, fid, set(_ids(a.get("group_ids"))))}
+        out["groups"] |= {
+            str(g.get("id")) for g in data.get("groups") or [] if _in_group(g, fid, set(_ids(a.get("group_ids"))))
+        }
         fas = [fa for fa in a.get("files_agents") or [] if isinstance(fa, dict)]
-        srcs = set(_ids(a.get("source_ids"))) | set(_ids(a.get("folder_ids"))) | {str(fa.get("source_id")) for fa in fas}
+        srcs = (
+            set(_ids(a.get("source_ids"))) | set(_ids(a.get("folder_ids"))) | {str(fa.get("source_id")) for fa in fas}
+        )
         out["sources"] |= srcs
         out["files"] |= {str(fa.get("file_id")) for fa in fas}
         out["files"] |= {str(f.get("id")) for f in data.get("files") or [] if str(f.get("source_id")) in srcs}
@@ -147,16 +167,22 @@ def summary(doc: JSON | None) -> JSON:
     if custom:
         out["tools"] = [f"{t.get('name')} ({t.get('tool_type') or t.get('source_type') or 'custom'})" for t in custom]
     if agent.get("tool_rules"):
-        out["tool_rules"] = [f"{r.get('type')}: {r.get('tool_name')}" for r in agent["tool_rules"] if isinstance(r, dict)]
+        out["tool_rules"] = [
+            f"{r.get('type')}: {r.get('tool_name')}" for r in agent["tool_rules"] if isinstance(r, dict)
+        ]
     if doc.get("env_names"):
         out["env_var_names"] = list(doc["env_names"])
     if doc.get("files"):
-        out["files"] = [f"{f.get('file_name') or f.get('original_file_name') or f.get('id')} "
-                        f"({len(f.get('content') or '')} chars)" for f in doc["files"]]
+        out["files"] = [
+            f"{f.get('file_name') or f.get('original_file_name') or f.get('id')} ({len(f.get('content') or '')} chars)"
+            for f in doc["files"]
+        ]
     if doc.get("sources"):
         out["sources"] = [str(s.get("name") or s.get("id")) for s in doc["sources"]]
     if doc.get("groups"):
-        out["groups"] = [f"{g.get('id')} ({(g.get('manager_config') or {}).get('manager_type', 'group')})" for g in doc["groups"]]
+        out["groups"] = [
+            f"{g.get('id')} ({(g.get('manager_config') or {}).get('manager_type', 'group')})" for g in doc["groups"]
+        ]
     if doc.get("dangling_group_ids"):
         out["dangling_group_ids"] = list(doc["dangling_group_ids"])
     if doc.get("unlogged_messages"):
@@ -169,8 +195,11 @@ def summary(doc: JSON | None) -> JSON:
     for key, items in sorted(orphans.items()):
         if key == "file_metadata" or not items:
             continue
-        names = [str(x.get("label") or x.get("name") or x.get("server_name") or x.get("file_name") or x.get("id"))
-                 for x in items if isinstance(x, dict)]
+        names = [
+            str(x.get("label") or x.get("name") or x.get("server_name") or x.get("file_name") or x.get("id"))
+            for x in items
+            if isinstance(x, dict)
+        ]
         out[f"unreferenced_{key}"] = names
     return out
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import TiermemError, ValidationError
+from ..base.files import write_text_atomically
 from ..domain import memfs_format as fmt
 from ..domain.blocks import Rethink, is_pinned
 from ..domain.memfs_files import (  # the file <-> block rules, shared with Letta Code's memory tools
@@ -37,15 +39,34 @@ from ..domain.memfs_files import (  # the file <-> block rules, shared with Lett
     same,
     same_front,
 )
-from ..base.errors import TiermemError, ValidationError
-from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
 
-__all__ = ["DEFAULT_LIMIT", "FRONT_KEY", "MAX_FILE_CHARS", "SUFFIX", "FileBlock", "Tree", "parse_file", "render_file",
-           "same", "same_front", "MemfsReport", "apply_file", "block_files", "export_memfs", "import_memfs",
-           "is_memfs_dir", "path_of", "plan_memfs", "read_file", "read_tree", "tree_of", "write_file"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "FRONT_KEY",
+    "MAX_FILE_CHARS",
+    "SUFFIX",
+    "FileBlock",
+    "Tree",
+    "parse_file",
+    "render_file",
+    "same",
+    "same_front",
+    "MemfsReport",
+    "apply_file",
+    "block_files",
+    "export_memfs",
+    "import_memfs",
+    "is_memfs_dir",
+    "path_of",
+    "plan_memfs",
+    "read_file",
+    "read_tree",
+    "tree_of",
+    "write_file",
+]
 
 
 @dataclass
@@ -57,8 +78,13 @@ class MemfsReport:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"blocks_created": self.created, "blocks_updated": self.updated, "blocks_unchanged": self.unchanged,
-                "skipped": self.skipped, "notes": self.notes}
+        return {
+            "blocks_created": self.created,
+            "blocks_updated": self.updated,
+            "blocks_unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "notes": self.notes,
+        }
 
 
 def path_of(label: str) -> str:
@@ -130,8 +156,9 @@ def plan_memfs(root: Path) -> tuple[list[FileBlock], list[str]]:
     from .memfs_git import Repo
 
     repo = Repo.find(root)
-    tree = tree_of(set(block_files(root)), policy=repo.policy if repo else None,
-                   agent_repo=bool(repo and repo.agent_repo))
+    tree = tree_of(
+        set(block_files(root)), policy=repo.policy if repo else None, agent_repo=bool(repo and repo.agent_repo)
+    )
     parsed, skipped = read_tree(root, tree)
     if not parsed:
         why = f" ({'; '.join(skipped)})" if skipped else ""
@@ -164,12 +191,24 @@ def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
             write_file(root, path_of(b.label), render_file(b, path_of(b.label), tree))
     except OSError as exc:
         raise ValidationError(f"Cannot write the MemFS directory {root}: {exc}.") from exc
-    return {"format": "memfs", "agent": name, "blocks": len(blocks),
-            "pinned": sum(1 for b in blocks if is_pinned(b)), "output": str(root)}
+    return {
+        "format": "memfs",
+        "agent": name,
+        "blocks": len(blocks),
+        "pinned": sum(1 for b in blocks if is_pinned(b)),
+        "output": str(root),
+    }
 
 
-def apply_file(memory: Memory, agent_id: str, plan: FileBlock, *, actor: str, operation: str = "memfs",
-               notes: list[str] | None = None) -> str:
+def apply_file(
+    memory: Memory,
+    agent_id: str,
+    plan: FileBlock,
+    *,
+    actor: str,
+    operation: str = "memfs",
+    notes: list[str] | None = None,
+) -> str:
     """Make the agent's block match the file: "created", "updated" or "unchanged"."""
     try:
         current = memory.block(agent_id, plan.label)
@@ -180,20 +219,34 @@ def apply_file(memory: Memory, agent_id: str, plan: FileBlock, *, actor: str, op
         return "created"
     limit = plan.limit if plan.limit is not None else max(current.limit, len(plan.value))
     if plan.limit is None and limit != current.limit and notes is not None:
-        notes.append(f"{plan.label}: limit raised from {current.limit} to {limit} characters to fit {plan.path} "
-                     "(the file states no limit)")
+        notes.append(
+            f"{plan.label}: limit raised from {current.limit} to {limit} characters to fit {plan.path} "
+            "(the file states no limit)"
+        )
     front = plan.front if plan.front is not None else ""  # "" removes the key: the file has no frontmatter
     changed = False
-    if (current.description, current.read_only, is_pinned(current)) != (plan.description, plan.read_only, plan.pinned) \
-            or not same_front(current.metadata.get(FRONT_KEY), plan.front) or limit > current.limit:
+    if (
+        (current.description, current.read_only, is_pinned(current)) != (plan.description, plan.read_only, plan.pinned)
+        or not same_front(current.metadata.get(FRONT_KEY), plan.front)
+        or limit > current.limit
+    ):
         # a larger limit first, so a longer value fits; a smaller one after the value shrank
-        memory.update_block(agent_id, plan.label, description=plan.description, read_only=plan.read_only,
-                            pinned=plan.pinned, limit=max(limit, current.limit), metadata={FRONT_KEY: front},
-                            actor=actor, operation=operation)
+        memory.update_block(
+            agent_id,
+            plan.label,
+            description=plan.description,
+            read_only=plan.read_only,
+            pinned=plan.pinned,
+            limit=max(limit, current.limit),
+            metadata={FRONT_KEY: front},
+            actor=actor,
+            operation=operation,
+        )
         changed = True
     if current.value != plan.value:
-        memory.edit(agent_id, plan.label, Rethink(plan.value, operation=operation, check_line_numbers=False),
-                    actor=actor)
+        memory.edit(
+            agent_id, plan.label, Rethink(plan.value, operation=operation, check_line_numbers=False), actor=actor
+        )
         changed = True
     if memory.block(agent_id, plan.label).limit != limit:
         memory.update_block(agent_id, plan.label, limit=limit, actor=actor, operation=operation)
@@ -209,7 +262,8 @@ def import_memfs(memory: Memory, agent_name: str, root: Path) -> dict[str, Any]:
     for plan in plans:
         outcome = apply_file(memory, agent_id, plan, actor="human", notes=report.notes)
         {"created": report.created, "updated": report.updated, "unchanged": report.unchanged}[outcome].append(
-            plan.label)
+            plan.label
+        )
     others = sorted({b.label for b in memory.blocks(agent_id)} - {p.label for p in plans})
     if others:
         report.notes.append(f"blocks not in {root} were left as they are: {', '.join(others)}")

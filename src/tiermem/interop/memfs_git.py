@@ -59,8 +59,13 @@ class Repo:
         git = shutil.which("git")
         if git is None:
             raise GitError(f"{root} is in a git repository but git is not on PATH; install git.")
-        done = subprocess.run([git, "-C", str(root), "rev-parse", "--absolute-git-dir", "--show-prefix"],
-                              capture_output=True, text=True, check=False, timeout=_GIT_TIMEOUT)
+        done = subprocess.run(
+            [git, "-C", str(root), "rev-parse", "--absolute-git-dir", "--show-prefix"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=_GIT_TIMEOUT,
+        )
         if done.returncode != 0:
             return None
         gitdir, prefix = (done.stdout.split("\n") + ["", ""])[:2]
@@ -101,26 +106,42 @@ class Repo:
 
     # -- reading ------------------------------------------------------------------
 
-    def run(self, *args: str, check: bool = True, ident: bool = False, env: dict[str, str] | None = None,
-            stdin: str | None = None, top: bool = False) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        *args: str,
+        check: bool = True,
+        ident: bool = False,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None,
+        top: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
         """git in the synced directory (``top``: at the work tree's top); waits out another git command's index lock
         for a few seconds."""
-        where = self.root / "/".join(".." for _ in self.prefix.strip("/").split("/")) if top and self.prefix else self.root
-        cmd = [self.git, *(["-c", f"user.name={AUTHOR[0]}", "-c", f"user.email={AUTHOR[1]}"] if ident else []),
-               "-C", str(where), *args]
+        where = (
+            self.root / "/".join(".." for _ in self.prefix.strip("/").split("/")) if top and self.prefix else self.root
+        )
+        cmd = [
+            self.git,
+            *(["-c", f"user.name={AUTHOR[0]}", "-c", f"user.email={AUTHOR[1]}"] if ident else []),
+            "-C",
+            str(where),
+            *args,
+        ]
         # git status refreshes the index under its lock when it can; Letta Code's memory tool, committing at that
         # moment, would fail on the lock. tiermem's reads take no optional lock.
         full = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", **(env or {})}
         for attempt in range(50):
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=_GIT_TIMEOUT, env=full,
-                                  input=stdin)
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, check=False, timeout=_GIT_TIMEOUT, env=full, input=stdin
+            )
             locked = "index.lock" in done.stderr and "File exists" in done.stderr
             if done.returncode == 0 or not locked or attempt == 49:
                 break
             time.sleep(0.1)
         if check and done.returncode != 0:
-            raise GitError(f"`git {' '.join(args[:2])}` failed in {self.root}: "
-                           f"{(done.stderr or done.stdout).strip()[-800:]}")
+            raise GitError(
+                f"`git {' '.join(args[:2])}` failed in {self.root}: {(done.stderr or done.stdout).strip()[-800:]}"
+            )
         return done
 
     def head_text(self, rel: str) -> str | None:
@@ -134,11 +155,18 @@ class Repo:
         if not wanted:
             return {}
         names = "".join(f"HEAD:{self.prefix}{rel}\n" for rel in wanted).encode("utf-8")
-        done = subprocess.run([self.git, "-C", str(self.root), "cat-file", "--batch"], input=names, capture_output=True,
-                              check=False, timeout=_GIT_TIMEOUT, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        done = subprocess.run(
+            [self.git, "-C", str(self.root), "cat-file", "--batch"],
+            input=names,
+            capture_output=True,
+            check=False,
+            timeout=_GIT_TIMEOUT,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
         if done.returncode != 0:
-            raise GitError(f"`git cat-file --batch` failed in {self.root}: "
-                           f"{done.stderr.decode('utf-8', 'replace').strip()[-800:]}")
+            raise GitError(
+                f"`git cat-file --batch` failed in {self.root}: {done.stderr.decode('utf-8', 'replace').strip()[-800:]}"
+            )
         out, at = done.stdout, 0
         texts: dict[str, str | None] = {}
         for rel in wanted:  # per name: "<oid> <type> <size>" and the object, or "<name> missing" (or "ambiguous")
@@ -162,7 +190,7 @@ class Repo:
         for entry in done.stdout.split("\0"):
             if len(entry) > 3 and entry[2] == " ":
                 path = entry[3:]
-                out.add(path[len(self.prefix):] if path.startswith(self.prefix) else path)
+                out.add(path[len(self.prefix) :] if path.startswith(self.prefix) else path)
         return [r for r in rels if r in out]
 
     def last_commit(self, rel: str, *, wait: float = 1.0) -> tuple[str, str] | None:
@@ -179,8 +207,9 @@ class Repo:
 
     # -- committing ------------------------------------------------------------------
 
-    def commit(self, changes: dict[str, str | None], message: str,
-               write: Callable[[], None] | None = None) -> tuple[str, bool]:
+    def commit(
+        self, changes: dict[str, str | None], message: str, write: Callable[[], None] | None = None
+    ) -> tuple[str, bool]:
         """Commit ``changes`` (relative path -> new text; None removes the file) with ``message``: the commit's id, and
         whether the repository's index was brought in step for ``changes`` (no ``settle`` needed for them).
 
@@ -230,18 +259,22 @@ class Repo:
     def _runs_hooks(self) -> bool:
         """Whether this git has `git hook run` (2.36 and later)."""
         if self.git not in _HOOK_RUN:
-            _HOOK_RUN[self.git] = self.run("hook", "run", "--ignore-missing", "tiermem-none", check=False).returncode == 0
+            _HOOK_RUN[self.git] = (
+                self.run("hook", "run", "--ignore-missing", "tiermem-none", check=False).returncode == 0
+            )
         return _HOOK_RUN[self.git]
 
     def _hook(self, name: str, *args: str, env: dict[str, str]) -> None:
-        done = self.run("hook", "run", "--ignore-missing", name, *(["--", *args] if args else []), check=False,
-                        env=env, top=True)
+        done = self.run(
+            "hook", "run", "--ignore-missing", name, *(["--", *args] if args else []), check=False, env=env, top=True
+        )
         if done.returncode != 0:
             output = (done.stdout + "\n" + done.stderr).strip()
             raise HookRejected(output, self._problems(output))
 
-    def _land(self, base: str | None, index: dict[str, str], message: str, paths: list[str],
-              write: Callable[[], None] | None) -> tuple[str, bool] | None:
+    def _land(
+        self, base: str | None, index: dict[str, str], message: str, paths: list[str], write: Callable[[], None] | None
+    ) -> tuple[str, bool] | None:
         """Hooks, commit object, then the branch moved from ``base`` (None: HEAD moved meanwhile, build again)."""
         self._hook("pre-commit", env=index)
         fd, msgfile = tempfile.mkstemp(prefix="tiermem-msg-", dir=self.gitdir)
@@ -251,8 +284,12 @@ class Repo:
             self._hook("prepare-commit-msg", msgfile, "message", env=index)
             self._hook("commit-msg", msgfile, env=index)
             tree = self.run("write-tree", env=index).stdout.strip()
-            who = {"GIT_AUTHOR_NAME": AUTHOR[0], "GIT_AUTHOR_EMAIL": AUTHOR[1], "GIT_COMMITTER_NAME": AUTHOR[0],
-                   "GIT_COMMITTER_EMAIL": AUTHOR[1]}
+            who = {
+                "GIT_AUTHOR_NAME": AUTHOR[0],
+                "GIT_AUTHOR_EMAIL": AUTHOR[1],
+                "GIT_COMMITTER_NAME": AUTHOR[0],
+                "GIT_COMMITTER_EMAIL": AUTHOR[1],
+            }
             made = self.run("commit-tree", tree, *(["-p", base] if base else []), "-F", msgfile, env=who).stdout.strip()
             subject = Path(msgfile).read_text(encoding="utf-8").split("\n", 1)[0]
         finally:
@@ -267,8 +304,9 @@ class Repo:
         self.run("hook", "run", "--ignore-missing", "post-commit", check=False, top=True)
         return made, in_step
 
-    def _land_locked(self, base: str | None, made: str, subject: str, paths: list[str],
-                     write: Callable[[], None]) -> bool | None:
+    def _land_locked(
+        self, base: str | None, made: str, subject: str, paths: list[str], write: Callable[[], None]
+    ) -> bool | None:
         """Move the branch from ``base`` to ``made``, write the files (``write``) and bring the index in step for
         ``paths``, holding the index's lock as git does (the branch is locked and checked before, so only its move,
         the files and the index's rename happen under it): whether the index could be brought in step; None: the
@@ -283,9 +321,14 @@ class Repo:
             before = self._index_stat()
             if (self.run("rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None) != base:
                 return None
-            if (self.agent_repo and base is not None and before is not None and time.monotonic() < deadline
-                    and time.time() - before[1] / 1e9 < 10.0
-                    and self.run("diff-index", "--cached", "--quiet", base, "--", check=False, top=True).returncode):
+            if (
+                self.agent_repo
+                and base is not None
+                and before is not None
+                and time.monotonic() < deadline
+                and time.time() - before[1] / 1e9 < 10.0
+                and self.run("diff-index", "--cached", "--quiet", base, "--", check=False, top=True).returncode
+            ):
                 time.sleep(0.01)  # staged: a memory-tool call is between its `git add` and its commit
                 continue
             staged = self._index_after(made, paths)
@@ -302,8 +345,9 @@ class Repo:
                 lock = self._lock_index()
                 if lock is None:
                     self._refuse_a_stale_lock()
-                    raise GitError(f"{self.root}: another git command kept the repository's index locked for 10 s; "
-                                   "try again.")
+                    raise GitError(
+                        f"{self.root}: another git command kept the repository's index locked for 10 s; try again."
+                    )
                 if self._index_stat() != before:
                     continue
                 # from here to the index's rename: well under a millisecond, no process started
@@ -342,9 +386,11 @@ class Repo:
         except OSError:
             return
         if age >= 10.0:
-            raise GitError(f"{lock} is {age:.0f} s old: a git command that stopped left it behind, and git (Letta "
-                           "Code's memory tool too) can change nothing in this repository while it is there. If no git "
-                           "command is running, remove it; nothing was committed.")
+            raise GitError(
+                f"{lock} is {age:.0f} s old: a git command that stopped left it behind, and git (Letta "
+                "Code's memory tool too) can change nothing in this repository while it is there. If no git "
+                "command is running, remove it; nothing was committed."
+            )
 
     def _lock_index(self, most: float = 10.0) -> int | None:
         """Take the repository's index lock (waiting at most ``most`` s for another git command to let it go); None:
@@ -410,7 +456,7 @@ class Repo:
         for entry in listed.split("\0"):
             meta, _, path = entry.partition("\t")
             if path:
-                out[path[len(self.prefix):] if path.startswith(self.prefix) else path] = meta.split(" ")[0]
+                out[path[len(self.prefix) :] if path.startswith(self.prefix) else path] = meta.split(" ")[0]
         return out
 
     def _problems(self, output: str) -> dict[str, list[str]]:
@@ -419,7 +465,9 @@ class Repo:
             m = _HOOK_LINE.match(line)
             if m:
                 path = m.group(1)
-                problems.setdefault(path[len(self.prefix):] if path.startswith(self.prefix) else path, []).append(m.group(2))
+                problems.setdefault(path[len(self.prefix) :] if path.startswith(self.prefix) else path, []).append(
+                    m.group(2)
+                )
         return problems
 
     def settle(self, rels: list[str]) -> None:
@@ -436,8 +484,14 @@ class _RefMove:
     def __init__(self, repo: Repo, base: str | None, made: str, subject: str) -> None:
         self.update = f"update HEAD {made} {base or '0' * 40}\n"
         cmd = [repo.git, "-C", str(repo.root), "update-ref", "-m", f"commit: {subject}", "--stdin"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
 
     def _say(self, text: str, *answers: str) -> bool:
         assert self.proc.stdin is not None and self.proc.stdout is not None

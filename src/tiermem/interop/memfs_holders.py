@@ -48,8 +48,10 @@ def holders(roots: Sequence[Path], texts: Sequence[str]) -> list[str]:
             commits = _commits(repo.git, repo.root, needles)
             if commits:
                 shown = ", ".join(commits[:5]) + (" ..." if len(commits) > 5 else "")
-                out.append(f"{repo.root}: git history holds it in {len(commits)} commit(s) ({shown}); tiermem does not "
-                           "rewrite history (git filter-repo, then expire the reflog and gc, removes it)")
+                out.append(
+                    f"{repo.root}: git history holds it in {len(commits)} commit(s) ({shown}); tiermem does not "
+                    "rewrite history (git filter-repo, then expire the reflog and gc, removes it)"
+                )
     return out
 
 
@@ -58,8 +60,13 @@ def _commits(git: str, root: Path, needles: Sequence[str]) -> list[str]:
     for needle in needles[:20]:
         line = next((x for x in needle.splitlines() if x.strip()), "")[:200]
         try:
-            done = subprocess.run([git, "-C", str(root), "log", "--all", "--format=%h", "-S", line],
-                                  capture_output=True, text=True, timeout=30, check=False)
+            done = subprocess.run(
+                [git, "-C", str(root), "log", "--all", "--format=%h", "-S", line],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         for h in done.stdout.split():

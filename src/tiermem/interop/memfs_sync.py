@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..domain import memfs_format as fmt
 from ..base.errors import TiermemError, ValidationError
 from ..base.files import locked, write_text_atomically
+from ..domain import memfs_format as fmt
 from .memfs import (
     FRONT_KEY,
     FileBlock,
@@ -53,8 +53,8 @@ from .memfs import (
 from .memfs_git import HookRejected, Repo
 
 if TYPE_CHECKING:
-    from ..domain.memory import Memory
     from ..base.records import Agent, Block
+    from ..domain.memory import Memory
 
 STATE = ".tiermem-sync.json"
 Prefer = Literal["file", "store"]
@@ -70,14 +70,30 @@ class SyncReport:
     renamed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)  # refused this time (by the hook, or tiermem's check of its rules)
+    rejected: list[str] = field(
+        default_factory=list
+    )  # refused this time (by the hook, or tiermem's check of its rules)
     waiting: list[str] = field(default_factory=list)  # refused earlier, not retried until the block changes again
     notes: list[str] = field(default_factory=list)
     commit: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("to_store", "to_files", "detached", "files_removed", "renamed",
-                                              "conflicts", "skipped", "rejected", "waiting", "notes", "commit")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "to_store",
+                "to_files",
+                "detached",
+                "files_removed",
+                "renamed",
+                "conflicts",
+                "skipped",
+                "rejected",
+                "waiting",
+                "notes",
+                "commit",
+            )
+        }
 
 
 def _sha(text: str) -> str:
@@ -94,8 +110,10 @@ def read_state(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValidationError(f"{path} is unreadable ({exc}); delete it to start over (the next sync then treats "
-                              "files and blocks that differ as conflicts).") from exc
+        raise ValidationError(
+            f"{path} is unreadable ({exc}); delete it to start over (the next sync then treats "
+            "files and blocks that differ as conflicts)."
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), dict):
         raise ValidationError(f"{path} is not a tiermem sync record; delete it to start over.")
     return data
@@ -115,8 +133,9 @@ def _write_state(path: Path, data: dict[str, Any]) -> None:
     write_text_atomically(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None,
-               repo: Repo | None = None) -> dict[str, Any]:
+def sync_memfs(
+    memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | None = None, repo: Repo | None = None
+) -> dict[str, Any]:
     """Bring ``root`` and the agent's blocks up to date with each other; see the module docstring."""
     if prefer not in (None, "file", "store"):
         raise ValidationError(f"prefer must be 'file' or 'store', got {prefer!r}.")
@@ -132,8 +151,9 @@ def sync_memfs(memory: Memory, agent_name: str, root: Path, *, prefer: Prefer | 
 class _Sync:
     """One sync pass (under the directory's lock)."""
 
-    def __init__(self, memory: Memory, agent_name: str, root: Path, repo: Repo | None, path: Path,
-                 prefer: Prefer | None) -> None:
+    def __init__(
+        self, memory: Memory, agent_name: str, root: Path, repo: Repo | None, path: Path, prefer: Prefer | None
+    ) -> None:
         self.memory, self.root, self.repo, self.path, self.prefer = memory, root, repo, path, prefer
         self.agent_name = agent_name
         self.report = SyncReport()
@@ -147,13 +167,18 @@ class _Sync:
         agent = self._agent(state)
         seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
         files = block_files(self.root)
-        self.tree = tree_of(set(files), policy=self.repo.policy if self.repo else None,
-                            agent_repo=bool(self.repo and self.repo.agent_repo))
+        self.tree = tree_of(
+            set(files),
+            policy=self.repo.policy if self.repo else None,
+            agent_repo=bool(self.repo and self.repo.agent_repo),
+        )
         parsed, self.report.skipped = read_tree(self.root, self.tree)
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
         blocks = {b.label: b for b in self.memory.blocks(agent.id)}
         defaults = {s.label: s.value for s in self.memory.default_blocks}
-        for label, b in list(blocks.items()):  # a default block nobody edited: not memory worth a file (a file of that name replaces it)
+        for label, b in list(
+            blocks.items()
+        ):  # a default block nobody edited: not memory worth a file (a file of that name replaces it)
             if label in defaults and b.version == 1 and b.value == defaults[label] and label not in seen:
                 del blocks[label]
         self.agent = agent
@@ -173,8 +198,13 @@ class _Sync:
         self._write_files(new_state)
         data = {"agent": agent.name, "agent_id": agent.id, "layout": self.tree.layout, "blocks": new_state}
         _write_state(self.path, data)
-        return {"format": "memfs", "agent": agent.name, "directory": str(self.root), "layout": self.tree.layout,
-                **self.report.as_dict()}
+        return {
+            "format": "memfs",
+            "agent": agent.name,
+            "directory": str(self.root),
+            "layout": self.tree.layout,
+            **self.report.as_dict(),
+        }
 
     # -- the record and the agent ------------------------------------------------------
 
@@ -195,8 +225,10 @@ class _Sync:
     def _agent(self, state: dict[str, Any] | None) -> Agent:
         found = self.memory.core.find_agent(self.agent_name)
         if state is not None and state.get("agent_id") not in (None, found.id if found else None):
-            raise ValidationError(f"{self.root} is synced with another agent ({state.get('agent')!r}); sync it with "
-                                  "that agent or use another directory.")
+            raise ValidationError(
+                f"{self.root} is synced with another agent ({state.get('agent')!r}); sync it with "
+                "that agent or use another directory."
+            )
         if found is not None:
             return found
         self.report.notes.append(f"created agent {self.agent_name!r} (no default blocks: its memory is this directory)")
@@ -204,13 +236,15 @@ class _Sync:
 
     # -- one label ---------------------------------------------------------------------
 
-    def _one(self, label: str, file: tuple[FileBlock, str] | None, block: Block | None,
-             seen: Record | None) -> Record | None:
+    def _one(
+        self, label: str, file: tuple[FileBlock, str] | None, block: Block | None, seen: Record | None
+    ) -> Record | None:
         sha = _sha(file[1]) if file is not None else None
         record, seen = seen, (seen if seen is not None and "sha" in seen else None)  # seen: the last state that landed
         file_changed = file is not None and (seen is None or sha != seen.get("sha"))
         block_changed = block is not None and (
-            seen is None or block.version != seen.get("version") or block.id != seen.get("block_id"))
+            seen is None or block.version != seen.get("version") or block.id != seen.get("block_id")
+        )
         file_as_left = file is None if seen is None else not file_changed  # as it was when a write was refused
         if record is not None and "rejected" in record and file_as_left:
             if record["rejected"].get("state") == _block_state(block):
@@ -250,8 +284,14 @@ class _Sync:
 
     def _to_store(self, file: tuple[FileBlock, str]) -> Record:
         plan, text = file
-        apply_file(self.memory, self.agent.id, plan, actor="human", operation=self._file_operation(plan.path),
-                   notes=self.report.notes)
+        apply_file(
+            self.memory,
+            self.agent.id,
+            plan,
+            actor="human",
+            operation=self._file_operation(plan.path),
+            notes=self.report.notes,
+        )
         self.report.to_store.append(plan.label)
         now = self.memory.block(self.agent.id, plan.label)
         return {"sha": _sha(text), "block_id": now.id, "version": now.version}
@@ -273,8 +313,9 @@ class _Sync:
         self.report.to_files.append(block.label)
         if before is None and not fmt.projected(rel, self.tree.paths | {rel}, self.tree.layout):
             folder = rel.rsplit("/", 1)[0]
-            self.report.notes.append(f"{rel} is outside Letta Code's memory (layout v2) until {folder}/MEMORY.md "
-                                     "indexes its folder")
+            self.report.notes.append(
+                f"{rel} is outside Letta Code's memory (layout v2) until {folder}/MEMORY.md indexes its folder"
+            )
         return {**(seen or {}), "pending": True}
 
     def _remove_file(self, label: str, seen: Record) -> None:
@@ -284,20 +325,31 @@ class _Sync:
             self.removals[rel] = before
         self.report.files_removed.append(label)
 
-    def _renames(self, parsed: dict[str, tuple[FileBlock, str]], blocks: dict[str, Block],
-                 seen: dict[str, Record], new_state: dict[str, Record]) -> set[str]:
+    def _renames(
+        self,
+        parsed: dict[str, tuple[FileBlock, str]],
+        blocks: dict[str, Block],
+        seen: dict[str, Record],
+        new_state: dict[str, Record],
+    ) -> set[str]:
         """A file moved (the same text at a new path, the old path gone, its block unchanged) renames its block;
         the labels handled."""
-        gone = {seen[x].get("sha"): x for x in seen
-                if x not in parsed and x in blocks and blocks[x].version == seen[x].get("version")
-                and blocks[x].id == seen[x].get("block_id")}
+        gone = {
+            seen[x].get("sha"): x
+            for x in seen
+            if x not in parsed
+            and x in blocks
+            and blocks[x].version == seen[x].get("version")
+            and blocks[x].id == seen[x].get("block_id")
+        }
         handled: set[str] = set()
         for label, (plan, text) in sorted(parsed.items()):
             old = gone.pop(_sha(text), None)
             if old is None or label in blocks or label in seen:
                 continue
-            self.memory.update_block(self.agent.id, old, new_label=label, actor="human",
-                                     operation=f"memfs: renamed from {path_of(old)}")
+            self.memory.update_block(
+                self.agent.id, old, new_label=label, actor="human", operation=f"memfs: renamed from {path_of(old)}"
+            )
             apply_file(self.memory, self.agent.id, plan, actor="human", operation=self._file_operation(plan.path))
             now = self.memory.block(self.agent.id, label)
             new_state[label] = {"sha": _sha(text), "block_id": now.id, "version": now.version}
@@ -474,8 +526,14 @@ def signature(memory: Memory, agent_name: str, root: Path) -> tuple[Any, ...]:
 
 
 def watch_memfs(
-    memory: Memory, agent_name: str, root: Path, *, interval: float, prefer: Prefer | None = None,
-    on_report: Callable[[dict[str, Any]], None], keep_going: Callable[[], bool] = lambda: True,
+    memory: Memory,
+    agent_name: str,
+    root: Path,
+    *,
+    interval: float,
+    prefer: Prefer | None = None,
+    on_report: Callable[[dict[str, Any]], None],
+    keep_going: Callable[[], bool] = lambda: True,
     on_error: Callable[[TiermemError], None] | None = None,
     wait: Callable[[float], object] = time.sleep,
 ) -> None:

@@ -23,22 +23,33 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
+from ..base.errors import ConfigError, TiermemError
 from ..domain import briefing
+from .arguments import check_arguments, error_result, explain
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
-from ..base.errors import ConfigError, TiermemError
-from .notifier import (BLOCK_URI, CORE_URI, FILES_URI_PREFIX, Notifier,  # the URIs: re-exported
-                       register_legacy_subscriptions)
-from .registry import PRESETS, TOOL_GROUPS, TOOLS, label_editors, register_tools, tools_for  # PRESETS, TOOL_GROUPS: re-exported
+from .notifier import (
+    BLOCK_URI,
+    CORE_URI,
+    FILES_URI_PREFIX,
+    Notifier,  # the URIs: re-exported
+    register_legacy_subscriptions,
+)
+from .registry import (
+    PRESETS,
+    TOOL_GROUPS,
+    label_editors,
+    register_tools,
+    tools_for,
+)  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
-from .arguments import check_arguments, error_result, explain
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..base.records import Block
     from ..domain.memory import Memory
     from .netguard import ASGIApp, Token
-    from ..base.records import Block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +91,9 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
             chosen.add(item)
         else:
             known = ", ".join([*PRESETS, *TOOL_GROUPS])
-            raise ConfigError(f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name.")
+            raise ConfigError(
+                f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name."
+            )
 
     for item in items:
         add(item)
@@ -101,8 +114,9 @@ class ToolsOnDemand(ToolManager):
     before. Everything runs on the event loop thread, so no lock is needed.
     """
 
-    def __init__(self, fill: Callable[[], None], *, before: ToolManager,
-                 hidden: Callable[[], frozenset[str]] | None = None) -> None:
+    def __init__(
+        self, fill: Callable[[], None], *, before: ToolManager, hidden: Callable[[], frozenset[str]] | None = None
+    ) -> None:
         """``before``: the manager being replaced; its tools (an extension's, added by ``MCPServer``) stay first.
         ``hidden``: the tools left out of listings now (the file tools while no folder is attached); they can still
         be called (and say what is missing)."""
@@ -149,8 +163,11 @@ class TiermemServer(MCPServer[Runtime]):
         tool = tools.get_tool(name)
         if tool is None:
             known = ", ".join(t.name for t in tools.list_tools())
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
-                           data={"tool": name})
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
+                data={"tool": name},
+            )
         arguments, problem = check_arguments(name, tool.parameters, arguments)
         if problem is None:
             try:
@@ -167,8 +184,11 @@ class TiermemServer(MCPServer[Runtime]):
         prompt = self._prompt_manager.get_prompt(name)
         if prompt is None:
             known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name!r}. Prompts on this server: {known}.",
-                           data={"prompt": name})
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Unknown prompt: {name!r}. Prompts on this server: {known}.",
+                data={"prompt": name},
+            )
         accepted = [a.name for a in prompt.arguments or []]
         extra = sorted(set(arguments or {}) - set(accepted))
         missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in (arguments or {})]
@@ -182,6 +202,7 @@ class TiermemServer(MCPServer[Runtime]):
         listed = await super().list_resources()
         try:
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             blocks = await self.runtime.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("listing block resources failed: %s", exc)
@@ -196,10 +217,16 @@ class TiermemServer(MCPServer[Runtime]):
         from urllib.parse import quote
 
         for name, chars, is_open in views:
-            listed.append(Resource(uri=FILES_URI_PREFIX + quote(name, safe="/"), name=name, title=f"File: {name}",
-                                   description="open in core memory" if is_open else "attached, closed",
-                                   mime_type="text/plain", _meta={"file_name": name, "open": is_open,
-                                                                  "visible_chars": chars}))
+            listed.append(
+                Resource(
+                    uri=FILES_URI_PREFIX + quote(name, safe="/"),
+                    name=name,
+                    title=f"File: {name}",
+                    description="open in core memory" if is_open else "attached, closed",
+                    mime_type="text/plain",
+                    _meta={"file_name": name, "open": is_open, "visible_chars": chars},
+                )
+            )
         for b in blocks:
             listed.append(
                 Resource(
@@ -222,6 +249,7 @@ class TiermemServer(MCPServer[Runtime]):
             label = text[len(prefix) :]
             try:
                 from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
                 block = await self.runtime.read(Memory.block, label)
             except TiermemError as exc:
                 from urllib.parse import unquote  # a client that percent-encoded a label with spaces
@@ -230,6 +258,7 @@ class TiermemServer(MCPServer[Runtime]):
                     raise ResourceNotFoundError(str(exc)) from exc
                 try:
                     from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
                     block = await self.runtime.read(Memory.block, unquote(label))
                 except TiermemError:
                     raise ResourceNotFoundError(str(exc)) from exc
@@ -243,8 +272,9 @@ class TiermemServer(MCPServer[Runtime]):
             from mcp.server.lowlevel.helper_types import ReadResourceContents
 
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             try:
-                body = await self.runtime.call(None, Memory.file_text, unquote(text[len(FILES_URI_PREFIX):]))
+                body = await self.runtime.call(None, Memory.file_text, unquote(text[len(FILES_URI_PREFIX) :]))
             except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return [ReadResourceContents(content=body, mime_type="text/plain")]
@@ -263,9 +293,13 @@ def _block_meta(block: Block) -> dict[str, str | int | bool]:
     }
 
 
-def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterable[Any] = (),
-                 middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = ()
-                 ) -> TiermemServer:
+def build_server(
+    handle: MemoryHandle,
+    settings: Settings,
+    *,
+    extensions: Iterable[Any] = (),
+    middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = (),
+) -> TiermemServer:
     """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
     ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit)."""
     notifier = Notifier(handle, settings.watch_seconds)
@@ -279,20 +313,24 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         budget = briefing.budget_for(client, settings.instructions_max_chars)
         blocks = await runtime.blocks_now(INSTRUCTIONS_WAIT)
         directories = await runtime.directories_now() if blocks is not None else ("", "")
-        return briefing.instructions(blocks, names, budget, editors=editors, dialect=settings.memory_tool_dialect,
-                                     directories=directories)
+        return briefing.instructions(
+            blocks, names, budget, editors=editors, dialect=settings.memory_tool_dialect, directories=directories
+        )
 
     server = TiermemServer(
         name="tiermem",
         title="tiermem: tiered memory",
-        instructions=briefing.instructions(None, names, settings.instructions_max_chars, editors=editors,
-                                           dialect=settings.memory_tool_dialect),
+        instructions=briefing.instructions(
+            None, names, settings.instructions_max_chars, editors=editors, dialect=settings.memory_tool_dialect
+        ),
         version=_version(),
         log_level=settings.log_level,
         lifespan=lifespan,
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
-        middleware=[cast("ServerMiddleware[Any]", m)
-                    for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))],
+        middleware=[
+            cast("ServerMiddleware[Any]", m)
+            for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))
+        ],
         extensions=list(extensions),
         subscriptions=notifier.bus,
     )
@@ -301,8 +339,14 @@ def build_server(handle: MemoryHandle, settings: Settings, *, extensions: Iterab
         runtime.memory_dir = str(settings.sync.expanduser().resolve())
     add_request_handler(server, "server/discover", RequestParams, discover(server, instruct))
     definitions = tools_for(settings.memory_tool_dialect)
-    set_tool_manager(server, ToolsOnDemand(functools.partial(register_tools, server, definitions, names),
-                                           before=tool_manager(server), hidden=runtime.hidden_file_tools))
+    set_tool_manager(
+        server,
+        ToolsOnDemand(
+            functools.partial(register_tools, server, definitions, names),
+            before=tool_manager(server),
+            hidden=runtime.hidden_file_tools,
+        ),
+    )
     _register_resources(server, runtime)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
@@ -340,8 +384,9 @@ def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[s
     return handle
 
 
-def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token], *,
-                   ui: Callable[[ASGIApp], ASGIApp] | None = None) -> ASGIApp:
+def build_http_app(
+    server: TiermemServer, settings: Settings, tokens: list[Token], *, ui: Callable[[ASGIApp], ASGIApp] | None = None
+) -> ASGIApp:
     """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
@@ -353,14 +398,20 @@ def build_http_app(server: TiermemServer, settings: Settings, tokens: list[Token
     checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app: ASGIApp
     if settings.transport == "sse":
-        app = server.sse_app(transport_security=checked_by_guard, host=settings.host,
-                             max_request_body_size=settings.max_request_bytes)
+        app = server.sse_app(
+            transport_security=checked_by_guard, host=settings.host, max_request_body_size=settings.max_request_bytes
+        )
     else:
         from .events import RETRY_MS, MemoryEventStore
 
-        app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=checked_by_guard,
-                                         host=settings.host, max_request_body_size=settings.max_request_bytes,
-                                         event_store=MemoryEventStore(), retry_interval=RETRY_MS)
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=checked_by_guard,
+            host=settings.host,
+            max_request_body_size=settings.max_request_bytes,
+            event_store=MemoryEventStore(),
+            retry_interval=RETRY_MS,
+        )
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
@@ -419,11 +470,13 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
 
 async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:
     from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
     return await _read(runtime, Memory.render_core, line_numbers=line_numbers)
 
 
-async def _read(runtime: Runtime, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args,
-                **kwargs: P.kwargs) -> T:
+async def _read(
+    runtime: Runtime, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
     """A resource read: our errors reach the client as resource errors with their message."""
     try:
         return await runtime.call(None, op, *args, **kwargs)
@@ -440,6 +493,7 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     async def memory_system() -> str:
         try:
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             return await runtime.call(None, Memory.system_prompt)
         except TiermemError as exc:  # the store cannot be read: say why, as a protocol error with our message
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
@@ -451,11 +505,13 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
     )
     async def memory_block(label: str) -> str:
         from ..domain.blocks import render_block
-
         from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
         block = await runtime.read(Memory.block, label)
-        return (f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
-                f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block))
+        return (
+            f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
+            f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block)
+        )
 
 
 async def run_stdio(server: TiermemServer) -> None:
@@ -482,8 +538,11 @@ async def run_stdio(server: TiermemServer) -> None:
                         continue
                     errors = item.errors() if isinstance(item, ArgumentsError) else []
                     not_json = any(e.get("type") == "json_invalid" for e in errors)
-                    code, what = (PARSE_ERROR, "Parse error: the line is not JSON") if not_json else (
-                        INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message")
+                    code, what = (
+                        (PARSE_ERROR, "Parse error: the line is not JSON")
+                        if not_json
+                        else (INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message")
+                    )
                     log.warning("stdin: %s; answered %d and ignored it (%s)", what, code, str(item).splitlines()[0])
                     error = ErrorData(code=code, message=f"{what}. Send one JSON-RPC message per line.")
                     await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))

@@ -200,15 +200,21 @@ def _type_phrase(prop: dict[str, Any]) -> str:
             return "a list of values from " + ", ".join(repr(v) for v in item["enum"])
         plural = {"string": "strings", "integer": "whole numbers", "number": "numbers", "boolean": "booleans"}
         return "a list of " + plural.get(str(item.get("type")), "objects")
-    return {"string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
-            "object": "an object"}.get(str(kind), "a valid value")
+    return {
+        "string": "a string",
+        "integer": "a whole number",
+        "number": "a number",
+        "boolean": "true or false",
+        "object": "an object",
+    }.get(str(kind), "a valid value")
 
 
 def _example(prop: dict[str, Any]) -> Any:
     if "enum" in prop:
         return prop["enum"][0]
     return {"string": "text", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(
-        str(prop.get("type")), "value")
+        str(prop.get("type")), "value"
+    )
 
 
 def _shown(value: Any) -> str:
@@ -242,9 +248,20 @@ def tool_list_cost(tools: list[Any]) -> dict[str, int]:
     from ..domain.tokens import count_tokens
 
     wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
-    seen = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]} for t in wire]
+    seen = [
+        {"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]} for t in wire
+    ]
     whole = json.dumps(wire, ensure_ascii=False)
-    claude_code = sum(len(CLAUDE_CODE_PREFIX + t["name"]) + len(t["description"])
-                      + len(json.dumps(t["input_schema"], separators=(",", ":"))) for t in seen)
-    return {"tools": len(wire), "model_tokens": count_tokens(json.dumps(seen, ensure_ascii=False)),
-            "list_tokens": count_tokens(whole), "list_chars": len(whole), "claude_code_chars": claude_code}
+    claude_code = sum(
+        len(CLAUDE_CODE_PREFIX + t["name"])
+        + len(t["description"])
+        + len(json.dumps(t["input_schema"], separators=(",", ":")))
+        for t in seen
+    )
+    return {
+        "tools": len(wire),
+        "model_tokens": count_tokens(json.dumps(seen, ensure_ascii=False)),
+        "list_tokens": count_tokens(whole),
+        "list_chars": len(whole),
+        "claude_code_chars": claude_code,
+    }

@@ -31,9 +31,16 @@ from .sdk import connection_of
 
 Level = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 LEVELS: tuple[Level, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-PY_LEVEL = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
-            "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL,
-            "emergency": logging.CRITICAL}
+PY_LEVEL = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 DEFAULT_LEVEL: Level = "warning"
 MODERN = ("2026-07-28",)  # protocol versions where log delivery is a per-request opt-in (mcp_types.version)
 
@@ -103,8 +110,9 @@ class ClientLevels:
             if session is None or getattr(ctx, "request_id", None) is None:
                 return await call_next(ctx)  # a notification: nobody to answer
             modern = getattr(ctx, "protocol_version", "") in MODERN
-            sink = _Sink(session, "debug" if modern else self.get(session), anyio.lowlevel.current_token(),
-                         threading.get_ident())
+            sink = _Sink(
+                session, "debug" if modern else self.get(session), anyio.lowlevel.current_token(), threading.get_ident()
+            )
             reset = _sink.set(sink)
             try:
                 result = await call_next(ctx)

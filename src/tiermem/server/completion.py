@@ -21,8 +21,8 @@ from mcp.types import (
     SetLevelRequestParams,
 )
 
-from .clientlog import ClientLevels
 from ..base.errors import TiermemError
+from .clientlog import ClientLevels
 from .sdk import add_request_handler
 
 if TYPE_CHECKING:
@@ -51,13 +51,17 @@ def register_completions_and_logging(
             return CompleteResult(completion=Completion(values=[], total=0, has_more=False))
         try:
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             labels = [b.label for b in await runtime.call(None, Memory.blocks)]
         except TiermemError as exc:
             log.warning("completing block labels failed: %s", exc)
             labels = []
         values = complete_labels(labels, arg.value)
-        return CompleteResult(completion=Completion(values=values[:COMPLETION_MAX], total=len(values),
-                                                    has_more=len(values) > COMPLETION_MAX))
+        return CompleteResult(
+            completion=Completion(
+                values=values[:COMPLETION_MAX], total=len(values), has_more=len(values) > COMPLETION_MAX
+            )
+        )
 
     async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
         levels.set(ctx.session, params.level)

@@ -20,13 +20,20 @@ class FileOpenRequest(BaseModel):
     """Provides a file to open and the range of lines to show."""
 
     file_name: str = Field(description="Name of the file to open")
-    offset: int | None = Field(default=None, description="Optional offset for starting line number (0-indexed). "
-                               "If not specified, starts from beginning of file.")
-    length: int | None = Field(default=None, description="Optional number of lines to view from offset (inclusive). "
-                               "If not specified, views to end of file.")
+    offset: int | None = Field(
+        default=None,
+        description="Optional offset for starting line number (0-indexed). "
+        "If not specified, starts from beginning of file.",
+    )
+    length: int | None = Field(
+        default=None,
+        description="Optional number of lines to view from offset (inclusive). If not specified, views to end of file.",
+    )
 
 
-async def open_files(file_requests: list[FileOpenRequest], ctx: Context[Any, Any], close_all_others: bool = False) -> str:
+async def open_files(
+    file_requests: list[FileOpenRequest], ctx: Context[Any, Any], close_all_others: bool = False
+) -> str:
     """Open one or more files and load their contents into files section in core memory. Maximum of 5 files can be opened simultaneously.
 
     Use this when you want to:
@@ -56,8 +63,13 @@ async def open_files(file_requests: list[FileOpenRequest], ctx: Context[Any, Any
     return await runtime_of(ctx).call(ctx, Memory.open_files, requests, close_all_others)
 
 
-async def grep_files(pattern: str, ctx: Context[Any, Any], include: str | None = None, context_lines: int | None = 1,
-                     offset: int | None = None) -> str:
+async def grep_files(
+    pattern: str,
+    ctx: Context[Any, Any],
+    include: str | None = None,
+    context_lines: int | None = 1,
+    offset: int | None = None,
+) -> str:
     """Searches file contents for pattern matches with surrounding context.
 
     Results are paginated - shows 20 matches per call. The response includes:

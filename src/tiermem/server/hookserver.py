@@ -43,12 +43,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..domain import autorecall, briefing
 from ..base.errors import ShuttingDownError, TiermemError, ValidationError
 from ..base.projects import project_of
 from ..base.quoting import drop_private
 from ..base.records import now
 from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
+from ..domain import autorecall, briefing
 from .registry import label_editors
 
 if TYPE_CHECKING:
@@ -66,14 +66,25 @@ REFIRE_WINDOW = 10.0  # seconds: without a prompt id or a transcript, the same t
 
 
 class HookListener:
-    def __init__(self, handle: MemoryHandle, settings: Settings, tools: Collection[str],
-                 stop: Shutdown | None = None, *, refire_window: float = REFIRE_WINDOW) -> None:
+    def __init__(
+        self,
+        handle: MemoryHandle,
+        settings: Settings,
+        tools: Collection[str],
+        stop: Shutdown | None = None,
+        *,
+        refire_window: float = REFIRE_WINDOW,
+    ) -> None:
         self.handle = handle
         self.stop = stop
         self.tools = list(tools)
         self.key = memory_key(settings.resolved_data_dir(), settings.agent)
-        self.recall = autorecall.RecallSettings(settings.auto_recall_threshold, settings.auto_recall_limit,
-                                                settings.auto_recall_max_chars, settings.recall_scope)
+        self.recall = autorecall.RecallSettings(
+            settings.auto_recall_threshold,
+            settings.auto_recall_limit,
+            settings.auto_recall_max_chars,
+            settings.recall_scope,
+        )
         self.enabled_recall = settings.auto_recall
         self.dialect = settings.memory_tool_dialect
         self.path: Path | None = None
@@ -93,8 +104,11 @@ class HookListener:
             return None
         path = directory / socket_name(self.key, os.getppid(), os.getpid())
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-            log.warning("hooks cannot reach this server: the socket path %s is too long; set XDG_RUNTIME_DIR to a "
-                        "shorter directory", path)
+            log.warning(
+                "hooks cannot reach this server: the socket path %s is too long; set XDG_RUNTIME_DIR to a "
+                "shorter directory",
+                path,
+            )
             return None
         path.unlink(missing_ok=True)  # left by an earlier process that had this pid
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -150,12 +164,22 @@ class HookListener:
             if too_long:
                 _drain(rfile)  # read to its end, so the hook is not cut off while it sends and can read the answer
             with self.stop.request() if self.stop is not None else nullcontext():  # the writes are done inside
-                answer, then = (_refused(f"it is over {MAX_REQUEST:,} bytes, the most a hook request may be (a prompt "
-                                         "or reply that long is neither logged nor searched)"), None) if too_long \
+                answer, then = (
+                    (
+                        _refused(
+                            f"it is over {MAX_REQUEST:,} bytes, the most a hook request may be (a prompt "
+                            "or reply that long is neither logged nor searched)"
+                        ),
+                        None,
+                    )
+                    if too_long
                     else self._answer_line(line)
+                )
                 _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
                 if then is not None:
-                    self._then(then)  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
+                    self._then(
+                        then
+                    )  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
         except ShuttingDownError as exc:
             _send(conn, {"ok": False, "error": str(exc)})
         except OSError as exc:
@@ -183,8 +207,11 @@ class HookListener:
             return {"ok": False, "error": str(exc)}, None
         except Exception as exc:
             log.exception("a hook request failed: tiermem failed on it")
-            return {"ok": False, "error": f"tiermem failed on this hook request ({type(exc).__name__}: {exc}); the "
-                                          "server's log (stderr) has the traceback"}, None
+            return {
+                "ok": False,
+                "error": f"tiermem failed on this hook request ({type(exc).__name__}: {exc}); the "
+                "server's log (stderr) has the traceback",
+            }, None
 
     def answer(self, request: object) -> tuple[dict[str, Any], Callable[[], object] | None]:
         """The answer to one hook request (``{"ok": true, "context": text}``, text maybe empty) and the write to do
@@ -206,9 +233,14 @@ class HookListener:
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
             memory, agent_id = self.handle.get()
-            core = briefing.instructions(memory.blocks(agent_id), self.tools, SESSION_CONTEXT_CHARS,
-                                         editors=label_editors(self.dialect), dialect=self.dialect,
-                                         directories=memory.directory_texts(agent_id))
+            core = briefing.instructions(
+                memory.blocks(agent_id),
+                self.tools,
+                SESSION_CONTEXT_CHARS,
+                editors=label_editors(self.dialect),
+                dialect=self.dialect,
+                directories=memory.directory_texts(agent_id),
+            )
             return {"ok": True, "context": core}, None
         if event not in ("UserPromptSubmit", "Stop"):
             return {"ok": True, "context": ""}, None
@@ -230,8 +262,9 @@ class HookListener:
         if not text.strip():
             return answer, None
         turn = self.turn(data, session, role, text)
-        return answer, lambda: autorecall.log_turn(memory, agent_id, session=session, turn=turn, role=role,
-                                                   content=text, at=at, project=project)
+        return answer, lambda: autorecall.log_turn(
+            memory, agent_id, session=session, turn=turn, role=role, content=text, at=at, project=project
+        )
 
     def turn(self, data: dict[str, Any], session: str, role: str, text: str) -> str:
         """What tells this turn from the same words said again in the session (see the module's docstring)."""
@@ -284,8 +317,9 @@ def _is_prompt(entry: object) -> bool:
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return True
-    return isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result"
-                                                 for b in content)
+    return isinstance(content, list) and not any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
 def _send(conn: socket.socket, answer: dict[str, Any]) -> None:

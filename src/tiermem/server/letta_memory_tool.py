@@ -23,16 +23,16 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from ..base.config import BlockSpec
+from ..base.errors import EditError, NotFoundError, TiermemError
 from ..domain import blocks as rules
 from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
-from ..base.config import BlockSpec
-from ..base.errors import EditError, NotFoundError, TiermemError
 from .runtime import runtime_of
 
 if TYPE_CHECKING:
-    from ..domain.memory import Memory
     from ..base.records import Block
+    from ..domain.memory import Memory
 
 Command = Literal["create", "str_replace", "insert", "delete", "rename", "update_description"]
 
@@ -57,8 +57,9 @@ def _tree(root: str | None) -> files.Tree:
 
 
 def _done(result: FilesResult) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=result.message)],
-                          structured_content=result.model_dump(mode="json"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.message)], structured_content=result.model_dump(mode="json")
+    )
 
 
 async def memory(
@@ -86,9 +87,19 @@ async def memory(
     - rename: old_path, new_path
     - update_description: file_path, description
     """
-    args = {"command": command, "reason": reason, "file_path": file_path, "old_path": old_path, "new_path": new_path,
-            "old_string": old_string, "new_string": new_string, "insert_line": insert_line,
-            "insert_text": insert_text, "description": description, "file_text": file_text}
+    args = {
+        "command": command,
+        "reason": reason,
+        "file_path": file_path,
+        "old_path": old_path,
+        "new_path": new_path,
+        "old_string": old_string,
+        "new_string": new_string,
+        "insert_line": insert_line,
+        "insert_text": insert_text,
+        "description": description,
+        "file_text": file_text,
+    }
     root = _root(ctx)
     return _done(await runtime_of(ctx).call(ctx, run_command, args, root))
 
@@ -150,8 +161,13 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
         if any(b.label == label for b in m.blocks(agent_id)):
             raise EditError(f"memory create: block already exists at {raw}")
         value = args.get("file_text") or ""
-        spec = BlockSpec(label=label, value=value, description=fmt.one_line(text), limit=files.fit_limit(value),
-                         metadata=files.pinned_meta(tree.pinned(label + fmt.SUFFIX)))
+        spec = BlockSpec(
+            label=label,
+            value=value,
+            description=fmt.one_line(text),
+            limit=files.fit_limit(value),
+            metadata=files.pinned_meta(tree.pinned(label + fmt.SUFFIX)),
+        )
         block = m.create_block(agent_id, spec, actor=actor, operation=op)
         return _result(command, [block], f"Memory create: created {block.label}.md (version 1).")
     if command in ("str_replace", "insert", "update_description"):
@@ -167,8 +183,9 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
             if isinstance(line, bool) or not isinstance(line, int | float) or math.isnan(line):
                 raise EditError("memory insert: 'insert_line' must be a number")
             _find(m, agent_id, label, raw)
-            edit = rules.LineInsert(text, int(max(1, math.floor(line))) if math.isfinite(line) else 1 << 30,
-                                    operation=op)
+            edit = rules.LineInsert(
+                text, int(max(1, math.floor(line))) if math.isfinite(line) else 1 << 30, operation=op
+            )
         else:
             text = _need(args, "description")
             before = _find(m, agent_id, label, raw)
@@ -195,20 +212,30 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
         _find(m, agent_id, old_label, old_raw)
         pinned = tree.pinned(new_label + fmt.SUFFIX)
         block = m.update_block(agent_id, old_label, new_label=new_label, pinned=pinned, actor=actor, operation=op)
-        return _result(command, [block], f"Memory rename: {old_label}.md is now {new_label}.md "
-                                         f"(version {block.version}).", paths=[old_label + ".md", new_label + ".md"])
+        return _result(
+            command,
+            [block],
+            f"Memory rename: {old_label}.md is now {new_label}.md (version {block.version}).",
+            paths=[old_label + ".md", new_label + ".md"],
+        )
     raise EditError(f"Unsupported memory command: {command}")
 
 
 def _result(command: str, changed: list[Block], message: str, paths: list[str] | None = None) -> FilesResult:
-    return FilesResult(command=command, paths=paths or [b.label + fmt.SUFFIX for b in changed], message=message,
-                       versions={b.label: b.version for b in changed})
+    return FilesResult(
+        command=command,
+        paths=paths or [b.label + fmt.SUFFIX for b in changed],
+        message=message,
+        versions={b.label: b.version for b in changed},
+    )
 
 
 def _changed(command: str, before: Block, after: Block) -> FilesResult:
     if after.version == before.version:
-        raise EditError(f"Memory {command} made no effective changes; nothing was committed. The resulting content "
-                        "matched what was already there.")
+        raise EditError(
+            f"Memory {command} made no effective changes; nothing was committed. The resulting content "
+            "matched what was already there."
+        )
     return _result(command, [after], f"Memory {command}: {after.label}.md is now version {after.version}.")
 
 
@@ -285,8 +312,9 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
             if planned is None:
                 if label in moved and label in blocks:
                     new = moved[label]
-                    blocks[new] = m.update_block(agent_id, label, new_label=new, pinned=tree.pinned(new + fmt.SUFFIX),
-                                                 actor=actor, operation=op)
+                    blocks[new] = m.update_block(
+                        agent_id, label, new_label=new, pinned=tree.pinned(new + fmt.SUFFIX), actor=actor, operation=op
+                    )
                     del blocks[label]
                 elif label in blocks:
                     m.delete_block(agent_id, label, actor=actor)
@@ -297,17 +325,28 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
                 continue
             b = m.block(agent_id, label)
             if b.description != plan.description or not files.same_front(b.metadata.get(fmt.FRONT_KEY), plan.front):
-                b = m.update_block(agent_id, label, description=plan.description,
-                                   metadata={fmt.FRONT_KEY: plan.front or ""}, actor=actor, operation=op)
+                b = m.update_block(
+                    agent_id,
+                    label,
+                    description=plan.description,
+                    metadata={fmt.FRONT_KEY: plan.front or ""},
+                    actor=actor,
+                    operation=op,
+                )
             if b.value != plan.value:
-                b = m.edit(agent_id, label, rules.Rethink(plan.value, operation=op, check_line_numbers=False),
-                           actor=actor)
+                b = m.edit(
+                    agent_id, label, rules.Rethink(plan.value, operation=op, check_line_numbers=False), actor=actor
+                )
             changed.append(b)
         except TiermemError as exc:
             raise EditError(f"{tool}: {label}.md: {exc} (the files before it in the patch were changed)") from exc
     paths = sorted({o.label + fmt.SUFFIX for o in ops} | {o.target + fmt.SUFFIX for o in ops})
-    return FilesResult(command=tool, paths=paths, message=f"{tool} applied to {', '.join(paths)}.",
-                       versions={b.label: b.version for b in changed})
+    return FilesResult(
+        command=tool,
+        paths=paths,
+        message=f"{tool} applied to {', '.join(paths)}.",
+        versions={b.label: b.version for b in changed},
+    )
 
 
 def edited_labels(arguments: dict[str, Any]) -> list[str]:
@@ -318,8 +357,11 @@ def edited_labels(arguments: dict[str, Any]) -> list[str]:
             for o in fmt.parse_codex_patch(arguments["input"]):
                 out += [o.label, o.target]
         else:
-            out += [fmt.label_of_path(arguments[k], k) for k in ("file_path", "old_path", "new_path")
-                    if isinstance(arguments.get(k), str)]
+            out += [
+                fmt.label_of_path(arguments[k], k)
+                for k in ("file_path", "old_path", "new_path")
+                if isinstance(arguments.get(k), str)
+            ]
     except TiermemError:
         return []
     return list(dict.fromkeys(out))

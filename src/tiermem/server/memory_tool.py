@@ -13,14 +13,14 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ..domain import blocks as rules
 from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, ValidationError
+from ..domain import blocks as rules
 from .runtime import runtime_of
 
 if TYPE_CHECKING:
-    from ..domain.memory import Memory
     from ..base.records import Block
+    from ..domain.memory import Memory
 
 ROOT = rules.MEMORY_PATH_PREFIX.rstrip("/")  # "/memories"
 Command = Literal["view", "create", "str_replace", "insert", "delete", "rename"]
@@ -70,13 +70,23 @@ async def memory_tool(
     Never copy the line numbers shown by view into edits.
     """
     args = {
-        "command": command, "path": path, "view_range": view_range, "file_text": file_text,
-        "description": description, "old_str": old_str, "new_str": new_str, "insert_line": insert_line,
-        "insert_text": insert_text, "old_path": old_path, "new_path": new_path,
+        "command": command,
+        "path": path,
+        "view_range": view_range,
+        "file_text": file_text,
+        "description": description,
+        "old_str": old_str,
+        "new_str": new_str,
+        "insert_line": insert_line,
+        "insert_text": insert_text,
+        "old_path": old_path,
+        "new_path": new_path,
     }
     text, data = await runtime_of(ctx).call(ctx, run_command, args)
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=data.model_dump(mode="json", exclude_none=True))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=data.model_dump(mode="json", exclude_none=True),
+    )
 
 
 def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, MemoryResult]:
@@ -87,9 +97,16 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
 
     def need(name: str) -> Any:
         if args.get(name) is None:
-            example = {"path": "/memories/human", "file_text": "Goal: ship v1", "old_str": "ship", "new_str": "ship v1",
-                       "insert_text": "Likes tea", "old_path": "/memories/notes", "new_path": "/memories/project",
-                       "description": "Project notes"}.get(name, "...")
+            example = {
+                "path": "/memories/human",
+                "file_text": "Goal: ship v1",
+                "old_str": "ship",
+                "new_str": "ship v1",
+                "insert_text": "Likes tea",
+                "old_path": "/memories/notes",
+                "new_path": "/memories/project",
+                "description": "Project notes",
+            }.get(name, "...")
             raise ValidationError(f"memory {command} needs `{name}`, for example {name}={example!r}.")
         return args[name]
 
@@ -131,10 +148,14 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
             return text, MemoryResult(command=command, path=args["new_path"], kind="message", message=text)
         path = need("path")
         label = rules.label_from_path(path)
-        m.update_block(agent_id, label, description=need("description"), actor=current_actor.get(), operation="describe")
+        m.update_block(
+            agent_id, label, description=need("description"), actor=current_actor.get(), operation="describe"
+        )
         text = f"Updated the description of memory block {label!r}."
         return text, MemoryResult(command=command, path=path, kind="message", message=text)
-    raise ValidationError(f"Unknown memory command {command!r}; use view, create, str_replace, insert, delete or rename.")
+    raise ValidationError(
+        f"Unknown memory command {command!r}; use view, create, str_replace, insert, delete or rename."
+    )
 
 
 def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> tuple[str, MemoryResult]:
@@ -144,7 +165,7 @@ def view(m: Memory, agent_id: str, path: str, view_range: list[int] | None) -> t
             f"Invalid path {path!r}: memory paths look like '/memories' or '/memories/<label>', "
             "for example '/memories/human'."
         )
-    rel = path[len(ROOT):].strip("/")
+    rel = path[len(ROOT) :].strip("/")
     blocks = m.blocks(agent_id)
     for b in blocks:
         if rel and b.label == rel:
@@ -163,7 +184,9 @@ def _view_file(path: str, block: Block, view_range: list[int] | None) -> tuple[s
     start, end = 1, len(lines)
     if view_range is not None:
         if len(view_range) != 2 or any(isinstance(n, bool) or not isinstance(n, int) for n in view_range):
-            raise ValidationError("view_range must be two line numbers [start, end], e.g. [1, 10]; end -1 means the last line.")
+            raise ValidationError(
+                "view_range must be two line numbers [start, end], e.g. [1, 10]; end -1 means the last line."
+            )
         start, end = view_range[0], (len(lines) if view_range[1] == -1 else view_range[1])
         if not 1 <= start <= len(lines) or not start <= end <= len(lines):
             raise ValidationError(
@@ -179,16 +202,32 @@ def _view_directory(path: str, rel: str, blocks: list[Block]) -> tuple[str, Memo
     entries: list[MemoryEntry] = []
     dirs: dict[str, list[Block]] = {}
     for b in blocks:
-        rest = b.label[len(rel) + 1:] if rel else b.label
+        rest = b.label[len(rel) + 1 :] if rel else b.label
         head, sep, _ = rest.partition("/")
         if sep:
             dirs.setdefault(head, []).append(b)
         else:
-            entries.append(MemoryEntry(path=f"{path}/{rest}", kind="file", chars=len(b.value), limit=b.limit,
-                                       read_only=b.read_only, description=b.description))
+            entries.append(
+                MemoryEntry(
+                    path=f"{path}/{rest}",
+                    kind="file",
+                    chars=len(b.value),
+                    limit=b.limit,
+                    read_only=b.read_only,
+                    description=b.description,
+                )
+            )
     for head, group in dirs.items():
-        entries.append(MemoryEntry(path=f"{path}/{head}", kind="directory", chars=sum(len(b.value) for b in group),
-                                   limit=None, read_only=False, description=f"{len(group)} files"))
+        entries.append(
+            MemoryEntry(
+                path=f"{path}/{head}",
+                kind="directory",
+                chars=sum(len(b.value) for b in group),
+                limit=None,
+                read_only=False,
+                description=f"{len(group)} files",
+            )
+        )
     entries.sort(key=lambda e: e.path)
     lines = [f"Here are the files in {path} (one per memory block; size in characters of its limit):"]
     for e in entries:
@@ -199,4 +238,3 @@ def _view_directory(path: str, rel: str, blocks: list[Block]) -> tuple[str, Memo
     if not entries:
         lines.append(f"(empty: create a file with command create, path {ROOT}/<label>)")
     return "\n".join(lines), MemoryResult(command="view", path=path, kind="directory", entries=entries)
-

@@ -50,8 +50,22 @@ def _digest(secret: str) -> bytes:
 
 
 # Text that marks an example or placeholder token (the sample configs', docs' and common ones): never a real secret.
-PLACEHOLDER_MARKS = ("replace", "example", "changeme", "change-me", "change_me", "placeholder", "your-token",
-                     "your_token", "yourtoken", "openssl", "<", ">", "...", "secret-here")
+PLACEHOLDER_MARKS = (
+    "replace",
+    "example",
+    "changeme",
+    "change-me",
+    "change_me",
+    "placeholder",
+    "your-token",
+    "your_token",
+    "yourtoken",
+    "openssl",
+    "<",
+    ">",
+    "...",
+    "secret-here",
+)
 TOKEN_FIX = "generate one with `openssl rand -hex 32` (or `python -c 'import secrets; print(secrets.token_hex(32))'`)"
 
 
@@ -63,13 +77,15 @@ def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
         if not isinstance(secret, str) or len(secret) < 16:
             raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters; {TOKEN_FIX}.")
         if looks_like_placeholder(secret):
-            raise ConfigError(f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
-                              f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
-                              "give the same value to your clients.")
+            raise ConfigError(
+                f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
+                f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
+                "give the same value to your clients."
+            )
         if isinstance(agents, str):
             agents = [agents]
         if not agents or not all(isinstance(a, str) and a for a in agents):
-            raise ConfigError(f"{where}: token #{n + 1} needs `agents`, a list of agent names or [\"*\"].")
+            raise ConfigError(f'{where}: token #{n + 1} needs `agents`, a list of agent names or ["*"].')
         tokens.append(Token(_digest(secret), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
     return tokens
 
@@ -94,8 +110,10 @@ def warn_if_readable(path: Path) -> None:
     except OSError:
         return  # reading it reports the problem
     if mode & 0o077:
-        sys.stderr.write(f"tiermem: warning: {path} holds tokens and other users can read it (mode "
-                         f"{oct(mode & 0o777)}); run `chmod 600 {path}`\n")
+        sys.stderr.write(
+            f"tiermem: warning: {path} holds tokens and other users can read it (mode "
+            f"{oct(mode & 0o777)}); run `chmod 600 {path}`\n"
+        )
 
 
 def write_private(path: Path, text: str) -> None:
@@ -182,7 +200,9 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = headers.get("host", "").lower()
         if host not in self.allowed_hosts:
-            await _reply(send, 403, f"Host {host!r} is not allowed (DNS-rebinding protection). Add it to allowed_hosts.")
+            await _reply(
+                send, 403, f"Host {host!r} is not allowed (DNS-rebinding protection). Add it to allowed_hosts."
+            )
             return
         origin = headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
@@ -195,7 +215,9 @@ class Guard:
             if token is None and ui == "static" and scope.get("method") in ("GET", "HEAD"):
                 pass  # the inspector's page itself: static files, no memory in them
             elif token is None:
-                await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": 'Bearer realm="tiermem"'})
+                await _reply(
+                    send, 401, "A valid bearer token is required.", {"www-authenticate": 'Bearer realm="tiermem"'}
+                )
                 return
             elif ui is not None:
                 scope["tiermem.agents"] = token.agents  # the inspector shows only these agents
@@ -209,7 +231,7 @@ class Guard:
         await self.app(scope, self._limited(receive), send)
 
     def _ui_path(self, path: str) -> str | None:
-        """"api" or "static" for a path of the inspector, else None."""
+        """ "api" or "static" for a path of the inspector, else None."""
         prefix = self.ui_prefix
         if prefix is None or not (path == prefix or path.startswith(prefix + "/")):
             return None

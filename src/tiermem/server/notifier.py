@@ -27,8 +27,13 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.subscriptions import (InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated,
-                                     ToolsListChanged)
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
 
@@ -304,6 +309,7 @@ class Notifier:
 def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) -> None:
     """``resources/subscribe`` for clients on protocol versions before 2026-07-28, and ``subscriptions/listen`` on
     the notifier's bus (both take the watch's baseline before they answer)."""
+
     async def on_subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         await notifier.subscribe(str(params.uri), ctx.session)  # any URI: a block may be created after it
         return EmptyResult()
@@ -331,8 +337,6 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
     add_request_handler(server, "subscriptions/listen", SubscriptionsListenRequestParams, on_listen)
     # Advertise listChanged to legacy clients as the 2026-07-28 era does (it derives them from subscriptions/listen).
     advertise(server, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True))
-
-
 
 
 def _versions(memory: Memory, agent_id: str) -> dict[str, int]:

@@ -51,7 +51,9 @@ class ToolDef:
     read_commands: tuple[str, ...] = ()  # values of ``command`` that edit nothing (the memory tool's view)
     for_agent: bool = True  # offered to the built-in agent loop
     sleeptime: bool = False  # offered to the sleep-time agent
-    labels_fn: str | None = None  # "module:function" giving the labels a call edited, for arguments block_args cannot name
+    labels_fn: str | None = (
+        None  # "module:function" giving the labels a call edited, for arguments block_args cannot name
+    )
 
     @property
     def fn(self) -> Callable[..., Awaitable[object]] | None:
@@ -89,28 +91,99 @@ class ToolDef:
 
 LABEL = ("label",)
 TOOLS: tuple[ToolDef, ...] = (
-    ToolDef("memory_replace", "server.tools:memory_replace", EDIT, "Replace unique text in a memory block", "letta", LABEL, sleeptime=True),
-    ToolDef("memory_insert", "server.tools:memory_insert", ADD, "Insert lines into a memory block", "letta", LABEL, sleeptime=True),
-    ToolDef("memory_rethink", "server.tools:memory_rethink", SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True),
+    ToolDef(
+        "memory_replace",
+        "server.tools:memory_replace",
+        EDIT,
+        "Replace unique text in a memory block",
+        "letta",
+        LABEL,
+        sleeptime=True,
+    ),
+    ToolDef(
+        "memory_insert",
+        "server.tools:memory_insert",
+        ADD,
+        "Insert lines into a memory block",
+        "letta",
+        LABEL,
+        sleeptime=True,
+    ),
+    ToolDef(
+        "memory_rethink", "server.tools:memory_rethink", SET, "Rewrite a memory block", "letta", LABEL, sleeptime=True
+    ),
     ToolDef("core_memory_append", "server.tools:core_memory_append", ADD, "Append to a memory block", "classic", LABEL),
-    ToolDef("core_memory_replace", "server.tools:core_memory_replace", EDIT, "Replace text in a memory block", "classic", LABEL),
+    ToolDef(
+        "core_memory_replace",
+        "server.tools:core_memory_replace",
+        EDIT,
+        "Replace text in a memory block",
+        "classic",
+        LABEL,
+    ),
     ToolDef("memory_apply_patch", "server.tools:memory_apply_patch", EDIT, "Patch a memory block", "patch", LABEL),
-    ToolDef("memory", "server.memory_tool:memory_tool", CHANGE, "Manage memory blocks as /memories files", "memory_tool",
-            ("path", "old_path"), path_args=True, read_commands=("view",)),
-    ToolDef("core_memory_view", "server.tools:core_memory_view", READ, "View core memory", "read", for_agent=False),  # in the system prompt
+    ToolDef(
+        "memory",
+        "server.memory_tool:memory_tool",
+        CHANGE,
+        "Manage memory blocks as /memories files",
+        "memory_tool",
+        ("path", "old_path"),
+        path_args=True,
+        read_commands=("view",),
+    ),
+    ToolDef(
+        "core_memory_view", "server.tools:core_memory_view", READ, "View core memory", "read", for_agent=False
+    ),  # in the system prompt
     ToolDef("memory_open", "server.tools:memory_open", READ, "Open a memory block", "read"),
     ToolDef("memory_history", "server.tools:memory_history", READ, "Block version history", "history"),
-    ToolDef("memory_revert", "server.tools:memory_revert", EDIT, "Revert a block to an earlier version", "history", LABEL),
-    ToolDef("conversation_log", "server.search_tools:conversation_log", ADD, "Record conversation turns", "recall", for_agent=False),  # the loop logs itself
-    ToolDef("conversation_search", "server.search_tools:conversation_search", READ, "Search past conversations", "recall"),
-    ToolDef("archival_memory_insert", "server.search_tools:archival_memory_insert", ADD, "Save to archival memory", "archival"),
-    ToolDef("archival_memory_search", "server.search_tools:archival_memory_search", READ, "Search archival memory", "archival"),
-    ToolDef("archival_memory_delete", "server.search_tools:archival_memory_delete", CHANGE, "Delete an archival passage", "archival"),
-    ToolDef("archival_memory_list", "server.search_tools:archival_memory_list", READ, "List archival memory", "archival"),
+    ToolDef(
+        "memory_revert", "server.tools:memory_revert", EDIT, "Revert a block to an earlier version", "history", LABEL
+    ),
+    ToolDef(
+        "conversation_log",
+        "server.search_tools:conversation_log",
+        ADD,
+        "Record conversation turns",
+        "recall",
+        for_agent=False,
+    ),  # the loop logs itself
+    ToolDef(
+        "conversation_search", "server.search_tools:conversation_search", READ, "Search past conversations", "recall"
+    ),
+    ToolDef(
+        "archival_memory_insert",
+        "server.search_tools:archival_memory_insert",
+        ADD,
+        "Save to archival memory",
+        "archival",
+    ),
+    ToolDef(
+        "archival_memory_search",
+        "server.search_tools:archival_memory_search",
+        READ,
+        "Search archival memory",
+        "archival",
+    ),
+    ToolDef(
+        "archival_memory_delete",
+        "server.search_tools:archival_memory_delete",
+        CHANGE,
+        "Delete an archival passage",
+        "archival",
+    ),
+    ToolDef(
+        "archival_memory_list", "server.search_tools:archival_memory_list", READ, "List archival memory", "archival"
+    ),
     ToolDef("open_files", "server.file_tools:open_files", SET, "Open files into core memory", "files"),
     ToolDef("grep_files", "server.file_tools:grep_files", READ, "Search attached files by pattern", "files"),
-    ToolDef("semantic_search_files", "server.file_tools:semantic_search_files", READ, "Search attached files by meaning",
-            "files"),
+    ToolDef(
+        "semantic_search_files",
+        "server.file_tools:semantic_search_files",
+        READ,
+        "Search attached files by meaning",
+        "files",
+    ),
     ToolDef("agent_chat", None, CHAT, "Chat with the memory agent", "agent", for_agent=False),
 )
 BY_NAME: dict[str, ToolDef] = {d.name: d for d in TOOLS}
@@ -124,8 +197,16 @@ del _d
 # writes. The classic names, the memory tool, core_memory_view, conversation_log and archival_memory_list are in
 # their groups and in "all".
 PRESETS: dict[str, tuple[str, ...]] = {
-    "default": ("letta", "memory_open", "history", "conversation_search", "archival_memory_insert",
-                "archival_memory_search", "archival_memory_delete", "files"),
+    "default": (
+        "letta",
+        "memory_open",
+        "history",
+        "conversation_search",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "archival_memory_delete",
+        "files",
+    ),
     "minimal": ("letta", "memory_open", "conversation_search", "archival_memory_insert", "archival_memory_search"),
     "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
 }
@@ -143,10 +224,22 @@ KNOWN_TOOLS = frozenset(d.name for d in TOOLS if d.target is not None) | {SEND_M
 # Letta Code's dialect of two tools (setting memory_tool_dialect = "letta-code"): the same names with Letta Code's
 # arguments (`reason`, relative file paths; a codex-style patch) in place of the definitions above.
 LETTA_CODE_TOOLS: tuple[ToolDef, ...] = (
-    ToolDef("memory", "server.letta_memory_tool:memory", CHANGE, "Edit memory files (Letta Code)", "memory_tool",
-            labels_fn="server.letta_memory_tool:edited_labels"),
-    ToolDef("memory_apply_patch", "server.letta_memory_tool:memory_apply_patch", CHANGE, "Patch memory files (Letta Code)",
-            "patch", labels_fn="server.letta_memory_tool:edited_labels"),
+    ToolDef(
+        "memory",
+        "server.letta_memory_tool:memory",
+        CHANGE,
+        "Edit memory files (Letta Code)",
+        "memory_tool",
+        labels_fn="server.letta_memory_tool:edited_labels",
+    ),
+    ToolDef(
+        "memory_apply_patch",
+        "server.letta_memory_tool:memory_apply_patch",
+        CHANGE,
+        "Patch memory files (Letta Code)",
+        "patch",
+        labels_fn="server.letta_memory_tool:edited_labels",
+    ),
 )
 DIALECTS = ("anthropic", "letta-code")
 
@@ -192,6 +285,12 @@ def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names
         structured = returns_structured(fn)
         if not annotations.read_only_hint:
             fn = idempotent(name, fn)
-        server.add_tool(model_errors(fn), name=name, title=title, annotations=annotations,
-                        description=describe(fn.__doc__ or ""), structured_output=structured)
+        server.add_tool(
+            model_errors(fn),
+            name=name,
+            title=title,
+            annotations=annotations,
+            description=describe(fn.__doc__ or ""),
+            structured_output=structured,
+        )
         tidy_published_schema(server, name)

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import anyio
 
-from .clientlog import client_log
-from ..base.errors import TiermemError
 from ..base import gcpause
 from ..base.background import OPEN_TIMEOUT, Opening
+from ..base.errors import TiermemError
+from .clientlog import client_log
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
-    from ..domain.memory import Memory
     from ..base.records import Block
+    from ..domain.memory import Memory
 
 log = logging.getLogger(__name__)
 FILE_TOOLS = frozenset({"open_files", "grep_files", "semantic_search_files"})  # published with a folder attached
@@ -97,8 +97,14 @@ class Runtime:
     open_after_first_answer: bool = field(default=False, init=False)  # set by ``lifespan``
     memory_dir: str | None = None  # the synced MemFS directory (setting `sync`), if any
 
-    async def call(self, ctx: Context[Any, Any] | None, op: Callable[Concatenate[Memory, str, P], T], /,
-                   *args: P.args, **kwargs: P.kwargs) -> T:
+    async def call(
+        self,
+        ctx: Context[Any, Any] | None,
+        op: Callable[Concatenate[Memory, str, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
         """Run the domain operation ``op(memory, agent_id, *args, **kwargs)`` (a ``Memory`` method, or a function
         taking the memory and the agent id) in a worker thread, then publish the changes it made."""
 
@@ -141,6 +147,7 @@ class Runtime:
             return None
         try:
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             return await self.read(Memory.blocks)
         except TiermemError as exc:
             log.warning("could not read core memory for the instructions: %s", exc)
@@ -150,6 +157,7 @@ class Runtime:
         """The agent's ``<directories>`` for the instructions, in full and in short (("", "") when unreadable)."""
         try:
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             return await self.read(Memory.directory_texts)
         except TiermemError as exc:
             log.warning("could not read the agent's folders for the instructions: %s", exc)

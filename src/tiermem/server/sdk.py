@@ -36,8 +36,9 @@ def lowlevel(server: MCPServer[Any]) -> Any:
     return server._lowlevel_server
 
 
-def add_request_handler(server: MCPServer[Any], method: str, params: type[Any],
-                        handler: Callable[[Any, Any], Awaitable[Any]]) -> None:
+def add_request_handler(
+    server: MCPServer[Any], method: str, params: type[Any], handler: Callable[[Any, Any], Awaitable[Any]]
+) -> None:
     """Answer ``method`` with ``handler(ctx, params)`` (the low-level server's registry)."""
     lowlevel(server).add_request_handler(method, params, handler)
 

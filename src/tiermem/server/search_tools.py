@@ -21,8 +21,9 @@ class LogMessage(BaseModel):
     content: str
     timestamp: str | None = Field(default=None, description="ISO 8601; defaults to now")
     conversation_id: str | None = Field(default=None, description="groups turns of one conversation")
-    project: str | None = Field(default=None, description="the project (repository path) the turn belongs to; "
-                                "omitted: shared by every project")
+    project: str | None = Field(
+        default=None, description="the project (repository path) the turn belongs to; omitted: shared by every project"
+    )
 
 
 class Ranking(BaseModel):
@@ -142,8 +143,16 @@ async def conversation_search(
     Results: timestamp, time_ago, role, content, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
-    result = await runtime_of(ctx).call(ctx, Memory.conversation_search, query, roles=roles, limit=limit,
-                                        start_date=start_date, end_date=end_date, project=project)
+    result = await runtime_of(ctx).call(
+        ctx,
+        Memory.conversation_search,
+        query,
+        roles=roles,
+        limit=limit,
+        start_date=start_date,
+        end_date=end_date,
+        project=project,
+    )
     return _results(result, "recall")
 
 
@@ -179,9 +188,17 @@ async def archival_memory_search(
     Results: id, timestamp, content, tags, relevance (0-1, comparable across searches),
     ranking {score, vector_rank, fts_rank}.
     """
-    result = await runtime_of(ctx).call(ctx, Memory.archival_search, query, tags=tags, tag_match_mode=tag_match_mode,
-                                        top_k=top_k, start_datetime=start_datetime, end_datetime=end_datetime,
-                                        project=project)
+    result = await runtime_of(ctx).call(
+        ctx,
+        Memory.archival_search,
+        query,
+        tags=tags,
+        tag_match_mode=tag_match_mode,
+        top_k=top_k,
+        start_datetime=start_datetime,
+        end_datetime=end_datetime,
+        project=project,
+    )
     return _results(result, "archival")
 
 
@@ -203,7 +220,12 @@ async def archival_memory_list(
     """
     page, total = await runtime_of(ctx).call(ctx, Memory.archival_list, offset=offset, limit=limit, tags=tags)
     items = [
-        {"id": p.id, "timestamp": p.created_at.isoformat(timespec="seconds"), "content": p.content, "tags": list(p.tags)}
+        {
+            "id": p.id,
+            "timestamp": p.created_at.isoformat(timespec="seconds"),
+            "content": p.content,
+            "tags": list(p.tags),
+        }
         for p in page
     ]
     next_offset = offset + len(items) if offset + len(items) < total else None

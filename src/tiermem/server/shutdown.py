@@ -76,8 +76,9 @@ class Shutdown:
     def enter(self) -> None:
         with self._cond:
             if self.stopping.is_set():
-                raise ShuttingDownError("tiermem is shutting down, so this request was not run; send it again when "
-                                        "the server is back.")
+                raise ShuttingDownError(
+                    "tiermem is shutting down, so this request was not run; send it again when the server is back."
+                )
             self._busy += 1
 
     def leave(self, *, answered: bool = False) -> None:
@@ -122,8 +123,13 @@ class Shutdown:
                 self.enter()
             except ShuttingDownError as exc:
                 body = str(exc).encode()
-                await send({"type": "http.response.start", "status": 503,
-                            "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 503,
+                        "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
             try:

@@ -20,12 +20,12 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ..domain import blocks as rules
 from ..base.errors import StoreError, TiermemError
+from ..domain import blocks as rules
 from ..domain.memory import Memory
+from .arguments import tidy_schema
 from .runtime import runtime_of
 from .sdk import schema_changed, tool_manager
-from .arguments import tidy_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -92,7 +92,9 @@ def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
     """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing."""
     sig = inspect.signature(fn, eval_str=True)
     is_structured = get_origin(sig.return_annotation) is Annotated
-    key_param = inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)
+    key_param = inspect.Parameter(
+        "idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None
+    )
     locks: dict[str, list[Any]] = {}  # key -> [lock, callers using it]; empty once no call uses a key
 
     @functools.wraps(fn)
@@ -239,9 +241,20 @@ async def core_memory_view(ctx: Context[Any, Any], line_numbers: bool = False) -
     `line_numbers=true` prefixes each line with 'N→' to help place edits (never copy them into edits).
     """
     text, blocks = await runtime_of(ctx).call(ctx, Memory.core_memory, line_numbers=line_numbers)
-    data = {"blocks": [
-        {"label": b.label, "description": b.description, "value": b.value, "chars": len(b.value), "limit": b.limit,
-         "read_only": b.read_only, "version": b.version} for b in blocks]}
+    data = {
+        "blocks": [
+            {
+                "label": b.label,
+                "description": b.description,
+                "value": b.value,
+                "chars": len(b.value),
+                "limit": b.limit,
+                "read_only": b.read_only,
+                "version": b.version,
+            }
+            for b in blocks
+        ]
+    }
     return structured(data, text)
 
 
@@ -262,8 +275,13 @@ async def memory_history(label: str, ctx: Context[Any, Any], limit: int = 10) ->
     """
     versions = await runtime_of(ctx).call(ctx, Memory.history, label, limit)
     items = [
-        {"version": v.version, "time": v.created_at.isoformat(timespec="seconds"), "operation": v.operation,
-         "actor": v.actor, "value": v.value}
+        {
+            "version": v.version,
+            "time": v.created_at.isoformat(timespec="seconds"),
+            "operation": v.operation,
+            "actor": v.actor,
+            "value": v.value,
+        }
         for v in versions
     ]
     return structured({"label": label, "versions": items})

@@ -26,7 +26,23 @@ from .store import Store
 from .tables import message_from_row, passage_from_row
 
 __all__ = [
-    "DEFAULT_INDEX_CACHE", "DEFAULT_METADATA_CACHE", "LIBRARY_ERRORS", "MESSAGE_COLUMNS", "RESULT_COLUMNS",
-    "SCHEMA_VERSION", "SEARCHABLE", "VECTOR_EF", "VECTOR_NPROBES", "VECTOR_REFINE", "Filter", "Retry", "Store",
-    "commit_with_retries", "library", "message_from_row", "passage_from_row", "reads", "writes",
+    "DEFAULT_INDEX_CACHE",
+    "DEFAULT_METADATA_CACHE",
+    "LIBRARY_ERRORS",
+    "MESSAGE_COLUMNS",
+    "RESULT_COLUMNS",
+    "SCHEMA_VERSION",
+    "SEARCHABLE",
+    "VECTOR_EF",
+    "VECTOR_NPROBES",
+    "VECTOR_REFINE",
+    "Filter",
+    "Retry",
+    "Store",
+    "commit_with_retries",
+    "library",
+    "message_from_row",
+    "passage_from_row",
+    "reads",
+    "writes",
 ]

@@ -31,25 +31,37 @@ def _first_line(exc: BaseException) -> str:
 def _write_error(uri: str, what: str, exc: BaseException) -> StoreWriteError:
     text = str(exc)
     if "os error 28" in text or "No space left" in text:
-        return StoreWriteError(f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
-                               "written. Free some space and try again.")
+        return StoreWriteError(
+            f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
+            "written. Free some space and try again."
+        )
     if "os error 30" in text or "Read-only file system" in text or "os error 13" in text or "Permission denied" in text:
-        return StoreWriteError(f"The data directory {uri} is read-only (while writing {what}); nothing was written. "
-                               "Make it writable, or choose another with --data-dir.")
-    return StoreWriteError(f"Writing {what} to the data directory {uri} failed: {_first_line(exc)}. Nothing was written.")
+        return StoreWriteError(
+            f"The data directory {uri} is read-only (while writing {what}); nothing was written. "
+            "Make it writable, or choose another with --data-dir."
+        )
+    return StoreWriteError(
+        f"Writing {what} to the data directory {uri} failed: {_first_line(exc)}. Nothing was written."
+    )
 
 
 def _read_error(uri: str, what: str, exc: BaseException) -> StoreReadError:
     text = str(exc)
     if "os error 13" in text or "Permission denied" in text:
-        return StoreReadError(f"The data directory {uri} cannot be read (permission denied, while reading {what}); "
-                              "nothing was changed. Give this user read access, or choose another with --data-dir.")
+        return StoreReadError(
+            f"The data directory {uri} cannot be read (permission denied, while reading {what}); "
+            "nothing was changed. Give this user read access, or choose another with --data-dir."
+        )
     if "Not found" in text or "os error 2" in text or "No such file" in text:
-        return StoreReadError(f"Part of the data directory {uri} is missing (while reading {what}): {_first_line(exc)}. "
-                              "Nothing was changed. Check `tiermem doctor`, and restore the directory from a copy or a "
-                              "backup (`tiermem import backup.jsonl`) if files were removed.")
-    return StoreReadError(f"Reading {what} from the data directory {uri} failed: {_first_line(exc)}. Nothing was "
-                          "changed. If it persists the data may be damaged: check `tiermem doctor`.")
+        return StoreReadError(
+            f"Part of the data directory {uri} is missing (while reading {what}): {_first_line(exc)}. "
+            "Nothing was changed. Check `tiermem doctor`, and restore the directory from a copy or a "
+            "backup (`tiermem import backup.jsonl`) if files were removed."
+        )
+    return StoreReadError(
+        f"Reading {what} from the data directory {uri} failed: {_first_line(exc)}. Nothing was "
+        "changed. If it persists the data may be damaged: check `tiermem doctor`."
+    )
 
 
 @contextmanager
@@ -119,7 +131,7 @@ class Retry:
 
     def pause(self, attempt: int) -> float:
         """Seconds to wait after the failed try ``attempt`` (0-based)."""
-        return random.uniform(0, min(self.cap, self.first * 2 ** attempt))
+        return random.uniform(0, min(self.cap, self.first * 2**attempt))
 
 
 COMMIT_RETRY = Retry()
@@ -150,9 +162,15 @@ def commit_with_retries(uri: str, what: str, attempt: Callable[[int], T], retry:
                     f"Writing {what} to {uri} did not get through: other writers (another replica, another call or "
                     f"an upkeep) kept committing to the same table for {elapsed:.1f} s ({n + 1} tries; last: "
                     f"{_first_line(exc)}). Nothing was written; the call is safe to repeat, preferably in a few "
-                    "seconds.") from exc
-            log.info("%s: commit conflict with another writer, trying again in %.2f s (try %d, %.1f s so far)",
-                     what, pause, n + 2, elapsed)
+                    "seconds."
+                ) from exc
+            log.info(
+                "%s: commit conflict with another writer, trying again in %.2f s (try %d, %.1f s so far)",
+                what,
+                pause,
+                n + 2,
+                elapsed,
+            )
             time.sleep(pause)
     raise AssertionError("unreachable")
 

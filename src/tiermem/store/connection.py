@@ -45,8 +45,13 @@ def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
 
-def connect(uri: str, storage_options: dict[str, str] | None, metadata_cache: int, index_cache: int,
-            staleness: timedelta = timedelta(0)) -> tuple[Any, Any]:
+def connect(
+    uri: str,
+    storage_options: dict[str, str] | None,
+    metadata_cache: int,
+    index_cache: int,
+    staleness: timedelta = timedelta(0),
+) -> tuple[Any, Any]:
     """A connection whose caches are bounded, and its session. LanceDB's own defaults are GiBs, and its metadata
     cache keeps a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
     write without levelling off (bench/load.py). Every read checks out the newest version unless it was checked
@@ -102,14 +107,18 @@ class ConnectionOptions(TypedDict, total=False):
 class Connection:
     """All tables of one data directory (or object-store prefix), opened, created where missing, and checked."""
 
-    def __init__(self, uri: str, *, embedding_model: str, embedding_dim: int, **options: Unpack[ConnectionOptions]) -> None:
+    def __init__(
+        self, uri: str, *, embedding_model: str, embedding_dim: int, **options: Unpack[ConnectionOptions]
+    ) -> None:
         self.uri = uri
         retention = options.get("version_retention")
         self.remote = is_remote(uri)
-        self.version_retention = retention if retention is not None else (
-            OBJECT_STORE_RETENTION if self.remote else LOCAL_RETENTION)
-        self.optimize_every_commits = options.get("optimize_every_commits", DEFAULT_OPTIMIZE_EVERY_COMMITS) \
-            if self.remote else 0
+        self.version_retention = (
+            retention if retention is not None else (OBJECT_STORE_RETENTION if self.remote else LOCAL_RETENTION)
+        )
+        self.optimize_every_commits = (
+            options.get("optimize_every_commits", DEFAULT_OPTIMIZE_EVERY_COMMITS) if self.remote else 0
+        )
         self.read_staleness = options.get("read_staleness", OBJECT_STORE_STALENESS) if self.remote else timedelta(0)
         self.session_renew_writes = options.get("session_renew_writes", DEFAULT_SESSION_RENEW_WRITES)
         self.since_renewal = 0  # writes since the session was last renewed
@@ -154,12 +163,15 @@ class Connection:
     @writes("settings")
     def set_meta(self, key: str, value: str) -> None:
         t = self.tables["meta"]
-        t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute([{"key": key, "value": value}])
+        t.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
+            [{"key": key, "value": value}]
+        )
 
     # -- reads and writes every part makes -------------------------------------
 
-    def rows(self, table: str, where: Filter | None = None, limit: int | None = None,
-             columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self, table: str, where: Filter | None = None, limit: int | None = None, columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         """The rows of ``where`` (every column, or ``columns``; limit None: every matching row)."""
         text = compile_filter(where)
         with library(self.uri, f"the {table} table"):
@@ -201,8 +213,9 @@ class Connection:
             self.writes += n
             self.commits += 1
             self.since_renewal += n
-            due = self.optimize_every > 0 and (self.writes >= self.optimize_every or 0 < self.optimize_every_commits
-                                               <= self.commits)
+            due = self.optimize_every > 0 and (
+                self.writes >= self.optimize_every or 0 < self.optimize_every_commits <= self.commits
+            )
             if due:
                 self.writes = self.commits = 0
         if due and self.upkeep is not None:
@@ -315,8 +328,10 @@ class Connection:
             try:
                 held.enter_context(locked(path))
             except OSError as exc:
-                raise StoreError(f"Could not open the lock file {path}: {exc}. Check that the data directory is "
-                                 "writable, or choose another with --data-dir / TIERMEM_DATA_DIR.") from exc
+                raise StoreError(
+                    f"Could not open the lock file {path}: {exc}. Check that the data directory is "
+                    "writable, or choose another with --data-dir / TIERMEM_DATA_DIR."
+                ) from exc
             yield
 
     def _open_or_create(self, name: str, schema: Any, listed: bool) -> Any:

@@ -11,8 +11,8 @@ import warnings
 from datetime import timedelta
 
 from ..base.errors import StoreError, StoreWriteError
-from .connection import Connection
 from .boundary import LIBRARY_ERRORS, library, reads
+from .connection import Connection
 from .purge import Purge
 from .query import Filter
 from .schemas import SEARCHABLE
@@ -58,8 +58,14 @@ def vector_partitions(rows: int) -> int:
 class Indexes:
     """Index upkeep over one ``Connection`` (row counts through its ``Rows``)."""
 
-    def __init__(self, conn: Connection, rows: Rows, *, vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
-                 purge: Purge | None = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        rows: Rows,
+        *,
+        vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
+        purge: Purge | None = None,
+    ) -> None:
         self.conn, self.rows = conn, rows
         self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
@@ -77,8 +83,9 @@ class Indexes:
             try:
                 self.ensure_fts(table)
             except StoreError as exc:
-                log.warning("full-text index of %s not built at open (another process may be building it): %s",
-                            table, exc)
+                log.warning(
+                    "full-text index of %s not built at open (another process may be building it): %s", table, exc
+                )
 
     @reads("the search indexes")
     def has_fts(self, table: str) -> bool:
@@ -141,8 +148,9 @@ class Indexes:
             if not needs_retraining(int(trained), rows, segments):
                 return True
             try:  # the old index serves searches until the new one is committed
-                self._train_vector_index(table, rows, f"retrained ({segments} segments; trained on {trained} rows)",
-                                         replace=True)
+                self._train_vector_index(
+                    table, rows, f"retrained ({segments} segments; trained on {trained} rows)", replace=True
+                )
             except (RuntimeError, ValueError) as exc:  # a concurrent writer won; the old index stays
                 log.warning("could not retrain the vector index of %s (tried again at the next upkeep): %s", table, exc)
             return True
@@ -166,7 +174,8 @@ class Indexes:
 
         started = time.perf_counter()
         self.conn.tables[table].create_index(
-            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace)
+            "vector", config=IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows)), replace=replace
+        )
         self.conn.set_meta(trained_key(table), str(rows))
         log.info("%s the vector index of %s over %d rows in %.1fs", what, table, rows, time.perf_counter() - started)
 
@@ -195,8 +204,10 @@ class Indexes:
                     self.conn.tables[table].optimize(cleanup_older_than=timedelta(0))
             self.purge.clear(marks)
             self._optimized.pop(table, None)
-            report[f"{table} purge"] = (f"{len(marks)} fragment(s) with forgotten rows, {rewritten} row(s) written "
-                                        f"again, older versions removed in {time.perf_counter() - started:.2f}s")
+            report[f"{table} purge"] = (
+                f"{len(marks)} fragment(s) with forgotten rows, {rewritten} row(s) written "
+                f"again, older versions removed in {time.perf_counter() - started:.2f}s"
+            )
         return report
 
     def _reindex_after_purge(self, table: str) -> None:

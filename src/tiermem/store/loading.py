@@ -17,8 +17,8 @@ uses none of it. Two measures, both scoped to the one ``import lancedb`` below:
 from __future__ import annotations
 
 import importlib
-import os
 import importlib.util
+import os
 import sys
 import threading
 from types import ModuleType

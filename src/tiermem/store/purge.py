@@ -48,14 +48,16 @@ class Purge:
 
     @writes("the marks of rows to forget")
     def _write_marks(self, rows: list[dict[str, str]]) -> None:
-        self.conn.tables["meta"].merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+        self.conn.tables["meta"].merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
+            rows
+        )
 
     def marked(self) -> dict[str, dict[str, str]]:
         """The marks waiting for a purge: table -> {meta key: value}."""
         out: dict[str, dict[str, str]] = {}
         for key, value in self.conn.meta().items():
             if key.startswith(PREFIX):
-                table = key[len(PREFIX):].rsplit(":", 1)[0]
+                table = key[len(PREFIX) :].rsplit(":", 1)[0]
                 out.setdefault(table, {})[key] = value
         return out
 

@@ -108,7 +108,8 @@ def compile_filter(where: Filter | None) -> str | None:
     if where.projects is not None:
         named = [p for p in where.projects if p is not None]
         either = ([f"project IN {_in(named)}"] if named else []) + (
-            ["project IS NULL"] if None in where.projects else [])
+            ["project IS NULL"] if None in where.projects else []
+        )
         clauses.append(f"({' OR '.join(either)})" if len(either) > 1 else either[0] if either else "false")
     if where.entries is not None:
         pairs = [f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in where.entries]

@@ -50,7 +50,11 @@ VECTOR_NPROBES, VECTOR_PROBE_SHARE, VECTOR_EF, VECTOR_REFINE = 24, 20, 128, 2
 EXACT_PROBE_ROWS, EXACT_REFINE = 20_000, 10
 
 LEG_COLUMNS = ("id", "content", "created_us")  # what the ranker reads of every candidate
-HIT_COLUMNS = {"messages": ("role", "conversation_id", "seq"), "passages": ("tags",), "file_chunks": ("tags",)}  # shown, or ranked (seq)
+HIT_COLUMNS = {
+    "messages": ("role", "conversation_id", "seq"),
+    "passages": ("tags",),
+    "file_chunks": ("tags",),
+}  # shown, or ranked (seq)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
 
@@ -97,10 +101,19 @@ def found_in(data: Any) -> list[Found]:
     for r in data.to_pylist():
         distance, bm25 = r.get("_distance"), r.get("_score")
         tags = r.get("tags")
-        out.append(Found(id=r["id"], content=r["content"], created_us=r["created_us"], role=r.get("role"),
-                         conversation_id=r.get("conversation_id"), tags=tuple(tags) if tags else (),
-                         cosine=None if distance is None else 1.0 - float(distance),
-                         bm25=None if bm25 is None else float(bm25), seq=r.get("seq")))
+        out.append(
+            Found(
+                id=r["id"],
+                content=r["content"],
+                created_us=r["created_us"],
+                role=r.get("role"),
+                conversation_id=r.get("conversation_id"),
+                tags=tuple(tags) if tags else (),
+                cosine=None if distance is None else 1.0 - float(distance),
+                bm25=None if bm25 is None else float(bm25),
+                seq=r.get("seq"),
+            )
+        )
     return out
 
 
@@ -207,8 +220,9 @@ class Search:
         return Pending(self.conn.uri, "full-text search results", work)
 
     @reads("search results")
-    def search_legs(self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
-                    ) -> tuple[list[Found], list[Found], dict[str, str]]:
+    def search_legs(
+        self, table: str, query: str, vector: Sequence[float], where: Filter | None, limit: int
+    ) -> tuple[list[Found], list[Found], dict[str, str]]:
         """``vector_search``, ``text_search`` and ``Rows.unembedded_marks(table)``, run together in one hand-off to
         LanceDB's loop (each hand-off is a GIL round trip with that thread)."""
         builds = [self._vector_query(table, vector), self._text_query(table, query)]
@@ -261,8 +275,9 @@ class Search:
             return cached
         return self.conn.keep_snapshot(table, version, (await at.to_arrow()).to_pylist())
 
-    def _leg_work(self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None,
-                  limit: int) -> Coroutine[Any, Any, Any]:
+    def _leg_work(
+        self, table: str, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: Filter | None, limit: int
+    ) -> Coroutine[Any, Any, Any]:
         """The coroutine of one leg (``_leg``); a filter that cannot be written fails here, before anything is sent."""
         at, text, sole = self._scope(table, where)
         return _leg(at, build, text, limit, self._legs_owners(), table, sole)
@@ -276,14 +291,28 @@ class Search:
         return _async_table(self.conn.tables[table]), text, sole
 
 
-async def _leg(table: Any, build: Callable[[int | None], Coroutine[Any, Any, Any]], where: str | None, limit: int,
-               known: _Owners, name: str, sole: str | None) -> Any:
+async def _leg(
+    table: Any,
+    build: Callable[[int | None], Coroutine[Any, Any, Any]],
+    where: str | None,
+    limit: int,
+    known: _Owners,
+    name: str,
+    sole: str | None,
+) -> Any:
     """One leg: ``_legs`` with one query."""
     return (await _legs(table, [build], where, limit, known, name, sole))[0]
 
 
-async def _legs(table: Any, builds: Sequence[Callable[[int | None], Coroutine[Any, Any, Any]]], where: str | None,
-                limit: int, known: _Owners, name: str, sole: str | None) -> list[Any]:
+async def _legs(
+    table: Any,
+    builds: Sequence[Callable[[int | None], Coroutine[Any, Any, Any]]],
+    where: str | None,
+    limit: int,
+    known: _Owners,
+    name: str,
+    sole: str | None,
+) -> list[Any]:
     """Legs over one table, run together: each ``build``'s query, filtered by ``where`` before ranking (the async
     API's prefilter), best ``limit``.
 

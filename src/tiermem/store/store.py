@@ -20,8 +20,15 @@ from .tables import Rows
 class Store:
     """The parts over one connection, opened and checked (full-text indexes built if missing)."""
 
-    def __init__(self, uri: str, *, embedding_model: str, embedding_dim: int,
-                 vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS, **options: Unpack[ConnectionOptions]) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        embedding_model: str,
+        embedding_dim: int,
+        vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS,
+        **options: Unpack[ConnectionOptions],
+    ) -> None:
         """``options``: the connection's tuning (``ConnectionOptions``); ``vector_index_min_rows``: rows from which a
         table gets a vector index."""
         self.conn = Connection(uri, embedding_model=embedding_model, embedding_dim=embedding_dim, **options)

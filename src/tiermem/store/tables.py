@@ -23,15 +23,30 @@ log = logging.getLogger(__name__)
 
 
 def message_from_row(r: dict[str, Any]) -> Message:
-    return Message(id=r["id"], agent_id=r["agent_id"], conversation_id=r["conversation_id"], seq=r["seq"],
-                   role=r["role"], content=r["content"], created_at=from_us(r["created_us"]), payload=r["payload"],
-                   project=r.get("project"))
+    return Message(
+        id=r["id"],
+        agent_id=r["agent_id"],
+        conversation_id=r["conversation_id"],
+        seq=r["seq"],
+        role=r["role"],
+        content=r["content"],
+        created_at=from_us(r["created_us"]),
+        payload=r["payload"],
+        project=r.get("project"),
+    )
 
 
 def passage_from_row(r: dict[str, Any]) -> Passage:
-    return Passage(id=r["id"], agent_id=r["agent_id"], content=r["content"], tags=tuple(r["tags"] or ()),
-                   created_at=from_us(r["created_us"]), group_id=r["group_id"], chunk=r["chunk"],
-                   project=r.get("project"))
+    return Passage(
+        id=r["id"],
+        agent_id=r["agent_id"],
+        content=r["content"],
+        tags=tuple(r["tags"] or ()),
+        created_at=from_us(r["created_us"]),
+        group_id=r["group_id"],
+        chunk=r["chunk"],
+        project=r.get("project"),
+    )
 
 
 def marks_in(meta: Sequence[dict[str, Any]], table: str) -> dict[str, str]:
@@ -53,8 +68,14 @@ class Rows:
     @reads("messages")
     def messages(self, where: Filter, *, limit: int | None = None) -> list[Message]:
         """The messages of ``where`` (up to ``limit``; None: all), in no particular order: the caller orders them."""
-        rows = self.conn.tables["messages"].search().where(compile_filter(where)).select(list(MESSAGE_COLUMNS)).limit(
-            limit).to_list()
+        rows = (
+            self.conn.tables["messages"]
+            .search()
+            .where(compile_filter(where))
+            .select(list(MESSAGE_COLUMNS))
+            .limit(limit)
+            .to_list()
+        )
         return [message_from_row(r) for r in rows]
 
     # -- messages and passages ------------------------------------------------
@@ -90,8 +111,10 @@ class Rows:
         t = self.conn.tables[table]
         t.checkout_latest()  # not the version read up to ``read_staleness`` ago: a failed try may have committed
         ids = [str(r["id"]) for r in rows]
-        found = {r["id"] for r in t.search().where(compile_filter(Filter(ids=tuple(ids)))).select(["id"]).limit(
-            len(ids)).to_list()}
+        found = {
+            r["id"]
+            for r in t.search().where(compile_filter(Filter(ids=tuple(ids)))).select(["id"]).limit(len(ids)).to_list()
+        }
         return [r for r in rows if r["id"] not in found]
 
     @writes("restored rows")
@@ -111,7 +134,8 @@ class Rows:
         if not rows:
             return
         self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
-            list(rows))
+            list(rows)
+        )
         self.conn.wrote()
 
     @reads("rows")
@@ -195,8 +219,14 @@ class Rows:
     def distinct_tags(self, agent_id: str) -> list[str]:
         import pyarrow.compute as pc
 
-        data = self.conn.tables["passages"].search().where(compile_filter(Filter(agent_id=agent_id))).select(
-            ["tags"]).limit(None).to_arrow()
+        data = (
+            self.conn.tables["passages"]
+            .search()
+            .where(compile_filter(Filter(agent_id=agent_id)))
+            .select(["tags"])
+            .limit(None)
+            .to_arrow()
+        )
         if data.num_rows == 0:
             return []
         flat = pc.list_flatten(data.column("tags").combine_chunks())

@@ -17,12 +17,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..domain.blocks import Rethink, is_pinned
 from ..base.errors import AccessError, EditError, NotFoundError, TiermemError, ValidationError
+from ..domain.blocks import Rethink, is_pinned
 
 if TYPE_CHECKING:
-    from ..domain.memory import Memory
     from ..base.records import Agent, Block, BlockVersion, Hit, Passage
+    from ..domain.memory import Memory
 
 JSON = dict[str, Any]
 IMPORT_FORMATS = ("auto", "af", "jsonl", "memory-graph")
@@ -41,15 +41,18 @@ def check_access(agents: Collection[str] | None, name: str) -> None:
 
 def check_every_agent(agents: Collection[str] | None, what: str) -> None:
     if not (agents is None or "*" in agents):
-        raise AccessError(f"{what} touches every agent; it needs a token with agents = [\"*\"].")
+        raise AccessError(f'{what} touches every agent; it needs a token with agents = ["*"].')
 
 
 # -- agents and blocks ---------------------------------------------------------------
 
 
 def list_agents(memory: Memory, agents: Collection[str] | None) -> list[JSON]:
-    return [{"name": a.name, "id": a.id, "created_at": a.created_at.isoformat()}
-            for a in memory.list_agents() if allowed(agents, a.name)]
+    return [
+        {"name": a.name, "id": a.id, "created_at": a.created_at.isoformat()}
+        for a in memory.list_agents()
+        if allowed(agents, a.name)
+    ]
 
 
 def agent_view(memory: Memory, name: str) -> JSON:
@@ -69,9 +72,16 @@ def agent_view(memory: Memory, name: str) -> JSON:
 def deletion_plan(memory: Memory, name: str) -> JSON:
     """What deleting the agent removes, for the page to show before the person confirms."""
     plan = memory.deletion_plan(memory.get_agent(name).id)
-    return {"agent": plan.name, "id": plan.agent_id, "blocks": list(plan.blocks), "block_versions": plan.block_versions,
-            "shared_blocks_kept": list(plan.shared_blocks_kept), "messages": plan.messages, "passages": plan.passages,
-            "summary": plan.describe()}
+    return {
+        "agent": plan.name,
+        "id": plan.agent_id,
+        "blocks": list(plan.blocks),
+        "block_versions": plan.block_versions,
+        "shared_blocks_kept": list(plan.shared_blocks_kept),
+        "messages": plan.messages,
+        "passages": plan.passages,
+        "summary": plan.describe(),
+    }
 
 
 def delete_agent(memory: Memory, name: str, confirm: Any, *, serving: str | None) -> JSON:
@@ -81,17 +91,31 @@ def delete_agent(memory: Memory, name: str, confirm: Any, *, serving: str | None
     if confirm != agent.name:
         raise ValidationError(f"Type the agent's name ({agent.name}) to confirm the deletion; nothing was deleted.")
     if serving is not None and agent.name == serving:
-        raise EditError(f"This server serves agent {agent.name!r} over /mcp; it cannot be deleted while it runs. Stop "
-                        f"the server and run `tiermem agents delete {agent.name}`. Nothing was deleted.")
+        raise EditError(
+            f"This server serves agent {agent.name!r} over /mcp; it cannot be deleted while it runs. Stop "
+            f"the server and run `tiermem agents delete {agent.name}`. Nothing was deleted."
+        )
     plan = memory.delete_agent(agent.id)
-    return {"deleted": plan.name, "id": plan.agent_id, "blocks": list(plan.blocks), "messages": plan.messages,
-            "passages": plan.passages}
+    return {
+        "deleted": plan.name,
+        "id": plan.agent_id,
+        "blocks": list(plan.blocks),
+        "messages": plan.messages,
+        "passages": plan.passages,
+    }
 
 
 def block_json(memory: Memory, b: Block) -> JSON:
     return {
-        "id": b.id, "label": b.label, "value": b.value, "description": b.description, "limit": b.limit,
-        "chars": len(b.value), "read_only": b.read_only, "version": b.version, "updated_at": b.updated_at.isoformat(),
+        "id": b.id,
+        "label": b.label,
+        "value": b.value,
+        "description": b.description,
+        "limit": b.limit,
+        "chars": len(b.value),
+        "read_only": b.read_only,
+        "version": b.version,
+        "updated_at": b.updated_at.isoformat(),
         "pinned": is_pinned(b),  # False: detached, shown to the model only as a label in <memory_directory>
         "shared_with": len(memory.core.agents_of_block(b.id)) - 1,
     }
@@ -124,8 +148,9 @@ def _agent(memory: Memory, name: str) -> Agent:
     return memory.get_agent(name)
 
 
-def edit_block(memory: Memory, name: str, label: str, value: Any, *, expected_version: Any,
-               override_read_only: bool = False) -> JSON:
+def edit_block(
+    memory: Memory, name: str, label: str, value: Any, *, expected_version: Any, override_read_only: bool = False
+) -> JSON:
     """Replace a block's value as a person: a new version with the actor ``human``.
 
     Refused, writing nothing, when the block changed since the editor opened it (``expected_version``),
@@ -137,8 +162,10 @@ def edit_block(memory: Memory, name: str, label: str, value: Any, *, expected_ve
     block = memory.block(agent.id, label)
     _check_version(block, expected_version)
     if block.read_only and not override_read_only:
-        raise EditError(f"Block {label!r} is read-only: the model cannot change it. A person may; confirm the "
-                        "override (tick \"edit this read-only block\") and save again. Nothing was written.")
+        raise EditError(
+            f"Block {label!r} is read-only: the model cannot change it. A person may; confirm the "
+            'override (tick "edit this read-only block") and save again. Nothing was written.'
+        )
     if value == block.value:
         return {"block": block_json(memory, block), "changed": False}
     saved = memory.edit(agent.id, label, Rethink(value, operation="ui_edit", check_line_numbers=False), actor="human")
@@ -149,9 +176,11 @@ def _check_version(block: Block, expected: Any) -> None:
     if isinstance(expected, bool) or not isinstance(expected, int):
         raise ValidationError("expected_version must be the block's version number when the editor opened it.")
     if block.version != expected:
-        raise EditError(f"Block {block.label!r} changed while you were editing it (version {expected} -> "
-                        f"{block.version}); nothing was written. Your text is still in the editor: compare it "
-                        "with the new version (history), then save again.")
+        raise EditError(
+            f"Block {block.label!r} changed while you were editing it (version {expected} -> "
+            f"{block.version}); nothing was written. Your text is still in the editor: compare it "
+            "with the new version (history), then save again."
+        )
 
 
 def history(memory: Memory, name: str, label: str, limit: int = 50) -> JSON:
@@ -161,8 +190,16 @@ def history(memory: Memory, name: str, label: str, limit: int = 50) -> JSON:
 
 
 def version_json(v: BlockVersion) -> JSON:
-    return {"version": v.version, "value": v.value, "limit": v.limit, "description": v.description,
-            "read_only": v.read_only, "operation": v.operation, "actor": v.actor, "created_at": v.created_at.isoformat()}
+    return {
+        "version": v.version,
+        "value": v.value,
+        "limit": v.limit,
+        "description": v.description,
+        "read_only": v.read_only,
+        "operation": v.operation,
+        "actor": v.actor,
+        "created_at": v.created_at.isoformat(),
+    }
 
 
 def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
@@ -177,10 +214,10 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
         if found is None:
             raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
         values.append(found.value)
-    lines = difflib.unified_diff(values[0].splitlines(), values[1].splitlines(), f"version {old}", f"version {new}",
-                                 lineterm="", n=3)
-    out = [{"kind": line[0] if line[:1] in (" ", "-", "+", "@") else " ", "text": line[1:]}
-           for line in list(lines)[2:]]
+    lines = difflib.unified_diff(
+        values[0].splitlines(), values[1].splitlines(), f"version {old}", f"version {new}", lineterm="", n=3
+    )
+    out = [{"kind": line[0] if line[:1] in (" ", "-", "+", "@") else " ", "text": line[1:]} for line in list(lines)[2:]]
     return {"label": label, "old": old, "new": new, "lines": out}
 
 
@@ -188,7 +225,9 @@ def revert(memory: Memory, name: str, label: str, version: Any, *, override_read
     agent = _agent(memory, name)
     block = memory.block(agent.id, label)
     if block.read_only and not override_read_only:
-        raise EditError(f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written.")
+        raise EditError(
+            f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written."
+        )
     saved = memory.revert(agent.id, label, version, actor="human")
     return {"block": block_json(memory, saved)}
 
@@ -204,33 +243,62 @@ def search(memory: Memory, name: str, params: JSON) -> JSON:
     limit = _count(whole_number(params.get("limit", 10), "limit"), "limit", 100)
     which = params.get("memory", "archival")
     if which == "archival":
-        result = archive.search(agent.id, query, tags=_list(params.get("tags")), tag_match_mode=params.get("tag_mode") or "any",
-                                top_k=limit, start_datetime=params.get("start") or None, end_datetime=params.get("end") or None)
+        result = archive.search(
+            agent.id,
+            query,
+            tags=_list(params.get("tags")),
+            tag_match_mode=params.get("tag_mode") or "any",
+            top_k=limit,
+            start_datetime=params.get("start") or None,
+            end_datetime=params.get("end") or None,
+        )
     elif which == "recall":
-        result = archive.conversation_search(agent.id, query, roles=_list(params.get("roles")), limit=limit,
-                                             start_date=params.get("start") or None, end_date=params.get("end") or None)
+        result = archive.conversation_search(
+            agent.id,
+            query,
+            roles=_list(params.get("roles")),
+            limit=limit,
+            start_date=params.get("start") or None,
+            end_date=params.get("end") or None,
+        )
     else:
         raise ValidationError(f"memory must be 'archival' or 'recall', got {which!r}.")
     return {"memory": which, "mode": result.mode, "notes": result.notes, "hits": [hit_json(h) for h in result.hits]}
 
 
 def hit_json(h: Hit) -> JSON:
-    return {"id": h.id, "content": h.content, "created_at": h.created_at.isoformat(), "relevance": round(h.relevance, 4),
-            "score": round(h.score, 4),
-            "vector_rank": h.vector_rank, "keyword_rank": h.fts_rank, "role": h.role, "tags": list(h.tags),
-            "conversation_id": h.conversation_id}
+    return {
+        "id": h.id,
+        "content": h.content,
+        "created_at": h.created_at.isoformat(),
+        "relevance": round(h.relevance, 4),
+        "score": round(h.score, 4),
+        "vector_rank": h.vector_rank,
+        "keyword_rank": h.fts_rank,
+        "role": h.role,
+        "tags": list(h.tags),
+        "conversation_id": h.conversation_id,
+    }
 
 
 def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tags: Any = None) -> JSON:
     agent = _agent(memory, name)
     start = whole_number(offset, "offset")
-    rows, total = memory.archive.list_passages(agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags))
+    rows, total = memory.archive.list_passages(
+        agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags)
+    )
     return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
 
 
 def passage_json(p: Passage) -> JSON:
-    return {"id": p.id, "content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat(),
-            "group_id": p.group_id, "chunk": p.chunk}
+    return {
+        "id": p.id,
+        "content": p.content,
+        "tags": list(p.tags),
+        "created_at": p.created_at.isoformat(),
+        "group_id": p.group_id,
+        "chunk": p.chunk,
+    }
 
 
 def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
@@ -248,7 +316,8 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None)
     ``versions``: past versions, or every past one when absent), agent (``confirm``: its name typed), text
     (``ref``: the text, in this agent's memory); ``now``: purge the files before answering, else at the next upkeep.
     The answer names synced MemFS directories and git history that still hold the text (never rewritten)."""
-    from ..domain.forgetting import KINDS, Target, forget as forget_target
+    from ..domain.forgetting import KINDS, Target
+    from ..domain.forgetting import forget as forget_target
     from ..interop.memfs_holders import holders, synced_directories
 
     agent = _agent(memory, name)
@@ -260,15 +329,20 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None)
         if body.get("confirm") != agent.name:
             raise ValidationError(f"Type the agent's name ({agent.name}) to confirm; nothing was forgotten.")
         if serving == agent.name:
-            raise EditError(f"This server serves agent {agent.name!r}; run `tiermem forget agent {agent.name}` with "
-                            "the server stopped. Nothing was forgotten.")
+            raise EditError(
+                f"This server serves agent {agent.name!r}; run `tiermem forget agent {agent.name}` with "
+                "the server stopped. Nothing was forgotten."
+            )
     versions = body.get("versions")
     if versions is not None and not (isinstance(versions, list) and all(isinstance(v, int) for v in versions)):
         raise ValidationError("versions must be a list of version numbers; nothing was forgotten.")
     if not isinstance(ref, str):
         raise ValidationError("ref must be text (an id, a label or the text to forget); nothing was forgotten.")
-    done = forget_target(memory, Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
-                         now=bool(body.get("now")))
+    done = forget_target(
+        memory,
+        Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
+        now=bool(body.get("now")),
+    )
     return {**done.as_dict(), "still_held_outside_the_store": holders(synced_directories([agent.name]), done.texts)}
 
 
@@ -283,9 +357,18 @@ def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
         shown = sorted(n for n in attached if allowed(agents, n))
         if not shown and not (agents is None or "*" in agents):
             continue
-        out.append({"id": f.id, "name": f.name, "description": f.description, "instructions": f.instructions,
-                    "files": len(memory.files.files(f.name)), "agents": shown,
-                    "other_agents": len(attached) - len(shown), "updated_at": f.updated_at.isoformat()})
+        out.append(
+            {
+                "id": f.id,
+                "name": f.name,
+                "description": f.description,
+                "instructions": f.instructions,
+                "files": len(memory.files.files(f.name)),
+                "agents": shown,
+                "other_agents": len(attached) - len(shown),
+                "updated_at": f.updated_at.isoformat(),
+            }
+        )
     return {"folders": out}
 
 
@@ -296,18 +379,34 @@ def check_folder_access(memory: Memory, agents: Collection[str] | None, folder: 
     found = memory.files.folder(folder)
     names = {a.id: a.name for a in memory.list_agents()}
     if not any(allowed(agents, names.get(i, "")) for i in memory.files.agents_of(found.id)):
-        raise AccessError(f"Folder {folder!r} is not attached to an agent this token may use; use a token that "
-                          "lists one of its agents.")
+        raise AccessError(
+            f"Folder {folder!r} is not attached to an agent this token may use; use a token that "
+            "lists one of its agents."
+        )
 
 
 def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = None) -> JSON:
     """A folder's files: name, type, size, processing status (with the error of a file that failed) and chunks."""
     check_folder_access(memory, agents, folder)
     found = memory.files.folder(folder)
-    return {"folder": found.name, "description": found.description,
-            "files": [{"id": f.id, "name": f.name, "file_type": f.file_type, "size": f.size, "status": f.status,
-                       "error": f.error, "chunks": f.chunks, "source_path": f.source_path,
-                       "updated_at": f.updated_at.isoformat()} for f in memory.files.files(found.name)]}
+    return {
+        "folder": found.name,
+        "description": found.description,
+        "files": [
+            {
+                "id": f.id,
+                "name": f.name,
+                "file_type": f.file_type,
+                "size": f.size,
+                "status": f.status,
+                "error": f.error,
+                "chunks": f.chunks,
+                "source_path": f.source_path,
+                "updated_at": f.updated_at.isoformat(),
+            }
+            for f in memory.files.files(found.name)
+        ],
+    }
 
 
 def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
@@ -320,13 +419,25 @@ def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collect
         raise NotFoundError(f"Folder {folder!r} has no file {file!r}; pick one from the folder's list.")
     text = memory.files.text(folder, file) if found.status == "completed" else ""
     view = next((v for v in memory.files.state(agent.id).files if v.file_id == found.id), None)
-    seen: JSON = {"attached": view is not None, "name": view.name if view else f"{folder}/{file}",
-                  "is_open": bool(view and view.is_open)}
+    seen: JSON = {
+        "attached": view is not None,
+        "name": view.name if view else f"{folder}/{file}",
+        "is_open": bool(view and view.is_open),
+    }
     if view is not None and view.is_open:
-        seen.update(visible=view.visible, start_line=view.start_line, end_line=view.end_line,
-                    accessed_us=view.accessed_us)
-    return {"folder": folder, "file": file, "status": found.status, "error": found.error, "text": text,
-            "chars": len(text), "agent": agent.name, "view": seen}
+        seen.update(
+            visible=view.visible, start_line=view.start_line, end_line=view.end_line, accessed_us=view.accessed_us
+        )
+    return {
+        "folder": folder,
+        "file": file,
+        "status": found.status,
+        "error": found.error,
+        "text": text,
+        "chars": len(text),
+        "agent": agent.name,
+        "view": seen,
+    }
 
 
 def file_search(memory: Memory, name: str, query: Any, kind: Any = "both", include: Any = None) -> JSON:
@@ -345,8 +456,11 @@ def file_search(memory: Memory, name: str, query: Any, kind: Any = "both", inclu
         if kind not in ("both", tool):
             continue
         try:
-            out[tool] = (memory.grep_files(agent.id, query, include or None, 1, None) if tool == "grep"
-                         else memory.semantic_search_files(agent.id, query, 5))
+            out[tool] = (
+                memory.grep_files(agent.id, query, include or None, 1, None)
+                if tool == "grep"
+                else memory.semantic_search_files(agent.id, query, 5)
+            )
         except TiermemError as exc:  # both asked: one tool's refusal (a bad regex) is shown beside the other's answer
             if kind != "both":
                 raise
@@ -373,8 +487,9 @@ def export(memory: Memory, name: str | None, fmt: str) -> tuple[str, str]:
     raise ValidationError(f"Unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}.")
 
 
-def import_file(memory: Memory, data: bytes, *, filename: str, fmt: str, agent: str, rename: str | None,
-                replace: bool) -> JSON:
+def import_file(
+    memory: Memory, data: bytes, *, filename: str, fmt: str, agent: str, rename: str | None, replace: bool
+) -> JSON:
     """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph)."""
     from ..interop.commands import run_import
 

@@ -27,8 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..core.protocol import LOCAL_POLL_SECONDS
 from ..base.errors import AccessError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
+from ..core.protocol import LOCAL_POLL_SECONDS
 from . import api
 
 if TYPE_CHECKING:
@@ -38,8 +38,11 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
-STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "style.css": "text/css; charset=utf-8"}
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
@@ -52,8 +55,15 @@ PREFIX = "/ui"
 class Inspector:
     """The app's state: how to reach ``Memory``, and a counter bumped by every change made in this process."""
 
-    def __init__(self, get_memory: Callable[[], Memory], *, default_agent: str, watch_seconds: float = 2.0,
-                 max_wait: float = 25.0, serving: str | None = None) -> None:
+    def __init__(
+        self,
+        get_memory: Callable[[], Memory],
+        *,
+        default_agent: str,
+        watch_seconds: float = 2.0,
+        max_wait: float = 25.0,
+        serving: str | None = None,
+    ) -> None:
         """``serving``: the agent the MCP server in this process serves (never deleted from the page)."""
         self._get_memory = get_memory
         self.default_agent = default_agent
@@ -155,15 +165,29 @@ def build_ui_app(inspector: Inspector) -> Starlette:
     async def edit(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(
-            api.edit_block, name, body.get("label", ""), body.get("value"), expected_version=body.get("expected_version"),
-            override_read_only=body.get("override_read_only") is True))
+        return JSONResponse(
+            await inspector.run(
+                api.edit_block,
+                name,
+                body.get("label", ""),
+                body.get("value"),
+                expected_version=body.get("expected_version"),
+                override_read_only=body.get("override_read_only") is True,
+            )
+        )
 
     async def revert(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
-        return JSONResponse(await inspector.run(
-            api.revert, name, body.get("label", ""), body.get("version"), override_read_only=body.get("override_read_only") is True))
+        return JSONResponse(
+            await inspector.run(
+                api.revert,
+                name,
+                body.get("label", ""),
+                body.get("version"),
+                override_read_only=body.get("override_read_only") is True,
+            )
+        )
 
     async def search(request: Request) -> Response:
         name = agent_param(request)
@@ -172,8 +196,11 @@ def build_ui_app(inspector: Inspector) -> Starlette:
 
     async def passages(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        return JSONResponse(await inspector.run(
-            api.passages, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags")))
+        return JSONResponse(
+            await inspector.run(
+                api.passages, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags")
+            )
+        )
 
     async def forget(request: Request) -> Response:
         body = await _json(request)
@@ -189,18 +216,21 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         return JSONResponse(await inspector.run(api.folders, scope_agents(request)))
 
     async def folder_files(request: Request) -> Response:
-        return JSONResponse(await inspector.run(api.folder_files, request.query_params.get("folder", ""),
-                                                scope_agents(request)))
+        return JSONResponse(
+            await inspector.run(api.folder_files, request.query_params.get("folder", ""), scope_agents(request))
+        )
 
     async def file_view(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        return JSONResponse(await inspector.run(api.file_view, name, q.get("folder", ""), q.get("file", ""),
-                                                scope_agents(request)))
+        return JSONResponse(
+            await inspector.run(api.file_view, name, q.get("folder", ""), q.get("file", ""), scope_agents(request))
+        )
 
     async def file_search(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
-        return JSONResponse(await inspector.run(api.file_search, name, q.get("q", ""), q.get("kind", "both"),
-                                                q.get("include") or None))
+        return JSONResponse(
+            await inspector.run(api.file_search, name, q.get("q", ""), q.get("kind", "both"), q.get("include") or None)
+        )
 
     async def export(request: Request) -> Response:
         fmt = request.query_params.get("format", "af")
@@ -210,16 +240,25 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         else:
             name = agent_param(request)
         filename, text = await inspector.run(api.export, name, fmt)
-        return Response(text, media_type="application/json" if fmt == "af" else "application/x-ndjson",
-                        headers={"content-disposition": f'attachment; filename="{filename}"', **SECURITY_HEADERS})
+        return Response(
+            text,
+            media_type="application/json" if fmt == "af" else "application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{filename}"', **SECURITY_HEADERS},
+        )
 
     async def import_(request: Request) -> Response:
         api.check_every_agent(scope_agents(request), "An import")
         q = request.query_params
         data = await request.body()
         report = await inspector.run(
-            api.import_file, data, filename=q.get("filename", "upload.json"), fmt=q.get("format", "auto"),
-            agent=q.get("agent") or inspector.default_agent, rename=q.get("rename") or None, replace=q.get("replace") == "true")
+            api.import_file,
+            data,
+            filename=q.get("filename", "upload.json"),
+            fmt=q.get("format", "auto"),
+            agent=q.get("agent") or inspector.default_agent,
+            rename=q.get("rename") or None,
+            replace=q.get("replace") == "true",
+        )
         return JSONResponse({"report": report})
 
     routes = [
@@ -276,7 +315,11 @@ def ui_only(ui: Any) -> Any:
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
                     return
-        target = RedirectResponse(PREFIX + "/", status_code=307) if scope.get("path") == "/" else _error(404, "Not found; the inspector is at /ui/.")
+        target = (
+            RedirectResponse(PREFIX + "/", status_code=307)
+            if scope.get("path") == "/"
+            else _error(404, "Not found; the inspector is at /ui/.")
+        )
         await target(scope, receive, send)
 
     return mount(ui)(not_here)

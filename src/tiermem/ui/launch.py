@@ -29,8 +29,9 @@ def http_mount(handle: MemoryHandle, settings: Settings) -> Any:
         memory, _agent_id = handle.get()
         return memory
 
-    inspector = Inspector(served_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds,
-                          serving=settings.agent)
+    inspector = Inspector(
+        served_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds, serving=settings.agent
+    )
     return mount(build_ui_app(inspector))
 
 
@@ -47,22 +48,30 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     from .app import Inspector, build_ui_app, ui_only
 
     if not is_loopback(settings.host):
-        raise ConfigError(f"`tiermem ui` serves on loopback only (127.0.0.1), not {settings.host}; to reach the "
-                          "inspector from elsewhere, run `tiermem serve --transport http` with bearer tokens and open /ui.")
+        raise ConfigError(
+            f"`tiermem ui` serves on loopback only (127.0.0.1), not {settings.host}; to reach the "
+            "inspector from elsewhere, run `tiermem serve --transport http` with bearer tokens and open /ui."
+        )
     memory = open_memory(settings)
     memory.named_agent(settings.agent)
     # A fresh secret per run: other local users and web pages cannot use the inspector without the URL.
     session = secrets.token_urlsafe(32)
     tokens = make_tokens([{"token": session, "agents": ["*"], "name": "ui-session"}], "tiermem ui")
+
     def opened_memory() -> Memory:
         return memory
 
     inspector = Inspector(opened_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds)
     hosts = default_allowed_hosts(settings.host, port)
-    app = Guard(ui_only(build_ui_app(inspector)), agent=settings.agent, tokens=tokens,
-                allowed_hosts=hosts + settings.allowed_hosts,
-                allowed_origins=[f"http://{h}" for h in hosts] + settings.allowed_origins,
-                max_body_bytes=settings.max_request_bytes, ui_prefix="/ui")
+    app = Guard(
+        ui_only(build_ui_app(inspector)),
+        agent=settings.agent,
+        tokens=tokens,
+        allowed_hosts=hosts + settings.allowed_hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + settings.allowed_origins,
+        max_body_bytes=settings.max_request_bytes,
+        ui_prefix="/ui",
+    )
     shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost") else settings.host
     return app, f"http://{shown}:{port}/ui/#token={session}"
 
@@ -79,7 +88,15 @@ def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-    config = uvicorn.Config(app, host=settings.host.strip("[]"), port=port, log_config=None, access_log=False,
-                            lifespan="off", timeout_keep_alive=5, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app,
+        host=settings.host.strip("[]"),
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=2,
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -34,9 +34,16 @@ async def memory_blocks_view(ctx: Context[Any, Any]) -> dict[str, Any]:
         return {
             "agent": agent.name,
             "blocks": [
-                {"label": b.label, "description": b.description, "value": b.value, "chars": len(b.value),
-                 "limit": b.limit, "read_only": b.read_only, "version": b.version,
-                 "updated_at": b.updated_at.isoformat()}
+                {
+                    "label": b.label,
+                    "description": b.description,
+                    "value": b.value,
+                    "chars": len(b.value),
+                    "limit": b.limit,
+                    "read_only": b.read_only,
+                    "version": b.version,
+                    "updated_at": b.updated_at.isoformat(),
+                }
                 for b in memory.blocks(agent_id)
             ],
         }
@@ -51,13 +58,18 @@ def blocks_app() -> Apps:
         resource_uri=BLOCKS_URI,
         name="memory_blocks_view",
         title="Show memory blocks",
-        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                    open_world_hint=False),
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
     )(memory_blocks_view)
     html = resources.files(__package__).joinpath("static", "blocks_app.html").read_text(encoding="utf-8")
     apps.add_html_resource(
-        BLOCKS_URI, html, name="memory_blocks_view", title="tiermem: core memory blocks",
+        BLOCKS_URI,
+        html,
+        name="memory_blocks_view",
+        title="tiermem: core memory blocks",
         description="The agent's core memory blocks with usage against their limits (an MCP App view).",
-        csp=ResourceCsp(connect_domains=[], resource_domains=[]), prefers_border=True,
+        csp=ResourceCsp(connect_domains=[], resource_domains=[]),
+        prefers_border=True,
     )
     return apps

@@ -24,7 +24,7 @@ from .commands import (
 )
 from .folders import add_folders_parser
 from .forget import add_forget_parser
-from .serving import keep_heap, serve  # server_memory: re-exported for tests and benchmarks
+from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
 
 if TYPE_CHECKING:
     from ..base.config import Settings

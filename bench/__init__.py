@@ -1,1 +1,1 @@
-"""tiermem benchmarks: run with `python -m bench <name>` (see BENCHMARKS.md)."""
+"""tiermem benchmarks: run with `python -m bench <name>` (the names: bench/__main__.py) or `python -m bench all`."""

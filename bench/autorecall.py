@@ -13,7 +13,7 @@ would add has relevance >= t:
 - precision = own-conversation questions that got memories / all questions that got memories (the negatives: the
   same questions asked of another conversation's memory);
 - recall = own-conversation questions that got memories / own-conversation questions;
-- memory precision = memories added from the own conversation / all memories added (issue 32's hit-level figure);
+- memory precision = memories added from the own conversation / all memories added (the hit-level figure);
 - evidence recall = evidence turns among the memories added / all evidence turns; evidence precision = memories
   added (own conversation) that are evidence turns.
 

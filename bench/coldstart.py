@@ -1,7 +1,7 @@
 """Cold start over stdio: spawn -> initialize response, and spawn -> first successful tool result.
 
 tiermem vs a bare one-tool MCPServer (the SDK's floor), interleaved in the same run (the order
-alternates each round, so neither side always goes first). Goals (issue #13.1): initialize <= 1.15x
+alternates each round, so neither side always goes first). Goals: initialize <= 1.15x
 the bare server's p50, first tool result <= 1.5x (a block tool, ``memory_insert``: it needs only the core
 state). Also measured, with no goal: spawn -> the first ``archival_memory_search`` result, which waits
 for the store and the embedding model. ``PYTHONPATH`` chooses which tiermem is measured.

@@ -1,9 +1,9 @@
 """Resident memory: a stage-by-stage breakdown in a fresh process, and one stdio server after start +
-50 archival inserts + 20 searches (issue #13's figure; target <= 300 MB).
+50 archival inserts + 20 searches (target <= 300 MB).
 
     python -m bench footprint
     python -m bench footprint --data-dir DIR   # the server part on a copy of an existing store (e.g. a 100k-passage
-                                               # store built by `python -m bench scale`): issue 13's <= 450 MB figure
+                                               # store built by `python -m bench scale`): target <= 450 MB
 
 The breakdown runs each stage in one fresh interpreter and prints VmRSS after it: the interpreter; the MCP
 SDK and pydantic; tiermem's server module (no storage libraries yet); lancedb + pyarrow; the store opened;

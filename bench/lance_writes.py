@@ -1,4 +1,4 @@
-"""Resident memory of LanceDB alone under one-row writes: what is LanceDB's and what is tiermem's (issue #13).
+"""Resident memory of LanceDB alone under one-row writes: what is LanceDB's and what is tiermem's.
 
     python -m bench lance_writes [--writes 8000] [--cache-mb 16|0] [--no-fts] [--no-optimize] [--trim-every N]
                                  [--arenas N] [--mmap-threshold-kb N] [--renew-every N] [--report-every N]
@@ -10,7 +10,7 @@ metadata and index caches (0: LanceDB's defaults). Set MALLOC_ARENA_MAX=2 in the
 glibc arenas, or --arenas / --mmap-threshold-kb to apply tiermem's own settings (memtrim.py: what `tiermem serve`
 does with malloc_arenas and malloc_mmap_threshold_kb). --renew-every N reopens the table on a new connection and
 session every N writes (the old ones dropped). Each report also gives anonymous memory and glibc's heap in use
-(mallinfo2), after gc and malloc_trim. BENCHMARKS.md "Under HTTP load" quotes its figures.
+(mallinfo2), after gc and malloc_trim.
 """
 
 from __future__ import annotations

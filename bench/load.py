@@ -1,4 +1,4 @@
-"""Resident memory and latency of HTTP servers under 8 concurrent clients (issues #13 and #16).
+"""Resident memory and latency of HTTP servers under 8 concurrent clients.
 
     python -m bench load [--seconds 100] [--warmup 120] [--port 8797] [--replicas N] [--s3]
 
@@ -9,9 +9,9 @@ on replica n mod N, each reconnect every 25 calls and cycle core_memory_append (
 10M-character limit, so appends keep writing), archival_memory_search, conversation_log and conversation_search.
 Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls,
 the errors (exceptions) and tool errors (results flagged is_error), and each replica's RSS before and after an
-untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (the issue #13 figure).
+untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (goal: flat within 10%).
 With --warmup W the clients run W seconds of the same load first and the figure is taken over the SECONDS after it
-(issue #13's "flat within 10% over 10 minutes after warm-up": --warmup 120 --seconds 600 runs 12 minutes).
+(the goal "flat within 10% over 10 minutes after warm-up": --warmup 120 --seconds 600 runs 12 minutes).
 Loopback only, bounded in time.
 """
 
@@ -220,7 +220,7 @@ async def drive(
                     f"{100 * (max(later) - base) / base:+.1f}%); flat within 10%: "
                     f"{'yes' if max(abs(x - base) for x in later) <= 0.1 * base else 'no'}"
                 )
-        elif len(samples) > 7:  # issue #13's figure: flat within 10% after a 60 s warm-up (samples every 10 s)
+        elif len(samples) > 7:  # the goal: flat within 10% after a 60 s warm-up (samples every 10 s)
             base, later = samples[6], samples[7:]
             print(
                 f"replica {r}: from t=60 s ({base:.0f} MB): end {100 * (later[-1] - base) / base:+.1f}%, "

@@ -17,7 +17,7 @@ another conversation's memory (the negatives of the relevance calibration).
 
 The candidates are ranked by: the shipped ranker (checked to equal what conversation_search returned), a ranker
 fitted on the other four conversations (leave-one-conversation-out, both formats' questions, listwise: the figure
-that counts; the pointwise fit of issue 12 beside it), one fitted on all five (printed: the weights to ship), and
+that counts; the earlier pointwise fit beside it), one fitted on all five (printed: the weights to ship), and
 each leg alone. The relevance calibration is
 judged the same way (fitted on four conversations with their ranker, scored on the fifth): precision and recall
 of "relevance >= t" (``bench.locomo_fit``). R@5 / R@10 are the fraction of evidence turns in the top k, MRR the

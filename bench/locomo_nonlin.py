@@ -1,8 +1,8 @@
-"""Issue 32, round 6: a nonlinear second stage over the ranker's 20 features, measured offline
+"""A nonlinear second stage over the ranker's 20 features, measured offline
 (leave-one-conversation-out, both storage formats). Not part of ``python -m bench all``; nothing here ships.
 
     python -m bench.locomo_nonlin collect   # one bench-locomo collection (both formats) -> /tmp/i32/records.pkl
-    python -m bench.locomo_nonlin           # every variant of BENCHMARKS.md "Retrieval quality round 6", LOO
+    python -m bench.locomo_nonlin           # every variant, leave-one-conversation-out
 
 ``collect`` ingests the dev split as ``bench locomo`` does (``ingest``, ``collect``: the same pools, features and
 evidence) and keeps per question: conversation, format, variant, category, evidence, candidate ids and dia ids, the
@@ -524,7 +524,7 @@ def linear_per_evidence(train, epochs=300, rate=0.5, l2=1e-3):
 
 
 def in_sample(fn):
-    """Fitted on all five, scored on all five (the ceiling of round 5's second stage)."""
+    """Fitted on all five, scored on all five (the in-sample ceiling)."""
     asked = [q for q in load() if q["variant"] == "asked"]
     f, _ = fn(asked)
     return evaluate(lambda tr: (f, None))

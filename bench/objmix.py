@@ -1,4 +1,4 @@
-"""A mixed load on object storage (issue #34): block edits, recall and archival writes and reads, side by side.
+"""A mixed load on object storage: block edits, recall and archival writes and reads, side by side.
 
     python -m bench objmix [--seconds 180] [--clients 8] [--replicas 2] [--blocks 4] [--window 30]
 

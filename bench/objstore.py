@@ -1,4 +1,4 @@
-"""Object storage under load (issue #34): block edits on a moto S3 server on loopback, beside the raw floor.
+"""Object storage under load: block edits on a moto S3 server on loopback, beside the raw floor.
 
     python -m bench objstore [--seconds 600] [--clients 8] [--replicas 2] [--blocks 1] [--window 30]
                              [--floor 200] [--sqlite-edits 2000] [--op append|replace]

@@ -95,7 +95,7 @@ NODE_PAIR = "server-memory (node): add_observations + open_nodes"
 
 
 async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dict[str, float]]:
-    """An edit + a read (two calls) over stdio against two calls to a bare SDK server (issue 13's floor).
+    """An edit + a read (two calls) over stdio against two calls to a bare SDK server (the floor; goal <= 1.5x).
 
     tiermem (SQLite core, the default for a local data directory) does ``core_memory_append`` and then reads
     ``memory://blocks/human`` (the issue's measure) or calls ``core_memory_view`` (which also renders the
@@ -179,7 +179,7 @@ async def edit_read_pairs(rounds: int = 5, per_round: int = 60) -> dict[str, dic
 
 def print_pairs(pairs: dict[str, dict[str, float]]) -> None:
     print(
-        "an edit + a read over stdio (ms), interleaved rounds; goal (issue 13): tiermem's append + block read "
+        "an edit + a read over stdio (ms), interleaved rounds; goal: tiermem's append + block read "
         "p50 <= 1.5x the bare SDK's two calls"
     )
     floor = pairs[BARE_PAIR]["p50_ms"]

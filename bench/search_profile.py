@@ -13,17 +13,17 @@ per query (so a burst of load on the shared machine hits them all alike):
 - ``rank``: merging the two legs' rows and the linear ranker over the pool;
 - ``unembedded check``: the meta read that says whether rows without vectors exist (on its own);
 - ``both legs and marks, one hand-off``: ``Store.search_legs``, what a search runs after embedding the query: the
-  two legs and the marks read together on LanceDB's loop (trees before round 3 of "Search at scale" lack it);
-- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (since round 3: the query embedding, then
-  both legs together; before: the keyword leg beside the query embedding and the vector leg), run after the parts
+  two legs and the marks read together on LanceDB's loop (older trees lack it);
+- ``search, end to end``: ``Archive.search(top_k=5)``, everything above (the query embedding, then
+  both legs together; older trees: the keyword leg beside the query embedding and the vector leg), run after the parts
   of the same query (their caches warm);
 - ``search, end to end, new queries``: ``Archive.search(top_k=5)`` alone, after all the above, on as many other
   questions, none searched before in the process (the figure to hold against the target).
 
-The questions are distinct (since round 3; before, about a third were repeats).
+The questions are distinct.
 
-``--orders`` times three orderings of the same search (round 3 of "Search at scale"), per query taking turns, from
-the store's own parts: round 2's (the keyword leg started first, the query embedded, the marks read, the vector leg:
+``--orders`` times three orderings of the same search, per query taking turns, from
+the store's own parts: the oldest (the keyword leg started first, the query embedded, the marks read, the vector leg:
 three hand-offs to LanceDB's loop), the keyword leg and the marks first in one hand-off, then the vector leg (two),
 and this tree's (the query embedded first, then both legs and the marks in one hand-off); the rows are checked equal.
 
@@ -173,9 +173,9 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         return ranked(q, vector_rows, text_rows)
 
     ways = {
-        "keyword leg first, 3 hand-offs (round 2)": three_hand_offs,
+        "keyword leg first, 3 hand-offs": three_hand_offs,
         "keyword leg and marks first, 2 hand-offs": two_hand_offs,
-        "query embedded first, 1 hand-off (round 3)": one_hand_off,
+        "query embedded first, 1 hand-off": one_hand_off,
     }
     for q in queries[10:20]:
         assert len({tuple(way(q)) for way in ways.values()}) == 1, q  # the same results every way

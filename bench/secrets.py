@@ -4,7 +4,7 @@
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
   hook's path) into a real store; a credential counts as redacted when the stored message does not contain it.
   Target >= 99%.
-- ``false_positives``: the LoCoMo dev conversations' turns (``/work/shared/bench-data/locomo-dev.json``, only that
+- ``false_positives``: the LoCoMo dev conversations' turns (``../shared/bench-data/locomo-dev.json``, only that
   file), each as the hooks would store it ("Speaker: text", plus an image's caption): the share altered by
   ``secrets.redact``. Target <= 0.5%.
 - ``cost``: ``secrets.find`` per text: LoCoMo turns, typical prompts (a paragraph, a code paste), a 100k-character
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .common import save, stats
+from .locomo import _data
 
-DATA = Path("/work/shared/bench-data/locomo-dev.json")
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
 URLSAFE = ALNUM + "-_"
@@ -156,7 +156,7 @@ def credentials(per_kind: int, seed: int = 43) -> list[tuple[str, str, str]]:
 def locomo_turns() -> list[str]:
     """Every turn of the dev split as the hooks would store a pasted turn: "Speaker: text" (+ the image caption)."""
     turns = []
-    for sample in json.loads(DATA.read_text()):
+    for sample in json.loads(_data().read_text()):
         for key, session in sample["conversation"].items():
             if key.startswith("session_") and isinstance(session, list):
                 for t in session:

@@ -1,4 +1,4 @@
-"""Vector search on small tables: LanceDB's exact scan against tiermem's early IVF-SQ index (issue #13 part 3).
+"""Vector search on small tables: LanceDB's exact scan against tiermem's early IVF-SQ index.
 
     python -m bench small_index [--rows 2000,5000,10000] [--rounds 12]
 

@@ -1,4 +1,4 @@
-"""Run ``tiermem`` with a sampler thread that records what grows (issue #13 part 3).
+"""Run ``tiermem`` with a sampler thread that records what grows.
 
     python -m bench load --wrap bench/trace_server.py [--seconds 180]   (TIERMEM_TRACE=out.jsonl)
 

@@ -85,14 +85,17 @@ def spawn_to_initialize(cmd: list[str], env: dict[str, str]) -> float:
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str) -> AsyncIterator[Any]:
+async def http_session(url: str, token: str, verify: Any = True) -> AsyncIterator[Any]:
     """An MCP client session over streamable HTTP to ``url`` that sends the bearer ``token`` (a served tiermem
-    always wants one: README 'Security'); long timeouts, since a loaded store can be slow."""
+    always wants one: README 'Security'); long timeouts, since a loaded store can be slow. ``verify``: the TLS
+    trust (an ``ssl.SSLContext`` for a proxy's self-signed certificate)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300))
+    http = httpx2.AsyncClient(
+        headers={"authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(120, read=300), verify=verify
+    )
     async with http, Client(streamable_http_client(url, http_client=http), cache=None, read_timeout_seconds=120) as c:
         yield c
 

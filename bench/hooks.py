@@ -14,6 +14,10 @@ JSON on stdin) and times it from spawn to exit: Claude Code waits for the proces
 - ``prompt_in_server``: the same prompt request sent over the socket from the bench process (no hook process):
   the server's share.
 
+``--host codex|gemini|opencode`` runs ``tiermem hook HOST`` with that host's hook input instead (Codex: Claude Code's
+events with a ``turn_id``; Gemini CLI: ``BeforeAgent`` / ``AfterAgent`` with ``prompt_response``; opencode: what its
+plugin sends, Claude Code's events, from a process of its own as the plugin spawns it).
+
 ``--data DIR`` keeps the filled store in DIR and reuses it on the next run (filling 10k turns takes minutes).
 The dev split is found as ``bench locomo`` finds it (``$TIERMEM_LOCOMO_DEV`` names it elsewhere).
 
@@ -65,7 +69,23 @@ def fill(data: Path, target: int) -> int:
     return logged
 
 
+def shaped(host: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code hook input as ``host`` sends it."""
+    data = dict(data)
+    if host == "codex" and "prompt_id" in data:
+        data["turn_id"] = data.pop("prompt_id")
+    if host == "gemini":
+        event = {"UserPromptSubmit": "BeforeAgent", "Stop": "AfterAgent"}.get(data["hook_event_name"])
+        if event is not None:
+            data["hook_event_name"] = event
+            data.pop("prompt_id", None)
+        if "last_assistant_message" in data:
+            data["prompt_response"] = data.pop("last_assistant_message")
+    return data
+
+
 def run_hook(cmd: list[str], env: dict[str, str], data: dict[str, Any]) -> tuple[float, str]:
+    data = shaped(cmd[2], data)
     start = time.perf_counter()
     done = subprocess.run(
         cmd, input=json.dumps(data), capture_output=True, text=True, env=env, timeout=120, check=False
@@ -81,6 +101,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--data", type=Path, help="keep the filled store here and reuse it next time")
+    parser.add_argument("--host", choices=["claude-code", "codex", "gemini", "opencode"], default="claude-code")
     args, _ = parser.parse_known_args(sys.argv[2:])
     root = Path(tempfile.mkdtemp(prefix="tiermem-bench-hooks-"))
     data = args.data or root / "data"
@@ -105,7 +126,7 @@ def main() -> None:
             env=env,
             cwd=ROOT,
         )
-        hook = [tiermem, "hook", "claude-code", "--data-dir", str(data), "--agent", "default"]
+        hook = [tiermem, "hook", args.host, "--data-dir", str(data), "--agent", "default"]
         questions = [qa["question"] for s in json.loads(DATA.read_text()) for qa in s["qa"]]
         session = "bench-session"
         try:
@@ -198,11 +219,12 @@ def main() -> None:
             server.wait(timeout=60)
         result: dict[str, Any] = {
             "machine": machine(),
+            "host": args.host,
             "turns": turns,
             "prompts_with_memories_added": added,
             **{k: stats(v) for k, v in times.items()},
         }
-        save("hooks", result)
+        save("hooks" if args.host == "claude-code" else f"hooks_{args.host}", result)
         print(f"{turns} turns; {added} of {len(times['prompt'])} prompts got memories added")
         print("hook (spawn -> exit, ms)       p50      p95     n")
         for name in times:

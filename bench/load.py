@@ -12,6 +12,10 @@ the errors (exceptions) and tool errors (results flagged is_error), and each rep
 untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (goal: flat within 10%).
 With --warmup W the clients run W seconds of the same load first and the figure is taken over the SECONDS after it
 (the goal "flat within 10% over 10 minutes after warm-up": --warmup 120 --seconds 600 runs 12 minutes).
+With --oauth the servers check JWT access tokens (an issuer on loopback: bench/oauth_issuer.py) and the clients use
+the shared agent `default`; with --proxy the clients reach the replicas through HAProxy doing TLS (bench/proxy.py);
+--clients N sets the number of clients (8). E.g. the deployment target: --s3 --replicas 2 --proxy --oauth
+--clients 16 --seconds 300.
 Loopback only, bounded in time.
 """
 
@@ -37,6 +41,10 @@ from .common import http_session, rss_mb, stop_processes
 OPS = ("append", "search", "log", "recall")
 LOAD_BLOCK = "load"
 TOKEN = secrets.token_hex(16)  # the servers' bearer token (TIERMEM_HTTP_TOKEN), made per run
+OAUTH_ENV: dict[str, str] = {}  # --oauth: the servers check access tokens of bench/oauth_issuer.py (TOKEN is one)
+QUERY = ""  # --oauth: "?agent=default", the clients' shared agent (its `load` block made before the run)
+PROXY: dict[str, Any] = {}  # --proxy: "port" of HAProxy (TLS) in front of the replicas, then "url" and "verify"
+CLIENTS = 8  # --clients
 
 
 async def call(c: Client, op: str, n: int, i: int) -> bool:
@@ -58,7 +66,7 @@ async def call(c: Client, op: str, n: int, i: int) -> bool:
 async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list[str], per: int) -> None:
     i = 0
     while time.time() < stop:
-        async with http_session(url, TOKEN) as c:
+        async with http_session(url, TOKEN, PROXY.get("verify", True)) as c:
             for _ in range(per):
                 if time.time() >= stop:
                     break
@@ -120,6 +128,10 @@ def start_servers(
 ) -> tuple[list[subprocess.Popen[bytes]], list[subprocess.Popen[bytes]]]:
     """(every process started, the tiermem servers among them), each server listening."""
     env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all", TIERMEM_HTTP_TOKEN=TOKEN)
+    if OAUTH_ENV:
+        env = {k: v for k, v in env.items() if k != "TIERMEM_HTTP_TOKEN"} | OAUTH_ENV
+    if PROXY:
+        env["TIERMEM_ALLOWED_HOSTS"] = f"127.0.0.1:{PROXY['port']}"  # the Host the proxy passes on
     entry = [wrap] if wrap else ["-m", "tiermem"]
     procs: list[subprocess.Popen[bytes]] = []
     where: list[str] = []
@@ -178,15 +190,16 @@ async def drive(
     cold = [rss_mb(s.pid) for s in servers]
     started = time.time()
     for r in range(replicas):
-        await warm_up(f"http://127.0.0.1:{port + r}/mcp", ops)
+        await warm_up(f"http://127.0.0.1:{port + r}/mcp{QUERY}", ops)
     print(f"warm-up (each call once per replica) took {time.time() - started:.0f} s", flush=True)
     rss: list[list[float]] = [[rss_mb(s.pid)] for s in servers]
     stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": []}
     stop = time.time() + seconds + (warmup or 0)  # with --warmup, SECONDS are measured after the loaded warm-up
     start = time.time()
     async with anyio.create_task_group() as tg:
-        for n in range(8):
-            tg.start_soon(client, f"http://127.0.0.1:{port + n % replicas}/mcp", n, stop, stats, ops, per)
+        for n in range(CLIENTS):
+            url = PROXY.get("url") or f"http://127.0.0.1:{port + n % replicas}/mcp{QUERY}"
+            tg.start_soon(client, url, n, stop, stats, ops, per)
         while time.time() < stop:
             await anyio.sleep(min(10, max(0.1, stop - time.time())))
             for r, s in enumerate(servers):
@@ -249,6 +262,19 @@ def run(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs, servers = start_servers(work, port, wrap, replicas, s3)
+        if PROXY:
+            import ssl
+
+            from .proxy import find, start_haproxy
+
+            haproxy = find("haproxy")
+            if haproxy is None:
+                raise SystemExit("--proxy needs haproxy (Debian: apt-get install haproxy)")
+            proxy, cert = start_haproxy(haproxy, work, PROXY["port"], [port + r for r in range(replicas)])
+            procs.append(proxy)
+            wait_port(PROXY["port"], proxy, "haproxy")
+            PROXY["url"] = f"https://127.0.0.1:{PROXY['port']}/mcp{QUERY}"
+            PROXY["verify"] = ssl.create_default_context(cafile=str(cert))
         anyio.run(drive, seconds, port, ops, per, servers, warmup)
     finally:
         stop_processes(list(reversed(procs)))
@@ -285,7 +311,33 @@ def main() -> None:
         help="keep the servers' store when the run ends (it is "
         "removed by default; the server logs are kept either way)",
     )
+    parser.add_argument(
+        "--oauth",
+        action="store_true",
+        help="OAuth on: the servers check JWT access tokens of an issuer on loopback (bench/oauth_issuer.py); the "
+        "clients use the shared agent `default` (oauth_shared_agents)",
+    )
+    parser.add_argument(
+        "--proxy", action="store_true", help="the clients reach the replicas through HAProxy doing TLS (bench/proxy.py)"
+    )
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     args, _ = parser.parse_known_args(sys.argv[1:])
+    global CLIENTS
+    CLIENTS = args.clients
+    if args.proxy:
+        PROXY["port"] = args.port + args.replicas + 2
+    if args.oauth:
+        global TOKEN, QUERY
+        from .oauth_issuer import Issuer
+
+        issuer = Issuer(args.port + args.replicas + 1)
+        public = f"https://127.0.0.1:{PROXY['port']}" if args.proxy else f"http://127.0.0.1:{args.port}"
+        TOKEN, QUERY = issuer.mint(public + "/mcp"), "?agent=default"
+        OAUTH_ENV.update(
+            TIERMEM_OAUTH_ISSUER=issuer.url,
+            TIERMEM_PUBLIC_URL=public,
+            TIERMEM_OAUTH_SHARED_AGENTS='{"default": ["bench"]}',
+        )
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in ops if o not in (*OPS, "list")]
     if unknown or not ops:

@@ -4,7 +4,8 @@
     python -m bench locomo --format role    # one storage format only (named | role)
     python -m bench locomo --quick          # first two conversations
     python -m bench locomo --latency 10000  # only: conversation_search p50/p95 over one agent with 10k turns
-    python -m bench locomo --archival       # only: the same questions against the turns stored as archival passages
+    python -m bench locomo --archival       # only: the facts benchmark of archival memory (``bench.locomo_facts``)
+    python -m bench locomo --archival-turns # only: the same questions against the turns stored as archival passages
 
 Every turn is logged through the public Archive API in one of two storage formats: **named**, a user message
 "{speaker}: {text}"; **role**, as hosts log turns, without names: the first speaker's turns as ``user``, the
@@ -153,7 +154,8 @@ def collect(
 
     ``unnamed``: the questions with the two speakers' names left out ("What did Caroline research?" -> "What did
     research?"), as a prompt that names nobody would be: the relevance calibration is fitted and judged on both."""
-    from tiermem.domain.ranking import DEFAULT_RANKER, features, without_names
+    from tiermem.domain.search.query import without_names
+    from tiermem.domain.search.ranking import DEFAULT_RANKER, features
 
     archive = memory.archive
     questions: list[dict[str, Any]] = []
@@ -178,7 +180,7 @@ def collect(
             if result.mode != "hybrid":
                 raise RuntimeError(f"search ran in {result.mode!r} mode: {result.notes}")
             pool = archive.candidates("messages", agent, query, limit=10)
-            shipped = [c.id for c, _ in DEFAULT_RANKER.rank(query, pool.candidates, pool.context)][:10]
+            shipped = [c.id for c, _ in DEFAULT_RANKER.rank(pool.query, pool.candidates, pool.context)][:10]
             if shipped != [h.id for h in result.hits]:
                 raise RuntimeError("conversation_search and the shipped ranker over its candidates disagree")
             cross = archive.candidates("messages", other, query, limit=10)
@@ -192,11 +194,11 @@ def collect(
                     "query": query,
                     "pool": pool,
                     "dia": [dia_of[c.id] for c in pool.candidates],
-                    "features": features(query, pool.candidates, pool.context),
+                    "features": features(pool.query, pool.candidates, pool.context),
                     "cross": {
                         "pool": cross,
                         "dia": [other_dia[c.id] for c in cross.candidates],
-                        "features": features(query, cross.candidates, cross.context),
+                        "features": features(cross.query, cross.candidates, cross.context),
                     },
                 }
             )
@@ -206,7 +208,13 @@ def collect(
 def run(quick: bool = False, formats: tuple[str, ...] = FORMATS) -> dict[str, Any]:
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
-    from tiermem.domain.ranking import CALIBRATION_FEATURES, DEFAULT_CALIBRATION, DEFAULT_RANKER, FEATURES, Ranker
+    from tiermem.domain.search.ranking import (
+        CALIBRATION_FEATURES,
+        DEFAULT_CALIBRATION,
+        DEFAULT_RANKER,
+        FEATURES,
+        Ranker,
+    )
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     data_dir = Path(tempfile.mkdtemp(prefix="tiermem-locomo-"))
@@ -350,7 +358,7 @@ def archival(quick: bool = False) -> dict[str, Any]:
     session, no previous turn in the keyword text): the shipped ranker against Letta's equal-weight fusion."""
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
-    from tiermem.domain.ranking import DEFAULT_RANKER, Ranker
+    from tiermem.domain.search.ranking import DEFAULT_RANKER, Ranker
 
     samples = json.loads(DATA.read_text())[: 2 if quick else None]
     settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="tiermem-locomo-arch-")), embedding_model="default")
@@ -380,7 +388,7 @@ def archival(quick: bool = False) -> dict[str, Any]:
                 continue
             pool = archive.candidates("passages", agent, qa["question"], limit=10)
             for name, ranker in rankers.items():
-                order = [dia_of[c.id] for c, _ in ranker.rank(qa["question"], pool.candidates, pool.context)]
+                order = [dia_of[c.id] for c, _ in ranker.rank(pool.query, pool.candidates, pool.context)]
                 per[name][qa["category"]].append(score(order, gold))
     return {name: table(cats) for name, cats in per.items()}
 
@@ -399,12 +407,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench locomo")
     parser.add_argument("--quick", action="store_true", help="first two conversations only")
     parser.add_argument("--format", choices=("both", *FORMATS), default="both", help="storage format(s) of the turns")
-    parser.add_argument("--archival", action="store_true", help="only: the questions against archival passages")
+    parser.add_argument("--archival", action="store_true", help="only: the facts benchmark of archival memory")
+    parser.add_argument("--archival-turns", action="store_true", help="only: the questions against turns as passages")
+    parser.add_argument("--convs", type=int, metavar="N", help="--archival: the first N conversations only")
+    parser.add_argument("--questions", type=int, metavar="N", help="--archival: N questions per conversation at most")
+    parser.add_argument("--out", type=Path, help="--archival: write the figures to this JSON file, not results.json")
     parser.add_argument(
         "--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns"
     )
     args, _ = parser.parse_known_args(sys.argv[1:])
     if args.archival:
+        from . import locomo_facts
+
+        facts = locomo_facts.run(args.quick, args.convs, args.questions)
+        if args.out:
+            args.out.write_text(json.dumps(facts, indent=2))
+        else:
+            save("locomo_facts", facts)
+        locomo_facts.report(facts)
+        return
+    if args.archival_turns:
         arch = archival(args.quick)
         save("locomo_archival", arch)
         print("LoCoMo dev split as archival passages (archival_memory_search candidates, top 10):")

@@ -133,11 +133,11 @@ def table(per: dict[int, list[tuple[float, float, float]]]) -> dict[str, dict[st
 
 def top_hits(q: dict[str, Any], ranker: Any, *, cross: bool) -> list[tuple[str, list[float]]]:
     """The top 10 of a question's own (or cross) pool with their calibration features."""
-    from tiermem.domain.ranking import calibration_features
+    from tiermem.domain.search.ranking import calibration_features
 
     top = ranked(q, ranker, cross=cross)[:10]
     pool = q["cross"]["pool"] if cross else q["pool"]
-    rows = calibration_features(q["query"], pool.candidates, [(c, s) for _, c, s in top], pool.context)
+    rows = calibration_features(pool.query, pool.candidates, [(c, s) for _, c, s in top], pool.context)
     return [(d, row) for (d, _, _), row in zip(top, rows)]
 
 
@@ -157,7 +157,7 @@ def leave_one_out(qs: list[dict[str, Any]]) -> dict[str, Any]:
     pointwise ``fit`` is scored beside it) and calibration (also the questions without names) fitted on the other
     four, scored on this one. R@k per format and category; precision
     / recall of "relevance >= t" per format and question variant; the weights."""
-    from tiermem.domain.ranking import Calibration, Ranker
+    from tiermem.domain.search.ranking import Calibration, Ranker
 
     per: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     per_pointwise: dict[str, dict[int, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))

@@ -422,7 +422,7 @@ def mlp_seeds(train, seeds=(0, 1, 2)):
 def collect_records() -> None:
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
-    from tiermem.domain.ranking import calibration_features
+    from tiermem.domain.search.ranking import calibration_features
 
     from .locomo import DATA, FORMATS, collect, ingest
 
@@ -436,7 +436,7 @@ def collect_records() -> None:
 
     def slim(q):
         def calib(pool):
-            rows = calibration_features(q["query"], pool.candidates, [(c, 0.0) for c in pool.candidates], pool.context)
+            rows = calibration_features(pool.query, pool.candidates, [(c, 0.0) for c in pool.candidates], pool.context)
             return [r[1:] for r in rows]
 
         return {

@@ -6,7 +6,7 @@ vector recall@10 against exact search, and the server's resident memory.
     python -m bench scale --million          # adds 1M passages with synthetic vectors (storage scale)
     python -m bench scale --probe DIR        # read-only: search a store whose indexes may still be building
     python -m bench scale --profile DIR      # where a search's time goes, leg by leg (--sweep: ANN settings;
-                                             # --orders: three orderings of the legs)
+                                             # --orders: two orderings of the legs)
 
 Passages are generated from seeded templates (names, places, activities, dates), so every run
 sees the same data. Insertion goes through the public Archive API; embedding time is measured
@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument(
         "--upkeep", action="store_true", help="with --profile: optimize after adding 1%% rows vs a rebuild"
     )
-    parser.add_argument("--orders", action="store_true", help="with --profile: three orderings of a search's legs only")
+    parser.add_argument("--orders", action="store_true", help="with --profile: two orderings of a search's legs only")
     args, _ = parser.parse_known_args(sys.argv[2:])
     rng = random.Random(1234)
     results = {}

@@ -22,10 +22,10 @@ per query (so a burst of load on the shared machine hits them all alike):
 
 The questions are distinct.
 
-``--orders`` times three orderings of the same search, per query taking turns, from
-the store's own parts: the oldest (the keyword leg started first, the query embedded, the marks read, the vector leg:
-three hand-offs to LanceDB's loop), the keyword leg and the marks first in one hand-off, then the vector leg (two),
-and this tree's (the query embedded first, then both legs and the marks in one hand-off); the rows are checked equal.
+``--orders`` times two orderings of the same search, per query taking turns, from the store's public parts: the
+oldest (the keyword leg started first, the query embedded, the marks read, the vector leg: three hand-offs to
+LanceDB's loop) and this tree's (the query embedded first, then both legs and the marks in one hand-off); the rows are
+checked equal. (The middle ordering of the history's figures, two hand-offs, needed the store's private parts.)
 
 ``--sweep`` measures the vector leg alone for several (nprobes, ef, refine factor) settings, with
 recall@10 against exact search (LanceDB's flat scan under the same agent filter).
@@ -55,7 +55,8 @@ def open_store(data_dir: Path) -> tuple[Any, str]:
 
 
 def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10) -> dict[str, Any]:
-    from tiermem.domain.ranking import merge
+    from tiermem.domain.search.query import analyse
+    from tiermem.domain.search.ranking import merge
     from tiermem.store.query import Filter
 
     memory, agent = open_store(data_dir)
@@ -107,7 +108,7 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
             _, vector_f = timed(store.search.vector_search, "passages", vec, where, pool, filtered=True)
             frows, keyword_s = timed(store.search.text_search, "passages", q, where, pool)
             _, keyword_f = timed(store.search.text_search, "passages", q, where, pool, filtered=True)
-        _, rank_s = timed(lambda: archive.ranker.rank(q, merge(vrows, frows))[:top_k])
+        _, rank_s = timed(lambda: archive.kinds["passages"].ranker.rank(analyse(q), merge(vrows, frows))[:top_k])
         _, marks_s = timed(store.rows.unembedded_marks, "passages")
         both_s = timed(together, "passages", q, vec, where, pool)[1] if together else None
         _, e2e_s = timed(lambda: archive.search(agent, q, top_k=top_k))
@@ -129,11 +130,9 @@ def profile(data_dir: Path, n_queries: int = 100, top_k: int = 5, warm: int = 10
 
 
 def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, Any]:
-    """The three orderings of ``--orders`` (module docstring), each query searched once, the orderings in turn."""
-    import asyncio
-
-    from tiermem.domain.ranking import merge, without_names
-    from tiermem.store import search as legs
+    """The orderings of ``--orders`` (module docstring), each query searched once, the orderings in turn."""
+    from tiermem.domain.search.query import analyse, without_names
+    from tiermem.domain.search.ranking import merge
     from tiermem.store.query import Filter
 
     memory, agent = open_store(data_dir)
@@ -144,11 +143,12 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         archive.search(agent, q, top_k=top_k)  # the agent's speakers known: every search takes the usual path
 
     def embed(q: str) -> list[float]:
-        return archive.embedder.embed([without_names(q, archive._speakers[agent])])[0]
+        return archive.embedder.embed([without_names(q, archive.speakers(agent))])[0]
 
     def ranked(q: str, vector_rows: list[Any], text_rows: list[Any]) -> list[str]:
-        archive._learn_speakers(agent, text_rows)
-        return [c.id for c, _ in archive.ranker.rank(q, merge(vector_rows, text_rows))[:top_k]]
+        return [
+            c.id for c, _ in archive.kinds["passages"].ranker.rank(analyse(q), merge(vector_rows, text_rows))[:top_k]
+        ]
 
     def three_hand_offs(q: str) -> list[str]:
         text = store.search.start_text_search(t, q, where, pool)
@@ -156,25 +156,12 @@ def orders(data_dir: Path, n_queries: int = 330, top_k: int = 5) -> dict[str, An
         store.rows.unembedded_marks(t)
         return ranked(q, store.search.vector_search(t, vec, where, pool), text.result())
 
-    def two_hand_offs(q: str) -> list[str]:
-        at, clause, sole = store.search._scope(t, where)
-        build = store.search._text_query(t, q)
-
-        async def text_and_marks() -> Any:
-            leg = legs._leg(at, build, clause, pool, store.search._legs_owners(), t, sole)
-            return await asyncio.gather(leg, store.search._snapshot_on_loop("meta"))
-
-        started = asyncio.run_coroutine_threadsafe(text_and_marks(), legs._loop())
-        vector_rows = store.search.vector_search(t, embed(q), where, pool)
-        return ranked(q, vector_rows, legs.found_in(started.result()[0]))
-
     def one_hand_off(q: str) -> list[str]:
         vector_rows, text_rows, _ = store.search.search_legs(t, q, embed(q), where, pool)
         return ranked(q, vector_rows, text_rows)
 
     ways = {
         "keyword leg first, 3 hand-offs": three_hand_offs,
-        "keyword leg and marks first, 2 hand-offs": two_hand_offs,
         "query embedded first, 1 hand-off": one_hand_off,
     }
     for q in queries[10:20]:

@@ -25,7 +25,8 @@ HOST_TIMEOUT = 240
 
 
 def snippet(host: str, data_dir: Path, agent: str = "default") -> str:
-    """What `tiermem config HOST` prints for this data directory (the user's path to a working config)."""
+    """The MCP server part of what `tiermem config HOST` prints for this data directory (what `tiermem setup HOST`
+    writes; its first file's part: TOML for Codex, JSON for the others)."""
     done = subprocess.run(
         [sys.executable, "-m", "tiermem", "config", host, "--data-dir", str(data_dir), "--agent", agent],
         capture_output=True,
@@ -34,7 +35,13 @@ def snippet(host: str, data_dir: Path, agent: str = "default") -> str:
         timeout=60,
         check=True,
     )
-    return done.stdout
+    parts: list[list[str]] = []
+    for line in done.stdout.splitlines():
+        if line.startswith("# /"):
+            parts.append([])
+        elif parts:
+            parts[-1].append(line)
+    return "\n".join(parts[0])
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
@@ -77,7 +84,7 @@ def run_codex(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> subpro
     (home / ".codex").mkdir(parents=True, exist_ok=True)
     work.mkdir(exist_ok=True)
     server = tomllib.loads(snippet("codex", tmp_path / "data"))["mcp_servers"]["tiermem"]
-    server["env"] = {**server["env"], **SERVER_ENV}
+    server["env"] = {**server.get("env", {}), **SERVER_ENV}
     config = "\n".join(
         [
             'model = "fake-model"',
@@ -121,8 +128,9 @@ def run_gemini(
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
     work.mkdir(exist_ok=True)
     settings: dict[str, Any] = json.loads(snippet("gemini", tmp_path / "data"))
+    settings.pop("hooks", None)  # the server alone (tests/test_setup_hosts.py drives the hooks)
     entry = settings["mcpServers"]["tiermem"]
-    entry["env"] = {**entry["env"], **SERVER_ENV}
+    entry["env"] = {**entry.get("env", {}), **SERVER_ENV}
     if not trusted:  # without `trust`, `gemini -p` offers none of the server's tools (it cannot ask to confirm)
         entry.pop("trust", None)
     settings.update(
@@ -150,7 +158,7 @@ def run_opencode(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> sub
     work.mkdir(exist_ok=True)
     config: dict[str, Any] = json.loads(snippet("opencode", tmp_path / "data"))
     entry = config["mcp"]["tiermem"]
-    entry["environment"] = {**entry["environment"], **SERVER_ENV}
+    entry["environment"] = {**entry.get("environment", {}), **SERVER_ENV}
     config.update(
         {
             "model": "fake/fake-model",

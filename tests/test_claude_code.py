@@ -106,7 +106,7 @@ def test_the_default_tools_are_lean_as_claude_code_sends_them(sessions: dict[str
     assert {t["name"] for t in tools} == {
         f"mcp__tiermem__{n}" for n in resolve_tools(["default"]) if n not in FILE_TOOLS
     }
-    assert definition_chars(tools) <= 4800  # issue 29's budget; `python -m bench tool_tokens` reports the figure
+    assert definition_chars(tools) <= 4800  # the budget; `python -m bench tool_tokens` reports the figure
 
 
 def test_the_server_stops_on_sigint_and_nothing_left_the_machine(cc: ClaudeCode, sessions: dict[str, Any]) -> None:

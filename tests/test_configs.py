@@ -16,12 +16,25 @@ import yaml
 
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ConfigError
-from tiermem.server.netguard import make_tokens
+from tiermem.process.netguard import make_tokens
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
 
 CONFIGS = ROOT / "configs"
+
+
+def plan_section(text: str, n: int = 0) -> str:
+    """The ``n``th file's part of what ``tiermem config HOST`` prints for a host setup writes to (each part after a
+    ``# /path/to/file...`` line)."""
+    parts, current = [], None
+    for line in text.splitlines():
+        if line.startswith("# /"):
+            current = []
+            parts.append(current)
+        elif current is not None:
+            current.append(line)
+    return "\n".join(parts[n])
 
 
 def _server_entry(data: dict) -> dict:
@@ -181,8 +194,13 @@ def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) ->
         settings = load_settings(_write(tmp_path, out))
         assert settings.transport == "http" and settings.auth_tokens[0]["agents"] == ["work"]
         assert len(make_tokens(settings.auth_tokens, "auth_tokens")) == 1
+    elif host in ("codex", "gemini", "opencode"):  # what `tiermem setup HOST` would write (test_setup_hosts.py)
+        first = plan_section(out)
+        entry = _server_entry(tomllib.loads(first) if host == "codex" else json.loads(first))
+        assert Path(entry["command"]).is_absolute() and Path(entry["command"]).exists()
+        assert entry["args"] == ["serve", "--data-dir", str(tmp_path / "d"), "--agent", "work"]
     else:
-        entry = _server_entry(tomllib.loads(out) if host == "codex" else json.loads(out))
+        entry = _server_entry(json.loads(out))
         assert Path(entry["command"]).exists() and entry["args"] == ["serve", "--agent", "work"]
         assert entry["env"]["TIERMEM_DATA_DIR"] == str(tmp_path / "d")
 

@@ -1,4 +1,4 @@
-"""Memory that must not grow: bounded LanceDB caches and bounded per-conversation state (issue #13).
+"""Memory that must not grow: bounded LanceDB caches and bounded per-conversation state.
 
 The growth under HTTP load came from LanceDB's metadata cache, which kept a manifest per table version
 (a version per write) with a default bound of GiBs. The regression test writes in a fresh process, as a

@@ -1,4 +1,4 @@
-"""Forgetting that forgets (issue 43, item 5): after ``tiermem forget ... --now`` no file of the data directory (and
+"""Forgetting that forgets: after ``tiermem forget ... --now`` no file of the data directory (and
 no object under the store's prefix) holds a byte of the forgotten text; without ``--now`` it is gone from search at
 once and from the files after the next upkeep (``tiermem optimize``)."""
 

@@ -29,10 +29,10 @@ from tiermem.cli import hooks
 from tiermem.domain import autorecall
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.memory import Memory
+from tiermem.process.hookserver import HookListener
+from tiermem.process.shutdown import Shutdown
 from tiermem.server.app import resolve_tools
-from tiermem.server.hookserver import HookListener
 from tiermem.server.runtime import MemoryHandle
-from tiermem.server.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -525,7 +525,7 @@ def test_bad_input_is_refused_as_such_and_a_failure_of_tiermem_is_reported_as_on
     )  # a memory without blocks: a bug of tiermem's, not bad input
     assert broken.start() is not None and broken.path is not None
     try:
-        with caplog.at_level(logging.ERROR, logger="tiermem.server.hookserver"):
+        with caplog.at_level(logging.ERROR, logger="tiermem.process.hookserver"):
             answer = ask_raw(
                 broken.path,
                 json.dumps({"key": broken.key, "event": "SessionStart", "input": {"source": "startup"}}).encode()
@@ -574,7 +574,7 @@ def test_a_hook_gone_before_its_answer_leaves_no_traceback(
     previous, threading.excepthook = threading.excepthook, escaped.append
     try:
         assert hl.start() is not None and hl.path is not None
-        with caplog.at_level(logging.INFO, logger="tiermem.server.hookserver"), socket.socket(socket.AF_UNIX) as s:
+        with caplog.at_level(logging.INFO, logger="tiermem.process.hookserver"), socket.socket(socket.AF_UNIX) as s:
             s.connect(str(hl.path))
             s.shutdown(socket.SHUT_RD)  # gone: whatever the server writes now fails (EPIPE)
             s.sendall(b"not json\n")

@@ -36,7 +36,8 @@ def test_reembed_switches_model_and_keeps_everything(tmp_path: Path) -> None:
     m.archive.log_messages(agent, [{"role": "user", "content": "I love sea otters"}])
     refused = run(tmp_path, "blocks", "list", model="default")
     assert refused.returncode == 1 and "tiermem reembed" in refused.stderr and "hashing-384" in refused.stderr
-    done = run(tmp_path, "reembed", model="default")
+    # the environment names the new model too (one that names another is refused: later commands would refuse it)
+    done = run(tmp_path, "reembed", model="default", env={"TIERMEM_EMBEDDING_MODEL": "default"})
     assert done.returncode == 0, done.stderr
     assert (
         "re-embedding passages: 1/1" in done.stderr

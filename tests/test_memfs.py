@@ -94,8 +94,10 @@ def test_export_writes_one_file_per_block_and_import_reads_it_back(mem: Memory, 
     assert (
         out / "notes/projects.md"
     ).read_text() == "---\ndescription: Projects\nread_only: true\n---\n---\ntiermem\n\n\n"
-    # outside a Letta Code agent's repository, pinned is written where it differs from the layout (system/ pinned)
-    assert "pinned: true" in (out / "human.md").read_text() and "pinned" not in (out / "notes/projects.md").read_text()
+    # outside a Letta Code agent's repository, the blocks pinned otherwise than the layout says (system/ pinned) are
+    # listed beside the files, never in their frontmatter (Letta Code's hook refuses keys it does not know)
+    assert not any("pinned" in p.read_text() for p in out.rglob("*.md"))
+    assert json.loads((out / ".tiermem-pinned.json").read_text()) == {"pinned": {"human.md": True, "persona.md": True}}
     assert detect(out) == "memfs"
     other = open_memory(load_settings(data_dir=tmp_path / "other", embedding_model="hashing"))
     got = run_import(other, out, fmt="auto", agent="ezra", rename=None, replace=False)
@@ -225,23 +227,25 @@ def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["agents", "create", "a", *common]) == 0  # agents are made on purpose
     assert main(["blocks", "create", "notes/todo", "--value", "buy milk", "--agent", "a", *common]) == 0
     assert main(["export", "a", "--format", "memfs", "-o", str(out), *common]) == 0
-    assert (out / "notes" / "todo.md").read_text().endswith("---\nbuy milk\n")
+    assert (out / "notes" / "todo.md").read_text() == "buy milk\n"  # pinned, said beside the files
     assert main(["import", str(out), "--agent", "b", *common]) == 0
     capsys.readouterr()
     assert main(["blocks", "show", "notes/todo", "--agent", "b", *common]) == 0
     assert capsys.readouterr().out.strip() == "buy milk"
     assert main(["export", "a", "--format", "memfs", *common]) == 1
     assert "Name one agent and a directory" in capsys.readouterr().err
-    # a person detaches a block; sync writes that to the file's frontmatter (a plain directory: pinned: overrides)
+    # a person pins or detaches a block; sync keeps that beside the files (a plain directory), not in the file
     assert main(["blocks", "set", "/notes/todo", "--pinned", "--agent", "b", *common]) == 0
     assert "pinned=true" in capsys.readouterr().out
-    assert main(["sync", str(tmp_path / "synced"), "--agent", "b", *common]) == 0
-    assert "pinned: true" in (tmp_path / "synced" / "notes" / "todo.md").read_text()
+    synced = tmp_path / "synced"
+    assert main(["sync", str(synced), "--agent", "b", *common]) == 0
+    assert "pinned" not in (synced / "notes" / "todo.md").read_text()
+    record = {"human.md": True, "persona.md": True}
+    assert json.loads((synced / ".tiermem-pinned.json").read_text())["pinned"] == {**record, "notes/todo.md": True}
     assert main(["blocks", "set", "notes/todo", "--detached", "--agent", "b", *common]) == 0
     # the directory remembers its agent: no --agent needed
-    assert main(["sync", str(tmp_path / "synced"), *common]) == 0
-    assert "to_files: notes/todo" in capsys.readouterr().out
-    assert "pinned" not in (tmp_path / "synced" / "notes" / "todo.md").read_text()
+    assert main(["sync", str(synced), *common]) == 0
+    assert json.loads((synced / ".tiermem-pinned.json").read_text())["pinned"] == record  # notes/: detached
 
 
 def test_two_way_sync_with_git_history(mem: Memory, tmp_path: Path) -> None:
@@ -284,7 +288,7 @@ def test_two_way_sync_with_git_history(mem: Memory, tmp_path: Path) -> None:
 
 
 def test_conflicting_sync_commits_nothing(mem: Memory, tmp_path: Path) -> None:
-    """Issue 30: a conflicting sync committed the user's file edit as "tiermem sync: 0 block(s)"."""
+    """Regression: a conflicting sync committed the user's file edit as "tiermem sync: 0 block(s)"."""
     agent = seed(mem)
     root = tmp_path / "memory"
     root.mkdir()

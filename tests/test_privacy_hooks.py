@@ -1,4 +1,4 @@
-"""Issue 43, items 2-4: `<private>` spans never kept, projects apart, recalled memory quoted as data.
+"""Privacy in the hooks: `<private>` spans never kept, projects apart, recalled memory quoted as data.
 
 The hook path runs as in ``tests/test_hooks.py`` (the server's listener in this process, the hook client called as
 ``tiermem hook claude-code`` runs it), over the hashing embedder so the module stays fast; the last test drives the
@@ -27,11 +27,11 @@ from tiermem.cli import hooks
 from tiermem.domain import autorecall, briefing
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
+from tiermem.process.hookserver import HookListener
+from tiermem.process.shutdown import Shutdown
 from tiermem.server.app import resolve_tools
-from tiermem.server.hookserver import HookListener
 from tiermem.server.registry import label_editors
 from tiermem.server.runtime import MemoryHandle
-from tiermem.server.shutdown import Shutdown
 from tiermem.store import Filter, Store
 from tiermem.store.connection import connect
 from tiermem.store.query import compile_filter

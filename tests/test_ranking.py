@@ -13,7 +13,8 @@ from tiermem.base.records import Found
 from tiermem.domain.archive import Archive
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.memory import Memory
-from tiermem.domain.ranking import (
+from tiermem.domain.search.query import analyse, asks_several, speaker_of, without_names
+from tiermem.domain.search.ranking import (
     DEFAULT_CALIBRATION,
     DEFAULT_RANKER,
     FEATURES,
@@ -21,12 +22,9 @@ from tiermem.domain.ranking import (
     Candidate,
     Context,
     Ranker,
-    asks_several,
     coverage,
     features,
     merge,
-    speaker_of,
-    without_names,
 )
 from tiermem.embedding.embedders import BackgroundEmbedder, HashingEmbedder
 from tiermem.store import Store
@@ -52,8 +50,10 @@ def cand(
     )
 
 
-def feat(query: str, cands: list[Candidate], name: str, context: Context | None = None) -> list[float]:
-    return [row[FEATURES.index(name)] for row in features(query, cands, context)]
+def feat(
+    query: str, cands: list[Candidate], name: str, context: Context | None = None, clock: datetime | None = None
+) -> list[float]:
+    return [row[FEATURES.index(name)] for row in features(analyse(query, clock), cands, context)]
 
 
 def test_features_are_relative_to_the_pool_and_read_the_text() -> None:
@@ -81,16 +81,15 @@ def at(y: int, m: int, d: int, content: str = "x", role: str = "user") -> Candid
 
 def test_date_feature_reads_the_periods_the_query_names_against_the_conversations_clock() -> None:
     cands = [at(2023, 6, 10), at(2023, 7, 20), at(2023, 9, 1), at(2022, 6, 3)]
-    autumn = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
+    autumn = datetime(2023, 10, 1, tzinfo=UTC)
     # "June" is the last June before the clock; the month after it counts half (people talk about it afterwards)
-    assert feat("When did Melanie go camping in June?", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
-    assert feat(
-        "When did Melanie go camping in June?", cands, "date", Context(clock=datetime(2023, 1, 5, tzinfo=UTC))
-    ) == [0.0, 0.0, 0.0, 1.0]
-    assert feat("camping in June 2023", cands, "date", autumn) == [1.0, 0.5, 0.0, 0.0]
-    assert feat("anything from 2022", cands, "date", autumn) == [0.0, 0.0, 0.0, 1.0]
-    assert feat("what happened last month", cands, "date", autumn) == [0.0, 0.0, 1.0, 0.0]
-    assert feat("camping trip", cands, "date", autumn) == [0.0, 0.0, 0.0, 0.0]
+    assert feat("When did Melanie go camping in June?", cands, "date", clock=autumn) == [1.0, 0.5, 0.0, 0.0]
+    winter = datetime(2023, 1, 5, tzinfo=UTC)
+    assert feat("When did Melanie go camping in June?", cands, "date", clock=winter) == [0.0, 0.0, 0.0, 1.0]
+    assert feat("camping in June 2023", cands, "date", clock=autumn) == [1.0, 0.5, 0.0, 0.0]
+    assert feat("anything from 2022", cands, "date", clock=autumn) == [0.0, 0.0, 0.0, 1.0]
+    assert feat("what happened last month", cands, "date", clock=autumn) == [0.0, 0.0, 1.0, 0.0]
+    assert feat("camping trip", cands, "date", clock=autumn) == [0.0, 0.0, 0.0, 0.0]
 
 
 def test_times_a_turn_mentions_are_read_against_its_own_date() -> None:
@@ -100,11 +99,12 @@ def test_times_a_turn_mentions_are_read_against_its_own_date() -> None:
         at(2023, 7, 3, "I love my pottery class."),
         at(2023, 8, 9, "We went camping last week, the kids loved it."),
     ]
-    clock = Context(clock=datetime(2023, 10, 1, tzinfo=UTC))
-    assert feat("What did Melanie do on 2 July 2023?", cands, "mentioned", clock) == [1.0, 0.0, 0.0]
-    assert feat("What did they do in the first week of August 2023?", cands, "mentioned", clock) == [0.0, 0.0, 1.0]
-    assert feat("When did Melanie sign up for a pottery class?", cands, "when", clock) == [1.0, 0.0, 1.0]
-    assert feat("What did Melanie sign up for?", cands, "when", clock) == [0.0, 0.0, 0.0]
+    clock = datetime(2023, 10, 1, tzinfo=UTC)
+    assert feat("What did Melanie do on 2 July 2023?", cands, "mentioned", clock=clock) == [1.0, 0.0, 0.0]
+    august = "What did they do in the first week of August 2023?"
+    assert feat(august, cands, "mentioned", clock=clock) == [0.0, 0.0, 1.0]
+    assert feat("When did Melanie sign up for a pottery class?", cands, "when", clock=clock) == [1.0, 0.0, 1.0]
+    assert feat("What did Melanie sign up for?", cands, "when", clock=clock) == [0.0, 0.0, 0.0]
 
 
 def test_speaker_feature_reads_labels_and_the_names_of_roles() -> None:
@@ -125,13 +125,13 @@ def test_speaker_feature_reads_labels_and_the_names_of_roles() -> None:
 
 def test_relevance_is_a_probability_that_grows_with_the_score_and_the_match() -> None:
     pool = [cand("a", "x", v=1, f=1, cos=0.62, bm25=9.0), cand("b", "y", v=2, cos=0.40), cand("c", "z", f=2, bm25=2.0)]
-    scored = DEFAULT_RANKER.rank("q", pool)
-    relevance = DEFAULT_CALIBRATION.relevance("q", pool, scored)
+    scored = DEFAULT_RANKER.rank(analyse("q"), pool)
+    relevance = DEFAULT_CALIBRATION.relevance(analyse("q"), pool, scored)
     assert all(0.0 <= p <= 1.0 for p in relevance) and relevance[0] == max(relevance)
     weak = [cand("a", "x", v=1, f=1, cos=0.22, bm25=1.0), cand("b", "y", v=2, cos=0.20), cand("c", "z", f=2, bm25=0.5)]
     # the same ranks and the same relative features, but the best match is poor: lower relevance
-    assert DEFAULT_CALIBRATION.relevance("q", weak, DEFAULT_RANKER.rank("q", weak))[0] < relevance[0]
-    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance("q", pool, scored) == [1.0, 1.0, 1.0]  # clamped
+    assert DEFAULT_CALIBRATION.relevance(analyse("q"), weak, DEFAULT_RANKER.rank(analyse("q"), weak))[0] < relevance[0]
+    assert Calibration((0.0, 0.0, 0.0, 0.0), 1e9).relevance(analyse("q"), pool, scored) == [1.0, 1.0, 1.0]  # clamped
     with pytest.raises(ValueError, match="needs 4 weights"):
         Calibration((1.0,), 0.0)
 
@@ -141,10 +141,10 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
 
     def top(content: str) -> float:
         pool = [cand("a", content, v=1, f=1, cos=0.45, bm25=2.0), cand("b", "Unrelated words here", v=2, cos=0.2)]
-        return DEFAULT_CALIBRATION.relevance(query, pool, DEFAULT_RANKER.rank(query, pool))[0]
+        return DEFAULT_CALIBRATION.relevance(analyse(query), pool, DEFAULT_RANKER.rank(analyse(query), pool))[0]
 
-    assert coverage(query, cand("a", "My cat is called Miso"), Context()) == 1.0
-    assert coverage(query, cand("a", "The cat sleeps all day"), Context()) == 0.5
+    assert coverage(analyse(query), cand("a", "My cat is called Miso"), Context()) == 1.0
+    assert coverage(analyse(query), cand("a", "The cat sleeps all day"), Context()) == 0.5
     assert top("My cat is called Miso") > top("The cat sleeps all day") > top("Miso sleeps all day")
     # a speaker's name counts as said by that speaker's turn, and is not asked of anyone else's
     asks = "What did Caroline paint?"
@@ -152,14 +152,14 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     by = Candidate(
         id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0, role="user")
     )
-    assert coverage(asks, by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
+    assert coverage(analyse(asks), by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
     other = Candidate(
         id="u",
         content="I paint every day",
         found=Found(id="u", content="I paint every day", created_us=0, role="assistant"),
     )
-    assert coverage(asks, other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
-    assert coverage(asks, cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
+    assert coverage(analyse(asks), other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
+    assert coverage(analyse(asks), cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
 
 
 def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
@@ -177,8 +177,8 @@ def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
         bm25=1.0,
     )  # not of a's sitting: only raw scores differ
     among_many = [cand("a", "My cat is called Miso", v=1, f=1, cos=0.52, bm25=9.6), elsewhere]
-    assert DEFAULT_CALIBRATION.relevance(q, alone, DEFAULT_RANKER.rank(q, alone))[0] == pytest.approx(
-        DEFAULT_CALIBRATION.relevance(q, among_many, DEFAULT_RANKER.rank(q, among_many))[0], rel=0.2
+    assert DEFAULT_CALIBRATION.relevance(analyse(q), alone, DEFAULT_RANKER.rank(analyse(q), alone))[0] == pytest.approx(
+        DEFAULT_CALIBRATION.relevance(analyse(q), among_many, DEFAULT_RANKER.rank(analyse(q), among_many))[0], rel=0.2
     )
 
 
@@ -216,13 +216,13 @@ def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> 
         cand("dog", "Our dog Rex is due for his vaccination in May", v=2, cos=0.247),
         cand("bird", "My parrot Kiwi can whistle the national anthem", v=3, cos=0.158),
     ]
-    assert DEFAULT_RANKER.rank("feline napping spot", cands)[0][0].id == "cat"
+    assert DEFAULT_RANKER.rank(analyse("feline napping spot"), cands)[0][0].id == "cat"
 
 
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
     cands = [cand("x", "one", v=1, f=9), cand("y", "two", v=3, f=1), cand("z", "three", f=2)]
-    assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank("q", cands)][:2] == ["x", "y"]
-    assert [c.id for c, _ in Ranker.legs(0.0, 1.0).rank("q", cands)] == ["y", "z", "x"]
+    assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank(analyse("q"), cands)][:2] == ["x", "y"]
+    assert [c.id for c, _ in Ranker.legs(0.0, 1.0).rank(analyse("q"), cands)] == ["y", "z", "x"]
     with pytest.raises(ValueError, match=f"needs {len(FEATURES)} weights"):
         Ranker((1.0, 2.0))
 
@@ -253,7 +253,7 @@ def test_shipped_ranker_prefers_the_named_speakers_statement_over_a_question(tmp
     archive.log_messages(agent, [{"role": "user", "content": t} for t in turns])
     query = "What did Caroline research?"
     pool = archive.candidates("messages", agent, query)
-    by_keywords = Ranker.legs(0.0, 1.0).rank(query, pool.candidates, pool.context)
+    by_keywords = Ranker.legs(0.0, 1.0).rank(pool.query, pool.candidates, pool.context)
     assert by_keywords[0][0].content == turns[0]  # the keyword leg alone puts the question first...
     hits = archive.conversation_search(agent, query, limit=3).hits
     assert hits[0].content == turns[1]  # ...the shipped ranker the answer
@@ -326,8 +326,8 @@ def test_relative_times_in_a_query_read_the_conversations_clock(memory: Memory) 
     )
     query = "Where did we go hiking last week?"
     pool = memory.archive.candidates("messages", agent, query)
-    assert pool.context.clock == datetime(2023, 6, 28, 10, tzinfo=UTC)
-    assert memory.archive.candidates("messages", agent, "Where did we go hiking?").context.clock is None  # not read
+    assert pool.query.clock == datetime(2023, 6, 28, 10, tzinfo=UTC)
+    assert memory.archive.candidates("messages", agent, "Where did we go hiking?").query.clock is None  # not read
     assert memory.archive.conversation_search(agent, query, limit=2).hits[0].content == "We went hiking by the lake."
     assert (
         memory.archive.conversation_search(agent, "Where did we go hiking in May 2023?", limit=2).hits[0].content
@@ -455,7 +455,7 @@ def test_the_legs_return_the_order_turns_were_logged_in(memory: Memory) -> None:
     rows = dict(
         zip(
             (c.content for c in pool.candidates),
-            features("Where did you go on holiday?", pool.candidates, pool.context),
+            features(pool.query, pool.candidates, pool.context),
         )
     )
     found = {t: rows[t][0] + rows[t][1] for t in turns}

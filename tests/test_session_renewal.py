@@ -1,4 +1,4 @@
-"""Renewing the LanceDB session (issue #13 part 3): LanceDB's index cache keeps entries of superseded table
+"""Renewing the LanceDB session: LanceDB's index cache keeps entries of superseded table
 versions, which only a new session drops. Renewal must not cost a write or a search its correctness, including
 calls under way on the old connection while it happens."""
 

@@ -18,7 +18,7 @@ from mcp.client.sse import sse_client
 from tiermem.base.config import load_settings
 from tiermem.base.errors import ShuttingDownError
 from tiermem.domain.factory import open_memory
-from tiermem.server.shutdown import Shutdown
+from tiermem.process.shutdown import Shutdown
 
 from .conftest import PYTHON, ROOT
 from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, wait_for_port

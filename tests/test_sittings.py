@@ -11,8 +11,9 @@ import pytest
 
 from tiermem.base.records import Found
 from tiermem.domain.memory import Memory
-from tiermem.domain.ranking import DEFAULT_RANKER, FEATURES, Candidate, Context, features, terms
-from tiermem.domain.sittings import SittingCache, SittingIndex, SittingRanks
+from tiermem.domain.search.query import analyse, terms
+from tiermem.domain.search.ranking import DEFAULT_RANKER, FEATURES, Candidate, Context, features
+from tiermem.domain.search.sittings import SittingCache, SittingIndex, SittingRanks
 
 from .conftest import memory_over
 
@@ -206,13 +207,13 @@ def test_the_opens_feature_marks_the_turn_that_opened_its_sitting(memory: Memory
     pool = memory.archive.candidates("messages", agent, "cat Miso")
     col = FEATURES.index("opens")
     opened = {
-        c.content[:5]: row[col] for c, row in zip(pool.candidates, features("cat Miso", pool.candidates, pool.context))
+        c.content[:5]: row[col] for c, row in zip(pool.candidates, features(pool.query, pool.candidates, pool.context))
     }
     assert opened == {"Since": 1.0, "A cat": 0.0, "Miso ": 0.0}
     # archival passages have no sittings: no row opens one
     memory.archive.insert(agent, "The cat is called Miso.")
     passages = memory.archive.candidates("passages", agent, "cat")
-    assert [row[col] for row in features("cat", passages.candidates, passages.context)] == [0.0]
+    assert [row[col] for row in features(passages.query, passages.candidates, passages.context)] == [0.0]
     assert DEFAULT_RANKER.weights[col] > 0  # fitted: a sitting's first turn is likelier what a question looks for
 
 
@@ -256,19 +257,20 @@ def test_the_sitting_feature_and_the_shipped_ranker_lift_a_turn_whose_sitting_ma
     context = Context(sittings=Ranks({"parade": 1, "elsewhere": 7}))
     cands = two("It was so colourful!")
     col = FEATURES.index("sitting")
-    assert [r[col] for r in features("What was the parade like?", cands, context)] == pytest.approx([0.1, 0.25])
+    parade = analyse("What was the parade like?")
+    assert [r[col] for r in features(parade, cands, context)] == pytest.approx([0.1, 0.25])
     # without a sitting index (archival passages) every row gets the best sitting's value: their order is left alone
-    assert [r[col] for r in features("What was the parade like?", [replace(cands[0], fts_rank=None), cands[1]])] == [
+    assert [r[col] for r in features(parade, [replace(cands[0], fts_rank=None), cands[1]])] == [
         0.25,
         0.25,
     ]
     # a question about several things: their evidence is spread over sittings, the feature stays 0
-    assert [r[col] for r in features("How many parades has Caroline been to?", cands, context)] == [0.0, 0.0]
-    assert [c.id for c, _ in DEFAULT_RANKER.rank("What was the parade like?", cands, context)] == ["b", "a"]
+    assert [r[col] for r in features(analyse("How many parades has Caroline been to?"), cands, context)] == [0.0, 0.0]
+    assert [c.id for c, _ in DEFAULT_RANKER.rank(parade, cands, context)] == ["b", "a"]
 
 
 def test_word_forms_meet_in_the_sitting_index() -> None:
-    from tiermem.domain.sittings import stem
+    from tiermem.domain.search.sittings import stem
 
     for forms in (
         ("vacationed", "vacation", "vacations"),
@@ -286,7 +288,7 @@ def test_word_forms_meet_in_the_sitting_index() -> None:
 
 def test_recall_candidates_keep_deep_ranks_and_take_the_best_sittings_deeper_turns(memory: Memory) -> None:
     """The legs read 100 rows: a candidate keeps its rank in a leg that ranks it past the pool of 40, and a turn of
-    the query's best sitting that no leg ranks within 40 is a candidate all the same (``archive.pooled``)."""
+    the query's best sitting that no leg ranks within 40 is a candidate all the same (``pool.pooled``)."""
     agent = memory.ensure_agent("deep").id
     fillers = [
         {"role": "user", "content": f"lighthouse keeper log entry {n}", "timestamp": stamp(1440 * (n + 1))}
@@ -319,12 +321,12 @@ def test_recall_candidates_keep_deep_ranks_and_take_the_best_sittings_deeper_tur
     )  # nothing past 40 in both legs but the best sitting's turns
     hits = memory.archive.conversation_search(agent, "lighthouse", limit=10).hits
     assert [h.id for h in hits] == [
-        c.id for c, _ in memory.archive.message_ranker.rank("lighthouse", pool.candidates, pool.context)
+        c.id for c, _ in memory.archive.kinds["messages"].ranker.rank(pool.query, pool.candidates, pool.context)
     ][:10]  # the search ranks the same pool
 
 
 def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_sittings() -> None:
-    from tiermem.domain.archive import pooled
+    from tiermem.domain.search.pool import pooled
 
     def cand(cid: str, conversation: str, vector_rank: int | None, fts_rank: int | None) -> Candidate:
         return Candidate(
@@ -343,9 +345,10 @@ def test_a_question_about_several_things_takes_deeper_turns_of_its_three_best_si
         cand("deep-none", "s0", 41, 41),
     ]
     context = Context(sittings=Ranks({"s1": 1, "s3": 3, "s4": 4, "s9": 9}))
-    assert [c.id for c in pooled("What did Tim cook?", cands, 40, context)] == ["top", "deep-best"]
-    assert [c.id for c in pooled("What has Tim cooked?", cands, 40, context)] == ["top", "deep-best", "deep-third"]
-    assert [c.id for c in pooled("What has Tim cooked?", cands, 40, Context())] == ["top"]  # passages: no sittings
+    assert [c.id for c in pooled(analyse("What did Tim cook?"), cands, 40, context)] == ["top", "deep-best"]
+    several = analyse("What has Tim cooked?")
+    assert [c.id for c in pooled(several, cands, 40, context)] == ["top", "deep-best", "deep-third"]
+    assert [c.id for c in pooled(several, cands, 40, Context())] == ["top"]  # passages: no sittings
 
 
 def test_a_turns_place_in_its_sitting_follows_the_log_order() -> None:
@@ -379,8 +382,8 @@ def test_a_turns_place_in_its_sitting_follows_the_log_order() -> None:
 
 def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -> None:
     """What was said just before or after a match (the question a turn answers, the answer to it) is a candidate
-    even when no leg ranks it within the pool, if a leg ranks it within LEG_DEPTH (``archive.pooled``)."""
-    from tiermem.domain.archive import NEIGHBOURS, pooled
+    even when no leg ranks it within the pool, if a leg ranks it within LEG_DEPTH (``pool.pooled``)."""
+    from tiermem.domain.search.pool import NEIGHBOURS, pooled
 
     index = SittingIndex()
     index.add([row(f"turn {seq}", 0, seq) for seq in range(1, 9)] + [row("later", 300, 9)])
@@ -405,5 +408,6 @@ def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -
     ]
     assert NEIGHBOURS == 2
     context = Context(sittings=SittingRanks(index, {}))  # no sitting matches the query: only the neighbours join
-    assert [c.id for c in pooled("Where did Tim go?", cands, 40, context)] == ["match", "just-before", "two-after"]
-    assert [c.id for c in pooled("Where did Tim go?", cands, 40, Context())] == ["match"]  # passages: no sittings
+    where = analyse("Where did Tim go?")
+    assert [c.id for c in pooled(where, cands, 40, context)] == ["match", "just-before", "two-after"]
+    assert [c.id for c in pooled(where, cands, 40, Context())] == ["match"]  # passages: no sittings

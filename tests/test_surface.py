@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 # The budget the README states for the default preset (cl100k_base tokens); measured with `python -m bench tool_tokens`.
 MODEL_TOKENS_BUDGET = 1400
 LIST_TOKENS_BUDGET = 2800
-CLAUDE_CODE_CHARS_BUDGET = 4800  # issue 29: tool definitions as Claude Code sends them in every request
+CLAUDE_CODE_CHARS_BUDGET = 4800  # tool definitions as Claude Code sends them in every request
 DATA_TOOLS = {
     "memory",
     "core_memory_view",

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from tiermem.base.names import name_in
-from tiermem.base.timeexpr import asks_when, full_dates, needs_clock, query_periods, resolve
+from tiermem.domain.search.timeexpr import asks_when, full_dates, needs_clock, query_periods, resolve
 
 MONDAY = datetime(2023, 7, 3, 13, 36, tzinfo=UTC)  # a turn written at 1:36 pm on Monday 3 July 2023
 

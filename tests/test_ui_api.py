@@ -191,8 +191,8 @@ def test_export_and_import(client: TestClient) -> None:
 
 def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
     """On ``tiermem serve --transport http``, /ui is behind the same tokens, and a token sees only its agents."""
+    from tiermem.process.netguard import make_tokens
     from tiermem.server.app import build_http_app, build_server
-    from tiermem.server.netguard import make_tokens
     from tiermem.server.runtime import MemoryHandle
     from tiermem.ui.launch import http_mount
 

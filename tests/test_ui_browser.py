@@ -23,8 +23,8 @@ import pytest
 from tiermem.base.config import BlockSpec, load_settings
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.process.netguard import make_tokens
 from tiermem.server.app import build_http_app, build_server
-from tiermem.server.netguard import make_tokens
 from tiermem.server.runtime import MemoryHandle
 from tiermem.ui.launch import http_mount
 

@@ -40,8 +40,8 @@ class Site:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
+    from tiermem.process.netguard import make_tokens
     from tiermem.server.app import build_http_app, build_server
-    from tiermem.server.netguard import make_tokens
     from tiermem.server.runtime import MemoryHandle
     from tiermem.ui.launch import http_mount
 

@@ -96,7 +96,7 @@ def test_searches_arriving_while_the_index_is_built_get_the_whole_of_it(
         start.wait()
         fresh.archive.warm_sittings(agent)
 
-    with caplog.at_level(logging.DEBUG, logger="tiermem.domain.sittings"):
+    with caplog.at_level(logging.DEBUG, logger="tiermem.domain.search.sittings"):
         fresh.warm(agent)  # the server's background warm, and three more at once, and six searches
         threads = [threading.Thread(target=warm) for _ in range(3)] + [
             threading.Thread(target=search, args=(n,)) for n in range(6)

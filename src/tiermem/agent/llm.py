@@ -11,6 +11,7 @@ Stored message layout (``Message.payload`` is JSON text; shared with ``interop``
 - tool:      ``{"kind": "tool_result", "tool_call_id", "name", "is_error"}``; content is the
   wrapped result ``{"status", "message", "time"}``
 - system:    ``{"kind": "summary"}``: what the summariser wrote for evicted messages
+- user / assistant logged by a host's hook: ``{"kind": role, "host": "codex"}`` (the host that reported it)
 - any role, imported from a Letta agent file: ``"letta"`` holds the file's message (exported back as it
   was; the loop does not read it)
 """

@@ -10,6 +10,10 @@ Every message (user, assistant with its tool calls, tool results, heartbeats, al
 summaries) is written to recall as it happens, and the in-context window is recorded per
 conversation, so a turn interrupted by a crash, a provider error or a sampling round trip
 resumes from the store exactly where it was.
+
+Why this module is long: ``AgentLoop`` is one turn in both styles with its resumption, the context window's upkeep
+and the writes to recall, which share the turn's state; the tool-calling loop is ``toolcalls.py`` and the token
+maths ``context.py``.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
         agent_chat,
         name=chat.name,
         title=chat.title,
-        annotations=chat.annotations,
+        annotations=chat.annotations.mcp(),
         description=describe(agent_chat.__doc__ or ""),
         structured_output=False,
     )

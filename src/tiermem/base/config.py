@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     transport: Transport = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
-    embedding_model: str = "default"
+    # None: the model the data directory's vectors were built with, "default" for a new one (factory.embedding_model)
+    embedding_model: str | None = None
     allow_download: bool = False
     # How long a search or a write waits for the embedding model (seconds) before it goes on without it.
     embedding_wait_seconds: float = Field(default=10.0, ge=0, le=600)
@@ -115,6 +116,27 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # OAuth 2.1 (sse/http; both turn it on): the authorization server whose access tokens are accepted, besides the
+    # static tokens, and the URL clients reach this server at; the canonical URI tokens must name as their audience
+    # is public_url with the endpoint (/mcp, /sse) appended unless it ends with it. process/oauth.py checks them.
+    oauth_issuer: str | None = None
+    public_url: str | None = None
+    # An audience other than the canonical URI, for issuers that cannot put a URL there.
+    oauth_audience: str | None = None
+    # The signature algorithms accepted (asymmetric ones only: never "none" nor HS256).
+    oauth_algorithms: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"]
+    )
+    # Ask the issuer's introspection endpoint (RFC 7662) about every token instead of checking JWTs locally (opaque
+    # tokens; revocation seen at once), with this server's client credentials there.
+    oauth_introspect: bool = False
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = None
+    # The claim of an access token that lists its user's groups.
+    oauth_groups_claim: str = "groups"
+    # Each signed-in user has an agent of their own; these agents are shared, each with the subjects and groups
+    # ("group:<name>") that may use it (a client asks for one with ?agent=<name> on the server's URL).
+    oauth_shared_agents: dict[str, list[str]] = Field(default_factory=dict)
     # Publish the memory inspector's block view as an MCP App (tool memory_blocks_view + a ui:// resource).
     mcp_apps: bool = False
     # The `memory` and `memory_apply_patch` tools: Anthropic's memory tool and tiermem's patch, or Letta Code's.
@@ -135,7 +157,7 @@ class Settings(BaseSettings):
     agent_type: Literal["letta_v1", "memgpt"] = "letta_v1"
     sleeptime_frequency: int = Field(default=0, ge=0)
 
-    @field_validator("tools", "allowed_hosts", "allowed_origins", mode="before")
+    @field_validator("tools", "allowed_hosts", "allowed_origins", "oauth_algorithms", mode="before")
     @classmethod
     def _split_tools(cls, v: object) -> object:
         if isinstance(v, str):

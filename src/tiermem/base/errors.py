@@ -8,7 +8,20 @@ from __future__ import annotations
 
 
 class TiermemError(Exception):
-    """Root of every error tiermem raises on purpose."""
+    """Root of every error tiermem raises on purpose.
+
+    ``str(exc)`` is the text a model reads (as a tool error: it names the MCP tools to use instead). ``person``, when
+    given, is the same message for someone at the ``tiermem`` command line, naming the command to type instead;
+    ``for_person()`` returns it, else ``str(exc)``.
+    """
+
+    def __init__(self, *args: object, person: str | None = None) -> None:
+        super().__init__(*args)
+        self.person = person
+
+    def for_person(self) -> str:
+        person = getattr(self, "person", None)  # a subclass may set its own attributes before calling super
+        return person if person is not None else str(self)
 
 
 class ConfigError(TiermemError):

@@ -2,7 +2,7 @@
 
 Before ``tiermem serve`` answers ``initialize`` it creates some 130,000 objects (the MCP SDK's and pydantic's classes
 and schemas, tiermem's modules, the settings); the cyclic collector walks them again and again meanwhile, 10-15% of
-the start's CPU (measured: ``python -m bench coldstart``, BENCHMARKS.md "Cold start, third pass"). The CLI calls
+the start's CPU (measured with ``python -m bench coldstart``). The CLI calls
 ``hold()`` first thing for ``serve``; the server calls ``release()`` once the client has its handshake's answer
 (``runtime.Runtime.mark_answered``), and a network server before it listens. ``release`` moves every object alive at
 that moment to the permanent generation (``gc.freeze``: modules, classes and schemas live as long as the process,

@@ -34,12 +34,24 @@ def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_dir():
         return Path(base) / "tiermem"
+    return _fallback_dir()
+
+
+def _fallback_dir() -> Path:
     return Path(os.environ.get("TMPDIR") or "/tmp") / f"tiermem-{os.getuid()}"
 
 
-def private_dir(create: bool) -> Path:
-    """``runtime_dir()``, checked to be ours alone (created 0700 when ``create``); ConfigError when it is not."""
-    path = runtime_dir()
+def runtime_dirs() -> list[Path]:
+    """Where a hook looks: ``runtime_dir()``, then the directory a server uses without ``XDG_RUNTIME_DIR``. A host
+    may start its MCP servers with fewer environment variables than its hooks (Codex CLI passes a server a short
+    list that leaves ``XDG_RUNTIME_DIR`` out), so the server listens in the second."""
+    return list(dict.fromkeys([runtime_dir(), _fallback_dir()]))
+
+
+def private_dir(create: bool, path: Path | None = None) -> Path:
+    """``path`` (default ``runtime_dir()``), checked to be ours alone (created 0700 when ``create``); ConfigError when
+    it is not."""
+    path = path if path is not None else runtime_dir()
     if create:
         try:
             path.mkdir(mode=0o700, exist_ok=True)

@@ -1,4 +1,8 @@
-"""The CLI's command handlers (agents, blocks, search, import/export); ``cli.py`` parses and dispatches."""
+"""The CLI's command handlers (agents, blocks, search, import/export); ``cli.py`` parses and dispatches.
+
+Why this module is long: it holds the handlers of many small commands, each short and independent of the others;
+command groups that grow (``forget``, ``folders``) get a module of their own.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import ConfigError, ConflictError, EditError, TiermemError, ValidationError
+from ..base.errors import ConfigError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 
 if TYPE_CHECKING:
     import argparse
@@ -32,9 +36,21 @@ def print_rows(obj: Any, as_json: bool) -> None:
             print("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
 
 
+def read_stdin() -> str:
+    """A value given as '-': stdin without one trailing newline (the one `echo` and an editor's last line add)."""
+    return sys.stdin.read().removesuffix("\n")
+
+
 def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
     """Show what deleting the agent removes, ask (unless --yes), then delete it."""
-    agent = memory.get_agent(args.name)
+    try:
+        agent = memory.get_agent(args.name)
+    except NotFoundError:
+        names = ", ".join(a.name for a in memory.list_agents()) or "none"
+        raise NotFoundError(
+            f"No agent named {args.name!r} (agents: {names}); nothing was deleted. Check the name with "
+            "`tiermem agents list`."
+        ) from None
     plan = memory.deletion_plan(agent.id)
     print(f"Deleting removes:\n{plan.describe()}", file=sys.stderr)
     if not args.yes:
@@ -56,7 +72,7 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
     import stat
 
     from ..interop.hosts import HOSTS, SECRET_HOSTS, snippet
-    from ..server.netguard import write_private
+    from ..process.netguard import write_private
 
     text = (
         snippet(
@@ -111,8 +127,11 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
     fmt = args.format
     if args.output and args.output.endswith(".jsonl") and fmt == "af" and not args.name and not args.all_agents:
         fmt = "jsonl"
+    names = list(args.name)
+    if not names and not args.all_agents and fmt in ("af", "memfs"):
+        names = [memory.named_agent(settings.agent).name]  # the agent every command uses ($TIERMEM_AGENT, 'default')
     report = run_export(
-        memory, agent=list(args.name), fmt=fmt, output=args.output, vectors=args.vectors, all_agents=args.all_agents
+        memory, agent=names, fmt=fmt, output=args.output, vectors=args.vectors, all_agents=args.all_agents
     )
     for note in report.pop("notes", []):
         print(f"note: {note}", file=sys.stderr)
@@ -350,6 +369,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                     "id": h.id,
                 }
             )
+    rows.sort(key=lambda r: -r["relevance"])  # one list, most relevant first: relevance is comparable across memories
     for note in dict.fromkeys(notes):
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -380,7 +400,7 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         updates["sleeptime_frequency"] = str(args.sleeptime)
     if args.autoclear is not None:
         updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
-    system = sys.stdin.read() if args.system == "-" else args.system
+    system = read_stdin() if args.system == "-" else args.system
     if not updates and system is None:
         raise ValidationError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
     agent = memory.set_agent_metadata(agent.id, updates, system=system)
@@ -431,10 +451,10 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                     True,
                 )
             else:
-                print(b.value)
+                print(b.value if b.value else "(empty)")  # --json gives the exact value
     elif args.action == "set":
         if args.value is not None:
-            value = sys.stdin.read() if args.value == "-" else args.value
+            value = read_stdin() if args.value == "-" else args.value
             b = memory.edit(
                 agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
             )

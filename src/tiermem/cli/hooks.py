@@ -1,4 +1,9 @@
-"""``tiermem hook claude-code``: the command Claude Code runs for its hooks (``tiermem setup claude-code`` installs it).
+"""``tiermem hook HOST``: the command a host runs for its hooks (``tiermem setup HOST`` installs it).
+
+Hosts: ``claude-code``; ``codex`` (Codex CLI: the same events and fields as Claude Code, its ``turn_id`` names the
+turn); ``gemini`` (Gemini CLI: ``BeforeAgent`` is the prompt, ``AfterAgent`` the reply in ``prompt_response``, and a
+prompt starts with the ``<hook_context>`` Gemini prepended from the session hook, which is cut off); ``opencode``
+(the plugin setup installs sends Claude Code's events and fields). Every host gets the same output.
 
 It reads the hook's input (JSON on stdin: ``hook_event_name``, ``session_id``, ``prompt`` ...), asks the ``tiermem
 serve`` that serves the same memory (found through ``rendezvous.py``: normally the one this Claude Code session
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import ConfigError
-from ..base.rendezvous import MAX_REQUEST, candidates, memory_key, private_dir, starting_server
+from ..base.rendezvous import MAX_REQUEST, candidates, memory_key, private_dir, runtime_dirs, starting_server
 
 EVENTS_WITH_CONTEXT = ("SessionStart", "UserPromptSubmit")
 START_WAIT = 8.0  # seconds a hook waits for a server that is starting to open its socket
@@ -36,8 +42,8 @@ class Unavailable(Exception):
 
 
 def run_hook(args: Any) -> int:
-    """``tiermem hook claude-code``: always exits 0 (a failing memory hook must never block or alter the prompt)."""
-    return run(args.data_dir, args.agent, args.config)
+    """``tiermem hook HOST``: always exits 0 (a failing memory hook must never block or alter the prompt)."""
+    return run(args.data_dir, args.agent, args.config, host=args.host)
 
 
 def run(
@@ -45,6 +51,7 @@ def run(
     agent: str | None,
     config: str | os.PathLike[str] | None = None,
     stdin: Any = None,
+    host: str = "claude-code",
 ) -> int:
     """The hook, reading its input from ``stdin`` (default: the process's)."""
     try:
@@ -55,12 +62,13 @@ def run(
     except (OSError, ValueError) as exc:
         _note(f"unreadable hook input: {exc}")
         return 0
-    event = str(data.get("hook_event_name") or "")
-    if event == "Stop" and not data.get("last_assistant_message"):
+    named = str(data.get("hook_event_name") or "")  # the host's name for it: the output names it so
+    event, data = adapt(host, named, data)
+    if event == "Stop" and not data.get("last_assistant_message") and host == "claude-code":
         data["last_assistant_message"] = _last_reply(data.get("transcript_path"))  # hosts older than the field
     try:
         key = memory_key(*_memory_of(data_dir, agent, config))
-        request = {"v": 1, "key": key, "event": event, "input": data}
+        request = {"v": 1, "key": key, "event": event, "input": data, "host": host}
         size = len(json.dumps(request).encode())
         if size > MAX_REQUEST:
             _note(
@@ -80,9 +88,30 @@ def run(
         return 0
     context = answer.get("context") or ""
     if context and event in EVENTS_WITH_CONTEXT:
-        sys.stdout.write(json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}))
+        sys.stdout.write(json.dumps({"hookSpecificOutput": {"hookEventName": named, "additionalContext": context}}))
         sys.stdout.flush()
     return 0
+
+
+GEMINI_EVENTS = {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}
+GEMINI_CONTEXT = re.compile(r"\A\s*<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+def adapt(host: str, event: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A host's hook input as Claude Code's event and fields (what the server reads). A transcript of a host other
+    than Claude Code is not read (its format differs): the turn is named by the host's turn id where it has one."""
+    if host == "claude-code":
+        return event, data
+    data = {k: v for k, v in data.items() if k != "transcript_path"}
+    if host == "codex" and isinstance(data.get("turn_id"), str):
+        data["prompt_id"] = data["turn_id"]  # the prompt and its reply share it
+    if host == "gemini":
+        event = GEMINI_EVENTS.get(event, event)
+        if isinstance(data.get("prompt"), str):  # Gemini puts the session hook's context before the first prompt
+            data["prompt"] = GEMINI_CONTEXT.sub("", data["prompt"], count=1)
+        if event == "Stop":
+            data["last_assistant_message"] = data.get("prompt_response") or ""
+    return event, data
 
 
 def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
@@ -91,25 +120,32 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
     tried: list[str] = []
     why = ""
     while True:
-        directory: Path | None = None
-        try:
-            directory = private_dir(create=False)
-            paths = candidates(directory, key)
-        except ConfigError as exc:
-            paths, why = [], str(exc)
+        directories: list[Path | None] = []
+        paths: list[Path] = []
+        whys = []
+        for place in runtime_dirs():
+            try:
+                directory = private_dir(create=False, path=place)
+            except ConfigError as exc:
+                whys.append(str(exc))
+                continue
+            directories.append(directory)
+            paths += candidates(directory, key)
+        why = whys[0] if whys and not directories else ""
         for path in paths:
             try:
                 return _exchange(path, request)
             except OSError as exc:
                 tried.append(f"{path.name}: {exc}")
-        if time.monotonic() >= deadline or not starting_server(directory):
+        # a server that listens in one of the directories is not starting
+        if time.monotonic() >= deadline or not all(starting_server(d) for d in (directories or [None])):
             break
         time.sleep(0.05)
     if tried:
         raise Unavailable("no tiermem server answered (" + "; ".join(tried[-3:]) + ")")
     raise Unavailable(
-        "no tiermem server is running for this memory (is tiermem registered with Claude Code? "
-        f"`tiermem setup claude-code`){': ' + why if why else ''}"
+        "no tiermem server is running for this memory (is tiermem registered with this host? "
+        f"`tiermem setup HOST`){': ' + why if why else ''}"
     )
 
 

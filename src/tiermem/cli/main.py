@@ -2,6 +2,10 @@
 
 Heavy modules (lancedb, the MCP SDK, the embedding model) are imported inside the
 commands that need them, so ``tiermem --help`` and the stdio handshake stay fast.
+
+Why this module is long: ``build_parser`` declares the arguments of most commands in one place (about 300 lines of
+argparse; ``forget`` and ``folders`` bring their own parsers) so ``tiermem --help`` needs no command's module; the
+handlers live elsewhere.
 """
 
 from __future__ import annotations
@@ -62,20 +66,47 @@ EXAMPLES = {
     "hook": "tiermem hook claude-code --data-dir DIR --agent NAME < hook-input.json   # what Claude Code runs",
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
+    "remember": "tiermem remember 'Ada drinks green tea, never coffee.' --tags preferences",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
 
-def _common(p: argparse.ArgumentParser, *, agent: bool = True) -> None:
+def _common(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, agent: bool = True, top: bool = False) -> None:
+    """The options every command takes. They go before the command (``top``: the main parser, where they default to
+    None) or after it (a command's parser, where a value given there wins and one left out keeps the first's)."""
+    default = None if top else argparse.SUPPRESS
     p.add_argument(
-        "--data-dir", type=Path, help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)"
+        "--data-dir",
+        type=Path,
+        default=default,
+        help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)",
     )
     p.add_argument(
-        "--config", type=Path, help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)"
+        "--config",
+        type=Path,
+        default=default,
+        help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)",
     )
-    p.add_argument("--embedding-model", help="'default', 'hashing' or a fastembed model name")
+    p.add_argument("--embedding-model", default=default, help="'default', 'hashing' or a fastembed model name")
     if agent:
-        p.add_argument("--agent", help="agent name (default: $TIERMEM_AGENT or 'default')")
+        p.add_argument(
+            "--agent",
+            default=default,
+            help="agent name (default: $TIERMEM_AGENT or 'default')"
+            + ("; for the commands that work on one agent's memory" if top else ""),
+        )
+    elif isinstance(p, argparse.ArgumentParser):
+        p.set_defaults(takes_agent=False)
+
+
+def _check_agent_applies(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``tiermem --agent work agents list``: the command has no --agent; say so rather than ignore it."""
+    if args.agent is None or getattr(args, "takes_agent", True):
+        return
+    command = " ".join(str(w) for w in (args.command, getattr(args, "action", None)) if w)
+    parser.error(
+        f"--agent does not apply to `tiermem {command}`; leave it out (`tiermem {command} --help` shows what it takes)."
+    )
 
 
 def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
@@ -93,12 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tiermem",
         description="MemGPT/Letta-style tiered memory for MCP hosts.",
-        epilog="example:\n  tiermem serve\n  tiermem blocks list",
+        epilog="example:\n  tiermem serve\n  tiermem blocks list\n"
+        "  tiermem --data-dir ~/work-memory blocks list   # the same as: tiermem blocks list --data-dir ~/work-memory",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"tiermem {__version__}")
+    _common(
+        parser.add_argument_group(
+            "options every command takes, before or after the command (after it wins when given twice)"
+        ),
+        top=True,
+    )
     sp = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
@@ -164,15 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
     a_set.add_argument("name")
     a_set.add_argument("--type", dest="agent_type", choices=["letta_v1", "memgpt"], help="agent loop style")
     a_set.add_argument("--sleeptime", type=int, metavar="N", help="run the sleep-time agent every N turns (0: off)")
-    a_set.add_argument(
+    autoclear = a_set.add_mutually_exclusive_group()
+    autoclear.add_argument(
         "--autoclear",
         dest="autoclear",
         action="store_true",
         default=None,
         help="message_buffer_autoclear: keep memory, carry no history between turns",
     )
-    a_set.add_argument("--no-autoclear", dest="autoclear", action="store_false")
-    a_set.add_argument("--system", help="new system prompt ('-' reads stdin)")
+    autoclear.add_argument("--no-autoclear", dest="autoclear", action="store_false", help="carry history (the default)")
+    a_set.add_argument("--system", help="new system prompt ('-' reads stdin, one trailing newline dropped)")
     a_set.add_argument("--json", action="store_true")
 
     blocks = _sub(sp, "blocks", "Read and edit core memory blocks (people may edit read-only blocks).")
@@ -190,19 +229,28 @@ def build_parser() -> argparse.ArgumentParser:
     b_set = bsp.add_parser("set", help="replace a block's value ('-' reads stdin); or change its settings")
     _common(b_set)
     b_set.add_argument("label")
-    b_set.add_argument("value", nargs="?")
+    b_set.add_argument(
+        "value",
+        nargs="?",
+        help="the new value; '-' reads it from stdin and drops one trailing newline (the one `echo` adds; "
+        "`printf` adds none), so `echo 'Name: Ada' | tiermem blocks set human -` stores 'Name: Ada'",
+    )
     b_set.add_argument("--description")
     b_set.add_argument("--limit", type=int)
-    b_set.add_argument("--read-only", dest="read_only", action="store_true", default=None)
-    b_set.add_argument("--writable", dest="read_only", action="store_false")
-    b_set.add_argument(
+    access = b_set.add_mutually_exclusive_group()
+    access.add_argument(
+        "--read-only", dest="read_only", action="store_true", default=None, help="the model may not edit it"
+    )
+    access.add_argument("--writable", dest="read_only", action="store_false", help="the model may edit it")
+    shown = b_set.add_mutually_exclusive_group()
+    shown.add_argument(
         "--pinned",
         dest="pinned",
         action="store_true",
         default=None,
         help="render the block in core memory every turn (the default)",
     )
-    b_set.add_argument(
+    shown.add_argument(
         "--detached",
         dest="pinned",
         action="store_false",
@@ -236,7 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
     _common(opt, agent=False)
-    reembed = _sub(sp, "reembed", "Rebuild every vector with the configured embedding model (with progress).")
+    reembed = _sub(
+        sp,
+        "reembed",
+        "Rebuild every vector with --embedding-model (else the configured model, else 'default'), with progress. "
+        "The data directory records the model: commands and servers that set no embedding_model then use it.",
+    )
     _common(reembed, agent=False)
     doctor = _sub(sp, "doctor", "Check the data directory, schema, embedding model and indexes.")
     _common(doctor, agent=False)
@@ -266,7 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")
     _common(exp, agent=False)
     exp.add_argument(
-        "name", nargs="*", help="agents to export into one .af file (one agent for memfs); leave out for a jsonl backup"
+        "name",
+        nargs="*",
+        help="agents to export into one .af file (one agent for memfs); default: $TIERMEM_AGENT or 'default' "
+        "(a jsonl backup holds every agent: name none)",
     )
     exp.add_argument("--all", dest="all_agents", action="store_true", help=".af: export every agent into one file")
     exp.add_argument("-o", "--output", help="output file (default: stdout); a directory for memfs")
@@ -274,7 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--vectors", action="store_true", help="jsonl: include the embedding vectors")
     syn = _sub(sp, "sync", "Keep a MemFS directory (one .md per block) and an agent's blocks in two-way sync.")
     _common(syn)
-    syn.add_argument("path", type=Path, help="the MemFS directory (created and filled on the first sync)")
+    syn.add_argument(
+        "path",
+        type=Path,
+        help="the MemFS directory; a new one is made (and filled) on the first sync, but only where its parent "
+        "directory exists: a path whose parent is missing is refused",
+    )
     syn.add_argument("--prefer", choices=["file", "store"], help="settle conflicts (both sides changed) this way")
     syn.add_argument(
         "--watch",
@@ -288,8 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     setup = _sub(
         sp,
         "setup",
-        "Wire tiermem to a host or another memory: `setup claude-code` registers tiermem with Claude "
-        "Code and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.",
+        "Wire tiermem to a host or another memory: `setup claude-code` (or codex, gemini, opencode) registers "
+        "tiermem with the host and installs its hooks; `setup letta-code` shares one memory with a Letta Code agent.",
     )
     ssp = setup.add_subparsers(dest="target", metavar="TARGET", required=True)
     s_lc = ssp.add_parser(
@@ -343,6 +404,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace a `tiermem` MCP server entry setup did not write (--uninstall puts it back)",
     )
+    for target, title in (("codex", "Codex CLI"), ("gemini", "Gemini CLI"), ("opencode", "opencode")):
+        s_h = ssp.add_parser(
+            target,
+            help=f"register tiermem with {title} and install its hooks (memory that works on its own); "
+            "--uninstall removes exactly that",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog=f"example:\n  tiermem setup {target}\n  tiermem setup {target} --uninstall",
+        )
+        _common(s_h)
+        s_h.add_argument("--tools", help="comma-separated presets, groups or tool names for the server (as for serve)")
+        s_h.add_argument("--agent-loop", dest="agent_loop", action="store_true", default=None, help="as for serve")
+        s_h.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
+        s_h.add_argument("--scope", choices=["user", "project"], default="user", help="user (default) or project")
+        s_h.add_argument(
+            "--project-dir", type=Path, help="the project for --scope project (default: the current directory)"
+        )
+        s_h.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
+        s_h.add_argument("--force", action="store_true", help="replace a `tiermem` entry setup did not write")
+    rem = _sub(sp, "remember", "Store a fact in archival memory, as the model does with archival_memory_insert.")
+    _common(rem)
+    rem.add_argument("text", help="the fact, written to make sense on its own later ('-' reads stdin)")
+    rem.add_argument("--tags", help="comma-separated tags")
+    rem.add_argument("--project", help="keep it to this project (a repository path); default: shared by every project")
+    rem.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -364,8 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="configure the built-in agent loop too (agent_chat)",
     )
-    cfg.add_argument("--scope", choices=["user", "project"], default="user", help="claude-code: as for `setup`")
-    cfg.add_argument("--project-dir", type=Path, help="claude-code: as for `setup`")
+    cfg.add_argument("--scope", choices=["user", "project"], default="user", help="as for `setup` (hosts it has)")
+    cfg.add_argument("--project-dir", type=Path, help="as for `setup` (hosts it has)")
     cfg.add_argument(
         "-o",
         "--output",
@@ -373,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout",
     )
     hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")
-    hook.add_argument("host", choices=["claude-code"])
+    hook.add_argument("host", choices=["claude-code", "codex", "gemini", "opencode"])
     _common(hook)
     ui = _sub(
         sp, "ui", "Open the memory inspector: see, search, edit and undo memory in a local web page (loopback only)."
@@ -421,8 +506,9 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "reembed":  # before opening: it exists to fix a model mismatch
         from ..domain.maintenance import reembed
+        from .prechecks import configured_model
 
-        reembed(settings)
+        reembed(settings, configured=configured_model(args, settings_from))
         return 0
     if args.command == "doctor":
         if args.secrets or args.redact:
@@ -438,6 +524,13 @@ def run_command(args: argparse.Namespace) -> int:
         from ..interop.claude_code import setup_command
 
         return setup_command(settings, args, dry_run=args.command == "config")
+    if (args.command == "setup" and args.target in ("codex", "gemini", "opencode")) or (
+        args.command == "config" and args.host in ("codex", "gemini", "opencode")
+    ):
+        from ..interop.host_setup import setup_command as setup_host
+
+        host = args.target if args.command == "setup" else args.host
+        return setup_host(host, settings, args, dry_run=args.command == "config")
     if args.command == "setup":
         from .commands import setup_letta_code
 
@@ -456,6 +549,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ..agent.repl import run_chat
 
         return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
+    from .prechecks import check_arguments
+
+    check_arguments(args)  # before opening: bad arguments change nothing, not even a new data directory
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "delete":
@@ -488,6 +584,10 @@ def run_command(args: argparse.Namespace) -> int:
         from .forget import forget_command
 
         return forget_command(memory, settings, args)
+    if args.command == "remember":
+        from .remember import remember_command
+
+        return remember_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)
@@ -495,7 +595,7 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"embedded {embedded} row(s) stored without vectors", file=sys.stderr)
         return search_command(memory, settings, args)
     if args.command == "import":
-        _load_model_for_import(memory)
+        _load_model_for_import(memory, args)
     if args.command in ("import", "export", "sync"):
         return interop_command(memory, settings, args)
     if args.command == "optimize":
@@ -507,10 +607,14 @@ def run_command(args: argparse.Namespace) -> int:
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
 
 
-def _load_model_for_import(memory: Memory) -> None:
-    """Imports embed every row: load the model first; without one, import anyway and say so."""
+def _load_model_for_import(memory: Memory, args: argparse.Namespace) -> None:
+    """Imports embed every row: load the model first; without one, import anyway and say so. A MemFS directory
+    brings blocks only: no model."""
     from ..base.errors import EmbeddingError
+    from ..interop.commands import detect
 
+    if (detect(args.path) if args.format == "auto" else args.format) == "memfs":
+        return
     try:
         memory.archive.embedder.wait(None)
     except EmbeddingError as exc:
@@ -524,6 +628,7 @@ def _load_model_for_import(memory: Memory) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _check_agent_applies(parser, args)
     if args.command == "hook":  # once per prompt: no logging setup, no settings (the server does the work)
         from .hooks import run_hook
 
@@ -533,9 +638,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return run_command(args)
+        code = run_command(args)
+        if not sys.stdout.closed:  # (the stdio transport may close what it wrapped)
+            sys.stdout.flush()  # a reader that left is found here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        return _reader_left()
     except TiermemError as exc:
-        print(f"tiermem: {exc}", file=sys.stderr)
+        print(f"tiermem: {exc.for_person()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_left() -> int:
+    """stdout's reader went away (``tiermem search --json | head -1``): stop quietly, with 128 + SIGPIPE as a
+    command killed by the signal exits. stdout is pointed at /dev/null so the interpreter's flush at exit is silent."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture): nothing to flush later
+        pass
+    return 141

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import gcpause
 from ..base.errors import ConfigError
-from ..domain.factory import open_memory
+from ..domain.factory import check_data_dir, open_memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..base.config import Settings
     from ..domain.memory import Memory
-    from ..server.netguard import Token
+    from ..process.netguard import Token
+    from ..process.shutdown import Shutdown
     from ..server.runtime import MemoryHandle
-    from ..server.shutdown import Shutdown
 
 log = logging.getLogger("tiermem")
 
@@ -62,17 +62,18 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
 
 
 def serve(settings: Settings) -> None:
+    from ..process.hookserver import HookListener
+    from ..process.shutdown import Shutdown
     from ..server.app import build_server, published_tools
-    from ..server.hookserver import HookListener
     from ..server.runtime import MemoryHandle
-    from ..server.shutdown import Shutdown
 
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
+    check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
     if settings.transport != "stdio":
-        from ..server.netguard import listen_socket
+        from ..process.netguard import listen_socket
 
         sock = listen_socket(settings.host, settings.port)  # before any "listening": a busy port is a clear error
 
@@ -83,7 +84,9 @@ def serve(settings: Settings) -> None:
 
         extensions.append(blocks_app())
     stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
-    hooks = HookListener(handle, settings, published_tools(settings), stop)  # host hooks ask this process
+    hooks = HookListener(  # host hooks ask this process
+        handle, settings, published_tools(settings), stop, sync=_auto_memory_sync(handle, settings)
+    )
     if hooks.start() is not None:
         stop.on_stop(hooks.close)
     server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
@@ -120,12 +123,16 @@ def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
     """With the `sync` setting: a thread that keeps that MemFS directory and the served agent in step."""
     if settings.sync is None:
         return None
+    from ..base.errors import ValidationError
     from ..interop.letta_code import LiveSync
+    from ..interop.memfs import check_root
     from ..interop.memfs_sync import recorded_agent
 
     root = settings.sync.expanduser()
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"sync = {str(root)!r} is a file; give the MemFS directory to keep in step.")
+    try:
+        check_root(root)  # a file, or a missing parent: refused now, not in the sync thread's log
+    except ValidationError as exc:
+        raise ConfigError(f"sync = {str(root)!r}: {exc}") from exc
     other = recorded_agent(root) if root.is_dir() else None
     if other not in (None, settings.agent):
         raise ConfigError(
@@ -150,8 +157,19 @@ def _run_http(
 
     from ..server.app import build_http_app
     from ..ui.launch import http_mount
+    from .oauth import public_hosts, resource_server, tenants
 
-    app = stop.asgi(build_http_app(server, settings, tokens, ui=http_mount(handle, settings)))
+    oauth = resource_server(settings)
+    app = build_http_app(
+        server,
+        settings,
+        tokens,
+        ui=http_mount(handle, settings),
+        oauth=oauth,
+        public_hosts=public_hosts(settings),
+        tenants=tenants(handle, settings, stop) if oauth is not None else None,
+    )
+    app = stop.asgi(app)
     port = int(sock.getsockname()[1])
     shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
     path = "/sse" if settings.transport == "sse" else "/mcp"
@@ -191,7 +209,7 @@ def keep_heap(settings: Settings) -> None:
 
 def configured_tokens(settings: Settings) -> list[Token]:
     """The tokens the settings name (inline, tokens file, ``http_token``); placeholders are refused."""
-    from ..server.netguard import load_tokens_file, make_tokens, warn_if_readable
+    from ..process.netguard import load_tokens_file, make_tokens, warn_if_readable
 
     tokens = make_tokens(settings.auth_tokens, "auth_tokens")
     if settings.auth_tokens_file is not None:
@@ -206,21 +224,44 @@ def configured_tokens(settings: Settings) -> list[Token]:
 
 def http_tokens(settings: Settings) -> tuple[list[Token], str | None]:
     """(every token the server accepts, this run's secret when none was configured and one was made)."""
-    from ..server.netguard import secret_token
+    from ..process.netguard import secret_token
 
     tokens = configured_tokens(settings)
-    if tokens:
-        return tokens, None
+    if tokens or (settings.oauth_issuer and settings.public_url):
+        return tokens, None  # under OAuth no run secret: a token printed in a log would bypass it
     secret = secrets.token_urlsafe(32)
     return [secret_token(secret, "run-secret")], secret
 
 
 def check_bind(settings: Settings) -> None:
-    from ..server.netguard import is_loopback
+    from ..process.netguard import is_loopback
+    from .oauth import resource_server
 
-    if settings.transport != "stdio" and not is_loopback(settings.host) and not configured_tokens(settings):
+    oauth = resource_server(settings)  # half or unsafe OAuth settings: refused before anything listens
+    if (
+        settings.transport != "stdio"
+        and not is_loopback(settings.host)
+        and not configured_tokens(settings)
+        and not oauth
+    ):
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
             "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            "--tokens-file, see README 'Security', or --token), or bind to 127.0.0.1 (the default)."
+            "--tokens-file, see README 'Security', or --token) or OAuth (oauth_issuer and public_url), or bind to "
+            "127.0.0.1 (the default)."
         )
+
+
+def _auto_memory_sync(handle: MemoryHandle, settings: Settings) -> Callable[[], object]:
+    """Claude Code's auto memory kept in step with this memory (``interop.auto_memory``), when setup made its folder."""
+    from ..interop import auto_memory
+
+    folder = auto_memory.directory(settings.resolved_data_dir(), settings.agent)
+
+    def sync() -> object:
+        if not folder.is_dir():
+            return None
+        memory, agent_id = handle.get()
+        return auto_memory.sync(memory, agent_id, folder)
+
+    return sync

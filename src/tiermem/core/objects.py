@@ -8,6 +8,10 @@ growing folder and nothing accumulates per edit but the history itself (about th
 into segments of ~16 KB). Every read asks the store (at most a 304), so every replica sees every acknowledged
 write. Attaching writes the block's head (its agents) before the agent's list; detaching the other way round,
 so the heads' lists of agents are a superset that ``agents_of_block`` checks.
+
+Why this module is long: ``ObjectCore`` implements the whole ``CoreStore`` protocol with conditional requests; its
+layout, cache, history segments, whole-table rows and idempotency records are already modules of their own
+(``object_*.py``).
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ and history row together, only if the stored version is the one the edit was com
 Reads of agents, blocks and attachments come from an in-process copy, re-read only when
 ``PRAGMA data_version`` says another connection committed (this connection's own commits update
 the copy in place). SQLite needs a local filesystem with working locks (not NFS).
+
+Why this module is long: ``SqliteCore`` implements the whole ``CoreStore`` protocol (agents, blocks, attachments,
+history, idempotency keys, conversations) over one connection, one cache and one transaction discipline; history's
+encoding is already ``sqlite_history.py``.
 """
 
 from __future__ import annotations
@@ -531,3 +535,34 @@ def _error(path: Path, exc: sqlite3.Error) -> StoreError:
     else:
         hint = "run `tiermem doctor`, or restore from a backup if the file is damaged"
     return StoreError(f"The core-state database {path} failed: {text}. Nothing was written; {hint}.")
+
+
+def check_readable(path: Path) -> None:
+    """A quick look, read-only and without changing anything, that ``path`` is a core-state database this tiermem
+    reads (what a server checks before it answers its host). Raises ``StoreError`` or ``SchemaError``."""
+    from ..base.errors import SchemaError
+
+    def user_version(query: str) -> int:
+        conn = sqlite3.connect(f"file:{path}{query}", uri=True, timeout=5.0)
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])  # reads the header: fails on a damaged file
+        finally:
+            conn.close()
+
+    try:
+        try:
+            version = user_version("?mode=ro")
+        except sqlite3.Error as exc:
+            if _busy(exc):
+                return  # another process is writing it: readable, and the opening waits its turn
+            version = user_version("?mode=ro&immutable=1")  # a read-only directory: no lock file can be made
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"The core-state database {path} cannot be read ({exc}). Restore it from a backup, move it away to start "
+            "an empty memory there, or choose another data directory with --data-dir or TIERMEM_DATA_DIR."
+        ) from exc
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} was written by a newer tiermem (core schema {version}); upgrade tiermem, or choose another data "
+            "directory with --data-dir or TIERMEM_DATA_DIR."
+        )

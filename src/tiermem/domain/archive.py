@@ -2,7 +2,9 @@
 
 Both are searched the same way: filters first (agent, roles/tags, dates), then a vector
 ranking and a full-text ranking over the filtered rows; the two legs' candidates are ordered by
-the linear ranker of ranking.py (leg ranks, BM25, cosine, and a few properties of the text).
+the linear ranker of search/ranking.py (leg ranks, BM25, cosine, and a few properties of the text). The query is
+analysed once (``search.query.Query``) and passed down; what each kind of row (turns, passages, file chunks) does its
+own way is its profile (``search.kinds.Kind``).
 Searches and writes wait (up to ``Vectors.wait_seconds``) for the embedding model, so a process that
 has just started still searches by meaning and stores vectors. Only if the model failed to load,
 or did not load in time, does a search run on keywords alone, and its result says so; a row stored
@@ -10,9 +12,10 @@ without a vector is embedded by the next process (or thread) that has the model.
 
 ``Archive`` is composed of two parts over the same store: ``archive.rows`` (``AgentRows``, archive_rows.py: rows
 taken whole for export, deletion, the agent loop and backup) and ``archive.vectors`` (``Vectors``,
-archive_vectors.py: rows embedded before they are stored, the backfill of rows stored without vectors). What is
-left here is the one search path recall and archival share (filters, both legs, ranking) and the writes that shape
-what it searches; a little over the house's ~450 lines, on purpose.
+archive_vectors.py: rows embedded before they are stored, the backfill of rows stored without vectors).
+
+Why this module is long: what is left here is the one search path recall and archival share (filters, both legs,
+ranking) and the writes that shape what it searches, kept in one class so a search reads top to bottom.
 """
 
 from __future__ import annotations
@@ -29,26 +32,17 @@ from datetime import UTC, date, datetime
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base import timeexpr
 from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
 from ..store import Filter, Store, message_from_row, passage_from_row
 from .archive_files import FileRows
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
-from .ranking import (
-    DEFAULT_CALIBRATION,
-    DEFAULT_RANKER,
-    Calibration,
-    Candidate,
-    Context,
-    Ranker,
-    asks_several,
-    merge,
-    speaker_of,
-    without_names,
-)
-from .sittings import SittingCache, SittingIndex, SittingRanks
+from .search.kinds import KINDS, Kind, Table
+from .search.pool import Pool, pool_size, pooled
+from .search.query import Query, analyse, needs_clock, speaker_of
+from .search.ranking import Candidate, Context, merge, stated
+from .search.sittings import SittingCache, SittingIndex, SittingRanks
 
 if TYPE_CHECKING:
     from ..embedding.embedders import BackgroundEmbedder
@@ -59,60 +53,9 @@ FILES_SCOPE = "tiermem-files"  # the search scope of file chunks (no agent's: a 
 MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept in memory (the context of the next one)
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
-# Recall (the conversation log): each leg reads its best LEG_DEPTH rows, not only the pool's 40. The pool is still the
-# rows either leg ranks within the pool size, plus the deeper rows of the query's best sittings (``sittings``): the
-# best one, or the BEST_SITTINGS_SEVERAL best for a question about several things (``asks_several``: its evidence is
-# spread over sittings). Every candidate keeps its rank and score in both legs down to LEG_DEPTH (a turn the keyword
-# leg ranks 7th and the vector leg 60th is no longer "not found" by the vector leg). BENCHMARKS "round 4".
-LEG_DEPTH, BEST_SITTINGS, BEST_SITTINGS_SEVERAL = 100, 1, 3
-# A row a leg ranks deeper than the pool (within LEG_DEPTH) also joins it when it was logged within NEIGHBOURS turns of
-# a pooled row in the same sitting (what was said just before or after a match: the question a turn answers, the
-# answer to it, the rest of one exchange). BENCHMARKS "Retrieval quality round 5".
-NEIGHBOURS = 2
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _seq = itertools.count()
-
-
-@dataclass(frozen=True)
-class Pool:
-    """What a search ranks: the candidates both legs found, and the context the ranker reads."""
-
-    candidates: list[Candidate]
-    context: Context
-
-
-def _depth(table: str, pool: int) -> int:
-    """How many rows each leg reads for a pool of ``pool`` candidates: LEG_DEPTH for recall, the pool for archival
-    search (measured on turns only)."""
-    return max(pool, LEG_DEPTH) if table == "messages" else pool
-
-
-def pooled(query: str, candidates: Sequence[Candidate], pool: int, context: Context) -> list[Candidate]:
-    """The candidates a search ranks: those either leg ranks within ``pool``; those of the query's best sittings
-    (``context.sittings``; BEST_SITTINGS of them, BEST_SITTINGS_SEVERAL for a question about several things) that a
-    leg ranks deeper; and those a leg ranks deeper that were logged within NEIGHBOURS turns of one of the former in
-    the same sitting. Each keeps both legs' ranks."""
-    best = BEST_SITTINGS_SEVERAL if asks_several(query) else BEST_SITTINGS
-    sittings = context.sittings
-
-    def kept(c: Candidate) -> bool:
-        if (c.vector_rank or pool + 1) <= pool or (c.fts_rank or pool + 1) <= pool:
-            return True
-        rank = sittings.rank_of(c.found.conversation_id, c.found.created_us) if sittings else None
-        return rank is not None and rank <= best
-
-    chosen = [kept(c) for c in candidates]
-    if sittings is not None and not all(chosen):
-        places = [sittings.position(c.found.conversation_id, c.found.created_us, c.found.seq) for c in candidates]
-        near = {
-            (p[0], p[1] + step)
-            for p, k in zip(places, chosen)
-            if k and p is not None
-            for step in range(-NEIGHBOURS, NEIGHBOURS + 1)
-        }
-        chosen = [k or p in near for p, k in zip(places, chosen)]
-    return [c for c, k in zip(candidates, chosen) if k]
 
 
 def no_names(agent_id: str) -> Mapping[str, str]:
@@ -188,9 +131,7 @@ class Archive:
         *,
         token_budget: int = 4000,
         max_content_chars: int = 100_000,
-        ranker: Ranker | None = None,
-        message_ranker: Ranker | None = None,
-        calibration: Calibration | None = None,
+        kinds: Mapping[str, Kind] | None = None,
         wait_seconds: float = 10.0,
     ) -> None:
         self.store = store
@@ -200,9 +141,7 @@ class Archive:
         self.files = FileRows(store, self.vectors)  # folders, their files and the files' chunks
         self.token_budget = token_budget
         self.max_content_chars = max_content_chars
-        self.ranker = ranker or DEFAULT_RANKER
-        self.message_ranker = message_ranker or DEFAULT_RANKER
-        self.calibration = calibration or DEFAULT_CALIBRATION  # fitted for DEFAULT_RANKER's scores
+        self.kinds: dict[str, Kind] = dict(kinds or KINDS)  # each searchable kind's profile: its ranker, ...
         # (agent, conversation) -> content of its latest turn; least recently used first, at most MAX_LAST_TURNS
         self._last_turn: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._counts: tuple[tuple[str, int, int], tuple[int, int, list[str]]] | None = None
@@ -416,8 +355,7 @@ class Archive:
         where = replace(
             self._passage_where(agent_id, tags, tag_match_mode, start, end), projects=self._projects(projects)
         )
-        result = self._hybrid("passages", agent_id, query, where, top_k, self.ranker)
-        return result
+        return self._hybrid(self.kinds["passages"], agent_id, query, where, top_k)
 
     def conversation_search(
         self,
@@ -453,14 +391,14 @@ class Archive:
             not_conversation_id=exclude_conversation or None,
             projects=self._projects(projects),
         )
-        return self._hybrid("messages", agent_id, query, where, limit, self.message_ranker)
+        return self._hybrid(self.kinds["messages"], agent_id, query, where, limit)
 
     def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
         """The chunks of these folders' files nearest ``query``: the same hybrid search and ranker as archival memory
         (each hit's one tag is its file's id)."""
         _check_count(limit, "limit", 100)
         where = Filter(agent_ids=tuple(folder_ids))
-        return self._hybrid("file_chunks", FILES_SCOPE, query, where, limit, self.ranker)
+        return self._hybrid(self.kinds["file_chunks"], FILES_SCOPE, query, where, limit)
 
     def _passage_where(
         self, agent_id: str, tags: Sequence[str] | None, mode: str, start: datetime | None, end: datetime | None
@@ -477,18 +415,18 @@ class Archive:
             tags_all=clean if mode == "all" else None,
         )
 
-    def _hybrid(self, table: str, agent_id: str, query: str, where: Filter, limit: int, ranker: Ranker) -> SearchResult:
-        query = self._text(query, "query")
-        if not query.strip():
+    def _hybrid(self, kind: Kind, agent_id: str, text: str, where: Filter, limit: int) -> SearchResult:
+        text = self._text(text, "query")
+        if not text.strip():
             raise ValidationError("query is empty: say what to look for.")
-        context = self._context(table, agent_id, query)
-        pool = max(limit * 4, 40)
-        candidates, mode, notes = self._candidates(table, agent_id, query, where, _depth(table, pool), context)
-        context = self._with_sittings(table, agent_id, query, context)
-        candidates = pooled(query, candidates, pool, context)
-        ranked = ranker.rank(query, candidates, context)[:limit]
-        relevance = self.calibration.relevance(query, candidates, ranked, context)
-        hits = [self._hit(table, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
+        query, context = self._analyse(kind, agent_id, text)
+        pool = pool_size(limit)
+        candidates, mode, notes, query = self._candidates(kind, agent_id, query, where, kind.depth(pool), context)
+        context = self._with_sittings(kind, agent_id, query, context)
+        candidates = pooled(query, stated(candidates) if kind.stated else candidates, pool, context)
+        ranked = kind.ranker.rank(query, candidates, context)[:limit]
+        relevance = kind.calibration.relevance(query, candidates, ranked, context)
+        hits = [self._hit(kind, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
         hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
@@ -496,24 +434,26 @@ class Archive:
             )
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
 
-    def _context(self, table: str, agent_id: str, query: str) -> Context:
-        """The speakers' names of turns logged by role (recall only), and the clock relative times in the query
-        resolve against (read only when the query has one: the newest row of the agent in this table)."""
-        speakers = dict(self.speaker_names(agent_id)) if table == "messages" else {}
-        clock = self._clock(table, agent_id) if timeexpr.needs_clock(query) else None
-        return Context(clock=clock, speakers=speakers)
+    def _analyse(self, kind: Kind, agent_id: str, text: str) -> tuple[Query, Context]:
+        """The query's analysis, with the clock relative times in it resolve against (read only when it has one: the
+        newest row of the agent in this table) and the names the agent's blocks give (``speaker_names``: left out of
+        the vector's query); the context: the roles' names of turns logged by role (recall only)."""
+        people = dict(self.speaker_names(agent_id)) if kind.speakers else {}
+        clock = self._clock(kind.table, agent_id) if needs_clock(text) else None
+        return analyse(text, clock, people.values()), Context(
+            speakers=people if kind.turns else {}, subjects=kind.subjects
+        )
 
-    def _with_sittings(self, table: str, agent_id: str, query: str, context: Context) -> Context:
-        """``context`` with how the query (the speakers' names left out) ranks each sitting of the agent's turns
-        (recall only; the index is brought up to date with the table first: ``sittings.SittingCache``)."""
-        if table != "messages":
+    def _with_sittings(self, kind: Kind, agent_id: str, query: Query, context: Context) -> Context:
+        """``context`` with how the query (the speakers' names left out: ``Query.focused``) ranks each sitting of the
+        agent's turns (recall only; the index is brought up to date with the table first: ``sittings.SittingCache``)."""
+        if not kind.turns:
             return context
         with self._sittings_lock:  # a search arriving while the index is built (``warm_sittings``) waits for it
             index = self._sitting_index(agent_id)
             if index is None:
                 return context
-            names = self._speakers.get(agent_id, set()) | set(context.speakers.values())
-            ranks = index.ranks(without_names(query, names))
+            ranks = index.ranks(query.focused)
         return replace(context, sittings=SittingRanks(index, ranks))
 
     def warm_sittings(self, agent_id: str) -> None:
@@ -556,11 +496,12 @@ class Archive:
         return from_us(known[1]) if known[1] is not None else None
 
     def _candidates(
-        self, table: str, agent_id: str, query: str, where: Filter, pool: int, context: Context
-    ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str]]:
-        """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row.
+        self, kind: Kind, agent_id: str, query: Query, where: Filter, pool: int, context: Context
+    ) -> tuple[list[Candidate], Literal["hybrid", "fts"], list[str], Query]:
+        """Both legs' top ``pool`` rows under ``where``, merged into one candidate per row, and the query's analysis
+        with the speakers' names the search knows once the keyword leg has read its rows (``Query.naming``).
 
-        The query's vector leaves out the names of the agent's speakers that it mentions (``without_names``):
+        The query's vector leaves out the names of the agent's speakers that it mentions (``Query.focused``):
         the labels of its ``"Name: ..."`` turns and the names of its roles (``context.speakers``).
         Labels are learnt from the keyword leg's rows. Once an agent's are known and the model is loaded, the
         query is embedded first, then both legs and the read of the marks of rows without vectors go to LanceDB's
@@ -571,45 +512,52 @@ class Archive:
         """
         notes: list[str] = []
         vector_rows: list[Found] = []
-        roles = set(context.speakers.values())
-        known = set() if table == "file_chunks" else self._speakers.get(agent_id)  # files have no speakers
-        focused = without_names(query, known | roles) if known is not None else None
+        table, text = kind.table, query.text
+        roles = set(query.names)  # the names the agent's blocks give (``_analyse``)
+        known = self._speakers.get(agent_id) if kind.speakers else set()
+        focused = query.naming(known | roles).focused if known is not None else None
         if focused is not None and self.embedder.ready:
             vec = self.vectors.query_vector(focused, notes)
             if vec is None:
-                fts_rows, marked = self.store.search.text_search(table, query, where, pool), False
+                fts_rows, marked = self.store.search.text_search(table, text, where, pool), False
             else:
-                vector_rows, fts_rows, marks = self.store.search.search_legs(table, query, vec, where, pool)
+                vector_rows, fts_rows, marks = self.store.search.search_legs(table, text, vec, where, pool)
                 marked = self._catch_up(table, where, marks)
                 if marked:  # rows just embedded are found by meaning in this very search
                     vector_rows = self.store.search.vector_search(table, vec, where, pool)
         else:
-            fts_future = self.store.search.start_text_search(table, query, where, pool)
-            vec = self.vectors.query_vector(focused or query, notes)
+            fts_future = self.store.search.start_text_search(table, text, where, pool)
+            vec = self.vectors.query_vector(focused or text, notes)
             marked = vec is not None and self._catch_up(table, where, self.store.rows.unembedded_marks(table))
             if vec is not None and focused is not None:
                 vector_rows = self.store.search.vector_search(table, vec, where, pool)
             fts_rows = fts_future.result()
-        names = (self._learn_speakers(agent_id, fts_rows) if table != "file_chunks" else set()) | roles
+        query = query.naming((self._learn_speakers(agent_id, fts_rows) if kind.speakers else set()) | roles)
         mode: Literal["hybrid", "fts"] = "fts" if vec is None else "hybrid"
-        if vec is not None and without_names(query, names) != focused:  # first search of this agent, or a new speaker
-            focused = without_names(query, names)
-            vec = self.embedder.embed([focused])[0] if focused != query or known is not None else vec
+        if vec is not None and query.focused != focused:  # first search of this agent, or a new speaker
+            focused = query.focused
+            vec = self.embedder.embed([focused])[0] if focused != text or known is not None else vec
             vector_rows = self.store.search.vector_search(table, vec, where, pool)
         missing = self._unembedded(table, where) if mode == "hybrid" and marked else 0
         if missing:
             notes.append(f"{missing} recent item(s) are not embedded yet; they can be found by keywords only.")
-        return merge(vector_rows, fts_rows), mode, notes
+        return merge(vector_rows, fts_rows), mode, notes, query
 
-    def candidates(self, table: Literal["messages", "passages"], agent_id: str, query: str, *, limit: int = 10) -> Pool:
-        """The candidates a search of ``limit`` results ranks and the ranker's context, unfiltered but for the
-        agent (for fitting and inspecting rankers: ``bench locomo``)."""
-        query = self._text(query, "query")
-        context = self._context(table, agent_id, query)
-        pool = max(limit * 4, 40)
-        found = self._candidates(table, agent_id, query, Filter(agent_id=agent_id), _depth(table, pool), context)[0]
-        context = self._with_sittings(table, agent_id, query, context)
-        return Pool(pooled(query, found, pool, context), context)
+    def candidates(self, table: Table, agent_id: str, query: str, *, limit: int = 10) -> Pool:
+        """The query's analysis, the candidates a search of ``limit`` results ranks and the ranker's context,
+        unfiltered but for the agent (for fitting and inspecting rankers: ``bench locomo``)."""
+        kind = self.kinds[table]
+        analysed, context = self._analyse(kind, agent_id, self._text(query, "query"))
+        pool = pool_size(limit)
+        found, _, _, analysed = self._candidates(
+            kind, agent_id, analysed, Filter(agent_id=agent_id), kind.depth(pool), context
+        )
+        context = self._with_sittings(kind, agent_id, analysed, context)
+        return Pool(analysed, pooled(analysed, stated(found) if kind.stated else found, pool, context), context)
+
+    def speakers(self, agent_id: str) -> set[str]:
+        """The speaker labels this process has learnt from the agent's ``"Name: ..."`` rows (its searches')."""
+        return set(self._speakers.get(agent_id, ()))
 
     def _catch_up(self, table: str, where: Filter, marks: dict[str, str]) -> bool:
         """Whether some process had announced rows stored without vectors (``marks``: only then are they counted
@@ -643,7 +591,7 @@ class Archive:
             self.store.rows.settle_unembedded(table)
         return missing
 
-    def _hit(self, table: str, c: Candidate, score: float, relevance: float) -> Hit:
+    def _hit(self, kind: Kind, c: Candidate, score: float, relevance: float) -> Hit:
         """A result from a ranked candidate (the legs read the columns a result shows)."""
         shown = c.found
         return Hit(
@@ -653,9 +601,9 @@ class Archive:
             score=score,
             vector_rank=c.vector_rank,
             fts_rank=c.fts_rank,
-            role=shown.role if table == "messages" else None,
-            tags=shown.tags if table != "messages" else (),
-            conversation_id=shown.conversation_id if table == "messages" else None,
+            role=shown.role if kind.turns else None,
+            tags=shown.tags if not kind.turns else (),
+            conversation_id=shown.conversation_id if kind.turns else None,
             relevance=relevance,
         )
 

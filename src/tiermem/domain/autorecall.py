@@ -12,6 +12,7 @@ anything stored gets nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,10 +63,11 @@ def log_turn(
     content: str,
     at: datetime | None = None,
     project: str | None = None,
+    host: str | None = None,
 ) -> bool:
     """Append one turn to recall memory (conversation = ``session``, time ``at``: when the hook reported it, in
-    ``project``), once; False when it was already logged. Its ``<private>`` spans are never stored: each is
-    replaced by a mark (``quoting.drop_private``)."""
+    ``project``, its payload naming the ``host`` that reported it), once; False when it was already logged. Its
+    ``<private>`` spans are never stored: each is replaced by a mark (``quoting.drop_private``)."""
     content = memory.scrub(drop_private(content))  # and no credential: each replaced by [redacted: KIND]
     text = content if len(content) <= memory.max_content_chars else _cut(content, memory.max_content_chars)
     digest = hashlib.sha256(text.encode()).hexdigest()
@@ -84,6 +86,7 @@ def log_turn(
                     "timestamp": when.isoformat(),
                     "seq": to_us(when) * 1000,
                     "project": project,
+                    "payload": json.dumps({"kind": role, "host": host}) if host else "",
                 }
             ],
         )  # ordered by when the hook reported it, not by when it was written

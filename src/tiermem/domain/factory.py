@@ -85,6 +85,46 @@ def open_memory(
     return memory
 
 
+def check_data_dir(settings: Settings) -> None:
+    """What ``open_memory`` needs of a local data directory, checked at once and cheaply (the standard library only:
+    no LanceDB, no model), for a server to refuse to start rather than fail every call: a directory (made if
+    missing), writable (or, read-only, holding a memory to read), and its core-state database, if any, one this
+    tiermem reads. Raises ``StoreError`` or ``SchemaError`` naming the problem and the way out. Object storage is
+    checked when it opens."""
+    import os
+
+    from ..base.errors import StoreError
+    from ..core.migrate import CORE_FILE
+    from ..core.sqlite import check_readable
+
+    if settings.uri is not None:
+        return
+    data = settings.resolved_data_dir()
+    if data.exists() and not data.is_dir():
+        raise StoreError(
+            f"The data directory {data} is a file. Choose a directory with --data-dir or TIERMEM_DATA_DIR."
+        )
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot create the data directory {data}: {exc}. Choose a writable one with --data-dir or "
+            "TIERMEM_DATA_DIR."
+        ) from exc
+    core = data / CORE_FILE
+    if not os.access(data, os.R_OK | os.X_OK) or not (os.access(data, os.W_OK) or core.exists()):
+        raise StoreError(
+            f"The data directory {data} is not writable (its permissions, or a read-only disk): no memory can be "
+            "made there. Make it writable, or choose another with --data-dir or TIERMEM_DATA_DIR."
+        )
+    if core.exists():
+        check_readable(core)
+    if not os.access(data, os.W_OK):  # a read-only disk or directory: its memory is served, edits are refused
+        import logging
+
+        logging.getLogger("tiermem").warning("the data directory %s is not writable: edits will be refused", data)
+
+
 def _share_upkeep(store: Store, core: CoreStore) -> None:
     """Replicas on one object store take turns at the store's background upkeep (a lease object next to the core
     state): two at once would only conflict, and each lost commit leaves files LanceDB keeps for days."""
@@ -149,6 +189,17 @@ def _core_without_store(settings: Settings) -> CoreStore | None:
     return open_without_store(settings.resolved_data_dir() / CORE_FILE, Path(settings.store_uri()))
 
 
+def embedding_model(settings: Settings) -> str:
+    """The model to embed with: the ``embedding_model`` setting; unset, the one the store's vectors were built with
+    (``tiermem reembed`` records the model it switches to), and "default" for a store not made yet."""
+    if settings.embedding_model is not None:
+        return settings.embedding_model
+    from ..store import Store
+
+    recorded = Store.recorded_meta(settings.store_uri(), settings.storage_options or None).get("embedding_model")
+    return recorded or "default"
+
+
 def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, Store]:
     """The store, the embedder (loading in the background) and the archive over them."""
     from ..embedding.embedders import make_embedder
@@ -156,7 +207,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
     from .archive import Archive
 
     embedder = make_embedder(
-        settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download
+        embedding_model(settings), settings.model_cache_dir(), allow_download=settings.allow_download
     )
     if start_embedder:
         embedder.start()  # loads while the store opens

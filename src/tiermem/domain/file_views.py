@@ -10,6 +10,9 @@ the ``closed_cap`` summary of huge folders, the name rules) the docstring says s
 Grep runs on the third-party ``regex`` module (a dependency of tiktoken already) because it can stop a search after
 a time limit; the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
 exactly Letta's.
+
+Why this module is long: it reproduces Letta's file tools' rules and texts character for character (file types,
+windows, grep, directories, names), kept in one place to be compared with Letta's sources; everything in it is pure.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ attached to up to date (``_sync_views``), and the file tools do the same before 
 Within a process the views of one agent are changed one at a time (a lock per agent). Two processes changing the same
 agent's view at once: the later write wins (the view is re-derived from the files table, so a lost file entry comes
 back at the next change; a lost open window is closed).
+
+Why this module is long: ``Filesystem`` is every operation on folders and on each agent's view of them (Letta's
+``files_agents``), all under one lock per agent and one re-derivation of the views (``_sync_views``); the pure rules
+and texts are ``file_views.py``, the tables ``archive_files.py``.
 """
 
 from __future__ import annotations

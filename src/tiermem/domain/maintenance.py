@@ -268,14 +268,24 @@ def _report(checks: list[dict[str, Any]], as_json: bool) -> int:
     return 0 if healthy else 1
 
 
-def reembed(settings: Settings) -> int:
-    """Rebuild every vector with the configured model, even if the store holds another one's."""
+def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) -> int:
+    """Rebuild every vector with the configured model ("default" when none is), even if the store holds another
+    one's. The store records the model, so later commands that set none use it. ``configured``: (the model the
+    configuration names when the command line names another, where it names it); refused unless both are the same
+    model, since every later command would refuse the new vectors."""
+    from ..base.errors import ConfigError
     from ..embedding.embedders import make_embedder
     from ..store import Store
 
-    embedder = make_embedder(
-        settings.embedding_model, settings.model_cache_dir(), allow_download=settings.allow_download
-    )
+    cache = settings.model_cache_dir()
+    wanted = settings.embedding_model or "default"
+    embedder = make_embedder(wanted, cache, allow_download=settings.allow_download)
+    if configured is not None and make_embedder(configured[0], cache).name != embedder.name:
+        raise ConfigError(
+            f"{configured[1]} sets embedding_model = {configured[0]!r}, so every later command would refuse "
+            f"vectors of {embedder.name}. Set it to {wanted!r} there (or remove it: with no model set, tiermem uses "
+            "the one the data directory records), then run `tiermem reembed` again. Nothing was re-embedded."
+        )
     embedder.start()
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
@@ -294,7 +304,8 @@ def reembed(settings: Settings) -> int:
         total += len(rows)
     store.reembed.finish_reembed(embedder.name, embedder.dim)
     print(
-        f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}",
+        f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}; "
+        "the data directory records it, so commands and servers that set no embedding_model use it",
         file=sys.stderr,
     )
     return total

@@ -60,9 +60,25 @@ class Tree:
     layout: fmt.Layout = "v1"
     agent_repo: bool = False  # a Letta Code memory repository: its pre-commit hook judges every commit
     paths: frozenset[str] = frozenset()  # the .md files it holds (v2 index rules)
+    # Outside an agent repository: the files whose block is pinned otherwise than the layout says (rel -> pinned),
+    # kept beside the directory (``interop.memfs.pinned_path``), never in a file's frontmatter: Letta Code's hook
+    # refuses keys it does not know.
+    overrides: frozenset[tuple[str, bool]] = frozenset()
 
     def pinned(self, rel: str) -> bool:
+        """Whether the block of ``rel`` is pinned: what the directory's overrides say, else the layout's rule."""
+        if not self.agent_repo:
+            for path, pinned in self.overrides:
+                if path == rel:
+                    return pinned
         return fmt.in_prompt(rel, self.layout)
+
+    def overrides_for(self, blocks: list[Block]) -> dict[str, bool]:
+        """The overrides that keep ``blocks`` pinned as they are in this directory (none in an agent repository)."""
+        if self.agent_repo:
+            return {}
+        wanted = {b.label + SUFFIX: is_pinned(b) for b in blocks}
+        return {rel: pinned for rel, pinned in sorted(wanted.items()) if pinned != fmt.in_prompt(rel, self.layout)}
 
 
 @dataclass(frozen=True)
@@ -119,8 +135,8 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
                 "Shorten it or raise `limit`."
             )
     pinned = tree.pinned(rel)
-    override = front.get("pinned")
-    if override is not None and not tree.agent_repo:
+    override = front.get("pinned")  # an older tiermem's export wrote the override here
+    if override is not None and not tree.agent_repo and rel not in dict(tree.overrides):
         if override.lower() not in ("true", "false"):
             raise ValidationError(f"{rel}: pinned must be true or false, got {override!r}.")
         pinned = override.lower() == "true"
@@ -134,7 +150,9 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
 
     Only keys the layout's hook allows are added: ``description`` (v1; with ``limit`` and ``read_only`` outside
     agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
-    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter.
+    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter. Whether the block is pinned is never
+    written here (``Tree.overrides`` keeps it); outside agent repositories an older tiermem's ``pinned:`` key is
+    dropped.
     """
     return _render(
         fmt.Front.of(block.metadata.get(FRONT_KEY)),
@@ -143,7 +161,6 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
         block.value,
         block.limit,
         block.read_only,
-        is_pinned(block),
         rel,
         tree,
     )
@@ -152,9 +169,7 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
 def new_file(label: str, value: str, rel: str, tree: Tree) -> str:
     """The file Letta Code's tools make for a new block given without frontmatter: its default description (and in
     v2 its default name), then the value."""
-    return _render(
-        fmt.Front(), label, default_description(label), value, fit_limit(value), False, tree.pinned(rel), rel, tree
-    )
+    return _render(fmt.Front(), label, default_description(label), value, fit_limit(value), False, rel, tree)
 
 
 def _render(
@@ -164,7 +179,6 @@ def _render(
     value: str,
     limit: int,
     read_only: bool,
-    pinned: bool,
     rel: str,
     tree: Tree,
 ) -> str:
@@ -184,7 +198,7 @@ def _render(
     if not tree.agent_repo:
         had = front.get("read_only")
         front = _put(front, "read_only", "true" if read_only else ("false" if had is not None else None))
-        front = _put(front, "pinned", None if pinned == tree.pinned(rel) else str(pinned).lower())
+        front = _put(front, "pinned", None)
     if not front.present and not front.lines:
         return body
     return fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text()

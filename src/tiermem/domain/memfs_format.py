@@ -9,6 +9,10 @@ index) writes ``name`` and ``description`` as JSON strings and reads them back u
 This module also holds the rules its pre-commit hook enforces (``hook_problems``), what its prompt
 shows (``in_prompt``), how its ``memory`` tool turns a path into a label (``label_of_path``) and its
 ``memory_apply_patch`` format (``parse_codex_patch``, ``apply_hunks``). Nothing here touches disk.
+
+Why this module is long: it is one foreign format's whole rulebook (frontmatter, layouts, the pre-commit hook's
+rules, the memory tool's paths, the patch format), kept together so it can be checked against a Letta Code release
+in one place.
 """
 
 from __future__ import annotations

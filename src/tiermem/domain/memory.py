@@ -10,7 +10,7 @@ Recall (conversation log) and archival memory live in ``archive.py``: every ``Me
 ``factory.open_memory(lazy=True)``), reached as ``Memory.archive``. Nothing outside
 the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
 
-Size: a little over the house's ~450 lines: one class whose parts (agents, block edits, attachments, history
+Why this module is long: ``Memory`` is the facade, one class whose parts (agents, block edits, attachments, history
 repair, idempotency keys) share the per-block locks, the change listeners and the history bookkeeping.
 """
 
@@ -470,13 +470,18 @@ class Memory:
         """Restore the value of ``version`` as a new version; history keeps everything."""
         actor = actor or current_actor.get()
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValidationError(f"version must be a positive whole number from memory_history, got {version!r}.")
+            raise ValidationError(
+                f"version must be a positive whole number from memory_history, got {version!r}.",
+                person=f"The version must be a positive whole number, got {version!r}; "
+                f"`tiermem blocks history {label}` lists them.",
+            )
         block = self.block(agent_id, label)
         old = self.core.history_version(block.id, version)
         if old is None:
+            found = f"Block {label!r} has no version {version}; its versions are 1 to {block.version}."
             raise NotFoundError(
-                f"Block {label!r} has no version {version}; its versions are 1 to {block.version}. "
-                "See memory_history for the list."
+                f"{found} See memory_history for the list.",
+                person=f"{found} `tiermem blocks history {block.label}` lists them.",
             )
         edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
         return self.edit(agent_id, label, edit, actor=actor)
@@ -496,7 +501,10 @@ class Memory:
         spec = self._check_spec(spec)
         if any(b.label == spec.label for b in self.blocks(agent_id)):
             raise ValidationError(
-                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label."
+                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label.",
+                person=f"A block labelled {spec.label!r} already exists; change its value with "
+                f"`tiermem blocks set {spec.label} VALUE` (or `tiermem blocks edit {spec.label}`), or choose another "
+                "label.",
             )
         block_id = new_id("block")
         self._insert_block(block_id, spec, actor=actor, operation=operation)

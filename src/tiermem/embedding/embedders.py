@@ -9,7 +9,7 @@ import; ``BackgroundEmbedder`` loads the model once, in a daemon thread, when as
 Vectors are returned as ``list[list[float]]`` (one L2-normalised list per text), which the store
 hands to pyarrow as ``FixedSizeList(float32, dim)``.
 
-Why this module is over ~450 lines: it is the ``Embedder`` protocol with its three implementations
+Why this module is long: it is the ``Embedder`` protocol with its three implementations
 (hashing, fastembed, the packaged model) and the background loader that wraps any of them; they share
 the token counter, the chunking entry points and the error texts that tell a user what to do. The
 packaged model's ONNX graph work and runner are in ``minilm.py``.

@@ -284,7 +284,7 @@ def ensure_rewritten(source: Path, source_sha256: str, target_dir: Path) -> Path
     dest = rewritten_path(target_dir, source_sha256)
     with _lock:
         if not _intact(dest):
-            log.info("rewriting %s so its weights stay int8 in memory -> %s", source.name, dest)
+            log.debug("rewriting %s so its weights stay int8 in memory -> %s", source.name, dest)
             try:
                 _rewrite_in_child(source, dest)
                 write_text_atomically(dest.with_name(dest.name + ".sha256"), _digests(dest), mode=0o644)

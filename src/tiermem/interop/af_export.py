@@ -15,6 +15,9 @@ and each message as the file had it; what tiermem holds natively (name, system p
 messages, context window, archival passages) comes from storage, so later edits are exported.
 Archival passages and tiermem's own settings ride the top-level ``tiermem`` extension, which Letta
 ignores; each message carries tiermem's row under its own ``tiermem`` key.
+
+Why this module is long: it writes Letta's agent-file shape field by field (agents, blocks, tools, groups, sources,
+files, views, messages) with the ids they share renumbered once; it is the mirror of ``agentfile.py``'s import.
 """
 
 from __future__ import annotations

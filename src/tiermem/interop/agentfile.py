@@ -18,6 +18,10 @@ the agent (``file_views`` in ``letta_passthrough``'s document), so an export wri
 What tiermem cannot run (custom tools, tool rules, MCP servers, groups, env var names, Letta-only messages,
 sources no agent uses) is kept whole in the agent's metadata (``letta_passthrough``), reported, and written back
 by export (``af_export``). Environment variable and secret values are never stored.
+
+Why this module is long: an import is planned whole before anything is written, so the plans of agents, blocks,
+messages, folders, files and views share one validation pass and one set of plan types with their writing; the
+folder half (``_plan_folders`` onward) is the seam to split at next.
 """
 
 from __future__ import annotations

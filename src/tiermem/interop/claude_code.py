@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConfigError
 from ..base.files import write_text_atomically
+from .auto_memory import adopt, directory, point, unpoint
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -59,6 +60,8 @@ class Plan:
     settings_file: Path  # ~/.claude/settings.json or <project>/.claude/settings.json
     approval_file: Path | None  # <project>/.claude/settings.local.json (project scope)
     record_file: Path  # what setup changed, for --uninstall: $XDG_STATE_HOME/tiermem/setup/claude-code-<digest>.json
+    auto_memory: Path | None = None  # user scope: the folder Claude Code's auto memory shares with tiermem
+    home: Path | None = None  # where Claude Code's own auto-memory folders are (~/.claude/projects/*/memory)
 
     def hooks(self) -> dict[str, list[dict[str, Any]]]:
         entry = {"type": "command", "command": self.hook_command, "timeout": HOOK_TIMEOUT}
@@ -102,7 +105,8 @@ def plan(
         root = (project or Path.cwd()).resolve()
         files = (root / ".mcp.json", root / ".claude" / "settings.json", root / ".claude" / "settings.local.json")
     digest = hashlib.sha256(str(files[0]).encode()).hexdigest()[:16]
-    return Plan(server, hook, files[0], files[1], files[2], state / f"claude-code-{digest}.json")
+    shared = directory(data_dir, agent) if scope == "user" else None
+    return Plan(server, hook, files[0], files[1], files[2], state / f"claude-code-{digest}.json", shared, base)
 
 
 def show(p: Plan) -> str:
@@ -115,6 +119,11 @@ def show(p: Plan) -> str:
     ]
     if p.approval_file is not None:
         parts += [f"# {p.approval_file}: enabledMcpjsonServers", json.dumps([NAME])]
+    if p.auto_memory is not None:
+        parts += [
+            f"# {p.settings_file}: autoMemoryDirectory (Claude Code's auto memory, kept in step with tiermem)",
+            json.dumps({"autoMemoryDirectory": str(p.auto_memory)}),
+        ]
     return "\n".join(parts)
 
 
@@ -181,7 +190,10 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
             continue  # already there, wherever they are
         hooks[event] = [e for e in current if not _setup_hook(e)] + entries  # yours as they were, in their order
         changed = True
-    edits.append(_Edit(p.settings_file, settings, changed, "hooks " + ", ".join(HOOK_EVENTS) + " installed"))
+    what = "hooks " + ", ".join(HOOK_EVENTS) + " installed"
+    if p.auto_memory is not None and (pointed := point(settings, record, p.auto_memory)):
+        changed, what = True, f"{what}; {pointed}"
+    edits.append(_Edit(p.settings_file, settings, changed, what))
     if p.approval_file is not None:
         local = _read(p.approval_file)
         if "enabledMcpjsonServers" not in local:
@@ -245,7 +257,10 @@ def uninstall(p: Plan) -> list[str]:
                     del hooks[event]
         if changed and not hooks and "hooks" in added:
             del settings["hooks"]
-    edits.append(_Edit(p.settings_file, settings, changed, "tiermem hooks removed", **made(p.settings_file)))
+    what = "tiermem hooks removed"
+    if unpointed := unpoint(settings, record, p.auto_memory):
+        changed, what = True, f"{what}; {unpointed}"
+    edits.append(_Edit(p.settings_file, settings, changed, what, **made(p.settings_file)))
     lines = []
     if p.approval_file is not None:
         local = _read(p.approval_file)
@@ -409,8 +424,11 @@ def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
     if dry_run:
         print(show(the_plan))
         return 0
+    before = _read(the_plan.settings_file).get("autoMemoryDirectory") if the_plan.auto_memory is not None else None
     for line in uninstall(the_plan) if args.uninstall else install(the_plan, force=bool(getattr(args, "force", False))):
         print(line)
+    if not args.uninstall and the_plan.auto_memory is not None and the_plan.home is not None:
+        print(adopt(settings, the_plan.auto_memory, the_plan.home, before))
     if not args.uninstall:
         print(
             "Start a new Claude Code session: core memory is in context, each prompt and reply is logged, and "

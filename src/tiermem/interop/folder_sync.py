@@ -13,6 +13,10 @@ files gone from disk deleted (only files that came from this directory by their 
 sync put there: a file uploaded by other means stays). What a sync saw is kept in the folder's metadata
 (``tiermem_sync``: the directory and ``{path: [size, mtime_ns, sha256]}``), so the next sync reads only the files
 whose size or time changed. ``watch`` polls the directory (standard library only) and syncs whenever it changed.
+
+Why this module is long: it is the whole of reading a directory into a folder: the safe walk (ignore rules, links,
+binary and oversized files), the upload, the sync and its watch share the listing and the report, and nothing else
+uses them.
 """
 
 from __future__ import annotations

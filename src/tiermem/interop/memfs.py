@@ -6,7 +6,9 @@ written the way Letta Code does (``memfs_format``): descriptions literally in la
 ``description`` as JSON strings in v2; every line of it is kept in the block's metadata
 (``memfs_front``) and written back, so unknown keys survive. What is in the prompt follows the
 layout: ``system/**`` (v1) or the root files (v2) are pinned, the rest detached. In a directory that
-is not a Letta Code agent's, a ``pinned:`` key overrides that rule (tiermem's own exports write it).
+is not a Letta Code agent's, tiermem keeps the blocks pinned otherwise in a record beside the files
+(``pinned_path``: ``.tiermem-pinned.json``, or in the git directory), never in their frontmatter, which
+Letta Code's hook checks against its own keys; a ``pinned:`` key an older tiermem wrote is still read.
 
 A file's ``limit:`` is the block's limit; a file without one keeps the block's limit (raised to fit
 when the file's text is longer: Letta Code's tools drop the key and do not enforce limits). Files
@@ -19,6 +21,8 @@ a name that cannot be a label) are reported and skipped, never the whole directo
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +46,9 @@ from ..domain.memfs_files import (  # the file <-> block rules, shared with Lett
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
+    from .memfs_git import Repo
+
+PINNED_FILE = ".tiermem-pinned.json"  # outside a git repository: the blocks pinned otherwise than the layout says
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -57,15 +64,20 @@ __all__ = [
     "MemfsReport",
     "apply_file",
     "block_files",
+    "check_root",
     "export_memfs",
     "import_memfs",
     "is_memfs_dir",
+    "make_root",
     "path_of",
+    "pinned_path",
     "plan_memfs",
+    "read_pinned",
     "read_file",
     "read_tree",
     "tree_of",
     "write_file",
+    "write_pinned",
 ]
 
 
@@ -130,8 +142,48 @@ def read_file(root: Path, rel: str) -> str:
         raise ValidationError(f"{rel}: cannot be read as UTF-8 text ({exc}).") from exc
 
 
-def tree_of(paths: set[str] | frozenset[str], *, policy: str | None = None, agent_repo: bool = False) -> Tree:
-    return Tree(fmt.layout_of(paths, policy), agent_repo, frozenset(paths))
+def tree_of(
+    paths: set[str] | frozenset[str],
+    *,
+    policy: str | None = None,
+    agent_repo: bool = False,
+    overrides: Mapping[str, bool] | None = None,
+) -> Tree:
+    return Tree(fmt.layout_of(paths, policy), agent_repo, frozenset(paths), frozenset((overrides or {}).items()))
+
+
+def pinned_path(root: Path, repo: Repo | None) -> Path:
+    """Where a directory's pinned overrides live (``Tree.overrides``): beside tiermem's sync record, in the git
+    directory of a repository (``tiermem-pinned[-tag].json``), else ``DIR/.tiermem-pinned.json``."""
+    if repo is None:
+        return root / PINNED_FILE
+    record = repo.state_file()
+    return record.with_name(record.name.replace("tiermem-sync", "tiermem-pinned", 1))
+
+
+def read_pinned(path: Path) -> dict[str, bool]:
+    """The overrides kept at ``path`` (none when it does not exist)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ValidationError(
+            f"{path} is unreadable ({exc}); delete it (blocks outside system/ are then read as detached)."
+        ) from exc
+    pinned = data.get("pinned") if isinstance(data, dict) else None
+    if not isinstance(pinned, dict) or not all(isinstance(v, bool) for v in pinned.values()):
+        raise ValidationError(f"{path} is not tiermem's record of pinned blocks; delete it.")
+    return {str(k): v for k, v in pinned.items()}
+
+
+def write_pinned(path: Path, overrides: Mapping[str, bool]) -> None:
+    """Keep ``overrides`` at ``path`` (the file removed when there are none), if they changed."""
+    if not overrides:
+        path.unlink(missing_ok=True)
+    elif read_pinned(path) != dict(overrides):
+        text = json.dumps({"pinned": dict(sorted(overrides.items()))}, indent=1) + "\n"
+        write_text_atomically(path, text)
 
 
 def read_tree(root: Path, tree: Tree) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
@@ -157,7 +209,10 @@ def plan_memfs(root: Path) -> tuple[list[FileBlock], list[str]]:
 
     repo = Repo.find(root)
     tree = tree_of(
-        set(block_files(root)), policy=repo.policy if repo else None, agent_repo=bool(repo and repo.agent_repo)
+        set(block_files(root)),
+        policy=repo.policy if repo else None,
+        agent_repo=bool(repo and repo.agent_repo),
+        overrides=read_pinned(pinned_path(root, repo)),
     )
     parsed, skipped = read_tree(root, tree)
     if not parsed:
@@ -173,6 +228,31 @@ def write_file(root: Path, rel: str, text: str) -> None:
     write_text_atomically(target, text, newline="")
 
 
+def check_root(root: Path) -> bool:
+    """Whether the MemFS directory ``root`` exists; False: it does not, and its parent does (a sync or an export makes it).
+    Raises ``ValidationError`` for a file, or for a directory whose parent is missing: a mistyped path is never
+    made, parents and all."""
+    if root.is_dir():
+        return True
+    if root.exists():
+        raise ValidationError(f"{root} is a file; give a MemFS directory.")
+    if not root.parent.is_dir():
+        raise ValidationError(
+            f"{root.parent} does not exist, so {root} cannot be made there. Check the path; to start a MemFS "
+            f"directory there, make its parent first (mkdir -p {root.parent})."
+        )
+    return False
+
+
+def make_root(root: Path) -> None:
+    """``root`` as ``check_root`` allows it: made if missing (its parent is not)."""
+    if not check_root(root):
+        try:
+            root.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ValidationError(f"Cannot make the MemFS directory {root}: {exc}.") from exc
+
+
 def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
     """Write the agent's blocks into ``root`` (new, or without .md files), one file per block."""
     agent = memory.get_agent(name)
@@ -185,10 +265,13 @@ def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
         )
     blocks = memory.blocks(agent.id)
     tree = tree_of({path_of(b.label) for b in blocks})
+    make_root(root)
     try:
-        root.mkdir(parents=True, exist_ok=True)
         for b in blocks:
             write_file(root, path_of(b.label), render_file(b, path_of(b.label), tree))
+        from .memfs_git import Repo
+
+        write_pinned(pinned_path(root, Repo.find(root)), tree.overrides_for(blocks))
     except OSError as exc:
         raise ValidationError(f"Cannot write the MemFS directory {root}: {exc}.") from exc
     return {

@@ -4,6 +4,9 @@ tiermem commits only the files it changes, under its own name, through the repos
 bypassed), from a private index: the user's other changes, staged or not, stay as they were, and a
 rejected commit leaves nothing behind (``HookRejected`` says which file and why). Its bookkeeping lives
 inside the git directory, out of the repository.
+
+Why this module is long: ``Repo`` is the one place that runs git, and a commit from a private index, through the
+hooks, landed under the index lock, is a sequence of plumbing steps that stays correct only together.
 """
 
 from __future__ import annotations

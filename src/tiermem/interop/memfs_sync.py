@@ -20,6 +20,9 @@ blocks. In a git repository, the files the sync wrote or removed, and only those
 commit a hook rejects (or that Letta Code's hook would reject: tiermem checks first) leaves nothing
 staged, puts those files back as they were and reports which file and why; the block waits until it
 changes again.
+
+Why this module is long: ``_Sync`` is one three-way comparison (file, block, sync record) with its cases (edits,
+creations, deletions, renames, conflicts) and its git commit, which share the state of one run.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,14 +44,18 @@ from .memfs import (
     FileBlock,
     apply_file,
     block_files,
+    make_root,
     parse_file,
     path_of,
+    pinned_path,
+    read_pinned,
     read_tree,
     render_file,
     same,
     same_front,
     tree_of,
     write_file,
+    write_pinned,
 )
 from .memfs_git import HookRejected, Repo
 
@@ -139,9 +146,7 @@ def sync_memfs(
     """Bring ``root`` and the agent's blocks up to date with each other; see the module docstring."""
     if prefer not in (None, "file", "store"):
         raise ValidationError(f"prefer must be 'file' or 'store', got {prefer!r}.")
-    if root.exists() and not root.is_dir():
-        raise ValidationError(f"{root} is a file; give the MemFS directory to sync.")
-    root.mkdir(parents=True, exist_ok=True)
+    make_root(root)
     repo = repo if repo is not None else Repo.find(root)
     path = state_path(root, repo)
     with locked(path.with_name(path.name + ".lock")):  # one sync of a directory at a time, across processes
@@ -167,10 +172,13 @@ class _Sync:
         agent = self._agent(state)
         seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
         files = block_files(self.root)
+        agent_repo = bool(self.repo and self.repo.agent_repo)
+        pinned = pinned_path(self.root, self.repo)
         self.tree = tree_of(
             set(files),
             policy=self.repo.policy if self.repo else None,
-            agent_repo=bool(self.repo and self.repo.agent_repo),
+            agent_repo=agent_repo,
+            overrides=None if agent_repo else read_pinned(pinned),
         )
         parsed, self.report.skipped = read_tree(self.root, self.tree)
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
@@ -195,7 +203,13 @@ class _Sync:
             entry = self._one(label, parsed.get(label), blocks.get(label), seen.get(label))
             if entry is not None:
                 new_state[label] = entry
+        # the blocks pinned otherwise than the layout says: kept beside the files, never in them (none in an agent's
+        # repository, where the layout alone decides)
+        overrides = self.tree.overrides_for([b for b in self.memory.blocks(agent.id) if b.label in new_state])
+        self.tree = replace(self.tree, overrides=frozenset(overrides.items()))  # the files written read so
         self._write_files(new_state)
+        if not agent_repo:
+            write_pinned(pinned, overrides)
         data = {"agent": agent.name, "agent_id": agent.id, "layout": self.tree.layout, "blocks": new_state}
         _write_state(self.path, data)
         return {
@@ -545,7 +559,7 @@ def watch_memfs(
     """
     if not interval > 0:
         raise ValidationError(f"--watch takes a number of seconds greater than 0, got {interval!r}.")
-    root.mkdir(parents=True, exist_ok=True)
+    make_root(root)
     repo = Repo.find(root)
     last: tuple[Any, ...] | None = None
     while True:

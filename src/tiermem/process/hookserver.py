@@ -8,7 +8,12 @@ open:
 - ``SessionStart`` (source startup, clear or compact): core memory, whole (Claude Code accepts 10,000 characters of
   hook context); nothing on ``resume`` (the earlier context is still there);
 - ``UserPromptSubmit``: the prompt is logged to recall memory, and the memories relevant to it are returned;
-- ``Stop``: the assistant's final reply is logged.
+- ``Stop``: the assistant's final reply is logged (before the answer: the host may stop the server right after).
+
+A request may name its ``host`` (claude-code, codex, gemini, opencode): the logged turn keeps it (its payload's
+``host``), beside the session id (the conversation) and the time the hook reported it. A listener given ``sync``
+(``serve`` wires Claude Code's auto memory: ``interop/auto_memory.py``) runs it before it answers ``SessionStart`` and
+after it logs a reply.
 
 A prompt's or reply's ``<private>`` spans are dropped before anything else (``quoting.drop_private``): they are neither
 searched nor logged, and the logged turn keeps a mark in their place. Each turn carries its project (``cwd`` of the
@@ -49,13 +54,13 @@ from ..base.quoting import drop_private
 from ..base.records import now
 from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 from ..domain import autorecall, briefing
-from .registry import label_editors
+from ..server.registry import label_editors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
     from ..base.config import Settings
-    from .runtime import MemoryHandle
+    from ..server.runtime import MemoryHandle
     from .shutdown import Shutdown
 
 log = logging.getLogger(__name__)
@@ -74,8 +79,11 @@ class HookListener:
         stop: Shutdown | None = None,
         *,
         refire_window: float = REFIRE_WINDOW,
+        sync: Callable[[], object] | None = None,
     ) -> None:
         self.handle = handle
+        self.sync = sync  # run at a session's start (before core memory is read) and after each reply: see ``_synced``
+        self._sync_guard = threading.Lock()
         self.stop = stop
         self.tools = list(tools)
         self.key = memory_key(settings.resolved_data_dir(), settings.agent)
@@ -176,10 +184,8 @@ class HookListener:
                     else self._answer_line(line)
                 )
                 _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
-                if then is not None:
-                    self._then(
-                        then
-                    )  # the turn is logged after the hook has its answer: Claude Code is not kept waiting
+                if then is not None:  # a prompt is logged after the hook has its answer: the host is not kept waiting
+                    self._then(then)
         except ShuttingDownError as exc:
             _send(conn, {"ok": False, "error": str(exc)})
         except OSError as exc:
@@ -229,9 +235,13 @@ class HookListener:
         session = data.get("session_id") or ""
         if not isinstance(session, str):
             raise _bad("`input.session_id` is not a string")
+        host = request.get("host")
+        if host is not None and not isinstance(host, str):
+            raise _bad("`host` (the host's name, a string) is not a string")
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
+            self._synced()
             memory, agent_id = self.handle.get()
             core = briefing.instructions(
                 memory.blocks(agent_id),
@@ -262,9 +272,29 @@ class HookListener:
         if not text.strip():
             return answer, None
         turn = self.turn(data, session, role, text)
-        return answer, lambda: autorecall.log_turn(
-            memory, agent_id, session=session, turn=turn, role=role, content=text, at=at, project=project
-        )
+
+        def log() -> None:
+            autorecall.log_turn(
+                memory, agent_id, session=session, turn=turn, role=role, content=text, at=at, project=project, host=host
+            )
+
+        if role == "user":
+            return answer, log  # logged once the hook has its answer: the prompt is not kept waiting
+        # A reply is logged before the answer: a one-turn host (``codex exec``, ``claude -p``) stops its MCP servers
+        # as soon as its Stop hook returns (measured with Codex: a reply logged after the answer was lost under load).
+        log()
+        return answer, self._synced
+
+    def _synced(self) -> None:
+        """Run ``sync`` (Claude Code's auto memory kept in step with this memory, wired by ``serve``), one at a time;
+        a failure is logged, never the hook's."""
+        if self.sync is None:
+            return
+        with self._sync_guard:
+            try:
+                self.sync()
+            except Exception:
+                log.exception("syncing Claude Code's auto memory failed")
 
     def turn(self, data: dict[str, Any], session: str, role: str, text: str) -> str:
         """What tells this turn from the same words said again in the session (see the module's docstring)."""

@@ -8,6 +8,12 @@
   without a token, so a browser can open the page; its API needs a token like ``/mcp``, and the agents the
   matched token covers travel to the app in ``scope["tiermem.agents"]`` (None: no tokens configured, every
   agent), which shows only those.
+- With ``oauth`` (``oauth.ResourceServer``): access tokens of the configured authorization server too, besides the
+  static tokens. Its Protected Resource Metadata is served without a token; every 401 carries
+  ``WWW-Authenticate: Bearer resource_metadata=...``; a request needs the read scope, a call of a tool not in
+  ``read_only_tools`` (and a write through the inspector's API) the write scope, else 403 ``insufficient_scope``.
+  The token's principal travels in ``scope["user"]`` / ``scope["auth"]`` as the SDK's bearer middleware puts it
+  (its transports bind a session to the principal that opened it).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import tomllib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..base.errors import ConfigError
 
@@ -33,6 +39,31 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class TokenAuthority(Protocol):
+    """What the guard needs of an OAuth resource server (``oauth.ResourceServer``)."""
+
+    read_scope: str
+    write_scope: str
+
+    async def verify_token(self, token: str) -> Any: ...  # an SDK ``AccessToken``, or None
+
+    def challenge(self, error: str | None = None, description: str | None = None, scope: str | None = None) -> str: ...
+
+    def metadata_paths(self) -> frozenset[str]: ...
+
+    def metadata_document(self) -> bytes: ...
+
+    def agents_for(self, token: Any) -> frozenset[str]: ...
+
+    def agent_for(self, token: Any, requested: str | None) -> str | None: ...
+
+    def principal(self, token: Any) -> tuple[Any, Any]: ...  # scope["user"], scope["auth"] as the SDK sets them
+
+
+class AuthorityUnavailable(Exception):
+    """The authorization server cannot be asked about a token (503: the token may be fine)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +215,11 @@ class Guard:
         allowed_origins: list[str],
         max_body_bytes: int,
         ui_prefix: str | None = None,
+        oauth: TokenAuthority | None = None,
+        read_only_tools: frozenset[str] = frozenset(),
     ) -> None:
+        """``oauth``: also accept that authority's access tokens; ``read_only_tools``: the tools its tokens may call
+        with the read scope alone (any other tool needs the write scope)."""
         self.app = app
         self.agent = agent
         self.tokens = tokens
@@ -192,6 +227,8 @@ class Guard:
         self.allowed_origins = {o.lower().rstrip("/") for o in allowed_origins}
         self.max_body_bytes = max_body_bytes
         self.ui_prefix = ui_prefix
+        self.oauth = oauth
+        self.read_only_tools = read_only_tools
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -204,13 +241,28 @@ class Guard:
                 send, 403, f"Host {host!r} is not allowed (DNS-rebinding protection). Add it to allowed_hosts."
             )
             return
+        if self.oauth is not None and scope.get("path", "") in self.oauth.metadata_paths():
+            await _metadata(send, self.oauth.metadata_document(), scope.get("method", "GET"))
+            return  # public metadata, fetched by clients of any origin (CORS): no token, nothing of memory
         origin = headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
             await _reply(send, 403, f"Origin {origin!r} is not allowed. Add it to allowed_origins.")
             return
         ui = self._ui_path(scope.get("path", ""))
         scope["tiermem.agents"] = None
-        if self.tokens:
+        if self.oauth is not None:
+            token = self._match(headers.get("authorization", ""))
+            if token is None:
+                checked = await self._oauth(scope, receive, send, headers, ui)
+                if checked is None:
+                    return
+                receive = checked
+            elif ui is not None:
+                scope["tiermem.agents"] = token.agents
+            elif not token.allows(self.agent):
+                await _reply(send, 403, f"This token may not use agent {self.agent!r}.")
+                return
+        elif self.tokens:
             token = self._match(headers.get("authorization", ""))
             if token is None and ui == "static" and scope.get("method") in ("GET", "HEAD"):
                 pass  # the inspector's page itself: static files, no memory in them
@@ -229,6 +281,82 @@ class Guard:
             await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
             return
         await self.app(scope, self._limited(receive), send)
+
+    async def _oauth(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None
+    ) -> Receive | None:
+        """A request without a static token, under OAuth: the receive to go on with (the body replayed when it was
+        read to see which tools it calls), or None when it was answered (401, 403, 503)."""
+        authority = self.oauth
+        assert authority is not None
+        scheme, _, secret = headers.get("authorization", "").partition(" ")
+        secret = secret.strip() if scheme.lower() == "bearer" else ""
+        if not secret:
+            if ui == "static" and scope.get("method") in ("GET", "HEAD"):
+                return receive  # the inspector's page itself: static files, no memory in them
+            await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": authority.challenge()})
+            return None
+        try:
+            access = await authority.verify_token(secret)
+        except AuthorityUnavailable as exc:
+            await _reply(send, 503, f"The authorization server cannot be reached to check the token: {exc}")
+            return None
+        if access is None:
+            challenge = authority.challenge("invalid_token", "The access token is not valid for this server")
+            await _reply(send, 401, "The access token is not valid for this server.", {"www-authenticate": challenge})
+            return None
+        scope["user"], scope["auth"] = authority.principal(access)
+        if authority.read_scope not in access.scopes:
+            await self._insufficient(send, authority.read_scope)
+            return None
+        if ui is None:
+            from urllib.parse import parse_qs
+
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            agent = authority.agent_for(access, (query.get("agent") or [None])[0])
+            if agent is None:  # the same answer whether that agent exists or not
+                await _reply(send, 403, "This token may not use the agent asked for (?agent=).")
+                return None
+            scope["tiermem.agent"] = agent  # its own MCP server answers (server/tenants.py)
+        if ui is not None:
+            scope["tiermem.agents"] = authority.agents_for(access)  # the inspector shows the user's agents only
+            if scope.get("method") not in ("GET", "HEAD", "OPTIONS") and authority.write_scope not in access.scopes:
+                await self._insufficient(send, authority.write_scope)
+                return None
+            return receive
+        if scope.get("method") != "POST" or authority.write_scope in access.scopes:
+            return receive
+        body = await self._read_body(receive, send)
+        if body is None:
+            return None
+        if _calls_tool_outside(body, self.read_only_tools):
+            await self._insufficient(send, authority.write_scope)
+            return None
+        return _replay(body, receive)
+
+    async def _insufficient(self, send: Send, needed: str) -> None:
+        assert self.oauth is not None
+        wanted = " ".join(dict.fromkeys([self.oauth.read_scope, needed]))
+        challenge = self.oauth.challenge("insufficient_scope", f"This request needs the scope {needed}", wanted)
+        await _reply(
+            send, 403, f"insufficient_scope: this request needs the scope {needed}.", {"www-authenticate": challenge}
+        )
+
+    async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_body_bytes:
+                await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
     def _ui_path(self, path: str) -> str | None:
         """ "api" or "static" for a path of the inspector, else None."""
@@ -261,6 +389,56 @@ class Guard:
             return message
 
         return wrapped
+
+
+def _calls_tool_outside(body: bytes, allowed: frozenset[str]) -> bool:
+    """Whether the JSON-RPC message (or batch) ``body`` calls a tool not in ``allowed``. A body that cannot be read
+    as JSON-RPC calls nothing: the transport answers it as the protocol error it is."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    for message in data if isinstance(data, list) else [data]:
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if name not in allowed:
+                return True
+    return False
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` (already read) first, then what the client sends next (its disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _metadata(send: Send, document: bytes, method: str) -> None:
+    cors = [
+        (b"access-control-allow-origin", b"*"),
+        (b"access-control-allow-methods", b"GET, OPTIONS"),
+        (b"access-control-allow-headers", b"mcp-protocol-version"),
+    ]
+    if method == "OPTIONS":
+        await send({"type": "http.response.start", "status": 204, "headers": cors})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(document)).encode()),
+        (b"cache-control", b"public, max-age=3600"),
+        *cors,
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": document if method != "HEAD" else b""})
 
 
 class BodyTooLarge(Exception):

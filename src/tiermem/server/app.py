@@ -5,6 +5,10 @@ arguments, make one call on ``Memory`` in a worker thread, and return a compact 
 The handshake never waits for storage: the server's lifespan (``runtime.lifespan``) has the
 ``MemoryHandle`` open the store in the background once the handshake is answered, and the
 first tool call waits for it. Nothing imported here loads the storage engine or a model.
+
+Why this module is long: it assembles the MCP surface in one place (the server class with its resources, prompts,
+instructions and tools registered on demand, the HTTP app, the stdio loop), each part short; the tools,
+notifications, completions and SDK seams are modules of their own.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
     from ..base.config import Settings
     from ..base.records import Block
     from ..domain.memory import Memory
-    from .netguard import ASGIApp, Token
+    from ..process.netguard import ASGIApp, Token, TokenAuthority
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -385,33 +389,29 @@ def discover(server: TiermemServer, instruct: Callable[[str | None], Awaitable[s
 
 
 def build_http_app(
-    server: TiermemServer, settings: Settings, tokens: list[Token], *, ui: Callable[[ASGIApp], ASGIApp] | None = None
+    server: TiermemServer,
+    settings: Settings,
+    tokens: list[Token],
+    *,
+    ui: Callable[[ASGIApp], ASGIApp] | None = None,
+    oauth: TokenAuthority | None = None,
+    public_hosts: Iterable[str] = (),
+    tenants: Callable[[str], ASGIApp] | None = None,
 ) -> ASGIApp:
     """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
 
-    ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``.
+    ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``;
+    ``oauth`` (``process.oauth.ResourceServer``, built by the CLI from ``oauth_issuer`` and ``public_url``) accepts
+    that issuer's access tokens too; ``public_hosts``: the Host values of ``public_url``, allowed like the local ones;
+    ``tenants`` (``cli.oauth.tenants``): under OAuth, the app of each agent signed-in users use (``TenantApps``).
     """
-    from mcp.server.transport_security import TransportSecuritySettings
+    from ..process.netguard import Guard, default_allowed_hosts
 
-    from .netguard import Guard, default_allowed_hosts
+    app = transport_app(server, settings)
+    if tenants is not None:
+        from .tenants import TenantApps
 
-    checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app: ASGIApp
-    if settings.transport == "sse":
-        app = server.sse_app(
-            transport_security=checked_by_guard, host=settings.host, max_request_body_size=settings.max_request_bytes
-        )
-    else:
-        from .events import RETRY_MS, MemoryEventStore
-
-        app = server.streamable_http_app(
-            streamable_http_path="/mcp",
-            transport_security=checked_by_guard,
-            host=settings.host,
-            max_request_body_size=settings.max_request_bytes,
-            event_store=MemoryEventStore(),
-            retry_interval=RETRY_MS,
-        )
+        app = TenantApps(app, tenants)
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
@@ -419,11 +419,41 @@ def build_http_app(
         app,
         agent=settings.agent,
         tokens=tokens,
-        allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts,
+        allowed_hosts=default_allowed_hosts(settings.host, settings.port) + settings.allowed_hosts + list(public_hosts),
         allowed_origins=origins + settings.allowed_origins,
         max_body_bytes=settings.max_request_bytes,
         ui_prefix="/ui" if ui is not None else None,
+        oauth=oauth,
+        read_only_tools=read_only_tools(),
     )
+
+
+def transport_app(server: TiermemServer, settings: Settings) -> Any:
+    """The server's SSE or streamable-HTTP Starlette app (Host, Origin and auth are the guard's: checked before)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if settings.transport == "sse":
+        return server.sse_app(
+            transport_security=checked_by_guard, host=settings.host, max_request_body_size=settings.max_request_bytes
+        )
+    from .events import RETRY_MS, MemoryEventStore
+
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=checked_by_guard,
+        host=settings.host,
+        max_request_body_size=settings.max_request_bytes,
+        event_store=MemoryEventStore(),
+        retry_interval=RETRY_MS,
+    )
+
+
+def read_only_tools() -> frozenset[str]:
+    """The tools that change nothing (annotated read-only): an OAuth token with the read scope alone may call these."""
+    from .registry import LETTA_CODE_TOOLS, TOOLS
+
+    return frozenset(d.name for d in (*TOOLS, *LETTA_CODE_TOOLS) if d.annotations.read_only_hint)
 
 
 def _version() -> str:

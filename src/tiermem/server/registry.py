@@ -16,25 +16,40 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from mcp.types import ToolAnnotations
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..base.errors import ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+
+class Hints(NamedTuple):
+    """A tool's MCP annotations as plain values: the table below is read without the MCP SDK (an agent file's import
+    asks which tool names tiermem runs); ``mcp()`` is the SDK's ``ToolAnnotations`` a server publishes."""
+
+    read_only_hint: bool
+    destructive_hint: bool
+    idempotent_hint: bool
+    open_world_hint: bool
+
+    def mcp(self) -> ToolAnnotations:
+        from mcp.types import ToolAnnotations
+
+        return ToolAnnotations(**self._asdict())
+
 
 # What a tool does to memory, for hosts (MCP tool annotations). A block edit is versioned: history keeps every
 # version and memory_revert restores any, so it is not destructive (hosts such as Codex refuse destructive tools
 # unless a person approves each call). Deleting a passage, or a block from the agent (the memory tool's delete),
 # cannot be undone by the model: destructive.
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-EDIT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-CHAT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+READ = Hints(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADD = Hints(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+EDIT = Hints(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+SET = Hints(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+CHANGE = Hints(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+CHAT = Hints(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ class ToolDef:
     # "module:function" under tiermem, imported when the tool is first registered (a server answers `initialize`
     # before any tool module loads); None: registered elsewhere (agent_chat, by agent/service.py)
     target: str | None
-    annotations: ToolAnnotations
+    annotations: Hints
     title: str
     group: str
     block_args: tuple[str, ...] = ()  # the arguments naming the block an edit changes; () edits no block
@@ -289,7 +304,7 @@ def register_tools(server: MCPServer[Any], definitions: Iterable[ToolDef], names
             model_errors(fn),
             name=name,
             title=title,
-            annotations=annotations,
+            annotations=annotations.mcp(),
             description=describe(fn.__doc__ or ""),
             structured_output=structured,
         )

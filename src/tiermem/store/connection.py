@@ -392,6 +392,8 @@ class Connection:
             raise SchemaError(
                 f"The data directory {self.uri!r} holds vectors of embedding model "
                 f"{meta.get('embedding_model')!r} (dim {meta.get('embedding_dim')}), but this server is configured for "
-                f"{self.embedding_model!r} (dim {self.embedding_dim}). Configure the same model "
-                "(embedding_model / TIERMEM_EMBEDDING_MODEL), or run `tiermem reembed` to rebuild all vectors with the new one."
+                f"{self.embedding_model!r} (dim {self.embedding_dim}). Configure the same model, or none (remove "
+                "--embedding-model, TIERMEM_EMBEDDING_MODEL and the config file's embedding_model: with none set, "
+                "tiermem uses the data directory's own), or run `tiermem reembed` to rebuild all vectors with the "
+                "configured one."
             )

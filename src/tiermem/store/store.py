@@ -5,10 +5,18 @@ share one ``Connection``: ``rows`` (messages and passages in and out), ``search`
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Unpack
 
 from .boundary import library
-from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE, Connection, ConnectionOptions, connect
+from .connection import (
+    DEFAULT_INDEX_CACHE,
+    DEFAULT_METADATA_CACHE,
+    Connection,
+    ConnectionOptions,
+    connect,
+    is_remote,
+)
 from .indexes import VECTOR_INDEX_MIN_ROWS, Indexes
 from .purge import Purge
 from .reembed import Reembed
@@ -44,13 +52,21 @@ class Store:
     def uri(self) -> str:
         return self.conn.uri
 
-    @classmethod
-    def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
-        """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
+    @staticmethod
+    def recorded_meta(uri: str, storage_options: dict[str, str] | None = None) -> dict[str, str]:
+        """The store's meta table (schema version, embedding model and dimension) without opening the store;
+        empty for a store not made yet (a local directory that does not exist is not created)."""
+        if not is_remote(uri) and not Path(uri.removeprefix("file://")).is_dir():
+            return {}
         with library(uri, "the meta table"):
             db, _ = connect(uri, storage_options, DEFAULT_METADATA_CACHE, DEFAULT_INDEX_CACHE)
             meta_rows = db.open_table("meta").to_arrow().to_pylist() if "meta" in table_names(db) else []
-        meta = {r["key"]: r["value"] for r in meta_rows}
+        return {r["key"]: r["value"] for r in meta_rows}
+
+    @classmethod
+    def for_reembed(cls, uri: str, *, storage_options: dict[str, str] | None = None) -> Store:
+        """Open a store whatever embedding model it records (for ``tiermem reembed``)."""
+        meta = cls.recorded_meta(uri, storage_options)
         return cls(
             uri,
             embedding_model=meta.get("embedding_model", ""),

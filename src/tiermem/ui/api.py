@@ -3,6 +3,10 @@
 No HTTP here (``app.py`` maps requests onto these) and no storage calls: every read and write goes
 through the ``Memory`` facade and its ``Archive``, so the inspector obeys the same rules as the tools
 (limits, versions, history). Edits made here carry the actor ``human``.
+
+Why this module is long: it is every operation the inspector offers, one short function each over ``Memory``
+(agents, blocks, history, search, passages, forgetting, folders, import and export), so ``app.py``'s routes map onto
+one module.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def free_port(host: str) -> int:
 def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     """(ASGI app, URL with its session token) for ``tiermem ui``: the inspector only, loopback only."""
     from ..domain.factory import open_memory
-    from ..server.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
+    from ..process.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
     from .app import Inspector, build_ui_app, ui_only
 
     if not is_loopback(settings.host):
@@ -79,7 +79,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
 def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     import uvicorn
 
-    from ..server.netguard import listen_socket
+    from ..process.netguard import listen_socket
 
     port = port if port else free_port(settings.host)
     sock = listen_socket(settings.host, port)  # a busy --port is a clear error, before anything is printed

@@ -2,11 +2,11 @@
 
 A question is often answered by a turn whose own words barely match it, in a sitting whose other turns do ("What
 did Caroline do after the parade?" and a sitting about the parade). ``SittingIndex`` holds one agent's sittings
-as bags of words and ranks them for a query by BM25 (k1 1.2, b 0.75; lower-cased words, ``ranking.STOPWORDS`` left
+as bags of words and ranks them for a query by BM25 (k1 1.2, b 0.75; lower-cased words, ``query.STOPWORDS`` left
 out, each cut to its stem by ``stem``: "vacationed" and "vacations" count as "vacation"); the ranker reads the rank
 of each candidate's sitting (``Context.sittings``, feature ``sitting``), and the search takes the deeper rows of the
-best sittings into its pool (``archive.pooled``). Measured leave-one-conversation-out on the LoCoMo dev split
-(BENCHMARKS "Retrieval quality round 3", and round 4 for the stems and the pool).
+best sittings into its pool (``pool.pooled``). Measured leave-one-conversation-out on the LoCoMo dev split
+(``python -m bench locomo``).
 
 The index is built from the stored turns (content, conversation, time, log order) and kept up to date as turns
 arrive: ``Archive`` reads only the turns logged after the newest one it holds whenever the table changed, and
@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ranking import SESSION_US, terms  # terms: the words BM25 counts (lower-cased, stopwords left out)
+from .query import terms  # the words BM25 counts (lower-cased, stopwords left out)
+from .ranking import SESSION_US
 
 K1, B = 1.2, 0.75
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def stem(word: str) -> str:
 
 
 def stems(text: str) -> list[str]:
-    """The words BM25 counts: ``ranking.terms`` (lower-cased, stopwords left out), each as its ``stem``."""
+    """The words BM25 counts: ``query.terms`` (lower-cased, stopwords left out), each as its ``stem``."""
     return [stem(w) for w in terms(text)]
 
 

@@ -1,0 +1,54 @@
+"""What a command can check about its own arguments before the data directory is opened: a missing file to import,
+a sync directory that cannot be made. Bad input then fails at once, and the data directory (or a model cache)
+is never created for a command that was going to fail."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from ..base.errors import ValidationError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from ..base.config import Settings
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise ``ValidationError`` for arguments that cannot work, before anything is opened; make a new sync
+    directory (its parent exists) and say so."""
+    if args.command == "import" and not args.path.exists():
+        raise ValidationError(
+            f"{args.path} does not exist; give the agent file, backup, memory.jsonl or directory to import "
+            "(`tiermem import --help` lists the formats). Nothing was opened or changed."
+        )
+    if args.command == "sync":
+        from ..interop.memfs import make_root
+
+        existed = args.path.is_dir()
+        make_root(args.path)
+        if not existed:
+            print(f"tiermem: created the directory {args.path} (a new MemFS directory)", file=sys.stderr)
+
+
+def configured_model(
+    args: argparse.Namespace, load: Callable[[argparse.Namespace], Settings]
+) -> tuple[str, str] | None:
+    """``tiermem reembed --embedding-model M``: the model the configuration names without the flag, and where
+    (the environment or the config file); None when the flag is not given or nothing else names a model."""
+    import argparse
+    import os
+
+    if getattr(args, "embedding_model", None) is None:
+        return None
+    unflagged = load(argparse.Namespace(**{**vars(args), "embedding_model": None}))
+    if unflagged.embedding_model is None:
+        return None
+    where = (
+        "The environment variable TIERMEM_EMBEDDING_MODEL"
+        if os.environ.get("TIERMEM_EMBEDDING_MODEL")
+        else f"The config file {unflagged.config}"
+    )
+    return unflagged.embedding_model, where

@@ -1,0 +1,482 @@
+"""OAuth 2.1 resource server for the network transports (the MCP authorization specification).
+
+With ``oauth_issuer`` and ``public_url`` set, ``netguard.Guard`` accepts, besides the static bearer tokens, access
+tokens the authorization server at ``oauth_issuer`` issued for this server:
+
+- ``ResourceServer.metadata_document`` is this server's Protected Resource Metadata (RFC 9728), served at
+  ``/.well-known/oauth-protected-resource/<path>`` (and at the root well-known path, for older clients);
+- ``ResourceServer.verify`` checks a token locally when it is a JWT (a signature by a key of the issuer's JWKS, found
+  through the issuer's metadata, cached, fetched again for an unknown key id at most every ``JWKS_REFETCH_SECONDS``;
+  ``iss``, ``aud`` = this server's canonical URI (RFC 8707), ``exp``, ``nbf``, an allowed asymmetric algorithm,
+  never ``none`` nor an HMAC one), or asks the issuer's introspection endpoint (RFC 7662) with ``oauth_introspect``;
+- ``READ_SCOPE`` is needed for any request, ``WRITE_SCOPE`` for a tool that changes memory (the guard answers 403
+  ``insufficient_scope`` naming the scope, RFC 6750 §3.1).
+
+The token is never sent anywhere but the issuer's introspection endpoint (no passthrough), and never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+import jwt
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.routes import build_resource_metadata_url
+from mcp.shared.auth import ProtectedResourceMetadata
+
+from ..base.errors import ConfigError
+from .netguard import AuthorityUnavailable
+
+log = logging.getLogger(__name__)
+
+READ_SCOPE = "memory:read"
+WRITE_SCOPE = "memory:write"
+SCOPES = (READ_SCOPE, WRITE_SCOPE)
+
+# Asymmetric algorithms only: an HMAC one would let whoever holds a public key of the JWKS sign tokens; "none" signs
+# nothing.
+SAFE_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
+)
+DEFAULT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
+JWKS_MAX_AGE_SECONDS = 3600.0  # keys fetched this long ago are fetched again before the next use
+JWKS_REFETCH_SECONDS = 30.0  # an unknown key id fetches the JWKS again at most this often
+LEEWAY_SECONDS = 30  # clock skew allowed on exp and nbf
+USER_AGENT_PREFIX = "user-"  # a signed-in user's own agent: user-<readable subject>-<hash of issuer and subject>
+HTTP_TIMEOUT = 10.0
+
+
+class IssuerUnavailable(AuthorityUnavailable):
+    """The authorization server's metadata, keys or introspection endpoint cannot be reached: the guard answers 503,
+    not 401 (the token may be fine)."""
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """What turns the resource server on (from ``Settings``; see ``from_settings``)."""
+
+    issuer: str
+    resource: str  # this server's canonical URI: the PRM's ``resource`` and the audience tokens must carry
+    audience: str  # usually ``resource``; ``oauth_audience`` for issuers that cannot put a URL there
+    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    introspect: bool = False
+    client_id: str | None = None  # this server's credentials at the introspection endpoint
+    client_secret: str | None = None
+    groups_claim: str = "groups"
+    # agent name -> who may use it besides nobody: subjects, and groups written "group:<name>"
+    shared_agents: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    @property
+    def metadata_url(self) -> str:
+        return str(build_resource_metadata_url(_url(self.resource)))
+
+
+def canonical_resource(public_url: str, path: str) -> str:
+    """This server's canonical URI (RFC 8707 §2, MCP "Canonical Server URI"): ``public_url`` with the endpoint's path
+    (``/mcp``, ``/sse``) appended unless it already ends with it; lower-case scheme and host, no fragment, no trailing
+    slash."""
+    parts = urlsplit(public_url.strip())
+    if parts.scheme.lower() not in ("https", "http") or not parts.netloc:
+        raise ConfigError(
+            f"public_url must be an absolute https URL such as https://memory.example.com, not {public_url!r}."
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(f"public_url must not carry a query or a fragment: {public_url!r}.")
+    base = parts.path.rstrip("/")
+    if not base.endswith(path):
+        base += path
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{base}"
+
+
+def from_settings(
+    *,
+    issuer: str | None,
+    public_url: str | None,
+    path: str,
+    audience: str | None = None,
+    algorithms: list[str] | None = None,
+    introspect: bool = False,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    groups_claim: str = "groups",
+    shared_agents: dict[str, list[str]] | None = None,
+) -> OAuthSettings | None:
+    """The resource server's settings, None when OAuth is off; a ConfigError for half or unsafe settings."""
+    if not issuer and not public_url:
+        return None
+    if not issuer or not public_url:
+        missing = "oauth_issuer (TIERMEM_OAUTH_ISSUER)" if not issuer else "public_url (TIERMEM_PUBLIC_URL)"
+        raise ConfigError(
+            f"OAuth needs both oauth_issuer and public_url; {missing} is missing. Set it, or unset the other to serve "
+            "with static bearer tokens only."
+        )
+    resource = canonical_resource(public_url, path)
+    for name, url in (("oauth_issuer", issuer), ("public_url", resource)):
+        parts = urlsplit(url)
+        if parts.scheme != "https" and not _loopback(parts.hostname or ""):
+            raise ConfigError(f"{name} must be an https URL (plain http only on loopback): {url!r}.")
+    algs = tuple(algorithms or DEFAULT_ALGORITHMS)
+    unsafe = [a for a in algs if a not in SAFE_ALGORITHMS]
+    if unsafe:
+        raise ConfigError(
+            f"oauth_algorithms: {', '.join(unsafe)} not allowed; use asymmetric ones ({', '.join(sorted(SAFE_ALGORITHMS))})."
+        )
+    if introspect and not (client_id and client_secret):
+        raise ConfigError(
+            "oauth_introspect needs this server's client credentials at the issuer: oauth_client_id and "
+            "oauth_client_secret (TIERMEM_OAUTH_CLIENT_SECRET)."
+        )
+    shared = []
+    for name, members in (shared_agents or {}).items():
+        if isinstance(members, str):
+            members = [members]
+        if not name or not all(isinstance(m, str) and m for m in members):
+            raise ConfigError(
+                f'oauth_shared_agents: {name!r} needs a list of subjects and "group:<name>" entries, e.g. '
+                '{ team = ["group:engineering", "alice@example.com"] }.'
+            )
+        if name == "*" or name.startswith(USER_AGENT_PREFIX):
+            raise ConfigError(
+                f"oauth_shared_agents: {name!r} is '*' or starts with {USER_AGENT_PREFIX!r} (kept for users' own "
+                "agents); choose another name."
+            )
+        shared.append((name, frozenset(members)))
+    return OAuthSettings(
+        shared_agents=tuple(shared),
+        issuer=issuer,
+        resource=resource,
+        audience=audience or resource,
+        algorithms=algs,
+        introspect=introspect,
+        client_id=client_id,
+        client_secret=client_secret,
+        groups_claim=groups_claim,
+    )
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _url(text: str) -> Any:
+    from pydantic import AnyHttpUrl
+
+    return AnyHttpUrl(text)
+
+
+@dataclass
+class _Keys:
+    by_kid: dict[str, jwt.PyJWK] = field(default_factory=dict)
+    unnamed: list[jwt.PyJWK] = field(default_factory=list)  # keys without a kid
+    fetched_at: float = float("-inf")
+
+
+class ResourceServer:
+    """Verifies access tokens for this server (the SDK's ``TokenVerifier`` protocol: ``verify_token``)."""
+
+    read_scope = READ_SCOPE
+    write_scope = WRITE_SCOPE
+
+    def __init__(self, settings: OAuthSettings, *, client: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self._client = client
+        self._issuer_metadata: dict[str, Any] | None = None
+        self._keys = _Keys()
+        self._last_refetch = float("-inf")
+        self._lock = anyio.Lock()
+
+    # -- what the guard serves and says -------------------------------------------------------------------------
+
+    @property
+    def metadata_url(self) -> str:
+        return self.settings.metadata_url
+
+    def metadata_paths(self) -> frozenset[str]:
+        """The paths the PRM document is served at: RFC 9728's (with the resource's path) and the root one."""
+        return frozenset({urlsplit(self.metadata_url).path, "/.well-known/oauth-protected-resource"})
+
+    def metadata_document(self) -> bytes:
+        doc = ProtectedResourceMetadata.model_validate(  # from strings: the model keeps a path-less issuer exact
+            {
+                "resource": self.settings.resource,
+                "authorization_servers": [self.settings.issuer],
+                "scopes_supported": list(SCOPES),
+                "resource_name": "tiermem",
+            }
+        )
+        return doc.model_dump_json(exclude_none=True).encode()
+
+    def challenge(self, error: str | None = None, description: str | None = None, scope: str | None = None) -> str:
+        """A ``WWW-Authenticate`` value: always ``resource_metadata`` (MCP), the error and the scopes asked for."""
+        parts = []
+        if error:
+            parts.append(f'error="{error}"')
+        if description:
+            parts.append(f'error_description="{description}"')
+        parts.append(f'scope="{scope or " ".join(SCOPES)}"')
+        parts.append(f'resource_metadata="{self.metadata_url}"')
+        return "Bearer " + ", ".join(parts)
+
+    # -- verification ------------------------------------------------------------------------------------------
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The token's principal and scopes, or None when it is not valid for this server (the reason is logged at
+        debug level, the token never). Raises IssuerUnavailable when the issuer cannot be asked."""
+        try:
+            if self.settings.introspect:
+                return await self._introspect(token)
+            return await self._verify_jwt(token)
+        except jwt.PyJWTError as exc:
+            log.debug("access token refused: %s", exc)
+            return None
+        except _Refused as exc:
+            log.debug("access token refused: %s", exc)
+            return None
+
+    async def _verify_jwt(self, token: str) -> AccessToken:
+        header = jwt.get_unverified_header(token)
+        alg = header.get("alg")
+        if alg not in self.settings.algorithms:
+            raise _Refused(f"algorithm {alg!r} is not allowed")
+        key = await self._key(header.get("kid"), alg)
+        claims = jwt.decode(
+            token,
+            key=key,
+            algorithms=[alg],
+            audience=self.settings.audience,
+            issuer=self.settings.issuer,
+            leeway=LEEWAY_SECONDS,
+            options={"require": ["exp", "iss", "aud", "sub"], "verify_signature": True},
+        )
+        return self._access_token(token, claims)
+
+    async def _key(self, kid: Any, alg: str) -> jwt.PyJWK:
+        keys = await self._jwks(force=False)
+        found = self._pick(keys, kid, alg)
+        if found is None:
+            # key rotation: an unknown kid fetches the keys again, at most every JWKS_REFETCH_SECONDS
+            if time.monotonic() - self._last_refetch >= JWKS_REFETCH_SECONDS:
+                self._last_refetch = time.monotonic()
+                keys = await self._jwks(force=True)
+                found = self._pick(keys, kid, alg)
+        if found is None:
+            raise _Refused(f"no key {kid!r} for {alg} in the issuer's JWKS")
+        return found
+
+    @staticmethod
+    def _pick(keys: _Keys, kid: Any, alg: str) -> jwt.PyJWK | None:
+        if isinstance(kid, str):
+            candidate = keys.by_kid.get(kid)
+        elif kid is None and len(keys.by_kid) + len(keys.unnamed) == 1:
+            candidate = next(iter([*keys.by_kid.values(), *keys.unnamed]))
+        else:
+            candidate = None
+        if candidate is None:
+            return None
+        key_alg = candidate._jwk_data.get("alg")
+        if key_alg is not None and key_alg != alg:
+            return None  # a key published for one algorithm is not used with another
+        return candidate
+
+    async def _jwks(self, *, force: bool) -> _Keys:
+        async with self._lock:
+            if not force and time.monotonic() - self._keys.fetched_at < JWKS_MAX_AGE_SECONDS:
+                return self._keys
+            meta = await self._metadata()
+            uri = meta.get("jwks_uri")
+            if not isinstance(uri, str):
+                raise IssuerUnavailable(f"the metadata of {self.settings.issuer} has no jwks_uri")
+            data = await self._get_json(uri)
+            keys = _Keys(fetched_at=time.monotonic())
+            for entry in data.get("keys", []) if isinstance(data, dict) else []:
+                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
+                    continue  # encryption keys, and symmetric keys (never published; never trusted)
+                try:
+                    key = jwt.PyJWK(entry)
+                except jwt.PyJWTError as exc:
+                    log.debug("skipping a key of the issuer's JWKS: %s", exc)
+                    continue
+                if isinstance(entry.get("kid"), str):
+                    keys.by_kid[entry["kid"]] = key
+                else:
+                    keys.unnamed.append(key)
+            self._keys = keys
+            return keys
+
+    async def _metadata(self) -> dict[str, Any]:
+        """The issuer's metadata (RFC 8414, else OpenID Connect Discovery), fetched once; its ``issuer`` must be
+        the configured one exactly."""
+        if self._issuer_metadata is not None:
+            return self._issuer_metadata
+        issuer = self.settings.issuer
+        parts = urlsplit(issuer)
+        origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
+        tried = []
+        for url in (
+            f"{origin}/.well-known/oauth-authorization-server{path}",
+            f"{origin}/.well-known/openid-configuration{path}",
+            f"{origin}{path}/.well-known/openid-configuration",
+        ):
+            tried.append(url)
+            try:
+                data = await self._get_json(url)
+            except _NotFound:
+                continue
+            if not isinstance(data, dict) or data.get("issuer") != issuer:
+                raise IssuerUnavailable(
+                    f"{url} names issuer {data.get('issuer') if isinstance(data, dict) else None!r}, not {issuer!r}: "
+                    "check oauth_issuer (it must match the issuer's own value exactly)"
+                )
+            self._issuer_metadata = data
+            return data
+        raise IssuerUnavailable(f"no authorization server metadata at {', '.join(tried)}")
+
+    async def _get_json(self, url: str) -> Any:
+        try:
+            async with self._http() as client:
+                response = await client.get(url, headers={"accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise IssuerUnavailable(f"cannot reach {url}: {exc}") from exc
+        if response.status_code == 404:
+            raise _NotFound(url)
+        if response.status_code != 200:
+            raise IssuerUnavailable(f"{url} answered {response.status_code}")
+        try:
+            return response.json()
+        except json.JSONDecodeError as exc:
+            raise IssuerUnavailable(f"{url} did not answer JSON") from exc
+
+    def _http(self) -> Any:
+        """One client for the process's life (made on first use, on the server's event loop): introspection asks
+        on every request, and a kept connection to the issuer spares a TCP and TLS handshake each time."""
+        from contextlib import nullcontext
+
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False)
+        return nullcontext(self._client)
+
+    async def _introspect(self, token: str) -> AccessToken:
+        meta = await self._metadata()
+        endpoint = meta.get("introspection_endpoint")
+        if not isinstance(endpoint, str):
+            raise IssuerUnavailable(f"oauth_introspect is set but {self.settings.issuer} has no introspection_endpoint")
+        auth = httpx.BasicAuth(self.settings.client_id or "", self.settings.client_secret or "")
+        try:
+            async with self._http() as client:
+                response = await client.post(
+                    endpoint,
+                    data={"token": token, "token_type_hint": "access_token"},
+                    auth=auth,
+                    headers={"accept": "application/json"},
+                )
+        except httpx.HTTPError as exc:
+            raise IssuerUnavailable(f"cannot reach {endpoint}: {exc}") from exc
+        if response.status_code == 400:  # a token it will not look at (oidc-provider: a JWT): not one it vouches for
+            raise _Refused(f"the introspection endpoint refused it: {response.text[:200]}")
+        if response.status_code != 200:
+            raise IssuerUnavailable(f"{endpoint} answered {response.status_code} (check oauth_client_id/secret)")
+        claims = response.json()
+        if not isinstance(claims, dict) or claims.get("active") is not True:
+            raise _Refused("inactive (expired, revoked or unknown)")
+        if "iss" in claims and claims["iss"] != self.settings.issuer:
+            raise _Refused(f"issuer {claims['iss']!r}")
+        aud = claims.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud] if isinstance(aud, str) else []
+        if self.settings.audience not in audiences:
+            raise _Refused(f"audience {aud!r}")
+        now = time.time()
+        exp, nbf = claims.get("exp"), claims.get("nbf")
+        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < now:
+            raise _Refused("expired")
+        if isinstance(nbf, int | float) and nbf - LEEWAY_SECONDS > now:
+            raise _Refused("not yet valid")
+        if not isinstance(claims.get("sub"), str):
+            raise _Refused("no subject")
+        return self._access_token(token, claims)
+
+    def _access_token(self, token: str, claims: dict[str, Any]) -> AccessToken:
+        scope = claims.get("scope", claims.get("scp", ""))
+        scopes = scope.split() if isinstance(scope, str) else [s for s in scope if isinstance(s, str)]
+        client_id = claims.get("client_id", claims.get("azp", ""))
+        exp = claims.get("exp")
+        return AccessToken(
+            token=token,
+            client_id=str(client_id or ""),
+            scopes=scopes,
+            expires_at=int(exp) if isinstance(exp, int | float) else None,
+            resource=self.settings.resource,
+            subject=str(claims["sub"]),
+            claims={"iss": self.settings.issuer, **{k: v for k, v in claims.items() if k != "scope"}},
+        )
+
+    def principal(self, token: AccessToken) -> tuple[Any, Any]:
+        """``scope["user"]`` and ``scope["auth"]`` as the SDK's bearer middleware sets them: its transports bind each
+        session to the principal that opened it (another principal gets "Session not found")."""
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from starlette.authentication import AuthCredentials
+
+        return AuthenticatedUser(token), AuthCredentials(token.scopes)
+
+    # -- which agents a principal may use ------------------------------------------------------------------------
+
+    def own_agent(self, token: AccessToken) -> str:
+        """The user's own agent: its name is made from the subject (readable) and a hash of issuer and subject
+        (distinct for distinct subjects, whatever characters they hold)."""
+        subject = token.subject or ""
+        readable = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:32] or "user"
+        digest = hashlib.sha256(f"{self.settings.issuer}\0{subject}".encode()).hexdigest()[:12]
+        return f"{USER_AGENT_PREFIX}{readable}-{digest}"
+
+    def agents_for(self, token: AccessToken) -> frozenset[str]:
+        """Every agent the token's user may use: its own, and the shared ones naming its subject or a group of it."""
+        who = {token.subject or ""} | {f"group:{g}" for g in self.groups_of(token)}
+        return frozenset(
+            {self.own_agent(token), *(name for name, members in self.settings.shared_agents if who & members)}
+        )
+
+    def agent_for(self, token: AccessToken, requested: str | None) -> str | None:
+        """The agent a request uses: ``requested`` (``?agent=``) if the user may use it, else None; the user's own
+        agent when it asks for none. Decided from the token and the settings alone, never the store, and compared in
+        constant time: the answer says nothing of which agents exist."""
+        if not requested:
+            return self.own_agent(token)
+        found = None
+        wanted = requested.encode("utf-8", "replace")
+        for name in sorted(self.agents_for(token)):
+            if hmac.compare_digest(name.encode(), wanted):
+                found = name
+        return found
+
+    def groups_of(self, token: AccessToken) -> frozenset[str]:
+        """The groups the token's ``groups_claim`` names (a list of strings, or one space-separated string)."""
+        value = (token.claims or {}).get(self.settings.groups_claim)
+        if isinstance(value, str):
+            return frozenset(value.split())
+        if isinstance(value, list):
+            return frozenset(v for v in value if isinstance(v, str))
+        return frozenset()
+
+
+class _Refused(Exception):
+    pass
+
+
+class _NotFound(Exception):
+    pass

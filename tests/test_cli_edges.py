@@ -1,0 +1,283 @@
+"""Rough edges of the `tiermem` command line a new user meets, each as the user meets it: global options before the
+command, output into a closed pipe, errors that name the command to type, contradictory flags, empty blocks and
+stdin's newline, export's default agent, deleting a missing agent, and search results in order of relevance.
+
+Bad input gets an error naming the problem and what to do instead, a non-zero exit, and no change on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import NotFoundError, ValidationError
+from tiermem.cli.main import main
+from tiermem.domain.blocks import Rethink
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+
+from .conftest import PYTHON, ROOT, serve_in_process, spec, text_of
+from .test_transports import server_env
+
+
+def data_args(tmp_path: Path) -> list[str]:
+    return ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing"]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tiermem ARGS`` in this process: (exit status, stdout, stderr); argparse's refusals included."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``tiermem ARGS`` as a process, the arguments exactly as given (no --data-dir appended)."""
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=server_env(tmp_path, **env),
+        timeout=120,
+        check=False,
+    )
+
+
+def stored(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> tuple[object, ...]:
+    """What is on disk, as the CLI reads it: agents, the default agent's blocks (versions, flags) and settings."""
+    d = data_args(tmp_path)
+    shown = [
+        json.loads(cli(capsys, *args, *d)[1]) for args in (("blocks", "list", "--json"), ("agents", "list", "--json"))
+    ]
+    agent = json.loads(cli(capsys, "agents", "show", "default", "--json", *d)[1])
+    return shown[0], shown[1], agent["settings"], agent["system"]
+
+
+def memory_at(tmp_path: Path) -> Memory:
+    return open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+
+
+# 1. global options before the command -----------------------------------------------------------------------
+
+
+def test_global_options_go_before_or_after_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = str(tmp_path / "data")
+    done = run(tmp_path, "--data-dir", data, "blocks", "list")  # the line the user typed
+    assert done.returncode == 0, done.stderr
+    assert "human" in done.stdout and (tmp_path / "data").is_dir()
+
+    assert cli(capsys, "agents", "create", "work", *data_args(tmp_path))[0] == 0
+    before = ["--data-dir", data, "--embedding-model", "hashing", "--agent", "work"]
+    assert cli(capsys, *before, "blocks", "set", "human", "Name: Ada")[0] == 0
+    assert cli(capsys, "blocks", "show", "human", "--agent", "work", *data_args(tmp_path))[1] == "Name: Ada\n"
+    # after the command wins over before it
+    code, out, _ = cli(capsys, *before, "blocks", "show", "human", "--agent", "default", "--data-dir", data)
+    assert code == 0 and "Ada" not in out
+    other = ["--data-dir", str(tmp_path / "other"), "--embedding-model", "hashing"]
+    assert cli(capsys, *other, "blocks", "list", "--data-dir", data)[0] == 0
+    assert not (tmp_path / "other").exists()
+    # --config before the command: its data_dir is used
+    config = tmp_path / "tiermem.toml"
+    config.write_text(f'data_dir = "{data}"\nembedding_model = "hashing"\n')
+    code, out, _ = cli(capsys, "--config", str(config), "blocks", "show", "human", "--agent", "work")
+    assert code == 0 and out == "Name: Ada\n"
+
+    # --agent before a command that takes no agent: refused, saying so
+    code, _, err = cli(capsys, "--agent", "work", "agents", "list", *data_args(tmp_path))
+    assert code == 2 and "--agent" in err and "agents list" in err
+
+    code, out, _ = cli(capsys, "--help")
+    assert code == 0 and "--data-dir" in out and "before or after the command" in out
+
+
+# 2. output into a closed pipe -------------------------------------------------------------------------------
+
+
+def _close_early(tmp_path: Path, *args: str, read_line: bool) -> tuple[int, str]:
+    """Run ``tiermem ARGS`` into a pipe whose reader leaves: after one line (``read_line``, as ``| head -1`` does), or
+    before the command writes anything (``| true``): (exit status, stderr)."""
+    err_path = tmp_path / "stderr.txt"
+    read_end, write_end = os.pipe()
+    reader = os.fdopen(read_end, "rb")
+    if not read_line:
+        reader.close()  # gone before the command starts: its first write finds no reader
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data")],
+            stdout=write_end,
+            stderr=err,
+            cwd=ROOT,
+            env=server_env(tmp_path),
+        )
+        os.close(write_end)
+        if read_line:
+            assert reader.readline()
+            reader.close()
+        code = proc.wait(timeout=120)
+    return code, err_path.read_text()
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    memory = memory_at(tmp_path)
+    agent = memory.named_agent("default")
+    memory.update_block(agent.id, "human", limit=20000)
+    for n in range(60):  # well over a pipe's buffer: the output cannot all be written before the reader leaves
+        memory.edit(agent.id, "human", Rethink(f"{n} " + "tea " * 1200, check_line_numbers=False), actor="human")
+    memory.archive.insert_many(agent.id, [(f"Passage {n} about tea. " + "green tea " * 150, []) for n in range(100)])
+    for args, read_line in (
+        (("blocks", "history", "human", "--limit", "100", "--json"), True),
+        (("export", "--format", "jsonl"), True),
+        (("export", "--format", "jsonl", "-o", "-"), True),
+        (("search", "tea", "--limit", "100", "--json"), False),  # search's output is capped: it fits a pipe's buffer
+        (("blocks", "list"), False),
+    ):
+        code, err = _close_early(tmp_path, *args, read_line=read_line)
+        assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, (args, err)
+        assert code == 141, (args, code, err)  # 128 + SIGPIPE: the output was cut short, as the shell reports it
+
+
+# 3. errors name the command the user types; MCP clients keep Letta's texts ----------------------------------
+
+
+def test_block_errors_name_the_blocks_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = data_args(tmp_path)
+    assert cli(capsys, "blocks", "set", "human", "Name: Ada", *d)[0] == 0
+    before = stored(capsys, tmp_path)
+    code, _, err = cli(capsys, "blocks", "create", "human", "--value", "x", *d)
+    assert code == 1 and "already exists" in err and "tiermem blocks set human" in err and "memory_replace" not in err
+    code, _, err = cli(capsys, "blocks", "revert", "human", "9", *d)
+    assert code == 1 and "no version 9" in err and "tiermem blocks history human" in err
+    assert "memory_history" not in err
+    code, _, err = cli(capsys, "blocks", "revert", "human", "0", *d)
+    assert code == 1 and "tiermem blocks history human" in err and "memory_history" not in err
+    assert stored(capsys, tmp_path) == before
+
+
+@pytest.mark.anyio
+async def test_mcp_tools_keep_their_letta_error_texts(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        r = await c.call_tool("memory_revert", {"label": "human", "version": 9})
+        assert r.is_error
+        assert text_of(r) == "Block 'human' has no version 9; its versions are 1 to 1. See memory_history for the list."
+        r = await c.call_tool("memory_revert", {"label": "human", "version": 0})
+        assert text_of(r) == "version must be a positive whole number from memory_history, got 0."
+    memory = memory_at(settings.resolved_data_dir().parent)
+    agent = memory.named_agent("default")
+    with pytest.raises(ValidationError) as exc:
+        memory.create_block(agent.id, spec("human"))
+    assert str(exc.value) == (
+        "A block labelled 'human' already exists; edit it with memory_replace or choose another label."
+    )
+    with pytest.raises(NotFoundError, match=r"See memory_history for the list\.$"):
+        memory.revert(agent.id, "human", 7)
+
+
+# 4. contradictory flags -----------------------------------------------------------------------------------
+
+
+def test_contradictory_flags_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = data_args(tmp_path)
+    before = stored(capsys, tmp_path)
+    for args, flags in (
+        (("blocks", "set", "human", "--pinned", "--detached"), ("--pinned", "--detached")),
+        (("blocks", "set", "human", "Ada", "--detached", "--pinned"), ("--pinned", "--detached")),
+        (("blocks", "set", "human", "--read-only", "--writable"), ("--read-only", "--writable")),
+        (("agents", "set", "default", "--autoclear", "--no-autoclear"), ("--autoclear", "--no-autoclear")),
+    ):
+        code, out, err = cli(capsys, *args, *d)
+        assert code == 2 and "not allowed with" in err and all(f in err for f in flags), (args, err)
+        assert out == ""
+    assert stored(capsys, tmp_path) == before
+
+
+# 5. an empty block, and stdin's trailing newline ----------------------------------------------------------
+
+
+def test_an_empty_block_shows_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = data_args(tmp_path)
+    assert cli(capsys, "blocks", "show", "human", *d)[1] == "(empty)\n"
+    assert json.loads(cli(capsys, "blocks", "show", "human", "--json", *d)[1])["value"] == ""
+
+
+def test_a_value_from_stdin_loses_one_trailing_newline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = ["--data-dir", str(tmp_path / "data")]
+    for given, kept in (("Name: Ada\n", "Name: Ada"), ("Name: Ada\n\n", "Name: Ada\n"), ("Name: Ada", "Name: Ada")):
+        done = run(tmp_path, "blocks", "set", "human", "-", *data, stdin=given)
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(cli(capsys, "blocks", "show", "human", "--json", *data_args(tmp_path))[1])
+        assert shown["value"] == kept, given
+    code, out, _ = cli(capsys, "blocks", "set", "--help")
+    assert code == 0 and "trailing newline" in out
+
+
+# 6. export's default agent ---------------------------------------------------------------------------------
+
+
+def test_export_defaults_to_the_agent_every_command_uses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = data_args(tmp_path)
+    assert cli(capsys, "agents", "create", "work", *d)[0] == 0
+    assert cli(capsys, "blocks", "set", "human", "Name: Ada", *d)[0] == 0
+    code, _, err = cli(capsys, "export", "-o", str(tmp_path / "all.af"), *d)
+    assert code == 0, err
+    assert [a["name"] for a in json.loads((tmp_path / "all.af").read_text())["agents"]] == ["default"]
+    done = run(tmp_path, "export", "-o", "work.af", "--data-dir", str(tmp_path / "data"), TIERMEM_AGENT="work")
+    assert done.returncode == 0, done.stderr
+    assert [a["name"] for a in json.loads((tmp_path / "work.af").read_text())["agents"]] == ["work"]
+    assert cli(capsys, "export", "--all", "-o", str(tmp_path / "every.af"), *d)[0] == 0
+    assert {a["name"] for a in json.loads((tmp_path / "every.af").read_text())["agents"]} == {"default", "work"}
+    assert cli(capsys, "export", "-o", str(tmp_path / "backup.jsonl"), *d)[0] == 0  # still everything, as jsonl
+    assert json.loads((tmp_path / "backup.jsonl").read_text().splitlines()[0])
+
+
+# 7. deleting an agent that does not exist ------------------------------------------------------------------
+
+
+def test_deleting_a_missing_agent_lists_the_agents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = data_args(tmp_path)
+    assert cli(capsys, "agents", "create", "work", *d)[0] == 0
+    before = stored(capsys, tmp_path)
+    code, out, err = cli(capsys, "agents", "delete", "nobody", "--yes", *d)
+    assert code == 1 and out == ""
+    assert "No agent named 'nobody' (agents: default, work)" in err and "nothing was deleted" in err
+    assert "agents create" not in err
+    assert stored(capsys, tmp_path) == before
+
+
+# 8. search results in order of relevance -----------------------------------------------------------------
+
+
+def test_search_lists_results_by_relevance_across_memories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    memory = memory_at(tmp_path)
+    agent = memory.named_agent("default")
+    memory.archive.insert(agent.id, "The office kitchen has a kettle; someone once mentioned tea in passing.")
+    memory.archive.insert(agent.id, "Quarterly report numbers for the northern region are due on Friday.")
+    memory.archive.log_messages(
+        agent.id,
+        [
+            {"role": "user", "content": "I drink green tea every morning, green tea is my favourite tea."},
+            {"role": "assistant", "content": "Noted: green tea every morning."},
+        ],
+    )
+    d = data_args(tmp_path)
+    code, out, err = cli(capsys, "search", "green tea", "--json", *d)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert {r["memory"] for r in rows} == {"archival", "recall"}
+    assert [r["relevance"] for r in rows] == sorted((r["relevance"] for r in rows), reverse=True)
+    code, out, _ = cli(capsys, "search", "green tea", *d)
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["memory", "relevance"]
+    shown = [(line.split()[0], float(line.split()[1])) for line in lines[1:]]
+    assert {kind for kind, _ in shown} == {"archival", "recall"}
+    assert [r for _, r in shown] == sorted((r for _, r in shown), reverse=True)

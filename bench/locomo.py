@@ -4,7 +4,8 @@
     python -m bench locomo --format role    # one storage format only (named | role)
     python -m bench locomo --quick          # first two conversations
     python -m bench locomo --latency 10000  # only: conversation_search p50/p95 over one agent with 10k turns
-    python -m bench locomo --archival       # only: the facts benchmark of archival memory (``bench.locomo_facts``)
+    python -m bench locomo --archival       # only: the facts benchmark of archival memory (``bench.locomo_facts``,
+                                            # which ``bench/__main__.py`` runs instead of this module)
     python -m bench locomo --archival-turns # only: the same questions against the turns stored as archival passages
 
 Every turn is logged through the public Archive API in one of two storage formats: **named**, a user message
@@ -407,25 +408,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench locomo")
     parser.add_argument("--quick", action="store_true", help="first two conversations only")
     parser.add_argument("--format", choices=("both", *FORMATS), default="both", help="storage format(s) of the turns")
-    parser.add_argument("--archival", action="store_true", help="only: the facts benchmark of archival memory")
     parser.add_argument("--archival-turns", action="store_true", help="only: the questions against turns as passages")
-    parser.add_argument("--convs", type=int, metavar="N", help="--archival: the first N conversations only")
-    parser.add_argument("--questions", type=int, metavar="N", help="--archival: N questions per conversation at most")
-    parser.add_argument("--out", type=Path, help="--archival: write the figures to this JSON file, not results.json")
     parser.add_argument(
         "--latency", type=int, metavar="TURNS", help="only: search latency over one agent with TURNS turns"
     )
     args, _ = parser.parse_known_args(sys.argv[1:])
-    if args.archival:
-        from . import locomo_facts
-
-        facts = locomo_facts.run(args.quick, args.convs, args.questions)
-        if args.out:
-            args.out.write_text(json.dumps(facts, indent=2))
-        else:
-            save("locomo_facts", facts)
-        locomo_facts.report(facts)
-        return
     if args.archival_turns:
         arch = archival(args.quick)
         save("locomo_archival", arch)

@@ -26,9 +26,11 @@ calibration; the calibration fitted on every conversation is printed (the one to
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -36,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .common import save
 from .locomo_fit import CATEGORIES, fit_calibration, fit_listwise, table
 
 SHIPPED, LOO, IN_SAMPLE = "shipped passage ranker", "leave-one-conv-out fit", "fitted on all (in-sample)"
@@ -357,3 +360,19 @@ def report(result: dict[str, Any]) -> None:
                     f"    {name:34s} t={t}  precision {row['precision']:.3f}  evidence kept {row['evidence_kept']:4d}"
                     f"  (cross {row['cross_kept']})"
                 )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench locomo --archival")
+    parser.add_argument("--archival", action="store_true", help="this benchmark (how it is named on the command line)")
+    parser.add_argument("--quick", action="store_true", help="the first two conversations only")
+    parser.add_argument("--convs", type=int, metavar="N", help="the first N conversations only")
+    parser.add_argument("--questions", type=int, metavar="N", help="N questions per conversation at most")
+    parser.add_argument("--out", type=Path, help="write the figures to this JSON file, not bench/results.json")
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    facts = run(args.quick, args.convs, args.questions)
+    if args.out:
+        args.out.write_text(json.dumps(facts, indent=2))
+    else:
+        save("locomo_facts", facts)
+    report(facts)

@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|uses|all]`"""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ BENCHES = [
     "shutdown",
     "files",
     "secrets",
+    "uses",
 ]
 
 
@@ -41,6 +42,7 @@ def main() -> None:
         print(f"== {name}", flush=True)
         # `locomo --archival` is the facts benchmark of archival memory, a module of its own
         module = "locomo_facts" if name == "locomo" and "--archival" in sys.argv else name
+        module = "locomo_links" if name == "locomo" and "--links" in sys.argv else module  # links at a token budget
         importlib.import_module(f"bench.{module}").main()
 
 

@@ -44,14 +44,18 @@ MODULE_LAYER = {
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
     "domain.file_views": 2,
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
+    "domain.periods": 2,  # the timeline's calendar: days, ISO weeks and months by their keys
     "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
     "domain.search.sittings": 3,  # sittings of recall memory as documents (BM25), over the ranking's constants
     "domain.search.pool": 3,  # which candidates a search ranks (over the ranking and the sittings' ranks)
     "domain.search.kinds": 3,  # each searchable kind's profile (its ranker and calibration)
+    "domain.links": 3,  # links between memories: the records and a search's hits with their links in a budget
+    "domain.patterns": 3,  # the terms that rise in a period (log-odds over the range's items)
     "domain.briefing": 3,  # what the model is told before it asks: core memory in a budget
     "domain.archive_rows": 4,
     "domain.archive_vectors": 4,
     "domain.archive_files": 4,  # the parts Archive is made of
+    "domain.archive_links": 4,  # the links made on purpose (meta rows)
     "domain.filesystem": 5,  # folders and files as each agent sees them (over the archive's file rows)
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
@@ -60,6 +64,9 @@ MODULE_LAYER = {
     "domain.secret_audit": 8,  # doctor --secrets: credentials already stored, found and redacted on request
     "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
     "domain.forgetting": 7,  # forgetting that forgets: rows, block history, agents, a text (over memory)
+    "domain.uses": 4,  # use counters off the request path, and the temperature they give (over core.uses)
+    "domain.use_stats": 7,  # hot, warm and cold memories of an agent (over memory)
+    "domain.timeline": 7,  # one timeline over recall, archival, file changes and block history (over memory)
     "__main__": 13,
 }
 PEERS = {11}
@@ -95,8 +102,11 @@ OWNER_MODULES = {
         "server.completion",
         "process.shutdown",
         "process.oauth",  # the SDK's auth models: AccessToken, protected resource metadata, the principal
+        "process.oauth_settings",  # the SDK's well-known path of the resource metadata
         "server.sdk",
         "server.file_tools",
+        "server.link_tools",
+        "server.timeline_resource",  # memory://timeline: ResourceError
         "agent.service",
         "agent.toolhost",
         "agent.sampling_provider",
@@ -107,12 +117,14 @@ OWNER_MODULES = {
 # opens it, and the core-memory code that reads the core tables an older tiermem kept in it.
 STORE_IMPORTERS = {
     "domain.archive",
+    "domain.archive_links",
     "domain.archive_rows",
     "domain.archive_vectors",
     "domain.archive_files",
     "domain.factory",
     "domain.maintenance",
     "domain.forgetting",
+    "domain.use_stats",
     "core.lance",
     "core.migrate",
 }
@@ -120,6 +132,7 @@ STORE_IMPORTERS = {
 # the code that opens and maintains storage. Everything else asks ``Memory`` or ``Memory.archive``.
 STORE_HOLDERS = {
     "domain.memory",
+    "domain.archive_links",
     "domain.archive",
     "domain.archive_rows",
     "domain.archive_vectors",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from .test_transports import HTTP_TOKEN, free_port, server_env, wait_for_port
 
 pytestmark = pytest.mark.anyio
 KID = "test-key-1"
+CLIENT_REDIRECT = "http://127.0.0.1:9/callback"  # client.mjs's (it takes the code from the redirect itself)
 RS_CLIENT = "tiermem-rs"
 RS_SECRET = "rs-secret-5c1e0a9b7d3f42e8"
 INIT = {
@@ -51,6 +53,7 @@ class Authority:
     root: Path  # where npm installed the packages and the scripts
     node: str
     opaque: Path  # the resources (JSON list) the provider gives opaque access tokens, which it can introspect
+    client_document: str  # the URL of a client ID metadata document (https, on loopback)
 
 
 @dataclass
@@ -75,6 +78,7 @@ def authority(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Authority]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     port = free_port()
     config = tmp_path_factory.mktemp("as") / "provider.json"
+    document, cert, stop_documents = _client_documents(config.parent)
     config.write_text(
         json.dumps(
             {
@@ -84,18 +88,90 @@ def authority(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Authority]:
                 "rs_client_secret": RS_SECRET,
                 "groups": {"alice": ["team"]},
                 "opaque_file": str(config.parent / "opaque.json"),
+                "cimd": True,
             }
         )
     )
     proc = subprocess.Popen(
-        [node, "provider.mjs", str(config)], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [node, "provider.mjs", str(config)],
+        cwd=root,
+        env={**os.environ, "NODE_EXTRA_CA_CERTS": str(cert)},  # it fetches the client documents over https
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for_port(port, proc)  # type: ignore[arg-type]
-        yield Authority(f"http://127.0.0.1:{port}", key, root, node, config.parent / "opaque.json")
+        yield Authority(f"http://127.0.0.1:{port}", key, root, node, config.parent / "opaque.json", document)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        stop_documents()
+
+
+def _client_documents(where: Path) -> tuple[str, Path, Any]:
+    """(URL of a client ID metadata document, the certificate its https server uses, stop) on loopback: a client
+    that registers nowhere, its id the document's URL (the MCP specification's preferred registration)."""
+    import datetime
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from ipaddress import IPv4Address
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = where / "documents-cert.pem", where / "documents-key.pem"
+    cert_path.write_bytes(cert.public_bytes(Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    port = free_port()
+    url = f"https://127.0.0.1:{port}/oauth/tiermem-test-client.json"
+    body = json.dumps(
+        {
+            "client_id": url,
+            "client_name": "tiermem oauth test (metadata document)",
+            "redirect_uris": [CLIENT_REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+    ).encode()
+
+    class Documents(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            found = self.path == "/oauth/tiermem-test-client.json"
+            self.send_response(200 if found else 404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body) if found else 0))
+            self.end_headers()
+            if found:
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Documents)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return url, cert_path, server.shutdown
 
 
 def _serve(tmp_path: Path, authority: Authority, **env: str) -> Iterator[Served]:
@@ -176,9 +252,13 @@ def _b64(data: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
 
-def run_client(authority: Authority, served: Served, user: str, scopes: str | None = None) -> dict[str, Any]:
+def run_client(
+    authority: Authority, served: Served, user: str, scopes: str | None = None, **env: str
+) -> dict[str, Any]:
     args = [authority.node, "client.mjs", served.url, user, *([scopes] if scopes else [])]
-    done = subprocess.run(args, cwd=authority.root, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        args, cwd=authority.root, capture_output=True, text=True, timeout=240, env={**os.environ, **env}
+    )
     lines = done.stdout.strip().splitlines()
     assert lines, f"client.mjs printed nothing: {done.stderr[-2000:]}"
     report: dict[str, Any] = json.loads(lines[-1])
@@ -290,6 +370,21 @@ async def test_read_only_scope_cannot_write(authority: Authority, served: Served
     assert "resource_metadata=" in challenge and "memory:write" in refused.text
     batch = post(served, reader, [INIT, call])  # type: ignore[arg-type]
     assert batch.status_code == 403
+    # a name given twice is read as the transport reads it (the last one), by both its parsers; a body no parser
+    # reads is refused
+    headers = {**HEADERS, "authorization": f"Bearer {reader}"}
+
+    def called(first: str, last: str) -> bytes:
+        return (
+            b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "%s", "name": "%s", '
+            b'"arguments": {"content": "x", "query": "x"}}}' % (first.encode(), last.encode())
+        )
+
+    write_last = httpx.post(served.url, headers=headers, content=called("archival_memory_search", "memory_insert"))
+    assert write_last.status_code == 403
+    read_last = httpx.post(served.url, headers=headers, content=called("memory_insert", "archival_memory_search"))
+    assert read_last.status_code != 403  # past the guard (the transport wants a session: 400)
+    assert httpx.post(served.url, headers=headers, content=b"{not json").status_code == 403
     assert post(served, mint(authority, served, scope="memory:write"), INIT).status_code == 403  # read is needed too
     assert post(served, mint(authority, served, scope="profile"), INIT).status_code == 403
     # read tools and resources work with the read scope alone
@@ -301,6 +396,17 @@ async def test_read_only_scope_cannot_write(authority: Authority, served: Served
         assert core.contents
         with pytest.raises(Exception, match="error response|403"):  # the Python client names no status
             await client.call_tool("memory_insert", {"label": "human", "new_str": "nope", "insert_line": 0})
+
+
+def test_typescript_sdk_with_a_client_id_metadata_document(authority: Authority, served: Served) -> None:
+    """The registration the MCP specification (2025-11-25) prefers: the client's id is the https URL of its metadata
+    document, which the authorization server fetches; nothing is registered."""
+    report = run_client(authority, served, "dora", CLIENT_METADATA_URL=authority.client_document)
+    assert not any(r.startswith("POST /reg") for r in report["requests"]), report["requests"]
+    assert report["clientId"] == authority.client_document
+    assert httpx.URL(report["authorizationUrl"]).params["client_id"] == authority.client_document
+    assert report["insert"]["ok"] and report["search"]["ok"], report
+    assert report["refreshedToken"] != report["firstToken"]  # refresh works for it too
 
 
 def test_typescript_sdk_with_read_only_consent(authority: Authority, served: Served) -> None:
@@ -529,7 +635,8 @@ def authority_agent(authority: Authority, subject: str) -> str:
     """The name tiermem gives a user's own agent (process/oauth.py: ResourceServer.own_agent)."""
     from mcp.server.auth.provider import AccessToken
 
-    from tiermem.process.oauth import ResourceServer, from_settings
+    from tiermem.process.oauth import ResourceServer
+    from tiermem.process.oauth_settings import from_settings
 
     settings = from_settings(issuer=authority.issuer, public_url="http://127.0.0.1:1", path="/mcp")
     assert settings is not None

@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+import anyio
 import httpx
 import jwt
 import pytest
@@ -15,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from tiermem.base.errors import ConfigError
-from tiermem.process.oauth import IssuerUnavailable, ResourceServer, canonical_resource, from_settings
+from tiermem.process.oauth import IssuerUnavailable, ResourceServer
+from tiermem.process.oauth_settings import canonical_resource, from_settings
 
 pytestmark = pytest.mark.anyio
 ISSUER = "https://auth.example.com/realms/main"
@@ -144,3 +146,18 @@ def test_agents_of_a_principal() -> None:
     for bad in ({"*": ["x"]}, {"user-x": ["x"]}, {"team": [""]}):
         with pytest.raises(ConfigError, match="oauth_shared_agents"):
             from_settings(issuer=ISSUER, public_url="https://m.example.com", path="/mcp", shared_agents=bad)
+
+
+async def test_verified_tokens_remembered_until_they_expire() -> None:
+    """A token checked once is not checked again (one JWKS fetch, the same principal), until its expiry passes."""
+    from tiermem.process.oauth import LEEWAY_SECONDS
+
+    issuer = Issuer()
+    issuer.add_rsa("k1")
+    rs = server(issuer)
+    token = issuer.token("k1", exp=int(time.time()) - LEEWAY_SECONDS + 2)  # valid for about two more seconds
+    first = await rs.verify_token(token)
+    assert first is not None and await rs.verify_token(token) is first
+    await anyio.sleep(3)  # not a timing assertion: the token's expiry must have passed by then
+    assert await rs.verify_token(token) is None
+    assert await rs.verify_token(token + "x") is None  # another string is checked afresh (a bad signature)

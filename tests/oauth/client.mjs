@@ -2,6 +2,7 @@
 // (`@modelcontextprotocol/sdk`, OAuthClientProvider + StreamableHTTPClientTransport).
 //
 //   node client.mjs SERVER_URL USER [SCOPES]   (run from the directory npm installed the SDK in)
+//   CLIENT_METADATA_URL=https://... : the client's id is that client ID metadata document's URL (no registration)
 //
 // The whole flow: the server's 401 and its resource metadata, the authorization server's metadata, dynamic client
 // registration, authorization code with PKCE and the resource indicator, the token; then tools/list and tool calls;
@@ -17,7 +18,11 @@ const REDIRECT = 'http://127.0.0.1:9/callback'; // never listened on: the code i
 const seen = { requests: [] };
 
 class MemoryProvider {
-  constructor() { this.saved = {}; this.authorizationUrl = null; }
+  constructor() {
+    this.saved = {};
+    this.authorizationUrl = null;
+    if (process.env.CLIENT_METADATA_URL) this.clientMetadataUrl = process.env.CLIENT_METADATA_URL;
+  }
   get redirectUrl() { return REDIRECT; }
   get clientMetadata() {
     return {

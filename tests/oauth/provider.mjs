@@ -3,7 +3,10 @@
 //   node provider.mjs CONFIG.json   (run from the directory npm installed it in: tests/install_oauth.py)
 //
 // CONFIG: {"port", "jwks": {"keys": [private JWK]}, "rs_client_id", "rs_client_secret", "groups": {account: [..]},
-//          "opaque_file": a JSON file listing the resources that get opaque tokens (read at each token)}.
+//          "opaque_file": a JSON file listing the resources that get opaque tokens (read at each token),
+//          "cimd": true to accept client ID metadata documents (client ids that are https URLs, fetched; the
+//          documents are on loopback, so the SSRF guard of its fetch is left out: run with NODE_EXTRA_CA_CERTS
+//          naming the test's certificate)}.
 // Dynamic client registration (open), authorization code with PKCE, refresh tokens, resource indicators (RFC 8707):
 // every resource on loopback ending in /mcp gets JWT access tokens (RS256; opaque ones for the resources listed in
 // `opaque_file`, since oidc-provider introspects only those) whose `aud` is that resource and whose
@@ -46,6 +49,7 @@ const provider = new Provider(issuer, {
       },
     },
     revocation: { enabled: true },
+    clientIdMetadataDocument: { enabled: Boolean(cfg.cimd), ack: 'draft-02' },
     resourceIndicators: {
       enabled: true,
       async defaultResource(_ctx, _client, oneOf) { return oneOf; },
@@ -72,6 +76,8 @@ const provider = new Provider(issuer, {
     return client.grantTypeAllowed('refresh_token');
   },
   interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  // test only: the client metadata documents are served on loopback, which the SSRF guard refuses
+  fetch: (url, options) => { delete options.dispatcher; return globalThis.fetch(url, options); },
 });
 provider.proxy = false;
 

@@ -105,6 +105,13 @@ class Settings(BaseSettings):
     # Which memories auto-recall brings: "project", those of the prompt's project (its repository, else directory)
     # and those of none (shared); "all", every project's.
     recall_scope: Literal["project", "all"] = "project"
+    # Use: a search hit, an opened block or file and an auto-recalled memory each count as a use of it. The use score
+    # is the uses decayed with this half-life (days); hot at use_hot_score or more, warm at use_warm_score, else cold.
+    # Counts are batched in the process and flushed every use_flush_seconds (and when it stops).
+    use_half_life_days: float = Field(default=14.0, gt=0, le=3650)
+    use_hot_score: float = Field(default=2.5, gt=0)
+    use_warm_score: float = Field(default=0.5, gt=0)
+    use_flush_seconds: float = Field(default=30.0, ge=1, le=3600)
     default_blocks: list[BlockSpec] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.
@@ -118,7 +125,7 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     # OAuth 2.1 (sse/http; both turn it on): the authorization server whose access tokens are accepted, besides the
     # static tokens, and the URL clients reach this server at; the canonical URI tokens must name as their audience
-    # is public_url with the endpoint (/mcp, /sse) appended unless it ends with it. process/oauth.py checks them.
+    # is public_url with the endpoint (/mcp, /sse) appended unless it ends with it (checked: process/oauth_settings.py).
     oauth_issuer: str | None = None
     public_url: str | None = None
     # An audience other than the canonical URI, for issuers that cannot put a URL there.

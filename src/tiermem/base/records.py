@@ -176,6 +176,7 @@ class Hit:
     tags: tuple[str, ...] = ()
     conversation_id: str | None = None
     relevance: float = 0.0
+    linked_to: str | None = None  # a linked memory shown after its hit: that hit's id (``domain.links``)
 
 
 def check_text(value: Any, name: str, max_chars: int) -> str:

@@ -341,6 +341,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     if not args.recall:
         tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
         found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
+        memory.uses.note("passage", agent.id, [h.id for h in found.hits])  # a hit is a use, as the tools' are
         notes += found.notes
         for h in found.hits:
             rows.append(
@@ -356,6 +357,7 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             )
     if not args.archival:
         found = archive.conversation_search(agent.id, args.query, limit=args.limit)
+        memory.uses.note("message", agent.id, [h.id for h in found.hits])
         notes += found.notes
         for h in found.hits:
             rows.append(

@@ -9,6 +9,10 @@ pages that no longer match the code (the test command runs it, ``tests/test_docs
 The output is deterministic: no timestamps, no machine paths (defaults that are paths are written in their
 documented form), no dependence on the environment (settings are built from the packaged defaults only).
 Nothing happens at import time.
+
+Why this module is long: it renders four different reference pages (commands, settings, tools, resources), each
+with its own walk of the code's structures, plus the comparison for ``--check`` and the site's link hook; they share
+the markdown helpers, and a split by page would move those into a fifth module for no gain.
 """
 
 from __future__ import annotations
@@ -460,14 +464,11 @@ def _no_store() -> Any:
 
 def build_server(dialect: str = "anthropic") -> Any:
     """The server with every tool (the agent loop's and the MCP App's included), over no store."""
-    import logging
-
     from ..base.config import Settings
     from ..server.app import build_server as build
     from ..server.runtime import MemoryHandle
     from ..ui.mcp_app import blocks_app
 
-    logging.getLogger("tiermem").setLevel(logging.CRITICAL)  # the resource listing's "could not open" warnings
     settings = Settings.model_construct(
         tools=["all"], mcp_apps=True, agent_loop=True, llm_provider="sampling", memory_tool_dialect=dialect
     )
@@ -662,8 +663,17 @@ GENERATORS: dict[str, Callable[[], str]] = {
 
 
 def generate() -> dict[str, str]:
-    """Every reference page: its path under ``docs/`` and its text."""
-    return {path: make() for path, make in GENERATORS.items()}
+    """Every reference page: its path under ``docs/`` and its text. tiermem's own warnings (the resource listing's
+    "could not open", over no store) are silenced while it runs, and the logger's level put back after."""
+    import logging
+
+    logger = logging.getLogger("tiermem")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        return {path: make() for path, make in GENERATORS.items()}
+    finally:
+        logger.setLevel(level)
 
 
 def stale(docs: Path, pages: Mapping[str, str]) -> list[str]:

@@ -28,7 +28,9 @@ from .commands import (
 )
 from .folders import add_folders_parser
 from .forget import add_forget_parser
+from .links import add_links_parser
 from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
+from .stats import add_stats_parser
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -67,6 +69,9 @@ EXAMPLES = {
     "ui": "tiermem ui                      # opens the memory inspector in your browser\n"
     "  tiermem ui --agent work --port 8766 --no-browser",
     "remember": "tiermem remember 'Ada drinks green tea, never coffee.' --tags preferences",
+    "timeline": "tiermem timeline                          # per month, everything the agent's memory holds\n"
+    "  tiermem timeline --by week --from 2024-01-01 --to 2024-03-31 --query dogs\n"
+    "  tiermem timeline --period 2024-W19 --kind recall --kind archival   # what that week holds",
     "chat": "ANTHROPIC_API_KEY=sk-... tiermem chat --agent work\n  tiermem chat -m 'What do you remember about me?' --json",
 }
 
@@ -281,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     b_rev.add_argument("version", type=int)
     add_folders_parser(sp, _common)  # tiermem folders ... (cli/folders.py)
     add_forget_parser(sp, _common)  # tiermem forget ... (cli/forget.py)
+    add_links_parser(sp, _common)  # tiermem links ... (cli/links.py)
+    add_stats_parser(sp, _common)  # tiermem stats (cli/stats.py)
 
     opt = _sub(sp, "optimize", "Compact tables and bring search indexes up to date.")
     _common(opt, agent=False)
@@ -428,6 +435,28 @@ def build_parser() -> argparse.ArgumentParser:
     rem.add_argument("--tags", help="comma-separated tags")
     rem.add_argument("--project", help="keep it to this project (a repository path); default: shared by every project")
     rem.add_argument("--json", action="store_true")
+    tl = _sub(
+        sp,
+        "timeline",
+        "Count recall, archival passages, file changes and block versions per day, week or month; "
+        "list what one period holds.",
+    )
+    _common(tl)
+    tl.add_argument("--from", dest="start", help="first date or time (ISO 8601, as the search tools take; UTC)")
+    tl.add_argument("--to", dest="end", help="last date or time (a date alone: the whole day)")
+    tl.add_argument("--by", choices=("day", "week", "month"), default="month", help="period (weeks are ISO weeks)")
+    tl.add_argument("--query", help="only items holding every word of this (a keyword filter)")
+    tl.add_argument(
+        "--kind",
+        action="append",
+        choices=("recall", "archival", "files", "blocks"),
+        help="only these kinds (repeatable; default: all four)",
+    )
+    tl.add_argument("--project", help="recall and archival of this project only (as the search tools' project)")
+    tl.add_argument("--period", help="list what one period holds: 2024-05-08, 2024-W19 or 2024-05")
+    tl.add_argument("--terms", type=int, default=0, help="the rising terms of each period, this many (default 0)")
+    tl.add_argument("--limit", type=int, default=100, help="--period: items listed (default 100, at most 1000)")
+    tl.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
     srch.add_argument("query")
@@ -584,10 +613,22 @@ def run_command(args: argparse.Namespace) -> int:
         from .forget import forget_command
 
         return forget_command(memory, settings, args)
+    if args.command == "links":
+        from .links import links_command
+
+        return links_command(memory, settings, args)
+    if args.command == "stats":
+        from .stats import stats_command
+
+        return stats_command(memory, settings, args)
     if args.command == "remember":
         from .remember import remember_command
 
         return remember_command(memory, settings, args)
+    if args.command == "timeline":
+        from .timeline import timeline_command
+
+        return timeline_command(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)

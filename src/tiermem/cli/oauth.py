@@ -21,7 +21,8 @@ def resource_server(settings: Settings) -> ResourceServer | None:
     a ConfigError for half or unsafe settings."""
     if settings.transport == "stdio" or not (settings.oauth_issuer or settings.public_url):
         return None
-    from ..process.oauth import ResourceServer, from_settings
+    from ..process.oauth import ResourceServer
+    from ..process.oauth_settings import from_settings
 
     oauth = from_settings(
         issuer=settings.oauth_issuer,

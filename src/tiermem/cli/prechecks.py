@@ -24,6 +24,10 @@ def check_arguments(args: argparse.Namespace) -> None:
             f"{args.path} does not exist; give the agent file, backup, memory.jsonl or directory to import "
             "(`tiermem import --help` lists the formats). Nothing was opened or changed."
         )
+    if args.command == "timeline":
+        from .timeline import check
+
+        check(args)
     if args.command == "sync":
         from ..interop.memfs import make_root
 

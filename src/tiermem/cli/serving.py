@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..base import gcpause
@@ -84,6 +85,7 @@ def serve(settings: Settings) -> None:
 
         extensions.append(blocks_app())
     stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
+    stop.on_stop(partial(close_uses, handle))  # the uses counted and not yet written (the process ends with _exit)
     hooks = HookListener(  # host hooks ask this process
         handle, settings, published_tools(settings), stop, sync=_auto_memory_sync(handle, settings)
     )
@@ -117,6 +119,15 @@ def serve(settings: Settings) -> None:
         opened = handle.settle(SETTLE_SECONDS)
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
+        close_uses(handle)
+
+
+def close_uses(handle: MemoryHandle) -> None:
+    """Write the uses this server counted and has not written yet (``domain/uses.py``); uses counted later (a
+    request still finishing) are written as they come."""
+    opened = handle.settle(0)
+    if opened is not None:
+        opened[0].uses.close()
 
 
 def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:

@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
-from ..store import Filter, Store, message_from_row, passage_from_row
+from ..store import RESULT_COLUMNS, Filter, Store, message_from_row, passage_from_row
 from .archive_files import FileRows
+from .archive_links import ManualLinks
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
+from .links import Link, Neighbourhood, expand
 from .search.kinds import KINDS, Kind, Table
 from .search.pool import Pool, pool_size, pooled
 from .search.query import Query, analyse, needs_clock, speaker_of
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 FILES_SCOPE = "tiermem-files"  # the search scope of file chunks (no agent's: a folder's chunks are filtered by folder)
 MAX_LAST_TURNS = 1024  # default bound: conversations whose latest turn is kept in memory (the context of the next one)
 MAX_SPEAKERS, MAX_SPEAKER_AGENTS = 256, 1024  # bounds of the per-agent speaker-label cache
+# the tables whose searches follow links unless asked otherwise: none, as links won nowhere at the token budget
+# (``python -m bench locomo --links``: more hits fill the budget with more evidence than hits and their links)
+LINKS_BY_DEFAULT: frozenset[str] = frozenset()
+LINK_REACH = 1  # turns on each side of a hit that its sitting links reach
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -154,6 +160,11 @@ class Archive:
         self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = (
             OrderedDict()
         )  # (table, agent) -> (version, newest)
+        self.links = ManualLinks(store)  # the links made on purpose (``domain.links``)
+        # the kinds (tables) whose searches return each hit with its links unless asked otherwise, and how many
+        # turns on each side of a hit its sitting links reach (measured: ``python -m bench locomo --links``)
+        self.links_by_default: frozenset[str] = LINKS_BY_DEFAULT
+        self.link_reach = LINK_REACH
 
     # -- counts ------------------------------------------------------------
 
@@ -347,15 +358,17 @@ class Archive:
         start_datetime: str | None = None,
         end_datetime: str | None = None,
         projects: Sequence[str | None] | None = None,
+        links: bool | None = None,
     ) -> SearchResult:
-        """``projects``: only passages of these projects (None in it: passages of no project, shared by all)."""
+        """``projects``: only passages of these projects (None in it: passages of no project, shared by all);
+        ``links``: each hit followed by the memories it links to, within the token budget (None: ``links_by_default``)."""
         _check_count(top_k, "top_k", 100)
         start = parse_bound(start_datetime, "start_datetime", end=False)
         end = parse_bound(end_datetime, "end_datetime", end=True)
         where = replace(
             self._passage_where(agent_id, tags, tag_match_mode, start, end), projects=self._projects(projects)
         )
-        return self._hybrid(self.kinds["passages"], agent_id, query, where, top_k)
+        return self._hybrid(self.kinds["passages"], agent_id, query, where, top_k, links)
 
     def conversation_search(
         self,
@@ -369,9 +382,12 @@ class Archive:
         conversation_id: str | None = None,
         exclude_conversation: str | None = None,
         projects: Sequence[str | None] | None = None,
+        links: bool | None = None,
     ) -> SearchResult:
         """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
-        ``projects``: only turns of these projects (None in it: turns of no project, shared by all)."""
+        ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
+        hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
+        budget (None: ``links_by_default``)."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
@@ -391,7 +407,7 @@ class Archive:
             not_conversation_id=exclude_conversation or None,
             projects=self._projects(projects),
         )
-        return self._hybrid(self.kinds["messages"], agent_id, query, where, limit)
+        return self._hybrid(self.kinds["messages"], agent_id, query, where, limit, links)
 
     def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
         """The chunks of these folders' files nearest ``query``: the same hybrid search and ranker as archival memory
@@ -415,7 +431,9 @@ class Archive:
             tags_all=clean if mode == "all" else None,
         )
 
-    def _hybrid(self, kind: Kind, agent_id: str, text: str, where: Filter, limit: int) -> SearchResult:
+    def _hybrid(
+        self, kind: Kind, agent_id: str, text: str, where: Filter, limit: int, links: bool | None = False
+    ) -> SearchResult:
         text = self._text(text, "query")
         if not text.strip():
             raise ValidationError("query is empty: say what to look for.")
@@ -427,7 +445,10 @@ class Archive:
         ranked = kind.ranker.rank(query, candidates, context)[:limit]
         relevance = kind.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(kind, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
-        hits, truncated = self._budget(hits)
+        if links if links is not None else kind.table in self.links_by_default:
+            hits, truncated = self._linked(kind, agent_id, [c for c, _ in ranked], hits, where, context)
+        else:
+            hits, truncated = self._budget(hits)
         if truncated:
             notes.append(
                 f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
@@ -607,6 +628,76 @@ class Archive:
             relevance=relevance,
         )
 
+    def _linked(
+        self, kind: Kind, agent_id: str, ranked: list[Candidate], hits: list[Hit], where: Filter, context: Context
+    ) -> tuple[list[Hit], bool]:
+        """The hits, each followed by the memories it links to (``links.expand``), within the token budget: a turn's
+        sitting neighbours (``link_reach`` on each side, from the sitting index: no read) and the links made on
+        purpose, read in one query per table; only rows of this agent that the search's own filter admits."""
+        near: dict[str, list[str]] = {}
+        index = context.sittings.index if isinstance(context.sittings, SittingRanks) else None
+        for c in ranked:
+            if kind.turns and index is not None and isinstance(c.found.created_us, int):
+                near[c.id] = index.neighbours(c.found.conversation_id, c.found.created_us, c.found.seq, self.link_reach)
+        made: set[str] = set()  # ids linked on purpose: a turn or a passage (the others are turns)
+        if kind.table != "file_chunks":
+            for source, links in self.links.of([h.id for h in hits]).items():
+                near[source] = [m.target for m in links] + near.get(source, [])
+                made |= {m.target for m in links}
+        rows: dict[str, Hit] = {}
+        for table in ("messages", "passages"):
+            wanted = {i for ids in near.values() for i in ids} if table == "messages" else made - set(rows)
+            if wanted:
+                ids = tuple(sorted(wanted))
+                scope = replace(where, ids=ids) if table == kind.table else Filter(agent_id=agent_id, ids=ids)
+                rows.update(self._linked_rows(table, scope))
+        linked = {h: [rows[i] for i in ids if i in rows] for h, ids in near.items()}
+        return expand(hits, linked, self.token_budget)
+
+    def find_memory(self, agent_id: str, memory_id: str) -> tuple[str, Hit, int | None]:
+        """The agent's recall turn or archival passage ``memory_id``: (its table, it as a result, a turn's seq)."""
+        for table in ("messages", "passages"):
+            rows = self.store.conn.rows(
+                table, Filter(agent_id=agent_id, ids=(memory_id,)), columns=RESULT_COLUMNS[table]
+            )
+            if rows:
+                return table, _as_hit(table, rows[0]), rows[0].get("seq")
+        raise NotFoundError(
+            f"No recall turn or archival passage {memory_id!r} in this agent's memory; search for it first "
+            "(`tiermem search`) and use an id the results give."
+        )
+
+    def memories(self, agent_id: str, ids: Sequence[str]) -> dict[str, Hit]:
+        """The agent's turns and passages among ``ids``, by id (ids of neither are left out)."""
+        out: dict[str, Hit] = {}
+        if ids:
+            for table in ("messages", "passages"):
+                out.update(self._linked_rows(table, Filter(agent_id=agent_id, ids=tuple(dict.fromkeys(ids)))))
+        return out
+
+    def sitting_neighbours(self, agent_id: str, turn: Hit, seq: int | None, reach: int) -> list[str]:
+        """The ids of the turns logged just before and after ``turn`` in its sitting (``reach`` on each side)."""
+        with self._sittings_lock:
+            index = self._sitting_index(agent_id)
+        if index is None:
+            return []
+        return index.neighbours(turn.conversation_id, to_us(turn.created_at), seq, reach)
+
+    def neighbourhood(self, agent_id: str, memory_id: str, reach: int | None = None) -> Neighbourhood:
+        """The agent's recall turn or archival passage ``memory_id`` and its links, one hop: its sitting's neighbours
+        (turns: ``reach`` on each side, default ``link_reach``) and the links made on purpose."""
+        table, center, seq = self.find_memory(agent_id, memory_id)
+        pairs: list[Link] = []
+        if table == "messages":
+            near = self.sitting_neighbours(agent_id, center, seq, self.link_reach if reach is None else reach)
+            pairs += [Link(memory_id, other, "sitting") for other in near]
+        pairs += self.links.of([memory_id]).get(memory_id, [])
+        found = self.memories(agent_id, [link.target for link in pairs])
+        return Neighbourhood(center, table, [(link, found[link.target]) for link in pairs if link.target in found])
+
+    def _linked_rows(self, table: str, where: Filter) -> dict[str, Hit]:
+        return {r["id"]: _as_hit(table, r) for r in self.store.conn.rows(table, where, columns=RESULT_COLUMNS[table])}
+
     def _budget(self, hits: list[Hit]) -> tuple[list[Hit], bool]:
         from .tokens import fit_to_budget
 
@@ -636,3 +727,19 @@ class Archive:
             if not _TAG.fullmatch(t):
                 raise ValidationError(f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters.")
         return tuple(dict.fromkeys(tags))
+
+
+def _as_hit(table: str, r: dict[str, Any]) -> Hit:
+    """A stored turn or passage shown as a result that no ranking placed (a linked memory)."""
+    turn = table == "messages"
+    return Hit(
+        id=r["id"],
+        content=r["content"],
+        created_at=from_us(r["created_us"]),
+        score=0.0,
+        vector_rank=None,
+        fts_rank=None,
+        role=r.get("role") if turn else None,
+        tags=() if turn else tuple(r.get("tags") or ()),
+        conversation_id=r.get("conversation_id") if turn else None,
+    )

@@ -10,11 +10,13 @@ may not reach the store (``tests/test_layers.py``: STORE_HOLDERS), so these are 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
 from ..base.records import Message, Passage
 from ..store import SEARCHABLE, Filter, passage_from_row
+from .archive_links import ManualLinks
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -54,6 +56,21 @@ class AgentRows:
         where = Filter(agent_id=agent_id, conversation_id=conversation_id, seq_from=start_seq)
         return sorted(self.store.rows.messages(where), key=_log_order)
 
+    def columns_of(
+        self,
+        table: str,
+        agent_id: str,
+        columns: Sequence[str],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        projects: Sequence[str | None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Only ``columns`` of an agent's rows created within [start, end] (of these ``projects``, if given; None in
+        it: rows of no project), in no order: the timeline reads times, ids and texts, never vectors."""
+        where = Filter(agent_id=agent_id, start=start, end=end, projects=None if projects is None else tuple(projects))
+        return self.store.conn.rows(_searchable(table), where, columns=tuple(columns))
+
     def message(self, message_id: str) -> Message | None:
         """The message with this id, or None."""
         found = self.store.rows.messages(Filter(ids=(message_id,)), limit=1)
@@ -72,7 +89,11 @@ class AgentRows:
     # -- forgetting (domain/forgetting.py): gone from search at once, from the files at the purge --
 
     def forget(self, table: str, where: Filter) -> int:
-        """Delete the rows of ``where``, their data fragments marked for the purge first; returns how many went."""
+        """Delete the rows of ``where``, their data fragments marked for the purge first, and the links made on
+        purpose to any of them (``links.ManualLinks``); returns how many rows went."""
+        links = ManualLinks(self.store)
+        if table != "file_chunks" and links.any():
+            links.forget([r["id"] for r in self.store.conn.rows(_searchable(table), where, columns=("id",))])
         self.store.purge.mark(_searchable(table), where)
         return self.store.rows.delete(_searchable(table), where)
 

@@ -6,7 +6,7 @@ conversation), once: the idempotency key is the session, the turn and a digest o
 again writes nothing. ``recall`` searches archival and recall memory with the prompt, through the same ranked search
 the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
 relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
-anything stored gets nothing.
+anything stored gets nothing. Each memory recalled counts as a use of it (``uses.py``).
 """
 
 from __future__ import annotations
@@ -163,7 +163,10 @@ def recall(
         and h.conversation_id != session
     ]
     found.sort(key=lambda r: -r.relevance)
-    return found[: settings.limit]
+    chosen = found[: settings.limit]
+    memory.uses.note("passage", agent_id, [r.id for r in chosen if r.source == archival])  # each recalled: one use
+    memory.uses.note("message", agent_id, [r.id for r in chosen if r.source == past])
+    return chosen
 
 
 HEAD = (

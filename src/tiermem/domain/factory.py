@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..store import Store
     from .archive import Archive
     from .memory import Memory
+    from .uses import UseCounter
 
 
 def open_memory(
@@ -78,11 +79,27 @@ def open_memory(
         file_max_bytes=settings.file_max_bytes,
         folder_max_files=settings.folder_max_files,
         secret_scan=settings.secret_scan == "on",
+        uses=use_counter(settings),
     )
     if isinstance(archive, Opening) and archive_now:
         archive.start()
     _finish_deletions(memory)
     return memory
+
+
+def use_counter(settings: Settings) -> UseCounter:
+    """The use counters: records in ``<data_dir>/uses.sqlite3`` (opened on the first flush or read), kept in the
+    process for a store on object storage."""
+    from ..core.uses import USES_FILE, MemoryUses, SqliteUses, UseStore
+    from .uses import Rules, UseCounter
+
+    rules = Rules(settings.use_half_life_days, settings.use_hot_score, settings.use_warm_score)
+    store: UseStore = (
+        SqliteUses(settings.resolved_data_dir() / USES_FILE, rules.half_life_us)
+        if settings.uri is None
+        else MemoryUses(rules.half_life_us)
+    )
+    return UseCounter(store, rules, flush_seconds=settings.use_flush_seconds)
 
 
 def check_data_dir(settings: Settings) -> None:

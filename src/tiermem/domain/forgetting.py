@@ -12,6 +12,8 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
   checkpoint or base holds a forgotten value), and the core state is purged at once (``CoreStore.purge``: SQLite is
   vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot).
 - idempotency records whose stored result holds a forgotten text are deleted.
+- use records (``uses.py``): a forgotten passage's, message's or agent's are deleted, from this process's batch and
+  from ``uses.sqlite3`` (overwritten on disk, its log truncated).
 
 What it does not rewrite: a MemFS directory synced with the agent and its git history (the caller names them:
 ``interop/memfs_holders.py``), backups and exports already made, and what another process holds in memory.
@@ -161,6 +163,7 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
     done.texts += [r["content"] for r in found][:SHOWN_TEXTS]
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
     done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
+    memory.uses.forget([r["id"] for r in found], groups=groups)  # and how it was used
     if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
         done.passages += rows.forget("passages", Filter(group_ids=groups))
 
@@ -187,6 +190,7 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
     }
     if gone:
         done.messages += rows.forget("messages", Filter(ids=tuple(gone)))
+        memory.uses.forget(gone)
     needles = [c for c in contents if c] + ([text] if text else [])
     changed = []
     for (agent, _conversation), turns in before.items():

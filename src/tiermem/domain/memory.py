@@ -45,6 +45,7 @@ from ..base.records import (
     stable_id,
 )
 from ..core.protocol import CoreStore
+from ..core.uses import MemoryUses
 from . import blocks as rules
 from . import secrets
 from .file_views import OpenRequest
@@ -56,6 +57,7 @@ from .filesystem import (
     directories_summary,
     render_agent_directories,
 )
+from .uses import Rules, UseCounter
 
 if TYPE_CHECKING:
     from .archive import Archive, SearchResult
@@ -135,8 +137,11 @@ class Memory:
         file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
         folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
         secret_scan: bool = True,
+        uses: UseCounter | None = None,
     ) -> None:
         self._archive = archive
+        # search hits, opened blocks and files, auto-recalled memories, counted off the request path (uses.py)
+        self.uses = uses if uses is not None else UseCounter(MemoryUses(Rules().half_life_us))
         self.secret_scan = secret_scan  # credentials redacted from automatic input, refused in writes (secrets.py)
         self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
         self.core: CoreStore = core
@@ -379,6 +384,12 @@ class Memory:
             "Use one of these labels, or create a block first."
         )
 
+    def open_block(self, agent_id: str, label: str) -> Block:
+        """A block opened for reading (``memory_open``): ``block``, counted as a use of it."""
+        found = self.block(agent_id, label)
+        self.uses.note("block", agent_id, [found.id])
+        return found
+
     def render_core(
         self,
         agent_id: str,
@@ -567,6 +578,7 @@ class Memory:
 
     def _finish_deletion(self, agent_id: str) -> None:
         self.archive.rows.delete_agent_data(agent_id)
+        self.uses.forget_agent(agent_id)
         self.core.delete_agent(agent_id)
         self._emit(Change("blocks_changed", (agent_id,)))
 
@@ -642,7 +654,11 @@ class Memory:
         return self.files.attached_text(agent_id, name)
 
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
-        return self.files.open_files(agent_id, requests, close_all_others)
+        """Letta's ``open_files``; each file opened counts as a use of it."""
+        text = self.files.open_files(agent_id, requests, close_all_others)
+        opened = {r.file_name for r in requests}
+        self.uses.note("file", agent_id, [v.file_id for v in self.files.state(agent_id).files if v.name in opened])
+        return text
 
     def grep_files(
         self, agent_id: str, pattern: str, include: str | None, context_lines: int | None, offset: int | None
@@ -692,7 +708,7 @@ class Memory:
         """Search recall memory (``Archive.conversation_search``); ``project``: only the turns captured in it (a
         directory of this machine names its repository, as a hook's working directory does: ``named_project``)."""
         named = named_project(project)
-        return self.archive.conversation_search(
+        result = self.archive.conversation_search(
             agent_id,
             query,
             roles=roles,
@@ -701,6 +717,8 @@ class Memory:
             end_date=end_date,
             projects=None if named is None else (named,),
         )
+        self.uses.note("message", agent_id, [h.id for h in result.hits])  # each hit: one use (uses.py)
+        return result
 
     def archival_insert(
         self, agent_id: str, content: str, tags: Sequence[str] | None, project: str | None = None
@@ -728,7 +746,7 @@ class Memory:
     ) -> SearchResult:
         """Search archival memory (``Archive.search``); ``project``: only the passages of that project."""
         named = named_project(project)
-        return self.archive.search(
+        result = self.archive.search(
             agent_id,
             query,
             tags=tags,
@@ -738,10 +756,14 @@ class Memory:
             end_datetime=end_datetime,
             projects=None if named is None else (named,),
         )
+        self.uses.note("passage", agent_id, [h.id for h in result.hits])  # each hit: one use (uses.py)
+        return result
 
     def archival_delete(self, agent_id: str, passage_id: str) -> int:
-        """Delete a passage, every chunk of it (``Archive.delete``); how many rows went."""
-        return self.archive.delete(agent_id, passage_id)
+        """Delete a passage, every chunk of it (``Archive.delete``), and its use record; how many rows went."""
+        removed = self.archive.delete(agent_id, passage_id)
+        self.uses.forget((passage_id,), groups=(passage_id,))
+        return removed
 
     def archival_list(
         self, agent_id: str, *, offset: int, limit: int, tags: Sequence[str] | None

@@ -245,7 +245,10 @@ def adopt(settings: Settings, folder: Path, home: Path, before: object) -> str:
     sources += sorted((home / ".claude" / "projects").glob("*/memory"))
     copied = gather(sources, folder)
     memory = open_memory(settings)
-    done = sync(memory, memory.ensure_agent(settings.agent).id, folder)
+    try:
+        done = sync(memory, memory.ensure_agent(settings.agent).id, folder)
+    finally:
+        memory.settle(60)  # the model loading in a thread when the process exits would abort it
     return (
         f"{folder}: Claude Code's auto memory, shared with tiermem ({len(copied)} file(s) copied from its folders, "
         f"which are left as they were; {done.imported} stored in tiermem; core memory written as {OWN}*.md)"

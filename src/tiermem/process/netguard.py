@@ -53,7 +53,7 @@ class TokenAuthority(Protocol):
 
     def metadata_paths(self) -> frozenset[str]: ...
 
-    def metadata_document(self) -> bytes: ...
+    async def send_metadata(self, send: Send, method: str) -> None: ...  # the answer at a metadata path
 
     def agents_for(self, token: Any) -> frozenset[str]: ...
 
@@ -242,7 +242,7 @@ class Guard:
             )
             return
         if self.oauth is not None and scope.get("path", "") in self.oauth.metadata_paths():
-            await _metadata(send, self.oauth.metadata_document(), scope.get("method", "GET"))
+            await self.oauth.send_metadata(send, scope.get("method", "GET"))
             return  # public metadata, fetched by clients of any origin (CORS): no token, nothing of memory
         origin = headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
@@ -392,18 +392,26 @@ class Guard:
 
 
 def _calls_tool_outside(body: bytes, allowed: frozenset[str]) -> bool:
-    """Whether the JSON-RPC message (or batch) ``body`` calls a tool not in ``allowed``. A body that cannot be read
-    as JSON-RPC calls nothing: the transport answers it as the protocol error it is."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    for message in data if isinstance(data, list) else [data]:
-        if isinstance(message, dict) and message.get("method") == "tools/call":
-            params = message.get("params")
-            name = params.get("name") if isinstance(params, dict) else None
-            if name not in allowed:
-                return True
+    """Whether the JSON-RPC message (or batch) ``body`` calls a tool not in ``allowed``, read by both JSON parsers the
+    SDK's transports use (the standard library's and pydantic's: where they differ, either reading counts). A body
+    neither can read is refused too (fail closed: a read-only token has no use for it)."""
+    import pydantic_core
+
+    readings = []
+    for parse in (json.loads, pydantic_core.from_json):
+        try:
+            readings.append(parse(body))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            continue
+    if not readings:
+        return True
+    for data in readings:
+        for message in data if isinstance(data, list) else [data]:
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                params = message.get("params")
+                name = params.get("name") if isinstance(params, dict) else None
+                if name not in allowed:
+                    return True
     return False
 
 
@@ -419,26 +427,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
-
-
-async def _metadata(send: Send, document: bytes, method: str) -> None:
-    cors = [
-        (b"access-control-allow-origin", b"*"),
-        (b"access-control-allow-methods", b"GET, OPTIONS"),
-        (b"access-control-allow-headers", b"mcp-protocol-version"),
-    ]
-    if method == "OPTIONS":
-        await send({"type": "http.response.start", "status": 204, "headers": cors})
-        await send({"type": "http.response.body", "body": b""})
-        return
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(document)).encode()),
-        (b"cache-control", b"public, max-age=3600"),
-        *cors,
-    ]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": document if method != "HEAD" else b""})
 
 
 class BodyTooLarge(Exception):

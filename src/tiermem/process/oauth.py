@@ -10,7 +10,10 @@ tokens the authorization server at ``oauth_issuer`` issued for this server:
   ``iss``, ``aud`` = this server's canonical URI (RFC 8707), ``exp``, ``nbf``, an allowed asymmetric algorithm,
   never ``none`` nor an HMAC one), or asks the issuer's introspection endpoint (RFC 7662) with ``oauth_introspect``;
 - ``READ_SCOPE`` is needed for any request, ``WRITE_SCOPE`` for a tool that changes memory (the guard answers 403
-  ``insufficient_scope`` naming the scope, RFC 6750 §3.1).
+  ``insufficient_scope`` naming the scope, RFC 6750 §3.1);
+- ``ResourceServer.agent_for`` decides which agent a principal's request uses (its own, or a shared one).
+
+Its settings, checked, are ``oauth_settings.OAuthSettings``.
 
 The token is never sent anywhere but the issuer's introspection endpoint (no passthrough), and never logged.
 """
@@ -23,6 +26,7 @@ import json
 import logging
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,154 +35,24 @@ import anyio
 import httpx
 import jwt
 from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.shared.auth import ProtectedResourceMetadata
 
-from ..base.errors import ConfigError
-from .netguard import AuthorityUnavailable
+from .netguard import AuthorityUnavailable, Send
+from .oauth_settings import READ_SCOPE, SCOPES, USER_AGENT_PREFIX, WRITE_SCOPE, OAuthSettings
 
 log = logging.getLogger(__name__)
 
-READ_SCOPE = "memory:read"
-WRITE_SCOPE = "memory:write"
-SCOPES = (READ_SCOPE, WRITE_SCOPE)
-
-# Asymmetric algorithms only: an HMAC one would let whoever holds a public key of the JWKS sign tokens; "none" signs
-# nothing.
-SAFE_ALGORITHMS = frozenset(
-    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
-)
-DEFAULT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
 JWKS_MAX_AGE_SECONDS = 3600.0  # keys fetched this long ago are fetched again before the next use
 JWKS_REFETCH_SECONDS = 30.0  # an unknown key id fetches the JWKS again at most this often
 LEEWAY_SECONDS = 30  # clock skew allowed on exp and nbf
-USER_AGENT_PREFIX = "user-"  # a signed-in user's own agent: user-<readable subject>-<hash of issuer and subject>
 HTTP_TIMEOUT = 10.0
+VERIFIED_CACHE = 4096  # verified JWTs remembered (the most recently used)
+VERIFIED_SECONDS = 300.0  # ... for at most this long (a key the issuer withdrew stops being trusted within it)
 
 
 class IssuerUnavailable(AuthorityUnavailable):
     """The authorization server's metadata, keys or introspection endpoint cannot be reached: the guard answers 503,
     not 401 (the token may be fine)."""
-
-
-@dataclass(frozen=True)
-class OAuthSettings:
-    """What turns the resource server on (from ``Settings``; see ``from_settings``)."""
-
-    issuer: str
-    resource: str  # this server's canonical URI: the PRM's ``resource`` and the audience tokens must carry
-    audience: str  # usually ``resource``; ``oauth_audience`` for issuers that cannot put a URL there
-    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
-    introspect: bool = False
-    client_id: str | None = None  # this server's credentials at the introspection endpoint
-    client_secret: str | None = None
-    groups_claim: str = "groups"
-    # agent name -> who may use it besides nobody: subjects, and groups written "group:<name>"
-    shared_agents: tuple[tuple[str, frozenset[str]], ...] = ()
-
-    @property
-    def metadata_url(self) -> str:
-        return str(build_resource_metadata_url(_url(self.resource)))
-
-
-def canonical_resource(public_url: str, path: str) -> str:
-    """This server's canonical URI (RFC 8707 §2, MCP "Canonical Server URI"): ``public_url`` with the endpoint's path
-    (``/mcp``, ``/sse``) appended unless it already ends with it; lower-case scheme and host, no fragment, no trailing
-    slash."""
-    parts = urlsplit(public_url.strip())
-    if parts.scheme.lower() not in ("https", "http") or not parts.netloc:
-        raise ConfigError(
-            f"public_url must be an absolute https URL such as https://memory.example.com, not {public_url!r}."
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(f"public_url must not carry a query or a fragment: {public_url!r}.")
-    base = parts.path.rstrip("/")
-    if not base.endswith(path):
-        base += path
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{base}"
-
-
-def from_settings(
-    *,
-    issuer: str | None,
-    public_url: str | None,
-    path: str,
-    audience: str | None = None,
-    algorithms: list[str] | None = None,
-    introspect: bool = False,
-    client_id: str | None = None,
-    client_secret: str | None = None,
-    groups_claim: str = "groups",
-    shared_agents: dict[str, list[str]] | None = None,
-) -> OAuthSettings | None:
-    """The resource server's settings, None when OAuth is off; a ConfigError for half or unsafe settings."""
-    if not issuer and not public_url:
-        return None
-    if not issuer or not public_url:
-        missing = "oauth_issuer (TIERMEM_OAUTH_ISSUER)" if not issuer else "public_url (TIERMEM_PUBLIC_URL)"
-        raise ConfigError(
-            f"OAuth needs both oauth_issuer and public_url; {missing} is missing. Set it, or unset the other to serve "
-            "with static bearer tokens only."
-        )
-    resource = canonical_resource(public_url, path)
-    for name, url in (("oauth_issuer", issuer), ("public_url", resource)):
-        parts = urlsplit(url)
-        if parts.scheme != "https" and not _loopback(parts.hostname or ""):
-            raise ConfigError(f"{name} must be an https URL (plain http only on loopback): {url!r}.")
-    algs = tuple(algorithms or DEFAULT_ALGORITHMS)
-    unsafe = [a for a in algs if a not in SAFE_ALGORITHMS]
-    if unsafe:
-        raise ConfigError(
-            f"oauth_algorithms: {', '.join(unsafe)} not allowed; use asymmetric ones ({', '.join(sorted(SAFE_ALGORITHMS))})."
-        )
-    if introspect and not (client_id and client_secret):
-        raise ConfigError(
-            "oauth_introspect needs this server's client credentials at the issuer: oauth_client_id and "
-            "oauth_client_secret (TIERMEM_OAUTH_CLIENT_SECRET)."
-        )
-    shared = []
-    for name, members in (shared_agents or {}).items():
-        if isinstance(members, str):
-            members = [members]
-        if not name or not all(isinstance(m, str) and m for m in members):
-            raise ConfigError(
-                f'oauth_shared_agents: {name!r} needs a list of subjects and "group:<name>" entries, e.g. '
-                '{ team = ["group:engineering", "alice@example.com"] }.'
-            )
-        if name == "*" or name.startswith(USER_AGENT_PREFIX):
-            raise ConfigError(
-                f"oauth_shared_agents: {name!r} is '*' or starts with {USER_AGENT_PREFIX!r} (kept for users' own "
-                "agents); choose another name."
-            )
-        shared.append((name, frozenset(members)))
-    return OAuthSettings(
-        shared_agents=tuple(shared),
-        issuer=issuer,
-        resource=resource,
-        audience=audience or resource,
-        algorithms=algs,
-        introspect=introspect,
-        client_id=client_id,
-        client_secret=client_secret,
-        groups_claim=groups_claim,
-    )
-
-
-def _loopback(host: str) -> bool:
-    import ipaddress
-
-    if host in ("localhost",):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _url(text: str) -> Any:
-    from pydantic import AnyHttpUrl
-
-    return AnyHttpUrl(text)
 
 
 @dataclass
@@ -201,6 +75,9 @@ class ResourceServer:
         self._keys = _Keys()
         self._last_refetch = float("-inf")
         self._lock = anyio.Lock()
+        # JWTs verified lately (sha256 of the token -> its principal, when verified): a client sends one token with
+        # many requests, and an RSA verification costs the event loop ~0.2-1 ms each time
+        self._verified: OrderedDict[bytes, tuple[AccessToken, float]] = OrderedDict()
 
     # -- what the guard serves and says -------------------------------------------------------------------------
 
@@ -223,6 +100,27 @@ class ResourceServer:
         )
         return doc.model_dump_json(exclude_none=True).encode()
 
+    async def send_metadata(self, send: Send, method: str) -> None:
+        """The answer at a metadata path: the document (GET, HEAD), or the CORS preflight's (OPTIONS)."""
+        cors = [
+            (b"access-control-allow-origin", b"*"),
+            (b"access-control-allow-methods", b"GET, OPTIONS"),
+            (b"access-control-allow-headers", b"mcp-protocol-version"),
+        ]
+        if method == "OPTIONS":
+            await send({"type": "http.response.start", "status": 204, "headers": cors})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        document = self.metadata_document()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(document)).encode()),
+            (b"cache-control", b"public, max-age=3600"),
+            *cors,
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": document if method != "HEAD" else b""})
+
     def challenge(self, error: str | None = None, description: str | None = None, scope: str | None = None) -> str:
         """A ``WWW-Authenticate`` value: always ``resource_metadata`` (MCP), the error and the scopes asked for."""
         parts = []
@@ -242,13 +140,35 @@ class ResourceServer:
         try:
             if self.settings.introspect:
                 return await self._introspect(token)
-            return await self._verify_jwt(token)
+            digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+            remembered = self._remembered(digest)
+            if remembered is not None:
+                return remembered
+            access = await self._verify_jwt(token)
+            self._verified[digest] = (access, time.monotonic())
+            if len(self._verified) > VERIFIED_CACHE:
+                self._verified.popitem(last=False)
+            return access
         except jwt.PyJWTError as exc:
             log.debug("access token refused: %s", exc)
             return None
         except _Refused as exc:
             log.debug("access token refused: %s", exc)
             return None
+
+    def _remembered(self, digest: bytes) -> AccessToken | None:
+        """A token verified less than VERIFIED_SECONDS ago and not expired since (the same answer a new check gives:
+        its signature, issuer and audience do not change; its expiry is checked again here)."""
+        entry = self._verified.get(digest)
+        if entry is None:
+            return None
+        access, when = entry
+        expired = access.expires_at is not None and access.expires_at + LEEWAY_SECONDS < time.time()
+        if expired or time.monotonic() - when > VERIFIED_SECONDS:
+            del self._verified[digest]
+            return None
+        self._verified.move_to_end(digest)
+        return access
 
     async def _verify_jwt(self, token: str) -> AccessToken:
         header = jwt.get_unverified_header(token)

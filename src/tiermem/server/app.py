@@ -48,6 +48,7 @@ from .registry import (
 )  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
+from .timeline_resource import register_timeline
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -496,6 +497,8 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
             return {"passages": passages, "messages": recall, "tags": tags}
 
         return json.dumps(await _read(runtime, summary))
+
+    register_timeline(server, runtime)  # memory://timeline and memory://timeline/{period}
 
 
 async def _render(runtime: Runtime, *, line_numbers: bool = False) -> str:

@@ -190,6 +190,7 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef(
         "archival_memory_list", "server.search_tools:archival_memory_list", READ, "List archival memory", "archival"
     ),
+    ToolDef("memory_links", "server.link_tools:memory_links", CHANGE, "Show or make links between memories", "links"),
     ToolDef("open_files", "server.file_tools:open_files", SET, "Open files into core memory", "files"),
     ToolDef("grep_files", "server.file_tools:grep_files", READ, "Search attached files by pattern", "files"),
     ToolDef(

@@ -12,7 +12,9 @@ tokens) go to the default server, the served ``agent``, as before.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -25,18 +27,36 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+IDLE_SECONDS = 30 * 60.0  # an agent's server unused this long is stopped (the SDK ends idle sessions after as long)
+
+
+@dataclass
+class _Tenant:
+    app: ASGIApp
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    busy: int = 0  # requests in flight (an open stream of notifications is one)
+    used: float = field(default_factory=time.monotonic)  # when the last request ended
+
+
 class TenantApps:
     """ASGI: requests with ``scope["tiermem.agent"]`` go to that agent's app (``build(agent)``, a Starlette app whose
-    lifespan runs here, started on first use and ended with the server's); the others to ``default``."""
+    lifespan runs here, started on first use and ended with the server's, or once no request has used it for
+    ``idle_seconds``: a server is ~0.5 MB, and users come and go); the others to ``default``."""
 
-    def __init__(self, default: ASGIApp, build: Callable[[str], Any]) -> None:
+    def __init__(self, default: ASGIApp, build: Callable[[str], Any], *, idle_seconds: float = IDLE_SECONDS) -> None:
         self.default = default
         self._build = build
-        self._apps: dict[str, ASGIApp] = {}
-        self._closed: list[anyio.Event] = []
+        self._idle_seconds = idle_seconds
+        self._tenants: dict[str, _Tenant] = {}
+        self._closing: list[_Tenant] = []  # stopped, their lifespans still ending
         self._group: TaskGroup | None = None
-        self._stopping: anyio.Event | None = None
         self._lock: anyio.Lock | None = None
+
+    @property
+    def serving(self) -> list[str]:
+        """The agents whose servers run now."""
+        return sorted(self._tenants)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -46,50 +66,68 @@ class TenantApps:
         if agent is None:
             await self.default(scope, receive, send)
             return
-        app = self._apps.get(agent)
-        if app is None:
-            app = await self._start(agent)
-        await app(scope, receive, send)
+        tenant = self._tenants.get(agent)
+        if tenant is None:
+            tenant = await self._start(agent)
+        tenant.busy += 1  # no await since it was found: an eviction cannot come in between
+        try:
+            await tenant.app(scope, receive, send)
+        finally:
+            tenant.busy -= 1
+            tenant.used = time.monotonic()
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        stopping = anyio.Event()
-
         async def sent(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
-                stopping.set()  # the agents' servers end their sessions before the process is told it may exit
-                for closed in list(self._closed):
-                    await closed.wait()
+                await self._stop_all()  # the agents' servers end their sessions before the process may exit
             await send(message)
 
         async with anyio.create_task_group() as group:
-            self._group, self._stopping, self._lock = group, stopping, anyio.Lock()
+            self._group, self._lock = group, anyio.Lock()
             try:
                 await self.default(scope, receive, sent)
             finally:
-                stopping.set()
+                await self._stop_all()
 
-    async def _start(self, agent: str) -> ASGIApp:
+    async def _stop_all(self) -> None:
+        for tenant in [*self._tenants.values(), *self._closing]:
+            tenant.stop.set()
+        for tenant in [*self._tenants.values(), *self._closing]:
+            await tenant.closed.wait()
+
+    async def _start(self, agent: str) -> _Tenant:
         if self._group is None or self._lock is None:
             raise RuntimeError("TenantApps serves only under its lifespan (uvicorn runs it)")
         async with self._lock:
-            app = self._apps.get(agent)
-            if app is not None:
-                return app
-            app = cast("ASGIApp", self._build(agent))
-            started, closed = anyio.Event(), anyio.Event()
-            self._closed.append(closed)
-            self._group.start_soon(self._run, app, started, closed)
+            tenant = self._tenants.get(agent)
+            if tenant is not None:
+                return tenant
+            self._evict_idle()
+            tenant = _Tenant(cast("ASGIApp", self._build(agent)))
+            started = anyio.Event()
+            self._group.start_soon(self._run, tenant, started)
             await started.wait()
-            self._apps[agent] = app
+            self._tenants[agent] = tenant
             log.info("serving agent %r for its signed-in users", agent)
-            return app
+            return tenant
 
-    async def _run(self, app: Any, started: anyio.Event, closed: anyio.Event) -> None:
-        assert self._stopping is not None
+    def _evict_idle(self) -> None:
+        """Stop the servers no request has used for ``idle_seconds`` (none with a request or stream open)."""
+        now = time.monotonic()
+        self._closing = [t for t in self._closing if not t.closed.is_set()]
+        for agent, tenant in list(self._tenants.items()):
+            if tenant.busy == 0 and now - tenant.used >= self._idle_seconds:
+                del self._tenants[agent]
+                tenant.stop.set()
+                self._closing.append(tenant)
+                log.info("stopped the server of agent %r (idle); the next request starts it again", agent)
+
+    async def _run(self, tenant: _Tenant, started: anyio.Event) -> None:
+        app: Any = tenant.app
         try:
             async with app.router.lifespan_context(app):
                 started.set()
-                await self._stopping.wait()
+                await tenant.stop.wait()
         finally:
             started.set()
-            closed.set()
+            tenant.closed.set()

@@ -264,7 +264,7 @@ async def memory_open(label: str, ctx: Context[Any, Any], line_numbers: bool = F
     Blocks under <memory_directory> (detached) are not shown in full: open one when it is relevant,
     then edit it like any block. Labels may be paths such as 'notes/projects'.
     """
-    block = await runtime_of(ctx).call(ctx, Memory.block, label)
+    block = await runtime_of(ctx).call(ctx, Memory.open_block, label)
     return rules.render_block(block, line_numbers=line_numbers)
 
 

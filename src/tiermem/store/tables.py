@@ -255,10 +255,10 @@ class Rows:
 
     @reads("turns")
     def turns(self, table: str, where: Filter) -> list[dict[str, Any]]:
-        """Every row matching ``where`` as its content, conversation_id, created_us and seq, by time then seq."""
+        """Every row matching ``where`` as its id, content, conversation_id, created_us and seq, by time then seq."""
         q = self.conn.tables[table].search()
         text = compile_filter(where)
-        cols = ["content", "conversation_id", "created_us", "seq"]
+        cols = ["id", "content", "conversation_id", "created_us", "seq"]
         data = (q.where(text) if text else q).select(cols).limit(None).to_list()
         return sorted(({k: r[k] for k in cols} for r in data), key=lambda r: (r["created_us"], r["seq"]))
 

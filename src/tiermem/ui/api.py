@@ -291,7 +291,23 @@ def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tag
     rows, total = memory.archive.list_passages(
         agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags)
     )
-    return {"total": total, "offset": start, "passages": [passage_json(p) for p in rows]}
+    heat = memory.uses.temperatures([p.id for p in rows])  # hot, warm or cold by their uses (domain/uses.py)
+    listed = [{**passage_json(p), "temperature": heat[p.id][0], "use_score": heat[p.id][1]} for p in rows]
+    return {"total": total, "offset": start, "passages": listed}
+
+
+def uses(memory: Memory, name: str) -> JSON:
+    """How used the agent's memories are: per kind hot, warm and cold, the hottest and coldest (``tiermem stats``)."""
+    from ..domain.use_stats import use_stats
+
+    return use_stats(memory, _agent(memory, name).id).as_dict()
+
+
+def links(memory: Memory, name: str, memory_id: Any) -> JSON:
+    """A memory (a recall turn or an archival passage of the agent) and the memories it links to, one hop."""
+    if not isinstance(memory_id, str) or not memory_id.strip():
+        raise ValidationError("Give the id of a turn or passage (search results show them).")
+    return memory.archive.neighbourhood(_agent(memory, name).id, memory_id.strip()).as_dict()
 
 
 def passage_json(p: Passage) -> JSON:
@@ -309,7 +325,46 @@ def delete_passage(memory: Memory, name: str, passage_id: Any) -> JSON:
     agent = _agent(memory, name)
     if not isinstance(passage_id, str):
         raise ValidationError("id must be a passage id from the list or a search.")
-    return {"deleted": memory.archive.delete(agent.id, passage_id)}
+    return {"deleted": memory.archival_delete(agent.id, passage_id)}  # with its use record
+
+
+# -- the timeline (``domain/timeline.py``) -----------------------------------------------------
+
+
+def timeline(memory: Memory, name: str, params: JSON) -> JSON:
+    """Counts per period (``by``: day, week, month) by kind within [from, to], each period's rising terms (5)."""
+    from ..domain import timeline as tl
+
+    agent = _agent(memory, name)
+    found = tl.timeline(
+        memory,
+        agent.id,
+        start=params.get("from") or None,
+        end=params.get("to") or None,
+        by=params.get("by") or "month",
+        query=params.get("q") or None,
+        kinds=_list(params.get("kinds")),
+        terms=5,
+    )
+    return found.as_dict()
+
+
+def timeline_period(memory: Memory, name: str, params: JSON) -> JSON:
+    """What one period holds (up to 200 items) and its rising terms, measured against [from, to]."""
+    from ..domain import timeline as tl
+
+    agent = _agent(memory, name)
+    view = tl.period(
+        memory,
+        agent.id,
+        params.get("period") or "",
+        query=params.get("q") or None,
+        kinds=_list(params.get("kinds")),
+        limit=200,
+        start=params.get("from") or None,
+        end=params.get("to") or None,
+    )
+    return view.as_dict()
 
 
 # -- folders and files (``memory.files``) ---------------------------------------------------

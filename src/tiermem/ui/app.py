@@ -42,6 +42,8 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "timeline.js": "text/javascript; charset=utf-8",
+    "links.js": "text/javascript; charset=utf-8",
 }
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'",
@@ -194,6 +196,14 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         params = dict(request.query_params)
         return JSONResponse(await inspector.run(api.search, name, params))
 
+    async def timeline(request: Request) -> Response:
+        name = agent_param(request)
+        return JSONResponse(await inspector.run(api.timeline, name, dict(request.query_params)))
+
+    async def timeline_period(request: Request) -> Response:
+        name = agent_param(request)
+        return JSONResponse(await inspector.run(api.timeline_period, name, dict(request.query_params)))
+
     async def passages(request: Request) -> Response:
         name, q = agent_param(request), request.query_params
         return JSONResponse(
@@ -201,6 +211,13 @@ def build_ui_app(inspector: Inspector) -> Starlette:
                 api.passages, name, offset=q.get("offset", 0), limit=q.get("limit", 50), tags=q.get("tags")
             )
         )
+
+    async def links(request: Request) -> Response:
+        name = agent_param(request)
+        return JSONResponse(await inspector.run(api.links, name, request.query_params.get("id", "")))
+
+    async def uses(request: Request) -> Response:
+        return JSONResponse(await inspector.run(api.uses, agent_param(request)))
 
     async def forget(request: Request) -> Response:
         body = await _json(request)
@@ -274,7 +291,11 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/api/edit", edit, methods=["POST"]),
         Route("/api/revert", revert, methods=["POST"]),
         Route("/api/search", search, methods=["GET"]),
+        Route("/api/timeline", timeline, methods=["GET"]),
+        Route("/api/timeline/period", timeline_period, methods=["GET"]),
         Route("/api/passages", passages, methods=["GET"]),
+        Route("/api/uses", uses, methods=["GET"]),
+        Route("/api/links", links, methods=["GET"]),
         Route("/api/passages/delete", delete_passage, methods=["POST"]),
         Route("/api/forget", forget, methods=["POST"]),
         Route("/api/folders", folders, methods=["GET"]),

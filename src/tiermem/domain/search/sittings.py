@@ -78,6 +78,7 @@ class _Sitting:
     first_seq: int | None = None  # the log order of the turn that opened it (None: not known)
     seqs: array[int] = field(default_factory=lambda: array("q"))  # its turns' log order, as added (-1: not known)
     ordered: bool = True  # whether ``seqs`` only grows (then a turn's place is found by bisection)
+    ids: list[str] = field(default_factory=list)  # its turns' ids, beside ``seqs`` ("": not known)
 
 
 class SittingIndex:
@@ -121,6 +122,7 @@ class SittingIndex:
         if last.seqs and place <= last.seqs[-1]:
             last.ordered = False
         last.seqs.append(place)
+        last.ids.append(str(row.get("id") or ""))
         words = stems(str(row.get("content") or ""))
         for w in set(words) - set(last.tf):
             self.df[w] += 1
@@ -183,6 +185,21 @@ class SittingIndex:
             return i, seqs.index(seq)
         except ValueError:
             return None
+
+    def neighbours(self, conversation: str | None, created_us: int, seq: int | None, reach: int) -> list[str]:
+        """The ids of the turns logged just before and after this one in its sitting, the nearest first (one before,
+        one after, two before, ...), at most ``reach`` on each side: a turn's sitting links (``domain.links``). The
+        order is the sitting's (``position``): log order, or time order in a sitting logged out of time order."""
+        place = self.position(conversation, created_us, seq)
+        if place is None:
+            return []
+        ids, k = self.sittings[place[0]].ids, place[1]
+        out = []
+        for step in range(1, reach + 1):
+            for j in (k - step, k + step):
+                if 0 <= j < len(ids) and ids[j]:
+                    out.append(ids[j])
+        return out
 
 
 @dataclass(frozen=True)

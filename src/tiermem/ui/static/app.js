@@ -296,11 +296,22 @@
     $("passage-count").textContent = `(${data.total})`;
     $("passages").tBodies[0].replaceChildren(...data.passages.map((p) => el("tr", { data: { id: p.id } },
       el("td", { textContent: when(p.created_at) }), el("td", { textContent: p.tags.join(", ") }),
-      el("td", { class: "content", textContent: p.content }), el("td", {}, deleteButton(p.id, p.content)))));
+      el("td", { class: "content", textContent: p.content }),
+      el("td", {}, el("span", { class: `badge temp-${p.temperature}`, textContent: p.temperature,
+        title: `use score ${p.use_score}` })),
+      el("td", {}, deleteButton(p.id, p.content)))));
+    await loadUses();
     const pages = Math.max(1, Math.ceil(data.total / PAGE));
     $("p-page").textContent = `page ${Math.floor(state.passOffset / PAGE) + 1} of ${pages}`;
     $("p-prev").disabled = state.passOffset === 0;
     $("p-next").disabled = state.passOffset + PAGE >= data.total;
+  }
+
+  async function loadUses() {
+    const u = await call("uses?" + qs({ agent: state.agent }));
+    const part = (kind, c) => `${kind}: ${c.hot} hot, ${c.warm} warm, ${c.cold} cold`;
+    $("use-summary").textContent = `Use (half-life ${u.half_life_days} days) · ` +
+      Object.entries(u.counts).filter(([, c]) => c.total > 0).map(([k, c]) => part(k, c)).join(" · ");
   }
 
   // -- folders and files -----------------------------------------------------------------------------------

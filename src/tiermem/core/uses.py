@@ -1,0 +1,213 @@
+"""How often and how recently each memory was used: one record per memory id, kept apart from the memories.
+
+A record holds the memory's kind and agent, how many times it was used, when last, and its *heat*: the uses decayed
+with a half-life, as of the last use (each use adds 1, then halves every half-life). Two records of one memory merge
+exactly, whatever their order (``merged``): counts add, the later time wins, each heat is decayed to that time and
+added. So the processes that share a data directory each add their batches with one additive upsert (``SqliteUses``:
+``INSERT ... ON CONFLICT DO UPDATE``, inside ``BEGIN IMMEDIATE``), and no count is lost however their flushes
+interleave.
+
+The records live in their own SQLite file (``<data_dir>/uses.sqlite3``), not in the LanceDB rows they describe (a
+search must not rewrite the rows it read) nor in the core state's file (a flush never waits on a block edit's lock,
+nor one on it). Deleted records are overwritten on disk (``secure_delete``) and the write-ahead log truncated, so a
+forgotten memory leaves no use record behind. A store on object storage keeps its records in the process
+(``MemoryUses``): they are not shared there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..base.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+USES_FILE = "uses.sqlite3"
+KINDS = ("passage", "message", "block", "file")  # what is counted: archival passages, recall turns, blocks, files
+DAY_US = 86_400_000_000
+
+
+@dataclass(frozen=True)
+class Use:
+    id: str  # the memory's id (a passage, message, block or file id)
+    kind: str  # one of KINDS
+    agent_id: str  # the agent it was used by (a file's: the agent that opened it)
+    count: int  # uses recorded
+    last_us: int  # when last used (microseconds since the epoch)
+    heat: float  # the uses decayed with the half-life, as of ``last_us``
+
+
+def decayed(heat: float, from_us: int, to_us: int, half_life_us: float) -> float:
+    """``heat`` as of ``from_us``, decayed to ``to_us`` (unchanged when ``to_us`` is not later)."""
+    if to_us <= from_us:
+        return heat
+    return float(heat * 0.5 ** ((to_us - from_us) / half_life_us))
+
+
+def merged(a: Use, b: Use, half_life_us: float) -> Use:
+    """One record of the uses of two records of the same memory (commutative and associative)."""
+    last = max(a.last_us, b.last_us)
+    heat = decayed(a.heat, a.last_us, last, half_life_us) + decayed(b.heat, b.last_us, last, half_life_us)
+    return Use(a.id, a.kind, a.agent_id or b.agent_id, a.count + b.count, last, heat)
+
+
+def in_group(memory_id: str, group: str) -> bool:
+    """Whether ``memory_id`` is a chunk of the passage insert ``group`` (its first chunk has the group's id)."""
+    return memory_id == group or memory_id.startswith(f"{group}.")
+
+
+class UseStore(Protocol):
+    """Where the use records live; ``add`` merges a batch into them (``merged``)."""
+
+    half_life_us: float
+
+    def add(self, uses: Sequence[Use]) -> None: ...
+
+    def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]: ...
+
+    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int: ...
+
+    def forget_agent(self, agent_id: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryUses:
+    """Records kept in this process only (object storage; tests)."""
+
+    def __init__(self, half_life_us: float) -> None:
+        self.half_life_us = half_life_us
+        self._rows: dict[str, Use] = {}
+        self._lock = threading.Lock()
+
+    def add(self, uses: Sequence[Use]) -> None:
+        with self._lock:
+            for use in uses:
+                known = self._rows.get(use.id)
+                self._rows[use.id] = use if known is None else merged(known, use, self.half_life_us)
+
+    def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]:
+        with self._lock:
+            rows = list(self._rows.values()) if ids is None else [self._rows[i] for i in ids if i in self._rows]
+        return [u for u in rows if agent_id is None or u.agent_id == agent_id]
+
+    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int:
+        with self._lock:
+            gone = set(ids) | {i for i in self._rows if any(in_group(i, g) for g in groups)}
+            return sum(self._rows.pop(i, None) is not None for i in gone)
+
+    def forget_agent(self, agent_id: str) -> int:
+        with self._lock:
+            gone = [i for i, u in self._rows.items() if u.agent_id == agent_id]
+            for i in gone:
+                del self._rows[i]
+            return len(gone)
+
+    def close(self) -> None:
+        pass
+
+
+_UPSERT = (
+    "INSERT INTO uses (id, kind, agent_id, count, last_us, heat) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT(id) DO UPDATE SET count = count + excluded.count, "
+    "heat = tiermem_decay(heat, last_us, max(last_us, excluded.last_us)) "
+    "+ tiermem_decay(excluded.heat, excluded.last_us, max(last_us, excluded.last_us)), "
+    "last_us = max(last_us, excluded.last_us)"
+)  # every right-hand side reads the row as it was: the merge of ``merged``, in one statement
+_LISTED = " WHERE EXISTS (SELECT 1 FROM json_each(?) AS listed WHERE listed.value = uses.id)"  # ids: one JSON array
+
+
+class SqliteUses:
+    """Records in ``<data_dir>/uses.sqlite3``, opened on first use (WAL; one connection, one lock)."""
+
+    def __init__(self, path: Path, half_life_us: float, *, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self.half_life_us = half_life_us
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _decay(self, heat: float, from_us: int, to_us: int) -> float:
+        return decayed(heat, from_us, to_us, self.half_life_us)
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                if self._conn is None:
+                    conn = sqlite3.connect(
+                        self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+                    )
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA secure_delete=ON")  # a forgotten record's bytes are overwritten
+                    conn.create_function("tiermem_decay", 3, self._decay, deterministic=True)
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, kind TEXT NOT NULL, agent_id TEXT "
+                        "NOT NULL, count INTEGER NOT NULL, last_us INTEGER NOT NULL, heat REAL NOT NULL)"
+                    )
+                    conn.execute("CREATE INDEX IF NOT EXISTS uses_agent ON uses (agent_id)")
+                    self._conn = conn
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"The use counters in {self.path} could not be read or written: {exc}. Check that the data "
+                    "directory is writable; memory works without them."
+                ) from exc
+
+    def add(self, uses: Sequence[Use]) -> None:
+        if not uses:
+            return
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(_UPSERT, [(u.id, u.kind, u.agent_id, u.count, u.last_us, u.heat) for u in uses])
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]:
+        sql = "SELECT id, kind, agent_id, count, last_us, heat FROM uses"
+        if ids is None:
+            where, args = (" WHERE agent_id = ?", (agent_id,)) if agent_id is not None else ("", ())
+        else:  # the ids as one JSON parameter: no bound on how many
+            where, args = _LISTED, (json.dumps(list(ids)),)
+        if self._conn is None and not self.path.exists():
+            return []  # nothing recorded yet: a read creates no file
+        with self._connection() as conn:
+            rows = conn.execute(sql + where, args).fetchall()
+        found = [Use(*row) for row in rows]
+        return [u for u in found if agent_id is None or u.agent_id == agent_id]
+
+    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int:
+        wanted = list(ids)
+        if not wanted and not groups:
+            return 0
+        with self._connection() as conn:
+            removed = int(conn.execute("DELETE FROM uses" + _LISTED, (json.dumps(wanted),)).rowcount)
+            for group in groups:  # the group's first chunk has its id, the others "<group>.<n>"
+                removed += conn.execute(
+                    "DELETE FROM uses WHERE id = ? OR (id >= ? AND id < ?)", (group, f"{group}.", f"{group}/")
+                ).rowcount
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
+    def forget_agent(self, agent_id: str) -> int:
+        with self._connection() as conn:
+            removed = conn.execute("DELETE FROM uses WHERE agent_id = ?", (agent_id,)).rowcount
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(removed)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,71 @@
+"""``ManualLinks``: the links made on purpose between two memories, one row of the store's meta table each.
+
+The row's key is ``link:<id> <id>`` (the two ids in sorted order: a link has no direction), its value JSON: the
+agent, a note, when. Meta rows exist on every storage backend and need no migration: a store of any age holds none
+until a link is made. ``AgentRows.forget`` deletes the links of every turn or passage it deletes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+
+from ..base.errors import ValidationError
+from ..base.records import now
+from ..store import Filter, Store
+from .links import PREFIX, Link, link_at, link_ends, link_key, link_note
+
+
+class ManualLinks:
+    """The links made on purpose, as meta rows of one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cache: tuple[int, dict[str, str]] | None = None  # (meta table version, link rows)
+
+    def _rows(self) -> dict[str, str]:
+        """The link rows, read again only when the meta table changed (a search asks on every call)."""
+        version = self.store.conn.version("meta")
+        if self._cache is None or self._cache[0] != version:
+            self._cache = (version, {k: v for k, v in self.store.conn.meta().items() if k.startswith(PREFIX)})
+        return dict(self._cache[1])
+
+    def add(self, agent_id: str, a: str, b: str, note: str = "") -> Link:
+        if a == b:
+            raise ValidationError("A memory cannot link to itself: give two different ids.")
+        value = json.dumps({"agent": agent_id, "note": note, "at": now().isoformat()})
+        self.store.conn.set_meta(link_key(a, b), value)
+        return Link(a, b, "manual", note)
+
+    def remove(self, a: str, b: str) -> bool:
+        key = link_key(a, b)
+        rows = self._rows()
+        if key not in rows:
+            return False
+        self.store.rows.delete("meta", Filter(entries=((key, rows[key]),)))
+        return True
+
+    def of(self, ids: Collection[str]) -> dict[str, list[Link]]:
+        """Each of ``ids`` -> its manual links (source: that id), oldest first."""
+        wanted = set(ids)
+        out: dict[str, list[Link]] = {}
+        for key, value in sorted(self._rows().items(), key=lambda kv: link_at(kv[1])):
+            a, b = link_ends(key)
+            note = link_note(value)
+            if a in wanted:
+                out.setdefault(a, []).append(Link(a, b, "manual", note))
+            if b in wanted:
+                out.setdefault(b, []).append(Link(b, a, "manual", note))
+        return out
+
+    def forget(self, ids: Collection[str]) -> int:
+        """Delete every manual link of any of ``ids`` (the memories are being forgotten); returns how many."""
+        gone = set(ids)
+        rows = tuple((k, v) for k, v in self._rows().items() if gone & set(link_ends(k)))
+        if rows:
+            self.store.rows.delete("meta", Filter(entries=rows))
+        return len(rows)
+
+    def any(self) -> bool:
+        """Whether any link was made on purpose (a deletion then looks for its rows' links)."""
+        return bool(self._rows())

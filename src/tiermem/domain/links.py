@@ -1,0 +1,128 @@
+"""Links: memories that complete each other, and a search that returns each hit with what it links to.
+
+Two kinds of link:
+
+- **sitting** (recall turns, automatic): the turns logged just before and after a turn in its sitting (the turns of
+  one conversation less than an hour apart: ``search.sittings``). They are derived from the rows each time, never
+  stored: they cost nothing when a turn is written, survive export and import as the turns do, and go with a
+  forgotten turn at once.
+- **manual** (any two memories: recall turns, archival passages): made on purpose (``tiermem links add``, the
+  ``memory_links`` tool). Stored as one row of the store's meta table each, ``link:<id> <id>`` (the two ids in
+  sorted order: a link has no direction), so every storage backend holds them and no table is migrated; forgetting
+  either memory deletes the row (``AgentRows.forget``, the one path every deletion of a turn or passage takes).
+
+Measured on the LoCoMo dev split (``python -m bench locomo --links``): similarity links (nearest neighbours above a
+cosine threshold) and shared-name links added less evidence at the token budget than sitting links did, so they are
+not made (docs/links.md).
+
+Pure: ``expand`` (the ranked hits, each followed by the memories it links to, cut to the token budget) and the
+records; the links made on purpose are read and written by ``archive_links.ManualLinks``, a memory's neighbourhood
+is gathered by ``Archive.neighbourhood``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from ..base.records import Hit
+from .tokens import EncodingName, count_tokens
+
+LinkKind = Literal["sitting", "manual"]
+PREFIX = "link:"
+OVERHEAD = 8  # tokens counted per result beside its content (as ``tokens.fit_to_budget``)
+
+
+@dataclass(frozen=True)
+class Link:
+    source: str
+    target: str
+    kind: LinkKind
+    note: str = ""
+
+
+def link_key(a: str, b: str) -> str:
+    x, y = sorted((a, b))
+    return f"{PREFIX}{x} {y}"
+
+
+def link_ends(key: str) -> tuple[str, str]:
+    a, b = key[len(PREFIX) :].split(" ", 1)
+    return a, b
+
+
+def link_at(value: str) -> str:
+    try:
+        return str(json.loads(value).get("at", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def link_note(value: str) -> str:
+    try:
+        return str(json.loads(value).get("note", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def expand(
+    hits: Sequence[Hit],
+    linked: Mapping[str, Sequence[Hit]],
+    budget: int,
+    encoding: EncodingName = "cl100k_base",
+) -> tuple[list[Hit], bool]:
+    """The hits in rank order, each followed by the memories it links to (``linked``: hit id -> linked memories,
+    nearest first) that are not shown already, as long as they fit in ``budget`` tokens (content plus ``OVERHEAD``
+    each); a linked memory carries ``linked_to`` (the hit's id) and the hit's relevance. The first hit is kept even
+    if it alone exceeds the budget (as ``fit_to_budget``). Returns (results, whether any hit was left out)."""
+    out: list[Hit] = []
+    seen: set[str] = set()
+    used = 0
+    for hit in hits:
+        if hit.id in seen:
+            continue
+        cost = count_tokens(hit.content, encoding) + OVERHEAD
+        if used + cost > budget and out:
+            return out, True
+        out.append(hit)
+        seen.add(hit.id)
+        used += cost
+        for other in linked.get(hit.id, ()):
+            if other.id in seen:
+                continue
+            cost = count_tokens(other.content, encoding) + OVERHEAD
+            if used + cost > budget:
+                continue  # a shorter link may still fit; the next hit is tried all the same
+            out.append(replace(other, linked_to=hit.id, relevance=hit.relevance))
+            seen.add(other.id)
+            used += cost
+    return out, False
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """A memory and the memories it links to, one hop: what ``tiermem links ID`` and the inspector draw."""
+
+    center: Hit
+    table: str  # messages | passages
+    links: list[tuple[Link, Hit]]
+
+    def as_dict(self) -> dict[str, object]:
+        def node(h: Hit, table: str) -> dict[str, object]:
+            return {
+                "id": h.id,
+                "kind": "recall" if table == "messages" else "archival",
+                "timestamp": h.created_at.isoformat(timespec="seconds"),
+                "role": h.role,
+                "content": h.content,
+            }
+
+        return {
+            "memory": node(self.center, self.table),
+            "links": [
+                {"link": link.kind, "note": link.note, **node(h, "messages" if h.role else "passages")}
+                for link, h in self.links
+            ],
+        }

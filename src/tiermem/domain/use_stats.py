@@ -1,0 +1,125 @@
+"""What is hot and what is cold in one agent's memory (``tiermem stats``, the inspector's summary): per kind
+(archival passages, recall messages, blocks, files) how many memories are hot, warm and cold, and the hottest and
+the coldest of them, each with a short preview. The temperature is ``uses.Rules``'; a memory never used is cold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..base.records import from_us, to_us
+from ..core.uses import KINDS, Use
+from ..store import Filter
+from .uses import TEMPERATURES, Temperature
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+PREVIEW = 80  # characters of a memory shown beside its uses
+
+
+@dataclass(frozen=True)
+class Used:
+    id: str
+    kind: str
+    temperature: Temperature
+    score: float
+    count: int
+    last_used: datetime | None
+    preview: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "temperature": self.temperature,
+            "score": round(self.score, 3),
+            "uses": self.count,
+            "last_used": self.last_used.isoformat(timespec="seconds") if self.last_used else None,
+            "preview": self.preview,
+        }
+
+
+@dataclass(frozen=True)
+class UseStats:
+    at: datetime
+    half_life_days: float
+    thresholds: tuple[float, float]  # (hot, warm)
+    counts: dict[str, dict[str, int]]  # kind -> {hot, warm, cold, total}
+    hottest: list[Used]
+    coldest: list[Used]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(timespec="seconds"),
+            "half_life_days": self.half_life_days,
+            "hot_score": self.thresholds[0],
+            "warm_score": self.thresholds[1],
+            "counts": self.counts,
+            "hottest": [u.as_dict() for u in self.hottest],
+            "coldest": [u.as_dict() for u in self.coldest],
+        }
+
+
+def use_stats(memory: Memory, agent_id: str, *, top: int = 5, at: datetime | None = None) -> UseStats:
+    """The agent's memories by temperature at ``at`` (now), with the ``top`` hottest and coldest."""
+    uses = memory.uses
+    rules = uses.rules
+    at_us = to_us(at) if at is not None else uses.clock()
+    records = uses.records(agent_id=agent_id)
+    messages, passages, _tags = memory.archive.counts(agent_id)
+    blocks = {b.id: b.label for b in memory.blocks(agent_id)}
+    files = {v.file_id: v.name for v in memory.files.state(agent_id).files}
+    totals = {"passage": passages, "message": messages, "block": len(blocks), "file": len(files)}
+    counts: dict[str, dict[str, int]] = {k: {t: 0 for t in TEMPERATURES} | {"total": totals[k]} for k in KINDS}
+    scored = sorted(((rules.score(u, at_us), u) for u in records.values()), key=lambda p: (-p[0], p[1].id))
+    for _score, use in scored:
+        temperature = rules.temperature(use, at_us)
+        if use.kind in counts and temperature != "cold":
+            counts[use.kind][temperature] += 1
+    for kind in KINDS:  # the rest of each kind is cold: used long ago, or never
+        c = counts[kind]
+        c["cold"] = max(0, c["total"] - c["hot"] - c["warm"])
+    hottest = [p for p in scored if p[0] >= rules.warm][:top]
+    hot_ids = {u.id for _, u in hottest}
+    never = _never_used(memory, agent_id, records, top)  # the coldest of all: archival passages never used
+    coldest = [p for p in reversed(scored) if p[1].id not in hot_ids][: max(0, top - len(never))]
+    texts = _previews(memory, agent_id, [u for _, u in hottest + coldest], {**blocks, **files})
+    return UseStats(
+        at=from_us(at_us),
+        half_life_days=rules.half_life_days,
+        thresholds=(rules.hot, rules.warm),
+        counts=counts,
+        hottest=[_used(u, s, rules.temperature(u, at_us), texts) for s, u in hottest],
+        coldest=never + [_used(u, s, rules.temperature(u, at_us), texts) for s, u in coldest],
+    )
+
+
+def _used(use: Use, score: float, temperature: Temperature, texts: dict[str, str]) -> Used:
+    return Used(use.id, use.kind, temperature, score, use.count, from_us(use.last_us), texts.get(use.id, ""))
+
+
+def _previews(memory: Memory, agent_id: str, shown: list[Use], names: dict[str, str]) -> dict[str, str]:
+    """Each memory's first characters (a block's label, a file's name); a forgotten one has none."""
+    out = {u.id: names[u.id] for u in shown if u.id in names}
+    for kind, table in (("passage", "passages"), ("message", "messages")):
+        ids = tuple(u.id for u in shown if u.kind == kind)
+        if ids:
+            for row in memory.archive.rows.rows_where(table, Filter(agent_id=agent_id, ids=ids)):
+                out[row["id"]] = _short(row["content"])
+    return out
+
+
+def _never_used(memory: Memory, agent_id: str, records: dict[str, Use], most: int) -> list[Used]:
+    """Up to ``most`` archival passages never used, oldest first (among the oldest 200)."""
+    passages, _total = memory.archive.list_passages(agent_id, limit=min(200, max(1, most * 4)))
+    return [Used(p.id, "passage", "cold", 0.0, 0, None, _short(p.content)) for p in passages if p.id not in records][
+        :most
+    ]
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW else flat[: PREVIEW - 1] + "…"

@@ -1,0 +1,178 @@
+"""Use: a search hit, an opened memory (a block through ``memory_open``, a file through ``open_files``) and an
+auto-recalled memory each count as one use of it; memories are hot, warm or cold by their uses.
+
+**Temperature.** A memory's *use score* is its uses decayed exponentially: each use adds 1, and the sum halves every
+``half_life_days`` (``use_half_life_days``, 14 by default). A score of at least ``hot`` (``use_hot_score``, 2.5: three
+uses within the last three days, or a steady use every ten days or more often) is hot; at least ``warm``
+(``use_warm_score``, 0.5: one use within the last half-life) warm; below that, or never used, cold. The half-life is
+applied as uses are recorded: a changed half-life counts from then on (older heat decays at the new rate).
+
+**Off the hot path.** A use is noted in this process's accumulator (a dict, under a lock: no I/O on the request
+path); a background thread flushes the batch every ``flush_seconds`` (``use_flush_seconds``), and ``close`` (a
+server's stop, the end of a CLI command, interpreter exit) flushes what is left. The batch merges into the records
+with one additive upsert (``core/uses.py``), so processes sharing a data directory lose no count. A search never
+writes the rows it read: the records are a separate file. A flush that fails keeps its batch for the next one.
+Reads (``uses``, ``records``) see the records merged with this process's batch not yet flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from ..base.errors import TiermemError
+from ..base.records import now, to_us
+from ..core.uses import DAY_US, Use, UseStore, in_group, merged
+
+log = logging.getLogger(__name__)
+
+Temperature = Literal["hot", "warm", "cold"]
+TEMPERATURES: tuple[Temperature, ...] = ("hot", "warm", "cold")
+MAX_PENDING = 100_000  # memories in one unflushed batch: past it a use flushes at once (bounded memory)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How uses become a temperature (the settings ``use_half_life_days``, ``use_hot_score``, ``use_warm_score``)."""
+
+    half_life_days: float = 14.0
+    hot: float = 2.5
+    warm: float = 0.5
+
+    @property
+    def half_life_us(self) -> float:
+        return self.half_life_days * DAY_US
+
+    def score(self, use: Use | None, at_us: int) -> float:
+        """The use score at ``at_us``: the record's heat decayed from its last use (0 for no record)."""
+        if use is None:
+            return 0.0
+        return float(use.heat * 0.5 ** (max(0, at_us - use.last_us) / self.half_life_us))
+
+    def temperature(self, use: Use | None, at_us: int) -> Temperature:
+        score = self.score(use, at_us)
+        return "hot" if score >= self.hot else "warm" if score >= self.warm else "cold"
+
+
+class UseCounter:
+    """This process's uses not yet flushed, over the shared records (``store``)."""
+
+    def __init__(
+        self,
+        store: UseStore,
+        rules: Rules | None = None,
+        *,
+        flush_seconds: float = 30.0,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.store = store
+        self.rules = rules or Rules()
+        self.flush_seconds = flush_seconds
+        self.clock = clock or _now_us
+        self._pending: dict[str, Use] = {}
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time: a batch is taken, written, or put back
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def note(self, kind: str, agent_id: str, ids: Iterable[str]) -> None:
+        """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only."""
+        used = list(dict.fromkeys(ids))  # a memory shown twice in one result is used once
+        if not used:
+            return
+        at = self.clock()
+        with self._lock:
+            for memory_id in used:
+                use = Use(memory_id, kind, agent_id, 1, at, 1.0)
+                known = self._pending.get(memory_id)
+                self._pending[memory_id] = use if known is None else merged(known, use, self.rules.half_life_us)
+            full = len(self._pending) >= MAX_PENDING
+            if self._thread is None and not self._stop.is_set() and self.flush_seconds > 0:
+                self._thread = threading.Thread(target=self._run, name="tiermem-uses", daemon=True)
+                self._thread.start()
+                atexit.register(self.close)
+        if full or self._stop.is_set():  # past the bound, or after ``close`` (a server stopping): written now
+            self.flush()
+
+    def flush(self) -> int:
+        """Write the batch to the records; returns the memories written (0 when the write failed: kept for later)."""
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, {}
+            if not batch:
+                return 0
+            try:
+                self.store.add(list(batch.values()))
+            except TiermemError as exc:
+                log.warning("could not record %d memories' uses (kept for the next flush): %s", len(batch), exc)
+                with self._lock:
+                    for memory_id, use in batch.items():
+                        known = self._pending.get(memory_id)
+                        self._pending[memory_id] = use if known is None else merged(use, known, self.rules.half_life_us)
+                return 0
+            return len(batch)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_seconds):
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - the counter thread must outlive one bad flush
+                log.exception("flushing use counters failed")
+
+    def close(self) -> None:
+        """Flush what is left and stop the flushing thread (idempotent)."""
+        self._stop.set()
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 - at exit: say so, never raise
+            log.exception("flushing use counters at exit failed")
+        atexit.unregister(self.close)
+
+    def records(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> dict[str, Use]:
+        """The records of ``ids`` (None: every record of ``agent_id``, or all), with this process's batch merged."""
+        try:
+            stored = {u.id: u for u in self.store.read(ids, agent_id=agent_id)}
+        except TiermemError as exc:  # the temperature is a view: what reads it still answers
+            log.warning("could not read the use counters: %s", exc)
+            stored = {}
+        with self._lock:
+            pending = [
+                u
+                for u in self._pending.values()
+                if (ids is None or u.id in ids) and (agent_id is None or u.agent_id == agent_id)
+            ]
+        for use in pending:
+            known = stored.get(use.id)
+            stored[use.id] = use if known is None else merged(known, use, self.rules.half_life_us)
+        return stored
+
+    def temperatures(self, ids: Collection[str], at_us: int | None = None) -> dict[str, tuple[Temperature, float]]:
+        """Each id's temperature and use score now (or at ``at_us``)."""
+        at = self.clock() if at_us is None else at_us
+        found = self.records(ids)
+        return {
+            i: (self.rules.temperature(found.get(i), at), round(self.rules.score(found.get(i), at), 3)) for i in ids
+        }
+
+    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int:
+        """Remove the records of ``ids`` and of every chunk of the passage inserts ``groups``, batch and file."""
+        with self._flushing:  # a batch being written cannot bring a forgotten record back
+            with self._lock:
+                for memory_id in [i for i in self._pending if i in ids or any(in_group(i, g) for g in groups)]:
+                    del self._pending[memory_id]
+            return self.store.forget(ids, groups=groups)
+
+    def forget_agent(self, agent_id: str) -> int:
+        with self._flushing:
+            with self._lock:
+                for memory_id in [i for i, u in self._pending.items() if u.agent_id == agent_id]:
+                    del self._pending[memory_id]
+            return self.store.forget_agent(agent_id)
+
+
+def _now_us() -> int:
+    return to_us(now())

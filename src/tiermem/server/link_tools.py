@@ -1,0 +1,50 @@
+"""MCP tool adapter for links between memories (group ``links``: not in the default tool list; ``tools = ["default",
+"links"]`` or ``"all"`` offers it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+
+from ..base.errors import ValidationError
+from .runtime import runtime_of
+from .tools import structured
+
+if TYPE_CHECKING:
+    from ..domain.memory import Memory
+
+
+def links_op(memory: Memory, agent_id: str, action: str, id: str, other: str | None, note: str) -> dict[str, Any]:
+    """``show``: the memory and its links; ``add`` / ``remove``: a link made on purpose between two of the agent's
+    memories (recall turns or archival passages)."""
+    archive = memory.archive
+    if action == "show":
+        return archive.neighbourhood(agent_id, id).as_dict()
+    if not other:
+        raise ValidationError(f"memory_links {action} needs other: the id of the memory to link {id} with.")
+    for ref in (id, other):
+        archive.find_memory(agent_id, ref)
+    if action == "add":
+        archive.links.add(agent_id, id, other, note)
+        return {"linked": [id, other], "note": note}
+    if not archive.links.remove(id, other):
+        raise ValidationError(f"{id} and {other} are not linked on purpose; memory_links show {id} lists its links.")
+    return {"unlinked": [id, other]}
+
+
+async def memory_links(
+    action: Literal["show", "add", "remove"],
+    id: str,
+    ctx: Context[Any, Any],
+    other: str | None = None,
+    note: str = "",
+) -> CallToolResult:
+    """Links between memories (recall turns, archival passages; ids from the search tools).
+
+    show: the memory and what it links to (the turns beside it in its conversation, links made on
+    purpose). add / remove: link it with `other` on purpose (optional note: why they belong together);
+    searches then return each with the other.
+    """
+    return structured(await runtime_of(ctx).call(ctx, links_op, action, id, other, note))

@@ -1,0 +1,91 @@
+// tiermem memory inspector: the Links section. Plain JavaScript and SVG, no library, no network beyond /ui/api.
+// A memory (by id) in the middle, the memories it links to around it; a linked memory (click, Enter or Space) becomes
+// the middle in turn.
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const SVG = "http://www.w3.org/2000/svg";
+  const W = 760, H = 420, R = 150;
+
+  async function call(path) {
+    const headers = {};
+    const token = sessionStorage.getItem("tiermem-token");
+    if (token) headers.Authorization = "Bearer " + token;
+    const r = await fetch("api/" + path, { headers });
+    const data = await r.json().catch(() => ({ error: r.status + " " + r.statusText }));
+    if (!r.ok) throw new Error(data.error || r.statusText);
+    return data;
+  }
+
+  function svg(tag, attrs = {}, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    for (const c of children) node.append(c);
+    return node;
+  }
+
+  const short = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+
+  function lines(text, width, most) {
+    const out = [];
+    let line = "";
+    for (const word of text.split(/\s+/)) {
+      if ((line + " " + word).trim().length > width) { out.push(line); line = word; } else line = (line + " " + word).trim();
+      if (out.length === most) break;
+    }
+    if (out.length < most && line) out.push(line);
+    if (out.length === most && out.join(" ").length < text.length) out[most - 1] = short(out[most - 1] + " …", width);
+    return out;
+  }
+
+  function node(m, x, y, center, link) {
+    const g = svg("g", { class: "ln-node " + m.kind + (center ? " center" : ""), "data-id": m.id,
+      transform: `translate(${x},${y})` });
+    const w = center ? 230 : 190, h = center ? 74 : 62;
+    g.append(svg("rect", { x: -w / 2, y: -h / 2, width: w, height: h, rx: 8 }));
+    const head = (link ? link.link + (link.note ? ": " + short(link.note, 18) : "") + " · " : "") +
+      m.kind + (m.role ? " " + m.role : "") + " · " + m.timestamp.slice(0, 10);
+    g.append(svg("text", { x: 0, y: -h / 2 + 14, class: "ln-head" }, head));
+    lines(m.content, center ? 34 : 28, 3).forEach((t, i) =>
+      g.append(svg("text", { x: 0, y: -h / 2 + 30 + i * 13 }, t)));
+    g.append(svg("title", {}, m.id + "\n" + m.content));
+    if (!center) {
+      g.setAttribute("tabindex", "0");
+      g.setAttribute("role", "button");
+      const go = () => { $("ln-id").value = m.id; run(); };
+      g.addEventListener("click", go);
+      g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); go(); } });
+    }
+    return g;
+  }
+
+  function draw(data) {
+    const box = $("ln-graph");
+    box.replaceChildren();
+    const pic = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img",
+      "aria-label": `memory ${data.memory.id} and its ${data.links.length} links` });
+    const cx = W / 2, cy = H / 2, n = data.links.length;
+    const at = data.links.map((_, i) => {
+      const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(n, 1);
+      return [cx + R * 1.55 * Math.cos(a), cy + R * Math.sin(a)];
+    });
+    at.forEach(([x, y], i) => {
+      const kind = data.links[i].link;
+      pic.append(svg("line", { x1: cx, y1: cy, x2: x, y2: y, class: "ln-edge " + kind, "data-kind": kind }));
+    });
+    data.links.forEach((l, i) => pic.append(node(l, at[i][0], at[i][1], false, l)));
+    pic.append(node(data.memory, cx, cy, true, null));
+    box.append(pic);
+    $("ln-summary").textContent = n ? `${n} link${n === 1 ? "" : "s"}` : "(no links)";
+  }
+
+  async function load() {
+    const id = $("ln-id").value.trim();
+    if (!id) return;
+    const agent = $("agent").value;
+    draw(await call("links?" + new URLSearchParams({ agent, id }).toString()));
+  }
+
+  const run = () => load().catch((e) => { const a = $("alert"); a.textContent = e.message; a.hidden = false; });
+  $("ln-form").addEventListener("submit", (e) => { e.preventDefault(); run(); });
+})();

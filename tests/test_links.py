@@ -1,0 +1,181 @@
+"""Links between memories: a turn's sitting neighbours (derived), links made on purpose (meta rows), a search that
+returns each hit with its links inside the token budget, forgetting, the CLI, the tool, and a store of schema 1."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import Settings
+from tiermem.base.errors import NotFoundError, ValidationError
+from tiermem.base.records import Hit
+from tiermem.cli.main import main
+from tiermem.domain.forgetting import Target, forget
+from tiermem.domain.links import OVERHEAD, expand
+from tiermem.domain.memory import Memory
+from tiermem.domain.tokens import count_tokens
+from tiermem.store import Store
+
+T0 = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
+TRIP = [
+    "Caroline: I am planning a trip for the summer.",
+    "Melanie: Where are you going?",
+    "Caroline: To the mountains near Lake Tahoe, with the kids.",
+    "Melanie: Lovely, bring warm clothes.",
+]
+
+
+def log_trip(memory: Memory, agent: str) -> list[str]:
+    """Two sittings of one conversation (a day apart): the trip, then an unrelated one."""
+    items = [
+        {"role": "user", "content": c, "timestamp": (T0 + timedelta(minutes=i)).isoformat(), "conversation_id": "c"}
+        for i, c in enumerate(TRIP)
+    ]
+    items.append(
+        {
+            "role": "user",
+            "content": "Caroline: My cat learnt a new trick.",
+            "timestamp": (T0 + timedelta(days=1)).isoformat(),
+            "conversation_id": "c",
+        }
+    )
+    return [m.id for m in memory.archive.log_messages(agent, items)]
+
+
+def test_sitting_links_are_the_turns_beside_a_hit(memory: Memory) -> None:
+    agent = memory.ensure_agent("links").id
+    ids = log_trip(memory, agent)
+    found = memory.archive.neighbourhood(agent, ids[2])
+    assert [(link.kind, h.id) for link, h in found.links] == [("sitting", ids[1]), ("sitting", ids[3])]
+    last = memory.archive.neighbourhood(agent, ids[4])  # alone in its sitting: no neighbour across the day's gap
+    assert last.links == []
+    assert [h.id for _, h in memory.archive.neighbourhood(agent, ids[0], reach=2).links] == [ids[1], ids[2]]
+
+    plain = memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1, links=False)
+    linked = memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1, links=True)
+    assert [h.id for h in plain.hits] == [ids[2]]  # searches follow no link unless asked (measured: docs/links.md)
+    assert memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1).hits == plain.hits
+    assert [h.id for h in linked.hits] == [ids[2], ids[1], ids[3]]
+    assert [h.linked_to for h in linked.hits] == [None, ids[2], ids[2]]
+
+
+def test_links_made_on_purpose_and_forgetting_removes_them(memory: Memory) -> None:
+    agent = memory.ensure_agent("links").id
+    ids = log_trip(memory, agent)
+    fact = memory.archival_insert(agent, "Caroline's summer trip is to Lake Tahoe.", None).stored[0]
+    other = memory.archival_insert(agent, "Melanie paints sunsets.", None).stored[0]
+    archive = memory.archive
+    archive.links.add(agent, fact, ids[4], "unrelated on purpose")
+    archive.links.add(agent, fact, other)
+    shown = archive.neighbourhood(agent, fact)
+    assert [(link.kind, h.id) for link, h in shown.links] == [("manual", ids[4]), ("manual", other)]
+    assert shown.as_dict()["links"][0]["note"] == "unrelated on purpose"
+    assert [h.id for _, h in archive.neighbourhood(agent, ids[4]).links] == [fact]  # a link has no direction
+
+    hits = archive.search(agent, "Lake Tahoe trip", top_k=1, links=True).hits
+    assert [h.id for h in hits] == [fact, ids[4], other]
+    with pytest.raises(ValidationError):
+        archive.links.add(agent, fact, fact)
+    assert archive.links.remove(other, fact) and not archive.links.remove(other, fact)
+
+    forget(memory, Target("message", agent_id=agent, ref=ids[4]), now=True)  # forgetting either end drops the link
+    assert archive.neighbourhood(agent, fact).links == []
+    assert not any(k.startswith("link:") for k in archive.store.conn.meta())
+    archive.links.add(agent, fact, other)
+    memory.archival_delete(agent, other)  # a plain delete too
+    assert not any(k.startswith("link:") for k in archive.store.conn.meta())
+    with pytest.raises(NotFoundError):
+        archive.neighbourhood(agent, other)
+
+
+def hit(i: int, text: str) -> Hit:
+    return Hit(id=f"h{i}", content=text, created_at=T0, score=1.0 / (i + 1), vector_rank=i, fts_rank=None)
+
+
+@pytest.mark.parametrize("budget", [1, 30, 60, 100, 250, 1000])
+def test_a_search_with_links_never_exceeds_the_budget(budget: int) -> None:
+    hits = [hit(i, f"hit number {i} " + "word " * (i % 7)) for i in range(12)]
+    linked = {h.id: [hit(100 + 3 * i + k, "a linked memory " + "x " * k) for k in range(3)] for i, h in enumerate(hits)}
+    out, truncated = expand(hits, linked, budget)
+    used = sum(count_tokens(h.content) + OVERHEAD for h in out)
+    assert used <= budget or len(out) == 1  # one whole first hit beats none (as fit_to_budget)
+    assert out[0].id == "h0" and len({h.id for h in out}) == len(out)
+    for h in out:  # every linked memory follows the hit it completes
+        if h.linked_to is not None:
+            assert [x.id for x in out].index(h.linked_to) < [x.id for x in out].index(h.id)
+    assert truncated == (len([h for h in out if h.linked_to is None]) < len(hits))
+
+
+def test_the_cli_shows_and_makes_links(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiermem.domain.factory import open_memory
+
+    memory = open_memory(settings)
+    agent = memory.named_agent(settings.agent).id
+    ids = log_trip(memory, agent)
+    fact = memory.archival_insert(agent, "Caroline's summer trip is to Lake Tahoe.", None).stored[0]
+    memory.settle(30)
+    base = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing"]
+    assert main(["links", "add", ids[2], fact, "--note", "the trip", *base]) == 0
+    assert main(["links", ids[2], *base]) == 0
+    out = capsys.readouterr().out
+    assert ids[2] in out and "├── sitting" in out and "└── manual 'the trip'" in out and fact in out
+    assert main(["links", "show", fact, "--json", *base]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["memory"]["kind"] == "archival" and [x["id"] for x in shown["links"]] == [ids[2]]
+    assert main(["links", "remove", ids[2], fact, *base]) == 0
+    assert main(["links", "show", fact, *base]) == 0
+    assert "(no links)" in capsys.readouterr().out
+    assert main(["links", "add", ids[2], *base]) != 0  # one id: refused, saying what it takes
+    assert "two memory ids" in capsys.readouterr().err
+
+
+def test_a_store_of_schema_1_gets_links(tmp_path: Path) -> None:
+    """Links need no migration: a store written by an older tiermem (schema 1) opens, migrates as it does, and its
+    old rows link like new ones."""
+    from tiermem.domain.archive import Archive
+    from tiermem.embedding.embedders import make_embedder
+
+    from .test_privacy_hooks import _v1_store
+
+    uri = str(tmp_path / "old" / "lance")
+    _v1_store(uri)
+    archive = Archive(Store(uri, embedding_model="hashing-384", embedding_dim=384), make_embedder("hashing", Path()))
+    archive.links.add("agent-1", "passage-old", "message-old", "kettles")
+    assert [(link.kind, h.id) for link, h in archive.neighbourhood("agent-1", "passage-old").links] == [
+        ("manual", "message-old")
+    ]
+    assert [h.id for h in archive.search("agent-1", "kettles fact", top_k=1, links=True).hits] == [
+        "passage-old",
+        "message-old",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_tool_shows_and_makes_links(settings: Settings) -> None:
+    """``memory_links`` (group ``links``, published here by ``tools = ["all"]``) over a real MCP client."""
+    from mcp import Client
+
+    from .conftest import serve_in_process, text_of
+
+    turns = [
+        {"role": "user", "content": c, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, c in enumerate(TRIP)
+    ]
+    async with Client(serve_in_process(settings), cache=None) as c:
+        ids = json.loads(text_of(await c.call_tool("conversation_log", {"messages": turns})))["ids"]
+        fact = json.loads(text_of(await c.call_tool("archival_memory_insert", {"content": "Tahoe in July."})))["ids"][0]
+        added = await c.call_tool("memory_links", {"action": "add", "id": ids[1], "other": fact, "note": "when"})
+        assert not added.is_error, text_of(added)
+        shown = json.loads(text_of(await c.call_tool("memory_links", {"action": "show", "id": ids[1]})))
+        assert shown["memory"]["id"] == ids[1]
+        assert [(x["link"], x["id"]) for x in shown["links"]] == [
+            ("sitting", ids[0]),
+            ("sitting", ids[2]),
+            ("manual", fact),
+        ]
+        refused = await c.call_tool("memory_links", {"action": "add", "id": ids[1]})
+        assert refused.is_error and "other" in text_of(refused)
+        missing = await c.call_tool("memory_links", {"action": "show", "id": "message-nope"})
+        assert missing.is_error and "search for it first" in text_of(missing)

@@ -1,0 +1,257 @@
+"""The timeline (``domain/timeline.py``): counts per day, ISO week and month over recall, archival passages, file
+changes and block versions, on a real store filled at chosen times; the agent and project boundaries; the terms that
+rise in a period; ``tiermem timeline`` as a user runs it (bad input refused, nothing opened); the
+``memory://timeline`` resources through a real MCP client in process."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import ValidationError
+from tiermem.cli.main import main
+from tiermem.domain import timeline as tl
+from tiermem.domain.blocks import Rethink
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.domain.patterns import rising_terms, words_of
+from tiermem.domain.periods import parse_period, period_key
+
+from .conftest import serve_in_process
+
+RECALL = [  # (time, text): 2024-05-03 and -04 are ISO week 18, -13 week 20, June 10 and 12 week 24
+    ("2024-05-03T10:00:00", "Caroline: I adopted two dogs from the shelter"),
+    ("2024-05-04T09:30:00", "Melanie: the dogs must be a handful"),
+    ("2024-05-13T18:00:00", "Caroline: the dogs chewed my sneakers"),
+    ("2024-06-10T08:00:00", "Caroline: we went camping near the lake"),
+    ("2024-06-12T20:00:00", "Melanie: camping again? the lake was freezing"),
+]
+PASSAGES = [
+    (datetime(2024, 5, 20, 12, tzinfo=UTC), "Caroline has two rescue dogs"),
+    (datetime(2024, 6, 11, tzinfo=UTC), "Caroline camps at Lake Tahoe"),
+]
+
+
+def fill(memory: Memory, agent: str = "work") -> str:
+    agent_id = memory.ensure_agent(agent).id
+    memory.archive.log_messages(agent_id, [{"role": "user", "content": c, "timestamp": t} for t, c in RECALL])
+    memory.archive.insert_many(agent_id, [(c, ["life"]) for _, c in PASSAGES], created=[t for t, _ in PASSAGES])
+    return agent_id
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> tuple[Memory, str, str]:
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    work = fill(memory)
+    other = memory.ensure_agent("other").id  # its rows sit in the same months: never counted for work
+    memory.archive.log_messages(
+        other, [{"role": "user", "content": "other agent's dogs", "timestamp": "2024-05-03T11:00:00"}] * 3
+    )
+    return memory, work, other
+
+
+MAY_JUNE = {"start": "2024-05-01", "end": "2024-06-30"}
+
+
+def counts(found: tl.Timeline, kind: str) -> dict[str, int]:
+    return {p.key: p.counts[kind] for p in found.periods}
+
+
+def test_counts_per_month_week_and_day_across_kinds(filled: tuple[Memory, str, str]) -> None:
+    memory, work, _ = filled
+    month = tl.timeline(memory, work, by="month", **MAY_JUNE)
+    assert counts(month, "recall") == {"2024-05": 3, "2024-06": 2}
+    assert counts(month, "archival") == {"2024-05": 1, "2024-06": 1}
+    assert counts(month, "blocks") == {"2024-05": 0, "2024-06": 0}  # the blocks' versions were written today
+    assert month.totals == {"recall": 5, "archival": 2, "files": 0, "blocks": 0}
+
+    week = tl.timeline(memory, work, by="week", **MAY_JUNE)
+    assert [p.key for p in week.periods][:2] == ["2024-W18", "2024-W19"]  # every week, empty ones too
+    assert len(week.periods) == 9  # W18 (May 1 is a Wednesday) to W26 (June 30 is a Sunday)
+    assert {k: v for k, v in counts(week, "recall").items() if v} == {"2024-W18": 2, "2024-W20": 1, "2024-W24": 2}
+    assert {k: v for k, v in counts(week, "archival").items() if v} == {"2024-W21": 1, "2024-W24": 1}
+
+    day = tl.timeline(memory, work, by="day", start="2024-06-10", end="2024-06-12")
+    assert [(p.key, p.total) for p in day.periods] == [("2024-06-10", 1), ("2024-06-11", 1), ("2024-06-12", 1)]
+
+    # a bound left out is the edge of what memory holds: today's block versions end the range
+    everything = tl.timeline(memory, work, by="month", kinds=["recall", "blocks"])
+    assert everything.periods[0].key == "2024-05" and everything.periods[-1].total == 2  # persona and human, v1
+    assert everything.kinds == ("recall", "blocks") and set(everything.periods[0].counts) == {"recall", "blocks"}
+
+
+def test_the_agent_and_the_project_bound_what_is_counted(filled: tuple[Memory, str, str]) -> None:
+    memory, work, other = filled
+    assert tl.timeline(memory, other, by="month", **MAY_JUNE).totals["recall"] == 3
+    assert tl.timeline(memory, work, by="month", **MAY_JUNE).totals["recall"] == 5
+    view = tl.period(memory, work, "2024-05-03", terms=0)
+    assert [i.text for i in view.items] == ["Caroline: I adopted two dogs from the shelter"]  # not the other agent's
+    memory.archive.log_messages(
+        work, [{"role": "user", "content": "dogs at work", "timestamp": "2024-05-05T10:00:00", "project": "acme"}]
+    )
+    assert tl.timeline(memory, work, by="month", project="acme", kinds=["recall"], **MAY_JUNE).totals == {"recall": 1}
+    assert tl.timeline(memory, work, by="month", kinds=["recall"], **MAY_JUNE).totals == {"recall": 6}
+
+
+def test_a_query_counts_only_the_items_holding_its_words(filled: tuple[Memory, str, str]) -> None:
+    memory, work, _ = filled
+    dogs = tl.timeline(memory, work, by="month", query="dog", **MAY_JUNE)  # "dogs" holds "dog"
+    assert counts(dogs, "recall") == {"2024-05": 3, "2024-06": 0}
+    assert counts(dogs, "archival") == {"2024-05": 1, "2024-06": 0}
+    assert tl.timeline(memory, work, by="month", query="camping lake", **MAY_JUNE).totals["recall"] == 2
+    with pytest.raises(ValidationError, match="no word that counts"):
+        tl.timeline(memory, work, query="the of")
+
+
+def test_a_period_lists_what_it_holds_and_its_rising_terms(filled: tuple[Memory, str, str]) -> None:
+    memory, work, _ = filled
+    june = tl.period(memory, work, "2024-06", **MAY_JUNE)
+    assert june.by == "month" and june.total == 3
+    assert [(i.kind, i.at.day) for i in june.items] == [("recall", 10), ("archival", 11), ("recall", 12)]
+    assert june.items[1].detail == "life" and june.items[0].detail == "user"
+    rising = [t.term for t in june.rising]
+    assert {"camping", "lake"} <= set(rising[:3]) and "dogs" not in rising and "Caroline" not in rising[:2]
+    week = tl.period(memory, work, "2024-W18", limit=1, **MAY_JUNE)
+    assert week.total == 2 and len(week.items) == 1 and week.as_dict()["shown"] == 1
+    overview = tl.timeline(memory, work, by="month", terms=3, **MAY_JUNE)
+    assert overview.periods[0].rising[0].term == "dogs"
+    assert overview.as_dict()["periods"][1]["rising"][0]["term"] in ("camping", "lake")
+
+
+def test_file_changes_and_block_versions_are_counted_when_they_happen(tmp_path: Path) -> None:
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    agent = memory.ensure_agent("work").id
+    memory.files.create_folder("notes")
+    memory.files.upload_many("notes", [("trip.md", b"# Trip\nLake Tahoe in June\n", "")])
+    memory.files.attach(agent, "notes")
+    memory.edit(agent, "human", Rethink("Name: Caroline\nHas two dogs"))
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    view = tl.period(memory, agent, today, kinds=["files", "blocks"])
+    files = [i for i in view.items if i.kind == "files"]
+    assert [(i.text, i.detail) for i in files] == [("notes/trip.md", "created")]
+    human = [i for i in view.items if i.kind == "blocks" and i.detail.startswith("human v2")]
+    assert human and "Has two dogs" in human[0].text and "by" in human[0].detail
+    assert tl.timeline(memory, agent, by="day", query="tahoe").totals["files"] == 0  # a file matches by its name
+    assert tl.timeline(memory, agent, by="day", query="trip").totals["files"] == 1
+    other = memory.ensure_agent("other").id  # the folder is not attached to it, and its blocks are its own
+    assert tl.timeline(memory, other, by="day", kinds=["files"]).totals == {"files": 0}
+
+
+def test_bad_ranges_units_kinds_and_periods_are_refused(filled: tuple[Memory, str, str]) -> None:
+    memory, work, _ = filled
+    with pytest.raises(ValidationError, match=r"from \(2024-06-01.*is after to"):
+        tl.timeline(memory, work, start="2024-06-01", end="2024-05-01")
+    with pytest.raises(ValidationError, match="Invalid from format"):
+        tl.timeline(memory, work, start="May 2024")
+    with pytest.raises(ValidationError, match="by must be one of day, week, month"):
+        tl.timeline(memory, work, by="year")
+    with pytest.raises(ValidationError, match="Unknown kind"):
+        tl.timeline(memory, work, kinds=["passages"])
+    with pytest.raises(ValidationError, match="more than 2000 days"):
+        tl.timeline(memory, work, by="day", start="2000-01-01", end="2024-01-01")
+    for bad in ("2024-13", "2024-W54", "2024-02-30", "last week"):
+        with pytest.raises(ValidationError, match="is not a day"):
+            tl.period(memory, work, bad)
+
+
+def test_periods_are_named_by_their_keys() -> None:
+    assert period_key(datetime(2021, 1, 3, tzinfo=UTC), "week") == "2020-W53"  # ISO: the year of the week's Thursday
+    assert parse_period("2020-W53")[1:] == (datetime(2020, 12, 28, tzinfo=UTC), datetime(2021, 1, 4, tzinfo=UTC))
+    assert parse_period("2024-12")[2] == datetime(2025, 1, 1, tzinfo=UTC)
+    assert parse_period("2024-02-29")[0] == "day"
+
+
+def test_rising_terms_on_a_crafted_example() -> None:
+    """A word every period uses does not rise; one a period holds often, and the rest seldom, does; names keep their
+    capital; stopwords and conversational filler never rise."""
+    inside = [
+        words_of(t)
+        for t in ("We hiked with Luna today", "Luna loved the hike", "hiking again with Luna", "I really like pizza")
+    ]
+    outside = [
+        words_of(t) for t in ("pizza night", "pizza again", "more pizza with friends", "Luna slept", "work work")
+    ]
+    terms = rising_terms(inside, outside, 5)
+    assert [t.term for t in terms][:1] == ["Luna"] and terms[0].count == 3
+    assert "pizza" not in [t.term for t in terms] and "really" not in words_of("I really like pizza")
+    assert all(t.score > 0 for t in terms)
+    assert rising_terms(inside, [], 2)[0].term == "Luna"  # nothing to compare with: the commonest words
+
+
+# -- the command ------------------------------------------------------------------------------------------------------
+
+
+def data_args(tmp_path: Path) -> list[str]:
+    return ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "work"]
+
+
+def test_the_command_prints_periods_with_bars_and_lists_a_period(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fill(open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")))
+    args = [*data_args(tmp_path), "--from", "2024-05-01", "--to", "2024-06-30"]
+    assert main(["timeline", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["period", "recall", "archival", "files", "blocks", "total"]
+    may = lines[1].split()
+    assert may[:6] == ["2024-05", "3", "1", "0", "0", "4"] and may[6] == "#" * 30  # the fullest period's bar
+    assert lines[2].split()[:6] == ["2024-06", "2", "1", "0", "0", "3"] and lines[2].split()[6] == "#" * 22
+    assert lines[-1].split() == ["all", "5", "2", "0", "0", "7"]
+
+    assert main(["timeline", *args, "--by", "week", "--kind", "recall", "--query", "dogs", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kinds"] == ["recall"] and data["totals"] == {"recall": 3} and data["by"] == "week"
+
+    assert main(["timeline", *args, "--period", "2024-06"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2024-06 (month): 2 recall, 1 archival") and "rising: " in out
+    assert "recall    user: Caroline: we went camping near the lake" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--from", "2024-06-01", "--to", "2024-05-01"], "--from (2024-06-01T00:00:00+00:00) is after --to"),
+        (["--from", "yesterday"], "Invalid --from format: yesterday"),
+        (["--period", "2024-W99"], "is not a day (2024-05-08), an ISO week (2024-W19) or a month"),
+    ],
+)
+def test_the_command_refuses_bad_input_before_opening_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["timeline", *data_args(tmp_path), *extra]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()  # not even the data directory was made
+
+
+# -- the resources ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_timeline_resources_through_a_client(settings: Settings) -> None:
+    memory = open_memory(settings)
+    fill(memory, settings.agent)
+    async with Client(serve_in_process(settings), cache=None) as c:
+        listed = {str(r.uri) for r in (await c.list_resources()).resources}
+        templates = [t.uri_template for t in (await c.list_resource_templates()).resource_templates]
+        assert "memory://timeline" in listed and "memory://timeline/{period}" in templates
+
+        overview = json.loads((await c.read_resource("memory://timeline")).contents[0].text)
+        assert overview["by"] == "month" and len(overview["periods"]) <= 12
+        assert overview["periods"][-1]["counts"]["blocks"] >= 2  # the blocks' first versions, this month
+        months = json.loads((await c.read_resource("memory://timeline/month")).contents[0].text)
+        assert months == overview
+        weeks = json.loads((await c.read_resource("memory://timeline/week")).contents[0].text)
+        assert weeks["by"] == "week" and len(weeks["periods"]) == 12
+
+        june = json.loads((await c.read_resource("memory://timeline/2024-06")).contents[0].text)
+        assert june["total"] == 3 and [i["kind"] for i in june["items"]] == ["recall", "archival", "recall"]
+        assert june["items"][0]["text"] == "Caroline: we went camping near the lake"
+        assert {"camping", "lake"} & {t["term"] for t in june["rising"]}
+        with pytest.raises(Exception, match="is not a day"):
+            await c.read_resource("memory://timeline/june")

@@ -1,0 +1,241 @@
+"""Use: search hits, opened blocks and files and auto-recalled memories counted off the request path, merged across
+processes, hot/warm/cold, forgotten with the memory, and shown by `tiermem stats`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import Settings
+from tiermem.cli.main import main
+from tiermem.core.uses import DAY_US, USES_FILE, SqliteUses, Use, merged
+from tiermem.domain.autorecall import RecallSettings, recall
+from tiermem.domain.factory import open_memory
+from tiermem.domain.file_views import OpenRequest
+from tiermem.domain.forgetting import Target, forget
+from tiermem.domain.memory import Memory
+from tiermem.domain.uses import Rules, UseCounter
+
+FACTS = ["Ada drinks green tea every morning.", "Bob keeps three dogs.", "The office moved to Lyon in May."]
+
+
+def _memory(settings: Settings) -> tuple[Memory, str, list[str]]:
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    ids = [memory.archival_insert(agent, fact, None).stored[0] for fact in FACTS]
+    return memory, agent, ids
+
+
+def _stored(settings: Settings) -> dict[str, Use]:
+    """What the records file holds (what another process would read)."""
+    store = SqliteUses(settings.resolved_data_dir() / USES_FILE, Rules().half_life_us)
+    try:
+        return {u.id: u for u in store.read()}
+    finally:
+        store.close()
+
+
+def _search(memory: Memory, agent: str, query: str, top_k: int = 2) -> list[str]:
+    result = memory.archival_search(
+        agent, query, tags=None, tag_match_mode="any", top_k=top_k, start_datetime=None, end_datetime=None
+    )
+    return [h.id for h in result.hits]
+
+
+def test_a_search_counts_each_hit_once_flushed_and_writes_nothing_on_its_path(settings: Settings) -> None:
+    memory, agent, _ids = _memory(settings)
+    conn = memory.archive.store.conn
+    before = (conn.version("passages"), conn.version("messages"))
+    hits = _search(memory, agent, "green tea")
+    assert hits
+    assert (conn.version("passages"), conn.version("messages")) == before  # reads stay reads
+    assert not (settings.resolved_data_dir() / USES_FILE).exists()  # nothing written yet: counted in the process
+    assert {i: u.count for i, u in memory.uses.records(hits).items()} == dict.fromkeys(hits, 1)  # seen at once here
+    assert memory.uses.flush() == len(hits)
+    stored = _stored(settings)
+    assert {i: (u.count, u.kind, u.agent_id) for i, u in stored.items()} == {i: (1, "passage", agent) for i in hits}
+    _search(memory, agent, "green tea")
+    memory.uses.flush()
+    assert _stored(settings)[hits[0]].count == 2
+    assert (conn.version("passages"), conn.version("messages")) == before
+
+
+def test_recall_hits_count_as_messages(settings: Settings) -> None:
+    memory, agent, _ = _memory(settings)
+    logged = memory.conversation_log(agent, [{"role": "user", "content": "I adopted a cat called Miso."}]).stored
+    result = memory.conversation_search(agent, "cat Miso", roles=None, limit=3, start_date=None, end_date=None)
+    assert logged[0].id in [h.id for h in result.hits]
+    memory.uses.flush()
+    assert _stored(settings)[logged[0].id].kind == "message"
+
+
+def test_opening_a_block_or_a_file_counts(settings: Settings) -> None:
+    memory, agent, _ = _memory(settings)
+    block = memory.open_block(agent, "human")
+    memory.files.create_folder("docs")
+    memory.files.upload_many("docs", [("guide.md", b"# Guide\n\nStep one.\n", "")])
+    memory.files.attach(agent, "docs")
+    memory.open_files(agent, [OpenRequest("docs/guide.md")])
+    file_id = memory.files.state(agent).files[0].file_id
+    memory.uses.close()
+    stored = _stored(settings)
+    assert (stored[block.id].kind, stored[block.id].count) == ("block", 1)
+    assert (stored[file_id].kind, stored[file_id].count) == ("file", 1)
+    memory.block(agent, "human")  # reading a block for other reasons (rendering, edits) is no use
+    memory.uses.flush()
+    assert _stored(settings)[block.id].count == 1
+
+
+def test_an_auto_recalled_memory_counts(settings: Settings) -> None:
+    memory, agent, ids = _memory(settings)
+    found = recall(
+        memory,
+        agent,
+        "What does Ada drink in the morning? green tea",
+        session="s1",
+        settings=RecallSettings(threshold=0.0, limit=2, max_chars=4000),
+    )
+    assert found
+    memory.uses.flush()
+    stored = _stored(settings)
+    assert {r.id for r in found} == set(stored) and all(u.count == 1 for u in stored.values())
+
+
+def test_merging_is_exact_in_any_order() -> None:
+    h = 10 * DAY_US
+    a, b, c = (Use("m", "passage", "ag", 1, t * DAY_US, 1.0) for t in (0, 3, 20))
+    left, right = merged(merged(a, b, h), c, h), merged(a, merged(c, b, h), h)
+    assert left.count == right.count == 3 and left.last_us == right.last_us == 20 * DAY_US
+    assert left.heat == pytest.approx(right.heat) == pytest.approx(1 + 0.5**2 + 0.5**1.7)
+
+
+def test_two_processes_flushing_into_one_data_dir_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / USES_FILE
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from tiermem.core.uses import SqliteUses
+        from tiermem.domain.uses import Rules, UseCounter
+        counter = UseCounter(SqliteUses(Path({str(path)!r}), Rules().half_life_us), flush_seconds=0)
+        for n in range(150):
+            counter.note("passage", "agent", [f"m{{i}}" for i in range(10)])
+            if n % 3 == 0:
+                counter.flush()
+        counter.close()
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    store = SqliteUses(path, Rules().half_life_us)
+    found = {u.id: u for u in store.read()}
+    store.close()
+    assert {i: u.count for i, u in found.items()} == {f"m{i}": 300 for i in range(10)}
+    assert all(u.heat == pytest.approx(300, rel=1e-3) for u in found.values())  # uses seconds apart barely decay
+
+
+def test_temperature_by_how_recently_and_how_often() -> None:
+    rules = Rules(half_life_days=14, hot=2.5, warm=0.5)
+    day = DAY_US
+    now = 100 * day
+
+    def used(*days_ago: float) -> Use:
+        use: Use | None = None
+        for d in sorted(days_ago, reverse=True):
+            one = Use("m", "passage", "a", 1, int(now - d * day), 1.0)
+            use = one if use is None else merged(use, one, rules.half_life_us)
+        assert use is not None
+        return use
+
+    assert rules.temperature(None, now) == "cold"  # never used
+    assert rules.temperature(used(0, 1, 2), now) == "hot"  # three uses within three days
+    assert rules.temperature(used(0), now) == "warm"  # one use today
+    assert rules.temperature(used(13), now) == "warm"  # one use within the half-life
+    assert rules.temperature(used(30), now) == "cold"  # one use a month ago
+    assert rules.temperature(used(40, 41, 42), now) == "cold"  # often, but long ago
+    assert rules.temperature(used(*range(0, 100, 10)), now) == "hot"  # a steady use every ten days
+    assert rules.score(used(14), now) == pytest.approx(0.5)
+
+
+def test_forgetting_removes_the_use_record(settings: Settings) -> None:
+    memory, agent, ids = _memory(settings)
+    logged = memory.conversation_log(agent, [{"role": "user", "content": "My locker code is blue."}]).stored[0]
+    memory.uses.note("passage", agent, ids)
+    memory.uses.note("message", agent, [logged.id])
+    memory.uses.flush()
+    forget(memory, Target("passage", agent, ids[0]))
+    forget(memory, Target("message", agent, logged.id))
+    memory.archival_delete(agent, ids[1])
+    assert set(_stored(settings)) == {ids[2]}
+    memory.uses.note("passage", agent, [ids[2]])  # not flushed yet: dropped from the batch too
+    forget(memory, Target("agent", agent))
+    memory.uses.flush()
+    assert _stored(settings) == {}
+
+
+def test_stats_shows_temperatures_hottest_and_coldest(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    memory, agent, ids = _memory(settings)
+    for _ in range(3):
+        memory.uses.note("passage", agent, [ids[0]])
+    memory.uses.note("passage", agent, [ids[1]])
+    memory.uses.close()
+    argv = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing", "stats"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["passage"] == {"hot": 1, "warm": 1, "cold": 1, "total": 3}
+    assert [u["id"] for u in out["hottest"]] == [ids[0], ids[1]]
+    assert out["hottest"][0]["uses"] == 3 and out["hottest"][0]["preview"] == FACTS[0]
+    assert out["coldest"][0] == {**out["coldest"][0], "id": ids[2], "uses": 0, "temperature": "cold"}
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "passage" in text and "hottest:" in text and FACTS[2] in text
+
+
+def test_a_failed_flush_keeps_its_batch(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    counter = UseCounter(SqliteUses(blocked / USES_FILE, Rules().half_life_us), flush_seconds=0)
+    counter.note("passage", "a", ["m1"])
+    assert counter.flush() == 0  # the file cannot be opened: logged, kept
+    counter.store = SqliteUses(tmp_path / USES_FILE, Rules().half_life_us)
+    assert counter.flush() == 1
+
+
+def test_the_inspector_shows_each_passages_temperature_and_a_summary(settings: Settings) -> None:
+    from tiermem.ui import api
+
+    memory, agent, ids = _memory(settings)
+    memory.uses.note("passage", agent, [ids[0]])
+    listed = {p["id"]: p for p in api.passages(memory, "default")["passages"]}
+    assert listed[ids[0]]["temperature"] == "warm" and listed[ids[0]]["use_score"] == pytest.approx(1.0, abs=1e-3)
+    assert listed[ids[1]]["temperature"] == "cold" and listed[ids[1]]["use_score"] == 0
+    summary = api.uses(memory, "default")
+    assert summary["counts"]["passage"] == {"hot": 0, "warm": 1, "cold": 2, "total": 3}
+    api.delete_passage(memory, "default", ids[0])  # deleting in the inspector forgets the use record too
+    assert ids[0] not in memory.uses.records([ids[0]])
+
+
+@pytest.mark.anyio
+async def test_the_tools_count_and_a_stopping_server_writes_its_uses(settings: Settings) -> None:
+    from mcp.client import Client
+
+    from tiermem.cli.main import server_memory
+    from tiermem.cli.serving import close_uses
+    from tiermem.server.app import build_server
+    from tiermem.server.runtime import MemoryHandle
+
+    memory, _agent, ids = _memory(settings)
+    memory.uses.close()
+    handle = MemoryHandle(server_memory(settings))
+    async with Client(build_server(handle, settings), cache=None) as c:
+        opened = await c.call_tool("memory_open", {"label": "human"})
+        found = await c.call_tool("archival_memory_search", {"query": "green tea", "top_k": 1})
+        assert not opened.is_error and not found.is_error
+    assert not (settings.resolved_data_dir() / USES_FILE).exists()  # counted in the server, not yet written
+    close_uses(handle)  # what `tiermem serve` does when it stops
+    stored = _stored(settings)
+    assert sorted(u.kind for u in stored.values()) == ["block", "passage"] and ids[0] in stored

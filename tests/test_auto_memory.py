@@ -147,3 +147,25 @@ def test_sync_both_ways_without_a_host(tmp_path: Path) -> None:
     index = (folder / "MEMORY.md").read_text()
     assert "(tiermem-human.md) — Name: Ada. Lives in Porto." in index and "- [Cat](cat.md) — the cat" in index
     assert not [p for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
+
+
+def test_what_claude_code_writes_keeps_no_credential_and_no_private_span(tmp_path: Path) -> None:
+    """Auto memory enters tiermem on its own path, so it gets what every hook-captured text gets: `<private>` spans
+    dropped and credentials redacted, in a memory file's passage and in a block file Claude Code's model edits (the
+    block file is then rewritten without them)."""
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    key = "AKIA" + "Q3EGRIBFXPN7WMT4"
+    (folder / "aws.md").write_text(
+        f"---\nname: aws\n---\n\nThe deploy key is {key}. <private>my PIN is 4821</private>\n"
+    )
+    auto_memory.sync(memory, agent, folder)
+    (stored,) = [p.content for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
+    assert key not in stored and "4821" not in stored and "[redacted: AWS access key]" in stored, stored
+    (folder / "tiermem-human.md").write_text(f"---\nname: tiermem-human\n---\n\nName: Ada. Key {key}.\n")
+    auto_memory.sync(memory, agent, folder)
+    value = memory.block(agent, "human").value
+    assert value.startswith("Name: Ada. Key [redacted: ") and key not in value, value
+    assert key not in (folder / "tiermem-human.md").read_text()

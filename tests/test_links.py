@@ -179,3 +179,17 @@ async def test_the_tool_shows_and_makes_links(settings: Settings) -> None:
         assert refused.is_error and "other" in text_of(refused)
         missing = await c.call_tool("memory_links", {"action": "show", "id": "message-nope"})
         assert missing.is_error and "search for it first" in text_of(missing)
+
+
+def test_a_link_note_with_a_credential_is_refused_and_nothing_is_linked(memory: Memory) -> None:
+    """A note is written by a person or a model like any other memory text: a credential in it is refused."""
+    from tiermem.base.errors import SecretError
+
+    agent = memory.ensure_agent("noted").id
+    a = memory.archival_insert(agent, "The deploy runs on Fridays.", None).stored[0]
+    b = memory.archival_insert(agent, "Fridays are quiet in the office.", None).stored[0]
+    with pytest.raises(SecretError):
+        memory.link(agent, a, b, "key " + "AKIA" + "Q3EGRIBFXPN7WMT4")
+    assert memory.archive.neighbourhood(agent, a).links == []
+    memory.link(agent, a, b, "same day")
+    assert [h.id for _, h in memory.archive.neighbourhood(agent, a).links] == [b]

@@ -58,12 +58,12 @@ def links_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
         if len(words) != 2:
             raise ValidationError(f"links {action} takes two memory ids: tiermem links {action} ID ID.")
         a, b = words
-        for ref in (a, b):
-            archive.find_memory(agent.id, ref)  # both must be this agent's turns or passages
         if action == "add":
-            archive.links.add(agent.id, a, b, args.note)
+            memory.link(agent.id, a, b, args.note)  # both must be this agent's turns or passages
             done = {"linked": [a, b], "note": args.note}
         else:
+            for ref in (a, b):
+                archive.find_memory(agent.id, ref)  # both must be this agent's turns or passages
             if not archive.links.remove(a, b):
                 raise ValidationError(f"{a} and {b} are not linked on purpose (sitting links are not removed).")
             done = {"unlinked": [a, b]}

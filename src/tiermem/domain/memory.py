@@ -759,6 +759,14 @@ class Memory:
         self.uses.note("passage", agent_id, [h.id for h in result.hits])  # each hit: one use (uses.py)
         return result
 
+    def link(self, agent_id: str, a: str, b: str, note: str = "") -> None:
+        """Link two of the agent's memories (recall turns or archival passages) on purpose; each must be the agent's,
+        and a note holding a credential is refused, writing nothing."""
+        for ref in (a, b):
+            self.archive.find_memory(agent_id, ref)
+        self.refuse_secrets(note, "note")
+        self.archive.links.add(agent_id, a, b, note)
+
     def archival_delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage, every chunk of it (``Archive.delete``), and its use record; how many rows went."""
         removed = self.archive.delete(agent_id, passage_id)

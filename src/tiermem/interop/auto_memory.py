@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.files import write_text_atomically
+from ..base.quoting import drop_private
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -124,6 +125,7 @@ def sync(memory: Memory, agent_id: str, folder: Path) -> Synced:
         name = fields.get("name") or path.stem
         about = fields.get("description", "")
         content = (f"{about}\n\n" if about else "") + body.strip()
+        content = memory.scrub(drop_private(content))  # as every hook-captured text: no private span, no credential
         if not content.strip():
             continue
         ids = memory.archive.insert(agent_id, content, [TAG, name])
@@ -147,7 +149,7 @@ def sync(memory: Memory, agent_id: str, folder: Path) -> Synced:
         if current is not None and written is not None and _digest(current) != written and not block.read_only:
             from ..domain.blocks import Rethink
 
-            edited = split(current)[1].strip()
+            edited = memory.scrub(drop_private(split(current)[1].strip()))  # the file is rewritten without them
             if edited != value.strip():
                 value = memory.edit(agent_id, block.label, Rethink(edited), actor="claude-code auto memory").value
                 done.blocks_edited += 1

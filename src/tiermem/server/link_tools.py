@@ -24,11 +24,11 @@ def links_op(memory: Memory, agent_id: str, action: str, id: str, other: str | N
         return archive.neighbourhood(agent_id, id).as_dict()
     if not other:
         raise ValidationError(f"memory_links {action} needs other: the id of the memory to link {id} with.")
+    if action == "add":
+        memory.link(agent_id, id, other, note)
+        return {"linked": [id, other], "note": note}
     for ref in (id, other):
         archive.find_memory(agent_id, ref)
-    if action == "add":
-        archive.links.add(agent_id, id, other, note)
-        return {"linked": [id, other], "note": note}
     if not archive.links.remove(id, other):
         raise ValidationError(f"{id} and {other} are not linked on purpose; memory_links show {id} lists its links.")
     return {"unlinked": [id, other]}

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base.errors import ConfigError
 from ..base.files import write_text_atomically
 from .auto_memory import adopt, directory, point, unpoint
+from .hook_setup import read_json
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -358,25 +359,8 @@ def _write_record(p: Plan, record: dict[str, Any]) -> None:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path`` ({} when the file is missing or empty)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}.") from exc
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc}); fix it (Claude Code cannot read it either), then run "
-            "setup again. Nothing was changed."
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} does not hold a JSON object; fix it, then run setup again. Nothing was changed.")
-    return data
+    """The JSON object in ``path`` ({} when the file is missing or empty): ``hook_setup.read_json``."""
+    return read_json(path, "Claude Code")
 
 
 def _write(edit: _Edit) -> str:

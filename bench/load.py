@@ -15,7 +15,8 @@ With --warmup W the clients run W seconds of the same load first and the figure 
 With --oauth the servers check JWT access tokens (an issuer on loopback: bench/oauth_issuer.py) and the clients use
 the shared agent `default`; with --proxy the clients reach the replicas through HAProxy doing TLS (bench/proxy.py);
 --clients N sets the number of clients (8). E.g. the deployment target: --s3 --replicas 2 --proxy --oauth
---clients 16 --seconds 300.
+--clients 16 --seconds 300. With --stateless the servers keep no sessions (TIERMEM_HTTP_STATELESS=1) and HAProxy
+balances plain round robin, no stick table (any request may go to any replica).
 Loopback only, bounded in time.
 """
 
@@ -45,6 +46,7 @@ OAUTH_ENV: dict[str, str] = {}  # --oauth: the servers check access tokens of be
 QUERY = ""  # --oauth: "?agent=default", the clients' shared agent (its `load` block made before the run)
 PROXY: dict[str, Any] = {}  # --proxy: "port" of HAProxy (TLS) in front of the replicas, then "url" and "verify"
 CLIENTS = 8  # --clients
+STATELESS = False  # --stateless: the servers keep no sessions (http_stateless), the proxy no stick table
 
 
 async def call(c: Client, op: str, n: int, i: int) -> bool:
@@ -71,16 +73,19 @@ async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list
                 if time.time() >= stop:
                     break
                 i += 1
+                op = ops[i % len(ops)]
                 t = time.perf_counter()
                 try:
-                    if await call(c, ops[i % len(ops)], n, i):
+                    if await call(c, op, n, i):
                         stats["ok"] += 1
                     else:
                         stats["tool_err"] += 1
                 except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
                     stats["err"] += 1
                     stats["last"] = repr(exc)[:200]
-                stats["lat"].append(time.perf_counter() - t)
+                took = time.perf_counter() - t
+                stats["lat"].append(took)
+                stats["by_op"].setdefault(op, []).append(took)
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -130,6 +135,8 @@ def start_servers(
     env = dict(os.environ, TIERMEM_DATA_DIR=str(work / "data"), TIERMEM_TOOLS="all", TIERMEM_HTTP_TOKEN=TOKEN)
     if OAUTH_ENV:
         env = {k: v for k, v in env.items() if k != "TIERMEM_HTTP_TOKEN"} | OAUTH_ENV
+    if STATELESS:
+        env["TIERMEM_HTTP_STATELESS"] = "1"
     if PROXY:
         env["TIERMEM_ALLOWED_HOSTS"] = f"127.0.0.1:{PROXY['port']}"  # the Host the proxy passes on
     entry = [wrap] if wrap else ["-m", "tiermem"]
@@ -193,7 +200,7 @@ async def drive(
         await warm_up(f"http://127.0.0.1:{port + r}/mcp{QUERY}", ops)
     print(f"warm-up (each call once per replica) took {time.time() - started:.0f} s", flush=True)
     rss: list[list[float]] = [[rss_mb(s.pid)] for s in servers]
-    stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": []}
+    stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": [], "by_op": {}}
     stop = time.time() + seconds + (warmup or 0)  # with --warmup, SECONDS are measured after the loaded warm-up
     start = time.time()
     async with anyio.create_task_group() as tg:
@@ -216,6 +223,12 @@ async def drive(
         f"calls {calls} errors {stats['err']} tool errors {stats['tool_err']} p50 {1000 * lat[len(lat) // 2]:.1f} ms "
         f"p99 {1000 * lat[int(len(lat) * 0.99)]:.1f} ms"
     )
+    for op, took in sorted(stats["by_op"].items()):
+        took.sort()
+        print(
+            f"  {op}: {len(took)} calls, p50 {1000 * took[len(took) // 2]:.1f} ms, "
+            f"p99 {1000 * took[int(len(took) * 0.99)]:.1f} ms"
+        )
     for r, samples in enumerate(rss):
         print(
             f"replica {r}: RSS {cold[r]:.0f} MB before warm-up, {samples[0]:.0f} MB after it (t=0), "
@@ -270,7 +283,8 @@ def run(
             haproxy = find("haproxy")
             if haproxy is None:
                 raise SystemExit("--proxy needs haproxy (Debian: apt-get install haproxy)")
-            proxy, cert = start_haproxy(haproxy, work, PROXY["port"], [port + r for r in range(replicas)])
+            backends = [port + r for r in range(replicas)]
+            proxy, cert = start_haproxy(haproxy, work, PROXY["port"], backends, sticky=not STATELESS)
             procs.append(proxy)
             wait_port(PROXY["port"], proxy, "haproxy")
             PROXY["url"] = f"https://127.0.0.1:{PROXY['port']}/mcp{QUERY}"
@@ -321,9 +335,14 @@ def main() -> None:
         "--proxy", action="store_true", help="the clients reach the replicas through HAProxy doing TLS (bench/proxy.py)"
     )
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
+    parser.add_argument(
+        "--stateless",
+        action="store_true",
+        help="the servers keep no sessions (TIERMEM_HTTP_STATELESS=1); with --proxy, plain round robin (no stick table)",
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
-    global CLIENTS
-    CLIENTS = args.clients
+    global CLIENTS, STATELESS
+    CLIENTS, STATELESS = args.clients, args.stateless
     if args.proxy:
         PROXY["port"] = args.port + args.replicas + 2
     if args.oauth:

@@ -274,8 +274,11 @@ class Archive:
         *,
         created: Sequence[datetime | None] | None = None,
         max_chars: int | None = None,
+        ids: list[str] | None = None,
     ) -> int:
-        """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows written."""
+        """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows
+        written. ``ids``, when given, gets each item's passage id (its first chunk's), in order (an import maps the
+        links it restores with them)."""
         written = 0
         for start in range(0, len(items), batch):
             stamps = (
@@ -293,6 +296,8 @@ class Archive:
             self.vectors.embed_rows(rows)
             self.store.rows.add_rows("passages", rows)
             written += len(rows)
+            if ids is not None:
+                ids.extend(r["id"] for r in rows if r["chunk"] == 0)
         return written
 
     def _passage_rows(

@@ -58,6 +58,21 @@ class ManualLinks:
                 out.setdefault(b, []).append(Link(b, a, "manual", note))
         return out
 
+    def among(self, ids: Collection[str]) -> list[Link]:
+        """The links whose two ends are both among ``ids``, each once (source: the smaller id), oldest first: what an
+        export carries (a link with an end left out of it is not exported)."""
+        wanted = set(ids)
+        out = []
+        for key, value in sorted(self._rows().items(), key=lambda kv: link_at(kv[1])):
+            a, b = link_ends(key)
+            if a in wanted and b in wanted:
+                out.append(Link(a, b, "manual", link_note(value)))
+        return out
+
+    def has(self, a: str, b: str) -> bool:
+        """Whether ``a`` and ``b`` are linked on purpose (an import restores a link once)."""
+        return link_key(a, b) in self._rows()
+
     def forget(self, ids: Collection[str]) -> int:
         """Delete every manual link of any of ``ids`` (the memories are being forgotten); returns how many."""
         gone = set(ids)

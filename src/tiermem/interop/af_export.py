@@ -13,8 +13,9 @@ An agent imported from an agent file is written back from the document kept at i
 (``letta_passthrough``): its settings, tools, tool rules, groups (and the sources no agent used) as the file had them,
 and each message as the file had it; what tiermem holds natively (name, system prompt, blocks,
 messages, context window, archival passages) comes from storage, so later edits are exported.
-Archival passages and tiermem's own settings ride the top-level ``tiermem`` extension, which Letta
-ignores; each message carries tiermem's row under its own ``tiermem`` key.
+Archival passages (each with an id in the file), tiermem's own settings and the links made on purpose between two
+exported memories (``links_io``) ride the top-level ``tiermem`` extension, which Letta ignores; each message carries
+tiermem's row under its own ``tiermem`` key.
 
 Why this module is long: it writes Letta's agent-file shape field by field (agents, blocks, tools, groups, sources,
 files, views, messages) with the ids they share renumbered once; it is the mirror of ``agentfile.py``'s import.
@@ -43,6 +44,7 @@ from .agentfile import (
     with_kept,
 )
 from .letta_messages import EXTENSION
+from .links_io import exported_links
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -78,6 +80,7 @@ class _Ids:
         self.metadata: dict[str, dict[str, str]] = {}  # exported agent id -> its tiermem metadata
         self.orphan_blocks: dict[str, JSON] = {}  # block key -> a block no agent of its file listed
         self.file_names: dict[str, str] = {}  # tiermem file id -> its exported file_name
+        self.messages: dict[str, dict[str, str]] = {}  # exported agent id -> tiermem message id -> its id in the file
 
     def first_time(self, kind: str, key: Any) -> bool:
         """True once per (kind, key): the object is written to the file then."""
@@ -144,10 +147,20 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
             for k, v in a.metadata.items()  # the view travels as files_agents
             if k not in (letta_passthrough.KEY, STATE_KEY)
         }
+        passages = memory.archive.rows.passages_of(a.id)
         extension["passages"][agent_id] = [
-            {"content": p.content, "tags": list(p.tags), "created_at": p.created_at.isoformat()}
-            for p in memory.archive.rows.passages_of(a.id)
+            {
+                "id": ids.get("passage", p.id),  # what the agent's links name it by
+                "content": p.content,
+                "tags": list(p.tags),
+                "created_at": p.created_at.isoformat(),
+            }
+            for p in passages
         ]
+        file_ids = {**ids.messages.get(agent_id, {}), **{p.id: ids.get("passage", p.id) for p in passages}}
+        links = exported_links(memory, file_ids)  # the links made on purpose between two of its exported memories
+        if links:
+            extension.setdefault("links", {})[agent_id] = links
     for doc in docs:  # what no agent referenced, kept with a file's first agent
         if doc is not None:
             _orphans(doc, ids, out)
@@ -494,13 +507,14 @@ def _messages(
     out: list[JSON] = []
     in_context: list[str] = []
 
-    def emit(message: JSON, listed: bool) -> None:
+    def emit(message: JSON, listed: bool) -> str:
         message["id"] = f"message-{counter[0]}"
         counter[0] += 1
         message["agent_id"] = agent_id
         out.append(message)
         if listed:
             in_context.append(message["id"])
+        return str(message["id"])
 
     def emit_unlogged(key: str | None) -> None:
         for u in after.pop(key, []):
@@ -518,7 +532,7 @@ def _messages(
         )
     emit_unlogged(None)
     for m in native:
-        emit(_letta_message(m), m.id in in_window)
+        ids.messages.setdefault(agent_id, {})[m.id] = emit(_letta_message(m), m.id in in_window)
         emit_unlogged(m.id)
     for key in list(after):  # their neighbour is gone from the log: keep them, at the end
         emit_unlogged(key)

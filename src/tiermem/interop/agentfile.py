@@ -3,10 +3,10 @@
 Import validates the whole file first (nothing is written when any part is unusable), then
 writes each agent: blocks (a block listed by several agents becomes one shared block),
 messages in order with the in-context window (``in_context_message_ids``, or the older
-``in_context_message_indices`` / ``in_context`` flags), archival passages (tiermem's extension),
-and the agent row last. Ids are derived from the file's content, so importing the same file again
-finds the agents already there and writes nothing; an interrupted import is finished by
-running it again.
+``in_context_message_indices`` / ``in_context`` flags), archival passages and the links made on purpose
+between its memories (tiermem's extension), and the agent row last. Ids are derived from the file's content, so
+importing the same file again finds the agents already there and writes nothing; an interrupted import is finished
+by running it again.
 
 Sources and files an agent uses become tiermem folders and files (``memory.files``): a source is a folder (an
 identical folder of that name is reused, else a free name ``NAME_(n)`` is taken and said so), its files keep their
@@ -44,9 +44,10 @@ from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
 from ..domain.memory import check_agent_name
 from ..server.registry import KNOWN_TOOLS
 from . import letta_passthrough
-from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings
+from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings, links
 from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message
+from .links_io import read_links, restore_links
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class AgentPlan:
     in_context: list[str]
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    passage_ids: list[str] = field(default_factory=list)  # each passage's id in the file ("" when it has none)
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # made on purpose: (file id, file id, note)
     kept: JSON = field(default_factory=dict)  # letta_passthrough's document: what tiermem keeps but does not run
     folders: list[FolderPlan] = field(default_factory=list)  # the sources it uses, in its order (shared plans)
     views: list[ViewPlan] = field(default_factory=list)  # its files_agents
@@ -126,6 +129,7 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
     messages: int = 0
     passages: int = 0
+    links: int = 0
     blocks: int = 0
     folders: int = 0
     files: int = 0
@@ -138,6 +142,7 @@ class ImportReport:
             "notes": self.notes,
             "messages": self.messages,
             "passages": self.passages,
+            "links": self.links,
             "blocks": self.blocks,
             "folders": self.folders,
             "files": self.files,
@@ -316,10 +321,17 @@ def _plan_agent(
                 }
             )
     passages = []
+    passage_ids = []
     for p in (extension.get("passages") or {}).get(file_id, []):
         if not isinstance(p, dict) or not isinstance(p.get("content"), str):
             raise ValidationError(f"Agent {name!r}: a passage in the `{EXTENSION}` extension has no content.")
         passages.append((p["content"], [str(t) for t in p.get("tags") or []], _time(p.get("created_at"))))
+        passage_ids.append(p["id"] if isinstance(p.get("id"), str) else "")
+    all_links = extension.get("links")
+    if all_links is not None and not isinstance(all_links, dict):
+        raise ValidationError(f"`{EXTENSION}.links` in the agent file must map agent ids to lists of links.")
+    known = {m["file_id"] for m in messages} | {i for i in passage_ids if i}
+    links = read_links((all_links or {}).get(file_id), f"Agent {name!r}", known)
     in_context = [str(x) for x in agent.get("in_context_message_ids") or []]
     if not in_context and agent.get("in_context_message_indices"):  # Letta 0.6.x: positions in `messages`
         in_context = _indices_to_ids(agent.get("messages") or [], agent["in_context_message_indices"], name)
@@ -341,6 +353,8 @@ def _plan_agent(
         passages,
         notes,
         kept={"unlogged_messages": unlogged},
+        passage_ids=passage_ids,
+        links=links,
     )
 
 
@@ -583,15 +597,21 @@ def _write_agent(
     window = _window(agent_id, p, ids, base + len(rows))
     if window is not None:
         memory.set_context_window(window)
+    passage_ids: list[str] = []
     if p.passages:
         archive.insert_many(
             agent_id,
             [(memory.scrub(c), t) for c, t, _ in p.passages],
             created=[w for _, _, w in p.passages],
             max_chars=IMPORT_MAX_CHARS,
+            ids=passage_ids,
         )
         report.passages += len(p.passages)
         progress.advance(len(p.passages))
+    if p.links:  # between the rows just written, before the agent is visible
+        new_ids = {k: v["id"] for k, v in ids.items()}
+        new_ids.update((k, v) for k, v in zip(p.passage_ids, passage_ids, strict=True) if k)
+        report.links += restore_links(memory, agent_id, p.links, new_ids)
     metadata = dict(p.metadata)
     view, kept_views = _agent_view(p, folders, targets)
     if view is not None:  # the agent row carries its view: once it is visible, so are its open files

@@ -1,6 +1,7 @@
 """Full backup and restore as JSON lines: every agent, block (with its whole history), attachment,
 conversation state, message and passage, folder, file (with its text) and file chunk, with ids and timestamps;
-vectors optional (file chunks' as passages'). Each agent's view of its folders travels in its metadata.
+vectors optional (file chunks' as passages'). Each agent's view of its folders travels in its metadata, and the
+links made on purpose between two of an agent's messages or passages as ``link`` records, last (``links_io``).
 
 Restore validates every line first, then inserts only rows whose key is not stored yet, agents
 last: restoring twice, or after an interruption, writes nothing twice. Rows restored without
@@ -17,12 +18,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
 from ..domain import filesystem
+from .links_io import exported_links, read_links, restore_links
 from .progress import Progress
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
 
-FORMAT = 2  # 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before)
+# 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before); 3: manual links too
+FORMAT = 3
+LINK = "link"  # the record of a link made on purpose: {"a": id, "b": id, "note": text}, after every row
 # table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there; a file
 # before its folder). ``file_chunks`` are written (vectors as passages') and checked, but a restore cuts a file's
 # chunks again from its text and embeds them: the files table is written only through ``archive.files``.
@@ -51,10 +55,13 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     model, dim = memory.archive.vectors.model
     out.write(json.dumps({"type": HEADER, "format": FORMAT, "embedding_model": model, "embedding_dim": dim}) + "\n")
     counts: dict[str, int] = {}
+    owners: dict[str, str] = {}  # message or passage id -> its agent
     for table in ["agents", *[t for t in TABLES if t != "agents"]]:
         rows: list[Any]
         if table in ARCHIVE_TABLES:
             rows = memory.archive.rows.backup_rows(table, vectors=vectors)
+            if table in ("messages", "passages"):
+                owners.update((str(r["id"]), str(r["agent_id"])) for r in rows)
         elif table in FOLDER_TABLES:
             rows = filesystem.backup_rows(memory.files, table)
         else:
@@ -62,6 +69,10 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
         for r in rows:
             out.write(json.dumps({"type": table, "row": r}, ensure_ascii=False) + "\n")
         counts[table] = len(rows)
+    links = [x for x in exported_links(memory, {i: i for i in owners}) if owners[x["a"]] == owners[x["b"]]]
+    for link in links:
+        out.write(json.dumps({"type": LINK, "row": link}, ensure_ascii=False) + "\n")
+    counts["links"] = len(links)
     return counts
 
 
@@ -96,6 +107,7 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+    link_rows: list[Any] = []
     fields = {
         t: set(
             archive.rows.fields(t)
@@ -118,6 +130,9 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
             continue
         table = item.get("type") if isinstance(item, dict) else None
         row = item.get("row") if isinstance(item, dict) else None
+        if table == LINK:
+            link_rows.append(row)  # checked below, once every row is read
+            continue
         if table not in TABLES or not isinstance(row, dict):
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
         missing = fields[table] - set(row) - {"vector"}
@@ -129,12 +144,23 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
+    owners = {str(r["id"]): str(r["agent_id"]) for t in ("messages", "passages") for r in rows[t]}
+    links: dict[str, list[tuple[str, str, str]]] = {}  # agent -> its links
+    for a, b, note in read_links(link_rows, f"{path}", owners):
+        if owners[a] != owners[b]:
+            raise ValidationError(f"{path}: the link {a} - {b} joins two agents' memories; the backup is damaged.")
+        links.setdefault(owners[a], []).append((a, b, note))
     name, dim = header.get("embedding_model"), header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():
+            if table == "agents":  # the links between rows restored now or before (ids kept), before any agent shows
+                inserted["links"] = sum(
+                    restore_links(memory, agent, pairs, {x: x for a, b, _ in pairs for x in (a, b)})
+                    for agent, pairs in links.items()
+                )
             if table == "file_chunks":
                 progress.advance(len(rows[table]))
                 continue  # a restored file's chunks are cut again from its text (filesystem.restore_rows): skipped

@@ -108,6 +108,7 @@ def run_export(
             "blocks": len(data["blocks"]),
             "messages": sum(len(a["messages"]) for a in data["agents"]),
             "passages": passages,
+            "links": sum(len(v) for v in data[EXTENSION].get("links", {}).values()),
             "tools": len(data["tools"]),
             "groups": len(data["groups"]),
             "output": output or "-",

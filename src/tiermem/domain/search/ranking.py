@@ -25,6 +25,7 @@ vector-only rankings are expressed. ``Calibration`` turns a hit's score into a r
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -236,27 +237,32 @@ def _sessions(candidates: Sequence[Candidate], found: Sequence[float]) -> list[t
     the ranks of its nearest neighbours among them (the candidate logged just before it, and just after; 0 for
     none; always 0 for rows without a log order: passages). A topic is talked over for several turns, so a turn
     next to strong matches is likelier the one sought; an answer is found through the question before it."""
+    times = [_time_of(c) for c in candidates]
     order = sorted(
         range(len(candidates)),
-        key=lambda i: (str(candidates[i].found.conversation_id or ""), _time_of(candidates[i]), _seq_of(candidates[i])),
+        key=lambda i: (str(candidates[i].found.conversation_id or ""), times[i], _seq_of(candidates[i])),
     )
     out: list[tuple[float, ...]] = [(0.0,) * 5] * len(candidates)
     logged = all(c.found.seq is not None for c in candidates)
-    for n, i in enumerate(order):
-        mine, at = candidates[i].found.conversation_id, _time_of(candidates[i])
-        near: list[float] = []
-        beside = [0.0, 0.0]
-        for side, step in enumerate((-1, 1)):
-            k = n + step
-            while 0 <= k < len(order):
-                j = order[k]
-                if candidates[j].found.conversation_id != mine or abs(_time_of(candidates[j]) - at) > SESSION_US:
-                    break
-                if k == n + step and logged:  # turns logged in a known order (passages have none)
-                    beside[side] = found[j]
-                near.append(found[j])
-                k += step
-        out[i] = (max(near, default=0.0), sum(near), math.log1p(len(near)), *beside)
+    start = 0
+    while start < len(order):  # one run of candidates of the same conversation at a time (times ascending in it)
+        mine = candidates[order[start]].found.conversation_id
+        end = start + 1
+        while end < len(order) and candidates[order[end]].found.conversation_id == mine:
+            end += 1
+        run = order[start:end]
+        at_run = [times[i] for i in run]
+        scores = [found[i] for i in run]
+        for n, i in enumerate(run):  # the candidates within SESSION_US of this one: one stretch of the run
+            at = at_run[n]
+            lo = bisect.bisect_left(at_run, at - SESSION_US, 0, n)
+            hi = bisect.bisect_right(at_run, at + SESSION_US, n + 1)
+            before, after = scores[lo:n], scores[n + 1 : hi]
+            before.reverse()  # nearest first, as they are summed
+            near = before + after
+            beside = (before[0] if before else 0.0, after[0] if after else 0.0) if logged else (0.0, 0.0)
+            out[i] = (max(near, default=0.0), sum(near), math.log1p(len(near)), *beside)
+        start = end
     return out
 
 

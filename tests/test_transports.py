@@ -288,3 +288,29 @@ async def test_first_search_after_spawn_is_hybrid(tmp_path: Path) -> None:
         earlier.archive.vectors.missing()["passages"] == 0
         and earlier.archive.store.rows.unembedded_marks("passages") == {}
     )
+
+
+def test_served_connections_send_without_waiting_for_acks() -> None:
+    """The HTTP listening socket says it is TCP, so the event loop turns Nagle off on every connection it accepts:
+    otherwise an answer's body (written after its headers) waits for the client's delayed ACK, 40 ms per call."""
+    import asyncio
+
+    from tiermem.process.netguard import listen_socket
+
+    async def accepted_nodelay() -> int:
+        sock = listen_socket("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            served = writer.get_extra_info("socket")
+            seen.set_result(served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=sock)  # as uvicorn serves ``sockets=[sock]``
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname())
+            nodelay = await asyncio.wait_for(seen, 10)
+            writer.close()
+        return nodelay
+
+    assert asyncio.run(accepted_nodelay()) != 0

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # Streamable HTTP (transport "http") without sessions: every request stands alone, so any replica behind a plain
+    # round-robin proxy answers any request; handshake-era clients lose what needs a session (docs/SCALING.md).
+    http_stateless: bool = False
     # OAuth 2.1 (sse/http; both turn it on): the authorization server whose access tokens are accepted, besides the
     # static tokens, and the URL clients reach this server at; the canonical URI tokens must name as their audience
     # is public_url with the endpoint (/mcp, /sse) appended unless it ends with it (checked: process/oauth_settings.py).

@@ -71,6 +71,7 @@ def serve(settings: Settings) -> None:
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
+    check_stateless(settings)
     check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
     if settings.transport != "stdio":
@@ -260,6 +261,15 @@ def check_bind(settings: Settings) -> None:
             "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
             "--tokens-file, see README 'Security', or --token) or OAuth (oauth_issuer and public_url), or bind to "
             "127.0.0.1 (the default)."
+        )
+
+
+def check_stateless(settings: Settings) -> None:
+    """``http_stateless`` is streamable HTTP's alone: an SSE connection is a session by design (stdio ignores it)."""
+    if settings.http_stateless and settings.transport == "sse":
+        raise ConfigError(
+            'http_stateless = true (TIERMEM_HTTP_STATELESS) needs transport "http": the SSE transport keeps a session '
+            "on one connection. Serve with --transport http (streamable HTTP at /mcp), or set http_stateless = false."
         )
 
 

@@ -430,16 +430,31 @@ def build_http_app(
 
 
 def transport_app(server: TiermemServer, settings: Settings) -> Any:
-    """The server's SSE or streamable-HTTP Starlette app (Host, Origin and auth are the guard's: checked before)."""
+    """The server's SSE or streamable-HTTP Starlette app (Host, Origin and auth are the guard's: checked before);
+    with ``http_stateless``, streamable HTTP without sessions (the per-agent apps of ``cli.oauth.tenants`` too)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     if settings.transport == "sse":
-        return server.sse_app(
-            transport_security=checked_by_guard, host=settings.host, max_request_body_size=settings.max_request_bytes
+        from .sse_agent import carry_agent  # the endpoint handed out keeps the stream's ?agent= (shared agents)
+
+        return carry_agent(
+            server.sse_app(
+                transport_security=checked_by_guard,
+                host=settings.host,
+                max_request_body_size=settings.max_request_bytes,
+            )
         )
     from .events import RETRY_MS, MemoryEventStore
 
+    if settings.http_stateless:  # every POST stands alone: no session id, nothing on a GET stream, no resuming
+        return server.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=checked_by_guard,
+            host=settings.host,
+            max_request_body_size=settings.max_request_bytes,
+            stateless_http=True,
+        )
     return server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=checked_by_guard,

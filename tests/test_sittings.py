@@ -116,6 +116,30 @@ def test_the_cache_reads_only_new_turns_and_rebuilds_when_the_count_does_not_add
     assert index is not None and index.rows == 4 and index.ranks("process") != {}
 
 
+def test_turns_logged_here_are_taken_without_reading_unless_the_table_gained_others() -> None:
+    table = FakeTable([row("parade", 0, 1)])
+    cache = SittingCache()
+    cache.refresh("a", 1, table.count, table.read)
+    read_before = table.read_rows
+    mine = row("guitar lesson", 5, 2)
+    table.rows.append(mine)
+    cache.logged("a", [mine])  # stored by this process: the refresh takes it from here
+    index = cache.refresh("a", 2, table.count, table.read)
+    assert index is not None and index.rows == 2 and index.ranks("guitar") == {0: 1}
+    assert table.read_rows == read_before  # nothing read back
+    theirs, also_mine = row("drums by another process", 7, 3), row("violin", 8, 4)
+    table.rows += [theirs, also_mine]
+    cache.logged("a", [also_mine])  # the table gained one more turn than this process logged: it is read
+    index = cache.refresh("a", 3, table.count, table.read)
+    assert index is not None and index.rows == 4 and index.ranks("drums") != {}
+    assert table.read_rows == read_before + 2
+    cache.logged("a", [row("forgotten", 9, 5)])
+    cache.forget_logged("a")  # e.g. turns forgotten: what was logged is not trusted, the table is read
+    table.rows.append(row("cello", 9, 6))
+    index = cache.refresh("a", 4, table.count, table.read)
+    assert index is not None and index.rows == 5 and index.ranks("forgotten") == {}
+
+
 def stamp(minutes: float) -> str:
     return (T0 + timedelta(minutes=minutes)).isoformat()
 

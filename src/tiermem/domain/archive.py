@@ -228,6 +228,7 @@ class Archive:
         self.store.rows.add_rows("messages", rows)
         for key, content in latest.items():  # only once stored: a failed write leaves no turn behind
             self._remember_turn(key, content)
+        self._sittings.logged(agent_id, rows)  # the next search's sitting refresh need not read them back
         return [message_from_row(r) for r in rows]
 
     def _previous_turn(self, agent_id: str, conversation: str) -> str:
@@ -242,6 +243,7 @@ class Archive:
         of the next one); they are read from the store again."""
         for key in [k for k in self._last_turn if k[0] == agent_id]:
             del self._last_turn[key]
+        self._sittings.forget_logged(agent_id)
 
     def _remember_turn(self, key: tuple[str, str], content: str) -> None:
         """Keep the latest turn of a conversation; conversations not written for a while are forgotten

@@ -21,6 +21,7 @@ import bisect
 import logging
 import math
 import re
+import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -224,6 +225,8 @@ class SittingRanks:
 
 MAX_AGENTS = 64  # agents whose sittings a process keeps
 MAX_ROWS = 200_000  # an agent with more turns gets no sitting feature (its words would take too much memory)
+MAX_LOGGED = 10_000  # turns logged by this process a SittingCache keeps per agent until a refresh takes them
+TURN_COLUMNS = ("id", "content", "conversation_id", "created_us", "seq")  # what a sitting needs of a turn
 
 
 class SittingCache:
@@ -233,10 +236,43 @@ class SittingCache:
     it is unchanged), ``count()`` the agent's turns now, ``read(seq_from)`` its turns with ``seq >= seq_from``
     (``None``: all), sorted by time then seq. Turns logged since the last refresh are added; a count that does not
     add up (turns deleted, or logged with an older seq by another process) rebuilds the index from every turn.
+
+    ``logged(agent, rows)``: turns this process has just stored. A refresh takes the turns it misses from these
+    when they are exactly what the table gained (the count adds up), and reads the table only otherwise: a search
+    right after a turn is logged (what a host's hooks do every prompt) reads nothing but the count. A table that
+    changed with nothing logged here is read as before. (Left undetected: another process deleting as many of the
+    agent's turns as it logged since the last refresh; the index then ranks with a few stale turns until its next
+    rebuild. It holds no text a search returns: hits and linked turns are read from the table.) Only the newest
+    ``MAX_LOGGED`` per agent are kept; a refresh that misses older ones reads them.
     """
 
     def __init__(self) -> None:
         self._agents: dict[str, tuple[object, SittingIndex | None]] = {}
+        self._logged: dict[str, list[dict[str, Any]]] = {}
+        self._logged_lock = threading.Lock()  # ``logged`` comes from writing threads, ``refresh`` from searching ones
+
+    def logged(self, agent: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """``rows`` (id, content, conversation_id, created_us, seq) are stored in the messages table."""
+        kept = [{k: r.get(k) for k in TURN_COLUMNS} for r in rows]
+        with self._logged_lock:
+            mine = self._logged.setdefault(agent, [])
+            mine.extend(kept)
+            del mine[:-MAX_LOGGED]
+
+    def forget_logged(self, agent: str) -> None:
+        """Drop the turns of ``agent`` logged here (some were forgotten: a refresh reads the table)."""
+        with self._logged_lock:
+            self._logged.pop(agent, None)
+
+    def _logged_since(self, agent: str, seq_from: int) -> list[dict[str, Any]]:
+        """The turns logged here with ``seq >= seq_from``, by time then seq (older ones are dropped: indexed)."""
+        with self._logged_lock:
+            mine = [r for r in self._logged.get(agent, ()) if isinstance(r["seq"], int) and r["seq"] >= seq_from]
+            if mine:
+                self._logged[agent] = mine
+            else:
+                self._logged.pop(agent, None)
+        return sorted(mine, key=lambda r: (r["created_us"], r["seq"]))
 
     def refresh(
         self, agent: str, version: object, count: Callable[[], int], read: Callable[[int | None], list[dict[str, Any]]]
@@ -252,7 +288,10 @@ class SittingCache:
         elif index is None or index.rows > total:
             index = self._build(agent, read(None))
         else:
-            newer = read(None if index.newest_seq is None else index.newest_seq + 1)
+            since = None if index.newest_seq is None else index.newest_seq + 1
+            newer = self._logged_since(agent, since) if since is not None else []
+            if not newer or index.rows + len(newer) != total:  # not only this process's turns: read what it gained
+                newer = read(since)
             if index.rows + len(newer) != total or not index.add(newer):
                 index = self._build(agent, read(None))
         self._agents[agent] = (version, index)

@@ -21,7 +21,10 @@ ranker: the figure that counts for a fitted ranker), with the weights fitted on 
 weights to ship). The relevance calibration of the shipped ranker's scores is judged the same way (fitted on the other
 conversations, scored on the held-out one: precision of "relevance >= t" of the top 10, with the hits of the same
 question asked of another conversation's facts as the negatives), beside the shipped passage calibration and the turn
-calibration; the calibration fitted on every conversation is printed (the one to ship).
+calibration; the calibration fitted on every conversation is printed (the one to ship). Its l2 and a shift of its bias
+are chosen on the conversations it is fitted on, never the held-out one (``Calibrator.choose``: by leave-one-out over
+them, the most evidence kept at auto_recall_threshold with precision >= CALIBRATION_AIM), so the held-out figure is
+that of the whole procedure.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,9 @@ TURNS, RRF, KEYWORD, VECTOR, BM25_NAME = (
     "BM25 (facts)",
 )
 THRESHOLDS = (0.075, 0.1, 0.15, 0.2, 0.3, 0.5)  # 0.075: auto_recall_threshold
+CALIBRATION_AIM = 0.9  # the precision of "relevance >= auto_recall_threshold" the calibration's choice keeps
+CALIBRATION_L2 = (1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1)  # the calibration fit's l2 (1e-3: ``fit_calibration``'s)
+CALIBRATION_SHIFTS = tuple(-i / 20 for i in range(21))  # added to its bias (the logit): 0 to -1
 
 
 def fact_text(when: datetime, fact: str) -> str:
@@ -207,10 +214,20 @@ def calibration_rows(qs: list[dict[str, Any]], ranker: Any) -> tuple[list[list[f
     return x, y, crossed
 
 
+Rows = tuple[list[list[float]], list[bool], list[bool]]  # ``calibration_rows``' answer
+
+
 def precision(qs: list[dict[str, Any]], ranker: Any, calibration: Any) -> dict[str, dict[str, float]]:
     """Per threshold t: precision of "relevance >= t" with the other conversation's hits as the negatives, and how
     many of the held-out questions' top-10 evidence facts reach it."""
-    x, y, crossed = calibration_rows(qs, ranker)
+    return precision_of(calibration_rows(qs, ranker), calibration)
+
+
+def precision_of(
+    rows: Rows, calibration: Any, thresholds: tuple[float, ...] = THRESHOLDS
+) -> dict[str, dict[str, float]]:
+    """``precision`` over calibration rows already drawn."""
+    x, y, crossed = rows
     probs = [
         1.0
         / (
@@ -220,17 +237,74 @@ def precision(qs: list[dict[str, Any]], ranker: Any, calibration: Any) -> dict[s
         for row in x
     ]
     out = {}
-    for t in THRESHOLDS:
+    for t in thresholds:
         tp = sum(1 for p, e in zip(probs, y) if p >= t and e)
         cross = sum(1 for p, c in zip(probs, crossed) if p >= t and c)
         out[f"{t:.2f}"] = {"precision": round(tp / max(1, tp + cross), 3), "evidence_kept": tp, "cross_kept": cross}
     return out
 
 
+def pooled(held: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """``precision`` figures of several conversations summed: per threshold, the precision of the pooled counts."""
+    out = {}
+    for t in held[0] if held else ():
+        tp = sum(h[t]["evidence_kept"] for h in held)
+        cross = sum(h[t]["cross_kept"] for h in held)
+        out[t] = {"precision": round(tp / max(1, tp + cross), 3), "evidence_kept": tp, "cross_kept": cross}
+    return out
+
+
+class Calibrator:
+    """Fits the calibration of one ranker's scores on some conversations' calibration rows (``calibration_rows``, per
+    conversation), each (conversations, l2) fitted once."""
+
+    def __init__(self, rows: dict[str, Rows]) -> None:
+        self.rows = rows
+        self.fits: dict[tuple[frozenset[str], float], tuple[tuple[float, ...], float]] = {}
+
+    def fit(self, convs: frozenset[str], l2: float, shift: float = 0.0) -> Any:
+        from tiermem.domain.search.ranking import Calibration
+
+        key = (convs, l2)
+        if key not in self.fits:
+            x = [row for c in sorted(convs) for row in self.rows[c][0]]
+            y = [e for c in sorted(convs) for e in self.rows[c][1]]
+            self.fits[key] = fit_calibration(x, y, l2=l2)
+        weights, bias = self.fits[key]
+        return Calibration(weights, round(bias + shift, 4))
+
+    def choose(self, convs: frozenset[str]) -> tuple[Any, dict[str, Any]]:
+        """The calibration fitted on ``convs`` with the l2 and bias shift chosen on them alone: leave one of them out
+        at a time (fitted on the rest, judged on it, pooled), the setting keeping the most evidence at
+        auto_recall_threshold (THRESHOLDS[0]) whose precision there is >= CALIBRATION_AIM (if none is, the most
+        precise). Fewer than two conversations: l2 1e-3, no shift (nothing to leave out)."""
+        t = f"{THRESHOLDS[0]:.2f}"
+        best: tuple[tuple[Any, ...], float, float, dict[str, float]] | None = None
+        if len(convs) > 1:
+            for l2 in CALIBRATION_L2:
+                fitted = {c: self.fit(convs - {c}, l2) for c in convs}
+                for shift in CALIBRATION_SHIFTS:
+                    inner = pooled(
+                        [
+                            precision_of(
+                                self.rows[c], replace(fitted[c], bias=fitted[c].bias + shift), (THRESHOLDS[0],)
+                            )
+                            for c in sorted(convs)
+                        ]
+                    )[t]
+                    kept = inner["evidence_kept"]
+                    met = kept >= CALIBRATION_AIM * (kept + inner["cross_kept"]) and kept > 0
+                    rank = (met, kept if met else inner["precision"], -l2, shift)
+                    if best is None or rank > best[0]:
+                        best = (rank, l2, shift, inner)
+        l2, shift, inner = (best[1], best[2], best[3]) if best else (1e-3, 0.0, {})
+        return self.fit(convs, l2, shift), {"l2": l2, "shift": shift, "inner_leave_one_out": inner}
+
+
 def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
     """R@k per category for every ranker; leave-one-conversation-out for the fitted one (two conversations or more)."""
     from tiermem.domain.search.kinds import PASSAGES
-    from tiermem.domain.search.ranking import DEFAULT_CALIBRATION, DEFAULT_RANKER, Calibration, Ranker
+    from tiermem.domain.search.ranking import DEFAULT_CALIBRATION, DEFAULT_RANKER, Ranker
 
     fixed = {
         SHIPPED: PASSAGES.ranker,
@@ -251,39 +325,39 @@ def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
     with_cross = [q for q in qs if q["cross"] is not None]
     if len(convs) > 1:
         weights: dict[str, Any] = {}
-        held: dict[str, dict[str, dict[str, float]]] = {}
+        held: list[dict[str, dict[str, float]]] = []
+        plain: list[dict[str, dict[str, float]]] = []
+        # the calibration of the shipped ranker's scores: rows per conversation, fitted on the other conversations
+        calibrator = Calibrator(
+            {c: calibration_rows([q for q in with_cross if q["conv"] == c], PASSAGES.ranker) for c in convs}
+        )
+        everyone = frozenset(c for c in convs if calibrator.rows[c][0])
         for conv in convs:
             train = [q for q in qs if q["conv"] != conv]
             ranker = Ranker(fit_listwise(labelled(train)))
-            # the calibration of the shipped ranker's scores, fitted on the other conversations
-            x, y, _ = calibration_rows([q for q in train if q["cross"] is not None], PASSAGES.ranker)
-            calibration = Calibration(*fit_calibration(x, y))
-            weights[conv] = {"ranker": list(ranker.weights), "calibration": [*calibration.weights, calibration.bias]}
-            mine = [q for q in qs if q["conv"] == conv]
-            for q in mine:
-                per[LOO][q["category"]].append(score(order(q, ranker.weights), q["gold"]))
-            held[conv] = precision([q for q in mine if q["cross"] is not None], PASSAGES.ranker, calibration)
+            calibration, chosen = calibrator.choose(everyone - {conv})
+            weights[conv] = {
+                "ranker": list(ranker.weights),
+                "calibration": [*calibration.weights, calibration.bias],
+                "calibration_choice": chosen,
+            }
+            for q in qs:
+                if q["conv"] == conv:
+                    per[LOO][q["category"]].append(score(order(q, ranker.weights), q["gold"]))
+            if conv in everyone:
+                held.append(precision_of(calibrator.rows[conv], calibration))
+                plain.append(precision_of(calibrator.rows[conv], calibrator.fit(everyone - {conv}, 1e-3)))
         fitted = Ranker(fit_listwise(labelled(qs)))
-        x, y, _ = calibration_rows(with_cross, PASSAGES.ranker)
-        calibration = Calibration(*fit_calibration(x, y))
+        calibration, chosen = calibrator.choose(everyone)
         result.update(
             {
                 "fitted_on_all_weights": list(fitted.weights),
                 "fitted_on_all_calibration": [*calibration.weights, calibration.bias],
+                "fitted_on_all_calibration_choice": chosen,
                 "leave_one_out_weights": weights,
                 "relevance": {
-                    "calibration fitted leave-one-out": {
-                        t: {
-                            "precision": round(
-                                sum(h[t]["evidence_kept"] for h in held.values())
-                                / max(1, sum(h[t]["evidence_kept"] + h[t]["cross_kept"] for h in held.values())),
-                                3,
-                            ),
-                            "evidence_kept": sum(h[t]["evidence_kept"] for h in held.values()),
-                            "cross_kept": sum(h[t]["cross_kept"] for h in held.values()),
-                        }
-                        for t in (f"{t:.2f}" for t in THRESHOLDS)
-                    },
+                    "calibration fitted leave-one-out": pooled(held),
+                    "l2 1e-3 unshifted, leave-one-out": pooled(plain),
                     "shipped passage calibration": precision(with_cross, PASSAGES.ranker, PASSAGES.calibration),
                     "turn calibration": precision(with_cross, PASSAGES.ranker, DEFAULT_CALIBRATION),
                 },
@@ -346,6 +420,13 @@ def report(result: dict[str, Any]) -> None:
         print(f"  shipped weights      {result['shipped_weights']}")
         print(f"  fitted on all        {result['fitted_on_all_weights']}")
         print(f"  calibration fitted   {result['fitted_on_all_calibration']} (shipped {result['shipped_calibration']})")
+        chosen = [result["fitted_on_all_calibration_choice"]] + [
+            w["calibration_choice"] for w in result["leave_one_out_weights"].values()
+        ]
+        print(
+            "  calibration chosen   (l2, bias shift) on all, then each conversation held out: "
+            + ", ".join(f"({c['l2']:g}, {c['shift']:g})" for c in chosen)
+        )
     print(f"  {'ranker':28s} {'category':14s} {'n':>5s} {'R@5':>6s} {'R@10':>6s} {'MRR':>6s}")
     for name, rows in result["recall"].items():
         for cat, row in rows.items():

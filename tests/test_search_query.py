@@ -16,8 +16,12 @@ from tiermem.domain.search.pool import LEG_DEPTH, MIN_POOL, pool_size
 from tiermem.domain.search.query import Query, analyse, needs_clock, speaker_of, subject_of
 from tiermem.domain.search.ranking import (
     DEFAULT_CALIBRATION,
+    DEFAULT_RANKER,
     FEATURES,
     PASSAGE_CALIBRATION,
+    PASSAGE_RANKER,
+    SITTING_K,
+    UNDATED_PASSAGE_CALIBRATION,
     Candidate,
     Context,
     features,
@@ -71,9 +75,11 @@ def test_each_kind_has_one_profile() -> None:
     # passages: the pool's depth, speakers' labels learnt (a fact may be written "Name: ..."), no turns
     assert not PASSAGES.deep and PASSAGES.speakers and not PASSAGES.turns
     assert PASSAGES.depth(pool_size(10)) == MIN_POOL
-    # file chunks: like passages, but a file has no speakers; they share the passages' ranker
+    # file chunks: like passages, but a file has no speakers; ranked as turns are, as are passages stating no date
     assert not FILE_CHUNKS.deep and not FILE_CHUNKS.speakers and not FILE_CHUNKS.turns
-    assert FILE_CHUNKS.ranker == PASSAGES.ranker and MESSAGES.calibration == DEFAULT_CALIBRATION
+    assert FILE_CHUNKS.ranker == DEFAULT_RANKER and MESSAGES.calibration == DEFAULT_CALIBRATION
+    assert PASSAGES.ranker == PASSAGE_RANKER and PASSAGE_RANKER.undated == DEFAULT_RANKER
+    assert PASSAGE_CALIBRATION.undated == UNDATED_PASSAGE_CALIBRATION
     # passages: facts, with their own calibration, placed in time by the date they open with
     assert PASSAGES.stated and PASSAGES.subjects and PASSAGES.calibration == PASSAGE_CALIBRATION
     assert not MESSAGES.stated and not FILE_CHUNKS.stated and FILE_CHUNKS.calibration == DEFAULT_CALIBRATION
@@ -113,6 +119,38 @@ def test_a_passage_is_placed_in_time_by_the_date_it_opens_with() -> None:
     asked = analyse("What did Audrey buy in May 2023?", datetime(2024, 1, 2, tzinfo=UTC))
     assert [row[date] for row in features(asked, [dated, same])] == [1.0, 0.0]
     assert [row[date] for row in features(asked, [fact, plain])] == [0.0, 0.0]  # by when it was written
+
+
+def test_a_facts_sitting_is_its_date_ranked_among_the_pools_dates() -> None:
+    def fact(i: str, text: str) -> Candidate:
+        return Candidate(i, text, Found(i, text, created_us=us(2024, 1, 2)))
+
+    facts = stated(
+        [
+            fact("a", "On 8 May 2023: Caroline went to a pride parade."),
+            fact("b", "On 8 May 2023: The parade was in the city centre and very crowded."),
+            fact("c", "On 9 June 2023: Caroline painted a sunset."),
+            fact("d", "On 1 July 2023: Melanie bought new shoes."),
+        ]
+    )
+    sitting = FEATURES.index("sitting")
+    rows = features(analyse("Where was the parade Caroline went to?"), facts, Context(subjects=True))
+    # the 8 May facts share a date that says "parade" twice: its group ranks first; the painting's date shares only the
+    # name; the shoes' date shares no word (0)
+    assert [row[sitting] for row in rows] == [1 / (SITTING_K + 1)] * 2 + [1 / (SITTING_K + 2), 0.0]
+    several = features(analyse("How many parades has Caroline been to?"), facts, Context(subjects=True))
+    assert [row[sitting] for row in several] == [0.0] * 4  # a question about several things: weighed apart
+    # rows that state no date (turns; notes) keep the one value for all, as without a sitting index
+    plain = [fact("e", "Caroline went to a pride parade."), fact("f", "Melanie bought new shoes.")]
+    asked = analyse("Where was the parade?")
+    assert [row[sitting] for row in features(asked, plain)] == [1 / (SITTING_K + 1)] * 2
+    # a pool of undated passages is ranked and calibrated as before, by the turn ranker and its passage calibration
+    assert PASSAGE_RANKER.rank(asked, plain) == DEFAULT_RANKER.rank(asked, plain)
+    scored = DEFAULT_RANKER.rank(asked, plain)
+    assert PASSAGE_CALIBRATION.relevance(asked, plain, scored) == UNDATED_PASSAGE_CALIBRATION.relevance(
+        asked, plain, scored
+    )
+    assert PASSAGE_RANKER.rank(asked, facts) != DEFAULT_RANKER.rank(asked, facts)
 
 
 def test_an_archive_searches_each_kind_by_its_profile(memory: Memory) -> None:

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .pool import LEG_DEPTH
-from .ranking import DEFAULT_CALIBRATION, DEFAULT_RANKER, PASSAGE_CALIBRATION, Calibration, Ranker
+from .ranking import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_RANKER,
+    PASSAGE_CALIBRATION,
+    PASSAGE_RANKER,
+    Calibration,
+    Ranker,
+)
 
 Table = Literal["messages", "passages", "file_chunks"]
 
@@ -41,10 +48,10 @@ class Kind:
 
 
 MESSAGES = Kind("messages", DEFAULT_RANKER, DEFAULT_CALIBRATION, deep=True, speakers=True, turns=True)
-# Passages are ranked by the turn ranker (a ranker fitted on the facts benchmark did no better held out), with their
-# own calibration and placed in time by the date they open with (``python -m bench locomo --archival``).
+# Passages are ranked by their own ranker and calibration, placed in time by the date they open with, a fact's date
+# standing for its sitting (``ranking._stated_ranks``; ``python -m bench locomo --archival``).
 PASSAGES = Kind(
-    "passages", DEFAULT_RANKER, PASSAGE_CALIBRATION, deep=False, speakers=True, turns=False, stated=True, subjects=True
+    "passages", PASSAGE_RANKER, PASSAGE_CALIBRATION, deep=False, speakers=True, turns=False, stated=True, subjects=True
 )
 FILE_CHUNKS = Kind("file_chunks", DEFAULT_RANKER, DEFAULT_CALIBRATION, deep=False, speakers=False, turns=False)
 KINDS: dict[str, Kind] = {k.table: k for k in (MESSAGES, PASSAGES, FILE_CHUNKS)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +61,27 @@ def test_sitting_links_are_the_turns_beside_a_hit(memory: Memory) -> None:
     assert memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1).hits == plain.hits
     assert [h.id for h in linked.hits] == [ids[2], ids[1], ids[3]]
     assert [h.linked_to for h in linked.hits] == [None, ids[2], ids[2]]
+
+
+def test_linked_turns_already_in_the_pool_are_not_read_again(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = memory.ensure_agent("links").id
+    ids = log_trip(memory, agent)
+    plain = memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1, links=True)
+    read: list[tuple[str, ...]] = []
+    archive_type = type(memory.archive)
+    original = archive_type._linked_rows
+
+    def counted(self: object, table: str, where: Any) -> Any:
+        read.append(tuple(where.ids or ()))
+        return original(self, table, where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archive_type, "_linked_rows", counted)
+    linked = memory.archive.conversation_search(agent, "Lake Tahoe mountains", limit=1, links=True)
+    assert [h.id for h in linked.hits] == [h.id for h in plain.hits] == [ids[2], ids[1], ids[3]]
+    assert [(h.content, h.role, h.created_at) for h in linked.hits] == [
+        (h.content, h.role, h.created_at) for h in plain.hits
+    ]
+    assert not any(ids[1] in wanted or ids[3] in wanted for wanted in read)  # every turn of the sitting was pooled
 
 
 def test_links_made_on_purpose_and_forgetting_removes_them(memory: Memory) -> None:

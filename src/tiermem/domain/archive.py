@@ -453,7 +453,7 @@ class Archive:
         relevance = kind.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(kind, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
         if links if links is not None else kind.table in self.links_by_default:
-            hits, truncated = self._linked(kind, agent_id, [c for c, _ in ranked], hits, where, context)
+            hits, truncated = self._linked(kind, agent_id, [c for c, _ in ranked], hits, where, context, candidates)
         else:
             hits, truncated = self._budget(hits)
         if truncated:
@@ -636,11 +636,19 @@ class Archive:
         )
 
     def _linked(
-        self, kind: Kind, agent_id: str, ranked: list[Candidate], hits: list[Hit], where: Filter, context: Context
+        self,
+        kind: Kind,
+        agent_id: str,
+        ranked: list[Candidate],
+        hits: list[Hit],
+        where: Filter,
+        context: Context,
+        pool: Sequence[Candidate] = (),
     ) -> tuple[list[Hit], bool]:
         """The hits, each followed by the memories it links to (``links.expand``), within the token budget: a turn's
         sitting neighbours (``link_reach`` on each side, from the sitting index: no read) and the links made on
-        purpose, read in one query per table; only rows of this agent that the search's own filter admits."""
+        purpose, read in one query per table; only rows of this agent that the search's own filter admits. A linked
+        memory already in the search's ``pool`` (found under the same filter) is taken from it, not read again."""
         near: dict[str, list[str]] = {}
         index = context.sittings.index if isinstance(context.sittings, SittingRanks) else None
         for c in ranked:
@@ -652,8 +660,13 @@ class Archive:
                 near[source] = [m.target for m in links] + near.get(source, [])
                 made |= {m.target for m in links}
         rows: dict[str, Hit] = {}
+        pooled_rows = {c.id: c.found for c in pool}
         for table in ("messages", "passages"):
             wanted = {i for ids in near.values() for i in ids} if table == "messages" else made - set(rows)
+            if table == kind.table:
+                for i in wanted & pooled_rows.keys():
+                    rows[i] = _found_hit(table, pooled_rows[i])
+                wanted -= pooled_rows.keys()
             if wanted:
                 ids = tuple(sorted(wanted))
                 scope = replace(where, ids=ids) if table == kind.table else Filter(agent_id=agent_id, ids=ids)
@@ -734,6 +747,21 @@ class Archive:
             if not _TAG.fullmatch(t):
                 raise ValidationError(f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters.")
         return tuple(dict.fromkeys(tags))
+
+
+def _found_hit(table: str, f: Found) -> Hit:
+    """A candidate of the search's pool shown as a linked memory (as ``_as_hit`` shows a row read for it)."""
+    return _as_hit(
+        table,
+        {
+            "id": f.id,
+            "content": f.content,
+            "created_us": f.created_us,
+            "role": f.role,
+            "tags": f.tags,
+            "conversation_id": f.conversation_id,
+        },
+    )
 
 
 def _as_hit(table: str, r: dict[str, Any]) -> Hit:

@@ -7,7 +7,8 @@ N servers on the same store, on ports PORT..PORT+N-1; with --s3 the store is `s3
 on loopback, as in tests/test_object_storage.py). 8 clients (the official MCP client, streamable HTTP), client n
 on replica n mod N, each reconnect every 25 calls and cycle core_memory_append (to a `load` block created with a
 10M-character limit, so appends keep writing), archival_memory_search, conversation_log and conversation_search.
-Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls,
+Every 10 s it prints each server's RSS (/proc/PID/status) and the call counts; at the end p50/p99 of all calls (and
+per kind of call), how many successful appends the block lost or holds twice (read back through the server),
 the errors (exceptions) and tool errors (results flagged is_error), and each replica's RSS before and after an
 untimed warm-up (each kind of call once per replica: the model loads, the tables open), its peak and at the end, and for runs over 70 s the change from t=60 s and the band after it (goal: flat within 10%).
 With --warmup W the clients run W seconds of the same load first and the figure is taken over the SECONDS after it
@@ -78,6 +79,8 @@ async def client(url: str, n: int, stop: float, stats: dict[str, Any], ops: list
                 try:
                     if await call(c, op, n, i):
                         stats["ok"] += 1
+                        if op == "append":
+                            stats["appended"].append(f"x{n}-{i}"[:20])
                     else:
                         stats["tool_err"] += 1
                 except Exception as exc:  # counted and shown: a load run reports errors, it does not stop on them
@@ -190,6 +193,19 @@ async def warm_up(url: str, ops: list[str]) -> None:
             await call(c, op, 99, i)
 
 
+async def count_appends(url: str, appended: list[str]) -> None:
+    """Read the `load` block once the clients stopped and print how many of the appends that succeeded are in it
+    (lost: missing; doubled: there more than once). Each append is one line, unique per client and call."""
+    from collections import Counter
+
+    async with http_session(url, TOKEN, PROXY.get("verify", True)) as c:
+        read = await c.read_resource(f"memory://blocks/{LOAD_BLOCK}")
+    lines = Counter("".join(getattr(part, "text", "") for part in read.contents).split("\n"))
+    lost = sum(1 for a in appended if lines[a] == 0)
+    doubled = sum(1 for a in set(appended) if lines[a] > 1)
+    print(f"appends that succeeded {len(appended)}: lost {lost}, doubled {doubled} (read back from the block)")
+
+
 async def drive(
     seconds: int, port: int, ops: list[str], per: int, servers: list[subprocess.Popen[bytes]], warmup: int | None = None
 ) -> None:
@@ -200,7 +216,7 @@ async def drive(
         await warm_up(f"http://127.0.0.1:{port + r}/mcp{QUERY}", ops)
     print(f"warm-up (each call once per replica) took {time.time() - started:.0f} s", flush=True)
     rss: list[list[float]] = [[rss_mb(s.pid)] for s in servers]
-    stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": [], "by_op": {}}
+    stats: dict[str, Any] = {"ok": 0, "err": 0, "tool_err": 0, "lat": [], "by_op": {}, "appended": []}
     stop = time.time() + seconds + (warmup or 0)  # with --warmup, SECONDS are measured after the loaded warm-up
     start = time.time()
     async with anyio.create_task_group() as tg:
@@ -217,6 +233,7 @@ async def drive(
                 f"tool_err={stats['tool_err']} load={os.getloadavg()[0]:.1f} {stats.get('last', '')}",
                 flush=True,
             )
+    await count_appends(PROXY.get("url") or f"http://127.0.0.1:{port}/mcp{QUERY}", stats["appended"])
     lat = sorted(stats["lat"]) or [0.0]
     calls = stats["ok"] + stats["tool_err"] + stats["err"]
     print(

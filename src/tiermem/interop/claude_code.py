@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base.errors import ConfigError
 from ..base.files import write_text_atomically
 from .auto_memory import adopt, directory, point, unpoint
-from .hook_setup import read_json
+from .hook_setup import put_hooks, read_json, take_hooks
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -177,20 +177,9 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     if "hooks" not in settings:
         made.add("hooks")
     hooks = _object(settings, "hooks", p.settings_file)
-    changed = False
-    for event, entries in p.hooks().items():
-        if event not in hooks:
-            made.add(f"hooks.{event}")
-        current = hooks.get(event, [])
-        if not isinstance(current, list):
-            raise ConfigError(
-                f"{p.settings_file}: hooks.{event} is not a list; fix the file, then run setup again. "
-                "Nothing was changed."
-            )
-        if [e for e in current if _setup_hook(e)] == entries:
-            continue  # already there, wherever they are
-        hooks[event] = [e for e in current if not _setup_hook(e)] + entries  # yours as they were, in their order
-        changed = True
+    planned = p.hooks()
+    made.update(f"hooks.{event}" for event in planned if event not in hooks)
+    changed = put_hooks(hooks, planned, _setup_hook, p.settings_file)  # yours as they were, ours after them
     what = "hooks " + ", ".join(HOOK_EVENTS) + " installed"
     if p.auto_memory is not None and (pointed := point(settings, record, p.auto_memory)):
         changed, what = True, f"{what}; {pointed}"
@@ -245,17 +234,7 @@ def uninstall(p: Plan) -> list[str]:
     hooks = settings.get("hooks")
     changed = False
     if isinstance(hooks, dict):
-        for event in list(hooks):
-            entries = hooks[event]
-            if not isinstance(entries, list):
-                continue
-            kept = [e for e in entries if not _setup_hook(e)]
-            if kept != entries:
-                changed = True
-                if kept or f"hooks.{event}" not in added:
-                    hooks[event] = kept
-                else:
-                    del hooks[event]
+        changed = take_hooks(hooks, _setup_hook, added, "hooks")
         if changed and not hooks and "hooks" in added:
             del settings["hooks"]
     what = "tiermem hooks removed"

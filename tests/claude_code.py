@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from . import fake_anthropic as fa
+from .conftest import PYTHON, ROOT
 from .install_hosts import install
 
 QUIET = {  # no telemetry, update checks or error reports: nothing but the model API (on loopback) is reached
@@ -90,6 +91,20 @@ class ClaudeCode:
         for d in (self.home, self.workdir):
             d.mkdir(parents=True, exist_ok=True)
         self.runtime_dir.chmod(0o700)
+
+    def tiermem(self, *args: str) -> str:
+        """A tiermem command in the throwaway HOME's environment (none of the user's config or data); its stdout."""
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=self.env(),
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment of every ``claude`` run (and so of the MCP servers and hooks it starts)."""

@@ -10,7 +10,6 @@ setting and leaves the files. Skipped, with the reason, when Claude Code is miss
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,25 +22,10 @@ from tiermem.interop import auto_memory
 
 from . import fake_anthropic as fa
 from .claude_code import ClaudeCode, claude_code
-from .conftest import PYTHON, ROOT
 
 OLD = "---\nname: editor\ndescription: the user's editor\nmetadata:\n  type: user\n---\n\nAda edits code in Helix.\n"
 NEW = "---\nname: cat\ndescription: the user's cat\nmetadata:\n  type: user\n---\n\nAda's cat is called Miso.\n"
 EDITED = "Name: Ada Lovelace. Moved to Lisbon in November."
-
-
-def tiermem(cc: ClaudeCode, *args: str) -> str:
-    done = subprocess.run(
-        [PYTHON, "-m", "tiermem", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cc.env(),
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def found(data: Path, query: str) -> list[str]:
@@ -61,14 +45,14 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         old.mkdir(parents=True)
         (old / "editor.md").write_text(OLD)
         (old / "MEMORY.md").write_text("- [Editor](editor.md) — which editor\n")
-        tiermem(cc, "agents", "create", "default", "--data-dir", str(data))
-        setup = tiermem(cc, "setup", "claude-code", "--data-dir", str(data))
+        cc.tiermem("agents", "create", "default", "--data-dir", str(data))
+        setup = cc.tiermem("setup", "claude-code", "--data-dir", str(data))
         folder = auto_memory.directory(data, "default")
         target = folder / "cat.md"
         cc.fake.add(fa.tool("Write", {"file_path": str(target), "content": NEW}), fa.text("Saved."))
         first = cc.run("Remember that my cat is called Miso.", "--allowedTools", "Write")
         after_first = found(data, "What is my cat called?")
-        tiermem(cc, "blocks", "set", "human", EDITED, "--data-dir", str(data))
+        cc.tiermem("blocks", "set", "human", EDITED, "--data-dir", str(data))
         before = len(cc.fake.requests)
         second = cc.run("Hello again.")
         yield {
@@ -108,7 +92,7 @@ def test_a_block_edit_in_tiermem_is_in_the_auto_memory_claude_code_loads_next(sh
 
 def test_uninstall_restores_the_setting_and_leaves_the_files(shared: dict[str, Any]) -> None:
     cc, folder = shared["cc"], shared["folder"]
-    tiermem(cc, "setup", "claude-code", "--uninstall", "--data-dir", str(shared["data"]))
+    cc.tiermem("setup", "claude-code", "--uninstall", "--data-dir", str(shared["data"]))
     settings_file = cc.home / ".claude" / "settings.json"
     assert not settings_file.exists() or "autoMemoryDirectory" not in json.loads(settings_file.read_text())
     assert (folder / "cat.md").exists() and (shared["old"] / "editor.md").read_text() == OLD

@@ -10,7 +10,6 @@ reason, when Node.js or the Claude Code package is missing (``python tests/insta
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,27 +22,11 @@ from tiermem.server.app import resolve_tools
 from tiermem.server.runtime import FILE_TOOLS
 
 from .claude_code import ClaudeCode, claude_code, definition_chars, tool_definitions
-from .conftest import PYTHON, ROOT
 
 HUMAN = "Name: Ada Lovelace. Prefers tea over coffee. Works on analytical engines."
 FACT = "Ada's cat is called Miso, a grey tabby who sleeps on the piano."
 ABOUT_THE_FACT = "What is my cat called?"
 UNRELATED = "Explain how quicksort partitions an array."
-
-
-def tiermem(cc: ClaudeCode, *args: str) -> str:
-    """A tiermem command in the throwaway HOME's environment (none of the user's config or data)."""
-    done = subprocess.run(
-        [PYTHON, "-m", "tiermem", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cc.env(),
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +42,12 @@ def cc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClaudeCode]:
 def sessions(cc: ClaudeCode) -> dict[str, Any]:
     """A new user's first two sessions after `tiermem setup claude-code` (the real embedding model)."""
     data = cc.home / "memory"
-    tiermem(cc, "agents", "create", "default", "--data-dir", str(data))
-    tiermem(cc, "blocks", "set", "human", HUMAN, "--data-dir", str(data))
+    cc.tiermem("agents", "create", "default", "--data-dir", str(data))
+    cc.tiermem("blocks", "set", "human", HUMAN, "--data-dir", str(data))
     memory = open_memory(load_settings(data_dir=data, embedding_model="default"))
     memory.archive.insert(memory.ensure_agent("default").id, FACT)
     memory.settle(30)
-    print(tiermem(cc, "setup", "claude-code", "--data-dir", str(data)))
+    print(cc.tiermem("setup", "claude-code", "--data-dir", str(data)))
     runs = []
     for prompt in (ABOUT_THE_FACT, UNRELATED):
         before = len(cc.fake.requests)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +36,7 @@ from tiermem.store.connection import connect
 from tiermem.store.query import compile_filter
 from tiermem.store.schemas import SCHEMA_VERSION, table_schemas
 
-from .conftest import PYTHON, ROOT, serve_in_process, text_of
+from .conftest import serve_in_process, text_of
 from .test_object_storage import BUCKET, s3_endpoint  # noqa: F401 (the module-scoped moto server fixture)
 
 SECRET = "hunter2-correct-horse-battery"
@@ -407,23 +406,11 @@ def test_the_real_claude_code_sends_the_injection_only_inside_the_frame(tmp_path
     with ClaudeCode(exe, tmp_path / "cc") as cc:
         data = cc.home / "memory"
 
-        def tiermem(*args: str) -> None:
-            done = subprocess.run(
-                [PYTHON, "-m", "tiermem", *args],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                env=cc.env(),
-                timeout=120,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr
-
-        tiermem("agents", "create", "default", "--data-dir", str(data))
+        cc.tiermem("agents", "create", "default", "--data-dir", str(data))
         memory = open_memory(load_settings(data_dir=data, embedding_model="default"))
         memory.archive.insert(memory.ensure_agent("default").id, INJECTION)
         memory.settle(30)
-        tiermem("setup", "claude-code", "--data-dir", str(data))
+        cc.tiermem("setup", "claude-code", "--data-dir", str(data))
         result = cc.run("Where does my cat Miso sleep?")
         assert not result["is_error"], result
         request = cc.fake.requests[0]

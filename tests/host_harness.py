@@ -78,6 +78,28 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedP
 # -- Codex CLI -----------------------------------------------------------------------------------------------
 
 
+def codex_fake_provider(url: str) -> list[str]:
+    """config.toml lines that point Codex at the fake model server ``url``, with nothing else switched on."""
+    return [
+        'model = "fake-model"',
+        'model_provider = "fake"',
+        'approval_policy = "never"',
+        'sandbox_mode = "read-only"',
+        "[analytics]",
+        "enabled = false",
+        "[features]",
+        "plugins = false",
+        "remote_plugin = false",
+        "[model_providers.fake]",
+        'name = "fake"',
+        f'base_url = "{url}/v1"',
+        'wire_api = "responses"',
+        'env_key = "FAKE_API_KEY"',
+        "stream_max_retries = 0",
+        "request_max_retries = 0",
+    ]
+
+
 def run_codex(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> subprocess.CompletedProcess[str]:
     home = tmp_path / "codex-home"
     work = tmp_path / "codex-work"
@@ -87,22 +109,7 @@ def run_codex(exe: Path, tmp_path: Path, fake: FakeModel, prompt: str) -> subpro
     server["env"] = {**server.get("env", {}), **SERVER_ENV}
     config = "\n".join(
         [
-            'model = "fake-model"',
-            'model_provider = "fake"',
-            'approval_policy = "never"',
-            'sandbox_mode = "read-only"',
-            "[analytics]",
-            "enabled = false",
-            "[features]",
-            "plugins = false",
-            "remote_plugin = false",
-            "[model_providers.fake]",
-            'name = "fake"',
-            f'base_url = "{fake.url}/v1"',
-            'wire_api = "responses"',
-            'env_key = "FAKE_API_KEY"',
-            "stream_max_retries = 0",
-            "request_max_retries = 0",
+            *codex_fake_provider(fake.url),
             "[mcp_servers.tiermem]",
             f"command = {json.dumps(server['command'])}",
             f"args = {json.dumps(server['args'])}",

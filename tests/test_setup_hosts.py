@@ -28,7 +28,7 @@ from tiermem.domain.factory import open_memory
 
 from .conftest import PYTHON, ROOT
 from .fake_models import FakeModel, Turn
-from .host_harness import base_env, run
+from .host_harness import base_env, codex_fake_provider, run
 from .install_hosts import install
 
 HUMAN = "Name: Ada Lovelace. Prefers tea over coffee. Works on analytical engines."
@@ -89,29 +89,7 @@ class Host:
 
 def codex_config(host: Host, fake: FakeModel) -> None:
     (host.home / ".codex").mkdir()
-    (host.home / ".codex" / "config.toml").write_text(
-        "\n".join(
-            [
-                'model = "fake-model"',
-                'model_provider = "fake"',
-                'approval_policy = "never"',
-                'sandbox_mode = "read-only"',
-                "[analytics]",
-                "enabled = false",
-                "[features]",
-                "plugins = false",
-                "remote_plugin = false",
-                "[model_providers.fake]",
-                'name = "fake"',
-                f'base_url = "{fake.url}/v1"',
-                'wire_api = "responses"',
-                'env_key = "FAKE_API_KEY"',
-                "stream_max_retries = 0",
-                "request_max_retries = 0",
-            ]
-        )
-        + "\n"
-    )
+    (host.home / ".codex" / "config.toml").write_text("\n".join(codex_fake_provider(fake.url)) + "\n")
 
 
 def gemini_config(host: Host, fake: FakeModel) -> None:

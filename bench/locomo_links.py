@@ -28,6 +28,7 @@ choice among the candidate kinds is made on these figures: in-sample; read the m
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -168,19 +169,37 @@ def turns(memory: Any, samples: list[dict[str, Any]], fmt: str, budget: int) -> 
             def recall(ids: list[str]) -> float:
                 return len(gold & {dia_of[i] for i in ids}) / len(gold)
 
-            plain = archive.conversation_search(agent, qa["question"], limit=100, links=False)
-            linked = archive.conversation_search(agent, qa["question"], limit=100, links=True)
-            five = archive.conversation_search(agent, qa["question"], limit=5, links=True)
-            hits = [h.id for h in plain.hits]
-            per["shipped, no links"][category].append(recall(hits))
-            per["shipped, links"][category].append(recall([h.id for h in linked.hits]))
-            per["R@5 (no budget)"][category].append(recall(hits[:5]))
-            per["5 hits + their links"][category].append(recall([h.id for h in five.hits]))
-            for kind in KINDS:
-                for lead in LEADS:
-                    name = f"{kind}, lead {lead or 'all'}"
-                    per[name][category].append(recall(budgeted(hits, content, links, kind, lead, budget)))
+            question = qa["question"]
+            search = functools.partial(archive.conversation_search, agent, question)
+            score(
+                per,
+                category,
+                recall,
+                lambda n, on: [h.id for h in search(limit=n, links=on).hits],
+                (content, links, budget),
+            )
     return _table(per)
+
+
+def score(
+    per: dict[str, dict[int, list[float]]],
+    category: int,
+    recall: Callable[[list[str]], float],
+    ids_of: Callable[[int, bool], list[str]],
+    budgeting: tuple[dict[str, str], Any, int],
+) -> None:
+    """One question's evidence recall in every row: the shipped search (``ids_of(limit, links)``) with and without
+    links, R@5, five hits with their links, and each link kind and lead within the token budget."""
+    content, links, budget = budgeting
+    hits = ids_of(100, False)
+    per["shipped, no links"][category].append(recall(hits))
+    per["shipped, links"][category].append(recall(ids_of(100, True)))
+    per["R@5 (no budget)"][category].append(recall(hits[:5]))
+    per["5 hits + their links"][category].append(recall(ids_of(5, True)))
+    for kind in KINDS:
+        for lead in LEADS:
+            name = f"{kind}, lead {lead or 'all'}"
+            per[name][category].append(recall(budgeted(hits, content, links, kind, lead, budget)))
 
 
 def facts(memory: Any, samples: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -206,18 +225,15 @@ def facts(memory: Any, samples: list[dict[str, Any]], budget: int) -> dict[str, 
             def recall(ids: list[str]) -> float:
                 return len(gold & {d for i in ids for d in sources[i]}) / len(gold)
 
-            plain = archive.search(agent, qa["question"], top_k=100, links=False)
-            linked = archive.search(agent, qa["question"], top_k=100, links=True)
-            five = archive.search(agent, qa["question"], top_k=5, links=True)
-            hits = [h.id for h in plain.hits]
-            per["shipped, no links"][category].append(recall(hits))
-            per["shipped, links"][category].append(recall([h.id for h in linked.hits]))
-            per["R@5 (no budget)"][category].append(recall(hits[:5]))
-            per["5 hits + their links"][category].append(recall([h.id for h in five.hits]))
-            for kind in KINDS:
-                for lead in LEADS:
-                    name = f"{kind}, lead {lead or 'all'}"
-                    per[name][category].append(recall(budgeted(hits, content, links, kind, lead, budget)))
+            question = qa["question"]
+            search = functools.partial(archive.search, agent, question)
+            score(
+                per,
+                category,
+                recall,
+                lambda n, on: [h.id for h in search(top_k=n, links=on).hits],
+                (content, links, budget),
+            )
     return _table(per)
 
 

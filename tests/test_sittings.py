@@ -435,3 +435,12 @@ def test_a_deeper_row_logged_within_two_turns_of_a_pooled_one_joins_the_pool() -
     where = analyse("Where did Tim go?")
     assert [c.id for c in pooled(where, cands, 40, context)] == ["match", "just-before", "two-after"]
     assert [c.id for c in pooled(where, cands, 40, Context())] == ["match"]  # passages: no sittings
+
+
+def test_deleting_an_agent_drops_this_processs_copies_of_its_turns(memory: Memory) -> None:
+    agent = memory.ensure_agent("going").id
+    memory.archive.log_messages(agent, [{"role": "user", "content": "my locker code is in the blue notebook"}])
+    assert memory.archive._sittings._logged.get(agent)  # kept for the next search's sitting refresh
+    memory.delete_agent(agent)
+    assert agent not in memory.archive._sittings._logged
+    assert not [key for key in memory.archive._last_turn if key[0] == agent]

@@ -578,6 +578,7 @@ class Memory:
 
     def _finish_deletion(self, agent_id: str) -> None:
         self.archive.rows.delete_agent_data(agent_id)
+        self.archive.forget_turns(agent_id)  # this process's copies of its latest and just-logged turns go too
         self.uses.forget_agent(agent_id)
         self.core.delete_agent(agent_id)
         self._emit(Change("blocks_changed", (agent_id,)))

@@ -33,6 +33,8 @@
     return data;
   }
 
+  window.tiermemApi = { call }; // the timeline and links sections (timeline.js, links.js) call the API through it
+
   const qs = (params) => new URLSearchParams(
     Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "")).toString();
   const sleep = (ms) => new Promise((res) => setTimeout(res, ms));

@@ -7,15 +7,7 @@
   const SVG = "http://www.w3.org/2000/svg";
   const W = 760, H = 420, R = 150;
 
-  async function call(path) {
-    const headers = {};
-    const token = sessionStorage.getItem("tiermem-token");
-    if (token) headers.Authorization = "Bearer " + token;
-    const r = await fetch("api/" + path, { headers });
-    const data = await r.json().catch(() => ({ error: r.status + " " + r.statusText }));
-    if (!r.ok) throw new Error(data.error || r.statusText);
-    return data;
-  }
+  const call = (path) => window.tiermemApi.call(path); // app.js: the token, and the prompt for one on a 401
 
   function svg(tag, attrs = {}, ...children) {
     const node = document.createElementNS(SVG, tag);

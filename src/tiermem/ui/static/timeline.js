@@ -9,15 +9,7 @@
   const H = 240, LEFT = 40, BOTTOM = 22, TOP = 10;
   const state = { agent: null, data: null, period: null, gen: 0 };
 
-  async function call(path) {
-    const headers = {};
-    const token = sessionStorage.getItem("tiermem-token");
-    if (token) headers.Authorization = "Bearer " + token;
-    const r = await fetch("api/" + path, { headers });
-    const data = await r.json().catch(() => ({ error: r.status + " " + r.statusText }));
-    if (!r.ok) throw new Error(data.error || r.statusText);
-    return data;
-  }
+  const call = (path) => window.tiermemApi.call(path); // app.js: the token, and the prompt for one on a 401
 
   function say(text) {
     const a = $("alert");

@@ -11,6 +11,7 @@ handlers live elsewhere.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -33,8 +34,13 @@ from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memor
 from .stats import add_stats_parser
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..base.config import Settings
     from ..domain.memory import Memory
+
+# commands whose whole work is cli/<command>.py's <command>_command(memory, settings, args)
+OWN_MODULE_COMMANDS = frozenset({"folders", "forget", "links", "stats", "remember", "timeline"})
 
 log = logging.getLogger("tiermem")
 WATCH_SECONDS = 0.25  # `tiermem sync --watch`: how often it looks for a change on either side
@@ -605,30 +611,10 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "blocks":
         return blocks_command(memory, settings, args)
-    if args.command == "folders":
-        from .folders import folders_command
-
-        return folders_command(memory, settings, args)
-    if args.command == "forget":
-        from .forget import forget_command
-
-        return forget_command(memory, settings, args)
-    if args.command == "links":
-        from .links import links_command
-
-        return links_command(memory, settings, args)
-    if args.command == "stats":
-        from .stats import stats_command
-
-        return stats_command(memory, settings, args)
-    if args.command == "remember":
-        from .remember import remember_command
-
-        return remember_command(memory, settings, args)
-    if args.command == "timeline":
-        from .timeline import timeline_command
-
-        return timeline_command(memory, settings, args)
+    if args.command in OWN_MODULE_COMMANDS:  # cli/<command>.py's <command>_command, imported when it runs
+        module = importlib.import_module(f"{__package__}.{args.command}")
+        run: Callable[[Memory, Settings, argparse.Namespace], int] = getattr(module, f"{args.command}_command")
+        return run(memory, settings, args)
     if args.command == "search":
         # A process that has the model embeds what others stored without vectors, before searching.
         embedded = memory.archive.vectors.catch_up(settings.embedding_wait_seconds, announced_only=True)

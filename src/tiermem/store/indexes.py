@@ -239,9 +239,9 @@ class Indexes:
             out[name] = entry
         return out
 
-    def optimize_in_background(self) -> None:
+    def optimize_in_background(self) -> dict[str, str]:
         """``optimize`` unless one is under way in this process (the connection's upkeep, in its own thread)."""
-        self.optimize(background=True)
+        return self.optimize(background=True)
 
     def optimize(self, *, background: bool = False) -> dict[str, str]:
         """Compact small fragments, delete superseded versions (``version_retention``) and bring indexes up to

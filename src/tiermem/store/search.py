@@ -235,6 +235,7 @@ class Search:
             return found
 
         (vector_rows, text_rows), meta = asyncio.run_coroutine_threadsafe(together(), _loop()).result()
+        self.conn.searched(table, legs=2)
         return found_in(vector_rows), found_in(text_rows), marks_in(meta, table)
 
     def _vector_query(self, table: str, vector: Sequence[float]) -> Callable[[int | None], Coroutine[Any, Any, Any]]:
@@ -280,6 +281,7 @@ class Search:
     ) -> Coroutine[Any, Any, Any]:
         """The coroutine of one leg (``_leg``); a filter that cannot be written fails here, before anything is sent."""
         at, text, sole = self._scope(table, where)
+        self.conn.searched(table, legs=1)
         return _leg(at, build, text, limit, self._legs_owners(), table, sole)
 
     def _scope(self, table: str, where: Filter | None) -> tuple[Any, str | None, str | None]:

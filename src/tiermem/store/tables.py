@@ -104,7 +104,7 @@ class Rows:
                 self.conn.tables[table].add(todo)
 
         commit_with_retries(self.conn.uri, "rows", attempt)
-        self.conn.wrote(len(rows))
+        self.conn.wrote(len(rows), table)
 
     def _not_stored(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows whose ``id`` is not in ``table`` at its newest version (a retried append's check)."""
@@ -123,7 +123,7 @@ class Rows:
         if not rows:
             return 0
         result = self.conn.tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
-        self.conn.wrote()
+        self.conn.wrote(1, table)
         if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
             self.mark_unembedded(table)
         return int(result.num_inserted_rows)
@@ -136,7 +136,7 @@ class Rows:
         self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
             list(rows)
         )
-        self.conn.wrote()
+        self.conn.wrote(1, table)
 
     @reads("rows")
     def all_rows(self, table: str) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ class Rows:
             r["vector"] = vectors[r["id"]]
         if rows:
             t.merge_insert("id").when_matched_update_all().execute(rows)
-            self.conn.wrote(len(rows))
+            self.conn.wrote(len(rows), table)
 
     @reads("rows without vectors")
     def rows_without_vectors(self, table: str, limit: int = 256, where: Filter | None = None) -> list[dict[str, Any]]:

@@ -38,15 +38,12 @@ LOCAL_RETENTION, OBJECT_STORE_RETENTION = timedelta(minutes=10), timedelta(secon
 OBJECT_STORE_STALENESS = timedelta(milliseconds=250)  # ConnectionOptions' read_staleness
 CREATION_LOCK_FILE = ".tiermem-create.lock"  # in a local store's directory: Connection.creating
 UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
-# Search-paced upkeep (``Connection.searched``). Every commit leaves one small fragment that each search of its table
-# reads until the next compaction: a leg over 180 one-row fragments takes 12-25 ms, over the same rows in one fragment
-# 3 ms (LanceDB 0.40, 2k rows, quiet; the vector and the full-text leg alike), so ~0.1 ms per fragment and leg.
-# An upkeep costs more as the table grows (an optimize after 20 commits: 0.05 s at 2k rows, 0.25 s at 20k, ~1 s at
-# 100k). The upkeep runs once the time searches have lost to the fragments since the last one reaches what that one
-# took (ski rental: never more than twice the better of the two schedules in hindsight), with at least
-# MIN_TAIL_COMMITS commits to fold in; the row count (``optimize_every``) still bounds the tail of an unsearched table.
-FRAGMENT_LEG_MS = 0.1
-MIN_TAIL_COMMITS = 4
+# Search-paced upkeep (``Connection.searched``). Each commit leaves a small fragment every search of its table reads
+# until the next compaction (LanceDB 0.40, 2k rows: a leg over 180 one-row fragments 12-25 ms, over the same rows in
+# one fragment 3 ms: ~0.1 ms per fragment and leg), and an optimize costs more as the table grows (after 20 commits:
+# 0.05 s at 2k rows, ~1 s at 100k). The upkeep runs once searches have lost to the fragments what the last one took
+# (ski rental: at most twice the better schedule in hindsight), with at least MIN_TAIL_COMMITS commits to fold in.
+FRAGMENT_LEG_MS, MIN_TAIL_COMMITS = 0.1, 4
 FIRST_UPKEEP_MS = 50.0  # what an upkeep is taken to cost before this process has timed one
 
 
@@ -253,8 +250,7 @@ class Connection:
             self.paced += 1
         self._start_upkeep()
 
-    def _reset_upkeep_counts(self) -> None:
-        """An upkeep is starting: what it folds in is no longer owed. Call with ``lock`` held."""
+    def _reset_upkeep_counts(self) -> None:  # with ``lock`` held: an upkeep is starting, what it folds in is not owed
         self.writes = self.commits = 0
         self.tail.clear()
         self.lost_ms = 0.0

@@ -53,7 +53,6 @@ def links_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
     words = list(args.words)
     action = words.pop(0) if words[0] in ACTIONS else "show"
     agent = memory.named_agent(settings.agent)
-    archive = memory.archive
     if action in ("add", "remove"):
         if len(words) != 2:
             raise ValidationError(f"links {action} takes two memory ids: tiermem links {action} ID ID.")
@@ -62,16 +61,14 @@ def links_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
             memory.link(agent.id, a, b, args.note)  # both must be this agent's turns or passages
             done = {"linked": [a, b], "note": args.note}
         else:
-            for ref in (a, b):
-                archive.find_memory(agent.id, ref)  # both must be this agent's turns or passages
-            if not archive.links.remove(a, b):
+            if not memory.unlink(agent.id, a, b):
                 raise ValidationError(f"{a} and {b} are not linked on purpose (sitting links are not removed).")
             done = {"unlinked": [a, b]}
         print(json.dumps(done) if args.json else f"{'added' if action == 'add' else 'removed'} link {a} — {b}")
         return 0
     if len(words) != 1:
         raise ValidationError("links show takes one memory id: tiermem links ID.")
-    found = archive.neighbourhood(agent.id, words[0])
+    found = memory.archive.neighbourhood(agent.id, words[0])
     print(json.dumps(found.as_dict(), indent=1) if args.json else "\n".join(draw(found)))
     return 0
 

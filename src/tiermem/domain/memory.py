@@ -763,10 +763,20 @@ class Memory:
     def link(self, agent_id: str, a: str, b: str, note: str = "") -> None:
         """Link two of the agent's memories (recall turns or archival passages) on purpose; each must be the agent's,
         and a note holding a credential is refused, writing nothing."""
-        for ref in (a, b):
-            self.archive.find_memory(agent_id, ref)
+        self._both_mine(agent_id, a, b)
         self.refuse_secrets(note, "note")
         self.archive.links.add(agent_id, a, b, note)
+
+    def unlink(self, agent_id: str, a: str, b: str) -> bool:
+        """Remove the link made on purpose between two of the agent's memories; False when there was none (a sitting
+        link is derived from the rows and never removed)."""
+        self._both_mine(agent_id, a, b)
+        return self.archive.links.remove(a, b)
+
+    def _both_mine(self, agent_id: str, a: str, b: str) -> None:
+        """Both ends are the agent's turns or passages (``Archive.find_memory`` names the one that is not)."""
+        for ref in (a, b):
+            self.archive.find_memory(agent_id, ref)
 
     def archival_delete(self, agent_id: str, passage_id: str) -> int:
         """Delete a passage, every chunk of it (``Archive.delete``), and its use record; how many rows went."""

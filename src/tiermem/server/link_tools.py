@@ -19,17 +19,14 @@ if TYPE_CHECKING:
 def links_op(memory: Memory, agent_id: str, action: str, id: str, other: str | None, note: str) -> dict[str, Any]:
     """``show``: the memory and its links; ``add`` / ``remove``: a link made on purpose between two of the agent's
     memories (recall turns or archival passages)."""
-    archive = memory.archive
     if action == "show":
-        return archive.neighbourhood(agent_id, id).as_dict()
+        return memory.archive.neighbourhood(agent_id, id).as_dict()
     if not other:
         raise ValidationError(f"memory_links {action} needs other: the id of the memory to link {id} with.")
     if action == "add":
         memory.link(agent_id, id, other, note)
         return {"linked": [id, other], "note": note}
-    for ref in (id, other):
-        archive.find_memory(agent_id, ref)
-    if not archive.links.remove(id, other):
+    if not memory.unlink(agent_id, id, other):
         raise ValidationError(f"{id} and {other} are not linked on purpose; memory_links show {id} lists its links.")
     return {"unlinked": [id, other]}
 

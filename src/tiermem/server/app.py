@@ -447,21 +447,15 @@ def transport_app(server: TiermemServer, settings: Settings) -> Any:
         )
     from .events import RETRY_MS, MemoryEventStore
 
-    if settings.http_stateless:  # every POST stands alone: no session id, nothing on a GET stream, no resuming
-        return server.streamable_http_app(
-            streamable_http_path="/mcp",
-            transport_security=checked_by_guard,
-            host=settings.host,
-            max_request_body_size=settings.max_request_bytes,
-            stateless_http=True,
-        )
+    stateless = settings.http_stateless  # every POST stands alone (no session id): there is no stream to resume
     return server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=checked_by_guard,
         host=settings.host,
         max_request_body_size=settings.max_request_bytes,
-        event_store=MemoryEventStore(),
-        retry_interval=RETRY_MS,
+        stateless_http=stateless,
+        event_store=None if stateless else MemoryEventStore(),
+        retry_interval=None if stateless else RETRY_MS,
     )
 
 

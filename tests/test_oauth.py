@@ -28,9 +28,9 @@ from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import PYTHON, ROOT, text_of
+from .conftest import text_of
 from .install_oauth import install, node_path
-from .test_transports import HTTP_TOKEN, free_port, server_env, wait_for_port
+from .test_transports import HTTP_TOKEN, free_port, start_serving, wait_for_port
 
 pytestmark = pytest.mark.anyio
 KID = "test-key-1"
@@ -176,19 +176,15 @@ def _client_documents(where: Path) -> tuple[str, Path, Any]:
 
 def _serve(tmp_path: Path, authority: Authority, **env: str) -> Iterator[Served]:
     port = free_port()
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(
-            tmp_path,
-            TIERMEM_DATA_DIR=str(tmp_path / "data"),
-            TIERMEM_OAUTH_ISSUER=authority.issuer,
-            TIERMEM_PUBLIC_URL=f"http://127.0.0.1:{port}",
-            TIERMEM_HTTP_TOKEN=HTTP_TOKEN,  # static tokens keep working beside OAuth
-            **env,
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "server.log").open("wb"),  # read it when a test fails
+    proc = start_serving(
+        tmp_path,
+        "http",
+        port,
+        TIERMEM_DATA_DIR=str(tmp_path / "data"),
+        TIERMEM_OAUTH_ISSUER=authority.issuer,
+        TIERMEM_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        TIERMEM_HTTP_TOKEN=HTTP_TOKEN,  # static tokens keep working beside OAuth
+        **env,
     )
     try:
         wait_for_port(port, proc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,8 @@ from mcp.client.sse import sse_client
 
 from tiermem.server.sse_agent import CarryAgent
 
-from .conftest import PYTHON, ROOT, text_of
-from .test_transports import free_port, server_env, wait_for_port
+from .conftest import text_of
+from .test_transports import free_port, start_serving, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
@@ -52,18 +51,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     issuer = Issuer(free_port())
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", "sse", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(
-            tmp_path,
-            TIERMEM_DATA_DIR=str(tmp_path / "data"),
-            TIERMEM_OAUTH_ISSUER=issuer.url,
-            TIERMEM_PUBLIC_URL=base,
-            TIERMEM_OAUTH_SHARED_AGENTS=json.dumps({"shared": ["alice", "carol"]}),
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "server.log").open("wb"),  # read it when a test fails
+    proc = start_serving(
+        tmp_path,
+        "sse",
+        port,
+        TIERMEM_DATA_DIR=str(tmp_path / "data"),
+        TIERMEM_OAUTH_ISSUER=issuer.url,
+        TIERMEM_PUBLIC_URL=base,
+        TIERMEM_OAUTH_SHARED_AGENTS=json.dumps({"shared": ["alice", "carol"]}),
     )
     try:
         wait_for_port(port, proc)

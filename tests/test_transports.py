@@ -74,6 +74,18 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60)
     raise AssertionError("server did not start listening")
 
 
+def start_serving(tmp_path: Path, transport: str, port: int, **env: str) -> subprocess.Popen[bytes]:
+    """``tiermem serve --transport TRANSPORT --port PORT`` with ``server_env(tmp_path, **env)``; its stderr goes to
+    tmp_path/server.log (read it when a test fails). The caller waits for the port and stops it."""
+    return subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port)],
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "server.log").open("wb"),
+    )
+
+
 @pytest.fixture
 def network_server(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     transport = request.param

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ def _store_rows(memory: Any, table: str, agent: str) -> list[dict[str, Any]]:
 
 
 def turns(memory: Any, samples: list[dict[str, Any]], fmt: str, budget: int) -> dict[str, Any]:
-    from .locomo import evidence_ids, ingest
+    from .locomo import ingest
 
     archive = memory.archive
     convs = ingest(memory, samples, fmt)
@@ -160,16 +160,11 @@ def turns(memory: Any, samples: list[dict[str, Any]], fmt: str, budget: int) -> 
         )
         content = {r["id"]: r["content"] for r in rows}
         known = set(dia_of.values())
-        for qa in sample["qa"]:
-            category = qa.get("category")
-            gold = set(evidence_ids(qa.get("evidence", []), known))
-            if category not in CATEGORIES or not gold:
-                continue
+        for category, gold, question in asked(sample, known):
 
-            def recall(ids: list[str]) -> float:
+            def recall(ids: list[str], gold: set[str] = gold) -> float:
                 return len(gold & {dia_of[i] for i in ids}) / len(gold)
 
-            question = qa["question"]
             search = functools.partial(archive.conversation_search, agent, question)
             score(
                 per,
@@ -179,6 +174,17 @@ def turns(memory: Any, samples: list[dict[str, Any]], fmt: str, budget: int) -> 
                 (content, links, budget),
             )
     return _table(per)
+
+
+def asked(sample: dict[str, Any], known: set[str]) -> Iterator[tuple[int, set[str], str]]:
+    """The sample's questions of the scored categories whose evidence is stored: (category, evidence ids, question)."""
+    from .locomo import evidence_ids
+
+    for qa in sample["qa"]:
+        category = qa.get("category")
+        gold = set(evidence_ids(qa.get("evidence", []), known))
+        if category in CATEGORIES and gold:
+            yield category, gold, qa["question"]
 
 
 def score(
@@ -203,7 +209,6 @@ def score(
 
 
 def facts(memory: Any, samples: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    from .locomo import evidence_ids
     from .locomo_facts import ingest
 
     archive = memory.archive
@@ -216,16 +221,11 @@ def facts(memory: Any, samples: list[dict[str, Any]], budget: int) -> dict[str, 
         links = link_table(rows, {conv["speaker_a"], conv["speaker_b"]}, lambda r: r["content"].split(":", 1)[0])
         content = {r["id"]: r["content"] for r in rows}
         known = {d for ids in sources.values() for d in ids}
-        for qa in sample["qa"]:
-            category = qa.get("category")
-            gold = set(evidence_ids(qa.get("evidence", []), known))
-            if category not in CATEGORIES or not gold:
-                continue
+        for category, gold, question in asked(sample, known):
 
-            def recall(ids: list[str]) -> float:
+            def recall(ids: list[str], gold: set[str] = gold) -> float:
                 return len(gold & {d for i in ids for d in sources[i]}) / len(gold)
 
-            question = qa["question"]
             search = functools.partial(archive.search, agent, question)
             score(
                 per,

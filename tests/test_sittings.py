@@ -134,7 +134,7 @@ def test_turns_logged_here_are_taken_without_reading_unless_the_table_gained_oth
     assert index is not None and index.rows == 4 and index.ranks("drums") != {}
     assert table.read_rows == read_before + 2
     cache.logged("a", [row("forgotten", 9, 5)])
-    cache.forget_logged("a")  # e.g. turns forgotten: what was logged is not trusted, the table is read
+    cache.forget("a")  # e.g. turns forgotten: what was logged is not trusted, the table is read
     table.rows.append(row("cello", 9, 6))
     index = cache.refresh("a", 4, table.count, table.read)
     assert index is not None and index.rows == 5 and index.ranks("forgotten") == {}
@@ -444,3 +444,24 @@ def test_deleting_an_agent_drops_this_processs_copies_of_its_turns(memory: Memor
     memory.delete_agent(agent)
     assert agent not in memory.archive._sittings._logged
     assert not [key for key in memory.archive._last_turn if key[0] == agent]
+
+
+def test_forgetting_a_turn_leaves_no_word_of_it_in_the_sitting_index(memory: Memory) -> None:
+    from tiermem.domain.forgetting import Target, forget
+
+    agent = memory.ensure_agent("private").id
+    said = memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "the locker combination is kept in zanzibar notebook"},
+            {"role": "assistant", "content": "noted, about the notebook"},
+        ],
+    )
+    before = memory.archive.candidates("messages", agent, "zanzibar notebook").context.sittings
+    assert before is not None and before.index.df["zanzibar"] == 1  # the index counts the word
+    forget(memory, Target("message", agent, said[0].id))
+    assert agent not in memory.archive._sittings._agents  # gone at once, not at the agent's next search
+    after = memory.archive.candidates("messages", agent, "zanzibar notebook").context.sittings
+    assert after is not None and after.index is not before.index  # rebuilt from what the table still holds
+    assert "zanzibar" not in after.index.df and after.index.rows == 1
+    assert after.index.df["notebook"] == 1

@@ -239,11 +239,13 @@ class Archive:
         return self._last_turn[key]
 
     def forget_turns(self, agent_id: str) -> None:
-        """Drop this process's copy of the agent's latest turns (a forgotten turn must not become the keyword text
-        of the next one); they are read from the store again."""
+        """Drop this process's copies of the agent's turns: its latest ones (a forgotten turn must not become the
+        keyword text of the next one) and its sitting index (word counts of every turn); both are read from the
+        store again."""
         for key in [k for k in self._last_turn if k[0] == agent_id]:
             del self._last_turn[key]
-        self._sittings.forget_logged(agent_id)
+        with self._sittings_lock:  # not while a refresh is under way: it would put back what it read before
+            self._sittings.forget(agent_id)
 
     def _remember_turn(self, key: tuple[str, str], content: str) -> None:
         """Keep the latest turn of a conversation; conversations not written for a while are forgotten

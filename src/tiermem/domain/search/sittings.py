@@ -240,9 +240,10 @@ class SittingCache:
     ``logged(agent, rows)``: turns this process has just stored. A refresh takes the turns it misses from these
     when they are exactly what the table gained (the count adds up), and reads the table only otherwise: a search
     right after a turn is logged (what a host's hooks do every prompt) reads nothing but the count. A table that
-    changed with nothing logged here is read as before. (Left undetected: another process deleting as many of the
-    agent's turns as it logged since the last refresh; the index then ranks with a few stale turns until its next
-    rebuild. It holds no text a search returns: hits and linked turns are read from the table.) Only the newest
+    changed with nothing logged here is read as before. Turns forgotten by this process drop the agent's index (``forget``). (Left undetected:
+    another process deleting as many of the agent's turns as it logged since the last refresh; the index then ranks
+    with a few stale turns' word counts until its next rebuild. It holds no text a search returns: hits and linked
+    turns are read from the table.) Only the newest
     ``MAX_LOGGED`` per agent are kept; a refresh that misses older ones reads them.
     """
 
@@ -259,10 +260,12 @@ class SittingCache:
             mine.extend(kept)
             del mine[:-MAX_LOGGED]
 
-    def forget_logged(self, agent: str) -> None:
-        """Drop the turns of ``agent`` logged here (some were forgotten: a refresh reads the table)."""
+    def forget(self, agent: str) -> None:
+        """Drop everything kept of ``agent``: the turns logged here and its index, whose word counts would still hold
+        the forgotten turns' words (the next refresh rebuilds it from what the table still holds)."""
         with self._logged_lock:
             self._logged.pop(agent, None)
+        self._agents.pop(agent, None)
 
     def _logged_since(self, agent: str, seq_from: int) -> list[dict[str, Any]]:
         """The turns logged here with ``seq >= seq_from``, by time then seq (older ones are dropped: indexed)."""

@@ -118,6 +118,7 @@ class Site:
     def close(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.memory.uses.close()  # the last use counts are written before the directory goes (as `serve` does)
 
 
 @pytest.fixture(scope="module")

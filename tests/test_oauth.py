@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import text_of
 from .install_oauth import install, node_path
-from .test_transports import HTTP_TOKEN, free_port, start_serving, wait_for_port
+from .test_transports import HTTP_TOKEN, free_port, serving, wait_for_port
 
 pytestmark = pytest.mark.anyio
 KID = "test-key-1"
@@ -176,7 +176,7 @@ def _client_documents(where: Path) -> tuple[str, Path, Any]:
 
 def _serve(tmp_path: Path, authority: Authority, **env: str) -> Iterator[Served]:
     port = free_port()
-    proc = start_serving(
+    with serving(
         tmp_path,
         "http",
         port,
@@ -185,13 +185,8 @@ def _serve(tmp_path: Path, authority: Authority, **env: str) -> Iterator[Served]
         TIERMEM_PUBLIC_URL=f"http://127.0.0.1:{port}",
         TIERMEM_HTTP_TOKEN=HTTP_TOKEN,  # static tokens keep working beside OAuth
         **env,
-    )
-    try:
-        wait_for_port(port, proc)
+    ):
         yield Served(f"http://127.0.0.1:{port}/mcp", port)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")

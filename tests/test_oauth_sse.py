@@ -20,7 +20,7 @@ from mcp.client.sse import sse_client
 from tiermem.server.sse_agent import CarryAgent
 
 from .conftest import text_of
-from .test_transports import free_port, start_serving, wait_for_port
+from .test_transports import free_port, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -51,21 +51,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     issuer = Issuer(free_port())
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_serving(
-        tmp_path,
-        "sse",
-        port,
-        TIERMEM_DATA_DIR=str(tmp_path / "data"),
-        TIERMEM_OAUTH_ISSUER=issuer.url,
-        TIERMEM_PUBLIC_URL=base,
-        TIERMEM_OAUTH_SHARED_AGENTS=json.dumps({"shared": ["alice", "carol"]}),
-    )
     try:
-        wait_for_port(port, proc)
-        yield Served(base, issuer)
+        with serving(
+            tmp_path,
+            "sse",
+            port,
+            TIERMEM_DATA_DIR=str(tmp_path / "data"),
+            TIERMEM_OAUTH_ISSUER=issuer.url,
+            TIERMEM_PUBLIC_URL=base,
+            TIERMEM_OAUTH_SHARED_AGENTS=json.dumps({"shared": ["alice", "carol"]}),
+        ):
+            yield Served(base, issuer)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
         issuer.close()
 
 

@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
@@ -74,16 +76,23 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60)
     raise AssertionError("server did not start listening")
 
 
-def start_serving(tmp_path: Path, transport: str, port: int, **env: str) -> subprocess.Popen[bytes]:
-    """``tiermem serve --transport TRANSPORT --port PORT`` with ``server_env(tmp_path, **env)``; its stderr goes to
-    tmp_path/server.log (read it when a test fails). The caller waits for the port and stops it."""
-    return subprocess.Popen(
+@contextmanager
+def serving(tmp_path: Path, transport: str, port: int, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``tiermem serve --transport TRANSPORT --port PORT`` with ``server_env(tmp_path, **env)``, listening, stopped on
+    exit; its stderr goes to tmp_path/server.log (read it when a test fails)."""
+    proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port)],
         cwd=ROOT,
         env=server_env(tmp_path, **env),
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "server.log").open("wb"),
     )
+    try:
+        wait_for_port(port, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -159,20 +159,13 @@ def turns(memory: Any, samples: list[dict[str, Any]], fmt: str, budget: int) -> 
             rows, {conv["speaker_a"], conv["speaker_b"]}, lambda r: f"{r['conversation_id']}/{starts[r['id']]}"
         )
         content = {r["id"]: r["content"] for r in rows}
-        known = set(dia_of.values())
-        for category, gold, question in asked(sample, known):
-
-            def recall(ids: list[str], gold: set[str] = gold) -> float:
-                return len(gold & {dia_of[i] for i in ids}) / len(gold)
-
-            search = functools.partial(archive.conversation_search, agent, question)
-            score(
-                per,
-                category,
-                recall,
-                lambda n, on: [h.id for h in search(limit=n, links=on).hits],
-                (content, links, budget),
-            )
+        score_sample(
+            per,
+            sample,
+            {i: (d,) for i, d in dia_of.items()},
+            lambda q, n, on: [h.id for h in archive.conversation_search(agent, q, limit=n, links=on).hits],
+            (content, links, budget),
+        )
     return _table(per)
 
 
@@ -185,6 +178,24 @@ def asked(sample: dict[str, Any], known: set[str]) -> Iterator[tuple[int, set[st
         gold = set(evidence_ids(qa.get("evidence", []), known))
         if category in CATEGORIES and gold:
             yield category, gold, qa["question"]
+
+
+def score_sample(
+    per: dict[str, dict[int, list[float]]],
+    sample: dict[str, Any],
+    sources: Mapping[str, Iterable[str]],
+    ask: Callable[[str, int, bool], list[str]],
+    budgeting: tuple[dict[str, str], Any, int],
+) -> None:
+    """``score`` every question of the sample whose evidence is stored: ``sources`` maps a stored memory's id to the
+    dia ids it came from, ``ask(question, limit, links)`` is the search's hit ids."""
+    known = {d for dias in sources.values() for d in dias}
+    for category, gold, question in asked(sample, known):
+
+        def recall(ids: list[str], gold: set[str] = gold) -> float:
+            return len(gold & {d for i in ids for d in sources[i]}) / len(gold)
+
+        score(per, category, recall, functools.partial(ask, question), budgeting)
 
 
 def score(
@@ -220,20 +231,13 @@ def facts(memory: Any, samples: list[dict[str, Any]], budget: int) -> dict[str, 
         conv = sample["conversation"]
         links = link_table(rows, {conv["speaker_a"], conv["speaker_b"]}, lambda r: r["content"].split(":", 1)[0])
         content = {r["id"]: r["content"] for r in rows}
-        known = {d for ids in sources.values() for d in ids}
-        for category, gold, question in asked(sample, known):
-
-            def recall(ids: list[str], gold: set[str] = gold) -> float:
-                return len(gold & {d for i in ids for d in sources[i]}) / len(gold)
-
-            search = functools.partial(archive.search, agent, question)
-            score(
-                per,
-                category,
-                recall,
-                lambda n, on: [h.id for h in search(top_k=n, links=on).hits],
-                (content, links, budget),
-            )
+        score_sample(
+            per,
+            sample,
+            sources,
+            lambda q, n, on: [h.id for h in archive.search(agent, q, top_k=n, links=on).hits],
+            (content, links, budget),
+        )
     return _table(per)
 
 

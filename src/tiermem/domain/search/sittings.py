@@ -240,11 +240,11 @@ class SittingCache:
     ``logged(agent, rows)``: turns this process has just stored. A refresh takes the turns it misses from these
     when they are exactly what the table gained (the count adds up), and reads the table only otherwise: a search
     right after a turn is logged (what a host's hooks do every prompt) reads nothing but the count. A table that
-    changed with nothing logged here is read as before. Turns forgotten by this process drop the agent's index (``forget``). (Left undetected:
-    another process deleting as many of the agent's turns as it logged since the last refresh; the index then ranks
-    with a few stale turns' word counts until its next rebuild. It holds no text a search returns: hits and linked
-    turns are read from the table.) Only the newest
-    ``MAX_LOGGED`` per agent are kept; a refresh that misses older ones reads them.
+    changed with nothing logged here is read as before. Turns forgotten by this process drop the agent's index
+    (``forget``). (Left undetected: another process deleting as many of the agent's turns as it logged since the last
+    refresh; the index then ranks with a few stale turns' word counts until its next rebuild. It holds no text a
+    search returns: hits and linked turns are read from the table.) Only the newest ``MAX_LOGGED`` per agent are
+    kept; a refresh that misses older ones reads them.
     """
 
     def __init__(self) -> None:

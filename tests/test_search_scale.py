@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import tiermem.store.search as search_module
 from tiermem.base.config import load_settings
 from tiermem.base.records import Found
 from tiermem.domain.factory import open_memory
@@ -258,6 +259,33 @@ def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Me
     assert theirs[0] and theirs[1] and all(r.id.startswith("b-") for leg in theirs for r in leg)
     hits = mem.archive.search(a, query, top_k=5).hits
     assert hits and not any(h.id.startswith("b-") for h in hits)
+
+
+def test_a_table_written_while_it_is_searched_is_filtered_at_once_until_it_holds_still(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search of a table whose version moved within the last SETTLED_SECONDS (a conversation logged while it is
+    searched) filters at once, without counting a proof or running its legs twice; once the version has held that
+    long, the agent is proved sole again and the filter is skipped. Every result equals the filtered legs'."""
+    store = mem.archive.store
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, 30)
+    query = "Note 7 about subject 7 and place 0"
+    vec = mem.archive.embedder.embed([query])[0]
+    owners = store.search._legs_owners()
+    first = _legs(store, a, query, vec, shortcut=True)  # the first search of the table tries at once
+    used, churning, fallbacks = owners.used, owners.churning, owners.fallbacks
+    assert used >= 2 and first == _legs(store, a, query, vec, shortcut=False)
+    for n in range(3):  # a write before each search: both legs filtered, the result still the agent's own
+        _fill(mem, a, 1, start=100 + n)
+        moved = _legs(store, a, query, vec, shortcut=True)
+        churning += 2
+        assert owners.churning == churning and owners.used == used and owners.fallbacks == fallbacks
+        assert moved == _legs(store, a, query, vec, shortcut=False)
+    monkeypatch.setattr(search_module, "SETTLED_SECONDS", 0.0)  # as if the version had held still since
+    settled = _legs(store, a, query, vec, shortcut=True)
+    assert owners.used == used + 2 and owners.churning == churning and owners.fallbacks == fallbacks
+    assert settled == _legs(store, a, query, vec, shortcut=False)
 
 
 def _racing(mem: Memory) -> tuple[Store, str, Any, Any]:

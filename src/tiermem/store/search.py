@@ -22,6 +22,7 @@ sole agent then run without it, exactly as safe: see ``_legs``.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
@@ -57,6 +58,7 @@ HIT_COLUMNS = {
 }  # shown, or ranked (seq)
 MAX_OWNER_AGENTS = 1024  # agents remembered per table as sharing it with others (bounded)
 ROW_COUNT_SECONDS = 1.0  # how old a row count may be to set the probes of a leg that has not read the version
+SETTLED_SECONDS = 1.0  # how long a table's version must hold before its legs try to skip the agent filter
 
 
 def vector_nprobes(rows: int) -> int:
@@ -144,7 +146,21 @@ class _Owners:
         self.proved: dict[str, tuple[Any, int, str]] = {}  # table -> (its handle, version, the agent owning every row)
         self.shared: dict[str, OrderedDict[str, None]] = {}  # table -> agents seen sharing it
         self.counted: dict[str, tuple[Any, int | None, int, float]] = {}  # table -> (handle, version, rows, when)
+        self.seen: dict[str, tuple[int, float]] = {}  # table -> (the version its searches last saw, since when)
         self.used = self.fallbacks = 0  # legs run without the agent filter; those rerun with it (the table moved)
+        self.churning = 0  # legs filtered at once: the table had moved within SETTLED_SECONDS
+
+    def settled(self, name: str, version: int) -> bool:
+        """Whether the table's searches have seen it at ``version`` for SETTLED_SECONDS (a table not searched before
+        counts as settled). A table written while it is searched (a conversation logged during its recalls) is
+        filtered at once: a proof would be counted again for each version, and its legs would often run twice (a
+        write landing while they run), which under HTTP load costs more than the filter saves. A heuristic only: what
+        makes an unfiltered leg safe is ``sole`` and the version read after it."""
+        last, now = self.seen.get(name), time.monotonic()
+        if last is None or last[0] != version:
+            self.seen[name] = (version, now if last is not None else -math.inf)
+            return last is None
+        return now - last[1] >= SETTLED_SECONDS
 
     def sharing(self, name: str, agent: str) -> bool:
         """Whether ``agent`` was seen sharing the table (its legs filter without trying for a proof)."""
@@ -323,12 +339,16 @@ async def _legs(
     read again after the queries; if it moved (a write from any process meanwhile, which may have added another
     agent's rows), the legs are run again with the filter. So an unfiltered result is only returned when it was
     read from a version proved to hold the agent's rows alone (versions only grow: equal before and after, no
-    write landed between). The legs of one search share the two version reads.
+    write landed between). The legs of one search share the two version reads. A table whose version moved within
+    the last SETTLED_SECONDS is filtered without trying (``_Owners.settled``).
     """
     version = None
     if sole is not None and where and not known.sharing(name, sole):
         version = int(await table.version())  # checks out the newest version: other processes' writes are seen
-        if await known.sole(name, table, sole, where, version):
+        if not known.settled(name, version):
+            known.churning += len(builds)
+            version = None  # the row count a second old serves the probes (``_Owners.rows``)
+        elif await known.sole(name, table, sole, where, version):
             queries = [await build(version) for build in builds]
             rows = await asyncio.gather(*(_arrow(q.limit(limit)) for q in queries))
             if int(await table.version()) == version:

@@ -9,7 +9,8 @@ vectors; an IVF-SQ index on the larger tables):
 
 - legs: p50 of a vector leg and a full-text leg (limit 40, prefiltered on the agent, as tiermem's legs run) over a
   2,000-row table after TAIL one-row commits, against the same rows appended in one commit, and after an optimize;
-  the difference per fragment is what ``FRAGMENT_LEG_MS`` stands for;
+  the difference per fragment, quiet, is what ``FRAGMENT_LEG_MS`` stands for (it is taken at the scale of a loaded
+  server, 4× this: ``store/connection.py``);
 - optimize: for each size, ROUNDS rounds of 20 one-row commits, each followed by an optimize (its wall time).
 """
 

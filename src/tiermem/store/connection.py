@@ -39,11 +39,13 @@ OBJECT_STORE_STALENESS = timedelta(milliseconds=250)  # ConnectionOptions' read_
 CREATION_LOCK_FILE = ".tiermem-create.lock"  # in a local store's directory: Connection.creating
 UPKEEP_EXIT_SECONDS = 120.0  # how long a process's exit waits for its background upkeep (a compaction)
 # Search-paced upkeep (``Connection.searched``). Each commit leaves a small fragment every search of its table reads
-# until the next compaction (LanceDB 0.40, 2k rows: a leg over 180 one-row fragments 12-25 ms, over the same rows in
-# one fragment 3 ms: ~0.1 ms per fragment and leg), and an optimize costs more as the table grows (after 20 commits:
-# 0.05 s at 2k rows, ~1 s at 100k). The upkeep runs once searches have lost to the fragments what the last one took
-# (ski rental: at most twice the better schedule in hindsight), with at least MIN_TAIL_COMMITS commits to fold in.
-FRAGMENT_LEG_MS, MIN_TAIL_COMMITS = 0.1, 4
+# until the next compaction (LanceDB 0.40, 2k rows, quiet: a leg over 180 one-row fragments 12-25 ms, over the same
+# rows in one fragment 3 ms: ~0.1 ms per fragment and leg), and an optimize costs more as the table grows (after 20
+# commits: 0.05 s at 2k rows, ~1 s at 100k). The upkeep runs once searches have lost to the fragments what the last one
+# took (ski rental: at most twice the better schedule in hindsight), with at least MIN_TAIL_COMMITS commits to fold in.
+# The upkeep is timed by the wall clock, so under load it counts its waits too; a fragment's cost is taken at the same
+# scale: 0.4 ms per fragment and leg was best of 0.1 / 0.4 / 1.5 under ``python -m bench load --oauth`` (interleaved).
+FRAGMENT_LEG_MS, MIN_TAIL_COMMITS = 0.4, 4
 FIRST_UPKEEP_MS = 50.0  # what an upkeep is taken to cost before this process has timed one
 
 

@@ -16,7 +16,8 @@ that needs the keyword leg's rows before it can run the vector leg (the first se
 The agent filter is applied before ranking (LanceDB's prefilter over the ``agent_id`` bitmap index), which
 evaluates it over every row of the table, every search (1-2.5 ms per leg at 1M rows). When a table holds
 one agent's rows only, that filter keeps every row; ``_Owners`` proves it per table version, and legs for the
-sole agent then run without it, exactly as safe: see ``_legs``.
+sole agent then run without it, exactly as safe: see ``_legs`` (not while the table is being written:
+``_Owners.settled``).
 """
 
 from __future__ import annotations

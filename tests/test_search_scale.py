@@ -276,6 +276,7 @@ def test_a_table_written_while_it_is_searched_is_filtered_at_once_until_it_holds
     first = _legs(store, a, query, vec, shortcut=True)  # the first search of the table tries at once
     used, churning, fallbacks = owners.used, owners.churning, owners.fallbacks
     assert used >= 2 and first == _legs(store, a, query, vec, shortcut=False)
+    monkeypatch.setattr(search_module, "SETTLED_SECONDS", 3600.0)  # no pause of the machine's makes it hold still
     for n in range(3):  # a write before each search: both legs filtered, the result still the agent's own
         _fill(mem, a, 1, start=100 + n)
         moved = _legs(store, a, query, vec, shortcut=True)

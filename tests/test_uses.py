@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,35 @@ def test_a_failed_flush_keeps_its_batch(tmp_path: Path) -> None:
     assert counter.flush() == 0  # the file cannot be opened: logged, kept
     counter.store = SqliteUses(tmp_path / USES_FILE, Rules().half_life_us)
     assert counter.flush() == 1
+
+
+def test_a_read_during_a_flush_sees_the_batch_being_written(tmp_path: Path) -> None:
+    """The batch a flush has taken is in neither the batch nor the records until its write lands: a read then (the
+    inspector's badges) waits for the write instead of showing the memory cold."""
+    store = SqliteUses(tmp_path / USES_FILE, Rules().half_life_us)
+    counter = UseCounter(store, flush_seconds=0)
+    counter.note("passage", "a", ["m1"])
+    writing, release = threading.Event(), threading.Event()
+    add = store.add
+
+    def slow_add(uses: list[Use]) -> None:
+        writing.set()
+        release.wait(10)
+        add(uses)
+
+    store.add = slow_add  # type: ignore[method-assign]
+    flusher = threading.Thread(target=counter.flush)
+    flusher.start()
+    assert writing.wait(10)
+    read: list[dict[str, Use]] = []
+    reader = threading.Thread(target=lambda: read.append(counter.records(["m1"])))
+    reader.start()
+    reader.join(0.3)
+    waited = not read  # it waits for the write under way
+    release.set()
+    flusher.join(10)
+    reader.join(10)
+    assert waited and read and read[0]["m1"].count == 1
 
 
 def test_the_inspector_shows_each_passages_temperature_and_a_summary(settings: Settings) -> None:

@@ -133,18 +133,20 @@ class UseCounter:
         atexit.unregister(self.close)
 
     def records(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> dict[str, Use]:
-        """The records of ``ids`` (None: every record of ``agent_id``, or all), with this process's batch merged."""
-        try:
-            stored = {u.id: u for u in self.store.read(ids, agent_id=agent_id)}
-        except TiermemError as exc:  # the temperature is a view: what reads it still answers
-            log.warning("could not read the use counters: %s", exc)
-            stored = {}
-        with self._lock:
-            pending = [
-                u
-                for u in self._pending.values()
-                if (ids is None or u.id in ids) and (agent_id is None or u.agent_id == agent_id)
-            ]
+        """The records of ``ids`` (None: every record of ``agent_id``, or all), with this process's batch merged. Not
+        while a flush is writing: its batch is then in neither place (taken from the batch, not yet in the records)."""
+        with self._flushing:
+            try:
+                stored = {u.id: u for u in self.store.read(ids, agent_id=agent_id)}
+            except TiermemError as exc:  # the temperature is a view: what reads it still answers
+                log.warning("could not read the use counters: %s", exc)
+                stored = {}
+            with self._lock:
+                pending = [
+                    u
+                    for u in self._pending.values()
+                    if (ids is None or u.id in ids) and (agent_id is None or u.agent_id == agent_id)
+                ]
         for use in pending:
             known = stored.get(use.id)
             stored[use.id] = use if known is None else merged(known, use, self.rules.half_life_us)

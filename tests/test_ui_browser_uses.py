@@ -16,6 +16,7 @@ def test_each_passage_shows_its_temperature_and_the_page_a_summary(site: Site, b
     for _ in range(3):
         memory.uses.note("passage", site.agent_id, [used])
     browser.get(site.url)
+    browser.refresh()  # the fixture loaded this very URL before the uses: its page would show them as they were then
     until(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
     # Read in one go, inside the wait: the list re-renders as the page settles (a replaced element is looked up again).
     text, cls = until(

@@ -9,7 +9,6 @@ Waits are bounded, never timed asserts; ``python -m bench notify`` measures the 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import anyio
@@ -17,8 +16,7 @@ import httpx2
 import pytest
 from mcp import Client
 
-from .conftest import PYTHON, ROOT
-from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, server_env, stdio_params, wait_for_port
+from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, serving, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
 HUMAN = "memory://blocks/human"
@@ -27,30 +25,16 @@ HUMAN = "memory://blocks/human"
 @pytest.fixture
 def http_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "tiermem",
-            "serve",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        cwd=ROOT,
-        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN, TIERMEM_WATCH_SECONDS="30"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port(port, proc)
+    with serving(
+        tmp_path,
+        "http",
+        port,
+        "--data-dir",
+        str(tmp_path / "data"),
+        TIERMEM_HTTP_TOKEN=HTTP_TOKEN,
+        TIERMEM_WATCH_SECONDS="30",
+    ):
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 async def test_edit_100ms_after_subscribing_reaches_http_and_stdio_subscribers(

@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import PYTHON, ROOT, text_of
-from .test_transports import free_port, server_env, wait_for_port
+from .test_transports import free_port, server_env, serving
 
 pytestmark = pytest.mark.anyio
 WORK = "5f0c1e9a7b3d42c8a61e0f7d9b2c4a86"
@@ -35,34 +35,19 @@ def secured(tmp_path: Path):  # type: ignore[no-untyped-def]
         f'[[tokens]]\ntoken = "{OTHER}"\nagents = ["private"]\n'
     )
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "tiermem",
-            "serve",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--agent",
-            "work",
-            "--tokens-file",
-            str(tokens),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        cwd=ROOT,
-        env=server_env(tmp_path, TIERMEM_MAX_REQUEST_BYTES="65536"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port(port, proc)
+    with serving(
+        tmp_path,
+        "http",
+        port,
+        "--agent",
+        "work",
+        "--tokens-file",
+        str(tokens),
+        "--data-dir",
+        str(tmp_path / "data"),
+        TIERMEM_MAX_REQUEST_BYTES="65536",
+    ):
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def post(port: int, headers: dict[str, str] | None = None, body: bytes | None = None) -> httpx.Response:

@@ -77,11 +77,11 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60)
 
 
 @contextmanager
-def serving(tmp_path: Path, transport: str, port: int, **env: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``tiermem serve --transport TRANSPORT --port PORT`` with ``server_env(tmp_path, **env)``, listening, stopped on
-    exit; its stderr goes to tmp_path/server.log (read it when a test fails)."""
+def serving(tmp_path: Path, transport: str, port: int, *args: str, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``tiermem serve --transport TRANSPORT --port PORT ARGS...`` with ``server_env(tmp_path, **env)``, listening,
+    stopped on exit; its stderr goes to tmp_path/server.log (read it when a test fails)."""
     proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port)],
+        [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), *args],
         cwd=ROOT,
         env=server_env(tmp_path, **env),
         stdout=subprocess.DEVNULL,
@@ -99,30 +99,8 @@ def serving(tmp_path: Path, transport: str, port: int, **env: str) -> Iterator[s
 def network_server(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     transport = request.param
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "tiermem",
-            "serve",
-            "--transport",
-            transport,
-            "--port",
-            str(port),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        cwd=ROOT,
-        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN=HTTP_TOKEN),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port(port, proc)
+    with serving(tmp_path, transport, port, "--data-dir", str(tmp_path / "data"), TIERMEM_HTTP_TOKEN=HTTP_TOKEN):
         yield transport, port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 async def exercise(client: Client) -> None:

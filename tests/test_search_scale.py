@@ -228,15 +228,19 @@ def _rows(agent: str, vec: list[float], n: int, content: str) -> list[dict]:
     ]
 
 
+def _one_agent(mem: Memory, rows: int) -> tuple[Store, str, str, list[float]]:
+    """The store, agent ``a`` holding ``rows`` passages (``_fill``), and a query that matches some with its vector."""
+    a = mem.ensure_agent("a").id
+    _fill(mem, a, rows)
+    query = "Note 7 about subject 7 and place 0"
+    return mem.archive.store, a, query, mem.archive.embedder.embed([query])[0]
+
+
 def test_a_sole_agent_search_skips_the_filter_until_another_agent_writes(mem: Memory) -> None:
     """While one agent owns every row, its legs run without the agent filter and return exactly what the filtered
     legs return; once another connection (another process) writes a second agent's rows, which match the query
     better, every search filters again and each agent sees its own rows only."""
-    store = mem.archive.store
-    a = mem.ensure_agent("a").id
-    _fill(mem, a, 40)
-    query = "Note 7 about subject 7 and place 0"
-    vec = mem.archive.embedder.embed([query])[0]
+    store, a, query, vec = _one_agent(mem, 40)
     owners = store.search._legs_owners()
     used = owners.used
     fast = _legs(store, a, query, vec, shortcut=True)
@@ -267,11 +271,7 @@ def test_a_table_written_while_it_is_searched_is_filtered_at_once_until_it_holds
     """A search of a table whose version moved within the last SETTLED_SECONDS (a conversation logged while it is
     searched) filters at once, without counting a proof or running its legs twice; once the version has held that
     long, the agent is proved sole again and the filter is skipped. Every result equals the filtered legs'."""
-    store = mem.archive.store
-    a = mem.ensure_agent("a").id
-    _fill(mem, a, 30)
-    query = "Note 7 about subject 7 and place 0"
-    vec = mem.archive.embedder.embed([query])[0]
+    store, a, query, vec = _one_agent(mem, 30)
     owners = store.search._legs_owners()
     first = _legs(store, a, query, vec, shortcut=True)  # the first search of the table tries at once
     used, churning, fallbacks = owners.used, owners.churning, owners.fallbacks
@@ -326,11 +326,7 @@ def test_a_write_during_an_unfiltered_leg_sends_it_back_to_the_filter(mem: Memor
 def test_both_legs_and_the_marks_in_one_hand_off_equal_the_separate_reads(mem: Memory) -> None:
     """``search_legs`` returns what ``vector_search``, ``text_search`` and ``unembedded_marks`` return, and its marks
     are never stale: they are re-read whenever the meta table's version moves, here by another connection's write."""
-    store = mem.archive.store
-    a = mem.ensure_agent("a").id
-    _fill(mem, a, 40)
-    query = "Note 7 about subject 7 and place 0"
-    vec = mem.archive.embedder.embed([query])[0]
+    store, a, query, vec = _one_agent(mem, 40)
     where = Filter(agent_id=a)
     owners = store.search._legs_owners()
     for shortcut in (True, False):

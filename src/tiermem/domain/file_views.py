@@ -17,8 +17,6 @@ windows, grep, directories, names), kept in one place to be compared with Letta'
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import posixpath
 import re
 import time
@@ -26,11 +24,12 @@ import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import regex
 
 from ..base.errors import ValidationError
+from .grep_index import Signature, requirement, signature
 
 Strategy = Literal["code", "structured_data", "documentation", "line_based"]
 
@@ -410,10 +409,19 @@ class JoinedLines:
     """A file's view lines kept as one string joined by ``\\n`` (a cache holds one object per file, not one per
     line); grep searches the string and splits it only when the file may match."""
 
-    __slots__ = ("text",)
+    __slots__ = ("_signature", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self._signature: Signature | None = None  # made on first use
+
+    def signature(self) -> Signature:
+        """The text's trigram signature (``grep_index``), made on first use and kept with the text. Two threads may
+        both make it: the same value, either kept."""
+        made = self._signature
+        if made is None:
+            made = self._signature = signature(self.text)
+        return made
 
     def split(self) -> list[str]:
         return self.text.split("\n") if self.text else []
@@ -423,10 +431,9 @@ class JoinedLines:
         return JoinedLines("\n".join(lines))
 
 
-@dataclass(frozen=True)
-class GrepFile:
+class GrepFile(NamedTuple):
     """One attached file as grep sees it: its name, its ``view_lines`` (no line breaks inside) and its size in
-    bytes (its text's UTF-8 length, for Letta's size limits)."""
+    bytes (its text's UTF-8 length, for Letta's size limits). A named tuple: a grep makes one per attached file."""
 
     name: str
     lines: Sequence[str] | JoinedLines
@@ -474,6 +481,59 @@ def literal_alternatives(pattern: str) -> tuple[str, ...] | None:
     return tuple(alternative.lower() for alternative in pattern.split("|"))
 
 
+def literal_lines(lowered: str, literals: Sequence[str]) -> list[tuple[int, int]]:
+    """(index, offset of its start) of each line of ``lowered`` (lines joined by ``\\n``) holding one of
+    ``literals``, in order: the text is searched for each literal, not split (newlines are counted to each hit)."""
+    if any(not x or "\n" in x for x in literals):
+        return [(i, at) for i, at, line in _split_lines(lowered) if any(x in line for x in literals)]
+    found: dict[int, int] = {}
+    for literal in literals:
+        line, at = 0, 0
+        pos = lowered.find(literal)
+        while pos != -1:
+            line += lowered.count("\n", at, pos)
+            start = lowered.rfind("\n", 0, pos) + 1
+            found[line] = start
+            end = lowered.find("\n", pos)
+            if end == -1:
+                break
+            line, at = line + 1, end + 1
+            pos = lowered.find(literal, at)
+    return sorted(found.items())
+
+
+def _split_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """(index, offset, line) of every line of ``text`` (lines joined by ``\\n``)."""
+    at = 0
+    for i, line in enumerate(text.split("\n")):
+        yield i, at, line
+        at += len(line) + 1
+
+
+def _line_at(text: str, start: int) -> str:
+    """The line of ``text`` (lines joined by ``\\n``) that starts at offset ``start``."""
+    end = text.find("\n", start)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def _window(text: str, index: int, start: int, context: int) -> list[tuple[int, str]]:
+    """The lines ``index - context`` to ``index + context`` of ``text`` (lines joined by ``\\n``) that exist, read
+    around the line at offset ``start``, not split out of the whole text."""
+    before: list[tuple[int, str]] = []
+    at = start
+    for j in range(index - 1, max(-1, index - context - 1), -1):
+        at = text.rfind("\n", 0, at - 1) + 1
+        before.append((j, _line_at(text, at)))
+    out = [*reversed(before), (index, _line_at(text, start))]
+    at = start
+    for j in range(index + 1, index + context + 1):
+        at = text.find("\n", at) + 1
+        if at == 0:  # no line after the last one
+            break
+        out.append((j, _line_at(text, at)))
+    return out
+
+
 _NEWLINE_FREE_ESCAPES = set("wdbBS.()[]{}*+?|^$\\/-:'\"#<>=!,&%@~`;_ ")
 
 
@@ -495,14 +555,16 @@ def never_spans_lines(pattern: str) -> bool:
     return True
 
 
-def _candidate_lines(searcher: Searcher, joined: str, starts: Sequence[int], timeout: float) -> list[int]:
-    """The indexes of the lines (``starts``: each line's offset in ``joined``) where a match of the joined text
-    starts."""
-    found: list[int] = []
+def _candidate_lines(searcher: Searcher, joined: str, timeout: float) -> list[tuple[int, int]]:
+    """(index, offset of its start) of each line of ``joined`` (lines joined by ``\\n``) where a match of the joined
+    text starts (newlines are counted to each match; the text is not split)."""
+    found: list[tuple[int, int]] = []
+    line, at = 0, 0
     for m in searcher.finditer(joined, timeout=timeout):
-        index = bisect.bisect_right(starts, m.start()) - 1
-        if not found or found[-1] != index:
-            found.append(index)
+        line += joined.count("\n", at, m.start())
+        at = m.start()
+        if not found or found[-1][0] != line:
+            found.append((line, joined.rfind("\n", 0, at) + 1))
     return found
 
 
@@ -537,7 +599,8 @@ def grep(
     skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds; running out raises
     ``ValidationError`` (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
     per-line pass when ``prefilter_is_sound(pattern)``; for a pattern of plain ASCII literals over ASCII text that
-    search is a substring test (``literal_alternatives``)."""
+    search is a substring test (``literal_alternatives``); before either, a file whose trigram signature lacks what
+    every match needs is skipped unread (``grep_index``)."""
     if not pattern or not pattern.strip():
         raise ValidationError("Empty search pattern provided")
     pattern = pattern.strip()
@@ -573,6 +636,7 @@ def grep(
     strip = _needs_strip(pattern)
     literals = literal_alternatives(pattern)
     narrow = prefilter and never_spans_lines(pattern)  # only lines where a match of the whole file starts
+    needs = requirement(pattern) if prefilter else None  # the trigrams a file must hold to match (``grep_index``)
 
     matches: list[tuple[str, int, list[str]]] = []
     matched: dict[str, None] = {}
@@ -586,6 +650,8 @@ def grep(
             skipped += 1
             break
         processed += 1
+        if needs is not None and isinstance(f.lines, JoinedLines) and not f.lines.signature().may_match(needs):
+            continue
         kept = f.lines.text if isinstance(f.lines, JoinedLines) else None
         if prefilter and kept is not None and not strip:  # the file's lines are split only if it may match
             if not kept:
@@ -595,35 +661,44 @@ def grep(
         else:
             lines = f.lines.split() if isinstance(f.lines, JoinedLines) else f.lines
             joined = ("\n".join(map(str.strip, lines)) if strip else "\n".join(lines)) if prefilter and lines else ""
-        candidates: Iterable[int] | None = None
+        candidates: list[tuple[int, int]] | None = None  # (index, offset in ``joined``) of the lines to check
         if prefilter and joined:
             if literals is not None and joined.isascii():
                 lowered = joined.lower()
                 if not any(literal in lowered for literal in literals):
                     continue
-                candidates = [i for i, line in enumerate(lowered.split("\n")) if any(x in line for x in literals)]
+                candidates = literal_lines(lowered, literals)
             elif not search(compiled, joined):
                 continue
             elif narrow:
-                starts = list(itertools.accumulate((len(x) + 1 for x in joined.split("\n")), initial=0))
                 try:
-                    candidates = _candidate_lines(compiled, joined, starts, remaining())
+                    candidates = _candidate_lines(compiled, joined, remaining())
                 except TimeoutError as exc:
                     raise _timed_out(pattern, time_limit) from exc
-        if not lines and kept:
-            lines = f.lines.split() if isinstance(f.lines, JoinedLines) else f.lines
-        for index in candidates if candidates is not None else range(len(lines)):
-            line = lines[index]
+        if not lines and kept and candidates is not None:  # read where they are: the file is not split
+            text = kept
+            checks: Iterable[tuple[int, str]] = ((i, _line_at(text, at)) for i, at in candidates)
+            starts = dict(candidates)
+
+            def window(index: int) -> list[tuple[int, str]]:
+                return _window(text, index, starts[index], context)
+
+        else:
+            if not lines and kept:
+                lines = f.lines.split() if isinstance(f.lines, JoinedLines) else f.lines
+            every = lines
+            indexes = (i for i, _ in candidates) if candidates is not None else range(len(every))
+            checks = ((i, every[i]) for i in indexes)
+
+            def window(index: int) -> list[tuple[int, str]]:
+                return [(j, every[j]) for j in range(max(0, index - context), min(len(every), index + context + 1))]
+
+        for index, line in checks:
             if len(matches) >= MAX_TOTAL_COLLECTED:
                 break
             if search(compiled, line.strip()):
                 matched[f.name] = None
-                around: list[str] = []
-                if context >= 0:
-                    around = [
-                        f"{'>' if j == index else ' '} {j + 1}: {lines[j]}"
-                        for j in range(max(0, index - context), min(len(lines), index + context + 1))
-                    ]
+                around = [f"{'>' if j == index else ' '} {j + 1}: {shown}" for j, shown in window(index)]
                 matches.append((f.name, index + 1, around))
         if len(matches) >= MAX_TOTAL_COLLECTED:
             break

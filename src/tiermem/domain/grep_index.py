@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-FOLDS_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})  # İ ı ſ K
+FOLDS_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}  # İ ı ſ K (code point: the letter written)
 BITS_PER_BYTE = 2  # filter bits per byte of text, before rounding up to a power of two (~5-8 per distinct trigram)
 MIN_BITS_LOG2 = 6
 _HASH = 0x9E3779B1  # Fibonacci hashing: the top bits of code * _HASH (mod 2**32) spread the trigram codes
@@ -59,12 +59,16 @@ class Signature:
 def _codes(data: np.ndarray) -> np.ndarray:
     """The trigram codes (three bytes as one 24-bit number) at every position of ``data`` (uint8)."""
     wide = data.astype(np.uint32)
-    return (wide[:-2] << 16) | (wide[1:-1] << 8) | wide[2:]
+    codes = wide[:-2] << 16
+    codes |= wide[1:-1] << 8
+    codes |= wide[2:]
+    return codes
 
 
 def _hashed(codes: np.ndarray) -> np.ndarray:
-    """32-bit hashes of trigram codes; a filter of ``2 ** k`` bits uses their top ``k`` bits."""
-    return ((codes.astype(np.uint64) * _HASH) & 0xFFFFFFFF).astype(np.uint32)
+    """32-bit hashes of trigram codes (uint32, in place); a filter of ``2 ** k`` bits uses their top ``k`` bits."""
+    codes *= np.uint32(_HASH)  # modulo 2 ** 32: uint32 arrays wrap
+    return codes
 
 
 def signature(text: str) -> Signature:
@@ -72,12 +76,17 @@ def signature(text: str) -> Signature:
     if text.isascii():
         raw = text.encode("ascii").lower()
     else:
-        raw = text.translate(FOLDS_TO_ASCII).encode("utf-8", "surrogatepass").lower()
+        for point, letter in FOLDS_TO_ASCII.items():  # str.replace where present: str.translate is ~30x slower
+            if chr(point) in text:
+                text = text.replace(chr(point), letter)
+        raw = text.encode("utf-8", "surrogatepass").lower()
     data = np.frombuffer(raw, dtype=np.uint8)
     log2 = max(MIN_BITS_LOG2, int(max(1, len(data) * BITS_PER_BYTE) - 1).bit_length())
     flags = np.zeros(1 << log2, dtype=bool)
     if len(data) >= 3:
-        flags[_hashed(_codes(data)) >> np.uint32(32 - log2)] = True
+        positions = _hashed(_codes(data))
+        positions >>= np.uint32(32 - log2)
+        flags[positions] = True
     return Signature(np.packbits(flags, bitorder="little").tobytes(), log2)
 
 

@@ -43,6 +43,7 @@ MODULE_LAYER = {
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
     "domain.file_views": 2,
+    "domain.grep_index": 2,  # grep's trigram signatures (under file_views)
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.periods": 2,  # the timeline's calendar: days, ISO weeks and months by their keys
     "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)
@@ -86,6 +87,7 @@ OWNER_MODULES = {
     "yaml": {"interop.memfs"},
     "markitdown": {"domain.file_parse"},
     "regex": {"domain.file_views"},
+    "numpy": {"embedding.minilm", "embedding.embedders", "domain.grep_index"},
     "pathspec": {"interop.folder_sync"},
     "detect_secrets": {"domain.secrets"},
     "mcp": {

@@ -24,7 +24,7 @@ import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, Protocol
 
 import regex
 
@@ -431,9 +431,11 @@ class JoinedLines:
         return JoinedLines("\n".join(lines))
 
 
-class GrepFile(NamedTuple):
+@dataclass(slots=True)
+class GrepFile:
     """One attached file as grep sees it: its name, its ``view_lines`` (no line breaks inside) and its size in
-    bytes (its text's UTF-8 length, for Letta's size limits). A named tuple: a grep makes one per attached file."""
+    bytes (its text's UTF-8 length, for Letta's size limits). Not frozen: a grep makes one per attached file, and a
+    frozen dataclass's construction costs several times as much."""
 
     name: str
     lines: Sequence[str] | JoinedLines

@@ -26,9 +26,10 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # imported where a signature or a requirement is made: the handshake never loads numpy
 
 FOLDS_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}  # İ ı ſ K (code point: the letter written)
 BITS_PER_BYTE = 2  # filter bits per byte of text, before rounding up to a power of two (~5-8 per distinct trigram)
@@ -58,6 +59,8 @@ class Signature:
 
 def _codes(data: np.ndarray) -> np.ndarray:
     """The trigram codes (three bytes as one 24-bit number) at every position of ``data`` (uint8)."""
+    import numpy as np
+
     wide = data.astype(np.uint32)
     codes = wide[:-2] << 16
     codes |= wide[1:-1] << 8
@@ -67,12 +70,16 @@ def _codes(data: np.ndarray) -> np.ndarray:
 
 def _hashed(codes: np.ndarray) -> np.ndarray:
     """32-bit hashes of trigram codes (uint32, in place); a filter of ``2 ** k`` bits uses their top ``k`` bits."""
+    import numpy as np
+
     codes *= np.uint32(_HASH)  # modulo 2 ** 32: uint32 arrays wrap
     return codes
 
 
 def signature(text: str) -> Signature:
     """The signature of ``text`` (a file's view lines joined by ``\\n``)."""
+    import numpy as np
+
     if text.isascii():
         raw = text.encode("ascii").lower()
     else:
@@ -122,6 +129,8 @@ def requirement(pattern: str) -> Requirement | None:
     alternatives = _alternatives(list(parsed))
     if not alternatives:
         return None
+    import numpy as np
+
     hashes = []
     for runs in alternatives:
         codes = [_codes(np.frombuffer(run.encode("ascii"), dtype=np.uint8)) for run in runs if len(run) >= 3]

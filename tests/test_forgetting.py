@@ -278,3 +278,28 @@ def test_a_deleted_file_leaves_the_data_directory_at_the_next_upkeep(local: tupl
     assert memory.grep_files(agent, "zebra", None, 0, None).startswith("No matches found")
     optimize(memory)
     assert scan_dir(root) == []
+
+
+def test_a_deleted_or_replaced_file_leaves_the_grep_cache_at_once(local: tuple[Memory, Path]) -> None:
+    """grep keeps each file's view lines in memory; deleting a file, its folder, or replacing its text drops them
+    then, not when the cache next fills up."""
+    memory, _ = local
+    agent = memory.ensure_agent("default").id
+    for folder in ("vault", "attic"):
+        memory.files.create_folder(folder)
+        memory.files.upload(folder, "code.md", f"The {folder} code is {SECRET}.\n".encode())
+        memory.files.upload(folder, "tea.md", b"green tea\n")
+        memory.files.attach(agent, folder)
+
+    def held() -> list[str]:  # the texts grep's cache holds (FileRows' private cache: what this test is about)
+        return [joined.text for _, joined in memory.archive.files._lines.values()]
+
+    assert "Found 2 total matches" in memory.grep_files(agent, "zebra", None, 0, None)
+    assert sum(SECRET in text for text in held()) == 2 and len(held()) == 4
+    memory.files.upload("vault", "code.md", b"The vault code moved.\n")  # replaced
+    assert sum(SECRET in text for text in held()) == 1
+    memory.files.delete_folder("attic")
+    assert not any(SECRET in text for text in held()) and len(held()) == 1
+    assert "Found 1 total matches" in memory.grep_files(agent, "code", None, 0, None)
+    memory.files.delete_files("vault", ["code.md"])
+    assert not any("code" in text for text in held())

@@ -235,8 +235,16 @@ class FileRows:
 
     def _forget(self, table: str, where: Filter) -> None:
         """Mark the data fragments holding these rows: the next upkeep rewrites them without the rows and removes
-        the older table versions, so a deleted or replaced file's text leaves the data directory's files too."""
+        the older table versions, so a deleted or replaced file's text leaves the data directory's files too. The
+        view lines this process keeps of those files (grep's cache) are dropped at once."""
         self.store.purge.mark(table, where)
+        if table == "files":
+            ids = set(where.ids or ())
+            if where.folder_ids:
+                ids |= {f.id for f in self.listing() if f.folder_id in where.folder_ids}
+            with self._lines_lock:
+                for file_id in ids:
+                    self._lines.pop(file_id, None)
 
     def _chunk_rows(self, record: StoredFile, pieces: Sequence[str]) -> list[dict[str, Any]]:
         created = to_us(now())

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 import pytest
 import regex
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tiermem.base.config import Settings
+from tiermem.domain import archive_files
 from tiermem.domain import file_views as fv
 from tiermem.domain import grep_index as gi
-from tiermem.domain.file_views import GrepFile, JoinedLines, grep
+from tiermem.domain.factory import open_memory
+from tiermem.domain.file_views import GrepFile, JoinedLines, OpenRequest, grep
 
 
 def per_line(files: list[list[str]], pattern: str) -> list[tuple[int, int]]:
@@ -153,3 +157,44 @@ def test_signatures_never_lose_a_match(files: list[list[str]], pattern: str, con
         [GrepFile(f"f{i}", lines, 10) for i, lines in enumerate(files)], pattern, context_lines=context, offset=0
     )
     assert kept == listed, pattern
+
+
+def test_an_agents_files_are_kept_as_grep_reads_them_while_nothing_changes(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second grep over the same files makes nothing again; a file changed or deleted, or the agent's view
+    changed (a file opened), are seen at once."""
+    memory = open_memory(settings, start_embedder=False)
+    try:
+        one, two = memory.ensure_agent("one").id, memory.ensure_agent("two").id
+        memory.files.create_folder("notes")
+        memory.files.upload_many("notes", [(f"n{i}.md", f"note {i} about tea\n".encode(), "") for i in range(5)])
+        for agent in (one, two):
+            memory.files.attach(agent, "notes")
+        made = 0
+        real = archive_files.FileRows.joined
+
+        def counting(self: archive_files.FileRows, files: list[Any]) -> dict[str, JoinedLines]:
+            nonlocal made
+            made += 1
+            return real(self, files)
+
+        monkeypatch.setattr(archive_files.FileRows, "joined", counting)
+        assert "Found 5 total matches" in memory.grep_files(one, "tea", None, 0, None)
+        assert "Found 5 total matches" in memory.grep_files(one, "tea", None, 0, None)
+        assert made == 1  # the second grep read the kept files
+        memory.files.upload("notes", "n3.md", b"note 3 about coffee\n")
+        assert "Found 4 total matches" in memory.grep_files(one, "tea", None, 0, None)
+        assert "notes/n3.md" in memory.grep_files(one, "coffee", None, 0, None) and made == 2
+        # the same stored view (same folder, files and windows) is parsed once for both agents: nothing made
+        assert "Found 4 total matches" in memory.grep_files(two, "tea", None, 0, None) and made == 2
+        memory.open_files(one, [OpenRequest("notes/n1.md", None, None)])  # one's view changes: made again
+        opened = made
+        assert "Found 4 total matches" in memory.grep_files(one, "tea", None, 0, None) and made == opened + 1
+        # that grep marked the open n1.md accessed (a new view again); a grep matching no open file changes nothing
+        assert "Found 1 total matches" in memory.grep_files(one, "note 2", None, 0, None) and made == opened + 2
+        assert "Found 1 total matches" in memory.grep_files(one, "note 2", None, 0, None) and made == opened + 2
+        memory.files.delete_files("notes", ["n0.md"])
+        assert "Found 3 total matches" in memory.grep_files(two, "tea", None, 0, None) and made == opened + 3
+    finally:
+        memory.core.close()

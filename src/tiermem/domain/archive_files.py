@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import NotFoundError
 from ..base.records import Folder, StoredFile, from_us, now, to_us
 from ..store import Filter
-from .file_views import JoinedLines, strategy_of, view_lines
+from .file_views import GrepFile, JoinedLines, strategy_of, view_lines
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -47,6 +47,7 @@ FILE_COLUMNS = (
 # 128-piece chunk embeds ~35% faster per piece than a 256-piece one on 2 cores, and names its passage more closely.
 FILE_CHUNK_TOKENS = 128
 LINE_CACHE_FILES = 20_000  # files whose view lines are kept in memory for grep (about their text's size)
+GREP_VIEWS = 8  # agents whose attached files are kept as grep reads them (``FileRows.grep_view``)
 
 
 def folder_from_row(r: dict[str, Any]) -> Folder:
@@ -120,6 +121,8 @@ class FileRows:
         self._lines_lock = threading.Lock()
         self._listing: tuple[int, list[StoredFile]] | None = None  # (files table version, every file)
         self._files: tuple[tuple[int, tuple[str, ...]], list[StoredFile]] | None = None  # the last ``files`` answer
+        # agents' attached files as grep reads them: id(view) -> (the view, the ``files`` answer, the GrepFiles)
+        self._grep_views: OrderedDict[int, tuple[object, list[StoredFile], list[GrepFile]]] = OrderedDict()
 
     # -- folders --------------------------------------------------------------
 
@@ -245,6 +248,7 @@ class FileRows:
             with self._lines_lock:
                 for file_id in ids:
                     self._lines.pop(file_id, None)
+                self._grep_views.clear()
 
     def _chunk_rows(self, record: StoredFile, pieces: Sequence[str]) -> list[dict[str, Any]]:
         created = to_us(now())
@@ -269,6 +273,32 @@ class FileRows:
     def lines(self, files: Sequence[StoredFile]) -> dict[str, list[str]]:
         """Each file's view lines (Letta's line chunking)."""
         return {fid: joined.split() for fid, joined in self.joined(files).items()}
+
+    def grep_view(self, view: object, stored: list[StoredFile]) -> list[GrepFile] | None:
+        """The files grep reads for an agent whose file state is ``view`` (one object per stored value:
+        ``Filesystem.seen``) and whose folders' files are ``stored`` (``files``' shared list, one per files-table
+        version), if they were kept for both (``keep_grep_view``); None otherwise. A grep of 10,000 files then
+        makes no 10,000 objects (nor looks up 10,000 cached texts) each call."""
+        with self._lines_lock:
+            known = self._grep_views.get(id(view))
+            if known is None or known[0] is not view or known[1] is not stored:
+                return None
+            self._grep_views.move_to_end(id(view))
+            return known[2]
+
+    def keep_grep_view(
+        self, view: object, stored: list[StoredFile], by_name: Mapping[str, StoredFile]
+    ) -> list[GrepFile]:
+        """``by_name`` (an agent's attached files by the names it uses, picked from ``stored`` for ``view``) as grep
+        reads them, kept for ``grep_view`` (the last GREP_VIEWS agents; dropped when a file is deleted or
+        replaced: ``_forget``)."""
+        joined = self.joined(list(by_name.values()))
+        made = [GrepFile(name, joined[f.id], f.size) for name, f in by_name.items()]
+        with self._lines_lock:
+            self._grep_views[id(view)] = (view, stored, made)
+            while len(self._grep_views) > GREP_VIEWS:
+                self._grep_views.popitem(last=False)
+        return made
 
     def joined(self, files: Sequence[StoredFile]) -> dict[str, JoinedLines]:
         """Each file's view lines as one string (what grep searches), cached by content hash (one object per file);

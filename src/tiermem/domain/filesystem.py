@@ -34,7 +34,6 @@ from .file_parse import parse_file
 from .file_views import (
     DirectoryInfo,
     FileEntry,
-    GrepFile,
     OpenRequest,
     check_file_name,
     check_folder_name,
@@ -600,19 +599,25 @@ class Filesystem:
 
     def _attached(self, agent_id: str) -> tuple[AgentFiles, dict[str, StoredFile]]:
         """The agent's view brought up to date, and its files by the names it uses (both for reading only)."""
+        state, by_name, _ = self._attached_from(agent_id)
+        return state, by_name
+
+    def _attached_from(self, agent_id: str) -> tuple[AgentFiles, dict[str, StoredFile], list[StoredFile]]:
+        """``_attached``, with the folders' files it picked them from (``FileRows.files``' shared list)."""
         state = self.seen(agent_id)
         if not state.folders:
             raise ValidationError(
                 "No folder is attached to this agent, so it has no files. A person attaches one "
                 "with `tiermem folders attach FOLDER --agent NAME`."
             )
-        files = {f.id: f for f in self.rows.files(state.folder_ids()) if f.status == "completed"}
+        stored = self.rows.files(state.folder_ids())
+        files = {f.id: f for f in stored if f.status == "completed"}
         if {v.file_id for v in state.files} != set(files):
             with self._lock(agent_id):
                 state = self.state(agent_id)
                 self._rebuild(state)
                 self._save(agent_id, state)
-        return state, {v.name: files[v.file_id] for v in state.files if v.file_id in files}
+        return state, {v.name: files[v.file_id] for v in state.files if v.file_id in files}, stored
 
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
         state, by_name = self._attached(agent_id)
@@ -662,9 +667,11 @@ class Filesystem:
         context_lines: int | None = 1,
         offset: int | None = None,
     ) -> str:
-        state, by_name = self._attached(agent_id)
-        joined = self.rows.joined(list(by_name.values()))
-        files = [GrepFile(name=name, lines=joined[f.id], size_bytes=f.size) for name, f in by_name.items()]
+        state = self.seen(agent_id)
+        files = self.rows.grep_view(state, self.rows.files(state.folder_ids())) if state.folders else None
+        if files is None:  # not kept for this view and these files: made (and kept) now
+            state, by_name, stored = self._attached_from(agent_id)
+            files = self.rows.keep_grep_view(state, stored, by_name)
         result = grep(files, pattern, include, context_lines, offset)
         self._touch(agent_id, result.matched_files, state)
         return str(result.text)

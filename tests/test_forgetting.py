@@ -303,3 +303,31 @@ def test_a_deleted_or_replaced_file_leaves_the_grep_cache_at_once(local: tuple[M
     assert "Found 1 total matches" in memory.grep_files(agent, "code", None, 0, None)
     memory.files.delete_files("vault", ["code.md"])
     assert not any("code" in text for text in held())
+
+
+def test_a_file_deleted_while_grep_reads_the_texts_is_not_kept(
+    local: tuple[Memory, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The texts grep reads are kept only if no file was deleted or replaced meanwhile: a delete landing between the
+    read and the keeping does not leave the old text in the cache."""
+    from tiermem.domain.archive_files import FileRows
+
+    memory, _ = local
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("vault")
+    memory.files.upload_many("vault", [("code.md", f"code {SECRET}\n".encode(), ""), ("tea.md", b"green tea\n", "")])
+    memory.files.attach(agent, "vault")
+    real = FileRows.texts
+
+    def texts_then_delete(self: FileRows, file_ids: list[str]) -> dict[str, str]:
+        read = real(self, file_ids)
+        monkeypatch.setattr(FileRows, "texts", real)  # once
+        memory.files.delete_files("vault", ["code.md"])  # lands after the read, before the keeping
+        return read
+
+    monkeypatch.setattr(FileRows, "texts", texts_then_delete)
+    memory.grep_files(agent, "zebra", None, 0, None)
+    cached = memory.archive.files
+    assert not any(SECRET in joined.text for _, joined in cached._lines.values())
+    assert not any(SECRET in f.lines.text for _, _, made in cached._grep_views.values() for f in made)  # type: ignore[union-attr]
+    assert memory.grep_files(agent, "zebra", None, 0, None).startswith("No matches found")

@@ -123,6 +123,7 @@ class FileRows:
         self._files: tuple[tuple[int, tuple[str, ...]], list[StoredFile]] | None = None  # the last ``files`` answer
         # agents' attached files as grep reads them: id(view) -> (the view, the ``files`` answer, the GrepFiles)
         self._grep_views: OrderedDict[int, tuple[object, list[StoredFile], list[GrepFile]]] = OrderedDict()
+        self._dropped = 0  # how many times ``_forget`` dropped cached files: what was read before is not kept after
 
     # -- folders --------------------------------------------------------------
 
@@ -249,6 +250,7 @@ class FileRows:
                 for file_id in ids:
                     self._lines.pop(file_id, None)
                 self._grep_views.clear()
+                self._dropped += 1
 
     def _chunk_rows(self, record: StoredFile, pieces: Sequence[str]) -> list[dict[str, Any]]:
         created = to_us(now())
@@ -292,20 +294,24 @@ class FileRows:
         """``by_name`` (an agent's attached files by the names it uses, picked from ``stored`` for ``view``) as grep
         reads them, kept for ``grep_view`` (the last GREP_VIEWS agents; dropped when a file is deleted or
         replaced: ``_forget``)."""
+        dropped = self._dropped
         joined = self.joined(list(by_name.values()))
         made = [GrepFile(name, joined[f.id], f.size) for name, f in by_name.items()]
         with self._lines_lock:
-            self._grep_views[id(view)] = (view, stored, made)
+            if self._dropped == dropped:  # else a file was deleted or replaced meanwhile: used once, not kept
+                self._grep_views[id(view)] = (view, stored, made)
             while len(self._grep_views) > GREP_VIEWS:
                 self._grep_views.popitem(last=False)
         return made
 
     def joined(self, files: Sequence[StoredFile]) -> dict[str, JoinedLines]:
         """Each file's view lines as one string (what grep searches), cached by content hash (one object per file);
-        texts read once, together, for the files not cached."""
+        texts read once, together, for the files not cached (and not kept if a file was deleted or replaced while
+        they were read: what was read may be its old text)."""
         out: dict[str, JoinedLines] = {}
         missing: list[StoredFile] = []
         with self._lines_lock:
+            dropped = self._dropped
             for f in files:
                 known = self._lines.get(f.id)
                 if known is not None and known[0] == f.sha256:
@@ -316,10 +322,12 @@ class FileRows:
         if missing:
             texts = self.texts([f.id for f in missing])
             with self._lines_lock:
+                keep = self._dropped == dropped  # a file deleted or replaced while these were read: not kept
                 for f in missing:
                     joined = JoinedLines.of(view_lines(texts.get(f.id, ""), strategy_of(f.name, f.file_type)))
                     out[f.id] = joined
-                    self._lines[f.id] = (f.sha256, joined)
+                    if keep:
+                        self._lines[f.id] = (f.sha256, joined)
                 while len(self._lines) > LINE_CACHE_FILES:
                     self._lines.popitem(last=False)
         return out

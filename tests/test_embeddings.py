@@ -412,6 +412,54 @@ def test_chunking_edge_cases(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
     assert sum(len(c) for c in chunks) >= len(blob)
 
 
+def test_chunks_from_distinct_word_counts_equal_counting_every_chunk(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    """``chunk_many`` counts each distinct word once, from encodings of many words joined: its chunks are those of
+    counting each word and each chunk on its own, for files and short texts, in any script, with control
+    characters, words longer than the window and words that repeat with other whitespace after them."""
+    import random
+
+    from tiermem.base.chunking import chunk_text
+
+    rng = random.Random(7)
+    vocabulary = [
+        "def",
+        "__init__(self,",
+        "naïve",
+        "café,",
+        "ﬁle",
+        "㎏",
+        "漢字かな",
+        "🎉ok",
+        "x" * 700,
+        "a.b.c;d!e?",
+        "https://example.com/a?b=c&d=e#f",
+        "\x00\x01",
+        "\u200b",
+        "Straße",
+        "İstanbul",
+        "ǅemal",
+        "w1",
+        "w2.",
+        "",
+    ]
+    spaces = [" ", "  ", "\n", "\n\n    ", "\t", " \r\n"]
+    texts = [
+        "".join(rng.choice(vocabulary) + rng.choice(spaces) for _ in range(rng.choice((3, 40, 400, 2500))))
+        for _ in range(24)
+    ] + [(ROOT / "src" / "tiermem" / "domain" / "filesystem.py").read_text(), "fits", ""]
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text).ids)
+
+    def sizes(words: list[str]) -> list[int]:
+        return [len(e.ids) for e in tokenizer.encode_batch(words, add_special_tokens=False)]
+
+    expected = [chunk_text(t, max_tokens=128, count=count, sizes=sizes, overhead=2) for t in texts]
+    got = minilm.chunk_many(texts, 128)
+    assert got == expected
+    assert sum(len(c) for c in got) > 200 and all(count(c) <= 128 for cs in got for c in cs)
+
+
 def test_estimate_never_under_counts(tokenizer: Any) -> None:
     samples = [
         "hello world",

@@ -6,7 +6,9 @@ Pure text logic; the embedders supply how to count word pieces.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 
 CHUNK_OVERLAP = 32
 
@@ -54,18 +56,19 @@ def chunk_text(
     budget = max(1, max_tokens - overhead)
     words: list[str] = []
     lengths: list[int] = []
-    for word, n in zip(raw, raw_sizes if additive else sizes(raw)):
-        for part, m in _split_long(word, n, budget, sizes):
-            words.append(part)
-            lengths.append(m)
+    if additive and max(raw_sizes, default=0) <= budget:  # no word to cut (nearly always): taken as they are
+        words, lengths = raw, raw_sizes
+    else:
+        for word, n in zip(raw, raw_sizes if additive else sizes(raw)):
+            for part, m in _split_long(word, n, budget, sizes):
+                words.append(part)
+                lengths.append(m)
+    reach = list(accumulate(lengths, initial=0))  # reach[i]: the pieces of words[:i]
     chunks: list[str] = []
     start = 0
     while start < len(words):
-        total, end = 0, start
-        while end < len(words) and total + lengths[end] <= budget:
-            total += lengths[end]
-            end += 1
-        end = max(end, start + 1)
+        # the most words from ``start`` whose pieces fit the budget (sizes are >= 0, so ``reach`` never falls)
+        end = max(bisect_right(reach, reach[start] + budget, lo=start) - 1, start + 1)
         if end < len(words):  # prefer a sentence/line end in the second half of the window
             for cut in range(end, start + (end - start) // 2, -1):
                 word = words[cut - 1]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp.client import Client
 
 from tiermem.base.config import BlockSpec, Settings
@@ -270,3 +272,24 @@ def test_doctor_redacts_a_folder_file_and_the_open_window_of_it(
     assert AKIA not in memory.render_core(agent, with_metadata=False)  # the open window was cut again
     assert memory.grep_files(agent, AKIA, None, 0, None).startswith("No matches found")
     assert secret_audit.scan(memory).files == {}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_probe_matches_wherever_its_detector_does(data: st.DataObject) -> None:
+    """A detector with a probe runs only on text the probe matches in (a fast scan for a literal): the probe must
+    match in every text its pattern matches in, or a credential would be kept. Texts holding a match of the pattern
+    are generated from the pattern itself, with text around it."""
+    probed = [d for d in secrets._detectors() if d.probe is not None]
+    assert {d.kind for d in probed} == {
+        "GitHub token",
+        "password in a URL",
+        "Artifactory token",
+        "Discord bot token",
+        "Telegram bot token",
+    }  # a later detect-secrets with other patterns gets no probes: they are kept by their pattern's source
+    d = data.draw(st.sampled_from(probed))
+    text = data.draw(st.from_regex(d.pattern, fullmatch=False))
+    assert d.pattern.search(text) is not None
+    probe = d.probe
+    assert probe is not None and probe.search(text) is not None, (d.kind, text)

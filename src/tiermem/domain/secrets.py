@@ -63,6 +63,7 @@ class _Detector:
     check: Callable[[str], bool] | None = None  # a further test of the secret (a JWT decodes, entropy, ...)
     specific: bool = True  # a format of its own; a generic one (keyword, entropy) loses a tie on kind
     per_line: bool = False  # run on the lines holding a needle only (assignment patterns: slow on long prose)
+    probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -159,7 +160,12 @@ def _plugin_detectors() -> list[_Detector]:
             needles, per_line = _PLUGIN_NEEDLES.get(plugin.__name__, ((), False))
             if isinstance(needles, list):  # one tuple per pattern
                 needles = needles[n]
-            out.append(_Detector(kind, pattern, needles, group=_secret_group(pattern), check=check, per_line=per_line))
+            probe = _probe(pattern)
+            out.append(
+                _Detector(
+                    kind, pattern, needles, group=_secret_group(pattern), check=check, per_line=per_line, probe=probe
+                )
+            )
     is_jwt = jwt.JwtTokenDetector.is_formally_valid
     out += [_Detector(_KINDS["JSON Web Token"], p, ("eyj",), check=is_jwt) for p in jwt.JwtTokenDetector.denylist]
     for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
@@ -190,6 +196,21 @@ def _plugin_detectors() -> list[_Detector]:
         )
     )
     return out
+
+
+# Probes of detect-secrets' patterns whose needles most text holds (by the pattern's source: a pattern changed by a
+# later detect-secrets gets none, and is run as before). Each starts with a literal, which the regex engine finds by
+# a fast scan, and matches inside every match of its pattern (tests/test_secrets.py generates matches to check).
+_PROBES = {
+    r'(?:\s|=|:|"|^)AP[\dABCDEF][a-zA-Z0-9]{8,}(?:\s|"|$)': r"AP[\dABCDEF][a-zA-Z0-9]{8}",  # Artifactory
+    r"\d{8,10}:[0-9A-Za-z_-]{35}": r":(?<=\d{8}:)[0-9A-Za-z_-]{35}",  # Telegram
+    r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}": r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",  # Discord
+}
+
+
+def _probe(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+    source = _PROBES.get(pattern.pattern)
+    return None if source is None else re.compile(source, pattern.flags)
 
 
 _ASSIGNED = ("key", "pwd", "pw", "pass", "token")  # the words of detect-secrets' assignment patterns
@@ -276,7 +297,12 @@ def _own_detectors() -> list[_Detector]:
             check=_letters_and_digits,
         ),
         d("OpenAI API key", c(r"\bsk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-])"), ("sk-",), check=_letters_and_digits),
-        d("GitHub token", c(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"), ("gh",)),
+        d(
+            "GitHub token",
+            c(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"),
+            ("gh",),
+            probe=c(r"g(?:h[pousr]_[A-Za-z0-9]{30}|ithub_pat_[A-Za-z0-9_]{22})"),
+        ),
         d("Google API key", c(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("aiza",)),
         d("Google OAuth client secret", c(r"\bGOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("gocspx-",)),
         d("Slack token", c(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}|\bxapp-\d-[A-Za-z0-9\-]{10,}"), ("xox", "xapp-")),
@@ -326,6 +352,7 @@ def _own_detectors() -> list[_Detector]:
             ("://",),
             group=1,
             check=_not_placeholder,
+            probe=c(r"://[^\s:/@\"'<>]{0,100}:[^\s@/\"'<>]{1,200}@[A-Za-z0-9\[]"),
         ),
         d(
             "bearer token",
@@ -466,6 +493,8 @@ def find(text: str) -> list[Finding]:
             lines = _candidate_lines(text, lowered) if lines is None else lines
             spans = _line_spans(lines, d, chosen)
         elif d.needles and not any(n in lowered for n in d.needles):
+            continue
+        elif d.probe is not None and d.probe.search(text) is None:
             continue
         else:
             spans = _spans(text, d)

@@ -104,6 +104,19 @@ def test_binary_files_are_refused_by_their_bytes() -> None:
     assert issubclass(FileContentError, ValidationError)
 
 
+def test_up_to_five_percent_of_other_control_characters_is_text() -> None:
+    """Tab, newlines, form feed, vertical tab, escape and backspace are text; of the other C0 controls (0x00 aside,
+    which is binary at once) a text may hold 5%."""
+    kept = ("\t\n\f\v\x1b\x08" * 50 + "plain words").encode()
+    assert parse_file("term.log", kept, max_bytes=BIG).text.endswith("plain words")
+    for control in ("\x01", "\x07", "\x0e", "\x1a", "\x1c", "\x1f"):
+        at_limit = (control * 50 + "a" * 950).encode()
+        assert len(parse_file("log.txt", at_limit, max_bytes=BIG).text) == 1000
+        over = (control * 51 + "a" * 949).encode()
+        with pytest.raises(FileContentError, match=r"\(51 of its 1000 characters are control characters\)"):
+            parse_file("log.txt", over, max_bytes=BIG)
+
+
 def test_too_big_names_the_size_the_limit_and_the_setting() -> None:
     with pytest.raises(FileContentError) as info:
         parse_file("huge.txt", b"x" * 2001, max_bytes=2000)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,8 @@ _BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CONTROL_SHARE = 0.05  # more C0 controls than this (besides tab, newlines, form feed, escape): not text
-_ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b\x08")
+# the C0 controls but tab, newlines, form feed, vertical tab, escape and backspace (counted by the regex engine)
+_CONTROLS = re.compile(r"[\x00-\x07\x0e-\x1a\x1c-\x1f]")
 _UPLOAD_HINT = "upload text, Markdown, source code, HTML, PDF or DOCX"
 
 
@@ -94,7 +96,7 @@ def _decode(name: str, data: bytes) -> str:
             text = str(best)
             if len(text) == len(data):  # a single-byte guess, where short Western text is often misread
                 text = _western(data) or text
-    controls = sum(1 for c in text if c < " " and c not in _ALLOWED_CONTROLS)
+    controls = len(_CONTROLS.findall(text))
     if controls and controls > _CONTROL_SHARE * len(text):
         raise _binary(name, f"{controls} of its {len(text)} characters are control characters")
     return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -25,6 +25,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -404,80 +405,115 @@ class Filesystem:
         progress: Callable[[Uploaded], None] | None = None,
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
-        agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item."""
+        agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
+
+        A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
+        the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
+        overlap (``python -m bench files``). At most one batch is being stored at a time; outcomes are reported in
+        the same order as storing batch by batch would; a batch that fails to store raises here before the next is
+        stored."""
         folder = self.folder(folder_name)
         existing = {f.name: f for f in self.rows.files([folder.id])}
         count = len(existing)
         out: list[Uploaded] = []
         good: list[tuple[StoredFile, str, int]] = []
         bad: list[tuple[StoredFile, str]] = []
+        storing: tuple[Future[tuple[list[StoredFile], list[StoredFile]]], list[Any], list[Any]] | None = None
+        later: list[Uploaded] = []  # outcomes of items after the batch being stored: reported once it is
+
+        def store(
+            ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
+        ) -> tuple[list[StoredFile], list[StoredFile]]:
+            return self.rows.write([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
+
+        def stored() -> None:
+            """The outcomes of the batch being stored, once it is (its error raised)."""
+            nonlocal storing
+            if storing is None:
+                return
+            job, ok, failed = storing
+            storing = None
+            written, errors = job.result()
+            for (r, _t, chars), s in zip(ok, written, strict=True):
+                report(Uploaded(r.name, "updated" if r.name in existing else "added", file=s, chars=chars))
+            for (r, reason), s in zip(failed, errors, strict=True):
+                report(Uploaded(r.name, "error", reason, s))
+            for done in later:  # what was skipped or unchanged meanwhile comes after the batch, as the items did
+                report(done)
+            later.clear()
 
         def flush() -> None:
-            stored = self.rows.write([(r, t) for r, t, _ in good], embed=embed)
-            failed = self.rows.write_errors(bad)
-            for (r, _t, chars), s in zip(good, stored, strict=True):
-                done = Uploaded(r.name, "updated" if r.name in existing else "added", file=s, chars=chars)
-                out.append(done)
-                if progress:
-                    progress(done)
-            for (r, reason), s in zip(bad, failed, strict=True):
-                done = Uploaded(r.name, "error", reason, s)
-                out.append(done)
-                if progress:
-                    progress(done)
+            nonlocal storing
+            ok, failed = good[:], bad[:]
             good.clear()
             bad.clear()
+            stored()
+            if ok or failed:
+                storing = (worker.submit(store, ok, failed), ok, failed)
 
         def note(done: Uploaded) -> None:
+            if storing is not None:
+                later.append(done)
+            else:
+                report(done)
+
+        def report(done: Uploaded) -> None:
             out.append(done)
             if progress:
                 progress(done)
 
-        for file_name, data, source_path in items:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiermem-upload") as worker:
             try:
-                file_name = check_file_name(file_name)
-            except ValidationError as exc:
-                note(Uploaded(str(file_name), "skipped", str(exc)))
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            old = existing.get(file_name)
-            if old is not None and old.sha256 == digest and old.status == "completed":
-                note(Uploaded(file_name, "unchanged", file=old))
-                continue
-            if old is None and count >= self.folder_max_files:
-                note(
-                    Uploaded(
-                        file_name,
-                        "skipped",
-                        f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
-                        f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
-                        "limit or use another folder.",
+                for file_name, data, source_path in items:
+                    try:
+                        file_name = check_file_name(file_name)
+                    except ValidationError as exc:
+                        note(Uploaded(str(file_name), "skipped", str(exc)))
+                        continue
+                    digest = hashlib.sha256(data).hexdigest()
+                    old = existing.get(file_name)
+                    if old is not None and old.sha256 == digest and old.status == "completed":
+                        note(Uploaded(file_name, "unchanged", file=old))
+                        continue
+                    if old is None and count >= self.folder_max_files:
+                        note(
+                            Uploaded(
+                                file_name,
+                                "skipped",
+                                f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
+                                f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
+                                "limit or use another folder.",
+                            )
+                        )
+                        continue
+                    count += old is None
+                    record = StoredFile(
+                        id=old.id if old else stable_id("file", folder.id, file_name),
+                        folder_id=folder.id,
+                        name=file_name,
+                        original_name=file_name.rsplit("/", 1)[-1],
+                        file_type=file_type(file_name),
+                        size=len(data),
+                        sha256=digest,
+                        status="parsing",
+                        source_path=source_path,
+                        created_at=old.created_at if old else now(),
                     )
-                )
-                continue
-            count += old is None
-            record = StoredFile(
-                id=old.id if old else stable_id("file", folder.id, file_name),
-                folder_id=folder.id,
-                name=file_name,
-                original_name=file_name.rsplit("/", 1)[-1],
-                file_type=file_type(file_name),
-                size=len(data),
-                sha256=digest,
-                status="parsing",
-                source_path=source_path,
-                created_at=old.created_at if old else now(),
-            )
-            try:
-                parsed = parse_file(file_name, data, max_bytes=self.file_max_bytes)
-            except FileContentError as exc:
-                bad.append((record, str(exc)))
-            else:
-                text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
-                good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
-            if len(good) + len(bad) >= batch:
+                    try:
+                        parsed = parse_file(file_name, data, max_bytes=self.file_max_bytes)
+                    except FileContentError as exc:
+                        bad.append((record, str(exc)))
+                    else:
+                        text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
+                        good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
+                    if len(good) + len(bad) >= batch:
+                        flush()
                 flush()
-        flush()
+                stored()
+            except BaseException:
+                if storing is not None and (error := storing[0].exception()) is not None:  # waits for it
+                    log.error("a batch of %s was not stored either: %s", folder.name, error)
+                raise
         opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome in ("added", "updated")]
         self._sync_views(folder.id, opened=opened)
         return out

@@ -487,12 +487,13 @@ def find(text: str) -> list[Finding]:
         lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
     lines: list[tuple[int, str, str]] | None = None
     chosen: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+    held: dict[str, bool] = {}  # needle -> in the text (detectors share needles: each is looked for once)
     raw: list[tuple[int, int, int, str]] = []  # start, end, rank (lower wins the kind), kind
     for rank, d in enumerate(_detectors()):
         if d.per_line:
             lines = _candidate_lines(text, lowered) if lines is None else lines
             spans = _line_spans(lines, d, chosen)
-        elif d.needles and not any(n in lowered for n in d.needles):
+        elif d.needles and not any(held[n] if n in held else held.setdefault(n, n in lowered) for n in d.needles):
             continue
         elif d.probe is not None and d.probe.search(text) is None:
             continue

@@ -1,0 +1,65 @@
+"""``upload_many`` stores one batch in a worker thread while it parses the next: outcomes keep the order of storing
+batch by batch, and a batch that fails to store stops the upload before the next batch is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tiermem.base.config import Settings
+from tiermem.base.errors import StoreWriteError
+from tiermem.domain.factory import open_memory
+
+
+def test_outcomes_keep_the_order_of_storing_batch_by_batch(settings: Settings) -> None:
+    memory = open_memory(settings)
+    memory.files.create_folder("docs")
+    memory.files.upload_many("docs", [("u.md", b"unchanged text\n", "")])
+    items = [
+        ("a.md", b"alpha\n", ""),
+        ("../escape.md", b"no\n", ""),  # skipped at once: a bad name
+        ("b.md", b"beta\n", ""),  # the first batch is a.md and b.md
+        ("c.md", b"gamma\n", ""),
+        ("bin.dat", b"\x00\x01\x02binary", ""),  # cannot be parsed: stored as an error, in the second batch
+        ("u.md", b"unchanged text\n", ""),  # unchanged: found while the second batch is being stored
+        ("d.md", b"delta\n", ""),
+    ]
+    seen: list[tuple[str, str]] = []
+    done = memory.files.upload_many("docs", items, batch=2, progress=lambda u: seen.append((u.name, u.outcome)))
+    expected = [
+        ("../escape.md", "skipped"),
+        ("a.md", "added"),
+        ("b.md", "added"),
+        ("c.md", "added"),
+        ("bin.dat", "error"),
+        ("u.md", "unchanged"),
+        ("d.md", "added"),
+    ]
+    assert [(u.name, u.outcome) for u in done] == expected
+    assert seen == expected
+    stored = {f.name: f.status for f in memory.files.rows.files([memory.files.folder("docs").id])}
+    assert stored == {n: "completed" for n in ("a.md", "b.md", "c.md", "d.md", "u.md")} | {"bin.dat": "error"}
+    assert memory.files.text("docs", "c.md") == "gamma\n"
+
+
+def test_a_batch_that_fails_to_store_stops_the_upload(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = open_memory(settings)
+    memory.files.create_folder("docs")
+    rows = memory.files.rows
+    write = rows.write
+    calls: list[list[str]] = []
+
+    def failing_second(items: Any, **kw: Any) -> Any:
+        calls.append([r.name for r, _ in items])
+        if len(calls) == 2:
+            raise StoreWriteError("the disk is full")
+        return write(items, **kw)
+
+    monkeypatch.setattr(rows, "write", failing_second)
+    items = [(f"f{i}.md", f"file {i}\n".encode(), "") for i in range(6)]
+    with pytest.raises(StoreWriteError, match="the disk is full"):
+        memory.files.upload_many("docs", items, batch=2)
+    assert calls == [["f0.md", "f1.md"], ["f2.md", "f3.md"]]  # the third batch was never stored
+    stored = {f.name for f in rows.files([memory.files.folder("docs").id])}
+    assert stored == {"f0.md", "f1.md"}

@@ -209,8 +209,8 @@ def latency(memory: Any, agent: str, runs: int) -> dict[str, Any]:
 
 
 def resync(memory: Any, agent: str, files: list[tuple[str, Path]], work: Path, runs: int) -> dict[str, Any]:
-    """One file of a synced directory changes (a line appended each time): how long until the folder and the agent's
-    view have it. With ``tiermem.interop.folder_sync.sync_folder``: the directory (the ingest's files, copied) synced
+    """One file of a synced directory changes (a line appended each time; then, embedded inline, a line inserted in its
+    middle): how long until the folder and the agent's view have it. With ``tiermem.interop.folder_sync.sync_folder``: the directory (the ingest's files, copied) synced
     into a folder attached to the agent, then synced again after each change (the walk of every file included);
     without it, ``upload_many`` of that one file. Each embedded inline, and not (the backfill embeds it later)."""
     name, path = next(((n, p) for n, p in files if 20_000 <= p.stat().st_size <= 40_000), files[0])
@@ -241,14 +241,17 @@ def resync(memory: Any, agent: str, files: list[tuple[str, Path]], work: Path, r
             assert done[0].outcome == "updated", done[0]
 
     original = path.read_bytes()
-    for embed in (True, False):
+    middle = original.index(b"\n", len(original) // 2) + 1
+    for embed, where in ((True, "end"), (False, "end"), (True, "middle")):
         samples = []
         for i in range(runs):
-            data = original + f"\n# changed {embed} {i}\n".encode()
+            line = f"# changed {embed} {where} {i}\n".encode()
+            data = original + b"\n" + line if where == "end" else original[:middle] + line + original[middle:]
             t = time.perf_counter()
             change(data, embed)
             samples.append(time.perf_counter() - t)
-        out["embedded" if embed else "unembedded"] = stats(samples)
+        key = "embedded" if embed else "unembedded"
+        out[key if where == "end" else f"{key}_middle"] = stats(samples)
     return out
 
 
@@ -399,6 +402,8 @@ def report(r: dict[str, Any]) -> None:
         f"resync_embedded_p50_s: {rs['embedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['embedded']['p95_ms'] / 1000:.3f}"
         f" ({rs['file']}, {rs['bytes']} bytes)",
         f"resync_unembedded_p50_s: {rs['unembedded']['p50_ms'] / 1000:.3f}  p95_s: {rs['unembedded']['p95_ms'] / 1000:.3f}",
+        f"resync_embedded_middle_p50_s: {rs['embedded_middle']['p50_ms'] / 1000:.3f}  "
+        f"p95_s: {rs['embedded_middle']['p95_ms'] / 1000:.3f} (a line inserted in the middle)",
     ]
     lines.append("rss_mb: " + ", ".join(f"{k} {v}" for k, v in r["rss_mb"].items()))
     lines.append("targets: " + "; ".join(verdicts(r)))

@@ -30,6 +30,7 @@ KEYS = (
     "resync",
     "resync_embedded_p50_s",
     "resync_unembedded_p50_s",
+    "resync_embedded_middle_p50_s",
     "rss_mb",
     "targets",
 )

@@ -1,5 +1,6 @@
 """``upload_many`` stores one batch in a worker thread while it parses the next: outcomes keep the order of storing
-batch by batch, and a batch that fails to store stops the upload before the next batch is stored."""
+batch by batch, and a batch that fails to store stops the upload before the next batch is stored. A file stored again
+keeps the vectors of the chunks whose text did not change."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from tiermem.base.config import Settings
 from tiermem.base.errors import StoreWriteError
 from tiermem.domain.factory import open_memory
+from tiermem.store import Filter
 
 
 def test_outcomes_keep_the_order_of_storing_batch_by_batch(settings: Settings) -> None:
@@ -63,3 +65,48 @@ def test_a_batch_that_fails_to_store_stops_the_upload(settings: Settings, monkey
     assert calls == [["f0.md", "f1.md"], ["f2.md", "f3.md"]]  # the third batch was never stored
     stored = {f.name for f in rows.files([memory.files.folder("docs").id])}
     assert stored == {"f0.md", "f1.md"}
+
+
+def _chunks(memory: Any, name: str) -> dict[str, Any]:
+    file = next(f for f in memory.files.rows.files([memory.files.folder("docs").id]) if f.name == name)
+    rows = memory.archive.store.conn.rows("file_chunks", Filter(group_ids=(file.id,)), columns=("content", "vector"))
+    return {r["content"]: r["vector"] for r in rows}
+
+
+def test_a_file_stored_again_embeds_only_the_chunks_that_changed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = open_memory(settings)
+    memory.files.create_folder("docs")
+    text = "".join(f"Paragraph {i} is about the topic numbered {i} and about nothing else.\n\n" for i in range(300))
+    memory.files.upload_many("docs", [("big.md", text.encode(), ""), ("other.md", text.encode(), "")])
+    before = _chunks(memory, "big.md")
+    assert len(before) > 10 and all(v is not None for v in before.values())
+    embedder = memory.files.rows.vectors.embedder
+    real = embedder.embed_blocking
+    embedded: list[str] = []
+
+    def counting(texts: list[str], timeout: float | None = None) -> Any:
+        embedded.extend(texts)
+        return real(texts, timeout)
+
+    monkeypatch.setattr(embedder, "embed_blocking", counting)
+    memory.files.upload_many("docs", [("big.md", (text + "A closing line about harbours.\n").encode(), "")])
+    after = _chunks(memory, "big.md")
+    changed = set(after) - set(before)
+    assert 1 <= len(changed) <= 2 and sorted(embedded) == sorted(changed)  # the last chunk(s) only
+    assert all(after[c] == before[c] for c in after if c in before)
+    assert all(v is not None for v in after.values())
+
+    embedded.clear()  # an edit at the start moves the windows after it until they end at the same line again
+    memory.files.upload_many("docs", [("big.md", ("A new opening line.\n" + text + "Closing.\n").encode(), "")])
+    edited = _chunks(memory, "big.md")
+    assert sorted(embedded) == sorted(set(edited) - set(after)) and embedded
+    assert all(edited[c] == after[c] for c in edited if c in after)
+
+    embedded.clear()  # chunks stored without vectors are embedded when their file is stored again
+    memory.files.upload_many("docs", [("late.md", text.encode(), "")], embed=False)
+    assert all(v is None for v in _chunks(memory, "late.md").values())
+    memory.files.upload_many("docs", [("late.md", (text + "More.\n").encode(), "")])
+    late = _chunks(memory, "late.md")
+    assert sorted(embedded) == sorted(late) and all(v is not None for v in late.values())

@@ -195,7 +195,8 @@ class FileRows:
     def write(self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True) -> list[StoredFile]:
         """Store files with their parsed text: their rows (status ``embedding``), then their chunks, then the rows
         ``completed`` with their chunk counts; four commits for the whole batch. ``embed`` False stores the chunks
-        without vectors (found by keywords at once, by meaning once the backfill has embedded them)."""
+        without vectors (found by keywords at once, by meaning once the backfill has embedded them), but for the
+        chunks a file already had, which keep theirs (``_stored_vectors``)."""
         if not items:
             return []
         stamp = now()
@@ -203,12 +204,15 @@ class FileRows:
         self._forget("files", Filter(ids=tuple(r.id for r, _ in pending)))  # a replaced file's old text
         self._forget("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
         self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
+        known = self._stored_vectors([r.id for r, _ in pending])
         self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
         pieces = self.vectors.embedder.chunk_many([t if t.strip() else "" for _, t in pending], FILE_CHUNK_TOKENS)
         chunk_rows = [self._chunk_rows(r, chunks) for (r, _), chunks in zip(pending, pieces, strict=True)]
         flat = [row for rows in chunk_rows for row in rows]
+        for row in flat:  # a chunk the file already had (same text) keeps its vector
+            row["vector"] = known.get((row["group_id"], row["content"]))
         if embed:
-            self.vectors.embed_rows(flat)
+            self.vectors.embed_rows([row for row in flat if row["vector"] is None])
         self.store.rows.add_rows("file_chunks", flat)
         done = [
             (replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
@@ -216,6 +220,22 @@ class FileRows:
         ]
         self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
         return [r for r, _ in done]
+
+    def _stored_vectors(self, file_ids: Sequence[str]) -> dict[tuple[str, str], list[float]]:
+        """(file id, chunk text) -> vector of the chunks these files have now, made by the store's model: a file
+        stored again (a sync after an edit) keeps the vectors of the chunks whose text did not change, and only the
+        others are embedded. A line added at the end of a 30 KB file then embeds one or two chunks, not ~240; an
+        edit in the middle, the chunks whose windows it moved (windows end at a line or sentence end where they
+        can, so those after an edit often fall into step again)."""
+        dim = self.vectors.model[1]
+        rows = self.store.conn.rows(
+            "file_chunks", Filter(group_ids=tuple(file_ids)), columns=("group_id", "content", "vector")
+        )
+        return {
+            (str(r["group_id"]), str(r["content"])): r["vector"]
+            for r in rows
+            if r["vector"] is not None and len(r["vector"]) == dim
+        }
 
     def write_errors(self, items: Sequence[tuple[StoredFile, str]]) -> list[StoredFile]:
         """Store files that could not be processed: status ``error``, the reason, no text, no chunks."""

@@ -415,7 +415,9 @@ def test_chunking_edge_cases(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
 def test_chunks_from_distinct_word_counts_equal_counting_every_chunk(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
     """``chunk_many`` counts each distinct word once, from encodings of many words joined: its chunks are those of
     counting each word and each chunk on its own, for files and short texts, in any script, with control
-    characters, words longer than the window and words that repeat with other whitespace after them."""
+    characters, words longer than the window and words that repeat with other whitespace after them; and where a
+    control character separates words for Python but the tokenizer deletes it, joining them, each chunk is counted
+    whole."""
     import random
 
     from tiermem.base.chunking import chunk_text
@@ -447,6 +449,8 @@ def test_chunks_from_distinct_word_counts_equal_counting_every_chunk(minilm: Fas
         "".join(rng.choice(vocabulary) + rng.choice(spaces) for _ in range(rng.choice((3, 40, 400, 2500))))
         for _ in range(24)
     ] + [(ROOT / "src" / "tiermem" / "domain" / "filesystem.py").read_text(), "fits", ""]
+    joiners = ["\x0b", "\x0c", "\x1c", "\x1f", "\x85"]  # whitespace for Python; the tokenizer deletes them
+    texts += ["".join(rng.choice(vocabulary[:12]) + rng.choice([*joiners, " "]) for _ in range(300)) for _ in range(4)]
 
     def count(text: str) -> int:
         return len(tokenizer.encode(text).ids)

@@ -212,6 +212,9 @@ def minilm_tokenizer(tok_dir: Path | None = None) -> Tokenizer:
 LONG_TEXT = 4000  # characters from which a text is cut from its words' counts without counting it whole first
 PIECE_BATCH = 2000  # words encoded together by ``piece_counts``
 BARE_WORDS = re.compile(r"\S+")
+# Separators of words for Python that the BERT normaliser deletes (control characters), joining the words on either
+# side into one: a text holding one is chunked by counting each chunk whole, as words' counts do not add up there
+JOINING = re.compile(r"[\x0b\x0c\x1c-\x1f\x85]")
 
 
 class _TokenizerCounter:
@@ -256,14 +259,17 @@ class _TokenizerCounter:
             return [counts[k] for k in keys]
 
         fits = [len(text) < LONG_TEXT and self.count(text) <= window for text in texts]
-        counted([w for text, fit in zip(texts, fits) if not fit for w in BARE_WORDS.findall(text)])  # at once
+        joins = [not fit and JOINING.search(text) is not None for text, fit in zip(texts, fits)]
+        counted([w for text, fit, j in zip(texts, fits, joins) if not (fit or j) for w in BARE_WORDS.findall(text)])
         return [
             [text]
             if fit
+            else chunk_text(text, max_tokens=window, count=self.count, sizes=self.sizes, overhead=self.overhead)
+            if join  # words the tokenizer joins: each chunk counted whole
             else chunk_text(
                 text, max_tokens=window, count=self.count, sizes=counted, overhead=self.overhead, additive=True
             )
-            for text, fit in zip(texts, fits)
+            for text, fit, join in zip(texts, fits, joins)
         ]
 
     def piece_counts(self, words: list[str]) -> list[int]:

@@ -464,6 +464,28 @@ def test_chunks_from_distinct_word_counts_equal_counting_every_chunk(minilm: Fas
     assert sum(len(c) for c in got) > 200 and all(count(c) <= 128 for cs in got for c in cs)
 
 
+def test_a_text_repeated_in_a_batch_is_run_through_the_model_once(
+    minilm: FastEmbedEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = minilm._model
+    assert runner is not None
+    real = runner.embed
+    seen: list[str] = []
+
+    def counting(texts: list[str], batch_size: int = 64) -> Any:
+        seen.extend(texts)
+        return real(texts, batch_size=batch_size)
+
+    monkeypatch.setattr(runner, "embed", counting)
+    licence = "Licensed under the Apache License, Version 2.0 (the License); you may not use this file except..."
+    texts = [licence, "def main(): pass", licence, "green tea", licence]
+    vectors = minilm.embed(texts)
+    assert sorted(seen) == sorted({licence, "def main(): pass", "green tea"})  # each distinct text once
+    alone = minilm.embed(["green tea", licence, "def main(): pass"])
+    assert vectors[0] == vectors[2] == vectors[4] and vectors[0] is not vectors[2]  # copies, not one shared list
+    assert all(cos(a, b) > 0.9999 for a, b in zip([vectors[3], vectors[0], vectors[1]], alone, strict=True))
+
+
 def test_estimate_never_under_counts(tokenizer: Any) -> None:
     samples = [
         "hello world",

@@ -475,6 +475,10 @@ class FastEmbedEmbedder:
             raise ModelNotReadyError("The embedding model is not loaded yet; call load() first, or search by keywords.")
         if not texts:
             return []
+        distinct = list(dict.fromkeys(texts))
+        if len(distinct) < len(texts):  # each distinct text run once: folders repeat chunks (licences, boilerplate)
+            made = dict(zip(distinct, self.embed(distinct), strict=True))
+            return [list(made[t]) for t in texts]
         out: list[list[float]] = [[] for _ in texts]
         try:
             for batch in self._batches(texts):

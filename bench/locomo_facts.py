@@ -3,6 +3,7 @@
     python -m bench locomo --archival                   # every dev conversation, leave-one-conversation-out
     python -m bench locomo --archival --quick           # the first two conversations
     python -m bench locomo --archival --convs 1 --questions 5   # a slice (one conversation: no leave-one-out)
+    python -m bench locomo --archival --token-match     # also the ranker refitted with word-by-word matching
 
 Each LoCoMo observation (one fact about a speaker, with the dia id of the turn it came from) is stored with
 ``archival_memory_insert``'s path (``Memory.archival_insert``, one call per fact, no tags) as a model writes a fact
@@ -369,7 +370,59 @@ def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def run(quick: bool = False, convs: int | None = None, questions: int | None = None) -> dict[str, Any]:
+TOKEN_MATCH = "LOO fit + token match"
+PUNCTUATION = frozenset(".,?!:;'\"-()[]")
+
+
+def token_match(embedder: Any, qs: list[dict[str, Any]]) -> None:
+    """Adds ``token_match`` to each question: per candidate, each of the question's word pieces' best cosine with the
+    fact's pieces (the model's output per piece, ``token_states``; the fact as stored), averaged with the pieces' idf
+    over the pool's facts (``[CLS]``, ``[SEP]`` and punctuation left out), relative to the pool's best. Not shipped:
+    it needs each fact's pieces stored (docs/benchmarks-history.md, "Facts ranker: token-level matching")."""
+    import numpy as np
+
+    def pieces(texts: list[str]) -> dict[str, tuple[list[str], Any]]:
+        out = {}
+        for text, (tokens, rows) in zip(texts, embedder.token_states(texts), strict=True):
+            keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]") and t not in PUNCTUATION]
+            kept = np.asarray(rows, dtype=np.float64)[keep]
+            out[text] = ([tokens[i] for i in keep], kept / np.linalg.norm(kept, axis=1, keepdims=True))
+        return out
+
+    facts = pieces(sorted({c.content for q in qs for c in q["pool"].candidates}))
+    asked = pieces(sorted({q["query"] for q in qs}))
+    for q in qs:
+        words, query = asked[q["query"]]
+        held = [set(facts[c.content][0]) for c in q["pool"].candidates]
+        n = len(held)
+        df = {w: sum(w in h for h in held) for w in set(words)}
+        idf = np.array([math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in words])
+        scores = [
+            float(((query @ facts[c.content][1].T).max(axis=1) * idf).sum() / max(idf.sum(), 1e-9))
+            for c in q["pool"].candidates
+        ]
+        best = max(scores, default=0.0)
+        q["token_match"] = [x - best for x in scores]
+
+
+def token_match_recall(qs: list[dict[str, Any]]) -> dict[str, Any]:
+    """R@k of the facts ranker refitted with ``token_match`` as one more feature, leave-one-conversation-out."""
+    convs = sorted({q["conv"] for q in qs})
+    if len(convs) < 2:
+        return {}
+    extended = [{**q, "features": [f + [x] for f, x in zip(q["features"], q["token_match"], strict=True)]} for q in qs]
+    per: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
+    for conv in convs:
+        weights = fit_listwise(labelled([q for q in extended if q["conv"] != conv]))
+        for q in extended:
+            if q["conv"] == conv:
+                per[q["category"]].append(score(order(q, weights), q["gold"]))
+    return {TOKEN_MATCH: table(per)}
+
+
+def run(
+    quick: bool = False, convs: int | None = None, questions: int | None = None, with_tokens: bool = False
+) -> dict[str, Any]:
     from tiermem.base.config import load_settings
     from tiermem.domain.factory import open_memory
     from tiermem.domain.search.kinds import PASSAGES
@@ -394,6 +447,8 @@ def run(quick: bool = False, convs: int | None = None, questions: int | None = N
     ingest_s = time.perf_counter() - started
     memory.archive.store.indexes.optimize()
     qs, skipped = collect(memory, stored, questions)
+    if with_tokens:
+        token_match(memory.archive.embedder, qs)
     result = {
         "conversations": len(samples),
         "facts": sum(len(c["texts"]) for c in stored),
@@ -406,6 +461,8 @@ def run(quick: bool = False, convs: int | None = None, questions: int | None = N
         "shipped_calibration": [*PASSAGES.calibration.weights, PASSAGES.calibration.bias],
         **figures(qs),
     }
+    if with_tokens:
+        result["recall"].update(token_match_recall(qs))
     return result
 
 
@@ -450,8 +507,11 @@ def main() -> None:
     parser.add_argument("--convs", type=int, metavar="N", help="the first N conversations only")
     parser.add_argument("--questions", type=int, metavar="N", help="N questions per conversation at most")
     parser.add_argument("--out", type=Path, help="write the figures to this JSON file, not bench/results.json")
+    parser.add_argument(
+        "--token-match", action="store_true", help="also: the ranker refitted with word-by-word matching (not shipped)"
+    )
     args, _ = parser.parse_known_args(sys.argv[1:])
-    facts = run(args.quick, args.convs, args.questions)
+    facts = run(args.quick, args.convs, args.questions, args.token_match)
     if args.out:
         args.out.write_text(json.dumps(facts, indent=2))
     else:

@@ -486,6 +486,23 @@ def test_a_text_repeated_in_a_batch_is_run_through_the_model_once(
     assert all(cos(a, b) > 0.9999 for a, b in zip([vectors[3], vectors[0], vectors[1]], alone, strict=True))
 
 
+def test_token_states_are_what_the_vector_averages(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    import numpy as np
+
+    texts = ["Gina promoted her clothing store with an ad campaign.", "short", "word " * 600]
+    states = minilm.token_states(texts)
+    for text, (tokens, rows), vector in zip(texts, states, minilm.embed(texts), strict=True):
+        ids = tokenizer.encode(text).ids
+        assert len(tokens) == len(rows) == min(len(ids), 512) and tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+        pooled = np.asarray(rows, dtype=np.float64).mean(axis=0)
+        assert cos(list(pooled / np.linalg.norm(pooled)), vector) > 0.99999
+    assert states[0][0][1:4] == ["gina", "promoted", "her"]
+    hashing = BackgroundEmbedder(HashingEmbedder, "hashing-384", 384, 256)
+    assert hashing.wait(10)
+    with pytest.raises(EmbeddingError, match="only the packaged MiniLM"):
+        hashing.token_states(["x"])
+
+
 def test_estimate_never_under_counts(tokenizer: Any) -> None:
     samples = [
         "hello world",

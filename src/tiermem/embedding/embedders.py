@@ -492,6 +492,16 @@ class FastEmbedEmbedder:
             ) from exc
         return out
 
+    def token_states(self, texts: Sequence[str]) -> list[tuple[list[str], Any]]:
+        """Each text's word pieces (``[CLS]`` and ``[SEP]`` included) and the model's output for each, one float32
+        row per piece: what ``embed`` averages into the text's vector, for matching word by word (``python -m bench
+        locomo --archival --token-match``). The packaged MiniLM only; another model raises ``EmbeddingError``."""
+        states = getattr(self._model, "token_states", None)
+        if states is None:
+            raise EmbeddingError(f"{self.name} does not give its token states; only the packaged MiniLM does.")
+        tokenizer = self._model.tokenizer
+        return [([tokenizer.id_to_token(i) for i in ids], rows) for ids, rows in states(texts)]
+
     def _batches(self, texts: Sequence[str]) -> list[list[int]]:
         """Indices grouped by length: at most ``batch_size`` texts and ~``max_batch_tokens`` padded pieces each.
 
@@ -641,6 +651,13 @@ class BackgroundEmbedder:
         """Wait for the model (up to ``timeout`` s), then embed."""
         self.wait(timeout)
         return self._loaded().embed(texts)
+
+    def token_states(self, texts: Sequence[str]) -> list[tuple[list[str], Any]]:
+        """``FastEmbedEmbedder.token_states`` of the loaded model (``EmbeddingError`` for a model without them)."""
+        states = getattr(self._loaded(), "token_states", None)
+        if states is None:
+            raise EmbeddingError(f"{self.name} does not give its token states; only the packaged MiniLM does.")
+        return states(texts)  # type: ignore[no-any-return]
 
     def count_tokens(self, text: str) -> int:
         return self._embedder.count_tokens(text) if self._embedder is not None else self._counter(text)

@@ -318,6 +318,24 @@ class MiniLMRunner:
     def embed(self, texts: Sequence[str], batch_size: int = 64) -> Iterator[np.ndarray]:
         import numpy as np
 
+        for hidden, mask, _ids in self._runs(texts, batch_size):
+            summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
+            pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            yield from pooled.astype(hidden.dtype, copy=False)
+
+    def token_states(self, texts: Sequence[str], batch_size: int = 64) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Each text's token ids (``[CLS]`` and ``[SEP]`` included, truncated as ``embed`` reads them) and the model's
+        output for each token (float32, one row per id): what ``embed`` averages into the text's vector."""
+        for hidden, mask, ids in self._runs(texts, batch_size):
+            for states, used, row in zip(hidden, mask, ids, strict=True):
+                n = int(used.sum())
+                yield row[:n].tolist(), states[:n]
+
+    def _runs(self, texts: Sequence[str], batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(the model's output, the attention mask, the token ids) per batch of ``batch_size`` texts."""
+        import numpy as np
+
         for start in range(0, len(texts), max(1, batch_size)):
             ids, mask = self._batch(texts[start : start + batch_size])
             feed = {"input_ids": ids}
@@ -325,11 +343,7 @@ class MiniLMRunner:
                 feed["attention_mask"] = mask
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
-            hidden = self.session.run(None, feed)[0]
-            summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64)
-            pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
-            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            yield from pooled.astype(hidden.dtype, copy=False)
+            yield self.session.run(None, feed)[0], mask, ids
 
     def _batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids and attention mask, truncated to ``TRUNCATE_AT`` and right-padded with 0 to the longest.

@@ -385,6 +385,7 @@ def token_match(embedder: Any, qs: list[dict[str, Any]]) -> None:
         out = {}
         for text, (tokens, rows) in zip(texts, embedder.token_states(texts), strict=True):
             keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]") and t not in PUNCTUATION]
+            keep = keep or list(range(len(tokens)))  # a text of punctuation alone keeps its pieces
             kept = np.asarray(rows, dtype=np.float64)[keep]
             out[text] = ([tokens[i] for i in keep], kept / np.linalg.norm(kept, axis=1, keepdims=True))
         return out

@@ -261,16 +261,21 @@ class _TokenizerCounter:
         fits = [len(text) < LONG_TEXT and self.count(text) <= window for text in texts]
         joins = [not fit and JOINING.search(text) is not None for text, fit in zip(texts, fits)]
         counted([w for text, fit, j in zip(texts, fits, joins) if not (fit or j) for w in BARE_WORDS.findall(text)])
-        return [
-            [text]
-            if fit
-            else chunk_text(text, max_tokens=window, count=self.count, sizes=self.sizes, overhead=self.overhead)
-            if join  # words the tokenizer joins: each chunk counted whole
-            else chunk_text(
-                text, max_tokens=window, count=self.count, sizes=counted, overhead=self.overhead, additive=True
-            )
-            for text, fit, join in zip(texts, fits, joins)
-        ]
+        out: list[list[str]] = []
+        for text, fit, join in zip(texts, fits, joins):
+            if fit:
+                out.append([text])
+            elif join:  # words the tokenizer joins: each chunk counted whole
+                out.append(
+                    chunk_text(text, max_tokens=window, count=self.count, sizes=self.sizes, overhead=self.overhead)
+                )
+            else:
+                out.append(
+                    chunk_text(
+                        text, max_tokens=window, count=self.count, sizes=counted, overhead=self.overhead, additive=True
+                    )
+                )
+        return out
 
     def piece_counts(self, words: list[str]) -> list[int]:
         """The word pieces of each of ``words`` (no whitespace inside any; additive tokenizers only). They are

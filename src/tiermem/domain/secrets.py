@@ -488,12 +488,18 @@ def find(text: str) -> list[Finding]:
     lines: list[tuple[int, str, str]] | None = None
     chosen: dict[tuple[str, ...], list[tuple[int, str]]] = {}
     held: dict[str, bool] = {}  # needle -> in the text (detectors share needles: each is looked for once)
+
+    def holds(needle: str) -> bool:
+        if needle not in held:
+            held[needle] = needle in lowered
+        return held[needle]
+
     raw: list[tuple[int, int, int, str]] = []  # start, end, rank (lower wins the kind), kind
     for rank, d in enumerate(_detectors()):
         if d.per_line:
             lines = _candidate_lines(text, lowered) if lines is None else lines
             spans = _line_spans(lines, d, chosen)
-        elif d.needles and not any(held[n] if n in held else held.setdefault(n, n in lowered) for n in d.needles):
+        elif d.needles and not any(map(holds, d.needles)):
             continue
         elif d.probe is not None and d.probe.search(text) is None:
             continue

@@ -24,14 +24,14 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
-from .file_parse import parse_file
+from .file_parse import Parsed, parse_file
 from .file_views import (
     DirectoryInfo,
     FileEntry,
@@ -414,11 +414,18 @@ class Filesystem:
         stored."""
         folder = self.folder(folder_name)
         existing = {f.name: f for f in self.rows.files([folder.id])}
-        count = len(existing)
         out: list[Uploaded] = []
         good: list[tuple[StoredFile, str, int]] = []
         bad: list[tuple[StoredFile, str]] = []
-        storing: tuple[Future[tuple[list[StoredFile], list[StoredFile]]], list[Any], list[Any]] | None = None
+        # the batch being stored: (its job, the files parsed, the files that could not be)
+        storing: (
+            tuple[
+                Future[tuple[list[StoredFile], list[StoredFile]]],
+                list[tuple[StoredFile, str, int]],
+                list[tuple[StoredFile, str]],
+            ]
+            | None
+        ) = None
         later: list[Uploaded] = []  # outcomes of items after the batch being stored: reported once it is
 
         def store(
@@ -464,45 +471,13 @@ class Filesystem:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiermem-upload") as worker:
             try:
-                for file_name, data, source_path in items:
-                    try:
-                        file_name = check_file_name(file_name)
-                    except ValidationError as exc:
-                        note(Uploaded(str(file_name), "skipped", str(exc)))
+                for prepared in self._prepared(folder, items, existing):
+                    if isinstance(prepared, Uploaded):
+                        note(prepared)
                         continue
-                    digest = hashlib.sha256(data).hexdigest()
-                    old = existing.get(file_name)
-                    if old is not None and old.sha256 == digest and old.status == "completed":
-                        note(Uploaded(file_name, "unchanged", file=old))
-                        continue
-                    if old is None and count >= self.folder_max_files:
-                        note(
-                            Uploaded(
-                                file_name,
-                                "skipped",
-                                f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
-                                f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
-                                "limit or use another folder.",
-                            )
-                        )
-                        continue
-                    count += old is None
-                    record = StoredFile(
-                        id=old.id if old else stable_id("file", folder.id, file_name),
-                        folder_id=folder.id,
-                        name=file_name,
-                        original_name=file_name.rsplit("/", 1)[-1],
-                        file_type=file_type(file_name),
-                        size=len(data),
-                        sha256=digest,
-                        status="parsing",
-                        source_path=source_path,
-                        created_at=old.created_at if old else now(),
-                    )
-                    try:
-                        parsed = parse_file(file_name, data, max_bytes=self.file_max_bytes)
-                    except FileContentError as exc:
-                        bad.append((record, str(exc)))
+                    record, parsed = prepared
+                    if isinstance(parsed, FileContentError):
+                        bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
@@ -517,6 +492,51 @@ class Filesystem:
         opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome in ("added", "updated")]
         self._sync_views(folder.id, opened=opened)
         return out
+
+    def _prepared(
+        self, folder: Folder, items: Iterable[tuple[str, bytes, str]], existing: dict[str, StoredFile]
+    ) -> Iterator[Uploaded | tuple[StoredFile, Parsed | FileContentError]]:
+        """Each item as ``upload_many`` takes it: its outcome when it is not stored (a bad name, unchanged, over the
+        folder's limit), else its record and its parsed text, or why it cannot be parsed."""
+        count = len(existing)
+        for file_name, data, source_path in items:
+            try:
+                file_name = check_file_name(file_name)
+            except ValidationError as exc:
+                yield Uploaded(str(file_name), "skipped", str(exc))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            old = existing.get(file_name)
+            if old is not None and old.sha256 == digest and old.status == "completed":
+                yield Uploaded(file_name, "unchanged", file=old)
+                continue
+            if old is None and count >= self.folder_max_files:
+                yield Uploaded(
+                    file_name,
+                    "skipped",
+                    f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
+                    f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
+                    "limit or use another folder.",
+                )
+                continue
+            count += old is None
+            record = StoredFile(
+                id=old.id if old else stable_id("file", folder.id, file_name),
+                folder_id=folder.id,
+                name=file_name,
+                original_name=file_name.rsplit("/", 1)[-1],
+                file_type=file_type(file_name),
+                size=len(data),
+                sha256=digest,
+                status="parsing",
+                source_path=source_path,
+                created_at=old.created_at if old else now(),
+            )
+            try:
+                parsed: Parsed | FileContentError = parse_file(file_name, data, max_bytes=self.file_max_bytes)
+            except FileContentError as exc:
+                parsed = exc
+            yield record, parsed
 
     def replace_text(self, file_id: str, text: str) -> str:
         """Store ``text`` as a file's text (``tiermem doctor --secrets --redact``): its chunks are cut again, the old

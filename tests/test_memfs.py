@@ -219,6 +219,50 @@ def test_files_tiermem_cannot_take_are_skipped_not_the_directory(mem: Memory, tm
     assert mem.block(mem.get_agent("work").id, "system/ok").value == "fine"
 
 
+TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"  # a GitHub token's shape, split so no scanner flags this file
+
+
+def test_a_file_holding_a_credential_is_skipped_whole_and_the_rest_imported(mem: Memory, tmp_path: Path) -> None:
+    """Import and sync screen every file before writing anything: the file with a credential is skipped (nothing of
+    it stored, named in the report with the kind and place, never the secret), the files around it are taken,
+    whatever their order."""
+    root = tmp_path / "memory"
+    (root / "system").mkdir(parents=True)
+    (root / "system" / "a_clean.md").write_text("---\ndescription: a\n---\nfirst")
+    (root / "system" / "b_secret.md").write_text(f"---\ndescription: b\n---\ndeploy with {TOKEN}\n")
+    (root / "system" / "c_clean.md").write_text("---\ndescription: c\n---\nthird")
+    (root / "notes.md").write_text(f"---\ndescription: uses {TOKEN}\n---\nclean text")
+    report = run_import(mem, root, fmt="memfs", agent="work", rename=None, replace=False)
+    assert report["blocks_created"] == ["system/a_clean", "system/c_clean"]
+    skipped = "\n".join(report["skipped"])
+    assert "system/b_secret.md holds a GitHub token (line 1" in skipped and "in its text" in skipped, skipped
+    assert "notes.md holds a GitHub token" in skipped and "in its description" in skipped, skipped
+    assert TOKEN not in skipped
+    agent = mem.get_agent("work").id
+    labels = {b.label for b in mem.blocks(agent)}
+    assert "system/b_secret" not in labels and "notes" not in labels
+    # a sync takes the same files and leaves the one with the credential alone on both sides
+    report = sync_memfs(mem, "work", root)
+    assert any("system/b_secret.md holds a GitHub token" in s for s in report["skipped"]), report
+    assert "system/b_secret" not in {b.label for b in mem.blocks(agent)}
+    assert TOKEN in (root / "system" / "b_secret.md").read_text()  # the user's file is not touched
+    # once the credential is taken out of the file, the next sync brings it in
+    (root / "system" / "b_secret.md").write_text("---\ndescription: b\n---\ndeploy with the key in DEPLOY_KEY\n")
+    sync_memfs(mem, "work", root)
+    assert mem.block(agent, "system/b_secret").value.strip() == "deploy with the key in DEPLOY_KEY"
+    for b in mem.blocks(agent):
+        assert TOKEN not in b.value and TOKEN not in b.description
+
+
+def test_a_directory_of_credentials_alone_creates_no_agent(mem: Memory, tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    (root / "system").mkdir(parents=True)
+    (root / "system" / "only.md").write_text(f"---\ndescription: x\n---\n{TOKEN}")
+    with pytest.raises(ValidationError, match="no .md block files tiermem can read .*holds a GitHub token"):
+        run_import(mem, root, fmt="memfs", agent="fresh", rename=None, replace=False)
+    assert "fresh" not in {a.name for a in mem.list_agents()}
+
+
 def test_cli_export_and_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tiermem.cli.main import main
 

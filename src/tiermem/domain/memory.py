@@ -797,6 +797,14 @@ class Memory:
         imports); unchanged when ``secret_scan`` is off."""
         return secrets.redact(text).text if self.secret_scan and text else text
 
+    def credentials_in(self, text: str) -> str | None:
+        """The credentials ``text`` holds, named by kind and place ("a GitHub token (line 2, characters 5-44)"), never
+        the secrets themselves; None when it holds none or ``secret_scan`` is off."""
+        if not self.secret_scan or not text:
+            return None
+        found = secrets.find(text)
+        return secrets.describe(text, found) if found else None
+
     def refuse_secrets(self, text: str, where: str, *, before: str = "") -> None:
         """Raise ``SecretError`` (nothing written) when ``text`` holds a credential ``before`` did not hold."""
         if self.secret_scan:

@@ -45,7 +45,7 @@ def run_import(
     if kind == "jsonl":
         return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
     if kind == "memfs":
-        memfs.plan_memfs(path)  # validate every file before the agent is created
+        memfs.plan_memfs(path, memory)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
         inserted, skipped = importers.import_passages(

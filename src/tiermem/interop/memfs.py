@@ -186,8 +186,12 @@ def write_pinned(path: Path, overrides: Mapping[str, bool]) -> None:
         write_text_atomically(path, text)
 
 
-def read_tree(root: Path, tree: Tree) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
-    """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot."""
+def read_tree(
+    root: Path, tree: Tree, memory: Memory | None = None
+) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
+    """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot. With
+    ``memory``, a file whose text or description holds a credential is one it cannot take (``credentials``): it is
+    skipped whole, before anything is written, so an import or a sync never stops half-way through a directory."""
     parsed: dict[str, tuple[FileBlock, str]] = {}
     skipped: list[str] = []
     for rel in sorted(tree.paths):
@@ -197,12 +201,33 @@ def read_tree(root: Path, tree: Tree) -> tuple[dict[str, tuple[FileBlock, str]],
         except ValidationError as exc:
             skipped.append(f"{exc} (skipped)")
             continue
+        held = credentials(memory, plan) if memory is not None else None
+        if held is not None:
+            skipped.append(f"{rel} holds {held} (skipped)")
+            continue
         parsed[plan.label] = (plan, text)
     return parsed, skipped
 
 
-def plan_memfs(root: Path) -> tuple[list[FileBlock], list[str]]:
-    """Every block file in ``root`` tiermem can take, parsed, and what it skipped; nothing is written."""
+def credentials(memory: Memory, plan: FileBlock) -> str | None:
+    """What credentials the file's block would store (``Memory.credentials_in``) and what to do about it; None if
+    none (or the store does not scan for them: ``secret_scan`` off)."""
+    found = [
+        f"{held} in its {part}"
+        for part, text in (("text", plan.value), ("description", plan.description))
+        if (held := memory.credentials_in(text)) is not None
+    ]
+    if not found:
+        return None
+    return (
+        f"{' and '.join(found)}: credentials are never stored in memory; remove it from the file (keep a reference "
+        "instead, such as the name of the environment variable that holds it), then import or sync again"
+    )
+
+
+def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock], list[str]]:
+    """Every block file in ``root`` tiermem can take, parsed, and what it skipped (``read_tree``: with ``memory``,
+    files holding credentials among them); nothing is written."""
     if not root.is_dir():
         raise ValidationError(f"{root} is not a directory; give a MemFS memory directory (one .md file per block).")
     from .memfs_git import Repo
@@ -214,7 +239,7 @@ def plan_memfs(root: Path) -> tuple[list[FileBlock], list[str]]:
         agent_repo=bool(repo and repo.agent_repo),
         overrides=read_pinned(pinned_path(root, repo)),
     )
-    parsed, skipped = read_tree(root, tree)
+    parsed, skipped = read_tree(root, tree, memory)
     if not parsed:
         why = f" ({'; '.join(skipped)})" if skipped else ""
         raise ValidationError(f"{root} has no .md block files tiermem can read{why}.")
@@ -339,7 +364,7 @@ def apply_file(
 
 def import_memfs(memory: Memory, agent_name: str, root: Path) -> dict[str, Any]:
     """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone)."""
-    plans, skipped = plan_memfs(root)
+    plans, skipped = plan_memfs(root, memory)
     agent_id = memory.ensure_agent(agent_name).id
     report = MemfsReport(skipped=skipped)
     for plan in plans:

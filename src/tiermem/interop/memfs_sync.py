@@ -180,7 +180,7 @@ class _Sync:
             agent_repo=agent_repo,
             overrides=None if agent_repo else read_pinned(pinned),
         )
-        parsed, self.report.skipped = read_tree(self.root, self.tree)
+        parsed, self.report.skipped = read_tree(self.root, self.tree, self.memory)
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
         blocks = {b.label: b for b in self.memory.blocks(agent.id)}
         defaults = {s.label: s.value for s in self.memory.default_blocks}

@@ -21,7 +21,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .archive import Archive, SearchResult
 
 log = logging.getLogger(__name__)
+LOGGED_TEXT_FIELDS = ("content", "conversation_id", "project", "id", "payload")  # a logged turn's texts, all scanned
 
 ChangeKind = Literal["block_updated", "blocks_changed", "files_changed"]
 T = TypeVar("T")
@@ -161,6 +162,7 @@ class Memory:
             file_max_bytes=file_max_bytes,
             folder_max_files=folder_max_files,
             scrub=self.scrub,
+            refuse=lambda text, where: self.refuse_secrets(text, where),
         )
 
     def _opened_archive(self) -> Archive:
@@ -295,6 +297,7 @@ class Memory:
         agent_id: str | None = None,
     ) -> Agent:
         check_agent_name(name)
+        self._refuse_in_fields(("the agent's name", name), ("the system prompt", system), *_metadata_fields(metadata))
         if not stable and self.core.find_agent(name) is not None:
             raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
         t = now()
@@ -327,6 +330,7 @@ class Memory:
         merged = {k: v for k, v in merged.items() if v != ""}
         if system is not None:
             self._check_text("system", system)
+        self._refuse_in_fields(("the system prompt", system), *_metadata_fields(updates))
         changed = replace(agent, metadata=merged, system=agent.system if system is None else system, updated_at=now())
         self.core.update_agent(changed)
         return self.core.get_agent(agent_id)
@@ -450,6 +454,8 @@ class Memory:
         block = self.block(agent_id, label)
         if new_label is not None:
             new_label = rules.validate_label(new_label)
+            self._refuse_in_fields(("the new label", new_label))
+        self._refuse_in_fields(*_metadata_fields(metadata))
         if new_label is not None and new_label != block.label:
             for agent in self.core.agents_of_block(block.id):
                 if any(b.label == new_label for b in self.blocks(agent)):
@@ -684,8 +690,10 @@ class Memory:
         """Record conversation turns in recall memory (``Archive.log_messages``); refused, writing nothing, when one
         holds a credential."""
         for n, m in enumerate(messages):
-            if isinstance(m, dict) and isinstance(m.get("content"), str):
-                self.refuse_secrets(m["content"], f"messages[{n}].content")
+            if isinstance(m, dict):
+                self._refuse_in_fields(
+                    *((f"messages[{n}].{k}", v) for k, v in m.items() if k in LOGGED_TEXT_FIELDS and isinstance(v, str))
+                )
         # a project named by a local directory is its repository, as a hook's working directory is (named_project)
         messages = [
             {**m, "project": named_project(m["project"])}
@@ -728,6 +736,9 @@ class Memory:
         project it belongs to (None: shared by every project). Refused, writing nothing, when it holds a credential."""
         if isinstance(content, str):
             self.refuse_secrets(content, "content")
+        self._refuse_in_fields(
+            ("project", project), *((f"tags[{n}]", t) for n, t in enumerate(tags or ()) if isinstance(t, str))
+        )
         return Written(
             self.archive.insert(agent_id, content, tags, project=named_project(project)),
             self.archive.vectors.write_note(),
@@ -797,6 +808,10 @@ class Memory:
         imports); unchanged when ``secret_scan`` is off."""
         return secrets.redact(text).text if self.secret_scan and text else text
 
+    def scrub_json(self, payload: str) -> str:
+        """``scrub`` of every string in a JSON document (``secrets.redact_json``; text that is not JSON as text)."""
+        return secrets.redact_json(payload) if self.secret_scan and payload else payload
+
     def credentials_in(self, text: str) -> str | None:
         """The credentials ``text`` holds, named by kind and place ("a GitHub token (line 2, characters 5-44)"), never
         the secrets themselves; None when it holds none or ``secret_scan`` is off."""
@@ -809,6 +824,13 @@ class Memory:
         """Raise ``SecretError`` (nothing written) when ``text`` holds a credential ``before`` did not hold."""
         if self.secret_scan:
             secrets.refuse(text, where, before=before)
+
+    def _refuse_in_fields(self, *fields: tuple[str, str | None]) -> None:
+        """``refuse_secrets`` over each named text (None: not given): labels, names, tags, projects, prompts and
+        metadata are memory too, shown to models and listed by commands."""
+        for where, text in fields:
+            if text:
+                self.refuse_secrets(text, where)
 
     def _without_secrets(self, block: Block, previous: Block | None, actor: str) -> Block:
         """The one check of every block value written (edits, reverts, updates, new and imported blocks): a new
@@ -881,6 +903,7 @@ class Memory:
     def _check_spec(self, spec: BlockSpec) -> BlockSpec:
         """A new block's label, texts and limit, checked before anything is written; the label normalised."""
         spec = _normalised(spec)
+        self._refuse_in_fields(("the label", spec.label), *_metadata_fields(spec.metadata))
         self._check_text("value", spec.value)
         self._check_text("description", spec.description)
         rules.check_limit(spec.value, spec.limit)
@@ -888,6 +911,16 @@ class Memory:
 
     def _check_text(self, name: str, value: str) -> None:
         check_text(value, name, self.max_content_chars)
+
+
+def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:
+    """An agent's or a block's metadata as named texts for ``Memory._refuse_in_fields``: each key and each value
+    (named without echoing a key: a key may be the secret)."""
+    return [
+        (where, text)
+        for k, v in (metadata or {}).items()
+        for where, text in (("a metadata key", k), ("a metadata value", v if isinstance(v, str) else None))
+    ]
 
 
 def _with_pinned(metadata: dict[str, str], pinned: bool | None) -> dict[str, str]:

@@ -626,7 +626,8 @@ def _write_agent(
         metadata[letta_passthrough.KEY] = json.dumps(
             {**p.kept, VIEWS_KEY: kept_views, "scope": {"digest": digest, "namespace": namespace}}, ensure_ascii=False
         )
-    memory.create_agent(p.name, system=p.system, blocks=[], metadata=metadata, agent_id=agent_id)
+    metadata = {k: memory.scrub_json(v) for k, v in metadata.items()}  # what the file carries, redacted as it enters
+    memory.create_agent(p.name, system=memory.scrub(p.system), blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
     if letta_passthrough.summary(p.kept):
         report.kept[p.name] = letta_passthrough.summary(p.kept)
@@ -963,8 +964,8 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
     if target.mode == "new":
         memory.files.create_folder(
             target.folder.name,
-            description=plan.description,
-            instructions=plan.instructions,
+            description=memory.scrub(plan.description),
+            instructions=memory.scrub(plan.instructions),
             metadata=target.folder.metadata,
             folder_id=target.folder.id,
         )

@@ -331,3 +331,62 @@ def test_a_file_deleted_while_grep_reads_the_texts_is_not_kept(
     assert not any(SECRET in joined.text for _, joined in cached._lines.values())
     assert not any(SECRET in f.lines.text for _, _, made in cached._grep_views.values() for f in made)  # type: ignore[union-attr]
     assert memory.grep_files(agent, "zebra", None, 0, None).startswith("No matches found")
+
+
+def test_forget_text_takes_it_out_of_link_notes_prompts_and_folders_and_names_the_files(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link's note, an agent's system prompt and a folder's description hold the text too: forgetting edits them,
+    and with --now no file of the data directory holds a byte of it (the meta table's old note included); a folder
+    file holding it is named, not changed."""
+    memory, root = local
+    ids = fill(memory)
+    agent = ids["agent"]
+    plain = memory.archival_insert(agent, "a plain passage about tea", None).stored[0]
+    other = memory.archival_insert(agent, "another plain passage", None).stored[0]
+    memory.link(agent, plain, other, note=f"both about {SECRET}")
+    memory.create_agent("ops", system=f"Never say {SECRET}.")
+    memory.files.create_folder("vault", description=f"where {SECRET} lives")
+    memory.files.upload_many("vault", [("note.txt", f"the file says {SECRET}".encode(), "note.txt")])
+    optimize(memory)
+    memory.core.close()
+    assert (
+        main(["forget", "--text", SECRET, "--data-dir", str(root), "--embedding-model", "hashing", "--yes", "--now"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "edited the text out of 1 link note(s)" in out
+    assert "edited the text out of the system prompt of: ops" in out
+    assert "description or instructions of folder(s): vault" in out
+    assert "still held by folder file vault/note.txt" in out
+    after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
+    try:
+        assert after.archive.links.of([plain])[plain][0].note == "both about "  # the link stays, its note without it
+        assert SECRET not in after.get_agent("ops").system
+        assert SECRET not in after.files.folder("vault").description
+        assert scan_dir(root), "the folder file still holds it, as reported"
+        after.files.delete_files("vault", ["note.txt"])
+        optimize(after)
+        assert scan_dir(root) == []  # the link note's old meta row, the prompt and the description are gone too
+    finally:
+        after.core.close()
+
+
+def test_forget_an_agent_reports_what_went_and_usage_errors_exit_2(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory, root = local
+    work = memory.create_agent("work")
+    memory.archival_insert(work.id, "one", None)
+    memory.archival_insert(work.id, "two", None)
+    memory.core.close()
+    common = ["--data-dir", str(root), "--embedding-model", "hashing", "--yes"]
+    assert main(["forget", "agent", "work", "--now", *common]) == 0
+    assert "forgot 2 passage row(s), 0 message(s)" in capsys.readouterr().out
+    assert main(["forget", "block", "human", "--history", "--version", "1", *common]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["forget", "passage", "p-1", "--text", "hello", *common]) == 2
+    assert main(["forget", "passage", "p-1", "--history", *common]) == 2
+    assert "applies to `tiermem forget block LABEL`" in capsys.readouterr().err
+    assert main(["forget", "--text", "hello", "--memfs", str(root / "nowhere"), *common]) == 1
+    assert "no such directory" in capsys.readouterr().err

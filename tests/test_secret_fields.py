@@ -4,7 +4,6 @@ names the field and the kind, never the secret, and nothing is written."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path

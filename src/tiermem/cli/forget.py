@@ -64,6 +64,15 @@ def add_forget_parser(sp: Any, common: Callable[..., None]) -> None:
 def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     from ..domain.forgetting import forget
 
+    usage = _usage_error(args)
+    if usage is not None:  # contradictory flags: a usage error (exit 2), nothing opened or forgotten
+        print(f"tiermem: {usage}", file=sys.stderr)
+        return 2
+    for root in args.memfs:
+        if not Path(root).is_dir():
+            raise ValidationError(
+                f"--memfs {root}: no such directory; give a MemFS directory to look in (nothing was forgotten)."
+            )
     target, agent_names = _target(memory, settings, args)
     if not args.yes:
         what = (
@@ -100,12 +109,22 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     return 0
 
 
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What two of the given flags contradict, if anything."""
+    if args.text is not None and args.what is not None:
+        return "Give either --text or what to forget (passage, message, block, agent), not both."
+    if args.what == "block" and args.version and args.history:
+        return "Give --version N (one past value; repeatable) or --history (every past value), not both."
+    if (args.version or args.history) and args.what != "block":
+        flag = "--version" if args.version else "--history"
+        return f"{flag} applies to `tiermem forget block LABEL`; leave it out to forget a {args.what or 'text'}."
+    return None
+
+
 def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tuple[Target, list[str]]:
     from ..domain.forgetting import Target
 
     if args.text is not None:
-        if args.what is not None:
-            raise ValidationError("Give either --text or what to forget (passage, message, block, agent), not both.")
         agent = memory.get_agent(args.agent) if args.agent else None
         names = [agent.name] if agent else [a.name for a in memory.list_agents()]
         return Target("text", agent.id if agent else None, args.text), names
@@ -119,7 +138,7 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
         return Target("agent", agent.id, agent.name), [agent.name]
     agent = memory.named_agent(settings.agent)
     if args.what == "block":
-        if bool(args.version) == bool(args.history):
+        if not args.version and not args.history:
             raise ValidationError(
                 "Forgetting a block's past values needs --version N (repeatable) or --history "
                 "(every past value); the current value stays (edit the block to change it)."

@@ -164,6 +164,11 @@ class FileRows:
         self._listing = (version, found)
         return found
 
+    def holding(self, text: str) -> list[tuple[str, str]]:
+        """(folder id, file name) of every stored file whose text holds ``text`` exactly (forgetting names them)."""
+        rows = self.store.conn.rows("files", Filter(text_holds=text), columns=("folder_id", "name"))
+        return sorted((str(r["folder_id"]), str(r["name"])) for r in rows)
+
     def files(self, folder_ids: Sequence[str]) -> list[StoredFile]:
         """The files of these folders (without their text), by folder in the given order, then by name (the list is
         shared: never change it)."""

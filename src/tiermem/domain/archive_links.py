@@ -74,12 +74,28 @@ class ManualLinks:
         return link_key(a, b) in self._rows()
 
     def forget(self, ids: Collection[str]) -> int:
-        """Delete every manual link of any of ``ids`` (the memories are being forgotten); returns how many."""
+        """Delete every manual link of any of ``ids`` (the memories are being forgotten); returns how many. The meta
+        table's fragments holding them are marked for the purge first (their notes leave its files with it)."""
         gone = set(ids)
         rows = tuple((k, v) for k, v in self._rows().items() if gone & set(link_ends(k)))
         if rows:
+            self.store.purge.mark("meta", Filter(entries=rows))
             self.store.rows.delete("meta", Filter(entries=rows))
         return len(rows)
+
+    def forget_text(self, text: str, agent_id: str | None) -> int:
+        """Take ``text`` out of the note of every link (of ``agent_id``, or every agent's) whose note holds it: the
+        link stays, its old row's fragment is marked for the purge; returns how many notes changed."""
+        changed = 0
+        for key, value in self._rows().items():
+            note = link_note(value)
+            data = json.loads(value)
+            if text not in note or (agent_id is not None and data.get("agent") != agent_id):
+                continue
+            self.store.purge.mark("meta", Filter(entries=((key, value),)))
+            self.store.conn.set_meta(key, json.dumps({**data, "note": note.replace(text, "")}))
+            changed += 1
+        return changed
 
     def any(self) -> bool:
         """Whether any link was made on purpose (a deletion then looks for its rows' links)."""

@@ -108,6 +108,11 @@ class AgentRows:
             self.store.purge.mark(_searchable(table), Filter(ids=tuple(r["id"] for r in rows)))
             self.store.rows.upsert_rows(_searchable(table), "id", rows)
 
+    def purge_old_copies(self, table: str, ids: Sequence[str]) -> None:
+        """Mark the fragments holding these rows of ``table`` (by id) for the purge, before they are written anew
+        with a forgotten text taken out (a folder's description): the old copies leave the files with it."""
+        self.store.purge.mark(table, Filter(ids=tuple(ids)))
+
     def purge_pending(self) -> bool:
         """True while forgotten rows may still be in the store's files (the next upkeep purges them)."""
         return self.store.purge.pending()

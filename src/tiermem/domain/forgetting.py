@@ -61,6 +61,10 @@ class Forgotten:
     retexted: int = 0  # turns whose keyword text held a forgotten turn, written again without it
     requests: int = 0
     edited: list[str] = field(default_factory=list)  # blocks whose current value held the text: edited out
+    notes: int = 0  # link notes that held the text: edited out
+    prompts: list[str] = field(default_factory=list)  # agents whose system prompt held the text: edited out
+    folder_texts: list[str] = field(default_factory=list)  # folders whose description or instructions held it
+    files: list[str] = field(default_factory=list)  # "folder/file" of folder files holding it: named, not changed
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
@@ -74,6 +78,10 @@ class Forgotten:
             "turns_retexted": self.retexted,
             "requests": self.requests,
             "blocks_edited": self.edited,
+            "link_notes_edited": self.notes,
+            "system_prompts_edited": self.prompts,
+            "folders_edited": self.folder_texts,
+            "folder_files_holding_it": self.files,
             "core_purge": self.core,
             "store_purge": self.purged,
             "files": "purged"
@@ -88,6 +96,19 @@ class Forgotten:
         ]
         if self.edited:
             out.append(f"edited the text out of the current value of: {', '.join(self.edited)}")
+        if self.notes:
+            out.append(f"edited the text out of {self.notes} link note(s)")
+        if self.prompts:
+            out.append(f"edited the text out of the system prompt of: {', '.join(self.prompts)}")
+        if self.folder_texts:
+            out.append(
+                f"edited the text out of the description or instructions of folder(s): {', '.join(self.folder_texts)}"
+            )
+        for name in self.files:
+            out.append(
+                f"still held by folder file {name}: a file is kept as uploaded; edit or remove it and upload it "
+                "again (`tiermem folders upload`, `tiermem folders sync`), or delete its folder (`tiermem folders delete`)"
+            )
         if self.retexted:
             out.append(f"rewrote the keyword text of {self.retexted} later turn(s) that quoted a forgotten one")
         if self.requests:
@@ -134,8 +155,9 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     elif target.kind == "agent":
         agent = memory.core.get_agent(agent_id)
         done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
-        memory.delete_agent(agent_id)  # its rows are marked for the purge (AgentRows.delete_agent_data)
+        deleted = memory.delete_agent(agent_id)  # its rows are marked for the purge (AgentRows.delete_agent_data)
         done.agents.append(agent.name)
+        done.passages, done.messages, done.versions = deleted.passages, deleted.messages, deleted.block_versions
     else:
         _text(memory, done, target.agent_id, _ref(target, "text"))
     done.core = memory.core.purge()
@@ -282,6 +304,23 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
             }
             if holding:
                 _forget_versions(memory, done, current, holding)
+    done.notes += memory.archive.links.forget_text(text, agent_id)
+    for agent in agents:
+        if text in agent.system:
+            memory.set_agent_metadata(agent.id, {}, system=agent.system.replace(text, ""))
+            done.prompts.append(agent.name)
+    if agent_id is None:  # folders are shared: only a forget over every agent's memory edits them
+        for folder in memory.files.folders():
+            if text in folder.description or text in folder.instructions:
+                memory.archive.rows.purge_old_copies("folders", (folder.id,))  # its old row leaves the files
+                memory.files.update_folder(
+                    folder.name,
+                    description=folder.description.replace(text, ""),
+                    instructions=folder.instructions.replace(text, ""),
+                )
+                done.folder_texts.append(folder.name)
+    names = {f.id: f.name for f in memory.files.folders()}
+    done.files += [f"{names.get(folder, folder)}/{name}" for folder, name in memory.archive.files.holding(text)]
     done.requests += memory.core.forget_requests(text)
     done.texts = list(dict.fromkeys([text, *done.texts]))[:SHOWN_TEXTS]
 

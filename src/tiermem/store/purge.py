@@ -20,6 +20,7 @@ from .connection import Connection
 from .query import Filter, compile_filter
 
 PREFIX = "forgotten:"
+KEY_COLUMNS = {"meta": "key"}  # the column a table's rows are written again by (the searchable tables': "id")
 
 
 def mark_key(table: str, fragment: int) -> str:
@@ -75,6 +76,7 @@ class Purge:
 
     def _rewrite_fragment(self, table: str, fragment: int) -> int:
         t = self.conn.tables[table]
+        key = KEY_COLUMNS.get(table, "id")
         where = compile_filter(Filter(fragments=(fragment,)))
 
         def attempt(n: int) -> int:
@@ -83,7 +85,7 @@ class Purge:
                 for column in ("_distance", "_rowaddr", "_rowid"):
                     r.pop(column, None)
             if rows:  # the same rows, written anew: a concurrent writer's change to one is a conflict, tried again
-                t.merge_insert("id").when_matched_update_all().execute(rows)
+                t.merge_insert(key).when_matched_update_all().execute(rows)
             return len(rows)
 
         return commit_with_retries(self.conn.uri, f"the rows kept beside forgotten ones in {table}", attempt)

@@ -41,6 +41,7 @@ class Filter:
     missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
     entries: tuple[tuple[str, str], ...] | None = None  # meta rows whose (key, value) is one of these
     containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
+    text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
     fragments: tuple[int, ...] | None = None  # rows stored in these data fragments (their ``_rowaddr``)
     # messages and passages of any of these projects; None in it: rows of no project (shared by every project)
     projects: tuple[str | None, ...] | None = None
@@ -119,6 +120,10 @@ def compile_filter(where: Filter | None) -> str | None:
             raise ValidationError("The text to look for is empty; give the text itself.")
         text = sql_str(where.containing)
         clauses.append(f"(strpos(content, {text}) > 0 OR strpos(text, {text}) > 0)")
+    if where.text_holds is not None:
+        if not where.text_holds:
+            raise ValidationError("The text to look for is empty; give the text itself.")
+        clauses.append(f"strpos(text, {sql_str(where.text_holds)}) > 0")
     if where.fragments is not None:
         spans = [f"(_rowaddr >= {int(f) << 32} AND _rowaddr < {(int(f) + 1) << 32})" for f in where.fragments]
         clauses.append(f"({' OR '.join(spans)})" if spans else "false")

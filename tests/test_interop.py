@@ -286,6 +286,32 @@ def test_jsonl_backup_restores_everything_once(mem: Memory, tmp_path: Path) -> N
     assert "3 March" in hits.hits[0].content
 
 
+def test_a_backup_holding_credentials_is_restored_as_saved_and_says_so(mem: Memory, tmp_path: Path) -> None:
+    token = "ghp_" + "Zq3xW9vB7nM2kL5jH8gF4dS1aP6oI0uY2tR4"  # split: no scanner flags this file
+    mem.secret_scan = False  # a store kept with scanning off
+    agent = mem.ensure_agent("orig").id
+    mem.archival_insert(agent, f"the deploy token is {token}", None)
+    mem.archival_insert(agent, "a plain fact", None)
+    out = tmp_path / "backup.jsonl"
+    run_export(mem, agent=None, fmt="jsonl", output=str(out), vectors=False)
+    other = fresh(tmp_path, "restored")
+    report = run_import(other, out, fmt="jsonl", agent="default", rename=None, replace=False)
+    assert report["inserted"]["passages"] == 2
+    assert report["notes"] == [
+        "the backup holds credentials in 1 row(s) (passages: 1), restored as they were saved; remove them with "
+        "`tiermem doctor --secrets --redact --yes`"
+    ]
+    assert token not in " ".join(report["notes"])
+    clean = tmp_path / "clean.jsonl"
+    fourth = fresh(tmp_path, "fourth")
+    fourth.archival_insert(fourth.ensure_agent("orig").id, "nothing secret here", None)
+    run_export(fourth, agent=None, fmt="jsonl", output=str(clean), vectors=False)
+    assert (
+        run_import(fresh(tmp_path, "third"), clean, fmt="jsonl", agent="default", rename=None, replace=False)["notes"]
+        == []
+    )
+
+
 def test_memory_graph_import(mem: Memory, tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
     graph.write_text(

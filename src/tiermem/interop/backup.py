@@ -103,7 +103,9 @@ def is_backup(path: Path) -> bool:
     return first_record_type(path) == HEADER
 
 
-def import_backup(memory: Memory, path: Path) -> dict[str, int]:
+def import_backup(memory: Memory, path: Path, notes: list[str] | None = None) -> dict[str, int]:
+    """Restore a backup (``export --format jsonl``) as it was saved; with ``notes``, a note when it holds credentials
+    (a restore keeps what was saved: ``tiermem doctor --secrets --redact --yes`` removes them)."""
     archive = memory.archive
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
@@ -144,6 +146,8 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
+    if notes is not None:
+        notes += _credentials_note(memory, rows)
     owners = {str(r["id"]): str(r["agent_id"]) for t in ("messages", "passages") for r in rows[t]}
     links: dict[str, list[tuple[str, str, str]]] = {}  # agent -> its links
     for a, b, note in read_links(link_rows, f"{path}", owners):
@@ -180,3 +184,20 @@ def import_backup(memory: Memory, path: Path) -> dict[str, int]:
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted
+
+
+def _credentials_note(memory: Memory, rows: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """A note naming how many rows of each table hold a credential (``Memory.credentials_in``; none when the store
+    does not scan), and how to remove them."""
+    held = {
+        table: n
+        for table, found in rows.items()
+        if (n := sum(1 for r in found if any(isinstance(v, str) and memory.credentials_in(v) for v in r.values())))
+    }
+    if not held:
+        return []
+    where = ", ".join(f"{table}: {n}" for table, n in held.items())
+    return [
+        f"the backup holds credentials in {sum(held.values())} row(s) ({where}), restored as they were saved; remove "
+        "them with `tiermem doctor --secrets --redact --yes`"
+    ]

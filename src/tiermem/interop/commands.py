@@ -43,7 +43,8 @@ def run_import(
     if rename is not None:
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
     if kind == "jsonl":
-        return {"format": "jsonl", "inserted": backup.import_backup(memory, path)}
+        notes: list[str] = []
+        return {"format": "jsonl", "inserted": backup.import_backup(memory, path, notes), "notes": notes}
     if kind == "memfs":
         memfs.plan_memfs(path, memory)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose

@@ -103,3 +103,20 @@ def test_agents_create_refuses_a_system_prompt_holding_a_credential(tmp_path: Pa
     )
     assert run.returncode == 1, run
     assert "the system prompt would store a GitHub token" in run.stderr and TOKEN not in run.stderr + run.stdout
+
+
+def test_an_edit_that_keeps_a_credential_already_held_is_not_refused(memory: Memory) -> None:
+    """A prompt or folder description stored with scanning off keeps its credential until `doctor --secrets`; an
+    edit of another part of it (a forget --text) is not refused for it."""
+    from tiermem.domain.forgetting import Target, forget
+
+    memory.secret_scan = False
+    ops = memory.create_agent("ops", system=f"Key {TOKEN}. My old address is 1 Elm St.")
+    memory.files.create_folder("docs", description=f"Key {TOKEN}. My old address is 1 Elm St.")
+    memory.secret_scan = True
+    done = forget(memory, Target("text", None, "My old address is 1 Elm St."))
+    assert done.prompts == ["ops"] and done.folder_texts == ["docs"]
+    assert memory.get_agent("ops").system == f"Key {TOKEN}. "
+    assert memory.files.folder("docs").description == f"Key {TOKEN}. "
+    with _refused("the system prompt would store"):  # a new one still is
+        memory.set_agent_metadata(ops.id, {}, system=f"Key {AWS}.")

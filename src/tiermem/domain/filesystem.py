@@ -234,13 +234,11 @@ class Filesystem:
         file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
         folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
         scrub: Callable[[str], str] | None = None,
-        refuse: Callable[[str, str], None] | None = None,
+        refuse: Callable[..., None] | None = None,
     ) -> None:
         self.core = core
         self._scrub = scrub  # a file's parsed text with its credentials redacted (``Memory.scrub``), before storing
-        self._refuse = (
-            refuse  # (text, where): SecretError for a credential in what a person types (``Memory.refuse_secrets``)
-        )
+        self._refuse = refuse  # (text, where, before=): SecretError for a new credential (``Memory.refuse_secrets``)
         self._archive = archive
         self._changed = changed  # agent id -> tell listeners its files changed
         self.file_max_bytes = file_max_bytes
@@ -278,9 +276,8 @@ class Filesystem:
         folder_id: str | None = None,
     ) -> Folder:
         name = check_folder_name(name)
-        self._refuse_texts(
-            ("the folder's name", name), ("the description", description), ("the instructions", instructions)
-        )
+        self._refuse_texts(("the folder's name", name, ""), ("the description", description, ""))
+        self._refuse_texts(("the instructions", instructions, ""))
         if self.rows.folder_named(name) is not None:
             raise ValidationError(f"A folder named {name!r} exists already; choose another name or upload into it.")
         folder = Folder(
@@ -297,9 +294,8 @@ class Filesystem:
         self, name: str, *, description: str | None = None, instructions: str | None = None, new_name: str | None = None
     ) -> Folder:
         folder = self.folder(name)
-        self._refuse_texts(
-            ("the new name", new_name), ("the description", description), ("the instructions", instructions)
-        )
+        self._refuse_texts(("the new name", new_name, ""), ("the description", description, folder.description))
+        self._refuse_texts(("the instructions", instructions, folder.instructions))
         if new_name is not None and new_name != folder.name:
             new_name = check_folder_name(new_name)
             if self.rows.folder_named(new_name) is not None:
@@ -315,12 +311,12 @@ class Filesystem:
         self._sync_views(changed.id)
         return changed
 
-    def _refuse_texts(self, *fields: tuple[str, str | None]) -> None:
+    def _refuse_texts(self, *fields: tuple[str, str | None, str]) -> None:
         """A folder's name, description and instructions are shown to every agent it is attached to: a credential in
-        one is refused (``SecretError``), nothing written."""
-        for where, text in fields:
+        one that the text it replaces did not hold is refused (``SecretError``), nothing written."""
+        for where, text, before in fields:
             if text and self._refuse is not None:
-                self._refuse(text, where)
+                self._refuse(text, where, before=before)
 
     def delete_folder(self, name: str) -> dict[str, Any]:
         """Detach the folder from every agent, then delete it with its files and their chunks."""

@@ -162,7 +162,7 @@ class Memory:
             file_max_bytes=file_max_bytes,
             folder_max_files=folder_max_files,
             scrub=self.scrub,
-            refuse=lambda text, where: self.refuse_secrets(text, where),
+            refuse=self.refuse_secrets,
         )
 
     def _opened_archive(self) -> Archive:
@@ -330,7 +330,9 @@ class Memory:
         merged = {k: v for k, v in merged.items() if v != ""}
         if system is not None:
             self._check_text("system", system)
-        self._refuse_in_fields(("the system prompt", system), *_metadata_fields(updates))
+        if system is not None:  # a credential the prompt held already is left to `doctor --secrets`
+            self.refuse_secrets(system, "the system prompt", before=agent.system)
+        self._refuse_in_fields(*_metadata_fields(updates))
         changed = replace(agent, metadata=merged, system=agent.system if system is None else system, updated_at=now())
         self.core.update_agent(changed)
         return self.core.get_agent(agent_id)

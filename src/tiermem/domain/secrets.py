@@ -6,8 +6,10 @@ naming the kind and where it is (line, characters), never the secret itself.
 
 The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no
 baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
-lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys, PEM private keys spanning
-lines, AWS secret keys outside quotes, ``.env``-style assignments, bearer tokens, ...). Its high-entropy plugins
+lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access tokens, PEM
+private keys spanning lines, AWS secret keys outside quotes, ``.env``-style assignments, passwords on command lines,
+bearer tokens, ...); a few of its own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the
+text before them where their prefix is distinctive, and with invisible characters inside. Its high-entropy plugins
 are noisy on prose and code: only the base64 one is used, on quoted strings of 20+ characters with letters and
 digits above its entropy limit (the hex one would flag quoted git SHAs and digests). Its IP-address plugin is left
 out (an address is not a credential). False positives are measured on LoCoMo's turns (``python -m bench secrets``).
@@ -24,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +67,7 @@ class _Detector:
     specific: bool = True  # a format of its own; a generic one (keyword, entropy) loses a tie on kind
     per_line: bool = False  # run on the lines holding a needle only (assignment patterns: slow on long prose)
     probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
+    min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -73,7 +77,6 @@ _KINDS = {
     "AWS Access Key": "AWS access key",
     "Artifactory Credentials": "Artifactory token",
     "Azure Storage Account access key": "Azure storage key",
-    "Basic Auth Credentials": "password in a URL",
     "Cloudant Credentials": "Cloudant credentials",
     "Discord Bot Token": "Discord bot token",
     "GitHub Token": "GitHub token",
@@ -106,7 +109,6 @@ def _plugin_detectors() -> list[_Detector]:
         artifactory,
         aws,
         azure_storage_key,
-        basic_auth,
         cloudant,
         discord,
         github_token,
@@ -133,7 +135,6 @@ def _plugin_detectors() -> list[_Detector]:
         aws.AWSKeyDetector,
         artifactory.ArtifactoryDetector,
         azure_storage_key.AzureStorageKeyDetector,
-        basic_auth.BasicAuthDetector,
         cloudant.CloudantDetector,
         discord.DiscordBotTokenDetector,
         github_token.GitHubTokenDetector,
@@ -151,11 +152,12 @@ def _plugin_detectors() -> list[_Detector]:
         stripe.StripeDetector,
         telegram_token.TelegramBotTokenDetector,
         twilio.TwilioKeyDetector,
-    ]  # left out: private_key (header lines only: ours takes the whole block), ip_public (not a credential)
+    ]  # left out: private_key (header lines only: ours takes the whole block), ip_public (not a credential),
+    # basic_auth (ours sees the scheme and the user too: anonymous FTP's public convention), jwt (its pattern ends
+    # lazily, stopping before the signature: ours takes every segment, with its plugin's validity test)
     out: list[_Detector] = []
     for plugin in plugins:
         kind = _KINDS[plugin.secret_type]
-        check = _not_placeholder if plugin is basic_auth.BasicAuthDetector else None  # "://user:password@host"
         for n, pattern in enumerate(plugin.denylist):
             needles, per_line = _PLUGIN_NEEDLES.get(plugin.__name__, ((), False))
             if isinstance(needles, list):  # one tuple per pattern
@@ -163,11 +165,23 @@ def _plugin_detectors() -> list[_Detector]:
             probe = _probe(pattern)
             out.append(
                 _Detector(
-                    kind, pattern, needles, group=_secret_group(pattern), check=check, per_line=per_line, probe=probe
+                    kind,
+                    pattern,
+                    needles,
+                    group=_secret_group(plugin.__name__, pattern),
+                    per_line=per_line,
+                    probe=probe,
                 )
             )
     is_jwt = jwt.JwtTokenDetector.is_formally_valid
-    out += [_Detector(_KINDS["JSON Web Token"], p, ("eyj",), check=is_jwt) for p in jwt.JwtTokenDetector.denylist]
+    out.append(
+        _Detector(
+            _KINDS["JSON Web Token"],
+            re.compile(r"eyJ[A-Za-z0-9_=-]+\.[A-Za-z0-9_=-]+(?:\.\.?[A-Za-z0-9_+/=-]+){0,3}"),
+            ("eyj",),
+            check=lambda token: is_jwt(".".join(token.split(".")[:2])),  # header and payload: JSON in base64
+        )
+    )  # header.payload.signature (a JWE's five segments too), each redacted: the signature is what proves it
     for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
         out.append(
             _Detector(
@@ -239,7 +253,6 @@ _PLUGIN_NEEDLES: dict[str, tuple[tuple[str, ...] | list[tuple[str, ...]], bool]]
     "AWSKeyDetector": ([("a3t", "abia", "acca", "akia", "asia"), ("aws",)], False),
     "ArtifactoryDetector": ([("akc",), ("ap",)], False),
     "AzureStorageKeyDetector": (("accountkey=",), False),
-    "BasicAuthDetector": (("://",), False),
     "CloudantDetector": ([_joined(("cl", "clou", "cloudant"), _ASSIGNED)] * 2 + [("cloudant.com",)] * 2, True),
     "DiscordBotTokenDetector": ((".",), False),
     "GitHubTokenDetector": (("gh",), False),
@@ -260,25 +273,49 @@ _PLUGIN_NEEDLES: dict[str, tuple[tuple[str, ...] | list[tuple[str, ...]], bool]]
 }
 
 
-def _secret_group(pattern: re.Pattern[str]) -> int:
+# detect-secrets plugins whose patterns capture a part of the token (its prefix: ``(ghp|gho|...)_``), not the secret
+_WHOLE_MATCH = ("GitHubTokenDetector", "GitLabTokenDetector")
+
+
+def _secret_group(plugin: str, pattern: re.Pattern[str]) -> int:
     """The group of a detect-secrets pattern that holds the secret: its last capturing group when it has any (its
-    assignment patterns capture the value alone), else the whole match. Artifactory's patterns include a delimiter
-    on each side: those are trimmed by ``_trim``."""
-    return pattern.groups if pattern.groups else 0
+    assignment patterns capture the value alone), else the whole match; the whole match for the token formats whose
+    groups are parts of the token. Artifactory's patterns include a delimiter on each side: those are trimmed by
+    ``_trim``."""
+    return 0 if plugin in _WHOLE_MATCH else pattern.groups
 
 
 # -- the formats detect-secrets lacks ------------------------------------------------------------------------------
 
 _B64 = r"A-Za-z0-9+/"
-# A variable named for a secret (``DB_PASSWORD``, ``GITHUB_TOKEN``, ``api_key``), ending with the word (or a
-# version or stage suffix): ``MAX_TOKENS`` or ``TOKEN_LIMIT`` are not secrets. The pattern starts at the word (a
-# name's prefix would be tried at every position of the text); the secret is the value alone.
+# A vendor's prefix distinctive enough (``sk-ant-api03-``, ``ghp_``, ``xoxb-``, ``glpat-``) is found glued to
+# anything before it (``key_sk-ant-...``, ``1ghp_...``); a short or word-like one (``sk-``, ``hf_``, ``AIza``,
+# ``sk_test_``) only after a character that is not a letter or digit (``_``, ``=``, ``:``, a quote, a space): "task-"
+# or "risk_test_" are words.
+_NOT_GLUED = r"(?<![A-Za-z0-9])"
+# A variable named for a secret (``DB_PASSWORD``, ``GITHUB_TOKEN``, ``api_key``, ``x-api-key``), ending with the word
+# (or a version or stage suffix): ``MAX_TOKENS`` or ``TOKEN_LIMIT`` are not secrets. The pattern starts at the word
+# (a name's prefix would be tried at every position of the text); the secret is the value alone.
+_ENV_SUFFIX = r"(?:_\d+|_(?:PROD|DEV|TEST|LIVE|VALUE))?"
 _ENV_NAME = (
-    r"(?i:(?:SECRET(?:_?KEY)?(?:_?BASE)?|PASSWORD|PASSWD|PASSPHRASE|PWD|TOKEN|API_?KEY|"
-    r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH_?KEY|SIGNING_?KEY|ENCRYPTION_?KEY|MASTER_?KEY|DSN)"
-    r"(?:_\d+|_(?:PROD|DEV|TEST|LIVE|VALUE))?)(?![A-Za-z0-9_])"
+    r"(?i:(?:SECRET(?:[_-]?KEY)?(?:[_-]?BASE)?|PASSWORD|PASSWD|PASSPHRASE|PWD|TOKEN|API[_-]?KEY|"
+    r"ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?|AUTH[_-]?KEY|SIGNING[_-]?KEY|ENCRYPTION[_-]?KEY|MASTER[_-]?KEY|DSN)"
+    + _ENV_SUFFIX
+    + r")(?![A-Za-z0-9_])"
 )
+# The short names (``DB_PASS``, ``ADMIN_PW``, ``BASIC_AUTH``) are words of prose, logs and code too ("--- PASS:
+# TestParse", ``n_pass = n_total``, "bypass", ``NO_AUTH = "NO_AUTH"``): they count as a whole name or its last part,
+# in upper case assigned by "=" (``.env``, a shell: at most one space before it, so the needles can hold the "="), or
+# in any case as a quoted key given a quoted value (``"db_pass": "..."``); a constant's name as value is no secret.
+_ENV_SHORT = r"(?:PASS(?<![A-Za-z]PASS)|PW(?<![A-Za-z]PW)|AUTH(?<![A-Za-z]AUTH)) ?=(?!=)"
+_ENV_SHORT_KEY = r"(?i:pass(?<![a-z]pass)|pw(?<![a-z]pw)|auth(?<![a-z]auth))[\"']\s*:\s*([\"'])([^\"'\n]{4,})\1"
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_ENV_VALUE = r"\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
+# A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
+# or not (group 2)
+_SAME_COMMAND = r"(?:[^\n;|&]|&(?!&)|\\\n){0,400}?\s"
+_ARGUMENT = r"([\"']?)([^\s\"']+)\1"
 
 
 def _own_detectors() -> list[_Detector]:
@@ -287,29 +324,40 @@ def _own_detectors() -> list[_Detector]:
     return [
         d(
             "Anthropic API key",
-            c(r"\bsk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{20,}|\bsk-ant-[A-Za-z0-9_\-]{32,}"),
+            c(r"sk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{20,}|" + _NOT_GLUED + r"sk-ant-[A-Za-z0-9_\-]{32,}"),
             ("sk-ant-",),
         ),
         d(
             "OpenAI API key",
-            c(r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}"),
+            c(_NOT_GLUED + r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}"),
             ("sk-",),
             check=_letters_and_digits,
         ),
-        d("OpenAI API key", c(r"\bsk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-])"), ("sk-",), check=_letters_and_digits),
+        d(
+            "OpenAI API key",
+            c(_NOT_GLUED + r"sk-[A-Za-z0-9]{32,}(?![A-Za-z0-9_\-])"),
+            ("sk-",),
+            check=_letters_and_digits,
+        ),
         d(
             "GitHub token",
-            c(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"),
+            c(r"gh[pousr]_[A-Za-z0-9]{30,}(?![A-Za-z0-9])|github_pat_[A-Za-z0-9_]{22,}"),
             ("gh",),
             probe=c(r"g(?:h[pousr]_[A-Za-z0-9]{30}|ithub_pat_[A-Za-z0-9_]{22})"),
         ),
-        d("Google API key", c(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("aiza",)),
-        d("Google OAuth client secret", c(r"\bGOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("gocspx-",)),
-        d("Slack token", c(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}|\bxapp-\d-[A-Za-z0-9\-]{10,}"), ("xox", "xapp-")),
-        d("Stripe key", c(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("k_live_", "k_test_")),
-        d("Hugging Face token", c(r"\bhf_[A-Za-z0-9]{30,}\b"), ("hf_",)),
-        d("npm token", c(r"\bnpm_[A-Za-z0-9]{36}\b"), ("npm_",)),
-        d("GitLab token", c(r"\bglpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
+        d("Google API key", c(_NOT_GLUED + r"AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), ("aiza",)),
+        d("Google OAuth client secret", c(r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])"), ("gocspx-",)),
+        d(
+            "Google OAuth access token",
+            c(_NOT_GLUED + r"ya29\.[0-9A-Za-z_\-]{30,}"),
+            ("ya29.",),
+            check=_letters_and_digits,
+        ),
+        d("Slack token", c(r"xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,}"), ("xox", "xapp-")),
+        d("Stripe key", c(_NOT_GLUED + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("k_live_", "k_test_")),
+        d("Hugging Face token", c(_NOT_GLUED + r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), ("hf_",)),
+        d("npm token", c(_NOT_GLUED + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
+        d("GitLab token", c(r"glpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
         d(
             "private key",
             c(
@@ -346,13 +394,67 @@ def _own_detectors() -> list[_Detector]:
         d(
             "password in a URL",
             c(
-                r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'<>]{0,100}:([^\s@/\"'<>]{1,200})@"
-                r"[A-Za-z0-9\[]"
+                # anonymous FTP's conventional password (RFC 1635: "guest", "anonymous", an email address) is public
+                r"\b(?!(?i:ftps?)://(?i:anonymous):(?:guest|anonymous|[^\s/\"'<>]*(?:@|%40)[^\s/\"'<>]*)@)"
+                r"[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@\"'<>]{0,100}:([^\s@/\"'<>]{1,200})@[A-Za-z0-9\[]"
             ),
             ("://",),
             group=1,
-            check=_not_placeholder,
+            check=_password,
             probe=c(r"://[^\s:/@\"'<>]{0,100}:[^\s@/\"'<>]{1,200}@[A-Za-z0-9\[]"),
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",
+            c(r"curl\b" + _SAME_COMMAND + r"(?:-u|--user|-U|--proxy-user)(?:\s+|=)?([\"']?)[^\s:\"']*:([^\s\"']+)\1"),
+            ("curl",),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",  # -p alone prompts for it; "-p dbname" names a database
+            c(
+                r"(?:mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump|-admin)?)\b"
+                + _SAME_COMMAND
+                + "-p"
+                + _ARGUMENT
+            ),
+            ("mysql", "mariadb"),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",
+            c(r"sshpass(?:\s+-v)*\s+-p\s*" + _ARGUMENT),  # its options come first: a later -p is the command's
+            ("sshpass",),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",
+            c(r"redis-cli\b" + _SAME_COMMAND + r"(?:-a|--pass)\s+" + _ARGUMENT),
+            ("redis-cli",),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",
+            c(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?=" + _ARGUMENT),
+            ("-pass",),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(
+            "password on a command line",  # "--password VALUE": prose too ("set --password to ..."): a value's rules
+            c(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1"),
+            ("-pass",),
+            group=2,
+            check=_not_placeholder,
         ),
         d(
             "bearer token",
@@ -364,10 +466,28 @@ def _own_detectors() -> list[_Detector]:
         ),
         d(
             "secret",
-            c(_ENV_NAME + r"[\"']?\s*[:=]\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"),
+            c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
             check=_not_placeholder,
+            specific=False,
+            per_line=True,
+        ),
+        d(
+            "secret",
+            c(_ENV_SHORT + _ENV_VALUE),
+            tuple(name + space + "=" for name in ("pass", "pw", "auth") for space in ("", " ")),
+            group="value",
+            check=_not_constant,
+            specific=False,
+            per_line=True,
+        ),
+        d(
+            "secret",
+            c(_ENV_SHORT_KEY),
+            tuple(name + quote for name in ("pass", "pw", "auth") for quote in "\"'"),
+            group=2,
+            check=_not_constant,
             specific=False,
             per_line=True,
         ),
@@ -383,10 +503,15 @@ def _letters_and_digits(s: str) -> bool:
 
 
 _PLACEHOLDER = re.compile(
-    r"^(?:[${<\[(/~]|%\(|%\w+%$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$|null$"
-    r"|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
-    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+$)",
+    r"^(?:[${<\[(/~]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
+    r"|null$|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
+    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$)",
     re.IGNORECASE,
+)
+# what stands for a password in examples and docs ("user:pass@host", "-u user:token")
+_PASSWORD_WORDS = frozenset(
+    ("pass", "passwd", "pwd", "pw", "pword", "passphrase", "mypass", "mypassword", "secret", "token", "key", "apikey")
+    + ("api_key", "user", "username", "foo", "bar", "baz", "foobar")
 )
 
 
@@ -399,6 +524,20 @@ def _not_placeholder(value: str) -> bool:
     if v.replace(".", "").replace("-", "").replace("_", "").isdigit():  # a number: max_tokens = 100000
         return False
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
+
+
+def _not_constant(value: str) -> bool:
+    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
+    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+
+
+def _password(value: str) -> bool:
+    """A password given as one (a URL's userinfo, a command's ``-p``) is a credential whatever its length or shape
+    ("rootpw", "guest", "1234"), but for a reference or a placeholder (``$PASS``, ``<password>``, ``pass``, ``***``)."""
+    v = value.strip()
+    if not v or v.lower() in _PASSWORD_WORDS or _PLACEHOLDER.match(v):
+        return False
+    return "[redacted:" not in v and "..." not in v and "\u2026" not in v
 
 
 # -- running them ----------------------------------------------------------------------------------------------------
@@ -423,7 +562,7 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
             group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
         start, end = m.span(group)
         start, end = _trim(text, start, end)
-        if end - start < 4:
+        if end - start < d.min_chars:
             continue
         if d.check is not None and not d.check(text[start:end]):
             continue
@@ -442,7 +581,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 # Every word the per-line detectors' needles contain one of: the lines holding none are skipped by all of them
-_LINE_WORDS = re.compile(r"key|pass|pw|secret|token|contrase|credential|dsn|softlayer|cloudant")
+_LINE_WORDS = re.compile(r"key|pass|pw|auth|secret|token|contrase|credential|dsn|softlayer|cloudant")
 
 
 def _candidate_lines(text: str, lowered: str) -> list[tuple[int, str, str]]:
@@ -477,9 +616,36 @@ def _line_spans(
             yield offset + start, offset + stop
 
 
+# Characters that show as nothing: inside a key they hide it from every pattern ("sk-ant-\u200bapi03-...")
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff"
+_VISIBLE = str.maketrans("", "", _INVISIBLE)
+
+
 def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
-    one span named by its most specific kind."""
+    one span named by its most specific kind. Text holding invisible characters is also scanned without them, each
+    finding placed back on the original text (its span takes the invisible characters inside it)."""
+    raw = _raw(text)
+    if not text.isascii() and any(ch in text for ch in _INVISIBLE):  # a str search each: cheaper than a regex
+        kept = [i for i, ch in enumerate(text) if ch not in _INVISIBLE]
+        visible = "".join(text[i] for i in kept)
+        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible)]
+    if not raw:
+        return []
+    raw.sort()
+    merged: list[tuple[int, int, int, str]] = []
+    for start, end, rank, kind in raw:
+        if merged and start < merged[-1][1]:
+            s, e, r, k = merged[-1]
+            best_rank, best_kind = min((r, k), (rank, kind))
+            merged[-1] = (s, max(e, end), best_rank, best_kind)
+        else:
+            merged.append((start, end, rank, kind))
+    return [Finding(kind, start, end) for start, end, _, kind in merged]
+
+
+def _raw(text: str) -> list[tuple[int, int, int, str]]:
+    """Every detector's spans in ``text``, unmerged: (start, end, rank (a lower one names the kind), kind)."""
     if len(text) < 8:
         return []
     lowered = text.lower()  # the same length but for a few characters (İ): those texts are lowered one by one
@@ -494,7 +660,7 @@ def find(text: str) -> list[Finding]:
             held[needle] = needle in lowered
         return held[needle]
 
-    raw: list[tuple[int, int, int, str]] = []  # start, end, rank (lower wins the kind), kind
+    raw: list[tuple[int, int, int, str]] = []
     for rank, d in enumerate(_detectors()):
         if d.per_line:
             lines = _candidate_lines(text, lowered) if lines is None else lines
@@ -507,18 +673,7 @@ def find(text: str) -> list[Finding]:
             spans = _spans(text, d)
         for start, end in spans:
             raw.append((start, end, rank if d.specific else rank + 10_000, d.kind))
-    if not raw:
-        return []
-    raw.sort()
-    merged: list[tuple[int, int, int, str]] = []
-    for start, end, rank, kind in raw:
-        if merged and start < merged[-1][1]:
-            s, e, r, k = merged[-1]
-            best_rank, best_kind = min((r, k), (rank, kind))
-            merged[-1] = (s, max(e, end), best_rank, best_kind)
-        else:
-            merged.append((start, end, rank, kind))
-    return [Finding(kind, start, end) for start, end, _, kind in merged]
+    return raw
 
 
 def redact(text: str) -> Redacted:
@@ -571,8 +726,10 @@ def _article(kind: str) -> str:
 
 def refuse(text: str, where: str, *, before: str = "") -> None:
     """Raise ``SecretError`` when ``text`` holds a credential that ``before`` (the text it replaces) did not: the
-    error names each kind and where it is in ``where`` (e.g. "the new value of block 'human'"), and what to do."""
-    found = [f for f in find(text) if not before or text[f.start : f.end] not in before]
+    error names each kind and where it is in ``where`` (e.g. "the new value of block 'human'"), and what to do.
+    A credential counts as held before when ``before`` holds it as a finding as many times (not as a part of a
+    longer text: a key glued to a word before it, then sent alone, is a new one; a second copy of a key too)."""
+    found = _new(text, before) if before else find(text)
     if not found:
         return
     raise SecretError(
@@ -580,3 +737,19 @@ def refuse(text: str, where: str, *, before: str = "") -> None:
         'store a description or a reference instead (for example "the deploy key is in the DEPLOY_KEY environment '
         'variable" or "see ~/.aws/credentials"), or remove the secret and send the rest again.'
     )
+
+
+def _new(text: str, before: str) -> list[Finding]:
+    """The findings in ``text`` beyond those in ``before``, each secret compared whole (invisible characters aside)."""
+    found = find(text)
+    if not found:
+        return []
+    held = Counter(before[f.start : f.end].translate(_VISIBLE) for f in find(before))
+    new: list[Finding] = []
+    for f in found:
+        secret = text[f.start : f.end].translate(_VISIBLE)
+        if held[secret] > 0:
+            held[secret] -= 1
+        else:
+            new.append(f)
+    return new

@@ -54,6 +54,7 @@ from .file_views import (
 if TYPE_CHECKING:
     from ..core.protocol import CoreStore
     from .archive import Archive
+    from .archive_files import Written
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +421,7 @@ class Filesystem:
         # the batch being stored: (its job, the files parsed, the files that could not be)
         storing: (
             tuple[
-                Future[tuple[list[StoredFile], list[StoredFile]]],
+                Future[tuple[list[tuple[StoredFile, Written]], list[StoredFile]]],
                 list[tuple[StoredFile, str, int]],
                 list[tuple[StoredFile, str]],
             ]
@@ -430,8 +431,8 @@ class Filesystem:
 
         def store(
             ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
-        ) -> tuple[list[StoredFile], list[StoredFile]]:
-            return self.rows.write([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
+        ) -> tuple[list[tuple[StoredFile, Written]], list[StoredFile]]:
+            return self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
 
         def stored() -> None:
             """The outcomes of the batch being stored, once it is (its error raised)."""
@@ -441,8 +442,8 @@ class Filesystem:
             job, ok, failed = storing
             storing = None
             written, errors = job.result()
-            for (r, _t, chars), s in zip(ok, written, strict=True):
-                report(Uploaded(r.name, "updated" if r.name in existing else "added", file=s, chars=chars))
+            for (r, _t, chars), (s, outcome) in zip(ok, written, strict=True):
+                report(Uploaded(r.name, outcome, file=s, chars=chars if outcome != "unchanged" else 0))
             for (r, reason), s in zip(failed, errors, strict=True):
                 report(Uploaded(r.name, "error", reason, s))
             for done in later:  # what was skipped or unchanged meanwhile comes after the batch, as the items did

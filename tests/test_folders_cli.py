@@ -320,3 +320,20 @@ def test_a_file_vanishing_mid_sync_and_a_full_folder_are_reported_not_failed(set
     outcome, reason = {r.name: (r.outcome, r.reason) for r in full.results}["d.md"]
     assert outcome == "skipped" and "folder_max_files" in reason and "TIERMEM_FOLDER_MAX_FILES" in reason
     assert sorted(f.name for f in memory.files.files("docs")) == ["a.md", "c.md"]
+
+
+def test_a_utf8_file_cut_mid_character_is_stored_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``head -c`` or a log rotation cuts a UTF-8 file inside a character: the file is stored (U+FFFD for the cut
+    character) and the upload says so; it is not refused as binary, nor does a sync replace the good version."""
+    root = tmp_path / "logs"
+    text = "Отчёт о работе: всё прошло хорошо.\n" * 40
+    write(root, {"run.log": text})
+    assert run(tmp_path, capsys, "folders", "sync", "logs", str(root))[0] == 0
+    write(root, {"run.log": (text + "Конец").encode()[:-1]})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "logs", str(root))
+    assert code == 0 and "1 updated" in out
+    assert "updated run.log: its last character was cut short; replaced by U+FFFD" in out
+    stored = memory_of(tmp_path).files.text("logs", "run.log")
+    assert stored == text + "Коне\ufffd"

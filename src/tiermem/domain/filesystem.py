@@ -166,7 +166,7 @@ def _views(data: dict[str, Any]) -> list[FileView]:
 
 @dataclass(frozen=True)
 class Uploaded:
-    """What an upload did with one file."""
+    """What an upload did with one file (``reason``: why it was not stored, or a note on a stored one's text)."""
 
     name: str
     outcome: Outcome
@@ -428,6 +428,7 @@ class Filesystem:
             | None
         ) = None
         later: list[Uploaded] = []  # outcomes of items after the batch being stored: reported once it is
+        notes: dict[str, str] = {}  # file id -> how its text was read, when the user should know (``Parsed.note``)
 
         def store(
             ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
@@ -443,7 +444,10 @@ class Filesystem:
             storing = None
             written, errors = job.result()
             for (r, _t, chars), (s, outcome) in zip(ok, written, strict=True):
-                report(Uploaded(r.name, outcome, file=s, chars=chars if outcome != "unchanged" else 0))
+                if outcome == "unchanged":
+                    report(Uploaded(r.name, outcome, file=s))
+                else:
+                    report(Uploaded(r.name, outcome, notes.pop(r.id, ""), file=s, chars=chars))
             for (r, reason), s in zip(failed, errors, strict=True):
                 report(Uploaded(r.name, "error", reason, s))
             for done in later:  # what was skipped or unchanged meanwhile comes after the batch, as the items did
@@ -481,6 +485,8 @@ class Filesystem:
                         bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
+                        if parsed.note:
+                            notes[record.id] = parsed.note
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
                     if len(good) + len(bad) >= batch:
                         flush()

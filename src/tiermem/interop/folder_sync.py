@@ -95,7 +95,8 @@ class SyncReport:
         return {k: sum(r.outcome == k for r in self.results) for k in keys} | {"deleted": len(self.deleted)}
 
     def problems(self) -> list[Uploaded]:
-        return [r for r in self.results if r.outcome in ("error", "skipped")]
+        """The files not stored (an error, skipped) and those stored with a note on their text (bytes replaced)."""
+        return [r for r in self.results if r.outcome in ("error", "skipped") or r.reason]
 
     @property
     def failed(self) -> bool:

@@ -102,6 +102,26 @@ async def test_opening_past_the_limit_closes_the_least_recently_used(settings: S
     assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"notes/n3.txt"}  # unchanged
 
 
+async def test_the_closed_note_names_only_the_files_the_call_leaves_closed(settings: Settings) -> None:
+    """Three open of three; opening [n3, n0, n1] closes n2 alone: n0 and n1 (open before and after) are not named
+    as closed (Letta closes after each request and names them too), and their earlier windows are reported."""
+    from tiermem.domain.file_views import OpenRequest
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("f")
+    memory.files.upload_many("f", [(f"n{i}.txt", f"note {i}\n".encode(), "") for i in range(4)])
+    memory.files.attach(agent.id, "f", max_files_open=3)
+    for i in range(3):
+        memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None)])
+    result = memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None) for i in (3, 0, 1)])
+    assert result == (
+        "* Opened 3 files: f/n3.txt, f/n0.txt (previously full file), f/n1.txt (previously full file)\n"
+        "Note: Closed 1 least recently used file(s) due to open file limit: f/n2.txt"
+    )
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"f/n0.txt", "f/n1.txt", "f/n3.txt"}
+
+
 async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings: Settings) -> None:
     settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
     _prepare(settings, attach=False)

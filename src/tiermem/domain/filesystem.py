@@ -635,10 +635,10 @@ class Filesystem:
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:
-        """Close the least recently used open files beyond ``cap``; returns their names."""
+        """Close the least recently used open files beyond ``cap``; returns their names, least recently used first."""
         open_views = sorted((v for v in state.files if v.is_open), key=lambda v: v.accessed_us, reverse=True)
         closed = []
-        for v in open_views[cap:]:
+        for v in reversed(open_views[cap:]):
             v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
             closed.append(v.name)
         return closed
@@ -711,14 +711,15 @@ class Filesystem:
                         v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
                         closed_others.append(v.name)
             previous: dict[str, tuple[int | None, int | None]] = {}
-            lru: list[str] = []
             stamp = to_us(now())
             for i, (view, text, start_line, end_line) in enumerate(windows):
                 if view.is_open:
                     previous[view.name] = (view.start_line, view.end_line)
                 view.is_open, view.visible, view.start_line, view.end_line = True, text, start_line, end_line
                 view.sha256, view.accessed_us = by_name[view.name].sha256, stamp + i
-                lru += self._close_beyond(state, max_open)
+            # closed once all are open, so the note names only files the call leaves closed (Letta closes after
+            # each request and names a file it closed and then opened again: its net effect is the same)
+            lru = self._close_beyond(state, max_open)
             self._save(agent_id, state)
         return str(open_summary(requests, previous, closed_others, lru))
 

@@ -3,6 +3,7 @@ tools published with the first folder and withdrawn with the last (hosts told), 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -77,6 +78,18 @@ async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> N
         assert {"memory://files/docs/guide.md", "memory://files/docs/src/app.py"} <= listed
         body = (await c.read_resource("memory://files/docs/guide.md")).contents[0].text
         assert "lighthouse keeper" in body
+
+
+async def test_an_argument_error_of_open_files_gives_an_example_that_is_a_valid_call(settings: Settings) -> None:
+    _prepare(settings)
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for bad in ([{"file_name": "docs/guide.md", "offset": 1.5}], [{"offset": 0}]):
+            r = await _call(c, "open_files", file_requests=bad)
+            assert r.is_error, text_of(r)
+            example = json.loads(text_of(r).rsplit("Example: ", 1)[1].removesuffix("."))
+            assert example == {"file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}]}
+        r = await _call(c, "open_files", file_requests=[dict(example["file_requests"][0], file_name="docs/guide.md")])
+        assert not r.is_error and text_of(r) == "* Opened docs/guide.md (lines 1-50)"
 
 
 async def test_opening_past_the_limit_closes_the_least_recently_used(settings: Settings) -> None:

@@ -135,6 +135,26 @@ async def test_the_closed_note_names_only_the_files_the_call_leaves_closed(setti
     assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"f/n0.txt", "f/n1.txt", "f/n3.txt"}
 
 
+async def test_an_open_empty_file_takes_no_open_file_slot(settings: Settings) -> None:
+    """Letta renders an open empty file closed and leaves it out of ``current_files_open``; the open file limit does
+    not count it either, so the numbers agree: opening two more files under a limit of two closes nothing."""
+    from tiermem.domain.file_views import OpenRequest
+    from tiermem.domain.filesystem import render_agent_directories
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("f")
+    memory.files.upload_many("f", [("empty.txt", b"", ""), ("a.txt", b"a\n", ""), ("b.txt", b"b\n", "")])
+    memory.files.attach(agent.id, "f", max_files_open=2)
+    opened = memory.open_files(agent.id, [OpenRequest("f/empty.txt", None, None), OpenRequest("f/a.txt", None, None)])
+    assert opened == "* Opened 2 files: f/empty.txt, f/a.txt"
+    assert memory.open_files(agent.id, [OpenRequest("f/b.txt", None, None)]) == "* Opened f/b.txt"
+    core = render_agent_directories(memory.core.get_agent(agent.id))
+    assert "- current_files_open=2\n" in core
+    assert '<file status="open" name="f/a.txt">' in core and '<file status="open" name="f/b.txt">' in core
+    assert '<file status="closed" name="f/empty.txt">' in core
+
+
 async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings: Settings) -> None:
     settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
     _prepare(settings, attach=False)

@@ -214,7 +214,7 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [v.name for v in views if v.is_open]
+        opened = [v.name for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
         parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
@@ -635,8 +635,11 @@ class Filesystem:
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:
-        """Close the least recently used open files beyond ``cap``; returns their names, least recently used first."""
-        open_views = sorted((v for v in state.files if v.is_open), key=lambda v: v.accessed_us, reverse=True)
+        """Close the least recently used open files beyond ``cap``; returns their names, least recently used first.
+        An open file with no text (an empty file) is not counted: Letta renders it closed and leaves it out of
+        ``current_files_open``, so it takes no slot here either (Letta counts it against the limit, invisibly)."""
+        shown = (v for v in state.files if v.is_open and v.visible)
+        open_views = sorted(shown, key=lambda v: v.accessed_us, reverse=True)
         closed = []
         for v in reversed(open_views[cap:]):
             v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None

@@ -324,6 +324,13 @@ class Filesystem:
     def attach(
         self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
     ) -> Folder:
+        return self.attach_folder(agent_id, name, max_files_open=max_files_open, char_limit=char_limit)[0]
+
+    def attach_folder(
+        self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
+    ) -> tuple[Folder, list[str]]:
+        """``attach``, with the names of the open files it closed (a lower ``max_files_open``: the least recently
+        used beyond it, least recently used first)."""
         folder = self.folder(name)
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
@@ -332,9 +339,9 @@ class Filesystem:
                 state.folders.append(_folder_info(folder))
             state.max_files_open = max_files_open or state.max_files_open
             state.char_limit = char_limit or state.char_limit
-            self._rebuild(state)
+            closed = self._rebuild(state)
             self._save(agent_id, state)
-        return folder
+        return folder, closed
 
     def detach(self, agent_id: str, name: str) -> Folder:
         folder = self.folder(name)
@@ -599,9 +606,10 @@ class Filesystem:
                 self._rebuild(state, opened=opened)
                 self._save(agent_id, state)
 
-    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> None:
+    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> list[str]:
         """Bring ``state`` in line with the files table: folder infos, a view per file (new ones closed, or open
-        when named in ``opened``), open windows cut again from a changed file, views of removed files dropped."""
+        when named in ``opened``), open windows cut again from a changed file, views of removed files dropped, the
+        least recently used open files beyond the limit closed (their names returned)."""
         folders = {f.id: f for f in self.rows.folders()}
         state.folders = [_folder_info(folders[f["id"]]) for f in state.folders if f["id"] in folders]
         ids = state.folder_ids()
@@ -622,7 +630,7 @@ class Filesystem:
                 v.accessed_us = to_us(now())
             out.append(v)
         state.files = out
-        self._close_beyond(state, state.limits[0])
+        return self._close_beyond(state, state.limits[0])
 
     def _window(
         self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *, clamp: bool = False

@@ -356,3 +356,25 @@ def test_lowering_the_open_limit_names_the_files_it_closes(tmp_path: Path, capsy
     assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"sf/f2.md", "sf/f3.md"}
     code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "3")
     assert code == 0 and "closed" not in out
+
+
+def test_exit_status_a_named_file_not_uploaded_or_a_full_folder_is_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file named on the command line that is not uploaded (too big, binary by its extension, unparsable) exits 1
+    and says why; the same files met walking a directory are reported and exit 0 (skipped by rule), but for an
+    error; a sync that the folder's file limit leaves incomplete exits 1."""
+    monkeypatch.setenv("TIERMEM_FILE_MAX_BYTES", str(MAX_BYTES))
+    root = tmp_path / "d"
+    write(root, {"ok.md": "fine\n", "big.txt": "x" * 2000, "blob.bin": b"\x01\x02"})
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    for name, why in (("big.txt", "over the limit of 1,024 bytes"), ("blob.bin", "binary by its extension")):
+        code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root / name))
+        assert code == 1 and f"  skipped {name}: " in out and why in out, out
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
+    assert code == 0 and "1 added" in out and "2 skipped" in out and "  skipped big.txt: " in out
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(root / "ok.md"))[0] == 0  # unchanged: fine
+    monkeypatch.setenv("TIERMEM_FOLDER_MAX_FILES", "2")
+    write(root, {"more.md": "more\n", "most.md": "most\n"})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "full", str(root))
+    assert code == 1 and "2 added" in out and "folder_max_files" in out, out

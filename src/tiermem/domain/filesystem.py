@@ -173,6 +173,7 @@ class Uploaded:
     reason: str = ""
     file: StoredFile | None = None
     chars: int = 0
+    full: bool = False  # skipped because the folder holds ``folder_max_files`` files: the folder is left incomplete
 
 
 def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
@@ -531,6 +532,7 @@ class Filesystem:
                     f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
                     f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
                     "limit or use another folder.",
+                    full=True,
                 )
                 continue
             count += old is None

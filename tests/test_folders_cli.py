@@ -20,6 +20,7 @@ from tiermem.base.config import load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.cli.main import main
 from tiermem.domain.factory import open_memory
+from tiermem.domain.filesystem import render_agent_directories
 from tiermem.domain.memory import Memory
 from tiermem.interop.folder_sync import VANISHED, sync_folder
 
@@ -378,3 +379,29 @@ def test_exit_status_a_named_file_not_uploaded_or_a_full_folder_is_a_failure(
     write(root, {"more.md": "more\n", "most.md": "most\n"})
     code, out, _ = run(tmp_path, capsys, "folders", "sync", "full", str(root))
     assert code == 1 and "2 added" in out and "folder_max_files" in out, out
+
+
+def test_new_files_open_in_the_attached_agents_as_lettas_upload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An upload inserts each new file open in every agent the folder is attached to, closing the least recently
+    used beyond the agent's limit (the last uploaded stay open); a changed file keeps the agent's view of it."""
+    root = tmp_path / "d"
+    write(root, {"a.md": "alpha\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert run(tmp_path, capsys, "folders", "attach", "docs", "--max-files-open", "2")[0] == 0
+    memory = memory_of(tmp_path)
+    agent = memory.named_agent("default")
+
+    def opened() -> set[str]:
+        return {v.name for v in memory.files.state(agent.id).files if v.is_open}
+
+    assert opened() == set()  # attaching opens nothing
+    write(root, {"b.md": "beta\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert opened() == {"docs/b.md"}
+    write(root, {"a.md": "alpha, changed\n", "c.md": "gamma\n", "d.md": "delta\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert opened() == {"docs/c.md", "docs/d.md"}  # b.md closed (least recently used); a.md changed, not opened
+    core = render_agent_directories(memory.core.get_agent(agent.id))
+    assert '<file status="open" name="docs/d.md">' in core and "1: delta" in core

@@ -415,6 +415,8 @@ class Filesystem:
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
+        ``open_in_agents``: the files added are opened in each of those agents, as Letta's upload inserts a file open
+        (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -504,7 +506,9 @@ class Filesystem:
                 if storing is not None and (error := storing[0].exception()) is not None:  # waits for it
                     log.error("a batch of %s was not stored either: %s", folder.name, error)
                 raise
-        opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome in ("added", "updated")]
+        # as Letta's upload, a new file is inserted open in every attached agent (the least recently used beyond
+        # the limit closed); a changed file keeps each agent's view of it (an open window is cut again)
+        opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome == "added"]
         self._sync_views(folder.id, opened=opened)
         return out
 
@@ -610,8 +614,11 @@ class Filesystem:
 
     def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> list[str]:
         """Bring ``state`` in line with the files table: folder infos, a view per file (new ones closed, or open
-        when named in ``opened``), open windows cut again from a changed file, views of removed files dropped, the
-        least recently used open files beyond the limit closed (their names returned)."""
+        when named in ``opened``: the later in it the more recent, only the last ``max_files_open`` of it rendered,
+        as the others would be closed at once), open windows cut again from a changed file, views of removed files
+        dropped, the least recently used open files beyond the limit closed (their names returned)."""
+        recent = {file_id: i for i, file_id in enumerate(opened[-state.limits[0] :] if opened else ())}
+        stamp = to_us(now())
         folders = {f.id: f for f in self.rows.folders()}
         state.folders = [_folder_info(folders[f["id"]]) for f in state.folders if f["id"] in folders]
         ids = state.folder_ids()
@@ -626,10 +633,10 @@ class Filesystem:
             if v.is_open and v.sha256 and v.sha256 != f.sha256:
                 v.visible = self._window(f, name, v.start_line, v.end_line, clamp=True)
             v.sha256 = f.sha256  # the version the view is of: a changed file changes every view of it (notified)
-            if f.id in opened:
+            if f.id in recent:
                 v.is_open, v.start_line, v.end_line, v.sha256 = True, None, None, f.sha256
                 v.visible = self._window(f, name, None, None)
-                v.accessed_us = to_us(now())
+                v.accessed_us = stamp + recent[f.id]
             out.append(v)
         state.files = out
         return self._close_beyond(state, state.limits[0])

@@ -375,7 +375,9 @@ def _ingest(
         progress=progress,
     )
     inline = len(todo) <= EMBED_INLINE_MAX if embed is None else embed
-    memory.files.upload_many(folder, run.items(listing.files), embed=inline, progress=run.uploaded)
+    memory.files.upload_many(
+        folder, run.items(listing.files), open_in_agents=True, embed=inline, progress=run.uploaded
+    )  # new files open in the agents the folder is attached to, as Letta's upload
     return run
 
 

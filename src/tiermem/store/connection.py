@@ -4,6 +4,10 @@ that schedules upkeep, and the session whose caches are renewed.
 
 The connection never assumes a local path: ``uri`` may be a directory or an object-store URI
 (``s3://bucket/prefix``) with ``storage_options``.
+
+Why this module is long: it is everything the parts of the store share about one open database (its tables, their
+creation and migration under the creation lock, the writers' locks, the caches, the session and the upkeep
+schedule); split, each piece would reach into the others' state.
 """
 
 from __future__ import annotations

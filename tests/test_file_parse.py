@@ -104,6 +104,30 @@ def test_binary_files_are_refused_by_their_bytes() -> None:
     assert issubclass(FileContentError, ValidationError)
 
 
+def test_utf8_with_a_few_bad_bytes_is_read_with_replacement_characters() -> None:
+    """A last character cut short (``head -c``, a log rotation) or a stray bad byte in UTF-8 text is read as UTF-8
+    with U+FFFD in its place, and says so; text in a single-byte code page is still read in it, and binary data with
+    many bad bytes is still refused."""
+    full = ("Отчёт о работе: всё прошло хорошо, café — naïve. " * 40 + "Конец").encode()
+    cut = parse_file("notes.txt", full[:-1], max_bytes=BIG)
+    assert cut.text == full[:-2].decode() + "\ufffd" and "cut short" in cut.note
+    stray = parse_file("notes.txt", full[:500] + b"\xff" + full[500:], max_bytes=BIG)
+    assert stray.text.count("\ufffd") == 1 and stray.text.replace("\ufffd", "") == full.decode()
+    assert stray.note == "1 byte sequence(s) that are not UTF-8 replaced by U+FFFD"
+    written = parse_file("notes.txt", "a stored \ufffd stays, déjà vu\n".encode() + b"\xfe", max_bytes=BIG)
+    assert written.text.count("\ufffd") == 2 and written.note.startswith("1 byte")  # one was in the file
+    assert parse_file("ok.txt", full, max_bytes=BIG).note == ""
+    latin = "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e, d\u00e9j\u00e0 vu.\n".encode("latin-1") * 40
+    assert parse_file("menu.txt", latin, max_bytes=BIG).text.startswith("Caf\u00e9 cr\u00e8me")  # not U+FFFD
+    noisy = bytearray(full)
+    for i in range(100, len(noisy), 400):  # one bad byte in 400: too many to be a cut or a stray byte
+        noisy[i] = 0xFF
+    with pytest.raises(FileContentError, match="looks like a binary file"):
+        parse_file("noisy.txt", bytes(noisy) + bytes(range(0x80, 0x100)) * 8, max_bytes=BIG)
+    with pytest.raises(FileContentError, match="NUL bytes"):
+        parse_file("blob.txt", full[:-1] + b"\x00" * 40, max_bytes=BIG)
+
+
 def test_up_to_five_percent_of_other_control_characters_is_text() -> None:
     """Tab, newlines, form feed, vertical tab, escape and backspace are text; of the other C0 controls (0x00 aside,
     which is binary at once) a text may hold 5%."""

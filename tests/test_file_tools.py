@@ -3,6 +3,7 @@ tools published with the first folder and withdrawn with the last (hosts told), 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -79,6 +80,18 @@ async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> N
         assert "lighthouse keeper" in body
 
 
+async def test_an_argument_error_of_open_files_gives_an_example_that_is_a_valid_call(settings: Settings) -> None:
+    _prepare(settings)
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for bad in ([{"file_name": "docs/guide.md", "offset": 1.5}], [{"offset": 0}]):
+            r = await _call(c, "open_files", file_requests=bad)
+            assert r.is_error, text_of(r)
+            example = json.loads(text_of(r).rsplit("Example: ", 1)[1].removesuffix("."))
+            assert example == {"file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}]}
+        r = await _call(c, "open_files", file_requests=[dict(example["file_requests"][0], file_name="docs/guide.md")])
+        assert not r.is_error and text_of(r) == "* Opened docs/guide.md (lines 1-50)"
+
+
 async def test_opening_past_the_limit_closes_the_least_recently_used(settings: Settings) -> None:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
@@ -100,6 +113,46 @@ async def test_opening_past_the_limit_closes_the_least_recently_used(settings: S
     with pytest.raises(Exception, match="Cannot open 3 files: exceeds configured maximum limit of 2 files"):
         memory.open_files(agent.id, [OpenRequest(f"notes/n{i}.txt", None, None) for i in range(3)])
     assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"notes/n3.txt"}  # unchanged
+
+
+async def test_the_closed_note_names_only_the_files_the_call_leaves_closed(settings: Settings) -> None:
+    """Three open of three; opening [n3, n0, n1] closes n2 alone: n0 and n1 (open before and after) are not named
+    as closed (Letta closes after each request and names them too), and their earlier windows are reported."""
+    from tiermem.domain.file_views import OpenRequest
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("f")
+    memory.files.upload_many("f", [(f"n{i}.txt", f"note {i}\n".encode(), "") for i in range(4)])
+    memory.files.attach(agent.id, "f", max_files_open=3)
+    for i in range(3):
+        memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None)])
+    result = memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None) for i in (3, 0, 1)])
+    assert result == (
+        "* Opened 3 files: f/n3.txt, f/n0.txt (previously full file), f/n1.txt (previously full file)\n"
+        "Note: Closed 1 least recently used file(s) due to open file limit: f/n2.txt"
+    )
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"f/n0.txt", "f/n1.txt", "f/n3.txt"}
+
+
+async def test_an_open_empty_file_takes_no_open_file_slot(settings: Settings) -> None:
+    """Letta renders an open empty file closed and leaves it out of ``current_files_open``; the open file limit does
+    not count it either, so the numbers agree: opening two more files under a limit of two closes nothing."""
+    from tiermem.domain.file_views import OpenRequest
+    from tiermem.domain.filesystem import render_agent_directories
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("f")
+    memory.files.upload_many("f", [("empty.txt", b"", ""), ("a.txt", b"a\n", ""), ("b.txt", b"b\n", "")])
+    memory.files.attach(agent.id, "f", max_files_open=2)
+    opened = memory.open_files(agent.id, [OpenRequest("f/empty.txt", None, None), OpenRequest("f/a.txt", None, None)])
+    assert opened == "* Opened 2 files: f/empty.txt, f/a.txt"
+    assert memory.open_files(agent.id, [OpenRequest("f/b.txt", None, None)]) == "* Opened f/b.txt"
+    core = render_agent_directories(memory.core.get_agent(agent.id))
+    assert "- current_files_open=2\n" in core
+    assert '<file status="open" name="f/a.txt">' in core and '<file status="open" name="f/b.txt">' in core
+    assert '<file status="closed" name="f/empty.txt">' in core
 
 
 async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings: Settings) -> None:

@@ -6,6 +6,7 @@ LettaFileToolExecutor, Memory._render_directories_common) on the same inputs.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -199,9 +200,30 @@ def test_grep_pages_and_the_collection_limit() -> None:
     small = GrepFile("s.txt", [f"hit {i}" for i in range(25)], 100)
     page = grep([small], "hit", offset=-5, context_lines=None).text.splitlines()
     assert page[0] == "Found 25 total matches across 1 files (showing matches 1-20 of 25)"
-    assert page[-1] == 'To see more matches, call: grep_files(pattern="hit", offset=20)'
+    assert page[-1] == 'To see more matches, call: grep_files(pattern="hit", context_lines=0, offset=20)'
     assert "=== s.txt:1 ===" in page and "> 1: hit 0" in page and "  2: hit 1" not in page  # no context
     assert grep([small], "hit", offset=20).text.splitlines()[-1] == "No more matches to show."
+
+
+def test_the_next_page_hint_is_a_call_that_repeats_every_argument() -> None:
+    """The hint repeats ``include`` and ``context_lines`` and writes strings as JSON (a quote in the pattern stays a
+    valid call); an offset past the last match says so and how many there are, not "showing matches 1001-1000"."""
+    small = GrepFile("f00.txt", [f'ma"tch {i}' for i in range(25)], 100)
+    text = grep([small], 'ma"tch|match', include="f00", context_lines=2).text
+    hint = text.splitlines()[-1]
+    assert (
+        hint
+        == r'To see more matches, call: grep_files(pattern="ma\"tch|match", include="f00", context_lines=2, offset=20)'
+    )
+    assert json.loads(hint.split("pattern=", 1)[1].split(", include=")[0]) == 'ma"tch|match'  # the pattern given
+    big = GrepFile("big.txt", [f"match {i}" for i in range(1200)], 10_000)
+    assert grep([big], "match", offset=1000).text == (
+        "Found 1000+ total matches across 1 files, but none at offset 1000: offsets run from 0 to 999. To see the "
+        'last page, call: grep_files(pattern="match", offset=980)'
+    )
+    assert grep([small], "tch", offset=30).text.startswith(
+        "Found 25 total matches across 1 files, but none at offset 30: offsets run from 0 to 24."
+    )
 
 
 def test_grep_size_limits() -> None:

@@ -20,6 +20,7 @@ from tiermem.base.config import load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.cli.main import main
 from tiermem.domain.factory import open_memory
+from tiermem.domain.filesystem import render_agent_directories
 from tiermem.domain.memory import Memory
 from tiermem.interop.folder_sync import VANISHED, sync_folder
 
@@ -320,3 +321,87 @@ def test_a_file_vanishing_mid_sync_and_a_full_folder_are_reported_not_failed(set
     outcome, reason = {r.name: (r.outcome, r.reason) for r in full.results}["d.md"]
     assert outcome == "skipped" and "folder_max_files" in reason and "TIERMEM_FOLDER_MAX_FILES" in reason
     assert sorted(f.name for f in memory.files.files("docs")) == ["a.md", "c.md"]
+
+
+def test_a_utf8_file_cut_mid_character_is_stored_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``head -c`` or a log rotation cuts a UTF-8 file inside a character: the file is stored (U+FFFD for the cut
+    character) and the upload says so; it is not refused as binary, nor does a sync replace the good version."""
+    root = tmp_path / "logs"
+    text = "Отчёт о работе: всё прошло хорошо.\n" * 40
+    write(root, {"run.log": text})
+    assert run(tmp_path, capsys, "folders", "sync", "logs", str(root))[0] == 0
+    write(root, {"run.log": (text + "Конец").encode()[:-1]})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "logs", str(root))
+    assert code == 0 and "1 updated" in out
+    assert "updated run.log: its last character was cut short; replaced by U+FFFD" in out
+    stored = memory_of(tmp_path).files.text("logs", "run.log")
+    assert stored == text + "Коне\ufffd"
+
+
+def test_lowering_the_open_limit_names_the_files_it_closes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiermem.domain.file_views import OpenRequest
+
+    root = tmp_path / "d"
+    write(root, {f"f{i}.md": f"file {i}\n" for i in range(4)})
+    assert run(tmp_path, capsys, "folders", "sync", "sf", str(root))[0] == 0
+    assert run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "4")[0] == 0
+    memory = memory_of(tmp_path)
+    agent = memory.named_agent("default")
+    for i in range(4):
+        memory.open_files(agent.id, [OpenRequest(f"sf/f{i}.md", None, None)])
+    code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "2")
+    assert code == 0 and "up to 2 files open" in out
+    assert "closed 2 least recently used file(s) of agent default to keep within 2 open: sf/f0.md, sf/f1.md" in out
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"sf/f2.md", "sf/f3.md"}
+    code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "3")
+    assert code == 0 and "closed" not in out
+
+
+def test_exit_status_a_named_file_not_uploaded_or_a_full_folder_is_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file named on the command line that is not uploaded (too big, binary by its extension, unparsable) exits 1
+    and says why; the same files met walking a directory are reported and exit 0 (skipped by rule), but for an
+    error; a sync that the folder's file limit leaves incomplete exits 1."""
+    monkeypatch.setenv("TIERMEM_FILE_MAX_BYTES", str(MAX_BYTES))
+    root = tmp_path / "d"
+    write(root, {"ok.md": "fine\n", "big.txt": "x" * 2000, "blob.bin": b"\x01\x02"})
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    for name, why in (("big.txt", "over the limit of 1,024 bytes"), ("blob.bin", "binary by its extension")):
+        code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root / name))
+        assert code == 1 and f"  skipped {name}: " in out and why in out, out
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
+    assert code == 0 and "1 added" in out and "2 skipped" in out and "  skipped big.txt: " in out
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(root / "ok.md"))[0] == 0  # unchanged: fine
+    monkeypatch.setenv("TIERMEM_FOLDER_MAX_FILES", "2")
+    write(root, {"more.md": "more\n", "most.md": "most\n"})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "full", str(root))
+    assert code == 1 and "2 added" in out and "folder_max_files" in out, out
+
+
+def test_new_files_open_in_the_attached_agents_as_lettas_upload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An upload inserts each new file open in every agent the folder is attached to, closing the least recently
+    used beyond the agent's limit (the last uploaded stay open); a changed file keeps the agent's view of it."""
+    root = tmp_path / "d"
+    write(root, {"a.md": "alpha\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert run(tmp_path, capsys, "folders", "attach", "docs", "--max-files-open", "2")[0] == 0
+    memory = memory_of(tmp_path)
+    agent = memory.named_agent("default")
+
+    def opened() -> set[str]:
+        return {v.name for v in memory.files.state(agent.id).files if v.is_open}
+
+    assert opened() == set()  # attaching opens nothing
+    write(root, {"b.md": "beta\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert opened() == {"docs/b.md"}
+    write(root, {"a.md": "alpha, changed\n", "c.md": "gamma\n", "d.md": "delta\n"})
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
+    assert opened() == {"docs/c.md", "docs/d.md"}  # b.md closed (least recently used); a.md changed, not opened
+    core = render_agent_directories(memory.core.get_agent(agent.id))
+    assert '<file status="open" name="docs/d.md">' in core and "1: delta" in core

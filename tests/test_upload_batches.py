@@ -4,6 +4,7 @@ keeps the vectors of the chunks whose text did not change."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -49,7 +50,7 @@ def test_a_batch_that_fails_to_store_stops_the_upload(settings: Settings, monkey
     memory = open_memory(settings)
     memory.files.create_folder("docs")
     rows = memory.files.rows
-    write = rows.write
+    write = rows.write_changed
     calls: list[list[str]] = []
 
     def failing_second(items: Any, **kw: Any) -> Any:
@@ -58,7 +59,7 @@ def test_a_batch_that_fails_to_store_stops_the_upload(settings: Settings, monkey
             raise StoreWriteError("the disk is full")
         return write(items, **kw)
 
-    monkeypatch.setattr(rows, "write", failing_second)
+    monkeypatch.setattr(rows, "write_changed", failing_second)
     items = [(f"f{i}.md", f"file {i}\n".encode(), "") for i in range(6)]
     with pytest.raises(StoreWriteError, match="the disk is full"):
         memory.files.upload_many("docs", items, batch=2)
@@ -110,3 +111,32 @@ def test_a_file_stored_again_embeds_only_the_chunks_that_changed(
     memory.files.upload_many("docs", [("late.md", (text + "More.\n").encode(), "")])
     late = _chunks(memory, "late.md")
     assert sorted(embedded) == sorted(late) and all(v is not None for v in late.values())
+
+
+def test_two_uploads_of_the_same_files_at_once_leave_one_chunk_set_per_file(settings: Settings) -> None:
+    """Two processes (here: two store handles in two threads, as two processes open them) uploading one directory
+    at once: every file ends with one set of chunks, and the upload that finds a file stored by the other says it is
+    unchanged, not updated."""
+    first = open_memory(settings, start_embedder=False)
+    first.files.create_folder("docs")
+    second = open_memory(settings, start_embedder=False)
+    text = "".join(f"Line {i} of a file that fills a few chunks with words about harbours.\n" for i in range(60))
+    items = [(f"f{i}.md", f"{i}\n{text}".encode(), "") for i in range(16)]
+    start = threading.Barrier(2)
+    outcomes: dict[int, list[str]] = {}
+
+    def upload(n: int, memory: Any) -> None:
+        start.wait()
+        outcomes[n] = [u.outcome for u in memory.files.upload_many("docs", items, batch=4)]
+
+    threads = [threading.Thread(target=upload, args=(n, m)) for n, m in enumerate((first, second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = first.archive.store.conn.rows("file_chunks", None, columns=("id", "group_id"))
+    assert len(rows) == len({r["id"] for r in rows})  # no chunk stored twice
+    stored = first.files.rows.files([first.files.folder("docs").id])
+    assert sum(f.chunks for f in stored) == len(rows) and len(stored) == 16
+    assert "updated" not in outcomes[0] + outcomes[1]
+    assert sorted(outcomes[0] + outcomes[1]).count("added") == 16  # each file added once, unchanged for the other

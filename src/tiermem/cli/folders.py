@@ -139,12 +139,19 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
             files.detach(agent.id, args.name)
             print(f"detached folder {args.name} from agent {agent.name}")
             return 0
-        folder = files.attach(agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit)
+        folder, closed = files.attach_folder(
+            agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit
+        )
         max_open, chars = files.state(agent.id).limits
         print(
             f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
             f"up to {max_open} files open, {chars:,} characters shown per file"
         )
+        if closed:
+            print(
+                f"closed {len(closed)} least recently used file(s) of agent {agent.name} to keep within "
+                f"{max_open} open: {', '.join(closed)}"
+            )
         return 0
     if action == "delete":
         folder = files.folder(args.name)

@@ -26,6 +26,12 @@ UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
 LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
 CREATE_LEASE = f"{ROOT}/leases/create.json"
 CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a few seconds on a slow store)
+WRITE_SECONDS = 120.0  # longer than the few commits of a write held under ``Connection.exclusive`` take
+
+
+def write_lease(name: str) -> str:
+    """The lease object of the store's writes named ``name`` (``Connection.exclusive``)."""
+    return f"{ROOT}/leases/write-{name}.json"
 
 
 class Lease:

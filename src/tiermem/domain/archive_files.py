@@ -4,7 +4,11 @@ A file is written so that it never claims more than is stored: its row is commit
 ``embedding`` (its text and hash included), then its old chunks are deleted and the new ones appended, and only then
 is the row committed ``completed`` with its chunk count. A crash in between leaves a file whose status says it was
 not finished (``tiermem folders show`` lists it; a re-upload or sync finishes it), never a ready file without chunks.
-A file that could not be parsed is stored with the status ``error``, its reason, no text and no chunks.
+A file that could not be parsed is stored with the status ``error``, its reason, no text and no chunks. Its chunks
+are cut and embedded before the first commit, and the commits are made under the store's lock ``file-chunks``
+(``Connection.exclusive``: a lock file for a local store, a lease on object storage): two processes storing one file
+at once (two uploads of a directory, a manual upload beside ``folders sync --watch``) then leave one chunk set, not
+one per writer, and the later one finds the file stored and says it is unchanged (``write_changed``).
 
 Chunks are rows of ``file_chunks`` shaped like archival passages (``agent_id`` is the folder, ``group_id`` and the one
 tag the file), so a file search is the archive's own hybrid search and ranking over them.
@@ -17,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import NotFoundError
 from ..base.records import Folder, StoredFile, from_us, now, to_us
@@ -48,6 +52,8 @@ FILE_COLUMNS = (
 FILE_CHUNK_TOKENS = 128
 LINE_CACHE_FILES = 20_000  # files whose view lines are kept in memory for grep (about their text's size)
 GREP_VIEWS = 8  # agents whose attached files are kept as grep reads them (``FileRows.grep_view``)
+CHUNKS_LOCK = "file-chunks"  # the store's lock held while files and their chunks are written or deleted
+Written = Literal["added", "updated", "unchanged"]  # what ``FileRows.write_changed`` did with a file
 
 
 def folder_from_row(r: dict[str, Any]) -> Folder:
@@ -143,12 +149,13 @@ class FileRows:
 
     def delete_folder(self, folder_id: str) -> int:
         """Delete a folder with its files and their chunks (chunks first, the folder row last); returns the files."""
-        self._forget("file_chunks", Filter(agent_ids=(folder_id,)))
-        self._forget("files", Filter(folder_ids=(folder_id,)))
-        self._forget("folders", Filter(ids=(folder_id,)))
-        self.store.rows.delete("file_chunks", Filter(agent_ids=(folder_id,)))
-        files = self.store.rows.delete("files", Filter(folder_ids=(folder_id,)))
-        self.store.rows.delete("folders", Filter(ids=(folder_id,)))
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            self._forget("file_chunks", Filter(agent_ids=(folder_id,)))
+            self._forget("files", Filter(folder_ids=(folder_id,)))
+            self._forget("folders", Filter(ids=(folder_id,)))
+            self.store.rows.delete("file_chunks", Filter(agent_ids=(folder_id,)))
+            files = self.store.rows.delete("files", Filter(folder_ids=(folder_id,)))
+            self.store.rows.delete("folders", Filter(ids=(folder_id,)))
         return files
 
     # -- files ----------------------------------------------------------------
@@ -202,29 +209,66 @@ class FileRows:
         ``completed`` with their chunk counts; four commits for the whole batch. ``embed`` False stores the chunks
         without vectors (found by keywords at once, by meaning once the backfill has embedded them), but for the
         chunks a file already had, which keep theirs (``_stored_vectors``)."""
+        return [r for r, _ in self._write(items, embed=embed, keep_same=False)]
+
+    def write_changed(
+        self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True
+    ) -> list[tuple[StoredFile, Written]]:
+        """``write``, but a file stored with the same content hash and ``completed`` (by another process since the
+        caller looked: two uploads of one directory at once) is left as it is: ``unchanged`` with its stored record.
+        The others are ``added`` or ``updated`` as the table is when they are written."""
+        return self._write(items, embed=embed, keep_same=True)
+
+    def _write(
+        self, items: Sequence[tuple[StoredFile, str]], *, embed: bool, keep_same: bool
+    ) -> list[tuple[StoredFile, Written]]:
+        """The chunks are cut and embedded first; the commits are made under the store's lock ``file-chunks``
+        (``Connection.exclusive``), so that two processes replacing one file's chunks at once (its deletion, then
+        its append) do not both append: one chunk set per file, whoever writes last."""
         if not items:
             return []
-        stamp = now()
-        pending = [(replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for r, t in items]
-        self._forget("files", Filter(ids=tuple(r.id for r, _ in pending)))  # a replaced file's old text
-        self._forget("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
-        self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
-        known = self._stored_vectors([r.id for r, _ in pending])
-        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r, _ in pending)))
-        pieces = self.vectors.embedder.chunk_many([t if t.strip() else "" for _, t in pending], FILE_CHUNK_TOKENS)
-        chunk_rows = [self._chunk_rows(r, chunks) for (r, _), chunks in zip(pending, pieces, strict=True)]
-        flat = [row for rows in chunk_rows for row in rows]
-        for row in flat:  # a chunk the file already had (same text) keeps its vector
+        ids = [r.id for r, _ in items]
+        known = self._stored_vectors(ids)
+        pieces = self.vectors.embedder.chunk_many([t if t.strip() else "" for _, t in items], FILE_CHUNK_TOKENS)
+        chunk_rows = [self._chunk_rows(r, chunks) for (r, _), chunks in zip(items, pieces, strict=True)]
+        for row in (row for rows in chunk_rows for row in rows):  # a chunk the file already had keeps its vector
             row["vector"] = known.get((row["group_id"], row["content"]))
         if embed:
-            self.vectors.embed_rows([row for row in flat if row["vector"] is None])
-        self.store.rows.add_rows("file_chunks", flat)
-        done = [
-            (replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
-            for (r, t), rows in zip(pending, chunk_rows, strict=True)
-        ]
-        self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
-        return [r for r, _ in done]
+            self.vectors.embed_rows([row for rows in chunk_rows for row in rows if row["vector"] is None])
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            stored = {f.id: f for f in self._latest(ids)}
+            out: list[tuple[StoredFile, Written] | None] = [None] * len(items)
+            todo: list[tuple[int, StoredFile, str, list[dict[str, Any]]]] = []
+            for i, ((r, t), rows) in enumerate(zip(items, chunk_rows, strict=True)):
+                old = stored.get(r.id)
+                if keep_same and old is not None and old.sha256 == r.sha256 and old.status == "completed":
+                    out[i] = (old, "unchanged")
+                else:
+                    todo.append((i, r, t, rows))
+            if todo:
+                stamp = now()
+                pending = [
+                    (replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for _, r, t, _ in todo
+                ]
+                written = Filter(ids=tuple(r.id for r, _ in pending))
+                self._forget("files", written)  # a replaced file's old text
+                self._forget("file_chunks", Filter(group_ids=written.ids))
+                self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in pending])
+                self.store.rows.delete("file_chunks", Filter(group_ids=written.ids))
+                self.store.rows.add_rows("file_chunks", [row for *_, rows in todo for row in rows])
+                done = [
+                    (replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
+                    for (r, t), (*_, rows) in zip(pending, todo, strict=True)
+                ]
+                self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
+                for (i, r, _, _), (d, _) in zip(todo, done, strict=True):
+                    out[i] = (d, "updated" if r.id in stored else "added")
+        return [o for o in out if o is not None]
+
+    def _latest(self, file_ids: Sequence[str]) -> list[StoredFile]:
+        """These files as stored now (the table's newest version, not this process's listing)."""
+        rows = self.store.conn.rows("files", Filter(ids=tuple(file_ids)), columns=FILE_COLUMNS, latest=True)
+        return [file_from_row(r) for r in rows]
 
     def _stored_vectors(self, file_ids: Sequence[str]) -> dict[tuple[str, str], list[float]]:
         """(file id, chunk text) -> vector of the chunks these files have now, made by the store's model: a file
@@ -247,20 +291,22 @@ class FileRows:
         if not items:
             return []
         failed = [replace(r, status="error", error=e, chunks=0, updated_at=now()) for r, e in items]
-        self._forget("files", Filter(ids=tuple(r.id for r in failed)))
-        self._forget("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
-        self.store.rows.upsert_rows("files", "id", [file_row(r, "") for r in failed])
-        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            self._forget("files", Filter(ids=tuple(r.id for r in failed)))
+            self._forget("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
+            self.store.rows.upsert_rows("files", "id", [file_row(r, "") for r in failed])
+            self.store.rows.delete("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))
         return failed
 
     def delete(self, file_ids: Sequence[str]) -> int:
         """Delete files and their chunks (chunks first); returns the files deleted."""
         if not file_ids:
             return 0
-        self._forget("file_chunks", Filter(group_ids=tuple(file_ids)))
-        self._forget("files", Filter(ids=tuple(file_ids)))
-        self.store.rows.delete("file_chunks", Filter(group_ids=tuple(file_ids)))
-        return self.store.rows.delete("files", Filter(ids=tuple(file_ids)))
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            self._forget("file_chunks", Filter(group_ids=tuple(file_ids)))
+            self._forget("files", Filter(ids=tuple(file_ids)))
+            self.store.rows.delete("file_chunks", Filter(group_ids=tuple(file_ids)))
+            return self.store.rows.delete("files", Filter(ids=tuple(file_ids)))
 
     def _forget(self, table: str, where: Filter) -> None:
         """Mark the data fragments holding these rows: the next upkeep rewrites them without the rows and removes

@@ -171,6 +171,25 @@ def _creation_lease(settings: Settings) -> Callable[[], AbstractContextManager[o
     return held
 
 
+def _write_leases(settings: Settings) -> Callable[[str], AbstractContextManager[object]] | None:
+    """On object storage, replicas take turns at writes of several commits that must not interleave (a file's chunks
+    replaced: ``Connection.exclusive``), one lease object per name next to the core state. None for a local directory
+    (a lock file there) and for stores the object core does not reach."""
+    from ..core.bucket import supports
+
+    if settings.uri is None or not supports(settings.uri):
+        return None
+    uri, options = settings.uri, settings.storage_options or None
+
+    def held(name: str) -> AbstractContextManager[object]:
+        from ..core.bucket import Bucket
+        from ..core.lease import WRITE_SECONDS, Lease, write_lease
+
+        return Lease(Bucket(uri, options), write_lease(name), WRITE_SECONDS).waiting(timeout=WRITE_SECONDS * 1.5)
+
+    return held
+
+
 def _finish_deletions(memory: Memory) -> None:
     """Finish agent deletions an earlier process started and did not finish (``Memory.delete_agent``)."""
     import logging
@@ -243,6 +262,7 @@ def _open_archive(settings: Settings, start_embedder: bool) -> tuple[Archive, St
         if settings.version_retention_seconds
         else None,
         creation_lock=_creation_lease(settings),
+        leases=_write_leases(settings),
     )
     archive = Archive(
         store,

@@ -3,7 +3,9 @@
 The only module that imports ``markitdown`` (inside the function that converts, never at import: it loads an ONNX
 model for content sniffing). Text-like files skip it (it is slow): UTF-8 (with or without BOM), UTF-16/32 with a BOM,
 else ``charset-normalizer``'s best guess (Windows-1252 when that guess is a single-byte code page and the text reads
-as Western text); newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
+as Western text); UTF-8 but for a few bad bytes (a last character cut short by ``head -c`` or a log rotation, at
+most one bad sequence per 1,000 bytes) is read as UTF-8 with U+FFFD in their place, and the upload says so;
+newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
 MarkItDown converter, made on first use and kept, with only those converters registered: no plugins, no URLs, no LLM
 client, no Azure Document Intelligence, so no conversion reaches the network. Every failure is a
 ``FileContentError`` that names the file and what to do.
@@ -42,15 +44,18 @@ _CONTROL_SHARE = 0.05  # more C0 controls than this (besides tab, newlines, form
 # the C0 controls but tab, newlines, form feed, vertical tab, escape and backspace (counted by the regex engine)
 _CONTROLS = re.compile(r"[\x00-\x07\x0e-\x1a\x1c-\x1f]")
 _UPLOAD_HINT = "upload text, Markdown, source code, HTML, PDF or DOCX"
+_BAD_BYTES_PER = 1_000  # UTF-8 text with at most one bad byte sequence in this many bytes is read with U+FFFD
 
 
 @dataclass(frozen=True)
 class Parsed:
-    """A file's text, its MIME type, and what made the text: ``text`` (decoded) or ``markitdown``."""
+    """A file's text, its MIME type, what made the text (``text``: decoded, or ``markitdown``), and a note on how it
+    was read when the user should know (a few bytes that were not UTF-8, replaced)."""
 
     text: str
     mime: str
     converter: str
+    note: str = ""
 
 
 def parse_file(name: str, data: bytes, *, max_bytes: int) -> Parsed:
@@ -64,17 +69,19 @@ def parse_file(name: str, data: bytes, *, max_bytes: int) -> Parsed:
     ext = extension_of(name)
     if ext in _DOCUMENT_FORMATS:
         return _convert(name, data, ext)
-    text = _decode(name, data)
+    text, note = _decode(name, data)
     mime = file_type(name)
-    return Parsed(text=text, mime=mime if is_text_type(name) else "text/plain", converter="text")
+    return Parsed(text=text, mime=mime if is_text_type(name) else "text/plain", converter="text", note=note)
 
 
 def _binary(name: str, reason: str) -> FileContentError:
     return FileContentError(f"{name} looks like a binary file ({reason}); {_UPLOAD_HINT}")
 
 
-def _decode(name: str, data: bytes) -> str:
+def _decode(name: str, data: bytes) -> tuple[str, str]:
+    """The text of ``data`` and a note when some of its bytes were replaced ("" otherwise)."""
     text: str | None = None
+    note = ""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
@@ -87,19 +94,54 @@ def _decode(name: str, data: bytes) -> str:
             raise _binary(name, "it contains NUL bytes")
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            from charset_normalizer import from_bytes
-
-            best = from_bytes(data).best()
-            if best is None:
+        except UnicodeDecodeError as exc:
+            text, note = _nearly_utf8(data, exc)
+            if text is None:
+                text = _guessed(data)
+            if text is None:
+                text, note = _nearly_utf8(data, exc, anywhere=True)
+            if text is None:
                 raise _binary(name, "its bytes are not text in any encoding charset-normalizer knows") from None
-            text = str(best)
-            if len(text) == len(data):  # a single-byte guess, where short Western text is often misread
-                text = _western(data) or text
     controls = len(_CONTROLS.findall(text))
     if controls and controls > _CONTROL_SHARE * len(text):
         raise _binary(name, f"{controls} of its {len(text)} characters are control characters")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), note
+
+
+def _nearly_utf8(data: bytes, error: UnicodeDecodeError, *, anywhere: bool = False) -> tuple[str | None, str]:
+    """``data`` as UTF-8 with its few bad bytes replaced by U+FFFD, when it is UTF-8 but for them, with a note;
+    (None, "") otherwise. Without ``anywhere``: only a last character cut short (``head -c``, a log cut while
+    written), or UTF-8 text (its other non-ASCII characters valid) with at most one bad sequence per
+    ``_BAD_BYTES_PER`` bytes. ``anywhere``: that share wherever the rest is (after charset-normalizer found no
+    encoding: ASCII with a stray byte)."""
+    if error.reason == "unexpected end of data" and error.end == len(data):  # only the last character is cut
+        return data[: error.start].decode("utf-8") + "\ufffd", "its last character was cut short; replaced by U+FFFD"
+    text = data.decode("utf-8", errors="replace")
+    bad = _replaced(data, text)
+    if bad > max(1, len(data) // _BAD_BYTES_PER):
+        return None, ""
+    valid = sum(1 for c in text if not c.isascii()) - bad  # non-ASCII characters that were valid UTF-8
+    if not anywhere and valid <= bad:  # as likely a single-byte code page (Latin-1 accents): charset-normalizer reads
+        return None, ""
+    return text, f"{bad} byte sequence(s) that are not UTF-8 replaced by U+FFFD"
+
+
+def _replaced(data: bytes, text: str) -> int:
+    """How many U+FFFD decoding put in ``text`` (those written in ``data`` as UTF-8 are not counted)."""
+    return text.count("\ufffd") - data.count("\ufffd".encode())
+
+
+def _guessed(data: bytes) -> str | None:
+    """charset-normalizer's best guess at ``data``'s text (Windows-1252 when it reads like Western text), or None."""
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None:
+        return None
+    text = str(best)
+    if len(text) == len(data):  # a single-byte guess, where short Western text is often misread
+        text = _western(data) or text
+    return text
 
 
 def _western(data: bytes) -> str | None:

@@ -17,6 +17,7 @@ windows, grep, directories, names), kept in one place to be compared with Letta'
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import time
@@ -706,13 +707,25 @@ def grep(
             break
     matched_files = list(matched)
     return GrepResult(
-        _grep_text(pattern, include, offset, matches, len(matched_files), processed, skipped), matched_files
+        _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped), matched_files
     )
+
+
+def grep_call(pattern: str, include: str | None, context_lines: int, offset: int) -> str:
+    """The ``grep_files`` call for another page: every argument given repeated (the default context left out, as
+    Letta's hint has it), strings as JSON strings, so it is a call the model can make as written."""
+    args = [f"pattern={json.dumps(pattern, ensure_ascii=False)}"]
+    if include is not None:
+        args.append(f"include={json.dumps(include, ensure_ascii=False)}")
+    if context_lines != 1:
+        args.append(f"context_lines={context_lines}")
+    return f"grep_files({', '.join(args)}, offset={offset})"
 
 
 def _grep_text(
     pattern: str,
     include: str | None,
+    context_lines: int,
     offset: int | None,
     matches: list[tuple[str, int, list[str]]],
     file_count: int,
@@ -731,6 +744,13 @@ def _grep_text(
     end = start + GREP_PAGE_SIZE
     page = matches[start:end]
     hit_limit = total >= MAX_TOTAL_COLLECTED
+    if start >= total:  # beyond Letta, which says "showing matches 1001-1000"
+        last = (total - 1) // GREP_PAGE_SIZE * GREP_PAGE_SIZE
+        return (
+            f"Found {total}{'+' if hit_limit else ''} total matches across {file_count} files, but none at offset "
+            f"{start}: offsets run from 0 to {total - 1}. To see the last page, call: "
+            f"{grep_call(pattern, include, context_lines, last)}"
+        )
     if hit_limit:
         summary = (
             f"Found {MAX_TOTAL_COLLECTED}+ total matches across {file_count} files (showing matches "
@@ -756,7 +776,7 @@ def _grep_text(
         out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
     out.append("")
     if end < total:
-        out.append(f'To see more matches, call: grep_files(pattern="{pattern}", offset={end})')
+        out.append(f"To see more matches, call: {grep_call(pattern, include, context_lines, end)}")
         if hit_limit:
             out.append(
                 f"Note: Only the first {MAX_TOTAL_COLLECTED} matches were collected. There may be more "

@@ -54,6 +54,7 @@ from .file_views import (
 if TYPE_CHECKING:
     from ..core.protocol import CoreStore
     from .archive import Archive
+    from .archive_files import Written
 
 log = logging.getLogger(__name__)
 
@@ -165,13 +166,14 @@ def _views(data: dict[str, Any]) -> list[FileView]:
 
 @dataclass(frozen=True)
 class Uploaded:
-    """What an upload did with one file."""
+    """What an upload did with one file (``reason``: why it was not stored, or a note on a stored one's text)."""
 
     name: str
     outcome: Outcome
     reason: str = ""
     file: StoredFile | None = None
     chars: int = 0
+    full: bool = False  # skipped because the folder holds ``folder_max_files`` files: the folder is left incomplete
 
 
 def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
@@ -213,7 +215,7 @@ def directories_summary(agent: Agent) -> str:
     parts = []
     for f in state.folders:
         views = [v for v in state.files if v.folder_id == f["id"]]
-        opened = [v.name for v in views if v.is_open]
+        opened = [v.name for v in views if v.is_open and v.visible]  # an empty file shows closed (Letta)
         parts.append(f"{f['name']} ({len(views)} files" + (f"; open: {', '.join(opened)}" if opened else "") + ")")
     return (
         "Folders attached: " + "; ".join(parts) + ". Their open files are not shown here: read them with "
@@ -336,6 +338,13 @@ class Filesystem:
     def attach(
         self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
     ) -> Folder:
+        return self.attach_folder(agent_id, name, max_files_open=max_files_open, char_limit=char_limit)[0]
+
+    def attach_folder(
+        self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
+    ) -> tuple[Folder, list[str]]:
+        """``attach``, with the names of the open files it closed (a lower ``max_files_open``: the least recently
+        used beyond it, least recently used first)."""
         folder = self.folder(name)
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
@@ -344,9 +353,9 @@ class Filesystem:
                 state.folders.append(_folder_info(folder))
             state.max_files_open = max_files_open or state.max_files_open
             state.char_limit = char_limit or state.char_limit
-            self._rebuild(state)
+            closed = self._rebuild(state)
             self._save(agent_id, state)
-        return folder
+        return folder, closed
 
     def detach(self, agent_id: str, name: str) -> Folder:
         folder = self.folder(name)
@@ -419,6 +428,8 @@ class Filesystem:
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
+        ``open_in_agents``: the files added are opened in each of those agents, as Letta's upload inserts a file open
+        (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -433,18 +444,19 @@ class Filesystem:
         # the batch being stored: (its job, the files parsed, the files that could not be)
         storing: (
             tuple[
-                Future[tuple[list[StoredFile], list[StoredFile]]],
+                Future[tuple[list[tuple[StoredFile, Written]], list[StoredFile]]],
                 list[tuple[StoredFile, str, int]],
                 list[tuple[StoredFile, str]],
             ]
             | None
         ) = None
         later: list[Uploaded] = []  # outcomes of items after the batch being stored: reported once it is
+        notes: dict[str, str] = {}  # file id -> how its text was read, when the user should know (``Parsed.note``)
 
         def store(
             ok: list[tuple[StoredFile, str, int]], failed: list[tuple[StoredFile, str]]
-        ) -> tuple[list[StoredFile], list[StoredFile]]:
-            return self.rows.write([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
+        ) -> tuple[list[tuple[StoredFile, Written]], list[StoredFile]]:
+            return self.rows.write_changed([(r, t) for r, t, _ in ok], embed=embed), self.rows.write_errors(failed)
 
         def stored() -> None:
             """The outcomes of the batch being stored, once it is (its error raised)."""
@@ -454,8 +466,11 @@ class Filesystem:
             job, ok, failed = storing
             storing = None
             written, errors = job.result()
-            for (r, _t, chars), s in zip(ok, written, strict=True):
-                report(Uploaded(r.name, "updated" if r.name in existing else "added", file=s, chars=chars))
+            for (r, _t, chars), (s, outcome) in zip(ok, written, strict=True):
+                if outcome == "unchanged":
+                    report(Uploaded(r.name, outcome, file=s))
+                else:
+                    report(Uploaded(r.name, outcome, notes.pop(r.id, ""), file=s, chars=chars))
             for (r, reason), s in zip(failed, errors, strict=True):
                 report(Uploaded(r.name, "error", reason, s))
             for done in later:  # what was skipped or unchanged meanwhile comes after the batch, as the items did
@@ -493,6 +508,8 @@ class Filesystem:
                         bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
+                        if parsed.note:
+                            notes[record.id] = parsed.note
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
                     if len(good) + len(bad) >= batch:
                         flush()
@@ -502,7 +519,9 @@ class Filesystem:
                 if storing is not None and (error := storing[0].exception()) is not None:  # waits for it
                     log.error("a batch of %s was not stored either: %s", folder.name, error)
                 raise
-        opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome in ("added", "updated")]
+        # as Letta's upload, a new file is inserted open in every attached agent (the least recently used beyond
+        # the limit closed); a changed file keeps each agent's view of it (an open window is cut again)
+        opened = [u.file.id for u in out if open_in_agents and u.file is not None and u.outcome == "added"]
         self._sync_views(folder.id, opened=opened)
         return out
 
@@ -530,6 +549,7 @@ class Filesystem:
                     f"Folder {folder.name!r} holds {count:,} files, its limit (folder_max_files, environment "
                     f"TIERMEM_FOLDER_MAX_FILES); {file_name!r} was not added. Delete files, raise the "
                     "limit or use another folder.",
+                    full=True,
                 )
                 continue
             count += old is None
@@ -605,9 +625,13 @@ class Filesystem:
                 self._rebuild(state, opened=opened)
                 self._save(agent_id, state)
 
-    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> None:
+    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> list[str]:
         """Bring ``state`` in line with the files table: folder infos, a view per file (new ones closed, or open
-        when named in ``opened``), open windows cut again from a changed file, views of removed files dropped."""
+        when named in ``opened``: the later in it the more recent, only the last ``max_files_open`` of it rendered,
+        as the others would be closed at once), open windows cut again from a changed file, views of removed files
+        dropped, the least recently used open files beyond the limit closed (their names returned)."""
+        recent = {file_id: i for i, file_id in enumerate(opened[-state.limits[0] :] if opened else ())}
+        stamp = to_us(now())
         folders = {f.id: f for f in self.rows.folders()}
         state.folders = [_folder_info(folders[f["id"]]) for f in state.folders if f["id"] in folders]
         ids = state.folder_ids()
@@ -622,13 +646,13 @@ class Filesystem:
             if v.is_open and v.sha256 and v.sha256 != f.sha256:
                 v.visible = self._window(f, name, v.start_line, v.end_line, clamp=True)
             v.sha256 = f.sha256  # the version the view is of: a changed file changes every view of it (notified)
-            if f.id in opened:
+            if f.id in recent:
                 v.is_open, v.start_line, v.end_line, v.sha256 = True, None, None, f.sha256
                 v.visible = self._window(f, name, None, None)
-                v.accessed_us = to_us(now())
+                v.accessed_us = stamp + recent[f.id]
             out.append(v)
         state.files = out
-        self._close_beyond(state, state.limits[0])
+        return self._close_beyond(state, state.limits[0])
 
     def _window(
         self, f: StoredFile, name: str, start_line: int | None, end_line: int | None, *, clamp: bool = False
@@ -641,10 +665,13 @@ class Filesystem:
 
     @staticmethod
     def _close_beyond(state: AgentFiles, cap: int) -> list[str]:
-        """Close the least recently used open files beyond ``cap``; returns their names."""
-        open_views = sorted((v for v in state.files if v.is_open), key=lambda v: v.accessed_us, reverse=True)
+        """Close the least recently used open files beyond ``cap``; returns their names, least recently used first.
+        An open file with no text (an empty file) is not counted: Letta renders it closed and leaves it out of
+        ``current_files_open``, so it takes no slot here either (Letta counts it against the limit, invisibly)."""
+        shown = (v for v in state.files if v.is_open and v.visible)
+        open_views = sorted(shown, key=lambda v: v.accessed_us, reverse=True)
         closed = []
-        for v in open_views[cap:]:
+        for v in reversed(open_views[cap:]):
             v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
             closed.append(v.name)
         return closed
@@ -717,14 +744,15 @@ class Filesystem:
                         v.is_open, v.visible, v.start_line, v.end_line = False, "", None, None
                         closed_others.append(v.name)
             previous: dict[str, tuple[int | None, int | None]] = {}
-            lru: list[str] = []
             stamp = to_us(now())
             for i, (view, text, start_line, end_line) in enumerate(windows):
                 if view.is_open:
                     previous[view.name] = (view.start_line, view.end_line)
                 view.is_open, view.visible, view.start_line, view.end_line = True, text, start_line, end_line
                 view.sha256, view.accessed_us = by_name[view.name].sha256, stamp + i
-                lru += self._close_beyond(state, max_open)
+            # closed once all are open, so the note names only files the call leaves closed (Letta closes after
+            # each request and names a file it closed and then opened again: its net effect is the same)
+            lru = self._close_beyond(state, max_open)
             self._save(agent_id, state)
         return str(open_summary(requests, previous, closed_others, lru))
 

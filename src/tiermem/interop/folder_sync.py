@@ -86,6 +86,7 @@ class SyncReport:
     ignored: int = 0
     read: int = 0
     created: bool = False
+    named: frozenset[str] = frozenset()  # files the user named one by one (not found walking a directory)
 
     def outcome(self, name: str) -> str:
         return next((r.outcome for r in self.results if r.name == name), "")
@@ -95,11 +96,17 @@ class SyncReport:
         return {k: sum(r.outcome == k for r in self.results) for k in keys} | {"deleted": len(self.deleted)}
 
     def problems(self) -> list[Uploaded]:
-        return [r for r in self.results if r.outcome in ("error", "skipped")]
+        """The files not stored (an error, skipped) and those stored with a note on their text (bytes replaced)."""
+        return [r for r in self.results if r.outcome in ("error", "skipped") or r.reason]
 
     @property
     def failed(self) -> bool:
-        return any(r.outcome == "error" for r in self.results)
+        """A file could not be stored (an error), a file the user named was not uploaded (skipped: too big, binary,
+        a bad name), or the folder's file limit left files out. Files a directory walk skipped by rule (ignored,
+        binary by extension, too big, links out of it) are reported, not failures."""
+        return any(
+            r.outcome == "error" or (r.outcome == "skipped" and (r.full or r.name in self.named)) for r in self.results
+        )
 
     def summary(self) -> str:
         c = self.counts()
@@ -368,7 +375,9 @@ def _ingest(
         progress=progress,
     )
     inline = len(todo) <= EMBED_INLINE_MAX if embed is None else embed
-    memory.files.upload_many(folder, run.items(listing.files), embed=inline, progress=run.uploaded)
+    memory.files.upload_many(
+        folder, run.items(listing.files), open_in_agents=True, embed=inline, progress=run.uploaded
+    )  # new files open in the agents the folder is attached to, as Letta's upload
     return run
 
 
@@ -380,8 +389,11 @@ def upload_paths(
     max_bytes = memory.files.file_max_bytes
     merged = Listing(root=Path("."))
     taken: dict[str, Path] = {}
+    named: set[str] = set()
     for path in paths:
         listing = walk(path, max_bytes=max_bytes) if path.is_dir() else file_listing(path, max_bytes=max_bytes)
+        if not path.is_dir():
+            named |= {f.name for f in listing.files} | {s.name for s in listing.skipped}
         merged.ignored += listing.ignored
         merged.skipped += listing.skipped
         for f in listing.files:
@@ -403,6 +415,7 @@ def upload_paths(
         results=_by_name(run.results, merged.skipped),
         ignored=merged.ignored,
         read=run.read,
+        named=frozenset(named),
     )
 
 

@@ -58,6 +58,11 @@ EXAMPLES: dict[str, Any] = {
     "idempotency_key": "3f2c9a1e-retry-1",
     "conversation_id": "chat-42",
     "message": "Hello!",
+    # the file tools: one request (an example that is itself a valid call: an empty list is refused)
+    "file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}],
+    "pattern": "TODO",
+    "include": "*.py",
+    "context_lines": 1,
 }
 
 _EXPECTED = {

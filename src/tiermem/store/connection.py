@@ -4,6 +4,10 @@ that schedules upkeep, and the session whose caches are renewed.
 
 The connection never assumes a local path: ``uri`` may be a directory or an object-store URI
 (``s3://bucket/prefix``) with ``storage_options``.
+
+Why this module is long: it is everything the parts of the store share about one open database (its tables, their
+creation and migration under the creation lock, the writers' locks, the caches, the session and the upkeep
+schedule); split, each piece would reach into the others' state.
 """
 
 from __future__ import annotations
@@ -100,7 +104,9 @@ class ConnectionOptions(TypedDict, total=False):
     ``creation_lock``: held while missing tables are created and a new meta table is filled, so that of several
     processes opening a new store at once one creates (a table created twice is committed twice, and LanceDB lets
     the later creation replace the earlier one and every row written to it meanwhile). None: a lock file in the
-    directory for a local store; nothing for object storage (the composition passes a lease object there)."""
+    directory for a local store; nothing for object storage (the composition passes a lease object there).
+    ``leases``: name -> a lock held by one replica at a time on object storage (a lease object; ``exclusive``); None:
+    a lock file in the directory for a local store, nothing for object storage."""
 
     storage_options: dict[str, str] | None
     optimize_every: int
@@ -111,6 +117,7 @@ class ConnectionOptions(TypedDict, total=False):
     read_staleness: timedelta
     version_retention: timedelta | None
     creation_lock: Callable[[], AbstractContextManager[object]] | None
+    leases: Callable[[str], AbstractContextManager[object]] | None
 
 
 class Connection:
@@ -149,6 +156,7 @@ class Connection:
         # a background upkeep that does not get it is skipped.
         self.upkeep_lease: Callable[[], AbstractContextManager[bool]] | None = None
         self._creation_lock = options.get("creation_lock")
+        self._leases = options.get("leases")
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.tail: dict[str, int] = {}  # table -> this process's commits to it since the last upkeep was started
         self.lost_ms = 0.0  # search time taken to be lost to those commits' fragments since then (``searched``)
@@ -183,11 +191,20 @@ class Connection:
     # -- reads and writes every part makes -------------------------------------
 
     def rows(
-        self, table: str, where: Filter | None = None, limit: int | None = None, columns: Sequence[str] | None = None
+        self,
+        table: str,
+        where: Filter | None = None,
+        limit: int | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        latest: bool = False,
     ) -> list[dict[str, Any]]:
-        """The rows of ``where`` (every column, or ``columns``; limit None: every matching row)."""
+        """The rows of ``where`` (every column, or ``columns``; limit None: every matching row). ``latest``: at the
+        table's newest version, not one read up to ``read_staleness`` ago (a check made under ``exclusive``)."""
         text = compile_filter(where)
         with library(self.uri, f"the {table} table"):
+            if latest:
+                self.tables[table].checkout_latest()
             q = self.tables[table].search()
             if text:
                 q = q.where(text)
@@ -371,9 +388,20 @@ class Connection:
             return nullcontext()
         return self._locked_directory()
 
+    def exclusive(self, name: str) -> AbstractContextManager[object]:
+        """The lock ``name``, held by one writer at a time, for writes of several commits that two processes must not
+        interleave (a file's chunks replaced: a deletion then an append, where two at once leave both appends). Local
+        store: a lock file in its directory (every process and thread of this machine; not re-entrant). Object
+        storage: the composition's lease (``ConnectionOptions.leases``), else nothing."""
+        if self._leases is not None:
+            return self._leases(name)
+        if self.remote:
+            return nullcontext()
+        return self._locked_directory(f".tiermem-{name}.lock")
+
     @contextmanager
-    def _locked_directory(self) -> Iterator[None]:
-        path = Path(self.uri.removeprefix("file://")) / CREATION_LOCK_FILE
+    def _locked_directory(self, name: str = CREATION_LOCK_FILE) -> Iterator[None]:
+        path = Path(self.uri.removeprefix("file://")) / name
         with ExitStack() as held:
             try:
                 held.enter_context(locked(path))

@@ -129,7 +129,7 @@ class UseCounter:
     def _drop_forgotten(self, batch: Mapping[str, Use]) -> int:
         """Delete the records just written of memories that no longer exist (forgotten by another process since
         they were counted); returns how many. Called under ``_flushing``, after the write (see the module's doc)."""
-        if self.exists is None:
+        if self.exists is None or not self.store.shared:  # records of this process only: its forgetting suffices
             return 0
         try:
             alive = self.exists({memory_id: use.kind for memory_id, use in batch.items()})

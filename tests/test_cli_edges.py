@@ -317,3 +317,19 @@ def test_a_mistyped_data_dir_is_refused_by_commands_that_only_read_change_or_del
     assert not (tmp_path / "typo").exists()
     assert cli(capsys, "--data-dir", str(empty), "--embedding-model", "hashing", "agents", "create", "work")[0] == 0
     assert cli(capsys, "--data-dir", str(empty), "--embedding-model", "hashing", "stats")[0] == 0
+
+
+def test_an_export_into_a_missing_directory_names_the_users_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before anything is opened, naming the path given and the directory missing (not the temporary file
+    an export is written through)."""
+    assert cli(capsys, "agents", "create", "work", *data_args(tmp_path))[0] == 0
+    for fmt, name in (("af", "x.af"), ("jsonl", "x.jsonl")):
+        target = tmp_path / "missing" / "dir" / name
+        code, out, err = cli(capsys, "export", "--format", fmt, "-o", str(target), *data_args(tmp_path))
+        assert code == 1 and out == ""
+        assert f"Cannot write {target}: the directory {target.parent} does not exist" in err and ".tmp" not in err
+    code, _, err = cli(capsys, "export", "-o", str(tmp_path), *data_args(tmp_path))
+    assert code == 1 and "it is a directory" in err
+    assert not (tmp_path / "missing").exists()

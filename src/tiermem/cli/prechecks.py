@@ -1,7 +1,7 @@
 """What a command can check about its own arguments before the data directory is opened: a missing file to import,
-a sync directory that cannot be made, a data directory holding no memory for a command that only reads, changes or
-deletes (a mistyped ``--data-dir``). Bad input then fails at once, and the data directory (or a model cache) is
-never created for a command that was going to fail."""
+a sync directory that cannot be made, an export into a directory that does not exist, a data directory holding no
+memory for a command that only reads, changes or deletes (a mistyped ``--data-dir``). Bad input then fails at once,
+and the data directory (or a model cache) is never created for a command that was going to fail."""
 
 from __future__ import annotations
 
@@ -52,6 +52,10 @@ def check_arguments(args: argparse.Namespace, settings: Settings | None = None) 
             f"{args.path} does not exist; give the agent file, backup, memory.jsonl or directory to import "
             "(`tiermem import --help` lists the formats). Nothing was opened or changed."
         )
+    if args.command == "export" and args.format != "memfs":
+        from ..interop.commands import output_file
+
+        output_file(args.output)
     if args.command == "timeline":
         from .timeline import check
 

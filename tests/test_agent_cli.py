@@ -90,6 +90,12 @@ def test_agents_set(tmp_path: Path) -> None:
         "sleeptime_frequency": "3",
         "message_buffer_autoclear": "true",
     }
+    shown = tiermem(tmp_path, "agents", "set", "default", "--system", "You are terse.", "--sleeptime", "3")
+    assert shown.returncode == 0, shown.stderr
+    changed, now = shown.stdout.splitlines()
+    assert changed.startswith("default: sleeptime_frequency=3 (unchanged); system prompt set (14 characters, was ")
+    assert changed.endswith("): 'You are terse.'")
+    assert now == "settings now: agent_type=memgpt, message_buffer_autoclear=true, sleeptime_frequency=3"
     bad = tiermem(tmp_path, "agents", "set", "default")
     assert bad.returncode == 1 and "Nothing to set" in bad.stderr
     missing = tiermem(tmp_path, "agents", "set", "nobody", "--type", "memgpt")

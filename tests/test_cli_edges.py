@@ -281,3 +281,55 @@ def test_search_lists_results_by_relevance_across_memories(tmp_path: Path, capsy
     shown = [(line.split()[0], float(line.split()[1])) for line in lines[1:]]
     assert {kind for kind, _ in shown} == {"archival", "recall"}
     assert [r for _, r in shown] == sorted((r for _, r in shown), reverse=True)
+
+
+def test_a_mistyped_data_dir_is_refused_by_commands_that_only_read_change_or_delete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data directory that does not exist, or holds no memory, is not made empty and reported on as if all were
+    well: each command that only reads, changes or deletes exits 1 naming the directory and the commands that make
+    one, and creates nothing. The commands that store something still make it."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    backup = tmp_path / "backup.jsonl"
+    for data in (tmp_path / "typo", empty):
+        d = ["--data-dir", str(data), "--embedding-model", "hashing"]
+        for command in (
+            ["doctor", "--secrets"],
+            ["doctor", "--secrets", "--redact", "--yes"],
+            ["forget", "--text", "old address", "--now", "--yes"],
+            ["forget", "passage", "passage-1", "--now", "--yes"],
+            ["export", "--format", "jsonl", "-o", str(backup)],
+            ["stats"],
+            ["timeline"],
+            ["search", "tea"],
+            ["links", "passage-1"],
+            ["folders", "list"],
+            ["agents", "list"],
+            ["agents", "delete", "default", "--yes"],
+            ["optimize"],
+            ["reembed"],
+        ):
+            code, out, err = cli(capsys, *d, *command)
+            assert code == 1 and out == "", command
+            assert f"The data directory {data} " in err and "tiermem agents create" in err, (command, err)
+        assert sorted(p.name for p in empty.iterdir()) == [] and not backup.exists()
+    assert not (tmp_path / "typo").exists()
+    assert cli(capsys, "--data-dir", str(empty), "--embedding-model", "hashing", "agents", "create", "work")[0] == 0
+    assert cli(capsys, "--data-dir", str(empty), "--embedding-model", "hashing", "stats")[0] == 0
+
+
+def test_an_export_into_a_missing_directory_names_the_users_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before anything is opened, naming the path given and the directory missing (not the temporary file
+    an export is written through)."""
+    assert cli(capsys, "agents", "create", "work", *data_args(tmp_path))[0] == 0
+    for fmt, name in (("af", "x.af"), ("jsonl", "x.jsonl")):
+        target = tmp_path / "missing" / "dir" / name
+        code, out, err = cli(capsys, "export", "--format", fmt, "-o", str(target), *data_args(tmp_path))
+        assert code == 1 and out == ""
+        assert f"Cannot write {target}: the directory {target.parent} does not exist" in err and ".tmp" not in err
+    code, _, err = cli(capsys, "export", "-o", str(tmp_path), *data_args(tmp_path))
+    assert code == 1 and "it is a directory" in err
+    assert not (tmp_path / "missing").exists()

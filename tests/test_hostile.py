@@ -67,7 +67,11 @@ CASES: list[tuple[str, dict[str, object], str]] = [
         {"query": "x", "start_date": "yesterday"},
         "Invalid start_date format: yesterday. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)",
     ),
-    ("conversation_search", {"query": "x", "end_date": "2024-02-30"}, "Invalid end_date format: 2024-02-30"),
+    (
+        "conversation_search",
+        {"query": "x", "end_date": "2024-02-30"},
+        "end_date 2024-02-30 is not a date: February 2024 has 29 days.",
+    ),
     ("conversation_search", {"query": "x", "start_date": "2024-01-01'; --"}, "Invalid start_date format"),
     (
         "archival_memory_search",

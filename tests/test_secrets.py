@@ -212,9 +212,10 @@ def test_doctor_finds_secrets_and_redact_rewrites_them(settings: Settings, capsy
     assert (
         "block human" in out and "GitHub token" in out and GHP not in out and AKIA not in out and ANTHROPIC not in out
     )
-    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 1  # the replaced value: history
     out = capsys.readouterr().out
-    assert "redacted" in out and "tiermem forget" in out and GHP not in out
+    assert "redacted" in out and "tiermem forget block human --agent default --version 2 --now" in out
+    assert GHP not in out
     memory = open_memory(settings)
     assert memory.block(agent, "human").value == "token [redacted: GitHub token]"
     assert memory.history(agent, "human", limit=1)[0].actor == "doctor"
@@ -222,6 +223,35 @@ def test_doctor_finds_secrets_and_redact_rewrites_them(settings: Settings, capsy
     assert rows and not any(AKIA in r or ANTHROPIC in r for r in rows)
     left = secret_audit.scan(memory)
     assert left.rows == {} and left.blocks == {} and all("history" in f.where for f in left.found)
+
+
+def test_doctor_names_the_history_it_cannot_redact_and_the_command_that_forgets_it(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A credential only in block history: `--redact --yes` cannot rewrite it, so it neither asks to be run again with
+    the flags it was given nor exits 0; it names the `tiermem forget block` command, after which nothing is left."""
+    from tiermem.cli.main import main
+
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    memory.edit(agent, "human", Rethink(f"token {GHP}", check_line_numbers=False))
+    memory.edit(agent, "human", Rethink("likes tea", check_line_numbers=False))
+    memory.edit(agent, "human", Rethink("likes green tea", check_line_numbers=False))
+    forget_it = "tiermem forget block human --agent default --version 2 --now"
+    assert secret_audit.doctor_secrets(settings) == 1
+    captured = capsys.readouterr()
+    assert forget_it in captured.out and "--redact --yes" not in captured.err
+    for redact_found, yes in ((True, True), (True, False)):
+        assert secret_audit.doctor_secrets(settings, redact_found=redact_found, yes=yes) == 1
+        captured = capsys.readouterr()
+        assert forget_it in captured.out and "run again" not in captured.err and "redacted:" not in captured.out
+    report = secret_audit.doctor_secrets(settings, as_json=True)
+    assert report == 1 and json.loads(capsys.readouterr().out)["forget"] == [forget_it]
+    argv = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing"]
+    assert main([*argv, *forget_it.split()[1:], "--yes"]) == 0
+    capsys.readouterr()
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    assert "none found" in capsys.readouterr().out
 
 
 def test_doctor_secrets_from_the_command_line(settings: Settings) -> None:

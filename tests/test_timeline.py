@@ -218,6 +218,8 @@ def test_the_command_prints_periods_with_bars_and_lists_a_period(
     [
         (["--from", "2024-06-01", "--to", "2024-05-01"], "--from (2024-06-01T00:00:00+00:00) is after --to"),
         (["--from", "yesterday"], "Invalid --from format: yesterday"),
+        (["--from", "2024-02-30"], "--from 2024-02-30 is not a date: February 2024 has 29 days."),
+        (["--to", "2024-01-01T25:00"], "--to 2024-01-01T25:00 is not a valid time: hour must be in 0..23"),
         (["--period", "2024-W99"], "is not a day (2024-05-08), an ISO week (2024-W19) or a month"),
     ],
 )
@@ -227,6 +229,14 @@ def test_the_command_refuses_bad_input_before_opening_anything(
     assert main(["timeline", *data_args(tmp_path), *extra]) == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "data").exists()  # not even the data directory was made
+
+
+def test_an_unknown_kind_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse names the choices and exits 2, as docs/cli.md says of usage errors; nothing is made."""
+    with pytest.raises(SystemExit) as exited:
+        main(["timeline", *data_args(tmp_path), "--kind", "foo"])
+    assert exited.value.code == 2 and "recall" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
 
 
 # -- the resources ----------------------------------------------------------------------------------------------------

@@ -178,6 +178,39 @@ def test_forgetting_removes_the_use_record(settings: Settings) -> None:
     assert _stored(settings) == {}
 
 
+def test_a_flush_keeps_no_record_of_a_memory_another_process_forgot(settings: Settings) -> None:
+    """The server counts a hit; the CLI (another process: another Memory here) forgets the passage before the server
+    flushes. The flush must not write the forgotten memory's record back."""
+    server, agent, ids = _memory(settings)
+    server.uses.note("passage", agent, ids[:2])
+    cli = open_memory(settings)
+    forget(cli, Target("passage", agent, ids[0]))
+    cli.uses.close()
+    assert server.uses.flush() == 1
+    assert set(_stored(settings)) == {ids[1]}
+
+
+def test_stats_count_and_show_only_memories_that_exist(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    """A record whose memory is gone (written back by a process that raced the forgetting) is neither counted nor
+    listed."""
+    memory, agent, ids = _memory(settings)
+    memory.uses.note("passage", agent, ids)
+    memory.uses.close()
+    store = SqliteUses(settings.resolved_data_dir() / USES_FILE, Rules().half_life_us)
+    forget(memory, Target("passage", agent, ids[0]))
+    at = _stored(settings)[ids[1]].last_us
+    store.add([Use(ids[0], "passage", agent, 1, at, 1.0), Use("gone-message", "message", agent, 1, at, 1.0)])
+    store.close()
+    assert {ids[0], "gone-message"} <= set(_stored(settings))
+    argv = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing", "stats", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["passage"] == {"hot": 0, "warm": 2, "cold": 0, "total": 2}
+    assert out["counts"]["message"] == {"hot": 0, "warm": 0, "cold": 0, "total": 0}
+    shown = {u["id"] for u in out["hottest"] + out["coldest"]}
+    assert shown == set(ids[1:])
+
+
 def test_stats_shows_temperatures_hottest_and_coldest(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     memory, agent, ids = _memory(settings)
     for _ in range(3):

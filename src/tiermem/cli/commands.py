@@ -405,14 +405,32 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
     system = read_stdin() if args.system == "-" else args.system
     if not updates and system is None:
         raise ValidationError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
+    before = agent
     agent = memory.set_agent_metadata(agent.id, updates, system=system)
     if args.json:
         print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
     else:
+        print(f"{agent.name}: {'; '.join(_changes(before.metadata, updates, before.system, system))}")
         settings_text = (
             ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items()) if k != "letta_agent_file") or "defaults"
         )
-        print(f"{agent.name}: {settings_text}")
+        print(f"settings now: {settings_text}")
+
+
+def _changes(metadata: dict[str, str], updates: dict[str, str], system: str, new_system: str | None) -> list[str]:
+    """What ``agents set`` changed, each setting with its value before, and the system prompt's new start."""
+    out = [
+        f"{k}={v} (was {metadata.get(k, 'unset')})" if metadata.get(k) != v else f"{k}={v} (unchanged)"
+        for k, v in updates.items()
+    ]
+    if new_system is not None:
+        if new_system == system:
+            out.append("system prompt unchanged")
+        else:
+            first = " ".join(new_system.split())
+            shown = first if len(first) <= 60 else first[:59] + "…"
+            out.append(f"system prompt set ({len(new_system)} characters, was {len(system)}): {shown!r}")
+    return out
 
 
 def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:

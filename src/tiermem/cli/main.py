@@ -540,15 +540,19 @@ def run_command(args: argparse.Namespace) -> int:
         serve(settings)
         return 0
     if args.command == "reembed":  # before opening: it exists to fix a model mismatch
+        from ..domain.factory import require_memory
         from ..domain.maintenance import reembed
         from .prechecks import configured_model
 
+        require_memory(settings)  # nothing to re-embed in a data directory that holds no memory
         reembed(settings, configured=configured_model(args, settings_from))
         return 0
     if args.command == "doctor":
         if args.secrets or args.redact:
+            from ..domain.factory import require_memory
             from ..domain.secret_audit import doctor_secrets
 
+            require_memory(settings)
             return doctor_secrets(settings, redact_found=args.redact, yes=args.yes, as_json=args.json)
         from ..domain.maintenance import doctor
 
@@ -586,7 +590,7 @@ def run_command(args: argparse.Namespace) -> int:
         return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
     from .prechecks import check_arguments
 
-    check_arguments(args)  # before opening: bad arguments change nothing, not even a new data directory
+    check_arguments(args, settings)  # before opening: bad arguments change nothing, not even a new data directory
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "delete":

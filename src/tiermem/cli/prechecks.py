@@ -1,6 +1,7 @@
 """What a command can check about its own arguments before the data directory is opened: a missing file to import,
-a sync directory that cannot be made. Bad input then fails at once, and the data directory (or a model cache)
-is never created for a command that was going to fail."""
+a sync directory that cannot be made, an export into a directory that does not exist, a data directory holding no
+memory for a command that only reads, changes or deletes (a mistyped ``--data-dir``). Bad input then fails at once,
+and the data directory (or a model cache) is never created for a command that was going to fail."""
 
 from __future__ import annotations
 
@@ -16,14 +17,45 @@ if TYPE_CHECKING:
     from ..base.config import Settings
 
 
-def check_arguments(args: argparse.Namespace) -> None:
-    """Raise ``ValidationError`` for arguments that cannot work, before anything is opened; make a new sync
-    directory (its parent exists) and say so."""
+# What may make a new data directory (a command with any action, or with this one): the commands that store
+# something new, and those that make the agent `default` on first use (its blocks, its settings: the README's tour
+# starts with `tiermem blocks show --core`). Every other command only reads, changes or deletes what is there: it
+# refuses a data directory that holds no memory.
+CREATING = frozenset(
+    {
+        ("serve", None),
+        ("import", None),
+        ("remember", None),
+        ("sync", None),
+        ("blocks", None),
+        ("agents", "create"),
+        ("agents", "show"),
+        ("agents", "set"),
+        ("folders", "create"),
+        ("folders", "upload"),
+        ("folders", "sync"),
+    }
+)
+
+
+def creates(args: argparse.Namespace) -> bool:
+    """Whether the command may make a new data directory (``CREATING``)."""
+    return (args.command, None) in CREATING or (args.command, getattr(args, "action", None)) in CREATING
+
+
+def check_arguments(args: argparse.Namespace, settings: Settings | None = None) -> None:
+    """Raise ``ValidationError`` for arguments that cannot work, before anything is opened (and ``StoreError`` for a
+    data directory of ``settings`` holding no memory when the command makes none); make a new sync directory (its
+    parent exists) and say so."""
     if args.command == "import" and not args.path.exists():
         raise ValidationError(
             f"{args.path} does not exist; give the agent file, backup, memory.jsonl or directory to import "
             "(`tiermem import --help` lists the formats). Nothing was opened or changed."
         )
+    if args.command == "export" and args.format != "memfs":
+        from ..interop.commands import output_file
+
+        output_file(args.output)
     if args.command == "timeline":
         from .timeline import check
 
@@ -35,6 +67,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         make_root(args.path)
         if not existed:
             print(f"tiermem: created the directory {args.path} (a new MemFS directory)", file=sys.stderr)
+    if settings is not None and not creates(args):  # last: a bad argument is named first, whatever the directory
+        from ..domain.factory import require_memory
+
+        require_memory(settings)
 
 
 def configured_model(

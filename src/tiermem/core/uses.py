@@ -68,6 +68,7 @@ class UseStore(Protocol):
     """Where the use records live; ``add`` merges a batch into them (``merged``)."""
 
     half_life_us: float
+    shared: bool  # other processes write to these records too (a forgetting there can race this one's flush)
 
     def add(self, uses: Sequence[Use]) -> None: ...
 
@@ -82,6 +83,8 @@ class UseStore(Protocol):
 
 class MemoryUses:
     """Records kept in this process only (object storage; tests)."""
+
+    shared = False
 
     def __init__(self, half_life_us: float) -> None:
         self.half_life_us = half_life_us
@@ -127,6 +130,8 @@ _LISTED = " WHERE EXISTS (SELECT 1 FROM json_each(?) AS listed WHERE listed.valu
 
 class SqliteUses:
     """Records in ``<data_dir>/uses.sqlite3``, opened on first use (WAL; one connection, one lock)."""
+
+    shared = True
 
     def __init__(self, path: Path, half_life_us: float, *, busy_timeout: float = 30.0) -> None:
         self.path = path

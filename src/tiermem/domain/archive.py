@@ -20,6 +20,7 @@ ranking) and the writes that shape what it searches, kept in one class so a sear
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import logging
 import re
@@ -61,6 +62,7 @@ LINK_REACH = 1  # turns on each side of a hit that its sitting links reach
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE_START = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?![0-9])")  # a date written as ISO 8601, right or not
 _seq = itertools.count()
 
 
@@ -89,11 +91,26 @@ def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
             day = date.fromisoformat(text)
             return datetime.combine(day, dtime.max if end else dtime.min, tzinfo=UTC)
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(
-            f"Invalid {name} format: {value}. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)"
-        ) from None
+    except ValueError as exc:
+        raise _not_a_time(value, name, exc) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _not_a_time(value: str, name: str, exc: ValueError) -> ValidationError:
+    """Why ``value`` is no bound: a date written right that the calendar lacks (2024-02-30), a time out of range
+    (T25:00), or not ISO 8601 at all."""
+    text = value.strip()
+    shape = _DATE_START.match(text)
+    if shape is not None:
+        year, month, day = (int(part) for part in shape.groups())
+        if not 1 <= month <= 12:
+            return ValidationError(f"{name} {text} is not a date: there is no month {month:02d} (01 to 12).")
+        if year >= 1 and not 1 <= day <= (days := calendar.monthrange(year, month)[1]):
+            month_name = calendar.month_name[month]
+            return ValidationError(f"{name} {text} is not a date: {month_name} {year} has {days} days.")
+        if "must be in" in str(exc):  # the date is right; its hour, minute or second is not
+            return ValidationError(f"{name} {text} is not a valid time: {exc}. Use ISO 8601 (YYYY-MM-DDTHH:MM).")
+    return ValidationError(f"Invalid {name} format: {value}. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
 
 
 def _check_range(start: datetime | None, end: datetime | None, names: tuple[str, str]) -> None:

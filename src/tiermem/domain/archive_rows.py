@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 EVERY_ROW = 10**9  # a page size that is every row of one agent
+ID_BATCH = 1000  # ids asked about in one read (``existing``): a filter of bounded length
 VECTOR_DIGITS = 7  # a backed-up vector's precision (float32 holds ~7 significant digits)
 
 
@@ -70,6 +71,15 @@ class AgentRows:
         it: rows of no project), in no order: the timeline reads times, ids and texts, never vectors."""
         where = Filter(agent_id=agent_id, start=start, end=end, projects=None if projects is None else tuple(projects))
         return self.store.conn.rows(_searchable(table), where, columns=tuple(columns))
+
+    def existing(self, table: str, ids: Sequence[str], *, agent_id: str | None = None) -> set[str]:
+        """Which of ``ids`` are rows of ``table`` (of ``agent_id``, if given): one read per ``ID_BATCH`` ids."""
+        found: set[str] = set()
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), ID_BATCH):
+            where = Filter(agent_id=agent_id, ids=tuple(wanted[start : start + ID_BATCH]))
+            found.update(r["id"] for r in self.store.conn.rows(_searchable(table), where, columns=("id",)))
+        return found
 
     def message(self, message_id: str) -> Message | None:
         """The message with this id, or None."""

@@ -102,6 +102,34 @@ def use_counter(settings: Settings) -> UseCounter:
     return UseCounter(store, rules, flush_seconds=settings.use_flush_seconds)
 
 
+NEW_DATA_DIR = "a new data directory is made by the first `tiermem serve` or `tiermem agents create`"
+
+
+def holds_memory(settings: Settings) -> bool:
+    """Whether the data directory holds a memory (its core state or its store; object storage: taken as yes)."""
+    from ..core.migrate import CORE_FILE
+
+    if settings.uri is not None:
+        return True
+    data = settings.resolved_data_dir()
+    return (data / CORE_FILE).is_file() or Path(settings.store_uri()).is_dir()
+
+
+def require_memory(settings: Settings) -> None:
+    """Raise ``StoreError`` when the data directory holds no memory: a command that only reads, changes or deletes
+    would otherwise make an empty one (a mistyped ``--data-dir``) and report on it as if all were well."""
+    from ..base.errors import StoreError
+
+    if holds_memory(settings):
+        return
+    data = settings.resolved_data_dir()
+    state = "does not exist" if not data.exists() else "holds no tiermem memory"
+    raise StoreError(
+        f"The data directory {data} {state}: there is nothing to read, change or delete there, and nothing was "
+        f"created. Check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}."
+    )
+
+
 def check_data_dir(settings: Settings) -> None:
     """What ``open_memory`` needs of a local data directory, checked at once and cheaply (the standard library only:
     no LanceDB, no model), for a server to refuse to start rather than fail every call: a directory (made if

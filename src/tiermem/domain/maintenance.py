@@ -37,7 +37,7 @@ def optimize(memory: Memory) -> list[str]:
 
 def doctor(settings: Settings, *, as_json: bool = False) -> int:
     """Report on the data directory; exit 1 with fixes when something is wrong."""
-    from .factory import open_memory
+    from .factory import NEW_DATA_DIR, open_memory
 
     checks: list[dict[str, Any]] = []
 
@@ -49,8 +49,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
             "data directory",
             False,
             f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and doctor creates nothing)",
-            "check the path given to --data-dir or TIERMEM_DATA_DIR; a new data directory "
-            "is made by the first `tiermem serve` or `tiermem agents create`",
+            f"check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}",
         )
         _check_transport(settings, check)
         _check_agent_loop(settings, check)

@@ -45,6 +45,7 @@ from ..base.records import (
     stable_id,
 )
 from ..core.protocol import CoreStore
+from ..core.uses import KINDS as USE_KINDS
 from ..core.uses import MemoryUses
 from . import blocks as rules
 from . import secrets
@@ -143,6 +144,7 @@ class Memory:
         self._archive = archive
         # search hits, opened blocks and files, auto-recalled memories, counted off the request path (uses.py)
         self.uses = uses if uses is not None else UseCounter(MemoryUses(Rules().half_life_us))
+        self.uses.exists = self.existing  # a flush keeps no record of a memory forgotten meanwhile (uses.py)
         self.secret_scan = secret_scan  # credentials redacted from automatic input, refused in writes (secrets.py)
         self._named: Archive | None = None  # the archive whose searches read ``speaker_names``
         self.core: CoreStore = core
@@ -796,6 +798,23 @@ class Memory:
         removed = self.archive.delete(agent_id, passage_id)
         self.uses.forget((passage_id,), groups=(passage_id,))
         return removed
+
+    def existing(self, kinds: Mapping[str, str]) -> set[str]:
+        """Which of the memories ``kinds`` (id -> kind, ``core.uses.KINDS``) still exist: passages and messages in
+        the archive (one read per kind), blocks in the core state, files in the files table; another kind is kept."""
+        by_kind: dict[str, list[str]] = {}
+        for memory_id, kind in kinds.items():
+            by_kind.setdefault(kind, []).append(memory_id)
+        found = {i for kind, ids in by_kind.items() if kind not in USE_KINDS for i in ids}
+        for kind, table in (("passage", "passages"), ("message", "messages")):
+            if by_kind.get(kind):
+                found |= self.archive.rows.existing(table, by_kind[kind])
+        if by_kind.get("block"):
+            found |= {b.id for b in self.core.get_blocks(by_kind["block"])}
+        if by_kind.get("file"):
+            files = {f.id for f in self.archive.files.listing()}
+            found |= {i for i in by_kind["file"] if i in files}
+        return found
 
     def archival_list(
         self, agent_id: str, *, offset: int, limit: int, tags: Sequence[str] | None

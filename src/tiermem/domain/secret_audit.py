@@ -5,14 +5,17 @@ request, redacted.
 searched text, which repeats the previous turn, and the payload), every archival passage and every file of a folder,
 and reports each finding's kind and where it is (agent, block / message / passage / file id, line and characters),
 never the secret. ``redact`` rewrites what it found: a block's value as a new version by the actor "doctor", message
-and passage rows in place (re-embedded). Older versions keep the text until it is purged: a block's history, the
-store's older table versions (``tiermem optimize`` drops them after ``version_retention_seconds``) and files (fix the
-source, then sync or upload it again).
+and passage rows in place (re-embedded). Older versions keep the text until it is purged: the store's older table
+versions (``tiermem optimize`` drops them after ``version_retention_seconds``) and files (fix the source, then sync or
+upload it again). A block's history is never rewritten in place: its past versions holding a credential (and, once a
+value is redacted, the version it replaced) are named with the ``tiermem forget block`` command that removes them,
+and the command exits 1 while any is left.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,11 +30,20 @@ if TYPE_CHECKING:
     from .memory import Memory
 
 PURGE_NOTE = (
-    "Older copies still hold the text until they are purged: block history (`tiermem forget` removes a "
-    "block's past values), the store's superseded table versions (dropped by the next upkeep or `tiermem "
-    "optimize` once older than version_retention_seconds); a synced folder's source files still hold it (fix "
-    "them, or the next sync brings the text back)."
+    "Older copies still hold the text until they are purged: the store's superseded table versions (dropped by the "
+    "next upkeep or `tiermem optimize` once older than version_retention_seconds); a synced folder's source files "
+    "still hold it (fix them, or the next sync brings the text back)."
 )
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a block: what ``tiermem forget block LABEL --agent AGENT --version N`` removes."""
+
+    agent: str  # the name of an agent the block is attached to
+    label: str
+    block_id: str
+    number: int
 
 
 @dataclass(frozen=True)
@@ -41,12 +53,14 @@ class Found:
     kinds: tuple[str, ...]
     places: str  # "an AWS access key (line 2, characters 8-27)"
     fixable: bool  # redact() rewrites it (a current block value, a message, a passage)
+    version: Version | None = None  # a block's: its current version, or the past one (not fixable) it is in
 
 
 @dataclass
 class Audit:
     found: list[Found] = field(default_factory=list)
     blocks: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent id, label) -> redacted value
+    block_ids: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent id, label) -> block id, of ``blocks``
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # table -> redacted rows
     files: dict[str, str] = field(default_factory=dict)  # folder file id -> its redacted text
 
@@ -54,10 +68,11 @@ class Audit:
         return Counter(kind for f in self.found for kind in f.kinds)
 
 
-def _note(audit: Audit, agent: str, where: str, text: str, *, fixable: bool) -> bool:
+def _note(audit: Audit, agent: str, where: str, text: str, *, fixable: bool, version: Version | None = None) -> bool:
     found = secrets.find(text)
     if found:
-        audit.found.append(Found(agent, where, tuple(f.kind for f in found), secrets.describe(text, found), fixable))
+        kinds = tuple(f.kind for f in found)
+        audit.found.append(Found(agent, where, kinds, secrets.describe(text, found), fixable, version))
     return bool(found)
 
 
@@ -68,8 +83,10 @@ def scan(memory: Memory) -> Audit:
     seen: set[str] = set()
     for agent_id, name in agents.items():
         for block in memory.blocks(agent_id):
-            if _note(audit, name, f"block {block.label}", block.value, fixable=True):
+            current = Version(name, block.label, block.id, block.version)
+            if _note(audit, name, f"block {block.label}", block.value, fixable=True, version=current):
                 audit.blocks[(agent_id, block.label)] = secrets.redact(block.value).text
+                audit.block_ids[(agent_id, block.label)] = block.id
             if block.id in seen:
                 continue
             seen.add(block.id)
@@ -81,6 +98,7 @@ def scan(memory: Memory) -> Audit:
                         f"block {block.label}, version {version.version} (history)",
                         version.value,
                         fixable=False,
+                        version=Version(name, block.label, block.id, version.version),
                     )
     rows = memory.archive.rows
     for table, kind in (("messages", "message"), ("passages", "passage")):
@@ -118,79 +136,127 @@ def scan(memory: Memory) -> Audit:
     return audit
 
 
-def redact(memory: Memory, audit: Audit) -> list[str]:
+@dataclass
+class Redacted:
+    """What ``redact`` did: one line per thing, the blocks given a redacted version, the places it could not fix."""
+
+    lines: list[str] = field(default_factory=list)
+    blocks: set[str] = field(default_factory=set)  # block ids
+    failed: int = 0
+
+
+def redact(memory: Memory, audit: Audit) -> Redacted:
     """Rewrite what ``scan`` found: block values as new versions by "doctor", message and passage rows in place
-    (re-embedded); one line per thing done."""
-    done: list[str] = []
+    (re-embedded), folder files' texts."""
+    done = Redacted()
     for (agent_id, label), value in audit.blocks.items():
         try:
             memory.edit(
                 agent_id, label, Rethink(value, operation="doctor:redact", check_line_numbers=False), actor="doctor"
             )
-            done.append(f"block {label} of agent {agent_id}: redacted as a new version")
+            done.lines.append(f"block {label} of agent {agent_id}: redacted as a new version")
+            done.blocks.add(audit.block_ids[(agent_id, label)])
         except TiermemError as exc:
-            done.append(f"block {label} of agent {agent_id}: NOT redacted: {exc}")
+            done.lines.append(f"block {label} of agent {agent_id}: NOT redacted: {exc}")
+            done.failed += 1
     for table, table_rows in audit.rows.items():
         for start in range(0, len(table_rows), 256):
             batch = table_rows[start : start + 256]
             memory.archive.vectors.embed_rows(batch)
             memory.archive.rows.rewrite_rows(table, batch)
-        done.append(f"{table}: {len(table_rows)} row(s) redacted")
+        done.lines.append(f"{table}: {len(table_rows)} row(s) redacted")
     for file_id, text in audit.files.items():
         try:
             name = memory.files.replace_text(file_id, text)
-            done.append(f"file {name}: redacted (its chunks and the agents' open windows cut again)")
+            done.lines.append(f"file {name}: redacted (its chunks and the agents' open windows cut again)")
         except TiermemError as exc:
-            done.append(f"file {file_id}: NOT redacted: {exc}")
+            done.lines.append(f"file {file_id}: NOT redacted: {exc}")
+            done.failed += 1
     return done
 
 
+def past_versions(audit: Audit, done: Redacted | None) -> list[Version]:
+    """The block versions left holding a credential: the past ones found, and (after ``redact``) the current
+    values it replaced, which are past versions now."""
+    return [
+        f.version
+        for f in audit.found
+        if f.version is not None and (not f.fixable or (done is not None and f.version.block_id in done.blocks))
+    ]
+
+
+def forget_commands(versions: list[Version]) -> list[str]:
+    """One ``tiermem forget block`` command per block, naming its versions."""
+    by_block: dict[str, tuple[Version, set[int]]] = {}
+    for v in versions:
+        by_block.setdefault(v.block_id, (v, set()))[1].add(v.number)
+    return [
+        f"tiermem forget block {shlex.quote(v.label)} --agent {shlex.quote(v.agent)} "
+        + " ".join(f"--version {n}" for n in sorted(numbers))
+        + " --now"
+        for v, numbers in by_block.values()
+    ]
+
+
 def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool = False, as_json: bool = False) -> int:
-    """``tiermem doctor --secrets [--redact [--yes]]``: report (exit 1 when something is found and left), redact."""
+    """``tiermem doctor --secrets [--redact [--yes]]``: report, redact what can be in place (``--redact --yes``) and
+    name the commands that forget the block versions holding credentials. Exits 1 while credentials are left."""
     from .factory import open_memory
 
     memory = open_memory(settings, start_embedder=redact_found and yes)
     audit = scan(memory)
-    done = redact(memory, audit) if audit.found and redact_found and yes else []
-    counts = audit.counts()
+    fixable = sum(f.fixable for f in audit.found)
+    done = redact(memory, audit) if fixable and redact_found and yes else None
+    commands = forget_commands(past_versions(audit, done))
+    left = bool(commands) or (fixable > 0 and (done is None or done.failed > 0))
     if as_json:
+        print(json.dumps(_report(audit, done, commands), indent=2))
+        return 1 if left else 0
+    if not audit.found:
+        print("secrets: none found in blocks (with their history), messages, passages or folder files")
+        return 0
+    counts = audit.counts()
+    print(
+        f"secrets: {len(audit.found)} place(s) hold credentials: "
+        + ", ".join(f"{kind}: {n}" for kind, n in counts.most_common())
+    )
+    for f in audit.found:
+        print(f"  {('agent ' + f.agent + ': ') if f.agent else ''}{f.where}: {f.places}")
+    if done is not None:
+        print("redacted:")
+        print("\n".join(f"  {line}" for line in done.lines))
+        print(PURGE_NOTE)
+    elif fixable:
+        ask = "Nothing was changed: run again with --redact --yes" if redact_found else "Run"
+        if not redact_found:
+            ask += " `tiermem doctor --secrets --redact --yes`"
         print(
-            json.dumps(
-                {
-                    "found": len(audit.found),
-                    "by_kind": dict(counts),
-                    "where": [
-                        {
-                            "agent": f.agent,
-                            "where": f.where,
-                            "kinds": list(f.kinds),
-                            "places": f.places,
-                            "redactable": f.fixable,
-                        }
-                        for f in audit.found
-                    ],
-                    "redacted": done,
-                    **({"note": PURGE_NOTE} if done else {}),
-                },
-                indent=2,
-            )
+            f"{ask} to redact the {fixable} place(s) that can be redacted in place (current block values, messages, "
+            "passages, folder files).",
+            file=sys.stderr,
         )
-    else:
-        if not audit.found:
-            print("secrets: none found in blocks (with their history), messages, passages or folder files")
-            return 0
+    if commands:
+        after = " (the values it replaced are past versions now)" if done is not None and done.blocks else ""
         print(
-            f"secrets: {len(audit.found)} place(s) hold credentials: "
-            + ", ".join(f"{kind}: {n}" for kind, n in counts.most_common())
+            f"Block history is never rewritten in place{after}: forget the past versions that hold credentials with"
+            + ("" if len(commands) == 1 else " these commands")
+            + ":"
         )
-        for f in audit.found:
-            print(f"  {('agent ' + f.agent + ': ') if f.agent else ''}{f.where}: {f.places}")
-        if done:
-            print("redacted:")
-            print("\n".join(f"  {line}" for line in done))
-            print(PURGE_NOTE)
-        elif redact_found:
-            print("Nothing was changed: run again with --redact --yes to rewrite them.", file=sys.stderr)
-        else:
-            print("Redact them with `tiermem doctor --secrets --redact --yes`.", file=sys.stderr)
-    return 0 if done or not audit.found else 1
+        print("\n".join(f"  {c}" for c in commands))
+    if done is None and any(f.fixable and f.version for f in audit.found):
+        print("Redacting a block's value keeps the old one as a past version: that run names it to forget too.")
+    return 1 if left else 0
+
+
+def _report(audit: Audit, done: Redacted | None, commands: list[str]) -> dict[str, Any]:
+    return {
+        "found": len(audit.found),
+        "by_kind": dict(audit.counts()),
+        "where": [
+            {"agent": f.agent, "where": f.where, "kinds": list(f.kinds), "places": f.places, "redactable": f.fixable}
+            for f in audit.found
+        ],
+        "redacted": done.lines if done is not None else [],
+        "forget": commands,
+        **({"note": PURGE_NOTE} if done is not None else {}),
+    }

@@ -1,6 +1,8 @@
 """What is hot and what is cold in one agent's memory (``tiermem stats``, the inspector's summary): per kind
 (archival passages, recall messages, blocks, files) how many memories are hot, warm and cold, and the hottest and
 the coldest of them, each with a short preview. The temperature is ``uses.Rules``'; a memory never used is cold.
+Only memories that exist are counted or shown: a record whose memory is gone (forgotten by another process while
+this one held its use unflushed, see ``uses.py``) is left out.
 """
 
 from __future__ import annotations
@@ -68,10 +70,10 @@ def use_stats(memory: Memory, agent_id: str, *, top: int = 5, at: datetime | Non
     uses = memory.uses
     rules = uses.rules
     at_us = to_us(at) if at is not None else uses.clock()
-    records = uses.records(agent_id=agent_id)
-    messages, passages, _tags = memory.archive.counts(agent_id)
     blocks = {b.id: b.label for b in memory.blocks(agent_id)}
     files = {v.file_id: v.name for v in memory.files.state(agent_id).files}
+    records = _of_existing(memory, agent_id, uses.records(agent_id=agent_id), {**blocks, **files})
+    messages, passages, _tags = memory.archive.counts(agent_id)
     totals = {"passage": passages, "message": messages, "block": len(blocks), "file": len(files)}
     counts: dict[str, dict[str, int]] = {k: {t: 0 for t in TEMPERATURES} | {"total": totals[k]} for k in KINDS}
     scored = sorted(((rules.score(u, at_us), u) for u in records.values()), key=lambda p: (-p[0], p[1].id))
@@ -95,6 +97,17 @@ def use_stats(memory: Memory, agent_id: str, *, top: int = 5, at: datetime | Non
         hottest=[_used(u, s, rules.temperature(u, at_us), texts) for s, u in hottest],
         coldest=never + [_used(u, s, rules.temperature(u, at_us), texts) for s, u in coldest],
     )
+
+
+def _of_existing(memory: Memory, agent_id: str, records: dict[str, Use], named: dict[str, str]) -> dict[str, Use]:
+    """The records whose memory is the agent's and exists: its passages and messages (one read per kind), its
+    blocks and files (``named``)."""
+    alive = {i for i, u in records.items() if u.kind in ("block", "file") and i in named}
+    for kind, table in (("passage", "passages"), ("message", "messages")):
+        ids = [i for i, u in records.items() if u.kind == kind]
+        if ids:
+            alive |= memory.archive.rows.existing(table, ids, agent_id=agent_id)
+    return {i: u for i, u in records.items() if i in alive}
 
 
 def _used(use: Use, score: float, temperature: Temperature, texts: dict[str, str]) -> Used:

@@ -13,6 +13,14 @@ server's stop, the end of a CLI command, interpreter exit) flushes what is left.
 with one additive upsert (``core/uses.py``), so processes sharing a data directory lose no count. A search never
 writes the rows it read: the records are a separate file. A flush that fails keeps its batch for the next one.
 Reads (``uses``, ``records``) see the records merged with this process's batch not yet flushed.
+
+**No record outlives its memory.** Forgetting a memory deletes its record, from this process's batch and from the
+file; but another process may forget a memory this one counted and has not flushed yet. So a flush, once its batch
+is written, asks which of its memories still exist (``exists``: one read per kind, given by ``Memory``) and deletes
+the records of the others. The order closes the race: a memory forgotten before that read is seen gone and its
+record deleted here; one forgotten after it lost its rows after the record was written, and its forgetting (rows
+first, then the record) deletes the record. What reads the records (``use_stats``) counts only memories that
+exist, whatever the file holds.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,6 +86,8 @@ class UseCounter:
         self._flushing = threading.Lock()  # one flush at a time: a batch is taken, written, or put back
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # which of these memories (id -> kind) still exist; None: all (no memory to ask, as in tests of the counter)
+        self.exists: Callable[[Mapping[str, str]], Collection[str]] | None = None
 
     def note(self, kind: str, agent_id: str, ids: Iterable[str]) -> None:
         """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only."""
@@ -114,7 +124,20 @@ class UseCounter:
                         known = self._pending.get(memory_id)
                         self._pending[memory_id] = use if known is None else merged(use, known, self.rules.half_life_us)
                 return 0
-            return len(batch)
+            return len(batch) - self._drop_forgotten(batch)
+
+    def _drop_forgotten(self, batch: Mapping[str, Use]) -> int:
+        """Delete the records just written of memories that no longer exist (forgotten by another process since
+        they were counted); returns how many. Called under ``_flushing``, after the write (see the module's doc)."""
+        if self.exists is None or not self.store.shared:  # records of this process only: its forgetting suffices
+            return 0
+        try:
+            alive = self.exists({memory_id: use.kind for memory_id, use in batch.items()})
+            gone = [memory_id for memory_id in batch if memory_id not in alive]
+            return self.store.forget(gone) if gone else 0
+        except TiermemError as exc:  # the records stay; what reads them counts only memories that exist
+            log.warning("could not check that %d used memories still exist: %s", len(batch), exc)
+            return 0
 
     def _run(self) -> None:
         while not self._stop.wait(self.flush_seconds):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,13 +135,32 @@ def run_export(
     raise ValidationError(f"Unknown export format {fmt!r}; use af, jsonl or memfs.")
 
 
+def output_file(output: str | None) -> Path | None:
+    """The file ``-o`` names (None: stdout), if it can be written there: its directory exists and it is no
+    directory itself. Checked before anything is exported (``cli/prechecks.py``) and again as it is written."""
+    if output in (None, "-"):
+        return None
+    target = Path(str(output)).expanduser()
+    parent = target.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValidationError(f"Cannot write {target}: {parent} is a file, not a directory. Give another path to -o.")
+    if not parent.is_dir():
+        raise ValidationError(
+            f"Cannot write {target}: the directory {parent} does not exist. Make it first "
+            f"(mkdir -p {shlex.quote(str(parent))}) or give another path to -o. Nothing was exported."
+        )
+    if target.is_dir():
+        raise ValidationError(f"Cannot write {target}: it is a directory. Give a file name to -o.")
+    return target
+
+
 def _write(output: str | None, fill: Any) -> None:
     """Write to stdout, or to a temporary file renamed into place (no half-written export)."""
-    if output in (None, "-"):
+    target = output_file(output)
+    if target is None:
         fill(sys.stdout)
         return
-    target = Path(str(output)).expanduser()
     try:
         write_atomically(target, fill)
-    except OSError as exc:
-        raise ValidationError(f"Cannot write {target}: {exc}.") from exc
+    except OSError as exc:  # named by the user's path: the temporary file beside it is no concern of theirs
+        raise ValidationError(f"Cannot write {target}: {exc.strerror or exc}. Nothing was exported.") from exc

@@ -2,7 +2,8 @@
 
 - ``recall``: real-format credentials of 24 kinds (random characters in each format), each inside a realistic prompt
   sentence (``export ANTHROPIC_API_KEY=sk-ant-api03-...``), logged through the real ``autorecall.log_turn`` (the
-  hook's path) into a real store; a credential counts as redacted when the stored message does not contain it.
+  hook's path) into a real store; a credential counts as redacted when the stored message holds neither it nor a
+  12-character piece of its middle or its end (a redaction that stops part way is a miss).
   Target >= 99%.
 - ``false_positives``: the LoCoMo dev conversations' turns (``../shared/bench-data/locomo-dev.json``, only that
   file), each as the hooks would store it ("Speaker: text", plus an image's caption): the share altered by
@@ -101,7 +102,7 @@ KINDS: dict[str, tuple[Maker, Callable[[str], str]]] = {
     ),
     "Stripe secret key": (lambda g: "sk_live_" + _r(g, ALNUM, 24), lambda s: f"stripe.api_key = '{s}'"),
     "Stripe test key": (lambda g: "sk_test_" + _r(g, ALNUM, 24), lambda s: f"use {s} for the staging checkout"),
-    "JWT": (_jwt, lambda s: f"curl -H 'Authorization: Bearer {s}' https://api.example.com/me"),
+    "JWT": (_jwt, lambda s: f"my session token is {s} and it expires tomorrow"),
     "RSA private key": (
         lambda g: _pem(g, "RSA PRIVATE KEY"),
         lambda s: f"here is the deploy key, can you fix the format?\n{s}\nthanks",
@@ -180,7 +181,7 @@ def recall(per_kind: int) -> dict[str, object]:
     joined = "\n\x00\n".join(stored)
     missed: dict[str, int] = {}
     for kind, secret, _ in items:
-        if secret in joined:
+        if secret in joined or any(w in joined for w in _pieces(secret)):
             missed[kind] = missed.get(kind, 0) + 1
     caught = len(items) - sum(missed.values())
     return {
@@ -191,6 +192,16 @@ def recall(per_kind: int) -> dict[str, object]:
         "missed_by_kind": missed,
         "target": ">= 0.99",
     }
+
+
+def _pieces(secret: str, width: int = 12) -> list[str]:
+    """Pieces of a credential that must not survive its redaction either (a redaction that stops part way, as one
+    that kept a JWT's signature did, leaves them): 12 characters from its middle and from its end, skipping a PEM
+    armour line or whitespace (left around a redacted key as written)."""
+    if len(secret) < 2 * width:
+        return []
+    spans = (secret[len(secret) // 2 - width // 2 :][:width], secret[-width:])
+    return [p for p in spans if "-----" not in p and not any(c.isspace() for c in p)]
 
 
 def false_positives() -> dict[str, object]:

@@ -180,3 +180,26 @@ def test_deleting_an_agent_needs_a_token_for_every_agent(served: Served) -> None
 
     deleted = served.ui("POST", "agents/delete", ADMIN, json={"agent": own, "confirm": own})
     assert deleted.status_code == 200, deleted.text
+
+
+def test_a_deleted_agents_server_is_dropped_and_takes_no_writes(served: Served) -> None:
+    old = Session(served, "alice", "band")
+    tool_text(old.tool("archival_memory_insert", {"content": "BAND-BEFORE the deletion"}))
+    tool_text(old.tool("core_memory_append", {"label": "human", "content": "BAND-BLOCK"}))
+    deleted = served.ui("POST", "agents/delete", ADMIN, json={"agent": "band", "confirm": "band"})
+    assert deleted.status_code == 200 and deleted.json()["passages"] == 1, deleted.text
+
+    # the session opened before the deletion is over (its server was dropped): it writes nothing
+    status, body = old.tool("archival_memory_insert", {"content": "BAND-AFTER the deletion"})
+    assert status == 404 and "Session not found" in json.dumps(body), (status, body)
+
+    # a new session gets a fresh agent: no block text, no passage from before or after the deletion
+    new = Session(served, "alice", "band")
+    core = tool_text(new.tool("core_memory_view", {}))
+    assert "BAND-BLOCK" not in core and "No agent with id" not in core, core
+    listed = json.loads(tool_text(new.tool("archival_memory_list", {})))
+    assert listed["total"] == 0, listed
+    stored = served.ui("GET", "passages", ADMIN, params={"agent": "band"}).json()
+    assert stored["total"] == 0, stored
+    tool_text(new.tool("archival_memory_insert", {"content": "BAND-FRESH"}))  # the fresh agent takes writes
+    assert served.ui("GET", "passages", ADMIN, params={"agent": "band"}).json()["total"] == 1

@@ -203,3 +203,17 @@ def test_a_deleted_agents_server_is_dropped_and_takes_no_writes(served: Served) 
     assert stored["total"] == 0, stored
     tool_text(new.tool("archival_memory_insert", {"content": "BAND-FRESH"}))  # the fresh agent takes writes
     assert served.ui("GET", "passages", ADMIN, params={"agent": "band"}).json()["total"] == 1
+
+
+def test_an_unknown_prompt_label_is_invalid_params_without_a_traceback(served: Served) -> None:
+    alice = Session(served, "alice")
+    tool_text(alice.tool("memory", {"command": "create", "path": "/memories/alicesecretlabel", "file_text": "x"}))
+    bob = Session(served, "bob")
+    for label in ("nosuchlabel", "alicesecretlabel"):
+        status, body = bob.rpc("prompts/get", {"name": "memory_block", "arguments": {"label": label}})
+        error = body["error"]
+        assert status == 200 and error["code"] == -32602, body
+        assert repr(label) in error["message"] and "'human'" in error["message"], error
+        assert "alicesecretlabel" not in error["message"].replace(repr(label), ""), error  # only bob's labels
+    log = served.log.read_text()
+    assert "Error rendering prompt" not in log and "Traceback" not in log, log[-3000:]

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
-from ..base.errors import ConfigError, TiermemError
+from ..base.errors import ConfigError, NotFoundError, TiermemError, ValidationError
 from ..domain import briefing
 from .arguments import check_arguments, error_result, explain
 from .clientlog import ClientLevels
@@ -551,7 +551,13 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         from ..domain.blocks import render_block
         from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
-        block = await runtime.read(Memory.block, label)
+        try:
+            block = await runtime.read(Memory.block, label)
+        except (NotFoundError, ValidationError) as exc:  # a label the agent lacks: the caller's mistake, no traceback
+            log.warning("prompts/get memory_block: %s", exc)
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+        except TiermemError as exc:  # the store cannot be read: say why
+            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
         return (
             f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
             f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block)

@@ -366,3 +366,34 @@ def test_delete_agent_on_every_core_backend(memory) -> None:  # type: ignore[no-
     assert memory.core.get_block(own.id) is None and memory.core.history(own.id) == []
     assert memory.block(stays.id, "team").value == "ours" and memory.core.agents_of_block(shared.id) == [stays.id]
     assert memory.archive.rows.stray_rows([stays.id]) == {"messages": 0, "passages": 0}
+
+
+def test_no_write_for_a_deleted_agent(memory) -> None:  # type: ignore[no-untyped-def]
+    """A server may still hold the id of an agent deleted meanwhile: every write of rows or blocks for that id is
+    refused, storing nothing (a later agent of the same name has the same id and would find them), on both core
+    backends; an agent whose deletion has started (marked) is refused too."""
+    from tiermem.base.config import BlockSpec
+    from tiermem.base.errors import NotFoundError
+    from tiermem.domain.memory import DELETING_KEY
+
+    gone = memory.ensure_agent("gone")
+    memory.delete_agent(gone.id)
+    writes = {
+        "archival_insert": lambda: memory.archival_insert(gone.id, "written after the deletion", None),
+        "conversation_log": lambda: memory.conversation_log(gone.id, [{"role": "user", "content": "after"}]),
+        "archive.insert_many": lambda: memory.archive.insert_many(gone.id, [("after", [])]),
+        "create_block": lambda: memory.create_block(gone.id, BlockSpec(label="late", value="after")),
+    }
+    for name, write in writes.items():
+        with pytest.raises(NotFoundError, match="it was deleted"):
+            write()
+            pytest.fail(f"{name} wrote for a deleted agent")
+    assert memory.archive.rows.stray_rows([]) == {"messages": 0, "passages": 0}
+    again = memory.ensure_agent("gone")  # the same name: the same (stable) id, and nothing of the old one
+    assert again.id == gone.id and memory.archive.counts(again.id)[:2] == (0, 0)
+    assert [b.label for b in memory.blocks(again.id)] == [s.label for s in memory.default_blocks]
+
+    memory.set_agent_metadata(again.id, {DELETING_KEY: "2024-01-01T00:00:00+00:00"})  # a deletion under way
+    with pytest.raises(NotFoundError, match="is being deleted"):
+        memory.archival_insert(again.id, "written during the deletion", None)
+    assert memory.archive.counts(again.id)[:2] == (0, 0)

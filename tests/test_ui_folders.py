@@ -143,10 +143,14 @@ def test_a_token_for_one_agent_sees_only_its_agents_folders(site: Site) -> None:
     shared = site.get("folders", token=WORK).json()["folders"][0]
     assert (shared["agents"], shared["other_agents"]) == (["work"], 1)  # the other agent is counted, not named
 
+    # another agent's folder answers as a folder that does not exist does: no oracle, no other folder named
     files = site.get("folders/files", token=WORK, folder="secrets")
-    assert files.status_code == 403 and "not attached to an agent this token may use" in files.json()["error"]
+    missing = site.get("folders/files", token=WORK, folder="nope")
+    assert files.status_code == missing.status_code == 404
+    assert files.json()["error"].replace("secrets", "X") == missing.json()["error"].replace("nope", "X")
+    assert "(folders: 'docs')" in files.json()["error"]
     text = site.get("folders/file", token=WORK, agent="work", folder="secrets", file="plan.txt")
-    assert text.status_code == 403
+    assert text.status_code == 404 and "secrets" not in text.json()["error"].replace("'secrets'", "")
     search = site.get("folders/search", token=WORK, agent="private", q="plan")
     assert search.status_code == 403 and "may not use agent 'private'" in search.json()["error"]
     assert site.get("folders/files", token=WORK, folder="docs").status_code == 200

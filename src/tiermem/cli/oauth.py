@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..base.config import Settings
-    from ..domain.memory import Memory
+    from ..domain.memory import Change, Memory
     from ..process.netguard import ASGIApp
     from ..process.oauth import ResourceServer
     from ..process.shutdown import Shutdown
@@ -39,27 +38,70 @@ def resource_server(settings: Settings) -> ResourceServer | None:
     return ResourceServer(oauth) if oauth is not None else None
 
 
-def tenants(handle: MemoryHandle, settings: Settings, stop: Shutdown) -> Callable[[str], ASGIApp]:
-    """``build_http_app``'s ``tenants``: the MCP server of each agent signed-in users use, on the served memory."""
-    from ..server.app import build_server, transport_app
-    from ..server.runtime import MemoryHandle
+class TenantServers:
+    """``build_http_app``'s ``tenants``: the MCP server of each agent signed-in users use, on the served memory.
 
-    settings = settings.model_copy(update={"sync": None})  # a synced MemFS directory is the served agent's alone
+    Each server resolves its agent once (``ensure_agent``: a user's own agent is created on first use). An agent
+    deleted in this process (the inspector) is heard (``Memory``'s ``agent_deleted`` change): its server is
+    ``retired``, so ``TenantApps`` builds it anew and its clients reconnect to a fresh agent, never the deleted id
+    (whose writes ``Memory.check_live`` refuses meanwhile, in any process).
+    """
 
-    def build(agent: str) -> ASGIApp:
+    def __init__(self, handle: MemoryHandle, settings: Settings, stop: Shutdown) -> None:
+        self._handle = handle
+        self._settings = settings.model_copy(update={"sync": None})  # a synced MemFS directory is the served agent's
+        self._stop = stop
+        self._guard = threading.Lock()
+        self._ids: dict[str, str] = {}  # agent name -> the id its server opened
+        self._deleted: set[str] = set()  # ids of served agents deleted since their server opened them
+        self._heard: Memory | None = None
+
+    def __call__(self, agent: str) -> ASGIApp:
+        from ..server.app import build_server, transport_app
+        from ..server.runtime import MemoryHandle
+
         def opened() -> tuple[Memory, str]:
-            memory, _served = handle.get()  # one memory for every agent; each server reaches it by its agent's id
-            return memory, memory.ensure_agent(agent).id  # a user's own agent is created on first use
+            memory, _served = self._handle.get()  # one memory for every agent; each server reaches it by its agent's id
+            self._listen(memory)
+            agent_id = memory.ensure_agent(agent).id  # a user's own agent is created on first use
+            with self._guard:
+                self._ids[agent] = agent_id
+                self._deleted.discard(agent_id)
+            return memory, agent_id
 
         extensions: list[Any] = []
-        if settings.mcp_apps:
+        if self._settings.mcp_apps:
             from ..ui.mcp_app import blocks_app
 
             extensions.append(blocks_app())
-        server = build_server(MemoryHandle(opened), settings, extensions=extensions, middleware=[stop.middleware()])
-        return cast("ASGIApp", transport_app(server, settings))
+        server = build_server(
+            MemoryHandle(opened), self._settings, extensions=extensions, middleware=[self._stop.middleware()]
+        )
+        return cast("ASGIApp", transport_app(server, self._settings))
 
-    return build
+    def retired(self, agent: str) -> bool:
+        """Whether ``agent``'s server serves an agent deleted since it opened it (asked once: True once)."""
+        with self._guard:
+            agent_id = self._ids.get(agent)
+            if agent_id is None or agent_id not in self._deleted:
+                return False
+            self._deleted.discard(agent_id)
+            del self._ids[agent]
+            return True
+
+    def _listen(self, memory: Memory) -> None:
+        with self._guard:
+            if self._heard is memory:
+                return
+            self._heard = memory
+        memory.subscribe(self._changed)
+
+    def _changed(self, change: Change) -> None:
+        if change.kind != "agent_deleted":
+            return
+        with self._guard:
+            served = set(self._ids.values())
+            self._deleted.update(i for i in change.agent_ids if i in served)
 
 
 def public_hosts(settings: Settings) -> list[str]:

@@ -169,7 +169,7 @@ def _run_http(
 
     from ..server.app import build_http_app
     from ..ui.launch import http_mount
-    from .oauth import public_hosts, resource_server, tenants
+    from .oauth import TenantServers, public_hosts, resource_server
 
     oauth = resource_server(settings)
     app = build_http_app(
@@ -179,7 +179,7 @@ def _run_http(
         ui=http_mount(handle, settings),
         oauth=oauth,
         public_hosts=public_hosts(settings),
-        tenants=tenants(handle, settings, stop) if oauth is not None else None,
+        tenants=TenantServers(handle, settings, stop) if oauth is not None else None,
     )
     app = stop.asgi(app)
     port = int(sock.getsockname()[1])

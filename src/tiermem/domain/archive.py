@@ -71,6 +71,10 @@ def no_names(agent_id: str) -> Mapping[str, str]:
     return {}
 
 
+def any_agent(agent_id: str) -> None:
+    """The default agent check of an archive no ``Memory`` holds: it knows no agents, so it refuses none."""
+
+
 @dataclass
 class SearchResult:
     hits: list[Hit]
@@ -172,6 +176,8 @@ class Archive:
         self._speakers_lock = threading.Lock()
         # agent -> {role: name} of turns logged by role (``Memory`` reads them from the agent's blocks)
         self.speaker_names: Callable[[str], Mapping[str, str]] = no_names
+        # NotFoundError when an agent is gone (``Memory.check_live``): checked before and after each write of its rows
+        self.check_agent: Callable[[str], None] = any_agent
         self._sittings = SittingCache()  # agent -> its sittings, kept up to date with the messages table
         self._sittings_lock = threading.Lock()
         self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = (
@@ -202,11 +208,20 @@ class Archive:
     # -- writing -----------------------------------------------------------
 
     def log_messages(
-        self, agent_id: str, messages: Sequence[dict[str, Any]], *, max_chars: int | None = None
+        self,
+        agent_id: str,
+        messages: Sequence[dict[str, Any]],
+        *,
+        max_chars: int | None = None,
+        before_agent_row: bool = False,
     ) -> list[Message]:
-        """Record conversation turns (role, content, optional timestamp / conversation_id / payload)."""
+        """Record conversation turns (role, content, optional timestamp / conversation_id / payload). Refused, writing
+        nothing, for an agent that does not exist (``check_agent``), unless ``before_agent_row``: an import writing the
+        rows of an agent whose row it writes last."""
         if not messages:
             raise ValidationError("messages is empty: send at least one {role, content}.")
+        if not before_agent_row:
+            self.check_agent(agent_id)
         rows = []
         latest: dict[tuple[str, str], str] = {}  # this batch's newest turn per conversation
         for n, m in enumerate(messages):
@@ -243,6 +258,8 @@ class Archive:
             )
         self.vectors.embed_rows(rows)
         self.store.rows.add_rows("messages", rows)
+        if not before_agent_row:
+            self._still_there(agent_id)
         for key, content in latest.items():  # only once stored: a failed write leaves no turn behind
             self._remember_turn(key, content)
         self._sittings.logged(agent_id, rows)  # the next search's sitting refresh need not read them back
@@ -282,10 +299,21 @@ class Archive:
             raise ValidationError("content is empty: send the fact or text to remember.")
         if project is not None:
             self._text(project, "project")
+        self.check_agent(agent_id)  # a deleted agent's: refused before the embedding work
         rows = self._passage_rows(agent_id, content, tags, project=project or None)
         self.vectors.embed_rows(rows)
         self.store.rows.add_rows("passages", rows)
+        self._still_there(agent_id)
         return [r["id"] for r in rows]
+
+    def _still_there(self, agent_id: str) -> None:
+        """After a write of the agent's rows: if the agent was deleted meanwhile (its deletion marks it first, then
+        deletes its rows: rows stored after that mark would outlive it), delete every row of it and refuse."""
+        try:
+            self.check_agent(agent_id)
+        except NotFoundError:
+            self.rows.delete_agent_data(agent_id)  # what its deletion does; harmless twice
+            raise
 
     def insert_many(
         self,
@@ -296,10 +324,14 @@ class Archive:
         created: Sequence[datetime | None] | None = None,
         max_chars: int | None = None,
         ids: list[str] | None = None,
+        before_agent_row: bool = False,
     ) -> int:
         """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows
         written. ``ids``, when given, gets each item's passage id (its first chunk's), in order (an import maps the
-        links it restores with them)."""
+        links it restores with them). Refused for an agent that does not exist, unless ``before_agent_row`` (as
+        ``log_messages``)."""
+        if not before_agent_row:
+            self.check_agent(agent_id)
         written = 0
         for start in range(0, len(items), batch):
             stamps = (
@@ -316,6 +348,8 @@ class Archive:
             ]
             self.vectors.embed_rows(rows)
             self.store.rows.add_rows("passages", rows)
+            if not before_agent_row:
+                self._still_there(agent_id)
             written += len(rows)
             if ids is not None:
                 ids.extend(r["id"] for r in rows if r["chunk"] == 0)

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 LOGGED_TEXT_FIELDS = ("content", "conversation_id", "project", "id", "payload")  # a logged turn's texts, all scanned
 
-ChangeKind = Literal["block_updated", "blocks_changed", "files_changed"]
+ChangeKind = Literal["block_updated", "blocks_changed", "files_changed", "agent_deleted"]
 T = TypeVar("T")
 ROLE_BLOCKS = {"human": "user", "persona": "assistant"}  # the block that names whoever speaks in a role
 
@@ -181,6 +181,7 @@ class Memory:
         opened = archive.get() if isinstance(archive, Opening) else archive
         if self._named is not opened:
             opened.speaker_names = self.speaker_names
+            opened.check_agent = self.check_live  # no row is stored for an agent that is gone (deleted meanwhile)
             self._named = opened
         return opened
 
@@ -277,6 +278,22 @@ class Memory:
                 f"No agent named {name!r} (agents: {names}). Create it with `tiermem agents create {name}`."
             )
         return agent
+
+    def check_live(self, agent_id: str) -> None:
+        """NotFoundError unless the agent exists and is not being deleted: what every write of rows or blocks for an
+        agent checks first (a server may still hold the id of an agent deleted meanwhile; its writes must not leave
+        rows that a later agent of the same name, whose id is the same, would find). Cheap: the core's cached agent
+        rows (SQLite: a dictionary look-up once ``PRAGMA data_version`` says the cache is current; object storage:
+        one conditional GET of the agent's object)."""
+        try:
+            agent = self.core.get_agent(agent_id)
+        except NotFoundError:
+            raise NotFoundError(
+                f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
+                "A client of the server reconnects to get a fresh memory for it."
+            ) from None
+        if DELETING_KEY in agent.metadata:
+            raise NotFoundError(f"Agent {agent.name!r} is being deleted, so nothing was written.")
 
     def named_agent(self, name: str) -> Agent:
         """The agent a command works on: the built-in ``default`` agent is created on first use; any other name
@@ -520,6 +537,7 @@ class Memory:
     ) -> Block:
         actor = actor or current_actor.get()
         spec = self._check_spec(spec)
+        self.check_live(agent_id)  # a block attached to a deleted agent's id would come back with its next agent
         if any(b.label == spec.label for b in self.blocks(agent_id)):
             raise ValidationError(
                 f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label.",
@@ -591,7 +609,7 @@ class Memory:
         self.archive.forget_turns(agent_id)  # this process's copies of its latest and just-logged turns go too
         self.uses.forget_agent(agent_id)
         self.core.delete_agent(agent_id)
-        self._emit(Change("blocks_changed", (agent_id,)))
+        self._emit(Change("agent_deleted", (agent_id,)))  # a server serving it drops it (cli/oauth.py's tenants)
 
     def attach(self, agent_id: str, block_id: str) -> Block:
         """Share an existing block with another agent (one block, many agents)."""

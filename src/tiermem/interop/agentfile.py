@@ -591,7 +591,7 @@ def _write_agent(
         rows.append(row)
         ids[m["file_id"]] = row
     for start in range(0, len(rows), 256):
-        archive.log_messages(agent_id, rows[start : start + 256], max_chars=IMPORT_MAX_CHARS)
+        archive.log_messages(agent_id, rows[start : start + 256], max_chars=IMPORT_MAX_CHARS, before_agent_row=True)
         report.messages += len(rows[start : start + 256])
         progress.advance(len(rows[start : start + 256]))
     window = _window(agent_id, p, ids, base + len(rows))
@@ -605,6 +605,7 @@ def _write_agent(
             created=[w for _, _, w in p.passages],
             max_chars=IMPORT_MAX_CHARS,
             ids=passage_ids,
+            before_agent_row=True,  # the agent's row is written last (it shows only once complete)
         )
         report.passages += len(p.passages)
         progress.advance(len(p.passages))

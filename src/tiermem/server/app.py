@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
-from ..base.errors import ConfigError, TiermemError
+from ..base.errors import ConfigError, NotFoundError, TiermemError, ValidationError
 from ..domain import briefing
 from .arguments import check_arguments, error_result, explain
 from .clientlog import ClientLevels
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ..base.records import Block
     from ..domain.memory import Memory
     from ..process.netguard import ASGIApp, Token, TokenAuthority
+    from .tenants import Builder
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -397,14 +398,15 @@ def build_http_app(
     ui: Callable[[ASGIApp], ASGIApp] | None = None,
     oauth: TokenAuthority | None = None,
     public_hosts: Iterable[str] = (),
-    tenants: Callable[[str], ASGIApp] | None = None,
+    tenants: Builder | None = None,
 ) -> ASGIApp:
     """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``;
     ``oauth`` (``process.oauth.ResourceServer``, built by the CLI from ``oauth_issuer`` and ``public_url``) accepts
     that issuer's access tokens too; ``public_hosts``: the Host values of ``public_url``, allowed like the local ones;
-    ``tenants`` (``cli.oauth.tenants``): under OAuth, the app of each agent signed-in users use (``TenantApps``).
+    ``tenants`` (``cli.oauth.TenantServers``): under OAuth, the app of each agent signed-in users use (``TenantApps``),
+    built anew once its agent is deleted.
     """
     from ..process.netguard import Guard, default_allowed_hosts
 
@@ -412,7 +414,7 @@ def build_http_app(
     if tenants is not None:
         from .tenants import TenantApps
 
-        app = TenantApps(app, tenants)
+        app = TenantApps(app, tenants, retired=tenants.retired)
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
@@ -431,7 +433,7 @@ def build_http_app(
 
 def transport_app(server: TiermemServer, settings: Settings) -> Any:
     """The server's SSE or streamable-HTTP Starlette app (Host, Origin and auth are the guard's: checked before);
-    with ``http_stateless``, streamable HTTP without sessions (the per-agent apps of ``cli.oauth.tenants`` too)."""
+    with ``http_stateless``, streamable HTTP without sessions (the per-agent apps of ``cli.oauth.TenantServers`` too)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     checked_by_guard = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -549,7 +551,13 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
         from ..domain.blocks import render_block
         from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
-        block = await runtime.read(Memory.block, label)
+        try:
+            block = await runtime.read(Memory.block, label)
+        except (NotFoundError, ValidationError) as exc:  # a label the agent lacks: the caller's mistake, no traceback
+            log.warning("prompts/get memory_block: %s", exc)
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+        except TiermemError as exc:  # the store cannot be read: say why
+            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc
         return (
             f"Memory block {block.label!r} (version {block.version}). Edit it with memory_replace, "
             f"memory_insert or memory_rethink using label={block.label!r}.\n\n" + render_block(block)

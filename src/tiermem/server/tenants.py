@@ -6,7 +6,9 @@ the user's own agent, or a shared one asked for with ``?agent=``; ``process/oaut
 subscriptions, notifications and idempotency locks), built on first use. Two agents' servers share only the opened
 ``Memory``, which every call reaches through its server's agent id: a session id, a subscription or a notification of
 one is unknown to another ("Session not found", as for any unknown session). Requests without a principal (static
-tokens) go to the default server, the served ``agent``, as before.
+tokens) go to the default server, the served ``agent``, as before. An agent's server built before the agent was deleted
+(the inspector's delete, in this process: ``retired``) is stopped at the next request for it and built anew, so its
+clients reconnect to a fresh agent instead of the deleted agent's id.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
@@ -28,6 +30,17 @@ log = logging.getLogger(__name__)
 
 
 IDLE_SECONDS = 30 * 60.0  # an agent's server unused this long is stopped (the SDK ends idle sessions after as long)
+
+
+class Builder(Protocol):
+    """Builds each agent's app (``cli.oauth.TenantServers``) and says which were built for an agent deleted since."""
+
+    def __call__(self, agent: str) -> Any: ...
+
+    def retired(self, agent: str) -> bool:
+        """Whether the app built for ``agent`` serves an agent deleted since (then it is built anew). Called on every
+        request for a running app: no I/O."""
+        ...
 
 
 @dataclass
@@ -44,9 +57,19 @@ class TenantApps:
     lifespan runs here, started on first use and ended with the server's, or once no request has used it for
     ``idle_seconds``: a server is ~0.5 MB, and users come and go); the others to ``default``."""
 
-    def __init__(self, default: ASGIApp, build: Callable[[str], Any], *, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        default: ASGIApp,
+        build: Callable[[str], Any],
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        retired: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``retired(agent)``: whether ``agent``'s running app serves an agent deleted since it was built (``Builder``);
+        such an app is stopped, its sessions with it, and built anew for the request."""
         self.default = default
         self._build = build
+        self._retired = retired
         self._idle_seconds = idle_seconds
         self._tenants: dict[str, _Tenant] = {}
         self._closing: list[_Tenant] = []  # stopped, their lifespans still ending
@@ -67,6 +90,10 @@ class TenantApps:
             await self.default(scope, receive, send)
             return
         tenant = self._tenants.get(agent)
+        if tenant is not None and self._retired is not None and self._retired(agent):
+            self._stop(agent, tenant)  # its agent was deleted: its sessions end, the next one gets a fresh agent
+            log.info("stopped the server of agent %r (the agent was deleted); the next request starts it again", agent)
+            tenant = None
         if tenant is None:
             tenant = await self._start(agent)
         tenant.busy += 1  # no await since it was found: an eviction cannot come in between
@@ -117,10 +144,14 @@ class TenantApps:
         self._closing = [t for t in self._closing if not t.closed.is_set()]
         for agent, tenant in list(self._tenants.items()):
             if tenant.busy == 0 and now - tenant.used >= self._idle_seconds:
-                del self._tenants[agent]
-                tenant.stop.set()
-                self._closing.append(tenant)
+                self._stop(agent, tenant)
                 log.info("stopped the server of agent %r (idle); the next request starts it again", agent)
+
+    def _stop(self, agent: str, tenant: _Tenant) -> None:
+        if self._tenants.get(agent) is tenant:
+            del self._tenants[agent]
+        tenant.stop.set()
+        self._closing.append(tenant)
 
     async def _run(self, tenant: _Tenant, started: anyio.Event) -> None:
         app: Any = tenant.app

@@ -25,7 +25,7 @@ from ..base.errors import AccessError, EditError, NotFoundError, TiermemError, V
 from ..domain.blocks import Rethink, is_pinned
 
 if TYPE_CHECKING:
-    from ..base.records import Agent, Block, BlockVersion, Hit, Passage
+    from ..base.records import Agent, Block, BlockVersion, Folder, Hit, Passage
     from ..domain.memory import Memory
 
 JSON = dict[str, Any]
@@ -46,6 +46,17 @@ def check_access(agents: Collection[str] | None, name: str) -> None:
 def check_every_agent(agents: Collection[str] | None, what: str) -> None:
     if not (agents is None or "*" in agents):
         raise AccessError(f'{what} touches every agent; it needs a token with agents = ["*"].')
+
+
+def check_agent_deletion(agents: Collection[str] | None) -> None:
+    """Deleting (or forgetting) a whole agent is an administrator's operation: a token limited to some agents (a
+    signed-in user's, even for their own or a shared agent) may not, only one with ``agents = ["*"]``
+    (docs/oauth.md)."""
+    if not (agents is None or "*" in agents):
+        raise AccessError(
+            'Deleting a whole agent needs a static token with agents = ["*"] (an administrator\'s); this token may '
+            "only use its agents. Nothing was deleted."
+        )
 
 
 # -- agents and blocks ---------------------------------------------------------------
@@ -409,13 +420,9 @@ def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
     """Every folder this token may see: its description, how many files it holds and the agents it is attached to
     (those this token may see by name, the others counted). A token limited to some agents sees only the folders
     attached to one of them."""
-    names = {a.id: a.name for a in memory.list_agents()}
     out = []
-    for f in memory.files.folders():
-        attached = [names.get(i, i) for i in memory.files.agents_of(f.id)]
+    for f, attached in _visible_folders(memory, agents):
         shown = sorted(n for n in attached if allowed(agents, n))
-        if not shown and not (agents is None or "*" in agents):
-            continue
         out.append(
             {
                 "id": f.id,
@@ -431,23 +438,41 @@ def folders(memory: Memory, agents: Collection[str] | None) -> JSON:
     return {"folders": out}
 
 
-def check_folder_access(memory: Memory, agents: Collection[str] | None, folder: str) -> None:
-    """A token limited to some agents reads only the folders attached to one of them."""
-    if agents is None or "*" in agents:
-        return
-    found = memory.files.folder(folder)
+def _visible_folders(memory: Memory, agents: Collection[str] | None) -> list[tuple[Folder, list[str]]]:
+    """The folders a token covering ``agents`` may see, each with the names of every agent it is attached to: all of
+    them for an unlimited token, else those attached to one of its agents."""
     names = {a.id: a.name for a in memory.list_agents()}
-    if not any(allowed(agents, names.get(i, "")) for i in memory.files.agents_of(found.id)):
-        raise AccessError(
-            f"Folder {folder!r} is not attached to an agent this token may use; use a token that "
-            "lists one of its agents."
+    every = agents is None or "*" in agents
+    found = []
+    for f in memory.files.folders():
+        attached = [names.get(i, i) for i in memory.files.agents_of(f.id)]
+        if every or any(allowed(agents, n) for n in attached):
+            found.append((f, attached))
+    return found
+
+
+def visible_folder(memory: Memory, agents: Collection[str] | None, folder: Any) -> Folder:
+    """The folder named ``folder`` if this token may see it. A token limited to some agents gets the same 404 for a
+    folder that does not exist and for one attached to none of its agents, naming only the folders it may see (so
+    it cannot learn or probe the names of other users' folders)."""
+    if agents is None or "*" in agents:
+        return memory.files.folder(folder)
+    if not isinstance(folder, str):
+        raise ValidationError("A folder is named by text, e.g. 'docs'.")
+    visible = [f for f, _ in _visible_folders(memory, agents)]
+    found = next((f for f in visible if f.name == folder), None)
+    if found is None:
+        known = ", ".join(repr(f.name) for f in visible) or "none"
+        shown = folder if len(folder) <= 80 else folder[:80] + "..."
+        raise NotFoundError(
+            f"No folder named {shown!r} among the folders of the agents this token may use (folders: {known})."
         )
+    return found
 
 
 def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = None) -> JSON:
     """A folder's files: name, type, size, processing status (with the error of a file that failed) and chunks."""
-    check_folder_access(memory, agents, folder)
-    found = memory.files.folder(folder)
+    found = visible_folder(memory, agents, folder)
     return {
         "folder": found.name,
         "description": found.description,
@@ -471,7 +496,7 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
 def file_view(memory: Memory, name: str, folder: str, file: str, agents: Collection[str] | None = None) -> JSON:
     """A file's whole parsed text and what agent ``name`` sees of it: its open window (the visible text and its
     lines), "closed", or not attached (the folder is not attached to the agent, or the file is not ready)."""
-    check_folder_access(memory, agents, folder)
+    visible_folder(memory, agents, folder)
     agent = _agent(memory, name)
     found = next((f for f in memory.files.files(folder) if f.name == file), None)
     if found is None:

@@ -152,6 +152,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
     async def delete_agent(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
+        api.check_agent_deletion(scope_agents(request))
         return JSONResponse(await inspector.run(api.delete_agent, name, body.get("confirm"), serving=inspector.serving))
 
     async def history(request: Request) -> Response:
@@ -222,6 +223,8 @@ def build_ui_app(inspector: Inspector) -> Starlette:
     async def forget(request: Request) -> Response:
         body = await _json(request)
         name = agent_param(request, body)
+        if body.get("kind") == "agent":
+            api.check_agent_deletion(scope_agents(request))
         return JSONResponse(await inspector.run(api.forget, name, body, serving=inspector.serving))
 
     async def delete_passage(request: Request) -> Response:

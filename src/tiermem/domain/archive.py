@@ -178,6 +178,9 @@ class Archive:
         self.speaker_names: Callable[[str], Mapping[str, str]] = no_names
         # NotFoundError when an agent is gone (``Memory.check_live``): checked before and after each write of its rows
         self.check_agent: Callable[[str], None] = any_agent
+        # whether that check also runs before a write (True where it is a look-up in memory; on object storage a
+        # check is a request, and the one after the write is what keeps a deleted agent's rows out)
+        self.check_before_write = True
         self._sittings = SittingCache()  # agent -> its sittings, kept up to date with the messages table
         self._sittings_lock = threading.Lock()
         self._clocks: OrderedDict[tuple[str, str], tuple[int, int | None]] = (
@@ -220,7 +223,7 @@ class Archive:
         rows of an agent whose row it writes last."""
         if not messages:
             raise ValidationError("messages is empty: send at least one {role, content}.")
-        if not before_agent_row:
+        if not before_agent_row and self.check_before_write:
             self.check_agent(agent_id)
         rows = []
         latest: dict[tuple[str, str], str] = {}  # this batch's newest turn per conversation
@@ -299,7 +302,8 @@ class Archive:
             raise ValidationError("content is empty: send the fact or text to remember.")
         if project is not None:
             self._text(project, "project")
-        self.check_agent(agent_id)  # a deleted agent's: refused before the embedding work
+        if self.check_before_write:
+            self.check_agent(agent_id)  # a deleted agent's: refused before the embedding work
         rows = self._passage_rows(agent_id, content, tags, project=project or None)
         self.vectors.embed_rows(rows)
         self.store.rows.add_rows("passages", rows)
@@ -330,7 +334,7 @@ class Archive:
         written. ``ids``, when given, gets each item's passage id (its first chunk's), in order (an import maps the
         links it restores with them). Refused for an agent that does not exist, unless ``before_agent_row`` (as
         ``log_messages``)."""
-        if not before_agent_row:
+        if not before_agent_row and self.check_before_write:
             self.check_agent(agent_id)
         written = 0
         for start in range(0, len(items), batch):

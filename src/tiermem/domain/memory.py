@@ -182,6 +182,7 @@ class Memory:
         if self._named is not opened:
             opened.speaker_names = self.speaker_names
             opened.check_agent = self.check_live  # no row is stored for an agent that is gone (deleted meanwhile)
+            opened.check_before_write = self.core.watch_cheap  # object storage: after the write only (one request)
             self._named = opened
         return opened
 

@@ -32,6 +32,7 @@ MODULE_LAYER = {
     "base.files": 0,  # the atomic file write: the standard library only, so the embedder's model cache uses it too
     "embedding.minilm": 1,  # the packaged model's ONNX runner, under the embedder that loads it
     "process.netguard": 2,  # ASGI logic over errors alone, used by the server's HTTP app and the inspector alike
+    "process.cors": 2,  # the guard's CORS answers (ASGI alone)
     # the domain, module by module
     "domain": 2,
     "domain.blocks": 2,

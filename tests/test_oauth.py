@@ -335,6 +335,105 @@ def test_hostile_tokens_refused(authority: Authority, served: Served) -> None:
     assert post(served, good).status_code == 200
 
 
+def test_token_types_and_subjects(authority: Authority, served: Served) -> None:
+    """A JWT typed as an access token passes: RFC 9068's at+jwt, and plain JWT or none, as Auth0, Keycloak, Entra and
+    oidc-provider type theirs; a token of another type, or naming no one in sub, is refused."""
+    for typ in ("at+jwt", "application/at+jwt", "AT+JWT", "JWT", None):
+        answer = post(served, mint(authority, served, header={"typ": typ}))
+        assert answer.status_code == 200, (typ, answer.status_code, answer.text)
+    refused = {
+        "logout token": mint(authority, served, header={"typ": "logout+jwt"}),
+        "DPoP proof": mint(authority, served, header={"typ": "dpop+jwt"}),
+        "ID-JAG": mint(authority, served, header={"typ": "oauth-id-jag+jwt"}),
+        "typ not a string": mint(authority, served, header={"typ": 5}),
+        "empty sub": mint(authority, served, sub=""),
+        "blank sub": mint(authority, served, sub="  "),
+    }
+    for name, token in refused.items():
+        answer = post(served, token)
+        assert answer.status_code == 401, (name, answer.status_code, answer.text)
+        assert 'error="invalid_token"' in answer.headers["www-authenticate"], name
+
+
+def test_browser_host_reads_the_challenge(served: Served) -> None:
+    """A browser-based MCP host on an allowed origin: its preflight (no token) is answered, and it can read the 401's
+    WWW-Authenticate, which is how it finds the authorization server."""
+    origin = f"http://127.0.0.1:{served.port}"  # allowed by default
+    asking = {
+        "origin": origin,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization",
+    }
+    preflight = httpx.options(served.url, headers=asking, timeout=30)
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == origin
+    refused = httpx.post(served.url, headers={**HEADERS, "origin": origin}, content=json.dumps(INIT), timeout=30)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == origin
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"]
+    assert "resource_metadata=" in refused.headers["www-authenticate"]
+
+
+def test_two_authorization_headers_refused(authority: Authority, served: Served) -> None:
+    good = mint(authority, served)
+    for pair in (("Bearer junk", f"Bearer {good}"), (f"Bearer {good}", "Bearer junk"), (f"Bearer {good}",) * 2):
+        headers = [*HEADERS.items(), *(("authorization", value) for value in pair)]
+        answer = httpx.post(served.url, headers=headers, content=json.dumps(INIT), timeout=30)
+        assert answer.status_code == 400, answer.text
+        challenge = answer.headers["www-authenticate"]
+        assert 'error="invalid_request"' in challenge and "resource_metadata=" in challenge
+
+
+def test_issuer_down_is_not_hammered(tmp_path: Path) -> None:
+    """While the issuer's metadata cannot be fetched, tokens get 503, and requests (here with self-signed tokens of
+    random key ids, no sign-in needed) do not make the server call the issuer each time: a failure is remembered for a
+    back-off. The 503 tells callers nothing of the issuer's URLs or the error; the log does, once per back-off."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    calls: list[str] = []
+
+    class Failing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            calls.append(self.path)
+            self.send_response(500)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    issuer_port, port = free_port(), free_port()
+    failing = ThreadingHTTPServer(("127.0.0.1", issuer_port), Failing)
+    threading.Thread(target=failing.serve_forever, daemon=True).start()
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        with serving(
+            tmp_path,
+            "http",
+            port,
+            TIERMEM_DATA_DIR=str(tmp_path / "data"),
+            TIERMEM_OAUTH_ISSUER=f"http://127.0.0.1:{issuer_port}",
+            TIERMEM_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        ):
+            answers = []
+            for n in range(20):
+                claims = {"sub": "x", "aud": url, "iss": f"http://127.0.0.1:{issuer_port}", "exp": time.time() + 60}
+                token = jwt.encode(claims, stranger, algorithm="RS256", headers={"kid": f"k{n}"})
+                answers.append(
+                    httpx.post(url, headers={**HEADERS, "authorization": f"Bearer {token}"}, content=json.dumps(INIT))
+                )
+    finally:
+        failing.shutdown()
+    assert {a.status_code for a in answers} == {503}
+    assert 1 <= len(calls) < 5, calls  # 20 requests, a few back-offs at most (2 s, then 4 s, ...)
+    for answer in answers:
+        assert str(issuer_port) not in answer.text and "500" not in answer.text, answer.text
+        assert "cannot be reached right now" in answer.text
+        assert int(answer.headers["retry-after"]) >= 1
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("cannot check access tokens") == len(calls), log[-3000:]  # logged once per call, not per request
+
+
 def _hs256(claims: dict[str, Any], secret: bytes) -> str:
     """An HMAC-signed token whose secret is the issuer's public key (the algorithm-confusion attack), made by hand
     since PyJWT refuses to use a PEM key as an HMAC secret."""

@@ -31,6 +31,8 @@ class Issuer:
         self.keys: dict[str, Any] = {}
         self.jwks_fetches = 0
         self.metadata_issuer = ISSUER
+        self.down = False  # every answer a 500
+        self.calls = 0
 
     def add_rsa(self, kid: str) -> Any:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -39,6 +41,9 @@ class Issuer:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        self.calls += 1
+        if self.down:
+            return httpx.Response(500)
         if path == "/.well-known/oauth-authorization-server/realms/main":
             return httpx.Response(
                 200, json={"issuer": self.metadata_issuer, "jwks_uri": "https://auth.example.com/jwks"}
@@ -161,3 +166,23 @@ async def test_verified_tokens_remembered_until_they_expire() -> None:
     await anyio.sleep(3)  # not a timing assertion: the token's expiry must have passed by then
     assert await rs.verify_token(token) is None
     assert await rs.verify_token(token + "x") is None  # another string is checked afresh (a bad signature)
+
+
+async def test_a_failed_issuer_is_not_asked_again_at_once() -> None:
+    """A failed fetch is remembered for a back-off (IssuerUnavailable, with the seconds to wait, without calling
+    again); past it the issuer is asked again, and once it answers, tokens pass."""
+    from tiermem.process.oauth import ISSUER_BACKOFF_SECONDS
+
+    issuer = Issuer()
+    issuer.add_rsa("k1")
+    issuer.down = True
+    rs = server(issuer)
+    for _ in range(5):
+        with pytest.raises(IssuerUnavailable, match="answered 500") as caught:
+            await rs.verify_token(issuer.token("k1"))
+        assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= ISSUER_BACKOFF_SECONDS
+    assert issuer.calls == 1
+    issuer.down = False
+    await anyio.sleep(ISSUER_BACKOFF_SECONDS + 0.5)  # not a timing assertion: the back-off must have passed by then
+    assert await rs.verify_token(issuer.token("k1")) is not None
+    assert issuer.calls == 3  # the metadata and the keys

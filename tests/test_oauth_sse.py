@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -37,6 +38,7 @@ MARK = "sse-shared-7731"  # what alice appends to the shared agent
 class Served:
     base: str  # http://127.0.0.1:<port>
     issuer: Any
+    log: Path  # the server's stderr
 
     def token(self, subject: str) -> str:
         return str(self.issuer.mint(f"{self.base}/sse", subject=subject))
@@ -61,7 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             TIERMEM_PUBLIC_URL=base,
             TIERMEM_OAUTH_SHARED_AGENTS=json.dumps({"shared": ["alice", "carol"]}),
         ):
-            yield Served(base, issuer)
+            yield Served(base, issuer, tmp_path / "server.log")
     finally:
         issuer.close()
 
@@ -115,6 +117,29 @@ async def test_shared_agent_over_sse(served: Served) -> None:
     with pytest.raises(Exception, match="403"):  # bob through the SDK's client: refused too
         async with sse(served, bob, "shared"):
             pass
+
+
+async def test_chunked_body_over_the_limit_on_the_message_endpoint(served: Served) -> None:
+    """A POST to the message endpoint sent in chunks (no Content-Length) past max_request_bytes gets 413, not 500, and
+    the server logs no traceback."""
+    alice = {"authorization": f"Bearer {served.token('alice')}"}
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(5):
+            yield b" " * (1024 * 1024)  # 5 MiB, past the default 4 MiB
+
+    async with httpx.AsyncClient(base_url=served.base, timeout=60) as http:
+        async with http.stream("GET", "/sse", headers=alice) as stream:
+            lines = stream.aiter_lines()  # held: a dropped iterator would close the stream (and end the session)
+            endpoint = await _endpoint_event(lines)
+            big = await anyio.to_thread.run_sync(
+                lambda: httpx.post(f"{served.base}{endpoint}", headers=alice, content=chunks(), timeout=60)
+            )
+            assert big.status_code == 413, (big.status_code, big.text)
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            assert (await http.post(endpoint, headers=alice, json=ping)).status_code == 202  # the session goes on
+    log = served.log.read_text()
+    assert "BodyTooLarge" not in log and "Exception in ASGI application" not in log, log[-3000:]
 
 
 async def _endpoint_event(lines: AsyncIterator[str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,7 @@ INIT = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+BROWSER_HOST = "https://host.example"  # a browser-based MCP host's origin, in allowed_origins
 
 
 @pytest.fixture
@@ -46,6 +48,7 @@ def secured(tmp_path: Path):  # type: ignore[no-untyped-def]
         "--data-dir",
         str(tmp_path / "data"),
         TIERMEM_MAX_REQUEST_BYTES="65536",
+        TIERMEM_ALLOWED_ORIGINS=BROWSER_HOST,
     ):
         yield port
 
@@ -86,6 +89,66 @@ async def test_mcp_client_with_token(secured: int) -> None:
         assert not r.is_error and text_of(r) == "\nvia token"
         core = (await c.read_resource("memory://core")).contents[0].text
         assert "via token" in core
+
+
+def test_chunked_body_over_the_limit(secured: int, tmp_path: Path) -> None:
+    """A body sent in chunks (no Content-Length) past max_request_bytes gets 413 as one with a length does, and the
+    server logs no traceback; a chunked body under the limit still reaches the app."""
+    port = secured
+
+    def chunks(body: bytes, size: int = 16_384) -> Iterator[bytes]:
+        for start in range(0, len(body), size):
+            yield body[start : start + size]
+
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = {**HEADERS, "authorization": f"Bearer {WORK}"}
+    big = b"{" + b" " * 200_000 + b"}"
+    refused = httpx.post(url, headers=auth, content=chunks(big), timeout=30)
+    assert refused.status_code == 413 and "65536 bytes" in refused.text, (refused.status_code, refused.text)
+    assert httpx.post(url, headers=HEADERS, content=chunks(big), timeout=30).status_code == 401  # no token: 401 first
+    accepted = httpx.post(url, headers=auth, content=chunks(json.dumps(INIT).encode(), 20), timeout=30)
+    assert accepted.status_code == 200 and "tiermem" in accepted.text
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
+
+
+def test_cors_for_allowed_origins(secured: int) -> None:
+    """A browser-based host of an allowed origin (the server's own, or one in allowed_origins) gets its preflight
+    answered without a token and can read every answer, 401s included; other origins get 403 and no CORS header."""
+    port = secured
+    url = f"http://127.0.0.1:{port}/mcp"
+    asking = {"access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type"}
+    for origin in (f"http://127.0.0.1:{port}", BROWSER_HOST):
+        preflight = httpx.options(url, headers={"origin": origin, **asking}, timeout=30)
+        assert preflight.status_code == 204, (origin, preflight.status_code, preflight.text)
+        assert preflight.headers["access-control-allow-origin"] == origin
+        assert {"GET", "POST", "DELETE"} <= set(preflight.headers["access-control-allow-methods"].split(", "))
+        allowed = set(preflight.headers["access-control-allow-headers"].split(", "))
+        assert {"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"} <= allowed
+        assert int(preflight.headers["access-control-max-age"]) > 0
+        answered = post(port, {"authorization": f"Bearer {WORK}", "origin": origin})
+        assert answered.status_code == 200 and answered.headers["access-control-allow-origin"] == origin
+        assert "mcp-session-id" in answered.headers["access-control-expose-headers"]
+        refused = post(port, {"origin": origin})
+        assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == origin
+        assert "www-authenticate" in refused.headers["access-control-expose-headers"]  # the page reads the challenge
+    for evil in ("http://evil.example", "null"):
+        preflight = httpx.options(url, headers={"origin": evil, **asking}, timeout=30)
+        answered = post(port, {"authorization": f"Bearer {WORK}", "origin": evil})
+        for answer in (preflight, answered):
+            assert answer.status_code == 403 and "access-control-allow-origin" not in answer.headers
+    # an OPTIONS that is no preflight (no Origin) is an ordinary request: it needs a token
+    assert httpx.options(url, headers=asking, timeout=30).status_code == 401
+
+
+def test_one_authorization_header(secured: int) -> None:
+    """Two Authorization headers: which one counts is ambiguous, so neither does (400 invalid_request)."""
+    port = secured
+    for first, second in ((f"Bearer {WORK}", "Bearer " + "x" * 40), ("Bearer " + "x" * 40, f"Bearer {WORK}")):
+        headers = [*HEADERS.items(), ("authorization", first), ("authorization", second)]
+        answer = httpx.post(f"http://127.0.0.1:{port}/mcp", headers=headers, content=json.dumps(INIT), timeout=30)
+        assert answer.status_code == 400 and "one Authorization header" in answer.text
+        assert 'error="invalid_request"' in answer.headers["www-authenticate"]
 
 
 def test_public_bind_allowed_only_with_tokens(tmp_path: Path) -> None:

@@ -3,7 +3,12 @@
 - Bearer tokens (from settings or a tokens file), each naming the agents it may use; compared
   in constant time; 401 without a valid token, 403 when the token does not cover the served agent.
 - DNS-rebinding protection: a request whose Host or Origin is not allowed gets 403.
-- Request bodies larger than the limit get 413 before they reach the app.
+- Request bodies larger than the limit get 413 before they reach the app (a chunked body, which names no length, is
+  read here up to the limit and handed on whole).
+- CORS for the allowed origins (``cors``): their preflights are answered without a token, and every answer to them
+  (401s included) lets their pages read it. Other origins get 403, no CORS header.
+- A request with more than one ``Authorization`` header gets 400 ``invalid_request`` (which one counts is
+  ambiguous).
 - With ``ui_prefix`` (the memory inspector, ``tiermem.ui``): the page's static files (no memory in them) load
   without a token, so a browser can open the page; its API needs a token like ``/mcp``, and the agents the
   matched token covers travel to the app in ``scope["tiermem.agents"]`` (None: no tokens configured, every
@@ -14,6 +19,10 @@
   ``read_only_tools`` (and a write through the inspector's API) the write scope, else 403 ``insufficient_scope``.
   The token's principal travels in ``scope["user"]`` / ``scope["auth"]`` as the SDK's bearer middleware puts it
   (its transports bind a session to the principal that opened it).
+
+Why this module is long: the guard is one ordered pass over a request (Host, the metadata, Origin and CORS, one
+Authorization header, static tokens or OAuth with its scopes, the body limit), and the static tokens' configuration
+(their files, placeholders refused, the listening socket) sits beside the tokens it checks.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import socket
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -31,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..base.errors import ConfigError
+from . import cors
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,6 +50,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+UNAVAILABLE = "The authorization server cannot be reached right now to check the token; try again shortly."
 
 
 class TokenAuthority(Protocol):
@@ -63,7 +75,13 @@ class TokenAuthority(Protocol):
 
 
 class AuthorityUnavailable(Exception):
-    """The authorization server cannot be asked about a token (503: the token may be fine)."""
+    """The authorization server cannot be asked about a token (503: the token may be fine). The message is for the
+    log (it names the issuer's URLs and the error), never for the client; ``retry_after``: the seconds until the
+    authority will be asked again, when known (``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -248,8 +266,16 @@ class Guard:
             await self.oauth.send_metadata(send, scope.get("method", "GET"))
             return  # public metadata, fetched by clients of any origin (CORS): no token, nothing of memory
         origin = headers.get("origin")
-        if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
-            await _reply(send, 403, f"Origin {origin!r} is not allowed. Add it to allowed_origins.")
+        if origin is not None:
+            if origin.lower().rstrip("/") not in self.allowed_origins:
+                await _reply(send, 403, f"Origin {origin!r} is not allowed. Add it to allowed_origins.")
+                return
+            if cors.is_preflight(scope.get("method", ""), headers):
+                await cors.preflight(send, origin)  # browsers send no token on a preflight; it reads nothing
+                return
+            send = cors.with_cors(send, origin)
+        if sum(1 for name, _ in scope.get("headers", []) if name.lower() == b"authorization") > 1:
+            await self._ambiguous(send)
             return
         ui = self._ui_path(scope.get("path", ""))
         scope["tiermem.agents"] = None
@@ -283,7 +309,21 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
             return
-        await self.app(scope, self._limited(receive), send)
+        if "transfer-encoding" in headers:  # chunked: no length to check, so read it here, up to the limit
+            body = await self._read_body(receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
+
+    async def _ambiguous(self, send: Send) -> None:
+        """400 for a request with several ``Authorization`` headers (RFC 6750 ``invalid_request``)."""
+        text = "Send one Authorization header, not several."
+        if self.oauth is not None:
+            challenge = self.oauth.challenge("invalid_request", "Send one Authorization header")
+        else:
+            challenge = 'Bearer realm="tiermem", error="invalid_request"'
+        await _reply(send, 400, text, {"www-authenticate": challenge})
 
     async def _oauth(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None
@@ -301,8 +341,9 @@ class Guard:
             return None
         try:
             access = await authority.verify_token(secret)
-        except AuthorityUnavailable as exc:
-            await _reply(send, 503, f"The authorization server cannot be reached to check the token: {exc}")
+        except AuthorityUnavailable as exc:  # the details are in the log (oauth.py); callers learn only this
+            later = {"retry-after": str(max(1, math.ceil(exc.retry_after)))} if exc.retry_after else {}
+            await _reply(send, 503, UNAVAILABLE, later)
             return None
         if access is None:
             challenge = authority.challenge("invalid_token", "The access token is not valid for this server")
@@ -379,20 +420,6 @@ class Guard:
                 found = token
         return found
 
-    def _limited(self, receive: Receive) -> Receive:
-        seen = 0
-
-        async def wrapped() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    raise BodyTooLarge(self.max_body_bytes)
-            return message
-
-        return wrapped
-
 
 def _calls_tool_outside(body: bytes, allowed: frozenset[str]) -> bool:
     """Whether the JSON-RPC message (or batch) ``body`` calls a tool not in ``allowed``, read by both JSON parsers the
@@ -430,10 +457,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
-
-
-class BodyTooLarge(Exception):
-    """A chunked body passed the limit; the connection is dropped."""
 
 
 async def _reply(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:

@@ -8,7 +8,12 @@ tokens the authorization server at ``oauth_issuer`` issued for this server:
 - ``ResourceServer.verify`` checks a token locally when it is a JWT (a signature by a key of the issuer's JWKS, found
   through the issuer's metadata, cached, fetched again for an unknown key id at most every ``JWKS_REFETCH_SECONDS``;
   ``iss``, ``aud`` = this server's canonical URI (RFC 8707), ``exp``, ``nbf``, an allowed asymmetric algorithm,
-  never ``none`` nor an HMAC one), or asks the issuer's introspection endpoint (RFC 7662) with ``oauth_introspect``;
+  never ``none`` nor an HMAC one; ``typ``, when present, that of an access token; a non-blank ``sub``), or asks the
+  issuer's introspection endpoint (RFC 7662) with ``oauth_introspect``;
+- a failed call to the issuer (metadata, JWKS, introspection) is remembered: for ``ISSUER_BACKOFF_SECONDS`` (doubling
+  on each further failure, up to ``ISSUER_BACKOFF_MAX_SECONDS``) tokens that need the issuer get ``IssuerUnavailable``
+  (503) without asking it again, so requests cannot make the server hammer an issuer that is down; the failure is
+  logged once per back-off;
 - ``READ_SCOPE`` is needed for any request, ``WRITE_SCOPE`` for a tool that changes memory (the guard answers 403
   ``insufficient_scope`` naming the scope, RFC 6750 §3.1);
 - ``ResourceServer.agent_for`` decides which agent a principal's request uses (its own, or a shared one).
@@ -27,8 +32,9 @@ import logging
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -38,16 +44,19 @@ from mcp.server.auth.provider import AccessToken
 from mcp.shared.auth import ProtectedResourceMetadata
 
 from .netguard import AuthorityUnavailable, Send
+from .oauth_claims import LEEWAY_SECONDS, Refused, check_introspected, check_subject, check_type
 from .oauth_settings import READ_SCOPE, SCOPES, USER_AGENT_PREFIX, WRITE_SCOPE, OAuthSettings
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 JWKS_MAX_AGE_SECONDS = 3600.0  # keys fetched this long ago are fetched again before the next use
 JWKS_REFETCH_SECONDS = 30.0  # an unknown key id fetches the JWKS again at most this often
-LEEWAY_SECONDS = 30  # clock skew allowed on exp and nbf
 HTTP_TIMEOUT = 10.0
 VERIFIED_CACHE = 4096  # verified JWTs remembered (the most recently used)
 VERIFIED_SECONDS = 300.0  # ... for at most this long (a key the issuer withdrew stops being trusted within it)
+ISSUER_BACKOFF_SECONDS = 2.0  # after a failed call the issuer is not asked again for this long ...
+ISSUER_BACKOFF_MAX_SECONDS = 60.0  # ... doubled on each further failure up to this, and reset by a success
 
 
 class IssuerUnavailable(AuthorityUnavailable):
@@ -75,6 +84,9 @@ class ResourceServer:
         self._keys = _Keys()
         self._last_refetch = float("-inf")
         self._lock = anyio.Lock()
+        self._down_until = float("-inf")  # the issuer failed: not asked again before then (monotonic)
+        self._down_for = 0.0  # the current back-off (0: the last call succeeded)
+        self._down_reason = ""
         # JWTs verified lately (sha256 of the token -> its principal, when verified): a client sends one token with
         # many requests, and an RSA verification costs the event loop ~0.2-1 ms each time
         self._verified: OrderedDict[bytes, tuple[AccessToken, float]] = OrderedDict()
@@ -152,7 +164,7 @@ class ResourceServer:
         except jwt.PyJWTError as exc:
             log.debug("access token refused: %s", exc)
             return None
-        except _Refused as exc:
+        except Refused as exc:
             log.debug("access token refused: %s", exc)
             return None
 
@@ -174,7 +186,8 @@ class ResourceServer:
         header = jwt.get_unverified_header(token)
         alg = header.get("alg")
         if alg not in self.settings.algorithms:
-            raise _Refused(f"algorithm {alg!r} is not allowed")
+            raise Refused(f"algorithm {alg!r} is not allowed")
+        check_type(header)
         key = await self._key(header.get("kid"), alg)
         claims = jwt.decode(
             token,
@@ -185,6 +198,7 @@ class ResourceServer:
             leeway=LEEWAY_SECONDS,
             options={"require": ["exp", "iss", "aud", "sub"], "verify_signature": True},
         )
+        check_subject(claims)
         return self._access_token(token, claims)
 
     async def _key(self, kid: Any, alg: str) -> jwt.PyJWK:
@@ -197,7 +211,7 @@ class ResourceServer:
                 keys = await self._jwks(force=True)
                 found = self._pick(keys, kid, alg)
         if found is None:
-            raise _Refused(f"no key {kid!r} for {alg} in the issuer's JWKS")
+            raise Refused(f"no key {kid!r} for {alg} in the issuer's JWKS")
         return found
 
     @staticmethod
@@ -219,26 +233,54 @@ class ResourceServer:
         async with self._lock:
             if not force and time.monotonic() - self._keys.fetched_at < JWKS_MAX_AGE_SECONDS:
                 return self._keys
-            meta = await self._metadata()
-            uri = meta.get("jwks_uri")
-            if not isinstance(uri, str):
-                raise IssuerUnavailable(f"the metadata of {self.settings.issuer} has no jwks_uri")
-            data = await self._get_json(uri)
-            keys = _Keys(fetched_at=time.monotonic())
-            for entry in data.get("keys", []) if isinstance(data, dict) else []:
-                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
-                    continue  # encryption keys, and symmetric keys (never published; never trusted)
-                try:
-                    key = jwt.PyJWK(entry)
-                except jwt.PyJWTError as exc:
-                    log.debug("skipping a key of the issuer's JWKS: %s", exc)
-                    continue
-                if isinstance(entry.get("kid"), str):
-                    keys.by_kid[entry["kid"]] = key
-                else:
-                    keys.unnamed.append(key)
-            self._keys = keys
-            return keys
+            self._keys = await self._ask_issuer(self._fetch_keys)
+            return self._keys
+
+    async def _ask_issuer(self, ask: Callable[[], Awaitable[_T]]) -> _T:
+        """``ask()``, unless the issuer failed less than the back-off ago (then IssuerUnavailable at once); a failure
+        starts or doubles the back-off and is logged (once per back-off, not per request), a success ends it."""
+        started = time.monotonic()
+        if self._down_until > started:
+            wait = self._down_until - started
+            raise IssuerUnavailable(f"{self._down_reason} (not asked again for {wait:.0f} s)", wait)
+        try:
+            result = await ask()
+        except IssuerUnavailable as exc:
+            if self._down_until <= started:  # not already recorded by a call that failed meanwhile
+                self._down_for = min(ISSUER_BACKOFF_MAX_SECONDS, self._down_for * 2 or ISSUER_BACKOFF_SECONDS)
+                self._down_until = time.monotonic() + self._down_for
+                self._down_reason = str(exc)
+                log.warning(
+                    "cannot check access tokens: %s; tokens that need the authorization server get 503 for %.0f s",
+                    exc,
+                    self._down_for,
+                )
+            exc.retry_after = max(0.0, self._down_until - time.monotonic())
+            raise
+        self._down_for = 0.0
+        return result
+
+    async def _fetch_keys(self) -> _Keys:
+        """The issuer's signing keys, fetched from the ``jwks_uri`` of its metadata."""
+        meta = await self._metadata()
+        uri = meta.get("jwks_uri")
+        if not isinstance(uri, str):
+            raise IssuerUnavailable(f"the metadata of {self.settings.issuer} has no jwks_uri")
+        data = await self._get_json(uri)
+        keys = _Keys(fetched_at=time.monotonic())
+        for entry in data.get("keys", []) if isinstance(data, dict) else []:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
+                continue  # encryption keys, and symmetric keys (never published; never trusted)
+            try:
+                key = jwt.PyJWK(entry)
+            except jwt.PyJWTError as exc:
+                log.debug("skipping a key of the issuer's JWKS: %s", exc)
+                continue
+            if isinstance(entry.get("kid"), str):
+                keys.by_kid[entry["kid"]] = key
+            else:
+                keys.unnamed.append(key)
+        return keys
 
     async def _metadata(self) -> dict[str, Any]:
         """The issuer's metadata (RFC 8414, else OpenID Connect Discovery), fetched once; its ``issuer`` must be
@@ -293,6 +335,9 @@ class ResourceServer:
         return nullcontext(self._client)
 
     async def _introspect(self, token: str) -> AccessToken:
+        return await self._ask_issuer(lambda: self._introspect_once(token))
+
+    async def _introspect_once(self, token: str) -> AccessToken:
         meta = await self._metadata()
         endpoint = meta.get("introspection_endpoint")
         if not isinstance(endpoint, str):
@@ -309,26 +354,14 @@ class ResourceServer:
         except httpx.HTTPError as exc:
             raise IssuerUnavailable(f"cannot reach {endpoint}: {exc}") from exc
         if response.status_code == 400:  # a token it will not look at (oidc-provider: a JWT): not one it vouches for
-            raise _Refused(f"the introspection endpoint refused it: {response.text[:200]}")
+            raise Refused(f"the introspection endpoint refused it: {response.text[:200]}")
         if response.status_code != 200:
             raise IssuerUnavailable(f"{endpoint} answered {response.status_code} (check oauth_client_id/secret)")
-        claims = response.json()
-        if not isinstance(claims, dict) or claims.get("active") is not True:
-            raise _Refused("inactive (expired, revoked or unknown)")
-        if "iss" in claims and claims["iss"] != self.settings.issuer:
-            raise _Refused(f"issuer {claims['iss']!r}")
-        aud = claims.get("aud")
-        audiences = aud if isinstance(aud, list) else [aud] if isinstance(aud, str) else []
-        if self.settings.audience not in audiences:
-            raise _Refused(f"audience {aud!r}")
-        now = time.time()
-        exp, nbf = claims.get("exp"), claims.get("nbf")
-        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < now:
-            raise _Refused("expired")
-        if isinstance(nbf, int | float) and nbf - LEEWAY_SECONDS > now:
-            raise _Refused("not yet valid")
-        if not isinstance(claims.get("sub"), str):
-            raise _Refused("no subject")
+        try:
+            claims = response.json()
+        except json.JSONDecodeError as exc:
+            raise IssuerUnavailable(f"{endpoint} did not answer JSON") from exc
+        claims = check_introspected(claims, self.settings.issuer, self.settings.audience)
         return self._access_token(token, claims)
 
     def _access_token(self, token: str, claims: dict[str, Any]) -> AccessToken:
@@ -392,10 +425,6 @@ class ResourceServer:
         if isinstance(value, list):
             return frozenset(v for v in value if isinstance(v, str))
         return frozenset()
-
-
-class _Refused(Exception):
-    pass
 
 
 class _NotFound(Exception):

@@ -16,6 +16,8 @@ import httpx2
 import pytest
 from mcp import Client
 
+from tiermem.domain.memory import Memory
+
 from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, serving, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
@@ -120,3 +122,26 @@ def test_change_token_moves_with_another_connections_commit(tmp_path: Path, back
     writer.edit(agent, "human", Rethink("Name: Ada"), actor="human")
     assert watcher.change_token() != token
     assert watcher.watch_cheap is (backend == "sqlite")
+
+
+def test_a_notifier_queues_only_its_agents_changes_and_leaves_with_its_server(memory: Memory) -> None:
+    """A multi-user server stops an idle agent's server: its notifier must not stay subscribed to the shared memory,
+    collecting every agent's changes for ever (and none of another agent's piles up while it lives)."""
+    import gc
+
+    from tiermem.domain.blocks import Append
+    from tiermem.server.notifier import Notifier
+
+    a, b = memory.ensure_agent("a").id, memory.ensure_agent("b").id
+    before = len(memory._listeners)
+    mine = Notifier()
+    mine.bind(memory, a)
+    memory.edit(b, "human", Append("b's change"))
+    assert not mine._pending  # b's edit is not queued for a's server
+    memory.edit(a, "human", Append("a's change"))
+    assert [c.agent_ids for c in mine._pending] == [(a,)]
+    assert len(memory._listeners) == before + 1
+    del mine
+    gc.collect()
+    memory.edit(b, "human", Append("after the server stopped"))  # the orphaned listener leaves at the next change
+    assert len(memory._listeners) == before

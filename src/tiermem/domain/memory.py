@@ -262,6 +262,11 @@ class Memory:
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop telling ``listener`` (one no longer subscribed is left alone)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _emit(self, change: Change) -> None:
         for listener in list(self._listeners):
             listener(change)

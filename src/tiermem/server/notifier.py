@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -187,9 +188,11 @@ class Notifier:
             await self._publish_updated(CORE_URI, None)
 
     def bind(self, memory: Memory, agent_id: str) -> None:
+        """Hear ``memory``'s changes of ``agent_id`` (once). The memory holds only a weak reference to this notifier:
+        a server stopped (an idle tenant's) is not kept alive by it, and its listener leaves at the next change."""
         if self._agent_id is None:
             self._agent_id = agent_id
-            memory.subscribe(self._pending.append)
+            memory.subscribe(_listener(weakref.ref(self), agent_id, memory))
 
     @staticmethod
     def _channel(session: Any) -> Any:
@@ -304,6 +307,20 @@ class Notifier:
                 await channel.send_resource_list_changed()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # that client is gone; nothing to tell it
+
+
+def _listener(ref: weakref.ref[Notifier], agent_id: str, memory: Memory) -> Callable[[Change], None]:
+    """A memory listener that queues the changes of ``agent_id`` for the notifier ``ref`` while it lives (changes of
+    other agents are not its business: they would pile up until its next flush), then unsubscribes itself."""
+
+    def hear(change: Change) -> None:
+        notifier = ref()
+        if notifier is None:
+            memory.unsubscribe(hear)
+        elif agent_id in change.agent_ids:
+            notifier._pending.append(change)
+
+    return hear
 
 
 def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) -> None:

@@ -917,9 +917,8 @@ class Memory:
         )
 
     def _check_sizes(self, edit: rules.Edit) -> None:
-        for name, value in vars(edit).items():
-            if isinstance(value, str) and name != "operation":
-                self._check_text(name, value)
+        for name, value in edit.texts():  # named as the tool's arguments
+            self._check_text(name, value)
 
     def _check_spec(self, spec: BlockSpec) -> BlockSpec:
         """A new block's label, texts and limit, checked before anything is written; the label normalised."""

@@ -272,6 +272,21 @@ async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) 
         assert text_of(r) == "Likes tea", text_of(r)
 
 
+async def test_conversation_log_refuses_empty_turns_and_stores_nothing(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for empty in ("", "  \n\t"):
+            msgs = [{"role": "user", "content": "I moved to Lyon"}, {"role": "assistant", "content": empty}]
+            r = await call(c, "conversation_log", messages=msgs)
+            assert r.is_error and text_of(r).startswith(
+                "messages[1].content is empty: an empty turn holds nothing to remember, and nothing was stored. "
+                "Leave that turn out, or send its text."
+            ), text_of(r)
+        archival = json.loads((await c.read_resource("memory://archival")).contents[0].text)
+        assert archival["messages"] == 0  # the valid turn beside it was not written either
+        r = await call(c, "conversation_log", messages=[{"role": "user", "content": "I moved to Lyon"}])
+        assert not r.is_error and r.structured_content["stored"] == 1
+
+
 async def test_memory_command_tool(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         r = await call(

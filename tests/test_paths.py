@@ -138,6 +138,13 @@ async def test_block_uris_are_percent_encoded_and_read_back(settings: Settings) 
         with anyio.fail_after(10):
             while not {"memory://blocks/a%20b", "memory://blocks/a b"} <= set(got):
                 await anyio.sleep(0.01)
+    async with Client(serve_in_process(settings), cache=None) as modern:  # subscriptions/listen (2026-07-28)
+        async with modern.listen(resource_subscriptions=["memory://blocks/a%20b"]) as sub:
+            await call(modern, "core_memory_append", label="a b", content="again")
+            with anyio.fail_after(10):
+                async for event in sub:
+                    if getattr(event, "uri", "") == "memory://blocks/a%20b":
+                        break
 
 
 async def test_detached_blocks_render_as_a_tree_and_open_on_demand(settings: Settings) -> None:

@@ -76,6 +76,14 @@ def test_a_turn_fired_many_times_at_once_is_logged_once(memory: tuple[Memory, st
     assert not autorecall._locks
 
 
+def test_an_empty_turn_is_skipped_not_stored_nor_refused(memory: tuple[Memory, str]) -> None:
+    """A host may report an empty reply: the capture path skips it (conversation_log, for a model, refuses one)."""
+    m, agent = memory
+    assert autorecall.log_turn(m, agent, session="e", turn="t1", role="assistant", content="") is False
+    assert autorecall.log_turn(m, agent, session="e", turn="t2", role="user", content=" \n\t") is False
+    assert [x for x in m.archive.rows.messages_of(agent) if x.conversation_id == "e"] == []
+
+
 def recalled(n: int, chars: int, *, source: str = "archival", relevance: float = 0.5) -> Recalled:
     return Recalled(
         id=f"passage-{n}",

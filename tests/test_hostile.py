@@ -112,7 +112,7 @@ CASES: list[tuple[str, dict[str, object], str]] = [
         "Multiple occurrences of old_string `tea` in lines [2, 3]",
     ),
     ("core_memory_append", {"label": "human", "content": "y" * 4990}, "Edit failed: Exceeds 5000 character limit"),
-    ("memory_replace", {"label": "human", "old_string": "", "new_string": "x"}, "did not appear verbatim"),
+    ("memory_replace", {"label": "human", "old_string": "", "new_string": "x"}, "old_string is empty"),
 ]
 
 

@@ -4,6 +4,7 @@ through a real in-process MCP client on the real server."""
 from __future__ import annotations
 
 import threading
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import pytest
@@ -102,6 +103,48 @@ async def test_subscribed_path_block_is_notified(settings: Settings) -> None:
         with anyio.fail_after(10):
             while "memory://blocks/notes/projects" not in got:
                 await anyio.sleep(0.01)
+
+
+async def test_block_uris_are_percent_encoded_and_read_back(settings: Settings) -> None:
+    """A listed block URI parses as a URI naming its own block: a space, '?', '#', '%' or a non-ASCII letter in the
+    label is percent-encoded (a '/' is kept), and reading the listed URI returns that block."""
+    labels = {"ca fé/ü?#x": "weird", "ca fé/ü": "other", "100% sure": "pct", "a%20b": "literal", "a b": "spaced"}
+    got: list[str] = []
+
+    async def on_message(message) -> None:  # type: ignore[no-untyped-def]
+        uri = getattr(getattr(getattr(message, "root", message), "params", None), "uri", None)
+        if uri is not None:
+            got.append(str(uri))
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=on_message) as c:
+        for label, text in labels.items():
+            r = await call(c, "memory", command="create", path="/memories/" + label, file_text=text)
+            assert not r.is_error, text_of(r)
+        await call(c, "memory", command="create", path="/memories/system/human", file_text="sys")
+        listed = {r.name: str(r.uri) for r in (await c.list_resources()).resources if r.name is not None}
+        assert listed["system/human"] == "memory://blocks/system/human"
+        assert listed["ca fé/ü?#x"] == "memory://blocks/ca%20f%C3%A9/%C3%BC%3F%23x"
+        for label, text in labels.items():
+            parts = urlsplit(listed[label])
+            assert (parts.query, parts.fragment) == ("", ""), listed[label]
+            assert unquote(parts.path) == "/" + label
+            assert (await c.read_resource(listed[label])).contents[0].text == text, label
+        # a client that puts the label in unencoded still reads it (when the text is no other block's URI)
+        assert (await c.read_resource("memory://blocks/100% sure")).contents[0].text == "pct"
+        # notifications carry the listed URI; a subscriber to the unencoded spelling hears under its own URI
+        await c.subscribe_resource(listed["a b"])
+        await c.subscribe_resource("memory://blocks/a b")
+        await call(c, "core_memory_append", label="a b", content="more")
+        with anyio.fail_after(10):
+            while not {"memory://blocks/a%20b", "memory://blocks/a b"} <= set(got):
+                await anyio.sleep(0.01)
+    async with Client(serve_in_process(settings), cache=None) as modern:  # subscriptions/listen (2026-07-28)
+        async with modern.listen(resource_subscriptions=["memory://blocks/a%20b"]) as sub:
+            await call(modern, "core_memory_append", label="a b", content="again")
+            with anyio.fail_after(10):
+                async for event in sub:
+                    if getattr(event, "uri", "") == "memory://blocks/a%20b":
+                        break
 
 
 async def test_detached_blocks_render_as_a_tree_and_open_on_demand(settings: Settings) -> None:

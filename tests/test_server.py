@@ -162,6 +162,131 @@ async def test_core_tool_errors_change_nothing(settings: Settings) -> None:
         assert len(hist) == 2 and hist[0]["value"] == "x x\ny"  # nothing written by the failures
 
 
+async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) -> None:
+    """An empty text to replace, a NUL, a text over max_content_chars, line numbers copied from a view, a missing
+    new_str: each refused with an error naming the argument as the calling tool spells it, and nothing written."""
+    small = settings.model_copy(update={"tools": ["all"], "max_content_chars": 50})
+    async with Client(serve_in_process(small), cache=None) as c:
+        await call(c, "memory_rethink", label="human", new_memory="Likes tea")
+        await call(c, "memory", command="create", path="/memories/empty", file_text="")
+        big = "y" * 51
+        cases = [
+            (
+                "memory_replace",
+                dict(label="human", old_string="", new_string="x"),
+                "No replacement was performed: "
+                "old_string is empty, and it must be the exact text to replace. To add text, use memory_insert; "
+                "to rewrite the whole block, use memory_rethink.",
+            ),
+            (
+                "memory_replace",
+                dict(label="empty", old_string="", new_string="x"),
+                "No replacement was performed: old_string is empty",
+            ),
+            (
+                "core_memory_replace",
+                dict(label="human", old_content="", new_content="x"),
+                "old_content is empty: "
+                "core_memory_replace needs the exact text to replace. To add text, use core_memory_append; "
+                "to rewrite the whole block, use memory_rethink.",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="", new_str="x"),
+                "No replacement was performed: old_str is empty, and it must be the exact text to replace. "
+                "To add text, use the insert command.",
+            ),
+            ("memory_insert", dict(label="human", new_string="a\x00b"), "new_string contains a NUL character"),
+            (
+                "memory_replace",
+                dict(label="human", old_string="tea", new_string="x\x00"),
+                "new_string contains a NUL character",
+            ),
+            (
+                "core_memory_replace",
+                dict(label="human", old_content="a\x00", new_content="x"),
+                "old_content contains a NUL character",
+            ),
+            ("memory_rethink", dict(label="human", new_memory=big), "new_memory has 51 characters"),
+            (
+                "memory",
+                dict(command="insert", path="/memories/human", insert_text="a\x00b"),
+                "insert_text contains a NUL character",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="tea", new_str=big),
+                "new_str has 51 characters",
+            ),
+            (
+                "memory",
+                dict(command="create", path="/memories/n", file_text="a\x00b"),
+                "file_text contains a NUL character",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="coffee", new_str="x"),
+                "No replacement was performed, old_str `coffee` did not appear verbatim in memory block with label "
+                "`human`.",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="1→ Likes", new_str="x"),
+                "old_str contains a line number prefix, which is not allowed.",
+            ),
+            # the memory tool's view numbers its lines "     1\t...": copied into an edit, they are refused too
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="     1\tLikes tea", new_str="x"),
+                "old_str contains a line number prefix, which is not allowed. Do not include line numbers when "
+                "calling memory tools (line numbers are for display purposes only).",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="tea", new_str="    12\tx"),
+                "new_str contains a line number prefix",
+            ),
+            (
+                "memory",
+                dict(command="insert", path="/memories/human", insert_text="     3\tcopied from view"),
+                "insert_text contains a line number prefix",
+            ),
+            (
+                "memory",
+                dict(command="str_replace", path="/memories/human", old_str="tea"),
+                "memory str_replace needs `new_str`",
+            ),
+        ]
+        for tool, args, expected in cases:
+            r = await call(c, tool, **args)
+            assert r.is_error and text_of(r).startswith(expected), (tool, args, text_of(r))
+        view = text_of(await call(c, "memory", command="view", path="/memories/human"))
+        assert view.endswith("\n     1\tLikes tea")  # the prefix the guard refuses is the one view shows
+        hist = json.loads(text_of(await call(c, "memory_history", label="human", limit=10)))["versions"]
+        assert len(hist) == 2 and hist[0]["value"] == "Likes tea"  # nothing written by the failures
+        assert "memory://blocks/n" not in {str(x.uri) for x in (await c.list_resources()).resources}
+        # a tab-separated line is not a view prefix; new_str "" still deletes
+        r = await call(c, "memory", command="insert", path="/memories/human", insert_text="2024\tsales")
+        assert text_of(r) == "Likes tea\n2024\tsales", text_of(r)
+        r = await call(c, "memory", command="str_replace", path="/memories/human", old_str="\n2024\tsales", new_str="")
+        assert text_of(r) == "Likes tea", text_of(r)
+
+
+async def test_conversation_log_refuses_empty_turns_and_stores_nothing(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for empty in ("", "  \n\t"):
+            msgs = [{"role": "user", "content": "I moved to Lyon"}, {"role": "assistant", "content": empty}]
+            r = await call(c, "conversation_log", messages=msgs)
+            assert r.is_error and text_of(r).startswith(
+                "messages[1].content is empty: an empty turn holds nothing to remember, and nothing was stored. "
+                "Leave that turn out, or send its text."
+            ), text_of(r)
+        archival = json.loads((await c.read_resource("memory://archival")).contents[0].text)
+        assert archival["messages"] == 0  # the valid turn beside it was not written either
+        r = await call(c, "conversation_log", messages=[{"role": "user", "content": "I moved to Lyon"}])
+        assert not r.is_error and r.structured_content["stored"] == 1
+
+
 async def test_memory_command_tool(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
         r = await call(

@@ -127,8 +127,35 @@ async def test_argument_errors_name_argument_type_and_example(
             (
                 "memory_replace",
                 {"label": "human", "old_string": "tea", "old_str": "Likes", "new_string": "x"},
-                "memory_replace: give `old_string` once; `old_str` is another name for it and its value differs. "
-                "Send only `old_string`.",
+                "memory_replace: `old_string` and `old_str` are two names for the same argument and their values "
+                "differ. Send only `old_string`.",
+            ),
+            (  # both names as given, whichever comes first
+                "memory_replace",
+                {"label": "human", "old_string": "tea", "new_str": "Likes", "new_string": "x"},
+                "memory_replace: `new_str` and `new_string` are two names for the same argument and their values "
+                "differ. Send only `new_string`.",
+            ),
+            # a boolean is not a whole number (pydantic's lax mode would take true as 1)
+            (
+                "memory_insert",
+                {"label": "human", "new_string": "x", "insert_line": True},
+                'memory_insert: `insert_line` must be a whole number, got true. Example: {"insert_line": -1}.',
+            ),
+            (
+                "memory",
+                {"command": "insert", "path": "/memories/human", "insert_text": "x", "insert_line": False},
+                'memory: `insert_line` must be a whole number, got false. Example: {"insert_line": -1}.',
+            ),
+            (
+                "memory",
+                {"command": "view", "path": "/memories/human", "view_range": [1, True]},
+                'memory: `view_range[1]` must be a whole number, got true. Example: {"view_range": [1, 10]}.',
+            ),
+            (
+                "archival_memory_search",
+                {"query": "x", "top_k": True},
+                'archival_memory_search: `top_k` must be a whole number, got true. Example: {"top_k": 5}.',
             ),
         ]
         for tool, args, expected in cases:

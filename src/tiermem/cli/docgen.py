@@ -626,7 +626,8 @@ def render_resources(resources: Sequence[Any], templates: Sequence[Any], prompts
         prows.append(f"| `{p.name}` | {cell(p.title or '')} | {arguments or 'none'} | {cell(p.description or '')} |")
     body = [
         "## Resources\n\n"
-        "Listed by `resources/list`; each block of the agent is listed too, as `memory://blocks/LABEL`. "
+        "Listed by `resources/list`; each block of the agent is listed too, as `memory://blocks/LABEL` "
+        "(the label percent-encoded, its `/` kept). "
         "`ui://tiermem/blocks.html` only with `--mcp-apps`.\n\n" + "\n".join(rows),
         "## Resource templates\n\n" + "\n".join(trows),
         "## Prompts\n\n" + "\n".join(prows),

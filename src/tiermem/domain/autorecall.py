@@ -67,7 +67,10 @@ def log_turn(
 ) -> bool:
     """Append one turn to recall memory (conversation = ``session``, time ``at``: when the hook reported it, in
     ``project``, its payload naming the ``host`` that reported it), once; False when it was already logged. Its
-    ``<private>`` spans are never stored: each is replaced by a mark (``quoting.drop_private``)."""
+    ``<private>`` spans are never stored: each is replaced by a mark (``quoting.drop_private``). An empty turn (a host
+    may report an empty reply) is skipped: False, nothing stored."""
+    if not content.strip():
+        return False
     content = memory.scrub(drop_private(content))  # and no credential: each replaced by [redacted: KIND]
     text = content if len(content) <= memory.max_content_chars else _cut(content, memory.max_content_chars)
     digest = hashlib.sha256(text.encode()).hexdigest()

@@ -21,6 +21,8 @@ LINE_NUMBER_WARNING = (
     "Do NOT include line number prefixes in your memory edit tool calls."
 )
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
+# the ``memory`` tool's view numbers its lines as ``cat -n`` does: the number right-aligned in 6 columns, then a tab
+_VIEW_LINE_PREFIX = re.compile(r"^(?: {5}\d| {4}\d{2}| {3}\d{3}| {2}\d{4}| \d{5}|\d{6,})\t", re.MULTILINE)
 MAX_LABEL_CHARS = 1024
 MAX_SEGMENT_BYTES = 250  # a file name is at most 255 bytes, and the label's last segment gets ".md"
 MEMORY_PATH_PREFIX = "/memories/"
@@ -108,9 +110,10 @@ def label_from_path(path: str) -> str:
     return validate_label(path[len(MEMORY_PATH_PREFIX) :].strip("/"))
 
 
-def reject_line_numbers(arg: str, text: str, *, banner: bool = True) -> None:
-    """Refuse edit arguments that carry display-only line numbers or the warning banner."""
-    if _LINE_NUMBER_PREFIX.search(text):
+def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool = False) -> None:
+    """Refuse edit arguments that carry display-only line numbers or the warning banner; ``view``: the ``memory``
+    tool's view numbers (``"     3\t"``) too."""
+    if _LINE_NUMBER_PREFIX.search(text) or (view and _VIEW_LINE_PREFIX.search(text)):
         raise EditError(
             f"{arg} contains a line number prefix, which is not allowed. Do not include line numbers "
             "when calling memory tools (line numbers are for display purposes only)."
@@ -123,14 +126,36 @@ def reject_line_numbers(arg: str, text: str, *, banner: bool = True) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Edits: each is a small frozen value; ``compute`` returns the new block value.
+# Edits: each is a small frozen value; ``compute`` returns the new block value, ``texts`` names its texts by the
+# arguments they came in as (for errors about them: size, NUL, line numbers).
 # ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgNames:
+    """How a tool names the arguments an edit's texts come from: ``StrReplace`` and ``Insert`` serve Letta's
+    ``memory_replace`` / ``memory_insert`` and the ``memory`` tool's ``str_replace`` / ``insert``."""
+
+    old: str = "old_string"
+    new: str = "new_string"
+    text: str = "new_string"  # the inserted text
+    instead: str = "to add text, use memory_insert; to rewrite the whole block, use memory_rethink"
+    view_numbers: bool = False  # also refuse the ``memory`` tool's view line numbers ("     3\t")
+
+
+LETTA_ARGS = ArgNames()
+MEMORY_TOOL_ARGS = ArgNames(
+    old="old_str", new="new_str", text="insert_text", instead="to add text, use the insert command", view_numbers=True
+)
 
 
 @dataclass(frozen=True)
 class Append:
     content: str
     operation: str = "core_memory_append"
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("content", self.content),)
 
     def compute(self, value: str, label: str) -> str:
         return f"{value}\n{self.content}"
@@ -144,8 +169,16 @@ class ReplaceAll:
     new: str
     operation: str = "core_memory_replace"
 
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("old_content", self.old), ("new_content", self.new))
+
     def compute(self, value: str, label: str) -> str:
-        if not self.old or self.old not in value:
+        if not self.old:
+            raise EditError(
+                "old_content is empty: core_memory_replace needs the exact text to replace. "
+                "To add text, use core_memory_append; to rewrite the whole block, use memory_rethink."
+            )
+        if self.old not in value:
             raise EditError(f"Old content '{self.old}' not found in memory block '{label}'")
         return value.replace(self.old, self.new)
 
@@ -157,14 +190,24 @@ class StrReplace:
     old: str
     new: str
     operation: str = "memory_replace"
+    args: ArgNames = LETTA_ARGS
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return ((self.args.old, self.old), (self.args.new, self.new))
 
     def compute(self, value: str, label: str) -> str:
-        reject_line_numbers("old_string", self.old)
-        reject_line_numbers("new_string", self.new, banner=False)
-        count = value.count(self.old) if self.old else 0
+        old_arg = self.args.old
+        reject_line_numbers(old_arg, self.old, view=self.args.view_numbers)
+        reject_line_numbers(self.args.new, self.new, banner=False, view=self.args.view_numbers)
+        if not self.old:
+            raise EditError(
+                f"No replacement was performed: {old_arg} is empty, and it must be the exact text to replace. "
+                f"{self.args.instead[0].upper()}{self.args.instead[1:]}."
+            )
+        count = value.count(self.old)
         if count == 0:
             raise EditError(
-                f"No replacement was performed, old_string `{self.old}` did not appear verbatim in "
+                f"No replacement was performed, {old_arg} `{self.old}` did not appear verbatim in "
                 f"memory block with label `{label}`."
             )
         if count > 1:
@@ -172,7 +215,7 @@ class StrReplace:
             if not lines:  # the match spans lines: report where each occurrence starts
                 lines = _occurrence_lines(value, self.old)
             raise EditError(
-                f"No replacement was performed. Multiple occurrences of old_string `{self.old}` in "
+                f"No replacement was performed. Multiple occurrences of {old_arg} `{self.old}` in "
                 f"lines {lines}. Please ensure it is unique."
             )
         return value.replace(self.old, self.new, 1)
@@ -194,9 +237,13 @@ class Insert:
     text: str
     line: int = -1
     operation: str = "memory_insert"
+    args: ArgNames = LETTA_ARGS
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return ((self.args.text, self.text),)
 
     def compute(self, value: str, label: str) -> str:
-        reject_line_numbers("new_string", self.text)
+        reject_line_numbers(self.args.text, self.text, view=self.args.view_numbers)
         lines = value.split("\n")
         n = len(lines)
         if (
@@ -222,6 +269,9 @@ class Rethink:
     operation: str = "memory_rethink"
     check_line_numbers: bool = True
 
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("new_memory", self.new),)
+
     def compute(self, value: str, label: str) -> str:
         if self.check_line_numbers:
             reject_line_numbers("new_memory", self.new)
@@ -234,6 +284,9 @@ class Patch:
 
     patch: str
     operation: str = "memory_apply_patch"
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("patch", self.patch),)
 
     def compute(self, value: str, label: str) -> str:
         hunks = parse_patch(self.patch)
@@ -251,6 +304,9 @@ class FirstReplace:
     new: str
     operation: str = "memory str_replace"
 
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("old_string", self.old), ("new_string", self.new))
+
     def compute(self, value: str, label: str) -> str:
         at = value.find(self.old) if self.old else -1
         if at == -1:
@@ -265,6 +321,9 @@ class LineInsert:
     text: str
     line: int
     operation: str = "memory insert"
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        return (("insert_text", self.text),)
 
     def compute(self, value: str, label: str) -> str:
         lines = value.split("\n") if value else []

@@ -716,7 +716,13 @@ class Memory:
 
     def conversation_log(self, agent_id: str, messages: Sequence[dict[str, Any]]) -> Written[list[Message]]:
         """Record conversation turns in recall memory (``Archive.log_messages``); refused, writing nothing, when one
-        holds a credential."""
+        is empty (nothing to remember: it would only come back in unrelated searches) or holds a credential."""
+        for n, m in enumerate(messages):
+            if isinstance(m, dict) and isinstance(m.get("content"), str) and not m["content"].strip():
+                raise ValidationError(
+                    f"messages[{n}].content is empty: an empty turn holds nothing to remember, and nothing was "
+                    "stored. Leave that turn out, or send its text."
+                )
         for n, m in enumerate(messages):
             if isinstance(m, dict):
                 self._refuse_in_fields(
@@ -941,9 +947,8 @@ class Memory:
         )
 
     def _check_sizes(self, edit: rules.Edit) -> None:
-        for name, value in vars(edit).items():
-            if isinstance(value, str) and name != "operation":
-                self._check_text(name, value)
+        for name, value in edit.texts():  # named as the tool's arguments
+            self._check_text(name, value)
 
     def _check_spec(self, spec: BlockSpec) -> BlockSpec:
         """A new block's label, texts and limit, checked before anything is written; the label normalised."""

@@ -37,7 +37,9 @@ from .notifier import (
     CORE_URI,
     FILES_URI_PREFIX,
     Notifier,  # the URIs: re-exported
+    block_uri,
     register_legacy_subscriptions,
+    uri_labels,
 )
 from .registry import (
     PRESETS,
@@ -236,7 +238,7 @@ class TiermemServer(MCPServer[Runtime]):
         for b in blocks:
             listed.append(
                 Resource(
-                    uri=BLOCK_URI.format(label=b.label),
+                    uri=block_uri(b.label),
                     name=b.label,
                     title=f"Core memory block: {b.label}",
                     description=b.description or None,
@@ -248,24 +250,19 @@ class TiermemServer(MCPServer[Runtime]):
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         text = str(uri)
-        prefix = BLOCK_URI.split("{", 1)[0]
-        if text.startswith(prefix):
+        labels = uri_labels(text)  # the percent-decoded label first (as listed), then the text as written
+        if labels:
             from mcp.server.lowlevel.helper_types import ReadResourceContents
 
-            label = text[len(prefix) :]
+            from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
+
             try:
-                from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
-
-                block = await self.runtime.read(Memory.block, label)
+                block = await self.runtime.read(Memory.block, labels[0])
             except TiermemError as exc:
-                from urllib.parse import unquote  # a client that percent-encoded a label with spaces
-
-                if unquote(label) == label:
+                if len(labels) == 1:
                     raise ResourceNotFoundError(str(exc)) from exc
                 try:
-                    from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
-
-                    block = await self.runtime.read(Memory.block, unquote(label))
+                    block = await self.runtime.read(Memory.block, labels[1])
                 except TiermemError:
                     raise ResourceNotFoundError(str(exc)) from exc
             contents: list[ReadResourceContents] = [

@@ -122,13 +122,15 @@ def tidy_schema(schema: Any) -> Any:
 
 
 def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Map aliases onto the advertised names and refuse unknown arguments.
+    """Map aliases onto the advertised names, refuse unknown arguments and ``true``/``false`` given for numbers.
 
     Returns (arguments, None), or (arguments, message) when the call must be refused.
     """
-    accepted = list(schema.get("properties", {}))
+    properties = schema.get("properties", {})
+    accepted = list(properties)
     aliases = ALIASES.get(tool, {})
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # advertised name -> the name the call used for it
     unknown: list[str] = []
     for name, value in arguments.items():
         target = aliases.get(name, name)
@@ -137,10 +139,11 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
             continue
         if target in out and out[target] != value:
             return arguments, (
-                f"{tool}: give `{target}` once; `{name}` is another name for it and its value differs. "
+                f"{tool}: `{given[target]}` and `{name}` are two names for the same argument and their values differ. "
                 f"Send only `{target}`."
             )
         out[target] = value
+        given[target] = name
     if unknown:
         names = ", ".join(f"`{u}`" for u in unknown)
         noun = "argument" if len(unknown) == 1 else "arguments"
@@ -148,7 +151,26 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
             f"{tool} does not take the {noun} {names}. It accepts: {', '.join(accepted)} "
             f"(required: {', '.join(schema.get('required', [])) or 'none'})."
         )
+    # pydantic's lax mode would take true as 1: a boolean where a whole number belongs is a mistake, said as one
+    booleans = [
+        {"type": "int_type", "loc": loc, "input": value}
+        for name, value in out.items()
+        for loc, value in _integers(name, properties[name], value)
+        if isinstance(value, bool)
+    ]
+    if booleans:
+        return arguments, explain(tool, schema, booleans)
     return out, None
+
+
+def _integers(name: str, prop: dict[str, Any], value: Any) -> list[tuple[tuple[Any, ...], Any]]:
+    """(location, value) of each value given where the schema wants a whole number: the argument itself, or each
+    item of a list of whole numbers. (Letta Code's ``insert_line`` is a ``number``: its tool has its own message.)"""
+    if prop.get("type") == "integer":
+        return [((name,), value)]
+    if prop.get("type") == "array" and prop.get("items", {}).get("type") == "integer" and isinstance(value, list):
+        return [((name, i), v) for i, v in enumerate(value)]
+    return []
 
 
 def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> str:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, ValidationError
+from ..base.records import check_text
 from ..domain import blocks as rules
 from .runtime import runtime_of
 
@@ -63,7 +64,7 @@ async def memory_tool(
     """Your core memory blocks as files: /memories/<label>. Commands and their arguments:
     - view: path (/memories lists the files; a file shows numbered lines), optional view_range [start, end]
     - create: path, file_text, optional description
-    - str_replace: path, old_str (unique, verbatim), new_str
+    - str_replace: path, old_str (unique, verbatim), new_str ("" deletes old_str)
     - insert: path, insert_line (0 = before line 1, k = after line k, -1 = end), insert_text
     - delete: path (its history is kept)
     - rename: old_path, new_path; or path + description to change the description
@@ -118,6 +119,9 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
     if command == "create":
         path = need("path")
         label = rules.label_from_path(path)
+        for name in ("file_text", "description"):  # checked here too, so that an error names the argument
+            if args.get(name) is not None:
+                check_text(args[name], name, m.max_content_chars)
         spec = BlockSpec(label=label, value=args.get("file_text") or "", description=args.get("description") or "")
         block = m.create_block(agent_id, spec)
         text = f"Created memory block {block.label!r} ({len(block.value)} of {block.limit} characters)."
@@ -125,13 +129,15 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
     if command == "str_replace":
         path = need("path")
         label = rules.label_from_path(path)
-        block = m.edit(agent_id, label, rules.StrReplace(need("old_str"), args.get("new_str") or ""))
+        replace = rules.StrReplace(need("old_str"), need("new_str"), args=rules.MEMORY_TOOL_ARGS)  # "" deletes
+        block = m.edit(agent_id, label, replace)
         return block.value, file(path, block.value)
     if command == "insert":
         path = need("path")
         label = rules.label_from_path(path)
         line = args.get("insert_line")
-        block = m.edit(agent_id, label, rules.Insert(need("insert_text"), -1 if line is None else line))
+        insert = rules.Insert(need("insert_text"), -1 if line is None else line, args=rules.MEMORY_TOOL_ARGS)
+        block = m.edit(agent_id, label, insert)
         return block.value, file(path, block.value)
     if command == "delete":
         path = need("path")

@@ -22,6 +22,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 import anyio
 import anyio.from_thread
@@ -53,8 +54,27 @@ log = logging.getLogger(__name__)
 
 CORE_URI = "memory://core"
 BLOCK_URI = "memory://blocks/{label}"
+BLOCK_URI_PREFIX = BLOCK_URI.split("{", 1)[0]
 FILES_KEY = "\x00files"  # in the watch's versions: the agent's folders and file views (never a block label)
 FILES_URI_PREFIX = "memory://files/"  # memory://files/<folder>/<file>: a file as the agent sees it
+
+
+def block_uri(label: str) -> str:
+    """A block's resource URI: its label percent-encoded (RFC 3986) with each ``/`` kept, so ``system/human`` stays
+    ``memory://blocks/system/human`` while a space, ``?``, ``#``, ``%`` or a non-ASCII letter cannot turn part of the
+    label into a query, a fragment or an escape when a client parses the URI."""
+    return BLOCK_URI_PREFIX + quote(label, safe="/", errors="surrogatepass")
+
+
+def uri_labels(uri: str) -> list[str]:
+    """The labels a block URI may name, in the order to try them: the percent-decoded one (what ``block_uri``
+    published), then the text as written when it differs (a client that put a label with a space or a ``%`` into the
+    URI without encoding it). Empty for a URI that is not a block's."""
+    if not uri.startswith(BLOCK_URI_PREFIX):
+        return []
+    raw = uri[len(BLOCK_URI_PREFIX) :]
+    decoded = unquote(raw, errors="surrogatepass")
+    return [decoded] if decoded == raw else [decoded, raw]
 
 
 class ListenerBus(InMemorySubscriptionBus):
@@ -183,7 +203,7 @@ class Notifier:
         if list_changed:
             await self._publish_list_changed(None)
         for label in labels:
-            await self._publish_updated(BLOCK_URI.format(label=label), None)
+            await self._publish_block(label, None)
         if labels or list_changed:
             await self._publish_updated(CORE_URI, None)
 
@@ -241,8 +261,8 @@ class Notifier:
             if self._agent_id not in change.agent_ids:
                 continue
             if change.kind == "block_updated" and change.label:
-                for uri in (BLOCK_URI.format(label=change.label), CORE_URI):
-                    await self._publish_updated(uri, ctx)
+                await self._publish_block(change.label, ctx)
+                await self._publish_updated(CORE_URI, ctx)
             elif change.kind == "files_changed":
                 await self._publish_files(ctx)
             else:
@@ -294,6 +314,21 @@ class Notifier:
 
     async def _publish_updated(self, uri: str, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ResourceUpdated(uri=uri))
+        await self._deliver(uri)
+
+    async def _publish_block(self, label: str, ctx: Context[Any, Any] | None) -> None:
+        """A block changed: its URI (``block_uri``) is published; a client that subscribed with another spelling of
+        it (the label unencoded, other escapes) hears of it under the URI it subscribed with."""
+        uri = block_uri(label)
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        raw = BLOCK_URI_PREFIX + label
+        if raw != uri:  # a listen stream only receives the URIs it asked for: this one reaches no one else
+            await self.bus.publish(ResourceUpdated(uri=raw))
+        for subscribed in [u for u in self._subscribers if label in uri_labels(u)]:
+            await self._deliver(subscribed)
+
+    async def _deliver(self, uri: str) -> None:
+        """``notifications/resources/updated`` to the legacy subscribers of ``uri``."""
         for channel in list(self._subscribers.get(uri, ())):
             try:
                 await channel.send_resource_updated(uri)

@@ -3,6 +3,10 @@
 Every function here takes values and returns a new value or raises ``EditError`` /
 ``ValidationError``. Nothing here reads or writes storage. ``apply_edit`` is the one
 place where a block's read-only flag and character limit are enforced.
+
+Why this module is long: each edit's semantics (Letta's texts, checks and argument names, per tool) sits beside the
+renderer whose line numbers the edits refuse; split, a guard would change in one module and the view it guards in
+another.
 """
 
 from __future__ import annotations

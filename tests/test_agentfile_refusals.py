@@ -247,3 +247,29 @@ def test_what_letta_writes_is_still_read(tmp_path: Path) -> None:
     first, second = blocks[data["blocks"][0]["label"]], blocks[data["blocks"][1]["label"]]
     assert (first.limit, first.read_only, first.description) == (5000, False, "")
     assert second.limit == 7000
+
+
+# -- finding 4: --replace over an agent imported from the same file -----------------------------------------
+
+
+def test_replace_imports_a_file_imported_before_again_over_it(tmp_path: Path) -> None:
+    """The docs: ``--replace`` overwrites the existing agent. For the same file that used to report it skipped and
+    keep every edit; now each agent of the file is written anew, its shared blocks included."""
+    memory = open_memory(load_settings(data_dir=tmp_path / "store", embedding_model="hashing"))
+    path = OWN / "pair_groups.af"
+    first = run_import(memory, path, fmt="af", agent="default", rename=None, replace=False)
+    assert first["imported"] == ["Pip", "pip-sleeptime"]
+    pip = memory.get_agent("Pip").id
+    messages = memory.archive.counts(pip)[0]
+    memory.update_block(pip, "human", description="edited in tiermem")  # shared with pip-sleeptime
+    memory.archive.log_messages(pip, [{"role": "user", "content": "said after the import"}])
+    again = run_import(memory, path, fmt="af", agent="default", rename=None, replace=False)
+    assert again["skipped"] == [f"{n} (already imported from this file)" for n in ("Pip", "pip-sleeptime")]
+    replaced = run_import(memory, path, fmt="af", agent="default", rename=None, replace=True)
+    assert replaced["imported"] == ["Pip", "pip-sleeptime"] and replaced["skipped"] == []
+    assert memory.archive.counts(memory.get_agent("Pip").id)[0] == messages
+    data = json.loads(path.read_text())
+    for name in ("Pip", "pip-sleeptime"):
+        for b in memory.blocks(memory.get_agent(name).id):
+            original = next(x for x in data["blocks"] if x["label"] == b.label)
+            assert b.description == (original.get("description") or ""), (name, b.label)

@@ -5,8 +5,8 @@ writes each agent: blocks (a block listed by several agents becomes one shared b
 messages in order with the in-context window (``in_context_message_ids``, or the older
 ``in_context_message_indices`` / ``in_context`` flags), archival passages and the links made on purpose
 between its memories (tiermem's extension), and the agent row last. Ids are derived from the file's content, so
-importing the same file again finds the agents already there and writes nothing; an interrupted import is finished
-by running it again.
+importing the same file again finds the agents already there and writes nothing (with ``--replace`` it deletes them
+and imports them again, discarding what changed since); an interrupted import is finished by running it again.
 
 Sources and files an agent uses become tiermem folders and files (``memory.files``): a source is a folder (an
 identical folder of that name is reused, else a free name ``NAME_(n)`` is taken and said so), its files keep their
@@ -629,8 +629,9 @@ def apply_plans(
         existing = memory.core.find_agent(p.name)
         try:
             memory.core.get_agent(agent_id)
-            report.skipped.append(f"{p.name} (already imported from this file)")
-            continue
+            if not replace:  # --replace imports it again over it (changes made since are discarded)
+                report.skipped.append(f"{p.name} (already imported from this file)")
+                continue
         except NotFoundError:
             pass
         if existing is not None and not replace:
@@ -651,9 +652,11 @@ def apply_plans(
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     try:
         folders = _write_folders(memory, todo, targets, progress, report)  # before the agents that see them
-        for p, agent_id, existing in todo:
+        # every replaced agent goes first: a block the file's agents share is then gone too, and written anew
+        for _, _, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
+        for p, agent_id, _ in todo:
             _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets)
     finally:
         progress.close()

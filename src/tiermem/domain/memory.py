@@ -569,6 +569,10 @@ class Memory:
         assert block is not None
         return block
 
+    def check_block_spec(self, spec: BlockSpec) -> None:
+        """Refuse, writing nothing, a block ``import_block`` would refuse (an import checks every block first)."""
+        self._check_spec(spec)
+
     def deletion_plan(self, agent_id: str) -> AgentDeletion:
         """What deleting the agent removes (shown before a deletion is confirmed)."""
         agent = self.core.get_agent(agent_id)

@@ -5,8 +5,8 @@ writes each agent: blocks (a block listed by several agents becomes one shared b
 messages in order with the in-context window (``in_context_message_ids``, or the older
 ``in_context_message_indices`` / ``in_context`` flags), archival passages and the links made on purpose
 between its memories (tiermem's extension), and the agent row last. Ids are derived from the file's content, so
-importing the same file again finds the agents already there and writes nothing; an interrupted import is finished
-by running it again.
+importing the same file again finds the agents already there and writes nothing (with ``--replace`` it deletes them
+and imports them again, discarding what changed since); an interrupted import is finished by running it again.
 
 Sources and files an agent uses become tiermem folders and files (``memory.files``): a source is a folder (an
 identical folder of that name is reused, else a free name ``NAME_(n)`` is taken and said so), its files keep their
@@ -38,6 +38,7 @@ from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base.records import ContextWindow, Folder, StoredFile, from_us, now, stable_id, to_us
 from ..domain import secrets
+from ..domain.archive import parse_bound
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..domain.file_views import check_file_name, check_folder_name, file_type
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
@@ -167,6 +168,10 @@ def load_json(path: Path) -> tuple[Any, str]:
             data = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError(f"{path} is not a JSON agent file: {exc}. Export it again from Letta (.af).") from exc
+    except RecursionError:
+        raise ValidationError(
+            f"{path} nests JSON arrays or objects too deeply to read; no agent file does. Export it again from Letta."
+        ) from None
     return data, hashlib.sha256(raw).hexdigest()
 
 
@@ -178,17 +183,43 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
         data = _from_single_agent(data)
     if not isinstance(data.get("agents"), list) or not data["agents"]:
         raise ValidationError("The agent file has no `agents` list (and is not the older single-agent format).")
-    blocks = {b.get("id"): b for b in _list(data, "blocks")}
+    blocks: dict[Any, JSON] = {}
+    for b in _list(data, "blocks"):
+        if b.get("id") is not None and b.get("id") in blocks:
+            raise ValidationError(
+                f"The file has two blocks with the id {b.get('id')!r}; each block needs its own id. "
+                "Remove or renumber one of them."
+            )
+        blocks[b.get("id")] = b
     tools = {t.get("id"): t for t in _list(data, "tools")}
     frequency: dict[str, int] = {}
     sleepers: dict[str, str] = {}
-    for g in _list(data, "groups"):
+    for i, g in enumerate(_list(data, "groups")):
         config = g.get("manager_config") or {}
+        if not isinstance(config, dict):
+            raise ValidationError(f"groups[{i}]: `manager_config` must be an object, not {config!r}.")
         if config.get("manager_type") == "sleeptime" and config.get("manager_agent_id"):
-            frequency[config["manager_agent_id"]] = int(config.get("sleeptime_agent_frequency") or 5)
+            every = config.get("sleeptime_agent_frequency")
+            if every is not None and (not _whole(every) or every < 1):
+                raise ValidationError(
+                    f"groups[{i}]: `manager_config.sleeptime_agent_frequency` must be a whole number of turns, "
+                    f"1 or more (or null for the default 5), not {every!r}."
+                )
+            frequency[str(config["manager_agent_id"])] = int(every or 5)
             for a in g.get("agent_ids") or []:
                 sleepers[a] = config["manager_agent_id"]
-    extension = data.get(EXTENSION) if isinstance(data.get(EXTENSION), dict) else {}
+    extension = _extension(data)
+    seen_ids: set[str] = set()
+    for n, a in enumerate(data["agents"]):
+        ident = a.get("id") if isinstance(a, dict) else None
+        if ident is None:
+            continue
+        if str(ident) in seen_ids:
+            raise ValidationError(
+                f"The file has two agents with the id {ident!r} (agents[{n}] is the second); each agent needs its "
+                "own id. Remove or renumber one of them."
+            )
+        seen_ids.add(str(ident))
     names = {a.get("id"): a.get("name") for a in data["agents"] if isinstance(a, dict)}
     for key in ("files", "sources"):  # read field by field below; MCP servers and skills are kept as they are
         _list(data, key)
@@ -210,6 +241,39 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
             raise ValidationError(f"The file has two agents named {p.name!r}; tiermem agent names are unique.")
         seen.add(p.name)
     return plans
+
+
+def _whole(value: Any) -> bool:
+    """A JSON whole number: an int (not a bool) or a float without a fraction (Letta's pydantic reads 5.0 as 5)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _extension(data: JSON) -> JSON:
+    """tiermem's own top-level object, its parts checked for shape: ``passages`` and ``agents`` map agent ids
+    to a list of passages and to an object of settings."""
+    extension = data.get(EXTENSION)
+    if extension is None:
+        return {}
+    if not isinstance(extension, dict):
+        raise ValidationError(f"`{EXTENSION}` in the agent file must be an object (tiermem's extension).")
+    passages = extension.get("passages")
+    if passages is not None and (
+        not isinstance(passages, dict) or not all(isinstance(v, list) for v in passages.values())
+    ):
+        raise ValidationError(f"`{EXTENSION}.passages` in the agent file must map agent ids to lists of passages.")
+    agents = extension.get("agents")
+    if agents is not None and (not isinstance(agents, dict) or not all(isinstance(v, dict) for v in agents.values())):
+        raise ValidationError(f"`{EXTENSION}.agents` in the agent file must map agent ids to objects of settings.")
+    for ident, settings in (agents or {}).items():
+        every = settings.get("sleeptime_frequency")
+        if every is not None and not (isinstance(every, str) and every.isascii() and every.isdigit()):
+            raise ValidationError(
+                f"`{EXTENSION}.agents[{ident!r}].sleeptime_frequency` must be a whole number of turns written as "
+                f'text ("0" is off), not {every!r}.'
+            )
+    return extension
 
 
 def _list(data: JSON, key: str) -> list[JSON]:
@@ -308,9 +372,18 @@ def _plan_agent(
         notes.append(f"{name}: Letta agent type {letta_type!r} runs as letta_v1")
     messages: list[JSON] = []
     unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
+    message_ids: set[str] = set()
     for i, m in enumerate(agent.get("messages") or []):
         row = _message(m, i, name)
+        ident = str(m.get("id") or f"message-{i}")
+        if ident in message_ids:
+            raise ValidationError(
+                f"Agent {name!r}: messages[{i}] has the id {ident!r}, which an earlier message has; each message "
+                "needs its own id. Remove or renumber one of them."
+            )
+        message_ids.add(ident)
         if row is not None:
+            _check_time(row.get("timestamp"), f"Agent {name!r}: messages[{i}] (id {ident!r}) has `created_at`")
             messages.append(row)
         else:
             unlogged.append(
@@ -322,10 +395,15 @@ def _plan_agent(
             )
     passages = []
     passage_ids = []
-    for p in (extension.get("passages") or {}).get(file_id, []):
+    for j, p in enumerate((extension.get("passages") or {}).get(file_id, [])):
+        where = f"Agent {name!r}: `{EXTENSION}.passages` entry {j}"
         if not isinstance(p, dict) or not isinstance(p.get("content"), str):
-            raise ValidationError(f"Agent {name!r}: a passage in the `{EXTENSION}` extension has no content.")
-        passages.append((p["content"], [str(t) for t in p.get("tags") or []], _time(p.get("created_at"))))
+            raise ValidationError(f"{where} has no content.")
+        tags = p.get("tags") or []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ValidationError(f"{where}: `tags` must be a list of texts, not {tags!r}.")
+        _check_time(p.get("created_at"), f"{where} has `created_at`")
+        passages.append((p["content"], list(tags), _time(p.get("created_at"))))
         passage_ids.append(p["id"] if isinstance(p.get("id"), str) else "")
     all_links = extension.get("links")
     if all_links is not None and not isinstance(all_links, dict):
@@ -440,7 +518,20 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
         label = label_from_letta(b["label"])  # '/x' and 'a//b' are normalised; the file's spelling is kept for export
     except TiermemError as exc:
         raise ValidationError(f"Block of agent {agent!r}: {exc}") from exc
-    limit = int(b.get("limit") or 5000)
+    where = f"Block {b['label']!r} of agent {agent!r}"
+    limit = b.get("limit")
+    if limit is None:
+        limit = 5000  # Letta's default (CORE_MEMORY_BLOCK_CHAR_LIMIT)
+    elif not _whole(limit) or limit < 1:
+        raise ValidationError(
+            f"{where}: `limit` must be a whole number of characters, 1 or more (or null for 5000), not {limit!r}."
+        )
+    description = b.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ValidationError(f"{where}: `description` must be text (or null), not {description!r}.")
+    read_only = b.get("read_only")
+    if read_only is not None and not isinstance(read_only, bool):
+        raise ValidationError(f"{where}: `read_only` must be true or false (or null), not {read_only!r}.")
     # a Letta block may hold more than its limit (limits were advisory there): keep the text, raise the limit
     metadata = {LETTA_LABEL_KEY: b["label"]} if label != b["label"] else {}
     if isinstance(b.get("metadata"), dict) and b["metadata"].get(PINNED_KEY) == "false":
@@ -448,11 +539,22 @@ def _block_spec(b: Any, agent: str) -> BlockSpec:
     return BlockSpec(
         label=label,
         value=value,
-        description=b.get("description") or "",
-        limit=max(limit, len(value), 1),
-        read_only=bool(b.get("read_only")),
+        description=description or "",
+        limit=max(int(limit), len(value), 1),
+        read_only=bool(read_only),
         metadata=metadata,
     )
+
+
+def _check_time(value: Any, where: str) -> None:
+    """Refuse a time that is not ISO 8601 text (or empty) before anything is written."""
+    try:
+        parse_bound(value, "created_at", end=False)
+    except ValidationError:
+        raise ValidationError(
+            f"{where} {value!r}, which is not an ISO 8601 time (e.g. 2025-01-31T09:30:00Z). "
+            "Correct it or remove the field in the file."
+        ) from None
 
 
 def _time(value: Any) -> datetime | None:
@@ -527,8 +629,9 @@ def apply_plans(
         existing = memory.core.find_agent(p.name)
         try:
             memory.core.get_agent(agent_id)
-            report.skipped.append(f"{p.name} (already imported from this file)")
-            continue
+            if not replace:  # --replace imports it again over it (changes made since are discarded)
+                report.skipped.append(f"{p.name} (already imported from this file)")
+                continue
         except NotFoundError:
             pass
         if existing is not None and not replace:
@@ -549,9 +652,11 @@ def apply_plans(
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     try:
         folders = _write_folders(memory, todo, targets, progress, report)  # before the agents that see them
-        for p, agent_id, existing in todo:
+        # every replaced agent goes first: a block the file's agents share is then gone too, and written anew
+        for _, _, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
+        for p, agent_id, _ in todo:
             _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets)
     finally:
         progress.close()

@@ -94,7 +94,7 @@ def first_record_type(path: Path) -> str | None:
     try:
         with path.open(encoding="utf-8") as f:
             first = json.loads(f.readline() or "null")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         return None
     return str(first.get("type")) if isinstance(first, dict) else None
 

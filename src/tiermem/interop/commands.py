@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import ValidationError
+from ..base.errors import TiermemError, ValidationError
 from ..base.files import write_atomically
+from ..base.records import check_text
 from . import af_export, agentfile, backup, importers, memfs
 from .letta_messages import EXTENSION
 
@@ -66,19 +67,34 @@ def run_import(
 
 
 def _check_sizes(memory: Memory, plans: list[agentfile.AgentPlan]) -> None:
-    """Every text must be storable before anything is written."""
+    """Every text must be storable, and every block creatable, before anything is written."""
     most = agentfile.IMPORT_MAX_CHARS
     for p in plans:
-        texts = [(f"message {m['file_id']}", m.get("content") or "") for m in p.messages]
-        texts += [("a passage", c) for c, _, _ in p.passages] + [(f"block {s.label}", s.value) for _, s in p.blocks]
+        texts = [(f"message {m['file_id']!r}", m.get("content") or "") for m in p.messages]
+        texts += [("a passage", c) for c, _, _ in p.passages]
         for what, text in texts:
             if len(text) > most:
                 raise ValidationError(
                     f"Agent {p.name!r}: {what} has {len(text)} characters; the most an import "
                     f"stores is {most}. Shorten it in the file."
                 )
-            if "\x00" in text:
-                raise ValidationError(f"Agent {p.name!r}: {what} contains a NUL character; remove it from the file.")
+            try:
+                check_text(text, what, most)
+            except ValidationError as exc:
+                raise ValidationError(f"Agent {p.name!r}: {exc} Correct it in the file.") from None
+        block_most = memory.max_content_chars
+        for _, spec in p.blocks:
+            for part, text in (("value", spec.value), ("description", spec.description)):
+                if len(text) > block_most:
+                    raise ValidationError(
+                        f"Agent {p.name!r}: the {part} of block {spec.label!r} has {len(text)} characters; a block's "
+                        f"{part} holds at most {block_most} (the max_content_chars setting). Shorten it in the file, "
+                        "or raise max_content_chars (tiermem config) before importing."
+                    )
+            try:
+                memory.check_block_spec(spec)
+            except TiermemError as exc:
+                raise ValidationError(f"Agent {p.name!r}: block {spec.label!r}: {exc}") from None
 
 
 def run_export(

@@ -58,7 +58,11 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         if role in ("approval",):
             return None
         raise ValidationError(f"Agent {agent!r}: message {i} has no usable role ({role!r}).")
-    text, reasoning = _text_of(m.get("content"))
+    where = f"Agent {agent!r}: messages[{i}] (id {str(m.get('id') or f'message-{i}')!r})"
+    content = m.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise ValidationError(f"{where}: `content` must be text or a list of content parts, not {content!r}.")
+    text, reasoning = _text_of(content)
     row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
     own = m.get(EXTENSION)
     if isinstance(own, dict) and own.get("letta"):  # Letta's own message, written back as it was: convert it again
@@ -97,12 +101,27 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         row.update(role="user", content=content, payload=json.dumps({"kind": kind}))
     elif role == "assistant":
         calls = []
-        for c in m.get("tool_calls") or []:
-            fn = c.get("function") or {}
+        listed = m.get("tool_calls") or []
+        if not isinstance(listed, list):
+            raise ValidationError(f"{where}: `tool_calls` must be a list of tool calls, not {listed!r}.")
+        for k, c in enumerate(listed):
+            fn = c.get("function") if isinstance(c, dict) else None
+            fn = {} if fn is None and isinstance(c, dict) else fn
+            if not isinstance(fn, dict):
+                raise ValidationError(
+                    f"{where}: tool_calls[{k}] must be an object with a `function` object "
+                    f'({{"id", "type": "function", "function": {{"name", "arguments"}}}}), not {c!r}.'
+                )
+            raw = fn.get("arguments")
+            if raw is not None and not isinstance(raw, str):
+                raise ValidationError(
+                    f"{where}: tool_calls[{k}].function.arguments must be the arguments as JSON text (a string, as "
+                    f"Letta writes it), not {type(raw).__name__} {raw!r}."
+                )
             try:
-                args = json.loads(fn.get("arguments") or "{}")
+                args = json.loads(raw or "{}")
             except json.JSONDecodeError:
-                args = {"_raw": fn.get("arguments")}
+                args = {"_raw": raw}
             calls.append(
                 {
                     "id": str(c.get("id")),

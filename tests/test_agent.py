@@ -180,6 +180,19 @@ async def test_memgpt_style_heartbeats_and_send_message(settings: Settings, fake
         assert "Likes tea\nHates coffee" in await read(c, "memory://blocks/human")
 
 
+async def test_memgpt_heartbeat_given_as_text_is_read_as_letta_does(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # Letta reads a text request_heartbeat as true only when it says "true" (any case): "false" ends the turn.
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes tea", "request_heartbeat": "TRUE"}),
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes cake", "request_heartbeat": "false"}),
+    )
+    async with Client(build(s), cache=None) as c:
+        reply, info, _ = await chat(c, "I like tea and cake")
+        assert [x["tool"] for x in info["steps"]] == ["core_memory_append", "core_memory_append"]
+        assert len(fake.requests) == 2 and "without a reply" in reply  # no heartbeat after "false"
+
+
 async def test_max_steps_bounds_the_turn(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(*[fa.tool("archival_memory_search", {"query": f"q{i}"}) for i in range(5)])
     async with Client(build(agent_settings(settings, fake, max_steps=3)), cache=None) as c:

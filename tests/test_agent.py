@@ -231,6 +231,15 @@ async def test_retries_rate_limits(settings: Settings, fake: fa.FakeAnthropic) -
         assert reply == "ok" and len(fake.requests) == 2
 
 
+async def test_a_refused_request_is_not_retried_and_says_so(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(fa.error(400, "max_tokens: 999999 > 64000"), fa.text("not reached"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        _, info, is_error = await chat(c, "hello")
+        assert is_error and len(fake.requests) == 1
+        assert info["error"].startswith("The Anthropic API refused the request (400): max_tokens: 999999 > 64000.")
+        assert "Retrying will not help" in info["error"] and "after retries" not in info["error"]
+
+
 async def test_restart_resumes_the_conversation(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
     s = agent_settings(load_settings(data_dir=tmp_path / "d", embedding_model="hashing"), fake)
     fake.add(fa.text("Hello Ada."), fa.text("You told me your name is Ada."))

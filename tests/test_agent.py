@@ -331,6 +331,44 @@ async def test_summariser_evicts_oldest_and_keeps_them_searchable(settings: Sett
         assert info["summarised"] == 0  # back under the threshold: no second summary
 
 
+async def test_a_message_larger_than_the_window_is_refused_and_not_logged(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    s = agent_settings(
+        settings, fake, context_window=7000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
+    )
+    async with Client(build(s), cache=None) as c:
+        fake.add(fa.text("first"))
+        await chat(c, "small first message")
+        _, info, is_error = await chat(c, "enormous " * 9000)
+        assert is_error and info["stop_reason"] == "error" and info["error"].startswith("The message is about ")
+        assert "context window of 7000 tokens" in info["error"] and "Nothing was sent or logged" in info["error"]
+        assert len(fake.requests) == 1  # nothing summarised, nothing sent
+        found = await c.call_tool("conversation_search", {"query": "enormous", "limit": 10})
+        assert "enormous" not in text_of(found)  # nothing logged
+        fake.add(fa.text("ok"))
+        await chat(c, "a shorter one")
+        assert "enormous" not in json.dumps(fake.requests[-1]["messages"])
+
+
+async def test_the_new_message_is_never_summarised_away(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # The new message fits the window but not beside the history: the history is summarised, the message kept.
+    s = agent_settings(
+        settings, fake, context_window=7000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
+    )
+    fake.summaries.append(fa.text("The user told three stories."))
+    async with Client(build(s), cache=None) as c:
+        for i in range(3):
+            fake.add(fa.text(f"reply {i}"))
+            await chat(c, _filler(i))
+        fake.add(fa.text("answered"))
+        reply, info, is_error = await chat(c, "enormous " * 3300 + "THE-QUESTION")
+        assert not is_error and reply == "answered" and info["summarised"] == 1
+        sent = fake.turn_requests()[-1]["messages"]
+        assert "The user told three stories." in sent[0]["content"][0]["text"]
+        assert "THE-QUESTION" in json.dumps(sent) and "Story 2:" not in json.dumps(sent)
+
+
 async def test_summariser_failure_falls_back_to_a_transcript(settings: Settings, fake: fa.FakeAnthropic) -> None:
     s = agent_settings(settings, fake, context_window=7000, tools=["minimal"], system="You are a test agent.")
     fake.summaries.extend([fa.error(500, "summary backend down")] * 2)

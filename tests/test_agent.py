@@ -224,6 +224,23 @@ async def test_provider_error_mid_turn_loses_nothing(settings: Settings, fake: f
         assert all(a != b for a, b in itertools.pairwise(roles))
 
 
+async def test_messages_of_failed_turns_stay_separate_and_marked(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # Two turns fail before any answer; the next request keeps their messages as separate, marked paragraphs.
+    fake.add(*[fa.error(500, "down")] * 4, fa.text("Sorry, I was away."))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        for text in ("My cat is Tom.", "Are you there?"):
+            _, info, is_error = await chat(c, text)
+            assert is_error and info["stop_reason"] == "error"
+        reply, _, is_error = await chat(c, "Hello?")
+        assert reply == "Sorry, I was away." and not is_error
+        last = fake.requests[-1]["messages"][-1]
+        assert [b["text"] for b in last["content"]] == [
+            "[An earlier message from the user that got no reply.]\nMy cat is Tom.",
+            "[An earlier message from the user that got no reply.]\nAre you there?",
+            "Hello?",
+        ]
+
+
 async def test_retries_rate_limits(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(fa.error(429, "slow down"), fa.text("ok"))
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:

@@ -135,6 +135,9 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
+UNANSWERED = "[An earlier message from the user that got no reply.]\n"
+
+
 def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     """Stored messages as alternating user/assistant turns of content blocks, always valid for the Messages API:
     a user turn first, roles alternating (consecutive same-role messages merged), and every tool call answered
@@ -171,9 +174,11 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
             turns.append({"role": role, "content": list(blocks)})
 
     used: set[str] = set()  # tool_use ids already in the request (an id must be unique)
+    unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
     for m in messages:
         p = payload(m)
         if m.role == "assistant":
+            unanswered = None
             blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
             ids = []
             for call in p.get("tool_calls") or []:
@@ -191,7 +196,14 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
             if str(p.get("tool_call_id", "")) not in calls:
                 add("user", [{"type": "text", "text": f"[result of an earlier tool call] {m.content}"}])
         elif m.content.strip():
-            add("user", [{"type": "text", "text": m.content}])
+            block: TextBlock = {"type": "text", "text": m.content}
+            if p.get("kind") == "user":
+                # A user message the model never answered (its turn failed before the first answer) stays, as
+                # its own block marked so, rather than run together with the next one.
+                if unanswered is not None:
+                    unanswered["text"] = UNANSWERED + unanswered["text"]
+                unanswered = block
+            add("user", [block])
     if turns and turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})
     return turns

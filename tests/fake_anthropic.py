@@ -5,6 +5,11 @@ real ``anthropic`` client (through ``base_url``) without network access. Summari
 requests (recognised by their system prompt) are answered from a separate script. A request
 with ``"stream": true`` (Claude Code sends those) gets the same message as server-sent events;
 ``default`` answers requests when the script is empty (a host that makes a variable number of calls).
+
+Like the real API, it refuses (400 ``invalid_request_error``) a request whose messages break the Messages API's
+rules (``problems``): the first message from the user, roles alternating, no empty content or text block, every
+``tool_use`` answered exactly once by a ``tool_result`` in the very next user turn, and every ``tool_result``
+answering a ``tool_use`` of the turn just before it. Refused requests are kept in ``invalid``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class FakeAnthropic:
         self.script: deque[Scripted] = deque()
         self.summaries: deque[Scripted] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.invalid: list[tuple[dict[str, Any], list[str]]] = []  # refused requests and what was wrong
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -92,6 +98,10 @@ class FakeAnthropic:
     def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
+            wrong = problems(body)
+            if wrong:
+                self.invalid.append((body, wrong))
+                return error(400, "invalid request (fake server): " + "; ".join(wrong))
             queue = self.summaries if _is_summary(body) and self.summaries else self.script
             if queue:
                 item = queue.popleft()
@@ -165,3 +175,44 @@ def _is_summary(body: dict[str, Any]) -> bool:
     system = body.get("system")
     text_ = system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
     return text_.startswith("You summarise a conversation")
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def problems(body: dict[str, Any]) -> list[str]:
+    """What the real Messages API would refuse in a request's messages (empty when it is valid)."""
+    out: list[str] = []
+    msgs = body.get("messages") or []
+    if msgs and msgs[0]["role"] != "user":
+        out.append("the first message is not from the user")
+    for i, m in enumerate(msgs):
+        content = _blocks(m)
+        if i and msgs[i - 1]["role"] == m["role"]:
+            out.append(f"messages.{i}: two {m['role']} messages in a row")
+        if not content:
+            out.append(f"messages.{i}: empty content")
+        for b in content:
+            if b.get("type") == "text" and not str(b.get("text", "")).strip():
+                out.append(f"messages.{i}: empty text block")
+        if m["role"] == "assistant":
+            uses = [b["id"] for b in content if b.get("type") == "tool_use"]
+            after = _blocks(msgs[i + 1]) if i + 1 < len(msgs) and msgs[i + 1]["role"] == "user" else []
+            answers = [b.get("tool_use_id") for b in after if b.get("type") == "tool_result"]
+            for u in uses:
+                if answers.count(u) != 1:
+                    out.append(f"messages.{i}: tool_use {u} answered {answers.count(u)} times in the next message")
+        else:
+            before = {b.get("id") for b in _blocks(msgs[i - 1]) if b.get("type") == "tool_use"} if i else set()
+            kinds = [b.get("type") for b in content]
+            last_result = max((k for k, kind in enumerate(kinds) if kind == "tool_result"), default=0)
+            if any(kind != "tool_result" for kind in kinds[:last_result]):
+                out.append(f"messages.{i}: a tool_result after other content (tool results come first)")
+            for b in content:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") not in before:
+                    out.append(
+                        f"messages.{i}: tool_result {b.get('tool_use_id')} answers no tool_use of the message before"
+                    )
+    return out

@@ -180,6 +180,19 @@ async def test_memgpt_style_heartbeats_and_send_message(settings: Settings, fake
         assert "Likes tea\nHates coffee" in await read(c, "memory://blocks/human")
 
 
+async def test_memgpt_heartbeat_given_as_text_is_read_as_letta_does(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # Letta reads a text request_heartbeat as true only when it says "true" (any case): "false" ends the turn.
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes tea", "request_heartbeat": "TRUE"}),
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes cake", "request_heartbeat": "false"}),
+    )
+    async with Client(build(s), cache=None) as c:
+        reply, info, _ = await chat(c, "I like tea and cake")
+        assert [x["tool"] for x in info["steps"]] == ["core_memory_append", "core_memory_append"]
+        assert len(fake.requests) == 2 and "without a reply" in reply  # no heartbeat after "false"
+
+
 async def test_max_steps_bounds_the_turn(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(*[fa.tool("archival_memory_search", {"query": f"q{i}"}) for i in range(5)])
     async with Client(build(agent_settings(settings, fake, max_steps=3)), cache=None) as c:
@@ -211,11 +224,37 @@ async def test_provider_error_mid_turn_loses_nothing(settings: Settings, fake: f
         assert all(a != b for a, b in itertools.pairwise(roles))
 
 
+async def test_messages_of_failed_turns_stay_separate_and_marked(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # Two turns fail before any answer; the next request keeps their messages as separate, marked paragraphs.
+    fake.add(*[fa.error(500, "down")] * 4, fa.text("Sorry, I was away."))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        for text in ("My cat is Tom.", "Are you there?"):
+            _, info, is_error = await chat(c, text)
+            assert is_error and info["stop_reason"] == "error"
+        reply, _, is_error = await chat(c, "Hello?")
+        assert reply == "Sorry, I was away." and not is_error
+        last = fake.requests[-1]["messages"][-1]
+        assert [b["text"] for b in last["content"]] == [
+            "[An earlier message from the user that got no reply.]\nMy cat is Tom.",
+            "[An earlier message from the user that got no reply.]\nAre you there?",
+            "Hello?",
+        ]
+
+
 async def test_retries_rate_limits(settings: Settings, fake: fa.FakeAnthropic) -> None:
     fake.add(fa.error(429, "slow down"), fa.text("ok"))
     async with Client(build(agent_settings(settings, fake)), cache=None) as c:
         reply, info, _ = await chat(c, "hello")
         assert reply == "ok" and len(fake.requests) == 2
+
+
+async def test_a_refused_request_is_not_retried_and_says_so(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(fa.error(400, "max_tokens: 999999 > 64000"), fa.text("not reached"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        _, info, is_error = await chat(c, "hello")
+        assert is_error and len(fake.requests) == 1
+        assert info["error"].startswith("The Anthropic API refused the request (400): max_tokens: 999999 > 64000.")
+        assert "Retrying will not help" in info["error"] and "after retries" not in info["error"]
 
 
 async def test_restart_resumes_the_conversation(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
@@ -307,6 +346,44 @@ async def test_summariser_evicts_oldest_and_keeps_them_searchable(settings: Sett
         fake.add(fa.text("ok"))
         _, info, _ = await chat(c, "short one")
         assert info["summarised"] == 0  # back under the threshold: no second summary
+
+
+async def test_a_message_larger_than_the_window_is_refused_and_not_logged(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    s = agent_settings(
+        settings, fake, context_window=7000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
+    )
+    async with Client(build(s), cache=None) as c:
+        fake.add(fa.text("first"))
+        await chat(c, "small first message")
+        _, info, is_error = await chat(c, "enormous " * 9000)
+        assert is_error and info["stop_reason"] == "error" and info["error"].startswith("The message is about ")
+        assert "context window of 7000 tokens" in info["error"] and "Nothing was sent or logged" in info["error"]
+        assert len(fake.requests) == 1  # nothing summarised, nothing sent
+        found = await c.call_tool("conversation_search", {"query": "enormous", "limit": 10})
+        assert "enormous" not in text_of(found)  # nothing logged
+        fake.add(fa.text("ok"))
+        await chat(c, "a shorter one")
+        assert "enormous" not in json.dumps(fake.requests[-1]["messages"])
+
+
+async def test_the_new_message_is_never_summarised_away(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # The new message fits the window but not beside the history: the history is summarised, the message kept.
+    s = agent_settings(
+        settings, fake, context_window=7000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
+    )
+    fake.summaries.append(fa.text("The user told three stories."))
+    async with Client(build(s), cache=None) as c:
+        for i in range(3):
+            fake.add(fa.text(f"reply {i}"))
+            await chat(c, _filler(i))
+        fake.add(fa.text("answered"))
+        reply, info, is_error = await chat(c, "enormous " * 3300 + "THE-QUESTION")
+        assert not is_error and reply == "answered" and info["summarised"] == 1
+        sent = fake.turn_requests()[-1]["messages"]
+        assert "The user told three stories." in sent[0]["content"][0]["text"]
+        assert "THE-QUESTION" in json.dumps(sent) and "Story 2:" not in json.dumps(sent)
 
 
 async def test_summariser_failure_falls_back_to_a_transcript(settings: Settings, fake: fa.FakeAnthropic) -> None:

@@ -114,3 +114,18 @@ async def test_serve_agent_loop_over_stdio(tmp_path: Path, fake: fa.FakeAnthropi
         assert "3 March" in text_of(found)
     async with Client(stdio_params(tmp_path), cache=None) as c:  # without the flag: no agent_chat
         assert "agent_chat" not in {t.name for t in (await c.list_tools()).tools}
+
+
+def test_chat_with_an_imported_letta_conversation_sends_a_valid_request(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    # Letta's example stores some tool results away from their calls; the request must still pair each call with
+    # exactly one result in the next turn (the fake server refuses the request otherwise, as the real API does).
+    sample = ROOT / "tests" / "fixtures" / "agent-file" / "memgpt_agent_with_convo_v1.af"
+    assert tiermem(tmp_path, "import", str(sample)).returncode == 0
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    fake.add(fa.text("Hello again, Brad."))
+    done = tiermem(tmp_path, "--agent", "memgpt_agent_with_convo", "chat", "-m", "Hi", env=env)
+    assert fake.invalid == [] and done.returncode == 0, (fake.invalid[:1], done.stderr)
+    assert done.stdout == "Hello again, Brad.\n"
+    sent = json.dumps(fake.requests[-1]["messages"])
+    # the displaced results are moved to their calls, not replaced by "interrupted" ones
+    assert "interrupted before it returned" not in sent

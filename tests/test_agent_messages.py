@@ -87,3 +87,6 @@ def test_summary_cut_lands_on_an_assistant_message() -> None:
     assert [m.id for m in kept] == ["m4", "m5", "m6", "m7"]
     evicted, kept = split_for_summary(messages, lambda kept: False, Thresholds())
     assert kept == [] and evicted == messages  # nothing fits: everything goes into the summary
+    # the turn's user message is never evicted: the cut stops at it even when the rest does not fit
+    evicted, kept = split_for_summary(messages, lambda kept: False, Thresholds(), pinned=messages[-1])
+    assert [m.id for m in kept] == ["m7"] and evicted == messages[:-1]

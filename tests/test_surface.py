@@ -392,7 +392,11 @@ async def test_the_agent_loop_sees_the_same_contract(settings: Settings) -> None
     )
     text, failed = await host.call("memory_apply_patch", {"label": "human", "patch": "+x"})  # not published by default
     assert failed and text.startswith(
-        "There is no tool named 'memory_apply_patch'; use one of the tools you were given."
+        "There is no tool named 'memory_apply_patch'; use one of the tools you were given: "
     )
+    text, failed = await host.call("no_such_tool", {})  # unknown to the server too: only the agent's tools are named
+    offered = text.split("you were given: ", 1)[1].rstrip(".").split(", ")
+    assert failed and offered == [s.name for s in await host.specs()]
+    assert "conversation_log" not in text and "core_memory_view" not in text and "agent_chat" not in text
     text, failed = await host.call("memory_rethink", {"label": "human", "new_memory": "x", "heartbeat": True})
     assert failed and text.startswith("memory_rethink does not take the argument `heartbeat`.")

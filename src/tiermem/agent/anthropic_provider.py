@@ -16,6 +16,7 @@ from ..base.errors import ConfigError, ProviderError
 from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Turn, Usage
 
 CACHE = {"type": "ephemeral"}
+RETRIED = frozenset({408, 409, 429})  # and 5xx: the statuses the SDK retries
 
 
 class AnthropicProvider:
@@ -66,9 +67,14 @@ class AnthropicProvider:
         except a.AuthenticationError as exc:
             raise ProviderError(f"Anthropic refused the API key ({exc.status_code}): check ANTHROPIC_API_KEY.") from exc
         except a.APIStatusError as exc:
-            raise ProviderError(
-                f"The Anthropic API answered {exc.status_code} after retries: {_detail(exc)}. "
-                "Try again later, or check the model name and max_tokens."
+            if exc.status_code in RETRIED or exc.status_code >= 500:
+                raise ProviderError(
+                    f"The Anthropic API answered {exc.status_code} after retries: {_detail(exc)}. "
+                    "Try again later, or check the model name and max_tokens."
+                ) from exc
+            raise ProviderError(  # not retried: the same request would be refused again
+                f"The Anthropic API refused the request ({exc.status_code}): {_detail(exc)}. Retrying will not "
+                "help: check the model name, max_tokens and context_window."
             ) from exc
         except a.APIConnectionError as exc:
             raise ProviderError(

@@ -71,6 +71,10 @@ class TokenCounter:
             self._texts[text] = count_tokens(text)
         return self._texts[text]
 
+    def text(self, text: str) -> int:
+        """The count of one new message's text (as ``count`` would count it once stored)."""
+        return int((6 + count_tokens(text)) * self.factor)
+
     def count(self, system: str, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
         return int(self.raw(system, tools, messages) * self.factor)
 
@@ -80,18 +84,29 @@ class TokenCounter:
             self.factor = max(1.0, min(3.0, provider_count / raw)) * 1.02
 
 
+def summary_allowance(th: Thresholds) -> int:
+    """The tokens the summariser may write (room the summary takes in the window)."""
+    return min(1024, th.window // 20)
+
+
 def split_for_summary(
-    messages: Sequence[Message], fits: Callable[[list[Message]], bool], th: Thresholds
+    messages: Sequence[Message],
+    fits: Callable[[list[Message]], bool],
+    th: Thresholds,
+    pinned: Message | None = None,
 ) -> tuple[list[Message], list[Message]]:
-    """(evicted, kept): evict the oldest 40%, growing by 10%, until ``fits(kept)``; kept starts at an assistant message."""
+    """(evicted, kept): evict the oldest 40%, growing by 10%, until ``fits(kept)``; kept starts at an assistant
+    message. ``pinned`` (the turn's user message: the one the model must answer) is never evicted: the cut goes
+    no further than it, even when the rest then does not fit."""
     total = len(messages)
+    limit = next((i for i, m in enumerate(messages) if pinned is not None and m.id == pinned.id), total)
     fraction = th.first_fraction
     while True:
-        cut = min(total, max(1, int(total * fraction + 0.999)))
-        while cut < total and messages[cut].role != "assistant":
+        cut = min(limit, max(1, int(total * fraction + 0.999)))
+        while cut < limit and messages[cut].role != "assistant":
             cut += 1
         kept = list(messages[cut:])
-        if cut >= total or fits(kept):
+        if cut >= limit or fits(kept):
             return list(messages[:cut]), kept
         fraction += th.step_fraction
 

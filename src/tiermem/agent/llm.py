@@ -135,10 +135,34 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
+UNANSWERED = "[An earlier message from the user that got no reply.]\n"
+
+
 def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
-    """Stored messages as alternating user/assistant turns of content blocks, always valid for the API:
-    consecutive same-role messages merged, tool results first in their turn, a tool call whose result
-    was never stored (a crash mid-step) answered with an error result, and a user turn first."""
+    """Stored messages as alternating user/assistant turns of content blocks, always valid for the Messages API:
+    a user turn first, roles alternating (consecutive same-role messages merged), and every tool call answered
+    exactly once by a tool result in the very next user turn, tool results first in that turn.
+
+    Stored tool results are paired with their calls by id, not by position: a result stored away from its call
+    (an imported Letta conversation orders them by time) is moved right after the call, so the model keeps the
+    real result; a second result for the same call is dropped; a call without a stored result (a crash mid-step)
+    is answered with an error result; a result whose call is not in the window (summarised away) becomes plain
+    text, so what the tool returned stays visible."""
+    calls = {
+        c["id"] for m in messages if m.role == "assistant" for c in payload(m).get("tool_calls") or [] if "id" in c
+    }
+    results: dict[str, ToolResultBlock] = {}
+    for m in messages:
+        p = payload(m)
+        if m.role == "tool" or p.get("kind") == "tool_result":
+            tid = str(p.get("tool_call_id", ""))
+            if tid in calls and tid not in results:
+                results[tid] = {
+                    "type": "tool_result",
+                    "tool_use_id": tid,
+                    "content": m.content,
+                    "is_error": bool(p.get("is_error")),
+                }
     turns: list[Turn] = []
 
     def add(role: Literal["user", "assistant"], blocks: list[Block]) -> None:
@@ -149,70 +173,48 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
         else:
             turns.append({"role": role, "content": list(blocks)})
 
+    used: set[str] = set()  # tool_use ids already in the request (an id must be unique)
+    unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
     for m in messages:
         p = payload(m)
-        kind = p.get("kind")
         if m.role == "assistant":
+            unanswered = None
             blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
+            ids = []
             for call in p.get("tool_calls") or []:
+                if call.get("id") in used or "id" not in call:
+                    continue
+                used.add(call["id"])
+                ids.append(call["id"])
                 blocks.append(
                     {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("input") or {}}
                 )
             add("assistant", blocks)
-        elif m.role == "tool" or kind == "tool_result":
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": p.get("tool_call_id", ""),
-                        "content": m.content,
-                        "is_error": bool(p.get("is_error")),
-                    }
-                ],
-            )
+            if ids:  # the very next user turn answers every call of this one, in order
+                add("user", [results.get(tid) or _interrupted(tid) for tid in ids])
+        elif m.role == "tool" or p.get("kind") == "tool_result":
+            if str(p.get("tool_call_id", "")) not in calls:
+                add("user", [{"type": "text", "text": f"[result of an earlier tool call] {m.content}"}])
         elif m.content.strip():
-            add("user", [{"type": "text", "text": m.content}])
-    _repair(turns)
+            block: TextBlock = {"type": "text", "text": m.content}
+            if p.get("kind") == "user":
+                # A user message the model never answered (its turn failed before the first answer) stays, as
+                # its own block marked so, rather than run together with the next one.
+                if unanswered is not None:
+                    unanswered["text"] = UNANSWERED + unanswered["text"]
+                unanswered = block
+            add("user", [block])
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})
     return turns
 
 
-def _repair(turns: list[Turn]) -> None:
-    for i, turn in enumerate(turns):
-        if turn["role"] != "assistant":
-            continue
-        wanted = [b["id"] for b in turn["content"] if b["type"] == "tool_use"]
-        if not wanted:
-            continue
-        if i + 1 >= len(turns) or turns[i + 1]["role"] != "user":
-            turns.insert(i + 1, {"role": "user", "content": []})
-        following = turns[i + 1]["content"]
-        have = {b["tool_use_id"] for b in following if b["type"] == "tool_result"}
-        missing: list[Block] = [
-            {
-                "type": "tool_result",
-                "tool_use_id": tid,
-                "is_error": True,
-                "content": json.dumps(
-                    {"status": "Failed", "message": "The tool call was interrupted before it returned.", "time": ""}
-                ),
-            }
-            for tid in wanted
-            if tid not in have
-        ]
-        following[:0] = missing
-    # A tool result whose call is not in the window (cut off) becomes plain text.
-    calls = {b["id"] for t in turns if t["role"] == "assistant" for b in t["content"] if b["type"] == "tool_use"}
-    for turn in turns:
-        if turn["role"] == "user":
-            turn["content"] = [
-                _orphan(b) if b["type"] == "tool_result" and b["tool_use_id"] not in calls else b
-                for b in turn["content"]
-            ]
-            turn["content"].sort(key=lambda b: b["type"] != "tool_result")
-    if turns and turns[0]["role"] != "user":
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})
-
-
-def _orphan(block: ToolResultBlock) -> TextBlock:
-    return {"type": "text", "text": f"[result of an earlier tool call] {block['content']}"}
+def _interrupted(tool_use_id: str) -> ToolResultBlock:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "is_error": True,
+        "content": json.dumps(
+            {"status": "Failed", "message": "The tool call was interrupted before it returned.", "time": ""}
+        ),
+    }

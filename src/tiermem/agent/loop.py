@@ -39,6 +39,7 @@ from .context import (
     TokenCounter,
     fallback_summary,
     split_for_summary,
+    summary_allowance,
     summary_message,
     transcript,
 )
@@ -179,6 +180,9 @@ class AgentLoop:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
             check_text(text, "message", m.max_content_chars)
+            too_big = self._message_fits(await self._system(agent), await self._tool_specs(host, style), text)
+            if too_big is not None:  # refused before anything is logged or sent
+                return TurnResult("", "error", conv, [], [], Usage(), error=too_big)
             user = await self._log(conv, "user", text, {"kind": "user"})
             after = await _io(version)
             if agent.metadata.get("message_buffer_autoclear", "false") == "true":
@@ -283,12 +287,32 @@ class AgentLoop:
         tools: list[ToolSpec],
         window: ContextWindow,
         messages: list[Message],
-        turn_id: str,
+        user: Message,
         step: int,
     ) -> tuple[ContextWindow, list[Message]] | None:
         """Summarise when the prompt is past ``summarize_at``: the new (window, messages); None when it fits."""
         th = self.settings.thresholds
         m = self.memory
+        self._check_base(system, tools)
+        if self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
+            return None
+        if not await self._summarise(provider, system, tools, window, messages, user, step):
+            return None
+        window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
+        messages = await _io(lambda: m.in_context_messages(window))
+        size = self.counter.count(system, tools, messages)
+        if size >= th.window:  # only this turn's messages are left, and they alone are too many
+            raise ContextOverflowError(
+                f"This turn's messages (the user's message and the tool results since) take about {size} tokens with "
+                f"the system prompt, more than the context window of {th.window} tokens, even with every earlier "
+                "message summarised. The turn stops here (its messages are kept in recall); ask for less at a time, "
+                "or raise context_window."
+            )
+        return window, messages
+
+    def _check_base(self, system: str, tools: list[ToolSpec]) -> None:
+        """An error when the system prompt and tools alone leave no room."""
+        th = self.settings.thresholds
         base = self.counter.count(system, tools, [])
         if base + self.settings.max_tokens >= th.window:
             raise ContextOverflowError(
@@ -296,11 +320,23 @@ class AgentLoop:
                 f"{self.settings.max_tokens} does not fit the context window of {th.window} tokens. Shorten the core "
                 "memory blocks or the system prompt, publish fewer tools, or raise context_window."
             )
-        if self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
-            return None
-        await self._summarise(provider, system, tools, window, messages, turn_id, step)
-        window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
-        return window, await _io(lambda: m.in_context_messages(window))
+
+    def _message_fits(self, system: str, tools: list[ToolSpec], text: str) -> str | None:
+        """Why a new message cannot be sent (None when it can): it must fit the window beside the system prompt,
+        tools, max_tokens and a summary of every earlier message, since it is never summarised itself (it is what the
+        model must answer). A system prompt too large by itself is ``_fit``'s error."""
+        th = self.settings.thresholds
+        base = self.counter.count(system, tools, [])
+        size = self.counter.text(text)
+        room = th.window - base - self.settings.max_tokens - summary_allowance(th)
+        if base + self.settings.max_tokens < th.window and size > room:
+            return (
+                f"The message is about {size} tokens, but the context window of {th.window} tokens leaves room for "
+                f"about {max(0, room)} after the system prompt, core memory, tool definitions, max_tokens "
+                f"({self.settings.max_tokens}) and a summary of earlier messages. Nothing was sent or logged: send a "
+                "shorter message (long text can go to a file or archival memory first), or raise context_window."
+            )
+        return None
 
     def _needs_warning(self, system: str, tools: list[ToolSpec], messages: list[Message]) -> bool:
         """Past ``warn_at``, once per window: MemGPT's memory-pressure alert."""
@@ -316,20 +352,22 @@ class AgentLoop:
         tools: list[ToolSpec],
         window: ContextWindow,
         messages: list[Message],
-        turn_id: str,
+        user: Message,
         step: int,
-    ) -> None:
+    ) -> bool:
+        """Summarise the oldest messages (never the turn's user message); whether any were."""
         th = self.settings.thresholds
+        turn_id = user.id
         old = messages[0] if messages and payload(messages[0]).get("kind") == "summary" else None
         body = messages[1:] if old is not None else messages
-        allowance = min(1024, th.window // 20)
+        allowance = summary_allowance(th)
 
         def fits(kept: list[Message]) -> bool:
             return self.counter.count(system, tools, kept) + allowance <= th.target * th.window
 
-        evicted, kept = split_for_summary(body, fits, th)
+        evicted, kept = split_for_summary(body, fits, th, pinned=user)
         if not evicted:
-            return
+            return False
         hidden = [*([old] if old is not None else []), *evicted]
         from ..domain.tokens import truncate
 
@@ -362,6 +400,7 @@ class AgentLoop:
             {"kind": "summary", "evicted": len(evicted)},
         )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
+        return True
 
     # -- persistence -------------------------------------------------------------------
 
@@ -497,7 +536,7 @@ class _Recall:
     async def request(self, step: int) -> LLMRequest:
         loop = self.loop
         system = await loop._system(self.agent)
-        fitted = await loop._fit(self.provider, system, self.tools, self.window, self.context, self.user.id, step)
+        fitted = await loop._fit(self.provider, system, self.tools, self.window, self.context, self.user, step)
         if fitted is not None:
             self.window, self.context = fitted
             self.summaries += 1

@@ -165,7 +165,7 @@ class ToolLoop:
         go_on, ended, failed = not memgpt, False, False
         for call in calls:
             args = dict(call.input)
-            heartbeat = bool(args.pop("request_heartbeat", False)) if memgpt else False
+            heartbeat = heartbeat_requested(args.pop("request_heartbeat", False)) if memgpt else False
             builtin = self.builtins.get(call.name)
             if builtin is not None:
                 answer = builtin(args)
@@ -188,6 +188,14 @@ class ToolLoop:
             return False
         await self.exchange.heartbeat(HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT)
         return True
+
+
+def heartbeat_requested(value: object) -> bool:
+    """Letta's reading of ``request_heartbeat``: a boolean as it is, text true only when it says "true" (any case),
+    anything else by its truth (models without structured output sometimes send ``"false"`` as text)."""
+    if isinstance(value, str):
+        return value.lower() == "true"
+    return bool(value)
 
 
 def memgpt_specs(specs: Iterable[ToolSpec]) -> list[ToolSpec]:

@@ -54,12 +54,17 @@ class ServerTools:
 
     async def call(self, name: str, arguments: JSON) -> tuple[str, bool]:
         if not self._wanted(name):
-            return f"There is no tool named {name!r}; use one of the tools you were given.", True
+            return await self._unknown(name), True
         try:
             result = await self._server.call_tool(name, arguments, self._ctx)
         except ToolError as exc:  # arguments that fail validation
             return str(exc), True
-        except MCPError as exc:  # an unknown tool is a protocol error for MCP clients; for the model, a failed call
-            return f"There is no tool named {name!r}; use one of the tools you were given. ({exc.error.message})", True
+        except MCPError:  # an unknown tool is a protocol error for MCP clients; for the model, a failed call
+            # (MCP's own text lists every tool the server has, some of which the agent is not given)
+            return await self._unknown(name), True
         text = "\n".join(getattr(c, "text", "") for c in getattr(result, "content", []) or [])
         return text, bool(getattr(result, "is_error", False))
+
+    async def _unknown(self, name: str) -> str:
+        offered = ", ".join(s.name for s in await self.specs())
+        return f"There is no tool named {name!r}; use one of the tools you were given: {offered}."

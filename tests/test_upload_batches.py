@@ -140,3 +140,38 @@ def test_two_uploads_of_the_same_files_at_once_leave_one_chunk_set_per_file(sett
     assert sum(f.chunks for f in stored) == len(rows) and len(stored) == 16
     assert "updated" not in outcomes[0] + outcomes[1]
     assert sorted(outcomes[0] + outcomes[1]).count("added") == 16  # each file added once, unchanged for the other
+
+
+def test_rows_stored_twice_by_an_older_race_are_reported_and_mended(settings: Settings) -> None:
+    """A store that met two uploads of one file at once before they took a lock holds its file row and chunks twice:
+    `tiermem doctor` says so, `tiermem optimize` leaves one copy of each, the file whole and searchable once."""
+    from tiermem.domain.maintenance import _check_files, optimize
+
+    memory = open_memory(settings)
+    memory.files.create_folder("docs")
+    text = "\n".join(f"line {i} about the harbour lights" for i in range(400)) + "\n"
+    memory.files.upload_many("docs", [("a.md", text.encode(), ""), ("b.md", b"just one line\n", "")])
+    rows = memory.archive.store.conn
+    chunks = rows.rows("file_chunks", None)
+    files = rows.rows("files", Filter(ids=tuple({str(c["group_id"]) for c in chunks})))
+    a = next(f for f in files if f["name"] == "a.md")
+    memory.archive.store.rows.add_rows("file_chunks", [c for c in chunks if c["group_id"] == a["id"]])  # as the race
+    memory.archive.store.rows.add_rows("files", [a])
+    stored = memory.archive.files.stored_twice()
+    assert set(stored) == {"files", "file_chunks"} and stored["files"] == 1, stored
+    checks: list[tuple[str, bool, str]] = []
+    _check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail)))
+    assert ("file rows", False) in [(n, ok) for n, ok, _ in checks], checks
+    lines = optimize(memory)
+    assert any("stored twice removed" in line for line in lines), lines
+    assert memory.archive.files.stored_twice() == {}
+    after = rows.rows("file_chunks", None, columns=("id", "group_id"))
+    ids = [r["id"] for r in after]
+    assert len(ids) == len(set(ids)) == len(chunks)
+    again = memory.archive.files.file(a["id"])
+    assert (
+        again is not None
+        and again.status == "completed"
+        and again.chunks == sum(1 for c in after if c["group_id"] == a["id"])
+    )
+    assert memory.archive.files.text(a["id"]) == text.rstrip("\n") or memory.archive.files.text(a["id"]) == text

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -264,6 +264,43 @@ class FileRows:
                 for (i, r, _, _), (d, _) in zip(todo, done, strict=True):
                     out[i] = (d, "updated" if r.id in stored else "added")
         return [o for o in out if o is not None]
+
+    def stored_twice(self) -> dict[str, int]:
+        """Rows stored more than once under one id, per table (files, file_chunks): what two uploads of one file at
+        once left before their commits took the lock (``tiermem doctor`` reports them, ``repair_twice`` mends)."""
+        out = {}
+        for table in ("files", "file_chunks"):
+            counts = Counter(str(r["id"]) for r in self.store.conn.rows(table, None, columns=("id",), latest=True))
+            extra = sum(n - 1 for n in counts.values() if n > 1)
+            if extra:
+                out[table] = extra
+        return out
+
+    def repair_twice(self) -> dict[str, int]:
+        """Mend what ``stored_twice`` finds: a file row stored twice is kept once (its newest), and every file with a
+        chunk stored twice gets its chunks cut again from its text (``write``: one chunk set; the vectors of chunks
+        whose text did not change are kept). Returns the extra rows there were, per table."""
+        found = self.stored_twice()
+        if not found:
+            return {}
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            rows = self.store.conn.rows("files", None, columns=("id",), latest=True)
+            twice = tuple(sorted(i for i, n in Counter(str(r["id"]) for r in rows).items() if n > 1))
+            if twice:
+                copies = self.store.conn.rows("files", Filter(ids=twice), latest=True)
+                newest: dict[str, dict[str, Any]] = {}
+                for r in sorted(copies, key=lambda r: int(r.get("updated_us") or 0)):
+                    newest[str(r["id"])] = {k: v for k, v in r.items() if not k.startswith("_")}
+                self._forget("files", Filter(ids=twice))
+                self.store.rows.delete("files", Filter(ids=twice))
+                self.store.rows.add_rows("files", list(newest.values()))
+            chunks = self.store.conn.rows("file_chunks", None, columns=("id", "group_id"), latest=True)
+            counts = Counter(str(r["id"]) for r in chunks)
+            files = sorted({str(r["group_id"]) for r in chunks if counts[str(r["id"])] > 1})
+        if files:  # written again as a sync would, under the lock of its own
+            texts = self.texts(files)
+            self.write([(f, texts.get(f.id, "")) for f in self._latest(files) if f.status == "completed"])
+        return found
 
     def _latest(self, file_ids: Sequence[str]) -> list[StoredFile]:
         """These files as stored now (the table's newest version, not this process's listing)."""

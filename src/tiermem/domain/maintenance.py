@@ -30,7 +30,9 @@ def optimize(memory: Memory) -> list[str]:
     the rows embedded are reported on stderr."""
     if any(memory.archive.vectors.missing().values()):
         print(f"embedded {memory.archive.vectors.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
-    lines = [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]
+    twice = memory.archive.files.repair_twice()
+    lines = [f"{table}: {n} row(s) stored twice removed (files written again)" for table, n in twice.items()]
+    lines += [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]
     lines += [f"core state: {what}: {n}" for what, n in memory.core.tidy().items()]
     return lines
 
@@ -156,6 +158,16 @@ def _check_files(memory: Any, check: Any) -> None:
     unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
     failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
     shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
+    twice = memory.archive.files.stored_twice()
+    check(
+        "file rows",
+        not twice,
+        "no file or chunk is stored twice"
+        if not twice
+        else "stored twice under one id (two uploads of one file at once, before tiermem took a lock for them): "
+        + ", ".join(f"{table} {n}" for table, n in twice.items()),
+        "run `tiermem optimize`: it keeps one copy of each file and writes its chunks again",
+    )
     check(
         "folders",
         not unfinished,

@@ -148,12 +148,16 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     real result; a second result for the same call is dropped; a call without a stored result (a crash mid-step)
     is answered with an error result; a result whose call is not in the window (summarised away) becomes plain
     text, so what the tool returned stays visible."""
+    payloads = [payload(m) for m in messages]  # each message's JSON read once, for the three passes below
     calls = {
-        c["id"] for m in messages if m.role == "assistant" for c in payload(m).get("tool_calls") or [] if "id" in c
+        c["id"]
+        for m, p in zip(messages, payloads, strict=True)
+        if m.role == "assistant"
+        for c in p.get("tool_calls") or []
+        if "id" in c
     }
     results: dict[str, ToolResultBlock] = {}
-    for m in messages:
-        p = payload(m)
+    for m, p in zip(messages, payloads, strict=True):
         if m.role == "tool" or p.get("kind") == "tool_result":
             tid = str(p.get("tool_call_id", ""))
             if tid in calls and tid not in results:
@@ -175,8 +179,7 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
 
     used: set[str] = set()  # tool_use ids already in the request (an id must be unique)
     unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
-    for m in messages:
-        p = payload(m)
+    for m, p in zip(messages, payloads, strict=True):
         if m.role == "assistant":
             unanswered = None
             blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []

@@ -176,11 +176,12 @@ class AgentLoop:
         version = m.archive.rows.messages_version
         cached = self._contexts.pop(conv, None)
         seen = await _io(version)  # the messages table as of the cached context
+        tools = await self._tool_specs(host, style)  # listed once a turn: the size check and the requests use it
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
             check_text(text, "message", m.max_content_chars)
-            too_big = self._message_fits(await self._system(agent), await self._tool_specs(host, style), text)
+            too_big = self._message_fits(await self._system(agent), tools, text)
             if too_big is not None:  # refused before anything is logged or sent
                 return TurnResult("", "error", conv, [], [], Usage(), error=too_big)
             user = await self._log(conv, "user", text, {"kind": "user"})
@@ -212,7 +213,6 @@ class AgentLoop:
             known = await _io(version)
             context = await _io(lambda: m.in_context_messages(window))
 
-        tools = await self._tool_specs(host, style)
         recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
         run = ToolLoop(
             provider,

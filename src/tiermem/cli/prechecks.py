@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 # refuses a data directory that holds no memory.
 CREATING = frozenset(
     {
-        ("serve", None),
         ("import", None),
         ("remember", None),
         ("sync", None),

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -208,12 +208,15 @@ def _write_leases(settings: Settings) -> Callable[[str], AbstractContextManager[
     if settings.uri is None or not supports(settings.uri):
         return None
     uri, options = settings.uri, settings.storage_options or None
+    buckets: list[Any] = []  # one client for every lease of this process, made at the first (not per write)
 
     def held(name: str) -> AbstractContextManager[object]:
         from ..core.bucket import Bucket
         from ..core.lease import WRITE_SECONDS, Lease, write_lease
 
-        return Lease(Bucket(uri, options), write_lease(name), WRITE_SECONDS).waiting(timeout=WRITE_SECONDS * 1.5)
+        if not buckets:
+            buckets.append(Bucket(uri, options))
+        return Lease(buckets[0], write_lease(name), WRITE_SECONDS).waiting(timeout=WRITE_SECONDS * 1.5)
 
     return held
 

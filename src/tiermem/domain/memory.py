@@ -833,16 +833,17 @@ class Memory:
         self.uses.forget((passage_id,), groups=(passage_id,))
         return removed
 
-    def existing(self, kinds: Mapping[str, str]) -> set[str]:
+    def existing(self, kinds: Mapping[str, str], *, agent_id: str | None = None) -> set[str]:
         """Which of the memories ``kinds`` (id -> kind, ``core.uses.KINDS``) still exist: passages and messages in
-        the archive (one read per kind), blocks in the core state, files in the files table; another kind is kept."""
+        the archive (one read per kind; with ``agent_id``, that agent's only), blocks in the core state, files in the
+        files table; another kind is kept."""
         by_kind: dict[str, list[str]] = {}
         for memory_id, kind in kinds.items():
             by_kind.setdefault(kind, []).append(memory_id)
         found = {i for kind, ids in by_kind.items() if kind not in USE_KINDS for i in ids}
         for kind, table in (("passage", "passages"), ("message", "messages")):
             if by_kind.get(kind):
-                found |= self.archive.rows.existing(table, by_kind[kind])
+                found |= self.archive.rows.existing(table, by_kind[kind], agent_id=agent_id)
         if by_kind.get("block"):
             found |= {b.id for b in self.core.get_blocks(by_kind["block"])}
         if by_kind.get("file"):

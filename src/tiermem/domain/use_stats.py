@@ -103,10 +103,9 @@ def _of_existing(memory: Memory, agent_id: str, records: dict[str, Use], named: 
     """The records whose memory is the agent's and exists: its passages and messages (one read per kind), its
     blocks and files (``named``)."""
     alive = {i for i, u in records.items() if u.kind in ("block", "file") and i in named}
-    for kind, table in (("passage", "passages"), ("message", "messages")):
-        ids = [i for i, u in records.items() if u.kind == kind]
-        if ids:
-            alive |= memory.archive.rows.existing(table, ids, agent_id=agent_id)
+    rows = {i: u.kind for i, u in records.items() if u.kind in ("passage", "message")}
+    if rows:
+        alive |= memory.existing(rows, agent_id=agent_id)
     return {i: u for i, u in records.items() if i in alive}
 
 

@@ -74,7 +74,7 @@ class Lease:
                 self._give_back_or_let_expire(etag)
 
     @contextmanager
-    def waiting(self, timeout: float) -> Iterator[None]:
+    def waiting(self, timeout: float, doing: str = "creating this store's tables") -> Iterator[None]:
         """Hold the lease inside, waiting up to ``timeout`` seconds for it (given back on the way out); a
         ``StoreError`` naming the lease if another holder keeps it longer."""
         deadline, delay, told = time.monotonic() + timeout, 0.02, False
@@ -92,7 +92,7 @@ class Lease:
             if time.monotonic() >= deadline:
                 raise StoreError(
                     f"Another process has held {self.bucket.uri}/{self.path} for more than {timeout:.0f} s: it is "
-                    f"creating this store's tables, or died doing so (its lease runs out {self.seconds:.0f} s after it "
+                    f"{doing}, or died doing so (its lease runs out {self.seconds:.0f} s after it "
                     "was taken). Try again in a minute."
                 )
             time.sleep(delay)

@@ -270,11 +270,14 @@ class FileRows:
         once left before their commits took the lock (``tiermem doctor`` reports them, ``repair_twice`` mends)."""
         out = {}
         for table in ("files", "file_chunks"):
-            counts = Counter(str(r["id"]) for r in self.store.conn.rows(table, None, columns=("id",), latest=True))
-            extra = sum(n - 1 for n in counts.values() if n > 1)
+            extra = sum(n - 1 for n in self._id_counts(table).values() if n > 1)
             if extra:
                 out[table] = extra
         return out
+
+    def _id_counts(self, table: str) -> Counter[str]:
+        """How many rows of ``table`` hold each id (the newest version)."""
+        return Counter(str(r["id"]) for r in self.store.conn.rows(table, None, columns=("id",), latest=True))
 
     def repair_twice(self) -> dict[str, int]:
         """Mend what ``stored_twice`` finds: a file row stored twice is kept once (its newest), and every file with a
@@ -284,8 +287,7 @@ class FileRows:
         if not found:
             return {}
         with self.store.conn.exclusive(CHUNKS_LOCK):
-            rows = self.store.conn.rows("files", None, columns=("id",), latest=True)
-            twice = tuple(sorted(i for i, n in Counter(str(r["id"]) for r in rows).items() if n > 1))
+            twice = tuple(sorted(i for i, n in self._id_counts("files").items() if n > 1))
             if twice:
                 copies = self.store.conn.rows("files", Filter(ids=twice), latest=True)
                 newest: dict[str, dict[str, Any]] = {}

@@ -216,7 +216,9 @@ def _write_leases(settings: Settings) -> Callable[[str], AbstractContextManager[
 
         if not buckets:
             buckets.append(Bucket(uri, options))
-        return Lease(buckets[0], write_lease(name), WRITE_SECONDS).waiting(timeout=WRITE_SECONDS * 1.5)
+        return Lease(buckets[0], write_lease(name), WRITE_SECONDS).waiting(
+            timeout=WRITE_SECONDS * 1.5, doing=f"writing under the lock {name!r} (a folder file's chunks)"
+        )
 
     return held
 

@@ -390,7 +390,7 @@ def _plan_agent(
                 {
                     "after": messages[-1]["file_id"] if messages else None,
                     "message": _letta_original(m),
-                    "file_id": str(m.get("id") or f"message-{i}"),
+                    "file_id": ident,
                 }
             )
     passages = []

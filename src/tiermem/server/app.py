@@ -256,15 +256,15 @@ class TiermemServer(MCPServer[Runtime]):
 
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
-            try:
-                block = await self.runtime.read(Memory.block, labels[0])
-            except TiermemError as exc:
-                if len(labels) == 1:
-                    raise ResourceNotFoundError(str(exc)) from exc
+            first: TiermemError | None = None
+            for label in labels:
                 try:
-                    block = await self.runtime.read(Memory.block, labels[1])
-                except TiermemError:
-                    raise ResourceNotFoundError(str(exc)) from exc
+                    block = await self.runtime.read(Memory.block, label)
+                    break
+                except TiermemError as exc:
+                    first = first or exc
+            else:
+                raise ResourceNotFoundError(str(first)) from first
             contents: list[ReadResourceContents] = [
                 ReadResourceContents(content=block.value, mime_type="text/plain", meta=_block_meta(block))
             ]

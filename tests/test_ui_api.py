@@ -221,7 +221,8 @@ def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:
 
 
 def test_tiermem_ui_command(tmp_path: Path) -> None:
-    """`tiermem ui --no-browser` as a user runs it: prints the URL with its secret, serves the page and the API."""
+    """`tiermem ui --no-browser` as a user runs it: prints the URL with its secret, serves the page and the API. A
+    data directory holding no memory (a mistyped --data-dir) is refused and not made; a missing agent too."""
     import subprocess
 
     import httpx
@@ -230,28 +231,35 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     from .test_transports import free_port, server_env, wait_for_port
 
     port = free_port()
-    refused = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "tiermem",
-            "ui",
-            "--no-browser",
-            "--port",
-            str(port),
-            "--agent",
-            "work",
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        cwd=ROOT,
-        env=server_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert refused.returncode == 1 and "No agent named 'work'" in refused.stderr  # agents are made on purpose
+
+    def refused(agent: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "tiermem",
+                "ui",
+                "--no-browser",
+                "--port",
+                str(port),
+                "--agent",
+                agent,
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            cwd=ROOT,
+            env=server_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    no_store = refused("work")
+    assert no_store.returncode == 1 and f"The data directory {tmp_path / 'data'} does not exist" in no_store.stderr
+    assert not (tmp_path / "data").exists()  # nothing created
     open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
+    no_agent = refused("other")
+    assert no_agent.returncode == 1 and "No agent named 'other'" in no_agent.stderr  # agents are made on purpose
     proc = subprocess.Popen(
         [
             PYTHON,

@@ -578,6 +578,9 @@ def run_command(args: argparse.Namespace) -> int:
         from .commands import config_command
 
         return config_command(settings, args)
+    from .prechecks import check_arguments
+
+    check_arguments(args, settings)  # before opening: bad arguments change nothing, not even a new data directory
     if args.command == "ui":
         from ..ui.launch import run_ui
 
@@ -588,9 +591,6 @@ def run_command(args: argparse.Namespace) -> int:
         from ..agent.repl import run_chat
 
         return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
-    from .prechecks import check_arguments
-
-    check_arguments(args, settings)  # before opening: bad arguments change nothing, not even a new data directory
     memory = open_memory(settings, start_embedder=False)
     if args.command == "agents":
         if args.action == "delete":

@@ -19,14 +19,16 @@ if TYPE_CHECKING:
 
 # What may make a new data directory (a command with any action, or with this one): the commands that store
 # something new, and those that make the agent `default` on first use (its blocks, its settings: the README's tour
-# starts with `tiermem blocks show --core`). Every other command only reads, changes or deletes what is there: it
-# refuses a data directory that holds no memory.
+# starts with `tiermem blocks show --core`; `tiermem chat` stores the conversation, and is how a terminal user with
+# an API key starts). Every other command only reads, changes or deletes what is there: it refuses a data directory
+# that holds no memory (`tiermem ui` too: an inspector of the memory there).
 CREATING = frozenset(
     {
         ("import", None),
         ("remember", None),
         ("sync", None),
         ("blocks", None),
+        ("chat", None),
         ("agents", "create"),
         ("agents", "show"),
         ("agents", "set"),

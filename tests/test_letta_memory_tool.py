@@ -188,6 +188,20 @@ async def test_schema_and_commands(lc_settings: Settings) -> None:
             assert err and message in text, (args, text)
 
 
+async def test_a_boolean_insert_line_is_refused(lc_settings: Settings) -> None:
+    """`insert_line: true` is a mistake, not line 1 (pydantic's lax mode reads it as 1.0): refused as the other
+    tools refuse a boolean for a number, and the file is not changed."""
+    async with Client(serve_in_process(lc_settings)) as c:
+        await call(c, command="create", reason="r", file_path="system/notes.md", description="d", file_text="a")
+        for flag in (True, False):
+            err, text, _ = await call(
+                c, command="insert", reason="r", file_path="system/notes.md", insert_line=flag, insert_text="x"
+            )
+            assert err and text.startswith(f"memory: `insert_line` must be a number, got {str(flag).lower()}."), text
+        r = await c.read_resource("memory://blocks/system/notes")
+        assert r.contents[0].text == "a"
+
+
 async def test_read_only_files_refuse_edits(lc_settings: Settings) -> None:
     from tiermem.cli.main import main
 

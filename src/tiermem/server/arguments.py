@@ -151,11 +151,11 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
             f"{tool} does not take the {noun} {names}. It accepts: {', '.join(accepted)} "
             f"(required: {', '.join(schema.get('required', [])) or 'none'})."
         )
-    # pydantic's lax mode would take true as 1: a boolean where a whole number belongs is a mistake, said as one
+    # pydantic's lax mode would take true as 1 (or 1.0): a boolean where a number belongs is a mistake, said as one
     booleans = [
-        {"type": "int_type", "loc": loc, "input": value}
+        {"type": _NUMBER_ERRORS[kind], "loc": loc, "input": value}
         for name, value in out.items()
-        for loc, value in _integers(name, properties[name], value)
+        for loc, kind, value in _numbers(name, properties[name], value)
         if isinstance(value, bool)
     ]
     if booleans:
@@ -163,13 +163,18 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     return out, None
 
 
-def _integers(name: str, prop: dict[str, Any], value: Any) -> list[tuple[tuple[Any, ...], Any]]:
-    """(location, value) of each value given where the schema wants a whole number: the argument itself, or each
-    item of a list of whole numbers. (Letta Code's ``insert_line`` is a ``number``: its tool has its own message.)"""
-    if prop.get("type") == "integer":
-        return [((name,), value)]
-    if prop.get("type") == "array" and prop.get("items", {}).get("type") == "integer" and isinstance(value, list):
-        return [((name, i), v) for i, v in enumerate(value)]
+_NUMBER_ERRORS = {"integer": "int_type", "number": "float_type"}
+
+
+def _numbers(name: str, prop: dict[str, Any], value: Any) -> list[tuple[tuple[Any, ...], str, Any]]:
+    """(location, schema type, value) of each value given where the schema wants a whole number or a number (Letta
+    Code's ``insert_line``): the argument itself, or each item of a list of them."""
+    kind = prop.get("type")
+    if kind in _NUMBER_ERRORS:
+        return [((name,), str(kind), value)]
+    item = prop.get("items", {}).get("type") if kind == "array" else None
+    if item in _NUMBER_ERRORS and isinstance(value, list):
+        return [((name, i), str(item), v) for i, v in enumerate(value)]
     return []
 
 

@@ -84,6 +84,27 @@ def test_an_empty_turn_is_skipped_not_stored_nor_refused(memory: tuple[Memory, s
     assert [x for x in m.archive.rows.messages_of(agent) if x.conversation_id == "e"] == []
 
 
+def test_empty_turns_stored_before_they_were_refused_are_never_found(memory: tuple[Memory, str]) -> None:
+    """Turns with no text (stored before conversation_log refused them, or brought by an import: a Letta tool-call
+    turn) come back from no search: not conversation_search, not as a found turn's neighbour, not auto-recall."""
+    m, agent = memory
+    blanks = ["", "   ", "\n\t "]
+    turns = [{"role": "user", "content": text, "conversation_id": "old"} for text in blanks]
+    turns.insert(1, {"role": "assistant", "content": "Ada drinks green tea every morning.", "conversation_id": "old"})
+    m.archive.log_messages(agent, turns)  # the archive stores what it is given (Memory's tools refuse blanks)
+    for links in (False, True):
+        hits = m.archive.conversation_search(agent, "what does Ada drink", limit=10, links=links).hits
+        assert [h.content for h in hits] == ["Ada drinks green tea every morning."], (links, hits)
+    found = autorecall.recall(
+        m,
+        agent,
+        "What does Ada drink in the morning?",
+        session="new",
+        settings=autorecall.RecallSettings(threshold=0.0, limit=10, max_chars=10_000),
+    )
+    assert [r.content for r in found] == ["Ada drinks green tea every morning."]
+
+
 def recalled(n: int, chars: int, *, source: str = "archival", relevance: float = 0.5) -> Recalled:
     return Recalled(
         id=f"passage-{n}",

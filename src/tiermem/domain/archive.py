@@ -44,7 +44,7 @@ from .links import Link, Neighbourhood, expand
 from .search.kinds import KINDS, Kind, Table
 from .search.pool import Pool, pool_size, pooled
 from .search.query import Query, analyse, needs_clock, speaker_of
-from .search.ranking import Candidate, Context, merge, stated
+from .search.ranking import Candidate, Context, merge, said, stated
 from .search.sittings import SittingCache, SittingIndex, SittingRanks
 
 if TYPE_CHECKING:
@@ -728,7 +728,7 @@ class Archive:
                 ids = tuple(sorted(wanted))
                 scope = replace(where, ids=ids) if table == kind.table else Filter(agent_id=agent_id, ids=ids)
                 rows.update(self._linked_rows(table, scope))
-        linked = {h: [rows[i] for i in ids if i in rows] for h, ids in near.items()}
+        linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
 
     def find_memory(self, agent_id: str, memory_id: str) -> tuple[str, Hit, int | None]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from ...base.records import Found
+from ...base.records import Found, Hit
 from . import timeexpr
 from .query import Query, names, speaker_of, subject_of, terms
 
@@ -182,15 +182,24 @@ def dated(candidates: Sequence[Candidate]) -> bool:
 
 
 def merge(vector: Sequence[Found], fts: Sequence[Found]) -> list[Candidate]:
-    """One candidate per id from what the two legs found (best first in each: ranks count from 1)."""
+    """One candidate per id from what the two legs found (best first in each: ranks count from 1). A row with no
+    text is none: ranked as if the legs had not found it (``said``)."""
     found: dict[str, dict[str, Any]] = {}
-    for rank, f in enumerate(vector, start=1):
+    for rank, f in enumerate(filter(said, vector), start=1):
         found[f.id] = {"found": f, "vector_rank": rank, "cosine": f.cosine}
-    for rank, f in enumerate(fts, start=1):
+    for rank, f in enumerate(filter(said, fts), start=1):
         entry = found.setdefault(f.id, {"found": f})
         entry["fts_rank"] = rank
         entry["bm25"] = f.bm25
     return [Candidate(id=i, content=e["found"].content, **e) for i, e in found.items()]
+
+
+def said(row: Found | Hit) -> bool:
+    """Whether a found row holds any text: an empty or blank turn (stored before conversation_log refused them, or
+    imported: a Letta turn that only called tools) is no result of any search. Checked on the rows the legs read,
+    content in hand (a LanceDB clause on ``content`` would read every row's text, every search); ``isspace`` stops at
+    the first other character."""
+    return bool(row.content) and not row.content.isspace()
 
 
 def features(query: Query, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:

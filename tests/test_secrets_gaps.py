@@ -1,7 +1,8 @@
 """Credentials the detector once let through (found by exploratory testing), each with its exact span, and the
 ordinary text next to them that stays untouched: a JWT's signature, short URL passwords, passwords on command
-lines, Google OAuth access tokens, keys glued to the text before them, keys with zero-width characters inside,
-``.env`` names abbreviated (``DB_PASS``); and a refused write judged by whole credentials, not by substrings."""
+lines, Google OAuth access and refresh tokens, keys glued to the text before them, keys with zero-width characters
+inside, ``.env`` names abbreviated (``DB_PASS``, ``DB_PASS_PROD``); and a refused write judged by whole credentials,
+not by substrings."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .test_secrets import AKIA, ANTHROPIC, GHP, JWT
 
 JWT_HEADER_PAYLOAD = JWT.rsplit(".", 1)[0]
 GOOGLE_OAUTH = "ya29." + "a0AfH6SMBx3kQ9vL2mZ7wR4pT8yU1iO5eA6sD0fG3hJ9kL2zX5cV8bN1mQ4wE7rT0yU3iO6pA9sD2fG5hJ8kL1zX4c"
+GOOGLE_REFRESH = "1//0" + "gLx7Qm2Zt8rBv4Nc7Kd1Pw6Hq9Sj3Uy5Te0Fa2Gb4Hc6Jd8Ke1Lf3Mg5Nh7Pi9Qj2Rk4Sl6Tm8Un1Vo3Wp5Xq7Y"
 GITLAB_DEPLOY = "gldt-" + "Hq7Lm2Zt8rBv4Nc7Kd1Pw6"  # a format only detect-secrets' plugin knows
 ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
@@ -44,6 +46,8 @@ CASES = [
     ("PGPASSWORD=S3cretPassw0rd psql -h db", "secret", "S3cretPassw0rd"),
     # 4. a Google OAuth access token
     (f"Authorization token {GOOGLE_OAUTH} expired", "Google OAuth access token", GOOGLE_OAUTH),
+    (f'{{"refresh_token": "{GOOGLE_REFRESH}", "scope": "email"}}', "Google OAuth refresh token", GOOGLE_REFRESH),
+    (f"refresh with {GOOGLE_REFRESH}.", "Google OAuth refresh token", GOOGLE_REFRESH),
     # 5. keys glued to what comes before them
     (f"key_{ANTHROPIC}", "Anthropic API key", ANTHROPIC),
     (f"x{ANTHROPIC}", "Anthropic API key", ANTHROPIC),
@@ -56,6 +60,8 @@ CASES = [
     # 7. .env names abbreviated
     ("DB_PASS=anothersecretPW987", "secret", "anothersecretPW987"),
     ("ADMIN_PW=Adm1nPassw0rd", "secret", "Adm1nPassw0rd"),
+    ("DB_PASS_PROD=anothersecretPW987", "secret", "anothersecretPW987"),
+    ("# .env\nDB_HOST=db\nADMIN_PW_2=Adm1nPassw0rd\n", "secret", "Adm1nPassw0rd"),
     ("BASIC_AUTH=deploy:pass123", "secret", "deploy:pass123"),
     ('{"db_pass": "anothersecretPW987"}', "secret", "anothersecretPW987"),
     ("X-API-KEY: abcd1234efgh5678", "secret", "abcd1234efgh5678"),
@@ -81,6 +87,8 @@ CLEAN = [
     "--- PASS: TestSomethingLong (0.00s)",
     "n_pass = n_total_2\nBYPASS=cache_layer_1\nNO_AUTH = 'NO_AUTH'",
     "DB_PASS=changeme\nDB_PASS=$DB_PASS\nDB_PW=short",
+    "DB_PASS_PROD=${DB_PASS_PROD}\nBYPASS_PROD=cache_layer_1\nNO_AUTH_TEST = 'NO_AUTH_TEST'",
+    "1//0 is undefined; x = 1//0 + 2; see https://example.com/1//0/page",
     '{"skip_auth": skip_auth, "x-api-key": self.api_key}\nclient(token=self.token)',
 ]
 

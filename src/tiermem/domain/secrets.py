@@ -6,9 +6,9 @@ naming the kind and where it is (line, characters), never the secret itself.
 
 The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no
 baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
-lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access tokens, PEM
-private keys spanning lines, AWS secret keys outside quotes, ``.env``-style assignments, passwords on command lines,
-bearer tokens, ...); a few of its own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the
+lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access and refresh
+tokens, PEM private keys spanning lines, AWS secret keys outside quotes, ``.env``-style assignments, passwords on
+command lines, bearer tokens, ...); a few of its own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the
 text before them where their prefix is distinctive, and with invisible characters inside. Its high-entropy plugins
 are noisy on prose and code: only the base64 one is used, on quoted strings of 20+ characters with letters and
 digits above its entropy limit (the hex one would flag quoted git SHAs and digests). Its IP-address plugin is left
@@ -307,8 +307,10 @@ _ENV_NAME = (
 # TestParse", ``n_pass = n_total``, "bypass", ``NO_AUTH = "NO_AUTH"``): they count as a whole name or its last part,
 # in upper case assigned by "=" (``.env``, a shell: at most one space before it, so the needles can hold the "="), or
 # in any case as a quoted key given a quoted value (``"db_pass": "..."``); a constant's name as value is no secret.
-_ENV_SHORT = r"(?:PASS(?<![A-Za-z]PASS)|PW(?<![A-Za-z]PW)|AUTH(?<![A-Za-z]AUTH)) ?=(?!=)"
+# Assigned, a short name takes the suffixes a long one does (``DB_PASS_PROD=``, ``ADMIN_PW_2=``).
+_ENV_SHORT = r"(?:PASS(?<![A-Za-z]PASS)|PW(?<![A-Za-z]PW)|AUTH(?<![A-Za-z]AUTH))" + _ENV_SUFFIX + r" ?=(?!=)"
 _ENV_SHORT_KEY = r"(?i:pass(?<![a-z]pass)|pw(?<![a-z]pw)|auth(?<![a-z]auth))[\"']\s*:\s*([\"'])([^\"'\n]{4,})\1"
+_ENV_SHORT_NAMES = ("pass", "pw", "auth")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _ENV_VALUE = r"\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
@@ -351,6 +353,12 @@ def _own_detectors() -> list[_Detector]:
             "Google OAuth access token",
             c(_NOT_GLUED + r"ya29\.[0-9A-Za-z_\-]{30,}"),
             ("ya29.",),
+            check=_letters_and_digits,
+        ),
+        d(
+            "Google OAuth refresh token",
+            c(_NOT_GLUED + r"1//0[0-9A-Za-z_\-]{40,}(?![0-9A-Za-z_\-])"),
+            ("1//0",),
             check=_letters_and_digits,
         ),
         d("Slack token", c(r"xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,}"), ("xox", "xapp-")),
@@ -476,7 +484,7 @@ def _own_detectors() -> list[_Detector]:
         d(
             "secret",
             c(_ENV_SHORT + _ENV_VALUE),
-            tuple(name + space + "=" for name in ("pass", "pw", "auth") for space in ("", " ")),
+            tuple(name + end for name in _ENV_SHORT_NAMES for end in ("=", " =", "_")),
             group="value",
             check=_not_constant,
             specific=False,
@@ -485,7 +493,7 @@ def _own_detectors() -> list[_Detector]:
         d(
             "secret",
             c(_ENV_SHORT_KEY),
-            tuple(name + quote for name in ("pass", "pw", "auth") for quote in "\"'"),
+            tuple(name + quote for name in _ENV_SHORT_NAMES for quote in "\"'"),
             group=2,
             check=_not_constant,
             specific=False,

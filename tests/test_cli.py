@@ -47,24 +47,30 @@ def _editor(tmp_path: Path, body: str) -> str:
 
 
 def test_blocks_edit_in_editor(tmp_path: Path) -> None:
+    """The edit's temporary file is made in $TMPDIR (here the test's own: a failed edit keeps the user's text there,
+    on purpose, and a test must leave nothing in /tmp)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     assert tiermem(tmp_path, "blocks", "set", "human", "Name: Ada").returncode == 0
     edit = _editor(tmp_path, 'printf "Name: Ada\\nLikes tea" > "$1"')
-    done = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=edit)
+    done = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=edit, TMPDIR=str(temp))
     assert done.returncode == 0, done.stderr
     assert "version 3" in done.stdout
     assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
     history = json.loads(tiermem(tmp_path, "blocks", "history", "human", "--json").stdout)
     assert history[0]["actor"] == "human" and history[0]["operation"] == "edit"
-    same = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "true"))
+    same = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "true"), TMPDIR=str(temp))
     assert same.returncode == 0 and "unchanged" in same.stdout
-    failed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "exit 3"))
+    failed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "exit 3"), TMPDIR=str(temp))
     assert failed.returncode == 1 and "status 3" in failed.stderr
-    too_long = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "printf '%06000d' 0 > \"$1\""))
-    assert (
-        too_long.returncode == 1
-        and "5000 character limit" in too_long.stderr
-        and "your text is kept in" in too_long.stderr
+    assert list(temp.iterdir()) == []  # nothing kept: there was no text of the user's to keep
+    too_long = tiermem(
+        tmp_path, "blocks", "edit", "human", EDITOR=_editor(tmp_path, "printf '%06000d' 0 > \"$1\""), TMPDIR=str(temp)
     )
+    assert too_long.returncode == 1 and "5000 character limit" in too_long.stderr
+    [kept] = temp.iterdir()
+    assert kept.name.startswith("tiermem-human-") and f"your text is kept in {kept}." in too_long.stderr
+    assert kept.read_text() == "0" * 6000
     assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
 
 

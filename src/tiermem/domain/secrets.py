@@ -323,6 +323,13 @@ _ARGUMENT = r"([\"']?)([^\s\"']+)\1"
 def _own_detectors() -> list[_Detector]:
     c = re.compile
     d = _Detector
+
+    def command_line(
+        pattern: str, needles: tuple[str, ...], *, check: Callable[[str], bool] = _password, min_chars: int = 1
+    ) -> _Detector:
+        """A password given to a command: its value is group 2 (``_ARGUMENT``'s), a password's rules by default."""
+        return d("password on a command line", c(pattern), needles, group=2, check=check, min_chars=min_chars)
+
     return [
         d(
             "Anthropic API key",
@@ -412,57 +419,23 @@ def _own_detectors() -> list[_Detector]:
             probe=c(r"://[^\s:/@\"'<>]{0,100}:[^\s@/\"'<>]{1,200}@[A-Za-z0-9\[]"),
             min_chars=1,
         ),
-        d(
-            "password on a command line",
-            c(r"curl\b" + _SAME_COMMAND + r"(?:-u|--user|-U|--proxy-user)(?:\s+|=)?([\"']?)[^\s:\"']*:([^\s\"']+)\1"),
+        command_line(
+            r"curl\b" + _SAME_COMMAND + r"(?:-u|--user|-U|--proxy-user)(?:\s+|=)?([\"']?)[^\s:\"']*:([^\s\"']+)\1",
             ("curl",),
-            group=2,
-            check=_password,
-            min_chars=1,
         ),
-        d(
-            "password on a command line",  # -p alone prompts for it; "-p dbname" names a database
-            c(
-                r"(?:mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump|-admin)?)\b"
-                + _SAME_COMMAND
-                + "-p"
-                + _ARGUMENT
-            ),
+        command_line(  # -p alone prompts for it; "-p dbname" names a database
+            r"(?:mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump|-admin)?)\b" + _SAME_COMMAND + "-p" + _ARGUMENT,
             ("mysql", "mariadb"),
-            group=2,
-            check=_password,
-            min_chars=1,
         ),
-        d(
-            "password on a command line",
-            c(r"sshpass(?:\s+-v)*\s+-p\s*" + _ARGUMENT),  # its options come first: a later -p is the command's
-            ("sshpass",),
-            group=2,
-            check=_password,
-            min_chars=1,
-        ),
-        d(
-            "password on a command line",
-            c(r"redis-cli\b" + _SAME_COMMAND + r"(?:-a|--pass)\s+" + _ARGUMENT),
-            ("redis-cli",),
-            group=2,
-            check=_password,
-            min_chars=1,
-        ),
-        d(
-            "password on a command line",
-            c(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?=" + _ARGUMENT),
+        # sshpass's options come first: a later -p is the command's
+        command_line(r"sshpass(?:\s+-v)*\s+-p\s*" + _ARGUMENT, ("sshpass",)),
+        command_line(r"redis-cli\b" + _SAME_COMMAND + r"(?:-a|--pass)\s+" + _ARGUMENT, ("redis-cli",)),
+        command_line(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?=" + _ARGUMENT, ("-pass",)),
+        command_line(  # "--password VALUE": prose too ("set --password to ..."): a value's rules
+            r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1",
             ("-pass",),
-            group=2,
-            check=_password,
-            min_chars=1,
-        ),
-        d(
-            "password on a command line",  # "--password VALUE": prose too ("set --password to ..."): a value's rules
-            c(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1"),
-            ("-pass",),
-            group=2,
             check=_not_placeholder,
+            min_chars=_Detector.min_chars,
         ),
         d(
             "bearer token",

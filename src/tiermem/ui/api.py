@@ -43,20 +43,23 @@ def check_access(agents: Collection[str] | None, name: str) -> None:
         raise AccessError(f"This token may not use agent {name!r}; use a token that lists it.")
 
 
-def check_every_agent(agents: Collection[str] | None, what: str) -> None:
+def check_every_agent(agents: Collection[str] | None, what: str, refusal: str | None = None) -> None:
+    """Refuse a token limited to some agents (``AccessError``: ``refusal``, else that ``what`` touches every agent);
+    only one with ``agents = ["*"]`` (or no tokens configured) may."""
     if not (agents is None or "*" in agents):
-        raise AccessError(f'{what} touches every agent; it needs a token with agents = ["*"].')
+        raise AccessError(refusal or f'{what} touches every agent; it needs a token with agents = ["*"].')
 
 
 def check_agent_deletion(agents: Collection[str] | None) -> None:
     """Deleting (or forgetting) a whole agent is an administrator's operation: a token limited to some agents (a
     signed-in user's, even for their own or a shared agent) may not, only one with ``agents = ["*"]``
     (docs/oauth.md)."""
-    if not (agents is None or "*" in agents):
-        raise AccessError(
-            'Deleting a whole agent needs a static token with agents = ["*"] (an administrator\'s); this token may '
-            "only use its agents. Nothing was deleted."
-        )
+    check_every_agent(
+        agents,
+        "Deleting a whole agent",
+        'Deleting a whole agent needs a static token with agents = ["*"] (an administrator\'s); this token may only '
+        "use its agents. Nothing was deleted.",
+    )
 
 
 # -- agents and blocks ---------------------------------------------------------------

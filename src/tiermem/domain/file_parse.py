@@ -95,11 +95,13 @@ def _decode(name: str, data: bytes) -> tuple[str, str]:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            text, note = _nearly_utf8(data, exc)
-            if text is None:
+            nearly, nearly_note, surely = _nearly_utf8(data, exc)
+            if nearly is not None and surely:
+                text, note = nearly, nearly_note
+            else:  # charset-normalizer's guess first; UTF-8 with a stray byte if it has none
                 text = _guessed(data)
-            if text is None:
-                text, note = _nearly_utf8(data, exc, anywhere=True)
+                if text is None:
+                    text, note = nearly, nearly_note
             if text is None:
                 raise _binary(name, "its bytes are not text in any encoding charset-normalizer knows") from None
     controls = len(_CONTROLS.findall(text))
@@ -108,22 +110,22 @@ def _decode(name: str, data: bytes) -> tuple[str, str]:
     return text.replace("\r\n", "\n").replace("\r", "\n"), note
 
 
-def _nearly_utf8(data: bytes, error: UnicodeDecodeError, *, anywhere: bool = False) -> tuple[str | None, str]:
-    """``data`` as UTF-8 with its few bad bytes replaced by U+FFFD, when it is UTF-8 but for them, with a note;
-    (None, "") otherwise. Without ``anywhere``: only a last character cut short (``head -c``, a log cut while
-    written), or UTF-8 text (its other non-ASCII characters valid) with at most one bad sequence per
-    ``_BAD_BYTES_PER`` bytes. ``anywhere``: that share wherever the rest is (after charset-normalizer found no
-    encoding: ASCII with a stray byte)."""
+def _nearly_utf8(data: bytes, error: UnicodeDecodeError) -> tuple[str | None, str, bool]:
+    """``data`` as UTF-8 with its few bad bytes replaced by U+FFFD, when it is UTF-8 but for them (at most one bad
+    sequence per ``_BAD_BYTES_PER`` bytes), with a note; (None, "", False) otherwise. The flag: whether that reading
+    is sure, to be taken before charset-normalizer's guess: only a last character cut short (``head -c``, a log cut
+    while written), or its other non-ASCII characters valid UTF-8. Otherwise it is as likely a single-byte code page
+    (Latin-1 accents), which charset-normalizer reads; the UTF-8 reading serves when it finds no encoding (ASCII with
+    a stray byte)."""
     if error.reason == "unexpected end of data" and error.end == len(data):  # only the last character is cut
-        return data[: error.start].decode("utf-8") + "\ufffd", "its last character was cut short; replaced by U+FFFD"
+        cut = data[: error.start].decode("utf-8") + "\ufffd"
+        return cut, "its last character was cut short; replaced by U+FFFD", True
     text = data.decode("utf-8", errors="replace")
     bad = _replaced(data, text)
     if bad > max(1, len(data) // _BAD_BYTES_PER):
-        return None, ""
+        return None, "", False
     valid = sum(1 for c in text if not c.isascii()) - bad  # non-ASCII characters that were valid UTF-8
-    if not anywhere and valid <= bad:  # as likely a single-byte code page (Latin-1 accents): charset-normalizer reads
-        return None, ""
-    return text, f"{bad} byte sequence(s) that are not UTF-8 replaced by U+FFFD"
+    return text, f"{bad} byte sequence(s) that are not UTF-8 replaced by U+FFFD", valid > bad
 
 
 def _replaced(data: bytes, text: str) -> int:

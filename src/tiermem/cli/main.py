@@ -540,19 +540,18 @@ def run_command(args: argparse.Namespace) -> int:
         serve(settings)
         return 0
     if args.command == "reembed":  # before opening: it exists to fix a model mismatch
-        from ..domain.factory import require_memory
         from ..domain.maintenance import reembed
-        from .prechecks import configured_model
+        from .prechecks import check_arguments, configured_model
 
-        require_memory(settings)  # nothing to re-embed in a data directory that holds no memory
+        check_arguments(args, settings)  # nothing to re-embed in a data directory that holds no memory
         reembed(settings, configured=configured_model(args, settings_from))
         return 0
     if args.command == "doctor":
         if args.secrets or args.redact:
-            from ..domain.factory import require_memory
             from ..domain.secret_audit import doctor_secrets
+            from .prechecks import check_arguments
 
-            require_memory(settings)
+            check_arguments(args, settings)  # nothing to audit in a data directory that holds no memory
             return doctor_secrets(settings, redact_found=args.redact, yes=args.yes, as_json=args.json)
         from ..domain.maintenance import doctor
 

@@ -20,6 +20,7 @@ JWT_HEADER_PAYLOAD = JWT.rsplit(".", 1)[0]
 GOOGLE_OAUTH = "ya29." + "a0AfH6SMBx3kQ9vL2mZ7wR4pT8yU1iO5eA6sD0fG3hJ9kL2zX5cV8bN1mQ4wE7rT0yU3iO6pA9sD2fG5hJ8kL1zX4c"
 GOOGLE_REFRESH = "1//0" + "gLx7Qm2Zt8rBv4Nc7Kd1Pw6Hq9Sj3Uy5Te0Fa2Gb4Hc6Jd8Ke1Lf3Mg5Nh7Pi9Qj2Rk4Sl6Tm8Un1Vo3Wp5Xq7Y"
 GITLAB_DEPLOY = "gldt-" + "Hq7Lm2Zt8rBv4Nc7Kd1Pw6"  # a format only detect-secrets' plugin knows
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLKEY"  # 40 characters, as AWS makes them
 ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
 
 # (text, kind, secret): the finding's span is exactly the secret's
@@ -65,10 +66,21 @@ CASES = [
     ("BASIC_AUTH=deploy:pass123", "secret", "deploy:pass123"),
     ('{"db_pass": "anothersecretPW987"}', "secret", "anothersecretPW987"),
     ("X-API-KEY: abcd1234efgh5678", "secret", "abcd1234efgh5678"),
+    # 8. said in words: a password in a sentence, an AWS secret key after the word "secret" or its access key
+    ("the password is correct-horse-battery-staple", "password", "correct-horse-battery-staple"),
+    ("password is Tr0ub4dor&3xyz.", "password", "Tr0ub4dor&3xyz"),
+    ("my github password is Sup3rS3cret!", "password", "Sup3rS3cret!"),
+    ('The passphrase for the backup disk was "s3cr3t sauce"', "password", "s3cr3t sauce"),
+    ("the door passcode is 4821", "password", "4821"),
+    (f"aws secret key: {AWS_SECRET}", "AWS secret access key", AWS_SECRET),
 ]
 
 CLEAN = [
     "the password is required",
+    "My password is wrong. The password was changed; the passport is ABC12345; password is the same as before.",
+    "Passwords are stored hashed; the password to the wifi is on the fridge.",
+    "the secret is in commit 3f2a9c1e0b4d5f6a7b8c9d0e1f2a3b4c5d6e7f80",
+    "secret sauce: base64 dGhpcyBpcyBhIHRlc3Qgb2YgYmFzZTY0IGVuY29kaW5n",
     "Show your passport at the gate, then pass security.",
     "I pass the test every time; she passed hers too.",
     "The sky-ant farm sells sky-ant-colony kits.",
@@ -107,6 +119,14 @@ def test_a_credential_once_missed_is_found_whole_and_redacted(text: str, kind: s
 @pytest.mark.parametrize("text", CLEAN)
 def test_ordinary_text_next_to_them_is_not_flagged(text: str) -> None:
     assert secrets.find(text) == []
+
+
+def test_an_aws_secret_key_after_its_access_key_is_found_with_it() -> None:
+    text = f"my aws keys: {AKIA} {AWS_SECRET}"
+    assert [(f.kind, text[f.start : f.end]) for f in secrets.find(text)] == [
+        ("AWS access key", AKIA),
+        ("AWS secret access key", AWS_SECRET),
+    ]
 
 
 def test_a_jwt_is_redacted_with_its_signature() -> None:

@@ -392,6 +392,29 @@ def _own_detectors() -> list[_Detector]:
             group=1,
             per_line=True,
         ),
+        d(  # said in words: "secret wJalr...", "AKIA... wJalr..." (an access key's pair follows it)
+            "AWS secret access key",
+            c(
+                r"(?:(?i:secret)|(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})[^\n]{0,40}?"
+                r"(?<![" + _B64 + r"])([" + _B64 + r"]{40})(?![" + _B64 + r"=])"
+            ),
+            ("secret", "a3t", "akia", "asia", "abia", "acca"),
+            group=1,
+            check=_mixed_case_and_digits,
+            per_line=True,
+        ),
+        d(  # "the password is correct-horse-battery-staple", "my github password was Sup3rS3cret!"
+            "password",
+            c(
+                r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,3}?)?"
+                r"\s+(?i:is|was)\s*:?\s*(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
+                r"|([^\s\"'\u201c]+?)(?=[.,;)]*(?:\s|$)))"
+            ),
+            ("pass", "pwd"),
+            group="value",
+            check=_said_password,
+            per_line=True,
+        ),
         d(
             "Azure key",
             c(r"\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{32,})"),
@@ -510,6 +533,20 @@ def _not_placeholder(value: str) -> bool:
 def _not_constant(value: str) -> bool:
     """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
     return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+
+
+def _mixed_case_and_digits(s: str) -> bool:
+    """A random key's shape: upper and lower case letters and digits (a git hash, a word run together: not)."""
+    return any(ch.isdigit() for ch in s) and any(ch.isupper() for ch in s) and any(ch.islower() for ch in s)
+
+
+def _said_password(value: str) -> bool:
+    """A password said in a sentence ("the password is ..."): not a placeholder, not a plain word ("is required",
+    "was wrong"); digits alone are one (a passcode) from 4 on."""
+    v = value.strip()
+    if v.isdigit():
+        return len(v) >= 4
+    return _password(v) and _not_placeholder(v)
 
 
 def _password(value: str) -> bool:

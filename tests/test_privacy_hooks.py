@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,6 +86,31 @@ def test_a_directory_names_its_repository(tmp_path: Path) -> None:
     assert project_of(None) is None and project_of("relative/dir") is None and project_of(3) is None
     assert named_project(str(repo / "src")) == str(repo) and named_project("client-x") == "client-x"
     assert named_project("  ") is None
+    undecodable = os.fsdecode(bytes(tmp_path) + b"/caf\xe9")  # a directory name that is not UTF-8
+    os.mkdir(undecodable)
+    assert project_of(undecodable) == str(tmp_path) + "/caf\\xe9"  # storable text, one name per directory
+    assert project_of("/no/such/\ud800") == "/no/such/\ufffd"
+
+
+def git(*args: str | Path) -> None:
+    subprocess.run(["git", *map(str, args)], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_worktrees_of_one_repository_are_one_project(tmp_path: Path) -> None:
+    """`git worktree add`: the worktree's .git file names <main>/.git/worktrees/<name>, whose commondir names the
+    repository's git directory; its project is the main checkout's. A submodule is a repository of its own."""
+    main, linked = tmp_path / "main", tmp_path / "linked"
+    git("init", "-q", main)
+    git("-C", main, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "first")
+    git("-C", main, "worktree", "add", "-q", linked)
+    (linked / "src").mkdir()
+    assert project_of(str(linked / "src")) == project_of(str(main)) == str(main.resolve())
+    sub = tmp_path / "sub"
+    git("init", "-q", sub)
+    git("-C", sub, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "first")
+    git("-C", main, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendored")
+    assert project_of(str(main / "vendored")) == str((main / "vendored").resolve())
 
 
 def test_the_project_filter_is_quoted_and_knows_shared_rows() -> None:

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings, load_settings
-from tiermem.base.errors import SchemaError
+from tiermem.base.errors import SchemaError, ValidationError
 from tiermem.base.projects import named_project, project_of
 from tiermem.base.quoting import PRIVATE_MARK, drop_private, neutral, without_private
 from tiermem.cli import hooks
@@ -230,6 +230,50 @@ def test_a_fact_of_project_a_is_not_recalled_in_project_b_unless_the_scope_is_al
     )
     answer, _ = wide.answer({"key": wide.key, "event": "UserPromptSubmit", "input": prompt("b2", question, b)})
     assert "pg-acme-07" in answer["context"]
+
+
+@pytest.mark.parametrize("cwd", ["client-a", 5, None], ids=["relative", "a-number", "missing"])
+def test_a_turn_without_an_absolute_cwd_takes_the_hooks_own_directory(
+    served: tuple[Settings, HookListener, Memory, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cwd: object,
+) -> None:
+    """A host runs its hooks in the project: a hook input whose cwd is missing or not an absolute path is logged
+    under the project of the hook's own working directory, and the hook says so; never under no project (shared by
+    every project). The server refuses a request whose cwd is not an absolute path."""
+    settings, hl, memory, agent = served
+    repo = tmp_path / "client-a"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    data: dict[str, Any] = {**prompt("c1", "The deploy key of client A rotates monthly.", ""), "cwd": cwd}
+    if cwd is None:
+        del data["cwd"]
+    assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.StringIO(json.dumps(data))) == 0
+    assert hl.stop is not None and hl.stop.wait_idle(60)
+    err = capsys.readouterr().err
+    assert turns(memory, agent, "c1") == [("user", "The deploy key of client A rotates monthly.", str(repo))]
+    assert f"the turn's project is taken from the hook's working directory, {repo}" in err
+    if cwd is not None:
+        with pytest.raises(ValidationError, match="`input.cwd` is not an absolute path"):
+            hl.answer({"key": hl.key, "event": "UserPromptSubmit", "input": {**data, "cwd": cwd}})
+
+
+def test_a_directory_named_in_bytes_that_are_not_utf8_is_a_project(
+    served: tuple[Settings, HookListener, Memory, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, hl, memory, agent = served
+    directory = bytes(tmp_path) + b"/caf\xe9"
+    os.mkdir(directory)
+    raw = (
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "n1", "prompt_id": "p1", "cwd": "'
+        + directory
+        + b'", "prompt": "The menu changes on Fridays."}'
+    )
+    assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.BytesIO(raw)) == 0
+    assert hl.stop is not None and hl.stop.wait_idle(60)
+    assert turns(memory, agent, "n1") == [("user", "The menu changes on Fridays.", str(tmp_path) + "/caf\\xe9")]
 
 
 def test_the_scope_setting_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,8 +70,8 @@ def fill(data: Path, target: int) -> int:
 
 
 def shaped(host: str, data: dict[str, Any]) -> dict[str, Any]:
-    """A Claude Code hook input as ``host`` sends it."""
-    data = dict(data)
+    """A Claude Code hook input as ``host`` sends it (every host sends its working directory: ``cwd``)."""
+    data = {"cwd": str(ROOT), **data}
     if host == "codex" and "prompt_id" in data:
         data["turn_id"] = data.pop("prompt_id")
     if host == "gemini":

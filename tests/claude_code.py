@@ -14,6 +14,7 @@ assertions of a test module: each ``claude -p`` costs a couple of seconds.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -122,6 +123,7 @@ class ClaudeCode:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},  # the tiermem under test
             **QUIET,
         }
         env.update(extra)

@@ -45,7 +45,15 @@ def snippet(host: str, data_dir: Path, agent: str = "default") -> str:
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
-    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
+    keep = (
+        "PATH",
+        "PYTHONPATH",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "TMPDIR",
+        "SYSTEMROOT",
+    )  # PYTHONPATH: the tiermem under test
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update(
         HOME=str(home),

@@ -588,3 +588,97 @@ def test_a_hook_gone_before_its_answer_leaves_no_traceback(
         hl.close()
     assert [f"{e.exc_type.__name__}: {e.exc_value}" for e in escaped] == []
     assert not [r for r in caplog.records if r.exc_info is not None]
+
+
+# -- a server that does not answer, input the host got wrong ------------------------------------------------------------
+
+
+def test_a_stopped_server_does_not_keep_the_host_waiting(tmp_path: Path) -> None:
+    """A stopped (SIGSTOP) or hung server keeps its socket, and the kernel still completes connections to it: the hook
+    gives up on it once it has not taken the request within hooks.TAKE_TIMEOUT (a live server acknowledges a request
+    in milliseconds, even while it loads its model), not after the answer's budget, and fails soft."""
+    data = tmp_path / "data"
+    key = rendezvous.memory_key(data, "default")
+    path = rendezvous.private_dir(create=True) / rendezvous.socket_name(key, os.getpid(), os.getpid())
+    with socket.socket(socket.AF_UNIX) as hung:
+        hung.bind(str(path))
+        hung.listen(4)  # never accepted, never answered: what a stopped server's socket does
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+            input=json.dumps(prompt("s20", "What is my cat called?", "p")),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=server_env(tmp_path),
+            timeout=hooks.ANSWER_TIMEOUT["UserPromptSubmit"],  # the answer's budget would be over by then
+            check=False,
+        )
+    assert done.returncode == 0 and done.stdout == ""
+    assert f"did not take the request within {hooks.TAKE_TIMEOUT:g} s (it is stopped or hung)" in done.stderr
+
+
+def test_a_server_that_answers_without_acknowledging_is_still_heard(
+    model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server older than acknowledgements (``"ack"`` in the request unknown to it) answers at once: the hook takes
+    that first line as the answer."""
+    key = rendezvous.memory_key(model_settings.resolved_data_dir(), model_settings.agent)
+    path = rendezvous.private_dir(create=True) / rendezvous.socket_name(key, os.getpid(), os.getpid())
+    with socket.socket(socket.AF_UNIX) as old:
+        old.bind(str(path))
+        old.listen(1)
+
+        def serve() -> None:
+            conn, _ = old.accept()
+            with conn, conn.makefile("rb") as lines:
+                lines.readline()
+                conn.sendall(json.dumps({"ok": True, "context": "from an older server"}).encode() + b"\n")
+
+        answering = threading.Thread(target=serve)
+        answering.start()
+        out, _ = hook(model_settings, prompt("s21", "hello", "p"), capsys)
+        answering.join(30)
+    assert out is not None and out["hookSpecificOutput"]["additionalContext"] == "from an older server"
+
+
+def test_deeply_nested_input_fails_soft(
+    listener: tuple[HookListener, Memory, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON nested deeper than Python's recursion limit: the hook exits 0 and says why; the server refuses such a
+    request as bad input (its connection's thread does not die)."""
+    hl, _, _ = listener
+    deep = '{"hook_event_name": "UserPromptSubmit", "session_id": "s22", "prompt": "hi", "x": ' + "[" * 100_000
+    deep += "]" * 100_000 + "}"
+    assert hooks.run("/d", "a", stdin=io.StringIO(deep)) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "unreadable hook input: its JSON is nested too deeply to read" in err
+    assert hl.path is not None
+    assert ask_raw(hl.path, deep.encode() + b"\n") == {
+        "ok": False,
+        "error": "bad hook request: its JSON is nested too deeply",
+    }
+
+
+def test_undecodable_text_is_replaced_not_the_turn_dropped(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A byte that is not UTF-8 in the hook's input, or a lone surrogate escape, becomes U+FFFD (as in an uploaded
+    file's text): the prompt is logged and searched with the rest of its words."""
+    hl, memory, agent = listener
+    raw = (
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "s23", "prompt_id": "p1", "cwd": "/tmp", '
+        b'"prompt": "caf\xe9 \xff on the terrace"}'
+    )
+    assert hooks.run(str(model_settings.resolved_data_dir()), model_settings.agent, stdin=io.BytesIO(raw)) == 0
+    escaped = prompt("s23", "a lone \ud800 surrogate", "p2")
+    assert (
+        hooks.run(str(model_settings.resolved_data_dir()), model_settings.agent, stdin=io.StringIO(json.dumps(escaped)))
+        == 0
+    )
+    assert hl.stop is not None and hl.stop.wait_idle(60)
+    assert turns(memory, agent, "s23") == [
+        ("user", "caf\ufffd \ufffd on the terrace"),
+        ("user", "a lone \ufffd surrogate"),
+    ]
+    _, err = capsys.readouterr()
+    assert "failed" not in err and "unreadable" not in err, err

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings, load_settings
-from tiermem.base.errors import SchemaError
+from tiermem.base.errors import SchemaError, ValidationError
 from tiermem.base.projects import named_project, project_of
 from tiermem.base.quoting import PRIVATE_MARK, drop_private, neutral, without_private
 from tiermem.cli import hooks
@@ -83,6 +86,31 @@ def test_a_directory_names_its_repository(tmp_path: Path) -> None:
     assert project_of(None) is None and project_of("relative/dir") is None and project_of(3) is None
     assert named_project(str(repo / "src")) == str(repo) and named_project("client-x") == "client-x"
     assert named_project("  ") is None
+    undecodable = os.fsdecode(bytes(tmp_path) + b"/caf\xe9")  # a directory name that is not UTF-8
+    os.mkdir(undecodable)
+    assert project_of(undecodable) == str(tmp_path) + "/caf\\xe9"  # storable text, one name per directory
+    assert project_of("/no/such/\ud800") == "/no/such/\ufffd"
+
+
+def git(*args: str | Path) -> None:
+    subprocess.run(["git", *map(str, args)], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_worktrees_of_one_repository_are_one_project(tmp_path: Path) -> None:
+    """`git worktree add`: the worktree's .git file names <main>/.git/worktrees/<name>, whose commondir names the
+    repository's git directory; its project is the main checkout's. A submodule is a repository of its own."""
+    main, linked = tmp_path / "main", tmp_path / "linked"
+    git("init", "-q", main)
+    git("-C", main, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "first")
+    git("-C", main, "worktree", "add", "-q", linked)
+    (linked / "src").mkdir()
+    assert project_of(str(linked / "src")) == project_of(str(main)) == str(main.resolve())
+    sub = tmp_path / "sub"
+    git("init", "-q", sub)
+    git("-C", sub, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "first")
+    git("-C", main, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendored")
+    assert project_of(str(main / "vendored")) == str((main / "vendored").resolve())
 
 
 def test_the_project_filter_is_quoted_and_knows_shared_rows() -> None:
@@ -202,6 +230,50 @@ def test_a_fact_of_project_a_is_not_recalled_in_project_b_unless_the_scope_is_al
     )
     answer, _ = wide.answer({"key": wide.key, "event": "UserPromptSubmit", "input": prompt("b2", question, b)})
     assert "pg-acme-07" in answer["context"]
+
+
+@pytest.mark.parametrize("cwd", ["client-a", 5, None], ids=["relative", "a-number", "missing"])
+def test_a_turn_without_an_absolute_cwd_takes_the_hooks_own_directory(
+    served: tuple[Settings, HookListener, Memory, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cwd: object,
+) -> None:
+    """A host runs its hooks in the project: a hook input whose cwd is missing or not an absolute path is logged
+    under the project of the hook's own working directory, and the hook says so; never under no project (shared by
+    every project). The server refuses a request whose cwd is not an absolute path."""
+    settings, hl, memory, agent = served
+    repo = tmp_path / "client-a"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    data: dict[str, Any] = {**prompt("c1", "The deploy key of client A rotates monthly.", ""), "cwd": cwd}
+    if cwd is None:
+        del data["cwd"]
+    assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.StringIO(json.dumps(data))) == 0
+    assert hl.stop is not None and hl.stop.wait_idle(60)
+    err = capsys.readouterr().err
+    assert turns(memory, agent, "c1") == [("user", "The deploy key of client A rotates monthly.", str(repo))]
+    assert f"the turn's project is taken from the hook's working directory, {repo}" in err
+    if cwd is not None:
+        with pytest.raises(ValidationError, match="`input.cwd` is not an absolute path"):
+            hl.answer({"key": hl.key, "event": "UserPromptSubmit", "input": {**data, "cwd": cwd}})
+
+
+def test_a_directory_named_in_bytes_that_are_not_utf8_is_a_project(
+    served: tuple[Settings, HookListener, Memory, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, hl, memory, agent = served
+    directory = bytes(tmp_path) + b"/caf\xe9"
+    os.mkdir(directory)
+    raw = (
+        b'{"hook_event_name": "UserPromptSubmit", "session_id": "n1", "prompt_id": "p1", "cwd": "'
+        + directory
+        + b'", "prompt": "The menu changes on Fridays."}'
+    )
+    assert hooks.run(str(settings.resolved_data_dir()), settings.agent, stdin=io.BytesIO(raw)) == 0
+    assert hl.stop is not None and hl.stop.wait_idle(60)
+    assert turns(memory, agent, "n1") == [("user", "The menu changes on Fridays.", str(tmp_path) + "/caf\\xe9")]
 
 
 def test_the_scope_setting_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

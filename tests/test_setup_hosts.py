@@ -351,3 +351,59 @@ def test_codex_keeps_a_tiermem_table_of_yours_unless_force_and_uninstall_puts_it
     assert "unchanged" in tiermem(setup_env(home), *args)  # setup's own table now: no --force needed
     tiermem(setup_env(home), *args, "--uninstall")
     assert tomllib.loads(config.read_text()) == tomllib.loads(yours)
+
+
+@pytest.mark.parametrize(
+    ("yours", "features"),
+    [
+        ('features.hooks = false\nmodel = "o3"\n', {"hooks": True}),
+        ("features.plugins = false\n", {"plugins": False, "hooks": True}),
+        ("features = { plugins = false }\n", {"plugins": False, "hooks": True}),
+        (
+            'model = "x"\r\n\r\n[features]\r\n  hooks=false  # not yet\r\nplugins = false\r\n',
+            {"hooks": True, "plugins": False},
+        ),
+        ('model = "x"', {"hooks": True}),
+        ('model = "x"\n\n\n', {"hooks": True}),
+    ],
+    ids=["dotted-hooks", "dotted-other", "inline-table", "crlf-indented", "no-final-newline", "blank-lines-at-end"],
+)
+def test_codex_setup_writes_into_any_form_of_features_and_uninstall_puts_back_the_bytes(
+    tmp_path: Path, yours: str, features: dict[str, bool]
+) -> None:
+    """TOML defines a table once: setup sets `hooks = true` in your `features` however it is written (a [features]
+    table, dotted `features.x` keys, an inline table) instead of adding a second one; it keeps your line ends, and
+    uninstall puts back the file byte for byte."""
+    home = tmp_path / "home"
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_bytes(yours.encode())
+    args = ["setup", "codex", "--data-dir", str(tmp_path / "d")]
+    tiermem(setup_env(home), *args)
+    written = config.read_bytes()
+    parsed = tomllib.loads(written.decode())
+    assert parsed["features"] == features and "tiermem" in parsed["mcp_servers"]
+    if b"\r\n" in yours.encode():
+        assert written.count(b"\r\n") == written.count(b"\n")  # CRLF kept throughout
+    assert "config.toml: unchanged" in tiermem(setup_env(home), *args)
+    tiermem(setup_env(home), *args, "--uninstall")
+    assert config.read_bytes() == yours.encode()
+
+
+def test_codex_setup_refuses_an_inline_features_table_it_cannot_extend(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("features = { hooks = false }\n")
+    refused = subprocess.run(
+        [PYTHON, "-m", "tiermem", "setup", "codex", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=setup_env(home),
+        check=False,
+    )
+    assert refused.returncode == 1 and "sets `features` as an inline table" in refused.stderr
+    assert "Set `hooks = true` in it yourself" in refused.stderr and "Nothing was changed" in refused.stderr
+    assert config.read_text() == "features = { hooks = false }\n"
+    assert not (home / ".codex" / "hooks.json").exists()

@@ -11,8 +11,10 @@ started) and prints what Claude Code adds to the model's context:
 ``{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}``, or nothing.
 
 It fails soft: when no server answers (Claude Code is not running tiermem, the server is still starting and does not
-come up in time, a request fails), it prints nothing and exits 0, so the prompt goes through unchanged, and says why
-on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. It imports only the standard library and ``rendezvous``:
+come up in time, a server does not take the request within ``TAKE_TIMEOUT`` (stopped or hung) or does not answer
+within its event's ``ANSWER_TIMEOUT``, a request fails), it prints nothing and exits 0, so the prompt goes through
+unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. A prompt or reply whose ``cwd`` is
+missing or not an absolute path is sent with the hook's own working directory (the host runs it in the project). It imports only the standard library and ``rendezvous``:
 Python starts, one request goes over a local socket, and the server does the work with what it has open.
 """
 
@@ -32,8 +34,18 @@ from ..base.errors import ConfigError
 from ..base.rendezvous import MAX_REQUEST, candidates, memory_key, private_dir, runtime_dirs, starting_server
 
 EVENTS_WITH_CONTEXT = ("SessionStart", "UserPromptSubmit")
+LOGGED_EVENTS = ("UserPromptSubmit", "Stop")  # their turn is logged with its project (the input's ``cwd``)
 START_WAIT = 8.0  # seconds a hook waits for a server that is starting to open its socket
-ANSWER_TIMEOUT = 50.0  # seconds for an answer (the first prompt of a session may wait for the model to load)
+# A server takes a request (connects, reads it, acknowledges it) in milliseconds, even while it loads its model: one
+# that has not within TAKE_TIMEOUT is stopped or hung, and the hook gives up on it instead of keeping the host waiting.
+TAKE_TIMEOUT = 3.0
+# Seconds for the answer once the server has the request. A cold server's first answer loads the store and the
+# embedding model (measured 2-4 s on a quiet 2-core machine). A prompt or session start given up on loses only the
+# context it would add (the server still logs the prompt); a reply must be logged before a one-turn host stops the
+# server, so Stop waits longest. With START_WAIT, TAKE_TIMEOUT and Python's start, each stays under the 60 s setup
+# gives every hook (Codex, Gemini CLI, opencode, Claude Code).
+ANSWER_TIMEOUT = {"SessionStart": 15.0, "UserPromptSubmit": 15.0, "Stop": 45.0}
+DEFAULT_ANSWER_TIMEOUT = 15.0
 LOG_BYTES = 1 << 20  # hooks.log is started again past this size (the previous one kept as hooks.log.1)
 
 
@@ -53,22 +65,32 @@ def run(
     stdin: Any = None,
     host: str = "claude-code",
 ) -> int:
-    """The hook, reading its input from ``stdin`` (default: the process's)."""
+    """The hook, reading its input from ``stdin`` (default: the process's). Bytes that are not UTF-8 are kept as
+    ``surrogateescape`` characters: a directory's name stays the directory's, and the server replaces them in text
+    with U+FFFD (one bad byte does not cost the whole prompt)."""
     try:
-        raw = (stdin or sys.stdin).read()
+        stream: Any = stdin or getattr(sys.stdin, "buffer", sys.stdin)  # the process's bytes, where it has them
+        raw = stream.read()
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", "surrogateescape")
         data = json.loads(raw or "{}")
         if not isinstance(data, dict):
             raise ValueError("the hook input is not a JSON object")
     except (OSError, ValueError) as exc:
         _note(f"unreadable hook input: {exc}")
         return 0
+    except RecursionError:
+        _note("unreadable hook input: its JSON is nested too deeply to read")
+        return 0
     named = str(data.get("hook_event_name") or "")  # the host's name for it: the output names it so
     event, data = adapt(host, named, data)
+    if event in LOGGED_EVENTS and not _working_directory(data, event):
+        return 0
     if event == "Stop" and not data.get("last_assistant_message") and host == "claude-code":
         data["last_assistant_message"] = _last_reply(data.get("transcript_path"))  # hosts older than the field
     try:
         key = memory_key(*_memory_of(data_dir, agent, config))
-        request = {"v": 1, "key": key, "event": event, "input": data, "host": host}
+        request = {"v": 1, "key": key, "event": event, "input": data, "host": host, "ack": True}
         size = len(json.dumps(request).encode())
         if size > MAX_REQUEST:
             _note(
@@ -76,7 +98,7 @@ def run(
                 "is neither logged nor searched; the prompt goes through unchanged"
             )
             return 0
-        answer = ask(key, request, wait=START_WAIT)
+        answer = ask(key, request, wait=START_WAIT, answer_within=ANSWER_TIMEOUT.get(event, DEFAULT_ANSWER_TIMEOUT))
     except Unavailable as exc:
         _note(f"{event or 'hook'}: {exc}; the prompt goes through unchanged")
         return 0
@@ -91,6 +113,28 @@ def run(
         sys.stdout.write(json.dumps({"hookSpecificOutput": {"hookEventName": named, "additionalContext": context}}))
         sys.stdout.flush()
     return 0
+
+
+def _working_directory(data: dict[str, Any], event: str) -> bool:
+    """Make sure ``data["cwd"]`` is an absolute path: the turn's project is read from it, and a turn without one would
+    be shared by every project. A host runs its hooks in the project's directory, so a ``cwd`` that is missing or not
+    an absolute path is replaced by this process's own (and the hook says so). False when that cannot be read either:
+    the turn is not sent."""
+    cwd = data.get("cwd")
+    if isinstance(cwd, str) and os.path.isabs(cwd):
+        return True
+    given = "has no cwd" if cwd is None else f"has a cwd that is not an absolute path ({json.dumps(cwd)[:200]})"
+    try:
+        here = os.getcwd()
+    except OSError as exc:
+        _note(
+            f"{event}: the hook input {given}, and the hook's own working directory cannot be read ({exc}): the turn "
+            "is neither logged nor searched (its project is unknown); the prompt goes through unchanged"
+        )
+        return False
+    _note(f"{event}: the hook input {given}; the turn's project is taken from the hook's working directory, {here}")
+    data["cwd"] = here
+    return True
 
 
 GEMINI_EVENTS = {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}
@@ -114,8 +158,12 @@ def adapt(host: str, event: str, data: dict[str, Any]) -> tuple[str, dict[str, A
     return event, data
 
 
-def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
-    """Send ``request`` to a live server of ``key``; its answer. Waits up to ``wait`` s for one that is starting."""
+def ask(
+    key: str, request: dict[str, Any], *, wait: float, answer_within: float = DEFAULT_ANSWER_TIMEOUT
+) -> dict[str, Any]:
+    """Send ``request`` to a live server of ``key``; its answer. Waits up to ``wait`` s for one that is starting, up
+    to ``TAKE_TIMEOUT`` s for a server to take the request (then tries the next), and ``answer_within`` s for the
+    answer of the server that took it (then gives up: that server has the request)."""
     deadline = time.monotonic() + wait
     tried: list[str] = []
     why = ""
@@ -134,7 +182,7 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
         why = whys[0] if whys and not directories else ""
         for path in paths:
             try:
-                return _exchange(path, request)
+                return _exchange(path, request, answer_within=answer_within)
             except OSError as exc:
                 tried.append(f"{path.name}: {exc}")
         # a server that listens in one of the directories is not starting
@@ -149,20 +197,33 @@ def ask(key: str, request: dict[str, Any], *, wait: float) -> dict[str, Any]:
     )
 
 
-def _exchange(path: Path, request: dict[str, Any]) -> dict[str, Any]:
+def _exchange(path: Path, request: dict[str, Any], *, answer_within: float) -> dict[str, Any]:
+    """One request to the server at ``path``. OSError when it cannot be reached or does not take the request in
+    time; Unavailable when it took it but did not answer in time (no other server is asked: this one has it)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(ANSWER_TIMEOUT)
+        sock.settimeout(TAKE_TIMEOUT)
         sock.connect(os.fspath(path))
         sock.sendall(json.dumps(request).encode() + b"\n")
-        chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if chunk.endswith(b"\n"):
-                break
-    answer = json.loads(b"".join(chunks) or b"{}")
+        with sock.makefile("rb") as lines:
+            try:
+                first = _message(lines.readline())
+            except TimeoutError:
+                raise TimeoutError(
+                    f"the server did not take the request within {TAKE_TIMEOUT:g} s (it is stopped or hung)"
+                ) from None
+            if first.get("ack") is not True or "ok" in first:
+                return first  # an answer (a server older than acknowledgements answers at once)
+            sock.settimeout(answer_within)
+            try:
+                return _message(lines.readline())
+            except TimeoutError:
+                raise Unavailable(
+                    f"the server took the request but did not answer within {answer_within:g} s"
+                ) from None
+
+
+def _message(line: bytes) -> dict[str, Any]:
+    answer = json.loads(line or b"{}")
     if not isinstance(answer, dict):
         raise OSError("the server's answer is not a JSON object")
     return answer
@@ -185,19 +246,25 @@ def _last_reply(transcript: object) -> str:
     if not isinstance(transcript, str) or not transcript:
         return ""
     try:
-        lines = Path(transcript).read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = Path(transcript).read_text(encoding="utf-8", errors="replace").splitlines()
+    except (OSError, ValueError):  # ValueError: a path with NUL or a lone surrogate
         return ""
     for line in reversed(lines):
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "assistant" else None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str) and content.strip():
             return content
-        texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        if not isinstance(content, list):
+            continue
+        texts = [
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
         if any(t.strip() for t in texts):
             return "\n".join(t for t in texts if t.strip())
     return ""
@@ -216,7 +283,7 @@ def _note(message: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size > LOG_BYTES:
             path.replace(path.with_name(path.name + ".1"))
-        with path.open("a", encoding="utf-8") as f:
+        with path.open("a", encoding="utf-8", errors="backslashreplace") as f:  # a path may hold undecodable bytes
             f.write(line + "\n")
     except OSError:
         pass  # stderr has it

@@ -8,14 +8,16 @@ writes:
   logged, relevant memories added: Codex gives them to the model as a developer message) and ``Stop`` (the reply,
   ``last_assistant_message``, logged), each running ``tiermem hook codex``; yours stay first.
 - ``config.toml``: a block between ``# >>> tiermem setup`` and ``# <<< tiermem setup`` lines holding
-  ``[mcp_servers.tiermem]``, and ``hooks = true`` under ``[features]`` (in your ``[features]`` table, marked with a
-  comment, when you have one: TOML allows a table once).
+  ``[mcp_servers.tiermem]``, and ``hooks = true`` under ``[features]`` (in your ``features``, marked with a comment,
+  when you have one: TOML allows a table once; a ``[features]`` table, dotted ``features.x`` keys at the top or an
+  inline ``features = { ... }``: ``_features``).
 - the user's ``config.toml`` (both scopes): Codex runs a hook only once the user has trusted it; the trust is the
   hook's hash under ``[hooks.state."<hooks.json>:<event>:<group>:<handler>"]`` (``trusted_hash``, read from user
   config only). Setup writes the trust of its own three hooks (the hash Codex computes of the hook as configured),
   in a block of its own.
 
-``--uninstall`` removes the blocks, its ``features`` line (putting back the one it replaced) and its hook entries.
+``--uninstall`` removes the blocks, its ``features`` line (putting back the one it replaced) and its hook entries,
+leaving the file byte for byte as it was (line ends, indentation, a last line without a newline).
 A ``[mcp_servers.tiermem]`` of yours (written by hand, or from an earlier ``tiermem config codex``) is replaced only
 with ``--force`` and put back by ``--uninstall``. Shared rules: ``hook_setup.py``.
 """
@@ -125,46 +127,140 @@ def _block(tag: str, lines: list[str]) -> str:
     return "\n".join([f"# >>> {tag}: `tiermem setup codex --uninstall` removes this block", *lines, f"# <<< {tag}"])
 
 
+NO_NEWLINE = " (the file ended without a newline)"  # on the block's first line: uninstall takes the one it added
+
+
 def _without_block(text: str, tag: str) -> str:
-    pattern = re.compile(rf"\n?# >>> {re.escape(tag)}:[^\n]*\n.*?# <<< {re.escape(tag)}\n?", re.DOTALL)
-    return pattern.sub("\n", text).rstrip("\n") + ("\n" if text.strip() else "")
+    """``text`` without setup's block and the blank line before it (and the newline setup added to a last line that
+    had none): the text as it was before ``_with_block``."""
+    pattern = re.compile(rf"\n?# >>> {re.escape(tag)}:([^\n]*)\n.*?# <<< {re.escape(tag)}\n?", re.DOTALL)
+    kept, at = [], 0
+    for found in pattern.finditer(text):
+        before = text[at : found.start()]
+        if found.group(1).endswith(NO_NEWLINE) and before.endswith("\n"):
+            before = before[:-1]
+        kept.append(before)
+        at = found.end()
+    return "".join(kept) + text[at:]
 
 
 def _with_block(text: str, block: str) -> str:
-    body = text.rstrip("\n")
-    return (body + "\n\n" if body else "") + block + "\n"
+    """``text`` as it is, a blank line and ``block`` at its end (``_without_block`` takes exactly these out)."""
+    if not text:
+        return block + "\n"
+    if not text.endswith("\n"):
+        first, rest = block.split("\n", 1)
+        return text + "\n\n" + first + NO_NEWLINE + "\n" + rest + "\n"
+    return text + "\n" + block + "\n"
 
 
-def _features(text: str) -> tuple[str, bool]:
-    """``text`` with ``hooks = true`` in its ``[features]`` table (marked); whether it has such a table at all."""
-    lines = text.split("\n")
-    table = None
-    for n, line in enumerate(lines):
-        header = _HEADER.match(line)
-        if header:
-            if table is not None:
-                break
-            if header.group(1).strip() == "features":
-                table = n
-            continue
-        if table is not None and re.match(r"^\s*hooks\s*=", line):
-            if re.match(r"^\s*hooks\s*=\s*true\s*(#.*)?$", line):
-                return text, True  # yours, already on
-            lines[n] = f"hooks = true  {FEATURE_MARK} (was: {line.strip()})"
-            return "\n".join(lines), True
-    if table is None:
+def _lf(text: str) -> tuple[str, bool]:
+    """``text`` with LF line ends, and whether they were all CRLF (then ``_as_written`` puts them back)."""
+    if "\r\n" in text and text.count("\r\n") == text.count("\n"):
+        return text.replace("\r\n", "\n"), True
+    return text, False
+
+
+def _as_written(text: str, crlf: bool) -> str:
+    return text.replace("\n", "\r\n") if crlf else text
+
+
+_ANY_HEADER = re.compile(r"^\s*\[")  # a table's or an array of tables' header (a key line never starts with [)
+_FEATURES_KEY = re.compile(r"""^(\s*)(?:features|"features"|'features')\s*(\.|=)""")
+_HOOKS_KEY = re.compile(r"""^(\s*)(?:hooks|"hooks"|'hooks')\s*=""")
+_DOTTED_HOOKS_KEY = re.compile(r"""^(\s*)(?:features|"features"|'features')\s*\.\s*(?:hooks|"hooks"|'hooks')\s*=""")
+_INLINE = re.compile(r"^(\s*)(features\s*=\s*\{)(.*)\}(\s*(?:#.*)?)$")
+_MARKED = re.compile(
+    rf"^(?P<indent>[ \t]*)(?:hooks = true|features\.hooks = true|features = \{{.*\}})  {re.escape(FEATURE_MARK)}"
+    r"(?: \(was: (?P<was>.*)\))?(?P<cr>\r?)$"
+)
+
+
+def _marked(line: str, new: str) -> str:
+    """``new`` in place of ``line`` (its indent and line end kept), marked with what it replaced."""
+    body, cr = (line[:-1], "\r") if line.endswith("\r") else (line, "")
+    indent = body[: len(body) - len(body.lstrip())]
+    return f"{indent}{new}  {FEATURE_MARK} (was: {body[len(indent) :]}){cr}"
+
+
+def _features(text: str, path: Path) -> tuple[str, bool]:
+    """``text`` with ``features.hooks = true`` (marked ``# tiermem setup``), wherever its ``features`` table is: a
+    ``[features]`` table, dotted ``features.x`` keys at the top, or an inline ``features = { ... }``; and whether
+    ``text`` defines ``features`` at all (else setup's block adds a ``[features]`` table). TOML lets a table be
+    defined once, so setup writes into yours. ConfigError for a form it cannot change safely, naming it."""
+    parsed = _parse(text, path)
+    features = parsed.get("features")
+    if features is None:
         return text, False
-    lines.insert(table + 1, f"hooks = true  {FEATURE_MARK}")
-    return "\n".join(lines), True
+    if not isinstance(features, dict):
+        raise ConfigError(
+            f"{path}: `features` is not a table ({type(features).__name__}); Codex reads its feature flags from the "
+            "[features] table. Fix it, then run setup again. Nothing was changed."
+        )
+    if features.get("hooks") is True:
+        return text, True  # yours, already on
+    lines = text.split("\n")
+    top = next((n for n, line in enumerate(lines) if _ANY_HEADER.match(line)), len(lines))
+    table = next(
+        (n for n, line in enumerate(lines) if (h := _HEADER.match(line)) and h.group(1).strip() == "features"), None
+    )
+    if table is not None:  # [features]: its hooks line replaced, or one added under the header
+        end = next((n for n in range(table + 1, len(lines)) if _ANY_HEADER.match(lines[n])), len(lines))
+        at = next((n for n in range(table + 1, end) if _HOOKS_KEY.match(lines[n])), None)
+        if at is not None:
+            lines[at] = _marked(lines[at], "hooks = true")
+        else:
+            lines.insert(table + 1, f"hooks = true  {FEATURE_MARK}")
+        return _checked(text, "\n".join(lines), path, "[features] table"), True
+    dotted = [n for n in range(top) if (k := _FEATURES_KEY.match(lines[n])) and k.group(2) == "."]
+    if dotted:  # features.plugins = false, features.hooks = false at the top
+        at = next((n for n in dotted if _DOTTED_HOOKS_KEY.match(lines[n])), None)
+        if at is not None:
+            lines[at] = _marked(lines[at], "features.hooks = true")
+        else:
+            lines.insert(dotted[-1] + 1, f"features.hooks = true  {FEATURE_MARK}")
+        return _checked(text, "\n".join(lines), path, "dotted `features.` keys"), True
+    inline = [n for n in range(top) if (k := _FEATURES_KEY.match(lines[n])) and k.group(2) == "="]
+    if not inline:
+        return text, False  # only [features.x] sub-tables: setup's block adds the [features] table
+    found = _INLINE.match(lines[inline[0]].rstrip("\r")) if "hooks" not in features else None
+    if found is None:
+        raise ConfigError(
+            f"{path} sets `features` as an inline table (`features = {{ ... }}`) that setup does not edit (it sets "
+            "hooks already, or spans lines). Set `hooks = true` in it yourself (Codex runs hooks only then), or "
+            "write it as a [features] table, then run setup again. Nothing was changed."
+        )
+    inner = found.group(3).strip().rstrip(",").strip()  # features = { plugins = false }: hooks = true added inside
+    new = "features = {" + (f" {inner}, hooks = true }}" if inner else " hooks = true }")
+    lines[inline[0]] = _marked(lines[inline[0]], new)
+    return _checked(text, "\n".join(lines), path, "inline table `features = { ... }`"), True
+
+
+def _checked(before: str, after: str, path: Path, form: str) -> str:
+    """``after``, if it reads as ``before`` with ``features.hooks = true`` and nothing else changed."""
+    wanted = _parse(before, path)
+    wanted["features"] = {**wanted["features"], "hooks": True}
+    try:
+        same = tomllib.loads(after) == wanted
+    except tomllib.TOMLDecodeError:
+        same = False
+    if not same:
+        raise ConfigError(
+            f"{path}: setup could not add `hooks = true` to your features ({form}) without changing something else. "
+            "Set `hooks = true` there yourself (Codex runs hooks only then), then run setup again. Nothing was "
+            "changed."
+        )
+    return after
 
 
 def _without_features(text: str) -> str:
+    """``text`` without setup's ``features`` line: an added one removed, a replaced one put back as it was."""
     out = []
     for line in text.split("\n"):
-        found = re.match(rf"^hooks = true  {re.escape(FEATURE_MARK)}(?: \(was: (.*)\))?$", line)
+        found = _MARKED.match(line)
         if found:
-            if found.group(1):
-                out.append(found.group(1))
+            if found.group("was") is not None:
+                out.append(found.group("indent") + found.group("was") + found.group("cr"))
             continue
         out.append(line)
     return "\n".join(out)
@@ -181,12 +277,18 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
 
 
 def _read(path: Path) -> str:
+    """The file's text exactly as it is (line ends included: what uninstall puts back is byte for byte)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         return ""
     except OSError as exc:
         raise ConfigError(f"Cannot read {path}: {exc}.") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {exc.start}); TOML files are UTF-8 (Codex cannot read it either). Fix "
+            "it, then run setup again. Nothing was changed."
+        ) from exc
 
 
 def _our_hook(entry: object) -> bool:
@@ -226,7 +328,8 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
             record.add_made(f"{p.hooks_file}:hooks.{event}")
     hooked = hs.put_hooks(hooks, p.hooks(), _our_hook, p.hooks_file)
 
-    current = _read(p.config_file)
+    written = _read(p.config_file)
+    current, crlf = _lf(written)
     bare = _bare(current, p)
     if "tiermem" in _parse(bare, p.config_file).get("mcp_servers", {}):
         yours, bare = _take_table(bare)
@@ -237,7 +340,7 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
                 "Nothing was changed."
             )
         record.data["server_before_text"] = yours
-    with_features, has_table = _features(bare)
+    with_features, has_table = _features(bare, p.config_file)
     lines = _server_lines(p.server) + ([] if has_table else ["", "[features]", "hooks = true"])
     trust = _trust_lines(p, hooks)
     same_file = p.user_config == p.config_file
@@ -246,12 +349,15 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     if parsed.get("mcp_servers", {}).get("tiermem") != p.server or parsed.get("features", {}).get("hooks") is not True:
         raise ConfigError(f"{p.config_file}: setup's entries would not read back as written. Nothing was changed.")
     writes = [hs.Write(p.hooks_file, json.dumps(hooks_data, indent=2) + "\n", hooked, "hooks installed")]
-    writes.append(hs.Write(p.config_file, new, new != current, "MCP server tiermem and features.hooks", mode=0o600))
+    new = _as_written(new, crlf)
+    writes.append(hs.Write(p.config_file, new, new != written, "MCP server tiermem and features.hooks", mode=0o600))
     if not same_file:
-        user = _read(p.user_config)
+        user_written = _read(p.user_config)
+        user, user_crlf = _lf(user_written)
         trusted = _with_block(_without_block(user, p.tag), _block(p.tag, trust))
         _parse(trusted, p.user_config)
-        writes.append(hs.Write(p.user_config, trusted, trusted != user, "the hooks trusted", mode=0o600))
+        trusted = _as_written(trusted, user_crlf)
+        writes.append(hs.Write(p.user_config, trusted, trusted != user_written, "the hooks trusted", mode=0o600))
     record.save()
     lines = hs.apply(writes)
     if not same_file and not _trusted(_parse(_read(p.user_config), p.user_config), p.config_file.parent.parent):
@@ -299,16 +405,18 @@ def uninstall(p: Plan) -> list[str]:
     hs.drop_if_made(hooks_data, "hooks", p.hooks_file, record)
     writes.append(hs.json_write(p.hooks_file, hooks_data, unhooked, "tiermem hooks removed", record, empty_goes=True))
     for path in dict.fromkeys([p.config_file, p.user_config]):
-        current = _read(path)
+        written = _read(path)
+        current, crlf = _lf(written)
         bare = _bare(current, p)
         yours = record.data.get("server_before_text")
         if path == p.config_file and yours and bare != current:  # the table setup replaced (--force), put back
             bare = _with_block(bare, yours)
+        bare = _as_written(bare, crlf)
         created, folder = record.created(path)
-        if bare != current and created and not bare.strip():
+        if bare != written and created and not bare.strip():
             writes.append(hs.Write(path, None, True, "setup's block removed", folder))
         else:
-            writes.append(hs.Write(path, bare, bare != current, "setup's block removed"))
+            writes.append(hs.Write(path, bare, bare != written, "setup's block removed"))
     lines = hs.apply(writes)
     record.forget()
     return lines

@@ -17,8 +17,9 @@ after it logs a reply.
 
 A prompt's or reply's ``<private>`` spans are dropped before anything else (``quoting.drop_private``): they are neither
 searched nor logged, and the logged turn keeps a mark in their place. Each turn carries its project (``cwd`` of the
-hook input, resolved to its git repository: ``projects.project_of``), and a prompt recalls the memories of its own
-project and of none unless ``recall_scope`` is "all".
+hook input, resolved to its git repository: ``projects.project_of``; a ``cwd`` that is not an absolute path is bad input,
+never "no project"), and a prompt recalls the memories of its own project and of none unless ``recall_scope`` is "all".
+A lone surrogate in the text (a byte of the host's input that was not UTF-8) becomes U+FFFD (``valid_text``).
 
 A turn is logged once however often its hook fires (``autorecall.log_turn``'s key: session, turn, role, text digest),
 while the same words said again later are a new turn. The turn is the hook's ``prompt_id`` when the host sends one;
@@ -27,8 +28,10 @@ number, a later prompt a larger one); else (no transcript either) the same text 
 ``refire_window`` seconds is the same firing.
 
 A request is one JSON line of at most ``MAX_REQUEST`` bytes; a longer one is refused with an error that says so (the
-hook client checks before it sends). Bad input gets ``{"ok": false, "error": "bad hook request: ..."}``; a failure of
-tiermem itself is logged with its traceback and answered as what it is.
+hook client checks before it sends). A request with ``"ack": true`` gets ``{"ack": true}`` as soon as it is read, before
+the work, then its answer: the hook tells a stopped or hung server (no acknowledgement within seconds) from one that is
+busy (a cold server's first answer loads the model). Bad input gets ``{"ok": false, "error": "bad hook request:
+..."}``; a failure of tiermem itself is logged with its traceback and answered as what it is.
 
 Requests run in their own threads (``Memory`` is used from worker threads anyway); each counts as a request in
 flight for the server's clean exit (``shutdown.py``), which closes the listener first.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import struct
 import threading
@@ -67,6 +71,7 @@ log = logging.getLogger(__name__)
 
 SESSION_CONTEXT_CHARS = 9_500  # Claude Code passes up to 10,000 characters of hook context whole
 READ_TIMEOUT = 10.0  # seconds a connected hook has to send its request
+TAKEN = {"ack": True}  # sent at once to a hook that asks (``"ack": true``), before the work: "alive, working on it"
 REFIRE_WINDOW = 10.0  # seconds: without a prompt id or a transcript, the same text again this soon is a re-fired hook
 
 
@@ -181,7 +186,7 @@ class HookListener:
                         None,
                     )
                     if too_long
-                    else self._answer_line(line)
+                    else self._answer_line(line, taken=lambda: _send(conn, TAKEN))
                 )
                 _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
                 if then is not None:  # a prompt is logged after the hook has its answer: the host is not kept waiting
@@ -200,13 +205,21 @@ class HookListener:
         except Exception:
             log.exception("a hook's turn could not be logged: tiermem failed")
 
-    def _answer_line(self, line: bytes) -> tuple[dict[str, Any], Callable[[], object] | None]:
+    def _answer_line(
+        self, line: bytes, taken: Callable[[], object] | None = None
+    ) -> tuple[dict[str, Any], Callable[[], object] | None]:
+        """The answer to one request line; ``taken`` is called first when the request asks for it (``"ack": true``:
+        the hook then knows this server is alive and working on it, see ``cli/hooks.py``)."""
         if not line.strip():
             return _refused("it is empty (send one JSON object on one line)"), None
         try:
             request = json.loads(line)
         except ValueError as exc:  # UnicodeDecodeError included
             return _refused(f"not one JSON line ({exc})"), None
+        except RecursionError:
+            return _refused("its JSON is nested too deeply"), None
+        if taken is not None and isinstance(request, dict) and request.get("ack") is True:
+            taken()
         try:
             return self.answer(request)
         except TiermemError as exc:
@@ -235,9 +248,17 @@ class HookListener:
         session = data.get("session_id") or ""
         if not isinstance(session, str):
             raise _bad("`input.session_id` is not a string")
+        session = valid_text(session)
         host = request.get("host")
         if host is not None and not isinstance(host, str):
             raise _bad("`host` (the host's name, a string) is not a string")
+        host = None if host is None else valid_text(host)
+        cwd = data.get("cwd")
+        if cwd is not None and not (isinstance(cwd, str) and os.path.isabs(cwd)):
+            raise _bad(
+                "`input.cwd` is not an absolute path: the turn's project cannot be told (the hook client puts its "
+                "own working directory there)"
+            )
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
@@ -261,8 +282,10 @@ class HookListener:
         text = data.get(field) or ""
         if not isinstance(text, str):
             raise _bad(f"`input.{field}` is not a string")
-        text = drop_private(text)  # <private> spans go first: never searched, logged or kept, even in memory
-        project = project_of(data.get("cwd"))  # where the host works: its repository, else its directory
+        text = drop_private(
+            valid_text(text)
+        )  # <private> spans go first: never searched, logged or kept, even in memory
+        project = project_of(cwd)  # where the host works: its repository, else its directory (None without a cwd)
         at = now()
         memory, agent_id = self.handle.get()
         found = []
@@ -300,7 +323,7 @@ class HookListener:
         """What tells this turn from the same words said again in the session (see the module's docstring)."""
         prompt_id = data.get("prompt_id")
         if isinstance(prompt_id, str) and prompt_id:
-            return prompt_id
+            return valid_text(prompt_id)
         transcript = data.get("transcript_path")
         if isinstance(transcript, str) and transcript:
             count = prompts_in(Path(transcript))
@@ -326,7 +349,7 @@ def prompts_in(transcript: Path) -> int | None:
                     continue
                 try:
                     entry = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if _is_prompt(entry):
                     count += 1
@@ -350,6 +373,16 @@ def _is_prompt(entry: object) -> bool:
     return isinstance(content, list) and not any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (an undecodable byte of the host's input, or a ``\\udXXX`` escape without its
+    pair) replaced by U+FFFD, as a file's undecodable bytes are (``file_parse``): the turn is logged and searched
+    with the rest of its text instead of failing on one character."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _send(conn: socket.socket, answer: dict[str, Any]) -> None:

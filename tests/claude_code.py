@@ -122,6 +122,7 @@ class ClaudeCode:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "PYTHONPATH": str(ROOT / "src"),  # this checkout's tiermem, in the commands and in the hooks setup writes
             **QUIET,
         }
         env.update(extra)

@@ -555,8 +555,9 @@ def run_command(args: argparse.Namespace) -> int:
             require_memory(settings)
             return doctor_secrets(settings, redact_found=args.redact, yes=args.yes, as_json=args.json)
         from ..domain.maintenance import doctor
+        from ..interop.auto_memory_admin import doctor_check
 
-        return doctor(settings, as_json=args.json)
+        return doctor(settings, as_json=args.json, more=doctor_check(settings))
     if (args.command == "setup" and args.target == "claude-code") or (
         args.command == "config" and args.host == "claude-code"
     ):

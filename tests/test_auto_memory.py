@@ -26,6 +26,8 @@ from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.interop import auto_memory, auto_memory_admin
+from tiermem.interop.auto_memory import directory
+from tiermem.interop.claude_code import install, plan
 from tiermem.interop.claude_projects import folder_name
 
 from . import fake_anthropic as fa
@@ -135,6 +137,7 @@ def claude_home(tmp_path: Path, *projects: Path) -> tuple[Path, dict[Path, Path]
     """A Claude Code HOME whose projects each have an auto-memory folder, and tiermem's side recorded as setup
     records it; (tiermem's side, each project's folder)."""
     claude = tmp_path / "home" / ".claude"
+    claude.mkdir(parents=True)
     folders = {}
     for project in projects:
         project.mkdir(parents=True, exist_ok=True)
@@ -338,3 +341,34 @@ def test_what_claude_code_writes_keeps_no_credential_and_no_private_span(tmp_pat
     value = memory.block(agent, "human").value
     assert value.startswith("Name: Ada. Key [redacted: ") and key not in value, value
     assert key not in (folder / "tiermem-human.md").read_text()
+
+
+def test_the_users_own_auto_memory_directory_is_every_projects(tmp_path: Path) -> None:
+    """A folder the user set as `autoMemoryDirectory` is Claude Code's memory in every project (their choice): its
+    files are stored without a project."""
+    memory, agent = opened(tmp_path)
+    home, _ = claude_home(tmp_path)
+    mine = tmp_path / "my-auto-memory"
+    mine.mkdir()
+    (mine / "editor.md").write_text(OLD)
+    (tmp_path / "home" / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(mine)}))
+    assert auto_memory.sync(memory, agent, home, str(tmp_path)).imported == 1
+    assert [p.project for p in tagged(memory, agent)] == [None]
+    assert (mine / "tiermem-human.md").exists()
+
+
+def test_setup_puts_back_the_one_folder_an_earlier_setup_gave_every_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier setup pointed `autoMemoryDirectory` at one folder for every project; setup now takes that out
+    (with no record of it too), so Claude Code keeps a folder per project again."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    home, data = tmp_path / "home", tmp_path / "data"
+    (home / ".claude").mkdir(parents=True)
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"theme": "dark", "autoMemoryDirectory": str(directory(data, "default"))}))
+    the_plan = plan("/opt/tiermem/bin/tiermem", [], data_dir=data, agent="default", scope="user", home=home)
+    lines = install(the_plan)
+    after = json.loads(settings.read_text())
+    assert "autoMemoryDirectory" not in after and after["theme"] == "dark", after
+    assert any("autoMemoryDirectory removed" in line for line in lines), lines

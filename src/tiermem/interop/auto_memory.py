@@ -147,7 +147,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 # -- which folders, in which project ---------------------------------------------------------------------------
 
 
-def _folders(sources: dict[str, Any], state: dict[str, Any], done: Synced) -> list[tuple[Path, str | None]]:
+def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: Synced) -> list[tuple[Path, str | None]]:
     """(folder, project) of each of Claude Code's auto-memory folders that can be synced; the others reported."""
     out: list[tuple[Path, str | None]] = []
     kept: dict[str, Any] = state.setdefault("folders", {})
@@ -175,7 +175,7 @@ def _folders(sources: dict[str, Any], state: dict[str, Any], done: Synced) -> li
             kept[str(folder)] = {"project": project}
             out.append((folder, project))
     shared = users_folder(sources)
-    if shared is not None:
+    if shared is not None and shared.resolve() != home.resolve():  # not an earlier setup's, left behind
         out.append((shared, None))
     return out
 
@@ -215,7 +215,7 @@ def sync(memory: Memory, agent_id: str, home: Path, cwd: object = None) -> Synce
         state = read_json(home / STATE)
         try:
             _remember_path(state, cwd)
-            folders = _folders(sources, state, done)
+            folders = _folders(home, sources, state, done)
             kept: dict[str, Any] = state.setdefault("folders", {})
             for folder, project in folders:
                 entry = kept.setdefault(str(folder), {"project": project})

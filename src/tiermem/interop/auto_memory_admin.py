@@ -180,7 +180,7 @@ SETTING = "autoMemoryDirectory"
 def unpoint(settings: dict[str, Any], record: dict[str, Any], folder: Path | None) -> str:
     """The user's setting put back (or removed) if it is still the one an earlier setup wrote (one folder for every
     project: no longer done); what changed, or "". The files stay."""
-    wrote = record.get("auto_memory_wrote")
+    wrote = record.get("auto_memory_wrote") or (str(folder) if folder is not None else None)  # no record: setup's path
     if wrote is None or settings.get(SETTING) != wrote:
         return ""
     before = record.pop("auto_memory_before", {})

@@ -14,7 +14,6 @@ assertions of a test module: each ``claude -p`` costs a couple of seconds.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -123,7 +122,7 @@ class ClaudeCode:
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),
             "XDG_RUNTIME_DIR": str(self.runtime_dir),
-            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},  # the tiermem under test
+            "PYTHONPATH": str(ROOT / "src"),  # this checkout's tiermem, in the commands and in the hooks setup writes
             **QUIET,
         }
         env.update(extra)

@@ -10,15 +10,25 @@ setting and leaves the files. Skipped, with the reason, when Claude Code is miss
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tiermem.base.config import load_settings
+from tiermem.base.config import BlockSpec, load_settings
+from tiermem.base.projects import project_of
+from tiermem.base.records import Passage
+from tiermem.cli.main import main
+from tiermem.domain import autorecall
+from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
-from tiermem.interop import auto_memory
+from tiermem.domain.memory import Memory
+from tiermem.interop import auto_memory, auto_memory_admin
+from tiermem.interop.auto_memory import directory
+from tiermem.interop.claude_code import install, plan
+from tiermem.interop.claude_projects import folder_name
 
 from . import fake_anthropic as fa
 from .claude_code import ClaudeCode, claude_code
@@ -41,25 +51,30 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         pytest.skip(why)
     with ClaudeCode(exe, tmp_path_factory.mktemp("auto-memory")) as cc:
         data = cc.home / "memory"
-        old = cc.home / ".claude" / "projects" / "-work-old" / "memory"
+        projects = cc.home / ".claude" / "projects"
+        elsewhere = cc.workdir.parent / "elsewhere"  # another project, worked in before setup
+        elsewhere.mkdir()
+        old = projects / folder_name(str(elsewhere)) / "memory"
         old.mkdir(parents=True)
         (old / "editor.md").write_text(OLD)
         (old / "MEMORY.md").write_text("- [Editor](editor.md) — which editor\n")
+        (old.parent / "earlier.jsonl").write_text(json.dumps({"type": "user", "cwd": str(elsewhere)}) + "\n")
         cc.tiermem("agents", "create", "default", "--data-dir", str(data))
         setup = cc.tiermem("setup", "claude-code", "--data-dir", str(data))
-        folder = auto_memory.directory(data, "default")
+        folder = projects / folder_name(os.path.realpath(cc.workdir)) / "memory"  # where Claude Code keeps this one's
         target = folder / "cat.md"
         cc.fake.add(fa.tool("Write", {"file_path": str(target), "content": NEW}), fa.text("Saved."))
         first = cc.run("Remember that my cat is called Miso.", "--allowedTools", "Write")
         after_first = found(data, "What is my cat called?")
         cc.tiermem("blocks", "set", "human", EDITED, "--data-dir", str(data))
         before = len(cc.fake.requests)
-        second = cc.run("Hello again.")
+        second = cc.run("Hello again. Which editor does Ada use?")
         yield {
             "cc": cc,
             "data": data,
             "folder": folder,
             "old": old,
+            "elsewhere": elsewhere,
             "setup": setup,
             "first": first,
             "after_first": after_first,
@@ -68,13 +83,21 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         }
 
 
-def test_setup_points_auto_memory_at_the_shared_folder_and_imports_what_there_was(shared: dict[str, Any]) -> None:
-    cc, folder = shared["cc"], shared["folder"]
+def projects_of(data: Path) -> dict[str, str | None]:
+    memory = open_memory(load_settings(data_dir=data, embedding_model="default"), start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    return {p.content: p.project for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags}
+
+
+def test_setup_syncs_each_projects_auto_memory_in_its_project(shared: dict[str, Any]) -> None:
+    cc, old = shared["cc"], shared["old"]
     settings = json.loads((cc.home / ".claude" / "settings.json").read_text())
-    assert settings["autoMemoryDirectory"] == str(folder)
-    assert (shared["old"] / "editor.md").read_text() == OLD  # theirs left as it was
-    assert (folder / "editor.md").read_text() == OLD and "(editor.md)" in (folder / "MEMORY.md").read_text()
-    assert any("Helix" in hit for hit in found(shared["data"], "Which editor does Ada use?"))
+    assert "autoMemoryDirectory" not in settings  # Claude Code keeps one folder per project
+    assert (old / "editor.md").read_text() == OLD  # theirs left as it was, tiermem's lines added to its index
+    index = (old / "MEMORY.md").read_text()
+    assert "- [Editor](editor.md) — which editor" in index and "(tiermem-human.md)" in index
+    (editor,) = [project for text, project in projects_of(shared["data"]).items() if "Helix" in text]
+    assert editor == os.path.realpath(shared["elsewhere"])
 
 
 def test_a_memory_claude_code_writes_is_in_tiermem_after_the_reply(shared: dict[str, Any]) -> None:
@@ -82,6 +105,9 @@ def test_a_memory_claude_code_writes_is_in_tiermem_after_the_reply(shared: dict[
     written = (shared["folder"] / "cat.md").read_text()  # Claude Code's Write tool wrote it (its frontmatter
     assert "Ada's cat is called Miso." in written and "name: cat" in written  # normalised: it quotes values)
     assert any("Miso" in hit for hit in shared["after_first"]), shared["after_first"]
+    projects = projects_of(shared["data"])
+    (cat,) = [p for text, p in projects.items() if "Miso" in text]
+    assert cat == os.path.realpath(shared["cc"].workdir)
 
 
 def test_a_block_edit_in_tiermem_is_in_the_auto_memory_claude_code_loads_next(shared: dict[str, Any]) -> None:
@@ -90,66 +116,259 @@ def test_a_block_edit_in_tiermem_is_in_the_auto_memory_claude_code_loads_next(sh
     assert EDITED in first[start : start + 3000], first[start : start + 3000]
 
 
-def test_uninstall_restores_the_setting_and_leaves_the_files(shared: dict[str, Any]) -> None:
-    cc, folder = shared["cc"], shared["folder"]
+def test_another_projects_auto_memory_is_not_in_a_session(shared: dict[str, Any]) -> None:
+    """What Claude Code remembered in another project is neither in the MEMORY.md it loads here nor recalled."""
+    sent = json.dumps(shared["second_requests"])
+    assert "Which editor does Ada use?" in sent and "user's auto-memory" in sent
+    assert "Helix" not in sent and "which editor" not in sent
+
+
+def test_uninstall_takes_tiermems_files_out_and_leaves_claude_codes(shared: dict[str, Any]) -> None:
+    cc, folder, old = shared["cc"], shared["folder"], shared["old"]
     cc.tiermem("setup", "claude-code", "--uninstall", "--data-dir", str(shared["data"]))
     settings_file = cc.home / ".claude" / "settings.json"
     assert not settings_file.exists() or "autoMemoryDirectory" not in json.loads(settings_file.read_text())
-    assert (folder / "cat.md").exists() and (shared["old"] / "editor.md").read_text() == OLD
+    assert (folder / "cat.md").exists() and (old / "editor.md").read_text() == OLD
+    assert not list(folder.glob("tiermem-*.md")) and not list(old.glob("tiermem-*.md"))
+    assert (old / "MEMORY.md").read_text() == "- [Editor](editor.md) — which editor\n"
+
+
+def claude_home(tmp_path: Path, *projects: Path) -> tuple[Path, dict[Path, Path]]:
+    """A Claude Code HOME whose projects each have an auto-memory folder, and tiermem's side recorded as setup
+    records it; (tiermem's side, each project's folder)."""
+    claude = tmp_path / "home" / ".claude"
+    claude.mkdir(parents=True)
+    folders = {}
+    for project in projects:
+        project.mkdir(parents=True, exist_ok=True)
+        folders[project] = claude / "projects" / folder_name(os.path.realpath(project)) / "memory"
+        folders[project].mkdir(parents=True)
+    home = tmp_path / "data" / "auto-memory" / "default"
+    home.mkdir(parents=True)
+    sources = {"projects": str(claude / "projects"), "config": str(claude.parent / ".claude.json")}
+    (home / "sources.json").write_text(json.dumps({**sources, "settings": str(claude / "settings.json")}))
+    return home, folders
+
+
+def opened(tmp_path: Path) -> tuple[Memory, str]:
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+    return memory, memory.ensure_agent("default").id
+
+
+def tagged(memory: Memory, agent: str) -> list[Passage]:
+    return [p for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
 
 
 def test_sync_both_ways_without_a_host(tmp_path: Path) -> None:
     """A changed file replaces its passage and a removed one removes it; a block file edited on disk becomes the
     block's value, and a block edited in tiermem rewrites its file and its index line; the user's lines stay."""
-    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
-    agent = memory.ensure_agent("default").id
-    folder = tmp_path / "shared"
-    folder.mkdir()
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
     (folder / "MEMORY.md").write_text("- [Cat](cat.md) — the cat\n")
     (folder / "cat.md").write_text(NEW)
-    first = auto_memory.sync(memory, agent, folder)
-    assert first.imported == 1 and first.blocks_written == len(memory.blocks(agent))
-    tagged = [p for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
-    assert [p.content for p in tagged] == ["the user's cat\n\nAda's cat is called Miso."]
-    assert auto_memory.sync(memory, agent, folder) == auto_memory.Synced()  # nothing changed: nothing done
+    first = auto_memory.sync(memory, agent, home, str(project))
+    assert first.imported == 1 and first.blocks_written == len(memory.blocks(agent)) and not first.problems
+    assert [(p.content, p.project) for p in tagged(memory, agent)] == [
+        ("the user's cat\n\nAda's cat is called Miso.", project_of(str(project)))
+    ]
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced()  # nothing changed: nothing done
 
     (folder / "cat.md").write_text(NEW.replace("Miso", "Tofu"))
     (folder / "tiermem-human.md").write_text("---\nname: tiermem-human\n---\n\nName: Ada. Lives in Lisbon.\n")
-    second = auto_memory.sync(memory, agent, folder)
+    second = auto_memory.sync(memory, agent, home)
     assert second.imported == 1 and second.blocks_edited == 1
     assert memory.block(agent, "human").value == "Name: Ada. Lives in Lisbon."
-    tagged = [p.content for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
-    assert tagged == ["the user's cat\n\nAda's cat is called Tofu."]
-
-    from tiermem.domain.blocks import Rethink
+    assert [p.content for p in tagged(memory, agent)] == ["the user's cat\n\nAda's cat is called Tofu."]
 
     memory.edit(agent, "human", Rethink("Name: Ada. Lives in Porto."), actor="human")
     (folder / "cat.md").unlink()
-    third = auto_memory.sync(memory, agent, folder)
+    third = auto_memory.sync(memory, agent, home)
     assert third.removed == 1 and third.blocks_edited == 0
     assert "Lives in Porto." in (folder / "tiermem-human.md").read_text()
     index = (folder / "MEMORY.md").read_text()
     assert "(tiermem-human.md) — Name: Ada. Lives in Porto." in index and "- [Cat](cat.md) — the cat" in index
-    assert not [p for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
+    assert not tagged(memory, agent)
+
+
+def test_each_projects_auto_memory_stays_in_its_project(tmp_path: Path) -> None:
+    """Claude Code keeps one auto-memory folder per project; each file is stored in the project the hooks name
+    (known from a hook's working directory, or from Claude Code's own transcripts), so a prompt in another project
+    does not recall it; a folder whose project is not known is not stored at all (it would be every project's)."""
+    memory, agent = opened(tmp_path)
+    acme, other, unknown = tmp_path / "acme", tmp_path / "other", tmp_path / "unknown"
+    home, folders = claude_home(tmp_path, acme, other, unknown)
+    (folders[acme] / "client.md").write_text(
+        "---\nname: client_acme\ndescription: ACME contract\n---\n\nThe ACME contract renewal is 48,000 EUR.\n"
+    )
+    (folders[other] / "editor.md").write_text(OLD)
+    (folders[unknown] / "door.md").write_text("---\nname: door\n---\n\nThe office door code is 7719.\n")
+    transcript = folders[acme].parent / "session.jsonl"  # Claude Code's transcript of a session in acme
+    transcript.write_text(json.dumps({"type": "user", "cwd": str(acme)}) + "\n")
+    done = auto_memory.sync(memory, agent, home, str(other / "src"))  # a hook working in a folder of `other`
+    assert done.imported == 2 and len(done.waiting) == 1 and str(folders[unknown]) in done.waiting[0]
+    kept = {p.project: p.content for p in tagged(memory, agent)}
+    assert set(kept) == {project_of(str(acme)), project_of(str(other))}
+    assert "48,000" in kept[project_of(str(acme))] and "Helix" in kept[project_of(str(other))]
+    assert not (folders[unknown] / "tiermem-human.md").exists()  # not synced either way
+
+    scope = autorecall.RecallSettings(threshold=0.0, limit=10, max_chars=5000)
+    ask = "What is the ACME contract renewal price in EUR?"
+    elsewhere = autorecall.recall(memory, agent, ask, session="s", settings=scope, project=project_of(str(other)))
+    assert not any("48,000" in r.content for r in elsewhere), elsewhere
+    there = autorecall.recall(memory, agent, ask, session="s", settings=scope, project=project_of(str(acme)))
+    assert any("48,000" in r.content for r in there), there
+
+    later = auto_memory.sync(memory, agent, home, str(unknown))  # a session there names its project
+    assert later.imported == 1 and not later.waiting
+    assert {p.project for p in tagged(memory, agent)} == {project_of(str(p)) for p in (acme, other, unknown)}
+
+
+def test_a_file_that_cannot_be_synced_is_reported_and_the_rest_is_not_stored_twice(tmp_path: Path) -> None:
+    """A block whose label is a path, a file that is not UTF-8, a name too long for a tag, and a block file edited
+    past the block's limit: each is handled on its own (the bad ones reported), the state is saved, and later
+    syncs store nothing again."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
+    memory.create_block(agent, BlockSpec(label="notes/projects", value="Project list: BLUEHERON, KESTREL"))
+    (folder / "alpha.md").write_text("---\nname: alpha\n---\n\nThe alpha service runs on port 7001.\n")
+    (folder / "long.md").write_text(f"---\nname: {'n' * 90}\n---\n\nThe long-named note.\n")
+    (folder / "zeta.md").write_bytes(b"---\nname: zeta\n---\n\ncaf\xe9 latin-1 body\n")
+    first = auto_memory.sync(memory, agent, home, str(project))
+    assert first.imported == 2, first
+    assert len(first.problems) == 1 and "zeta.md" in first.problems[0] and "UTF-8" in first.problems[0]
+    notes = folder / auto_memory.block_file("notes/projects")
+    assert notes.parent == folder and "BLUEHERON" in notes.read_text()
+    assert f"({notes.name})" in (folder / "MEMORY.md").read_text()
+    assert auto_memory_admin.problems(tmp_path / "data") == {"default": first.problems}  # what doctor shows
+
+    human = folder / "tiermem-human.md"
+    human.write_text(human.read_text() + "x" * (memory.block(agent, "human").limit + 10) + "\n")
+    (folder / "beta.md").write_text("---\nname: beta\n---\n\nThe beta service runs on port 7002.\n")
+    second = auto_memory.sync(memory, agent, home)
+    assert second.imported == 1 and any("tiermem-human.md" in p for p in second.problems), second
+    assert "xxxxxxxx" not in memory.block(agent, "human").value  # the block kept; the edit kept as a passage
+    assert "xxxxxxxx" not in human.read_text()
+    assert [p for p in memory.archive.rows.passages_of(agent) if auto_memory.CONFLICT_TAG in p.tags]
+    for _ in range(2):
+        auto_memory.sync(memory, agent, home)
+    contents = [p.content for p in tagged(memory, agent) if auto_memory.CONFLICT_TAG not in p.tags]
+    assert sorted(contents) == sorted(
+        ["The alpha service runs on port 7001.", "The long-named note.", "The beta service runs on port 7002."]
+    )
+    assert all(len(t) <= 64 for p in tagged(memory, agent) for t in p.tags)
+
+
+def test_a_block_edited_on_both_sides_keeps_both(tmp_path: Path) -> None:
+    """A block set in tiermem while Claude Code edits its file: lines Claude Code added are added to tiermem's value;
+    any other edit of both keeps tiermem's value, stores Claude Code's text as a passage and reports it."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    human = folders[project] / "tiermem-human.md"
+    auto_memory.sync(memory, agent, home, str(project))
+    memory.edit(agent, "human", Rethink("Name: Ada. Works at Initech."), actor="human")
+    human.write_text(human.read_text() + "\nLikes tea.\n")
+    auto_memory.sync(memory, agent, home)
+    assert memory.block(agent, "human").value == "Name: Ada. Works at Initech.\n\nLikes tea."
+    assert "Initech" in human.read_text()
+
+    memory.edit(agent, "human", Rethink("Name: Ada. Works at Globex."), actor="human")
+    human.write_text("---\nname: tiermem-human\n---\n\nName: Ada Lovelace.\n")
+    done = auto_memory.sync(memory, agent, home)
+    assert memory.block(agent, "human").value == "Name: Ada. Works at Globex."
+    assert "Globex" in human.read_text()
+    assert len(done.problems) == 1 and "changed in tiermem and its file by Claude Code" in done.problems[0]
+    (aside,) = [p for p in memory.archive.rows.passages_of(agent) if auto_memory.CONFLICT_TAG in p.tags]
+    assert "Name: Ada Lovelace." in aside.content and aside.project == project_of(str(project))
+
+
+def test_forget_edits_the_text_out_of_the_auto_memory_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tiermem forget --text` edits the text out of Claude Code's auto-memory files (which Claude Code loads and
+    reads) and names them; a later edit of such a file by Claude Code does not bring the text back."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    door = folders[project] / "door.md"
+    door.write_text("---\nname: door\ndescription: office door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    (folders[project] / "MEMORY.md").write_text("- [Door](door.md) — door code QUOKKA-7719\n")
+    auto_memory.sync(memory, agent, home, str(project))
+    memory.core.close()
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--yes", "--now"]
+    assert main(["forget", "--text", "QUOKKA-7719", *common]) == 0
+    out = capsys.readouterr().out
+    assert f"auto-memory file {door}" in out and f"auto-memory file {folders[project] / 'MEMORY.md'}" in out
+    assert "QUOKKA" not in door.read_text() and "QUOKKA" not in (folders[project] / "MEMORY.md").read_text()
+
+    memory, agent = opened(tmp_path)
+    door.write_text(door.read_text() + "Visitors sign in at reception.\n")  # Claude Code adds a line
+    auto_memory.sync(memory, agent, home)
+    (stored,) = [p.content for p in tagged(memory, agent)]
+    assert "QUOKKA" not in stored and "Visitors sign in" in stored and "Porto door code" in stored
+
+
+def test_a_credential_in_a_files_name_is_no_tag(tmp_path: Path) -> None:
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    token = "ghp_" + "1234567890abcdefghijklmnopqrstuvwxyzAB"
+    (folders[project] / "tok.md").write_text(f"---\nname: token {token}\n---\n\nUse the CI token.\n")
+    assert auto_memory.sync(memory, agent, home, str(project)).imported == 1
+    (passage,) = tagged(memory, agent)
+    assert not any(token in t for t in passage.tags) and any("[redacted" in t for t in passage.tags), passage.tags
 
 
 def test_what_claude_code_writes_keeps_no_credential_and_no_private_span(tmp_path: Path) -> None:
     """Auto memory enters tiermem on its own path, so it gets what every hook-captured text gets: `<private>` spans
     dropped and credentials redacted, in a memory file's passage and in a block file Claude Code's model edits (the
     block file is then rewritten without them)."""
-    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
-    agent = memory.ensure_agent("default").id
-    folder = tmp_path / "shared"
-    folder.mkdir()
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
     key = "AKIA" + "Q3EGRIBFXPN7WMT4"
     (folder / "aws.md").write_text(
         f"---\nname: aws\n---\n\nThe deploy key is {key}. <private>my PIN is 4821</private>\n"
     )
-    auto_memory.sync(memory, agent, folder)
-    (stored,) = [p.content for p in memory.archive.rows.passages_of(agent) if auto_memory.TAG in p.tags]
+    auto_memory.sync(memory, agent, home, str(project))
+    (stored,) = [p.content for p in tagged(memory, agent)]
     assert key not in stored and "4821" not in stored and "[redacted: AWS access key]" in stored, stored
     (folder / "tiermem-human.md").write_text(f"---\nname: tiermem-human\n---\n\nName: Ada. Key {key}.\n")
-    auto_memory.sync(memory, agent, folder)
+    auto_memory.sync(memory, agent, home)
     value = memory.block(agent, "human").value
     assert value.startswith("Name: Ada. Key [redacted: ") and key not in value, value
     assert key not in (folder / "tiermem-human.md").read_text()
+
+
+def test_the_users_own_auto_memory_directory_is_every_projects(tmp_path: Path) -> None:
+    """A folder the user set as `autoMemoryDirectory` is Claude Code's memory in every project (their choice): its
+    files are stored without a project."""
+    memory, agent = opened(tmp_path)
+    home, _ = claude_home(tmp_path)
+    mine = tmp_path / "my-auto-memory"
+    mine.mkdir()
+    (mine / "editor.md").write_text(OLD)
+    (tmp_path / "home" / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(mine)}))
+    assert auto_memory.sync(memory, agent, home, str(tmp_path)).imported == 1
+    assert [p.project for p in tagged(memory, agent)] == [None]
+    assert (mine / "tiermem-human.md").exists()
+
+
+def test_setup_puts_back_the_one_folder_an_earlier_setup_gave_every_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier setup pointed `autoMemoryDirectory` at one folder for every project; setup now takes that out
+    (with no record of it too), so Claude Code keeps a folder per project again."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    home, data = tmp_path / "home", tmp_path / "data"
+    (home / ".claude").mkdir(parents=True)
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"theme": "dark", "autoMemoryDirectory": str(directory(data, "default"))}))
+    the_plan = plan("/opt/tiermem/bin/tiermem", [], data_dir=data, agent="default", scope="user", home=home)
+    lines = install(the_plan)
+    after = json.loads(settings.read_text())
+    assert "autoMemoryDirectory" not in after and after["theme"] == "dark", after
+    assert any("autoMemoryDirectory removed" in line for line in lines), lines

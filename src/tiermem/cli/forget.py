@@ -1,6 +1,7 @@
 """``tiermem forget ...``: forget a passage, a message, a block's past values, an agent, or a text, from search at
-once and from every file of the store (``domain/forgetting.py``); synced MemFS directories and their git history
-that still hold it are named, not rewritten. The parser is built here (``add_forget_parser``, called by ``cli.main``)."""
+once and from every file of the store (``domain/forgetting.py``); a text is also edited out of Claude Code's
+auto-memory files synced with the memory (``interop/auto_memory_admin.py``); synced MemFS directories and their git
+history that still hold it are named, not rewritten. The parser is built here (``add_forget_parser``, called by ``cli.main``)."""
 
 from __future__ import annotations
 
@@ -99,11 +100,22 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
 
     roots = synced_directories(agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])])
     still = holders(roots, done.texts)
+    edited = []
+    if target.kind == "text" and settings.uri is None:  # Claude Code's auto memory: the text edited out of its files
+        from ..interop.auto_memory_admin import forget_text
+
+        edited = forget_text(settings.resolved_data_dir(), agent_names, [args.text])
     if args.json:
-        print(json.dumps({**done.as_dict(), "still_held_outside_the_store": still}, indent=2))
+        print(
+            json.dumps(
+                {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}, indent=2
+            )
+        )
         return 0
     for line in done.lines():
         print(line)
+    for name in edited:
+        print(f"edited the text out of Claude Code's auto-memory file {name}")
     for line in still:
         print(f"still held outside the store: {line}")
     return 0

@@ -554,8 +554,9 @@ def run_command(args: argparse.Namespace) -> int:
             check_arguments(args, settings)  # nothing to audit in a data directory that holds no memory
             return doctor_secrets(settings, redact_found=args.redact, yes=args.yes, as_json=args.json)
         from ..domain.maintenance import doctor
+        from ..interop.auto_memory_admin import doctor_check
 
-        return doctor(settings, as_json=args.json)
+        return doctor(settings, as_json=args.json, more=doctor_check(settings))
     if (args.command == "setup" and args.target == "claude-code") or (
         args.command == "config" and args.host == "claude-code"
     ):

@@ -273,16 +273,17 @@ def check_stateless(settings: Settings) -> None:
         )
 
 
-def _auto_memory_sync(handle: MemoryHandle, settings: Settings) -> Callable[[], object]:
-    """Claude Code's auto memory kept in step with this memory (``interop.auto_memory``), when setup made its folder."""
+def _auto_memory_sync(handle: MemoryHandle, settings: Settings) -> Callable[[object], object]:
+    """Claude Code's auto memory kept in step with this memory (``interop.auto_memory``), when setup recorded its
+    folders; given a hook's working directory."""
     from ..interop import auto_memory
 
-    folder = auto_memory.directory(settings.resolved_data_dir(), settings.agent)
+    home = auto_memory.directory(settings.resolved_data_dir(), settings.agent)
 
-    def sync() -> object:
-        if not folder.is_dir():
+    def sync(cwd: object) -> object:
+        if not (home / auto_memory.SOURCES).exists():
             return None
         memory, agent_id = handle.get()
-        return auto_memory.sync(memory, agent_id, folder)
+        return auto_memory.sync(memory, agent_id, home, cwd)
 
     return sync

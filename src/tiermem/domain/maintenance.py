@@ -37,8 +37,9 @@ def optimize(memory: Memory) -> list[str]:
     return lines
 
 
-def doctor(settings: Settings, *, as_json: bool = False) -> int:
-    """Report on the data directory; exit 1 with fixes when something is wrong."""
+def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[str, Any]] = ()) -> int:
+    """Report on the data directory; exit 1 with fixes when something is wrong. ``more``: checks made by a layer
+    above (each ``{"check", "ok", "detail"[, "fix"]}``), reported after these."""
     from .factory import NEW_DATA_DIR, open_memory
 
     checks: list[dict[str, Any]] = []
@@ -143,6 +144,7 @@ def doctor(settings: Settings, *, as_json: bool = False) -> int:
     _check_files(memory, check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
+    checks += [dict(c) for c in more]
     return _report(checks, as_json)
 
 

@@ -1,25 +1,33 @@
-"""Claude Code's auto memory and tiermem as one: a directory both keep, synced both ways.
+"""Claude Code's auto memory and tiermem as one: each project's auto-memory folder synced both ways, within its project.
 
-Claude Code (2.1.197, measured) keeps its own memory in a directory (``autoMemoryDirectory``, else
-``~/.claude/projects/<project>/memory/``): one Markdown file per fact with frontmatter (``name``, ``description``,
+Claude Code (2.1.197, measured) keeps its own memory per project, in ``~/.claude/projects/<project>/memory/`` (unless
+the user sets ``autoMemoryDirectory``): one Markdown file per fact with frontmatter (``name``, ``description``,
 ``metadata.type``), written by the model with its Write tool, and ``MEMORY.md``, an index of one line per file
 (``- [Title](file.md) — hook``), which is the only part loaded into context at session start (the files are read on
-demand). ``tiermem setup claude-code`` points ``autoMemoryDirectory`` at ``<data dir>/auto-memory/<agent>/`` and
-``sync`` keeps it and tiermem in step (the server runs it on hook events: at a session's start, before core memory is
-given, and after each reply):
+demand). ``tiermem setup claude-code`` leaves those folders where they are (one folder for every project would put
+one project's ``MEMORY.md`` in every other's context) and records them in ``<data dir>/auto-memory/<agent>/``
+(``sources.json``); ``sync`` keeps each folder and tiermem in step (the server runs it on hook events: at a session's
+start, before core memory is given, and after each reply):
 
-- each of Claude Code's files (any ``*.md`` but ``MEMORY.md`` and tiermem's own) is an archival passage of tiermem,
-  tagged ``claude-auto-memory`` and its name, so every host finds it (``archival_memory_search``, and the prompt
-  hooks' recall); a file changed replaces its passage, a file removed removes it;
-- each core block is a file ``tiermem-<label>.md`` (frontmatter, the value as body) with a line in ``MEMORY.md``
-  that carries the block's start, so a block edit made anywhere is in what Claude Code loads next session; a block
-  file Claude Code's model edits becomes the block's new value (a block is never written from a file it did not
-  change);
+- each of Claude Code's files (any ``*.md`` but ``MEMORY.md`` and tiermem's own) is an archival passage of tiermem
+  in the folder's project (``claude_projects``: the project the hooks name; a folder whose project is not known is
+  not stored, and says why), tagged ``claude-auto-memory`` and its name, so every host working in that project finds
+  it; a file changed replaces its passage, a file removed removes it. A folder of the user's own
+  ``autoMemoryDirectory`` is Claude Code's memory in every project: its files are stored without a project;
+- each core block (core memory is every project's) is a file ``tiermem-<label>.md`` in each folder (a label that is
+  not a plain file name gets a safe one: ``block_file``) with a line in ``MEMORY.md`` that carries the block's
+  start; a block file Claude Code's model edits becomes the block's new value. When the block changed in tiermem
+  too, tiermem's value is kept and Claude Code's added lines (an edit that only added at the start or the end) are
+  added to it; any other edit of both, an edit of a read-only block, or one the block refuses (over its limit) keeps
+  the block, stores Claude Code's text as an archival passage (tag ``claude-auto-memory-conflict``) and reports it;
 - ``MEMORY.md`` keeps every line of Claude Code's; tiermem's lines (those linking ``tiermem-*.md``) go first and are
   rewritten each sync.
 
-What sync wrote last is kept in ``.tiermem-sync.json`` in the directory (each file's digest and passage id, each
-block file's digest), so it tells an edit on either side from its own writes.
+What sync did last is kept in ``<data dir>/auto-memory/<agent>/state.json``: per folder, its project, each file's
+digest and passage ids, each block file's digest and the block version written; so it tells an edit on either side
+from its own writes. Each file is synced on its own: one that cannot be (not UTF-8, a block edit refused, ...) is
+skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for ``tiermem doctor``) while the
+rest go on, and the state is saved whatever happens, so a file is never stored twice.
 """
 
 from __future__ import annotations
@@ -27,29 +35,41 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.files import write_text_atomically
+from ..base.errors import NotFoundError, TiermemError
+from ..base.files import locked, write_text_atomically
 from ..base.quoting import drop_private
+from . import claude_projects
 
 if TYPE_CHECKING:
-    from ..base.config import Settings
+    from ..base.records import Block
     from ..domain.memory import Memory
 
 log = logging.getLogger(__name__)
 
 INDEX = "MEMORY.md"
-STATE = ".tiermem-sync.json"
+SOURCES = "sources.json"  # setup's: where Claude Code keeps its auto memory
+STATE = "state.json"
+LOCK = ".lock"
 OWN = "tiermem-"  # tiermem's block files
 TAG = "claude-auto-memory"
+CONFLICT_TAG = "claude-auto-memory-conflict"
 HOOK_CHARS = 150  # of a block's value in its MEMORY.md line
+MAX_TAG = 64
+MAX_PATHS = 2000  # working directories kept for naming folders' projects
 _OWN_LINE = re.compile(r"^\s*-\s*\[[^\]]*\]\(tiermem-[^)]*\.md\)")
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+READ_ERRORS = (OSError, UnicodeDecodeError)
 
 
 def directory(data_dir: Path, agent: str) -> Path:
+    """tiermem's side of the sync: ``sources.json``, ``state.json``."""
     return data_dir / "auto-memory" / agent
 
 
@@ -59,9 +79,15 @@ class Synced:
     removed: int = 0  # passages of files that are gone
     blocks_written: int = 0  # block files (re)written
     blocks_edited: int = 0  # blocks changed from their files
+    problems: list[str] = field(default_factory=list)  # what could not be synced, and why
+    waiting: list[str] = field(default_factory=list)  # folders not synced until their project is known
+
+    def problem(self, text: str) -> None:
+        log.warning("auto memory: %s", text)
+        self.problems.append(text)
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -80,178 +106,315 @@ def split(text: str) -> tuple[dict[str, str], str]:
     return fields, text[end + 4 :].lstrip("\n")
 
 
-def _block_file(label: str, description: str, value: str) -> str:
+def block_file(label: str) -> str:
+    """The file of block ``label``: ``tiermem-<label>.md`` when the label is a plain file name, else its plain
+    characters and a digest of the label (a label may be a path, ``notes/projects``, or hold any character)."""
+    if _PLAIN.fullmatch(label):
+        return f"{OWN}{label}.md"
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-.")[:60]
+    return f"{OWN}{plain}-{digest(label)[:10]}.md"
+
+
+def _block_text(label: str, description: str, value: str) -> str:
     about = " ".join(description.split()) or f"tiermem core memory block {label}"
-    return (
-        f"---\nname: {OWN}{label}\ndescription: tiermem core memory, block {label}: {about}\n"
-        f"metadata:\n  type: user\n---\n\n{value.rstrip()}\n"
-    )
+    name = json.dumps(f"{OWN}{label}", ensure_ascii=False)  # a JSON string is a YAML one: any label is one value
+    what = json.dumps(f"tiermem core memory, block {label}: {about}", ensure_ascii=False)
+    return f"---\nname: {name}\ndescription: {what}\nmetadata:\n  type: user\n---\n\n{value.rstrip()}\n"
 
 
 def _index_line(label: str, value: str) -> str:
     start = " ".join(value.split())
     start = start if len(start) <= HOOK_CHARS else start[: HOOK_CHARS - 1] + "…"
-    return f"- [tiermem {label}]({OWN}{label}.md) — {start or '(empty)'}"
+    title = label.replace("[", "(").replace("]", ")")
+    return f"- [tiermem {title}]({block_file(label)}) — {start or '(empty)'}"
 
 
-def sync(memory: Memory, agent_id: str, folder: Path) -> Synced:
-    """One sync of ``folder`` and the agent's memory (see the module's docstring); nothing when the folder is
-    missing (auto memory is not set up for this memory)."""
-    done = Synced()
-    if not folder.is_dir():
-        return done
-    state_path = folder / STATE
+def read_json(path: Path) -> dict[str, Any]:
     try:
-        state: dict[str, Any] = json.loads(state_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        state = {}
-    files: dict[str, dict[str, Any]] = state.setdefault("files", {})
-    block_files: dict[str, str] = state.setdefault("blocks", {})
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("auto memory: %s cannot be read (%s); starting it afresh", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    write_text_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+# -- which folders, in which project ---------------------------------------------------------------------------
+
+
+def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: Synced) -> list[tuple[Path, str | None]]:
+    """(folder, project) of each of Claude Code's auto-memory folders that can be synced; the others reported."""
+    out: list[tuple[Path, str | None]] = []
+    kept: dict[str, Any] = state.setdefault("folders", {})
+    projects_dir = Path(sources["projects"]) if isinstance(sources.get("projects"), str) else None
+    if projects_dir is not None:
+        config = Path(sources["config"]) if isinstance(sources.get("config"), str) else None
+        scanned = False
+        for folder in sorted(projects_dir.glob("*/memory")):
+            if not folder.is_dir():
+                continue
+            known = kept.get(str(folder))
+            if isinstance(known, dict) and "project" in known:
+                out.append((folder, known["project"]))
+                continue
+            if not scanned:  # what Claude Code recorded since the last look
+                since, state["scanned"] = float(state.get("scanned") or 0.0), time.time()
+                for path in claude_projects.recorded_paths(projects_dir, config, since):
+                    _remember_path(state, path)
+                scanned = True
+            project, why = claude_projects.project_for(folder.parent.name, state.get("paths", []))
+            if project is None:
+                log.info("auto memory: %s: not synced: %s", folder, why)
+                done.waiting.append(f"{folder}: {why}")
+                continue
+            kept[str(folder)] = {"project": project}
+            out.append((folder, project))
+    shared = users_folder(sources)
+    if shared is not None and shared.resolve() != home.resolve():  # not an earlier setup's, left behind
+        out.append((shared, None))
+    return out
+
+
+def users_folder(sources: dict[str, Any]) -> Path | None:
+    """The user's own ``autoMemoryDirectory`` (Claude Code's user settings), when set and present: one folder for
+    every project, by the user's choice."""
+    settings = sources.get("settings")
+    if not isinstance(settings, str):
+        return None
+    value = read_json(Path(settings)).get("autoMemoryDirectory")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    folder = Path(value).expanduser()
+    return folder if folder.is_absolute() and folder.is_dir() else None
+
+
+def _remember_path(state: dict[str, Any], cwd: object) -> None:
+    if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\x00" in cwd:
+        return
+    paths = [p for p in state.get("paths", []) if isinstance(p, str) and p != cwd]
+    state["paths"] = [*paths, cwd][-MAX_PATHS:]
+
+
+# -- one sync --------------------------------------------------------------------------------------------------
+
+
+def sync(memory: Memory, agent_id: str, home: Path, cwd: object = None) -> Synced:
+    """One sync of Claude Code's auto-memory folders (``home``'s ``sources.json``) and the agent's memory (see the
+    module's docstring); nothing when ``home`` has no ``sources.json`` (auto memory is not set up for this memory).
+    ``cwd``: the working directory of the hook that asked for it (it names a folder's project)."""
+    done = Synced()
+    sources = read_json(home / SOURCES)
+    if not sources:
+        return done
+    with locked(home / LOCK):
+        state = read_json(home / STATE)
+        try:
+            _remember_path(state, cwd)
+            folders = _folders(home, sources, state, done)
+            kept: dict[str, Any] = state.setdefault("folders", {})
+            for folder, project in folders:
+                entry = kept.setdefault(str(folder), {"project": project})
+                sync_folder(memory, agent_id, folder, project, entry, done)
+            live = {str(f) for f, _ in folders}
+            for gone in [k for k in kept if k not in live and not Path(k).is_dir()]:
+                for old in [p for f in kept.pop(gone).get("files", {}).values() for p in f.get("passages", [])]:
+                    _delete(memory, agent_id, old)
+                done.removed += 1
+        finally:
+            state["problems"], state["waiting"] = done.problems, done.waiting
+            write_json(home / STATE, state)
+    return done
+
+
+def sync_folder(
+    memory: Memory, agent_id: str, folder: Path, project: str | None, kept: dict[str, Any], done: Synced
+) -> None:
+    """One folder synced (``kept``: its part of the state, updated as each file is done)."""
+    files: dict[str, dict[str, Any]] = kept.setdefault("files", {})
     seen = set()
     for path in sorted(folder.glob("*.md")):
         if path.name == INDEX or path.name.startswith(OWN):
             continue
+        seen.add(path.name)  # one that cannot be read now keeps its passage
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            log.info("auto memory: cannot read %s: %s", path, exc)
-            continue
-        seen.add(path.name)
-        known = files.get(path.name)
-        digest = _digest(text)
-        if known and known.get("digest") == digest:
-            continue
-        fields, body = split(text)
-        name = fields.get("name") or path.stem
-        about = fields.get("description", "")
-        content = (f"{about}\n\n" if about else "") + body.strip()
-        content = memory.scrub(drop_private(content))  # as every hook-captured text: no private span, no credential
-        if not content.strip():
-            continue
-        ids = memory.archive.insert(agent_id, content, [TAG, name])
-        for old in (known or {}).get("passages", []):
-            memory.archive.delete(agent_id, old)
-        files[path.name] = {"digest": digest, "passages": ids}
-        done.imported += 1
+            _store_file(memory, agent_id, path, project, files, done)
+        except (*READ_ERRORS, TiermemError) as exc:
+            done.problem(f"{path}: not stored in tiermem: {_why(exc)}")
     for gone in set(files) - seen:
         for old in files.pop(gone).get("passages", []):
-            memory.archive.delete(agent_id, old)
+            _delete(memory, agent_id, old)
         done.removed += 1
+    written: dict[str, Any] = kept.setdefault("blocks", {})
     lines = []
+    labels = set()
     for block in memory.blocks(agent_id):
-        path = folder / f"{OWN}{block.label}.md"
-        value = block.value
+        labels.add(block.label)
         try:
-            current = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = None
-        written = block_files.get(block.label)
-        if current is not None and written is not None and _digest(current) != written and not block.read_only:
-            from ..domain.blocks import Rethink
-
-            edited = memory.scrub(drop_private(split(current)[1].strip()))  # the file is rewritten without them
-            if edited != value.strip():
-                value = memory.edit(agent_id, block.label, Rethink(edited), actor="claude-code auto memory").value
-                done.blocks_edited += 1
-        text = _block_file(block.label, block.description, value)
-        if text != current:
-            write_text_atomically(path, text)
-            done.blocks_written += 1
-        block_files[block.label] = _digest(text)
+            value = _sync_block(memory, agent_id, folder, project, block, written, done)
+        except (*READ_ERRORS, TiermemError) as exc:
+            done.problem(f"{folder / block_file(block.label)}: block {block.label!r} not synced: {_why(exc)}")
+            value = block.value
         lines.append(_index_line(block.label, value))
-    index = folder / INDEX
-    try:
-        theirs = [line for line in index.read_text(encoding="utf-8").splitlines() if not _OWN_LINE.match(line)]
-    except FileNotFoundError:
-        theirs = []
-    text = "\n".join([*lines, *theirs]).rstrip("\n") + "\n"
-    if not index.exists() or index.read_text(encoding="utf-8") != text:
-        write_text_atomically(index, text)
-    write_text_atomically(state_path, json.dumps(state, indent=2) + "\n")
-    return done
-
-
-def gather(sources: list[Path], folder: Path) -> list[str]:
-    """Copy the auto-memory files of ``sources`` (Claude Code's folders before setup) into ``folder``: each topic
-    file, renamed when another of that name differs, and each index line. The sources are left as they were; the
-    next sync stores the copies in tiermem. One line per file copied."""
-    folder.mkdir(parents=True, exist_ok=True)
-    index = folder / INDEX
-    try:
-        kept = index.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        kept = []
-    copied = []
-    for source in sources:
-        if not source.is_dir() or source.resolve() == folder.resolve():
-            continue
-        renamed: dict[str, str] = {}
-        for path in sorted(source.glob("*.md")):
-            if path.name == INDEX or path.name.startswith(OWN):
-                continue
-            text = path.read_text(encoding="utf-8")
-            target = folder / path.name
-            if target.exists() and target.read_text(encoding="utf-8") != text:
-                target = folder / f"{path.stem}-{hashlib.sha256(str(source).encode()).hexdigest()[:6]}.md"
-                renamed[path.name] = target.name
-            if not target.exists():
-                write_text_atomically(target, text)
-                copied.append(f"{path} -> {target}")
+    for label in [k for k in written if k not in labels]:  # a block gone from tiermem: its file too, if untouched
+        record = written.pop(label)
+        path = folder / block_file(label)
         try:
-            lines = (source / INDEX).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            lines = []
-        for line in lines:
-            for old, new in renamed.items():
-                line = line.replace(f"({old})", f"({new})")
-            if line.strip() and line not in kept:
-                kept.append(line)
-    if kept:
-        write_text_atomically(index, "\n".join(kept) + "\n")
-    return copied
-
-
-SETTING = "autoMemoryDirectory"
-
-
-def point(settings: dict[str, Any], record: dict[str, Any], folder: Path) -> str:
-    """Claude Code's settings pointed at ``folder`` (what was there first kept in ``record``, setup's); what changed,
-    or "" when they already were."""
-    if settings.get(SETTING) == str(folder):
-        return ""
-    if "auto_memory_before" not in record:  # the first setup's: what uninstall puts back
-        record["auto_memory_before"] = {"value": settings.get(SETTING), "had": SETTING in settings}
-    settings[SETTING] = record["auto_memory_wrote"] = str(folder)
-    return f"{SETTING} -> {folder}"
-
-
-def unpoint(settings: dict[str, Any], record: dict[str, Any], folder: Path | None) -> str:
-    """The user's setting put back (or removed) if it is still setup's; what changed, or "". The files stay."""
-    wrote = record.get("auto_memory_wrote") or (str(folder) if folder is not None else None)
-    if wrote is None or settings.get(SETTING) != wrote:
-        return ""
-    before = record.get("auto_memory_before", {})
-    if before.get("had") and before.get("value") is not None:
-        settings[SETTING] = before["value"]
-    else:
-        del settings[SETTING]
-    return f"{SETTING} {'put back' if before.get('had') else 'removed'} (the files in {wrote} stay)"
-
-
-def adopt(settings: Settings, folder: Path, home: Path, before: object) -> str:
-    """Claude Code's auto-memory files so far (its folder before setup, ``before``, and each project's under
-    ``home``) copied into ``folder`` (theirs left as they are) and stored in tiermem at once; what was done."""
-    from ..domain.factory import open_memory
-
-    sources = [Path(before).expanduser()] if isinstance(before, str) and before else []
-    sources += sorted((home / ".claude" / "projects").glob("*/memory"))
-    copied = gather(sources, folder)
-    memory = open_memory(settings)
+            if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
+                path.unlink()
+        except READ_ERRORS:
+            pass  # not there, or not as tiermem wrote it: left alone
     try:
-        done = sync(memory, memory.ensure_agent(settings.agent).id, folder)
-    finally:
-        memory.settle(60)  # the model loading in a thread when the process exits would abort it
-    return (
-        f"{folder}: Claude Code's auto memory, shared with tiermem ({len(copied)} file(s) copied from its folders, "
-        f"which are left as they were; {done.imported} stored in tiermem; core memory written as {OWN}*.md)"
+        write_index(folder, lines)
+    except READ_ERRORS as exc:
+        done.problem(f"{folder / INDEX}: tiermem's lines not written: {_why(exc)}")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "it is not UTF-8 text (save it as UTF-8)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _delete(memory: Memory, agent_id: str, passage_id: str) -> None:
+    """A passage of an earlier sync deleted; one already gone (forgotten, deleted by hand, or a later chunk of a
+    chunked one) is fine."""
+    try:
+        memory.archive.delete(agent_id, passage_id)
+    except NotFoundError:
+        pass
+
+
+def _name_tag(memory: Memory, name: str) -> list[str]:
+    """A file's ``name`` as a tag: without credentials (redacted) or control characters, cut to a tag's length."""
+    tag = " ".join(memory.scrub(name).split())[:MAX_TAG].strip()
+    return [tag] if tag and tag != TAG else []
+
+
+def _store_file(
+    memory: Memory, agent_id: str, path: Path, project: str | None, files: dict[str, dict[str, Any]], done: Synced
+) -> None:
+    text = path.read_text(encoding="utf-8")
+    known = files.get(path.name) or {}
+    stamp = digest(text)
+    if known.get("digest") == stamp:
+        return
+    fields, body = split(text)
+    about = fields.get("description", "")
+    content = (f"{about}\n\n" if about else "") + body.strip()
+    content = memory.scrub(drop_private(content))  # as every hook-captured text: no private span, no credential
+    ids = []
+    if content.strip():
+        ids = memory.archive.insert(
+            agent_id, content, [TAG, *_name_tag(memory, fields.get("name") or path.stem)], project=project
+        )
+    for old in known.get("passages", []):
+        _delete(memory, agent_id, old)
+    files[path.name] = {"digest": stamp, "passages": ids}
+    done.imported += bool(ids)
+
+
+def _sync_block(
+    memory: Memory,
+    agent_id: str,
+    folder: Path,
+    project: str | None,
+    block: Block,
+    written: dict[str, Any],
+    done: Synced,
+) -> str:
+    """Block ``block`` and its file in ``folder`` in step; the value written."""
+    path = folder / block_file(block.label)
+    try:
+        current: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = None
+    record = written.get(block.label)
+    record = record if isinstance(record, dict) else {"file": record} if isinstance(record, str) else {}
+    value = block.value
+    if current is not None and record.get("file") and digest(current) != record["file"]:
+        edited = memory.scrub(drop_private(split(current)[1].strip()))  # the file is rewritten without them
+        if edited != value.strip():
+            value = _take_edit(memory, agent_id, folder, project, block, record, edited, done)
+    text = _block_text(block.label, block.description, value)
+    if text != current:
+        write_text_atomically(path, text)
+        done.blocks_written += 1
+    written[block.label] = {"file": digest(text), "version": memory.block(agent_id, block.label).version}
+    return value
+
+
+def _take_edit(
+    memory: Memory,
+    agent_id: str,
+    folder: Path,
+    project: str | None,
+    block: Block,
+    record: dict[str, Any],
+    edited: str,
+    done: Synced,
+) -> str:
+    """Claude Code's edit of a block file applied to the block, when it can be; else kept as a passage and
+    reported. The block's value after it."""
+    from ..domain.blocks import Rethink
+
+    where = folder / block_file(block.label)
+    if block.read_only:
+        return _aside(memory, agent_id, project, block, edited, f"{where}: block {block.label!r} is read-only", done)
+    new = edited
+    if record.get("version") is not None and record["version"] != block.version:  # changed in tiermem too
+        merged = _merged(memory, block, int(record["version"]), edited)
+        if merged is None:
+            why = f"{where}: block {block.label!r} was changed in tiermem and its file by Claude Code"
+            return _aside(memory, agent_id, project, block, edited, why, done)
+        new = merged
+    try:
+        value = memory.edit(agent_id, block.label, Rethink(new), actor="claude-code auto memory").value
+    except TiermemError as exc:
+        return _aside(memory, agent_id, project, block, edited, f"{where}: {exc}", done)
+    done.blocks_edited += 1
+    return value
+
+
+def _merged(memory: Memory, block: Block, version: int, edited: str) -> str | None:
+    """The block's value with what Claude Code added at the start or the end of the value it was given (version
+    ``version``); None when its edit was anything else (or that version is forgotten)."""
+    old = next((v.value for v in memory.core.history(block.id) if v.version == version), None)
+    if old is None:
+        return None
+    old = old.strip()
+    if not old:  # it was given an empty block: all it wrote is added
+        return f"{block.value.rstrip()}\n\n{edited}" if block.value.strip() else edited
+    if edited.startswith(old):
+        return block.value.rstrip() + edited[len(old) :]
+    if edited.endswith(old):
+        return edited[: -len(old)] + block.value.lstrip()
+    return None
+
+
+def _aside(
+    memory: Memory, agent_id: str, project: str | None, block: Block, edited: str, why: str, done: Synced
+) -> str:
+    """Claude Code's text of a block file kept as a passage (nothing lost), the block kept; reported."""
+    content = f"Claude Code's edit of tiermem core memory block {block.label!r}, not applied ({why}):\n\n{edited}"
+    memory.archive.insert(agent_id, content, [TAG, CONFLICT_TAG], project=project)
+    done.problem(
+        f"{why}: the block kept tiermem's value; Claude Code's text is an archival passage (tag {CONFLICT_TAG})"
     )
+    return block.value
+
+
+def write_index(folder: Path, lines: list[str]) -> None:
+    index = folder / INDEX
+    try:
+        before: str | None = index.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = None
+    theirs = [line for line in (before or "").splitlines() if not _OWN_LINE.match(line)]
+    text = "\n".join([*lines, *theirs]).rstrip("\n") + "\n"
+    if before != text:
+        write_text_atomically(index, text)

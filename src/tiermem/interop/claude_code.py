@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ConfigError
 from ..base.files import write_text_atomically
-from .auto_memory import adopt, directory, point, unpoint
+from .auto_memory import directory
+from .auto_memory_admin import adopt, unpoint, withdraw
 from .hook_setup import put_hooks, read_json, take_hooks
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ class Plan:
     settings_file: Path  # ~/.claude/settings.json or <project>/.claude/settings.json
     approval_file: Path | None  # <project>/.claude/settings.local.json (project scope)
     record_file: Path  # what setup changed, for --uninstall: $XDG_STATE_HOME/tiermem/setup/claude-code-<digest>.json
-    auto_memory: Path | None = None  # user scope: the folder Claude Code's auto memory shares with tiermem
+    auto_memory: Path | None = (
+        None  # user scope: tiermem's side of the auto-memory sync (<data dir>/auto-memory/<agent>)
+    )
     home: Path | None = None  # where Claude Code's own auto-memory folders are (~/.claude/projects/*/memory)
 
     def hooks(self) -> dict[str, list[dict[str, Any]]]:
@@ -120,10 +123,11 @@ def show(p: Plan) -> str:
     ]
     if p.approval_file is not None:
         parts += [f"# {p.approval_file}: enabledMcpjsonServers", json.dumps([NAME])]
-    if p.auto_memory is not None:
+    if p.auto_memory is not None and p.home is not None:
         parts += [
-            f"# {p.settings_file}: autoMemoryDirectory (Claude Code's auto memory, kept in step with tiermem)",
-            json.dumps({"autoMemoryDirectory": str(p.auto_memory)}),
+            f"# {p.home / '.claude' / 'projects'}/*/memory: Claude Code's auto memory, each project's kept in step "
+            f"with tiermem within its project (block files tiermem-*.md and MEMORY.md lines added; recorded in "
+            f"{p.auto_memory})"
         ]
     return "\n".join(parts)
 
@@ -181,8 +185,8 @@ def install(p: Plan, *, force: bool = False) -> list[str]:
     made.update(f"hooks.{event}" for event in planned if event not in hooks)
     changed = put_hooks(hooks, planned, _setup_hook, p.settings_file)  # yours as they were, ours after them
     what = "hooks " + ", ".join(HOOK_EVENTS) + " installed"
-    if p.auto_memory is not None and (pointed := point(settings, record, p.auto_memory)):
-        changed, what = True, f"{what}; {pointed}"
+    if unpointed := unpoint(settings, record, p.auto_memory):  # an earlier setup's: one folder for every project
+        changed, what = True, f"{what}; {unpointed}"
     edits.append(_Edit(p.settings_file, settings, changed, what))
     if p.approval_file is not None:
         local = _read(p.approval_file)
@@ -387,11 +391,14 @@ def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
     if dry_run:
         print(show(the_plan))
         return 0
-    before = _read(the_plan.settings_file).get("autoMemoryDirectory") if the_plan.auto_memory is not None else None
     for line in uninstall(the_plan) if args.uninstall else install(the_plan, force=bool(getattr(args, "force", False))):
         print(line)
-    if not args.uninstall and the_plan.auto_memory is not None and the_plan.home is not None:
-        print(adopt(settings, the_plan.auto_memory, the_plan.home, before))
+    if the_plan.auto_memory is not None and the_plan.home is not None:
+        if args.uninstall:
+            for line in withdraw(the_plan.auto_memory):
+                print(line)
+        else:
+            print(adopt(settings, the_plan.auto_memory, the_plan.home))
     if not args.uninstall:
         print(
             "Start a new Claude Code session: core memory is in context, each prompt and reply is logged, and "

@@ -84,10 +84,11 @@ class HookListener:
         stop: Shutdown | None = None,
         *,
         refire_window: float = REFIRE_WINDOW,
-        sync: Callable[[], object] | None = None,
+        sync: Callable[[object], object] | None = None,
     ) -> None:
         self.handle = handle
-        self.sync = sync  # run at a session's start (before core memory is read) and after each reply: see ``_synced``
+        self.sync = sync  # run at a session's start (before core memory is read) and after each reply, given the hook's
+        # working directory: see ``_synced``
         self._sync_guard = threading.Lock()
         self.stop = stop
         self.tools = list(tools)
@@ -262,7 +263,7 @@ class HookListener:
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
-            self._synced()
+            self._synced(data.get("cwd"))
             memory, agent_id = self.handle.get()
             core = briefing.instructions(
                 memory.blocks(agent_id),
@@ -306,16 +307,17 @@ class HookListener:
         # A reply is logged before the answer: a one-turn host (``codex exec``, ``claude -p``) stops its MCP servers
         # as soon as its Stop hook returns (measured with Codex: a reply logged after the answer was lost under load).
         log()
-        return answer, self._synced
+        return answer, lambda: self._synced(data.get("cwd"))
 
-    def _synced(self) -> None:
-        """Run ``sync`` (Claude Code's auto memory kept in step with this memory, wired by ``serve``), one at a time;
-        a failure is logged, never the hook's."""
+    def _synced(self, cwd: object) -> None:
+        """Run ``sync`` (Claude Code's auto memory kept in step with this memory, wired by ``serve``) with the hook's
+        working directory (it names the project of an auto-memory folder), one at a time; a failure is logged, never
+        the hook's."""
         if self.sync is None:
             return
         with self._sync_guard:
             try:
-                self.sync()
+                self.sync(cwd)
             except Exception:
                 log.exception("syncing Claude Code's auto memory failed")
 

@@ -1,0 +1,192 @@
+"""Claude Code's auto memory (``auto_memory``) set up, undone, and edited by ``tiermem forget``; what its sync could
+not do, for ``tiermem doctor``.
+
+``adopt`` (setup) records where Claude Code keeps its auto memory (``sources.json``: its projects folder, its
+``.claude.json`` and user settings) and syncs at once; ``withdraw`` (uninstall) takes tiermem's block files and
+``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of every
+auto-memory file (so Claude Code neither loads nor re-imports it); ``unpoint`` puts back the ``autoMemoryDirectory``
+setting an earlier setup pointed at one folder for every project.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.files import locked, write_text_atomically
+from .auto_memory import (
+    INDEX,
+    LOCK,
+    OWN,
+    READ_ERRORS,
+    SOURCES,
+    STATE,
+    block_file,
+    digest,
+    directory,
+    read_json,
+    sync,
+    users_folder,
+    write_index,
+    write_json,
+)
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def adopt(settings: Settings, home: Path, user_home: Path) -> str:
+    """Claude Code's auto memory (its folders under ``user_home``) recorded as synced with this memory
+    (``home``: ``directory``), and stored in tiermem at once; what was done."""
+    from ..domain.factory import open_memory
+
+    claude = user_home / ".claude"
+    home.mkdir(parents=True, exist_ok=True)
+    write_json(
+        home / SOURCES,
+        {
+            "projects": str(claude / "projects"),
+            "config": str(user_home / ".claude.json"),
+            "settings": str(claude / "settings.json"),
+        },
+    )
+    memory = open_memory(settings)
+    try:
+        done = sync(memory, memory.ensure_agent(settings.agent).id, home)
+    finally:
+        memory.settle(60)  # the model loading in a thread when the process exits would abort it
+    lines = [
+        f"{claude / 'projects'}/*/memory: Claude Code's auto memory, kept in step with tiermem, each project's in "
+        f"its project ({done.imported} file(s) stored now; core memory written as {OWN}*.md in each folder)"
+    ]
+    lines += [f"  not synced: {p}" for p in done.problems]
+    lines += [
+        f"  not synced until a Claude Code session there names its project (stored without one, it would be "
+        f"recalled in every project): {w}"
+        for w in done.waiting
+    ]
+    return "\n".join(lines)
+
+
+def withdraw(home: Path) -> list[str]:
+    """Undo ``adopt``: no more sync; tiermem's block files (as it wrote them) and ``MEMORY.md`` lines taken out of
+    Claude Code's folders. Claude Code's files, and what tiermem stored, stay."""
+    if not (home / SOURCES).exists():
+        return []
+    with locked(home / LOCK):
+        state = read_json(home / STATE)
+        for name, kept in state.get("folders", {}).items():
+            folder = Path(name)
+            for label, record in kept.get("blocks", {}).items():
+                path = folder / block_file(label)
+                try:
+                    if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
+                        path.unlink()
+                except READ_ERRORS:
+                    pass  # gone, or edited since: left alone
+            try:
+                if (folder / INDEX).exists():
+                    write_index(folder, [])
+            except READ_ERRORS as exc:
+                log.warning("auto memory: %s: tiermem's lines not removed: %s", folder / INDEX, exc)
+        (home / SOURCES).unlink()
+    return [f"{home}: Claude Code's auto memory no longer synced (its files stay; tiermem's {OWN}*.md taken out)"]
+
+
+def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str]:
+    """``texts`` edited out of every auto-memory file of the agents' syncs (the files Claude Code loads and reads,
+    and any left in the data directory's ``auto-memory`` folder); one line per file edited. The next sync stores
+    what is left of each file in place of its forgotten passage."""
+    texts = [t for t in texts if t]
+    if not texts:
+        return []
+    edited = []
+    folders: dict[Path, None] = {p.parent: None for p in sorted((data_dir / "auto-memory").rglob("*.md"))}
+    homes = [directory(data_dir, a) for a in agents]
+    for home in homes:
+        for name in read_json(home / STATE).get("folders", {}):
+            folders[Path(name)] = None
+        shared = users_folder(read_json(home / SOURCES))
+        if shared is not None:
+            folders[shared] = None
+    with ExitStack() as held:  # no sync of these agents meanwhile
+        for home in homes:
+            if (home / SOURCES).exists():
+                held.enter_context(locked(home / LOCK))
+        for folder in folders:
+            for path in sorted(folder.glob("*.md")):
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except READ_ERRORS:
+                    continue  # not text tiermem could have stored
+                new = text
+                for t in texts:
+                    new = new.replace(t, "")
+                if new != text:
+                    write_text_atomically(path, new, mode=path.stat().st_mode & 0o777)
+                    edited.append(str(path))
+    return edited
+
+
+def problems(data_dir: Path, kind: str = "problems") -> dict[str, list[str]]:
+    """For each agent whose auto memory is synced: what its last sync could not do (``kind`` "problems"), or the
+    folders it left until their project is known ("waiting"); for ``tiermem doctor``."""
+    out = {}
+    for sources in sorted((data_dir / "auto-memory").glob(f"*/{SOURCES}")):
+        found = read_json(sources.parent / STATE).get(kind, [])
+        out[sources.parent.name] = [p for p in found if isinstance(p, str)] if isinstance(found, list) else []
+    return out
+
+
+def doctor_check(settings: Settings) -> list[dict[str, Any]]:
+    """``tiermem doctor``'s check of the auto-memory sync, when there is one."""
+    if settings.uri is not None:
+        return []
+    found = problems(settings.resolved_data_dir())
+    if not found:
+        return []
+    bad = [f"agent {agent}: {p}" for agent, listed in found.items() for p in listed]
+    waiting = [w for listed in problems(settings.resolved_data_dir(), "waiting").values() for w in listed]
+    check: dict[str, Any] = {
+        "check": "claude code auto memory",
+        "ok": not bad,
+        "detail": "the last sync of "
+        + ", ".join(f"agent {a}" for a in found)
+        + (" synced every file" if not bad else f" could not sync {len(bad)} thing(s): " + "; ".join(bad))
+        + (
+            f"; {len(waiting)} folder(s) wait for a Claude Code session there to name their project: "
+            + "; ".join(waiting)
+            if waiting
+            else ""
+        ),
+    }
+    if bad:
+        check["fix"] = (
+            "fix or remove each file named (the next sync, at a Claude Code session's start or after a reply, "
+            "takes it up); a conflict's text is kept as an archival passage (tag claude-auto-memory-conflict)"
+        )
+    return [check]
+
+
+# -- the setting earlier versions pointed at one folder for every project ---------------------------------------
+
+SETTING = "autoMemoryDirectory"
+
+
+def unpoint(settings: dict[str, Any], record: dict[str, Any], folder: Path | None) -> str:
+    """The user's setting put back (or removed) if it is still the one an earlier setup wrote (one folder for every
+    project: no longer done); what changed, or "". The files stay."""
+    wrote = record.get("auto_memory_wrote") or (str(folder) if folder is not None else None)  # no record: setup's path
+    if wrote is None or settings.get(SETTING) != wrote:
+        return ""
+    before = record.pop("auto_memory_before", {})
+    record.pop("auto_memory_wrote", None)
+    if before.get("had") and before.get("value") is not None:
+        settings[SETTING] = before["value"]
+    else:
+        del settings[SETTING]
+    return f"{SETTING} {'put back' if before.get('had') else 'removed'} (the files in {wrote} stay)"

@@ -280,6 +280,24 @@ def test_the_command_prints_periods_with_bars_and_lists_a_period(
     out = capsys.readouterr().out
     assert out.startswith("2024-06 (month): 2 recall, 1 archival") and "rising: " in out
     assert "recall    user: Caroline: we went camping near the lake" in out
+    assert main(["timeline", *args, "--period", "2024-06", "--terms", "0", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rising: " not in out and out.count("\n") == 3  # the counts, one item, "... and 2 more"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--period", "2024-06", "--by", "day"], "--by counts the range by a unit; --period 2024-06 names its own"),
+        (["--limit", "5"], "--limit caps the items --period P lists"),
+    ],
+)
+def test_flags_that_would_do_nothing_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["timeline", *data_args(tmp_path), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize(

@@ -16,11 +16,12 @@ from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.cli.main import main
 from tiermem.domain import timeline as tl
+from tiermem.domain.archive import parse_bound
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.domain.patterns import rising_terms, words_of
-from tiermem.domain.periods import parse_period, period_key
+from tiermem.domain.periods import END, parse_period, period_key
 
 from .conftest import serve_in_process
 
@@ -166,6 +167,74 @@ def test_periods_are_named_by_their_keys() -> None:
     assert parse_period("2024-02-29")[0] == "day"
 
 
+def test_the_calendars_first_and_last_periods_are_counted(filled: tuple[Memory, str, str]) -> None:
+    """Years 1 and 9999 are the calendar's edges (as the search tools take them): their periods are named with four
+    digits and counted; the last one ends at the last instant a time can name."""
+    memory, work, _ = filled
+    memory.archive.log_messages(work, [{"role": "user", "content": "a far future", "timestamp": "9999-12-31T12:00"}])
+    last = {"start": "9999-12-01", "end": "9999-12-31"}
+    days = tl.timeline(memory, work, by="day", **last)
+    assert len(days.periods) == 31 and (days.periods[-1].key, days.periods[-1].total) == ("9999-12-31", 1)
+    assert days.periods[-1].end == END
+    assert [(p.key, p.total) for p in tl.timeline(memory, work, **last).periods] == [("9999-12", 1)]
+    weeks = tl.timeline(memory, work, by="week", **last)
+    assert [p.key for p in weeks.periods] == ["9999-W48", "9999-W49", "9999-W50", "9999-W51", "9999-W52"]
+    assert weeks.periods[-1].total == 1 and weeks.periods[-1].end == END
+    for key in ("9999-12", "9999-W52", "9999-12-31"):
+        assert tl.period(memory, work, key).total == 1
+    first = tl.timeline(memory, work, start="0001-01-01T00:00+02:00", end="0001-03-01")  # before year 1 in UTC
+    assert [p.key for p in first.periods] == ["0001-01", "0001-02", "0001-03"] and first.totals["recall"] == 0
+    assert period_key(datetime(1, 1, 1, tzinfo=UTC), "week") == "0001-W01"
+    assert parse_period("0001-01")[1] == datetime(1, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValidationError, match=r"more than 2000 months; narrow it \(from/to\)\.$"):
+        tl.timeline(memory, work, start="1900-01-01", end="2099-12-31")  # no longer unit to suggest
+    with pytest.raises(ValidationError, match=r"more than 2000 weeks; narrow it \(from/to\) or count by month\.$"):
+        tl.timeline(memory, work, by="week", start="1900-01-01", end="2099-12-31")
+
+
+def test_a_date_without_a_time_bounds_all_it_names() -> None:
+    """A day (extended or basic), an ISO week and a month: a start is the first instant, an end the last."""
+
+    def both(text: str) -> tuple[str, str]:
+        start, end = parse_bound(text, "x", end=False), parse_bound(text, "x", end=True)
+        assert start is not None and end is not None
+        return start.isoformat(), end.isoformat()
+
+    june_1 = ("2024-06-01T00:00:00+00:00", "2024-06-01T23:59:59.999999+00:00")
+    assert both("2024-06-01") == both("20240601") == both("2024-W22-6") == both("2024W226") == june_1
+    assert both("2024-W22") == both("2024w22") == ("2024-05-27T00:00:00+00:00", "2024-06-02T23:59:59.999999+00:00")
+    assert both("2024-06") == ("2024-06-01T00:00:00+00:00", "2024-06-30T23:59:59.999999+00:00")
+    assert both("9999-W52")[1] == both("9999-12")[1] == END.isoformat()
+    assert both("0001-01-01T00:00+02:00")[0] == "0001-01-01T00:00:00+00:00"  # the calendar's edge, not an overflow
+    for bad, why in (
+        ("2024-13", "there is no month 13"),
+        ("2024-W54", "2024 has ISO weeks W01 to W52"),
+        ("2020W54", "2020 has ISO weeks W01 to W53"),
+        ("20240230", "February 2024 has 29 days"),
+        ("2024", "Invalid x format"),
+    ):
+        with pytest.raises(ValidationError, match=why):
+            parse_bound(bad, "x", end=False)
+
+
+def test_the_timeline_reads_the_dates_that_way(filled: tuple[Memory, str, str]) -> None:
+    memory, work, _ = filled
+    assert tl.timeline(memory, work, start="20240510", end="20240513", kinds=["recall"]).totals == {"recall": 1}
+    assert tl.timeline(memory, work, start="2024-W18", end="2024-W18", by="week").totals["recall"] == 2
+    june = tl.timeline(memory, work, start="2024-06", end="2024-06")
+    assert [p.key for p in june.periods] == ["2024-06"] and june.totals == {**june.totals, "recall": 2, "archival": 1}
+
+
+def test_the_last_periods_say_what_they_count(filled: tuple[Memory, str, str]) -> None:
+    """``last``: only the last periods are listed, and ``from`` is where the first of them starts."""
+    memory, work, _ = filled
+    kinds = ["recall", "archival"]  # the blocks' versions were written today
+    found = tl.timeline(memory, work, by="week", kinds=kinds, last=2)
+    assert [p.key for p in found.periods] == ["2024-W23", "2024-W24"]
+    assert found.start == found.periods[0].start and found.totals["recall"] == 2
+    assert tl.timeline(memory, work, kinds=kinds, last=12).start == datetime(2024, 5, 3, 10, tzinfo=UTC)  # the first
+
+
 def test_rising_terms_on_a_crafted_example() -> None:
     """A word every period uses does not rise; one a period holds often, and the rest seldom, does; names keep their
     capital; stopwords and conversational filler never rise."""
@@ -211,6 +280,24 @@ def test_the_command_prints_periods_with_bars_and_lists_a_period(
     out = capsys.readouterr().out
     assert out.startswith("2024-06 (month): 2 recall, 1 archival") and "rising: " in out
     assert "recall    user: Caroline: we went camping near the lake" in out
+    assert main(["timeline", *args, "--period", "2024-06", "--terms", "0", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rising: " not in out and out.count("\n") == 3  # the counts, one item, "... and 2 more"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--period", "2024-06", "--by", "day"], "--by counts the range by a unit; --period 2024-06 names its own"),
+        (["--limit", "5"], "--limit caps the items --period P lists"),
+    ],
+)
+def test_flags_that_would_do_nothing_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["timeline", *data_args(tmp_path), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize(
@@ -253,6 +340,7 @@ async def test_the_timeline_resources_through_a_client(settings: Settings) -> No
 
         overview = json.loads((await c.read_resource("memory://timeline")).contents[0].text)
         assert overview["by"] == "month" and len(overview["periods"]) <= 12
+        assert overview["from"] >= overview["periods"][0]["start"]  # what the periods count, not the first memory
         assert overview["periods"][-1]["counts"]["blocks"] >= 2  # the blocks' first versions, this month
         months = json.loads((await c.read_resource("memory://timeline/month")).contents[0].text)
         assert months == overview

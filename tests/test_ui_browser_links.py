@@ -6,6 +6,7 @@ docs/links.png (the picture in docs/inspector.md); it always goes to tests/artif
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from .conftest import ROOT
@@ -52,3 +53,45 @@ def test_a_memory_and_its_links_are_drawn(site: Site, browser: Any) -> None:  # 
         lambda d: d.find_element(By.CSS_SELECTOR, "#ln-graph .ln-node.center").get_attribute("data-id") == fact,
     )
     assert by_id(browser, "ln-summary").text == "1 link"
+
+
+NOTE = "the plan they made together for the summer, with the kids, the dogs and the boat"
+INSIDE = """
+const out = [];
+for (const g of document.querySelectorAll("#ln-graph .ln-node")) {
+  const box = g.querySelector("rect").getBBox();
+  for (const t of g.querySelectorAll("text")) {
+    const b = t.getBBox();
+    if (b.x < box.x || b.x + b.width > box.x + box.width) out.push(t.textContent);
+  }
+}
+return out;
+"""
+
+
+def test_long_labels_stay_inside_their_nodes(site: Site, browser: Any) -> None:  # noqa: F811
+    """A long note and a long word are cut with an ellipsis where the node's box ends, measured as drawn; the node's
+    tooltip holds them whole."""
+    archive = site.memory.archive
+    turn = archive.log_messages(
+        site.agent_id, [{"role": "user", "content": "Where do we go this summer?", "conversation_id": "boat"}]
+    )[0].id
+    url = "https://example.org/summer/2024/lake-tahoe/the-cabin-by-the-water/booking-confirmation"
+    fact = archive.insert(site.agent_id, f"The cabin is booked: {url}", ["plans"])[0]
+    archive.links.add(site.agent_id, turn, fact, NOTE)
+    browser.set_window_size(1100, 1000)
+    box = by_id(browser, "ln-id")
+    box.clear()
+    box.send_keys(turn)
+    click(browser, "#ln-go")
+    node = f'#ln-graph .ln-node[data-id="{fact}"]'
+    until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, node))
+    assert browser.execute_script(INSIDE) == []
+    browser.execute_script("document.getElementById('links-section').scrollIntoView()")
+    browser.save_screenshot(str(ARTIFACTS / "links-long-labels.png"))
+    linked = browser.find_element(By.CSS_SELECTOR, node)
+    head = linked.find_element(By.CSS_SELECTOR, ".ln-head").get_attribute("textContent")
+    assert re.fullmatch(r"manual: the plan .*… · archival", head)  # the note gives way, the kind stays
+    assert any(t.get_attribute("textContent").endswith("…") for t in linked.find_elements(By.CSS_SELECTOR, "text")[1:])
+    title = linked.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    assert f"manual: {NOTE}" in title and url in title

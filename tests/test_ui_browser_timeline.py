@@ -80,3 +80,17 @@ def _save_section(browser: Any, path: Any) -> None:
     """The Timeline section alone, as the docs show it."""
     section = browser.find_element(By.ID, "timeline-section")
     path.write_bytes(section.screenshot_as_png)
+
+
+def test_a_failed_load_leaves_no_alert_once_the_timeline_loads(site: Site, browser: Any) -> None:  # noqa: F811
+    """The section's error comes down when it next loads; the dates are set as the date inputs hold them."""
+    dates = (
+        "document.getElementById('tl-from').value = arguments[0]; document.getElementById('tl-to').value = arguments[1]"
+    )
+    browser.execute_script(dates, "2024-07-31", "2024-03-01")
+    click(browser, "#tl-go")
+    until(browser, lambda d: "is after to" in by_id(d, "alert").text)
+    browser.execute_script(dates, "2024-03-01", "2024-07-31")
+    click(browser, "#tl-go")
+    until(browser, lambda d: not by_id(d, "alert").is_displayed())
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tl-chart .bar")) == 5

@@ -60,6 +60,15 @@ def test_bad_input_is_refused_with_its_message(client: TestClient) -> None:
     assert client.get("/ui/api/timeline", params={"agent": "nobody"}).status_code == 404
 
 
+def test_the_calendars_last_days_are_counted(client: TestClient) -> None:
+    end = {"agent": "default", "from": "9999-12-01", "to": "9999-12-31"}
+    days = client.get("/ui/api/timeline", params={**end, "by": "day"})
+    assert days.status_code == 200 and len(days.json()["periods"]) == 31
+    assert [p["period"] for p in client.get("/ui/api/timeline", params=end).json()["periods"]] == ["9999-12"]
+    first = client.get("/ui/api/timeline", params={"agent": "default", "from": "0001-01-01", "to": "0001-02"})
+    assert [p["period"] for p in first.json()["periods"]] == ["0001-01", "0001-02"]
+
+
 def test_the_page_ships_the_chart_script(client: TestClient) -> None:
     page = client.get("/ui/").text
     assert 'src="static/timeline.js"' in page and 'id="tl-chart"' in page

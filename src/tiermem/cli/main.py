@@ -449,8 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(tl)
     tl.add_argument("--from", dest="start", help="first date or time (ISO 8601, as the search tools take; UTC)")
-    tl.add_argument("--to", dest="end", help="last date or time (a date alone: the whole day)")
-    tl.add_argument("--by", choices=("day", "week", "month"), default="month", help="period (weeks are ISO weeks)")
+    tl.add_argument("--to", dest="end", help="last date or time (a day, ISO week or month alone: all of it)")
+    tl.add_argument("--by", choices=("day", "week", "month"), help="period (default month; weeks are ISO weeks)")
     tl.add_argument("--query", help="only items holding every word of this (a keyword filter)")
     tl.add_argument(
         "--kind",
@@ -460,8 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tl.add_argument("--project", help="recall and archival of this project only (as the search tools' project)")
     tl.add_argument("--period", help="list what one period holds: 2024-05-08, 2024-W19 or 2024-05")
-    tl.add_argument("--terms", type=int, default=0, help="the rising terms of each period, this many (default 0)")
-    tl.add_argument("--limit", type=int, default=100, help="--period: items listed (default 100, at most 1000)")
+    tl.add_argument(
+        "--terms", type=int, help="the rising terms of each period, this many (default 0; with --period: 10)"
+    )
+    tl.add_argument("--limit", type=int, help="with --period: items listed (default 100, at most 1000)")
     tl.add_argument("--json", action="store_true")
     srch = _sub(sp, "search", "Search archival memory and recall (the conversation log) from the terminal.")
     _common(srch)
@@ -660,6 +662,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check_agent_applies(parser, args)
+    if args.command == "timeline":  # flags that contradict each other: a usage error, before anything is opened
+        from .timeline import usage_conflict
+
+        if (conflict := usage_conflict(args)) is not None:
+            print(f"tiermem: {conflict}", file=sys.stderr)
+            return 2
     if args.command == "hook":  # once per prompt: no logging setup, no settings (the server does the work)
         from .hooks import run_hook
 

@@ -20,10 +20,22 @@ if TYPE_CHECKING:
 BAR = 30  # characters of the longest bar
 
 
+def usage_conflict(args: argparse.Namespace) -> str | None:
+    """A flag that does nothing with the others given (a usage error, exit 2), rather than one silently ignored."""
+    if args.period is not None and args.by is not None:
+        return f"--by counts the range by a unit; --period {args.period} names its own. Give one or the other."
+    if args.period is None and args.limit is not None:
+        return (
+            "--limit caps the items --period P lists; the counts list every period of the range, so narrow it "
+            "with --from/--to instead."
+        )
+    return None
+
+
 def check(args: argparse.Namespace) -> None:
     """Bad dates, a start after the end, an unknown unit, kind or period: refused before anything is opened."""
     parse_range(args.start, args.end, ("--from", "--to"))
-    check_unit(args.by)
+    check_unit(args.by or "month")
     check_kinds(args.kind)
     if args.period is not None:
         parse_period(args.period)
@@ -42,7 +54,8 @@ def timeline_command(memory: Memory, settings: Settings, args: argparse.Namespac
             query=args.query,
             kinds=args.kind,
             project=args.project,
-            limit=args.limit,
+            limit=100 if args.limit is None else args.limit,
+            terms=10 if args.terms is None else args.terms,
             start=args.start,
             end=args.end,
         )
@@ -53,11 +66,11 @@ def timeline_command(memory: Memory, settings: Settings, args: argparse.Namespac
         agent.id,
         start=args.start,
         end=args.end,
-        by=args.by,
+        by=args.by or "month",
         query=args.query,
         kinds=args.kind,
         project=args.project,
-        terms=args.terms,
+        terms=args.terms or 0,
     )
     print(json.dumps(found.as_dict(), ensure_ascii=False, indent=2) if args.json else render(found))
     return 0

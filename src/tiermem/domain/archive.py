@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +41,7 @@ from .archive_links import ManualLinks
 from .archive_rows import AgentRows
 from .archive_vectors import Vectors
 from .links import Link, Neighbourhood, expand
+from .periods import date_span
 from .search.kinds import KINDS, Kind, Table
 from .search.pool import Pool, pool_size, pooled
 from .search.query import Query, analyse, needs_clock, speaker_of
@@ -61,8 +62,9 @@ LINKS_BY_DEFAULT: frozenset[str] = frozenset()
 LINK_REACH = 1  # turns on each side of a hit that its sitting links reach
 CATCH_UP_ROWS = 256  # rows without vectors a search embeds before ranking (more are left to the backfill)
 _TAG = re.compile(r"^[^\x00-\x1f]{1,64}$")
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DATE_START = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?![0-9])")  # a date written as ISO 8601, right or not
+_DATE_START = re.compile(r"^(\d{4})(-?)(\d{2})\2(\d{2})(?![0-9])")  # a date written as ISO 8601, right or not
+_MONTH_ONLY = re.compile(r"^(\d{4})-(\d{2})$")
+_WEEK_START = re.compile(r"^(\d{4})-?W(\d{2})", re.IGNORECASE)
 _seq = itertools.count()
 
 
@@ -84,29 +86,46 @@ class SearchResult:
 
 
 def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
-    """ISO 8601 or YYYY-MM-DD; a date-only end bound means the end of that day (inclusive)."""
+    """An ISO 8601 datetime (UTC when it names no zone), or a date without a time standing for every instant of the
+    days it names (``periods.date_span``: a day 2024-06-01 or 20240601, an ISO week 2024-W22, a month 2024-06): a
+    start bound is its first instant, an end bound its last (inclusive). A time before 0001-01-01 or after 9999-12-31
+    in UTC (0001-01-01T00:00+02:00) is the calendar's edge: no stored time lies beyond it."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
         raise ValidationError(f"Invalid {name} format: {value}. Use ISO 8601 format (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
     text = value.strip()
     try:
-        if _DATE_ONLY.fullmatch(text):
-            day = date.fromisoformat(text)
-            return datetime.combine(day, dtime.max if end else dtime.min, tzinfo=UTC)
+        if (days := date_span(text)) is not None:
+            return datetime.combine(days[1] if end else days[0], dtime.max if end else dtime.min, tzinfo=UTC)
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise _not_a_time(value, name, exc) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:  # its zone moves it past the calendar's edge
+        return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
+    return parsed
 
 
 def _not_a_time(value: str, name: str, exc: ValueError) -> ValidationError:
-    """Why ``value`` is no bound: a date written right that the calendar lacks (2024-02-30), a time out of range
-    (T25:00), or not ISO 8601 at all."""
+    """Why ``value`` is no bound: a date, month or week written right that the calendar lacks (2024-02-30, 2024-13,
+    2024-W54), a time out of range (T25:00), or not ISO 8601 at all."""
     text = value.strip()
-    shape = _DATE_START.match(text)
-    if shape is not None:
-        year, month, day = (int(part) for part in shape.groups())
+    if (week := _WEEK_START.match(text)) is not None:
+        year, number = int(week.group(1)), int(week.group(2))
+        weeks = datetime(year, 12, 28).isocalendar()[1] if year >= 1 else 52  # Dec 28 is in the year's last week
+        if not 1 <= number <= weeks:
+            return ValidationError(f"{name} {text} is not a week: {year} has ISO weeks W01 to W{weeks}.")
+    parts: tuple[int, int, int] | None = None
+    if (shape := _DATE_START.match(text)) is not None:
+        parts = int(shape.group(1)), int(shape.group(3)), int(shape.group(4))
+    elif (shape := _MONTH_ONLY.match(text)) is not None:
+        parts = int(shape.group(1)), int(shape.group(2)), 1
+    if parts is not None:
+        year, month, day = parts
         if not 1 <= month <= 12:
             return ValidationError(f"{name} {text} is not a date: there is no month {month:02d} (01 to 12).")
         if year >= 1 and not 1 <= day <= (days := calendar.monthrange(year, month)[1]):

@@ -1,8 +1,13 @@
 """The timeline's calendar: days, ISO weeks (Monday to Sunday) and months in UTC, each named by a key
-("2024-05-08", "2024-W19", "2024-05") that says its own unit. Pure functions; no I/O."""
+("2024-05-08", "2024-W19", "2024-05") that says its own unit; the days a date written without a time names, which the
+search tools' date bounds read (``date_span``). Pure functions; no I/O.
+
+The calendar runs from 0001-01-01 to 9999-12-31 (Python's): the last period of 9999 ends at ``END``, the last
+instant a time can name, rather than at a 10000-01-01 no date can hold."""
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -15,6 +20,10 @@ MAX_PERIODS = 2000  # periods one answer may hold (ten years of weeks; a day-by-
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_BASIC_DAY = re.compile(r"^\d{8}$")  # 20240601
+_ANY_WEEK = re.compile(r"^(\d{4})-?W(\d{2})$")  # 2024-W22, 2024W22
+_WEEK_DAY = re.compile(r"^\d{4}-?W\d{2}-?\d$")  # 2024-W22-6, 2024W226
+END = datetime.max.replace(tzinfo=UTC)  # where the calendar's last day, week and month end
 
 
 def check_unit(by: str) -> Unit:
@@ -30,8 +39,8 @@ def period_key(when: datetime, by: Unit) -> str:
         return day.isoformat()
     if by == "week":
         year, week, _ = day.isocalendar()
-        return f"{year}-W{week:02d}"
-    return f"{day.year}-{day.month:02d}"
+        return f"{year:04d}-W{week:02d}"
+    return f"{day.year:04d}-{day.month:02d}"
 
 
 def parse_period(text: str) -> tuple[Unit, datetime, datetime]:
@@ -43,14 +52,13 @@ def parse_period(text: str) -> tuple[Unit, datetime, datetime]:
     try:
         if _DAY.fullmatch(key):
             first = date.fromisoformat(key)
-            return "day", _midnight(first), _midnight(first + timedelta(days=1))
+            return "day", _midnight(first), _after(first)
         if m := _WEEK.fullmatch(key):
             first = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
-            return "week", _midnight(first), _midnight(first + timedelta(days=7))
+            return "week", _midnight(first), _after(_sunday(first))
         if m := _MONTH.fullmatch(key):
-            year, month = int(m.group(1)), int(m.group(2))
-            following = date(year + month // 12, month % 12 + 1, 1)
-            return "month", _midnight(date(year, month, 1)), _midnight(following)
+            first, last = _month(int(m.group(1)), int(m.group(2)))
+            return "month", _midnight(first), _after(last)
     except ValueError:
         pass
     raise ValidationError(
@@ -59,8 +67,40 @@ def parse_period(text: str) -> tuple[Unit, datetime, datetime]:
     )
 
 
+def date_span(text: str) -> tuple[date, date] | None:
+    """The first and last day a date written without a time names: a day (2024-06-01, 20240601, 2024-W22-6), an ISO
+    week (2024-W22, 2024W22) or a month (2024-06); None when ``text`` is none of these forms (a time, or no date).
+    ``ValueError`` when it has such a form but the calendar lacks it (2024-02-30, 2024-W54, 2024-13)."""
+    key = text.strip().upper()
+    if _DAY.fullmatch(key) or _BASIC_DAY.fullmatch(key) or _WEEK_DAY.fullmatch(key):
+        day = date.fromisoformat(key)
+        return day, day
+    if m := _ANY_WEEK.fullmatch(key):
+        first = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
+        return first, _sunday(first)
+    if m := _MONTH.fullmatch(key):
+        return _month(int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def _month(year: int, month: int) -> tuple[date, date]:
+    """The first and last day of a month (``ValueError`` for a month the calendar lacks)."""
+    first = date(year, month, 1)
+    return first, date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _sunday(monday: date) -> date:
+    """The last day of the ISO week that starts on ``monday`` (9999-12-31 for the calendar's last week)."""
+    return date.max if monday > date.max - timedelta(days=6) else monday + timedelta(days=6)
+
+
 def _midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _after(day: date) -> datetime:
+    """The exclusive end of a period whose last day is ``day``: the next midnight, or ``END`` after 9999-12-31."""
+    return END if day == date.max else _midnight(day + timedelta(days=1))
 
 
 def periods_between(first: datetime, last: datetime, by: Unit) -> list[tuple[str, datetime, datetime]]:
@@ -74,10 +114,14 @@ def periods_between(first: datetime, last: datetime, by: Unit) -> list[tuple[str
         if key == final:
             return out
         if len(out) >= MAX_PERIODS:
-            raise ValidationError(
-                f"The range holds more than {MAX_PERIODS} {by}s; narrow it (from/to) or count by a longer period."
-            )
+            raise ValidationError(f"The range holds more than {MAX_PERIODS} {by}s; narrow it (from/to){_longer(by)}.")
         key = period_key(end, by)
+
+
+def _longer(by: Unit) -> str:
+    """The advice to count by a longer unit, when there is one."""
+    longer = UNITS[UNITS.index(by) + 1 :]
+    return f" or count by {' or '.join(longer)}" if longer else ""
 
 
 def last_periods(first: datetime, last: datetime, by: Unit, count: int) -> list[tuple[str, datetime, datetime]]:

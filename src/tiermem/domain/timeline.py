@@ -7,8 +7,9 @@ agent (created, and modified when their row changed later); the versions of the 
 narrows recall and archival rows to that project, exactly as the search tools' ``project`` does; blocks and files
 belong to no project and are kept. Nothing of another agent is read.
 
-Dates are the search tools' dates (``archive.parse_bound``: ISO 8601 dates or datetimes, UTC when no zone is given; a
-date-only end is the end of that day). A bound left out is the edge of what the memory holds.
+Dates are the search tools' dates (``archive.parse_bound``: ISO 8601 datetimes, UTC when no zone is given, or a day,
+ISO week or month without a time: a start is its first instant, an end its last). A bound left out is the edge of
+what the memory holds.
 
 A query keeps the items holding every word of it that counts (``search.query.terms``, each word's ``stem``:
 "dogs" finds "dog"), in a turn's or passage's text, a file's name, a block version's label and the text it added.
@@ -31,7 +32,7 @@ from ..base.projects import named_project
 from ..base.records import from_us, to_us
 from .archive import parse_bound
 from .patterns import Bag, Term, rising, rising_terms, words_of
-from .periods import MAX_PERIODS, Unit, check_unit, last_periods, parse_period, period_key, periods_between
+from .periods import END, MAX_PERIODS, Unit, check_unit, last_periods, parse_period, period_key, periods_between
 from .search.query import terms as counted_words
 from .search.sittings import stem
 
@@ -92,7 +93,8 @@ class Period:
 
 @dataclass(frozen=True)
 class Timeline:
-    """Counts per period by kind over [start, end] (None: nothing to count and no bound given)."""
+    """Counts per period by kind over [start, end], the span the periods count (None: nothing to count and no bound
+    given)."""
 
     by: Unit
     start: datetime | None
@@ -339,7 +341,8 @@ def timeline(
         if key in bags:
             rising_here = tuple(rising(bags[key], everything - bags[key].counts, terms))
         periods.append(Period(key, s, t, {k: counts[key].get(k, 0) for k in chosen}, rising_here))
-    return Timeline(unit, span[0], span[1], query, chosen, periods)
+    counted = span if last is None else (max(span[0], keys[0][1]), span[1])  # what the periods kept cover
+    return Timeline(unit, counted[0], counted[1], query, chosen, periods)
 
 
 def period(
@@ -368,7 +371,7 @@ def period(
     else:
         inner = (max(p_start, first) if first else p_start, min(p_end, final) if final else p_end)
         everything = _matching(_entries(memory, agent_id, chosen, inner[0], inner[1], project, texts=True), wanted)
-    lo, hi = to_us(p_start), to_us(p_end)
+    lo, hi = to_us(p_start), to_us(p_end) + (1 if p_end == END else 0)  # END itself is in the last period
     inside = sorted((e for e in everything if lo <= e.us < hi), key=lambda e: (e.us, e.kind, e.id))
     outside = [e for e in everything if not lo <= e.us < hi]
     counts = Counter(e.kind for e in inside)

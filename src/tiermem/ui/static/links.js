@@ -17,6 +17,21 @@
   }
 
   const short = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+  const PAD = 8; // px between a node's text and its box's edge
+
+  // each line of a node's text, measured as drawn and cut (with an ellipsis) until it fits inside the node's box:
+  // the head's note gives way first, then the rest of the line; the node's <title> holds the full text
+  function fit(g) {
+    const room = g.querySelector("rect").width.baseVal.value - 2 * PAD;
+    for (const t of g.querySelectorAll("text")) {
+      let cut = t.dataset.cut ?? t.textContent, keep = t.dataset.cut === undefined ? "" : t.dataset.keep;
+      while (t.getComputedTextLength() > room && cut.length + keep.length > 1) {
+        if (!cut.length) [cut, keep] = [keep, ""]; // the note is gone and the line still does not fit
+        cut = cut.replace(/…$/, "").slice(0, -1).trimEnd();
+        t.textContent = cut + "…" + keep;
+      }
+    }
+  }
 
   function lines(text, width, most) {
     const out = [];
@@ -35,12 +50,19 @@
       transform: `translate(${x},${y})` });
     const w = center ? 230 : 190, h = center ? 74 : 62;
     g.append(svg("rect", { x: -w / 2, y: -h / 2, width: w, height: h, rx: 8 }));
-    const head = (link ? link.link + (link.note ? ": " + short(link.note, 18) : "") + " · " : "") +
-      m.kind + (m.role ? " " + m.role : "") + " · " + m.timestamp.slice(0, 10);
-    g.append(svg("text", { x: 0, y: -h / 2 + 14, class: "ln-head" }, head));
+    const what = m.kind + (m.role ? " " + m.role : ""), day = m.timestamp.slice(0, 10);
+    const note = link && link.note ? link.link + ": " + short(link.note, 60) : ""; // cut to the box once drawn
+    if (note) { // the note, as much as fits, and what the memory is; its date is in the tooltip
+      g.append(svg("text", { x: 0, y: -h / 2 + 14, class: "ln-head", "data-cut": note, "data-keep": " · " + what },
+        note + " · " + what));
+    } else {
+      g.append(svg("text", { x: 0, y: -h / 2 + 14, class: "ln-head" },
+        (link ? link.link + " · " : "") + what + " · " + day));
+    }
     lines(m.content, center ? 34 : 28, 3).forEach((t, i) =>
       g.append(svg("text", { x: 0, y: -h / 2 + 30 + i * 13 }, t)));
-    g.append(svg("title", {}, m.id + "\n" + m.content));
+    g.append(svg("title", {}, (link ? link.link + (link.note ? ": " + link.note : "") + "\n" : "") +
+      `${what} · ${m.timestamp.replace("T", " ").slice(0, 16)}\n${m.id}\n${m.content}`));
     if (!center) {
       g.setAttribute("tabindex", "0");
       g.setAttribute("role", "button");
@@ -68,6 +90,7 @@
     data.links.forEach((l, i) => pic.append(node(l, at[i][0], at[i][1], false, l)));
     pic.append(node(data.memory, cx, cy, true, null));
     box.append(pic);
+    pic.querySelectorAll(".ln-node").forEach(fit); // measured once drawn
     $("ln-summary").textContent = n ? `${n} link${n === 1 ? "" : "s"}` : "(no links)";
   }
 
@@ -78,6 +101,11 @@
     draw(await call("links?" + new URLSearchParams({ agent, id }).toString()));
   }
 
-  const run = () => load().catch((e) => { const a = $("alert"); a.textContent = e.message; a.hidden = false; });
+  let failed = null; // the error this section put in the page's alert, taken down once the section loads again
+  const run = () => load().then(() => {
+    const a = $("alert");
+    if (failed !== null && !a.hidden && a.textContent === failed) { a.textContent = ""; a.hidden = true; }
+    failed = null;
+  }, (e) => { const a = $("alert"); a.textContent = failed = e.message; a.className = ""; a.hidden = false; });
   $("ln-form").addEventListener("submit", (e) => { e.preventDefault(); run(); });
 })();

@@ -11,9 +11,18 @@
 
   const call = (path) => window.tiermemApi.call(path); // app.js: the token, and the prompt for one on a 401
 
+  let failed = null; // the error this section put in the page's alert, taken down once the section loads again
+
   function say(text) {
     const a = $("alert");
     a.textContent = text || ""; a.className = ""; a.hidden = !text;
+    failed = text || null;
+  }
+
+  function recovered() { // only this section's own error: another section's message stays
+    const a = $("alert");
+    if (failed !== null && !a.hidden && a.textContent === failed) say("");
+    failed = null;
   }
 
   const qs = (params) => new URLSearchParams(
@@ -46,6 +55,7 @@
     const gen = ++state.gen;
     const data = await call("timeline?" + qs(filters()));
     if (gen !== state.gen) return; // a newer request (another agent, other filters) answers instead
+    recovered();
     state.data = data;
     const totals = KINDS.map((k) => `${data.totals[k] || 0} ${NAMES[k]}`).join(" · ");
     $("tl-summary").textContent = data.periods.length
@@ -106,6 +116,7 @@
     const f = filters();
     const data = await call("timeline/period?" + qs({ agent: f.agent, period: key, q: f.q, from: f.from, to: f.to }));
     if (state.period !== key) return;
+    recovered();
     $("tl-period").textContent = key;
     const counts = KINDS.filter((k) => data.counts[k]).map((k) => `${data.counts[k]} ${NAMES[k]}`);
     $("tl-period-counts").textContent = (counts.join(" · ") || "nothing")

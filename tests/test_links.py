@@ -113,6 +113,37 @@ def test_links_made_on_purpose_and_forgetting_removes_them(memory: Memory) -> No
         archive.neighbourhood(agent, other)
 
 
+def test_a_search_with_links_follows_only_to_memories_its_filter_admits(memory: Memory) -> None:
+    """A linked memory of the other table must pass the search's project and date filter too (it was read by id
+    and agent alone: a search of project beta showed a linked passage of project alpha)."""
+    agent = memory.ensure_agent("scoped").id
+    turns = [
+        ("project alpha: the launch codename is BLUEBIRD", "2024-05-01T10:00:00", "/repo/alpha"),
+        ("project beta: we talk about the launch schedule", "2024-05-01T10:00:30", "/repo/beta"),
+        ("alpha follow-up: BLUEBIRD ships friday", "2024-05-01T10:01:00", "/repo/alpha"),
+    ]
+    logged = memory.archive.log_messages(
+        agent, [{"role": "user", "content": c, "timestamp": t, "project": p} for c, t, p in turns]
+    )
+    beta_turn, alpha_turn = logged[1].id, logged[2].id
+    alpha = memory.archival_insert(agent, "alpha passage: BLUEBIRD budget is 2M", [], project="/repo/alpha").stored[0]
+    beta = memory.archival_insert(agent, "beta passage: launch schedule is public", [], project="/repo/beta").stored[0]
+    beta_too = memory.archival_insert(agent, "beta passage: the schedule slipped", [], project="/repo/beta").stored[0]
+    memory.link(agent, beta_turn, alpha, "cross-project")
+    memory.link(agent, beta_turn, beta_too, "same project")
+    memory.link(agent, beta, alpha_turn, "cross-project")
+    archive = memory.archive
+
+    recall = archive.conversation_search(agent, "launch schedule", projects=["/repo/beta"], limit=5, links=True)
+    assert [h.id for h in recall.hits] == [beta_turn, beta_too]  # the beta passage follows; the alpha one does not
+    found = archive.search(agent, "launch schedule", projects=["/repo/beta"], top_k=1, links=True)
+    assert [h.id for h in found.hits] == [beta]
+    dated = archive.conversation_search(
+        agent, "launch", start_date="2024-05-01T10:00:20", end_date="2024-05-01T10:00:40", limit=5, links=True
+    )
+    assert [h.id for h in dated.hits] == [beta_turn]  # the passages were stored today: outside the dates
+
+
 def hit(i: int, text: str) -> Hit:
     return Hit(id=f"h{i}", content=text, created_at=T0, score=1.0 / (i + 1), vector_rank=i, fts_rank=None)
 

@@ -231,7 +231,32 @@ async def test_the_tool_shows_and_makes_links(settings: Settings) -> None:
         refused = await c.call_tool("memory_links", {"action": "add", "id": ids[1]})
         assert refused.is_error and "other" in text_of(refused)
         missing = await c.call_tool("memory_links", {"action": "show", "id": "message-nope"})
-        assert missing.is_error and "search for it first" in text_of(missing)
+        assert missing.is_error and "search for it first (conversation_search" in text_of(missing)
+        assert "tiermem" not in text_of(missing)  # advice a model can follow: its tools, not the command line
+
+
+@pytest.mark.anyio
+async def test_a_turn_found_by_conversation_search_can_be_linked(settings: Settings) -> None:
+    """With memory_links published, recall hits carry their ids (the tool says its ids come from the searches);
+    without it they keep Letta's shape, no id (tests/test_archive.py checks the default list's keys)."""
+    from mcp import Client
+
+    from .conftest import serve_in_process, text_of
+
+    turns = [
+        {"role": "user", "content": c, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, c in enumerate(TRIP)
+    ]
+    async with Client(serve_in_process(settings), cache=None) as c:
+        ids = json.loads(text_of(await c.call_tool("conversation_log", {"messages": turns})))["ids"]
+        found = json.loads(text_of(await c.call_tool("conversation_search", {"query": "Lake Tahoe", "limit": 1})))
+        hit = found["results"][0]
+        assert hit["id"] == ids[2] and list(hit)[:2] == ["id", "timestamp"]
+        shown = json.loads(text_of(await c.call_tool("memory_links", {"action": "show", "id": hit["id"]})))
+        assert [x["id"] for x in shown["links"]] == [ids[1], ids[3]]
+    plain = settings.model_copy(update={"tools": ["default"]})
+    async with Client(serve_in_process(plain), cache=None) as c:
+        found = json.loads(text_of(await c.call_tool("conversation_search", {"query": "Lake Tahoe", "limit": 1})))
+        assert "id" not in found["results"][0]
 
 
 def test_a_link_note_with_a_credential_is_refused_and_nothing_is_linked(memory: Memory) -> None:

@@ -742,7 +742,9 @@ class Archive:
                 return table, _as_hit(table, rows[0]), rows[0].get("seq")
         raise NotFoundError(
             f"No recall turn or archival passage {memory_id!r} in this agent's memory; search for it first "
-            "(`tiermem search`) and use an id the results give."
+            "(conversation_search, archival_memory_search) and use an id the results give.",
+            person=f"No recall turn or archival passage {memory_id!r} in this agent's memory; search for it first "
+            "(`tiermem search QUERY --json` shows each result's id) and use an id the results give.",
         )
 
     def memories(self, agent_id: str, ids: Sequence[str]) -> dict[str, Hit]:

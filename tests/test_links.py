@@ -4,6 +4,7 @@ returns each hit with its links inside the token budget, forgetting, the CLI, th
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,32 @@ def test_a_link_note_with_a_credential_is_refused_and_nothing_is_linked(memory: 
     assert memory.archive.neighbourhood(agent, a).links == []
     memory.link(agent, a, b, "same day")
     assert [h.id for _, h in memory.archive.neighbourhood(agent, a).links] == [b]
+
+
+def test_a_link_note_must_be_short_plain_text_and_a_refused_one_links_nothing(memory: Memory) -> None:
+    """A note had no size limit and no control-character check: a 3 MB note with a NUL was stored and drawn."""
+    from tiermem.domain.links import NOTE_MAX_CHARS
+    from tiermem.interop.links_io import read_links
+
+    agent = memory.ensure_agent("noted").id
+    a = memory.archival_insert(agent, "The deploy runs on Fridays.", None).stored[0]
+    b = memory.archival_insert(agent, "Fridays are quiet in the office.", None).stored[0]
+    for note, said in [
+        ("word " * 600_000, f"at most {NOTE_MAX_CHARS}"),
+        ("x" * (NOTE_MAX_CHARS + 1), f"{NOTE_MAX_CHARS + 1} characters"),
+        ("same day\x00", "NUL"),
+        ("same \x1b[31mday", "control character '\\x1b'"),
+        (42, "must be text"),
+    ]:
+        with pytest.raises(ValidationError, match=re.escape(said)):
+            memory.link(agent, a, b, note)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError):
+            memory.archive.links.add(agent, a, b, note)  # type: ignore[arg-type]
+    assert memory.archive.neighbourhood(agent, a).links == []
+    memory.link(agent, a, b, "same day\n\tboth quiet " + "x" * (NOTE_MAX_CHARS - 30))
+    assert [h.id for _, h in memory.archive.neighbourhood(agent, a).links] == [b]
+    with pytest.raises(ValidationError, match="note of link 0 in the file"):  # an import checks before writing
+        read_links([{"a": "m1", "b": "m2", "note": "x" * (NOTE_MAX_CHARS + 1)}], "the file", {"m1", "m2"})
 
 
 def _contents(memory: Memory, agent: str) -> dict[str, str]:

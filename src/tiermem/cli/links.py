@@ -46,7 +46,12 @@ def add_links_parser(sp: Any, common: Callable[..., None]) -> None:
         metavar="ID",
         help="an id (show its links), or add|remove and two ids, or show and one id",
     )
-    p.add_argument("--note", default="", help="add: why the two belong together (shown with the link)")
+    p.add_argument(
+        "--note",
+        default="",
+        help="add: why the two belong together (shown with the link; at most 1,000 characters, no control "
+        "characters but tabs and line breaks)",
+    )
     p.add_argument("--json", action="store_true")
 
 

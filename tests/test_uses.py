@@ -383,3 +383,33 @@ def test_a_records_file_of_a_newer_layout_is_refused_and_left_alone(tmp_path: Pa
     with pytest.raises(StoreError, match="newer tiermem"):
         store.add([Use("m", "passage", "a", 1, 1, 1.0)])
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (99,)
+
+
+def test_stats_count_and_list_a_chunked_passage_once(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    """A long insert cut into chunks is one passage in the stats, as in the timeline: counted once, listed by its
+    first chunk's id, the uses of any of its chunks its uses (one per result, however many chunks it shows)."""
+    from tiermem.ui import api
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    long = "\n\n".join(f"Section {i}: " + " ".join(f"word{i}x{j} zebra{i}" for j in range(120)) for i in range(12))
+    chunks = memory.archival_insert(agent, long, None).stored
+    short = memory.archival_insert(agent, "a short fact about penguins", None).stored[0]
+    assert len(chunks) > 3 and chunks[1] == f"{chunks[0]}.1"
+    hits = _search(memory, agent, "zebra3 zebra7 zebra9", top_k=10)
+    assert len(set(hits) & set(chunks)) > 1  # one search shows several chunks of the passage: one use of it
+    memory.uses.close()
+    store = SqliteUses(settings.resolved_data_dir() / USES_FILE, Rules().half_life_us)
+    at = max(u.last_us for u in _stored(settings).values())
+    store.add([Use(chunks[2], "passage", agent, 1, at, 1.0)])  # a chunk's record, as an older tiermem wrote them
+    store.close()
+    argv = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing", "stats", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["passage"] == {"hot": 0, "warm": 1, "cold": 1, "total": 2}
+    assert [(u["id"], u["uses"]) for u in out["hottest"]] == [(chunks[0], 2)]
+    assert out["hottest"][0]["preview"].startswith("Section 0:")
+    assert [u["id"] for u in out["coldest"]] == [short]  # no chunk listed as a memory of its own
+    listed = api.passages(memory, "default", limit=200)["passages"]
+    assert {p["temperature"] for p in listed if p["id"] in chunks} == {"warm"}  # each chunk shows its passage's
+    assert [p["temperature"] for p in listed if p["id"] == short] == ["cold"]

@@ -72,6 +72,12 @@ def in_group(memory_id: str, group: str) -> bool:
     return memory_id == group or memory_id.startswith(f"{group}.")
 
 
+def passage_of(memory_id: str) -> str:
+    """The passage insert a chunk id is part of: ``<group>.<n>`` -> ``<group>``; the first chunk's id is the group's."""
+    group, dot, n = memory_id.rpartition(".")
+    return group if dot and group and n.isdigit() else memory_id
+
+
 class UseStore(Protocol):
     """Where the use records live; ``add`` merges a batch into them (``merged``)."""
 

@@ -34,7 +34,7 @@ from typing import Literal
 
 from ..base.errors import TiermemError
 from ..base.records import now, to_us
-from ..core.uses import DAY_US, Use, UseStore, in_group, merged
+from ..core.uses import DAY_US, Use, UseStore, in_group, merged, passage_of
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,10 @@ class UseCounter:
         self.exists: Callable[[Mapping[str, str]], Collection[str]] | None = None
 
     def note(self, kind: str, agent_id: str, ids: Iterable[str]) -> None:
-        """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only."""
+        """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only. A
+        passage's chunks count for the passage (its insert: ``passage_of``), once however many a result shows."""
+        if kind == "passage":
+            ids = (passage_of(i) for i in ids)
         used = list(dict.fromkeys(ids))  # a memory shown twice in one result is used once
         if not used:
             return

@@ -133,7 +133,8 @@ async def test_date_filters_and_errors(real: Settings) -> None:
         _, since = await call(c, "conversation_search", query="cat", start_date="2024-03-01T23:00", limit=10)
         assert len(since["results"]) == 2
         first = day["results"][0]
-        assert set(first) == {"timestamp", "time_ago", "role", "content", "relevance", "ranking"} and first[
+        # Letta's keys, and the id memory_links (published here by "all") takes
+        assert set(first) == {"id", "timestamp", "time_ago", "role", "content", "relevance", "ranking"} and first[
             "time_ago"
         ].endswith("ago")
         r, err = await call(c, "conversation_search", query="cat", start_date="March 1st")

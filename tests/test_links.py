@@ -4,6 +4,7 @@ returns each hit with its links inside the token budget, forgetting, the CLI, th
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,37 @@ def test_links_made_on_purpose_and_forgetting_removes_them(memory: Memory) -> No
         archive.neighbourhood(agent, other)
 
 
+def test_a_search_with_links_follows_only_to_memories_its_filter_admits(memory: Memory) -> None:
+    """A linked memory of the other table must pass the search's project and date filter too (it was read by id
+    and agent alone: a search of project beta showed a linked passage of project alpha)."""
+    agent = memory.ensure_agent("scoped").id
+    turns = [
+        ("project alpha: the launch codename is BLUEBIRD", "2024-05-01T10:00:00", "/repo/alpha"),
+        ("project beta: we talk about the launch schedule", "2024-05-01T10:00:30", "/repo/beta"),
+        ("alpha follow-up: BLUEBIRD ships friday", "2024-05-01T10:01:00", "/repo/alpha"),
+    ]
+    logged = memory.archive.log_messages(
+        agent, [{"role": "user", "content": c, "timestamp": t, "project": p} for c, t, p in turns]
+    )
+    beta_turn, alpha_turn = logged[1].id, logged[2].id
+    alpha = memory.archival_insert(agent, "alpha passage: BLUEBIRD budget is 2M", [], project="/repo/alpha").stored[0]
+    beta = memory.archival_insert(agent, "beta passage: launch schedule is public", [], project="/repo/beta").stored[0]
+    beta_too = memory.archival_insert(agent, "beta passage: the schedule slipped", [], project="/repo/beta").stored[0]
+    memory.link(agent, beta_turn, alpha, "cross-project")
+    memory.link(agent, beta_turn, beta_too, "same project")
+    memory.link(agent, beta, alpha_turn, "cross-project")
+    archive = memory.archive
+
+    recall = archive.conversation_search(agent, "launch schedule", projects=["/repo/beta"], limit=5, links=True)
+    assert [h.id for h in recall.hits] == [beta_turn, beta_too]  # the beta passage follows; the alpha one does not
+    found = archive.search(agent, "launch schedule", projects=["/repo/beta"], top_k=1, links=True)
+    assert [h.id for h in found.hits] == [beta]
+    dated = archive.conversation_search(
+        agent, "launch", start_date="2024-05-01T10:00:20", end_date="2024-05-01T10:00:40", limit=5, links=True
+    )
+    assert [h.id for h in dated.hits] == [beta_turn]  # the passages were stored today: outside the dates
+
+
 def hit(i: int, text: str) -> Hit:
     return Hit(id=f"h{i}", content=text, created_at=T0, score=1.0 / (i + 1), vector_rank=i, fts_rank=None)
 
@@ -200,7 +232,32 @@ async def test_the_tool_shows_and_makes_links(settings: Settings) -> None:
         refused = await c.call_tool("memory_links", {"action": "add", "id": ids[1]})
         assert refused.is_error and "other" in text_of(refused)
         missing = await c.call_tool("memory_links", {"action": "show", "id": "message-nope"})
-        assert missing.is_error and "search for it first" in text_of(missing)
+        assert missing.is_error and "search for it first (conversation_search" in text_of(missing)
+        assert "tiermem" not in text_of(missing)  # advice a model can follow: its tools, not the command line
+
+
+@pytest.mark.anyio
+async def test_a_turn_found_by_conversation_search_can_be_linked(settings: Settings) -> None:
+    """With memory_links published, recall hits carry their ids (the tool says its ids come from the searches);
+    without it they keep Letta's shape, no id (tests/test_archive.py checks the default list's keys)."""
+    from mcp import Client
+
+    from .conftest import serve_in_process, text_of
+
+    turns = [
+        {"role": "user", "content": c, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, c in enumerate(TRIP)
+    ]
+    async with Client(serve_in_process(settings), cache=None) as c:
+        ids = json.loads(text_of(await c.call_tool("conversation_log", {"messages": turns})))["ids"]
+        found = json.loads(text_of(await c.call_tool("conversation_search", {"query": "Lake Tahoe", "limit": 1})))
+        hit = found["results"][0]
+        assert hit["id"] == ids[2] and list(hit)[:2] == ["id", "timestamp"]
+        shown = json.loads(text_of(await c.call_tool("memory_links", {"action": "show", "id": hit["id"]})))
+        assert [x["id"] for x in shown["links"]] == [ids[1], ids[3]]
+    plain = settings.model_copy(update={"tools": ["default"]})
+    async with Client(serve_in_process(plain), cache=None) as c:
+        found = json.loads(text_of(await c.call_tool("conversation_search", {"query": "Lake Tahoe", "limit": 1})))
+        assert "id" not in found["results"][0]
 
 
 def test_a_link_note_with_a_credential_is_refused_and_nothing_is_linked(memory: Memory) -> None:
@@ -215,6 +272,32 @@ def test_a_link_note_with_a_credential_is_refused_and_nothing_is_linked(memory: 
     assert memory.archive.neighbourhood(agent, a).links == []
     memory.link(agent, a, b, "same day")
     assert [h.id for _, h in memory.archive.neighbourhood(agent, a).links] == [b]
+
+
+def test_a_link_note_must_be_short_plain_text_and_a_refused_one_links_nothing(memory: Memory) -> None:
+    """A note had no size limit and no control-character check: a 3 MB note with a NUL was stored and drawn."""
+    from tiermem.domain.links import NOTE_MAX_CHARS
+    from tiermem.interop.links_io import read_links
+
+    agent = memory.ensure_agent("noted").id
+    a = memory.archival_insert(agent, "The deploy runs on Fridays.", None).stored[0]
+    b = memory.archival_insert(agent, "Fridays are quiet in the office.", None).stored[0]
+    for note, said in [
+        ("word " * 600_000, f"at most {NOTE_MAX_CHARS}"),
+        ("x" * (NOTE_MAX_CHARS + 1), f"{NOTE_MAX_CHARS + 1} characters"),
+        ("same day\x00", "NUL"),
+        ("same \x1b[31mday", "control character '\\x1b'"),
+        (42, "must be text"),
+    ]:
+        with pytest.raises(ValidationError, match=re.escape(said)):
+            memory.link(agent, a, b, note)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError):
+            memory.archive.links.add(agent, a, b, note)  # type: ignore[arg-type]
+    assert memory.archive.neighbourhood(agent, a).links == []
+    memory.link(agent, a, b, "same day\n\tboth quiet " + "x" * (NOTE_MAX_CHARS - 30))
+    assert [h.id for _, h in memory.archive.neighbourhood(agent, a).links] == [b]
+    with pytest.raises(ValidationError, match="note of link 0 in the file"):  # an import checks before writing
+        read_links([{"a": "m1", "b": "m2", "note": "x" * (NOTE_MAX_CHARS + 1)}], "the file", {"m1", "m2"})
 
 
 def _contents(memory: Memory, agent: str) -> dict[str, str]:

@@ -302,3 +302,114 @@ async def test_the_tools_count_and_a_stopping_server_writes_its_uses(settings: S
     close_uses(handle)  # what `tiermem serve` does when it stops
     stored = _stored(settings)
     assert sorted(u.kind for u in stored.values()) == ["block", "passage"] and ids[0] in stored
+
+
+def test_a_shared_block_counts_each_agents_own_uses_and_deleting_one_keeps_the_others(settings: Settings) -> None:
+    """A block attached to two agents: each agent's stats show its own opens, and deleting one agent leaves the
+    other's record (the records were keyed by the block alone: every use went to the first user's record)."""
+    from tiermem.base.config import BlockSpec
+    from tiermem.domain.use_stats import use_stats
+
+    memory = open_memory(settings)
+    a, b = memory.ensure_agent("a").id, memory.ensure_agent("b").id
+    block = memory.create_block(a, BlockSpec(label="project", value="shared project notes"))
+    memory.attach(b, block.id)
+    for _ in range(3):
+        memory.open_block(b, "project")
+    memory.uses.flush()
+    for _ in range(5):
+        memory.open_block(a, "project")  # a's first uses are in the batch, b's in the file: both views merge them
+
+    def uses_of(agent: str) -> int:
+        return {u.id: u.count for u in use_stats(memory, agent).hottest}.get(block.id, 0)
+
+    assert (uses_of(a), uses_of(b)) == (5, 3)
+    memory.uses.flush()
+    assert sorted((u.agent_id, u.count) for u in memory.uses.store.read([block.id])) == sorted([(a, 5), (b, 3)])
+    assert memory.uses.records([block.id])[block.id].count == 8  # without an agent: everyone's uses together
+    memory.delete_agent(b)
+    assert (uses_of(a), [u.agent_id for u in memory.uses.store.read([block.id])]) == (5, [a])
+
+
+def test_forgetting_a_shared_memory_removes_every_agents_record(tmp_path: Path) -> None:
+    counter = UseCounter(SqliteUses(tmp_path / USES_FILE, Rules().half_life_us), flush_seconds=0)
+    counter.note("file", "a", ["f1", "f2"])
+    counter.note("file", "b", ["f1"])
+    counter.flush()
+    counter.note("file", "b", ["f1"])  # still in the batch
+    assert counter.forget(["f1"]) == 2
+    assert [(u.agent_id, u.id) for u in counter.store.read()] == [("a", "f2")]
+    counter.close()
+
+
+def test_a_records_file_of_the_older_layout_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A file written before the records were per agent (one record per id) keeps its counts under the agent each
+    names; afterwards a second agent's uses of the same memory get their own record."""
+    import sqlite3
+
+    path = tmp_path / USES_FILE
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE uses (id TEXT PRIMARY KEY, kind TEXT NOT NULL, agent_id TEXT NOT NULL, count INTEGER NOT NULL, "
+        "last_us INTEGER NOT NULL, heat REAL NOT NULL)"
+    )
+    old.execute("CREATE INDEX uses_agent ON uses (agent_id)")
+    old.execute("INSERT INTO uses VALUES ('blk', 'block', 'a', 4, 1000, 2.5), ('p1', 'passage', 'b', 1, 900, 1.0)")
+    old.commit()
+    old.close()
+    store = SqliteUses(path, Rules().half_life_us)
+    assert sorted((u.agent_id, u.id, u.count, u.heat) for u in store.read()) == [
+        ("a", "blk", 4, 2.5),
+        ("b", "p1", 1, 1.0),
+    ]
+    store.add([Use("blk", "block", "b", 2, 2000, 2.0), Use("blk", "block", "a", 1, 2000, 1.0)])
+    assert sorted((u.agent_id, u.count) for u in store.read(["blk"])) == [("a", 5), ("b", 2)]
+    store.close()
+    again = SqliteUses(path, Rules().half_life_us)  # opened again: already upgraded, nothing changes
+    assert len(again.read()) == 3 and sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (1,)
+    again.close()
+
+
+def test_a_records_file_of_a_newer_layout_is_refused_and_left_alone(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tiermem.base.errors import StoreError
+
+    path = tmp_path / USES_FILE
+    newer = sqlite3.connect(path)
+    newer.execute("PRAGMA user_version = 99")
+    newer.close()
+    store = SqliteUses(path, Rules().half_life_us)
+    with pytest.raises(StoreError, match="newer tiermem"):
+        store.add([Use("m", "passage", "a", 1, 1, 1.0)])
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (99,)
+
+
+def test_stats_count_and_list_a_chunked_passage_once(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    """A long insert cut into chunks is one passage in the stats, as in the timeline: counted once, listed by its
+    first chunk's id, the uses of any of its chunks its uses (one per result, however many chunks it shows)."""
+    from tiermem.ui import api
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    long = "\n\n".join(f"Section {i}: " + " ".join(f"word{i}x{j} zebra{i}" for j in range(120)) for i in range(12))
+    chunks = memory.archival_insert(agent, long, None).stored
+    short = memory.archival_insert(agent, "a short fact about penguins", None).stored[0]
+    assert len(chunks) > 3 and chunks[1] == f"{chunks[0]}.1"
+    hits = _search(memory, agent, "zebra3 zebra7 zebra9", top_k=10)
+    assert len(set(hits) & set(chunks)) > 1  # one search shows several chunks of the passage: one use of it
+    memory.uses.close()
+    store = SqliteUses(settings.resolved_data_dir() / USES_FILE, Rules().half_life_us)
+    at = max(u.last_us for u in _stored(settings).values())
+    store.add([Use(chunks[2], "passage", agent, 1, at, 1.0)])  # a chunk's record, as an older tiermem wrote them
+    store.close()
+    argv = ["--data-dir", str(settings.resolved_data_dir()), "--embedding-model", "hashing", "stats", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["passage"] == {"hot": 0, "warm": 1, "cold": 1, "total": 2}
+    assert [(u["id"], u["uses"]) for u in out["hottest"]] == [(chunks[0], 2)]
+    assert out["hottest"][0]["preview"].startswith("Section 0:")
+    assert [u["id"] for u in out["coldest"]] == [short]  # no chunk listed as a memory of its own
+    listed = api.passages(memory, "default", limit=200)["passages"]
+    assert {p["temperature"] for p in listed if p["id"] in chunks} == {"warm"}  # each chunk shows its passage's
+    assert [p["temperature"] for p in listed if p["id"] == short] == ["cold"]

@@ -29,7 +29,8 @@ ACTIONS = ("add", "remove", "show")
 def add_links_parser(sp: Any, common: Callable[..., None]) -> None:
     text = (
         "Show a memory's links (the turns beside it in its sitting, links made on purpose), or link two memories "
-        "(recall turns or archival passages) on purpose: a search then returns each with the other."
+        "(recall turns or archival passages; `tiermem search QUERY --json` shows their ids) on purpose: `tiermem "
+        "links ID` then shows each with the other (searches, the CLI's and the tools', do not follow links)."
     )
     p = sp.add_parser(
         "links",
@@ -45,7 +46,12 @@ def add_links_parser(sp: Any, common: Callable[..., None]) -> None:
         metavar="ID",
         help="an id (show its links), or add|remove and two ids, or show and one id",
     )
-    p.add_argument("--note", default="", help="add: why the two belong together (shown with the link)")
+    p.add_argument(
+        "--note",
+        default="",
+        help="add: why the two belong together (shown with the link; at most 1,000 characters, no control "
+        "characters but tabs and line breaks)",
+    )
     p.add_argument("--json", action="store_true")
 
 

@@ -1,17 +1,23 @@
-"""How often and how recently each memory was used: one record per memory id, kept apart from the memories.
+"""How often and how recently each memory was used: one record per agent and memory id, kept apart from the memories.
 
-A record holds the memory's kind and agent, how many times it was used, when last, and its *heat*: the uses decayed
-with a half-life, as of the last use (each use adds 1, then halves every half-life). Two records of one memory merge
-exactly, whatever their order (``merged``): counts add, the later time wins, each heat is decayed to that time and
-added. So the processes that share a data directory each add their batches with one additive upsert (``SqliteUses``:
+A record holds the memory's kind, the agent that used it, how many times, when last, and its *heat*: the uses
+decayed with a half-life, as of the last use (each use adds 1, then halves every half-life). A memory shared by
+agents (a block attached to several, a file in a folder several have) has one record per agent, so each agent sees
+its own uses and deleting one agent leaves the others' records. Two records of one agent's memory merge exactly,
+whatever their order (``merged``): counts add, the later time wins, each heat is decayed to that time and added. So the processes that share a data directory each add their batches with one additive upsert (``SqliteUses``:
 ``INSERT ... ON CONFLICT DO UPDATE``, inside ``BEGIN IMMEDIATE``), and no count is lost however their flushes
 interleave.
 
 The records live in their own SQLite file (``<data_dir>/uses.sqlite3``), not in the LanceDB rows they describe (a
 search must not rewrite the rows it read) nor in the core state's file (a flush never waits on a block edit's lock,
 nor one on it). Deleted records are overwritten on disk (``secure_delete``) and the write-ahead log truncated, so a
-forgotten memory leaves no use record behind. A store on object storage keeps its records in the process
-(``MemoryUses``): they are not shared there.
+forgotten memory leaves no use record behind (forgetting a memory deletes every agent's record of it). A store on
+object storage keeps its records in the process (``MemoryUses``): they are not shared there.
+
+The file's layout is versioned with SQLite's ``user_version``: 0, a file written before records were per agent (one
+record per memory id, the agent its first user), is brought to 1 when first opened (``_upgrade``: its records kept,
+each under the agent it names, in one transaction; two processes opening it at once upgrade it once). A newer
+layout than this code knows is refused, naming the file.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 USES_FILE = "uses.sqlite3"
 KINDS = ("passage", "message", "block", "file")  # what is counted: archival passages, recall turns, blocks, files
 DAY_US = 86_400_000_000
+LAYOUT = 1  # the records file's layout (``PRAGMA user_version``): 1, one record per (agent_id, id)
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ def decayed(heat: float, from_us: int, to_us: int, half_life_us: float) -> float
 
 
 def merged(a: Use, b: Use, half_life_us: float) -> Use:
-    """One record of the uses of two records of the same memory (commutative and associative)."""
+    """One record of the uses of two records of the same memory (commutative and associative); the records of
+    several agents merged give the memory's uses by all of them, under the first's agent."""
     last = max(a.last_us, b.last_us)
     heat = decayed(a.heat, a.last_us, last, half_life_us) + decayed(b.heat, b.last_us, last, half_life_us)
     return Use(a.id, a.kind, a.agent_id or b.agent_id, a.count + b.count, last, heat)
@@ -64,6 +72,12 @@ def in_group(memory_id: str, group: str) -> bool:
     return memory_id == group or memory_id.startswith(f"{group}.")
 
 
+def passage_of(memory_id: str) -> str:
+    """The passage insert a chunk id is part of: ``<group>.<n>`` -> ``<group>``; the first chunk's id is the group's."""
+    group, dot, n = memory_id.rpartition(".")
+    return group if dot and group and n.isdigit() else memory_id
+
+
 class UseStore(Protocol):
     """Where the use records live; ``add`` merges a batch into them (``merged``)."""
 
@@ -72,9 +86,13 @@ class UseStore(Protocol):
 
     def add(self, uses: Sequence[Use]) -> None: ...
 
-    def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]: ...
+    def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]:
+        """The records of ``ids`` (None: all), of ``agent_id`` only when given: one per agent that used a memory."""
+        ...
 
-    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int: ...
+    def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int:
+        """Delete every agent's records of ``ids`` and of each chunk of the passage inserts ``groups``."""
+        ...
 
     def forget_agent(self, agent_id: str) -> int: ...
 
@@ -88,30 +106,38 @@ class MemoryUses:
 
     def __init__(self, half_life_us: float) -> None:
         self.half_life_us = half_life_us
-        self._rows: dict[str, Use] = {}
+        self._rows: dict[tuple[str, str], Use] = {}  # (agent_id, id) -> record
         self._lock = threading.Lock()
 
     def add(self, uses: Sequence[Use]) -> None:
         with self._lock:
             for use in uses:
-                known = self._rows.get(use.id)
-                self._rows[use.id] = use if known is None else merged(known, use, self.half_life_us)
+                key = (use.agent_id, use.id)
+                known = self._rows.get(key)
+                self._rows[key] = use if known is None else merged(known, use, self.half_life_us)
 
     def read(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> list[Use]:
+        wanted = None if ids is None else set(ids)
         with self._lock:
-            rows = list(self._rows.values()) if ids is None else [self._rows[i] for i in ids if i in self._rows]
-        return [u for u in rows if agent_id is None or u.agent_id == agent_id]
+            return [
+                u
+                for u in self._rows.values()
+                if (wanted is None or u.id in wanted) and (agent_id is None or u.agent_id == agent_id)
+            ]
 
     def forget(self, ids: Collection[str], *, groups: Collection[str] = ()) -> int:
+        wanted = set(ids)
         with self._lock:
-            gone = set(ids) | {i for i in self._rows if any(in_group(i, g) for g in groups)}
-            return sum(self._rows.pop(i, None) is not None for i in gone)
+            gone = [k for k in self._rows if k[1] in wanted or any(in_group(k[1], g) for g in groups)]
+            for key in gone:
+                del self._rows[key]
+            return len(gone)
 
     def forget_agent(self, agent_id: str) -> int:
         with self._lock:
-            gone = [i for i, u in self._rows.items() if u.agent_id == agent_id]
-            for i in gone:
-                del self._rows[i]
+            gone = [k for k in self._rows if k[0] == agent_id]
+            for key in gone:
+                del self._rows[key]
             return len(gone)
 
     def close(self) -> None:
@@ -120,11 +146,15 @@ class MemoryUses:
 
 _UPSERT = (
     "INSERT INTO uses (id, kind, agent_id, count, last_us, heat) VALUES (?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT(id) DO UPDATE SET count = count + excluded.count, "
+    "ON CONFLICT(agent_id, id) DO UPDATE SET count = count + excluded.count, "
     "heat = tiermem_decay(heat, last_us, max(last_us, excluded.last_us)) "
     "+ tiermem_decay(excluded.heat, excluded.last_us, max(last_us, excluded.last_us)), "
     "last_us = max(last_us, excluded.last_us)"
 )  # every right-hand side reads the row as it was: the merge of ``merged``, in one statement
+_TABLE = (
+    "CREATE TABLE {name} (agent_id TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, "
+    "last_us INTEGER NOT NULL, heat REAL NOT NULL, PRIMARY KEY (agent_id, id))"
+)
 _LISTED = " WHERE EXISTS (SELECT 1 FROM json_each(?) AS listed WHERE listed.value = uses.id)"  # ids: one JSON array
 
 
@@ -154,11 +184,11 @@ class SqliteUses:
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute("PRAGMA secure_delete=ON")  # a forgotten record's bytes are overwritten
                     conn.create_function("tiermem_decay", 3, self._decay, deterministic=True)
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS uses (id TEXT PRIMARY KEY, kind TEXT NOT NULL, agent_id TEXT "
-                        "NOT NULL, count INTEGER NOT NULL, last_us INTEGER NOT NULL, heat REAL NOT NULL)"
-                    )
-                    conn.execute("CREATE INDEX IF NOT EXISTS uses_agent ON uses (agent_id)")
+                    try:
+                        self._upgrade(conn)
+                    except BaseException:
+                        conn.close()
+                        raise
                     self._conn = conn
                 yield self._conn
             except sqlite3.Error as exc:
@@ -166,6 +196,36 @@ class SqliteUses:
                     f"The use counters in {self.path} could not be read or written: {exc}. Check that the data "
                     "directory is writable; memory works without them."
                 ) from exc
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Make the table, or bring a file of an older layout to ``LAYOUT`` (see the module's doc); one transaction,
+        so a crash leaves the old layout whole or the new one, and a second process waits and finds it done."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if layout > LAYOUT:
+                raise StoreError(
+                    f"The use counters in {self.path} were written by a newer tiermem (layout {layout}; this one "
+                    f"knows {LAYOUT}). Upgrade tiermem, or remove the file to start the counts afresh."
+                )
+            if layout < LAYOUT:
+                old = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'uses'").fetchone()
+                conn.execute(_TABLE.format(name="uses_by_agent"))
+                if old:  # layout 0: one record per id, kept under the agent it names
+                    conn.execute(
+                        "INSERT INTO uses_by_agent (agent_id, id, kind, count, last_us, heat) "
+                        "SELECT agent_id, id, kind, count, last_us, heat FROM uses"
+                    )
+                    conn.execute("DROP TABLE uses")
+                conn.execute("ALTER TABLE uses_by_agent RENAME TO uses")
+                conn.execute("CREATE INDEX IF NOT EXISTS uses_id ON uses (id)")  # a forgetting's and a read's key
+                conn.execute(f"PRAGMA user_version = {LAYOUT}")
+                if old:
+                    log.info("use counters in %s now kept per agent (layout %d)", self.path, LAYOUT)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def add(self, uses: Sequence[Use]) -> None:
         if not uses:

@@ -723,8 +723,9 @@ class Archive:
     ) -> tuple[list[Hit], bool]:
         """The hits, each followed by the memories it links to (``links.expand``), within the token budget: a turn's
         sitting neighbours (``link_reach`` on each side, from the sitting index: no read) and the links made on
-        purpose, read in one query per table; only rows of this agent that the search's own filter admits. A linked
-        memory already in the search's ``pool`` (found under the same filter) is taken from it, not read again."""
+        purpose, read in one query per table; only rows of this agent that the search's own filter admits (a row of
+        the other table: its project and date bounds, ``_across``). A linked memory already in the search's ``pool``
+        (found under the same filter) is taken from it, not read again."""
         near: dict[str, list[str]] = {}
         index = context.sittings.index if isinstance(context.sittings, SittingRanks) else None
         for c in ranked:
@@ -745,7 +746,7 @@ class Archive:
                 wanted -= pooled_rows.keys()
             if wanted:
                 ids = tuple(sorted(wanted))
-                scope = replace(where, ids=ids) if table == kind.table else Filter(agent_id=agent_id, ids=ids)
+                scope = replace(where, ids=ids) if table == kind.table else _across(where, agent_id, ids)
                 rows.update(self._linked_rows(table, scope))
         linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
@@ -760,7 +761,9 @@ class Archive:
                 return table, _as_hit(table, rows[0]), rows[0].get("seq")
         raise NotFoundError(
             f"No recall turn or archival passage {memory_id!r} in this agent's memory; search for it first "
-            "(`tiermem search`) and use an id the results give."
+            "(conversation_search, archival_memory_search) and use an id the results give.",
+            person=f"No recall turn or archival passage {memory_id!r} in this agent's memory; search for it first "
+            "(`tiermem search QUERY --json` shows each result's id) and use an id the results give.",
         )
 
     def memories(self, agent_id: str, ids: Sequence[str]) -> dict[str, Hit]:
@@ -823,6 +826,13 @@ class Archive:
             if not _TAG.fullmatch(t):
                 raise ValidationError(f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters.")
         return tuple(dict.fromkeys(tags))
+
+
+def _across(where: Filter, agent_id: str, ids: tuple[str, ...]) -> Filter:
+    """The rows ``ids`` of the other table (a passage linked from a turn, a turn from a passage) that a search's
+    filter admits: its projects and its date bounds, the columns both tables have; its roles, conversations and tags
+    name columns only one table has, so they narrow that table's rows alone."""
+    return Filter(agent_id=agent_id, ids=ids, start=where.start, end=where.end, projects=where.projects)
 
 
 def _found_hit(table: str, f: Found) -> Hit:

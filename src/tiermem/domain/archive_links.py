@@ -13,7 +13,7 @@ from collections.abc import Collection
 from ..base.errors import ValidationError
 from ..base.records import now
 from ..store import Filter, Store
-from .links import PREFIX, Link, link_at, link_ends, link_key, link_note
+from .links import PREFIX, Link, check_note, link_at, link_ends, link_key, link_note
 
 
 class ManualLinks:
@@ -33,6 +33,7 @@ class ManualLinks:
     def add(self, agent_id: str, a: str, b: str, note: str = "") -> Link:
         if a == b:
             raise ValidationError("A memory cannot link to itself: give two different ids.")
+        check_note(note)
         value = json.dumps({"agent": agent_id, "note": note, "at": now().isoformat()})
         self.store.conn.set_meta(link_key(a, b), value)
         return Link(a, b, "manual", note)

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..base.records import Hit
+from ..base.errors import ValidationError
+from ..base.records import Hit, check_text
 from .tokens import EncodingName, count_tokens
 
 LinkKind = Literal["sitting", "manual"]
@@ -126,3 +127,22 @@ class Neighbourhood:
                 for link, h in self.links
             ],
         }
+
+
+NOTE_MAX_CHARS = 1_000  # a note says why two memories belong together: a sentence or two, drawn beside the link
+_LINE_BREAKS = "\t\n\r"  # the control characters a note may hold
+
+
+def check_note(note: object, name: str = "note") -> str:
+    """``note`` if it is a storable link note: text (``check_text``: no NUL, valid Unicode), at most
+    ``NOTE_MAX_CHARS``, no control character but tabs and line breaks (a note is drawn in a terminal and a page)."""
+    if isinstance(note, str) and len(note) > NOTE_MAX_CHARS:
+        raise ValidationError(
+            f"The {name} has {len(note)} characters; a link's note holds at most {NOTE_MAX_CHARS} (say in a sentence "
+            "why the two memories belong together; store longer text as an archival passage and link to it)."
+        )
+    text = check_text(note, name, NOTE_MAX_CHARS)
+    bad = next((c for c in text if (ord(c) < 32 or 127 <= ord(c) < 160) and c not in _LINE_BREAKS), None)
+    if bad is not None:
+        raise ValidationError(f"The {name} contains the control character {bad!r}; remove it.")
+    return text

@@ -58,6 +58,7 @@ from .filesystem import (
     directories_summary,
     render_agent_directories,
 )
+from .links import check_note
 from .uses import Rules, UseCounter
 
 if TYPE_CHECKING:
@@ -811,7 +812,9 @@ class Memory:
 
     def link(self, agent_id: str, a: str, b: str, note: str = "") -> None:
         """Link two of the agent's memories (recall turns or archival passages) on purpose; each must be the agent's,
-        and a note holding a credential is refused, writing nothing."""
+        and a note that is not short plain text (``links.check_note``) or holds a credential is refused, writing
+        nothing."""
+        check_note(note)
         self._both_mine(agent_id, a, b)
         self.refuse_secrets(note, "note")
         self.archive.links.add(agent_id, a, b, note)

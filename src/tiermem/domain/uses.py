@@ -34,7 +34,7 @@ from typing import Literal
 
 from ..base.errors import TiermemError
 from ..base.records import now, to_us
-from ..core.uses import DAY_US, Use, UseStore, in_group, merged
+from ..core.uses import DAY_US, Use, UseStore, in_group, merged, passage_of
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class UseCounter:
         self.rules = rules or Rules()
         self.flush_seconds = flush_seconds
         self.clock = clock or _now_us
-        self._pending: dict[str, Use] = {}
+        self._pending: dict[tuple[str, str], Use] = {}  # (agent_id, id) -> this process's uses not yet written
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time: a batch is taken, written, or put back
         self._stop = threading.Event()
@@ -90,7 +90,10 @@ class UseCounter:
         self.exists: Callable[[Mapping[str, str]], Collection[str]] | None = None
 
     def note(self, kind: str, agent_id: str, ids: Iterable[str]) -> None:
-        """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only."""
+        """Count one use of each of ``ids`` (a memory of ``kind`` used by ``agent_id``) now; in memory only. A
+        passage's chunks count for the passage (its insert: ``passage_of``), once however many a result shows."""
+        if kind == "passage":
+            ids = (passage_of(i) for i in ids)
         used = list(dict.fromkeys(ids))  # a memory shown twice in one result is used once
         if not used:
             return
@@ -98,8 +101,10 @@ class UseCounter:
         with self._lock:
             for memory_id in used:
                 use = Use(memory_id, kind, agent_id, 1, at, 1.0)
-                known = self._pending.get(memory_id)
-                self._pending[memory_id] = use if known is None else merged(known, use, self.rules.half_life_us)
+                known = self._pending.get((agent_id, memory_id))
+                self._pending[agent_id, memory_id] = (
+                    use if known is None else merged(known, use, self.rules.half_life_us)
+                )
             full = len(self._pending) >= MAX_PENDING
             if self._thread is None and not self._stop.is_set() and self.flush_seconds > 0:
                 self._thread = threading.Thread(target=self._run, name="tiermem-uses", daemon=True)
@@ -120,21 +125,23 @@ class UseCounter:
             except TiermemError as exc:
                 log.warning("could not record %d memories' uses (kept for the next flush): %s", len(batch), exc)
                 with self._lock:
-                    for memory_id, use in batch.items():
-                        known = self._pending.get(memory_id)
-                        self._pending[memory_id] = use if known is None else merged(use, known, self.rules.half_life_us)
+                    for key, use in batch.items():
+                        known = self._pending.get(key)
+                        self._pending[key] = use if known is None else merged(use, known, self.rules.half_life_us)
                 return 0
             return len(batch) - self._drop_forgotten(batch)
 
-    def _drop_forgotten(self, batch: Mapping[str, Use]) -> int:
+    def _drop_forgotten(self, batch: Mapping[tuple[str, str], Use]) -> int:
         """Delete the records just written of memories that no longer exist (forgotten by another process since
-        they were counted); returns how many. Called under ``_flushing``, after the write (see the module's doc)."""
+        they were counted); returns how many of the batch's records that was. Called under ``_flushing``, after the write (see the module's doc)."""
         if self.exists is None or not self.store.shared:  # records of this process only: its forgetting suffices
             return 0
         try:
-            alive = self.exists({memory_id: use.kind for memory_id, use in batch.items()})
-            gone = [memory_id for memory_id in batch if memory_id not in alive]
-            return self.store.forget(gone) if gone else 0
+            alive = self.exists({use.id: use.kind for use in batch.values()})
+            gone = [use.id for use in batch.values() if use.id not in alive]
+            if gone:
+                self.store.forget(gone)  # every agent's record of a forgotten memory
+            return len(gone)  # the batch's records not kept
         except TiermemError as exc:  # the records stay; what reads them counts only memories that exist
             log.warning("could not check that %d used memories still exist: %s", len(batch), exc)
             return 0
@@ -156,29 +163,33 @@ class UseCounter:
         atexit.unregister(self.close)
 
     def records(self, ids: Collection[str] | None = None, *, agent_id: str | None = None) -> dict[str, Use]:
-        """The records of ``ids`` (None: every record of ``agent_id``, or all), with this process's batch merged. Not
-        while a flush is writing: its batch is then in neither place (taken from the batch, not yet in the records)."""
+        """The uses of ``ids`` (None: of every memory) by ``agent_id`` (None: by all agents, merged per memory), with
+        this process's batch merged. Not while a flush is writing: its batch is then in neither place (taken from
+        the batch, not yet in the records)."""
         with self._flushing:
             try:
-                stored = {u.id: u for u in self.store.read(ids, agent_id=agent_id)}
+                stored = self.store.read(ids, agent_id=agent_id)
             except TiermemError as exc:  # the temperature is a view: what reads it still answers
                 log.warning("could not read the use counters: %s", exc)
-                stored = {}
+                stored = []
             with self._lock:
                 pending = [
                     u
                     for u in self._pending.values()
                     if (ids is None or u.id in ids) and (agent_id is None or u.agent_id == agent_id)
                 ]
-        for use in pending:
-            known = stored.get(use.id)
-            stored[use.id] = use if known is None else merged(known, use, self.rules.half_life_us)
-        return stored
+        found: dict[str, Use] = {}
+        for use in [*stored, *pending]:
+            known = found.get(use.id)
+            found[use.id] = use if known is None else merged(known, use, self.rules.half_life_us)
+        return found
 
-    def temperatures(self, ids: Collection[str], at_us: int | None = None) -> dict[str, tuple[Temperature, float]]:
-        """Each id's temperature and use score now (or at ``at_us``)."""
+    def temperatures(
+        self, ids: Collection[str], at_us: int | None = None, *, agent_id: str | None = None
+    ) -> dict[str, tuple[Temperature, float]]:
+        """Each id's temperature and use score now (or at ``at_us``), by ``agent_id``'s uses (None: all agents')."""
         at = self.clock() if at_us is None else at_us
-        found = self.records(ids)
+        found = self.records(ids, agent_id=agent_id)
         return {
             i: (self.rules.temperature(found.get(i), at), round(self.rules.score(found.get(i), at), 3)) for i in ids
         }
@@ -187,15 +198,16 @@ class UseCounter:
         """Remove the records of ``ids`` and of every chunk of the passage inserts ``groups``, batch and file."""
         with self._flushing:  # a batch being written cannot bring a forgotten record back
             with self._lock:
-                for memory_id in [i for i in self._pending if i in ids or any(in_group(i, g) for g in groups)]:
-                    del self._pending[memory_id]
+                for key in [k for k in self._pending if k[1] in ids or any(in_group(k[1], g) for g in groups)]:
+                    del self._pending[key]
             return self.store.forget(ids, groups=groups)
 
     def forget_agent(self, agent_id: str) -> int:
+        """Remove the agent's records (its uses of memories it shared stay others' too: theirs are kept)."""
         with self._flushing:
             with self._lock:
-                for memory_id in [i for i, u in self._pending.items() if u.agent_id == agent_id]:
-                    del self._pending[memory_id]
+                for key in [k for k in self._pending if k[0] == agent_id]:
+                    del self._pending[key]
             return self.store.forget_agent(agent_id)
 
 

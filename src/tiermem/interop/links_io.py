@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
+from ..domain.links import check_note
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -46,6 +47,7 @@ def read_links(value: Any, where: str, known: Collection[str]) -> list[tuple[str
         for end in (a, b):
             if end not in known:
                 raise ValidationError(f"{where}: link {n} names {end!r}, which is not a memory of the export.")
+        check_note(note, f"note of link {n} in {where}")
         out.append((a, b, note))
     return out
 

@@ -338,6 +338,7 @@ def build_server(
         subscriptions=notifier.bus,
     )
     server.runtime = runtime
+    runtime.turn_ids = "memory_links" in names
     if settings.sync is not None:  # Letta Code's memory tool accepts absolute paths inside the memory directory
         runtime.memory_dir = str(settings.sync.expanduser().resolve())
     add_request_handler(server, "server/discover", RequestParams, discover(server, instruct))

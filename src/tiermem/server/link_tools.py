@@ -38,10 +38,12 @@ async def memory_links(
     other: str | None = None,
     note: str = "",
 ) -> CallToolResult:
-    """Links between memories (recall turns, archival passages; ids from the search tools).
+    """Links between memories: recall turns and archival passages, by the ids that
+    conversation_search, archival_memory_search and _list results (or conversation_log and
+    archival_memory_insert) give.
 
     show: the memory and what it links to (the turns beside it in its conversation, links made on
     purpose). add / remove: link it with `other` on purpose (optional note: why they belong together);
-    searches then return each with the other.
+    memory_links show then lists each with the other (searches do not follow links).
     """
     return structured(await runtime_of(ctx).call(ctx, links_op, action, id, other, note))

@@ -96,6 +96,9 @@ class Runtime:
     notifier: Listener
     open_after_first_answer: bool = field(default=False, init=False)  # set by ``lifespan``
     memory_dir: str | None = None  # the synced MemFS directory (setting `sync`), if any
+    # recall hits carry their ids: only when ``memory_links`` is published, the one tool that takes a turn's id (an id
+    # costs ~30 tokens a hit, a quarter of a short turn's result: not spent where nothing can use it)
+    turn_ids: bool = False
 
     async def call(
         self,

@@ -33,6 +33,7 @@ class Ranking(BaseModel):
 
 
 class RecallHit(BaseModel):
+    id: str | None = None  # only with memory_links published (``Runtime.turn_ids``)
     timestamp: str
     time_ago: str
     role: str
@@ -95,10 +96,12 @@ class Page(BaseModel):
     next_offset: int | None
 
 
-def _results(result: SearchResult, kind: Literal["recall", "archival"]) -> CallToolResult:
+def _results(result: SearchResult, kind: Literal["recall", "archival"], *, turn_ids: bool = False) -> CallToolResult:
+    """Letta's result shapes (LETTA_SEMANTICS.md); a recall hit carries its id too when ``turn_ids``."""
     items: list[dict[str, Any]] = []
     for h in result.hits:
-        item: dict[str, Any] = {"timestamp": h.created_at.isoformat(timespec="seconds")}
+        item: dict[str, Any] = {"id": h.id} if kind == "recall" and turn_ids else {}
+        item["timestamp"] = h.created_at.isoformat(timespec="seconds")
         if kind == "recall":
             from ..domain.archive import time_ago
 
@@ -153,7 +156,7 @@ async def conversation_search(
         end_date=end_date,
         project=project,
     )
-    return _results(result, "recall")
+    return _results(result, "recall", turn_ids=runtime_of(ctx).turn_ids)
 
 
 async def archival_memory_insert(

@@ -305,8 +305,12 @@ def passages(memory: Memory, name: str, *, offset: Any = 0, limit: Any = 50, tag
     rows, total = memory.archive.list_passages(
         agent.id, offset=start, limit=whole_number(limit, "limit"), tags=_list(tags)
     )
-    heat = memory.uses.temperatures([p.id for p in rows])  # hot, warm or cold by their uses (domain/uses.py)
-    listed = [{**passage_json(p), "temperature": heat[p.id][0], "use_score": heat[p.id][1]} for p in rows]
+    # hot, warm or cold by the agent's uses (domain/uses.py): a chunk's are its passage's (the insert it is part of)
+    heat = memory.uses.temperatures({p.group_id or p.id for p in rows}, agent_id=agent.id)
+    listed = [
+        {**passage_json(p), "temperature": heat[p.group_id or p.id][0], "use_score": heat[p.group_id or p.id][1]}
+        for p in rows
+    ]
     return {"total": total, "offset": start, "passages": listed}
 
 

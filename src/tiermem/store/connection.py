@@ -39,6 +39,7 @@ from .schemas import (
     table_schemas,
 )
 
+REMOTE_WRITABLE_TTL = 2.0  # s a passed check_writable is trusted on object storage (one bucket request saved a write)
 lancedb = import_lancedb()  # the package's only import of lancedb at module level: see loading.py
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,7 @@ class Connection:
         self._creation_lock = options.get("creation_lock")
         self._leases = options.get("leases")
         self._reembedding = options.get("reembedding", False)
+        self._writable_at = -REMOTE_WRITABLE_TTL  # when check_writable last passed (object storage trusts it a while)
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.tail: dict[str, int] = {}  # table -> this process's commits to it since the last upkeep was started
         self.lost_ms = 0.0  # search time taken to be lost to those commits' fragments since then (``searched``)
@@ -434,7 +436,12 @@ class Connection:
 
     def check_writable(self, table: str) -> None:
         """Refuse a write to ``table`` while a reembed is under way (or was interrupted), or when the store records
-        another model than this process embeds with (a reembed finished since it opened the store)."""
+        another model than this process embeds with (a reembed finished since it opened the store). On object storage
+        reading the meta table's version is a request to the bucket: a check that passed is trusted for
+        ``REMOTE_WRITABLE_TTL`` s (a reembed there waits that long after marking the store, and merges what was
+        committed while it read)."""
+        if self.remote and time.monotonic() - self._writable_at < REMOTE_WRITABLE_TTL:
+            return
         meta = {r["key"]: r["value"] for r in self.snapshot("meta")}
         if meta.get(REEMBEDDING):
             raise StoreBusyError(
@@ -450,6 +457,7 @@ class Connection:
                 f"would not match. Nothing was written to {table}: restart this process (a server: restart it) so "
                 "it uses the recorded model."
             )
+        self._writable_at = time.monotonic()
 
     @contextmanager
     def _locked_directory(self, name: str = CREATION_LOCK_FILE, *, shared: bool = False) -> Iterator[None]:

@@ -9,13 +9,14 @@ cannot hold a shared lock) are merged in, embedded too (``replace_vectors``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from .boundary import library
-from .connection import Connection, finish_swap
+from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap
 from .schemas import REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
 from .tables import Rows
 
@@ -34,6 +35,8 @@ class Reembed:
         later one sees the mark and is refused."""
         with self.conn.reembed_lock(shared=False):
             self.conn.set_meta(REEMBEDDING, f"{model} (dim {dim})")
+        if self.conn.remote:  # writers there trust a passed check that long: let every such write see the mark
+            time.sleep(REMOTE_WRITABLE_TTL)
 
     def replace_vectors(self, table: str, rows: list[dict[str, Any]], dim: int, embed: Embed) -> int:
         """Write ``rows`` (read earlier, now with new vectors) as ``table``; a crash midway is finished on next open.

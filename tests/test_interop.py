@@ -418,3 +418,33 @@ def test_progress_bar_only_on_a_terminal() -> None:
             bar.advance()
         bar.close()
     assert tty.getvalue().rstrip().endswith("[" + "#" * 30 + "] 3/3") and pipe.getvalue() == ""
+
+
+def test_an_import_stopped_partway_says_so_and_running_it_again_finishes_it(tmp_path: Path) -> None:
+    """A store failure in the middle of an import (here: a reembed started meanwhile refuses the rows) is not
+    reported as "Nothing was written": the agents and blocks before it were. The same import run again completes
+    without storing anything twice."""
+    from tiermem.base.errors import StoreBusyError
+    from tiermem.domain.maintenance import reembed
+    from tiermem.store import Store
+
+    source = fresh(tmp_path, "source")
+    agent = source.ensure_agent("default").id
+    source.archive.insert(agent, "Otters hold hands while they sleep")
+    source.archive.log_messages(agent, [{"role": "user", "content": "I love sea otters"}])
+    backup = tmp_path / "backup.jsonl"
+    run_export(source, fmt="jsonl", output=str(backup), vectors=False)
+    target = fresh(tmp_path, "target")
+    settings = load_settings(data_dir=tmp_path / "target", embedding_model="hashing")
+    Store.for_reembed(settings.store_uri()).reembed.begin("hashing-384", 384)
+    with pytest.raises(StoreBusyError) as stopped:
+        run_import(target, backup, fmt="auto", agent="default", rename=None, replace=False)
+    text = str(stopped.value)
+    assert "stopped partway" in text and "Nothing was written" not in text and "This step wrote nothing" in text
+    assert "run the same import again" in text
+    assert target.core.all_rows("blocks")  # written before the failure (the agent row comes last)
+    reembed(settings)  # the reembed finishes; the import is run again
+    again = open_memory(settings)
+    run_import(again, backup, fmt="auto", agent="default", rename=None, replace=False)
+    assert [p.content for p in again.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+    assert again.archive.store.rows.count("messages") == 1

@@ -370,3 +370,20 @@ def test_the_lancedb_core_never_answers_reads_on_the_spot(memory: Memory) -> Non
     agent = memory.ensure_agent("default").id
     answered = memory.read_now(lambda: memory.block(agent, "human").label)
     assert answered == (("human",) if memory.core.name == "sqlite" else None)
+
+
+def test_two_creations_of_one_agent_name_at_once_make_one_agent(memory: Memory) -> None:
+    """Two `tiermem agents create proj` at once both pass the name check before either inserts; the core's insert
+    checks again in one step (a SQLite transaction, the object store's agent-names lease): the second is refused and
+    leaves no blocks behind."""
+    from tiermem.base.records import Agent, new_id, now
+
+    first = memory.create_agent("proj")
+    blocks = len(memory.core.all_rows("blocks"))
+    late = Agent(id=new_id("agent"), name="proj", system="", created_at=now(), updated_at=now())
+    with pytest.raises(ValidationError, match="already exists"):
+        memory.core.insert_agent(late)  # what the second creation reaches once past its check
+    with pytest.raises(ValidationError, match="already exists"):
+        memory.create_agent("proj", stable=True)  # a stable id skips the check: refused at the insert
+    assert [a.id for a in memory.list_agents() if a.name == "proj"] == [first.id]
+    assert len(memory.core.all_rows("blocks")) == blocks  # the refused creation's blocks were removed

@@ -69,6 +69,11 @@ class SchemaError(StoreError):
     """The data directory was written by another schema version or another embedding model."""
 
 
+class ReembedUnfinishedError(SchemaError):
+    """A ``tiermem reembed`` is rebuilding the store's vectors, or was interrupted doing so: its tables may hold
+    vectors of two models, so the store is not opened (nor written) until a reembed finishes."""
+
+
 class NotOpenError(TiermemError):
     """A part of memory the operation needs (recall and archival) is not open in this process."""
 

@@ -50,9 +50,10 @@ def write_text_atomically(
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
     """An exclusive lock on the file ``path`` (created, with its directory, if missing) among this machine's
-    processes, held inside; no lock where the system has no ``fcntl`` (not POSIX). ``OSError`` if it cannot be made."""
+    processes, held inside; ``shared``: a shared lock (held by any number at once, never with an exclusive one). No
+    lock where the system has no ``fcntl`` (not POSIX). ``OSError`` if it cannot be made."""
     try:
         import fcntl
     except ImportError:
@@ -60,7 +61,7 @@ def locked(path: Path) -> Iterator[None]:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -26,6 +26,8 @@ UPKEEP_LEASE = f"{ROOT}/leases/upkeep.json"
 LEASE_SECONDS = 600.0  # longer than an upkeep takes (a compaction and the index updates of every table)
 CREATE_LEASE = f"{ROOT}/leases/create.json"
 CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a few seconds on a slow store)
+AGENT_NAMES_LEASE = f"{ROOT}/leases/agent-names.json"  # held while an agent's name is checked and its object created
+AGENT_NAMES_SECONDS = 30.0  # longer than a listing of the agents and one PUT take
 WRITE_SECONDS = 120.0  # longer than the few commits of a write held under ``Connection.exclusive`` take
 
 

@@ -30,6 +30,7 @@ from . import object_history as segments
 from . import object_rows
 from .bucket import Bucket
 from .history import checkpoint, encode, replay, rewrite
+from .lease import AGENT_NAMES_LEASE, AGENT_NAMES_SECONDS, Lease
 from .object_cache import ObjectCache
 from .object_layout import (
     AGENTS,
@@ -65,7 +66,7 @@ from .object_layout import (
 )
 from .object_requests import OLD_REQUESTS_SECONDS, Requests
 from .protocol import FIELDS
-from .rows import CoreRow, window_from_row, window_row
+from .rows import CoreRow, name_taken, window_from_row, window_row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,7 +181,11 @@ class ObjectCore:
         return found[0]
 
     def insert_agent(self, agent: Agent) -> None:
-        self.bucket.create(agent_path(agent.id), agent_json(agent))
+        names = Lease(self.bucket, AGENT_NAMES_LEASE, AGENT_NAMES_SECONDS)
+        with names.waiting(timeout=AGENT_NAMES_SECONDS * 1.5, doing="creating an agent"):
+            if any(a.name == agent.name and a.id != agent.id for a in self.list_agents()):
+                raise name_taken(agent.name)
+            self.bucket.create(agent_path(agent.id), agent_json(agent))
 
     def update_agent(self, agent: Agent) -> None:
         self.cache.update(

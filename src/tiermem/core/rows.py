@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, cast
 
-from ..base.errors import StoreError
+from ..base.errors import StoreError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
 
 # table -> unique key. Row shapes (``FIELDS``, typed below) are the same in every core implementation (the LanceDB
@@ -301,3 +301,8 @@ def result_from_row(r: Mapping[str, Any]) -> StoredResult:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"An idempotency record is malformed ({exc!r}); nothing was written from it.") from exc
+
+
+def name_taken(name: str) -> ValidationError:
+    """The refusal of a second agent named ``name`` (``CoreStore.insert_agent``, both backends)."""
+    return ValidationError(f"An agent named {name!r} already exists; choose another name.")

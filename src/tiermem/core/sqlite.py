@@ -34,6 +34,7 @@ from .rows import (
     attachment_row,
     block_from_row,
     block_row,
+    name_taken,
     result_from_row,
     result_row,
     rows_of,
@@ -307,7 +308,10 @@ class SqliteCore:
         return agent_from_row(row)
 
     def insert_agent(self, agent: Agent) -> None:
-        with self._tx() as conn:
+        with self._tx() as conn:  # BEGIN IMMEDIATE: no other process writes between the check and the insert
+            taken = conn.execute("SELECT 1 FROM agents WHERE name = ? AND id != ?", (agent.name, agent.id)).fetchone()
+            if taken is not None:
+                raise name_taken(agent.name)
             insert_rows(conn, "agents", [agent_row(agent)])
             self._cache = None
 

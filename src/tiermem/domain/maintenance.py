@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import SchemaError, TiermemError
+from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -60,12 +60,12 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
     try:
         memory = open_memory(settings, start_embedder=False)
     except SchemaError as exc:
-        check(
-            "schema",
-            False,
-            str(exc),
-            "run `tiermem reembed` to switch models, or configure the model the store was built with",
+        fix = (
+            "if no `tiermem reembed` is running, run it again with the same --embedding-model: it finishes the job"
+            if isinstance(exc, ReembedUnfinishedError)
+            else "run `tiermem reembed` to switch models, or configure the model the store was built with"
         )
+        check("schema", False, str(exc), fix)
         return _report(checks, as_json)
     except TiermemError as exc:
         check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
@@ -288,7 +288,7 @@ def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) ->
     model, since every later command would refuse the new vectors."""
     from ..base.errors import ConfigError
     from ..embedding.embedders import make_embedder
-    from ..store import Store
+    from ..store import SEARCHABLE, Store
 
     cache = settings.model_cache_dir()
     wanted = settings.embedding_model or "default"
@@ -303,8 +303,9 @@ def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) ->
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
     embedder.wait(None)
+    store.reembed.begin(embedder.name, embedder.dim)  # from here on, other processes neither open nor write it
     total = 0
-    for table in ("messages", "passages"):
+    for table in SEARCHABLE:
         rows = store.rows.all_rows(table)
         started = time.perf_counter()
         for start in range(0, len(rows), 128):
@@ -313,8 +314,10 @@ def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) ->
             for r, v in zip(batch, vectors, strict=True):
                 r["vector"] = [float(x) for x in v]
             progress(min(start + 128, len(rows)), len(rows), f"re-embedding {table}", started)
-        store.reembed.replace_vectors(table, rows, embedder.name, embedder.dim)
-        total += len(rows)
+        late = store.reembed.replace_vectors(table, rows, embedder.dim, embedder.embed_blocking)
+        if late:
+            print(f"re-embedded {late} row(s) of {table} written meanwhile", file=sys.stderr)
+        total += len(rows) + late
     store.reembed.finish_reembed(embedder.name, embedder.dim)
     print(
         f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}; "

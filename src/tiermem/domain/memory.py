@@ -308,9 +308,18 @@ class Memory:
         return self.ensure_agent(name) if name == DEFAULT_AGENT else self.get_agent(name)
 
     def ensure_agent(self, name: str, *, blocks: Sequence[BlockSpec] | None = None) -> Agent:
-        """The agent named ``name``, created on first use with ``blocks`` (default: the default blocks)."""
+        """The agent named ``name``, created on first use with ``blocks`` (default: the default blocks); if another
+        process created it meanwhile (under another id), that one."""
         agent = self.core.find_agent(name)
-        return agent if agent is not None else self.create_agent(name, stable=True, blocks=blocks)
+        if agent is not None:
+            return agent
+        try:
+            return self.create_agent(name, stable=True, blocks=blocks)
+        except ValidationError:
+            agent = self.core.find_agent(name)
+            if agent is None:
+                raise
+            return agent
 
     def create_agent(
         self,
@@ -346,7 +355,11 @@ class Memory:
             block_id = stable_id("block", agent.id, spec.label) if stable else new_id("block")
             self._insert_block(block_id, spec, actor="system")
             self.core.attach(agent.id, block_id)
-        self.core.insert_agent(agent)
+        try:
+            self.core.insert_agent(agent)  # refused if another process created an agent of this name meanwhile
+        except ValidationError:
+            self.core.delete_agent(agent.id)  # the blocks made for it, which no agent can reach
+            raise
         return self.core.get_agent(agent.id)
 
     def set_agent_metadata(self, agent_id: str, updates: dict[str, str], *, system: str | None = None) -> Agent:

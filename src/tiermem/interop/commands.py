@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import TiermemError, ValidationError
+from ..base.errors import StoreError, TiermemError, ValidationError
 from ..base.files import write_atomically
 from ..base.records import check_text
 from . import af_export, agentfile, backup, importers, memfs
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from ..domain.memory import Memory
 
 FORMATS = ("auto", "af", "jsonl", "memory-graph", "memories", "memfs")
+# What a store error says of the one write or read it was: true of that step, not of an import that failed partway.
+_NOTHING = re.compile(r"\b([Nn])othing was (?:written|changed)")
 
 
 def detect(path: Path) -> str:
@@ -33,6 +36,21 @@ def detect(path: Path) -> str:
 
 
 def run_import(
+    memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool
+) -> dict[str, Any]:
+    """Import ``path`` (``fmt``, or detected). A store failure partway is reported as one: the steps before it wrote
+    what they wrote, and every format's import is safe to run again (it skips what is already there)."""
+    try:
+        return _run_import(memory, path, fmt=fmt, agent=agent, rename=rename, replace=replace)
+    except StoreError as exc:
+        step = _NOTHING.sub(lambda m: f"{'T' if m.group(1) == 'N' else 't'}his step wrote nothing", str(exc))
+        raise type(exc)(
+            f"The import of {path} stopped partway: {step} What the import wrote before this failure is kept; once "
+            "it is fixed, run the same import again: it skips what is already there and writes the rest."
+        ) from exc
+
+
+def _run_import(
     memory: Memory, path: Path, *, fmt: str, agent: str, rename: str | None, replace: bool
 ) -> dict[str, Any]:
     kind = detect(path) if fmt == "auto" else fmt

@@ -22,14 +22,24 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from ..base.errors import SchemaError, StoreError
+from ..base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError, StoreError
 from ..base.files import locked
 from ..base.records import new_id, now
 from .boundary import library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter
-from .schemas import REEMBED_SUFFIX, SCHEMA_VERSION, SEARCHABLE, migrate, table_names, table_schemas
+from .schemas import (
+    REEMBED_LOCK_FILE,
+    REEMBED_SUFFIX,
+    REEMBEDDING,
+    SCHEMA_VERSION,
+    SEARCHABLE,
+    migrate,
+    table_names,
+    table_schemas,
+)
 
+REMOTE_WRITABLE_TTL = 2.0  # s a passed check_writable is trusted on object storage (one bucket request saved a write)
 lancedb = import_lancedb()  # the package's only import of lancedb at module level: see loading.py
 log = logging.getLogger(__name__)
 
@@ -106,7 +116,9 @@ class ConnectionOptions(TypedDict, total=False):
     the later creation replace the earlier one and every row written to it meanwhile). None: a lock file in the
     directory for a local store; nothing for object storage (the composition passes a lease object there).
     ``leases``: name -> a lock held by one replica at a time on object storage (a lease object; ``exclusive``); None:
-    a lock file in the directory for a local store, nothing for object storage."""
+    a lock file in the directory for a local store, nothing for object storage.
+    ``reembedding``: the connection of ``tiermem reembed``, which opens a store another reembed left unfinished (any
+    other connection refuses it: ``ReembedUnfinishedError``)."""
 
     storage_options: dict[str, str] | None
     optimize_every: int
@@ -118,6 +130,7 @@ class ConnectionOptions(TypedDict, total=False):
     version_retention: timedelta | None
     creation_lock: Callable[[], AbstractContextManager[object]] | None
     leases: Callable[[str], AbstractContextManager[object]] | None
+    reembedding: bool
 
 
 class Connection:
@@ -157,6 +170,8 @@ class Connection:
         self.upkeep_lease: Callable[[], AbstractContextManager[bool]] | None = None
         self._creation_lock = options.get("creation_lock")
         self._leases = options.get("leases")
+        self._reembedding = options.get("reembedding", False)
+        self._writable_at = -REMOTE_WRITABLE_TTL  # when check_writable last passed (object storage trusts it a while)
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.tail: dict[str, int] = {}  # table -> this process's commits to it since the last upkeep was started
         self.lost_ms = 0.0  # search time taken to be lost to those commits' fragments since then (``searched``)
@@ -400,11 +415,56 @@ class Connection:
         return self._locked_directory(f".tiermem-{name}.lock")
 
     @contextmanager
-    def _locked_directory(self, name: str = CREATION_LOCK_FILE) -> Iterator[None]:
+    def writing(self, table: str) -> Iterator[None]:
+        """Held around each commit to a searchable table: refused (``check_writable``) while a reembed rewrites the
+        tables, or once one has switched the store to another model since this process opened it. On a local store
+        the check and the commit hold the reembed lock shared, so a reembed's start (``reembed_lock``) waits for
+        every commit under way, and none comes after it unchecked; object storage has no shared lock: a reembed
+        there merges what was committed while it read (``Reembed.replace_vectors``)."""
+        if table not in SEARCHABLE:
+            yield
+            return
+        with self.reembed_lock(shared=True):
+            self.check_writable(table)
+            yield
+
+    def reembed_lock(self, *, shared: bool) -> AbstractContextManager[object]:
+        """The reembed lock: shared by writers, exclusive while a reembed marks the store (local stores only)."""
+        if self.remote:
+            return nullcontext()
+        return self._locked_directory(REEMBED_LOCK_FILE, shared=shared)
+
+    def check_writable(self, table: str) -> None:
+        """Refuse a write to ``table`` while a reembed is under way (or was interrupted), or when the store records
+        another model than this process embeds with (a reembed finished since it opened the store). On object storage
+        reading the meta table's version is a request to the bucket: a check that passed is trusted for
+        ``REMOTE_WRITABLE_TTL`` s (a reembed there waits that long after marking the store, and merges what was
+        committed while it read)."""
+        if self.remote and time.monotonic() - self._writable_at < REMOTE_WRITABLE_TTL:
+            return
+        meta = {r["key"]: r["value"] for r in self.snapshot("meta")}
+        if meta.get(REEMBEDDING):
+            raise StoreBusyError(
+                f"`tiermem reembed` is rebuilding every vector of {self.uri} with {meta[REEMBEDDING]}, or was "
+                f"interrupted doing so; writes to {table} wait for it. Nothing was written: try again once it has "
+                "finished (if no reembed is running, run `tiermem reembed` again to finish it)."
+            )
+        recorded = (meta.get("embedding_model"), meta.get("embedding_dim"))
+        if recorded != (self.embedding_model, str(self.embedding_dim)):
+            raise SchemaError(
+                f"The vectors of {self.uri} were rebuilt with {recorded[0]} (dim {recorded[1]}) by `tiermem reembed` "
+                f"after this process opened it with {self.embedding_model} (dim {self.embedding_dim}); its vectors "
+                f"would not match. Nothing was written to {table}: restart this process (a server: restart it) so "
+                "it uses the recorded model."
+            )
+        self._writable_at = time.monotonic()
+
+    @contextmanager
+    def _locked_directory(self, name: str = CREATION_LOCK_FILE, *, shared: bool = False) -> Iterator[None]:
         path = Path(self.uri.removeprefix("file://")) / name
         with ExitStack() as held:
             try:
-                held.enter_context(locked(path))
+                held.enter_context(locked(path, shared=shared))
             except OSError as exc:
                 raise StoreError(
                     f"Could not open the lock file {path}: {exc}. Check that the data directory is "
@@ -466,6 +526,13 @@ class Connection:
             )
         if version < SCHEMA_VERSION:
             self._migrate()
+        if meta.get(REEMBEDDING) and not self._reembedding:
+            raise ReembedUnfinishedError(
+                f"A `tiermem reembed` to {meta[REEMBEDDING]} is rebuilding the vectors of {self.uri}, or was "
+                "interrupted doing so: its tables may hold vectors of two models, and a search would rank with the "
+                "wrong one. Wait for it to finish; if none is running, run `tiermem reembed` again (with the same "
+                "--embedding-model) to finish it."
+            )
         if meta.get("embedding_model") != self.embedding_model or meta.get("embedding_dim") != str(self.embedding_dim):
             raise SchemaError(
                 f"The data directory {self.uri!r} holds vectors of embedding model "

@@ -85,7 +85,8 @@ class Purge:
                 for column in ("_distance", "_rowaddr", "_rowid"):
                     r.pop(column, None)
             if rows:  # the same rows, written anew: a concurrent writer's change to one is a conflict, tried again
-                t.merge_insert(key).when_matched_update_all().execute(rows)
+                with self.conn.writing(table):
+                    t.merge_insert(key).when_matched_update_all().execute(rows)
             return len(rows)
 
         return commit_with_retries(self.conn.uri, f"the rows kept beside forgotten ones in {table}", attempt)

@@ -1,16 +1,26 @@
 """``Reembed``: a searchable table rewritten with new vectors under a temporary name, then swapped in; a swap a
-crash interrupted is finished when the store next opens (``connection.finish_swap``)."""
+crash interrupted is finished when the store next opens (``connection.finish_swap``).
+
+The store is marked (meta ``reembedding``) before the first table is rewritten and unmarked last, once the new model
+is recorded: while it is marked, no other connection opens it and every write to a searchable table is refused
+(``Connection.writing``), so no table ever holds vectors of two models unnoticed and no write lands in a table about
+to be replaced. Rows committed between the read of a table and its swap (possible on object storage, where writers
+cannot hold a shared lock) are merged in, embedded too (``replace_vectors``)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from .boundary import library
-from .connection import Connection, finish_swap
-from .schemas import REEMBED_SUFFIX, SEARCHABLE, table_schemas
+from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap
+from .schemas import REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
 from .tables import Rows
+
+Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
 
 class Reembed:
@@ -19,20 +29,47 @@ class Reembed:
     def __init__(self, conn: Connection, rows: Rows) -> None:
         self.conn, self.rows = conn, rows
 
-    def replace_vectors(self, table: str, rows: list[dict[str, Any]], model: str, dim: int) -> None:
-        """Write ``rows`` (with new vectors) as ``table``; a crash midway is finished on next open."""
+    def begin(self, model: str, dim: int) -> None:
+        """Mark the store as being re-embedded with ``model`` (before any table is rewritten). On a local store the
+        mark is written under the reembed lock held exclusively: every commit under way finishes first, and every
+        later one sees the mark and is refused."""
+        with self.conn.reembed_lock(shared=False):
+            self.conn.set_meta(REEMBEDDING, f"{model} (dim {dim})")
+        if self.conn.remote:  # writers there trust a passed check that long: let every such write see the mark
+            time.sleep(REMOTE_WRITABLE_TTL)
+
+    def replace_vectors(self, table: str, rows: list[dict[str, Any]], dim: int, embed: Embed) -> int:
+        """Write ``rows`` (read earlier, now with new vectors) as ``table``; a crash midway is finished on next open.
+        The table is read again first: rows committed since ``rows`` were read are embedded (``embed``) and kept,
+        rows deleted since are left out. Returns the rows embedded that way."""
         schema = table_schemas(dim)[table]
+        columns = [f.name for f in schema if f.name != "vector"]
+        current = self.conn.rows(table, columns=columns, latest=True)
+        read = {r["id"]: r for r in rows}
+        todo = []
+        for r in current:
+            earlier = read.get(r["id"])
+            if earlier is not None and earlier["content"] == r["content"]:
+                r["vector"] = earlier["vector"]
+            else:
+                todo.append(r)
+        for start in range(0, len(todo), 128):
+            batch = todo[start : start + 128]
+            for r, v in zip(batch, embed([r["content"] for r in batch]), strict=True):
+                r["vector"] = [float(x) for x in v]
         tmp = f"{table}{REEMBED_SUFFIX}"
         with library(self.conn.uri, f"the re-embedded {table} table", writing=True):
-            data = pa.Table.from_pylist(rows, schema=schema)
+            data = pa.Table.from_pylist(current, schema=schema)
             self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
             finish_swap(self.conn.db, self.conn.uri, table)
             self.conn.tables[table] = self.conn.db.open_table(table)
+        return len(todo)
 
     def finish_reembed(self, model: str, dim: int) -> None:
-        """Record the new model in the meta table once every searchable table was swapped."""
+        """Record the new model once every searchable table was swapped, then clear the mark (last)."""
         self.conn.set_meta("embedding_model", model)
         self.conn.set_meta("embedding_dim", str(dim))
+        self.conn.embedding_model, self.conn.embedding_dim = model, dim
         for table in SEARCHABLE:
             self.rows.settle_unembedded(table)
-        self.conn.embedding_model, self.conn.embedding_dim = model, dim
+        self.conn.set_meta(REEMBEDDING, "")

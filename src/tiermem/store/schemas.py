@@ -164,6 +164,10 @@ RESULT_COLUMNS = {
 }
 MESSAGE_COLUMNS = ("id", "agent_id", "conversation_id", "seq", "role", "content", "payload", "created_us", "project")
 REEMBED_SUFFIX = "__reembed"
+# The meta key a ``tiermem reembed`` sets before it rewrites any table ("<model> (dim <n>)") and empties last, once the
+# new model is recorded: while it is set the tables may hold vectors of two models (``Connection.check_writable``).
+REEMBEDDING = "reembedding"
+REEMBED_LOCK_FILE = ".tiermem-reembed.lock"  # a local store's writers hold it shared, a reembed's start exclusive
 UNEMBEDDED_PREFIX = "unembedded:"
 
 

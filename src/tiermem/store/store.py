@@ -72,4 +72,5 @@ class Store:
             embedding_model=meta.get("embedding_model", ""),
             embedding_dim=int(meta.get("embedding_dim", "384")),
             storage_options=storage_options,
+            reembedding=True,
         )

@@ -99,9 +99,10 @@ class Rows:
         """One append of ``rows`` to ``table``, tried again on commit conflicts without doubling a row."""
 
         def attempt(n: int) -> None:
-            todo = rows if n == 0 else self._not_stored(table, rows)
-            if todo:
-                self.conn.tables[table].add(todo)
+            with self.conn.writing(table):
+                todo = rows if n == 0 else self._not_stored(table, rows)
+                if todo:
+                    self.conn.tables[table].add(todo)
 
         commit_with_retries(self.conn.uri, "rows", attempt)
         self.conn.wrote(len(rows), table)
@@ -122,7 +123,8 @@ class Rows:
         """Insert the rows whose ``key`` is not stored yet (restores and imports are re-runnable); returns rows inserted."""
         if not rows:
             return 0
-        result = self.conn.tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
+        with self.conn.writing(table):
+            result = self.conn.tables[table].merge_insert(key).when_not_matched_insert_all().execute(list(rows))
         self.conn.wrote(1, table)
         if table in SEARCHABLE and any(r.get("vector") is None for r in rows):
             self.mark_unembedded(table)
@@ -133,9 +135,10 @@ class Rows:
         """Insert ``rows``, replacing the stored rows with the same ``key`` (folders and files: one commit)."""
         if not rows:
             return
-        self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
-            list(rows)
-        )
+        with self.conn.writing(table):
+            self.conn.tables[table].merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(
+                list(rows)
+            )
         self.conn.wrote(1, table)
 
     @reads("rows")
@@ -158,7 +161,8 @@ class Rows:
         t = self.conn.tables[table]
         before = t.count_rows(text)
         if before:
-            t.delete(text)
+            with self.conn.writing(table):
+                t.delete(text)
             self.conn.wrote()
         return int(before)
 
@@ -173,7 +177,8 @@ class Rows:
             r.pop("_distance", None)
             r["vector"] = vectors[r["id"]]
         if rows:
-            t.merge_insert("id").when_matched_update_all().execute(rows)
+            with self.conn.writing(table):
+                t.merge_insert("id").when_matched_update_all().execute(rows)
             self.conn.wrote(len(rows), table)
 
     @reads("rows without vectors")

@@ -1,0 +1,78 @@
+"""`tiermem reembed` against other writers and interruptions: every searchable table re-embedded (folder files
+too), no write lost or silently mixed with another model's vectors, an unfinished reembed never taken for a whole
+store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import Settings, load_settings
+from tiermem.base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError
+from tiermem.domain.factory import open_memory
+from tiermem.domain.maintenance import doctor, reembed
+from tiermem.embedding.embedders import make_embedder
+from tiermem.store import Store
+
+
+def _switched(settings: Settings) -> Settings:
+    return load_settings(data_dir=settings.data_dir, embedding_model="hashing-256", tools=["all"])
+
+
+def test_reembed_rewrites_folder_file_chunks_too(settings: Settings) -> None:
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("docs")
+    memory.files.upload("docs", "plan.txt", b"Plan: migrate the billing service in March.\n")
+    memory.files.attach(agent, "docs")
+    reembed(_switched(settings))
+    after = open_memory(_switched(settings))
+    assert "plan.txt" in after.semantic_search_files(agent, "billing migration", 5)
+    after.files.upload("docs", "budget.txt", b"Budget review notes.\n")  # embedded with the new model, stored
+    assert {f.name: f.status for f in after.files.files("docs")} == {"plan.txt": "completed", "budget.txt": "completed"}
+
+
+def test_writes_are_refused_while_a_reembed_runs_and_after_it_switched_models(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = open_memory(settings)  # a server that opened the store before the reembed
+    agent = running.ensure_agent("default").id
+    running.archive.insert(agent, "Otters hold hands while they sleep")
+    store = Store.for_reembed(settings.store_uri())
+    store.reembed.begin("hashing-256", 256)  # what `tiermem reembed` does first (or all an interrupted one did)
+    with pytest.raises(StoreBusyError, match="tiermem reembed"):
+        running.archive.insert(agent, "a fact remembered meanwhile")
+    with pytest.raises(StoreBusyError, match="tiermem reembed"):
+        running.archive.log_messages(agent, [{"role": "user", "content": "hello"}])
+    with pytest.raises(ReembedUnfinishedError, match="run `tiermem reembed` again"):
+        open_memory(settings)  # no other process opens a store that may hold two models' vectors
+    assert doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] schema" in out and "hashing-256" in out and "run it again" in out
+    reembed(_switched(settings))  # a reembed started again finishes the job
+    assert doctor(_switched(settings)) == 0
+    with pytest.raises(SchemaError, match="restart this process"):  # its vectors would be of the old model
+        running.archive.insert(agent, "a fact remembered after")
+    after = open_memory(_switched(settings))
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+
+
+def test_rows_committed_during_a_reembed_are_merged_into_the_new_table(settings: Settings, tmp_path: Path) -> None:
+    """On object storage a write can land between a reembed's read of a table and its swap (no shared lock there):
+    the swap keeps it, embedded with the new model, and leaves out rows deleted meanwhile."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    first, second = memory.archive.insert(agent, "first fact")[0], memory.archive.insert(agent, "second fact")[0]
+    store = Store.for_reembed(settings.store_uri())
+    new = make_embedder("hashing-256", tmp_path)
+    rows = store.rows.all_rows("passages")  # the reembed's read ...
+    for r, v in zip(rows, new.embed_blocking([r["content"] for r in rows]), strict=True):
+        r["vector"] = v
+    late = memory.archive.insert(agent, "a fact remembered while it embedded")[0]  # ... then other writers
+    memory.archive.delete(agent, first)
+    assert store.reembed.replace_vectors("passages", rows, new.dim, new.embed_blocking) == 1
+    stored = {r["id"]: r for r in store.rows.all_rows("passages")}
+    assert set(stored) == {second, late}
+    assert all(len(r["vector"]) == 256 for r in stored.values())
+    assert stored[late]["vector"] == pytest.approx(new.embed_blocking(["a fact remembered while it embedded"])[0])

@@ -455,7 +455,14 @@ def test_callers_do_not_reach_past_memory_into_the_store() -> None:
     assert problems == []
 
 
-SDK_PRIVATE = {"_lowlevel_server", "_tool_manager", "_connection", "_handle_discover", "_context_streams"}
+SDK_PRIVATE = {
+    "_lowlevel_server",
+    "_tool_manager",
+    "_connection",
+    "_handle_discover",
+    "_context_streams",
+    "_admit_session",
+}
 
 
 def sdk_reaches_in(source: str) -> list[str]:

@@ -3,7 +3,9 @@ through a real in-process MCP client on the real server."""
 
 from __future__ import annotations
 
+import gc
 import threading
+from types import SimpleNamespace
 from urllib.parse import unquote, urlsplit
 
 import anyio
@@ -229,6 +231,21 @@ async def test_completions_and_logging_declared_to_legacy_clients(settings: Sett
         assert (await c.complete(template, {"name": "label", "value": "hu"})).completion.values == ["human"]
 
 
+async def test_a_closed_connection_is_not_kept_alive_by_its_log_level(settings: Settings) -> None:
+    from mcp.server.connection import Connection
+
+    def connections() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, Connection))
+
+    server = serve_in_process(settings)
+    before = connections()
+    for level in ("debug", "error", "info"):
+        async with Client(server, cache=None, mode="legacy") as c:
+            await c.set_logging_level(level)
+    assert connections() == before
+
+
 def _gated_server(settings: Settings):  # type: ignore[no-untyped-def]
     """The real server whose store opens only when ``gate`` is set: a call made before that waits for it."""
     from tiermem.cli.main import open_memory
@@ -271,7 +288,7 @@ def test_client_levels_filter_by_severity() -> None:
     from tiermem.server.clientlog import DEFAULT_LEVEL, ClientLevels, _Sink
 
     levels = ClientLevels()
-    session, other = object(), object()
+    session, other = SimpleNamespace(state={}), SimpleNamespace(state={})  # as connections: their scratch state
     assert levels.get(session) == DEFAULT_LEVEL == "warning"
     levels.set(session, "error")
     assert levels.get(session) == "error" and levels.get(other) == "warning"

@@ -103,6 +103,7 @@ OWNER_MODULES = {
         "server.letta_memory_tool",
         "server.events",
         "server.completion",
+        "server.protocol_errors",
         "process.shutdown",
         "process.oauth",  # the SDK's auth models: AccessToken, protected resource metadata, the principal
         "process.oauth_settings",  # the SDK's well-known path of the resource metadata

@@ -41,6 +41,7 @@ from .notifier import (
     register_legacy_subscriptions,
     uri_labels,
 )
+from .protocol_errors import clear_errors
 from .registry import (
     PRESETS,
     TOOL_GROUPS,
@@ -332,7 +333,13 @@ def build_server(
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
         middleware=[
             cast("ServerMiddleware[Any]", m)
-            for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))
+            for m in (
+                *middleware,
+                clear_errors(),
+                first_answer(runtime),
+                levels.middleware(),
+                current_instructions(instruct),
+            )
         ],
         extensions=list(extensions),
         subscriptions=notifier.bus,

@@ -11,8 +11,8 @@ from urllib.parse import unquote, urlsplit
 import anyio
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import PromptReference, ResourceTemplateReference
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
 
 from tiermem.base.config import Settings
 from tiermem.server.app import BLOCK_URI
@@ -216,10 +216,28 @@ async def test_completions_for_block_labels(settings: Settings) -> None:
         prompt = PromptReference(type="ref/prompt", name="memory_block")
         r = await c.complete(prompt, {"name": "label", "value": "h"})
         assert r.completion.values == ["human", "system/human/family"]
-        r = await c.complete(PromptReference(type="ref/prompt", name="memory_system"), {"name": "label", "value": ""})
-        assert r.completion.values == []
         got = await c.get_prompt("memory_block", {"label": "notes/projects"})
         assert "<notes/projects>" in got.messages[0].content.text
+        # A template argument without completions: none. What the server does not have: -32602, saying what it has.
+        period = ResourceTemplateReference(type="ref/resource", uri="memory://timeline/{period}")
+        assert (await c.complete(period, {"name": "period", "value": "2"})).completion.values == []
+        wrong = [
+            (PromptReference(type="ref/prompt", name="nope"), "label", "No prompt 'nope'", "memory_block"),
+            (PromptReference(type="ref/prompt", name="memory_system"), "label", "has no argument", "no arguments"),
+            (prompt, "lable", "has no argument 'lable'", "it takes label"),
+            (
+                ResourceTemplateReference(type="ref/resource", uri="memory://x/{y}"),
+                "y",
+                "No resource template",
+                BLOCK_URI,
+            ),
+            (template, "name", "has no argument 'name'", "it takes label"),
+        ]
+        for ref, argument, problem, hint in wrong:
+            with pytest.raises(MCPError) as refused:
+                await c.complete(ref, {"name": argument, "value": ""})
+            assert refused.value.error.code == INVALID_PARAMS
+            assert problem in refused.value.error.message and hint in refused.value.error.message
 
 
 async def test_completions_and_logging_declared_to_legacy_clients(settings: Settings) -> None:

@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp import types as t
+from mcp.server.validation import validate_tool_use_result_messages
 
+from tiermem.agent.context import WARNING
+from tiermem.agent.sampling_provider import check_tool_messages
 from tiermem.agent.service import register_agent_chat
 from tiermem.base.config import Settings
+from tiermem.base.errors import ProviderError
+from tiermem.domain.tokens import count_tokens
 
 from .conftest import serve_in_process, text_of
 
@@ -27,15 +32,20 @@ def build(settings: Settings, **over: Any):  # type: ignore[no-untyped-def]
 
 
 class Host:
-    """A scripted host model: each answer is text or a list of (tool, input) calls."""
+    """A scripted host model: each answer is text, a list of (tool, input) calls, or a function of the request
+    that returns one. Every request it gets must be a valid one (the SDK's own SEP-1577 check, on every message)."""
 
-    def __init__(self, *answers: str | list[tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.requests: list[t.CreateMessageRequestParams] = []
 
     async def __call__(self, context: Any, params: t.CreateMessageRequestParams) -> Any:
         self.requests.append(params)
+        for end in range(1, len(params.messages) + 1):  # every message obeys SEP-1577, not only the last
+            validate_tool_use_result_messages(params.messages[:end])
         answer = self.answers.pop(0)
+        if callable(answer):
+            answer = answer(params)
         if isinstance(answer, str):
             if params.tools is None:
                 return t.CreateMessageResult(
@@ -98,3 +108,54 @@ async def test_client_without_sampling_gets_a_clear_error(settings: Settings) ->
         result = await c.call_tool("agent_chat", {"message": "hello"})
     assert result.is_error and "does not support sampling" in text_of(result)
     assert "ANTHROPIC_API_KEY" in text_of(result)
+
+
+async def test_heartbeat_and_alert_after_a_tool_result_keep_requests_valid(settings: Settings) -> None:
+    # A memgpt agent asks for a heartbeat, and its tool call fills the window past warn_at: the user turn after the
+    # tool result holds the result, the heartbeat and the memory-pressure alert. Sampling forbids text beside tool
+    # results, so the texts follow in a user message of their own; the next turn (after send_message's result) too.
+    window = 14000
+
+    def big_insert(params: t.CreateMessageRequestParams) -> list[tuple[str, dict[str, Any]]]:
+        tools = json.dumps([[x.name, x.description, x.input_schema] for x in params.tools or []])
+        used = count_tokens((params.system_prompt or "") + tools + str(params.messages))
+        # With the tool result and the loop's safety factor (1.15) the prompt lands at ~82% of the window: past
+        # warn_at (75%), short of summarize_at (90%) on the next turn too.
+        words = " ".join(["pebble"] * ((int(window * 0.66) - used) // count_tokens(" pebble")))
+        return [("archival_memory_insert", {"content": words, "request_heartbeat": True})]
+
+    host = Host(
+        big_insert,
+        [("send_message", {"message": "Saved."})],
+        [("send_message", {"message": "Hello again."})],
+    )
+    s = {"agent_type": "memgpt", "tools": ["minimal"], "context_window": window, "system": "You are a test agent."}
+    async with Client(build(settings, **s), mode="legacy", sampling_callback=host, sampling_capabilities=TOOLS) as c:
+        first = await c.call_tool("agent_chat", {"message": "Keep these notes", "conversation_id": "hb"})
+        assert not first.is_error and text_of(first) == "Saved.", text_of(first)
+        second = await c.call_tool("agent_chat", {"message": "Hi", "conversation_id": "hb"})
+        assert not second.is_error and text_of(second) == "Hello again.", text_of(second)
+    results, texts = (m.content_as_list for m in host.requests[1].messages[-2:])
+    assert [b.type for b in results] == ["tool_result"] and json.loads(results[0].content[0].text)["status"] == "OK"
+    heartbeat, alert = (b.text for b in texts)
+    assert json.loads(heartbeat)["type"] == "heartbeat" and alert == WARNING
+    # The next turn: send_message's result in its own message, then the user's message.
+    results, texts = (m.content_as_list for m in host.requests[2].messages[-2:])
+    assert [b.type for b in results] == ["tool_result"] and [b.text for b in texts] == ["Hi"]
+
+
+def test_an_invalid_sampling_request_is_named_as_tiermem_s_fault() -> None:
+    use = t.SamplingMessage(role="assistant", content=t.ToolUseContent(type="tool_use", id="a", name="x", input={}))
+    mixed = t.SamplingMessage(
+        role="user",
+        content=[
+            t.ToolResultContent(type="tool_result", tool_use_id="a", content=[]),
+            t.TextContent(type="text", text="and more"),
+        ],
+    )
+    later = t.SamplingMessage(role="user", content=t.TextContent(type="text", text="hi"))
+    with pytest.raises(ProviderError, match=r"bug in tiermem, not in the MCP client") as info:
+        check_tool_messages(
+            [t.SamplingMessage(role="user", content=t.TextContent(type="text", text="go")), use, mixed, later]
+        )
+    assert "message 3 of 4" in str(info.value)

@@ -131,6 +131,41 @@ def test_sse_streams_are_primed_and_resumable(http_url: str) -> None:
         assert old_first[0]["event"] == "message" and "retry" not in old_first[0]
 
 
+def replayed(client: httpx2.Client, url: str, headers: dict[str, str], last_event_id: str) -> list[dict[str, str]]:
+    """The events a resumed stream replays: every event up to the priming event the server sends once the replay is
+    done (then it waits for the stream's live events, so reading stops there)."""
+    get = {**headers, "Accept": "text/event-stream", "Last-Event-ID": last_event_id}
+    out: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    with client.stream("GET", url, headers=get) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.strip():
+                field, _, value = line.partition(":")
+                current[field] = value[1:] if value.startswith(" ") else value
+                continue
+            if current.get("data") == "" and "event" not in current:
+                return out
+            if current:
+                out.append(current)
+                current = {}
+    raise AssertionError(f"the replay ended without a priming event: {out}")
+
+
+def test_a_resumed_stream_replays_only_its_own_session_s_events(http_url: str) -> None:
+    # Both clients number their requests from 1, so both send a request 7: B, resuming its own stream 7, must get
+    # its own answer only, never A's (the SDK's stream id is the request id; the event store is per session).
+    with httpx2.Client(timeout=30) as client:
+        a, _ = session(client, http_url, "2025-11-25")
+        b, _ = session(client, http_url, "2025-11-25")
+        priming_b, pong_b = post(client, http_url, {"jsonrpc": "2.0", "id": 7, "method": "ping"}, **b)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "core_memory_view"}}
+        answer_a = post(client, http_url, call, **a)[-1]
+        assert "<memory_blocks>" in answer_a["data"]
+        got = replayed(client, http_url, b, priming_b["id"])
+        assert [(e["id"], e["data"]) for e in got] == [(pong_b["id"], pong_b["data"])]
+
+
 def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
     root, why = install()
     if root is None:
@@ -172,9 +207,10 @@ def test_official_conformance_suite(http_url: str, tmp_path: Path) -> None:
 async def test_event_store_is_bounded_and_replays_one_stream() -> None:
     from mcp.types import JSONRPCNotification
 
-    from tiermem.server.events import MemoryEventStore
+    from tiermem.server.events import EventLog
 
-    store = MemoryEventStore(max_events=4)
+    log = EventLog(max_events=5)
+    store, other = log.session(), log.session()
     sent: list[str] = []
 
     async def send(event) -> None:  # type: ignore[no-untyped-def]
@@ -186,10 +222,13 @@ async def test_event_store_is_bounded_and_replays_one_stream() -> None:
     priming = await store.store_event("a", None)
     await store.store_event("a", note(1))
     await store.store_event("b", note(2))
+    assert await other.store_event("a", note(9)) == "a:1"  # another session's stream a: ids counted per session
     await store.store_event("a", note(3))
     assert await store.replay_events_after(priming, send) == "a"
-    assert sent == ["a:2=n1", "a:4=n3"]  # only stream a's messages after the id, never a priming event
-    await store.store_event("a", note(4))  # the fifth event: the oldest (the priming event) is dropped
-    assert store.size == 4
+    assert sent == ["a:2=n1", "a:4=n3"]  # only this session's stream a after the id, never a priming event
+    assert await other.replay_events_after("a:2", send) is None  # this session's id: unknown to the other one
+    assert await other.replay_events_after("a:1", send) == "a" and len(sent) == 2  # its own a:1: nothing after it
+    await store.store_event("a", note(4))  # the sixth event: the oldest (the priming event) is dropped
+    assert log.size == 5
     assert await store.replay_events_after(priming, send) is None
     assert await store.replay_events_after("nope", send) is None

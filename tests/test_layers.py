@@ -103,6 +103,7 @@ OWNER_MODULES = {
         "server.letta_memory_tool",
         "server.events",
         "server.completion",
+        "server.protocol_errors",
         "process.shutdown",
         "process.oauth",  # the SDK's auth models: AccessToken, protected resource metadata, the principal
         "process.oauth_settings",  # the SDK's well-known path of the resource metadata
@@ -455,7 +456,14 @@ def test_callers_do_not_reach_past_memory_into_the_store() -> None:
     assert problems == []
 
 
-SDK_PRIVATE = {"_lowlevel_server", "_tool_manager", "_connection", "_handle_discover", "_context_streams"}
+SDK_PRIVATE = {
+    "_lowlevel_server",
+    "_tool_manager",
+    "_connection",
+    "_handle_discover",
+    "_context_streams",
+    "_admit_session",
+}
 
 
 def sdk_reaches_in(source: str) -> list[str]:

@@ -3,14 +3,16 @@ through a real in-process MCP client on the real server."""
 
 from __future__ import annotations
 
+import gc
 import threading
+from types import SimpleNamespace
 from urllib.parse import unquote, urlsplit
 
 import anyio
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import PromptReference, ResourceTemplateReference
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.types import INVALID_PARAMS, PromptReference, ResourceTemplateReference
 
 from tiermem.base.config import Settings
 from tiermem.server.app import BLOCK_URI
@@ -214,10 +216,28 @@ async def test_completions_for_block_labels(settings: Settings) -> None:
         prompt = PromptReference(type="ref/prompt", name="memory_block")
         r = await c.complete(prompt, {"name": "label", "value": "h"})
         assert r.completion.values == ["human", "system/human/family"]
-        r = await c.complete(PromptReference(type="ref/prompt", name="memory_system"), {"name": "label", "value": ""})
-        assert r.completion.values == []
         got = await c.get_prompt("memory_block", {"label": "notes/projects"})
         assert "<notes/projects>" in got.messages[0].content.text
+        # A template argument without completions: none. What the server does not have: -32602, saying what it has.
+        period = ResourceTemplateReference(type="ref/resource", uri="memory://timeline/{period}")
+        assert (await c.complete(period, {"name": "period", "value": "2"})).completion.values == []
+        wrong = [
+            (PromptReference(type="ref/prompt", name="nope"), "label", "No prompt 'nope'", "memory_block"),
+            (PromptReference(type="ref/prompt", name="memory_system"), "label", "has no argument", "no arguments"),
+            (prompt, "lable", "has no argument 'lable'", "it takes label"),
+            (
+                ResourceTemplateReference(type="ref/resource", uri="memory://x/{y}"),
+                "y",
+                "No resource template",
+                BLOCK_URI,
+            ),
+            (template, "name", "has no argument 'name'", "it takes label"),
+        ]
+        for ref, argument, problem, hint in wrong:
+            with pytest.raises(MCPError) as refused:
+                await c.complete(ref, {"name": argument, "value": ""})
+            assert refused.value.error.code == INVALID_PARAMS
+            assert problem in refused.value.error.message and hint in refused.value.error.message
 
 
 async def test_completions_and_logging_declared_to_legacy_clients(settings: Settings) -> None:
@@ -227,6 +247,21 @@ async def test_completions_and_logging_declared_to_legacy_clients(settings: Sett
         assert (await c.set_logging_level("debug")) is not None
         template = ResourceTemplateReference(type="ref/resource", uri=BLOCK_URI)
         assert (await c.complete(template, {"name": "label", "value": "hu"})).completion.values == ["human"]
+
+
+async def test_a_closed_connection_is_not_kept_alive_by_its_log_level(settings: Settings) -> None:
+    from mcp.server.connection import Connection
+
+    def connections() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, Connection))
+
+    server = serve_in_process(settings)
+    before = connections()
+    for level in ("debug", "error", "info"):
+        async with Client(server, cache=None, mode="legacy") as c:
+            await c.set_logging_level(level)
+    assert connections() == before
 
 
 def _gated_server(settings: Settings):  # type: ignore[no-untyped-def]
@@ -271,7 +306,7 @@ def test_client_levels_filter_by_severity() -> None:
     from tiermem.server.clientlog import DEFAULT_LEVEL, ClientLevels, _Sink
 
     levels = ClientLevels()
-    session, other = object(), object()
+    session, other = SimpleNamespace(state={}), SimpleNamespace(state={})  # as connections: their scratch state
     assert levels.get(session) == DEFAULT_LEVEL == "warning"
     levels.set(session, "error")
     assert levels.get(session) == "error" and levels.get(other) == "warning"

@@ -306,6 +306,58 @@ def test_a_malformed_stdio_line_is_answered_and_logged(tmp_path: Path) -> None:
     assert "not JSON" in done.stderr and "not a JSON-RPC 2.0 message" in done.stderr
 
 
+def test_protocol_errors_over_stdio_say_what_was_wrong(tmp_path: Path) -> None:
+    # The SDK's own -32602 for these says only "Invalid request parameters"; a list cursor it would ignore.
+    def request(id_: int, method: str, params: dict[str, object] | None = None) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params else {})})
+
+    hello = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        request(1, "tools/list"),
+        request(2, "initialize", hello),
+        request(3, "initialize", {"protocolVersion": "2025-11-25", **hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        request(4, "logging/setLevel", {"level": "loud"}),
+        request(5, "tools/call", {"arguments": {}}),
+        request(6, "tools/list", {"cursor": "bm9wZQ"}),
+        request(7, "resources/list", {"cursor": "x"}),
+        request(8, "prompts/list", {"cursor": "x"}),
+        request(9, "resources/templates/list", {"cursor": "x"}),
+        request(10, "tools/list", {"cursor": None}),
+    ]
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    replies = {}
+    try:
+        for line in lines:  # one at a time, each answer read before the next line (the notification has none)
+            server.stdin.write(line + "\n")
+            server.stdin.flush()
+            if '"id"' in line:
+                reply = json.loads(server.stdout.readline())
+                replies[reply["id"]] = reply
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    errors = {i: r["error"] for i, r in replies.items() if "error" in r}
+    assert set(errors) == {1, 2, 4, 5, 6, 7, 8, 9} and {e["code"] for e in errors.values()} == {-32602}, replies
+    assert "tools/list was sent before initialize" in errors[1]["message"]
+    assert "params.protocolVersion: Field required" in errors[2]["message"]
+    assert "params.level: Input should be 'alert'" in errors[4]["message"]
+    assert errors[4]["data"] == [{"field": "params.level", "problem": errors[4]["data"][0]["problem"]}]
+    assert "Invalid parameters for tools/call: params.name: Field required" in errors[5]["message"]
+    for i, method in enumerate(["tools/list", "resources/list", "prompts/list", "resources/templates/list"], 6):
+        assert errors[i]["message"].startswith(f"Invalid cursor for {method}: "), errors[i]
+    assert replies[3]["result"]["serverInfo"]["name"] == "tiermem" and replies[10]["result"]["tools"]
+
+
 def test_import_rename_report_blocks_help_and_lance_logs(tmp_path: Path) -> None:
     done = run(tmp_path, "import", str(FIXTURES / "customer_service.af"), "--rename", "ada-copy")
     assert done.returncode == 0, done.stderr

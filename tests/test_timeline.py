@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ValidationError
@@ -351,5 +353,6 @@ async def test_the_timeline_resources_through_a_client(settings: Settings) -> No
         assert june["total"] == 3 and [i["kind"] for i in june["items"]] == ["recall", "archival", "recall"]
         assert june["items"][0]["text"] == "Caroline: we went camping near the lake"
         assert {"camping", "lake"} & {t["term"] for t in june["rising"]}
-        with pytest.raises(Exception, match="is not a day"):
+        with pytest.raises(MCPError, match="is not a day") as bad:
             await c.read_resource("memory://timeline/june")
+        assert bad.value.error.code == INVALID_PARAMS  # the caller's mistake, as a bad block label is

@@ -11,6 +11,13 @@ Two protocol eras (see docs/MCP_SDK_NOTES.md):
 
 Clients with the ``sampling.tools`` capability get real tool definitions; others get the tools
 described in the system prompt and answer with ``<tool_call>{...}</tool_call>`` blocks.
+
+A sampling message that holds tool results holds nothing else (SEP-1577). The Messages API allows text after the
+tool results of a user turn (a heartbeat, a memory-pressure alert, the user's next message after ``send_message``),
+and the Anthropic provider sends it so; here that text follows as a second user message, which the Anthropic API
+itself merges back into one turn. (Folding it into the tool result's content would put the user's words and the
+alert's instructions where models expect untrusted tool output.) Every request is checked against the rule before
+it is sent: a request that breaks it is tiermem's fault, reported as such, never blamed on the client.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.validation import validate_tool_use_result_messages
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import (
     CreateMessageRequest,
@@ -92,6 +100,7 @@ class SamplingProvider:
         )
         if request.key in self.answers:
             return self._parse(self.answers.pop(request.key))
+        check_tool_messages(messages)
         if not self._direct:
             raise NeedsInput(request.key, CreateMessageRequest(params=params))
         try:
@@ -124,6 +133,7 @@ class SamplingProvider:
         out: list[SamplingMessage] = []
         for m in request.messages:
             blocks: list[SamplingMessageContentBlock] = []
+            results: list[ToolResultContent] = []
             for b in m["content"]:
                 if b["type"] == "text":
                     blocks.append(TextContent(type="text", text=b["text"]))
@@ -135,7 +145,7 @@ class SamplingProvider:
                         blocks.append(TextContent(type="text", text=f"<tool_call>{call}</tool_call>"))
                 elif b["type"] == "tool_result":
                     if self.native_tools:
-                        blocks.append(
+                        results.append(
                             ToolResultContent(
                                 type="tool_result",
                                 tool_use_id=b["tool_use_id"],
@@ -145,6 +155,10 @@ class SamplingProvider:
                         )
                     else:
                         blocks.append(TextContent(type="text", text=f"Tool result: {b['content']}"))
+            if results:  # the results alone in one message; the turn's text in a second user message after it
+                out.append(SamplingMessage(role=m["role"], content=list(results) if len(results) != 1 else results[0]))
+                if not blocks:
+                    continue
             out.append(SamplingMessage(role=m["role"], content=blocks if len(blocks) != 1 else blocks[0]))
         return out, system, tools
 
@@ -172,6 +186,19 @@ class SamplingProvider:
                 text = _CALL.sub("", text).strip()
         stop = "tool_use" if calls else "end_turn"
         return LLMResponse(text=text, tool_calls=tuple(calls), stop_reason=stop, usage=Usage(), model=result.model)
+
+
+def check_tool_messages(messages: list[SamplingMessage]) -> None:
+    """Every message of ``messages`` obeys the sampling tool-use rule (SEP-1577), as the SDK checks the last one
+    before sending: results alone in their message, answering exactly the calls of the message before."""
+    for end in range(1, len(messages) + 1):
+        try:
+            validate_tool_use_result_messages(messages[:end])
+        except ValueError as exc:
+            raise ProviderError(
+                f"tiermem built an invalid sampling request (message {end} of {len(messages)}: {exc}); nothing was "
+                "sent to the client. This is a bug in tiermem, not in the MCP client: please report it."
+            ) from exc
 
 
 def _validate(data: JSON) -> CreateMessageResult | CreateMessageResultWithTools:

@@ -41,6 +41,7 @@ from .notifier import (
     register_legacy_subscriptions,
     uri_labels,
 )
+from .protocol_errors import clear_errors
 from .registry import (
     PRESETS,
     TOOL_GROUPS,
@@ -332,7 +333,13 @@ def build_server(
         # plain (ctx, call_next) coroutines, which is what the SDK calls; its Protocol is invariant in the lifespan
         middleware=[
             cast("ServerMiddleware[Any]", m)
-            for m in (*middleware, first_answer(runtime), levels.middleware(), current_instructions(instruct))
+            for m in (
+                *middleware,
+                clear_errors(),
+                first_answer(runtime),
+                levels.middleware(),
+                current_instructions(instruct),
+            )
         ],
         extensions=list(extensions),
         subscriptions=notifier.bus,
@@ -445,18 +452,23 @@ def transport_app(server: TiermemServer, settings: Settings) -> Any:
                 max_request_body_size=settings.max_request_bytes,
             )
         )
-    from .events import RETRY_MS, MemoryEventStore
+    from .events import RETRY_MS, EventLog
+    from .sdk import event_store_per_session
 
     stateless = settings.http_stateless  # every POST stands alone (no session id): there is no stream to resume
-    return server.streamable_http_app(
+    events = EventLog()
+    app = server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=checked_by_guard,
         host=settings.host,
         max_request_body_size=settings.max_request_bytes,
         stateless_http=stateless,
-        event_store=None if stateless else MemoryEventStore(),
+        event_store=None if stateless else events.session(),
         retry_interval=None if stateless else RETRY_MS,
     )
+    if not stateless:  # a session resumes only its own streams (request ids repeat across sessions)
+        event_store_per_session(server, events.session)
+    return app
 
 
 def read_only_tools() -> frozenset[str]:

@@ -5,7 +5,7 @@ a request is being served (on the event loop or in its worker thread), sends the
 request's client too, if the client asked for that level:
 
 - clients on handshake-era protocol versions choose the level with ``logging/setLevel``
-  (``ClientLevels``, per connection; until they do, ``warning`` and above reach them);
+  (``ClientLevels``, in the connection's state; until they do, ``warning`` and above reach them);
 - clients on 2026-07-28 opt in per request (``_meta`` ``io.modelcontextprotocol/logLevel``); the SDK
   drops what they did not ask for.
 
@@ -85,22 +85,27 @@ async def _send(sink: _Sink, level: Level, message: str, logger: str) -> None:
 
 
 class ClientLevels:
-    """The level each handshake-era client chose with ``logging/setLevel``, keyed by its connection."""
+    """The level each handshake-era client chose with ``logging/setLevel``, kept in its connection's ``state`` (the
+    SDK's per-connection scratch space): it lasts across the connection's requests and goes with the connection, so
+    a closed connection is not kept alive by the level it chose."""
 
-    def __init__(self) -> None:
-        self._levels: dict[int, tuple[Any, Level]] = {}
+    KEY = "tiermem.log_level"
 
     @staticmethod
-    def _channel(session: Any) -> Any:
-        return connection_of(session)  # stable across requests
+    def _state(session: Any) -> dict[str, Any] | None:
+        state = getattr(connection_of(session), "state", None)  # stable across requests
+        return state if isinstance(state, dict) else None
 
     def set(self, session: Any, level: Level) -> None:
-        channel = self._channel(session)
-        self._levels[id(channel)] = (channel, level)
+        state = self._state(session)
+        if state is None:  # the SDK keeps no per-connection state: a changed SDK, tests/test_paths.py says so
+            raise TypeError(f"no per-connection state to keep the log level in on {type(session).__name__}")
+        state[self.KEY] = level
 
     def get(self, session: Any) -> Level:
-        kept = self._levels.get(id(self._channel(session)))
-        return kept[1] if kept is not None and kept[0] is self._channel(session) else DEFAULT_LEVEL
+        state = self._state(session)
+        level: Level = state.get(self.KEY, DEFAULT_LEVEL) if state is not None else DEFAULT_LEVEL
+        return level
 
     def middleware(self) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
         """Server middleware: while a request is served, ``client_log`` reaches its client."""

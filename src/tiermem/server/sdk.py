@@ -11,7 +11,9 @@ another module reaches for one:
   ``logging/setLevel``, ``server/discover``), the SDK's own ``server/discover`` answer, and the notification options
   a handshake-era client is told;
 - the tool manager: a tool's published schema, and a manager that registers the tools on first use;
-- the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC.
+- the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC;
+- the streamable-HTTP session manager's admission of a new session: each session gets its own event store (the SDK
+  hands every session the one store it was given, and a shared store would replay one session's events to another).
 """
 
 from __future__ import annotations
@@ -66,6 +68,21 @@ def set_tool_manager(server: MCPServer[Any], manager: Any) -> None:
 def schema_changed(tool: Any) -> None:
     """Forget a tool's cached output schema after its metadata was tidied (a ``cached_property``)."""
     tool.__dict__.pop("output_schema", None)
+
+
+def event_store_per_session(server: MCPServer[Any], new_store: Callable[[], Any]) -> None:
+    """Give every streamable-HTTP session ``server`` admits from now on its own event store, ``new_store()``.
+
+    The session manager reads its ``event_store`` when it admits a session (under its creation lock, before the
+    session serves anything), so setting it just before each admission scopes the store to that session."""
+    manager = server.session_manager
+    admit = manager._admit_session
+
+    def admit_with_own_store(requestor: Any) -> Any:
+        manager.event_store = new_store()
+        return admit(requestor)
+
+    manager._admit_session = admit_with_own_store  # type: ignore[method-assign]
 
 
 def context_streams(size: int) -> tuple[Any, Any]:

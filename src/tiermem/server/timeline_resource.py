@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
-from ..base.errors import TiermemError
+from ..base.errors import NotFoundError, TiermemError, ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -69,9 +69,12 @@ async def _overview(runtime: Runtime, by: str) -> str:
 
 async def _read(runtime: Runtime, op: Any, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """``op(memory, agent_id, ...)`` in a worker thread, as a JSON object; our errors become resource errors with
-    their message."""
+    their message: a period that is not one (the caller's mistake) -32602, as an unknown block label is; a store
+    that cannot be read -32603."""
     try:
         found = await runtime.call(None, op, *args, **kwargs)
+    except (ValidationError, NotFoundError) as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
     except TiermemError as exc:
         raise ResourceError(str(exc)) from exc
     out: dict[str, Any] = found.as_dict()

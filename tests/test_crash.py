@@ -103,7 +103,7 @@ def big_backup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     by_type: dict[str, list[dict[str, Any]]] = {}
-    for rec in records[1:]:
+    for rec in records[1:-1]:  # the header and the trailer (its counts, written again below) aside
         by_type.setdefault(rec["type"], []).append(rec["row"])
     msg, psg = by_type["messages"][0], by_type["passages"][0]
     by_type["messages"] = [
@@ -128,9 +128,11 @@ def big_backup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
         for i in range(PASSAGES)
     ]
     order = ["agents", "blocks", "block_history", "attachments", "messages", "passages"]
+    end = {"type": "tiermem-backup-end", "rows": {t: len(by_type.get(t, [])) for t in order}}  # the counts, last
     path.write_text(
         "\n".join(
-            json.dumps(r) for r in [records[0], *({"type": t, "row": row} for t in order for row in by_type.get(t, []))]
+            json.dumps(r)
+            for r in [records[0], *({"type": t, "row": row} for t in order for row in by_type.get(t, [])), end]
         )
         + "\n",
         encoding="utf-8",

@@ -177,6 +177,7 @@ def _populate(mem: Memory) -> str:
                 "content": "old chatter",
                 "payload": json.dumps({"kind": "user"}),
                 "timestamp": "2026-01-02T10:00:00Z",
+                "project": "/repo/x",  # a hook logged it in this project
             },
             {
                 "role": "system",
@@ -210,7 +211,7 @@ def _populate(mem: Memory) -> str:
         ],
     )
     mem.set_context_window(ContextWindow(agent.id, "default", start_seq=rows[2].seq, summary_id=rows[1].id))
-    archive.insert(agent.id, "The launch is on 3 March.", tags=["dates", "launch"])
+    archive.insert(agent.id, "The launch is on 3 March.", tags=["dates", "launch"], project="/repo/x")
     archive.insert(agent.id, "Ada prefers tea.")
     return agent.id
 
@@ -223,11 +224,11 @@ def _snapshot(mem: Memory, name: str) -> dict:
         "system": agent.system,
         "blocks": sorted((b.label, b.value, b.limit, b.description, b.read_only) for b in mem.blocks(agent.id)),
         "messages": [
-            (m.conversation_id, m.role, m.content, m.payload, m.created_at)
+            (m.conversation_id, m.role, m.content, m.payload, m.created_at, m.project)
             for m in mem.archive.rows.messages_of(agent.id)
         ],
         "window": [m.content for m in mem.in_context_messages(window)],
-        "passages": sorted((p.content, p.tags, p.created_at) for p in passages),
+        "passages": sorted((p.content, p.tags, p.created_at, p.project or "") for p in passages),
     }
 
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from tiermem.base.config import load_settings
 from tiermem.cli.main import open_memory
+from tiermem.domain.maintenance import doctor
+from tiermem.domain.memory import Memory
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -144,3 +150,52 @@ def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
     model = next(c for c in report["checks"] if c["check"] == "embedding model")
     assert model["ok"] is False and "sha256" in model["detail"] and "reinstall" in model["fix"]
     assert str(fake / "model.onnx") in model["detail"]  # the file doctor read was the stand-in
+
+
+def doctor_report(data: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, str]]:
+    """``tiermem doctor --json`` on ``data``, in this process: each check by name."""
+    capsys.readouterr()
+    doctor(load_settings(data_dir=data, embedding_model="hashing"), as_json=True)
+    return {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+
+
+def test_doctor_names_a_missing_block_shared_names_and_a_lost_core_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def store(name: str) -> tuple[Path, Memory]:
+        m = open_memory(load_settings(data_dir=tmp_path / name, embedding_model="hashing"), start_embedder=False)
+        agent = m.ensure_agent("default").id
+        m.archive.log_messages(agent, [{"role": "user", "content": "I am planning a trip to Lyon"}])
+        m.archive.insert(agent, "Ada prefers green tea")
+        return tmp_path / name, m
+
+    healthy, _ = store("healthy")
+    report = doctor_report(healthy, capsys)
+    assert all(report[c]["ok"] for c in ("attachments", "agent names", "stray rows")), report
+
+    gone, m = store("gone")  # an attachment whose block was deleted (a damaged store)
+    persona = m.block(m.get_agent("default").id, "persona").id
+    with sqlite3.connect(gone / "core.sqlite3") as conn:
+        conn.execute("DELETE FROM blocks WHERE id = ?", (persona,))
+    check = doctor_report(gone, capsys)["attachments"]
+    assert not check["ok"] and f"1 attached block(s) do not exist: {persona} (agent default)" in check["detail"]
+    assert "tiermem import backup.jsonl" in check["fix"]
+
+    twice, m = store("twice")  # two agents of one name
+    work = m.create_agent("work")
+    m.core.insert_agent(replace(work, id="agent-copy"))
+    check = doctor_report(twice, capsys)["agent names"]
+    assert (
+        not check["ok"]
+        and f"2 agents are named 'work' ({', '.join(sorted([work.id, 'agent-copy']))})" in check["detail"]
+    )
+    assert "tiermem agents delete NAME" in check["fix"]
+
+    lost, m = store("lost")  # the core state deleted, the archive's rows left
+    m.core.close()
+    for f in lost.glob("core.sqlite3*"):
+        f.unlink()
+    check = doctor_report(lost, capsys)["stray rows"]
+    assert not check["ok"] and "the core state knows nothing of 1 of their agents" in check["detail"]
+    assert "was lost or replaced" in check["detail"]
+    assert check["fix"].startswith("restore the agents from your latest backup: `tiermem import backup.jsonl`")

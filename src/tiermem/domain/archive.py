@@ -345,28 +345,31 @@ class Archive:
         batch: int = 256,
         *,
         created: Sequence[datetime | None] | None = None,
+        projects: Sequence[str | None] | None = None,
         max_chars: int | None = None,
         ids: list[str] | None = None,
         before_agent_row: bool = False,
     ) -> int:
-        """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps); returns rows
-        written. ``ids``, when given, gets each item's passage id (its first chunk's), in order (an import maps the
+        """Bulk insert (content, tags) pairs with batched embedding (optionally keeping their timestamps and projects,
+        one per item); returns rows written. ``ids``, when given, gets each item's passage id (its first chunk's), in order (an import maps the
         links it restores with them). Refused for an agent that does not exist, unless ``before_agent_row`` (as
         ``log_messages``)."""
         if not before_agent_row and self.check_before_write:
             self.check_agent(agent_id)
         written = 0
         for start in range(0, len(items), batch):
-            stamps = (
-                list(created[start : start + batch])
-                if created is not None
-                else [None] * len(items[start : start + batch])
-            )
+            some = items[start : start + batch]
+            stamps = list(created[start : start + batch]) if created is not None else [None] * len(some)
+            kept = list(projects[start : start + batch]) if projects is not None else [None] * len(some)
             rows = [
                 row
-                for (content, tags), when in zip(items[start : start + batch], stamps, strict=True)
+                for (content, tags), when, project in zip(some, stamps, kept, strict=True)
                 for row in self._passage_rows(
-                    agent_id, check_text(content, "content", max_chars or self.max_content_chars), tags, created=when
+                    agent_id,
+                    check_text(content, "content", max_chars or self.max_content_chars),
+                    tags,
+                    created=when,
+                    project=None if project is None else self._text(project, "project"),
                 )
             ]
             self.vectors.embed_rows(rows)

@@ -136,6 +136,15 @@ class AgentRows:
         where = Filter(not_agent_ids=tuple(agent_ids))
         return {table: self.store.rows.count(table, where) for table in AGENT_TABLES}
 
+    def stray_agents(self, agent_ids: Sequence[str]) -> set[str]:
+        """The agents (ids) that messages and passages of none of ``agent_ids`` belong to."""
+        where = Filter(not_agent_ids=tuple(agent_ids))
+        return {
+            str(r["agent_id"])
+            for table in AGENT_TABLES
+            for r in self.store.conn.rows(table, where, columns=("agent_id",))
+        }
+
     # -- backup and restore: the raw rows of messages and passages (``CoreStore`` holds the rest) --
 
     def backup_rows(self, table: str, *, vectors: bool) -> list[dict[str, Any]]:

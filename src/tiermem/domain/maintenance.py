@@ -89,7 +89,10 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
             + ", ".join(f"{len(core[t])} {t}" for t in ("agents", "blocks", "block_history")),
         )
         _check_history(core, check)
+        _check_attachments(core, check)
+        _check_names(core, check)
     except TiermemError as exc:
+        core = {}
         check("core state", False, str(exc), "check the data directory's filesystem, or restore from a backup")
     if settings.uri is None:
         probe = settings.resolved_data_dir() / ".doctor-probe"
@@ -140,7 +143,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         else f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
         "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
     )
-    _check_stray_rows(memory, [a.id for a in agents], check)
+    _check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
     _check_files(memory, check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
@@ -206,11 +209,80 @@ def _check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) 
     )
 
 
-def _check_stray_rows(memory: Any, agent_ids: list[str], check: Any) -> None:
-    """Messages and passages of no visible agent: an agent-file import that was killed (the agent row is written last)."""
+def _check_attachments(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """Every agent's attached blocks exist (an agent being deleted aside: its deletion removes them first)."""
+    from .memory import DELETING_KEY
+
+    blocks = {r["id"] for r in core["blocks"]}
+    names = {r["id"]: r["name"] for r in core["agents"] if DELETING_KEY not in _metadata(r)}
+    missing = sorted(
+        (names[r["agent_id"]], r["block_id"])
+        for r in core["attachments"]
+        if r["agent_id"] in names and r["block_id"] not in blocks
+    )
+    if not missing:
+        check("attachments", True, "every attached block exists")
+        return
+    shown = ", ".join(f"{b} (agent {a})" for a, b in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    check(
+        "attachments",
+        False,
+        f"{len(missing)} attached block(s) do not exist: {shown}; the agent shows the rest without them (a damaged "
+        "store)",
+        "restore the blocks from a backup (`tiermem import backup.jsonl` adds only what is missing)",
+    )
+
+
+def _check_names(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """No two agents share a name (commands and servers find an agent by its name: they would pick one of them)."""
+    ids: dict[str, list[str]] = {}
+    for r in core["agents"]:
+        ids.setdefault(str(r["name"]), []).append(str(r["id"]))
+    shared = {name: sorted(found) for name, found in sorted(ids.items()) if len(found) > 1}
+    if not shared:
+        check("agent names", True, "every agent has a name of its own")
+        return
+    check(
+        "agent names",
+        False,
+        "; ".join(f"{len(found)} agents are named {name!r} ({', '.join(found)})" for name, found in shared.items())
+        + ": a command, a server or the inspector reaches only one of them by that name",
+        "keep one: make a backup (`tiermem export --format jsonl -o before.jsonl`), then `tiermem agents delete NAME` "
+        "deletes the one `tiermem agents show NAME` shows; the other stays",
+    )
+
+
+def _metadata(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    raw = row.get("metadata") or "{}"
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    return value if isinstance(value, Mapping) else {}
+
+
+def _check_stray_rows(
+    memory: Any, agent_ids: list[str], attachments: Sequence[Mapping[str, Any]] | None, check: Any
+) -> None:
+    """Messages and passages of no visible agent: an import that was killed (its blocks, then its messages and
+    passages, its agent row last), or rows whose agent the core state does not know at all (no agent row, no block
+    attached): the core state was lost or replaced (``attachments``: the core's, None when it could not be read)."""
     stray = memory.archive.rows.stray_rows(agent_ids)
     if not any(stray.values()):
         check("stray rows", True, "every message and passage belongs to an agent")
+        return
+    begun = {str(r["agent_id"]) for r in attachments or []}  # an import writes its blocks before its rows
+    unknown = sorted(memory.archive.rows.stray_agents(agent_ids) - begun) if attachments is not None else []
+    if unknown:
+        check(
+            "stray rows",
+            False,
+            f"{stray['messages']} messages and {stray['passages']} passages belong to no agent, and the core state "
+            f"knows nothing of {len(unknown)} of their agents ({', '.join(unknown[:3])}"
+            f"{' ...' if len(unknown) > 3 else ''}: no agent row, no block): the core state "
+            f"({memory.core.describe()}) was lost or replaced (or these are the leftovers of a deleted agent); no "
+            "search reaches them",
+            "restore the agents from your latest backup: `tiermem import backup.jsonl` adds only what is missing, and "
+            "these messages and passages rejoin their agents (leftovers of a deleted agent are harmless; an interrupted "
+            "import of an agent file whose agent has no blocks is finished by running the same import again)",
+        )
         return
     check(
         "stray rows",

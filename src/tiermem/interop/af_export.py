@@ -154,6 +154,7 @@ def export_agent_files(memory: Memory, names: list[str]) -> tuple[JSON, list[str
                 "content": p.content,
                 "tags": list(p.tags),
                 "created_at": p.created_at.isoformat(),
+                **({"project": p.project} if p.project is not None else {}),  # None: shared by every project
             }
             for p in passages
         ]
@@ -547,6 +548,8 @@ def _letta_message(m: Message) -> JSON:
         "payload": json.dumps(payload) if original is not None else m.payload,
         "conversation_id": m.conversation_id,
     }
+    if m.project is not None:  # the project a hook logged it in (none: shared by every project)
+        own["project"] = m.project
     if m.role == "system":
         own["content"] = m.content
     if isinstance(original, dict):

@@ -45,7 +45,10 @@ from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
 from ..domain.memory import check_agent_name
 from ..server.registry import KNOWN_TOOLS
 from . import letta_passthrough
-from .letta_messages import EXTENSION  # top-level key Letta ignores: passages, tiermem's settings, links
+from .letta_messages import (
+    EXTENSION,  # top-level key Letta ignores: passages, tiermem's settings, links
+    file_project,
+)
 from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message
 from .links_io import read_links, restore_links
@@ -72,6 +75,7 @@ class AgentPlan:
     passages: list[tuple[str, list[str], datetime | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     passage_ids: list[str] = field(default_factory=list)  # each passage's id in the file ("" when it has none)
+    passage_projects: list[str | None] = field(default_factory=list)  # each passage's project (None: shared)
     links: list[tuple[str, str, str]] = field(default_factory=list)  # made on purpose: (file id, file id, note)
     kept: JSON = field(default_factory=dict)  # letta_passthrough's document: what tiermem keeps but does not run
     folders: list[FolderPlan] = field(default_factory=list)  # the sources it uses, in its order (shared plans)
@@ -395,6 +399,7 @@ def _plan_agent(
             )
     passages = []
     passage_ids = []
+    projects: list[str | None] = []
     for j, p in enumerate((extension.get("passages") or {}).get(file_id, [])):
         where = f"Agent {name!r}: `{EXTENSION}.passages` entry {j}"
         if not isinstance(p, dict) or not isinstance(p.get("content"), str):
@@ -405,6 +410,7 @@ def _plan_agent(
         _check_time(p.get("created_at"), f"{where} has `created_at`")
         passages.append((p["content"], list(tags), _time(p.get("created_at"))))
         passage_ids.append(p["id"] if isinstance(p.get("id"), str) else "")
+        projects.append(file_project(p.get("project"), where))
     all_links = extension.get("links")
     if all_links is not None and not isinstance(all_links, dict):
         raise ValidationError(f"`{EXTENSION}.links` in the agent file must map agent ids to lists of links.")
@@ -432,6 +438,7 @@ def _plan_agent(
         notes,
         kept={"unlogged_messages": unlogged},
         passage_ids=passage_ids,
+        passage_projects=projects,
         links=links,
     )
 
@@ -708,6 +715,7 @@ def _write_agent(
             agent_id,
             [(memory.scrub(c), t) for c, t, _ in p.passages],
             created=[w for _, _, w in p.passages],
+            projects=p.passage_projects or None,
             max_chars=IMPORT_MAX_CHARS,
             ids=passage_ids,
             before_agent_row=True,  # the agent's row is written last (it shows only once complete)

@@ -1,32 +1,45 @@
 """Full backup and restore as JSON lines: every agent, block (with its whole history), attachment,
 conversation state, message and passage, folder, file (with its text) and file chunk, with ids and timestamps;
 vectors optional (file chunks' as passages'). Each agent's view of its folders travels in its metadata, and the
-links made on purpose between two of an agent's messages or passages as ``link`` records, last (``links_io``).
+links made on purpose between two of an agent's messages or passages as ``link`` records, after the rows
+(``links_io``). The last line is the trailer: how many records of each kind the backup holds, so a backup cut short
+is refused, not restored in part (a backup of format 3 or older has none: restored with a note saying so).
 
-Restore validates every line first, then inserts only rows whose key is not stored yet, agents
-last: restoring twice, or after an interruption, writes nothing twice. Rows restored without
-vectors (or from another embedding model) are embedded before the restore returns.
+Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
+changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,
+such as the ``default`` agent a first command makes, is replaced), then inserts only rows whose key is not stored
+yet, agents last: restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
+from another embedding model) are embedded before the restore returns.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
 from ..domain import filesystem
+from . import backup_plan
 from .links_io import exported_links, read_links, restore_links
 from .progress import Progress
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
 
-# 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before); 3: manual links too
-FORMAT = 3
+# 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before); 3: manual links too;
+# 4: the trailer (``END``), the count of each kind of record, last: a backup without it, or whose counts differ, is
+# incomplete and refused
+FORMAT = 4
 LINK = "link"  # the record of a link made on purpose: {"a": id, "b": id, "note": text}, after every row
+END = "tiermem-backup-end"  # the last record: {"type": END, "rows": {table or "links": how many records}}
+# Fields a row of an older format may lack (added since, without a format of their own), and the value such a row
+# gets: ``project`` came with schema 2, while backups were of format 2 (no project: shared by every project).
+ADDED_FIELDS: dict[str, dict[str, Any]] = {"messages": {"project": None}, "passages": {"project": None}}
+ADDED_BEFORE = 3  # formats below this one may lack the ADDED_FIELDS
 # table -> unique key; restored in this order (agents last: once an agent is visible, all of it is there; a file
 # before its folder). ``file_chunks`` are written (vectors as passages') and checked, but a restore cuts a file's
 # chunks again from its text and embeds them: the files table is written only through ``archive.files``.
@@ -73,6 +86,7 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     for link in links:
         out.write(json.dumps({"type": LINK, "row": link}, ensure_ascii=False) + "\n")
     counts["links"] = len(links)
+    out.write(json.dumps({"type": END, "rows": counts}) + "\n")
     return counts
 
 
@@ -103,13 +117,26 @@ def is_backup(path: Path) -> bool:
     return first_record_type(path) == HEADER
 
 
-def import_backup(memory: Memory, path: Path, notes: list[str] | None = None) -> dict[str, int]:
-    """Restore a backup (``export --format jsonl``) as it was saved; with ``notes``, a note when it holds credentials
-    (a restore keeps what was saved: ``tiermem doctor --secrets --redact --yes`` removes them)."""
+@dataclass
+class Backup:
+    """A backup file read whole and checked: its header, its rows by table, its links (unchecked until every row is
+    read: ``import_backup``), and notes for the user."""
+
+    header: dict[str, Any]
+    rows: dict[str, list[dict[str, Any]]]
+    links: list[Any]
+    notes: list[str]
+
+
+def read_backup(memory: Memory, path: Path) -> Backup:
+    """Every record of the backup at ``path``, checked against this tiermem's rows (fields added since an older
+    format filled in) and against its trailer; a ``ValidationError`` naming the first problem otherwise."""
     archive = memory.archive
     header: dict[str, Any] | None = None
+    version = 0
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     link_rows: list[Any] = []
+    end: tuple[int, Any] | None = None  # (line, its counts)
     fields = {
         t: set(
             archive.rows.fields(t)
@@ -124,19 +151,26 @@ def import_backup(memory: Memory, path: Path, notes: list[str] | None = None) ->
         if header is None:
             if not isinstance(item, dict) or item.get("type") != HEADER:
                 raise ValidationError(f"{path} is not a tiermem backup (its first line is not the backup header).")
-            if int(item.get("format", 0)) > FORMAT:
-                raise ValidationError(
-                    f"{path} was written by a newer tiermem (backup format {item['format']}); upgrade tiermem."
-                )
+            version = _format_of(path, item.get("format"))
             header = item
             continue
+        if end is not None:
+            raise ValidationError(
+                f"{path}:{n}: a record after the backup's last line (line {end[0]}, its row counts); the backup is "
+                "damaged. Nothing was written."
+            )
         table = item.get("type") if isinstance(item, dict) else None
         row = item.get("row") if isinstance(item, dict) else None
+        if table == END and version >= 4:
+            end = (n, item.get("rows"))
+            continue
         if table == LINK:
             link_rows.append(row)  # checked below, once every row is read
             continue
         if table not in TABLES or not isinstance(row, dict):
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
+        if version < ADDED_BEFORE:
+            row = {**ADDED_FIELDS.get(table, {}), **row}
         missing = fields[table] - set(row) - {"vector"}
         if missing or not set(row) <= fields[table]:
             raise ValidationError(
@@ -146,17 +180,80 @@ def import_backup(memory: Memory, path: Path, notes: list[str] | None = None) ->
         rows[table].append(row)
     if header is None:
         raise ValidationError(f"{path} is empty.")
+    notes: list[str] = []
+    if version < 4:
+        notes.append(
+            f"the backup is of format {version} (an older tiermem's), which does not record how many rows it holds: "
+            "whether it is complete cannot be checked"
+        )
+    else:
+        _check_complete(path, end, {**{t: len(v) for t, v in rows.items()}, "links": len(link_rows)})
+    return Backup(header, rows, link_rows, notes)
+
+
+def _format_of(path: Path, value: object) -> int:
+    """The header's backup format: a whole number from 1 to ``FORMAT``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(
+            f"{path}: the backup header's format is {value!r}, not a format number (1 to {FORMAT}); the backup is "
+            "damaged (its first line). Nothing was written."
+        )
+    if value > FORMAT:
+        raise ValidationError(f"{path} was written by a newer tiermem (backup format {value}); upgrade tiermem.")
+    return value
+
+
+def _check_complete(path: Path, end: tuple[int, Any] | None, found: dict[str, int]) -> None:
+    """The trailer is there, and says as many records of each kind as were read."""
+    if end is None:
+        raise ValidationError(
+            f"{path} ends before its last line (the row counts every backup of format {FORMAT} ends with): it was cut "
+            "short (a partial copy or an interrupted export). Nothing was written; restore a complete copy, or export "
+            "again."
+        )
+    line, counts = end
+    if not isinstance(counts, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in counts.items()
+    ):
+        raise ValidationError(
+            f"{path}:{line}: the row counts are malformed; the backup is damaged. Nothing was written."
+        )
+    differ = {k: (int(counts.get(k, 0)), found.get(k, 0)) for k in set(counts) | set(found)}
+    wrong = sorted((k, said, got) for k, (said, got) in differ.items() if said != got)
+    if wrong:
+        shown = ", ".join(f"{k}: {got} of {said}" for k, said, got in wrong)
+        raise ValidationError(
+            f"{path} does not hold the rows its last line counts ({shown}): it is incomplete or was changed. Nothing "
+            "was written; restore a complete copy, or export again."
+        )
+
+
+def import_backup(
+    memory: Memory, path: Path, notes: list[str] | None = None, *, replace: bool = False
+) -> dict[str, int]:
+    """Restore a backup (``export --format jsonl``) as it was saved; with ``notes``, a note when it holds credentials
+    (a restore keeps what was saved: ``tiermem doctor --secrets --redact --yes`` removes them), or when it is of an
+    older format whose completeness cannot be checked. An agent the store holds too is replaced when untouched (or
+    with ``replace``), and refused when changed differently (``backup_plan``)."""
+    archive = memory.archive
+    backup = read_backup(memory, path)
+    rows = backup.rows
     if notes is not None:
-        notes += _credentials_note(memory, rows)
+        notes += backup.notes + _credentials_note(memory, rows)
     owners = {str(r["id"]): str(r["agent_id"]) for t in ("messages", "passages") for r in rows[t]}
     links: dict[str, list[tuple[str, str, str]]] = {}  # agent -> its links
-    for a, b, note in read_links(link_rows, f"{path}", owners):
+    for a, b, note in read_links(backup.links, f"{path}", owners):
         if owners[a] != owners[b]:
             raise ValidationError(f"{path}: the link {a} - {b} joins two agents' memories; the backup is damaged.")
         links.setdefault(owners[a], []).append((a, b, note))
-    name, dim = header.get("embedding_model"), header.get("embedding_dim")
+    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace)
+    if notes is not None and cleared:
+        notes.append(backup_plan.replaced_note(cleared, replace=replace))
+    name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
+    for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
+        memory.delete_agent(str(agent["id"]))
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():

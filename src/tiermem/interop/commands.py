@@ -64,7 +64,8 @@ def _run_import(
         raise ValidationError("--rename applies to agent files (.af) only; use --agent to choose the target agent.")
     if kind == "jsonl":
         notes: list[str] = []
-        return {"format": "jsonl", "inserted": backup.import_backup(memory, path, notes), "notes": notes}
+        restored = backup.import_backup(memory, path, notes, replace=replace)
+        return {"format": "jsonl", "inserted": restored, "notes": notes}
     if kind == "memfs":
         memfs.plan_memfs(path, memory)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose

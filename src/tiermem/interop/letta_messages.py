@@ -21,6 +21,15 @@ def letta_original(m: JSON) -> JSON:
     return {k: v for k, v in m.items() if k not in ("id", "agent_id", EXTENSION)}
 
 
+def file_project(value: Any, where: str) -> str | None:
+    """The project tiermem wrote for a message or passage (its own field; None or absent: shared by every project)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{where}: `project` must be a project's name (text), not {value!r}.")
+    return value
+
+
 def _text_of(content: Any) -> tuple[str, list[str]]:
     if isinstance(content, str):
         return content, []
@@ -65,6 +74,8 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
     text, reasoning = _text_of(content)
     row: JSON = {"file_id": str(m.get("id") or f"message-{i}"), "timestamp": m.get("created_at"), "content": text}
     own = m.get(EXTENSION)
+    if isinstance(own, dict) and own.get("project") is not None:  # the project tiermem logged it in
+        row["project"] = file_project(own["project"], where)
     if isinstance(own, dict) and own.get("letta"):  # Letta's own message, written back as it was: convert it again
         row["conversation_id"] = own.get("conversation_id") or "default"
     elif isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):

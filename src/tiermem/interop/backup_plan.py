@@ -1,0 +1,169 @@
+"""What a backup restore does to a store that already holds some of its agents, decided before anything is written.
+
+A restore inserts the rows whose key is not stored yet. That is right where the store holds none of the backup's
+agents and blocks, or holds them as the backup has them (a restore run again, or after an interruption), or further
+along (the store's blocks went on from the backup's versions). It is wrong where the store and the backup hold one
+agent, or one block, changed in different ways: the store's block would keep its value while the backup's versions
+joined its history, and two agents would share a name. Those conflicts are:
+
+- a store agent with the name of a backup agent but another id (another agent of the same name);
+- an agent both hold (one id) whose name, system prompt or metadata differ, unless the store's row is a later change of
+  the same agent (created at the same moment, updated since);
+- a block both hold (one id) that differs at a version both have (label, value, limit, description, read-only), or of
+  which the backup holds later versions than the store (its history would go on past the block's value).
+
+A store agent in conflict is replaced (deleted with its blocks, messages and passages, then restored from the backup)
+when it is untouched: as tiermem made it, its row never changed, each of its blocks at its first version, no message,
+passage or conversation state. The ``default`` agent, which the first command on a new machine makes with the same
+ids in every store, is the usual one. With ``--replace`` every agent in conflict is replaced. Otherwise the restore is
+refused, naming each conflict and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import ValidationError
+
+if TYPE_CHECKING:
+    from ..domain.memory import Memory
+
+CONTENT = ("label", "value", "limit", "description", "read_only")  # what makes two versions of a block the same
+SHOWN = 6  # conflicts named in a refusal
+
+
+def agents_to_replace(
+    memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], *, path: Path, replace: bool
+) -> list[dict[str, Any]]:
+    """The store's agents (rows) the restore of ``rows`` (a backup's, by table) replaces: those in conflict with it
+    that are untouched, or every one in conflict with ``replace``. A ``ValidationError`` naming the conflicts when
+    any other remains; reads only."""
+    agents = {str(r["id"]): r for r in _rows(memory, "agents")}
+    owners: dict[str, set[str]] = {}
+    for r in _rows(memory, "attachments"):
+        owners.setdefault(str(r["block_id"]), set()).add(str(r["agent_id"]))
+    blocks = {str(r["id"]): r for r in _rows(memory, "blocks")}
+    history = _by_version(_rows(memory, "block_history"))
+    theirs_history = _by_version(rows["block_history"])
+    conflicts: dict[str | None, list[str]] = {}  # store agent (None: a block of no agent) -> what differs
+    for theirs in rows["agents"]:
+        for other in agents.values():
+            if other["name"] == theirs["name"] and other["id"] != theirs["id"]:
+                conflicts.setdefault(str(other["id"]), []).append(
+                    f"it is another agent than the backup's {theirs['name']!r} (id {other['id']} here, "
+                    f"{theirs['id']} in the backup)"
+                )
+        same = agents.get(str(theirs["id"]))
+        if same is not None and _agent_differs(same, theirs):
+            conflicts.setdefault(str(same["id"]), []).append(
+                "its name, system prompt or metadata differ from the backup's"
+            )
+    theirs_blocks = {str(r["id"]): r for r in rows["blocks"]}
+    for block_id in sorted(set(theirs_blocks) | set(theirs_history)):
+        why = _history_differs(history.get(block_id, {}), theirs_history.get(block_id, {}))
+        why = why or _block_differs(blocks.get(block_id), theirs_blocks.get(block_id))
+        if why:
+            label = (blocks.get(block_id) or theirs_blocks.get(block_id) or {}).get("label", block_id)
+            holders: list[str | None] = [*sorted(owners.get(block_id, set()))] or [None]
+            for owner in holders:
+                conflicts.setdefault(owner, []).append(f"block {label!r}: {why}")
+    replaced = [agents[a] for a in conflicts if a in agents and (replace or _untouched(memory, agents[a]))]
+    refused = {a: why for a, why in conflicts.items() if a not in {str(r["id"]) for r in replaced}}
+    if refused:
+        raise ValidationError(_refusal(path, refused, agents, replace))
+    return replaced
+
+
+def replaced_note(replaced: Iterable[Mapping[str, Any]], *, replace: bool) -> str:
+    names = ", ".join(repr(str(r["name"])) for r in replaced)
+    if replace:
+        return (
+            f"--replace: this data directory's agent(s) {names} (blocks, messages and passages included) were "
+            "deleted and the backup's restored in their place"
+        )
+    return f"this data directory's agent(s) {names}, untouched since tiermem made them, were replaced by the backup's"
+
+
+def _refusal(path: Path, refused: Mapping[str | None, list[str]], agents: Mapping[str, Any], replace: bool) -> str:
+    named = {a: str(agents[a]["name"]) for a in refused if a is not None and a in agents}
+    lines = [
+        f"agent {named[a]!r}: {w}" if a in named else f"(attached to no agent) {w}"
+        for a, why in refused.items()
+        for w in why
+    ]
+    shown = "; ".join(lines[:SHOWN]) + (f"; and {len(lines) - SHOWN} more" if len(lines) > SHOWN else "")
+    names = ", ".join(repr(n) for n in named.values())
+    fix = f"restore into an empty data directory (`tiermem --data-dir NEW_DIR import {path}`)"
+    if not replace and names:
+        fix += (
+            f", or run the import again with --replace to delete {names} here (blocks, messages and passages "
+            "included) and restore the backup's in their place"
+        )
+    return (
+        f"{path} cannot be restored into this data directory: it holds agents the backup holds too, changed "
+        f"differently ({shown}). Restoring would mix the two histories, so nothing was written. To restore, {fix}."
+    )
+
+
+def _rows(memory: Memory, table: str) -> list[dict[str, Any]]:
+    """A core table's rows as plain mappings (compared field by field with a backup's)."""
+    return [dict(r) for r in memory.core.all_rows(table)]
+
+
+def _by_version(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, Mapping[str, Any]]]:
+    out: dict[str, dict[int, Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(str(r["block_id"]), {})[int(r["version"])] = r
+    return out
+
+
+def _content(row: Mapping[str, Any]) -> tuple[object, ...]:
+    return tuple(bool(row[f]) if f == "read_only" else row[f] for f in CONTENT)
+
+
+def _metadata(row: Mapping[str, Any]) -> object:
+    raw = row.get("metadata") or "{}"
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def _agent_differs(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    """The agent rows differ, and the store's is not a later change of the same agent's."""
+    if (mine["name"], mine["system"], _metadata(mine)) == (theirs["name"], theirs["system"], _metadata(theirs)):
+        return False
+    later = mine["created_us"] == theirs["created_us"] and int(mine["updated_us"]) >= int(theirs["updated_us"])
+    return not later
+
+
+def _block_differs(mine: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None) -> str:
+    """Why the stored block and the backup's cannot both stand ('' when they can)."""
+    if mine is None or theirs is None:
+        return ""
+    have, want = int(mine["version"]), int(theirs["version"])
+    if have < want:
+        return f"the backup holds versions up to {want}, this data directory up to {have}"
+    if have == want and _content(mine) != _content(theirs):
+        return f"version {have} differs from the backup's"
+    return ""
+
+
+def _history_differs(mine: Mapping[int, Mapping[str, Any]], theirs: Mapping[int, Mapping[str, Any]]) -> str:
+    differ = sorted(v for v in set(mine) & set(theirs) if _content(mine[v]) != _content(theirs[v]))
+    return f"version {differ[0]} differs from the backup's" if differ else ""
+
+
+def _untouched(memory: Memory, agent: Mapping[str, Any]) -> bool:
+    """The agent is as tiermem made it: its row never changed, each attached block at its first version with only its
+    creation in its history, no message, passage or conversation state."""
+    agent_id = str(agent["id"])
+    if agent["created_us"] != agent["updated_us"]:
+        return False
+    for block in memory.core.get_blocks(memory.core.attached_block_ids(agent_id)):
+        if block.version != 1 or [v.operation for v in memory.core.history(block.id)] != ["create"]:
+            return False
+    if any(str(r["agent_id"]) == agent_id for r in _rows(memory, "conversations")):
+        return False
+    messages, passages, _tags = memory.archive.counts(agent_id)
+    return messages == 0 and passages == 0

@@ -1,0 +1,181 @@
+"""jsonl backups restored into a store that already holds agents (the new machine where a first command made the
+``default`` agent; a store changed differently), backups cut short (the trailer's counts), damaged headers and
+backups of older formats. On both core-state backends (the ``memory`` fixture)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem.base.config import load_settings
+from tiermem.base.errors import ValidationError
+from tiermem.core.rows import CORE_TABLES
+from tiermem.domain.blocks import Rethink
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.interop.commands import run_export, run_import
+
+from .conftest import ROOT
+
+FORMAT_1 = ROOT / "tests" / "fixtures" / "backup" / "format1.jsonl"
+
+
+def fresh(tmp_path: Path, name: str) -> Memory:
+    return open_memory(load_settings(data_dir=tmp_path / name, embedding_model="hashing"))
+
+
+def export(memory: Memory, path: Path) -> Path:
+    run_export(memory, agent=None, fmt="jsonl", output=str(path), vectors=False)
+    return path
+
+
+def restore(memory: Memory, path: Path, *, replace: bool = False) -> dict[str, Any]:
+    return run_import(memory, path, fmt="jsonl", agent="default", rename=None, replace=replace)
+
+
+def stored(memory: Memory) -> dict[str, Any]:
+    """Everything a restore could write: the core tables' rows and the archive's rows, as text."""
+    core = {t: sorted(json.dumps(r, sort_keys=True) for r in memory.core.all_rows(t)) for t in CORE_TABLES}
+    rows = {
+        t: sorted(str(r["id"]) for r in memory.archive.rows.backup_rows(t, vectors=False))
+        for t in ("messages", "passages")
+    }
+    return {**core, **rows}
+
+
+def old_machine(tmp_path: Path) -> Memory:
+    """A store in use: its ``default`` agent's human block edited twice, its system prompt and metadata set, and a
+    ``work`` agent with a passage."""
+    src = fresh(tmp_path, "old")
+    default = src.ensure_agent("default").id
+    src.edit(default, "human", Rethink("Name: Ada"))
+    src.edit(default, "human", Rethink("Name: Ada Lovelace, likes tea"))
+    src.set_agent_metadata(default, {"team": "maths"}, system="You are Ada's assistant.")
+    work = src.create_agent("work").id
+    src.archival_insert(work, "the launch is on 3 March", None)
+    return src
+
+
+def test_a_restore_replaces_the_agents_a_new_machine_made_and_left_untouched(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    memory.ensure_agent("default")  # the first command on the new machine (same ids as the backup's default)
+    memory.create_agent("work")  # made, never used: another id than the backup's work
+    report = restore(memory, backup)
+    assert any("'default'" in n and "'work'" in n and "replaced" in n for n in report["notes"]), report["notes"]
+    assert sorted(a.name for a in memory.list_agents()) == ["default", "work"]  # no second work
+    default, old = memory.get_agent("default"), src.get_agent("default")
+    assert (default.system, default.metadata) == ("You are Ada's assistant.", {"team": "maths"})
+    assert memory.block(default.id, "human").value == "Name: Ada Lovelace, likes tea"
+    assert [(v.version, v.value) for v in memory.history(default.id, "human")] == [
+        (v.version, v.value) for v in src.history(old.id, "human")
+    ]
+    assert memory.get_agent("work").id == src.get_agent("work").id
+    assert [p.content for p in memory.archive.rows.passages_of(memory.get_agent("work").id)] == [
+        "the launch is on 3 March"
+    ]
+    assert sum(restore(memory, backup)["inserted"].values()) == 0  # again: nothing twice, nothing replaced
+    memory.edit(default.id, "human", Rethink("Name: Ada L."))
+    assert [v.version for v in memory.history(default.id, "human")] == [4, 3, 2, 1]
+
+
+def test_a_restore_into_a_store_changed_differently_is_refused_before_writing(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    default = memory.ensure_agent("default").id
+    memory.edit(default, "human", Rethink("Name: Bob"))
+    work = memory.create_agent("work").id
+    memory.archival_insert(work, "Bob's own note", None)  # a used agent of the same name
+    before = stored(memory)
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, backup)
+    text = str(refused.value)
+    assert "agent 'default': block 'human': version 2 differs from the backup's" in text, text
+    assert "agent 'work': it is another agent than the backup's 'work'" in text, text
+    assert "nothing was written" in text and "--data-dir NEW_DIR import" in text and "--replace" in text
+    assert stored(memory) == before
+    report = restore(memory, backup, replace=True)
+    assert any(n.startswith("--replace:") for n in report["notes"]), report["notes"]
+    default_now = memory.get_agent("default")
+    assert [v.value for v in memory.history(default_now.id, "human")] == [
+        v.value for v in src.history(src.get_agent("default").id, "human")
+    ]
+    assert sorted(a.id for a in memory.list_agents()) == sorted(a.id for a in src.list_agents())
+    assert "Bob's own note" not in json.dumps(stored(memory))
+    assert [p.content for p in memory.archive.rows.passages_of(memory.get_agent("work").id)] == [
+        "the launch is on 3 March"
+    ]
+
+
+def test_a_restore_run_again_after_the_store_went_on_writes_nothing(memory: Memory, tmp_path: Path) -> None:
+    backup = export(old_machine(tmp_path), tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    default = memory.get_agent("default").id
+    memory.edit(default, "human", Rethink("Name: Ada, moved to Lyon"))
+    memory.set_agent_metadata(default, {"city": "Lyon"})
+    before = stored(memory)
+    assert sum(restore(memory, backup)["inserted"].values()) == 0
+    assert stored(memory) == before
+
+
+def test_a_backup_holding_later_versions_of_a_restored_block_is_refused(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    restore(memory, export(src, tmp_path / "monday.jsonl"))
+    src.edit(src.get_agent("default").id, "human", Rethink("Name: Ada, moved to Lyon"))
+    before = stored(memory)
+    with pytest.raises(ValidationError, match="the backup holds versions up to 4, this data directory up to 3"):
+        restore(memory, export(src, tmp_path / "tuesday.jsonl"))
+    assert stored(memory) == before
+
+
+def cut(backup: Path, keep: int, to: Path) -> Path:
+    to.write_text("".join(backup.read_text(encoding="utf-8").splitlines(keepends=True)[:keep]), encoding="utf-8")
+    return to
+
+
+def test_a_backup_cut_short_or_changed_is_refused_before_writing(memory: Memory, tmp_path: Path) -> None:
+    backup = export(old_machine(tmp_path), tmp_path / "backup.jsonl")
+    lines = backup.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert json.loads(lines[-1])["type"] == "tiermem-backup-end"
+    before = stored(memory)
+    for keep in (6, len(lines) - 1):  # cut at a line boundary; only the last line lost
+        with pytest.raises(ValidationError, match="it was cut short"):
+            restore(memory, cut(backup, keep, tmp_path / f"cut{keep}.jsonl"))
+    counts = json.loads(lines[-1])
+    counts["rows"]["block_history"] += 1
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("".join(lines[:-1]) + json.dumps(counts) + "\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"does not hold the rows its last line counts \(block_history: 6 of 7\)"):
+        restore(memory, changed)
+    after = tmp_path / "after.jsonl"
+    after.write_text("".join(lines) + lines[3], encoding="utf-8")
+    with pytest.raises(ValidationError, match="a record after the backup's last line"):
+        restore(memory, after)
+    assert stored(memory) == before
+
+
+@pytest.mark.parametrize("value", [None, "abc", True, 0, 2.5])
+def test_a_damaged_header_is_refused_with_a_clear_error(memory: Memory, tmp_path: Path, value: object) -> None:
+    path = tmp_path / "damaged.jsonl"
+    path.write_text(json.dumps({"type": "tiermem-backup", "format": value}) + "\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"the backup header's format is .*, not a format number \(1 to 4\)"):
+        restore(memory, path)
+
+
+def test_a_format_1_backup_restores_with_the_fields_added_since(memory: Memory) -> None:
+    """tests/fixtures/backup/format1.jsonl: written by tiermem before messages and passages had a project."""
+    report = restore(memory, FORMAT_1)
+    assert report["notes"] == [
+        "the backup is of format 1 (an older tiermem's), which does not record how many rows it holds: whether it is "
+        "complete cannot be checked"
+    ]
+    agent = memory.get_agent("default").id
+    assert memory.block(agent, "human").value == "Name: Ada Lovelace (mathematician)"
+    assert [v.version for v in memory.history(agent, "human")] == [4, 3, 2, 1]
+    messages = memory.archive.rows.messages_of(agent)
+    assert [m.content for m in messages] == ["I am planning a trip to Lyon in May", "Lyon in May sounds lovely"]
+    passages = memory.archive.rows.passages_of(agent)
+    assert [(p.content, p.project) for p in passages] == [("Ada prefers green tea", None)]

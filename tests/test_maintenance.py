@@ -105,6 +105,17 @@ def test_doctor_does_not_create_a_missing_data_directory(tmp_path: Path) -> None
     assert "--data-dir" in typo.stdout and not (tmp_path / "data").exists()
 
 
+def test_doctor_makes_no_store_in_a_folder_holding_no_memory(tmp_path: Path) -> None:
+    """An existing folder of something else (a mistyped path, one left by a failed first command) is reported as
+    holding no memory, and left as it was: no core state, no tables, no model copy."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("mine")
+    empty = run(tmp_path, "doctor")
+    assert empty.returncode == 1 and "[FAIL] data directory" in empty.stdout
+    assert "holds no tiermem memory" in empty.stdout and "--data-dir" in empty.stdout
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["notes.txt"]
+
+
 def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     import socket
 

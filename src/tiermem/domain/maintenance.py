@@ -39,18 +39,20 @@ def optimize(memory: Memory) -> list[str]:
 
 def doctor(settings: Settings, *, as_json: bool = False) -> int:
     """Report on the data directory; exit 1 with fixes when something is wrong."""
-    from .factory import NEW_DATA_DIR, open_memory
+    from .factory import NEW_DATA_DIR, holds_memory, open_memory
 
     checks: list[dict[str, Any]] = []
 
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
 
-    if settings.uri is None and not settings.resolved_data_dir().is_dir():
+    if not holds_memory(settings):  # missing, or a folder of something else: opening it would make a store there
+        data = settings.resolved_data_dir()
+        state = "does not exist" if not data.exists() else "holds no tiermem memory"
         check(
             "data directory",
             False,
-            f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and doctor creates nothing)",
+            f"{data} {state}: there is nothing to check (and doctor creates nothing)",
             f"check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}",
         )
         _check_transport(settings, check)

@@ -20,6 +20,22 @@ from .errors import ConfigError
 Transport = Literal["stdio", "sse", "http"]
 
 
+def split_list(text: str) -> list[str]:
+    """``a, b, c`` as a list; a JSON array (``["a", "b"]``, what pydantic-settings takes for other lists) is
+    refused rather than read as the items ``["a"`` and ``"b"]``. An item with a quote, with one bracket of a pair, or
+    in brackets without a colon (an IPv6 host, ``[::1]:8765``, has both brackets and colons) gives it away."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    for part in parts:
+        bracketed = part.startswith("[") and ":" not in part
+        if any(q in part for q in "\"'") or ("[" in part) != ("]" in part) or bracketed:
+            plain = ", ".join(p.strip("[]\"' ") for p in parts)
+            raise ValueError(
+                f"{text!r} is not a comma-separated list: write the items without brackets or quotes, "
+                f"separated by commas ({plain})"
+            )
+    return parts
+
+
 class BlockSpec(BaseModel):
     # An unknown key is refused: in TOML, a setting written after a [[default_blocks]] table lands inside it
     model_config = ConfigDict(extra="forbid")
@@ -170,8 +186,9 @@ class Settings(BaseSettings):
     @field_validator("tools", "allowed_hosts", "allowed_origins", "oauth_algorithms", mode="before")
     @classmethod
     def _split_tools(cls, v: object) -> object:
+        """A string (TIERMEM_TOOLS, ``--tools``) is a comma-separated list: ``a, b, c``."""
         if isinstance(v, str):
-            return [part.strip() for part in v.split(",") if part.strip()]
+            return split_list(v)
         return v
 
     @classmethod

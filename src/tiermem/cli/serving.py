@@ -72,6 +72,7 @@ def serve(settings: Settings) -> None:
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
     check_stateless(settings)
+    published_tools(settings)  # an unknown or empty `tools`: refused before the data directory is made
     check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
     if settings.transport != "stdio":

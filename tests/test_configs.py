@@ -205,6 +205,29 @@ def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) ->
         assert entry["env"]["TIERMEM_DATA_DIR"] == str(tmp_path / "d")
 
 
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini", "opencode"])
+def test_tiermem_config_o_writes_the_server_entry_alone(tmp_path: Path, host: str) -> None:
+    """For a host `tiermem setup` configures, -o FILE writes the MCP server entry as a valid file of its own (not
+    the file-by-file preview, on stdout), the same entry setup writes, and says what setup writes besides."""
+    written = tmp_path / "out"
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")]
+        + ["-o", str(written)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert f"wrote {written}" in done.stderr and f"tiermem setup {host}` also writes" in done.stderr
+    text = written.read_text()
+    entry = _server_entry(tomllib.loads(text) if host == "codex" else json.loads(text))
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"] == ["serve", "--data-dir", str(tmp_path / "d"), "--agent", "work"]
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "http.toml"
     path.write_text(text)

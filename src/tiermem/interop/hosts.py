@@ -34,6 +34,37 @@ HOSTS = {
 SECRET_HOSTS = frozenset({"http"})  # snippets that carry a live token (written with mode 0600)
 
 
+def show_or_write(host: str, preview: str, entry: str, output: Path | None, also: str) -> int:
+    """``tiermem config HOST`` for a host ``tiermem setup`` configures: what setup would write, file by file, on
+    stdout (each file's part after a ``# path`` line); with ``-o FILE``, the MCP server entry alone in FILE (valid
+    JSON, or TOML for Codex: nothing else in it; ``-o -``: on stdout), and on stderr what setup writes besides."""
+    if output is None:
+        print(
+            f"# what `tiermem setup {host}` writes, file by file (each after its `# path` line); "
+            f"`tiermem config {host} -o FILE` writes the MCP server entry alone, as a file of its own",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(preview)
+        return 0
+    from .commands import output_file
+
+    target = output_file(str(output))
+    if target is None:  # -o -: the entry alone on stdout
+        print(entry)
+        return 0
+    try:
+        target.write_text(entry + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"Cannot write {target}: {exc}. Give another path to -o.") from exc
+    print(
+        f"wrote {target}: the MCP server entry alone; `tiermem setup {host}` also writes {also} "
+        f"(`tiermem config {host}` without -o shows it all)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def executable() -> str:
     """The absolute path of the `tiermem` command of this installation (hosts often lack the user's PATH)."""
     beside = Path(sys.executable).with_name("tiermem")

@@ -36,6 +36,12 @@ def split_list(text: str) -> list[str]:
     return parts
 
 
+def comma_separated(field: FieldInfo) -> bool:
+    """Whether a list setting is read from one string as ``a, b, c`` (``split_list``), not as JSON: it carries
+    pydantic-settings' marker, the class ``NoDecode`` itself."""
+    return NoDecode in field.metadata
+
+
 class BlockSpec(BaseModel):
     # An unknown key is refused: in TOML, a setting written after a [[default_blocks]] table lands inside it
     model_config = ConfigDict(extra="forbid")

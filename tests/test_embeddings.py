@@ -367,7 +367,7 @@ def test_unknown_or_undownloadable_models_fail_clearly(tmp_path: Path, no_networ
     assert emb.count_tokens("hello world") >= 4 and emb.chunk("hello world") == ["hello world"]
     with pytest.raises(EmbeddingError, match="not available offline: set allow_download = true") as info:
         emb.wait(60)
-    assert "embedding_model = 'default'" in str(info.value)
+    assert "tiermem reembed --embedding-model default" in str(info.value)
     with pytest.raises(EmbeddingError):
         emb.embed(["x"])  # the load failure is kept, not swallowed
     assert emb.error is info.value and not emb.ready

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import gcpause
 from ..base.errors import ConfigError
-from ..domain.factory import check_data_dir, open_memory
+from ..domain.factory import check_data_dir, check_model, open_memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,6 +73,7 @@ def serve(settings: Settings) -> None:
     check_bind(settings)
     check_stateless(settings)
     published_tools(settings)  # an unknown or empty `tools`: refused before the data directory is made
+    check_model(settings)  # and a model no embedder has, or one a new store could not load
     check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
     if settings.transport != "stdio":

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.chunking import chunk_text, estimate_sizes, estimate_tokens
-from ..base.errors import ConfigError, EmbeddingError, ModelNotReadyError
+from ..base.errors import ConfigError, EmbeddingError, ModelLoadInterrupted, ModelNotReadyError
 from .minilm import sha256_file
 
 if TYPE_CHECKING:
@@ -603,6 +603,9 @@ class BackgroundEmbedder:
                     f"{self.name} (dim {self.dim}) was announced; this is a bug, please report it."
                 )
             self._embedder = embedder
+        except ModelLoadInterrupted as exc:  # the process is stopping: not a failure to report as one
+            log.warning("embedding model not loaded: %s", exc)
+            self.error = exc
         except EmbeddingError as exc:
             log.error("embedding model failed to load: %s", exc)
             self.error = exc

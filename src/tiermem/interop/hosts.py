@@ -29,6 +29,17 @@ HOSTS = {
     "http": "streamable HTTP with a bearer token: save as tiermem-http.toml, run `tiermem serve --config tiermem-http.toml`, "
     "and give clients the URL and the token shown in the comments",
 }
+HTTP_FILE = "tiermem-http.toml"  # the name `tiermem config http` suggests (its -o FILE: that one)
+
+
+def host_note(host: str, written: Path | None = None) -> str:
+    """What to do with ``tiermem config HOST``'s snippet; for ``http`` written with -o, the command names that file."""
+    if host == "http" and written is not None:
+        return (
+            f"streamable HTTP with a bearer token: run `tiermem serve --config {shlex.quote(str(written))}`, and give "
+            "clients the URL and the token shown in its comments"
+        )
+    return HOSTS[host]
 
 
 SECRET_HOSTS = frozenset({"http"})  # snippets that carry a live token (written with mode 0600)
@@ -81,7 +92,9 @@ def snippet(
     agent_loop: bool = False,
     port: int = 8765,
     extra_env: dict[str, str] | None = None,
+    config_file: str = HTTP_FILE,
 ) -> str:
+    """``config_file``: for ``http``, the file the snippet is saved as (its first comment runs it)."""
     command = executable()
     args = ["serve", "--agent", agent] + (["--agent-loop"] if agent_loop else [])
     env = {"TIERMEM_DATA_DIR": str(data_dir), **(extra_env or {})}
@@ -128,7 +141,7 @@ def snippet(
         token = secrets.token_hex(32)
         return "\n".join(
             [
-                "# tiermem over streamable HTTP: tiermem serve --config tiermem-http.toml",
+                f"# tiermem over streamable HTTP: tiermem serve --config {shlex.quote(config_file)}",
                 f"# Clients connect to http://127.0.0.1:{port}/mcp with the header  Authorization: Bearer {token}",
                 '# To serve other machines set host = "0.0.0.0" and put TLS in front (a reverse proxy).',
                 'transport = "http"',

@@ -270,6 +270,18 @@ class _TomlFiles(PydanticBaseSettingsSource):
         return {**data, **user, "config": path}
 
 
+def _did_you_mean(kind: str, loc: tuple[int | str, ...]) -> str:
+    """For a key that is not a setting (a mistyped ``data_dri``, or ``lable`` in a ``[[default_blocks]]`` table):
+    the closest one, if one is close."""
+    import difflib
+
+    if kind != "extra_forbidden" or not loc:
+        return ""
+    known = Settings.model_fields if len(loc) == 1 else BlockSpec.model_fields if loc[0] == "default_blocks" else {}
+    close = difflib.get_close_matches(str(loc[-1]), list(known), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -278,7 +290,10 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     try:
         return Settings(**given)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}{_did_you_mean(e['type'], e['loc'])}"
+            for e in exc.errors()
+        )
         raise ConfigError(
             f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags."
         ) from exc

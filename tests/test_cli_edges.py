@@ -333,3 +333,23 @@ def test_an_export_into_a_missing_directory_names_the_users_path(
     code, _, err = cli(capsys, "export", "-o", str(tmp_path), *data_args(tmp_path))
     assert code == 1 and "it is a directory" in err
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_mistyped_command_action_or_config_key_gets_the_closest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as before (usage error 2; a config error 1, nothing made), with the closest name when one is close."""
+    for args, suggestion in [
+        (["serch", "tea"], "did you mean 'search'?"),
+        (["agents", "lst"], "did you mean 'list'?"),
+        (["config", "cursr"], "did you mean 'cursor'?"),
+    ]:
+        code, _, err = cli(capsys, *args)
+        assert code == 2 and "invalid choice" in err and suggestion in err, err
+    code, _, err = cli(capsys, "zzzz")
+    assert code == 2 and "did you mean" not in err
+    config = tmp_path / "typo.toml"
+    config.write_text(f'data_dri = "{tmp_path / "data"}"\n[[default_blocks]]\nlabel = "x"\nlimt = 100\n')
+    code, _, err = cli(capsys, "stats", "--config", str(config), "--data-dir", str(tmp_path / "data"))
+    assert code == 1 and "data_dri" in err and "did you mean `data_dir`?" in err and "did you mean `limit`?" in err
+    assert not (tmp_path / "data").exists()

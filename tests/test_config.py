@@ -29,6 +29,19 @@ def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().port == 9000
 
 
+def test_comma_lists_refuse_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TIERMEM_ALLOWED_HOSTS and the other comma-separated lists: a JSON array is refused with the plain form to
+    write, not read as the hosts '["a"' and '"b"]'; an IPv6 host in brackets is a host."""
+    monkeypatch.setenv("TIERMEM_ALLOWED_HOSTS", '["memory.example.com:443", "b.example:80"]')
+    with pytest.raises(ConfigError, match=r"allowed_hosts.*\(memory\.example\.com:443, b\.example:80\)"):
+        load_settings()
+    monkeypatch.setenv("TIERMEM_ALLOWED_HOSTS", "[::1]:8765, memory.example.com:443")
+    assert load_settings().allowed_hosts == ["[::1]:8765", "memory.example.com:443"]
+    monkeypatch.setenv("TIERMEM_OAUTH_ALGORITHMS", "[RS256]")
+    with pytest.raises(ConfigError, match="oauth_algorithms.*not a comma-separated list"):
+        load_settings()
+
+
 def test_data_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert load_settings().resolved_data_dir() == tmp_path / "xdg" / "tiermem"

@@ -126,6 +126,34 @@ process.stdout.write(JSON.stringify(fn(JSON.parse(process.argv[2]))));
 """
 
 
+def test_the_tools_are_described_as_the_registry_has_them() -> None:
+    """default.toml's `tools` comment (the settings reference is made from it) and smithery.yaml name the default
+    preset's items and every group with its tools, as the registry has them (a group added there shows up here)."""
+    import re
+    from collections import Counter
+
+    from tiermem.base.config import default_config_text
+    from tiermem.cli.docgen import _key_of
+    from tiermem.server.registry import PRESETS, TOOL_GROUPS
+
+    text = default_config_text()
+    comment = " ".join(
+        line.lstrip("# ") for line in text.split('\ntools = ["default"]')[0].split("\n\n")[-1].splitlines()
+    )
+    default = re.search(r'"default" = ([^:]+):', comment)
+    assert default and default.group(1).split(", ") == list(PRESETS["default"])
+    groups = comment.split("Groups: ", 1)[1]
+    described = {m[1]: tuple(m[2].split(":")[0].split(", ")) for m in re.finditer(r"(\w+) \(([^)]*)\)", groups)}
+    assert described == TOOL_GROUPS
+    assert "every group but agent" in comment and PRESETS["all"] == tuple(g for g in TOOL_GROUPS if g != "agent")
+    keys = (_key_of(line.strip()) for line in text.splitlines() if not line.startswith("[["))  # tables: one each
+    twice = Counter(k for k in keys if k in Settings.model_fields)
+    assert [k for k, n in twice.items() if n > 1] == []  # a setting's block is written (or shown as an example) once
+    smithery = yaml.safe_load((ROOT / "smithery.yaml").read_text())["startCommand"]["configSchema"]["properties"]
+    listed = smithery["tools"]["description"].split(": ", 1)[1].rstrip(".").split(", ")
+    assert listed == [*PRESETS, *(g for g in TOOL_GROUPS if g != "agent")]  # agent: the agentLoop option
+
+
 def test_smithery_yaml() -> None:
     doc = yaml.safe_load((ROOT / "smithery.yaml").read_text())
     start = doc["startCommand"]
@@ -139,6 +167,9 @@ def test_smithery_yaml() -> None:
             assert isinstance(prop["default"], types[prop["type"]]), name
     for key, value in start["exampleConfig"].items():
         assert isinstance(value, types[schema["properties"][key]["type"]])
+    # Smithery fills in defaults: a default model would be set for every user, and a data directory built with
+    # another model then refused (default.toml: leave it unset)
+    assert "default" not in schema["properties"]["embeddingModel"]
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
@@ -203,6 +234,29 @@ def test_tiermem_config_prints_this_machines_paths(tmp_path: Path, host: str) ->
         entry = _server_entry(json.loads(out))
         assert Path(entry["command"]).exists() and entry["args"] == ["serve", "--agent", "work"]
         assert entry["env"]["TIERMEM_DATA_DIR"] == str(tmp_path / "d")
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini", "opencode"])
+def test_tiermem_config_o_writes_the_server_entry_alone(tmp_path: Path, host: str) -> None:
+    """For a host `tiermem setup` configures, -o FILE writes the MCP server entry as a valid file of its own (not
+    the file-by-file preview, on stdout), the same entry setup writes, and says what setup writes besides."""
+    written = tmp_path / "out"
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "config", host, "--agent", "work", "--data-dir", str(tmp_path / "d")]
+        + ["-o", str(written)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert f"wrote {written}" in done.stderr and f"tiermem setup {host}` also writes" in done.stderr
+    text = written.read_text()
+    entry = _server_entry(tomllib.loads(text) if host == "codex" else json.loads(text))
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"] == ["serve", "--data-dir", str(tmp_path / "d"), "--agent", "work"]
 
 
 def _write(tmp_path: Path, text: str) -> Path:

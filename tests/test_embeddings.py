@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import socket
@@ -290,6 +291,43 @@ def test_word_table_is_mapped_from_its_file_not_copied(tmp_path: Path) -> None:
     assert int(out.stdout.strip().splitlines()[-1]) >= 1
 
 
+def test_an_interrupted_rewrite_says_so_not_reinstall(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the rewrite's child too (one process group): that is an interruption, not a
+    broken installation to reinstall. The child is found (pgrep) and sent SIGINT; a rewrite that finished first is
+    tried again in a new directory."""
+    import signal
+    import time
+
+    from tiermem.base.errors import ModelLoadInterrupted
+    from tiermem.embedding.minilm import ensure_rewritten
+
+    onnx, _ = packaged_minilm_files()
+    for attempt in range(5):
+        errors: list[BaseException] = []
+
+        def rewrite(target: Path = tmp_path / str(attempt)) -> None:
+            try:
+                ensure_rewritten(onnx, "1" * 64, target)
+            except EmbeddingError as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=rewrite)
+        worker.start()
+        while worker.is_alive():
+            found = subprocess.run(
+                ["pgrep", "-P", str(os.getpid()), "-f", "rewrite_int8"], capture_output=True, text=True
+            ).stdout.split()
+            if found:
+                os.kill(int(found[0]), signal.SIGINT)
+                break
+            time.sleep(0.01)
+        worker.join(120)
+        if errors:
+            break
+    assert errors and isinstance(errors[0], ModelLoadInterrupted), errors
+    assert "interrupted" in str(errors[0]) and "einstall" not in str(errors[0])
+
+
 def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper
@@ -298,7 +336,7 @@ def test_a_model_the_rewrite_cannot_handle_fails_clearly_and_writes_nothing(tmp_
 
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
-    with pytest.raises(EmbeddingError, match="Could not prepare the embedding model .*Reinstall tiermem"):
+    with pytest.raises(EmbeddingError, match="Could not prepare the packaged embedding model: .*Reinstall tiermem"):
         ensure_rewritten(junk, "0" * 64, tmp_path)  # fails in the child process: its last line is reported
     assert not rewritten_path(tmp_path, "0" * 64).exists()
     plain = tmp_path / "plain.onnx"  # a valid graph with no int8 weights to keep
@@ -367,7 +405,7 @@ def test_unknown_or_undownloadable_models_fail_clearly(tmp_path: Path, no_networ
     assert emb.count_tokens("hello world") >= 4 and emb.chunk("hello world") == ["hello world"]
     with pytest.raises(EmbeddingError, match="not available offline: set allow_download = true") as info:
         emb.wait(60)
-    assert "embedding_model = 'default'" in str(info.value)
+    assert "tiermem reembed --embedding-model default" in str(info.value)
     with pytest.raises(EmbeddingError):
         emb.embed(["x"])  # the load failure is kept, not swallowed
     assert emb.error is info.value and not emb.ready

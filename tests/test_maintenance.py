@@ -111,6 +111,61 @@ def test_doctor_does_not_create_a_missing_data_directory(tmp_path: Path) -> None
     assert "--data-dir" in typo.stdout and not (tmp_path / "data").exists()
 
 
+def test_doctor_makes_no_store_in_a_folder_holding_no_memory(tmp_path: Path) -> None:
+    """An existing folder of something else (a mistyped path, one left by a failed first command) is reported as
+    holding no memory, and left as it was: no core state, no tables, no model copy."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("mine")
+    empty = run(tmp_path, "doctor")
+    assert empty.returncode == 1 and "[FAIL] data directory" in empty.stdout
+    assert "holds no tiermem memory" in empty.stdout and "--data-dir" in empty.stdout
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["notes.txt"]
+
+
+def test_a_new_store_refuses_a_model_it_could_not_load(tmp_path: Path) -> None:
+    """A fastembed model not on this machine (allow_download off) would make a store that records it and keeps its
+    rows without vectors: refused before anything is made. A mistyped model name makes nothing either."""
+    for model, said in [
+        ("BAAI/bge-small-en-v1.5", "is not on this machine"),
+        ("hashng", "Unknown embedding model 'hashng'"),
+    ]:
+        for args in (["remember", "Ada drinks tea"], ["serve"]):
+            refused = subprocess.run(
+                [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=server_env(tmp_path),
+                stdin=subprocess.DEVNULL,
+                timeout=300,
+            )
+            assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+            assert not (tmp_path / "data").exists()
+    made = run(tmp_path, "remember", "Ada drinks tea")  # the model loads: the store is made
+    assert made.returncode == 0, made.stderr
+
+
+def test_doctor_names_reembed_for_a_store_of_a_model_that_does_not_load(tmp_path: Path) -> None:
+    """A store built with a model that is not on this machine (made before the check above, or its model cache
+    deleted): the way back to the bundled model is `tiermem reembed`, not a setting the store would refuse."""
+    from tiermem.store import Store
+
+    Store(str(tmp_path / "data" / "db"), embedding_model="BAAI/bge-small-en-v1.5", embedding_dim=384)
+    env = {k: v for k, v in server_env(tmp_path).items() if k != "TIERMEM_EMBEDDING_MODEL"}
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "doctor", "--json", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    model = {c["check"]: c for c in json.loads(done.stdout)["checks"]}["embedding model"]
+    assert done.returncode == 1 and model["ok"] is False
+    assert "tiermem reembed --embedding-model default" in model["fix"] and "allow_download" in model["fix"]
+    assert "reinstall" not in model["fix"]
+
+
 def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
     import socket
 
@@ -142,7 +197,7 @@ def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "model.onnx").write_bytes(b"not a model")
-    (tmp_path / "data").mkdir()
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"), start_embedder=False)
     path = os.pathsep.join([str(tmp_path / "site"), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
     out = run(tmp_path, "doctor", "--json", model="default", env={"PYTHONPATH": path})
     report = json.loads(out.stdout)

@@ -262,6 +262,9 @@ def test_files_with_tokens_are_private(tmp_path: Path) -> None:
         written = tmp_path / "by-flag.toml"
         done = run(tmp_path, "config", "http", "-o", str(written))
         assert done.returncode == 0 and stat.S_IMODE(written.stat().st_mode) == 0o600
+        # the file's first comment and the note on stderr run the file written, not the name suggested otherwise
+        assert written.read_text().splitlines()[0].endswith(f"tiermem serve --config {written}")
+        assert f"--config {written}`" in done.stderr and "tiermem-http.toml" not in done.stderr
     finally:
         os.umask(old)
     loose = tmp_path / "tokens.toml"

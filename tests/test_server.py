@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
@@ -14,7 +17,7 @@ from tiermem.domain.blocks import LINE_NUMBER_WARNING
 from tiermem.server.app import PRESETS, TOOL_GROUPS, resolve_tools
 from tiermem.server.runtime import FILE_TOOLS
 
-from .conftest import serve_in_process, text_of
+from .conftest import PYTHON, serve_in_process, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -64,6 +67,22 @@ def test_resolve_tools_rejects_unknown() -> None:
         resolve_tools(["nope"])
     assert resolve_tools(["patch", "memory_history"]) == ["memory_apply_patch", "memory_history"]
     assert set(PRESETS) == {"default", "minimal", "all"} and "agent" in TOOL_GROUPS
+
+
+def test_serve_refuses_an_empty_tools_setting(tmp_path: Path) -> None:
+    """``TIERMEM_TOOLS=`` (an unset variable in a host's config) stops the server, like an unknown name, before the
+    data directory is made; it does not publish no tools."""
+    env = {**os.environ, "TIERMEM_TOOLS": "", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert out.returncode == 1 and "`tools` is empty" in out.stderr and "TIERMEM_TOOLS" in out.stderr
+    assert not (tmp_path / "data").exists()
 
 
 async def test_core_tools_success_paths(settings: Settings) -> None:

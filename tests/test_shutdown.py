@@ -229,3 +229,31 @@ def test_once_stopping_a_new_request_is_refused_and_one_in_flight_finishes() -> 
     assert not shutdown.wait_idle(0.05)  # still busy with the first
     shutdown.leave()
     assert shutdown.wait_idle(0.05)
+
+
+def test_once_stopping_a_notification_is_dropped_quietly_and_a_request_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Ctrl-C just after `initialize`: the host's `notifications/initialized` arrives while stopping. There is no one
+    to answer a notification: it is dropped (no handler run, no error, no traceback logged); a request still gets
+    the reason as its error. The context stands in for the SDK's (its request_id and method are all that is read)."""
+    from types import SimpleNamespace
+
+    from mcp.shared.exceptions import MCPError
+
+    shutdown = Shutdown(drain_seconds=5)
+    middleware = shutdown.middleware()
+    ran: list[str] = []
+
+    async def handler(ctx: Any) -> None:
+        ran.append(ctx.method)
+
+    shutdown.stopping.set()
+    with caplog.at_level("INFO"):
+        assert (
+            anyio.run(middleware, SimpleNamespace(request_id=None, method="notifications/initialized"), handler) is None
+        )
+    assert ran == [] and not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    with pytest.raises(MCPError, match="shutting down"):
+        anyio.run(middleware, SimpleNamespace(request_id=2, method="tools/call"), handler)
+    assert ran == [] and shutdown.wait_idle(0.05)

@@ -189,6 +189,8 @@ def test_refuses_public_bind_without_auth(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "Refusing to serve on 0.0.0.0" in proc.stderr and proc.stdout == ""
+    assert "docs/security.md, 'Running on a network'" in " ".join(proc.stderr.split())  # a section that exists:
+    assert "\n## Running on a network\n" in (ROOT / "docs" / "security.md").read_text()  # (README has no Security)
 
 
 def test_cli_blocks_roundtrip(tmp_path: Path) -> None:

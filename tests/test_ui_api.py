@@ -290,6 +290,9 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
         agents = httpx.get(f"{base}/api/agents", headers={"authorization": f"Bearer {token}"}, timeout=30).json()
         assert agents["default"] == "work" and [a["name"] for a in agents["agents"]] == ["work"]
         assert "memory inspector" in httpx.get(f"{base}/", timeout=30).text
+        busy = refused("work")  # its port is taken now: the way out is one `tiermem ui` takes (it reads no `port`)
+        assert busy.returncode == 1 and f"Port {port} on 127.0.0.1 is already in use" in busy.stderr
+        assert "leave --port out" in busy.stderr and "config file" not in busy.stderr
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -20,6 +20,28 @@ from .errors import ConfigError
 Transport = Literal["stdio", "sse", "http"]
 
 
+def split_list(text: str) -> list[str]:
+    """``a, b, c`` as a list; a JSON array (``["a", "b"]``, what pydantic-settings takes for other lists) is
+    refused rather than read as the items ``["a"`` and ``"b"]``. An item with a quote, with one bracket of a pair, or
+    in brackets without a colon (an IPv6 host, ``[::1]:8765``, has both brackets and colons) gives it away."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    for part in parts:
+        bracketed = part.startswith("[") and ":" not in part
+        if any(q in part for q in "\"'") or ("[" in part) != ("]" in part) or bracketed:
+            plain = ", ".join(p.strip("[]\"' ") for p in parts)
+            raise ValueError(
+                f"{text!r} is not a comma-separated list: write the items without brackets or quotes, "
+                f"separated by commas ({plain})"
+            )
+    return parts
+
+
+def comma_separated(field: FieldInfo) -> bool:
+    """Whether a list setting is read from one string as ``a, b, c`` (``split_list``), not as JSON: it carries
+    pydantic-settings' marker, the class ``NoDecode`` itself."""
+    return NoDecode in field.metadata
+
+
 class BlockSpec(BaseModel):
     # An unknown key is refused: in TOML, a setting written after a [[default_blocks]] table lands inside it
     model_config = ConfigDict(extra="forbid")
@@ -170,8 +192,9 @@ class Settings(BaseSettings):
     @field_validator("tools", "allowed_hosts", "allowed_origins", "oauth_algorithms", mode="before")
     @classmethod
     def _split_tools(cls, v: object) -> object:
+        """A string (TIERMEM_TOOLS, ``--tools``) is a comma-separated list: ``a, b, c``."""
         if isinstance(v, str):
-            return [part.strip() for part in v.split(",") if part.strip()]
+            return split_list(v)
         return v
 
     @classmethod
@@ -247,6 +270,18 @@ class _TomlFiles(PydanticBaseSettingsSource):
         return {**data, **user, "config": path}
 
 
+def _did_you_mean(kind: str, loc: tuple[int | str, ...]) -> str:
+    """For a key that is not a setting (a mistyped ``data_dri``, or ``lable`` in a ``[[default_blocks]]`` table):
+    the closest one, if one is close."""
+    import difflib
+
+    if kind != "extra_forbidden" or not loc:
+        return ""
+    known = Settings.model_fields if len(loc) == 1 else BlockSpec.model_fields if loc[0] == "default_blocks" else {}
+    close = difflib.get_close_matches(str(loc[-1]), list(known), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -255,7 +290,10 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     try:
         return Settings(**given)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}{_did_you_mean(e['type'], e['loc'])}"
+            for e in exc.errors()
+        )
         raise ConfigError(
             f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags."
         ) from exc

@@ -86,6 +86,10 @@ class EmbeddingError(TiermemError):
     """The embedding model could not be loaded or failed to embed."""
 
 
+class ModelLoadInterrupted(EmbeddingError):
+    """Preparing the embedding model was stopped with the process (Ctrl-C, SIGTERM): nothing is broken."""
+
+
 class ModelNotReadyError(EmbeddingError):
     """The embedding model is still loading; callers fall back to full-text search."""
 

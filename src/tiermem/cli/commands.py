@@ -71,7 +71,7 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
     import os
     import stat
 
-    from ..interop.hosts import HOSTS, SECRET_HOSTS, snippet
+    from ..interop.hosts import HTTP_FILE, SECRET_HOSTS, host_note, snippet
     from ..process.netguard import write_private
 
     text = (
@@ -81,10 +81,11 @@ def config_command(settings: Settings, args: argparse.Namespace) -> int:
             agent=settings.agent,
             agent_loop=bool(settings.agent_loop),
             port=settings.port,
+            config_file=HTTP_FILE if args.output is None else str(args.output),
         )
         + "\n"
     )
-    print(f"# {HOSTS[args.host]}", file=sys.stderr)
+    print(f"# {host_note(args.host, args.output)}", file=sys.stderr)
     secret = args.host in SECRET_HOSTS
     if args.output is not None:
         if secret:

@@ -378,8 +378,10 @@ def bounds(field: FieldInfo) -> str:
 
 
 def env_form(name: str, field: FieldInfo) -> str:
+    from ..base.config import comma_separated
+
     var = code(f"TIERMEM_{name.upper()}")
-    if any(type(m).__name__ == "NoDecode" for m in field.metadata):  # pydantic-settings' marker: a, b, c
+    if comma_separated(field):
         return f"{var} (comma-separated)"
     if get_origin(field.annotation) in (list, dict):
         return f"{var} (JSON)"

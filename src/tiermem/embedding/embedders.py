@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.chunking import chunk_text, estimate_sizes, estimate_tokens
-from ..base.errors import ConfigError, EmbeddingError, ModelNotReadyError
+from ..base.errors import ConfigError, EmbeddingError, ModelLoadInterrupted, ModelNotReadyError
 from .minilm import sha256_file
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ALIASES = frozenset({"default", "all-minilm-l6-v2", DEFAULT_MODEL.lower()})
 _CUSTOM_NAME = "tiermem/all-MiniLM-L6-v2-int8"
+# A store records the model of its vectors and refuses another: naming the default alone is not the way back.
+SWITCH_TO_DEFAULT = "`tiermem reembed --embedding-model default` for a store built with this model"
 MINILM_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _TOKENIZER_FILES = ("tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json")
 BATCH_SIZE = 64
@@ -428,9 +430,9 @@ class FastEmbedEmbedder:
         except Exception as exc:  # fastembed, onnxruntime and huggingface_hub raise many types
             hint = (
                 f"It is not available offline: set allow_download = true to fetch it into {self._cache_dir}, "
-                "or set embedding_model = 'default' (the bundled all-MiniLM-L6-v2)."
+                f"or switch to the bundled all-MiniLM-L6-v2 ({SWITCH_TO_DEFAULT})."
                 if not self._allow_download
-                else "Check the model name and the network, or set embedding_model = 'default'."
+                else f"Check the model name and the network, or switch to the bundled model ({SWITCH_TO_DEFAULT})."
             )
             raise EmbeddingError(
                 f"Could not load embedding model {self.name!r} ({type(exc).__name__}: {exc}). {hint}"
@@ -601,6 +603,9 @@ class BackgroundEmbedder:
                     f"{self.name} (dim {self.dim}) was announced; this is a bug, please report it."
                 )
             self._embedder = embedder
+        except ModelLoadInterrupted as exc:  # the process is stopping: not a failure to report as one
+            log.warning("embedding model not loaded: %s", exc)
+            self.error = exc
         except EmbeddingError as exc:
             log.error("embedding model failed to load: %s", exc)
             self.error = exc

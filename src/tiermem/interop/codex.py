@@ -310,6 +310,16 @@ def _bare(text: str, p: Plan) -> str:
     return _without_features(_without_block(text, p.tag))
 
 
+def entry(p: Plan) -> str:
+    """The ``[mcp_servers.tiermem]`` table alone (``tiermem config codex -o FILE``), without setup's markers."""
+    return "\n".join(_server_lines(p.server))
+
+
+def also(p: Plan) -> str:
+    """What setup writes besides the server entry (``tiermem config codex -o FILE`` says so)."""
+    return f"features.hooks, the hooks in {p.hooks_file} and their trust in {p.user_config}"
+
+
 def show(p: Plan) -> str:
     parts = [f"# {p.config_file}", _block(p.tag, [*_server_lines(p.server), "", "[features]", "hooks = true"])]
     parts += [f"# {p.hooks_file}: hooks (added after any you have)", json.dumps({"hooks": p.hooks()}, indent=2)]

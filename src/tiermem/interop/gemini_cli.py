@@ -55,6 +55,16 @@ def plan(
     )
 
 
+def entry(p: Plan) -> str:
+    """The ``mcpServers`` entry alone (``tiermem config gemini -o FILE``)."""
+    return json.dumps({"mcpServers": {hs.NAME: p.server}}, indent=2)
+
+
+def also(p: Plan) -> str:
+    """What setup writes besides the server entry (``tiermem config gemini -o FILE`` says so)."""
+    return f"the hooks in {p.settings_file}"
+
+
 def show(p: Plan) -> str:
     return "\n".join(
         [

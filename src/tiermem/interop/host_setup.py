@@ -33,8 +33,10 @@ def setup_command(host: str, settings: Settings, args: Any, *, dry_run: bool) ->
         project=getattr(args, "project_dir", None),
     )
     if dry_run:
-        print(module.show(plan))
-        return 0
+        from .hosts import show_or_write
+
+        output = getattr(args, "output", None)
+        return show_or_write(host, module.show(plan), module.entry(plan), output, module.also(plan))
     force = bool(getattr(args, "force", False))
     for line in module.uninstall(plan) if args.uninstall else module.install(plan, force=force):
         print(line)

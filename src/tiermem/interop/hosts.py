@@ -29,9 +29,51 @@ HOSTS = {
     "http": "streamable HTTP with a bearer token: save as tiermem-http.toml, run `tiermem serve --config tiermem-http.toml`, "
     "and give clients the URL and the token shown in the comments",
 }
+HTTP_FILE = "tiermem-http.toml"  # the name `tiermem config http` suggests (its -o FILE: that one)
+
+
+def host_note(host: str, written: Path | None = None) -> str:
+    """What to do with ``tiermem config HOST``'s snippet; for ``http`` written with -o, the command names that file."""
+    if host == "http" and written is not None:
+        return (
+            f"streamable HTTP with a bearer token: run `tiermem serve --config {shlex.quote(str(written))}`, and give "
+            "clients the URL and the token shown in its comments"
+        )
+    return HOSTS[host]
 
 
 SECRET_HOSTS = frozenset({"http"})  # snippets that carry a live token (written with mode 0600)
+
+
+def show_or_write(host: str, preview: str, entry: str, output: Path | None, also: str) -> int:
+    """``tiermem config HOST`` for a host ``tiermem setup`` configures: what setup would write, file by file, on
+    stdout (each file's part after a ``# path`` line); with ``-o FILE``, the MCP server entry alone in FILE (valid
+    JSON, or TOML for Codex: nothing else in it; ``-o -``: on stdout), and on stderr what setup writes besides."""
+    if output is None:
+        print(
+            f"# what `tiermem setup {host}` writes, file by file (each after its `# path` line); "
+            f"`tiermem config {host} -o FILE` writes the MCP server entry alone, as a file of its own",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(preview)
+        return 0
+    from .commands import output_file
+
+    target = output_file(str(output))
+    if target is None:  # -o -: the entry alone on stdout
+        print(entry)
+        return 0
+    try:
+        target.write_text(entry + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"Cannot write {target}: {exc}. Give another path to -o.") from exc
+    print(
+        f"wrote {target}: the MCP server entry alone; `tiermem setup {host}` also writes {also} "
+        f"(`tiermem config {host}` without -o shows it all)",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def executable() -> str:
@@ -50,7 +92,9 @@ def snippet(
     agent_loop: bool = False,
     port: int = 8765,
     extra_env: dict[str, str] | None = None,
+    config_file: str = HTTP_FILE,
 ) -> str:
+    """``config_file``: for ``http``, the file the snippet is saved as (its first comment runs it)."""
     command = executable()
     args = ["serve", "--agent", agent] + (["--agent-loop"] if agent_loop else [])
     env = {"TIERMEM_DATA_DIR": str(data_dir), **(extra_env or {})}
@@ -97,7 +141,7 @@ def snippet(
         token = secrets.token_hex(32)
         return "\n".join(
             [
-                "# tiermem over streamable HTTP: tiermem serve --config tiermem-http.toml",
+                f"# tiermem over streamable HTTP: tiermem serve --config {shlex.quote(config_file)}",
                 f"# Clients connect to http://127.0.0.1:{port}/mcp with the header  Authorization: Bearer {token}",
                 '# To serve other machines set host = "0.0.0.0" and put TLS in front (a reverse proxy).',
                 'transport = "http"',

@@ -152,6 +152,16 @@ def plan(
     return Plan(server, hook, config, plugin, hs.record_file(base, HOST, config))
 
 
+def entry(p: Plan) -> str:
+    """The ``mcp`` entry alone (``tiermem config opencode -o FILE``)."""
+    return json.dumps({"mcp": {hs.NAME: p.server}}, indent=2)
+
+
+def also(p: Plan) -> str:
+    """What setup writes besides the server entry (``tiermem config opencode -o FILE`` says so)."""
+    return f"the plugin {p.plugin_file}"
+
+
 def show(p: Plan) -> str:
     return "\n".join(
         [

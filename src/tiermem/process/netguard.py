@@ -186,8 +186,9 @@ def load_tokens_file(path: Path) -> list[Token]:
     return make_tokens(data.get("tokens", []), f"tokens file {path}")
 
 
-def listen_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` and listening, or a ConfigError that says what holds the port and what to do."""
+def listen_socket(host: str, port: int, *, choose: str = "--port (or `port` in the config file)") -> socket.socket:
+    """A socket bound to ``host:port`` and listening, or a ConfigError that says what holds the port and what to do
+    (``choose``: how this command takes another port)."""
     bare = host.strip("[]")
     # proto IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets that say they are TCP;
     # without it a response's body waits for the client's delayed ACK of its headers (+40 ms on every answer)
@@ -202,7 +203,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(
                 f"Port {port} on {host} is already in use (another `tiermem serve` or `tiermem ui`?). Choose another "
-                f"with --port (or `port` in the config file), or stop the process holding it "
+                f"with {choose}, or stop the process holding it "
                 f"(`ss -ltnp 'sport = :{port}'` names it)."
             ) from exc
         raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Check --host and --port.") from exc

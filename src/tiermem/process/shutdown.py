@@ -95,7 +95,9 @@ class Shutdown:
             return self._cond.wait_for(lambda: self._busy == 0, timeout)
 
     def middleware(self) -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]:
-        """MCP server middleware counting every request (any transport)."""
+        """MCP server middleware counting every request and notification (any transport). Once stopping, a request
+        is refused with an error its client reads; a notification (``notifications/initialized`` sent just as the
+        host stops the server) is dropped quietly: there is no one to answer, and raising only logs a traceback."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import INTERNAL_ERROR
 
@@ -103,6 +105,9 @@ class Shutdown:
             try:
                 self.enter()
             except ShuttingDownError as exc:
+                if ctx.request_id is None:  # a notification: nothing to answer
+                    log.debug("shutting down: dropped the notification %s", ctx.method)
+                    return None
                 raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None
             try:
                 return await call_next(ctx)

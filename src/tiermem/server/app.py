@@ -86,9 +86,16 @@ def published_tools(settings: Settings) -> list[str]:
 
 
 def resolve_tools(items: Iterable[str]) -> list[str]:
-    """Expand presets and groups into tool names, in a stable order; unknown names are an error."""
+    """Expand presets and groups into tool names, in a stable order; unknown names are an error, and so is none at
+    all (``TIERMEM_TOOLS=`` set from an empty variable: a server with no tools is of no use to its host)."""
     every = [name for group in TOOL_GROUPS.values() for name in group]
     chosen: set[str] = set()
+    items = list(items)
+    if not items:
+        raise ConfigError(
+            f"`tools` is empty (TIERMEM_TOOLS set to nothing?): the server would publish no tools. Name presets, "
+            f"groups or tools ({', '.join(PRESETS)}, ...), or leave it unset for the default."
+        )
 
     def add(item: str) -> None:
         if item in PRESETS:

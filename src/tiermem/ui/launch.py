@@ -82,7 +82,8 @@ def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     from ..process.netguard import listen_socket
 
     port = port if port else free_port(settings.host)
-    sock = listen_socket(settings.host, port)  # a busy --port is a clear error, before anything is printed
+    # a busy --port is a clear error, before anything is printed (`tiermem ui` reads no `port` setting)
+    sock = listen_socket(settings.host, port, choose="--port, or leave --port out for a free one")
     app, url = build_ui_server(settings, port=port)
     print(f"tiermem memory inspector: {url}", flush=True)
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)

@@ -6,7 +6,6 @@ import json
 import os
 import sqlite3
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -238,7 +237,13 @@ def test_doctor_names_a_missing_block_shared_names_and_a_lost_core_state(
 
     twice, m = store("twice")  # two agents of one name
     work = m.create_agent("work")
-    m.core.insert_agent(replace(work, id="agent-copy"))
+    with sqlite3.connect(twice / "core.sqlite3") as conn:  # behind the core's back: it refuses a second name now
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(agents)")]
+        row = dict(zip(cols, conn.execute("SELECT * FROM agents WHERE id = ?", (work.id,)).fetchone(), strict=True))
+        row["id"] = "agent-copy"
+        conn.execute(
+            f"INSERT INTO agents ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", list(row.values())
+        )
     check = doctor_report(twice, capsys)["agent names"]
     assert (
         not check["ok"]

@@ -68,7 +68,13 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         check("schema", False, str(exc), fix)
         return _report(checks, as_json)
     except TiermemError as exc:
-        check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
+        fix = (
+            "check the data directory path and its permissions (--data-dir)"
+            if settings.uri is None
+            else f"check `uri` ({settings.uri}) and [storage_options] (endpoint, region, credentials, or the "
+            "AWS_* / GOOGLE_* / AZURE_* environment variables they fall back to): see docs/configuration.md#object-storage"
+        )
+        check("open", False, str(exc), fix)
         return _report(checks, as_json)
     store = memory.archive.store
     meta = store.conn.meta()

@@ -4,16 +4,21 @@ store."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError
+from tiermem.base.files import locked_unless_held
+from tiermem.core.bucket import Bucket
+from tiermem.core.lease import REEMBED_LEASE, REEMBED_SECONDS, Lease
 from tiermem.domain.factory import open_memory
 from tiermem.domain.maintenance import doctor, reembed
 from tiermem.embedding.embedders import make_embedder
 from tiermem.store import Store
+from tiermem.store.schemas import REEMBED_RUN_LOCK_FILE
 
 
 def _switched(settings: Settings) -> Settings:
@@ -76,3 +81,56 @@ def test_rows_committed_during_a_reembed_are_merged_into_the_new_table(settings:
     assert set(stored) == {second, late}
     assert all(len(r["vector"]) == 256 for r in stored.values())
     assert stored[late]["vector"] == pytest.approx(new.embed_blocking(["a fact remembered while it embedded"])[0])
+
+
+def test_a_second_reembed_is_refused_while_one_runs_and_changes_nothing(settings: Settings) -> None:
+    """Two reembeds at once would rewrite the same tables: the second is refused before it opens the store (the lock
+    the first holds for its whole run, here held by this process as another reembed would); once the first is gone
+    (it finished, or died: the lock goes with it) a reembed runs."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    uri = settings.store_uri()
+    with locked_unless_held(Path(uri) / REEMBED_RUN_LOCK_FILE, "pid 4242, started earlier") as holder:
+        assert holder is None
+        with pytest.raises(
+            StoreBusyError, match=r"Another `tiermem reembed` is running .*\(pid 4242, started earlier\)"
+        ):
+            reembed(_switched(settings))
+    assert Store.recorded_meta(uri)["embedding_model"] == "hashing-384"  # not marked, not switched
+    assert not Store.recorded_meta(uri).get("reembedding")
+    reembed(_switched(settings))
+    assert Store.recorded_meta(uri)["embedding_model"] == "hashing-256"
+
+
+# -- object storage: the same refusal through a lease object (moto's S3 server) -----------------------------------
+
+pytest.importorskip("moto.server", reason="moto[server] is not installed")
+from .test_object_storage import s3_config, s3_endpoint  # noqa: E402,F401  (the module's moto fixture)
+
+
+def test_a_second_reembed_on_object_storage_is_refused_while_the_lease_is_held(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+) -> None:
+    config = s3_config(tmp_path, s3_endpoint, f"reembed-{uuid.uuid4().hex[:8]}")
+    on_s3 = load_settings(config=config, data_dir=tmp_path / "local")
+    memory = open_memory(on_s3, start_embedder=False)
+    memory.ensure_agent("default")
+    memory.core.close()
+    assert on_s3.uri is not None
+    other = Lease(
+        Bucket(on_s3.uri, on_s3.storage_options), REEMBED_LEASE, REEMBED_SECONDS, note="pid 4242 on elsewhere"
+    )
+    etag = other.take()  # another reembed, on another host, holds it
+    assert etag is not None
+    switched = load_settings(config=config, data_dir=tmp_path / "local", embedding_model="hashing-256")
+    with pytest.raises(StoreBusyError, match=r"Another `tiermem reembed` is running .*pid 4242 on elsewhere"):
+        reembed(switched)
+    assert Store.recorded_meta(on_s3.uri, on_s3.storage_options)["embedding_model"] == "hashing-384"
+    renewed = other.renew(etag)  # what its holder's thread does every third of the lease's time
+    assert renewed is not None and other.renew(etag) is None  # a stale ETag renews nothing
+    other.give_back(renewed)
+    reembed(switched)
+    assert Store.recorded_meta(on_s3.uri, on_s3.storage_options)["embedding_model"] == "hashing-256"
+    assert other.take() is not None  # the reembed gave its lease back

@@ -10,6 +10,7 @@ so of two writers racing on one object exactly one wins, with no lock and no lis
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,11 +19,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..base.errors import StoreError
+from ..base.object_errors import DOCS, explain, short
 
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "memory")
 _CLIENT_KEYS = {
     "allow_http",
@@ -103,8 +106,8 @@ class Bucket:
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
             raise StoreError(
-                f"Cannot open the object store {uri!r}: {exc}. Check the uri and storage_options "
-                "(endpoint, region, credentials)."
+                f"Cannot open the object store {uri!r}: {short(str(exc))}. Check the uri and storage_options "
+                f"(endpoint, region, credentials): see {DOCS}."
             ) from exc
 
     # -- requests ------------------------------------------------------------------------------
@@ -122,9 +125,16 @@ class Bucket:
         ):
             raise  # answers, not failures: the callers below turn them into results
         except Exception as exc:  # the library's errors: network, permissions, a misbehaving store
+            log.debug("%s of %s/%s failed: %s", kind, self.uri, path, exc)  # the whole dump, for the log only
+            reason = explain(self.uri, str(exc))
+            if reason is not None:
+                raise StoreError(
+                    f"The object store failed at {self.uri}/{path} ({kind}): {reason}. Nothing was written by this "
+                    "call."
+                ) from exc
             raise StoreError(
-                f"The object store failed at {self.uri}/{path} ({kind}): {exc}. Nothing was written by "
-                "this call; check the store's endpoint and credentials, then try again."
+                f"The object store failed at {self.uri}/{path} ({kind}): {short(str(exc))}. Nothing was written by "
+                f"this call; check the store's endpoint and credentials ({DOCS}), then try again."
             ) from exc
 
     def get(self, path: str, unless: str | None = None) -> Stored | None:

@@ -12,12 +12,13 @@ Clocks of replicas are compared: a skew shortens or lengthens a lease by as much
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ..base.errors import StoreError
-from ..base.records import new_id, now, to_us
+from ..base.records import from_us, new_id, now, to_us
 from .bucket import Bucket
 from .object_layout import ROOT, dumps, loads
 
@@ -29,6 +30,8 @@ CREATE_SECONDS = 60.0  # longer than creating the tables of a new store takes (a
 AGENT_NAMES_LEASE = f"{ROOT}/leases/agent-names.json"  # held while an agent's name is checked and its object created
 AGENT_NAMES_SECONDS = 30.0  # longer than a listing of the agents and one PUT take
 WRITE_SECONDS = 120.0  # longer than the few commits of a write held under ``Connection.exclusive`` take
+REEMBED_LEASE = f"{ROOT}/leases/reembed.json"  # held by a ``tiermem reembed`` from start to end (``kept``)
+REEMBED_SECONDS = 90.0  # renewed every third of it while the reembed runs; one that died frees it this long after
 
 
 def write_lease(name: str) -> str:
@@ -39,13 +42,20 @@ def write_lease(name: str) -> str:
 class Lease:
     """The lease at ``path`` in ``bucket``, held at most ``seconds`` by one holder."""
 
-    def __init__(self, bucket: Bucket, path: str = UPKEEP_LEASE, seconds: float = LEASE_SECONDS) -> None:
-        self.bucket, self.path, self.seconds = bucket, path, seconds
+    def __init__(
+        self, bucket: Bucket, path: str = UPKEEP_LEASE, seconds: float = LEASE_SECONDS, note: str = ""
+    ) -> None:
+        """``note``: who the holder is, for a person told that another holds it (``kept``)."""
+        self.bucket, self.path, self.seconds, self.note = bucket, path, seconds, note
         self.holder = new_id("holder")
+
+    def _body(self) -> bytes:
+        until = to_us(now()) + int(self.seconds * 1e6)
+        return dumps({"holder": self.holder, "until_us": until, **({"note": self.note} if self.note else {})})
 
     def take(self) -> str | None:
         """The lease's ETag if this holder took it now, else None (another holds it, or took it first)."""
-        body = dumps({"holder": self.holder, "until_us": to_us(now()) + int(self.seconds * 1e6)})
+        body = self._body()
         etag = self.bucket.create(self.path, body)
         if etag is not None:
             return etag
@@ -55,6 +65,52 @@ class Lease:
         if int(loads(stored.data, "lease").get("until_us", 0)) > to_us(now()):
             return None
         return self.bucket.replace(self.path, body, stored.etag)
+
+    def renew(self, etag: str) -> str | None:
+        """Hold the lease ``seconds`` from now on: its new ETag, or None if it was taken over meanwhile."""
+        return self.bucket.replace(self.path, self._body(), etag)
+
+    def holder_note(self) -> str:
+        """Who holds the lease now and until when, as its holder said (for a person)."""
+        stored = self.bucket.get(self.path)
+        if stored is None:
+            return "a holder that has just given it back"
+        held = loads(stored.data, "lease")
+        until = from_us(int(held.get("until_us", 0))).isoformat(timespec="seconds")
+        return f"{held.get('note') or held.get('holder')}; its lease runs out at {until} unless it is renewed"
+
+    @contextmanager
+    def kept(self, busy: Callable[[str], Exception]) -> Iterator[None]:
+        """Hold the lease inside, for work that may outlast it: taken without waiting (``busy(holder_note)`` is
+        raised if another holds it) and renewed every third of ``seconds`` by a background thread, so a holder that
+        dies frees it ``seconds`` later at most. Given back on the way out."""
+        etag = self.take()
+        if etag is None:
+            raise busy(self.holder_note())
+        current, stop = [etag], threading.Event()
+
+        def renew_until_stopped() -> None:
+            while not stop.wait(self.seconds / 3):
+                try:
+                    renewed = self.renew(current[0])
+                except StoreError as exc:  # the next try may get through; the lease lasts two more periods
+                    log.warning("could not renew the lease %s (trying again): %s", self.path, exc)
+                    continue
+                if renewed is None:
+                    log.warning(
+                        "the lease %s ran out and was taken over: another holder may do the same work", self.path
+                    )
+                    return
+                current[0] = renewed
+
+        renewing = threading.Thread(target=renew_until_stopped, name="tiermem-lease", daemon=True)
+        renewing.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewing.join()
+            self._give_back_or_let_expire(current[0])
 
     def give_back(self, etag: str) -> None:
         """Let the next taker have it at once (nothing if it was taken over meanwhile)."""

@@ -6,12 +6,14 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..embedding.embedders import BackgroundEmbedder
     from .memory import Memory
 
 
@@ -88,7 +90,13 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         check("schema", False, str(exc), fix)
         return _report(checks, as_json)
     except TiermemError as exc:
-        check("open", False, str(exc), "check the data directory path and its permissions (--data-dir)")
+        fix = (
+            "check the data directory path and its permissions (--data-dir)"
+            if settings.uri is None
+            else f"check `uri` ({settings.uri}) and [storage_options] (endpoint, region, credentials, or the "
+            "AWS_* / GOOGLE_* / AZURE_* environment variables they fall back to): see docs/configuration.md#object-storage"
+        )
+        check("open", False, str(exc), fix)
         return _report(checks, as_json)
     store = memory.archive.store
     meta = store.conn.meta()
@@ -379,7 +387,6 @@ def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) ->
     model, since every later command would refuse the new vectors."""
     from ..base.errors import ConfigError
     from ..embedding.embedders import make_embedder
-    from ..store import SEARCHABLE, Store
 
     cache = settings.model_cache_dir()
     wanted = settings.embedding_model or "default"
@@ -390,7 +397,35 @@ def reembed(settings: Settings, *, configured: tuple[str, str] | None = None) ->
             f"vectors of {embedder.name}. Set it to {wanted!r} there (or remove it: with no model set, tiermem uses "
             "the one the data directory records), then run `tiermem reembed` again. Nothing was re-embedded."
         )
-    embedder.start()
+    with _reembedding_alone(settings):
+        embedder.start()
+        return _reembed(settings, embedder)
+
+
+def _reembedding_alone(settings: Settings) -> AbstractContextManager[object]:
+    """Held for a whole reembed, so a second one started meanwhile is refused (``StoreBusyError``) and changes
+    nothing: a lock file in a local store's directory, a lease object renewed while it runs on object storage."""
+    from ..core.bucket import supports
+    from ..store import reembed_alone
+    from ..store.reembed import another_reembed
+
+    if settings.uri is None or not supports(settings.uri):
+        return reembed_alone(settings.store_uri())
+    import os
+    import socket
+
+    from ..core.bucket import Bucket
+    from ..core.lease import REEMBED_LEASE, REEMBED_SECONDS, Lease
+
+    uri = settings.uri
+    note = f"pid {os.getpid()} on {socket.gethostname()}, started {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
+    lease = Lease(Bucket(uri, settings.storage_options or None), REEMBED_LEASE, REEMBED_SECONDS, note=note)
+    return lease.kept(lambda holder: another_reembed(uri, holder))
+
+
+def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
+    from ..store import SEARCHABLE, Store
+
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
     embedder.wait(None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from .boundary import LIBRARY_ERRORS, Retry, commit_with_retries, library, reads, writes
 from .connection import DEFAULT_INDEX_CACHE, DEFAULT_METADATA_CACHE
 from .query import Filter
+from .reembed import alone as reembed_alone
 from .schemas import MESSAGE_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION, SEARCHABLE
 from .search import VECTOR_EF, VECTOR_NPROBES, VECTOR_REFINE
 from .store import Store
@@ -38,6 +39,7 @@ __all__ = [
     "VECTOR_REFINE",
     "Filter",
     "Retry",
+    "reembed_alone",
     "Store",
     "commit_with_retries",
     "library",

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..base.errors import StoreBusyError, StoreReadError, StoreWriteError, TiermemError
+from ..base.errors import StoreBusyError, StoreError, StoreReadError, StoreWriteError, TiermemError
+from ..base.object_errors import FAILURES, explain, is_object_uri, store_code
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -23,12 +24,36 @@ LIBRARY_ERRORS = (RuntimeError, OSError, ValueError)
 _SOURCE_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")  # the Rust source line Lance appends to its messages
 
 
-def _first_line(exc: BaseException) -> str:
-    text = _SOURCE_LOCATION.sub("", str(exc)).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+def first_line(exc: BaseException) -> str:
+    """The first line of a library error, without the Rust source line Lance appends, obstore's "Debug source:" dump
+    or a Rust debug dump (``IO { source: ... }``) after its words; at most 300 characters."""
+    text = _SOURCE_LOCATION.sub("", str(exc)).split("\n\nDebug source:", 1)[0].strip()
+    line = text.splitlines()[0].split(" { ", 1)[0] if text else ""
+    return line[:300] if line else type(exc).__name__
 
 
-def _write_error(uri: str, what: str, exc: BaseException) -> StoreWriteError:
+def _object_store_error(uri: str, what: str, exc: BaseException, writing: bool) -> StoreError | None:
+    """The error of an object store's recognised failure (a missing bucket, refused credentials, an endpoint that
+    cannot be reached: ``object_errors.explain``), or None (not object storage, or not recognised)."""
+    if not is_object_uri(uri):
+        return None
+    reason = explain(uri, str(exc))
+    if reason is None:
+        return None
+    log.debug("%s %s at %s failed: %s", "writing" if writing else "reading", what, uri, exc)
+    if writing:
+        return StoreWriteError(f"Writing {what} to {uri} failed: {reason}. Nothing was written.")
+    return StoreReadError(f"Reading {what} from {uri} failed: {reason}. Nothing was changed.")
+
+
+def _where(uri: str) -> str:
+    return f"the object store {uri}" if is_object_uri(uri) else f"the data directory {uri}"
+
+
+def _write_error(uri: str, what: str, exc: BaseException) -> StoreError:
+    recognised = _object_store_error(uri, what, exc, writing=True)
+    if recognised is not None:
+        return recognised
     text = str(exc)
     if "os error 28" in text or "No space left" in text:
         return StoreWriteError(
@@ -40,12 +65,13 @@ def _write_error(uri: str, what: str, exc: BaseException) -> StoreWriteError:
             f"The data directory {uri} is read-only (while writing {what}); nothing was written. "
             "Make it writable, or choose another with --data-dir."
         )
-    return StoreWriteError(
-        f"Writing {what} to the data directory {uri} failed: {_first_line(exc)}. Nothing was written."
-    )
+    return StoreWriteError(f"Writing {what} to {_where(uri)} failed: {first_line(exc)}. Nothing was written.")
 
 
-def _read_error(uri: str, what: str, exc: BaseException) -> StoreReadError:
+def _read_error(uri: str, what: str, exc: BaseException) -> StoreError:
+    recognised = _object_store_error(uri, what, exc, writing=False)
+    if recognised is not None:
+        return recognised
     text = str(exc)
     if "os error 13" in text or "Permission denied" in text:
         return StoreReadError(
@@ -54,12 +80,12 @@ def _read_error(uri: str, what: str, exc: BaseException) -> StoreReadError:
         )
     if "Not found" in text or "os error 2" in text or "No such file" in text:
         return StoreReadError(
-            f"Part of the data directory {uri} is missing (while reading {what}): {_first_line(exc)}. "
+            f"Part of {_where(uri)} is missing (while reading {what}): {first_line(exc)}. "
             "Nothing was changed. Check `tiermem doctor`, and restore the directory from a copy or a "
             "backup (`tiermem import backup.jsonl`) if files were removed."
         )
     return StoreReadError(
-        f"Reading {what} from the data directory {uri} failed: {_first_line(exc)}. Nothing was "
+        f"Reading {what} from {_where(uri)} failed: {first_line(exc)}. Nothing was "
         "changed. If it persists the data may be damaged: check `tiermem doctor`."
     )
 
@@ -112,7 +138,10 @@ _CLEANED_UP = ("/_versions/", "/_transactions/", ".manifest", ".txn")
 
 def is_conflict(exc: BaseException) -> bool:
     """True when ``exc`` is Lance's word that a commit lost to other writers (and so committed nothing), or that a
-    version it started from was cleaned up under it."""
+    version it started from was cleaned up under it. Never for the store's answer that the bucket is missing or
+    the credentials are refused (a 404 of a version listing reads "not found" too)."""
+    if store_code(str(exc)) in FAILURES:
+        return False
     text = str(exc).lower()
     return any(m in text for m in _CONFLICT_MARKERS) or ("not found" in text and any(m in text for m in _CLEANED_UP))
 
@@ -161,7 +190,7 @@ def commit_with_retries(uri: str, what: str, attempt: Callable[[int], T], retry:
                 raise StoreBusyError(
                     f"Writing {what} to {uri} did not get through: other writers (another replica, another call or "
                     f"an upkeep) kept committing to the same table for {elapsed:.1f} s ({n + 1} tries; last: "
-                    f"{_first_line(exc)}). Nothing was written; the call is safe to repeat, preferably in a few "
+                    f"{first_line(exc)}). Nothing was written; the call is safe to repeat, preferably in a few "
                     "seconds."
                 ) from exc
             log.info(

@@ -24,8 +24,9 @@ from typing import Any, TypedDict, Unpack
 
 from ..base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError, StoreError
 from ..base.files import locked
+from ..base.object_errors import DOCS, explain, is_object_uri
 from ..base.records import new_id, now
-from .boundary import library, reads, writes
+from .boundary import first_line, library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
@@ -65,7 +66,23 @@ FIRST_UPKEEP_MS = 50.0  # what an upkeep is taken to cost before this process ha
 
 def is_remote(uri: str) -> bool:
     """True for an object-store URI (``s3://...``, ``gs://...``, ``az://...``), False for a directory."""
-    return "://" in uri and not uri.startswith("file://")
+    return is_object_uri(uri)
+
+
+def open_error(uri: str, exc: BaseException) -> StoreError:
+    """What a person (or a model) is told when the store at ``uri`` did not open: for object storage the failure
+    recognised (``object_errors.explain``) or the library's first line, with the settings to check (the library's
+    whole text goes to the debug log); for a directory, the directory's advice."""
+    if not is_remote(uri):
+        return StoreError(
+            f"Could not open the data directory {uri!r}: {exc}. Check that it exists, is writable, "
+            "and is not a file; or choose another with --data-dir / TIERMEM_DATA_DIR."
+        )
+    log.debug("opening %s failed: %s", uri, exc)
+    reason = explain(uri, str(exc))
+    if reason is None:
+        reason = f"{first_line(exc)}. Check `uri` and [storage_options] (endpoint, region, credentials); see {DOCS}"
+    return StoreError(f"Could not open the object store {uri}: {reason}. Nothing was changed.")
 
 
 def connect(
@@ -184,10 +201,7 @@ class Connection:
         except (SchemaError, StoreError):
             raise
         except (OSError, RuntimeError, ValueError) as exc:
-            raise StoreError(
-                f"Could not open the data directory {uri!r}: {exc}. Check that it exists, is writable, "
-                "and is not a file; or choose another with --data-dir / TIERMEM_DATA_DIR."
-            ) from exc
+            raise open_error(uri, exc) from exc
         self._check_meta()
 
     # -- the meta table ------------------------------------------------------

@@ -5,22 +5,66 @@ The store is marked (meta ``reembedding``) before the first table is rewritten a
 is recorded: while it is marked, no other connection opens it and every write to a searchable table is refused
 (``Connection.writing``), so no table ever holds vectors of two models unnoticed and no write lands in a table about
 to be replaced. Rows committed between the read of a table and its swap (possible on object storage, where writers
-cannot hold a shared lock) are merged in, embedded too (``replace_vectors``)."""
+cannot hold a shared lock) are merged in, embedded too (``replace_vectors``).
+
+One reembed at a time: on a local store ``alone`` holds a lock file for the whole run (object storage: the
+composition's lease, ``domain.maintenance``)."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from ..base.errors import StoreBusyError, StoreError
+from ..base.files import locked_unless_held
+from ..base.records import now
 from .boundary import library
-from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap
-from .schemas import REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
+from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap, is_remote
+from .schemas import REEMBED_RUN_LOCK_FILE, REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
 from .tables import Rows
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+
+
+def another_reembed(uri: str, holder: str) -> StoreBusyError:
+    """The error of a ``tiermem reembed`` started while another (``holder``: who it is) runs on the store ``uri``."""
+    return StoreBusyError(
+        f"Another `tiermem reembed` is running on {uri} ({holder}): two at once would rewrite the same tables. "
+        "Nothing was changed: wait for it to finish (its progress is on its stderr), then run this one again if "
+        "you still want another model."
+    )
+
+
+@contextmanager
+def alone(uri: str) -> Iterator[None]:
+    """Held for a whole ``tiermem reembed`` of the local store ``uri``, from before it opens the store (opening
+    finishes an interrupted swap, which must not race a running one) to its end: a lock file in the store's
+    directory, taken without waiting (``StoreBusyError`` naming the holder's pid if another reembed has it; nothing
+    changed). A reembed that dies lets go of it, so an interrupted one can be run again at once. Nothing for object
+    storage, nor for a directory that does not exist (there is nothing to rewrite)."""
+    directory = Path(uri.removeprefix("file://"))
+    if is_remote(uri) or not directory.is_dir():
+        yield
+        return
+    path = directory / REEMBED_RUN_LOCK_FILE
+    with ExitStack() as held:
+        try:
+            holder = held.enter_context(
+                locked_unless_held(path, f"pid {os.getpid()}, started {now().isoformat(timespec='seconds')}")
+            )
+        except OSError as exc:
+            raise StoreError(
+                f"Could not open the lock file {path}: {exc}. Check that the data directory is writable."
+            ) from exc
+        if holder is not None:
+            raise another_reembed(uri, holder)
+        yield
 
 
 class Reembed:

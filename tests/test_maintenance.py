@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tiermem.base.config import load_settings
 from tiermem.cli.main import open_memory
@@ -15,10 +18,11 @@ from .test_transports import server_env
 
 
 def run(
-    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None
+    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None, data: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    data = data or tmp_path / "data"
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(data), "--embedding-model", model],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -144,3 +148,31 @@ def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:
     model = next(c for c in report["checks"] if c["check"] == "embedding model")
     assert model["ok"] is False and "sha256" in model["detail"] and "reinstall" in model["fix"]
     assert str(fake / "model.onnx") in model["detail"]  # the file doctor read was the stand-in
+
+
+def test_data_directory_is_private_and_doctor_says_when_not(tmp_path: Path) -> None:
+    """A new data directory is its user's alone (0700), so no other local user reads the memory in it (its files
+    are written 0644 under the usual umask); an existing one others can reach is left as it is, and doctor fails
+    on it with the chmod that fixes it."""
+    import stat
+    import tempfile
+
+    base = Path(tempfile.mkdtemp())  # pytest's tmp_path sits in a 0700 directory: this one others can reach
+    try:
+        base.chmod(0o755)
+        if not all(stat.S_IMODE(p.stat().st_mode) & 0o001 for p in base.parents):
+            pytest.skip(f"{base.parent} is not open to other users: nothing to show here")
+        data = base / "data"
+        made = run(tmp_path, "blocks", "set", "human", "Ada", data=data)
+        assert made.returncode == 0, made.stderr
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        ok = run(tmp_path, "doctor", "--json", data=data)
+        access = {c["check"]: c for c in json.loads(ok.stdout)["checks"]}["data directory access"]
+        assert ok.returncode == 0 and access["ok"] and "private" in access["detail"]
+        data.chmod(0o755)  # as an older tiermem made it, or the user did
+        open_ = run(tmp_path, "doctor", data=data)
+        assert open_.returncode == 1 and "[FAIL] data directory access" in open_.stdout
+        assert "every user of this machine" in open_.stdout and f"chmod 700 {data}" in open_.stdout
+        assert stat.S_IMODE(data.stat().st_mode) == 0o755  # doctor changes nothing
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

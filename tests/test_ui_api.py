@@ -295,6 +295,57 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
         proc.wait(timeout=20)
 
 
+def test_ui_gives_the_browser_a_private_page_not_the_secret(tmp_path: Path) -> None:
+    """`tiermem ui` opens the browser on a page file (0600, in a 0700 directory of its own) that leads to the
+    inspector: the URL with the session's secret is never on the browser's command line, which every local user
+    reads with ps. The page is removed when the inspector stops."""
+    import stat
+    import subprocess
+    import time
+
+    import httpx
+
+    from .conftest import PYTHON
+    from .test_transports import free_port, server_env
+
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
+    seen = tmp_path / "browser"
+    browser = tmp_path / "browser.sh"  # stands in for the browser (webbrowser runs $BROWSER with what it opens)
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s" "$*" > {seen}.args\npage="${{1#file://}}"\n'
+        f'stat -c "%a" "$page" > {seen}.mode\nstat -c "%a" "$(dirname "$page")" >> {seen}.mode\n'
+        f'cp "$page" {seen}.html\ntouch {seen}.done\n'
+    )
+    browser.chmod(0o700)
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "ui", "--port", str(port), "--agent", "work", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=server_env(tmp_path, BROWSER=str(browser)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        token = line.strip().split("#token=", 1)[1]  # printed to the user's own terminal
+        deadline = time.monotonic() + 60
+        while not Path(f"{seen}.done").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        args = Path(f"{seen}.args").read_text()
+        assert token not in args and args.startswith("file://") and args.endswith("/open.html")
+        assert Path(f"{seen}.mode").read_text().split() == ["600", "700"]
+        page = Path(f"{seen}.html").read_text()
+        assert f"http://127.0.0.1:{port}/ui/#token={token}" in page and 'http-equiv="refresh"' in page
+        api = httpx.get(f"http://127.0.0.1:{port}/ui/api/agents", headers={"authorization": f"Bearer {token}"})
+        assert api.status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert not Path(args.removeprefix("file://")).parent.exists()
+    assert stat.S_IMODE(browser.stat().st_mode) == 0o700
+
+
 def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -> None:
     """Pages (read by sort key first, then only the page's rows) cover every passage once, oldest first."""
     memory = open_memory(ui_settings, start_embedder=False)

@@ -241,6 +241,18 @@ def test_http_without_tokens_uses_a_per_run_secret(tmp_path: Path) -> None:
         timeout=60,
     )
     assert chosen.returncode == 1 and "placeholder" in chosen.stderr and "openssl rand -hex 32" in chosen.stderr
+    # a secret on the command line is one every local user reads with ps: said, with the ways that keep it private
+    assert "--token puts the secret on this process's command line" in chosen.stderr
+    assert "TIERMEM_HTTP_TOKEN" in chosen.stderr and "--tokens-file" in chosen.stderr
+    from_env = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN="changeme-please-12345"),
+        timeout=60,
+    )
+    assert from_env.returncode == 1 and "placeholder" in from_env.stderr and "command line" not in from_env.stderr
 
 
 def test_files_with_tokens_are_private(tmp_path: Path) -> None:

@@ -197,7 +197,7 @@ def _run_http(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n"
+            "tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: README 'Security')\n"
         )
         sys.stderr.flush()
     config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
@@ -259,7 +259,7 @@ def check_bind(settings: Settings) -> None:
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
             "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            "--tokens-file, see README 'Security', or --token) or OAuth (oauth_issuer and public_url), or bind to "
+            "--tokens-file, see README 'Security', or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to "
             "127.0.0.1 (the default)."
         )
 

@@ -293,6 +293,7 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
 
 def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     import os
+    import re
     import shlex
     import subprocess
     import tempfile
@@ -301,7 +302,9 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
 
     block = memory.block(agent_id, label)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, path = tempfile.mkstemp(prefix=f"tiermem-{label}-", suffix=".md")
+    # a label may hold "/" (system/human/family): in the name it would lead the file out of $TMPDIR, into a directory
+    # someone else may have made (and could swap the file in while the editor has it open)
+    fd, path = tempfile.mkstemp(prefix=f"tiermem-{re.sub(r'[^A-Za-z0-9_-]', '_', label)[:60]}-", suffix=".md")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(block.value)
     try:

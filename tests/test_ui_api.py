@@ -167,6 +167,34 @@ def test_search_passages_delete(client: TestClient, ui_settings: Settings) -> No
     assert client.get("/ui/api/passages", params={"agent": "default"}).json()["total"] == 1
 
 
+def test_memory_stays_out_of_the_browsers_stores(client: TestClient, ui_settings: Settings) -> None:
+    """Every answer of the inspector, the API's JSON (memory text) above all, says no-store, so no browser keeps it
+    in its disk cache after `tiermem forget`; and nosniff and the page's CSP. What is typed into the page's text
+    fields is not kept by the browser's autofill either."""
+    memory = open_memory(ui_settings)
+    agent = memory.get_agent("default")
+    assert memory.archive is not None
+    memory.archive.insert(agent.id, "Ada's clinic is on Zebra Street", ["health"])
+    answers = [
+        client.get("/ui/api/passages", params={"agent": "default"}),
+        client.get("/ui/api/search", params={"agent": "default", "q": "clinic", "memory": "archival"}),
+        client.get("/ui/api/agent", params={"agent": "default"}),
+        client.get("/ui/api/agents"),
+        client.get("/ui/api/search", params={"agent": "default", "q": "x", "start": "yesterday"}),  # an error
+        client.get("/ui/"),
+        client.get("/ui/static/app.js"),
+    ]
+    assert "Zebra Street" in answers[0].text and "Zebra Street" in answers[1].text
+    for answer in answers:
+        assert answer.headers["cache-control"] == "no-store", answer.url
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.url
+        assert "default-src 'self'" in answer.headers["content-security-policy"], answer.url
+        assert len(answer.headers.get_list("cache-control")) == 1
+    page = client.get("/ui/").text
+    for field in ("block-filter", "ed-value", "s-query", "s-tags", "tl-query", "ln-id", "fs-query", "fs-include"):
+        assert f'id="{field}" autocomplete="off"' in page, field
+
+
 def test_export_and_import(client: TestClient) -> None:
     exported = client.get("/ui/api/export", params={"agent": "default", "format": "af"})
     assert exported.status_code == 200 and 'filename="default.af"' in exported.headers["content-disposition"]

@@ -482,11 +482,12 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
             )
             print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
-        settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
+        settings_given = (args.new_label, args.description, args.limit, args.read_only, args.pinned) != (None,) * 5
         if settings_given:
             b = memory.update_block(
                 agent.id,
                 args.label,
+                new_label=args.new_label,
                 description=args.description,
                 limit=args.limit,
                 read_only=args.read_only,
@@ -498,8 +499,8 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             )
         if args.value is None and not settings_given:
             raise ValidationError(
-                "Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
-                "--pinned/--detached."
+                "Nothing to set: give a VALUE ('-' for stdin) or --label/--description/--limit/--read-only/"
+                "--writable/--pinned/--detached."
             )
     elif args.action == "create":
         spec = BlockSpec(

@@ -248,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         "`printf` adds none), so `echo 'Name: Ada' | tiermem blocks set human -` stores 'Name: Ada'",
     )
     b_set.add_argument("--description")
+    b_set.add_argument("--label", dest="new_label", metavar="NEW", help="rename the block (a new version)")
     b_set.add_argument("--limit", type=int)
     access = b_set.add_mutually_exclusive_group()
     access.add_argument(

@@ -9,6 +9,7 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,9 +106,23 @@ def test_without_now_gone_from_search_at_once_and_from_the_files_after_upkeep(lo
     assert purge_pending(memory)
     held = scan_dir(root)
     assert held and all(p.startswith("db/") for p in held), held  # the core state is purged at once
+    report = _doctor(root)  # says so, with the way to purge now
+    assert not report["healthy"]
+    detail = report["purge"]["detail"]
+    assert "still in the store's files (" in detail and "passages: 1 data fragment(s)" in detail
+    assert "tiermem optimize" in report["purge"]["fix"]
     optimize(memory)  # `tiermem optimize` (a server's background upkeep runs the same purge)
     assert scan_dir(root) == []
     assert not purge_pending(memory)
+    after = _doctor(root)
+    assert after["purge"]["ok"] and after["healthy"], after
+
+
+def _doctor(root: Path) -> dict[str, Any]:
+    """``tiermem doctor --json`` on ``root``: its verdict, and each check by name."""
+    out = _run_cli(["doctor", "--json", "--data-dir", str(root), "--embedding-model", "hashing"], status=None)
+    report = json.loads(out)
+    return {"healthy": report["healthy"], **{c["check"]: c for c in report["checks"]}}
 
 
 def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_path: Path) -> None:
@@ -156,13 +171,14 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
     assert scan_dir(root) == []
 
 
-def _run_cli(argv: list[str]) -> str:
+def _run_cli(argv: list[str], status: int | None = 0) -> str:
     import contextlib
     import io
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(argv) == 0
+        code = main(argv)
+    assert status is None or code == status
     return buf.getvalue()
 
 

@@ -190,7 +190,7 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
 
 def purge_pending(memory: Memory) -> bool:
     """True while forgotten rows may still be in the store's files."""
-    return memory.archive.rows.purge_pending()
+    return bool(memory.archive.rows.purge_pending())
 
 
 def _ref(target: Target, what: str) -> str:

@@ -143,6 +143,18 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
     )
     _check_stray_rows(memory, [a.id for a in agents], check)
+    marked = memory.archive.rows.purge_pending()
+    check(
+        "purge",
+        not marked,
+        "no deleted or forgotten row is left in the store's files"
+        if not marked
+        else "deleted or forgotten rows are gone from search but still in the store's files ("
+        + ", ".join(f"{table}: {n} data fragment(s)" for table, n in marked.items())
+        + "): archival_memory_delete, the inspector's delete and `tiermem forget` without --now leave them there "
+        "until the next upkeep",
+        "run `tiermem optimize` to purge them now (`tiermem forget ... --now` purges at once)",
+    )
     _check_files(memory, check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)

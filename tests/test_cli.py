@@ -72,6 +72,32 @@ def test_blocks_edit_in_editor(tmp_path: Path) -> None:
     assert kept.name.startswith("tiermem-human-") and f"your text is kept in {kept}." in too_long.stderr
     assert kept.read_text() == "0" * 6000
     assert tiermem(tmp_path, "blocks", "show", "human").stdout == "Name: Ada\nLikes tea\n"
+    kept.unlink()
+    # a label with "/" (system/human/family) names no directory: the file is made in $TMPDIR all the same, never in
+    # a "system/" someone else may have made there
+    (temp / "system").mkdir(mode=0o777)
+    assert tiermem(tmp_path, "blocks", "create", "system/human/family", "--value", "Sister: Bea").returncode == 0
+    nested = tiermem(
+        tmp_path,
+        "blocks",
+        "edit",
+        "system/human/family",
+        EDITOR=_editor(tmp_path, 'printf "Sister: Bea\nBrother: Cy" > "$1"'),
+        TMPDIR=str(temp),
+    )
+    assert nested.returncode == 0, nested.stderr
+    assert tiermem(tmp_path, "blocks", "show", "system/human/family").stdout == "Sister: Bea\nBrother: Cy\n"
+    kept_nested = tiermem(
+        tmp_path,
+        "blocks",
+        "edit",
+        "system/human/family",
+        EDITOR=_editor(tmp_path, "printf '%06000d' 0 > \"$1\""),
+        TMPDIR=str(temp),
+    )
+    assert kept_nested.returncode == 1 and list((temp / "system").iterdir()) == []
+    [kept] = (p for p in temp.iterdir() if p.is_file())
+    assert kept.name.startswith("tiermem-system_human_family-") and kept.read_text() == "0" * 6000
 
 
 def test_search_prints_a_table_and_json(tmp_path: Path) -> None:

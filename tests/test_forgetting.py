@@ -9,10 +9,11 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tiermem.base.config import Settings, load_settings
+from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.cli.main import main
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
@@ -105,9 +106,23 @@ def test_without_now_gone_from_search_at_once_and_from_the_files_after_upkeep(lo
     assert purge_pending(memory)
     held = scan_dir(root)
     assert held and all(p.startswith("db/") for p in held), held  # the core state is purged at once
+    report = _doctor(root)  # says so, with the way to purge now
+    assert not report["healthy"]
+    detail = report["purge"]["detail"]
+    assert "still in the store's files (" in detail and "passages: 1 data fragment(s)" in detail
+    assert "tiermem optimize" in report["purge"]["fix"]
     optimize(memory)  # `tiermem optimize` (a server's background upkeep runs the same purge)
     assert scan_dir(root) == []
     assert not purge_pending(memory)
+    after = _doctor(root)
+    assert after["purge"]["ok"] and after["healthy"], after
+
+
+def _doctor(root: Path) -> dict[str, Any]:
+    """``tiermem doctor --json`` on ``root``: its verdict, and each check by name."""
+    out = _run_cli(["doctor", "--json", "--data-dir", str(root), "--embedding-model", "hashing"], status=None)
+    report = json.loads(out)
+    return {"healthy": report["healthy"], **{c["check"]: c for c in report["checks"]}}
 
 
 def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_path: Path) -> None:
@@ -156,13 +171,14 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
     assert scan_dir(root) == []
 
 
-def _run_cli(argv: list[str]) -> str:
+def _run_cli(argv: list[str], status: int | None = 0) -> str:
     import contextlib
     import io
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(argv) == 0
+        code = main(argv)
+    assert status is None or code == status
     return buf.getvalue()
 
 
@@ -370,6 +386,54 @@ def test_forget_text_takes_it_out_of_link_notes_prompts_and_folders_and_names_th
         assert scan_dir(root) == []  # the link note's old meta row, the prompt and the description are gone too
     finally:
         after.core.close()
+
+
+def test_forget_text_names_the_tags_projects_and_labels_holding_it(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A text in a passage's tag or project, a message's project or a block's label is not in any content: forget
+    --text leaves those names as they are (hosts, filters and prompts use them) but names each with the command
+    that removes it; run those, and the same forget again leaves no byte of it in the data directory."""
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    word = "OrchidClinic"
+    tagged = memory.archival_insert(agent, "Meeting notes from Tuesday", [word, "health"]).stored[0]
+    placed = memory.archival_insert(agent, "Follow-up scheduled", None, project=f"/nowhere/{word}-records").stored[0]
+    said = memory.conversation_log(
+        agent, [{"role": "user", "content": "booked for May", "project": f"/nowhere/{word}-records"}]
+    ).stored[0]
+    memory.create_block(agent, BlockSpec(label=word, value="appointments"), actor="human")
+    memory.archival_insert(agent, "tagged otherwise", ["health"])
+    memory.core.close()
+    cli = ["--data-dir", str(root), "--embedding-model", "hashing"]
+    assert main(["forget", "--text", word, *cli, "--yes", "--now"]) == 0
+    out = capsys.readouterr().out
+    assert "forgot 0 passage row(s), 0 message(s)" in out
+    assert f"still held by the passage tag of {tagged} (agent default)" in out
+    assert f"`tiermem forget passage {tagged} --agent default`" in out
+    assert f"still held by the passage project of {placed} (agent default)" in out
+    assert f"still held by the message project of {said.id} (agent default)" in out
+    assert f"`tiermem forget message {said.id} --agent default`" in out
+    assert f"still held by the block label of {word} (agent default)" in out
+    assert f"`tiermem blocks set {word} --label NEW --agent default`" in out
+    assert out.count("still held by the") == 4  # the passage tagged "health" only is not named
+    assert scan_for(root, word)
+    for argv in (
+        ["forget", "passage", tagged, "--agent", "default", "--yes"],
+        ["forget", "passage", placed, "--agent", "default", "--yes"],
+        ["forget", "message", said.id, "--agent", "default", "--yes"],
+        ["blocks", "set", word, "--label", "clinic", "--agent", "default"],
+    ):
+        assert main([*argv, *cli]) == 0, argv
+    capsys.readouterr()
+    assert main(["forget", "--text", word, *cli, "--yes", "--now", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["names_holding_it"] == [] and report["versions"] == 1  # the block's version under the old label
+    assert scan_for(root, word) == []
+
+
+def scan_for(root: Path, text: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes())
 
 
 def test_forget_an_agent_reports_what_went_and_usage_errors_exit_2(

@@ -206,6 +206,9 @@ def test_no_server_fails_soft_and_says_why(model_settings: Settings, capsys: pyt
     assert out is None  # nothing printed: the prompt goes through unchanged
     assert "no tiermem server is running for this memory" in err
     assert "no tiermem server is running" in hooks.log_file().read_text()
+    # the log names the user's paths and sessions: its directory and the file are the user's alone
+    assert hooks.log_file().stat().st_mode & 0o777 == 0o600
+    assert hooks.log_file().parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_garbage_input_fails_soft(model_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -20,10 +21,11 @@ from .test_transports import server_env
 
 
 def run(
-    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None
+    tmp_path: Path, *args: str, model: str = "hashing", env: dict[str, str] | None = None, data: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    data = data or tmp_path / "data"
     return subprocess.run(
-        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(tmp_path / "data"), "--embedding-model", model],
+        [PYTHON, "-m", "tiermem", *args, "--data-dir", str(data), "--embedding-model", model],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -259,3 +261,31 @@ def test_doctor_names_a_missing_block_shared_names_and_a_lost_core_state(
     assert not check["ok"] and "the core state knows nothing of 1 of their agents" in check["detail"]
     assert "was lost or replaced" in check["detail"]
     assert check["fix"].startswith("restore the agents from your latest backup: `tiermem import backup.jsonl`")
+
+
+def test_data_directory_is_private_and_doctor_says_when_not(tmp_path: Path) -> None:
+    """A new data directory is its user's alone (0700), so no other local user reads the memory in it (its files
+    are written 0644 under the usual umask); an existing one others can reach is left as it is, and doctor fails
+    on it with the chmod that fixes it."""
+    import stat
+    import tempfile
+
+    base = Path(tempfile.mkdtemp())  # pytest's tmp_path sits in a 0700 directory: this one others can reach
+    try:
+        base.chmod(0o755)
+        if not all(stat.S_IMODE(p.stat().st_mode) & 0o001 for p in base.parents):
+            pytest.skip(f"{base.parent} is not open to other users: nothing to show here")
+        data = base / "data"
+        made = run(tmp_path, "blocks", "set", "human", "Ada", data=data)
+        assert made.returncode == 0, made.stderr
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        ok = run(tmp_path, "doctor", "--json", data=data)
+        access = {c["check"]: c for c in json.loads(ok.stdout)["checks"]}["data directory access"]
+        assert ok.returncode == 0 and access["ok"] and "private" in access["detail"]
+        data.chmod(0o755)  # as an older tiermem made it, or the user did
+        open_ = run(tmp_path, "doctor", data=data)
+        assert open_.returncode == 1 and "[FAIL] data directory access" in open_.stdout
+        assert "every user of this machine" in open_.stdout and f"chmod 700 {data}" in open_.stdout
+        assert stat.S_IMODE(data.stat().st_mode) == 0o755  # doctor changes nothing
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -146,11 +146,14 @@ def test_an_interrupted_delete_is_finished_by_the_next_run(tmp_path: Path) -> No
     # A deletion killed right after its first step (the mark) leaves this state: the agent marked, nothing gone yet.
     m.set_agent_metadata(agent.id, {DELETING_KEY: "2026-01-01T00:00:00+00:00"})
     doctor = run(tmp_path, "doctor")
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert (
         "finished deleting agent 'half'" in doctor.stderr
         and "agent deletions: no deletion left unfinished" in doctor.stdout
     )
+    # its rows are gone from search, not yet from the store's files: said, with the command that purges them
+    assert doctor.returncode == 1 and "[FAIL] purge" in doctor.stdout and "tiermem optimize" in doctor.stdout
+    assert run(tmp_path, "optimize").returncode == 0
+    assert run(tmp_path, "doctor").returncode == 0
     m = open_memory(s)
     assert m.list_agents() == [] and m.core.get_block(human) is None
     assert m.archive.rows.stray_rows([]) == {"messages": 0, "passages": 0}
@@ -241,6 +244,18 @@ def test_http_without_tokens_uses_a_per_run_secret(tmp_path: Path) -> None:
         timeout=60,
     )
     assert chosen.returncode == 1 and "placeholder" in chosen.stderr and "openssl rand -hex 32" in chosen.stderr
+    # a secret on the command line is one every local user reads with ps: said, with the ways that keep it private
+    assert "--token puts the secret on this process's command line" in chosen.stderr
+    assert "TIERMEM_HTTP_TOKEN" in chosen.stderr and "--tokens-file" in chosen.stderr
+    from_env = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_HTTP_TOKEN="changeme-please-12345"),
+        timeout=60,
+    )
+    assert from_env.returncode == 1 and "placeholder" in from_env.stderr and "command line" not in from_env.stderr
 
 
 def test_files_with_tokens_are_private(tmp_path: Path) -> None:

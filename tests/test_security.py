@@ -208,3 +208,36 @@ def test_slow_client_does_not_block_others(secured: int) -> None:
     finally:
         for s in stalled:
             s.close()
+
+
+def test_every_interface_says_which_hosts_are_answered(tmp_path: Path) -> None:
+    """`tiermem config http` says that a server bound to every interface answers only the Host names in
+    allowed_hosts; such a server says at start which names it answers (a client on another machine, sending this
+    machine's address, gets 403 otherwise), and the name the snippet tells to add is then answered."""
+    port = free_port()
+    snippet = subprocess.run(
+        [PYTHON, "-m", "tiermem", "config", "http", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    ).stdout
+    assert "allowed_hosts" in snippet and '"0.0.0.0"' in snippet
+    token = snippet.split('token = "', 1)[1].split('"', 1)[0]
+    config = tmp_path / "http.toml"
+    lan = f"192.0.2.7:{port}"  # this machine's address as a client elsewhere sends it (a documentation address)
+    wide = snippet.replace('host = "127.0.0.1"', 'host = "0.0.0.0"').replace("port = 8765", f"port = {port}")
+    for allowed in ("", f'allowed_hosts = ["{lan}"]\n'):
+        config.write_text(allowed + wide)
+        with serving(tmp_path, "http", port, "--config", str(config)):
+            answer = post(port, {"authorization": f"Bearer {token}", "host": lan})
+        log = (tmp_path / "server.log").read_text()
+        assert f"only requests whose Host header is one of 127.0.0.1:{port}, localhost:{port}" in log
+        assert "to allowed_hosts" in log
+        if not allowed:
+            assert answer.status_code == 403 and "not allowed" in answer.text
+            assert "WARNING" in log and lan not in log
+        else:
+            assert answer.status_code == 200, answer.text
+            assert f"[::1]:{port}, {lan} are answered" in log

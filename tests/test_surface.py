@@ -177,7 +177,17 @@ async def test_argument_errors_name_argument_type_and_example(
             "memory_replace", {"label": "human", "old_string": "Lyon", "old_str": "Lyon", "new_string": "Paris"}
         )
         assert text_of(r) == "Lives in Paris\nLikes green tea"
+        # a value in the wrong argument may be a secret: the model is shown what it sent, the log only its kind
+        r = await c.call_tool("archival_memory_search", {"query": "x", "top_k": "hunter2-pin-4821"})
+        assert "got the string 'hunter2-pin-4821'" in text_of(r)
+        r = await c.call_tool("archival_memory_search", {"query": "x", "tag_match_mode": 4821})
+        assert "got the number 4821" in text_of(r)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    refusals = [r.getMessage() for r in caplog.records if "refused its arguments" in r.getMessage()]
+    assert "`insert_line` must be a whole number, got a string of 3 characters" in refusals[1]
+    assert any("`top_k` must be a whole number, got a string of 16 characters" in m for m in refusals)
+    assert any("`tag_match_mode` must be one of 'any' or 'all', got a number" in m for m in refusals)
+    assert not [m for m in refusals if "hunter2" in m or "4821" in m or "'two'" in m]
 
 
 async def test_published_schemas_are_tight(settings: Settings) -> None:

@@ -167,6 +167,34 @@ def test_search_passages_delete(client: TestClient, ui_settings: Settings) -> No
     assert client.get("/ui/api/passages", params={"agent": "default"}).json()["total"] == 1
 
 
+def test_memory_stays_out_of_the_browsers_stores(client: TestClient, ui_settings: Settings) -> None:
+    """Every answer of the inspector, the API's JSON (memory text) above all, says no-store, so no browser keeps it
+    in its disk cache after `tiermem forget`; and nosniff and the page's CSP. What is typed into the page's text
+    fields is not kept by the browser's autofill either."""
+    memory = open_memory(ui_settings)
+    agent = memory.get_agent("default")
+    assert memory.archive is not None
+    memory.archive.insert(agent.id, "Ada's clinic is on Zebra Street", ["health"])
+    answers = [
+        client.get("/ui/api/passages", params={"agent": "default"}),
+        client.get("/ui/api/search", params={"agent": "default", "q": "clinic", "memory": "archival"}),
+        client.get("/ui/api/agent", params={"agent": "default"}),
+        client.get("/ui/api/agents"),
+        client.get("/ui/api/search", params={"agent": "default", "q": "x", "start": "yesterday"}),  # an error
+        client.get("/ui/"),
+        client.get("/ui/static/app.js"),
+    ]
+    assert "Zebra Street" in answers[0].text and "Zebra Street" in answers[1].text
+    for answer in answers:
+        assert answer.headers["cache-control"] == "no-store", answer.url
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.url
+        assert "default-src 'self'" in answer.headers["content-security-policy"], answer.url
+        assert len(answer.headers.get_list("cache-control")) == 1
+    page = client.get("/ui/").text
+    for field in ("block-filter", "ed-value", "s-query", "s-tags", "tl-query", "ln-id", "fs-query", "fs-include"):
+        assert f'id="{field}" autocomplete="off"' in page, field
+
+
 def test_export_and_import(client: TestClient) -> None:
     exported = client.get("/ui/api/export", params={"agent": "default", "format": "af"})
     assert exported.status_code == 200 and 'filename="default.af"' in exported.headers["content-disposition"]
@@ -296,6 +324,57 @@ def test_tiermem_ui_command(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_ui_gives_the_browser_a_private_page_not_the_secret(tmp_path: Path) -> None:
+    """`tiermem ui` opens the browser on a page file (0600, in a 0700 directory of its own) that leads to the
+    inspector: the URL with the session's secret is never on the browser's command line, which every local user
+    reads with ps. The page is removed when the inspector stops."""
+    import stat
+    import subprocess
+    import time
+
+    import httpx
+
+    from .conftest import PYTHON
+    from .test_transports import free_port, server_env
+
+    open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing")).create_agent("work")
+    seen = tmp_path / "browser"
+    browser = tmp_path / "browser.sh"  # stands in for the browser (webbrowser runs $BROWSER with what it opens)
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s" "$*" > {seen}.args\npage="${{1#file://}}"\n'
+        f'stat -c "%a" "$page" > {seen}.mode\nstat -c "%a" "$(dirname "$page")" >> {seen}.mode\n'
+        f'cp "$page" {seen}.html\ntouch {seen}.done\n'
+    )
+    browser.chmod(0o700)
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "ui", "--port", str(port), "--agent", "work", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=server_env(tmp_path, BROWSER=str(browser)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        token = line.strip().split("#token=", 1)[1]  # printed to the user's own terminal
+        deadline = time.monotonic() + 60
+        while not Path(f"{seen}.done").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        args = Path(f"{seen}.args").read_text()
+        assert token not in args and args.startswith("file://") and args.endswith("/open.html")
+        assert Path(f"{seen}.mode").read_text().split() == ["600", "700"]
+        page = Path(f"{seen}.html").read_text()
+        assert f"http://127.0.0.1:{port}/ui/#token={token}" in page and 'http-equiv="refresh"' in page
+        api = httpx.get(f"http://127.0.0.1:{port}/ui/api/agents", headers={"authorization": f"Bearer {token}"})
+        assert api.status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert not Path(args.removeprefix("file://")).parent.exists()
+    assert stat.S_IMODE(browser.stat().st_mode) == 0o700
 
 
 def test_passage_pages_are_in_order(client: TestClient, ui_settings: Settings) -> None:

@@ -139,8 +139,8 @@ class Settings(BaseSettings):
     # Network transports (sse/http): bearer tokens, each naming the agents it may use.
     auth_tokens: list[dict[str, Any]] = Field(default_factory=list)
     auth_tokens_file: Path | None = None
-    # sse/http: a bearer token for every agent (`--token`, TIERMEM_HTTP_TOKEN). With no tokens configured at all,
-    # `tiermem serve` makes a random one per run and prints it once on stderr.
+    # sse/http: a bearer token for every agent (TIERMEM_HTTP_TOKEN; `--token` too, but other local users see a command
+    # line). With no tokens configured at all, `tiermem serve` makes a random one per run and prints it once on stderr.
     http_token: str | None = None
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)

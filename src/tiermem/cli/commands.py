@@ -294,6 +294,7 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
 
 def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     import os
+    import re
     import shlex
     import subprocess
     import tempfile
@@ -302,7 +303,9 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
 
     block = memory.block(agent_id, label)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, path = tempfile.mkstemp(prefix=f"tiermem-{label}-", suffix=".md")
+    # a label may hold "/" (system/human/family): in the name it would lead the file out of $TMPDIR, into a directory
+    # someone else may have made (and could swap the file in while the editor has it open)
+    fd, path = tempfile.mkstemp(prefix=f"tiermem-{re.sub(r'[^A-Za-z0-9_-]', '_', label)[:60]}-", suffix=".md")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(block.value)
     try:
@@ -480,11 +483,12 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
             )
             print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
-        settings_given = (args.description, args.limit, args.read_only, args.pinned) != (None, None, None, None)
+        settings_given = (args.new_label, args.description, args.limit, args.read_only, args.pinned) != (None,) * 5
         if settings_given:
             b = memory.update_block(
                 agent.id,
                 args.label,
+                new_label=args.new_label,
                 description=args.description,
                 limit=args.limit,
                 read_only=args.read_only,
@@ -496,8 +500,8 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             )
         if args.value is None and not settings_given:
             raise ValidationError(
-                "Nothing to set: give a VALUE ('-' for stdin) or --description/--limit/--read-only/--writable/"
-                "--pinned/--detached."
+                "Nothing to set: give a VALUE ('-' for stdin) or --label/--description/--limit/--read-only/"
+                "--writable/--pinned/--detached."
             )
     elif args.action == "create":
         spec = BlockSpec(

@@ -280,10 +280,11 @@ def _note(message: str) -> None:
     print(line, file=sys.stderr)
     path = log_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the log names the user's paths: theirs alone
         if path.exists() and path.stat().st_size > LOG_BYTES:
             path.replace(path.with_name(path.name + ".1"))
-        with path.open("a", encoding="utf-8", errors="backslashreplace") as f:  # a path may hold undecodable bytes
+        private = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(private, "a", encoding="utf-8", errors="backslashreplace") as f:  # a path may hold undecodable bytes
             f.write(line + "\n")
     except OSError:
         pass  # stderr has it

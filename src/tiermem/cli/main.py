@@ -167,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         dest="http_token",
         metavar="SECRET",
-        help="sse/http: a bearer token for every agent (else $TIERMEM_HTTP_TOKEN; with no tokens "
-        "configured at all, a random one per run, printed on stderr)",
+        help="sse/http: a bearer token for every agent; other local users see it in ps, so prefer "
+        "$TIERMEM_HTTP_TOKEN or --tokens-file (with no tokens configured at all, a random one per run, printed on "
+        "stderr)",
     )
     serve.add_argument(
         "--agent-loop",
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         "`printf` adds none), so `echo 'Name: Ada' | tiermem blocks set human -` stores 'Name: Ada'",
     )
     b_set.add_argument("--description")
+    b_set.add_argument("--label", dest="new_label", metavar="NEW", help="rename the block (a new version)")
     b_set.add_argument("--limit", type=int)
     access = b_set.add_mutually_exclusive_group()
     access.add_argument(
@@ -519,6 +521,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TOKEN_IN_ARGV = (
+    "--token puts the secret on this process's command line, which every user of this machine can read (ps): set "
+    "TIERMEM_HTTP_TOKEN in the server's environment instead, or name a tokens file readable only by you "
+    "(--tokens-file or auth_tokens_file)"
+)
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     from ..base.config import load_settings
 
@@ -542,6 +551,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.command == "serve":
+        if getattr(args, "http_token", None):
+            log.warning(TOKEN_IN_ARGV)
         serve(settings)
         return 0
     if args.command == "reembed":  # before opening: it exists to fix a model mismatch

@@ -177,13 +177,14 @@ def _run_http(
     from .oauth import TenantServers, public_hosts, resource_server
 
     oauth = resource_server(settings)
+    public = public_hosts(settings)
     app = build_http_app(
         server,
         settings,
         tokens,
         ui=http_mount(handle, settings),
         oauth=oauth,
-        public_hosts=public_hosts(settings),
+        public_hosts=public,
         tenants=TenantServers(handle, settings, stop) if oauth is not None else None,
     )
     app = stop.asgi(app)
@@ -197,12 +198,14 @@ def _run_http(
         path,
         len(tokens),
     )
+    if settings.host.strip("[]") in ("0.0.0.0", "::"):
+        _say_allowed_hosts(settings, list(public))
     if secret is not None:
         sys.stderr.write(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with --token or TIERMEM_HTTP_TOKEN, or configure tokens: "
+            "tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: "
             f"{TOKENS_DOC})\n"
         )
         sys.stderr.flush()
@@ -223,6 +226,23 @@ def keep_heap(settings: Settings) -> None:
     fix_mmap_threshold(settings.malloc_mmap_threshold_kb << 10)
     if settings.heap_trim_seconds > 0 and not HeapKeeper(settings.heap_trim_seconds).start():
         log.debug("malloc_trim is not available here (not glibc): freed heap memory is not handed back")
+
+
+def _say_allowed_hosts(settings: Settings, public: list[str]) -> None:
+    """Bound to every interface: which ``Host`` values are answered (DNS-rebinding protection), so that the 403 a
+    client on another machine gets for this machine's address is no surprise."""
+    from ..process.netguard import default_allowed_hosts
+
+    extra = settings.allowed_hosts + public
+    allowed = ", ".join(default_allowed_hosts(settings.host, settings.port) + extra)
+    (log.info if extra else log.warning)(
+        "bound to every interface (%s), but only requests whose Host header is one of %s are answered; others get "
+        "403 (DNS-rebinding protection). Add the names clients use, such as this machine's address with the port "
+        "(192.168.1.20:%d), to allowed_hosts",
+        settings.host,
+        allowed,
+        settings.port,
+    )
 
 
 def configured_tokens(settings: Settings) -> list[Token]:
@@ -265,7 +285,7 @@ def check_bind(settings: Settings) -> None:
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
             "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            f"--tokens-file, see {TOKENS_DOC}, or --token) or OAuth (oauth_issuer and public_url), or bind to "
+            f"--tokens-file, see {TOKENS_DOC}, or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to "
             "127.0.0.1 (the default)."
         )
 

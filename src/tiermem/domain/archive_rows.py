@@ -123,9 +123,10 @@ class AgentRows:
         with a forgotten text taken out (a folder's description): the old copies leave the files with it."""
         self.store.purge.mark(table, Filter(ids=tuple(ids)))
 
-    def purge_pending(self) -> bool:
-        """True while forgotten rows may still be in the store's files (the next upkeep purges them)."""
-        return self.store.purge.pending()
+    def purge_pending(self) -> dict[str, int]:
+        """The tables whose files may still hold deleted or forgotten rows, each with how many data fragments were
+        marked for the purge (empty: none; the next upkeep purges them)."""
+        return {table: len(marks) for table, marks in self.store.purge.marked().items() if marks}
 
     def purge(self) -> dict[str, str]:
         """Purge the forgotten rows from the store's files now (``Indexes.purge_now``)."""

@@ -40,7 +40,7 @@ def open_memory(
     check_model(settings)  # a mistyped model, or one a new store could never embed with: nothing is made
     if settings.uri is None:
         try:
-            settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
+            make_data_dir(settings.resolved_data_dir())
         except OSError as exc:
             from ..base.errors import StoreError
 
@@ -104,6 +104,13 @@ def use_counter(settings: Settings) -> UseCounter:
     return UseCounter(store, rules, flush_seconds=settings.use_flush_seconds)
 
 
+def make_data_dir(data: Path) -> None:
+    """Make a local data directory if it is missing: the directory itself private to its user (0700), since every
+    file in it holds memory (parents it needs are made as ``mkdir -p`` makes them). An existing directory is left as
+    the user made it; ``tiermem doctor`` says when others can reach it."""
+    data.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 NEW_DATA_DIR = "a new data directory is made by the first `tiermem serve` or `tiermem agents create`"
 
 
@@ -152,7 +159,7 @@ def check_data_dir(settings: Settings) -> None:
             f"The data directory {data} is a file. Choose a directory with --data-dir or TIERMEM_DATA_DIR."
         )
     try:
-        data.mkdir(parents=True, exist_ok=True)
+        make_data_dir(data)
     except OSError as exc:
         raise StoreError(
             f"Cannot create the data directory {data}: {exc}. Choose a writable one with --data-dir or "

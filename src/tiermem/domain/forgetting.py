@@ -21,11 +21,12 @@ What it does not rewrite: a MemFS directory synced with the agent and its git hi
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import NotFoundError, ValidationError
-from ..base.records import Block, BlockVersion, from_us
+from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
 from .archive import shape_message
 from .blocks import Rethink
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 Kind = Literal["passage", "message", "block", "agent", "text"]
 KINDS: tuple[Kind, ...] = ("passage", "message", "block", "agent", "text")
 SHOWN_TEXTS = 20  # forgotten texts kept for naming what still holds them (MemFS files, git history)
+SHOWN_HOLDERS = 20  # names still holding a forgotten text, listed in the report (all of them in --json)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,21 @@ class Target:
     agent_id: str | None = None
     ref: str = ""
     versions: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A name that holds a forgotten text, left as it is: a passage's tag or project, a message's project, a block's
+    label. Hosts, filters and prompts refer to things by these names, so a forget does not edit them; ``fix`` is the
+    command that removes it."""
+
+    where: str  # "passage tag", "passage project", "message project", "block label"
+    agent: str  # the agent's name (its id for rows of no agent)
+    ref: str  # the passage or message id, or the block's label
+    fix: str
+
+    def line(self) -> str:
+        return f"still held by the {self.where} of {self.ref} (agent {self.agent}), a name left as it is: {self.fix}"
 
 
 @dataclass
@@ -65,6 +82,7 @@ class Forgotten:
     prompts: list[str] = field(default_factory=list)  # agents whose system prompt held the text: edited out
     folder_texts: list[str] = field(default_factory=list)  # folders whose description or instructions held it
     files: list[str] = field(default_factory=list)  # "folder/file" of folder files holding it: named, not changed
+    held: list[Holder] = field(default_factory=list)  # names holding it (tags, projects, labels): named, not changed
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
@@ -82,6 +100,7 @@ class Forgotten:
             "system_prompts_edited": self.prompts,
             "folders_edited": self.folder_texts,
             "folder_files_holding_it": self.files,
+            "names_holding_it": [{"where": h.where, "agent": h.agent, "ref": h.ref, "fix": h.fix} for h in self.held],
             "core_purge": self.core,
             "store_purge": self.purged,
             "files": "purged"
@@ -109,6 +128,9 @@ class Forgotten:
                 f"still held by folder file {name}: a file is kept as uploaded; edit or remove it and upload it "
                 "again (`tiermem folders upload`, `tiermem folders sync`), or delete its folder (`tiermem folders delete`)"
             )
+        out += [h.line() for h in self.held[:SHOWN_HOLDERS]]
+        if len(self.held) > SHOWN_HOLDERS:
+            out.append(f"... and {len(self.held) - SHOWN_HOLDERS} more name(s) holding it (--json lists every one)")
         if self.retexted:
             out.append(f"rewrote the keyword text of {self.retexted} later turn(s) that quoted a forgotten one")
         if self.requests:
@@ -168,7 +190,7 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
 
 def purge_pending(memory: Memory) -> bool:
     """True while forgotten rows may still be in the store's files."""
-    return memory.archive.rows.purge_pending()
+    return bool(memory.archive.rows.purge_pending())
 
 
 def _ref(target: Target, what: str) -> str:
@@ -321,8 +343,45 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
                 done.folder_texts.append(folder.name)
     names = {f.id: f.name for f in memory.files.folders()}
     done.files += [f"{names.get(folder, folder)}/{name}" for folder, name in memory.archive.files.holding(text)]
+    done.held += _names_holding(memory, agent_id, text, agents)
     done.requests += memory.core.forget_requests(text)
     done.texts = list(dict.fromkeys([text, *done.texts]))[:SHOWN_TEXTS]
+
+
+def _names_holding(memory: Memory, agent_id: str | None, text: str, agents: list[Agent]) -> list[Holder]:
+    """The tags and projects of the rows left, and the labels of the blocks, that hold ``text``."""
+    names = {a.id: a.name for a in memory.list_agents()}
+    rows = memory.archive.rows
+    found: dict[tuple[str, str, str], Holder] = {}
+
+    def add(where: str, agent: str, ref: str, fix: str) -> None:
+        found.setdefault((where, agent, ref), Holder(where, agent, ref, fix))
+
+    for r in rows.rows_where("passages", Filter(agent_id=agent_id, tag_holds=text)):
+        if any(text in tag for tag in r.get("tags") or ()):
+            ref, agent = r.get("group_id") or r["id"], names.get(r["agent_id"], r["agent_id"])
+            fix = f"forget the passage: `tiermem forget passage {ref} --agent {shlex.quote(agent)}`"
+            add("passage tag", agent, ref, fix)
+    for table in ("passages", "messages"):
+        kind = table[:-1]
+        for r in rows.rows_where(table, Filter(agent_id=agent_id, project_holds=text)):
+            ref = (r.get("group_id") or r["id"]) if kind == "passage" else r["id"]
+            agent = names.get(r["agent_id"], r["agent_id"])
+            fix = f"forget the {kind}: `tiermem forget {kind} {ref} --agent {shlex.quote(agent)}`"
+            add(f"{kind} project", agent, ref, fix)
+    seen: set[str] = set()
+    for a in agents:
+        for block in memory.blocks(a.id):
+            if text in block.label and block.id not in seen:  # a shared block once, under its first agent
+                seen.add(block.id)
+                add(
+                    "block label",
+                    a.name,
+                    block.label,
+                    f"rename the block (`tiermem blocks set {shlex.quote(block.label)} --label NEW --agent {shlex.quote(a.name)}`), "
+                    "then run this forget again: it forgets the past versions that carry the old label",
+                )
+    return list(found.values())
 
 
 def _holds(v: BlockVersion, text: str) -> bool:

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
@@ -130,6 +131,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
             check("writable", True, f"{settings.resolved_data_dir()} is writable")
         except OSError as exc:
             check("writable", False, str(exc), "make the data directory writable or choose another with --data-dir")
+        _check_access(settings.resolved_data_dir(), check)
     embedder = memory.archive.embedder if memory.archive else None
     if embedder is not None:
         try:
@@ -171,11 +173,55 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
     )
     _check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
+    marked = memory.archive.rows.purge_pending()
+    check(
+        "purge",
+        not marked,
+        "no deleted or forgotten row is left in the store's files"
+        if not marked
+        else "deleted or forgotten rows are gone from search but still in the store's files ("
+        + ", ".join(f"{table}: {n} data fragment(s)" for table, n in marked.items())
+        + "): archival_memory_delete, the inspector's delete and `tiermem forget` without --now leave them there "
+        "until the next upkeep",
+        "run `tiermem optimize` to purge them now (`tiermem forget ... --now` purges at once)",
+    )
     _check_files(memory, check)
     _check_transport(settings, check)
     _check_agent_loop(settings, check)
     checks += [dict(c) for c in more]
     return _report(checks, as_json)
+
+
+def _check_access(data: Path, check: Any) -> None:
+    """Whether other users of this machine can reach the data directory: its mode lets them in and so does every
+    directory above it (for a group, the directories of that group by their group bits, the others by theirs). The
+    files in it are written with the usual umask (0644), so reaching the directory is reading the memory."""
+    import grp
+    import shlex
+    import stat
+
+    path = data.resolve()
+    st = path.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    chain = [p.stat() for p in path.parents]
+    others = bool(mode & 0o005) and all(s.st_mode & 0o001 for s in chain)
+    group = bool(mode & 0o050) and all(s.st_mode & (0o010 if s.st_gid == st.st_gid else 0o001) for s in chain)
+    if not (others or group):
+        check("data directory access", True, f"{data} is private to its owner (mode {mode:04o})")
+        return
+    try:
+        group_name = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group_name = str(st.st_gid)
+    who = "every user of this machine" if others else f"the members of group {group_name}"
+    check(
+        "data directory access",
+        False,
+        f"{data} has mode {mode:04o} and the directories above it let {who} through: they can read every block, "
+        "message and passage in it",
+        f"chmod 700 {shlex.quote(str(data))} (tiermem makes a new data directory 0700 but leaves an existing one as "
+        "it is)",
+    )
 
 
 def _check_files(memory: Any, check: Any) -> None:

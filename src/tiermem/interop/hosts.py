@@ -143,7 +143,10 @@ def snippet(
             [
                 f"# tiermem over streamable HTTP: tiermem serve --config {shlex.quote(config_file)}",
                 f"# Clients connect to http://127.0.0.1:{port}/mcp with the header  Authorization: Bearer {token}",
-                '# To serve other machines set host = "0.0.0.0" and put TLS in front (a reverse proxy).',
+                '# To serve other machines, set host to this machine\'s LAN address (e.g. "192.168.1.20"), or to',
+                '# "0.0.0.0" (every interface) and list the Host names clients use, with the port, in allowed_hosts',
+                f'# (e.g. allowed_hosts = ["192.168.1.20:{port}"]; any other Host is refused with 403), and put TLS in',
+                "# front (a reverse proxy).",
                 'transport = "http"',
                 'host = "127.0.0.1"',
                 f"port = {port}",

@@ -184,14 +184,17 @@ class TiermemServer(MCPServer[Runtime]):
                 message=f"Unknown tool: {name!r}. Tools on this server: {known}.",
                 data={"tool": name},
             )
-        arguments, problem = check_arguments(name, tool.parameters, arguments)
+        arguments, problem = check_arguments(name, tool.parameters, arguments)  # names and kinds, no values
         if problem is None:
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
                 if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ArgumentsError):
                     raise
-                problem = explain(name, tool.parameters, exc.__cause__.errors())
+                errors = exc.__cause__.errors()
+                hidden = explain(name, tool.parameters, errors, reveal=False)  # a value may be a misplaced secret
+                log.info("tool %r refused its arguments: %s", name, hidden.splitlines()[0])
+                return error_result(explain(name, tool.parameters, errors))  # the model is shown what it sent
         log.info("tool %r refused its arguments: %s", name, problem.splitlines()[0])
         return error_result(problem)
 

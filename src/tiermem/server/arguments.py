@@ -178,8 +178,10 @@ def _numbers(name: str, prop: dict[str, Any], value: Any) -> list[tuple[tuple[An
     return []
 
 
-def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]]) -> str:
-    """One line per invalid argument: its name, the type expected and an example call value."""
+def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]], *, reveal: bool = True) -> str:
+    """One line per invalid argument: its name, the type expected and an example call value. ``reveal=False``
+    (what the log gets): a value given is said by its kind and size only, never quoted (it may be a secret the
+    model put in the wrong argument)."""
     lines: list[str] = []
     seen: set[str] = set()
     for err in errors:
@@ -197,7 +199,7 @@ def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any
             if len(loc) == 1:
                 what += f"; it takes {expected}"
         else:
-            what = f"`{name}` must be {expected}, got {_shown(err.get('input'))}"
+            what = f"`{name}` must be {expected}, got {_shown(err.get('input'), reveal)}"
         lines.append(f"{tool}: {what}. Example: {example}." if example else f"{tool}: {what}.")
     return "\n".join(lines) or f"{tool}: the arguments are not valid; see the tool's input schema."
 
@@ -249,13 +251,13 @@ def _example(prop: dict[str, Any]) -> Any:
     )
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, reveal: bool = True) -> str:
     if isinstance(value, str):
-        return f"the string {value!r}" if len(value) <= 60 else f"a string of {len(value)} characters"
+        return f"the string {value!r}" if reveal and len(value) <= 60 else f"a string of {len(value)} characters"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int | float):
-        return f"the number {value}"
+        return f"the number {value}" if reveal else "a number"
     if isinstance(value, list):
         return f"a list of {len(value)} item" + ("" if len(value) == 1 else "s")
     if isinstance(value, dict):

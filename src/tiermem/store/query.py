@@ -42,6 +42,10 @@ class Filter:
     entries: tuple[tuple[str, str], ...] | None = None  # meta rows whose (key, value) is one of these
     containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
     text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
+    # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
+    # across two tags, so a caller that needs exactness checks the rows it gets)
+    tag_holds: str | None = None
+    project_holds: str | None = None  # messages and passages whose project holds this text, exactly
     fragments: tuple[int, ...] | None = None  # rows stored in these data fragments (their ``_rowaddr``)
     # messages and passages of any of these projects; None in it: rows of no project (shared by every project)
     projects: tuple[str | None, ...] | None = None
@@ -124,6 +128,12 @@ def compile_filter(where: Filter | None) -> str | None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")
         clauses.append(f"strpos(text, {sql_str(where.text_holds)}) > 0")
+    for column, held in (("tags", where.tag_holds), ("project", where.project_holds)):
+        if held is not None:
+            if not held:
+                raise ValidationError("The text to look for is empty; give the text itself.")
+            joined = "array_to_string(tags, chr(10))" if column == "tags" else column
+            clauses.append(f"strpos({joined}, {sql_str(held)}) > 0")
     if where.fragments is not None:
         spans = [f"(_rowaddr >= {int(f) << 32} AND _rowaddr < {(int(f) + 1) << 32})" for f in where.fragments]
         clauses.append(f"({' OR '.join(spans)})" if spans else "false")

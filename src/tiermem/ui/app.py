@@ -23,9 +23,12 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..base.errors import AccessError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
 from ..core.protocol import LOCAL_POLL_SECONDS
@@ -263,7 +266,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         return Response(
             text,
             media_type="application/json" if fmt == "af" else "application/x-ndjson",
-            headers={"content-disposition": f'attachment; filename="{filename}"', **SECURITY_HEADERS},
+            headers={"content-disposition": f'attachment; filename="{filename}"'},
         )
 
     async def import_(request: Request) -> Response:
@@ -308,7 +311,33 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         Route("/api/export", export, methods=["GET"]),
         Route("/api/import", import_, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error})
+    return Starlette(
+        routes=routes,
+        exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error},
+        middleware=[Middleware(_SecurityHeaders)],
+    )
+
+
+class _SecurityHeaders:
+    """``SECURITY_HEADERS`` on every answer of the inspector that does not set its own: the API's JSON holds memory,
+    which ``no-store`` keeps out of the browser's disk cache (where it would outlive ``tiermem forget``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def mount(ui: Any) -> Callable[[Any], Any]:
@@ -351,7 +380,7 @@ def ui_only(ui: Any) -> Any:
 
 def _static(name: str) -> Response:
     body = resources.files(__package__).joinpath("static", name).read_bytes()
-    return Response(body, media_type=STATIC[name], headers=SECURITY_HEADERS)
+    return Response(body, media_type=STATIC[name])
 
 
 async def _json(request: Request) -> dict[str, Any]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import signal
 import socket
 import sys
 import threading
 import webbrowser
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError
@@ -76,8 +79,28 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     return app, f"http://{shown}:{port}/ui/#token={session}"
 
 
+REDIRECT_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<meta http-equiv="refresh" content="0;url={url}"><title>tiermem memory inspector</title></head>
+<body><p><a href="{url}">Open the tiermem memory inspector</a></p></body></html>
+"""
+
+
+def redirect_page(url: str) -> Path:
+    """A page that sends the browser on to ``url``, written 0600 in a new directory of its own (0700): the browser
+    is given this file, not the URL, since a program's command line is visible to every local user (``ps``) and the
+    URL carries the session's secret. The caller removes the directory when the inspector stops."""
+    import html
+    import tempfile
+
+    page = Path(tempfile.mkdtemp(prefix="tiermem-ui-")) / "open.html"
+    with open(os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
+        f.write(REDIRECT_PAGE.format(url=html.escape(url, quote=True)))
+    return page
+
+
 def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
-    import uvicorn
+    import shutil
 
     from ..process.netguard import listen_socket
 
@@ -87,8 +110,31 @@ def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
     app, url = build_ui_server(settings, port=port)
     print(f"tiermem memory inspector: {url}", flush=True)
     print("(the link carries this session's secret; press Ctrl+C to stop)", file=sys.stderr, flush=True)
-    if open_browser:
-        threading.Timer(0.5, webbrowser.open, args=(url,)).start()
+    page = redirect_page(url) if open_browser else None
+    if page is not None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _stop)  # uvicorn raises the SIGTERM it caught again once it has stopped
+        threading.Timer(0.5, webbrowser.open, args=(page.as_uri(),)).start()
+    try:
+        _serve(app, settings, port, sock)
+    finally:
+        if page is not None:
+            try:
+                shutil.rmtree(page.parent)  # the page's own directory: nothing else is in it
+            except OSError as exc:
+                log.warning("could not remove the inspector's opening page %s: %s", page, exc)
+    return 0
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM as an exception, so the opening page is removed on the way out (the default action ends the process
+    at once); the exit status is the usual one of a process ended by it."""
+    raise SystemExit(128 + signum)
+
+
+def _serve(app: Any, settings: Settings, port: int, sock: socket.socket) -> None:
+    import uvicorn
+
     config = uvicorn.Config(
         app,
         host=settings.host.strip("[]"),
@@ -100,4 +146,3 @@ def run_ui(settings: Settings, *, port: int | None, open_browser: bool) -> int:
         timeout_graceful_shutdown=2,
     )
     uvicorn.Server(config).run(sockets=[sock])
-    return 0

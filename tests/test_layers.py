@@ -62,6 +62,7 @@ MODULE_LAYER = {
     "domain.archive": 5,  # recall and archival memory, over the store, the embedder and the ranking
     "domain.memory": 6,  # the domain facade (blocks and history; it holds the archive)
     "domain.factory": 7,  # builds memory from settings
+    "domain.doctor_checks": 7,  # the checks doctor runs (over memory)
     "domain.maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "domain.secret_audit": 8,  # doctor --secrets: credentials already stored, found and redacted on request
     "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)

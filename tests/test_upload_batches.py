@@ -145,7 +145,8 @@ def test_two_uploads_of_the_same_files_at_once_leave_one_chunk_set_per_file(sett
 def test_rows_stored_twice_by_an_older_race_are_reported_and_mended(settings: Settings) -> None:
     """A store that met two uploads of one file at once before they took a lock holds its file row and chunks twice:
     `tiermem doctor` says so, `tiermem optimize` leaves one copy of each, the file whole and searchable once."""
-    from tiermem.domain.maintenance import _check_files, optimize
+    from tiermem.domain.doctor_checks import check_files
+    from tiermem.domain.maintenance import optimize
 
     memory = open_memory(settings)
     memory.files.create_folder("docs")
@@ -160,7 +161,7 @@ def test_rows_stored_twice_by_an_older_race_are_reported_and_mended(settings: Se
     stored = memory.archive.files.stored_twice()
     assert set(stored) == {"files", "file_chunks"} and stored["files"] == 1, stored
     checks: list[tuple[str, bool, str]] = []
-    _check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail)))
+    check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail)))
     assert ("file rows", False) in [(n, ok) for n, ok, _ in checks], checks
     lines = optimize(memory)
     assert any("stored twice removed" in line for line in lines), lines

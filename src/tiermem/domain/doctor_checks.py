@@ -1,0 +1,236 @@
+"""The checks of ``tiermem doctor`` (``maintenance.doctor`` runs them): each reports through ``check(name, ok,
+detail[, fix])``, one line of the health report; they read and never change the store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import TiermemError
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+
+
+def check_access(data: Path, check: Any) -> None:
+    """Whether other users of this machine can reach the data directory: its mode lets them in and so does every
+    directory above it (for a group, the directories of that group by their group bits, the others by theirs). The
+    files in it are written with the usual umask (0644), so reaching the directory is reading the memory."""
+    import grp
+    import shlex
+    import stat
+
+    path = data.resolve()
+    st = path.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    chain = [p.stat() for p in path.parents]
+    others = bool(mode & 0o005) and all(s.st_mode & 0o001 for s in chain)
+    group = bool(mode & 0o050) and all(s.st_mode & (0o010 if s.st_gid == st.st_gid else 0o001) for s in chain)
+    if not (others or group):
+        check("data directory access", True, f"{data} is private to its owner (mode {mode:04o})")
+        return
+    try:
+        group_name = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group_name = str(st.st_gid)
+    who = "every user of this machine" if others else f"the members of group {group_name}"
+    check(
+        "data directory access",
+        False,
+        f"{data} has mode {mode:04o} and the directories above it let {who} through: they can read every block, "
+        "message and passage in it",
+        f"chmod 700 {shlex.quote(str(data))} (tiermem makes a new data directory 0700 but leaves an existing one as "
+        "it is)",
+    )
+
+
+def check_files(memory: Any, check: Any) -> None:
+    """Folders and files: files a crash left unfinished (their status says so), and files that could not be parsed."""
+    try:
+        folders = memory.files.folders()
+        files = memory.archive.files.listing()
+    except TiermemError as exc:
+        check("folders", False, str(exc), "check the data directory's filesystem, or restore from a backup")
+        return
+    names = {f.id: f.name for f in folders}
+    unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
+    failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
+    shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
+    twice = memory.archive.files.stored_twice()
+    check(
+        "file rows",
+        not twice,
+        "no file or chunk is stored twice"
+        if not twice
+        else "stored twice under one id (two uploads of one file at once, before tiermem took a lock for them): "
+        + ", ".join(f"{table} {n}" for table, n in twice.items()),
+        "run `tiermem optimize`: it keeps one copy of each file and writes its chunks again",
+    )
+    check(
+        "folders",
+        not unfinished,
+        f"{len(folders)} folder(s), {len(files)} file(s)"
+        + (f", {len(failed)} that could not be parsed (see `tiermem folders show`)" if failed else "")
+        + (f"; {len(unfinished)} left unfinished by an interrupted upload: {shown}" if unfinished else ""),
+        "upload or sync those files again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); "
+        "until then they are not searched",
+    )
+
+
+def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """Every attached block's current version is in its history. Both core backends commit a version and its
+    history entry together, so a gap means damage or a partial restore (an import of an incomplete backup)."""
+    have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
+    names = {r["id"]: r["name"] for r in core["agents"]}
+    owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
+    missing = sorted(
+        (owner[r["id"]], r["label"], int(r["version"]))
+        for r in core["blocks"]
+        if r["id"] in owner and (r["id"], int(r["version"])) not in have
+    )
+    if not missing:
+        check("block history", True, "every block's current version is in its history")
+        return
+    shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    check(
+        "block history",
+        False,
+        f"{len(missing)} block(s) lack the history entry of their current version: {shown}. The value is there; "
+        "its history entry was lost (a damaged store or an incomplete restore)",
+        "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
+        "edit of such a block records its new version as a whole value",
+    )
+
+
+def check_attachments(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """Every agent's attached blocks exist (an agent being deleted aside: its deletion removes them first)."""
+    from .memory import DELETING_KEY
+
+    blocks = {r["id"] for r in core["blocks"]}
+    names = {r["id"]: r["name"] for r in core["agents"] if DELETING_KEY not in metadata(r)}
+    missing = sorted(
+        (names[r["agent_id"]], r["block_id"])
+        for r in core["attachments"]
+        if r["agent_id"] in names and r["block_id"] not in blocks
+    )
+    if not missing:
+        check("attachments", True, "every attached block exists")
+        return
+    shown = ", ".join(f"{b} (agent {a})" for a, b in missing[:5]) + (" ..." if len(missing) > 5 else "")
+    check(
+        "attachments",
+        False,
+        f"{len(missing)} attached block(s) do not exist: {shown}; the agent shows the rest without them (a damaged "
+        "store)",
+        "restore the blocks from a backup (`tiermem import backup.jsonl` adds only what is missing)",
+    )
+
+
+def check_names(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """No two agents share a name (commands and servers find an agent by its name: they would pick one of them)."""
+    ids: dict[str, list[str]] = {}
+    for r in core["agents"]:
+        ids.setdefault(str(r["name"]), []).append(str(r["id"]))
+    shared = {name: sorted(found) for name, found in sorted(ids.items()) if len(found) > 1}
+    if not shared:
+        check("agent names", True, "every agent has a name of its own")
+        return
+    check(
+        "agent names",
+        False,
+        "; ".join(f"{len(found)} agents are named {name!r} ({', '.join(found)})" for name, found in shared.items())
+        + ": a command, a server or the inspector reaches only one of them by that name",
+        "keep one: make a backup (`tiermem export --format jsonl -o before.jsonl`), then `tiermem agents delete NAME` "
+        "deletes the one `tiermem agents show NAME` shows; the other stays",
+    )
+
+
+def metadata(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    raw = row.get("metadata") or "{}"
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    return value if isinstance(value, Mapping) else {}
+
+
+def check_stray_rows(
+    memory: Any, agent_ids: list[str], attachments: Sequence[Mapping[str, Any]] | None, check: Any
+) -> None:
+    """Messages and passages of no visible agent: an import that was killed (its blocks, then its messages and
+    passages, its agent row last), or rows whose agent the core state does not know at all (no agent row, no block
+    attached): the core state was lost or replaced (``attachments``: the core's, None when it could not be read)."""
+    stray = memory.archive.rows.stray_rows(agent_ids)
+    if not any(stray.values()):
+        check("stray rows", True, "every message and passage belongs to an agent")
+        return
+    begun = {str(r["agent_id"]) for r in attachments or []}  # an import writes its blocks before its rows
+    unknown = sorted(memory.archive.rows.stray_agents(agent_ids) - begun) if attachments is not None else []
+    if unknown:
+        check(
+            "stray rows",
+            False,
+            f"{stray['messages']} messages and {stray['passages']} passages belong to no agent, and the core state "
+            f"knows nothing of {len(unknown)} of their agents ({', '.join(unknown[:3])}"
+            f"{' ...' if len(unknown) > 3 else ''}: no agent row, no block): the core state "
+            f"({memory.core.describe()}) was lost or replaced (or these are the leftovers of a deleted agent); no "
+            "search reaches them",
+            "restore the agents from your latest backup: `tiermem import backup.jsonl` adds only what is missing, and "
+            "these messages and passages rejoin their agents (leftovers of a deleted agent are harmless; an interrupted "
+            "import of an agent file whose agent has no blocks is finished by running the same import again)",
+        )
+        return
+    check(
+        "stray rows",
+        False,
+        f"{stray['messages']} messages and {stray['passages']} passages belong to no agent: an import that was "
+        "interrupted (or is still running), or an agent deletion that was; no search reaches them",
+        "run the same `tiermem import FILE` again: it finishes the import without writing anything twice "
+        "(rows left by an interrupted agent deletion are harmless)",
+    )
+
+
+def check_transport(settings: Settings, check: Any) -> None:
+    if settings.transport == "stdio":
+        check("transport", True, "stdio (no port needed)")
+        return
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as sock:
+            sock.bind((settings.host, settings.port))
+        check("transport", True, f"{settings.transport} on {settings.host}:{settings.port}: the port is free")
+    except OSError as exc:
+        check(
+            "transport",
+            False,
+            f"{settings.transport} on {settings.host}:{settings.port}: {exc.strerror or exc}",
+            "stop whatever uses that port (perhaps a running tiermem serve), or choose another with --port",
+        )
+
+
+def check_agent_loop(settings: Settings, check: Any) -> None:
+    import os
+
+    if not settings.agent_loop:
+        return
+    has_key = bool(os.environ.get("ANTHROPIC_API_KEY"))
+    if settings.llm_provider == "anthropic" and not has_key:
+        check(
+            "agent loop",
+            False,
+            "llm_provider is anthropic but ANTHROPIC_API_KEY is not set",
+            'set ANTHROPIC_API_KEY in the server\'s environment, or use llm_provider = "sampling"',
+        )
+    else:
+        provider = (
+            "anthropic"
+            if settings.llm_provider == "anthropic" or (settings.llm_provider == "auto" and has_key)
+            else "sampling"
+        )
+        check(
+            "agent loop",
+            True,
+            f"agent_chat on the {provider} provider, model {settings.model}"
+            if provider == "anthropic"
+            else "agent_chat on the host's model (MCP sampling)",
+        )

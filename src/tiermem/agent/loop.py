@@ -122,6 +122,20 @@ class TurnResult:
         }
 
 
+CONVERSATION_CHARS = 200  # a conversation id's fixed limit
+
+
+def check_conversation(conversation_id: object) -> str:
+    """The conversation id (``default`` when empty) if it is one: text of at most ``CONVERSATION_CHARS``."""
+    conv = conversation_id or "default"
+    if isinstance(conv, str) and len(conv) > CONVERSATION_CHARS:
+        raise ValidationError(
+            f"The conversation id has {len(conv)} characters; a conversation id may have at most "
+            f"{CONVERSATION_CHARS}. Name the conversation with a shorter id."
+        )
+    return check_text(conv, "conversation_id", CONVERSATION_CHARS)
+
+
 def stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
 
@@ -172,7 +186,7 @@ class AgentLoop:
         tools: ToolHost | None = None,
     ) -> TurnResult:
         """Run one turn (or resume one after a sampling round trip); ``tools`` overrides the loop's tool host."""
-        conv = check_text(conversation_id or "default", "conversation_id", 200)
+        conv = check_conversation(conversation_id)
         lock = self._locks.setdefault(conv, asyncio.Lock())
         async with lock:  # one turn at a time per conversation, so its messages never interleave
             return await self._turn(text, provider, conv, resume, tools or self.tools)
@@ -192,6 +206,12 @@ class AgentLoop:
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
+            if len(text) > m.max_content_chars:
+                raise ValidationError(
+                    f"The message has {len(text)} characters; a message to the agent may have at most "
+                    f"{m.max_content_chars} (max_content_chars). Nothing was sent or logged: send a shorter message "
+                    "(long text can go to a file or archival memory first)."
+                )
             check_text(text, "message", m.max_content_chars)
             too_big = self._message_fits(await self._system(agent), tools, text)
             if too_big is not None:  # refused before anything is logged or sent

@@ -157,3 +157,12 @@ def test_chat_names_the_conversation_id_limit(tmp_path: Path, fake: fa.FakeAnthr
     assert done.returncode == 1 and fake.requests == []
     assert "The conversation id has 300 characters; a conversation id may have at most 200." in done.stderr
     assert "max_content_chars" not in done.stderr
+
+
+def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    fake.add(fa.error(429, "slow down"), fa.text("ok"))
+    done = tiermem(tmp_path, "chat", "-m", "hi", env=env)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+    assert len(fake.requests) == 2  # retried, quietly
+    assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr

@@ -83,3 +83,15 @@ async def test_a_failed_sleeptime_run_is_logged(
                 await anyio.sleep(0.05)
     failed = next(r.getMessage() for r in caplog.records if "sleep-time agent failed" in r.getMessage())
     assert "malformed" in failed
+
+
+async def test_a_system_prompt_too_large_logs_nothing(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    server = build(agent_settings(settings, fake, context_window=1000))
+    async with Client(server, cache=None) as c:
+        for _ in range(2):
+            _, info, is_error = await chat(c, "hello there")
+            assert is_error and "does not fit the context window of 1000 tokens" in info["error"]
+            assert info["error"].endswith("Nothing was sent or logged.")
+    memory, agent_id = server.runtime.handle.get()
+    assert memory.archive.rows.messages_since(agent_id, "default", 0) == [] and fake.requests == []
+    assert memory.context_window(agent_id, "default").turns == 0

@@ -213,7 +213,12 @@ class AgentLoop:
                     "(long text can go to a file or archival memory first)."
                 )
             check_text(text, "message", m.max_content_chars)
-            too_big = self._message_fits(await self._system(agent), tools, text)
+            system = await self._system(agent)
+            try:
+                self._check_base(system, tools)
+            except ContextOverflowError as exc:  # refused before anything is logged or sent
+                return TurnResult("", "error", conv, [], [], Usage(), error=f"{exc} Nothing was sent or logged.")
+            too_big = self._message_fits(system, tools, text)
             if too_big is not None:  # refused before anything is logged or sent
                 return TurnResult("", "error", conv, [], [], Usage(), error=too_big)
             user = await self._log(conv, "user", text, {"kind": "user"})

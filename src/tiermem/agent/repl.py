@@ -8,6 +8,7 @@ full result instead.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,9 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
             "anthropic_base_url / ANTHROPIC_BASE_URL). The sampling provider needs an MCP host: use "
             "`tiermem serve --agent-loop` and the agent_chat tool there."
         )
+    # the HTTP client's "HTTP Request: POST ..." and the SDK's "Retrying request ..." lines (INFO) would bury the chat
+    for name in ("httpx", "httpx2", "httpcore", "anthropic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     return anyio.run(_main, settings, message, conversation, as_json)
 
 

@@ -5,6 +5,8 @@ real ``anthropic`` client (through ``base_url``) without network access. Summari
 requests (recognised by their system prompt) are answered from a separate script. A request
 with ``"stream": true`` (Claude Code sends those) gets the same message as server-sent events;
 ``default`` answers requests when the script is empty (a host that makes a variable number of calls).
+``raw(status, body)`` answers with those bytes as they are (a malformed answer: not JSON, or JSON without the
+Messages API's fields).
 
 Like the real API, it refuses (400 ``invalid_request_error``) a request whose messages break the Messages API's
 rules (``problems``): the first message from the user, roles alternating, no empty content or text block, every
@@ -19,6 +21,7 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,6 +47,16 @@ def error(status: int, message: str = "scripted failure") -> tuple[int, dict[str
     return status, {"type": "error", "error": {"type": kind, "message": message}}
 
 
+@dataclass(frozen=True)
+class Raw:
+    status: int
+    body: bytes
+
+
+def raw(status: int, body: bytes) -> Raw:
+    return Raw(status, body)
+
+
 def _message(content: list[dict[str, Any]], stop: str, input_tokens: int) -> dict[str, Any]:
     return {
         "id": f"msg_{next(_ids):04d}",
@@ -62,7 +75,7 @@ def _message(content: list[dict[str, Any]], stop: str, input_tokens: int) -> dic
     }
 
 
-Scripted = dict[str, Any] | tuple[int, dict[str, Any]] | Callable[[dict[str, Any]], Any]
+Scripted = dict[str, Any] | tuple[int, dict[str, Any]] | Raw | Callable[[dict[str, Any]], Any]
 
 
 class FakeAnthropic:
@@ -95,7 +108,7 @@ class FakeAnthropic:
         self._server.shutdown()
         self._server.server_close()
 
-    def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _next(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Raw:
         with self._lock:
             self.requests.append(body)
             wrong = problems(body)
@@ -111,7 +124,7 @@ class FakeAnthropic:
                 return error(500, "the fake server's script is exhausted")
         if callable(item):
             item = item(body)
-        if isinstance(item, tuple):
+        if isinstance(item, tuple | Raw):
             return item
         return 200, item
 
@@ -129,7 +142,15 @@ class FakeAnthropic:
                 if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
                     status, payload = error(404, f"unknown path {self.path}")
                 else:
-                    status, payload = fake._next(body)
+                    answer = fake._next(body)
+                    if isinstance(answer, Raw):
+                        self.send_response(answer.status)
+                        self.send_header("content-type", "application/json")
+                        self.send_header("content-length", str(len(answer.body)))
+                        self.end_headers()
+                        self.wfile.write(answer.body)
+                        return
+                    status, payload = answer
                 streamed = status == 200 and body.get("stream") is True
                 data = _events(payload) if streamed else json.dumps(payload).encode()
                 self.send_response(status)

@@ -129,3 +129,40 @@ def test_chat_with_an_imported_letta_conversation_sends_a_valid_request(tmp_path
     sent = json.dumps(fake.requests[-1]["messages"])
     # the displaced results are moved to their calls, not replaced by "interrupted" ones
     assert "interrupted before it returned" not in sent
+
+
+def test_chat_interactive_survives_a_bad_line(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    # A line over max_content_chars, then one that is not UTF-8: each is refused, and the chat goes on.
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    fake.add(fa.text("still here"))
+    lines = b"x" * 100_001 + b"\ncaf\xe9 bytes\nhello\n/quit\n"
+    done = subprocess.run(
+        [PYTHON, "-m", "tiermem", "chat", "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+        timeout=120,
+        input=lines,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert done.stdout.decode() == "still here\n" and len(fake.requests) == 1
+    assert "a message to the agent may have at most 100000" in err and "split it into several calls" not in err
+    assert "That line is not valid UTF-8 text; it was not sent." in err
+
+
+def test_chat_names_the_conversation_id_limit(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    done = tiermem(tmp_path, "chat", "-m", "hi", "--conversation", "c" * 300, env=env)
+    assert done.returncode == 1 and fake.requests == []
+    assert "The conversation id has 300 characters; a conversation id may have at most 200." in done.stderr
+    assert "max_content_chars" not in done.stderr
+
+
+def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    fake.add(fa.error(429, "slow down"), fa.text("ok"))
+    done = tiermem(tmp_path, "chat", "-m", "hi", env=env)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+    assert len(fake.requests) == 2  # retried, quietly
+    assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr

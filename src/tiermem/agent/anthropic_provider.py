@@ -9,14 +9,17 @@ connection errors with exponential backoff (honouring ``retry-after``) ``max_ret
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..base.errors import ConfigError, ProviderError
+from ..base.errors import ConfigError, PromptTooLongError, ProviderError
 from .llm import JSON, LLMRequest, LLMResponse, ToolCall, Turn, Usage
 
 CACHE = {"type": "ephemeral"}
 RETRIED = frozenset({408, 409, 429})  # and 5xx: the statuses the SDK retries
+# The API's refusal of a prompt over the model's window: "prompt is too long: 208310 tokens > 200000 maximum".
+TOO_LONG = re.compile(r"prompt is too long(?::\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum)?", re.IGNORECASE)
 
 
 class AnthropicProvider:
@@ -67,6 +70,14 @@ class AnthropicProvider:
         except a.AuthenticationError as exc:
             raise ProviderError(f"Anthropic refused the API key ({exc.status_code}): check ANTHROPIC_API_KEY.") from exc
         except a.APIStatusError as exc:
+            too_long = TOO_LONG.search(_detail(exc)) if exc.status_code in (400, 413) else None
+            if too_long is not None:
+                raise PromptTooLongError(
+                    f"The Anthropic API refused the prompt as longer than the model's context window: {_detail(exc)}. "
+                    "Set context_window to the model's window (or below it).",
+                    tokens=int(too_long.group(1) or 0),
+                    maximum=int(too_long.group(2) or 0),
+                ) from exc
             if exc.status_code in RETRIED or exc.status_code >= 500:
                 raise ProviderError(
                     f"The Anthropic API answered {exc.status_code} after retries: {_detail(exc)}. "
@@ -82,22 +93,38 @@ class AnthropicProvider:
             ) from exc
         except a.AnthropicError as exc:
             raise ProviderError(f"The Anthropic client failed: {exc}") from exc
-        text = "".join(b.text for b in response.content if b.type == "text")
-        calls = tuple(ToolCall(b.id, b.name, dict(b.input or {})) for b in response.content if b.type == "tool_use")
-        u = response.usage
-        usage = Usage(
-            input_tokens=u.input_tokens or 0,
-            output_tokens=u.output_tokens or 0,
-            cache_read_input_tokens=getattr(u, "cache_read_input_tokens", 0) or 0,
-            cache_creation_input_tokens=getattr(u, "cache_creation_input_tokens", 0) or 0,
-        )
-        return LLMResponse(
-            text=text,
-            tool_calls=calls,
-            stop_reason=response.stop_reason or "end_turn",
-            usage=usage,
-            model=response.model,
-        )
+        except ValueError as exc:  # a 200 whose body is not JSON (json.JSONDecodeError): a proxy's page, a cut body
+            raise _malformed(exc) from exc
+        try:
+            return _response(response)
+        except (AttributeError, TypeError, ValueError) as exc:  # a JSON answer without the Messages API's fields
+            raise _malformed(exc) from exc
+
+
+def _response(response: Any) -> LLMResponse:
+    text = "".join(b.text for b in response.content if b.type == "text")
+    calls = tuple(ToolCall(b.id, b.name, dict(b.input or {})) for b in response.content if b.type == "tool_use")
+    u = response.usage
+    usage = Usage(
+        input_tokens=u.input_tokens or 0,
+        output_tokens=u.output_tokens or 0,
+        cache_read_input_tokens=getattr(u, "cache_read_input_tokens", 0) or 0,
+        cache_creation_input_tokens=getattr(u, "cache_creation_input_tokens", 0) or 0,
+    )
+    return LLMResponse(
+        text=text,
+        tool_calls=calls,
+        stop_reason=response.stop_reason or "end_turn",
+        usage=usage,
+        model=str(response.model or ""),
+    )
+
+
+def _malformed(exc: Exception) -> ProviderError:
+    return ProviderError(
+        f"The Anthropic API (or a proxy in front of it) answered with a malformed message ({type(exc).__name__}: "
+        f"{str(exc)[:200]}). Try again; if it persists, check anthropic_base_url."
+    )
 
 
 def _system_blocks(request: LLMRequest) -> list[JSON]:

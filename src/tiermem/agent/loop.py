@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from ..base.errors import ConfigError, ContextOverflowError, NotFoundError, ProviderError, ValidationError
+from ..base.errors import (
+    ConfigError,
+    ContextOverflowError,
+    PromptTooLongError,
+    ProviderError,
+    TiermemError,
+    ValidationError,
+)
 from ..base.records import Agent, ContextWindow, Message, check_text
 from ..domain import secrets
 from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+FACTOR_KEY = "token_factor."  # agent metadata, per model: the calibrated token-count factor (``context.py``)
 
 STYLES: tuple[Style, ...] = ("letta_v1", "memgpt")
 
@@ -114,6 +122,20 @@ class TurnResult:
         }
 
 
+CONVERSATION_CHARS = 200  # a conversation id's fixed limit
+
+
+def check_conversation(conversation_id: object) -> str:
+    """The conversation id (``default`` when empty) if it is one: text of at most ``CONVERSATION_CHARS``."""
+    conv = conversation_id or "default"
+    if isinstance(conv, str) and len(conv) > CONVERSATION_CHARS:
+        raise ValidationError(
+            f"The conversation id has {len(conv)} characters; a conversation id may have at most "
+            f"{CONVERSATION_CHARS}. Name the conversation with a shorter id."
+        )
+    return check_text(conv, "conversation_id", CONVERSATION_CHARS)
+
+
 def stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
 
@@ -138,6 +160,9 @@ class AgentLoop:
         self.tools = tools
         self.settings = settings or LoopSettings()
         self.counter = TokenCounter()
+        self._factors: dict[
+            str, float
+        ] = {}  # model -> the factor stored in the agent's metadata (as last read/written)
         self.sleeptime_tools = sleeptime_tools
         self.background_provider = background_provider
         # (agent system text, (block id, version) of each block) -> the compiled system prompt
@@ -161,7 +186,7 @@ class AgentLoop:
         tools: ToolHost | None = None,
     ) -> TurnResult:
         """Run one turn (or resume one after a sampling round trip); ``tools`` overrides the loop's tool host."""
-        conv = check_text(conversation_id or "default", "conversation_id", 200)
+        conv = check_conversation(conversation_id)
         lock = self._locks.setdefault(conv, asyncio.Lock())
         async with lock:  # one turn at a time per conversation, so its messages never interleave
             return await self._turn(text, provider, conv, resume, tools or self.tools)
@@ -172,6 +197,7 @@ class AgentLoop:
         m = self.memory
         agent = await _io(lambda: m.core.get_agent(self.agent_id))
         style = self._style(agent)
+        self._load_factor(agent, provider)
         turn: list[Message] = []  # this turn's messages, from the user's on
         version = m.archive.rows.messages_version
         cached = self._contexts.pop(conv, None)
@@ -180,8 +206,19 @@ class AgentLoop:
         if resume is None:
             if not isinstance(text, str) or not text.strip():
                 raise ValidationError("message is empty: send the user's message as text.")
+            if len(text) > m.max_content_chars:
+                raise ValidationError(
+                    f"The message has {len(text)} characters; a message to the agent may have at most "
+                    f"{m.max_content_chars} (max_content_chars). Nothing was sent or logged: send a shorter message "
+                    "(long text can go to a file or archival memory first)."
+                )
             check_text(text, "message", m.max_content_chars)
-            too_big = self._message_fits(await self._system(agent), tools, text)
+            system = await self._system(agent)
+            try:
+                self._check_base(system, tools)
+            except ContextOverflowError as exc:  # refused before anything is logged or sent
+                return TurnResult("", "error", conv, [], [], Usage(), error=f"{exc} Nothing was sent or logged.")
+            too_big = self._message_fits(system, tools, text)
             if too_big is not None:  # refused before anything is logged or sent
                 return TurnResult("", "error", conv, [], [], Usage(), error=too_big)
             user = await self._log(conv, "user", text, {"kind": "user"})
@@ -226,7 +263,12 @@ class AgentLoop:
         )
         stop, error = "end_turn", None
         try:
-            stop = await run.run()
+            try:
+                stop = await run.run()
+            except PromptTooLongError as exc:
+                # The model's own count says the prompt is over its window: learn its count, summarise, try once more.
+                await recall.refused(exc)
+                stop = await run.run()
         except ProviderError as exc:
             stop, error = "error", str(exc)
         except ContextOverflowError as exc:
@@ -249,6 +291,30 @@ class AgentLoop:
             summarised=recall.summaries,
             sleeptime=sleeptime,
         )
+
+    # -- token-count calibration, kept per agent and model across processes ----------------------
+
+    def _load_factor(self, agent: Agent, provider: Provider) -> None:
+        model = getattr(provider, "model", None)
+        if not isinstance(model, str) or model in self._factors:
+            return
+        try:
+            stored = float(agent.metadata.get(FACTOR_KEY + model, "0"))
+        except ValueError:
+            stored = 0.0
+        self._factors[model] = stored
+        if 1.0 <= stored <= 3.1:
+            self.counter.factor = stored
+
+    async def _save_factor(self, provider: Provider) -> None:
+        """Store the counter's factor for the provider's model when it moved by more than 5% from the stored one."""
+        model = getattr(provider, "model", None)
+        factor = round(self.counter.factor, 3)
+        stored = self._factors.get(model, 0.0) if isinstance(model, str) else 0.0
+        if not isinstance(model, str) or (stored and abs(factor - stored) <= 0.05 * stored):
+            return
+        self._factors[model] = factor
+        await _io(lambda: self.memory.set_agent_metadata(self.agent_id, {FACTOR_KEY + model: str(factor)}))
 
     def _style(self, agent: Agent) -> Style:
         style = agent.metadata.get("agent_type", self.settings.default_style)
@@ -289,14 +355,22 @@ class AgentLoop:
         messages: list[Message],
         user: Message,
         step: int,
+        force: bool = False,
     ) -> tuple[ContextWindow, list[Message]] | None:
-        """Summarise when the prompt is past ``summarize_at``: the new (window, messages); None when it fits."""
+        """Summarise when the prompt is past ``summarize_at`` (or ``force``: the provider refused it as too long):
+        the new (window, messages); None when it fits."""
         th = self.settings.thresholds
         m = self.memory
         self._check_base(system, tools)
-        if self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
+        if not force and self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
             return None
         if not await self._summarise(provider, system, tools, window, messages, user, step):
+            if force:
+                raise ContextOverflowError(
+                    "The model refused the prompt as longer than its context window, and only this turn's messages "
+                    "are left to send (every earlier one is summarised already). The turn stops here (its messages "
+                    "are kept in recall); ask for less at a time, or set context_window to the model's window."
+                )
             return None
         window = await _io(lambda: m.context_window(self.agent_id, window.conversation_id))
         messages = await _io(lambda: m.in_context_messages(window))
@@ -454,15 +528,22 @@ class AgentLoop:
             )
         task = asyncio.get_running_loop().create_task(self._sleeptime(conv))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
         return "started"
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A sleep-time run ended: one that raised has no caller to answer, so what it raised is logged here."""
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("sleep-time agent failed: %s", exc, exc_info=exc)
 
     @property
     def background_running(self) -> bool:
         return bool(self._tasks)
 
     async def wait_background(self) -> None:
-        """Wait for running sleep-time agents (the CLI calls this before it exits; tests use it)."""
+        """Wait for running sleep-time agents (the CLI calls this before it exits; tests use it). What a run raised
+        is logged as it ends (``_finished``)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -491,7 +572,7 @@ class AgentLoop:
                         run.stop_reason,
                         ", ".join(run.report.memory_edits) or "nothing",
                     )
-            except (ProviderError, NotFoundError, ValidationError) as exc:
+            except TiermemError as exc:
                 # a background run has no caller to answer: the mark stays, so the next run covers these turns
                 log.warning("sleep-time agent failed: %s", exc)
 
@@ -526,6 +607,7 @@ class _Recall:
         self._version = version
         self.summaries = 0
         self._raw = 0
+        self._force = False  # the provider refused the last request as too long: summarise before the next
 
     async def _log(self, role: str, content: str, meta: JSON) -> None:
         message = await self.loop._log(self.conv, role, content, meta)
@@ -536,7 +618,10 @@ class _Recall:
     async def request(self, step: int) -> LLMRequest:
         loop = self.loop
         system = await loop._system(self.agent)
-        fitted = await loop._fit(self.provider, system, self.tools, self.window, self.context, self.user, step)
+        force, self._force = self._force, False
+        fitted = await loop._fit(
+            self.provider, system, self.tools, self.window, self.context, self.user, step, force=force
+        )
         if fitted is not None:
             self.window, self.context = fitted
             self.summaries += 1
@@ -553,8 +638,16 @@ class _Recall:
             key=f"{self.user.id}:{step}",
         )
 
+    async def refused(self, exc: PromptTooLongError) -> None:
+        """The provider refused the last request as too long: learn its count, summarise before the next request."""
+        log.warning("%s Summarising and trying again.", exc)
+        self.loop.counter.calibrate(self._raw, exc.tokens)
+        await self.loop._save_factor(self.provider)
+        self._force = True
+
     async def assistant(self, response: LLMResponse) -> None:
         self.loop.counter.calibrate(self._raw, response.usage.prompt_tokens)
+        await self.loop._save_factor(self.provider)
         calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
         await self._log(
             "assistant",

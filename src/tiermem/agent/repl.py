@@ -8,12 +8,13 @@ full result instead.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ..base.errors import ConfigError
+from ..base.errors import ConfigError, TiermemError
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -31,6 +32,9 @@ def run_chat(settings: Settings, *, message: str | None, conversation: str, as_j
             "anthropic_base_url / ANTHROPIC_BASE_URL). The sampling provider needs an MCP host: use "
             "`tiermem serve --agent-loop` and the agent_chat tool there."
         )
+    # the HTTP client's "HTTP Request: POST ..." and the SDK's "Retrying request ..." lines (INFO) would bury the chat
+    for name in ("httpx", "httpx2", "httpcore", "anthropic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     return anyio.run(_main, settings, message, conversation, as_json)
 
 
@@ -66,6 +70,10 @@ async def _main(settings: Settings, message: str | None, conversation: str, as_j
 
 async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_json: bool) -> None:
     print(f"tiermem chat: agent {loop.agent_id}, conversation {conversation!r}. {HELP}", file=sys.stderr)
+    # A line that is not UTF-8 is read (its bad bytes as lone surrogates) and refused below, not a crash of the REPL.
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
     while True:
         try:
             line = await anyio.to_thread.run_sync(_read_line)
@@ -83,7 +91,14 @@ async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_
         if text == "/memory":
             print(await anyio.to_thread.run_sync(lambda: loop.memory.render_core(loop.agent_id)))
             continue
-        result = await loop.turn(text, provider, conversation)  # type: ignore[arg-type]
+        if any("\udc80" <= c <= "\udcff" for c in text):
+            print("  (That line is not valid UTF-8 text; it was not sent. Type it again.)", file=sys.stderr)
+            continue
+        try:
+            result = await loop.turn(text, provider, conversation)  # type: ignore[arg-type]
+        except TiermemError as exc:  # one bad message ends its turn, not the chat
+            print(f"  ({exc.for_person()})", file=sys.stderr)
+            continue
         _show(result, as_json)
 
 

@@ -106,6 +106,16 @@ class ContextOverflowError(TiermemError):
     """The agent's prompt cannot fit its context window, even with every message summarised."""
 
 
+class PromptTooLongError(ProviderError, ContextOverflowError):
+    """The provider refused a prompt longer than the model's context window ("prompt is too long"); ``tokens`` and
+    ``maximum`` are its own counts when its message states them (else 0)."""
+
+    def __init__(self, *args: object, tokens: int = 0, maximum: int = 0) -> None:
+        super().__init__(*args)
+        self.tokens = tokens
+        self.maximum = maximum
+
+
 class FileContentError(ValidationError):
     """A file given to a folder cannot be kept: binary, unparseable, too large, or its format needs an extra that is
     not installed; the message names the file and the fix, and nothing of it was stored."""

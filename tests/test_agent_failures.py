@@ -1,0 +1,97 @@
+"""The agent loop when the model's API misbehaves: a prompt refused as too long, malformed answers, a failed
+sleep-time run; real MCP server and client, a loopback server speaking the Anthropic Messages API."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import anyio
+import pytest
+from mcp import Client
+
+from tiermem.base.config import Settings
+
+from . import fake_anthropic as fa
+from .test_agent import agent_settings, build, chat, fake  # noqa: F401  (``fake`` is a fixture)
+
+pytestmark = pytest.mark.anyio
+
+TOO_LONG = "prompt is too long: 60000 tokens > 20000 maximum"
+
+
+async def test_a_prompt_refused_as_too_long_is_summarised_and_retried_and_the_count_kept(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    s = agent_settings(
+        settings, fake, context_window=20000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
+    )
+    fake.add(fa.text("one"), fa.text("two"), fa.error(400, TOO_LONG), fa.text("answered", input_tokens=900_000))
+    fake.summaries.append(fa.text("The user said hello twice."))
+    server = build(s)
+    async with Client(server, cache=None) as c:
+        await chat(c, "hello one")
+        await chat(c, "hello two")
+        reply, info, is_error = await chat(c, "and a third")
+        assert not is_error and reply == "answered" and info["summarised"] == 1
+        retried = fake.turn_requests()[-1]["messages"]
+        assert "The user said hello twice." in retried[0]["content"][0]["text"]
+        assert "hello one" not in json.dumps(retried) and "and a third" in json.dumps(retried)
+    memory, agent_id = server.runtime.handle.get()
+    # The calibrated factor (the model counts far more than tiktoken here: the cap, 3.0 x 1.02) is kept per model.
+    assert memory.core.get_agent(agent_id).metadata["token_factor.claude-fake-1"] == "3.06"
+    sent = len(fake.requests)
+    async with Client(build(s), cache=None) as c:  # a new process-equivalent starts calibrated
+        _, info, is_error = await chat(c, "enormous " * 6000)
+        assert is_error and info["error"].startswith("The message is about ")  # fits at x1.15, not at x3.06
+        assert len(fake.requests) == sent
+
+
+async def test_a_prompt_still_too_long_after_summarising_is_a_clear_error(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    s = agent_settings(settings, fake, tools=["minimal"], system="You are a test agent.")
+    fake.add(fa.error(400, TOO_LONG))  # nothing earlier to summarise
+    async with Client(build(s), cache=None) as c:
+        _, info, is_error = await chat(c, "hello")
+        assert is_error and info["stop_reason"] == "error"
+        assert "only this turn's messages are left" in info["error"] and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"type": "message"}'], ids=["not-json", "no-content"])
+async def test_a_malformed_answer_is_a_provider_error(settings: Settings, fake: fa.FakeAnthropic, body: bytes) -> None:
+    fake.add(fa.raw(200, body), fa.text("back again"))
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, info, is_error = await chat(c, "hello")
+        assert is_error and info["stop_reason"] == "error"
+        assert info["error"].startswith("The Anthropic API (or a proxy in front of it) answered with a malformed")
+        reply, info, is_error = await chat(c, "again")
+        assert reply == "back again" and not is_error
+
+
+async def test_a_failed_sleeptime_run_is_logged(
+    settings: Settings, fake: fa.FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = agent_settings(settings, fake, sleeptime_frequency=1)
+    fake.add(fa.text("t1"), fa.raw(200, b"{not json"))
+    caplog.set_level(logging.WARNING, logger="tiermem.agent.loop")
+    async with Client(build(s), cache=None) as c:
+        _, info, _ = await chat(c, "I like tea")
+        assert info["sleeptime"] == "started"
+        with anyio.fail_after(30):
+            while not any("sleep-time agent failed" in r.getMessage() for r in caplog.records):
+                await anyio.sleep(0.05)
+    failed = next(r.getMessage() for r in caplog.records if "sleep-time agent failed" in r.getMessage())
+    assert "malformed" in failed
+
+
+async def test_a_system_prompt_too_large_logs_nothing(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    server = build(agent_settings(settings, fake, context_window=1000))
+    async with Client(server, cache=None) as c:
+        for _ in range(2):
+            _, info, is_error = await chat(c, "hello there")
+            assert is_error and "does not fit the context window of 1000 tokens" in info["error"]
+            assert info["error"].endswith("Nothing was sent or logged.")
+    memory, agent_id = server.runtime.handle.get()
+    assert memory.archive.rows.messages_since(agent_id, "default", 0) == [] and fake.requests == []
+    assert memory.context_window(agent_id, "default").turns == 0

@@ -174,16 +174,14 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
     )
     health.check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
     marked = memory.archive.rows.purge_pending()
-    check(
+    check(  # a normal state between upkeeps (deletes, forgets, an import's rewrites): said, not a failure
         "purge",
-        not marked,
+        True,
         "no deleted or forgotten row is left in the store's files"
         if not marked
         else "deleted or forgotten rows are gone from search but still in the store's files ("
         + ", ".join(f"{table}: {n} data fragment(s)" for table, n in marked.items())
-        + "): archival_memory_delete, the inspector's delete and `tiermem forget` without --now leave them there "
-        "until the next upkeep",
-        "run `tiermem optimize` to purge them now (`tiermem forget ... --now` purges at once)",
+        + ") until the next upkeep; `tiermem optimize` purges them now (`tiermem forget ... --now` purges at once)",
     )
     health.check_files(memory, check)
     health.check_transport(settings, check)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import TiermemError, ValidationError
+from ..base.errors import ConflictError, TiermemError, ValidationError
 from ..base.files import write_text_atomically
 from ..domain import memfs_format as fmt
 from ..domain.blocks import Rethink, is_pinned
@@ -316,12 +316,18 @@ def apply_file(
     actor: str,
     operation: str = "memfs",
     notes: list[str] | None = None,
+    expected_version: int | None = None,
 ) -> str:
-    """Make the agent's block match the file: "created", "updated" or "unchanged"."""
+    """Make the agent's block match the file: "created", "updated" or "unchanged". With ``expected_version`` (a
+    compare-and-set): only while the block is at that version, else ``ConflictError`` and nothing written (each
+    step of the change checks the version the step before it left)."""
     try:
         current = memory.block(agent_id, plan.label)
     except TiermemError:
         current = None
+    expect = expected_version
+    if current is None and expect is not None:
+        raise ConflictError(f"Block {plan.label!r} was removed meanwhile; nothing was written.")
     if current is None:
         memory.create_block(agent_id, plan.spec(), actor=actor)
         return "created"
@@ -339,7 +345,7 @@ def apply_file(
         or limit > current.limit
     ):
         # a larger limit first, so a longer value fits; a smaller one after the value shrank
-        memory.update_block(
+        done = memory.update_block(
             agent_id,
             plan.label,
             description=plan.description,
@@ -349,15 +355,19 @@ def apply_file(
             metadata={FRONT_KEY: front},
             actor=actor,
             operation=operation,
+            expected_version=expect,
         )
+        expect = done.version if expect is not None else None
         changed = True
     if current.value != plan.value:
-        memory.edit(
-            agent_id, plan.label, Rethink(plan.value, operation=operation, check_line_numbers=False), actor=actor
-        )
+        edit = Rethink(plan.value, operation=operation, check_line_numbers=False)
+        done = memory.edit(agent_id, plan.label, edit, actor=actor, expected_version=expect)
+        expect = done.version if expect is not None else None
         changed = True
     if memory.block(agent_id, plan.label).limit != limit:
-        memory.update_block(agent_id, plan.label, limit=limit, actor=actor, operation=operation)
+        memory.update_block(
+            agent_id, plan.label, limit=limit, actor=actor, operation=operation, expected_version=expect
+        )
         changed = True
     return "updated" if changed else "unchanged"
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.errors import TiermemError, ValidationError
+from ..base.errors import ConflictError, TiermemError, ValidationError
 from ..base.files import locked, write_text_atomically
 from ..domain import memfs_format as fmt
 from .memfs import (
@@ -275,7 +275,7 @@ class _Sync:
                 self.report.conflicts.append(f"{label}: the file and the block both changed since the last sync")
                 return seen
             if file_changed:
-                return self._to_store(file)
+                return self._to_store(file, block, seen)
             return self._to_file(block, seen)
         if file is not None:  # no block
             if seen is None or self.prefer == "file":
@@ -296,16 +296,23 @@ class _Sync:
             return seen
         return None  # gone on both sides
 
-    def _to_store(self, file: tuple[FileBlock, str]) -> Record:
+    def _to_store(self, file: tuple[FileBlock, str], block: Block | None = None, seen: Record | None = None) -> Record:
+        """The file into its block; with ``block`` (as this pass read it), only while the block is still at that
+        version: an edit made since is a conflict, never overwritten."""
         plan, text = file
-        apply_file(
-            self.memory,
-            self.agent.id,
-            plan,
-            actor="human",
-            operation=self._file_operation(plan.path),
-            notes=self.report.notes,
-        )
+        try:
+            apply_file(
+                self.memory,
+                self.agent.id,
+                plan,
+                actor="human",
+                operation=self._file_operation(plan.path),
+                notes=self.report.notes,
+                expected_version=block.version if block is not None else None,
+            )
+        except ConflictError:
+            self.report.conflicts.append(f"{plan.label}: the block was edited while the file's change was synced")
+            return seen if seen is not None else {}
         self.report.to_store.append(plan.label)
         now = self.memory.block(self.agent.id, plan.label)
         return {"sha": _sha(text), "block_id": now.id, "version": now.version}
@@ -464,9 +471,22 @@ class _Sync:
             plan = parse_file(rel, text, self.tree)
         except ValidationError:
             return record
-        block = self.memory.block(self.agent.id, label)
+        block = self._current(label)
+        if block is None or block.id != record["block_id"] or block.version != record["version"]:
+            # edited (or removed) since the file was rendered: the store is newer, the next pass writes the file again
+            return record
         if not same(plan, block) or not same_front(block.metadata.get(FRONT_KEY), plan.front):
-            apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
+            try:  # only onto the version the file was rendered from (compare-and-set): never put older text back
+                apply_file(
+                    self.memory,
+                    self.agent.id,
+                    plan,
+                    actor="human",
+                    operation=f"memfs: written as {rel}",
+                    expected_version=block.version,
+                )
+            except ConflictError:
+                return record
             block = self.memory.block(self.agent.id, label)
         return {"sha": _sha(text), "block_id": block.id, "version": block.version}
 

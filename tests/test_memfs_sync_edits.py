@@ -1,0 +1,79 @@
+"""MemFS sync while the store is edited: an edit made during a sync pass is never put back by the pass."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tiermem.base.config import Settings
+from tiermem.domain.blocks import Append
+from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
+from tiermem.interop.memfs_sync import sync_memfs
+
+from .test_memfs import LETTA_FILES, agent_repo
+
+
+@pytest.fixture
+def mem(settings: Settings) -> Memory:
+    return open_memory(settings)
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_an_edit_made_while_its_file_is_written_is_kept(mem: Memory, tmp_path: Path) -> None:
+    """The pass renders the block, commits (its hook holds the commit while the agent edits the block again), writes
+    the file: the block keeps the newer edit (no "written as" version puts the older text back) and the next pass
+    writes it into the file."""
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    git_dir = root / ".git"
+    hook = git_dir / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\ntouch {git_dir}/started\nwhile [ ! -e {git_dir}/go ]; do sleep 0.02; done\n")
+    hook.chmod(0o755)
+    mem.edit(agent, "reference/Team-Notes", Append("fact-1"), actor="agent")
+    done: list[dict] = []
+    worker = threading.Thread(target=lambda: done.append(sync_memfs(mem, "lc", root)))
+    worker.start()
+    _wait_for(git_dir / "started")
+    mem.edit(agent, "reference/Team-Notes", Append("fact-2"), actor="agent")  # during the pass
+    (git_dir / "go").touch()
+    worker.join(60)
+    assert done and done[0]["to_files"] == ["reference/Team-Notes"]
+    block = mem.block(agent, "reference/Team-Notes")
+    assert block.value == "Ada leads.\nfact-1\nfact-2"
+    assert all(v.actor == "agent" or v.version == 1 for v in mem.history(agent, "reference/Team-Notes", 20))
+    hook.unlink()
+    report = sync_memfs(mem, "lc", root)  # the store is newer: the file is written again
+    assert report["to_files"] == ["reference/Team-Notes"] and report["to_store"] == []
+    assert (root / "reference/Team-Notes.md").read_text().endswith("Ada leads.\nfact-1\nfact-2\n")
+    assert mem.block(agent, "reference/Team-Notes").version == block.version
+    assert sync_memfs(mem, "lc", root)["to_files"] == []
+
+
+def test_a_file_applied_onto_a_version_that_moved_on_writes_nothing(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.base.errors import ConflictError
+    from tiermem.interop.memfs import apply_file, parse_file, tree_of
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    seen = mem.block(agent, "system/human")
+    mem.edit(agent, "system/human", Append("Likes tea"), actor="agent")
+    text = "---\ndescription: Changed\n---\nName: Ada Lovelace"
+    plan = parse_file("system/human.md", text, tree_of(set(LETTA_FILES)))
+    with pytest.raises(ConflictError, match="changed meanwhile"):
+        apply_file(mem, agent, plan, actor="human", expected_version=seen.version)
+    now = mem.block(agent, "system/human")
+    assert (now.version, now.value, now.description) == (seen.version + 1, "Name: Ada\nLikes tea", seen.description)
+    assert apply_file(mem, agent, plan, actor="human", expected_version=now.version) == "updated"
+    assert mem.block(agent, "system/human").value == "Name: Ada Lovelace"

@@ -77,3 +77,34 @@ def test_a_file_applied_onto_a_version_that_moved_on_writes_nothing(mem: Memory,
     assert (now.version, now.value, now.description) == (seen.version + 1, "Name: Ada\nLikes tea", seen.description)
     assert apply_file(mem, agent, plan, actor="human", expected_version=now.version) == "updated"
     assert mem.block(agent, "system/human").value == "Name: Ada Lovelace"
+
+
+def test_symbolic_links_are_never_followed_nor_written_over(mem: Memory, tmp_path: Path) -> None:
+    """A linked .md file (or folder) can point anywhere (/etc/passwd): sync and import skip it, saying why, and a
+    sync never writes through or over it; the block of a file that became a link is left alone."""
+    from tiermem.interop.memfs import import_memfs
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("---\ndescription: Not memory\n---\nroot:x:0:0\n")
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    (root / "reference/passwd.md").symlink_to(outside / "secret.md")
+    (root / "linked").symlink_to(outside)
+    (root / "notes/v1.2.md").unlink()
+    (root / "notes/v1.2.md").symlink_to(outside / "secret.md")  # a synced file replaced by a link
+    mem.edit(agent, "notes/v1.2", Append("More"), actor="agent")
+    report = sync_memfs(mem, "lc", root)
+    assert sorted(line.split(":")[0] for line in report["skipped"]) == [
+        "linked",
+        "notes/v1.2.md",
+        "reference/passwd.md",
+    ]
+    assert all("symbolic link" in line for line in report["skipped"])
+    labels = {b.label for b in mem.blocks(agent)}
+    assert "reference/passwd" not in labels and "linked/secret" not in labels
+    assert mem.block(agent, "notes/v1.2").value.endswith("More") and report["detached"] == []
+    assert (root / "notes/v1.2.md").is_symlink() and "More" not in (outside / "secret.md").read_text()
+    imported = import_memfs(mem, "other", root)
+    assert len(imported["skipped"]) == 3 and "reference/passwd" not in imported["blocks_created"]

@@ -22,6 +22,8 @@ a name that cannot be a label) are reported and skipped, never the whole directo
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +70,8 @@ __all__ = [
     "export_memfs",
     "import_memfs",
     "is_memfs_dir",
+    "link_lines",
+    "linked",
     "make_root",
     "path_of",
     "pinned_path",
@@ -108,6 +112,8 @@ def is_memfs_dir(root: Path) -> bool:
     if (root / "system").is_dir() or (root / fmt.INDEX).is_file():
         return True
     for path in root.glob("*.md"):
+        if path.is_symlink():
+            continue
         try:
             with path.open(encoding="utf-8") as f:
                 if f.readline().rstrip("\r\n") == "---":
@@ -122,19 +128,54 @@ def is_memfs_dir(root: Path) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def block_files(root: Path) -> dict[str, Path]:
-    """Relative path -> file, for every ``.md`` file outside hidden folders."""
+LINK_WHY = "a symbolic link: tiermem never follows links in a MemFS directory (their text may be outside it)"
+
+
+def block_files(root: Path, links: list[str] | None = None) -> dict[str, Path]:
+    """Relative path -> file, for every regular ``.md`` file outside hidden folders. Symbolic links (to files or
+    folders) are never followed: each one that could hold block files goes to ``links`` (its path), when given."""
     found: dict[str, Path] = {}
-    for path in sorted(root.rglob("*" + SUFFIX)):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        found[rel.as_posix()] = path
-    return found
+    for dirpath, dirnames, filenames in os.walk(root):  # does not descend into linked folders
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            if name.startswith(".") or not path.is_symlink():
+                continue
+            if name in dirnames or name.endswith(SUFFIX):
+                if links is not None:
+                    links.append(path.relative_to(root).as_posix())
+        for name in sorted(filenames):
+            path = here / name
+            if name.startswith(".") or not name.endswith(SUFFIX):
+                continue
+            try:
+                if not stat.S_ISREG(path.lstat().st_mode):
+                    continue
+            except OSError:  # gone since the listing
+                continue
+            found[path.relative_to(root).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
+def link_lines(links: list[str]) -> list[str]:
+    """The report's lines for the links ``block_files`` found."""
+    return [f"{rel}: {LINK_WHY} (skipped)" for rel in links]
+
+
+def linked(root: Path, rel: str) -> str | None:
+    """The part of ``rel`` (a file under ``root``, or a folder on its way) that is a symbolic link, if any."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        if (root / "/".join(parts[:i])).is_symlink():
+            return "/".join(parts[:i])
+    return None
 
 
 def read_file(root: Path, rel: str) -> str:
     path = root / rel
+    if linked(root, rel) is not None:
+        raise ValidationError(f"{rel}: {LINK_WHY}.")
     try:
         with path.open(encoding="utf-8", newline="") as f:
             return f.read()
@@ -233,13 +274,15 @@ def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock
     from .memfs_git import Repo
 
     repo = Repo.find(root)
+    links: list[str] = []
     tree = tree_of(
-        set(block_files(root)),
+        set(block_files(root, links)),
         policy=repo.policy if repo else None,
         agent_repo=bool(repo and repo.agent_repo),
         overrides=read_pinned(pinned_path(root, repo)),
     )
     parsed, skipped = read_tree(root, tree, memory)
+    skipped = [*link_lines(links), *skipped]
     if not parsed:
         why = f" ({'; '.join(skipped)})" if skipped else ""
         raise ValidationError(f"{root} has no .md block files tiermem can read{why}.")
@@ -247,7 +290,11 @@ def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock
 
 
 def write_file(root: Path, rel: str, text: str) -> None:
-    """Write ``text`` to ``root/rel`` through a temporary file renamed into place."""
+    """Write ``text`` to ``root/rel`` through a temporary file renamed into place; never through or over a symbolic
+    link (``ValidationError``, nothing written)."""
+    link = linked(root, rel)
+    if link is not None:
+        raise ValidationError(f"{link} is a symbolic link; tiermem does not write {rel} through or over it.")
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(target, text, newline="")

@@ -44,6 +44,8 @@ from .memfs import (
     FileBlock,
     apply_file,
     block_files,
+    link_lines,
+    linked,
     make_root,
     parse_file,
     path_of,
@@ -171,7 +173,8 @@ class _Sync:
         state = self._load_state()
         agent = self._agent(state)
         seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
-        files = block_files(self.root)
+        links: list[str] = []
+        files = block_files(self.root, links)
         agent_repo = bool(self.repo and self.repo.agent_repo)
         pinned = pinned_path(self.root, self.repo)
         self.tree = tree_of(
@@ -180,9 +183,12 @@ class _Sync:
             agent_repo=agent_repo,
             overrides=None if agent_repo else read_pinned(pinned),
         )
-        parsed, self.report.skipped = read_tree(self.root, self.tree, self.memory)
+        parsed, skipped = read_tree(self.root, self.tree, self.memory)
+        self.report.skipped = [*link_lines(links), *skipped]
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
         blocks = {b.label: b for b in self.memory.blocks(agent.id)}
+        # a file (or its folder) that is a symbolic link: never read, written or removed, its block left alone
+        unreadable |= {x for x in {*blocks, *seen} if linked(self.root, path_of(x)) is not None}
         defaults = {s.label: s.value for s in self.memory.default_blocks}
         for label, b in list(
             blocks.items()

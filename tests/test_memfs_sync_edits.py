@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiermem.base.config import Settings
-from tiermem.domain.blocks import Append
+from tiermem.domain.blocks import Append, Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.interop.memfs_sync import sync_memfs
@@ -108,3 +108,30 @@ def test_symbolic_links_are_never_followed_nor_written_over(mem: Memory, tmp_pat
     assert (root / "notes/v1.2.md").is_symlink() and "More" not in (outside / "secret.md").read_text()
     imported = import_memfs(mem, "other", root)
     assert len(imported["skipped"]) == 3 and "reference/passwd" not in imported["blocks_created"]
+
+
+def test_a_value_starting_with_dashes_reads_back_as_itself(mem: Memory, tmp_path: Path) -> None:
+    """A block whose value starts with a '---' line is written with a frontmatter (an empty one when it has nothing
+    else), so the value is not read back as one; a v2 index, which has none, refuses such a value instead."""
+    from tiermem.base.config import BlockSpec
+    from tiermem.interop.memfs import export_memfs, import_memfs
+
+    agent = mem.ensure_agent("a", blocks=()).id
+    value = "---\nfoo: bar\n---\nbody text"
+    mem.create_block(agent, BlockSpec(label="notes", value=value, description=""))
+    export_memfs(mem, "a", tmp_path / "out")
+    assert (tmp_path / "out/notes.md").read_text() == f"---\n---\n{value}\n"
+    import_memfs(mem, "b", tmp_path / "out")
+    assert mem.block(mem.get_agent("b").id, "notes").value == value
+
+    root = tmp_path / "v2"
+    root.mkdir()
+    (root / "MEMORY.md").write_text("The index\n")
+    (root / "persona.md").write_text('---\nname: "persona"\ndescription: "Me"\n---\nHelpful\n')
+    sync_memfs(mem, "v", root)
+    v = mem.get_agent("v").id
+    mem.edit(v, "MEMORY", Rethink("---\nkey: x\n---\nindex", check_line_numbers=False), actor="agent")
+    report = sync_memfs(mem, "v", root)
+    assert report["to_files"] == [] and "index has no frontmatter" in report["rejected"][0]
+    assert (root / "MEMORY.md").read_text() == "The index\n"  # left as it was
+    assert sync_memfs(mem, "v", root)["waiting"]  # until the block changes again

@@ -150,7 +150,9 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
 
     Only keys the layout's hook allows are added: ``description`` (v1; with ``limit`` and ``read_only`` outside
     agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
-    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter. Whether the block is pinned is never
+    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter (a value that would read as one is refused:
+    ``ValidationError``); elsewhere a value starting with a ``---`` line always gets one (``---`` / ``---`` when
+    empty), so it reads back as the value. Whether the block is pinned is never
     written here (``Tree.overrides`` keeps it); outside agent repositories an older tiermem's ``pinned:`` key is
     dropped.
     """
@@ -184,6 +186,11 @@ def _render(
 ) -> str:
     body = value + "\n" if value else ""  # an empty value: nothing after the closing line (as Letta Code writes it)
     if tree.layout == "v2" and fmt.is_index(rel):
+        if reads_as_front(body):
+            raise ValidationError(
+                f"{rel} cannot hold this text: an index has no frontmatter, and the text starts with a '---' line, "
+                "which would be read back as one. Start it with another line (or indent the '---')."
+            )
         return body
     layout = tree.layout
     if fmt.decode(front.get("description"), layout) != description:
@@ -200,8 +207,16 @@ def _render(
         front = _put(front, "read_only", "true" if read_only else ("false" if had is not None else None))
         front = _put(front, "pinned", None)
     if not front.present and not front.lines:
-        return body
+        if not reads_as_front(body):
+            return body
+        front = fmt.Front((), True)  # an empty frontmatter, so the value's own '---' lines stay the value's
     return fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text()
+
+
+def reads_as_front(body: str) -> bool:
+    """Whether a file made of ``body`` alone would be read as starting with a frontmatter (its first line ``---``)."""
+    first = (body[1:] if body.startswith("\ufeff") else body).split("\n", 1)[0]
+    return first.rstrip("\r") == "---"
 
 
 def _put(front: fmt.Front, key: str, value: str | None) -> fmt.Front:

@@ -337,10 +337,11 @@ def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
         )
     blocks = memory.blocks(agent.id)
     tree = tree_of({path_of(b.label) for b in blocks})
+    texts = {path_of(b.label): render_file(b, path_of(b.label), tree) for b in blocks}  # refusals before any write
     make_root(root)
     try:
-        for b in blocks:
-            write_file(root, path_of(b.label), render_file(b, path_of(b.label), tree))
+        for rel, text in texts.items():
+            write_file(root, rel, text)
         from .memfs_git import Repo
 
         write_pinned(pinned_path(root, Repo.find(root)), tree.overrides_for(blocks))

@@ -330,7 +330,11 @@ class _Sync:
 
     def _to_file(self, block: Block, seen: Record | None) -> Record:
         rel = path_of(block.label)
-        text = render_file(block, rel, self.tree)
+        try:
+            text = render_file(block, rel, self.tree)
+        except ValidationError as exc:  # a text its file cannot hold: left unwritten until the block changes
+            self.report.rejected.append(f"{rel}: {exc}")
+            return {**(seen or {}), "rejected": {"state": _block_state(block), "why": str(exc)}}
         before = _read_or_none(self.root / rel)
         record = {"sha": _sha(text), "block_id": block.id, "version": block.version}
         if before == text:

@@ -135,3 +135,39 @@ def test_a_value_starting_with_dashes_reads_back_as_itself(mem: Memory, tmp_path
     assert report["to_files"] == [] and "index has no frontmatter" in report["rejected"][0]
     assert (root / "MEMORY.md").read_text() == "The index\n"  # left as it was
     assert sync_memfs(mem, "v", root)["waiting"]  # until the block changes again
+
+
+def test_the_watch_command_setup_prints_runs_on_the_same_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import shlex
+    import subprocess
+
+    from tiermem.cli.main import main
+
+    from .conftest import PYTHON, ROOT
+    from .test_transports import server_env
+
+    base = tmp_path / "letta base"  # a space: the command must quote it
+    monkeypatch.setenv("LETTA_LOCAL_BACKEND_DIR", str(base))
+    agent_repo(base / "memfs" / "agent-local-1" / "memory", LETTA_FILES)
+    config = tmp_path / "my config.toml"
+    config.write_text("")
+    data = ["--data-dir", str(tmp_path / "my data"), "--config", str(config), "--embedding-model", "hashing"]
+    assert main(["setup", "letta-code", "--json", *data]) == 0
+    words = shlex.split(json.loads(capsys.readouterr().out)["watch_command"])
+    assert words[:2] == ["tiermem", "sync"] and words[-1] == "--watch"
+    assert words[words.index("--data-dir") + 1] == str((tmp_path / "my data").resolve())
+    assert words[words.index("--config") + 1] == str(config.resolve())
+    once = subprocess.run(  # as printed, once (without --watch): the same store, so nothing to do
+        [PYTHON, "-m", "tiermem", *words[1:-1], "--json"],
+        cwd=ROOT,
+        text=True,
+        env=server_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
+    report = json.loads(once.stdout)
+    assert once.returncode == 0 and report["to_store"] == [] and report["to_files"] == [], once.stderr

@@ -7,7 +7,9 @@ command groups that grow (``forget``, ``folders``) get a module of their own.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
@@ -196,7 +198,11 @@ def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
     env = {"TIERMEM_SYNC": str(root), "TIERMEM_MEMORY_TOOL_DIALECT": args.dialect}
     config = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=agent, extra_env=env)
     report["host_config"] = config
-    report["watch_command"] = f"tiermem sync {root} --agent {agent} --watch"
+    # the store this setup used, and the config it read: run as printed, the watch works on the same ones
+    watch = ["tiermem", "sync", str(root), "--agent", agent, "--data-dir", str(settings.resolved_data_dir().resolve())]
+    if getattr(args, "config", None) is not None:
+        watch += ["--config", str(Path(args.config).resolve())]
+    report["watch_command"] = shlex.join([*watch, "--watch"])
     if args.json:
         print_rows(report, True)
         return 0

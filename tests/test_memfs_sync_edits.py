@@ -171,3 +171,22 @@ def test_the_watch_command_setup_prints_runs_on_the_same_store(
     )
     report = json.loads(once.stdout)
     assert once.returncode == 0 and report["to_store"] == [] and report["to_files"] == [], once.stderr
+
+
+def test_forget_names_a_directory_synced_with_tiermem_sync(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from tiermem.cli.main import main
+
+    monkeypatch.setenv("LETTA_LOCAL_BACKEND_DIR", str(tmp_path / "no letta"))
+    monkeypatch.delenv("TIERMEM_SYNC", raising=False)
+    root = agent_repo(tmp_path / "g8", {"system/human.md": "---\ndescription: h\n---\nName Ada. Pin 4242-SECRET.\n"})
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "a"]
+    assert main(["sync", str(root), *common]) == 0
+    capsys.readouterr()
+    assert main(["forget", "--text", "4242-SECRET", "--yes", "--json", *common]) == 0
+    held = json.loads(capsys.readouterr().out)["still_held_outside_the_store"]
+    assert any(line.startswith(str((root / "system/human.md").resolve())) for line in held), held
+    assert any("git history" in line for line in held)

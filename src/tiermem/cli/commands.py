@@ -147,11 +147,13 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
     """``tiermem sync DIR [--watch [SECONDS]]``: the agent is --agent, else the one the directory was synced with."""
     import os
 
+    from ..interop.memfs_holders import remember_synced
     from ..interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
 
     agent = settings.agent
     if args.agent is None and "TIERMEM_AGENT" not in os.environ:
         agent = recorded_agent(args.path) or agent
+    remember_synced(settings.resolved_data_dir(), agent, args.path)  # so `tiermem forget` looks there
     quiet = ("format", "agent", "directory", "layout", "waiting")  # said once, not every round of --watch
 
     def show(report: dict[str, Any]) -> None:

@@ -190,3 +190,13 @@ def test_forget_names_a_directory_synced_with_tiermem_sync(
     held = json.loads(capsys.readouterr().out)["still_held_outside_the_store"]
     assert any(line.startswith(str((root / "system/human.md").resolve())) for line in held), held
     assert any("git history" in line for line in held)
+
+
+def test_import_into_a_new_agent_adds_no_default_blocks(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.interop.memfs import import_memfs
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    report = import_memfs(mem, "fresh", root)
+    labels = sorted(b.label for b in mem.blocks(mem.get_agent("fresh").id))
+    assert labels == sorted(p[: -len(".md")] for p in LETTA_FILES)  # no 'human' / 'persona' beside system/persona
+    assert any("no default blocks" in n for n in report["notes"])

@@ -421,10 +421,13 @@ def apply_file(
 
 
 def import_memfs(memory: Memory, agent_name: str, root: Path) -> dict[str, Any]:
-    """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone)."""
+    """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone); a new agent gets
+    no default blocks, as with ``sync``."""
     plans, skipped = plan_memfs(root, memory)
-    agent_id = memory.ensure_agent(agent_name).id
     report = MemfsReport(skipped=skipped)
+    if memory.core.find_agent(agent_name) is None:  # its memory is the directory: no default blocks beside it
+        report.notes.append(f"created agent {agent_name!r} (no default blocks: its memory is {root})")
+    agent_id = memory.ensure_agent(agent_name, blocks=()).id
     for plan in plans:
         outcome = apply_file(memory, agent_id, plan, actor="human", notes=report.notes)
         {"created": report.created, "updated": report.updated, "unchanged": report.unchanged}[outcome].append(

@@ -200,3 +200,17 @@ def test_import_into_a_new_agent_adds_no_default_blocks(mem: Memory, tmp_path: P
     labels = sorted(b.label for b in mem.blocks(mem.get_agent("fresh").id))
     assert labels == sorted(p[: -len(".md")] for p in LETTA_FILES)  # no 'human' / 'persona' beside system/persona
     assert any("no default blocks" in n for n in report["notes"])
+
+
+def test_a_directory_of_a_deleted_agent_says_so_and_how_to_start_over(mem: Memory, tmp_path: Path) -> None:
+    from tiermem.base.errors import ValidationError
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "a", root)
+    old = mem.get_agent("a").id
+    mem.delete_agent(old)
+    record = root / ".git" / "tiermem-sync.json"
+    with pytest.raises(ValidationError, match=rf"agent 'a' \(id {old}\), which is not in this store .*delete {record}"):
+        sync_memfs(mem, "a", root)
+    record.unlink()
+    assert sorted(sync_memfs(mem, "a", root)["to_store"]) == sorted(p[: -len(".md")] for p in LETTA_FILES)

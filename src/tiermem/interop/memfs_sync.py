@@ -245,9 +245,20 @@ class _Sync:
     def _agent(self, state: dict[str, Any] | None) -> Agent:
         found = self.memory.core.find_agent(self.agent_name)
         if state is not None and state.get("agent_id") not in (None, found.id if found else None):
+            old, old_id = state.get("agent"), state.get("agent_id")
+            holder = self.memory.core.find_agent(old) if isinstance(old, str) else None
+            reset = (
+                f"to sync it with {self.agent_name!r} instead, delete {self.path} (tiermem's sync record; the next "
+                "sync then reads every file and block afresh, reporting those that differ as conflicts)"
+            )
+            if holder is None or holder.id != old_id:
+                raise ValidationError(
+                    f"{self.root} was synced with agent {old!r} (id {old_id}), which is not in this store (deleted, or in another data directory); "
+                    f"{reset}. Nothing was changed."
+                )
             raise ValidationError(
-                f"{self.root} is synced with another agent ({state.get('agent')!r}); sync it with "
-                "that agent or use another directory."
+                f"{self.root} is synced with another agent ({old!r}); sync it with that agent, use another "
+                f"directory, or {reset}. Nothing was changed."
             )
         if found is not None:
             return found

@@ -96,12 +96,10 @@ def test_symbolic_links_are_never_followed_nor_written_over(mem: Memory, tmp_pat
     (root / "notes/v1.2.md").symlink_to(outside / "secret.md")  # a synced file replaced by a link
     mem.edit(agent, "notes/v1.2", Append("More"), actor="agent")
     report = sync_memfs(mem, "lc", root)
-    assert sorted(line.split(":")[0] for line in report["skipped"]) == [
-        "linked",
-        "notes/v1.2.md",
-        "reference/passwd.md",
-    ]
-    assert all("symbolic link" in line for line in report["skipped"])
+    links = [line for line in report["skipped"] if "symbolic link" in line]
+    assert sorted(line.split(":")[0] for line in links) == ["linked", "notes/v1.2.md", "reference/passwd.md"]
+    held = [line for line in report["skipped"] if line not in links]  # the edit that cannot reach the linked file
+    assert len(held) == 1 and held[0].startswith("notes/v1.2.md: the block was edited in tiermem"), held
     labels = {b.label for b in mem.blocks(agent)}
     assert "reference/passwd" not in labels and "linked/secret" not in labels
     assert mem.block(agent, "notes/v1.2").value.endswith("More") and report["detached"] == []
@@ -214,3 +212,44 @@ def test_a_directory_of_a_deleted_agent_says_so_and_how_to_start_over(mem: Memor
         sync_memfs(mem, "a", root)
     record.unlink()
     assert sorted(sync_memfs(mem, "a", root)["to_store"]) == sorted(p[: -len(".md")] for p in LETTA_FILES)
+
+
+def test_sync_exits_2_for_a_skipped_file_and_names_the_store_edit_it_holds_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file over its `limit:` is skipped: `tiermem sync` exits 2 (as for conflicts), so a hook sees it; a store
+    edit of its block, which cannot be written over it, is reported; once the file is fixed, both are compared. A
+    symbolic link alone (never followed, by design) is listed and exits 0."""
+    import json
+
+    from tiermem.cli.main import main
+
+    root = tmp_path / "mem"
+    (root / "system").mkdir(parents=True)
+    human = root / "system/human.md"
+    human.write_text("---\ndescription: h\nlimit: 20\n---\nhello\n")
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "a", "--json"]
+    assert main(["sync", str(root), *common]) == 0
+    capsys.readouterr()
+    human.write_text("---\ndescription: h\nlimit: 20\n---\nhello, this is longer than twenty\n")
+    assert main(["sync", str(root), *common]) == 2
+    assert "more than its limit 20" in json.loads(capsys.readouterr().out)["skipped"][0]
+    assert main(["blocks", "set", "system/human", "hi", *common[:-1]]) == 0
+    capsys.readouterr()
+    assert main(["sync", str(root), *common]) == 2
+    skipped = json.loads(capsys.readouterr().out)["skipped"]
+    assert len(skipped) == 2 and "edited in tiermem (version 2)" in skipped[1] and "not written" in skipped[1]
+    human.write_text("---\ndescription: h\nlimit: 20\n---\nhello\n")  # fixed: the store's edit is written now
+    assert main(["sync", str(root), *common]) == 0
+    assert json.loads(capsys.readouterr().out)["to_files"] == ["system/human"] and human.read_text().endswith("hi\n")
+    (root / "linked.md").symlink_to(human)
+    assert main(["sync", str(root), *common]) == 0
+    assert "symbolic link" in json.loads(capsys.readouterr().out)["skipped"][0]
+
+
+def test_an_oversized_file_is_named_as_a_file() -> None:
+    from tiermem.interop.memfs import MAX_FILE_CHARS, parse_file, tree_of
+
+    with pytest.raises(Exception, match="the file has .* a memory file may hold; split it into several files") as e:
+        parse_file("system/big.md", "x" * (MAX_FILE_CHARS + 1), tree_of({"system/big.md"}))
+    assert "argument" not in str(e.value) and "calls" not in str(e.value)

@@ -148,7 +148,7 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
     import os
 
     from ..interop.memfs_holders import remember_synced
-    from ..interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
+    from ..interop.memfs_sync import needs_attention, recorded_agent, sync_memfs, watch_memfs
 
     agent = settings.agent
     if args.agent is None and "TIERMEM_AGENT" not in os.environ:
@@ -182,7 +182,7 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
         return 0
     report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
     show(report)
-    return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
+    return 2 if needs_attention(report) else 0
 
 
 def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:

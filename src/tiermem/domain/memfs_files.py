@@ -113,6 +113,11 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
     """The block a file describes; raises ``ValidationError`` naming the file and why tiermem cannot take it."""
     if not rel.endswith(SUFFIX):
         raise ValidationError(f"{rel}: MemFS block files end in {SUFFIX}.")
+    if len(text) > MAX_FILE_CHARS:
+        raise ValidationError(
+            f"{rel}: the file has {len(text)} characters, more than the {MAX_FILE_CHARS} a memory file may hold; "
+            "split it into several files (one block each)."
+        )
     try:
         label = validate_label(rel[: -len(SUFFIX)])
         check_text(text, rel, MAX_FILE_CHARS)

@@ -55,6 +55,7 @@ PINNED_FILE = ".tiermem-pinned.json"  # outside a git repository: the blocks pin
 __all__ = [
     "DEFAULT_LIMIT",
     "FRONT_KEY",
+    "LINK_WHY",
     "MAX_FILE_CHARS",
     "SUFFIX",
     "FileBlock",

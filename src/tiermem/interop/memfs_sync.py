@@ -41,6 +41,7 @@ from ..base.files import locked, write_text_atomically
 from ..domain import memfs_format as fmt
 from .memfs import (
     FRONT_KEY,
+    LINK_WHY,
     FileBlock,
     apply_file,
     block_files,
@@ -205,6 +206,7 @@ class _Sync:
             if label in unreadable:  # a file tiermem cannot read now: leave both sides alone
                 if label in seen:
                     new_state[label] = seen[label]
+                self._held_back(blocks.get(label), seen.get(label))
                 continue
             entry = self._one(label, parsed.get(label), blocks.get(label), seen.get(label))
             if entry is not None:
@@ -266,6 +268,16 @@ class _Sync:
         return self.memory.ensure_agent(self.agent_name, blocks=())
 
     # -- one label ---------------------------------------------------------------------
+
+    def _held_back(self, block: Block | None, seen: Record | None) -> None:
+        """Report a block edited in tiermem whose file is skipped: its edit is not written until the file reads."""
+        if block is None or (seen is not None and [seen.get("block_id"), seen.get("version")] == _block_state(block)):
+            return
+        self.report.skipped.append(
+            f"{path_of(block.label)}: the block was edited in tiermem (version {block.version}) but its file is "
+            "skipped, so the edit is not written; fix the file and sync again (a conflict, when both changed, is "
+            "settled with --prefer file or --prefer store)"
+        )
 
     def _one(
         self, label: str, file: tuple[FileBlock, str] | None, block: Block | None, seen: Record | None
@@ -544,6 +556,14 @@ class _Sync:
         else:
             subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
+
+def needs_attention(report: dict[str, Any]) -> bool:
+    """Whether a sync left something a person must settle: a conflict, a file refused (``rejected``, ``waiting``) or
+    skipped (a file tiermem cannot take, a block edit that waits for it). Symbolic links, which are never
+    followed, are listed but do not count: they stay as they are by design."""
+    skipped = [line for line in report["skipped"] if LINK_WHY not in line]
+    return bool(report["conflicts"] or report["rejected"] or report["waiting"] or skipped)
 
 
 def _block_state(block: Block | None) -> list[Any] | None:

@@ -253,3 +253,32 @@ def test_an_oversized_file_is_named_as_a_file() -> None:
     with pytest.raises(Exception, match="the file has .* a memory file may hold; split it into several files") as e:
         parse_file("system/big.md", "x" * (MAX_FILE_CHARS + 1), tree_of({"system/big.md"}))
     assert "argument" not in str(e.value) and "calls" not in str(e.value)
+
+
+def test_crlf_and_bom_files_read_with_lf_and_are_written_back_in_their_own_style(mem: Memory, tmp_path: Path) -> None:
+    """A CRLF file's value has no '\\r'; a store edit rewrites each file in its own line ending, BOM kept, never mixed;
+    the next sync finds nothing to do."""
+    root = tmp_path / "mem"
+    (root / "system").mkdir(parents=True)
+    files = {
+        "system/crlf.md": b"---\r\ndescription: crlf\r\n---\r\nline one\r\nline two\r\n",
+        "system/bom.md": b"\xef\xbb\xbf---\ndescription: bom\n---\nbom body\n",
+        "system/bare.md": b"\xef\xbb\xbfno frontmatter\r\nsecond\r\n",
+    }
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    sync_memfs(mem, "a", root)
+    agent = mem.get_agent("a").id
+    assert mem.block(agent, "system/crlf").value == "line one\nline two"
+    assert mem.block(agent, "system/bare").value == "no frontmatter\nsecond"
+    for label in ("system/crlf", "system/bom", "system/bare"):
+        mem.edit(agent, label, Rethink("edited one\nedited two", check_line_numbers=False), actor="agent")
+    versions = {b.label: b.version for b in mem.blocks(agent)}
+    report = sync_memfs(mem, "a", root)
+    assert sorted(report["to_files"]) == ["system/bare", "system/bom", "system/crlf"], report
+    assert (root / "system/crlf.md").read_bytes() == b"---\r\ndescription: crlf\r\n---\r\nedited one\r\nedited two\r\n"
+    assert (root / "system/bom.md").read_bytes() == b"\xef\xbb\xbf---\ndescription: bom\n---\nedited one\nedited two\n"
+    assert (root / "system/bare.md").read_bytes() == b"\xef\xbb\xbfedited one\r\nedited two\r\n"
+    assert {b.label: b.version for b in mem.blocks(agent)} == versions  # the files say what the blocks say
+    again = sync_memfs(mem, "a", root)
+    assert again["to_store"] == [] and again["to_files"] == [] and again["conflicts"] == []

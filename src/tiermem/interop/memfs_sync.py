@@ -43,6 +43,7 @@ from .memfs import (
     FRONT_KEY,
     LINK_WHY,
     FileBlock,
+    FileStyle,
     apply_file,
     block_files,
     link_lines,
@@ -353,12 +354,12 @@ class _Sync:
 
     def _to_file(self, block: Block, seen: Record | None) -> Record:
         rel = path_of(block.label)
-        try:
-            text = render_file(block, rel, self.tree)
+        before = _read_or_none(self.root / rel)
+        try:  # written in the line ending and BOM of the file it replaces
+            text = render_file(block, rel, self.tree, FileStyle.of(before) if before is not None else None)
         except ValidationError as exc:  # a text its file cannot hold: left unwritten until the block changes
             self.report.rejected.append(f"{rel}: {exc}")
             return {**(seen or {}), "rejected": {"state": _block_state(block), "why": str(exc)}}
-        before = _read_or_none(self.root / rel)
         record = {"sha": _sha(text), "block_id": block.id, "version": block.version}
         if before == text:
             return record

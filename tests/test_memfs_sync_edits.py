@@ -282,3 +282,39 @@ def test_crlf_and_bom_files_read_with_lf_and_are_written_back_in_their_own_style
     assert {b.label: b.version for b in mem.blocks(agent)} == versions  # the files say what the blocks say
     again = sync_memfs(mem, "a", root)
     assert again["to_store"] == [] and again["to_files"] == [] and again["conflicts"] == []
+
+
+def test_a_conflict_while_serve_syncs_is_a_warning_naming_the_file_and_how_to_settle_it(
+    mem: Memory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `sync` setting's thread (`LiveSync`): a conflict is logged at WARNING with the file and the command that
+    settles it (it was an INFO line among the rest)."""
+    import logging
+
+    from tiermem.interop.letta_code import LiveSync
+    from tiermem.server.runtime import MemoryHandle
+
+    root = tmp_path / "mem"
+    (root / "system").mkdir(parents=True)
+    human = root / "system/human.md"
+    human.write_text("---\ndescription: h\n---\nName: Ada\n")
+    sync_memfs(mem, "a", root)
+    agent = mem.get_agent("a").id
+    human.write_text("---\ndescription: h\n---\nName: Ada\nhand edit\n")
+    mem.edit(agent, "system/human", Append("tool edit"), actor="agent")
+    handle = MemoryHandle(lambda: (mem, agent))
+    handle.start()
+    live = LiveSync(handle, "a", root, 0.05, data_dir=tmp_path / "data")
+    with caplog.at_level(logging.INFO, logger="tiermem.sync"):
+        live.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not any(r.levelno == logging.WARNING for r in caplog.records):
+                assert time.monotonic() < deadline, caplog.text
+                time.sleep(0.02)
+        finally:
+            live.stop()
+    warning = next(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert f"conflict in {human}" in warning, warning
+    assert f"tiermem sync {root} --agent a --data-dir {tmp_path / 'data'} --prefer file" in warning, warning
+    assert "--prefer store` keeps the block" in warning

@@ -374,7 +374,7 @@ def test_commits_the_hook_accepts(mem: Memory, tmp_path: Path) -> None:
     mem.edit(agent, "system/rules", Append("Be brief"), actor="human")  # a read-only file: the hook refuses
     report = sync_memfs(mem, "lc", root)
     assert sorted(report["to_files"]) == ["reference/new", "system/human"]
-    assert report["rejected"] == ["system/rules.md: system/rules.md: file is read_only and cannot be modified"]
+    assert report["rejected"] == ["system/rules.md: file is read_only and cannot be modified"]  # the file named once
     assert (root / "reference/new.md").read_text() == "---\ndescription: Memory block reference/new\n---\nx\n"
     assert (root / "system/human.md").read_text() == (
         '---\ndescription: "The human" #1 priorities\nlimit: 300\n---\nName: Ada\nLikes tea\n'

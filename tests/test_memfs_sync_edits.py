@@ -131,8 +131,9 @@ def test_a_value_starting_with_dashes_reads_back_as_itself(mem: Memory, tmp_path
     mem.edit(v, "MEMORY", Rethink("---\nkey: x\n---\nindex", check_line_numbers=False), actor="agent")
     report = sync_memfs(mem, "v", root)
     assert report["to_files"] == [] and "index has no frontmatter" in report["rejected"][0]
+    assert report["rejected"][0].startswith("MEMORY.md cannot hold this text")  # the file named once
     assert (root / "MEMORY.md").read_text() == "The index\n"  # left as it was
-    assert sync_memfs(mem, "v", root)["waiting"]  # until the block changes again
+    assert sync_memfs(mem, "v", root)["waiting"] == report["rejected"]  # until the block changes again
 
 
 def test_the_watch_command_setup_prints_runs_on_the_same_store(
@@ -318,3 +319,23 @@ def test_a_conflict_while_serve_syncs_is_a_warning_naming_the_file_and_how_to_se
     assert f"conflict in {human}" in warning, warning
     assert f"tiermem sync {root} --agent a --data-dir {tmp_path / 'data'} --prefer file" in warning, warning
     assert "--prefer store` keeps the block" in warning
+
+
+def test_a_rename_by_one_edit_commits_under_its_reason(mem: Memory, tmp_path: Path) -> None:
+    """A Letta-dialect rename moves one file (two paths in the commit): the edit's reason is the subject, as for any
+    single edit, and the body says where the file went."""
+    from tiermem.domain import memfs_format as fmt
+
+    from .test_memfs import git
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    op = fmt.reason_operation("memory rename", "Team notes belong with the projects")
+    mem.update_block(agent, "reference/Team-Notes", new_label="reference/projects/team", actor="agent", operation=op)
+    report = sync_memfs(mem, "lc", root)
+    assert report["commit"] and report["files_removed"] == ["reference/Team-Notes"], report
+    message = git(root, "log", "-1", "--format=%B")
+    assert message.split("\n")[0] == "Team notes belong with the projects", message
+    assert "delete reference/Team-Notes.md: renamed to reference/projects/team.md" in message, message
+    assert message.count("Team notes belong") == 2, message  # the subject, and the new file's line

@@ -199,6 +199,7 @@ class _Sync:
                 del blocks[label]
         self.agent = agent
         self.since = {x: int(r.get("version") or 0) for x, r in seen.items()}
+        self.seen_ids = {x: r.get("block_id") for x, r in seen.items()}
         new_state: dict[str, Record] = {}
         handled = self._renames(parsed, blocks, seen, new_state)
         for label in sorted(set(parsed) | set(blocks) | set(seen)):
@@ -292,7 +293,7 @@ class _Sync:
         file_as_left = file is None if seen is None else not file_changed  # as it was when a write was refused
         if record is not None and "rejected" in record and file_as_left:
             if record["rejected"].get("state") == _block_state(block):
-                self.report.waiting.append(f"{path_of(label)}: {record['rejected'].get('why', '')}")
+                self.report.waiting.append(_line(path_of(label), record["rejected"].get("why", "")))
                 return record
         if file is not None and block is not None:
             if not file_changed and not block_changed:
@@ -358,7 +359,7 @@ class _Sync:
         try:  # written in the line ending and BOM of the file it replaces
             text = render_file(block, rel, self.tree, FileStyle.of(before) if before is not None else None)
         except ValidationError as exc:  # a text its file cannot hold: left unwritten until the block changes
-            self.report.rejected.append(f"{rel}: {exc}")
+            self.report.rejected.append(_line(rel, str(exc)))
             return {**(seen or {}), "rejected": {"state": _block_state(block), "why": str(exc)}}
         record = {"sha": _sha(text), "block_id": block.id, "version": block.version}
         if before == text:
@@ -454,8 +455,8 @@ class _Sync:
         refused: dict[str, str] = {}
         for rel in checked:
             problems = fmt.hook_problems(rel, self.writes[rel][0], head[rel], self.tree.layout)
-            if problems:
-                refused[rel] = "; ".join(problems)
+            if problems:  # each names the file, as the hook says it; the report names it once
+                refused[rel] = "; ".join(p.removeprefix(f"{rel}: ") for p in problems)
         return refused
 
     def _commit(self, new_state: dict[str, Record], write: Callable[[], None]) -> set[str]:
@@ -495,7 +496,7 @@ class _Sync:
         block = self._current(label)
         old = {k: v for k, v in new_state.get(label, {}).items() if k != "pending"}
         new_state[label] = {**old, "rejected": {"state": _block_state(block), "why": why}}
-        self.report.rejected.append(f"{rel}: {why}")
+        self.report.rejected.append(_line(rel, why))
 
     def _settle(self, label: str, rel: str, record: Record) -> Record:
         """After a file was written: bring the block in line with what the file says (a description Letta Code
@@ -535,28 +536,47 @@ class _Sync:
         lines: list[str] = []
         reasons: list[str] = []
         paths = list(changes)
+        written_ids = {
+            self.after_write[rel][1].get("block_id"): rel
+            for rel, text in changes.items()
+            if text is not None and rel in self.after_write
+        }
+        moved = {  # a block renamed in tiermem: its old file (removed) -> its new file (written)
+            rel: written_ids[self.seen_ids.get(rel[: -len(fmt.SUFFIX)])]
+            for rel, text in changes.items()
+            if text is None and self.seen_ids.get(rel[: -len(fmt.SUFFIX)]) in written_ids
+        }
+        moved_from = {new: old for old, new in moved.items()}
         for rel, text in changes.items():
             if rel == STATE:
                 lines.append(f"delete {STATE}: tiermem's sync record now lives in the git directory")
                 continue
             label = rel[: -len(fmt.SUFFIX)]
             if text is None:
-                lines.append(f"delete {rel}: block detached in tiermem")
+                lines.append(
+                    f"delete {rel}: " + (f"renamed to {moved[rel]}" if rel in moved else "block detached in tiermem")
+                )
                 continue
             verb = "create" if head.get(rel) is None else "update"
             record = self.after_write.get(rel, (label, {}))[1]
-            since = self.since.get(label, 0)
+            old = moved_from.get(rel)  # a renamed block's versions since the last sync were recorded under its old name
+            since = self.since.get(old[: -len(fmt.SUFFIX)] if old else label, 0)
             versions = [v for v in self.memory.history(self.agent.id, label, 20) if v.version > since]
             done = ", ".join(f"{v.operation} by {v.actor}" for v in reversed(versions)) or "edited"
             lines.append(f"{verb} {rel}: {done} (version {record.get('version', '?')})")
             reasons += [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
-        if len(paths) == 1 and len(reasons) == 1:
+        if len(paths) - len(moved) == 1 and len(reasons) == 1:  # one edit (a rename moves one file: two paths)
             subject = reasons[0]
         elif len(paths) == 1:
             subject = f"tiermem: {lines[0].split(':', 1)[0]}"
         else:
             subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
+
+def _line(rel: str, why: str) -> str:
+    """A report line for a file: ``rel: why``, the file named once (a reason that starts with it stays as it is)."""
+    return why if why.startswith((f"{rel}: ", f"{rel} ")) else f"{rel}: {why}"
 
 
 def needs_attention(report: dict[str, Any]) -> bool:

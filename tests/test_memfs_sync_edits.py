@@ -339,3 +339,22 @@ def test_a_rename_by_one_edit_commits_under_its_reason(mem: Memory, tmp_path: Pa
     assert message.split("\n")[0] == "Team notes belong with the projects", message
     assert "delete reference/Team-Notes.md: renamed to reference/projects/team.md" in message, message
     assert message.count("Team notes belong") == 2, message  # the subject, and the new file's line
+
+
+def test_forget_does_not_look_through_symbolic_links(tmp_path: Path) -> None:
+    """`holders` (what `tiermem forget` names) reads the directory's own files, as the sync does: a linked file or
+    folder leads elsewhere, and is neither read nor named."""
+    from tiermem.interop.memfs_holders import holders
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "other.md").write_text("Pin 4242-SECRET\n")
+    root = tmp_path / "mem"
+    (root / "system").mkdir(parents=True)
+    (root / "system/human.md").write_text("---\ndescription: h\n---\nPin 4242-SECRET\n")
+    (root / "system/linked.md").symlink_to(outside / "other.md")
+    (root / "elsewhere").symlink_to(outside)
+    held = holders([root], ["4242-SECRET"])
+    assert held == [
+        f"{root / 'system/human.md'}: the file still holds it (a synced MemFS file: edit it, or sync after the edit)"
+    ], held

@@ -5,6 +5,7 @@ git history (that takes a history rewrite and a force-push the user decides on).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -74,8 +75,7 @@ def holders(roots: Sequence[Path], texts: Sequence[str]) -> list[str]:
     if not needles:
         return out
     for root in roots:
-        files = [p for p in sorted(root.rglob("*"))[:MOST_FILES] if p.is_file() and ".git" not in p.parts]
-        for p in files:
+        for p in _files(root):
             try:
                 data = p.read_bytes()[:MOST_BYTES].decode("utf-8", "replace")
             except OSError:
@@ -91,6 +91,22 @@ def holders(roots: Sequence[Path], texts: Sequence[str]) -> list[str]:
                     f"{repo.root}: git history holds it in {len(commits)} commit(s) ({shown}); tiermem does not "
                     "rewrite history (git filter-repo, then expire the reflog and gc, removes it)"
                 )
+    return out
+
+
+def _files(root: Path) -> list[Path]:
+    """The files under ``root`` (at most ``MOST_FILES``), outside ``.git``; symbolic links are never followed (the
+    sync never reads or writes through them: the text they lead to is not the directory's)."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):  # a linked folder is listed, never entered
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            out.append(path)
+            if len(out) >= MOST_FILES:
+                return out
     return out
 
 

@@ -374,7 +374,7 @@ def test_commits_the_hook_accepts(mem: Memory, tmp_path: Path) -> None:
     mem.edit(agent, "system/rules", Append("Be brief"), actor="human")  # a read-only file: the hook refuses
     report = sync_memfs(mem, "lc", root)
     assert sorted(report["to_files"]) == ["reference/new", "system/human"]
-    assert report["rejected"] == ["system/rules.md: system/rules.md: file is read_only and cannot be modified"]
+    assert report["rejected"] == ["system/rules.md: file is read_only and cannot be modified"]  # the file named once
     assert (root / "reference/new.md").read_text() == "---\ndescription: Memory block reference/new\n---\nx\n"
     assert (root / "system/human.md").read_text() == (
         '---\ndescription: "The human" #1 priorities\nlimit: 300\n---\nName: Ada\nLikes tea\n'
@@ -631,7 +631,10 @@ def test_frontmatter_survives_a_block_edit_byte_for_byte(mem: Memory, tmp_path: 
     assert sync_memfs(mem, "lc", root)["to_files"] == ["notes/x"]
     body = split_file(text).body
     head = text[: len(text) - len(body)]
-    assert (root / "notes/x.md").read_bytes().decode() == head + mem.block(agent, "notes/x").value + "\n"
+    eol = "\r\n" if text.startswith("---\r\n") else "\n"  # the body in the file's own line ending
+    assert (root / "notes/x.md").read_bytes().decode() == head + (mem.block(agent, "notes/x").value + "\n").replace(
+        "\n", eol
+    )
     version = mem.block(agent, "notes/x").version
     again = sync_memfs(mem, "lc", root)
     assert again["to_files"] == again["to_store"] == [] and mem.block(agent, "notes/x").version == version

@@ -7,7 +7,9 @@ command groups that grow (``forget``, ``folders``) get a module of their own.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
@@ -145,11 +147,13 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
     """``tiermem sync DIR [--watch [SECONDS]]``: the agent is --agent, else the one the directory was synced with."""
     import os
 
-    from ..interop.memfs_sync import recorded_agent, sync_memfs, watch_memfs
+    from ..interop.memfs_holders import remember_synced
+    from ..interop.memfs_sync import needs_attention, recorded_agent, sync_memfs, watch_memfs
 
     agent = settings.agent
     if args.agent is None and "TIERMEM_AGENT" not in os.environ:
         agent = recorded_agent(args.path) or agent
+    remember_synced(settings.resolved_data_dir(), agent, args.path)  # so `tiermem forget` looks there
     quiet = ("format", "agent", "directory", "layout", "waiting")  # said once, not every round of --watch
 
     def show(report: dict[str, Any]) -> None:
@@ -178,7 +182,7 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
         return 0
     report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
     show(report)
-    return 2 if report["conflicts"] or report["rejected"] or report["waiting"] else 0
+    return 2 if needs_attention(report) else 0
 
 
 def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
@@ -196,7 +200,11 @@ def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:
     env = {"TIERMEM_SYNC": str(root), "TIERMEM_MEMORY_TOOL_DIALECT": args.dialect}
     config = snippet(args.host, data_dir=settings.resolved_data_dir().resolve(), agent=agent, extra_env=env)
     report["host_config"] = config
-    report["watch_command"] = f"tiermem sync {root} --agent {agent} --watch"
+    # the store this setup used, and the config it read: run as printed, the watch works on the same ones
+    watch = ["tiermem", "sync", str(root), "--agent", agent, "--data-dir", str(settings.resolved_data_dir().resolve())]
+    if getattr(args, "config", None) is not None:
+        watch += ["--config", str(Path(args.config).resolve())]
+    report["watch_command"] = shlex.join([*watch, "--watch"])
     if args.json:
         print_rows(report, True)
         return 0

@@ -56,7 +56,8 @@ def add_forget_parser(sp: Any, common: Callable[..., None]) -> None:
         type=Path,
         action="append",
         default=[],
-        help="a MemFS directory to look in for the forgotten text (synced ones are found by themselves)",
+        help="a MemFS directory to look in for the forgotten text (those synced with `tiermem sync DIR`, `serve`'s sync "
+        "setting or `setup letta-code` are found by themselves)",
     )
     p.add_argument("--yes", action="store_true", help="do it without asking")
     p.add_argument("--json", action="store_true")
@@ -98,7 +99,9 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     done = forget(memory, target, now=args.now)
     from ..interop.memfs_holders import holders, synced_directories
 
-    roots = synced_directories(agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])])
+    roots = synced_directories(
+        agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])], settings.resolved_data_dir()
+    )
     still = holders(roots, done.texts)
     edited = []
     if target.kind == "text" and settings.uri is None:  # Claude Code's auto memory: the text edited out of its files

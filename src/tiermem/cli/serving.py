@@ -156,7 +156,9 @@ def _live_sync(handle: MemoryHandle, settings: Settings) -> Any:
             f"{root} is synced with tiermem agent {other!r}, not {settings.agent!r}: serve that agent "
             f"(--agent {other}), or sync another directory."
         )
-    live = LiveSync(handle, settings.agent, root, settings.sync_seconds)
+    live = LiveSync(
+        handle, settings.agent, root, settings.sync_seconds, data_dir=settings.resolved_data_dir().resolve()
+    )
     live.start()
     return live
 

@@ -113,13 +113,18 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
     """The block a file describes; raises ``ValidationError`` naming the file and why tiermem cannot take it."""
     if not rel.endswith(SUFFIX):
         raise ValidationError(f"{rel}: MemFS block files end in {SUFFIX}.")
+    if len(text) > MAX_FILE_CHARS:
+        raise ValidationError(
+            f"{rel}: the file has {len(text)} characters, more than the {MAX_FILE_CHARS} a memory file may hold; "
+            "split it into several files (one block each)."
+        )
     try:
         label = validate_label(rel[: -len(SUFFIX)])
         check_text(text, rel, MAX_FILE_CHARS)
         parts = fmt.split_file(text)
     except TiermemError as exc:
         raise ValidationError(f"{rel}: {exc}") from exc
-    front, body = parts.front, parts.body
+    front, body = parts.front, parts.body.replace("\r\n", "\n")  # a CRLF file's value reads with LF line endings
     value = body[:-1] if body.endswith("\n") else body
     index = tree.layout == "v2" and fmt.is_index(rel)
     description = "" if index else fmt.decode(front.get("description"), tree.layout) or ""
@@ -145,12 +150,33 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
     )
 
 
-def render_file(block: Block, rel: str, tree: Tree) -> str:
+@dataclass(frozen=True)
+class FileStyle:
+    """How a file writes its lines: its line ending and whether it starts with a UTF-8 byte order mark."""
+
+    eol: str = "\n"
+    bom: bool = False
+
+    @classmethod
+    def of(cls, text: str) -> FileStyle:
+        """The style of ``text`` (a file as read): its first line's ending, its BOM."""
+        bom = text.startswith("\ufeff")
+        first = text[1:] if bom else text
+        end = first.find("\n")
+        return cls("\r\n" if end > 0 and first[end - 1] == "\r" else "\n", bom)
+
+
+def render_file(block: Block, rel: str, tree: Tree, style: FileStyle | None = None) -> str:
     """The file for ``block`` at ``rel``: its kept frontmatter with what changed rewritten, then the value.
+
+    ``style``: the line ending and BOM of the file this text replaces (``FileStyle.of`` its text), kept; without
+    one, the kept frontmatter's line ending (LF when none), no BOM.
 
     Only keys the layout's hook allows are added: ``description`` (v1; with ``limit`` and ``read_only`` outside
     agent repositories), ``name`` and ``description`` (v2). In an agent repository ``read_only`` is never added,
-    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter. Whether the block is pinned is never
+    changed or removed. A ``MEMORY.md`` index of v2 has no frontmatter (a value that would read as one is refused:
+    ``ValidationError``); elsewhere a value starting with a ``---`` line always gets one (``---`` / ``---`` when
+    empty), so it reads back as the value. Whether the block is pinned is never
     written here (``Tree.overrides`` keeps it); outside agent repositories an older tiermem's ``pinned:`` key is
     dropped.
     """
@@ -163,6 +189,7 @@ def render_file(block: Block, rel: str, tree: Tree) -> str:
         block.read_only,
         rel,
         tree,
+        style,
     )
 
 
@@ -181,10 +208,19 @@ def _render(
     read_only: bool,
     rel: str,
     tree: Tree,
+    style: FileStyle | None = None,
 ) -> str:
+    if style is None:
+        style = FileStyle(front.eol if front.present else "\n")
+    front = _with_eol(front, style.eol)
     body = value + "\n" if value else ""  # an empty value: nothing after the closing line (as Letta Code writes it)
     if tree.layout == "v2" and fmt.is_index(rel):
-        return body
+        if reads_as_front(body):
+            raise ValidationError(
+                f"{rel} cannot hold this text: an index has no frontmatter, and the text starts with a '---' line, "
+                "which would be read back as one. Start it with another line (or indent the '---')."
+            )
+        return _styled(body, style)
     layout = tree.layout
     if fmt.decode(front.get("description"), layout) != description:
         text = fmt.one_line(description)
@@ -200,8 +236,29 @@ def _render(
         front = _put(front, "read_only", "true" if read_only else ("false" if had is not None else None))
         front = _put(front, "pinned", None)
     if not front.present and not front.lines:
-        return body
-    return fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text()
+        if not reads_as_front(body):
+            return _styled(body, style)
+        front = fmt.Front((), True, style.eol)  # an empty frontmatter, so the value's own '---' lines stay the value's
+    return _styled(fmt.MemoryFile(fmt.Front(front.lines, True, front.eol), body).text(), style)
+
+
+def _with_eol(front: fmt.Front, eol: str) -> fmt.Front:
+    """``front`` with every line ending in ``eol`` (its lines keep a CRLF file's ``\r``)."""
+    plain = tuple(line[:-1] if line.endswith("\r") else line for line in front.lines)
+    return fmt.Front(tuple(line + "\r" for line in plain) if eol == "\r\n" else plain, front.present, eol)
+
+
+def _styled(text: str, style: FileStyle) -> str:
+    """``text`` (frontmatter lines already in ``style``) with the body's line endings and the BOM of ``style``."""
+    if style.eol == "\r\n":
+        text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return ("\ufeff" if style.bom else "") + text
+
+
+def reads_as_front(body: str) -> bool:
+    """Whether a file made of ``body`` alone would be read as starting with a frontmatter (its first line ``---``)."""
+    first = (body[1:] if body.startswith("\ufeff") else body).split("\n", 1)[0]
+    return first.rstrip("\r") == "---"
 
 
 def _put(front: fmt.Front, key: str, value: str | None) -> fmt.Front:

@@ -457,15 +457,24 @@ class Memory:
 
     # -- editing ----------------------------------------------------------------
 
-    def edit(self, agent_id: str, label: str, edit: rules.Edit, *, actor: str | None = None) -> Block:
-        """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal."""
+    def edit(
+        self,
+        agent_id: str,
+        label: str,
+        edit: rules.Edit,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Block:
+        """Apply ``edit`` to the block ``label``; returns the committed block. Raises on refusal; with
+        ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version."""
         actor = actor or current_actor.get()
         self._check_sizes(edit)
         block = self.block(agent_id, label)
         return self._commit(
             block,
             lambda current: replace(
-                current,
+                _at_version(current, expected_version),
                 value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor")),
             ),
             operation=edit.operation,
@@ -485,8 +494,10 @@ class Memory:
         metadata: dict[str, str] | None = None,
         actor: str = "human",
         operation: str = "update",
+        expected_version: int | None = None,
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
+        With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
         block, is listed by label and description, and is opened on demand. ``metadata`` is merged
@@ -506,6 +517,7 @@ class Memory:
         updates = _check_metadata(metadata or {})
 
         def change(current: Block) -> Block:
+            _at_version(current, expected_version)
             if actor != "human" and current.read_only:
                 raise EditError(rules.READ_ONLY_ERROR)
             updated = replace(
@@ -982,6 +994,15 @@ class Memory:
 
     def _check_text(self, name: str, value: str) -> None:
         check_text(value, name, self.max_content_chars)
+
+
+def _at_version(block: Block, expected: int | None) -> Block:
+    """``block``, if it is at version ``expected`` (any, when None); else ``ConflictError``: another writer was first."""
+    if expected is not None and block.version != expected:
+        raise ConflictError(
+            f"Block {block.label!r} changed meanwhile (version {expected} -> {block.version}); nothing was written."
+        )
+    return block
 
 
 def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
+from .memfs import LINK_WHY, path_of
 from .memfs_git import Repo
 from .memfs_sync import recorded_agent, sync_memfs, watch_memfs
 
@@ -117,9 +119,19 @@ class LiveSync:
     """``tiermem serve`` with ``sync``: keeps ``root`` and the served agent in step in a background thread."""
 
     def __init__(
-        self, handle: MemoryHandle, agent: str, root: Path, interval: float, *, start_wait: float = 5.0
+        self,
+        handle: MemoryHandle,
+        agent: str,
+        root: Path,
+        interval: float,
+        *,
+        start_wait: float = 5.0,
+        data_dir: Path | None = None,
     ) -> None:
         self.handle, self.agent, self.root, self.interval = handle, agent, root, interval
+        # the command that settles a conflict by hand (the server's own store)
+        words = ["tiermem", "sync", str(root), "--agent", agent]
+        self.settle = shlex.join([*words, *(["--data-dir", str(data_dir)] if data_dir is not None else [])])
         self.start_wait = start_wait  # a server opens its memory after the handshake; sync starts by then at the latest
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tiermem-sync", daemon=True)
@@ -157,10 +169,27 @@ class LiveSync:
             log.exception("sync of %s stopped: %s", self.root, exc)
 
     def _report(self, report: dict[str, Any]) -> None:
+        """What a pass did, at INFO; what a person must settle (a conflict, a file refused or skipped), at WARNING."""
+        for line in report["conflicts"]:
+            label, why = line.split(": ", 1) if ": " in line else (line, "")
+            log.warning(
+                "sync of %s: conflict in %s: %s; both are left as they are until settled: `%s --prefer file` keeps "
+                "the file, `%s --prefer store` keeps the block",
+                self.root,
+                self.root / path_of(label),
+                why,
+                self.settle,
+                self.settle,
+            )
+        for key in ("rejected", "skipped"):
+            for line in report[key]:
+                if LINK_WHY not in line:
+                    log.warning("sync of %s: %s: %s", self.root, key, line)
         changed = {
             k: v
             for k, v in report.items()
-            if v not in ([], "", None) and k not in ("format", "agent", "directory", "layout", "waiting")
+            if v not in ([], "", None)
+            and k not in ("format", "agent", "directory", "layout", "waiting", "conflicts", "rejected", "skipped")
         }
         if changed:
             log.info(

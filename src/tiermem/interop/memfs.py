@@ -22,12 +22,14 @@ a name that cannot be a label) are reported and skipped, never the whole directo
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import TiermemError, ValidationError
+from ..base.errors import ConflictError, TiermemError, ValidationError
 from ..base.files import write_text_atomically
 from ..domain import memfs_format as fmt
 from ..domain.blocks import Rethink, is_pinned
@@ -37,6 +39,7 @@ from ..domain.memfs_files import (  # the file <-> block rules, shared with Lett
     MAX_FILE_CHARS,
     SUFFIX,
     FileBlock,
+    FileStyle,
     Tree,
     parse_file,
     render_file,
@@ -53,9 +56,11 @@ PINNED_FILE = ".tiermem-pinned.json"  # outside a git repository: the blocks pin
 __all__ = [
     "DEFAULT_LIMIT",
     "FRONT_KEY",
+    "LINK_WHY",
     "MAX_FILE_CHARS",
     "SUFFIX",
     "FileBlock",
+    "FileStyle",
     "Tree",
     "parse_file",
     "render_file",
@@ -68,6 +73,8 @@ __all__ = [
     "export_memfs",
     "import_memfs",
     "is_memfs_dir",
+    "link_lines",
+    "linked",
     "make_root",
     "path_of",
     "pinned_path",
@@ -108,6 +115,8 @@ def is_memfs_dir(root: Path) -> bool:
     if (root / "system").is_dir() or (root / fmt.INDEX).is_file():
         return True
     for path in root.glob("*.md"):
+        if path.is_symlink():
+            continue
         try:
             with path.open(encoding="utf-8") as f:
                 if f.readline().rstrip("\r\n") == "---":
@@ -122,19 +131,54 @@ def is_memfs_dir(root: Path) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def block_files(root: Path) -> dict[str, Path]:
-    """Relative path -> file, for every ``.md`` file outside hidden folders."""
+LINK_WHY = "a symbolic link: tiermem never follows links in a MemFS directory (their text may be outside it)"
+
+
+def block_files(root: Path, links: list[str] | None = None) -> dict[str, Path]:
+    """Relative path -> file, for every regular ``.md`` file outside hidden folders. Symbolic links (to files or
+    folders) are never followed: each one that could hold block files goes to ``links`` (its path), when given."""
     found: dict[str, Path] = {}
-    for path in sorted(root.rglob("*" + SUFFIX)):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        found[rel.as_posix()] = path
-    return found
+    for dirpath, dirnames, filenames in os.walk(root):  # does not descend into linked folders
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            if name.startswith(".") or not path.is_symlink():
+                continue
+            if name in dirnames or name.endswith(SUFFIX):
+                if links is not None:
+                    links.append(path.relative_to(root).as_posix())
+        for name in sorted(filenames):
+            path = here / name
+            if name.startswith(".") or not name.endswith(SUFFIX):
+                continue
+            try:
+                if not stat.S_ISREG(path.lstat().st_mode):
+                    continue
+            except OSError:  # gone since the listing
+                continue
+            found[path.relative_to(root).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
+def link_lines(links: list[str]) -> list[str]:
+    """The report's lines for the links ``block_files`` found."""
+    return [f"{rel}: {LINK_WHY} (skipped)" for rel in links]
+
+
+def linked(root: Path, rel: str) -> str | None:
+    """The part of ``rel`` (a file under ``root``, or a folder on its way) that is a symbolic link, if any."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        if (root / "/".join(parts[:i])).is_symlink():
+            return "/".join(parts[:i])
+    return None
 
 
 def read_file(root: Path, rel: str) -> str:
     path = root / rel
+    if linked(root, rel) is not None:
+        raise ValidationError(f"{rel}: {LINK_WHY}.")
     try:
         with path.open(encoding="utf-8", newline="") as f:
             return f.read()
@@ -233,13 +277,15 @@ def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock
     from .memfs_git import Repo
 
     repo = Repo.find(root)
+    links: list[str] = []
     tree = tree_of(
-        set(block_files(root)),
+        set(block_files(root, links)),
         policy=repo.policy if repo else None,
         agent_repo=bool(repo and repo.agent_repo),
         overrides=read_pinned(pinned_path(root, repo)),
     )
     parsed, skipped = read_tree(root, tree, memory)
+    skipped = [*link_lines(links), *skipped]
     if not parsed:
         why = f" ({'; '.join(skipped)})" if skipped else ""
         raise ValidationError(f"{root} has no .md block files tiermem can read{why}.")
@@ -247,7 +293,11 @@ def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock
 
 
 def write_file(root: Path, rel: str, text: str) -> None:
-    """Write ``text`` to ``root/rel`` through a temporary file renamed into place."""
+    """Write ``text`` to ``root/rel`` through a temporary file renamed into place; never through or over a symbolic
+    link (``ValidationError``, nothing written)."""
+    link = linked(root, rel)
+    if link is not None:
+        raise ValidationError(f"{link} is a symbolic link; tiermem does not write {rel} through or over it.")
     target = root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(target, text, newline="")
@@ -290,10 +340,11 @@ def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
         )
     blocks = memory.blocks(agent.id)
     tree = tree_of({path_of(b.label) for b in blocks})
+    texts = {path_of(b.label): render_file(b, path_of(b.label), tree) for b in blocks}  # refusals before any write
     make_root(root)
     try:
-        for b in blocks:
-            write_file(root, path_of(b.label), render_file(b, path_of(b.label), tree))
+        for rel, text in texts.items():
+            write_file(root, rel, text)
         from .memfs_git import Repo
 
         write_pinned(pinned_path(root, Repo.find(root)), tree.overrides_for(blocks))
@@ -316,12 +367,18 @@ def apply_file(
     actor: str,
     operation: str = "memfs",
     notes: list[str] | None = None,
+    expected_version: int | None = None,
 ) -> str:
-    """Make the agent's block match the file: "created", "updated" or "unchanged"."""
+    """Make the agent's block match the file: "created", "updated" or "unchanged". With ``expected_version`` (a
+    compare-and-set): only while the block is at that version, else ``ConflictError`` and nothing written (each
+    step of the change checks the version the step before it left)."""
     try:
         current = memory.block(agent_id, plan.label)
     except TiermemError:
         current = None
+    expect = expected_version
+    if current is None and expect is not None:
+        raise ConflictError(f"Block {plan.label!r} was removed meanwhile; nothing was written.")
     if current is None:
         memory.create_block(agent_id, plan.spec(), actor=actor)
         return "created"
@@ -339,7 +396,7 @@ def apply_file(
         or limit > current.limit
     ):
         # a larger limit first, so a longer value fits; a smaller one after the value shrank
-        memory.update_block(
+        done = memory.update_block(
             agent_id,
             plan.label,
             description=plan.description,
@@ -349,24 +406,31 @@ def apply_file(
             metadata={FRONT_KEY: front},
             actor=actor,
             operation=operation,
+            expected_version=expect,
         )
+        expect = done.version if expect is not None else None
         changed = True
     if current.value != plan.value:
-        memory.edit(
-            agent_id, plan.label, Rethink(plan.value, operation=operation, check_line_numbers=False), actor=actor
-        )
+        edit = Rethink(plan.value, operation=operation, check_line_numbers=False)
+        done = memory.edit(agent_id, plan.label, edit, actor=actor, expected_version=expect)
+        expect = done.version if expect is not None else None
         changed = True
     if memory.block(agent_id, plan.label).limit != limit:
-        memory.update_block(agent_id, plan.label, limit=limit, actor=actor, operation=operation)
+        memory.update_block(
+            agent_id, plan.label, limit=limit, actor=actor, operation=operation, expected_version=expect
+        )
         changed = True
     return "updated" if changed else "unchanged"
 
 
 def import_memfs(memory: Memory, agent_name: str, root: Path) -> dict[str, Any]:
-    """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone)."""
+    """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone); a new agent gets
+    no default blocks, as with ``sync``."""
     plans, skipped = plan_memfs(root, memory)
-    agent_id = memory.ensure_agent(agent_name).id
     report = MemfsReport(skipped=skipped)
+    if memory.core.find_agent(agent_name) is None:  # its memory is the directory: no default blocks beside it
+        report.notes.append(f"created agent {agent_name!r} (no default blocks: its memory is {root})")
+    agent_id = memory.ensure_agent(agent_name, blocks=()).id
     for plan in plans:
         outcome = apply_file(memory, agent_id, plan, actor="human", notes=report.notes)
         {"created": report.created, "updated": report.updated, "unchanged": report.unchanged}[outcome].append(

@@ -36,14 +36,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.errors import TiermemError, ValidationError
+from ..base.errors import ConflictError, TiermemError, ValidationError
 from ..base.files import locked, write_text_atomically
 from ..domain import memfs_format as fmt
 from .memfs import (
     FRONT_KEY,
+    LINK_WHY,
     FileBlock,
+    FileStyle,
     apply_file,
     block_files,
+    link_lines,
+    linked,
     make_root,
     parse_file,
     path_of,
@@ -171,7 +175,8 @@ class _Sync:
         state = self._load_state()
         agent = self._agent(state)
         seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
-        files = block_files(self.root)
+        links: list[str] = []
+        files = block_files(self.root, links)
         agent_repo = bool(self.repo and self.repo.agent_repo)
         pinned = pinned_path(self.root, self.repo)
         self.tree = tree_of(
@@ -180,9 +185,12 @@ class _Sync:
             agent_repo=agent_repo,
             overrides=None if agent_repo else read_pinned(pinned),
         )
-        parsed, self.report.skipped = read_tree(self.root, self.tree, self.memory)
+        parsed, skipped = read_tree(self.root, self.tree, self.memory)
+        self.report.skipped = [*link_lines(links), *skipped]
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
         blocks = {b.label: b for b in self.memory.blocks(agent.id)}
+        # a file (or its folder) that is a symbolic link: never read, written or removed, its block left alone
+        unreadable |= {x for x in {*blocks, *seen} if linked(self.root, path_of(x)) is not None}
         defaults = {s.label: s.value for s in self.memory.default_blocks}
         for label, b in list(
             blocks.items()
@@ -191,6 +199,7 @@ class _Sync:
                 del blocks[label]
         self.agent = agent
         self.since = {x: int(r.get("version") or 0) for x, r in seen.items()}
+        self.seen_ids = {x: r.get("block_id") for x, r in seen.items()}
         new_state: dict[str, Record] = {}
         handled = self._renames(parsed, blocks, seen, new_state)
         for label in sorted(set(parsed) | set(blocks) | set(seen)):
@@ -199,6 +208,7 @@ class _Sync:
             if label in unreadable:  # a file tiermem cannot read now: leave both sides alone
                 if label in seen:
                     new_state[label] = seen[label]
+                self._held_back(blocks.get(label), seen.get(label))
                 continue
             entry = self._one(label, parsed.get(label), blocks.get(label), seen.get(label))
             if entry is not None:
@@ -239,9 +249,20 @@ class _Sync:
     def _agent(self, state: dict[str, Any] | None) -> Agent:
         found = self.memory.core.find_agent(self.agent_name)
         if state is not None and state.get("agent_id") not in (None, found.id if found else None):
+            old, old_id = state.get("agent"), state.get("agent_id")
+            holder = self.memory.core.find_agent(old) if isinstance(old, str) else None
+            reset = (
+                f"to sync it with {self.agent_name!r} instead, delete {self.path} (tiermem's sync record; the next "
+                "sync then reads every file and block afresh, reporting those that differ as conflicts)"
+            )
+            if holder is None or holder.id != old_id:
+                raise ValidationError(
+                    f"{self.root} was synced with agent {old!r} (id {old_id}), which is not in this store (deleted, or in another data directory); "
+                    f"{reset}. Nothing was changed."
+                )
             raise ValidationError(
-                f"{self.root} is synced with another agent ({state.get('agent')!r}); sync it with "
-                "that agent or use another directory."
+                f"{self.root} is synced with another agent ({old!r}); sync it with that agent, use another "
+                f"directory, or {reset}. Nothing was changed."
             )
         if found is not None:
             return found
@@ -249,6 +270,16 @@ class _Sync:
         return self.memory.ensure_agent(self.agent_name, blocks=())
 
     # -- one label ---------------------------------------------------------------------
+
+    def _held_back(self, block: Block | None, seen: Record | None) -> None:
+        """Report a block edited in tiermem whose file is skipped: its edit is not written until the file reads."""
+        if block is None or (seen is not None and [seen.get("block_id"), seen.get("version")] == _block_state(block)):
+            return
+        self.report.skipped.append(
+            f"{path_of(block.label)}: the block was edited in tiermem (version {block.version}) but its file is "
+            "skipped, so the edit is not written; fix the file and sync again (a conflict, when both changed, is "
+            "settled with --prefer file or --prefer store)"
+        )
 
     def _one(
         self, label: str, file: tuple[FileBlock, str] | None, block: Block | None, seen: Record | None
@@ -262,7 +293,7 @@ class _Sync:
         file_as_left = file is None if seen is None else not file_changed  # as it was when a write was refused
         if record is not None and "rejected" in record and file_as_left:
             if record["rejected"].get("state") == _block_state(block):
-                self.report.waiting.append(f"{path_of(label)}: {record['rejected'].get('why', '')}")
+                self.report.waiting.append(_line(path_of(label), record["rejected"].get("why", "")))
                 return record
         if file is not None and block is not None:
             if not file_changed and not block_changed:
@@ -275,7 +306,7 @@ class _Sync:
                 self.report.conflicts.append(f"{label}: the file and the block both changed since the last sync")
                 return seen
             if file_changed:
-                return self._to_store(file)
+                return self._to_store(file, block, seen)
             return self._to_file(block, seen)
         if file is not None:  # no block
             if seen is None or self.prefer == "file":
@@ -296,16 +327,23 @@ class _Sync:
             return seen
         return None  # gone on both sides
 
-    def _to_store(self, file: tuple[FileBlock, str]) -> Record:
+    def _to_store(self, file: tuple[FileBlock, str], block: Block | None = None, seen: Record | None = None) -> Record:
+        """The file into its block; with ``block`` (as this pass read it), only while the block is still at that
+        version: an edit made since is a conflict, never overwritten."""
         plan, text = file
-        apply_file(
-            self.memory,
-            self.agent.id,
-            plan,
-            actor="human",
-            operation=self._file_operation(plan.path),
-            notes=self.report.notes,
-        )
+        try:
+            apply_file(
+                self.memory,
+                self.agent.id,
+                plan,
+                actor="human",
+                operation=self._file_operation(plan.path),
+                notes=self.report.notes,
+                expected_version=block.version if block is not None else None,
+            )
+        except ConflictError:
+            self.report.conflicts.append(f"{plan.label}: the block was edited while the file's change was synced")
+            return seen if seen is not None else {}
         self.report.to_store.append(plan.label)
         now = self.memory.block(self.agent.id, plan.label)
         return {"sha": _sha(text), "block_id": now.id, "version": now.version}
@@ -317,8 +355,12 @@ class _Sync:
 
     def _to_file(self, block: Block, seen: Record | None) -> Record:
         rel = path_of(block.label)
-        text = render_file(block, rel, self.tree)
         before = _read_or_none(self.root / rel)
+        try:  # written in the line ending and BOM of the file it replaces
+            text = render_file(block, rel, self.tree, FileStyle.of(before) if before is not None else None)
+        except ValidationError as exc:  # a text its file cannot hold: left unwritten until the block changes
+            self.report.rejected.append(_line(rel, str(exc)))
+            return {**(seen or {}), "rejected": {"state": _block_state(block), "why": str(exc)}}
         record = {"sha": _sha(text), "block_id": block.id, "version": block.version}
         if before == text:
             return record
@@ -413,8 +455,8 @@ class _Sync:
         refused: dict[str, str] = {}
         for rel in checked:
             problems = fmt.hook_problems(rel, self.writes[rel][0], head[rel], self.tree.layout)
-            if problems:
-                refused[rel] = "; ".join(problems)
+            if problems:  # each names the file, as the hook says it; the report names it once
+                refused[rel] = "; ".join(p.removeprefix(f"{rel}: ") for p in problems)
         return refused
 
     def _commit(self, new_state: dict[str, Record], write: Callable[[], None]) -> set[str]:
@@ -454,7 +496,7 @@ class _Sync:
         block = self._current(label)
         old = {k: v for k, v in new_state.get(label, {}).items() if k != "pending"}
         new_state[label] = {**old, "rejected": {"state": _block_state(block), "why": why}}
-        self.report.rejected.append(f"{rel}: {why}")
+        self.report.rejected.append(_line(rel, why))
 
     def _settle(self, label: str, rel: str, record: Record) -> Record:
         """After a file was written: bring the block in line with what the file says (a description Letta Code
@@ -464,9 +506,22 @@ class _Sync:
             plan = parse_file(rel, text, self.tree)
         except ValidationError:
             return record
-        block = self.memory.block(self.agent.id, label)
+        block = self._current(label)
+        if block is None or block.id != record["block_id"] or block.version != record["version"]:
+            # edited (or removed) since the file was rendered: the store is newer, the next pass writes the file again
+            return record
         if not same(plan, block) or not same_front(block.metadata.get(FRONT_KEY), plan.front):
-            apply_file(self.memory, self.agent.id, plan, actor="human", operation=f"memfs: written as {rel}")
+            try:  # only onto the version the file was rendered from (compare-and-set): never put older text back
+                apply_file(
+                    self.memory,
+                    self.agent.id,
+                    plan,
+                    actor="human",
+                    operation=f"memfs: written as {rel}",
+                    expected_version=block.version,
+                )
+            except ConflictError:
+                return record
             block = self.memory.block(self.agent.id, label)
         return {"sha": _sha(text), "block_id": block.id, "version": block.version}
 
@@ -481,28 +536,55 @@ class _Sync:
         lines: list[str] = []
         reasons: list[str] = []
         paths = list(changes)
+        written_ids = {
+            self.after_write[rel][1].get("block_id"): rel
+            for rel, text in changes.items()
+            if text is not None and rel in self.after_write
+        }
+        moved = {  # a block renamed in tiermem: its old file (removed) -> its new file (written)
+            rel: written_ids[self.seen_ids.get(rel[: -len(fmt.SUFFIX)])]
+            for rel, text in changes.items()
+            if text is None and self.seen_ids.get(rel[: -len(fmt.SUFFIX)]) in written_ids
+        }
+        moved_from = {new: old for old, new in moved.items()}
         for rel, text in changes.items():
             if rel == STATE:
                 lines.append(f"delete {STATE}: tiermem's sync record now lives in the git directory")
                 continue
             label = rel[: -len(fmt.SUFFIX)]
             if text is None:
-                lines.append(f"delete {rel}: block detached in tiermem")
+                lines.append(
+                    f"delete {rel}: " + (f"renamed to {moved[rel]}" if rel in moved else "block detached in tiermem")
+                )
                 continue
             verb = "create" if head.get(rel) is None else "update"
             record = self.after_write.get(rel, (label, {}))[1]
-            since = self.since.get(label, 0)
+            old = moved_from.get(rel)  # a renamed block's versions since the last sync were recorded under its old name
+            since = self.since.get(old[: -len(fmt.SUFFIX)] if old else label, 0)
             versions = [v for v in self.memory.history(self.agent.id, label, 20) if v.version > since]
             done = ", ".join(f"{v.operation} by {v.actor}" for v in reversed(versions)) or "edited"
             lines.append(f"{verb} {rel}: {done} (version {record.get('version', '?')})")
             reasons += [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
-        if len(paths) == 1 and len(reasons) == 1:
+        if len(paths) - len(moved) == 1 and len(reasons) == 1:  # one edit (a rename moves one file: two paths)
             subject = reasons[0]
         elif len(paths) == 1:
             subject = f"tiermem: {lines[0].split(':', 1)[0]}"
         else:
             subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
+
+def _line(rel: str, why: str) -> str:
+    """A report line for a file: ``rel: why``, the file named once (a reason that starts with it stays as it is)."""
+    return why if why.startswith((f"{rel}: ", f"{rel} ")) else f"{rel}: {why}"
+
+
+def needs_attention(report: dict[str, Any]) -> bool:
+    """Whether a sync left something a person must settle: a conflict, a file refused (``rejected``, ``waiting``) or
+    skipped (a file tiermem cannot take, a block edit that waits for it). Symbolic links, which are never
+    followed, are listed but do not count: they stay as they are by design."""
+    skipped = [line for line in report["skipped"] if LINK_WHY not in line]
+    return bool(report["conflicts"] or report["rejected"] or report["waiting"] or skipped)
 
 
 def _block_state(block: Block | None) -> list[Any] | None:

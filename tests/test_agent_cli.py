@@ -166,3 +166,14 @@ def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.Fake
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
     assert len(fake.requests) == 2  # retried, quietly
     assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr
+
+
+def test_chat_shows_a_reply_cut_at_max_tokens(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_MAX_TOKENS": "900"}
+    cut = fa.text("The capital of Fra")
+    cut["stop_reason"] = "max_tokens"
+    fake.add(cut)
+    done = tiermem(tmp_path, "chat", "-m", "q", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The capital of Fra\n"
+    assert "(The reply was cut at max_tokens (900 tokens); raise it with the max_tokens setting" in done.stderr

@@ -95,3 +95,37 @@ async def test_a_system_prompt_too_large_logs_nothing(settings: Settings, fake: 
     memory, agent_id = server.runtime.handle.get()
     assert memory.archive.rows.messages_since(agent_id, "default", 0) == [] and fake.requests == []
     assert memory.context_window(agent_id, "default").turns == 0
+
+
+def _stopped(content: list[dict[str, object]], stop: str) -> dict[str, object]:
+    message = fa.text("x")
+    message["content"], message["stop_reason"] = content, stop
+    return message
+
+
+async def test_a_cut_refused_or_empty_reply_says_so(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(
+        _stopped([{"type": "text", "text": "The capital of Fra"}], "max_tokens"),
+        _stopped([], "refusal"),
+        _stopped([], "end_turn"),
+        fa.text("ok"),
+    )
+    async with Client(build(agent_settings(settings, fake, max_tokens=1000)), cache=None) as c:
+        reply, info, is_error = await chat(c, "q1")
+        assert info["stop_reason"] == "max_tokens" and not is_error
+        assert reply.startswith("The capital of Fra\n\n(The reply was cut at max_tokens (1000 tokens)")
+        assert "max_tokens" in info["notice"]
+        reply, info, _ = await chat(c, "q2")
+        assert info["stop_reason"] == "refusal" and reply == "(The model declined to answer (stop reason: refusal).)"
+        reply, info, _ = await chat(c, "q3")
+        assert info["stop_reason"] == "end_turn" and "empty reply" in reply and "empty reply" in info["notice"]
+        reply, info, _ = await chat(c, "q4")
+        assert reply == "ok" and info["notice"] == ""
+    # The messages no reply answered stay their own blocks, each marked so.
+    last = fake.turn_requests()[-1]["messages"][-1]["content"]
+    assert [b["text"] for b in last] == [
+        "[An earlier message from the user that got no reply.]\nq2",
+        "[An earlier message from the user that got no reply.]\nq3",
+        "q4",
+    ]
+    assert not fake.invalid

@@ -117,7 +117,9 @@ def _show(result: TurnResult, as_json: bool) -> None:
         print(f"  · {step['tool']}{target} {step['status']}", file=sys.stderr)
     if result.reply:
         print(result.reply)
-    if result.stop_reason != "end_turn":
+    if result.notice:  # a reply cut at max_tokens, a refusal, an empty reply
+        print(f"  ({result.notice})", file=sys.stderr)
+    elif result.stop_reason != "end_turn":
         print(f"  (turn stopped: {result.stop_reason}{': ' + result.error if result.error else ''})", file=sys.stderr)
     if result.sleeptime:
         print(f"  (sleep-time agent: {result.sleeptime})", file=sys.stderr)

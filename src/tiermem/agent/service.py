@@ -117,6 +117,8 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
         except TiermemError as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         text = result.reply or f"(The agent ended its turn without a reply; stop reason: {result.stop_reason}.)"
+        if result.notice:  # a reply cut at max_tokens, a refusal, an empty reply
+            text = f"{result.reply}\n\n({result.notice})" if result.reply.strip() else f"({result.notice})"
         if result.error:
             text = (
                 f"{text}\n\nThe turn stopped early: {result.error}"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import anyio
 import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings
+from tiermem.base.errors import ConflictError
 
 from . import fake_anthropic as fa
 from .test_agent import agent_settings, build, chat, fake  # noqa: F401  (``fake`` is a fixture)
@@ -129,3 +131,33 @@ async def test_a_cut_refused_or_empty_reply_says_so(settings: Settings, fake: fa
         "q4",
     ]
     assert not fake.invalid
+
+
+async def test_a_turn_waits_for_another_process_turn_in_its_conversation(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # Another process's turn is this test holding the conversation's lock file, as a `tiermem chat` would.
+    from tiermem.agent.service import anthropic_provider, make_loop, turn_lock_dir
+    from tiermem.agent.turnlock import lock_path
+    from tiermem.base.files import locked_unless_held
+
+    s = agent_settings(settings, fake)
+    fake.add(fa.text("first"), fa.text("after"))
+    server = build(s)
+    async with Client(server, cache=None) as c:
+        await chat(c, "hello")  # opens the store; the agent exists
+        memory, agent_id = server.runtime.handle.get()
+        directory = turn_lock_dir(s)
+        assert directory is not None
+        path = lock_path(directory, agent_id, "default")
+        with locked_unless_held(path, "pid 4242, turn started earlier") as holder:
+            assert holder is None
+            waiting = make_loop(memory, agent_id, server, s)
+            waiting.settings = replace(waiting.settings, turn_lock_wait=0.5)
+            provider = anthropic_provider(s)
+            with pytest.raises(ConflictError, match=r"Another process \(pid 4242, turn started earlier\) is running"):
+                await waiting.turn("while the other runs", provider)
+        assert len(fake.requests) == 1  # nothing was sent meanwhile
+        reply, _, _ = await chat(c, "after it finished")
+        assert reply == "after"
+    assert "while the other runs" not in json.dumps(fake.requests[-1]["messages"])  # nor logged

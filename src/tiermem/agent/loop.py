@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -55,6 +56,7 @@ from .sampling_provider import NeedsInput
 from .sleeptime import SleeptimeRun, run_sleeptime
 from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send_message
 from .toolhost import ToolHost
+from .turnlock import turn_lock
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -76,6 +78,9 @@ class LoopSettings:
     sleeptime_frequency: int = 0  # for agents whose metadata does not set it
     sleeptime_max_steps: int = 10
     memory_tool_dialect: str = "anthropic"  # the server's: how its memory tools' arguments name blocks
+    # a local store's: where the lock files that keep processes' turns in one conversation apart live (turnlock.py)
+    turn_lock_dir: Path | None = None
+    turn_lock_wait: float = 120.0  # seconds a turn waits for another process's turn in its conversation
 
 
 @dataclass(frozen=True)
@@ -190,8 +195,10 @@ class AgentLoop:
         """Run one turn (or resume one after a sampling round trip); ``tools`` overrides the loop's tool host."""
         conv = check_conversation(conversation_id)
         lock = self._locks.setdefault(conv, asyncio.Lock())
+        st = self.settings
         async with lock:  # one turn at a time per conversation, so its messages never interleave
-            return await self._turn(text, provider, conv, resume, tools or self.tools)
+            async with turn_lock(st.turn_lock_dir, self.agent_id, conv, st.turn_lock_wait):  # nor another process's
+                return await self._turn(text, provider, conv, resume, tools or self.tools)
 
     async def _turn(
         self, text: str | None, provider: Provider, conv: str, resume: Resume | None, host: ToolHost

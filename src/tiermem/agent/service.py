@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,6 +18,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
 from ..base.errors import TiermemError, ValidationError
+from ..base.object_errors import is_object_uri
 from ..server.arguments import describe
 from ..server.registry import BY_NAME, SLEEPTIME_TOOLS
 from ..server.tools import tidy_published_schema
@@ -40,7 +42,16 @@ def loop_settings(settings: Settings) -> LoopSettings:
         default_style=settings.agent_type,
         sleeptime_frequency=settings.sleeptime_frequency,
         memory_tool_dialect=settings.memory_tool_dialect,
+        turn_lock_dir=turn_lock_dir(settings),
     )
+
+
+def turn_lock_dir(settings: Settings) -> Path | None:
+    """Where a local store keeps its turn locks (``turnlock.py``); None on object storage, which has none."""
+    uri = settings.store_uri()
+    if is_object_uri(uri):
+        return None
+    return Path(uri.removeprefix("file://")) / ".tiermem-turns"
 
 
 def provider_kind(settings: Settings) -> str:

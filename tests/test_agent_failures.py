@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import replace
 
 import anyio
@@ -161,3 +162,21 @@ async def test_a_turn_waits_for_another_process_turn_in_its_conversation(
         reply, _, _ = await chat(c, "after it finished")
         assert reply == "after"
     assert "while the other runs" not in json.dumps(fake.requests[-1]["messages"])  # nor logged
+
+
+async def test_the_request_timeout_is_a_setting(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    answered = threading.Event()  # set when the test is done: the slow answer never comes in time
+
+    def slow(body: dict[str, object]) -> dict[str, object]:
+        answered.wait(30)
+        return fa.text("too late")
+
+    fake.add(slow)
+    try:
+        async with Client(
+            build(agent_settings(settings, fake, anthropic_timeout=0.5, llm_max_retries=0)), cache=None
+        ) as c:
+            _, info, is_error = await chat(c, "hello")
+            assert is_error and info["stop_reason"] == "error" and "timed out" in info["error"]
+    finally:
+        answered.set()

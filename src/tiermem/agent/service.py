@@ -64,7 +64,10 @@ def anthropic_provider(settings: Settings) -> Provider:
     from .anthropic_provider import AnthropicProvider
 
     return AnthropicProvider(
-        model=settings.model, base_url=settings.anthropic_base_url, max_retries=settings.llm_max_retries
+        model=settings.model,
+        base_url=settings.anthropic_base_url,
+        max_retries=settings.llm_max_retries,
+        timeout=settings.anthropic_timeout,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +374,7 @@ async def test_the_new_message_is_never_summarised_away(settings: Settings, fake
     s = agent_settings(
         settings, fake, context_window=7000, max_tokens=1024, tools=["minimal"], system="You are a test agent."
     )
-    fake.summaries.append(fa.text("The user told three stories."))
+    fake.summaries.append(fa.text("The user told three stories.", input_tokens=7777))
     async with Client(build(s), cache=None) as c:
         for i in range(3):
             fake.add(fa.text(f"reply {i}"))
@@ -381,6 +382,7 @@ async def test_the_new_message_is_never_summarised_away(settings: Settings, fake
         fake.add(fa.text("answered"))
         reply, info, is_error = await chat(c, "enormous " * 3300 + "THE-QUESTION")
         assert not is_error and reply == "answered" and info["summarised"] == 1
+        assert info["usage"]["input_tokens"] == 100 + 7777  # the summariser's call counts in the turn's usage
         sent = fake.turn_requests()[-1]["messages"]
         assert "The user told three stories." in sent[0]["content"][0]["text"]
         assert "THE-QUESTION" in json.dumps(sent) and "Story 2:" not in json.dumps(sent)
@@ -434,7 +436,9 @@ async def test_sleeptime_agent_edits_in_background_and_can_be_reverted(
         assert await read(c, "memory://blocks/human") == history[1]["value"]
 
 
-async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settings, fake: fa.FakeAnthropic) -> None:
+async def test_sleeptime_memory_tool_edits_appear_in_its_report(
+    settings: Settings, fake: fa.FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
     """The sleep-time agent runs the same tool-calling loop as the agent: its report names the blocks the ``memory``
     tool edited by ``path`` (``old_path`` for a rename; a view edits nothing), like the agent loop's report."""
     import anyio
@@ -472,6 +476,7 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settin
             sleeptime_tools=ServerTools(server, only=("memory",)),
             background_provider=provider,
         )
+        caplog.set_level(logging.INFO, logger="tiermem.agent.loop")
         result = await loop.turn("I like tea; my project is tiermem.", provider)
         assert result.reply == "Noted." and result.memory_edits == [] and result.sleeptime == "started"
         await loop.wait_background()
@@ -484,6 +489,8 @@ async def test_sleeptime_memory_tool_edits_appear_in_its_report(settings: Settin
         ]
         assert run.report.memory_edits == ["human", "notes"]
         assert run.report.usage.input_tokens == 200  # two model calls of the scripted 100 input tokens
+        # its token usage is not the turn's: it is logged when the run ends
+        assert any("tokens: 200 input (0 cached), 24 output" in r.getMessage() for r in caplog.records)
         assert {t["name"] for t in fake.requests[1]["tools"]} == {"memory", "memory_finish_edits"}
         history = json.loads(text_of(await c.call_tool("memory_history", {"label": "human"})))["versions"]
         assert history[0]["actor"] == "sleeptime" and "Likes tea" in history[0]["value"]

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -166,3 +170,52 @@ def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.Fake
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
     assert len(fake.requests) == 2  # retried, quietly
     assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr
+
+
+def test_chat_shows_a_reply_cut_at_max_tokens(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_MAX_TOKENS": "900"}
+    cut = fa.text("The capital of Fra")
+    cut["stop_reason"] = "max_tokens"
+    fake.add(cut)
+    done = tiermem(tmp_path, "chat", "-m", "q", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The capital of Fra\n"
+    assert "(The reply was cut at max_tokens (900 tokens); raise it with the max_tokens setting" in done.stderr
+
+
+def test_ctrl_c_cancels_the_turn_not_the_chat(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    released = threading.Event()  # the first answer waits until the test is done: Ctrl-C comes first
+
+    def slow(body: dict[str, Any]) -> dict[str, Any]:
+        released.wait(60)
+        return fa.text("too late")
+
+    fake.add(slow, fa.text("second reply"))
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    chat = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "chat", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path, **env),
+    )
+    try:
+        assert chat.stdin is not None
+        chat.stdin.write("first message\n")
+        chat.stdin.flush()
+        for _ in range(1200):  # until the turn's request has reached the model
+            if fake.requests:
+                break
+            time.sleep(0.05)
+        chat.send_signal(signal.SIGINT)
+        out, err = chat.communicate("second message\n/quit\n", timeout=120)
+    finally:
+        released.set()
+        if chat.poll() is None:
+            chat.kill()
+    assert chat.returncode == 0, err
+    assert out.strip() == "second reply" and "Turn cancelled: your message is kept" in err
+    second = json.dumps(fake.requests[-1]["messages"])
+    assert "[An earlier message from the user that got no reply.]\\nfirst message" in second

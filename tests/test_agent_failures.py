@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from dataclasses import replace
 
 import anyio
 import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings
+from tiermem.base.errors import ConflictError
 
 from . import fake_anthropic as fa
 from .test_agent import agent_settings, build, chat, fake  # noqa: F401  (``fake`` is a fixture)
@@ -95,3 +98,85 @@ async def test_a_system_prompt_too_large_logs_nothing(settings: Settings, fake: 
     memory, agent_id = server.runtime.handle.get()
     assert memory.archive.rows.messages_since(agent_id, "default", 0) == [] and fake.requests == []
     assert memory.context_window(agent_id, "default").turns == 0
+
+
+def _stopped(content: list[dict[str, object]], stop: str) -> dict[str, object]:
+    message = fa.text("x")
+    message["content"], message["stop_reason"] = content, stop
+    return message
+
+
+async def test_a_cut_refused_or_empty_reply_says_so(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(
+        _stopped([{"type": "text", "text": "The capital of Fra"}], "max_tokens"),
+        _stopped([], "refusal"),
+        _stopped([], "end_turn"),
+        fa.text("ok"),
+    )
+    async with Client(build(agent_settings(settings, fake, max_tokens=1000)), cache=None) as c:
+        reply, info, is_error = await chat(c, "q1")
+        assert info["stop_reason"] == "max_tokens" and not is_error
+        assert reply.startswith("The capital of Fra\n\n(The reply was cut at max_tokens (1000 tokens)")
+        assert "max_tokens" in info["notice"]
+        reply, info, _ = await chat(c, "q2")
+        assert info["stop_reason"] == "refusal" and reply == "(The model declined to answer (stop reason: refusal).)"
+        reply, info, _ = await chat(c, "q3")
+        assert info["stop_reason"] == "end_turn" and "empty reply" in reply and "empty reply" in info["notice"]
+        reply, info, _ = await chat(c, "q4")
+        assert reply == "ok" and info["notice"] == ""
+    # The messages no reply answered stay their own blocks, each marked so.
+    last = fake.turn_requests()[-1]["messages"][-1]["content"]
+    assert [b["text"] for b in last] == [
+        "[An earlier message from the user that got no reply.]\nq2",
+        "[An earlier message from the user that got no reply.]\nq3",
+        "q4",
+    ]
+    assert not fake.invalid
+
+
+async def test_a_turn_waits_for_another_process_turn_in_its_conversation(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    # Another process's turn is this test holding the conversation's lock file, as a `tiermem chat` would.
+    from tiermem.agent.service import anthropic_provider, make_loop, turn_lock_dir
+    from tiermem.agent.turnlock import lock_path
+    from tiermem.base.files import locked_unless_held
+
+    s = agent_settings(settings, fake)
+    fake.add(fa.text("first"), fa.text("after"))
+    server = build(s)
+    async with Client(server, cache=None) as c:
+        await chat(c, "hello")  # opens the store; the agent exists
+        memory, agent_id = server.runtime.handle.get()
+        directory = turn_lock_dir(s)
+        assert directory is not None
+        path = lock_path(directory, agent_id, "default")
+        with locked_unless_held(path, "pid 4242, turn started earlier") as holder:
+            assert holder is None
+            waiting = make_loop(memory, agent_id, server, s)
+            waiting.settings = replace(waiting.settings, turn_lock_wait=0.5)
+            provider = anthropic_provider(s)
+            with pytest.raises(ConflictError, match=r"Another process \(pid 4242, turn started earlier\) is running"):
+                await waiting.turn("while the other runs", provider)
+        assert len(fake.requests) == 1  # nothing was sent meanwhile
+        reply, _, _ = await chat(c, "after it finished")
+        assert reply == "after"
+    assert "while the other runs" not in json.dumps(fake.requests[-1]["messages"])  # nor logged
+
+
+async def test_the_request_timeout_is_a_setting(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    answered = threading.Event()  # set when the test is done: the slow answer never comes in time
+
+    def slow(body: dict[str, object]) -> dict[str, object]:
+        answered.wait(30)
+        return fa.text("too late")
+
+    fake.add(slow)
+    try:
+        async with Client(
+            build(agent_settings(settings, fake, anthropic_timeout=0.5, llm_max_retries=0)), cache=None
+        ) as c:
+            _, info, is_error = await chat(c, "hello")
+            assert is_error and info["stop_reason"] == "error" and "timed out" in info["error"]
+    finally:
+        answered.set()

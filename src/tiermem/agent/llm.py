@@ -181,8 +181,9 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
     for m, p in zip(messages, payloads, strict=True):
         if m.role == "assistant":
-            unanswered = None
             blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
+            if blocks or p.get("tool_calls"):  # an empty answer (a refusal, an empty reply) did not answer the user
+                unanswered = None
             ids = []
             for call in p.get("tool_calls") or []:
                 if call.get("id") in used or "id" not in call:

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -55,6 +56,7 @@ from .sampling_provider import NeedsInput
 from .sleeptime import SleeptimeRun, run_sleeptime
 from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send_message
 from .toolhost import ToolHost
+from .turnlock import turn_lock
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -76,6 +78,9 @@ class LoopSettings:
     sleeptime_frequency: int = 0  # for agents whose metadata does not set it
     sleeptime_max_steps: int = 10
     memory_tool_dialect: str = "anthropic"  # the server's: how its memory tools' arguments name blocks
+    # a local store's: where the lock files that keep processes' turns in one conversation apart live (turnlock.py)
+    turn_lock_dir: Path | None = None
+    turn_lock_wait: float = 120.0  # seconds a turn waits for another process's turn in its conversation
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ class NeedsRoundTrip(Exception):
 @dataclass
 class TurnResult:
     reply: str
-    stop_reason: str  # end_turn | max_steps | error
+    stop_reason: str  # end_turn | max_steps | max_tokens | refusal | error
     conversation_id: str
     steps: list[JSON]
     memory_edits: list[str]
@@ -107,6 +112,7 @@ class TurnResult:
     error: str | None = None
     summarised: int = 0
     sleeptime: str = ""
+    notice: str = ""  # why the reply is not a complete one: cut at max_tokens, a refusal, empty
 
     def structured(self) -> JSON:
         return {
@@ -119,6 +125,7 @@ class TurnResult:
             "error": self.error,
             "summarised": self.summarised,
             "sleeptime": self.sleeptime,
+            "notice": self.notice,
         }
 
 
@@ -188,8 +195,10 @@ class AgentLoop:
         """Run one turn (or resume one after a sampling round trip); ``tools`` overrides the loop's tool host."""
         conv = check_conversation(conversation_id)
         lock = self._locks.setdefault(conv, asyncio.Lock())
+        st = self.settings
         async with lock:  # one turn at a time per conversation, so its messages never interleave
-            return await self._turn(text, provider, conv, resume, tools or self.tools)
+            async with turn_lock(st.turn_lock_dir, self.agent_id, conv, st.turn_lock_wait):  # nor another process's
+                return await self._turn(text, provider, conv, resume, tools or self.tools)
 
     async def _turn(
         self, text: str | None, provider: Provider, conv: str, resume: Resume | None, host: ToolHost
@@ -250,7 +259,8 @@ class AgentLoop:
             known = await _io(version)
             context = await _io(lambda: m.in_context_messages(window))
 
-        recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version)
+        report = Report.from_messages(turn, self.settings.memory_tool_dialect)
+        recall = _Recall(self, agent, provider, conv, tools, user, window, context, known, version, report)
         run = ToolLoop(
             provider,
             host,
@@ -259,7 +269,7 @@ class AgentLoop:
             style=style,
             builtins={SEND_MESSAGE.name: send_message} if style == "memgpt" else None,
             step=step,
-            report=Report.from_messages(turn, self.settings.memory_tool_dialect),
+            report=report,
         )
         stop, error = "end_turn", None
         try:
@@ -278,7 +288,6 @@ class AgentLoop:
         if recall.known is not None:
             self._contexts[conv] = (recall.known, (recall.window.start_seq, recall.window.summary_id), recall.context)
         window = await self._save_window(conv, turns_delta=1)
-        report = run.report
         sleeptime = self._maybe_sleeptime(agent, conv, window.turns)
         return TurnResult(
             reply=run.reply,
@@ -290,6 +299,7 @@ class AgentLoop:
             error=error,
             summarised=recall.summaries,
             sleeptime=sleeptime,
+            notice=report.notice,
         )
 
     # -- token-count calibration, kept per agent and model across processes ----------------------
@@ -356,15 +366,16 @@ class AgentLoop:
         user: Message,
         step: int,
         force: bool = False,
+        report: Report | None = None,
     ) -> tuple[ContextWindow, list[Message]] | None:
         """Summarise when the prompt is past ``summarize_at`` (or ``force``: the provider refused it as too long):
-        the new (window, messages); None when it fits."""
+        the new (window, messages); None when it fits. The summariser's token usage is added to ``report``."""
         th = self.settings.thresholds
         m = self.memory
         self._check_base(system, tools)
         if not force and self.counter.count(system, tools, messages) <= th.summarize_at * th.window:
             return None
-        if not await self._summarise(provider, system, tools, window, messages, user, step):
+        if not await self._summarise(provider, system, tools, window, messages, user, step, report):
             if force:
                 raise ContextOverflowError(
                     "The model refused the prompt as longer than its context window, and only this turn's messages "
@@ -428,8 +439,10 @@ class AgentLoop:
         messages: list[Message],
         user: Message,
         step: int,
+        report: Report | None = None,
     ) -> bool:
-        """Summarise the oldest messages (never the turn's user message); whether any were."""
+        """Summarise the oldest messages (never the turn's user message); whether any were. The summariser's token
+        usage is added to ``report`` and kept in the summary's payload (a resumed turn counts it again from there)."""
         th = self.settings.thresholds
         turn_id = user.id
         old = messages[0] if messages and payload(messages[0]).get("kind") == "summary" else None
@@ -455,8 +468,13 @@ class AgentLoop:
             key=f"{turn_id}:{step}:summary",
             purpose="summary",
         )
+        usage = Usage()
         try:
-            summary = (await provider.complete(request)).text.strip()
+            response = await provider.complete(request)
+            usage = response.usage
+            if report is not None:
+                report.add_usage(usage)
+            summary = response.text.strip()
             if not summary:
                 raise ProviderError("the model returned an empty summary")
         except ProviderError as exc:
@@ -471,7 +489,7 @@ class AgentLoop:
             conv,
             "system",
             summary_message(summary, max(n_hidden, len(evicted)), total),
-            {"kind": "summary", "evicted": len(evicted)},
+            {"kind": "summary", "evicted": len(evicted), "usage": asdict(usage)},
         )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
         return True
@@ -566,11 +584,15 @@ class AgentLoop:
                 if run is not None:
                     await self._save_window(conv, sleeptime_seq=run.mark)
                     self.last_sleeptime = run
+                    u = run.report.usage
                     log.info(
-                        "sleep-time agent: %d tool calls, stop %s, edited %s",
+                        "sleep-time agent: %d tool calls, stop %s, edited %s; tokens: %d input (%d cached), %d output",
                         len(run.report.steps),
                         run.stop_reason,
                         ", ".join(run.report.memory_edits) or "nothing",
+                        u.prompt_tokens,
+                        u.cache_read_input_tokens,
+                        u.output_tokens,
                     )
             except TiermemError as exc:
                 # a background run has no caller to answer: the mark stays, so the next run covers these turns
@@ -593,6 +615,7 @@ class _Recall:
         context: list[Message],
         known: int | None,
         version: Callable[[], int],
+        report: Report,
     ) -> None:
         self.loop, self.agent, self.provider, self.conv, self.tools, self.user = (
             loop,
@@ -605,6 +628,7 @@ class _Recall:
         self.window, self.context = window, context
         self.known = known  # the messages table version after our last write; None: someone else wrote too
         self._version = version
+        self.report = report  # the turn's: the summariser's usage is added to it
         self.summaries = 0
         self._raw = 0
         self._force = False  # the provider refused the last request as too long: summarise before the next
@@ -620,7 +644,15 @@ class _Recall:
         system = await loop._system(self.agent)
         force, self._force = self._force, False
         fitted = await loop._fit(
-            self.provider, system, self.tools, self.window, self.context, self.user, step, force=force
+            self.provider,
+            system,
+            self.tools,
+            self.window,
+            self.context,
+            self.user,
+            step,
+            force=force,
+            report=self.report,
         )
         if fitted is not None:
             self.window, self.context = fitted

@@ -2,15 +2,19 @@
 
 Replies go to stdout; the steps the agent took (tool calls, memory edits) go to stderr, so
 ``tiermem chat -m ... > reply.txt`` captures only the reply. ``--json`` prints each turn's
-full result instead.
+full result instead. Ctrl-C during a turn cancels that turn (its user message stays in the
+conversation, marked as unanswered) and returns to the prompt; Ctrl-C at the prompt quits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import signal
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
@@ -20,6 +24,7 @@ if TYPE_CHECKING:
     from ..base.config import Settings
     from .loop import AgentLoop, TurnResult
 
+T = TypeVar("T")
 HELP = "Commands: /memory (show core memory), /help, /quit (or Ctrl-D). Anything else is sent to the agent."
 
 
@@ -95,11 +100,36 @@ async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_
             print("  (That line is not valid UTF-8 text; it was not sent. Type it again.)", file=sys.stderr)
             continue
         try:
-            result = await loop.turn(text, provider, conversation)  # type: ignore[arg-type]
+            result = await _interruptible(lambda: loop.turn(text, provider, conversation))  # type: ignore[arg-type]
         except TiermemError as exc:  # one bad message ends its turn, not the chat
             print(f"  ({exc.for_person()})", file=sys.stderr)
             continue
+        if result is None:
+            print(
+                "  (Turn cancelled: your message is kept in the conversation. Ctrl-C at the prompt quits.)",
+                file=sys.stderr,
+            )
+            continue
         _show(result, as_json)
+
+
+async def _interruptible(run: Callable[[], Awaitable[T]]) -> T | None:
+    """``run()``, cancelled by Ctrl-C (None then) instead of ending the process: while it runs, SIGINT cancels it
+    (from the event loop's thread); the handler before it is back afterwards, so Ctrl-C at the prompt quits."""
+    if not hasattr(signal, "SIGINT"):
+        return await run()
+    event_loop = asyncio.get_running_loop()
+    with anyio.CancelScope() as scope:
+
+        def interrupt(signum: int, frame: object) -> None:
+            event_loop.call_soon_threadsafe(scope.cancel)
+
+        before = signal.signal(signal.SIGINT, interrupt)
+        try:
+            return await run()
+        finally:
+            signal.signal(signal.SIGINT, before)
+    return None
 
 
 def _read_line() -> str:
@@ -117,7 +147,9 @@ def _show(result: TurnResult, as_json: bool) -> None:
         print(f"  · {step['tool']}{target} {step['status']}", file=sys.stderr)
     if result.reply:
         print(result.reply)
-    if result.stop_reason != "end_turn":
+    if result.notice:  # a reply cut at max_tokens, a refusal, an empty reply
+        print(f"  ({result.notice})", file=sys.stderr)
+    elif result.stop_reason != "end_turn":
         print(f"  (turn stopped: {result.stop_reason}{': ' + result.error if result.error else ''})", file=sys.stderr)
     if result.sleeptime:
         print(f"  (sleep-time agent: {result.sleeptime})", file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,6 +18,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, InputRequiredResult, TextContent
 
 from ..base.errors import TiermemError, ValidationError
+from ..base.object_errors import is_object_uri
 from ..server.arguments import describe
 from ..server.registry import BY_NAME, SLEEPTIME_TOOLS
 from ..server.tools import tidy_published_schema
@@ -40,7 +42,16 @@ def loop_settings(settings: Settings) -> LoopSettings:
         default_style=settings.agent_type,
         sleeptime_frequency=settings.sleeptime_frequency,
         memory_tool_dialect=settings.memory_tool_dialect,
+        turn_lock_dir=turn_lock_dir(settings),
     )
+
+
+def turn_lock_dir(settings: Settings) -> Path | None:
+    """Where a local store keeps its turn locks (``turnlock.py``); None on object storage, which has none."""
+    uri = settings.store_uri()
+    if is_object_uri(uri):
+        return None
+    return Path(uri.removeprefix("file://")) / ".tiermem-turns"
 
 
 def provider_kind(settings: Settings) -> str:
@@ -53,7 +64,10 @@ def anthropic_provider(settings: Settings) -> Provider:
     from .anthropic_provider import AnthropicProvider
 
     return AnthropicProvider(
-        model=settings.model, base_url=settings.anthropic_base_url, max_retries=settings.llm_max_retries
+        model=settings.model,
+        base_url=settings.anthropic_base_url,
+        max_retries=settings.llm_max_retries,
+        timeout=settings.anthropic_timeout,
     )
 
 
@@ -117,6 +131,8 @@ def register_agent_chat(server: TiermemServer, settings: Settings) -> None:
         except TiermemError as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         text = result.reply or f"(The agent ended its turn without a reply; stop reason: {result.stop_reason}.)"
+        if result.notice:  # a reply cut at max_tokens, a refusal, an empty reply
+            text = f"{result.reply}\n\n({result.notice})" if result.reply.strip() else f"({result.notice})"
         if result.error:
             text = (
                 f"{text}\n\nThe turn stopped early: {result.error}"

@@ -81,12 +81,14 @@ class Exchange(Protocol):
 
 @dataclass
 class Report:
-    """The steps a run took (one per tool call), the blocks it edited and its token usage."""
+    """The steps a run took (one per tool call), the blocks it edited, its token usage and a notice when its last
+    answer is not a complete reply."""
 
     steps: list[JSON] = field(default_factory=list)
     memory_edits: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     dialect: str = "anthropic"  # the memory_tool_dialect whose tools the run called (how their arguments name blocks)
+    notice: str = ""  # why the last answer is not a complete reply: cut at max_tokens, a refusal, empty
 
     def add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -106,9 +108,9 @@ class Report:
         results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
         report = cls(dialect=dialect)
         for x in messages:
-            if x.role != "assistant":
-                continue
             p = payload(x)
+            if x.role != "assistant" and p.get("kind") != "summary":  # a summary keeps the summariser's usage
+                continue
             u = p.get("usage") or {}
             report.add_usage(Usage(**{k: int(u.get(k, 0)) for k in Usage.__dataclass_fields__}))
             for call in p.get("tool_calls") or []:
@@ -145,19 +147,37 @@ class ToolLoop:
         self.reply = ""
         self.report = report or Report()
 
-    async def run(self) -> Literal["end_turn", "max_steps"]:
+    async def run(self) -> Literal["end_turn", "max_steps", "max_tokens", "refusal"]:
+        """How the run stopped: ``max_tokens`` (the last answer was cut, ``report.notice`` says so) and ``refusal``
+        (the model declined) are the model's own stop reasons for an answer without tool calls."""
         while True:
             if self.step >= self.max_steps:
                 return "max_steps"
-            response = await self.provider.complete(await self.exchange.request(self.step))
+            request = await self.exchange.request(self.step)
+            response = await self.provider.complete(request)
             self.step += 1
             self.report.add_usage(response.usage)
             await self.exchange.assistant(response)
             if not response.tool_calls:
                 self.reply = response.text
-                return "end_turn"
+                return self._final(response, request.max_tokens)
             if not await self._calls(response.tool_calls):
                 return "end_turn"
+
+    def _final(self, response: LLMResponse, max_tokens: int) -> Literal["end_turn", "max_tokens", "refusal"]:
+        """The stop reason of the run's last answer, with a notice in the report when it is not a complete reply."""
+        if response.stop_reason == "max_tokens":
+            self.report.notice = (
+                f"The reply was cut at max_tokens ({max_tokens} tokens); raise it with the max_tokens setting "
+                "(TIERMEM_MAX_TOKENS) or ask for a shorter answer."
+            )
+            return "max_tokens"
+        if response.stop_reason == "refusal":
+            self.report.notice = "The model declined to answer (stop reason: refusal)."
+            return "refusal"
+        if not response.text.strip():
+            self.report.notice = f"The model answered with an empty reply (stop reason: {response.stop_reason})."
+        return "end_turn"
 
     async def _calls(self, calls: Iterable[ToolCall]) -> bool:
         """Run one answer's tool calls in order; whether the run goes on."""

@@ -183,6 +183,7 @@ class Settings(BaseSettings):
     model: str = "claude-sonnet-4-5"
     anthropic_base_url: str | None = None
     llm_max_retries: int = Field(default=3, ge=0, le=10)
+    anthropic_timeout: float = Field(default=120.0, gt=0, le=3600)
     max_tokens: int = Field(default=4096, gt=0)
     context_window: int = Field(default=200_000, ge=1000)
     max_steps: int = Field(default=50, ge=1, le=1000)

@@ -63,6 +63,8 @@ MORE_DESCRIPTIONS = {
     "model": "The Anthropic model of the agent loop (`anthropic` provider).",
     "llm_max_retries": "How often the agent loop retries a model call that failed with 429, 5xx or a connection "
     "error (exponential backoff, honouring `retry-after`).",
+    "anthropic_timeout": "Seconds the agent loop's `anthropic` provider waits for one API request (each retry "
+    "waits as long again).",
     "max_tokens": "The most tokens of one model answer in the agent loop.",
     "max_steps": "The most steps (model calls) of one agent-loop turn.",
 }

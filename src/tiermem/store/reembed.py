@@ -79,6 +79,7 @@ class Reembed:
         later one sees the mark and is refused."""
         with self.conn.reembed_lock(shared=False):
             self.conn.set_meta(REEMBEDDING, f"{model} (dim {dim})")
+            self.conn.touch_reembed_lock()  # every writer reads the meta table again at its next commit
         if self.conn.remote:  # writers there trust a passed check that long: let every such write see the mark
             time.sleep(REMOTE_WRITABLE_TTL)
 
@@ -117,3 +118,4 @@ class Reembed:
         for table in SEARCHABLE:
             self.rows.settle_unembedded(table)
         self.conn.set_meta(REEMBEDDING, "")
+        self.conn.touch_reembed_lock()  # writers that opened the store with the old model find the switch

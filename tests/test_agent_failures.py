@@ -16,7 +16,7 @@ from tiermem.base.config import Settings
 from tiermem.base.errors import ConflictError
 
 from . import fake_anthropic as fa
-from .test_agent import agent_settings, build, chat, fake  # noqa: F401  (``fake`` is a fixture)
+from .test_agent import agent_settings, build, chat, fake, read  # noqa: F401  (``fake`` is a fixture)
 
 pytestmark = pytest.mark.anyio
 
@@ -131,6 +131,22 @@ async def test_a_cut_refused_or_empty_reply_says_so(settings: Settings, fake: fa
         "[An earlier message from the user that got no reply.]\nq3",
         "q4",
     ]
+    assert not fake.invalid
+
+
+async def test_a_tool_call_cut_at_max_tokens_is_answered_not_run(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    """An answer cut at max_tokens may end inside its last call's arguments: that call is not run (its arguments may
+    be half of what the model meant); its result says why, and the model goes on."""
+    cut = fa.tool("memory_insert", {"label": "human", "new_str": "Name: Ada. Works on compi"})
+    cut["stop_reason"] = "max_tokens"
+    fake.add(cut, fa.text("Noted."))
+    async with Client(build(agent_settings(settings, fake, max_tokens=1000)), cache=None) as c:
+        reply, info, is_error = await chat(c, "I'm Ada; I work on compilers.")
+        assert reply == "Noted." and not is_error and info["memory_edits"] == []
+        assert "Works on compi" not in await read(c, "memory://blocks/human")
+    result = fake.turn_requests()[-1]["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["is_error"] is True
+    assert "cut at max_tokens (1000 tokens) inside this call to memory_insert" in json.dumps(result)
     assert not fake.invalid
 
 

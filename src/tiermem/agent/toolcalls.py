@@ -161,7 +161,9 @@ class ToolLoop:
             if not response.tool_calls:
                 self.reply = response.text
                 return self._final(response, request.max_tokens)
-            if not await self._calls(response.tool_calls):
+            # an answer cut at max_tokens may have cut its last call's arguments: that call is answered, not run
+            cut = response.tool_calls[-1] if response.stop_reason == "max_tokens" else None
+            if not await self._calls(response.tool_calls, cut=cut, max_tokens=request.max_tokens):
                 return "end_turn"
 
     def _final(self, response: LLMResponse, max_tokens: int) -> Literal["end_turn", "max_tokens", "refusal"]:
@@ -179,15 +181,23 @@ class ToolLoop:
             self.report.notice = f"The model answered with an empty reply (stop reason: {response.stop_reason})."
         return "end_turn"
 
-    async def _calls(self, calls: Iterable[ToolCall]) -> bool:
-        """Run one answer's tool calls in order; whether the run goes on."""
+    async def _calls(self, calls: Iterable[ToolCall], *, cut: ToolCall | None = None, max_tokens: int = 0) -> bool:
+        """Run one answer's tool calls in order; whether the run goes on. ``cut``: the call an answer cut at
+        ``max_tokens`` ended in (its arguments may be incomplete): it is not run, its result says why."""
         memgpt = self.style == "memgpt"
         go_on, ended, failed = not memgpt, False, False
         for call in calls:
             args = dict(call.input)
             heartbeat = heartbeat_requested(args.pop("request_heartbeat", False)) if memgpt else False
             builtin = self.builtins.get(call.name)
-            if builtin is not None:
+            if call is cut:
+                text, is_error = (
+                    f"Your answer was cut at max_tokens ({max_tokens} tokens) inside this call to {call.name}, so its "
+                    "arguments may be incomplete; it was not run. Call it again, with shorter arguments if they were "
+                    "long.",
+                    True,
+                )
+            elif builtin is not None:
                 answer = builtin(args)
                 text, is_error = answer.text, answer.is_error
                 if answer.ends:

@@ -189,6 +189,15 @@ def test_forget_names_a_directory_synced_with_tiermem_sync(
     held = json.loads(capsys.readouterr().out)["still_held_outside_the_store"]
     assert any(line.startswith(str((root / "system/human.md").resolve())) for line in held), held
     assert any("git history" in line for line in held)
+    # the inspector's forget names it too (it knows its data directory)
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+    from tiermem.ui import api
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"), start_embedder=False)
+    done = api.forget(memory, "a", {"kind": "text", "ref": "Pin 4242"}, data_dir=tmp_path / "data")
+    held = done["still_held_outside_the_store"]
+    assert any(line.startswith(str((root / "system/human.md").resolve())) for line in held), held
 
 
 def test_import_into_a_new_agent_adds_no_default_blocks(mem: Memory, tmp_path: Path) -> None:

@@ -388,7 +388,7 @@ def timeline_period(memory: Memory, name: str, params: JSON) -> JSON:
 # -- folders and files (``memory.files``) ---------------------------------------------------
 
 
-def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None) -> JSON:
+def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None, data_dir: Path | None = None) -> JSON:
     """Forget (``domain/forgetting.forget``): ``kind`` passage / message (``ref``: its id), block (``ref``: its label;
     ``versions``: past versions, or every past one when absent), agent (``confirm``: its name typed), text
     (``ref``: the text, in this agent's memory); ``now``: purge the files before answering, else at the next upkeep.
@@ -420,7 +420,10 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None)
         Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
         now=bool(body.get("now")),
     )
-    return {**done.as_dict(), "still_held_outside_the_store": holders(synced_directories([agent.name]), done.texts)}
+    return {
+        **done.as_dict(),
+        "still_held_outside_the_store": holders(synced_directories([agent.name], (), data_dir), done.texts),
+    }
 
 
 def folders(memory: Memory, agents: Collection[str] | None) -> JSON:

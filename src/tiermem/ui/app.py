@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
@@ -68,9 +69,12 @@ class Inspector:
         watch_seconds: float = 2.0,
         max_wait: float = 25.0,
         serving: str | None = None,
+        data_dir: Path | None = None,
     ) -> None:
-        """``serving``: the agent the MCP server in this process serves (never deleted from the page)."""
+        """``serving``: the agent the MCP server in this process serves (never deleted from the page); ``data_dir``:
+        the local data directory (its record of directories ``tiermem sync`` keeps: a forget names them)."""
         self._get_memory = get_memory
+        self.data_dir = data_dir
         self.default_agent = default_agent
         self.serving = serving
         self.watch_seconds = max(0.1, watch_seconds)
@@ -228,7 +232,9 @@ def build_ui_app(inspector: Inspector) -> Starlette:
         name = agent_param(request, body)
         if body.get("kind") == "agent":
             api.check_agent_deletion(scope_agents(request))
-        return JSONResponse(await inspector.run(api.forget, name, body, serving=inspector.serving))
+        return JSONResponse(
+            await inspector.run(api.forget, name, body, serving=inspector.serving, data_dir=inspector.data_dir)
+        )
 
     async def delete_passage(request: Request) -> Response:
         body = await _json(request)

@@ -33,7 +33,11 @@ def http_mount(handle: MemoryHandle, settings: Settings) -> Any:
         return memory
 
     inspector = Inspector(
-        served_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds, serving=settings.agent
+        served_memory,
+        default_agent=settings.agent,
+        watch_seconds=settings.watch_seconds,
+        serving=settings.agent,
+        data_dir=None if settings.uri else settings.resolved_data_dir(),
     )
     return mount(build_ui_app(inspector))
 
@@ -64,7 +68,12 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     def opened_memory() -> Memory:
         return memory
 
-    inspector = Inspector(opened_memory, default_agent=settings.agent, watch_seconds=settings.watch_seconds)
+    inspector = Inspector(
+        opened_memory,
+        default_agent=settings.agent,
+        watch_seconds=settings.watch_seconds,
+        data_dir=None if settings.uri else settings.resolved_data_dir(),
+    )
     hosts = default_allowed_hosts(settings.host, port)
     app = Guard(
         ui_only(build_ui_app(inspector)),

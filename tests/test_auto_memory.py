@@ -310,6 +310,25 @@ def test_forget_edits_the_text_out_of_the_auto_memory_files(tmp_path: Path, caps
     assert "QUOKKA" not in stored and "Visitors sign in" in stored and "Porto door code" in stored
 
 
+def test_forgetting_a_passage_by_id_names_the_auto_memory_file_it_came_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tiermem forget passage ID` of a passage stored from an auto-memory file leaves the file (Claude Code's): the
+    forget names it, as the file Claude Code's next change stores again."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    door = folders[project] / "door.md"
+    door.write_text("---\nname: door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    auto_memory.sync(memory, agent, home, str(project))
+    (passage,) = tagged(memory, agent)
+    memory.core.close()
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--yes", "--now"]
+    assert main(["forget", "passage", passage.id, *common]) == 0
+    out = capsys.readouterr().out
+    assert f"still held outside the store: {door} (Claude Code's auto-memory file" in out, out
+
+
 def test_a_credential_in_a_files_name_is_no_tag(tmp_path: Path) -> None:
     memory, agent = opened(tmp_path)
     project = tmp_path / "work"

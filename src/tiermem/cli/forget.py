@@ -108,6 +108,14 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         from ..interop.auto_memory_admin import forget_text
 
         edited = forget_text(settings.resolved_data_dir(), agent_names, [args.text])
+    if target.kind == "passage" and settings.uri is None:  # a passage stored from an auto-memory file: the file stays
+        from ..interop.auto_memory_admin import files_of_passage
+
+        still += [
+            f"{name} (Claude Code's auto-memory file this passage was stored from: the next change Claude Code makes "
+            "to it stores it again; delete the file, or edit what you forgot out of it)"
+            for name in files_of_passage(settings.resolved_data_dir(), agent_names, target.ref)
+        ]
     if args.json:
         print(
             json.dumps(

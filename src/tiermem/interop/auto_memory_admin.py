@@ -132,6 +132,22 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str
     return edited
 
 
+def files_of_passage(data_dir: Path, agents: list[str], passage_id: str) -> list[str]:
+    """The auto-memory files (Claude Code's) whose sync stored ``passage_id`` (or one of its chunks): forgetting the
+    passage leaves the file, and the next change Claude Code makes to it stores the file again; ``tiermem forget``
+    names them."""
+    found = []
+    for home in (directory(data_dir, a) for a in agents):
+        for folder, entry in read_json(home / STATE).get("folders", {}).items():
+            for name, record in entry.get("files", {}).items():
+                ids = [str(p) for p in record.get("passages", [])]
+                if any(
+                    p == passage_id or p.startswith(passage_id + ".") or passage_id.startswith(p + ".") for p in ids
+                ):
+                    found.append(str(Path(folder) / name))
+    return found
+
+
 def problems(data_dir: Path, kind: str = "problems") -> dict[str, list[str]]:
     """For each agent whose auto memory is synced: what its last sync could not do (``kind`` "problems"), or the
     folders it left until their project is known ("waiting"); for ``tiermem doctor``."""

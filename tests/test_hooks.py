@@ -209,6 +209,9 @@ def test_no_server_fails_soft_and_says_why(model_settings: Settings, capsys: pyt
     # the log names the user's paths and sessions: its directory and the file are the user's alone
     assert hooks.log_file().stat().st_mode & 0o777 == 0o600
     assert hooks.log_file().parent.stat().st_mode & 0o777 == 0o700
+    hooks.log_file().chmod(0o644)  # as an older tiermem left it: made private at the next line
+    hook(model_settings, prompt("s9", "And my dog?", "x"), capsys)
+    assert hooks.log_file().stat().st_mode & 0o777 == 0o600
 
 
 def test_garbage_input_fails_soft(model_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:

@@ -284,6 +284,7 @@ def _note(message: str) -> None:
         if path.exists() and path.stat().st_size > LOG_BYTES:
             path.replace(path.with_name(path.name + ".1"))
         private = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(private, 0o600)  # a log an older tiermem made under the umask (0644) is made private too
         with open(private, "a", encoding="utf-8", errors="backslashreplace") as f:  # a path may hold undecodable bytes
             f.write(line + "\n")
     except OSError:

@@ -103,6 +103,23 @@ def test_a_second_reembed_is_refused_while_one_runs_and_changes_nothing(settings
     assert Store.recorded_meta(uri)["embedding_model"] == "hashing-256"
 
 
+def test_a_copy_a_running_reembed_wrote_is_left_to_it_when_another_process_opens_the_store(settings: Settings) -> None:
+    """Opening a store finishes the swap of a table copy an interrupted reembed left; a copy of a reembed that is
+    still running is its own to swap (two swaps of one table would race): left alone while its run lock is held."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    conn = memory.archive.store.conn
+    conn.db.create_table("passages__reembed", data=conn.db.open_table("passages").to_arrow())
+    uri = settings.store_uri()
+    with locked_unless_held(Path(uri) / REEMBED_RUN_LOCK_FILE, "pid 4242, started earlier") as holder:
+        assert holder is None
+        open_memory(settings)
+        assert "passages__reembed" in conn.table_names()  # the running reembed's to swap
+    open_memory(settings)  # its run is gone (it died): this open finishes the swap
+    assert "passages__reembed" not in conn.table_names()
+
+
 # -- object storage: the same refusal through a lease object (moto's S3 server) -----------------------------------
 
 pytest.importorskip("moto.server", reason="moto[server] is not installed")

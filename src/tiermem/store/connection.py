@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from ..base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError, StoreError
-from ..base.files import locked
+from ..base.files import locked, locked_unless_held
 from ..base.object_errors import DOCS, explain, is_object_uri
 from ..base.records import new_id, now
 from .boundary import first_line, library, reads, writes
@@ -32,6 +32,7 @@ from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
     REEMBED_LOCK_FILE,
+    REEMBED_RUN_LOCK_FILE,
     REEMBED_SUFFIX,
     REEMBEDDING,
     SCHEMA_VERSION,
@@ -399,7 +400,8 @@ class Connection:
         schemas = table_schemas(self.embedding_dim)
         existing = set(self.table_names())
         for name in SEARCHABLE:
-            if f"{name}{REEMBED_SUFFIX}" in existing:  # a reembed was interrupted after writing its copy
+            # a reembed was interrupted after writing its copy, or one is running (it swaps its copies itself)
+            if f"{name}{REEMBED_SUFFIX}" in existing and not self._reembed_running():
                 finish_swap(self.db, self.uri, name)
                 existing = set(self.table_names())
         if set(schemas) <= existing:
@@ -448,6 +450,21 @@ class Connection:
                 self.check_writable(table)
                 self._writable_stamp = stamp
             yield
+
+    def _reembed_running(self) -> bool:
+        """Whether another process's ``tiermem reembed`` holds this local store's run lock (its copies are its own
+        to swap); never for the reembed's own connection, nor on object storage (its run is a lease there, and it
+        marks the store before writing any copy)."""
+        if self._reembedding or self.remote:
+            return False
+        path = Path(self.uri.removeprefix("file://")) / REEMBED_RUN_LOCK_FILE
+        if not path.exists():
+            return False
+        try:
+            with locked_unless_held(path, f"pid {os.getpid()} (opening the store)") as holder:
+                return holder is not None
+        except OSError:
+            return False
 
     def _reembed_stamp(self) -> tuple[int, int, int] | None:
         """The reembed lock file's identity and change time on a local store (None elsewhere, or unreadable): a

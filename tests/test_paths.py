@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 from types import SimpleNamespace
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import anyio
@@ -90,15 +91,21 @@ async def test_path_labels_are_blocks_resources_and_edit_targets(settings: Setti
         assert {str(x.uri) for x in (await c.list_resources()).resources} == before
 
 
-async def test_subscribed_path_block_is_notified(settings: Settings) -> None:
-    got: list[str] = []
+def uris_into(got: list[str]) -> Any:
+    """A client message handler appending each notified resource URI to ``got``."""
 
     async def on_message(message) -> None:  # type: ignore[no-untyped-def]
         uri = getattr(getattr(getattr(message, "root", message), "params", None), "uri", None)
         if uri is not None:
             got.append(str(uri))
 
-    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=on_message) as c:
+    return on_message
+
+
+async def test_subscribed_path_block_is_notified(settings: Settings) -> None:
+    got: list[str] = []
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=uris_into(got)) as c:
         await call(c, "memory", command="create", path="/memories/notes/projects", file_text="tiermem")
         await c.subscribe_resource("memory://blocks/notes/projects")
         await call(c, "core_memory_append", label="notes/projects", content="more")
@@ -113,12 +120,7 @@ async def test_block_uris_are_percent_encoded_and_read_back(settings: Settings) 
     labels = {"ca fé/ü?#x": "weird", "ca fé/ü": "other", "100% sure": "pct", "a%20b": "literal", "a b": "spaced"}
     got: list[str] = []
 
-    async def on_message(message) -> None:  # type: ignore[no-untyped-def]
-        uri = getattr(getattr(getattr(message, "root", message), "params", None), "uri", None)
-        if uri is not None:
-            got.append(str(uri))
-
-    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=on_message) as c:
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=uris_into(got)) as c:
         for label, text in labels.items():
             r = await call(c, "memory", command="create", path="/memories/" + label, file_text=text)
             assert not r.is_error, text_of(r)

@@ -69,11 +69,12 @@ def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
 
 
 @contextmanager
-def locked_unless_held(path: Path, note: str) -> Iterator[str | None]:
+def locked_unless_held(path: Path, note: str | None) -> Iterator[str | None]:
     """The exclusive lock on the file ``path`` (which must be in an existing directory), taken without waiting.
-    Inside: None when this process took it (``note`` is written in the file meanwhile, saying who holds it), else
-    the note of the process that holds it (nothing is held then). A holder that dies lets go of it. Where the system
-    has no ``fcntl`` (not POSIX): always None. ``OSError`` if the file cannot be made."""
+    Inside: None when this process took it (``note`` is written in the file meanwhile, saying who holds it; None: a
+    probe, which leaves the file as it is), else the note of the process that holds it (nothing is held then). A
+    holder that dies lets go of it. Where the system has no ``fcntl`` (not POSIX): always None. ``OSError`` if the
+    file cannot be made."""
     try:
         import fcntl
     except ImportError:
@@ -87,10 +88,12 @@ def locked_unless_held(path: Path, note: str) -> Iterator[str | None]:
             yield f.read(200).strip() or "a process that has not said who it is yet"
             return
         try:
-            f.truncate(0)
-            f.write(note)
-            f.flush()
+            if note is not None:
+                f.truncate(0)
+                f.write(note)
+                f.flush()
             yield None
         finally:
-            f.truncate(0)
+            if note is not None:
+                f.truncate(0)
             fcntl.flock(f, fcntl.LOCK_UN)

@@ -444,9 +444,8 @@ class Connection:
             return
         with self.reembed_lock(shared=True):
             stamp = self._reembed_stamp()
-            if (
-                stamp is None or stamp != self._writable_stamp
-            ):  # the lock file moves whenever a reembed marks or switches
+            # the lock file moves whenever a reembed marks the store or switches its model
+            if stamp is None or stamp != self._writable_stamp:
                 self.check_writable(table)
                 self._writable_stamp = stamp
             yield
@@ -461,7 +460,7 @@ class Connection:
         if not path.exists():
             return False
         try:
-            with locked_unless_held(path, f"pid {os.getpid()} (opening the store)") as holder:
+            with locked_unless_held(path, None) as holder:  # a probe: the holder's note is left as it is
                 return holder is not None
         except OSError:
             return False

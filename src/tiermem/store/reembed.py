@@ -53,18 +53,22 @@ def alone(uri: str) -> Iterator[None]:
         yield
         return
     path = directory / REEMBED_RUN_LOCK_FILE
-    with ExitStack() as held:
-        try:
-            holder = held.enter_context(
-                locked_unless_held(path, f"pid {os.getpid()}, started {now().isoformat(timespec='seconds')}")
-            )
-        except OSError as exc:
-            raise StoreError(
-                f"Could not open the lock file {path}: {exc}. Check that the data directory is writable."
-            ) from exc
-        if holder is not None:
+    for attempt in range(5):  # a process opening the store probes the lock for a moment (Connection._reembed_running)
+        with ExitStack() as held:
+            try:
+                holder = held.enter_context(
+                    locked_unless_held(path, f"pid {os.getpid()}, started {now().isoformat(timespec='seconds')}")
+                )
+            except OSError as exc:
+                raise StoreError(
+                    f"Could not open the lock file {path}: {exc}. Check that the data directory is writable."
+                ) from exc
+            if holder is None:
+                yield
+                return
+        if attempt == 4:
             raise another_reembed(uri, holder)
-        yield
+        time.sleep(0.02)
 
 
 class Reembed:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import re
 
+from .records import valid_text
+
 _CORE_WORKTREE = re.compile(rb"^\s*worktree\s*=\s*(.+?)\s*$")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def project_of(directory: object) -> str | None:
@@ -87,7 +88,7 @@ def _storable(path: str) -> str:
     try:
         return os.fsencode(path).decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", path)
+        return valid_text(path)
 
 
 def named_project(name: str | None) -> str | None:

@@ -179,6 +179,16 @@ class Hit:
     linked_to: str | None = None  # a linked memory shown after its hit: that hit's id (``domain.links``)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (an undecodable byte of a host's input, or a ``\\udXXX`` escape without its
+    pair) replaced by U+FFFD, as a file's undecodable bytes are (``file_parse``): the text is stored and searched with
+    the rest instead of failing on one character."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def check_text(value: Any, name: str, max_chars: int) -> str:
     """``value`` if it is storable text: a string, at most ``max_chars``, no NUL, valid Unicode."""
     if not isinstance(value, str):

@@ -261,13 +261,7 @@ def sync_folder(
             value = block.value
         lines.append(_index_line(block.label, value))
     for label in [k for k in written if k not in labels]:  # a block gone from tiermem: its file too, if untouched
-        record = written.pop(label)
-        path = folder / block_file(label)
-        try:
-            if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
-                path.unlink()
-        except READ_ERRORS:
-            pass  # not there, or not as tiermem wrote it: left alone
+        remove_if_untouched(folder, label, written.pop(label))
     try:
         write_index(folder, lines)
     except READ_ERRORS as exc:
@@ -318,6 +312,17 @@ def _store_file(
     done.imported += bool(ids)
 
 
+def remove_if_untouched(folder: Path, label: str, record: object) -> None:
+    """Remove the file of block ``label`` in ``folder`` if it is still as tiermem wrote it (``record``: what was
+    written); one that is gone, or was edited since, is left alone."""
+    path = folder / block_file(label)
+    try:
+        if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
+            path.unlink()
+    except READ_ERRORS:
+        pass
+
+
 def _sync_block(
     memory: Memory,
     agent_id: str,
@@ -334,7 +339,7 @@ def _sync_block(
     except FileNotFoundError:
         current = None
     record = written.get(block.label)
-    record = record if isinstance(record, dict) else {"file": record} if isinstance(record, str) else {}
+    record = record if isinstance(record, dict) else {}
     value = block.value
     if current is not None and record.get("file") and digest(current) != record["file"]:
         edited = memory.scrub(drop_private(split(current)[1].strip()))  # the file is rewritten without them

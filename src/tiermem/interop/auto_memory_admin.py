@@ -23,10 +23,9 @@ from .auto_memory import (
     READ_ERRORS,
     SOURCES,
     STATE,
-    block_file,
-    digest,
     directory,
     read_json,
+    remove_if_untouched,
     sync,
     users_folder,
     write_index,
@@ -82,12 +81,7 @@ def withdraw(home: Path) -> list[str]:
         for name, kept in state.get("folders", {}).items():
             folder = Path(name)
             for label, record in kept.get("blocks", {}).items():
-                path = folder / block_file(label)
-                try:
-                    if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
-                        path.unlink()
-                except READ_ERRORS:
-                    pass  # gone, or edited since: left alone
+                remove_if_untouched(folder, label, record)
             try:
                 if (folder / INDEX).exists():
                     write_index(folder, [])

@@ -40,34 +40,13 @@ def names_path(name: str, path: str) -> bool:
     return name.startswith(mine[:MAX_NAME] + "-") and len(name) > MAX_NAME + 1
 
 
-def canonical_root(path: str) -> str | None:
-    """The root of the repository around ``path`` as Claude Code names a project: a worktree's (a ``.git`` file
-    naming its git directory) is its main repository's; None outside a repository."""
-    root = project_of(path)
-    if root is None or not os.path.lexists(os.path.join(root, ".git")):
-        return None
-    dotgit = os.path.join(root, ".git")
-    if not os.path.isfile(dotgit):
-        return root
-    try:
-        line = Path(dotgit).read_text(encoding="utf-8").strip()
-        if not line.startswith("gitdir:"):
-            return root
-        gitdir = os.path.join(root, line[len("gitdir:") :].strip())
-        common = Path(gitdir, "commondir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return root
-    common = os.path.realpath(os.path.join(gitdir, common))
-    return os.path.dirname(common) if os.path.basename(common) == ".git" else root
-
-
 def candidates(path: str) -> set[str]:
     """The paths a session working in ``path`` may have named its folder by: the path (as given and resolved), its
-    repository's root, the canonical root, and each of their parents."""
+    repository's root (a worktree's being its main checkout's: ``project_of``), and each of their parents."""
     found: set[str] = set()
     if not os.path.isabs(path):
         return found
-    for start in {path, os.path.realpath(path), project_of(path) or path, canonical_root(path) or path}:
+    for start in {path, os.path.realpath(path), project_of(path) or path}:
         here = start
         while True:
             found.add(here)

@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import socket
 import struct
 import threading
@@ -55,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..base.errors import ShuttingDownError, TiermemError, ValidationError
 from ..base.projects import project_of
 from ..base.quoting import drop_private
-from ..base.records import now
+from ..base.records import now, valid_text
 from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 from ..domain import autorecall, briefing
 from ..server.registry import label_editors
@@ -263,7 +262,7 @@ class HookListener:
         if event == "SessionStart":
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
-            self._synced(data.get("cwd"))
+            self._synced(cwd)
             memory, agent_id = self.handle.get()
             core = briefing.instructions(
                 memory.blocks(agent_id),
@@ -307,7 +306,7 @@ class HookListener:
         # A reply is logged before the answer: a one-turn host (``codex exec``, ``claude -p``) stops its MCP servers
         # as soon as its Stop hook returns (measured with Codex: a reply logged after the answer was lost under load).
         log()
-        return answer, lambda: self._synced(data.get("cwd"))
+        return answer, lambda: self._synced(cwd)
 
     def _synced(self, cwd: object) -> None:
         """Run ``sync`` (Claude Code's auto memory kept in step with this memory, wired by ``serve``) with the hook's
@@ -375,16 +374,6 @@ def _is_prompt(entry: object) -> bool:
     return isinstance(content, list) and not any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
-
-
-def valid_text(text: str) -> str:
-    """``text`` with each lone surrogate (an undecodable byte of the host's input, or a ``\\udXXX`` escape without its
-    pair) replaced by U+FFFD, as a file's undecodable bytes are (``file_parse``): the turn is logged and searched
-    with the rest of its text instead of failing on one character."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _send(conn: socket.socket, answer: dict[str, Any]) -> None:

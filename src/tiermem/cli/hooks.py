@@ -14,8 +14,9 @@ It fails soft: when no server answers (Claude Code is not running tiermem, the s
 come up in time, a server does not take the request within ``TAKE_TIMEOUT`` (stopped or hung) or does not answer
 within its event's ``ANSWER_TIMEOUT``, a request fails), it prints nothing and exits 0, so the prompt goes through
 unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. A prompt or reply whose ``cwd`` is
-missing or not an absolute path is sent with the hook's own working directory (the host runs it in the project). It imports only the standard library and ``rendezvous``:
-Python starts, one request goes over a local socket, and the server does the work with what it has open.
+missing or not an absolute path is sent with the hook's own working directory (the host runs it in the project). It
+imports only the standard library and ``rendezvous``: Python starts, one request goes over a local socket, and the
+server does the work with what it has open.
 """
 
 from __future__ import annotations

@@ -257,7 +257,8 @@ class _Sync:
             )
             if holder is None or holder.id != old_id:
                 raise ValidationError(
-                    f"{self.root} was synced with agent {old!r} (id {old_id}), which is not in this store (deleted, or in another data directory); "
+                    f"{self.root} was synced with agent {old!r} (id {old_id}), which is not in this store (deleted, "
+                    "or in another data directory); "
                     f"{reset}. Nothing was changed."
                 )
             raise ValidationError(
@@ -570,7 +571,8 @@ class _Sync:
         elif len(paths) == 1:
             subject = f"tiermem: {lines[0].split(':', 1)[0]}"
         else:
-            subject = f"tiermem: {len(paths)} memory files ({', '.join(p for p in paths[:4])}{', ...' if len(paths) > 4 else ''})"
+            more = ", ..." if len(paths) > 4 else ""
+            subject = f"tiermem: {len(paths)} memory files ({', '.join(paths[:4])}{more})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
 
 

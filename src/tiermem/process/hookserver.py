@@ -17,8 +17,8 @@ after it logs a reply.
 
 A prompt's or reply's ``<private>`` spans are dropped before anything else (``quoting.drop_private``): they are neither
 searched nor logged, and the logged turn keeps a mark in their place. Each turn carries its project (``cwd`` of the
-hook input, resolved to its git repository: ``projects.project_of``; a ``cwd`` that is not an absolute path is bad input,
-never "no project"), and a prompt recalls the memories of its own project and of none unless ``recall_scope`` is "all".
+hook input, resolved to its git repository: ``projects.project_of``; a ``cwd`` that is not an absolute path is bad
+input, never "no project"), and a prompt recalls the memories of its own project and of none unless ``recall_scope`` is "all".
 A lone surrogate in the text (a byte of the host's input that was not UTF-8) becomes U+FFFD (``valid_text``).
 
 A turn is logged once however often its hook fires (``autorecall.log_turn``'s key: session, turn, role, text digest),
@@ -141,7 +141,7 @@ class HookListener:
         return path
 
     def close(self) -> None:
-        """Stop accepting hooks and remove the socket at once (requests under way go on: ``Shutdown`` waits for them)."""
+        """Stop accepting hooks and remove the socket at once (requests under way go on: ``Shutdown`` waits)."""
         sock, self._sock = self._sock, None
         if self.path is not None:
             self.path.unlink(missing_ok=True)

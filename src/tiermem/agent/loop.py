@@ -167,9 +167,8 @@ class AgentLoop:
         self.tools = tools
         self.settings = settings or LoopSettings()
         self.counter = TokenCounter()
-        self._factors: dict[
-            str, float
-        ] = {}  # model -> the factor stored in the agent's metadata (as last read/written)
+        # model -> the token-count factor stored in the agent's metadata (as last read or written)
+        self._factors: dict[str, float] = {}
         self.sleeptime_tools = sleeptime_tools
         self.background_provider = background_provider
         # (agent system text, (block id, version) of each block) -> the compiled system prompt

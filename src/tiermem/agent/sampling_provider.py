@@ -193,7 +193,7 @@ def check_tool_messages(messages: list[SamplingMessage]) -> None:
     before sending: results alone in their message, answering exactly the calls of the message before."""
     for end in range(1, len(messages) + 1):
         try:
-            validate_tool_use_result_messages(messages[:end])
+            validate_tool_use_result_messages(messages[max(0, end - 2) : end])  # it reads the last two alone
         except ValueError as exc:
             raise ProviderError(
                 f"tiermem built an invalid sampling request (message {end} of {len(messages)}: {exc}); nothing was "

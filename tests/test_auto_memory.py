@@ -329,6 +329,20 @@ def test_forgetting_a_passage_by_id_names_the_auto_memory_file_it_came_from(
     assert f"still held outside the store: {door} (Claude Code's auto-memory file" in out, out
 
 
+def test_the_inspectors_forget_edits_the_auto_memory_files_too(tmp_path: Path) -> None:
+    from tiermem.ui import api
+
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    door = folders[project] / "door.md"
+    door.write_text("---\nname: door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    auto_memory.sync(memory, agent, home, str(project))
+    name = memory.core.get_agent(agent).name
+    done = api.forget(memory, name, {"kind": "text", "ref": "QUOKKA-7719", "now": True}, data_dir=tmp_path / "data")
+    assert done["auto_memory_files_edited"] == [str(door)] and "QUOKKA" not in door.read_text()
+
+
 def test_a_credential_in_a_files_name_is_no_tag(tmp_path: Path) -> None:
     memory, agent = opened(tmp_path)
     project = tmp_path / "work"

@@ -103,19 +103,12 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])], settings.resolved_data_dir()
     )
     still = holders(roots, done.texts)
-    edited = []
-    if target.kind == "text" and settings.uri is None:  # Claude Code's auto memory: the text edited out of its files
-        from ..interop.auto_memory_admin import forget_text
+    edited: list[str] = []
+    if settings.uri is None:  # Claude Code's auto memory: a text edited out of its files, a passage's file named
+        from ..interop.auto_memory_admin import after_forget
 
-        edited = forget_text(settings.resolved_data_dir(), agent_names, [args.text])
-    if target.kind == "passage" and settings.uri is None:  # a passage stored from an auto-memory file: the file stays
-        from ..interop.auto_memory_admin import files_of_passage
-
-        still += [
-            f"{name} (Claude Code's auto-memory file this passage was stored from: the next change Claude Code makes "
-            "to it stores it again; delete the file, or edit what you forgot out of it)"
-            for name in files_of_passage(settings.resolved_data_dir(), agent_names, target.ref)
-        ]
+        edited, named = after_forget(settings.resolved_data_dir(), agent_names, target.kind, target.ref)
+        still += named
     if args.json:
         print(
             json.dumps(

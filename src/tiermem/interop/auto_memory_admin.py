@@ -126,6 +126,19 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str
     return edited
 
 
+def after_forget(data_dir: Path, agents: list[str], kind: str, ref: str) -> tuple[list[str], list[str]]:
+    """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s): the files a forgotten
+    text was edited out of (``forget_text``), and lines naming the files a forgotten passage was stored from (they
+    stay: ``files_of_passage``)."""
+    edited = forget_text(data_dir, agents, [ref]) if kind == "text" else []
+    still = [
+        f"{name} (Claude Code's auto-memory file this passage was stored from: the next change Claude Code makes to it "
+        "stores it again; delete the file, or edit what you forgot out of it)"
+        for name in (files_of_passage(data_dir, agents, ref) if kind == "passage" else [])
+    ]
+    return edited, still
+
+
 def files_of_passage(data_dir: Path, agents: list[str], passage_id: str) -> list[str]:
     """The auto-memory files (Claude Code's) whose sync stored ``passage_id`` (or one of its chunks): forgetting the
     passage leaves the file, and the next change Claude Code makes to it stores the file again; ``tiermem forget``

@@ -392,7 +392,9 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
     """Forget (``domain/forgetting.forget``): ``kind`` passage / message (``ref``: its id), block (``ref``: its label;
     ``versions``: past versions, or every past one when absent), agent (``confirm``: its name typed), text
     (``ref``: the text, in this agent's memory); ``now``: purge the files before answering, else at the next upkeep.
-    The answer names synced MemFS directories and git history that still hold the text (never rewritten)."""
+    The answer names synced MemFS directories and git history that still hold the text (never rewritten), and with
+    ``data_dir`` (a local store) edits a forgotten text out of Claude Code's auto-memory files, as `tiermem forget`
+    does."""
     from ..domain.forgetting import KINDS, Target
     from ..domain.forgetting import forget as forget_target
     from ..interop.memfs_holders import holders, synced_directories
@@ -420,10 +422,14 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
         Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
         now=bool(body.get("now")),
     )
-    return {
-        **done.as_dict(),
-        "still_held_outside_the_store": holders(synced_directories([agent.name], (), data_dir), done.texts),
-    }
+    still = holders(synced_directories([agent.name], (), data_dir), done.texts)
+    edited: list[str] = []
+    if data_dir is not None:  # Claude Code's auto memory, as `tiermem forget` does
+        from ..interop.auto_memory_admin import after_forget
+
+        edited, named = after_forget(data_dir, [agent.name], kind, ref)
+        still += named
+    return {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}
 
 
 def folders(memory: Memory, agents: Collection[str] | None) -> JSON:

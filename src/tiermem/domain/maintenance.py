@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -247,6 +248,7 @@ def _reembedding_alone(settings: Settings) -> AbstractContextManager[object]:
 
 def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
     from ..store import SEARCHABLE, Store
+    from ..store.reembed import embed_rows
 
     store = Store.for_reembed(settings.store_uri(), storage_options=settings.storage_options or None)
     same = (store.conn.embedding_model, store.conn.embedding_dim) == (embedder.name, embedder.dim)
@@ -256,12 +258,11 @@ def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
     for table in SEARCHABLE:
         rows = store.rows.all_rows(table)
         started = time.perf_counter()
-        for start in range(0, len(rows), 128):
-            batch = rows[start : start + 128]
-            vectors = embedder.embed_blocking([r["content"] for r in batch])
-            for r, v in zip(batch, vectors, strict=True):
-                r["vector"] = [float(x) for x in v]
-            progress(min(start + 128, len(rows)), len(rows), f"re-embedding {table}", started)
+        embed_rows(
+            rows,
+            embedder.embed_blocking,
+            functools.partial(progress, total=len(rows), what=f"re-embedding {table}", started=started),
+        )
         late = store.reembed.replace_vectors(table, rows, embedder.dim, embedder.embed_blocking)
         if late:
             print(f"re-embedded {late} row(s) of {table} written meanwhile", file=sys.stderr)

@@ -71,6 +71,19 @@ def alone(uri: str) -> Iterator[None]:
         time.sleep(0.02)
 
 
+def embed_rows(
+    rows: list[dict[str, Any]], embed: Embed, each_batch: Callable[[int], None] | None = None, batch: int = 128
+) -> None:
+    """Give each row of ``rows`` the vector ``embed`` makes of its content, ``batch`` rows a call; ``each_batch`` is
+    told how many rows are done after each call (progress)."""
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        for r, v in zip(part, embed([r["content"] for r in part]), strict=True):
+            r["vector"] = [float(x) for x in v]
+        if each_batch is not None:
+            each_batch(start + len(part))
+
+
 class Reembed:
     """The re-embedding swap over one ``Connection`` (marks of rows without vectors settled through its ``Rows``)."""
 
@@ -102,10 +115,7 @@ class Reembed:
                 r["vector"] = earlier["vector"]
             else:
                 todo.append(r)
-        for start in range(0, len(todo), 128):
-            batch = todo[start : start + 128]
-            for r, v in zip(batch, embed([r["content"] for r in batch]), strict=True):
-                r["vector"] = [float(x) for x in v]
+        embed_rows(todo, embed)
         tmp = f"{table}{REEMBED_SUFFIX}"
         with library(self.conn.uri, f"the re-embedded {table} table", writing=True):
             data = pa.Table.from_pylist(current, schema=schema)

@@ -450,13 +450,17 @@ class Connection:
                 self._writable_stamp = stamp
             yield
 
+    def _local(self, name: str) -> Path:
+        """The file ``name`` in a local store's directory."""
+        return Path(self.uri.removeprefix("file://")) / name
+
     def _reembed_running(self) -> bool:
         """Whether another process's ``tiermem reembed`` holds this local store's run lock (its copies are its own
         to swap); never for the reembed's own connection, nor on object storage (its run is a lease there, and it
         marks the store before writing any copy)."""
         if self._reembedding or self.remote:
             return False
-        path = Path(self.uri.removeprefix("file://")) / REEMBED_RUN_LOCK_FILE
+        path = self._local(REEMBED_RUN_LOCK_FILE)
         if not path.exists():
             return False
         try:
@@ -473,7 +477,7 @@ class Connection:
         if self.remote:
             return None
         try:
-            st = os.stat(Path(self.uri.removeprefix("file://")) / REEMBED_LOCK_FILE)
+            st = os.stat(self._local(REEMBED_LOCK_FILE))
         except OSError:
             return None
         return st.st_ino, st.st_mtime_ns, st.st_size
@@ -483,7 +487,7 @@ class Connection:
         commit. A reembed calls it after it marks the store and after it records the new model."""
         if self.remote:
             return
-        with (Path(self.uri.removeprefix("file://")) / REEMBED_LOCK_FILE).open("a") as f:
+        with self._local(REEMBED_LOCK_FILE).open("a") as f:
             f.write(".")
 
     def reembed_lock(self, *, shared: bool) -> AbstractContextManager[object]:
@@ -519,7 +523,7 @@ class Connection:
 
     @contextmanager
     def _locked_directory(self, name: str = CREATION_LOCK_FILE, *, shared: bool = False) -> Iterator[None]:
-        path = Path(self.uri.removeprefix("file://")) / name
+        path = self._local(name)
         with ExitStack() as held:
             try:
                 held.enter_context(locked(path, shared=shared))

@@ -45,8 +45,7 @@ def clear_errors() -> Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable
                     data={"method": method},
                 ) from exc
             raise
-        params = ctx.params if isinstance(ctx.params, Mapping) else {}
-        if method in LISTS and params.get("cursor") is not None:
+        if method in LISTS and isinstance(ctx.params, Mapping) and ctx.params.get("cursor") is not None:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"Invalid cursor for {method}: tiermem answers {method} in one page and gives out no "

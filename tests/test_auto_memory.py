@@ -25,7 +25,7 @@ from tiermem.domain import autorecall
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
-from tiermem.interop import auto_memory, auto_memory_admin
+from tiermem.interop import auto_memory, auto_memory_admin, claude_projects
 from tiermem.interop.auto_memory import directory
 from tiermem.interop.claude_code import install, plan
 from tiermem.interop.claude_projects import folder_name
@@ -405,3 +405,41 @@ def test_setup_puts_back_the_one_folder_an_earlier_setup_gave_every_project(
     after = json.loads(settings.read_text())
     assert "autoMemoryDirectory" not in after and after["theme"] == "dark", after
     assert any("autoMemoryDirectory removed" in line for line in lines), lines
+
+
+def test_the_known_paths_are_found_once_per_sync_for_every_folder_not_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each folder whose project is not known yet is looked up among the known paths; their candidates are found once
+    for the sync, not once per such folder."""
+    memory, agent = opened(tmp_path)
+    waiting = [tmp_path / f"later-{n}" for n in range(3)]
+    home, folders = claude_home(tmp_path, *waiting)
+    state = {"paths": [str(tmp_path / f"seen-{n}") for n in range(5)]}
+    (home / "state.json").write_text(json.dumps(state))
+    found: list[str] = []
+    real = claude_projects.candidates
+
+    def counted(path: str) -> set[str]:
+        found.append(path)
+        return real(path)
+
+    monkeypatch.setattr(claude_projects, "candidates", counted)
+    done = auto_memory.sync(memory, agent, home)
+    assert len(done.waiting) == 3 and sorted(found) == sorted(state["paths"])  # once each, not once per folder
+    found.clear()
+    placed = auto_memory.sync(memory, agent, home, str(waiting[0]))  # a hook there names its project
+    assert len(placed.waiting) == 2 and len(found) == len(state["paths"]) + 1
+    assert folders[waiting[0]] not in [Path(w.split(": ")[0]) for w in placed.waiting]
+
+
+def test_a_long_projects_folder_is_placed_by_the_start_of_its_name(tmp_path: Path) -> None:
+    """Claude Code cuts a folder name over 200 characters and adds a hash: the known path is found by its start."""
+    deep = tmp_path / ("a-project-with-a-long-name-" * 8)  # its parent's name is short
+    deep.mkdir()
+    name = folder_name(str(deep))
+    assert len(name) > claude_projects.MAX_NAME
+    known = claude_projects.KnownPaths([str(deep)])
+    assert known.project_for(name[: claude_projects.MAX_NAME] + "-1a2b3c") == (project_of(str(deep)), "")
+    assert known.project_for(name[: claude_projects.MAX_NAME])[0] is None  # cut, without Claude Code's hash
+    assert known.project_for(folder_name(str(tmp_path))) == (project_of(str(tmp_path)), "")  # a parent's

@@ -154,7 +154,7 @@ def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: S
     projects_dir = Path(sources["projects"]) if isinstance(sources.get("projects"), str) else None
     if projects_dir is not None:
         config = Path(sources["config"]) if isinstance(sources.get("config"), str) else None
-        scanned = False
+        known_paths: claude_projects.KnownPaths | None = None  # built once, for the first folder not placed yet
         for folder in sorted(projects_dir.glob("*/memory")):
             if not folder.is_dir():
                 continue
@@ -162,12 +162,12 @@ def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: S
             if isinstance(known, dict) and "project" in known:
                 out.append((folder, known["project"]))
                 continue
-            if not scanned:  # what Claude Code recorded since the last look
+            if known_paths is None:  # with what Claude Code recorded since the last look
                 since, state["scanned"] = float(state.get("scanned") or 0.0), time.time()
                 for path in claude_projects.recorded_paths(projects_dir, config, since):
                     _remember_path(state, path)
-                scanned = True
-            project, why = claude_projects.project_for(folder.parent.name, state.get("paths", []))
+                known_paths = claude_projects.KnownPaths(p for p in state.get("paths", []) if isinstance(p, str))
+            project, why = known_paths.project_for(folder.parent.name)
             if project is None:
                 log.info("auto memory: %s: not synced: %s", folder, why)
                 done.waiting.append(f"{folder}: {why}")

@@ -7,7 +7,8 @@ canonical root of the git repository the session started in (a worktree's is its
 directory itself. The name cannot be read back (``/a/b-c`` and ``/a/b/c`` give one name), so a folder is matched
 against paths known to be projects: the working directories the hooks reported, the ``cwd`` of Claude Code's own
 transcripts (``projects/<name>/*.jsonl``) and the project paths in its ``.claude.json``; each path gives itself, its
-repository's root, the canonical root and its parents. A folder's project is ``projects.project_of`` of the matching
+repository's root, the canonical root and its parents (``KnownPaths``: found once per sync, by folder name). A
+folder's project is ``projects.project_of`` of the matching
 path (what a hook in that project uses); no match, or matches in two projects, leaves the folder without one (its
 files are then not stored: they would be recalled in every project). Standard library only.
 """
@@ -30,14 +31,6 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9]")
 def folder_name(path: str) -> str:
     """The name Claude Code gives the folder of ``path`` (without the hash it adds to a name over 200 characters)."""
     return _UNSAFE.sub("-", path)
-
-
-def names_path(name: str, path: str) -> bool:
-    """True when Claude Code names the folder of ``path`` ``name``."""
-    mine = folder_name(path)
-    if len(mine) <= MAX_NAME:
-        return mine == name
-    return name.startswith(mine[:MAX_NAME] + "-") and len(name) > MAX_NAME + 1
 
 
 def candidates(path: str) -> set[str]:
@@ -97,18 +90,36 @@ def _cwd(line: str) -> str | None:
     return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
 
 
-def project_for(name: str, paths: Iterable[str]) -> tuple[str | None, str]:
-    """(the project of the folder ``name``, "") or (None, why it has none)."""
-    projects = set()
-    for path in paths:
-        for candidate in candidates(path):
-            if names_path(name, candidate):
-                project = project_of(candidate)
-                if project is not None:
-                    projects.add(project)
-    if len(projects) == 1:
-        return projects.pop(), ""
-    if not projects:
-        return None, "no project known to tiermem or Claude Code has this folder's name (a session there names it)"
-    shown = ", ".join(sorted(projects)[:3])
-    return None, f"its name fits several projects ({shown}): Claude Code shares this folder between them"
+class KnownPaths:
+    """The paths known to be projects, by the folder name Claude Code gives each of their candidates: built once for a
+    sync (every path's candidates found once; ``project_for`` then looks a folder's name up)."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self._short: dict[str, set[str]] = {}  # a name of MAX_NAME characters or less: the whole name
+        self._long: dict[str, set[str]] = {}  # a longer one: its first MAX_NAME characters (Claude Code adds a hash)
+        for path in paths:
+            for candidate in candidates(path):
+                name = folder_name(candidate)
+                if len(name) <= MAX_NAME:
+                    self._short.setdefault(name, set()).add(candidate)
+                else:
+                    self._long.setdefault(name[:MAX_NAME], set()).add(candidate)
+
+    def named(self, name: str) -> set[str]:
+        """The known paths Claude Code names the folder ``name`` by: those whose ``folder_name`` is ``name``, or, cut
+        to MAX_NAME characters, is the start of ``name`` before the ``-`` and hash Claude Code adds to a longer one."""
+        if len(name) <= MAX_NAME:
+            return self._short.get(name, set())
+        if len(name) > MAX_NAME + 1 and name[MAX_NAME] == "-":
+            return self._long.get(name[:MAX_NAME], set())
+        return set()
+
+    def project_for(self, name: str) -> tuple[str | None, str]:
+        """(the project of the folder ``name``, "") or (None, why it has none)."""
+        projects = {project for project in map(project_of, self.named(name)) if project is not None}
+        if len(projects) == 1:
+            return projects.pop(), ""
+        if not projects:
+            return None, "no project known to tiermem or Claude Code has this folder's name (a session there names it)"
+        shown = ", ".join(sorted(projects)[:3])
+        return None, f"its name fits several projects ({shown}): Claude Code shares this folder between them"

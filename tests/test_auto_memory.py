@@ -310,23 +310,67 @@ def test_forget_edits_the_text_out_of_the_auto_memory_files(tmp_path: Path, caps
     assert "QUOKKA" not in stored and "Visitors sign in" in stored and "Porto door code" in stored
 
 
-def test_forgetting_a_passage_by_id_names_the_auto_memory_file_it_came_from(
+def test_forgetting_a_passage_by_id_edits_it_out_of_the_auto_memory_file_it_came_from(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`tiermem forget passage ID` of a passage stored from an auto-memory file leaves the file (Claude Code's): the
-    forget names it, as the file Claude Code's next change stores again."""
+    """`tiermem forget passage ID` of a passage stored from an auto-memory file edits what it was stored from (the
+    file's description and body, a credential the passage holds redacted included) out of the file, and the file's
+    line out of `MEMORY.md`, and names them; the other files stay. Claude Code's next change to the file (a line
+    added) is stored by the next sync without the forgotten text."""
     memory, agent = opened(tmp_path)
     project = tmp_path / "work"
     home, folders = claude_home(tmp_path, project)
-    door = folders[project] / "door.md"
-    door.write_text("---\nname: door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    folder = folders[project]
+    door, index = folder / "door.md", folder / "MEMORY.md"
+    key = "AKIA" + "Q3EGRIBFXPN7WMT4"
+    door.write_text(
+        f'---\nname: door\ndescription: "office door code"\n---\n\nThe Porto door code is QUOKKA-7719.\n'
+        f"The alarm key is {key}.\n"
+    )
+    (folder / "cat.md").write_text(NEW)
+    index.write_text("- [Door](door.md) — door code QUOKKA-7719\n- [Cat](cat.md) — the cat\n")
     auto_memory.sync(memory, agent, home, str(project))
-    (passage,) = tagged(memory, agent)
+    (passage,) = [p for p in tagged(memory, agent) if "QUOKKA" in p.content]
     memory.core.close()
     common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--yes", "--now"]
     assert main(["forget", "passage", passage.id, *common]) == 0
     out = capsys.readouterr().out
-    assert f"still held outside the store: {door} (Claude Code's auto-memory file" in out, out
+    assert f"out of Claude Code's auto-memory file {door}\n" in out and f"auto-memory file {index}\n" in out, out
+    assert "still held" not in out, out
+    left = door.read_text()
+    assert "QUOKKA" not in left and key not in left and "office door code" not in left and "name: door" in left
+    assert (folder / "cat.md").read_text() == NEW
+    lines = index.read_text()  # Claude Code's line for the file (its summary of it) taken out
+    assert "(door.md)" not in lines and "QUOKKA" not in lines and "- [Cat](cat.md) — the cat\n" in lines, lines
+
+    memory, agent = opened(tmp_path)
+    assert auto_memory.sync(memory, agent, home).imported == 0  # what is left of it holds nothing to store
+    door.write_text(door.read_text() + "Visitors sign in at reception.\n")  # Claude Code adds a line
+    assert auto_memory.sync(memory, agent, home).imported == 1
+    stored = sorted(p.content for p in tagged(memory, agent))
+    assert stored == ["Visitors sign in at reception.", "the user's cat\n\nAda's cat is called Miso."], stored
+
+
+def test_forgetting_a_passage_whose_file_changed_since_edits_out_the_lines_it_was_stored_from(tmp_path: Path) -> None:
+    """The inspector's forget of one passage whose file Claude Code changed after the sync stored it: the passage's
+    lines (its description's value included) are edited out of the file, Claude Code's new line stays, and the next
+    sync stores that line alone."""
+    from tiermem.ui import api
+
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    door = folders[project] / "door.md"
+    door.write_text("---\nname: door\ndescription: office door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    auto_memory.sync(memory, agent, home, str(project))
+    (passage,) = tagged(memory, agent)
+    door.write_text(door.read_text() + "Visitors sign in at reception.\n")  # after the sync: not stored yet
+    name = memory.core.get_agent(agent).name
+    done = api.forget(memory, name, {"kind": "passage", "ref": passage.id, "now": True}, data_dir=tmp_path / "data")
+    assert done["auto_memory_files_edited"] == [str(door)] and done["still_held_outside_the_store"] == []
+    assert door.read_text() == "---\nname: door\ndescription:\n---\n\nVisitors sign in at reception.\n"
+    auto_memory.sync(memory, agent, home)
+    assert [p.content for p in tagged(memory, agent)] == ["Visitors sign in at reception."]
 
 
 def test_the_inspectors_forget_edits_the_auto_memory_files_too(tmp_path: Path) -> None:

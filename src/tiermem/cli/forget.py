@@ -1,7 +1,8 @@
 """``tiermem forget ...``: forget a passage, a message, a block's past values, an agent, or a text, from search at
 once and from every file of the store (``domain/forgetting.py``); a text is also edited out of Claude Code's
-auto-memory files synced with the memory (``interop/auto_memory_admin.py``); synced MemFS directories and their git
-history that still hold it are named, not rewritten. The parser is built here (``add_forget_parser``, called by ``cli.main``)."""
+auto-memory files synced with the memory, and a passage out of the file it was stored from
+(``interop/auto_memory_admin.py``); synced MemFS directories and their git history that still hold it are named, not
+rewritten. The parser is built here (``add_forget_parser``, called by ``cli.main``)."""
 
 from __future__ import annotations
 
@@ -104,10 +105,10 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     )
     still = holders(roots, done.texts)
     edited: list[str] = []
-    if settings.uri is None:  # Claude Code's auto memory: a text edited out of its files, a passage's file named
+    if settings.uri is None:  # Claude Code's auto memory: what was forgotten edited out of its files
         from ..interop.auto_memory_admin import after_forget
 
-        edited, named = after_forget(settings.resolved_data_dir(), agent_names, target.kind, target.ref)
+        edited, named = after_forget(settings.resolved_data_dir(), agent_names, target.kind, target.ref, done.texts)
         still += named
     if args.json:
         print(
@@ -119,7 +120,7 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     for line in done.lines():
         print(line)
     for name in edited:
-        print(f"edited the text out of Claude Code's auto-memory file {name}")
+        print(f"edited what was forgotten out of Claude Code's auto-memory file {name}")
     for line in still:
         print(f"still held outside the store: {line}")
     return 0

@@ -4,14 +4,18 @@ not do, for ``tiermem doctor``.
 ``adopt`` (setup) records where Claude Code keeps its auto memory (``sources.json``: its projects folder, its
 ``.claude.json`` and user settings) and syncs at once; ``withdraw`` (uninstall) takes tiermem's block files and
 ``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of every
-auto-memory file (so Claude Code neither loads nor re-imports it); ``unpoint`` puts back the ``autoMemoryDirectory``
+auto-memory file, ``forget_passage`` a forgotten passage out of the file it was stored from (so Claude Code neither
+loads nor re-imports it); ``unpoint`` puts back the ``autoMemoryDirectory``
 setting an earlier setup pointed at one folder for every project.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import ExitStack
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +27,11 @@ from .auto_memory import (
     READ_ERRORS,
     SOURCES,
     STATE,
+    digest,
     directory,
     read_json,
     remove_if_untouched,
+    split,
     sync,
     users_folder,
     write_index,
@@ -91,14 +97,15 @@ def withdraw(home: Path) -> list[str]:
     return [f"{home}: Claude Code's auto memory no longer synced (its files stay; tiermem's {OWN}*.md taken out)"]
 
 
-def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str]:
+def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> tuple[list[str], list[str]]:
     """``texts`` edited out of every auto-memory file of the agents' syncs (the files Claude Code loads and reads,
-    and any left in the data directory's ``auto-memory`` folder); one line per file edited. The next sync stores
-    what is left of each file in place of its forgotten passage."""
+    and any left in the data directory's ``auto-memory`` folder): (the files edited, lines naming those that could
+    not be). The next sync stores what is left of each file in place of its forgotten passage."""
     texts = [t for t in texts if t]
     if not texts:
-        return []
-    edited = []
+        return [], []
+    edited: list[str] = []
+    failed: list[str] = []
     folders: dict[Path, None] = {p.parent: None for p in sorted((data_dir / "auto-memory").rglob("*.md"))}
     homes = [directory(data_dir, a) for a in agents]
     for home in homes:
@@ -107,52 +114,125 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str
         shared = users_folder(read_json(home / SOURCES))
         if shared is not None:
             folders[shared] = None
-    with ExitStack() as held:  # no sync of these agents meanwhile
-        for home in homes:
-            if (home / SOURCES).exists():
-                held.enter_context(locked(home / LOCK))
+    with _no_sync(homes):
         for folder in folders:
             for path in sorted(folder.glob("*.md")):
                 try:
-                    text = path.read_text(encoding="utf-8")
-                except READ_ERRORS:
-                    continue  # not text tiermem could have stored
-                new = text
-                for t in texts:
-                    new = new.replace(t, "")
-                if new != text:
-                    write_text_atomically(path, new, mode=path.stat().st_mode & 0o777)
-                    edited.append(str(path))
-    return edited
+                    _edit(path, lambda text: _without(text, texts), edited)
+                except (UnicodeDecodeError, FileNotFoundError):
+                    continue  # not text tiermem could have stored, or gone
+                except OSError as exc:
+                    failed.append(_not_edited(path, exc))
+    return edited, failed
 
 
-def after_forget(data_dir: Path, agents: list[str], kind: str, ref: str) -> tuple[list[str], list[str]]:
-    """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s): the files a forgotten
-    text was edited out of (``forget_text``), and lines naming the files a forgotten passage was stored from (they
-    stay: ``files_of_passage``)."""
-    edited = forget_text(data_dir, agents, [ref]) if kind == "text" else []
-    still = [
-        f"{name} (Claude Code's auto-memory file this passage was stored from: the next change Claude Code makes to it "
-        "stores it again; delete the file, or edit what you forgot out of it)"
-        for name in (files_of_passage(data_dir, agents, ref) if kind == "passage" else [])
-    ]
-    return edited, still
+def forget_passage(
+    data_dir: Path, agents: list[str], passage_id: str, stored: list[str]
+) -> tuple[list[str], list[str]]:
+    """A forgotten passage (``passage_id``; ``stored``: its text as stored) edited out of the auto-memory file(s) it
+    was stored from (``sources_of``), so neither Claude Code nor the next sync has it again: the file's description
+    and body when the file is as it was stored, else (Claude Code changed it since) each of its lines that is a line
+    of the passage as stored; and the file's line in its folder's ``MEMORY.md`` (Claude Code's summary of it) taken
+    out. (The files edited, lines naming those that could not be.) The next sync stores what is left of the file."""
+    lines = {line.strip() for text in stored for line in text.splitlines() if line.strip()}
+    edited: list[str] = []
+    failed: list[str] = []
+    homes = [directory(data_dir, a) for a in agents]
+    with _no_sync(homes):
+        for path, record in sources_of(homes, passage_id):
+            index = path.parent / INDEX
+            for target, edit in ((path, partial(_stored_out, record=record, lines=lines)), (index, _unlinking(path))):
+                try:
+                    _edit(target, edit, edited)
+                except FileNotFoundError:
+                    continue  # gone: nothing holds it (the next sync forgets a file's record)
+                except READ_ERRORS as exc:
+                    failed.append(_not_edited(target, exc))
+    return edited, failed
 
 
-def files_of_passage(data_dir: Path, agents: list[str], passage_id: str) -> list[str]:
-    """The auto-memory files (Claude Code's) whose sync stored ``passage_id`` (or one of its chunks): forgetting the
-    passage leaves the file, and the next change Claude Code makes to it stores the file again; ``tiermem forget``
-    names them."""
+def sources_of(homes: list[Path], passage_id: str) -> list[tuple[Path, dict[str, Any]]]:
+    """(file, its record) of each auto-memory file (Claude Code's) whose sync stored ``passage_id`` (or one of its
+    chunks), as the syncs of ``homes`` (``directory``) recorded it."""
     found = []
-    for home in (directory(data_dir, a) for a in agents):
+    for home in homes:
         for folder, entry in read_json(home / STATE).get("folders", {}).items():
             for name, record in entry.get("files", {}).items():
                 ids = [str(p) for p in record.get("passages", [])]
                 if any(
                     p == passage_id or p.startswith(passage_id + ".") or passage_id.startswith(p + ".") for p in ids
                 ):
-                    found.append(str(Path(folder) / name))
+                    found.append((Path(folder) / name, record))
     return found
+
+
+def after_forget(
+    data_dir: Path, agents: list[str], kind: str, ref: str, stored: list[str]
+) -> tuple[list[str], list[str]]:
+    """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s; ``stored``: the
+    forgotten texts, ``Forgotten.texts``): a forgotten text edited out of every file (``forget_text``), a forgotten
+    passage out of the file(s) it was stored from (``forget_passage``). (The files edited, lines naming those that
+    could not be.)"""
+    if kind == "text":
+        return forget_text(data_dir, agents, [ref])
+    if kind == "passage":
+        return forget_passage(data_dir, agents, ref, stored)
+    return [], []
+
+
+@contextmanager
+def _no_sync(homes: list[Path]) -> Iterator[None]:
+    """Held while Claude Code's files are edited: no sync of these homes' (``directory``) meanwhile."""
+    with ExitStack() as held:
+        for home in homes:
+            if (home / SOURCES).exists():
+                held.enter_context(locked(home / LOCK))
+        yield
+
+
+def _edit(path: Path, edit: Callable[[str], str], edited: list[str]) -> None:
+    """``path`` rewritten as ``edit`` of its text (its mode kept) when that changes it, and then added to
+    ``edited``."""
+    text = path.read_text(encoding="utf-8")
+    new = edit(text)
+    if new != text:
+        write_text_atomically(path, new, mode=path.stat().st_mode & 0o777)
+        edited.append(str(path))
+
+
+def _without(text: str, texts: list[str]) -> str:
+    for t in texts:
+        text = text.replace(t, "")
+    return text
+
+
+def _unlinking(path: Path) -> Callable[[str], str]:
+    """A ``MEMORY.md`` without its lines linking ``path`` (Claude Code's: ``- [Title](file.md) — summary``)."""
+    link = re.compile(rf"\]\((\./)?{re.escape(path.name)}\)")
+    return lambda text: "".join(line for line in text.splitlines(keepends=True) if not link.search(line))
+
+
+def _stored_out(text: str, record: dict[str, Any], lines: set[str]) -> str:
+    """An auto-memory file's ``text`` without what its forgotten passage was stored from (``forget_passage``)."""
+    if digest(text) == record.get("digest"):  # as stored: what the sync stored is its description and body
+        fields, body = split(text)
+        return _without(text, [t for t in (body.strip(), fields.get("description", "")) if t])
+    kept = []
+    for line in text.splitlines(keepends=True):
+        key, sep, value = line.partition(":")
+        if line.strip() in lines:
+            continue
+        if sep and value.strip().strip("\"'") in lines:  # a frontmatter field's value (the description)
+            line = key + ":" + line[len(line.rstrip("\r\n")) :]
+        kept.append(line)
+    return "".join(kept)
+
+
+def _not_edited(path: Path, exc: BaseException) -> str:
+    return (
+        f"{path} (Claude Code's auto-memory file, not edited: {type(exc).__name__}: {exc}; edit what you forgot out "
+        "of it, or delete it)"
+    )
 
 
 def problems(data_dir: Path, kind: str = "problems") -> dict[str, list[str]]:

@@ -427,7 +427,7 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
     if data_dir is not None:  # Claude Code's auto memory, as `tiermem forget` does
         from ..interop.auto_memory_admin import after_forget
 
-        edited, named = after_forget(data_dir, [agent.name], kind, ref)
+        edited, named = after_forget(data_dir, [agent.name], kind, ref, done.texts)
         still += named
     return {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}
 

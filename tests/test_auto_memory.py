@@ -262,6 +262,29 @@ def test_a_file_that_cannot_be_synced_is_reported_and_the_rest_is_not_stored_twi
     assert all(len(t) <= 64 for p in tagged(memory, agent) for t in p.tags)
 
 
+def test_a_file_gone_before_it_is_read_is_gone_and_a_folder_named_md_is_no_file(tmp_path: Path) -> None:
+    """A file listed but gone when read (removed meanwhile; here a link to nothing) is not a problem: its passage is
+    removed as a removed file's is. A folder named like a memory file is no file: neither the sync nor `forget
+    --text` reports it."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
+    (folder / "alpha.md").write_text("---\nname: alpha\n---\n\nThe alpha service runs on port 7001.\n")
+    (folder / "beta.md").write_text("---\nname: beta\n---\n\nThe beta service runs on port 7002.\n")
+    assert auto_memory.sync(memory, agent, home, str(project)).imported == 2
+    (folder / "beta.md").unlink()
+    (folder / "beta.md").symlink_to(tmp_path / "nowhere.md")
+    (folder / "drafts.md").mkdir()
+    done = auto_memory.sync(memory, agent, home)
+    assert done.removed == 1 and not done.problems, done
+    assert [p.content for p in tagged(memory, agent)] == ["The alpha service runs on port 7001."]
+    assert auto_memory_admin.forget_text(tmp_path / "data", ["default"], ["port 7001"]) == (
+        [str(folder / "alpha.md")],
+        [],
+    )
+
+
 def test_a_block_edited_on_both_sides_keeps_both(tmp_path: Path) -> None:
     """A block set in tiermem while Claude Code edits its file: lines Claude Code added are added to tiermem's value;
     any other edit of both keeps tiermem's value, stores Claude Code's text as a passage and reports it."""

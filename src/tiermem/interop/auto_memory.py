@@ -238,13 +238,15 @@ def sync_folder(
     files: dict[str, dict[str, Any]] = kept.setdefault("files", {})
     seen = set()
     for path in sorted(folder.glob("*.md")):
-        if path.name == INDEX or path.name.startswith(OWN):
+        if path.name == INDEX or path.name.startswith(OWN) or path.is_dir():
             continue
-        seen.add(path.name)  # one that cannot be read now keeps its passage
         try:
             _store_file(memory, agent_id, path, project, files, done)
+        except FileNotFoundError:
+            continue  # removed since it was listed: gone, its passage with it
         except (*READ_ERRORS, TiermemError) as exc:
             done.problem(f"{path}: not stored in tiermem: {_why(exc)}")
+        seen.add(path.name)  # one that cannot be read now keeps its passage
     for gone in set(files) - seen:
         for old in files.pop(gone).get("passages", []):
             _delete(memory, agent_id, old)

@@ -116,7 +116,7 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> tuple[li
             folders[shared] = None
     with _no_sync(homes):
         for folder in folders:
-            for path in sorted(folder.glob("*.md")):
+            for path in sorted(p for p in folder.glob("*.md") if not p.is_dir()):
                 try:
                     _edit(path, lambda text: _without(text, texts), edited)
                 except (UnicodeDecodeError, FileNotFoundError):

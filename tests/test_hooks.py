@@ -691,6 +691,55 @@ def test_a_request_the_hook_gave_up_on_is_dropped_when_its_server_resumes(tmp_pa
     assert "a hook gave up on this server before it took the request" in resumed_log.read_text()
 
 
+def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_waiting(tmp_path: Path) -> None:
+    """A server that acknowledged the request in time (and had the hook's go) and then answers nothing (stopped or
+    hung after it took it): the hook gives up after its event's hooks.ANSWER_TIMEOUT, within the time the host gives
+    a hook, prints nothing and exits 0. It asks no other server: the silent one has the request and does it if it
+    resumes, so asking another would log the turn twice."""
+    data = tmp_path / "data"
+    key = rendezvous.memory_key(data, "default")
+    directory = rendezvous.private_dir(create=True)
+    heard: list[bytes] = []
+    with socket.socket(socket.AF_UNIX) as silent, socket.socket(socket.AF_UNIX) as other:
+        silent.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
+        other.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
+        silent.listen(1)
+        other.listen(1)
+        silent.settimeout(HOOK_TIMEOUT)  # a hook that never comes does not hold the test
+
+        def take_then_fall_silent() -> None:
+            conn, _ = silent.accept()
+            with conn, conn.makefile("rb") as lines:
+                heard.append(lines.readline())
+                conn.sendall(json.dumps({"ack": True}).encode() + b"\n")
+                heard.append(lines.readline())  # the hook's go
+                heard.append(lines.readline())  # nothing more: read until the hook has gone
+
+        taking = threading.Thread(target=take_then_fall_silent, daemon=True)
+        taking.start()
+        try:
+            done = subprocess.run(
+                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+                input=json.dumps(prompt("s25", "What is my cat called?", "p")),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=server_env(tmp_path),
+                timeout=HOOK_TIMEOUT,  # what the host gives a hook
+                check=False,
+            )
+        finally:
+            taking.join(HOOK_TIMEOUT)
+        other.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            other.accept()  # the other server was never asked
+    assert done.returncode == 0 and done.stdout == ""
+    limit = hooks.ANSWER_TIMEOUT["UserPromptSubmit"]
+    assert f"the server took the request but did not answer within {limit:g} s" in done.stderr
+    assert json.loads(heard[0])["input"]["session_id"] == "s25"
+    assert json.loads(heard[1]) == {"go": True} and heard[2] == b""
+
+
 @pytest.mark.parametrize("acknowledges", [False, True], ids=["older-than-ack", "older-than-confirm"])
 def test_an_older_server_is_still_heard(
     model_settings: Settings, capsys: pytest.CaptureFixture[str], acknowledges: bool

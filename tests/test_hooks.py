@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -29,6 +30,7 @@ from tiermem.cli import hooks
 from tiermem.domain import autorecall
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.memory import Memory
+from tiermem.interop.claude_code import HOOK_TIMEOUT
 from tiermem.process.hookserver import HookListener
 from tiermem.process.shutdown import Shutdown
 from tiermem.server.app import resolve_tools
@@ -623,11 +625,128 @@ def test_a_stopped_server_does_not_keep_the_host_waiting(tmp_path: Path) -> None
     assert f"did not take the request within {hooks.TAKE_TIMEOUT:g} s (it is stopped or hung)" in done.stderr
 
 
-def test_a_server_that_answers_without_acknowledging_is_still_heard(
-    model_settings: Settings, capsys: pytest.CaptureFixture[str]
+def started_server(data: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A real `tiermem serve` of ``data`` (stdio, kept open as a host does), once it listens for hooks; its stderr
+    goes to ``log``."""
+    with log.open("wb") as err:
+        server = subprocess.Popen(
+            [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    deadline = time.monotonic() + 60
+    while not any(str(server.pid) in p.name for p in rendezvous.runtime_dir().glob("*.sock")):
+        assert server.poll() is None and time.monotonic() < deadline, "the server did not open its socket"
+        time.sleep(0.05)
+    return server
+
+
+def stored_turns(data: Path, session: str) -> list[tuple[str, str]]:
+    from tiermem.domain.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    return turns(memory, memory.ensure_agent("default").id, session)
+
+
+def test_a_request_the_hook_gave_up_on_is_dropped_when_its_server_resumes(tmp_path: Path) -> None:
+    """A stopped server (SIGSTOP) keeps the hook's request in its socket's queue. The hook gives up on it after
+    hooks.TAKE_TIMEOUT and asks the next server of the same memory, which logs the prompt. When the stopped one
+    resumes (SIGCONT) it takes the request, finds the hook gone (no ``{"go": true}`` after its acknowledgement) and
+    drops it: a turn without a prompt id or transcript to tell it by is logged once, not once per server."""
+    data = tmp_path / "data"
+    env = server_env(tmp_path)
+    other = started_server(data, env, tmp_path / "other.log")
+    resumed_log = tmp_path / "resumed.log"
+    resumed = started_server(data, env, resumed_log)  # the newer socket: the hook asks it first
+    said = {"hook_event_name": "UserPromptSubmit", "session_id": "s24", "prompt": "Ship it on Friday.", "cwd": "/tmp"}
+    try:
+        os.kill(resumed.pid, signal.SIGSTOP)
+        try:
+            done = subprocess.run(
+                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+                input=json.dumps(said),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+                timeout=HOOK_TIMEOUT,
+                check=False,
+            )
+        finally:
+            os.kill(resumed.pid, signal.SIGCONT)
+        assert done.returncode == 0 and done.stderr == "", done.stderr  # the other server answered
+        deadline = time.monotonic() + 60  # until the resumed server has dropped the request, or done it after all
+        while "dropped, nothing done" not in resumed_log.read_text() and len(stored_turns(data, "s24")) < 2:
+            assert resumed.poll() is None and time.monotonic() < deadline, resumed_log.read_text()
+            time.sleep(0.1)
+    finally:
+        for server in (resumed, other):
+            server.send_signal(signal.SIGCONT)
+            server.send_signal(signal.SIGINT)  # each finishes the requests it has in flight first
+            server.wait(timeout=60)
+    assert stored_turns(data, "s24") == [("user", "Ship it on Friday.")]
+    assert "a hook gave up on this server before it took the request" in resumed_log.read_text()
+
+
+def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_waiting(tmp_path: Path) -> None:
+    """A server that acknowledged the request in time (and had the hook's go) and then answers nothing (stopped or
+    hung after it took it): the hook gives up after its event's hooks.ANSWER_TIMEOUT, within the time the host gives
+    a hook, prints nothing and exits 0. It asks no other server: the silent one has the request and does it if it
+    resumes, so asking another would log the turn twice."""
+    data = tmp_path / "data"
+    key = rendezvous.memory_key(data, "default")
+    directory = rendezvous.private_dir(create=True)
+    heard: list[bytes] = []
+    with socket.socket(socket.AF_UNIX) as silent, socket.socket(socket.AF_UNIX) as other:
+        silent.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
+        other.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
+        silent.listen(1)
+        other.listen(1)
+        silent.settimeout(HOOK_TIMEOUT)  # a hook that never comes does not hold the test
+
+        def take_then_fall_silent() -> None:
+            conn, _ = silent.accept()
+            with conn, conn.makefile("rb") as lines:
+                heard.append(lines.readline())
+                conn.sendall(json.dumps({"ack": True}).encode() + b"\n")
+                heard.append(lines.readline())  # the hook's go
+                heard.append(lines.readline())  # nothing more: read until the hook has gone
+
+        taking = threading.Thread(target=take_then_fall_silent, daemon=True)
+        taking.start()
+        try:
+            done = subprocess.run(
+                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+                input=json.dumps(prompt("s25", "What is my cat called?", "p")),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=server_env(tmp_path),
+                timeout=HOOK_TIMEOUT,  # what the host gives a hook
+                check=False,
+            )
+        finally:
+            taking.join(HOOK_TIMEOUT)
+        other.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            other.accept()  # the other server was never asked
+    assert done.returncode == 0 and done.stdout == ""
+    limit = hooks.ANSWER_TIMEOUT["UserPromptSubmit"]
+    assert f"the server took the request but did not answer within {limit:g} s" in done.stderr
+    assert json.loads(heard[0])["input"]["session_id"] == "s25"
+    assert json.loads(heard[1]) == {"go": True} and heard[2] == b""
+
+
+@pytest.mark.parametrize("acknowledges", [False, True], ids=["older-than-ack", "older-than-confirm"])
+def test_an_older_server_is_still_heard(
+    model_settings: Settings, capsys: pytest.CaptureFixture[str], acknowledges: bool
 ) -> None:
     """A server older than acknowledgements (``"ack"`` in the request unknown to it) answers at once: the hook takes
-    that first line as the answer."""
+    that first line as the answer. One older than confirmations (``"confirm"`` unknown to it) acknowledges, answers
+    and closes without reading the hook's go: the hook still takes its answer (and asks no other server)."""
     key = rendezvous.memory_key(model_settings.resolved_data_dir(), model_settings.agent)
     path = rendezvous.private_dir(create=True) / rendezvous.socket_name(key, os.getpid(), os.getpid())
     with socket.socket(socket.AF_UNIX) as old:
@@ -638,6 +757,8 @@ def test_a_server_that_answers_without_acknowledging_is_still_heard(
             conn, _ = old.accept()
             with conn, conn.makefile("rb") as lines:
                 lines.readline()
+                if acknowledges:
+                    conn.sendall(json.dumps({"ack": True}).encode() + b"\n")
                 conn.sendall(json.dumps({"ok": True, "context": "from an older server"}).encode() + b"\n")
 
         answering = threading.Thread(target=serve)

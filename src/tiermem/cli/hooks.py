@@ -13,10 +13,11 @@ started) and prints what Claude Code adds to the model's context:
 It fails soft: when no server answers (Claude Code is not running tiermem, the server is still starting and does not
 come up in time, a server does not take the request within ``TAKE_TIMEOUT`` (stopped or hung) or does not answer
 within its event's ``ANSWER_TIMEOUT``, a request fails), it prints nothing and exits 0, so the prompt goes through
-unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. A prompt or reply whose ``cwd`` is
-missing or not an absolute path is sent with the hook's own working directory (the host runs it in the project). It
-imports only the standard library and ``rendezvous``: Python starts, one request goes over a local socket, and the
-server does the work with what it has open.
+unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. A server that takes a request only
+after the hook gave up on it (it resumed) drops it (``GO``); one that took it in time keeps it, answer or not. A
+prompt or reply whose ``cwd`` is missing or not an absolute path is sent with the hook's own working directory (the
+host runs it in the project). It imports only the standard library and ``rendezvous``: Python starts, one request
+goes over a local socket, and the server does the work with what it has open.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ START_WAIT = 8.0  # seconds a hook waits for a server that is starting to open i
 # A server takes a request (connects, reads it, acknowledges it) in milliseconds, even while it loads its model: one
 # that has not within TAKE_TIMEOUT is stopped or hung, and the hook gives up on it instead of keeping the host waiting.
 TAKE_TIMEOUT = 3.0
+# The hook's answer to an acknowledgement that came within TAKE_TIMEOUT (the request asks the server to wait for it:
+# ``"confirm": true``). A server that acknowledges later (it was stopped or hung, then resumed) finds the hook gone
+# without it and drops the request: the hook has given up on it, and may have asked another server meanwhile.
+GO = b'{"go": true}\n'
 # Seconds for the answer once the server has the request. A cold server's first answer loads the store and the
 # embedding model (measured 2-4 s on a quiet 2-core machine). A prompt or session start given up on loses only the
 # context it would add (the server still logs the prompt); a reply must be logged before a one-turn host stops the
@@ -91,7 +96,7 @@ def run(
         data["last_assistant_message"] = _last_reply(data.get("transcript_path"))  # hosts older than the field
     try:
         key = memory_key(*_memory_of(data_dir, agent, config))
-        request = {"v": 1, "key": key, "event": event, "input": data, "host": host, "ack": True}
+        request = {"v": 1, "key": key, "event": event, "input": data, "host": host, "ack": True, "confirm": True}
         size = len(json.dumps(request).encode())
         if size > MAX_REQUEST:
             _note(
@@ -200,7 +205,8 @@ def ask(
 
 def _exchange(path: Path, request: dict[str, Any], *, answer_within: float) -> dict[str, Any]:
     """One request to the server at ``path``. OSError when it cannot be reached or does not take the request in
-    time; Unavailable when it took it but did not answer in time (no other server is asked: this one has it)."""
+    time (the hook closes its end without ``GO``: the server drops the request if it takes it later); Unavailable
+    when it took it but did not answer in time (no other server is asked: this one has it)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(TAKE_TIMEOUT)
         sock.connect(os.fspath(path))
@@ -214,6 +220,13 @@ def _exchange(path: Path, request: dict[str, Any], *, answer_within: float) -> d
                 ) from None
             if first.get("ack") is not True or "ok" in first:
                 return first  # an answer (a server older than acknowledgements answers at once)
+            try:
+                sock.sendall(GO)  # in time: this server does it
+            except OSError:  # it closed its end: one older than confirmations may have answered already, else it
+                answered = lines.readline()  # never read GO and did nothing (the next server is asked)
+                if not answered:
+                    raise
+                return _message(answered)
             sock.settimeout(answer_within)
             try:
                 return _message(lines.readline())

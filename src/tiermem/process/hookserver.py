@@ -30,8 +30,12 @@ number, a later prompt a larger one); else (no transcript either) the same text 
 A request is one JSON line of at most ``MAX_REQUEST`` bytes; a longer one is refused with an error that says so (the
 hook client checks before it sends). A request with ``"ack": true`` gets ``{"ack": true}`` as soon as it is read, before
 the work, then its answer: the hook tells a stopped or hung server (no acknowledgement within seconds) from one that is
-busy (a cold server's first answer loads the model). Bad input gets ``{"ok": false, "error": "bad hook request:
-..."}``; a failure of tiermem itself is logged with its traceback and answered as what it is.
+busy (a cold server's first answer loads the model). One that also has ``"confirm": true`` is done only once the hook
+answers the acknowledgement with ``{"go": true}``, which it sends only when the acknowledgement came in time: a hook
+that gave up on this server (stopped or hung, then resumed) has closed its end, maybe after asking another server, so
+its request is dropped unanswered, neither logged nor searched (a turn is not logged twice, nor late after its reply).
+Bad input gets ``{"ok": false, "error": "bad hook request: ..."}``; a failure of tiermem itself is logged with its
+traceback and answered as what it is.
 
 Requests run in their own threads (``Memory`` is used from worker threads anyway); each counts as a request in
 flight for the server's clean exit (``shutdown.py``), which closes the listener first.
@@ -71,6 +75,7 @@ log = logging.getLogger(__name__)
 SESSION_CONTEXT_CHARS = 9_500  # Claude Code passes up to 10,000 characters of hook context whole
 READ_TIMEOUT = 10.0  # seconds a connected hook has to send its request
 TAKEN = {"ack": True}  # sent at once to a hook that asks (``"ack": true``), before the work: "alive, working on it"
+GO = {"go": True}  # the hook's answer to TAKEN when it asks to confirm (``"confirm": true``): "still mine, do it"
 REFIRE_WINDOW = 10.0  # seconds: without a prompt id or a transcript, the same text again this soon is a re-fired hook
 
 
@@ -186,8 +191,10 @@ class HookListener:
                         None,
                     )
                     if too_long
-                    else self._answer_line(line, taken=lambda: _send(conn, TAKEN))
+                    else self._answer_line(line, taken=lambda confirm: _taken(conn, rfile, confirm))
                 )
+                if answer is None:
+                    return  # the hook gave up on this server before it took the request: nothing done
                 _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
                 if then is not None:  # a prompt is logged after the hook has its answer: the host is not kept waiting
                     self._then(then)
@@ -206,10 +213,12 @@ class HookListener:
             log.exception("a hook's turn could not be logged: tiermem failed")
 
     def _answer_line(
-        self, line: bytes, taken: Callable[[], object] | None = None
-    ) -> tuple[dict[str, Any], Callable[[], object] | None]:
+        self, line: bytes, taken: Callable[[bool], bool] | None = None
+    ) -> tuple[dict[str, Any] | None, Callable[[], object] | None]:
         """The answer to one request line; ``taken`` is called first when the request asks for it (``"ack": true``:
-        the hook then knows this server is alive and working on it, see ``cli/hooks.py``)."""
+        the hook then knows this server is alive and working on it, see ``cli/hooks.py``), told whether the request
+        asks to confirm (``"confirm": true``); when it returns False (the hook gave up on this server), no answer
+        (None) and nothing done."""
         if not line.strip():
             return _refused("it is empty (send one JSON object on one line)"), None
         try:
@@ -218,8 +227,13 @@ class HookListener:
             return _refused(f"not one JSON line ({exc})"), None
         except RecursionError:
             return _refused("its JSON is nested too deeply"), None
-        if taken is not None and isinstance(request, dict) and request.get("ack") is True:
-            taken()
+        if (
+            taken is not None
+            and isinstance(request, dict)
+            and request.get("ack") is True
+            and not taken(request.get("confirm") is True)
+        ):
+            return None, None
         try:
             return self.answer(request)
         except TiermemError as exc:
@@ -382,6 +396,30 @@ def _send(conn: socket.socket, answer: dict[str, Any]) -> None:
         conn.sendall(json.dumps(answer).encode() + b"\n")
     except OSError as exc:
         log.info("a hook went away before its answer: %s", exc)
+
+
+def _taken(conn: socket.socket, rfile: Any, confirm: bool) -> bool:
+    """Acknowledge a request (``TAKEN``); with ``confirm``, whether the hook still wants it: it answers ``GO`` at once
+    when the acknowledgement came within its wait (``cli/hooks.py``'s ``TAKE_TIMEOUT``). A hook that gave up on this
+    server before (it was stopped or hung, and has resumed) has closed its end and may have asked another server: its
+    request is dropped (noted), so a turn is neither logged twice nor after the fact."""
+    _send(conn, TAKEN)
+    if not confirm:
+        return True
+    try:
+        line = rfile.readline(64)  # bounded by the connection's read timeout
+    except OSError as exc:  # reset (the hook closed its end, the acknowledgement unread) or silent past the timeout
+        line = b""
+        log.info("a hook's confirmation could not be read: %s", exc)
+    try:
+        confirmed: bool = json.loads(line) == GO
+    except ValueError:  # nothing (the hook closed its end) or not JSON
+        confirmed = False
+    if not confirmed:
+        log.info(
+            "a hook gave up on this server before it took the request (it was stopped or hung): dropped, nothing done"
+        )
+    return confirmed
 
 
 def _drain(rfile: Any) -> None:

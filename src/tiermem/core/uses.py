@@ -96,6 +96,11 @@ class UseStore(Protocol):
 
     def forget_agent(self, agent_id: str) -> int: ...
 
+    def restore(self, uses: Sequence[Use]) -> int:
+        """Write the records of ``uses`` whose (agent, memory) has none yet (a backup's: restoring twice writes
+        nothing twice, and a record kept here wins); returns how many were written."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -139,6 +144,12 @@ class MemoryUses:
             for key in gone:
                 del self._rows[key]
             return len(gone)
+
+    def restore(self, uses: Sequence[Use]) -> int:
+        with self._lock:
+            new = {(u.agent_id, u.id): u for u in uses if (u.agent_id, u.id) not in self._rows}
+            self._rows.update(new)
+            return len(new)
 
     def close(self) -> None:
         pass
@@ -270,6 +281,24 @@ class SqliteUses:
             removed = conn.execute("DELETE FROM uses WHERE agent_id = ?", (agent_id,)).rowcount
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(removed)
+
+    def restore(self, uses: Sequence[Use]) -> int:
+        if not uses:
+            return 0
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = conn.total_changes
+                conn.executemany(
+                    "INSERT OR IGNORE INTO uses (id, kind, agent_id, count, last_us, heat) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(u.id, u.kind, u.agent_id, u.count, u.last_us, u.heat) for u in uses],
+                )
+                written = conn.total_changes - before
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        return int(written)
 
     def close(self) -> None:
         with self._lock:

@@ -125,13 +125,54 @@ def test_a_restore_run_again_after_the_store_went_on_writes_nothing(memory: Memo
     assert stored(memory) == before
 
 
-def test_a_backup_holding_later_versions_of_a_restored_block_is_refused(memory: Memory, tmp_path: Path) -> None:
+def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Memory, tmp_path: Path) -> None:
+    """Monday's backup restored, then Tuesday's: the store holds Monday's state, nothing Tuesday's lacks, so the
+    restore brings it up to Tuesday's (it was refused as "changed differently")."""
     src = old_machine(tmp_path)
+    default, work = src.get_agent("default").id, src.get_agent("work").id
+    search(src, work, "launch March")
+    monday = export(src, tmp_path / "monday.jsonl")
+    restore(memory, monday)
+    src.edit(default, "human", Rethink("Name: Ada, moved to Lyon"))
+    src.set_agent_metadata(default, {"city": "Lyon"})
+    src.archival_insert(work, "the venue is the old library", None)
+    src.conversation_log(default, [{"role": "user", "content": "I moved to Lyon"}])
+    search(src, work, "launch March")
+    report = restore(memory, export(src, tmp_path / "tuesday.jsonl"))
+    assert report["notes"] == [
+        "this data directory's agent(s) 'default' held an earlier state of the backup's (nothing the backup lacks), "
+        "and were brought up to it (use counts recorded here since were replaced by the backup's)"
+    ], report["notes"]  # work, only added to, is not in conflict: its new rows and its later use counts are written
+    assert stored(memory) == stored(src)
+    assert temperatures(memory) == temperatures(src)
+    assert memory.block(default, "human").value == "Name: Ada, moved to Lyon"
+
+
+@pytest.mark.parametrize("change", ["passage", "block", "link"])
+def test_a_newer_backup_is_refused_over_a_restored_store_changed_since(
+    memory: Memory, tmp_path: Path, change: str
+) -> None:
+    """The store went on after Monday's restore (a passage of its own, another block's edit, a link made here):
+    Tuesday's backup would lose it, so the agent is in conflict as before and not replaced."""
+    src = old_machine(tmp_path)
+    default = src.get_agent("default").id
+    src.conversation_log(default, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     restore(memory, export(src, tmp_path / "monday.jsonl"))
-    src.edit(src.get_agent("default").id, "human", Rethink("Name: Ada, moved to Lyon"))
+    src.edit(default, "human", Rethink("Name: Ada, moved to Lyon"))
+    tuesday = export(src, tmp_path / "tuesday.jsonl")
+    if change == "passage":
+        memory.archival_insert(default, "written here only", None)
+    elif change == "block":
+        memory.edit(default, "persona", Rethink("I am Ada's helper."))
+    else:
+        first, second = memory.archive.rows.messages_of(default)
+        memory.link(default, first.id, second.id, "said here")
     before = stored(memory)
-    with pytest.raises(ValidationError, match="the backup holds versions up to 4, this data directory up to 3"):
-        restore(memory, export(src, tmp_path / "tuesday.jsonl"))
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, tuesday)
+    text = str(refused.value)
+    assert "agent 'default': block 'human': the backup holds versions up to 4, this data directory up to 3" in text
+    assert "--replace" in text, text
     assert stored(memory) == before
 
 
@@ -223,6 +264,10 @@ def test_a_backup_carries_each_agents_uses_and_a_restore_keeps_them(memory: Memo
     assert temperatures(memory) == before
     assert restore(memory, backup)["inserted"]["uses"] == 0  # again: nothing twice (the counts are not doubled)
     assert temperatures(memory) == before
+    hits = search(memory, memory.get_agent("work").id, "launch March")
+    memory.uses.flush()
+    assert restore(memory, backup)["inserted"]["uses"] == 0  # a use here since: the later record is kept
+    assert memory.uses.records(hits)[hits[0]].count == 4
 
 
 def test_a_backup_holds_no_use_of_a_forgotten_memory(memory: Memory, tmp_path: Path) -> None:

@@ -199,7 +199,7 @@ class UseCounter:
         return list(found.values())
 
     def restore(self, uses: Sequence[Use]) -> int:
-        """Write a backup's records where the (agent, memory) has none yet (``UseStore.restore``); how many."""
+        """Write a backup's records where the (agent, memory) has none, or an earlier one (``UseStore.restore``)."""
         with self._flushing:
             return self.store.restore(uses)
 

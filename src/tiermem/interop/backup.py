@@ -10,9 +10,10 @@ memories are restored cold, with a note saying so).
 
 Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
 changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,
-such as the ``default`` agent a first command makes, is replaced), then inserts only rows whose key is not stored
-yet, agents last, then the use records whose agent and memory have none here yet (a replaced agent's were deleted
-with it): restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
+such as the ``default`` agent a first command makes, or an earlier state of the backup's (an older backup of the
+same store restored here), is replaced), then inserts only rows whose key is not stored
+yet, agents last, then the use records whose agent and memory have none here, or an earlier one (``core.uses.later``;
+a replaced agent's were deleted with it): restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
 from another embedding model) are embedded before the restore returns.
 """
 
@@ -325,14 +326,15 @@ def import_backup(
         if owners[a] != owners[b]:
             raise ValidationError(f"{path}: the link {a} - {b} joins two agents' memories; the backup is damaged.")
         links.setdefault(owners[a], []).append((a, b, note))
-    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace)
-    if notes is not None and cleared:
-        notes.append(backup_plan.replaced_note(cleared, replace=replace))
+    pairs = [(a, b) for found in links.values() for a, b, _note in found]
+    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace, links=pairs)
+    if notes is not None:
+        notes += backup_plan.replaced_note(cleared)
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
-        memory.delete_agent(str(agent["id"]))
+        memory.delete_agent(agent.id)
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():
@@ -357,7 +359,7 @@ def import_backup(
             inserted[table] = done
     finally:
         progress.close()
-    inserted["uses"] = memory.uses.restore(backup.uses)  # after the rows; one kept here wins (``UseStore.restore``)
+    inserted["uses"] = memory.uses.restore(backup.uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted

@@ -175,12 +175,16 @@ def test_sync_both_ways_without_a_host(tmp_path: Path) -> None:
     ]
     assert auto_memory.sync(memory, agent, home) == auto_memory.Synced()  # nothing changed: nothing done
 
+    [cat] = tagged(memory, agent)
+    memory.uses.note("passage", agent, [cat.id])
+    memory.uses.flush()
     (folder / "cat.md").write_text(NEW.replace("Miso", "Tofu"))
     (folder / "tiermem-human.md").write_text("---\nname: tiermem-human\n---\n\nName: Ada. Lives in Lisbon.\n")
     second = auto_memory.sync(memory, agent, home)
     assert second.imported == 1 and second.blocks_edited == 1
     assert memory.block(agent, "human").value == "Name: Ada. Lives in Lisbon."
     assert [p.content for p in tagged(memory, agent)] == ["the user's cat\n\nAda's cat is called Tofu."]
+    assert cat.id not in {u.id for u in memory.uses.by_agent()}  # the replaced passage left no use record
 
     memory.edit(agent, "human", Rethink("Name: Ada. Lives in Porto."), actor="human")
     (folder / "cat.md").unlink()

@@ -13,14 +13,18 @@ import pytest
 from tiermem.base.config import load_settings
 from tiermem.base.errors import ValidationError
 from tiermem.core.rows import CORE_TABLES
+from tiermem.core.uses import Use
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
+from tiermem.domain.use_stats import use_stats
 from tiermem.interop.commands import run_export, run_import
 
 from .conftest import ROOT
 
 FORMAT_1 = ROOT / "tests" / "fixtures" / "backup" / "format1.jsonl"
+FORMAT_4 = ROOT / "tests" / "fixtures" / "backup" / "format4.jsonl"
 
 
 def fresh(tmp_path: Path, name: str) -> Memory:
@@ -121,13 +125,54 @@ def test_a_restore_run_again_after_the_store_went_on_writes_nothing(memory: Memo
     assert stored(memory) == before
 
 
-def test_a_backup_holding_later_versions_of_a_restored_block_is_refused(memory: Memory, tmp_path: Path) -> None:
+def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Memory, tmp_path: Path) -> None:
+    """Monday's backup restored, then Tuesday's: the store holds Monday's state, nothing Tuesday's lacks, so the
+    restore brings it up to Tuesday's (it was refused as "changed differently")."""
     src = old_machine(tmp_path)
+    default, work = src.get_agent("default").id, src.get_agent("work").id
+    search(src, work, "launch March")
+    monday = export(src, tmp_path / "monday.jsonl")
+    restore(memory, monday)
+    src.edit(default, "human", Rethink("Name: Ada, moved to Lyon"))
+    src.set_agent_metadata(default, {"city": "Lyon"})
+    src.archival_insert(work, "the venue is the old library", None)
+    src.conversation_log(default, [{"role": "user", "content": "I moved to Lyon"}])
+    search(src, work, "launch March")
+    report = restore(memory, export(src, tmp_path / "tuesday.jsonl"))
+    assert report["notes"] == [
+        "this data directory's agent(s) 'default' held an earlier state of the backup's (nothing the backup lacks), "
+        "and were brought up to it (use counts recorded here since were replaced by the backup's)"
+    ], report["notes"]  # work, only added to, is not in conflict: its new rows and its later use counts are written
+    assert stored(memory) == stored(src)
+    assert temperatures(memory) == temperatures(src)
+    assert memory.block(default, "human").value == "Name: Ada, moved to Lyon"
+
+
+@pytest.mark.parametrize("change", ["passage", "block", "link"])
+def test_a_newer_backup_is_refused_over_a_restored_store_changed_since(
+    memory: Memory, tmp_path: Path, change: str
+) -> None:
+    """The store went on after Monday's restore (a passage of its own, another block's edit, a link made here):
+    Tuesday's backup would lose it, so the agent is in conflict as before and not replaced."""
+    src = old_machine(tmp_path)
+    default = src.get_agent("default").id
+    src.conversation_log(default, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     restore(memory, export(src, tmp_path / "monday.jsonl"))
-    src.edit(src.get_agent("default").id, "human", Rethink("Name: Ada, moved to Lyon"))
+    src.edit(default, "human", Rethink("Name: Ada, moved to Lyon"))
+    tuesday = export(src, tmp_path / "tuesday.jsonl")
+    if change == "passage":
+        memory.archival_insert(default, "written here only", None)
+    elif change == "block":
+        memory.edit(default, "persona", Rethink("I am Ada's helper."))
+    else:
+        first, second = memory.archive.rows.messages_of(default)
+        memory.link(default, first.id, second.id, "said here")
     before = stored(memory)
-    with pytest.raises(ValidationError, match="the backup holds versions up to 4, this data directory up to 3"):
-        restore(memory, export(src, tmp_path / "tuesday.jsonl"))
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, tuesday)
+    text = str(refused.value)
+    assert "agent 'default': block 'human': the backup holds versions up to 4, this data directory up to 3" in text
+    assert "--replace" in text, text
     assert stored(memory) == before
 
 
@@ -161,7 +206,7 @@ def test_a_backup_cut_short_or_changed_is_refused_before_writing(memory: Memory,
 def test_a_damaged_header_is_refused_with_a_clear_error(memory: Memory, tmp_path: Path, value: object) -> None:
     path = tmp_path / "damaged.jsonl"
     path.write_text(json.dumps({"type": "tiermem-backup", "format": value}) + "\n", encoding="utf-8")
-    with pytest.raises(ValidationError, match=r"the backup header's format is .*, not a format number \(1 to 4\)"):
+    with pytest.raises(ValidationError, match=r"the backup header's format is .*, not a format number \(1 to 5\)"):
         restore(memory, path)
 
 
@@ -170,7 +215,9 @@ def test_a_format_1_backup_restores_with_the_fields_added_since(memory: Memory) 
     report = restore(memory, FORMAT_1)
     assert report["notes"] == [
         "the backup is of format 1 (an older tiermem's), which does not record how many rows it holds: whether it is "
-        "complete cannot be checked"
+        "complete cannot be checked",
+        "the backup is of format 1, which holds no use counts: its memories are restored as never used (cold in "
+        "`tiermem stats`)",
     ]
     agent = memory.get_agent("default").id
     assert memory.block(agent, "human").value == "Name: Ada Lovelace (mathematician)"
@@ -179,3 +226,95 @@ def test_a_format_1_backup_restores_with_the_fields_added_since(memory: Memory) 
     assert [m.content for m in messages] == ["I am planning a trip to Lyon in May", "Lyon in May sounds lovely"]
     passages = memory.archive.rows.passages_of(agent)
     assert [(p.content, p.project) for p in passages] == [("Ada prefers green tea", None)]
+
+
+def search(memory: Memory, agent: str, query: str) -> list[str]:
+    result = memory.archival_search(
+        agent, query, tags=None, tag_match_mode="any", top_k=1, start_datetime=None, end_datetime=None
+    )
+    return [h.id for h in result.hits]
+
+
+def temperatures(memory: Memory) -> dict[str, Any]:
+    """What `tiermem stats` shows of each agent: hot, warm and cold per kind, and the hottest memories' uses."""
+    memory.uses.flush()
+    out = {}
+    for agent in memory.list_agents():
+        stats = use_stats(memory, agent.id).as_dict()
+        out[agent.name] = (stats["counts"], [(u["id"], u["uses"], u["temperature"]) for u in stats["hottest"]])
+    return out
+
+
+def test_a_backup_carries_each_agents_uses_and_a_restore_keeps_them(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    default, work = src.get_agent("default").id, src.get_agent("work").id
+    src.archival_insert(work, "the budget is four thousand euros", None)
+    src.archival_insert(work, "the venue is the old library", None)
+    for _ in range(3):
+        assert search(src, work, "launch March")  # hot: three uses now
+    assert search(src, work, "budget euros")  # warm: one use
+    src.open_block(default, "human")  # a block opened: warm
+    src.uses.flush()
+    src.open_block(default, "human")  # one more use, still in this process's batch: a backup holds it too
+    before = temperatures(src)
+    assert before["work"][0]["passage"] == {"hot": 1, "warm": 1, "cold": 1, "total": 3}, before
+    backup = export(src, tmp_path / "backup.jsonl")
+    report = restore(memory, backup)
+    assert report["inserted"]["uses"] == 3 and report["notes"] == [], report
+    assert temperatures(memory) == before
+    assert restore(memory, backup)["inserted"]["uses"] == 0  # again: nothing twice (the counts are not doubled)
+    assert temperatures(memory) == before
+    hits = search(memory, memory.get_agent("work").id, "launch March")
+    memory.uses.flush()
+    assert restore(memory, backup)["inserted"]["uses"] == 0  # a use here since: the later record is kept
+    assert memory.uses.records(hits)[hits[0]].count == 4
+
+
+def test_a_backup_holds_no_use_of_a_forgotten_memory(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    work = src.get_agent("work").id
+    src.archival_insert(work, "the door code is 4711", None)
+    [secret] = search(src, work, "door code")
+    search(src, work, "launch March")
+    src.uses.flush()
+    forget(src, Target("passage", work, secret))
+    assert secret not in {u.id for u in src.uses.by_agent()}
+    src.uses.restore([Use(secret, "passage", work, 1, 1, 1.0)])  # written back by a process that raced the forget
+    backup = export(src, tmp_path / "backup.jsonl")
+    assert secret not in backup.read_text(encoding="utf-8")
+    assert restore(memory, backup)["inserted"]["uses"] == 1
+
+
+def test_a_format_4_backup_restores_with_no_uses(memory: Memory) -> None:
+    """tests/fixtures/backup/format4.jsonl: written by tiermem before backups held use records."""
+    report = restore(memory, FORMAT_4)
+    assert report["notes"] == [
+        "the backup is of format 4, which holds no use counts: its memories are restored as never used (cold in "
+        "`tiermem stats`)"
+    ]
+    assert report["inserted"]["uses"] == 0
+    agent = memory.get_agent("default").id
+    assert memory.block(agent, "human").value == "Name: Grace Hopper, admiral"
+    assert [p.content for p in memory.archive.rows.passages_of(agent)] == ["Grace keeps a nanosecond wire on her desk"]
+    counts = use_stats(memory, agent).as_dict()["counts"]
+    assert counts["passage"] == {"hot": 0, "warm": 0, "cold": 1, "total": 1}
+
+
+def test_a_use_record_of_a_memory_the_backup_lacks_is_refused(memory: Memory, tmp_path: Path) -> None:
+    src = old_machine(tmp_path)
+    search(src, src.get_agent("work").id, "launch March")
+    lines = export(src, tmp_path / "backup.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    [at] = [n for n, line in enumerate(lines) if json.loads(line)["type"] == "use"]
+    before = stored(memory)
+    for change, error in (
+        ({"id": "passage-nowhere"}, "a use record names passage passage-nowhere, which the backup does not hold"),
+        ({"agent_id": "agent-nobody"}, "a use record names agent agent-nobody, which the backup does not hold"),
+        ({"count": 0}, "a use record must be"),
+    ):
+        record = json.loads(lines[at])
+        record["row"].update(change)
+        damaged = tmp_path / "damaged.jsonl"
+        damaged.write_text("".join([*lines[:at], json.dumps(record) + "\n", *lines[at + 1 :]]), encoding="utf-8")
+        with pytest.raises(ValidationError, match=error):
+            restore(memory, damaged)
+    assert stored(memory) == before and memory.uses.by_agent() == []

@@ -4,6 +4,7 @@ server and client) and `tiermem sync DIR --watch` (a real process); `tiermem set
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -105,6 +106,41 @@ def test_sync_watch_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sync_watch_exits_2_on_stop_when_a_round_skipped_a_file(tmp_path: Path, signum: int) -> None:
+    """`tiermem sync --watch` stopped by SIGTERM or Ctrl-C exits as a plain sync would have: 2 when a round left
+    something to settle (a file it could not read, even one fixed since), else 0."""
+    root = tmp_path / "memory"
+    root.mkdir()
+    data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "lc", "--json"]
+    codes = []
+    for bad in (False, True):
+        (root / "human.md").write_bytes(b"---\ndescription: h\n---\nAda" + (b" \xff\n" if bad else b"\n"))
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "tiermem", "sync", str(root), "--watch", "0.05", *data],
+            cwd=ROOT,
+            env=server_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            report = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            assert bool(report["skipped"]) == bad, report
+            if bad:  # fixed: the next round is clean, and the exit still says a round skipped it
+                (root / "human.md").write_text("---\ndescription: h\n---\nAda L\n")
+                assert json.loads(proc.stdout.readline())["skipped"] == []  # type: ignore[union-attr]
+            proc.send_signal(signum)
+            codes.append(proc.wait(timeout=30))
+            err = proc.stderr.read()  # type: ignore[union-attr]
+            assert "tiermem: stopped watching" in err, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert codes == [0, 2]
 
 
 def test_setup_letta_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

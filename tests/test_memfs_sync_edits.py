@@ -257,6 +257,40 @@ def test_sync_exits_2_for_a_skipped_file_and_names_the_store_edit_it_holds_back(
     assert "symbolic link" in json.loads(capsys.readouterr().out)["skipped"][0]
 
 
+def test_prefer_store_says_it_did_not_overwrite_a_file_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--prefer store` never writes over a file tiermem cannot read (its text would be lost): the report says so,
+    naming the way to have the block written, and the sync exits 2, whether or not the block was edited since."""
+    import json
+
+    from tiermem.cli.main import main
+
+    root = tmp_path / "mem"
+    (root / "system").mkdir(parents=True)
+    human = root / "system/human.md"
+    human.write_text("---\ndescription: h\n---\nhello\n")
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "a", "--json"]
+    assert main(["sync", str(root), *common]) == 0
+    unreadable = b"---\ndescription: h\n---\nhello \xff\xfe\n"
+    human.write_bytes(unreadable)
+    for edited in (False, True):
+        if edited:
+            assert main(["blocks", "set", "system/human", "hi", *common[:-1]]) == 0
+        capsys.readouterr()
+        assert main(["sync", str(root), "--prefer", "store", *common]) == 2
+        skipped = json.loads(capsys.readouterr().out)["skipped"]
+        assert "cannot be read as UTF-8 text" in skipped[0], skipped
+        assert len(skipped) == 2 and skipped[1].startswith(
+            "system/human.md: --prefer store did not overwrite this file"
+        )
+        assert "delete it and run `tiermem sync --prefer store` again" in skipped[1], skipped
+        assert human.read_bytes() == unreadable
+    human.unlink()  # as the report says: the block is written in its place
+    assert main(["sync", str(root), "--prefer", "store", *common]) == 0
+    assert human.read_text().endswith("hi\n")
+
+
 def test_an_oversized_file_is_named_as_a_file() -> None:
     from tiermem.interop.memfs import MAX_FILE_CHARS, parse_file, tree_of
 

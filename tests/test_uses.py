@@ -178,6 +178,21 @@ def test_forgetting_removes_the_use_record(settings: Settings) -> None:
     assert _stored(settings) == {}
 
 
+def test_deleting_files_or_their_folder_removes_their_use_records(settings: Settings) -> None:
+    memory, agent, _ = _memory(settings)
+    for folder in ("docs", "notes"):
+        memory.files.create_folder(folder)
+        memory.files.upload_many(folder, [("a.md", b"# A\n\nalpha\n", ""), ("b.md", b"# B\n\nbeta\n", "")])
+        memory.files.attach(agent, folder)
+    memory.open_files(agent, [OpenRequest(f"{f}/{n}") for f in ("docs", "notes") for n in ("a.md", "b.md")])
+    memory.uses.flush()
+    ids = {v.name: v.file_id for v in memory.files.state(agent).files}
+    assert set(_stored(settings)) >= set(ids.values()) and len(ids) == 4, ids
+    memory.files.delete_files("docs", ["a.md"])
+    memory.files.delete_folder("notes")
+    assert {i for i, u in _stored(settings).items() if u.kind == "file"} == {ids["docs/b.md"]}
+
+
 def test_a_flush_keeps_no_record_of_a_memory_another_process_forgot(settings: Settings) -> None:
     """The server counts a hit; the CLI (another process: another Memory here) forgets the passage before the server
     flushes. The flush must not write the forgotten memory's record back."""

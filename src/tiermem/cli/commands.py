@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,19 +173,55 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
             f"{args.watch:g} s); Ctrl-C stops",
             file=sys.stderr,
         )
-        watch_memfs(
-            memory,
-            agent,
-            args.path,
-            interval=args.watch,
-            prefer=args.prefer,
-            on_report=show,
-            on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
-        )
-        return 0
+        attention: list[dict[str, Any]] = []  # the rounds that left something to settle
+
+        def shown(report: dict[str, Any]) -> None:
+            show(report)
+            if needs_attention(report):
+                attention.append(report)
+
+        with stopping() as stop:
+            try:
+                watch_memfs(
+                    memory,
+                    agent,
+                    args.path,
+                    interval=args.watch,
+                    prefer=args.prefer,
+                    on_report=shown,
+                    keep_going=lambda: not stop.is_set(),
+                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
+                    wait=stop.wait,
+                )
+            except KeyboardInterrupt:  # a second Ctrl-C: stopped within a round
+                pass
+        said = f"; {len(attention)} sync(s) left something to settle (exit 2)" if attention else ""
+        print(f"tiermem: stopped watching{said}", file=sys.stderr, flush=True)
+        return 2 if attention else 0
     report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
     show(report)
     return 2 if needs_attention(report) else 0
+
+
+@contextmanager
+def stopping() -> Iterator[threading.Event]:
+    """An event SIGINT (Ctrl-C) or SIGTERM sets, so a watch ends after the round it is in; a second signal raises
+    ``KeyboardInterrupt`` (stop now). The previous handlers are put back on leaving."""
+    import signal
+
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def setup_letta_code(settings: Settings, args: argparse.Namespace) -> int:

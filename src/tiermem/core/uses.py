@@ -67,6 +67,12 @@ def merged(a: Use, b: Use, half_life_us: float) -> Use:
     return Use(a.id, a.kind, a.agent_id or b.agent_id, a.count + b.count, last, heat)
 
 
+def later(use: Use, kept: Use | None) -> bool:
+    """Whether a backup's record ``use`` is later than the one ``kept`` (None: there is none): used last later, or as
+    late and more often. Not merged: a backup's counts include those a store restored from an older one holds."""
+    return kept is None or (use.last_us, use.count) > (kept.last_us, kept.count)
+
+
 def in_group(memory_id: str, group: str) -> bool:
     """Whether ``memory_id`` is a chunk of the passage insert ``group`` (its first chunk has the group's id)."""
     return memory_id == group or memory_id.startswith(f"{group}.")
@@ -95,6 +101,12 @@ class UseStore(Protocol):
         ...
 
     def forget_agent(self, agent_id: str) -> int: ...
+
+    def restore(self, uses: Sequence[Use]) -> int:
+        """Write a backup's records: each where its (agent, memory) has none, or has an earlier one (``later``: a
+        newer backup of the same store brings its counts; restoring twice counts nothing twice, and a record that
+        went on here since is kept); returns how many were written."""
+        ...
 
     def close(self) -> None: ...
 
@@ -140,6 +152,12 @@ class MemoryUses:
                 del self._rows[key]
             return len(gone)
 
+    def restore(self, uses: Sequence[Use]) -> int:
+        with self._lock:
+            new = {(u.agent_id, u.id): u for u in uses if later(u, self._rows.get((u.agent_id, u.id)))}
+            self._rows.update(new)
+            return len(new)
+
     def close(self) -> None:
         pass
 
@@ -151,6 +169,12 @@ _UPSERT = (
     "+ tiermem_decay(excluded.heat, excluded.last_us, max(last_us, excluded.last_us)), "
     "last_us = max(last_us, excluded.last_us)"
 )  # every right-hand side reads the row as it was: the merge of ``merged``, in one statement
+_RESTORE = (
+    "INSERT INTO uses (id, kind, agent_id, count, last_us, heat) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT(agent_id, id) DO UPDATE SET kind = excluded.kind, count = excluded.count, "
+    "last_us = excluded.last_us, heat = excluded.heat "
+    "WHERE excluded.last_us > uses.last_us OR (excluded.last_us = uses.last_us AND excluded.count > uses.count)"
+)  # ``later``: a backup's record written where none is kept, or only an earlier one
 _TABLE = (
     "CREATE TABLE {name} (agent_id TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, "
     "last_us INTEGER NOT NULL, heat REAL NOT NULL, PRIMARY KEY (agent_id, id))"
@@ -270,6 +294,21 @@ class SqliteUses:
             removed = conn.execute("DELETE FROM uses WHERE agent_id = ?", (agent_id,)).rowcount
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return int(removed)
+
+    def restore(self, uses: Sequence[Use]) -> int:
+        if not uses:
+            return 0
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                before = conn.total_changes
+                conn.executemany(_RESTORE, [(u.id, u.kind, u.agent_id, u.count, u.last_us, u.heat) for u in uses])
+                written = conn.total_changes - before
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        return int(written)
 
     def close(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -237,8 +237,10 @@ class Filesystem:
         folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
         scrub: Callable[[str], str] | None = None,
         refuse: Callable[..., None] | None = None,
+        forget_uses: Callable[[Collection[str]], object] | None = None,
     ) -> None:
         self.core = core
+        self._forget_uses = forget_uses  # deleted files' ids -> their use records deleted (``UseCounter.forget``)
         self._scrub = scrub  # a file's parsed text with its credentials redacted (``Memory.scrub``), before storing
         self._refuse = refuse  # (text, where, before=): SecretError for a new credential (``Memory.refuse_secrets``)
         self._archive = archive
@@ -326,7 +328,9 @@ class Filesystem:
         agents = self.agents_of(folder.id)
         for agent_id in agents:
             self._detach(agent_id, folder)
+        ids = [f.id for f in self.rows.files([folder.id])]
         files = self.rows.delete_folder(folder.id)
+        self._forgotten(ids)
         self._purge_core()
         return {"folder": folder.name, "files": files, "detached_from": agents}
 
@@ -598,9 +602,15 @@ class Filesystem:
                 f"Folder {folder.name!r} has no file {unknown[0]!r}; its files: {_listed(sorted(existing))}."
             )
         removed = self.rows.delete([existing[n].id for n in file_names])
+        self._forgotten([existing[n].id for n in file_names])
         self._sync_views(folder.id)
         self._purge_core()  # an open window of a deleted file was in an agent's view: its old bytes go too
         return int(removed)
+
+    def _forgotten(self, file_ids: Collection[str]) -> None:
+        """A deleted file leaves no use record (``uses.py``: no record outlives its memory)."""
+        if self._forget_uses is not None and file_ids:
+            self._forget_uses(file_ids)
 
     def _purge_core(self) -> None:
         """Leave no old bytes of a view in the core state's files (SQLite: VACUUM and the WAL truncated)."""

@@ -166,6 +166,7 @@ class Memory:
             folder_max_files=folder_max_files,
             scrub=self.scrub,
             refuse=self.refuse_secrets,
+            forget_uses=self.uses.forget,
         )
 
     def _opened_archive(self) -> Archive:

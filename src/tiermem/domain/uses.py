@@ -28,7 +28,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -183,6 +183,25 @@ class UseCounter:
             known = found.get(use.id)
             found[use.id] = use if known is None else merged(known, use, self.rules.half_life_us)
         return found
+
+    def by_agent(self) -> list[Use]:
+        """Every record, one per agent and memory (not merged across agents, unlike ``records``), this process's
+        batch merged in: what a backup holds. A read that fails raises (a backup must not leave the uses out)."""
+        with self._flushing:
+            stored = self.store.read()
+            with self._lock:
+                pending = list(self._pending.values())
+        found: dict[tuple[str, str], Use] = {}
+        for use in [*stored, *pending]:
+            key = (use.agent_id, use.id)
+            known = found.get(key)
+            found[key] = use if known is None else merged(known, use, self.rules.half_life_us)
+        return list(found.values())
+
+    def restore(self, uses: Sequence[Use]) -> int:
+        """Write a backup's records where the (agent, memory) has none, or an earlier one (``UseStore.restore``)."""
+        with self._flushing:
+            return self.store.restore(uses)
 
     def temperatures(
         self, ids: Collection[str], at_us: int | None = None, *, agent_id: str | None = None

@@ -280,7 +280,7 @@ def _delete(memory: Memory, agent_id: str, passage_id: str) -> None:
     """A passage of an earlier sync deleted; one already gone (forgotten, deleted by hand, or a later chunk of a
     chunked one) is fine."""
     try:
-        memory.archive.delete(agent_id, passage_id)
+        memory.archival_delete(agent_id, passage_id)  # with its use record
     except NotFoundError:
         pass
 

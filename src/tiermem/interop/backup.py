@@ -2,13 +2,18 @@
 conversation state, message and passage, folder, file (with its text) and file chunk, with ids and timestamps;
 vectors optional (file chunks' as passages'). Each agent's view of its folders travels in its metadata, and the
 links made on purpose between two of an agent's messages or passages as ``link`` records, after the rows
-(``links_io``). The last line is the trailer: how many records of each kind the backup holds, so a backup cut short
-is refused, not restored in part (a backup of format 3 or older has none: restored with a note saying so).
+(``links_io``), then each agent's uses of its memories as ``use`` records (``core/uses.py``: how often and how
+recently each was used, what makes it hot or cold), only those of memories the backup holds. The last line is the
+trailer: how many records of each kind the backup holds, so a backup cut short is refused, not restored in part (a
+backup of format 3 or older has none: restored with a note saying so; one of format 4 or older holds no uses: its
+memories are restored cold, with a note saying so).
 
 Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
 changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,
-such as the ``default`` agent a first command makes, is replaced), then inserts only rows whose key is not stored
-yet, agents last: restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
+such as the ``default`` agent a first command makes, or an earlier state of the backup's (an older backup of the
+same store restored here), is replaced), then inserts only rows whose key is not stored
+yet, agents last, then the use records whose agent and memory have none here, or an earlier one (``core.uses.later``;
+a replaced agent's were deleted with it): restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
 from another embedding model) are embedded before the restore returns.
 """
 
@@ -22,6 +27,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..base.errors import ValidationError
 from ..core.rows import rows_of
+from ..core.uses import KINDS as USE_KINDS
+from ..core.uses import Use
 from ..domain import filesystem
 from . import backup_plan
 from .links_io import exported_links, read_links, restore_links
@@ -32,8 +39,10 @@ if TYPE_CHECKING:
 
 # 2: folders, files and file_chunks too (a format 1 backup has none: it restores as before); 3: manual links too;
 # 4: the trailer (``END``), the count of each kind of record, last: a backup without it, or whose counts differ, is
-# incomplete and refused
-FORMAT = 4
+# incomplete and refused; 5: the use records (``USE``), after the links
+FORMAT = 5
+USE = "use"  # a use record: {"type": USE, "row": {id, kind, agent_id, count, last_us, heat}} (``core.uses.Use``)
+USES_SINCE = 5  # the first format with use records
 LINK = "link"  # the record of a link made on purpose: {"a": id, "b": id, "note": text}, after every row
 END = "tiermem-backup-end"  # the last record: {"type": END, "rows": {table or "links": how many records}}
 # Fields a row of an older format may lack (added since, without a format of their own), and the value such a row
@@ -86,8 +95,68 @@ def export_backup(memory: Memory, out: TextIO, *, vectors: bool = False) -> dict
     for link in links:
         out.write(json.dumps({"type": LINK, "row": link}, ensure_ascii=False) + "\n")
     counts["links"] = len(links)
+    uses = backup_uses(memory)
+    for use in uses:
+        out.write(json.dumps({"type": USE, "row": _use_row(use)}, ensure_ascii=False) + "\n")
+    counts["uses"] = len(uses)
     out.write(json.dumps({"type": END, "rows": counts}) + "\n")
     return counts
+
+
+def backup_uses(memory: Memory) -> list[Use]:
+    """The use records a backup holds: each agent's (``UseCounter.by_agent``, this process's batch included) of a
+    memory that exists (a record left by a memory forgotten meanwhile is not carried), by agents that exist."""
+    agents = {a.id for a in memory.core.list_agents()}
+    found = [u for u in memory.uses.by_agent() if u.agent_id in agents]
+    alive = memory.existing({u.id: u.kind for u in found}) if found else set()
+    return sorted((u for u in found if u.id in alive), key=lambda u: (u.agent_id, u.kind, u.id))
+
+
+def _use_row(use: Use) -> dict[str, Any]:
+    return {
+        "id": use.id,
+        "kind": use.kind,
+        "agent_id": use.agent_id,
+        "count": use.count,
+        "last_us": use.last_us,
+        "heat": use.heat,
+    }
+
+
+def _use_of(path: Path, n: int, row: Any) -> Use:
+    """A ``use`` record's row, checked field by field."""
+    fields = ("id", "kind", "agent_id", "count", "last_us", "heat")
+    ok = (
+        isinstance(row, dict)
+        and set(row) == set(fields)
+        and all(isinstance(row[f], str) and row[f] for f in ("id", "agent_id"))
+        and row["kind"] in USE_KINDS
+        and all(isinstance(row[f], int) and not isinstance(row[f], bool) for f in ("count", "last_us"))
+        and isinstance(row["heat"], (int, float))
+        and not isinstance(row["heat"], bool)
+    )
+    if not ok or row["count"] < 1 or row["last_us"] < 0 or not 0 <= row["heat"] < float("inf"):
+        raise ValidationError(
+            f"{path}:{n}: a use record must be {{{', '.join(fields)}}} with a kind of {', '.join(USE_KINDS)}, a count "
+            "of at least 1 and a heat of 0 or more; the backup is damaged. Nothing was written."
+        )
+    return Use(row["id"], row["kind"], row["agent_id"], row["count"], row["last_us"], float(row["heat"]))
+
+
+def _check_uses(path: Path, uses: list[Use], rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Each use record is of an agent and a memory the backup holds."""
+    agents = {str(r["id"]) for r in rows["agents"]}
+    held = {
+        kind: {str(r["id"]) for r in rows[table]}
+        for kind, table in (("passage", "passages"), ("message", "messages"), ("block", "blocks"), ("file", "files"))
+    }
+    for use in uses:
+        if use.agent_id not in agents or use.id not in held.get(use.kind, set()):
+            what = f"agent {use.agent_id}" if use.agent_id not in agents else f"{use.kind} {use.id}"
+            raise ValidationError(
+                f"{path}: a use record names {what}, which the backup does not hold; the backup is damaged. Nothing "
+                "was written."
+            )
 
 
 def _lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -120,12 +189,13 @@ def is_backup(path: Path) -> bool:
 @dataclass
 class Backup:
     """A backup file read whole and checked: its header, its rows by table, its links (unchecked until every row is
-    read: ``import_backup``), and notes for the user."""
+    read: ``import_backup``), its use records (none before format 5), and notes for the user."""
 
     header: dict[str, Any]
     rows: dict[str, list[dict[str, Any]]]
     links: list[Any]
     notes: list[str]
+    uses: list[Use]
 
 
 def read_backup(memory: Memory, path: Path) -> Backup:
@@ -136,6 +206,7 @@ def read_backup(memory: Memory, path: Path) -> Backup:
     version = 0
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
     link_rows: list[Any] = []
+    uses: list[Use] = []
     end: tuple[int, Any] | None = None  # (line, its counts)
     fields = {
         t: set(
@@ -167,6 +238,9 @@ def read_backup(memory: Memory, path: Path) -> Backup:
         if table == LINK:
             link_rows.append(row)  # checked below, once every row is read
             continue
+        if table == USE and version >= USES_SINCE:
+            uses.append(_use_of(path, n, row))  # its agent and memory checked once every row is read
+            continue
         if table not in TABLES or not isinstance(row, dict):
             raise ValidationError(f"{path}:{n}: unknown record {table!r}; the backup is damaged.")
         if version < ADDED_BEFORE:
@@ -187,8 +261,14 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             "whether it is complete cannot be checked"
         )
     else:
-        _check_complete(path, end, {**{t: len(v) for t, v in rows.items()}, "links": len(link_rows)})
-    return Backup(header, rows, link_rows, notes)
+        _check_complete(path, end, {**{t: len(v) for t, v in rows.items()}, "links": len(link_rows), "uses": len(uses)})
+    if version < USES_SINCE:
+        notes.append(
+            f"the backup is of format {version}, which holds no use counts: its memories are restored as never used "
+            "(cold in `tiermem stats`)"
+        )
+    _check_uses(path, uses, rows)
+    return Backup(header, rows, link_rows, notes, uses)
 
 
 def _format_of(path: Path, value: object) -> int:
@@ -246,14 +326,15 @@ def import_backup(
         if owners[a] != owners[b]:
             raise ValidationError(f"{path}: the link {a} - {b} joins two agents' memories; the backup is damaged.")
         links.setdefault(owners[a], []).append((a, b, note))
-    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace)
-    if notes is not None and cleared:
-        notes.append(backup_plan.replaced_note(cleared, replace=replace))
+    pairs = [(a, b) for found in links.values() for a, b, _note in found]
+    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace, links=pairs)
+    if notes is not None:
+        notes += backup_plan.replaced_note(cleared)
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
-        memory.delete_agent(str(agent["id"]))
+        memory.delete_agent(agent.id)
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():
@@ -278,6 +359,7 @@ def import_backup(
             inserted[table] = done
     finally:
         progress.close()
+    inserted["uses"] = memory.uses.restore(backup.uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted

@@ -12,17 +12,27 @@ joined its history, and two agents would share a name. Those conflicts are:
 - a block both hold (one id) that differs at a version both have (label, value, limit, description, read-only), or of
   which the backup holds later versions than the store (its history would go on past the block's value).
 
-A store agent in conflict is replaced (deleted with its blocks, messages and passages, then restored from the backup)
-when it is untouched: as tiermem made it, its row never changed, each of its blocks at its first version, no message,
-passage or conversation state. The ``default`` agent, which the first command on a new machine makes with the same
-ids in every store, is the usual one. With ``--replace`` every agent in conflict is replaced. Otherwise the restore is
-refused, naming each conflict and what to do.
+A store agent in conflict is replaced (deleted with its blocks, messages, passages and use records, then restored
+from the backup) when nothing of it would be lost:
+
+- it is untouched: as tiermem made it, its row never changed, each of its blocks at its first version, no message,
+  passage or conversation state. The ``default`` agent, which the first command on a new machine makes with the same
+  ids in every store, is the usual one;
+- or it is an earlier state of the backup's agent (``_earlier``): an older backup of the same store restored here and
+  not changed since, then a newer one restored. Its row is the backup's agent's (created at the same moment) updated
+  no later; each block it has is the backup's, its versions all in the backup's history as they are there; each of
+  its messages, passages, conversation states and links made on purpose is in the backup. Only the use counts
+  recorded here since give way to the backup's.
+
+With ``--replace`` every agent in conflict is replaced. Otherwise the restore is refused, naming each conflict and
+what to do.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +45,30 @@ CONTENT = ("label", "value", "limit", "description", "read_only")  # what makes 
 SHOWN = 6  # conflicts named in a refusal
 
 
+@dataclass(frozen=True)
+class Replaced:
+    """A store agent a restore replaces, and why: ``untouched``, ``earlier`` (an earlier state of the backup's) or
+    ``replace`` (``--replace``)."""
+
+    row: Mapping[str, Any]
+    why: str
+
+    @property
+    def id(self) -> str:
+        return str(self.row["id"])
+
+
 def agents_to_replace(
-    memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], *, path: Path, replace: bool
-) -> list[dict[str, Any]]:
-    """The store's agents (rows) the restore of ``rows`` (a backup's, by table) replaces: those in conflict with it
-    that are untouched, or every one in conflict with ``replace``. A ``ValidationError`` naming the conflicts when
-    any other remains; reads only."""
+    memory: Memory,
+    rows: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    path: Path,
+    replace: bool,
+    links: Collection[tuple[str, str]] = (),
+) -> list[Replaced]:
+    """The store's agents the restore of ``rows`` (a backup's, by table; ``links``: its links made on purpose)
+    replaces: those in conflict with it that are untouched or an earlier state of the backup's, or every one in
+    conflict with ``replace``. A ``ValidationError`` naming the conflicts when any other remains; reads only."""
     agents = {str(r["id"]): r for r in _rows(memory, "agents")}
     owners: dict[str, set[str]] = {}
     for r in _rows(memory, "attachments"):
@@ -70,21 +98,44 @@ def agents_to_replace(
             holders: list[str | None] = [*sorted(owners.get(block_id, set()))] or [None]
             for owner in holders:
                 conflicts.setdefault(owner, []).append(f"block {label!r}: {why}")
-    replaced = [agents[a] for a in conflicts if a in agents and (replace or _untouched(memory, agents[a]))]
-    refused = {a: why for a, why in conflicts.items() if a not in {str(r["id"]) for r in replaced}}
+    backup_side = Theirs(rows, links, theirs_history)
+    replaced: list[Replaced] = []
+    for a in conflicts:
+        if a not in agents:
+            continue
+        if _untouched(memory, agents[a]):
+            replaced.append(Replaced(agents[a], "untouched"))
+        elif _earlier(memory, agents[a], backup_side, history):
+            replaced.append(Replaced(agents[a], "earlier"))
+        elif replace:
+            replaced.append(Replaced(agents[a], "replace"))
+    refused = {a: why for a, why in conflicts.items() if a not in {r.id for r in replaced}}
     if refused:
         raise ValidationError(_refusal(path, refused, agents, replace))
     return replaced
 
 
-def replaced_note(replaced: Iterable[Mapping[str, Any]], *, replace: bool) -> str:
-    names = ", ".join(repr(str(r["name"])) for r in replaced)
-    if replace:
-        return (
+def replaced_note(replaced: Iterable[Replaced]) -> list[str]:
+    """One note per reason the restore replaced agents for."""
+    by_why: dict[str, list[str]] = {}
+    for r in replaced:
+        by_why.setdefault(r.why, []).append(repr(str(r.row["name"])))
+    notes = []
+    if names := ", ".join(by_why.get("untouched", [])):
+        notes.append(
+            f"this data directory's agent(s) {names}, untouched since tiermem made them, were replaced by the backup's"
+        )
+    if names := ", ".join(by_why.get("earlier", [])):
+        notes.append(
+            f"this data directory's agent(s) {names} held an earlier state of the backup's (nothing the backup lacks), "
+            "and were brought up to it (use counts recorded here since were replaced by the backup's)"
+        )
+    if names := ", ".join(by_why.get("replace", [])):
+        notes.append(
             f"--replace: this data directory's agent(s) {names} (blocks, messages and passages included) were "
             "deleted and the backup's restored in their place"
         )
-    return f"this data directory's agent(s) {names}, untouched since tiermem made them, were replaced by the backup's"
+    return notes
 
 
 def _refusal(path: Path, refused: Mapping[str | None, list[str]], agents: Mapping[str, Any], replace: bool) -> str:
@@ -152,6 +203,57 @@ def _block_differs(mine: Mapping[str, Any] | None, theirs: Mapping[str, Any] | N
 def _history_differs(mine: Mapping[int, Mapping[str, Any]], theirs: Mapping[int, Mapping[str, Any]]) -> str:
     differ = sorted(v for v in set(mine) & set(theirs) if _content(mine[v]) != _content(theirs[v]))
     return f"version {differ[0]} differs from the backup's" if differ else ""
+
+
+@dataclass
+class Theirs:
+    """The backup's side, indexed for ``_earlier``."""
+
+    rows: Mapping[str, Sequence[Mapping[str, Any]]]
+    links: Collection[tuple[str, str]]
+    history: Mapping[str, Mapping[int, Mapping[str, Any]]]
+
+    def agent(self, agent_id: str) -> Mapping[str, Any] | None:
+        return next((r for r in self.rows["agents"] if str(r["id"]) == agent_id), None)
+
+    def of(self, table: str, agent_id: str, field: str) -> dict[str, Mapping[str, Any]]:
+        """The agent's rows of ``table`` by ``field``."""
+        return {str(r[field]): r for r in self.rows[table] if str(r["agent_id"]) == agent_id}
+
+
+def _earlier(
+    memory: Memory,
+    agent: Mapping[str, Any],
+    theirs: Theirs,
+    history: Mapping[str, Mapping[int, Mapping[str, Any]]],
+) -> bool:
+    """The store's agent is an earlier state of the backup's: everything of it here is in the backup, as it is there
+    (its row and its blocks' versions no later than the backup's); replacing it loses nothing (the module's doc)."""
+    agent_id = str(agent["id"])
+    row = theirs.agent(agent_id)
+    if row is None or agent["created_us"] != row["created_us"] or int(agent["updated_us"]) > int(row["updated_us"]):
+        return False
+    attached = theirs.of("attachments", agent_id, "block_id")
+    blocks = {str(r["id"]): r for r in theirs.rows["blocks"]}
+    for block in memory.core.get_blocks(memory.core.attached_block_ids(agent_id)):
+        mine, there = history.get(block.id, {}), theirs.history.get(block.id, {})
+        if block.id not in attached or block.id not in blocks or block.version > int(blocks[block.id]["version"]):
+            return False
+        if any(v not in there or _content(mine[v]) != _content(there[v]) for v in mine):
+            return False
+    conversations = theirs.of("conversations", agent_id, "key")
+    for r in _rows(memory, "conversations"):
+        if str(r["agent_id"]) == agent_id:
+            there_row = conversations.get(str(r["key"]))
+            if there_row is None or int(r["updated_us"]) > int(there_row["updated_us"]):
+                return False
+    rows = memory.archive.rows
+    held = [m.id for m in rows.messages_of(agent_id)] + [p.id for p in rows.passages_of(agent_id)]
+    backed = {**theirs.of("messages", agent_id, "id"), **theirs.of("passages", agent_id, "id")}
+    if any(i not in backed for i in held):
+        return False
+    pairs = {frozenset(pair) for pair in theirs.links}
+    return all(frozenset((link.source, link.target)) in pairs for link in memory.archive.links.among(held))
 
 
 def _untouched(memory: Memory, agent: Mapping[str, Any]) -> bool:

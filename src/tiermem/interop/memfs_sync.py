@@ -13,7 +13,8 @@ A sync record keeps, per label, the file's sha256 and the block's id and version
 - both changed (and differ): a conflict. Nothing is overwritten: the file and the block stay as they
   are and the conflict is reported until ``--prefer file`` or ``--prefer store`` settles it.
 
-Files tiermem cannot take are reported and skipped; their blocks are left alone. Default blocks
+Files tiermem cannot take are reported and skipped; their blocks are left alone (``--prefer store`` does not write over
+them either: what they hold would be lost; it says so). Default blocks
 nobody edited are not written into the directory, and an agent the sync creates gets no default
 blocks. In a git repository, the files the sync wrote or removed, and only those, are committed
 (through the repository's hooks) with a message that says what changed and who changed it. A
@@ -273,8 +274,18 @@ class _Sync:
     # -- one label ---------------------------------------------------------------------
 
     def _held_back(self, block: Block | None, seen: Record | None) -> None:
-        """Report a block edited in tiermem whose file is skipped: its edit is not written until the file reads."""
-        if block is None or (seen is not None and [seen.get("block_id"), seen.get("version")] == _block_state(block)):
+        """Report a block edited in tiermem whose file is skipped: its edit is not written until the file reads. With
+        ``--prefer store``, any block whose file is skipped: that preference never overwrites a file it cannot read."""
+        if block is None:
+            return
+        if self.prefer == "store" and linked(self.root, path_of(block.label)) is None:
+            self.report.skipped.append(
+                f"{path_of(block.label)}: --prefer store did not overwrite this file: tiermem cannot read it, and "
+                f"what it holds would be lost. Fix the file and sync again, or delete it and run `tiermem sync "
+                f"--prefer store` again to have the block (version {block.version}) written in its place"
+            )
+            return
+        if seen is not None and [seen.get("block_id"), seen.get("version")] == _block_state(block):
             return
         self.report.skipped.append(
             f"{path_of(block.label)}: the block was edited in tiermem (version {block.version}) but its file is "

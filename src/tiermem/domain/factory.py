@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -275,8 +274,10 @@ def check_model(settings: Settings) -> None:
 
     Unset, or the default or hashing model: nothing to check (they need no files). A model in the data
     directory's model cache is loaded once here to be sure (a new store only)."""
+    from ..embedding.names import hashing_dim
+
     model = settings.embedding_model
-    if model is None or re.fullmatch(r"hashing(?:-\d+)?", model.strip().lower()):
+    if model is None or hashing_dim(model) is not None:
         return
     from ..base.errors import EmbeddingError
     from ..embedding.embedders import DEFAULT_MODEL, FastEmbedEmbedder, describe_model

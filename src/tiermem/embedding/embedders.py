@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..base.chunking import chunk_text, estimate_sizes, estimate_tokens
 from ..base.errors import ConfigError, EmbeddingError, ModelLoadInterrupted, ModelNotReadyError
 from .minilm import sha256_file
+from .names import HASHING_DIM, hashing_dim
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -81,7 +82,7 @@ class HashingEmbedder:
     across processes and platforms (blake2b, not Python's salted ``hash``).
     """
 
-    def __init__(self, dim: int = 384, max_tokens: int = 256) -> None:
+    def __init__(self, dim: int = HASHING_DIM, max_tokens: int = 256) -> None:
         if dim < 8 or max_tokens < 8:
             raise ConfigError(f"HashingEmbedder needs dim >= 8 and max_tokens >= 8, got {dim} and {max_tokens}.")
         self.dim = dim
@@ -693,9 +694,9 @@ def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> 
     ``"hashing-<dim>"``) -> ``HashingEmbedder``; any other fastembed model by name, kept in
     ``cache_dir`` and downloaded only when ``allow_download``. Unknown names raise ``ConfigError`` now.
     """
-    match = re.fullmatch(r"hashing(?:-(\d+))?", model.strip().lower())
-    if match:
-        hashing = HashingEmbedder(int(match.group(1) or 384))
+    hashed = hashing_dim(model)
+    if hashed is not None:
+        hashing = HashingEmbedder(hashed)
         return BackgroundEmbedder(
             lambda: hashing,
             hashing.name,

@@ -687,6 +687,18 @@ class BackgroundEmbedder:
         return [self.chunk(t) for t in texts]
 
 
+_proved: dict[tuple[str, Path], FastEmbedEmbedder] = {}  # loaded by ``prove_loads``, kept for the next embedder
+
+
+def prove_loads(model: str, cache_dir: Path) -> None:
+    """Load the fastembed ``model`` from ``cache_dir`` without downloading (``EmbeddingError`` saying why it cannot),
+    and keep it: the next ``make_embedder`` of it in this process uses it instead of loading it again (a new store's
+    model check, then the store's embedder). Loaded already and not taken yet: nothing to do."""
+    key = (describe_model(model)[0], cache_dir)
+    if key not in _proved:
+        _proved[key] = FastEmbedEmbedder(model, cache_dir).load()
+
+
 def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> BackgroundEmbedder:
     """The configured embedder, not yet loading (call ``start()``).
 
@@ -707,8 +719,13 @@ def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> 
         )
     name, dim, max_tokens = describe_model(model)
     counter = _TokenizerCounter(minilm_tokenizer(), max_tokens) if name == DEFAULT_MODEL else None
+
+    def load() -> Embedder:
+        proved = _proved.pop((name, cache_dir), None)  # loaded already, by a new store's model check
+        return proved or FastEmbedEmbedder(name, cache_dir, allow_download=allow_download).load()
+
     return BackgroundEmbedder(
-        lambda: FastEmbedEmbedder(name, cache_dir, allow_download=allow_download).load(),
+        load,
         name,
         dim,
         max_tokens,

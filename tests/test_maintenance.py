@@ -13,8 +13,10 @@ import pytest
 
 from tiermem.base.config import load_settings
 from tiermem.cli.main import open_memory
+from tiermem.domain.factory import check_model
 from tiermem.domain.maintenance import doctor
 from tiermem.domain.memory import Memory
+from tiermem.embedding.embedders import packaged_minilm_files
 
 from .conftest import PYTHON, ROOT
 from .test_transports import server_env
@@ -144,6 +146,33 @@ def test_a_new_store_refuses_a_model_it_could_not_load(tmp_path: Path) -> None:
             assert not (tmp_path / "data").exists()
     made = run(tmp_path, "remember", "Ada drinks tea")  # the model loads: the store is made
     assert made.returncode == 0, made.stderr
+
+
+def _cached_bge_small(cache: Path) -> None:
+    """A model cache holding BAAI/bge-small-en-v1.5 as fastembed's download leaves it, made of the packaged MiniLM's
+    files (the same inputs and dimension): a model other than the default that loads without the network."""
+    onnx, tokenizer = packaged_minilm_files()
+    repo, revision = cache / "models--Qdrant--bge-small-en-v1.5-onnx-Q", "0" * 40
+    (repo / "snapshots" / revision).mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    shutil.copy(onnx, repo / "snapshots" / revision / "model_optimized.onnx")
+    for name in ("tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer / name, repo / "snapshots" / revision / name)
+
+
+def test_a_new_store_loads_its_cached_model_once(tmp_path: Path) -> None:
+    """A new store's model from the model cache is loaded before anything is made, to be sure it can embed (`serve`
+    checks first, and opening the memory checks again); that one load is the store's embedder: the model file is
+    not read again (here it is gone after the first check)."""
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="BAAI/bge-small-en-v1.5")
+    _cached_bge_small(settings.model_cache_dir())
+    check_model(settings)
+    for weights in settings.model_cache_dir().rglob("model_optimized.onnx"):
+        weights.unlink()
+    memory = open_memory(settings, start_embedder=False)
+    vectors = memory.archive.embedder.embed_blocking(["Ada drinks tea"])
+    assert memory.archive.embedder.name == "BAAI/bge-small-en-v1.5" and len(vectors[0]) == 384
 
 
 def test_doctor_names_reembed_for_a_store_of_a_model_that_does_not_load(tmp_path: Path) -> None:

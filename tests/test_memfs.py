@@ -206,7 +206,7 @@ def test_files_tiermem_cannot_take_are_skipped_not_the_directory(mem: Memory, tm
         "open.md: its frontmatter starts with '---' but has no closing '---' line",
         "small.md: the value has 8 characters, more than its limit 3",
         "limit.md: limit must be",
-        "nul.md: nul.md contains a NUL character",
+        "nul.md: the file contains a NUL character",
         "back\\slash.md: Invalid block label",
         "latin1.md: cannot be read as UTF-8",
     ):

@@ -297,6 +297,9 @@ def test_an_oversized_file_is_named_as_a_file() -> None:
     with pytest.raises(Exception, match="the file has .* a memory file may hold; split it into several files") as e:
         parse_file("system/big.md", "x" * (MAX_FILE_CHARS + 1), tree_of({"system/big.md"}))
     assert "argument" not in str(e.value) and "calls" not in str(e.value)
+    with pytest.raises(Exception, match="the file contains a NUL character") as e:
+        parse_file("system/nul.md", "a\x00b", tree_of({"system/nul.md"}))
+    assert str(e.value).count("system/nul.md") == 1  # named once, as the file
 
 
 def test_crlf_and_bom_files_read_with_lf_and_are_written_back_in_their_own_style(mem: Memory, tmp_path: Path) -> None:

@@ -76,11 +76,32 @@ def test_rows_committed_during_a_reembed_are_merged_into_the_new_table(settings:
         r["vector"] = v
     late = memory.archive.insert(agent, "a fact remembered while it embedded")[0]  # ... then other writers
     memory.archive.delete(agent, first)
-    assert store.reembed.replace_vectors("passages", rows, new.dim, new.embed_blocking) == 1
+    assert store.reembed.replace_vectors("passages", rows, new.dim, new.embed_blocking) == (2, 1)
     stored = {r["id"]: r for r in store.rows.all_rows("passages")}
     assert set(stored) == {second, late}
     assert all(len(r["vector"]) == 256 for r in stored.values())
     assert stored[late]["vector"] == pytest.approx(new.embed_blocking(["a fact remembered while it embedded"])[0])
+
+
+def test_a_row_changed_during_a_reembed_is_embedded_again_and_counted_once(settings: Settings, tmp_path: Path) -> None:
+    """A row whose text changed between the reembed's read and its swap gets a vector of its new text; the count the
+    summary adds up holds each row of the new table once (not the read row and its changed self)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "first fact")
+    changed = memory.archive.insert(agent, "second fact")[0]
+    store = Store.for_reembed(settings.store_uri())
+    new = make_embedder("hashing-256", tmp_path)
+    rows = store.rows.all_rows("passages")
+    for r, v in zip(rows, new.embed_blocking([r["content"] for r in rows]), strict=True):
+        r["vector"] = v
+    edited = next(dict(r) for r in memory.archive.store.rows.all_rows("passages") if r["id"] == changed)
+    edited["content"] = "second fact, corrected"
+    memory.archive.store.rows.upsert_rows("passages", "id", [edited])  # another writer changes it meanwhile
+    assert store.reembed.replace_vectors("passages", rows, new.dim, new.embed_blocking) == (2, 1)
+    stored = {r["id"]: r for r in store.rows.all_rows("passages")}
+    assert stored[changed]["content"] == "second fact, corrected"
+    assert stored[changed]["vector"] == pytest.approx(new.embed_blocking(["second fact, corrected"])[0])
 
 
 def test_a_second_reembed_is_refused_while_one_runs_and_changes_nothing(settings: Settings) -> None:

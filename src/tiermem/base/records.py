@@ -189,14 +189,19 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def check_text(value: Any, name: str, max_chars: int) -> str:
-    """``value`` if it is storable text: a string, at most ``max_chars``, no NUL, valid Unicode."""
+def check_text(value: Any, name: str, max_chars: int, advice: str | None = None) -> str:
+    """``value`` if it is storable text: a string, at most ``max_chars``, no NUL, valid Unicode. ``advice``: what
+    a longer text is told after "<name> has N characters; " (a tool argument's limit and the way round it when none)."""
     if not isinstance(value, str):
         raise ValidationError(f"{name} must be text.")
     if len(value) > max_chars:
         raise ValidationError(
-            f"{name} has {len(value)} characters; the most one argument may carry is {max_chars} "
-            "(max_content_chars). Send less text, or split it into several calls."
+            f"{name} has {len(value)} characters; "
+            + (
+                advice
+                or f"the most one argument may carry is {max_chars} (max_content_chars). Send less text, or split it "
+                "into several calls."
+            )
         )
     if "\x00" in value:
         raise ValidationError(f"{name} contains a NUL character; remove it.")

@@ -75,7 +75,7 @@ def serve(settings: Settings) -> None:
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
     check_stateless(settings)
-    published_tools(settings)  # an unknown or empty `tools`: refused before the data directory is made
+    tools = published_tools(settings)  # an unknown or empty `tools`: refused before the data directory is made
     check_model(settings)  # and a model no embedder has, or one a new store could not load
     check_data_dir(settings)  # an unusable data directory: exit with the reason, before a host sees a healthy server
     sock = None
@@ -93,11 +93,11 @@ def serve(settings: Settings) -> None:
     stop = Shutdown()  # SIGINT/SIGTERM: finish the requests in flight, then end the process
     stop.on_stop(partial(close_uses, handle))  # the uses counted and not yet written (the process ends with _exit)
     hooks = HookListener(  # host hooks ask this process
-        handle, settings, published_tools(settings), stop, sync=_auto_memory_sync(handle, settings)
+        handle, settings, tools, stop, sync=_auto_memory_sync(handle, settings)
     )
     if hooks.start() is not None:
         stop.on_stop(hooks.close)
-    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()])
+    server = build_server(handle, settings, extensions=extensions, middleware=[stop.middleware()], tools=tools)
     if settings.agent_loop:
         from ..agent.service import register_agent_chat
 

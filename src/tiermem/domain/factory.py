@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -274,12 +273,14 @@ def check_model(settings: Settings) -> None:
     every row without vectors and refuse the bundled model later (the store "holds vectors" of the other).
 
     Unset, or the default or hashing model: nothing to check (they need no files). A model in the data
-    directory's model cache is loaded once here to be sure (a new store only)."""
+    directory's model cache is loaded here to be sure (a new store only), once: the store's embedder takes it."""
+    from ..embedding.names import hashing_dim
+
     model = settings.embedding_model
-    if model is None or re.fullmatch(r"hashing(?:-\d+)?", model.strip().lower()):
+    if model is None or hashing_dim(model) is not None:
         return
     from ..base.errors import EmbeddingError
-    from ..embedding.embedders import DEFAULT_MODEL, FastEmbedEmbedder, describe_model
+    from ..embedding.embedders import DEFAULT_MODEL, describe_model, prove_loads
 
     name = describe_model(model)[0]  # ConfigError for a name no embedder has
     if name == DEFAULT_MODEL or settings.allow_download or _store_exists(settings):
@@ -293,7 +294,7 @@ def check_model(settings: Settings) -> None:
     if not cache.is_dir() or not any(cache.iterdir()):
         raise EmbeddingError(refusal)
     try:
-        FastEmbedEmbedder(name, cache).load()
+        prove_loads(name, cache)
     except EmbeddingError as exc:
         raise EmbeddingError(f"{refusal} ({exc})") from exc
 

@@ -136,12 +136,11 @@ _LINE_BREAKS = "\t\n\r"  # the control characters a note may hold
 def check_note(note: object, name: str = "note") -> str:
     """``note`` if it is a storable link note: text (``check_text``: no NUL, valid Unicode), at most
     ``NOTE_MAX_CHARS``, no control character but tabs and line breaks (a note is drawn in a terminal and a page)."""
-    if isinstance(note, str) and len(note) > NOTE_MAX_CHARS:
-        raise ValidationError(
-            f"The {name} has {len(note)} characters; a link's note holds at most {NOTE_MAX_CHARS} (say in a sentence "
-            "why the two memories belong together; store longer text as an archival passage and link to it)."
-        )
-    text = check_text(note, name, NOTE_MAX_CHARS)
+    advice = (
+        f"a link's note holds at most {NOTE_MAX_CHARS} (say in a sentence why the two memories belong together; "
+        "store longer text as an archival passage and link to it)."
+    )
+    text = check_text(note, name, NOTE_MAX_CHARS, advice)
     bad = next((c for c in text if (ord(c) < 32 or 127 <= ord(c) < 160) and c not in _LINE_BREAKS), None)
     if bad is not None:
         raise ValidationError(f"The {name} contains the control character {bad!r}; remove it.")

@@ -263,10 +263,10 @@ def _reembed(settings: Settings, embedder: BackgroundEmbedder) -> int:
             embedder.embed_blocking,
             functools.partial(progress, total=len(rows), what=f"re-embedding {table}", started=started),
         )
-        late = store.reembed.replace_vectors(table, rows, embedder.dim, embedder.embed_blocking)
+        kept, late = store.reembed.replace_vectors(table, rows, embedder.dim, embedder.embed_blocking)
         if late:
             print(f"re-embedded {late} row(s) of {table} written meanwhile", file=sys.stderr)
-        total += len(rows) + late
+        total += kept
     store.reembed.finish_reembed(embedder.name, embedder.dim)
     print(
         f"re-embedded {total} rows with {embedder.name} (dim {embedder.dim}){'' if not same else ' (same model)'}; "

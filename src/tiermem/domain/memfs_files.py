@@ -113,14 +113,10 @@ def parse_file(rel: str, text: str, tree: Tree) -> FileBlock:
     """The block a file describes; raises ``ValidationError`` naming the file and why tiermem cannot take it."""
     if not rel.endswith(SUFFIX):
         raise ValidationError(f"{rel}: MemFS block files end in {SUFFIX}.")
-    if len(text) > MAX_FILE_CHARS:
-        raise ValidationError(
-            f"{rel}: the file has {len(text)} characters, more than the {MAX_FILE_CHARS} a memory file may hold; "
-            "split it into several files (one block each)."
-        )
     try:
         label = validate_label(rel[: -len(SUFFIX)])
-        check_text(text, rel, MAX_FILE_CHARS)
+        advice = f"{MAX_FILE_CHARS} is the most a memory file may hold; split it into several files (one block each)."
+        check_text(text, "the file", MAX_FILE_CHARS, advice)
         parts = fmt.split_file(text)
     except TiermemError as exc:
         raise ValidationError(f"{rel}: {exc}") from exc

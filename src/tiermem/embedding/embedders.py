@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..base.chunking import chunk_text, estimate_sizes, estimate_tokens
 from ..base.errors import ConfigError, EmbeddingError, ModelLoadInterrupted, ModelNotReadyError
 from .minilm import sha256_file
+from .names import HASHING_DIM, hashing_dim
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -81,7 +82,7 @@ class HashingEmbedder:
     across processes and platforms (blake2b, not Python's salted ``hash``).
     """
 
-    def __init__(self, dim: int = 384, max_tokens: int = 256) -> None:
+    def __init__(self, dim: int = HASHING_DIM, max_tokens: int = 256) -> None:
         if dim < 8 or max_tokens < 8:
             raise ConfigError(f"HashingEmbedder needs dim >= 8 and max_tokens >= 8, got {dim} and {max_tokens}.")
         self.dim = dim
@@ -686,6 +687,18 @@ class BackgroundEmbedder:
         return [self.chunk(t) for t in texts]
 
 
+_proved: dict[tuple[str, Path], FastEmbedEmbedder] = {}  # loaded by ``prove_loads``, kept for the next embedder
+
+
+def prove_loads(model: str, cache_dir: Path) -> None:
+    """Load the fastembed ``model`` from ``cache_dir`` without downloading (``EmbeddingError`` saying why it cannot),
+    and keep it: the next ``make_embedder`` of it in this process uses it instead of loading it again (a new store's
+    model check, then the store's embedder). Loaded already and not taken yet: nothing to do."""
+    key = (describe_model(model)[0], cache_dir)
+    if key not in _proved:
+        _proved[key] = FastEmbedEmbedder(model, cache_dir).load()
+
+
 def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> BackgroundEmbedder:
     """The configured embedder, not yet loading (call ``start()``).
 
@@ -693,9 +706,9 @@ def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> 
     ``"hashing-<dim>"``) -> ``HashingEmbedder``; any other fastembed model by name, kept in
     ``cache_dir`` and downloaded only when ``allow_download``. Unknown names raise ``ConfigError`` now.
     """
-    match = re.fullmatch(r"hashing(?:-(\d+))?", model.strip().lower())
-    if match:
-        hashing = HashingEmbedder(int(match.group(1) or 384))
+    hashed = hashing_dim(model)
+    if hashed is not None:
+        hashing = HashingEmbedder(hashed)
         return BackgroundEmbedder(
             lambda: hashing,
             hashing.name,
@@ -706,8 +719,13 @@ def make_embedder(model: str, cache_dir: Path, allow_download: bool = False) -> 
         )
     name, dim, max_tokens = describe_model(model)
     counter = _TokenizerCounter(minilm_tokenizer(), max_tokens) if name == DEFAULT_MODEL else None
+
+    def load() -> Embedder:
+        proved = _proved.pop((name, cache_dir), None)  # loaded already, by a new store's model check
+        return proved or FastEmbedEmbedder(name, cache_dir, allow_download=allow_download).load()
+
     return BackgroundEmbedder(
-        lambda: FastEmbedEmbedder(name, cache_dir, allow_download=allow_download).load(),
+        load,
         name,
         dim,
         max_tokens,

@@ -313,13 +313,16 @@ def build_server(
     *,
     extensions: Iterable[Any] = (),
     middleware: Iterable[Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]] = (),
+    tools: list[str] | None = None,
 ) -> TiermemServer:
     """``extensions``: MCP extensions such as the MCP Apps block view (``tiermem.ui.mcp_app``, added by the CLI);
-    ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit)."""
+    ``middleware``: more server middleware, outermost first (the CLI's request counting for a clean exit);
+    ``tools``: ``published_tools(settings)`` when the caller worked it out already."""
     notifier = Notifier(handle, settings.watch_seconds)
     runtime = Runtime(handle=handle, notifier=notifier)
     levels = ClientLevels()
-    names = published_tools(settings)  # checked now: a bad `tools` setting fails at start, not at tools/list
+    # checked now: a bad `tools` setting fails at start, not at tools/list
+    names = published_tools(settings) if tools is None else tools
     editors = label_editors(settings.memory_tool_dialect)
 
     async def instruct(client: str | None) -> str:

@@ -100,10 +100,11 @@ class Reembed:
         if self.conn.remote:  # writers there trust a passed check that long: let every such write see the mark
             time.sleep(REMOTE_WRITABLE_TTL)
 
-    def replace_vectors(self, table: str, rows: list[dict[str, Any]], dim: int, embed: Embed) -> int:
+    def replace_vectors(self, table: str, rows: list[dict[str, Any]], dim: int, embed: Embed) -> tuple[int, int]:
         """Write ``rows`` (read earlier, now with new vectors) as ``table``; a crash midway is finished on next open.
-        The table is read again first: rows committed since ``rows`` were read are embedded (``embed``) and kept,
-        rows deleted since are left out. Returns the rows embedded that way."""
+        The table is read again first: rows committed since ``rows`` were read (new or changed) are embedded
+        (``embed``) and kept, rows deleted since are left out. Returns the rows the table now holds, each counted
+        once, and how many of them were embedded that way."""
         schema = table_schemas(dim)[table]
         columns = [f.name for f in schema if f.name != "vector"]
         current = self.conn.rows(table, columns=columns, latest=True)
@@ -122,7 +123,7 @@ class Reembed:
             self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
             finish_swap(self.conn.db, self.conn.uri, table)
             self.conn.tables[table] = self.conn.db.open_table(table)
-        return len(todo)
+        return len(current), len(todo)
 
     def finish_reembed(self, model: str, dim: int) -> None:
         """Record the new model once every searchable table was swapped, then clear the mark (last)."""

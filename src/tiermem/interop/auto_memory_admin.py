@@ -3,9 +3,10 @@ not do, for ``tiermem doctor``.
 
 ``adopt`` (setup) records where Claude Code keeps its auto memory (``sources.json``: its projects folder, its
 ``.claude.json`` and user settings) and syncs at once; ``withdraw`` (uninstall) takes tiermem's block files and
-``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of every
-auto-memory file (so Claude Code neither loads nor re-imports it); ``unpoint`` puts back the ``autoMemoryDirectory``
-setting an earlier setup pointed at one folder for every project.
+``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of the
+auto-memory files of the agent a forget names (of every agent for a whole-store forget), so Claude Code neither
+loads nor re-imports it; ``unpoint`` puts back the ``autoMemoryDirectory`` setting an earlier setup pointed at one
+folder for every project.
 """
 
 from __future__ import annotations
@@ -91,16 +92,19 @@ def withdraw(home: Path) -> list[str]:
     return [f"{home}: Claude Code's auto memory no longer synced (its files stay; tiermem's {OWN}*.md taken out)"]
 
 
-def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str]:
+def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> list[str]:
     """``texts`` edited out of every auto-memory file of the agents' syncs (the files Claude Code loads and reads,
-    and any left in the data directory's ``auto-memory`` folder); one line per file edited. The next sync stores
-    what is left of each file in place of its forgotten passage."""
+    and any left in their folders of the data directory's ``auto-memory`` folder); ``agents`` None: every agent's,
+    and anything under that folder (a whole-store forget). One line per file edited. The next sync stores what is
+    left of each file in place of its forgotten passage."""
     texts = [t for t in texts if t]
     if not texts:
         return []
     edited = []
-    folders: dict[Path, None] = {p.parent: None for p in sorted((data_dir / "auto-memory").rglob("*.md"))}
-    homes = [directory(data_dir, a) for a in agents]
+    homes, root = _homes(data_dir, agents), data_dir / "auto-memory"
+    # another agent's files are not this forget's: its own folder only (an agent named "." or ".." has none there)
+    left = [root] if agents is None else [h for h in homes if h.parent == root and h.name != ".."]
+    folders: dict[Path, None] = {p.parent: None for root in left for p in sorted(root.rglob("*.md"))}
     for home in homes:
         for name in read_json(home / STATE).get("folders", {}):
             folders[Path(name)] = None
@@ -126,10 +130,18 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> list[str
     return edited
 
 
-def after_forget(data_dir: Path, agents: list[str], kind: str, ref: str) -> tuple[list[str], list[str]]:
-    """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s): the files a forgotten
-    text was edited out of (``forget_text``), and lines naming the files a forgotten passage was stored from (they
-    stay: ``files_of_passage``)."""
+def _homes(data_dir: Path, agents: list[str] | None) -> list[Path]:
+    """tiermem's side of the sync of each of ``agents`` (None: of every agent that has one)."""
+    if agents is not None:
+        return [directory(data_dir, a) for a in agents]
+    root = data_dir / "auto-memory"
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def after_forget(data_dir: Path, agents: list[str] | None, kind: str, ref: str) -> tuple[list[str], list[str]]:
+    """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s) in ``agents`` (None:
+    a whole-store forget): the files a forgotten text was edited out of (``forget_text``), and lines naming the
+    files a forgotten passage was stored from (they stay: ``files_of_passage``)."""
     edited = forget_text(data_dir, agents, [ref]) if kind == "text" else []
     still = [
         f"{name} (Claude Code's auto-memory file this passage was stored from: the next change Claude Code makes to it "
@@ -139,12 +151,12 @@ def after_forget(data_dir: Path, agents: list[str], kind: str, ref: str) -> tupl
     return edited, still
 
 
-def files_of_passage(data_dir: Path, agents: list[str], passage_id: str) -> list[str]:
+def files_of_passage(data_dir: Path, agents: list[str] | None, passage_id: str) -> list[str]:
     """The auto-memory files (Claude Code's) whose sync stored ``passage_id`` (or one of its chunks): forgetting the
     passage leaves the file, and the next change Claude Code makes to it stores the file again; ``tiermem forget``
     names them."""
     found = []
-    for home in (directory(data_dir, a) for a in agents):
+    for home in _homes(data_dir, agents):
         for folder, entry in read_json(home / STATE).get("folders", {}).items():
             for name, record in entry.get("files", {}).items():
                 ids = [str(p) for p in record.get("passages", [])]

@@ -173,7 +173,8 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
 
 def test_forget_text_for_one_agent_leaves_another_agents_things(local: tuple[Memory, Path]) -> None:
     """`tiermem forget --text X --agent A` stays in A's scope: B's auto-memory file, stored tool result and folder file
-    holding X are neither changed nor named; A's are. Without --agent, every agent's."""
+    holding X are neither changed nor named; A's are. Without --agent, every agent's. A forget that matched nothing
+    rewrites nothing (no core purge)."""
     memory, root = local
     a, b = memory.ensure_agent("default").id, memory.create_agent("other").id
     files = {}
@@ -191,6 +192,8 @@ def test_forget_text_for_one_agent_leaves_another_agents_things(local: tuple[Mem
     assert report["auto_memory_files_edited"] == [str(files["default"])], report
     assert report["folder_files_holding_it"] == ["docs-default/note.txt"] and report["requests"] == 1, report
     assert files["other"].read_text() == f"kept: {SECRET}\n" and SECRET not in files["default"].read_text()
+    nothing = json.loads(_run_cli(["forget", "--text", "never-stored-anywhere", "--agent", "default", *cli]))
+    assert nothing["core_purge"] == {}, nothing
     after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
     try:
         assert after.stored_result(b, "memory_insert", "k1", "0" * 64) is not None

@@ -9,7 +9,7 @@ http`` under OAuth with a local issuer on loopback (``bench/oauth_issuer.py``), 
   deleted agent's rows and none written after the deletion (``Memory.check_live`` refuses writes for a gone agent).
 - A forget on one's own agent reaches nothing of another user's: no folder file of a folder not attached to the
   agent is named (no yes/no oracle over other users' files), no other agent's stored tool result is deleted or
-  counted, no other agent's auto-memory file is edited or named.
+  counted, no other agent's auto-memory file is edited or named; a forget that matched nothing rewrites nothing.
 - ``prompts/get memory_block`` with a label the agent lacks: invalid params (-32602) naming the caller's labels only,
   no traceback in the server's log.
 """
@@ -247,6 +247,7 @@ def test_a_forget_on_ones_own_agent_reaches_nothing_of_another_users(served: Ser
         done = answer.json()
         assert done["folder_files_holding_it"] == [] and done["requests"] == 0, done
         assert done["auto_memory_files_edited"] == [] and done["still_held_outside_the_store"] == [], done
+        assert done["core_purge"] == {}, done  # nothing was forgotten: the core database is not rewritten
     assert notes.read_text() == f"alice private: {secret}\n"
     retried = Session(served, "alice")  # her record is there: a retry gets the first answer, writing nothing
     assert tool_text(retried.tool("memory_insert", insert)) == first
@@ -257,3 +258,4 @@ def test_a_forget_on_ones_own_agent_reaches_nothing_of_another_users(served: Ser
     assert team["folder_files_holding_it"] == ["team-docs/plan.txt"], team
     own = served.ui("POST", "forget", alice, json={"agent": hers, "kind": "text", "ref": secret}).json()
     assert own["requests"] == 1 and own["auto_memory_files_edited"] == [str(notes)], own
+    assert own["core_purge"], own

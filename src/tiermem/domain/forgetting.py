@@ -10,7 +10,8 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
   the turn before it: the turns after a forgotten one get theirs written again without it.
 - block history (core state): the kept versions are stored afresh (``CoreStore.forget_versions``: no delta,
   checkpoint or base holds a forgotten value), and the core state is purged at once (``CoreStore.purge``: SQLite is
-  vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot).
+  vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot), when
+  anything was forgotten.
 - idempotency records whose stored result holds a forgotten text are deleted: the agent's own, or every agent's for
   a whole-store forget (no agent given).
 - use records (``uses.py``): a forgotten passage's, message's or agent's are deleted, from this process's batch and
@@ -95,6 +96,21 @@ class Forgotten:
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
 
+    def anything(self) -> bool:
+        """True if something was forgotten or edited (else the store is left as it was: nothing to purge)."""
+        return bool(
+            self.passages
+            or self.messages
+            or self.versions
+            or self.agents
+            or self.retexted
+            or self.requests
+            or self.edited
+            or self.notes
+            or self.prompts
+            or self.folder_texts
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "passages": self.passages,
@@ -159,7 +175,8 @@ class Forgotten:
 
 def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     """Forget ``target`` (see ``Target``); with ``now`` the store's files are purged before returning, else at the
-    next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes)."""
+    next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes), when
+    anything was forgotten (a forget that matched nothing rewrites nothing)."""
     if target.kind not in KINDS:
         raise ValidationError(f"Cannot forget a {target.kind!r}; forget one of: {', '.join(KINDS)}.")
     if target.kind != "text" and target.agent_id is None:
@@ -190,7 +207,8 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
         done.passages, done.messages, done.versions = deleted.passages, deleted.messages, deleted.block_versions
     else:
         _text(memory, done, target.agent_id, _ref(target, "text"))
-    done.core = memory.core.purge()
+    if done.anything():
+        done.core = memory.core.purge()
     if now:
         done.purged = memory.archive.rows.purge()
     return done

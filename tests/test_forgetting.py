@@ -171,6 +171,55 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
     assert scan_dir(root) == []
 
 
+def test_forget_text_for_one_agent_leaves_another_agents_things(local: tuple[Memory, Path]) -> None:
+    """`tiermem forget --text X --agent A` stays in A's scope: B's auto-memory file, stored tool result and folder file
+    holding X are neither changed nor named; A's are. Without --agent, every agent's. A forget that matched nothing
+    rewrites nothing (no core purge)."""
+    memory, root = local
+    a, b = memory.ensure_agent("default").id, memory.create_agent("other").id
+    files = {}
+    for name, agent in (("default", a), ("other", b)):
+        memory.store_result(agent, "memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
+        memory.files.create_folder(f"docs-{name}")
+        memory.files.upload_many(f"docs-{name}", [("note.txt", f"the file says {SECRET}".encode(), "note.txt")])
+        memory.files.attach(agent, f"docs-{name}")
+        files[name] = root / "auto-memory" / name / "project" / "notes.md"
+        files[name].parent.mkdir(parents=True)
+        files[name].write_text(f"kept: {SECRET}\n")
+    memory.core.close()
+    cli = ["--data-dir", str(root), "--embedding-model", "hashing", "--yes", "--json"]
+    report = json.loads(_run_cli(["forget", "--text", SECRET, "--agent", "default", *cli]))
+    assert report["auto_memory_files_edited"] == [str(files["default"])], report
+    assert report["folder_files_holding_it"] == ["docs-default/note.txt"] and report["requests"] == 1, report
+    assert files["other"].read_text() == f"kept: {SECRET}\n" and SECRET not in files["default"].read_text()
+    nothing = json.loads(_run_cli(["forget", "--text", "never-stored-anywhere", "--agent", "default", *cli]))
+    assert nothing["core_purge"] == {}, nothing
+    after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
+    try:
+        assert after.stored_result(b, "memory_insert", "k1", "0" * 64) is not None
+        assert after.stored_result(a, "memory_insert", "k1", "0" * 64) is None
+    finally:
+        after.core.close()
+    every = json.loads(_run_cli(["forget", "--text", SECRET, *cli]))  # the whole store: the other agent's too
+    assert every["auto_memory_files_edited"] == [str(files["other"])] and every["requests"] == 1, every
+    assert sorted(every["folder_files_holding_it"]) == ["docs-default/note.txt", "docs-other/note.txt"], every
+
+
+def test_forget_requests_keeps_to_its_agent(memory: Memory) -> None:
+    """On each core backend: an agent's idempotency records only, or every agent's (None); a record stored with no
+    agent_id goes by its key's first part (the agent id ``Memory`` keys it by)."""
+    from tiermem.base.records import StoredResult, now
+
+    a, b = memory.ensure_agent("default").id, memory.create_agent("other").id
+    for agent in (a, b):
+        memory.store_result(agent, "memory_insert", "k1", "0" * 64, f"stored {SECRET}")
+    memory.core.put_request(StoredResult(f"{a}\x1fmemory_insert\x1fk2", "", "memory_insert", "0" * 64, SECRET, now()))
+    assert memory.core.forget_requests(SECRET, agent_id=a) == 2
+    assert memory.stored_result(b, "memory_insert", "k1", "0" * 64) is not None
+    assert memory.core.forget_requests(SECRET, agent_id=None) == 1
+    assert memory.stored_result(b, "memory_insert", "k1", "0" * 64) is None
+
+
 def _run_cli(argv: list[str], status: int | None = 0) -> str:
     import contextlib
     import io

@@ -7,6 +7,9 @@ http`` under OAuth with a local issuer on loopback (``bench/oauth_issuer.py``), 
   a member of a shared agent, or a user for their own agent, is refused.
 - A deleted agent's server is dropped: its old sessions end, the next session gets a fresh agent with none of the
   deleted agent's rows and none written after the deletion (``Memory.check_live`` refuses writes for a gone agent).
+- A forget on one's own agent reaches nothing of another user's: no folder file of a folder not attached to the
+  agent is named (no yes/no oracle over other users' files), no other agent's stored tool result is deleted or
+  counted, no other agent's auto-memory file is edited or named; a forget that matched nothing rewrites nothing.
 - ``prompts/get memory_block`` with a label the agent lacks: invalid params (-32602) naming the caller's labels only,
   no traceback in the server's log.
 """
@@ -49,6 +52,14 @@ class Served:
 
     def ui(self, method: str, path: str, who: dict[str, str], **kwargs: Any) -> httpx.Response:
         return httpx.request(method, f"{self.base}/ui/api/{path}", headers=who, timeout=60, **kwargs)
+
+    @property
+    def data(self) -> Path:
+        return self.log.parent / "data"
+
+    def own_agent(self, who: dict[str, str]) -> str:
+        (own,) = [a["name"] for a in self.ui("GET", "agents", who).json()["agents"] if a["name"].startswith("user-")]
+        return str(own)
 
 
 class Session:
@@ -217,3 +228,34 @@ def test_an_unknown_prompt_label_is_invalid_params_without_a_traceback(served: S
         assert "alicesecretlabel" not in error["message"].replace(repr(label), ""), error  # only bob's labels
     log = served.log.read_text()
     assert "Error rendering prompt" not in log and "Traceback" not in log, log[-3000:]
+
+
+def test_a_forget_on_ones_own_agent_reaches_nothing_of_another_users(served: Served) -> None:
+    secret = "kestrel-quokka-5521"
+    alice, bob = served.auth("alice"), served.auth("bob")
+    insert = {"label": "human", "new_string": f"alice {secret}", "insert_line": 0, "idempotency_key": "k-scope-1"}
+    first = tool_text(Session(served, "alice").tool("memory_insert", insert))
+    Session(served, "bob")
+    hers, his = served.own_agent(alice), served.own_agent(bob)
+    notes = served.data / "auto-memory" / hers / "project" / "notes.md"  # her auto memory, in the data directory
+    notes.parent.mkdir(parents=True)
+    notes.write_text(f"alice private: {secret}\n")
+
+    for text in (secret, "ship in June"):  # her block, record and auto memory; team-docs' and loose's plan.txt
+        answer = served.ui("POST", "forget", bob, json={"agent": his, "kind": "text", "ref": text})
+        assert answer.status_code == 200, answer.text
+        done = answer.json()
+        assert done["folder_files_holding_it"] == [] and done["requests"] == 0, done
+        assert done["auto_memory_files_edited"] == [] and done["still_held_outside_the_store"] == [], done
+        assert done["core_purge"] == {}, done  # nothing was forgotten: the core database is not rewritten
+    assert notes.read_text() == f"alice private: {secret}\n"
+    retried = Session(served, "alice")  # her record is there: a retry gets the first answer, writing nothing
+    assert tool_text(retried.tool("memory_insert", insert)) == first
+    assert tool_text(retried.tool("core_memory_view", {})).count(secret) == 1
+
+    # within her own agents, a forget finds what is hers: the files of the folders attached (team-docs, not loose)
+    team = served.ui("POST", "forget", alice, json={"agent": "team", "kind": "text", "ref": "ship in June"}).json()
+    assert team["folder_files_holding_it"] == ["team-docs/plan.txt"], team
+    own = served.ui("POST", "forget", alice, json={"agent": hers, "kind": "text", "ref": secret}).json()
+    assert own["requests"] == 1 and own["auto_memory_files_edited"] == [str(notes)], own
+    assert own["core_purge"], own

@@ -108,7 +108,8 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     if settings.uri is None:  # Claude Code's auto memory: what was forgotten edited out of its files
         from ..interop.auto_memory_admin import after_forget
 
-        edited, named = after_forget(settings.resolved_data_dir(), agent_names, target.kind, target.ref, done.texts)
+        scope = agent_names if target.agent_id is not None else None  # None: every agent's (a whole-store forget)
+        edited, named = after_forget(settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts)
         still += named
     if args.json:
         print(

@@ -423,11 +423,15 @@ class ObjectCore:
             "forgotten. Try again."
         )
 
-    def forget_requests(self, text: str) -> int:
-        """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
+    def forget_requests(self, text: str, *, agent_id: str | None) -> int:
+        """Delete the idempotency records of ``agent_id`` (None: every agent's) whose stored result holds ``text`` (as
+        written, or escaped as JSON). An agent's records are under its folder (``request_path``: by the key's first
+        part); those an older replica left at the top of ``requests/`` are moved there first."""
         needles = {text.encode("utf-8"), json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")}
         done = 0
-        for item in self.bucket.list(REQUESTS):
+        if agent_id is not None:
+            self.move_old_requests()
+        for item in self.bucket.list(REQUESTS if agent_id is None else f"{REQUESTS}{agent_id}/"):
             stored = self.bucket.get(item.path)
             if stored is not None and any(n in stored.data for n in needles):
                 self.bucket.delete(item.path)

@@ -92,8 +92,10 @@ class CoreStore(Protocol):
         deleted once it landed)."""
         ...
 
-    def forget_requests(self, text: str) -> int:
-        """Delete the idempotency records whose stored result holds ``text``; returns how many."""
+    def forget_requests(self, text: str, *, agent_id: str | None) -> int:
+        """Delete the idempotency records of agent ``agent_id`` (None: of every agent, a whole-store forget) whose
+        stored result holds ``text``; returns how many. The scope is required: a forget for one agent must never
+        reach (or tell about) another agent's records."""
         ...
 
     def purge(self) -> dict[str, int]:

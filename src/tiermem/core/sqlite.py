@@ -429,15 +429,19 @@ class SqliteCore:
                 return 0
             return history_rows.forget(conn, block_id, {int(v) for v in versions}, int(row[0]))
 
-    def forget_requests(self, text: str) -> int:
-        """Delete the idempotency records whose stored result holds ``text`` (as written, or escaped as JSON)."""
+    def forget_requests(self, text: str, *, agent_id: str | None) -> int:
+        """Delete the idempotency records of ``agent_id`` (None: every agent's) whose stored result holds ``text`` (as
+        written, or escaped as JSON). A record names its agent twice (its ``agent_id``, and its key's first part,
+        ``Memory._request_key``); one with no ``agent_id`` goes by its key."""
         quoted = json.dumps(text, ensure_ascii=False)[1:-1]
+        sql = "DELETE FROM requests WHERE (instr(result, ?) > 0 OR instr(result, ?) > 0)"
+        args: list[str | int] = [text, quoted]
+        if agent_id is not None:
+            prefix = agent_id + "\x1f"
+            sql += " AND (agent_id = ? OR (coalesce(agent_id, '') = '' AND substr(key, 1, ?) = ?))"
+            args += [agent_id, len(prefix), prefix]
         with self._tx() as conn:
-            return int(
-                conn.execute(
-                    "DELETE FROM requests WHERE instr(result, ?) > 0 OR instr(result, ?) > 0", (text, quoted)
-                ).rowcount
-            )
+            return int(conn.execute(sql, args).rowcount)
 
     def purge(self) -> dict[str, int]:
         """Leave no deleted bytes in the files: ``VACUUM`` writes the database afresh (free pages, and the free space

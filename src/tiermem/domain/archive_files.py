@@ -171,9 +171,12 @@ class FileRows:
         self._listing = (version, found)
         return found
 
-    def holding(self, text: str) -> list[tuple[str, str]]:
-        """(folder id, file name) of every stored file whose text holds ``text`` exactly (forgetting names them)."""
-        rows = self.store.conn.rows("files", Filter(text_holds=text), columns=("folder_id", "name"))
+    def holding(self, text: str, *, folder_ids: Sequence[str] | None) -> list[tuple[str, str]]:
+        """(folder id, file name) of every stored file of ``folder_ids`` (None: of every folder) whose text holds
+        ``text`` exactly (forgetting names them). The scope is required: a forget for one agent looks in the folders
+        attached to it only (another's files must not answer it)."""
+        scope = tuple(folder_ids) if folder_ids is not None else None
+        rows = self.store.conn.rows("files", Filter(text_holds=text, folder_ids=scope), columns=("folder_id", "name"))
         return sorted((str(r["folder_id"]), str(r["name"])) for r in rows)
 
     def files(self, folder_ids: Sequence[str]) -> list[StoredFile]:

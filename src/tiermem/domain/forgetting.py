@@ -10,10 +10,17 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
   the turn before it: the turns after a forgotten one get theirs written again without it.
 - block history (core state): the kept versions are stored afresh (``CoreStore.forget_versions``: no delta,
   checkpoint or base holds a forgotten value), and the core state is purged at once (``CoreStore.purge``: SQLite is
-  vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot).
-- idempotency records whose stored result holds a forgotten text are deleted.
+  vacuumed and its WAL truncated; on object storage the objects the old history used are deleted on the spot), when
+  anything was forgotten.
+- idempotency records whose stored result holds a forgotten text are deleted: the agent's own, or every agent's for
+  a whole-store forget (no agent given).
 - use records (``uses.py``): a forgotten passage's, message's or agent's are deleted, from this process's batch and
   from ``uses.sqlite3`` (overwritten on disk, its log truncated).
+
+Scope: a forget naming an agent stays within it, reads and reports nothing of another agent's: its rows, its blocks
+(a block shared with others too: it is this agent's), its idempotency records, the files of the folders attached to
+it (named, never changed), its link notes and system prompt. Only a whole-store forget (``Target.agent_id`` None: the
+local CLI without ``--agent``) looks at every agent, and edits the folders' descriptions.
 
 What it does not rewrite: a MemFS directory synced with the agent and its git history (the caller names them:
 ``interop/memfs_holders.py``), backups and exports already made, and what another process holds in memory.
@@ -44,10 +51,12 @@ SHOWN_HOLDERS = 20  # names still holding a forgotten text, listed in the report
 class Target:
     """What to forget. ``passage`` / ``message``: ``ref`` is its id; ``block``: ``ref`` is its label and
     ``versions`` the past versions (None: every past version, the current one kept); ``agent``: the agent itself;
-    ``text``: ``ref`` is the text, in ``agent_id``'s memory or every agent's (``agent_id`` None)."""
+    ``text``: ``ref`` is the text, in ``agent_id``'s memory or every agent's (``agent_id`` None: the whole store, for
+    the local CLI or an administrator). ``agent_id`` has no default: a forget for one agent stays within it (its
+    rows, blocks, idempotency records, the files of the folders attached to it), so the scope is always said."""
 
     kind: Kind
-    agent_id: str | None = None
+    agent_id: str | None
     ref: str = ""
     versions: tuple[int, ...] | None = None
 
@@ -86,6 +95,21 @@ class Forgotten:
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
+
+    def anything(self) -> bool:
+        """True if something was forgotten or edited (else the store is left as it was: nothing to purge)."""
+        return bool(
+            self.passages
+            or self.messages
+            or self.versions
+            or self.agents
+            or self.retexted
+            or self.requests
+            or self.edited
+            or self.notes
+            or self.prompts
+            or self.folder_texts
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,7 +175,8 @@ class Forgotten:
 
 def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     """Forget ``target`` (see ``Target``); with ``now`` the store's files are purged before returning, else at the
-    next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes)."""
+    next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes), when
+    anything was forgotten (a forget that matched nothing rewrites nothing)."""
     if target.kind not in KINDS:
         raise ValidationError(f"Cannot forget a {target.kind!r}; forget one of: {', '.join(KINDS)}.")
     if target.kind != "text" and target.agent_id is None:
@@ -182,7 +207,8 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
         done.passages, done.messages, done.versions = deleted.passages, deleted.messages, deleted.block_versions
     else:
         _text(memory, done, target.agent_id, _ref(target, "text"))
-    done.core = memory.core.purge()
+    if done.anything():
+        done.core = memory.core.purge()
     if now:
         done.purged = memory.archive.rows.purge()
     return done
@@ -270,10 +296,12 @@ def _block(memory: Memory, done: Forgotten, agent_id: str, label: str, versions:
                     f"forget version {v!r}{current}. Nothing was forgotten."
                 )
     wanted = set(range(1, block.version)) if versions is None else set(versions)
-    _forget_versions(memory, done, block, wanted)
+    _forget_versions(memory, done, block, wanted, agent_id)
 
 
-def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[int]) -> None:
+def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[int], agent_id: str | None) -> None:
+    """Forget these past versions of ``block``, and the idempotency records of ``agent_id`` (None: every agent's)
+    holding what they alone held."""
     history = memory.core.history(block.id)
     gone = [v for v in history if v.version in wanted]
     if not gone:
@@ -281,7 +309,7 @@ def _forget_versions(memory: Memory, done: Forgotten, block: Block, wanted: set[
     done.texts += _spans(gone, [v for v in history if v.version not in wanted])[:SHOWN_TEXTS]
     done.versions += memory.core.forget_versions(block.id, wanted)
     for t in done.texts[-SHOWN_TEXTS:]:
-        done.requests += memory.core.forget_requests(t)
+        done.requests += memory.core.forget_requests(t, agent_id=agent_id)
 
 
 def _spans(gone: list[BlockVersion], kept: list[BlockVersion]) -> list[str]:
@@ -325,7 +353,7 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
                 v.version for v in memory.core.history(block.id) if v.version != current.version and _holds(v, text)
             }
             if holding:
-                _forget_versions(memory, done, current, holding)
+                _forget_versions(memory, done, current, holding, agent_id)
     done.notes += memory.archive.links.forget_text(text, agent_id)
     for agent in agents:
         if text in agent.system:
@@ -342,9 +370,11 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
                 )
                 done.folder_texts.append(folder.name)
     names = {f.id: f.name for f in memory.files.folders()}
-    done.files += [f"{names.get(folder, folder)}/{name}" for folder, name in memory.archive.files.holding(text)]
+    attached = memory.files.seen(agent_id).folder_ids() if agent_id is not None else None  # only its own folders
+    files = memory.archive.files.holding(text, folder_ids=attached)
+    done.files += [f"{names.get(folder, folder)}/{name}" for folder, name in files]
     done.held += _names_holding(memory, agent_id, text, agents)
-    done.requests += memory.core.forget_requests(text)
+    done.requests += memory.core.forget_requests(text, agent_id=agent_id)
     done.texts = list(dict.fromkeys([text, *done.texts]))[:SHOWN_TEXTS]
 
 

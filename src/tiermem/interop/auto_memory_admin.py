@@ -3,10 +3,10 @@ not do, for ``tiermem doctor``.
 
 ``adopt`` (setup) records where Claude Code keeps its auto memory (``sources.json``: its projects folder, its
 ``.claude.json`` and user settings) and syncs at once; ``withdraw`` (uninstall) takes tiermem's block files and
-``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of every
-auto-memory file, ``forget_passage`` a forgotten passage out of the file it was stored from (so Claude Code neither
-loads nor re-imports it); ``unpoint`` puts back the ``autoMemoryDirectory``
-setting an earlier setup pointed at one folder for every project.
+``MEMORY.md`` lines back out of Claude Code's folders; ``forget_text`` edits a forgotten text out of the
+auto-memory files of the agent a forget names (of every agent for a whole-store forget), ``forget_passage`` a
+forgotten passage out of the file it was stored from (so Claude Code neither loads nor re-imports it); ``unpoint``
+puts back the ``autoMemoryDirectory`` setting an earlier setup pointed at one folder for every project.
 """
 
 from __future__ import annotations
@@ -97,17 +97,20 @@ def withdraw(home: Path) -> list[str]:
     return [f"{home}: Claude Code's auto memory no longer synced (its files stay; tiermem's {OWN}*.md taken out)"]
 
 
-def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> tuple[list[str], list[str]]:
+def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> tuple[list[str], list[str]]:
     """``texts`` edited out of every auto-memory file of the agents' syncs (the files Claude Code loads and reads,
-    and any left in the data directory's ``auto-memory`` folder): (the files edited, lines naming those that could
-    not be). The next sync stores what is left of each file in place of its forgotten passage."""
+    and any left in their folders of the data directory's ``auto-memory`` folder); ``agents`` None: every agent's,
+    and anything under that folder (a whole-store forget). (The files edited, lines naming those that could not be.)
+    The next sync stores what is left of each file in place of its forgotten passage."""
     texts = [t for t in texts if t]
     if not texts:
         return [], []
     edited: list[str] = []
     failed: list[str] = []
-    folders: dict[Path, None] = {p.parent: None for p in sorted((data_dir / "auto-memory").rglob("*.md"))}
-    homes = [directory(data_dir, a) for a in agents]
+    homes, root = _homes(data_dir, agents), data_dir / "auto-memory"
+    # another agent's files are not this forget's: its own folder only (an agent named "." or ".." has none there)
+    left = [root] if agents is None else [h for h in homes if h.parent == root and h.name != ".."]
+    folders: dict[Path, None] = {p.parent: None for root in left for p in sorted(root.rglob("*.md"))}
     for home in homes:
         for name in read_json(home / STATE).get("folders", {}):
             folders[Path(name)] = None
@@ -127,7 +130,7 @@ def forget_text(data_dir: Path, agents: list[str], texts: list[str]) -> tuple[li
 
 
 def forget_passage(
-    data_dir: Path, agents: list[str], passage_id: str, stored: list[str]
+    data_dir: Path, agents: list[str] | None, passage_id: str, stored: list[str]
 ) -> tuple[list[str], list[str]]:
     """A forgotten passage (``passage_id``; ``stored``: its text as stored) edited out of the auto-memory file(s) it
     was stored from (``sources_of``), so neither Claude Code nor the next sync has it again: the file's description
@@ -137,7 +140,7 @@ def forget_passage(
     lines = {line.strip() for text in stored for line in text.splitlines() if line.strip()}
     edited: list[str] = []
     failed: list[str] = []
-    homes = [directory(data_dir, a) for a in agents]
+    homes = _homes(data_dir, agents)
     with _no_sync(homes):
         for path, record in sources_of(homes, passage_id):
             index = path.parent / INDEX
@@ -149,6 +152,14 @@ def forget_passage(
                 except READ_ERRORS as exc:
                     failed.append(_not_edited(target, exc))
     return edited, failed
+
+
+def _homes(data_dir: Path, agents: list[str] | None) -> list[Path]:
+    """tiermem's side of the sync of each of ``agents`` (None: of every agent that has one)."""
+    if agents is not None:
+        return [directory(data_dir, a) for a in agents]
+    root = data_dir / "auto-memory"
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
 def sources_of(homes: list[Path], passage_id: str) -> list[tuple[Path, dict[str, Any]]]:
@@ -167,10 +178,10 @@ def sources_of(homes: list[Path], passage_id: str) -> list[tuple[Path, dict[str,
 
 
 def after_forget(
-    data_dir: Path, agents: list[str], kind: str, ref: str, stored: list[str]
+    data_dir: Path, agents: list[str] | None, kind: str, ref: str, stored: list[str]
 ) -> tuple[list[str], list[str]]:
     """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s; ``stored``: the
-    forgotten texts, ``Forgotten.texts``): a forgotten text edited out of every file (``forget_text``), a forgotten
+    forgotten texts, ``Forgotten.texts``) in ``agents`` (None: a whole-store forget): a forgotten text edited out of every file (``forget_text``), a forgotten
     passage out of the file(s) it was stored from (``forget_passage``). (The files edited, lines naming those that
     could not be.)"""
     if kind == "text":

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.agent.llm import to_api_messages
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ValidationError
+from tiermem.base.records import Message
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
-from tiermem.interop import af_export, agentfile
+from tiermem.interop import af_export, agentfile, letta_messages
 from tiermem.interop.commands import run_export, run_import
 
 from .conftest import PYTHON, ROOT
@@ -113,6 +115,35 @@ def test_older_single_agent_format(mem: Memory) -> None:
     assert len(mem.in_context_messages(window)) == in_context
     found = mem.archive.conversation_search(agent.id, "virtual world", limit=3)  # type: ignore[union-attr]
     assert found.hits
+
+
+def test_send_message_replies_are_the_assistant_text_recall_searches(mem: Memory) -> None:
+    # Letta's sample MemGPT agent answers with send_message only: what it said is found (with roles=["assistant"]
+    # too), as Letta's conversation_search reads it; the model is shown its inner thoughts and the call, as before.
+    report = run_import(
+        mem, FIXTURES / "test_agent_with_files_and_sources.af", fmt="af", agent="default", rename="fs", replace=False
+    )
+    agent = mem.get_agent(report["imported"][0])
+    found = mem.conversation_search(
+        agent.id, "More human than human is our motto", roles=["assistant"], limit=3, start_date=None, end_date=None
+    )
+    assert found.hits[0].content == "More human than human is our motto."
+    row = next(m for m in mem.archive.rows.messages_of(agent.id) if m.content == "More human than human is our motto.")
+    turn = next(t for t in to_api_messages([row]) if t["role"] == "assistant")
+    assert [b.get("text") or b.get("input") for b in turn["content"]] == [
+        "Bootup sequence complete. Persona activated. Testing messaging functionality.",
+        {"message": "More human than human is our motto."},
+    ]
+    # A reply logged by tiermem's own loop goes out as Letta's message (the model's text, the call) and comes back.
+    native = Message(
+        "message-x", agent.id, "default", 1, "assistant", "Tea it is.", row.created_at,
+        json.dumps({"kind": "assistant", "tool_calls": [{"id": "c1", "name": "send_message",
+                    "input": {"message": "Tea it is."}}], "model_text": "User wants tea."}),
+    )  # fmt: skip
+    out = af_export._letta_message(native)
+    assert out["content"] == [{"type": "text", "text": "User wants tea."}]
+    back = letta_messages.message_row(out, 0, "fs")
+    assert back is not None and (back["content"], back["payload"]) == (native.content, native.payload)
 
 
 def test_reimport_is_idempotent_and_clashes_are_refused(mem: Memory) -> None:

@@ -85,6 +85,11 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
+# The roles a search without a roles filter reads: tool results are asked for by name (roles=["tool"]), as Letta's
+# conversation_search leaves them out (their {"status": "OK", ...} boilerplate would fill the results).
+SEARCHED_ROLES: tuple[str, ...] = tuple(r for r in ROLES if r != "tool")
+
+
 def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
     """An ISO 8601 datetime (UTC when it names no zone), or a date without a time standing for every instant of the
     days it names (``periods.date_span``: a day 2024-06-01 or 20240601, an ISO week 2024-W22, a month 2024-06): a
@@ -473,7 +478,7 @@ class Archive:
         """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
         ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
         hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
-        budget (None: ``links_by_default``)."""
+        budget (None: ``links_by_default``). ``roles`` None: every role but ``tool`` (``SEARCHED_ROLES``)."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False)
         end = parse_bound(end_date, "end_date", end=True)
@@ -488,7 +493,7 @@ class Archive:
             agent_id=agent_id,
             start=start,
             end=end,
-            roles=tuple(roles) if roles else None,
+            roles=tuple(roles) if roles else SEARCHED_ROLES,
             conversation_id=conversation_id or None,
             not_conversation_id=exclude_conversation or None,
             projects=self._projects(projects),

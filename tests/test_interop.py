@@ -19,6 +19,7 @@ from tiermem.interop import af_export, agentfile, letta_messages
 from tiermem.interop.commands import run_export, run_import
 
 from .conftest import PYTHON, ROOT
+from .test_secrets import AKIA, GHP
 
 FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
 
@@ -144,6 +145,36 @@ def test_send_message_replies_are_the_assistant_text_recall_searches(mem: Memory
     assert out["content"] == [{"type": "text", "text": "User wants tea."}]
     back = letta_messages.message_row(out, 0, "fs")
     assert back is not None and (back["content"], back["payload"]) == (native.content, native.payload)
+
+
+def test_an_import_says_what_it_redacted_per_place_and_kind(mem: Memory, tmp_path: Path) -> None:
+    # Credentials are redacted as a file enters memory (docs/security.md); the report names each place and kind
+    # with its count (never the secret), in the text and --json report alike (both print report["notes"]).
+    data = load("test_agent_with_files_and_sources.af")
+    agent = data["agents"][0]
+    agent["system"] += f" Use {GHP}."
+    data["tools"][0]["source_code"] = f"def conversation_search(q):\n    TOKEN = '{GHP}'\n    return q\n"
+    next(b for b in data["blocks"] if b["label"] == "human")["value"] += f" key {AKIA} and {GHP}"
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["content"] = [{"type": "text", "text": f"my token is {GHP}"}]
+    data["files"][0]["content"] = f"token {GHP}"
+    path = tmp_path / "secrets.af"
+    path.write_text(json.dumps(data))
+    report = run_import(mem, path, fmt="af", agent="default", rename="sec", replace=False)
+    said = sorted(n for n in report["notes"] if "redacted" in n)
+    assert said == sorted(
+        [
+            "sec: credentials redacted in the system prompt: GitHub token (1), each now [redacted: GitHub token]",
+            "sec: credentials redacted in tools[conversation_search].source_code: GitHub token (1), each now "
+            "[redacted: GitHub token]",
+            "sec: credentials redacted in block 'human': GitHub token (1), each now [redacted: GitHub token]",
+            "sec: credentials redacted in block 'human': AWS access key (1), each now [redacted: AWS access key]",
+            "sec: credentials redacted in messages: GitHub token (1 message), each now [redacted: GitHub token]",
+            "folder 'test_disk_export_source': credentials redacted in file 'test.txt': GitHub token (1), each now "
+            "[redacted: GitHub token]",
+        ]
+    )
+    assert GHP not in json.dumps(report)
 
 
 def test_reimport_is_idempotent_and_clashes_are_refused(mem: Memory) -> None:

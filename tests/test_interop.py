@@ -177,6 +177,40 @@ def test_an_import_says_what_it_redacted_per_place_and_kind(mem: Memory, tmp_pat
     assert GHP not in json.dumps(report)
 
 
+def test_an_agents_timezone_reads_and_shows_the_search_tools_dates(mem: Memory, tmp_path: Path) -> None:
+    # As Letta: a date without a zone is in the agent's timezone (00:30 on 2 June in Paris is 1 June in UTC), and
+    # results show their times in it; an agent without one, or with a name that is no zone, stays in UTC.
+    data = load("test_agent_with_files_and_sources.af")
+    agent = data["agents"][0]
+    agent["timezone"] = "Europe/Paris"
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["content"] = [{"type": "text", "text": "Midnight thought: the loom inspired the engine."}]
+    user["created_at"] = "2025-06-01T22:30:00+00:00"
+    passage = {"content": "The loom used punched cards.", "tags": [], "created_at": "2025-06-01T22:40:00+00:00"}
+    data["tiermem"] = {"passages": {agent["id"]: [passage]}}
+    (tmp_path / "paris.af").write_text(json.dumps(data))
+    agent["timezone"] = "Mars/Olympus"
+    (tmp_path / "mars.af").write_text(json.dumps(data))
+
+    def days(name: str) -> dict[str, list[str]]:
+        a = mem.get_agent(name)
+        found = {}
+        for day in ("2025-06-01", "2025-06-02"):
+            turns = mem.conversation_search(a.id, "loom", roles=["user"], limit=5, start_date=day, end_date=day)
+            passages = mem.archival_search(
+                a.id, "loom", tags=None, tag_match_mode="any", top_k=5, start_datetime=day, end_datetime=day
+            )
+            found[day] = [h.created_at.isoformat() for h in turns.hits if "loom" in h.content]
+            found[day] += [h.created_at.isoformat() for h in passages.hits]
+        return found
+
+    run_import(mem, tmp_path / "paris.af", fmt="af", agent="default", rename="paris", replace=False)
+    assert days("paris") == {"2025-06-01": [], "2025-06-02": ["2025-06-02T00:30:00+02:00", "2025-06-02T00:40:00+02:00"]}
+    report = run_import(mem, tmp_path / "mars.af", fmt="af", agent="default", rename="mars", replace=False)
+    assert any("timezone 'Mars/Olympus' is not an IANA time zone" in n for n in report["notes"])
+    assert days("mars") == {"2025-06-01": ["2025-06-01T22:30:00+00:00", "2025-06-01T22:40:00+00:00"], "2025-06-02": []}
+
+
 def test_reimport_is_idempotent_and_clashes_are_refused(mem: Memory) -> None:
     path = FIXTURES / "memgpt_agent_with_convo.af"
     run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)

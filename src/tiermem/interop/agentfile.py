@@ -42,7 +42,8 @@ from ..domain.archive import parse_bound
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..domain.file_views import check_file_name, check_folder_name, file_type
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
-from ..domain.memory import check_agent_name
+from ..domain.memory import TIMEZONE_KEY, check_agent_name
+from ..domain.periods import time_zone
 from ..server.registry import KNOWN_TOOLS
 from . import letta_passthrough
 from .letta_messages import (
@@ -375,6 +376,15 @@ def _plan_agent(
         metadata["letta_unsupported"] = json.dumps(unsupported, sort_keys=True)  # names only; the whole is kept
     if letta_type not in STYLE:
         notes.append(f"{name}: Letta agent type {letta_type!r} runs as letta_v1")
+    if agent.get("timezone") not in (None, ""):  # as Letta: dates the search tools get without a zone are in it
+        zone = time_zone(agent["timezone"])
+        if zone is not None:
+            metadata[TIMEZONE_KEY] = zone.key
+        else:
+            notes.append(
+                f"{name}: timezone {agent['timezone']!r} is not an IANA time zone (such as 'Europe/Paris'): the search "
+                "tools read and show dates in UTC (the file's value is kept for export)"
+            )
     messages: list[JSON] = []
     unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
     message_ids: set[str] = set()

@@ -181,6 +181,28 @@ async def test_memgpt_style_heartbeats_and_send_message(settings: Settings, fake
         assert "Likes tea\nHates coffee" in await read(c, "memory://blocks/human")
 
 
+async def test_memgpt_send_message_reply_is_what_recall_finds(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    # Letta's conversation_search reads a send_message call's `message` as the assistant's text: the reply the user
+    # saw is found (also with roles=["assistant"]); the model is shown its own text and call again, not the reply twice.
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("send_message", {"message": "Zanzibar cloves are my favourite spice."}, say="Answer warmly."),
+        fa.text("ok"),
+    )
+    async with Client(build(s), cache=None) as c:
+        reply, _, _ = await chat(c, "What spice do you like?")
+        assert reply == "Zanzibar cloves are my favourite spice."
+        found = await c.call_tool("conversation_search", {"query": "Zanzibar cloves", "roles": ["assistant"]})
+        hits = json.loads(text_of(found))["results"]
+        assert [h["content"] for h in hits] == ["Zanzibar cloves are my favourite spice."]
+        await chat(c, "Thanks")
+        answer = [t for t in fake.requests[1]["messages"] if t["role"] == "assistant"][0]["content"]
+        assert [b.get("text") or b["input"] for b in answer] == [
+            "Answer warmly.",
+            {"message": "Zanzibar cloves are my favourite spice."},
+        ]
+
+
 async def test_memgpt_heartbeat_given_as_text_is_read_as_letta_does(settings: Settings, fake: fa.FakeAnthropic) -> None:
     # Letta reads a text request_heartbeat as true only when it says "true" (any case): "false" ends the turn.
     s = agent_settings(settings, fake, agent_type="memgpt")

@@ -152,7 +152,11 @@ async def test_date_filters_and_errors(real: Settings) -> None:
         r, err = await call(c, "conversation_log", messages=[{"role": "robot", "content": "x"}])
         assert r.is_error
         _, after = await call(c, "conversation_search", query="cat", limit=10)
-        assert len(after["results"]) == 4  # failed calls stored nothing
+        assert len(after["results"]) == 3  # failed calls stored nothing
+        # Tool results only when asked for (Letta's conversation_search leaves them out): one more, by name.
+        assert "tool" not in {r["role"] for r in after["results"]}
+        _, tools = await call(c, "conversation_search", query="cat", roles=["tool", "user"], limit=10)
+        assert sorted(r["role"] for r in tools["results"]) == ["tool", "user", "user"]
 
 
 async def test_delete_list_and_chunking(real: Settings) -> None:

@@ -9,14 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tiermem.agent.llm import to_api_messages
 from tiermem.base.config import Settings, load_settings
 from tiermem.base.errors import ValidationError
+from tiermem.base.records import Message
 from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
-from tiermem.interop import af_export, agentfile
+from tiermem.interop import af_export, agentfile, letta_messages
 from tiermem.interop.commands import run_export, run_import
 
 from .conftest import PYTHON, ROOT
+from .test_secrets import AKIA, GHP
 
 FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
 
@@ -113,6 +116,99 @@ def test_older_single_agent_format(mem: Memory) -> None:
     assert len(mem.in_context_messages(window)) == in_context
     found = mem.archive.conversation_search(agent.id, "virtual world", limit=3)  # type: ignore[union-attr]
     assert found.hits
+
+
+def test_send_message_replies_are_the_assistant_text_recall_searches(mem: Memory) -> None:
+    # Letta's sample MemGPT agent answers with send_message only: what it said is found (with roles=["assistant"]
+    # too), as Letta's conversation_search reads it; the model is shown its inner thoughts and the call, as before.
+    report = run_import(
+        mem, FIXTURES / "test_agent_with_files_and_sources.af", fmt="af", agent="default", rename="fs", replace=False
+    )
+    agent = mem.get_agent(report["imported"][0])
+    found = mem.conversation_search(
+        agent.id, "More human than human is our motto", roles=["assistant"], limit=3, start_date=None, end_date=None
+    )
+    assert found.hits[0].content == "More human than human is our motto."
+    row = next(m for m in mem.archive.rows.messages_of(agent.id) if m.content == "More human than human is our motto.")
+    turn = next(t for t in to_api_messages([row]) if t["role"] == "assistant")
+    assert [b.get("text") or b.get("input") for b in turn["content"]] == [
+        "Bootup sequence complete. Persona activated. Testing messaging functionality.",
+        {"message": "More human than human is our motto."},
+    ]
+    # A reply logged by tiermem's own loop goes out as Letta's message (the model's text, the call) and comes back.
+    native = Message(
+        "message-x", agent.id, "default", 1, "assistant", "Tea it is.", row.created_at,
+        json.dumps({"kind": "assistant", "tool_calls": [{"id": "c1", "name": "send_message",
+                    "input": {"message": "Tea it is."}}], "model_text": "User wants tea."}),
+    )  # fmt: skip
+    out = af_export._letta_message(native)
+    assert out["content"] == [{"type": "text", "text": "User wants tea."}]
+    back = letta_messages.message_row(out, 0, "fs")
+    assert back is not None and (back["content"], back["payload"]) == (native.content, native.payload)
+
+
+def test_an_import_says_what_it_redacted_per_place_and_kind(mem: Memory, tmp_path: Path) -> None:
+    # Credentials are redacted as a file enters memory (docs/security.md); the report names each place and kind
+    # with its count (never the secret), in the text and --json report alike (both print report["notes"]).
+    data = load("test_agent_with_files_and_sources.af")
+    agent = data["agents"][0]
+    agent["system"] += f" Use {GHP}."
+    data["tools"][0]["source_code"] = f"def conversation_search(q):\n    TOKEN = '{GHP}'\n    return q\n"
+    next(b for b in data["blocks"] if b["label"] == "human")["value"] += f" key {AKIA} and {GHP}"
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["content"] = [{"type": "text", "text": f"my token is {GHP}"}]
+    data["files"][0]["content"] = f"token {GHP}"
+    path = tmp_path / "secrets.af"
+    path.write_text(json.dumps(data))
+    report = run_import(mem, path, fmt="af", agent="default", rename="sec", replace=False)
+    said = sorted(n for n in report["notes"] if "redacted" in n)
+    assert said == sorted(
+        [
+            "sec: credentials redacted in the system prompt: GitHub token (1), each now [redacted: GitHub token]",
+            "sec: credentials redacted in tools[conversation_search].source_code: GitHub token (1), each now "
+            "[redacted: GitHub token]",
+            "sec: credentials redacted in block 'human': GitHub token (1), each now [redacted: GitHub token]",
+            "sec: credentials redacted in block 'human': AWS access key (1), each now [redacted: AWS access key]",
+            "sec: credentials redacted in messages: GitHub token (1 message), each now [redacted: GitHub token]",
+            "folder 'test_disk_export_source': credentials redacted in file 'test.txt': GitHub token (1), each now "
+            "[redacted: GitHub token]",
+        ]
+    )
+    assert GHP not in json.dumps(report)
+
+
+def test_an_agents_timezone_reads_and_shows_the_search_tools_dates(mem: Memory, tmp_path: Path) -> None:
+    # As Letta: a date without a zone is in the agent's timezone (00:30 on 2 June in Paris is 1 June in UTC), and
+    # results show their times in it; an agent without one, or with a name that is no zone, stays in UTC.
+    data = load("test_agent_with_files_and_sources.af")
+    agent = data["agents"][0]
+    agent["timezone"] = "Europe/Paris"
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["content"] = [{"type": "text", "text": "Midnight thought: the loom inspired the engine."}]
+    user["created_at"] = "2025-06-01T22:30:00+00:00"
+    passage = {"content": "The loom used punched cards.", "tags": [], "created_at": "2025-06-01T22:40:00+00:00"}
+    data["tiermem"] = {"passages": {agent["id"]: [passage]}}
+    (tmp_path / "paris.af").write_text(json.dumps(data))
+    agent["timezone"] = "Mars/Olympus"
+    (tmp_path / "mars.af").write_text(json.dumps(data))
+
+    def days(name: str) -> dict[str, list[str]]:
+        a = mem.get_agent(name)
+        found = {}
+        for day in ("2025-06-01", "2025-06-02"):
+            turns = mem.conversation_search(a.id, "loom", roles=["user"], limit=5, start_date=day, end_date=day)
+            passages = mem.archival_search(
+                a.id, "loom", tags=None, tag_match_mode="any", top_k=5, start_datetime=day, end_datetime=day
+            )
+            found[day] = [h.created_at.isoformat() for h in turns.hits if "loom" in h.content]
+            found[day] += [h.created_at.isoformat() for h in passages.hits]
+        return found
+
+    run_import(mem, tmp_path / "paris.af", fmt="af", agent="default", rename="paris", replace=False)
+    assert days("paris") == {"2025-06-01": [], "2025-06-02": ["2025-06-02T00:30:00+02:00", "2025-06-02T00:40:00+02:00"]}
+    report = run_import(mem, tmp_path / "mars.af", fmt="af", agent="default", rename="mars", replace=False)
+    assert any("timezone 'Mars/Olympus' is not an IANA time zone" in n for n in report["notes"])
+    assert days("mars") == {"2025-06-01": ["2025-06-01T22:30:00+00:00", "2025-06-01T22:40:00+00:00"], "2025-06-02": []}
 
 
 def test_reimport_is_idempotent_and_clashes_are_refused(mem: Memory) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..base.records import Message
 from ..domain.tokens import count_tokens, truncate
-from .llm import ToolSpec, payload
+from .llm import ToolSpec, model_text, payload
 
 WARNING = (
     "[This is an automated system message hidden from the user] The conversation history will soon reach its "
@@ -59,8 +59,10 @@ class TokenCounter:
             if m.id not in self._messages:
                 if len(self._messages) > 50_000:
                     self._messages.clear()
-                calls = payload(m).get("tool_calls") if m.role == "assistant" else None
-                self._messages[m.id] = 6 + count_tokens(m.content) + (count_tokens(json.dumps(calls)) if calls else 0)
+                p = payload(m)
+                calls = p.get("tool_calls") if m.role == "assistant" else None
+                text = model_text(m, p) if m.role == "assistant" else m.content  # what the request carries
+                self._messages[m.id] = 6 + count_tokens(text) + (count_tokens(json.dumps(calls)) if calls else 0)
             total += self._messages[m.id]
         return total
 
@@ -124,7 +126,7 @@ def transcript(messages: Sequence[Message]) -> str:
                 f"{c['name']}({json.dumps(c.get('input') or {}, ensure_ascii=False)})"
                 for c in p.get("tool_calls") or []
             )
-            text = m.content.strip()
+            text = model_text(m, p).strip()  # a send_message reply shows in the calls
             lines.append(f"[{stamp}] assistant: {text}" + (f" [called {calls}]" if calls else ""))
         elif m.role == "tool":
             lines.append(f"[{stamp}] tool {p.get('name', '')}: {m.content}")

@@ -7,7 +7,9 @@ Stored message layout (``Message.payload`` is JSON text; shared with ``interop``
 - user:      ``{"kind": "user"}``; heartbeats and system alerts are role user with kind
   ``heartbeat`` / ``system_alert``
 - assistant: ``{"kind": "assistant", "tool_calls": [{"id", "name", "input"}]}``; content is
-  the visible text (may be empty)
+  the visible text (may be empty). An answer that calls ``send_message`` (``memgpt`` style, and Letta's
+  MemGPT agents) has that message as its content, what recall searches and shows, as Letta reads it;
+  the answer's own text (its inner thoughts) is then ``"model_text"`` (``model_text()`` reads either)
 - tool:      ``{"kind": "tool_result", "tool_call_id", "name", "is_error"}``; content is the
   wrapped result ``{"status", "message", "time"}``
 - system:    ``{"kind": "summary"}``: what the summariser wrote for evicted messages
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict
 
 from ..base.records import Message
+from ..server.registry import SEND_MESSAGE
 
 JSON = dict[str, Any]  # a JSON object: a tool's arguments and schema, a stored message's payload
 
@@ -135,6 +138,29 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
+MODEL_TEXT = "model_text"  # an assistant row's own text when its content is the send_message reply
+
+
+def replied(calls: Sequence[JSON]) -> str | None:
+    """What an answer's ``send_message`` calls (``{"name", "input"}``) say to the user, blank-line separated; None
+    when it makes none with a text ``message``: the content recall keeps for the answer."""
+    said = [
+        message
+        for c in calls
+        if c.get("name") == SEND_MESSAGE
+        and isinstance(c.get("input"), dict)
+        and isinstance(message := c["input"].get("message"), str)
+    ]
+    return "\n\n".join(said) if said else None
+
+
+def model_text(message: Message, p: JSON) -> str:
+    """An assistant row's text as the model wrote it (``p``: its payload): its content, unless the content is its
+    ``send_message`` reply."""
+    own = p.get(MODEL_TEXT)
+    return own if isinstance(own, str) else message.content
+
+
 UNANSWERED = "[An earlier message from the user that got no reply.]\n"
 
 
@@ -181,7 +207,8 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
     for m, p in zip(messages, payloads, strict=True):
         if m.role == "assistant":
-            blocks: list[Block] = [{"type": "text", "text": m.content}] if m.content.strip() else []
+            text = model_text(m, p)
+            blocks: list[Block] = [{"type": "text", "text": text}] if text.strip() else []
             if blocks or p.get("tool_calls"):  # an empty answer (a refusal, an empty reply) did not answer the user
                 unanswered = None
             ids = []

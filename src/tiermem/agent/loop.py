@@ -51,7 +51,19 @@ from .context import (
     summary_message,
     transcript,
 )
-from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload, to_api_messages
+from .llm import (
+    JSON,
+    MODEL_TEXT,
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    payload,
+    replied,
+    to_api_messages,
+)
 from .sampling_provider import NeedsInput
 from .sleeptime import SleeptimeRun, run_sleeptime
 from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send_message
@@ -680,17 +692,20 @@ class _Recall:
         self.loop.counter.calibrate(self._raw, response.usage.prompt_tokens)
         await self.loop._save_factor(self.provider)
         calls = [{"id": c.id, "name": c.name, "input": c.input} for c in response.tool_calls]
-        await self._log(
-            "assistant",
-            response.text,
-            {
-                "kind": "assistant",
-                "tool_calls": calls,
-                "stop_reason": response.stop_reason,
-                "usage": asdict(response.usage),
-                "model": response.model,
-            },
-        )
+        meta: JSON = {
+            "kind": "assistant",
+            "tool_calls": calls,
+            "stop_reason": response.stop_reason,
+            "usage": asdict(response.usage),
+            "model": response.model,
+        }
+        # A send_message reply (memgpt style) is what the user saw: recall keeps it as the content, the model's text
+        # beside it (an answer cut at max_tokens does not run its last call: what that one says was never sent).
+        sent = calls[:-1] if response.stop_reason == "max_tokens" else calls
+        reply = replied(sent) if any(t.name == SEND_MESSAGE.name for t in self.tools) else None
+        if reply is not None:
+            meta[MODEL_TEXT] = response.text
+        await self._log("assistant", response.text if reply is None else reply, meta)
 
     async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
         wrapped = json.dumps(

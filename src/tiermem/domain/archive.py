@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -85,11 +85,17 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
-    """An ISO 8601 datetime (UTC when it names no zone), or a date without a time standing for every instant of the
-    days it names (``periods.date_span``: a day 2024-06-01 or 20240601, an ISO week 2024-W22, a month 2024-06): a
-    start bound is its first instant, an end bound its last (inclusive). A time before 0001-01-01 or after 9999-12-31
-    in UTC (0001-01-01T00:00+02:00) is the calendar's edge: no stored time lies beyond it."""
+# The roles a search without a roles filter reads: tool results are asked for by name (roles=["tool"]), as Letta's
+# conversation_search leaves them out (their {"status": "OK", ...} boilerplate would fill the results).
+SEARCHED_ROLES: tuple[str, ...] = tuple(r for r in ROLES if r != "tool")
+
+
+def parse_bound(value: str | None, name: str, *, end: bool, zone: tzinfo | None = None) -> datetime | None:
+    """An ISO 8601 datetime (in ``zone`` when it names no zone of its own; UTC without ``zone``), or a date without a
+    time standing for every instant of the days it names in ``zone`` (``periods.date_span``: a day 2024-06-01 or
+    20240601, an ISO week 2024-W22, a month 2024-06): a start bound is its first instant, an end bound its last
+    (inclusive). A time before 0001-01-01 or after 9999-12-31 in UTC (0001-01-01T00:00+02:00) is the calendar's
+    edge: no stored time lies beyond it."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -97,12 +103,13 @@ def parse_bound(value: str | None, name: str, *, end: bool) -> datetime | None:
     text = value.strip()
     try:
         if (days := date_span(text)) is not None:
-            return datetime.combine(days[1] if end else days[0], dtime.max if end else dtime.min, tzinfo=UTC)
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            parsed = datetime.combine(days[1] if end else days[0], dtime.max if end else dtime.min)
+        else:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise _not_a_time(value, name, exc) from None
     if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
+        parsed = parsed.replace(tzinfo=zone or UTC)
     try:
         parsed.astimezone(UTC)
     except OverflowError:  # its zone moves it past the calendar's edge
@@ -445,12 +452,14 @@ class Archive:
         end_datetime: str | None = None,
         projects: Sequence[str | None] | None = None,
         links: bool | None = None,
+        zone: tzinfo | None = None,
     ) -> SearchResult:
         """``projects``: only passages of these projects (None in it: passages of no project, shared by all);
-        ``links``: each hit followed by the memories it links to, within the token budget (None: ``links_by_default``)."""
+        ``links``: each hit followed by the memories it links to, within the token budget (None: ``links_by_default``);
+        ``zone``: the time zone of bounds that name none (the agent's; UTC without it)."""
         _check_count(top_k, "top_k", 100)
-        start = parse_bound(start_datetime, "start_datetime", end=False)
-        end = parse_bound(end_datetime, "end_datetime", end=True)
+        start = parse_bound(start_datetime, "start_datetime", end=False, zone=zone)
+        end = parse_bound(end_datetime, "end_datetime", end=True, zone=zone)
         where = replace(
             self._passage_where(agent_id, tags, tag_match_mode, start, end), projects=self._projects(projects)
         )
@@ -469,14 +478,16 @@ class Archive:
         exclude_conversation: str | None = None,
         projects: Sequence[str | None] | None = None,
         links: bool | None = None,
+        zone: tzinfo | None = None,
     ) -> SearchResult:
         """``conversation_id``: only that conversation's turns; ``exclude_conversation``: every other conversation's;
         ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
         hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
-        budget (None: ``links_by_default``)."""
+        budget (None: ``links_by_default``). ``roles`` None: every role but ``tool`` (``SEARCHED_ROLES``). ``zone``:
+        the time zone of date bounds that name none (the agent's; UTC without it)."""
         _check_count(limit, "limit", 100)
-        start = parse_bound(start_date, "start_date", end=False)
-        end = parse_bound(end_date, "end_date", end=True)
+        start = parse_bound(start_date, "start_date", end=False, zone=zone)
+        end = parse_bound(end_date, "end_date", end=True, zone=zone)
         _check_range(start, end, ("start_date", "end_date"))
         if roles:
             if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
@@ -488,7 +499,7 @@ class Archive:
             agent_id=agent_id,
             start=start,
             end=end,
-            roles=tuple(roles) if roles else None,
+            roles=tuple(roles) if roles else SEARCHED_ROLES,
             conversation_id=conversation_id or None,
             not_conversation_id=exclude_conversation or None,
             projects=self._projects(projects),

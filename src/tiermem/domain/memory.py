@@ -24,7 +24,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
 from ..base.config import BlockSpec
@@ -59,6 +61,7 @@ from .filesystem import (
     render_agent_directories,
 )
 from .links import check_note
+from .periods import time_zone
 from .uses import Rules, UseCounter
 
 if TYPE_CHECKING:
@@ -70,6 +73,9 @@ LOGGED_TEXT_FIELDS = ("content", "conversation_id", "project", "id", "payload") 
 ChangeKind = Literal["block_updated", "blocks_changed", "files_changed", "agent_deleted"]
 T = TypeVar("T")
 ROLE_BLOCKS = {"human": "user", "persona": "assistant"}  # the block that names whoever speaks in a role
+# An agent's IANA time zone (a Letta agent's ``timezone``): the search tools read dates that name no zone in it and
+# show times in it; an agent without one is in UTC.
+TIMEZONE_KEY = "timezone"
 
 # Who is editing when a caller does not say: "agent" for tool calls; the sleep-time agent sets
 # "sleeptime" for the duration of its run (copied into worker threads with the context).
@@ -780,8 +786,10 @@ class Memory:
         project: str | None = None,
     ) -> SearchResult:
         """Search recall memory (``Archive.conversation_search``); ``project``: only the turns captured in it (a
-        directory of this machine names its repository, as a hook's working directory does: ``named_project``)."""
+        directory of this machine names its repository, as a hook's working directory does: ``named_project``).
+        Dates that name no zone are in the agent's time zone, and the hits' times are shown in it (``time_zone``)."""
         named = named_project(project)
+        zone = self.time_zone(agent_id)
         result = self.archive.conversation_search(
             agent_id,
             query,
@@ -790,9 +798,10 @@ class Memory:
             start_date=start_date,
             end_date=end_date,
             projects=None if named is None else (named,),
+            zone=zone,
         )
         self.uses.note("message", agent_id, [h.id for h in result.hits])  # each hit: one use (uses.py)
-        return result
+        return _in_zone(result, zone)
 
     def archival_insert(
         self, agent_id: str, content: str, tags: Sequence[str] | None, project: str | None = None
@@ -821,8 +830,10 @@ class Memory:
         end_datetime: str | None,
         project: str | None = None,
     ) -> SearchResult:
-        """Search archival memory (``Archive.search``); ``project``: only the passages of that project."""
+        """Search archival memory (``Archive.search``); ``project``: only the passages of that project. Bounds that
+        name no zone are in the agent's time zone, and the hits' times are shown in it (``time_zone``)."""
         named = named_project(project)
+        zone = self.time_zone(agent_id)
         result = self.archive.search(
             agent_id,
             query,
@@ -832,9 +843,14 @@ class Memory:
             start_datetime=start_datetime,
             end_datetime=end_datetime,
             projects=None if named is None else (named,),
+            zone=zone,
         )
         self.uses.note("passage", agent_id, [h.id for h in result.hits])  # each hit: one use (uses.py)
-        return result
+        return _in_zone(result, zone)
+
+    def time_zone(self, agent_id: str) -> ZoneInfo | None:
+        """The agent's time zone (``TIMEZONE_KEY``); None: UTC."""
+        return time_zone(self.core.get_agent(agent_id).metadata.get(TIMEZONE_KEY))
 
     def link(self, agent_id: str, a: str, b: str, note: str = "") -> None:
         """Link two of the agent's memories (recall turns or archival passages) on purpose; each must be the agent's,
@@ -1061,3 +1077,10 @@ def check_agent_name(name: str) -> None:
         raise ValidationError(
             f"Invalid agent name {str(name)[:80]!r}: use 1-64 letters, digits, '_', '-' or '.' (for example 'work')."
         )
+
+
+def _in_zone(result: SearchResult, zone: tzinfo | None) -> SearchResult:
+    """``result`` with its hits' times in ``zone`` (the same instants; what a tool shows), as it is without one."""
+    if zone is None:
+        return result
+    return replace(result, hits=[replace(h, created_at=h.created_at.astimezone(zone)) for h in result.hits])

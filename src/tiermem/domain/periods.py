@@ -1,6 +1,7 @@
 """The timeline's calendar: days, ISO weeks (Monday to Sunday) and months in UTC, each named by a key
 ("2024-05-08", "2024-W19", "2024-05") that says its own unit; the days a date written without a time names, which the
-search tools' date bounds read (``date_span``). Pure functions; no I/O.
+search tools' date bounds read (``date_span``), in an agent's time zone when it has one (``time_zone``). Pure
+functions; no I/O but the zone database's.
 
 The calendar runs from 0001-01-01 to 9999-12-31 (Python's): the last period of 9999 ends at ``END``, the last
 instant a time can name, rather than at a 10000-01-01 no date can hold."""
@@ -11,6 +12,7 @@ import calendar
 import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..base.errors import ValidationError
 
@@ -24,6 +26,16 @@ _BASIC_DAY = re.compile(r"^\d{8}$")  # 20240601
 _ANY_WEEK = re.compile(r"^(\d{4})-?W(\d{2})$")  # 2024-W22, 2024W22
 _WEEK_DAY = re.compile(r"^\d{4}-?W\d{2}-?\d$")  # 2024-W22-6, 2024W226
 END = datetime.max.replace(tzinfo=UTC)  # where the calendar's last day, week and month end
+
+
+def time_zone(name: object) -> ZoneInfo | None:
+    """The IANA time zone ``name`` names (``Europe/Paris``), None when it names none (an agent's ``timezone``)."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):  # not a zone, or not a zone's name at all ("../x", "a b")
+        return None
 
 
 def check_unit(by: str) -> Unit:

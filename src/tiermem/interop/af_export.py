@@ -27,6 +27,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..agent.llm import MODEL_TEXT, model_text
 from ..base.errors import TiermemError, ValidationError
 from ..base.records import Agent, Block, Message, stable_id
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
@@ -550,8 +551,8 @@ def _letta_message(m: Message) -> JSON:
     }
     if m.project is not None:  # the project a hook logged it in (none: shared by every project)
         own["project"] = m.project
-    if m.role == "system":
-        own["content"] = m.content
+    if m.role == "system" or (original is None and isinstance(payload, dict) and MODEL_TEXT in payload):
+        own["content"] = m.content  # unlike the Letta message's text (a send_message reply: in the call)
     if isinstance(original, dict):
         own["letta"] = True
         return {**original, EXTENSION: own}
@@ -569,7 +570,8 @@ def _letta_message(m: Message) -> JSON:
             }
             for c in payload.get("tool_calls") or []
         ]
-        out.update(role="assistant", content=[{"type": "text", "text": m.content}], tool_calls=calls or None)
+        text = model_text(m, payload if isinstance(payload, dict) else {})  # the reply of send_message is in the call
+        out.update(role="assistant", content=[{"type": "text", "text": text}], tool_calls=calls or None)
     elif m.role == "tool":
         out.update(
             role="tool",

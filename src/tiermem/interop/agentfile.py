@@ -42,7 +42,8 @@ from ..domain.archive import parse_bound
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
 from ..domain.file_views import check_file_name, check_folder_name, file_type
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
-from ..domain.memory import check_agent_name
+from ..domain.memory import TIMEZONE_KEY, check_agent_name
+from ..domain.periods import time_zone
 from ..server.registry import KNOWN_TOOLS
 from . import letta_passthrough
 from .letta_messages import (
@@ -53,6 +54,7 @@ from .letta_messages import letta_original as _letta_original
 from .letta_messages import message_row as _message
 from .links_io import read_links, restore_links
 from .progress import Progress
+from .redactions import Redactions
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -374,6 +376,15 @@ def _plan_agent(
         metadata["letta_unsupported"] = json.dumps(unsupported, sort_keys=True)  # names only; the whole is kept
     if letta_type not in STYLE:
         notes.append(f"{name}: Letta agent type {letta_type!r} runs as letta_v1")
+    if agent.get("timezone") not in (None, ""):  # as Letta: dates the search tools get without a zone are in it
+        zone = time_zone(agent["timezone"])
+        if zone is not None:
+            metadata[TIMEZONE_KEY] = zone.key
+        else:
+            notes.append(
+                f"{name}: timezone {agent['timezone']!r} is not an IANA time zone (such as 'Europe/Paris'): the search "
+                "tools read and show dates in UTC (the file's value is kept for export)"
+            )
     messages: list[JSON] = []
     unlogged: list[JSON] = []  # Letta's compiled system message, approvals: kept for export, not logged
     message_ids: set[str] = set()
@@ -657,16 +668,18 @@ def apply_plans(
     total += sum(len(f.files) for f in folder_plans.values())
     progress = Progress("importing", total)
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
+    redacted = Redactions(memory.secret_scan)  # what the report says was redacted as it entered
     try:
-        folders = _write_folders(memory, todo, targets, progress, report)  # before the agents that see them
+        folders = _write_folders(memory, todo, targets, progress, report, redacted)  # before the agents that see them
         # every replaced agent goes first: a block the file's agents share is then gone too, and written anew
         for _, _, existing in todo:
             if existing is not None:
                 memory.delete_agent(existing.id)
         for p, agent_id, _ in todo:
-            _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets)
+            _write_agent(memory, p, agent_id, digest, namespace, progress, report, folders, targets, redacted)
     finally:
         progress.close()
+    report.notes += redacted.notes()
     return report
 
 
@@ -680,11 +693,15 @@ def _write_agent(
     report: ImportReport,
     folders: dict[str, Folder],
     targets: dict[str, _Target],
+    redacted: Redactions,
 ) -> None:
     archive = memory.archive
     for ref, spec in p.blocks:
         # keyed by the import's first agent name too: the same file imported under --rename gets its own blocks
         block_id = stable_id("block", digest, namespace, ref)  # one id per file block: shared stays shared
+        if memory.core.get_block(block_id) is None:  # written (and redacted) once, by its first agent
+            redacted.text(p.name, f"block {spec.label!r}", spec.value)
+            redacted.text(p.name, f"the description of block {spec.label!r}", spec.description)
         memory.import_block(agent_id, block_id, spec)
         report.blocks += 1
         progress.advance()
@@ -695,6 +712,7 @@ def _write_agent(
     ids: dict[str, JSON] = {}
     for i, m in enumerate(p.messages):
         row = {k: v for k, v in m.items() if k != "file_id"}
+        redacted.message(p.name, row.get("content"), row.get("payload"))
         _scrub_message(memory, row)
         row["id"] = stable_id("message", digest, agent_id, m["file_id"])
         row["seq"] = base + i
@@ -710,6 +728,8 @@ def _write_agent(
     if window is not None:
         memory.set_context_window(window)
     passage_ids: list[str] = []
+    for c, _, _ in p.passages:
+        redacted.text(p.name, "archival passages", c)
     if p.passages:
         archive.insert_many(
             agent_id,
@@ -740,6 +760,12 @@ def _write_agent(
         metadata[letta_passthrough.KEY] = json.dumps(
             {**p.kept, VIEWS_KEY: kept_views, "scope": {"digest": digest, "namespace": namespace}}, ensure_ascii=False
         )
+    # the kept document names its fields (tools[NAME].source_code); those held natively too once, by their own name
+    copies = frozenset({"agent.system", *(f"agent.{k}" for k in metadata)})
+    for k, v in metadata.items():
+        place = "" if k == letta_passthrough.KEY else f"the agent's {k}"
+        redacted.document(p.name, place, _json_or_text(v), copies)
+    redacted.text(p.name, "the system prompt", p.system)
     metadata = {k: memory.scrub_json(v) for k, v in metadata.items()}  # what the file carries, redacted as it enters
     memory.create_agent(p.name, system=memory.scrub(p.system), blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
@@ -1068,14 +1094,19 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
     raise ValidationError(f"No free name for folder {plan.name!r}; rename it in the file.")
 
 
-def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: Progress) -> Folder:
+def _write_folder(
+    memory: Memory, plan: FolderPlan, target: _Target, progress: Progress, redacted: Redactions
+) -> Folder:
     """Store the folder and its files (those not stored as they are already), then what tiermem does not hold of
     the source and its files in the folder's metadata."""
     rows = memory.archive.files
     if target.mode == "same":
         progress.advance(len(plan.files))
         return target.folder
+    owner = f"folder {target.folder.name!r}"
     if target.mode == "new":
+        redacted.text(owner, "its description", plan.description)
+        redacted.text(owner, "its instructions", plan.instructions)
         memory.files.create_folder(
             target.folder.name,
             description=memory.scrub(plan.description),
@@ -1107,6 +1138,8 @@ def _write_folder(memory: Memory, plan: FolderPlan, target: _Target, progress: P
             created_at=old.created_at if old else now(),
         )
         # the file's text with its credentials redacted, as an upload's (the agent file's other content is too)
+        if f.status != "error":
+            redacted.text(owner, f"file {f.name!r}", f.text)
         (bad.append((record, f.error)) if f.status == "error" else good.append((record, memory.scrub(f.text))))
     for start in range(0, len(good), 64):
         for s in rows.write(good[start : start + 64], embed=True):
@@ -1147,6 +1180,7 @@ def _write_folders(
     targets: dict[str, _Target],
     progress: Progress,
     report: ImportReport,
+    redacted: Redactions,
 ) -> dict[str, Folder]:
     written: dict[str, Folder] = {}
     for p, _, _ in todo:
@@ -1154,7 +1188,7 @@ def _write_folders(
             if plan.key in written:
                 continue
             target = targets[plan.key]
-            written[plan.key] = _write_folder(memory, plan, target, progress)
+            written[plan.key] = _write_folder(memory, plan, target, progress, redacted)
             name = written[plan.key].name
             report.folders += target.mode != "same"
             report.files += len(plan.files) if target.mode != "same" else 0
@@ -1193,6 +1227,14 @@ def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Ta
     if not (state.folders or state.max_files_open or state.char_limit):
         return None, kept
     return state.to_json(), kept
+
+
+def _json_or_text(value: str) -> Any:
+    """A metadata value as the JSON it holds (the text itself when it is not JSON)."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def _scrub_message(memory: Memory, row: JSON) -> None:

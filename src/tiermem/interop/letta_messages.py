@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..agent.llm import MODEL_TEXT, replied
 from ..base.errors import ValidationError
 
 JSON = dict[str, Any]
@@ -143,6 +144,10 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         payload: JSON = {"kind": "assistant", "tool_calls": calls}
         if reasoning:
             payload["reasoning"] = "\n".join(reasoning)
+        reply = replied(calls)
+        if reply is not None:  # what the user saw is the content recall searches (Letta's reading of send_message)
+            payload[MODEL_TEXT] = text
+            row["content"] = reply
         row.update(role="assistant", payload=json.dumps(payload))
     else:
         failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])

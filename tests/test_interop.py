@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -545,3 +546,56 @@ def test_an_import_stopped_partway_says_so_and_running_it_again_finishes_it(tmp_
     run_import(again, backup, fmt="auto", agent="default", rename=None, replace=False)
     assert [p.content for p in again.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
     assert again.archive.store.rows.count("messages") == 1
+
+
+def test_import_texts_name_the_agent_and_the_blocks(mem: Memory, tmp_path: Path) -> None:
+    """--rename's notes name the agent as stored; a refusal names the labels, block ids and agents the file has."""
+    data = load("loop.af")
+    data["agents"][0]["name"] = "Wren the researcher"
+    path = tmp_path / "wren.af"
+    path.write_text(json.dumps(data))
+    renamed = run_import(mem, path, fmt="af", agent="default", rename="Wren2", replace=False)
+    assert renamed["imported"] == ["Wren2"]
+    assert not [n for n in renamed["notes"] if "is named" in n], renamed["notes"]
+    plain = run_import(fresh(tmp_path, "other"), path, fmt="af", agent="default", rename=None, replace=False)
+    assert "agent 'Wren the researcher' is named 'Wren-the-researcher'" in " ".join(plain["notes"])
+    before = counts(mem)
+    first = data["agents"][0]["block_ids"][0]
+    label = next(b["label"] for b in data["blocks"] if b["id"] == first)
+    cases: list[tuple[Any, str]] = [
+        (
+            lambda d: (
+                d["blocks"].append({"id": "block-dup", "label": label, "value": "x"}),
+                d["agents"][0]["block_ids"].append("block-dup"),
+            ),
+            f"Agent 'Wren the researcher' has two blocks labelled {label!r}: block {first!r} and block 'block-dup'",
+        ),
+        (
+            lambda d: d["agents"][0].update(memory_blocks=[{"label": label, "value": "inline"}]),
+            f"two blocks labelled {label!r}: block {first!r} and memory_blocks[0]",
+        ),
+        (
+            lambda d: next(b for b in d["blocks"] if b["id"] == first).update(label=None),
+            f"Agent 'Wren the researcher': block {first!r} has no label (it is None)",
+        ),
+        (
+            lambda d: d["agents"].append(dict(d["agents"][0], id="agent-copy", name="Wren-the-researcher")),
+            "the agents 'Wren the researcher' and 'Wren-the-researcher', both named 'Wren-the-researcher' here,",
+        ),
+    ]
+    for mutate, expected in cases:
+        bad = json.loads(json.dumps(data))
+        mutate(bad)
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValidationError) as e:
+            run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)
+        assert expected in str(e.value)
+    assert counts(mem) == before
+    path.write_text(json.dumps(data))
+    run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)
+    data["system"] = data["agents"][0]["system"] = "another file"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        ValidationError, match="An agent named 'Wren-the-researcher' \\(the file's 'Wren the researcher'\\) already"
+    ):
+        run_import(mem, path, fmt="af", agent="default", rename=None, replace=False)

@@ -293,11 +293,7 @@ class Patch:
         return (("patch", self.patch),)
 
     def compute(self, value: str, label: str) -> str:
-        hunks = parse_patch(self.patch)
-        lines = value.split("\n")
-        for expected, replacement in hunks:
-            lines = _apply_hunk(lines, expected, replacement)
-        return "\n".join(lines)
+        return apply_hunks(value, parse_patch(self.patch))
 
 
 @dataclass(frozen=True)
@@ -338,37 +334,48 @@ class LineInsert:
 Edit = Append | ReplaceAll | StrReplace | Insert | Rethink | Patch | FirstReplace | LineInsert
 
 
+PATCH_HEADERS = ("*** Add Block:", "*** Delete Block:", "*** Update Block:", "*** Move to:")  # Letta's, multi-block
+PATCH_WRAPPERS = ("*** Begin Patch", "*** End Patch", "*** End of File")  # codex's framing lines: nothing to apply
+NO_HUNKS = "No applicable hunks found in patch. Ensure lines start with ' ', '-', or '+'."
+
+
 def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
-    """Parse hunks: `` `` context, ``-`` delete, ``+`` add; ``@@`` lines separate hunks."""
+    """Parse one block's hunks (Letta's ``memory_apply_patch``): `` `` context, ``-`` delete, ``+`` add; ``@@`` lines
+    separate hunks; a blank line inside a hunk is an empty context line."""
     if not isinstance(patch, str) or not patch.strip():
         raise EditError(
             "Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines."
         )
     reject_line_numbers("patch", patch)
+    return parse_hunks(patch.split("\n"))
+
+
+def parse_hunks(rows: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """Each hunk of ``rows`` as (expected lines, replacement lines). A hunk without expected lines (only ``+``
+    lines) appends its lines to the end of the block, as Letta's does. Blank lines at either end of a hunk are
+    ignored (a patch's last newline, a gap between hunks); ``--- ``/``+++ `` file headers before a hunk too."""
     hunks: list[tuple[list[str], list[str]]] = []
-    expected: list[str] = []
-    replacement: list[str] = []
+    rows_of_hunk: list[str] = []
 
     def close() -> None:
-        if expected or replacement:
-            hunks.append((list(expected), list(replacement)))
-        expected.clear()
-        replacement.clear()
+        while rows_of_hunk and rows_of_hunk[-1] == "":
+            rows_of_hunk.pop()
+        if rows_of_hunk:
+            hunks.append(_hunk(rows_of_hunk))
+        rows_of_hunk.clear()
 
-    for raw in patch.split("\n"):
+    for raw in rows:
         if raw.startswith("@@"):
             close()
-        elif raw.startswith(("*** ", "--- ", "+++ ")) and not (expected or replacement):
+        elif raw.startswith("*** "):
+            _patch_header(raw)
+        elif raw.startswith(("--- ", "+++ ")) and not rows_of_hunk:
             continue  # file headers of diff tools: not content
-        elif raw.startswith("-"):
-            expected.append(raw[1:])
-        elif raw.startswith("+"):
-            replacement.append(raw[1:])
-        elif raw.startswith(" "):
-            expected.append(raw[1:])
-            replacement.append(raw[1:])
         elif raw == "":
-            continue
+            if rows_of_hunk:
+                rows_of_hunk.append(raw)
+        elif raw[0] in " -+":
+            rows_of_hunk.append(raw)
         else:
             raise EditError(
                 f"Failed to apply patch: line {raw!r} does not start with ' ', '-', '+' or '@@'. "
@@ -376,19 +383,52 @@ def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
             )
     close()
     if not hunks:
-        raise EditError("Failed to apply patch: no hunks found. Send ' ' context, '-' delete and '+' add lines.")
-    for exp, rep in hunks:
-        if not exp:
-            raise EditError(
-                "Failed to apply patch: a hunk has no context or removed lines, so its place is unknown. "
-                "Include at least one ' ' context line, or use memory_insert to add lines."
-            )
-        if exp == rep:
-            raise EditError("Failed to apply patch: a hunk changes nothing. Add '-' or '+' lines.")
+        raise EditError(NO_HUNKS)
     return hunks
 
 
+def _patch_header(raw: str) -> None:
+    """A ``*** `` line among one block's hunks: codex's framing lines are skipped; anything else is refused, so that
+    no header is taken for content, and no block other than the one a header names is patched."""
+    if raw.rstrip() in PATCH_WRAPPERS:
+        return
+    if raw.startswith(PATCH_HEADERS):
+        raise EditError(
+            f"Failed to apply patch: the header {raw[:120]!r} starts an operation of a multi-block patch, and this "
+            "patch is applied to one block only."
+        )
+    raise EditError(
+        f"Failed to apply patch: {raw[:120]!r} is not a header memory_apply_patch knows. Its headers are "
+        "'*** Update Block: <label>' (then hunks), '*** Add Block: <label>' (then '+' lines) and "
+        "'*** Move to: <new label>'; a context line starting with '***' needs a leading space."
+    )
+
+
+def _hunk(rows: Sequence[str]) -> tuple[list[str], list[str]]:
+    expected: list[str] = []
+    replacement: list[str] = []
+    for raw in rows:
+        kind, line = (raw[0], raw[1:]) if raw else (" ", "")
+        if kind != "+":
+            expected.append(line)
+        if kind != "-":
+            replacement.append(line)
+    if expected == replacement:
+        raise EditError("Failed to apply patch: a hunk changes nothing. Add '-' or '+' lines.")
+    return expected, replacement
+
+
+def apply_hunks(value: str, hunks: Sequence[tuple[list[str], list[str]]]) -> str:
+    """``value`` with each hunk applied in turn, each to the result of the one before."""
+    lines = value.split("\n")
+    for expected, replacement in hunks:
+        lines = _apply_hunk(lines, expected, replacement)
+    return "\n".join(lines)
+
+
 def _apply_hunk(lines: list[str], expected: list[str], replacement: list[str]) -> list[str]:
+    if not expected:  # only '+' lines: appended (an empty block has no line to keep: no leading blank line)
+        return list(replacement) if lines == [""] else lines + replacement
     k = len(expected)
     starts = [i for i in range(len(lines) - k + 1) if lines[i : i + k] == expected]
     if not starts:

@@ -241,11 +241,17 @@ def plan_agent_file(data: Any) -> list[AgentPlan]:
         _plan_views(plan, agent, data, folders)
         _keep(plan, agent, data, first=n == 0, referenced=referenced, blocks=blocks, native=native)
         plans.append(plan)
-    seen: set[str] = set()
+    seen: dict[str, AgentPlan] = {}
     for p in plans:
-        if p.name in seen:
-            raise ValidationError(f"The file has two agents named {p.name!r}; tiermem agent names are unique.")
-        seen.add(p.name)
+        first = seen.setdefault(p.name, p)
+        if first is not p:
+            one, two = first.metadata.get("letta_name", first.name), p.metadata.get("letta_name", p.name)
+            named = (
+                f"two agents named {one!r}"
+                if one == two
+                else f"the agents {one!r} and {two!r}, both named {p.name!r} here,"
+            )
+            raise ValidationError(f"The file has {named}; tiermem agent names are unique. Rename one of them.")
     return plans
 
 
@@ -343,12 +349,10 @@ def _plan_agent(
     for ref in agent.get("block_ids") or []:
         if ref not in blocks:
             raise ValidationError(f"Agent {name!r} lists block {ref!r}, which the file does not contain.")
-        specs.append((str(ref), _block_spec(blocks[ref], name)))
+        specs.append((str(ref), _block_spec(blocks[ref], name, f"block {str(ref)!r}")))
     for i, b in enumerate(agent.get("memory_blocks") or []):
-        specs.append((f"{file_id}/inline-{i}", _block_spec(b, name)))
-    labels = [s.label for _, s in specs]
-    if len(set(labels)) != len(labels):
-        raise ValidationError(f"Agent {name!r} has two blocks with the same label; labels must be unique per agent.")
+        specs.append((f"{file_id}/inline-{i}", _block_spec(b, name, f"memory_blocks[{i}]")))
+    _check_unique_labels(name, specs)
     # what we cannot run
     unsupported: JSON = {}
     custom = []
@@ -432,7 +436,7 @@ def _plan_agent(
         in_context = _indices_to_ids(agent.get("messages") or [], agent["in_context_message_indices"], name)
     clean = tiermem_name(name) or f"agent-{n}"
     if clean != name:
-        notes.append(f"agent {name!r} is named {clean!r} (tiermem names use letters, digits, '_', '-', '.')")
+        notes.append(_naming_note(name, clean))
         metadata["letta_name"] = name
     listed = set(in_context)
     for u in unlogged:
@@ -521,21 +525,46 @@ def _indices_to_ids(messages: list[Any], indices: Any, agent: str) -> list[str]:
     return out
 
 
+def _check_unique_labels(agent: str, specs: list[tuple[str, BlockSpec]]) -> None:
+    first: dict[str, str] = {}
+    for ref, spec in specs:
+        other = first.setdefault(spec.label, ref)
+        if other != ref:
+            a, b = (_block_ref(agent, x) for x in (other, ref))
+            raise ValidationError(
+                f"Agent {agent!r} has two blocks labelled {spec.label!r}: {a} and {b}; labels must be unique per "
+                "agent. Give one of them another label, or take it off the agent."
+            )
+
+
+def _block_ref(agent: str, ref: str) -> str:
+    """How a refusal names a block of the file: its id, or its place in the agent's inline ``memory_blocks``."""
+    head, sep, tail = ref.rpartition("/inline-")
+    return f"memory_blocks[{tail}]" if sep and tail.isdigit() else f"block {ref!r}"
+
+
+def _naming_note(name: str, clean: str) -> str:
+    return f"agent {name!r} is named {clean!r} (tiermem names use letters, digits, '_', '-', '.')"
+
+
 def tiermem_name(name: str) -> str:
     """A Letta agent name in tiermem's alphabet (letters, digits, '_', '-', '.'; at most 64)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-")[:64]
 
 
-def _block_spec(b: Any, agent: str) -> BlockSpec:
-    if not isinstance(b, dict) or not isinstance(b.get("label"), str):
-        raise ValidationError(f"Agent {agent!r} has a block without a label.")
+def _block_spec(b: Any, agent: str, ref: str) -> BlockSpec:
+    if not isinstance(b, dict):
+        raise ValidationError(f"Agent {agent!r}: {ref} is not an object.")
+    if not isinstance(b.get("label"), str):
+        got = f"it is {b['label']!r}" if "label" in b else "it is missing"
+        raise ValidationError(f"Agent {agent!r}: {ref} has no label ({got}); a block's `label` is text, e.g. 'human'.")
     value = b.get("value") or ""
     if not isinstance(value, str):
         raise ValidationError(f"Block {b['label']!r} of agent {agent!r}: value must be text.")
     try:
         label = label_from_letta(b["label"])  # '/x' and 'a//b' are normalised; the file's spelling is kept for export
     except TiermemError as exc:
-        raise ValidationError(f"Block of agent {agent!r}: {exc}") from exc
+        raise ValidationError(f"Agent {agent!r}: {ref}: {exc}") from exc
     where = f"Block {b['label']!r} of agent {agent!r}"
     limit = b.get("limit")
     if limit is None:
@@ -636,9 +665,10 @@ def apply_plans(
 ) -> ImportReport:
     """Write validated plans. Names that clash with other agents are refused unless renamed or replaced."""
     report = ImportReport()
-    if rename is not None:  # the notes name the agent as it will be stored
+    if rename is not None:  # the notes name the agent as it will be stored (the name it would have had goes)
         old, plans[0].name = plans[0].name, rename
-        plans[0].notes = [_renamed(note, old, rename) for note in plans[0].notes]
+        naming = _naming_note(plans[0].metadata.get("letta_name", old), old)
+        plans[0].notes = [_renamed(note, old, rename) for note in plans[0].notes if note != naming]
     for p in plans:  # every name is checked before anything is written
         check_agent_name(p.name)
     todo = []
@@ -653,8 +683,11 @@ def apply_plans(
         except NotFoundError:
             pass
         if existing is not None and not replace:
+            letta = p.metadata.get("letta_name", p.name)
+            renamed = rename is not None and p is plans[0]
+            named = f"{p.name!r} (the file's {letta!r})" if letta != p.name and not renamed else repr(p.name)
             raise ValidationError(
-                f"An agent named {p.name!r} already exists. Import under another name with --rename NEW, or "
+                f"An agent named {named} already exists. Import under another name with --rename NEW, or "
                 "overwrite it with --replace (its messages and passages are deleted; its blocks' history stays)."
             )
         todo.append((p, agent_id, existing))

@@ -136,7 +136,15 @@ TOOLS: tuple[ToolDef, ...] = (
         "classic",
         LABEL,
     ),
-    ToolDef("memory_apply_patch", "server.tools:memory_apply_patch", EDIT, "Patch a memory block", "patch", LABEL),
+    ToolDef(
+        "memory_apply_patch",
+        "server.tools:memory_apply_patch",
+        EDIT,
+        "Patch memory blocks",
+        "patch",
+        LABEL,
+        labels_fn="domain.block_patch:edited_labels",  # a multi-block patch names its blocks in its headers
+    ),
     ToolDef(
         "memory",
         "server.memory_tool:memory_tool",

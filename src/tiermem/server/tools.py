@@ -21,6 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..base.errors import StoreError, TiermemError
+from ..domain import block_patch
 from ..domain import blocks as rules
 from ..domain.memory import Memory
 from .arguments import tidy_schema
@@ -201,9 +202,14 @@ async def memory_apply_patch(label: str, patch: str, ctx: Context[Any, Any]) -> 
     """Apply a unified-diff style patch to a memory block.
 
     Lines starting with ' ' are context, '-' removes a line, '+' adds one; '@@' separates
-    hunks. Each hunk's context and removed lines must match exactly one place.
-    Returns the block's full new value.
+    hunks. Each hunk's context and removed lines must match exactly one place; a hunk of
+    only '+' lines appends them. Returns the block's full new value.
+    Several blocks at once: label "", and each part starts with `*** Update Block: <label>`
+    (then hunks) or `*** Add Block: <label>` (optional `Description: <text>` line, then '+'
+    lines); `*** Move to: <new label>` after a part renames its block. All or nothing.
     """
+    if block_patch.is_multi_block(patch):
+        return await runtime_of(ctx).call(ctx, block_patch.apply_block_patch, patch)
     return await _edit(ctx, label, rules.Patch(patch))
 
 

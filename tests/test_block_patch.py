@@ -1,0 +1,187 @@
+"""memory_apply_patch as Letta's: a patch of '+' lines appends, and a multi-block patch's ``*** Update Block:``,
+``*** Add Block:`` and ``*** Move to:`` headers name the blocks it changes (all of it, or nothing), through a real MCP
+client; the planning and undoing parts on a real Memory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tiermem.base.config import BlockSpec, Settings
+from tiermem.base.errors import ConflictError, EditError
+from tiermem.domain import block_patch
+from tiermem.domain import blocks as rules
+from tiermem.server.registry import edited_labels
+
+from .conftest import serve_in_process, text_of
+
+GHP = "ghp_" + "R8kT2mVx9QbL4nZc7Yw1Hd5Jf3Ps6Ge0Aa12"
+
+
+async def _call(c: Client, **args: Any) -> tuple[str, bool]:
+    r = await c.call_tool("memory_apply_patch", args)
+    return text_of(r), bool(r.is_error)
+
+
+async def _blocks(c: Client) -> dict[str, dict[str, Any]]:
+    view = (await c.call_tool("core_memory_view", {})).structured_content
+    assert view is not None
+    return {b["label"]: b for b in view["blocks"]}
+
+
+@pytest.mark.anyio
+async def test_update_block_header_patches_the_block_it_names(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "status: open"})
+        await c.call_tool("memory", {"command": "create", "path": "/memories/project", "file_text": "status: open"})
+        # the label argument is not what Letta patches: the header names the block
+        text, failed = await _call(
+            c, label="human", patch="*** Update Block: project\n@@\n-status: open\n+status: closed"
+        )
+        assert not failed, text
+        assert (
+            text
+            == "Successfully applied memory patch operations.\n\nOperations completed:\n- Updated memory block 'project'"
+        )
+        blocks = await _blocks(c)
+        assert blocks["project"]["value"] == "status: closed"
+        assert blocks["human"]["value"] == "status: open" and blocks["human"]["version"] == 2
+        hist = json.loads(text_of(await c.call_tool("memory_history", {"label": "project", "limit": 1})))
+        assert hist["versions"][0]["operation"] == "memory_apply_patch"
+
+
+@pytest.mark.anyio
+async def test_multi_block_add_update_and_move(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\n\nLikes tea"})
+        patch = (
+            "*** Begin Patch\n"
+            "*** Update Block: human\n"
+            "@@\n"
+            " Name: Ada\n"
+            "\n"  # a blank line inside a hunk is an empty context line
+            "-Likes tea\n"
+            "+Likes mint tea\n"
+            "*** Add Block: ideas\n"
+            "Description: things to try\n"
+            "+first idea\n"
+            "\n"
+            "+second idea\n"
+            "*** Update Block: persona\n"
+            "+I keep notes.\n"  # only '+' lines: appended to the end
+            "*** Move to: notes/persona\n"
+            "*** End Patch\n"
+        )
+        text, failed = await _call(c, label="", patch=patch)
+        assert not failed, text
+        assert text.endswith(
+            "- Updated memory block 'human'\n- Created memory block 'ideas'\n- Updated memory block 'persona'\n"
+            "- Renamed memory block 'persona' to 'notes/persona'"
+        )
+        blocks = await _blocks(c)
+        assert blocks["human"]["value"] == "Name: Ada\n\nLikes mint tea"
+        assert blocks["ideas"]["value"] == "first idea\n\nsecond idea"
+        assert blocks["ideas"]["description"] == "things to try"
+        assert "persona" not in blocks and blocks["notes/persona"]["value"].endswith("\nI keep notes.")
+        # an added block renamed in the same patch is created under its final label; an added one can be patched
+        text, failed = await _call(
+            c, label="", patch="*** Add Block: a\n+one\n*** Move to: b\n*** Update Block: b\n-one\n+two"
+        )
+        assert not failed, text
+        blocks = await _blocks(c)
+        assert "a" not in blocks and blocks["b"]["value"] == "two" and blocks["b"]["version"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_failing_multi_block_patch_changes_nothing(settings: Settings) -> None:
+    locked = BlockSpec(label="locked", value="fixed", read_only=True)
+    settings = settings.model_copy(update={"default_blocks": [*settings.default_blocks, locked]})
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "status: open"})
+        await c.call_tool("memory", {"command": "create", "path": "/memories/small", "file_text": "x"})
+        before = await _blocks(c)
+        good = "*** Add Block: fresh\n+new\n*** Update Block: human\n-status: open\n+status: closed\n"
+        cases = [
+            (good + "*** Update Block: small\n-nope\n+y", "expected hunk context not found in the memory block"),
+            (good + "*** Update Block: gone\n-x\n+y", "Error: Memory block 'gone' does not exist. Blocks that exist:"),
+            (good + "*** Add Block: small\n+z", "Error: Memory block 'small' already exists"),
+            (good + "*** Update Block: small\n-x\n+" + "y" * 6000, "Edit failed: Exceeds 5000 character limit"),
+            (good + f"*** Update Block: small\n-x\n+token {GHP}", "GitHub"),
+            (good + "*** Update Block: small\n-x\n+y\n*** Move to: human", "A block labelled 'human' already exists"),
+            (good + "*** Delete Block: small", "*** Delete Block: small: memory_apply_patch does not delete blocks"),
+            (good + "*** Update Block:  \n-x\n+y", "*** Update Block: must specify a non-empty label"),
+            (good + "*** Add Block: bad//label\n+x", "Invalid block label 'bad//label'"),
+            ("*** Move to: elsewhere\n" + good, "*** Move to: must follow an Add/Update/Delete header"),
+            ("-status: open\n+status: shut\n" + good, "comes before the first '*** Update Block:'"),
+            ("*** Add Block: fresh\nnot a plus line\n", "does not start with '+'"),
+            (good + "*** Update Block: small\n", "No applicable hunks found in patch."),
+            (good + "*** Update Block: small\n 1→ x\n+y", "patch contains a line number prefix"),
+        ]
+        for patch, expected in cases:
+            text, failed = await _call(c, label="small", patch=patch)
+            assert failed and expected in text, (patch, text)
+            assert await _blocks(c) == before, patch
+        # a read-only block stays as it is
+        for patch in (
+            good + "*** Update Block: locked\n-fixed\n+loose",
+            good + "*** Update Block: locked\n*** Move to: x",
+        ):
+            text, failed = await _call(c, label="", patch=patch)
+            assert failed and rules.READ_ONLY_ERROR in text, text
+            assert "no block was changed" in text
+            assert await _blocks(c) == before
+
+
+@pytest.mark.anyio
+async def test_single_block_patches_as_letta_applies_them(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory", {"command": "create", "path": "/memories/empty"})
+        # only '+' lines append (an empty block gets no leading blank line)
+        assert await _call(c, label="empty", patch="+first") == ("first", False)
+        assert await _call(c, label="empty", patch="+second\n+third\n") == ("first\nsecond\nthird", False)
+        # codex's framing lines and diff file headers are not content
+        text, failed = await _call(
+            c, label="empty", patch="*** Begin Patch\n--- a/empty\n+++ b/empty\n@@\n-second\n+2nd\n*** End Patch"
+        )
+        assert (text, failed) == ("first\n2nd\nthird", False)
+        # a header this tool does not know is refused, not taken for content or for another block
+        text, failed = await _call(c, label="empty", patch="*** Update File: human\n@@\n-first\n+1st")
+        assert failed and "'*** Update File: human' is not a header memory_apply_patch knows" in text
+        blocks = await _blocks(c)
+        assert blocks["empty"]["value"] == "first\n2nd\nthird"
+
+
+def test_a_patch_whose_write_fails_part_way_is_undone(memory) -> None:  # type: ignore[no-untyped-def]
+    """Planned, then written: a conflict at the second write undoes the first (another writer came in between)."""
+    agent = memory.ensure_agent("default").id
+    memory.create_block(agent, BlockSpec(label="a", value="one"))
+    memory.create_block(agent, BlockSpec(label="b", value="two"))
+    plan = block_patch._plan(
+        memory,
+        agent,
+        block_patch.parse_block_patch("*** Update Block: a\n-one\n+1\n*** Update Block: b\n-two\n+2"),
+        "agent",
+    )
+    memory.edit(agent, "b", rules.Rethink("TWO"))  # another writer, after the plan was made
+    with pytest.raises(ConflictError, match="no block was changed \\(the writes before it were undone\\)"):
+        block_patch._write(memory, agent, plan, "agent")
+    assert memory.block(agent, "a").value == "one" and memory.block(agent, "b").value == "TWO"
+    ops = [v.operation for v in memory.history(agent, "a")]
+    assert ops[:2] == ["memory_apply_patch undone", "memory_apply_patch"]
+
+
+def test_hunks_and_the_labels_a_patch_edits() -> None:
+    assert rules.apply_hunks("a\nb", rules.parse_patch("+c")) == "a\nb\nc"
+    assert rules.apply_hunks("", rules.parse_patch("+c\n+d")) == "c\nd"
+    assert rules.apply_hunks("a\n\nb", rules.parse_patch(" a\n\n-b\n+c\n\n")) == "a\n\nc"
+    with pytest.raises(EditError, match="starts an operation of a multi-block patch"):
+        rules.parse_patch("*** Update Block: x\n-a\n+b")
+    assert block_patch.is_multi_block("-a\n+b\n*** Add Block: x") and not block_patch.is_multi_block(
+        " *** Add Block: x"
+    )
+    patch = "*** Update Block: a\n-x\n+y\n*** Move to: b\n*** Add Block: c\n+z"
+    assert edited_labels("memory_apply_patch", {"label": "human", "patch": patch}) == ["a", "b", "c"]
+    assert edited_labels("memory_apply_patch", {"label": "human", "patch": "-x\n+y"}) == ["human"]

@@ -27,6 +27,79 @@ def _everything(memory_dir: Path) -> bytes:
     return b"".join(p.read_bytes() for p in memory_dir.rglob("*") if p.is_file())
 
 
+def test_doctor_finds_and_redacts_credentials_in_tags_and_projects(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "the deploy notes", [f"entity:{TOKEN}", "ops"], project=f"/srv/{AKIA}")
+    memory.archive.log_messages(agent, [{"role": "user", "content": "hello", "project": f"/srv/{AKIA}"}])
+    audit = secret_audit.scan(open_memory(settings))
+    places = sorted(f.where.split(" (", 1)[1] for f in audit.found)
+    assert places == ["project)", "project)", "tag 1)"]
+    assert secret_audit.doctor_secrets(settings) == 1
+    out = capsys.readouterr().out
+    assert "GitHub token" in out and TOKEN not in out and AKIA not in out
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    memory = open_memory(settings)
+    (passage,) = memory.archive.rows.passages_of(agent)
+    assert passage.tags == ("entity:[redacted: GitHub token]", "ops")
+    rows = [str(r) for t in ("messages", "passages") for r in memory.archive.rows.backup_rows(t, vectors=False)]
+    assert not any(TOKEN in r or AKIA in r for r in rows)
+    assert secret_audit.scan(memory).found == []
+
+
+def test_a_folder_file_whose_name_holds_a_credential_is_skipped_and_named_redacted(
+    settings: Settings, tmp_path: Path
+) -> None:
+    source = tmp_path / "src"
+    (source / TOKEN).mkdir(parents=True)
+    (source / f"notes-{TOKEN}.md").write_text("hello\n")
+    (source / TOKEN / "a.md").write_text("hi\n")
+    (source / "fine.md").write_text("fine\n")
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("code")
+    report = upload_paths(memory, "code", [source])
+    assert report.counts()["added"] == 1 and report.counts()["skipped"] == 2
+    skipped = {r.name: r.reason for r in report.results if r.outcome == "skipped"}
+    assert set(skipped) == {"notes-[redacted: GitHub token].md", "[redacted: GitHub token]/a.md"}
+    assert all("its name holds a GitHub token" in why for why in skipped.values())
+    assert TOKEN not in json.dumps(report.as_dict())
+    assert not report.failed  # found walking a directory, as a bad name is
+    named = upload_paths(memory, "code", [source / f"notes-{TOKEN}.md"])
+    assert named.failed and TOKEN not in json.dumps(named.as_dict())  # a file named one by one: a failure
+    synced = sync_folder(memory, "code", source)
+    assert synced.counts()["skipped"] == 2 and TOKEN not in json.dumps(synced.as_dict())
+    memory.files.attach(agent, "code")
+    assert [f.name for f in memory.files.files("code")] == ["fine.md"]
+    assert TOKEN not in memory.render_core(agent, with_metadata=False)
+    with pytest.raises(SecretError, match="the file name would store a GitHub token") as refused:
+        memory.files.upload("code", f"key-{TOKEN}\n.md", b"x")  # refused before the bad name is quoted
+    assert TOKEN not in str(refused.value)
+    assert TOKEN.encode() not in _everything(settings.resolved_data_dir())
+
+
+def test_doctor_finds_a_stored_file_name_holding_a_credential_and_deletes_the_file(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    memory.files.create_folder("ops")
+    memory.files.upload("ops", f"notes-{TOKEN}.md", b"plain text\n")
+    memory.files.upload("ops", "env.md", f"key {AKIA}\n".encode())
+    assert secret_audit.doctor_secrets(settings) == 1
+    out = capsys.readouterr().out
+    assert "file ops/notes-[redacted: GitHub token].md (its name)" in out and "file ops/env.md" in out
+    assert TOKEN not in out
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    out = capsys.readouterr().out
+    assert "deleted" in out and TOKEN not in out
+    memory = open_memory(settings)
+    assert [f.name for f in memory.files.files("ops")] == ["env.md"]
+    assert "[redacted: AWS access key]" in memory.files.text("ops", "env.md")
+    assert secret_audit.scan(memory).found == []
+
+
 def test_a_refusal_never_quotes_a_credential_in_a_label(settings: Settings) -> None:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default").id

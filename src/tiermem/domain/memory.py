@@ -172,6 +172,7 @@ class Memory:
             folder_max_files=folder_max_files,
             scrub=self.scrub,
             refuse=self.refuse_secrets,
+            credentials=self.credentials_in,
             forget_uses=self.uses.forget,
         )
 

@@ -27,6 +27,32 @@ def _everything(memory_dir: Path) -> bytes:
     return b"".join(p.read_bytes() for p in memory_dir.rglob("*") if p.is_file())
 
 
+def test_a_memory_graphs_names_and_types_are_redacted_in_tags_too(settings: Settings, tmp_path: Path) -> None:
+    graph = tmp_path / "memory.jsonl"
+    graph.write_text(
+        json.dumps({"type": "entity", "name": TOKEN, "entityType": "token", "observations": ["a github token"]})
+        + "\n"
+        + json.dumps({"type": "entity", "name": "Ada", "entityType": f"person {AKIA}", "observations": ["likes tea"]})
+        + "\n"
+        + json.dumps({"type": "relation", "from": "Ada", "to": "Bob", "relationType": f"knows {AKIA}"})
+        + "\n"
+    )
+    memory = open_memory(settings)
+    report = run_import(memory, graph, fmt="auto", agent="default", rename=None, replace=False)
+    assert report["passages"] == 3
+    agent = memory.named_agent("default").id
+    tags = {t for p in memory.archive.rows.passages_of(agent) for t in p.tags}
+    assert "entity:[redacted: GitHub token]" in tags and "type:person [redacted: AWS access key]" in tags
+    assert "relation:knows [redacted: AWS access key]" in tags
+    assert not any(TOKEN in t or AKIA in t for t in tags)
+    notes = " ".join(report["notes"])
+    assert "passage tags: GitHub token (1)" in notes and "passage tags: AWS access key (2)" in notes
+    assert TOKEN not in notes and AKIA not in notes
+    again = run_import(memory, graph, fmt="auto", agent="default", rename=None, replace=False)
+    assert again["passages"] == 0 and again["already_present"] == 3 and again["notes"] == []  # nothing new
+    assert TOKEN.encode() not in _everything(settings.resolved_data_dir())
+
+
 def test_doctor_finds_and_redacts_credentials_in_tags_and_projects(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -98,6 +124,59 @@ def test_doctor_finds_a_stored_file_name_holding_a_credential_and_deletes_the_fi
     assert [f.name for f in memory.files.files("ops")] == ["env.md"]
     assert "[redacted: AWS access key]" in memory.files.text("ops", "env.md")
     assert secret_audit.scan(memory).found == []
+
+
+def test_uploads_and_memories_imports_say_what_they_redacted(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "config.py").write_text(f'AWS_ACCESS_KEY_ID = "{AKIA}"\nGH = "{TOKEN}"\n')
+    (source / "clean.py").write_text("x = 1\n")
+    memory = open_memory(settings)
+    memory.files.create_folder("code")
+    report = upload_paths(memory, "code", [source])
+    reasons = {r.name: r.reason for r in report.results}
+    assert (
+        reasons["config.py"] == "credentials redacted: AWS access key (1), GitHub token (1), each now [redacted: KIND]"
+    )
+    assert reasons["clean.py"] == ""
+    memories = tmp_path / "memories"
+    memories.mkdir()
+    (memories / "aws.txt").write_text(f"the key is {AKIA}\n")
+    first = run_import(memory, memories, fmt="memories", agent="default", rename=None, replace=False)
+    assert first["blocks_created"] == ["aws"]
+    assert first["notes"] == [
+        "default: credentials redacted in block 'aws': AWS access key (1), each now [redacted: AWS access key]"
+    ]
+    again = run_import(memory, memories, fmt="memories", agent="default", rename=None, replace=False)
+    assert again["blocks_unchanged"] == ["aws"] and again["conflicts"] == [] and again["notes"] == []
+
+
+def test_a_memfs_or_memories_file_whose_name_holds_a_credential_is_skipped_not_the_import(
+    settings: Settings, tmp_path: Path
+) -> None:
+    memfs = tmp_path / "memfs"
+    (memfs / "system").mkdir(parents=True)
+    (memfs / "system" / "ok.md").write_text("---\ndescription: fine\n---\nfine block\n")
+    (memfs / f"{TOKEN}.md").write_text("---\ndescription: x\n---\nbody\n")
+    memory = open_memory(settings)
+    report = run_import(memory, memfs, fmt="auto", agent="default", rename=None, replace=False)
+    assert report["format"] == "memfs"
+    agent = memory.named_agent("default").id
+    assert "system/ok" in {b.label for b in memory.blocks(agent)}
+    (line,) = report["skipped"]
+    assert line.startswith("[redacted: GitHub token].md: its name holds a GitHub token") and TOKEN not in line
+
+    memories = tmp_path / "memories"
+    memories.mkdir()
+    (memories / "fine.md").write_text("fine\n")
+    (memories / f"key-{AKIA}.md").write_text("short\n")
+    (memories / f"long-{AKIA}.md").write_text("long text. " * 1000)
+    report = run_import(memory, memories, fmt="memories", agent="other", rename=None, replace=False)
+    assert report["blocks_created"] == ["fine"] and report["passages"] == 0
+    assert len(report["skipped"]) == 2 and AKIA not in json.dumps(report)
+    assert all("its name holds an AWS access key" in line for line in report["skipped"])
+    assert AKIA.encode() not in _everything(settings.resolved_data_dir())
+    assert TOKEN.encode() not in _everything(settings.resolved_data_dir())
 
 
 def test_a_refusal_never_quotes_a_credential_in_a_label(settings: Settings) -> None:

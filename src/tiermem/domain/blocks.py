@@ -18,6 +18,7 @@ from datetime import datetime
 
 from ..base.errors import EditError, ValidationError
 from ..base.records import Block
+from . import secrets
 
 READ_ONLY_ERROR = "Error This block is read-only and cannot be edited."
 LINE_NUMBER_WARNING = (
@@ -34,9 +35,12 @@ PINNED_KEY = "pinned"  # block metadata: "false" keeps a block out of the render
 LETTA_LABEL_KEY = "letta_label"  # block metadata: the label as an imported file spelled it, when it differed
 
 
-def _shown(label: object) -> str:
+def shown_label(label: object, most: int = 80) -> str:
+    """A label as an error quotes it: each credential in it replaced by ``[redacted: KIND]`` (a refusal never
+    echoes a secret), then cut to ``most`` characters, quoted."""
     text = label if isinstance(label, str) else str(label)
-    return repr(text if len(text) <= 80 else text[:80] + "...")
+    text = secrets.redact(text).text
+    return repr(text if len(text) <= most else text[:most] + "...")
 
 
 def validate_label(label: str) -> str:
@@ -50,12 +54,14 @@ def validate_label(label: str) -> str:
     One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
     """
     if not isinstance(label, str):
-        raise ValidationError(f"Invalid block label {_shown(label)}: a label is text, for example 'project_notes'.")
+        raise ValidationError(
+            f"Invalid block label {shown_label(label)}: a label is text, for example 'project_notes'."
+        )
     name = label[1:] if label.startswith("/") else label
     problem = _label_problem(name)
     if problem:
         raise ValidationError(
-            f"Invalid block label {_shown(label)}: {problem}. Labels are paths of file names separated by '/', "
+            f"Invalid block label {shown_label(label)}: {problem}. Labels are paths of file names separated by '/', "
             "for example 'project_notes' or 'system/human/family'."
         )
     return name
@@ -76,10 +82,10 @@ def _label_problem(name: str) -> str:
         if segment in (".", ".."):
             return "'.' and '..' segments are not allowed"
         if segment.startswith("."):
-            return f"the segment {segment[:20]!r} starts with '.' (a hidden file)"
+            return f"the segment {shown_label(segment, 20)} starts with '.' (a hidden file)"
         size = len(segment.encode("utf-8", "surrogatepass"))
         if size > MAX_SEGMENT_BYTES:
-            return f"the segment {segment[:20]!r}... has {size} bytes, at most {MAX_SEGMENT_BYTES} are allowed"
+            return f"the segment {shown_label(segment, 20)} has {size} bytes, at most {MAX_SEGMENT_BYTES} are allowed"
     return ""
 
 

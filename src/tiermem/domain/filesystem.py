@@ -8,6 +8,10 @@ section is rendered from that entry alone, so it reads no table (the instruction
 The files table is the truth of which files exist: every change to a folder brings the view of each agent it is
 attached to up to date (``_sync_views``), and the file tools do the same before they run when the folder moved on.
 
+Credentials are never stored (docs/security.md): an uploaded file's text is stored with each one replaced by
+``[redacted: KIND]``, its outcome noting the kinds and counts; a file whose name holds one is skipped (its outcome
+names it redacted, never the secret), and ``upload`` of one refuses it (``SecretError``).
+
 Within a process the views of one agent are changed one at a time (a lock per agent). Two processes changing the same
 agent's view at once: the later write wins (the view is re-derived from the files table, so a lost file entry comes
 back at the next change; a lost open window is closed).
@@ -24,6 +28,7 @@ import hashlib
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import FileContentError, NotFoundError, TiermemError, ValidationError
 from ..base.records import Agent, Folder, StoredFile, new_id, now, stable_id, to_us
+from . import secrets
 from .file_parse import Parsed, parse_file
 from .file_views import (
     DirectoryInfo,
@@ -176,6 +182,27 @@ class Uploaded:
     full: bool = False  # skipped because the folder holds ``folder_max_files`` files: the folder is left incomplete
 
 
+def redaction_note(given: str, stored: str) -> str:
+    """What the scrub of a file's text redacted (each kind with its count: "credentials redacted: AWS access key (1),
+    each now [redacted: AWS access key]"), never the secrets; "" when ``stored`` is ``given``."""
+    if stored == given:
+        return ""
+    counts = Counter(f.kind for f in secrets.find(given))
+    if not counts:  # nothing this finder names (the scrub is the same finder): a change it made otherwise
+        return ""
+    kinds = ", ".join(f"{kind} ({n})" for kind, n in counts.items())
+    marker = secrets.marker(next(iter(counts))) if len(counts) == 1 else "[redacted: KIND]"
+    return f"credentials redacted: {kinds}, each now {marker}"
+
+
+def named_credential(held: str) -> str:
+    """Why a file whose name holds a credential (``held``: its kind and place) is skipped, and what to do."""
+    return (
+        f"its name holds {held}: credentials are never stored in memory, and a file's name is shown to every agent "
+        "its folder is attached to; rename the file without it, then upload or sync again"
+    )
+
+
 def display_name(folder: Folder | dict[str, str], file_name: str) -> str:
     name = folder.name if isinstance(folder, Folder) else folder["name"]
     return f"{name}/{file_name}"
@@ -237,12 +264,14 @@ class Filesystem:
         folder_max_files: int = DEFAULT_FOLDER_MAX_FILES,
         scrub: Callable[[str], str] | None = None,
         refuse: Callable[..., None] | None = None,
+        credentials: Callable[[str], str | None] | None = None,
         forget_uses: Callable[[Collection[str]], object] | None = None,
     ) -> None:
         self.core = core
         self._forget_uses = forget_uses  # deleted files' ids -> their use records deleted (``UseCounter.forget``)
         self._scrub = scrub  # a file's parsed text with its credentials redacted (``Memory.scrub``), before storing
         self._refuse = refuse  # (text, where, before=): SecretError for a new credential (``Memory.refuse_secrets``)
+        self._credentials = credentials  # text -> the credentials it holds, described (``Memory.credentials_in``)
         self._archive = archive
         self._changed = changed  # agent id -> tell listeners its files changed
         self.file_max_bytes = file_max_bytes
@@ -413,8 +442,10 @@ class Filesystem:
         embed: bool = True,
     ) -> Uploaded:
         """Parse ``data`` and store it as ``file_name`` in the folder (replacing a file of that name when its bytes
-        changed). A file that cannot be parsed is stored with the status ``error`` and its reason; a bad name is
-        refused (nothing stored)."""
+        changed). A file that cannot be parsed is stored with the status ``error`` and its reason; a bad name, or one
+        holding a credential (``SecretError``), is refused (nothing stored)."""
+        if isinstance(file_name, str):
+            self._refuse_texts(("the file name", file_name, ""))  # before any message could quote the name
         check_file_name(file_name)
         return self.upload_many(
             folder_name, [(file_name, data, source_path)], open_in_agents=open_in_agents, embed=embed
@@ -512,8 +543,9 @@ class Filesystem:
                         bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
-                        if parsed.note:
-                            notes[record.id] = parsed.note
+                        told = "; ".join(n for n in (parsed.note, redaction_note(parsed.text, text)) if n)
+                        if told:
+                            notes[record.id] = told
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
                     if len(good) + len(bad) >= batch:
                         flush()
@@ -536,6 +568,10 @@ class Filesystem:
         folder's limit), else its record and its parsed text, or why it cannot be parsed."""
         count = len(existing)
         for file_name, data, source_path in items:
+            held = self._credentials(file_name) if self._credentials and isinstance(file_name, str) else None
+            if held is not None:  # named redacted, never echoed: a file's name is shown to every agent
+                yield Uploaded(self.shown_name(file_name), "skipped", named_credential(held))
+                continue
             try:
                 file_name = check_file_name(file_name)
             except ValidationError as exc:
@@ -574,6 +610,10 @@ class Filesystem:
             except FileContentError as exc:
                 parsed = exc
             yield record, parsed
+
+    def shown_name(self, file_name: str) -> str:
+        """``file_name`` as a report may show it: each credential in it replaced by ``[redacted: KIND]``."""
+        return self._scrub(file_name) if self._scrub is not None else file_name
 
     def replace_text(self, file_id: str, text: str) -> str:
         """Store ``text`` as a file's text (``tiermem doctor --secrets --redact``): its chunks are cut again, the old

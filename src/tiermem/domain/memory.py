@@ -172,6 +172,7 @@ class Memory:
             folder_max_files=folder_max_files,
             scrub=self.scrub,
             refuse=self.refuse_secrets,
+            credentials=self.credentials_in,
             forget_uses=self.uses.forget,
         )
 
@@ -430,9 +431,8 @@ class Memory:
             return found
         blocks = self.blocks(agent_id)
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
-        shown = label if len(label) <= 80 else label[:80] + "..."
         raise NotFoundError(
-            f"No memory block with label {shown!r}. Blocks that exist: {labels}. "
+            f"No memory block with label {rules.shown_label(label)}. Blocks that exist: {labels}. "
             "Use one of these labels, or create a block first."
         )
 

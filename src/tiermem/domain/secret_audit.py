@@ -2,7 +2,8 @@
 request, redacted.
 
 ``scan`` reads every block (its current value and every version of its history), every message (content, the
-searched text, which repeats the previous turn, and the payload), every archival passage and every file of a folder,
+searched text, which repeats the previous turn, the payload and the project), every archival passage (with its tags
+and project) and every file of a folder (its text and its name),
 and reports each finding's kind and where it is (agent, block / message / passage / file id, line and characters),
 never the secret. ``redact`` rewrites what it found: a block's value as a new version by the actor "doctor", message
 and passage rows in place (re-embedded). Older versions keep the text until it is purged: the store's older table
@@ -63,6 +64,8 @@ class Audit:
     block_ids: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent id, label) -> block id, of ``blocks``
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # table -> redacted rows
     files: dict[str, str] = field(default_factory=dict)  # folder file id -> its redacted text
+    # folder file id -> (folder, file name) of a file whose name holds a credential: ``redact`` deletes it
+    named_files: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def counts(self) -> Counter[str]:
         return Counter(kind for f in self.found for kind in f.kinds)
@@ -103,37 +106,47 @@ def scan(memory: Memory) -> Audit:
     rows = memory.archive.rows
     for table, kind in (("messages", "message"), ("passages", "passage")):
         for row in rows.backup_rows(table, vectors=False):
-            fields = ["content", "text"] + (["payload"] if table == "messages" else [])
-            texts = {f: str(row.get(f) or "") for f in fields}
-            hit = False
-            for f in fields:
-                hit = (
-                    _note(
-                        audit,
-                        agents.get(row["agent_id"], row["agent_id"]),
-                        f"{kind} {row['id']} ({'searched text' if f == 'text' else f})",
-                        texts[f],
-                        fixable=True,
-                    )
-                    or hit
-                )
-            if hit:
-                redacted = {
-                    f: secrets.redact_json(texts[f]) if f == "payload" else secrets.redact(texts[f]).text
-                    for f in fields
-                }
-                audit.rows.setdefault(table, []).append({**row, **redacted, "vector": None})
+            _scan_row(audit, agents.get(row["agent_id"], row["agent_id"]), table, kind, row)
     files = memory.archive.files
     folders = {f.id: f.name for f in files.folders()}
     listing = files.listing()
     texts = files.texts([f.id for f in listing])
     for stored in listing:
         text = texts.get(stored.id, "")
-        if _note(
-            audit, "", f"file {folders.get(stored.folder_id, stored.folder_id)}/{stored.name}", text, fixable=True
-        ):
+        folder = folders.get(stored.folder_id, stored.folder_id)
+        shown = secrets.redact(f"{folder}/{stored.name}").text  # a name holding a credential is never echoed
+        if _note(audit, "", f"file {shown} (its name)", stored.name, fixable=True):
+            audit.named_files[stored.id] = (folder, stored.name)
+        elif _note(audit, "", f"file {shown}", text, fixable=True):
             audit.files[stored.id] = secrets.redact(text).text
     return audit
+
+
+def _scan_row(audit: Audit, agent: str, table: str, kind: str, row: dict[str, Any]) -> None:
+    """A message's or a passage's texts (content, searched text, payload), its project and a passage's tags; a row
+    holding a credential is kept in ``audit.rows`` redacted (its vector dropped: it is embedded again)."""
+    fields = ["content", "text"] + (["payload"] if table == "messages" else [])
+    texts = {f: str(row.get(f) or "") for f in fields}
+    names = {"text": "searched text"}
+    hit = False
+    for f in fields:
+        hit = _note(audit, agent, f"{kind} {row['id']} ({names.get(f, f)})", texts[f], fixable=True) or hit
+    project = row.get("project")
+    if isinstance(project, str) and _note(audit, agent, f"{kind} {row['id']} (project)", project, fixable=True):
+        hit = True
+    tags = [str(t) for t in row.get("tags") or ()]
+    for n, tag in enumerate(tags):
+        hit = _note(audit, agent, f"{kind} {row['id']} (tag {n + 1})", tag, fixable=True) or hit
+    if not hit:
+        return
+    redacted: dict[str, Any] = {
+        f: secrets.redact_json(texts[f]) if f == "payload" else secrets.redact(texts[f]).text for f in fields
+    }
+    if isinstance(project, str):
+        redacted["project"] = secrets.redact(project).text
+    if table == "passages":
+        redacted["tags"] = [secrets.redact(t).text for t in tags]
+    audit.rows.setdefault(table, []).append({**row, **redacted, "vector": None})
 
 
 @dataclass
@@ -147,7 +160,8 @@ class Redacted:
 
 def redact(memory: Memory, audit: Audit) -> Redacted:
     """Rewrite what ``scan`` found: block values as new versions by "doctor", message and passage rows in place
-    (re-embedded), folder files' texts."""
+    (re-embedded), folder files' texts; a folder file whose name holds a credential is deleted (a file's name is its
+    id's source: it cannot be renamed in place)."""
     done = Redacted()
     for (agent_id, label), value in audit.blocks.items():
         try:
@@ -171,6 +185,17 @@ def redact(memory: Memory, audit: Audit) -> Redacted:
             done.lines.append(f"file {name}: redacted (its chunks and the agents' open windows cut again)")
         except TiermemError as exc:
             done.lines.append(f"file {file_id}: NOT redacted: {exc}")
+            done.failed += 1
+    for file_id, (folder, name) in audit.named_files.items():
+        shown = secrets.redact(f"{folder}/{name}").text
+        try:
+            memory.files.delete_files(folder, [name])
+            done.lines.append(
+                f"file {shown}: deleted (a name cannot be redacted in place: rename the source file without the "
+                "credential and upload it again)"
+            )
+        except TiermemError as exc:
+            done.lines.append(f"file {shown} ({file_id}): NOT deleted: {secrets.redact(str(exc)).text}")
             done.failed += 1
     return done
 
@@ -213,7 +238,7 @@ def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool 
         print(json.dumps(_report(audit, done, commands), indent=2))
         return 1 if left else 0
     if not audit.found:
-        print("secrets: none found in blocks (with their history), messages, passages or folder files")
+        print("secrets: none found in blocks (with their history), messages, passages or folder files (or their names)")
         return 0
     counts = audit.counts()
     print(
@@ -232,7 +257,7 @@ def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool 
             ask += " `tiermem doctor --secrets --redact --yes`"
         print(
             f"{ask} to redact the {fixable} place(s) that can be redacted in place (current block values, messages, "
-            "passages, folder files).",
+            "passages, folder files; a folder file whose name holds a credential is deleted).",
             file=sys.stderr,
         )
     if commands:

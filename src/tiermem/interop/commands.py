@@ -14,6 +14,7 @@ from ..base.files import write_atomically
 from ..base.records import check_text
 from . import af_export, agentfile, backup, importers, memfs
 from .letta_messages import EXTENSION
+from .redactions import Redactions
 
 if TYPE_CHECKING:
     from ..domain.memory import Memory
@@ -70,15 +71,22 @@ def _run_import(
         memfs.plan_memfs(path, memory)  # validate every file before the agent is created
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
+        redacted = Redactions(memory.secret_scan)
         inserted, skipped = importers.import_passages(
-            memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG
+            memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG, redacted, agent
         )
-        return {"format": "memory-graph", "agent": agent, "passages": inserted, "already_present": skipped}
+        return {
+            "format": "memory-graph",
+            "agent": agent,
+            "passages": inserted,
+            "already_present": skipped,
+            "notes": redacted.notes(),
+        }
     if kind == "memories":
         return {
             "format": "memories",
             "agent": agent,
-            **importers.import_memories(memory, agent_id, path, replace=replace),
+            **importers.import_memories(memory, agent_id, path, replace=replace, owner=agent),
         }
     if kind == "memfs":
         return memfs.import_memfs(memory, agent, path)

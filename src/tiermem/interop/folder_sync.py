@@ -392,8 +392,9 @@ def upload_paths(
     named: set[str] = set()
     for path in paths:
         listing = walk(path, max_bytes=max_bytes) if path.is_dir() else file_listing(path, max_bytes=max_bytes)
-        if not path.is_dir():
-            named |= {f.name for f in listing.files} | {s.name for s in listing.skipped}
+        if not path.is_dir():  # (a name holding a credential is reported redacted)
+            given = {f.name for f in listing.files} | {s.name for s in listing.skipped}
+            named |= given | {memory.files.shown_name(n) for n in given}
         merged.ignored += listing.ignored
         merged.skipped += listing.skipped
         for f in listing.files:
@@ -411,7 +412,7 @@ def upload_paths(
     run = _ingest(memory, folder, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns())
     return SyncReport(
         folder=folder,
-        directory=", ".join(map(str, paths)),
+        directory=memory.files.shown_name(", ".join(map(str, paths))),
         results=_by_name(run.results, merged.skipped),
         ignored=merged.ignored,
         read=run.read,
@@ -453,7 +454,7 @@ def sync_folder(
         memory.files.set_folder_metadata(folder.name, SYNC_KEY, record)
     return SyncReport(
         folder=folder.name,
-        directory=str(root),
+        directory=memory.files.shown_name(str(root)),
         results=_by_name(run.results, listing.skipped),
         deleted=gone,
         ignored=listing.ignored,

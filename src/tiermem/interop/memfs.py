@@ -234,11 +234,20 @@ def read_tree(
     root: Path, tree: Tree, memory: Memory | None = None
 ) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
     """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot. With
-    ``memory``, a file whose text or description holds a credential is one it cannot take (``credentials``): it is
-    skipped whole, before anything is written, so an import or a sync never stops half-way through a directory."""
+    ``memory``, a file whose text or description holds a credential is one it cannot take (``credentials``), and so
+    is one whose path (its block's label) holds one (listed by its path redacted): it is skipped whole, before
+    anything is written, so an import or a sync never stops half-way through a directory."""
     parsed: dict[str, tuple[FileBlock, str]] = {}
     skipped: list[str] = []
     for rel in sorted(tree.paths):
+        held = memory.credentials_in(rel) if memory is not None else None
+        if held is not None:  # its label would hold it: the file is named redacted, never echoed
+            skipped.append(
+                f"{memory.scrub(rel) if memory is not None else rel}: its name holds {held}: credentials are never "
+                "stored in memory, and the name is the block's label, shown wherever the block is; rename the file "
+                "without it, then import or sync again (skipped)"
+            )
+            continue
         try:
             text = read_file(root, rel)
             plan = parse_file(rel, text, tree)

@@ -29,6 +29,7 @@ from pydantic import ValidationError as ArgumentsError
 
 from ..base.errors import ConfigError, NotFoundError, TiermemError, ValidationError
 from ..domain import briefing
+from ..domain.blocks import shown_label
 from .arguments import check_arguments, error_result, explain
 from .clientlog import ClientLevels
 from .completion import register_completions_and_logging
@@ -516,7 +517,7 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
         mime_type="text/plain",
     )
     async def block(label: str) -> str:  # reads are served by TiermemServer.read_resource
-        raise ResourceNotFoundError(f"No memory block with label {label!r}.")
+        raise ResourceNotFoundError(f"No memory block with label {shown_label(label)}.")
 
     @server.resource(
         ARCHIVAL_URI,

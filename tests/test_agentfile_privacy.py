@@ -225,3 +225,21 @@ def test_a_source_with_a_credential_is_the_same_folder_when_imported_again(tmp_p
     again = run_import(mem, path, fmt="af", agent="default", rename="second", replace=False)
     assert [f.name for f in mem.files.folders()] == [data["sources"][0]["name"]]
     assert not any("_(1)" in n for n in again["notes"]), again["notes"]
+
+
+def test_tiermems_own_fields_of_passages_and_messages_are_redacted_too(tmp_path: Path) -> None:
+    # tiermem's extension: a passage's tags and project, a message's project (docs/FILES.md), redacted as they enter.
+    data = base()
+    agent = data["agents"][0]
+    passage = {"content": "The loom used punched cards.", "tags": [f"deploy {GHP}"], "project": f"proj-{AKIA}"}
+    data["tiermem"] = {"passages": {agent["id"]: [passage]}}
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["tiermem"] = {"project": f"proj-{AKIA}"}
+    mem = fresh(tmp_path)
+    report = run_import(mem, write(tmp_path, data), fmt="af", agent="default", rename="own", replace=False)
+    raw = stored_bytes(tmp_path / "data")
+    assert GHP.encode() not in raw and AKIA.encode() not in raw
+    said = " | ".join(report["notes"])
+    assert "redacted in the tags of archival passages: GitHub token (1)" in said
+    assert "redacted in the projects of archival passages: AWS access key (1)" in said
+    assert "redacted in the projects of messages: AWS access key (1)" in said

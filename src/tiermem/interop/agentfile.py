@@ -714,6 +714,8 @@ def _write_agent(
     for i, m in enumerate(p.messages):
         row = {k: v for k, v in m.items() if k != "file_id"}
         redacted.message(p.name, row.get("content"), row.get("payload"))
+        redacted.text(p.name, "the projects of messages", row.get("project"))
+        redacted.text(p.name, "the conversations of messages", row.get("conversation_id"))
         _scrub_message(memory, row)
         row["id"] = stable_id("message", digest, agent_id, m["file_id"])
         row["seq"] = base + i
@@ -729,14 +731,18 @@ def _write_agent(
     if window is not None:
         memory.set_context_window(window)
     passage_ids: list[str] = []
-    for c, _, _ in p.passages:
+    for c, tags, _ in p.passages:
         redacted.text(p.name, "archival passages", c)
+        for tag in tags:
+            redacted.text(p.name, "the tags of archival passages", tag)
+    for project in p.passage_projects:
+        redacted.text(p.name, "the projects of archival passages", project)
     if p.passages:
         archive.insert_many(
             agent_id,
-            [(memory.scrub(c), t) for c, t, _ in p.passages],
+            [(memory.scrub(c), [memory.scrub(x) for x in t]) for c, t, _ in p.passages],
             created=[w for _, _, w in p.passages],
-            projects=p.passage_projects or None,
+            projects=[memory.scrub(x) if x else x for x in p.passage_projects] or None,
             max_chars=IMPORT_MAX_CHARS,
             ids=passage_ids,
             before_agent_row=True,  # the agent's row is written last (it shows only once complete)
@@ -1318,9 +1324,13 @@ def _json_or_text(value: str) -> Any:
 
 
 def _scrub_message(memory: Memory, row: JSON) -> None:
-    """An imported message without credentials: its content and every string of its payload (tool calls and their
-    arguments) redacted, each credential replaced by ``[redacted: KIND]`` (``secret_scan`` on)."""
+    """An imported message without credentials: its content, its project and conversation, and every string of its
+    payload (tool calls and their arguments) redacted, each credential replaced by ``[redacted: KIND]``
+    (``secret_scan`` on)."""
     if isinstance(row.get("content"), str):
         row["content"] = memory.scrub(row["content"])
+    for key in ("project", "conversation_id"):  # tiermem's own fields, scanned as a logged turn's are
+        if isinstance(row.get(key), str):
+            row[key] = memory.scrub(row[key])
     if memory.secret_scan and isinstance(row.get("payload"), str):
         row["payload"] = secrets.redact_json(row["payload"])

@@ -910,8 +910,10 @@ class Memory:
         return secrets.redact(text).text if self.secret_scan and text else text
 
     def scrub_json(self, payload: str) -> str:
-        """``scrub`` of every string in a JSON document (``secrets.redact_json``; text that is not JSON as text)."""
-        return secrets.redact_json(payload) if self.secret_scan and payload else payload
+        """``scrub`` of a JSON document stored as its text, such as a metadata value (``secrets.redact_json``
+        ``as_text``: what the text holds as a whole too, so that storing it is not refused; text that is not JSON
+        as text)."""
+        return secrets.redact_json(payload, as_text=True) if self.secret_scan and payload else payload
 
     def credentials_in(self, text: str) -> str | None:
         """The credentials ``text`` holds, named by kind and place ("a GitHub token (line 2, characters 5-44)"), never

@@ -708,25 +708,145 @@ def redact(text: str) -> Redacted:
     return Redacted("".join(parts), found)
 
 
-def redact_json(payload: str) -> str:
-    """A JSON document with every string in it redacted (a stored message's payload: tool calls and their
-    arguments); text that is not JSON is redacted as text."""
-    if not payload or not find(payload):
+def redact_json(payload: str, *, as_text: bool = False) -> str:
+    """A JSON document with every credential in it redacted (``redact_document``: a stored message's payload, tool
+    calls and their arguments; an agent's metadata, ``as_text``); text that is not JSON is redacted as text."""
+    if not payload or not find(payload):  # what a key tells is found in the text as a whole too
         return payload
     try:
         value = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
         return redact(payload).text
-    return json.dumps(_redact_value(value), ensure_ascii=False)
+    redacted, found = redact_document(value, as_text=as_text)
+    if not found and not as_text:  # as text: the found were in its escapes, which the text written anew lacks
+        return payload
+    return json.dumps(redacted, ensure_ascii=False)
 
 
-def _redact_value(value: object) -> object:
+JsonPath = tuple[str | int, ...]  # where a string is in a JSON value: its keys and list positions from the top
+_ENTROPY = "high-entropy secret"  # the kind of a random-looking quoted string (``Base64HighEntropyString``)
+
+
+def redact_document(value: Any, *, as_text: bool = False) -> tuple[Any, list[tuple[JsonPath, str]]]:
+    """A JSON value (parsed) with every credential in it redacted, and where each one was with its kind (a key's
+    path ends with the key). Each string, and each key, is redacted as text; then the document is read whole as its
+    JSON text (``json.dumps(value, ensure_ascii=False)``), where a key says what its value is (``{"password":
+    "..."}``, ``{"AWS_SECRET_ACCESS_KEY": "..."}``): a string value a credential found there overlaps (else a key) is
+    replaced whole by the credential's marker, until that text holds none. In that text every string is quoted: a
+    random-looking one (a tool call's id) is taken for a high-entropy secret only ``as_text``, for a document stored
+    and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in)."""
+    found: list[tuple[JsonPath, str]] = []
+    out = _redact_strings(value, (), found)
+    for _ in range(16):  # each round replaces a string with a marker; a handful of rounds is already unusual
+        text, leaves = _spanned(out)
+        hits = [f for f in find(text) if as_text or f.kind != _ENTROPY]
+        if not hits:
+            break
+        todo: dict[tuple[JsonPath, bool], str] = {}
+        for f in hits:
+            over = [(path, key) for start, end, path, key in leaves if start < f.end and f.start < end]
+            for place in [p for p in over if not p[1]] or over:
+                todo.setdefault(place, f.kind)
+        changed = False
+        # values first, then keys deepest first: renaming a key does not move what was replaced under it
+        for (path, key), kind in sorted(todo.items(), key=lambda item: (item[0][1], -len(item[0][0]))):
+            before = out
+            out = _replace(out, path, key, marker(kind))
+            if out is not before:
+                found.append((path, kind))
+                changed = True
+        if not changed:
+            break
+    return out, found
+
+
+def json_path(text: str, at: int) -> JsonPath | None:
+    """The path of the string of a JSON text (written as ``json.dumps(value, ensure_ascii=False)`` writes it) that
+    character ``at`` is in; None when the text is not such JSON or ``at`` is in no string."""
+    try:
+        spanned, leaves = _spanned(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+    if spanned != text:
+        return None
+    return next((path for start, end, path, _ in leaves if start <= at < end), None)
+
+
+def _redact_strings(value: Any, path: JsonPath, found: list[tuple[JsonPath, str]]) -> Any:
     if isinstance(value, str):
-        return redact(value).text
+        r = redact(value)
+        found += [(path, f.kind) for f in r.findings]
+        return r.text
     if isinstance(value, list):
-        return [_redact_value(v) for v in value]
+        return [_redact_strings(v, (*path, i), found) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = _redact_strings(k, (*path, k), found) if isinstance(k, str) else k
+            out[key] = _redact_strings(v, (*path, key), found)
+        return out
+    return value
+
+
+def _spanned(value: Any) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
+    """``json.dumps(value, ensure_ascii=False)`` and the span of each string in it: (start, end, path, is a key)."""
+    parts: list[str] = []
+    leaves: list[tuple[int, int, JsonPath, bool]] = []
+    at = 0
+
+    def put(s: str) -> None:
+        nonlocal at
+        parts.append(s)
+        at += len(s)
+
+    def string(s: str, path: JsonPath, key: bool) -> None:
+        start = at
+        put(json.dumps(s, ensure_ascii=False))
+        leaves.append((start, at, path, key))
+
+    def walk(v: Any, path: JsonPath) -> None:
+        if isinstance(v, str):
+            string(v, path, False)
+        elif isinstance(v, dict):
+            put("{")
+            for i, (k, x) in enumerate(v.items()):
+                put(", " if i else "")
+                if isinstance(k, str):
+                    string(k, (*path, k), True)
+                else:  # not from JSON text: written as json.dumps writes it
+                    put(json.dumps({k: None})[1 : -len(": null}")])
+                put(": ")
+                walk(x, (*path, k))
+            put("}")
+        elif isinstance(v, list):
+            put("[")
+            for i, x in enumerate(v):
+                put(", " if i else "")
+                walk(x, (*path, i))
+            put("]")
+        else:
+            put(json.dumps(v))
+
+    walk(value, ())
+    return "".join(parts), leaves
+
+
+def _replace(value: Any, path: JsonPath, key: bool, new: str) -> Any:
+    """``value`` with the string at ``path`` (the key itself when ``key``) replaced by ``new``; the same object when it
+    is ``new`` already."""
+    if not path:
+        return value if value == new else new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict) and head in value:
+        if key and not rest:
+            if head == new:
+                return value
+            return {(new if k == head else k): v for k, v in value.items()}
+        inner = _replace(value[head], rest, key, new)
+        return value if inner is value[head] else {**value, head: inner}
+    if isinstance(value, list) and isinstance(head, int) and 0 <= head < len(value):
+        inner = _replace(value[head], rest, key, new)
+        return value if inner is value[head] else [*value[:head], inner, *value[head + 1 :]]
     return value
 
 

@@ -697,10 +697,11 @@ def apply_plans(
     folder_plans = {f.key: f for p, _, _ in todo for f in p.folders}
     for key, plan in folder_plans.items():
         targets[key] = _resolve_folder(memory, plan, digest, taken)
+    namespace = plans[0].name  # the same file imported under --rename gets its own blocks
+    _check_agents(memory, todo, targets, digest, namespace)  # nothing is written when an agent would be refused
     total = sum(len(p.messages) + len(p.passages) + len(p.blocks) for p, _, _ in todo)
     total += sum(len(f.files) for f in folder_plans.values())
     progress = Progress("importing", total)
-    namespace = plans[0].name  # the same file imported under --rename gets its own blocks
     redacted = Redactions(memory.secret_scan)  # what the report says was redacted as it entered
     try:
         folders = _write_folders(memory, todo, targets, progress, report, redacted)  # before the agents that see them
@@ -746,6 +747,8 @@ def _write_agent(
     for i, m in enumerate(p.messages):
         row = {k: v for k, v in m.items() if k != "file_id"}
         redacted.message(p.name, row.get("content"), row.get("payload"))
+        redacted.text(p.name, "the projects of messages", row.get("project"))
+        redacted.text(p.name, "the conversations of messages", row.get("conversation_id"))
         _scrub_message(memory, row)
         row["id"] = stable_id("message", digest, agent_id, m["file_id"])
         row["seq"] = base + i
@@ -761,14 +764,18 @@ def _write_agent(
     if window is not None:
         memory.set_context_window(window)
     passage_ids: list[str] = []
-    for c, _, _ in p.passages:
+    for c, tags, _ in p.passages:
         redacted.text(p.name, "archival passages", c)
+        for tag in tags:
+            redacted.text(p.name, "the tags of archival passages", tag)
+    for project in p.passage_projects:
+        redacted.text(p.name, "the projects of archival passages", project)
     if p.passages:
         archive.insert_many(
             agent_id,
-            [(memory.scrub(c), t) for c, t, _ in p.passages],
+            [(memory.scrub(c), [memory.scrub(x) for x in t]) for c, t, _ in p.passages],
             created=[w for _, _, w in p.passages],
-            projects=p.passage_projects or None,
+            projects=[memory.scrub(x) if x else x for x in p.passage_projects] or None,
             max_chars=IMPORT_MAX_CHARS,
             ids=passage_ids,
             before_agent_row=True,  # the agent's row is written last (it shows only once complete)
@@ -779,32 +786,88 @@ def _write_agent(
         new_ids = {k: v["id"] for k, v in ids.items()}
         new_ids.update((k, v) for k, v in zip(p.passage_ids, passage_ids, strict=True) if k)
         report.links += restore_links(memory, agent_id, p.links, new_ids)
-    metadata = dict(p.metadata)
-    view, kept_views = _agent_view(p, folders, targets)
-    if view is not None:  # the agent row carries its view: once it is visible, so are its open files
-        metadata[STATE_KEY] = view
+    metadata = _agent_metadata(p, folders, targets, digest, namespace)
     if p.folders:
         opened = sum(v.is_open for v in p.views)
         report.notes.append(
             f"{p.name}: folder(s) attached: {', '.join(repr(folders[f.key].name) for f in p.folders)}"
             f" ({len(p.views)} file views, {opened} open)"
         )
-    if p.kept:
-        metadata[letta_passthrough.KEY] = json.dumps(
-            {**p.kept, VIEWS_KEY: kept_views, "scope": {"digest": digest, "namespace": namespace}}, ensure_ascii=False
-        )
     # the kept document names its fields (tools[NAME].source_code); those held natively too once, by their own name
     copies = frozenset({"agent.system", *(f"agent.{k}" for k in metadata)})
     for k, v in metadata.items():
         place = "" if k == letta_passthrough.KEY else f"the agent's {k}"
-        redacted.document(p.name, place, _json_or_text(v), copies)
+        redacted.text(p.name, "a key of the agent's metadata", k)
+        redacted.document(p.name, place, _json_or_text(v), copies, as_text=True)
     redacted.text(p.name, "the system prompt", p.system)
-    metadata = {k: memory.scrub_json(v) for k, v in metadata.items()}  # what the file carries, redacted as it enters
+    metadata = _stored_metadata(memory, metadata)
     memory.create_agent(p.name, system=memory.scrub(p.system), blocks=[], metadata=metadata, agent_id=agent_id)
     report.imported.append(p.name)
     if letta_passthrough.summary(p.kept):
         report.kept[p.name] = letta_passthrough.summary(p.kept)
     report.notes.extend(p.notes)
+
+
+def _agent_metadata(
+    p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Target], digest: str, namespace: str
+) -> dict[str, str]:
+    """The agent's metadata as the file gives it: its settings, its view of its folders (``folders``: by source key)
+    and the document of what tiermem keeps but does not run (``letta_passthrough``)."""
+    metadata = dict(p.metadata)
+    view, kept_views = _agent_view(p, folders, targets)
+    if view is not None:  # the agent row carries its view: once it is visible, so are its open files
+        metadata[STATE_KEY] = view
+    if p.kept:
+        metadata[letta_passthrough.KEY] = json.dumps(
+            {**p.kept, VIEWS_KEY: kept_views, "scope": {"digest": digest, "namespace": namespace}}, ensure_ascii=False
+        )
+    return metadata
+
+
+def _stored_metadata(memory: Memory, metadata: dict[str, str]) -> dict[str, str]:
+    """The agent's metadata as it is stored: every credential in a key or a value redacted as it enters (a value
+    holding JSON string by string, a key telling what its value is: ``{"password": "..."}``)."""
+    return {memory.scrub(k): memory.scrub_json(v) for k, v in metadata.items()}
+
+
+def _check_agents(
+    memory: Memory, todo: list[tuple[AgentPlan, str, Any]], targets: dict[str, _Target], digest: str, namespace: str
+) -> None:
+    """Refuse, before anything is written, what writing an agent's row would refuse (``Memory.create_agent``): a
+    credential in its name (never redacted: it is how the agent is called) or left in its stored prompt or
+    metadata, named by the field it is in (a kept field by its path in the file, ``mcp_servers[local].env.KEY``).
+    The folders of new sources are checked for names as their creation would (``Filesystem.create_folder``)."""
+    if not memory.secret_scan:
+        return
+    for key, target in targets.items():
+        if target.mode == "new":
+            memory.refuse_secrets(target.folder.name, f"the name of source {key!r} in the file")
+    folders = {k: t.folder for k, t in targets.items()}
+    for p, _, _ in todo:
+        agent = f"agent {p.file_id!r} in the file"
+        memory.refuse_secrets(p.name, f"the name of {agent}")
+        memory.refuse_secrets(memory.scrub(p.system), f"the system prompt of {agent}")
+        for k, v in _stored_metadata(memory, _agent_metadata(p, folders, targets, digest, namespace)).items():
+            memory.refuse_secrets(k, f"a key of the metadata of {agent}")
+            found = secrets.find(v)
+            if found:
+                memory.refuse_secrets(v, f"{_field_of(k, v, found[0].start, p.name)} of {agent}")
+
+
+def _field_of(key: str, value: str, at: int, agent: str) -> str:
+    """The field of an agent's stored metadata a character ``at`` of ``value`` is in: a kept field by its path in
+    the file (``mcp_servers[local].stdio_config.env.AWS_SECRET_ACCESS_KEY``), else the metadata entry."""
+    path = secrets.json_path(value, at)
+    if key != letta_passthrough.KEY or not path:
+        return f"the metadata entry {key!r}"
+    steps: list[str | int] = list(path)
+    where = ""
+    if steps[0] in ("orphans", "agent"):  # the file's own top-level lists; the agent's fields
+        where = f"agents[{agent}]" if steps[0] == "agent" else ""
+        steps = steps[1:]
+    for step in steps:
+        where += f"[{step}]" if isinstance(step, int) else f".{step}" if where else str(step)
+    return f"the file's {where}"
 
 
 def _window(agent_id: str, p: AgentPlan, ids: dict[str, JSON], end: int) -> ContextWindow | None:
@@ -857,6 +920,25 @@ def with_kept(native: JSON, kept: JSON | None) -> JSON:
             del out[k]
     out.update({k: v for k, v in kept.items() if k not in ("_native", "_absent", "sha256")})
     return out
+
+
+def _scrubbed(memory: Memory, kept: JSON) -> JSON:
+    """What ``kept_fields`` keeps of a Letta object, with every credential in it redacted (``secrets.redact_document``,
+    as the store's own copy of a field is: the file's value under ``_native`` too), when the store scans."""
+    if not memory.secret_scan:
+        return kept
+    redacted: JSON = secrets.redact_document(kept)[0]
+    return redacted
+
+
+# A Letta source's or file's fields held natively: their credentials are counted where they are stored (the folder's
+# description, a file's text), not again as kept fields
+_HELD = frozenset({"id", "name", "source_id", "description", "instructions", "content", "file_name"})
+
+
+def _own_fields(letta: JSON) -> JSON:
+    """The fields of a Letta source or file whose redaction the report counts as its kept fields (``_HELD`` aside)."""
+    return {k: v for k, v in letta.items() if k not in _HELD}
 
 
 def letta_source_fields(folder: Folder) -> JSON:
@@ -1097,6 +1179,7 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
     else the first free ``NAME_(n)``."""
     rows = memory.archive.files
     want = {f.name: (f.sha256, f.status) for f in plan.files}
+    texts = (memory.scrub(plan.description), memory.scrub(plan.instructions))  # as stored: redacted
     for n in range(0, 10_000):
         suffix = "" if n == 0 else f"_({n})"
         name = plan.name[: 100 - len(suffix)] + suffix if n else plan.name
@@ -1108,9 +1191,10 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
         if existing is None:
             taken.add(name)
             folder = Folder(id=folder_id, name=name, description=plan.description, instructions=plan.instructions)
-            folder.metadata[SOURCE_KEY] = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
+            kept = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
+            folder.metadata[SOURCE_KEY] = _scrubbed(memory, kept)  # the file's own fields, redacted as they enter
             return _Target(folder, "new", ours)
-        if (existing.description, existing.instructions) != (plan.description, plan.instructions):
+        if (existing.description, existing.instructions) != texts:
             continue
         stored = rows.files([existing.id])
         have = {f.name: (f.sha256, f.status) for f in stored}
@@ -1140,6 +1224,7 @@ def _write_folder(
     if target.mode == "new":
         redacted.text(owner, "its description", plan.description)
         redacted.text(owner, "its instructions", plan.instructions)
+        redacted.document(owner, "source", _own_fields(plan.letta))
         memory.files.create_folder(
             target.folder.name,
             description=memory.scrub(plan.description),
@@ -1173,6 +1258,7 @@ def _write_folder(
         # the file's text with its credentials redacted, as an upload's (the agent file's other content is too)
         if f.status != "error":
             redacted.text(owner, f"file {f.name!r}", f.text)
+        redacted.document(owner, f"files[{f.name}]", _own_fields(f.letta))
         (bad.append((record, f.error)) if f.status == "error" else good.append((record, memory.scrub(f.text))))
     for start in range(0, len(good), 64):
         for s in rows.write(good[start : start + 64], embed=True):
@@ -1188,8 +1274,8 @@ def _write_folder(
         native = letta_file_fields(folder.name, s, f.text)
         regular = f.letta.get("file_name") == f"{plan.name}/{f.name}"  # a renamed folder's files follow its name
         ignore = ("id", "source_id", "file_name") if regular else ("id", "source_id")
-        kept_files[s.id] = {**kept_fields(f.letta, native, ignore), "sha256": s.sha256}
-    source = kept_fields(plan.letta, letta_source_fields(folder), ("id", "name"))
+        kept_files[s.id] = {**_scrubbed(memory, kept_fields(f.letta, native, ignore)), "sha256": s.sha256}
+    source = _scrubbed(memory, kept_fields(plan.letta, letta_source_fields(folder), ("id", "name")))
     metadata = {**folder.metadata, SOURCE_KEY: source, FILES_KEY: kept_files}
     if metadata != folder.metadata:
         rows.put_folder(
@@ -1271,9 +1357,13 @@ def _json_or_text(value: str) -> Any:
 
 
 def _scrub_message(memory: Memory, row: JSON) -> None:
-    """An imported message without credentials: its content and every string of its payload (tool calls and their
-    arguments) redacted, each credential replaced by ``[redacted: KIND]`` (``secret_scan`` on)."""
+    """An imported message without credentials: its content, its project and conversation, and every string of its
+    payload (tool calls and their arguments) redacted, each credential replaced by ``[redacted: KIND]``
+    (``secret_scan`` on)."""
     if isinstance(row.get("content"), str):
         row["content"] = memory.scrub(row["content"])
+    for key in ("project", "conversation_id"):  # tiermem's own fields, scanned as a logged turn's are
+        if isinstance(row.get(key), str):
+            row[key] = memory.scrub(row[key])
     if memory.secret_scan and isinstance(row.get("payload"), str):
         row["payload"] = secrets.redact_json(row["payload"])

@@ -8,7 +8,9 @@ files and views (``agentfile``); the document keeps only what of them tiermem do
 agent references (blocks, tools, groups, files, sources), the MCP servers, skills and the file's
 metadata. Export (``af_export.py``) writes all of it back in Letta's shape.
 
-Environment variables and secrets: only their **names** are kept; every value is replaced by "".
+Environment variables and secrets: only their **names** are kept; every value is replaced by "" (the agent's
+``tool_exec_environment_variables`` and ``secrets``; an MCP server's ``env``, ``token``, ``auth_token`` and
+``custom_headers``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ JSON = dict[str, Any]
 KEY = "letta_agent_file"  # agent metadata key holding the document
 FORMAT = 1
 ENV_FIELDS = ("tool_exec_environment_variables", "secrets")
+MCP_SECRET_FIELDS = ("token", "auth_token")  # an MCP server's credentials (its ``env`` and ``custom_headers`` too)
 # Fields of a Letta agent that tiermem holds natively (or that ids/ordering replace on export).
 NATIVE_AGENT_FIELDS = frozenset(
     {"id", "messages", "in_context_message_ids", "in_context_message_indices", "block_ids", "memory_blocks"}
@@ -46,6 +49,30 @@ def blank_values(value: Any) -> tuple[Any, list[str]]:
                 out.append(item)
         return out, [n for n in names if n]
     return value, []
+
+
+def blank_mcp_server(server: Any) -> tuple[Any, list[str]]:
+    """An MCP server of the file (``mcp_servers``) with its secret values "" (the ``env`` of its ``stdio_config`` or
+    its own, its ``token``, ``auth_token`` and ``custom_headers`` values), and their names ("AWS_SECRET_ACCESS_KEY
+    (MCP server local)")."""
+    if not isinstance(server, dict):
+        return server, []
+    label = f"MCP server {server.get('server_name') or server.get('id')}"
+    out, names = dict(server), []
+    for key in MCP_SECRET_FIELDS:
+        if isinstance(out.get(key), str) and out[key]:
+            out[key] = ""
+            names.append(f"{key} ({label})")
+    for key in ("env", "custom_headers"):
+        if isinstance(out.get(key), (dict, list)):
+            out[key], found = blank_values(out[key])
+            names += [f"{n} ({label})" for n in found]
+    config = out.get("stdio_config")
+    if isinstance(config, dict) and isinstance(config.get("env"), (dict, list)):
+        env, found = blank_values(config["env"])
+        out["stdio_config"] = {**config, "env": env}
+        names += [f"{n} ({label})" for n in found]
+    return out, names
 
 
 def _ids(items: Any) -> list[str]:
@@ -95,9 +122,14 @@ def agent_document(agent: JSON, data: JSON, *, first: bool, referenced: dict[str
             left = [x for x in data.get(key) or [] if str(x.get("id")) not in referenced.get(key, set())]
             if left:
                 orphans[key] = left
-        for key in ("mcp_servers", "skills"):
-            if data.get(key):
-                orphans[key] = data[key]
+        if isinstance(data.get("mcp_servers"), list) and data["mcp_servers"]:
+            servers = [blank_mcp_server(x) for x in data["mcp_servers"]]
+            orphans["mcp_servers"] = [x for x, _ in servers]
+            doc["env_names"].extend(n for _, names in servers for n in names)
+        elif data.get("mcp_servers"):
+            orphans["mcp_servers"] = data["mcp_servers"]
+        if data.get("skills"):
+            orphans["skills"] = data["skills"]
         if isinstance(data.get("metadata"), dict):
             orphans["file_metadata"] = data["metadata"]
         doc["orphans"] = orphans

@@ -1,7 +1,8 @@
 """What an import redacted: each credential in a file's content is replaced by ``[redacted: KIND]`` as it enters
 memory (``Memory.scrub``; docs/security.md), and the import report says where and how many, per kind, never the
-secrets themselves. ``Redactions`` counts with the same finder the redaction uses (``secrets.find``), at the places
-the import scrubs, and nothing when the store does not scan (``secret_scan`` off).
+secrets themselves. ``Redactions`` counts with the same finders the redaction uses (``secrets.find`` for a text,
+``secrets.redact_document`` for a JSON document), at the places the import scrubs, and nothing when the store does
+not scan (``secret_scan`` off).
 """
 
 from __future__ import annotations
@@ -28,29 +29,31 @@ class Redactions:
             for f in secrets.find(text):
                 self._texts[(owner, place, f.kind)] += 1
 
-    def document(self, owner: str, place: str, value: Any, skip: frozenset[str] = frozenset()) -> None:
-        """Count the credentials of every string in a JSON value, each at its path under ``place``
-        (``tools[web_lookup].source_code``: a list item is named by its ``name``, ``label`` or ``id``); paths in
-        ``skip`` are left out (a copy of a text counted elsewhere)."""
+    def document(
+        self, owner: str, place: str, value: Any, skip: frozenset[str] = frozenset(), *, as_text: bool = False
+    ) -> None:
+        """Count the credentials of a JSON value as its redaction finds them (``secrets.redact_document``: in its
+        strings, or told by their keys, ``{"password": "..."}``; ``as_text`` for metadata), each at its path under
+        ``place`` (``tools[web_lookup].source_code``: a list item is named by its ``name``, ``label`` or ``id``);
+        paths in ``skip``, and under them, are left out (a copy of a text counted elsewhere)."""
         if not self.scanning:
             return
-        if isinstance(value, str):
-            if place not in skip:
-                self.text(owner, place, value)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                self.document(owner, f"{place}.{k}" if place else str(k), v, skip)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                name = next((v[k] for k in ("name", "label", "id") if isinstance(v, dict) and v.get(k)), i)
-                self.document(owner, f"{place}[{name}]", v, skip)
+        for path, kind in secrets.redact_document(value, as_text=as_text)[1]:
+            where = _place(value, place, path)
+            if not any(where == s or where.startswith((f"{s}.", f"{s}[")) for s in skip):
+                self._texts[(owner, where, kind)] += 1
 
     def message(self, owner: str, content: object, payload: object) -> None:
-        """Count one message (its content and every string of its payload) once per kind it holds."""
+        """Count one message (its content and its payload, as their redaction finds them) once per kind it holds."""
         if not self.scanning:
             return
         kinds = {f.kind for f in secrets.find(content)} if isinstance(content, str) and content else set()
-        kinds |= {kind for text in _strings(payload) for kind in (f.kind for f in secrets.find(text))}
+        if isinstance(payload, str) and payload:
+            try:
+                value: Any = json.loads(payload)
+            except ValueError:
+                value = payload
+            kinds |= {kind for _, kind in secrets.redact_document(value)[1]}
         for kind in kinds:
             self._messages[(owner, kind)] += 1
 
@@ -69,22 +72,15 @@ class Redactions:
         return out
 
 
-def _strings(payload: object) -> list[str]:
-    """Every string of a JSON document given as text (the text itself when it is not JSON)."""
-    if not isinstance(payload, str) or not payload:
-        return []
-    try:
-        value = json.loads(payload)
-    except ValueError:
-        return [payload]
-    found: list[str] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            found.append(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return found
+def _place(value: Any, place: str, path: secrets.JsonPath) -> str:
+    """``path`` in ``value`` written under ``place``: ``place.key``, ``place[NAME]`` for a list item (its ``name``,
+    ``label`` or ``id``, else its position)."""
+    for step in path:
+        if isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value):
+            item = value[step]
+            name = next((item[k] for k in ("name", "label", "id") if isinstance(item, dict) and item.get(k)), step)
+            place, value = f"{place}[{name}]", item
+        else:
+            place = f"{place}.{step}" if place else str(step)
+            value = value.get(step) if isinstance(value, dict) else None
+    return place

@@ -243,3 +243,36 @@ def test_tiermems_own_fields_of_passages_and_messages_are_redacted_too(tmp_path:
     assert "redacted in the tags of archival passages: GitHub token (1)" in said
     assert "redacted in the projects of archival passages: AWS access key (1)" in said
     assert "redacted in the projects of messages: AWS access key (1)" in said
+
+
+def test_a_file_whose_name_holds_a_credential_is_skipped_with_its_views(tmp_path: Path) -> None:
+    # As an upload or a sync skips it: a file's name is stored as it is and shown to every agent its folder is
+    # attached to. Its views go with it; the report names it redacted; nothing of it is stored nor exported.
+    data = base()
+    folder = data["sources"][0]["name"]
+    named = data["files"][0]
+    named["file_name"], named["original_file_name"] = f"{folder}/{GHP}.txt", f"{GHP}.txt"
+    pathed = {**named, "id": "file-9", "file_name": f"{folder}/notes.txt", "original_file_name": "notes.txt"}
+    data["files"].append({**pathed, "file_path": f"/home/alex/{AKIA}/notes.txt"})
+    row = data["agents"][0]["files_agents"][0]
+    assert row["file_id"] == named["id"]
+    row["file_name"] = named["file_name"]
+    mem = fresh(tmp_path)
+    report = run_import(mem, write(tmp_path, data), fmt="af", agent="default", rename="named", replace=False)
+    raw = stored_bytes(tmp_path / "data")
+    for secret in (GHP, AKIA):
+        assert secret.encode() not in raw and secret[4:24].encode() not in raw
+    said = " | ".join(report["notes"])
+    assert GHP not in said and AKIA not in said
+    assert (
+        f"folder {folder!r}: skipped file '{folder}/[redacted: GitHub token].txt': its name holds a GitHub token"
+        in said
+    ), said
+    assert f"skipped file '{folder}/notes.txt': its path holds an AWS access key" in said, said
+    assert report["files"] == 1 and "(1 file views, 1 open)" in said, said  # test.md and its view stay
+    assert [f.name for f in mem.archive.files.files([mem.files.folder(folder).id])] == ["test.md"]
+    exported = export(mem, tmp_path, "named")
+    text = json.dumps(exported)
+    assert GHP not in text and AKIA not in text
+    assert [f["file_name"] for f in exported["files"]] == [f"{folder}/test.md"]
+    assert [v["file_name"] for v in exported["agents"][0]["files_agents"]] == [f"{folder}/test.md"]

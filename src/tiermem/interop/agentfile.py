@@ -695,6 +695,7 @@ def apply_plans(
     targets: dict[str, _Target] = {}
     taken: set[str] = set()
     folder_plans = {f.key: f for p, _, _ in todo for f in p.folders}
+    report.notes += _skip_named_credentials(memory, list(folder_plans.values()), [p for p, _, _ in todo])
     for key, plan in folder_plans.items():
         targets[key] = _resolve_folder(memory, plan, digest, taken)
     namespace = plans[0].name  # the same file imported under --rename gets its own blocks
@@ -1162,6 +1163,41 @@ def _view(v: ViewPlan, file_id: str, folder_id: str, name: str = "", sha256: str
         accessed_us=v.accessed_us,
         sha256=sha256 if v.is_open else "",
     )
+
+
+# a Letta file's fields tiermem stores as they are (and shows: a file's name to every agent its folder is attached to)
+_NAMES = (("file_name", "name"), ("original_file_name", "original name"), ("file_path", "path"))
+
+
+def _skip_named_credentials(memory: Memory, folders: list[FolderPlan], agents: list[AgentPlan]) -> list[str]:
+    """Leave out of ``folders`` (before anything is written) each file whose name, original name or path holds a
+    credential, as an upload skips a file whose name holds one (``Filesystem._prepared``); the ``agents``' views of
+    it go with it. Returns a note per file, naming it redacted (never echoed)."""
+    notes: list[str] = []
+    dropped: set[str] = set()
+    for folder in folders:
+        kept: list[FilePlan] = []
+        for f in folder.files:
+            held = [(what, h) for k, what in _NAMES if (h := memory.credentials_in(_text(f.letta.get(k))))]
+            if not held:
+                kept.append(f)
+                continue
+            dropped.add(f.key)
+            what, kinds = held[0]
+            shown = memory.scrub(_text(f.letta.get("file_name")) or f.name)
+            notes.append(
+                f"folder {memory.scrub(folder.name)!r}: skipped file {shown!r}: its {what} holds {kinds}: credentials "
+                "are never stored in memory, and a file's name is shown to every agent its folder is attached to; "
+                "rename the file without it in the agent file, then import again"
+            )
+        folder.files = kept
+    for p in agents:
+        p.views = [v for v in p.views if v.file_key not in dropped]
+    return notes
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 @dataclass

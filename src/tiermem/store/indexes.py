@@ -11,7 +11,7 @@ import warnings
 from datetime import timedelta
 
 from ..base.errors import PurgeUnfinishedError, StoreBusyError, StoreError, StoreWriteError
-from .boundary import COMMIT_RETRY, LIBRARY_ERRORS, commit_with_retries, first_line, reads
+from .boundary import COMMIT_RETRY, LIBRARY_ERRORS, commit_with_retries, first_line, is_conflict, reads
 from .connection import Connection
 from .purge import Purge
 from .query import Filter
@@ -84,9 +84,12 @@ class Indexes:
             try:
                 self.ensure_fts(table)
             except StoreError as exc:
-                log.warning(
-                    "full-text index of %s not built at open (another process may be building it): %s", table, exc
-                )
+                if isinstance(exc.__cause__, LIBRARY_ERRORS) and is_conflict(exc.__cause__):  # normal: said quietly
+                    log.debug(
+                        "full-text index of %s not built at open (another process was committing): %s", table, exc
+                    )
+                else:
+                    log.warning("full-text index of %s not built at open (the next upkeep tries again): %s", table, exc)
 
     @reads("the search indexes")
     def has_fts(self, table: str) -> bool:
@@ -111,13 +114,19 @@ class Indexes:
             try:
                 t.create_index(column, config=Bitmap(), replace=False)
             except (RuntimeError, ValueError) as exc:
-                log.warning("%s index of %s not built (another process may be building it): %s", column, table, exc)
+                # several processes opening a new store at once: one builds it, the others lose its commit (normal)
+                if is_conflict(exc) or [column] in [i.columns for i in t.list_indices()]:
+                    log.debug("%s index of %s not built here (another process was committing): %s", column, table, exc)
+                else:
+                    log.warning(
+                        "%s index of %s not built (the next upkeep tries again): %s", column, table, first_line(exc)
+                    )
         if not self.has_fts(table):
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
             except (RuntimeError, ValueError) as exc:
                 if not self.has_fts(table):  # another process may have built it meanwhile
-                    raise StoreWriteError(f"Could not build the full-text index of {table}: {exc}") from exc
+                    raise StoreWriteError(f"Could not build the full-text index of {table}: {first_line(exc)}") from exc
 
     @reads("the search indexes")
     def ensure_vector_index(self, table: str) -> bool:

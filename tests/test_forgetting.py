@@ -5,6 +5,7 @@ once and from the files after the next upkeep (``tiermem optimize``)."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -503,3 +504,86 @@ def test_forget_an_agent_reports_what_went_and_usage_errors_exit_2(
     assert "applies to `tiermem forget block LABEL`" in capsys.readouterr().err
     assert main(["forget", "--text", "hello", "--memfs", str(root / "nowhere"), *common]) == 1
     assert "no such directory" in capsys.readouterr().err
+
+
+def _purge_meets_another_commit(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A store whose passage holding the secret was compacted and indexed, with later passages in small fragments,
+    set up so that the purge of ``passages`` meets another process's commit: another LanceDB handle compacts the table
+    (as a server's upkeep does) right after the purge wrote the forgotten rows' neighbours again, and the purge's own
+    handle is one that looks for newer versions only when told (as one on object storage does within
+    ``read_staleness``), so its next commit, the full-text index built afresh, started from the version before the
+    compaction: a real "Retryable commit conflict" from LanceDB, every time. Returns the agent and the passage."""
+    import lancedb
+
+    from tiermem.store.purge import Purge
+
+    agent = memory.ensure_agent("default").id
+    for i in range(8):
+        memory.archival_insert(agent, f"filler passage {i} about green tea", None)
+    passage = memory.archival_insert(agent, f"the vault code is {SECRET} ({TOKEN})", ["vault"]).stored[0]
+    optimize(memory)  # compacted and indexed: the secret is in a data file and in the full-text index
+    for i in range(3):
+        memory.archival_insert(agent, f"later passage {i} about black tea", None)  # small fragments to compact
+    store = memory.archive.rows.store
+    uri = store.conn.uri
+    monkeypatch.setitem(
+        store.conn.tables, "passages", lancedb.connect(uri, read_consistency_interval=None).open_table("passages")
+    )
+    other = lancedb.connect(uri).open_table("passages")
+    real = Purge.rewrite
+
+    def rewrite_then_another_compacts(self: Purge, table: str, marks: dict[str, str]) -> int:
+        rewritten = real(self, table, marks)
+        if table == "passages":
+            other.optimize()  # a Rewrite committed after the purge's last commit, before its next
+        return rewritten
+
+    monkeypatch.setattr(Purge, "rewrite", rewrite_then_another_compacts)
+    return agent, passage
+
+
+def test_a_purge_meeting_another_process_commit_tries_again_and_leaves_no_byte(
+    local: tuple[Memory, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Servers' upkeeps commit to the tables while `tiermem forget --now` purges: a commit conflict is tried again
+    from the newest version, and the purge finishes with no byte of the text left in the data directory."""
+    memory, root = local
+    agent, passage = _purge_meets_another_commit(memory, monkeypatch)
+    with caplog.at_level(logging.INFO, logger="tiermem.store.boundary"):
+        done = forget(memory, Target("passage", agent, passage), now=True)
+    assert done.purge_unfinished is None and done.purged is not None and "passages purge" in done.purged
+    tried = [r.getMessage() for r in caplog.records if "commit conflict with another writer" in r.getMessage()]
+    assert any(m.startswith("the indexes of passages (after forgetting)") for m in tried), tried  # met and tried again
+    assert not purge_pending(memory)
+    assert scan_dir(root) == []
+
+
+def test_a_purge_that_cannot_finish_says_the_text_is_gone_from_search_and_how_to_finish(
+    local: tuple[Memory, Path], settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When the purge's tries run out, `tiermem forget --now` exits 1 saying what is true: forgotten (gone from every
+    search and listing), the purge of the old files pending, and how to finish it; never "Nothing was written"."""
+    from tiermem.cli.forget import forget_command
+    from tiermem.cli.main import build_parser
+    from tiermem.store import Retry
+
+    memory, root = local
+    agent, passage = _purge_meets_another_commit(memory, monkeypatch)
+    monkeypatch.setattr(memory.archive.rows.store.indexes, "purge_retry", Retry(attempts=1))
+    args = build_parser().parse_args(["forget", "passage", passage, "--yes", "--now"])
+    assert forget_command(memory, settings, args) == 1
+    out, err = capsys.readouterr()
+    assert "forgot 1 passage row(s)" in out
+    assert "store files not purged yet: Purging the forgotten rows of passages from the store's files did not" in out
+    assert "already gone from every search and listing" in out and "`tiermem optimize`" in out
+    assert "Retryable commit conflict" in out and ".rs:" not in out  # what stopped it, without Lance's source line
+    assert "did not finish" in err and "othing was written" not in out + err
+    hits = memory.archival_search(
+        agent, "vault code", tags=None, tag_match_mode="any", top_k=10, start_datetime=None, end_datetime=None
+    ).hits
+    assert all(SECRET not in h.content for h in hits)
+    assert purge_pending(memory)  # the marks stay: the next upkeep purges
+    monkeypatch.undo()  # the other process is done; the store's own handle again
+    optimize(memory)
+    assert not purge_pending(memory)
+    assert scan_dir(root) == []

@@ -249,6 +249,27 @@ def test_commit_conflicts_are_retried_other_failures_are_clear(tmp_path: Path) -
     assert 2 <= slow.calls < 100
 
 
+def test_a_write_of_several_commits_failing_midway_says_what_it_left(tmp_path: Path) -> None:
+    """ "Nothing was written" holds for one commit; a write of several (a migration, a reembed's swap) that fails midway
+    says what it left and how it is finished instead."""
+    from tiermem.base.errors import StoreWriteError
+    from tiermem.store import library
+
+    left = "The migration is unfinished: the next open of the store (any tiermem command) finishes it."
+    for failure, said in (
+        ("lance error: boom, /root/.cargo/registry/src/x.rs:1:2", "failed: lance error: boom. The migration is"),
+        ("No space left on device (os error 28)", "is full (while writing the tables). The migration is unfinished"),
+    ):
+        with pytest.raises(StoreWriteError) as raised:
+            with library(str(tmp_path), "the tables", writing=True, unfinished=left):
+                raise RuntimeError(failure)
+        assert said in str(raised.value) and left in str(raised.value)
+        assert "othing was written" not in str(raised.value)
+    with pytest.raises(StoreWriteError, match=r"failed: lance error: boom\. Nothing was written\.$"):
+        with library(str(tmp_path), "a row", writing=True):  # one commit: nothing was written
+            raise RuntimeError("lance error: boom")
+
+
 def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A data directory with core state in LanceDB opens with the SQLite default, everything carried over."""
     uri = str(tmp_path / "db")

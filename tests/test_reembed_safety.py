@@ -172,3 +172,27 @@ def test_a_second_reembed_on_object_storage_is_refused_while_the_lease_is_held(
     reembed(switched)
     assert Store.recorded_meta(on_s3.uri, on_s3.storage_options)["embedding_model"] == "hashing-256"
     assert other.take() is not None  # the reembed gave its lease back
+
+
+@pytest.mark.anyio
+async def test_a_tool_refused_by_a_reembed_logs_one_line_without_a_traceback(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write refused while a reembed runs is an expected state, not a failure: the server's log gets one line
+    naming the tool and the refusal, no traceback (a storage failure keeps the library's error under it)."""
+    import logging
+
+    from mcp import Client
+
+    from .conftest import serve_in_process, text_of
+
+    async with Client(serve_in_process(settings), cache=None) as c:
+        first = await c.call_tool("archival_memory_insert", {"content": "Otters hold hands while they sleep"})
+        assert not first.is_error, text_of(first)
+        Store.for_reembed(settings.store_uri()).reembed.begin("hashing-256", 256)
+        with caplog.at_level(logging.WARNING, logger="tiermem.server.tools"):
+            refused = await c.call_tool("archival_memory_insert", {"content": "a fact remembered meanwhile"})
+    assert refused.is_error and "tiermem reembed" in text_of(refused)
+    logged = [r for r in caplog.records if r.name == "tiermem.server.tools"]
+    assert [r.getMessage().split(":", 1)[0] for r in logged] == ["tool archival_memory_insert refused"], logged
+    assert logged[0].exc_info is None

@@ -129,3 +129,35 @@ def test_replicas_opening_a_new_store_at_once_all_open_and_lose_nothing(tmp_path
     said = sorted(m.content for m in memory.archive.rows.messages_of(agent))
     assert said == ["from 0", "from 1", "from 2"]
     assert [a.name for a in memory.list_agents()] == ["default"]
+
+
+def test_an_index_another_process_was_building_at_open_is_said_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Processes opening a new store at once race to build its indexes; the one whose commit loses (a "Retryable
+    commit conflict") leaves it to the other: normal, so nothing at WARNING (no Rust error on a CLI's stderr)."""
+    import logging
+
+    import lancedb
+
+    from tiermem.store import Store
+
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    rows = [
+        {"id": f"m{i}", "agent_id": "a", "role": "user", "content": f"turn {i}", "text": f"turn {i}"} for i in range(3)
+    ]
+    for r in rows:
+        store.rows.add_rows("messages", [r])  # one small fragment each: another process's upkeep compacts them
+    store.conn.tables["messages"].drop_index("agent_id_idx")  # as on a store whose first opener is still building it
+    # this process's handle looks for newer versions only when told (as within ``read_staleness``), so the other
+    # process's compaction lands while its index build runs: a real commit conflict from LanceDB
+    monkeypatch.setitem(
+        store.conn.tables, "messages", lancedb.connect(uri, read_consistency_interval=None).open_table("messages")
+    )
+    lancedb.connect(uri).open_table("messages").optimize()
+    with caplog.at_level(logging.DEBUG, logger="tiermem.store.indexes"):
+        store.indexes.ensure_search_indexes()
+    said = [r for r in caplog.records if r.name == "tiermem.store.indexes"]
+    assert any("agent_id index of messages not built here" in r.getMessage() for r in said), said
+    assert [r.getMessage() for r in said if r.levelno >= logging.INFO] == []

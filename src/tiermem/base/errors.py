@@ -65,6 +65,12 @@ class StoreBusyError(StoreWriteError):
     until the write's retries ran out; nothing was written, and the same call is safe to repeat."""
 
 
+class PurgeUnfinishedError(StoreError):
+    """The purge of forgotten or deleted rows from the store's files did not finish: the rows are already gone from
+    every search and listing, older files may still hold them, and the purge stays pending (the next upkeep, or
+    ``tiermem optimize``, tries it again). Something was written: never "nothing was written"."""
+
+
 class SchemaError(StoreError):
     """The data directory was written by another schema version or another embedding model."""
 

@@ -111,20 +111,28 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         scope = agent_names if target.agent_id is not None else None  # None: every agent's (a whole-store forget)
         edited, named = after_forget(settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts)
         still += named
+    # exit 1 when the purge asked for with --now did not finish (what was forgotten is gone from search already)
+    status = 0 if done.purge_unfinished is None else 1
     if args.json:
         print(
             json.dumps(
                 {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}, indent=2
             )
         )
-        return 0
+        return status
     for line in done.lines():
         print(line)
     for name in edited:
         print(f"edited what was forgotten out of Claude Code's auto-memory file {name}")
     for line in still:
         print(f"still held outside the store: {line}")
-    return 0
+    if status:
+        print(
+            "tiermem: forgotten, but the purge of the store's files did not finish (see above); "
+            "`tiermem optimize` finishes it.",
+            file=sys.stderr,
+        )
+    return status
 
 
 def _usage_error(args: argparse.Namespace) -> str | None:

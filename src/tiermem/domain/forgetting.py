@@ -32,7 +32,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.errors import NotFoundError, ValidationError
+from ..base.errors import NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
 from .archive import shape_message
@@ -78,7 +78,8 @@ class Holder:
 
 @dataclass
 class Forgotten:
-    """What a forget did, and what still holds the text (``purged`` None: the store's files at the next upkeep)."""
+    """What a forget did, and what still holds the text (``purged`` None: the store's files at the next upkeep;
+    ``purge_unfinished``: why a purge asked for now did not finish, what was forgotten being gone from search)."""
 
     passages: int = 0
     messages: int = 0
@@ -95,6 +96,7 @@ class Forgotten:
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
+    purge_unfinished: str | None = None
 
     def anything(self) -> bool:
         """True if something was forgotten or edited (else the store is left as it was: nothing to purge)."""
@@ -127,8 +129,11 @@ class Forgotten:
             "names_holding_it": [{"where": h.where, "agent": h.agent, "ref": h.ref, "fix": h.fix} for h in self.held],
             "core_purge": self.core,
             "store_purge": self.purged,
+            "store_purge_unfinished": self.purge_unfinished,
             "files": "purged"
             if self.purged is not None
+            else f"not purged yet: {self.purge_unfinished}"
+            if self.purge_unfinished is not None
             else "at the next upkeep (tiermem optimize, or a server's background upkeep); --now does it at once",
         }
 
@@ -160,7 +165,9 @@ class Forgotten:
         if self.requests:
             out.append(f"deleted {self.requests} stored tool result(s) holding it")
         out.append("core state purged: " + (", ".join(f"{k}: {v}" for k, v in self.core.items()) or "nothing to do"))
-        if self.purged is None:
+        if self.purge_unfinished is not None:
+            out.append(f"store files not purged yet: {self.purge_unfinished}")
+        elif self.purged is None:
             out.append(
                 "gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
                 "or now with --now"
@@ -176,7 +183,9 @@ class Forgotten:
 def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     """Forget ``target`` (see ``Target``); with ``now`` the store's files are purged before returning, else at the
     next upkeep. The core state is purged at once either way (a local file's ``VACUUM``, or object deletes), when
-    anything was forgotten (a forget that matched nothing rewrites nothing)."""
+    anything was forgotten (a forget that matched nothing rewrites nothing). A purge asked for ``now`` that does not
+    finish (other processes kept committing to the tables) leaves what was forgotten forgotten: the report says so
+    (``Forgotten.purge_unfinished``; the caller fails with it) and the purge stays pending for the next upkeep."""
     if target.kind not in KINDS:
         raise ValidationError(f"Cannot forget a {target.kind!r}; forget one of: {', '.join(KINDS)}.")
     if target.kind != "text" and target.agent_id is None:
@@ -210,7 +219,10 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     if done.anything():
         done.core = memory.core.purge()
     if now:
-        done.purged = memory.archive.rows.purge()
+        try:
+            done.purged = memory.archive.rows.purge()
+        except PurgeUnfinishedError as exc:  # reported, not raised: the rows are gone already, and the caller still
+            done.purge_unfinished = str(exc)  # names (or edits) what holds the text outside the store
     return done
 
 

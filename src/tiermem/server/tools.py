@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ..base.errors import StoreError, TiermemError
+from ..base.errors import SchemaError, StoreBusyError, StoreError, TiermemError
 from ..domain import block_patch
 from ..domain import blocks as rules
 from ..domain.memory import Memory
@@ -131,16 +131,25 @@ def _jsonable(value: Any) -> Any:
     return value.model_dump() if hasattr(value, "model_dump") else str(value)
 
 
+# Storage errors that are a refusal of the store's state, not a failure: other writers kept committing
+# (``StoreBusyError``: a reembed running, a contended table), or the store is of another schema or model (a reembed
+# switched it). Logged in one line: the traceback would say nothing the message does not.
+REFUSALS = (StoreBusyError, SchemaError)
+
+
 def model_errors(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Return our errors as tool errors whose text is exactly the message (no SDK prefix). A storage failure is
-    also logged (to stderr) with the library's own error under it, for whoever runs the server."""
+    also logged (to stderr) with the library's own error under it, for whoever runs the server; a refusal
+    (``REFUSALS``) in one line."""
 
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
         except TiermemError as exc:
-            if isinstance(exc, StoreError):
+            if isinstance(exc, REFUSALS):
+                log.warning("tool %s refused: %s", fn.__name__, exc)
+            elif isinstance(exc, StoreError):
                 log.warning("tool %s failed: %s", fn.__name__, exc, exc_info=exc)
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 

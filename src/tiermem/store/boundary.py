@@ -32,7 +32,9 @@ def first_line(exc: BaseException) -> str:
     return line[:300] if line else type(exc).__name__
 
 
-def _object_store_error(uri: str, what: str, exc: BaseException, writing: bool) -> StoreError | None:
+def _object_store_error(
+    uri: str, what: str, exc: BaseException, writing: bool, unfinished: str | None = None
+) -> StoreError | None:
     """The error of an object store's recognised failure (a missing bucket, refused credentials, an endpoint that
     cannot be reached: ``object_errors.explain``), or None (not object storage, or not recognised)."""
     if not is_object_uri(uri):
@@ -42,7 +44,7 @@ def _object_store_error(uri: str, what: str, exc: BaseException, writing: bool) 
         return None
     log.debug("%s %s at %s failed: %s", "writing" if writing else "reading", what, uri, exc)
     if writing:
-        return StoreWriteError(f"Writing {what} to {uri} failed: {reason}. Nothing was written.")
+        return StoreWriteError(f"Writing {what} to {uri} failed: {reason}. {unfinished or 'Nothing was written.'}")
     return StoreReadError(f"Reading {what} from {uri} failed: {reason}. Nothing was changed.")
 
 
@@ -50,22 +52,27 @@ def _where(uri: str) -> str:
     return f"the object store {uri}" if is_object_uri(uri) else f"the data directory {uri}"
 
 
-def _write_error(uri: str, what: str, exc: BaseException) -> StoreError:
-    recognised = _object_store_error(uri, what, exc, writing=True)
+def _write_error(uri: str, what: str, exc: BaseException, unfinished: str | None = None) -> StoreError:
+    """``unfinished``: what a write of several commits that failed midway left, and how it is finished (said instead
+    of "nothing was written", which holds for a single commit only)."""
+    recognised = _object_store_error(uri, what, exc, writing=True, unfinished=unfinished)
     if recognised is not None:
         return recognised
     text = str(exc)
+    outcome = f". {unfinished}" if unfinished else "; nothing was written."
     if "os error 28" in text or "No space left" in text:
         return StoreWriteError(
-            f"The disk holding the data directory {uri} is full (while writing {what}); nothing was "
-            "written. Free some space and try again."
+            f"The disk holding the data directory {uri} is full (while writing {what}){outcome} Free some space "
+            "and try again."
         )
     if "os error 30" in text or "Read-only file system" in text or "os error 13" in text or "Permission denied" in text:
         return StoreWriteError(
-            f"The data directory {uri} is read-only (while writing {what}); nothing was written. "
-            "Make it writable, or choose another with --data-dir."
+            f"The data directory {uri} is read-only (while writing {what}){outcome} Make it writable, or choose "
+            "another with --data-dir."
         )
-    return StoreWriteError(f"Writing {what} to {_where(uri)} failed: {first_line(exc)}. Nothing was written.")
+    return StoreWriteError(
+        f"Writing {what} to {_where(uri)} failed: {first_line(exc)}. {unfinished or 'Nothing was written.'}"
+    )
 
 
 def _read_error(uri: str, what: str, exc: BaseException) -> StoreError:
@@ -91,18 +98,22 @@ def _read_error(uri: str, what: str, exc: BaseException) -> StoreError:
 
 
 @contextmanager
-def library(uri: str, what: str, *, writing: bool = False) -> Iterator[None]:
+def library(uri: str, what: str, *, writing: bool = False, unfinished: str | None = None) -> Iterator[None]:
     """The boundary: a library error inside becomes a ``StoreReadError`` (``StoreWriteError`` when ``writing``)
     naming ``what`` was read or written. ``writes`` adds retries on commit conflicts for idempotent writes.
 
-    Errors of ours (already translated by an inner boundary, or raised on purpose) pass unchanged.
+    A write error says "nothing was written", true of one commit; a block of several commits gives ``unfinished``
+    instead: what a failure midway leaves, and how it is finished. Errors of ours (already translated by an inner
+    boundary, or raised on purpose) pass unchanged.
     """
     try:
         yield
     except TiermemError:
         raise
     except LIBRARY_ERRORS as exc:
-        raise (_write_error if writing else _read_error)(uri, what, exc) from exc
+        if writing:
+            raise _write_error(uri, what, exc, unfinished) from exc
+        raise _read_error(uri, what, exc) from exc
 
 
 def uri_of(holder: Any) -> str:

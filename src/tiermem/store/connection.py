@@ -106,7 +106,11 @@ def connect(
 def finish_swap(db: Any, uri: str, table: str) -> None:
     """Put the re-embedded copy of ``table`` in its place (``Reembed``; also when a crash interrupted a swap)."""
     tmp = f"{table}{REEMBED_SUFFIX}"
-    with library(uri, f"the re-embedded {table} table", writing=True):
+    unfinished = (
+        f"Putting the re-embedded copy in place is unfinished (the copy is kept as {tmp}): the next open of the "
+        "store finishes it."
+    )
+    with library(uri, f"the re-embedded {table} table", writing=True, unfinished=unfinished):
         copy = db.open_table(tmp).to_arrow()
         if table in table_names(db):
             db.drop_table(table)
@@ -560,7 +564,13 @@ class Connection:
             version = int(self.meta().get("schema_version", "0"))  # another process may have migrated meanwhile
             if version >= SCHEMA_VERSION:
                 return
-            with library(self.uri, f"the tables (migrating them from schema version {version})", writing=True):
+            unfinished = "The migration is unfinished: the next open of the store (any tiermem command) finishes it."
+            with library(
+                self.uri,
+                f"the tables (migrating them from schema version {version})",
+                writing=True,
+                unfinished=unfinished,
+            ):
                 migrate(self.uri, version, self.tables)
             self.set_meta("schema_version", str(SCHEMA_VERSION))
             log.info("migrated the store %s from schema version %d to %d", self.uri, version, SCHEMA_VERSION)

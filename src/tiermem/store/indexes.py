@@ -10,8 +10,8 @@ import time
 import warnings
 from datetime import timedelta
 
-from ..base.errors import StoreError, StoreWriteError
-from .boundary import LIBRARY_ERRORS, library, reads
+from ..base.errors import PurgeUnfinishedError, StoreBusyError, StoreError, StoreWriteError
+from .boundary import COMMIT_RETRY, LIBRARY_ERRORS, commit_with_retries, first_line, is_conflict, reads
 from .connection import Connection
 from .purge import Purge
 from .query import Filter
@@ -69,6 +69,7 @@ class Indexes:
         self.conn, self.rows = conn, rows
         self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
+        self.purge_retry = COMMIT_RETRY  # how the purge's steps are tried again on commit conflicts
         self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
         self._optimizing = threading.Lock()
         self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
@@ -83,9 +84,12 @@ class Indexes:
             try:
                 self.ensure_fts(table)
             except StoreError as exc:
-                log.warning(
-                    "full-text index of %s not built at open (another process may be building it): %s", table, exc
-                )
+                if isinstance(exc.__cause__, LIBRARY_ERRORS) and is_conflict(exc.__cause__):  # normal: said quietly
+                    log.debug(
+                        "full-text index of %s not built at open (another process was committing): %s", table, exc
+                    )
+                else:
+                    log.warning("full-text index of %s not built at open (the next upkeep tries again): %s", table, exc)
 
     @reads("the search indexes")
     def has_fts(self, table: str) -> bool:
@@ -110,13 +114,19 @@ class Indexes:
             try:
                 t.create_index(column, config=Bitmap(), replace=False)
             except (RuntimeError, ValueError) as exc:
-                log.warning("%s index of %s not built (another process may be building it): %s", column, table, exc)
+                # several processes opening a new store at once: one builds it, the others lose its commit (normal)
+                if is_conflict(exc) or [column] in [i.columns for i in t.list_indices()]:
+                    log.debug("%s index of %s not built here (another process was committing): %s", column, table, exc)
+                else:
+                    log.warning(
+                        "%s index of %s not built (the next upkeep tries again): %s", column, table, first_line(exc)
+                    )
         if not self.has_fts(table):
             try:
                 t.create_index("text", config=FTS(with_position=False), replace=False)
             except (RuntimeError, ValueError) as exc:
                 if not self.has_fts(table):  # another process may have built it meanwhile
-                    raise StoreWriteError(f"Could not build the full-text index of {table}: {exc}") from exc
+                    raise StoreWriteError(f"Could not build the full-text index of {table}: {first_line(exc)}") from exc
 
     @reads("the search indexes")
     def ensure_vector_index(self, table: str) -> bool:
@@ -189,20 +199,38 @@ class Indexes:
         built afresh and the vector index trained again (their entries for those rows go with the old files), then
         every version but the newest removed with the files only they used. A reader that opened an older version
         before this and reads a file of it afterwards gets an error (its read is refused, never wrong); readers
-        that start afterwards read the newest version. A writer's unfinished files are never touched."""
+        that start afterwards read the newest version. A writer's unfinished files are never touched.
+
+        Other processes (servers' upkeeps compacting, writers appending) commit to the same tables meanwhile: each
+        step is tried again on a commit conflict (``commit_with_retries``), from the table's newest version. A purge
+        that still cannot finish raises ``PurgeUnfinishedError`` (its marks stay: the next upkeep tries again)."""
         report: dict[str, str] = {}
-        for table, marks in self.purge.marked().items():
-            if table not in self.conn.tables:
+        try:
+            marked = self.purge.marked()
+        except StoreError as exc:
+            raise _unfinished("the store", exc) from exc
+        for table, marks in marked.items():
+            try:
+                if table not in self.conn.tables:
+                    self.purge.clear(marks)
+                    continue
+                started = time.perf_counter()
+                rewritten = self.purge.rewrite(table, marks)
+                commit_with_retries(
+                    self.conn.uri,
+                    f"the indexes of {table} (after forgetting)",
+                    lambda n: self._reindex_after_purge(table, n),
+                    self.purge_retry,
+                )
+                commit_with_retries(
+                    self.conn.uri,
+                    f"the files of {table} (removing older versions)",
+                    lambda n: self._drop_old_files(table, n),
+                    self.purge_retry,
+                )
                 self.purge.clear(marks)
-                continue
-            started = time.perf_counter()
-            rewritten = self.purge.rewrite(table, marks)
-            with library(self.conn.uri, f"the indexes of {table} (after forgetting)", writing=True):
-                self._reindex_after_purge(table)
-                with warnings.catch_warnings():  # LanceDB warns that older versions' readers fail: see above
-                    warnings.simplefilter("ignore")
-                    self.conn.tables[table].optimize(cleanup_older_than=timedelta(0))
-            self.purge.clear(marks)
+            except StoreError as exc:
+                raise _unfinished(table, exc) from exc
             self._optimized.pop(table, None)
             report[f"{table} purge"] = (
                 f"{len(marks)} fragment(s) with forgotten rows, {rewritten} row(s) written "
@@ -210,10 +238,25 @@ class Indexes:
             )
         return report
 
-    def _reindex_after_purge(self, table: str) -> None:
+    def _drop_old_files(self, table: str, attempt: int) -> None:
+        """Compact ``table`` and remove every version but the newest with the files only they used (try ``attempt``
+        of ``commit_with_retries``: from the second on, from the newest version)."""
+        t = self.conn.tables[table]
+        if attempt:
+            t.checkout_latest()
+        with warnings.catch_warnings():  # LanceDB warns that older versions' readers fail: see ``_purge_marked``
+            warnings.simplefilter("ignore")
+            t.optimize(cleanup_older_than=timedelta(0))
+
+    def _reindex_after_purge(self, table: str, attempt: int) -> None:
+        """The full-text index of ``table`` built afresh, its vector index trained again (try ``attempt`` of
+        ``commit_with_retries``: from the second on, from the newest version, not the one a lost commit started
+        from)."""
         from lancedb.index import FTS
 
         t = self.conn.tables[table]
+        if attempt:
+            t.checkout_latest()
         if table not in SEARCHABLE or not t.count_rows():
             return
         if self.has_fts(table):
@@ -302,3 +345,18 @@ class Indexes:
 
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report
+
+
+def _unfinished(table: str, exc: StoreError) -> PurgeUnfinishedError:
+    """The error of a purge of ``table`` stopped by ``exc``: what was forgotten is gone from search already (the rows
+    were deleted before their fragments' purge), so it says that, what stopped it, and how the purge is finished."""
+    cause = exc.__cause__
+    reason = first_line(cause) if isinstance(cause, LIBRARY_ERRORS) else str(exc)
+    if isinstance(exc, StoreBusyError):
+        reason = f"other writers (a server's upkeep, another replica) kept committing to it; last: {reason}"
+    return PurgeUnfinishedError(
+        f"Purging the forgotten rows of {table} from the store's files did not finish ({reason}). What was forgotten "
+        "is already gone from every search and listing, but older files of the store may still hold it. The purge "
+        "stays pending: `tiermem optimize` (or the next upkeep of a server) finishes it, and `tiermem doctor` shows "
+        "it until then."
+    )

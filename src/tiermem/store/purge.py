@@ -80,6 +80,8 @@ class Purge:
         where = compile_filter(Filter(fragments=(fragment,)))
 
         def attempt(n: int) -> int:
+            if n:  # from the newest version, not the one a lost commit started from (``read_staleness``)
+                t.checkout_latest()
             rows: list[dict[str, Any]] = t.search().where(where).limit(None).to_list()
             for r in rows:
                 for column in ("_distance", "_rowaddr", "_rowid"):

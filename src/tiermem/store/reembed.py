@@ -118,7 +118,11 @@ class Reembed:
                 todo.append(r)
         embed_rows(todo, embed)
         tmp = f"{table}{REEMBED_SUFFIX}"
-        with library(self.conn.uri, f"the re-embedded {table} table", writing=True):
+        unfinished = (
+            "The re-embedding is unfinished: the store refuses writes until `tiermem reembed` is run again with the "
+            "same --embedding-model, which finishes it."
+        )
+        with library(self.conn.uri, f"the re-embedded {table} table", writing=True, unfinished=unfinished):
             data = pa.Table.from_pylist(current, schema=schema)
             self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
             finish_swap(self.conn.db, self.conn.uri, table)

@@ -205,7 +205,9 @@
                  "of the data directory now. This cannot be undone.")) return;
     const data = await call("forget", { json: { agent: state.agent, kind: "block", ref: label, versions: [version], now: true } });
     const held = (data.still_held_outside_the_store || []).map((h) => h.path || h).join(", ");
-    say(`Forgot version ${version} of ${label}.` + (held ? ` Still held outside the store: ${held}.` : ""), true);
+    const unfinished = data.store_purge_unfinished ? ` ${data.store_purge_unfinished}` : "";
+    say(`Forgot version ${version} of ${label}.` + (held ? ` Still held outside the store: ${held}.` : "") + unfinished,
+        !unfinished);
     await loadHistory();
   }
 

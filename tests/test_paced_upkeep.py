@@ -96,3 +96,29 @@ def test_a_skipped_upkeep_keeps_the_last_timing(tmp_path: Path) -> None:
         store.conn._run_upkeep(store.conn.upkeep)  # type: ignore[arg-type]
     assert runs == [{"skipped": "already optimizing in this process"}]
     assert store.conn.upkeep_ms == 123.0
+
+
+def test_a_background_upkeep_that_fails_is_logged_not_raised_in_its_thread(tmp_path: Path, caplog: Any) -> None:
+    """The upkeep runs in its own thread, where an error reaches no caller: a store error (a purge other writers kept
+    from finishing) is one warning line and keeps the last timing; anything else is logged with its traceback."""
+    import logging
+
+    from tiermem.base.errors import PurgeUnfinishedError
+
+    store, _ = store_at(tmp_path)
+    memory_over(store)
+    store.conn.upkeep_ms = 123.0
+
+    def unfinished() -> object:
+        raise PurgeUnfinishedError("Purging the forgotten rows of passages did not finish")
+
+    def broken() -> object:
+        raise ValueError("a defect")
+
+    with caplog.at_level(logging.WARNING, logger="tiermem.store.connection"):
+        store.conn._run_upkeep(unfinished)
+        store.conn._run_upkeep(broken)
+    purge, defect = caplog.records
+    assert "did not finish; the next one tries again: Purging" in purge.getMessage() and purge.exc_info is None
+    assert defect.exc_info is not None and defect.exc_info[0] is ValueError
+    assert store.conn.upkeep_ms == 123.0

@@ -321,9 +321,18 @@ class Connection:
         thread.start()
 
     def _run_upkeep(self, upkeep: Callable[[], object]) -> None:
-        """Run ``upkeep`` and time it; a run that was skipped (its report says so) leaves the last timing."""
+        """Run ``upkeep`` and time it; a run that was skipped (its report says so) leaves the last timing. In its own
+        thread nothing can take an error: a store error (a purge that other writers kept from finishing) is one line
+        in the log, the next upkeep tries again; anything else is logged with its traceback."""
         started = time.perf_counter()
-        report = upkeep()
+        try:
+            report = upkeep()
+        except StoreError as exc:
+            log.warning("background upkeep did not finish; the next one tries again: %s", exc)
+            return
+        except Exception:
+            log.exception("background upkeep failed; the next one tries again")
+            return
         if isinstance(report, dict) and "skipped" in report:
             return
         with self.lock:

@@ -302,10 +302,7 @@ class Memory:
         try:
             agent = self.core.get_agent(agent_id)
         except NotFoundError:
-            raise NotFoundError(
-                f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
-                "A client of the server reconnects to get a fresh memory for it."
-            ) from None
+            raise _gone(agent_id) from None
         if DELETING_KEY in agent.metadata:
             raise NotFoundError(f"Agent {agent.name!r} is being deleted, so nothing was written.")
 
@@ -429,6 +426,11 @@ class Memory:
         if found is not None:
             return found
         blocks = self.blocks(agent_id)
+        if not blocks:  # no block at all: perhaps no agent either (deleted while a server still holds its id)
+            try:
+                self.core.get_agent(agent_id)
+            except NotFoundError:
+                raise _gone(agent_id) from None
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
         shown = label if len(label) <= 80 else label[:80] + "..."
         raise NotFoundError(
@@ -1020,6 +1022,14 @@ def _at_version(block: Block, expected: int | None) -> Block:
             f"Block {block.label!r} changed meanwhile (version {expected} -> {block.version}); nothing was written."
         )
     return block
+
+
+def _gone(agent_id: str) -> NotFoundError:
+    """The refusal of a call for an agent that no longer exists (deleted while a server still holds its id)."""
+    return NotFoundError(
+        f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
+        "A client of the server reconnects to get a fresh memory for it."
+    )
 
 
 def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:

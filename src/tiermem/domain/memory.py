@@ -2,7 +2,8 @@
 
 Block edits are serialised per block inside a process (a lock per block id) and across
 processes by optimistic concurrency: read the block, compute the edit with the pure rules in
-``blocks.py``, write it only if the stored version is unchanged, else re-read and retry.
+``blocks.py``, write it only if the stored version is unchanged, else re-read and retry. A
+label is one block's per agent: the core checks it in the same step as it writes it (``CoreStore.create_block``).
 Every committed change appends a history row; history is never rewritten.
 
 Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
@@ -30,7 +31,7 @@ from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
 from ..base.config import BlockSpec
-from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import ConflictError, EditError, LabelTakenError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
 from ..base.projects import named_project
 from ..base.records import (
@@ -507,6 +508,7 @@ class Memory:
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
         With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
+        A new label another block of one of the block's agents has: ``LabelTakenError``, nothing written.
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
         block, is listed by label and description, and is opened on demand. ``metadata`` is merged
@@ -517,10 +519,11 @@ class Memory:
             new_label = rules.validate_label(new_label)
             self._refuse_in_fields(("the new label", new_label))
         self._refuse_in_fields(*_metadata_fields(metadata))
-        if new_label is not None and new_label != block.label:
+        renamed = new_label is not None and new_label != block.label
+        if renamed:
             for agent in self.core.agents_of_block(block.id):
                 if any(b.label == new_label for b in self.blocks(agent)):
-                    raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
+                    raise _rename_taken(str(new_label))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
         updates = _check_metadata(metadata or {})
@@ -540,8 +543,11 @@ class Memory:
             rules.check_limit(updated.value, updated.limit)
             return updated
 
-        committed = self._commit(block, change, operation=operation, actor=actor)
-        if (new_label is not None and new_label != block.label) or rules.is_pinned(committed) != rules.is_pinned(block):
+        try:
+            committed = self._commit(block, change, operation=operation, actor=actor)
+        except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
+            raise _rename_taken(str(new_label)) from None
+        if renamed or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
 
@@ -580,15 +586,13 @@ class Memory:
         spec = self._check_spec(spec)
         self.check_live(agent_id)  # a block attached to a deleted agent's id would come back with its next agent
         if any(b.label == spec.label for b in self.blocks(agent_id)):
-            raise ValidationError(
-                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label.",
-                person=f"A block labelled {spec.label!r} already exists; change its value with "
-                f"`tiermem blocks set {spec.label} VALUE` (or `tiermem blocks edit {spec.label}`), or choose another "
-                "label.",
-            )
+            raise _create_taken(spec.label)
         block_id = new_id("block")
-        self._insert_block(block_id, spec, actor=actor, operation=operation)
-        self.core.attach(agent_id, block_id)
+        new, first = self._new_block(block_id, spec, actor=actor, operation=operation)
+        try:
+            self.core.create_block(agent_id, new, first)  # the label checked again, in the same step as the writes
+        except LabelTakenError:  # another process created (or renamed a block to) this label meanwhile
+            raise _create_taken(spec.label) from None
         self._emit(Change("blocks_changed", (agent_id,)))
         block = self.core.get_block(block_id)
         assert block is not None
@@ -661,11 +665,15 @@ class Memory:
         block = self.core.get_block(block_id)
         if block is None:
             raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
+        taken = LabelTakenError(
+            f"This agent already has a different block labelled {block.label!r}; rename one first.", label=block.label
+        )
         if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
-            raise ValidationError(
-                f"This agent already has a different block labelled {block.label!r}; rename one first."
-            )
-        self.core.attach(agent_id, block_id)
+            raise taken
+        try:
+            self.core.attach(agent_id, block_id, unique_label=True)
+        except LabelTakenError:
+            raise taken from None
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
@@ -953,6 +961,10 @@ class Memory:
     # -- internals ---------------------------------------------------------------
 
     def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
+        self.core.insert_block(*self._new_block(block_id, spec, actor=actor, operation=operation))
+
+    def _new_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str) -> tuple[Block, BlockVersion]:
+        """A new block of ``spec`` (version 1, its value checked for credentials) and its first history entry."""
         t = now()
         block = self._without_secrets(
             Block(
@@ -969,7 +981,7 @@ class Memory:
             None,
             actor,
         )
-        self.core.insert_block(block, _version_of(block, operation, actor))
+        return block, _version_of(block, operation, actor)
 
     def _lock(self, block_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -1030,6 +1042,19 @@ def _gone(agent_id: str) -> NotFoundError:
         f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
         "A client of the server reconnects to get a fresh memory for it."
     )
+
+
+def _create_taken(label: str) -> LabelTakenError:
+    return LabelTakenError(
+        f"A block labelled {label!r} already exists; edit it with memory_replace or choose another label.",
+        label=label,
+        person=f"A block labelled {label!r} already exists; change its value with "
+        f"`tiermem blocks set {label} VALUE` (or `tiermem blocks edit {label}`), or choose another label.",
+    )
+
+
+def _rename_taken(label: str) -> LabelTakenError:
+    return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)
 
 
 def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:

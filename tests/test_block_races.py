@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import BlockSpec, load_settings
-from tiermem.base.errors import EditError, LabelTakenError, NotFoundError, TiermemError
+from tiermem.base.errors import ConflictError, EditError, LabelTakenError, NotFoundError, TiermemError
 from tiermem.base.records import Block
 from tiermem.domain import blocks as b
 from tiermem.domain.factory import open_memory
@@ -120,6 +120,41 @@ def test_a_rename_into_a_label_created_meanwhile_is_refused(
     assert one.block(agent, "plan").value == "other's plan" and one.block(agent, "draft").version == 1
 
 
+def test_two_renames_of_one_block_at_once_one_wins_the_other_is_told(
+    two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, other, agent = two
+    one.create_block(agent, BlockSpec(label="x", value="base"))
+    before_next_commit(one, lambda: other.update_block(agent, "x", new_label="yb", actor="agent"), monkeypatch)
+    with pytest.raises(ConflictError, match="'x' was renamed to 'yb' by another writer meanwhile; nothing was written"):
+        one.update_block(agent, "x", new_label="ya", actor="agent")
+    assert "yb" in labels(one, agent) and not {"x", "ya"} & set(labels(one, agent))
+    assert [v.label for v in one.history(agent, "yb")] == ["yb", "x"]
+
+
+def test_a_rethink_over_another_writers_edit_is_refused_an_append_is_reapplied(
+    two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, other, agent = two
+    one.edit(agent, "human", b.Rethink("name: Alice\npet: cat"))
+    before_next_commit(one, lambda: other.edit(agent, "human", b.StrReplace("pet: cat", "pet: dog")), monkeypatch)
+    with pytest.raises(ConflictError, match=r"another writer while this edit was replacing its whole value"):
+        one.edit(agent, "human", b.Rethink("name: Alice\npet: cat\njob: chef"))
+    assert one.block(agent, "human").value == "name: Alice\npet: dog"  # the other writer's edit is kept
+
+    # an append (like a replace or an insert) is computed again on the new value: both edits are kept
+    before_next_commit(one, lambda: other.edit(agent, "human", b.Append("from other")), monkeypatch)
+    one.edit(agent, "human", b.Append("from one"))
+    assert one.block(agent, "human").value == "name: Alice\npet: dog\nfrom other\nfrom one"
+
+    # a description set over another writer's is refused too; a rename over a value edit goes ahead
+    before_next_commit(one, lambda: other.update_block(agent, "human", description="theirs"), monkeypatch)
+    with pytest.raises(ConflictError, match="description of block 'human' was changed by another writer"):
+        one.update_block(agent, "human", description="mine", actor="agent")
+    before_next_commit(one, lambda: other.edit(agent, "human", b.Append("more")), monkeypatch)
+    assert one.update_block(agent, "human", new_label="user", actor="agent").value.endswith("from one\nmore")
+
+
 def test_the_letta_memory_tool_losing_a_label_race_answers_as_letta_does(
     two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,9 +229,9 @@ def test_doctor_names_two_blocks_of_one_label_and_the_command_that_fixes_it(
 
 
 @pytest.mark.anyio
-async def test_two_servers_creating_at_once_tell_the_truth(tmp_path: Path) -> None:
+async def test_two_servers_creating_and_renaming_at_once_tell_the_truth(tmp_path: Path) -> None:
     """End to end: two ``tiermem serve`` processes on one data directory, each creating one label with the ``memory``
-    tool at once: one succeeds, the other is told why not."""
+    tool, then each renaming one block to a label of its own, at once: one succeeds, the other is told why not."""
     params = stdio_params(tmp_path)
 
     async def call(c: Client, **args: Any) -> tuple[bool, str]:
@@ -216,7 +251,18 @@ async def test_two_servers_creating_at_once_tell_the_truth(tmp_path: Path) -> No
             assert sorted(e for e, _ in got.values()) == [False, True], got
             assert any("already exists" in t for e, t in got.values() if e), got
 
+            await call(a, command="create", path=f"/memories/x{i}", file_text="base")
+            got.clear()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    lambda: run("a", a, command="rename", old_path=f"/memories/x{i}", new_path=f"/memories/ya{i}")
+                )
+                tg.start_soon(
+                    lambda: run("b", b2, command="rename", old_path=f"/memories/x{i}", new_path=f"/memories/yb{i}")
+                )
+            assert sorted(e for e, _ in got.values()) == [False, True], got  # never both told "Renamed"
         _, listing = await call(b2, command="view", path="/memories")
     paths = [line.split("\t")[1] for line in listing.splitlines() if "\t" in line]
     for i in range(6):
         assert paths.count(f"/memories/n{i}") == 1, listing
+        assert (f"/memories/ya{i}" in paths) != (f"/memories/yb{i}" in paths), listing

@@ -2,7 +2,8 @@
 
 Block edits are serialised per block inside a process (a lock per block id) and across
 processes by optimistic concurrency: read the block, compute the edit with the pure rules in
-``blocks.py``, write it only if the stored version is unchanged, else re-read and retry. A
+``blocks.py``, write it only if the stored version is unchanged, else re-read and retry; an edit that would then
+overwrite the other writer's (a whole value, a rename, a description) is refused instead (``ConflictError``). A
 label is one block's per agent: the core checks it in the same step as it writes it (``CoreStore.create_block``).
 Every committed change appends a history row; history is never rewritten.
 
@@ -481,15 +482,16 @@ class Memory:
         actor = actor or current_actor.get()
         self._check_sizes(edit)
         block = self.block(agent_id, label)
-        return self._commit(
-            block,
-            lambda current: replace(
-                _at_version(current, expected_version),
-                value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor")),
-            ),
-            operation=edit.operation,
-            actor=actor,
-        )
+
+        def change(current: Block) -> Block:
+            _at_version(current, expected_version)
+            if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
+                raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
+            return replace(
+                current, value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor"))
+            )
+
+        return self._commit(block, change, operation=edit.operation, actor=actor)
 
     def update_block(
         self,
@@ -508,6 +510,8 @@ class Memory:
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
         With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
+        Without it, another writer's change meanwhile to what this call sets (the label, the description) is a
+        ``ConflictError`` too (nothing written); a change to anything else is kept and this one applied on top.
         A new label another block of one of the block's agents has: ``LabelTakenError``, nothing written.
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
@@ -530,6 +534,10 @@ class Memory:
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
+            if renamed and current.label not in (block.label, new_label):
+                raise _renamed_meanwhile(block, current)
+            if description is not None and current.description not in (block.description, description):
+                raise _described_meanwhile(block, current)
             if actor != "human" and current.read_only:
                 raise EditError(rules.READ_ONLY_ERROR)
             updated = replace(
@@ -1055,6 +1063,42 @@ def _create_taken(label: str) -> LabelTakenError:
 
 def _rename_taken(label: str) -> LabelTakenError:
     return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)
+
+
+def _renamed_meanwhile(read: Block, current: Block) -> ConflictError:
+    """A rename of a block another writer renamed after this one read it: applying it would undo that rename."""
+    return ConflictError(
+        f"Block {read.label!r} was renamed to {current.label!r} by another writer meanwhile; nothing was written. "
+        "Read the blocks again (core_memory_view) and rename it by the label it has now, if the rename is still "
+        "wanted.",
+        person=f"Block {read.label!r} was renamed to {current.label!r} by another writer meanwhile; nothing was "
+        "written. `tiermem blocks list` shows the labels now; run the command again with the label it has now, if "
+        "the rename is still wanted.",
+    )
+
+
+def _described_meanwhile(read: Block, current: Block) -> ConflictError:
+    return ConflictError(
+        f"The description of block {current.label!r} was changed by another writer meanwhile (to "
+        f"{current.description[:80]!r}); nothing was written. Read the block again and set the description again "
+        "if yours should replace that one.",
+        person=f"The description of block {current.label!r} was changed by another writer meanwhile (to "
+        f"{current.description[:80]!r}); nothing was written. `tiermem blocks show {current.label}` shows it; run "
+        "the command again if yours should replace it.",
+    )
+
+
+def _replaced_meanwhile(read: Block, current: Block) -> ConflictError:
+    """A whole-value edit (``memory_rethink``, a set, a revert) of a value another writer changed after this one read
+    it: writing it would silently drop that change."""
+    return ConflictError(
+        f"Block {current.label!r} was changed by another writer while this edit was replacing its whole value "
+        f"(version {read.version} -> {current.version}); nothing was written, so that change is kept. Read the block "
+        "again (memory_open) and send the whole new value again, keeping that change if it should stay.",
+        person=f"Block {current.label!r} was changed by another writer while this command was replacing its whole "
+        f"value (version {read.version} -> {current.version}); nothing was written, so that change is kept. "
+        f"`tiermem blocks show {current.label}` shows it now; run the command again if your value should replace it.",
+    )
 
 
 def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:

@@ -32,6 +32,15 @@ class ValidationError(TiermemError):
     """An argument from a tool, the CLI or a file is not acceptable."""
 
 
+class LabelTakenError(ValidationError):
+    """A block would take a label another block of the same agent has (a creation, a rename, an attachment); nothing
+    was written. ``label`` is the label asked for."""
+
+    def __init__(self, *args: object, label: str = "", person: str | None = None) -> None:
+        super().__init__(*args, person=person)
+        self.label = label
+
+
 class NotFoundError(TiermemError):
     """An agent, block, passage or message does not exist."""
 

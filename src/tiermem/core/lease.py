@@ -34,6 +34,15 @@ REEMBED_LEASE = f"{ROOT}/leases/reembed.json"  # held by a ``tiermem reembed`` f
 REEMBED_SECONDS = 90.0  # renewed every third of it while the reembed runs; one that died frees it this long after
 
 
+LABELS_SECONDS = 30.0  # longer than reading an agent's blocks and a creation's or a rename's few PUTs take
+
+
+def labels_lease(agent_id: str) -> str:
+    """The lease held while a label of the agent's blocks is checked and taken (a creation, a rename, an attachment:
+    ``ObjectCore.create_block``), so that two blocks of one agent never end with one label."""
+    return f"{ROOT}/leases/labels-{agent_id}.json"
+
+
 def write_lease(name: str) -> str:
     """The lease object of the store's writes named ``name`` (``Connection.exclusive``)."""
     return f"{ROOT}/leases/write-{name}.json"

@@ -20,7 +20,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
@@ -30,7 +31,7 @@ from . import object_history as segments
 from . import object_rows
 from .bucket import Bucket
 from .history import checkpoint, encode, replay, rewrite
-from .lease import AGENT_NAMES_LEASE, AGENT_NAMES_SECONDS, Lease
+from .lease import AGENT_NAMES_LEASE, AGENT_NAMES_SECONDS, LABELS_SECONDS, Lease, labels_lease
 from .object_cache import ObjectCache
 from .object_layout import (
     AGENTS,
@@ -66,7 +67,7 @@ from .object_layout import (
 )
 from .object_requests import OLD_REQUESTS_SECONDS, Requests
 from .protocol import FIELDS
-from .rows import CoreRow, name_taken, window_from_row, window_row
+from .rows import CoreRow, label_taken, name_taken, window_from_row, window_row
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -226,6 +227,7 @@ class ObjectCore:
                 self.bucket.delete(item.path)
         self.bucket.delete(agent_path(agent_id))
         self.cache.forget(agent_path(agent_id))
+        self.bucket.delete(labels_lease(agent_id))
 
     # -- blocks ----------------------------------------------------------------------------------
 
@@ -270,16 +272,61 @@ class ObjectCore:
                 return block
         return None
 
-    def insert_block(self, block: Block, first: BlockVersion) -> None:
+    def insert_block(self, block: Block, first: BlockVersion, agents: tuple[str, ...] = ()) -> None:
         entry = checkpoint(first)
-        head = Head(block=block, tail=(entry,), chain=entry.chain, tail_bytes=entry.size())
+        head = Head(block=block, agents=agents, tail=(entry,), chain=entry.chain, tail_bytes=entry.size())
         etag = self.bucket.create(head_path(block.id), head_json(head))
         if etag is not None:
             self.cache.remember(head_path(block.id), etag, head)
 
+    @contextmanager
+    def _labels_held(self, agent_ids: Collection[str]) -> Iterator[None]:
+        """Hold the labels leases (``labels_lease``) of these agents inside, taken in one order (two holders of
+        several never wait for each other), each waited for as long as a holder that died keeps it."""
+        with ExitStack() as held:
+            for agent_id in sorted(set(agent_ids)):
+                lease = Lease(self.bucket, labels_lease(agent_id), LABELS_SECONDS)
+                held.enter_context(
+                    lease.waiting(LABELS_SECONDS * 1.5, doing="creating or renaming a block of an agent")
+                )
+            yield
+
+    def _refuse_label(self, agent_id: str, label: str, block_id: str) -> None:
+        """``label_taken`` if a block other than ``block_id`` attached to the agent has ``label`` (the heads are
+        read: a list's labels may lag a rename); called with the agent's labels lease held."""
+        if any(b.label == label and b.id != block_id for b in self.get_blocks(self.attached_block_ids(agent_id))):
+            raise label_taken(label)
+
+    def create_block(self, agent_id: str, block: Block, first: BlockVersion) -> None:
+        """See ``CoreStore.create_block``: under the agent's labels lease, the labels checked, then the head created
+        (naming the agent) and the agent's list written."""
+        with self._labels_held((agent_id,)):
+            self._refuse_label(agent_id, block.label, block.id)
+            self.insert_block(block, first, (agent_id,))
+            self._attach(agent_id, block.id)
+
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         """See ``CoreStore.commit_edit``: one conditional PUT of the head. The agents returned are the head's list
-        as of the commit (a superset only after a writer died between a detach's two writes)."""
+        as of the commit (a superset only after a writer died between a detach's two writes). A rename commits
+        under the labels leases of the head's agents, after checking their blocks' labels; if the head names other
+        agents by the time it is written (an attachment meanwhile), nothing is written (the caller retries)."""
+        if block.label == previous.label:
+            return self._commit_head(previous, block, version, None)
+        found = self._head(block.id)
+        if found is None:
+            return None
+        agents = found[0].agents
+        with self._labels_held(agents):
+            for agent_id in agents:
+                if block.id in self.attached_block_ids(agent_id):
+                    self._refuse_label(agent_id, block.label, block.id)
+            return self._commit_head(previous, block, version, agents)
+
+    def _commit_head(
+        self, previous: Block, block: Block, version: BlockVersion, agents: tuple[str, ...] | None
+    ) -> tuple[str, ...] | None:
+        """``commit_edit``'s conditional PUT; None, writing nothing, when the head is not at ``previous``'s version
+        or (``agents`` given) names other agents."""
         path = head_path(block.id)
         cached = self.cache.cached(path)
         if cached is None or cached[1].block.version != previous.version:
@@ -288,7 +335,7 @@ class ObjectCore:
                 return None
             cached = (found[1], found[0])
         head: Head = cached[1]
-        if head.block.version != previous.version:
+        if head.block.version != previous.version or (agents is not None and head.agents != agents):
             return None
         entry = encode(head.block, head.chain, version)
         started = time.monotonic()
@@ -443,7 +490,19 @@ class ObjectCore:
         deletion its objects. What is left is upkeep's (segments a merge replaced, a lost race's segment)."""
         return self.tidy()
 
-    def attach(self, agent_id: str, block_id: str) -> None:
+    def attach(self, agent_id: str, block_id: str, *, unique_label: bool = False) -> None:
+        """See ``CoreStore.attach``: the block's head names the agent, then the agent's list names the block; with
+        ``unique_label``, under the agent's labels lease after checking its blocks' labels."""
+        if not unique_label:
+            self._attach(agent_id, block_id)
+            return
+        with self._labels_held((agent_id,)):
+            found = self._head(block_id)
+            if found is not None:
+                self._refuse_label(agent_id, found[0].block.label, block_id)
+            self._attach(agent_id, block_id)
+
+    def _attach(self, agent_id: str, block_id: str) -> None:
         found = self.cache.update(
             head_path(block_id),
             self._head_of,

@@ -76,11 +76,20 @@ class CoreStore(Protocol):
         """Create ``block`` with its first history entry; nothing if a block with its id exists."""
         ...
 
+    def create_block(self, agent_id: str, block: Block, first: BlockVersion) -> None:
+        """Create ``block`` with its first history entry, attached to ``agent_id``; refused (``LabelTakenError``,
+        nothing written) when a block attached to the agent has its label. The check and the writes are one step
+        for every process (SQLite: one transaction; object storage: under the agent's labels lease), so of two
+        creations of one label at once exactly one makes a block."""
+        ...
+
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         """Write ``block`` and its history entry ``version`` together if the stored block is still ``previous``
         (same version). None, writing nothing, if another writer got there first; else the ids of the agents the
         block is attached to as of the commit (whom to notify). The entry is stored as the change from
-        ``previous`` (history costs about the size of the change) and read back whole."""
+        ``previous`` (history costs about the size of the change) and read back whole. A rename (another label) is
+        refused (``LabelTakenError``, nothing written) when an agent the block is attached to has another block of
+        that label, checked in the same step as ``create_block`` checks."""
         ...
 
     def history(self, block_id: str, limit: int | None = None) -> list[BlockVersion]: ...
@@ -103,7 +112,12 @@ class CoreStore(Protocol):
         object storage: history objects no chain uses, the grace period aside). What it did, by name."""
         ...
 
-    def attach(self, agent_id: str, block_id: str) -> None: ...
+    def attach(self, agent_id: str, block_id: str, *, unique_label: bool = False) -> None:
+        """Attach the block to the agent (nothing if it is). With ``unique_label``: refused (``LabelTakenError``,
+        nothing written) when another block attached to the agent has its label, checked in the same step as
+        ``create_block`` checks."""
+        ...
+
     def detach(self, agent_id: str, block_id: str) -> None: ...
 
     # idempotency keys

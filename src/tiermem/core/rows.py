@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, cast
 
-from ..base.errors import StoreError, ValidationError
+from ..base.errors import LabelTakenError, StoreError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, ContextWindow, StoredResult, from_us, now, to_us
 
 # table -> unique key. Row shapes (``FIELDS``, typed below) are the same in every core implementation (the LanceDB
@@ -306,3 +306,9 @@ def result_from_row(r: Mapping[str, Any]) -> StoredResult:
 def name_taken(name: str) -> ValidationError:
     """The refusal of a second agent named ``name`` (``CoreStore.insert_agent``, both backends)."""
     return ValidationError(f"An agent named {name!r} already exists; choose another name.")
+
+
+def label_taken(label: str) -> LabelTakenError:
+    """The refusal of a block label another block of the agent has (``CoreStore.create_block``, ``commit_edit`` and
+    ``attach``, both backends); ``Memory`` words it for the tool or command that asked."""
+    return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)

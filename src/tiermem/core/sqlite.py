@@ -34,6 +34,7 @@ from .rows import (
     attachment_row,
     block_from_row,
     block_row,
+    label_taken,
     name_taken,
     result_from_row,
     result_row,
@@ -391,6 +392,15 @@ class SqliteCore:
                 history_rows.write_first(conn, first)
             self._cache = None
 
+    def create_block(self, agent_id: str, block: Block, first: BlockVersion) -> None:
+        """One transaction: the label checked, the block, its first history row and its attachment written."""
+        with self._tx() as conn:
+            _refuse_label(conn, block.label, block.id, agent_id=agent_id)
+            if insert_rows(conn, "blocks", [block_row(block)]):
+                history_rows.write_first(conn, first)
+            insert_rows(conn, "attachments", [attachment_row(agent_id, block.id, to_us(now()))])
+            self._cache = None
+
     def commit_edit(self, previous: Block, block: Block, version: BlockVersion) -> tuple[str, ...] | None:
         row: dict[str, Any] = dict(block_row(block))
         sets = ", ".join(f"{_q(c)} = ?" for c in _COLUMNS["blocks"] if c != "id")
@@ -402,6 +412,8 @@ class SqliteCore:
             if cur.rowcount != 1:
                 self._cache = None  # another writer won: re-read before retrying
                 return None
+            if block.label != previous.label:  # a rename: no agent of the block may have another of that label
+                _refuse_label(conn, block.label, block.id)  # raising rolls the update back
             history_rows.write_edit(conn, previous, version)
             agents = tuple(
                 r[0]
@@ -457,8 +469,13 @@ class SqliteCore:
             self._cache = None
         return {"database rewritten (VACUUM)": 1, "WAL truncated": 0 if busy else 1}
 
-    def attach(self, agent_id: str, block_id: str) -> None:
+    def attach(self, agent_id: str, block_id: str, *, unique_label: bool = False) -> None:
         with self._tx() as conn:
+            found = (
+                conn.execute("SELECT label FROM blocks WHERE id = ?", (block_id,)).fetchone() if unique_label else None
+            )
+            if found is not None:
+                _refuse_label(conn, str(found[0]), block_id, agent_id=agent_id)
             insert_rows(conn, "attachments", [attachment_row(agent_id, block_id, to_us(now()))])
             self._cache = None
 
@@ -518,6 +535,23 @@ def _table(table: str) -> str:
     if table not in _COLUMNS:
         raise StoreError(f"{table!r} is not a core-state table; use one of {', '.join(_COLUMNS)}.")
     return table
+
+
+_LABEL_OF_AGENT = (  # another block attached to the agent has the label
+    "SELECT 1 FROM attachments a JOIN blocks b ON b.id = a.block_id WHERE a.agent_id = ? AND b.label = ? AND b.id != ?"
+)
+_LABEL_OF_AGENTS_OF_BLOCK = (  # another block attached to one of the block's agents has the label
+    "SELECT 1 FROM attachments mine JOIN attachments a ON a.agent_id = mine.agent_id JOIN blocks b ON b.id = a.block_id "
+    "WHERE mine.block_id = ? AND b.label = ? AND b.id != ?"
+)
+
+
+def _refuse_label(conn: sqlite3.Connection, label: str, block_id: str, *, agent_id: str | None = None) -> None:
+    """``label_taken`` if a block other than ``block_id`` has ``label`` and is attached to ``agent_id`` (None: to
+    one of the agents ``block_id`` is attached to); read inside the caller's transaction."""
+    sql, owner = (_LABEL_OF_AGENTS_OF_BLOCK, block_id) if agent_id is None else (_LABEL_OF_AGENT, agent_id)
+    if conn.execute(sql, (owner, label, block_id)).fetchone() is not None:
+        raise label_taken(label)
 
 
 def _busy(exc: sqlite3.Error) -> bool:

@@ -147,6 +147,37 @@ def check_names(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> 
     )
 
 
+def check_labels(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
+    """No agent has two blocks of one label (tools and commands find a block by its label: they would reach only one
+    of them). Creations and renames check the label in the same step as they write it; two blocks of one label are
+    left by a tiermem before that check, or by a restore of such a store."""
+    import shlex
+
+    from .memory import DELETING_KEY
+
+    names = {r["id"]: str(r["name"]) for r in core["agents"] if DELETING_KEY not in metadata(r)}
+    labels = {r["id"]: str(r["label"]) for r in core["blocks"]}
+    count: dict[tuple[str, str], int] = {}
+    for r in core["attachments"]:
+        if r["agent_id"] in names and r["block_id"] in labels:
+            key = (names[r["agent_id"]], labels[r["block_id"]])
+            count[key] = count.get(key, 0) + 1
+    twice = sorted((agent, label, n) for (agent, label), n in count.items() if n > 1)
+    if not twice:
+        check("block labels", True, "no agent has two blocks of one label")
+        return
+    shown = ", ".join(f"{n} blocks labelled {label!r} (agent {agent})" for agent, label, n in twice[:5])
+    agent, label, _ = twice[0]
+    check(
+        "block labels",
+        False,
+        f"{shown}{' ...' if len(twice) > 5 else ''}: tools and commands reach only one of each by its label (blocks "
+        "created or renamed at once by two processes, before tiermem checked labels in the same step as it writes)",
+        f"give each its own label: `tiermem blocks set {shlex.quote(label)} --label NEW --agent {shlex.quote(agent)}` "
+        "renames the one `tiermem blocks show` shows, and the other keeps the label (repeat for each label listed)",
+    )
+
+
 def metadata(row: Mapping[str, Any]) -> Mapping[str, Any]:
     raw = row.get("metadata") or "{}"
     value = json.loads(raw) if isinstance(raw, str) else raw

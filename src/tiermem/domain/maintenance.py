@@ -121,6 +121,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         health.check_history(core, check)
         health.check_attachments(core, check)
         health.check_names(core, check)
+        health.check_labels(core, check)
     except TiermemError as exc:
         core = {}
         check("core state", False, str(exc), "check the data directory's filesystem, or restore from a backup")

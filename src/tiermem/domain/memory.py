@@ -2,7 +2,9 @@
 
 Block edits are serialised per block inside a process (a lock per block id) and across
 processes by optimistic concurrency: read the block, compute the edit with the pure rules in
-``blocks.py``, write it only if the stored version is unchanged, else re-read and retry.
+``blocks.py``, write it only if the stored version is unchanged, else re-read and retry; an edit that would then
+overwrite the other writer's (a whole value, a rename, a description) is refused instead (``ConflictError``). A
+label is one block's per agent: the core checks it in the same step as it writes it (``CoreStore.create_block``).
 Every committed change appends a history row; history is never rewritten.
 
 Recall (conversation log) and archival memory live in ``archive.py``: every ``Memory`` has its
@@ -30,7 +32,7 @@ from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
 from ..base.config import BlockSpec
-from ..base.errors import ConflictError, EditError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import ConflictError, EditError, LabelTakenError, NotFoundError, TiermemError, ValidationError
 from ..base.names import name_in
 from ..base.projects import named_project
 from ..base.records import (
@@ -303,10 +305,7 @@ class Memory:
         try:
             agent = self.core.get_agent(agent_id)
         except NotFoundError:
-            raise NotFoundError(
-                f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
-                "A client of the server reconnects to get a fresh memory for it."
-            ) from None
+            raise _gone(agent_id) from None
         if DELETING_KEY in agent.metadata:
             raise NotFoundError(f"Agent {agent.name!r} is being deleted, so nothing was written.")
 
@@ -430,6 +429,11 @@ class Memory:
         if found is not None:
             return found
         blocks = self.blocks(agent_id)
+        if not blocks:  # no block at all: perhaps no agent either (deleted while a server still holds its id)
+            try:
+                self.core.get_agent(agent_id)
+            except NotFoundError:
+                raise _gone(agent_id) from None
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
         raise NotFoundError(
             f"No memory block with label {rules.shown_label(label)}. Blocks that exist: {labels}. "
@@ -478,15 +482,16 @@ class Memory:
         actor = actor or current_actor.get()
         self._check_sizes(edit)
         block = self.block(agent_id, label)
-        return self._commit(
-            block,
-            lambda current: replace(
-                _at_version(current, expected_version),
-                value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor")),
-            ),
-            operation=edit.operation,
-            actor=actor,
-        )
+
+        def change(current: Block) -> Block:
+            _at_version(current, expected_version)
+            if isinstance(edit, rules.Rethink) and current.value not in (block.value, edit.new):
+                raise _replaced_meanwhile(block, current)  # re-applying it would overwrite the other writer's edit
+            return replace(
+                current, value=rules.apply_edit(current, edit, enforce_read_only=actor not in ("human", "doctor"))
+            )
+
+        return self._commit(block, change, operation=edit.operation, actor=actor)
 
     def update_block(
         self,
@@ -505,6 +510,9 @@ class Memory:
     ) -> Block:
         """Change a block's label, description, limit, read-only flag, pinned state or metadata (a new version).
         With ``expected_version``: ``ConflictError`` (nothing written) when the block is at another version.
+        Without it, another writer's change meanwhile to what this call sets (the label, the description) is a
+        ``ConflictError`` too (nothing written); a change to anything else is kept and this one applied on top.
+        A new label another block of one of the block's agents has: ``LabelTakenError``, nothing written.
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
         block, is listed by label and description, and is opened on demand. ``metadata`` is merged
@@ -515,16 +523,21 @@ class Memory:
             new_label = rules.validate_label(new_label)
             self._refuse_in_fields(("the new label", new_label))
         self._refuse_in_fields(*_metadata_fields(metadata))
-        if new_label is not None and new_label != block.label:
+        renamed = new_label is not None and new_label != block.label
+        if renamed:
             for agent in self.core.agents_of_block(block.id):
                 if any(b.label == new_label for b in self.blocks(agent)):
-                    raise ValidationError(f"A block labelled {new_label!r} already exists; choose another label.")
+                    raise _rename_taken(str(new_label))
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise ValidationError(f"limit must be a positive number of characters, got {limit!r}.")
         updates = _check_metadata(metadata or {})
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
+            if renamed and current.label not in (block.label, new_label):
+                raise _renamed_meanwhile(block, current)
+            if description is not None and current.description not in (block.description, description):
+                raise _described_meanwhile(block, current)
             if actor != "human" and current.read_only:
                 raise EditError(rules.READ_ONLY_ERROR)
             updated = replace(
@@ -538,8 +551,11 @@ class Memory:
             rules.check_limit(updated.value, updated.limit)
             return updated
 
-        committed = self._commit(block, change, operation=operation, actor=actor)
-        if (new_label is not None and new_label != block.label) or rules.is_pinned(committed) != rules.is_pinned(block):
+        try:
+            committed = self._commit(block, change, operation=operation, actor=actor)
+        except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
+            raise _rename_taken(str(new_label)) from None
+        if renamed or rules.is_pinned(committed) != rules.is_pinned(block):
             self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
         return committed
 
@@ -578,15 +594,13 @@ class Memory:
         spec = self._check_spec(spec)
         self.check_live(agent_id)  # a block attached to a deleted agent's id would come back with its next agent
         if any(b.label == spec.label for b in self.blocks(agent_id)):
-            raise ValidationError(
-                f"A block labelled {spec.label!r} already exists; edit it with memory_replace or choose another label.",
-                person=f"A block labelled {spec.label!r} already exists; change its value with "
-                f"`tiermem blocks set {spec.label} VALUE` (or `tiermem blocks edit {spec.label}`), or choose another "
-                "label.",
-            )
+            raise _create_taken(spec.label)
         block_id = new_id("block")
-        self._insert_block(block_id, spec, actor=actor, operation=operation)
-        self.core.attach(agent_id, block_id)
+        new, first = self._new_block(block_id, spec, actor=actor, operation=operation)
+        try:
+            self.core.create_block(agent_id, new, first)  # the label checked again, in the same step as the writes
+        except LabelTakenError:  # another process created (or renamed a block to) this label meanwhile
+            raise _create_taken(spec.label) from None
         self._emit(Change("blocks_changed", (agent_id,)))
         block = self.core.get_block(block_id)
         assert block is not None
@@ -659,11 +673,15 @@ class Memory:
         block = self.core.get_block(block_id)
         if block is None:
             raise NotFoundError(f"No block with id {block_id!r}. `tiermem blocks list --json` shows block ids.")
+        taken = LabelTakenError(
+            f"This agent already has a different block labelled {block.label!r}; rename one first.", label=block.label
+        )
         if any(b.label == block.label and b.id != block.id for b in self.blocks(agent_id)):
-            raise ValidationError(
-                f"This agent already has a different block labelled {block.label!r}; rename one first."
-            )
-        self.core.attach(agent_id, block_id)
+            raise taken
+        try:
+            self.core.attach(agent_id, block_id, unique_label=True)
+        except LabelTakenError:
+            raise taken from None
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
@@ -953,6 +971,10 @@ class Memory:
     # -- internals ---------------------------------------------------------------
 
     def _insert_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str = "create") -> None:
+        self.core.insert_block(*self._new_block(block_id, spec, actor=actor, operation=operation))
+
+    def _new_block(self, block_id: str, spec: BlockSpec, *, actor: str, operation: str) -> tuple[Block, BlockVersion]:
+        """A new block of ``spec`` (version 1, its value checked for credentials) and its first history entry."""
         t = now()
         block = self._without_secrets(
             Block(
@@ -969,7 +991,7 @@ class Memory:
             None,
             actor,
         )
-        self.core.insert_block(block, _version_of(block, operation, actor))
+        return block, _version_of(block, operation, actor)
 
     def _lock(self, block_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -1022,6 +1044,63 @@ def _at_version(block: Block, expected: int | None) -> Block:
             f"Block {block.label!r} changed meanwhile (version {expected} -> {block.version}); nothing was written."
         )
     return block
+
+
+def _gone(agent_id: str) -> NotFoundError:
+    """The refusal of a call for an agent that no longer exists (deleted while a server still holds its id)."""
+    return NotFoundError(
+        f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
+        "A client of the server reconnects to get a fresh memory for it."
+    )
+
+
+def _create_taken(label: str) -> LabelTakenError:
+    return LabelTakenError(
+        f"A block labelled {label!r} already exists; edit it with memory_replace or choose another label.",
+        label=label,
+        person=f"A block labelled {label!r} already exists; change its value with "
+        f"`tiermem blocks set {label} VALUE` (or `tiermem blocks edit {label}`), or choose another label.",
+    )
+
+
+def _rename_taken(label: str) -> LabelTakenError:
+    return LabelTakenError(f"A block labelled {label!r} already exists; choose another label.", label=label)
+
+
+def _renamed_meanwhile(read: Block, current: Block) -> ConflictError:
+    """A rename of a block another writer renamed after this one read it: applying it would undo that rename."""
+    return ConflictError(
+        f"Block {read.label!r} was renamed to {current.label!r} by another writer meanwhile; nothing was written. "
+        "Read the blocks again (core_memory_view) and rename it by the label it has now, if the rename is still "
+        "wanted.",
+        person=f"Block {read.label!r} was renamed to {current.label!r} by another writer meanwhile; nothing was "
+        "written. `tiermem blocks list` shows the labels now; run the command again with the label it has now, if "
+        "the rename is still wanted.",
+    )
+
+
+def _described_meanwhile(read: Block, current: Block) -> ConflictError:
+    return ConflictError(
+        f"The description of block {current.label!r} was changed by another writer meanwhile (to "
+        f"{current.description[:80]!r}); nothing was written. Read the block again and set the description again "
+        "if yours should replace that one.",
+        person=f"The description of block {current.label!r} was changed by another writer meanwhile (to "
+        f"{current.description[:80]!r}); nothing was written. `tiermem blocks show {current.label}` shows it; run "
+        "the command again if yours should replace it.",
+    )
+
+
+def _replaced_meanwhile(read: Block, current: Block) -> ConflictError:
+    """A whole-value edit (``memory_rethink``, a set, a revert) of a value another writer changed after this one read
+    it: writing it would silently drop that change."""
+    return ConflictError(
+        f"Block {current.label!r} was changed by another writer while this edit was replacing its whole value "
+        f"(version {read.version} -> {current.version}); nothing was written, so that change is kept. Read the block "
+        "again (memory_open) and send the whole new value again, keeping that change if it should stay.",
+        person=f"Block {current.label!r} was changed by another writer while this command was replacing its whole "
+        f"value (version {read.version} -> {current.version}); nothing was written, so that change is kept. "
+        f"`tiermem blocks show {current.label}` shows it now; run the command again if your value should replace it.",
+    )
 
 
 def _metadata_fields(metadata: Mapping[str, str] | None) -> list[tuple[str, str | None]]:

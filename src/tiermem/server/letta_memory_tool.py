@@ -24,7 +24,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..base.config import BlockSpec
-from ..base.errors import EditError, NotFoundError, TiermemError
+from ..base.errors import EditError, LabelTakenError, NotFoundError, TiermemError
 from ..domain import blocks as rules
 from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
@@ -168,7 +168,10 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
             limit=files.fit_limit(value),
             metadata=files.pinned_meta(tree.pinned(label + fmt.SUFFIX)),
         )
-        block = m.create_block(agent_id, spec, actor=actor, operation=op)
+        try:
+            block = m.create_block(agent_id, spec, actor=actor, operation=op)
+        except LabelTakenError:  # created by another process since the check above
+            raise EditError(f"memory create: block already exists at {raw}") from None
         return _result(command, [block], f"Memory create: created {block.label}.md (version 1).")
     if command in ("str_replace", "insert", "update_description"):
         label, raw = label_of("file_path")
@@ -211,7 +214,10 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
             raise EditError(f"memory rename: destination already exists at {new_raw}")
         _find(m, agent_id, old_label, old_raw)
         pinned = tree.pinned(new_label + fmt.SUFFIX)
-        block = m.update_block(agent_id, old_label, new_label=new_label, pinned=pinned, actor=actor, operation=op)
+        try:
+            block = m.update_block(agent_id, old_label, new_label=new_label, pinned=pinned, actor=actor, operation=op)
+        except LabelTakenError:  # taken by another process since the check above
+            raise EditError(f"memory rename: destination already exists at {new_raw}") from None
         return _result(
             command,
             [block],

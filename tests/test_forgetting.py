@@ -22,6 +22,30 @@ from tiermem.domain.forgetting import Target, forget, purge_pending
 from tiermem.domain.maintenance import optimize
 from tiermem.domain.memory import Memory
 
+
+def test_forget_text_does_not_overwrite_an_edit_made_after_it_read_the_block(
+    local: tuple[Memory, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's edit lands between the forget's read of a block and its edit: the forget's edit is based on
+    the version it read, so it is refused as a conflict, read again and made again; the other edit stays."""
+    memory, _root = local
+    agent = memory.ensure_agent("default")
+    memory.edit(agent.id, "human", Rethink("Name: Ana\nCode: quartz-4471-x", check_line_numbers=False), actor="human")
+    read_blocks = memory.blocks
+
+    edits = [Rethink("Name: Ana\nCode: quartz-4471-x\nLikes tea", check_line_numbers=False)]
+
+    def blocks_then_another_edit(agent_id: str) -> Any:
+        stale = read_blocks(agent_id)
+        if edits:  # once: the other writer's edit, after the forget read the blocks
+            memory.edit(agent_id, "human", edits.pop())
+        return stale
+
+    monkeypatch.setattr(memory, "blocks", blocks_then_another_edit)
+    forget(memory, Target("text", agent.id, "quartz-4471-x"))
+    assert memory.block(agent.id, "human").value == "Name: Ana\nCode: \nLikes tea"
+
+
 SECRET = "zebra-quartz-4471"
 TOKEN = "zebraquartz4471"  # one word: what a full-text index would keep as a token
 NEEDLES = (SECRET.encode(), TOKEN.encode())

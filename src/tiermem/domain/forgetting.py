@@ -32,7 +32,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..base.errors import NotFoundError, PurgeUnfinishedError, ValidationError
+from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
 from .archive import shape_message
@@ -350,12 +350,7 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
             seen.add(block.id)
             current = block
             if text in block.value:  # the current value too: the text is edited out, then that version forgotten
-                current = memory.edit(
-                    agent.id,
-                    block.label,
-                    Rethink(block.value.replace(text, ""), operation="forget", check_line_numbers=False),
-                    actor="human",
-                )
+                current = _edited_out(memory, agent.id, block, text)
                 done.edited.append(block.label)
             if text in current.description:
                 current = memory.update_block(
@@ -424,6 +419,33 @@ def _names_holding(memory: Memory, agent_id: str | None, text: str, agents: list
                     "then run this forget again: it forgets the past versions that carry the old label",
                 )
     return list(found.values())
+
+
+def _edited_out(memory: Memory, agent_id: str, block: Block, text: str, tries: int = 5) -> Block:
+    """``block`` committed without ``text``, computed from the version it replaces: an edit another writer commits
+    meanwhile is not overwritten (``ConflictError``: read again, edit out again), up to ``tries`` times."""
+    attempt = 1
+    while True:
+        try:
+            return memory.edit(
+                agent_id,
+                block.label,
+                Rethink(block.value.replace(text, ""), operation="forget", check_line_numbers=False),
+                actor="human",
+                expected_version=block.version,
+            )
+        except ConflictError:
+            if attempt == tries:
+                raise
+        attempt += 1
+        fresh = memory.core.get_block(block.id)
+        if fresh is None:
+            raise NotFoundError(
+                f"Block {block.label!r} was deleted while the text was being forgotten from it: run the forget again."
+            )
+        block = fresh
+        if text not in block.value:
+            return block
 
 
 def _holds(v: BlockVersion, text: str) -> bool:

@@ -69,7 +69,10 @@ class Indexes:
         self.conn, self.rows = conn, rows
         self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
-        self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
+        # tables known to have their full-text index (never dropped; a reembed's swap makes a new table: ``replaced``,
+        # and other processes reopen their tables once it has finished: ``Connection.vectors_unusable``)
+        self._fts_ready: set[str] = set()
+        conn.on_renewal.append(self._fts_ready.clear)
         self._optimizing = threading.Lock()
         self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
 
@@ -86,6 +89,13 @@ class Indexes:
                 log.warning(
                     "full-text index of %s not built at open (another process may be building it): %s", table, exc
                 )
+
+    def replaced(self, table: str) -> None:
+        """``table`` was replaced by a new one holding its rows but none of its indexes (a reembed's swap,
+        ``Reembed.replace_vectors``): its full-text and bitmap indexes are built again, so keyword searches (those of
+        servers still on the old model included) find its rows before any process opens the store again."""
+        self._fts_ready.discard(table)
+        self.ensure_fts(table)
 
     @reads("the search indexes")
     def has_fts(self, table: str) -> bool:

@@ -772,11 +772,12 @@ class Archive:
         linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
 
-    def find_memory(self, agent_id: str, memory_id: str) -> tuple[str, Hit, int | None]:
-        """The agent's recall turn or archival passage ``memory_id``: (its table, it as a result, a turn's seq)."""
+    def find_memory(self, agent_id: str, memory_id: str, *, latest: bool = False) -> tuple[str, Hit, int | None]:
+        """The agent's recall turn or archival passage ``memory_id``: (its table, it as a result, a turn's seq).
+        ``latest``: read at the tables' newest versions (object storage may otherwise answer from moments ago)."""
         for table in ("messages", "passages"):
             rows = self.store.conn.rows(
-                table, Filter(agent_id=agent_id, ids=(memory_id,)), columns=RESULT_COLUMNS[table]
+                table, Filter(agent_id=agent_id, ids=(memory_id,)), columns=RESULT_COLUMNS[table], latest=latest
             )
             if rows:
                 return table, _as_hit(table, rows[0]), rows[0].get("seq")

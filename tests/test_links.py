@@ -114,6 +114,87 @@ def test_links_made_on_purpose_and_forgetting_removes_them(memory: Memory) -> No
         archive.neighbourhood(agent, other)
 
 
+def _link_rows(memory: Memory) -> dict[str, str]:
+    return {k: v for k, v in memory.archive.store.conn.meta().items() if k.startswith("link:")}
+
+
+def test_a_link_made_while_its_memory_is_forgotten_goes_with_it(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process links a passage while it is being forgotten, its whole call landing after the forget read
+    the links and before it deleted the rows (both of its checks see the passage): the forget reads the links again
+    once the rows are gone, and removes that one too, note and all."""
+    agent = memory.ensure_agent("links").id
+    anchor = memory.archival_insert(agent, "The anchor fact.", None).stored[0]
+    victim = memory.archival_insert(agent, "A passage being forgotten.", None).stored[0]
+    purge = memory.archive.store.purge
+    mark = purge.mark
+
+    def link_then_mark(table: str, where: Any) -> Any:
+        monkeypatch.setattr(purge, "mark", mark)  # once
+        memory.link(agent, anchor, victim, "private note about it")  # the other process's whole call
+        assert _link_rows(memory)
+        return mark(table, where)
+
+    monkeypatch.setattr(purge, "mark", link_then_mark)
+    memory.archival_delete(agent, victim)
+    assert _link_rows(memory) == {} and memory.archive.neighbourhood(agent, anchor).links == []
+    assert "meta" in memory.archive.rows.purge_pending()  # its note leaves the files at the next upkeep
+
+
+def test_a_link_to_a_memory_forgotten_after_its_check_is_removed_and_refused(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order: the forget runs whole between the link's check of its ends and its write. The link checks
+    its ends again after writing, finds the passage gone, removes the link (its note too) and fails, naming it."""
+    agent = memory.ensure_agent("links").id
+    anchor = memory.archival_insert(agent, "The anchor fact.", None).stored[0]
+    victim = memory.archival_insert(agent, "A passage being forgotten.", None).stored[0]
+    links = memory.archive.links
+    add = links.add
+
+    def forget_then_add(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(links, "add", add)  # once
+        memory.archival_delete(agent, victim)  # the other process's whole call
+        return add(*args, **kwargs)
+
+    monkeypatch.setattr(links, "add", forget_then_add)
+    with pytest.raises(NotFoundError, match=victim):
+        memory.link(agent, anchor, victim, "private note about it")
+    assert _link_rows(memory) == {} and memory.archive.neighbourhood(agent, anchor).links == []
+    assert "meta" in memory.archive.rows.purge_pending()
+
+
+def test_doctor_reports_a_link_to_a_deleted_memory_and_optimize_removes_it_with_its_note(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link whose memory is gone (a forget cut short between its steps, or an older tiermem's race) is reported
+    by ids (never its note) and removed by `tiermem optimize`, its note gone from every file of the data directory."""
+    from tiermem.domain.factory import open_memory
+    from tiermem.domain.maintenance import doctor, optimize
+    from tiermem.store import Filter
+
+    memory = open_memory(settings, start_embedder=False)
+    agent = memory.ensure_agent("links").id
+    anchor = memory.archival_insert(agent, "The anchor fact.", None).stored[0]
+    victim = memory.archival_insert(agent, "A passage deleted behind the links' back.", None).stored[0]
+    other = memory.archival_insert(agent, "Another fact.", None).stored[0]
+    memory.link(agent, anchor, victim, "zanzibar-note-7731")
+    memory.link(agent, anchor, other, "kept")
+    memory.archive.store.rows.delete("passages", Filter(ids=(victim,)))  # the row alone, as a crash would leave it
+    root = settings.resolved_data_dir()
+    assert [p for p in root.rglob("*") if p.is_file() and b"zanzibar-note-7731" in p.read_bytes()]
+    assert doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] links: 1 link(s)" in out and victim in out and "zanzibar" not in out
+    assert "links: 1 link(s) to deleted memories removed" in optimize(memory)
+    assert [json.loads(v)["note"] for v in _link_rows(memory).values()] == ["kept"]
+    assert not [p for p in root.rglob("*") if p.is_file() and b"zanzibar-note-7731" in p.read_bytes()]
+    capsys.readouterr()
+    doctor(settings)
+    assert "[ok ] links: every link" in capsys.readouterr().out
+
+
 def test_a_search_with_links_follows_only_to_memories_its_filter_admits(memory: Memory) -> None:
     """A linked memory of the other table must pass the search's project and date filter too (it was read by id
     and agent alone: a search of project beta showed a linked passage of project alpha)."""

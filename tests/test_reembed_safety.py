@@ -18,6 +18,8 @@ from tiermem.domain.factory import open_memory
 from tiermem.domain.maintenance import doctor, reembed
 from tiermem.embedding.embedders import make_embedder
 from tiermem.store import Store
+from tiermem.store import search as search_module
+from tiermem.store.reembed import embed_rows
 from tiermem.store.schemas import REEMBED_RUN_LOCK_FILE
 
 
@@ -61,6 +63,60 @@ def test_writes_are_refused_while_a_reembed_runs_and_after_it_switched_models(
         running.archive.insert(agent, "a fact remembered after")
     after = open_memory(_switched(settings))
     assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+
+
+def test_a_server_opened_before_a_reembed_searches_by_keywords_and_says_why(settings: Settings) -> None:
+    """Its query vectors are of the old model: while a reembed runs and once it has switched models, a search of a
+    process that opened the store before ranks by keywords alone and its note says why (restart, once switched),
+    rather than comparing its query with vectors of another model."""
+    running = open_memory(settings)  # a server that opened the store before the reembed
+    agent = running.ensure_agent("default").id
+    running.archive.insert(agent, "Otters hold hands while they sleep")
+    before = running.archive.search(agent, "otters sleeping")
+    assert before.mode == "hybrid" and not before.notes
+    store = Store.for_reembed(settings.store_uri())
+    store.reembed.begin("hashing-256", 256)
+    rows, embedder = store.rows.all_rows("passages"), make_embedder("hashing-256", Path())
+    embed_rows(rows, embedder.embed_blocking)
+    store.reembed.replace_vectors(
+        "passages", rows, 256, embedder.embed_blocking
+    )  # swapped: a new table, its index rebuilt
+    during = running.archive.search(agent, "otters sleeping")
+    assert during.mode == "fts" and [h.content for h in during.hits] == ["Otters hold hands while they sleep"]
+    assert "Keyword-only" in during.notes[0] and "rebuilding every vector" in during.notes[0]
+    reembed(_switched(settings))  # the rest of the job (begun again: what finishes an interrupted one)
+    after = running.archive.search(agent, "otters sleeping")
+    assert after.mode == "fts" and [h.content for h in after.hits] == ["Otters hold hands while they sleep"]
+    assert "hashing-256 (dim 256)" in after.notes[0] and "Restart the server" in after.notes[0]
+    fresh = open_memory(_switched(settings)).archive.search(agent, "otters sleeping")
+    assert fresh.mode == "hybrid" and not fresh.notes
+
+
+def test_a_server_opened_before_a_reembed_never_finds_another_agents_rows_in_the_new_tables(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server proves an agent owns every row of a table at a version and then skips the agent filter there
+    (``store/search.py``). A reembed replaces the table, whose versions start again: once it has finished, the
+    server reopens its tables, so a proof of the old table is never taken for the new one's same version, where a
+    later process has written another agent's rows."""
+    monkeypatch.setattr(search_module, "SETTLED_SECONDS", 0.0)  # as if every version had held still that long
+    running = open_memory(settings)
+    running.archive.store.search.sole_agent_shortcut = True
+    alice = running.ensure_agent("alice").id
+    running.archive.insert(alice, "Otters hold hands while they sleep")
+    for _ in range(2):  # the first search proves alice owns the table, the second skips the filter
+        assert [h.content for h in running.archive.search(alice, "otters").hits] == [
+            "Otters hold hands while they sleep"
+        ]
+    proved = running.archive.store.conn.version("passages")
+    reembed(_switched(settings))
+    later = open_memory(_switched(settings))
+    bob = later.ensure_agent("bob").id
+    while later.archive.store.conn.version("passages") < proved:
+        later.archive.insert(bob, "Bob's otters diary")
+    assert later.archive.store.conn.version("passages") == proved  # the new table at the version proved of the old
+    found = running.archive.search(alice, "otters diary")
+    assert [h.content for h in found.hits] == ["Otters hold hands while they sleep"] and found.mode == "fts"
 
 
 def test_rows_committed_during_a_reembed_are_merged_into_the_new_table(settings: Settings, tmp_path: Path) -> None:

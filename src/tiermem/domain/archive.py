@@ -626,15 +626,22 @@ class Archive:
         loop in one hand-off (the model uses both cores of the machine this was measured on, so a keyword leg run
         beside it slowed it about as much as it hid; one hand-off instead of three: ``python -m bench scale
         --profile DIR --orders``). The first search of an agent in a process, or one waiting for the model, starts the
-        keyword leg first and waits for it.
+        keyword leg first and waits for it. While the store's vectors are not of this process's model (a reembed is
+        rebuilding them, or switched models since this process opened the store), the keyword leg runs alone.
         """
         notes: list[str] = []
         vector_rows: list[Found] = []
+        vec: list[float] | None
         table, text = kind.table, query.text
         roles = set(query.names)  # the names the agent's blocks give (``_analyse``)
         known = self._speakers.get(agent_id) if kind.speakers else set()
         focused = query.naming(known | roles).focused if known is not None else None
-        if focused is not None and self.embedder.ready:
+        unusable = self.store.conn.vectors_unusable()  # before any leg: it reopens tables a reembed replaced
+        if unusable is not None:  # the store's vectors are of another model: keywords alone, and the note says why
+            notes.append(f"Keyword-only results (search_mode fts): {unusable}")
+            vec, marked = None, False
+            fts_rows = self.store.search.text_search(table, text, where, pool)
+        elif focused is not None and self.embedder.ready:
             vec = self.vectors.query_vector(focused, notes)
             if vec is None:
                 fts_rows, marked = self.store.search.text_search(table, text, where, pool), False
@@ -765,11 +772,12 @@ class Archive:
         linked = {h: [rows[i] for i in ids if i in rows and said(rows[i])] for h, ids in near.items()}
         return expand(hits, linked, self.token_budget)
 
-    def find_memory(self, agent_id: str, memory_id: str) -> tuple[str, Hit, int | None]:
-        """The agent's recall turn or archival passage ``memory_id``: (its table, it as a result, a turn's seq)."""
+    def find_memory(self, agent_id: str, memory_id: str, *, latest: bool = False) -> tuple[str, Hit, int | None]:
+        """The agent's recall turn or archival passage ``memory_id``: (its table, it as a result, a turn's seq).
+        ``latest``: read at the tables' newest versions (object storage may otherwise answer from moments ago)."""
         for table in ("messages", "passages"):
             rows = self.store.conn.rows(
-                table, Filter(agent_id=agent_id, ids=(memory_id,)), columns=RESULT_COLUMNS[table]
+                table, Filter(agent_id=agent_id, ids=(memory_id,)), columns=RESULT_COLUMNS[table], latest=latest
             )
             if rows:
                 return table, _as_hit(table, rows[0]), rows[0].get("seq")

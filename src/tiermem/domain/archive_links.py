@@ -3,6 +3,20 @@
 The row's key is ``link:<id> <id>`` (the two ids in sorted order: a link has no direction), its value JSON: the
 agent, a note, when. Meta rows exist on every storage backend and need no migration: a store of any age holds none
 until a link is made. ``AgentRows.forget`` deletes the links of every turn or passage it deletes.
+
+No link outlives its memory when one process links a memory while another forgets it. Each side writes first and
+reads after, each read at the newest version (on a local store every read is; on object storage they ask for it):
+
+- the linker (``Memory.link``): checks both ends, writes the link (W), then checks both ends again (C); an end gone by
+  then has its links removed, and the call fails;
+- the forget (``AgentRows.forget``): deletes the rows (D), then reads the links again and deletes those of the
+  deleted rows (R); it also deletes the links it finds before D, so that a crash between the two leaves none.
+
+Every commit is atomic and a read at the newest version sees every commit finished before it began. If C begins
+after D has finished, C finds the end gone and the linker removes its link. Otherwise C began before D finished;
+W finished before C began, so before D finished, so before R began: R finds the link and removes it. Either way the
+link goes (sometimes by both: the second deletion finds nothing). What an interruption between the steps can still
+leave, ``tiermem doctor`` reports (``AgentRows.dangling_links``) and ``tiermem optimize`` removes.
 """
 
 from __future__ import annotations
@@ -23,8 +37,14 @@ class ManualLinks:
         self.store = store
         self._cache: tuple[int, dict[str, str]] | None = None  # (meta table version, link rows)
 
-    def _rows(self) -> dict[str, str]:
-        """The link rows, read again only when the meta table changed (a search asks on every call)."""
+    def _rows(self, *, latest: bool = False) -> dict[str, str]:
+        """The link rows, read again only when the meta table changed (a search asks on every call). ``latest``: read
+        at the meta table's newest version, whatever was cached (object storage may otherwise answer from a check of
+        the version made moments ago)."""
+        if latest:
+            return {
+                r["key"]: r["value"] for r in self.store.conn.rows("meta", latest=True) if r["key"].startswith(PREFIX)
+            }
         version = self.store.conn.version("meta")
         if self._cache is None or self._cache[0] != version:
             self._cache = (version, {k: v for k, v in self.store.conn.meta().items() if k.startswith(PREFIX)})
@@ -70,15 +90,25 @@ class ManualLinks:
                 out.append(Link(a, b, "manual", link_note(value)))
         return out
 
+    def every(self) -> list[Link]:
+        """Every link made on purpose, each once (source: the smaller id), oldest first."""
+        return [
+            Link(*link_ends(k), "manual", link_note(v))
+            for k, v in sorted(self._rows().items(), key=lambda kv: link_at(kv[1]))
+        ]
+
     def has(self, a: str, b: str) -> bool:
         """Whether ``a`` and ``b`` are linked on purpose (an import restores a link once)."""
         return link_key(a, b) in self._rows()
 
-    def forget(self, ids: Collection[str]) -> int:
+    def forget(self, ids: Collection[str], *, latest: bool = False) -> int:
         """Delete every manual link of any of ``ids`` (the memories are being forgotten); returns how many. The meta
-        table's fragments holding them are marked for the purge first (their notes leave its files with it)."""
+        table's fragments holding them are marked for the purge first (their notes leave its files with it).
+        ``latest``: the links read at the meta table's newest version (the pass after the rows went)."""
         gone = set(ids)
-        rows = tuple((k, v) for k, v in self._rows().items() if gone & set(link_ends(k)))
+        if not gone:
+            return 0
+        rows = tuple((k, v) for k, v in self._rows(latest=latest).items() if gone & set(link_ends(k)))
         if rows:
             self.store.purge.mark("meta", Filter(entries=rows))
             self.store.rows.delete("meta", Filter(entries=rows))

@@ -17,6 +17,7 @@ from ..base.errors import ValidationError
 from ..base.records import Message, Passage
 from ..store import SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
+from .links import Link
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -72,13 +73,17 @@ class AgentRows:
         where = Filter(agent_id=agent_id, start=start, end=end, projects=None if projects is None else tuple(projects))
         return self.store.conn.rows(_searchable(table), where, columns=tuple(columns))
 
-    def existing(self, table: str, ids: Sequence[str], *, agent_id: str | None = None) -> set[str]:
-        """Which of ``ids`` are rows of ``table`` (of ``agent_id``, if given): one read per ``ID_BATCH`` ids."""
+    def existing(
+        self, table: str, ids: Sequence[str], *, agent_id: str | None = None, latest: bool = False
+    ) -> set[str]:
+        """Which of ``ids`` are rows of ``table`` (of ``agent_id``, if given): one read per ``ID_BATCH`` ids.
+        ``latest``: at the table's newest version (object storage may otherwise answer from one read moments ago)."""
         found: set[str] = set()
         wanted = list(dict.fromkeys(ids))
         for start in range(0, len(wanted), ID_BATCH):
             where = Filter(agent_id=agent_id, ids=tuple(wanted[start : start + ID_BATCH]))
-            found.update(r["id"] for r in self.store.conn.rows(_searchable(table), where, columns=("id",)))
+            rows = self.store.conn.rows(_searchable(table), where, columns=("id",), latest=latest)
+            found.update(r["id"] for r in rows)
         return found
 
     def message(self, message_id: str) -> Message | None:
@@ -100,12 +105,43 @@ class AgentRows:
 
     def forget(self, table: str, where: Filter) -> int:
         """Delete the rows of ``where``, their data fragments marked for the purge first, and the links made on
-        purpose to any of them (``links.ManualLinks``); returns how many rows went."""
+        purpose to any of them (``links.ManualLinks``); returns how many rows went.
+
+        The links go twice. Before the rows: a crash between the two deletions then leaves no link of a deleted
+        row. And after them, read again at the meta table's newest version: a link another process wrote meanwhile
+        (its check that both ends exist ran before the rows went) is found there, since ``Memory.link`` writes its
+        link before it checks the ends again (the ordering, and why it leaves no link behind: ``ManualLinks``)."""
         links = ManualLinks(self.store)
-        if table != "file_chunks" and links.any():
-            links.forget([r["id"] for r in self.store.conn.rows(_searchable(table), where, columns=("id",))])
+        ids = (
+            []
+            if table == "file_chunks"
+            else [r["id"] for r in self.store.conn.rows(_searchable(table), where, columns=("id",))]
+        )
+        if ids and links.any():
+            links.forget(ids)
         self.store.purge.mark(_searchable(table), where)
-        return self.store.rows.delete(_searchable(table), where)
+        removed = self.store.rows.delete(_searchable(table), where)
+        if ids:
+            links.forget(ids, latest=True)
+        return removed
+
+    def dangling_links(self) -> list[Link]:
+        """The links made on purpose with an end that is no message or passage any more (one left by a forget cut
+        short between its deletions, or by a tiermem before the ordering ``ManualLinks`` describes), each once
+        (source: the smaller id), oldest first."""
+        every = ManualLinks(self.store).every()
+        gone = self._missing({end for link in every for end in (link.source, link.target)})
+        return [link for link in every if link.source in gone or link.target in gone]
+
+    def remove_dangling_links(self) -> int:
+        """Delete the links ``dangling_links`` finds, their notes with them (``ManualLinks.forget``: the meta table's
+        fragments holding them are marked for the purge); returns how many."""
+        links = ManualLinks(self.store)
+        return links.forget(self._missing({end for link in links.every() for end in (link.source, link.target)}))
+
+    def _missing(self, ids: set[str]) -> set[str]:
+        """Those of ``ids`` that are neither a message nor a passage (of any agent)."""
+        return ids - self.existing("messages", list(ids)) - self.existing("passages", list(ids)) if ids else set()
 
     def rows_where(self, table: str, where: Filter) -> list[dict[str, Any]]:
         """Every row of ``where``, every column but the vector's values kept as stored, oldest first."""

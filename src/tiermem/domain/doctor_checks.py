@@ -220,6 +220,24 @@ def check_stray_rows(
     )
 
 
+def check_links(memory: Any, check: Any) -> None:
+    """Links made on purpose whose memory is gone (a forget cut short between its deletions; a link made while its
+    memory was forgotten, by a tiermem before links were checked again after their write). Only ids are shown: a
+    link's note is the user's text."""
+    dangling = memory.archive.rows.dangling_links()
+    if not dangling:
+        check("links", True, "every link made on purpose joins two memories that exist")
+        return
+    shown = ", ".join(f"{link.source} - {link.target}" for link in dangling[:3]) + (" ..." if len(dangling) > 3 else "")
+    check(
+        "links",
+        False,
+        f"{len(dangling)} link(s) made on purpose join a memory that was deleted or forgotten ({shown}); no search "
+        "shows them, but their notes are still stored",
+        "run `tiermem optimize`: it removes them, their notes with them",
+    )
+
+
 def check_transport(settings: Settings, check: Any) -> None:
     if settings.transport == "stdio":
         check("transport", True, "stdio (no port needed)")

@@ -29,13 +29,15 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 
 def optimize(memory: Memory) -> list[str]:
-    """``tiermem optimize``: embed rows stored without vectors, compact every table of the recall and archival store
-    and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
+    """``tiermem optimize``: embed rows stored without vectors, remove links to deleted memories, compact every table
+    of the recall and archival store and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
     the rows embedded are reported on stderr."""
     if any(memory.archive.vectors.missing().values()):
         print(f"embedded {memory.archive.vectors.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
     twice = memory.archive.files.repair_twice()
     lines = [f"{table}: {n} row(s) stored twice removed (files written again)" for table, n in twice.items()]
+    dangling = memory.archive.rows.remove_dangling_links()  # before the upkeep, which purges their notes
+    lines += [f"links: {dangling} link(s) to deleted memories removed"] if dangling else []
     lines += [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]
     lines += [f"core state: {what}: {n}" for what, n in memory.core.tidy().items()]
     return lines
@@ -175,6 +177,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
     )
     health.check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
+    health.check_links(memory, check)
     marked = memory.archive.rows.purge_pending()
     check(  # a normal state between upkeeps (deletes, forgets, an import's rewrites): said, not a failure
         "purge",

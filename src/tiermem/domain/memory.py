@@ -878,6 +878,14 @@ class Memory:
         self._both_mine(agent_id, a, b)
         self.refuse_secrets(note, "note")
         self.archive.links.add(agent_id, a, b, note)
+        # Checked again after the write: a forget of either end that read the links before this one was written
+        # removes its rows after the check above; one side or the other then removes the link (``ManualLinks``).
+        for end in (a, b):
+            try:
+                self.archive.find_memory(agent_id, end, latest=True)
+            except NotFoundError:
+                self.archive.links.forget([end])  # this link (its note too), and any other of the memory gone
+                raise
 
     def unlink(self, agent_id: str, a: str, b: str) -> bool:
         """Remove the link made on purpose between two of the agent's memories; False when there was none (a sitting

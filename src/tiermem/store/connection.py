@@ -196,6 +196,9 @@ class Connection:
         self._reembedding = options.get("reembedding", False)
         self._writable_at = -REMOTE_WRITABLE_TTL  # when check_writable last passed (object storage trusts it a while)
         self._writable_stamp: tuple[int, int, int] | None = None  # the reembed lock's stamp when it last passed (local)
+        # ``vectors_unusable``'s last answer: (the reembed lock's stamp, when, the reason or None), one tuple so that
+        # concurrent searches read it whole
+        self._searchable: tuple[tuple[int, int, int] | None, float, str | None] = (None, -REMOTE_WRITABLE_TTL, None)
         self._upkeeps: list[threading.Thread] = []  # upkeep threads started (those alive are waited for at exit)
         self.tail: dict[str, int] = {}  # table -> this process's commits to it since the last upkeep was started
         self.lost_ms = 0.0  # search time taken to be lost to those commits' fragments since then (``searched``)
@@ -517,22 +520,75 @@ class Connection:
         committed while it read)."""
         if self.remote and time.monotonic() - self._writable_at < REMOTE_WRITABLE_TTL:
             return
-        meta = {r["key"]: r["value"] for r in self.snapshot("meta")}
-        if meta.get(REEMBEDDING):
+        reembedding, recorded = self._model_state()
+        if reembedding:
             raise StoreBusyError(
-                f"`tiermem reembed` is rebuilding every vector of {self.uri} with {meta[REEMBEDDING]}, or was "
+                f"`tiermem reembed` is rebuilding every vector of {self.uri} with {reembedding}, or was "
                 f"interrupted doing so; writes to {table} wait for it. Nothing was written: try again once it has "
                 "finished (if no reembed is running, run `tiermem reembed` again to finish it)."
             )
-        recorded = (meta.get("embedding_model"), meta.get("embedding_dim"))
-        if recorded != (self.embedding_model, str(self.embedding_dim)):
+        if recorded is not None:
             raise SchemaError(
-                f"The vectors of {self.uri} were rebuilt with {recorded[0]} (dim {recorded[1]}) by `tiermem reembed` "
-                f"after this process opened it with {self.embedding_model} (dim {self.embedding_dim}); its vectors "
-                f"would not match. Nothing was written to {table}: restart this process (a server: restart it) so "
-                "it uses the recorded model."
+                f"The vectors of {self.uri} were rebuilt with {recorded} by `tiermem reembed` after this process "
+                f"opened it with {self.embedding_model} (dim {self.embedding_dim}); its vectors would not match. "
+                f"Nothing was written to {table}: restart this process (a server: restart it) so it uses the "
+                "recorded model."
             )
         self._writable_at = time.monotonic()
+
+    def vectors_unusable(self) -> str | None:
+        """Why a query vector of this process's model cannot be compared with the store's vectors now (a sentence
+        a model reads), or None when it can: a reembed is rewriting them (or was interrupted), or one switched the
+        store to another model since this process opened it (its writes are refused then: ``check_writable``).
+
+        A search asks before its legs run, so this is as cheap as ``writing``'s check: on a local store the meta table
+        is read only when the reembed lock file's stamp moved since the last answer (a reembed touches it after each
+        change of its mark or the model; the stamp is taken before the meta table is read, so a change made meanwhile
+        moves it again); on object storage an answer is trusted for ``REMOTE_WRITABLE_TTL`` s. When it finds that a
+        reembed has finished since it last looked, the tables are reopened on a new session first
+        (``renew_session``): the reembed replaced them, and what this process holds and caches of the old ones (their
+        handles, index caches, version numbers, which start again) would mislead its keyword leg."""
+        stamp = self._reembed_stamp()
+        known_stamp, known_at, known = self._searchable
+        if self.remote:
+            if time.monotonic() - known_at < REMOTE_WRITABLE_TTL:
+                return known
+        elif stamp is not None and stamp == known_stamp:
+            return known
+        reembedding, recorded = self._model_state()
+        reason = None
+        if reembedding:
+            reason = (
+                f"`tiermem reembed` is rebuilding every vector of the store with {reembedding} (or was interrupted "
+                "doing so), so its tables may hold vectors of two models and this search could not match by "
+                "meaning. Hybrid search returns once it has finished (if none is running, run `tiermem reembed` "
+                "again to finish it)."
+            )
+        elif recorded is not None:
+            reason = (
+                f"`tiermem reembed` rebuilt the store's vectors with {recorded} after this server opened it with "
+                f"{self.embedding_model} (dim {self.embedding_dim}), so this search could not match by meaning. "
+                "Restart the server (or this process) to search with the new model's vectors; until then its "
+                "writes to recall, archival memory and folders are refused too."
+            )
+        moved = known_stamp is not None and stamp != known_stamp  # a reembed began or finished since the last look
+        if not reembedding and (moved or reason != known):
+            self.renew_session()
+        if reason is not None and reason != known:
+            log.warning("searches are keyword-only: %s", reason)
+        elif reason is None and known is not None:
+            log.info("searches of %s match by meaning again", self.uri)
+        self._searchable = (stamp, time.monotonic(), reason)
+        return reason
+
+    def _model_state(self) -> tuple[str, str | None]:
+        """What the meta table says of the store's vectors against this process's model: the model a reembed is
+        rebuilding them with ("" when none is), and the model recorded there when it is not this process's
+        ("name (dim n)"; None when it is)."""
+        meta = {r["key"]: r["value"] for r in self.snapshot("meta")}
+        model, dim = meta.get("embedding_model"), meta.get("embedding_dim")
+        other = None if (model, dim) == (self.embedding_model, str(self.embedding_dim)) else f"{model} (dim {dim})"
+        return meta.get(REEMBEDDING) or "", other
 
     @contextmanager
     def _locked_directory(self, name: str = CREATION_LOCK_FILE, *, shared: bool = False) -> Iterator[None]:

@@ -70,7 +70,10 @@ class Indexes:
         self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
         self.purge_retry = COMMIT_RETRY  # how the purge's steps are tried again on commit conflicts
-        self._fts_ready: set[str] = set()  # tables known to have their full-text index (never dropped)
+        # tables known to have their full-text index (never dropped; a reembed's swap makes a new table: ``replaced``,
+        # and other processes reopen their tables once it has finished: ``Connection.vectors_unusable``)
+        self._fts_ready: set[str] = set()
+        conn.on_renewal.append(self._fts_ready.clear)
         self._optimizing = threading.Lock()
         self._optimized: dict[str, int] = {}  # table -> its version after this process's last optimize of it
 
@@ -90,6 +93,13 @@ class Indexes:
                     )
                 else:
                     log.warning("full-text index of %s not built at open (the next upkeep tries again): %s", table, exc)
+
+    def replaced(self, table: str) -> None:
+        """``table`` was replaced by a new one holding its rows but none of its indexes (a reembed's swap,
+        ``Reembed.replace_vectors``): its full-text and bitmap indexes are built again, so keyword searches (those of
+        servers still on the old model included) find its rows before any process opens the store again."""
+        self._fts_ready.discard(table)
+        self.ensure_fts(table)
 
     @reads("the search indexes")
     def has_fts(self, table: str) -> bool:

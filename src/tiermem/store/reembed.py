@@ -26,6 +26,7 @@ from ..base.files import locked_unless_held
 from ..base.records import now
 from .boundary import library
 from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap, is_remote
+from .indexes import Indexes
 from .schemas import REEMBED_RUN_LOCK_FILE, REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
 from .tables import Rows
 
@@ -85,10 +86,11 @@ def embed_rows(
 
 
 class Reembed:
-    """The re-embedding swap over one ``Connection`` (marks of rows without vectors settled through its ``Rows``)."""
+    """The re-embedding swap over one ``Connection`` (marks of rows without vectors settled through its ``Rows``, the
+    swapped tables' search indexes built through its ``Indexes``)."""
 
-    def __init__(self, conn: Connection, rows: Rows) -> None:
-        self.conn, self.rows = conn, rows
+    def __init__(self, conn: Connection, rows: Rows, indexes: Indexes) -> None:
+        self.conn, self.rows, self.indexes = conn, rows, indexes
 
     def begin(self, model: str, dim: int) -> None:
         """Mark the store as being re-embedded with ``model`` (before any table is rewritten). On a local store the
@@ -127,6 +129,7 @@ class Reembed:
             self.conn.db.create_table(tmp, data=data, schema=schema, mode="overwrite")
             finish_swap(self.conn.db, self.conn.uri, table)
             self.conn.tables[table] = self.conn.db.open_table(table)
+        self.indexes.replaced(table)  # the copy has no index: a keyword search would find none of its rows
         return len(current), len(todo)
 
     def finish_reembed(self, model: str, dim: int) -> None:

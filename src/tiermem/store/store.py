@@ -44,7 +44,7 @@ class Store:
         self.purge = Purge(self.conn)
         self.indexes = Indexes(self.conn, self.rows, vector_index_min_rows=vector_index_min_rows, purge=self.purge)
         self.search = Search(self.conn, self.indexes)
-        self.reembed = Reembed(self.conn, self.rows)
+        self.reembed = Reembed(self.conn, self.rows, self.indexes)
         self.conn.upkeep = self.indexes.optimize_in_background
         self.indexes.ensure_search_indexes()
 

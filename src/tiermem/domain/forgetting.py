@@ -24,6 +24,9 @@ local CLI without ``--agent``) looks at every agent, and edits the folders' desc
 
 What it does not rewrite: a MemFS directory synced with the agent and its git history (the caller names them:
 ``interop/memfs_holders.py``), backups and exports already made, and what another process holds in memory.
+
+Why this module is long: each kind of target (passage, message, block versions, agent, text) reaches every storage
+part above, and a text's forget is their union within one scope; kept together so no part is missed for a kind.
 """
 
 from __future__ import annotations

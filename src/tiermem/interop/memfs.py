@@ -17,6 +17,10 @@ a name that cannot be a label) are reported and skipped, never the whole directo
 
 ``export_memfs`` writes an agent's blocks into an empty directory; ``plan_memfs`` reads a directory;
 ``import_memfs`` applies it to an agent. Two-way sync lives in ``memfs_sync``.
+
+Why this module is long: reading a directory is one screening of every file (name, frontmatter, text, limit,
+credentials, links) before anything is written, and its report names each file skipped and why; splitting the
+checks from the walk would pass the half-read file between modules.
 """
 
 from __future__ import annotations

@@ -195,6 +195,40 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_file_subscriber_hears_of_another_processs_change_on_either_handshake(
+    settings: Settings, mode: str
+) -> None:
+    """A client subscribed to a file resource is told when another process changes the file: a legacy client by
+    ``resources/subscribe``, one on the current protocol (``mode="auto"``) by its ``subscriptions/listen`` stream."""
+    settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
+    _prepare(settings)
+    uri = "memory://files/docs/guide.md"
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            received.append(str(params.uri))
+
+    other = open_memory(settings)  # another process re-uploads the file (`tiermem folders sync`)
+    async with Client(serve_in_process(settings), cache=None, mode=mode, message_handler=handler) as c:
+        if mode == "legacy":
+            await c.subscribe_resource(uri)
+            other.files.upload("docs", "guide.md", GUIDE + b"The cabinet moved to the attic.\n")
+            with anyio.fail_after(10):
+                while uri not in received:
+                    await anyio.sleep(0.05)
+        else:
+            async with c.listen(resource_subscriptions=[uri]) as sub:
+                other.files.upload("docs", "guide.md", GUIDE + b"The cabinet moved to the attic.\n")
+                with anyio.fail_after(10):
+                    async for event in sub:
+                        if getattr(event, "uri", "") == uri:
+                            break
+        assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
+
+
 async def test_the_instructions_carry_open_files_within_the_hosts_budget(settings: Settings) -> None:
     _prepare(settings)
     memory = open_memory(settings)

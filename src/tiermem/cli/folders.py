@@ -215,10 +215,7 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     directory: Path = args.directory
     if not directory.is_dir():  # refused before the folder is made
         raise NotFoundError(f"{directory} is not a directory; give the directory to sync the folder with.")
-    try:
-        memory.files.folder(args.name)
-    except NotFoundError:
-        memory.files.create_folder(args.name)
+    if memory.files.ensure_folder(args.name)[1]:  # one folder of the name, also when two syncs start at once
         print(f"created folder {args.name}", file=sys.stderr, flush=True)
     if args.embed:
         memory.archive.embedder.start()

@@ -54,7 +54,8 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     upload = fsp.add_parser(
         "upload",
         help="upload files and directories (walked: .gitignore honoured, binary and "
-        "too large files skipped, links not followed out of the directory)",
+        "too large files skipped, links not followed out of the directory); a different file of a name the folder "
+        "holds is kept beside it as NAME_(n).EXT, as Letta's upload",
     )
     common(upload, agent=False)
     upload.add_argument("name")

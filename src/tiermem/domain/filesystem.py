@@ -28,6 +28,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -487,11 +488,15 @@ class Filesystem:
         embed: bool = True,
         batch: int = 64,
         progress: Callable[[Uploaded], None] | None = None,
+        keep_others: bool = False,
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
         ``open_in_agents``: the files added are opened in each of those agents, as Letta's upload inserts a file open
         (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
+        ``keep_others``: a file whose name is held by a file from another source path is stored as ``name_(n).ext``
+        (Letta's upload: ``duplicate_handling=suffix``), its outcome saying so (``_placed``); else it replaces it (a
+        sync: the folder mirrors one directory).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -561,7 +566,7 @@ class Filesystem:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiermem-upload") as worker:
             try:
-                for prepared in self._prepared(folder, items, existing):
+                for prepared in self._prepared(folder, items, existing, notes if keep_others else None):
                     if isinstance(prepared, Uploaded):
                         note(prepared)
                         continue
@@ -570,7 +575,9 @@ class Filesystem:
                         bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
-                        told = "; ".join(n for n in (parsed.note, redaction_note(parsed.text, text)) if n)
+                        told = "; ".join(
+                            n for n in (notes.get(record.id, ""), parsed.note, redaction_note(parsed.text, text)) if n
+                        )
                         if told:
                             notes[record.id] = told
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
@@ -589,11 +596,17 @@ class Filesystem:
         return out
 
     def _prepared(
-        self, folder: Folder, items: Iterable[tuple[str, bytes, str]], existing: dict[str, StoredFile]
+        self,
+        folder: Folder,
+        items: Iterable[tuple[str, bytes, str]],
+        existing: dict[str, StoredFile],
+        placed: dict[str, str] | None = None,
     ) -> Iterator[Uploaded | tuple[StoredFile, Parsed | FileContentError]]:
         """Each item as ``upload_many`` takes it: its outcome when it is not stored (a bad name, unchanged, over the
-        folder's limit), else its record and its parsed text, or why it cannot be parsed."""
+        folder's limit), else its record and its parsed text, or why it cannot be parsed. ``placed``: keep a file
+        of another source path that holds an item's name (``_placed``), noting the name given by file id there."""
         count = len(existing)
+        taken = set(existing)  # names stored, and given in this upload
         for file_name, data, source_path in items:
             held = self._credentials(file_name) if self._credentials and isinstance(file_name, str) else None
             if held is not None:  # named redacted, never echoed: a file's name is shown to every agent
@@ -605,7 +618,12 @@ class Filesystem:
                 yield Uploaded(str(file_name), "skipped", str(exc))
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            old = existing.get(file_name)
+            told = ""
+            if placed is not None:
+                file_name, old, told = _placed(file_name, source_path, existing, taken)
+            else:
+                old = existing.get(file_name)
+            taken.add(file_name)
             if old is not None and old.sha256 == digest and old.status == "completed":
                 yield Uploaded(file_name, "unchanged", file=old)
                 continue
@@ -620,8 +638,11 @@ class Filesystem:
                 )
                 continue
             count += old is None
+            file_id = old.id if old else stable_id("file", folder.id, file_name)
+            if told and placed is not None:
+                placed[file_id] = told
             record = StoredFile(
-                id=old.id if old else stable_id("file", folder.id, file_name),
+                id=file_id,
                 folder_id=folder.id,
                 name=file_name,
                 original_name=file_name.rsplit("/", 1)[-1],
@@ -921,6 +942,37 @@ class Filesystem:
         changed = replace(folder, metadata=metadata, updated_at=now())
         self.rows.put_folder(changed)
         return changed
+
+
+def _placed(
+    name: str, source: str, existing: dict[str, StoredFile], taken: Collection[str]
+) -> tuple[str, StoredFile | None, str]:
+    """Where an upload stores ``name`` from ``source`` (a path on disk): under its name when the folder has no file of
+    it, or one from the same source, or one whose source is not known (an update, as before); else, as Letta's
+    upload (``duplicate_handling=suffix``), under the first ``base_(n).ext`` not taken, or the one this source was
+    given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
+    old = existing.get(name)
+    if old is None or not source or not old.source_path or _same_source(old.source_path, source):
+        return name, old, ""
+    base, ext = os.path.splitext(name)
+    n = 1
+    while True:
+        candidate = f"{base}_({n}){ext}"
+        held = existing.get(candidate)
+        if held is not None and _same_source(held.source_path, source):
+            return candidate, held, ""
+        if held is None and candidate not in taken:
+            return (
+                candidate,
+                None,
+                f"the folder's {name} is another file (from {old.source_path}): this one is stored as {candidate} "
+                "and both are kept (upload it again from the same path to update it)",
+            )
+        n += 1
+
+
+def _same_source(a: str, b: str) -> bool:
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
 def _shown(stored: Sequence[StoredFile], views: Sequence[FileView]) -> dict[str, StoredFile]:

@@ -12,6 +12,7 @@ from mcp.client import Client
 
 from tiermem.base.config import Settings
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 
 from .conftest import serve_in_process, text_of
 
@@ -195,6 +196,40 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_file_subscriber_hears_of_another_processs_change_on_either_handshake(
+    settings: Settings, mode: str
+) -> None:
+    """A client subscribed to a file resource is told when another process changes the file: a legacy client by
+    ``resources/subscribe``, one on the current protocol (``mode="auto"``) by its ``subscriptions/listen`` stream."""
+    settings = settings.model_copy(update={"tools": ["default"], "watch_seconds": 0.2})
+    _prepare(settings)
+    uri = "memory://files/docs/guide.md"
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            received.append(str(params.uri))
+
+    other = open_memory(settings)  # another process re-uploads the file (`tiermem folders sync`)
+    async with Client(serve_in_process(settings), cache=None, mode=mode, message_handler=handler) as c:
+        if mode == "legacy":
+            await c.subscribe_resource(uri)
+            other.files.upload("docs", "guide.md", GUIDE + b"The cabinet moved to the attic.\n")
+            with anyio.fail_after(10):
+                while uri not in received:
+                    await anyio.sleep(0.05)
+        else:
+            async with c.listen(resource_subscriptions=[uri]) as sub:
+                other.files.upload("docs", "guide.md", GUIDE + b"The cabinet moved to the attic.\n")
+                with anyio.fail_after(10):
+                    async for event in sub:
+                        if getattr(event, "uri", "") == uri:
+                            break
+        assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
+
+
 async def test_the_instructions_carry_open_files_within_the_hosts_budget(settings: Settings) -> None:
     _prepare(settings)
     memory = open_memory(settings)
@@ -285,3 +320,35 @@ def test_credentials_in_an_uploaded_file_are_redacted_before_storing(settings: S
     memory.files.attach(agent, "ops")
     assert memory.grep_files(agent, key, None, 1, None).startswith("No matches found")
     assert memory.files.upload("ops", "deploy.md", body).outcome == "unchanged"  # same bytes: nothing re-read
+
+
+def test_a_file_being_written_again_keeps_its_view_and_opens(memory: Memory) -> None:
+    """Between the two commits of another process's re-sync of a file (its row with the new text, status
+    "embedding"; then "completed") the agent's reads still find it: its open window is neither dropped nor closed
+    for good, ``open_files`` opens it (never "not attached" while listing it), and the finished file shows open."""
+    import hashlib
+    from dataclasses import replace
+
+    from tiermem.domain.archive_files import file_row
+    from tiermem.domain.file_views import OpenRequest
+    from tiermem.domain.filesystem import render_agent_directories
+
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("docs")
+    memory.files.upload_many("docs", [("f3.md", b"# file 3\nline one of file 3\n", ""), ("g.md", b"other\n", "")])
+    memory.files.attach(agent, "docs")
+    assert memory.open_files(agent, [OpenRequest("docs/f3.md", None, None)]) == "* Opened docs/f3.md"
+    f3 = next(f for f in memory.files.files("docs") if f.name == "f3.md")
+    new = "# file 3 again\nline one of file 3, changed\n"
+    pending = replace(f3, status="embedding", sha256=hashlib.sha256(new.encode()).hexdigest())
+    memory.archive.files.store.rows.upsert_rows("files", "id", [file_row(pending, new)])  # the sync's first commit
+
+    assert "changed" in memory.grep_files(agent, "line one", None, 1, None)  # its stored text is read
+    core = render_agent_directories(memory.core.get_agent(agent))
+    assert '<file status="open" name="docs/f3.md">' in core and "changed" in core
+    assert memory.open_files(agent, [OpenRequest("docs/f3.md", 0, 1)]).startswith("* Opened docs/f3.md")
+    assert "f3.md" not in memory.semantic_search_files(agent, "file 3 changed", 5)  # not searched until finished
+
+    assert memory.files.upload("docs", "f3.md", new.encode()).outcome == "updated"  # the sync finishes it
+    core = render_agent_directories(memory.core.get_agent(agent))
+    assert '<file status="open" name="docs/f3.md">' in core and "# file 3 again" in core

@@ -405,3 +405,32 @@ def test_new_files_open_in_the_attached_agents_as_lettas_upload(
     assert opened() == {"docs/c.md", "docs/d.md"}  # b.md closed (least recently used); a.md changed, not opened
     core = render_agent_directories(memory.core.get_agent(agent.id))
     assert '<file status="open" name="docs/d.md">' in core and "1: delta" in core
+
+
+def test_uploading_another_file_of_a_taken_name_keeps_both_as_lettas_upload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two different files named report.txt uploaded into one folder: the second is stored as report_(1).txt (Letta's
+    duplicate_handling=suffix) and the upload says so; each one uploaded again from its own path updates itself; a
+    sync of one directory still replaces a file by its name."""
+    write(tmp_path, {"projA/report.txt": "Project A budget is 10k\n", "projB/report.txt": "Project B is due in Q3\n"})
+    a, b = tmp_path / "projA" / "report.txt", tmp_path / "projB" / "report.txt"
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(a))[0] == 0
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(b))
+    assert code == 0 and "1 added, 0 updated" in out
+    assert f"added report_(1).txt: the folder's report.txt is another file (from {a})" in out
+    files = memory_of(tmp_path).files
+    assert files.text("docs", "report.txt") == "Project A budget is 10k\n"
+    assert files.text("docs", "report_(1).txt") == "Project B is due in Q3\n"
+
+    write(tmp_path, {"projB/report.txt": "Project B slipped to Q4\n"})
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(b))
+    assert code == 0 and "0 added, 1 updated" in out
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(a))[1].startswith("folder docs: 0 added, 0 updated")
+    assert files.text("docs", "report_(1).txt") == "Project B slipped to Q4\n"
+    assert sorted(f.name for f in files.files("docs")) == ["report.txt", "report_(1).txt"]
+
+    write(tmp_path, {"moved/report.txt": "Synced from elsewhere\n"})  # a sync mirrors its directory by name
+    assert run(tmp_path, capsys, "folders", "sync", "docs", str(tmp_path / "moved"))[0] == 0
+    assert files.text("docs", "report.txt") == "Synced from elsewhere\n"

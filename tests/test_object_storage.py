@@ -290,3 +290,18 @@ def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str)
     found = reader.semantic_search_files(rid, "rate limit requests per minute", 2)
     assert "=== specs/api.md (passage #1) ===" in found
     assert [f.status for f in writer.files.files("specs")] == ["completed", "completed"]
+
+
+def test_s3_one_folder_name_created_by_two_replicas_at_once_is_one_folder(tmp_path: Path, s3_endpoint: str) -> None:
+    """Replicas on one bucket creating one folder name at once (`folders create`, a first `folders sync`): one
+    folder of it; the name is checked under the write lease."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    from .test_upload_batches import create_at_once
+
+    config = s3_config(tmp_path, s3_endpoint, f"names-{uuid.uuid4().hex[:8]}")
+    replicas = [open_memory(load_settings(config), start_embedder=False) for _ in range(2)]
+    said, given = create_at_once(replicas, "docs")
+    assert said.count("created") == 1 and len(said) == 2 and len(set(given)) == 1
+    assert sorted(f.name for f in replicas[1].files.folders()) == ["docs", "docs-synced"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tiermem.base.config import Settings
-from tiermem.base.errors import StoreWriteError
+from tiermem.base.errors import StoreWriteError, ValidationError
 from tiermem.domain.factory import open_memory
 from tiermem.store import Filter
 
@@ -176,3 +176,62 @@ def test_rows_stored_twice_by_an_older_race_are_reported_and_mended(settings: Se
         and again.chunks == sum(1 for c in after if c["group_id"] == a["id"])
     )
     assert memory.archive.files.text(a["id"]) == text.rstrip("\n") or memory.archive.files.text(a["id"]) == text
+
+
+def create_at_once(memories: list[Any], name: str) -> tuple[list[str], list[str]]:
+    """Each memory (a process's store handle) creates the folder ``name`` at once, in its own thread: what each
+    ``create_folder`` said ("created" or its error), and the ids each ``ensure_folder`` (a first sync) was given."""
+    said: list[str] = []
+    given: list[str] = []
+    start = threading.Barrier(len(memories))
+
+    def create(memory: Any, ensure: bool) -> None:
+        start.wait()
+        if ensure:
+            given.append(memory.files.ensure_folder(name + "-synced")[0].id)
+            return
+        try:
+            memory.files.create_folder(name)
+            said.append("created")
+        except ValidationError as exc:
+            said.append(str(exc))
+
+    for ensure in (False, True):
+        threads = [threading.Thread(target=create, args=(m, ensure)) for m in memories]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return said, given
+
+
+def test_two_processes_creating_one_folder_name_at_once_make_one_folder(settings: Settings) -> None:
+    """`tiermem folders create docs` (or a first `folders sync docs DIR`) in several processes at once: one folder
+    of the name (docs/FILES.md), the others told it exists (create) or given it (sync); doctor finds no name twice."""
+    from tiermem.domain.doctor_checks import check_files
+
+    memories = [open_memory(settings, start_embedder=False) for _ in range(4)]
+    said, given = create_at_once(memories, "docs")
+    assert said.count("created") == 1 and len(said) == 4
+    assert all("A folder named 'docs' exists already" in s for s in said if s != "created")
+    assert len(set(given)) == 1 and len(given) == 4
+    rows = memories[0].archive.store.conn.rows("folders", None)
+    assert sorted(r["name"] for r in rows) == ["docs", "docs-synced"]
+    checks: list[tuple[str, bool, str]] = []
+    check_files(memories[0], lambda name, ok, detail, fix="": checks.append((name, ok, detail)))
+    assert ("folder names", True) in [(n, ok) for n, ok, _ in checks], checks
+
+
+def test_doctor_names_a_folder_name_an_older_race_left_twice(settings: Settings) -> None:
+    """A store where two processes made one folder name twice (before the name took a lock): doctor says so."""
+    from dataclasses import replace
+
+    from tiermem.domain.doctor_checks import check_files
+
+    memory = open_memory(settings, start_embedder=False)
+    docs = memory.files.create_folder("docs")
+    memory.files.rows.put_folder(replace(docs, id="folder-second"))  # what the race wrote
+    checks: list[tuple[str, bool, str, str]] = []
+    check_files(memory, lambda name, ok, detail, fix="": checks.append((name, ok, detail, fix)))
+    found = next(c for c in checks if c[0] == "folder names")
+    assert not found[1] and "more than one folder is named 'docs'" in found[2] and "folders delete" in found[3]

@@ -54,7 +54,8 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     upload = fsp.add_parser(
         "upload",
         help="upload files and directories (walked: .gitignore honoured, binary and "
-        "too large files skipped, links not followed out of the directory)",
+        "too large files skipped, links not followed out of the directory); a different file of a name the folder "
+        "holds is kept beside it as NAME_(n).EXT, as Letta's upload",
     )
     common(upload, agent=False)
     upload.add_argument("name")
@@ -215,10 +216,7 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     directory: Path = args.directory
     if not directory.is_dir():  # refused before the folder is made
         raise NotFoundError(f"{directory} is not a directory; give the directory to sync the folder with.")
-    try:
-        memory.files.folder(args.name)
-    except NotFoundError:
-        memory.files.create_folder(args.name)
+    if memory.files.ensure_folder(args.name)[1]:  # one folder of the name, also when two syncs start at once
         print(f"created folder {args.name}", file=sys.stderr, flush=True)
     if args.embed:
         memory.archive.embedder.start()

@@ -52,7 +52,8 @@ FILE_COLUMNS = (
 FILE_CHUNK_TOKENS = 128
 LINE_CACHE_FILES = 20_000  # files whose view lines are kept in memory for grep (about their text's size)
 GREP_VIEWS = 8  # agents whose attached files are kept as grep reads them (``FileRows.grep_view``)
-CHUNKS_LOCK = "file-chunks"  # the store's lock held while files and their chunks are written or deleted
+CHUNKS_LOCK = "file-chunks"  # the store's lock held while files and their chunks are written or deleted (and while
+# a folder's name is checked and the folder stored: ``put_named_folder``)
 Written = Literal["added", "updated", "unchanged"]  # what ``FileRows.write_changed`` did with a file
 
 
@@ -146,6 +147,19 @@ class FileRows:
 
     def put_folder(self, folder: Folder) -> None:
         self.store.rows.upsert_rows("folders", "id", [folder_row(folder)])
+
+    def put_named_folder(self, folder: Folder) -> Folder | None:
+        """Store ``folder`` (a new one, or one renamed) unless another folder holds its name: that folder is returned
+        then, nothing written; None once stored. The name is checked and the folder written under the store's lock
+        (``CHUNKS_LOCK``), so two processes creating or renaming to one name at once make one folder of it."""
+        with self.store.conn.exclusive(CHUNKS_LOCK):
+            rows = self.store.conn.rows("folders", None, latest=True)  # not one read up to ``read_staleness`` ago
+            named = sorted((folder_from_row(r) for r in rows), key=lambda f: (f.created_at, f.id))
+            other = next((f for f in named if f.name == folder.name and f.id != folder.id), None)
+            if other is not None:
+                return other
+            self.put_folder(folder)
+        return None
 
     def delete_folder(self, folder_id: str) -> int:
         """Delete a folder with its files and their chunks (chunks first, the folder row last); returns the files."""

@@ -4,6 +4,7 @@ detail[, fix])``, one line of the health report; they read and never change the 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,8 @@ def check_access(data: Path, check: Any) -> None:
 
 
 def check_files(memory: Any, check: Any) -> None:
-    """Folders and files: files a crash left unfinished (their status says so), and files that could not be parsed."""
+    """Folders and files: a name held by more than one folder, files a crash left unfinished (their status says so),
+    and files that could not be parsed."""
     try:
         folders = memory.files.folders()
         files = memory.archive.files.listing()
@@ -55,6 +57,18 @@ def check_files(memory: Any, check: Any) -> None:
         check("folders", False, str(exc), "check the data directory's filesystem, or restore from a backup")
         return
     names = {f.id: f.name for f in folders}
+    shared = sorted(name for name, n in Counter(f.name for f in folders).items() if n > 1)
+    check(
+        "folder names",
+        not shared,
+        "each folder has a name of its own"
+        if not shared
+        else "more than one folder is named "
+        + ", ".join(repr(n) for n in shared)
+        + " (created at once by two processes, before tiermem took a lock for it): every command acts on the oldest",
+        "see which holds what with `tiermem folders show NAME` (the oldest); `tiermem folders delete NAME --yes` "
+        "deletes the oldest with its files, so run it once per folder too many, then upload or sync what is missing",
+    )
     unfinished = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status in ("parsing", "embedding")]
     failed = [f"{names.get(f.folder_id, '?')}/{f.name}" for f in files if f.status == "error"]
     shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")

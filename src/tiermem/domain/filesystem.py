@@ -14,7 +14,8 @@ names it redacted, never the secret), and ``upload`` of one refuses it (``Secret
 
 Within a process the views of one agent are changed one at a time (a lock per agent). Two processes changing the same
 agent's view at once: the later write wins (the view is re-derived from the files table, so a lost file entry comes
-back at the next change; a lost open window is closed).
+back at the next change, and an open window cut from a file's older version is cut again; a lost open window is
+closed). A file another process is writing again (between its row's two commits) keeps the views of it (``_shown``).
 
 Why this module is long: ``Filesystem`` is every operation on folders and on each agent's view of them (Letta's
 ``files_agents``), all under one lock per agent and one re-derivation of the views (``_sync_views``); the pure rules
@@ -27,6 +28,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -70,6 +72,7 @@ SEMANTIC_CAP = 50  # Letta's MAX_TOTAL_MATCHES for semantic_search_files
 DEFAULT_FILE_MAX_BYTES = 25 * 1024 * 1024
 DEFAULT_FOLDER_MAX_FILES = 20_000
 Outcome = Literal["added", "updated", "unchanged", "error", "skipped"]
+WRITING = ("parsing", "embedding")  # a file's status between its row's first commit and its last
 
 
 @dataclass
@@ -308,11 +311,32 @@ class Filesystem:
         metadata: dict[str, Any] | None = None,
         folder_id: str | None = None,
     ) -> Folder:
+        folder, created = self.ensure_folder(
+            name, description=description, instructions=instructions, metadata=metadata, folder_id=folder_id
+        )
+        if not created:
+            raise ValidationError(
+                f"A folder named {folder.name!r} exists already; choose another name or upload into it."
+            )
+        return folder
+
+    def ensure_folder(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        instructions: str = "",
+        metadata: dict[str, Any] | None = None,
+        folder_id: str | None = None,
+    ) -> tuple[Folder, bool]:
+        """The folder named ``name``, created (as ``create_folder`` does) when there is none; and whether it was. A
+        name is one folder's (docs/FILES.md): two processes creating it at once make one folder, the other finds it."""
+        found = self.rows.folder_named(name) if isinstance(name, str) else None
+        if found is not None:
+            return found, False
         name = check_folder_name(name)
         self._refuse_texts(("the folder's name", name, ""), ("the description", description, ""))
         self._refuse_texts(("the instructions", instructions, ""))
-        if self.rows.folder_named(name) is not None:
-            raise ValidationError(f"A folder named {name!r} exists already; choose another name or upload into it.")
         folder = Folder(
             id=folder_id or new_id("folder"),
             name=name,
@@ -320,8 +344,8 @@ class Filesystem:
             instructions=instructions or "",
             metadata=dict(metadata or {}),
         )
-        self.rows.put_folder(folder)
-        return folder
+        other = self.rows.put_named_folder(folder)
+        return (other, False) if other is not None else (folder, True)
 
     def update_folder(
         self, name: str, *, description: str | None = None, instructions: str | None = None, new_name: str | None = None
@@ -329,7 +353,8 @@ class Filesystem:
         folder = self.folder(name)
         self._refuse_texts(("the new name", new_name, ""), ("the description", description, folder.description))
         self._refuse_texts(("the instructions", instructions, folder.instructions))
-        if new_name is not None and new_name != folder.name:
+        renamed = new_name is not None and new_name != folder.name
+        if new_name is not None and renamed:
             new_name = check_folder_name(new_name)
             if self.rows.folder_named(new_name) is not None:
                 raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
@@ -340,7 +365,10 @@ class Filesystem:
             instructions=folder.instructions if instructions is None else instructions,
             updated_at=now(),
         )
-        self.rows.put_folder(changed)
+        if not renamed:
+            self.rows.put_folder(changed)
+        elif self.rows.put_named_folder(changed) is not None:  # another process took the name meanwhile
+            raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
         self._sync_views(changed.id)
         return changed
 
@@ -460,11 +488,15 @@ class Filesystem:
         embed: bool = True,
         batch: int = 64,
         progress: Callable[[Uploaded], None] | None = None,
+        keep_others: bool = False,
     ) -> list[Uploaded]:
         """Upload ``(file name, bytes, source path)`` items in batches (a few commits per batch); the views of the
         agents the folder is attached to are brought up to date once, at the end. Returns one outcome per item.
         ``open_in_agents``: the files added are opened in each of those agents, as Letta's upload inserts a file open
         (the least recently used open files beyond an agent's limit closed; the last added are the most recent).
+        ``keep_others``: a file whose name is held by a file from another source path is stored as ``name_(n).ext``
+        (Letta's upload: ``duplicate_handling=suffix``), its outcome saying so (``_placed``); else it replaces it (a
+        sync: the folder mirrors one directory).
 
         A batch is stored (chunked and committed) by one worker thread while the next is parsed and scrubbed here:
         the commits wait on LanceDB and the chunking mostly on the tokenizer, neither holding the GIL, so the two
@@ -534,7 +566,7 @@ class Filesystem:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiermem-upload") as worker:
             try:
-                for prepared in self._prepared(folder, items, existing):
+                for prepared in self._prepared(folder, items, existing, notes if keep_others else None):
                     if isinstance(prepared, Uploaded):
                         note(prepared)
                         continue
@@ -543,7 +575,9 @@ class Filesystem:
                         bad.append((record, str(parsed)))
                     else:
                         text = self._scrub(parsed.text) if self._scrub is not None else parsed.text
-                        told = "; ".join(n for n in (parsed.note, redaction_note(parsed.text, text)) if n)
+                        told = "; ".join(
+                            n for n in (notes.get(record.id, ""), parsed.note, redaction_note(parsed.text, text)) if n
+                        )
                         if told:
                             notes[record.id] = told
                         good.append((replace(record, file_type=parsed.mime or record.file_type), text, len(text)))
@@ -562,11 +596,17 @@ class Filesystem:
         return out
 
     def _prepared(
-        self, folder: Folder, items: Iterable[tuple[str, bytes, str]], existing: dict[str, StoredFile]
+        self,
+        folder: Folder,
+        items: Iterable[tuple[str, bytes, str]],
+        existing: dict[str, StoredFile],
+        placed: dict[str, str] | None = None,
     ) -> Iterator[Uploaded | tuple[StoredFile, Parsed | FileContentError]]:
         """Each item as ``upload_many`` takes it: its outcome when it is not stored (a bad name, unchanged, over the
-        folder's limit), else its record and its parsed text, or why it cannot be parsed."""
+        folder's limit), else its record and its parsed text, or why it cannot be parsed. ``placed``: keep a file
+        of another source path that holds an item's name (``_placed``), noting the name given by file id there."""
         count = len(existing)
+        taken = set(existing)  # names stored, and given in this upload
         for file_name, data, source_path in items:
             held = self._credentials(file_name) if self._credentials and isinstance(file_name, str) else None
             if held is not None:  # named redacted, never echoed: a file's name is shown to every agent
@@ -578,7 +618,12 @@ class Filesystem:
                 yield Uploaded(str(file_name), "skipped", str(exc))
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            old = existing.get(file_name)
+            told = ""
+            if placed is not None:
+                file_name, old, told = _placed(file_name, source_path, existing, taken)
+            else:
+                old = existing.get(file_name)
+            taken.add(file_name)
             if old is not None and old.sha256 == digest and old.status == "completed":
                 yield Uploaded(file_name, "unchanged", file=old)
                 continue
@@ -593,8 +638,11 @@ class Filesystem:
                 )
                 continue
             count += old is None
+            file_id = old.id if old else stable_id("file", folder.id, file_name)
+            if told and placed is not None:
+                placed[file_id] = told
             record = StoredFile(
-                id=old.id if old else stable_id("file", folder.id, file_name),
+                id=file_id,
                 folder_id=folder.id,
                 name=file_name,
                 original_name=file_name.rsplit("/", 1)[-1],
@@ -675,20 +723,25 @@ class Filesystem:
                 self._rebuild(state, opened=opened)
                 self._save(agent_id, state)
 
-    def _rebuild(self, state: AgentFiles, *, opened: Sequence[str] = ()) -> list[str]:
+    def _rebuild(
+        self, state: AgentFiles, *, opened: Sequence[str] = (), stored: Sequence[StoredFile] | None = None
+    ) -> list[str]:
         """Bring ``state`` in line with the files table: folder infos, a view per file (new ones closed, or open
         when named in ``opened``: the later in it the more recent, only the last ``max_files_open`` of it rendered,
         as the others would be closed at once), open windows cut again from a changed file, views of removed files
-        dropped, the least recently used open files beyond the limit closed (their names returned)."""
+        dropped, the least recently used open files beyond the limit closed (their names returned). A file being
+        written again (``_shown``) keeps its view. ``stored``: the folders' files as read (else read now)."""
         recent = {file_id: i for i, file_id in enumerate(opened[-state.limits[0] :] if opened else ())}
         stamp = to_us(now())
         folders = {f.id: f for f in self.rows.folders()}
         state.folders = [_folder_info(folders[f["id"]]) for f in state.folders if f["id"] in folders]
-        ids = state.folder_ids()
-        files = [f for f in self.rows.files(ids) if f.status == "completed"]
+        by_folder = {f["id"]: f for f in state.folders}
+        if stored is None:
+            stored = self.rows.files(state.folder_ids())
+        shown = _shown(stored, state.files)
+        files = [f for f in stored if f.id in shown and f.folder_id in by_folder]
         views = {v.file_id: v for v in state.files}
         out: list[FileView] = []
-        by_folder = {f["id"]: f for f in state.folders}
         for f in files:
             name = display_name(by_folder[f.folder_id], f.name)
             v = views.get(f.id) or FileView(file_id=f.id, folder_id=f.folder_id, name=name)
@@ -757,20 +810,33 @@ class Filesystem:
                 "with `tiermem folders attach FOLDER --agent NAME`."
             )
         stored = self.rows.files(state.folder_ids())
-        files = {f.id: f for f in stored if f.status == "completed"}
-        if {v.file_id for v in state.files} != set(files):
+        files = _shown(stored, state.files)
+        if _behind(state, files):
             with self._lock(agent_id):
                 state = self.state(agent_id)
-                self._rebuild(state)
+                by_name, stored = self._current(state)
                 self._save(agent_id, state)
-        return state, {v.name: files[v.file_id] for v in state.files if v.file_id in files}, stored
+            return state, by_name, stored
+        return state, {v.name: files[v.file_id] for v in state.files}, stored
+
+    def _current(self, state: AgentFiles) -> tuple[dict[str, StoredFile], list[StoredFile]]:
+        """Bring ``state`` (the agent's, read under its lock) up to date when the files table moved on from it, and
+        return its files by the names it uses, and the folders' files they were picked from: one reading of the
+        table for both, so every file the view names is among them."""
+        stored = self.rows.files(state.folder_ids())
+        files = _shown(stored, state.files)
+        if _behind(state, files):
+            self._rebuild(state, stored=stored)
+            files = _shown(stored, state.files)
+        return {v.name: files[v.file_id] for v in state.files if v.file_id in files}, stored
 
     def open_files(self, agent_id: str, requests: Sequence[OpenRequest], close_all_others: bool = False) -> str:
-        state, by_name = self._attached(agent_id)
+        state, _ = self._attached(agent_id)
         max_open, _ = state.limits
         check_requests(requests, max_open)
         with self._lock(agent_id):
             state = self.state(agent_id)
+            by_name, _ = self._current(state)  # the names it checks and the names it lists are of one view
             names = [v.name for v in state.files]
             windows: list[tuple[FileView, str, int | None, int | None]] = []
             for req in requests:  # every request is checked (and its window cut) before anything changes
@@ -829,7 +895,7 @@ class Filesystem:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
         state, by_name = self._attached(agent_id)
-        names = {f.id: name for name, f in by_name.items()}
+        names = {f.id: name for name, f in by_name.items() if f.status == "completed"}
         found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
         # only chunks of files that are ready: an unfinished file (a crash mid-upload) is not searched
         hits = [(names[h.tags[0]], h.content) for h in found.hits if h.tags and h.tags[0] in names]
@@ -876,6 +942,55 @@ class Filesystem:
         changed = replace(folder, metadata=metadata, updated_at=now())
         self.rows.put_folder(changed)
         return changed
+
+
+def _placed(
+    name: str, source: str, existing: dict[str, StoredFile], taken: Collection[str]
+) -> tuple[str, StoredFile | None, str]:
+    """Where an upload stores ``name`` from ``source`` (a path on disk): under its name when the folder has no file of
+    it, or one from the same source, or one whose source is not known (an update, as before); else, as Letta's
+    upload (``duplicate_handling=suffix``), under the first ``base_(n).ext`` not taken, or the one this source was
+    given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
+    old = existing.get(name)
+    if old is None or not source or not old.source_path or _same_source(old.source_path, source):
+        return name, old, ""
+    base, ext = os.path.splitext(name)
+    n = 1
+    while True:
+        candidate = f"{base}_({n}){ext}"
+        held = existing.get(candidate)
+        if held is not None and _same_source(held.source_path, source):
+            return candidate, held, ""
+        if held is None and candidate not in taken:
+            return (
+                candidate,
+                None,
+                f"the folder's {name} is another file (from {old.source_path}): this one is stored as {candidate} "
+                "and both are kept (upload it again from the same path to update it)",
+            )
+        n += 1
+
+
+def _same_source(a: str, b: str) -> bool:
+    return a == b or os.path.realpath(a) == os.path.realpath(b)
+
+
+def _shown(stored: Sequence[StoredFile], views: Sequence[FileView]) -> dict[str, StoredFile]:
+    """The files of ``stored`` an agent whose views are ``views`` sees, by id: the completed ones, and one being
+    written (another process's upload or sync between its row's two commits) that it already saw: its view stays
+    (an open window shows the text of the row, which the first commit stores), never dropped nor closed for the
+    moment the file is re-indexed. One a crash left unfinished is kept seen the same way until it is written again;
+    one never seen is shown once it is completed."""
+    seen = {v.file_id for v in views}
+    return {f.id: f for f in stored if f.status == "completed" or (f.status in WRITING and f.id in seen)}
+
+
+def _behind(state: AgentFiles, files: dict[str, StoredFile]) -> bool:
+    """Whether ``state`` lags the files it is of (``_shown``): a file added or gone, or one changed since its view
+    was made (another process's save of an older view came after the change's)."""
+    return {v.file_id for v in state.files} != set(files) or any(
+        files[v.file_id].sha256 != v.sha256 for v in state.files if v.file_id in files
+    )
 
 
 def _folder_info(folder: Folder) -> dict[str, str]:

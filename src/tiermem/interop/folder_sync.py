@@ -357,6 +357,7 @@ def _ingest(
     embed: bool | None,
     progress: Progress | None,
     listed_at: int,
+    keep_others: bool = False,
 ) -> _Ingest:
     stored = {f.name: f for f in memory.files.files(folder)}
     todo = [
@@ -376,7 +377,12 @@ def _ingest(
     )
     inline = len(todo) <= EMBED_INLINE_MAX if embed is None else embed
     memory.files.upload_many(
-        folder, run.items(listing.files), open_in_agents=True, embed=inline, progress=run.uploaded
+        folder,
+        run.items(listing.files),
+        open_in_agents=True,
+        embed=inline,
+        progress=run.uploaded,
+        keep_others=keep_others,
     )  # new files open in the agents the folder is attached to, as Letta's upload
     return run
 
@@ -409,7 +415,9 @@ def upload_paths(
                 continue
             taken[f.name] = f.path
             merged.files.append(f)
-    run = _ingest(memory, folder, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns())
+    run = _ingest(
+        memory, folder, merged, cached={}, embed=embed, progress=progress, listed_at=time.time_ns(), keep_others=True
+    )
     return SyncReport(
         folder=folder,
         directory=memory.files.shown_name(", ".join(map(str, paths))),

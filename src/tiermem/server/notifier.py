@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -109,6 +109,9 @@ class Notifier:
     def __init__(self, handle: MemoryHandle | None = None, watch_seconds: float = 0.0) -> None:
         self._pending: deque[Change] = deque()
         self._subscribers: dict[str, list[Any]] = {}  # uri -> client connections (legacy protocol)
+        # file URIs open listen streams asked for -> how many streams: a file's update is published to the bus by URI
+        # (a stream receives only the URIs it asked for; the bus cannot say which those are)
+        self._listened_files: Counter[str] = Counter()
         self._cleanup: set[int] = set()  # ids of connections whose close already drops their subscriptions
         self._agent_id: str | None = None
         self._handle = handle
@@ -279,9 +282,27 @@ class Notifier:
         self._had_folders = attached
         await self._publish_list_changed(ctx)
         await self._publish_updated(CORE_URI, ctx)
-        for uri in list(self._subscribers):
+        for uri in sorted({*self._subscribers, *self._listened_files}):
             if uri.startswith(FILES_URI_PREFIX):
-                await self._publish_updated(uri, ctx)
+                await self._publish_updated(uri, ctx)  # to listen streams (the bus) and legacy subscribers
+
+    def listen_files(self, uris: list[str]) -> Callable[[], None]:
+        """A ``subscriptions/listen`` stream asks for these URIs: its file URIs are published at each change of the
+        agent's files until the returned callable is called (the stream ended)."""
+        wanted = [uri for uri in uris if uri.startswith(FILES_URI_PREFIX)]
+        self._listened_files.update(wanted)
+        done = False
+
+        def release() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._listened_files.subtract(wanted)
+                for uri in wanted:
+                    if self._listened_files[uri] <= 0:
+                        del self._listened_files[uri]
+
+        return release
 
     def _files_attached(self) -> bool:
         if self._handle is None or self._agent_id is None:
@@ -374,11 +395,14 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
         if wanted.resource_subscriptions or wanted.resources_list_changed:
             notifier.bus.arriving += 1  # listening from now on: the stream subscribes to the bus in `listen`
             await notifier.watch_from_now()
+        release = notifier.listen_files([str(uri) for uri in wanted.resource_subscriptions or ()])
         try:
             return await listen(ctx, params)
         except MCPError:  # refused before it subscribed (no request id, too many streams)
             notifier.bus.arriving = max(0, notifier.bus.arriving - 1)
             raise
+        finally:
+            release()
 
     async def on_unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         notifier.unsubscribe(str(params.uri), ctx.session)

@@ -12,6 +12,10 @@ one per writer, and the later one finds the file stored and says it is unchanged
 
 Chunks are rows of ``file_chunks`` shaped like archival passages (``agent_id`` is the folder, ``group_id`` and the one
 tag the file), so a file search is the archive's own hybrid search and ranking over them.
+
+Why this module is long: folders, files and chunks are written together under one lock (a folder's name checked in
+the same lock as its write, a file's row and chunks in the order above); split by noun, each part would take the
+lock and re-read what the others just wrote.
 """
 
 from __future__ import annotations

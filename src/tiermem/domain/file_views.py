@@ -8,7 +8,7 @@ file tools reads what it expects. Where tiermem adds something (a grep time limi
 the ``closed_cap`` summary of huge folders, the name rules) the docstring says so.
 
 Grep runs on the third-party ``regex`` module (a dependency of tiktoken already) because it can stop a search after
-a time limit; the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
+a time limit (of CPU time: ``grep_deadline`` turns it into a wall-clock bound); the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
 exactly Letta's.
 
 Why this module is long: it reproduces Letta's file tools' rules and texts character for character (file types,
@@ -25,11 +25,13 @@ import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import regex
 
 from ..base.errors import ValidationError
+from . import grep_deadline
+from .grep_deadline import Clock, Compiled
 from .grep_index import Signature, requirement, signature
 
 Strategy = Literal["code", "structured_data", "documentation", "line_based"]
@@ -345,19 +347,7 @@ def open_summary(
 # ---------------------------------------------------------------------------------------------------------------- grep
 
 
-class Searcher(Protocol):
-    """A compiled pattern (a ``regex`` pattern, case-insensitive and multi-line)."""
-
-    @property
-    def pattern(self) -> str: ...
-
-    def search(self, string: str, *, timeout: float | None = None) -> object | None: ...
-
-    def finditer(self, string: str, *, timeout: float | None = None) -> Iterator[Match]: ...
-
-
-class Match(Protocol):
-    def start(self) -> int: ...
+Searcher = Compiled  # a compiled pattern (a ``regex`` pattern, case-insensitive and multi-line)
 
 
 def _validate_pattern(pattern: str) -> None:
@@ -558,14 +548,14 @@ def never_spans_lines(pattern: str) -> bool:
     return True
 
 
-def _candidate_lines(searcher: Searcher, joined: str, timeout: float) -> list[tuple[int, int]]:
+def _candidate_lines(searcher: Searcher, joined: str, deadline: float, clock: Clock) -> list[tuple[int, int]]:
     """(index, offset of its start) of each line of ``joined`` (lines joined by ``\\n``) where a match of the joined
     text starts (newlines are counted to each match; the text is not split)."""
     found: list[tuple[int, int]] = []
     line, at = 0, 0
-    for m in searcher.finditer(joined, timeout=timeout):
-        line += joined.count("\n", at, m.start())
-        at = m.start()
+    for start in grep_deadline.match_starts(searcher, joined, deadline, clock):
+        line += joined.count("\n", at, start)
+        at = start
         if not found or found[-1][0] != line:
             found.append((line, joined.rfind("\n", 0, at) + 1))
     return found
@@ -580,7 +570,7 @@ def _needs_strip(pattern: str) -> bool:
 
 def _timed_out(pattern: str, time_limit: float) -> ValidationError:
     return ValidationError(
-        f"grep_files stopped after {time_limit:g} seconds without finishing: the pattern '{pattern}' is too slow over "
+        f"grep_files stopped at its {time_limit:g}-second time limit without finishing: the pattern '{pattern}' is too slow over "
         "the attached files (nested repetition such as (a+)+ backtracks without end). Nothing partial is shown. "
         "Use a simpler or more specific pattern (a literal word or phrase, fewer wildcards), or narrow the files "
         "with include."
@@ -595,12 +585,14 @@ def grep(
     offset: int | None = None,
     *,
     time_limit: float = GREP_TIMEOUT_SECONDS,
+    clock: Clock = time.monotonic,
 ) -> GrepResult:
     """Letta's ``grep_files``: every line (its stripped content) of every file, in order, searched on its own for
     ``pattern`` (case-insensitive, multi-line), up to 1000 matches collected; a page of 20 shown from ``offset`` with
     ``context_lines`` lines of context each. Files over 50 MB are skipped, and once 200 MB have been read the rest is
-    skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds; running out raises
-    ``ValidationError`` (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
+    skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds of the wall clock
+    ``clock`` (``grep_deadline``: a search still running then is stopped); running out raises ``ValidationError``
+    (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
     per-line pass when ``prefilter_is_sound(pattern)``; for a pattern of plain ASCII literals over ASCII text that
     search is a substring test (``literal_alternatives``); before either, a file whose trigram signature lacks what
     every match needs is skipped unread (``grep_index``)."""
@@ -611,17 +603,11 @@ def grep(
     include_regex = include_filter(include)
     if include_regex is not None and include is not None:
         include = include.strip()
-    deadline = time.monotonic() + time_limit
-
-    def remaining() -> float:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _timed_out(pattern, time_limit)
-        return left
+    deadline = clock() + time_limit
 
     def search(searcher: Searcher, text: str) -> bool:
         try:
-            return searcher.search(text, timeout=remaining()) is not None
+            return grep_deadline.search(searcher, text, deadline, clock)
         except TimeoutError as exc:
             raise _timed_out(pattern, time_limit) from exc
 
@@ -675,7 +661,7 @@ def grep(
                 continue
             elif narrow:
                 try:
-                    candidates = _candidate_lines(compiled, joined, remaining())
+                    candidates = _candidate_lines(compiled, joined, deadline, clock)
                 except TimeoutError as exc:
                     raise _timed_out(pattern, time_limit) from exc
         if not lines and kept and candidates is not None:  # read where they are: the file is not split

@@ -159,11 +159,11 @@ def test_a_folder_made_in_tiermem_exports_in_letta_shape_and_comes_back(tmp_path
     agent = mem.create_agent("native", system="You are native.")
     mem.create_block(agent.id, BlockSpec(label="notes", value="hello", limit=100))
     mem.files.create_folder("docs", description="Project docs", instructions="Cite them.")
+    mem.files.attach(agent.id, "docs", max_files_open=4, char_limit=3000)  # while empty: every file starts closed
     mem.files.upload_many(
         "docs",
         [("intro.md", b"# Intro\nThe quick brown fox.\n", ""), ("code/app.py", b"def main():\n    print('hi')\n", "")],
     )
-    mem.files.attach(agent.id, "docs", max_files_open=4, char_limit=3000)
     mem.open_files(agent.id, [OpenRequest("docs/code/app.py")])
     data = af_export.export_agent_files(mem, ["native"])[0]
     (source,) = data["sources"]

@@ -396,10 +396,10 @@ def test_new_files_open_in_the_attached_agents_as_lettas_upload(
     def opened() -> set[str]:
         return {v.name for v in memory.files.state(agent.id).files if v.is_open}
 
-    assert opened() == set()  # attaching opens nothing
+    assert opened() == {"docs/a.md"}  # attaching opens the folder's first files (Letta)
     write(root, {"b.md": "beta\n"})
     assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
-    assert opened() == {"docs/b.md"}
+    assert opened() == {"docs/a.md", "docs/b.md"}
     write(root, {"a.md": "alpha, changed\n", "c.md": "gamma\n", "d.md": "delta\n"})
     assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
     assert opened() == {"docs/c.md", "docs/d.md"}  # b.md closed (least recently used); a.md changed, not opened

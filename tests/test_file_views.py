@@ -69,7 +69,7 @@ def test_the_registry_is_lettas() -> None:
     assert file_type("Makefile") == "text/plain" and file_type("p.png") == "application/octet-stream"
     assert file_type("r.docx").endswith("wordprocessingml.document")
     assert is_text_type("a.py") and is_text_type("a.yaml") and is_text_type("Makefile")
-    assert not is_text_type("a.pdf") and not is_text_type("a.docx") and not is_text_type("a.html")
+    assert not is_text_type("a.pdf") and not is_text_type("a.docx") and is_text_type("a.html")
     assert not is_text_type("a.png")
     assert fv.chunk_type("documentation") == "sentences" and fv.chunk_type("code") == "lines"
 

@@ -91,9 +91,8 @@ FILE_TYPES: dict[str, tuple[str, bool, Strategy]] = {
 # Letta's MIME aliases (register_mime_types / get_allowed_media_types / is_simple_text_mime_type).
 MIME_ALIASES: dict[str, str] = {"text/x-markdown": ".md", "application/x-jsonlines": ".jsonl", "text/xml": ".xml"}
 # Documents that file_parse converts to Markdown with MarkItDown (beyond Letta's registry: what markitdown reads).
+# Not HTML: Letta registers .html/.htm as simple text and keeps the markup (MarkItDownParser decodes it as is).
 DOCUMENT_TYPES: dict[str, str] = {
-    ".html": "text/html",
-    ".htm": "text/html",
     ".pdf": "application/pdf",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -146,8 +145,8 @@ def file_type(name: str) -> str:
 
 def is_text_type(name: str) -> bool:
     """Whether a file of this name is read as text directly (no converter): Letta's simple-text types, any other
-    ``text/*`` type (so unknown extensions too), and Letta's text aliases; not the documents MarkItDown converts
-    (HTML, which Letta reads as simple text, is converted to Markdown here; PDF, DOCX, PPTX, XLSX, EPUB)."""
+    ``text/*`` type (so unknown extensions too, and HTML, kept with its markup as Letta keeps it), and Letta's text
+    aliases; not the documents MarkItDown converts (PDF, DOCX, PPTX, XLSX, EPUB)."""
     ext = extension_of(name)
     if ext in DOCUMENT_TYPES:
         return False

@@ -631,7 +631,7 @@ class Filesystem:
             raise NotFoundError(f"No file with id {file_id!r}; list a folder's files with `tiermem folders show NAME`.")
         # a new version: views see it changed (their windows are cut again); the next sync of an unchanged source
         # file uploads it again, redacted again
-        record = replace(stored, sha256=hashlib.sha256(text.encode()).hexdigest())
+        record = replace(stored, sha256=hashlib.sha256(text.encode()).hexdigest(), updated_at=now())
         self.rows.write([(record, text)])
         self._sync_views(stored.folder_id)
         folder = self.rows.folder(stored.folder_id)
@@ -970,7 +970,7 @@ def backup_fields(table: str) -> list[str]:
 def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) -> int:
     """Store the backed-up ``folders`` or ``files`` rows whose id is not stored yet (a restore is re-runnable); returns
     how many. A file is stored as an upload stores it, from its text: its chunks are cut again and embedded later
-    (stored without vectors), its status is ``completed`` (or ``error`` with its reason), its ``updated_at`` is now."""
+    (stored without vectors), its status is ``completed`` (or ``error`` with its reason), its times as backed up."""
     from .archive_files import file_from_row, folder_from_row
 
     if _backup_table(table) == "folders":

@@ -518,3 +518,20 @@ def test_names() -> None:
     assert unique_name("README", {"README"}) == "README_(1)"
     long = "y" * 250 + ".txt"
     assert len(unique_name(long, {long})) <= 255 and unique_name(long, {long}).endswith("_(1).txt")
+
+
+def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
+    """Letta's context_lines has no bound (10**6 answers with whole files); tiermem keeps Letta's argument but cuts a
+    page's context to the widest radius that fits GREP_CONTEXT_CHARS, says so, and shows every match line."""
+    lines = [f"line {i} " + "filler " * 10 for i in range(3000)]
+    lines[1000] = lines[2000] = "the needle is here"
+    files = [GrepFile("big.txt", lines, sum(len(x) + 1 for x in lines))]
+    small = grep(files, "needle", context_lines=2).text
+    assert "Note: context cut" not in small and "  999: line 998" in small
+    huge = grep(files, "needle", context_lines=1_000_000).text
+    assert len(huge) <= fv.GREP_CONTEXT_CHARS + 2_000
+    assert "> 1001: the needle is here" in huge and "> 2001: the needle is here" in huge
+    note = huge.rsplit("Note: context cut to ", 1)[1]
+    radius = int(note.split(" ", 1)[0])
+    assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "smaller context_lines" in note
+    assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge

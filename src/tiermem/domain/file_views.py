@@ -118,6 +118,7 @@ MAX_TOTAL_CONTENT_SIZE = 200 * 1024 * 1024
 MAX_REGEX_COMPLEXITY = 1000
 GREP_PAGE_SIZE = 20
 GREP_TIMEOUT_SECONDS = 30
+GREP_CONTEXT_CHARS = 50_000  # tiermem's cap on a grep page's context (Letta has none: context_lines=10**6 is ~MBs)
 MAX_TOTAL_COLLECTED = 1000
 SEMANTIC_LIMIT_CAP = 50  # Letta's MAX_TOTAL_MATCHES: semantic_search_files' limit is capped at this
 PASSAGE_LINES = 20
@@ -620,6 +621,8 @@ def grep(
     if offset is not None and offset < 0:
         offset = 0
     context = context_lines or 0
+    # the lines read around a match: more than the page's cap could show (each line takes 5+ characters) is not read
+    reach = min(context, GREP_CONTEXT_CHARS // 10)
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
     literals = literal_alternatives(pattern)
@@ -669,7 +672,7 @@ def grep(
             starts = dict(candidates)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return _window(text, index, starts[index], context)
+                return _window(text, index, starts[index], reach)
 
         else:
             if not lines and kept:
@@ -679,7 +682,7 @@ def grep(
             checks = ((i, every[i]) for i in indexes)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return [(j, every[j]) for j in range(max(0, index - context), min(len(every), index + context + 1))]
+                return [(j, every[j]) for j in range(max(0, index - reach), min(len(every), index + reach + 1))]
 
         for index, line in checks:
             if len(matches) >= MAX_TOTAL_COLLECTED:
@@ -694,6 +697,31 @@ def grep(
     return GrepResult(
         _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped), matched_files
     )
+
+
+def _cut_context(
+    page: list[tuple[str, int, list[str]]], context_lines: int
+) -> tuple[list[tuple[str, int, list[str]]], int | None]:
+    """The page's matches with their context cut to the widest radius (lines each side of the match line) that keeps
+    it within ``GREP_CONTEXT_CHARS``, and that radius (None: nothing cut). The match lines are always shown."""
+
+    def cut(radius: int) -> list[tuple[str, int, list[str]]]:
+        out = []
+        for name, line_num, around in page:
+            at = next(i for i, line in enumerate(around) if line.startswith(">"))
+            out.append((name, line_num, around[max(0, at - radius) : at + radius + 1]))
+        return out
+
+    def size(matches: list[tuple[str, int, list[str]]]) -> int:
+        return sum(len(line) + 1 for _, _, around in matches for line in around)
+
+    if context_lines <= 0 or size(page) <= GREP_CONTEXT_CHARS:
+        return page, None
+    low, high = 0, max(context_lines, 0)  # the widest radius that fits lies in [low, high)
+    while low < high - 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if size(cut(middle)) <= GREP_CONTEXT_CHARS else (low, middle)
+    return cut(low), low
 
 
 def grep_call(pattern: str, include: str | None, context_lines: int, offset: int) -> str:
@@ -757,9 +785,16 @@ def _grep_text(
         plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
         out.append(f"  - {name}: {count}{plus} matches")
     out.append("")
-    for name, line_num, around in page:
+    shown, radius = _cut_context(page, context_lines)
+    for name, line_num, around in shown:
         out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
     out.append("")
+    if radius is not None:
+        out.append(
+            f"Note: context cut to {radius} line(s) around each match (context_lines={context_lines}) to keep this "
+            f"answer under {GREP_CONTEXT_CHARS:,} characters; call with a smaller context_lines, or open_files on a "
+            "match's lines, to read more."
+        )
     if end < total:
         out.append(f"To see more matches, call: {grep_call(pattern, include, context_lines, end)}")
         if hit_limit:

@@ -183,6 +183,10 @@ def test_a_broken_document_names_the_file_the_format_and_the_reason() -> None:
     assert message.startswith("bad.docx could not be read as DOCX: ") and "zip" in message.lower()
     with pytest.raises(FileContentError, match=r"^broken\.pdf could not be read as PDF: "):
         parse_file("broken.pdf", b"%PDF-1.4\nnonsense", max_bytes=BIG)
+    with pytest.raises(FileContentError) as info:  # pdfminer's reason ends with "?": no "?." after it
+        parse_file("x.pdf", b"not a pdf", max_bytes=BIG)
+    message = str(info.value)
+    assert "?." not in message and ".." not in message and "? Check that it is a valid PDF file" in message
 
 
 def test_a_missing_converter_says_what_to_install() -> None:

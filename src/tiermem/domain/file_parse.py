@@ -223,7 +223,9 @@ def _missing(name: str, label: str, install: str) -> FileContentError:
 
 
 def _failed(name: str, label: str, reason: str) -> FileContentError:
+    reason = reason.strip()
+    ended = reason if reason.endswith((".", "!", "?")) else reason + "."  # "Is this really a PDF?" ends already
     return FileContentError(
-        f"{name} could not be read as {label}: {reason.strip()}. Check that it is a valid "
+        f"{name} could not be read as {label}: {ended} Check that it is a valid "
         f"{label} file, or upload its text as a .txt or .md file."
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,11 +158,11 @@ def test_a_folder_made_in_tiermem_exports_in_letta_shape_and_comes_back(tmp_path
     agent = mem.create_agent("native", system="You are native.")
     mem.create_block(agent.id, BlockSpec(label="notes", value="hello", limit=100))
     mem.files.create_folder("docs", description="Project docs", instructions="Cite them.")
+    mem.files.attach(agent.id, "docs", max_files_open=4, char_limit=3000)  # while empty: every file starts closed
     mem.files.upload_many(
         "docs",
         [("intro.md", b"# Intro\nThe quick brown fox.\n", ""), ("code/app.py", b"def main():\n    print('hi')\n", "")],
     )
-    mem.files.attach(agent.id, "docs", max_files_open=4, char_limit=3000)
     mem.open_files(agent.id, [OpenRequest("docs/code/app.py")])
     data = af_export.export_agent_files(mem, ["native"])[0]
     (source,) = data["sources"]
@@ -268,8 +267,8 @@ def test_a_jsonl_backup_carries_folders_files_chunks_and_views(tmp_path: Path, v
         (f.id, f.name, f.description, f.instructions, f.metadata) for f in mem.files.folders()
     ]
 
-    def listed(m: Memory) -> list[Any]:  # every field but updated_at (the restore's time)
-        return [replace(f, updated_at=None) for f in m.archive.files.listing()]
+    def listed(m: Memory) -> list[Any]:  # every field, the times included (a restore keeps them)
+        return list(m.archive.files.listing())
 
     assert listed(other) == listed(mem)
     ids = [f.id for f in mem.archive.files.listing()]

@@ -149,11 +149,14 @@ def test_too_big_names_the_size_the_limit_and_the_setting() -> None:
     assert "file_max_bytes" in message and "TIERMEM_FILE_MAX_BYTES" in message
 
 
-def test_html_becomes_markdown() -> None:
-    html = b"<html><head><title>T</title></head><body><h1>Guide</h1><p>Run <b>it</b> twice.</p></body></html>"
-    parsed = parse_file("site/index.html", html, max_bytes=BIG)
-    assert parsed.mime == "text/html" and parsed.converter == "markitdown"
-    assert "# Guide" in parsed.text and "Run **it** twice." in parsed.text
+def test_html_is_kept_as_text_with_its_markup_as_letta() -> None:
+    """Letta registers .html/.htm as simple text (file_types.py) and its parsers decode such files as they are: the
+    markup is the file's text, so grep finds an id or a script's call."""
+    html = b'<html><body><div id="main-nav">Menu</div><script>var k = loadKey();</script></body></html>\r\n'
+    for name in ("site/index.html", "old/page.HTM"):
+        parsed = parse_file(name, html, max_bytes=BIG)
+        assert (parsed.mime, parsed.converter) == ("text/html", "text")
+        assert parsed.text == html.decode().replace("\r\n", "\n")
 
 
 def test_pdf_text_layer_and_a_pdf_without_one() -> None:
@@ -180,6 +183,10 @@ def test_a_broken_document_names_the_file_the_format_and_the_reason() -> None:
     assert message.startswith("bad.docx could not be read as DOCX: ") and "zip" in message.lower()
     with pytest.raises(FileContentError, match=r"^broken\.pdf could not be read as PDF: "):
         parse_file("broken.pdf", b"%PDF-1.4\nnonsense", max_bytes=BIG)
+    with pytest.raises(FileContentError) as info:  # pdfminer's reason ends with "?": no "?." after it
+        parse_file("x.pdf", b"not a pdf", max_bytes=BIG)
+    message = str(info.value)
+    assert "?." not in message and ".." not in message and "? Check that it is a valid PDF file" in message
 
 
 def test_a_missing_converter_says_what_to_install() -> None:

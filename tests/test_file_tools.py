@@ -27,13 +27,14 @@ CODE = b"def main():\n    return 'TODO: ship it'\n\n\nclass Widget:\n    pass  #
 
 
 def _prepare(settings: Settings, *, attach: bool = True) -> None:
-    """A folder with two files (attached to the default agent), written by another process's memory."""
+    """A folder with two files (attached to the default agent, both closed: attached while empty), written by another
+    process's memory."""
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
     memory.files.create_folder("docs", description="Project documents", instructions="Cite the file you read.")
-    memory.files.upload_many("docs", [("guide.md", GUIDE, ""), ("src/app.py", CODE, "")])
     if attach:
         memory.files.attach(agent.id, "docs")
+    memory.files.upload_many("docs", [("guide.md", GUIDE, ""), ("src/app.py", CODE, "")])
 
 
 async def _call(c: Any, name: str, **args: Any) -> Any:
@@ -93,12 +94,40 @@ async def test_an_argument_error_of_open_files_gives_an_example_that_is_a_valid_
         assert not r.is_error and text_of(r) == "* Opened docs/guide.md (lines 1-50)"
 
 
+async def test_attaching_a_folder_opens_its_first_files_as_letta(settings: Settings) -> None:
+    """Letta's attach_folder_to_agent inserts the folder's files into the context window: the first
+    ``max_files_open`` in upload order open (from their start), the rest closed; files of another folder stay open
+    only while there is room. Attaching it again changes only the limits (how tiermem sets them)."""
+    from tiermem.domain.file_views import OpenRequest
+    from tiermem.domain.filesystem import render_agent_directories
+
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default")
+    memory.files.create_folder("old")
+    memory.files.upload_many("old", [("o.txt", b"old one\n", "")])
+    memory.files.create_folder("f")
+    for i in (3, 1, 2, 0):  # uploaded out of name order: the upload order decides
+        memory.files.upload_many("f", [(f"n{i}.txt", f"note {i}\n".encode(), "")])
+    memory.files.attach(agent.id, "old", max_files_open=3)
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"old/o.txt"}
+    memory.files.attach(agent.id, "f")
+    core = render_agent_directories(memory.core.get_agent(agent.id))
+    assert "- current_files_open=3\n" in core
+    for name in ("f/n3.txt", "f/n1.txt", "f/n2.txt"):
+        assert f'<file status="open" name="{name}">' in core
+    assert '<file status="closed" name="f/n0.txt">' in core and '<file status="closed" name="old/o.txt">' in core
+    assert "[Viewing file start (out of 1 lines)]\n1: note 3" in core
+    memory.open_files(agent.id, [OpenRequest("f/n0.txt", None, None)], close_all_others=True)
+    memory.files.attach(agent.id, "f", max_files_open=2)  # again: the limit changes, the open files stay
+    assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"f/n0.txt"}
+
+
 async def test_opening_past_the_limit_closes_the_least_recently_used(settings: Settings) -> None:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
     memory.files.create_folder("notes")
+    memory.files.attach(agent.id, "notes", max_files_open=2)  # while empty: every file starts closed
     memory.files.upload_many("notes", [(f"n{i}.txt", f"note {i}\n".encode(), "") for i in range(4)])
-    memory.files.attach(agent.id, "notes", max_files_open=2)
     from tiermem.domain.file_views import OpenRequest
 
     assert memory.open_files(agent.id, [OpenRequest("notes/n0.txt", None, None)]) == "* Opened notes/n0.txt"
@@ -124,8 +153,8 @@ async def test_the_closed_note_names_only_the_files_the_call_leaves_closed(setti
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
     memory.files.create_folder("f")
+    memory.files.attach(agent.id, "f", max_files_open=3)  # while empty: every file starts closed
     memory.files.upload_many("f", [(f"n{i}.txt", f"note {i}\n".encode(), "") for i in range(4)])
-    memory.files.attach(agent.id, "f", max_files_open=3)
     for i in range(3):
         memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None)])
     result = memory.open_files(agent.id, [OpenRequest(f"f/n{i}.txt", None, None) for i in (3, 0, 1)])
@@ -145,8 +174,8 @@ async def test_an_open_empty_file_takes_no_open_file_slot(settings: Settings) ->
     memory = open_memory(settings)
     agent = memory.ensure_agent("default")
     memory.files.create_folder("f")
+    memory.files.attach(agent.id, "f", max_files_open=2)  # while empty: every file starts closed
     memory.files.upload_many("f", [("empty.txt", b"", ""), ("a.txt", b"a\n", ""), ("b.txt", b"b\n", "")])
-    memory.files.attach(agent.id, "f", max_files_open=2)
     opened = memory.open_files(agent.id, [OpenRequest("f/empty.txt", None, None), OpenRequest("f/a.txt", None, None)])
     assert opened == "* Opened 2 files: f/empty.txt, f/a.txt"
     assert memory.open_files(agent.id, [OpenRequest("f/b.txt", None, None)]) == "* Opened f/b.txt"

@@ -7,8 +7,11 @@ LettaFileToolExecutor, Memory._render_directories_common) on the same inputs.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import time
+from pathlib import Path
 
 import pytest
 
@@ -66,7 +69,7 @@ def test_the_registry_is_lettas() -> None:
     assert file_type("Makefile") == "text/plain" and file_type("p.png") == "application/octet-stream"
     assert file_type("r.docx").endswith("wordprocessingml.document")
     assert is_text_type("a.py") and is_text_type("a.yaml") and is_text_type("Makefile")
-    assert not is_text_type("a.pdf") and not is_text_type("a.docx") and not is_text_type("a.html")
+    assert not is_text_type("a.pdf") and not is_text_type("a.docx") and is_text_type("a.html")
     assert not is_text_type("a.png")
     assert fv.chunk_type("documentation") == "sentences" and fv.chunk_type("code") == "lines"
 
@@ -263,6 +266,53 @@ def test_grep_has_a_time_limit() -> None:
         grep([evil], "(x+x+)+y", time_limit=0.2)
     message = str(info.value)
     assert "'(x+x+)+y'" in message and "simpler or more specific pattern" in message
+
+
+def test_grep_time_limit_is_wall_clock() -> None:
+    """The limit is on the wall clock, not the CPU the ``regex`` library counts: on a machine so busy that each reading
+    of the clock is 3 s later, a catastrophic search over a 5 s limit stops after one CPU slice, saying so."""
+    evil = GrepFile("evil.txt", ["x" * 5000], 5000)
+    now = [0.0]
+
+    def busy_clock() -> float:
+        now[0] += 3.0
+        return now[0]
+
+    with pytest.raises(ValidationError) as info:
+        grep([evil], "(x+x+)+y", time_limit=5, clock=busy_clock)
+    assert "stopped at its 5-second time limit" in str(info.value)
+
+
+def _children() -> list[int]:
+    """The live processes whose parent is this one (Linux: /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while listed
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_grep_deadline_child_answers_and_is_killed() -> None:
+    """A search past its CPU slice runs in a child process: same answers as in this process, and at the deadline the
+    child is killed (it burns nothing after), not left to run out its CPU budget."""
+    from tiermem.domain import grep_deadline
+
+    compiled = compile_pattern("b.r")
+    text = "foo bar\nBAR baz\nnothing\nkébab rien"
+    far = time.monotonic() + 60
+    assert grep_deadline.search(compiled, text, far, time.monotonic, slice_seconds=0) is True
+    assert grep_deadline.search(compile_pattern("zzz"), text, far, time.monotonic, slice_seconds=0) is False
+    assert grep_deadline.match_starts(compiled, text, far, time.monotonic, slice_seconds=0) == [4, 8, 28]
+    assert grep_deadline.match_starts(compiled, text, far, time.monotonic) == [4, 8, 28]
+    before = set(_children())
+    with pytest.raises(TimeoutError):
+        grep_deadline.search(compile_pattern("(x+x+)+y"), "x" * 5000, time.monotonic() + 1.5, time.monotonic)
+    assert set(_children()) <= before
 
 
 TRICKY_LINES = [
@@ -468,3 +518,20 @@ def test_names() -> None:
     assert unique_name("README", {"README"}) == "README_(1)"
     long = "y" * 250 + ".txt"
     assert len(unique_name(long, {long})) <= 255 and unique_name(long, {long}).endswith("_(1).txt")
+
+
+def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
+    """Letta's context_lines has no bound (10**6 answers with whole files); tiermem keeps Letta's argument but cuts a
+    page's context to the widest radius that fits GREP_CONTEXT_CHARS, says so, and shows every match line."""
+    lines = [f"line {i} " + "filler " * 10 for i in range(3000)]
+    lines[1000] = lines[2000] = "the needle is here"
+    files = [GrepFile("big.txt", lines, sum(len(x) + 1 for x in lines))]
+    small = grep(files, "needle", context_lines=2).text
+    assert "Note: context cut" not in small and "  999: line 998" in small
+    huge = grep(files, "needle", context_lines=1_000_000).text
+    assert len(huge) <= fv.GREP_CONTEXT_CHARS + 2_000
+    assert "> 1001: the needle is here" in huge and "> 2001: the needle is here" in huge
+    note = huge.rsplit("Note: context cut to ", 1)[1]
+    radius = int(note.split(" ", 1)[0])
+    assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "smaller context_lines" in note
+    assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge

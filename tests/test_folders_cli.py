@@ -78,6 +78,9 @@ def project(tmp_path: Path) -> Path:
     os.symlink(tmp_path / "secret.md", root / "outside.md")
     os.symlink(root / "README.md", root / "readme-link.md")
     os.symlink(root / "notes", root / "notes-link")
+    os.symlink(root / "loop-b", root / "loop-a")  # a loop: each link points at the other
+    os.symlink(root / "loop-a", root / "loop-b")
+    os.symlink(root / "gone.md", root / "dangling.md")
     return root
 
 
@@ -113,6 +116,9 @@ def test_upload_a_directory_show_and_the_api_refuses_dotdot(
         "outside.md": "skipped",
         "readme-link.md": "skipped",
         "notes-link": "skipped",
+        "loop-a": "skipped",
+        "loop-b": "skipped",
+        "dangling.md": "skipped",
     }
     assert report["ignored"] == 6  # debug.log, build/, notes/private.md; hidden: .git/, .gitignore, notes/.gitignore
     reasons = {f["name"]: f.get("reason", "") for f in report["files"]}
@@ -122,12 +128,14 @@ def test_upload_a_directory_show_and_the_api_refuses_dotdot(
     assert "outside" in reasons["outside.md"] and str(tmp_path / "secret.md") in reasons["outside.md"]
     assert "uploaded under its own name" in reasons["readme-link.md"]
     assert "directory; not followed" in reasons["notes-link"]
+    assert "in a loop" in reasons["loop-a"] and "in a loop" in reasons["loop-b"]
+    assert "a broken link" in reasons["dangling.md"]
 
     # the plain summary: counts, then each error and skip with its reason
     code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(root))
     assert code == 1
     assert out.splitlines()[0] == (
-        "folder docs: 0 added, 0 updated, 4 unchanged, 1 error, 5 skipped (6 hidden or ignored by .gitignore)"
+        "folder docs: 0 added, 0 updated, 4 unchanged, 1 error, 8 skipped (6 hidden or ignored by .gitignore)"
     )
     assert "  error data.txt: " in out and "  skipped logo.png: binary" in out
 
@@ -396,10 +404,10 @@ def test_new_files_open_in_the_attached_agents_as_lettas_upload(
     def opened() -> set[str]:
         return {v.name for v in memory.files.state(agent.id).files if v.is_open}
 
-    assert opened() == set()  # attaching opens nothing
+    assert opened() == {"docs/a.md"}  # attaching opens the folder's first files (Letta)
     write(root, {"b.md": "beta\n"})
     assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
-    assert opened() == {"docs/b.md"}
+    assert opened() == {"docs/a.md", "docs/b.md"}
     write(root, {"a.md": "alpha, changed\n", "c.md": "gamma\n", "d.md": "delta\n"})
     assert run(tmp_path, capsys, "folders", "sync", "docs", str(root))[0] == 0
     assert opened() == {"docs/c.md", "docs/d.md"}  # b.md closed (least recently used); a.md changed, not opened

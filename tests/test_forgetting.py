@@ -377,9 +377,9 @@ def test_a_deleted_or_replaced_file_leaves_the_grep_cache_at_once(local: tuple[M
     agent = memory.ensure_agent("default").id
     for folder in ("vault", "attic"):
         memory.files.create_folder(folder)
+        memory.files.attach(agent, folder)  # while empty: every file starts closed
         memory.files.upload(folder, "code.md", f"The {folder} code is {SECRET}.\n".encode())
         memory.files.upload(folder, "tea.md", b"green tea\n")
-        memory.files.attach(agent, folder)
 
     def held() -> list[str]:  # the texts grep's cache holds (FileRows' private cache: what this test is about)
         return [joined.text for _, joined in memory.archive.files._lines.values()]
@@ -405,8 +405,8 @@ def test_a_file_deleted_while_grep_reads_the_texts_is_not_kept(
     memory, _ = local
     agent = memory.ensure_agent("default").id
     memory.files.create_folder("vault")
+    memory.files.attach(agent, "vault")  # while empty: every file starts closed
     memory.files.upload_many("vault", [("code.md", f"code {SECRET}\n".encode(), ""), ("tea.md", b"green tea\n", "")])
-    memory.files.attach(agent, "vault")
     real = FileRows.texts
 
     def texts_then_delete(self: FileRows, file_ids: list[str]) -> dict[str, str]:

@@ -167,9 +167,9 @@ def test_an_agents_files_are_kept_as_grep_reads_them_while_nothing_changes(
     try:
         one, two = memory.ensure_agent("one").id, memory.ensure_agent("two").id
         memory.files.create_folder("notes")
-        memory.files.upload_many("notes", [(f"n{i}.md", f"note {i} about tea\n".encode(), "") for i in range(5)])
-        for agent in (one, two):
+        for agent in (one, two):  # while empty: every file starts closed, the two views alike
             memory.files.attach(agent, "notes")
+        memory.files.upload_many("notes", [(f"n{i}.md", f"note {i} about tea\n".encode(), "") for i in range(5)])
         made = 0
         real = archive_files.FileRows.joined
 

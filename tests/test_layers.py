@@ -45,6 +45,7 @@ MODULE_LAYER = {
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
     "domain.file_views": 2,
     "domain.grep_index": 2,  # grep's trigram signatures (under file_views)
+    "domain.grep_deadline": 2,  # grep's searches bounded by the wall clock, a child process killed at the deadline
     "domain.file_parse": 2,  # folders and files: Letta's views and texts; bytes to text
     "domain.periods": 2,  # the timeline's calendar: days, ISO weeks and months by their keys
     "domain.secrets": 2,  # credentials in text: found, redacted or refused (detect-secrets and the formats it lacks)

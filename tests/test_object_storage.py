@@ -272,6 +272,7 @@ def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str)
     writer = open_memory(load_settings(config))
     agent = writer.ensure_agent("default")
     writer.files.create_folder("specs", description="Product specs")
+    writer.files.attach(agent.id, "specs")  # while empty: every file starts closed
     done = writer.files.upload_many(
         "specs",
         [
@@ -280,7 +281,6 @@ def test_s3_folders_files_open_grep_and_search(tmp_path: Path, s3_endpoint: str)
         ],
     )
     assert [u.outcome for u in done] == ["added", "added"]
-    writer.files.attach(agent.id, "specs")
 
     reader = open_memory(load_settings(config))  # another process on the same bucket
     rid = reader.ensure_agent("default").id

@@ -145,6 +145,31 @@ def test_file_changes_and_block_versions_are_counted_when_they_happen(tmp_path: 
     assert tl.timeline(memory, other, by="day", kinds=["files"]).totals == {"files": 0}
 
 
+def test_a_file_is_modified_only_when_its_content_changes(tmp_path: Path) -> None:
+    """Storing a file (chunking, embedding: seconds for a big one) is not a change: the timeline says "modified"
+    only when the content changed. A file imported with its dates (2021) shows its creation then, nothing today."""
+    from dataclasses import replace
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    agent = memory.ensure_agent("work").id
+    folder = memory.files.create_folder("notes")
+    memory.files.attach(agent, "notes")
+    (done,) = memory.files.upload_many("notes", [("trip.md", b"# Trip\nLake Tahoe in June\n", "")])
+    assert done.file is not None
+    old = datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC)
+    memory.files.import_file(folder.id, replace(done.file, created_at=old, updated_at=old), "# Trip\nTahoe\n")
+    (stored,) = memory.files.files("notes")
+    assert (stored.status, stored.created_at, stored.updated_at) == ("completed", old, old)
+    every = tl.timeline(memory, agent, by="month", kinds=["files"], start="2021-01-01")
+    assert every.totals == {"files": 1}
+    assert [(i.text, i.detail) for i in tl.period(memory, agent, "2021-03", kinds=["files"]).items] == [
+        ("notes/trip.md", "created")
+    ]
+    memory.files.upload("notes", "trip.md", b"# Trip\nLake Tahoe in July\n")  # a change: modified today
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert [i.detail for i in tl.period(memory, agent, today, kinds=["files"]).items] == ["modified"]
+
+
 def test_bad_ranges_units_kinds_and_periods_are_refused(filled: tuple[Memory, str, str]) -> None:
     memory, work, _ = filled
     with pytest.raises(ValidationError, match=r"from \(2024-06-01.*is after to"):

@@ -14,11 +14,11 @@ def test_folders_view_shows_a_files_status_and_the_agents_window(site: Site, bro
     memory = site.memory
     if "handbook" not in [f.name for f in memory.files.folders()]:
         memory.files.create_folder("handbook", description="How we work")
+        memory.files.attach(site.agent_id, "handbook")  # while empty: every file starts closed
         memory.files.upload_many(
             "handbook",
             [("guide.md", b"# Guide\nShip small changes, often.\n", ""), ("blob.bin", b"\x00\x01\x02\xff\xfe", "")],
         )
-        memory.files.attach(site.agent_id, "handbook")
     click(browser, "#f-reload")
     click(browser, '#folders tr[data-folder="handbook"]')
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#files tbody tr[data-file]")) == 2)

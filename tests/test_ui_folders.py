@@ -51,6 +51,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
     memory = open_memory(settings)
     work, private = memory.ensure_agent("work").id, memory.ensure_agent("private").id
     memory.files.create_folder("docs", description="Project docs")
+    memory.files.attach(work, "docs")  # while empty: every file starts closed
     memory.files.upload_many(
         "docs",
         [
@@ -59,7 +60,6 @@ def site(tmp_path: Path) -> Iterator[Site]:
             ("bin.dat", b"\x00\x01\x02\x03\xff\xfe", ""),
         ],
     )
-    memory.files.attach(work, "docs")
     memory.files.create_folder("secrets", description="Only for the private agent")
     memory.files.upload_many("secrets", [("plan.txt", b"The private plan: move to Lyon in June.\n", "")])
     memory.files.attach(private, "secrets")

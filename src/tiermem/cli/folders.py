@@ -143,10 +143,13 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         folder, closed = files.attach_folder(
             agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit
         )
-        max_open, chars = files.state(agent.id).limits
+        state = files.state(agent.id)
+        max_open, chars = state.limits
+        opened = [v.name for v in state.files if v.folder_id == folder.id and v.is_open and v.visible]
         print(
             f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
             f"up to {max_open} files open, {chars:,} characters shown per file"
+            + (f"; opened the first {len(opened)} uploaded: {', '.join(opened)}" if opened else "")
         )
         if closed:
             print(

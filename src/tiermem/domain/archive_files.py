@@ -227,7 +227,8 @@ class FileRows:
 
     def write(self, items: Sequence[tuple[StoredFile, str]], *, embed: bool = True) -> list[StoredFile]:
         """Store files with their parsed text: their rows (status ``embedding``), then their chunks, then the rows
-        ``completed`` with their chunk counts; four commits for the whole batch. ``embed`` False stores the chunks
+        ``completed`` with their chunk counts; four commits for the whole batch. Each record's ``updated_at`` is
+        kept as given (the time its content changed: the timeline's "modified"), whatever the processing took. ``embed`` False stores the chunks
         without vectors (found by keywords at once, by meaning once the backfill has embedded them), but for the
         chunks a file already had, which keep theirs (``_stored_vectors``)."""
         return [r for r, _ in self._write(items, embed=embed, keep_same=False)]
@@ -266,11 +267,8 @@ class FileRows:
                     out[i] = (old, "unchanged")
                 else:
                     todo.append((i, r, t, rows))
-            if todo:
-                stamp = now()
-                pending = [
-                    (replace(r, status="embedding", error="", chunks=0, updated_at=stamp), t) for _, r, t, _ in todo
-                ]
+            if todo:  # ``updated_at`` stays the caller's: when the content changed, not when its chunks were stored
+                pending = [(replace(r, status="embedding", error="", chunks=0), t) for _, r, t, _ in todo]
                 written = Filter(ids=tuple(r.id for r, _ in pending))
                 self._forget("files", written)  # a replaced file's old text
                 self._forget("file_chunks", Filter(group_ids=written.ids))
@@ -278,7 +276,7 @@ class FileRows:
                 self.store.rows.delete("file_chunks", Filter(group_ids=written.ids))
                 self.store.rows.add_rows("file_chunks", [row for *_, rows in todo for row in rows])
                 done = [
-                    (replace(r, status="completed", chunks=len(rows), updated_at=now()), t)
+                    (replace(r, status="completed", chunks=len(rows)), t)
                     for (r, t), (*_, rows) in zip(pending, todo, strict=True)
                 ]
                 self.store.rows.upsert_rows("files", "id", [file_row(r, t) for r, t in done])
@@ -350,7 +348,7 @@ class FileRows:
         """Store files that could not be processed: status ``error``, the reason, no text, no chunks."""
         if not items:
             return []
-        failed = [replace(r, status="error", error=e, chunks=0, updated_at=now()) for r, e in items]
+        failed = [replace(r, status="error", error=e, chunks=0) for r, e in items]
         with self.store.conn.exclusive(CHUNKS_LOCK):
             self._forget("files", Filter(ids=tuple(r.id for r in failed)))
             self._forget("file_chunks", Filter(group_ids=tuple(r.id for r in failed)))

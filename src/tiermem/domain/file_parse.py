@@ -5,7 +5,8 @@ model for content sniffing). Text-like files skip it (it is slow): UTF-8 (with o
 else ``charset-normalizer``'s best guess (Windows-1252 when that guess is a single-byte code page and the text reads
 as Western text); UTF-8 but for a few bad bytes (a last character cut short by ``head -c`` or a log rotation, at
 most one bad sequence per 1,000 bytes) is read as UTF-8 with U+FFFD in their place, and the upload says so;
-newlines become ``\\n``. HTML, PDF, DOCX, PPTX, XLSX and EPUB go through one
+newlines become ``\\n``; HTML is text too, its markup kept (Letta reads .html/.htm as simple text, so grep finds
+``id="main-nav"``). PDF, DOCX, PPTX, XLSX and EPUB go through one
 MarkItDown converter, made on first use and kept, with only those converters registered: no plugins, no URLs, no LLM
 client, no Azure Document Intelligence, so no conversion reaches the network. Every failure is a
 ``FileContentError`` that names the file and what to do.
@@ -25,8 +26,6 @@ from .file_views import DOCUMENT_TYPES, extension_of, file_type, is_text_type
 
 # extension -> (format named in messages, the install hint when its converter's library is missing)
 _DOCUMENT_FORMATS: dict[str, tuple[str, str]] = {
-    ".html": ("HTML", "pip install 'tiermem[documents]'"),
-    ".htm": ("HTML", "pip install 'tiermem[documents]'"),
     ".pdf": ("PDF", "pip install 'tiermem[documents]'"),
     ".docx": ("DOCX", "pip install 'tiermem[documents]'"),
     ".pptx": ("PPTX", "pip install 'markitdown[pptx]'"),
@@ -171,7 +170,6 @@ def _markitdown() -> Any:
             from markitdown.converters import (
                 DocxConverter,
                 EpubConverter,
-                HtmlConverter,
                 PdfConverter,
                 PptxConverter,
                 XlsxConverter,
@@ -179,7 +177,6 @@ def _markitdown() -> Any:
 
             converter = MarkItDown(enable_builtins=False, enable_plugins=False)
             kinds: tuple[Any, ...] = (
-                HtmlConverter,
                 DocxConverter,
                 PdfConverter,
                 PptxConverter,
@@ -226,7 +223,9 @@ def _missing(name: str, label: str, install: str) -> FileContentError:
 
 
 def _failed(name: str, label: str, reason: str) -> FileContentError:
+    reason = reason.strip()
+    ended = reason if reason.endswith((".", "!", "?")) else reason + "."  # "Is this really a PDF?" ends already
     return FileContentError(
-        f"{name} could not be read as {label}: {reason.strip()}. Check that it is a valid "
+        f"{name} could not be read as {label}: {ended} Check that it is a valid "
         f"{label} file, or upload its text as a .txt or .md file."
     )

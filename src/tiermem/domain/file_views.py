@@ -8,7 +8,7 @@ file tools reads what it expects. Where tiermem adds something (a grep time limi
 the ``closed_cap`` summary of huge folders, the name rules) the docstring says so.
 
 Grep runs on the third-party ``regex`` module (a dependency of tiktoken already) because it can stop a search after
-a time limit; the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
+a time limit (of CPU time: ``grep_deadline`` turns it into a wall-clock bound); the pattern is first compiled by the standard ``re`` so the syntax accepted and the error texts are
 exactly Letta's.
 
 Why this module is long: it reproduces Letta's file tools' rules and texts character for character (file types,
@@ -25,11 +25,13 @@ import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import regex
 
 from ..base.errors import ValidationError
+from . import grep_deadline
+from .grep_deadline import Clock, Compiled
 from .grep_index import Signature, requirement, signature
 
 Strategy = Literal["code", "structured_data", "documentation", "line_based"]
@@ -89,9 +91,8 @@ FILE_TYPES: dict[str, tuple[str, bool, Strategy]] = {
 # Letta's MIME aliases (register_mime_types / get_allowed_media_types / is_simple_text_mime_type).
 MIME_ALIASES: dict[str, str] = {"text/x-markdown": ".md", "application/x-jsonlines": ".jsonl", "text/xml": ".xml"}
 # Documents that file_parse converts to Markdown with MarkItDown (beyond Letta's registry: what markitdown reads).
+# Not HTML: Letta registers .html/.htm as simple text and keeps the markup (MarkItDownParser decodes it as is).
 DOCUMENT_TYPES: dict[str, str] = {
-    ".html": "text/html",
-    ".htm": "text/html",
     ".pdf": "application/pdf",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -117,6 +118,7 @@ MAX_TOTAL_CONTENT_SIZE = 200 * 1024 * 1024
 MAX_REGEX_COMPLEXITY = 1000
 GREP_PAGE_SIZE = 20
 GREP_TIMEOUT_SECONDS = 30
+GREP_CONTEXT_CHARS = 50_000  # tiermem's cap on a grep page's context (Letta has none: context_lines=10**6 is ~MBs)
 MAX_TOTAL_COLLECTED = 1000
 SEMANTIC_LIMIT_CAP = 50  # Letta's MAX_TOTAL_MATCHES: semantic_search_files' limit is capped at this
 PASSAGE_LINES = 20
@@ -144,8 +146,8 @@ def file_type(name: str) -> str:
 
 def is_text_type(name: str) -> bool:
     """Whether a file of this name is read as text directly (no converter): Letta's simple-text types, any other
-    ``text/*`` type (so unknown extensions too), and Letta's text aliases; not the documents MarkItDown converts
-    (HTML, which Letta reads as simple text, is converted to Markdown here; PDF, DOCX, PPTX, XLSX, EPUB)."""
+    ``text/*`` type (so unknown extensions too, and HTML, kept with its markup as Letta keeps it), and Letta's text
+    aliases; not the documents MarkItDown converts (PDF, DOCX, PPTX, XLSX, EPUB)."""
     ext = extension_of(name)
     if ext in DOCUMENT_TYPES:
         return False
@@ -345,19 +347,7 @@ def open_summary(
 # ---------------------------------------------------------------------------------------------------------------- grep
 
 
-class Searcher(Protocol):
-    """A compiled pattern (a ``regex`` pattern, case-insensitive and multi-line)."""
-
-    @property
-    def pattern(self) -> str: ...
-
-    def search(self, string: str, *, timeout: float | None = None) -> object | None: ...
-
-    def finditer(self, string: str, *, timeout: float | None = None) -> Iterator[Match]: ...
-
-
-class Match(Protocol):
-    def start(self) -> int: ...
+Searcher = Compiled  # a compiled pattern (a ``regex`` pattern, case-insensitive and multi-line)
 
 
 def _validate_pattern(pattern: str) -> None:
@@ -558,14 +548,14 @@ def never_spans_lines(pattern: str) -> bool:
     return True
 
 
-def _candidate_lines(searcher: Searcher, joined: str, timeout: float) -> list[tuple[int, int]]:
+def _candidate_lines(searcher: Searcher, joined: str, deadline: float, clock: Clock) -> list[tuple[int, int]]:
     """(index, offset of its start) of each line of ``joined`` (lines joined by ``\\n``) where a match of the joined
     text starts (newlines are counted to each match; the text is not split)."""
     found: list[tuple[int, int]] = []
     line, at = 0, 0
-    for m in searcher.finditer(joined, timeout=timeout):
-        line += joined.count("\n", at, m.start())
-        at = m.start()
+    for start in grep_deadline.match_starts(searcher, joined, deadline, clock):
+        line += joined.count("\n", at, start)
+        at = start
         if not found or found[-1][0] != line:
             found.append((line, joined.rfind("\n", 0, at) + 1))
     return found
@@ -580,7 +570,7 @@ def _needs_strip(pattern: str) -> bool:
 
 def _timed_out(pattern: str, time_limit: float) -> ValidationError:
     return ValidationError(
-        f"grep_files stopped after {time_limit:g} seconds without finishing: the pattern '{pattern}' is too slow over "
+        f"grep_files stopped at its {time_limit:g}-second time limit without finishing: the pattern '{pattern}' is too slow over "
         "the attached files (nested repetition such as (a+)+ backtracks without end). Nothing partial is shown. "
         "Use a simpler or more specific pattern (a literal word or phrase, fewer wildcards), or narrow the files "
         "with include."
@@ -595,12 +585,14 @@ def grep(
     offset: int | None = None,
     *,
     time_limit: float = GREP_TIMEOUT_SECONDS,
+    clock: Clock = time.monotonic,
 ) -> GrepResult:
     """Letta's ``grep_files``: every line (its stripped content) of every file, in order, searched on its own for
     ``pattern`` (case-insensitive, multi-line), up to 1000 matches collected; a page of 20 shown from ``offset`` with
     ``context_lines`` lines of context each. Files over 50 MB are skipped, and once 200 MB have been read the rest is
-    skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds; running out raises
-    ``ValidationError`` (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
+    skipped (counted as one, as Letta). The whole call is bounded by ``time_limit`` seconds of the wall clock
+    ``clock`` (``grep_deadline``: a search still running then is stopped); running out raises ``ValidationError``
+    (Letta raises a bare timeout). A file whose joined text has no match is skipped without its
     per-line pass when ``prefilter_is_sound(pattern)``; for a pattern of plain ASCII literals over ASCII text that
     search is a substring test (``literal_alternatives``); before either, a file whose trigram signature lacks what
     every match needs is skipped unread (``grep_index``)."""
@@ -611,17 +603,11 @@ def grep(
     include_regex = include_filter(include)
     if include_regex is not None and include is not None:
         include = include.strip()
-    deadline = time.monotonic() + time_limit
-
-    def remaining() -> float:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise _timed_out(pattern, time_limit)
-        return left
+    deadline = clock() + time_limit
 
     def search(searcher: Searcher, text: str) -> bool:
         try:
-            return searcher.search(text, timeout=remaining()) is not None
+            return grep_deadline.search(searcher, text, deadline, clock)
         except TimeoutError as exc:
             raise _timed_out(pattern, time_limit) from exc
 
@@ -635,6 +621,8 @@ def grep(
     if offset is not None and offset < 0:
         offset = 0
     context = context_lines or 0
+    # the lines read around a match: more than the page's cap could show (each line takes 5+ characters) is not read
+    reach = min(context, GREP_CONTEXT_CHARS // 10)
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
     literals = literal_alternatives(pattern)
@@ -675,7 +663,7 @@ def grep(
                 continue
             elif narrow:
                 try:
-                    candidates = _candidate_lines(compiled, joined, remaining())
+                    candidates = _candidate_lines(compiled, joined, deadline, clock)
                 except TimeoutError as exc:
                     raise _timed_out(pattern, time_limit) from exc
         if not lines and kept and candidates is not None:  # read where they are: the file is not split
@@ -684,7 +672,7 @@ def grep(
             starts = dict(candidates)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return _window(text, index, starts[index], context)
+                return _window(text, index, starts[index], reach)
 
         else:
             if not lines and kept:
@@ -694,7 +682,7 @@ def grep(
             checks = ((i, every[i]) for i in indexes)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return [(j, every[j]) for j in range(max(0, index - context), min(len(every), index + context + 1))]
+                return [(j, every[j]) for j in range(max(0, index - reach), min(len(every), index + reach + 1))]
 
         for index, line in checks:
             if len(matches) >= MAX_TOTAL_COLLECTED:
@@ -709,6 +697,31 @@ def grep(
     return GrepResult(
         _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped), matched_files
     )
+
+
+def _cut_context(
+    page: list[tuple[str, int, list[str]]], context_lines: int
+) -> tuple[list[tuple[str, int, list[str]]], int | None]:
+    """The page's matches with their context cut to the widest radius (lines each side of the match line) that keeps
+    it within ``GREP_CONTEXT_CHARS``, and that radius (None: nothing cut). The match lines are always shown."""
+
+    def cut(radius: int) -> list[tuple[str, int, list[str]]]:
+        out = []
+        for name, line_num, around in page:
+            at = next(i for i, line in enumerate(around) if line.startswith(">"))
+            out.append((name, line_num, around[max(0, at - radius) : at + radius + 1]))
+        return out
+
+    def size(matches: list[tuple[str, int, list[str]]]) -> int:
+        return sum(len(line) + 1 for _, _, around in matches for line in around)
+
+    if context_lines <= 0 or size(page) <= GREP_CONTEXT_CHARS:
+        return page, None
+    low, high = 0, max(context_lines, 0)  # the widest radius that fits lies in [low, high)
+    while low < high - 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if size(cut(middle)) <= GREP_CONTEXT_CHARS else (low, middle)
+    return cut(low), low
 
 
 def grep_call(pattern: str, include: str | None, context_lines: int, offset: int) -> str:
@@ -772,9 +785,16 @@ def _grep_text(
         plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
         out.append(f"  - {name}: {count}{plus} matches")
     out.append("")
-    for name, line_num, around in page:
+    shown, radius = _cut_context(page, context_lines)
+    for name, line_num, around in shown:
         out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
     out.append("")
+    if radius is not None:
+        out.append(
+            f"Note: context cut to {radius} line(s) around each match (context_lines={context_lines}) to keep this "
+            f"answer under {GREP_CONTEXT_CHARS:,} characters; call with a smaller context_lines, or open_files on a "
+            "match's lines, to read more."
+        )
     if end < total:
         out.append(f"To see more matches, call: {grep_call(pattern, include, context_lines, end)}")
         if hit_limit:

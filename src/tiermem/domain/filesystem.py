@@ -404,17 +404,25 @@ class Filesystem:
     def attach_folder(
         self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
     ) -> tuple[Folder, list[str]]:
-        """``attach``, with the names of the open files it closed (a lower ``max_files_open``: the least recently
-        used beyond it, least recently used first)."""
+        """``attach``, with the names of the open files it closed (least recently used first). As Letta's
+        ``attach_folder_to_agent`` (``insert_files_into_context_window``), a newly attached folder's first
+        ``max_files_open`` files in upload order (oldest first) are opened, each from its start; files of other
+        folders stay open only while there is room left, the most recently used kept. Attaching a folder that is
+        attached already changes only the limits (Letta inserts its files again): it is how the limits are set."""
         folder = self.folder(name)
         _check_limits(max_files_open, char_limit)
         with self._lock(agent_id):
             state = self.state(agent_id)
-            if folder.id not in state.folder_ids():
+            new = folder.id not in state.folder_ids()
+            if new:
                 state.folders.append(_folder_info(folder))
             state.max_files_open = max_files_open or state.max_files_open
             state.char_limit = char_limit or state.char_limit
-            closed = self._rebuild(state)
+            first: list[StoredFile] = []
+            if new:
+                ready = [f for f in self.rows.files([folder.id]) if f.status == "completed"]
+                first = sorted(ready, key=lambda f: (f.created_at, f.id))[: state.limits[0]]
+            closed = self._rebuild(state, opened=[f.id for f in first])
             self._save(agent_id, state)
         return folder, closed
 
@@ -671,7 +679,7 @@ class Filesystem:
             raise NotFoundError(f"No file with id {file_id!r}; list a folder's files with `tiermem folders show NAME`.")
         # a new version: views see it changed (their windows are cut again); the next sync of an unchanged source
         # file uploads it again, redacted again
-        record = replace(stored, sha256=hashlib.sha256(text.encode()).hexdigest())
+        record = replace(stored, sha256=hashlib.sha256(text.encode()).hexdigest(), updated_at=now())
         self.rows.write([(record, text)])
         self._sync_views(stored.folder_id)
         folder = self.rows.folder(stored.folder_id)
@@ -1077,7 +1085,7 @@ def backup_fields(table: str) -> list[str]:
 def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) -> int:
     """Store the backed-up ``folders`` or ``files`` rows whose id is not stored yet (a restore is re-runnable); returns
     how many. A file is stored as an upload stores it, from its text: its chunks are cut again and embedded later
-    (stored without vectors), its status is ``completed`` (or ``error`` with its reason), its ``updated_at`` is now."""
+    (stored without vectors), its status is ``completed`` (or ``error`` with its reason), its times as backed up."""
     from .archive_files import file_from_row, folder_from_row
 
     if _backup_table(table) == "folders":

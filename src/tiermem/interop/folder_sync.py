@@ -21,6 +21,7 @@ uses them.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -150,6 +151,15 @@ def _ignored(specs: Sequence[tuple[str, pathspec.GitIgnoreSpec]], rel: str, is_d
     return False
 
 
+def _loops(path: str) -> bool:
+    """Whether following the symbolic link ``path`` runs in a loop (``ELOOP``), rather than to nothing."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def check_size(name: str, size: int, max_bytes: int) -> str:
     """Why a file of ``size`` bytes is not taken ("" when it is)."""
     if size > max_bytes:
@@ -222,6 +232,10 @@ def walk(directory: Path, *, max_bytes: int) -> Listing:
                     )
                 elif target.is_file():
                     links.append((name, target, target.relative_to(root).as_posix()))
+                elif _loops(entry.path):
+                    listing.skipped.append(
+                        Uploaded(name, "skipped", "symbolic link in a loop (its links lead back to themselves)")
+                    )
                 else:
                     listing.skipped.append(Uploaded(name, "skipped", "symbolic link to nothing (a broken link)"))
             elif is_dir:

@@ -364,8 +364,8 @@ def test_a_file_being_written_again_keeps_its_view_and_opens(memory: Memory) -> 
 
     agent = memory.ensure_agent("default").id
     memory.files.create_folder("docs")
+    memory.files.attach(agent, "docs")  # while empty: attaching opens a folder's first files (as Letta's)
     memory.files.upload_many("docs", [("f3.md", b"# file 3\nline one of file 3\n", ""), ("g.md", b"other\n", "")])
-    memory.files.attach(agent, "docs")
     assert memory.open_files(agent, [OpenRequest("docs/f3.md", None, None)]) == "* Opened docs/f3.md"
     f3 = next(f for f in memory.files.files("docs") if f.name == "f3.md")
     new = "# file 3 again\nline one of file 3, changed\n"

@@ -42,8 +42,23 @@ def test_forget_text_does_not_overwrite_an_edit_made_after_it_read_the_block(
         return stale
 
     monkeypatch.setattr(memory, "blocks", blocks_then_another_edit)
-    forget(memory, Target("text", agent.id, "quartz-4471-x"))
-    assert memory.block(agent.id, "human").value == "Name: Ana\nCode: \nLikes tea"
+    done = forget(memory, Target("text", agent.id, "quartz-4471-x"))
+    assert memory.block(agent.id, "human").value == "Name: Ana\nCode: \nLikes tea" and done.edited == ["human"]
+
+    # renamed meanwhile: edited out under its new label; taken out by the other writer first: not reported as edited
+    memory.edit(agent.id, "human", Rethink("Code: quartz-4471-x", check_line_numbers=False), actor="human")
+    edits.append(None)  # type: ignore[arg-type]
+
+    def blocks_then_rename(agent_id: str) -> Any:
+        stale = read_blocks(agent_id)
+        if edits:
+            edits.pop()
+            memory.update_block(agent_id, "human", new_label="someone")
+        return stale
+
+    monkeypatch.setattr(memory, "blocks", blocks_then_rename)
+    done = forget(memory, Target("text", agent.id, "quartz-4471-x"))
+    assert memory.block(agent.id, "someone").value == "Code: " and done.edited == ["someone"]
 
 
 SECRET = "zebra-quartz-4471"

@@ -140,8 +140,13 @@ class AgentRows:
         return links.forget(self._missing({end for link in links.every() for end in (link.source, link.target)}))
 
     def _missing(self, ids: set[str]) -> set[str]:
-        """Those of ``ids`` that are neither a message nor a passage (of any agent)."""
-        return ids - self.existing("messages", list(ids)) - self.existing("passages", list(ids)) if ids else set()
+        """Those of ``ids`` that are neither a message nor a passage (of any agent), read at the tables' newest
+        versions: a memory another replica has just written (and linked) is no dangling end."""
+        if not ids:
+            return set()
+        return (
+            ids - self.existing("messages", list(ids), latest=True) - self.existing("passages", list(ids), latest=True)
+        )
 
     def rows_where(self, table: str, where: Filter) -> list[dict[str, Any]]:
         """Every row of ``where``, every column but the vector's values kept as stored, oldest first."""

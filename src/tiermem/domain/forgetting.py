@@ -353,8 +353,9 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
             seen.add(block.id)
             current = block
             if text in block.value:  # the current value too: the text is edited out, then that version forgotten
-                current = _edited_out(memory, agent.id, block, text)
-                done.edited.append(block.label)
+                current, edited = _edited_out(memory, agent.id, block, text)
+                if edited:
+                    done.edited.append(current.label)
             if text in current.description:
                 current = memory.update_block(
                     agent.id, current.label, description=current.description.replace(text, ""), operation="forget"
@@ -424,20 +425,23 @@ def _names_holding(memory: Memory, agent_id: str | None, text: str, agents: list
     return list(found.values())
 
 
-def _edited_out(memory: Memory, agent_id: str, block: Block, text: str, tries: int = 5) -> Block:
+def _edited_out(memory: Memory, agent_id: str, block: Block, text: str, tries: int = 5) -> tuple[Block, bool]:
     """``block`` committed without ``text``, computed from the version it replaces: an edit another writer commits
-    meanwhile is not overwritten (``ConflictError``: read again, edit out again), up to ``tries`` times."""
+    meanwhile is not overwritten (``ConflictError``: read again, under its label now, and edit out again), up to
+    ``tries`` times. (The block as it stands, whether this call edited it: another writer may have taken the text
+    out first.)"""
     attempt = 1
     while True:
         try:
-            return memory.edit(
+            edited = memory.edit(
                 agent_id,
                 block.label,
                 Rethink(block.value.replace(text, ""), operation="forget", check_line_numbers=False),
                 actor="human",
                 expected_version=block.version,
             )
-        except ConflictError:
+            return edited, True
+        except (ConflictError, NotFoundError):  # changed meanwhile, or renamed (its label is not found): read again
             if attempt == tries:
                 raise
         attempt += 1
@@ -448,7 +452,7 @@ def _edited_out(memory: Memory, agent_id: str, block: Block, text: str, tries: i
             )
         block = fresh
         if text not in block.value:
-            return block
+            return block, False
 
 
 def _holds(v: BlockVersion, text: str) -> bool:

@@ -69,7 +69,7 @@ class Indexes:
         self.conn, self.rows = conn, rows
         self.purge = purge if purge is not None else Purge(conn)
         self.vector_index_min_rows = vector_index_min_rows
-        self.purge_retry = COMMIT_RETRY  # how the purge's steps are tried again on commit conflicts
+        self.purge_retry = COMMIT_RETRY  # how the purge's index rebuild and cleanup are tried again on commit conflicts
         # tables known to have their full-text index (never dropped; a reembed's swap makes a new table: ``replaced``,
         # and other processes reopen their tables once it has finished: ``Connection.vectors_unusable``)
         self._fts_ready: set[str] = set()

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -313,6 +314,34 @@ def test_grep_deadline_child_answers_and_is_killed() -> None:
     with pytest.raises(TimeoutError):
         grep_deadline.search(compile_pattern("(x+x+)+y"), "x" * 5000, time.monotonic() + 1.5, time.monotonic)
     assert set(_children()) <= before
+
+
+@pytest.mark.timeout(120)
+def test_grep_deadline_child_finds_regex_on_pythonpath_only(tmp_path: Path) -> None:
+    """A ``regex`` found only through ``PYTHONPATH`` (or a user site) is found by the search's child too, though it
+    runs with ``python -I``: an interpreter with no ``regex`` of its own (a bare venv) searches past its slice."""
+    import venv
+
+    import regex
+
+    import tiermem
+
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    python = tmp_path / "bare" / "bin" / "python"
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "regex").symlink_to(Path(regex.__file__).parent, target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tiermem.__file__).parent.parent), str(libs)])}
+    bare = subprocess.run([str(python), "-I", "-c", "import regex"], capture_output=True, env=env, check=False)
+    assert bare.returncode != 0  # the bare interpreter has no regex of its own
+    script = (
+        "import regex, time\n"
+        "from tiermem.domain import grep_deadline\n"
+        "far = time.monotonic() + 60\n"
+        "print(grep_deadline.match_starts(regex.compile('b.r'), 'foo bar bur', far, time.monotonic, slice_seconds=0))"
+    )
+    run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert (run.returncode, run.stdout.strip()) == (0, "[4, 8]"), run.stderr
 
 
 TRICKY_LINES = [

@@ -956,12 +956,14 @@ def _placed(
     name: str, source: str, existing: dict[str, StoredFile], taken: Collection[str]
 ) -> tuple[str, StoredFile | None, str]:
     """Where an upload stores ``name`` from ``source`` (a path on disk): under its name when the folder has no file of
-    it, or one from the same source, or one whose source is not known (an update, as before); else, as Letta's
-    upload (``duplicate_handling=suffix``), under the first ``base_(n).ext`` not taken, or the one this source was
-    given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
+    it, or one from the same source, or one whose source is not known (an update, as before); else (or when the name
+    was given to another file of this upload: ``taken``), as Letta's upload (``duplicate_handling=suffix``), under
+    the first ``base_(n).ext`` not taken, or the one this source was given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
     old = existing.get(name)
-    if old is None or not source or not old.source_path or _same_source(old.source_path, source):
+    given = old is None and bool(source) and name in taken  # given to another file of this upload (a suffixed one)
+    if not given and (old is None or not source or not old.source_path or _same_source(old.source_path, source)):
         return name, old, ""
+    other = "another file of this upload" if old is None else f"another file (from {old.source_path})"
     base, ext = os.path.splitext(name)
     n = 1
     while True:
@@ -973,7 +975,7 @@ def _placed(
             return (
                 candidate,
                 None,
-                f"the folder's {name} is another file (from {old.source_path}): this one is stored as {candidate} "
+                f"the folder's {name} is {other}: this one is stored as {candidate} "
                 "and both are kept (upload it again from the same path to update it)",
             )
         n += 1

@@ -353,8 +353,9 @@ class Filesystem:
         folder = self.folder(name)
         self._refuse_texts(("the new name", new_name, ""), ("the description", description, folder.description))
         self._refuse_texts(("the instructions", instructions, folder.instructions))
-        renamed = new_name is not None and new_name != folder.name
-        if new_name is not None and renamed:
+        if new_name == folder.name:
+            new_name = None  # its own name: not a rename
+        if new_name is not None:
             new_name = check_folder_name(new_name)
             if self.rows.folder_named(new_name) is not None:
                 raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
@@ -365,7 +366,7 @@ class Filesystem:
             instructions=folder.instructions if instructions is None else instructions,
             updated_at=now(),
         )
-        if not renamed:
+        if new_name is None:
             self.rows.put_folder(changed)
         elif self.rows.put_named_folder(changed) is not None:  # another process took the name meanwhile
             raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")

@@ -564,3 +564,22 @@ def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     radius = int(note.split(" ", 1)[0])
     assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "smaller context_lines" in note
     assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
+def test_a_context_past_the_lines_read_is_noted_though_the_page_fits(joined: bool) -> None:
+    """A match on a file's first line with context_lines=10**6: the search reads GREP_CONTEXT_CHARS // 10 lines each
+    side (a page of empty lines that fits the cap), and the answer says the context was cut; one whose file ends
+    within the lines read has no note."""
+    reach = fv.GREP_CONTEXT_CHARS // 10
+    lines = ["the needle is here", *([""] * (reach + 500))]
+    held = fv.JoinedLines("\n".join(lines)) if joined else lines
+    files = [GrepFile("empty.txt", held, sum(len(x) + 1 for x in lines))]
+    text = grep(files, "needle", context_lines=10**6).text
+    assert len(text) <= fv.GREP_CONTEXT_CHARS + 2_000 and f"  {reach + 1}: " in text and f"  {reach + 2}: " not in text
+    assert f"Note: context cut to {reach} line(s) around each match (context_lines=1000000)" in text
+    short = lines[: reach + 1]  # the file ends at the last line read: nothing left out
+    held = fv.JoinedLines("\n".join(short)) if joined else short
+    files = [GrepFile("short.txt", held, sum(len(x) + 1 for x in short))]
+    text = grep(files, "needle", context_lines=10**6).text
+    assert f"  {reach + 1}: " in text and "Note: context cut" not in text

@@ -189,6 +189,26 @@ def test_a_folder_made_in_tiermem_exports_in_letta_shape_and_comes_back(tmp_path
     assert folder_part(again) == folder_part(data)
 
 
+def test_an_export_imported_elsewhere_keeps_its_files_dates(tmp_path: Path) -> None:
+    mem = fresh(tmp_path)
+    mem.create_agent("native", system="You are native.")
+    mem.files.create_folder("docs")
+    mem.files.attach(mem.get_agent("native").id, "docs")
+    mem.files.upload_many("docs", [("a.md", b"alpha\n", ""), ("b.md", b"beta\n", "")])
+    data = af_export.export_agent_files(mem, ["native"])[0]
+    by_name = {f["file_name"]: f for f in data["files"]}
+    by_name["docs/b.md"]["file_creation_date"] = "not a date"  # unreadable: the import's time, as with none
+    by_name["docs/b.md"]["file_last_modified_date"] = None
+    out = tmp_path / "native.af"
+    out.write_text(json.dumps(data))
+    other = fresh(tmp_path, "other")
+    assert import_af(other, out)["imported"] == ["native"]
+    (a,) = [f for f in mem.files.files("docs") if f.name == "a.md"]
+    back = {f.name: f for f in other.files.files("docs")}
+    assert (back["a.md"].created_at, back["a.md"].updated_at) == (a.created_at, a.updated_at)
+    assert back["b.md"].created_at > a.created_at and back["b.md"].updated_at > a.updated_at
+
+
 def test_importing_again_converges(tmp_path: Path) -> None:
     mem = fresh(tmp_path)
     import_af(mem, SAMPLE)

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -315,6 +316,34 @@ def test_grep_deadline_child_answers_and_is_killed() -> None:
     assert set(_children()) <= before
 
 
+@pytest.mark.timeout(120)
+def test_grep_deadline_child_finds_regex_on_pythonpath_only(tmp_path: Path) -> None:
+    """A ``regex`` found only through ``PYTHONPATH`` (or a user site) is found by the search's child too, though it
+    runs with ``python -I``: an interpreter with no ``regex`` of its own (a bare venv) searches past its slice."""
+    import venv
+
+    import regex
+
+    import tiermem
+
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    python = tmp_path / "bare" / "bin" / "python"
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "regex").symlink_to(Path(regex.__file__).parent, target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tiermem.__file__).parent.parent), str(libs)])}
+    bare = subprocess.run([str(python), "-I", "-c", "import regex"], capture_output=True, env=env, check=False)
+    assert bare.returncode != 0  # the bare interpreter has no regex of its own
+    script = (
+        "import regex, time\n"
+        "from tiermem.domain import grep_deadline\n"
+        "far = time.monotonic() + 60\n"
+        "print(grep_deadline.match_starts(regex.compile('b.r'), 'foo bar bur', far, time.monotonic, slice_seconds=0))"
+    )
+    run = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, check=False)
+    assert (run.returncode, run.stdout.strip()) == (0, "[4, 8]"), run.stderr
+
+
 TRICKY_LINES = [
     "alpha beta",
     "    indented line",
@@ -535,3 +564,22 @@ def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     radius = int(note.split(" ", 1)[0])
     assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "smaller context_lines" in note
     assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
+def test_a_context_past_the_lines_read_is_noted_though_the_page_fits(joined: bool) -> None:
+    """A match on a file's first line with context_lines=10**6: the search reads GREP_CONTEXT_CHARS // 10 lines each
+    side (a page of empty lines that fits the cap), and the answer says the context was cut; one whose file ends
+    within the lines read has no note."""
+    reach = fv.GREP_CONTEXT_CHARS // 10
+    lines = ["the needle is here", *([""] * (reach + 500))]
+    held = fv.JoinedLines("\n".join(lines)) if joined else lines
+    files = [GrepFile("empty.txt", held, sum(len(x) + 1 for x in lines))]
+    text = grep(files, "needle", context_lines=10**6).text
+    assert len(text) <= fv.GREP_CONTEXT_CHARS + 2_000 and f"  {reach + 1}: " in text and f"  {reach + 2}: " not in text
+    assert f"Note: context cut to {reach} line(s) around each match (context_lines=1000000)" in text
+    short = lines[: reach + 1]  # the file ends at the last line read: nothing left out
+    held = fv.JoinedLines("\n".join(short)) if joined else short
+    files = [GrepFile("short.txt", held, sum(len(x) + 1 for x in short))]
+    text = grep(files, "needle", context_lines=10**6).text
+    assert f"  {reach + 1}: " in text and "Note: context cut" not in text

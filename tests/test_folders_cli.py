@@ -442,3 +442,25 @@ def test_uploading_another_file_of_a_taken_name_keeps_both_as_lettas_upload(
     write(tmp_path, {"moved/report.txt": "Synced from elsewhere\n"})  # a sync mirrors its directory by name
     assert run(tmp_path, capsys, "folders", "sync", "docs", str(tmp_path / "moved"))[0] == 0
     assert files.text("docs", "report.txt") == "Synced from elsewhere\n"
+
+
+def test_a_suffixed_name_given_in_an_upload_is_not_taken_again_by_a_file_of_that_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder holds report.txt from A; one upload of X/report.txt (stored as report_(1).txt) and
+    Y/report_(1).txt: the second is not written over the first (one file id) but stored as report_(1)_(1).txt."""
+    write(tmp_path, {"A/report.txt": "from A\n", "X/report.txt": "from X\n", "Y/report_(1).txt": "from Y\n"})
+    assert run(tmp_path, capsys, "folders", "create", "docs")[0] == 0
+    assert run(tmp_path, capsys, "folders", "upload", "docs", str(tmp_path / "A" / "report.txt"))[0] == 0
+    x, y = tmp_path / "X" / "report.txt", tmp_path / "Y" / "report_(1).txt"
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(x), str(y))
+    assert code == 0 and "2 added, 0 updated" in out, out
+    assert "the folder's report_(1).txt is another file of this upload" in out
+    files = memory_of(tmp_path).files
+    assert {f.name: files.text("docs", f.name) for f in files.files("docs")} == {
+        "report.txt": "from A\n",
+        "report_(1).txt": "from X\n",
+        "report_(1)_(1).txt": "from Y\n",
+    }
+    code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(x), str(y))  # again: each one is itself
+    assert code == 0 and "0 added, 0 updated" in out, out

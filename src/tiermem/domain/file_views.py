@@ -23,7 +23,7 @@ import re
 import time
 import unicodedata
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -621,8 +621,10 @@ def grep(
     if offset is not None and offset < 0:
         offset = 0
     context = context_lines or 0
-    # the lines read around a match: more than the page's cap could show (each line takes 5+ characters) is not read
+    # the lines read around a match: more than the page's cap could show (each line takes 5+ characters) is not
+    # read (the answer's note says so when it left lines out)
     reach = min(context, GREP_CONTEXT_CHARS // 10)
+    probe = reach + 1 if reach < context else reach  # a line more: whether the reach left lines out (then noted)
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
     literals = literal_alternatives(pattern)
@@ -630,6 +632,7 @@ def grep(
     needs = requirement(pattern) if prefilter else None  # the trigrams a file must hold to match (``grep_index``)
 
     matches: list[tuple[str, int, list[str]]] = []
+    reached: set[int] = set()  # the matches (positions in ``matches``) whose context the reach cut
     matched: dict[str, None] = {}
     total_size = processed = skipped = 0
     for f in files:
@@ -672,7 +675,7 @@ def grep(
             starts = dict(candidates)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return _window(text, index, starts[index], reach)
+                return _window(text, index, starts[index], probe)
 
         else:
             if not lines and kept:
@@ -682,28 +685,34 @@ def grep(
             checks = ((i, every[i]) for i in indexes)
 
             def window(index: int) -> list[tuple[int, str]]:
-                return [(j, every[j]) for j in range(max(0, index - reach), min(len(every), index + reach + 1))]
+                return [(j, every[j]) for j in range(max(0, index - probe), min(len(every), index + probe + 1))]
 
         for index, line in checks:
             if len(matches) >= MAX_TOTAL_COLLECTED:
                 break
             if search(compiled, line.strip()):
                 matched[f.name] = None
-                around = [f"{'>' if j == index else ' '} {j + 1}: {shown}" for j, shown in window(index)]
+                read = window(index)
+                kept_lines = [(j, shown) for j, shown in read if abs(j - index) <= reach]
+                if len(kept_lines) < len(read):
+                    reached.add(len(matches))
+                around = [f"{'>' if j == index else ' '} {j + 1}: {shown}" for j, shown in kept_lines]
                 matches.append((f.name, index + 1, around))
         if len(matches) >= MAX_TOTAL_COLLECTED:
             break
     matched_files = list(matched)
     return GrepResult(
-        _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped), matched_files
+        _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped, reach, reached),
+        matched_files,
     )
 
 
 def _cut_context(
-    page: list[tuple[str, int, list[str]]], context_lines: int
+    page: list[tuple[str, int, list[str]]], context_lines: int, reach: int | None
 ) -> tuple[list[tuple[str, int, list[str]]], int | None]:
     """The page's matches with their context cut to the widest radius (lines each side of the match line) that keeps
-    it within ``GREP_CONTEXT_CHARS``, and that radius (None: nothing cut). The match lines are always shown."""
+    it within ``GREP_CONTEXT_CHARS``, and that radius (None: nothing cut). The match lines are always shown.
+    ``reach``: the radius the search read, when it left out lines of some match of the page (a cut too)."""
 
     def cut(radius: int) -> list[tuple[str, int, list[str]]]:
         out = []
@@ -716,7 +725,7 @@ def _cut_context(
         return sum(len(line) + 1 for _, _, around in matches for line in around)
 
     if context_lines <= 0 or size(page) <= GREP_CONTEXT_CHARS:
-        return page, None
+        return page, reach
     low, high = 0, max(context_lines, 0)  # the widest radius that fits lies in [low, high)
     while low < high - 1:
         middle = (low + high) // 2
@@ -744,6 +753,8 @@ def _grep_text(
     file_count: int,
     processed: int,
     skipped: int,
+    reach: int,
+    reached: Collection[int],
 ) -> str:
     total = len(matches)
     if total == 0:
@@ -785,7 +796,8 @@ def _grep_text(
         plus = "+" if hit_limit and count >= MAX_TOTAL_COLLECTED else ""
         out.append(f"  - {name}: {count}{plus} matches")
     out.append("")
-    shown, radius = _cut_context(page, context_lines)
+    cut_by_reach = any(i in reached for i in range(start, min(end, total)))
+    shown, radius = _cut_context(page, context_lines, reach if cut_by_reach else None)
     for name, line_num, around in shown:
         out.append(f"\n=== {name}:{line_num} ===\n" + "\n".join(around))
     out.append("")

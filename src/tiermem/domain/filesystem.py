@@ -353,8 +353,9 @@ class Filesystem:
         folder = self.folder(name)
         self._refuse_texts(("the new name", new_name, ""), ("the description", description, folder.description))
         self._refuse_texts(("the instructions", instructions, folder.instructions))
-        renamed = new_name is not None and new_name != folder.name
-        if new_name is not None and renamed:
+        if new_name == folder.name:
+            new_name = None  # its own name: not a rename
+        if new_name is not None:
             new_name = check_folder_name(new_name)
             if self.rows.folder_named(new_name) is not None:
                 raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
@@ -365,7 +366,7 @@ class Filesystem:
             instructions=folder.instructions if instructions is None else instructions,
             updated_at=now(),
         )
-        if not renamed:
+        if new_name is None:
             self.rows.put_folder(changed)
         elif self.rows.put_named_folder(changed) is not None:  # another process took the name meanwhile
             raise ValidationError(f"A folder named {new_name!r} exists already; choose another name.")
@@ -956,12 +957,14 @@ def _placed(
     name: str, source: str, existing: dict[str, StoredFile], taken: Collection[str]
 ) -> tuple[str, StoredFile | None, str]:
     """Where an upload stores ``name`` from ``source`` (a path on disk): under its name when the folder has no file of
-    it, or one from the same source, or one whose source is not known (an update, as before); else, as Letta's
-    upload (``duplicate_handling=suffix``), under the first ``base_(n).ext`` not taken, or the one this source was
-    given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
+    it, or one from the same source, or one whose source is not known (an update, as before); else (or when the name
+    was given to another file of this upload: ``taken``), as Letta's upload (``duplicate_handling=suffix``), under
+    the first ``base_(n).ext`` not taken, or the one this source was given before. Returns the name, the file stored under it (None: a new one), and a note for a new suffixed one."""
     old = existing.get(name)
-    if old is None or not source or not old.source_path or _same_source(old.source_path, source):
+    given = old is None and bool(source) and name in taken  # given to another file of this upload (a suffixed one)
+    if not given and (old is None or not source or not old.source_path or _same_source(old.source_path, source)):
         return name, old, ""
+    other = "another file of this upload" if old is None else f"another file (from {old.source_path})"
     base, ext = os.path.splitext(name)
     n = 1
     while True:
@@ -973,7 +976,7 @@ def _placed(
             return (
                 candidate,
                 None,
-                f"the folder's {name} is another file (from {old.source_path}): this one is stored as {candidate} "
+                f"the folder's {name} is {other}: this one is stored as {candidate} "
                 "and both are kept (upload it again from the same path to update it)",
             )
         n += 1

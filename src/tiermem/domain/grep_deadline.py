@@ -4,7 +4,8 @@ The ``regex`` library's ``timeout`` counts the process's CPU time (C's ``clock()
 machine a search given 30 seconds runs for a minute or more, and the CPU of the server's other threads makes it fire
 early. So each search runs in this process for a short slice of CPU time (``SLICE_SECONDS``, never past the wall
 deadline); the rare search that needs longer is run again, from the start, in a child process (``python -I`` with
-only the ``regex`` library), and the child is killed when the wall deadline passes. A pathological pattern
+only the ``regex`` library, found where this process found it: a user site or ``PYTHONPATH``, which ``-I`` leaves
+out, is given to it), and the child is killed when the wall deadline passes. A pathological pattern
 (``(a+)+b``) stops within about a slice of the deadline and burns no CPU after it, and a long but honest search
 (a 50 MB file) still finishes.
 
@@ -18,6 +19,7 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ..base.errors import ValidationError
@@ -27,7 +29,9 @@ SLICE_SECONDS = 1.0  # CPU seconds a search gets in this process before it moves
 # The child: reads (pattern, flags, text, mode, timeout) pickled from its parent, answers in JSON. Its own timeout
 # (CPU of the child alone, so never later than the wall clock) stops it even if its parent is gone.
 _CHILD = """\
-import json, pickle, sys, regex
+import json, pickle, sys
+sys.path[:0] = sys.argv[1:]  # the directory its parent's regex came from
+import regex
 pattern, flags, text, mode, timeout = pickle.load(sys.stdin.buffer)
 compiled = regex.compile(pattern, flags)
 try:
@@ -101,6 +105,14 @@ def match_starts(
     return [int(x) for x in answer]
 
 
+def _regex_home() -> list[str]:
+    """The directory holding the ``regex`` package this process uses (loaded by ``file_views``, which compiled the
+    pattern), for the child: ``-I`` drops ``PYTHONPATH`` and the user site, where it may have been installed."""
+    module = sys.modules.get("regex")
+    where = getattr(module, "__file__", None)
+    return [str(Path(where).parent.parent)] if where else []
+
+
 def _in_child(
     compiled: Compiled, text: str, mode: Literal["search", "starts"], deadline: float, clock: Clock
 ) -> bool | list[int]:
@@ -108,7 +120,10 @@ def _in_child(
     left = _left(deadline, clock)
     payload = pickle.dumps((compiled.pattern, compiled.flags, text, mode, left), protocol=pickle.HIGHEST_PROTOCOL)
     with subprocess.Popen(
-        [sys.executable, "-I", "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-I", "-c", _CHILD, *_regex_home()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     ) as child:
         try:
             out, err = child.communicate(payload, timeout=left)

@@ -101,6 +101,8 @@ class FilePlan:
     text: str
     sha256: str
     letta: JSON  # the file's object as the agent file has it (what tiermem does not hold is kept from it)
+    created_at: datetime | None = None  # its ``file_creation_date`` (None: absent or not an ISO time)
+    updated_at: datetime | None = None  # its ``file_last_modified_date``
 
 
 @dataclass
@@ -1082,6 +1084,8 @@ def _plan_file(key: str, f: JSON, folder: str) -> FilePlan:
         text=text if status == "completed" else "",
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         letta=f,
+        created_at=_time(f.get("file_creation_date")),
+        updated_at=_time(f.get("file_last_modified_date")),
     )
 
 
@@ -1289,7 +1293,9 @@ def _write_folder(
             sha256=f.sha256,
             status="parsing",
             source_path=f.source_path,
-            created_at=old.created_at if old else now(),
+            # the file's dates as the agent file has them (an export writes them): now where it has none
+            created_at=f.created_at or (old.created_at if old else now()),
+            updated_at=f.updated_at or now(),
         )
         # the file's text with its credentials redacted, as an upload's (the agent file's other content is too)
         if f.status != "error":

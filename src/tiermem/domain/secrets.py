@@ -163,6 +163,8 @@ def _plugin_detectors() -> list[_Detector]:
             if isinstance(needles, list):  # one tuple per pattern
                 needles = needles[n]
             probe = _probe(pattern)
+            if plugin.__name__ in _BOUNDED:
+                pattern = re.compile(rf"(?<![0-9A-Za-z_-])(?:{pattern.pattern})(?![0-9A-Za-z_-])", pattern.flags)
             out.append(
                 _Detector(
                     kind,
@@ -272,6 +274,11 @@ _PLUGIN_NEEDLES: dict[str, tuple[tuple[str, ...] | list[tuple[str, ...]], bool]]
     "TwilioKeyDetector": ([("ac",), ("sk",)], False),
 }
 
+
+# detect-secrets plugins whose unanchored patterns match inside longer runs of token characters: a Telegram token is
+# digits, ":" and 35 characters, and "agent-...0868:block-b1ad81ea-5960-..." (two ids joined, as a store's keys are)
+# holds that shape; the token stands alone (nothing of its alphabet glued to either end).
+_BOUNDED = ("TelegramBotTokenDetector",)
 
 # detect-secrets plugins whose patterns capture a part of the token (its prefix: ``(ghp|gho|...)_``), not the secret
 _WHOLE_MATCH = ("GitHubTokenDetector", "GitLabTokenDetector")

@@ -18,6 +18,7 @@ from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.interop import agentfile, letta_passthrough
 from tiermem.interop.commands import run_export, run_import
+from tiermem.interop.redactions import Redactions
 
 from .conftest import PYTHON, ROOT
 from .test_secrets import AKIA, AWS_SECRET, GHP
@@ -276,3 +277,44 @@ def test_a_file_whose_name_holds_a_credential_is_skipped_with_its_views(tmp_path
     assert GHP not in text and AKIA not in text
     assert [f["file_name"] for f in exported["files"]] == [f"{folder}/test.md"]
     assert [v["file_name"] for v in exported["agents"][0]["files_agents"]] == [f"{folder}/test.md"]
+
+
+def test_the_report_never_names_a_place_by_a_credential() -> None:
+    # A key holding a credential is named redacted; so is a list item named by its name, label or id.
+    redacted = Redactions(scanning=True)
+    redacted.document("Wren", "metadata", {GHP: "x"})
+    redacted.document("Wren", "agent", {"tools": [{"name": f"t {GHP}", "source_code": f"key {AKIA}"}]})
+    said = " | ".join(redacted.notes())
+    assert GHP not in said and GHP[4:24] not in said, said
+    assert "credentials redacted in metadata.[redacted: GitHub token]: GitHub token (1)" in said, said
+    assert "credentials redacted in agent.tools[t [redacted: GitHub token]].source_code: AWS access key (1)" in said
+
+
+DEEP = "[" * 5000  # nests too deep to parse: Python's json raises RecursionError, not ValueError
+
+
+def test_json_nested_too_deep_is_text_or_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # Letta's own texts (a user message, a metadata value) that nest too deep are imported as text, redacted as text;
+    # tiermem's own payload of a message, which tiermem always writes as JSON, is refused before anything is written.
+    redacted = Redactions(scanning=True)
+    redacted.message("Wren", None, f"{DEEP} {GHP}")
+    assert redacted.notes() == [
+        "Wren: credentials redacted in messages: GitHub token (1 message), each now [redacted: GitHub token]"
+    ]
+    data = base()
+    agent = data["agents"][0]
+    user = next(m for m in agent["messages"] if m["role"] == "user")
+    user["content"] = [{"type": "text", "text": f"{DEEP} {GHP}"}]
+    agent["metadata"] = {"deep": f"{DEEP} {GHP}"}
+    mem = fresh(tmp_path)
+    report = run_import(mem, write(tmp_path, data), fmt="af", agent="default", rename="deep", replace=False)
+    assert report["imported"] == ["deep"]
+    assert GHP.encode() not in stored_bytes(tmp_path / "data")
+    own = next(m for m in data["agents"][0]["messages"] if m["role"] == "assistant")
+    own["tiermem"] = {"role": "assistant", "content": "hi", "payload": DEEP}
+    other = fresh(tmp_path / "other")
+    before = table_rows(other)
+    with pytest.raises(TiermemError, match=r"messages\[\d+\] \(id '[^']+'\): its `tiermem.payload` nests JSON") as exc:
+        run_import(other, write(tmp_path, data, "own.af"), fmt="af", agent="default", rename="own", replace=False)
+    assert "Nothing was written" in str(exc.value)
+    assert table_rows(other) == before and other.files.folders() == []

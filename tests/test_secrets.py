@@ -117,6 +117,36 @@ def test_a_payload_is_redacted_string_by_string_and_stays_json() -> None:
     assert GHP not in out and json.loads(out)["tool_calls"][0]["arguments"]["content"] == "key [redacted: GitHub token]"
 
 
+def test_a_quoted_credential_inside_json_text_and_tool_call_arguments_is_redacted() -> None:
+    # Inside JSON text a quote is \": `PASSWORD="..."` is found in the string unescaped, not in the escaped text.
+    command = 'export PASSWORD="Xk29vLq8zPm4Rt7w"'
+    assert secrets.redact(command).text == 'export PASSWORD="[redacted: secret]"'
+    out = secrets.redact_json(json.dumps({"command": command}))
+    assert "Xk29vLq8zPm4Rt7w" not in out and json.loads(out) == {"command": 'export PASSWORD="[redacted: secret]"'}
+    # a tool call's arguments are JSON text inside the payload's JSON: redacted as a document too
+    call = {"id": "call_1", "name": "run", "arguments": json.dumps({"command": command})}
+    out = secrets.redact_json(json.dumps({"tool_calls": [call]}))
+    assert "Xk29vLq8zPm4Rt7w" not in out
+    args = json.loads(json.loads(out)["tool_calls"][0]["arguments"])
+    assert args == {"command": 'export PASSWORD="[redacted: secret]"'}
+    _, found = secrets.redact_document(json.loads(json.dumps({"tool_calls": [call]})))
+    assert found == [(("tool_calls", 0, "arguments", "command"), "secret")]
+    # nothing found: the payload comes back as it was (the same text, its own formatting); nested too deep: as text
+    clean = json.dumps({"tool_calls": [{**call, "arguments": '{"command":  "ls -la"}'}]})
+    assert secrets.redact_json(clean) is clean
+    deep = "[" * 5000
+    assert secrets.redact_json(deep) == deep
+    assert secrets.redact_json(json.dumps({"arguments": deep + " " + GHP})) == json.dumps(
+        {"arguments": deep + " [redacted: GitHub token]"}
+    )
+
+
+def test_a_key_holding_a_credential_is_named_redacted_where_it_was_found() -> None:
+    redacted, found = secrets.redact_document({"notes": {GHP: "x"}})
+    assert redacted == {"notes": {"[redacted: GitHub token]": "x"}}
+    assert found == [(("notes", "[redacted: GitHub token]"), "GitHub token")]
+
+
 def test_hook_turns_are_stored_redacted(settings: Settings) -> None:
     memory = open_memory(settings)
     agent = memory.ensure_agent("default").id

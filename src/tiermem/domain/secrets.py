@@ -717,17 +717,51 @@ def redact(text: str) -> Redacted:
 
 def redact_json(payload: str, *, as_text: bool = False) -> str:
     """A JSON document with every credential in it redacted (``redact_document``: a stored message's payload, tool
-    calls and their arguments; an agent's metadata, ``as_text``); text that is not JSON is redacted as text."""
-    if not payload or not find(payload):  # what a key tells is found in the text as a whole too
+    calls and their arguments; an agent's metadata, ``as_text``); text that is not JSON, or nests too deep to walk, is
+    redacted as text. Returned as it is unless a credential is found: its strings are checked unescaped first (inside
+    JSON text a quote is ``\\"``, hiding ``PASSWORD="..."``), and the text as a whole (what a key tells)."""
+    if not payload:
         return payload
     try:
         value = json.loads(payload)
+        in_text = bool(find(payload))  # what a key tells ({"password": "..."}) is found in the text as a whole
+        if not in_text and not any(map(find, _strings(value))):
+            return payload
+        redacted, found = redact_document(value, as_text=as_text)
+        if not found and not (as_text and in_text):  # as text: found in its escapes, which the text anew lacks
+            return payload
+        return json.dumps(redacted, ensure_ascii=False)
     except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
         return redact(payload).text
-    redacted, found = redact_document(value, as_text=as_text)
-    if not found and not as_text:  # as text: the found were in its escapes, which the text written anew lacks
-        return payload
-    return json.dumps(redacted, ensure_ascii=False)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string of a parsed JSON value, keys too, unescaped; those of a string holding a JSON document (a tool
+    call's arguments) too. Walked without recursion."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            yield v
+            nested = _nested(v)
+            if nested is not None:
+                todo.append(nested)
+        elif isinstance(v, dict):
+            todo += [k for k in v if isinstance(k, str)]
+            todo += v.values()
+        elif isinstance(v, list):
+            todo += v
+
+
+def _nested(text: str) -> Any:
+    """The JSON object or array a string holds (a tool call's arguments), else None."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: its text is redacted as text
+        return None
+    return value if isinstance(value, dict | list) else None
 
 
 JsonPath = tuple[str | int, ...]  # where a string is in a JSON value: its keys and list positions from the top
@@ -743,7 +777,7 @@ def redact_document(value: Any, *, as_text: bool = False) -> tuple[Any, list[tup
     random-looking one (a tool call's id) is taken for a high-entropy secret only ``as_text``, for a document stored
     and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in)."""
     found: list[tuple[JsonPath, str]] = []
-    out = _redact_strings(value, (), found)
+    out = _redact_strings(value, (), found, as_text)
     for _ in range(16):  # each round replaces a string with a marker; a handful of rounds is already unusual
         text, leaves = _spanned(out)
         hits = [f for f in find(text) if as_text or f.kind != _ENTROPY]
@@ -759,8 +793,8 @@ def redact_document(value: Any, *, as_text: bool = False) -> tuple[Any, list[tup
         for (path, key), kind in sorted(todo.items(), key=lambda item: (item[0][1], -len(item[0][0]))):
             before = out
             out = _replace(out, path, key, marker(kind))
-            if out is not before:
-                found.append((path, kind))
+            if out is not before:  # a key is named as it is now: the report never shows it
+                found.append(((*path[:-1], marker(kind)) if key else path, kind))
                 changed = True
         if not changed:
             break
@@ -779,18 +813,32 @@ def json_path(text: str, at: int) -> JsonPath | None:
     return next((path for start, end, path, _ in leaves if start <= at < end), None)
 
 
-def _redact_strings(value: Any, path: JsonPath, found: list[tuple[JsonPath, str]]) -> Any:
+def _redact_strings(value: Any, path: JsonPath, found: list[tuple[JsonPath, str]], as_text: bool) -> Any:
     if isinstance(value, str):
+        nested = _nested(value)
+        if nested is not None:  # JSON in a string (a tool call's arguments): redacted as a document, with its keys
+            try:
+                inner, inner_found = redact_document(nested, as_text=as_text)
+            except RecursionError:  # nested too deep to walk: redacted as text below
+                inner_found = []
+            if inner_found:
+                found += [((*path, *p), kind) for p, kind in inner_found]
+                return json.dumps(inner, ensure_ascii=False)
         r = redact(value)
         found += [(path, f.kind) for f in r.findings]
         return r.text
     if isinstance(value, list):
-        return [_redact_strings(v, (*path, i), found) for i, v in enumerate(value)]
+        return [_redact_strings(v, (*path, i), found, as_text) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            key = _redact_strings(k, (*path, k), found) if isinstance(k, str) else k
-            out[key] = _redact_strings(v, (*path, key), found)
+            if isinstance(k, str):
+                r = redact(k)
+                key = r.text
+                found += [((*path, key), f.kind) for f in r.findings]  # named redacted: the report never shows it
+            else:
+                key = k
+            out[key] = _redact_strings(v, (*path, key), found, as_text)
         return out
     return value
 

@@ -878,7 +878,7 @@ def _window(agent_id: str, p: AgentPlan, ids: dict[str, JSON], end: int) -> Cont
     if not ids:
         return None
     summary_id = ""
-    if listed and json.loads(listed[0].get("payload") or "{}").get("kind") == "summary":
+    if listed and _kind(listed[0].get("payload")) == "summary":
         summary_id = listed[0]["id"]
         listed = listed[1:]
     start = listed[0]["seq"] if listed else end
@@ -1390,11 +1390,22 @@ def _agent_view(p: AgentPlan, folders: dict[str, Folder], targets: dict[str, _Ta
     return state.to_json(), kept
 
 
+def _kind(payload: Any) -> Any:
+    """A logged message's kind (its payload's ``kind``); None when the payload is not a JSON object (tiermem's own
+    payload is imported as the file gives it)."""
+    try:
+        value = json.loads(payload or "{}")
+    except (ValueError, RecursionError):
+        return None
+    return value.get("kind") if isinstance(value, dict) else None
+
+
 def _json_or_text(value: str) -> Any:
-    """A metadata value as the JSON it holds (the text itself when it is not JSON)."""
+    """A metadata value as the JSON it holds (the text itself when it is not JSON, or nests too deep to walk: as
+    ``secrets.redact_json`` redacts it)."""
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return value
 
 

@@ -54,12 +54,28 @@ def message_row(m: Any, i: int, agent: str) -> JSON | None:
     if not isinstance(own, dict) or own.get("letta"):
         try:
             payload = json.loads(row.get("payload") or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: refused in ``_convert``, never reached
             payload = {}
         payload = payload if isinstance(payload, dict) else {}
         payload["letta"] = letta_original(m)
         row["payload"] = json.dumps(payload)
     return row
+
+
+def _own_payload(payload: Any, where: str) -> Any:
+    """tiermem's own payload of a message, as the file gives it; refused when it nests JSON too deeply to read (tiermem
+    never writes one; the import, its redaction and an export all read it), before anything is written."""
+    if isinstance(payload, str) and payload.lstrip()[:1] in ("{", "["):
+        try:
+            json.loads(payload)
+        except ValueError:  # not JSON: stored as it is, and redacted as text
+            pass
+        except RecursionError:
+            raise ValidationError(
+                f"{where}: its `tiermem.payload` nests JSON arrays or objects too deeply to read; tiermem never "
+                "writes one. Remove that payload from the message, or export the agent again. Nothing was written."
+            ) from None
+    return payload
 
 
 def _convert(m: Any, i: int, agent: str) -> JSON | None:
@@ -82,7 +98,7 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
     elif isinstance(own, dict) and own.get("role") in ("system", "user", "assistant", "tool"):
         row.update(
             role=own["role"],
-            payload=own.get("payload") or "",
+            payload=_own_payload(own.get("payload") or "", where),
             conversation_id=own.get("conversation_id") or "default",
             content=own["content"] if isinstance(own.get("content"), str) else text,
         )
@@ -94,7 +110,7 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         kind, content = "user", text
         try:
             wrapped = json.loads(text)
-        except (json.JSONDecodeError, TypeError):
+        except (json.JSONDecodeError, TypeError, RecursionError):  # RecursionError: nested too deep, so text
             wrapped = None
         if (
             isinstance(wrapped, dict)
@@ -132,7 +148,7 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
                 )
             try:
                 args = json.loads(raw or "{}")
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep, kept as text
                 args = {"_raw": raw}
             calls.append(
                 {

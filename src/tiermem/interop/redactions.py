@@ -49,11 +49,10 @@ class Redactions:
             return
         kinds = {f.kind for f in secrets.find(content)} if isinstance(content, str) and content else set()
         if isinstance(payload, str) and payload:
-            try:
-                value: Any = json.loads(payload)
-            except ValueError:
-                value = payload
-            kinds |= {kind for _, kind in secrets.redact_document(value)[1]}
+            try:  # as ``secrets.redact_json`` redacts it
+                kinds |= {kind for _, kind in secrets.redact_document(json.loads(payload))[1]}
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
+                kinds |= {f.kind for f in secrets.find(payload)}
         for kind in kinds:
             self._messages[(owner, kind)] += 1
 
@@ -74,12 +73,12 @@ class Redactions:
 
 def _place(value: Any, place: str, path: secrets.JsonPath) -> str:
     """``path`` in ``value`` written under ``place``: ``place.key``, ``place[NAME]`` for a list item (its ``name``,
-    ``label`` or ``id``, else its position)."""
+    ``label`` or ``id``, else its position; redacted: the report never shows a credential)."""
     for step in path:
         if isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value):
             item = value[step]
             name = next((item[k] for k in ("name", "label", "id") if isinstance(item, dict) and item.get(k)), step)
-            place, value = f"{place}[{name}]", item
+            place, value = f"{place}[{secrets.redact(str(name)).text}]", item  # a name holding one: redacted
         else:
             place = f"{place}.{step}" if place else str(step)
             value = value.get(step) if isinstance(value, dict) else None

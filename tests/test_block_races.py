@@ -156,6 +156,27 @@ def test_a_rethink_over_another_writers_edit_is_refused_an_append_is_reapplied(
     assert one.update_block(agent, "human", new_label="user", actor="agent").value.endswith("from one\nmore")
 
 
+def test_a_revert_over_another_writers_edit_is_refused(
+    two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's edit lands between the revert's read of the block and its write: refused, that edit kept."""
+    one, other, agent = two
+    one.edit(agent, "human", b.Rethink("first"))
+    one.edit(agent, "human", b.Rethink("second"))
+    real = one.core.history_version
+
+    def read_old(*args: Any) -> Any:  # the revert has read the block; it reads the old version now
+        monkeypatch.setattr(one.core, "history_version", real)
+        other.edit(agent, "human", b.Append("theirs"))
+        return real(*args)
+
+    monkeypatch.setattr(one.core, "history_version", read_old)
+    version = one.block(agent, "human").version - 1
+    with pytest.raises(ConflictError, match=r"another writer while this edit was replacing its whole value"):
+        one.revert(agent, "human", version, actor="agent")
+    assert one.block(agent, "human").value == "second\ntheirs"
+
+
 def test_the_letta_memory_tool_losing_a_label_race_answers_as_letta_does(
     two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import BlockSpec, Settings
-from tiermem.base.errors import ConflictError, EditError
+from tiermem.base.errors import ConflictError, EditError, LabelTakenError
 from tiermem.domain import block_patch
 from tiermem.domain import blocks as rules
 from tiermem.server.registry import edited_labels
@@ -111,7 +111,7 @@ async def test_a_failing_multi_block_patch_changes_nothing(settings: Settings) -
             (good + "*** Update Block: small\n-x\n+" + "y" * 6000, "Edit failed: Exceeds 5000 character limit"),
             (good + f"*** Update Block: small\n-x\n+token {GHP}", "GitHub"),
             (good + "*** Update Block: small\n-x\n+y\n*** Move to: human", "A block labelled 'human' already exists"),
-            (good + "*** Delete Block: small", "*** Delete Block: small: memory_apply_patch does not delete blocks"),
+            (good + "*** Delete Block: small", "'*** Delete Block: small': memory_apply_patch does not delete blocks"),
             (good + "*** Update Block:  \n-x\n+y", "*** Update Block: must specify a non-empty label"),
             (good + "*** Add Block: bad//label\n+x", "Invalid block label 'bad//label'"),
             ("*** Move to: elsewhere\n" + good, "*** Move to: must follow an Add/Update/Delete header"),
@@ -171,6 +171,65 @@ def test_a_patch_whose_write_fails_part_way_is_undone(memory) -> None:  # type: 
     assert memory.block(agent, "a").value == "one" and memory.block(agent, "b").value == "TWO"
     ops = [v.operation for v in memory.history(agent, "a")]
     assert ops[:2] == ["memory_apply_patch undone", "memory_apply_patch"]
+
+
+def test_an_undone_patch_puts_back_a_block_it_both_edited_and_renamed(memory) -> None:  # type: ignore[no-untyped-def]
+    """Each undo expects the version the step after it left: the value's undo runs once the rename is undone."""
+    agent = memory.ensure_agent("default").id
+    memory.create_block(agent, BlockSpec(label="a", value="one"))
+    patch = "*** Update Block: a\n-one\n+1\n*** Move to: b\n*** Add Block: c\n+new"
+    plan = block_patch._plan(memory, agent, block_patch.parse_block_patch(patch), "agent")
+    memory.create_block(agent, BlockSpec(label="c", value="theirs"))  # another writer, after the plan was made
+    with pytest.raises(LabelTakenError, match="no block was changed \\(the writes before it were undone\\)") as got:
+        block_patch._write(memory, agent, plan, "agent")
+    assert got.value.label == "c"  # the error's own attributes are kept
+    a = memory.block(agent, "a")
+    assert a.value == "one" and "b" not in [blk.label for blk in memory.blocks(agent)]
+    assert memory.block(agent, "c").value == "theirs"
+    assert [v.operation for v in memory.history(agent, "a")][:2] == ["memory_apply_patch undone"] * 2
+
+
+def test_a_patch_whose_undo_fails_names_what_stays_written(memory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Another writer edits a block after the patch wrote it: its undo is refused (that edit is kept), and the error
+    names the write that failed and the block that stays patched, without saying nothing was written."""
+    agent = memory.ensure_agent("default").id
+    memory.create_block(agent, BlockSpec(label="a", value="one"))
+    memory.create_block(agent, BlockSpec(label="b", value="two"))
+    patch = "*** Update Block: a\n-one\n+1\n*** Update Block: b\n-two\n+2\n*** Add Block: c\n+new"
+    plan = block_patch._plan(memory, agent, block_patch.parse_block_patch(patch), "agent")
+    memory.create_block(agent, BlockSpec(label="c", value="theirs"))
+    core = memory.core
+    real = core.commit_edit
+
+    def commit(previous: Any, *args: Any) -> Any:  # at the patch's write of b, another writer edits a (patched)
+        if previous.label == "b":
+            monkeypatch.setattr(core, "commit_edit", real)
+            memory.edit(agent, "a", rules.Append("theirs"))
+        return real(previous, *args)
+
+    monkeypatch.setattr(core, "commit_edit", commit)
+    with pytest.raises(LabelTakenError) as got:
+        block_patch._write(memory, agent, plan, "agent")
+    text = str(got.value)
+    assert got.value.label == "c" and "nothing was written" not in text.lower(), text
+    assert text.startswith("The patch was applied only in part: the creation of block 'c' failed (A block"), text
+    assert "these stay as the patch wrote them: the write of block 'a''s new value." in text, text
+    assert memory.block(agent, "a").value == "1\ntheirs" and memory.block(agent, "b").value == "two"
+
+
+@pytest.mark.anyio
+async def test_a_refused_patch_does_not_echo_a_credential_in_a_label(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for patch in (
+            f"*** Add Block: {GHP}\n+x",
+            f"*** Update Block: {GHP}\n-x\n+y",
+            f"*** Delete Block: {GHP}",
+            f"token {GHP}\n*** Add Block: x\n+y",
+            f"*** Add Block: x\ntoken {GHP}",
+        ):
+            text, failed = await _call(c, label="", patch=patch)
+            assert failed and GHP not in text and "[redacted: " in text, (patch, text)
+            assert "x" not in await _blocks(c)
 
 
 def test_hunks_and_the_labels_a_patch_edits() -> None:

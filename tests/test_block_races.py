@@ -9,6 +9,7 @@ this one's read and its commit); creations race from a barrier, a bounded number
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -155,6 +156,27 @@ def test_a_rethink_over_another_writers_edit_is_refused_an_append_is_reapplied(
     assert one.update_block(agent, "human", new_label="user", actor="agent").value.endswith("from one\nmore")
 
 
+def test_a_revert_over_another_writers_edit_is_refused(
+    two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's edit lands between the revert's read of the block and its write: refused, that edit kept."""
+    one, other, agent = two
+    one.edit(agent, "human", b.Rethink("first"))
+    one.edit(agent, "human", b.Rethink("second"))
+    real = one.core.history_version
+
+    def read_old(*args: Any) -> Any:  # the revert has read the block; it reads the old version now
+        monkeypatch.setattr(one.core, "history_version", real)
+        other.edit(agent, "human", b.Append("theirs"))
+        return real(*args)
+
+    monkeypatch.setattr(one.core, "history_version", read_old)
+    version = one.block(agent, "human").version - 1
+    with pytest.raises(ConflictError, match=r"another writer while this edit was replacing its whole value"):
+        one.revert(agent, "human", version, actor="agent")
+    assert one.block(agent, "human").value == "second\ntheirs"
+
+
 def test_the_letta_memory_tool_losing_a_label_race_answers_as_letta_does(
     two: tuple[Memory, Memory, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,6 +248,26 @@ def test_doctor_names_two_blocks_of_one_label_and_the_command_that_fixes_it(
     )
     assert fixed.returncode == 0, fixed.stderr
     assert doctor_report(data, capsys)["block labels"]["ok"]
+
+
+def test_doctor_counts_labels_per_agent_not_per_agent_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two agents of one name (a store from before names were checked) each with its own blocks: no label twice;
+    a label twice in one of them is named with that agent's id, and the fix says to settle the names first."""
+    data = tmp_path / "data"
+    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    default = m.ensure_agent("default").id
+    work, copy = m.create_agent("work").id, m.create_agent("copy").id
+    m.core.close()
+    with sqlite3.connect(data / "core.sqlite3") as conn:  # behind the core's back: it refuses a second name now
+        conn.execute("UPDATE agents SET name = 'work' WHERE id = ?", (copy,))
+    assert doctor_report(data, capsys)["block labels"]["ok"]
+    m = open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False)
+    m.core.attach(copy, m.block(default, "human").id)  # unchecked: copy has two blocks labelled 'human'
+    assert labels(m, copy).count("human") == 2 and labels(m, work).count("human") == 1
+    m.core.close()
+    report = doctor_report(data, capsys)["block labels"]
+    assert not report["ok"] and report["detail"].startswith(f"2 blocks labelled 'human' (agent work (id {copy})):")
+    assert report["fix"].startswith("first give each agent named 'work' a name of its own"), report
 
 
 @pytest.mark.anyio

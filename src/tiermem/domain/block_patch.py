@@ -12,13 +12,18 @@ them), so nothing meant for one block lands in another.
 Every operation is worked out first, against the blocks as read, with the checks of an edit (read-only blocks,
 limits, sizes, credentials, labels): a refusal anywhere changes nothing. Then the writes: each edited block once, at
 the version read (another writer in between is a conflict), the renames in the patch's order, the new blocks last.
-Should a write fail part way (another writer, the storage), the writes before it are undone.
+Should a write fail part way (another writer, the storage), the writes before it are undone, newest first. A block
+the patch created is undone as the ``memory`` tool's ``delete`` removes one (``Memory.delete_block``): detached from
+the agent, its row and history kept in the store (the core stores remove a block's row only with its last agent,
+``CoreStore.delete_agent``). Refusals quote headers and labels with credentials redacted (``blocks.shown_label``).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -72,7 +77,7 @@ def parse_block_patch(patch: str) -> list[BlockOp]:
                 raise EditError(f"{header} must specify {what}")
             if header == DELETE:
                 raise EditError(
-                    f"{line.strip()}: memory_apply_patch does not delete blocks here (it is announced as an edit "
+                    f"{_shown(line)}: memory_apply_patch does not delete blocks here (it is announced as an edit "
                     "that loses nothing, so hosts may run it without asking). Delete the block with the memory tool's "
                     "delete command, or leave it be. The patch changed nothing."
                 )
@@ -92,7 +97,7 @@ def parse_block_patch(patch: str) -> list[BlockOp]:
         elif not ops:
             if line.strip() and not line.startswith("@@") and line.rstrip() not in rules.PATCH_WRAPPERS:
                 raise EditError(
-                    f"Failed to apply patch: the line {line[:120]!r} comes before the first '*** Update Block:' or "
+                    f"Failed to apply patch: the line {_shown(line)} comes before the first '*** Update Block:' or "
                     "'*** Add Block:' header, so it belongs to no block. Start the patch with a header (in a "
                     "multi-block patch each header names its block; the label argument is not used)."
                 )
@@ -102,7 +107,7 @@ def parse_block_patch(patch: str) -> list[BlockOp]:
             ops[-1].rows.append(line[1:])
         elif not line.startswith("@@") and line.rstrip() not in rules.PATCH_WRAPPERS:
             raise EditError(
-                f"Failed to apply patch: in {ops[-1].header!r}, the line {line[:120]!r} does not start with '+'. "
+                f"Failed to apply patch: in {_shown(ops[-1].header)}, the line {_shown(line)} does not start with '+'. "
                 "A new block's lines each start with '+' (after an optional 'Description: <text>' line)."
             )
     return ops
@@ -112,7 +117,7 @@ def _checked_label(name: str, line: str) -> str:
     try:
         return rules.validate_label(name)
     except ValidationError as exc:
-        raise ValidationError(f"{line.strip()}: {exc}") from exc
+        raise _noted(exc, f"{_shown(line)}: {exc}") from exc
 
 
 def edited_labels(arguments: Mapping[str, object]) -> list[str]:
@@ -142,7 +147,7 @@ class _Slot:
 @dataclass
 class _Plan:
     edits: list[tuple[Block, str]] = field(default_factory=list)  # (block as read, its new value)
-    renames: list[tuple[str, str]] = field(default_factory=list)  # (label, new label), in the patch's order
+    renames: list[tuple[Block, str, str]] = field(default_factory=list)  # (block as read, label, new label), in order
     creates: list[BlockSpec] = field(default_factory=list)
     done: list[str] = field(default_factory=list)  # what each operation did, in Letta's words
 
@@ -159,14 +164,14 @@ def apply_block_patch(m: Memory, agent_id: str, patch: str) -> str:
 
 def _plan(m: Memory, agent_id: str, ops: list[BlockOp], actor: str) -> _Plan:
     slots = {b.label: _Slot(b, b.value, b.description, b.limit, b.read_only) for b in m.blocks(agent_id)}
-    names = ", ".join(repr(label) for label in slots) or "none"
+    names = ", ".join(rules.shown_label(label) for label in slots) or "none"
     enforce = actor not in ("human", "doctor")  # who may edit read-only blocks (Memory.edit)
     plan = _Plan()
     for op in ops:
         try:
             if op.kind == "add":
                 if op.label in slots:
-                    raise EditError(f"Error: Memory block '{op.label}' already exists")
+                    raise EditError(f"Error: Memory block {rules.shown_label(op.label)} already exists")
                 value = "\n".join(op.rows).rstrip("\n")
                 slot = _Slot(None, value, op.description, BlockSpec(label=op.label).limit, False)
                 plan.done.append(f"Created memory block '{op.label}'")
@@ -174,8 +179,8 @@ def _plan(m: Memory, agent_id: str, ops: list[BlockOp], actor: str) -> _Plan:
                 found = slots.get(op.label)
                 if found is None:
                     raise NotFoundError(
-                        f"Error: Memory block '{op.label}' does not exist. Blocks that exist: {names}. Use "
-                        "'*** Add Block: <label>' to create one."
+                        f"Error: Memory block {rules.shown_label(op.label)} does not exist. Blocks that exist: "
+                        f"{names}. Use '*** Add Block: <label>' to create one."
                     )
                 slot = found
                 if enforce and slot.read_only:
@@ -188,13 +193,13 @@ def _plan(m: Memory, agent_id: str, ops: list[BlockOp], actor: str) -> _Plan:
                 _check_move(m, agent_id, slot, op.target, slots, enforce=enforce)
                 slots.pop(op.label, None)
                 if slot.block is not None:
-                    plan.renames.append((op.label, op.target))
+                    plan.renames.append((slot.block, op.label, op.target))
                 plan.done.append(f"Renamed memory block '{op.label}' to '{op.target}'")
                 label = op.target
             slots[label] = slot
             _check_value(m, agent_id, label, slot)
         except TiermemError as exc:
-            raise type(exc)(f"{exc}\nThe patch failed at {op.header!r}; no block was changed.") from exc
+            raise _noted(exc, f"{exc}\nThe patch failed at {_shown(op.header)}; no block was changed.") from exc
     for label, slot in slots.items():
         if slot.block is None:
             plan.creates.append(BlockSpec(label=label, value=slot.value, description=slot.description))
@@ -230,39 +235,109 @@ def _check_value(m: Memory, agent_id: str, label: str, slot: _Slot) -> None:
 
 
 def _write(m: Memory, agent_id: str, plan: _Plan, actor: str) -> None:
-    """The planned writes; should one fail, the ones before it are undone (newest first) and the error says so."""
-    undo: list[Callable[[], object]] = []
+    """The planned writes, each at the version the patch read or last left the block at (another writer in between
+    is a conflict); should one fail, the ones before it are undone, newest first, each again at the version the
+    patch left (so an undo never overwrites another writer's change), and the error says so."""
+    at: dict[str, int] = {}  # block id -> the version the patch's latest write (or undo) of it committed
+    undo: list[tuple[str, Callable[[], Block]]] = []  # (the write, as errors name it; its undo)
     back = "memory_apply_patch undone"
+
+    def left(b: Block) -> Block:
+        at[b.id] = b.version
+        return b
+
+    step = ""
     try:
         for block, value in plan.edits:
+            step = f"the write of block {rules.shown_label(block.label)}'s new value"
             edit = rules.Rethink(value, operation=TOOL, check_line_numbers=False)
-            done = m.edit(agent_id, block.label, edit, actor=actor, expected_version=block.version)
+            left(m.edit(agent_id, block.label, edit, actor=actor, expected_version=block.version))
             restore = rules.Rethink(block.value, operation=back, check_line_numbers=False)
-            undo.append(
-                functools.partial(m.edit, agent_id, block.label, restore, actor=actor, expected_version=done.version)
-            )
-        for old, new in plan.renames:
-            m.update_block(agent_id, old, new_label=new, actor=actor, operation=TOOL)
-            undo.append(functools.partial(m.update_block, agent_id, new, new_label=old, actor=actor, operation=back))
+            undo.append((step, functools.partial(_undo_edit, m, agent_id, block, restore, actor, at, left)))
+        for block, old, new in plan.renames:
+            step = f"the rename of block {rules.shown_label(old)} to {rules.shown_label(new)}"
+            version = at.get(block.id, block.version)
+            left(m.update_block(agent_id, old, new_label=new, actor=actor, operation=TOOL, expected_version=version))
+            undo.append((step, functools.partial(_undo_rename, m, agent_id, block, new, old, actor, at, left)))
         for spec in plan.creates:
+            step = f"the creation of block {rules.shown_label(spec.label)}"
             m.create_block(agent_id, spec, actor=actor, operation=TOOL)
-            undo.append(functools.partial(m.delete_block, agent_id, spec.label, actor=actor))
+            undo.append((step, functools.partial(m.delete_block, agent_id, spec.label, actor=actor)))
     except TiermemError as exc:
         kept = _undo(undo)
-        note = (
-            "no block was changed (the writes before it were undone)"
-            if not kept
-            else f"undoing the writes before it failed too, so these stay changed: {'; '.join(kept)}"
-        )
-        raise type(exc)(f"{exc}\nThe patch was not applied: {note}.") from exc
+        if not kept:
+            raise _noted(
+                exc, f"{exc}\nThe patch was not applied: no block was changed (the writes before it were undone)."
+            ) from exc
+        raise _noted(
+            exc,
+            f"The patch was applied only in part: {step} failed ({_without_nothing_written(exc)}), and undoing the "
+            f"writes before it failed too (another writer changed those blocks meanwhile, or the storage failed), so "
+            f"these stay as the patch wrote them: {'; '.join(kept)}. Read the blocks again (core_memory_view) and "
+            "fix them with single edits.",
+        ) from exc
 
 
-def _undo(undo: list[Callable[[], object]]) -> list[str]:
+def _undo_edit(
+    m: Memory,
+    agent_id: str,
+    block: Block,
+    restore: rules.Rethink,
+    actor: str,
+    at: Mapping[str, int],
+    left: Callable[[Block], Block],
+) -> Block:
+    """Put back the value ``block`` had, under the label it has again once its renames are undone."""
+    return left(m.edit(agent_id, block.label, restore, actor=actor, expected_version=at[block.id]))
+
+
+def _undo_rename(
+    m: Memory,
+    agent_id: str,
+    block: Block,
+    label: str,
+    old: str,
+    actor: str,
+    at: Mapping[str, int],
+    left: Callable[[Block], Block],
+) -> Block:
+    back = "memory_apply_patch undone"
+    return left(
+        m.update_block(agent_id, label, new_label=old, actor=actor, operation=back, expected_version=at[block.id])
+    )
+
+
+def _undo(undo: list[tuple[str, Callable[[], Block]]]) -> list[str]:
+    """Run the undos, newest first; the writes whose undo failed (each logged with its error)."""
     kept: list[str] = []
-    for step in reversed(undo):
+    for step, run in reversed(undo):
         try:
-            step()
+            run()
         except TiermemError as exc:
-            log.warning("memory_apply_patch: undoing a write failed: %s", exc)
-            kept.append(str(exc).split("\n", 1)[0])
+            log.warning("memory_apply_patch: undoing %s failed: %s", step, exc)
+            kept.append(step)
     return kept
+
+
+def _shown(line: str) -> str:
+    """A header or line of the patch as a refusal quotes it: credentials redacted, cut to 120 characters, quoted."""
+    return rules.shown_label(line.strip(), 120)
+
+
+def _noted(exc: TiermemError, text: str) -> TiermemError:
+    """``exc`` with the message ``text`` (its ``person`` text, when it has one, followed by what ``text`` adds), its
+    other attributes (``LabelTakenError.label``) kept: a caller tells errors apart by them, not by their text."""
+    noted = copy.copy(exc)
+    noted.args = (text,)
+    person = getattr(exc, "person", None)
+    if person is not None:
+        said = str(exc)
+        noted.person = person + text[len(said) :] if text.startswith(said) else text
+    return noted
+
+
+def _without_nothing_written(exc: TiermemError) -> str:
+    """The first line of ``exc``'s message without its "nothing was written" (true of the failed write alone, and
+    read as about the whole patch when some of it stays written)."""
+    first = str(exc).split("\n", 1)[0]
+    return re.sub(r"[;,]? *\b[Nn]othing was written\b[^.]*", "", first).replace("..", ".").strip().rstrip(".")

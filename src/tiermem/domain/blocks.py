@@ -398,13 +398,13 @@ def _patch_header(raw: str) -> None:
     no header is taken for content, and no block other than the one a header names is patched."""
     if raw.rstrip() in PATCH_WRAPPERS:
         return
-    if raw.startswith(PATCH_HEADERS):
+    if raw.startswith(PATCH_HEADERS):  # the server sends such a patch to block_patch; a guard for direct callers
         raise EditError(
-            f"Failed to apply patch: the header {raw[:120]!r} starts an operation of a multi-block patch, and this "
-            "patch is applied to one block only."
+            f"Failed to apply patch: the header {shown_label(raw, 120)} starts an operation of a multi-block patch, "
+            "and this patch is applied to one block only."
         )
     raise EditError(
-        f"Failed to apply patch: {raw[:120]!r} is not a header memory_apply_patch knows. Its headers are "
+        f"Failed to apply patch: {shown_label(raw, 120)} is not a header memory_apply_patch knows. Its headers are "
         "'*** Update Block: <label>' (then hunks), '*** Add Block: <label>' (then '+' lines) and "
         "'*** Move to: <new label>'; a context line starting with '***' needs a leading space."
     )

@@ -171,24 +171,38 @@ def check_labels(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) ->
 
     names = {r["id"]: str(r["name"]) for r in core["agents"] if DELETING_KEY not in metadata(r)}
     labels = {r["id"]: str(r["label"]) for r in core["blocks"]}
-    count: dict[tuple[str, str], int] = {}
+    count: dict[tuple[str, str], int] = {}  # (agent id, label): two agents of one name are two agents
     for r in core["attachments"]:
         if r["agent_id"] in names and r["block_id"] in labels:
-            key = (names[r["agent_id"]], labels[r["block_id"]])
+            key = (str(r["agent_id"]), labels[r["block_id"]])
             count[key] = count.get(key, 0) + 1
-    twice = sorted((agent, label, n) for (agent, label), n in count.items() if n > 1)
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}  # what the 'agent names' check finds
+
+    def agent_of(agent_id: str) -> str:
+        name = names[agent_id]
+        return f"{name} (id {agent_id})" if name in shared else name
+
+    twice = sorted((names[a], a, label, n) for (a, label), n in count.items() if n > 1)
     if not twice:
         check("block labels", True, "no agent has two blocks of one label")
         return
-    shown = ", ".join(f"{n} blocks labelled {label!r} (agent {agent})" for agent, label, n in twice[:5])
-    agent, label, _ = twice[0]
+    shown = ", ".join(f"{n} blocks labelled {label!r} (agent {agent_of(a)})" for _, a, label, n in twice[:5])
+    agent, _, label, _ = twice[0]
+    fix = (
+        f"give each its own label: `tiermem blocks set {shlex.quote(label)} --label NEW --agent {shlex.quote(agent)}` "
+        "renames the one `tiermem blocks show` shows, and the other keeps the label (repeat for each label listed)"
+    )
+    if agent in shared:
+        fix = (
+            f"first give each agent named {agent!r} a name of its own (the 'agent names' check: `--agent` reaches only "
+            f"one of them), then {fix}"
+        )
     check(
         "block labels",
         False,
         f"{shown}{' ...' if len(twice) > 5 else ''}: tools and commands reach only one of each by its label (blocks "
         "created or renamed at once by two processes, before tiermem checked labels in the same step as it writes)",
-        f"give each its own label: `tiermem blocks set {shlex.quote(label)} --label NEW --agent {shlex.quote(agent)}` "
-        "renames the one `tiermem blocks show` shows, and the other keeps the label (repeat for each label listed)",
+        fix,
     )
 
 

@@ -481,7 +481,11 @@ class Memory:
         ``expected_version``, ``ConflictError`` (nothing written) when the block is at another version."""
         actor = actor or current_actor.get()
         self._check_sizes(edit)
-        block = self.block(agent_id, label)
+        return self._edit(self.block(agent_id, label), edit, actor=actor, expected_version=expected_version)
+
+    def _edit(self, block: Block, edit: rules.Edit, *, actor: str, expected_version: int | None = None) -> Block:
+        """``edit`` applied to ``block`` as the caller read it: a whole-value edit (``Rethink``) over a value another
+        writer changed since that read is refused (``_replaced_meanwhile``), however long ago the read was."""
 
         def change(current: Block) -> Block:
             _at_version(current, expected_version)
@@ -577,7 +581,8 @@ class Memory:
                 person=f"{found} `tiermem blocks history {block.label}` lists them.",
             )
         edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
-        return self.edit(agent_id, label, edit, actor=actor)
+        self._check_sizes(edit)
+        return self._edit(block, edit, actor=actor)  # as read above: another writer's edit since is kept, not reverted
 
     def history(self, agent_id: str, label: str, limit: int = 20) -> list[BlockVersion]:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

@@ -349,18 +349,22 @@ def test_a_utf8_file_cut_mid_character_is_stored_with_a_note(
 
 
 def test_lowering_the_open_limit_names_the_files_it_closes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Attaching a folder names the files it opened; attaching it again (new limits) opens none, so names none (the
+    files the agent opened itself are not its), and names the files the lower limit closed."""
     from tiermem.domain.file_views import OpenRequest
 
     root = tmp_path / "d"
     write(root, {f"f{i}.md": f"file {i}\n" for i in range(4)})
     assert run(tmp_path, capsys, "folders", "sync", "sf", str(root))[0] == 0
-    assert run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "4")[0] == 0
+    code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "4")
+    assert code == 0 and "opened the first 4 uploaded: " in out and all(f"sf/f{i}.md" in out for i in range(4))
     memory = memory_of(tmp_path)
     agent = memory.named_agent("default")
     for i in range(4):
         memory.open_files(agent.id, [OpenRequest(f"sf/f{i}.md", None, None)])
     code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "2")
     assert code == 0 and "up to 2 files open" in out
+    assert "opened" not in out  # attached already: only the limits change, no file is opened by it
     assert "closed 2 least recently used file(s) of agent default to keep within 2 open: sf/f0.md, sf/f1.md" in out
     assert {v.name for v in memory.files.state(agent.id).files if v.is_open} == {"sf/f2.md", "sf/f3.md"}
     code, out, _ = run(tmp_path, capsys, "folders", "attach", "sf", "--max-files-open", "3")

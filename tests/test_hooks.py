@@ -740,6 +740,81 @@ def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_
     assert json.loads(heard[1]) == {"go": True} and heard[2] == b""
 
 
+def test_the_hook_tries_no_more_servers_once_its_time_is_spent(tmp_path: Path) -> None:
+    """Each stopped or hung server costs the hook up to hooks.TAKE_TIMEOUT: however many there are, the hook stops
+    trying them once hooks.BUDGET (from its start) is spent, so the host's limit is never passed. Time is a clock the
+    test moves: each hung server it reaches costs 30 s of it, so after two the budget is gone and the other two are
+    never asked."""
+    key = rendezvous.memory_key(tmp_path / "data", "default")
+    directory = rendezvous.private_dir(create=True)
+    moved = [0.0]
+    lock = threading.Lock()
+
+    def clock() -> float:
+        with lock:
+            return time.monotonic() + moved[0]
+
+    hung = []
+    for host in range(4):
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(directory / rendezvous.socket_name(key, 900_000 + host, os.getpid())))  # none the hook's host
+        s.listen(1)
+        s.settimeout(HOOK_TIMEOUT)
+        hung.append(s)
+
+    def hang(server: socket.socket) -> None:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return  # never asked (closed at the end)
+        with conn, conn.makefile("rb") as lines:
+            lines.readline()
+            with lock:
+                moved[0] += 30.0  # this server cost the hook 30 s
+            lines.readline()  # no acknowledgement, ever: until the hook gives up on it
+
+    threads = [threading.Thread(target=hang, args=(s,), daemon=True) for s in hung]
+    for t in threads:
+        t.start()
+    try:
+        with pytest.raises(hooks.Unavailable, match="before the hook's time ran out") as raised:
+            hooks.ask(key, {"v": 1, "key": key}, wait=0, until=clock() + hooks.BUDGET, clock=clock)
+    finally:
+        for s in hung:
+            s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        for t in threads:
+            t.join(HOOK_TIMEOUT)
+    assert moved[0] == 60.0  # two servers asked, not four
+    assert str(raised.value).count("it is stopped or hung") == 2
+    assert hooks.BUDGET + 1 < HOOK_TIMEOUT  # Python's start and the input fit in what is left
+
+
+def test_a_server_shutting_down_passes_the_request_to_the_next(
+    listener: tuple[HookListener, Memory, str], model_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that is shutting down refuses a hook's request undone (``"retry": true``): the hook asks the next
+    server of the memory, which logs the prompt and answers it."""
+    hl, memory, agent = listener
+    assert hl.path is not None
+    healthy = hl.path.with_name(rendezvous.socket_name(hl.key, os.getppid(), os.getppid()))  # a live pid: asked
+    hl.path.rename(healthy)  # a Unix socket is reached at its new name
+    hl.path = healthy
+    os.utime(healthy, (time.time() - 100, time.time() - 100))  # older: asked after the one shutting down
+    stop = Shutdown(drain_seconds=5)
+    stop.stopping.set()
+    stopping = HookListener(MemoryHandle(lambda: (memory, agent)), model_settings, [], stop)
+    assert stopping.start() is not None and stopping.path is not None
+    try:
+        refused = ask_raw(stopping.path, json.dumps({"v": 1, "key": hl.key, "ack": True}).encode() + b"\n")
+        assert refused["ok"] is False and refused["retry"] is True and "shutting down" in refused["error"]
+        out, err = hook(model_settings, prompt("s26", "What is my cat called?", "p26"), capsys, hl)
+    finally:
+        stopping.close()
+    assert err == "" and out is not None and "Miso" in out["hookSpecificOutput"]["additionalContext"]
+    assert turns(memory, agent, "s26") == [("user", "What is my cat called?")]
+
+
 @pytest.mark.parametrize("acknowledges", [False, True], ids=["older-than-ack", "older-than-confirm"])
 def test_an_older_server_is_still_heard(
     model_settings: Settings, capsys: pytest.CaptureFixture[str], acknowledges: bool

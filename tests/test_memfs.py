@@ -495,6 +495,21 @@ def test_watch_syncs_when_either_side_changes(mem: Memory, tmp_path: Path) -> No
         watch_memfs(mem, "ezra", root, interval=0, on_report=reports.append)
 
 
+def test_a_watch_stopped_while_it_waits_runs_no_other_round(mem: Memory, tmp_path: Path) -> None:
+    """A stop that comes while the watch waits between rounds (Ctrl-C) ends it there: a change made meanwhile is
+    not synced by one more round first."""
+    root = tmp_path / "memory"
+    reports: list[dict[str, object]] = []
+    stopped: list[bool] = []
+
+    def wait(_seconds: float) -> None:  # the stop arrives during the wait, with a change to sync
+        (root / "human.md").write_text("---\ndescription: h\n---\nAda\n")
+        stopped.append(True)
+
+    watch_memfs(mem, "ezra", root, interval=1, on_report=reports.append, keep_going=lambda: not stopped, wait=wait)
+    assert len(reports) == 1  # the first round only
+
+
 def test_a_commit_landing_meanwhile_is_kept(mem: Memory, tmp_path: Path) -> None:
     """Letta Code commits while tiermem's commit is in its hook: tiermem's is built again on top, nothing undone."""
     root = agent_repo(tmp_path / "memory", LETTA_FILES)

@@ -108,27 +108,39 @@ def test_sync_watch_process(tmp_path: Path) -> None:
         proc.wait(timeout=10)
 
 
+def watching(tmp_path: Path, root: Path) -> subprocess.Popen[str]:
+    data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "lc", "--json"]
+    return subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "sync", str(root), "--watch", "0.05", *data],
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_sync_watch_exits_2_on_stop_when_a_round_skipped_a_file(tmp_path: Path, signum: int) -> None:
-    """`tiermem sync --watch` stopped by SIGTERM or Ctrl-C exits as a plain sync would have: 2 when a round left
-    something to settle (a file it could not read, even one fixed since), else 0."""
+    """`tiermem sync --watch` stopped by SIGTERM or Ctrl-C exits as a plain sync would have: 1 when a round failed
+    (its error said), else 2 when a round left something to settle (a file it could not read, even one fixed since),
+    else 0."""
     root = tmp_path / "memory"
     root.mkdir()
-    data = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--agent", "lc", "--json"]
     codes = []
-    for bad in (False, True):
+    for case in ("clean", "skipped", "failed"):
+        bad = case == "skipped"
         (root / "human.md").write_bytes(b"---\ndescription: h\n---\nAda" + (b" \xff\n" if bad else b"\n"))
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "tiermem", "sync", str(root), "--watch", "0.05", *data],
-            cwd=ROOT,
-            env=server_env(tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        if case == "failed":  # every round fails on it, as a plain sync would (exit 1)
+            (root / ".tiermem-sync.json").write_text("not json")
+        proc = watching(tmp_path, root)
         try:
-            report = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-            assert bool(report["skipped"]) == bad, report
+            if case == "failed":
+                while "is unreadable" not in (line := proc.stderr.readline()):  # type: ignore[union-attr]
+                    assert line, "the watch ended without its round's error"
+            else:
+                report = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+                assert bool(report["skipped"]) == bad, report
             if bad:  # fixed: the next round is clean, and the exit still says a round skipped it
                 (root / "human.md").write_text("---\ndescription: h\n---\nAda L\n")
                 assert json.loads(proc.stdout.readline())["skipped"] == []  # type: ignore[union-attr]
@@ -140,7 +152,29 @@ def test_sync_watch_exits_2_on_stop_when_a_round_skipped_a_file(tmp_path: Path, 
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert codes == [0, 2]
+    assert codes == [0, 2, 1]
+
+
+def test_sync_watch_stopped_twice_exits_130(tmp_path: Path) -> None:
+    """A second signal stops `tiermem sync --watch` at once, maybe half-way through a round: it does not exit as if
+    its rounds had finished (0 or 2) but with 130. Both signals are sent while the process is stopped (SIGSTOP), so
+    they arrive together whatever it was doing."""
+    root = tmp_path / "memory"
+    root.mkdir()
+    (root / "human.md").write_text("---\ndescription: h\n---\nAda\n")
+    proc = watching(tmp_path, root)
+    try:
+        assert json.loads(proc.stdout.readline())["to_store"] == ["human"]  # type: ignore[union-attr]
+        proc.send_signal(signal.SIGSTOP)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=30) == 130
+        assert "stopped watching at once" in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_setup_letta_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

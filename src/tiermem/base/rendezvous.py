@@ -27,6 +27,9 @@ from .errors import ConfigError
 SOCKET_SUFFIX = ".sock"
 MAX_SOCKET_PATH = 100  # bytes; AF_UNIX paths are limited to 104 (macOS) or 108 (Linux)
 MAX_REQUEST = 8 << 20  # bytes: the most one hook request may be (its JSON line); a longer one is refused
+# The hook's answer to a server's acknowledgement that came in time, when its request asks to confirm
+# (``"confirm": true``): "still mine, do it" (``cli/hooks.py`` sends it, ``process/hookserver.py`` waits for it).
+GO = {"go": True}
 
 
 def runtime_dir() -> Path:

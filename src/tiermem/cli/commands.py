@@ -174,11 +174,16 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
             file=sys.stderr,
         )
         attention: list[dict[str, Any]] = []  # the rounds that left something to settle
+        failed: list[TiermemError] = []  # the rounds that failed (a plain sync exits 1 on each)
 
         def shown(report: dict[str, Any]) -> None:
             show(report)
             if needs_attention(report):
                 attention.append(report)
+
+        def error(exc: TiermemError) -> None:
+            print(f"tiermem: {exc}", file=sys.stderr, flush=True)
+            failed.append(exc)
 
         with stopping() as stop:
             try:
@@ -190,14 +195,21 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
                     prefer=args.prefer,
                     on_report=shown,
                     keep_going=lambda: not stop.is_set(),
-                    on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
+                    on_error=error,
                     wait=stop.wait,
                 )
-            except KeyboardInterrupt:  # a second Ctrl-C: stopped within a round
-                pass
-        said = f"; {len(attention)} sync(s) left something to settle (exit 2)" if attention else ""
-        print(f"tiermem: stopped watching{said}", file=sys.stderr, flush=True)
-        return 2 if attention else 0
+            except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, maybe half-way through a round
+                print("tiermem: stopped watching at once, maybe within a sync (exit 130)", file=sys.stderr, flush=True)
+                return 130
+        said = [f"{len(failed)} sync(s) failed"] if failed else []
+        said += [f"{len(attention)} sync(s) left something to settle"] if attention else []
+        code = 1 if failed else 2 if attention else 0
+        print(
+            f"tiermem: stopped watching{'; ' + ', '.join(said) + f' (exit {code})' if said else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return code
     report = sync_memfs(memory, agent, args.path, prefer=args.prefer)
     show(report)
     return 2 if needs_attention(report) else 0

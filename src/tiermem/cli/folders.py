@@ -140,12 +140,9 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
             files.detach(agent.id, args.name)
             print(f"detached folder {args.name} from agent {agent.name}")
             return 0
-        folder, closed = files.attach_folder(
-            agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit
-        )
-        state = files.state(agent.id)
-        max_open, chars = state.limits
-        opened = [v.name for v in state.files if v.folder_id == folder.id and v.is_open and v.visible]
+        made = files.attach_folder(agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit)
+        folder, opened, closed = made.folder, made.opened, made.closed
+        max_open, chars = files.state(agent.id).limits
         print(
             f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
             f"up to {max_open} files open, {chars:,} characters shown per file"

@@ -13,7 +13,9 @@ started) and prints what Claude Code adds to the model's context:
 It fails soft: when no server answers (Claude Code is not running tiermem, the server is still starting and does not
 come up in time, a server does not take the request within ``TAKE_TIMEOUT`` (stopped or hung) or does not answer
 within its event's ``ANSWER_TIMEOUT``, a request fails), it prints nothing and exits 0, so the prompt goes through
-unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. A server that takes a request only
+unchanged, and says why on stderr and in ``$XDG_STATE_HOME/tiermem/hooks.log``. However many servers it tries, it
+takes at most ``BUDGET`` s in all (under the time the host gives a hook); a server that is shutting down refuses the
+request undone, and the next one is asked. A server that takes a request only
 after the hook gave up on it (it resumed) drops it (``GO``); one that took it in time keeps it, answer or not. A
 prompt or reply whose ``cwd`` is missing or not an absolute path is sent with the hook's own working directory (the
 host runs it in the project). It imports only the standard library and ``rendezvous``: Python starts, one request
@@ -30,10 +32,13 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError
-from ..base.rendezvous import MAX_REQUEST, candidates, memory_key, private_dir, runtime_dirs, starting_server
+from ..base.rendezvous import GO, MAX_REQUEST, candidates, memory_key, private_dir, runtime_dirs, starting_server
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 EVENTS_WITH_CONTEXT = ("SessionStart", "UserPromptSubmit")
 LOGGED_EVENTS = ("UserPromptSubmit", "Stop")  # their turn is logged with its project (the input's ``cwd``)
@@ -44,7 +49,7 @@ TAKE_TIMEOUT = 3.0
 # The hook's answer to an acknowledgement that came within TAKE_TIMEOUT (the request asks the server to wait for it:
 # ``"confirm": true``). A server that acknowledges later (it was stopped or hung, then resumed) finds the hook gone
 # without it and drops the request: the hook has given up on it, and may have asked another server meanwhile.
-GO = b'{"go": true}\n'
+GO_LINE = json.dumps(GO).encode() + b"\n"
 # Seconds for the answer once the server has the request. A cold server's first answer loads the store and the
 # embedding model (measured 2-4 s on a quiet 2-core machine). A prompt or session start given up on loses only the
 # context it would add (the server still logs the prompt); a reply must be logged before a one-turn host stops the
@@ -52,6 +57,9 @@ GO = b'{"go": true}\n'
 # gives every hook (Codex, Gemini CLI, opencode, Claude Code).
 ANSWER_TIMEOUT = {"SessionStart": 15.0, "UserPromptSubmit": 15.0, "Stop": 45.0}
 DEFAULT_ANSWER_TIMEOUT = 15.0
+# Seconds the whole hook may take from its start, whatever servers it tries (each stopped or hung one costs up to
+# TAKE_TIMEOUT): under the 60 s setup gives every hook, with Python's start. Every wait is cut to what is left of it.
+BUDGET = 55.0
 LOG_BYTES = 1 << 20  # hooks.log is started again past this size (the previous one kept as hooks.log.1)
 
 
@@ -74,6 +82,7 @@ def run(
     """The hook, reading its input from ``stdin`` (default: the process's). Bytes that are not UTF-8 are kept as
     ``surrogateescape`` characters: a directory's name stays the directory's, and the server replaces them in text
     with U+FFFD (one bad byte does not cost the whole prompt)."""
+    until = time.monotonic() + BUDGET
     try:
         stream: Any = stdin or getattr(sys.stdin, "buffer", sys.stdin)  # the process's bytes, where it has them
         raw = stream.read()
@@ -104,7 +113,8 @@ def run(
                 "is neither logged nor searched; the prompt goes through unchanged"
             )
             return 0
-        answer = ask(key, request, wait=START_WAIT, answer_within=ANSWER_TIMEOUT.get(event, DEFAULT_ANSWER_TIMEOUT))
+        within = ANSWER_TIMEOUT.get(event, DEFAULT_ANSWER_TIMEOUT)
+        answer = ask(key, request, wait=START_WAIT, answer_within=within, until=until)
     except Unavailable as exc:
         _note(f"{event or 'hook'}: {exc}; the prompt goes through unchanged")
         return 0
@@ -165,15 +175,25 @@ def adapt(host: str, event: str, data: dict[str, Any]) -> tuple[str, dict[str, A
 
 
 def ask(
-    key: str, request: dict[str, Any], *, wait: float, answer_within: float = DEFAULT_ANSWER_TIMEOUT
+    key: str,
+    request: dict[str, Any],
+    *,
+    wait: float,
+    answer_within: float = DEFAULT_ANSWER_TIMEOUT,
+    until: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Send ``request`` to a live server of ``key``; its answer. Waits up to ``wait`` s for one that is starting, up
-    to ``TAKE_TIMEOUT`` s for a server to take the request (then tries the next), and ``answer_within`` s for the
-    answer of the server that took it (then gives up: that server has the request)."""
-    deadline = time.monotonic() + wait
+    to ``TAKE_TIMEOUT`` s for a server to take the request (then tries the next; one shutting down is passed over at
+    once), and ``answer_within`` s for the answer of the server that took it (then gives up: that server has the
+    request). Nothing waits past ``until`` (a time of ``clock``; default ``BUDGET`` s from now): once it has come, no
+    other server is tried."""
+    until = clock() + BUDGET if until is None else until
+    deadline = min(clock() + wait, until)
     tried: list[str] = []
     why = ""
-    while True:
+    spent = False
+    while not spent:
         directories: list[Path | None] = []
         paths: list[Path] = []
         whys = []
@@ -187,14 +207,19 @@ def ask(
             paths += candidates(directory, key)
         why = whys[0] if whys and not directories else ""
         for path in paths:
+            if clock() >= until:
+                spent = True
+                break
             try:
-                return _exchange(path, request, answer_within=answer_within)
+                return _exchange(path, request, answer_within=answer_within, until=until, clock=clock)
             except OSError as exc:
                 tried.append(f"{path.name}: {exc}")
         # a server that listens in one of the directories is not starting
-        if time.monotonic() >= deadline or not all(starting_server(d) for d in (directories or [None])):
+        if clock() >= deadline or not all(starting_server(d) for d in (directories or [None])):
             break
         time.sleep(0.05)
+    if spent:
+        raise Unavailable("no tiermem server answered before the hook's time ran out (" + "; ".join(tried[-3:]) + ")")
     if tried:
         raise Unavailable("no tiermem server answered (" + "; ".join(tried[-3:]) + ")")
     raise Unavailable(
@@ -203,37 +228,58 @@ def ask(
     )
 
 
-def _exchange(path: Path, request: dict[str, Any], *, answer_within: float) -> dict[str, Any]:
-    """One request to the server at ``path``. OSError when it cannot be reached or does not take the request in
-    time (the hook closes its end without ``GO``: the server drops the request if it takes it later); Unavailable
-    when it took it but did not answer in time (no other server is asked: this one has it)."""
+def _exchange(
+    path: Path, request: dict[str, Any], *, answer_within: float, until: float, clock: Callable[[], float]
+) -> dict[str, Any]:
+    """One request to the server at ``path``, taken within ``TAKE_TIMEOUT`` s and answered within ``answer_within``
+    s, neither past ``until``. OSError when it cannot be reached, does not take the request in time (the hook closes
+    its end without ``GO``: the server drops the request if it takes it later) or refuses it undone (it is shutting
+    down: ``"retry": true``); Unavailable when it took it but did not answer in time (no other server is asked: this
+    one has it)."""
+    take = min(TAKE_TIMEOUT, until - clock())
+    taken_by = clock() + take
+
+    def left(by: float) -> float:
+        remaining = by - clock()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(TAKE_TIMEOUT)
-        sock.connect(os.fspath(path))
-        sock.sendall(json.dumps(request).encode() + b"\n")
+        try:
+            sock.settimeout(left(taken_by))  # connecting, sending and the acknowledgement: ``take`` s in all
+            sock.connect(os.fspath(path))
+            sock.settimeout(left(taken_by))
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.settimeout(left(taken_by))
+        except TimeoutError:
+            raise TimeoutError(
+                f"the server did not take the request within {take:.3g} s (it is stopped or hung)"
+            ) from None
         with sock.makefile("rb") as lines:
             try:
                 first = _message(lines.readline())
             except TimeoutError:
                 raise TimeoutError(
-                    f"the server did not take the request within {TAKE_TIMEOUT:g} s (it is stopped or hung)"
+                    f"the server did not take the request within {take:.3g} s (it is stopped or hung)"
                 ) from None
+            if first.get("retry") is True and first.get("ok") is False:  # refused undone: the next server is asked
+                raise ConnectionRefusedError(f"the server refused the request undone: {first.get('error')}")
             if first.get("ack") is not True or "ok" in first:
                 return first  # an answer (a server older than acknowledgements answers at once)
             try:
-                sock.sendall(GO)  # in time: this server does it
+                sock.sendall(GO_LINE)  # in time: this server does it
             except OSError:  # it closed its end: one older than confirmations may have answered already, else it
                 answered = lines.readline()  # never read GO and did nothing (the next server is asked)
                 if not answered:
                     raise
                 return _message(answered)
-            sock.settimeout(answer_within)
+            answer = max(min(answer_within, until - clock()), 0.001)  # it has the request now: it gets what is left
+            sock.settimeout(answer)
             try:
                 return _message(lines.readline())
             except TimeoutError:
-                raise Unavailable(
-                    f"the server took the request but did not answer within {answer_within:g} s"
-                ) from None
+                raise Unavailable(f"the server took the request but did not answer within {answer:.3g} s") from None
 
 
 def _message(line: bytes) -> dict[str, Any]:

@@ -185,6 +185,16 @@ class Uploaded:
     full: bool = False  # skipped because the folder holds ``folder_max_files`` files: the folder is left incomplete
 
 
+@dataclass(frozen=True)
+class Attached:
+    """What attaching a folder did: the folder, the files it opened (``<folder>/<file>``, upload order: none when the
+    folder was attached already) and the other open files it closed to keep within the limit."""
+
+    folder: Folder
+    opened: list[str]
+    closed: list[str]
+
+
 def redaction_note(given: str, stored: str) -> str:
     """What the scrub of a file's text redacted (each kind with its count: "credentials redacted: AWS access key (1),
     each now [redacted: AWS access key]"), never the secrets; "" when ``stored`` is ``given``."""
@@ -400,12 +410,13 @@ class Filesystem:
     def attach(
         self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
     ) -> Folder:
-        return self.attach_folder(agent_id, name, max_files_open=max_files_open, char_limit=char_limit)[0]
+        return self.attach_folder(agent_id, name, max_files_open=max_files_open, char_limit=char_limit).folder
 
     def attach_folder(
         self, agent_id: str, name: str, *, max_files_open: int | None = None, char_limit: int | None = None
-    ) -> tuple[Folder, list[str]]:
-        """``attach``, with the names of the open files it closed (least recently used first). As Letta's
+    ) -> Attached:
+        """``attach``, with the names of the files it opened (upload order) and of the open files it closed (least
+        recently used first). As Letta's
         ``attach_folder_to_agent`` (``insert_files_into_context_window``), a newly attached folder's first
         ``max_files_open`` files in upload order (oldest first) are opened, each from its start; files of other
         folders stay open only while there is room left, the most recently used kept. Attaching a folder that is
@@ -425,7 +436,9 @@ class Filesystem:
                 first = sorted(ready, key=lambda f: (f.created_at, f.id))[: state.limits[0]]
             closed = self._rebuild(state, opened=[f.id for f in first])
             self._save(agent_id, state)
-        return folder, closed
+        views = {v.file_id: v for v in state.files}
+        opened = [views[f.id].name for f in first if f.id in views and views[f.id].is_open and views[f.id].visible]
+        return Attached(folder, opened, closed)
 
     def detach(self, agent_id: str, name: str) -> Folder:
         folder = self.folder(name)

@@ -647,7 +647,8 @@ def watch_memfs(
     wait: Callable[[float], object] = time.sleep,
 ) -> None:
     """Sync whenever either side changed, checking every ``interval`` seconds while ``keep_going()``; ``wait``
-    sleeps between checks (a stop event's ``wait`` ends the sleep when the watch is stopped).
+    sleeps between checks (a stop event's ``wait`` ends the sleep when the watch is stopped). ``keep_going()`` is
+    asked after each sleep, so a watch stopped during one (or during a round) ends without another round.
 
     Each sync's report goes to ``on_report``; an error goes to ``on_error`` (when given; else it is raised)
     and the watch goes on. A round is skipped while another git command holds the repository's index.
@@ -669,6 +670,6 @@ def watch_memfs(
                 if on_error is None:
                     raise
                 on_error(exc)
+        wait(interval)
         if not keep_going():
             return
-        wait(interval)

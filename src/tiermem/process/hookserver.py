@@ -34,6 +34,8 @@ busy (a cold server's first answer loads the model). One that also has ``"confir
 answers the acknowledgement with ``{"go": true}``, which it sends only when the acknowledgement came in time: a hook
 that gave up on this server (stopped or hung, then resumed) has closed its end, maybe after asking another server, so
 its request is dropped unanswered, neither logged nor searched (a turn is not logged twice, nor late after its reply).
+A server that is shutting down refuses a request before it acknowledges it, with
+``{"ok": false, "error": ..., "retry": true}``: nothing was done, and the hook asks the next server of the memory.
 Bad input gets ``{"ok": false, "error": "bad hook request: ..."}``; a failure of tiermem itself is logged with its
 traceback and answered as what it is.
 
@@ -59,7 +61,7 @@ from ..base.errors import ShuttingDownError, TiermemError, ValidationError
 from ..base.projects import project_of
 from ..base.quoting import drop_private
 from ..base.records import now, valid_text
-from ..base.rendezvous import MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
+from ..base.rendezvous import GO, MAX_REQUEST, MAX_SOCKET_PATH, memory_key, private_dir, socket_name
 from ..domain import autorecall, briefing
 from ..server.registry import label_editors
 
@@ -75,7 +77,6 @@ log = logging.getLogger(__name__)
 SESSION_CONTEXT_CHARS = 9_500  # Claude Code passes up to 10,000 characters of hook context whole
 READ_TIMEOUT = 10.0  # seconds a connected hook has to send its request
 TAKEN = {"ack": True}  # sent at once to a hook that asks (``"ack": true``), before the work: "alive, working on it"
-GO = {"go": True}  # the hook's answer to TAKEN when it asks to confirm (``"confirm": true``): "still mine, do it"
 REFIRE_WINDOW = 10.0  # seconds: without a prompt id or a transcript, the same text again this soon is a re-fired hook
 
 
@@ -198,8 +199,8 @@ class HookListener:
                 _send(conn, answer)  # a hook gone by now does not stop its turn: it still happened
                 if then is not None:  # a prompt is logged after the hook has its answer: the host is not kept waiting
                     self._then(then)
-        except ShuttingDownError as exc:
-            _send(conn, {"ok": False, "error": str(exc)})
+        except ShuttingDownError as exc:  # before anything was done: the hook may ask another server (``retry``)
+            _send(conn, {"ok": False, "error": str(exc), "retry": True})
         except OSError as exc:
             log.info("a hook went away before its answer: %s", exc)
 
@@ -213,7 +214,7 @@ class HookListener:
             log.exception("a hook's turn could not be logged: tiermem failed")
 
     def _answer_line(
-        self, line: bytes, taken: Callable[[bool], bool] | None = None
+        self, line: bytes, taken: Callable[[bool], bool]
     ) -> tuple[dict[str, Any] | None, Callable[[], object] | None]:
         """The answer to one request line; ``taken`` is called first when the request asks for it (``"ack": true``:
         the hook then knows this server is alive and working on it, see ``cli/hooks.py``), told whether the request
@@ -227,12 +228,7 @@ class HookListener:
             return _refused(f"not one JSON line ({exc})"), None
         except RecursionError:
             return _refused("its JSON is nested too deeply"), None
-        if (
-            taken is not None
-            and isinstance(request, dict)
-            and request.get("ack") is True
-            and not taken(request.get("confirm") is True)
-        ):
+        if isinstance(request, dict) and request.get("ack") is True and not taken(request.get("confirm") is True):
             return None, None
         try:
             return self.answer(request)

@@ -691,6 +691,59 @@ def test_a_request_the_hook_gave_up_on_is_dropped_when_its_server_resumes(tmp_pa
     assert "a hook gave up on this server before it took the request" in resumed_log.read_text()
 
 
+def test_a_server_that_closes_without_a_word_passes_the_request_to_the_next(tmp_path: Path) -> None:
+    """A server that closes the connection before taking the request (going away) did nothing: the hook asks the
+    next server of the memory, whose answer it prints (it took that first close for the answer, and the turn was
+    lost while a healthy server existed)."""
+    data = tmp_path / "data"
+    key = rendezvous.memory_key(data, "default")
+    directory = rendezvous.private_dir(create=True)
+    heard: list[bytes] = []
+    with socket.socket(socket.AF_UNIX) as closing, socket.socket(socket.AF_UNIX) as other:
+        closing.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
+        other.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
+        closing.listen(1)
+        other.listen(1)
+        closing.settimeout(HOOK_TIMEOUT)
+        other.settimeout(HOOK_TIMEOUT)
+
+        def close_at_once() -> None:
+            conn, _ = closing.accept()
+            with conn, conn.makefile("rb") as lines:
+                heard.append(lines.readline())  # the request read, then closed without a word
+
+        def answer() -> None:
+            conn, _ = other.accept()
+            with conn, conn.makefile("rb") as lines:
+                heard.append(lines.readline())
+                conn.sendall(json.dumps({"ack": True}).encode() + b"\n")
+                heard.append(lines.readline())  # the hook's go
+                conn.sendall(json.dumps({"ok": True, "context": "the cat is called Miso"}).encode() + b"\n")
+
+        servers = [threading.Thread(target=f, daemon=True) for f in (close_at_once, answer)]
+        for t in servers:
+            t.start()
+        try:
+            done = subprocess.run(
+                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+                input=json.dumps(prompt("s26", "What is my cat called?", "p")),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=server_env(tmp_path),
+                timeout=HOOK_TIMEOUT,
+                check=False,
+            )
+        finally:
+            for t in servers:
+                t.join(HOOK_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] == "the cat is called Miso"
+    first, *second = heard
+    assert json.loads(first)["input"]["session_id"] == "s26" == json.loads(second[0])["input"]["session_id"]
+    assert json.loads(second[1]) == {"go": True}
+
+
 def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_waiting(tmp_path: Path) -> None:
     """A server that acknowledged the request in time (and had the hook's go) and then answers nothing (stopped or
     hung after it took it): the hook gives up after its event's hooks.ANSWER_TIMEOUT, within the time the host gives

@@ -233,9 +233,9 @@ def _exchange(
 ) -> dict[str, Any]:
     """One request to the server at ``path``, taken within ``TAKE_TIMEOUT`` s and answered within ``answer_within``
     s, neither past ``until``. OSError when it cannot be reached, does not take the request in time (the hook closes
-    its end without ``GO``: the server drops the request if it takes it later) or refuses it undone (it is shutting
-    down: ``"retry": true``); Unavailable when it took it but did not answer in time (no other server is asked: this
-    one has it)."""
+    its end without ``GO``: the server drops the request if it takes it later), refuses it undone (it is shutting
+    down: ``"retry": true``) or closes without a word; Unavailable when it took it but did not answer in time (no
+    other server is asked: this one has it)."""
     take = min(TAKE_TIMEOUT, until - clock())
     taken_by = clock() + take
 
@@ -258,7 +258,10 @@ def _exchange(
             ) from None
         with sock.makefile("rb") as lines:
             try:
-                first = _message(lines.readline())
+                raw = lines.readline()
+                if not raw:  # closed without taking it (a server going away): it did nothing, the next is asked
+                    raise ConnectionResetError("the server closed the connection without taking the request")
+                first = _message(raw)
             except TimeoutError:
                 raise TimeoutError(
                     f"the server did not take the request within {take:.3g} s (it is stopped or hung)"

@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -611,18 +612,41 @@ def test_a_stopped_server_does_not_keep_the_host_waiting(tmp_path: Path) -> None
     with socket.socket(socket.AF_UNIX) as hung:
         hung.bind(str(path))
         hung.listen(4)  # never accepted, never answered: what a stopped server's socket does
-        done = subprocess.run(
-            [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
-            input=json.dumps(prompt("s20", "What is my cat called?", "p")),
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=server_env(tmp_path),
-            timeout=hooks.ANSWER_TIMEOUT["UserPromptSubmit"],  # the answer's budget would be over by then
-            check=False,
-        )
+        said = prompt("s20", "What is my cat called?", "p")
+        # the answer's budget would be over by then
+        done = run_hook_command(data, said, server_env(tmp_path), hooks.ANSWER_TIMEOUT["UserPromptSubmit"])
     assert done.returncode == 0 and done.stdout == ""
     assert f"did not take the request within {hooks.TAKE_TIMEOUT:g} s (it is stopped or hung)" in done.stderr
+
+
+def run_hook_command(data: Path, said: dict[str, Any], env: dict[str, str], timeout: float) -> Any:
+    """The real ``tiermem hook claude-code`` process for ``data``'s default agent, ``said`` on its stdin, as a host
+    runs it (given ``timeout`` s); its completed process (text output)."""
+    return subprocess.run(
+        [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
+        input=json.dumps(said),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextmanager
+def two_servers_sockets(data: Path) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """Two listening sockets where the hook of ``data``'s default agent looks for its servers: the first (the hook's
+    parent's) is asked first, the second next; both closed afterwards."""
+    key = rendezvous.memory_key(data, "default")
+    directory = rendezvous.private_dir(create=True)
+    with socket.socket(socket.AF_UNIX) as first, socket.socket(socket.AF_UNIX) as second:
+        first.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
+        second.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
+        for sock in (first, second):
+            sock.listen(1)
+            sock.settimeout(HOOK_TIMEOUT)  # a hook that never comes does not hold the test
+        yield first, second
 
 
 def started_server(data: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -665,16 +689,7 @@ def test_a_request_the_hook_gave_up_on_is_dropped_when_its_server_resumes(tmp_pa
     try:
         os.kill(resumed.pid, signal.SIGSTOP)
         try:
-            done = subprocess.run(
-                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
-                input=json.dumps(said),
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                env=env,
-                timeout=HOOK_TIMEOUT,
-                check=False,
-            )
+            done = run_hook_command(data, said, env, HOOK_TIMEOUT)
         finally:
             os.kill(resumed.pid, signal.SIGCONT)
         assert done.returncode == 0 and done.stderr == "", done.stderr  # the other server answered
@@ -696,16 +711,8 @@ def test_a_server_that_closes_without_a_word_passes_the_request_to_the_next(tmp_
     next server of the memory, whose answer it prints (it took that first close for the answer, and the turn was
     lost while a healthy server existed)."""
     data = tmp_path / "data"
-    key = rendezvous.memory_key(data, "default")
-    directory = rendezvous.private_dir(create=True)
     heard: list[bytes] = []
-    with socket.socket(socket.AF_UNIX) as closing, socket.socket(socket.AF_UNIX) as other:
-        closing.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
-        other.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
-        closing.listen(1)
-        other.listen(1)
-        closing.settimeout(HOOK_TIMEOUT)
-        other.settimeout(HOOK_TIMEOUT)
+    with two_servers_sockets(data) as (closing, other):
 
         def close_at_once() -> None:
             conn, _ = closing.accept()
@@ -724,15 +731,8 @@ def test_a_server_that_closes_without_a_word_passes_the_request_to_the_next(tmp_
         for t in servers:
             t.start()
         try:
-            done = subprocess.run(
-                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
-                input=json.dumps(prompt("s26", "What is my cat called?", "p")),
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                env=server_env(tmp_path),
-                timeout=HOOK_TIMEOUT,
-                check=False,
+            done = run_hook_command(
+                data, prompt("s26", "What is my cat called?", "p"), server_env(tmp_path), HOOK_TIMEOUT
             )
         finally:
             for t in servers:
@@ -750,15 +750,8 @@ def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_
     a hook, prints nothing and exits 0. It asks no other server: the silent one has the request and does it if it
     resumes, so asking another would log the turn twice."""
     data = tmp_path / "data"
-    key = rendezvous.memory_key(data, "default")
-    directory = rendezvous.private_dir(create=True)
     heard: list[bytes] = []
-    with socket.socket(socket.AF_UNIX) as silent, socket.socket(socket.AF_UNIX) as other:
-        silent.bind(str(directory / rendezvous.socket_name(key, os.getpid(), os.getpid())))  # the hook's parent's
-        other.bind(str(directory / rendezvous.socket_name(key, os.getppid(), os.getpid())))  # asked second
-        silent.listen(1)
-        other.listen(1)
-        silent.settimeout(HOOK_TIMEOUT)  # a hook that never comes does not hold the test
+    with two_servers_sockets(data) as (silent, other):
 
         def take_then_fall_silent() -> None:
             conn, _ = silent.accept()
@@ -770,16 +763,9 @@ def test_a_server_that_took_the_request_then_went_silent_does_not_keep_the_host_
 
         taking = threading.Thread(target=take_then_fall_silent, daemon=True)
         taking.start()
-        try:
-            done = subprocess.run(
-                [PYTHON, "-m", "tiermem", "hook", "claude-code", "--data-dir", str(data), "--agent", "default"],
-                input=json.dumps(prompt("s25", "What is my cat called?", "p")),
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                env=server_env(tmp_path),
-                timeout=HOOK_TIMEOUT,  # what the host gives a hook
-                check=False,
+        try:  # given what the host gives a hook
+            done = run_hook_command(
+                data, prompt("s25", "What is my cat called?", "p"), server_env(tmp_path), HOOK_TIMEOUT
             )
         finally:
             taking.join(HOOK_TIMEOUT)

@@ -21,7 +21,7 @@ from tiermem.domain import timeline as tl
 from tiermem.domain.archive import parse_bound
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
-from tiermem.domain.memory import Memory
+from tiermem.domain.memory import TIMEZONE_KEY, Memory
 from tiermem.domain.patterns import rising_terms, words_of
 from tiermem.domain.periods import END, parse_period, period_key
 
@@ -260,6 +260,43 @@ def test_the_last_periods_say_what_they_count(filled: tuple[Memory, str, str]) -
     assert [p.key for p in found.periods] == ["2024-W23", "2024-W24"]
     assert found.start == found.periods[0].start and found.totals["recall"] == 2
     assert tl.timeline(memory, work, kinds=kinds, last=12).start == datetime(2024, 5, 3, 10, tzinfo=UTC)  # the first
+
+
+def test_an_agents_time_zone_names_its_days_and_reads_its_dates(filled: tuple[Memory, str, str]) -> None:
+    """An agent in Pacific/Auckland (UTC+12 in May): a turn logged at 2024-05-13T18:00Z happened on the 14th there,
+    dates without a zone are its local days, and the times listed are shown in its zone."""
+    memory, work, _ = filled
+    recall = ["recall"]
+    assert "2024-05-13" in {p.key for p in tl.timeline(memory, work, by="day", kinds=recall, **MAY_JUNE).periods}
+    memory.set_agent_metadata(work, {TIMEZONE_KEY: "Pacific/Auckland"})
+    days = tl.timeline(memory, work, by="day", kinds=recall, start="2024-05-13", end="2024-05-14")
+    assert [(p.key, p.counts["recall"]) for p in days.periods] == [("2024-05-13", 0), ("2024-05-14", 1)]
+    assert days.periods[1].start.isoformat() == "2024-05-14T00:00:00+12:00"
+    view = tl.period(memory, work, "2024-05-14", kinds=recall)
+    assert view.total == 1 and view.items[0].as_dict()["time"] == "2024-05-14T06:00:00+12:00"
+    assert tl.period(memory, work, "2024-05-13", kinds=recall).total == 0
+    memory.set_agent_metadata(work, {TIMEZONE_KEY: ""})  # back to UTC
+    assert tl.period(memory, work, "2024-05-13", kinds=recall).total == 1
+
+
+def test_agents_set_timezone_checks_the_zone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = data_args(tmp_path)[:-2]  # no --agent: `agents` names its agent itself
+    assert main([*args, "agents", "create", "work"]) == 0
+    assert main([*args, "agents", "set", "work", "--timezone", "Mars/Olympus"]) == 1
+    assert "not an IANA time zone" in capsys.readouterr().err
+    assert main([*args, "agents", "set", "work", "--timezone", "Europe/Paris"]) == 0
+    assert "timezone=Europe/Paris (was unset)" in capsys.readouterr().out
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    assert memory.time_zone(memory.named_agent("work").id) is not None
+    fill(memory)
+    del memory
+    assert main([*args, "--agent", "work", "search", "sneakers", "--recall", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["time"] == "2024-05-13T20:00:00+02:00"  # shown in the agent's zone
+    assert main([*args, "agents", "set", "work", "--timezone", "utc"]) == 0
+    assert "timezone=unset (was Europe/Paris)" in capsys.readouterr().out
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
+    assert memory.time_zone(memory.named_agent("work").id) is None
+    del memory
 
 
 def test_rising_terms_on_a_crafted_example() -> None:

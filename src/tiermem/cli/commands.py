@@ -395,7 +395,6 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
 
 
 def search_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    archive = memory.archive
     if not 1 <= args.limit <= 100:
         raise ValidationError(f"--limit must be from 1 to 100, got {args.limit}.")
     agent = memory.named_agent(settings.agent)
@@ -403,8 +402,15 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     notes: list[str] = []
     if not args.recall:
         tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
-        found = archive.search(agent.id, args.query, tags=tags, top_k=args.limit)
-        memory.uses.note("passage", agent.id, [h.id for h in found.hits])  # a hit is a use, as the tools' are
+        found = memory.archival_search(  # a hit is a use, and times are in the agent's zone, as the tools' are
+            agent.id,
+            args.query,
+            tags=tags,
+            tag_match_mode="any",
+            top_k=args.limit,
+            start_datetime=None,
+            end_datetime=None,
+        )
         notes += found.notes
         for h in found.hits:
             rows.append(
@@ -419,8 +425,9 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 }
             )
     if not args.archival:
-        found = archive.conversation_search(agent.id, args.query, limit=args.limit)
-        memory.uses.note("message", agent.id, [h.id for h in found.hits])
+        found = memory.conversation_search(
+            agent.id, args.query, roles=None, limit=args.limit, start_date=None, end_date=None
+        )
         notes += found.notes
         for h in found.hits:
             rows.append(
@@ -465,9 +472,15 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         updates["sleeptime_frequency"] = str(args.sleeptime)
     if args.autoclear is not None:
         updates["message_buffer_autoclear"] = "true" if args.autoclear else "false"
+    if args.timezone is not None:
+        from ..domain.memory import TIMEZONE_KEY
+
+        updates[TIMEZONE_KEY] = _checked_zone(args.timezone)
     system = read_stdin() if args.system == "-" else args.system
     if not updates and system is None:
-        raise ValidationError("Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear or --system.")
+        raise ValidationError(
+            "Nothing to set: give --type, --sleeptime, --autoclear/--no-autoclear, --system or --timezone."
+        )
     before = agent
     agent = memory.set_agent_metadata(agent.id, updates, system=system)
     if args.json:
@@ -480,10 +493,27 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         print(f"settings now: {settings_text}")
 
 
+def _checked_zone(name: str) -> str:
+    """``--timezone``'s value as stored: an IANA zone's name, or "" (UTC: the key is removed)."""
+    from ..domain.periods import time_zone
+
+    zone = name.strip()
+    if zone.upper() == "UTC":
+        return ""
+    if zone and time_zone(zone) is None:
+        raise ValidationError(
+            f"--timezone {zone!r} is not an IANA time zone: give a name such as 'Europe/Paris', "
+            "'America/New_York' or 'UTC' ('' for UTC)."
+        )
+    return zone
+
+
 def _changes(metadata: dict[str, str], updates: dict[str, str], system: str, new_system: str | None) -> list[str]:
     """What ``agents set`` changed, each setting with its value before, and the system prompt's new start."""
     out = [
-        f"{k}={v} (was {metadata.get(k, 'unset')})" if metadata.get(k) != v else f"{k}={v} (unchanged)"
+        f"{k}={v or 'unset'} (was {metadata.get(k, 'unset')})"
+        if metadata.get(k, "") != v
+        else f"{k}={v or 'unset'} (unchanged)"
         for k, v in updates.items()
     ]
     if new_system is not None:

@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     a_show.add_argument("name")
     a_show.add_argument("--json", action="store_true")
     a_set = asp.add_parser(
-        "set", help="change an agent's loop settings: style, sleep-time agent, autoclear, system prompt"
+        "set", help="change an agent's settings: loop style, sleep-time agent, autoclear, system prompt, time zone"
     )
     _common(a_set, agent=False)
     a_set.add_argument("name")
@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     autoclear.add_argument("--no-autoclear", dest="autoclear", action="store_false", help="carry history (the default)")
     a_set.add_argument("--system", help="new system prompt ('-' reads stdin, one trailing newline dropped)")
+    a_set.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        help="the agent's IANA time zone (Europe/Paris): the search tools read dates and show times in it ('': UTC)",
+    )
     a_set.add_argument("--json", action="store_true")
 
     blocks = _sub(sp, "blocks", "Read and edit core memory blocks (people may edit read-only blocks).")

@@ -1,5 +1,5 @@
-"""The timeline's calendar: days, ISO weeks (Monday to Sunday) and months in UTC, each named by a key
-("2024-05-08", "2024-W19", "2024-05") that says its own unit; the days a date written without a time names, which the
+"""The timeline's calendar: days, ISO weeks (Monday to Sunday) and months, in UTC or an agent's time zone, each
+named by a key ("2024-05-08", "2024-W19", "2024-05") that says its own unit; the days a date written without a time names, which the
 search tools' date bounds read (``date_span``), in an agent's time zone when it has one (``time_zone``). Pure
 functions; no I/O but the zone database's.
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -45,8 +45,12 @@ def check_unit(by: str) -> Unit:
     raise ValidationError(f"by must be one of {', '.join(UNITS)}, got {by!r}.")
 
 
-def period_key(when: datetime, by: Unit) -> str:
-    day = when.astimezone(UTC).date()
+def period_key(when: datetime, by: Unit, zone: tzinfo = UTC) -> str:
+    """The key of the period holding ``when``, its days counted in ``zone``."""
+    try:
+        day = when.astimezone(zone).date()
+    except OverflowError:  # the zone moves the calendar's first or last instant past its edge
+        day = when.astimezone(UTC).date()
     if by == "day":
         return day.isoformat()
     if by == "week":
@@ -55,22 +59,22 @@ def period_key(when: datetime, by: Unit) -> str:
     return f"{day.year:04d}-{day.month:02d}"
 
 
-def parse_period(text: str) -> tuple[Unit, datetime, datetime]:
+def parse_period(text: str, zone: tzinfo = UTC) -> tuple[Unit, datetime, datetime]:
     """A period's key as the timeline names it: a day (2024-05-08), an ISO week (2024-W19) or a month (2024-05);
-    its unit and [start, end)."""
+    its unit and [start, end), from midnight to midnight in ``zone``."""
     if not isinstance(text, str):
         raise ValidationError("period must be text, e.g. 2024-05, 2024-W19 or 2024-05-08.")
     key = text.strip()
     try:
         if _DAY.fullmatch(key):
             first = date.fromisoformat(key)
-            return "day", _midnight(first), _after(first)
+            return "day", _midnight(first, zone), _after(first, zone)
         if m := _WEEK.fullmatch(key):
             first = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
-            return "week", _midnight(first), _after(_sunday(first))
+            return "week", _midnight(first, zone), _after(_sunday(first), zone)
         if m := _MONTH.fullmatch(key):
             first, last = _month(int(m.group(1)), int(m.group(2)))
-            return "month", _midnight(first), _after(last)
+            return "month", _midnight(first, zone), _after(last, zone)
     except ValueError:
         pass
     raise ValidationError(
@@ -106,28 +110,31 @@ def _sunday(monday: date) -> date:
     return date.max if monday > date.max - timedelta(days=6) else monday + timedelta(days=6)
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+def _midnight(day: date, zone: tzinfo = UTC) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=zone)
 
 
-def _after(day: date) -> datetime:
+def _after(day: date, zone: tzinfo = UTC) -> datetime:
     """The exclusive end of a period whose last day is ``day``: the next midnight, or ``END`` after 9999-12-31."""
-    return END if day == date.max else _midnight(day + timedelta(days=1))
+    return END if day == date.max else _midnight(day + timedelta(days=1), zone)
 
 
-def periods_between(first: datetime, last: datetime, by: Unit) -> list[tuple[str, datetime, datetime]]:
-    """Every period from the one holding ``first`` to the one holding ``last``, empty ones included."""
+def periods_between(
+    first: datetime, last: datetime, by: Unit, zone: tzinfo = UTC
+) -> list[tuple[str, datetime, datetime]]:
+    """Every period from the one holding ``first`` to the one holding ``last``, empty ones included (days in
+    ``zone``)."""
     out: list[tuple[str, datetime, datetime]] = []
-    key = period_key(first, by)
-    final = period_key(last, by)
+    key = period_key(first, by, zone)
+    final = period_key(last, by, zone)
     while True:
-        _, start, end = parse_period(key)
+        _, start, end = parse_period(key, zone)
         out.append((key, start, end))
         if key == final:
             return out
         if len(out) >= MAX_PERIODS:
             raise ValidationError(f"The range holds more than {MAX_PERIODS} {by}s; narrow it (from/to){_longer(by)}.")
-        key = period_key(end, by)
+        key = period_key(end, by, zone)
 
 
 def _longer(by: Unit) -> str:
@@ -136,15 +143,18 @@ def _longer(by: Unit) -> str:
     return f" or count by {' or '.join(longer)}" if longer else ""
 
 
-def last_periods(first: datetime, last: datetime, by: Unit, count: int) -> list[tuple[str, datetime, datetime]]:
-    """The last ``count`` periods up to the one holding ``last``, none before the one holding ``first``."""
+def last_periods(
+    first: datetime, last: datetime, by: Unit, count: int, zone: tzinfo = UTC
+) -> list[tuple[str, datetime, datetime]]:
+    """The last ``count`` periods up to the one holding ``last``, none before the one holding ``first`` (days in
+    ``zone``)."""
     out: list[tuple[str, datetime, datetime]] = []
-    key = period_key(last, by)
-    stop = period_key(first, by)
+    key = period_key(last, by, zone)
+    stop = period_key(first, by, zone)
     while len(out) < count:
-        _, start, end = parse_period(key)
+        _, start, end = parse_period(key, zone)
         out.append((key, start, end))
         if key == stop:
             break
-        key = period_key(start - timedelta(microseconds=1), by)
+        key = period_key(start - timedelta(microseconds=1), by, zone)
     return out[::-1]

@@ -7,9 +7,10 @@ agent (created, and modified when their row changed later); the versions of the 
 narrows recall and archival rows to that project, exactly as the search tools' ``project`` does; blocks and files
 belong to no project and are kept. Nothing of another agent is read.
 
-Dates are the search tools' dates (``archive.parse_bound``: ISO 8601 datetimes, UTC when no zone is given, or a day,
-ISO week or month without a time: a start is its first instant, an end its last). A bound left out is the edge of
-what the memory holds.
+Dates are the search tools' dates (``archive.parse_bound``: ISO 8601 datetimes, in the agent's time zone when no zone
+is given (``Memory.time_zone``; UTC for an agent without one), or a day, ISO week or month without a time: a start is
+its first instant, an end its last). A bound left out is the edge of what the memory holds. Periods are days, weeks
+and months in the agent's time zone too, and times are shown in it.
 
 A query keeps the items holding every word of it that counts (``search.query.terms``, each word's ``stem``:
 "dogs" finds "dog"), in a turn's or passage's text, a file's name, a block version's label and the text it added.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import ValidationError
@@ -153,11 +154,12 @@ class _Entry:
 
 
 def parse_range(
-    start: str | None, end: str | None, names: tuple[str, str] = ("from", "to")
+    start: str | None, end: str | None, names: tuple[str, str] = ("from", "to"), zone: tzinfo = UTC
 ) -> tuple[datetime | None, datetime | None]:
-    """The bounds as the search tools read them (``archive.parse_bound``); a start after the end is refused."""
-    first = parse_bound(start, names[0], end=False)
-    last = parse_bound(end, names[1], end=True)
+    """The bounds as the search tools read them (``archive.parse_bound``, in ``zone``); a start after the end is
+    refused."""
+    first = parse_bound(start, names[0], end=False, zone=zone)
+    last = parse_bound(end, names[1], end=True, zone=zone)
     if first and last and first > last:
         raise ValidationError(
             f"{names[0]} ({first.isoformat()}) is after {names[1]} ({last.isoformat()}); swap them or widen the range."
@@ -312,7 +314,8 @@ def timeline(
     """Counts per ``by`` (day, ISO week, month) of each kind of the agent's memory within [start, end], every
     period from the first to the last included (empty ones too); ``terms``: each period's rising terms, that many;
     ``last``: only the last that many periods (their terms still measured against the whole range)."""
-    first, final = parse_range(start, end)
+    zone = memory.time_zone(agent_id) or UTC
+    first, final = parse_range(start, end, zone=zone)
     unit = check_unit(by)
     chosen = check_kinds(kinds)
     wanted = _query_stems(query)
@@ -322,14 +325,14 @@ def timeline(
     entries = _matching(
         _entries(memory, agent_id, chosen, first, final, project, texts=wanted is not None or terms > 0), wanted
     )
-    span = _span(entries, first, final)
+    span = _span(entries, first, final, zone)
     if span is None:
         return Timeline(unit, first, final, query, chosen, [])
-    keys = periods_between(*span, unit) if last is None else last_periods(*span, unit, last)
+    keys = periods_between(*span, unit, zone) if last is None else last_periods(*span, unit, last, zone)
     counts: dict[str, Counter[str]] = {k: Counter() for k, _, _ in keys}
     bags: dict[str, Bag] = {}  # each period's words (every period of the range: the others are what one rises against)
     for e in entries:
-        key = period_key(from_us(e.us), unit)
+        key = period_key(from_us(e.us), unit, zone)
         if key in counts:
             counts[key][e.kind] += 1
         if terms:
@@ -360,8 +363,9 @@ def period(
 ) -> PeriodView:
     """What one period (``key``: 2024-05-08, 2024-W19 or 2024-05) holds, oldest first, up to ``limit`` items; its
     rising terms measured against the whole range [start, end] (left out: everything the memory holds)."""
-    unit, p_start, p_end = parse_period(key)
-    first, final = parse_range(start, end)
+    zone = memory.time_zone(agent_id) or UTC
+    unit, p_start, p_end = parse_period(key, zone)
+    first, final = parse_range(start, end, zone=zone)
     chosen = check_kinds(kinds)
     wanted = _query_stems(query)
     _check_count(limit, "limit", 1, 1000)
@@ -376,21 +380,30 @@ def period(
     outside = [e for e in everything if not lo <= e.us < hi]
     counts = Counter(e.kind for e in inside)
     rising = rising_terms([words_of(e.text) for e in inside], [words_of(e.text) for e in outside], terms)
-    items = [Item(e.kind, e.id, from_us(e.us), e.short, e.detail) for e in inside[:limit]]
+    items = [Item(e.kind, e.id, _shown_at(e.us, zone), e.short, e.detail) for e in inside[:limit]]
     view = Period(key.strip(), p_start, p_end, {k: counts.get(k, 0) for k in chosen})
     return PeriodView(view, unit, items, len(inside), rising)
 
 
 def _span(
-    entries: Sequence[_Entry], first: datetime | None, final: datetime | None
+    entries: Sequence[_Entry], first: datetime | None, final: datetime | None, zone: tzinfo
 ) -> tuple[datetime, datetime] | None:
-    """The range the periods cover: the bounds given, a missing one the edge of what was found."""
+    """The range the periods cover: the bounds given, a missing one the edge of what was found (shown in ``zone``)."""
     times = [e.us for e in entries]
-    lo = first or (from_us(min(times)) if times else final)
-    hi = final or (from_us(max(times)) if times else first)
+    lo = first or (_shown_at(min(times), zone) if times else final)
+    hi = final or (_shown_at(max(times), zone) if times else first)
     if lo is None or hi is None:
         return None
     return lo, max(lo, hi)
+
+
+def _shown_at(us: int, zone: tzinfo) -> datetime:
+    """A stored time in ``zone`` (the agent's), as UTC where the zone would move it past the calendar's edge."""
+    when = from_us(us)
+    try:
+        return when.astimezone(zone)
+    except OverflowError:
+        return when
 
 
 def _check_count(value: int, name: str, least: int, most: int) -> None:

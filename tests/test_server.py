@@ -275,6 +275,18 @@ async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) 
                 dict(command="str_replace", path="/memories/human", old_str="tea"),
                 "memory str_replace needs `new_str`",
             ),
+            # create's file_text is an edit argument too: either view's numbers are refused, nothing created
+            (
+                "memory",
+                dict(command="create", path="/memories/n", file_text="3→ Likes tea"),
+                "file_text contains a line number prefix, which is not allowed. Do not include line numbers when "
+                "calling memory tools (line numbers are for display purposes only).",
+            ),
+            (
+                "memory",
+                dict(command="create", path="/memories/n", file_text="     1\tLikes tea"),
+                "file_text contains a line number prefix",
+            ),
         ]
         for tool, args, expected in cases:
             r = await call(c, tool, **args)

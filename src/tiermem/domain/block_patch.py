@@ -156,7 +156,7 @@ def apply_block_patch(m: Memory, agent_id: str, patch: str) -> str:
     """Apply a multi-block patch (``is_multi_block``) to the agent's blocks: all of it, or nothing."""
     actor = current_actor.get()
     check_text(patch, "patch", m.max_content_chars)
-    rules.reject_line_numbers("patch", patch)
+    rules.reject_patch_line_numbers(patch)
     plan = _plan(m, agent_id, parse_block_patch(patch), actor)
     _write(m, agent_id, plan, actor)
     return DONE + "\n\nOperations completed:\n- " + "\n- ".join(plan.done)

@@ -135,6 +135,16 @@ def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool 
         )
 
 
+def reject_patch_line_numbers(patch: str) -> None:
+    """``reject_line_numbers`` for ``memory_apply_patch``: the patch as a whole (the banner, a context line
+    ``" 1→ x"``), and each line's text after its ``' '``, ``'-'`` or ``'+'``: Letta's anchored rule alone never sees
+    the number of ``"+1→ x"``, which would be stored as written."""
+    reject_line_numbers("patch", patch)
+    for line in patch.split("\n"):
+        if line[:1] in (" ", "-", "+"):
+            reject_line_numbers("patch", line[1:], banner=False)
+
+
 # ---------------------------------------------------------------------------
 # Edits: each is a small frozen value; ``compute`` returns the new block value, ``texts`` names its texts by the
 # arguments they came in as (for errors about them: size, NUL, line numbers).
@@ -352,7 +362,7 @@ def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
         raise EditError(
             "Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines."
         )
-    reject_line_numbers("patch", patch)
+    reject_patch_line_numbers(patch)
     return parse_hunks(patch.split("\n"))
 
 

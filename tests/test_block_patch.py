@@ -93,6 +93,19 @@ async def test_multi_block_add_update_and_move(settings: Settings) -> None:
         assert not failed, text
         blocks = await _blocks(c)
         assert "a" not in blocks and blocks["b"]["value"] == "two" and blocks["b"]["version"] == 1
+        # an update with a Move to and no hunks is a rename alone: the value and its version stay as they were
+        text, failed = await _call(c, label="", patch="*** Update Block: human\n*** Move to: people/ada\n")
+        assert (text, failed) == (
+            "Successfully applied memory patch operations.\n\nOperations completed:\n"
+            "- Renamed memory block 'human' to 'people/ada'",
+            False,
+        )
+        blocks = await _blocks(c)
+        assert "human" not in blocks and blocks["people/ada"]["value"] == "Name: Ada\n\nLikes mint tea"
+        # without a Move to (or moved to its own label), an update without hunks still has nothing to do
+        for patch in ("*** Update Block: b\n", "*** Update Block: b\n*** Move to: b"):
+            text, failed = await _call(c, label="", patch=patch)
+            assert failed and text.startswith(rules.NO_HUNKS), (patch, text)
 
 
 @pytest.mark.anyio

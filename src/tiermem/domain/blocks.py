@@ -366,10 +366,11 @@ def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
     return parse_hunks(patch.split("\n"))
 
 
-def parse_hunks(rows: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+def parse_hunks(rows: Sequence[str], *, none_ok: bool = False) -> list[tuple[list[str], list[str]]]:
     """Each hunk of ``rows`` as (expected lines, replacement lines). A hunk without expected lines (only ``+``
     lines) appends its lines to the end of the block, as Letta's does. Blank lines at either end of a hunk are
-    ignored (a patch's last newline, a gap between hunks); ``--- ``/``+++ `` file headers before a hunk too."""
+    ignored (a patch's last newline, a gap between hunks); ``--- ``/``+++ `` file headers before a hunk too.
+    ``none_ok``: rows without a hunk give ``[]`` (a block a multi-block patch only renames), not ``NO_HUNKS``."""
     hunks: list[tuple[list[str], list[str]]] = []
     rows_of_hunk: list[str] = []
 
@@ -398,7 +399,7 @@ def parse_hunks(rows: Sequence[str]) -> list[tuple[list[str], list[str]]]:
                 "Prefix context lines with a space, removed lines with '-' and added lines with '+'."
             )
     close()
-    if not hunks:
+    if not hunks and not none_ok:
         raise EditError(NO_HUNKS)
     return hunks
 

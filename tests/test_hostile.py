@@ -44,6 +44,15 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("core_memory_append", {"label": "human", "content": "bad \ud800 surrogate"}, "not valid Unicode text"),
     ("archival_memory_insert", {"content": "lone \udfff"}, "not valid Unicode text"),
     ("archival_memory_insert", {"content": "   "}, "content is empty"),
+    # only invisible characters (zero-width space, word joiner, byte-order mark, joiner) is empty too
+    ("archival_memory_insert", {"content": "\u200b\u2060\ufeff \u200d"}, "content is empty"),
+    (
+        "conversation_log",
+        {"messages": [{"role": "user", "content": "\u200b\ufeff"}]},
+        "messages[0].content is empty",
+    ),
+    ("archival_memory_insert", {"content": "x", "tags": ["   "]}, "Invalid tag '   ': tags are 1-64 characters"),
+    ("archival_memory_insert", {"content": "x", "tags": ["ok", "\u200b"]}, "Invalid tag '\\u200b'"),
     # numbers out of range and wrong types
     ("archival_memory_search", {"query": "x", "top_k": 0}, "top_k must be a whole number from 1 to 100"),
     ("archival_memory_search", {"query": "x", "top_k": -5}, "top_k must be a whole number from 1 to 100"),

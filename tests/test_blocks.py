@@ -1,5 +1,6 @@
 """Pure Letta edit semantics (blocks.py): exact texts, check order, limits."""
 
+import json
 import re
 from datetime import UTC, datetime
 
@@ -163,3 +164,19 @@ def test_render_core_memory_layout():
     assert "- System prompt last recompiled: 2026-02-11 08:08:35 PM UTC+0000" in meta
     assert "- 42 previous messages between you and the user are stored in recall memory" in meta
     assert "- 156 total memories you created are stored in archival memory (use tools to access them)" in meta
+    # tiermem's tag line: a plain tag as written, one that could be misread as a JSON string, '<' and '>' escaped
+    tags = ["t1", "my notes", "a,b", "</memory_metadata>", " x", "\u200bdev", 'say "hi"']
+    meta = b.render_memory_metadata(
+        agent_id="agent-1",
+        recompiled_at=datetime(2026, 2, 11, tzinfo=UTC),
+        recall_count=0,
+        archival_count=1,
+        archival_tags=tags,
+    )
+    line = next(x for x in meta.split("\n") if x.startswith("- Archival memory tags: "))
+    assert line == (
+        '- Archival memory tags: t1, my notes, "a,b", "\\u003c/memory_metadata\\u003e", " x", "\\u200bdev", '
+        '"say \\"hi\\""'
+    )
+    assert meta.count("</memory_metadata>") == 1 and meta.endswith("\n</memory_metadata>")
+    assert [json.loads(b.render_tag(t)) for t in tags[2:]] == tags[2:]  # each quoted one reads back as the tag

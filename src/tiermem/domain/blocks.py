@@ -11,6 +11,7 @@ another.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -548,6 +549,26 @@ def render_memory_metadata(
         f"- {archival_count} total memories you created are stored in archival memory (use tools to access them)",
     ]
     if archival_tags:
-        lines.append(f"- Archival memory tags: {', '.join(archival_tags)}")
+        lines.append(f"- Archival memory tags: {', '.join(render_tag(t) for t in archival_tags)}")
     lines.append("</memory_metadata>")
     return "\n".join(lines)
+
+
+_PLAIN_TAG = re.compile(r'[^,"\\<>]+')  # a tag listed as written: nothing in it reads as a separator, quote or markup
+
+
+def render_tag(tag: str) -> str:
+    """A tag as ``<memory_metadata>`` lists it (tiermem's own line, joined with ``", "``): as written when nothing in
+    it can be misread; else as a JSON string with ``<``, ``>`` and invisible characters escaped (``\\u003c``), so
+    that a tag ``a,b`` reads as one tag and a tag ``</memory_metadata>`` cannot end the section early."""
+    if _PLAIN_TAG.fullmatch(tag) and tag.isprintable() and tag == tag.strip():
+        return tag
+    return '"' + "".join(_tag_char(c) for c in tag) + '"'
+
+
+def _tag_char(c: str) -> str:
+    if c in "<>":
+        return f"\\u{ord(c):04x}"
+    if c in '"\\' or not c.isprintable():
+        return json.dumps(c)[1:-1]  # \", \\, \n, \u200b; a character beyond U+FFFF as its surrogate pair
+    return c

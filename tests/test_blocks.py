@@ -131,7 +131,11 @@ def test_labels_and_paths():
         "a/.hidden": "starts with '.' (a hidden file)",
         "a\tb": "control character",
         "a\x85b": "control character",
+        # a right-to-left override makes "notes\u202egnp.txt" display as "notestxt.png": one label shown as another
+        "notes\u202egnp.txt": "bidirectional control character U+202E, which can make a label display as another",
     }
+    for c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069":
+        cases[f"a/b{c}c"] = f"bidirectional control character U+{ord(c):04X}"
     for bad, problem in cases.items():
         with pytest.raises(ValidationError, match="^Invalid block label .*" + re.escape(problem)):
             b.validate_label(bad)
@@ -139,6 +143,11 @@ def test_labels_and_paths():
     assert b.label_from_path("/memories/notes/projects") == "notes/projects"
     with pytest.raises(ValidationError):
         b.label_from_path("/etc/passwd")
+    # a path's '/' at the end is a trailing '/' of the label: refused as in any label (one leading '/' is dropped)
+    for path in ("/memories/human/", "/memories/notes/projects/", "/memories/"):
+        with pytest.raises(ValidationError, match="^Invalid block label"):
+            b.label_from_path(path)
+    assert b.label_from_path("/memories//human") == "human"
     assert b.label_from_letta("system//references/lettabot") == "system/references/lettabot"
     assert b.label_from_letta("/note_directory") == "note_directory"
     with pytest.raises(ValidationError, match="'..' segments"):

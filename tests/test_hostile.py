@@ -34,6 +34,14 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("memory", {"command": "create", "path": "/memories/bad\\label"}, "Invalid block label 'bad\\\\label'"),
     ("memory", {"command": "create", "path": "/memories/" + "x" * 251}, "Invalid block label"),
     ("memory", {"command": "create", "path": "/memories/.hidden"}, "Invalid block label"),
+    ("memory", {"command": "create", "path": "/memories/notes/"}, "Invalid block label 'notes/': it has an empty path"),
+    ("memory", {"command": "delete", "path": "/memories/human/"}, "Invalid block label 'human/'"),
+    (
+        "memory",
+        {"command": "rename", "old_path": "/memories/human", "new_path": "/memories/human\u202etxt"},
+        "Invalid block label 'human\\u202etxt': it contains the bidirectional control character U+202E",
+    ),
+    ("memory_apply_patch", {"label": "", "patch": "*** Add Block: a\u2066b\n+x"}, "control character U+2066"),
     ("memory", {"command": "create", "path": "../../x"}, "memory paths look like '/memories/<label>'"),
     ("memory", {"command": "explode", "path": "/memories/human"}, "command"),
     # payload sizes and text validity

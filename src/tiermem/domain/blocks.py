@@ -29,6 +29,9 @@ LINE_NUMBER_WARNING = (
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
 # the ``memory`` tool's view numbers its lines as ``cat -n`` does: the number right-aligned in 6 columns, then a tab
 _VIEW_LINE_PREFIX = re.compile(r"^(?: {5}\d| {4}\d{2}| {3}\d{3}| {2}\d{4}| \d{5}|\d{6,})\t", re.MULTILINE)
+# Unicode's Bidi_Control characters: the marks and the embedding, override and isolate controls (U+202E shows "abc"
+# as "cba"); refused in labels, where they could make one label display as another
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 MAX_LABEL_CHARS = 1024
 MAX_SEGMENT_BYTES = 250  # a file name is at most 255 bytes, and the label's last segment gets ".md"
 MEMORY_PATH_PREFIX = "/memories/"
@@ -49,9 +52,10 @@ def validate_label(label: str) -> str:
 
     A label is a path of file names separated by ``/``, kept as written (Letta Code's MemFS: the
     file ``reference/Team-Notes.md`` is the block ``reference/Team-Notes``): capitals, dots, spaces
-    and any other character a file name may hold are allowed. Refused is only what cannot be one
+    and any other character a file name may hold are allowed. Refused is what cannot be one
     file name per segment: empty, ``.`` and ``..`` segments, hidden ones (``.x``: a synced directory
-    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters.
+    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters;
+    and bidirectional controls (U+202E and the like), which could make one label display as another.
     One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
     """
     if not isinstance(label, str):
@@ -73,6 +77,12 @@ def _label_problem(name: str) -> str:
         return "it is empty"
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
         return "it contains a control character"
+    bidi = next((c for c in name if c in _BIDI_CONTROLS), None)
+    if bidi is not None:
+        return (
+            f"it contains the bidirectional control character U+{ord(bidi):04X}, which can make a label display as "
+            "another; write the label without it"
+        )
     if "\\" in name:
         return "the character '\\' is not allowed (separate folders with '/')"
     if len(name) > MAX_LABEL_CHARS:
@@ -118,7 +128,7 @@ def label_from_path(path: str) -> str:
         raise ValidationError(
             f"Invalid path {path!r}: memory paths look like '/memories/<label>', for example '/memories/human'."
         )
-    return validate_label(path[len(MEMORY_PATH_PREFIX) :].strip("/"))
+    return validate_label(path[len(MEMORY_PATH_PREFIX) :])  # a '/' at the end is refused, as in any label
 
 
 def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool = False) -> None:

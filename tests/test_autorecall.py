@@ -81,6 +81,7 @@ def test_an_empty_turn_is_skipped_not_stored_nor_refused(memory: tuple[Memory, s
     m, agent = memory
     assert autorecall.log_turn(m, agent, session="e", turn="t1", role="assistant", content="") is False
     assert autorecall.log_turn(m, agent, session="e", turn="t2", role="user", content=" \n\t") is False
+    assert autorecall.log_turn(m, agent, session="e", turn="t3", role="user", content="\u200b\ufeff\n") is False
     assert [x for x in m.archive.rows.messages_of(agent) if x.conversation_id == "e"] == []
 
 

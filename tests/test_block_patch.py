@@ -93,6 +93,19 @@ async def test_multi_block_add_update_and_move(settings: Settings) -> None:
         assert not failed, text
         blocks = await _blocks(c)
         assert "a" not in blocks and blocks["b"]["value"] == "two" and blocks["b"]["version"] == 1
+        # an update with a Move to and no hunks is a rename alone: the value and its version stay as they were
+        text, failed = await _call(c, label="", patch="*** Update Block: human\n*** Move to: people/ada\n")
+        assert (text, failed) == (
+            "Successfully applied memory patch operations.\n\nOperations completed:\n"
+            "- Renamed memory block 'human' to 'people/ada'",
+            False,
+        )
+        blocks = await _blocks(c)
+        assert "human" not in blocks and blocks["people/ada"]["value"] == "Name: Ada\n\nLikes mint tea"
+        # without a Move to (or moved to its own label), an update without hunks still has nothing to do
+        for patch in ("*** Update Block: b\n", "*** Update Block: b\n*** Move to: b"):
+            text, failed = await _call(c, label="", patch=patch)
+            assert failed and text.startswith(rules.NO_HUNKS), (patch, text)
 
 
 @pytest.mark.anyio
@@ -119,6 +132,9 @@ async def test_a_failing_multi_block_patch_changes_nothing(settings: Settings) -
             ("*** Add Block: fresh\nnot a plus line\n", "does not start with '+'"),
             (good + "*** Update Block: small\n", "No applicable hunks found in patch."),
             (good + "*** Update Block: small\n 1→ x\n+y", "patch contains a line number prefix"),
+            # a '+' line's number is its text's: refused as memory_insert refuses it, in added blocks too
+            (good + "*** Update Block: small\n-x\n+1→ y", "patch contains a line number prefix, which is not allowed."),
+            (good + "*** Add Block: numbered\n+2→ y", "patch contains a line number prefix"),
         ]
         for patch, expected in cases:
             text, failed = await _call(c, label="small", patch=patch)
@@ -147,6 +163,13 @@ async def test_single_block_patches_as_letta_applies_them(settings: Settings) ->
             c, label="empty", patch="*** Begin Patch\n--- a/empty\n+++ b/empty\n@@\n-second\n+2nd\n*** End Patch"
         )
         assert (text, failed) == ("first\n2nd\nthird", False)
+        # line numbers copied from a line_numbers=true view, on '+' or '-' lines: refused, as memory_insert refuses them
+        for numbered in ("+4→ fourth", "-  2→ 2nd\n+second", "@@\n 1→ first\n+x"):
+            text, failed = await _call(c, label="empty", patch=numbered)
+            assert failed and text.startswith(
+                "patch contains a line number prefix, which is not allowed. Do not include line numbers when calling "
+                "memory tools (line numbers are for display purposes only)."
+            ), (numbered, text)
         # a header this tool does not know is refused, not taken for content or for another block
         text, failed = await _call(c, label="empty", patch="*** Update File: human\n@@\n-first\n+1st")
         assert failed and "'*** Update File: human' is not a header memory_apply_patch knows" in text

@@ -1,5 +1,6 @@
 """Pure Letta edit semantics (blocks.py): exact texts, check order, limits."""
 
+import json
 import re
 from datetime import UTC, datetime
 
@@ -130,7 +131,11 @@ def test_labels_and_paths():
         "a/.hidden": "starts with '.' (a hidden file)",
         "a\tb": "control character",
         "a\x85b": "control character",
+        # a right-to-left override makes "notes\u202egnp.txt" display as "notestxt.png": one label shown as another
+        "notes\u202egnp.txt": "bidirectional control character U+202E, which can make a label display as another",
     }
+    for c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069":
+        cases[f"a/b{c}c"] = f"bidirectional control character U+{ord(c):04X}"
     for bad, problem in cases.items():
         with pytest.raises(ValidationError, match="^Invalid block label .*" + re.escape(problem)):
             b.validate_label(bad)
@@ -138,6 +143,11 @@ def test_labels_and_paths():
     assert b.label_from_path("/memories/notes/projects") == "notes/projects"
     with pytest.raises(ValidationError):
         b.label_from_path("/etc/passwd")
+    # a path's '/' at the end is a trailing '/' of the label: refused as in any label (one leading '/' is dropped)
+    for path in ("/memories/human/", "/memories/notes/projects/", "/memories/"):
+        with pytest.raises(ValidationError, match="^Invalid block label"):
+            b.label_from_path(path)
+    assert b.label_from_path("/memories//human") == "human"
     assert b.label_from_letta("system//references/lettabot") == "system/references/lettabot"
     assert b.label_from_letta("/note_directory") == "note_directory"
     with pytest.raises(ValidationError, match="'..' segments"):
@@ -163,3 +173,19 @@ def test_render_core_memory_layout():
     assert "- System prompt last recompiled: 2026-02-11 08:08:35 PM UTC+0000" in meta
     assert "- 42 previous messages between you and the user are stored in recall memory" in meta
     assert "- 156 total memories you created are stored in archival memory (use tools to access them)" in meta
+    # tiermem's tag line: a plain tag as written, one that could be misread as a JSON string, '<' and '>' escaped
+    tags = ["t1", "my notes", "a,b", "</memory_metadata>", " x", "\u200bdev", 'say "hi"']
+    meta = b.render_memory_metadata(
+        agent_id="agent-1",
+        recompiled_at=datetime(2026, 2, 11, tzinfo=UTC),
+        recall_count=0,
+        archival_count=1,
+        archival_tags=tags,
+    )
+    line = next(x for x in meta.split("\n") if x.startswith("- Archival memory tags: "))
+    assert line == (
+        '- Archival memory tags: t1, my notes, "a,b", "\\u003c/memory_metadata\\u003e", " x", "\\u200bdev", '
+        '"say \\"hi\\""'
+    )
+    assert meta.count("</memory_metadata>") == 1 and meta.endswith("\n</memory_metadata>")
+    assert [json.loads(b.render_tag(t)) for t in tags[2:]] == tags[2:]  # each quoted one reads back as the tag

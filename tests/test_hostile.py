@@ -34,6 +34,14 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("memory", {"command": "create", "path": "/memories/bad\\label"}, "Invalid block label 'bad\\\\label'"),
     ("memory", {"command": "create", "path": "/memories/" + "x" * 251}, "Invalid block label"),
     ("memory", {"command": "create", "path": "/memories/.hidden"}, "Invalid block label"),
+    ("memory", {"command": "create", "path": "/memories/notes/"}, "Invalid block label 'notes/': it has an empty path"),
+    ("memory", {"command": "delete", "path": "/memories/human/"}, "Invalid block label 'human/'"),
+    (
+        "memory",
+        {"command": "rename", "old_path": "/memories/human", "new_path": "/memories/human\u202etxt"},
+        "Invalid block label 'human\\u202etxt': it contains the bidirectional control character U+202E",
+    ),
+    ("memory_apply_patch", {"label": "", "patch": "*** Add Block: a\u2066b\n+x"}, "control character U+2066"),
     ("memory", {"command": "create", "path": "../../x"}, "memory paths look like '/memories/<label>'"),
     ("memory", {"command": "explode", "path": "/memories/human"}, "command"),
     # payload sizes and text validity
@@ -44,6 +52,15 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ("core_memory_append", {"label": "human", "content": "bad \ud800 surrogate"}, "not valid Unicode text"),
     ("archival_memory_insert", {"content": "lone \udfff"}, "not valid Unicode text"),
     ("archival_memory_insert", {"content": "   "}, "content is empty"),
+    # only invisible characters (zero-width space, word joiner, byte-order mark, joiner) is empty too
+    ("archival_memory_insert", {"content": "\u200b\u2060\ufeff \u200d"}, "content is empty"),
+    (
+        "conversation_log",
+        {"messages": [{"role": "user", "content": "\u200b\ufeff"}]},
+        "messages[0].content is empty",
+    ),
+    ("archival_memory_insert", {"content": "x", "tags": ["   "]}, "Invalid tag '   ': tags are 1-64 characters"),
+    ("archival_memory_insert", {"content": "x", "tags": ["ok", "\u200b"]}, "Invalid tag '\\u200b'"),
     # numbers out of range and wrong types
     ("archival_memory_search", {"query": "x", "top_k": 0}, "top_k must be a whole number from 1 to 100"),
     ("archival_memory_search", {"query": "x", "top_k": -5}, "top_k must be a whole number from 1 to 100"),

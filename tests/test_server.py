@@ -275,6 +275,18 @@ async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) 
                 dict(command="str_replace", path="/memories/human", old_str="tea"),
                 "memory str_replace needs `new_str`",
             ),
+            # create's file_text is an edit argument too: either view's numbers are refused, nothing created
+            (
+                "memory",
+                dict(command="create", path="/memories/n", file_text="3→ Likes tea"),
+                "file_text contains a line number prefix, which is not allowed. Do not include line numbers when "
+                "calling memory tools (line numbers are for display purposes only).",
+            ),
+            (
+                "memory",
+                dict(command="create", path="/memories/n", file_text="     1\tLikes tea"),
+                "file_text contains a line number prefix",
+            ),
         ]
         for tool, args, expected in cases:
             r = await call(c, tool, **args)
@@ -293,7 +305,7 @@ async def test_edit_errors_name_the_arguments_the_tool_took(settings: Settings) 
 
 async def test_conversation_log_refuses_empty_turns_and_stores_nothing(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:
-        for empty in ("", "  \n\t"):
+        for empty in ("", "  \n\t", "\u200b\ufeff", "\u200d \u2060"):
             msgs = [{"role": "user", "content": "I moved to Lyon"}, {"role": "assistant", "content": empty}]
             r = await call(c, "conversation_log", messages=msgs)
             assert r.is_error and text_of(r).startswith(
@@ -302,8 +314,15 @@ async def test_conversation_log_refuses_empty_turns_and_stores_nothing(settings:
             ), text_of(r)
         archival = json.loads((await c.read_resource("memory://archival")).contents[0].text)
         assert archival["messages"] == 0  # the valid turn beside it was not written either
-        r = await call(c, "conversation_log", messages=[{"role": "user", "content": "I moved to Lyon"}])
-        assert not r.is_error and r.structured_content["stored"] == 1
+        # a joiner inside an emoji sequence is text like any: only a turn of nothing visible is empty
+        turns = [
+            {"role": "user", "content": "I moved to Lyon"},
+            {"role": "assistant", "content": "\U0001f469\u200d\U0001f4bb"},
+        ]
+        r = await call(c, "conversation_log", messages=turns)
+        assert not r.is_error and r.structured_content["stored"] == 2
+        r = await call(c, "archival_memory_insert", content="\U0001f469\u200d\U0001f4bb", tags=["\u200bdev"])
+        assert not r.is_error, text_of(r)
 
 
 async def test_memory_command_tool(settings: Settings) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -210,6 +211,13 @@ def check_text(value: Any, name: str, max_chars: int, advice: str | None = None)
     except UnicodeEncodeError as exc:
         raise ValidationError(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}).") from exc
     return value
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: it holds only whitespace and invisible format characters (Unicode category Cf:
+    zero-width space and joiners, the byte-order mark, direction marks). Such a text is empty wherever an empty one
+    is refused; a format character beside visible ones (the joiner inside an emoji sequence) is text like any."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
 
 
 # -- folders and files (Letta's sources and files) ----------------------------------

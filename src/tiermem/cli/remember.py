@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..base.errors import EmbeddingError, ValidationError
+from ..base.records import is_blank
 
 if TYPE_CHECKING:
     import argparse
@@ -19,7 +20,7 @@ def remember_command(memory: Memory, settings: Settings, args: argparse.Namespac
     """Insert ``args.text`` ('-': stdin, one trailing newline dropped) into the agent's archival memory, embedded
     before the command returns when the model loads; prints the new passage's id (or ids, when chunked)."""
     text = sys.stdin.read().removesuffix("\n") if args.text == "-" else args.text
-    if not text.strip():
+    if is_blank(text):
         raise ValidationError("Nothing to remember: give the fact as an argument, or '-' and the text on stdin.")
     tags = [t.strip() for t in args.tags.split(",") if t.strip()] if args.tags else None
     agent = memory.named_agent(settings.agent)

@@ -34,7 +34,20 @@ from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base.records import ROLES, Found, Hit, Message, Passage, check_id, check_text, from_us, new_id, now, to_us
+from ..base.records import (
+    ROLES,
+    Found,
+    Hit,
+    Message,
+    Passage,
+    check_id,
+    check_text,
+    from_us,
+    is_blank,
+    new_id,
+    now,
+    to_us,
+)
 from ..store import RESULT_COLUMNS, Filter, Store, message_from_row, passage_from_row
 from .archive_files import FileRows
 from .archive_links import ManualLinks
@@ -324,7 +337,7 @@ class Archive:
         """Store a passage (chunked if longer than the model's window); returns the new ids. ``project``: the
         project it belongs to (None: shared by every project)."""
         content = self._text(content, "content")
-        if not content.strip():
+        if is_blank(content):  # spaces, or only invisible characters such as zero-width spaces
             raise ValidationError("content is empty: send the fact or text to remember.")
         if project is not None:
             self._text(project, "project")
@@ -845,8 +858,11 @@ class Archive:
         if len(tags) > 32:
             raise ValidationError(f"At most 32 tags per passage; got {len(tags)}.")
         for t in tags:
-            if not _TAG.fullmatch(t):
-                raise ValidationError(f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters.")
+            if not _TAG.fullmatch(t) or is_blank(t):
+                raise ValidationError(
+                    f"Invalid tag {t[:80]!r}: tags are 1-64 characters without control characters, not only spaces "
+                    "or invisible characters."
+                )
         return tuple(dict.fromkeys(tags))
 
 

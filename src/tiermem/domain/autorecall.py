@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from ..base.quoting import PRIVATE_MARK, attribute, drop_private, neutral, without_private
-from ..base.records import now, to_us
+from ..base.records import is_blank, now, to_us
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -69,7 +69,7 @@ def log_turn(
     ``project``, its payload naming the ``host`` that reported it), once; False when it was already logged. Its
     ``<private>`` spans are never stored: each is replaced by a mark (``quoting.drop_private``). An empty turn (a host
     may report an empty reply) is skipped: False, nothing stored."""
-    if not content.strip():
+    if is_blank(content):
         return False
     content = memory.scrub(drop_private(content))  # and no credential: each replaced by [redacted: KIND]
     text = content if len(content) <= memory.max_content_chars else _cut(content, memory.max_content_chars)

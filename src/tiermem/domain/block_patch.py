@@ -4,10 +4,10 @@ headers (``letta/services/tool_executor/core_tool_executor.py``), applied to sev
 A patch holding one of Letta's headers is a multi-block patch: each header names its block and the tool's ``label``
 is not used (Letta's callers send ""). ``*** Update Block: <label>`` is followed by that block's hunks
 (``blocks.parse_hunks``); ``*** Add Block: <label>`` by an optional ``Description: <text>`` line and the new block's
-``+`` lines; ``*** Move to: <new label>`` renames the block of the header above it, after its hunks. ``*** Delete
-Block:`` is refused by name: the tool is announced as an edit that loses nothing (hosts may run it without asking),
-and deleting a block is the ``memory`` tool's ``delete``. Lines that belong to no operation are refused (Letta skips
-them), so nothing meant for one block lands in another.
+``+`` lines; ``*** Move to: <new label>`` renames the block of the header above it, after its hunks (an update
+without hunks only renames). ``*** Delete Block:`` is refused by name: the tool is announced as an edit that loses
+nothing (hosts may run it without asking), and deleting a block is the ``memory`` tool's ``delete``. Lines that
+belong to no operation are refused (Letta skips them), so nothing meant for one block lands in another.
 
 Every operation is worked out first, against the blocks as read, with the checks of an edit (read-only blocks,
 limits, sizes, credentials, labels): a refusal anywhere changes nothing. Then the writes: each edited block once, at
@@ -156,7 +156,7 @@ def apply_block_patch(m: Memory, agent_id: str, patch: str) -> str:
     """Apply a multi-block patch (``is_multi_block``) to the agent's blocks: all of it, or nothing."""
     actor = current_actor.get()
     check_text(patch, "patch", m.max_content_chars)
-    rules.reject_line_numbers("patch", patch)
+    rules.reject_patch_line_numbers(patch)
     plan = _plan(m, agent_id, parse_block_patch(patch), actor)
     _write(m, agent_id, plan, actor)
     return DONE + "\n\nOperations completed:\n- " + "\n- ".join(plan.done)
@@ -185,9 +185,12 @@ def _plan(m: Memory, agent_id: str, ops: list[BlockOp], actor: str) -> _Plan:
                 slot = found
                 if enforce and slot.read_only:
                     raise EditError(rules.READ_ONLY_ERROR)
-                slot.value = rules.apply_hunks(slot.value, rules.parse_hunks(op.rows))
-                rules.check_limit(slot.value, slot.limit)
-                plan.done.append(f"Updated memory block '{op.label}'")
+                renamed = bool(op.target) and op.target != op.label
+                hunks = rules.parse_hunks(op.rows, none_ok=renamed)  # only a Move to: a rename, no edit
+                if hunks:
+                    slot.value = rules.apply_hunks(slot.value, hunks)
+                    rules.check_limit(slot.value, slot.limit)
+                    plan.done.append(f"Updated memory block '{op.label}'")
             label = op.label
             if op.target and op.target != op.label:
                 _check_move(m, agent_id, slot, op.target, slots, enforce=enforce)

@@ -11,6 +11,7 @@ another.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ LINE_NUMBER_WARNING = (
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+→[ \t]*", re.MULTILINE)
 # the ``memory`` tool's view numbers its lines as ``cat -n`` does: the number right-aligned in 6 columns, then a tab
 _VIEW_LINE_PREFIX = re.compile(r"^(?: {5}\d| {4}\d{2}| {3}\d{3}| {2}\d{4}| \d{5}|\d{6,})\t", re.MULTILINE)
+# Unicode's Bidi_Control characters: the marks and the embedding, override and isolate controls (U+202E shows "abc"
+# as "cba"); refused in labels, where they could make one label display as another
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 MAX_LABEL_CHARS = 1024
 MAX_SEGMENT_BYTES = 250  # a file name is at most 255 bytes, and the label's last segment gets ".md"
 MEMORY_PATH_PREFIX = "/memories/"
@@ -48,9 +52,10 @@ def validate_label(label: str) -> str:
 
     A label is a path of file names separated by ``/``, kept as written (Letta Code's MemFS: the
     file ``reference/Team-Notes.md`` is the block ``reference/Team-Notes``): capitals, dots, spaces
-    and any other character a file name may hold are allowed. Refused is only what cannot be one
+    and any other character a file name may hold are allowed. Refused is what cannot be one
     file name per segment: empty, ``.`` and ``..`` segments, hidden ones (``.x``: a synced directory
-    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters.
+    skips them), control characters, ``\\``, segments over 250 bytes, labels over 1,024 characters;
+    and bidirectional controls (U+202E and the like), which could make one label display as another.
     One leading ``/`` is accepted and removed (``/note_directory`` is ``note_directory``).
     """
     if not isinstance(label, str):
@@ -72,6 +77,12 @@ def _label_problem(name: str) -> str:
         return "it is empty"
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
         return "it contains a control character"
+    bidi = next((c for c in name if c in _BIDI_CONTROLS), None)
+    if bidi is not None:
+        return (
+            f"it contains the bidirectional control character U+{ord(bidi):04X}, which can make a label display as "
+            "another; write the label without it"
+        )
     if "\\" in name:
         return "the character '\\' is not allowed (separate folders with '/')"
     if len(name) > MAX_LABEL_CHARS:
@@ -117,7 +128,7 @@ def label_from_path(path: str) -> str:
         raise ValidationError(
             f"Invalid path {path!r}: memory paths look like '/memories/<label>', for example '/memories/human'."
         )
-    return validate_label(path[len(MEMORY_PATH_PREFIX) :].strip("/"))
+    return validate_label(path[len(MEMORY_PATH_PREFIX) :])  # a '/' at the end is refused, as in any label
 
 
 def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool = False) -> None:
@@ -133,6 +144,16 @@ def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool 
             f"{arg} contains a line number warning, which is not allowed. Do not include line number "
             "information when calling memory tools (line numbers are for display purposes only)."
         )
+
+
+def reject_patch_line_numbers(patch: str) -> None:
+    """``reject_line_numbers`` for ``memory_apply_patch``: the patch as a whole (the banner, a context line
+    ``" 1→ x"``), and each line's text after its ``' '``, ``'-'`` or ``'+'``: Letta's anchored rule alone never sees
+    the number of ``"+1→ x"``, which would be stored as written."""
+    reject_line_numbers("patch", patch)
+    for line in patch.split("\n"):
+        if line[:1] in (" ", "-", "+"):
+            reject_line_numbers("patch", line[1:], banner=False)
 
 
 # ---------------------------------------------------------------------------
@@ -352,14 +373,15 @@ def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
         raise EditError(
             "Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines."
         )
-    reject_line_numbers("patch", patch)
+    reject_patch_line_numbers(patch)
     return parse_hunks(patch.split("\n"))
 
 
-def parse_hunks(rows: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+def parse_hunks(rows: Sequence[str], *, none_ok: bool = False) -> list[tuple[list[str], list[str]]]:
     """Each hunk of ``rows`` as (expected lines, replacement lines). A hunk without expected lines (only ``+``
     lines) appends its lines to the end of the block, as Letta's does. Blank lines at either end of a hunk are
-    ignored (a patch's last newline, a gap between hunks); ``--- ``/``+++ `` file headers before a hunk too."""
+    ignored (a patch's last newline, a gap between hunks); ``--- ``/``+++ `` file headers before a hunk too.
+    ``none_ok``: rows without a hunk give ``[]`` (a block a multi-block patch only renames), not ``NO_HUNKS``."""
     hunks: list[tuple[list[str], list[str]]] = []
     rows_of_hunk: list[str] = []
 
@@ -388,7 +410,7 @@ def parse_hunks(rows: Sequence[str]) -> list[tuple[list[str], list[str]]]:
                 "Prefix context lines with a space, removed lines with '-' and added lines with '+'."
             )
     close()
-    if not hunks:
+    if not hunks and not none_ok:
         raise EditError(NO_HUNKS)
     return hunks
 
@@ -537,6 +559,26 @@ def render_memory_metadata(
         f"- {archival_count} total memories you created are stored in archival memory (use tools to access them)",
     ]
     if archival_tags:
-        lines.append(f"- Archival memory tags: {', '.join(archival_tags)}")
+        lines.append(f"- Archival memory tags: {', '.join(render_tag(t) for t in archival_tags)}")
     lines.append("</memory_metadata>")
     return "\n".join(lines)
+
+
+_PLAIN_TAG = re.compile(r'[^,"\\<>]+')  # a tag listed as written: nothing in it reads as a separator, quote or markup
+
+
+def render_tag(tag: str) -> str:
+    """A tag as ``<memory_metadata>`` lists it (tiermem's own line, joined with ``", "``): as written when nothing in
+    it can be misread; else as a JSON string with ``<``, ``>`` and invisible characters escaped (``\\u003c``), so
+    that a tag ``a,b`` reads as one tag and a tag ``</memory_metadata>`` cannot end the section early."""
+    if _PLAIN_TAG.fullmatch(tag) and tag.isprintable() and tag == tag.strip():
+        return tag
+    return '"' + "".join(_tag_char(c) for c in tag) + '"'
+
+
+def _tag_char(c: str) -> str:
+    if c in "<>":
+        return f"\\u{ord(c):04x}"
+    if c in '"\\' or not c.isprintable():
+        return json.dumps(c)[1:-1]  # \", \\, \n, \u200b; a character beyond U+FFFF as its surrogate pair
+    return c

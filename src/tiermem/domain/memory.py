@@ -44,6 +44,7 @@ from ..base.records import (
     Passage,
     StoredResult,
     check_text,
+    is_blank,
     new_id,
     now,
     stable_id,
@@ -778,7 +779,7 @@ class Memory:
         """Record conversation turns in recall memory (``Archive.log_messages``); refused, writing nothing, when one
         is empty (nothing to remember: it would only come back in unrelated searches) or holds a credential."""
         for n, m in enumerate(messages):
-            if isinstance(m, dict) and isinstance(m.get("content"), str) and not m["content"].strip():
+            if isinstance(m, dict) and isinstance(m.get("content"), str) and is_blank(m["content"]):
                 raise ValidationError(
                     f"messages[{n}].content is empty: an empty turn holds nothing to remember, and nothing was "
                     "stored. Leave that turn out, or send its text."

@@ -122,6 +122,8 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any]) -> tuple[str, Me
         for name in ("file_text", "description"):  # checked here too, so that an error names the argument
             if args.get(name) is not None:
                 check_text(args[name], name, m.max_content_chars)
+        if args.get("file_text") is not None:  # the numbers view shows, as insert and str_replace refuse them
+            rules.reject_line_numbers("file_text", args["file_text"], view=True)
         spec = BlockSpec(label=label, value=args.get("file_text") or "", description=args.get("description") or "")
         block = m.create_block(agent_id, spec)
         text = f"Created memory block {block.label!r} ({len(block.value)} of {block.limit} characters)."

@@ -163,6 +163,11 @@ async def test_argument_errors_name_argument_type_and_example(
                 "open_files: `file_requests[0].offset` must be a whole number, got true. "
                 'Example: {"file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}]}.',
             ),
+            (  # a whole number that may be null (its default is not): the same check
+                "grep_files",
+                {"pattern": "x", "context_lines": True},
+                'grep_files: `context_lines` must be a whole number, got true. Example: {"context_lines": 1}.',
+            ),
             # a key an object argument does not take is refused too (pydantic would drop it without a word)
             (
                 "conversation_log",

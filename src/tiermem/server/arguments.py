@@ -198,7 +198,12 @@ def _walk(schema: dict[str, Any], prop: dict[str, Any], value: Any, loc: tuple[A
 
 
 def _resolved(schema: dict[str, Any], prop: dict[str, Any]) -> dict[str, Any]:
-    """``prop`` itself, or the definition its ``$ref`` names (``#/$defs/LogMessage``)."""
+    """``prop`` itself, the definition its ``$ref`` names (``#/$defs/LogMessage``), or the one arm of a nullable
+    ``anyOf`` (``context_lines: int | None = 1``, whose default keeps the ``null`` arm in the schema)."""
+    arms = [arm for arm in prop.get("anyOf", ()) if arm != {"type": "null"}]
+    if len(arms) == 1 and isinstance(arms[0], dict):
+        prop = {**prop, **arms[0]}
+        prop.pop("anyOf")
     ref = prop.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         found = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
@@ -261,6 +266,7 @@ def _expected(err: Mapping[str, Any], prop: dict[str, Any]) -> str:
 
 
 def _type_phrase(prop: dict[str, Any]) -> str:
+    prop = _resolved({}, prop)
     if "enum" in prop:
         return "one of " + ", ".join(repr(v) for v in prop["enum"])
     kind = prop.get("type")

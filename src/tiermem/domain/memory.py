@@ -713,7 +713,8 @@ class Memory:
             return None
         if stored.args_sha256 != args_sha256:
             raise ValidationError(
-                f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
+                f"idempotency_key {key!r} was already used for {'an' if tool[:1] in 'aeiou' else 'a'} {tool} call "
+                "with different arguments; "
                 "use a new key for a new request."
             )
         return stored.result

@@ -181,6 +181,26 @@ async def test_delete_list_and_chunking(real: Settings) -> None:
         assert summary == {"passages": 1, "messages": 0, "tags": []}
 
 
+def test_time_ago_keeps_lettas_past_and_says_a_future_time_as_one() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tiermem.domain.archive import time_ago
+
+    at = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    assert [time_ago(at - d, at) for d in (timedelta(0), timedelta(seconds=42), timedelta(minutes=5))] == [
+        "0s ago",
+        "42s ago",
+        "5m ago",
+    ]
+    assert (
+        time_ago(at - timedelta(hours=3, minutes=59), at) == "3h ago"
+        and time_ago(at - timedelta(days=9), at) == "9d ago"
+    )
+    # a turn logged ahead of the clock (a host's skewed clock, a typo'd year) was "0s ago"
+    assert time_ago(at + timedelta(minutes=5), at) == "in 5m" and time_ago(at + timedelta(seconds=7), at) == "in 7s"
+    assert time_ago(datetime(9999, 12, 31, 9, 59, 59, tzinfo=UTC), at).startswith("in ")
+
+
 def test_chunks_fit_the_model_window(real: Settings) -> None:
     memory = open_memory(real)
     emb = memory.archive.embedder

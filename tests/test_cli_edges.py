@@ -172,6 +172,14 @@ async def test_mcp_tools_keep_their_letta_error_texts(settings: Settings) -> Non
         assert text_of(r) == "Block 'human' has no version 9; its versions are 1 to 1. See memory_history for the list."
         r = await c.call_tool("memory_revert", {"label": "human", "version": 0})
         assert text_of(r) == "version must be a positive whole number from memory_history, got 0."
+        # past SQLite's largest integer (2**63 - 1): the same answers, not an OverflowError
+        r = await c.call_tool("memory_revert", {"label": "human", "version": 2**63})
+        assert (
+            text_of(r)
+            == f"Block 'human' has no version {2**63}; its versions are 1 to 1. See memory_history for the list."
+        )
+        r = await c.call_tool("memory_history", {"label": "human", "limit": 2**63})
+        assert not r.is_error and [v["version"] for v in (r.structured_content or {})["versions"]] == [1]
     memory = memory_at(settings.resolved_data_dir().parent)
     agent = memory.named_agent("default")
     with pytest.raises(ValidationError) as exc:

@@ -566,6 +566,35 @@ def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge
 
 
+def test_a_negative_context_is_refused_and_a_negative_offset_is_the_first_page() -> None:
+    """context_lines=-1 showed each match with no line at all (Letta's empty context) under a false note "context
+    cut to -1 line(s)": refused, saying what it takes. A negative offset is the first page, as Letta reads it."""
+    small = GrepFile("s.txt", [f"hit {i}" for i in range(25)], 100)
+    with pytest.raises(ValidationError, match=r"context_lines must be a whole number >= 0 .*got -1\."):
+        grep([small], "hit", context_lines=-1)
+    assert grep([small], "hit", offset=-1).text == grep([small], "hit", offset=0).text
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
+def test_a_huge_context_reads_windows_for_the_page_only(joined: bool) -> None:
+    """1,000 matches collected with context_lines=10**9: only the page's 20 are read with their context (each window
+    was built for every match collected: 1,000 windows of the whole file)."""
+    import tracemalloc
+
+    lines = [f"match {i}" for i in range(3000)]
+    held = fv.JoinedLines("\n".join(lines)) if joined else lines
+    files = [GrepFile("big.txt", held, sum(len(x) + 1 for x in lines))]
+    tracemalloc.start()
+    try:
+        text = grep(files, "match", context_lines=10**9, offset=500).text
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text.startswith("Found 1000+ total matches across 1 files (showing matches 501-520 of 1000+)")
+    assert "> 501: match 500" in text and "> 520: match 519" in text and "Note: context cut to " in text
+    assert peak < 40 * 1024 * 1024, peak  # 20 windows of 3,000 lines, not 1,000
+
+
 @pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
 def test_a_context_past_the_lines_read_is_noted_though_the_page_fits(joined: bool) -> None:
     """A match on a file's first line with context_lines=10**6: the search reads GREP_CONTEXT_CHARS // 10 lines each

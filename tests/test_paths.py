@@ -151,6 +151,27 @@ async def test_block_uris_are_percent_encoded_and_read_back(settings: Settings) 
                         break
 
 
+async def test_a_block_uri_whose_escapes_are_not_utf8_names_the_label(settings: Settings) -> None:
+    """``%FF`` decodes to no text: the read is -32602 naming the label as written (it was an internal error quoting
+    Python's codec), and a subscription to such a URI does not stop another's notification."""
+    got: list[str] = []
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=uris_into(got)) as c:
+        for uri in ("memory://blocks/%FF", "memory://blocks/hu%FFman"):
+            with pytest.raises(MCPError) as exc:
+                await c.read_resource(uri)
+            label = uri.removeprefix("memory://blocks/")
+            assert exc.value.error.code == INVALID_PARAMS, exc.value.error
+            assert f"No memory block with label {label!r}" in exc.value.error.message
+            assert "codec" not in exc.value.error.message
+        await c.subscribe_resource("memory://blocks/%FF")
+        await c.subscribe_resource("memory://blocks/human")
+        await call(c, "core_memory_append", label="human", content="more")
+        with anyio.fail_after(10):
+            while "memory://blocks/human" not in got:
+                await anyio.sleep(0.01)
+        assert "memory://blocks/%FF" not in got
+
+
 async def test_detached_blocks_render_as_a_tree_and_open_on_demand(settings: Settings) -> None:
     server = serve_in_process(settings)
     async with Client(server, cache=None) as c:

@@ -326,6 +326,57 @@ def test_a_malformed_stdio_line_is_answered_and_logged(tmp_path: Path) -> None:
     assert "not JSON" in done.stderr and "not a JSON-RPC 2.0 message" in done.stderr
 
 
+def test_a_stdio_request_with_a_lone_surrogate_is_answered_with_its_id(tmp_path: Path) -> None:
+    # Python's json reads a "\\ud83d" escape without its other half; the SDK's parser refuses the line, which was
+    # answered -32700 "not JSON" with id null: the request itself was never answered and the client waited forever.
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    half = '{"label": "human", "new_string": "half an emoji \\ud83d"}'
+    lines = [
+        json.dumps(init),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_insert", "arguments": '
+        + half
+        + "}}",
+        '{"jsonrpc": "2.0", "method": "notifications/\\udc80"}',  # a notification: no answer
+        '{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "memory_open", "arguments": '
+        '{"label": "human"}}}',
+    ]
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write("\n".join(lines) + "\n")
+        server.stdin.flush()
+        replies: dict[object, dict[str, object]] = {}
+        while 8 not in replies:  # the last request's answer (without the fix: the null-id one came before it)
+            reply = json.loads(server.stdout.readline())
+            replies[reply["id"]] = reply
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    assert set(replies) == {1, 7, 8}, replies
+    error = replies[7]["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == -32602, error
+    assert "params.arguments.new_string holds a lone surrogate" in error["message"], error
+    assert "position 14" in error["message"] and "\\ud83d\\ude00" in error["message"], error
+    assert "half an emoji" not in json.dumps(replies[8]["result"])  # nothing was stored
+    assert "lone surrogate" in stderr
+
+
 def test_protocol_errors_over_stdio_say_what_was_wrong(tmp_path: Path) -> None:
     # The SDK's own -32602 for these says only "Invalid request parameters"; a list cursor it would ignore.
     def request(id_: int, method: str, params: dict[str, object] | None = None) -> str:

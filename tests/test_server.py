@@ -503,6 +503,11 @@ async def test_idempotency_keys(settings: Settings) -> None:
         assert listed["total"] == 1
         reuse = await call(c, "core_memory_append", label="human", content="other", idempotency_key="k-1")
         assert reuse.is_error and "different arguments" in text_of(reuse)
+        reuse = await call(c, "archival_memory_insert", content="other fact", idempotency_key="k-2")
+        assert text_of(reuse) == (
+            "idempotency_key 'k-2' was already used for an archival_memory_insert call with different arguments; "
+            "use a new key for a new request."
+        )
         failed = await call(c, "memory_replace", label="human", old_string="zzz", new_string="y", idempotency_key="k-3")
         assert failed.is_error  # failures are not remembered: a corrected retry may reuse the key
         ok = await call(

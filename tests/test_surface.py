@@ -157,6 +157,30 @@ async def test_argument_errors_name_argument_type_and_example(
                 {"query": "x", "top_k": True},
                 'archival_memory_search: `top_k` must be a whole number, got true. Example: {"top_k": 5}.',
             ),
+            (
+                "open_files",
+                {"file_requests": [{"file_name": "a.md", "offset": True}]},
+                "open_files: `file_requests[0].offset` must be a whole number, got true. "
+                'Example: {"file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}]}.',
+            ),
+            (  # a whole number that may be null (its default is not): the same check
+                "grep_files",
+                {"pattern": "x", "context_lines": True},
+                'grep_files: `context_lines` must be a whole number, got true. Example: {"context_lines": 1}.',
+            ),
+            # a key an object argument does not take is refused too (pydantic would drop it without a word)
+            (
+                "conversation_log",
+                {"messages": [{"role": "user", "content": "camel case id", "conversationId": "chat-42", "time": "1"}]},
+                "conversation_log: `messages[0]` does not take the keys `conversationId`, `time`. It accepts: role, "
+                "content, timestamp, conversation_id, project (required: role, content).",
+            ),
+            (
+                "open_files",
+                {"file_requests": [{"file_name": "a.md"}, {"file_name": "b.md", "bogus": 1}]},
+                "open_files: `file_requests[1]` does not take the key `bogus`. It accepts: file_name, offset, length "
+                "(required: file_name).",
+            ),
         ]
         for tool, args, expected in cases:
             r = await c.call_tool(tool, args)
@@ -167,6 +191,8 @@ async def test_argument_errors_name_argument_type_and_example(
         )
         history = (await c.call_tool("memory_history", {"label": "human"})).structured_content
         assert [v["operation"] for v in history["versions"]] == ["memory_rethink", "create"]  # no refused call wrote
+        found = (await c.call_tool("conversation_search", {"query": "camel case id"})).structured_content
+        assert found is not None and found["results"] == []  # the refused turn was not stored
 
         # Letta's older names stay accepted (and the same value under both names is fine).
         r = await c.call_tool("memory_replace", {"label": "human", "old_str": "tea", "new_str": "green tea"})

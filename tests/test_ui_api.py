@@ -107,6 +107,8 @@ def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
     assert {"kind": "-", "text": "two"} in lines and {"kind": "+", "text": "2"} in lines
     missing = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 99, "new": newest})
     assert missing.status_code == 404 and "no version 99" in missing.json()["error"]
+    past = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 2**63, "new": newest})
+    assert past.status_code == 404 and f"no version {2**63}" in past.json()["error"]  # not an OverflowError
 
     reverted = client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": newest - 1})
     assert reverted.status_code == 200 and reverted.json()["block"]["value"] == "one\ntwo\nthree"

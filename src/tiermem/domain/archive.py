@@ -170,11 +170,16 @@ def _check_count(value: int, name: str, most: int) -> int:
 
 
 def time_ago(then: datetime, reference: datetime | None = None) -> str:
-    seconds = max(0, int(((reference or now()) - then).total_seconds()))
+    """Letta's ``time_ago`` ("5m ago", "3d ago"); a time after ``reference`` (a turn logged with a timestamp ahead
+    of the clock) is said as one, "in 5m", not "0s ago"."""
+    delta = int(((reference or now()) - then).total_seconds())
+    seconds = abs(delta)
+    amount = f"{seconds}s"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+            amount = f"{seconds // size}{unit}"
+            break
+    return f"in {amount}" if delta < 0 else f"{amount} ago"
 
 
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:

@@ -619,11 +619,19 @@ def grep(
         if not files:
             return GrepResult(f"No files match the filename pattern '{include}' (filtered {original_count} files)", [])
     if offset is not None and offset < 0:
-        offset = 0
+        offset = 0  # as Letta: a negative offset is the first page
+    if context_lines is not None and (isinstance(context_lines, bool) or context_lines < 0):
+        raise ValidationError(
+            f"context_lines must be a whole number >= 0 (0 shows each matching line alone), got {context_lines!r}."
+        )
     context = context_lines or 0
     # the lines read around a match: more than the page's cap could show (each line takes 5+ characters) is not
     # read (the answer's note says so when it left lines out)
     reach = min(context, GREP_CONTEXT_CHARS // 10)
+    # the collected matches the answer shows: only theirs are read with their context (a match off the page keeps
+    # its line alone, so a wide context_lines builds 20 windows, not one per match collected)
+    page_from = offset or 0
+    on_page = range(page_from, page_from + GREP_PAGE_SIZE)
     probe = reach + 1 if reach < context else reach  # a line more: whether the reach left lines out (then noted)
     prefilter = prefilter_is_sound(pattern)
     strip = _needs_strip(pattern)
@@ -692,6 +700,9 @@ def grep(
                 break
             if search(compiled, line.strip()):
                 matched[f.name] = None
+                if len(matches) not in on_page:
+                    matches.append((f.name, index + 1, [f"> {index + 1}: {line}"]))
+                    continue
                 read = window(index)
                 kept_lines = [(j, shown) for j, shown in read if abs(j - index) <= reach]
                 if len(kept_lines) < len(read):
@@ -726,7 +737,8 @@ def _cut_context(
 
     if context_lines <= 0 or size(page) <= GREP_CONTEXT_CHARS:
         return page, reach
-    low, high = 0, max(context_lines, 0)  # the widest radius that fits lies in [low, high)
+    widest = max(len(around) for _, _, around in page)  # no window holds more than this radius can show
+    low, high = 0, min(context_lines, widest)  # the widest radius that fits lies in [low, high)
     while low < high - 1:
         middle = (low + high) // 2
         low, high = (middle, high) if size(cut(middle)) <= GREP_CONTEXT_CHARS else (low, middle)

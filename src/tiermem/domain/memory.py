@@ -574,7 +574,8 @@ class Memory:
                 f"`tiermem blocks history {label}` lists them.",
             )
         block = self.block(agent_id, label)
-        old = self.core.history_version(block.id, version)
+        # a version past the current one does not exist (and one past 2**63 - 1 is no number SQLite can look up)
+        old = self.core.history_version(block.id, version) if version <= block.version else None
         if old is None:
             found = f"Block {label!r} has no version {version}; its versions are 1 to {block.version}."
             raise NotFoundError(
@@ -589,7 +590,9 @@ class Memory:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
         block = self.block(agent_id, label)
-        return self.core.history(block.id, limit=limit)
+        # the block has at most block.version versions: a larger limit asks for all of them (and one past 2**63 - 1
+        # is no number SQLite can take)
+        return self.core.history(block.id, limit=min(limit, block.version))
 
     # -- creating, attaching, deleting ---------------------------------------
 
@@ -711,7 +714,8 @@ class Memory:
             return None
         if stored.args_sha256 != args_sha256:
             raise ValidationError(
-                f"idempotency_key {key!r} was already used for a {tool} call with different arguments; "
+                f"idempotency_key {key!r} was already used for {'an' if tool[:1] in 'aeiou' else 'a'} {tool} call "
+                "with different arguments; "
                 "use a new key for a new request."
             )
         return stored.result

@@ -592,13 +592,15 @@ async def run_stdio(server: TiermemServer) -> None:
     """Serve over stdin/stdout like ``MCPServer.run_stdio_async``, answering a line that is not a JSON-RPC message.
 
     The SDK's stdio transport hands such a line to the server as an exception, which drops it without a word;
-    here it gets the JSON-RPC error (-32700 for text that is not JSON, -32600 for JSON that is not a message,
-    ``id`` null) and a warning on stderr, and the server reads on.
+    here it gets the JSON-RPC error ``stdio_lines`` words (-32700 for text that is not JSON, -32600 for JSON that
+    is not a message, ``id`` null; -32602 with the request's id for a request holding a lone surrogate) and a warning
+    on stderr, and the server reads on.
     """
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
-    from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    from .stdio_lines import bad_line_answer
 
     low = lowlevel(server)
     async with stdio_server() as (read, write):
@@ -610,16 +612,15 @@ async def run_stdio(server: TiermemServer) -> None:
                     if not isinstance(item, Exception):
                         await forward.send(item)
                         continue
-                    errors = item.errors() if isinstance(item, ArgumentsError) else []
-                    not_json = any(e.get("type") == "json_invalid" for e in errors)
-                    code, what = (
-                        (PARSE_ERROR, "Parse error: the line is not JSON")
-                        if not_json
-                        else (INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message")
+                    answer, what = bad_line_answer(item)
+                    log.warning(
+                        "stdin: %s; %s and ignored it (%s)",
+                        what,
+                        f"answered {answer.error.code}" if answer else "nothing to answer",
+                        str(item).splitlines()[0],
                     )
-                    log.warning("stdin: %s; answered %d and ignored it (%s)", what, code, str(item).splitlines()[0])
-                    error = ErrorData(code=code, message=f"{what}. Send one JSON-RPC message per line.")
-                    await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+                    if answer is not None:
+                        await write.send(SessionMessage(answer))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)

@@ -3,7 +3,7 @@
 ``describe`` and ``tidy_schema`` shape what ``tools/list`` shows (``tools.tidy_published_schema`` applies them): a
 dedented description, an input schema without pydantic's titles and ``null`` unions. ``check_arguments`` maps
 the aliases Letta's older tools used onto the advertised names and refuses arguments the
-tool does not take; ``explain`` turns a pydantic validation error into one line per
+tool does not take (and keys an object argument does not take, at any depth); ``explain`` turns a pydantic validation error into one line per
 argument naming it, the type expected and an example. Pure functions over plain values.
 """
 
@@ -145,17 +145,20 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
         out[target] = value
         given[target] = name
     if unknown:
-        names = ", ".join(f"`{u}`" for u in unknown)
-        noun = "argument" if len(unknown) == 1 else "arguments"
         return arguments, (
-            f"{tool} does not take the {noun} {names}. It accepts: {', '.join(accepted)} "
-            f"(required: {', '.join(schema.get('required', [])) or 'none'})."
+            f"{tool} does not take the {_noun(unknown, 'argument')} {_names(unknown)}. It accepts: "
+            f"{', '.join(accepted)} (required: {', '.join(schema.get('required', [])) or 'none'})."
         )
+    # inside an object argument (a message of conversation_log, a request of open_files) a key the object does not
+    # take is refused too: pydantic would drop it without a word (a `conversationId` stored as no conversation)
+    walked = [found for name, value in out.items() for found in _walk(schema, properties[name], value, (name,))]
+    extras = [f"{tool}: {problem}" for problem in walked if isinstance(problem, str)]
+    if extras:
+        return arguments, "\n".join(extras)
     # pydantic's lax mode would take true as 1 (or 1.0): a boolean where a number belongs is a mistake, said as one
     booleans = [
         {"type": _NUMBER_ERRORS[kind], "loc": loc, "input": value}
-        for name, value in out.items()
-        for loc, kind, value in _numbers(name, properties[name], value)
+        for loc, kind, value in (found for found in walked if not isinstance(found, str))
         if isinstance(value, bool)
     ]
     if booleans:
@@ -164,18 +167,56 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
 
 
 _NUMBER_ERRORS = {"integer": "int_type", "number": "float_type"}
+_Found = str | tuple[tuple[Any, ...], str, Any]
 
 
-def _numbers(name: str, prop: dict[str, Any], value: Any) -> list[tuple[tuple[Any, ...], str, Any]]:
-    """(location, schema type, value) of each value given where the schema wants a whole number or a number (Letta
-    Code's ``insert_line``): the argument itself, or each item of a list of them."""
+def _walk(schema: dict[str, Any], prop: dict[str, Any], value: Any, loc: tuple[Any, ...]) -> list[_Found]:
+    """What an argument's value holds that needs a look: (location, schema type, value) of each value given where
+    the schema wants a whole number or a number (Letta Code's ``insert_line``, an ``offset`` in a list of requests),
+    and a problem (text) for each object given a key its schema does not list, at any depth."""
+    prop = _resolved(schema, prop)
     kind = prop.get("type")
     if kind in _NUMBER_ERRORS:
-        return [((name,), str(kind), value)]
-    item = prop.get("items", {}).get("type") if kind == "array" else None
-    if item in _NUMBER_ERRORS and isinstance(value, list):
-        return [((name, i), str(item), v) for i, v in enumerate(value)]
-    return []
+        return [(loc, str(kind), value)]
+    if kind == "array" and isinstance(value, list):
+        items = prop.get("items", {})
+        return [found for i, v in enumerate(value) for found in _walk(schema, items, v, (*loc, i))]
+    fields = prop.get("properties")
+    if kind != "object" or not isinstance(fields, dict) or not isinstance(value, dict):
+        return []
+    unknown = [key for key in value if key not in fields]
+    out: list[_Found] = []
+    if unknown and prop.get("additionalProperties") is not True:
+        out.append(
+            f"`{_path(list(loc))}` does not take the {_noun(unknown, 'key')} {_names(unknown)}. It accepts: "
+            f"{', '.join(fields)} (required: {', '.join(prop.get('required', [])) or 'none'})."
+        )
+    for key, item in value.items():
+        if key in fields:
+            out.extend(_walk(schema, fields[key], item, (*loc, key)))
+    return out
+
+
+def _resolved(schema: dict[str, Any], prop: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` itself, the definition its ``$ref`` names (``#/$defs/LogMessage``), or the one arm of a nullable
+    ``anyOf`` (``context_lines: int | None = 1``, whose default keeps the ``null`` arm in the schema)."""
+    arms = [arm for arm in prop.get("anyOf", ()) if arm != {"type": "null"}]
+    if len(arms) == 1 and isinstance(arms[0], dict):
+        prop = {**prop, **arms[0]}
+        prop.pop("anyOf")
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        found = schema.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+        return found if isinstance(found, dict) else prop
+    return prop
+
+
+def _noun(names: list[str], noun: str) -> str:
+    return noun if len(names) == 1 else noun + "s"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
 
 
 def explain(tool: str, schema: dict[str, Any], errors: Sequence[Mapping[str, Any]], *, reveal: bool = True) -> str:
@@ -225,6 +266,7 @@ def _expected(err: Mapping[str, Any], prop: dict[str, Any]) -> str:
 
 
 def _type_phrase(prop: dict[str, Any]) -> str:
+    prop = _resolved({}, prop)
     if "enum" in prop:
         return "one of " + ", ".join(repr(v) for v in prop["enum"])
     kind = prop.get("type")

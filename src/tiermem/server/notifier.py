@@ -69,11 +69,16 @@ def block_uri(label: str) -> str:
 def uri_labels(uri: str) -> list[str]:
     """The labels a block URI may name, in the order to try them: the percent-decoded one (what ``block_uri``
     published), then the text as written when it differs (a client that put a label with a space or a ``%`` into the
-    URI without encoding it). Empty for a URI that is not a block's."""
+    URI without encoding it). Empty for a URI that is not a block's. Escapes that decode to no text (``%FF``: not
+    UTF-8) leave only the text as written: a read names that label, and a subscription to it hears of no block (the
+    decoding error would have reached the client as an internal error, and every block change's notification)."""
     if not uri.startswith(BLOCK_URI_PREFIX):
         return []
     raw = uri[len(BLOCK_URI_PREFIX) :]
-    decoded = unquote(raw, errors="surrogatepass")
+    try:
+        decoded = unquote(raw, errors="surrogatepass")  # a label's lone surrogate comes back as block_uri wrote it
+    except UnicodeDecodeError:
+        return [raw]
     return [decoded] if decoded == raw else [decoded, raw]
 
 

@@ -228,7 +228,7 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     for v in (old, new):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValidationError(f"versions must be positive whole numbers, got {v!r}.")
-        found = memory.core.history_version(block.id, v)
+        found = memory.core.history_version(block.id, v) if v <= block.version else None  # past 2**63 - 1: no row
         if found is None:
             raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
         values.append(found.value)

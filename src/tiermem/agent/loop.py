@@ -37,7 +37,7 @@ from ..base.errors import (
     TiermemError,
     ValidationError,
 )
-from ..base.records import Agent, ContextWindow, Message, check_text
+from ..base.records import Agent, ContextWindow, Message, check_text, valid_text
 from ..domain import secrets
 from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from .context import (
@@ -153,6 +153,24 @@ def check_conversation(conversation_id: object) -> str:
             f"{CONVERSATION_CHARS}. Name the conversation with a shorter id."
         )
     return check_text(conv, "conversation_id", CONVERSATION_CHARS)
+
+
+# The most one message the loop writes may hold: as much as an import stores (``interop.agentfile``), far beyond
+# max_content_chars (which bounds what one tool argument, the user's message, may carry): a 64,000-token answer is
+# some 250,000 characters, and is stored whole.
+ROW_MAX_CHARS = 10_000_000
+CUT_NOTE = "\n\n[Cut here: this message had {n} characters; tiermem stores at most {most} of one message.]"
+
+
+def storable(text: str) -> str:
+    """``text`` as the loop stores it: a NUL or a lone surrogate (which no stored text may hold) replaced by U+FFFD,
+    and past ``ROW_MAX_CHARS`` (a runaway tool result) cut, with a note saying so at the cut and in the log."""
+    text = valid_text(text).replace("\x00", "\ufffd")
+    if len(text) <= ROW_MAX_CHARS:
+        return text
+    note = CUT_NOTE.format(n=len(text), most=ROW_MAX_CHARS)
+    log.warning("a message of %d characters was cut to the %d one message may hold", len(text), ROW_MAX_CHARS)
+    return text[: ROW_MAX_CHARS - len(note)] + note
 
 
 def stamp() -> str:
@@ -480,6 +498,11 @@ class AgentLoop:
             purpose="summary",
         )
         usage = Usage()
+        conv = window.conversation_id
+        m = self.memory
+        first_kept = kept[0].seq if kept else None
+        total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
+        n_hidden = max(total - len(kept) - (1 if old is not None else 0), len(evicted))
         try:
             response = await provider.complete(request)
             usage = response.usage
@@ -490,16 +513,13 @@ class AgentLoop:
                 raise ProviderError("the model returned an empty summary")
         except ProviderError as exc:
             log.warning("summariser failed, keeping a truncated transcript instead: %s", exc)
-            summary = fallback_summary(hidden, str(exc), max(200, th.window // 10))
-        conv = window.conversation_id
-        m = self.memory
-        first_kept = kept[0].seq if kept else None
-        total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
-        n_hidden = total - len(kept) - (1 if old is not None else 0)
+            # within the window's share and within what one stored message may hold, the note around it included
+            room = m.max_content_chars - len(summary_message("", n_hidden, total))
+            summary = fallback_summary(hidden, str(exc), max(200, th.window // 10), room)
         note = await self._log(
             conv,
             "system",
-            summary_message(summary, max(n_hidden, len(evicted)), total),
+            summary_message(summary, n_hidden, total),
             {"kind": "summary", "evicted": len(evicted), "usage": asdict(usage)},
         )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
@@ -508,12 +528,15 @@ class AgentLoop:
     # -- persistence -------------------------------------------------------------------
 
     async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
+        """Write one message to recall. The loop's own rows (the model's answers, tool results, summaries) are
+        stored whole, however long (``storable``): the user's message was checked against ``max_content_chars``
+        before the turn began, and nothing the model or a tool produced may fail the turn when it is written."""
         archive = self.memory.archive
         payload = json.dumps(meta, ensure_ascii=False)
         if self.memory.secret_scan:  # credentials are never stored: each replaced by [redacted: KIND]
             content, payload = self.memory.scrub(content), secrets.redact_json(payload)
-        row = {"role": role, "content": content, "conversation_id": conv, "payload": payload}
-        return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
+        row = {"role": role, "content": storable(content), "conversation_id": conv, "payload": valid_text(payload)}
+        return (await _io(lambda: archive.log_messages(self.agent_id, [row], max_chars=ROW_MAX_CHARS)))[0]
 
     async def _save_window(
         self,

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 from ..base.records import Message
 from ..server.registry import SEND_MESSAGE as SEND_MESSAGE_NAME
 from ..server.registry import edited_labels
-from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload
+from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, pair_results, payload
 from .toolhost import ToolHost
 
 Style = Literal["letta_v1", "memgpt"]
@@ -105,17 +105,17 @@ class Report:
     @classmethod
     def from_messages(cls, messages: Sequence[Message], dialect: str = "anthropic") -> Report:
         """The report of stored messages (the layout in ``llm.py``): a resumed turn starts from its earlier steps."""
-        results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
+        payloads = [payload(x) for x in messages]
+        sent, results = pair_results(messages, payloads)  # each call's result, as the model is shown it
         report = cls(dialect=dialect)
-        for x in messages:
-            p = payload(x)
+        for n, (x, p) in enumerate(zip(messages, payloads, strict=True)):
             if x.role != "assistant" and p.get("kind") != "summary":  # a summary keeps the summariser's usage
                 continue
             u = p.get("usage") or {}
             report.add_usage(Usage(**{k: int(u.get(k, 0)) for k in Usage.__dataclass_fields__}))
-            for call in p.get("tool_calls") or []:
-                res = results.get(call["id"])
-                body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
+            for k, call in enumerate(p.get("tool_calls") or []):
+                res = results.get(sent.get((n, k), ""))
+                body = json.loads(res["content"]) if res is not None else {"status": "Failed", "message": "no result"}
                 report.add_call(
                     call["name"], call.get("input"), body.get("status") == "OK", str(body.get("message", ""))
                 )

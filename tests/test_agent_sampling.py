@@ -103,6 +103,33 @@ async def test_sampling_without_tool_support_uses_text_tool_calls(settings: Sett
     assert "Tool result:" in host.requests[1].messages[-1].content_as_list[0].text
 
 
+async def test_a_malformed_text_tool_call_is_a_failed_call_the_model_sees(settings: Settings) -> None:
+    # A block that is not JSON (a trailing comma), one whose input is text: each is answered as a failed call that
+    # says what was wrong, nothing is run, and the model goes on (never the user's reply, never a failed turn).
+    host = Host(
+        '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso",}}</tool_call>',
+        '<tool_call>{"name": "archival_memory_insert", "input": "cat is Miso"}</tool_call>',
+        '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso"}}</tool_call>',
+        "Saved: your cat is Miso.",
+    )
+    async with Client(build(settings), sampling_callback=host, cache=None) as c:
+        result = await c.call_tool("agent_chat", {"message": "my cat is Miso"})
+        assert not result.is_error and text_of(result) == "Saved: your cat is Miso.", text_of(result)
+        steps = (result.structured_content or {})["steps"]
+        assert [(x["tool"], x["status"]) for x in steps] == [("archival_memory_insert", "Failed")] * 2 + [
+            ("archival_memory_insert", "OK")
+        ]
+        assert steps[0]["result"].startswith("Your <tool_call> block is not valid JSON (Expecting property name")
+        assert steps[1]["result"].startswith('The "input" of your call to archival_memory_insert is str, not an object')
+        found = await c.call_tool("archival_memory_search", {"query": "Miso"})
+        assert text_of(found).count("cat is Miso") == 1  # the malformed calls were not run
+    told = host.requests[1].messages[-1].content_as_list[0].text
+    assert (
+        told.startswith("Tool result: ")
+        and "not valid JSON" in json.loads(told.removeprefix("Tool result: "))["message"]
+    )
+
+
 async def test_client_without_sampling_gets_a_clear_error(settings: Settings) -> None:
     async with Client(build(settings), cache=None) as c:
         result = await c.call_tool("agent_chat", {"message": "hello"})

@@ -65,6 +65,9 @@ class ToolCall:
     id: str
     name: str
     input: JSON
+    # why the call cannot be run (a malformed one: a text-mode block that is not JSON, an input that is not an
+    # object): the loop answers it with this as a failed call, without running it, and the model tries again
+    error: str = ""
 
 
 @dataclass(frozen=True)

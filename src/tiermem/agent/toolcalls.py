@@ -190,7 +190,9 @@ class ToolLoop:
             args = dict(call.input)
             heartbeat = heartbeat_requested(args.pop("request_heartbeat", False)) if memgpt else False
             builtin = self.builtins.get(call.name)
-            if call is cut:
+            if call.error:
+                text, is_error = call.error, True
+            elif call is cut:
                 text, is_error = (
                     f"Your answer was cut at max_tokens ({max_tokens} tokens) inside this call to {call.name}, so its "
                     "arguments may be incomplete; it was not run. Call it again, with shorter arguments if they were "

@@ -74,3 +74,16 @@ async def test_a_reply_longer_than_one_argument_reaches_the_user_and_recall_whol
     memory, agent_id = server.runtime.handle.get()
     stored = [m.content for m in memory.archive.rows.messages_since(agent_id, "default", 0) if m.role == "assistant"]
     assert essay in stored
+
+
+async def test_memgpt_two_send_messages_in_one_answer_reach_the_user_as_recall_keeps_them(
+    settings: Settings, fake: fa.FakeAnthropic
+) -> None:
+    fake.add(fa.tools([("send_message", {"message": "First part."}), ("send_message", {"message": "Second part."})]))
+    server = build(agent_settings(settings, fake, agent_type="memgpt", tools=["minimal"]))
+    async with Client(server, cache=None) as c:
+        reply, info, is_error = await chat(c, "tell me two things")
+        assert not is_error and reply == "First part.\n\nSecond part." and info["stop_reason"] == "end_turn"
+    memory, agent_id = server.runtime.handle.get()
+    stored = [m.content for m in memory.archive.rows.messages_since(agent_id, "default", 0) if m.role == "assistant"]
+    assert stored == [reply]

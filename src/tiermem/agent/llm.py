@@ -144,6 +144,9 @@ def payload(message: Message) -> JSON:
 MODEL_TEXT = "model_text"  # an assistant row's own text when its content is the send_message reply
 
 
+REPLIES = "\n\n"  # between the messages of an answer's send_message calls, in recall and in the reply alike
+
+
 def replied(calls: Sequence[JSON]) -> str | None:
     """What an answer's ``send_message`` calls (``{"name", "input"}``) say to the user, blank-line separated; None
     when it makes none with a text ``message``: the content recall keeps for the answer."""
@@ -154,7 +157,7 @@ def replied(calls: Sequence[JSON]) -> str | None:
         and isinstance(c.get("input"), dict)
         and isinstance(message := c["input"].get("message"), str)
     ]
-    return "\n\n".join(said) if said else None
+    return REPLIES.join(said) if said else None
 
 
 def model_text(message: Message, p: JSON) -> str:

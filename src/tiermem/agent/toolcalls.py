@@ -19,7 +19,18 @@ from typing import Literal, Protocol
 from ..base.records import Message
 from ..server.registry import SEND_MESSAGE as SEND_MESSAGE_NAME
 from ..server.registry import edited_labels
-from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, pair_results, payload
+from .llm import (
+    JSON,
+    REPLIES,
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    pair_results,
+    payload,
+)
 from .toolhost import ToolHost
 
 Style = Literal["letta_v1", "memgpt"]
@@ -186,6 +197,7 @@ class ToolLoop:
         ``max_tokens`` ended in (its arguments may be incomplete): it is not run, its result says why."""
         memgpt = self.style == "memgpt"
         go_on, ended, failed = not memgpt, False, False
+        replies: list[str] = []  # every send_message of the answer: the user gets them all, as recall keeps them
         for call in calls:
             args = dict(call.input)
             heartbeat = heartbeat_requested(args.pop("request_heartbeat", False)) if memgpt else False
@@ -205,7 +217,8 @@ class ToolLoop:
                 if answer.ends:
                     ended = True
                     if answer.reply is not None:
-                        self.reply = answer.reply
+                        replies.append(answer.reply)
+                        self.reply = REPLIES.join(replies)
             else:
                 text, is_error = await self.host.call(call.name, args)
             await self.exchange.result(call, text, is_error)

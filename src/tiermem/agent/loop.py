@@ -173,6 +173,13 @@ def storable(text: str) -> str:
     return text[: ROW_MAX_CHARS - len(note)] + note
 
 
+def this_turn(messages: list[Message]) -> list[Message]:
+    """``messages`` (a turn's user message and every later one of its conversation) up to the next user message:
+    the turn's own."""
+    later = next((n for n, x in enumerate(messages) if n and payload(x).get("kind") == "user"), len(messages))
+    return messages[:later]
+
+
 def stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
 
@@ -271,8 +278,23 @@ class AgentLoop:
                 raise ValidationError(
                     "The turn to resume does not exist in this agent's conversation; send the message again."
                 )
-            user, step, after = found, resume.step, -1
-            turn = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
+            user, after = found, -1
+            since = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
+            turn = this_turn(since)
+            step = sum(1 for x in turn if x.role == "assistant")  # each step stores the model's answer
+            if resume.step > step:
+                raise ValidationError(
+                    f"The request_state of this retried agent_chat call names step {resume.step} of a turn that has "
+                    f"{step} stored; it is not one this server wrote. Send the message again without it."
+                )
+            if resume.step < step:
+                # An earlier round's state and answer, sent again (a client retrying after a lost response): the step
+                # it answers is stored and is not run again. The turn goes on from the store, asking the client for
+                # the step it is at; a turn already over gives its stored result.
+                log.info("agent_chat retried with step %d's state; the turn is at step %d", resume.step, step)
+                over = self._stored_result(turn, style, conv, step, later=len(turn) < len(since))
+                if over is not None:
+                    return over
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
@@ -329,6 +351,35 @@ class AgentLoop:
             summarised=recall.summaries,
             sleeptime=sleeptime,
             notice=report.notice,
+        )
+
+    def _stored_result(
+        self, turn: list[Message], style: Style, conv: str, steps: int, *, later: bool
+    ) -> TurnResult | None:
+        """The result of a turn that is over, from its stored messages (``turn``: from its user message on); None
+        while it is under way: its last answer called tools and the turn goes on after them (in the ``memgpt``
+        style, only when a heartbeat followed them), short of ``max_steps``, and no ``later`` user message began
+        another turn."""
+        answers = [n for n, x in enumerate(turn) if x.role == "assistant"]
+        last = turn[answers[-1]] if answers else None
+        p = payload(last) if last is not None else {}
+        calls = p.get("tool_calls") or []
+        heartbeat = any(payload(x).get("kind") == "heartbeat" for x in turn[answers[-1] + 1 :]) if answers else False
+        going = last is not None and bool(calls) and (style != "memgpt" or heartbeat)
+        if going and not later and steps < self.settings.max_steps:
+            return None
+        report = Report.from_messages(turn, self.settings.memory_tool_dialect)
+        said = last is not None and (not calls or MODEL_TEXT in p)  # a final answer, or a send_message reply
+        stop = str(p.get("stop_reason") or "end_turn") if last is not None and not calls else "end_turn"
+        if going and steps >= self.settings.max_steps:
+            stop = "max_steps"
+        return TurnResult(
+            reply=last.content if said and last is not None else "",
+            stop_reason=stop if stop in ("end_turn", "max_steps", "max_tokens", "refusal") else "end_turn",
+            conversation_id=conv,
+            steps=report.steps,
+            memory_edits=report.memory_edits,
+            usage=report.usage,
         )
 
     # -- token-count calibration, kept per agent and model across processes ----------------------

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from tiermem.agent.context import Thresholds, split_for_summary
 from tiermem.agent.llm import to_api_messages
+from tiermem.agent.toolcalls import Report
 from tiermem.base.records import Message
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -90,3 +91,43 @@ def test_summary_cut_lands_on_an_assistant_message() -> None:
     # the turn's user message is never evicted: the cut stops at it even when the rest does not fit
     evicted, kept = split_for_summary(messages, lambda kept: False, Thresholds(), pinned=messages[-1])
     assert [m.id for m in kept] == ["m7"] and evicted == messages[:-1]
+
+
+def test_repeated_tool_call_ids_are_sent_unique_with_their_own_results() -> None:
+    # A proxy that numbers calls per answer gives every first call the id "call_0": each call and its result still
+    # reach the model, the later ones under new ids (an id must be unique in a request).
+    turns = to_api_messages(
+        [
+            msg(1, "user", "hi"),
+            call(2, "call_0"),
+            msg(3, "tool", "first", kind="tool_result", tool_call_id="call_0"),
+            call(4, "call_0", "call_1"),
+            msg(5, "tool", "second", kind="tool_result", tool_call_id="call_0"),
+            msg(6, "tool", "third", kind="tool_result", tool_call_id="call_1"),
+            call(7, "call_0"),  # a crash before its result: answered with an error, not with an earlier result
+            msg(8, "user", "again"),
+            call(9, "call_0_2"),  # a stored id that a new one must not take
+            msg(10, "tool", "fourth", kind="tool_result", tool_call_id="call_0_2"),
+        ]
+    )
+    uses = [b for t in turns for b in t["content"] if b["type"] == "tool_use"]
+    ids = [b["id"] for b in uses]
+    assert len(uses) == 5 and len(set(ids)) == 5 and ids[0] == "call_0" and ids[4] == "call_0_2"
+    answers = {b["tool_use_id"]: b for t in turns for b in t["content"] if b["type"] == "tool_result"}
+    assert [answers[i]["content"] for i in ids[:3]] == ["first", "second", "third"]
+    assert answers[ids[3]]["is_error"] is True and "interrupted" in answers[ids[3]]["content"]
+    assert answers[ids[4]]["content"] == "fourth"
+    assert not any("[result of an earlier tool call]" in json.dumps(t) for t in turns)
+
+
+def test_a_resumed_turn_reports_each_repeated_id_call_with_its_own_result() -> None:
+    ok, failed = json.dumps({"status": "OK", "message": "done"}), json.dumps({"status": "Failed", "message": "no"})
+    report = Report.from_messages(
+        [
+            call(1, "call_0"),
+            msg(2, "tool", failed, kind="tool_result", tool_call_id="call_0"),
+            call(3, "call_0"),
+            msg(4, "tool", ok, kind="tool_result", tool_call_id="call_0"),
+        ]
+    )
+    assert [(s["status"], s["result"]) for s in report.steps] == [("Failed", "no"), ("OK", "done")]

@@ -103,6 +103,79 @@ async def test_sampling_without_tool_support_uses_text_tool_calls(settings: Sett
     assert "Tool result:" in host.requests[1].messages[-1].content_as_list[0].text
 
 
+async def test_a_malformed_text_tool_call_is_a_failed_call_the_model_sees(settings: Settings) -> None:
+    # A block that is not JSON (a trailing comma), one whose input is text: each is answered as a failed call that
+    # says what was wrong, nothing is run, and the model goes on (never the user's reply, never a failed turn).
+    host = Host(
+        '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso",}}</tool_call>',
+        '<tool_call>{"name": "archival_memory_insert", "input": "cat is Miso"}</tool_call>',
+        '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso"}}</tool_call>',
+        "Saved: your cat is Miso.",
+    )
+    async with Client(build(settings), sampling_callback=host, cache=None) as c:
+        result = await c.call_tool("agent_chat", {"message": "my cat is Miso"})
+        assert not result.is_error and text_of(result) == "Saved: your cat is Miso.", text_of(result)
+        steps = (result.structured_content or {})["steps"]
+        assert [(x["tool"], x["status"]) for x in steps] == [("archival_memory_insert", "Failed")] * 2 + [
+            ("archival_memory_insert", "OK")
+        ]
+        assert steps[0]["result"].startswith("Your <tool_call> block is not valid JSON (Expecting property name")
+        assert steps[1]["result"].startswith('The "input" of your call to archival_memory_insert is str, not an object')
+        found = await c.call_tool("archival_memory_search", {"query": "Miso"})
+        assert text_of(found).count("cat is Miso") == 1  # the malformed calls were not run
+    told = host.requests[1].messages[-1].content_as_list[0].text
+    assert (
+        told.startswith("Tool result: ")
+        and "not valid JSON" in json.loads(told.removeprefix("Tool result: "))["message"]
+    )
+
+
+def _answer(*content: t.TextContent | t.ToolUseContent) -> dict[str, Any]:
+    stop = "toolUse" if any(isinstance(b, t.ToolUseContent) for b in content) else "endTurn"
+    result = t.CreateMessageResultWithTools(
+        role="assistant", model="host-model", stop_reason=stop, content=list(content)
+    )
+    return result.model_dump(by_alias=True, exclude_none=True)
+
+
+async def test_an_earlier_round_sent_again_runs_nothing_again(settings: Settings) -> None:
+    # A client retrying after a lost response sends an earlier round's request_state and answer again: the step it
+    # answers is stored, so it is neither logged nor run twice; the turn goes on from the store (the client is asked
+    # for the step the turn is at), and a turn already over gives its stored result.
+    insert = t.ToolUseContent(type="tool_use", id="call_1", name="archival_memory_insert", input={"content": "Fact 1"})
+    done = t.TextContent(type="text", text="done")
+    server = build(settings)
+    async with Client(server, sampling_callback=Host(), sampling_capabilities=TOOLS, cache=None) as c:
+
+        async def call(state: Any = None, **answers: Any) -> Any:
+            return await c.session.call_tool(
+                "agent_chat",
+                {"message": "remember"},
+                allow_input_required=True,
+                input_responses=answers or None,
+                request_state=state,
+            )
+
+        r1 = await call()
+        (key1,) = r1.input_requests
+        r2 = await call(r1.request_state, **{key1: _answer(insert)})
+        (key2,) = r2.input_requests
+        again = await call(r1.request_state, **{key1: _answer(insert)})  # round 1 once more
+        assert isinstance(again, t.InputRequiredResult) and list(again.input_requests) == [key2]
+        r3 = await call(r2.request_state, **{key2: _answer(done)})
+        assert isinstance(r3, t.CallToolResult) and text_of(r3) == "done"
+        last = await call(r2.request_state, **{key2: _answer(done)})  # the last round once more
+        assert isinstance(last, t.CallToolResult) and text_of(last) == "done" and not last.is_error
+        assert last.structured_content is not None and r3.structured_content is not None
+        assert last.structured_content["steps"] == r3.structured_content["steps"]
+        assert [x["tool"] for x in last.structured_content["steps"]] == ["archival_memory_insert"]
+        found = await c.call_tool("archival_memory_search", {"query": "Fact 1"})
+        assert json.loads(text_of(found))["count"] == 1  # inserted once
+    memory, agent_id = server.runtime.handle.get()
+    roles = [m.role for m in memory.archive.rows.messages_since(agent_id, "default", 0)]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
 async def test_client_without_sampling_gets_a_clear_error(settings: Settings) -> None:
     async with Client(build(settings), cache=None) as c:
         result = await c.call_tool("agent_chat", {"message": "hello"})

@@ -86,6 +86,9 @@ class TokenCounter:
             self.factor = max(1.0, min(3.0, provider_count / raw)) * 1.02
 
 
+ERROR_CHARS = 500  # the most of the summariser's error a fallback summary quotes
+
+
 def summary_allowance(th: Thresholds) -> int:
     """The tokens the summariser may write (room the summary takes in the window)."""
     return min(1024, th.window // 20)
@@ -137,10 +140,21 @@ def transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
-def fallback_summary(evicted: Sequence[Message], error: str, max_tokens: int) -> str:
+def fallback_summary(evicted: Sequence[Message], error: str, max_tokens: int, max_chars: int) -> str:
+    """What stands for a summary when the summariser failed: the hidden messages' transcript, cut to at most
+    ``max_tokens`` tokens and the whole text to at most ``max_chars`` characters (dense text, a long markdown rule,
+    packs 60 characters in a token: the token bound alone may leave more than a stored message may hold)."""
+    error = error if len(error) <= ERROR_CHARS else error[: ERROR_CHARS - 3] + "..."
     text, cut = truncate(transcript(evicted), max_tokens)
-    note = " (truncated; search the full messages with conversation_search)" if cut else ""
-    return f"[The summariser failed ({error}); transcript of the hidden messages{note}:]\n{text}"
+    note = " (truncated; search the full messages with conversation_search)"
+
+    def head(cut: bool) -> str:
+        return f"[The summariser failed ({error}); transcript of the hidden messages{note if cut else ''}:]\n"
+
+    room = max(0, max_chars - len(head(True)))
+    if len(text) > room:
+        text, cut = text[:room], True
+    return head(cut) + text
 
 
 def summary_message(text: str, evicted: int, total: int) -> str:

@@ -65,6 +65,9 @@ class ToolCall:
     id: str
     name: str
     input: JSON
+    # why the call cannot be run (a malformed one: a text-mode block that is not JSON, an input that is not an
+    # object): the loop answers it with this as a failed call, without running it, and the model tries again
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ def payload(message: Message) -> JSON:
 MODEL_TEXT = "model_text"  # an assistant row's own text when its content is the send_message reply
 
 
+REPLIES = "\n\n"  # between the messages of an answer's send_message calls, in recall and in the reply alike
+
+
 def replied(calls: Sequence[JSON]) -> str | None:
     """What an answer's ``send_message`` calls (``{"name", "input"}``) say to the user, blank-line separated; None
     when it makes none with a text ``message``: the content recall keeps for the answer."""
@@ -151,7 +157,7 @@ def replied(calls: Sequence[JSON]) -> str | None:
         and isinstance(c.get("input"), dict)
         and isinstance(message := c["input"].get("message"), str)
     ]
-    return "\n\n".join(said) if said else None
+    return REPLIES.join(said) if said else None
 
 
 def model_text(message: Message, p: JSON) -> str:
@@ -173,26 +179,12 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     (an imported Letta conversation orders them by time) is moved right after the call, so the model keeps the
     real result; a second result for the same call is dropped; a call without a stored result (a crash mid-step)
     is answered with an error result; a result whose call is not in the window (summarised away) becomes plain
-    text, so what the tool returned stays visible."""
-    payloads = [payload(m) for m in messages]  # each message's JSON read once, for the three passes below
-    calls = {
-        c["id"]
-        for m, p in zip(messages, payloads, strict=True)
-        if m.role == "assistant"
-        for c in p.get("tool_calls") or []
-        if "id" in c
-    }
-    results: dict[str, ToolResultBlock] = {}
-    for m, p in zip(messages, payloads, strict=True):
-        if m.role == "tool" or p.get("kind") == "tool_result":
-            tid = str(p.get("tool_call_id", ""))
-            if tid in calls and tid not in results:
-                results[tid] = {
-                    "type": "tool_result",
-                    "tool_use_id": tid,
-                    "content": m.content,
-                    "is_error": bool(p.get("is_error")),
-                }
+    text, so what the tool returned stays visible. Ids need not be unique in the store (a proxy that numbers calls
+    per answer gives every first call ``call_0``): a result answers the call of its id in the nearest answer before
+    it (``pair_results``), and a call whose id an earlier one in the request has is sent under a new id, its
+    result too."""
+    payloads = [payload(m) for m in messages]  # each message's JSON read once, for the passes below
+    sent, results = pair_results(messages, payloads)
     turns: list[Turn] = []
 
     def add(role: Literal["user", "assistant"], blocks: list[Block]) -> None:
@@ -203,28 +195,26 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
         else:
             turns.append({"role": role, "content": list(blocks)})
 
-    used: set[str] = set()  # tool_use ids already in the request (an id must be unique)
     unanswered: TextBlock | None = None  # the last user message, while no assistant message followed it
-    for m, p in zip(messages, payloads, strict=True):
+    for n, (m, p) in enumerate(zip(messages, payloads, strict=True)):
         if m.role == "assistant":
             text = model_text(m, p)
             blocks: list[Block] = [{"type": "text", "text": text}] if text.strip() else []
             if blocks or p.get("tool_calls"):  # an empty answer (a refusal, an empty reply) did not answer the user
                 unanswered = None
             ids = []
-            for call in p.get("tool_calls") or []:
-                if call.get("id") in used or "id" not in call:
+            for k, call in enumerate(p.get("tool_calls") or []):
+                if (n, k) not in sent:
                     continue
-                used.add(call["id"])
-                ids.append(call["id"])
+                ids.append(sent[n, k])
                 blocks.append(
-                    {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("input") or {}}
+                    {"type": "tool_use", "id": sent[n, k], "name": call["name"], "input": call.get("input") or {}}
                 )
             add("assistant", blocks)
             if ids:  # the very next user turn answers every call of this one, in order
                 add("user", [results.get(tid) or _interrupted(tid) for tid in ids])
         elif m.role == "tool" or p.get("kind") == "tool_result":
-            if str(p.get("tool_call_id", "")) not in calls:
+            if n not in results.paired:
                 add("user", [{"type": "text", "text": f"[result of an earlier tool call] {m.content}"}])
         elif m.content.strip():
             block: TextBlock = {"type": "text", "text": m.content}
@@ -238,6 +228,67 @@ def to_api_messages(messages: Sequence[Message]) -> list[Turn]:
     if turns and turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(The conversation continues.)"}]})
     return turns
+
+
+class _Results(dict[str, ToolResultBlock]):
+    """The result block of each call, by the id it is sent under; ``paired``: the positions of the stored results
+    that answer a call in the window (the others are shown as text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paired: set[int] = set()
+
+
+def pair_results(messages: Sequence[Message], payloads: Sequence[JSON]) -> tuple[dict[tuple[int, int], str], _Results]:
+    """(the id each call is sent under, by (message position, call position); each call's result block).
+
+    A stored result answers a call of its id in the nearest assistant message before it (the first such call not
+    answered yet), or when none before has that id, in the first one after it (an import ordered by time). A call is
+    sent under its own id unless an earlier call of the request has it; then under that id with a suffix (``_2``...)
+    that no stored id has, and its result with it."""
+    sent: dict[tuple[int, int], str] = {}
+    where: dict[str, list[tuple[int, int]]] = {}  # stored id -> its calls' positions, in order
+    taken = {
+        str(c["id"])
+        for m, p in zip(messages, payloads, strict=True)
+        if m.role == "assistant"
+        for c in p.get("tool_calls") or []
+        if "id" in c
+    }
+    for n, (m, p) in enumerate(zip(messages, payloads, strict=True)):
+        if m.role != "assistant":
+            continue
+        for k, call in enumerate(p.get("tool_calls") or []):
+            if "id" not in call:
+                continue
+            tid = str(call["id"])
+            unique = tid
+            if tid in where:  # repeated: a new id that no stored call has
+                count = len(where[tid]) + 1
+                while (unique := f"{tid}_{count}") in taken:
+                    count += 1
+                taken.add(unique)
+            where.setdefault(tid, []).append((n, k))
+            sent[n, k] = unique
+    results = _Results()
+    for n, (m, p) in enumerate(zip(messages, payloads, strict=True)):
+        if not (m.role == "tool" or p.get("kind") == "tool_result"):
+            continue
+        calls = where.get(str(p.get("tool_call_id", "")), [])
+        before = [c for c in calls if c[0] < n]
+        if not calls:
+            continue
+        row = before[-1][0] if before else calls[0][0]
+        open_ = [sent[c] for c in calls if c[0] == row and sent[c] not in results]
+        results.paired.add(n)  # a second result for an answered call is dropped, not shown as text
+        if open_:
+            results[open_[0]] = {
+                "type": "tool_result",
+                "tool_use_id": open_[0],
+                "content": m.content,
+                "is_error": bool(p.get("is_error")),
+            }
+    return sent, results
 
 
 def _interrupted(tool_use_id: str) -> ToolResultBlock:

@@ -37,7 +37,7 @@ from ..base.errors import (
     TiermemError,
     ValidationError,
 )
-from ..base.records import Agent, ContextWindow, Message, check_text
+from ..base.records import Agent, ContextWindow, Message, check_text, valid_text
 from ..domain import secrets
 from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from .context import (
@@ -155,6 +155,31 @@ def check_conversation(conversation_id: object) -> str:
     return check_text(conv, "conversation_id", CONVERSATION_CHARS)
 
 
+# The most one message the loop writes may hold: as much as an import stores (``interop.agentfile``), far beyond
+# max_content_chars (which bounds what one tool argument, the user's message, may carry): a 64,000-token answer is
+# some 250,000 characters, and is stored whole.
+ROW_MAX_CHARS = 10_000_000
+CUT_NOTE = "\n\n[Cut here: this message had {n} characters; tiermem stores at most {most} of one message.]"
+
+
+def storable(text: str) -> str:
+    """``text`` as the loop stores it: a NUL or a lone surrogate (which no stored text may hold) replaced by U+FFFD,
+    and past ``ROW_MAX_CHARS`` (a runaway tool result) cut, with a note saying so at the cut and in the log."""
+    text = valid_text(text).replace("\x00", "\ufffd")
+    if len(text) <= ROW_MAX_CHARS:
+        return text
+    note = CUT_NOTE.format(n=len(text), most=ROW_MAX_CHARS)
+    log.warning("a message of %d characters was cut to the %d one message may hold", len(text), ROW_MAX_CHARS)
+    return text[: ROW_MAX_CHARS - len(note)] + note
+
+
+def this_turn(messages: list[Message]) -> list[Message]:
+    """``messages`` (a turn's user message and every later one of its conversation) up to the next user message:
+    the turn's own."""
+    later = next((n for n, x in enumerate(messages) if n and payload(x).get("kind") == "user"), len(messages))
+    return messages[:later]
+
+
 def stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %I:%M:%S %p UTC%z")
 
@@ -253,8 +278,23 @@ class AgentLoop:
                 raise ValidationError(
                     "The turn to resume does not exist in this agent's conversation; send the message again."
                 )
-            user, step, after = found, resume.step, -1
-            turn = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
+            user, after = found, -1
+            since = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
+            turn = this_turn(since)
+            step = sum(1 for x in turn if x.role == "assistant")  # each step stores the model's answer
+            if resume.step > step:
+                raise ValidationError(
+                    f"The request_state of this retried agent_chat call names step {resume.step} of a turn that has "
+                    f"{step} stored; it is not one this server wrote. Send the message again without it."
+                )
+            if resume.step < step:
+                # An earlier round's state and answer, sent again (a client retrying after a lost response): the step
+                # it answers is stored and is not run again. The turn goes on from the store, asking the client for
+                # the step it is at; a turn already over gives its stored result.
+                log.info("agent_chat retried with step %d's state; the turn is at step %d", resume.step, step)
+                over = self._stored_result(turn, style, conv, step, later=len(turn) < len(since))
+                if over is not None:
+                    return over
         window = await _io(lambda: m.context_window(self.agent_id, conv))
         # The in-context messages are read from the store once per turn at most, and not at all when
         # nobody else wrote messages since this loop's last turn here; the loop keeps them current itself.
@@ -311,6 +351,35 @@ class AgentLoop:
             summarised=recall.summaries,
             sleeptime=sleeptime,
             notice=report.notice,
+        )
+
+    def _stored_result(
+        self, turn: list[Message], style: Style, conv: str, steps: int, *, later: bool
+    ) -> TurnResult | None:
+        """The result of a turn that is over, from its stored messages (``turn``: from its user message on); None
+        while it is under way: its last answer called tools and the turn goes on after them (in the ``memgpt``
+        style, only when a heartbeat followed them), short of ``max_steps``, and no ``later`` user message began
+        another turn."""
+        answers = [n for n, x in enumerate(turn) if x.role == "assistant"]
+        last = turn[answers[-1]] if answers else None
+        p = payload(last) if last is not None else {}
+        calls = p.get("tool_calls") or []
+        heartbeat = any(payload(x).get("kind") == "heartbeat" for x in turn[answers[-1] + 1 :]) if answers else False
+        going = last is not None and bool(calls) and (style != "memgpt" or heartbeat)
+        if going and not later and steps < self.settings.max_steps:
+            return None
+        report = Report.from_messages(turn, self.settings.memory_tool_dialect)
+        said = last is not None and (not calls or MODEL_TEXT in p)  # a final answer, or a send_message reply
+        stop = str(p.get("stop_reason") or "end_turn") if last is not None and not calls else "end_turn"
+        if going and steps >= self.settings.max_steps:
+            stop = "max_steps"
+        return TurnResult(
+            reply=last.content if said and last is not None else "",
+            stop_reason=stop if stop in ("end_turn", "max_steps", "max_tokens", "refusal") else "end_turn",
+            conversation_id=conv,
+            steps=report.steps,
+            memory_edits=report.memory_edits,
+            usage=report.usage,
         )
 
     # -- token-count calibration, kept per agent and model across processes ----------------------
@@ -480,6 +549,11 @@ class AgentLoop:
             purpose="summary",
         )
         usage = Usage()
+        conv = window.conversation_id
+        m = self.memory
+        first_kept = kept[0].seq if kept else None
+        total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
+        n_hidden = max(total - len(kept) - (1 if old is not None else 0), len(evicted))
         try:
             response = await provider.complete(request)
             usage = response.usage
@@ -490,16 +564,13 @@ class AgentLoop:
                 raise ProviderError("the model returned an empty summary")
         except ProviderError as exc:
             log.warning("summariser failed, keeping a truncated transcript instead: %s", exc)
-            summary = fallback_summary(hidden, str(exc), max(200, th.window // 10))
-        conv = window.conversation_id
-        m = self.memory
-        first_kept = kept[0].seq if kept else None
-        total = await _io(lambda: len(m.archive.rows.messages_since(self.agent_id, conv, 0)))
-        n_hidden = total - len(kept) - (1 if old is not None else 0)
+            # within the window's share and within what one stored message may hold, the note around it included
+            room = m.max_content_chars - len(summary_message("", n_hidden, total))
+            summary = fallback_summary(hidden, str(exc), max(200, th.window // 10), room)
         note = await self._log(
             conv,
             "system",
-            summary_message(summary, max(n_hidden, len(evicted)), total),
+            summary_message(summary, n_hidden, total),
             {"kind": "summary", "evicted": len(evicted), "usage": asdict(usage)},
         )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
@@ -508,12 +579,15 @@ class AgentLoop:
     # -- persistence -------------------------------------------------------------------
 
     async def _log(self, conv: str, role: str, content: str, meta: JSON) -> Message:
+        """Write one message to recall. The loop's own rows (the model's answers, tool results, summaries) are
+        stored whole, however long (``storable``): the user's message was checked against ``max_content_chars``
+        before the turn began, and nothing the model or a tool produced may fail the turn when it is written."""
         archive = self.memory.archive
         payload = json.dumps(meta, ensure_ascii=False)
         if self.memory.secret_scan:  # credentials are never stored: each replaced by [redacted: KIND]
             content, payload = self.memory.scrub(content), secrets.redact_json(payload)
-        row = {"role": role, "content": content, "conversation_id": conv, "payload": payload}
-        return (await _io(lambda: archive.log_messages(self.agent_id, [row])))[0]
+        row = {"role": role, "content": storable(content), "conversation_id": conv, "payload": valid_text(payload)}
+        return (await _io(lambda: archive.log_messages(self.agent_id, [row], max_chars=ROW_MAX_CHARS)))[0]
 
     async def _save_window(
         self,

@@ -66,7 +66,10 @@ You can call tools. To call one, answer with one or more blocks exactly like
 and nothing after them; the results come back in the next message. Answer without any
 <tool_call> block when you are done. The tools (JSON Schema of their input):
 {tools}"""
-_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_NAME = re.compile(r'"name"\s*:\s*"([A-Za-z0-9_.-]{1,128})"')  # a malformed block's tool name, when it has one
+MALFORMED = "invalid_tool_call"  # the name a malformed block that names no tool is stored under
+SHAPE = '<tool_call>{"name": "TOOL_NAME", "input": {...arguments...}}</tool_call>'
 
 
 class SamplingProvider:
@@ -173,19 +176,50 @@ class SamplingProvider:
         text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
         calls = [ToolCall(b.id, b.name, dict(b.input)) for b in content if isinstance(b, ToolUseContent)]
         if not self.native_tools and not calls:
-            for raw in _CALL.findall(text):
-                try:
-                    value = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(value, dict) and isinstance(value.get("name"), str):
-                    calls.append(
-                        ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], dict(value.get("input") or {}))
-                    )
+            calls = [text_call(raw) for raw in _CALL.findall(text)]
             if calls:
                 text = _CALL.sub("", text).strip()
         stop = "tool_use" if calls else "end_turn"
         return LLMResponse(text=text, tool_calls=tuple(calls), stop_reason=stop, usage=Usage(), model=result.model)
+
+
+def text_call(raw: str) -> ToolCall:
+    """One ``<tool_call>`` block's call. A block that is not a JSON object with a ``name`` and an object ``input``
+    is a failed call (``ToolCall.error``: it is not run, and its result tells the model what was wrong), as a call
+    to a tool that does not exist is: never the user's reply, never an error of the turn."""
+    ident = f"call_{uuid.uuid4().hex[:12]}"
+    quoted = raw.strip()
+    quoted = quoted if len(quoted) <= 200 else quoted[:200] + "..."
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        named = _NAME.search(raw)
+        return ToolCall(
+            ident,
+            named.group(1) if named else MALFORMED,
+            {},
+            error=f"Your <tool_call> block is not valid JSON ({exc}): {quoted}. Nothing was run. Write the call "
+            f"again as one JSON object, {SHAPE}, with double-quoted names and no trailing commas.",
+        )
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+        return ToolCall(
+            ident,
+            MALFORMED,
+            {},
+            error=f"Your <tool_call> block names no tool: {quoted}. Nothing was run. Write the call again as {SHAPE}.",
+        )
+    arguments = value.get("input")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return ToolCall(
+            ident,
+            value["name"],
+            {},
+            error=f'The "input" of your call to {value["name"]} is {type(arguments).__name__}, not an object of '
+            f"arguments: {quoted}. Nothing was run. Write the call again as {SHAPE}, its arguments by name.",
+        )
+    return ToolCall(ident, value["name"], arguments)
 
 
 def check_tool_messages(messages: list[SamplingMessage]) -> None:

@@ -19,7 +19,18 @@ from typing import Literal, Protocol
 from ..base.records import Message
 from ..server.registry import SEND_MESSAGE as SEND_MESSAGE_NAME
 from ..server.registry import edited_labels
-from .llm import JSON, LLMRequest, LLMResponse, Provider, ToolCall, ToolSpec, Usage, payload
+from .llm import (
+    JSON,
+    REPLIES,
+    LLMRequest,
+    LLMResponse,
+    Provider,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    pair_results,
+    payload,
+)
 from .toolhost import ToolHost
 
 Style = Literal["letta_v1", "memgpt"]
@@ -105,17 +116,17 @@ class Report:
     @classmethod
     def from_messages(cls, messages: Sequence[Message], dialect: str = "anthropic") -> Report:
         """The report of stored messages (the layout in ``llm.py``): a resumed turn starts from its earlier steps."""
-        results = {payload(x).get("tool_call_id"): x for x in messages if x.role == "tool"}
+        payloads = [payload(x) for x in messages]
+        sent, results = pair_results(messages, payloads)  # each call's result, as the model is shown it
         report = cls(dialect=dialect)
-        for x in messages:
-            p = payload(x)
+        for n, (x, p) in enumerate(zip(messages, payloads, strict=True)):
             if x.role != "assistant" and p.get("kind") != "summary":  # a summary keeps the summariser's usage
                 continue
             u = p.get("usage") or {}
             report.add_usage(Usage(**{k: int(u.get(k, 0)) for k in Usage.__dataclass_fields__}))
-            for call in p.get("tool_calls") or []:
-                res = results.get(call["id"])
-                body = json.loads(res.content) if res is not None else {"status": "Failed", "message": "no result"}
+            for k, call in enumerate(p.get("tool_calls") or []):
+                res = results.get(sent.get((n, k), ""))
+                body = json.loads(res["content"]) if res is not None else {"status": "Failed", "message": "no result"}
                 report.add_call(
                     call["name"], call.get("input"), body.get("status") == "OK", str(body.get("message", ""))
                 )
@@ -186,11 +197,14 @@ class ToolLoop:
         ``max_tokens`` ended in (its arguments may be incomplete): it is not run, its result says why."""
         memgpt = self.style == "memgpt"
         go_on, ended, failed = not memgpt, False, False
+        replies: list[str] = []  # every send_message of the answer: the user gets them all, as recall keeps them
         for call in calls:
             args = dict(call.input)
             heartbeat = heartbeat_requested(args.pop("request_heartbeat", False)) if memgpt else False
             builtin = self.builtins.get(call.name)
-            if call is cut:
+            if call.error:
+                text, is_error = call.error, True
+            elif call is cut:
                 text, is_error = (
                     f"Your answer was cut at max_tokens ({max_tokens} tokens) inside this call to {call.name}, so its "
                     "arguments may be incomplete; it was not run. Call it again, with shorter arguments if they were "
@@ -203,7 +217,8 @@ class ToolLoop:
                 if answer.ends:
                     ended = True
                     if answer.reply is not None:
-                        self.reply = answer.reply
+                        replies.append(answer.reply)
+                        self.reply = REPLIES.join(replies)
             else:
                 text, is_error = await self.host.call(call.name, args)
             await self.exchange.result(call, text, is_error)

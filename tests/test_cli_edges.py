@@ -327,6 +327,38 @@ def test_a_mistyped_data_dir_is_refused_by_commands_that_only_read_change_or_del
     assert cli(capsys, "--data-dir", str(empty), "--embedding-model", "hashing", "stats")[0] == 0
 
 
+def test_a_command_that_makes_a_data_directory_refuses_an_agent_it_would_not_make_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`blocks`, `remember`, `agents show`/`set` and `chat` make a new data directory for the built-in agent
+    `default`; any other agent cannot exist in one, and they refuse it (as they do once it is open): exit 1, the agent
+    and the directory named, and no store made (they made one, then said "No agent named"). `folders upload` into a
+    folder of a new data directory likewise."""
+    (tmp_path / "a.md").write_text("apples\n")
+    (tmp_path / "empty").mkdir()
+    for data in (tmp_path / "new", tmp_path / "empty"):
+        d = ["--data-dir", str(data), "--embedding-model", "hashing"]
+        for command, missing in (
+            (["blocks", "list", "--agent", "nope"], "No agent named 'nope'"),
+            (["blocks", "show", "--core", "--agent", "nope"], "No agent named 'nope'"),
+            (["blocks", "set", "human", "Ada", "--agent", "nope"], "No agent named 'nope'"),
+            (["remember", "Ada likes tea", "--agent", "nope"], "No agent named 'nope'"),
+            (["agents", "show", "nope"], "No agent named 'nope'"),
+            (["agents", "set", "nope", "--sleeptime", "2"], "No agent named 'nope'"),
+            (["chat", "-m", "hi", "--agent", "nope"], "No agent named 'nope'"),
+            (["folders", "upload", "docs", str(tmp_path / "a.md")], "No folder named 'docs'"),
+        ):
+            code, out, err = cli(capsys, *d, *command)
+            assert code == 1 and out == "", (command, err)
+            assert f"{missing}: the data directory {data} holds no memory yet, and nothing was created" in err
+        assert not data.exists() or list(data.iterdir()) == [], (data, list(data.iterdir()))
+    new = ["--data-dir", str(tmp_path / "new"), "--embedding-model", "hashing"]
+    assert cli(capsys, *new, "blocks", "list")[0] == 0  # the built-in agent: made on first use, with the directory
+    assert (tmp_path / "new" / "core.sqlite3").is_file()
+    code, _, err = cli(capsys, *new, "blocks", "list", "--agent", "nope")  # a memory now: the agents it has
+    assert code == 1 and "No agent named 'nope' (agents: default)" in err
+
+
 def test_an_export_into_a_missing_directory_names_the_users_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -103,3 +103,88 @@ def test_the_file_read_is_recorded_and_cannot_name_another(tmp_path: Path, monke
     cfg.write_text(f'config = "{xdg}"\n')
     with pytest.raises(ConfigError, match="cannot name another one"):
         load_settings()
+
+
+def test_an_empty_path_variable_is_unset_and_an_empty_path_elsewhere_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``TIERMEM_DATA_DIR=`` (what a script leaves when the value it meant is unset) is the default data directory, not
+    the current one (``Path("")`` is ``.``: memory was stored wherever the command ran); so are the other path
+    variables. ``data_dir = ""`` in a config file and ``--data-dir ""`` are refused, naming the key or the flag, and
+    nothing is made."""
+    from tiermem.cli.main import main
+
+    for name in ("TIERMEM_DATA_DIR", "TIERMEM_AUTH_TOKENS_FILE", "TIERMEM_SYNC"):
+        monkeypatch.setenv(name, "")
+    s = load_settings()
+    assert s.resolved_data_dir() == tmp_path / "xdg-data" / "tiermem"
+    assert (s.data_dir, s.auth_tokens_file, s.sync) == (None, None, None)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('data_dir = ""\n')
+    with pytest.raises(ConfigError, match=rf"data_dir \(config file {cfg}\): .*an empty path"):
+        load_settings(cfg)
+    monkeypatch.chdir(tmp_path)
+    refused = {
+        "--data-dir": ["--data-dir", "", "blocks", "list"],
+        "--data-dir ": ["blocks", "list", "--data-dir", " "],
+        "--config": ["search", "x", "--config", ""],
+    }
+    for flag, args in refused.items():
+        with pytest.raises(SystemExit) as exit:
+            main(args)
+        assert exit.value.code == 2
+        assert f"argument {flag.strip()}: an empty path" in capsys.readouterr().err
+    assert not (tmp_path / "core.sqlite3").exists() and not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "kind"),
+    [
+        ("TIERMEM_STORAGE_OPTIONS", "notjson", "object"),
+        ("TIERMEM_AUTH_TOKENS", "notjson", "array"),
+        ("TIERMEM_DEFAULT_BLOCKS", "notjson", "array"),
+        ("TIERMEM_OAUTH_SHARED_AGENTS", "{bad", "object"),
+    ],
+)
+def test_a_json_variable_that_is_not_json_is_named(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, kind: str
+) -> None:
+    """pydantic-settings raises its own SettingsError ("error parsing value for field ...") for these, which the CLI
+    printed as a traceback: now an "Invalid settings" error naming the variable and the JSON it takes."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(
+        ConfigError, match=rf"^Invalid settings: {variable} is not valid JSON .* a JSON {kind}, such as"
+    ):
+        load_settings()
+
+
+def test_errors_name_where_the_bad_value_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config file (also the one read without being named, at ~/.config/tiermem/config.toml), the TIERMEM_*
+    variable or the flag: whichever gave the value the error is about; a setting written after a [[default_blocks]]
+    header gets the TOML rule that put it there; a missing TIERMEM_CONFIG file names TIERMEM_CONFIG."""
+    implicit = tmp_path / "xdg-config" / "tiermem" / "config.toml"  # conftest points XDG_CONFIG_HOME here
+    implicit.parent.mkdir(parents=True)
+    implicit.write_text("search_token_budjet = 100\n")
+    with pytest.raises(ConfigError, match=rf"search_token_budjet \(config file {implicit}\): .*search_token_budget"):
+        load_settings()
+    implicit.unlink()
+    monkeypatch.setenv("TIERMEM_PORT", "x")
+    with pytest.raises(ConfigError, match=r"port \(TIERMEM_PORT\): Input should be a valid integer"):
+        load_settings()
+    monkeypatch.setenv("TIERMEM_PORT", "")  # set to nothing: still the variable's value (not a path setting)
+    with pytest.raises(ConfigError, match=r"port \(TIERMEM_PORT\)"):
+        load_settings()
+    monkeypatch.delenv("TIERMEM_PORT")
+    with pytest.raises(ConfigError, match=r"port \(--port\): Input should be less than or equal to 65535"):
+        load_settings(port=70000)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[default_blocks]]\nlabel = "notes"\nagent = "work"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_settings(cfg)
+    assert f"default_blocks.0.agent (config file {cfg})" in str(refused.value)
+    assert "every key after a [[default_blocks]] header belongs to that block: move it above" in str(refused.value)
+    monkeypatch.setenv("TIERMEM_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="Check the path given to TIERMEM_CONFIG"):
+        load_settings()
+    with pytest.raises(ConfigError, match="Check the path given to --config"):
+        load_settings(tmp_path / "other-missing.toml")

@@ -468,3 +468,31 @@ def test_a_suffixed_name_given_in_an_upload_is_not_taken_again_by_a_file_of_that
     }
     code, out, _ = run(tmp_path, capsys, "folders", "upload", "docs", str(x), str(y))  # again: each one is itself
     assert code == 0 and "0 added, 0 updated" in out, out
+
+
+def test_a_sync_or_upload_with_nothing_to_embed_exits_cleanly_with_the_real_model(tmp_path: Path) -> None:
+    """A folder sync with nothing new and an unchanged file uploaded again, with the packaged model (not hashing):
+    the command starts loading the model, finds nothing to embed and exits; it used to exit while onnxruntime was
+    still loading in a daemon thread, which aborted the process (SIGABRT, exit 134, "terminate called without an
+    active exception"). Each is run a few times: how far the load had got at exit varied."""
+    root = tmp_path / "d"
+    write(root, {"a.md": "apples and pears\n"})
+    env = server_env(tmp_path, TIERMEM_EMBEDDING_MODEL="default")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYTHON, "-m", "tiermem", "folders", *args, "--data-dir", str(tmp_path / "data")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+
+    first = cli("sync", "docs", str(root))
+    assert first.returncode == 0 and "1 added" in first.stdout, first.stderr
+    for args in [("sync", "docs", str(root))] * 3 + [("upload", "docs", str(root / "a.md"))] * 3:
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
+        assert "0 added, 0 updated" in done.stdout and "terminate called" not in done.stderr, (args, done.stderr)

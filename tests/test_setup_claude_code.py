@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -62,6 +63,34 @@ def test_user_scope_install_is_idempotent_and_uninstall_restores_the_files(tmp_p
     assert read(home / ".claude" / "settings.json") == theirs_settings
     twice = tiermem(tmp_path, home, "setup", "claude-code", "--uninstall")
     assert twice.returncode == 0 and twice.stdout.count("unchanged") == 2
+
+
+def test_setup_makes_a_new_data_directory_private_and_doctor_passes_it(tmp_path: Path) -> None:
+    """Setup (user scope) records Claude Code's auto memory in <data dir>/auto-memory/<agent> before it opens the
+    memory: a new data directory, and what it makes inside, are private to the user (0700, as every other command
+    makes one), not the umask's 0755 that `tiermem doctor` then fails as open to every user."""
+    home, data = tmp_path / "home", tmp_path / "memory"
+    home.mkdir()
+    env = server_env(tmp_path, HOME=str(home))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYTHON, "-m", "tiermem", *args, "--data-dir", str(data)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+            preexec_fn=lambda: os.umask(0o022),  # the usual umask: what a mkdir without a mode gives is 0755
+        )
+
+    done = run("setup", "claude-code")
+    assert done.returncode == 0, done.stderr
+    for made in (data, data / "auto-memory", data / "auto-memory" / "default"):
+        assert made.stat().st_mode & 0o777 == 0o700, (made, oct(made.stat().st_mode))
+    doctor = run("doctor")
+    assert "[ok ] data directory access" in doctor.stdout, doctor.stdout
 
 
 def test_project_scope_writes_the_project_files_and_approves_the_server(tmp_path: Path) -> None:

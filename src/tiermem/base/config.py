@@ -9,15 +9,30 @@ import os
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from .errors import ConfigError
 
 Transport = Literal["stdio", "sse", "http"]
+ENV_PREFIX = "TIERMEM_"
+# The settings that are a path: set to nothing in the environment (`TIERMEM_DATA_DIR=`, what a script or a host's
+# config leaves when the value it meant is unset) they are unset, not the current directory; empty in a config file
+# they are refused (flags: cli/main.py refuses an empty one).
+PATH_SETTINGS = ("config", "data_dir", "auth_tokens_file", "sync")
+# The flag of a setting, where it is not --<setting with dashes>
+FLAGS = {"auth_tokens_file": "--tokens-file", "http_token": "--token"}
 
 
 def split_list(text: str) -> list[str]:
@@ -55,7 +70,7 @@ class BlockSpec(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TIERMEM_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     # The TOML file read (--config, TIERMEM_CONFIG, else <XDG_CONFIG_HOME>/tiermem/config.toml when it exists).
     config: Path | None = None
@@ -198,6 +213,15 @@ class Settings(BaseSettings):
             return split_list(v)
         return v
 
+    @field_validator(*PATH_SETTINGS, mode="before")
+    @classmethod
+    def _no_empty_path(cls, v: object) -> object:
+        """``data_dir = ""`` in a config file would be the current directory: refused (leaving the key out is the
+        default). The environment's empty ones never come here (``_Environment``)."""
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("an empty path; give a path, or leave the setting out for the default")
+        return v
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -209,7 +233,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Highest first: arguments (command-line flags), TIERMEM_* variables, the TOML files."""
         given = init_settings.init_kwargs.get("config") if isinstance(init_settings, InitSettingsSource) else None
-        return (init_settings, env_settings, _TomlFiles(settings_cls, given))
+        return (init_settings, _Environment(settings_cls), _TomlFiles(settings_cls, given))
 
     def resolved_data_dir(self) -> Path:
         if self.data_dir is not None:
@@ -242,13 +266,53 @@ def _read_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where} is not valid TOML: {exc}. Fix the file or remove it.") from exc
 
 
+class _BadVariable(ValueError):
+    """A TIERMEM_* variable pydantic-settings could not decode (a JSON setting that is not JSON)."""
+
+    def __init__(self, field_name: str, cause: ValueError) -> None:
+        super().__init__(str(cause))
+        self.field_name = field_name
+
+
+class _Environment(EnvSettingsSource):
+    """The TIERMEM_* variables, as pydantic-settings reads them but for two things: a path setting set to nothing
+    is unset (``PATH_SETTINGS``), and a variable that cannot be decoded (JSON) is named (``_BadVariable``)."""
+
+    def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
+        if field_name in PATH_SETTINGS and isinstance(value, str) and not value.strip():
+            return None
+        try:
+            return super().prepare_field_value(field_name, field, value, value_is_complex)
+        except ValueError as exc:
+            raise _BadVariable(field_name, exc) from exc
+
+
+def _config_file(given: Path | str | None) -> tuple[Path | None, str]:
+    """The user's TOML file (``--config``, else $TIERMEM_CONFIG, else the XDG location when a file is there) and
+    where its path came from, for errors."""
+    if given is not None:
+        return Path(given), "--config"
+    env = os.environ.get("TIERMEM_CONFIG")
+    if env:
+        return Path(env), "TIERMEM_CONFIG"
+    return default_config_file(), "the default location"
+
+
+def _user_toml(path: Path, origin: str) -> dict[str, Any]:
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        check = f"Check the path given to {origin}" if origin != "the default location" else "Check the file"
+        raise ConfigError(f"Cannot read config file {path}: {exc}. {check}.") from exc
+    return _read_toml(text, f"config file {path}")
+
+
 class _TomlFiles(PydanticBaseSettingsSource):
     """The file layer: the packaged default.toml with the user's TOML file over it (a key replaces the default's)."""
 
     def __init__(self, settings_cls: type[BaseSettings], given: Path | str | None) -> None:
         super().__init__(settings_cls)
-        env = os.environ.get("TIERMEM_CONFIG")
-        self._path = Path(given) if given is not None else Path(env) if env else default_config_file()
+        self._path, self._origin = _config_file(given)
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # unused: __call__ returns the whole layer
@@ -258,11 +322,7 @@ class _TomlFiles(PydanticBaseSettingsSource):
         path = self._path
         if path is None:
             return data
-        try:
-            text = path.expanduser().read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"Cannot read config file {path}: {exc}. Check the path given to --config.") from exc
-        user = _read_toml(text, f"config file {path}")
+        user = _user_toml(path, self._origin)
         if "config" in user:
             raise ConfigError(
                 f"Config file {path} sets `config`, but a config file cannot name another one; remove "
@@ -283,18 +343,76 @@ def _did_you_mean(kind: str, loc: tuple[int | str, ...]) -> str:
     return f" (did you mean `{close[0]}`?)" if close else ""
 
 
+def _table_hint(kind: str, loc: tuple[int | str, ...]) -> str:
+    """A setting refused inside a ``[[default_blocks]]`` table: in TOML it was written after the table's header."""
+    if kind != "extra_forbidden" or len(loc) != 3 or loc[0] != "default_blocks" or loc[-1] not in Settings.model_fields:
+        return ""
+    return (
+        f" (`{loc[-1]}` is a setting, but in TOML every key after a [[default_blocks]] header belongs to that block: "
+        "move it above the first [[default_blocks]])"
+    )
+
+
+class _Sources:
+    """Where a setting's value came from, to name it in an error: the command line (``given``), a TIERMEM_*
+    variable, or the user's config file (the packaged defaults are valid)."""
+
+    def __init__(self, given: dict[str, Any]) -> None:
+        self.given = given
+        self.variables = {k.upper(): v for k, v in os.environ.items()}
+        self.path, origin = _config_file(given.get("config"))
+        self.in_file: dict[str, Any] = {} if self.path is None else _user_toml(self.path, origin)
+
+    def of(self, loc: tuple[int | str, ...]) -> str | None:
+        if not loc:
+            return None
+        name = str(loc[0])
+        if name in self.given:
+            return FLAGS.get(name, "--" + name.replace("_", "-"))
+        variable = (ENV_PREFIX + name).upper()
+        if variable in self.variables and (name not in PATH_SETTINGS or self.variables[variable].strip()):
+            return variable  # (a path variable set to nothing is unset: ``_Environment``)
+        if name in self.in_file:
+            return f"config file {self.path}"
+        return None
+
+
+def _variable_error(field_name: str, exc: ValueError) -> ConfigError:
+    kind = "object" if get_origin(Settings.model_fields[field_name].annotation) is dict else "array"
+    example = {
+        "storage_options": '{"region": "eu-west-1"}',
+        "auth_tokens": '[{"token": "...", "agents": ["work"]}]',
+        "default_blocks": '[{"label": "notes", "value": ""}]',
+        "oauth_shared_agents": '{"team": ["group:engineering"]}',
+    }.get(field_name, "{}" if kind == "object" else "[]")
+    variable = (ENV_PREFIX + field_name).upper()
+    return ConfigError(
+        f"Invalid settings: {variable} is not valid JSON ({exc}); it is a JSON {kind}, such as "
+        f"{variable}='{example}' (or set `{field_name}` in the config file, or unset the variable)."
+    )
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings; ``overrides`` are command-line flags (``None`` means not given)."""
+    """Build settings; ``overrides`` are command-line flags (``None`` means not given). An error names the setting
+    and where its value came from (the flag, the TIERMEM_* variable or the config file)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     if config_file is not None:
         given["config"] = config_file
     try:
         return Settings(**given)
+    except SettingsError as exc:
+        if isinstance(exc.__cause__, _BadVariable):
+            raise _variable_error(exc.__cause__.field_name, exc.__cause__) from exc
+        raise ConfigError(f"Invalid settings: {exc}. Check your TIERMEM_* variables.") from exc
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}{_did_you_mean(e['type'], e['loc'])}"
-            for e in exc.errors()
-        )
-        raise ConfigError(
-            f"Invalid settings: {problems}. Check your config file, TIERMEM_* variables and flags."
-        ) from exc
+        sources = _Sources(given)
+        problems, unnamed = [], False
+        for e in exc.errors():
+            where = sources.of(e["loc"])
+            unnamed = unnamed or where is None
+            problems.append(
+                f"{'.'.join(str(p) for p in e['loc'])}{f' ({where})' if where else ''}: {e['msg']}"
+                f"{_did_you_mean(e['type'], e['loc'])}{_table_hint(e['type'], e['loc'])}"
+            )
+        check = " Check your config file, TIERMEM_* variables and flags." if unnamed else ""
+        raise ConfigError(f"Invalid settings: {'; '.join(problems)}.{check}") from exc

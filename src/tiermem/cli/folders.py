@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConflictError, ValidationError
 from .commands import print_rows
+from .suggest import path
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -59,7 +60,7 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     )
     common(upload, agent=False)
     upload.add_argument("name")
-    upload.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    upload.add_argument("paths", nargs="+", type=path, metavar="PATH")
     upload.add_argument(
         "--no-embed",
         dest="embed",
@@ -86,7 +87,7 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     )
     common(sync, agent=False)
     sync.add_argument("name")
-    sync.add_argument("directory", type=Path)
+    sync.add_argument("directory", type=path)
     sync.add_argument("--watch", action="store_true", help="keep running: sync whenever the directory changes")
     sync.add_argument(
         "--interval",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
+from .suggest import path
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -54,7 +55,7 @@ def add_forget_parser(sp: Any, common: Callable[..., None]) -> None:
     p.add_argument("--now", action="store_true", help="purge the data directory's files now, not at the next upkeep")
     p.add_argument(
         "--memfs",
-        type=Path,
+        type=path,
         action="append",
         default=[],
         help="a MemFS directory to look in for the forgotten text (those synced with `tiermem sync DIR`, `serve`'s sync "

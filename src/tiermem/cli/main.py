@@ -14,7 +14,6 @@ import argparse
 import importlib
 import logging
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import TiermemError, ValidationError
@@ -32,6 +31,7 @@ from .forget import add_forget_parser
 from .links import add_links_parser
 from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
 from .stats import add_stats_parser
+from .suggest import path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,13 +88,13 @@ def _common(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, agent: bool
     default = None if top else argparse.SUPPRESS
     p.add_argument(
         "--data-dir",
-        type=Path,
+        type=path,
         default=default,
         help="data directory (default: $TIERMEM_DATA_DIR or ~/.local/share/tiermem)",
     )
     p.add_argument(
         "--config",
-        type=Path,
+        type=path,
         default=default,
         help="TOML config file (default: $TIERMEM_CONFIG or ~/.config/tiermem/config.toml)",
     )
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port for sse/http (default 8765)")
     serve.add_argument("--tools", help="comma-separated presets, groups or tool names (default: 'default')")
     serve.add_argument(
-        "--tokens-file", dest="auth_tokens_file", type=Path, help="TOML file of bearer tokens for sse/http"
+        "--tokens-file", dest="auth_tokens_file", type=path, help="TOML file of bearer tokens for sse/http"
     )
     serve.add_argument(
         "--token",
@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Import a Letta agent file, a tiermem backup, a memory.jsonl graph, a /memories or a MemFS directory.",
     )
     _common(imp)
-    imp.add_argument("path", type=Path)
+    imp.add_argument("path", type=path)
     imp.add_argument("--format", choices=["auto", "af", "jsonl", "memory-graph", "memories", "memfs"], default="auto")
     imp.add_argument("--rename", metavar="NEW", help="import the (first) agent of an .af file under this name")
     imp.add_argument(
@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(syn)
     syn.add_argument(
         "path",
-        type=Path,
+        type=path,
         help="the MemFS directory; a new one is made (and filled) on the first sync, but only where its parent "
         "directory exists: a path whose parent is missing is refused",
     )
@@ -384,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(s_lc)
     where = s_lc.add_mutually_exclusive_group()
-    where.add_argument("--agent-dir", type=Path, help="the Letta Code agent's memory directory")
+    where.add_argument("--agent-dir", type=path, help="the Letta Code agent's memory directory")
     where.add_argument("--letta-agent", metavar="ID", help="the Letta Code agent's id (its directory is found)")
     s_lc.add_argument(
         "--host",
@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="user: every project of this user (default); project: this project's .mcp.json and .claude/",
     )
     s_cc.add_argument(
-        "--project-dir", type=Path, help="the project for --scope project (default: the current directory)"
+        "--project-dir", type=path, help="the project for --scope project (default: the current directory)"
     )
     s_cc.add_argument(
         "--uninstall", action="store_true", help="remove exactly what setup added (and put back what it replaced)"
@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
         s_h.add_argument("--mcp-apps", dest="mcp_apps", action="store_true", default=None, help="as for serve")
         s_h.add_argument("--scope", choices=["user", "project"], default="user", help="user (default) or project")
         s_h.add_argument(
-            "--project-dir", type=Path, help="the project for --scope project (default: the current directory)"
+            "--project-dir", type=path, help="the project for --scope project (default: the current directory)"
         )
         s_h.add_argument("--uninstall", action="store_true", help="remove exactly what setup added")
         s_h.add_argument("--force", action="store_true", help="replace a `tiermem` entry setup did not write")
@@ -497,11 +497,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="configure the built-in agent loop too (agent_chat)",
     )
     cfg.add_argument("--scope", choices=["user", "project"], default="user", help="as for `setup` (hosts it has)")
-    cfg.add_argument("--project-dir", type=Path, help="as for `setup` (hosts it has)")
+    cfg.add_argument("--project-dir", type=path, help="as for `setup` (hosts it has)")
     cfg.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=path,
         help="write the snippet to this file (mode 0600 when it holds a token) instead of stdout",
     )
     hook = _sub(sp, "hook", "Run a host hook (installed by `tiermem setup`): asks the running server, fails soft.")

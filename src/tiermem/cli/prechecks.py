@@ -68,10 +68,45 @@ def check_arguments(args: argparse.Namespace, settings: Settings | None = None) 
         make_root(args.path)
         if not existed:
             print(f"tiermem: created the directory {args.path} (a new MemFS directory)", file=sys.stderr)
-    if settings is not None and not creates(args):  # last: a bad argument is named first, whatever the directory
+    if settings is None:  # last: a bad argument is named first, whatever the directory
+        return
+    if not creates(args):
         from ..domain.factory import require_memory
 
         require_memory(settings)
+    else:
+        refuse_what_a_new_directory_lacks(args, settings)
+
+
+def refuse_what_a_new_directory_lacks(args: argparse.Namespace, settings: Settings) -> None:
+    """A command that may make a new data directory, but works on an agent (or a folder) it does not create: on a
+    data directory holding no memory yet, that agent (other than the built-in ``default``, made on first use) or
+    folder cannot exist, so the command is refused now, as it would be once opened, and nothing is created
+    (``tiermem blocks list --agent wrok --data-dir NEW`` made NEW with an empty store, then said "No agent named")."""
+    from ..base.errors import NotFoundError
+    from ..domain.factory import holds_memory
+    from ..domain.memory import DEFAULT_AGENT
+
+    action = getattr(args, "action", None)
+    if args.command == "agents" and action in ("show", "set"):
+        agent: str | None = args.name
+    elif args.command in ("blocks", "remember", "chat"):
+        agent = settings.agent
+    else:
+        agent = None
+    upload = args.command == "folders" and action == "upload"
+    if (agent in (None, DEFAULT_AGENT) and not upload) or holds_memory(settings):
+        return
+    empty = (
+        f"the data directory {settings.resolved_data_dir()} holds no memory yet, and nothing was created (check "
+        "--data-dir or TIERMEM_DATA_DIR if it should)"
+    )
+    if upload:
+        raise NotFoundError(
+            f"No folder named {args.name!r}: {empty}. Create one with `tiermem folders create {args.name}`, or "
+            f"sync a directory into a new one with `tiermem folders sync {args.name} DIR`."
+        )
+    raise NotFoundError(f"No agent named {agent!r}: {empty}. Create it with `tiermem agents create {agent}`.")
 
 
 def configured_model(

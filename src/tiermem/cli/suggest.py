@@ -1,11 +1,13 @@
 """The command-line parser with a suggestion for a mistyped command or action: ``tiermem serch`` is refused, as
-before, with "did you mean 'search'?" (argparse before Python 3.14 has no ``suggest_on_error``)."""
+before, with "did you mean 'search'?" (argparse before Python 3.14 has no ``suggest_on_error``); and ``path``, the
+type of every path argument, which refuses an empty one."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import re
+from pathlib import Path
 from typing import NoReturn
 
 _INVALID = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
@@ -27,3 +29,11 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(did_you_mean(message))
+
+
+def path(text: str) -> Path:
+    """A path argument; an empty one (``--data-dir ""``, ``--data-dir "$UNSET"``) is a usage error naming the flag,
+    not the current directory (``Path("")`` is ``.``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a path, or leave the option out for its default")
+    return Path(text)

@@ -110,6 +110,19 @@ def make_data_dir(data: Path) -> None:
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
+def make_dir_inside(data: Path, path: Path) -> None:
+    """Make ``path``, a directory inside the local data directory ``data``, with the data directory itself made as
+    ``make_data_dir`` makes it (0700) and every directory missing between them private to its user too. A
+    ``path.mkdir(parents=True)`` would make a missing data directory with the umask's mode (0755: open to every
+    user of the machine)."""
+    data, path = data.expanduser().resolve(), path.expanduser().resolve()
+    make_data_dir(data)
+    made = data
+    for part in path.relative_to(data).parts:
+        made = made / part
+        made.mkdir(mode=0o700, exist_ok=True)
+
+
 NEW_DATA_DIR = "a new data directory is made by the first `tiermem serve` or `tiermem agents create`"
 
 

@@ -17,6 +17,7 @@ packaged model's ONNX graph work and runner are in ``minilm.py``.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -46,6 +47,7 @@ MINILM_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014
 _TOKENIZER_FILES = ("tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json")
 BATCH_SIZE = 64
 MAX_BATCH_TOKENS = 4096  # padded word pieces per model call: bounds peak memory on long texts
+LOAD_EXIT_SECONDS = 60.0  # at interpreter exit, the longest a process waits for a model load under way to finish
 _verified: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
@@ -589,11 +591,19 @@ class BackgroundEmbedder:
         self.error: EmbeddingError | None = None
 
     def start(self) -> None:
-        """Begin loading in a daemon thread; calling it again does nothing."""
+        """Begin loading in a daemon thread; calling it again does nothing. The load is finished, not abandoned, when
+        the process exits (``_finish_at_exit``): onnxruntime still loading in a daemon thread while the interpreter
+        shuts down aborts the process (SIGABRT, "terminate called without an active exception"), so a short-lived
+        command that started the model and did not need it after all (a folder sync with nothing new) exits cleanly."""
         with self._guard:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._load, name="tiermem-embedder", daemon=True)
+                atexit.register(self._finish_at_exit)
                 self._thread.start()
+
+    def _finish_at_exit(self) -> None:
+        if not self._done.wait(LOAD_EXIT_SECONDS):
+            log.warning("exiting while the embedding model is still loading (after %g s)", LOAD_EXIT_SECONDS)
 
     def _load(self) -> None:
         try:
@@ -620,6 +630,7 @@ class BackgroundEmbedder:
             self.error = error
         finally:
             self._done.set()
+            atexit.unregister(self._finish_at_exit)  # loaded or failed: nothing to wait for at exit
 
     @property
     def ready(self) -> bool:

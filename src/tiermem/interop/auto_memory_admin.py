@@ -47,10 +47,12 @@ log = logging.getLogger(__name__)
 def adopt(settings: Settings, home: Path, user_home: Path) -> str:
     """Claude Code's auto memory (its folders under ``user_home``) recorded as synced with this memory
     (``home``: ``directory``), and stored in tiermem at once; what was done."""
-    from ..domain.factory import open_memory
+    from ..domain.factory import make_dir_inside, open_memory
 
     claude = user_home / ".claude"
-    home.mkdir(parents=True, exist_ok=True)
+    make_dir_inside(
+        settings.resolved_data_dir(), home
+    )  # a new data directory is private (0700), as open_memory makes it
     write_json(
         home / SOURCES,
         {

@@ -100,6 +100,26 @@ def test_blocks_edit_in_editor(tmp_path: Path) -> None:
     assert kept.name.startswith("tiermem-system_human_family-") and kept.read_text() == "0" * 6000
 
 
+def test_blocks_edit_drops_the_newline_an_editor_adds(tmp_path: Path) -> None:
+    """An editor that ends the file with a newline on saving (vim's 'fixendofline', nano) adds none to the block,
+    and a save without a change (vim's :wq) makes no new version; a value that ends with a newline keeps it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    assert tiermem(tmp_path, "blocks", "set", "human", "Name: Ada").returncode == 0
+    vim_wq = _editor(tmp_path, '[ -n "$(tail -c1 "$1")" ] && printf "\\n" >> "$1"; exit 0')
+    same = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=vim_wq, TMPDIR=str(temp))
+    assert same.returncode == 0 and "human: unchanged (version 2)" in same.stdout, same.stdout + same.stderr
+    sed = _editor(tmp_path, "sed -i 's/Ada/Bea/' \"$1\"")
+    changed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=sed, TMPDIR=str(temp))
+    assert changed.returncode == 0 and "version 3" in changed.stdout, changed.stderr
+    assert json.loads(tiermem(tmp_path, "blocks", "show", "human", "--json").stdout)["value"] == "Name: Bea"
+    assert tiermem(tmp_path, "blocks", "set", "human", "Name: Bea\n").returncode == 0
+    kept = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=vim_wq, TMPDIR=str(temp))
+    assert "human: unchanged (version 4)" in kept.stdout, kept.stdout + kept.stderr
+    assert json.loads(tiermem(tmp_path, "blocks", "show", "human", "--json").stdout)["value"] == "Name: Bea\n"
+    assert list(temp.iterdir()) == []
+
+
 def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
     graph.write_text(

@@ -292,7 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     b_hist.add_argument("label")
     b_hist.add_argument("--limit", type=int, default=20)
     b_hist.add_argument("--json", action="store_true")
-    b_edit = bsp.add_parser("edit", help="edit a block's value in $EDITOR (saved as a new version when changed)")
+    b_edit = bsp.add_parser(
+        "edit",
+        help="edit a block's value in $EDITOR (saved as a new version when changed; the file's last newline is not "
+        "part of the value)",
+    )
     _common(b_edit)
     b_edit.add_argument("label")
     b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")

@@ -152,7 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
+    serve = _sub(
+        sp,
+        "serve",
+        "Run the MCP server (stdio by default, for an MCP host to start: `tiermem setup` connects one; logs go to "
+        "stderr).",
+    )
     _common(serve)
     serve.add_argument(
         "--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)"

@@ -71,6 +71,7 @@ def serve(settings: Settings) -> None:
     from ..server.app import build_server, published_tools
     from ..server.runtime import MemoryHandle
 
+    at_terminal = settings.transport == "stdio" and _stdin_is_terminal()  # a person typed it, no host started it
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
@@ -104,6 +105,8 @@ def serve(settings: Settings) -> None:
         register_agent_chat(server, settings)
     stop.install()
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    if at_terminal:
+        log.info(NO_HOST)
     live = _live_sync(handle, settings)
     if live is not None:
         stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
@@ -126,6 +129,22 @@ def serve(settings: Settings) -> None:
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
         close_uses(handle)
+
+
+NO_HOST = (
+    "stdin is a terminal: `tiermem serve` speaks MCP over stdio (JSON-RPC on stdin and stdout) and is meant to be "
+    "started by an MCP host, which sends its requests there. Connect a host: `tiermem setup claude-code` (or codex, "
+    "gemini, opencode), or `tiermem config HOST` for the others. The memory opens, and a missing agent is created, "
+    "at the host's first request. Ctrl-C stops"
+)
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether a person started ``serve`` at a terminal (stdio with no host): stdin is a TTY."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # stdin closed
+        return False
 
 
 def close_uses(handle: MemoryHandle) -> None:

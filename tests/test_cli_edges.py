@@ -254,6 +254,36 @@ def test_deleting_a_missing_agent_lists_the_agents(tmp_path: Path, capsys: pytes
     assert stored(capsys, tmp_path) == before
 
 
+def test_forget_names_a_missing_id_or_agent_before_asking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped id is said at once (not after "run again with --yes"), with where ids are shown; a missing agent is
+    named with the agents there are (forgetting one is no reason to create it); an empty agent name says where it
+    came from."""
+    d = data_args(tmp_path)
+    assert cli(capsys, "agents", "create", "work", *d)[0] == 0
+    before = stored(capsys, tmp_path)
+    for what, hint in (
+        ("message", "`tiermem search --recall --json`"),
+        ("passage", "`tiermem search --archival --json`"),
+    ):
+        code, out, err = cli(capsys, "forget", what, f"{what}-nope", *d)  # no --yes, stdin no terminal
+        assert code == 1 and out == "" and f"with id '{what}-nope'; nothing was forgotten" in err, err
+        assert hint in err and "--yes" not in err
+    for args in (("agent", "old-project", "--yes"), ("message", "m-1", "--agent", "old-project", "--yes")):
+        code, out, err = cli(capsys, "forget", *args, *d)
+        assert code == 1 and "No agent named 'old-project' (agents: default, work); nothing was forgotten" in err
+        assert "`tiermem agents list`" in err and "agents create" not in err
+    monkeypatch.setenv("TIERMEM_AGENT", "")
+    code, out, err = cli(capsys, "blocks", "list", *d)
+    assert code == 1 and out == "" and "TIERMEM_AGENT is set but empty" in err and "unset TIERMEM_AGENT" in err
+    assert "agents create" not in err
+    monkeypatch.delenv("TIERMEM_AGENT")
+    code, out, err = cli(capsys, "blocks", "list", "--agent", "", *d)
+    assert code == 1 and "--agent is empty" in err
+    assert stored(capsys, tmp_path) == before
+
+
 # 8. search results in order of relevance -----------------------------------------------------------------
 
 

@@ -120,6 +120,28 @@ def _check_agent_applies(parser: argparse.ArgumentParser, args: argparse.Namespa
     )
 
 
+def _check_agent_named(args: argparse.Namespace, settings: Settings) -> None:
+    """An empty agent name (``TIERMEM_AGENT=``, ``--agent ''``, ``agent = ""``) names no agent: say where it came
+    from, rather than that no agent is named '' (only for the commands that work on one agent's memory)."""
+    import os
+
+    from ..base.errors import ConfigError
+
+    if settings.agent.strip() or not getattr(args, "takes_agent", True):
+        return
+    if getattr(args, "agent", None) is not None:
+        where, fix = "--agent is empty", "give it an agent's name, or leave it out"
+    elif os.environ.get("TIERMEM_AGENT") is not None:
+        where, fix = "TIERMEM_AGENT is set but empty", "give it an agent's name, or unset it (`unset TIERMEM_AGENT`)"
+    else:
+        where = f"agent is empty in {settings.config or 'the configuration'}"
+        fix = "give it an agent's name there, or remove the key"
+    raise ConfigError(
+        f"{where}: {fix} for the agent 'default'; `tiermem agents list` shows the agents. Nothing was opened or "
+        "changed."
+    )
+
+
 def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
     return sp.add_parser(  # type: ignore[no-any-return]
         name,
@@ -564,6 +586,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    _check_agent_named(args, settings)
     if args.command == "serve":
         if getattr(args, "http_token", None):
             log.warning(TOKEN_IN_ARGV)

@@ -383,3 +383,32 @@ def test_a_mistyped_command_action_or_config_key_gets_the_closest_one(
     code, _, err = cli(capsys, "stats", "--config", str(config), "--data-dir", str(tmp_path / "data"))
     assert code == 1 and "data_dri" in err and "did you mean `data_dir`?" in err and "did you mean `limit`?" in err
     assert not (tmp_path / "data").exists()
+
+
+def test_a_mistyped_option_tool_or_variable_gets_the_closest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped option is refused by the command's parser with its closest option; one before the command is
+    named, not the word after it as a bad command; an option of the command given before it is said to go after
+    it. A mistyped tool name in `--tools` is refused with the closest one, and a mistyped TIERMEM_* variable is
+    named with the closest setting's (the command runs, as before; the variable stays ignored)."""
+    d = data_args(tmp_path)
+    code, _, err = cli(capsys, "blocks", "list", "--jsn", *d)
+    assert code == 2 and "tiermem blocks list: error: unrecognized arguments: --jsn; did you mean '--json'?" in err
+    code, _, err = cli(capsys, "search", "tea", "--limt", "3", "--jsn", *d)
+    assert code == 2 and "did you mean '--limit' for '--limt', '--json' for '--jsn'?" in err, err
+    code, _, err = cli(capsys, "--data-dri", "x", "blocks", "list")
+    assert code == 2 and "unrecognized option '--data-dri' (did you mean '--data-dir'?)" in err, err
+    assert "'x' after it was read as COMMAND" in err and "invalid choice" not in err
+    code, _, err = cli(capsys, "--json", "blocks", "list", *d)
+    assert code == 2 and "'--json' is an option of `tiermem blocks list`: give it after the command" in err, err
+    code, _, err = cli(capsys, "blocks", "list", "--zzzzzz", *d)
+    assert code == 2 and "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
+    data = tmp_path / "data"
+    tools = run(tmp_path, "serve", "--tools", "memory_replce", "--data-dir", str(data))
+    assert tools.returncode == 1 and "Unknown tool, group or preset 'memory_replce'" in tools.stderr
+    assert "(did you mean 'memory_replace'?)" in tools.stderr and not data.exists()
+    typo = run(tmp_path, "blocks", "list", "--data-dir", str(data), TIERMEM_TOOOLS="minimal", TIERMEM_TRACE="t.jsonl")
+    assert typo.returncode == 0, typo.stderr
+    assert typo.stderr.count("tiermem: warning:") == 1  # TIERMEM_TRACE is read by bench/trace_server.py
+    assert "TIERMEM_TOOOLS is not a tiermem setting, so it is ignored; did you mean TIERMEM_TOOLS?" in typo.stderr

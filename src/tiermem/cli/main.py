@@ -727,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    _warn_unknown_variables()
     try:
         code = run_command(args)
         if not sys.stdout.closed:  # (the stdio transport may close what it wrapped)
@@ -739,6 +740,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _warn_unknown_variables() -> None:
+    """One warning on stderr for each ``TIERMEM_*`` environment variable that is no setting (a mistyped name)."""
+    import os
+
+    from ..base.config import Settings
+    from .suggest import unknown_variables
+
+    for warning in unknown_variables(os.environ, Settings.model_fields):
+        print(f"tiermem: warning: {warning}", file=sys.stderr)
 
 
 def _reader_left() -> int:

@@ -107,9 +107,14 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
         elif item in every:
             chosen.add(item)
         else:
+            import difflib
+
             known = ", ".join([*PRESETS, *TOOL_GROUPS])
+            close = difflib.get_close_matches(item, [*PRESETS, *TOOL_GROUPS, *every], n=1)
             raise ConfigError(
-                f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name."
+                f"Unknown tool, group or preset {item!r} in `tools`"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f". Use one of: {known}, or a tool name."
             )
 
     for item in items:

@@ -62,7 +62,12 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     return factory
 
 
-TOKENS_DOC = "docs/security.md, 'Running on a network'"  # where tokens files are explained (tests/test_docs.py)
+# Where tokens are explained, for an installed tiermem too (no docs/ beside it): the command that writes a server
+# configuration with one, and the section of the documentation (docs/security.md; tests/test_transports.py)
+TOKENS_DOC = (
+    "`tiermem config http` prints a server configuration with a fresh token; tokens files are in the documentation, "
+    "'Security and privacy', section 'Running on a network'"
+)
 
 
 def serve(settings: Settings) -> None:
@@ -226,8 +231,7 @@ def _run_http(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: "
-            f"{TOKENS_DOC})\n"
+            f"tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: {TOKENS_DOC})\n"
         )
         sys.stderr.flush()
     config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
@@ -305,9 +309,9 @@ def check_bind(settings: Settings) -> None:
     ):
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
-            "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            f"--tokens-file, see {TOKENS_DOC}, or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to "
-            "127.0.0.1 (the default)."
+            "address could try to read and change your memory. Configure bearer tokens (auth_tokens, --tokens-file "
+            "or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to 127.0.0.1 (the default). "
+            f"Tokens: {TOKENS_DOC}."
         )
 
 

@@ -172,6 +172,21 @@ def test_chat_stderr_is_not_cluttered_by_http_logs(tmp_path: Path, fake: fa.Fake
     assert "HTTP Request:" not in done.stderr and "Retrying request" not in done.stderr
 
 
+def test_chat_says_a_failed_turn_on_stderr_with_json_too(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
+    """A turn the API refused: exit 1 and the reason on stderr; with --json stdout holds the turn's result (its
+    error in it) and stderr says the reason as well, so a script reading stdout is not left guessing why."""
+    env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url}
+    for json_flag in ((), ("--json",)):
+        fake.add(fa.error(401, "invalid x-api-key"))
+        done = tiermem(tmp_path, "chat", "-m", "hi", *json_flag, env=env)
+        assert done.returncode == 1 and "Anthropic refused the API key (401)" in done.stderr, done.stderr
+        if json_flag:
+            result = json.loads(done.stdout)
+            assert result["stop_reason"] == "error" and "refused the API key" in result["error"]
+        else:
+            assert done.stdout == ""
+
+
 def test_chat_shows_a_reply_cut_at_max_tokens(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
     env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake.url, "TIERMEM_MAX_TOKENS": "900"}
     cut = fa.text("The capital of Fra")

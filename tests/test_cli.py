@@ -100,6 +100,73 @@ def test_blocks_edit_in_editor(tmp_path: Path) -> None:
     assert kept.name.startswith("tiermem-system_human_family-") and kept.read_text() == "0" * 6000
 
 
+def test_blocks_edit_drops_the_newline_an_editor_adds(tmp_path: Path) -> None:
+    """An editor that ends the file with a newline on saving (vim's 'fixendofline', nano) adds none to the block,
+    and a save without a change (vim's :wq) makes no new version; a value that ends with a newline keeps it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    assert tiermem(tmp_path, "blocks", "set", "human", "Name: Ada").returncode == 0
+    vim_wq = _editor(tmp_path, '[ -n "$(tail -c1 "$1")" ] && printf "\\n" >> "$1"; exit 0')
+    same = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=vim_wq, TMPDIR=str(temp))
+    assert same.returncode == 0 and "human: unchanged (version 2)" in same.stdout, same.stdout + same.stderr
+    sed = _editor(tmp_path, "sed -i 's/Ada/Bea/' \"$1\"")
+    changed = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=sed, TMPDIR=str(temp))
+    assert changed.returncode == 0 and "version 3" in changed.stdout, changed.stderr
+    assert json.loads(tiermem(tmp_path, "blocks", "show", "human", "--json").stdout)["value"] == "Name: Bea"
+    assert tiermem(tmp_path, "blocks", "set", "human", "Name: Bea\n").returncode == 0
+    kept = tiermem(tmp_path, "blocks", "edit", "human", EDITOR=vim_wq, TMPDIR=str(temp))
+    assert "human: unchanged (version 4)" in kept.stdout, kept.stdout + kept.stderr
+    assert json.loads(tiermem(tmp_path, "blocks", "show", "human", "--json").stdout)["value"] == "Name: Bea\n"
+    assert list(temp.iterdir()) == []
+
+
+def test_serve_at_a_terminal_says_it_waits_for_a_host(tmp_path: Path) -> None:
+    """`tiermem serve` typed at a terminal (stdin a TTY) says on stderr that it speaks MCP over stdio for a host to
+    start, and how to connect one; started by a host (stdin a pipe) it says nothing of the kind. With no request, it
+    stores no memory, and `tiermem doctor` then says so and what to do, rather than to run `tiermem serve`."""
+    import pty
+
+    data = tmp_path / "data"
+    primary, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    os.close(terminal)
+    assert proc.stderr is not None
+    said = []
+    for line in proc.stderr:
+        said.append(line)
+        if "serving agent" in line:
+            break
+    os.close(primary)  # the terminal hangs up: the server ends, as at a host's end of input
+    out, err = proc.communicate(timeout=120)
+    stderr = "".join(said) + err
+    assert proc.returncode == 0 and out == "", stderr
+    assert "stdin is a terminal: `tiermem serve` speaks MCP over stdio" in stderr
+    assert "`tiermem setup claude-code`" in stderr
+    piped = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(data)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert piped.returncode == 0 and "serving agent" in piped.stderr and "stdin is a terminal" not in piped.stderr
+    doctor = tiermem(tmp_path, "doctor")
+    assert doctor.returncode == 1 and f"{data} holds no tiermem memory yet" in doctor.stdout
+    assert "connect a host to `tiermem serve` (`tiermem setup`)" in doctor.stdout
+    assert "made by the first `tiermem serve`" not in doctor.stdout
+
+
 def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
     graph.write_text(

@@ -262,6 +262,36 @@ def test_deleting_a_missing_agent_lists_the_agents(tmp_path: Path, capsys: pytes
     assert stored(capsys, tmp_path) == before
 
 
+def test_forget_names_a_missing_id_or_agent_before_asking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped id is said at once (not after "run again with --yes"), with where ids are shown; a missing agent is
+    named with the agents there are (forgetting one is no reason to create it); an empty agent name says where it
+    came from."""
+    d = data_args(tmp_path)
+    assert cli(capsys, "agents", "create", "work", *d)[0] == 0
+    before = stored(capsys, tmp_path)
+    for what, hint in (
+        ("message", "`tiermem search --recall --json`"),
+        ("passage", "`tiermem search --archival --json`"),
+    ):
+        code, out, err = cli(capsys, "forget", what, f"{what}-nope", *d)  # no --yes, stdin no terminal
+        assert code == 1 and out == "" and f"with id '{what}-nope'; nothing was forgotten" in err, err
+        assert hint in err and "--yes" not in err
+    for args in (("agent", "old-project", "--yes"), ("message", "m-1", "--agent", "old-project", "--yes")):
+        code, out, err = cli(capsys, "forget", *args, *d)
+        assert code == 1 and "No agent named 'old-project' (agents: default, work); nothing was forgotten" in err
+        assert "`tiermem agents list`" in err and "agents create" not in err
+    monkeypatch.setenv("TIERMEM_AGENT", "")
+    code, out, err = cli(capsys, "blocks", "list", *d)
+    assert code == 1 and out == "" and "TIERMEM_AGENT is set but empty" in err and "unset TIERMEM_AGENT" in err
+    assert "agents create" not in err
+    monkeypatch.delenv("TIERMEM_AGENT")
+    code, out, err = cli(capsys, "blocks", "list", "--agent", "", *d)
+    assert code == 1 and "--agent is empty" in err
+    assert stored(capsys, tmp_path) == before
+
+
 # 8. search results in order of relevance -----------------------------------------------------------------
 
 
@@ -393,3 +423,32 @@ def test_a_mistyped_command_action_or_config_key_gets_the_closest_one(
     code, _, err = cli(capsys, "stats", "--config", str(config), "--data-dir", str(tmp_path / "data"))
     assert code == 1 and "data_dri" in err and "did you mean `data_dir`?" in err and "did you mean `limit`?" in err
     assert not (tmp_path / "data").exists()
+
+
+def test_a_mistyped_option_tool_or_variable_gets_the_closest_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped option is refused by the command's parser with its closest option; one before the command is
+    named, not the word after it as a bad command; an option of the command given before it is said to go after
+    it. A mistyped tool name in `--tools` is refused with the closest one, and a mistyped TIERMEM_* variable is
+    named with the closest setting's (the command runs, as before; the variable stays ignored)."""
+    d = data_args(tmp_path)
+    code, _, err = cli(capsys, "blocks", "list", "--jsn", *d)
+    assert code == 2 and "tiermem blocks list: error: unrecognized arguments: --jsn; did you mean '--json'?" in err
+    code, _, err = cli(capsys, "search", "tea", "--limt", "3", "--jsn", *d)
+    assert code == 2 and "did you mean '--limit' for '--limt', '--json' for '--jsn'?" in err, err
+    code, _, err = cli(capsys, "--data-dri", "x", "blocks", "list")
+    assert code == 2 and "unrecognized option '--data-dri' (did you mean '--data-dir'?)" in err, err
+    assert "'x' after it was read as COMMAND" in err and "invalid choice" not in err
+    code, _, err = cli(capsys, "--json", "blocks", "list", *d)
+    assert code == 2 and "'--json' is an option of `tiermem blocks list`: give it after the command" in err, err
+    code, _, err = cli(capsys, "blocks", "list", "--zzzzzz", *d)
+    assert code == 2 and "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
+    data = tmp_path / "data"
+    tools = run(tmp_path, "serve", "--tools", "memory_replce", "--data-dir", str(data))
+    assert tools.returncode == 1 and "Unknown tool, group or preset 'memory_replce'" in tools.stderr
+    assert "(did you mean 'memory_replace'?)" in tools.stderr and not data.exists()
+    typo = run(tmp_path, "blocks", "list", "--data-dir", str(data), TIERMEM_TOOOLS="minimal", TIERMEM_TRACE="t.jsonl")
+    assert typo.returncode == 0, typo.stderr
+    assert typo.stderr.count("tiermem: warning:") == 1  # TIERMEM_TRACE is read by bench/trace_server.py
+    assert "TIERMEM_TOOOLS is not a tiermem setting, so it is ignored; did you mean TIERMEM_TOOLS?" in typo.stderr

@@ -94,6 +94,26 @@ def test_a_changed_command_line_or_setting_changes_its_page() -> None:
     assert "### `colour`" in described and "`TIERMEM_COLOUR`" in described and '`"red"`' in described
 
 
+def test_the_tools_guide_names_every_group_of_each_preset() -> None:
+    """docs/tools.md's preset table, written by hand, names each group a preset publishes beyond `default`."""
+    from tiermem.server.registry import PRESETS, TOOL_GROUPS
+
+    text = (DOCS / "tools.md").read_text(encoding="utf-8").split("| preset | what |", 1)[1].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", text, re.M))
+    for preset, items in PRESETS.items():
+        beyond = [g for g in items if g in TOOL_GROUPS and (preset == "default" or g not in PRESETS["default"])]
+        missing = [g for g in beyond if not re.search(rf"\b{g}\b", rows[preset])]
+        assert not missing, f"docs/tools.md, preset `{preset}`: no word of the groups {missing}"
+
+
+def test_no_setting_text_is_cut_short() -> None:
+    """A setting's text is its comment in default.toml up to the examples: none ends with a colon that announced
+    them ("e.g.:"), as the examples are listed apart."""
+    text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
+    cut = [p for p in text.split("\n\n") if not p.startswith(("#", "-", "|", "`")) and p.rstrip().endswith(":")]
+    assert not cut, cut
+
+
 def test_settings_page_has_no_machine_values() -> None:
     text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
     assert str(Path.home()) not in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -350,6 +351,17 @@ async def test_memory_command_tool(settings: Settings) -> None:
         assert "Deleted" in text_of(r)
         r = await call(c, "memory", command="str_replace", path="/memories/work", old_str="a", new_str="b")
         assert r.is_error and "No memory block with label 'work'" in text_of(r)
+
+
+async def test_the_archival_resource_names_only_a_published_tool(settings: Settings) -> None:
+    """memory://archival's description tells the model how to go through the passages with a tool it has: the
+    default tools have no archival_memory_list."""
+    for tools, named in ((["default"], "archival_memory_search"), (["all"], "archival_memory_list")):
+        async with Client(serve_in_process(settings.model_copy(update={"tools": tools})), cache=None) as c:
+            published = {t.name for t in (await c.list_tools()).tools}
+            [archival] = [r for r in (await c.list_resources()).resources if str(r.uri) == "memory://archival"]
+        described = set(re.findall(r"\b(?:archival|conversation|memory)_\w+", archival.description or ""))
+        assert described == {named} and named in published, (tools, archival.description)
 
 
 async def test_resources_and_prompt(settings: Settings) -> None:

@@ -140,6 +140,8 @@ def _read_line() -> str:
 def _show(result: TurnResult, as_json: bool) -> None:
     if as_json:
         print(json.dumps(result.structured(), ensure_ascii=False, indent=2))
+        if result.stop_reason == "error":  # the result holds it; stderr says it too, as without --json
+            print(f"tiermem chat: turn stopped: {result.error or 'error'}", file=sys.stderr)
         return
     for step in result.steps:
         label = (step.get("input") or {}).get("label")

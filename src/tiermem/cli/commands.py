@@ -366,7 +366,7 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     # someone else may have made (and could swap the file in while the editor has it open)
     fd, path = tempfile.mkstemp(prefix=f"tiermem-{re.sub(r'[^A-Za-z0-9_-]', '_', label)[:60]}-", suffix=".md")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(block.value)
+        f.write(block.value + "\n")  # a text file's last line ends with a newline: the one dropped when read back
     try:
         done = subprocess.run([*shlex.split(editor), path], check=False)
     except OSError as exc:
@@ -375,7 +375,9 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     if done.returncode != 0:
         os.unlink(path)
         raise EditError(f"The editor exited with status {done.returncode}; the block was not changed.")
-    value = open(path, encoding="utf-8").read()
+    # one trailing newline dropped, as for '-' (stdin): the one written above, or the one an editor adds on saving
+    # (vim's 'fixendofline', nano), so a save without a change is no new version
+    value = open(path, encoding="utf-8").read().removesuffix("\n")
     if value == block.value:
         os.unlink(path)
         print(f"{label}: unchanged (version {block.version})")

@@ -18,6 +18,7 @@ from .suggest import path
 
 if TYPE_CHECKING:
     from ..base.config import Settings
+    from ..base.records import Agent
     from ..domain.forgetting import Target
     from ..domain.memory import Memory
 
@@ -66,7 +67,7 @@ def add_forget_parser(sp: Any, common: Callable[..., None]) -> None:
 
 
 def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
-    from ..domain.forgetting import forget
+    from ..domain.forgetting import check_found, forget
 
     usage = _usage_error(args)
     if usage is not None:  # contradictory flags: a usage error (exit 2), nothing opened or forgotten
@@ -78,6 +79,7 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 f"--memfs {root}: no such directory; give a MemFS directory to look in (nothing was forgotten)."
             )
     target, agent_names = _target(memory, settings, args)
+    check_found(memory, target)  # a mistyped id is said first, not after a question or a rerun with --yes
     if not args.yes:
         what = (
             f"every passage, message and block version holding {args.text!r}"
@@ -152,7 +154,7 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
     from ..domain.forgetting import Target
 
     if args.text is not None:
-        agent = memory.get_agent(args.agent) if args.agent else None
+        agent = _agent(memory, args.agent) if args.agent else None
         names = [agent.name] if agent else [a.name for a in memory.list_agents()]
         return Target("text", agent.id if agent else None, args.text), names
     if args.what is None or not args.ref:
@@ -161,9 +163,9 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
             "agent NAME, or --text TEXT."
         )
     if args.what == "agent":
-        agent = memory.get_agent(args.ref)
+        agent = _agent(memory, args.ref)
         return Target("agent", agent.id, agent.name), [agent.name]
-    agent = memory.named_agent(settings.agent)
+    agent = _agent(memory, settings.agent, named=True)
     if args.what == "block":
         if not args.version and not args.history:
             raise ValidationError(
@@ -172,3 +174,18 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
             )
         return Target("block", agent.id, args.ref, tuple(args.version) if args.version else None), [agent.name]
     return Target(args.what, agent.id, args.ref), [agent.name]
+
+
+def _agent(memory: Memory, name: str, *, named: bool = False) -> Agent:
+    """The agent named ``name`` (``named``: the one the command works on, ``default`` made on first use); a missing
+    one is an error naming those that exist, not a hint to create it."""
+    from ..base.errors import NotFoundError
+
+    try:
+        return memory.named_agent(name) if named else memory.get_agent(name)
+    except NotFoundError:
+        names = ", ".join(a.name for a in memory.list_agents()) or "none"
+        raise NotFoundError(
+            f"No agent named {name!r} (agents: {names}); nothing was forgotten. Check the name with "
+            "`tiermem agents list`."
+        ) from None

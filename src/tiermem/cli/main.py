@@ -120,6 +120,28 @@ def _check_agent_applies(parser: argparse.ArgumentParser, args: argparse.Namespa
     )
 
 
+def _check_agent_named(args: argparse.Namespace, settings: Settings) -> None:
+    """An empty agent name (``TIERMEM_AGENT=``, ``--agent ''``, ``agent = ""``) names no agent: say where it came
+    from, rather than that no agent is named '' (only for the commands that work on one agent's memory)."""
+    import os
+
+    from ..base.errors import ConfigError
+
+    if settings.agent.strip() or not getattr(args, "takes_agent", True):
+        return
+    if getattr(args, "agent", None) is not None:
+        where, fix = "--agent is empty", "give it an agent's name, or leave it out"
+    elif os.environ.get("TIERMEM_AGENT") is not None:
+        where, fix = "TIERMEM_AGENT is set but empty", "give it an agent's name, or unset it (`unset TIERMEM_AGENT`)"
+    else:
+        where = f"agent is empty in {settings.config or 'the configuration'}"
+        fix = "give it an agent's name there, or remove the key"
+    raise ConfigError(
+        f"{where}: {fix} for the agent 'default'; `tiermem agents list` shows the agents. Nothing was opened or "
+        "changed."
+    )
+
+
 def _sub(sp: Any, name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
     return sp.add_parser(  # type: ignore[no-any-return]
         name,
@@ -152,7 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = _sub(sp, "serve", "Run the MCP server (stdio by default; logs go to stderr).")
+    serve = _sub(
+        sp,
+        "serve",
+        "Run the MCP server (stdio by default, for an MCP host to start: `tiermem setup` connects one; logs go to "
+        "stderr).",
+    )
     _common(serve)
     serve.add_argument(
         "--transport", choices=["stdio", "sse", "http"], help="stdio (default), sse (/sse) or http (/mcp)"
@@ -292,7 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     b_hist.add_argument("label")
     b_hist.add_argument("--limit", type=int, default=20)
     b_hist.add_argument("--json", action="store_true")
-    b_edit = bsp.add_parser("edit", help="edit a block's value in $EDITOR (saved as a new version when changed)")
+    b_edit = bsp.add_parser(
+        "edit",
+        help="edit a block's value in $EDITOR (saved as a new version when changed; the file's last newline is not "
+        "part of the value)",
+    )
     _common(b_edit)
     b_edit.add_argument("label")
     b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
@@ -555,6 +586,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def run_command(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    _check_agent_named(args, settings)
     if args.command == "serve":
         if getattr(args, "http_token", None):
             log.warning(TOKEN_IN_ARGV)
@@ -695,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    _warn_unknown_variables()
     try:
         code = run_command(args)
         if not sys.stdout.closed:  # (the stdio transport may close what it wrapped)
@@ -707,6 +740,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _warn_unknown_variables() -> None:
+    """One warning on stderr for each ``TIERMEM_*`` environment variable that is no setting (a mistyped name)."""
+    import os
+
+    from ..base.config import Settings
+    from .suggest import unknown_variables
+
+    for warning in unknown_variables(os.environ, Settings.model_fields):
+        print(f"tiermem: warning: {warning}", file=sys.stderr)
 
 
 def _reader_left() -> int:

@@ -62,7 +62,12 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
     return factory
 
 
-TOKENS_DOC = "docs/security.md, 'Running on a network'"  # where tokens files are explained (tests/test_docs.py)
+# Where tokens are explained, for an installed tiermem too (no docs/ beside it): the command that writes a server
+# configuration with one, and the section of the documentation (docs/security.md; tests/test_transports.py)
+TOKENS_DOC = (
+    "`tiermem config http` prints a server configuration with a fresh token; tokens files are in the documentation, "
+    "'Security and privacy', section 'Running on a network'"
+)
 
 
 def serve(settings: Settings) -> None:
@@ -71,6 +76,7 @@ def serve(settings: Settings) -> None:
     from ..server.app import build_server, published_tools
     from ..server.runtime import MemoryHandle
 
+    at_terminal = settings.transport == "stdio" and _stdin_is_terminal()  # a person typed it, no host started it
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)
@@ -104,6 +110,8 @@ def serve(settings: Settings) -> None:
         register_agent_chat(server, settings)
     stop.install()
     log.info("tiermem serving agent %r over %s (data: %s)", settings.agent, settings.transport, settings.store_uri())
+    if at_terminal:
+        log.info(NO_HOST)
     live = _live_sync(handle, settings)
     if live is not None:
         stop.on_stop(lambda: live.stop(timeout=1.5))  # a sync under way finishes its files before the process ends
@@ -126,6 +134,22 @@ def serve(settings: Settings) -> None:
         if opened is not None:
             opened[0].settle(SETTLE_SECONDS)
         close_uses(handle)
+
+
+NO_HOST = (
+    "stdin is a terminal: `tiermem serve` speaks MCP over stdio (JSON-RPC on stdin and stdout) and is meant to be "
+    "started by an MCP host, which sends its requests there. Connect a host: `tiermem setup claude-code` (or codex, "
+    "gemini, opencode), or `tiermem config HOST` for the others. The memory opens, and a missing agent is created, "
+    "at the host's first request. Ctrl-C stops"
+)
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether a person started ``serve`` at a terminal (stdio with no host): stdin is a TTY."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # stdin closed
+        return False
 
 
 def close_uses(handle: MemoryHandle) -> None:
@@ -207,8 +231,7 @@ def _run_http(
             f"tiermem: no bearer tokens are configured, so this run made a secret; clients send "
             f"`Authorization: Bearer {secret}`\n"
             f"tiermem: memory inspector: http://{shown}:{port}/ui/#token={secret}\n"
-            "tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: "
-            f"{TOKENS_DOC})\n"
+            f"tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: {TOKENS_DOC})\n"
         )
         sys.stderr.flush()
     config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
@@ -286,9 +309,9 @@ def check_bind(settings: Settings) -> None:
     ):
         raise ConfigError(
             f"Refusing to serve on {settings.host} without authentication configured: anyone who can reach that "
-            "address could try to read and change your memory. Configure bearer tokens (auth_tokens or "
-            f"--tokens-file, see {TOKENS_DOC}, or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to "
-            "127.0.0.1 (the default)."
+            "address could try to read and change your memory. Configure bearer tokens (auth_tokens, --tokens-file "
+            "or TIERMEM_HTTP_TOKEN) or OAuth (oauth_issuer and public_url), or bind to 127.0.0.1 (the default). "
+            f"Tokens: {TOKENS_DOC}."
         )
 
 

@@ -123,7 +123,10 @@ def make_dir_inside(data: Path, path: Path) -> None:
         made.mkdir(mode=0o700, exist_ok=True)
 
 
-NEW_DATA_DIR = "a new data directory is made by the first `tiermem serve` or `tiermem agents create`"
+NEW_DATA_DIR = (
+    "memory is first stored in a data directory by `tiermem agents create NAME` or `tiermem remember TEXT`, or by a "
+    "host's first request to `tiermem serve` (`tiermem setup` connects a host)"
+)
 
 
 def holds_memory(settings: Settings) -> bool:

@@ -196,19 +196,13 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     done = Forgotten()
     agent_id = target.agent_id or ""
     if target.kind == "passage":
-        _passages(memory, done, Filter(agent_id=agent_id, id_or_group=_ref(target, "passage id")))
+        _passages(memory, done, _where(target))
         if not done.passages:
-            raise NotFoundError(
-                f"No archival passage with id {target.ref!r}; nothing was forgotten. Ids come from "
-                "`tiermem search` or archival_memory_list."
-            )
+            raise _missing(target)
     elif target.kind == "message":
-        _messages(memory, done, agent_id, Filter(agent_id=agent_id, ids=(_ref(target, "message id"),)), None)
+        _messages(memory, done, agent_id, _where(target), None)
         if not done.messages:
-            raise NotFoundError(
-                f"No message with id {target.ref!r}; nothing was forgotten. Ids come from "
-                "`tiermem search --recall` or conversation_search."
-            )
+            raise _missing(target)
     elif target.kind == "block":
         _block(memory, done, agent_id, _ref(target, "block label"), target.versions)
     elif target.kind == "agent":
@@ -227,6 +221,32 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
         except PurgeUnfinishedError as exc:  # reported, not raised: the rows are gone already, and the caller still
             done.purge_unfinished = str(exc)  # names (or edits) what holds the text outside the store
     return done
+
+
+def check_found(memory: Memory, target: Target) -> None:
+    """Raise ``NotFoundError`` when ``target``, a passage or a message, is not in the agent's memory: what a
+    command checks before asking whether to forget it (other kinds are checked by ``forget``, or by the caller)."""
+    if target.kind in ("passage", "message") and not memory.archive.rows.rows_where(f"{target.kind}s", _where(target)):
+        raise _missing(target)
+
+
+def _where(target: Target) -> Filter:
+    """The rows of a passage (by its id or its insert's group) or of a message (by its id), in the agent's memory."""
+    if target.kind == "passage":
+        return Filter(agent_id=target.agent_id or "", id_or_group=_ref(target, "passage id"))
+    return Filter(agent_id=target.agent_id or "", ids=(_ref(target, "message id"),))
+
+
+def _missing(target: Target) -> NotFoundError:
+    if target.kind == "passage":
+        return NotFoundError(
+            f"No archival passage with id {target.ref!r}; nothing was forgotten. Ids come from "
+            "`tiermem search --archival --json` or archival_memory_list."
+        )
+    return NotFoundError(
+        f"No message with id {target.ref!r}; nothing was forgotten. Ids come from `tiermem search --recall --json` "
+        "or conversation_search."
+    )
 
 
 def purge_pending(memory: Memory) -> bool:

@@ -73,12 +73,18 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
 
     if not holds_memory(settings):  # missing, or a folder of something else: opening it would make a store there
         data = settings.resolved_data_dir()
-        state = "does not exist" if not data.exists() else "holds no tiermem memory"
+        absent = not data.exists()
         check(
             "data directory",
             False,
-            f"{data} {state}: there is nothing to check (and doctor creates nothing)",
-            f"check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}",
+            f"{data} {'does not exist' if absent else 'holds no tiermem memory yet'}: there is nothing to check (and "
+            "doctor creates nothing)",
+            f"check the path given to --data-dir or TIERMEM_DATA_DIR; {NEW_DATA_DIR}"
+            if absent  # (a bare `tiermem serve` makes the directory; its memory comes with a host's first request)
+            else "if this is the directory you meant, nothing has stored memory in it yet: connect a host to "
+            "`tiermem serve` (`tiermem setup`) and let it make its first request, or run a command that writes "
+            "(`tiermem agents create NAME`, `tiermem remember TEXT`); otherwise check the path given to --data-dir or "
+            "TIERMEM_DATA_DIR",
         )
         health.check_transport(settings, check)
         health.check_agent_loop(settings, check)

@@ -107,9 +107,14 @@ def resolve_tools(items: Iterable[str]) -> list[str]:
         elif item in every:
             chosen.add(item)
         else:
+            import difflib
+
             known = ", ".join([*PRESETS, *TOOL_GROUPS])
+            close = difflib.get_close_matches(item, [*PRESETS, *TOOL_GROUPS, *every], n=1)
             raise ConfigError(
-                f"Unknown tool, group or preset {item!r} in `tools`. Use one of: {known}, or a tool name."
+                f"Unknown tool, group or preset {item!r} in `tools`"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f". Use one of: {known}, or a tool name."
             )
 
     for item in items:
@@ -372,7 +377,7 @@ def build_server(
             hidden=runtime.hidden_file_tools,
         ),
     )
-    _register_resources(server, runtime)
+    _register_resources(server, runtime, names)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
@@ -498,7 +503,20 @@ def _version() -> str:
     return __version__
 
 
-def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
+def archival_description(tools: Iterable[str]) -> str:
+    """memory://archival's description: how to go through the passages with the tools this server publishes."""
+    tools = set(tools)
+    how = (
+        "; page through them with archival_memory_list"
+        if "archival_memory_list" in tools
+        else "; find them with archival_memory_search"
+        if "archival_memory_search" in tools
+        else ""
+    )
+    return f"How many archival passages and which tags exist{how}."
+
+
+def _register_resources(server: TiermemServer, runtime: Runtime, tools: Iterable[str]) -> None:
     @server.resource(
         CORE_URI,
         name="core_memory",
@@ -523,7 +541,7 @@ def _register_resources(server: TiermemServer, runtime: Runtime) -> None:
         ARCHIVAL_URI,
         name="archival_summary",
         title="Archival memory summary",
-        description="How many archival passages and which tags exist; page through them with archival_memory_list.",
+        description=archival_description(tools),
         mime_type="application/json",
     )
     async def archival() -> str:

@@ -394,6 +394,11 @@ async def _json(request: Request) -> dict[str, Any]:
         body = await request.json()
     except ValueError:
         raise ValidationError("The request body must be a JSON object.") from None
+    except RecursionError:
+        raise ValidationError(
+            "The request body nests JSON arrays or objects too deeply to read; send a flat JSON object. Nothing was "
+            "changed."
+        ) from None
     if not isinstance(body, dict):
         raise ValidationError("The request body must be a JSON object.")
     return body

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.ui.launch import build_ui_server
 
 from .conftest import ROOT
@@ -107,11 +108,49 @@ def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
     assert {"kind": "-", "text": "two"} in lines and {"kind": "+", "text": "2"} in lines
     missing = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 99, "new": newest})
     assert missing.status_code == 404 and "no version 99" in missing.json()["error"]
+    huge = 99999999999999999999999  # past SQLite's integers: a version the block does not have, not a 500
+    for answer in (
+        client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": huge, "new": newest}),
+        client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": huge}),
+    ):
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"] == f"Block 'human' has no version {huge}; its versions are 1 to {newest}."
 
     reverted = client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": newest - 1})
     assert reverted.status_code == 200 and reverted.json()["block"]["value"] == "one\ntwo\nthree"
     top = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"][0]
     assert (top["actor"], top["operation"]) == ("human", f"revert:{newest - 1}")
+
+
+def test_an_unexpected_error_is_a_json_500_without_its_details(ui_settings: Settings) -> None:
+    """An error the inspector does not expect (here: the memory cannot be opened) answers a JSON 500 the page can
+    show, with nothing of the code or the error's text in it (that goes to the server's log)."""
+    from tiermem.ui.app import Inspector, build_ui_app
+
+    def broken() -> Memory:
+        raise RuntimeError("secret internals at /srv/data")
+
+    app = build_ui_app(Inspector(broken, default_agent="default"))
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as c:
+        answer = c.get("/api/agent", params={"agent": "default"})
+    assert answer.status_code == 500 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"error": "The inspector met an unexpected error; the server's log has the details."}
+    assert answer.headers["cache-control"] == "no-store"
+
+
+def test_deeply_nested_json_is_a_400_on_every_write(client: TestClient) -> None:
+    """A body nesting JSON too deeply to read is refused with 400 on every write of the inspector, and an import of
+    JSON lines nesting too deeply says why (400), as an agent file does."""
+    deep = "[" * 100_000 + "]" * 100_000
+    inside = '{"agent": "default", "label": "human", "value": "x", "extra": ' + deep + "}"
+    for path in ("edit", "forget", "revert", "passages/delete", "agents/delete"):
+        for body in (deep, inside):
+            answer = client.post(f"/ui/api/{path}", content=body, headers={"content-type": "application/json"})
+            assert answer.status_code == 400, (path, answer.text)
+            assert "too deeply" in answer.json()["error"], path
+    for fmt in ("jsonl", "memory-graph", "auto"):
+        answer = client.post("/ui/api/import", params={"filename": "x.jsonl", "format": fmt}, content=deep + "\n")
+        assert answer.status_code == 400 and "too deeply" in answer.json()["error"], (fmt, answer.text)
 
 
 def test_changes_wait_for_another_process(client: TestClient, ui_settings: Settings) -> None:

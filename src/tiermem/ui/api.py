@@ -226,9 +226,7 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     block = memory.block(agent.id, label)
     values = []
     for v in (old, new):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValidationError(f"versions must be positive whole numbers, got {v!r}.")
-        found = memory.core.history_version(block.id, v)
+        found = memory.core.history_version(block.id, _version(block, v))
         if found is None:
             raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
         values.append(found.value)
@@ -239,9 +237,20 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     return {"label": label, "old": old, "new": new, "lines": out}
 
 
+def _version(block: Block, version: Any) -> int:
+    """``version`` as a version number of ``block``: a positive whole number no larger than its newest (a larger one,
+    however large, is one it does not have; the store is never asked about it)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValidationError(f"versions must be positive whole numbers, got {version!r}.")
+    if version > block.version:
+        raise NotFoundError(f"Block {block.label!r} has no version {version}; its versions are 1 to {block.version}.")
+    return version
+
+
 def revert(memory: Memory, name: str, label: str, version: Any, *, override_read_only: bool = False) -> JSON:
     agent = _agent(memory, name)
     block = memory.block(agent.id, label)
+    _version(block, version)
     if block.read_only and not override_read_only:
         raise EditError(
             f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written."

@@ -319,7 +319,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error},
+        exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error, Exception: _unexpected},
         middleware=[Middleware(_SecurityHeaders)],
     )
 
@@ -418,3 +418,9 @@ async def _tiermem_error(request: Request, exc: Exception) -> Response:
 
 async def _value_error(request: Request, exc: Exception) -> Response:
     return _error(400, f"Bad parameter: {exc}")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Any other error: a JSON 500 that tells nothing of the code (the traceback goes to the server's log, where the
+    server re-raises it), so the page shows a message instead of a plain-text page."""
+    return _error(500, "The inspector met an unexpected error; the server's log has the details.")

@@ -254,6 +254,16 @@ def test_export_and_import(client: TestClient) -> None:
     ]
     empty = client.post("/ui/api/import", params={"filename": "x.af"}, content=b"")
     assert empty.status_code == 400 and "empty" in empty.json()["error"]
+    for name, fmt, body in (  # an error names the uploaded file, never the server's temporary copy of it
+        ("my-agent.af", "af", b"not json at all"),
+        ("C:\\Users\\ada\\their-agent.af", "auto", b"{not json"),
+        ("memory.jsonl", "memory-graph", b'{"type":"entity","name":"x"'),
+        ("backup.jsonl", "jsonl", b"garbage\n"),
+    ):
+        refused = client.post("/ui/api/import", params={"filename": name, "format": fmt}, content=body)
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and "tiermem-ui-import" not in error, error
+        assert name.rsplit("\\", 1)[-1] in error and "Users" not in error, error
 
 
 def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:

@@ -510,7 +510,6 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
                 "status": f.status,
                 "error": f.error,
                 "chunks": f.chunks,
-                "source_path": f.source_path,
                 "updated_at": f.updated_at.isoformat(),
             }
             for f in memory.files.files(found.name)
@@ -599,22 +598,29 @@ def export(memory: Memory, name: str | None, fmt: str) -> tuple[str, str]:
 def import_file(
     memory: Memory, data: bytes, *, filename: str, fmt: str, agent: str, rename: str | None, replace: bool
 ) -> JSON:
-    """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph)."""
+    """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph). Its errors and report
+    name the uploaded file (``filename``'s last part), never the server's temporary copy."""
     from ..interop.commands import run_import
 
     if fmt not in IMPORT_FORMATS:
         raise ValidationError(f"Unknown import format {fmt!r}; use one of {', '.join(IMPORT_FORMATS)}.")
     if not data:
         raise ValidationError("The uploaded file is empty; choose a .af, .json or .jsonl file.")
-    suffix = Path(filename).suffix if Path(filename).suffix in (".af", ".json", ".jsonl") else ".json"
+    shown = Path(filename.replace("\\", "/")).name[:200] or "the uploaded file"
+    suffix = Path(shown).suffix if Path(shown).suffix in (".af", ".json", ".jsonl") else ".json"
     fd, tmp = tempfile.mkstemp(prefix="tiermem-ui-import-", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         report = run_import(memory, Path(tmp), fmt=fmt, agent=agent, rename=rename or None, replace=replace)
+    except TiermemError as exc:
+        exc.args = (str(exc).replace(tmp, shown),)
+        if exc.person is not None:
+            exc.person = exc.person.replace(tmp, shown)
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
-    plain: JSON = json.loads(json.dumps(report, default=str))
+    plain: JSON = json.loads(json.dumps(report, default=str).replace(json.dumps(tmp)[1:-1], json.dumps(shown)[1:-1]))
     return plain
 
 

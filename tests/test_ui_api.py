@@ -52,6 +52,12 @@ def test_page_is_public_data_needs_the_session_token(ui_settings: Settings) -> N
         assert anonymous.get("/ui/api/agents").status_code == 401
         assert anonymous.get("/ui/api/agents", headers={"authorization": "Bearer " + "x" * 43}).status_code == 401
         assert anonymous.get("/ui/", headers={"host": "evil.example"}).status_code == 403  # DNS rebinding
+        root = anonymous.get("/", follow_redirects=False)  # `tiermem ui`'s root sends the browser to the page
+        assert root.status_code == 307 and root.headers["location"] == "/ui/"
+        assert anonymous.get("/favicon.ico").status_code == 204  # no icon, and no 401 in the browser's console
+        assert anonymous.get("/other").status_code == 401  # nothing else is opened up
+        assert anonymous.post("/", content=b"{}").status_code == 401
+        assert anonymous.get("/", headers={"host": "evil.example"}).status_code == 403
 
 
 def test_ui_refuses_a_public_address(tmp_path: Path) -> None:

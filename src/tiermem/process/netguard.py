@@ -239,9 +239,12 @@ class Guard:
         ui_prefix: str | None = None,
         oauth: TokenAuthority | None = None,
         read_only_tools: frozenset[str] = frozenset(),
+        public_paths: frozenset[str] = frozenset(),
     ) -> None:
         """``oauth``: also accept that authority's access tokens; ``read_only_tools``: the tools its tokens may call
-        with the read scope alone (any other tool needs the write scope)."""
+        with the read scope alone (any other tool needs the write scope); ``public_paths``: paths a GET or HEAD
+        reaches without a token, as the inspector's page does (``tiermem ui``'s redirect from ``/`` to it, its
+        ``/favicon.ico``: nothing of memory)."""
         self.app = app
         self.agent = agent
         self.tokens = tokens
@@ -251,6 +254,7 @@ class Guard:
         self.ui_prefix = ui_prefix
         self.oauth = oauth
         self.read_only_tools = read_only_tools
+        self.public_paths = public_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -279,11 +283,12 @@ class Guard:
             await self._ambiguous(send)
             return
         ui = self._ui_path(scope.get("path", ""))
+        public = scope.get("method") in ("GET", "HEAD") and (ui == "static" or scope.get("path") in self.public_paths)
         scope["tiermem.agents"] = None
         if self.oauth is not None:
             token = self._match(headers.get("authorization", ""))
             if token is None:
-                checked = await self._oauth(scope, receive, send, headers, ui)
+                checked = await self._oauth(scope, receive, send, headers, ui, public)
                 if checked is None:
                     return
                 receive = checked
@@ -294,7 +299,7 @@ class Guard:
                 return
         elif self.tokens:
             token = self._match(headers.get("authorization", ""))
-            if token is None and ui == "static" and scope.get("method") in ("GET", "HEAD"):
+            if token is None and public:
                 pass  # the inspector's page itself: static files, no memory in them
             elif token is None:
                 await _reply(
@@ -327,7 +332,7 @@ class Guard:
         await _reply(send, 400, text, {"www-authenticate": challenge})
 
     async def _oauth(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None, public: bool
     ) -> Receive | None:
         """A request without a static token, under OAuth: the receive to go on with (the body replayed when it was
         read to see which tools it calls), or None when it was answered (401, 403, 503)."""
@@ -336,7 +341,7 @@ class Guard:
         scheme, _, secret = headers.get("authorization", "").partition(" ")
         secret = secret.strip() if scheme.lower() == "bearer" else ""
         if not secret:
-            if ui == "static" and scope.get("method") in ("GET", "HEAD"):
+            if public:
                 return receive  # the inspector's page itself: static files, no memory in them
             await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": authority.challenge()})
             return None

@@ -365,7 +365,8 @@ def mount(ui: Any) -> Callable[[Any], Any]:
 
 
 def ui_only(ui: Any) -> Any:
-    """The app ``tiermem ui`` serves: the inspector under ``/ui`` and a redirect to it from ``/``."""
+    """The app ``tiermem ui`` serves: the inspector under ``/ui``, a redirect to it from ``/``, and an empty
+    ``/favicon.ico``."""
 
     async def not_here(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # nothing to start or stop
@@ -374,9 +375,12 @@ def ui_only(ui: Any) -> Any:
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
                     return
+        path = scope.get("path")
         target = (
             RedirectResponse(PREFIX + "/", status_code=307)
-            if scope.get("path") == "/"
+            if path == "/"
+            else Response(status_code=204)  # no icon (the page names none): not an error in the browser's console
+            if path == "/favicon.ico"
             else _error(404, "Not found; the inspector is at /ui/.")
         )
         await target(scope, receive, send)

@@ -83,6 +83,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
         allowed_origins=[f"http://{h}" for h in hosts] + settings.allowed_origins,
         max_body_bytes=settings.max_request_bytes,
         ui_prefix="/ui",
+        public_paths=frozenset({"/", "/favicon.ico"}),  # the redirect to the page, and no icon: nothing of memory
     )
     shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost") else settings.host
     return app, f"http://{shown}:{port}/ui/#token={session}"

@@ -194,6 +194,18 @@ def test_public_bind_allowed_only_with_tokens(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 1 and "at least 16 characters" in bad.stderr
+    accented = tmp_path / "accented.toml"  # a client sends headers as ASCII: this token could never be presented
+    accented.write_text('[[tokens]]\nname = "laptop"\ntoken = "pässwörd-tökén-0123456789"\nagents = ["*"]\n')
+    refused = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--tokens-file", str(accented)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "token #1 ('laptop') has characters other than visible ASCII" in refused.stderr
+    assert "pässwörd" not in refused.stderr and str(accented) in refused.stderr  # the entry is named, not the token
 
 
 def test_slow_client_does_not_block_others(secured: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,3 +254,27 @@ def test_every_interface_says_which_hosts_are_answered(tmp_path: Path) -> None:
         else:
             assert answer.status_code == 200, answer.text
             assert f"[::1]:{port}, {lan} are answered" in log
+
+
+def test_a_loopback_alias_and_ipv6_are_answered_and_shown(tmp_path: Path) -> None:
+    """Bound to a loopback address other than 127.0.0.1, the server answers requests naming it (its own address is
+    an allowed Host); bound to ::1, the URLs it prints bracket the address, and they work."""
+    port = free_port()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--host", "127.0.0.2", "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK):
+        url = f"http://127.0.0.2:{port}/mcp"
+        answer = httpx.post(url, headers={**HEADERS, "authorization": f"Bearer {WORK}"}, json=INIT, timeout=30)
+        assert answer.status_code == 200, answer.text
+    with serving(tmp_path, "http", port, "--host", "::1", "--data-dir", data):
+        log = (tmp_path / "server.log").read_text()
+        for _ in range(600):  # the secret is printed once the server listens
+            if "#token=" in log:
+                break
+            time.sleep(0.05)
+            log = (tmp_path / "server.log").read_text()
+        assert f"listening on http://[::1]:{port}/mcp" in log, log
+        link = log.split("memory inspector: ", 1)[1].split()[0]
+        assert link.startswith(f"http://[::1]:{port}/ui/#token="), link
+        secret = link.split("#token=", 1)[1]
+        answer = httpx.get(link.split("#", 1)[0] + "api/agents", headers={"authorization": f"Bearer {secret}"})
+        assert answer.status_code == 200 and answer.json()["default"] == "default", answer.text

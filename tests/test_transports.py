@@ -63,13 +63,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"server exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection((host, port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.1)
@@ -88,7 +88,7 @@ def serving(tmp_path: Path, transport: str, port: int, *args: str, **env: str) -
         stderr=(tmp_path / "server.log").open("wb"),
     )
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, host=args[args.index("--host") + 1].strip("[]") if "--host" in args else "127.0.0.1")
         yield proc
     finally:
         proc.terminate()

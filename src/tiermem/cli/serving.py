@@ -174,6 +174,7 @@ def _run_http(
 ) -> None:
     import uvicorn
 
+    from ..process.netguard import shown_host, url_host
     from ..server.app import build_http_app
     from ..ui.launch import http_mount
     from .oauth import TenantServers, public_hosts, resource_server
@@ -191,11 +192,11 @@ def _run_http(
     )
     app = stop.asgi(app)
     port = int(sock.getsockname()[1])
-    shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
+    shown = shown_host(settings.host)
     path = "/sse" if settings.transport == "sse" else "/mcp"
     log.info(
         "listening on http://%s:%d%s, memory inspector at /ui (%d bearer token(s))",
-        settings.host,
+        url_host(settings.host),
         port,
         path,
         len(tokens),

@@ -226,10 +226,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def url_host(host: str) -> str:
+    """``host`` as a URL and a ``Host`` header write it: an IPv6 address in brackets (``[::1]``)."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def shown_host(bind: str) -> str:
+    """The host of the URLs a server bound to ``bind`` prints: a wildcard or ``localhost`` as the loopback address."""
+    bare = bind.strip("[]")
+    if bare in ("0.0.0.0", "localhost"):
+        return "127.0.0.1"
+    return "[::1]" if bare == "::" else url_host(bare)
+
+
 def default_allowed_hosts(bind: str, port: int) -> list[str]:
+    """The ``Host`` values a server bound to ``bind`` answers by itself: the local names, and the bound address (a
+    loopback alias such as 127.0.0.2 too), bracketed when IPv6."""
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
-    if not is_loopback(bind) and bind not in ("0.0.0.0", "::"):
-        hosts.append(f"{bind}:{port}")
+    own = f"{url_host(bind)}:{port}"
+    if bind.strip("[]") not in ("0.0.0.0", "::") and own not in hosts:
+        hosts.append(own)
     return hosts
 
 

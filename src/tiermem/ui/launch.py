@@ -51,7 +51,7 @@ def free_port(host: str) -> int:
 def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     """(ASGI app, URL with its session token) for ``tiermem ui``: the inspector only, loopback only."""
     from ..domain.factory import open_memory
-    from ..process.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
+    from ..process.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens, shown_host
     from .app import Inspector, build_ui_app, ui_only
 
     if not is_loopback(settings.host):
@@ -85,8 +85,7 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
         ui_prefix="/ui",
         public_paths=frozenset({"/", "/favicon.ico"}),  # the redirect to the page, and no icon: nothing of memory
     )
-    shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost") else settings.host
-    return app, f"http://{shown}:{port}/ui/#token={session}"
+    return app, f"http://{shown_host(settings.host)}:{port}/ui/#token={session}"
 
 
 REDIRECT_PAGE = """<!DOCTYPE html>

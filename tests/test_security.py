@@ -278,3 +278,71 @@ def test_a_loopback_alias_and_ipv6_are_answered_and_shown(tmp_path: Path) -> Non
         secret = link.split("#token=", 1)[1]
         answer = httpx.get(link.split("#", 1)[0] + "api/agents", headers={"authorization": f"Bearer {secret}"})
         assert answer.status_code == 200 and answer.json()["default"] == "default", answer.text
+
+
+def test_a_session_is_bound_to_the_token_that_opened_it(tmp_path: Path) -> None:
+    """A streamable-HTTP session opened with one static token cannot be used or deleted with another (even one for
+    the same agent): "Session not found", as for a session that does not exist; over SSE another token cannot post
+    into a stream's session. The server's log holds no session id."""
+    first, second = "7d1e5b9c3a8f4e2d6b0c9a1f3e5d7b28", "2c8e4a6f0d9b1e3c5a7f9d0b2e4c6a81"
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[tokens]]\nname = "laptop"\ntoken = "{first}"\nagents = ["*"]\n\n'
+        f'[[tokens]]\nname = "phone"\ntoken = "{second}"\nagents = ["work"]\n'
+    )
+    args = ("--agent", "work", "--tokens-file", str(tokens), "--data-dir", str(tmp_path / "data"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    with serving(tmp_path, "http", port, *args):
+        opened = post(port, {"authorization": f"Bearer {first}"})
+        session = opened.headers["mcp-session-id"]
+        mine = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        done = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert httpx.post(url, headers={**mine, "authorization": f"Bearer {first}"}, content=done).status_code == 202
+        other = {**mine, "authorization": f"Bearer {second}"}
+        used = httpx.post(url, headers=other, content=listing, timeout=30)
+        assert used.status_code == 404 and "Session not found" in used.text, used.text
+        assert httpx.delete(url, headers=other, timeout=30).status_code == 404
+        owner = httpx.post(url, headers={**mine, "authorization": f"Bearer {first}"}, content=listing, timeout=30)
+        assert owner.status_code == 200 and "core_memory_append" in owner.text  # the session is still the owner's
+    log = (tmp_path / "server.log").read_text()
+    assert session not in log and "<session id>" in log, log[-2000:]
+
+    port = free_port()
+    with serving(tmp_path, "sse", port, *args):
+        base = f"http://127.0.0.1:{port}"
+        with httpx.stream("GET", f"{base}/sse", headers={"authorization": f"Bearer {first}"}, timeout=30) as stream:
+            lines = stream.iter_lines()  # kept: the stream (and its session) lives while it is read
+            endpoint = next(line for line in lines if line.startswith("data:"))[5:].strip()
+            body = json.dumps(INIT)
+            json_type = {"content-type": "application/json"}
+            intruder = httpx.post(
+                base + endpoint, headers={**json_type, "authorization": f"Bearer {second}"}, content=body, timeout=30
+            )
+            assert intruder.status_code == 404, intruder.text
+            owner = httpx.post(
+                base + endpoint, headers={**json_type, "authorization": f"Bearer {first}"}, content=body, timeout=30
+            )
+            assert owner.status_code == 202, owner.text
+
+
+def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
+    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
+    app sees it, token or not."""
+    import socket
+
+    port = secured
+    for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(
+                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n" % (port, extra)
+            )
+            answer = b""
+            while b"WebSocket is not served here" not in answer:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer

@@ -9,6 +9,7 @@
   (401s included) lets their pages read it. Other origins get 403, no CORS header.
 - A request with more than one ``Authorization`` header gets 400 ``invalid_request`` (which one counts is
   ambiguous).
+- A WebSocket handshake gets 403: nothing here speaks WebSocket, so none reaches an app unchecked.
 - With ``ui_prefix`` (the memory inspector, ``tiermem.ui``): the page's static files (no memory in them) load
   without a token, so a browser can open the page; its API needs a token like ``/mcp``, and the agents the
   matched token covers travel to the app in ``scope["tiermem.agents"]`` (None: no tokens configured, every
@@ -18,7 +19,8 @@
   ``WWW-Authenticate: Bearer resource_metadata=...``; a request needs the read scope, a call of a tool not in
   ``read_only_tools`` (and a write through the inspector's API) the write scope, else 403 ``insufficient_scope``.
   The token's principal travels in ``scope["user"]`` / ``scope["auth"]`` as the SDK's bearer middleware puts it
-  (its transports bind a session to the principal that opened it).
+  (its transports bind a session to the principal that opened it); a static token's too (``principal``: one made
+  from the token's digest), so its sessions are bound to it likewise.
 
 Why this module is long: the guard is one ordered pass over a request (Host, the metadata, Origin and CORS, one
 Authorization header, static tokens or OAuth with its scopes, the body limit), and the static tokens' configuration
@@ -92,6 +94,12 @@ class Token:
 
     def allows(self, agent: str) -> bool:
         return "*" in self.agents or agent in self.agents
+
+    @property
+    def owner(self) -> str:
+        """Who holds this token, as the sessions it opens are bound to: derived from its digest (never the token, and
+        distinct for distinct tokens even when their names are the same)."""
+        return hashlib.sha256(b"tiermem session owner\0" + self.digest).hexdigest()[:32]
 
 
 def _digest(secret: str) -> bytes:
@@ -264,11 +272,14 @@ class Guard:
         oauth: TokenAuthority | None = None,
         read_only_tools: frozenset[str] = frozenset(),
         public_paths: frozenset[str] = frozenset(),
+        principal: Callable[[Token], tuple[Any, Any]] | None = None,
     ) -> None:
         """``oauth``: also accept that authority's access tokens; ``read_only_tools``: the tools its tokens may call
         with the read scope alone (any other tool needs the write scope); ``public_paths``: paths a GET or HEAD
         reaches without a token, as the inspector's page does (``tiermem ui``'s redirect from ``/`` to it, its
-        ``/favicon.ico``: nothing of memory)."""
+        ``/favicon.ico``: nothing of memory); ``principal``: ``scope["user"]`` and ``scope["auth"]`` for a request
+        with a static token, so the SDK's transports bind each session to the token that opened it (another token
+        gets "Session not found"), as they do for OAuth principals."""
         self.app = app
         self.agent = agent
         self.tokens = tokens
@@ -279,9 +290,13 @@ class Guard:
         self.oauth = oauth
         self.read_only_tools = read_only_tools
         self.public_paths = public_paths
+        self.principal = principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":  # nothing here speaks WebSocket: refused before any app sees it
+            await _refuse_websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -311,6 +326,8 @@ class Guard:
         scope["tiermem.agents"] = None
         if self.oauth is not None:
             token = self._match(headers.get("authorization", ""))
+            if token is not None and self.principal is not None:
+                scope["user"], scope["auth"] = self.principal(token)
             if token is None:
                 checked = await self._oauth(scope, receive, send, headers, ui, public)
                 if checked is None:
@@ -323,6 +340,8 @@ class Guard:
                 return
         elif self.tokens:
             token = self._match(headers.get("authorization", ""))
+            if token is not None and self.principal is not None:
+                scope["user"], scope["auth"] = self.principal(token)
             if token is None and public:
                 pass  # the inspector's page itself: static files, no memory in them
             elif token is None:
@@ -487,6 +506,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket handshake: answered 403 (with a JSON reason where the server can send an HTTP answer to one)."""
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = json.dumps({"error": "WebSocket is not served here; MCP clients use /mcp (or /sse) over HTTP."}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 async def _reply(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:

@@ -133,18 +133,18 @@ def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
         agents = entry.get("agents", ["*"])
         if not isinstance(secret, str) or len(secret) < 16:
             raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters; {TOKEN_FIX}.")
+        if looks_like_placeholder(secret):
+            raise ConfigError(
+                f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
+                f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
+                "give the same value to your clients."
+            )
         if not all("!" <= c <= "~" for c in secret):
             named = f"token #{n + 1}" + (f" ({entry['name']!r})" if isinstance(entry.get("name"), str) else "")
             raise ConfigError(
                 f"{where}: {named} has characters other than visible ASCII (letters, digits and punctuation; no "
                 "spaces, no accented letters): HTTP clients send headers as ASCII, so no client could present it. "
                 f"Replace it: {TOKEN_FIX}."
-            )
-        if looks_like_placeholder(secret):
-            raise ConfigError(
-                f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
-                f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
-                "give the same value to your clients."
             )
         if isinstance(agents, str):
             agents = [agents]

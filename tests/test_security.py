@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -346,3 +347,100 @@ def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
                     break
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+
+
+def _answer_of(sock: socket.socket) -> bytes:
+    """Everything the server sends on ``sock`` until it closes the connection."""
+    sock.settimeout(120)
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    return answer
+
+
+def _eventually(check: Callable[[], bool]) -> bool:
+    """Whether ``check`` holds within a generous bound (the server acts on its own clock)."""
+    for _ in range(600):
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path) -> None:
+    """A connection whose request headers never complete (slowloris), or that sends nothing, is answered 408 and
+    closed after http_header_timeout; past http_max_connections open ones, a new connection gets 503 at once; once
+    they close, requests are served again."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    with serving(
+        tmp_path,
+        "http",
+        port,
+        "--data-dir",
+        str(tmp_path / "data"),
+        TIERMEM_HTTP_TOKEN=WORK,
+        TIERMEM_HTTP_HEADER_TIMEOUT="1",
+        TIERMEM_HTTP_MAX_CONNECTIONS="4",
+    ):
+        with (
+            socket.create_connection(("127.0.0.1", port)) as half,
+            socket.create_connection(("127.0.0.1", port)) as mute,
+        ):
+            half.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nAuthorization: Bearer " + WORK.encode())
+            for sock in (half, mute):
+                answer = _answer_of(sock)
+                assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer, answer
+        page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+        holders = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for sock in holders:  # whole headers, half a body: the app has the request, the header deadline is over
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 500\r\n\r\n{")
+            with socket.create_connection(("127.0.0.1", port)) as extra:  # refused at once, before it sends anything
+                answer = _answer_of(extra)
+            assert answer.startswith(b"HTTP/1.1 503") and b"Too many open connections" in answer, answer
+        finally:
+            for sock in holders:
+                sock.close()
+
+        def served() -> bool:
+            with socket.create_connection(("127.0.0.1", port)) as again:
+                again.sendall(page)
+                return _answer_of(again).startswith(b"HTTP/1.1 200")
+
+        assert _eventually(served)
+    log = (tmp_path / "server.log").read_text()
+    assert "refusing new connections: 4 are open (http_max_connections)" in log, log[-2000:]
+
+
+def test_running_out_of_open_files_is_logged_once(tmp_path: Path) -> None:
+    """Past the process's limit on open files (a connection cap above it), asyncio reports every failed accept with a
+    traceback, thousands a second; the server logs one line naming the limit instead, and serves again once the
+    connections close."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, open_files=64, TIERMEM_HTTP_MAX_CONNECTIONS="1000"):
+        log = tmp_path / "server.log"
+        held = []
+        try:
+            for _ in range(120):  # more than the server can open files for
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\n")
+                held.append(sock)
+            assert _eventually(lambda: "cannot accept" in log.read_text() or "system resource" in log.read_text())
+        finally:
+            for sock in held:
+                sock.close()
+        page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+
+        def served() -> bool:
+            with socket.create_connection(("127.0.0.1", port)) as again:
+                again.sendall(page)
+                return _answer_of(again).startswith(b"HTTP/1.1 200")
+
+        assert _eventually(served)
+    text = log.read_text()
+    assert "out of system resource" not in text and "Traceback" not in text, text[-3000:]
+    assert text.count("cannot accept connections: [Errno 24] Too many open files") == 1, text[-3000:]
+    assert "lower http_max_connections or raise the limit" in text

@@ -77,15 +77,26 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60,
 
 
 @contextmanager
-def serving(tmp_path: Path, transport: str, port: int, *args: str, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+def serving(
+    tmp_path: Path, transport: str, port: int, *args: str, open_files: int | None = None, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
     """``tiermem serve --transport TRANSPORT --port PORT ARGS...`` with ``server_env(tmp_path, **env)``, listening,
-    stopped on exit; its stderr goes to tmp_path/server.log (read it when a test fails)."""
+    stopped on exit; its stderr goes to tmp_path/server.log (read it when a test fails). ``open_files``: the
+    server's limit on open files (``ulimit -n``)."""
+
+    def limited() -> None:
+        import resource
+
+        assert open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), *args],
         cwd=ROOT,
         env=server_env(tmp_path, **env),
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "server.log").open("wb"),
+        preexec_fn=limited if open_files is not None else None,
     )
     try:
         wait_for_port(port, proc, host=args[args.index("--host") + 1].strip("[]") if "--host" in args else "127.0.0.1")

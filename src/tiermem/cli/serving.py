@@ -172,8 +172,7 @@ def _run_http(
     sock: Any,
     stop: Shutdown,
 ) -> None:
-    import uvicorn
-
+    from ..process import connections
     from ..process.netguard import shown_host, url_host
     from ..server.app import build_http_app
     from ..ui.launch import http_mount
@@ -212,8 +211,14 @@ def _run_http(
             f"{TOKENS_DOC})\n"
         )
         sys.stderr.flush()
-    config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
-    stop.keep_signals(uvicorn.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
+    config = connections.config(
+        app,
+        host=settings.host,
+        port=port,
+        header_timeout=settings.http_header_timeout,
+        max_connections=settings.http_max_connections,
+    )
+    stop.keep_signals(connections.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
 
 
 def keep_heap(settings: Settings) -> None:

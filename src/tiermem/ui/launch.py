@@ -142,16 +142,15 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def _serve(app: Any, settings: Settings, port: int, sock: socket.socket) -> None:
-    import uvicorn
+    from ..process import connections
 
-    config = uvicorn.Config(
+    config = connections.config(
         app,
         host=settings.host.strip("[]"),
         port=port,
-        log_config=None,
-        access_log=False,
+        header_timeout=settings.http_header_timeout,
+        max_connections=settings.http_max_connections,
         lifespan="off",
-        timeout_keep_alive=5,
         timeout_graceful_shutdown=2,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    connections.Server(config).run(sockets=[sock])

@@ -445,6 +445,20 @@ def test_memory_graph_import(mem: Memory, tmp_path: Path) -> None:
     assert counts(mem) == before
 
 
+def test_json_lines_nested_too_deeply_are_refused_and_nothing_is_written(mem: Memory, tmp_path: Path) -> None:
+    """A backup or a memory.jsonl line nesting JSON too deeply to read is refused with a clear error (no
+    RecursionError traceback), before anything is written: no agent is made for a graph."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    graph = tmp_path / "graph.jsonl"
+    graph.write_text(json.dumps({"type": "entity", "name": "X"}) + "\n" + deep.read_text())
+    before, agents = counts(mem), [a.name for a in mem.list_agents()]
+    for path, fmt in ((deep, "jsonl"), (deep, "memory-graph"), (graph, "memory-graph"), (graph, "auto")):
+        with pytest.raises(ValidationError, match="nests JSON arrays or objects too deeply to read"):
+            run_import(mem, path, fmt=fmt, agent="newcomer", rename=None, replace=False)
+    assert counts(mem) == before and [a.name for a in mem.list_agents()] == agents
+
+
 def test_memories_directory_import(mem: Memory, tmp_path: Path) -> None:
     root = tmp_path / "memories"
     (root / "notes").mkdir(parents=True)

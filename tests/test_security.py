@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -194,6 +196,18 @@ def test_public_bind_allowed_only_with_tokens(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 1 and "at least 16 characters" in bad.stderr
+    accented = tmp_path / "accented.toml"  # a client sends headers as ASCII: this token could never be presented
+    accented.write_text('[[tokens]]\nname = "laptop"\ntoken = "pässwörd-tökén-0123456789"\nagents = ["*"]\n')
+    refused = subprocess.run(
+        [PYTHON, "-m", "tiermem", "serve", "--transport", "http", "--tokens-file", str(accented)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "token #1 ('laptop') has characters other than visible ASCII" in refused.stderr
+    assert "pässwörd" not in refused.stderr and str(accented) in refused.stderr  # the entry is named, not the token
 
 
 def test_slow_client_does_not_block_others(secured: int) -> None:
@@ -241,3 +255,192 @@ def test_every_interface_says_which_hosts_are_answered(tmp_path: Path) -> None:
         else:
             assert answer.status_code == 200, answer.text
             assert f"[::1]:{port}, {lan} are answered" in log
+
+
+def test_a_loopback_alias_and_ipv6_are_answered_and_shown(tmp_path: Path) -> None:
+    """Bound to a loopback address other than 127.0.0.1, the server answers requests naming it (its own address is
+    an allowed Host); bound to ::1, the URLs it prints bracket the address, and they work."""
+    port = free_port()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--host", "127.0.0.2", "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK):
+        url = f"http://127.0.0.2:{port}/mcp"
+        answer = httpx.post(url, headers={**HEADERS, "authorization": f"Bearer {WORK}"}, json=INIT, timeout=30)
+        assert answer.status_code == 200, answer.text
+    with serving(tmp_path, "http", port, "--host", "::1", "--data-dir", data):
+        log = (tmp_path / "server.log").read_text()
+        for _ in range(600):  # the secret is printed once the server listens
+            if "#token=" in log:
+                break
+            time.sleep(0.05)
+            log = (tmp_path / "server.log").read_text()
+        assert f"listening on http://[::1]:{port}/mcp" in log, log
+        link = log.split("memory inspector: ", 1)[1].split()[0]
+        assert link.startswith(f"http://[::1]:{port}/ui/#token="), link
+        secret = link.split("#token=", 1)[1]
+        answer = httpx.get(link.split("#", 1)[0] + "api/agents", headers={"authorization": f"Bearer {secret}"})
+        assert answer.status_code == 200 and answer.json()["default"] == "default", answer.text
+
+
+def test_a_session_is_bound_to_the_token_that_opened_it(tmp_path: Path) -> None:
+    """A streamable-HTTP session opened with one static token cannot be used or deleted with another (even one for
+    the same agent): "Session not found", as for a session that does not exist; over SSE another token cannot post
+    into a stream's session. The server's log holds no session id."""
+    first, second = "7d1e5b9c3a8f4e2d6b0c9a1f3e5d7b28", "2c8e4a6f0d9b1e3c5a7f9d0b2e4c6a81"
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[tokens]]\nname = "laptop"\ntoken = "{first}"\nagents = ["*"]\n\n'
+        f'[[tokens]]\nname = "phone"\ntoken = "{second}"\nagents = ["work"]\n'
+    )
+    args = ("--agent", "work", "--tokens-file", str(tokens), "--data-dir", str(tmp_path / "data"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    with serving(tmp_path, "http", port, *args):
+        opened = post(port, {"authorization": f"Bearer {first}"})
+        session = opened.headers["mcp-session-id"]
+        mine = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        done = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert httpx.post(url, headers={**mine, "authorization": f"Bearer {first}"}, content=done).status_code == 202
+        other = {**mine, "authorization": f"Bearer {second}"}
+        used = httpx.post(url, headers=other, content=listing, timeout=30)
+        assert used.status_code == 404 and "Session not found" in used.text, used.text
+        assert httpx.delete(url, headers=other, timeout=30).status_code == 404
+        owner = httpx.post(url, headers={**mine, "authorization": f"Bearer {first}"}, content=listing, timeout=30)
+        assert owner.status_code == 200 and "core_memory_append" in owner.text  # the session is still the owner's
+    log = (tmp_path / "server.log").read_text()
+    assert session not in log and "<session id>" in log, log[-2000:]
+
+    port = free_port()
+    with serving(tmp_path, "sse", port, *args):
+        base = f"http://127.0.0.1:{port}"
+        with httpx.stream("GET", f"{base}/sse", headers={"authorization": f"Bearer {first}"}, timeout=30) as stream:
+            lines = stream.iter_lines()  # kept: the stream (and its session) lives while it is read
+            endpoint = next(line for line in lines if line.startswith("data:"))[5:].strip()
+            body = json.dumps(INIT)
+            json_type = {"content-type": "application/json"}
+            intruder = httpx.post(
+                base + endpoint, headers={**json_type, "authorization": f"Bearer {second}"}, content=body, timeout=30
+            )
+            assert intruder.status_code == 404, intruder.text
+            owner = httpx.post(
+                base + endpoint, headers={**json_type, "authorization": f"Bearer {first}"}, content=body, timeout=30
+            )
+            assert owner.status_code == 202, owner.text
+
+
+def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
+    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
+    app sees it, token or not."""
+    import socket
+
+    port = secured
+    for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(
+                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n" % (port, extra)
+            )
+            answer = b""
+            while b"WebSocket is not served here" not in answer:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+
+
+def _answer_of(sock: socket.socket) -> bytes:
+    """Everything the server sends on ``sock`` until it closes the connection."""
+    sock.settimeout(120)
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    return answer
+
+
+def _eventually(check: Callable[[], bool]) -> bool:
+    """Whether ``check`` holds within a generous bound (the server acts on its own clock)."""
+    for _ in range(600):
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path) -> None:
+    """A connection whose request headers never complete (slowloris), or that sends nothing, is answered 408 and
+    closed after http_header_timeout; past http_max_connections open ones, a new connection gets 503 at once; once
+    they close, requests are served again."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    with serving(
+        tmp_path,
+        "http",
+        port,
+        "--data-dir",
+        str(tmp_path / "data"),
+        TIERMEM_HTTP_TOKEN=WORK,
+        TIERMEM_HTTP_HEADER_TIMEOUT="1",
+        TIERMEM_HTTP_MAX_CONNECTIONS="4",
+    ):
+        with (
+            socket.create_connection(("127.0.0.1", port)) as half,
+            socket.create_connection(("127.0.0.1", port)) as mute,
+        ):
+            half.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nAuthorization: Bearer " + WORK.encode())
+            for sock in (half, mute):
+                answer = _answer_of(sock)
+                assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer, answer
+        page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+        holders = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for sock in holders:  # whole headers, half a body: the app has the request, the header deadline is over
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 500\r\n\r\n{")
+            with socket.create_connection(("127.0.0.1", port)) as extra:  # refused at once, before it sends anything
+                answer = _answer_of(extra)
+            assert answer.startswith(b"HTTP/1.1 503") and b"Too many open connections" in answer, answer
+        finally:
+            for sock in holders:
+                sock.close()
+
+        def served() -> bool:
+            with socket.create_connection(("127.0.0.1", port)) as again:
+                again.sendall(page)
+                return _answer_of(again).startswith(b"HTTP/1.1 200")
+
+        assert _eventually(served)
+    log = (tmp_path / "server.log").read_text()
+    assert "refusing new connections: 4 are open (http_max_connections)" in log, log[-2000:]
+
+
+def test_running_out_of_open_files_is_logged_once(tmp_path: Path) -> None:
+    """Past the process's limit on open files (a connection cap above it), asyncio reports every failed accept with a
+    traceback, thousands a second; the server logs one line naming the limit instead, and serves again once the
+    connections close."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, open_files=64, TIERMEM_HTTP_MAX_CONNECTIONS="1000"):
+        log = tmp_path / "server.log"
+        held = []
+        try:
+            for _ in range(120):  # more than the server can open files for
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\n")
+                held.append(sock)
+            assert _eventually(lambda: "cannot accept" in log.read_text() or "system resource" in log.read_text())
+        finally:
+            for sock in held:
+                sock.close()
+        page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
+
+        def served() -> bool:
+            with socket.create_connection(("127.0.0.1", port)) as again:
+                again.sendall(page)
+                return _answer_of(again).startswith(b"HTTP/1.1 200")
+
+        assert _eventually(served)
+    text = log.read_text()
+    assert "out of system resource" not in text and "Traceback" not in text, text[-3000:]
+    assert text.count("cannot accept connections: [Errno 24] Too many open files") == 1, text[-3000:]
+    assert "lower http_max_connections or raise the limit" in text

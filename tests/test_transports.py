@@ -63,13 +63,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"server exited early: {proc.stderr.read().decode() if proc.stderr else ''}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection((host, port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.1)
@@ -77,18 +77,29 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60)
 
 
 @contextmanager
-def serving(tmp_path: Path, transport: str, port: int, *args: str, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+def serving(
+    tmp_path: Path, transport: str, port: int, *args: str, open_files: int | None = None, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
     """``tiermem serve --transport TRANSPORT --port PORT ARGS...`` with ``server_env(tmp_path, **env)``, listening,
-    stopped on exit; its stderr goes to tmp_path/server.log (read it when a test fails)."""
+    stopped on exit; its stderr goes to tmp_path/server.log (read it when a test fails). ``open_files``: the
+    server's limit on open files (``ulimit -n``)."""
+
+    def limited() -> None:
+        import resource
+
+        assert open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [PYTHON, "-m", "tiermem", "serve", "--transport", transport, "--port", str(port), *args],
         cwd=ROOT,
         env=server_env(tmp_path, **env),
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "server.log").open("wb"),
+        preexec_fn=limited if open_files is not None else None,
     )
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, host=args[args.index("--host") + 1].strip("[]") if "--host" in args else "127.0.0.1")
         yield proc
     finally:
         proc.terminate()

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.domain.memory import Memory
 from tiermem.ui.launch import build_ui_server
 
 from .conftest import ROOT
@@ -51,6 +52,12 @@ def test_page_is_public_data_needs_the_session_token(ui_settings: Settings) -> N
         assert anonymous.get("/ui/api/agents").status_code == 401
         assert anonymous.get("/ui/api/agents", headers={"authorization": "Bearer " + "x" * 43}).status_code == 401
         assert anonymous.get("/ui/", headers={"host": "evil.example"}).status_code == 403  # DNS rebinding
+        root = anonymous.get("/", follow_redirects=False)  # `tiermem ui`'s root sends the browser to the page
+        assert root.status_code == 307 and root.headers["location"] == "/ui/"
+        assert anonymous.get("/favicon.ico").status_code == 204  # no icon, and no 401 in the browser's console
+        assert anonymous.get("/other").status_code == 401  # nothing else is opened up
+        assert anonymous.post("/", content=b"{}").status_code == 401
+        assert anonymous.get("/", headers={"host": "evil.example"}).status_code == 403
 
 
 def test_ui_refuses_a_public_address(tmp_path: Path) -> None:
@@ -109,11 +116,49 @@ def test_history_diff_revert(client: TestClient, ui_settings: Settings) -> None:
     assert missing.status_code == 404 and "no version 99" in missing.json()["error"]
     past = client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": 2**63, "new": newest})
     assert past.status_code == 404 and f"no version {2**63}" in past.json()["error"]  # not an OverflowError
+    huge = 99999999999999999999999  # past SQLite's integers: a version the block does not have, not a 500
+    for answer in (
+        client.get("/ui/api/diff", params={"agent": "default", "label": "human", "old": huge, "new": newest}),
+        client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": huge}),
+    ):
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"] == f"Block 'human' has no version {huge}; its versions are 1 to {newest}."
 
     reverted = client.post("/ui/api/revert", json={"agent": "default", "label": "human", "version": newest - 1})
     assert reverted.status_code == 200 and reverted.json()["block"]["value"] == "one\ntwo\nthree"
     top = client.get("/ui/api/history", params={"agent": "default", "label": "human"}).json()["versions"][0]
     assert (top["actor"], top["operation"]) == ("human", f"revert:{newest - 1}")
+
+
+def test_an_unexpected_error_is_a_json_500_without_its_details(ui_settings: Settings) -> None:
+    """An error the inspector does not expect (here: the memory cannot be opened) answers a JSON 500 the page can
+    show, with nothing of the code or the error's text in it (that goes to the server's log)."""
+    from tiermem.ui.app import Inspector, build_ui_app
+
+    def broken() -> Memory:
+        raise RuntimeError("secret internals at /srv/data")
+
+    app = build_ui_app(Inspector(broken, default_agent="default"))
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as c:
+        answer = c.get("/api/agent", params={"agent": "default"})
+    assert answer.status_code == 500 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"error": "The inspector met an unexpected error; the server's log has the details."}
+    assert answer.headers["cache-control"] == "no-store"
+
+
+def test_deeply_nested_json_is_a_400_on_every_write(client: TestClient) -> None:
+    """A body nesting JSON too deeply to read is refused with 400 on every write of the inspector, and an import of
+    JSON lines nesting too deeply says why (400), as an agent file does."""
+    deep = "[" * 100_000 + "]" * 100_000
+    inside = '{"agent": "default", "label": "human", "value": "x", "extra": ' + deep + "}"
+    for path in ("edit", "forget", "revert", "passages/delete", "agents/delete"):
+        for body in (deep, inside):
+            answer = client.post(f"/ui/api/{path}", content=body, headers={"content-type": "application/json"})
+            assert answer.status_code == 400, (path, answer.text)
+            assert "too deeply" in answer.json()["error"], path
+    for fmt in ("jsonl", "memory-graph", "auto"):
+        answer = client.post("/ui/api/import", params={"filename": "x.jsonl", "format": fmt}, content=deep + "\n")
+        assert answer.status_code == 400 and "too deeply" in answer.json()["error"], (fmt, answer.text)
 
 
 def test_changes_wait_for_another_process(client: TestClient, ui_settings: Settings) -> None:
@@ -217,6 +262,16 @@ def test_export_and_import(client: TestClient) -> None:
     ]
     empty = client.post("/ui/api/import", params={"filename": "x.af"}, content=b"")
     assert empty.status_code == 400 and "empty" in empty.json()["error"]
+    for name, fmt, body in (  # an error names the uploaded file, never the server's temporary copy of it
+        ("my-agent.af", "af", b"not json at all"),
+        ("C:\\Users\\ada\\their-agent.af", "auto", b"{not json"),
+        ("memory.jsonl", "memory-graph", b'{"type":"entity","name":"x"'),
+        ("backup.jsonl", "jsonl", b"garbage\n"),
+    ):
+        refused = client.post("/ui/api/import", params={"filename": name, "format": fmt}, content=body)
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and "tiermem-ui-import" not in error, error
+        assert name.rsplit("\\", 1)[-1] in error and "Users" not in error, error
 
 
 def test_http_transport_mount_scopes_tokens(tmp_path: Path) -> None:

@@ -55,7 +55,11 @@ def site(tmp_path: Path) -> Iterator[Site]:
     memory.files.upload_many(
         "docs",
         [
-            ("intro.md", b"# Intro\nThe quick brown fox jumps over the lazy dog.\nAnother line about foxes.\n", ""),
+            (
+                "intro.md",
+                b"# Intro\nThe quick brown fox jumps over the lazy dog.\nAnother line about foxes.\n",
+                "/home/ada/private/intro.md",  # where the uploader had it: never shown to the page
+            ),
             ("code/app.py", APP_PY, ""),
             ("bin.dat", b"\x00\x01\x02\x03\xff\xfe", ""),
         ],
@@ -81,8 +85,10 @@ def test_folders_list_their_files_and_agents(site: Site) -> None:
     )
     assert by_name["secrets"]["agents"] == ["private"] and by_name["secrets"]["files"] == 1
 
-    files = {f["name"]: f for f in site.get("folders/files", folder="docs").json()["files"]}
+    listed = site.get("folders/files", folder="docs")
+    files = {f["name"]: f for f in listed.json()["files"]}
     assert set(files) == {"intro.md", "code/app.py", "bin.dat"}
+    assert "/home/ada" not in listed.text and not any("source_path" in f for f in files.values())
     app = files["code/app.py"]
     assert (app["status"], app["size"], app["error"]) == ("completed", len(APP_PY), "") and app["chunks"] >= 1
     assert app["file_type"]

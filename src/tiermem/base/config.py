@@ -160,6 +160,12 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # sse/http and `tiermem ui`: a connection whose request headers are not complete this many seconds after it
+    # opened (or after its next request began) gets 408 and is closed (half-sent requests cannot hold it open).
+    http_header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    # sse/http and `tiermem ui`: connections beyond this many open ones get 503 and are closed at once, so the open
+    # files stay inside the process's limit (each client's event stream holds one connection while it is open).
+    http_max_connections: int = Field(default=256, ge=1, le=100_000)
     # Streamable HTTP (transport "http") without sessions: every request stands alone, so any replica behind a plain
     # round-robin proxy answers any request; handshake-era clients lose what needs a session (docs/SCALING.md).
     http_stateless: bool = False

@@ -196,8 +196,8 @@ def _run_http(
     sock: Any,
     stop: Shutdown,
 ) -> None:
-    import uvicorn
-
+    from ..process import connections
+    from ..process.netguard import shown_host, url_host
     from ..server.app import build_http_app
     from ..ui.launch import http_mount
     from .oauth import TenantServers, public_hosts, resource_server
@@ -215,11 +215,11 @@ def _run_http(
     )
     app = stop.asgi(app)
     port = int(sock.getsockname()[1])
-    shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost", "0.0.0.0") else settings.host
+    shown = shown_host(settings.host)
     path = "/sse" if settings.transport == "sse" else "/mcp"
     log.info(
         "listening on http://%s:%d%s, memory inspector at /ui (%d bearer token(s))",
-        settings.host,
+        url_host(settings.host),
         port,
         path,
         len(tokens),
@@ -234,8 +234,14 @@ def _run_http(
             f"tiermem: (choose the secret with TIERMEM_HTTP_TOKEN, or configure tokens: {TOKENS_DOC})\n"
         )
         sys.stderr.flush()
-    config = uvicorn.Config(app, host=settings.host, port=port, log_config=None, access_log=False, timeout_keep_alive=5)
-    stop.keep_signals(uvicorn.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
+    config = connections.config(
+        app,
+        host=settings.host,
+        port=port,
+        header_timeout=settings.http_header_timeout,
+        max_connections=settings.http_max_connections,
+    )
+    stop.keep_signals(connections.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``
 
 
 def keep_heap(settings: Settings) -> None:

@@ -168,6 +168,11 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
                         yield n, json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise ValidationError(f"{path}:{n} is not JSON ({exc}); the backup is damaged.") from exc
+                    except RecursionError:
+                        raise ValidationError(
+                            f"{path}:{n} nests JSON arrays or objects too deeply to read; no tiermem backup does, so "
+                            "the backup is damaged. Nothing was written."
+                        ) from None
     except OSError as exc:
         raise ValidationError(f"Cannot read {path}: {exc}.") from exc
 

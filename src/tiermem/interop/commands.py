@@ -69,12 +69,11 @@ def _run_import(
         return {"format": "jsonl", "inserted": restored, "notes": notes}
     if kind == "memfs":
         memfs.plan_memfs(path, memory)  # validate every file before the agent is created
+    graph = importers.graph_passages(path) if kind == "memory-graph" else []  # so is a graph's every line
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
         redacted = Redactions(memory.secret_scan)
-        inserted, skipped = importers.import_passages(
-            memory, agent_id, importers.graph_passages(path), importers.GRAPH_TAG, redacted, agent
-        )
+        inserted, skipped = importers.import_passages(memory, agent_id, graph, importers.GRAPH_TAG, redacted, agent)
         return {
             "format": "memory-graph",
             "agent": agent,

@@ -55,6 +55,11 @@ def graph_passages(path: Path) -> list[tuple[str, list[str]]]:
             raise ValidationError(
                 f"{path}:{n} is not JSON ({exc}); expected the memory server's memory.jsonl."
             ) from exc
+        except RecursionError:
+            raise ValidationError(
+                f"{path}:{n} nests JSON arrays or objects too deeply to read; the memory server's memory.jsonl never "
+                "does. Nothing was written."
+            ) from None
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "entity":
             name, etype = item.get("name"), item.get("entityType") or "entity"

@@ -9,6 +9,7 @@
   (401s included) lets their pages read it. Other origins get 403, no CORS header.
 - A request with more than one ``Authorization`` header gets 400 ``invalid_request`` (which one counts is
   ambiguous).
+- A WebSocket handshake gets 403: nothing here speaks WebSocket, so none reaches an app unchecked.
 - With ``ui_prefix`` (the memory inspector, ``tiermem.ui``): the page's static files (no memory in them) load
   without a token, so a browser can open the page; its API needs a token like ``/mcp``, and the agents the
   matched token covers travel to the app in ``scope["tiermem.agents"]`` (None: no tokens configured, every
@@ -18,7 +19,8 @@
   ``WWW-Authenticate: Bearer resource_metadata=...``; a request needs the read scope, a call of a tool not in
   ``read_only_tools`` (and a write through the inspector's API) the write scope, else 403 ``insufficient_scope``.
   The token's principal travels in ``scope["user"]`` / ``scope["auth"]`` as the SDK's bearer middleware puts it
-  (its transports bind a session to the principal that opened it).
+  (its transports bind a session to the principal that opened it); a static token's too (``principal``: one made
+  from the token's digest), so its sessions are bound to it likewise.
 
 Why this module is long: the guard is one ordered pass over a request (Host, the metadata, Origin and CORS, one
 Authorization header, static tokens or OAuth with its scopes, the body limit), and the static tokens' configuration
@@ -93,6 +95,12 @@ class Token:
     def allows(self, agent: str) -> bool:
         return "*" in self.agents or agent in self.agents
 
+    @property
+    def owner(self) -> str:
+        """Who holds this token, as the sessions it opens are bound to: derived from its digest (never the token, and
+        distinct for distinct tokens even when their names are the same)."""
+        return hashlib.sha256(b"tiermem session owner\0" + self.digest).hexdigest()[:32]
+
 
 def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
@@ -130,6 +138,13 @@ def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
                 f"{where}: token #{n + 1} ({secret[:24]}...) is a placeholder, not a secret: anyone who "
                 f"read the example could use it. Replace it: {TOKEN_FIX}, put that in its place, and "
                 "give the same value to your clients."
+            )
+        if not all("!" <= c <= "~" for c in secret):
+            named = f"token #{n + 1}" + (f" ({entry['name']!r})" if isinstance(entry.get("name"), str) else "")
+            raise ConfigError(
+                f"{where}: {named} has characters other than visible ASCII (letters, digits and punctuation; no "
+                "spaces, no accented letters): HTTP clients send headers as ASCII, so no client could present it. "
+                f"Replace it: {TOKEN_FIX}."
             )
         if isinstance(agents, str):
             agents = [agents]
@@ -219,10 +234,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def url_host(host: str) -> str:
+    """``host`` as a URL and a ``Host`` header write it: an IPv6 address in brackets (``[::1]``)."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def shown_host(bind: str) -> str:
+    """The host of the URLs a server bound to ``bind`` prints: a wildcard or ``localhost`` as the loopback address."""
+    bare = bind.strip("[]")
+    if bare in ("0.0.0.0", "localhost"):
+        return "127.0.0.1"
+    return "[::1]" if bare == "::" else url_host(bare)
+
+
 def default_allowed_hosts(bind: str, port: int) -> list[str]:
+    """The ``Host`` values a server bound to ``bind`` answers by itself: the local names, and the bound address (a
+    loopback alias such as 127.0.0.2 too), bracketed when IPv6."""
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
-    if not is_loopback(bind) and bind not in ("0.0.0.0", "::"):
-        hosts.append(f"{bind}:{port}")
+    own = f"{url_host(bind)}:{port}"
+    if bind.strip("[]") not in ("0.0.0.0", "::") and own not in hosts:
+        hosts.append(own)
     return hosts
 
 
@@ -239,9 +271,15 @@ class Guard:
         ui_prefix: str | None = None,
         oauth: TokenAuthority | None = None,
         read_only_tools: frozenset[str] = frozenset(),
+        public_paths: frozenset[str] = frozenset(),
+        principal: Callable[[Token], tuple[Any, Any]] | None = None,
     ) -> None:
         """``oauth``: also accept that authority's access tokens; ``read_only_tools``: the tools its tokens may call
-        with the read scope alone (any other tool needs the write scope)."""
+        with the read scope alone (any other tool needs the write scope); ``public_paths``: paths a GET or HEAD
+        reaches without a token, as the inspector's page does (``tiermem ui``'s redirect from ``/`` to it, its
+        ``/favicon.ico``: nothing of memory); ``principal``: ``scope["user"]`` and ``scope["auth"]`` for a request
+        with a static token, so the SDK's transports bind each session to the token that opened it (another token
+        gets "Session not found"), as they do for OAuth principals."""
         self.app = app
         self.agent = agent
         self.tokens = tokens
@@ -251,9 +289,14 @@ class Guard:
         self.ui_prefix = ui_prefix
         self.oauth = oauth
         self.read_only_tools = read_only_tools
+        self.public_paths = public_paths
+        self.principal = principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":  # nothing here speaks WebSocket: refused before any app sees it
+            await _refuse_websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -279,11 +322,14 @@ class Guard:
             await self._ambiguous(send)
             return
         ui = self._ui_path(scope.get("path", ""))
+        public = scope.get("method") in ("GET", "HEAD") and (ui == "static" or scope.get("path") in self.public_paths)
         scope["tiermem.agents"] = None
         if self.oauth is not None:
             token = self._match(headers.get("authorization", ""))
+            if token is not None and self.principal is not None:
+                scope["user"], scope["auth"] = self.principal(token)
             if token is None:
-                checked = await self._oauth(scope, receive, send, headers, ui)
+                checked = await self._oauth(scope, receive, send, headers, ui, public)
                 if checked is None:
                     return
                 receive = checked
@@ -294,7 +340,9 @@ class Guard:
                 return
         elif self.tokens:
             token = self._match(headers.get("authorization", ""))
-            if token is None and ui == "static" and scope.get("method") in ("GET", "HEAD"):
+            if token is not None and self.principal is not None:
+                scope["user"], scope["auth"] = self.principal(token)
+            if token is None and public:
                 pass  # the inspector's page itself: static files, no memory in them
             elif token is None:
                 await _reply(
@@ -327,7 +375,7 @@ class Guard:
         await _reply(send, 400, text, {"www-authenticate": challenge})
 
     async def _oauth(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], ui: str | None, public: bool
     ) -> Receive | None:
         """A request without a static token, under OAuth: the receive to go on with (the body replayed when it was
         read to see which tools it calls), or None when it was answered (401, 403, 503)."""
@@ -336,7 +384,7 @@ class Guard:
         scheme, _, secret = headers.get("authorization", "").partition(" ")
         secret = secret.strip() if scheme.lower() == "bearer" else ""
         if not secret:
-            if ui == "static" and scope.get("method") in ("GET", "HEAD"):
+            if public:
                 return receive  # the inspector's page itself: static files, no memory in them
             await _reply(send, 401, "A valid bearer token is required.", {"www-authenticate": authority.challenge()})
             return None
@@ -458,6 +506,18 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket handshake: answered 403 (with a JSON reason where the server can send an HTTP answer to one)."""
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = json.dumps({"error": "WebSocket is not served here; MCP clients use /mcp (or /sse) over HTTP."}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 async def _reply(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:

@@ -51,7 +51,15 @@ from .registry import (
     tools_for,
 )  # PRESETS, TOOL_GROUPS: re-exported
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
-from .sdk import add_request_handler, context_streams, lowlevel, sdk_discover, set_tool_manager, tool_manager
+from .sdk import (
+    add_request_handler,
+    context_streams,
+    lowlevel,
+    quiet_session_ids,
+    sdk_discover,
+    set_tool_manager,
+    tool_manager,
+)
 from .timeline_resource import register_timeline
 
 if TYPE_CHECKING:
@@ -434,6 +442,7 @@ def build_http_app(
     """
     from ..process.netguard import Guard, default_allowed_hosts
 
+    quiet_session_ids()
     app = transport_app(server, settings)
     if tenants is not None:
         from .tenants import TenantApps
@@ -452,7 +461,27 @@ def build_http_app(
         ui_prefix="/ui" if ui is not None else None,
         oauth=oauth,
         read_only_tools=read_only_tools(),
+        principal=static_principal,
     )
+
+
+def static_principal(token: Token) -> tuple[Any, Any]:
+    """``scope["user"]`` and ``scope["auth"]`` for a request with a static token, as the SDK's bearer middleware
+    sets them for an OAuth one: the SDK's transports bind a session to the principal that opened it (client id,
+    issuer, subject), so another token cannot use, or delete, a session this one opened. The principal names the
+    token's ``owner`` (made from its digest), never the token."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.authentication import AuthCredentials
+
+    access = AccessToken(
+        token="",
+        client_id=f"tiermem-static-token:{token.owner}",
+        scopes=[],
+        subject=token.owner,
+        claims={"iss": "tiermem:static-tokens"},
+    )
+    return AuthenticatedUser(access), AuthCredentials([])
 
 
 def transport_app(server: TiermemServer, settings: Settings) -> Any:

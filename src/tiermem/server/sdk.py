@@ -13,12 +13,16 @@ another module reaches for one:
 - the tool manager: a tool's published schema, and a manager that registers the tools on first use;
 - the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC;
 - the streamable-HTTP session manager's admission of a new session: each session gets its own event store (the SDK
-  hands every session the one store it was given, and a shared store would replay one session's events to another).
+  hands every session the one store it was given, and a shared store would replay one session's events to another);
+- the names of the transports' loggers, which log session ids at INFO and WARNING: ``quiet_session_ids`` takes the
+  ids out of those lines (a session id lets whoever holds the token that opened it use the session).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -92,3 +96,26 @@ def context_streams(size: int) -> tuple[Any, Any]:
 
     pair: tuple[Any, Any] = create_context_streams[SessionMessage | Exception](size)
     return pair
+
+
+TRANSPORT_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http", "mcp.server.sse")
+SESSION_ID = re.compile(r"\b[0-9a-fA-F]{32}\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+
+
+class _NoSessionIds(logging.Filter):
+    """Session ids out of the SDK transports' lines above DEBUG (``Created new transport with session ID: ...``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG:
+            text = record.getMessage()
+            if SESSION_ID.search(text):
+                record.msg, record.args = SESSION_ID.sub("<session id>", text), None
+        return True
+
+
+def quiet_session_ids() -> None:
+    """Take session ids out of what the SDK's HTTP transports log at INFO and above (once per process)."""
+    for name in TRANSPORT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _NoSessionIds) for f in logger.filters):
+            logger.addFilter(_NoSessionIds())

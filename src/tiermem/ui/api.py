@@ -226,9 +226,7 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     block = memory.block(agent.id, label)
     values = []
     for v in (old, new):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValidationError(f"versions must be positive whole numbers, got {v!r}.")
-        found = memory.core.history_version(block.id, v) if v <= block.version else None  # past 2**63 - 1: no row
+        found = memory.core.history_version(block.id, _version(block, v))
         if found is None:
             raise NotFoundError(f"Block {label!r} has no version {v}; its versions are 1 to {block.version}.")
         values.append(found.value)
@@ -239,9 +237,20 @@ def diff(memory: Memory, name: str, label: str, old: Any, new: Any) -> JSON:
     return {"label": label, "old": old, "new": new, "lines": out}
 
 
+def _version(block: Block, version: Any) -> int:
+    """``version`` as a version number of ``block``: a positive whole number no larger than its newest (a larger one,
+    however large, is one it does not have; the store is never asked about it)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValidationError(f"versions must be positive whole numbers, got {version!r}.")
+    if version > block.version:
+        raise NotFoundError(f"Block {block.label!r} has no version {version}; its versions are 1 to {block.version}.")
+    return version
+
+
 def revert(memory: Memory, name: str, label: str, version: Any, *, override_read_only: bool = False) -> JSON:
     agent = _agent(memory, name)
     block = memory.block(agent.id, label)
+    _version(block, version)
     if block.read_only and not override_read_only:
         raise EditError(
             f"Block {label!r} is read-only: confirm that you, a person, want to revert it. Nothing was written."
@@ -501,7 +510,6 @@ def folder_files(memory: Memory, folder: str, agents: Collection[str] | None = N
                 "status": f.status,
                 "error": f.error,
                 "chunks": f.chunks,
-                "source_path": f.source_path,
                 "updated_at": f.updated_at.isoformat(),
             }
             for f in memory.files.files(found.name)
@@ -590,22 +598,29 @@ def export(memory: Memory, name: str | None, fmt: str) -> tuple[str, str]:
 def import_file(
     memory: Memory, data: bytes, *, filename: str, fmt: str, agent: str, rename: str | None, replace: bool
 ) -> JSON:
-    """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph)."""
+    """Import an uploaded file (a Letta agent file, a tiermem backup or a memory.jsonl graph). Its errors and report
+    name the uploaded file (``filename``'s last part), never the server's temporary copy."""
     from ..interop.commands import run_import
 
     if fmt not in IMPORT_FORMATS:
         raise ValidationError(f"Unknown import format {fmt!r}; use one of {', '.join(IMPORT_FORMATS)}.")
     if not data:
         raise ValidationError("The uploaded file is empty; choose a .af, .json or .jsonl file.")
-    suffix = Path(filename).suffix if Path(filename).suffix in (".af", ".json", ".jsonl") else ".json"
+    shown = Path(filename.replace("\\", "/")).name[:200] or "the uploaded file"
+    suffix = Path(shown).suffix if Path(shown).suffix in (".af", ".json", ".jsonl") else ".json"
     fd, tmp = tempfile.mkstemp(prefix="tiermem-ui-import-", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         report = run_import(memory, Path(tmp), fmt=fmt, agent=agent, rename=rename or None, replace=replace)
+    except TiermemError as exc:
+        exc.args = (str(exc).replace(tmp, shown),)
+        if exc.person is not None:
+            exc.person = exc.person.replace(tmp, shown)
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
-    plain: JSON = json.loads(json.dumps(report, default=str))
+    plain: JSON = json.loads(json.dumps(report, default=str).replace(json.dumps(tmp)[1:-1], json.dumps(shown)[1:-1]))
     return plain
 
 

@@ -319,7 +319,7 @@ def build_ui_app(inspector: Inspector) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error},
+        exception_handlers={TiermemError: _tiermem_error, ValueError: _value_error, Exception: _unexpected},
         middleware=[Middleware(_SecurityHeaders)],
     )
 
@@ -365,7 +365,8 @@ def mount(ui: Any) -> Callable[[Any], Any]:
 
 
 def ui_only(ui: Any) -> Any:
-    """The app ``tiermem ui`` serves: the inspector under ``/ui`` and a redirect to it from ``/``."""
+    """The app ``tiermem ui`` serves: the inspector under ``/ui``, a redirect to it from ``/``, and an empty
+    ``/favicon.ico``."""
 
     async def not_here(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # nothing to start or stop
@@ -374,9 +375,12 @@ def ui_only(ui: Any) -> Any:
                 await send({"type": f"lifespan.{kind}.complete"})
                 if kind == "shutdown":
                     return
+        path = scope.get("path")
         target = (
             RedirectResponse(PREFIX + "/", status_code=307)
-            if scope.get("path") == "/"
+            if path == "/"
+            else Response(status_code=204)  # no icon (the page names none): not an error in the browser's console
+            if path == "/favicon.ico"
             else _error(404, "Not found; the inspector is at /ui/.")
         )
         await target(scope, receive, send)
@@ -394,6 +398,11 @@ async def _json(request: Request) -> dict[str, Any]:
         body = await request.json()
     except ValueError:
         raise ValidationError("The request body must be a JSON object.") from None
+    except RecursionError:
+        raise ValidationError(
+            "The request body nests JSON arrays or objects too deeply to read; send a flat JSON object. Nothing was "
+            "changed."
+        ) from None
     if not isinstance(body, dict):
         raise ValidationError("The request body must be a JSON object.")
     return body
@@ -413,3 +422,9 @@ async def _tiermem_error(request: Request, exc: Exception) -> Response:
 
 async def _value_error(request: Request, exc: Exception) -> Response:
     return _error(400, f"Bad parameter: {exc}")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Any other error: a JSON 500 that tells nothing of the code (the traceback goes to the server's log, where the
+    server re-raises it), so the page shows a message instead of a plain-text page."""
+    return _error(500, "The inspector met an unexpected error; the server's log has the details.")

@@ -51,7 +51,7 @@ def free_port(host: str) -> int:
 def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
     """(ASGI app, URL with its session token) for ``tiermem ui``: the inspector only, loopback only."""
     from ..domain.factory import open_memory
-    from ..process.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens
+    from ..process.netguard import Guard, default_allowed_hosts, is_loopback, make_tokens, shown_host
     from .app import Inspector, build_ui_app, ui_only
 
     if not is_loopback(settings.host):
@@ -83,9 +83,9 @@ def build_ui_server(settings: Settings, *, port: int) -> tuple[Any, str]:
         allowed_origins=[f"http://{h}" for h in hosts] + settings.allowed_origins,
         max_body_bytes=settings.max_request_bytes,
         ui_prefix="/ui",
+        public_paths=frozenset({"/", "/favicon.ico"}),  # the redirect to the page, and no icon: nothing of memory
     )
-    shown = "127.0.0.1" if settings.host in ("127.0.0.1", "localhost") else settings.host
-    return app, f"http://{shown}:{port}/ui/#token={session}"
+    return app, f"http://{shown_host(settings.host)}:{port}/ui/#token={session}"
 
 
 REDIRECT_PAGE = """<!DOCTYPE html>
@@ -142,16 +142,15 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def _serve(app: Any, settings: Settings, port: int, sock: socket.socket) -> None:
-    import uvicorn
+    from ..process import connections
 
-    config = uvicorn.Config(
+    config = connections.config(
         app,
         host=settings.host.strip("[]"),
         port=port,
-        log_config=None,
-        access_log=False,
+        header_timeout=settings.http_header_timeout,
+        max_connections=settings.http_max_connections,
         lifespan="off",
-        timeout_keep_alive=5,
         timeout_graceful_shutdown=2,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    connections.Server(config).run(sockets=[sock])

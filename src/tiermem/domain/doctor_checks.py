@@ -118,6 +118,25 @@ def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -
     )
 
 
+def check_old_core_tables(store: Any, core: str, check: Any) -> None:
+    """The core tables an older tiermem kept in LanceDB are empty: their rows were moved into ``core`` and purged
+    when the store was opened (``core.migrate.retire_lance_core``); rows left there outlive what is forgotten."""
+    from ..core.protocol import CORE_TABLES
+
+    left = {t: n for t in CORE_TABLES if (n := store.rows.count(t))}
+    check(
+        "old core tables",
+        not left,
+        "the LanceDB core tables of an older tiermem hold nothing (core state is in " + core + ")"
+        if not left
+        else "the LanceDB core tables of an older tiermem still hold "
+        + ", ".join(f"{n} {t}" for t, n in left.items())
+        + f" row(s), moved into {core} but not yet removed: forgetting and deleting do not reach them",
+        "make the data directory writable, then run `tiermem doctor` again (opening the store removes them and "
+        "purges them from its files)",
+    )
+
+
 def check_attachments(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -> None:
     """Every agent's attached blocks exist (an agent being deleted aside: its deletion removes them first)."""
     from .memory import DELETING_KEY

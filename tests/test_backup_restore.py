@@ -125,6 +125,54 @@ def test_a_restore_run_again_after_the_store_went_on_writes_nothing(memory: Memo
     assert stored(memory) == before
 
 
+def test_a_restore_again_brings_back_nothing_of_an_agent_changed_since_and_replace_rolls_it_back(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Restored, then a passage forgotten and a block edited here: the same backup again writes nothing of that
+    agent (the forgotten passage stays forgotten; no mix of the two states) and says so; --replace rolls the agent
+    back to the backup whole."""
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    work = memory.get_agent("work").id
+    (forgotten,) = memory.archive.rows.passages_of(work)
+    forget(memory, Target("passage", work, forgotten.id), now=True)
+    memory.edit(work, "human", Rethink("Name: Bob"))
+    memory.archival_insert(work, "written here after the restore", None)
+    before = stored(memory)
+    report = restore(memory, backup)
+    assert sum(report["inserted"].values()) == 0 and stored(memory) == before
+    assert report["notes"] == [
+        "this data directory holds agent(s) 'work' already, changed here since the backup was made: kept as they are, "
+        "nothing of the backup's copy written; 1 row(s) of theirs the backup holds and this data directory does not "
+        "(forgotten or deleted here since) were left out. To roll them back to the backup (losing the changes made "
+        "here since), run the import again with --replace"
+    ], report["notes"]
+
+    report = restore(memory, backup, replace=True)
+    assert any(n.startswith("--replace: this data directory's agent(s) 'work'") for n in report["notes"])
+    assert stored(memory) == stored(src)
+    assert memory.block(work, "human").value == src.block(work, "human").value
+    assert [p.content for p in memory.archive.rows.passages_of(work)] == ["the launch is on 3 March"]
+
+
+def test_replace_refuses_a_rollback_that_a_block_shared_with_another_agent_would_leave_half_done(
+    memory: Memory, tmp_path: Path
+) -> None:
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    work = memory.get_agent("work").id
+    other = memory.create_agent("other", blocks=[]).id
+    memory.attach(other, memory.block(work, "human").id)
+    memory.edit(work, "human", Rethink("Name: Bob"))
+    before = stored(memory)
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, backup, replace=True)
+    assert "block 'human' (version 2 here, 1 in the backup) is attached to 'other' too" in str(refused.value)
+    assert "Nothing was written" in str(refused.value) and stored(memory) == before
+
+
 def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Memory, tmp_path: Path) -> None:
     """Monday's backup restored, then Tuesday's: the store holds Monday's state, nothing Tuesday's lacks, so the
     restore brings it up to Tuesday's (it was refused as "changed differently")."""

@@ -335,8 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--replace",
         action="store_true",
-        help="overwrite an agent with the same name (.af), blocks with other values (memories), or agents changed "
-        "differently from the backup's (jsonl)",
+        help="overwrite an agent with the same name (.af), blocks with other values (memories), or roll back to the "
+        "backup every agent it holds that this data directory changed since or differently (jsonl)",
     )
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")

@@ -250,6 +250,25 @@ def test_a_backup_cut_short_or_changed_is_refused_before_writing(memory: Memory,
     assert stored(memory) == before
 
 
+def test_a_backup_whose_block_disagrees_with_its_history_is_refused(memory: Memory, tmp_path: Path) -> None:
+    """The trailer counts records, not what they hold: a block's value changed after the export (its history's
+    current version, written with it, left as it was) is refused before anything is written."""
+    backup = export(old_machine(tmp_path), tmp_path / "backup.jsonl")
+    lines = []
+    for line in backup.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["type"] == "blocks" and record["row"]["label"] == "human" and record["row"]["version"] == 3:
+            record["row"]["value"] = "CHANGED AFTER EXPORT"
+        lines.append(json.dumps(record) + "\n")
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("".join(lines), encoding="utf-8")
+    before = stored(memory)
+    with pytest.raises(ValidationError, match="holds another value than its history's version 3") as refused:
+        restore(memory, changed)
+    assert "changed after it was written" in str(refused.value) and "Nothing was written" in str(refused.value)
+    assert stored(memory) == before
+
+
 @pytest.mark.parametrize("value", [None, "abc", True, 0, 2.5])
 def test_a_damaged_header_is_refused_with_a_clear_error(memory: Memory, tmp_path: Path, value: object) -> None:
     path = tmp_path / "damaged.jsonl"

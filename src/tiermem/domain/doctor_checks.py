@@ -99,6 +99,7 @@ def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
     names = {r["id"]: r["name"] for r in core["agents"]}
     owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
+    _check_current_values(core, owner, check)
     missing = sorted(
         (owner[r["id"]], r["label"], int(r["version"]))
         for r in core["blocks"]
@@ -115,6 +116,29 @@ def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -
         "its history entry was lost (a damaged store or an incomplete restore)",
         "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
         "edit of such a block records its new version as a whole value",
+    )
+
+
+def _check_current_values(
+    core: Mapping[str, Sequence[Mapping[str, Any]]], owner: Mapping[str, str], check: Any
+) -> None:
+    """Every attached block's value is its history's current version's (written in one commit with it)."""
+    values = {(r["block_id"], int(r["version"])): r["value"] for r in core["block_history"]}
+    differ = sorted(
+        (owner[r["id"]], r["label"], int(r["version"]))
+        for r in core["blocks"]
+        if r["id"] in owner and values.get((r["id"], int(r["version"])), r["value"]) != r["value"]
+    )
+    shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in differ[:5]) + (" ..." if len(differ) > 5 else "")
+    check(
+        "block values",
+        not differ,
+        "every block's value is its history's current version"
+        if not differ
+        else f"{len(differ)} block(s) hold another value than their history's current version: {shown} (a "
+        "changed backup restored, or a damaged store): the block shows one text and its history another",
+        "see both with `tiermem blocks show LABEL --agent AGENT` and `tiermem blocks history LABEL --agent AGENT`, "
+        "then set the right value (`tiermem blocks set LABEL VALUE --agent AGENT`: a new version, whole)",
     )
 
 

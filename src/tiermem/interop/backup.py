@@ -269,7 +269,22 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             "(cold in `tiermem stats`)"
         )
     _check_uses(path, uses, rows)
+    _check_blocks(path, rows)
     return Backup(header, rows, link_rows, notes, uses)
+
+
+def _check_blocks(path: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Each block's value is its history's current version's (when the backup holds that version): tiermem writes
+    both in one commit, so a difference is a backup changed after it was written."""
+    history = {(str(r["block_id"]), int(r["version"])): r for r in rows["block_history"]}
+    for block in rows["blocks"]:
+        version = history.get((str(block["id"]), int(block["version"])))
+        if version is not None and version["value"] != block["value"]:
+            raise ValidationError(
+                f"{path}: block {block['label']!r} ({block['id']}) holds another value than its history's version "
+                f"{block['version']}, which tiermem writes with it: the backup was changed after it was written, or "
+                "is damaged. Nothing was written; restore an unchanged copy, or export again."
+            )
 
 
 def _format_of(path: Path, value: object) -> int:

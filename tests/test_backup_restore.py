@@ -5,6 +5,7 @@ backups of older formats. On both core-state backends (the ``memory`` fixture)."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tiermem.core.rows import CORE_TABLES
 from tiermem.core.uses import Use
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.domain.filesystem import render_agent_directories
 from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.use_stats import use_stats
@@ -248,6 +250,44 @@ def test_a_backup_cut_short_or_changed_is_refused_before_writing(memory: Memory,
     with pytest.raises(ValidationError, match="a record after the backup's last line"):
         restore(memory, after)
     assert stored(memory) == before
+
+
+def test_a_backed_up_folder_of_a_name_the_store_has_is_restored_under_a_free_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store's own folder keeps its name and files; the backup's is restored as NAME_(1), with a note, and its
+    agent's view names it so. ``folders list`` counts each folder's own files (by id, not by name)."""
+    from tiermem.cli.main import main
+
+    src = fresh(tmp_path, "src")
+    work = src.create_agent("work").id
+    src.files.create_folder("docs", description="backed up")
+    src.files.upload("docs", "a.txt", b"backed up file")
+    src.files.upload("docs", "b.txt", b"another backed up file")
+    src.files.attach(work, "docs")
+    backup = export(src, tmp_path / "backup.jsonl")
+    mine = fresh(tmp_path, "mine")
+    mine.files.create_folder("docs", description="mine")
+    mine.files.upload("docs", "mine.txt", b"my own file")
+    report = restore(mine, backup)
+    assert report["notes"] == [
+        "this data directory has its own folder of a name the backup's has (kept as it is): the backup's 'docs' was "
+        "restored as 'docs_(1)'"
+    ], report["notes"]
+    assert sorted(f.name for f in mine.files.folders()) == ["docs", "docs_(1)"]
+    assert [f.name for f in mine.files.files("docs")] == ["mine.txt"]
+    assert [f.name for f in mine.files.files("docs_(1)")] == ["a.txt", "b.txt"]
+    assert "docs_(1)/a.txt" in render_agent_directories(mine.get_agent("work"))
+    assert sum(restore(mine, backup)["inserted"].values()) == 0  # again: the same folder, not another one
+
+    # two folders of one name (made before tiermem took a lock for it): each counted with its own files
+    mine.files.rows.put_folder(replace(mine.files.folder("docs_(1)"), name="docs"))
+    assert sorted(f.name for f in mine.files.folders()) == ["docs", "docs"]
+    assert (
+        main(["folders", "list", "--json", "--data-dir", str(tmp_path / "mine"), "--embedding-model", "hashing"]) == 0
+    )
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted((f["description"], f["files"]) for f in listed) == [("backed up", 2), ("mine", 1)]
 
 
 def test_a_backup_whose_block_disagrees_with_its_history_is_refused(memory: Memory, tmp_path: Path) -> None:

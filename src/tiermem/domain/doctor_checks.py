@@ -65,7 +65,8 @@ def check_files(memory: Any, check: Any) -> None:
         if not shared
         else "more than one folder is named "
         + ", ".join(repr(n) for n in shared)
-        + " (created at once by two processes, before tiermem took a lock for it): every command acts on the oldest",
+        + " (created at once by two processes before tiermem took a lock for it, or restored from a backup beside "
+        "the store's own by a tiermem before 2026-12): every command acts on the oldest",
         "see which holds what with `tiermem folders show NAME` (the oldest); `tiermem folders delete NAME --yes` "
         "deletes the oldest with its files, so run it once per folder too many, then upload or sync what is missing",
     )

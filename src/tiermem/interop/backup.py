@@ -379,6 +379,12 @@ def import_backup(
             inserted[table] = done
     finally:
         progress.close()
+    renamed = filesystem.restored_names(memory.files, rows["folders"])
+    if notes is not None and renamed:
+        notes.append(
+            "this data directory has its own folder of a name the backup's has (kept as it is): "
+            + ", ".join(f"the backup's {old!r} was restored as {new!r}" for old, new in renamed.values())
+        )
     inserted["uses"] = memory.uses.restore(uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)

@@ -295,7 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
     b_edit = bsp.add_parser("edit", help="edit a block's value in $EDITOR (saved as a new version when changed)")
     _common(b_edit)
     b_edit.add_argument("label")
-    b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
+    b_rev = bsp.add_parser(
+        "revert",
+        help="restore an earlier version's value (as a new version; the label, description, limit and read-only "
+        "setting stay as they are now; nothing is written when the block holds that value already)",
+    )
     _common(b_rev)
     b_rev.add_argument("label")
     b_rev.add_argument("version", type=int)

@@ -299,6 +299,45 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))
 
 
+def test_a_copy_of_the_old_core_tables_is_checked_row_by_row_before_it_is_used() -> None:
+    """The LanceDB core tables are emptied only after a copy that holds every row read: ``_not_copied`` names
+    what a copy lacks (the migration then keeps the old tables and renames nothing into place)."""
+    import sqlite3
+
+    from tiermem.core.migrate import _not_copied
+    from tiermem.core.sqlite import create_schema, insert_rows
+
+    rows: dict[str, list[dict[str, object]]] = {t: [] for t in CORE_TABLES}
+    rows["agents"] = [
+        {"id": f"agent-{i}", "name": f"a{i}", "system": "", "metadata": "{}", "created_us": 0, "updated_us": 0}
+        for i in range(3)
+    ]
+    rows["block_history"] = [
+        {
+            "key": f"b:{v}",
+            "block_id": "b",
+            "version": v,
+            "label": "human",
+            "value": f"v{v}",
+            "limit": 9,
+            "description": "",
+            "read_only": False,
+            "operation": "create",
+            "actor": "agent",
+            "created_us": 0,
+        }
+        for v in (1, 2)
+    ]
+    conn = sqlite3.connect(":memory:")
+    create_schema(conn)
+    insert_rows(conn, "agents", rows["agents"][:2])
+    insert_rows(conn, "block_history", rows["block_history"][:1])
+    assert _not_copied(conn, rows) == "1 of 3 agents, 1 of 2 block_history"
+    insert_rows(conn, "agents", rows["agents"])
+    insert_rows(conn, "block_history", rows["block_history"])
+    assert _not_copied(conn, rows) == ""
+
+
 def files_holding(root: Path, text: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes())
 

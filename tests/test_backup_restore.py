@@ -5,6 +5,7 @@ backups of older formats. On both core-state backends (the ``memory`` fixture)."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tiermem.core.rows import CORE_TABLES
 from tiermem.core.uses import Use
 from tiermem.domain.blocks import Rethink
 from tiermem.domain.factory import open_memory
+from tiermem.domain.filesystem import render_agent_directories
 from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.use_stats import use_stats
@@ -125,6 +127,54 @@ def test_a_restore_run_again_after_the_store_went_on_writes_nothing(memory: Memo
     assert stored(memory) == before
 
 
+def test_a_restore_again_brings_back_nothing_of_an_agent_changed_since_and_replace_rolls_it_back(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Restored, then a passage forgotten and a block edited here: the same backup again writes nothing of that
+    agent (the forgotten passage stays forgotten; no mix of the two states) and says so; --replace rolls the agent
+    back to the backup whole."""
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    work = memory.get_agent("work").id
+    (forgotten,) = memory.archive.rows.passages_of(work)
+    forget(memory, Target("passage", work, forgotten.id), now=True)
+    memory.edit(work, "human", Rethink("Name: Bob"))
+    memory.archival_insert(work, "written here after the restore", None)
+    before = stored(memory)
+    report = restore(memory, backup)
+    assert sum(report["inserted"].values()) == 0 and stored(memory) == before
+    assert report["notes"] == [
+        "this data directory holds agent(s) 'work' already, changed here since the backup was made: kept as they are, "
+        "nothing of the backup's copy written; 1 row(s) of theirs the backup holds and this data directory does not "
+        "(forgotten or deleted here since) were left out. To roll them back to the backup (losing the changes made "
+        "here since), run the import again with --replace"
+    ], report["notes"]
+
+    report = restore(memory, backup, replace=True)
+    assert any(n.startswith("--replace: this data directory's agent(s) 'work'") for n in report["notes"])
+    assert stored(memory) == stored(src)
+    assert memory.block(work, "human").value == src.block(work, "human").value
+    assert [p.content for p in memory.archive.rows.passages_of(work)] == ["the launch is on 3 March"]
+
+
+def test_replace_refuses_a_rollback_that_a_block_shared_with_another_agent_would_leave_half_done(
+    memory: Memory, tmp_path: Path
+) -> None:
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    work = memory.get_agent("work").id
+    other = memory.create_agent("other", blocks=[]).id
+    memory.attach(other, memory.block(work, "human").id)
+    memory.edit(work, "human", Rethink("Name: Bob"))
+    before = stored(memory)
+    with pytest.raises(ValidationError) as refused:
+        restore(memory, backup, replace=True)
+    assert "block 'human' (version 2 here, 1 in the backup) is attached to 'other' too" in str(refused.value)
+    assert "Nothing was written" in str(refused.value) and stored(memory) == before
+
+
 def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Memory, tmp_path: Path) -> None:
     """Monday's backup restored, then Tuesday's: the store holds Monday's state, nothing Tuesday's lacks, so the
     restore brings it up to Tuesday's (it was refused as "changed differently")."""
@@ -199,6 +249,63 @@ def test_a_backup_cut_short_or_changed_is_refused_before_writing(memory: Memory,
     after.write_text("".join(lines) + lines[3], encoding="utf-8")
     with pytest.raises(ValidationError, match="a record after the backup's last line"):
         restore(memory, after)
+    assert stored(memory) == before
+
+
+def test_a_backed_up_folder_of_a_name_the_store_has_is_restored_under_a_free_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store's own folder keeps its name and files; the backup's is restored as NAME_(1), with a note, and its
+    agent's view names it so. ``folders list`` counts each folder's own files (by id, not by name)."""
+    from tiermem.cli.main import main
+
+    src = fresh(tmp_path, "src")
+    work = src.create_agent("work").id
+    src.files.create_folder("docs", description="backed up")
+    src.files.upload("docs", "a.txt", b"backed up file")
+    src.files.upload("docs", "b.txt", b"another backed up file")
+    src.files.attach(work, "docs")
+    backup = export(src, tmp_path / "backup.jsonl")
+    mine = fresh(tmp_path, "mine")
+    mine.files.create_folder("docs", description="mine")
+    mine.files.upload("docs", "mine.txt", b"my own file")
+    report = restore(mine, backup)
+    assert report["notes"] == [
+        "this data directory has its own folder of a name the backup's has (kept as it is): the backup's 'docs' was "
+        "restored as 'docs_(1)'"
+    ], report["notes"]
+    assert sorted(f.name for f in mine.files.folders()) == ["docs", "docs_(1)"]
+    assert [f.name for f in mine.files.files("docs")] == ["mine.txt"]
+    assert [f.name for f in mine.files.files("docs_(1)")] == ["a.txt", "b.txt"]
+    assert "docs_(1)/a.txt" in render_agent_directories(mine.get_agent("work"))
+    assert sum(restore(mine, backup)["inserted"].values()) == 0  # again: the same folder, not another one
+
+    # two folders of one name (made before tiermem took a lock for it): each counted with its own files
+    mine.files.rows.put_folder(replace(mine.files.folder("docs_(1)"), name="docs"))
+    assert sorted(f.name for f in mine.files.folders()) == ["docs", "docs"]
+    assert (
+        main(["folders", "list", "--json", "--data-dir", str(tmp_path / "mine"), "--embedding-model", "hashing"]) == 0
+    )
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted((f["description"], f["files"]) for f in listed) == [("backed up", 2), ("mine", 1)]
+
+
+def test_a_backup_whose_block_disagrees_with_its_history_is_refused(memory: Memory, tmp_path: Path) -> None:
+    """The trailer counts records, not what they hold: a block's value changed after the export (its history's
+    current version, written with it, left as it was) is refused before anything is written."""
+    backup = export(old_machine(tmp_path), tmp_path / "backup.jsonl")
+    lines = []
+    for line in backup.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["type"] == "blocks" and record["row"]["label"] == "human" and record["row"]["version"] == 3:
+            record["row"]["value"] = "CHANGED AFTER EXPORT"
+        lines.append(json.dumps(record) + "\n")
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("".join(lines), encoding="utf-8")
+    before = stored(memory)
+    with pytest.raises(ValidationError, match="holds another value than its history's version 3") as refused:
+        restore(memory, changed)
+    assert "changed after it was written" in str(refused.value) and "Nothing was written" in str(refused.value)
     assert stored(memory) == before
 
 

@@ -164,6 +164,38 @@ def test_block_errors_name_the_blocks_command(tmp_path: Path, capsys: pytest.Cap
     assert stored(capsys, tmp_path) == before
 
 
+def test_a_revert_to_the_value_a_block_holds_writes_nothing_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Version 2 changed a setting only (read-only): reverting to version 1 has nothing to write (the value is the
+    same, and a revert restores the value only), and says so instead of naming a new version."""
+    d = data_args(tmp_path)
+    assert cli(capsys, "blocks", "create", "notes", "--value", "same text", *d)[0] == 0
+    assert cli(capsys, "blocks", "set", "notes", "--read-only", *d)[0] == 0
+    code, out, _ = cli(capsys, "blocks", "revert", "notes", "1", *d)
+    assert code == 0 and out == "notes: already holds version 1's value (version 2); nothing written\n", out
+    assert cli(capsys, "blocks", "set", "notes", "other text", *d)[0] == 0
+    code, out, _ = cli(capsys, "blocks", "revert", "notes", "1", *d)
+    assert code == 0 and out == "notes: reverted to version 1's value as version 4\n", out
+    history = json.loads(cli(capsys, "blocks", "history", "notes", "--json", *d)[1])
+    assert [(v["version"], v["value"]) for v in history] == [
+        (4, "same text"),
+        (3, "other text"),
+        (2, "same text"),
+        (1, "same text"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_memory_revert_says_when_the_block_holds_that_value_already(settings: Settings) -> None:
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada"})
+        r = await c.call_tool("memory_revert", {"label": "human", "version": 2})
+        assert text_of(r) == "Block 'human' already holds version 2's value; nothing was written. Its value:\nName: Ada"
+        r = await c.call_tool("memory_revert", {"label": "human", "version": 1})
+        assert not r.is_error and text_of(r) == ""  # the value of version 1 (the empty human block), written
+
+
 @pytest.mark.anyio
 async def test_mcp_tools_keep_their_letta_error_texts(settings: Settings) -> None:
     async with Client(serve_in_process(settings), cache=None) as c:

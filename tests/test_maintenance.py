@@ -282,6 +282,18 @@ def test_doctor_names_a_missing_block_shared_names_and_a_lost_core_state(
     )
     assert "tiermem agents delete NAME" in check["fix"]
 
+    healthy_values = doctor_report(healthy, capsys)["block values"]
+    assert healthy_values["ok"] and healthy_values["detail"] == "every block's value is its history's current version"
+    changed, m = store("changed")  # a block's value that is not its history's current version (a changed backup's)
+    human = m.block(m.get_agent("default").id, "human").id
+    with sqlite3.connect(changed / "core.sqlite3") as conn:
+        conn.execute("UPDATE blocks SET value = 'CHANGED' WHERE id = ?", (human,))
+    check = doctor_report(changed, capsys)["block values"]
+    assert (
+        not check["ok"]
+        and "1 block(s) hold another value than their history's current version: human v1" in (check["detail"])
+    )
+
     lost, m = store("lost")  # the core state deleted, the archive's rows left
     m.core.close()
     for f in lost.glob("core.sqlite3*"):

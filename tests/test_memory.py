@@ -12,6 +12,7 @@ import pytest
 from tiermem.base.config import load_settings
 from tiermem.base.errors import EditError, NotFoundError, SchemaError, StoreError, ValidationError
 from tiermem.core.migrate import CORE_FILE, open_core
+from tiermem.core.protocol import CORE_TABLES
 from tiermem.domain import blocks as b
 from tiermem.domain.memory import Change, Memory
 from tiermem.store import Store
@@ -287,15 +288,93 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
     assert new.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
-    assert [r["value"] for r in store.rows.all_rows("blocks")] == [
-        "Name: Ada\nLikes tea"
-    ]  # LanceDB's tables left unchanged
+    # the old tables are emptied and purged once the copy is whole: no file of the store keeps their rows
+    assert all(Store(uri, embedding_model="hashing-384", embedding_dim=384).rows.count(t) == 0 for t in CORE_TABLES)
+    assert files_holding(tmp_path / "db", "Likes tea") == []
 
     store3 = Store(uri, embedding_model="hashing-384", embedding_dim=384)  # reopening does not copy again
     again = memory_over(store3, core=open_core(store3, "auto", tmp_path))
     assert again.block(agent, "human").version == 3
     assert "moved core state" not in capfd.readouterr().err
     assert not list(tmp_path.glob(f"{CORE_FILE}.migrating-*"))
+
+
+def test_a_copy_of_the_old_core_tables_is_checked_row_by_row_before_it_is_used() -> None:
+    """The LanceDB core tables are emptied only after a copy that holds every row read: ``_not_copied`` names
+    what a copy lacks (the migration then keeps the old tables and renames nothing into place)."""
+    import sqlite3
+
+    from tiermem.core.migrate import _not_copied
+    from tiermem.core.sqlite import create_schema, insert_rows
+
+    rows: dict[str, list[dict[str, object]]] = {t: [] for t in CORE_TABLES}
+    rows["agents"] = [
+        {"id": f"agent-{i}", "name": f"a{i}", "system": "", "metadata": "{}", "created_us": 0, "updated_us": 0}
+        for i in range(3)
+    ]
+    rows["block_history"] = [
+        {
+            "key": f"b:{v}",
+            "block_id": "b",
+            "version": v,
+            "label": "human",
+            "value": f"v{v}",
+            "limit": 9,
+            "description": "",
+            "read_only": False,
+            "operation": "create",
+            "actor": "agent",
+            "created_us": 0,
+        }
+        for v in (1, 2)
+    ]
+    conn = sqlite3.connect(":memory:")
+    create_schema(conn)
+    insert_rows(conn, "agents", rows["agents"][:2])
+    insert_rows(conn, "block_history", rows["block_history"][:1])
+    assert _not_copied(conn, rows) == "1 of 3 agents, 1 of 2 block_history"
+    insert_rows(conn, "agents", rows["agents"])
+    insert_rows(conn, "block_history", rows["block_history"])
+    assert _not_copied(conn, rows) == ""
+
+
+def files_holding(root: Path, text: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes())
+
+
+def test_what_is_forgotten_after_a_migration_is_gone_from_the_old_tables_too(tmp_path: Path) -> None:
+    """A forget and an agent deletion after the move leave nothing in the old LanceDB core tables, even when the
+    process that moved them stopped before emptying them (the next open finishes it), and doctor calls it clean."""
+    from tiermem.cli.main import main
+    from tiermem.core.lance import LanceCoreTables
+    from tiermem.core.migrate import migrate_from_lance
+    from tiermem.domain.doctor_checks import check_old_core_tables
+
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    agent = legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nold-address-4471"]}, agent="work")
+    migrate_from_lance(LanceCoreTables(store), tmp_path / CORE_FILE)  # a process stopped right after the copy
+    assert files_holding(tmp_path / "db", "old-address-4471")  # not emptied yet
+    said: list[tuple[str, bool, str]] = []
+    check_old_core_tables(store, "core.sqlite3", lambda name, ok, detail, fix="": said.append((name, ok, detail)))
+    assert said == [
+        (
+            "old core tables",
+            False,
+            "the LanceDB core tables of an older tiermem still hold 1 agents, 1 blocks, 1 attachments, 2 block_history "
+            "row(s), moved into core.sqlite3 but not yet removed: forgetting and deleting do not reach them",
+        )
+    ]
+
+    cli = ["--data-dir", str(tmp_path), "--embedding-model", "hashing"]
+    assert main(["forget", "--text", "old-address-4471", "--agent", "work", "--yes", "--now", *cli]) == 0
+    assert files_holding(tmp_path, "old-address-4471") == []  # the next open emptied the old tables first
+    assert main(["blocks", "set", "human", "Name: Ada Lovelace", "--agent", "work", *cli]) == 0
+    assert main(["agents", "delete", "work", "--yes", *cli]) == 0
+    assert main(["optimize", *cli]) == 0
+    # (the SQLite core keeps a deleted agent's bytes in free pages until a purge: `tiermem forget agent` does it)
+    assert files_holding(tmp_path / "db", "Name: Ada") == [] and files_holding(tmp_path / "db", agent) == []
+    assert main(["doctor", *cli]) == 0
 
 
 def test_a_server_opens_the_core_first_and_the_archive_behind_it(
@@ -328,6 +407,19 @@ def test_a_server_opens_the_core_first_and_the_archive_behind_it(
     assert moved.core.name == "sqlite" and moved.archive_ready
     assert moved.block(old_agent, "human").value.endswith("Plays go")
     assert "moved core state from LanceDB" in capfd.readouterr().err
+    assert files_holding(old_dir / "db", "Plays go") == []
+
+    # moved by a process that stopped before emptying the old tables: the lazy path's archive thread empties them
+    from tiermem.core.lance import LanceCoreTables
+    from tiermem.core.migrate import migrate_from_lance
+
+    cut = tmp_path / "cut"
+    store = Store(str(cut / "db"), embedding_model="hashing-384", embedding_dim=384)
+    legacy_core(store, {"human": ["Name: Ada", "Name: Ada\nPlays chess"]})
+    migrate_from_lance(LanceCoreTables(store), cut / CORE_FILE)
+    lazy = open_memory(load_settings(data_dir=cut, embedding_model="hashing"), lazy=True)
+    assert lazy.archive.counts(old_agent) is not None  # waits for the archive's thread
+    assert files_holding(cut / "db", "Plays chess") == []
 
 
 def test_block_edits_work_while_the_archive_cannot_open(tmp_path: Path) -> None:

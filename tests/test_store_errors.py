@@ -106,3 +106,31 @@ def test_an_exit_waits_for_the_background_upkeep(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert marker.read_text() == "done"
+
+
+CONFLICT = (
+    "lance error: Retryable commit conflict for version 34: This Rewrite transaction was preempted by concurrent "
+    "transaction Update at version 34. Please retry., /root/.cargo/registry/src/index.crates.io-1/lance-13.0.0/src/io/"
+    "commit/conflict_resolver.rs:1288:34"
+)
+
+
+def test_an_optimize_that_loses_commit_conflicts_says_so_quietly_and_plainly(caplog: pytest.LogCaptureFixture) -> None:
+    """A compaction that loses a commit conflict (a restore's own writes landed first) is tried again: DEBUG; put off
+    once the tries run out: INFO in a background upkeep, WARNING for `tiermem optimize`; never Lance's Rust path.
+    Another failure is a WARNING."""
+    from tiermem.store.indexes import OPTIMIZE_TRIES, _log_failed_optimize
+
+    caplog.set_level("DEBUG", logger="tiermem.store.indexes")
+    for attempt in range(OPTIMIZE_TRIES):
+        _log_failed_optimize("passages", attempt, RuntimeError(CONFLICT), background=True)
+    _log_failed_optimize("passages", OPTIMIZE_TRIES - 1, RuntimeError(CONFLICT), background=False)
+    _log_failed_optimize("passages", 0, OSError("No space left on device (os error 28)"), background=True)
+    got = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in got] == ["DEBUG", "DEBUG", "INFO", "WARNING", "WARNING"], got
+    assert got[2][1] == (
+        "optimize passages put off: other commits to it won 3 tries in a row (nothing is lost); the next optimize or "
+        "upkeep compacts it"
+    )
+    assert "No space left on device" in got[4][1]
+    assert not any(".cargo" in message or ".rs:" in message for _, message in got), got

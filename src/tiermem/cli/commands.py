@@ -622,6 +622,9 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     elif args.action == "edit":
         edit_block(memory, agent.id, args.label)
     elif args.action == "revert":
-        b = memory.revert(agent.id, args.label, args.version, actor="human")
-        print(f"{b.label}: reverted to version {args.version} as version {b.version}")
+        b, written = memory.revert_version(agent.id, args.label, args.version, actor="human")
+        if written:
+            print(f"{b.label}: reverted to version {args.version}'s value as version {b.version}")
+        else:
+            print(f"{b.label}: already holds version {args.version}'s value (version {b.version}); nothing written")
     return 0

@@ -117,7 +117,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         rows = [
             {
                 "name": f.name,
-                "files": len(files.files(f.name)),
+                "files": len(files.rows.files([f.id])),  # by id: a name two folders share counts one
                 "description": f.description,
                 "agents": ", ".join(names.get(a, a) for a in files.agents_of(f.id)),
             }

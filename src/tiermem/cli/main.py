@@ -326,7 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(b_edit)
     b_edit.add_argument("label")
-    b_rev = bsp.add_parser("revert", help="restore an earlier version (as a new version)")
+    b_rev = bsp.add_parser(
+        "revert",
+        help="restore an earlier version's value (as a new version; the label, description, limit and read-only "
+        "setting stay as they are now; nothing is written when the block holds that value already)",
+    )
     _common(b_rev)
     b_rev.add_argument("label")
     b_rev.add_argument("version", type=int)
@@ -366,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--replace",
         action="store_true",
-        help="overwrite an agent with the same name (.af), blocks with other values (memories), or agents changed "
-        "differently from the backup's (jsonl)",
+        help="overwrite an agent with the same name (.af), blocks with other values (memories), or roll back to the "
+        "backup every agent it holds that this data directory changed since or differently (jsonl)",
     )
     imp.add_argument("--json", action="store_true")
     exp = _sub(sp, "export", "Export an agent as a Letta agent file, or everything as a jsonl backup.")

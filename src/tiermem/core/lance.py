@@ -1,6 +1,7 @@
 """The core tables an older tiermem kept in LanceDB (agents, blocks, attachments, whole-value block history,
 idempotency keys, conversation state), read once to move them into the SQLite core (a local data directory) or
-the object-storage core (a uri). Nothing writes them any more; they are left as they were.
+the object-storage core (a uri). Nothing writes them any more; once moved they are emptied and purged
+(``migrate.retire_lance_core``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,14 @@ A data directory written before core state moved to SQLite keeps agents, blocks,
 history, idempotency keys and conversation state in LanceDB tables. On first open the rows are
 copied into a temporary SQLite file, which is fsynced and renamed to ``core.sqlite3``: a crash
 leaves either no file (the copy runs again) or the whole copy. A file lock makes concurrent first
-starts copy once. On object storage the rows become objects (``open_objects``). The LanceDB tables are
-left as they were.
+starts copy once. On object storage the rows become objects (``open_objects``).
+
+Once the copy is whole (checked row by row before the file is renamed into place; on object storage, the format
+marker written last), the LanceDB core tables are emptied and purged from the store's files
+(``retire_lance_core``), as a forget purges: what the user forgets or deletes afterwards must not live on in the
+old tables. That runs on every open with the store (a few row counts when there is nothing to do), so a process
+stopped between the copy and the purge finishes it at the next open, and a purge cut short stays marked for the
+next upkeep (``tiermem doctor`` shows it).
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..base.errors import ConfigError, StoreError
+from ..base.errors import ConfigError, PurgeUnfinishedError, StoreError
 from ..base.files import locked
 from .lance import LanceCoreTables
 from .protocol import CORE_TABLES, CoreStore
@@ -56,6 +62,7 @@ def open_core(
     path = data_dir / CORE_FILE
     if not path.exists():
         migrate_from_lance(LanceCoreTables(store), path)
+    retire_lance_core(store, str(path))  # the copy is whole: the file is renamed into place only then
     return SqliteCore(path)
 
 
@@ -82,6 +89,8 @@ def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Sto
 
     core = ObjectCore(Bucket(uri, storage_options))
     if core.exists():
+        if store is not None:
+            retire_lance_core(store, f"objects under {uri}/core")
         return core
     if store is None:
         if core.bucket.list(LANCE_CORE_MARKER + "/"):
@@ -96,12 +105,52 @@ def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Sto
     if any(rows.values()):
         summary = ", ".join(f"{len(r)} {t}" for t, r in rows.items() if r)
         print(
-            f"tiermem: moved core state from LanceDB tables into objects under {uri}/core ({summary}); the LanceDB "
-            "tables are kept unchanged",
+            f"tiermem: moved core state from LanceDB tables into objects under {uri}/core ({summary}); {RETIRING}",
             file=sys.stderr,
             flush=True,
         )
+    retire_lance_core(store, f"objects under {uri}/core")
     return core
+
+
+RETIRING = (
+    "the LanceDB core tables are now emptied and purged from the store's files, so that what is forgotten or "
+    "deleted from now on is gone from disk (an older tiermem no longer sees this memory: see docs/security.md)"
+)
+
+
+def retire_lance_core(store: Store, moved_into: str) -> int:
+    """Empty the core tables an older tiermem kept in LanceDB, whose rows are whole in ``moved_into`` (the caller's
+    guarantee): every row deleted and purged from the store's files (``Purge.forget_table``, then the purge), so that
+    a forget or an agent deletion made after the move leaves no copy in them. Returns the rows removed.
+
+    A no-op (a few row counts) once they are empty: it runs on every open with the store, so a process stopped
+    after the move finishes it at the next open. A purge that does not finish now is logged; its marks stay, and the
+    next upkeep (or `tiermem optimize`) finishes it, `tiermem doctor` showing it until then."""
+    try:
+        tables = [t for t in CORE_TABLES if t in store.conn.tables and store.rows.count(t)]
+        if not tables:
+            return 0
+        removed = sum(store.purge.forget_table(t) for t in tables)
+        store.indexes.purge_now()
+    except PurgeUnfinishedError as exc:  # emptied; the marks stay for the next upkeep
+        log.warning("the old LanceDB core tables are emptied but not yet purged from the store's files: %s", exc)
+        return 0
+    except StoreError as exc:  # a read-only data directory, say: the core in ``moved_into`` works without this
+        log.warning(
+            "could not empty the old LanceDB core tables (their rows are in %s; the next open tries again, and "
+            "`tiermem doctor` shows them until then): %s",
+            moved_into,
+            exc,
+        )
+        return 0
+    log.info(
+        "removed %d row(s) of the old LanceDB core tables (%s); their rows are in %s",
+        removed,
+        ", ".join(tables),
+        moved_into,
+    )
+    return removed
 
 
 def open_without_store(path: Path, store_dir: Path) -> SqliteCore | None:
@@ -138,6 +187,14 @@ def migrate_from_lance(
                 create_schema(conn)
                 for table, table_rows in rows.items():
                     counts[table] = insert_rows(conn, table, table_rows)
+                missing = _not_copied(conn, rows)
+                if missing:  # never renamed into place: the LanceDB tables stay, and are never emptied
+                    tmp.unlink(missing_ok=True)
+                    raise StoreError(
+                        f"Moving core state from LanceDB into {path} copied only part of it ({missing}); nothing "
+                        "was changed (the LanceDB tables are kept). Run `tiermem export` with the tiermem that "
+                        "wrote this data directory and import the backup into a new one, and report this."
+                    )
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -157,9 +214,24 @@ def migrate_from_lance(
     if any(counts.values()):
         summary = ", ".join(f"{n} {t}" for t, n in counts.items() if n)
         print(
-            f"tiermem: moved core state from LanceDB into {path} ({summary}); the LanceDB tables are kept unchanged",
-            file=sys.stderr,
-            flush=True,
+            f"tiermem: moved core state from LanceDB into {path} ({summary}); {RETIRING}", file=sys.stderr, flush=True
         )
         log.info("migrated core state into %s: %s", path, summary)
     return counts
+
+
+def _not_copied(conn: sqlite3.Connection, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """What of ``rows`` the SQLite file on ``conn`` lacks ('' when every row is there): each row's key looked up
+    after the copy, so the LanceDB tables are emptied only after a copy that is whole."""
+    missing: list[str] = []
+    for table, table_rows in rows.items():
+        if table == "block_history":
+            have = {f"{b}\x1f{int(v)}" for b, v in conn.execute("SELECT block_id, version FROM history")}
+            wanted = {f"{r['block_id']}\x1f{int(r['version'])}" for r in table_rows}
+        else:
+            key = CORE_TABLES[table]
+            have = {str(k) for (k,) in conn.execute(f'SELECT "{key}" FROM {table}')}
+            wanted = {str(r[key]) for r in table_rows}
+        if wanted - have:
+            missing.append(f"{len(wanted - have)} of {len(wanted)} {table}")
+    return ", ".join(missing)

@@ -65,7 +65,8 @@ def check_files(memory: Any, check: Any) -> None:
         if not shared
         else "more than one folder is named "
         + ", ".join(repr(n) for n in shared)
-        + " (created at once by two processes, before tiermem took a lock for it): every command acts on the oldest",
+        + " (created at once by two processes before tiermem took a lock for it, or restored from a backup beside "
+        "the store's own by a tiermem before 2026-12): every command acts on the oldest",
         "see which holds what with `tiermem folders show NAME` (the oldest); `tiermem folders delete NAME --yes` "
         "deletes the oldest with its files, so run it once per folder too many, then upload or sync what is missing",
     )
@@ -99,6 +100,7 @@ def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -
     have = {(r["block_id"], int(r["version"])) for r in core["block_history"]}
     names = {r["id"]: r["name"] for r in core["agents"]}
     owner = {r["block_id"]: names[r["agent_id"]] for r in core["attachments"] if r["agent_id"] in names}
+    _check_current_values(core, owner, check)
     missing = sorted(
         (owner[r["id"]], r["label"], int(r["version"]))
         for r in core["blocks"]
@@ -115,6 +117,48 @@ def check_history(core: Mapping[str, Sequence[Mapping[str, Any]]], check: Any) -
         "its history entry was lost (a damaged store or an incomplete restore)",
         "restore the history from a backup (`tiermem import backup.jsonl` adds only what is missing); the next "
         "edit of such a block records its new version as a whole value",
+    )
+
+
+def _check_current_values(
+    core: Mapping[str, Sequence[Mapping[str, Any]]], owner: Mapping[str, str], check: Any
+) -> None:
+    """Every attached block's value is its history's current version's (written in one commit with it)."""
+    values = {(r["block_id"], int(r["version"])): r["value"] for r in core["block_history"]}
+    differ = sorted(
+        (owner[r["id"]], r["label"], int(r["version"]))
+        for r in core["blocks"]
+        if r["id"] in owner and values.get((r["id"], int(r["version"])), r["value"]) != r["value"]
+    )
+    shown = ", ".join(f"{lab} v{v} (agent {a})" for a, lab, v in differ[:5]) + (" ..." if len(differ) > 5 else "")
+    check(
+        "block values",
+        not differ,
+        "every block's value is its history's current version"
+        if not differ
+        else f"{len(differ)} block(s) hold another value than their history's current version: {shown} (a "
+        "changed backup restored, or a damaged store): the block shows one text and its history another",
+        "see both with `tiermem blocks show LABEL --agent AGENT` and `tiermem blocks history LABEL --agent AGENT`, "
+        "then set the right value (`tiermem blocks set LABEL VALUE --agent AGENT`: a new version, whole)",
+    )
+
+
+def check_old_core_tables(store: Any, core: str, check: Any) -> None:
+    """The core tables an older tiermem kept in LanceDB are empty: their rows were moved into ``core`` and purged
+    when the store was opened (``core.migrate.retire_lance_core``); rows left there outlive what is forgotten."""
+    from ..core.protocol import CORE_TABLES
+
+    left = {t: n for t in CORE_TABLES if (n := store.rows.count(t))}
+    check(
+        "old core tables",
+        not left,
+        "the LanceDB core tables of an older tiermem hold nothing (core state is in " + core + ")"
+        if not left
+        else "the LanceDB core tables of an older tiermem still hold "
+        + ", ".join(f"{n} {t}" for t, n in left.items())
+        + f" row(s), moved into {core} but not yet removed: forgetting and deleting do not reach them",
+        "make the data directory writable, then run `tiermem doctor` again (opening the store removes them and "
+        "purges them from its files)",
     )
 
 

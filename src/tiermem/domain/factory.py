@@ -55,8 +55,11 @@ def open_memory(
         lazy_core = core
 
         def opened() -> Archive:
+            from ..core.migrate import retire_lance_core
+
             archive, store = _open_archive(settings, start_embedder)
             _share_upkeep(store, lazy_core)
+            retire_lance_core(store, lazy_core.describe())  # after a move an earlier open made and did not finish
             return archive
 
         archive = Opening(opened, thread_name="tiermem-open-archive", on_wait=on_archive_wait)

@@ -1108,7 +1108,7 @@ def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) 
         known = {f.id for f in files.rows.folders()}
         fresh = [folder_from_row(r) for r in rows if r["id"] not in known]
         for folder in fresh:
-            files.rows.put_folder(folder)
+            _put_restored_folder(files, folder)
         return len(fresh)
     known = {f.id for f in files.rows.listing()}
     todo = [(file_from_row(r), str(r.get("text") or "")) for r in rows if r["id"] not in known]
@@ -1117,6 +1117,33 @@ def restore_rows(files: Filesystem, table: str, rows: Sequence[dict[str, Any]]) 
         files.rows.write(good[start : start + 64], embed=False)
     files.rows.write_errors([(f, f.error) for f, _ in todo if f.status == "error"])
     return len(todo)
+
+
+def _put_restored_folder(files: Filesystem, folder: Folder) -> None:
+    """Store a backed-up folder under its name, or, when another folder of this store holds that name, under the
+    first free ``NAME_(n)`` (as an agent file's import does): two folders never share a name, and the store's own
+    keeps it. Checked and written under the store's lock (``put_named_folder``)."""
+    for n in range(10_000):
+        suffix = f"_({n})" if n else ""
+        named = replace(folder, name=folder.name[: 100 - len(suffix)] + suffix) if n else folder
+        if files.rows.put_named_folder(named) is None:
+            return
+    raise ValidationError(f"No free name for the backup's folder {folder.name!r}; rename the store's own first.")
+
+
+def restored_names(files: Filesystem, rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """The backed-up ``folders`` rows stored under another name than the backup's (``_put_restored_folder``):
+    folder id -> (the backup's name, the stored one). Each agent's view of such a folder is brought up to date (its
+    restored metadata names the backup's)."""
+    stored = {f.id: f.name for f in files.rows.folders()}
+    renamed = {
+        str(r["id"]): (str(r["name"]), stored[str(r["id"])])
+        for r in rows
+        if str(r["id"]) in stored and stored[str(r["id"])] != r["name"]
+    }
+    for folder_id in renamed:
+        files._sync_views(folder_id)
+    return renamed
 
 
 def _backup_table(table: str) -> str:

@@ -565,7 +565,15 @@ class Memory:
         return committed
 
     def revert(self, agent_id: str, label: str, version: int, *, actor: str | None = None) -> Block:
-        """Restore the value of ``version`` as a new version; history keeps everything."""
+        """Restore the value of ``version`` as a new version; history keeps everything (``revert_version``)."""
+        return self.revert_version(agent_id, label, version, actor=actor)[0]
+
+    def revert_version(
+        self, agent_id: str, label: str, version: int, *, actor: str | None = None
+    ) -> tuple[Block, bool]:
+        """Restore the value of ``version`` as a new version, and whether one was written: a block that holds that
+        value already is left as it is (no new version). Only the value: the label, description, limit and
+        read-only setting stay as they are now."""
         actor = actor or current_actor.get()
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(
@@ -584,7 +592,8 @@ class Memory:
             )
         edit = rules.Rethink(old.value, operation=f"revert:{version}", check_line_numbers=False)
         self._check_sizes(edit)
-        return self._edit(block, edit, actor=actor)  # as read above: another writer's edit since is kept, not reverted
+        done = self._edit(block, edit, actor=actor)  # as read above: another writer's edit since is kept, not reverted
+        return done, done.version != block.version
 
     def history(self, agent_id: str, label: str, limit: int = 20) -> list[BlockVersion]:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

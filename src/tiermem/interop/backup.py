@@ -11,7 +11,8 @@ memories are restored cold, with a note saying so).
 Restore validates every line first, then checks the backup against the store (``backup_plan``: an agent both hold,
 changed differently, is refused before anything is written, or replaced with ``--replace``; an untouched agent,
 such as the ``default`` agent a first command makes, or an earlier state of the backup's (an older backup of the
-same store restored here), is replaced), then inserts only rows whose key is not stored
+same store restored here), is replaced; one the store took further since is kept as it is, nothing of it written,
+or with ``--replace`` replaced: a rollback), then inserts only rows whose key is not stored
 yet, agents last, then the use records whose agent and memory have none here, or an earlier one (``core.uses.later``;
 a replaced agent's were deleted with it): restoring twice, or after an interruption, writes nothing twice. Rows restored without vectors (or
 from another embedding model) are embedded before the restore returns.
@@ -273,7 +274,22 @@ def read_backup(memory: Memory, path: Path) -> Backup:
             "(cold in `tiermem stats`)"
         )
     _check_uses(path, uses, rows)
+    _check_blocks(path, rows)
     return Backup(header, rows, link_rows, notes, uses)
+
+
+def _check_blocks(path: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Each block's value is its history's current version's (when the backup holds that version): tiermem writes
+    both in one commit, so a difference is a backup changed after it was written."""
+    history = {(str(r["block_id"]), int(r["version"])): r for r in rows["block_history"]}
+    for block in rows["blocks"]:
+        version = history.get((str(block["id"]), int(block["version"])))
+        if version is not None and version["value"] != block["value"]:
+            raise ValidationError(
+                f"{path}: block {block['label']!r} ({block['id']}) holds another value than its history's version "
+                f"{block['version']}, which tiermem writes with it: the backup was changed after it was written, or "
+                "is damaged. Nothing was written; restore an unchanged copy, or export again."
+            )
 
 
 def _format_of(path: Path, value: object) -> int:
@@ -332,9 +348,13 @@ def import_backup(
             raise ValidationError(f"{path}: the link {a} - {b} joins two agents' memories; the backup is damaged.")
         links.setdefault(owners[a], []).append((a, b, note))
     pairs = [(a, b) for found in links.values() for a, b, _note in found]
-    cleared = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace, links=pairs)
+    plan = backup_plan.agents_to_replace(memory, rows, path=path, replace=replace, links=pairs)
+    cleared, kept = plan.replaced, plan.kept
     if notes is not None:
-        notes += backup_plan.replaced_note(cleared)
+        notes += backup_plan.replaced_note(cleared) + backup_plan.kept_note(memory, rows, kept)
+    rows = _without(rows, kept)  # nothing of an agent kept as it is: no row it lacks comes back
+    links = {a: found for a, found in links.items() if a not in kept}
+    uses = [u for u in backup.uses if u.agent_id not in kept]
     name, dim = backup.header.get("embedding_model"), backup.header.get("embedding_dim")
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
@@ -364,10 +384,29 @@ def import_backup(
             inserted[table] = done
     finally:
         progress.close()
-    inserted["uses"] = memory.uses.restore(backup.uses)  # after the rows; the later record wins (``UseStore.restore``)
+    renamed = filesystem.restored_names(memory.files, rows["folders"])
+    if notes is not None and renamed:
+        notes.append(
+            "this data directory has its own folder of a name the backup's has (kept as it is): "
+            + ", ".join(f"the backup's {old!r} was restored as {new!r}" for old, new in renamed.values())
+        )
+    inserted["uses"] = memory.uses.restore(uses)  # after the rows; the later record wins (``UseStore.restore``)
     if any(archive.vectors.missing().values()):
         inserted["embedded"] = archive.vectors.catch_up(None)
     return inserted
+
+
+def _without(rows: dict[str, list[dict[str, Any]]], agents: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """``rows`` without those of ``agents`` (``backup_plan.keys_of``: their messages, passages, conversation states,
+    attachments, and the blocks attached to them with their history)."""
+    if not agents:
+        return rows
+    keys: dict[str, set[str]] = {}
+    for agent_id in agents:
+        for table, found in backup_plan.keys_of(rows, agent_id).items():
+            keys.setdefault(table, set()).update(found)
+    keys["agents"] = set(agents)
+    return {t: [r for r in found if str(r[TABLES[t]]) not in keys.get(t, set())] for t, found in rows.items()}
 
 
 def _credentials_note(memory: Memory, rows: dict[str, list[dict[str, Any]]]) -> list[str]:

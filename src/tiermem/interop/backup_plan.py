@@ -26,6 +26,12 @@ from the backup) when nothing of it would be lost:
 
 With ``--replace`` every agent in conflict is replaced. Otherwise the restore is refused, naming each conflict and
 what to do.
+
+Every other agent both hold (one id) is kept as it is (``kept``): the store holds it whole (a restore writes an
+agent's row last, so its row is there only once all of it is), as the backup has it or taken further since (blocks
+edited, rows added, forgotten or deleted here), and the restore writes nothing of it: not even the rows it lacks,
+which were forgotten or deleted here (a restore run again brings back no forgotten passage). ``--replace`` replaces
+those too: the import then rolls each agent it holds back to the backup.
 """
 
 from __future__ import annotations
@@ -65,10 +71,11 @@ def agents_to_replace(
     path: Path,
     replace: bool,
     links: Collection[tuple[str, str]] = (),
-) -> list[Replaced]:
+) -> Plan:
     """The store's agents the restore of ``rows`` (a backup's, by table; ``links``: its links made on purpose)
     replaces: those in conflict with it that are untouched or an earlier state of the backup's, or every one in
-    conflict with ``replace``. A ``ValidationError`` naming the conflicts when any other remains; reads only."""
+    conflict with ``replace``; and those it keeps as they are (taken further here), or replaces too with
+    ``replace``. A ``ValidationError`` naming the conflicts when any other remains; reads only."""
     agents = {str(r["id"]): r for r in _rows(memory, "agents")}
     owners: dict[str, set[str]] = {}
     for r in _rows(memory, "attachments"):
@@ -112,7 +119,103 @@ def agents_to_replace(
     refused = {a: why for a, why in conflicts.items() if a not in {r.id for r in replaced}}
     if refused:
         raise ValidationError(_refusal(path, refused, agents, replace))
-    return replaced
+    done = {r.id for r in replaced}
+    ahead = [
+        str(r["id"])
+        for r in rows["agents"]
+        if str(r["id"]) in agents
+        and str(r["id"]) not in done
+        and not _earlier(memory, agents[str(r["id"])], backup_side, history)
+    ]
+    if not replace:
+        return Plan(replaced, ahead)
+    replaced += [Replaced(agents[i], "replace") for i in ahead]  # a rollback to the backup
+    _refuse_shared(path, replaced, owners, blocks, theirs_blocks, agents)
+    return Plan(replaced, [])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a restore does to the agents the store holds: ``replaced`` (deleted, then restored from the backup), and
+    ``kept`` (ids of agents taken further here than the backup has them: nothing of them is written)."""
+
+    replaced: list[Replaced]
+    kept: list[str]
+
+
+def _refuse_shared(
+    path: Path,
+    replaced: Sequence[Replaced],
+    owners: Mapping[str, set[str]],
+    blocks: Mapping[str, Mapping[str, Any]],
+    theirs: Mapping[str, Mapping[str, Any]],
+    agents: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """A ``ValidationError`` when a rollback cannot be whole: a block of a replaced agent that the backup holds at
+    another version is attached to an agent the restore keeps, so deleting the replaced agent keeps the block as it
+    is here (the restore writes only what is missing)."""
+    gone = {r.id for r in replaced}
+    shared = []
+    for block_id, mine in blocks.items():
+        there = theirs.get(block_id)
+        holders = owners.get(block_id, set())
+        if there is None or not holders & gone or int(mine["version"]) == int(there["version"]):
+            continue
+        others = sorted(str(agents[a]["name"]) for a in holders - gone if a in agents)
+        if others:
+            shared.append(
+                f"block {mine['label']!r} (version {mine['version']} here, {there['version']} in the backup) is "
+                f"attached to {', '.join(repr(n) for n in others)} too"
+            )
+    if shared:
+        raise ValidationError(
+            f"{path} cannot roll the agents it holds back to the backup here: "
+            + "; ".join(shared[:SHOWN])
+            + ", which the backup does not replace, so the block would keep this data directory's version. Nothing "
+            "was written. Restore into an empty data directory (`tiermem --data-dir NEW_DIR import "
+            f"{path}`), or delete those agents here first (`tiermem agents delete NAME`)."
+        )
+
+
+def kept_note(memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], kept_ids: Collection[str]) -> list[str]:
+    """The note on the agents a restore kept as they are (``Plan.kept``), with how many rows of theirs the backup
+    holds and this store does not (forgotten or deleted here since) were left out. Reads only."""
+    if not kept_ids:
+        return []
+    here = {t: {str(r[k]) for r in _rows(memory, t)} for t, k in CORE_KEYS.items()}
+    lacking = 0
+    for agent_id in kept_ids:
+        here["messages"] = {m.id for m in memory.archive.rows.messages_of(agent_id)}
+        here["passages"] = {p.id for p in memory.archive.rows.passages_of(agent_id)}
+        lacking += sum(len(keys - here[t]) for t, keys in keys_of(rows, agent_id).items())
+    names = ", ".join(repr(str(r["name"])) for r in rows["agents"] if str(r["id"]) in kept_ids)
+    left_out = (
+        f"; {lacking} row(s) of theirs the backup holds and this data directory does not (forgotten or deleted here "
+        "since) were left out"
+        if lacking
+        else ""
+    )
+    return [
+        f"this data directory holds agent(s) {names} already, changed here since the backup was made: kept as they "
+        f"are, nothing of the backup's copy written{left_out}. To roll them back to the backup (losing the changes "
+        "made here since), run the import again with --replace"
+    ]
+
+
+CORE_KEYS = {"blocks": "id", "block_history": "key", "attachments": "key", "conversations": "key"}
+
+
+def keys_of(rows: Mapping[str, Sequence[Mapping[str, Any]]], agent_id: str) -> dict[str, set[str]]:
+    """The keys of the backup's rows of one agent, by table: its messages, passages, conversation states and
+    attachments, and the blocks attached to it with their history (what a restore leaves out of a kept agent)."""
+    blocks = {str(r["block_id"]) for r in rows["attachments"] if str(r["agent_id"]) == agent_id}
+    out = {
+        t: {str(r[k]) for r in rows[t] if str(r["agent_id"]) == agent_id}
+        for t, k in (("messages", "id"), ("passages", "id"), ("conversations", "key"), ("attachments", "key"))
+    }
+    out["blocks"] = {str(r["id"]) for r in rows["blocks"] if str(r["id"]) in blocks}
+    out["block_history"] = {str(r["key"]) for r in rows["block_history"] if str(r["block_id"]) in blocks}
+    return out
 
 
 def replaced_note(replaced: Iterable[Replaced]) -> list[str]:
@@ -133,7 +236,7 @@ def replaced_note(replaced: Iterable[Replaced]) -> list[str]:
     if names := ", ".join(by_why.get("replace", [])):
         notes.append(
             f"--replace: this data directory's agent(s) {names} (blocks, messages and passages included) were "
-            "deleted and the backup's restored in their place"
+            "deleted and the backup's restored in their place: they are as the backup has them"
         )
     return notes
 

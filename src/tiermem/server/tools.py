@@ -307,5 +307,7 @@ async def memory_revert(label: str, version: int, ctx: Context[Any, Any]) -> str
 
     The revert is itself a new version, so nothing is lost. Returns the block's new value.
     """
-    block = await runtime_of(ctx).call(ctx, Memory.revert, label, version)
-    return block.value
+    block, written = await runtime_of(ctx).call(ctx, Memory.revert_version, label, version)
+    if written:
+        return block.value
+    return f"Block {label!r} already holds version {version}'s value; nothing was written. Its value:\n{block.value}"

@@ -330,15 +330,15 @@ class Indexes:
                 continue
             if changed_only and self._optimized.get(name) == version:
                 continue
-            for attempt in range(3):
+            for attempt in range(OPTIMIZE_TRIES):
                 try:
                     t.optimize(cleanup_older_than=self.conn.version_retention)
                     report[name] = f"ok in {time.perf_counter() - started:.2f}s"
                     self._optimized[name] = int(t.version)
                     break
                 except (RuntimeError, OSError) as exc:  # a concurrent writer won: try again later
-                    report[name] = f"retry later: {exc}"
-                    log.warning("optimize %s attempt %d failed: %s", name, attempt + 1, exc)
+                    report[name] = f"retry later: {first_line(exc)}"
+                    _log_failed_optimize(name, attempt, exc, background=changed_only)
                     time.sleep(0.05 * (attempt + 1))
         for name in SEARCHABLE:  # after compaction: an index is trained over a few large fragments, not many small ones
             if self.rows.count(name):
@@ -355,6 +355,29 @@ class Indexes:
 
         trim()  # compaction's buffers are freed now: hand the pages back instead of keeping them resident
         return report
+
+
+OPTIMIZE_TRIES = 3  # tries of one table's compaction per optimize (a lost commit conflict is tried again)
+
+
+def _log_failed_optimize(table: str, attempt: int, exc: BaseException, *, background: bool) -> None:
+    """A compaction try that failed, logged by what it means, in plain words (never Lance's Rust source line). A
+    commit conflict (another commit, often this process's own writes, landed first; nothing is lost) is tried
+    again: DEBUG; once the tries are used up it is put off to the next optimize: INFO for a background upkeep,
+    WARNING for one asked for (``tiermem optimize``). Any other failure: WARNING."""
+    reason = first_line(exc)
+    if not is_conflict(exc):
+        log.warning("optimize %s attempt %d failed: %s", table, attempt + 1, reason)
+    elif attempt + 1 < OPTIMIZE_TRIES:
+        log.debug("optimize %s attempt %d lost a commit conflict, trying again: %s", table, attempt + 1, reason)
+    else:
+        log.log(
+            logging.INFO if background else logging.WARNING,
+            "optimize %s put off: other commits to it won %d tries in a row (nothing is lost); the next optimize "
+            "or upkeep compacts it",
+            table,
+            OPTIMIZE_TRIES,
+        )
 
 
 def _unfinished(table: str, exc: StoreError) -> PurgeUnfinishedError:

@@ -34,10 +34,35 @@ class Purge:
         self.conn = conn
 
     @reads("the rows to forget")
-    def fragments(self, table: str, where: Filter) -> set[int]:
-        """The data fragments holding the rows of ``where``."""
-        rows = self.conn.tables[table].search().where(compile_filter(where)).select(["_rowaddr"]).limit(None).to_list()
+    def fragments(self, table: str, where: Filter | None) -> set[int]:
+        """The data fragments holding the rows of ``where`` (None: every row of the table)."""
+        q = self.conn.tables[table].search()
+        text = compile_filter(where)
+        if text:
+            q = q.where(text)
+        rows = q.select(["_rowaddr"]).limit(None).to_list()
         return {int(r["_rowaddr"]) >> 32 for r in rows}
+
+    def forget_table(self, table: str) -> int:
+        """Forget every row of ``table``: its fragments marked for the next purge, then their rows deleted (the
+        core tables an older tiermem kept here, once their rows were moved out: nothing of them may stay in the
+        store's files). Returns the rows deleted; the caller purges (``Indexes.purge_now``)."""
+        found = self.fragments(table, None)
+        if not found:
+            return 0
+        self._write_marks([{"key": mark_key(table, f), "value": now().isoformat()} for f in sorted(found)])
+        return self._delete_fragments(table, tuple(sorted(found)))
+
+    @writes("a deletion")
+    def _delete_fragments(self, table: str, fragments: tuple[int, ...]) -> int:
+        t = self.conn.tables[table]
+        text = compile_filter(Filter(fragments=fragments))
+        before = int(t.count_rows(text))
+        if before:
+            with self.conn.writing(table):
+                t.delete(text)
+            self.conn.wrote()
+        return before
 
     def mark(self, table: str, where: Filter) -> int:
         """Mark the fragments holding the rows of ``where`` for the next purge (before those rows are deleted or

@@ -110,7 +110,7 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     m.attach(stays.id, team.id)
     from tiermem.domain.blocks import Rethink
 
-    m.edit(gone.id, "human", Rethink("Name: Ada"), actor="human")
+    m.edit(gone.id, "human", Rethink("Name: Ada Lovelace-Byron"), actor="human")
     m.archive.insert(gone.id, "a passage of the deleted agent")
     m.archive.insert(stays.id, "a passage that stays")
     m.archive.log_messages(gone.id, [{"role": "user", "content": "hello"}])
@@ -129,6 +129,8 @@ def test_agents_delete_shows_what_goes_asks_and_deletes(tmp_path: Path) -> None:
     assert names(tmp_path) == ["stays"]
     m = open_memory(s)
     assert m.core.get_block(human) is None and m.core.history(human) == []  # the block and its history went
+    core_files = [p for p in (tmp_path / "data").iterdir() if p.name.startswith("core.sqlite3")]
+    assert core_files and not [p.name for p in core_files if b"Lovelace-Byron" in p.read_bytes()]  # nor its bytes
     assert m.block(stays.id, "team").value == "shared" and m.core.agents_of_block(team.id) == [stays.id]
     assert m.archive.rows.stray_rows([stays.id]) == {"messages": 0, "passages": 0}
     assert [p.content for p in m.archive.rows.passages_of(stays.id)] == ["a passage that stays"]

@@ -275,15 +275,19 @@ def test_an_agents_time_zone_names_its_days_and_reads_its_dates(filled: tuple[Me
     view = tl.period(memory, work, "2024-05-14", kinds=recall)
     assert view.total == 1 and view.items[0].as_dict()["time"] == "2024-05-14T06:00:00+12:00"
     assert tl.period(memory, work, "2024-05-13", kinds=recall).total == 0
+    sneakers = view.items[0].id
+    assert memory.neighbourhood(work, sneakers).center.created_at.isoformat() == "2024-05-14T06:00:00+12:00"
     memory.set_agent_metadata(work, {TIMEZONE_KEY: ""})  # back to UTC
     assert tl.period(memory, work, "2024-05-13", kinds=recall).total == 1
+    assert memory.neighbourhood(work, sneakers).center.created_at.isoformat() == "2024-05-13T18:00:00+00:00"
 
 
 def test_agents_set_timezone_checks_the_zone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = data_args(tmp_path)[:-2]  # no --agent: `agents` names its agent itself
     assert main([*args, "agents", "create", "work"]) == 0
-    assert main([*args, "agents", "set", "work", "--timezone", "Mars/Olympus"]) == 1
-    assert "not an IANA time zone" in capsys.readouterr().err
+    for not_a_zone in ("Mars/Olympus", "localtime", "posixrules", "Factory"):  # the last three open, naming no place
+        assert main([*args, "agents", "set", "work", "--timezone", not_a_zone]) == 1
+        assert "not an IANA time zone" in capsys.readouterr().err
     assert main([*args, "agents", "set", "work", "--timezone", "Europe/Paris"]) == 0
     assert "timezone=Europe/Paris (was unset)" in capsys.readouterr().out
     memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))
@@ -292,6 +296,10 @@ def test_agents_set_timezone_checks_the_zone(tmp_path: Path, capsys: pytest.Capt
     del memory
     assert main([*args, "--agent", "work", "search", "sneakers", "--recall", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["time"] == "2024-05-13T20:00:00+02:00"  # shown in the agent's zone
+    # 01:30 in Paris is before 00:15 UTC: a range the command must not refuse by reading --from as UTC
+    paris_range = ["--from", "2024-05-13T19:30", "--to", "2024-05-13T18:15:00Z", "--by", "day", "--json"]
+    assert main([*args, "--agent", "work", "timeline", *paris_range]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["recall"] == 1
     assert main([*args, "agents", "set", "work", "--timezone", "utc"]) == 0
     assert "timezone=unset (was Europe/Paris)" in capsys.readouterr().out
     memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="hashing"))

@@ -74,7 +74,7 @@ def links_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
         return 0
     if len(words) != 1:
         raise ValidationError("links show takes one memory id: tiermem links ID.")
-    found = memory.archive.neighbourhood(agent.id, words[0])
+    found = memory.neighbourhood(agent.id, words[0])
     print(json.dumps(found.as_dict(), indent=1) if args.json else "\n".join(draw(found)))
     return 0
 

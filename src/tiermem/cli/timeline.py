@@ -5,8 +5,10 @@ and the terms that rise in it. Its arguments are checked before the data directo
 from __future__ import annotations
 
 import json
+from datetime import timedelta, timezone
 from typing import TYPE_CHECKING
 
+from ..domain.archive import parse_bound
 from ..domain.periods import check_unit, parse_period
 from ..domain.timeline import check_kinds, parse_range
 
@@ -33,12 +35,23 @@ def usage_conflict(args: argparse.Namespace) -> str | None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Bad dates, a start after the end, an unknown unit, kind or period: refused before anything is opened."""
-    parse_range(args.start, args.end, ("--from", "--to"))
+    """Bad dates, a start after the end, an unknown unit, kind or period: refused before anything is opened. Bounds
+    without a zone are in the agent's time zone, not known yet: a start and an end of which only one names a zone
+    are compared once it is (``timeline.parse_range``)."""
+    parse_bound(args.start, "--from", end=False)
+    parse_bound(args.end, "--to", end=True)
+    if _names_a_zone(args.start) == _names_a_zone(args.end):
+        parse_range(args.start, args.end, ("--from", "--to"))
     check_unit(args.by or "month")
     check_kinds(args.kind)
     if args.period is not None:
         parse_period(args.period)
+
+
+def _names_a_zone(bound: str | None) -> bool:
+    """Whether a ``--from``/``--to`` value is the same instant in any time zone (it names its own, ``...Z``)."""
+    far = timezone(timedelta(hours=14))
+    return parse_bound(bound, "bound", end=False) == parse_bound(bound, "bound", end=False, zone=far)
 
 
 def timeline_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ from ..base.records import (
     Block,
     BlockVersion,
     ContextWindow,
+    Hit,
     Message,
     Passage,
     StoredResult,
@@ -63,7 +64,7 @@ from .filesystem import (
     directories_summary,
     render_agent_directories,
 )
-from .links import check_note
+from .links import Neighbourhood, check_note
 from .periods import time_zone
 from .uses import Rules, UseCounter
 
@@ -660,7 +661,8 @@ class Memory:
         Crash-safe: the agent is first marked as being deleted (``DELETING_KEY`` in its metadata, one commit); then
         its messages and passages go, then its core state with its row last. A deletion killed part way leaves the
         marked row, and the next opening of the store (``finish_deletions``: every command, the server, doctor)
-        finishes it; every step can run twice.
+        finishes it; every step can run twice. The core state is purged at the end (``CoreStore.purge``), so what
+        the agent's blocks held is gone from its files; its rows in the store's tables are marked for the purge.
         """
         plan = self.deletion_plan(agent_id)
         self.set_agent_metadata(agent_id, {DELETING_KEY: now().isoformat()})
@@ -684,6 +686,7 @@ class Memory:
         self.archive.forget_turns(agent_id)  # this process's copies of its latest and just-logged turns go too
         self.uses.forget_agent(agent_id)
         self.core.delete_agent(agent_id)
+        self.core.purge()  # its blocks' values and history leave the core's files now (SQLite keeps freed pages)
         self._emit(Change("agent_deleted", (agent_id,)))  # a server serving it drops it (cli/oauth.py's tenants)
 
     def attach(self, agent_id: str, block_id: str) -> Block:
@@ -888,6 +891,19 @@ class Memory:
     def time_zone(self, agent_id: str) -> ZoneInfo | None:
         """The agent's time zone (``TIMEZONE_KEY``); None: UTC."""
         return time_zone(self.core.get_agent(agent_id).metadata.get(TIMEZONE_KEY))
+
+    def neighbourhood(self, agent_id: str, memory_id: str) -> Neighbourhood:
+        """A memory and what it links to, one hop (``Archive.neighbourhood``), its times shown in the agent's time
+        zone, as the search tools show them."""
+        found = self.archive.neighbourhood(agent_id, memory_id)
+        zone = self.time_zone(agent_id)
+        if zone is None:
+            return found
+        return replace(
+            found,
+            center=_hit_in_zone(found.center, zone),
+            links=[(link, _hit_in_zone(hit, zone)) for link, hit in found.links],
+        )
 
     def link(self, agent_id: str, a: str, b: str, note: str = "") -> None:
         """Link two of the agent's memories (recall turns or archival passages) on purpose; each must be the agent's,
@@ -1185,6 +1201,10 @@ def check_agent_name(name: str) -> None:
         raise ValidationError(
             f"Invalid agent name {str(name)[:80]!r}: use 1-64 letters, digits, '_', '-' or '.' (for example 'work')."
         )
+
+
+def _hit_in_zone(hit: Hit, zone: tzinfo) -> Hit:
+    return replace(hit, created_at=hit.created_at.astimezone(zone))
 
 
 def _in_zone(result: SearchResult, zone: tzinfo | None) -> SearchResult:

@@ -28,9 +28,14 @@ _WEEK_DAY = re.compile(r"^\d{4}-?W\d{2}-?\d$")  # 2024-W22-6, 2024W226
 END = datetime.max.replace(tzinfo=UTC)  # where the calendar's last day, week and month end
 
 
+NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})  # files of the zone database that name no place's time
+
+
 def time_zone(name: object) -> ZoneInfo | None:
-    """The IANA time zone ``name`` names (``Europe/Paris``), None when it names none (an agent's ``timezone``)."""
-    if not isinstance(name, str) or not name.strip():
+    """The IANA time zone ``name`` names (``Europe/Paris``), None when it names none (an agent's ``timezone``).
+    ``localtime`` (this machine's zone: an agent's days would change when its memory moves to another machine),
+    ``posixrules`` and ``Factory`` open as zones but name none."""
+    if not isinstance(name, str) or not name.strip() or name.strip() in NOT_ZONES:
         return None
     try:
         return ZoneInfo(name.strip())

@@ -20,7 +20,7 @@ def links_op(memory: Memory, agent_id: str, action: str, id: str, other: str | N
     """``show``: the memory and its links; ``add`` / ``remove``: a link made on purpose between two of the agent's
     memories (recall turns or archival passages)."""
     if action == "show":
-        return memory.archive.neighbourhood(agent_id, id).as_dict()
+        return memory.neighbourhood(agent_id, id).as_dict()
     if not other:
         raise ValidationError(f"memory_links {action} needs other: the id of the memory to link {id} with.")
     if action == "add":

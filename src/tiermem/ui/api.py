@@ -334,7 +334,7 @@ def links(memory: Memory, name: str, memory_id: Any) -> JSON:
     """A memory (a recall turn or an archival passage of the agent) and the memories it links to, one hop."""
     if not isinstance(memory_id, str) or not memory_id.strip():
         raise ValidationError("Give the id of a turn or passage (search results show them).")
-    return memory.archive.neighbourhood(_agent(memory, name).id, memory_id.strip()).as_dict()
+    return memory.neighbourhood(_agent(memory, name).id, memory_id.strip()).as_dict()
 
 
 def passage_json(p: Passage) -> JSON:

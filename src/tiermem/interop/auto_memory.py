@@ -33,6 +33,9 @@ digest and passage ids, each block file's digest and the block version written; 
 from its own writes. Each file is synced on its own: one that cannot be (not UTF-8, a block edit refused, ...) is
 skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for ``tiermem doctor``) while the
 rest go on, and the state is saved whatever happens, so a file is never stored twice.
+
+Why this module is long: one sync (folders, memory files, block files, the index) over one state record; split, each
+part would need the record's shape and the others' rules.
 """
 
 from __future__ import annotations

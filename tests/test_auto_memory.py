@@ -447,6 +447,70 @@ def test_what_claude_code_writes_keeps_no_credential_and_no_private_span(tmp_pat
     assert key not in (folder / "tiermem-human.md").read_text()
 
 
+def test_symbolic_links_are_never_followed(tmp_path: Path) -> None:
+    """A memory file, a block file, an index or a whole folder that is a symbolic link is never read (what it points to
+    may be anything of the user's): each is reported, nothing of its target is stored or becomes a block's value, and
+    `forget --text` does not write through one."""
+    memory, agent = opened(tmp_path)
+    work, linked = tmp_path / "work", tmp_path / "linked"
+    home, folders = claude_home(tmp_path, work, linked)
+    folder = folders[work]
+    secret = tmp_path / "outside.txt"
+    secret.write_text("OUTSIDE FILE: root password is hunter2\n")
+    (folder / "cat.md").write_text(NEW)
+    (folder / "leak.md").symlink_to(secret)
+    elsewhere = tmp_path / "elsewhere-memory"  # a project's whole memory folder a link to elsewhere
+    elsewhere.mkdir()
+    (elsewhere / "note.md").write_text("---\nname: note\n---\n\nOUTSIDE FOLDER note.\n")
+    folders[linked].rmdir()
+    folders[linked].symlink_to(elsewhere, target_is_directory=True)
+    first = auto_memory.sync(memory, agent, home, str(work))
+    auto_memory.sync(memory, agent, home, str(linked))
+    assert [p.content for p in tagged(memory, agent)] == ["the user's cat\n\nAda's cat is called Miso."]
+    assert any("leak.md" in p and "symbolic link" in p for p in first.problems), first
+    persona = folder / auto_memory.block_file("persona")
+    persona.unlink()
+    persona.symlink_to(secret)
+    (folder / "MEMORY.md").unlink()
+    (folder / "MEMORY.md").symlink_to(secret)
+    done = auto_memory.sync(memory, agent, home, str(work))
+    assert "OUTSIDE" not in memory.block(agent, "persona").value
+    assert any("tiermem-persona.md" in p and "symbolic link" in p for p in done.problems), done
+    assert any("MEMORY.md" in p and "symbolic link" in p for p in done.problems), done
+    assert any(str(folders[linked]) in p for p in done.problems) and not (elsewhere / "MEMORY.md").exists()
+    assert persona.is_symlink() and (folder / "MEMORY.md").is_symlink()  # left as they are
+    assert not [p for p in memory.archive.rows.passages_of(agent) if "OUTSIDE" in p.content]
+    auto_memory_admin.forget_text(tmp_path / "data", ["default"], ["hunter2"])
+    assert (folder / "leak.md").is_symlink() and "hunter2" in secret.read_text()
+
+
+def test_a_blocks_private_spans_stay_in_tiermem_and_survive_claude_codes_edit(tmp_path: Path) -> None:
+    """A block's `<private>` spans are not written to Claude Code's files (its block file and `MEMORY.md` line show
+    a mark in their place); Claude Code's edit of the block file becomes the block's value with the spans kept where
+    the marks are. An edit that takes a mark out cannot say where the private text goes: the block is kept and the
+    edit stored aside, reported."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
+    memory.edit(agent, "human", Rethink("Name: Ada <private>PIN 4321</private>\nLikes tea"), actor="human")
+    auto_memory.sync(memory, agent, home, str(project))
+    human = folder / "tiermem-human.md"
+    assert "4321" not in human.read_text() and "Name: Ada [private: not kept]\nLikes tea" in human.read_text()
+    assert "4321" not in (folder / "MEMORY.md").read_text()
+    human.write_text(human.read_text().rstrip("\n") + "\nHas a cat <private>named Miso</private>\n")
+    auto_memory.sync(memory, agent, home)
+    value = memory.block(agent, "human").value
+    assert value == "Name: Ada <private>PIN 4321</private>\nLikes tea\nHas a cat [private: not kept]", value
+
+    human.write_text(human.read_text().replace("Name: Ada [private: not kept]\n", "Name: Ada Lovelace\n"))
+    done = auto_memory.sync(memory, agent, home)
+    assert memory.block(agent, "human").value == value
+    assert len(done.problems) == 1 and "[private: not kept] mark" in done.problems[0], done
+    (aside,) = [p for p in memory.archive.rows.passages_of(agent) if auto_memory.CONFLICT_TAG in p.tags]
+    assert "Name: Ada Lovelace" in aside.content and "4321" not in aside.content
+
+
 def test_the_users_own_auto_memory_directory_is_every_projects(tmp_path: Path) -> None:
     """A folder the user set as `autoMemoryDirectory` is Claude Code's memory in every project (their choice): its
     files are stored without a project."""

@@ -390,3 +390,80 @@ async def test_create_takes_a_long_file_as_a_patch_does(lc_settings: Settings) -
     limits = {b["label"]: (b["chars"], b["limit"]) for b in view["blocks"]}
     assert limits["reference/long"] == limits["reference/long2"] == (7000, 7000)
     assert limits["reference/short"] == (5, 5000)
+
+
+async def test_a_patch_is_checked_in_full_before_its_first_write(lc_settings: Settings) -> None:
+    """A patch whose later file would be refused (a credential in its frontmatter or text, past max_content_chars)
+    writes nothing, the earlier files included, and says so; Letta Code builds every write before the first one."""
+    token = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyzAB"
+    async with Client(serve_in_process(lc_settings)) as c:
+        await call(c, command="create", reason="mk", file_path="reference/a.md", description="A", file_text="alpha")
+        await call(c, command="create", reason="mk", file_path="reference/b.md", description="B", file_text="beta")
+        update = "*** Begin Patch\n*** Update File: reference/a.md\n@@\n-alpha\n+ALPHA\n"
+        for add, refused in [
+            (f"*** Add File: zz/new.md\n+---\n+description: n\n+api_token: {token}\n+---\n+body\n", "metadata value"),
+            (f"*** Add File: zz/new2.md\n+token {token}\n", "value of block 'zz/new2'"),
+            ("*** Add File: zz/big.md\n+" + "w" * 120_000 + "\n", "120000 characters"),
+            (f"*** Update File: reference/b.md\n@@\n-beta\n+key {token}\n", "value of block 'reference/b'"),
+        ]:
+            err, text, _ = await call(c, "memory_apply_patch", reason="p", input=update + add + "*** End Patch")
+            assert err and refused in text, text
+            assert "were changed" not in text and "in part" not in text, text
+            history = text_of(await c.call_tool("memory_history", {"label": "reference/a"}))
+            assert '"version": 2' not in history and "ALPHA" not in history, history
+
+
+async def test_paths_letta_codes_hook_cannot_read_are_refused(lc_settings: Settings) -> None:
+    """A path under system/ or reference/ with a space never reaches Letta Code (its pre-commit hook splits paths at
+    spaces and refuses the commit): refused up front, with why; elsewhere a space is fine. Deleting or moving away
+    from such a path stays possible."""
+    async with Client(serve_in_process(lc_settings)) as c:
+        for path in ("reference/a .md", "reference/ b.md", "system/my notes.md"):
+            err, text, _ = await call(c, command="create", reason="r", file_path=path, description="d", file_text="t")
+            assert err and f'"{path}" cannot be committed' in text and "without a space" in text, text
+        err, text, _ = await call(
+            c,
+            "memory_apply_patch",
+            reason="r",
+            input="*** Begin Patch\n*** Add File: reference/x y.md\n+t\n*** End Patch",
+        )
+        assert err and "cannot be committed" in text, text
+        err, text, _ = await call(c, command="create", reason="r", file_path="notes/a b.md", description="d")
+        assert not err, text
+        await call(c, command="create", reason="r", file_path="reference/ok.md", description="d", file_text="t")
+        err, text, _ = await call(
+            c, command="rename", reason="r", old_path="reference/ok.md", new_path="reference/o k.md"
+        )
+        assert err and "cannot be committed" in text, text
+
+
+async def test_a_file_the_sync_skipped_is_there_for_create_and_rename(lc_settings: Settings) -> None:
+    """A file of the synced directory that its sync cannot take (here: frontmatter never closed) has no block, but
+    Letta Code finds it: create, rename and a patch's Add File or Move to onto it are refused with Letta Code's
+    words, and the file is left as it is."""
+    root = lc_settings.sync
+    assert root is not None
+    (root / "reference").mkdir(parents=True)
+    broken = "---\ndescription: my notes\nPRECIOUS NOTES, frontmatter never closed\n"
+    (root / "reference" / "broken.md").write_text(broken)
+    async with Client(serve_in_process(lc_settings)) as c:
+        err, text, _ = await call(
+            c, command="create", reason="r", file_path="reference/broken.md", description="d", file_text="model"
+        )
+        assert err and text == "memory create: block already exists at reference/broken.md", text
+        await call(c, command="create", reason="r", file_path="reference/tmp.md", description="d", file_text="t")
+        err, text, _ = await call(
+            c, command="rename", reason="r", old_path="reference/tmp.md", new_path="reference/broken.md"
+        )
+        assert err and text == "memory rename: destination already exists at reference/broken.md", text
+        err, text, _ = await call(
+            c,
+            "memory_apply_patch",
+            reason="r",
+            input="*** Begin Patch\n*** Add File: reference/broken.md\n+x\n*** End Patch",
+        )
+        assert err and text == "memory_apply_patch: cannot add existing memory file: reference/broken.md", text
+        move = "*** Begin Patch\n*** Update File: reference/tmp.md\n*** Move to: reference/broken.md\n@@\n-t\n+u\n*** End Patch"
+        err, text, _ = await call(c, "memory_apply_patch", reason="r", input=move)
+        assert err and "onto the existing file reference/broken.md" in text, text
+    assert (root / "reference" / "broken.md").read_text() == broken

@@ -134,6 +134,28 @@ def test_hook_rules_v2(rel: str, text: str, problems: list[str]) -> None:
     assert f.hook_problems(rel, text, None, "v2") == [f"{rel}: {p}" for p in problems]
 
 
+@pytest.mark.parametrize(
+    "rel, layout, unreadable",
+    [  # measured with Letta Code 0.32's pre-commit hook (a copy of a local agent's repository; v2: root-marker)
+        ("reference/my notes.md", "v1", True),  # `for file in $(git diff --cached --name-only ...)`: split at spaces
+        ("system/ b.md", "v1", True),
+        ("reference/a .md/inner.md", "v1", True),
+        ("notes/my file.md", "v1", False),  # outside system/ and reference/: not read
+        ("reference/Café ünï.md", "v1", False),  # git quotes it: no path the hook's pattern matches, not read
+        ("reference/tab\tx.md", "v1", False),  # quoted too
+        ("my notes.md", "v2", False),  # v2 reads `git ls-files` line by line
+        ("Café.md", "v2", True),  # ... as git prints it: quoted, it names no file
+        ("reference/ok.md", "v1", False),
+    ],
+)
+def test_paths_the_hook_cannot_read(rel: str, layout: f.Layout, unreadable: bool) -> None:
+    """Letta Code's hook refuses every commit holding such a file ("Memory validation could not read Git
+    contents"): tiermem predicts it, as one of the file's problems."""
+    assert (f.unreadable_path(rel, layout) is not None) == unreadable
+    problems = f.hook_problems(rel, '---\nname: "n"\ndescription: d\n---\nbody', None, layout)
+    assert bool(problems and "cannot read" in problems[0]) == unreadable, problems
+
+
 def test_memory_tool_paths() -> None:
     assert f.label_of_path("system/contacts.md", "file_path") == "system/contacts"
     assert f.label_of_path(" memory/reference//Team-Notes.md ", "file_path") == "reference/Team-Notes"

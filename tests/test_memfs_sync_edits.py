@@ -387,6 +387,38 @@ def test_a_rename_by_one_edit_commits_under_its_reason(mem: Memory, tmp_path: Pa
     assert message.count("Team notes belong") == 2, message  # the subject, and the new file's line
 
 
+def test_a_delete_and_a_patch_move_commit_under_their_reason(mem: Memory, tmp_path: Path) -> None:
+    """A Letta-dialect delete (a file, or a folder's files) records its reason as the block's last version, so the
+    commit that removes the files has it as its subject; a patch that moves and edits a file (two versions, one
+    reason) too."""
+    from tiermem.base.config import BlockSpec
+    from tiermem.server.letta_memory_tool import run_command, run_patch
+
+    from .test_memfs import git
+
+    root = agent_repo(tmp_path / "memory", LETTA_FILES)
+    sync_memfs(mem, "lc", root)
+    agent = mem.get_agent("lc").id
+    mem.create_block(agent, BlockSpec(label="notes/extra", value="x", description="d"))
+    sync_memfs(mem, "lc", root)
+
+    def subject() -> str:
+        return git(root, "log", "-1", "--format=%s").strip()
+
+    run_command(mem, agent, {"command": "delete", "reason": "Notes are stale", "file_path": "notes"}, str(root))
+    assert sync_memfs(mem, "lc", root)["commit"] and subject() == "Notes are stale"
+    assert not list((root / "notes").rglob("*.md"))
+    args = {"command": "delete", "reason": "Moved to the wiki", "file_path": "reference/Team-Notes.md"}
+    run_command(mem, agent, args, str(root))
+    assert sync_memfs(mem, "lc", root)["commit"] and subject() == "Moved to the wiki"
+    patch = (
+        "*** Begin Patch\n*** Update File: system/persona.md\n*** Move to: system/self.md\n@@\n"
+        "-I'm a coding assistant.\n+I am a coding assistant.\n*** End Patch"
+    )
+    run_patch(mem, agent, "Persona is self now", patch, str(root))
+    assert sync_memfs(mem, "lc", root)["commit"] and subject() == "Persona is self now"
+
+
 def test_forget_does_not_look_through_symbolic_links(tmp_path: Path) -> None:
     """`holders` (what `tiermem forget` names) reads the directory's own files, as the sync does: a linked file or
     folder leads elsewhere, and is neither read nor named."""

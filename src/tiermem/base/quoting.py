@@ -3,7 +3,8 @@
 ``<private>...</private>`` spans (any letter case, several, nested; an unclosed ``<private>`` runs to the end of the
 text) are what a person asked not to be remembered: ``drop_private`` puts ``PRIVATE_MARK`` in each one's place before
 a turn is logged, so the conversation still reads and nothing of the span is kept; ``without_private`` removes them
-with no mark (the text a recall searches with).
+with no mark (the text a recall searches with). ``private_parts`` and ``with_private`` take a text shown without its
+spans (a file written from a block) and an edit of it back to the text with them, the spans kept.
 
 ``neutral`` makes stored text safe to quote inside a frame of tags: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``
 and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, and cannot close the frame it is quoted
@@ -13,6 +14,7 @@ in. Standard library only.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 PRIVATE_MARK = "[private: not kept]"
 _TAG = re.compile(r"<\s*(/?)\s*private\b[^<>]*>", re.IGNORECASE)
@@ -57,6 +59,31 @@ def drop_private(text: str, mark: str = PRIVATE_MARK) -> str:
 def without_private(text: str) -> str:
     """``text`` with every private span removed, leaving no mark (what a search for it may use)."""
     return drop_private(text, "")
+
+
+def private_parts(text: str) -> list[str]:
+    """What each ``PRIVATE_MARK`` of ``drop_private(text)`` stands for, in order: a private span (its tags included),
+    or the mark itself where ``text`` already held one."""
+    parts: list[str] = []
+    at = 0
+    spans = _spans(text) if has_private(text) else []
+    for start, end, private in [*spans, (len(text), len(text), False)]:
+        parts += [PRIVATE_MARK] * text.count(PRIVATE_MARK, at, start)
+        if private:
+            parts.append(text[start:end])
+        at = end
+    return parts
+
+
+def with_private(shown: str, parts: list[str], fill: Callable[[str], str] = lambda piece: piece) -> str | None:
+    """``shown`` (a text shown as ``drop_private`` gave it, edited since) with each ``PRIVATE_MARK`` put back as the
+    part it stands for (``private_parts`` of the text it was shown from), in order; ``fill`` applied to the text
+    between them (the edit's own). None when ``shown`` holds another number of marks than ``parts``: which mark is
+    which cannot be told."""
+    pieces = shown.split(PRIVATE_MARK)
+    if len(pieces) != len(parts) + 1:
+        return None
+    return "".join(fill(piece) + part for piece, part in zip(pieces, [*parts, ""], strict=True))
 
 
 def has_private(text: str) -> bool:

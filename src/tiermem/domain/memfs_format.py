@@ -253,9 +253,41 @@ def hook_checked(rel: str, paths: set[str] | frozenset[str], layout: Layout) -> 
     return rel.endswith(SUFFIX) and rel.startswith(CHECKED_DIRS)
 
 
+def _git_quotes(rel: str) -> bool:
+    """Whether git prints the path ``rel`` quoted (``core.quotePath``, on by default): a control character, a ``"``,
+    a backslash, or any character outside ASCII."""
+    return any(c in '"\\' or ord(c) < 0x20 or ord(c) >= 0x7F for c in rel)
+
+
+def unreadable_path(rel: str, layout: Layout) -> str | None:
+    """Why Letta Code's pre-commit hook cannot read the file ``rel`` at all, so it refuses every commit holding it
+    ("Memory validation could not read Git contents"); None when it can. v1 takes the staged paths under
+    ``system/`` and ``reference/`` as shell words: one git prints as it is and that holds a space is split in two,
+    neither a file. v2 reads every root file by the name git prints: a quoted one names no file."""
+    if not rel.endswith(SUFFIX):
+        return None
+    if layout == "v1" and rel.startswith(CHECKED_DIRS + tuple("memory/" + d for d in CHECKED_DIRS)):
+        if " " in rel and not _git_quotes(rel):
+            return (
+                "Letta Code's pre-commit hook splits the paths under system/ and reference/ at spaces, so it cannot "
+                "read this file and refuses every commit that adds or changes it; name it without a space (- or _ "
+                "instead)"
+            )
+    elif layout == "v2" and "/" not in rel and _git_quotes(rel):
+        return (
+            "Letta Code's pre-commit hook reads each root file by the name git prints, which git quotes for this one "
+            "(a character outside plain ASCII, a quote or a backslash), so it cannot read it and refuses every commit "
+            "while it is there; name it in plain ASCII"
+        )
+    return None
+
+
 def hook_problems(rel: str, text: str, previous: str | None, layout: Layout) -> list[str]:
     """What Letta Code's pre-commit hook would say about committing ``text`` at ``rel`` (previously ``previous``,
     None for a new file); [] when it would pass. Call it only for files ``hook_checked`` says it reads."""
+    why = unreadable_path(rel, layout)
+    if why is not None:
+        return [f"{rel}: {why}"]
     if layout == "v2" and is_index(rel):
         return [f"{rel}: MEMORY.md must not have frontmatter"] if text.split("\n")[0] == "---" else []
     lines = text.split("\n")

@@ -706,12 +706,18 @@ class Memory:
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
 
-    def delete_block(self, agent_id: str, label: str, *, actor: str | None = None) -> Block:
-        """Detach the block from this agent. Its history stays in the store."""
+    def delete_block(
+        self, agent_id: str, label: str, *, actor: str | None = None, operation: str | None = None
+    ) -> Block:
+        """Detach the block from this agent. Its history stays in the store. ``operation``: why, recorded as a last
+        version of the block (its value unchanged) when no other agent has it, so the deletion is in its history
+        with its message (a synced directory's commit takes it: ``memfs_format.reason_of``)."""
         actor = actor or current_actor.get()
         block = self.block(agent_id, label)
         if actor != "human" and block.read_only:
             raise EditError(rules.READ_ONLY_ERROR)
+        if operation is not None and set(self.core.agents_of_block(block.id)) == {agent_id}:
+            block = self._commit(block, lambda current: current, operation=operation, actor=actor, record=True)
         self.core.detach(agent_id, block.id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
@@ -1040,9 +1046,12 @@ class Memory:
         with self._locks_guard:
             return self._locks.setdefault(block_id, threading.Lock())
 
-    def _commit(self, block: Block, change: Callable[[Block], Block], *, operation: str, actor: str) -> Block:
+    def _commit(
+        self, block: Block, change: Callable[[Block], Block], *, operation: str, actor: str, record: bool = False
+    ) -> Block:
         """Apply ``change`` to ``block`` (just read) and compare-and-swap on its version; if another writer won,
-        re-read and retry. Value, version and history entry are one commit."""
+        re-read and retry. Value, version and history entry are one commit. A change that changes nothing makes no
+        version, unless ``record`` (a version that records ``operation`` alone)."""
         block_id = block.id
         with self._lock(block_id):
             current: Block | None = block
@@ -1050,7 +1059,7 @@ class Memory:
                 if current is None:
                     raise NotFoundError("The block was deleted while editing it; list blocks and try again.")
                 updated = self._without_secrets(change(current), current, actor)
-                if updated == current:
+                if updated == current and not record:
                     return current  # nothing changed: no new version
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))

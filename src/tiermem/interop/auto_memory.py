@@ -16,35 +16,45 @@ start, before core memory is given, and after each reply):
   ``autoMemoryDirectory`` is Claude Code's memory in every project: its files are stored without a project;
 - each core block (core memory is every project's) is a file ``tiermem-<label>.md`` in each folder (a label that is
   not a plain file name gets a safe one: ``block_file``) with a line in ``MEMORY.md`` that carries the block's
-  start; a block file Claude Code's model edits becomes the block's new value. When the block changed in tiermem
-  too, tiermem's value is kept and Claude Code's added lines (an edit that only added at the start or the end) are
-  added to it; any other edit of both, an edit of a read-only block, or one the block refuses (over its limit) keeps
-  the block, stores Claude Code's text as an archival passage (tag ``claude-auto-memory-conflict``) and reports it;
+  start, both without the block's ``<private>`` spans (each shown as ``[private: not kept]``: private text is not
+  given to another memory); a block file Claude Code's model edits becomes the block's new value, each mark put
+  back as the span it stands for (``quoting.with_private``). When the block changed in tiermem too, tiermem's value
+  is kept and Claude Code's added lines (an edit that only added at the start or the end) are added to it; any
+  other edit of both, an edit that took out or added a mark, an edit of a read-only block, or one the block refuses
+  (over its limit) keeps the block, stores Claude Code's text as an archival passage (tag
+  ``claude-auto-memory-conflict``) and reports it;
 - ``MEMORY.md`` keeps every line of Claude Code's; tiermem's lines (those linking ``tiermem-*.md``) go first and are
-  rewritten each sync.
+  rewritten each sync;
+- symbolic links are never followed (``read_file``): a file that is one is not read (reported), nor is a folder whose
+  project folder or ``memory`` folder is one; a link to nothing is no file.
 
 What sync did last is kept in ``<data dir>/auto-memory/<agent>/state.json``: per folder, its project, each file's
 digest and passage ids, each block file's digest and the block version written; so it tells an edit on either side
 from its own writes. Each file is synced on its own: one that cannot be (not UTF-8, a block edit refused, ...) is
 skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for ``tiermem doctor``) while the
 rest go on, and the state is saved whatever happens, so a file is never stored twice.
+
+Why this module is long: one sync (folders, memory files, block files, the index) over one state record; split, each
+part would need the record's shape and the others' rules.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import NotFoundError, TiermemError
+from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..base.files import locked, write_text_atomically
-from ..base.quoting import drop_private
+from ..base.quoting import PRIVATE_MARK, drop_private, private_parts, with_private
 from . import claude_projects
 
 if TYPE_CHECKING:
@@ -66,6 +76,10 @@ MAX_PATHS = 2000  # working directories kept for naming folders' projects
 _OWN_LINE = re.compile(r"^\s*-\s*\[[^\]]*\]\(tiermem-[^)]*\.md\)")
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 READ_ERRORS = (OSError, UnicodeDecodeError)
+LINK_WHY = (
+    "it is a symbolic link: tiermem never follows links in Claude Code's auto-memory folders (what one points to may "
+    "be outside them); put the file itself in its place, or remove it"
+)
 
 
 def directory(data_dir: Path, agent: str) -> Path:
@@ -115,15 +129,34 @@ def block_file(label: str) -> str:
     return f"{OWN}{plain}-{digest(label)[:10]}.md"
 
 
+def read_file(path: Path) -> str:
+    """The text of the regular file ``path``, never read through a symbolic link: ``ValidationError`` for a link (or
+    anything but a regular file), ``FileNotFoundError`` for a link to nothing (no file: as one removed)."""
+    if path.is_symlink():
+        if not path.exists():
+            raise FileNotFoundError(errno.ENOENT, "a symbolic link to nothing", str(path))
+        raise ValidationError(LINK_WHY)
+    try:  # no link now either (one put in its place since the check)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValidationError(LINK_WHY) from None
+        raise
+    with open(fd, encoding="utf-8") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValidationError("it is not a regular file")
+        return f.read()
+
+
 def _block_text(label: str, description: str, value: str) -> str:
     about = " ".join(description.split()) or f"tiermem core memory block {label}"
     name = json.dumps(f"{OWN}{label}", ensure_ascii=False)  # a JSON string is a YAML one: any label is one value
     what = json.dumps(f"tiermem core memory, block {label}: {about}", ensure_ascii=False)
-    return f"---\nname: {name}\ndescription: {what}\nmetadata:\n  type: user\n---\n\n{value.rstrip()}\n"
+    return f"---\nname: {name}\ndescription: {what}\nmetadata:\n  type: user\n---\n\n{drop_private(value).rstrip()}\n"
 
 
 def _index_line(label: str, value: str) -> str:
-    start = " ".join(value.split())
+    start = " ".join(drop_private(value).split())
     start = start if len(start) <= HOOK_CHARS else start[: HOOK_CHARS - 1] + "…"
     title = label.replace("[", "(").replace("]", ")")
     return f"- [tiermem {title}]({block_file(label)}) — {start or '(empty)'}"
@@ -157,6 +190,9 @@ def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: S
         known_paths: claude_projects.KnownPaths | None = None  # built once, for the first folder not placed yet
         for folder in sorted(projects_dir.glob("*/memory")):
             if not folder.is_dir():
+                continue
+            if folder.is_symlink() or folder.parent.is_symlink():
+                done.problem(f"{folder}: not synced: {LINK_WHY.replace('the file itself', 'the folder itself')}")
                 continue
             known = kept.get(str(folder))
             if isinstance(known, dict) and "project" in known:
@@ -266,13 +302,15 @@ def sync_folder(
         remove_if_untouched(folder, label, written.pop(label))
     try:
         write_index(folder, lines)
-    except READ_ERRORS as exc:
+    except (*READ_ERRORS, TiermemError) as exc:
         done.problem(f"{folder / INDEX}: tiermem's lines not written: {_why(exc)}")
 
 
 def _why(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "it is not UTF-8 text (save it as UTF-8)"
+    if isinstance(exc, ValidationError):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -294,7 +332,7 @@ def _name_tag(memory: Memory, name: str) -> list[str]:
 def _store_file(
     memory: Memory, agent_id: str, path: Path, project: str | None, files: dict[str, dict[str, Any]], done: Synced
 ) -> None:
-    text = path.read_text(encoding="utf-8")
+    text = read_file(path)
     known = files.get(path.name) or {}
     stamp = digest(text)
     if known.get("digest") == stamp:
@@ -319,9 +357,9 @@ def remove_if_untouched(folder: Path, label: str, record: object) -> None:
     written); one that is gone, or was edited since, is left alone."""
     path = folder / block_file(label)
     try:
-        if isinstance(record, dict) and digest(path.read_text(encoding="utf-8")) == record.get("file"):
+        if isinstance(record, dict) and digest(read_file(path)) == record.get("file"):
             path.unlink()
-    except READ_ERRORS:
+    except (*READ_ERRORS, TiermemError):  # gone, unreadable or a link: left alone
         pass
 
 
@@ -334,19 +372,17 @@ def _sync_block(
     written: dict[str, Any],
     done: Synced,
 ) -> str:
-    """Block ``block`` and its file in ``folder`` in step; the value written."""
+    """Block ``block`` and its file in ``folder`` in step; the block's value after it."""
     path = folder / block_file(block.label)
     try:
-        current: str | None = path.read_text(encoding="utf-8")
+        current: str | None = read_file(path)
     except FileNotFoundError:
         current = None
     record = written.get(block.label)
     record = record if isinstance(record, dict) else {}
     value = block.value
     if current is not None and record.get("file") and digest(current) != record["file"]:
-        edited = memory.scrub(drop_private(split(current)[1].strip()))  # the file is rewritten without them
-        if edited != value.strip():
-            value = _take_edit(memory, agent_id, folder, project, block, record, edited, done)
+        value = _take_edit(memory, agent_id, folder, project, block, record, split(current)[1].strip(), done)
     text = _block_text(block.label, block.description, value)
     if text != current:
         write_text_atomically(path, text)
@@ -365,34 +401,51 @@ def _take_edit(
     edited: str,
     done: Synced,
 ) -> str:
-    """Claude Code's edit of a block file applied to the block, when it can be; else kept as a passage and
-    reported. The block's value after it."""
+    """Claude Code's edit of a block file (``edited``: the file's text, the block's private spans shown as marks)
+    applied to the block, when it can be; else kept as a passage and reported. The block's value after it."""
     from ..domain.blocks import Rethink
 
     where = folder / block_file(block.label)
+    shown = memory.scrub(drop_private(edited))  # Claude Code's text as a passage keeps: no span, no credential
     if block.read_only:
-        return _aside(memory, agent_id, project, block, edited, f"{where}: block {block.label!r} is read-only", done)
-    new = edited
-    if record.get("version") is not None and record["version"] != block.version:  # changed in tiermem too
-        merged = _merged(memory, block, int(record["version"]), edited)
+        return _aside(memory, agent_id, project, block, shown, f"{where}: block {block.label!r} is read-only", done)
+    changed = record.get("version") is not None and record["version"] != block.version  # in tiermem too
+    given = _value_at(memory, block, int(record["version"])) if changed else block.value  # what the file showed
+    # its marks back as the spans they stand for; what Claude Code wrote as it enters memory on its own
+    new = None if given is None else with_private(edited, private_parts(given), lambda t: memory.scrub(drop_private(t)))
+    if new is None:
+        why = (
+            f"{where}: block {block.label!r}: Claude Code's edit took out or added a {PRIVATE_MARK} mark, so the "
+            "block's private text cannot be kept in its place"
+            if given is not None
+            else f"{where}: block {block.label!r} was changed in tiermem and its file by Claude Code"
+        )
+        return _aside(memory, agent_id, project, block, shown, why, done)
+    new = new.strip()
+    if new in (block.value.strip(), (given or "").strip()):  # nothing of Claude Code's to take
+        return block.value
+    if changed:
+        merged = _merged(block, given or "", new)
         if merged is None:
             why = f"{where}: block {block.label!r} was changed in tiermem and its file by Claude Code"
-            return _aside(memory, agent_id, project, block, edited, why, done)
+            return _aside(memory, agent_id, project, block, shown, why, done)
         new = merged
     try:
         value = memory.edit(agent_id, block.label, Rethink(new), actor="claude-code auto memory").value
     except TiermemError as exc:
-        return _aside(memory, agent_id, project, block, edited, f"{where}: {exc}", done)
+        return _aside(memory, agent_id, project, block, shown, f"{where}: {exc}", done)
     done.blocks_edited += 1
     return value
 
 
-def _merged(memory: Memory, block: Block, version: int, edited: str) -> str | None:
-    """The block's value with what Claude Code added at the start or the end of the value it was given (version
-    ``version``); None when its edit was anything else (or that version is forgotten)."""
-    old = next((v.value for v in memory.core.history(block.id) if v.version == version), None)
-    if old is None:
-        return None
+def _value_at(memory: Memory, block: Block, version: int) -> str | None:
+    """The block's value at ``version`` (None when that version is forgotten)."""
+    return next((v.value for v in memory.core.history(block.id) if v.version == version), None)
+
+
+def _merged(block: Block, old: str, edited: str) -> str | None:
+    """The block's value with what Claude Code added at the start or the end of the value it was given (``old``);
+    None when its edit was anything else."""
     old = old.strip()
     if not old:  # it was given an empty block: all it wrote is added
         return f"{block.value.rstrip()}\n\n{edited}" if block.value.strip() else edited
@@ -418,7 +471,7 @@ def _aside(
 def write_index(folder: Path, lines: list[str]) -> None:
     index = folder / INDEX
     try:
-        before: str | None = index.read_text(encoding="utf-8")
+        before: str | None = read_file(index)
     except FileNotFoundError:
         before = None
     theirs = [line for line in (before or "").splitlines() if not _OWN_LINE.match(line)]

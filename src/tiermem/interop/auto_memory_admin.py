@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import TiermemError
 from ..base.files import locked, write_text_atomically
 from .auto_memory import (
     INDEX,
@@ -29,6 +30,7 @@ from .auto_memory import (
     STATE,
     digest,
     directory,
+    read_file,
     read_json,
     remove_if_untouched,
     split,
@@ -124,8 +126,8 @@ def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> t
             for path in sorted(p for p in folder.glob("*.md") if not p.is_dir()):
                 try:
                     _edit(path, lambda text: _without(text, texts), edited)
-                except (UnicodeDecodeError, FileNotFoundError):
-                    continue  # not text tiermem could have stored, or gone
+                except (UnicodeDecodeError, FileNotFoundError, TiermemError):
+                    continue  # not text tiermem could have stored (not UTF-8, a symbolic link), or gone
                 except OSError as exc:
                     failed.append(_not_edited(path, exc))
     return edited, failed
@@ -149,8 +151,8 @@ def forget_passage(
             for target, edit in ((path, partial(_stored_out, record=record, lines=lines)), (index, _unlinking(path))):
                 try:
                     _edit(target, edit, edited)
-                except FileNotFoundError:
-                    continue  # gone: nothing holds it (the next sync forgets a file's record)
+                except (FileNotFoundError, TiermemError):
+                    continue  # gone, or a symbolic link now (never read): nothing tiermem wrote holds it
                 except READ_ERRORS as exc:
                     failed.append(_not_edited(target, exc))
     return edited, failed
@@ -206,7 +208,7 @@ def _no_sync(homes: list[Path]) -> Iterator[None]:
 def _edit(path: Path, edit: Callable[[str], str], edited: list[str]) -> None:
     """``path`` rewritten as ``edit`` of its text (its mode kept) when that changes it, and then added to
     ``edited``."""
-    text = path.read_text(encoding="utf-8")
+    text = read_file(path)  # never through a symbolic link (``TiermemError``)
     new = edit(text)
     if new != text:
         write_text_atomically(path, new, mode=path.stat().st_mode & 0o777)

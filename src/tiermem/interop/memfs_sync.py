@@ -544,9 +544,11 @@ class _Sync:
             return None
 
     def _message(self, changes: dict[str, str | None], head: dict[str, str | None]) -> str:
-        """The commit message: what changed and who changed it (a Letta-style reason, when an edit gave one)."""
+        """The commit message: what changed and who changed it; its subject the Letta-style reason when every file
+        it changes was changed by edits that gave that one reason (one ``memory`` or ``memory_apply_patch`` call)."""
         lines: list[str] = []
         reasons: list[str] = []
+        unexplained = 0  # changed files with no reason
         paths = list(changes)
         written_ids = {
             self.after_write[rel][1].get("block_id"): rel
@@ -562,12 +564,17 @@ class _Sync:
         for rel, text in changes.items():
             if rel == STATE:
                 lines.append(f"delete {STATE}: tiermem's sync record now lives in the git directory")
+                unexplained += 1
                 continue
             label = rel[: -len(fmt.SUFFIX)]
             if text is None:
                 lines.append(
                     f"delete {rel}: " + (f"renamed to {moved[rel]}" if rel in moved else "block detached in tiermem")
                 )
+                if rel not in moved:  # a block deleted with a reason recorded it as its last version
+                    said = self._deletion_reasons(label)
+                    reasons += said
+                    unexplained += not said
                 continue
             verb = "create" if head.get(rel) is None else "update"
             record = self.after_write.get(rel, (label, {}))[1]
@@ -576,8 +583,10 @@ class _Sync:
             versions = [v for v in self.memory.history(self.agent.id, label, 20) if v.version > since]
             done = ", ".join(f"{v.operation} by {v.actor}" for v in reversed(versions)) or "edited"
             lines.append(f"{verb} {rel}: {done} (version {record.get('version', '?')})")
-            reasons += [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
-        if len(paths) - len(moved) == 1 and len(reasons) == 1:  # one edit (a rename moves one file: two paths)
+            said = [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
+            reasons += said
+            unexplained += not said
+        if len(set(reasons)) == 1 and not unexplained:  # one reason for all of it (a rename moves one file: two paths)
             subject = reasons[0]
         elif len(paths) == 1:
             subject = f"tiermem: {lines[0].split(':', 1)[0]}"
@@ -585,6 +594,16 @@ class _Sync:
             more = ", ..." if len(paths) > 4 else ""
             subject = f"tiermem: {len(paths)} memory files ({', '.join(paths[:4])}{more})"
         return "\n".join([subject, "", *lines, "", f"Synced by tiermem from its agent {self.agent.name!r}."])
+
+    def _deletion_reasons(self, label: str) -> list[str]:
+        """The reasons of the versions of the block whose file ``label`` was (no longer this agent's) since the last
+        sync: a deletion made with a reason records it as the block's last version (``Memory.delete_block``)."""
+        block_id = self.seen_ids.get(label)
+        if not isinstance(block_id, str):
+            return []
+        since = self.since.get(label, 0)
+        versions = [v for v in self.memory.core.history(block_id, 20) if v.version > since]
+        return [r for r in (fmt.reason_of(v.operation) for v in reversed(versions)) if r]
 
 
 def _line(rel: str, why: str) -> str:

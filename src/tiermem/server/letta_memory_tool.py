@@ -10,12 +10,19 @@ Letta Code's codex-style patch, applied to each block's file as ``domain.memfs_f
 sync's renderer). What is in the prompt follows the synced directory's layout, decided as Letta Code's
 tool decides it (``memfs_files.directory_layout``): blocks under ``system/`` (v1), or at the top (v2, a
 root ``MEMORY.md``); a new block elsewhere is detached (listed, opened on demand). A new block's limit
-fits its text (Letta Code's tools enforce none), the same for ``create`` and a patch's ``Add File``.
+fits its text (Letta Code's tools enforce none), the same for ``create`` and a patch's ``Add File``. A call is
+checked in full before its first write (a patch: every file; a path the synced directory's hook cannot read; a file
+there that its sync skipped, which Letta Code would find).
+
+Why this module is long: the two tools are one program's (Letta Code's) behaviour and messages, with the checks that
+keep a call all or nothing; split, one tool's rules would live in two places.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -25,6 +32,7 @@ from pydantic import BaseModel
 
 from ..base.config import BlockSpec
 from ..base.errors import EditError, LabelTakenError, NotFoundError, TiermemError
+from ..base.records import check_text
 from ..domain import blocks as rules
 from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
@@ -149,16 +157,20 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
     actor = current_actor.get()
     tree = _tree(root)
 
-    def label_of(name: str) -> tuple[str, str]:
+    def label_of(name: str, *, written: bool = True) -> tuple[str, str]:
+        """The label a path argument names; ``written``: the call writes that file (its path must be one the synced
+        directory's hook can read)."""
         raw = _need(args, name)
         label = fmt.label_of_path(raw, name, root=root)
         fmt.check_label_allowed(label, tree.layout)
+        if written:
+            _check_committable(label, name, tree, root)
         return label, raw
 
     if command == "create":
         label, raw = label_of("file_path")
         text = _need(args, "description")
-        if any(b.label == label for b in m.blocks(agent_id)):
+        if any(b.label == label for b in m.blocks(agent_id)) or _skipped_file(m, root, label, tree):
             raise EditError(f"memory create: block already exists at {raw}")
         value = args.get("file_text") or ""
         spec = BlockSpec(
@@ -197,20 +209,20 @@ def run_command(m: Memory, agent_id: str, args: dict[str, Any], root: str | None
         before = m.block(agent_id, label)
         return _changed(command, before, m.edit(agent_id, label, edit, actor=actor))
     if command == "delete":
-        label, raw = label_of("file_path")
+        label, raw = label_of("file_path", written=False)
         inside = [b for b in m.blocks(agent_id) if b.label.startswith(label + "/")]
         targets = inside or [_find(m, agent_id, label, raw)]
         locked = [b.label for b in targets if b.read_only]
         if locked:
             raise EditError(f"memory: {locked[0]}.md is read_only and cannot be modified")
         for b in targets:
-            m.delete_block(agent_id, b.label, actor=actor)
+            m.delete_block(agent_id, b.label, actor=actor, operation=op)
         paths = [b.label + fmt.SUFFIX for b in targets]
         return FilesResult(command=command, paths=paths, message=f"Memory delete: removed {', '.join(paths)}.")
     if command == "rename":
-        old_label, old_raw = label_of("old_path")
+        old_label, old_raw = label_of("old_path", written=False)
         new_label, new_raw = label_of("new_path")
-        if any(b.label == new_label for b in m.blocks(agent_id)):
+        if any(b.label == new_label for b in m.blocks(agent_id)) or _skipped_file(m, root, new_label, tree):
             raise EditError(f"memory rename: destination already exists at {new_raw}")
         _find(m, agent_id, old_label, old_raw)
         pinned = tree.pinned(new_label + fmt.SUFFIX)
@@ -259,6 +271,10 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
     for o in ops:
         for label in dict.fromkeys((o.label, o.target)):
             fmt.check_label_allowed(label, tree.layout, tool)
+        if o.kind != "delete":
+            _check_committable(
+                o.target, "Move to path" if o.target != o.label else f"{o.kind.title()} File path", tree, root, tool
+            )
     blocks = {b.label: b for b in m.blocks(agent_id)}
     planned_files: dict[str, str | None] = {}  # label -> its file text after the patch so far (None: deleted)
 
@@ -285,7 +301,11 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
     for o in ops:
         rel = o.target + fmt.SUFFIX
         if o.kind == "add":
-            if (planned_files[o.label] is not None) if o.label in planned_files else o.label in blocks:
+            if (
+                (planned_files[o.label] is not None)
+                if o.label in planned_files
+                else o.label in blocks or _skipped_file(m, root, o.label, tree)
+            ):
                 raise EditError(f"{tool}: cannot add existing memory file: {rel}")
             body = "\n".join(o.lines)
             planned_files[o.label] = body if body.startswith("---\n") else files.new_file(o.label, body, rel, tree)
@@ -297,22 +317,30 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
             if parse(o.label, text).read_only:
                 raise EditError(f"{tool}: {rel} cannot be written with read_only=true")
             if o.target != o.label:
-                if (planned_files[o.target] is not None) if o.target in planned_files else o.target in blocks:
+                if (
+                    (planned_files[o.target] is not None)
+                    if o.target in planned_files
+                    else o.target in blocks or _skipped_file(m, root, o.target, tree)
+                ):
                     raise EditError(f"{tool}: cannot move {o.label}.md onto the existing file {rel}")
                 planned_files[o.label] = None
             planned_files[o.target] = text
     moved: dict[str, str] = {o.label: o.target for o in ops if o.kind == "update" and o.target != o.label}
     parsed: dict[str, files.FileBlock] = {}
-    for label, planned in planned_files.items():  # every file is checked before the first write
+    for label, planned in planned_files.items():  # every write is checked before the first one: all or nothing
         if planned is not None:
             parsed[label] = plan = parse(label, planned)
             if plan.read_only:  # only Letta's server sets it; its hook refuses a new file that does
                 raise EditError(f"{tool}: {label}.md cannot be written with read_only=true")
-            BlockSpec(label=rules.validate_label(label), value=plan.value, description=plan.description)
-            existing = blocks.get(label) or blocks.get(next((k for k, v in moved.items() if v == label), ""))
-            if existing is not None:
-                rules.check_limit(plan.value, existing.limit)
+            source = next((k for k, v in moved.items() if v == label), None)
+            existing = blocks.get(label) if label in blocks else blocks.get(source or "")
+            try:
+                BlockSpec(label=rules.validate_label(label), value=plan.value, description=plan.description)
+                _check_write(m, agent_id, label, plan, existing, renamed=source is not None)
+            except TiermemError as exc:
+                raise EditError(f"{tool}: {label}.md: {exc}") from exc
     changed: list[Block] = []
+    written: dict[str, None] = {}  # the files changed so far, in order (a failure past the checks names them)
     for label, planned in planned_files.items():
         try:
             if planned is None:
@@ -322,12 +350,15 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
                         agent_id, label, new_label=new, pinned=tree.pinned(new + fmt.SUFFIX), actor=actor, operation=op
                     )
                     del blocks[label]
+                    written[label + fmt.SUFFIX] = written[new + fmt.SUFFIX] = None
                 elif label in blocks:
-                    m.delete_block(agent_id, label, actor=actor)
+                    m.delete_block(agent_id, label, actor=actor, operation=op)
+                    written[label + fmt.SUFFIX] = None
                 continue
             plan = parsed[label]
             if label not in blocks:
                 changed.append(m.create_block(agent_id, plan.spec(), actor=actor, operation=op))
+                written[label + fmt.SUFFIX] = None
                 continue
             b = m.block(agent_id, label)
             if b.description != plan.description or not files.same_front(b.metadata.get(fmt.FRONT_KEY), plan.front):
@@ -339,13 +370,22 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
                     actor=actor,
                     operation=op,
                 )
+                written[label + fmt.SUFFIX] = None
             if b.value != plan.value:
                 b = m.edit(
                     agent_id, label, rules.Rethink(plan.value, operation=op, check_line_numbers=False), actor=actor
                 )
+                written[label + fmt.SUFFIX] = None
             changed.append(b)
-        except TiermemError as exc:
-            raise EditError(f"{tool}: {label}.md: {exc} (the files before it in the patch were changed)") from exc
+        except TiermemError as exc:  # past the checks: another writer meanwhile, or the storage failed
+            if not written:
+                raise EditError(f"{tool}: {label}.md: {exc}") from exc
+            why = re.sub(r"[;,]? *\b[Nn]othing was written\b[^.]*", "", str(exc).split("\n", 1)[0]).strip().rstrip(".")
+            raise EditError(
+                f"{tool}: the patch was applied only in part: writing {label}.md failed ({why}), after "
+                f"{', '.join(written)} had been written (they stay so). Read the files again and finish the change "
+                "with another call."
+            ) from exc
     paths = sorted({o.label + fmt.SUFFIX for o in ops} | {o.target + fmt.SUFFIX for o in ops})
     return FilesResult(
         command=tool,
@@ -353,6 +393,59 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
         message=f"{tool} applied to {', '.join(paths)}.",
         versions={b.label: b.version for b in changed},
     )
+
+
+def _check_committable(label: str, name: str, tree: files.Tree, root: str | None, tool: str = "memory") -> None:
+    """Refuse a file the synced directory's pre-commit hook (Letta Code's) could never read, so never commit: the
+    call would answer that it wrote a file that does not reach Letta Code (``memfs_format.unreadable_path``)."""
+    why = fmt.unreadable_path(label + fmt.SUFFIX, tree.layout) if root is not None else None
+    if why is not None:
+        raise EditError(f'{tool}: {name} "{label}{fmt.SUFFIX}" cannot be committed: {why}')
+
+
+def _skipped_file(m: Memory, root: str | None, label: str, tree: files.Tree) -> bool:
+    """Whether the synced directory holds a file at ``label``'s path that its sync skips (a symbolic link on the way,
+    not a regular file, not UTF-8 text, its frontmatter unclosed, a credential in it): no block has it, but Letta
+    Code finds it there, so its tools refuse to create or move a file onto it."""
+    if root is None:
+        return False
+    rel = label + fmt.SUFFIX
+    path = Path(root) / rel
+    try:
+        info = path.lstat()
+    except OSError:  # nothing there
+        return False
+    on_the_way = [Path(root, *rel.split("/")[:i]) for i in range(1, rel.count("/") + 1)]
+    if not stat.S_ISREG(info.st_mode) or any(p.is_symlink() for p in on_the_way):
+        return True
+    try:
+        plan = files.parse_file(rel, path.read_text(encoding="utf-8"), tree)
+    except (OSError, UnicodeDecodeError, TiermemError):
+        return True
+    return any(m.credentials_in(text) is not None for text in (rel, plan.value, plan.description))
+
+
+def _check_write(
+    m: Memory, agent_id: str, label: str, plan: files.FileBlock, before: Block | None, *, renamed: bool
+) -> None:
+    """Refuse, before a patch's first write, what writing ``plan`` at ``label`` (over ``before``, the block it
+    changes; None: a new one) would refuse: the label, the sizes, the limit, a new credential in the value, the
+    description or the frontmatter (``Memory.create_block``, ``update_block`` and ``edit`` check the same)."""
+    if before is None:
+        m.check_live(agent_id)
+        m.check_block_spec(plan.spec())  # the label, the frontmatter (metadata), the sizes, the limit
+        m.refuse_secrets(plan.value, f"the value of block {label!r}")
+        m.refuse_secrets(plan.description, f"the description of block {label!r}")
+        return
+    if renamed:
+        m.refuse_secrets(label, "the new label")
+    if before.description != plan.description or not files.same_front(before.metadata.get(fmt.FRONT_KEY), plan.front):
+        m.refuse_secrets(plan.front or "", "a metadata value")
+        m.refuse_secrets(plan.description, f"the description of block {label!r}", before=before.description)
+    if before.value != plan.value:
+        check_text(plan.value, f"the new value of block {label!r}", m.max_content_chars)
+        rules.check_limit(plan.value, before.limit)
+        m.refuse_secrets(plan.value, f"the value of block {label!r}", before=before.value)
 
 
 def edited_labels(arguments: dict[str, Any]) -> list[str]:

@@ -145,7 +145,9 @@ def test_serve_at_a_terminal_says_it_waits_for_a_host(tmp_path: Path) -> None:
         if "serving agent" in line:
             break
     os.close(primary)  # the terminal hangs up: the server ends, as at a host's end of input
-    out, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    assert proc.stdout is not None
+    out, err = proc.stdout.read(), proc.stderr.read()  # (not communicate: it would skip what the loop above buffered)
     stderr = "".join(said) + err
     assert proc.returncode == 0 and out == "", stderr
     assert "stdin is a terminal: `tiermem serve` speaks MCP over stdio" in stderr

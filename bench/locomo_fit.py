@@ -96,7 +96,10 @@ def labelled(qs: list[dict[str, Any]]) -> list[tuple[list[list[float]], list[boo
 
 
 def ranked(q: dict[str, Any], ranker: Any, *, cross: bool = False) -> list[tuple[str, Any, float]]:
-    """(dia id, candidate, score) best first, the ranker's order over the question's own (or cross) pool."""
+    """(dia id, candidate, score) best first, the ranker's order over the question's own (or cross) pool (as
+    ``Ranker.rank`` orders it: a clear best match by meaning first for a ranker that keeps it so)."""
+    from tiermem.domain.search.ranking import keep_clear_first
+
     pool, feats, dia = (
         (q["cross"]["pool"], q["cross"]["features"], q["cross"]["dia"])
         if cross
@@ -104,7 +107,11 @@ def ranked(q: dict[str, Any], ranker: Any, *, cross: bool = False) -> list[tuple
     )
     scores = [sum(w * x for w, x in zip(ranker.weights, row)) for row in feats]
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], pool.candidates[i].id))
-    return [(dia[i], pool.candidates[i], scores[i]) for i in order]
+    scored = [(pool.candidates[i], scores[i]) for i in order]
+    if getattr(ranker, "clear_first", False):
+        scored = keep_clear_first(pool.candidates, scored)
+    at = {c.id: i for i, c in enumerate(pool.candidates)}
+    return [(dia[at[c.id]], c, s) for c, s in scored]
 
 
 def score(ranking: list[str], gold: list[str]) -> tuple[float, float, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from tiermem.domain.search.ranking import (
     Candidate,
     Context,
     Ranker,
+    clear_match,
     coverage,
     features,
     merge,
@@ -217,6 +219,47 @@ def test_a_clear_semantic_winner_is_not_outweighed_by_length(tmp_path: Path) -> 
         cand("bird", "My parrot Kiwi can whistle the national anthem", v=3, cos=0.158),
     ]
     assert DEFAULT_RANKER.rank(analyse("feline napping spot"), cands)[0][0].id == "cat"
+
+
+def test_a_clear_best_match_by_meaning_is_not_lost_among_long_rows_matching_nothing(tmp_path: Path) -> None:
+    """A short fact that alone matches a query sharing no word with it (cosine 0.37 against 0.22 for the next) is
+    the first result, not ranked below longer rows that match nothing (the length feature had put it 6th)."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("work").id
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
+    shuffle = random.Random(8)
+    filler = [f"fact {i}: " + " ".join(shuffle.choice(words) for _ in range(30)) for i in range(60)]
+    fact = "Ada drinks green tea, never coffee."
+    memory.archive.insert_many(agent, [(fact, [])] + [(text, []) for text in filler])
+    memory.archive.store.indexes.optimize()
+    hits = memory.archive.search(agent, "hot beverage", top_k=5).hits
+    assert hits[0].content == fact and hits[0].vector_rank == 1
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_only_a_clear_best_match_by_meaning_is_moved_first() -> None:
+    """The vector leg's first row is moved first only when it stands out (CLEAR_MARGIN ahead of the second, and
+    CLEAR_SPREAD times the second's lead over the CLEAR_DEPTH-th) and is no question; fusion rankers never move it."""
+    long = " ".join(["word"] * 30)
+
+    def pool(first: str, cosine: float, others: list[float]) -> list[Candidate]:
+        rest = [cand(f"r{n}", f"{n} {long}", v=n + 2, cos=c) for n, c in enumerate(others)]
+        return [cand("top", first, v=1, cos=cosine), *rest]
+
+    flat = [0.22 - 0.001 * n for n in range(12)]
+    q = analyse("hot beverage")
+    assert clear_match(pool("Ada drinks green tea.", 0.37, flat)) is not None
+    assert DEFAULT_RANKER.rank(q, pool("Ada drinks green tea.", 0.37, flat))[0][0].id == "top"
+    assert clear_match(pool("Ada drinks green tea.", 0.30, flat)) is None  # less than CLEAR_MARGIN ahead
+    spread = [0.22 - 0.02 * n for n in range(12)]  # the second leads the tenth by 0.18: the first does not stand out
+    assert clear_match(pool("Ada drinks green tea.", 0.37, spread)) is None
+    assert clear_match(pool("What does Ada drink?", 0.37, flat)) is None
+    assert clear_match(pool("Ada drinks green tea.", 0.37, flat[:1])) is None  # fewer than three rows by meaning
+    assert Ranker.legs(0.0, 1.0).rank(q, pool("Ada drinks green tea.", 0.37, flat))[0][0].id != "top"
 
 
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:

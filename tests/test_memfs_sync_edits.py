@@ -70,12 +70,13 @@ def test_a_file_applied_onto_a_version_that_moved_on_writes_nothing(mem: Memory,
     seen = mem.block(agent, "system/human")
     mem.edit(agent, "system/human", Append("Likes tea"), actor="agent")
     text = "---\ndescription: Changed\n---\nName: Ada Lovelace"
-    plan = parse_file("system/human.md", text, tree_of(set(LETTA_FILES)))
+    tree = tree_of(set(LETTA_FILES))
+    plan = parse_file("system/human.md", text, tree)
     with pytest.raises(ConflictError, match="changed meanwhile"):
-        apply_file(mem, agent, plan, actor="human", expected_version=seen.version)
+        apply_file(mem, agent, plan, tree, actor="human", expected_version=seen.version)
     now = mem.block(agent, "system/human")
     assert (now.version, now.value, now.description) == (seen.version + 1, "Name: Ada\nLikes tea", seen.description)
-    assert apply_file(mem, agent, plan, actor="human", expected_version=now.version) == "updated"
+    assert apply_file(mem, agent, plan, tree, actor="human", expected_version=now.version) == "updated"
     assert mem.block(agent, "system/human").value == "Name: Ada Lovelace"
 
 
@@ -118,7 +119,7 @@ def test_a_value_starting_with_dashes_reads_back_as_itself(mem: Memory, tmp_path
     value = "---\nfoo: bar\n---\nbody text"
     mem.create_block(agent, BlockSpec(label="notes", value=value, description=""))
     export_memfs(mem, "a", tmp_path / "out")
-    assert (tmp_path / "out/notes.md").read_text() == f"---\n---\n{value}\n"
+    assert (tmp_path / "out/notes.md").read_text() == f"---\ndescription: Memory block notes\n---\n{value}\n"
     import_memfs(mem, "b", tmp_path / "out")
     assert mem.block(mem.get_agent("b").id, "notes").value == value
 

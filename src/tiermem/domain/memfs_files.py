@@ -162,8 +162,13 @@ class FileStyle:
         return cls("\r\n" if end > 0 and first[end - 1] == "\r" else "\n", bom)
 
 
-def render_file(block: Block, rel: str, tree: Tree, style: FileStyle | None = None) -> str:
+def render_file(block: Block, rel: str, tree: Tree, style: FileStyle | None = None, *, new: bool = False) -> str:
     """The file for ``block`` at ``rel``: its kept frontmatter with what changed rewritten, then the value.
+
+    ``new``: no file is there yet (an export, a new block's file in a sync): it gets a frontmatter with a description
+    whatever the block has, Letta Code's default (``default_description``) when it has none, as in an agent
+    repository, since Letta Code's tools refuse a file without one ("missing frontmatter"). A file rewritten outside
+    an agent repository keeps the frontmatter it has, none included.
 
     ``style``: the line ending and BOM of the file this text replaces (``FileStyle.of`` its text), kept; without
     one, the kept frontmatter's line ending (LF when none), no BOM.
@@ -186,6 +191,7 @@ def render_file(block: Block, rel: str, tree: Tree, style: FileStyle | None = No
         rel,
         tree,
         style,
+        new,
     )
 
 
@@ -205,6 +211,7 @@ def _render(
     rel: str,
     tree: Tree,
     style: FileStyle | None = None,
+    new: bool = False,
 ) -> str:
     if style is None:
         style = FileStyle(front.eol if front.present else "\n")
@@ -218,9 +225,10 @@ def _render(
             )
         return _styled(body, style)
     layout = tree.layout
-    if fmt.decode(front.get("description"), layout) != description:
+    have = fmt.decode(front.get("description"), layout)
+    if have != description or (new and not have):
         text = fmt.one_line(description)
-        if not text and tree.agent_repo:  # Letta Code's tools refuse a file without one; its own words for a default
+        if not text and (tree.agent_repo or new):  # Letta Code's tools refuse a file without one: its own default
             text = default_description(label)
         front = front.set("description", fmt.encode(text, layout) if text else None, first=True)
     if layout == "v2" and front.get("name") is None:
@@ -271,6 +279,19 @@ def same(plan: FileBlock, block: Block) -> bool:
         block.read_only,
         is_pinned(block),
     )
+
+
+def written_front(plan: FileBlock, limit: int, tree: Tree) -> str | None:
+    """The frontmatter ``render_file`` writes into a new file for the block ``plan`` describes (with ``limit``) when
+    the block keeps none of its own (``memfs_format.Front.raw``): a file whose frontmatter is this one says nothing
+    its block's fields do not (an export read back), so the block need not keep it. None: no frontmatter (or none that
+    text can have)."""
+    try:
+        fields = (plan.label, plan.description, plan.value, limit, plan.read_only, plan.path, tree)
+        text = _render(fmt.Front(), *fields, new=True)
+        return fmt.split_file(text).front.raw
+    except ValidationError:
+        return None
 
 
 def same_front(a: str | None, b: str | None) -> bool:

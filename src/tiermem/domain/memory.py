@@ -505,6 +505,7 @@ class Memory:
         label: str,
         *,
         new_label: str | None = None,
+        value: str | None = None,
         description: str | None = None,
         limit: int | None = None,
         read_only: bool | None = None,
@@ -522,8 +523,12 @@ class Memory:
 
         ``pinned=False`` detaches the block from the rendered core memory: it stays the agent's
         block, is listed by label and description, and is opened on demand. ``metadata`` is merged
-        into the block's (a value of "" removes that key).
+        into the block's (a value of "" removes that key). ``value`` replaces the whole value in the same version,
+        so a new value and the limit it needs land together or not at all; a value another writer changed since this
+        call read the block is a ``ConflictError`` (nothing written), as with ``Rethink``.
         """
+        if value is not None:
+            self._check_text("value", value)
         block = self.block(agent_id, label)
         if new_label is not None:
             new_label = rules.validate_label(new_label)
@@ -544,11 +549,14 @@ class Memory:
                 raise _renamed_meanwhile(block, current)
             if description is not None and current.description not in (block.description, description):
                 raise _described_meanwhile(block, current)
+            if value is not None and current.value not in (block.value, value):
+                raise _replaced_meanwhile(block, current)  # writing it would overwrite the other writer's edit
             if actor != "human" and current.read_only:
                 raise EditError(rules.READ_ONLY_ERROR)
             updated = replace(
                 current,
                 label=new_label if new_label is not None else current.label,
+                value=value if value is not None else current.value,
                 description=description if description is not None else current.description,
                 limit=limit if limit is not None else current.limit,
                 read_only=read_only if read_only is not None else current.read_only,

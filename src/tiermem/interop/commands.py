@@ -67,8 +67,8 @@ def _run_import(
         notes: list[str] = []
         restored = backup.import_backup(memory, path, notes, replace=replace)
         return {"format": "jsonl", "inserted": restored, "notes": notes}
-    if kind == "memfs":
-        memfs.plan_memfs(path, memory)  # validate every file before the agent is created
+    if kind == "memfs":  # every file screened before the agent is made (with no default blocks) or anything written
+        return memfs.import_memfs(memory, agent, path)
     graph = importers.graph_passages(path) if kind == "memory-graph" else []  # so is a graph's every line
     agent_id = memory.ensure_agent(agent).id  # an import names its target: it is made if missing, on purpose
     if kind == "memory-graph":
@@ -87,8 +87,6 @@ def _run_import(
             "agent": agent,
             **importers.import_memories(memory, agent_id, path, replace=replace, owner=agent),
         }
-    if kind == "memfs":
-        return memfs.import_memfs(memory, agent, path)
     raise ValidationError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
 
 

@@ -12,8 +12,9 @@ Letta Code's hook checks against its own keys; a ``pinned:`` key an older tierme
 
 A file's ``limit:`` is the block's limit; a file without one keeps the block's limit (raised to fit
 when the file's text is longer: Letta Code's tools drop the key and do not enforce limits). Files
-tiermem cannot take (not UTF-8, NUL characters, an unclosed frontmatter, text over its own limit,
-a name that cannot be a label) are reported and skipped, never the whole directory.
+tiermem cannot take (not UTF-8, NUL characters, an unclosed frontmatter, text over its own limit or
+over what a block holds, a credential anywhere in it, a name that cannot be a label, a hidden name)
+are reported and skipped, never the whole directory: every file is screened before anything is written.
 
 ``export_memfs`` writes an agent's blocks into an empty directory; ``plan_memfs`` reads a directory;
 ``import_memfs`` applies it to an agent. Two-way sync lives in ``memfs_sync``.
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import ConflictError, TiermemError, ValidationError
 from ..base.files import write_text_atomically
 from ..domain import memfs_format as fmt
-from ..domain.blocks import Rethink, is_pinned
+from ..domain.blocks import is_pinned
 from ..domain.memfs_files import (  # the file <-> block rules, shared with Letta Code's memory tools
     DEFAULT_LIMIT,
     FRONT_KEY,
@@ -49,6 +50,7 @@ from ..domain.memfs_files import (  # the file <-> block rules, shared with Lett
     render_file,
     same,
     same_front,
+    written_front,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ PINNED_FILE = ".tiermem-pinned.json"  # outside a git repository: the blocks pin
 __all__ = [
     "DEFAULT_LIMIT",
     "FRONT_KEY",
+    "HIDDEN_WHY",
     "LINK_WHY",
     "MAX_FILE_CHARS",
     "SUFFIX",
@@ -74,6 +77,7 @@ __all__ = [
     "apply_file",
     "block_files",
     "check_root",
+    "hidden_lines",
     "export_memfs",
     "import_memfs",
     "is_memfs_dir",
@@ -136,11 +140,17 @@ def is_memfs_dir(root: Path) -> bool:
 
 
 LINK_WHY = "a symbolic link: tiermem never follows links in a MemFS directory (their text may be outside it)"
+HIDDEN_WHY = (
+    "a hidden file (its name starts with '.'), which no block's label can name (no part of a label starts with '.'), "
+    "so it is not memory; rename it without the leading '.' to have it in memory"
+)
 
 
-def block_files(root: Path, links: list[str] | None = None) -> dict[str, Path]:
-    """Relative path -> file, for every regular ``.md`` file outside hidden folders. Symbolic links (to files or
-    folders) are never followed: each one that could hold block files goes to ``links`` (its path), when given."""
+def block_files(root: Path, links: list[str] | None = None, hidden: list[str] | None = None) -> dict[str, Path]:
+    """Relative path -> file, for every regular ``.md`` file outside hidden folders (``.git``, ``.obsidian``: a tool's,
+    silently left out). Symbolic links (to files or folders) are never followed: each one that could hold block files
+    goes to ``links`` (its path), when given; a hidden ``.md`` file (``notes/.plan.md``, which Letta Code's tools make
+    as readily as any other) to ``hidden``."""
     found: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):  # does not descend into linked folders
         here = Path(dirpath)
@@ -154,7 +164,11 @@ def block_files(root: Path, links: list[str] | None = None) -> dict[str, Path]:
                     links.append(path.relative_to(root).as_posix())
         for name in sorted(filenames):
             path = here / name
-            if name.startswith(".") or not name.endswith(SUFFIX):
+            if not name.endswith(SUFFIX):
+                continue
+            if name.startswith("."):
+                if hidden is not None:
+                    hidden.append(path.relative_to(root).as_posix())
                 continue
             try:
                 if not stat.S_ISREG(path.lstat().st_mode):
@@ -168,6 +182,11 @@ def block_files(root: Path, links: list[str] | None = None) -> dict[str, Path]:
 def link_lines(links: list[str]) -> list[str]:
     """The report's lines for the links ``block_files`` found."""
     return [f"{rel}: {LINK_WHY} (skipped)" for rel in links]
+
+
+def hidden_lines(hidden: list[str]) -> list[str]:
+    """The report's lines for the hidden files ``block_files`` found."""
+    return [f"{rel}: {HIDDEN_WHY} (skipped)" for rel in hidden]
 
 
 def linked(root: Path, rel: str) -> str | None:
@@ -238,9 +257,9 @@ def read_tree(
     root: Path, tree: Tree, memory: Memory | None = None
 ) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
     """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot. With
-    ``memory``, a file whose text or description holds a credential is one it cannot take (``credentials``), and so
-    is one whose path (its block's label) holds one (listed by its path redacted): it is skipped whole, before
-    anything is written, so an import or a sync never stops half-way through a directory."""
+    ``memory``, a file its store would refuse (``refusal``: a text over ``max_content_chars``, a credential) is one
+    it cannot take, and so is one whose path (its block's label) holds a credential (listed by its path redacted): it
+    is skipped whole, before anything is written, so an import or a sync never stops half-way through a directory."""
     parsed: dict[str, tuple[FileBlock, str]] = {}
     skipped: list[str] = []
     for rel in sorted(tree.paths):
@@ -258,22 +277,45 @@ def read_tree(
         except ValidationError as exc:
             skipped.append(f"{exc} (skipped)")
             continue
-        held = credentials(memory, plan) if memory is not None else None
-        if held is not None:
-            skipped.append(f"{rel} holds {held} (skipped)")
+        why = refusal(memory, plan) if memory is not None else None
+        if why is not None:
+            skipped.append(f"{why} (skipped)")
             continue
         parsed[plan.label] = (plan, text)
     return parsed, skipped
 
 
+def refusal(memory: Memory, plan: FileBlock) -> str | None:
+    """Why the file's block cannot be stored, naming the file, found before anything is written; None: it can. A text
+    longer than a block holds (``max_content_chars``: the value, the description, the frontmatter the block keeps),
+    then ``credentials``."""
+    most = memory.max_content_chars
+    for part, text in (("text", plan.value), ("description", plan.description), ("frontmatter", plan.front or "")):
+        if len(text) > most:
+            return (
+                f"{plan.path}: its {part} has {len(text)} characters; a block holds at most {most} (the "
+                "max_content_chars setting). Split the file into several files (one block each), or raise "
+                "max_content_chars (tiermem config), then import or sync again"
+            )
+    held = credentials(memory, plan)
+    return None if held is None else f"{plan.path} holds {held}"
+
+
 def credentials(memory: Memory, plan: FileBlock) -> str | None:
     """What credentials the file's block would store (``Memory.credentials_in``) and what to do about it; None if
-    none (or the store does not scan for them: ``secret_scan`` off)."""
+    none (or the store does not scan for them: ``secret_scan`` off). Its frontmatter counts too: the block keeps it
+    (``FRONT_KEY``), unknown keys (``api_token:``) and all."""
     found = [
         f"{held} in its {part}"
         for part, text in (("text", plan.value), ("description", plan.description))
         if (held := memory.credentials_in(text)) is not None
     ]
+    front = plan.front or ""
+    in_front = memory.credentials_in(front)  # its lines numbered as the file's (the "---" line is line 1)
+    if in_front is not None:
+        rest = fmt.Front.of(plan.front).set("description", None).raw or ""
+        if memory.credentials_in(rest) is not None or memory.credentials_in(plan.description) is None:
+            found.append(f"{in_front} in its frontmatter")
     if not found:
         return None
     return (
@@ -284,25 +326,32 @@ def credentials(memory: Memory, plan: FileBlock) -> str | None:
 
 def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock], list[str]]:
     """Every block file in ``root`` tiermem can take, parsed, and what it skipped (``read_tree``: with ``memory``,
-    files holding credentials among them); nothing is written."""
+    files its store would refuse among them); nothing is written."""
+    _, plans, skipped = _plan(root, memory)
+    return plans, skipped
+
+
+def _plan(root: Path, memory: Memory | None) -> tuple[Tree, list[FileBlock], list[str]]:
+    """``plan_memfs``, with the directory's ``Tree`` (how its files read and write)."""
     if not root.is_dir():
         raise ValidationError(f"{root} is not a directory; give a MemFS memory directory (one .md file per block).")
     from .memfs_git import Repo
 
     repo = Repo.find(root)
     links: list[str] = []
+    hidden: list[str] = []
     tree = tree_of(
-        set(block_files(root, links)),
+        set(block_files(root, links, hidden)),
         policy=repo.policy if repo else None,
         agent_repo=bool(repo and repo.agent_repo),
         overrides=read_pinned(pinned_path(root, repo)),
     )
     parsed, skipped = read_tree(root, tree, memory)
-    skipped = [*link_lines(links), *skipped]
+    skipped = [*link_lines(links), *hidden_lines(hidden), *skipped]
     if not parsed:
         why = f" ({'; '.join(skipped)})" if skipped else ""
-        raise ValidationError(f"{root} has no .md block files tiermem can read{why}.")
-    return [p for p, _ in parsed.values()], skipped
+        raise ValidationError(f"{root} has no .md block files tiermem can read{why}. Nothing was written.")
+    return tree, [p for p, _ in parsed.values()], skipped
 
 
 def write_file(root: Path, rel: str, text: str) -> None:
@@ -353,7 +402,8 @@ def export_memfs(memory: Memory, name: str, root: Path) -> dict[str, Any]:
         )
     blocks = memory.blocks(agent.id)
     tree = tree_of({path_of(b.label) for b in blocks})
-    texts = {path_of(b.label): render_file(b, path_of(b.label), tree) for b in blocks}  # refusals before any write
+    # refusals before any write; every file new: each gets a description, as Letta Code's tools need
+    texts = {path_of(b.label): render_file(b, path_of(b.label), tree, new=True) for b in blocks}
     make_root(root)
     try:
         for rel, text in texts.items():
@@ -376,15 +426,20 @@ def apply_file(
     memory: Memory,
     agent_id: str,
     plan: FileBlock,
+    tree: Tree,
     *,
     actor: str,
     operation: str = "memfs",
     notes: list[str] | None = None,
     expected_version: int | None = None,
 ) -> str:
-    """Make the agent's block match the file: "created", "updated" or "unchanged". With ``expected_version`` (a
-    compare-and-set): only while the block is at that version, else ``ConflictError`` and nothing written (each
-    step of the change checks the version the step before it left)."""
+    """Make the agent's block match the file (read as ``tree`` says): "created", "updated" or "unchanged". One write
+    (one new version): its value, limit, description and frontmatter land together or not at all. With
+    ``expected_version`` (a compare-and-set): only while the block is at that version, else ``ConflictError`` and
+    nothing written.
+
+    A block that keeps no frontmatter (made in tiermem) agrees with a file whose frontmatter is what tiermem writes
+    for it (``written_front``: an export read back), so an untouched export imports as "unchanged"."""
     try:
         current = memory.block(agent_id, plan.label)
     except TiermemError:
@@ -401,51 +456,45 @@ def apply_file(
             f"{plan.label}: limit raised from {current.limit} to {limit} characters to fit {plan.path} "
             "(the file states no limit)"
         )
-    front = plan.front if plan.front is not None else ""  # "" removes the key: the file has no frontmatter
-    changed = False
-    if (
-        (current.description, current.read_only, is_pinned(current)) != (plan.description, plan.read_only, plan.pinned)
-        or not same_front(current.metadata.get(FRONT_KEY), plan.front)
-        or limit > current.limit
-    ):
-        # a larger limit first, so a longer value fits; a smaller one after the value shrank
-        done = memory.update_block(
-            agent_id,
-            plan.label,
-            description=plan.description,
-            read_only=plan.read_only,
-            pinned=plan.pinned,
-            limit=max(limit, current.limit),
-            metadata={FRONT_KEY: front},
-            actor=actor,
-            operation=operation,
-            expected_version=expect,
-        )
-        expect = done.version if expect is not None else None
-        changed = True
-    if current.value != plan.value:
-        edit = Rethink(plan.value, operation=operation, check_line_numbers=False)
-        done = memory.edit(agent_id, plan.label, edit, actor=actor, expected_version=expect)
-        expect = done.version if expect is not None else None
-        changed = True
-    if memory.block(agent_id, plan.label).limit != limit:
-        memory.update_block(
-            agent_id, plan.label, limit=limit, actor=actor, operation=operation, expected_version=expect
-        )
-        changed = True
-    return "updated" if changed else "unchanged"
+    kept = current.metadata.get(FRONT_KEY)
+    new_front = not same_front(kept, plan.front) and not (
+        kept is None and plan.front is not None and same_front(written_front(plan, limit, tree), plan.front)
+    )
+    if (current.value, current.limit, current.description, current.read_only, is_pinned(current)) == (
+        plan.value,
+        limit,
+        plan.description,
+        plan.read_only,
+        plan.pinned,
+    ) and not new_front:
+        return "unchanged"
+    memory.update_block(
+        agent_id,
+        plan.label,
+        value=plan.value if plan.value != current.value else None,
+        description=plan.description,
+        read_only=plan.read_only,
+        pinned=plan.pinned,
+        limit=limit,
+        # "" removes the key: the file has no frontmatter
+        metadata={FRONT_KEY: plan.front if plan.front is not None else ""} if new_front else None,
+        actor=actor,
+        operation=operation,
+        expected_version=expect,
+    )
+    return "updated"
 
 
 def import_memfs(memory: Memory, agent_name: str, root: Path) -> dict[str, Any]:
     """Create or update the agent's blocks from a MemFS directory (blocks not in it are left alone); a new agent gets
     no default blocks, as with ``sync``."""
-    plans, skipped = plan_memfs(root, memory)
+    tree, plans, skipped = _plan(root, memory)  # every file screened before the agent is made or anything written
     report = MemfsReport(skipped=skipped)
     if memory.core.find_agent(agent_name) is None:  # its memory is the directory: no default blocks beside it
         report.notes.append(f"created agent {agent_name!r} (no default blocks: its memory is {root})")
     agent_id = memory.ensure_agent(agent_name, blocks=()).id
     for plan in plans:
-        outcome = apply_file(memory, agent_id, plan, actor="human", notes=report.notes)
+        outcome = apply_file(memory, agent_id, plan, tree, actor="human", notes=report.notes)
         {"created": report.created, "updated": report.updated, "unchanged": report.unchanged}[outcome].append(
             plan.label
         )

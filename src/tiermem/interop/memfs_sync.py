@@ -47,6 +47,7 @@ from .memfs import (
     FileStyle,
     apply_file,
     block_files,
+    hidden_lines,
     link_lines,
     linked,
     make_root,
@@ -177,7 +178,8 @@ class _Sync:
         agent = self._agent(state)
         seen: dict[str, Record] = dict(state.get("blocks", {})) if state else {}
         links: list[str] = []
-        files = block_files(self.root, links)
+        hidden: list[str] = []
+        files = block_files(self.root, links, hidden)
         agent_repo = bool(self.repo and self.repo.agent_repo)
         pinned = pinned_path(self.root, self.repo)
         self.tree = tree_of(
@@ -187,7 +189,7 @@ class _Sync:
             overrides=None if agent_repo else read_pinned(pinned),
         )
         parsed, skipped = read_tree(self.root, self.tree, self.memory)
-        self.report.skipped = [*link_lines(links), *skipped]
+        self.report.skipped = [*link_lines(links), *hidden_lines(hidden), *skipped]
         unreadable = {rel[: -len(fmt.SUFFIX)] for rel in files} - set(parsed)
         blocks = {b.label: b for b in self.memory.blocks(agent.id)}
         # a file (or its folder) that is a symbolic link: never read, written or removed, its block left alone
@@ -348,6 +350,7 @@ class _Sync:
                 self.memory,
                 self.agent.id,
                 plan,
+                self.tree,
                 actor="human",
                 operation=self._file_operation(plan.path),
                 notes=self.report.notes,
@@ -369,7 +372,8 @@ class _Sync:
         rel = path_of(block.label)
         before = _read_or_none(self.root / rel)
         try:  # written in the line ending and BOM of the file it replaces
-            text = render_file(block, rel, self.tree, FileStyle.of(before) if before is not None else None)
+            style = FileStyle.of(before) if before is not None else None
+            text = render_file(block, rel, self.tree, style, new=before is None)
         except ValidationError as exc:  # a text its file cannot hold: left unwritten until the block changes
             self.report.rejected.append(_line(rel, str(exc)))
             return {**(seen or {}), "rejected": {"state": _block_state(block), "why": str(exc)}}
@@ -418,7 +422,9 @@ class _Sync:
             self.memory.update_block(
                 self.agent.id, old, new_label=label, actor="human", operation=f"memfs: renamed from {path_of(old)}"
             )
-            apply_file(self.memory, self.agent.id, plan, actor="human", operation=self._file_operation(plan.path))
+            apply_file(
+                self.memory, self.agent.id, plan, self.tree, actor="human", operation=self._file_operation(plan.path)
+            )
             now = self.memory.block(self.agent.id, label)
             new_state[label] = {"sha": _sha(text), "block_id": now.id, "version": now.version}
             handled |= {old, label}
@@ -528,6 +534,7 @@ class _Sync:
                     self.memory,
                     self.agent.id,
                     plan,
+                    self.tree,
                     actor="human",
                     operation=f"memfs: written as {rel}",
                     expected_version=block.version,

@@ -193,6 +193,23 @@ def test_deleting_files_or_their_folder_removes_their_use_records(settings: Sett
     assert {i for i, u in _stored(settings).items() if u.kind == "file"} == {ids["docs/b.md"]}
 
 
+def test_file_search_hits_count_each_file_once_a_call(settings: Settings) -> None:
+    """grep_files and semantic_search_files count each file they find as one use, as a search hit and open_files do
+    (a file matched on many lines or in many chunks: once a call); a file not found is not counted."""
+    memory, agent, _ = _memory(settings)
+    memory.files.create_folder("docs")
+    yak = "The yak manual: yaks are hairy.\nA yak eats grass.\nYaks live high.\n"
+    memory.files.upload_many("docs", [("yak.txt", yak.encode(), ""), ("owl.txt", b"Owls hunt at night.\n", "")])
+    memory.files.attach(agent, "docs")
+    ids = {v.name: v.file_id for v in memory.files.state(agent).files}
+    assert "docs/yak.txt" in memory.grep_files(agent, "(?i)yak", None, 0, None)
+    assert {i: u.count for i, u in memory.uses.records(ids.values()).items()} == {ids["docs/yak.txt"]: 1}
+    assert "docs/yak.txt" in memory.semantic_search_files(agent, "yak hairy grass", 5)
+    counts = {i: u.count for i, u in memory.uses.records(ids.values()).items()}
+    assert counts[ids["docs/yak.txt"]] == 2 and counts.get(ids["docs/owl.txt"], 0) <= 1, counts
+    memory.uses.close()
+
+
 def test_a_flush_keeps_no_record_of_a_memory_another_process_forgot(settings: Settings) -> None:
     """The server counts a hit; the CLI (another process: another Memory here) forgets the passage before the server
     flushes. The flush must not write the forgotten memory's record back."""

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.base.config import Settings
+from tiermem.base.config import Settings, load_settings
 from tiermem.cli.main import main
 from tiermem.core.uses import DAY_US, USES_FILE, SqliteUses, Use, merged
-from tiermem.domain.autorecall import RecallSettings, recall
 from tiermem.domain.factory import open_memory
 from tiermem.domain.file_views import OpenRequest
 from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.uses import Rules, UseCounter
+from tiermem.process.hookserver import HookListener
+from tiermem.server.runtime import MemoryHandle
 
 FACTS = ["Ada drinks green tea every morning.", "Bob keeps three dogs.", "The office moved to Lyon in May."]
 
@@ -92,19 +93,41 @@ def test_opening_a_block_or_a_file_counts(settings: Settings) -> None:
     assert _stored(settings)[block.id].count == 1
 
 
-def test_an_auto_recalled_memory_counts(settings: Settings) -> None:
-    memory, agent, ids = _memory(settings)
-    found = recall(
-        memory,
-        agent,
-        "What does Ada drink in the morning? green tea",
-        session="s1",
-        settings=RecallSettings(threshold=0.0, limit=2, max_chars=4000),
+def test_an_auto_recalled_memory_counts_once_a_prompt_and_only_when_shown(tmp_path: Path) -> None:
+    """The hook server counts the memories a prompt was shown when it logs the prompt: those its room
+    (``auto_recall_max_chars``) left out, counted only in the note, are not used; a hook fired again for the same
+    prompt (the same ``prompt_id``) is answered again but logs nothing and counts nothing."""
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        embedding_model="hashing",
+        auto_recall_threshold=0.0,
+        auto_recall_limit=5,
+        auto_recall_max_chars=1200,
     )
-    assert found
-    memory.uses.flush()
+    memory = open_memory(settings)
+    agent = memory.ensure_agent(settings.agent).id
+    ids = [
+        memory.archival_insert(agent, f"My cat Felix number {i} likes " + "tuna and salmon " * 25, None).stored[0]
+        for i in range(5)
+    ]
+    hl = HookListener(MemoryHandle(lambda: (memory, agent)), settings, [])
+    request = {
+        "key": hl.key,
+        "event": "UserPromptSubmit",
+        "input": {"session_id": "s1", "prompt_id": "q1", "prompt": "What does my cat Felix like?"},
+    }
+    contexts = []
+    for _ in range(2):  # the hook fired twice for one prompt
+        answer, then = hl.answer(request)
+        assert then is not None
+        then()
+        contexts.append(answer["context"])
+    assert contexts[0] == contexts[1] and "more not shown" in contexts[0]
+    shown = {i for i in ids if f'id="{i}"' in contexts[0]}
+    assert 0 < len(shown) < len(ids)
+    memory.uses.close()
     stored = _stored(settings)
-    assert {r.id for r in found} == set(stored) and all(u.count == 1 for u in stored.values())
+    assert set(stored) == shown and all(u.count == 1 for u in stored.values()), stored
 
 
 def test_merging_is_exact_in_any_order() -> None:

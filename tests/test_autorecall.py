@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -152,6 +153,33 @@ def test_a_best_memory_too_long_to_fit_is_shown_cut_with_its_id_not_dropped_for_
     alone = autorecall.render([recalled(0, 9000, source="recall")], 500)
     assert len(alone) <= 500 and 'cut="first' in alone and "id passage-0; conversation_search finds it" in alone
     assert "more not shown" not in alone
+
+
+@pytest.mark.parametrize("source", ["archival", "recall"])
+@pytest.mark.parametrize("count", [1, 2, 5, 50])
+def test_the_floor_always_shows_the_best_memory_with_real_ids(source: str, count: int) -> None:
+    """At ``max_chars`` 500 (the config's floor) and up, the best of long memories with real ids (UUIDs: a passage's or
+    turn's id, a Claude Code session) is shown, cut, and the others are counted in the note: a full note that would
+    leave it too little room gives way to a short one."""
+    kind = "passage" if source == "archival" else "message"
+    memories = [
+        Recalled(
+            id=f"{kind}-{uuid.uuid4()}",
+            source=source,  # type: ignore[arg-type]
+            content=f"My cat Felix number {i} likes " + "tuna and salmon " * 25,
+            created_at=datetime(2026, 11, 24, tzinfo=UTC),
+            relevance=0.22,
+            role="assistant",
+            conversation_id=str(uuid.uuid4()),
+        )
+        for i in range(count)
+    ]
+    for max_chars in (500, 510, 522, 530, 600):
+        composed = autorecall.compose(memories, max_chars)
+        assert 0 < len(composed.text) <= max_chars, max_chars
+        assert composed.shown == memories[:1] and "Felix number 0 likes tuna" in composed.text
+        if count > 1:
+            assert composed.text.split("\n")[-1].startswith(f"({count - 1} more not shown"), composed.text
 
 
 def test_max_chars_below_the_floor_that_shows_a_cut_memory_is_refused(tmp_path: Path) -> None:

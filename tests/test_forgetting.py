@@ -477,6 +477,31 @@ def test_forget_text_takes_it_out_of_link_notes_prompts_and_folders_and_names_th
         after.core.close()
 
 
+def test_a_removed_links_note_leaves_the_files_with_the_next_purge(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tiermem links remove` marks the link's row for the purge, as a forgotten memory's links are, and deletes it by
+    key (the deletion's filter, kept in the meta table's transaction and manifest files, holds no note): after
+    `forget --text NOTE --now`, or after the next upkeep, no file of the data directory holds a byte of the note."""
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    one, two, three = (memory.archival_insert(agent, f"kiwi fact {n}", None).stored[0] for n in ("one", "two", "3"))
+    memory.core.close()
+    cli = ["--data-dir", str(root), "--embedding-model", "hashing", "--agent", "default"]
+    assert main(["links", "add", one, two, "--note", f"{SECRET} my therapist said", *cli]) == 0
+    assert main(["links", "remove", one, two, *cli]) == 0
+    held = scan_dir(root)  # deleted, not yet purged: only the meta table's data file holds it, no deletion's filter
+    assert held and all("meta.lance/data/" in name for name in held), held
+    assert main(["forget", "--text", SECRET, "--now", "--yes", *cli]) == 0
+    assert "nothing was pending" not in capsys.readouterr().out
+    assert scan_dir(root) == []
+    # without --now: the server's next upkeep (here `tiermem optimize`) takes it out of the files
+    assert main(["links", "add", two, three, "--note", f"{SECRET} again", *cli]) == 0
+    assert main(["links", "remove", three, two, *cli]) == 0
+    assert main(["optimize", "--data-dir", str(root), "--embedding-model", "hashing"]) == 0
+    assert scan_dir(root) == []
+
+
 def test_forget_text_names_the_tags_projects_and_labels_holding_it(
     local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

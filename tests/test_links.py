@@ -318,6 +318,54 @@ async def test_the_tool_shows_and_makes_links(settings: Settings) -> None:
 
 
 @pytest.mark.anyio
+async def test_the_tools_show_keeps_to_the_search_budget_and_pages_through_every_link(settings: Settings) -> None:
+    """A memory linked on purpose to many long passages: ``memory_links show`` gives the links that fit the search's
+    token budget beside the memory (as the search tools cut their results), says how many it left out and the offset
+    that shows the next; paging with that offset gives every link once; an offset past the last is refused."""
+    from mcp import Client
+
+    from .conftest import serve_in_process, text_of
+
+    budget = 800
+    small = settings.model_copy(update={"search_token_budget": budget})
+    async with Client(serve_in_process(small), cache=None) as c:
+
+        async def insert(text: str) -> str:
+            found = json.loads(text_of(await c.call_tool("archival_memory_insert", {"content": text})))
+            return str(found["ids"][0])
+
+        hub = await insert("The hub passage: the spokes below belong with it.")
+        spokes = [await insert(f"Spoke {n}: " + "lorem ipsum dolor sit amet " * 12) for n in range(20)]
+        for n, spoke in enumerate(spokes):
+            linked = await c.call_tool("memory_links", {"action": "add", "id": hub, "other": spoke, "note": f"n{n}"})
+            assert not linked.is_error, text_of(linked)
+        seen: list[str] = []
+        offset = 0
+        while True:
+            paged = {"offset": offset} if offset else {}  # the first call as a model makes it: no offset
+            page = json.loads(text_of(await c.call_tool("memory_links", {"action": "show", "id": hub, **paged})))
+            shown = page["links"]
+            used = (
+                count_tokens(page["memory"]["content"])
+                + OVERHEAD
+                + sum(count_tokens(x["content"]) + count_tokens(x["note"]) + OVERHEAD for x in shown)
+            )
+            assert shown and used <= budget, used
+            assert (page["total"], page["offset"]) == (20, offset)
+            seen += [x["id"] for x in shown]
+            if page["next_offset"] is None:
+                assert "more not shown" not in page["note"]
+                break
+            left = 20 - page["next_offset"]
+            assert f"{left} more not shown: memory_links show with offset={page['next_offset']}" in page["note"]
+            assert f"tiermem links {hub}" in page["note"]
+            offset = page["next_offset"]
+        assert seen == spokes and offset > 0  # every link once, in order, over more than one page
+        past = await c.call_tool("memory_links", {"action": "show", "id": hub, "offset": 20})
+        assert past.is_error and "has 20 link(s)" in text_of(past)
+
+
+@pytest.mark.anyio
 async def test_a_turn_found_by_conversation_search_can_be_linked(settings: Settings) -> None:
     """With memory_links published, recall hits carry their ids (the tool says its ids come from the searches);
     without it they keep Letta's shape, no id (tests/test_archive.py checks the default list's keys)."""

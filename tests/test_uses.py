@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.base.config import Settings
+from tiermem.base.config import Settings, load_settings
 from tiermem.cli.main import main
 from tiermem.core.uses import DAY_US, USES_FILE, SqliteUses, Use, merged
-from tiermem.domain.autorecall import RecallSettings, recall
 from tiermem.domain.factory import open_memory
 from tiermem.domain.file_views import OpenRequest
 from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.uses import Rules, UseCounter
+from tiermem.process.hookserver import HookListener
+from tiermem.server.runtime import MemoryHandle
 
 FACTS = ["Ada drinks green tea every morning.", "Bob keeps three dogs.", "The office moved to Lyon in May."]
 
@@ -92,19 +93,41 @@ def test_opening_a_block_or_a_file_counts(settings: Settings) -> None:
     assert _stored(settings)[block.id].count == 1
 
 
-def test_an_auto_recalled_memory_counts(settings: Settings) -> None:
-    memory, agent, ids = _memory(settings)
-    found = recall(
-        memory,
-        agent,
-        "What does Ada drink in the morning? green tea",
-        session="s1",
-        settings=RecallSettings(threshold=0.0, limit=2, max_chars=4000),
+def test_an_auto_recalled_memory_counts_once_a_prompt_and_only_when_shown(tmp_path: Path) -> None:
+    """The hook server counts the memories a prompt was shown when it logs the prompt: those its room
+    (``auto_recall_max_chars``) left out, counted only in the note, are not used; a hook fired again for the same
+    prompt (the same ``prompt_id``) is answered again but logs nothing and counts nothing."""
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        embedding_model="hashing",
+        auto_recall_threshold=0.0,
+        auto_recall_limit=5,
+        auto_recall_max_chars=1200,
     )
-    assert found
-    memory.uses.flush()
+    memory = open_memory(settings)
+    agent = memory.ensure_agent(settings.agent).id
+    ids = [
+        memory.archival_insert(agent, f"My cat Felix number {i} likes " + "tuna and salmon " * 25, None).stored[0]
+        for i in range(5)
+    ]
+    hl = HookListener(MemoryHandle(lambda: (memory, agent)), settings, [])
+    request = {
+        "key": hl.key,
+        "event": "UserPromptSubmit",
+        "input": {"session_id": "s1", "prompt_id": "q1", "prompt": "What does my cat Felix like?"},
+    }
+    contexts = []
+    for _ in range(2):  # the hook fired twice for one prompt
+        answer, then = hl.answer(request)
+        assert then is not None
+        then()
+        contexts.append(answer["context"])
+    assert contexts[0] == contexts[1] and "more not shown" in contexts[0]
+    shown = {i for i in ids if f'id="{i}"' in contexts[0]}
+    assert 0 < len(shown) < len(ids)
+    memory.uses.close()
     stored = _stored(settings)
-    assert {r.id for r in found} == set(stored) and all(u.count == 1 for u in stored.values())
+    assert set(stored) == shown and all(u.count == 1 for u in stored.values()), stored
 
 
 def test_merging_is_exact_in_any_order() -> None:
@@ -191,6 +214,23 @@ def test_deleting_files_or_their_folder_removes_their_use_records(settings: Sett
     memory.files.delete_files("docs", ["a.md"])
     memory.files.delete_folder("notes")
     assert {i for i, u in _stored(settings).items() if u.kind == "file"} == {ids["docs/b.md"]}
+
+
+def test_file_search_hits_count_each_file_once_a_call(settings: Settings) -> None:
+    """grep_files and semantic_search_files count each file they find as one use, as a search hit and open_files do
+    (a file matched on many lines or in many chunks: once a call); a file not found is not counted."""
+    memory, agent, _ = _memory(settings)
+    memory.files.create_folder("docs")
+    yak = "The yak manual: yaks are hairy.\nA yak eats grass.\nYaks live high.\n"
+    memory.files.upload_many("docs", [("yak.txt", yak.encode(), ""), ("owl.txt", b"Owls hunt at night.\n", "")])
+    memory.files.attach(agent, "docs")
+    ids = {v.name: v.file_id for v in memory.files.state(agent).files}
+    assert "docs/yak.txt" in memory.grep_files(agent, "(?i)yak", None, 0, None)
+    assert {i: u.count for i, u in memory.uses.records(ids.values()).items()} == {ids["docs/yak.txt"]: 1}
+    assert "docs/yak.txt" in memory.semantic_search_files(agent, "yak hairy grass", 5)
+    counts = {i: u.count for i, u in memory.uses.records(ids.values()).items()}
+    assert counts[ids["docs/yak.txt"]] == 2 and counts.get(ids["docs/owl.txt"], 0) <= 1, counts
+    memory.uses.close()
 
 
 def test_a_flush_keeps_no_record_of_a_memory_another_process_forgot(settings: Settings) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from ..base.errors import ConfigError, TiermemError
+from ..base.quoting import printable
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -94,7 +95,7 @@ async def _interactive(loop: AgentLoop, provider: object, conversation: str, as_
             print(HELP, file=sys.stderr)
             continue
         if text == "/memory":
-            print(await anyio.to_thread.run_sync(lambda: loop.memory.render_core(loop.agent_id)))
+            print(printable(await anyio.to_thread.run_sync(lambda: loop.memory.render_core(loop.agent_id))))
             continue
         if any("\udc80" <= c <= "\udcff" for c in text):
             print("  (That line is not valid UTF-8 text; it was not sent. Type it again.)", file=sys.stderr)
@@ -148,7 +149,7 @@ def _show(result: TurnResult, as_json: bool) -> None:
         target = f"({label})" if isinstance(label, str) else ""
         print(f"  · {step['tool']}{target} {step['status']}", file=sys.stderr)
     if result.reply:
-        print(result.reply)
+        print(printable(result.reply))  # a reply may quote stored text: shown, never obeyed by the terminal
     if result.notice:  # a reply cut at max_tokens, a refusal, an empty reply
         print(f"  ({result.notice})", file=sys.stderr)
     elif result.stop_reason != "end_turn":

@@ -8,7 +8,10 @@ spans (a file written from a block) and an edit of it back to the text with them
 
 ``neutral`` makes stored text safe to quote inside a frame of tags: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``
 and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, and cannot close the frame it is quoted
-in. Standard library only.
+in. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
+``tiermem doctor``): every control character but tab and line feed (C0, DEL, C1) and every bidirectional control is
+written as its escape (``\\x1b``, ``\\u202e``), so a stored escape sequence cannot clear the screen, retitle the
+terminal or reorder what follows it. Standard library only.
 """
 
 from __future__ import annotations
@@ -98,3 +101,18 @@ def neutral(text: str) -> str:
 def attribute(value: str) -> str:
     """``value`` as the double-quoted value of an attribute: ``neutral``, with ``"`` escaped too."""
     return '"' + neutral(value).replace('"', "&quot;") + '"'
+
+
+# C0 but tab and line feed, DEL, C1, and the bidirectional controls (marks, embeddings, overrides, isolates)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character but tab and line feed, and each bidirectional control, written as its
+    escape (``\\x1b``, ``\\u202e``): what a terminal shows as text instead of obeying."""
+    return _CONTROL.sub(_escaped, text)

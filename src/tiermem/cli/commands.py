@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError, ConflictError, EditError, NotFoundError, TiermemError, ValidationError
+from .terminal import echo
 
 if TYPE_CHECKING:
     import argparse
@@ -29,7 +30,7 @@ def print_rows(obj: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
     elif isinstance(obj, str):
-        print(obj)
+        echo(obj)
     elif obj:
         columns = list(obj[0])
         cells = [
@@ -38,7 +39,7 @@ def print_rows(obj: Any, as_json: bool) -> None:
         ]
         widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
         for line in [columns, *cells]:
-            print("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
+            echo("  ".join(v.ljust(w) for v, w in zip(line[:-1], widths[:-1], strict=True)) + "  " + line[-1])
 
 
 def read_stdin() -> str:
@@ -67,7 +68,7 @@ def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
             print("nothing was deleted", file=sys.stderr)
             return 1
     memory.delete_agent(agent.id)
-    print(f"deleted agent {agent.name} ({agent.id})")
+    echo(f"deleted agent {agent.name} ({agent.id})")
     return 0
 
 
@@ -128,7 +129,7 @@ def interop_command(memory: Memory, settings: Settings, args: argparse.Namespace
                 elif key == "kept_not_run":
                     continue  # the notes say it, in words
                 elif value not in ([], None):
-                    print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
+                    echo(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}")
         return 0
     fmt = args.format
     if args.output and args.output.endswith(".jsonl") and fmt == "af" and not args.name and not args.all_agents:
@@ -165,7 +166,7 @@ def sync_command(memory: Memory, settings: Settings, args: argparse.Namespace) -
             return
         for key, value in report.items():
             if value not in ([], None, "") and (args.watch is None or key not in quiet):
-                print(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
+                echo(f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}", flush=True)
 
     if args.watch is not None:
         print(
@@ -333,22 +334,22 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     if args.json:
         print_rows({**info, "system": agent.system}, True)
         return
-    print(f"{agent.name} ({agent.id}), created {info['created']}")
-    print(f"system prompt: {len(agent.system)} characters")
+    echo(f"{agent.name} ({agent.id}), created {info['created']}")
+    echo(f"system prompt: {len(agent.system)} characters")
     for k, v in info["settings"].items():
-        print(f"  {k} = {v}")
-    print(f"blocks: {', '.join(info['blocks']) or 'none'}")
+        echo(f"  {k} = {v}")
+    echo(f"blocks: {', '.join(info['blocks']) or 'none'}")
     if info["folders"]:
-        print(f"folders: {', '.join(info['folders'])}")
-    print(f"messages: {info['messages']}, archival passages: {info['passages']}")
+        echo(f"folders: {', '.join(info['folders'])}")
+    echo(f"messages: {info['messages']}, archival passages: {info['passages']}")
     if not kept:
-        print("kept but not run: nothing (tiermem runs all of this agent)")
+        echo("kept but not run: nothing (tiermem runs all of this agent)")
         return
-    print("kept for export, not run by tiermem:")
+    echo("kept for export, not run by tiermem:")
     for key, items in kept.items():
-        print(f"  {key.replace('_', ' ')} ({len(items)}):")
+        echo(f"  {key.replace('_', ' ')} ({len(items)}):")
         for item in items:
-            print(f"    - {item}")
+            echo(f"    - {item}")
 
 
 def edit_block(memory: Memory, agent_id: str, label: str) -> None:
@@ -380,7 +381,7 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     value = open(path, encoding="utf-8").read().removesuffix("\n")
     if value == block.value:
         os.unlink(path)
-        print(f"{label}: unchanged (version {block.version})")
+        echo(f"{label}: unchanged (version {block.version})")
         return
     current = memory.block(agent_id, label)
     if current.version != block.version:
@@ -393,7 +394,7 @@ def edit_block(memory: Memory, agent_id: str, label: str) -> None:
     except TiermemError as exc:
         raise type(exc)(f"{exc} Nothing was written; your text is kept in {path}.") from exc
     os.unlink(path)
-    print(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
+    echo(f"{label}: version {saved.version}, {len(saved.value)}/{saved.limit} characters")
 
 
 def search_command(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
@@ -450,16 +451,16 @@ def search_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         print_rows(rows, True)
         return 0
     if not rows:
-        print("no results")
+        echo("no results")
         return 0
     import shutil
 
     width = max(40, shutil.get_terminal_size((120, 20)).columns - 65)
-    print(f"{'memory':8s}  {'relevance':>9s}  {'time':19s}  {'role/tags':18s}  content")
+    echo(f"{'memory':8s}  {'relevance':>9s}  {'time':19s}  {'role/tags':18s}  content")
     for r in rows:
         text = " ".join(r["content"].split())
         text = text if len(text) <= width else text[: width - 1] + "…"
-        print(f"{r['memory']:8s}  {r['relevance']:9.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
+        echo(f"{r['memory']:8s}  {r['relevance']:9.3f}  {r['time'][:19]:19s}  {r['where'][:18]:18s}  {text}")
     return 0
 
 
@@ -488,11 +489,11 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
     if args.json:
         print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
     else:
-        print(f"{agent.name}: {'; '.join(_changes(before.metadata, updates, before.system, system))}")
+        echo(f"{agent.name}: {'; '.join(_changes(before.metadata, updates, before.system, system))}")
         settings_text = (
             ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items()) if k != "letta_agent_file") or "defaults"
         )
-        print(f"settings now: {settings_text}")
+        echo(f"settings now: {settings_text}")
 
 
 def _checked_zone(name: str) -> str:
@@ -549,7 +550,7 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         print_rows(rows, args.json)
     elif args.action == "show":
         if args.core or not args.label:
-            print(memory.render_core(agent.id))
+            echo(memory.render_core(agent.id))
         else:
             b = memory.block(agent.id, args.label)
             if args.json:
@@ -566,14 +567,14 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                     True,
                 )
             else:
-                print(b.value if b.value else "(empty)")  # --json gives the exact value
+                echo(b.value if b.value else "(empty)")  # --json gives the exact value
     elif args.action == "set":
         if args.value is not None:
             value = read_stdin() if args.value == "-" else args.value
             b = memory.edit(
                 agent.id, args.label, Rethink(value, operation="set", check_line_numbers=False), actor="human"
             )
-            print(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
+            echo(f"{b.label}: version {b.version}, {len(b.value)}/{b.limit} characters")
         settings_given = (args.new_label, args.description, args.limit, args.read_only, args.pinned) != (None,) * 5
         if settings_given:
             b = memory.update_block(
@@ -585,7 +586,7 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
                 read_only=args.read_only,
                 pinned=args.pinned,
             )
-            print(
+            echo(
                 f"{b.label}: version {b.version}, limit {b.limit}, read_only={str(b.read_only).lower()}, "
                 f"pinned={str(is_pinned(b)).lower()}"
             )
@@ -599,11 +600,11 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
             label=args.label, value=args.value, description=args.description, limit=args.limit, read_only=args.read_only
         )
         b = memory.create_block(agent.id, spec, actor="human")
-        print(f"created block {b.label} ({b.id})")
+        echo(f"created block {b.label} ({b.id})")
     elif args.action == "attach":
         source = memory.get_agent(args.source)
         b = memory.attach(agent.id, memory.block(source.id, args.label).id)
-        print(f"attached block {b.label} ({b.id}) from {source.name} to {agent.name}")
+        echo(f"attached block {b.label} ({b.id}) from {source.name} to {agent.name}")
     elif args.action == "history":
         versions = memory.history(agent.id, args.label, args.limit)
         print_rows(
@@ -624,7 +625,7 @@ def blocks_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     elif args.action == "revert":
         b, written = memory.revert_version(agent.id, args.label, args.version, actor="human")
         if written:
-            print(f"{b.label}: reverted to version {args.version}'s value as version {b.version}")
+            echo(f"{b.label}: reverted to version {args.version}'s value as version {b.version}")
         else:
-            print(f"{b.label}: already holds version {args.version}'s value (version {b.version}); nothing written")
+            echo(f"{b.label}: already holds version {args.version}'s value (version {b.version}); nothing written")
     return 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import ConflictError, ValidationError
 from .commands import print_rows
 from .suggest import path
+from .terminal import echo
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -110,7 +111,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
     action = args.action
     if action == "create":
         folder = files.create_folder(args.name, description=args.description, instructions=args.instructions)
-        print(f"created folder {folder.name} ({folder.id})")
+        echo(f"created folder {folder.name} ({folder.id})")
         return 0
     if action == "list":
         names = {a.id: a.name for a in memory.list_agents()}
@@ -139,18 +140,18 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
         agent = memory.named_agent(settings.agent)
         if action == "detach":
             files.detach(agent.id, args.name)
-            print(f"detached folder {args.name} from agent {agent.name}")
+            echo(f"detached folder {args.name} from agent {agent.name}")
             return 0
         made = files.attach_folder(agent.id, args.name, max_files_open=args.max_files_open, char_limit=args.char_limit)
         folder, opened, closed = made.folder, made.opened, made.closed
         max_open, chars = files.state(agent.id).limits
-        print(
+        echo(
             f"attached folder {folder.name} ({len(files.files(folder.name))} files) to agent {agent.name}: "
             f"up to {max_open} files open, {chars:,} characters shown per file"
             + (f"; opened the first {len(opened)} uploaded: {', '.join(opened)}" if opened else "")
         )
         if closed:
-            print(
+            echo(
                 f"closed {len(closed)} least recently used file(s) of agent {agent.name} to keep within "
                 f"{max_open} open: {', '.join(closed)}"
             )
@@ -166,7 +167,7 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
                 f"(tiermem folders detach {folder.name} --agent {attached[0]})."
             )
         done = files.delete_folder(folder.name)
-        print(
+        echo(
             f"deleted folder {folder.name} and its {done['files']} file(s)"
             + (f"; detached from {', '.join(attached)}" if attached else "")
         )
@@ -202,10 +203,10 @@ def _show(memory: Memory, args: argparse.Namespace) -> int:
     for key in ("name", "description", "instructions", "agents", "synced_from"):
         value = info[key]
         if value:
-            print(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
-    print(f"files: {len(rows)}")
+            echo(f"{key}: {', '.join(value) if isinstance(value, list) else value}")
+    echo(f"files: {len(rows)}")
     if rows:
-        print()
+        echo()
         print_rows([{k: v for k, v in r.items() if k != "type"} for r in rows], False)
     return 0
 
@@ -265,9 +266,9 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
     if as_json:  # one line per report (--watch prints one per round)
         print(json.dumps(report.as_dict(), ensure_ascii=False), flush=True)
         return
-    print(report.summary(), flush=True)
+    echo(report.summary(), flush=True)
     for r in report.problems():
-        print(f"  {r.outcome} {r.name}: {r.reason}", flush=True)
+        echo(f"  {r.outcome} {r.name}: {r.reason}", flush=True)
 
 
 def _embed(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
 from .suggest import path
+from .terminal import echo
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -124,11 +125,11 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         )
         return status
     for line in done.lines():
-        print(line)
+        echo(line)
     for name in edited:
-        print(f"edited what was forgotten out of Claude Code's auto-memory file {name}")
+        echo(f"edited what was forgotten out of Claude Code's auto-memory file {name}")
     for line in still:
-        print(f"still held outside the store: {line}")
+        echo(f"still held outside the store: {line}")
     if status:
         print(
             "tiermem: forgotten, but the purge of the store's files did not finish (see above); "

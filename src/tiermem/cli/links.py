@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
+from .terminal import echo
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -70,12 +71,18 @@ def links_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
             if not memory.unlink(agent.id, a, b):
                 raise ValidationError(f"{a} and {b} are not linked on purpose (sitting links are not removed).")
             done = {"unlinked": [a, b]}
-        print(json.dumps(done) if args.json else f"{'added' if action == 'add' else 'removed'} link {a} — {b}")
+        if args.json:
+            print(json.dumps(done))
+        else:
+            echo(f"{'added' if action == 'add' else 'removed'} link {a} — {b}")
         return 0
     if len(words) != 1:
         raise ValidationError("links show takes one memory id: tiermem links ID.")
     found = memory.neighbourhood(agent.id, words[0])
-    print(json.dumps(found.as_dict(), indent=1) if args.json else "\n".join(draw(found)))
+    if args.json:
+        print(json.dumps(found.as_dict(), indent=1))
+    else:
+        echo("\n".join(draw(found)))
     return 0
 
 

@@ -32,6 +32,7 @@ from .links import add_links_parser
 from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
 from .stats import add_stats_parser
 from .suggest import path
+from .terminal import echo
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -694,7 +695,7 @@ def run_command(args: argparse.Namespace) -> int:
         from ..domain.maintenance import optimize
 
         for line in optimize(memory):
-            print(line)
+            echo(line)
         return 0
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
 

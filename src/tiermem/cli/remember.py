@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..base.errors import EmbeddingError, ValidationError
 from ..base.records import is_blank
+from .terminal import echo
 
 if TYPE_CHECKING:
     import argparse
@@ -38,5 +39,5 @@ def remember_command(memory: Memory, settings: Settings, args: argparse.Namespac
         print(json.dumps({"ids": written.stored, "agent": agent.name}))
     else:
         chunks = f" ({len(written.stored)} chunks)" if len(written.stored) > 1 else ""
-        print(f"remembered {written.stored[0]}{chunks} in {agent.name}'s archival memory")
+        echo(f"remembered {written.stored[0]}{chunks} in {agent.name}'s archival memory")
     return 0

@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .terminal import echo
+
 if TYPE_CHECKING:
     from ..base.config import Settings
     from ..domain.memory import Memory
@@ -45,19 +47,19 @@ def stats_command(memory: Memory, settings: Settings, args: argparse.Namespace) 
         print(json.dumps({"agent": agent.name, **stats.as_dict()}, indent=2, ensure_ascii=False))
         return 0
     hot, warm = stats.thresholds
-    print(
+    echo(
         f"agent {agent.name}: use score = uses halving every {stats.half_life_days:g} days; "
         f"hot >= {hot:g}, warm >= {warm:g}, else cold"
     )
-    print(f"{'kind':<10}{'hot':>8}{'warm':>8}{'cold':>8}{'total':>8}")
+    echo(f"{'kind':<10}{'hot':>8}{'warm':>8}{'cold':>8}{'total':>8}")
     for kind, c in stats.counts.items():
-        print(f"{kind:<10}{c['hot']:>8}{c['warm']:>8}{c['cold']:>8}{c['total']:>8}")
+        echo(f"{kind:<10}{c['hot']:>8}{c['warm']:>8}{c['cold']:>8}{c['total']:>8}")
     for title, rows in (("hottest", stats.hottest), ("coldest", stats.coldest)):
         if rows:
-            print(f"\n{title}:")
+            echo(f"\n{title}:")
         for u in rows:
             when = u.last_used.strftime("%Y-%m-%d") if u.last_used else "never"
-            print(
+            echo(
                 f"  {u.temperature:<5} {u.score:6.2f}  {u.count:>4} use(s)  {when:<10}  {u.kind:<8} {u.id}  {u.preview}"
             )
     return 0

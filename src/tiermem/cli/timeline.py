@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..domain.archive import parse_bound
 from ..domain.periods import check_unit, parse_period
 from ..domain.timeline import check_kinds, parse_range
+from .terminal import echo
 
 if TYPE_CHECKING:
     import argparse
@@ -72,7 +73,10 @@ def timeline_command(memory: Memory, settings: Settings, args: argparse.Namespac
             start=args.start,
             end=args.end,
         )
-        print(json.dumps(view.as_dict(), ensure_ascii=False, indent=2) if args.json else render_period(view))
+        if args.json:
+            print(json.dumps(view.as_dict(), ensure_ascii=False, indent=2))
+        else:
+            echo(render_period(view))
         return 0
     found = timeline.timeline(
         memory,
@@ -85,7 +89,10 @@ def timeline_command(memory: Memory, settings: Settings, args: argparse.Namespac
         project=args.project,
         terms=args.terms or 0,
     )
-    print(json.dumps(found.as_dict(), ensure_ascii=False, indent=2) if args.json else render(found))
+    if args.json:
+        print(json.dumps(found.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        echo(render(found))
     return 0
 
 

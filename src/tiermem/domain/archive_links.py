@@ -59,11 +59,16 @@ class ManualLinks:
         return Link(a, b, "manual", note)
 
     def remove(self, a: str, b: str) -> bool:
+        """Delete the link between ``a`` and ``b``; False when there was none. Its row's fragment is marked for the
+        purge first, as a forgotten memory's links are (its note leaves the store's files at the next upkeep, or at
+        once with ``forget --now``), and it is deleted by key: the deletion's filter, which the meta table keeps in
+        its transaction and manifest files, names the two ids, not the note."""
         key = link_key(a, b)
-        rows = self._rows()
-        if key not in rows:
+        if key not in self._rows():
             return False
-        self.store.rows.delete("meta", Filter(entries=((key, rows[key]),)))
+        where = Filter(keys=(key,))
+        self.store.purge.mark("meta", where)
+        self.store.rows.delete("meta", where)
         return True
 
     def of(self, ids: Collection[str]) -> dict[str, list[Link]]:
@@ -108,11 +113,11 @@ class ManualLinks:
         gone = set(ids)
         if not gone:
             return 0
-        rows = tuple((k, v) for k, v in self._rows(latest=latest).items() if gone & set(link_ends(k)))
-        if rows:
-            self.store.purge.mark("meta", Filter(entries=rows))
-            self.store.rows.delete("meta", Filter(entries=rows))
-        return len(rows)
+        keys = tuple(k for k in self._rows(latest=latest) if gone & set(link_ends(k)))
+        if keys:  # by key: the deletion's filter holds no note (see ``remove``)
+            self.store.purge.mark("meta", Filter(keys=keys))
+            self.store.rows.delete("meta", Filter(keys=keys))
+        return len(keys)
 
     def forget_text(self, text: str, agent_id: str | None) -> int:
         """Take ``text`` out of the note of every link (of ``agent_id``, or every agent's) whose note holds it: the

@@ -6,7 +6,9 @@ conversation), once: the idempotency key is the session, the turn and a digest o
 again writes nothing. ``recall`` searches archival and recall memory with the prompt, through the same ranked search
 the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
 relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
-anything stored gets nothing. Each memory recalled counts as a use of it (``uses.py``).
+anything stored gets nothing. ``compose`` renders them within the prompt's room and says which it showed; each memory
+shown counts as a use of it (``count_uses``, ``uses.py``), once a prompt: the hook server counts them when it logs the
+prompt, which it does once however often the hook fires (``log_turn``).
 """
 
 from __future__ import annotations
@@ -166,10 +168,14 @@ def recall(
         and h.conversation_id != session
     ]
     found.sort(key=lambda r: -r.relevance)
-    chosen = found[: settings.limit]
-    memory.uses.note("passage", agent_id, [r.id for r in chosen if r.source == archival])  # each recalled: one use
-    memory.uses.note("message", agent_id, [r.id for r in chosen if r.source == past])
-    return chosen
+    return found[: settings.limit]
+
+
+def count_uses(memory: Memory, agent_id: str, shown: list[Recalled]) -> None:
+    """Count one use of each memory a prompt was shown (``Composed.shown``: not those the room left out). The caller
+    counts once a prompt: the hook server, when ``log_turn`` logged the prompt (a hook fired again logs nothing)."""
+    memory.uses.note("passage", agent_id, [r.id for r in shown if r.source == "archival"])
+    memory.uses.note("message", agent_id, [r.id for r in shown if r.source == "recall"])
 
 
 HEAD = (
@@ -180,7 +186,18 @@ FRAME = "tiermem_memory"
 MIN_CUT = 40  # fewest characters of a memory worth showing cut
 
 
+@dataclass(frozen=True)
+class Composed:
+    text: str  # the context added to the prompt ("" for none)
+    shown: list[Recalled]  # the memories it shows, whole or cut (the others are counted in its note)
+
+
 def render(recalled: list[Recalled], max_chars: int) -> str:
+    """The context added to the prompt (``compose``'s text)."""
+    return compose(recalled, max_chars).text
+
+
+def compose(recalled: list[Recalled], max_chars: int) -> Composed:
     """The context added to the prompt ("" for none): a head line that says what follows is quoted data, then one
     ``<tiermem_memory ...>`` frame per memory, best first, each with its provenance (where it is kept, when, the
     session and role of a past turn, its relevance) and its text with markup escaped (``quoting.neutral``: a stored
@@ -188,32 +205,41 @@ def render(recalled: list[Recalled], max_chars: int) -> str:
     not shown included). Memories are shown in order: one that does not fit whole is shown cut to the room left
     (marked as cut, with its id and length) when at least ``MIN_CUT`` of its characters fit, and it and the ones after
     it are counted in the note otherwise; a worse memory is never shown in place of a better one. ``max_chars`` of
-    500 or more (the config's floor) always shows the best memory."""
+    500 or more (the config's floor) always shows the best memory (ids and session ids of the usual length, UUIDs):
+    when the best one has no room for ``MIN_CUT`` characters beside the note, the note is the short one
+    (``_short_note``)."""
     if not recalled:
-        return ""
+        return Composed("", [])
     lines = [HEAD]
     used = len(HEAD)
     left = 0
+    shown: list[Recalled] = []
+    note = _note
     for i, r in enumerate(recalled):
         after = len(recalled) - i - 1  # memories after this one: the note counts them if they do not fit
-        reserve = len(_note(after)) + 1 if after else 0
+        reserve = len(note(after)) + 1 if after else 0
         line = _line(r)
         if used + 1 + len(line) + reserve <= max_chars:
             lines.append(line)
+            shown.append(r)
             used += 1 + len(line)
             continue
         cut = _cut_line(r, max_chars - used - 1 - reserve)
+        if cut is None and not shown and after:  # the best memory: a shorter note leaves it room
+            note = _short_note
+            cut = _cut_line(r, max_chars - used - 1 - (len(note(after)) + 1))
         if cut is None:
             left = after + 1
         else:
             lines.append(cut)
+            shown.append(r)
             left = after
         break
-    if len(lines) == 1:
-        return ""  # not even the best memory fits (max_chars below the config's floor)
+    if not shown:
+        return Composed("", [])  # not even the best memory fits (max_chars below the config's floor)
     if left:
-        lines.append(_note(left))
-    return "\n".join(lines)
+        lines.append(note(left))
+    return Composed("\n".join(lines), shown)
 
 
 def _provenance(r: Recalled) -> str:
@@ -262,6 +288,11 @@ def _cut_line(r: Recalled, room: int) -> str | None:
 
 def _note(left: int) -> str:
     return f"({left} more not shown: search for them with archival_memory_search or conversation_search.)"
+
+
+def _short_note(left: int) -> str:
+    """The note when the full one would leave the best memory no room (``max_chars`` near the floor)."""
+    return f"({left} more not shown.)"
 
 
 def _cut(text: str, most: int) -> str:

@@ -901,7 +901,9 @@ class Filesystem:
         include: str | None = None,
         context_lines: int | None = 1,
         offset: int | None = None,
-    ) -> str:
+    ) -> tuple[str, list[str]]:
+        """Letta's ``grep_files`` answer, and the ids of the files with a match (each once: ``Memory`` counts them
+        as used)."""
         state = self.seen(agent_id)
         files = self.rows.grep_view(state, self.rows.files(state.folder_ids())) if state.folders else None
         if files is None:  # not kept for this view and these files: made (and kept) now
@@ -909,9 +911,11 @@ class Filesystem:
             files = self.rows.keep_grep_view(state, stored, by_name)
         result = grep(files, pattern, include, context_lines, offset)
         self._touch(agent_id, result.matched_files, state)
-        return str(result.text)
+        ids = {v.name: v.file_id for v in state.files}
+        return str(result.text), [ids[name] for name in dict.fromkeys(result.matched_files) if name in ids]
 
-    def semantic_search_files(self, agent_id: str, query: str, limit: int = 5) -> str:
+    def semantic_search_files(self, agent_id: str, query: str, limit: int = 5) -> tuple[str, list[str]]:
+        """Letta's ``semantic_search_files`` answer, and the ids of the files it shows a chunk of (each once)."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("Empty search query provided")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -920,9 +924,10 @@ class Filesystem:
         names = {f.id: name for name, f in by_name.items() if f.status == "completed"}
         found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
         # only chunks of files that are ready: an unfinished file (a crash mid-upload) is not searched
-        hits = [(names[h.tags[0]], h.content) for h in found.hits if h.tags and h.tags[0] in names]
+        shown = [h for h in found.hits if h.tags and h.tags[0] in names]
+        hits = [(names[h.tags[0]], h.content) for h in shown]
         self._touch(agent_id, [n for n, _ in hits], state)
-        return str(semantic_text(query.strip(), hits))
+        return str(semantic_text(query.strip(), hits)), list(dict.fromkeys(h.tags[0] for h in shown))
 
     def attached_text(self, agent_id: str, name: str) -> str:
         state = self.seen(agent_id)

@@ -104,11 +104,49 @@ def expand(
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """A memory and the memories it links to, one hop: what ``tiermem links ID`` and the inspector draw."""
+    """A memory and the memories it links to, one hop: what ``tiermem links ID`` and the inspector draw (every link),
+    and ``memory_links show`` gives a model (``page``: the links that fit the search's token budget)."""
 
     center: Hit
     table: str  # messages | passages
     links: list[tuple[Link, Hit]]
+    total: int | None = None  # a page (``page``): how many links the memory has; ``links`` are those from ``offset``
+    offset: int = 0
+    note: str = ""  # a page that leaves links out says how many and how to see them
+
+    def page(self, budget: int, offset: int = 0, encoding: EncodingName = "cl100k_base") -> Neighbourhood:
+        """The links from ``offset`` on (in order: the sitting's, then those made on purpose, oldest first) that fit
+        in ``budget`` tokens beside the memory: the memory's content first, then each link's content and note, plus
+        ``OVERHEAD`` each (as a search's results are counted: ``search_token_budget``). At least one link is given
+        (as a search keeps its first hit), so paging always moves on; a page that leaves links out says how many and
+        the ``offset`` that shows the next (``note``)."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError(f"offset must be a whole number >= 0, got {offset!r}.")
+        total = len(self.links)
+        if offset and offset >= total:
+            raise ValidationError(
+                f"offset {offset} is past the last link: {self.center.id} has {total} link(s); give an offset below "
+                f"{total} (0 shows the first)."
+            )
+        used = count_tokens(self.center.content, encoding) + OVERHEAD
+        kept: list[tuple[Link, Hit]] = []
+        for link, hit in self.links[offset:]:
+            cost = count_tokens(hit.content, encoding) + count_tokens(link.note, encoding) + OVERHEAD
+            if used + cost > budget and kept:
+                break
+            kept.append((link, hit))
+            used += cost
+        after = offset + len(kept)
+        note = ""
+        if offset or after < total:
+            note = f"Links {offset + 1}-{after} of {total}" if kept else f"No links (of {total})"
+            note += f" shown, within the {budget}-token budget."
+            if after < total:
+                note += (
+                    f" {total - after} more not shown: memory_links show with offset={after} shows the next"
+                    f" (the user sees them all with `tiermem links {self.center.id}`)."
+                )
+        return replace(self, links=kept, total=total, offset=offset, note=note)
 
     def as_dict(self) -> dict[str, object]:
         def node(h: Hit, table: str) -> dict[str, object]:
@@ -120,13 +158,20 @@ class Neighbourhood:
                 "content": h.content,
             }
 
-        return {
+        out: dict[str, object] = {
             "memory": node(self.center, self.table),
             "links": [
                 {"link": link.kind, "note": link.note, **node(h, "messages" if h.role else "passages")}
                 for link, h in self.links
             ],
         }
+        if self.total is not None:  # a page: where it is among the memory's links
+            out.update({"total": self.total, "offset": self.offset})
+            next_offset = self.offset + len(self.links)
+            out["next_offset"] = next_offset if next_offset < self.total else None
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 NOTE_MAX_CHARS = 1_000  # a note says why two memories belong together: a sentence or two, drawn beside the link

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ReembedUnfinishedError, SchemaError, TiermemError
+from ..base.quoting import printable
 from . import doctor_checks as health
 
 if TYPE_CHECKING:
@@ -209,7 +210,8 @@ def _report(checks: list[dict[str, Any]], as_json: bool) -> int:
     else:
         for c in checks:
             mark = "ok " if c["ok"] else "FAIL"
-            print(f"[{mark}] {c['check']}: {c['detail']}" + (f"\n       fix: {c['fix']}" if "fix" in c else ""))
+            line = f"[{mark}] {c['check']}: {c['detail']}" + (f"\n       fix: {c['fix']}" if "fix" in c else "")
+            print(printable(line))  # a detail may name stored things (labels, ids, names): shown, never obeyed
         print("healthy" if healthy else "problems found")
     return 0 if healthy else 1
 

@@ -789,10 +789,16 @@ class Memory:
     def grep_files(
         self, agent_id: str, pattern: str, include: str | None, context_lines: int | None, offset: int | None
     ) -> str:
-        return self.files.grep_files(agent_id, pattern, include, context_lines, offset)
+        """Letta's ``grep_files``; each file with a match counts as a use of it, once a call (as a search hit does)."""
+        text, found = self.files.grep_files(agent_id, pattern, include, context_lines, offset)
+        self.uses.note("file", agent_id, found)
+        return text
 
     def semantic_search_files(self, agent_id: str, query: str, limit: int) -> str:
-        return self.files.semantic_search_files(agent_id, query, limit)
+        """Letta's ``semantic_search_files``; each file it shows a chunk of counts as a use of it, once a call."""
+        text, found = self.files.semantic_search_files(agent_id, query, limit)
+        self.uses.note("file", agent_id, found)
+        return text
 
     # -- recall and archival memory, as the tools ask for them -----------------------
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import TiermemError
+from ..base.quoting import printable
 from . import secrets
 from .blocks import Rethink
 
@@ -246,10 +247,10 @@ def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool 
         + ", ".join(f"{kind}: {n}" for kind, n in counts.most_common())
     )
     for f in audit.found:
-        print(f"  {('agent ' + f.agent + ': ') if f.agent else ''}{f.where}: {f.places}")
+        print(printable(f"  {('agent ' + f.agent + ': ') if f.agent else ''}{f.where}: {f.places}"))
     if done is not None:
         print("redacted:")
-        print("\n".join(f"  {line}" for line in done.lines))
+        print(printable("\n".join(f"  {line}" for line in done.lines)))
         print(PURGE_NOTE)
     elif fixable:
         ask = "Nothing was changed: run again with --redact --yes" if redact_found else "Run"
@@ -267,7 +268,7 @@ def doctor_secrets(settings: Settings, *, redact_found: bool = False, yes: bool 
             + ("" if len(commands) == 1 else " these commands")
             + ":"
         )
-        print("\n".join(f"  {c}" for c in commands))
+        print(printable("\n".join(f"  {c}" for c in commands)))
     if done is None and any(f.fixable and f.version for f in audit.found):
         print("Redacting a block's value keeps the old one as a past version: that run names it to forget too.")
     return 1 if left else 0

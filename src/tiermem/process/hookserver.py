@@ -7,7 +7,8 @@ open:
 
 - ``SessionStart`` (source startup, clear or compact): core memory, whole (Claude Code accepts 10,000 characters of
   hook context); nothing on ``resume`` (the earlier context is still there);
-- ``UserPromptSubmit``: the prompt is logged to recall memory, and the memories relevant to it are returned;
+- ``UserPromptSubmit``: the prompt is logged to recall memory, and the memories relevant to it are returned (each
+  shown counts as a use of it, once: when the prompt is logged, which a hook fired again does not do);
 - ``Stop``: the assistant's final reply is logged (before the answer: the host may stop the server right after).
 
 A request may name its ``host`` (claude-code, codex, gemini, opencode): the logged turn keeps it (its payload's
@@ -301,15 +302,17 @@ class HookListener:
         found = []
         if role == "user" and self.enabled_recall and text.strip():
             found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall, project=project)
-        answer = {"ok": True, "context": autorecall.render(found, self.recall.max_chars)}
+        composed = autorecall.compose(found, self.recall.max_chars)
+        answer = {"ok": True, "context": composed.text}
         if not text.strip():
             return answer, None
         turn = self.turn(data, session, role, text)
 
         def log() -> None:
-            autorecall.log_turn(
+            if autorecall.log_turn(
                 memory, agent_id, session=session, turn=turn, role=role, content=text, at=at, project=project, host=host
-            )
+            ):  # the first time this prompt is logged: what it was shown counts as used, once a prompt
+                autorecall.count_uses(memory, agent_id, composed.shown)
 
         if role == "user":
             return answer, log  # logged once the hook has its answer: the prompt is not kept waiting

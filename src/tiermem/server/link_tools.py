@@ -16,11 +16,14 @@ if TYPE_CHECKING:
     from ..domain.memory import Memory
 
 
-def links_op(memory: Memory, agent_id: str, action: str, id: str, other: str | None, note: str) -> dict[str, Any]:
-    """``show``: the memory and its links; ``add`` / ``remove``: a link made on purpose between two of the agent's
-    memories (recall turns or archival passages)."""
+def links_op(
+    memory: Memory, agent_id: str, action: str, id: str, other: str | None, note: str, offset: int = 0
+) -> dict[str, Any]:
+    """``show``: the memory and its links from ``offset``, as many as fit the search's token budget
+    (``search_token_budget``; ``Neighbourhood.page`` says how many were left out); ``add`` / ``remove``: a link made
+    on purpose between two of the agent's memories (recall turns or archival passages)."""
     if action == "show":
-        return memory.neighbourhood(agent_id, id).as_dict()
+        return memory.neighbourhood(agent_id, id).page(memory.archive.token_budget, offset).as_dict()
     if not other:
         raise ValidationError(f"memory_links {action} needs other: the id of the memory to link {id} with.")
     if action == "add":
@@ -37,13 +40,15 @@ async def memory_links(
     ctx: Context[Any, Any],
     other: str | None = None,
     note: str = "",
+    offset: int = 0,
 ) -> CallToolResult:
     """Links between memories: recall turns and archival passages, by the ids that
     conversation_search, archival_memory_search and _list results (or conversation_log and
     archival_memory_insert) give.
 
     show: the memory and what it links to (the turns beside it in its conversation, links made on
-    purpose). add / remove: link it with `other` on purpose (optional note: why they belong together);
-    memory_links show then lists each with the other (searches do not follow links).
+    purpose), as many as fit the search token budget; a note says how many more and the `offset`
+    that shows the next. add / remove: link it with `other` on purpose (optional note: why they
+    belong together); memory_links show then lists each with the other (searches do not follow links).
     """
-    return structured(await runtime_of(ctx).call(ctx, links_op, action, id, other, note))
+    return structured(await runtime_of(ctx).call(ctx, links_op, action, id, other, note, offset))

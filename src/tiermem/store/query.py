@@ -40,6 +40,9 @@ class Filter:
     seq_from: int | None = None  # messages with seq >= this
     missing_vector: bool | None = None  # True: only rows stored without a vector; False: only rows with one
     entries: tuple[tuple[str, str], ...] | None = None  # meta rows whose (key, value) is one of these
+    # meta rows with one of these keys (a deletion by key: its filter, kept in the table's transaction and manifest
+    # files, then holds no value, so no link note)
+    keys: tuple[str, ...] | None = None
     containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
     text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
     # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
@@ -119,6 +122,8 @@ def compile_filter(where: Filter | None) -> str | None:
     if where.entries is not None:
         pairs = [f"(key = {sql_str(k)} AND value = {sql_str(v)})" for k, v in where.entries]
         clauses.append(f"({' OR '.join(pairs)})" if pairs else "false")
+    if where.keys is not None:
+        clauses.append(f"key IN {_in(where.keys)}" if where.keys else "false")
     if where.containing is not None:
         if not where.containing:
             raise ValidationError("The text to look for is empty; give the text itself.")

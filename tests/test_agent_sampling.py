@@ -176,6 +176,96 @@ async def test_an_earlier_round_sent_again_runs_nothing_again(settings: Settings
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
+class Rounds:
+    """One agent_chat turn on a 2026-07-28 connection, driven round by round: ``call(state, key=answer)``."""
+
+    def __init__(self, client: Client, message: str = "remember") -> None:
+        self.client, self.message = client, message
+
+    async def call(self, state: Any = None, **answers: Any) -> Any:
+        return await self.client.session.call_tool(
+            "agent_chat",
+            {"message": self.message},
+            allow_input_required=True,
+            input_responses=answers or None,
+            request_state=state,
+        )
+
+
+INSERT = t.ToolUseContent(type="tool_use", id="call_1", name="archival_memory_insert", input={"content": "Fact 1"})
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+async def test_rows_logged_between_rounds_are_not_the_turn_s(settings: Settings, role: str) -> None:
+    # Between sampling rounds the turn holds no lock: conversation_log may add rows to its conversation. They are not
+    # the turn's steps: the next round is neither refused (a user row) nor taken for a replay whose reply is the
+    # logged row's text (an assistant row).
+    server = build(settings)
+    async with Client(server, sampling_callback=Host(), sampling_capabilities=TOOLS, cache=None) as c:
+        turn = Rounds(c)
+        r1 = await turn.call()
+        (key1,) = r1.input_requests
+        r2 = await turn.call(r1.request_state, **{key1: _answer(INSERT)})
+        (key2,) = r2.input_requests
+        logged = await c.call_tool(
+            "conversation_log", {"messages": [{"role": role, "content": "an aside", "conversation_id": "default"}]}
+        )
+        assert not logged.is_error, text_of(logged)
+        again = t.ToolUseContent(type="tool_use", id="call_2", name="core_memory_view", input={})
+        r3 = await turn.call(r2.request_state, **{key2: _answer(again)})
+        assert isinstance(r3, t.InputRequiredResult), text_of(r3)
+        (key3,) = r3.input_requests
+        r4 = await turn.call(r3.request_state, **{key3: _answer(t.TextContent(type="text", text="done"))})
+        assert isinstance(r4, t.CallToolResult) and not r4.is_error, text_of(r4)
+        assert text_of(r4) == "done"
+        assert r4.structured_content is not None
+        assert [x["tool"] for x in r4.structured_content["steps"]] == ["archival_memory_insert", "core_memory_view"]
+    memory, agent_id = server.runtime.handle.get()
+    roles = [m.role for m in memory.archive.rows.messages_since(agent_id, "default", 0)]
+    assert roles == ["user", "assistant", "tool", role, "assistant", "tool", "assistant"]
+
+
+async def test_two_turns_in_one_conversation_between_rounds_keep_their_own_steps(settings: Settings) -> None:
+    # Two agent_chat turns of one conversation, their rounds interleaved: each counts only its own steps.
+    server = build(settings)
+    async with Client(server, sampling_callback=Host(), sampling_capabilities=TOOLS, cache=None) as c:
+        a, b = Rounds(c, "first"), Rounds(c, "second")
+        a1 = await a.call()
+        (ka1,) = a1.input_requests
+        a2 = await a.call(a1.request_state, **{ka1: _answer(INSERT)})
+        (ka2,) = a2.input_requests
+        b1 = await b.call()
+        (kb1,) = b1.input_requests
+        b2 = await b.call(b1.request_state, **{kb1: _answer(t.TextContent(type="text", text="B done"))})
+        assert isinstance(b2, t.CallToolResult) and text_of(b2) == "B done"
+        a3 = await a.call(a2.request_state, **{ka2: _answer(t.TextContent(type="text", text="A done"))})
+        assert isinstance(a3, t.CallToolResult) and not a3.is_error, text_of(a3)
+        assert text_of(a3) == "A done"
+        again = await a.call(a2.request_state, **{ka2: _answer(t.TextContent(type="text", text="A done"))})
+        assert isinstance(again, t.CallToolResult) and text_of(again) == "A done"  # a replay: the stored result
+    memory, agent_id = server.runtime.handle.get()
+    contents = [m.content for m in memory.archive.rows.messages_since(agent_id, "default", 0) if m.role != "tool"]
+    assert contents == ["first", "", "second", "B done", "A done"]
+
+
+async def test_a_replayed_last_round_gives_the_turn_s_notice(settings: Settings) -> None:
+    # The last round sent again gives the result the turn gave, its notice (here: an empty reply) included.
+    server = build(settings)
+    async with Client(server, sampling_callback=Host(), sampling_capabilities=TOOLS, cache=None) as c:
+        turn = Rounds(c)
+        r1 = await turn.call()
+        (key1,) = r1.input_requests
+        r2 = await turn.call(r1.request_state, **{key1: _answer(INSERT)})
+        (key2,) = r2.input_requests
+        empty = _answer(t.TextContent(type="text", text=""))
+        r3 = await turn.call(r2.request_state, **{key2: empty})
+        again = await turn.call(r2.request_state, **{key2: empty})
+        assert isinstance(r3, t.CallToolResult) and isinstance(again, t.CallToolResult)
+        assert r3.structured_content is not None and "empty reply" in r3.structured_content["notice"]
+        assert again.structured_content == r3.structured_content
+        assert text_of(again) == text_of(r3)
+
+
 async def test_client_without_sampling_gets_a_clear_error(settings: Settings) -> None:
     async with Client(build(settings), cache=None) as c:
         result = await c.call_tool("agent_chat", {"message": "hello"})

@@ -66,7 +66,7 @@ from .llm import (
 )
 from .sampling_provider import NeedsInput
 from .sleeptime import SleeptimeRun, run_sleeptime
-from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, send_message
+from .toolcalls import SEND_MESSAGE, Report, Style, ToolLoop, memgpt_specs, notice_of, send_message
 from .toolhost import ToolHost
 from .turnlock import turn_lock
 
@@ -173,11 +173,19 @@ def storable(text: str) -> str:
     return text[: ROW_MAX_CHARS - len(note)] + note
 
 
-def this_turn(messages: list[Message]) -> list[Message]:
-    """``messages`` (a turn's user message and every later one of its conversation) up to the next user message:
-    the turn's own."""
-    later = next((n for n, x in enumerate(messages) if n and payload(x).get("kind") == "user"), len(messages))
-    return messages[:later]
+TURN_KEY = "turn"  # in the payload of every row the loop writes for a turn: the id of the turn's user message
+
+
+def this_turn(user: Message, since: list[Message]) -> list[Message]:
+    """The turn's own messages: its ``user`` message and the rows of ``since`` (its conversation from the user message
+    on) that the loop wrote for it, which carry its id. Rows logged in between by anyone else (conversation_log,
+    another turn in the conversation, while the turn waits for a sampling round trip) are not the turn's."""
+    return [user, *(x for x in since if x.id != user.id and payload(x).get(TURN_KEY) == user.id)]
+
+
+def summaries(turn: list[Message]) -> int:
+    """How many times the turn's context was summarised, from its stored messages (``this_turn``)."""
+    return sum(1 for x in turn if payload(x).get("kind") == "summary")
 
 
 def stamp() -> str:
@@ -280,7 +288,7 @@ class AgentLoop:
                 )
             user, after = found, -1
             since = await _io(lambda: m.archive.rows.messages_since(self.agent_id, conv, user.seq))
-            turn = this_turn(since)
+            turn = this_turn(user, since)
             step = sum(1 for x in turn if x.role == "assistant")  # each step stores the model's answer
             if resume.step > step:
                 raise ValidationError(
@@ -292,7 +300,7 @@ class AgentLoop:
                 # it answers is stored and is not run again. The turn goes on from the store, asking the client for
                 # the step it is at; a turn already over gives its stored result.
                 log.info("agent_chat retried with step %d's state; the turn is at step %d", resume.step, step)
-                over = self._stored_result(turn, style, conv, step, later=len(turn) < len(since))
+                over = self._stored_result(turn, style, conv, step)
                 if over is not None:
                     return over
         window = await _io(lambda: m.context_window(self.agent_id, conv))
@@ -348,31 +356,30 @@ class AgentLoop:
             memory_edits=report.memory_edits,
             usage=report.usage,
             error=error,
-            summarised=recall.summaries,
+            summarised=summaries(turn) + recall.summaries,  # a resumed turn's earlier rounds' too, as its steps
             sleeptime=sleeptime,
             notice=report.notice,
         )
 
-    def _stored_result(
-        self, turn: list[Message], style: Style, conv: str, steps: int, *, later: bool
-    ) -> TurnResult | None:
-        """The result of a turn that is over, from its stored messages (``turn``: from its user message on); None
+    def _stored_result(self, turn: list[Message], style: Style, conv: str, steps: int) -> TurnResult | None:
+        """The result of a turn that is over, from its stored messages (``turn``: its own, ``this_turn``); None
         while it is under way: its last answer called tools and the turn goes on after them (in the ``memgpt``
-        style, only when a heartbeat followed them), short of ``max_steps``, and no ``later`` user message began
-        another turn."""
+        style, only when a heartbeat followed them), short of ``max_steps``."""
         answers = [n for n, x in enumerate(turn) if x.role == "assistant"]
         last = turn[answers[-1]] if answers else None
         p = payload(last) if last is not None else {}
         calls = p.get("tool_calls") or []
         heartbeat = any(payload(x).get("kind") == "heartbeat" for x in turn[answers[-1] + 1 :]) if answers else False
         going = last is not None and bool(calls) and (style != "memgpt" or heartbeat)
-        if going and not later and steps < self.settings.max_steps:
+        if going and steps < self.settings.max_steps:
             return None
         report = Report.from_messages(turn, self.settings.memory_tool_dialect)
         said = last is not None and (not calls or MODEL_TEXT in p)  # a final answer, or a send_message reply
         stop = str(p.get("stop_reason") or "end_turn") if last is not None and not calls else "end_turn"
         if going and steps >= self.settings.max_steps:
             stop = "max_steps"
+        # an answer without tool calls ended the turn: its notice, as the turn gave it (``ToolLoop._final``)
+        notice = notice_of(stop, last.content, self.settings.max_tokens) if last is not None and not calls else ""
         return TurnResult(
             reply=last.content if said and last is not None else "",
             stop_reason=stop if stop in ("end_turn", "max_steps", "max_tokens", "refusal") else "end_turn",
@@ -380,6 +387,8 @@ class AgentLoop:
             steps=report.steps,
             memory_edits=report.memory_edits,
             usage=report.usage,
+            summarised=summaries(turn),
+            notice=notice,
         )
 
     # -- token-count calibration, kept per agent and model across processes ----------------------
@@ -571,7 +580,7 @@ class AgentLoop:
             conv,
             "system",
             summary_message(summary, n_hidden, total),
-            {"kind": "summary", "evicted": len(evicted), "usage": asdict(usage)},
+            {"kind": "summary", "evicted": len(evicted), "usage": asdict(usage), TURN_KEY: turn_id},
         )
         await self._save_window(conv, start_seq=first_kept if first_kept is not None else note.seq, summary_id=note.id)
         return True
@@ -719,7 +728,7 @@ class _Recall:
         self._force = False  # the provider refused the last request as too long: summarise before the next
 
     async def _log(self, role: str, content: str, meta: JSON) -> None:
-        message = await self.loop._log(self.conv, role, content, meta)
+        message = await self.loop._log(self.conv, role, content, {**meta, TURN_KEY: self.user.id})
         now_at = await _io(self._version)
         self.known = now_at if self.known is not None and now_at == self.known + 1 else None
         self.context.append(message)

@@ -179,17 +179,11 @@ class ToolLoop:
 
     def _final(self, response: LLMResponse, max_tokens: int) -> Literal["end_turn", "max_tokens", "refusal"]:
         """The stop reason of the run's last answer, with a notice in the report when it is not a complete reply."""
+        self.report.notice = notice_of(response.stop_reason, response.text, max_tokens)
         if response.stop_reason == "max_tokens":
-            self.report.notice = (
-                f"The reply was cut at max_tokens ({max_tokens} tokens); raise it with the max_tokens setting "
-                "(TIERMEM_MAX_TOKENS) or ask for a shorter answer."
-            )
             return "max_tokens"
         if response.stop_reason == "refusal":
-            self.report.notice = "The model declined to answer (stop reason: refusal)."
             return "refusal"
-        if not response.text.strip():
-            self.report.notice = f"The model answered with an empty reply (stop reason: {response.stop_reason})."
         return "end_turn"
 
     async def _calls(self, calls: Iterable[ToolCall], *, cut: ToolCall | None = None, max_tokens: int = 0) -> bool:
@@ -233,6 +227,21 @@ class ToolLoop:
             return False
         await self.exchange.heartbeat(HEARTBEAT_FAILED if failed and not go_on else HEARTBEAT)
         return True
+
+
+def notice_of(stop_reason: str, text: str, max_tokens: int) -> str:
+    """Why a final answer (one without tool calls) is not a complete reply ("" when it is): cut at ``max_tokens``,
+    a refusal, or empty."""
+    if stop_reason == "max_tokens":
+        return (
+            f"The reply was cut at max_tokens ({max_tokens} tokens); raise it with the max_tokens setting "
+            "(TIERMEM_MAX_TOKENS) or ask for a shorter answer."
+        )
+    if stop_reason == "refusal":
+        return "The model declined to answer (stop reason: refusal)."
+    if not text.strip():
+        return f"The model answered with an empty reply (stop reason: {stop_reason})."
+    return ""
 
 
 def heartbeat_requested(value: object) -> bool:

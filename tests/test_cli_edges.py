@@ -408,6 +408,7 @@ def test_a_command_that_makes_a_data_directory_refuses_an_agent_it_would_not_mak
             (["agents", "show", "nope"], "No agent named 'nope'"),
             (["agents", "set", "nope", "--sleeptime", "2"], "No agent named 'nope'"),
             (["chat", "-m", "hi", "--agent", "nope"], "No agent named 'nope'"),
+            (["blocks", "attach", "human", "--from", "wrok"], "No agent named 'wrok'"),  # the agent with the block
             (["folders", "upload", "docs", str(tmp_path / "a.md")], "No folder named 'docs'"),
         ):
             code, out, err = cli(capsys, *d, *command)

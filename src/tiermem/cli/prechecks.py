@@ -82,20 +82,24 @@ def refuse_what_a_new_directory_lacks(args: argparse.Namespace, settings: Settin
     """A command that may make a new data directory, but works on an agent (or a folder) it does not create: on a
     data directory holding no memory yet, that agent (other than the built-in ``default``, made on first use) or
     folder cannot exist, so the command is refused now, as it would be once opened, and nothing is created
-    (``tiermem blocks list --agent wrok --data-dir NEW`` made NEW with an empty store, then said "No agent named")."""
+    (``tiermem blocks list --agent wrok --data-dir NEW`` made NEW with an empty store, then said "No agent named").
+    The agents it names are ``--agent``'s (or ``agents show/set NAME``) and ``blocks attach --from``'s, the one option
+    naming a second agent (``export``'s agents are read from a directory that must hold memory already)."""
     from ..base.errors import NotFoundError
     from ..domain.factory import holds_memory
     from ..domain.memory import DEFAULT_AGENT
 
     action = getattr(args, "action", None)
+    named: list[str] = []  # the agents the command works on: each must exist already
     if args.command == "agents" and action in ("show", "set"):
-        agent: str | None = args.name
+        named.append(args.name)
     elif args.command in ("blocks", "remember", "chat"):
-        agent = settings.agent
-    else:
-        agent = None
+        named.append(settings.agent)
+    if args.command == "blocks" and action == "attach":  # the agent that has the block (`--from`)
+        named.append(args.source)
+    agent = next((x for x in named if x != DEFAULT_AGENT), None)
     upload = args.command == "folders" and action == "upload"
-    if (agent in (None, DEFAULT_AGENT) and not upload) or holds_memory(settings):
+    if (agent is None and not upload) or holds_memory(settings):
         return
     empty = (
         f"the data directory {settings.resolved_data_dir()} holds no memory yet, and nothing was created (check "

@@ -524,6 +524,28 @@ def test_a_text_repeated_in_a_batch_is_run_through_the_model_once(
     assert all(cos(a, b) > 0.9999 for a, b in zip([vectors[3], vectors[0], vectors[1]], alone, strict=True))
 
 
+def test_a_long_text_is_tokenized_only_as_far_as_the_model_reads(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
+    """The model reads the first 512 tokens of a text: only a start of the text holding them is tokenized (a
+    10M-character message was tokenized whole: 12 s, 1.4 GB), and its vector is the whole text's, also where words
+    are one token each however long (over 100 characters) or long runs of spaces hold none."""
+    counter = minilm._counter
+    assert counter is not None and minilm.reads == 512
+    big = _essay(2_000_000)[:10_000_000]
+    assert len(big) == 10_000_000
+    start = counter.leading(big, minilm.reads)
+    assert len(start) <= 512 * 16 and big.startswith(start)
+    assert 512 <= len(tokenizer.encode(start).ids) <= 512 * 16  # tokens produced: of a bounded start, not of it all
+    (whole,) = minilm.embed([big])
+    assert cos(whole, minilm.embed([big[:20_000]])[0]) > 0.999999
+    for odd in (("x" * 150 + " ") * 2_000, ("word" + " " * 100) * 3_000, "y" * 50_000):
+        start = counter.leading(odd, minilm.reads)
+        assert odd.startswith(start) and len(tokenizer.encode(start).ids) >= min(512, len(tokenizer.encode(odd).ids))
+        runner = minilm._model  # the model itself, given the whole text: what embed reads of it must be the same
+        assert runner is not None
+        (alone,) = runner.embed([odd])
+        assert cos(minilm.embed([odd])[0], list(alone)) > 0.999999
+
+
 def test_token_states_are_what_the_vector_averages(minilm: FastEmbedEmbedder, tokenizer: Any) -> None:
     import numpy as np
 

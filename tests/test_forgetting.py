@@ -21,6 +21,7 @@ from tiermem.domain.factory import open_memory
 from tiermem.domain.forgetting import Target, forget, purge_pending
 from tiermem.domain.maintenance import optimize
 from tiermem.domain.memory import Memory
+from tiermem.store import Filter
 
 
 def test_forget_text_does_not_overwrite_an_edit_made_after_it_read_the_block(
@@ -651,3 +652,27 @@ def test_a_purge_that_cannot_finish_says_the_text_is_gone_from_search_and_how_to
     optimize(memory)
     assert not purge_pending(memory)
     assert scan_dir(root) == []
+
+
+def test_a_long_turn_is_kept_in_the_next_turns_keyword_text_only_in_part_and_leaves_it_when_forgotten(
+    local: tuple[Memory, Path],
+) -> None:
+    """The next turn's keyword text holds the start of the turn before it (``PREVIOUS_CHARS``), not a 10M-character
+    tool result a second time; forgetting that turn takes its start out of the next one's text too, though the next
+    holds only part of it."""
+    from tiermem.domain.archive import PREVIOUS_CHARS
+
+    memory, _ = local
+    agent = memory.ensure_agent("default").id
+    long = f"{SECRET} " + "filler words " * 2_000
+    first, second = memory.archive.log_messages(
+        agent, [{"role": "tool", "content": long}, {"role": "assistant", "content": "noted"}], max_chars=len(long)
+    )
+
+    def text_of(message_id: str) -> str:
+        (row,) = memory.archive.rows.rows_where("messages", Filter(ids=(message_id,)))
+        return str(row["text"])
+
+    assert SECRET in text_of(second.id) and len(text_of(second.id)) < PREVIOUS_CHARS + 100
+    forget(memory, Target("message", agent, first.id), now=True)
+    assert SECRET not in text_of(second.id) and "filler" not in text_of(second.id)

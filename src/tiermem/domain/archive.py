@@ -182,14 +182,19 @@ def time_ago(then: datetime, reference: datetime | None = None) -> str:
     return f"in {amount}" if delta < 0 else f"{amount} ago"
 
 
+PREVIOUS_CHARS = 4000  # of the turn before a message, what its keyword text holds (the agent loop's rows run to 10M)
+
+
 def shape_message(content: str, created_at: datetime, previous: str = "") -> str:
-    """The keyword-indexed text of a message: its date, its content and the turn before it.
+    """The keyword-indexed text of a message: its date, its content and the turn before it (its first
+    ``PREVIOUS_CHARS`` characters: far more than a conversational turn, LoCoMo's run to a few hundred, while a tool
+    result or a long answer the agent loop stores is not indexed a second time in the next row).
 
     The vector is made from the content alone. The date lets "when" questions match, the previous
     turn gives a reply the context it answers: on the LoCoMo dev split (``python -m bench locomo``) the keyword leg
     alone scores R@5 0.613 with this text against 0.525 over the content alone.
     """
-    return f"{created_at:%d %B %Y}. {content} {previous}".strip()
+    return f"{created_at:%d %B %Y}. {content} {previous[:PREVIOUS_CHARS]}".strip()
 
 
 class Archive:
@@ -331,7 +336,7 @@ class Archive:
     def _remember_turn(self, key: tuple[str, str], content: str) -> None:
         """Keep the latest turn of a conversation; conversations not written for a while are forgotten
         (their newest turn is read from the store again when one is next written)."""
-        self._last_turn[key] = content
+        self._last_turn[key] = content[:PREVIOUS_CHARS]  # all the next turn's keyword text holds of it
         self._last_turn.move_to_end(key)
         while len(self._last_turn) > self.max_last_turns:
             self._last_turn.popitem(last=False)

@@ -299,14 +299,15 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
     needles = [c for c in contents if c] + ([text] if text else [])
     changed = []
     for (agent, _conversation), turns in before.items():
-        previous = ""
+        previous, after_gone = "", False
         for r in turns:
             if r["id"] in gone:
+                after_gone = True  # the next turn's keyword text holds the start of this one (maybe not all of it)
                 continue
-            if any(n in r["text"] for n in needles):
+            if after_gone or any(n in r["text"] for n in needles) or (text and text in previous):
                 r["text"] = shape_message(r["content"], from_us(r["created_us"]), _without(previous, text))
                 changed.append(r)
-            previous = r["content"]
+            previous, after_gone = r["content"], False
         memory.archive.forget_turns(agent)
     rows.retext("messages", changed)
     done.retexted += len(changed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import replace
@@ -238,7 +239,7 @@ def test_a_clear_best_match_by_meaning_is_not_lost_among_long_rows_matching_noth
     memory.archive.store.indexes.optimize()
     hits = memory.archive.search(agent, "hot beverage", top_k=5).hits
     assert hits[0].content == fact and hits[0].vector_rank == 1
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert [h.score for h in hits[1:]] == sorted((h.score for h in hits[1:]), reverse=True)
 
 
 def test_only_a_clear_best_match_by_meaning_is_moved_first() -> None:
@@ -253,7 +254,13 @@ def test_only_a_clear_best_match_by_meaning_is_moved_first() -> None:
     flat = [0.22 - 0.001 * n for n in range(12)]
     q = analyse("hot beverage")
     assert clear_match(pool("Ada drinks green tea.", 0.37, flat)) is not None
-    assert DEFAULT_RANKER.rank(q, pool("Ada drinks green tea.", 0.37, flat))[0][0].id == "top"
+    moved = DEFAULT_RANKER.rank(q, pool("Ada drinks green tea.", 0.37, flat))
+    assert moved[0][0].id == "top"
+    unmoved = dataclasses.replace(DEFAULT_RANKER, clear_first=False).rank(q, pool("Ada drinks green tea.", 0.37, flat))
+    assert unmoved[0][0].id != "top"  # it is moved: by score alone it is not first
+    # each row keeps its own score (the moved one's is not the first's, nor tied with it)
+    assert {c.id: score for c, score in moved} == {c.id: score for c, score in unmoved}
+    assert [c.id for c, _ in moved[1:]] == [c.id for c, _ in unmoved if c.id != "top"]
     assert clear_match(pool("Ada drinks green tea.", 0.30, flat)) is None  # less than CLEAR_MARGIN ahead
     spread = [0.22 - 0.02 * n for n in range(12)]  # the second leads the tenth by 0.18: the first does not stand out
     assert clear_match(pool("Ada drinks green tea.", 0.37, spread)) is None

@@ -201,8 +201,10 @@ def clear_match(candidates: Sequence[Candidate]) -> Candidate | None:
 def keep_clear_first(
     candidates: Sequence[Candidate], scored: Sequence[tuple[Candidate, float]]
 ) -> list[tuple[Candidate, float]]:
-    """``scored`` (best first) with the pool's clear best match by meaning (``clear_match``) moved first, with the
-    best score (the list stays in score order).
+    """``scored`` (best first) with the pool's clear best match by meaning (``clear_match``) moved first. Every row
+    keeps its own score (and so its calibrated relevance): the first row's score may be below the second's, the order
+    being the ranker's, not the scores'. Lists merged from several searches (``tiermem search``, auto-recall) order
+    their rows by relevance, as before.
 
     The weights are fitted on LoCoMo, where such a row is evidence or is ranked high anyway; in a pool unlike it (one
     short fact that alone matches a query sharing no word with it, among long rows that all match it about as badly)
@@ -215,8 +217,7 @@ def keep_clear_first(
     at = next((i for i, (c, _) in enumerate(out) if c.id == top.id), None)
     if at is None:
         return out
-    out.pop(at)
-    out.insert(0, (top, out[0][1]))
+    out.insert(0, out.pop(at))
     return out
 
 

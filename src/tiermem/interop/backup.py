@@ -352,6 +352,7 @@ def import_backup(
     cleared, kept = plan.replaced, plan.kept
     if notes is not None:
         notes += backup_plan.replaced_note(cleared) + backup_plan.kept_note(memory, rows, kept)
+        notes += backup_plan.merged_note(rows, plan.merged) + backup_plan.restored_note(memory, rows, plan.earlier)
     rows = _without(rows, kept)  # nothing of an agent kept as it is: no row it lacks comes back
     links = {a: found for a, found in links.items() if a not in kept}
     uses = [u for u in backup.uses if u.agent_id not in kept]

@@ -227,6 +227,22 @@ def test_a_restore_after_only_forgetting_brings_the_forgotten_rows_back_and_says
     assert stored(memory) == stored(src)
 
 
+def test_a_restore_that_replaces_agents_purges_the_core_once(tmp_path: Path) -> None:
+    """--replace deletes each agent it rolls back without a purge of its own, then purges the core's files once."""
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    memory = fresh(tmp_path, "new")
+    restore(memory, backup)
+    for name in ("default", "work"):
+        memory.edit(memory.get_agent(name).id, "human", Rethink("Name: Bob"))
+    statements: list[str] = []
+    memory.core._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    report = restore(memory, backup, replace=True)
+    assert any(n.startswith("--replace: this data directory's agent(s) 'default', 'work'") for n in report["notes"])
+    assert [s for s in statements if s.strip().upper() == "VACUUM"] == ["VACUUM"]
+    assert stored(memory) == stored(src)
+
+
 def test_replace_refuses_a_rollback_that_a_block_shared_with_another_agent_would_leave_half_done(
     memory: Memory, tmp_path: Path
 ) -> None:

@@ -108,6 +108,43 @@ def test_create_rename_delete(memory: Memory) -> None:
     assert [x.label for x in memory.blocks(a)] == ["persona", "human"]
 
 
+def test_an_agent_deleted_whose_purge_cannot_run_is_deleted_with_the_purge_pending(tmp_path: Path) -> None:
+    """The purge of the core's files after an agent's deletion fails (another process holds the write lock): the
+    deletion is done and heard (a server serving the agent drops it), the purge is reported pending, not raised;
+    and each deletion of a restore or a forget purges once (``purge=False``), not once per agent."""
+    import sqlite3
+
+    from tiermem.core.sqlite import SqliteCore
+
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    memory = memory_over(store, core=SqliteCore(tmp_path / CORE_FILE, busy_timeout=0.2))
+    gone = memory.create_agent("gone", blocks=[spec("human", "Name: Ada")]).id
+    other = sqlite3.connect(str(tmp_path / CORE_FILE), isolation_level=None)
+    heard: list[Change] = []
+
+    def hold_the_lock(change: Change) -> None:  # another process starts writing right after the deletion
+        heard.append(change)
+        if change.kind == "agent_deleted":
+            other.execute("BEGIN IMMEDIATE")
+
+    memory.subscribe(hold_the_lock)
+    done = memory.delete_agent(gone)
+    assert [c.agent_ids for c in heard if c.kind == "agent_deleted"] == [(gone,)]
+    assert memory.core.find_agent("gone") is None
+    assert "locked" in done.purge_unfinished, done
+    other.execute("ROLLBACK")
+    memory.unsubscribe(hold_the_lock)
+
+    statements: list[str] = []
+    memory.core._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    kept = [memory.create_agent(name).id for name in ("a", "b")]
+    for agent_id in kept:
+        assert memory.delete_agent(agent_id, purge=False).purge_unfinished == ""
+    assert not [s for s in statements if s.strip().upper() == "VACUUM"]
+    assert memory.purge_core() == ""
+    assert [s for s in statements if s.strip().upper() == "VACUUM"] == ["VACUUM"]
+
+
 def test_over_limit_default_block_rejected(memory: Memory) -> None:
     with pytest.raises(EditError, match="Exceeds 3 character limit"):
         memory.create_agent("x", blocks=[spec("human", "toolong", limit=3)])

@@ -360,7 +360,13 @@ def import_backup(
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
-        memory.delete_agent(agent.id)
+        memory.delete_agent(agent.id, purge=False)
+    unpurged = memory.purge_core() if cleared else ""  # once for all of them: each purge rewrites the whole file
+    if notes is not None and unpurged:
+        notes.append(
+            "the replaced agents were deleted, but the core state's files are not purged of their old values yet "
+            f"(run `tiermem optimize`): {unpurged}"
+        )
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():

@@ -393,13 +393,17 @@ def test_what_is_forgotten_after_a_migration_is_gone_from_the_old_tables_too(tmp
     migrate_from_lance(LanceCoreTables(store), tmp_path / CORE_FILE)  # a process stopped right after the copy
     assert files_holding(tmp_path / "db", "old-address-4471")  # not emptied yet
     said: list[tuple[str, bool, str]] = []
-    check_old_core_tables(store, "core.sqlite3", lambda name, ok, detail, fix="": said.append((name, ok, detail)))
+    from tiermem.core.sqlite import SqliteCore
+
+    copied = SqliteCore(tmp_path / CORE_FILE)
+    check_old_core_tables(store, copied, lambda name, ok, detail, fix="": said.append((name, ok, detail)))
+    copied.close()
     assert said == [
         (
             "old core tables",
             False,
             "the LanceDB core tables of an older tiermem still hold 1 agents, 1 blocks, 1 attachments, 2 block_history "
-            "row(s), moved into core.sqlite3 but not yet removed: forgetting and deleting do not reach them",
+            f"row(s), moved into {copied.describe()} but not yet removed: forgetting and deleting do not reach them",
         )
     ]
 
@@ -412,6 +416,55 @@ def test_what_is_forgotten_after_a_migration_is_gone_from_the_old_tables_too(tmp
     # (the SQLite core keeps a deleted agent's bytes in free pages until a purge: `tiermem forget agent` does it)
     assert files_holding(tmp_path / "db", "Name: Ada") == [] and files_holding(tmp_path / "db", agent) == []
     assert main(["doctor", *cli]) == 0
+
+
+def test_old_core_tables_holding_rows_the_core_lacks_are_kept_flagged_and_recoverable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A data directory an older tiermem moved (core.sqlite3 there, its copy never checked, the LanceDB tables kept)
+    whose old tables gained rows after the move (a downgrade wrote there): opening it removes nothing, warns naming
+    what the core lacks, and doctor fails; the rows are recovered from a copy without core.sqlite3 (docs/security.md),
+    and once the old tables are removed by hand doctor passes."""
+    import logging
+    import shutil
+
+    from tiermem.cli.main import main
+    from tiermem.core.lance import LanceCoreTables
+    from tiermem.core.migrate import migrate_from_lance
+    from tiermem.domain.doctor_checks import check_old_core_tables
+
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    legacy_core(store, {"human": ["Name: Ada"]}, agent="work")
+    migrate_from_lance(LanceCoreTables(store), tmp_path / CORE_FILE)  # an earlier tiermem's move: tables kept
+    legacy_core(store, {"human": ["Name: Bob", "Name: Bob\nwritten-after-the-move-5512"]}, agent="downgraded")
+
+    again = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    with caplog.at_level(logging.WARNING, logger="tiermem.core.migrate"):
+        core = open_core(again, "auto", tmp_path)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "lacks (1 of 2 agents, 1 of 2 blocks (or their later versions), 2 of 3 block_history)" in warning
+    assert "nothing was removed" in warning and "docs/security.md" in warning, warning
+    assert files_holding(tmp_path / "db", "written-after-the-move-5512")  # kept
+    said: list[tuple[str, bool, str, str]] = []
+    check_old_core_tables(again, core, lambda name, ok, detail, fix="": said.append((name, ok, detail, fix)))
+    ((name, ok, detail, fix),) = said
+    assert (name, ok) == ("old core tables", False) and "lacks 1 of 2 agents" in detail and "Old core tables" in fix
+    core.close()
+
+    copy = tmp_path.parent / f"{tmp_path.name}-copy"  # the recovery: a copy without core.sqlite3 moves them anew
+    shutil.copytree(tmp_path, copy)
+    for f in copy.glob(f"{CORE_FILE}*"):
+        f.unlink()
+    cli = ["--embedding-model", "hashing"]
+    backup = tmp_path.parent / f"{tmp_path.name}-old-core.jsonl"
+    assert main(["--data-dir", str(copy), "export", "--format", "jsonl", "-o", str(backup), *cli]) == 0
+    assert "written-after-the-move-5512" in backup.read_text()
+
+    for table in CORE_TABLES:  # removed by hand, no tiermem running: the next open makes them again, empty
+        shutil.rmtree(tmp_path / "db" / f"{table}.lance", ignore_errors=True)
+    assert main(["--data-dir", str(tmp_path), "doctor", *cli]) == 0
+    assert files_holding(tmp_path / "db", "written-after-the-move-5512") == []
 
 
 def test_a_server_opens_the_core_first_and_the_archive_behind_it(

@@ -147,15 +147,100 @@ def test_a_restore_again_brings_back_nothing_of_an_agent_changed_since_and_repla
     assert report["notes"] == [
         "this data directory holds agent(s) 'work' already, changed here since the backup was made: kept as they are, "
         "nothing of the backup's copy written; 1 row(s) of theirs the backup holds and this data directory does not "
-        "(forgotten or deleted here since) were left out. To roll them back to the backup (losing the changes made "
-        "here since), run the import again with --replace"
+        "(forgotten or deleted here, or added where the backup was made after this data directory's copy) were left "
+        "out. To roll them back to the backup (losing the changes made here since), run the import again with "
+        "--replace"
     ], report["notes"]
+    assert [p.content for p in memory.archive.rows.passages_of(work)] == ["written here after the restore"]
 
     report = restore(memory, backup, replace=True)
     assert any(n.startswith("--replace: this data directory's agent(s) 'work'") for n in report["notes"])
     assert stored(memory) == stored(src)
     assert memory.block(work, "human").value == src.block(work, "human").value
     assert [p.content for p in memory.archive.rows.passages_of(work)] == ["the launch is on 3 March"]
+
+
+def test_a_backup_restores_onto_a_new_machine_whose_default_agent_a_first_command_made(tmp_path: Path) -> None:
+    """The new machine's first command made its ``default`` agent (the same id in every store, created at another
+    moment) and nothing else: the backup's default, with its passages, is restored in its place (it was kept as
+    "changed here", nothing written, and the restore said rows had been forgotten)."""
+    src = fresh(tmp_path, "a")
+    default = src.ensure_agent("default").id
+    src.archival_insert(default, "the launch is on 3 March", None)
+    src.archival_insert(default, "the venue is the old library", None)
+    backup = export(src, tmp_path / "backup.jsonl")
+    new = fresh(tmp_path, "b")
+    assert new.ensure_agent("default").id == default  # `tiermem blocks list`, say
+    report = restore(new, backup)
+    assert report["inserted"]["passages"] == 2, report
+    assert report["notes"] == [
+        "this data directory's agent(s) 'default', untouched since tiermem made them, were replaced by the backup's"
+    ], report["notes"]
+    assert stored(new) == stored(src)
+    assert [h.content for h in new.archive.search(default, "launch March", top_k=1).hits] == [
+        "the launch is on 3 March"
+    ]
+
+
+def test_a_default_agent_used_on_both_machines_gets_the_backup_rows_beside_its_own(tmp_path: Path) -> None:
+    """Two machines that each used their own ``default`` agent (one id, created at different moments): the backup's
+    rows are added beside this machine's, and the note says so (never kept silently as "changed here")."""
+    src = fresh(tmp_path, "a")
+    default = src.ensure_agent("default").id
+    src.archival_insert(default, "the launch is on 3 March", None)
+    backup = export(src, tmp_path / "backup.jsonl")
+    new = fresh(tmp_path, "b")
+    new.archival_insert(new.ensure_agent("default").id, "written on the new machine", None)
+    report = restore(new, backup)
+    assert report["inserted"]["passages"] == 1, report
+    assert sorted(p.content for p in new.archive.rows.passages_of(default)) == [
+        "the launch is on 3 March",
+        "written on the new machine",
+    ]
+    assert report["notes"] == [
+        "this data directory's agent(s) 'default' and the backup's share a name and id but were made apart (each "
+        "machine makes its own 'default' agent): the backup's rows they lacked were added to them, and what they held "
+        "here was kept. To have them as the backup has them instead, run the import again with --replace (losing "
+        "what was made here)"
+    ], report["notes"]
+    restore(new, backup, replace=True)
+    assert stored(new) == stored(src)
+
+
+def test_a_restore_after_only_forgetting_brings_the_forgotten_rows_back_and_says_so(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """An agent that was only forgotten from holds nothing the backup lacks: the restore cannot tell it from an
+    earlier state of the backup's store, restores the forgotten passage, and says how many rows came back."""
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    restore(memory, backup)
+    work = memory.get_agent("work").id
+    (forgotten,) = memory.archive.rows.passages_of(work)
+    forget(memory, Target("passage", work, forgotten.id), now=True)
+    report = restore(memory, backup)
+    assert report["inserted"]["passages"] == 1
+    assert report["notes"] == [
+        "1 row(s) of agent 'work' that this data directory did not hold were restored (added where the backup was "
+        "made, or forgotten or deleted here since: if you forgot them, forget them again)"
+    ], report["notes"]
+    assert stored(memory) == stored(src)
+
+
+def test_a_restore_that_replaces_agents_purges_the_core_once(tmp_path: Path) -> None:
+    """--replace deletes each agent it rolls back without a purge of its own, then purges the core's files once."""
+    src = old_machine(tmp_path)
+    backup = export(src, tmp_path / "backup.jsonl")
+    memory = fresh(tmp_path, "new")
+    restore(memory, backup)
+    for name in ("default", "work"):
+        memory.edit(memory.get_agent(name).id, "human", Rethink("Name: Bob"))
+    statements: list[str] = []
+    memory.core._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    report = restore(memory, backup, replace=True)
+    assert any(n.startswith("--replace: this data directory's agent(s) 'default', 'work'") for n in report["notes"])
+    assert [s for s in statements if s.strip().upper() == "VACUUM"] == ["VACUUM"]
+    assert stored(memory) == stored(src)
 
 
 def test_replace_refuses_a_rollback_that_a_block_shared_with_another_agent_would_leave_half_done(
@@ -191,7 +276,12 @@ def test_a_newer_backup_of_the_same_store_restores_over_an_older_one(memory: Mem
     report = restore(memory, export(src, tmp_path / "tuesday.jsonl"))
     assert report["notes"] == [
         "this data directory's agent(s) 'default' held an earlier state of the backup's (nothing the backup lacks), "
-        "and were brought up to it (use counts recorded here since were replaced by the backup's)"
+        "and were brought up to it (use counts recorded here since were replaced by the backup's)",
+        *(
+            f"{n} row(s) of agent {name!r} that this data directory did not hold were restored (added where the "
+            "backup was made, or forgotten or deleted here since: if you forgot them, forget them again)"
+            for n, name in ((2, "default"), (1, "work"))
+        ),
     ], report["notes"]  # work, only added to, is not in conflict: its new rows and its later use counts are written
     assert stored(memory) == stored(src)
     assert temperatures(memory) == temperatures(src)

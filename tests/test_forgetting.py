@@ -133,6 +133,19 @@ def test_forget_now_by_cli_leaves_no_byte_in_the_data_directory(local: tuple[Mem
         after.core.close()
 
 
+def test_forgetting_an_agent_purges_the_core_once(local: tuple[Memory, Path]) -> None:
+    """The agent's deletion leaves the purge to the forget, which purges the core's files once (a VACUUM rewrites
+    the whole file: it ran twice)."""
+    memory, _root = local
+    agent = memory.create_agent("work").id
+    memory.edit(agent, "human", Rethink("Name: Ada"))
+    statements: list[str] = []
+    memory.core._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    done = forget(memory, Target("agent", agent))
+    assert done.agents == ["work"] and memory.core.find_agent("work") is None
+    assert [s for s in statements if s.strip().upper() == "VACUUM"] == ["VACUUM"]
+
+
 def test_without_now_gone_from_search_at_once_and_from_the_files_after_upkeep(local: tuple[Memory, Path]) -> None:
     memory, root = local
     ids = fill(memory)

@@ -108,6 +108,43 @@ def test_create_rename_delete(memory: Memory) -> None:
     assert [x.label for x in memory.blocks(a)] == ["persona", "human"]
 
 
+def test_an_agent_deleted_whose_purge_cannot_run_is_deleted_with_the_purge_pending(tmp_path: Path) -> None:
+    """The purge of the core's files after an agent's deletion fails (another process holds the write lock): the
+    deletion is done and heard (a server serving the agent drops it), the purge is reported pending, not raised;
+    and each deletion of a restore or a forget purges once (``purge=False``), not once per agent."""
+    import sqlite3
+
+    from tiermem.core.sqlite import SqliteCore
+
+    store = Store(str(tmp_path / "db"), embedding_model="hashing-384", embedding_dim=384)
+    memory = memory_over(store, core=SqliteCore(tmp_path / CORE_FILE, busy_timeout=0.2))
+    gone = memory.create_agent("gone", blocks=[spec("human", "Name: Ada")]).id
+    other = sqlite3.connect(str(tmp_path / CORE_FILE), isolation_level=None)
+    heard: list[Change] = []
+
+    def hold_the_lock(change: Change) -> None:  # another process starts writing right after the deletion
+        heard.append(change)
+        if change.kind == "agent_deleted":
+            other.execute("BEGIN IMMEDIATE")
+
+    memory.subscribe(hold_the_lock)
+    done = memory.delete_agent(gone)
+    assert [c.agent_ids for c in heard if c.kind == "agent_deleted"] == [(gone,)]
+    assert memory.core.find_agent("gone") is None
+    assert "locked" in done.purge_unfinished, done
+    other.execute("ROLLBACK")
+    memory.unsubscribe(hold_the_lock)
+
+    statements: list[str] = []
+    memory.core._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    kept = [memory.create_agent(name).id for name in ("a", "b")]
+    for agent_id in kept:
+        assert memory.delete_agent(agent_id, purge=False).purge_unfinished == ""
+    assert not [s for s in statements if s.strip().upper() == "VACUUM"]
+    assert memory.purge_core() == ""
+    assert [s for s in statements if s.strip().upper() == "VACUUM"] == ["VACUUM"]
+
+
 def test_over_limit_default_block_rejected(memory: Memory) -> None:
     with pytest.raises(EditError, match="Exceeds 3 character limit"):
         memory.create_agent("x", blocks=[spec("human", "toolong", limit=3)])
@@ -356,13 +393,17 @@ def test_what_is_forgotten_after_a_migration_is_gone_from_the_old_tables_too(tmp
     migrate_from_lance(LanceCoreTables(store), tmp_path / CORE_FILE)  # a process stopped right after the copy
     assert files_holding(tmp_path / "db", "old-address-4471")  # not emptied yet
     said: list[tuple[str, bool, str]] = []
-    check_old_core_tables(store, "core.sqlite3", lambda name, ok, detail, fix="": said.append((name, ok, detail)))
+    from tiermem.core.sqlite import SqliteCore
+
+    copied = SqliteCore(tmp_path / CORE_FILE)
+    check_old_core_tables(store, copied, lambda name, ok, detail, fix="": said.append((name, ok, detail)))
+    copied.close()
     assert said == [
         (
             "old core tables",
             False,
             "the LanceDB core tables of an older tiermem still hold 1 agents, 1 blocks, 1 attachments, 2 block_history "
-            "row(s), moved into core.sqlite3 but not yet removed: forgetting and deleting do not reach them",
+            f"row(s), moved into {copied.describe()} but not yet removed: forgetting and deleting do not reach them",
         )
     ]
 
@@ -375,6 +416,55 @@ def test_what_is_forgotten_after_a_migration_is_gone_from_the_old_tables_too(tmp
     # (the SQLite core keeps a deleted agent's bytes in free pages until a purge: `tiermem forget agent` does it)
     assert files_holding(tmp_path / "db", "Name: Ada") == [] and files_holding(tmp_path / "db", agent) == []
     assert main(["doctor", *cli]) == 0
+
+
+def test_old_core_tables_holding_rows_the_core_lacks_are_kept_flagged_and_recoverable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A data directory an older tiermem moved (core.sqlite3 there, its copy never checked, the LanceDB tables kept)
+    whose old tables gained rows after the move (a downgrade wrote there): opening it removes nothing, warns naming
+    what the core lacks, and doctor fails; the rows are recovered from a copy without core.sqlite3 (docs/security.md),
+    and once the old tables are removed by hand doctor passes."""
+    import logging
+    import shutil
+
+    from tiermem.cli.main import main
+    from tiermem.core.lance import LanceCoreTables
+    from tiermem.core.migrate import migrate_from_lance
+    from tiermem.domain.doctor_checks import check_old_core_tables
+
+    uri = str(tmp_path / "db")
+    store = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    legacy_core(store, {"human": ["Name: Ada"]}, agent="work")
+    migrate_from_lance(LanceCoreTables(store), tmp_path / CORE_FILE)  # an earlier tiermem's move: tables kept
+    legacy_core(store, {"human": ["Name: Bob", "Name: Bob\nwritten-after-the-move-5512"]}, agent="downgraded")
+
+    again = Store(uri, embedding_model="hashing-384", embedding_dim=384)
+    with caplog.at_level(logging.WARNING, logger="tiermem.core.migrate"):
+        core = open_core(again, "auto", tmp_path)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "lacks (1 of 2 agents, 1 of 2 blocks (or their later versions), 2 of 3 block_history)" in warning
+    assert "nothing was removed" in warning and "docs/security.md" in warning, warning
+    assert files_holding(tmp_path / "db", "written-after-the-move-5512")  # kept
+    said: list[tuple[str, bool, str, str]] = []
+    check_old_core_tables(again, core, lambda name, ok, detail, fix="": said.append((name, ok, detail, fix)))
+    ((name, ok, detail, fix),) = said
+    assert (name, ok) == ("old core tables", False) and "lacks 1 of 2 agents" in detail and "Old core tables" in fix
+    core.close()
+
+    copy = tmp_path.parent / f"{tmp_path.name}-copy"  # the recovery: a copy without core.sqlite3 moves them anew
+    shutil.copytree(tmp_path, copy)
+    for f in copy.glob(f"{CORE_FILE}*"):
+        f.unlink()
+    cli = ["--embedding-model", "hashing"]
+    backup = tmp_path.parent / f"{tmp_path.name}-old-core.jsonl"
+    assert main(["--data-dir", str(copy), "export", "--format", "jsonl", "-o", str(backup), *cli]) == 0
+    assert "written-after-the-move-5512" in backup.read_text()
+
+    for table in CORE_TABLES:  # removed by hand, no tiermem running: the next open makes them again, empty
+        shutil.rmtree(tmp_path / "db" / f"{table}.lance", ignore_errors=True)
+    assert main(["--data-dir", str(tmp_path), "doctor", *cli]) == 0
+    assert files_holding(tmp_path / "db", "written-after-the-move-5512") == []
 
 
 def test_a_server_opens_the_core_first_and_the_archive_behind_it(

@@ -67,9 +67,14 @@ def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing was deleted", file=sys.stderr)
             return 1
-    memory.delete_agent(agent.id)
+    done = memory.delete_agent(agent.id)
     echo(f"deleted agent {agent.name} ({agent.id})")
+    if done.purge_unfinished:
+        print(f"tiermem: deleted; {PURGE_PENDING}: {done.purge_unfinished}", file=sys.stderr)
     return 0
+
+
+PURGE_PENDING = "purge pending (run `tiermem optimize` to remove its old values from the core state's files)"
 
 
 def config_command(settings: Settings, args: argparse.Namespace) -> int:

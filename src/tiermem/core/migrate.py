@@ -7,11 +7,14 @@ leaves either no file (the copy runs again) or the whole copy. A file lock makes
 starts copy once. On object storage the rows become objects (``open_objects``).
 
 Once the copy is whole (checked row by row before the file is renamed into place; on object storage, the format
-marker written last), the LanceDB core tables are emptied and purged from the store's files
-(``retire_lance_core``), as a forget purges: what the user forgets or deletes afterwards must not live on in the
-old tables. That runs on every open with the store (a few row counts when there is nothing to do), so a process
-stopped between the copy and the purge finishes it at the next open, and a purge cut short stays marked for the
-next upkeep (``tiermem doctor`` shows it).
+marker written last) and the core holds every agent, block and block version of the old tables (``not_in_core``,
+checked again before emptying them: an older tiermem copied without checking, and one opened after the move wrote
+there again), the LanceDB core tables are emptied and purged from the store's files (``retire_lance_core``), as a
+forget purges: what the user forgets or deletes afterwards must not live on in the old tables. Where the core
+lacks some of their rows they are kept, with a warning at each open and ``tiermem doctor`` failing. That runs on
+every open with the store (a few row counts when there is nothing to do), so a process stopped between the copy
+and the purge finishes it at the next open, and a purge cut short stays marked for the next upkeep (``tiermem
+doctor`` shows it).
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ def open_core(
     path = data_dir / CORE_FILE
     if not path.exists():
         migrate_from_lance(LanceCoreTables(store), path)
-    retire_lance_core(store, str(path))  # the copy is whole: the file is renamed into place only then
-    return SqliteCore(path)
+    local = SqliteCore(path)
+    retire_lance_core(store, local)  # once every row of the old tables is in it
+    return local
 
 
 def check_backend(backend: str) -> None:
@@ -90,7 +94,7 @@ def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Sto
     core = ObjectCore(Bucket(uri, storage_options))
     if core.exists():
         if store is not None:
-            retire_lance_core(store, f"objects under {uri}/core")
+            retire_lance_core(store, core)
         return core
     if store is None:
         if core.bucket.list(LANCE_CORE_MARKER + "/"):
@@ -109,7 +113,7 @@ def open_objects(uri: str, storage_options: Mapping[str, str] | None, store: Sto
             file=sys.stderr,
             flush=True,
         )
-    retire_lance_core(store, f"objects under {uri}/core")
+    retire_lance_core(store, core)
     return core
 
 
@@ -119,17 +123,33 @@ RETIRING = (
 )
 
 
-def retire_lance_core(store: Store, moved_into: str) -> int:
-    """Empty the core tables an older tiermem kept in LanceDB, whose rows are whole in ``moved_into`` (the caller's
-    guarantee): every row deleted and purged from the store's files (``Purge.forget_table``, then the purge), so that
-    a forget or an agent deletion made after the move leaves no copy in them. Returns the rows removed.
+def retire_lance_core(store: Store, core: CoreStore) -> int:
+    """Empty the core tables an older tiermem kept in LanceDB once ``core`` holds every row of theirs
+    (``not_in_core``): every row deleted and purged from the store's files (``Purge.forget_table``, then the purge),
+    so that a forget or an agent deletion made after the move leaves no copy in them. Returns the rows removed.
+
+    When ``core`` lacks some (a copy an older tiermem made and never checked, rows an older tiermem wrote there after
+    the move: a downgrade, or ``core_backend = 'lancedb'``), nothing is removed: a warning names what is missing and
+    how to recover it, and `tiermem doctor` keeps failing ``old core tables``.
 
     A no-op (a few row counts) once they are empty: it runs on every open with the store, so a process stopped
     after the move finishes it at the next open. A purge that does not finish now is logged; its marks stay, and the
     next upkeep (or `tiermem optimize`) finishes it, `tiermem doctor` showing it until then."""
+    moved_into = core.describe()
     try:
         tables = [t for t in CORE_TABLES if t in store.conn.tables and store.rows.count(t)]
         if not tables:
+            return 0
+        missing = not_in_core(LanceCoreTables(store), core)
+        if missing:
+            log.warning(
+                "the old LanceDB core tables hold rows that %s lacks (%s): they are kept, nothing was removed. An "
+                "older tiermem may have written them after the move (or they were deleted or forgotten here since). "
+                "`tiermem doctor` shows them (old core tables); docs/security.md says how to recover them into a "
+                "backup, or to remove them",
+                moved_into,
+                missing,
+            )
             return 0
         removed = sum(store.purge.forget_table(t) for t in tables)
         store.indexes.purge_now()
@@ -218,6 +238,29 @@ def migrate_from_lance(
         )
         log.info("migrated core state into %s: %s", path, summary)
     return counts
+
+
+def not_in_core(old: LanceCoreTables, core: CoreStore) -> str:
+    """What of the old LanceDB core tables ``core`` lacks ('' when nothing): agents, blocks (or a block at a lower
+    version than there), block history versions."""
+
+    def rows(store: LanceCoreTables | CoreStore, table: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in store.all_rows(table)]
+
+    missing: list[str] = []
+    agents = {str(r["id"]) for r in rows(core, "agents")}
+    wanted = {str(r["id"]) for r in rows(old, "agents")}
+    if lacking := wanted - agents:
+        missing.append(f"{len(lacking)} of {len(wanted)} agents")
+    blocks = {str(r["id"]): int(r["version"]) for r in rows(core, "blocks")}
+    theirs = {str(r["id"]): int(r["version"]) for r in rows(old, "blocks")}
+    if behind := [b for b, v in theirs.items() if blocks.get(b, 0) < v]:
+        missing.append(f"{len(behind)} of {len(theirs)} blocks (or their later versions)")
+    history = {(str(r["block_id"]), int(r["version"])) for r in rows(core, "block_history")}
+    versions = {(str(r["block_id"]), int(r["version"])) for r in rows(old, "block_history")}
+    if gone := versions - history:
+        missing.append(f"{len(gone)} of {len(versions)} block_history")
+    return ", ".join(missing)
 
 
 def _not_copied(conn: sqlite3.Connection, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:

@@ -143,21 +143,31 @@ def _check_current_values(
     )
 
 
-def check_old_core_tables(store: Any, core: str, check: Any) -> None:
-    """The core tables an older tiermem kept in LanceDB are empty: their rows were moved into ``core`` and purged
-    when the store was opened (``core.migrate.retire_lance_core``); rows left there outlive what is forgotten."""
+def check_old_core_tables(store: Any, core: Any, check: Any) -> None:
+    """The core tables an older tiermem kept in LanceDB are empty: their rows were moved into ``core`` (the
+    ``CoreStore``) and purged when the store was opened (``core.migrate.retire_lance_core``); rows left there outlive
+    what is forgotten. Rows ``core`` lacks are kept there until recovered or removed (docs/security.md)."""
+    from ..core.lance import LanceCoreTables
+    from ..core.migrate import not_in_core
     from ..core.protocol import CORE_TABLES
 
     left = {t: n for t in CORE_TABLES if (n := store.rows.count(t))}
+    where = core.describe()
+    missing = not_in_core(LanceCoreTables(store), core) if left else ""
+    held = "the LanceDB core tables of an older tiermem still hold " + ", ".join(f"{n} {t}" for t, n in left.items())
     check(
         "old core tables",
         not left,
-        "the LanceDB core tables of an older tiermem hold nothing (core state is in " + core + ")"
+        f"the LanceDB core tables of an older tiermem hold nothing (core state is in {where})"
         if not left
-        else "the LanceDB core tables of an older tiermem still hold "
-        + ", ".join(f"{n} {t}" for t, n in left.items())
-        + f" row(s), moved into {core} but not yet removed: forgetting and deleting do not reach them",
-        "make the data directory writable, then run `tiermem doctor` again (opening the store removes them and "
+        else f"{held} row(s), of which {where} lacks {missing}: kept so that nothing is lost, but forgetting and "
+        "deleting do not reach them"
+        if missing
+        else f"{held} row(s), moved into {where} but not yet removed: forgetting and deleting do not reach them",
+        "recover what the core lacks into a backup, or remove the old tables once you do not need it: "
+        "docs/security.md, 'Old core tables'"
+        if missing
+        else "make the data directory writable, then run `tiermem doctor` again (opening the store removes them and "
         "purges them from its files)",
     )
 

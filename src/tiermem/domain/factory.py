@@ -59,7 +59,7 @@ def open_memory(
 
             archive, store = _open_archive(settings, start_embedder)
             _share_upkeep(store, lazy_core)
-            retire_lance_core(store, lazy_core.describe())  # after a move an earlier open made and did not finish
+            retire_lance_core(store, lazy_core)  # after a move an earlier open made and did not finish
             return archive
 
         archive = Opening(opened, thread_name="tiermem-open-archive", on_wait=on_archive_wait)

@@ -208,7 +208,7 @@ def forget(memory: Memory, target: Target, *, now: bool = False) -> Forgotten:
     elif target.kind == "agent":
         agent = memory.core.get_agent(agent_id)
         done.texts += [b.value for b in memory.blocks(agent_id) if b.value][:SHOWN_TEXTS]
-        deleted = memory.delete_agent(agent_id)  # its rows are marked for the purge (AgentRows.delete_agent_data)
+        deleted = memory.delete_agent(agent_id, purge=False)  # purged below; its rows marked for the store's purge
         done.agents.append(agent.name)
         done.passages, done.messages, done.versions = deleted.passages, deleted.messages, deleted.block_versions
     else:

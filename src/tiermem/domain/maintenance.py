@@ -183,7 +183,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         else f"the deletion of {', '.join(pending)} was interrupted and could not be finished now",
         "make the data directory writable, then run `tiermem doctor` again (it finishes the deletion)",
     )
-    health.check_old_core_tables(store, memory.core.describe(), check)
+    health.check_old_core_tables(store, memory.core, check)
     health.check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
     health.check_links(memory, check)
     marked = memory.archive.rows.purge_pending()

@@ -32,7 +32,15 @@ from zoneinfo import ZoneInfo
 
 from ..base.background import Opening
 from ..base.config import BlockSpec
-from ..base.errors import ConflictError, EditError, LabelTakenError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import (
+    ConflictError,
+    EditError,
+    LabelTakenError,
+    NotFoundError,
+    StoreError,
+    TiermemError,
+    ValidationError,
+)
 from ..base.names import name_in
 from ..base.projects import named_project
 from ..base.records import (
@@ -122,6 +130,7 @@ class AgentDeletion:
     block_versions: int
     messages: int
     passages: int
+    purge_unfinished: str = ""  # why the purge of the core's files after the deletion did not run ('': it did)
 
     def describe(self) -> str:
         lines = [
@@ -662,20 +671,33 @@ class Memory:
         messages, passages, _tags = self.archive.counts(agent_id)
         return AgentDeletion(agent.name, agent.id, tuple(gone), tuple(kept), versions, messages, passages)
 
-    def delete_agent(self, agent_id: str) -> AgentDeletion:
+    def delete_agent(self, agent_id: str, *, purge: bool = True) -> AgentDeletion:
         """Delete an agent with its blocks (a block another agent is attached to stays with that agent), their
         history, its messages, passages, conversation state and idempotency keys.
 
         Crash-safe: the agent is first marked as being deleted (``DELETING_KEY`` in its metadata, one commit); then
         its messages and passages go, then its core state with its row last. A deletion killed part way leaves the
         marked row, and the next opening of the store (``finish_deletions``: every command, the server, doctor)
-        finishes it; every step can run twice. The core state is purged at the end (``CoreStore.purge``), so what
-        the agent's blocks held is gone from its files; its rows in the store's tables are marked for the purge.
+        finishes it; every step can run twice. With ``purge`` the core state is purged at the end (``purge_core``),
+        so what the agent's blocks held is gone from its files; a purge that fails then (a lock held too long, a
+        read-only disk) leaves the deletion done and is reported in ``AgentDeletion.purge_unfinished``, not raised.
+        A caller deleting several agents passes ``purge=False`` and purges once. Its rows in the store's tables are
+        marked for the store's purge.
         """
         plan = self.deletion_plan(agent_id)
         self.set_agent_metadata(agent_id, {DELETING_KEY: now().isoformat()})
         self._finish_deletion(agent_id)
-        return plan
+        return replace(plan, purge_unfinished=self.purge_core()) if purge else plan
+
+    def purge_core(self) -> str:
+        """Purge the core state's files (``CoreStore.purge``) after a deletion that is done: '' when it ran, else
+        why not (logged as a warning; ``tiermem optimize`` purges what is left)."""
+        try:
+            self.core.purge()
+        except StoreError as exc:
+            log.warning("the core state's files are not purged yet (run `tiermem optimize`): %s", exc)
+            return str(exc)
+        return ""
 
     def pending_deletions(self) -> list[Agent]:
         """Agents whose deletion was started and not finished (a process killed part way)."""
@@ -687,6 +709,8 @@ class Memory:
         for agent in self.pending_deletions():
             self._finish_deletion(agent.id)
             done.append(agent.name)
+        if done:
+            self.purge_core()
         return done
 
     def _finish_deletion(self, agent_id: str) -> None:
@@ -694,7 +718,6 @@ class Memory:
         self.archive.forget_turns(agent_id)  # this process's copies of its latest and just-logged turns go too
         self.uses.forget_agent(agent_id)
         self.core.delete_agent(agent_id)
-        self.core.purge()  # its blocks' values and history leave the core's files now (SQLite keeps freed pages)
         self._emit(Change("agent_deleted", (agent_id,)))  # a server serving it drops it (cli/oauth.py's tenants)
 
     def attach(self, agent_id: str, block_id: str) -> Block:

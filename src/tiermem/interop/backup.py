@@ -352,6 +352,7 @@ def import_backup(
     cleared, kept = plan.replaced, plan.kept
     if notes is not None:
         notes += backup_plan.replaced_note(cleared) + backup_plan.kept_note(memory, rows, kept)
+        notes += backup_plan.merged_note(rows, plan.merged) + backup_plan.restored_note(memory, rows, plan.earlier)
     rows = _without(rows, kept)  # nothing of an agent kept as it is: no row it lacks comes back
     links = {a: found for a, found in links.items() if a not in kept}
     uses = [u for u in backup.uses if u.agent_id not in kept]
@@ -359,7 +360,13 @@ def import_backup(
     model = (name, dim) if isinstance(name, str) and isinstance(dim, int) else None  # None: keep no vector
     inserted: dict[str, int] = {}
     for agent in cleared:  # after every check; an interrupted restore finds each untouched, or gone, again
-        memory.delete_agent(agent.id)
+        memory.delete_agent(agent.id, purge=False)
+    unpurged = memory.purge_core() if cleared else ""  # once for all of them: each purge rewrites the whole file
+    if notes is not None and unpurged:
+        notes.append(
+            "the replaced agents were deleted, but the core state's files are not purged of their old values yet "
+            f"(run `tiermem optimize`): {unpurged}"
+        )
     progress = Progress("restoring", sum(len(v) for v in rows.values()))
     try:
         for table, key in TABLES.items():

@@ -27,18 +27,28 @@ from the backup) when nothing of it would be lost:
 With ``--replace`` every agent in conflict is replaced. Otherwise the restore is refused, naming each conflict and
 what to do.
 
-Every other agent both hold (one id) is kept as it is (``kept``): the store holds it whole (a restore writes an
-agent's row last, so its row is there only once all of it is), as the backup has it or taken further since (blocks
-edited, rows added, forgotten or deleted here), and the restore writes nothing of it: not even the rows it lacks,
-which were forgotten or deleted here (a restore run again brings back no forgotten passage). ``--replace`` replaces
-those too: the import then rolls each agent it holds back to the backup.
+Every other agent both hold (one id) is, by what the store holds of it:
+
+- untouched here: replaced, as above (the ``default`` agent of a new machine, whose id is the same in every store);
+- an earlier state of the backup's (``earlier``): brought up to it, the rows it lacks restored. A restore cannot
+  tell a row added where the backup was made from one forgotten or deleted here: an agent that was only forgotten
+  from (nothing added or edited here) is such an earlier state, and its forgotten rows come back; a note counts the
+  rows each such agent gets back (forget them again);
+- made apart from the backup's (``merged``: created at another moment, such as the ``default`` agent of two
+  machines that both used it): the backup's rows it lacks are added beside its own, with a note;
+- taken further here (``kept``: created at the same moment, and something of it here is not in the backup: a block
+  edited, a row or link added): kept as it is. The store holds it whole (a restore writes an agent's row last, so
+  its row is there only once all of it is), and the restore writes nothing of it: not even the rows it lacks,
+  forgotten or deleted here (or added where the backup was made since), which a note counts.
+
+``--replace`` replaces the merged and kept agents too: the import then rolls each agent it holds back to the backup.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,28 +129,40 @@ def agents_to_replace(
     refused = {a: why for a, why in conflicts.items() if a not in {r.id for r in replaced}}
     if refused:
         raise ValidationError(_refusal(path, refused, agents, replace))
-    done = {r.id for r in replaced}
-    ahead = [
-        str(r["id"])
-        for r in rows["agents"]
-        if str(r["id"]) in agents
-        and str(r["id"]) not in done
-        and not _earlier(memory, agents[str(r["id"])], backup_side, history)
-    ]
+    earlier = [r.id for r in replaced if r.why == "earlier"]
+    ahead: list[str] = []  # kept as they are
+    merged: list[str] = []  # another agent of the same id: the backup's rows it lacks are added
+    for theirs in rows["agents"]:
+        mine = agents.get(str(theirs["id"]))
+        if mine is None or str(mine["id"]) in {r.id for r in replaced}:
+            continue
+        if mine["created_us"] == theirs["created_us"] and _earlier(memory, mine, backup_side, history):
+            earlier.append(str(mine["id"]))  # the rows it lacks are added: it is brought up to the backup's
+        elif _untouched(memory, mine):
+            replaced.append(Replaced(mine, "untouched"))
+        elif mine["created_us"] != theirs["created_us"]:
+            merged.append(str(mine["id"]))
+        else:
+            ahead.append(str(mine["id"]))
     if not replace:
-        return Plan(replaced, ahead)
-    replaced += [Replaced(agents[i], "replace") for i in ahead]  # a rollback to the backup
+        return Plan(replaced, ahead, merged, earlier)
+    replaced += [Replaced(agents[i], "replace") for i in ahead + merged]  # a rollback to the backup
     _refuse_shared(path, replaced, owners, blocks, theirs_blocks, agents)
-    return Plan(replaced, [])
+    return Plan(replaced, [], [], earlier)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a restore does to the agents the store holds: ``replaced`` (deleted, then restored from the backup), and
-    ``kept`` (ids of agents taken further here than the backup has them: nothing of them is written)."""
+    """What a restore does to the agents the store holds: ``replaced`` (deleted, then restored from the backup),
+    ``kept`` (ids of agents taken further here than the backup has them: nothing of them is written), ``merged`` (ids
+    of agents that share an id with the backup's but were made apart from it, such as the ``default`` agent each
+    machine makes: the backup's rows they lack are added, as to any agent), and ``earlier`` (ids of agents judged an
+    earlier state of the backup's, replaced or not: the rows the backup holds and they lack are restored)."""
 
     replaced: list[Replaced]
     kept: list[str]
+    merged: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)
 
 
 def _refuse_shared(
@@ -179,27 +201,67 @@ def _refuse_shared(
 
 def kept_note(memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], kept_ids: Collection[str]) -> list[str]:
     """The note on the agents a restore kept as they are (``Plan.kept``), with how many rows of theirs the backup
-    holds and this store does not (forgotten or deleted here since) were left out. Reads only."""
+    holds and this store does not were left out. Reads only."""
     if not kept_ids:
         return []
-    here = {t: {str(r[k]) for r in _rows(memory, t)} for t, k in CORE_KEYS.items()}
-    lacking = 0
-    for agent_id in kept_ids:
-        here["messages"] = {m.id for m in memory.archive.rows.messages_of(agent_id)}
-        here["passages"] = {p.id for p in memory.archive.rows.passages_of(agent_id)}
-        lacking += sum(len(keys - here[t]) for t, keys in keys_of(rows, agent_id).items())
-    names = ", ".join(repr(str(r["name"])) for r in rows["agents"] if str(r["id"]) in kept_ids)
+    core = _core_keys(memory)
+    lacking = sum(_lacking(memory, rows, agent_id, core) for agent_id in kept_ids)
     left_out = (
-        f"; {lacking} row(s) of theirs the backup holds and this data directory does not (forgotten or deleted here "
-        "since) were left out"
+        f"; {lacking} row(s) of theirs the backup holds and this data directory does not (forgotten or deleted here, "
+        "or added where the backup was made after this data directory's copy) were left out"
         if lacking
         else ""
     )
     return [
-        f"this data directory holds agent(s) {names} already, changed here since the backup was made: kept as they "
-        f"are, nothing of the backup's copy written{left_out}. To roll them back to the backup (losing the changes "
-        "made here since), run the import again with --replace"
+        f"this data directory holds agent(s) {_names(rows, kept_ids)} already, changed here since the backup was "
+        f"made: kept as they are, nothing of the backup's copy written{left_out}. To roll them back to the backup "
+        "(losing the changes made here since), run the import again with --replace"
     ]
+
+
+def merged_note(rows: Mapping[str, Sequence[Mapping[str, Any]]], merged_ids: Collection[str]) -> list[str]:
+    """The note on the agents that share an id with the backup's and were made apart from them (``Plan.merged``)."""
+    if not merged_ids:
+        return []
+    return [
+        f"this data directory's agent(s) {_names(rows, merged_ids)} and the backup's share a name and id but were made "
+        "apart (each machine makes its own 'default' agent): the backup's rows they lacked were added to them, and "
+        "what they held here was kept. To have them as the backup has them instead, run the import again with "
+        "--replace (losing what was made here)"
+    ]
+
+
+def restored_note(memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], ids: Collection[str]) -> list[str]:
+    """The note on the agents judged an earlier state of the backup's (``Plan.earlier``) that get rows back that this
+    store lacks: a restore cannot tell a row forgotten here from one added where the backup was made. Reads only:
+    call it before anything is written."""
+    if not ids:
+        return []
+    core = _core_keys(memory)
+    lacking = {agent_id: n for agent_id in ids if (n := _lacking(memory, rows, agent_id, core))}
+    return [
+        f"{n} row(s) of agent {_names(rows, [agent_id])} that this data directory did not hold were restored "
+        "(added where the backup was made, or forgotten or deleted here since: if you forgot them, forget them again)"
+        for agent_id, n in lacking.items()
+    ]
+
+
+def _core_keys(memory: Memory) -> dict[str, set[str]]:
+    return {t: {str(r[k]) for r in _rows(memory, t)} for t, k in CORE_KEYS.items()}
+
+
+def _lacking(
+    memory: Memory, rows: Mapping[str, Sequence[Mapping[str, Any]]], agent_id: str, core: Mapping[str, set[str]]
+) -> int:
+    """How many of the agent's rows the backup holds (``keys_of``) this store does not (``core``: its core keys)."""
+    here = dict(core)
+    here["messages"] = {m.id for m in memory.archive.rows.messages_of(agent_id)}
+    here["passages"] = {p.id for p in memory.archive.rows.passages_of(agent_id)}
+    return sum(len(keys - here[t]) for t, keys in keys_of(rows, agent_id).items())
+
+
+def _names(rows: Mapping[str, Sequence[Mapping[str, Any]]], ids: Collection[str]) -> str:
+    return ", ".join(repr(str(r["name"])) for r in rows["agents"] if str(r["id"]) in ids)
 
 
 CORE_KEYS = {"blocks": "id", "block_history": "key", "attachments": "key", "conversations": "key"}

@@ -120,6 +120,7 @@ def delete_agent(memory: Memory, name: str, confirm: Any, *, serving: str | None
         "blocks": list(plan.blocks),
         "messages": plan.messages,
         "passages": plan.passages,
+        **({"purge_pending": plan.purge_unfinished} if plan.purge_unfinished else {}),
     }
 
 

@@ -328,6 +328,21 @@ def test_a_session_is_bound_to_the_token_that_opened_it(tmp_path: Path) -> None:
             assert owner.status_code == 202, owner.text
 
 
+def test_session_ids_stay_out_of_the_log_at_debug_too(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK's transports log session ids at DEBUG too (SSE's "Created new session with ID: ..."): with the log at
+    DEBUG (a host process that logs everything), those lines show no session id either."""
+    import logging
+    import uuid
+
+    from tiermem.server.sdk import quiet_session_ids
+
+    quiet_session_ids()
+    session = uuid.uuid4().hex
+    with caplog.at_level(logging.DEBUG, logger="mcp.server.sse"):
+        logging.getLogger("mcp.server.sse").debug(f"Created new session with ID: {session}")  # the SDK's line
+    assert session not in caplog.text and "Created new session with ID: <session id>" in caplog.text, caplog.text
+
+
 def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
     """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
     app sees it, token or not."""

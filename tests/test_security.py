@@ -343,6 +343,22 @@ def test_session_ids_stay_out_of_the_log_at_debug_too(caplog: pytest.LogCaptureF
     assert session not in caplog.text and "Created new session with ID: <session id>" in caplog.text, caplog.text
 
 
+def test_a_static_tokens_principal_is_made_once() -> None:
+    """The principal a static token's requests carry (what sessions are bound to) is made once per token, not on
+    every request; another token gets its own."""
+    import hashlib
+
+    from tiermem.process.netguard import Token
+    from tiermem.server.app import static_principal
+
+    laptop = Token(hashlib.sha256(WORK.encode()).digest(), frozenset({"*"}), "laptop")
+    phone = Token(hashlib.sha256(OTHER.encode()).digest(), frozenset({"*"}), "laptop")
+    user, auth = static_principal(laptop)
+    assert static_principal(laptop) == (user, auth) and static_principal(laptop)[0] is user
+    assert user.access_token.subject == laptop.owner and WORK not in repr(user.access_token)
+    assert static_principal(phone)[0].access_token.client_id != user.access_token.client_id
+
+
 def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
     """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
     app sees it, token or not."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import subprocess
 import time
@@ -326,6 +327,9 @@ def test_a_session_is_bound_to_the_token_that_opened_it(tmp_path: Path) -> None:
                 base + endpoint, headers={**json_type, "authorization": f"Bearer {first}"}, content=body, timeout=30
             )
             assert owner.status_code == 202, owner.text
+    session = endpoint.split("session_id=", 1)[1]
+    log = (tmp_path / "server.log").read_text()
+    assert session not in log and "<session id>" in log, log[-3000:]
 
 
 def test_session_ids_stay_out_of_the_log_at_debug_too(caplog: pytest.LogCaptureFixture) -> None:
@@ -384,8 +388,11 @@ def _answer_of(sock: socket.socket) -> bytes:
     """Everything the server sends on ``sock`` until it closes the connection."""
     sock.settimeout(120)
     answer = b""
-    while chunk := sock.recv(4096):
-        answer += chunk
+    try:
+        while chunk := sock.recv(4096):
+            answer += chunk
+    except ConnectionResetError:  # closed with bytes of ours unread: what it answered first was read above
+        pass
     return answer
 
 
@@ -398,10 +405,44 @@ def _eventually(check: Callable[[], bool]) -> bool:
     return False
 
 
+def _started_post(host: bytes, length: int, token: str | None = WORK) -> bytes:
+    """The headers of an MCP POST with a body of ``length`` bytes (sent by the caller, or not)."""
+    auth = b"Authorization: Bearer " + token.encode() + b"\r\n" if token else b""
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\n" + auth + b"Accept: application/json, text/event-stream\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+    )
+
+
+def _trickled(sock: socket.socket, length: int) -> tuple[bytes, int]:
+    """Send a body of ``length`` bytes on ``sock`` a byte at a time, one whenever the server has said nothing for a
+    moment (so the connection never idles), until the server closes it: what it answered, and how many of the bytes
+    were left unsent."""
+    answer = b""
+    while True:
+        if select.select([sock], [], [], 0.1)[0]:
+            try:
+                chunk = sock.recv(4096)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                return answer, length
+            answer += chunk
+        elif length == 0:  # all of it sent: the server answers it, and closes the connection when it likes
+            return answer + _answer_of(sock), 0
+        else:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):  # closed: what it answered is read above, or now
+                return answer + _answer_of(sock), length
+            length -= 1
+
+
 def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path) -> None:
     """A connection whose request headers never complete (slowloris), or that sends nothing, is answered 408 and
-    closed after http_header_timeout; past http_max_connections open ones, a new connection gets 503 at once; once
-    they close, requests are served again."""
+    closed after http_header_timeout; a request answered before its body arrived (no token: 401; too large: 413) is
+    closed once answered, not held while the rest of the body comes (here the body's deadline is an hour away); past
+    http_max_connections open ones, a new connection gets 503 at once; once they close, requests are served again."""
     port = free_port()
     host = f"127.0.0.1:{port}".encode()
     with serving(
@@ -412,7 +453,9 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
         str(tmp_path / "data"),
         TIERMEM_HTTP_TOKEN=WORK,
         TIERMEM_HTTP_HEADER_TIMEOUT="1",
+        TIERMEM_HTTP_BODY_TIMEOUT="3600",
         TIERMEM_HTTP_MAX_CONNECTIONS="4",
+        TIERMEM_MAX_REQUEST_BYTES="65536",
     ):
         with (
             socket.create_connection(("127.0.0.1", port)) as half,
@@ -422,11 +465,22 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
             for sock in (half, mute):
                 answer = _answer_of(sock)
                 assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer, answer
+        for start, status in ((_started_post(host, 200, token=None), b"401"), (_started_post(host, 70_000), b"413")):
+            unread = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]  # as many as are let in
+            try:
+                for sock in unread:
+                    sock.sendall(start)
+                for sock in unread:  # answered, then closed while the body trickles in (which keeps it from idling)
+                    answer, unsent = _trickled(sock, 200)
+                    assert answer.startswith(b"HTTP/1.1 " + status) and unsent > 0, (answer, unsent)
+            finally:
+                for sock in unread:
+                    sock.close()
         page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
         holders = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
         try:
-            for sock in holders:  # whole headers, half a body: the app has the request, the header deadline is over
-                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 500\r\n\r\n{")
+            for sock in holders:  # whole headers, part of a body: the app reads it, the header deadline is over
+                sock.sendall(_started_post(host, 500) + b"{")
             with socket.create_connection(("127.0.0.1", port)) as extra:  # refused at once, before it sends anything
                 answer = _answer_of(extra)
             assert answer.startswith(b"HTTP/1.1 503") and b"Too many open connections" in answer, answer
@@ -442,6 +496,23 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
         assert _eventually(served)
     log = (tmp_path / "server.log").read_text()
     assert "refusing new connections: 4 are open (http_max_connections)" in log, log[-2000:]
+
+
+def test_a_body_that_trickles_in_gets_408(tmp_path: Path) -> None:
+    """A request body that trickles in a byte at a time (each byte within any idle timeout) gets 408 and is closed
+    http_body_timeout after the request began; the server serves on, with no traceback in its log."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK, TIERMEM_HTTP_BODY_TIMEOUT="2"):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(_started_post(host, 1000))
+            answer, unsent = _trickled(sock, 1000)
+        assert answer.startswith(b"HTTP/1.1 408") and b"body did not arrive within 2 s" in answer, answer
+        assert unsent > 0
+        assert post(port, {"authorization": f"Bearer {WORK}"}).status_code == 200
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
 
 
 def test_running_out_of_open_files_is_logged_once(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import subprocess
@@ -363,25 +364,40 @@ def test_a_static_tokens_principal_is_made_once() -> None:
     assert static_principal(phone)[0].access_token.client_id != user.access_token.client_id
 
 
-def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
-    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
-    app sees it, token or not."""
-    import socket
-
-    port = secured
-    for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-            s.sendall(
-                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n" % (port, extra)
-            )
-            answer = b""
-            while b"WebSocket is not served here" not in answer:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-        assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+def test_websocket_handshakes_are_refused_without_websocket_libraries(tmp_path: Path) -> None:
+    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), token or not,
+    whichever WebSocket library is installed (here none can be imported), without a warning in the log; and the
+    event loop is asyncio's even where uvloop is installed (here a uvloop that fails if used)."""
+    stubs = tmp_path / "stubs"
+    (stubs / "wsproto").mkdir(parents=True)
+    (stubs / "wsproto" / "__init__.py").write_text('raise ImportError("wsproto is not installed here")\n')
+    (stubs / "websockets").mkdir()
+    (stubs / "websockets" / "__init__.py").write_text('raise ImportError("websockets is not installed here")\n')
+    (stubs / "uvloop").mkdir()
+    (stubs / "uvloop" / "__init__.py").write_text(
+        "def new_event_loop():\n    raise RuntimeError('uvloop was used')\n\n\ndef install():\n    new_event_loop()\n"
+    )
+    path = os.pathsep.join(p for p in (str(stubs), os.environ.get("PYTHONPATH", "")) if p)
+    port = free_port()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK, PYTHONPATH=path):
+        for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(
+                    b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s"
+                    b"\r\n" % (port, extra)
+                )
+                answer = b""
+                while b"WebSocket is not served here" not in answer:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+        assert post(port, {"authorization": f"Bearer {WORK}"}).status_code == 200
+    log = (tmp_path / "server.log").read_text()
+    assert "upgrade" not in log.lower() and "WebSocket" not in log and "Traceback" not in log, log[-3000:]
 
 
 def _answer_of(sock: socket.socket) -> bytes:

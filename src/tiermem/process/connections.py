@@ -13,7 +13,9 @@ files. Here:
 - ``http_max_connections``: a connection beyond this many open ones gets 503 and is closed at once, so the open
   files stay well inside the limit;
 - when the limit on open files is reached all the same, the event loop's "socket.accept() out of system resource"
-  (a traceback for every attempt, thousands a second) is logged once per minute, with how many were left out.
+  (a traceback for every attempt, thousands a second) is logged once per minute, with how many were left out;
+- nothing is upgraded to WebSocket, whichever WebSocket library is installed: a handshake is a plain HTTP request,
+  which the guard refuses (``netguard.Guard``); the event loop is asyncio's even where uvloop is installed.
 """
 
 from __future__ import annotations
@@ -99,6 +101,11 @@ def http_protocol(header_timeout: float, body_timeout: float, max_connections: i
                 return
             self._disarm()
             super().connection_lost(exc)
+
+        def _should_upgrade(self) -> bool:
+            """Never: nothing here speaks WebSocket, so a handshake goes on as the plain HTTP request it also is (the
+            guard answers it 403), without uvicorn's warnings about a missing WebSocket library."""
+            return False
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -211,7 +218,8 @@ def config(
     **more: Any,
 ) -> Any:
     """The ``uvicorn.Config`` of tiermem's HTTP servers: no log config of uvicorn's, no access log, a 5 s keep-alive,
-    and the bounded protocol above (``more``: other uvicorn settings)."""
+    the bounded protocol above, no WebSocket protocol and asyncio's event loop (not uvloop, where installed: the
+    accept errors above are asyncio's) (``more``: other uvicorn settings)."""
     return uvicorn.Config(
         app,
         host=host,
@@ -220,5 +228,7 @@ def config(
         access_log=False,
         timeout_keep_alive=5,
         http=http_protocol(header_timeout, body_timeout, max_connections),
+        ws="none",
+        loop="asyncio",
         **more,
     )

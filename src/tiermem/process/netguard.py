@@ -300,6 +300,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if "websocket" in headers.get("upgrade", "").lower():  # a handshake the server did not upgrade (connections.py)
+            await _reply(send, 403, WEBSOCKET_REFUSED)
+            return
         host = headers.get("host", "").lower()
         if host not in self.allowed_hosts:
             await _reply(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import subprocess
 import time
@@ -326,35 +328,87 @@ def test_a_session_is_bound_to_the_token_that_opened_it(tmp_path: Path) -> None:
                 base + endpoint, headers={**json_type, "authorization": f"Bearer {first}"}, content=body, timeout=30
             )
             assert owner.status_code == 202, owner.text
+    session = endpoint.split("session_id=", 1)[1]
+    log = (tmp_path / "server.log").read_text()
+    assert session not in log and "<session id>" in log, log[-3000:]
 
 
-def test_websocket_handshakes_are_refused_by_the_guard(secured: int) -> None:
-    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), before any
-    app sees it, token or not."""
-    import socket
+def test_session_ids_stay_out_of_the_log_at_debug_too(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK's transports log session ids at DEBUG too (SSE's "Created new session with ID: ..."): with the log at
+    DEBUG (a host process that logs everything), those lines show no session id either."""
+    import logging
+    import uuid
 
-    port = secured
-    for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-            s.sendall(
-                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n" % (port, extra)
-            )
-            answer = b""
-            while b"WebSocket is not served here" not in answer:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-        assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+    from tiermem.server.sdk import quiet_session_ids
+
+    quiet_session_ids()
+    session = uuid.uuid4().hex
+    with caplog.at_level(logging.DEBUG, logger="mcp.server.sse"):
+        logging.getLogger("mcp.server.sse").debug(f"Created new session with ID: {session}")  # the SDK's line
+    assert session not in caplog.text and "Created new session with ID: <session id>" in caplog.text, caplog.text
+
+
+def test_a_static_tokens_principal_is_made_once() -> None:
+    """The principal a static token's requests carry (what sessions are bound to) is made once per token, not on
+    every request; another token gets its own."""
+    import hashlib
+
+    from tiermem.process.netguard import Token
+    from tiermem.server.app import static_principal
+
+    laptop = Token(hashlib.sha256(WORK.encode()).digest(), frozenset({"*"}), "laptop")
+    phone = Token(hashlib.sha256(OTHER.encode()).digest(), frozenset({"*"}), "laptop")
+    user, auth = static_principal(laptop)
+    assert static_principal(laptop) == (user, auth) and static_principal(laptop)[0] is user
+    assert user.access_token.subject == laptop.owner and WORK not in repr(user.access_token)
+    assert static_principal(phone)[0].access_token.client_id != user.access_token.client_id
+
+
+def test_websocket_handshakes_are_refused_without_websocket_libraries(tmp_path: Path) -> None:
+    """Nothing here speaks WebSocket: a handshake is refused by the guard itself (403 with its reason), token or not,
+    whichever WebSocket library is installed (here none can be imported), without a warning in the log; and the
+    event loop is asyncio's even where uvloop is installed (here a uvloop that fails if used)."""
+    stubs = tmp_path / "stubs"
+    (stubs / "wsproto").mkdir(parents=True)
+    (stubs / "wsproto" / "__init__.py").write_text('raise ImportError("wsproto is not installed here")\n')
+    (stubs / "websockets").mkdir()
+    (stubs / "websockets" / "__init__.py").write_text('raise ImportError("websockets is not installed here")\n')
+    (stubs / "uvloop").mkdir()
+    (stubs / "uvloop" / "__init__.py").write_text(
+        "def new_event_loop():\n    raise RuntimeError('uvloop was used')\n\n\ndef install():\n    new_event_loop()\n"
+    )
+    path = os.pathsep.join(p for p in (str(stubs), os.environ.get("PYTHONPATH", "")) if p)
+    port = free_port()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK, PYTHONPATH=path):
+        for extra in (b"", f"Authorization: Bearer {WORK}\r\n".encode()):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(
+                    b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s"
+                    b"\r\n" % (port, extra)
+                )
+                answer = b""
+                while b"WebSocket is not served here" not in answer:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 403") and b"WebSocket is not served here" in answer, answer
+        assert post(port, {"authorization": f"Bearer {WORK}"}).status_code == 200
+    log = (tmp_path / "server.log").read_text()
+    assert "upgrade" not in log.lower() and "WebSocket" not in log and "Traceback" not in log, log[-3000:]
 
 
 def _answer_of(sock: socket.socket) -> bytes:
     """Everything the server sends on ``sock`` until it closes the connection."""
     sock.settimeout(120)
     answer = b""
-    while chunk := sock.recv(4096):
-        answer += chunk
+    try:
+        while chunk := sock.recv(4096):
+            answer += chunk
+    except ConnectionResetError:  # closed with bytes of ours unread: what it answered first was read above
+        pass
     return answer
 
 
@@ -367,10 +421,44 @@ def _eventually(check: Callable[[], bool]) -> bool:
     return False
 
 
+def _started_post(host: bytes, length: int, token: str | None = WORK) -> bytes:
+    """The headers of an MCP POST with a body of ``length`` bytes (sent by the caller, or not)."""
+    auth = b"Authorization: Bearer " + token.encode() + b"\r\n" if token else b""
+    return (
+        b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\n" + auth + b"Accept: application/json, text/event-stream\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+    )
+
+
+def _trickled(sock: socket.socket, length: int) -> tuple[bytes, int]:
+    """Send a body of ``length`` bytes on ``sock`` a byte at a time, one whenever the server has said nothing for a
+    moment (so the connection never idles), until the server closes it: what it answered, and how many of the bytes
+    were left unsent."""
+    answer = b""
+    while True:
+        if select.select([sock], [], [], 0.1)[0]:
+            try:
+                chunk = sock.recv(4096)
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                return answer, length
+            answer += chunk
+        elif length == 0:  # all of it sent: the server answers it, and closes the connection when it likes
+            return answer + _answer_of(sock), 0
+        else:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):  # closed: what it answered is read above, or now
+                return answer + _answer_of(sock), length
+            length -= 1
+
+
 def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path) -> None:
     """A connection whose request headers never complete (slowloris), or that sends nothing, is answered 408 and
-    closed after http_header_timeout; past http_max_connections open ones, a new connection gets 503 at once; once
-    they close, requests are served again."""
+    closed after http_header_timeout; a request answered before its body arrived (no token: 401; too large: 413) is
+    closed once answered, not held while the rest of the body comes (here the body's deadline is an hour away); past
+    http_max_connections open ones, a new connection gets 503 at once; once they close, requests are served again."""
     port = free_port()
     host = f"127.0.0.1:{port}".encode()
     with serving(
@@ -381,7 +469,9 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
         str(tmp_path / "data"),
         TIERMEM_HTTP_TOKEN=WORK,
         TIERMEM_HTTP_HEADER_TIMEOUT="1",
+        TIERMEM_HTTP_BODY_TIMEOUT="3600",
         TIERMEM_HTTP_MAX_CONNECTIONS="4",
+        TIERMEM_MAX_REQUEST_BYTES="65536",
     ):
         with (
             socket.create_connection(("127.0.0.1", port)) as half,
@@ -391,11 +481,22 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
             for sock in (half, mute):
                 answer = _answer_of(sock)
                 assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer, answer
+        for start, status in ((_started_post(host, 200, token=None), b"401"), (_started_post(host, 70_000), b"413")):
+            unread = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]  # as many as are let in
+            try:
+                for sock in unread:
+                    sock.sendall(start)
+                for sock in unread:  # answered, then closed while the body trickles in (which keeps it from idling)
+                    answer, unsent = _trickled(sock, 200)
+                    assert answer.startswith(b"HTTP/1.1 " + status) and unsent > 0, (answer, unsent)
+            finally:
+                for sock in unread:
+                    sock.close()
         page = b"GET /ui/ HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n"
         holders = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
         try:
-            for sock in holders:  # whole headers, half a body: the app has the request, the header deadline is over
-                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 500\r\n\r\n{")
+            for sock in holders:  # whole headers, part of a body: the app reads it, the header deadline is over
+                sock.sendall(_started_post(host, 500) + b"{")
             with socket.create_connection(("127.0.0.1", port)) as extra:  # refused at once, before it sends anything
                 answer = _answer_of(extra)
             assert answer.startswith(b"HTTP/1.1 503") and b"Too many open connections" in answer, answer
@@ -411,6 +512,23 @@ def test_half_sent_requests_are_closed_and_connections_are_capped(tmp_path: Path
         assert _eventually(served)
     log = (tmp_path / "server.log").read_text()
     assert "refusing new connections: 4 are open (http_max_connections)" in log, log[-2000:]
+
+
+def test_a_body_that_trickles_in_gets_408(tmp_path: Path) -> None:
+    """A request body that trickles in a byte at a time (each byte within any idle timeout) gets 408 and is closed
+    http_body_timeout after the request began; the server serves on, with no traceback in its log."""
+    port = free_port()
+    host = f"127.0.0.1:{port}".encode()
+    data = str(tmp_path / "data")
+    with serving(tmp_path, "http", port, "--data-dir", data, TIERMEM_HTTP_TOKEN=WORK, TIERMEM_HTTP_BODY_TIMEOUT="2"):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(_started_post(host, 1000))
+            answer, unsent = _trickled(sock, 1000)
+        assert answer.startswith(b"HTTP/1.1 408") and b"body did not arrive within 2 s" in answer, answer
+        assert unsent > 0
+        assert post(port, {"authorization": f"Bearer {WORK}"}).status_code == 200
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-3000:]
 
 
 def test_running_out_of_open_files_is_logged_once(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from mcp.types import INVALID_PARAMS
 
 from tiermem.base.config import Settings
 from tiermem.server.app import resolve_tools
-from tiermem.server.arguments import tool_list_cost
+from tiermem.server.arguments import check_arguments, tool_list_cost
 from tiermem.server.registry import BY_NAME
 from tiermem.server.runtime import FILE_TOOLS
 
@@ -181,6 +181,28 @@ async def test_argument_errors_name_argument_type_and_example(
                 "open_files: `file_requests[1]` does not take the key `bogus`. It accepts: file_name, offset, length "
                 "(required: file_name).",
             ),
+            (  # the same list sent as JSON text (Claude Desktop's way; the SDK parses it before validating)
+                "conversation_log",
+                {"messages": json.dumps([{"role": "user", "content": "camel case id", "time": "2020-01-01"}])},
+                "conversation_log: `messages[0]` does not take the key `time`. It accepts: role, content, timestamp, "
+                "conversation_id, project (required: role, content).",
+            ),
+            (
+                "open_files",
+                {"file_requests": json.dumps([{"file_name": "a.md", "offset": True}])},
+                "open_files: `file_requests[0].offset` must be a whole number, got true. "
+                'Example: {"file_requests": [{"file_name": "docs/README.md", "offset": 0, "length": 50}]}.',
+            ),
+            (  # many objects with the same mistake: the first few, and how many more
+                "conversation_log",
+                {"messages": [{"role": "user", "content": "camel case id", "conversationId": "c"}] * 8},
+                "\n".join(
+                    f"conversation_log: `messages[{i}]` does not take the key `conversationId`. It accepts: role, "
+                    "content, timestamp, conversation_id, project (required: role, content)."
+                    for i in range(5)
+                )
+                + "\nconversation_log: and 3 more objects with keys they do not take.",
+            ),
         ]
         for tool, args, expected in cases:
             r = await c.call_tool(tool, args)
@@ -214,6 +236,33 @@ async def test_argument_errors_name_argument_type_and_example(
     assert any("`top_k` must be a whole number, got a string of 16 characters" in m for m in refusals)
     assert any("`tag_match_mode` must be one of 'any' or 'all', got a number" in m for m in refusals)
     assert not [m for m in refusals if "hunter2" in m or "4821" in m or "'two'" in m]
+
+
+def test_an_object_with_typed_additional_properties_takes_other_keys() -> None:
+    """``additionalProperties`` with a schema (``dict[str, int]``, a model with typed extras) takes keys beyond the
+    listed ones, each checked as that schema says; only an object whose schema leaves it out (or says false) refuses
+    them."""
+    counts = {
+        "type": "object",
+        "properties": {"total": {"type": "integer"}},
+        "additionalProperties": {"type": "integer"},
+    }
+    closed = {"type": "object", "properties": {"total": {"type": "integer"}}, "additionalProperties": False}
+    schema = {"type": "object", "properties": {"counts": counts, "closed": closed}}
+    assert check_arguments("t", schema, {"counts": {"total": 2, "tea": 1}}) == (
+        {"counts": {"total": 2, "tea": 1}},
+        None,
+    )
+    args = {"counts": {"total": 2, "tea": True}}
+    assert check_arguments("t", schema, args) == (
+        args,
+        't: `counts.tea` must be a whole number, got true. Example: {"counts": {}}.',
+    )
+    args = {"closed": {"total": 2, "tea": 1}}
+    assert check_arguments("t", schema, args) == (
+        args,
+        "t: `closed` does not take the key `tea`. It accepts: total (required: none).",
+    )
 
 
 async def test_published_schemas_are_tight(settings: Settings) -> None:

@@ -163,6 +163,10 @@ class Settings(BaseSettings):
     # sse/http and `tiermem ui`: a connection whose request headers are not complete this many seconds after it
     # opened (or after its next request began) gets 408 and is closed (half-sent requests cannot hold it open).
     http_header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    # sse/http and `tiermem ui`: a request whose body is not complete this many seconds after the request began gets
+    # 408 and is closed, however slowly it trickles in (a body of max_request_bytes needs max_request_bytes / this
+    # many bytes a second).
+    http_body_timeout: float = Field(default=60.0, gt=0, le=3600)
     # sse/http and `tiermem ui`: connections beyond this many open ones get 503 and are closed at once, so the open
     # files stay inside the process's limit (each client's event stream holds one connection while it is open).
     http_max_connections: int = Field(default=256, ge=1, le=100_000)

@@ -239,6 +239,7 @@ def _run_http(
         host=settings.host,
         port=port,
         header_timeout=settings.http_header_timeout,
+        body_timeout=settings.http_body_timeout,
         max_connections=settings.http_max_connections,
     )
     stop.keep_signals(connections.Server(config)).run(sockets=[sock])  # SIGINT/SIGTERM stay with ``stop``

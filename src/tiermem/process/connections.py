@@ -1,15 +1,21 @@
 """The HTTP server's connections (``tiermem serve`` over sse/http, ``tiermem ui``): uvicorn, bounded.
 
-uvicorn's h11 protocol waits for a request's headers as long as the client likes, so connections that send half a
-request and stop (slowloris) are held for ever, and enough of them use up the process's open files. Here:
+uvicorn's h11 protocol waits for a request as long as the client likes, so connections that send half a request and
+stop, or trickle it a byte at a time (slowloris), are held for ever, and enough of them use up the process's open
+files. Here:
 
 - ``http_header_timeout``: a connection whose request line and headers are not complete this many seconds after it
-  opened, or after the first byte of its next request, gets 408 and is closed (a body, once the headers are in, is
-  the app's to read; ``max_request_bytes`` bounds it);
+  opened, or after the first byte of its next request, gets 408 and is closed;
+- ``http_body_timeout``: a request whose body is not complete this many seconds after the request began gets 408
+  (when nothing was answered yet) and is closed, however the bytes trickle in (``max_request_bytes`` bounds its size);
+- a request answered before its body arrived (401, 403, 413, 404: the app did not read it) is closed once answered,
+  not kept open while the rest of the body comes, so a client without a token cannot hold a connection either;
 - ``http_max_connections``: a connection beyond this many open ones gets 503 and is closed at once, so the open
   files stay well inside the limit;
 - when the limit on open files is reached all the same, the event loop's "socket.accept() out of system resource"
-  (a traceback for every attempt, thousands a second) is logged once per minute, with how many were left out.
+  (a traceback for every attempt, thousands a second) is logged once per minute, with how many were left out;
+- nothing is upgraded to WebSocket, whichever WebSocket library is installed: a handshake is a plain HTTP request,
+  which the guard refuses (``netguard.Guard``); the event loop is asyncio's even where uvloop is installed.
 """
 
 from __future__ import annotations
@@ -60,14 +66,17 @@ class Burst:
         return unlogged
 
 
-def http_protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with a deadline for a request's headers and a cap on open connections."""
+def http_protocol(header_timeout: float, body_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with deadlines for a request's headers and body and a cap on open connections."""
     busy = _answer(503, "Service Unavailable", "Too many open connections; try again shortly.")
     late = _answer(408, "Request Timeout", f"The request's headers did not arrive within {header_timeout:g} s.")
+    slow = _answer(408, "Request Timeout", f"The request's body did not arrive within {body_timeout:g} s.")
     refusals = Burst()
 
     class Bounded(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
+        _waiting: str | None = None  # "headers" or "body": what the running deadline is for
+        _began = 0.0  # the loop's time when the current request began (or the connection opened)
         _refused = False
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -85,7 +94,7 @@ def http_protocol(header_timeout: float, max_connections: int) -> type[asyncio.P
                 transport.close()
                 return
             super().connection_made(transport)  # type: ignore[arg-type]
-            self._arm()  # a connection that sends nothing is held no longer than one that sends half a request
+            self._wait_for("headers")  # a connection that sends nothing is held no longer than one that sends half
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._refused:
@@ -93,37 +102,76 @@ def http_protocol(header_timeout: float, max_connections: int) -> type[asyncio.P
             self._disarm()
             super().connection_lost(exc)
 
+        def _should_upgrade(self) -> bool:
+            """Never: nothing here speaks WebSocket, so a handshake goes on as the plain HTTP request it also is (the
+            guard answers it 403), without uvicorn's warnings about a missing WebSocket library."""
+            return False
+
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             self._watch()
 
         def on_response_complete(self) -> None:
+            # answered before the body was all read (a 401, 403 or 413 of the guard, a 404): the rest is not wanted,
+            # and waiting for it would let a client that trickles it hold the connection (looked at before uvicorn
+            # goes on to a pipelined request, whose body may be under way in turn)
+            unread = self.conn.their_state is h11.SEND_BODY
             super().on_response_complete()
+            if self.transport.is_closing():
+                return
+            if unread:
+                self._disarm()
+                self.transport.close()
+                return
             self._watch()
 
         def _watch(self) -> None:
-            """A deadline while a request's headers are under way (some of it received, the headers not complete);
-            none once they are (the app has the request) or while the connection idles between requests (uvicorn's
-            keep-alive timeout closes it)."""
-            started = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
-            if not started:
+            """A deadline while a request is under way: for its headers (some of it received, the headers not
+            complete), then for its body (the headers in, the body not complete); none while the request is answered
+            or the connection idles between requests (uvicorn's keep-alive timeout closes it)."""
+            state = self.conn.their_state
+            if state is h11.IDLE and self.conn.trailing_data[0]:
+                self._wait_for("headers")
+            elif state is h11.SEND_BODY:
+                self._wait_for("body")
+            else:
                 self._disarm()
-            elif self._header_timer is None:
-                self._arm()
 
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(header_timeout, self._too_slow)
+        def _wait_for(self, part: str) -> None:
+            if self._waiting == part:
+                return
+            if self._waiting is None:  # a request begins (the body's deadline counts from then too)
+                self._began = self.loop.time()
+            self._disarm()
+            self._waiting = part
+            if part == "headers":
+                self._timer = self.loop.call_at(self._began + header_timeout, self._headers_too_slow)
+            else:
+                self._timer = self.loop.call_at(self._began + body_timeout, self._body_too_slow)
 
         def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
+            self._waiting = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
-        def _too_slow(self) -> None:
-            self._header_timer = None
+        def _headers_too_slow(self) -> None:
+            self._timer, self._waiting = None, None
             if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
                 return
             self.transport.write(late)
+            self.transport.close()
+
+        def _body_too_slow(self) -> None:
+            self._timer, self._waiting = None, None
+            if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+                return
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_started:
+                self.transport.write(slow)
+            if cycle is not None:  # the app reads a disconnect and sends nothing more (as once the connection is lost)
+                cycle.disconnected = True
+                cycle.message_event.set()
             self.transport.close()
 
     return Bounded
@@ -159,9 +207,19 @@ class Server(uvicorn.Server):
         await super().serve(sockets=sockets)
 
 
-def config(app: Any, *, host: str, port: int, header_timeout: float, max_connections: int, **more: Any) -> Any:
+def config(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
+    **more: Any,
+) -> Any:
     """The ``uvicorn.Config`` of tiermem's HTTP servers: no log config of uvicorn's, no access log, a 5 s keep-alive,
-    and the bounded protocol above (``more``: other uvicorn settings)."""
+    the bounded protocol above, no WebSocket protocol and asyncio's event loop (not uvloop, where installed: the
+    accept errors above are asyncio's) (``more``: other uvicorn settings)."""
     return uvicorn.Config(
         app,
         host=host,
@@ -169,6 +227,8 @@ def config(app: Any, *, host: str, port: int, header_timeout: float, max_connect
         log_config=None,
         access_log=False,
         timeout_keep_alive=5,
-        http=http_protocol(header_timeout, max_connections),
+        http=http_protocol(header_timeout, body_timeout, max_connections),
+        ws="none",
+        loop="asyncio",
         **more,
     )

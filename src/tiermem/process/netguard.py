@@ -300,6 +300,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if "websocket" in headers.get("upgrade", "").lower():  # a handshake the server did not upgrade (connections.py)
+            await _reply(send, 403, WEBSOCKET_REFUSED)
+            return
         host = headers.get("host", "").lower()
         if host not in self.allowed_hosts:
             await _reply(
@@ -358,7 +361,9 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             await _reply(send, 413, f"Request body larger than {self.max_body_bytes} bytes.")
             return
-        if "transfer-encoding" in headers:  # chunked: no length to check, so read it here, up to the limit
+        if "transfer-encoding" in headers or (length is not None and int(length) > 0):
+            # read here, up to the limit (a chunked body names no length to check): the app gets a whole body, and a
+            # client that goes away halfway (or is cut off by http_body_timeout) ends here, not in the app's traceback
             body = await self._read_body(receive, send)
             if body is None:
                 return
@@ -508,11 +513,14 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
+WEBSOCKET_REFUSED = "WebSocket is not served here; MCP clients use /mcp (or /sse) over HTTP."
+
+
 async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
     """A WebSocket handshake: answered 403 (with a JSON reason where the server can send an HTTP answer to one)."""
     await receive()  # websocket.connect
     if "websocket.http.response" in scope.get("extensions", {}):
-        body = json.dumps({"error": "WebSocket is not served here; MCP clients use /mcp (or /sse) over HTTP."}).encode()
+        body = json.dumps({"error": WEBSOCKET_REFUSED}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})

@@ -465,11 +465,12 @@ def build_http_app(
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def static_principal(token: Token) -> tuple[Any, Any]:
     """``scope["user"]`` and ``scope["auth"]`` for a request with a static token, as the SDK's bearer middleware
     sets them for an OAuth one: the SDK's transports bind a session to the principal that opened it (client id,
     issuer, subject), so another token cannot use, or delete, a session this one opened. The principal names the
-    token's ``owner`` (made from its digest), never the token."""
+    token's ``owner`` (made from its digest), never the token. Made once per token, not per request."""
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
     from mcp.server.auth.provider import AccessToken
     from starlette.authentication import AuthCredentials

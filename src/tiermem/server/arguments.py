@@ -1,10 +1,11 @@
 """What a model sees of a tool, and what it is told when a call is wrong.
 
 ``describe`` and ``tidy_schema`` shape what ``tools/list`` shows (``tools.tidy_published_schema`` applies them): a
-dedented description, an input schema without pydantic's titles and ``null`` unions. ``check_arguments`` maps
-the aliases Letta's older tools used onto the advertised names and refuses arguments the
-tool does not take (and keys an object argument does not take, at any depth); ``explain`` turns a pydantic validation error into one line per
-argument naming it, the type expected and an example. Pure functions over plain values.
+dedented description, an input schema without pydantic's titles and ``null`` unions. ``check_arguments`` maps the
+aliases Letta's older tools used onto the advertised names and refuses arguments the tool does not take (and keys an
+object argument does not take, at any depth, in an argument sent as JSON text too); ``explain`` turns a pydantic
+validation error into one line per argument naming it, the type expected and an example. Pure functions over plain
+values.
 """
 
 from __future__ import annotations
@@ -151,10 +152,15 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
         )
     # inside an object argument (a message of conversation_log, a request of open_files) a key the object does not
     # take is refused too: pydantic would drop it without a word (a `conversationId` stored as no conversation)
-    walked = [found for name, value in out.items() for found in _walk(schema, properties[name], value, (name,))]
+    walked = [
+        found for name, value in out.items() for found in _walk(schema, properties[name], _as_sent(value), (name,))
+    ]
     extras = [f"{tool}: {problem}" for problem in walked if isinstance(problem, str)]
     if extras:
-        return arguments, "\n".join(extras)
+        shown = extras[:MAX_KEY_PROBLEMS]
+        if len(extras) > len(shown):
+            shown.append(f"{tool}: and {len(extras) - len(shown)} more objects with keys they do not take.")
+        return arguments, "\n".join(shown)
     # pydantic's lax mode would take true as 1 (or 1.0): a boolean where a number belongs is a mistake, said as one
     booleans = [
         {"type": _NUMBER_ERRORS[kind], "loc": loc, "input": value}
@@ -166,8 +172,22 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     return out, None
 
 
+MAX_KEY_PROBLEMS = 5  # objects with keys they do not take named in a refusal (then "and N more")
 _NUMBER_ERRORS = {"integer": "int_type", "number": "float_type"}
 _Found = str | tuple[tuple[Any, ...], str, Any]
+
+
+def _as_sent(value: Any) -> Any:
+    """An argument as the SDK validates it: a string that is JSON text of a list, an object or null is parsed first
+    (``FuncMetadata.pre_parse_json``: Claude Desktop sends lists and objects as JSON text), so it is looked into as
+    that value; any other value (a string of a number or a boolean too, which the SDK leaves) as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    return value if isinstance(parsed, str | int | float) else parsed
 
 
 def _walk(schema: dict[str, Any], prop: dict[str, Any], value: Any, loc: tuple[Any, ...]) -> list[_Found]:
@@ -181,12 +201,14 @@ def _walk(schema: dict[str, Any], prop: dict[str, Any], value: Any, loc: tuple[A
     if kind == "array" and isinstance(value, list):
         items = prop.get("items", {})
         return [found for i, v in enumerate(value) for found in _walk(schema, items, v, (*loc, i))]
-    fields = prop.get("properties")
-    if kind != "object" or not isinstance(fields, dict) or not isinstance(value, dict):
+    if kind != "object" or not isinstance(value, dict):
         return []
-    unknown = [key for key in value if key not in fields]
+    fields = prop.get("properties")
+    fields = fields if isinstance(fields, dict) else {}
+    extra = prop.get("additionalProperties", False)  # a schema for the other keys, true (any), or false (none)
     out: list[_Found] = []
-    if unknown and prop.get("additionalProperties") is not True:
+    unknown = [key for key in value if key not in fields]
+    if unknown and extra is False and "properties" in prop:
         out.append(
             f"`{_path(list(loc))}` does not take the {_noun(unknown, 'key')} {_names(unknown)}. It accepts: "
             f"{', '.join(fields)} (required: {', '.join(prop.get('required', [])) or 'none'})."
@@ -194,6 +216,8 @@ def _walk(schema: dict[str, Any], prop: dict[str, Any], value: Any, loc: tuple[A
     for key, item in value.items():
         if key in fields:
             out.extend(_walk(schema, fields[key], item, (*loc, key)))
+        elif isinstance(extra, dict):
+            out.extend(_walk(schema, extra, item, (*loc, key)))
     return out
 
 

@@ -14,7 +14,7 @@ another module reaches for one:
 - the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC;
 - the streamable-HTTP session manager's admission of a new session: each session gets its own event store (the SDK
   hands every session the one store it was given, and a shared store would replay one session's events to another);
-- the names of the transports' loggers, which log session ids at INFO and WARNING: ``quiet_session_ids`` takes the
+- the names of the transports' loggers, which log session ids (at DEBUG, INFO and WARNING): ``quiet_session_ids`` takes the
   ids out of those lines (a session id lets whoever holds the token that opened it use the session).
 """
 
@@ -103,18 +103,18 @@ SESSION_ID = re.compile(r"\b[0-9a-fA-F]{32}\b|\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}
 
 
 class _NoSessionIds(logging.Filter):
-    """Session ids out of the SDK transports' lines above DEBUG (``Created new transport with session ID: ...``)."""
+    """Session ids out of the SDK transports' lines, at every level (``Created new transport with session ID: ...``
+    at INFO, SSE's ``Created new session with ID: ...`` at DEBUG)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.DEBUG:
-            text = record.getMessage()
-            if SESSION_ID.search(text):
-                record.msg, record.args = SESSION_ID.sub("<session id>", text), None
+        text = record.getMessage()
+        if SESSION_ID.search(text):
+            record.msg, record.args = SESSION_ID.sub("<session id>", text), None
         return True
 
 
 def quiet_session_ids() -> None:
-    """Take session ids out of what the SDK's HTTP transports log at INFO and above (once per process)."""
+    """Take session ids out of what the SDK's HTTP transports log (once per process)."""
     for name in TRANSPORT_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _NoSessionIds) for f in logger.filters):

@@ -149,6 +149,7 @@ def _serve(app: Any, settings: Settings, port: int, sock: socket.socket) -> None
         host=settings.host.strip("[]"),
         port=port,
         header_timeout=settings.http_header_timeout,
+        body_timeout=settings.http_body_timeout,
         max_connections=settings.http_max_connections,
         lifespan="off",
         timeout_graceful_shutdown=2,

@@ -169,6 +169,31 @@ def test_serve_at_a_terminal_says_it_waits_for_a_host(tmp_path: Path) -> None:
     assert "made by the first `tiermem serve`" not in doctor.stdout
 
 
+def test_the_log_level_setting_applies_to_serve(tmp_path: Path) -> None:
+    """`log_level` (TIERMEM_LOG_LEVEL) is the server's level on stderr: WARNING leaves its INFO lines out (the CLI's
+    logging was set up at INFO before the setting was read, so it had no effect)."""
+
+    def serve(level: str | None) -> str:
+        env = server_env(tmp_path)
+        if level is not None:
+            env["TIERMEM_LOG_LEVEL"] = level
+        done = subprocess.run(
+            [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "serving agent" in serve(None)
+    assert "serving agent" not in serve("WARNING")
+
+
 def test_search_prints_a_table_and_json(tmp_path: Path) -> None:
     graph = tmp_path / "memory.jsonl"
     graph.write_text(

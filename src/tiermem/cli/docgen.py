@@ -55,7 +55,7 @@ MORE_DESCRIPTIONS = {
     "allowed_origins": "More browser `Origin` values to accept over `sse`/`http`.",
     "max_request_bytes": "The largest HTTP request body accepted (413 past it); also the largest upload the "
     "memory inspector imports.",
-    "log_level": "The server's log level on stderr.",
+    "log_level": "The server's log level on stderr (DEBUG adds tiermem's own debug lines, not the libraries').",
     "default_blocks": "The blocks every new agent starts with (`label`, `value`, `description`, `limit`, "
     "`read_only`, `metadata`); the packaged ones are `persona` and `human`.",
     "anthropic_base_url": "The Anthropic API's base URL for the agent loop (default: `$ANTHROPIC_BASE_URL`, "

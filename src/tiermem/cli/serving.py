@@ -70,6 +70,14 @@ TOKENS_DOC = (
 )
 
 
+def apply_log_level(level: str) -> None:
+    """The ``log_level`` setting on stderr: tiermem's own lines at that level (DEBUG adds tiermem's debug lines, not
+    the libraries': those can quote whole requests), and below it nothing of anyone's (WARNING, ERROR)."""
+    logging.getLogger("tiermem").setLevel(level)
+    if logging.getLevelName(level) > logging.INFO:
+        logging.getLogger().setLevel(level)
+
+
 def serve(settings: Settings) -> None:
     from ..process.hookserver import HookListener
     from ..process.shutdown import Shutdown
@@ -77,6 +85,7 @@ def serve(settings: Settings) -> None:
     from ..server.runtime import MemoryHandle
 
     at_terminal = settings.transport == "stdio" and _stdin_is_terminal()  # a person typed it, no host started it
+    apply_log_level(settings.log_level)
     keep_heap(settings)
     tokens, secret = http_tokens(settings) if settings.transport != "stdio" else ([], None)
     check_bind(settings)

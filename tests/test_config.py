@@ -119,6 +119,9 @@ def test_an_empty_path_variable_is_unset_and_an_empty_path_elsewhere_is_refused(
     s = load_settings()
     assert s.resolved_data_dir() == tmp_path / "xdg-data" / "tiermem"
     assert (s.data_dir, s.auth_tokens_file, s.sync) == (None, None, None)
+    monkeypatch.setenv("TIERMEM_CONFIG", "  ")  # spaces alone: unset too, not a file named "  " to read
+    assert load_settings().config is None
+    monkeypatch.delenv("TIERMEM_CONFIG")
     cfg = tmp_path / "c.toml"
     cfg.write_text('data_dir = ""\n')
     with pytest.raises(ConfigError, match=rf"data_dir \(config file {cfg}\): .*an empty path"):

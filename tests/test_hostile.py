@@ -61,6 +61,8 @@ CASES: list[tuple[str, dict[str, object], str]] = [
     ),
     ("archival_memory_insert", {"content": "x", "tags": ["   "]}, "Invalid tag '   ': tags are 1-64 characters"),
     ("archival_memory_insert", {"content": "x", "tags": ["ok", "\u200b"]}, "Invalid tag '\\u200b'"),
+    ("archival_memory_search", {"query": "\u200b\ufeff"}, "query is empty"),  # a search for nothing visible
+    ("conversation_search", {"query": " \u2060 "}, "query is empty"),
     # numbers out of range and wrong types
     ("archival_memory_search", {"query": "x", "top_k": 0}, "top_k must be a whole number from 1 to 100"),
     ("archival_memory_search", {"query": "x", "top_k": -5}, "top_k must be a whole number from 1 to 100"),

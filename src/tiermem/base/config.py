@@ -303,7 +303,7 @@ def _config_file(given: Path | str | None) -> tuple[Path | None, str]:
     if given is not None:
         return Path(given), "--config"
     env = os.environ.get("TIERMEM_CONFIG")
-    if env:
+    if env and env.strip():  # set to nothing (or spaces): unset, as the setting reads it
         return Path(env), "TIERMEM_CONFIG"
     return default_config_file(), "the default location"
 

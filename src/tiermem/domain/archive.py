@@ -555,7 +555,7 @@ class Archive:
         self, kind: Kind, agent_id: str, text: str, where: Filter, limit: int, links: bool | None = False
     ) -> SearchResult:
         text = self._text(text, "query")
-        if not text.strip():
+        if is_blank(text):  # spaces or invisible characters alone (a zero-width space): nothing to look for
             raise ValidationError("query is empty: say what to look for.")
         query, context = self._analyse(kind, agent_id, text)
         pool = pool_size(limit)

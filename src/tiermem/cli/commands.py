@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import argparse
 
     from ..base.config import Settings
+    from ..base.records import Agent
     from ..domain.memory import Memory
 
 
@@ -47,16 +48,22 @@ def read_stdin() -> str:
     return sys.stdin.read().removesuffix("\n")
 
 
-def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
-    """Show what deleting the agent removes, ask (unless --yes), then delete it."""
+def existing_agent(memory: Memory, name: str, undone: str, *, named: bool = False) -> Agent:
+    """The agent named ``name`` (``named``: the one a command works on, ``default`` made on first use); a missing one
+    is an error naming those that exist and what was ``undone`` ("deleted"), not a hint to create it."""
     try:
-        agent = memory.get_agent(args.name)
+        return memory.named_agent(name) if named else memory.get_agent(name)
     except NotFoundError:
         names = ", ".join(a.name for a in memory.list_agents()) or "none"
         raise NotFoundError(
-            f"No agent named {args.name!r} (agents: {names}); nothing was deleted. Check the name with "
+            f"No agent named {name!r} (agents: {names}); nothing was {undone}. Check the name with "
             "`tiermem agents list`."
         ) from None
+
+
+def agent_delete_command(memory: Memory, args: argparse.Namespace) -> int:
+    """Show what deleting the agent removes, ask (unless --yes), then delete it."""
+    agent = existing_agent(memory, args.name, "deleted")
     plan = memory.deletion_plan(agent.id)
     print(f"Deleting removes:\n{plan.describe()}", file=sys.stderr)
     if not args.yes:

@@ -178,15 +178,6 @@ def _target(memory: Memory, settings: Settings, args: argparse.Namespace) -> tup
 
 
 def _agent(memory: Memory, name: str, *, named: bool = False) -> Agent:
-    """The agent named ``name`` (``named``: the one the command works on, ``default`` made on first use); a missing
-    one is an error naming those that exist, not a hint to create it."""
-    from ..base.errors import NotFoundError
+    from .commands import existing_agent
 
-    try:
-        return memory.named_agent(name) if named else memory.get_agent(name)
-    except NotFoundError:
-        names = ", ".join(a.name for a in memory.list_agents()) or "none"
-        raise NotFoundError(
-            f"No agent named {name!r} (agents: {names}); nothing was forgotten. Check the name with "
-            "`tiermem agents list`."
-        ) from None
+    return existing_agent(memory, name, "forgotten", named=named)

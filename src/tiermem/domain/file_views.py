@@ -1024,11 +1024,15 @@ def unique_name(name: str, taken: set[str]) -> str:
     shortened when needed so the result stays within 255 characters."""
     if name not in taken:
         return name
-    base, ext = posixpath.splitext(name)
     n = 1
-    while True:
-        suffix = f"_({n}){ext}"
-        candidate = base[: max(0, MAX_FILENAME_LENGTH - len(suffix))] + suffix
-        if candidate not in taken:
-            return candidate
+    while (candidate := numbered(name, n)) in taken:
         n += 1
+    return candidate
+
+
+def numbered(name: str, n: int) -> str:
+    """Letta's ``n``-th duplicate form of a file name, ``base_(n).ext``, the base shortened when needed so the result
+    stays within 255 characters."""
+    base, ext = posixpath.splitext(name)
+    suffix = f"_({n}){ext}"
+    return base[: max(0, MAX_FILENAME_LENGTH - len(suffix))] + suffix

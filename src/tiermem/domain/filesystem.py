@@ -50,6 +50,7 @@ from .file_views import (
     file_defaults,
     file_type,
     grep,
+    numbered,
     open_summary,
     render_directories,
     render_window,
@@ -983,10 +984,9 @@ def _placed(
     if not given and (old is None or not source or not old.source_path or _same_source(old.source_path, source)):
         return name, old, ""
     other = "another file of this upload" if old is None else f"another file (from {old.source_path})"
-    base, ext = os.path.splitext(name)
     n = 1
     while True:
-        candidate = f"{base}_({n}){ext}"
+        candidate = numbered(name, n)
         held = existing.get(candidate)
         if held is not None and _same_source(held.source_path, source):
             return candidate, held, ""

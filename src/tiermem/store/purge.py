@@ -47,11 +47,8 @@ class Purge:
         """Forget every row of ``table``: its fragments marked for the next purge, then their rows deleted (the
         core tables an older tiermem kept here, once their rows were moved out: nothing of them may stay in the
         store's files). Returns the rows deleted; the caller purges (``Indexes.purge_now``)."""
-        found = self.fragments(table, None)
-        if not found:
-            return 0
-        self._write_marks([{"key": mark_key(table, f), "value": now().isoformat()} for f in sorted(found)])
-        return self._delete_fragments(table, tuple(sorted(found)))
+        found = self._mark(table, None)
+        return self._delete_fragments(table, tuple(sorted(found))) if found else 0
 
     @writes("a deletion")
     def _delete_fragments(self, table: str, fragments: tuple[int, ...]) -> int:
@@ -67,10 +64,14 @@ class Purge:
     def mark(self, table: str, where: Filter) -> int:
         """Mark the fragments holding the rows of ``where`` for the next purge (before those rows are deleted or
         rewritten); returns how many fragments."""
+        return len(self._mark(table, where))
+
+    def _mark(self, table: str, where: Filter | None) -> set[int]:
+        """Mark the fragments holding the rows of ``where`` (None: every row); returns them."""
         found = self.fragments(table, where)
         if found:
             self._write_marks([{"key": mark_key(table, f), "value": now().isoformat()} for f in sorted(found)])
-        return len(found)
+        return found
 
     @writes("the marks of rows to forget")
     def _write_marks(self, rows: list[dict[str, str]]) -> None:

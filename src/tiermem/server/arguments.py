@@ -153,7 +153,9 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     # inside an object argument (a message of conversation_log, a request of open_files) a key the object does not
     # take is refused too: pydantic would drop it without a word (a `conversationId` stored as no conversation)
     walked = [
-        found for name, value in out.items() for found in _walk(schema, properties[name], _as_sent(value), (name,))
+        found
+        for name, value in out.items()
+        for found in _walk(schema, properties[name], _as_sent(schema, properties[name], value), (name,))
     ]
     extras = [f"{tool}: {problem}" for problem in walked if isinstance(problem, str)]
     if extras:
@@ -177,11 +179,13 @@ _NUMBER_ERRORS = {"integer": "int_type", "number": "float_type"}
 _Found = str | tuple[tuple[Any, ...], str, Any]
 
 
-def _as_sent(value: Any) -> Any:
+def _as_sent(schema: dict[str, Any], prop: dict[str, Any], value: Any) -> Any:
     """An argument as the SDK validates it: a string that is JSON text of a list, an object or null is parsed first
     (``FuncMetadata.pre_parse_json``: Claude Desktop sends lists and objects as JSON text), so it is looked into as
-    that value; any other value (a string of a number or a boolean too, which the SDK leaves) as it is."""
-    if not isinstance(value, str):
+    that value; any other value (a string of a number or a boolean too, which the SDK leaves) as it is. Only an
+    argument whose schema is a list or an object is parsed (``_walk`` looks into nothing else): a long text
+    argument is not read as JSON on every call."""
+    if not isinstance(value, str) or _resolved(schema, prop).get("type") not in ("array", "object"):
         return value
     try:
         parsed = json.loads(value)

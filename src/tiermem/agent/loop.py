@@ -37,7 +37,7 @@ from ..base.errors import (
     TiermemError,
     ValidationError,
 )
-from ..base.records import Agent, ContextWindow, Message, check_text, valid_text
+from ..base.records import MAX_ROW_CHARS, Agent, ContextWindow, Message, check_text, valid_text
 from ..domain import secrets
 from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
 from .context import (
@@ -158,7 +158,7 @@ def check_conversation(conversation_id: object) -> str:
 # The most one message the loop writes may hold: as much as an import stores (``interop.agentfile``), far beyond
 # max_content_chars (which bounds what one tool argument, the user's message, may carry): a 64,000-token answer is
 # some 250,000 characters, and is stored whole.
-ROW_MAX_CHARS = 10_000_000
+ROW_MAX_CHARS = MAX_ROW_CHARS
 CUT_NOTE = "\n\n[Cut here: this message had {n} characters; tiermem stores at most {most} of one message.]"
 
 

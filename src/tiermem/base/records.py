@@ -190,6 +190,9 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+MAX_ROW_CHARS = 10_000_000  # the longest text one stored row holds: what an import stores, what the agent loop writes
+
+
 def check_text(value: Any, name: str, max_chars: int, advice: str | None = None) -> str:
     """``value`` if it is storable text: a string, at most ``max_chars``, no NUL, valid Unicode. ``advice``: what
     a longer text is told after "<name> has N characters; " (a tool argument's limit and the way round it when none)."""

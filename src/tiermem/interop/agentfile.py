@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.config import BlockSpec
 from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base.records import ContextWindow, Folder, StoredFile, from_us, now, stable_id, to_us
+from ..base.records import MAX_ROW_CHARS, ContextWindow, Folder, StoredFile, from_us, now, stable_id, to_us
 from ..domain import secrets
 from ..domain.archive import parse_bound
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 JSON = dict[str, Any]
 STYLE = {"letta_v1_agent": "letta_v1", "memgpt_agent": "memgpt", "memgpt_v2_agent": "memgpt", "react_agent": "letta_v1"}
 # Files hold whole transcripts: a message may be far longer than one tool argument (max_content_chars).
-IMPORT_MAX_CHARS = 10_000_000
+IMPORT_MAX_CHARS = MAX_ROW_CHARS
 
 
 @dataclass

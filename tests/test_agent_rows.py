@@ -87,3 +87,13 @@ async def test_memgpt_two_send_messages_in_one_answer_reach_the_user_as_recall_k
     memory, agent_id = server.runtime.handle.get()
     stored = [m.content for m in memory.archive.rows.messages_since(agent_id, "default", 0) if m.role == "assistant"]
     assert stored == [reply]
+
+
+def test_a_fallback_summary_quotes_at_most_error_chars_of_the_summarisers_error() -> None:
+    from tiermem.agent.context import ERROR_CHARS, fallback_summary
+
+    long_error = "overloaded " * 100  # 1,100 characters
+    text = fallback_summary([], long_error, max_tokens=1000, max_chars=100_000)
+    quoted = text[text.index("(") + 1 : text.index("); transcript")]
+    assert len(quoted) == ERROR_CHARS and quoted.endswith("...")
+    assert fallback_summary([], "timed out", 1000, 100_000).startswith("[The summariser failed (timed out);")

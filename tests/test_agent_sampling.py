@@ -109,6 +109,7 @@ async def test_a_malformed_text_tool_call_is_a_failed_call_the_model_sees(settin
     host = Host(
         '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso",}}</tool_call>',
         '<tool_call>{"name": "archival_memory_insert", "input": "cat is Miso"}</tool_call>',
+        '<tool_call>{"input": {"content": "cat is Miso"}}</tool_call>',
         '<tool_call>{"name": "archival_memory_insert", "input": {"content": "cat is Miso"}}</tool_call>',
         "Saved: your cat is Miso.",
     )
@@ -117,10 +118,12 @@ async def test_a_malformed_text_tool_call_is_a_failed_call_the_model_sees(settin
         assert not result.is_error and text_of(result) == "Saved: your cat is Miso.", text_of(result)
         steps = (result.structured_content or {})["steps"]
         assert [(x["tool"], x["status"]) for x in steps] == [("archival_memory_insert", "Failed")] * 2 + [
-            ("archival_memory_insert", "OK")
+            ("invalid_tool_call", "Failed"),
+            ("archival_memory_insert", "OK"),
         ]
         assert steps[0]["result"].startswith("Your <tool_call> block is not valid JSON (Expecting property name")
         assert steps[1]["result"].startswith('The "input" of your call to archival_memory_insert is str, not an object')
+        assert steps[2]["result"].startswith("Your <tool_call> block names no tool")
         found = await c.call_tool("archival_memory_search", {"query": "Miso"})
         assert text_of(found).count("cat is Miso") == 1  # the malformed calls were not run
     told = host.requests[1].messages[-1].content_as_list[0].text

@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 from tiermem.base.config import Settings, load_settings
+from tiermem.domain.memory import Memory
 from tiermem.server.registry import edited_labels
 
 from .conftest import serve_in_process, text_of
@@ -467,3 +468,33 @@ async def test_a_file_the_sync_skipped_is_there_for_create_and_rename(lc_setting
         err, text, _ = await call(c, "memory_apply_patch", reason="r", input=move)
         assert err and "onto the existing file reference/broken.md" in text, text
     assert (root / "reference" / "broken.md").read_text() == broken
+
+
+async def test_a_file_the_sync_screens_out_is_there_for_create(lc_settings: Settings, memory: Memory) -> None:
+    """The files the sync's screening skips for what their block would hold (a text over max_content_chars, a
+    credential in the frontmatter alone) are there for Letta Code too: `create` and a patch's Add File onto one are
+    refused as onto any file, and the file is left as it is (the tools screen a file as the sync does)."""
+    from tiermem.interop.memfs import plan_memfs
+
+    root = lc_settings.sync
+    assert root is not None
+    (root / "reference").mkdir(parents=True)
+    token = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyzAB"
+    found = {
+        "reference/big.md": "---\ndescription: big\n---\n" + "w" * 120_000 + "\n",
+        "reference/keyed.md": f"---\ndescription: notes\napi_token: {token}\n---\nplain notes\n",
+    }
+    for rel, text in found.items():
+        (root / rel).write_text(text)
+    async with Client(serve_in_process(lc_settings)) as c:
+        for rel in found:
+            err, text, _ = await call(c, command="create", reason="r", file_path=rel, description="d", file_text="m")
+            assert err and text == f"memory create: block already exists at {rel}", text
+            add = f"*** Begin Patch\n*** Add File: {rel}\n+x\n*** End Patch"
+            err, text, _ = await call(c, "memory_apply_patch", reason="r", input=add)
+            assert err and text == f"memory_apply_patch: cannot add existing memory file: {rel}", text
+    for rel, text in found.items():
+        assert (root / rel).read_text() == text
+    (root / "reference" / "ok.md").write_text("---\ndescription: ok\n---\nfine\n")
+    _, skipped = plan_memfs(root, memory)  # what the sync skips: those two files
+    assert sorted(line.split(":")[0].split(" ")[0] for line in skipped) == sorted(found), skipped

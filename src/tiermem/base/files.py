@@ -1,10 +1,13 @@
 """Writing a file so that a reader (another process, a host, a crash) sees the old file or the new one, never half
 of one: the text goes to a temporary file beside the target, which is renamed over it (``os.replace`` is atomic
-within a directory). The one place the project writes a file this way."""
+within a directory). The one place the project writes a file this way. And ``read_text_nofollow``: the one way a
+file of a folder others write (MemFS directories, Claude Code's auto memory) is read, never through a symbolic link."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -97,3 +100,40 @@ def locked_unless_held(path: Path, note: str | None) -> Iterator[str | None]:
             if note is not None:
                 f.truncate(0)
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class LinkedFileError(OSError):
+    """``read_text_nofollow``: the path is a symbolic link (to something), so it was not read."""
+
+
+class NotRegularFileError(OSError):
+    """``read_text_nofollow``: the path is no regular file (a folder, a FIFO, a device), so it was not read."""
+
+
+def read_text_nofollow(path: Path, *, newline: str | None = None) -> str:
+    """The UTF-8 text of the regular file ``path``, never read through a symbolic link at its end: ``LinkedFileError``
+    for a link (checked first, and again by opening with ``O_NOFOLLOW``: a link put in its place meanwhile is refused
+    too), ``FileNotFoundError`` for a link to nothing (no file, as one removed), ``NotRegularFileError`` for anything
+    but a regular file (opened without blocking, so a FIFO never hangs the reader). ``newline``: as ``open``'s
+    (``""``: the line endings as they are). Other ``OSError``s and ``UnicodeDecodeError`` as reading raises them. The
+    folders on the way are the caller's to check."""
+    if path.is_symlink():
+        if not path.exists():
+            raise FileNotFoundError(errno.ENOENT, "a symbolic link to nothing", str(path))
+        raise LinkedFileError(errno.ELOOP, "a symbolic link", str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LinkedFileError(errno.ELOOP, "a symbolic link", str(path)) from None
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", str(path))
+    with open(fd, encoding="utf-8", newline=newline) as f:
+        return f.read()

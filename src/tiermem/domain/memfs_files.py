@@ -7,15 +7,20 @@ the block it describes, ``render_file`` writes a block as its file (the frontmat
 for byte, only what changed rewritten), ``new_file`` is the file Letta Code's tools make for a new block
 without frontmatter. The defaults (a new block's limit, the description Letta Code gives a file without one)
 live here and nowhere else. ``directory_layout`` is how Letta Code's memory tool decides a directory's layout.
+``screen_file`` is the one screening of a file in a directory (never read through a link, its name, its text, what
+its block would hold against ``max_content_chars`` and credentials): the import and sync skip what it refuses, and
+Letta Code's memory tools treat such a file as there (no block has it, but Letta Code finds it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ..base.config import BlockSpec
 from ..base.errors import TiermemError, ValidationError
+from ..base.files import LinkedFileError, NotRegularFileError, read_text_nofollow
 from ..base.records import Block, check_text
 from . import memfs_format as fmt
 from .blocks import PINNED_KEY, is_pinned, validate_label
@@ -297,3 +302,103 @@ def written_front(plan: FileBlock, limit: int, tree: Tree) -> str | None:
 def same_front(a: str | None, b: str | None) -> bool:
     """Two kept frontmatters say the same lines (one of them may be an older tiermem's record)."""
     return fmt.Front.of(a) == fmt.Front.of(b)
+
+
+# ---------------------------------------------------------------------------
+# Screening a directory's file (the import, the sync, Letta Code's memory tools)
+# ---------------------------------------------------------------------------
+
+LINK_WHY = "a symbolic link: tiermem never follows links in a MemFS directory (their text may be outside it)"
+
+
+class Screening(Protocol):
+    """What a file is screened against (``domain.memory.Memory``): its store's limit and its credential scan."""
+
+    max_content_chars: int
+
+    def credentials_in(self, text: str) -> str | None: ...
+
+    def scrub(self, text: str) -> str: ...
+
+
+def linked(root: Path, rel: str) -> str | None:
+    """The part of ``rel`` (a file under ``root``, or a folder on its way) that is a symbolic link, if any."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        if (root / "/".join(parts[:i])).is_symlink():
+            return "/".join(parts[:i])
+    return None
+
+
+def read_file(root: Path, rel: str) -> str:
+    """The text of the regular file ``root/rel`` as it is (line endings kept), never read through a symbolic link on
+    its way or at its end (``files.read_text_nofollow``); ``ValidationError`` naming the file and why otherwise."""
+    if linked(root, rel) is not None:
+        raise ValidationError(f"{rel}: {LINK_WHY}.")
+    try:
+        return read_text_nofollow(root / rel, newline="")
+    except LinkedFileError:  # a link put in its place since the check
+        raise ValidationError(f"{rel}: {LINK_WHY}.") from None
+    except NotRegularFileError:
+        raise ValidationError(f"{rel}: not a regular file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{rel}: cannot be read as UTF-8 text ({exc}).") from exc
+
+
+def screen_file(root: Path, rel: str, tree: Tree, memory: Screening | None = None) -> tuple[FileBlock, str] | str:
+    """The file ``root/rel`` parsed (with its text), or why tiermem cannot take it (a line ending "(skipped)"). With
+    ``memory``, a file its store would refuse (``refusal``: a text over ``max_content_chars``, a credential) is one it
+    cannot take, and so is one whose path (its block's label) holds a credential (named by its path redacted)."""
+    held = memory.credentials_in(rel) if memory is not None else None
+    if memory is not None and held is not None:  # its label would hold it: the file is named redacted, never echoed
+        return (
+            f"{memory.scrub(rel)}: its name holds {held}: credentials are never stored in memory, and the name is the "
+            "block's label, shown wherever the block is; rename the file without it, then import or sync again "
+            "(skipped)"
+        )
+    try:
+        text = read_file(root, rel)
+        plan = parse_file(rel, text, tree)
+    except ValidationError as exc:
+        return f"{exc} (skipped)"
+    why = refusal(memory, plan) if memory is not None else None
+    return (plan, text) if why is None else f"{why} (skipped)"
+
+
+def refusal(memory: Screening, plan: FileBlock) -> str | None:
+    """Why the file's block cannot be stored, naming the file, found before anything is written; None: it can. A text
+    longer than a block holds (``max_content_chars``: the value, the description, the frontmatter the block keeps),
+    then ``credentials``."""
+    most = memory.max_content_chars
+    for part, text in (("text", plan.value), ("description", plan.description), ("frontmatter", plan.front or "")):
+        if len(text) > most:
+            return (
+                f"{plan.path}: its {part} has {len(text)} characters; a block holds at most {most} (the "
+                "max_content_chars setting). Split the file into several files (one block each), or raise "
+                "max_content_chars (tiermem config), then import or sync again"
+            )
+    held = credentials(memory, plan)
+    return None if held is None else f"{plan.path} holds {held}"
+
+
+def credentials(memory: Screening, plan: FileBlock) -> str | None:
+    """What credentials the file's block would store (``Memory.credentials_in``) and what to do about it; None if
+    none (or the store does not scan for them: ``secret_scan`` off). Its frontmatter counts too: the block keeps it
+    (``FRONT_KEY``), unknown keys (``api_token:``) and all."""
+    found = [
+        f"{held} in its {part}"
+        for part, text in (("text", plan.value), ("description", plan.description))
+        if (held := memory.credentials_in(text)) is not None
+    ]
+    front = plan.front or ""
+    in_front = memory.credentials_in(front)  # its lines numbered as the file's (the "---" line is line 1)
+    if in_front is not None:
+        rest = fmt.Front.of(plan.front).set("description", None).raw or ""
+        if memory.credentials_in(rest) is not None or memory.credentials_in(plan.description) is None:
+            found.append(f"{in_front} in its frontmatter")
+    if not found:
+        return None
+    return (
+        f"{' and '.join(found)}: credentials are never stored in memory; remove it from the file (keep a reference "
+        "instead, such as the name of the environment variable that holds it), then import or sync again"
+    )

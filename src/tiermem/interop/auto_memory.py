@@ -40,20 +40,18 @@ part would need the record's shape and the others' rules.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import NotFoundError, TiermemError, ValidationError
-from ..base.files import locked, write_text_atomically
+from ..base.files import LinkedFileError, NotRegularFileError, locked, read_text_nofollow, write_text_atomically
 from ..base.quoting import PRIVATE_MARK, drop_private, private_parts, with_private
 from . import claude_projects
 
@@ -130,22 +128,15 @@ def block_file(label: str) -> str:
 
 
 def read_file(path: Path) -> str:
-    """The text of the regular file ``path``, never read through a symbolic link: ``ValidationError`` for a link (or
-    anything but a regular file), ``FileNotFoundError`` for a link to nothing (no file: as one removed)."""
-    if path.is_symlink():
-        if not path.exists():
-            raise FileNotFoundError(errno.ENOENT, "a symbolic link to nothing", str(path))
-        raise ValidationError(LINK_WHY)
-    try:  # no link now either (one put in its place since the check)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValidationError(LINK_WHY) from None
-        raise
-    with open(fd, encoding="utf-8") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ValidationError("it is not a regular file")
-        return f.read()
+    """The text of the regular file ``path``, never read through a symbolic link (``files.read_text_nofollow``):
+    ``ValidationError`` for a link (or anything but a regular file), ``FileNotFoundError`` for a link to nothing (no
+    file: as one removed)."""
+    try:
+        return read_text_nofollow(path)
+    except LinkedFileError:
+        raise ValidationError(LINK_WHY) from None
+    except NotRegularFileError:
+        raise ValidationError("it is not a regular file") from None
 
 
 def _block_text(label: str, description: str, value: str) -> str:

@@ -14,14 +14,11 @@ A file's ``limit:`` is the block's limit; a file without one keeps the block's l
 when the file's text is longer: Letta Code's tools drop the key and do not enforce limits). Files
 tiermem cannot take (not UTF-8, NUL characters, an unclosed frontmatter, text over its own limit or
 over what a block holds, a credential anywhere in it, a name that cannot be a label, a hidden name)
-are reported and skipped, never the whole directory: every file is screened before anything is written.
+are reported and skipped, never the whole directory: every file is screened before anything is written
+(``memfs_files.screen_file``, the screening Letta Code's memory tools apply to a file they find there too).
 
 ``export_memfs`` writes an agent's blocks into an empty directory; ``plan_memfs`` reads a directory;
 ``import_memfs`` applies it to an agent. Two-way sync lives in ``memfs_sync``.
-
-Why this module is long: reading a directory is one screening of every file (name, frontmatter, text, limit,
-credentials, links) before anything is written, and its report names each file skipped and why; splitting the
-checks from the walk would pass the half-read file between modules.
 """
 
 from __future__ import annotations
@@ -41,15 +38,19 @@ from ..domain.blocks import is_pinned
 from ..domain.memfs_files import (  # the file <-> block rules, shared with Letta Code's memory tools
     DEFAULT_LIMIT,
     FRONT_KEY,
+    LINK_WHY,
     MAX_FILE_CHARS,
     SUFFIX,
     FileBlock,
     FileStyle,
     Tree,
+    linked,
     parse_file,
+    read_file,
     render_file,
     same,
     same_front,
+    screen_file,
     written_front,
 )
 
@@ -139,7 +140,6 @@ def is_memfs_dir(root: Path) -> bool:
 # ---------------------------------------------------------------------------
 
 
-LINK_WHY = "a symbolic link: tiermem never follows links in a MemFS directory (their text may be outside it)"
 HIDDEN_WHY = (
     "a hidden file (its name starts with '.'), which no block's label can name (no part of a label starts with '.'), "
     "so it is not memory; rename it without the leading '.' to have it in memory"
@@ -189,26 +189,6 @@ def hidden_lines(hidden: list[str]) -> list[str]:
     return [f"{rel}: {HIDDEN_WHY} (skipped)" for rel in hidden]
 
 
-def linked(root: Path, rel: str) -> str | None:
-    """The part of ``rel`` (a file under ``root``, or a folder on its way) that is a symbolic link, if any."""
-    parts = rel.split("/")
-    for i in range(1, len(parts) + 1):
-        if (root / "/".join(parts[:i])).is_symlink():
-            return "/".join(parts[:i])
-    return None
-
-
-def read_file(root: Path, rel: str) -> str:
-    path = root / rel
-    if linked(root, rel) is not None:
-        raise ValidationError(f"{rel}: {LINK_WHY}.")
-    try:
-        with path.open(encoding="utf-8", newline="") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{rel}: cannot be read as UTF-8 text ({exc}).") from exc
-
-
 def tree_of(
     paths: set[str] | frozenset[str],
     *,
@@ -256,72 +236,18 @@ def write_pinned(path: Path, overrides: Mapping[str, bool]) -> None:
 def read_tree(
     root: Path, tree: Tree, memory: Memory | None = None
 ) -> tuple[dict[str, tuple[FileBlock, str]], list[str]]:
-    """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot. With
-    ``memory``, a file its store would refuse (``refusal``: a text over ``max_content_chars``, a credential) is one
-    it cannot take, and so is one whose path (its block's label) holds a credential (listed by its path redacted): it
-    is skipped whole, before anything is written, so an import or a sync never stops half-way through a directory."""
+    """Every file tiermem can take, parsed (label -> (file, its text)), and a line for each one it cannot
+    (``screen_file``: with ``memory``, a file its store would refuse is one it cannot take): it is skipped whole,
+    before anything is written, so an import or a sync never stops half-way through a directory."""
     parsed: dict[str, tuple[FileBlock, str]] = {}
     skipped: list[str] = []
     for rel in sorted(tree.paths):
-        held = memory.credentials_in(rel) if memory is not None else None
-        if held is not None:  # its label would hold it: the file is named redacted, never echoed
-            skipped.append(
-                f"{memory.scrub(rel) if memory is not None else rel}: its name holds {held}: credentials are never "
-                "stored in memory, and the name is the block's label, shown wherever the block is; rename the file "
-                "without it, then import or sync again (skipped)"
-            )
-            continue
-        try:
-            text = read_file(root, rel)
-            plan = parse_file(rel, text, tree)
-        except ValidationError as exc:
-            skipped.append(f"{exc} (skipped)")
-            continue
-        why = refusal(memory, plan) if memory is not None else None
-        if why is not None:
-            skipped.append(f"{why} (skipped)")
-            continue
-        parsed[plan.label] = (plan, text)
+        found = screen_file(root, rel, tree, memory)
+        if isinstance(found, str):
+            skipped.append(found)
+        else:
+            parsed[found[0].label] = found
     return parsed, skipped
-
-
-def refusal(memory: Memory, plan: FileBlock) -> str | None:
-    """Why the file's block cannot be stored, naming the file, found before anything is written; None: it can. A text
-    longer than a block holds (``max_content_chars``: the value, the description, the frontmatter the block keeps),
-    then ``credentials``."""
-    most = memory.max_content_chars
-    for part, text in (("text", plan.value), ("description", plan.description), ("frontmatter", plan.front or "")):
-        if len(text) > most:
-            return (
-                f"{plan.path}: its {part} has {len(text)} characters; a block holds at most {most} (the "
-                "max_content_chars setting). Split the file into several files (one block each), or raise "
-                "max_content_chars (tiermem config), then import or sync again"
-            )
-    held = credentials(memory, plan)
-    return None if held is None else f"{plan.path} holds {held}"
-
-
-def credentials(memory: Memory, plan: FileBlock) -> str | None:
-    """What credentials the file's block would store (``Memory.credentials_in``) and what to do about it; None if
-    none (or the store does not scan for them: ``secret_scan`` off). Its frontmatter counts too: the block keeps it
-    (``FRONT_KEY``), unknown keys (``api_token:``) and all."""
-    found = [
-        f"{held} in its {part}"
-        for part, text in (("text", plan.value), ("description", plan.description))
-        if (held := memory.credentials_in(text)) is not None
-    ]
-    front = plan.front or ""
-    in_front = memory.credentials_in(front)  # its lines numbered as the file's (the "---" line is line 1)
-    if in_front is not None:
-        rest = fmt.Front.of(plan.front).set("description", None).raw or ""
-        if memory.credentials_in(rest) is not None or memory.credentials_in(plan.description) is None:
-            found.append(f"{in_front} in its frontmatter")
-    if not found:
-        return None
-    return (
-        f"{' and '.join(found)}: credentials are never stored in memory; remove it from the file (keep a reference "
-        "instead, such as the name of the environment variable that holds it), then import or sync again"
-    )
 
 
 def plan_memfs(root: Path, memory: Memory | None = None) -> tuple[list[FileBlock], list[str]]:

@@ -404,25 +404,18 @@ def _check_committable(label: str, name: str, tree: files.Tree, root: str | None
 
 
 def _skipped_file(m: Memory, root: str | None, label: str, tree: files.Tree) -> bool:
-    """Whether the synced directory holds a file at ``label``'s path that its sync skips (a symbolic link on the way,
-    not a regular file, not UTF-8 text, its frontmatter unclosed, a credential in it): no block has it, but Letta
-    Code finds it there, so its tools refuse to create or move a file onto it."""
+    """Whether the synced directory holds a file at ``label``'s path that its sync skips (not a regular file, or one
+    the sync's screening refuses, ``memfs_files.screen_file``: a symbolic link on the way, not UTF-8 text, its
+    frontmatter unclosed, a text over ``max_content_chars``, a credential in it): no block has it, but Letta Code finds
+    it there, so its tools refuse to create or move a file onto it."""
     if root is None:
         return False
     rel = label + fmt.SUFFIX
-    path = Path(root) / rel
     try:
-        info = path.lstat()
+        info = (Path(root) / rel).lstat()
     except OSError:  # nothing there
         return False
-    on_the_way = [Path(root, *rel.split("/")[:i]) for i in range(1, rel.count("/") + 1)]
-    if not stat.S_ISREG(info.st_mode) or any(p.is_symlink() for p in on_the_way):
-        return True
-    try:
-        plan = files.parse_file(rel, path.read_text(encoding="utf-8"), tree)
-    except (OSError, UnicodeDecodeError, TiermemError):
-        return True
-    return any(m.credentials_in(text) is not None for text in (rel, plan.value, plan.description))
+    return not stat.S_ISREG(info.st_mode) or isinstance(files.screen_file(Path(root), rel, tree, m), str)
 
 
 def _check_write(

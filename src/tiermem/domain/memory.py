@@ -539,6 +539,62 @@ class Memory:
         if value is not None:
             self._check_text("value", value)
         block = self.block(agent_id, label)
+        change, new_label = self._updating(
+            block,
+            new_label=new_label,
+            value=value,
+            description=description,
+            limit=limit,
+            read_only=read_only,
+            pinned=pinned,
+            metadata=metadata,
+            actor=actor,
+            expected_version=expected_version,
+        )
+        try:
+            committed = self._commit(block, change, operation=operation, actor=actor)
+        except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
+            raise _rename_taken(str(new_label)) from None
+        if new_label is not None or rules.is_pinned(committed) != rules.is_pinned(block):
+            self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
+        return committed
+
+    def check_update(
+        self,
+        block: Block,
+        *,
+        new_label: str | None = None,
+        value: str | None = None,
+        description: str | None = None,
+        metadata: dict[str, str] | None = None,
+        actor: str = "human",
+    ) -> None:
+        """Refuse, writing nothing, what ``update_block`` would refuse over ``block`` as read (the label, the sizes,
+        the limit, the metadata, a new credential in the value or the description): a plan that writes several
+        blocks (Letta Code's ``memory_apply_patch``) checks each one before its first write."""
+        if value is not None:
+            self._check_text("value", value)
+        change, _ = self._updating(
+            block, new_label=new_label, value=value, description=description, metadata=metadata, actor=actor
+        )
+        self._without_secrets(change(block), block, actor)
+
+    def _updating(
+        self,
+        block: Block,
+        *,
+        new_label: str | None = None,
+        value: str | None = None,
+        description: str | None = None,
+        limit: int | None = None,
+        read_only: bool | None = None,
+        pinned: bool | None = None,
+        metadata: dict[str, str] | None = None,
+        actor: str,
+        expected_version: int | None = None,
+    ) -> tuple[Callable[[Block], Block], str | None]:
+        """``update_block``'s checks of its arguments over ``block`` (as read), and the change it commits; with the
+        block's new label when it is renamed (None: it keeps its label)."""
         if new_label is not None:
             new_label = rules.validate_label(new_label)
             self._refuse_in_fields(("the new label", new_label))
@@ -574,13 +630,7 @@ class Memory:
             rules.check_limit(updated.value, updated.limit)
             return updated
 
-        try:
-            committed = self._commit(block, change, operation=operation, actor=actor)
-        except LabelTakenError:  # another process gave the label to another block of an agent meanwhile
-            raise _rename_taken(str(new_label)) from None
-        if renamed or rules.is_pinned(committed) != rules.is_pinned(block):
-            self._emit(Change("blocks_changed", tuple(self.core.agents_of_block(block.id))))
-        return committed
+        return change, new_label if renamed else None
 
     def revert(self, agent_id: str, label: str, version: int, *, actor: str | None = None) -> Block:
         """Restore the value of ``version`` as a new version; history keeps everything (``revert_version``)."""
@@ -655,6 +705,14 @@ class Memory:
     def check_block_spec(self, spec: BlockSpec) -> None:
         """Refuse, writing nothing, a block ``import_block`` would refuse (an import checks every block first)."""
         self._check_spec(spec)
+
+    def check_new_block(self, agent_id: str, spec: BlockSpec, *, actor: str | None = None) -> None:
+        """Refuse, writing nothing, a block ``create_block`` would refuse for its content (the label, the metadata,
+        the sizes, the limit, the agent deleted, a credential in the value or the description): a plan that writes
+        several blocks checks each one before its first write. A label taken meanwhile is ``create_block``'s own."""
+        spec = self._check_spec(spec)
+        self.check_live(agent_id)
+        self._new_block("", spec, actor=actor or current_actor.get(), operation="create")
 
     def deletion_plan(self, agent_id: str) -> AgentDeletion:
         """What deleting the agent removes (shown before a deletion is confirmed)."""

@@ -32,7 +32,6 @@ from pydantic import BaseModel
 
 from ..base.config import BlockSpec
 from ..base.errors import EditError, LabelTakenError, NotFoundError, TiermemError
-from ..base.records import check_text
 from ..domain import blocks as rules
 from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
@@ -336,7 +335,7 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
             existing = blocks.get(label) if label in blocks else blocks.get(source or "")
             try:
                 BlockSpec(label=rules.validate_label(label), value=plan.value, description=plan.description)
-                _check_write(m, agent_id, label, plan, existing, renamed=source is not None)
+                _check_write(m, agent_id, label, plan, existing, renamed=source is not None, actor=actor)
             except TiermemError as exc:
                 raise EditError(f"{tool}: {label}.md: {exc}") from exc
     changed: list[Block] = []
@@ -419,26 +418,26 @@ def _skipped_file(m: Memory, root: str | None, label: str, tree: files.Tree) -> 
 
 
 def _check_write(
-    m: Memory, agent_id: str, label: str, plan: files.FileBlock, before: Block | None, *, renamed: bool
+    m: Memory, agent_id: str, label: str, plan: files.FileBlock, before: Block | None, *, renamed: bool, actor: str
 ) -> None:
     """Refuse, before a patch's first write, what writing ``plan`` at ``label`` (over ``before``, the block it
-    changes; None: a new one) would refuse: the label, the sizes, the limit, a new credential in the value, the
-    description or the frontmatter (``Memory.create_block``, ``update_block`` and ``edit`` check the same)."""
+    changes; None: a new one) would refuse: ``Memory.check_new_block`` and ``check_update`` run the checks of
+    ``create_block`` and ``update_block`` themselves (the label, the sizes, the limit, the frontmatter kept as
+    metadata, a new credential in the value or the description)."""
     if before is None:
-        m.check_live(agent_id)
-        m.check_block_spec(plan.spec())  # the label, the frontmatter (metadata), the sizes, the limit
-        m.refuse_secrets(plan.value, f"the value of block {label!r}")
-        m.refuse_secrets(plan.description, f"the description of block {label!r}")
+        m.check_new_block(agent_id, plan.spec(), actor=actor)
         return
-    if renamed:
-        m.refuse_secrets(label, "the new label")
-    if before.description != plan.description or not files.same_front(before.metadata.get(fmt.FRONT_KEY), plan.front):
-        m.refuse_secrets(plan.front or "", "a metadata value")
-        m.refuse_secrets(plan.description, f"the description of block {label!r}", before=before.description)
-    if before.value != plan.value:
-        check_text(plan.value, f"the new value of block {label!r}", m.max_content_chars)
-        rules.check_limit(plan.value, before.limit)
-        m.refuse_secrets(plan.value, f"the value of block {label!r}", before=before.value)
+    front_changed = before.description != plan.description or not files.same_front(
+        before.metadata.get(fmt.FRONT_KEY), plan.front
+    )
+    m.check_update(
+        before,
+        new_label=label if renamed else None,
+        value=plan.value if before.value != plan.value else None,
+        description=plan.description if front_changed else None,
+        metadata={fmt.FRONT_KEY: plan.front or ""} if front_changed else None,
+        actor=actor,
+    )
 
 
 def edited_labels(arguments: dict[str, Any]) -> list[str]:

@@ -1030,6 +1030,16 @@ def unique_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
+def folder_names(name: str) -> Iterator[str]:
+    """The names a folder is given, in order, while the one before is taken: its own, then ``NAME_(1)`` ...
+    ``NAME_(9999)``, the name shortened when needed so each stays within ``MAX_FOLDER_NAME_LENGTH`` (an agent
+    file's import and a restore name a folder whose name the store has this way)."""
+    yield name
+    for n in range(1, 10_000):
+        suffix = f"_({n})"
+        yield name[: MAX_FOLDER_NAME_LENGTH - len(suffix)] + suffix
+
+
 def numbered(name: str, n: int) -> str:
     """Letta's ``n``-th duplicate form of a file name, ``base_(n).ext``, the base shortened when needed so the result
     stays within 255 characters."""

@@ -49,6 +49,7 @@ from .file_views import (
     check_requests,
     file_defaults,
     file_type,
+    folder_names,
     grep,
     numbered,
     open_summary,
@@ -1128,10 +1129,8 @@ def _put_restored_folder(files: Filesystem, folder: Folder) -> None:
     """Store a backed-up folder under its name, or, when another folder of this store holds that name, under the
     first free ``NAME_(n)`` (as an agent file's import does): two folders never share a name, and the store's own
     keeps it. Checked and written under the store's lock (``put_named_folder``)."""
-    for n in range(10_000):
-        suffix = f"_({n})" if n else ""
-        named = replace(folder, name=folder.name[: 100 - len(suffix)] + suffix) if n else folder
-        if files.rows.put_named_folder(named) is None:
+    for name in folder_names(folder.name):
+        if files.rows.put_named_folder(replace(folder, name=name)) is None:
             return
     raise ValidationError(f"No free name for the backup's folder {folder.name!r}; rename the store's own first.")
 

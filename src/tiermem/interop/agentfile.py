@@ -40,7 +40,7 @@ from ..base.records import MAX_ROW_CHARS, ContextWindow, Folder, StoredFile, fro
 from ..domain import secrets
 from ..domain.archive import parse_bound
 from ..domain.blocks import LETTA_LABEL_KEY, PINNED_KEY, label_from_letta
-from ..domain.file_views import check_file_name, check_folder_name, file_type
+from ..domain.file_views import check_file_name, check_folder_name, file_type, folder_names
 from ..domain.filesystem import STATE_KEY, FileView, check_limits, restored_view
 from ..domain.memory import TIMEZONE_KEY, check_agent_name
 from ..domain.periods import time_zone
@@ -1220,9 +1220,7 @@ def _resolve_folder(memory: Memory, plan: FolderPlan, digest: str, taken: set[st
     rows = memory.archive.files
     want = {f.name: (f.sha256, f.status) for f in plan.files}
     texts = (memory.scrub(plan.description), memory.scrub(plan.instructions))  # as stored: redacted
-    for n in range(0, 10_000):
-        suffix = "" if n == 0 else f"_({n})"
-        name = plan.name[: 100 - len(suffix)] + suffix if n else plan.name
+    for name in folder_names(plan.name):
         if name in taken:
             continue
         folder_id = stable_id("folder", digest, plan.key, name)  # the same file into the same name: the same folder

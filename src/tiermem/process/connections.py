@@ -21,7 +21,6 @@ files. Here:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -30,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .netguard import error_body
 
 if TYPE_CHECKING:
     import socket
@@ -41,7 +42,7 @@ QUIET_SECONDS = 60.0  # one log line per this many seconds for a burst of refusa
 
 
 def _answer(status: int, reason: str, text: str) -> bytes:
-    body = json.dumps({"error": text}).encode()
+    body = error_body(text)
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"

@@ -293,12 +293,10 @@ class Guard:
         self.principal = principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":  # nothing here speaks WebSocket: refused before any app sees it
-            await _refuse_websocket(scope, receive, send)
-            return
-        if scope["type"] != "http":  # lifespan
-            await self.app(scope, receive, send)
-            return
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self.app(scope, receive, send)
+            return  # no WebSocket scope reaches here (connections.py serves none); were one to, no app would see it
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if "websocket" in headers.get("upgrade", "").lower():  # a handshake the server did not upgrade (connections.py)
             await _reply(send, 403, WEBSOCKET_REFUSED)
@@ -327,10 +325,10 @@ class Guard:
         ui = self._ui_path(scope.get("path", ""))
         public = scope.get("method") in ("GET", "HEAD") and (ui == "static" or scope.get("path") in self.public_paths)
         scope["tiermem.agents"] = None
+        token = self._match(headers.get("authorization", "")) if self.oauth is not None or self.tokens else None
+        if token is not None and self.principal is not None:
+            scope["user"], scope["auth"] = self.principal(token)
         if self.oauth is not None:
-            token = self._match(headers.get("authorization", ""))
-            if token is not None and self.principal is not None:
-                scope["user"], scope["auth"] = self.principal(token)
             if token is None:
                 checked = await self._oauth(scope, receive, send, headers, ui, public)
                 if checked is None:
@@ -342,9 +340,6 @@ class Guard:
                 await _reply(send, 403, f"This token may not use agent {self.agent!r}.")
                 return
         elif self.tokens:
-            token = self._match(headers.get("authorization", ""))
-            if token is not None and self.principal is not None:
-                scope["user"], scope["auth"] = self.principal(token)
             if token is None and public:
                 pass  # the inspector's page itself: static files, no memory in them
             elif token is None:
@@ -516,20 +511,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 WEBSOCKET_REFUSED = "WebSocket is not served here; MCP clients use /mcp (or /sse) over HTTP."
 
 
-async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
-    """A WebSocket handshake: answered 403 (with a JSON reason where the server can send an HTTP answer to one)."""
-    await receive()  # websocket.connect
-    if "websocket.http.response" in scope.get("extensions", {}):
-        body = json.dumps({"error": WEBSOCKET_REFUSED}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
-        await send({"type": "websocket.http.response.body", "body": body})
-    else:
-        await send({"type": "websocket.close", "code": 1008})
+def error_body(text: str) -> bytes:
+    """The JSON body of every answer the HTTP layer refuses with itself (the guard, the connection limits)."""
+    return json.dumps({"error": text}).encode()
 
 
 async def _reply(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:
-    body = json.dumps({"error": text}).encode()
+    body = error_body(text)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})

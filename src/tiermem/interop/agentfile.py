@@ -837,9 +837,11 @@ def _check_agents(
     memory: Memory, todo: list[tuple[AgentPlan, str, Any]], targets: dict[str, _Target], digest: str, namespace: str
 ) -> None:
     """Refuse, before anything is written, what writing an agent's row would refuse (``Memory.create_agent``): a
-    credential in its name (never redacted: it is how the agent is called) or left in its stored prompt or
-    metadata, named by the field it is in (a kept field by its path in the file, ``mcp_servers[local].env.KEY``).
-    The folders of new sources are checked for names as their creation would (``Filesystem.create_folder``)."""
+    credential in its name (never redacted: it is how the agent is called) or left in its stored metadata values,
+    named by the field it is in (a kept field by its path in the file, ``mcp_servers[local].env.KEY``). Its prompt
+    and metadata keys are stored redacted (``Memory.scrub``: every credential ``secrets.find`` finds replaced), so
+    nothing is left in them to refuse. The folders of new sources are checked for names as their creation would
+    (``Filesystem.create_folder``)."""
     if not memory.secret_scan:
         return
     for key, target in targets.items():
@@ -849,9 +851,7 @@ def _check_agents(
     for p, _, _ in todo:
         agent = f"agent {p.file_id!r} in the file"
         memory.refuse_secrets(p.name, f"the name of {agent}")
-        memory.refuse_secrets(memory.scrub(p.system), f"the system prompt of {agent}")
         for k, v in _stored_metadata(memory, _agent_metadata(p, folders, targets, digest, namespace)).items():
-            memory.refuse_secrets(k, f"a key of the metadata of {agent}")
             found = secrets.find(v)
             if found:
                 memory.refuse_secrets(v, f"{_field_of(k, v, found[0].start, p.name)} of {agent}")

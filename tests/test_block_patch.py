@@ -267,3 +267,13 @@ def test_hunks_and_the_labels_a_patch_edits() -> None:
     patch = "*** Update Block: a\n-x\n+y\n*** Move to: b\n*** Add Block: c\n+z"
     assert edited_labels("memory_apply_patch", {"label": "human", "patch": patch}) == ["a", "b", "c"]
     assert edited_labels("memory_apply_patch", {"label": "human", "patch": "-x\n+y"}) == ["human"]
+
+
+def test_why_a_write_failed_is_told_without_nothing_written() -> None:
+    """A patch applied only in part (either dialect) says why its write failed without that write's "nothing was
+    written" (misread about the whole patch), and without the doubled period its removal leaves."""
+    from tiermem.base.errors import ConflictError, without_nothing_written
+
+    exc = ConflictError("Block 'a' was changed meanwhile. Nothing was written. Read it again.\nmore")
+    assert without_nothing_written(exc) == "Block 'a' was changed meanwhile. Read it again"
+    assert without_nothing_written(ConflictError("Busy; nothing was written, try again.")) == "Busy"

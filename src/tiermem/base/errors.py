@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class TiermemError(Exception):
     """Root of every error tiermem raises on purpose.
@@ -139,3 +141,10 @@ class FileContentError(ValidationError):
 class SecretError(ValidationError):
     """A write would store a credential (an API key, a password, a private key, ...); the message names its kind and
     where it is, never the secret, and nothing was written."""
+
+
+def without_nothing_written(exc: BaseException) -> str:
+    """The first line of ``exc``'s message without its "nothing was written" (true of the one write that failed, and
+    read as about a whole plan when some of it stays written: a patch applied only in part says why with this)."""
+    first = str(exc).split("\n", 1)[0]
+    return re.sub(r"[;,]? *\b[Nn]othing was written\b[^.]*", "", first).replace("..", ".").strip().rstrip(".")

@@ -23,13 +23,12 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..base.config import BlockSpec
-from ..base.errors import EditError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import EditError, NotFoundError, TiermemError, ValidationError, without_nothing_written
 from ..base.records import check_text
 from . import blocks as rules
 from .memory import current_actor
@@ -274,7 +273,7 @@ def _write(m: Memory, agent_id: str, plan: _Plan, actor: str) -> None:
             ) from exc
         raise _noted(
             exc,
-            f"The patch was applied only in part: {step} failed ({_without_nothing_written(exc)}), and undoing the "
+            f"The patch was applied only in part: {step} failed ({without_nothing_written(exc)}), and undoing the "
             f"writes before it failed too (another writer changed those blocks meanwhile, or the storage failed), so "
             f"these stay as the patch wrote them: {'; '.join(kept)}. Read the blocks again (core_memory_view) and "
             "fix them with single edits.",
@@ -337,10 +336,3 @@ def _noted(exc: TiermemError, text: str) -> TiermemError:
         said = str(exc)
         noted.person = person + text[len(said) :] if text.startswith(said) else text
     return noted
-
-
-def _without_nothing_written(exc: TiermemError) -> str:
-    """The first line of ``exc``'s message without its "nothing was written" (true of the failed write alone, and
-    read as about the whole patch when some of it stays written)."""
-    first = str(exc).split("\n", 1)[0]
-    return re.sub(r"[;,]? *\b[Nn]othing was written\b[^.]*", "", first).replace("..", ".").strip().rstrip(".")

@@ -21,7 +21,6 @@ keep a call all or nothing; split, one tool's rules would live in two places.
 from __future__ import annotations
 
 import math
-import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -31,7 +30,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..base.config import BlockSpec
-from ..base.errors import EditError, LabelTakenError, NotFoundError, TiermemError
+from ..base.errors import EditError, LabelTakenError, NotFoundError, TiermemError, without_nothing_written
 from ..domain import blocks as rules
 from ..domain import memfs_files as files
 from ..domain import memfs_format as fmt
@@ -379,9 +378,8 @@ def run_patch(m: Memory, agent_id: str, reason: object, patch: object, root: str
         except TiermemError as exc:  # past the checks: another writer meanwhile, or the storage failed
             if not written:
                 raise EditError(f"{tool}: {label}.md: {exc}") from exc
-            why = re.sub(r"[;,]? *\b[Nn]othing was written\b[^.]*", "", str(exc).split("\n", 1)[0]).strip().rstrip(".")
             raise EditError(
-                f"{tool}: the patch was applied only in part: writing {label}.md failed ({why}), after "
+                f"{tool}: the patch was applied only in part: writing {label}.md failed ({without_nothing_written(exc)}), after "
                 f"{', '.join(written)} had been written (they stay so). Read the files again and finish the change "
                 "with another call."
             ) from exc

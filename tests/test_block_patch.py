@@ -277,3 +277,23 @@ def test_why_a_write_failed_is_told_without_nothing_written() -> None:
     exc = ConflictError("Block 'a' was changed meanwhile. Nothing was written. Read it again.\nmore")
     assert without_nothing_written(exc) == "Block 'a' was changed meanwhile. Read it again"
     assert without_nothing_written(ConflictError("Busy; nothing was written, try again.")) == "Busy"
+
+
+@pytest.mark.anyio
+async def test_crlf_patches_apply_as_in_letta(settings: Settings) -> None:
+    # Letta reads a patch's lines with splitlines: CRLF line ends (a client on Windows) patch as LF ones do, in one
+    # block's hunks and in a multi-block patch alike; no carriage return reaches a block.
+    async with Client(serve_in_process(settings), cache=None) as c:
+        await c.call_tool("memory_rethink", {"label": "human", "new_memory": "Name: Ada\nLikes tea"})
+        text, failed = await _call(c, label="human", patch="@@\r\n Name: Ada\r\n-Likes tea\r\n+Likes coffee\r\n")
+        assert not failed, text
+        patch = (
+            "*** Begin Patch\r\n*** Update Block: human\r\n@@\r\n-Likes coffee\r\n+Likes cocoa\r\n"
+            "*** Add Block: project\r\nDescription: The project\r\n+status: open\r\n+owner: Ada\r\n*** End Patch\r\n"
+        )
+        text, failed = await _call(c, label="", patch=patch)
+        assert not failed, text
+        blocks = await _blocks(c)
+        assert blocks["human"]["value"] == "Name: Ada\nLikes cocoa"
+        assert blocks["project"]["value"] == "status: open\nowner: Ada"
+        assert blocks["project"]["description"] == "The project"

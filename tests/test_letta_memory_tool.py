@@ -498,3 +498,31 @@ async def test_a_file_the_sync_screens_out_is_there_for_create(lc_settings: Sett
     (root / "reference" / "ok.md").write_text("---\ndescription: ok\n---\nfine\n")
     _, skipped = plan_memfs(root, memory)  # what the sync skips: those two files
     assert sorted(line.split(":")[0].split(" ")[0] for line in skipped) == sorted(found), skipped
+
+
+async def test_letta_code_patch_headers_crlf_and_the_servers_block_headers(lc_settings: Settings) -> None:
+    # Letta Code's patch reads CRLF line ends and deletes with '*** Delete File:'. The Letta server's block headers
+    # ('*** Delete Block:', ...) are an unknown directive to Letta Code too; the error says which file header to write.
+    async with Client(serve_in_process(lc_settings)) as c:
+        for path in ("reference/a.md", "reference/b.md"):
+            await call(c, command="create", reason="r", file_path=path, description="d", file_text="one\ntwo")
+        patch = (
+            "*** Begin Patch\r\n*** Update File: reference/b.md\r\n@@\r\n one\r\n-two\r\n+three\r\n"
+            "*** Delete File: reference/a.md\r\n*** End Patch\r\n"
+        )
+        err, text, data = await call(c, "memory_apply_patch", reason="r", input=patch)
+        assert not err, text
+        assert data["paths"] == ["reference/a.md", "reference/b.md"]
+        err, text, _ = await call(c, "memory_open", label="reference/b")
+        assert not err and "one\nthree" in text and "\r" not in text
+        for header, instead in (
+            ("*** Delete Block: reference/b", "*** Delete File: reference/b.md"),
+            ("*** Update Block: reference/b\n@@\n-three\n+four", "*** Update File: reference/b.md"),
+        ):
+            err, text, _ = await call(
+                c, "memory_apply_patch", reason="r", input=f"*** Begin Patch\n{header}\n*** End Patch"
+            )
+            assert err and text.startswith(f"memory_apply_patch: unknown patch directive at line 2: {header[:29]}")
+            assert f"write '{instead}' instead" in text and text.endswith("The patch changed nothing.")
+        err, text, _ = await call(c, "memory_open", label="reference/b")
+        assert not err and "one\nthree" in text

@@ -141,7 +141,8 @@ def payload(message: Message) -> JSON:
     return value if isinstance(value, dict) else {"kind": message.role}
 
 
-MODEL_TEXT = "model_text"  # an assistant row's own text when its content is the send_message reply
+MODEL_TEXT = "model_text"  # an assistant row's own text when its content is not it (``recall_content``)
+CONVERSATION_SEARCH = "conversation_search"  # the tool whose calls recall's search leaves out
 
 
 REPLIES = "\n\n"  # between the messages of an answer's send_message calls, in recall and in the reply alike
@@ -160,9 +161,21 @@ def replied(calls: Sequence[JSON]) -> str | None:
     return REPLIES.join(said) if said else None
 
 
+def recall_content(text: str, calls: Sequence[JSON], *, replies: bool) -> str | None:
+    """What recall keeps as the content of an answer (``text``, the model's; ``calls``: its tool calls that ran),
+    the text its searches read, as Letta reads an answer (``MessageManager._extract_message_text``): nothing for an
+    answer calling ``conversation_search`` (Letta's search leaves those out, so the model does not find its own
+    searches: ``said`` drops an empty row from every search), else, with ``replies`` (the agent has ``send_message``),
+    what its ``send_message`` calls say to the user, if any. None: the model's text itself; otherwise the model's text
+    is kept in the payload under ``MODEL_TEXT`` (``model_text`` reads it back for the model and for exports)."""
+    if any(c.get("name") == CONVERSATION_SEARCH for c in calls):
+        return ""
+    return replied(calls) if replies else None
+
+
 def model_text(message: Message, p: JSON) -> str:
-    """An assistant row's text as the model wrote it (``p``: its payload): its content, unless the content is its
-    ``send_message`` reply."""
+    """An assistant row's text as the model wrote it (``p``: its payload): its content, unless the content is
+    something else (``recall_content``: its ``send_message`` reply, or nothing for a ``conversation_search`` call)."""
     own = p.get(MODEL_TEXT)
     return own if isinstance(own, str) else message.content
 

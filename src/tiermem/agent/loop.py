@@ -61,6 +61,7 @@ from .llm import (
     ToolSpec,
     Usage,
     payload,
+    recall_content,
     replied,
     to_api_messages,
 )
@@ -374,14 +375,17 @@ class AgentLoop:
         if going and steps < self.settings.max_steps:
             return None
         report = Report.from_messages(turn, self.settings.memory_tool_dialect)
-        said = last is not None and (not calls or MODEL_TEXT in p)  # a final answer, or a send_message reply
+        # a final answer, or what the last answer's send_message calls said (read from the calls: recall keeps no
+        # content for an answer that also searched, ``recall_content``; a call cut at max_tokens did not run)
+        sent = calls[:-1] if p.get("stop_reason") == "max_tokens" else calls
+        reply = "" if last is None else last.content if not calls else replied(sent) or ""
         stop = str(p.get("stop_reason") or "end_turn") if last is not None and not calls else "end_turn"
         if going and steps >= self.settings.max_steps:
             stop = "max_steps"
         # an answer without tool calls ended the turn: its notice, as the turn gave it (``ToolLoop._final``)
         notice = notice_of(stop, last.content, self.settings.max_tokens) if last is not None and not calls else ""
         return TurnResult(
-            reply=last.content if said and last is not None else "",
+            reply=reply,
             stop_reason=stop if stop in ("end_turn", "max_steps", "max_tokens", "refusal") else "end_turn",
             conversation_id=conv,
             steps=report.steps,
@@ -783,12 +787,13 @@ class _Recall:
             "model": response.model,
         }
         # A send_message reply (memgpt style) is what the user saw: recall keeps it as the content, the model's text
-        # beside it (an answer cut at max_tokens does not run its last call: what that one says was never sent).
+        # beside it; an answer calling conversation_search is kept with no content, so no search finds it (an answer
+        # cut at max_tokens does not run its last call: what that one says was never sent).
         sent = calls[:-1] if response.stop_reason == "max_tokens" else calls
-        reply = replied(sent) if any(t.name == SEND_MESSAGE.name for t in self.tools) else None
-        if reply is not None:
+        content = recall_content(response.text, sent, replies=any(t.name == SEND_MESSAGE.name for t in self.tools))
+        if content is not None:
             meta[MODEL_TEXT] = response.text
-        await self._log("assistant", response.text if reply is None else reply, meta)
+        await self._log("assistant", response.text if content is None else content, meta)
 
     async def result(self, call: ToolCall, text: str, is_error: bool) -> None:
         wrapped = json.dumps(

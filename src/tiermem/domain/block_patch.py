@@ -57,13 +57,13 @@ class BlockOp:
 
 def is_multi_block(patch: object) -> bool:
     """Whether ``patch`` has a line starting with one of Letta's headers (Letta's test for its multi-block mode)."""
-    return isinstance(patch, str) and any(line.startswith(rules.PATCH_HEADERS) for line in patch.split("\n"))
+    return isinstance(patch, str) and any(line.startswith(rules.PATCH_HEADERS) for line in rules.patch_lines(patch))
 
 
 def parse_block_patch(patch: str) -> list[BlockOp]:
     """The operations of a multi-block patch, in order; refused (``EditError``) with Letta's texts where it has them."""
     ops: list[BlockOp] = []
-    lines = patch.split("\n")
+    lines = rules.patch_lines(patch)
     i = 0
     while i < len(lines):
         line = lines[i]

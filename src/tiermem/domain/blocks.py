@@ -151,7 +151,7 @@ def reject_patch_line_numbers(patch: str) -> None:
     ``" 1→ x"``), and each line's text after its ``' '``, ``'-'`` or ``'+'``: Letta's anchored rule alone never sees
     the number of ``"+1→ x"``, which would be stored as written."""
     reject_line_numbers("patch", patch)
-    for line in patch.split("\n"):
+    for line in patch_lines(patch):
         if line[:1] in (" ", "-", "+"):
             reject_line_numbers("patch", line[1:], banner=False)
 
@@ -366,6 +366,15 @@ PATCH_WRAPPERS = ("*** Begin Patch", "*** End Patch", "*** End of File")  # code
 NO_HUNKS = "No applicable hunks found in patch. Ensure lines start with ' ', '-', or '+'."
 
 
+_LINE_END = re.compile(r"\r?\n")
+
+
+def patch_lines(patch: str) -> list[str]:
+    """A patch's lines, split at LF or CRLF: a client on Windows sends CRLF, which Letta's ``splitlines`` reads as
+    line ends too, so no line keeps a carriage return the block's text does not have."""
+    return _LINE_END.split(patch)
+
+
 def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
     """Parse one block's hunks (Letta's ``memory_apply_patch``): `` `` context, ``-`` delete, ``+`` add; ``@@`` lines
     separate hunks; a blank line inside a hunk is an empty context line."""
@@ -374,7 +383,7 @@ def parse_patch(patch: str) -> list[tuple[list[str], list[str]]]:
             "Failed to apply patch: the patch is empty. Send hunks of ' ' context, '-' delete and '+' add lines."
         )
     reject_patch_line_numbers(patch)
-    return parse_hunks(patch.split("\n"))
+    return parse_hunks(patch_lines(patch))
 
 
 def parse_hunks(rows: Sequence[str], *, none_ok: bool = False) -> list[tuple[list[str], list[str]]]:

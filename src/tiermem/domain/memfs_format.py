@@ -466,10 +466,31 @@ def parse_codex_patch(text: object, *, root: str | None = None) -> list[PatchOp]
             ops.append(PatchOp("delete", label, label))
             i += 1
         else:
-            raise EditError(f"{TOOL}: unknown patch directive at line {i + 1}: {line}")
+            raise EditError(f"{TOOL}: unknown patch directive at line {i + 1}: {line}{_file_header_hint(line)}")
     if not ops:
         raise EditError(f"{TOOL}: no file operations found in patch")
     return ops
+
+
+# The Letta server's multi-block headers, and the file header of Letta Code's patch that does the same
+FILE_HEADERS = {
+    "*** Add Block:": "*** Add File:",
+    "*** Update Block:": "*** Update File:",
+    "*** Delete Block:": "*** Delete File:",
+}
+
+
+def _file_header_hint(line: str) -> str:
+    """What to write instead of one of the Letta server's block headers, which Letta Code's patch does not read either
+    (it too calls them an unknown directive): the file header naming the block's file."""
+    for block, file in FILE_HEADERS.items():
+        if line.startswith(block):
+            label = line[len(block) :].strip() or "<label>"
+            return (
+                f". Letta Code's memory_apply_patch names memory files, not blocks: write '{file} {label}.md' "
+                f"instead (the file of block {label!r}). The patch changed nothing."
+            )
+    return ""
 
 
 def apply_hunks(content: str, hunks: tuple[tuple[str, ...], ...], where: str) -> str:

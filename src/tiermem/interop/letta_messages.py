@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..agent.llm import MODEL_TEXT, replied
+from ..agent.llm import MODEL_TEXT, recall_content
 from ..base.errors import ValidationError
 
 JSON = dict[str, Any]
@@ -160,10 +160,12 @@ def _convert(m: Any, i: int, agent: str) -> JSON | None:
         payload: JSON = {"kind": "assistant", "tool_calls": calls}
         if reasoning:
             payload["reasoning"] = "\n".join(reasoning)
-        reply = replied(calls)
-        if reply is not None:  # what the user saw is the content recall searches (Letta's reading of send_message)
+        # what recall searches, as Letta reads the message: the reply of send_message; nothing for a conversation_search
+        # call (Letta's search leaves it out); the model's text kept beside it
+        content = recall_content(text, calls, replies=True)
+        if content is not None:
             payload[MODEL_TEXT] = text
-            row["content"] = reply
+            row["content"] = content
         row.update(role="assistant", payload=json.dumps(payload))
     else:
         failed = any(isinstance(r, dict) and r.get("status") == "error" for r in m.get("tool_returns") or [])

@@ -32,7 +32,9 @@ change in one module and the numbers fitted on it in another.
 from __future__ import annotations
 
 import bisect
+import json
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -245,11 +247,31 @@ def merge(vector: Sequence[Found], fts: Sequence[Found]) -> list[Candidate]:
 
 
 def said(row: Found | Hit) -> bool:
-    """Whether a found row holds any text: an empty or blank turn (stored before conversation_log refused them, or
-    imported: a Letta turn that only called tools) is no result of any search. Checked on the rows the legs read,
-    content in hand (a LanceDB clause on ``content`` would read every row's text, every search); ``isspace`` stops at
-    the first other character."""
-    return bool(row.content) and not row.content.isspace()
+    """Whether a found row is something said: an empty or blank turn (stored before conversation_log refused them,
+    imported: a Letta turn that only called tools, or an answer of the agent loop calling conversation_search, whose
+    text recall keeps aside: ``agent.llm.recall_content``) and a heartbeat (``heartbeat``) are no result of any
+    search. Checked on the rows the legs read, content in hand (a LanceDB clause on ``content`` would read every
+    row's text, every search); ``isspace`` stops at the first other character."""
+    return bool(row.content) and not row.content.isspace() and not heartbeat(row.content)
+
+
+HEARTBEAT_CHARS = 2000  # the longest text read as a heartbeat: Letta's and the loop's are JSON of some 200 characters
+_OBJECT = re.compile(r"\s*\{")
+
+
+def heartbeat(content: str) -> bool:
+    """Whether a turn's text is a heartbeat: a JSON object whose ``type`` is ``"heartbeat"`` (``{"type": "heartbeat",
+    "reason": ..., "time": ...}``, the user message the memgpt-style loop writes after a tool asked for one, as Letta
+    does). Letta's search leaves them out (``MessageManager._extract_message_text``), and so does every recall search
+    here, for rows of any age: the loop's history still holds them. Only short texts opening with ``{`` and naming a
+    heartbeat are parsed."""
+    if len(content) > HEARTBEAT_CHARS or not _OBJECT.match(content) or "heartbeat" not in content:
+        return False
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):  # not JSON (RecursionError: nested too deep): a turn like any other
+        return False
+    return isinstance(value, dict) and value.get("type") == "heartbeat"
 
 
 def features(query: Query, candidates: Sequence[Candidate], context: Context | None = None) -> list[list[float]]:

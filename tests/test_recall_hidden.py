@@ -1,0 +1,141 @@
+"""Rows recall search leaves out, as Letta's conversation_search does (``MessageManager._extract_message_text``,
+``LettaCoreToolExecutor.conversation_search``): the model's own answers calling conversation_search, and the
+heartbeats of the memgpt style, whoever wrote them (the agent loop, a Letta import, a store of any age). They stay in
+the log: the loop's history still replays them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mcp import Client
+
+from tiermem.agent.llm import MODEL_TEXT, to_api_messages
+from tiermem.base.config import Settings
+from tiermem.base.records import Message, now
+from tiermem.domain.autorecall import RecallSettings, recall
+from tiermem.domain.memory import Memory
+from tiermem.interop import af_export, letta_messages
+from tiermem.interop.commands import run_import
+
+from . import fake_anthropic as fa
+from .conftest import text_of
+from .test_agent import agent_settings, build, chat, fake  # noqa: F401  (``fake`` is a fixture)
+from .test_interop import FIXTURES, mem  # noqa: F401  (``mem`` is a fixture)
+
+pytestmark = pytest.mark.anyio
+
+ROLES = ["user", "assistant", "system"]
+
+
+async def test_the_models_own_conversation_searches_are_not_found(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    fake.add(
+        fa.tool("conversation_search", {"query": "lighthouse keeper"}, say="Looking up the lighthouse keeper."),
+        fa.text("I could not find the lighthouse keeper."),
+        fa.text("ok"),
+    )
+    async with Client(build(agent_settings(settings, fake)), cache=None) as c:
+        reply, _, _ = await chat(c, "Who was the lighthouse keeper?")
+        assert reply == "I could not find the lighthouse keeper."
+        found = await c.call_tool("conversation_search", {"query": "Looking up the lighthouse keeper", "roles": ROLES})
+        contents = [h["content"] for h in json.loads(text_of(found))["results"]]
+        # the user's question and the final answer are found; the answer that searched is not
+        assert "Who was the lighthouse keeper?" in contents and "I could not find the lighthouse keeper." in contents
+        assert "Looking up the lighthouse keeper." not in contents
+        # the model is still shown its own text and call on the next turn
+        await chat(c, "Thanks")
+        answers = [t for t in fake.turn_requests()[-1]["messages"] if t["role"] == "assistant"]
+        assert [b.get("text") or b.get("input") for b in answers[0]["content"]] == [
+            "Looking up the lighthouse keeper.",
+            {"query": "lighthouse keeper"},
+        ]
+
+
+async def test_heartbeats_are_not_found_and_stay_in_the_history(settings: Settings, fake: fa.FakeAnthropic) -> None:
+    s = agent_settings(settings, fake, agent_type="memgpt")
+    fake.add(
+        fa.tool("core_memory_append", {"label": "human", "content": "Likes tea", "request_heartbeat": True}),
+        fa.tool("send_message", {"message": "Noted: you like tea."}),
+        fa.tool("send_message", {"message": "Bye."}),
+    )
+    async with Client(build(s), cache=None) as c:
+        await chat(c, "I like tea")
+        query = {"query": "heartbeat Function called using request_heartbeat returning control", "limit": 10}
+        for roles in (None, ["user"]):
+            found = await c.call_tool("conversation_search", {**query, **({"roles": roles} if roles else {})})
+            contents = [h["content"] for h in json.loads(text_of(found))["results"]]
+            assert contents and not any('"heartbeat"' in x for x in contents), contents
+        await chat(c, "Bye")
+        users = [b for t in fake.turn_requests()[-1]["messages"] if t["role"] == "user" for b in t["content"]]
+        assert any(json.loads(b["text"]).get("type") == "heartbeat" for b in users if b.get("text", "")[:1] == "{")
+
+
+def test_imported_heartbeats_are_not_found_by_search_links_or_auto_recall(mem: Memory) -> None:  # noqa: F811
+    # A Letta file's heartbeats (JSON, indented as Letta writes them) are rows like any imported before this rule:
+    # the rule reads the text, so rows of any age are left out.
+    report = run_import(
+        mem, FIXTURES / "memgpt_agent_with_convo_v1.af", fmt="af", agent="default", rename=None, replace=False
+    )
+    agent = mem.get_agent(report["imported"][0])
+    stored = mem.archive.rows.messages_of(agent.id)
+    beats = [m for m in stored if json.loads(m.payload or "{}").get("kind") == "heartbeat"]
+    assert len(beats) == 4
+    query = "automated system message hidden from the user: function called using request_heartbeat, returning control"
+    for links in (False, True):  # with links: a hit's sitting neighbours follow it (linked_to set)
+        hits = mem.archive.conversation_search(agent.id, query, limit=20, links=links).hits
+        assert hits and not [h for h in hits if "heartbeat" in h.content]
+        assert not links or any(h.linked_to for h in hits)
+    knobs = RecallSettings(threshold=0.0, limit=20, max_chars=100_000, scope="all")
+    recalled = recall(mem, agent.id, query, session="another-session", settings=knobs)
+    assert recalled and not [r for r in recalled if "heartbeat" in r.content]
+
+
+def test_an_imported_conversation_search_call_keeps_its_text_aside_and_exports_it_back() -> None:
+    letta = {
+        "id": "message-1",
+        "role": "assistant",
+        "created_at": "2025-03-23T20:12:43+00:00",
+        "content": [{"type": "text", "text": "Let me look for the lighthouse keeper."}],
+        "tool_calls": [
+            {
+                "id": "call-1",
+                "type": "function",
+                "function": {"name": "conversation_search", "arguments": '{"query": "lighthouse keeper"}'},
+            }
+        ],
+    }
+    row = letta_messages.message_row(letta, 0, "a")
+    assert row is not None and row["content"] == ""
+    assert json.loads(row["payload"])[MODEL_TEXT] == "Let me look for the lighthouse keeper."
+    stored = Message("message-1", "agent-x", "default", 1, "assistant", row["content"], now(), row["payload"])
+    turn = next(t for t in to_api_messages([stored]) if t["role"] == "assistant")
+    assert turn["content"][0] == {"type": "text", "text": "Let me look for the lighthouse keeper."}
+    out = af_export._letta_message(stored)
+    assert out["content"] == [{"type": "text", "text": "Let me look for the lighthouse keeper."}]
+    assert out["tool_calls"][0]["function"]["name"] == "conversation_search"
+
+
+async def test_a_replayed_round_that_searched_and_replied_gives_the_reply(settings: Settings) -> None:
+    # One memgpt answer calls conversation_search and send_message: recall keeps no content for it (Letta's search
+    # leaves it out), and the round sent again still gives the reply the turn gave, read from its calls.
+    from mcp import types as t
+
+    from .test_agent_sampling import TOOLS, Host, Rounds, _answer
+    from .test_agent_sampling import build as sampling_build
+
+    both = _answer(
+        t.TextContent(type="text", text="Checking the keeper."),
+        t.ToolUseContent(type="tool_use", id="c1", name="conversation_search", input={"query": "lighthouse keeper"}),
+        t.ToolUseContent(type="tool_use", id="c2", name="send_message", input={"message": "The keeper is Ada."}),
+    )
+    server = sampling_build(settings, agent_type="memgpt", tools=["minimal"])
+    async with Client(server, sampling_callback=Host(), sampling_capabilities=TOOLS, cache=None) as c:
+        turn = Rounds(c, "Who keeps the lighthouse?")
+        r1 = await turn.call()
+        (key1,) = r1.input_requests
+        r2 = await turn.call(r1.request_state, **{key1: both})
+        again = await turn.call(r1.request_state, **{key1: both})
+        assert isinstance(r2, t.CallToolResult) and isinstance(again, t.CallToolResult)
+        assert text_of(r2) == text_of(again) == "The keeper is Ada."
+        found = await c.call_tool("conversation_search", {"query": "Checking the keeper", "roles": ROLES})
+        assert "Checking the keeper." not in [h["content"] for h in json.loads(text_of(found))["results"]]

@@ -28,6 +28,7 @@ FILES = [
     LETTA / "memgpt_agent_with_convo.af",
     LETTA / "customer_service.af",
     LETTA / "memgpt_agent_with_convo_v1.af",
+    LETTA / "letta_memgpt_agent_with_convo.af",
     OWN / "custom_tools_files.af",
     OWN / "pair_groups.af",
     OWN / "old_indices_string.af",
@@ -231,6 +232,24 @@ def test_old_in_context_message_indices_and_json_in_a_string(tmp_path: Path) -> 
         run_import(mem, tmp_path / "bad.af", fmt="af", agent="default", rename="other", replace=False)
     with pytest.raises(NotFoundError):
         mem.get_agent("other")
+
+
+def test_the_window_keeps_its_order_the_system_message_first(tmp_path: Path) -> None:
+    # Letta 0.6.x: the window starts with the system message recompiled after a memory edit (stored late, position
+    # 89), then the summary alert (81), stored after the message the window starts with (80). The model reads it in
+    # that order; an export lists it so, and an import of the export reads the same window again.
+    path = LETTA / "letta_memgpt_agent_with_convo.af"
+    original, _ = agentfile.load_json(path)
+    assert original["in_context_message_indices"] == [89, 81, 80, *range(82, 89), 90]
+    mem = fresh(tmp_path, "data")
+    name = import_file(mem, path)[0]
+    agent = export(mem, [name])["agents"][0]
+    positions = {m["id"]: i for i, m in enumerate(agent["messages"])}
+    assert [positions[i] for i in agent["in_context_message_ids"]] == original["in_context_message_indices"]
+    first = agent["messages"][positions[agent["in_context_message_ids"][0]]]
+    assert first["role"] == "system"
+    window = mem.in_context_messages(mem.context_window(mem.get_agent(name).id, "default"))
+    assert "prior messages" in window[0].content and window[1].content == "am I your friend? "
 
 
 def test_several_agents_keep_shared_blocks_and_groups(tmp_path: Path) -> None:

@@ -442,7 +442,10 @@ def _plan_agent(
         metadata["letta_name"] = name
     listed = set(in_context)
     for u in unlogged:
-        u["in_context"] = u.pop("file_id") in listed
+        ident = u.pop("file_id")
+        u["in_context"] = ident in listed
+        if in_context and ident == in_context[0]:  # the window starts with it (Letta's system message): export too
+            u["leads"] = True
     return AgentPlan(
         file_id,
         clean,

@@ -213,6 +213,20 @@ def test_env_values_and_secrets_are_never_stored_or_exported(tmp_path: Path) -> 
         assert secret not in text and secret.encode() not in stored
 
 
+def test_a_variable_in_both_env_fields_is_named_once(tmp_path: Path) -> None:
+    # Letta's current files (void.af, ezra.af) list each variable in tool_exec_environment_variables and in secrets
+    data, _ = agentfile.load_json(OWN / "custom_tools_files.af")
+    agent = data["agents"][0]
+    agent["tool_exec_environment_variables"] = {"BSKY_PASSWORD": "pw-1", "PDS_URI": "https://bsky.social"}
+    agent["secrets"] = {"BSKY_PASSWORD": "pw-1", "PDS_URI": "https://bsky.social"}
+    path = tmp_path / "both.af"
+    path.write_text(json.dumps(data))
+    report = run_import(fresh(tmp_path, "data"), path, fmt="af", agent="default", rename=None, replace=False)
+    assert report["kept_not_run"][report["imported"][0]]["env_var_names"] == ["BSKY_PASSWORD", "PDS_URI"]
+    note = next(n for n in report["notes"] if "values are not stored" in n)
+    assert note.endswith("names kept: BSKY_PASSWORD, PDS_URI (set the values again where the agent runs)"), note
+
+
 def test_old_in_context_message_indices_and_json_in_a_string(tmp_path: Path) -> None:
     raw = (OWN / "old_indices_string.af").read_text()
     assert isinstance(json.loads(raw), str)  # the file is a JSON string holding the JSON

@@ -318,3 +318,71 @@ def test_json_nested_too_deep_is_text_or_refused_before_anything_is_written(tmp_
         run_import(other, write(tmp_path, data, "own.af"), fmt="af", agent="default", rename="own", replace=False)
     assert "Nothing was written" in str(exc.value)
     assert table_rows(other) == before and other.files.folders() == []
+
+
+# Letta Code's approval messages (as Letta's own tests/test_agent_files/test_agent.af has them): an Anthropic
+# reasoning signature and toolu_ tool-call ids, random-looking but no credential.
+SIGNATURE = (
+    "EtYCCkYIChgCKkCc9sF+VJwjjfbdESXDLni5hKJGFSiUkCwl+FS55TmNnev1IrMvQfZf4alBLtd0OZxvmBsEAsYq8X0hJj3BmG69EgycIORj"
+    "HEC3vhA/qYQaDNGyiEHMyPQUZhyfeSIw14VHe3CcSTqIjeCqJltqVycGEmSBi/YaU7KeDQvk5FFpoTXiFkLYljPWtxs"
+)
+CALL = "toolu_01U6oBrCiQWoHsUAxq3hiDEp"
+
+
+def with_approvals(data: dict) -> dict:
+    agent = data["agents"][0]
+    fields = ("name", "otid", "tool_calls", "tool_call_id", "approve", "approval_request_id", "denial_reason")
+
+    def message(i: int, role: str, content: list, **kw: object) -> dict:
+        m = {k: None for k in fields}
+        m.update(type="message", role=role, content=content, id=f"message-{i}", agent_id=agent["id"])
+        m.update(tool_returns=[], approvals=[], created_at=f"2025-11-29T02:5{i}:00+00:00")
+        m.update(kw)
+        return m
+
+    call = {"id": CALL, "type": "function", "function": {"name": "Read", "arguments": '{"file_path": "README.md"}'}}
+    thought = {"type": "reasoning", "is_native": True, "reasoning": f"The key is {GHP}.", "signature": SIGNATURE}
+    result = {"tool_call_id": CALL, "status": "success", "stdout": None, "stderr": None, "func_response": "# Readme"}
+    agent["messages"] = [
+        agent["messages"][0],
+        message(1, "user", [{"type": "text", "text": "read the readme", "signature": None}]),
+        message(2, "approval", [thought], tool_calls=[call], tool_call_id=CALL, model="claude-sonnet-4-5-20250929"),
+        message(3, "approval", [], approvals=[result]),
+        message(4, "tool", [{"type": "text", "text": "# Readme"}], tool_call_id=CALL, tool_returns=[result]),
+    ]
+    agent["in_context_message_ids"] = [m["id"] for m in agent["messages"]]
+    return data
+
+
+def test_approval_messages_keep_their_tool_call_ids_and_signatures_not_their_credentials(tmp_path: Path) -> None:
+    # Kept for export (tiermem does not log approvals), they are redacted as a logged message's payload is: a
+    # random-looking id or signature is not taken for a high-entropy secret (calls would no longer match their
+    # results); a credential in their text still is.
+    data = with_approvals(base())
+    mem = fresh(tmp_path)
+    report = run_import(mem, write(tmp_path, data), fmt="af", agent="default", rename="coder", replace=False)
+    said = " | ".join(report["notes"])
+    assert "high-entropy" not in said, said
+    assert "credentials redacted in unlogged_messages[1].message.content[0].reasoning: GitHub token (1)" in said
+    assert GHP.encode() not in stored_bytes(tmp_path / "data")
+    messages = export(mem, tmp_path, "coder")["agents"][0]["messages"]
+    sent = {m["id"]: m for m in data["agents"][0]["messages"]}
+    request, response, tool = messages[2], messages[3], messages[4]
+    assert request["content"][0]["signature"] == SIGNATURE
+    assert request["content"][0]["reasoning"] == "The key is [redacted: GitHub token]."
+    assert request["tool_calls"] == sent["message-2"]["tool_calls"] and request["tool_call_id"] == CALL
+    assert response["approvals"] == sent["message-3"]["approvals"]
+    assert tool["tool_call_id"] == tool["tool_returns"][0]["tool_call_id"] == CALL
+
+
+def test_a_kept_document_is_checked_as_a_payload_is(tmp_path: Path) -> None:
+    # What create_agent refuses in the document of Letta's messages: a credential, named by its path; not an id.
+    mem = fresh(tmp_path)
+    ids = json.dumps({"unlogged_messages": [{"message": {"tool_calls": [{"id": CALL}], "signature": SIGNATURE}}]})
+    mem.refuse_in_document(ids, "a metadata value")
+    with pytest.raises(TiermemError, match=r"GitHub token at unlogged_messages\.0\.message\.text") as exc:
+        mem.refuse_in_document(json.dumps({"unlogged_messages": [{"message": {"text": f"k {GHP}"}}]}), "a value")
+    assert GHP not in str(exc.value)
+    with pytest.raises(TiermemError, match="Nothing was written"):
+        mem.create_agent("x", metadata={"doc": ids}, documents=frozenset())  # as text: the ids look random
+    mem.create_agent("x", metadata={"doc": ids}, documents=frozenset({"doc"}))

@@ -28,6 +28,7 @@ FILES = [
     LETTA / "memgpt_agent_with_convo.af",
     LETTA / "customer_service.af",
     LETTA / "memgpt_agent_with_convo_v1.af",
+    LETTA / "letta_memgpt_agent_with_convo.af",
     OWN / "custom_tools_files.af",
     OWN / "pair_groups.af",
     OWN / "old_indices_string.af",
@@ -212,6 +213,20 @@ def test_env_values_and_secrets_are_never_stored_or_exported(tmp_path: Path) -> 
         assert secret not in text and secret.encode() not in stored
 
 
+def test_a_variable_in_both_env_fields_is_named_once(tmp_path: Path) -> None:
+    # Letta's current files (void.af, ezra.af) list each variable in tool_exec_environment_variables and in secrets
+    data, _ = agentfile.load_json(OWN / "custom_tools_files.af")
+    agent = data["agents"][0]
+    agent["tool_exec_environment_variables"] = {"BSKY_PASSWORD": "pw-1", "PDS_URI": "https://bsky.social"}
+    agent["secrets"] = {"BSKY_PASSWORD": "pw-1", "PDS_URI": "https://bsky.social"}
+    path = tmp_path / "both.af"
+    path.write_text(json.dumps(data))
+    report = run_import(fresh(tmp_path, "data"), path, fmt="af", agent="default", rename=None, replace=False)
+    assert report["kept_not_run"][report["imported"][0]]["env_var_names"] == ["BSKY_PASSWORD", "PDS_URI"]
+    note = next(n for n in report["notes"] if "values are not stored" in n)
+    assert note.endswith("names kept: BSKY_PASSWORD, PDS_URI (set the values again where the agent runs)"), note
+
+
 def test_old_in_context_message_indices_and_json_in_a_string(tmp_path: Path) -> None:
     raw = (OWN / "old_indices_string.af").read_text()
     assert isinstance(json.loads(raw), str)  # the file is a JSON string holding the JSON
@@ -231,6 +246,24 @@ def test_old_in_context_message_indices_and_json_in_a_string(tmp_path: Path) -> 
         run_import(mem, tmp_path / "bad.af", fmt="af", agent="default", rename="other", replace=False)
     with pytest.raises(NotFoundError):
         mem.get_agent("other")
+
+
+def test_the_window_keeps_its_order_the_system_message_first(tmp_path: Path) -> None:
+    # Letta 0.6.x: the window starts with the system message recompiled after a memory edit (stored late, position
+    # 89), then the summary alert (81), stored after the message the window starts with (80). The model reads it in
+    # that order; an export lists it so, and an import of the export reads the same window again.
+    path = LETTA / "letta_memgpt_agent_with_convo.af"
+    original, _ = agentfile.load_json(path)
+    assert original["in_context_message_indices"] == [89, 81, 80, *range(82, 89), 90]
+    mem = fresh(tmp_path, "data")
+    name = import_file(mem, path)[0]
+    agent = export(mem, [name])["agents"][0]
+    positions = {m["id"]: i for i, m in enumerate(agent["messages"])}
+    assert [positions[i] for i in agent["in_context_message_ids"]] == original["in_context_message_indices"]
+    first = agent["messages"][positions[agent["in_context_message_ids"][0]]]
+    assert first["role"] == "system"
+    window = mem.in_context_messages(mem.context_window(mem.get_agent(name).id, "default"))
+    assert "prior messages" in window[0].content and window[1].content == "am I your friend? "
 
 
 def test_several_agents_keep_shared_blocks_and_groups(tmp_path: Path) -> None:

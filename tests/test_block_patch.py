@@ -131,10 +131,10 @@ async def test_a_failing_multi_block_patch_changes_nothing(settings: Settings) -
             ("-status: open\n+status: shut\n" + good, "comes before the first '*** Update Block:'"),
             ("*** Add Block: fresh\nnot a plus line\n", "does not start with '+'"),
             (good + "*** Update Block: small\n", "No applicable hunks found in patch."),
-            (good + "*** Update Block: small\n 1→ x\n+y", "patch contains a line number prefix"),
+            (good + "*** Update Block: small\n 1→ x\n+y", "Patch contains a line number prefix"),
             # a '+' line's number is its text's: refused as memory_insert refuses it, in added blocks too
-            (good + "*** Update Block: small\n-x\n+1→ y", "patch contains a line number prefix, which is not allowed."),
-            (good + "*** Add Block: numbered\n+2→ y", "patch contains a line number prefix"),
+            (good + "*** Update Block: small\n-x\n+1→ y", "Patch contains a line number prefix, which is not allowed."),
+            (good + "*** Add Block: numbered\n+2→ y", "Patch contains a line number prefix"),
         ]
         for patch, expected in cases:
             text, failed = await _call(c, label="small", patch=patch)
@@ -166,10 +166,21 @@ async def test_single_block_patches_as_letta_applies_them(settings: Settings) ->
         # line numbers copied from a line_numbers=true view, on '+' or '-' lines: refused, as memory_insert refuses them
         for numbered in ("+4→ fourth", "-  2→ 2nd\n+second", "@@\n 1→ first\n+x"):
             text, failed = await _call(c, label="empty", patch=numbered)
-            assert failed and text.startswith(
-                "patch contains a line number prefix, which is not allowed. Do not include line numbers when calling "
-                "memory tools (line numbers are for display purposes only)."
+            assert failed and text.startswith(  # Letta's words
+                "Patch contains a line number prefix, which is not allowed. Do not include line numbers (they are for "
+                "display only)."
             ), (numbered, text)
+        text, failed = await _call(c, label="empty", patch=f"{rules.LINE_NUMBER_WARNING}\n-first\n+1st")
+        assert failed and text.startswith(
+            "Patch contains the line number warning banner, which is not allowed. Provide only the text to edit."
+        ), text
+        # context not found: Letta's words, with the hunk's first expected lines
+        text, failed = await _call(c, label="empty", patch=" first\n-second\n-third\n-fourth\n-fifth\n+x")
+        assert failed and text.startswith(
+            "Failed to apply patch: expected hunk context not found in the memory block. Verify the target lines "
+            "exist and try providing more context. Expected start:\nfirst\nsecond\nthird\nfourth"
+        ), text
+        assert "fifth" not in text
         # a header this tool does not know is refused, not taken for content or for another block
         text, failed = await _call(c, label="empty", patch="*** Update File: human\n@@\n-first\n+1st")
         assert failed and "'*** Update File: human' is not a header memory_apply_patch knows" in text

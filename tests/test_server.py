@@ -332,8 +332,13 @@ async def test_memory_command_tool(settings: Settings) -> None:
             c, "memory", command="create", path="/memories/project", file_text="Goal: ship", description="Project notes"
         )
         assert not r.is_error and "Created memory block 'project'" in text_of(r)
-        r = await call(c, "memory", command="str_replace", path="/memories/project", old_str="ship", new_str="ship v1")
+        r = await call(c, "memory", command="str_replace", path="/memories/project", old_str="ship", new_str="ship 1")
+        assert text_of(r) == "Goal: ship 1"
+        # Letta's own memory tool (letta/functions/function_sets/base.py) names them old_string/new_string: aliases
+        r = await call(c, "memory", command="str_replace", path="/memories/project", old_string="1", new_string="v1")
         assert text_of(r) == "Goal: ship v1"
+        r = await call(c, "memory", command="str_replace", path="/memories/project", old_string="v", old_str="w")
+        assert r.is_error and "two names for the same argument" in text_of(r)
         r = await call(c, "memory", command="insert", path="/memories/project", insert_line=0, insert_text="# Project")
         assert text_of(r) == "# Project\nGoal: ship v1"
         r = await call(c, "memory", command="rename", old_path="/memories/project", new_path="/memories/work")

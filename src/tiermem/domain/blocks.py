@@ -146,14 +146,23 @@ def reject_line_numbers(arg: str, text: str, *, banner: bool = True, view: bool 
         )
 
 
+PATCH_LINE_NUMBERS = (  # Letta's words (core_tool_executor.memory_apply_patch)
+    "Patch contains a line number prefix, which is not allowed. Do not include line numbers (they are for display "
+    "only)."
+)
+PATCH_BANNER = "Patch contains the line number warning banner, which is not allowed. Provide only the text to edit."
+
+
 def reject_patch_line_numbers(patch: str) -> None:
-    """``reject_line_numbers`` for ``memory_apply_patch``: the patch as a whole (the banner, a context line
-    ``" 1→ x"``), and each line's text after its ``' '``, ``'-'`` or ``'+'``: Letta's anchored rule alone never sees
-    the number of ``"+1→ x"``, which would be stored as written."""
-    reject_line_numbers("patch", patch)
-    for line in patch_lines(patch):
-        if line[:1] in (" ", "-", "+"):
-            reject_line_numbers("patch", line[1:], banner=False)
+    """``reject_line_numbers`` for ``memory_apply_patch``, in Letta's words for a patch: the patch as a whole (a
+    context line ``" 1→ x"``, the banner), and each line's text after its ``' '``, ``'-'`` or ``'+'``: Letta's
+    anchored rule alone never sees the number of ``"+1→ x"``, which would be stored as written."""
+    if _LINE_NUMBER_PREFIX.search(patch):
+        raise EditError(PATCH_LINE_NUMBERS)
+    if LINE_NUMBER_WARNING in patch:
+        raise EditError(PATCH_BANNER)
+    if any(_LINE_NUMBER_PREFIX.search(line[1:]) for line in patch_lines(patch) if line[:1] in (" ", "-", "+")):
+        raise EditError(PATCH_LINE_NUMBERS)
 
 
 # ---------------------------------------------------------------------------
@@ -469,9 +478,10 @@ def _apply_hunk(lines: list[str], expected: list[str], replacement: list[str]) -
     k = len(expected)
     starts = [i for i in range(len(lines) - k + 1) if lines[i : i + k] == expected]
     if not starts:
+        sample = "\n".join(expected[:4])  # Letta's: the hunk's first expected lines
         raise EditError(
             "Failed to apply patch: expected hunk context not found in the memory block. "
-            "Verify the target lines exist exactly as written (no line numbers) and try again."
+            f"Verify the target lines exist and try providing more context. Expected start:\n{sample}"
         )
     if len(starts) > 1:
         raise EditError(

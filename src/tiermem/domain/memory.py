@@ -19,6 +19,7 @@ repair, idempotency keys) share the per-block locks, the change listeners and th
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import random
 import threading
@@ -37,6 +38,7 @@ from ..base.errors import (
     EditError,
     LabelTakenError,
     NotFoundError,
+    SecretError,
     StoreError,
     TiermemError,
     ValidationError,
@@ -348,9 +350,15 @@ class Memory:
         stable: bool = False,
         metadata: dict[str, str] | None = None,
         agent_id: str | None = None,
+        documents: frozenset[str] = frozenset(),
     ) -> Agent:
+        """A new agent. ``documents``: the metadata keys whose values are JSON documents checked as a logged message's
+        payload is (``refuse_in_document``), such as Letta's messages an agent file import keeps for export."""
         check_agent_name(name)
-        self._refuse_in_fields(("the agent's name", name), ("the system prompt", system), *_metadata_fields(metadata))
+        plain = {k: v for k, v in (metadata or {}).items() if k not in documents}
+        self._refuse_in_fields(("the agent's name", name), ("the system prompt", system), *_metadata_fields(plain))
+        for key in documents & (metadata or {}).keys():
+            self.refuse_in_document((metadata or {})[key], "a metadata value")
         if not stable and self.core.find_agent(name) is not None:
             raise ValidationError(f"An agent named {name!r} already exists; choose another name.")
         t = now()
@@ -1089,6 +1097,26 @@ class Memory:
         """Raise ``SecretError`` (nothing written) when ``text`` holds a credential ``before`` did not hold."""
         if self.secret_scan:
             secrets.refuse(text, where, before=before)
+
+    def refuse_in_document(self, text: str, where: str) -> None:
+        """``refuse_secrets`` of a JSON document stored as its text, checked as a logged message's payload is
+        (``secrets.redact_json``): a random-looking string of it (a tool call's id, a reasoning signature) is an id,
+        not a credential; a credential inside a string, or told by its key, is refused, named by its path. Text that
+        is not JSON is checked as text."""
+        if not self.secret_scan or secrets.redact_json(text) == text:
+            return
+        try:
+            found = secrets.redact_document(json.loads(text))[1]
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: checked as text
+            found = []
+        if not found:
+            self.refuse_secrets(text, where)  # redacted as text: what find() finds in it
+        said = "; ".join(f"{kind} at {'.'.join(map(str, path)) or 'its top'}" for path, kind in found[:3])
+        raise SecretError(
+            f"Refused: {where} would store credentials ({said or 'in its text'}). Nothing was written. Keep "
+            "credentials out of memory: store a description or a reference instead, or remove the secret and send the "
+            "rest again."
+        )
 
     def _refuse_in_fields(self, *fields: tuple[str, str | None]) -> None:
         """``refuse_secrets`` over each named text (None: not given): labels, names, tags, projects, prompts and

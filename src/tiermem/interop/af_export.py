@@ -507,20 +507,23 @@ def _messages(
             key = None if u.get("after") is None else stable_id("message", digest, a.id, str(u["after"]))
             after.setdefault(key, []).append(u)
     out: list[JSON] = []
-    in_context: list[str] = []
+    # the window in the order the model reads it: what led the file's window (Letta's system message, stored late
+    # when it was recompiled), the summary, the rest in message order
+    in_context: list[tuple[int, int, str]] = []
 
-    def emit(message: JSON, listed: bool) -> str:
+    def emit(message: JSON, listed: bool, rank: int = 2) -> str:
         message["id"] = f"message-{counter[0]}"
         counter[0] += 1
         message["agent_id"] = agent_id
         out.append(message)
         if listed:
-            in_context.append(message["id"])
+            in_context.append((rank, len(in_context), message["id"]))
         return str(message["id"])
 
     def emit_unlogged(key: str | None) -> None:
         for u in after.pop(key, []):
-            emit(dict(u.get("message") or {}), bool(u.get("in_context")))
+            message = dict(u.get("message") or {})
+            emit(message, bool(u.get("in_context")), 0 if u.get("leads") is True else 2)
 
     if doc is None:  # Letta's first message is the compiled system prompt
         emit(
@@ -531,14 +534,16 @@ def _messages(
                 "created_at": a.created_at.isoformat(),
             },
             True,
+            0,
         )
     emit_unlogged(None)
     for m in native:
-        ids.messages.setdefault(agent_id, {})[m.id] = emit(_letta_message(m), m.id in in_window)
+        rank = 1 if m.id == window.summary_id else 2
+        ids.messages.setdefault(agent_id, {})[m.id] = emit(_letta_message(m), m.id in in_window, rank)
         emit_unlogged(m.id)
     for key in list(after):  # their neighbour is gone from the log: keep them, at the end
         emit_unlogged(key)
-    return out, in_context
+    return out, [ident for _, _, ident in sorted(in_context)]
 
 
 def _letta_message(m: Message) -> JSON:

@@ -442,7 +442,10 @@ def _plan_agent(
         metadata["letta_name"] = name
     listed = set(in_context)
     for u in unlogged:
-        u["in_context"] = u.pop("file_id") in listed
+        ident = u.pop("file_id")
+        u["in_context"] = ident in listed
+        if in_context and ident == in_context[0]:  # the window starts with it (Letta's system message): export too
+            u["leads"] = True
     return AgentPlan(
         file_id,
         clean,
@@ -453,7 +456,7 @@ def _plan_agent(
         in_context,
         passages,
         notes,
-        kept={"unlogged_messages": unlogged},
+        kept={UNLOGGED: unlogged},
         passage_ids=passage_ids,
         passage_projects=projects,
         links=links,
@@ -483,7 +486,7 @@ def _keep(
         if key in fields:
             fields[key] = None  # held in the agent's view (``memory.files``)
     doc["files_native"] = True
-    doc["unlogged_messages"] = plan.kept.get("unlogged_messages", [])
+    doc[UNLOGGED] = plan.kept.get(UNLOGGED, [])
     inline = [b for b in agent.get("memory_blocks") or [] if isinstance(b, dict)]
     raw = {
         **{str(r): blocks[r] for r in agent.get("block_ids") or [] if r in blocks},
@@ -801,10 +804,15 @@ def _write_agent(
     for k, v in metadata.items():
         place = "" if k == letta_passthrough.KEY else f"the agent's {k}"
         redacted.text(p.name, "a key of the agent's metadata", k)
-        redacted.document(p.name, place, _json_or_text(v), copies, as_text=True)
+        value = _json_or_text(v)
+        if k == letta_passthrough.KEY and isinstance(value, dict) and isinstance(value.get(UNLOGGED), list):
+            redacted.document(p.name, UNLOGGED, value.pop(UNLOGGED))  # as a logged message's payload
+        redacted.document(p.name, place, value, copies, as_text=True)
     redacted.text(p.name, "the system prompt", p.system)
     metadata = _stored_metadata(memory, metadata)
-    memory.create_agent(p.name, system=memory.scrub(p.system), blocks=[], metadata=metadata, agent_id=agent_id)
+    memory.create_agent(
+        p.name, system=memory.scrub(p.system), blocks=[], metadata=metadata, agent_id=agent_id, documents=DOCUMENTS
+    )
     report.imported.append(p.name)
     if letta_passthrough.summary(p.kept):
         report.kept[p.name] = letta_passthrough.summary(p.kept)
@@ -827,10 +835,27 @@ def _agent_metadata(
     return metadata
 
 
+UNLOGGED = "unlogged_messages"  # of the kept document: Letta's messages tiermem does not log (approvals, ...)
+DOCUMENTS = frozenset({letta_passthrough.KEY})  # agent metadata holding Letta's messages: checked as their payloads
+
+
 def _stored_metadata(memory: Memory, metadata: dict[str, str]) -> dict[str, str]:
     """The agent's metadata as it is stored: every credential in a key or a value redacted as it enters (a value
-    holding JSON string by string, a key telling what its value is: ``{"password": "..."}``)."""
-    return {memory.scrub(k): memory.scrub_json(v) for k, v in metadata.items()}
+    holding JSON string by string, a key telling what its value is: ``{"password": "..."}``). Stored as its text,
+    where every string is quoted, a value is redacted until ``secrets.find`` sees nothing in it (``Memory.scrub_json``);
+    but the Letta messages the kept document holds are redacted as a logged message's payload is
+    (``secrets.redact_document``): their tool-call ids and reasoning signatures, random-looking, are ids, written back
+    as the file had them (the document is checked so: ``Memory.create_agent``'s ``documents``)."""
+    return {memory.scrub(k): _stored_value(memory, k, v) for k, v in metadata.items()}
+
+
+def _stored_value(memory: Memory, key: str, value: str) -> str:
+    doc = _json_or_text(value) if key in DOCUMENTS and memory.secret_scan else None
+    if not isinstance(doc, dict) or not isinstance(doc.get(UNLOGGED), list):
+        return memory.scrub_json(value)
+    messages = secrets.redact_document(doc.pop(UNLOGGED))[0]
+    rest = json.loads(memory.scrub_json(json.dumps(doc, ensure_ascii=False)))
+    return json.dumps({**rest, UNLOGGED: messages}, ensure_ascii=False)
 
 
 def _check_agents(
@@ -852,6 +877,9 @@ def _check_agents(
         agent = f"agent {p.file_id!r} in the file"
         memory.refuse_secrets(p.name, f"the name of {agent}")
         for k, v in _stored_metadata(memory, _agent_metadata(p, folders, targets, digest, namespace)).items():
+            if k in DOCUMENTS:  # checked as create_agent checks it: named by its path in the document
+                memory.refuse_in_document(v, f"the Letta fields kept for export of {agent}")
+                continue
             found = secrets.find(v)
             if found:
                 memory.refuse_secrets(v, f"{_field_of(k, v, found[0].start, p.name)} of {agent}")

@@ -87,7 +87,7 @@ def agent_document(agent: JSON, data: JSON, *, first: bool, referenced: dict[str
     for key in ENV_FIELDS:
         if key in fields:
             fields[key], names = blank_values(fields[key])
-            env_names += names
+            env_names += [n for n in names if n not in env_names]  # Letta lists a variable in both fields
     tool_ids = set(_ids(agent.get("tool_ids")))
     tools = [t for t in data.get("tools") or [] if str(t.get("id")) in tool_ids]
     group_ids = set(_ids(agent.get("group_ids")))

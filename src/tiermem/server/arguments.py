@@ -17,10 +17,14 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-# Names Letta's older tools used: accepted, never advertised as separate schema properties.
+# Names Letta's tools use for an argument a tool names otherwise: accepted, never advertised as separate schema
+# properties. Letta's older memory_replace/memory_insert used old_str/new_str; Letta's server-side `memory` tool
+# (letta/functions/function_sets/base.py) takes old_string/new_string where Anthropic's (ours) takes old_str/new_str.
+# An alias applies only where the tool does not take the name itself (Letta Code's `memory` takes old_string).
 ALIASES: dict[str, dict[str, str]] = {
     "memory_replace": {"old_str": "old_string", "new_str": "new_string"},
     "memory_insert": {"new_str": "new_string"},
+    "memory": {"old_string": "old_str", "new_string": "new_str"},
 }
 
 # An example value per argument name, used in error messages (falls back to one made from the type).
@@ -134,7 +138,7 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     given: dict[str, str] = {}  # advertised name -> the name the call used for it
     unknown: list[str] = []
     for name, value in arguments.items():
-        target = aliases.get(name, name)
+        target = name if name in accepted else aliases.get(name, name)
         if target not in accepted:
             unknown.append(name)
             continue

@@ -321,6 +321,22 @@ _ENV_SHORT_NAMES = ("pass", "pw", "auth")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _ENV_VALUE = r"\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
+# A private key block, PEM or PGP armor: from its BEGIN line to its END line (its armor headers, "Proc-Type:",
+# "DEK-Info:", "Version:", and the blank line after them inside), another block's BEGIN line aside. Without an END
+# line (cut short): the armor headers, the blank line and the run of base64 lines after them, up to a line cut with
+# "..." (and tokens of 16 or more characters on the BEGIN line's own line: a key pasted on one line). Lines end with
+# "\n", "\r\n", or "\\n" (a key inside JSON text, ``"private_key": "-----BEGIN ...\\n..."``).
+_KEY_LINE_END = r"(?:\r?\n|(?:\\r)?\\n)"
+_KEY_LINE = _KEY_LINE_END + r"[ \t]*[A-Za-z0-9+/=]+"
+_PRIVATE_KEY = (
+    r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:(?:[^-]|-(?!----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY))*?-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+    r"|(?:[ \t]+[A-Za-z0-9+/=]{16,}(?![^\s\\\"']))*"  # on the BEGIN line
+    r"(?:" + _KEY_LINE_END + r"[ \t]*[A-Za-z][A-Za-z0-9-]*:[^\r\n\\\"]*)*"  # armor headers
+    r"(?:" + _KEY_LINE_END + r"[ \t]*(?=" + _KEY_LINE_END + r"))?"  # the blank line after them
+    r"(?:" + _KEY_LINE + r"[ \t]*(?=" + _KEY_LINE_END + r"|[\"']|\Z))*"  # the body's lines
+    r"(?:" + _KEY_LINE + r"(?:\.{2,}|\u2026))?)"  # a line cut short
+)
 # A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
 # or not (group 2)
 _SAME_COMMAND = r"(?:[^\n;|&]|&(?!&)|\\\n){0,400}?\s"
@@ -380,14 +396,7 @@ def _own_detectors() -> list[_Detector]:
         d("Hugging Face token", c(_NOT_GLUED + r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), ("hf_",)),
         d("npm token", c(_NOT_GLUED + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
         d("GitLab token", c(r"glpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
-        d(
-            "private key",
-            c(
-                r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?"
-                r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|(?=\n\s*\n)|\Z)"
-            ),
-            ("private key",),
-        ),
+        d("private key", c(_PRIVATE_KEY), ("private key",)),
         d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
         d(
             "AWS secret access key",

@@ -185,6 +185,24 @@ def test_a_refused_import_writes_nothing_however_often_it_is_run(tmp_path: Path)
     assert GHP.encode() not in stored_bytes(cli)
 
 
+@pytest.mark.parametrize("oversized", [False, True], ids=["label-refused", "value-too-long"])
+def test_a_block_refused_in_an_import_is_named_by_its_label_redacted(tmp_path: Path, oversized: bool) -> None:
+    # a block's label is what it is called: a credential there is refused, and the refusal quotes it redacted (as
+    # every refusal quotes a label), the same when the block is refused for another reason (its value too long)
+    data = base()
+    data["blocks"][0]["label"] = f"human_{GHP}"
+    if oversized:
+        data["blocks"][0]["value"] = "x" * 200_000
+    mem = fresh(tmp_path)
+    before = table_rows(mem)
+    with pytest.raises(TiermemError) as exc:
+        run_import(mem, write(tmp_path, data), fmt="af", agent="default", rename=None, replace=False)
+    said = str(exc.value)
+    assert GHP not in said and GHP[4:24] not in said, said
+    assert "block 'human_[redacted: GitHub token]'" in said, said
+    assert table_rows(mem) == before
+
+
 def test_json_is_redacted_with_what_its_keys_say_and_tool_call_ids_are_kept() -> None:
     doc = {
         "env": {"AWS_SECRET_ACCESS_KEY": AWS_SECRET},

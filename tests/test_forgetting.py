@@ -536,7 +536,7 @@ def test_forget_text_names_the_tags_projects_and_labels_holding_it(
     cli = ["--data-dir", str(root), "--embedding-model", "hashing"]
     assert main(["forget", "--text", word, *cli, "--yes", "--now"]) == 0
     out = capsys.readouterr().out
-    assert "forgot 0 passage row(s), 0 message(s)" in out
+    assert "nothing was found to forget" in out
     assert f"still held by the passage tag of {tagged} (agent default)" in out
     assert f"`tiermem forget passage {tagged} --agent default`" in out
     assert f"still held by the passage project of {placed} (agent default)" in out
@@ -689,3 +689,47 @@ def test_a_long_turn_is_kept_in_the_next_turns_keyword_text_only_in_part_and_lea
     assert SECRET in text_of(second.id) and len(text_of(second.id)) < PREVIOUS_CHARS + 100
     forget(memory, Target("message", agent, first.id), now=True)
     assert SECRET not in text_of(second.id) and "filler" not in text_of(second.id)
+
+
+def test_forget_text_across_the_chunks_of_one_insert_forgets_the_insert_whole(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long archival insert is stored in chunks; a text of it that crosses from one chunk into the next is in no
+    one chunk, yet the insert holds it: `forget --text` forgets every chunk of that insert (and no other)."""
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    full = " ".join(f"filler{i} garden." for i in range(800))
+    inserted = memory.archival_insert(agent, full, None).stored
+    other = memory.archival_insert(agent, "the garden has filler plants", None).stored
+    chunks = sorted(memory.archive.rows.rows_where("passages", Filter(agent_id=agent)), key=lambda r: r["chunk"])
+    first, second = [r["content"] for r in chunks if r["group_id"] == inserted[0]][:2]
+    start = full.index(second[:60])  # the second chunk starts inside the first (they overlap)
+    crossing = full[start - 12 : len(first) + 12]
+    assert crossing in full and not any(crossing in r["content"] for r in chunks)
+    memory.core.close()
+    cli = ["--data-dir", str(root), "--embedding-model", "hashing", "--agent", "default", "--yes"]
+    assert main(["forget", "--text", crossing, *cli]) == 0
+    out = capsys.readouterr().out
+    assert f"forgot {sum(r['group_id'] == inserted[0] for r in chunks)} passage row(s)" in out
+    after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
+    try:
+        left = after.archive.rows.rows_where("passages", Filter(agent_id=agent))
+        assert [r["id"] for r in left] == [other[0]]
+    finally:
+        after.core.close()
+
+
+def test_a_forget_that_found_nothing_says_so_and_leaves_nothing_pending(
+    local: tuple[Memory, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    memory.archival_insert(agent, "the garden has filler plants", None)
+    memory.core.close()
+    cli = ["--data-dir", str(root), "--embedding-model", "hashing", "--yes"]
+    assert main(["forget", "--text", "nowhere to be found", *cli]) == 0  # as a search finding nothing
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "nothing was found to forget"
+    assert "upkeep" not in out and "forgot 0" not in out
+    assert main(["forget", "--text", "nowhere to be found", *cli, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == "nothing to purge: nothing was found to forget"

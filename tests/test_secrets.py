@@ -344,6 +344,7 @@ def test_a_probe_matches_wherever_its_detector_does(data: st.DataObject) -> None
     assert {d.kind for d in probed} == {
         "GitHub token",
         "password in a URL",
+        "password",  # "Password:" and the password on the next line
         "Artifactory token",
         "Discord bot token",
         "Telegram bot token",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 CHUNK_OVERLAP = 32
@@ -88,6 +88,29 @@ def chunk_text(
             kept += lengths[back]
         start = back
     return chunks
+
+
+def rejoin(chunks: Sequence[str]) -> str:
+    """The text ``chunk_text`` cut into ``chunks`` (in order), made again as near as it can be: a chunk starts with the
+    words the one before it ended with (their overlap), taken once; chunks with no overlap are joined by a space (the
+    whitespace a cut dropped is not kept, nor is a word cut into slices made whole)."""
+    out = chunks[0] if chunks else ""
+    for chunk in chunks[1:]:
+        shared = _overlap(out, chunk)
+        out = out + chunk[shared:] if shared else f"{out} {chunk}"
+    return out
+
+
+def _overlap(before: str, after: str) -> int:
+    """The length of the longest run of whole words that ``before`` ends with and ``after`` starts with (0: none)."""
+    for k in range(min(len(before), len(after)), 0, -1):
+        if (
+            (k == len(after) or after[k].isspace())
+            and (k == len(before) or before[-k - 1].isspace())
+            and before.endswith(after[:k])
+        ):
+            return k
+    return 0
 
 
 def estimate_tokens(text: str) -> int:

@@ -17,6 +17,9 @@ What each storage part does (docs/ARCHITECTURE.md, "Forgetting"):
 - use records (``uses.py``): a forgotten passage's, message's or agent's are deleted, from this process's batch and
   from ``uses.sqlite3`` (overwritten on disk, its log truncated).
 
+A text's forget takes every passage holding it: an archival insert stored in chunks whole, when its text holds it
+across two chunks or more (``_passages_across_chunks``) as when one chunk does.
+
 Scope: a forget naming an agent stays within it, reads and reports nothing of another agent's: its rows, its blocks
 (a block shared with others too: it is this agent's), its idempotency records, the files of the folders attached to
 it (named, never changed), its link notes and system prompt. Only a whole-store forget (``Target.agent_id`` None: the
@@ -35,6 +38,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base.chunking import rejoin
 from ..base.errors import ConflictError, NotFoundError, PurgeUnfinishedError, ValidationError
 from ..base.records import Agent, Block, BlockVersion, from_us
 from ..store import Filter
@@ -137,14 +141,19 @@ class Forgotten:
             if self.purged is not None
             else f"not purged yet: {self.purge_unfinished}"
             if self.purge_unfinished is not None
-            else "at the next upkeep (tiermem optimize, or a server's background upkeep); --now does it at once",
+            else "at the next upkeep (tiermem optimize, or a server's background upkeep); --now does it at once"
+            if self.anything()
+            else "nothing to purge: nothing was found to forget",
         }
 
     def lines(self) -> list[str]:
-        out = [
-            f"forgot {self.passages} passage row(s), {self.messages} message(s), {self.versions} block "
-            f"version(s)" + (f", agent(s) {', '.join(self.agents)}" if self.agents else "")
-        ]
+        if not self.anything():  # what still holds it (names, folder files) is listed below
+            out = ["nothing was found to forget"]
+        else:
+            out = [
+                f"forgot {self.passages} passage row(s), {self.messages} message(s), {self.versions} block "
+                f"version(s)" + (f", agent(s) {', '.join(self.agents)}" if self.agents else "")
+            ]
         if self.edited:
             out.append(f"edited the text out of the current value of: {', '.join(self.edited)}")
         if self.notes:
@@ -167,18 +176,21 @@ class Forgotten:
             out.append(f"rewrote the keyword text of {self.retexted} later turn(s) that quoted a forgotten one")
         if self.requests:
             out.append(f"deleted {self.requests} stored tool result(s) holding it")
-        out.append("core state purged: " + (", ".join(f"{k}: {v}" for k, v in self.core.items()) or "nothing to do"))
+        if self.anything():
+            out.append(
+                "core state purged: " + (", ".join(f"{k}: {v}" for k, v in self.core.items()) or "nothing to do")
+            )
         if self.purge_unfinished is not None:
             out.append(f"store files not purged yet: {self.purge_unfinished}")
-        elif self.purged is None:
-            out.append(
-                "gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
-                "or now with --now"
-            )
-        else:
+        elif self.purged is not None:
             out.append(
                 "store files purged: "
                 + (", ".join(f"{k}: {v}" for k, v in self.purged.items()) or "nothing was pending")
+            )
+        elif self.anything():  # else nothing is pending: the store's files are left as they were
+            out.append(
+                "gone from search now; from the store's files at the next upkeep (`tiermem optimize`), "
+                "or now with --now"
             )
         return out
 
@@ -273,6 +285,37 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
         done.passages += rows.forget("passages", Filter(group_ids=groups))
 
 
+def _passages_across_chunks(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> None:
+    """Forget the archival inserts stored in chunks whose text holds ``text`` across two chunks or more (no one chunk
+    holds it). Consecutive chunks overlap by some words, so the text's first and last ``_PIECE`` characters are each
+    within one chunk: the inserts of the chunks holding either are made whole again (``rejoin``) and looked in, their
+    whitespace compared as single spaces (a cut drops the whitespace at a chunk's ends)."""
+    rows = memory.archive.rows
+    pieces = {text[:_PIECE], text[-_PIECE:]}
+    groups = {
+        r["group_id"]
+        for piece in pieces
+        for r in rows.rows_where("passages", Filter(agent_id=agent_id, containing=piece))
+        if r.get("group_id")
+    }
+    if not groups:
+        return
+    chunks: dict[str, list[tuple[int, str]]] = {}
+    for r in rows.rows_where("passages", Filter(agent_id=agent_id, group_ids=tuple(sorted(groups)))):
+        chunks.setdefault(r["group_id"], []).append((r["chunk"], r["content"]))
+    wanted = " ".join(text.split())
+    holding = tuple(
+        group
+        for group, parts in chunks.items()
+        if len(parts) > 1 and wanted in " ".join(rejoin([c for _, c in sorted(parts)]).split())
+    )
+    if holding:
+        _passages(memory, done, Filter(agent_id=agent_id, group_ids=holding))
+
+
+_PIECE = 24  # characters: less than the words consecutive chunks share (``CHUNK_OVERLAP`` word pieces)
+
+
 def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filter, text: str | None) -> None:
     """Forget the messages of ``where``; the later turns whose keyword text quotes one (or ``text``) get it anew."""
     rows = memory.archive.rows
@@ -364,6 +407,7 @@ def _text(memory: Memory, done: Forgotten, agent_id: str | None, text: str) -> N
         raise ValidationError("Give at least 3 characters of text to forget (every row holding it is forgotten).")
     done.texts.append(text)
     _passages(memory, done, Filter(agent_id=agent_id, containing=text))
+    _passages_across_chunks(memory, done, agent_id, text)
     _messages(memory, done, agent_id, Filter(agent_id=agent_id, containing=text), text)
     agents = [memory.core.get_agent(agent_id)] if agent_id is not None else memory.list_agents()
     seen: set[str] = set()

@@ -7,12 +7,13 @@ naming the kind and where it is (line, characters), never the secret itself.
 The detector is the maintained PyPI ``detect-secrets``: its plugins run in process on the text (no network, no
 baseline files, no verification; configured explicitly below, plugin by plugin), plus the well-known formats it
 lacks (Anthropic and current OpenAI keys, fine-grained GitHub tokens, Google API keys and OAuth access and refresh
-tokens, PEM private keys spanning lines, AWS secret keys outside quotes, ``.env``-style assignments, passwords on
-command lines, bearer tokens, ...); a few of its own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the
-text before them where their prefix is distinctive, and with invisible characters inside. Its high-entropy plugins
-are noisy on prose and code: only the base64 one is used, on quoted strings of 20+ characters with letters and
-digits above its entropy limit (the hex one would flag quoted git SHAs and digests). Its IP-address plugin is left
-out (an address is not a credential). False positives are measured on LoCoMo's turns (``python -m bench secrets``).
+tokens, PEM and PGP private key blocks, AWS secret keys outside quotes, ``.env``-style assignments, passwords on
+command lines and in ``.netrc`` entries, Basic and bearer tokens, credentials said in a sentence, ...); a few of its
+own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the text before them where their prefix is
+distinctive, and with invisible characters inside. Its high-entropy plugins are noisy on prose and code: only the
+base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
+would flag quoted git SHAs and digests; Subresource Integrity digests are left alone). Its IP-address plugin is left
+out (an address is not a credential), and so are AWS's documentation's example keys. False positives are measured on LoCoMo's turns (``python -m bench secrets``).
 
 Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
 takes well under a millisecond, 100k characters a few milliseconds (a cheap prefilter skips most detectors).
@@ -23,6 +24,7 @@ credential formats it lacks, each a pattern with its kind; ``find``, ``redact`` 
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -100,6 +102,9 @@ _KINDS = {
 }
 _ENTROPY_LIMIT = 4.5  # detect-secrets' default for base64 strings
 _ENTROPY_MIN_CHARS = 20
+# A digest of public content, not a secret: Subresource Integrity's ``sha512-<base64>`` (npm's package-lock.json
+# ``"integrity"``, a ``<script integrity=...>``)
+_INTEGRITY = re.compile(r"sha(?:1|256|384|512)-[A-Za-z0-9+/]+={0,2}$")
 
 
 def _plugin_detectors() -> list[_Detector]:
@@ -207,6 +212,7 @@ def _plugin_detectors() -> list[_Detector]:
             check=lambda s: (
                 len(s) >= _ENTROPY_MIN_CHARS
                 and _letters_and_digits(s)
+                and _INTEGRITY.match(s) is None
                 and entropy.calculate_shannon_entropy(s) > _ENTROPY_LIMIT
             ),
         )
@@ -321,6 +327,28 @@ _ENV_SHORT_NAMES = ("pass", "pw", "auth")
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _ENV_VALUE = r"\s*(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"';,]{6,}))"
 _ENV_NEEDLES = ("secret", "pass", "pwd", "token", "key", "credential", "dsn")
+# A private key block, PEM or PGP armor: from its BEGIN line to its END line (its armor headers, "Proc-Type:",
+# "DEK-Info:", "Version:", and the blank line after them inside), another block's BEGIN line aside. Without an END
+# line (cut short): the armor headers, the blank line and the run of base64 lines after them, up to a line cut with
+# "..." (and tokens of 16 or more characters on the BEGIN line's own line: a key pasted on one line). Lines end with
+# "\n", "\r\n", or "\\n" (a key inside JSON text, ``"private_key": "-----BEGIN ...\\n..."``).
+_KEY_LINE_END = r"(?:\r?\n|(?:\\r)?\\n)"
+_KEY_LINE = _KEY_LINE_END + r"[ \t]*[A-Za-z0-9+/=]+"
+_PRIVATE_KEY = (
+    r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:(?:[^-]|-(?!----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY))*?-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+    r"|(?:[ \t]+[A-Za-z0-9+/=]{16,}(?![^\s\\\"']))*"  # on the BEGIN line
+    r"(?:" + _KEY_LINE_END + r"[ \t]*[A-Za-z][A-Za-z0-9-]*:[^\r\n\\\"]*)*"  # armor headers
+    r"(?:" + _KEY_LINE_END + r"[ \t]*(?=" + _KEY_LINE_END + r"))?"  # the blank line after them
+    r"(?:" + _KEY_LINE + r"[ \t]*(?=" + _KEY_LINE_END + r"|[\"']|\Z))*"  # the body's lines
+    r"(?:" + _KEY_LINE + r"(?:\.{2,}|\u2026))?)"  # a line cut short
+)
+# A password said in a sentence: the word, what it is for ("for the old staging database server"), "is" or "was",
+# and the value: quoted (with spaces), or up to the next space (a sentence's closing punctuation aside)
+_PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
+_FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
+_IS = r"\s+(?i:is|was)\s*:?\s*"
+_SAID_VALUE = r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'|([^\s\"'\u201c]+?)(?=[.,;)]*(?:\s|$)))"
 # A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
 # or not (group 2)
 _SAME_COMMAND = r"(?:[^\n;|&]|&(?!&)|\\\n){0,400}?\s"
@@ -380,14 +408,7 @@ def _own_detectors() -> list[_Detector]:
         d("Hugging Face token", c(_NOT_GLUED + r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), ("hf_",)),
         d("npm token", c(_NOT_GLUED + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
         d("GitLab token", c(r"glpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
-        d(
-            "private key",
-            c(
-                r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?"
-                r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|(?=\n\s*\n)|\Z)"
-            ),
-            ("private key",),
-        ),
+        d("private key", c(_PRIVATE_KEY), ("private key",)),
         d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
         d(
             "AWS secret access key",
@@ -412,15 +433,105 @@ def _own_detectors() -> list[_Detector]:
         ),
         d(  # "the password is correct-horse-battery-staple", "my github password was Sup3rS3cret!"
             "password",
+            c(_PASSWORD_WORD + _FOR_WHAT + _IS + _SAID_VALUE),
+            ("pass", "pwd"),
+            group="value",
+            check=_said_password,
+            per_line=True,
+        ),
+        d(  # "I set my password to Xk9vQ2mPz7!", "changed the root password to ..."
+            "password",
             c(
-                r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,3}?)?"
-                r"\s+(?i:is|was)\s*:?\s*(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
-                r"|([^\s\"'\u201c]+?)(?=[.,;)]*(?:\s|$)))"
+                r"(?<![A-Za-z])(?i:set|setting|changed?|changing|reset|resetting|updated?|updating)"
+                r"\s+(?:\S{1,30}\s+){0,3}?" + _PASSWORD_WORD + r"\s+(?i:to)\s+" + _SAID_VALUE
             ),
             ("pass", "pwd"),
             group="value",
             check=_said_password,
             per_line=True,
+        ),
+        d(  # "use Xk9vQ2mPz7! as the password"
+            "password",
+            c(
+                r"(?<![A-Za-z])(?i:use)\s+(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'|([^\s\"'\u201c]+))"
+                r"\s+(?i:as)\s+(?:(?i:the|my|your|our|a|an)\s+)?(?:\S{1,30}\s+)?" + _PASSWORD_WORD + r"(?![A-Za-z])"
+            ),
+            ("pass", "pwd"),
+            group="value",
+            check=_said_password,
+            per_line=True,
+        ),
+        d(  # "Password:" on a line, the password alone on the next
+            "password",
+            c(
+                r"(?i:password(?<!\S.{8})|passwd(?<!\S.{6})|passphrase(?<!\S.{10})|passcode(?<!\S.{8})|pwd(?<!\S.{3}))"
+                r"[ \t]*:[ \t]*\r?\n[ \t]*(?:\"([^\"\n]{1,100})\"|'([^'\n]{1,100})'|([^\s\"']+))[ \t]*(?=\r?\n|\Z)"
+            ),  # the word starts the line or follows a space, and leads the regex (a position-by-position start is slow)
+            ("pass", "pwd"),
+            group="value",
+            check=lambda v: "://" not in v and _said_password(v),  # "reset your password:\nhttps://..."
+            probe=c(r":[ \t]*\r?\n"),
+        ),
+        d(  # "my bank PIN is 4821", "the pin code for the gate was 190872"
+            "PIN",
+            c(
+                r"(?i:pin)(?<![A-Za-z]...)(?:\s+(?i:code|number))?"
+                + _FOR_WHAT
+                + _IS
+                + r"[\"'\u201c]?(\d{4,12})(?!\d)(?![\w/.:-]\w)"
+            ),
+            ("pin ",),
+            group=1,
+        ),
+        d(  # "the API key is 3f2a...", "my token is ...", "the client secret was ...": a random-looking value
+            "secret",
+            c(
+                r"(?<![A-Za-z])(?i:(?:api|access|secret|private|auth|client|app|signing|encryption|master)[ _-]?key"
+                r"|(?:(?:access|auth|api|bearer|refresh|session|personal\s+access)\s+)?token"
+                r"|(?:(?:client|api|app|webhook)\s+)?secret)" + _FOR_WHAT + _IS + _SAID_VALUE
+            ),
+            ("key", "token", "secret"),
+            group="value",
+            check=_said_key,
+            specific=False,
+            per_line=True,
+        ),
+        d(  # a .netrc entry: "machine api.example.com login bob password ..." (on one line or several)
+            "password",
+            c(
+                r"(?:machine(?<!\wmachine)\s+\S+|default(?<!\wdefault))\s+login\s+\S+(?:\s+account\s+\S+)?\s+password\s+"
+                r"([\"']?)([^\s\"']+)\1"
+            ),
+            ("login",),
+            group=2,
+            check=_password,
+            min_chars=1,
+        ),
+        d(  # requests' auth=("bob", "..."), HTTPBasicAuth("bob", "...")
+            "password",
+            c(
+                r"(?:auth(?<!\wauth)\s*=\s*\(|HTTP(?:Basic|Digest|Proxy)Auth\()\s*([\"'])[^\"'\n]*\1\s*,\s*"
+                r"([\"'])([^\"'\n]+)\2\s*\)"
+            ),
+            ("auth=", "auth =", "auth("),
+            group=3,
+            check=_password,
+            min_chars=1,
+        ),
+        d(  # "Authorization: Basic dXNlcjpw...": base64 of "user:password"
+            "Basic auth credential",
+            c(r"(?i:basic)(?<!\w.....)\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+            ("basic",),
+            group=1,
+            check=_basic_credentials,
+        ),
+        d(
+            "Discord webhook",
+            c(
+                r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d{17,20}/"
+                r"[A-Za-z0-9_\-]{60,68}(?![A-Za-z0-9_\-])"
+            ),
+            ("discord",),
         ),
         d(
             "Azure key",
@@ -459,6 +570,13 @@ def _own_detectors() -> list[_Detector]:
         ),
         # sshpass's options come first: a later -p is the command's
         command_line(r"sshpass(?:\s+-v)*\s+-p\s*" + _ARGUMENT, ("sshpass",)),
+        command_line(  # "docker login -u bob -p ..." ("--password-stdin" reads it from elsewhere)
+            r"(?:docker|podman|buildah|skopeo|nerdctl)\s+login\b"
+            + _SAME_COMMAND
+            + r"(?:-p|--password)(?:\s+|=)"
+            + _ARGUMENT,
+            ("login",),
+        ),
         command_line(r"redis-cli\b" + _SAME_COMMAND + r"(?:-a|--pass)\s+" + _ARGUMENT, ("redis-cli",)),
         command_line(r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?=" + _ARGUMENT, ("-pass",)),
         command_line(  # "--password VALUE": prose too ("set --password to ..."): a value's rules
@@ -547,13 +665,39 @@ def _mixed_case_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isupper() for ch in s) and any(ch.islower() for ch in s)
 
 
+# A word made of words, as prose writes it ("case-sensitive", "space-separated", "up-to-date"): no password (a
+# passphrase of four, "correct-horse-battery-staple", is one)
+_COMPOUND_WORD = re.compile(r"[a-z]+-(?:(?:to|of|a|an|the|and|or|in|on|for|by|at)-)?[a-z]+")
+
+
 def _said_password(value: str) -> bool:
     """A password said in a sentence ("the password is ..."): not a placeholder, not a plain word ("is required",
-    "was wrong"); digits alone are one (a passcode) from 4 on."""
+    "was wrong") nor one made of two ("case-sensitive"); digits alone are one (a passcode) from 4 on."""
     v = value.strip()
     if v.isdigit():
         return len(v) >= 4
-    return _password(v) and _not_placeholder(v)
+    return _password(v) and _not_placeholder(v) and _COMPOUND_WORD.fullmatch(v) is None
+
+
+# A part of a value that is a lower-case word ("base64-encoded", "ERC20-compatible", "live_mode"): prose, not a key
+_WORD_PART = re.compile(r"(?:^|[-_.])[a-z]{4,}(?:[-_.]|$)")
+
+
+def _said_key(value: str) -> bool:
+    """A key or token said in a sentence ("the API key is ..."): random-looking (letters and digits, 16 or more
+    characters, no part of it a lower-case word), not a placeholder."""
+    v = value.strip()
+    return len(v) >= 16 and _letters_and_digits(v) and _not_placeholder(v) and _WORD_PART.search(v) is None
+
+
+def _basic_credentials(value: str) -> bool:
+    """An HTTP Basic header's value: base64 of "user:password", its password a credential (``_password``)."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode()
+    except ValueError:  # not base64, or not text
+        return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon) and decoded.isprintable() and _password(password)
 
 
 def _password(value: str) -> bool:
@@ -579,6 +723,11 @@ def prepare() -> None:
     _detectors()
 
 
+# AWS's documentation's example keys (``AKIAIOSFODNN7EXAMPLE``, ``wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY``, and
+# their like): published, so no credential, whichever detector takes them (a real key ends so by no chance)
+_AWS_EXAMPLE = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{9}EXAMPLE|[A-Za-z0-9/+]{30}EXAMPLEKEY")
+
+
 def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
     for m in d.pattern.finditer(text):
         if d.group == "value":
@@ -590,6 +739,8 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
         if end - start < d.min_chars:
             continue
         if d.check is not None and not d.check(text[start:end]):
+            continue
+        if _AWS_EXAMPLE.fullmatch(text, start, end):
             continue
         yield start, end
 

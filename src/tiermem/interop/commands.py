@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import StoreError, TiermemError, ValidationError
 from ..base.files import write_atomically
 from ..base.records import check_text
+from ..domain.blocks import shown_label
 from . import af_export, agentfile, backup, importers, memfs
 from .letta_messages import EXTENSION
 from .redactions import Redactions
@@ -94,31 +95,32 @@ def _check_sizes(memory: Memory, plans: list[agentfile.AgentPlan]) -> None:
     """Every text must be storable, and every block creatable, before anything is written."""
     most = agentfile.IMPORT_MAX_CHARS
     for p in plans:
-        texts = [(f"message {m['file_id']!r}", m.get("content") or "") for m in p.messages]
+        texts = [(f"message {shown_label(m['file_id'])}", m.get("content") or "") for m in p.messages]
         texts += [("a passage", c) for c, _, _ in p.passages]
         for what, text in texts:
             if len(text) > most:
                 raise ValidationError(
-                    f"Agent {p.name!r}: {what} has {len(text)} characters; the most an import "
+                    f"Agent {shown_label(p.name)}: {what} has {len(text)} characters; the most an import "
                     f"stores is {most}. Shorten it in the file."
                 )
             try:
                 check_text(text, what, most)
             except ValidationError as exc:
-                raise ValidationError(f"Agent {p.name!r}: {exc} Correct it in the file.") from None
+                raise ValidationError(f"Agent {shown_label(p.name)}: {exc} Correct it in the file.") from None
         block_most = memory.max_content_chars
         for _, spec in p.blocks:
             for part, text in (("value", spec.value), ("description", spec.description)):
                 if len(text) > block_most:
                     raise ValidationError(
-                        f"Agent {p.name!r}: the {part} of block {spec.label!r} has {len(text)} characters; a block's "
+                        f"Agent {shown_label(p.name)}: the {part} of block {shown_label(spec.label)} has {len(text)} "
+                        "characters; a block's "
                         f"{part} holds at most {block_most} (the max_content_chars setting). Shorten it in the file, "
                         "or raise max_content_chars (tiermem config) before importing."
                     )
             try:
                 memory.check_block_spec(spec)
             except TiermemError as exc:
-                raise ValidationError(f"Agent {p.name!r}: block {spec.label!r}: {exc}") from None
+                raise ValidationError(f"Agent {shown_label(p.name)}: block {shown_label(spec.label)}: {exc}") from None
 
 
 def run_export(

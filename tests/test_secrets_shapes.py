@@ -1,0 +1,147 @@
+"""Credential shapes found by a later sweep, each with its exact span, and the ordinary text next to them that stays
+untouched: private key blocks whose armor has headers and a blank line (PGP, an encrypted PEM key), whole to their
+END line or, cut short, to the end of their base64 lines; passwords said in more ways ("I set my password to ...",
+"Password:" and the value on the next line, a PIN), keys and tokens said in a sentence, `docker login -p`, `.netrc`
+entries, HTTP Basic headers, requests' ``auth=(user, password)``, Discord webhooks; and the ordinary text once taken
+for one (a compound word after "password is", a Subresource Integrity digest, AWS's documentation's example keys).
+And `tiermem doctor --secrets` redacting a stored private key block whole."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem.base.config import Settings
+from tiermem.domain import secret_audit, secrets
+from tiermem.domain.factory import open_memory
+
+B1 = "lQOYBGVxYzQBCADGk3Jx9mQ2pV7sL8wN4tR1yU6iO0pA3sD5fG7hJ9kL2zX4cV6b"
+B2 = "N8mQ1wE3rT5yU7iO9pA2sD4fG6hJ8kL0zX3cV5bN7mQ9wE1rT3yU5iO7pA0sD2fG"
+PGP = (
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\nComment: mine\n\n"
+    f"{B1}\n{B2}\n=Ab3d\n-----END PGP PRIVATE KEY BLOCK-----"
+)
+ENCRYPTED_PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17F5316E2BAC89E0A3D3A7B5B8E2F1\n"
+    f"\n{B1}\n{B2}\n-----END RSA PRIVATE KEY-----"
+)
+DISCORD_WEBHOOK = f"https://discord.com/api/webhooks/123456789012345678/{B1[:60]}x{B2[:7]}"
+
+# (text, kind, secret): the finding's span is exactly the secret's
+CASES = [
+    # 1. a private key block whole, its armor headers and the blank line after them inside
+    (f"my gpg key is\n{PGP}\nthanks", "private key", PGP),
+    (f"key:\n{PGP.replace(chr(10), chr(13) + chr(10))}\r\n", "private key", PGP.replace("\n", "\r\n")),
+    (f"{ENCRYPTED_PEM}\n\nthat one", "private key", ENCRYPTED_PEM),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n" + B1 + "\n-----END PGP PRIVATE KEY BLOCK-----", "private key", None),
+    # cut short (no END line): the headers, the blank line and the base64 lines, up to a line cut with "..."
+    (f"{PGP.split('=Ab3d')[0]}=Ab3d\n\nthanks, bye", "private key", PGP.split("\n=Ab3d")[0] + "\n=Ab3d"),
+    (
+        f"{ENCRYPTED_PEM.split(B2)[0]}{B2}\nand the rest is lost",
+        "private key",
+        ENCRYPTED_PEM.split("\n" + B2)[0] + "\n" + B2,
+    ),
+    (
+        f"-----BEGIN PRIVATE KEY-----\n{B1}\n{B2[:20]}...\nrest",
+        "private key",
+        f"-----BEGIN PRIVATE KEY-----\n{B1}\n{B2[:20]}...",
+    ),
+    (
+        f'{{"k": "-----BEGIN PRIVATE KEY-----\\n{B1}\\n{B2}", "x": 1}}',
+        "private key",
+        f"-----BEGIN PRIVATE KEY-----\\n{B1}\\n{B2}",
+    ),
+    (f"-----BEGIN PRIVATE KEY----- {B1} {B2} was all I had", "private key", f"-----BEGIN PRIVATE KEY----- {B1} {B2}"),
+    # 2. passwords said in more ways
+    ("the password for the old staging database server is Xk9vQ2mPz7!", "password", "Xk9vQ2mPz7!"),
+    ("I set my password to Xk9vQ2mPz7! yesterday", "password", "Xk9vQ2mPz7!"),
+    ("changed the root password to Xk9vQ2mPz7.", "password", "Xk9vQ2mPz7"),
+    ('reset the wifi passphrase to "blue kettle 42"', "password", "blue kettle 42"),
+    ("use Xk9vQ2mPz7! as the password", "password", "Xk9vQ2mPz7!"),
+    ("use 'hunter22' as your new password", "password", "hunter22"),
+    ("Username:\nbob\nPassword:\nXk9vQ2mPz7Lq\n", "password", "Xk9vQ2mPz7Lq"),
+    ("  passcode:\r\n  4821\r\nthanks", "password", "4821"),
+    ("my bank PIN is 4821", "PIN", "4821"),
+    ("the pin code for the gate was 190872.", "PIN", "190872"),
+    # 3. keys, tokens and secrets said in a sentence: a random-looking value
+    ("the API key is 3f2a9c8b7d6e5f4a3b2c1d0e9f8a7b6c", "secret", "3f2a9c8b7d6e5f4a3b2c1d0e9f8a7b6c"),
+    ("my token is Zq8vN3mPz7Lk2Jh5Xy.", "secret", "Zq8vN3mPz7Lk2Jh5Xy"),
+    ("the client secret is Zq8vN3mPz7Lk2Jh5Xy", "secret", "Zq8vN3mPz7Lk2Jh5Xy"),
+    ("the access token for the staging API was Zq8vN3mPz7Lk2Jh5Xy", "secret", "Zq8vN3mPz7Lk2Jh5Xy"),
+    # 4. command lines, files and code
+    ("docker login -u bob -p Zq8vN3mPz7Lk registry.example.com", "password on a command line", "Zq8vN3mPz7Lk"),
+    ("podman login --password=Zq8vN3mPz7Lk quay.io", "password on a command line", "Zq8vN3mPz7Lk"),
+    ("machine api.example.com login bob password Zq8vN3mPz7Lk", "password", "Zq8vN3mPz7Lk"),
+    ("machine api.example.com\n  login bob\n  password hunter2\n", "password", "hunter2"),
+    (
+        "curl -H 'Authorization: Basic dXNlcjpYazl2UTJtUHo3THE=' https://x",
+        "Basic auth credential",
+        "dXNlcjpYazl2UTJtUHo3THE=",
+    ),
+    ('requests.get(url, auth=("bob", "Zq8vN3mPz7Lk"))', "password", "Zq8vN3mPz7Lk"),
+    ("HTTPBasicAuth('bob', 'hunter2')", "password", "hunter2"),
+    (f"post to {DISCORD_WEBHOOK} now", "Discord webhook", DISCORD_WEBHOOK),
+]
+
+CLEAN = [
+    "A PGP key block ends with its END line, after a checksum line such as =Ab3d.",
+    # words after "password is": a compound word is no password (a passphrase of four words is one)
+    "Reminder: the Wi-Fi password is case-sensitive, so type it carefully.",
+    "Bank portal tip: the passphrase is space-separated words chosen by the user.",
+    "the password is up-to-date; the passcode was out-of-date",
+    # a digest of public content, and AWS's documentation's example keys
+    '"integrity": "sha512-K3tL8oEnNh4n1g6Hb0Wn2kz9Y7S6yTjH8Qm4UuXoQ2WvR2gNq5h8dV3mFq1o1H3sIt5y9h0Bxq3wHn6A6w4ZtUQ=="',
+    '<script integrity="sha384-oqVuAfXRKap7fdgcCY5uykM6+R9GqQ8K/uxy9rx7HNQlGYl1kPzQho1wx4JwY8wC">',
+    "AKIAIOSFODNN7EXAMPLE\nwJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    'AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nAWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+    # said in a sentence, but no password, key or PIN
+    "I set my password to something stronger; I changed my password to the one we agreed on.",
+    "Reset the password to default, then set the passcode to expire in 30 days.",
+    "Use your birthday as the password? Use it as the password. Use this as the passphrase.",
+    "the password for the wifi at the cafe is on the fridge; the password for my old account at the bank is lost",
+    "the token is expired, my token is invalid now, the API key is in the vault, the secret is out.",
+    "the access token was revoked; the client secret is stored in Vault; the session token is abc123.",
+    "my token is ERC20-compatible, the API key is base64-encoded, the secret is sha256-hashed before storage.",
+    "the token is 12 characters long; the API key is YOUR_API_KEY; my token is <token>",
+    "my pin is in my wallet; the pin is 3 inches long; the PIN was 2024-05-08? Pinterest is 2015 old",
+    "Password:\nChanged yesterday\nPassword:\nrequired\nPassword:\n\nNext\nPassword:\n********",
+    "Reset your password:\nhttps://example.com/reset?x=1",
+    # code, headers and commands without one
+    'requests.get(url, auth=(user, password)); auth=("user", "pass"); HTTPBasicAuth("user", "password")',
+    "He did basic training in 2010; basic authentication is weak; Authorization: Basic realm",
+    "docker login -u bob --password-stdin registry.example.com; docker login registry -p $PASS",
+    "the machine learning password is weak",
+    "https://discord.com/channels/123456789012345678/987654321098765432",
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "secret"), CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
+def test_a_credential_of_a_new_shape_is_found_whole_and_redacted(text: str, kind: str, secret: str | None) -> None:
+    secret = text if secret is None else secret
+    found = secrets.find(text)
+    assert [(f.kind, text[f.start : f.end]) for f in found] == [(kind, secret)]
+    start, end = found[0].start, found[0].end
+    assert secrets.redact(text).text == f"{text[:start]}[redacted: {kind}]{text[end:]}"
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_ordinary_text_next_to_them_is_not_flagged(text: str) -> None:
+    assert secrets.find(text) == []
+    secrets.refuse(text, "the test")  # a write of it is not refused
+
+
+def test_a_key_block_before_another_is_not_run_into_it() -> None:
+    # cut short, the first key ends with its base64 lines: the prose between the two blocks stays
+    text = f"-----BEGIN PRIVATE KEY-----\n{B1}\n\nprose here\n{ENCRYPTED_PEM}\nok"
+    assert secrets.redact(text).text == "[redacted: private key]\n\nprose here\n[redacted: private key]\nok"
+
+
+def test_doctor_redacts_a_stored_private_key_block_whole(settings: Settings) -> None:
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, f"my gpg key is\n{PGP}")
+    memory.archive.insert(agent, f"and my old ssh key:\n{ENCRYPTED_PEM}")
+    audit = secret_audit.scan(open_memory(settings))
+    assert audit.counts() == {"private key": 4}  # each passage's content and its searched text
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    rows = [str(r) for r in open_memory(settings).archive.rows.backup_rows("passages", vectors=False)]
+    assert len(rows) == 2 and not any(B1 in r or B2 in r or "Ab3d" in r for r in rows), rows

@@ -114,6 +114,18 @@ def test_no_setting_text_is_cut_short() -> None:
     assert not cut, cut
 
 
+def test_the_content_limit_and_the_search_budget_have_their_own_texts() -> None:
+    """max_content_chars and search_token_budget shared one comment, so each was described as both (a characters
+    limit "and the token budget of search results"): each says what it is alone."""
+    text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
+
+    def about(name: str) -> str:
+        return text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
+
+    assert "token" not in about("max_content_chars") and "argument" not in about("search_token_budget")
+    assert "semantic\\_search\\_files" in about("search_token_budget")
+
+
 def test_settings_page_has_no_machine_values() -> None:
     text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
     assert str(Path.home()) not in text

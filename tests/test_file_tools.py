@@ -336,6 +336,30 @@ def test_doctor_names_files_an_interrupted_upload_left_unfinished(
     assert doctor(settings) == 0
 
 
+def test_semantic_search_cut_to_the_token_budget_says_so(settings: Settings) -> None:
+    """semantic_search_files(limit=50) returned a dozen passages with no word of why (the search cut them to
+    search_token_budget and its note was dropped): the answer says how many fit, the limit asked and how to get
+    more; a search within the budget has no note."""
+    settings = settings.model_copy(update={"search_token_budget": 1500})
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.files.create_folder("reports")
+    memory.files.attach(agent, "reports")
+    body = [(f"r{i:02d}.txt", (f"Report {i} about the harbour project budget. " * 30).encode(), "") for i in range(30)]
+    memory.files.upload_many("reports", body)
+    text = memory.semantic_search_files(agent, "harbour project budget", 50)
+    shown = text.count("(passage #")
+    assert 0 < shown < 30, text
+    assert text.startswith(f"Found {shown} semantic matches")
+    assert text.endswith(
+        f"\n\nNote: Only the best {shown} passage(s) fit the 1,500-token search budget, so fewer than the limit of "
+        "50 are shown; narrow the query to find other passages, or raise the search_token_budget setting "
+        "(TIERMEM_SEARCH_TOKEN_BUDGET) to get more in one search."
+    )
+    small = memory.semantic_search_files(agent, "harbour project budget", 2)
+    assert small.count("(passage #") == 2 and "Note:" not in small
+
+
 def test_credentials_in_an_uploaded_file_are_redacted_before_storing(settings: Settings) -> None:
     key = "AKIA" + "QX7TRW2KD9LMZ4PB"
     memory = open_memory(settings)

@@ -562,8 +562,47 @@ def test_a_huge_context_is_cut_to_the_pages_cap_with_a_note() -> None:
     assert "> 1001: the needle is here" in huge and "> 2001: the needle is here" in huge
     note = huge.rsplit("Note: context cut to ", 1)[1]
     radius = int(note.split(" ", 1)[0])
-    assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "smaller context_lines" in note
+    assert 0 < radius < 1000 and "(context_lines=1000000)" in note and "open_files on a match's lines" in note
     assert f"  {1001 - radius}: line {1000 - radius} " in huge and f"  {1000 - radius}: line" not in huge
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["lines", "joined"])
+@pytest.mark.parametrize("context", [0, 1])
+def test_a_match_on_a_huge_line_is_clipped_around_it_with_a_true_note(joined: bool, context: int) -> None:
+    """A minified 1 MB line holding the match was shown whole (a 1 MB answer under a note saying it was kept under
+    50,000 characters, and advising a smaller context_lines even at 0): the line is clipped to GREP_LINE_CHARS
+    around the match, with markers saying how much was cut and where the match is, and a note saying so."""
+    line = "var x=1;" * 125_000 + "NEEDLE;"
+    held = fv.JoinedLines(line) if joined else [line]
+    text = grep([GrepFile("g/min.js", held, len(line))], "needle", context_lines=context).text
+    assert len(text) < fv.GREP_LINE_CHARS + 1_000, len(text)
+    shown = text.split("> 1: ", 1)[1].split("\n", 1)[0]
+    assert shown.startswith("[... 998,007 characters cut; the match is at column 1,000,001 ...];var x=1;")
+    assert shown.endswith("NEEDLE;") and len(shown) < fv.GREP_LINE_CHARS + 100
+    assert "Note: lines longer than 2,000 characters are shown in part" in text
+    assert "Note: context cut" not in text and "under 50,000" not in text  # nothing else was cut
+
+
+def test_twenty_huge_lines_fit_the_pages_cap_and_short_lines_stay_whole() -> None:
+    """A page of 20 matches on 100 KB lines (match mid-line, context lines as long): the answer stays within the
+    cap, each match keeps its match, cut on both sides, a context line is kept from its start; lines under the cap
+    are shown whole, with no note (Letta's answer)."""
+    lines = [("a" * 50_000 + f" hit{i} " + "b" * 50_000) if i % 2 == 0 else "c" * 100_000 for i in range(60)]
+    text = grep([GrepFile("x.txt", lines, 6_000_000)], "hit", context_lines=1).text
+    assert len(text) <= fv.GREP_CONTEXT_CHARS + 2_000, len(text)
+    for i in range(0, 40, 2):
+        assert f"> {i + 1}: [... 49,001 characters cut; the match is at column 50,002 ...]" in text
+        assert f" hit{i} " in text
+    assert text.count("[... 49,005 more characters cut ...]") == 5  # hit0 .. hit8
+    assert text.count("[... 49,006 more characters cut ...]") == 15  # hit10 .. hit38
+    assert "Note: lines longer than 2,000 characters are shown in part" in text
+    note = text.split("Note: context cut to ", 1)[1]
+    assert note.startswith("0 line(s) around each match (context_lines=1) to keep the matches shown under 50,000")
+    assert "smaller context_lines" not in text  # no advice that cannot help
+    two = grep([GrepFile("x.txt", ["c" * 3_000, "short hit", "d" * 3_000], 6_000)], "hit").text
+    assert "  1: " + "c" * 2_000 + "[... 1,000 more characters cut ...]\n> 2: short hit\n  3: " + "d" * 2_000 in two
+    whole = ["e" * 1_900, "x hit " + "f" * 1_990, "g"]
+    assert "[... " not in grep([GrepFile("y.txt", whole, 4_000)], "hit").text
 
 
 def test_a_negative_context_is_refused_and_a_negative_offset_is_the_first_page() -> None:

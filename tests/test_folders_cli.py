@@ -496,3 +496,87 @@ def test_a_sync_or_upload_with_nothing_to_embed_exits_cleanly_with_the_real_mode
         done = cli(*args)
         assert done.returncode == 0, (args, done.returncode, done.stderr[-2000:])
         assert "0 added, 0 updated" in done.stdout and "terminate called" not in done.stderr, (args, done.stderr)
+
+
+def test_a_file_name_holding_a_line_feed_cannot_forge_a_report_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A skipped file's name was printed raw: a name holding a line feed started a line of its own that read as
+    another entry of the report ("  error fake.txt: injected"). Each name and reason stays on its line, escaped."""
+    root = tmp_path / "d"
+    write(root, {"evil\n  error fake.txt: injected": "x\n", "fine.md": "ok\n"})
+    code, out, _ = run(tmp_path, capsys, "folders", "sync", "docs", str(root))
+    lines = out.splitlines()
+    assert lines[0] == "folder docs: 1 added, 0 updated, 0 unchanged, 0 error, 1 skipped", out
+    assert len(lines) == 2 and lines[1].startswith("  skipped evil\\n  error fake.txt: injected: The file name"), out
+    assert not any(line.startswith("  error") for line in lines), out
+
+
+def test_watch_says_a_removed_directory_once_and_syncs_when_it_is_back(settings: Any, tmp_path: Path) -> None:
+    """The synced directory removed while `sync --watch` ran: the same error was printed every round (twice a
+    second, for ever). It is said once; the folder keeps its files; once the directory is back the next round syncs
+    and reports it."""
+    import shutil
+
+    from tiermem.interop.folder_sync import watch
+
+    root = tmp_path / "d"
+    write(root, {"a.md": "one\n"})
+    memory = open_memory(settings)
+    memory.files.create_folder("docs")
+    reports: list[Any] = []
+    errors: list[str] = []
+    rounds = iter(range(12))
+    waited: list[float] = []
+
+    def between(seconds: float) -> None:  # what happens on disk between the rounds
+        if not waited:
+            shutil.rmtree(root)  # gone after the first round
+        if len(waited) == 6:  # back after six rounds without it
+            write(root, {"a.md": "one\n", "b.md": "two\n"})
+        waited.append(seconds)
+
+    watch(
+        memory,
+        "docs",
+        root,
+        on_report=reports.append,
+        on_error=lambda exc: errors.append(str(exc)),
+        keep_going=lambda: next(rounds, None) is not None,
+        wait=between,
+    )
+    assert len(errors) == 1 and "is not a directory" in errors[0], errors
+    assert len(reports) == 2, reports
+    assert {r.name: r.outcome for r in reports[1].results} == {"a.md": "unchanged", "b.md": "added"}
+    assert sorted(f.name for f in memory.files.files("docs")) == ["a.md", "b.md"]
+
+
+def test_watch_stops_with_an_error_when_its_folder_is_deleted(tmp_path: Path) -> None:
+    """`tiermem folders delete` run while `sync --watch` synced the folder: the watch went on doing nothing (or
+    said "No folder named" at each change). It stops at once, exit 1, saying the folder was deleted and how to start
+    again."""
+    root = tmp_path / "d"
+    write(root, {"a.md": "one\n"})
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "folders", "sync", "docs", str(root), "--watch", "--interval", "0.2", "--json"]
+        + ["--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    reports: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, reports), daemon=True).start()
+    try:
+        assert json.loads(reports.get(timeout=90))["added"] == 1
+        memory_of(tmp_path).files.delete_folder("docs")
+        code = proc.wait(90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 1, err
+    assert "tiermem: Folder 'docs' was deleted while this watch synced it, so the watch stopped." in err
+    assert f"run `tiermem folders sync docs {root} --watch` (it makes the folder anew)" in err

@@ -11,7 +11,8 @@ and ``&gt;``, so a stored ``</memory>`` or ``<system>`` is shown, never parsed, 
 in. ``printable`` makes stored text safe to print to a terminal (the CLI's human-readable output: ``cli/terminal.py``,
 ``tiermem doctor``): every control character but tab and line feed (C0, DEL, C1) and every bidirectional control is
 written as its escape (``\\x1b``, ``\\u202e``), so a stored escape sequence cannot clear the screen, retitle the
-terminal or reorder what follows it. Standard library only.
+terminal or reorder what follows it; ``one_line`` also writes a line feed as ``\\n``, for a name inside one line of a
+report. Standard library only.
 """
 
 from __future__ import annotations
@@ -116,3 +117,9 @@ def printable(text: str) -> str:
     """``text`` with each control character but tab and line feed, and each bidirectional control, written as its
     escape (``\\x1b``, ``\\u202e``): what a terminal shows as text instead of obeying."""
     return _CONTROL.sub(_escaped, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as part of one line of a report: ``printable``, and each line feed written ``\\n`` too, so a name
+    holding one (a file name may) cannot start a line that reads as another entry of the report."""
+    return printable(text).replace("\n", "\\n")

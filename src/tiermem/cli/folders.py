@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConflictError, ValidationError
+from ..base.quoting import one_line, printable
 from .commands import print_rows
 from .suggest import path
 from .terminal import echo
@@ -89,7 +90,12 @@ def add_folders_parser(sp: Any, common: Callable[..., None]) -> None:
     common(sync, agent=False)
     sync.add_argument("name")
     sync.add_argument("directory", type=path)
-    sync.add_argument("--watch", action="store_true", help="keep running: sync whenever the directory changes")
+    sync.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running: sync whenever the directory changes (a failed round, such as the directory removed, is "
+        "said once and synced again once fixed; the folder deleted stops it, exit 1)",
+    )
     sync.add_argument(
         "--interval",
         type=float,
@@ -226,7 +232,7 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
     if args.watch:
         interval = WATCH_SECONDS if args.interval is None else args.interval
         print(
-            f"tiermem: syncing folder {args.name} with {directory} whenever it changes (checked every "
+            f"tiermem: syncing folder {args.name} with {one_line(str(directory))} whenever it changes (checked every "
             f"{interval:g} s); Ctrl-C stops",
             file=sys.stderr,
             flush=True,
@@ -244,7 +250,14 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
                 interval=interval,
                 embed=embed,
                 on_report=report,
-                on_error=lambda exc: print(f"tiermem: {exc}", file=sys.stderr, flush=True),
+                on_error=lambda exc: print(
+                    printable(
+                        f"tiermem: {exc}\ntiermem: still watching: the folder is synced again once this is fixed; "
+                        "the same error is not repeated (Ctrl-C stops)"
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                ),
             )
         except KeyboardInterrupt:
             print("tiermem: stopped watching", file=sys.stderr)
@@ -268,7 +281,7 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
         return
     echo(report.summary(), flush=True)
     for r in report.problems():
-        echo(f"  {r.outcome} {r.name}: {r.reason}", flush=True)
+        echo(f"  {r.outcome} {one_line(r.name)}: {one_line(r.reason)}", flush=True)  # a name may hold a line feed
 
 
 def _embed(memory: Memory, settings: Settings, args: argparse.Namespace) -> None:

@@ -570,10 +570,12 @@ class Archive:
         else:
             hits, truncated = self._budget(hits)
         if truncated:
-            notes.append(
-                f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
-            )
+            notes.append(self.budget_note())
         return SearchResult(hits=hits, mode=mode, truncated=truncated, notes=notes)
+
+    def budget_note(self) -> str:
+        """The note of a search whose results were cut to ``token_budget`` (``SearchResult.truncated``)."""
+        return f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
 
     def _analyse(self, kind: Kind, agent_id: str, text: str) -> tuple[Query, Context]:
         """The query's analysis, with the clock relative times in it resolve against (read only when it has one: the

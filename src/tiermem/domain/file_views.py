@@ -119,6 +119,7 @@ MAX_REGEX_COMPLEXITY = 1000
 GREP_PAGE_SIZE = 20
 GREP_TIMEOUT_SECONDS = 30
 GREP_CONTEXT_CHARS = 50_000  # tiermem's cap on a grep page's context (Letta has none: context_lines=10**6 is ~MBs)
+GREP_LINE_CHARS = 2_000  # tiermem's cap on a line grep shows: longer ones are clipped (Letta shows a 1 MB line whole)
 MAX_TOTAL_COLLECTED = 1000
 SEMANTIC_LIMIT_CAP = 50  # Letta's MAX_TOTAL_MATCHES: semantic_search_files' limit is capped at this
 PASSAGE_LINES = 20
@@ -568,6 +569,22 @@ def _needs_strip(pattern: str) -> bool:
     return "^" in bare or "$" in bare
 
 
+def clip_line(line: str, column: int | None) -> str:
+    """``line`` as grep shows it: whole when it holds at most ``GREP_LINE_CHARS`` characters, else that many of them
+    around ``column`` (where the match starts, 0-based; None: a context line, kept from its start), each side cut
+    replaced by a marker saying how many characters it left out (the first also where the match is), so 20 matches
+    on a minified 1 MB line fit the page's cap."""
+    if len(line) <= GREP_LINE_CHARS:
+        return line
+    at = 0 if column is None else min(max(0, column - GREP_LINE_CHARS // 2), len(line) - GREP_LINE_CHARS)
+    end = at + GREP_LINE_CHARS
+    head = (
+        f"[... {at:,} characters cut; the match is at column {column + 1:,} ...]" if at and column is not None else ""
+    )
+    tail = f"[... {len(line) - end:,} more characters cut ...]" if end < len(line) else ""
+    return head + line[at:end] + tail
+
+
 def _timed_out(pattern: str, time_limit: float) -> ValidationError:
     return ValidationError(
         f"grep_files stopped at its {time_limit:g}-second time limit without finishing: the pattern '{pattern}' is too slow over "
@@ -641,6 +658,7 @@ def grep(
 
     matches: list[tuple[str, int, list[str]]] = []
     reached: set[int] = set()  # the matches (positions in ``matches``) whose context the reach cut
+    clipped: dict[int, int] = {}  # match (position in ``matches``) -> its nearest line cut to ``GREP_LINE_CHARS``
     matched: dict[str, None] = {}
     total_size = processed = skipped = 0
     for f in files:
@@ -698,22 +716,38 @@ def grep(
         for index, line in checks:
             if len(matches) >= MAX_TOTAL_COLLECTED:
                 break
-            if search(compiled, line.strip()):
+            stripped = line.strip()
+            if search(compiled, stripped):
                 matched[f.name] = None
-                if len(matches) not in on_page:
-                    matches.append((f.name, index + 1, [f"> {index + 1}: {line}"]))
+                if len(matches) not in on_page:  # never shown: its line is not kept
+                    matches.append((f.name, index + 1, []))
                     continue
+                column = None
+                if len(line) > GREP_LINE_CHARS:  # clipped around the match: where it starts in the line shown
+                    try:
+                        found = grep_deadline.match_starts(compiled, stripped, deadline, clock)
+                    except TimeoutError as exc:
+                        raise _timed_out(pattern, time_limit) from exc
+                    column = len(line) - len(line.lstrip()) + (found[0] if found else 0)
                 read = window(index)
                 kept_lines = [(j, shown) for j, shown in read if abs(j - index) <= reach]
                 if len(kept_lines) < len(read):
                     reached.add(len(matches))
-                around = [f"{'>' if j == index else ' '} {j + 1}: {shown}" for j, shown in kept_lines]
+                long = [abs(j - index) for j, shown in kept_lines if len(shown) > GREP_LINE_CHARS]
+                if long:
+                    clipped[len(matches)] = min(long)  # lines from the match: shown unless the page's cap cuts it
+                around = [
+                    f"> {j + 1}: {clip_line(shown, column)}" if j == index else f"  {j + 1}: {clip_line(shown, None)}"
+                    for j, shown in kept_lines
+                ]
                 matches.append((f.name, index + 1, around))
         if len(matches) >= MAX_TOTAL_COLLECTED:
             break
     matched_files = list(matched)
     return GrepResult(
-        _grep_text(pattern, include, context, offset, matches, len(matched_files), processed, skipped, reach, reached),
+        _grep_text(
+            pattern, include, context, offset, matches, len(matched_files), processed, skipped, reach, reached, clipped
+        ),
         matched_files,
     )
 
@@ -767,6 +801,7 @@ def _grep_text(
     skipped: int,
     reach: int,
     reached: Collection[int],
+    clipped: Mapping[int, int],
 ) -> str:
     total = len(matches)
     if total == 0:
@@ -815,9 +850,16 @@ def _grep_text(
     out.append("")
     if radius is not None:
         out.append(
-            f"Note: context cut to {radius} line(s) around each match (context_lines={context_lines}) to keep this "
-            f"answer under {GREP_CONTEXT_CHARS:,} characters; call with a smaller context_lines, or open_files on a "
-            "match's lines, to read more."
+            f"Note: context cut to {radius} line(s) around each match (context_lines={context_lines}) to keep the "
+            f"matches shown under {GREP_CONTEXT_CHARS:,} characters; open_files on a match's lines reads more of "
+            "its context."
+        )
+    shown_radius = context_lines if radius is None else radius
+    if any(i in clipped and clipped[i] <= shown_radius for i in range(start, min(end, total))):
+        out.append(
+            f"Note: lines longer than {GREP_LINE_CHARS:,} characters are shown in part ({GREP_LINE_CHARS:,} "
+            "characters around the match on a match's line, the first ones on a line of context); each "
+            "[... N characters cut ...] marks what was left out of the line."
         )
     if end < total:
         out.append(f"To see more matches, call: {grep_call(pattern, include, context_lines, end)}")

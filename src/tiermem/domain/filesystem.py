@@ -924,12 +924,25 @@ class Filesystem:
             raise ValidationError(f"limit must be a whole number >= 1, got {limit!r}.")
         state, by_name = self._attached(agent_id)
         names = {f.id: name for name, f in by_name.items() if f.status == "completed"}
-        found = self._archive().file_search(state.folder_ids(), query.strip(), limit=min(limit, SEMANTIC_CAP))
+        archive = self._archive()
+        asked = min(limit, SEMANTIC_CAP)
+        found = archive.file_search(state.folder_ids(), query.strip(), limit=asked)
         # only chunks of files that are ready: an unfinished file (a crash mid-upload) is not searched
         shown = [h for h in found.hits if h.tags and h.tags[0] in names]
         hits = [(names[h.tags[0]], h.content) for h in shown]
         self._touch(agent_id, [n for n, _ in hits], state)
-        return str(semantic_text(query.strip(), hits)), list(dict.fromkeys(h.tags[0] for h in shown))
+        text = str(semantic_text(query.strip(), hits))
+        # beyond Letta: what the search says about itself (keyword-only, not embedded yet, cut to the budget)
+        notes = [n for n in found.notes if n != archive.budget_note()]
+        if found.truncated:
+            notes.append(
+                f"Only the best {len(found.hits)} passage(s) fit the {archive.token_budget:,}-token search budget, "
+                f"so fewer than the limit of {asked} are shown; narrow the query to find other passages, or raise "
+                "the search_token_budget setting (TIERMEM_SEARCH_TOKEN_BUDGET) to get more in one search."
+            )
+        if notes:
+            text += "\n\n" + "\n".join(f"Note: {n}" for n in notes)
+        return text, list(dict.fromkeys(h.tags[0] for h in shown))
 
     def attached_text(self, agent_id: str, name: str) -> str:
         state = self.seen(agent_id)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -508,11 +509,16 @@ def watch(
 ) -> None:
     """Sync at once, then whenever the directory changed (a file's size, time or inode, a file added or gone),
     looking every ``interval`` seconds while ``keep_going()``. A failed round goes to ``on_error`` (when given;
-    else it is raised) and the watch goes on."""
+    else it is raised) and the watch goes on: the same error again (the directory removed, for minutes) is not
+    passed on again, and the first round that succeeds after an error syncs and reports (the directory is back).
+    The folder deleted meanwhile (``tiermem folders delete``, also deleted and made again under its name) ends the
+    watch with ``NotFoundError`` saying so: there is nothing left to sync into."""
     if not interval > 0:
         raise ValidationError(f"--interval takes a number of seconds greater than 0, got {interval!r}.")
     max_bytes = memory.files.file_max_bytes
+    folder_id = memory.files.folder(folder_name).id
     last: tuple[Any, ...] | None = None
+    said = ""  # the error the last round passed on ("": it succeeded)
     while True:
         try:
             listing = walk(directory, max_bytes=max_bytes)
@@ -520,10 +526,27 @@ def watch(
             if now != last:
                 last = now  # taken before the pass: a change made while it runs is seen next round
                 on_report(sync_folder(memory, folder_name, directory, embed=embed, listing=listing))
+            said = ""
         except TiermemError as exc:
+            _check_still_there(memory, folder_id, folder_name, directory, exc)
             if on_error is None:
                 raise
-            on_error(exc)
+            if str(exc) != said:
+                on_error(exc)
+            said, last = str(exc), None
+        _check_still_there(memory, folder_id, folder_name, directory)
         if not keep_going():
             return
         wait(interval)
+
+
+def _check_still_there(
+    memory: Memory, folder_id: str, name: str, directory: Path, cause: BaseException | None = None
+) -> None:
+    """Raise ``NotFoundError`` when the folder a watch syncs (by its id) was deleted."""
+    if memory.files.rows.folder(folder_id) is None:
+        again = f"tiermem folders sync {shlex.quote(name)} {shlex.quote(str(directory))} --watch"
+        raise NotFoundError(
+            f"Folder {name!r} was deleted while this watch synced it, so the watch stopped. To sync {directory} "
+            f"into a folder again, run `{again}` (it makes the folder anew)."
+        ) from cause

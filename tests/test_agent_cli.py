@@ -106,6 +106,26 @@ def test_agents_set(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "nobody" in missing.stderr
 
 
+def test_agents_set_shows_the_agents_settings_not_what_tiermem_keeps_for_itself(tmp_path: Path) -> None:
+    """An agent with a folder attached keeps its files' views in its metadata (``tiermem_files``): `agents set`
+    shows the settings, as `agents show` does, not those views."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nThe quarterly review is in room 4.\n" * 20)
+    for args in (
+        ("folders", "create", "docs"),
+        ("folders", "upload", "docs", str(docs)),
+        ("folders", "attach", "docs"),
+    ):
+        done = tiermem(tmp_path, *args)
+        assert done.returncode == 0, done.stderr
+    shown = tiermem(tmp_path, "agents", "set", "default", "--timezone", "Europe/Paris")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1] == "settings now: timezone=Europe/Paris", shown.stdout
+    as_json = tiermem(tmp_path, "agents", "set", "default", "--type", "memgpt", "--json")
+    assert json.loads(as_json.stdout)["metadata"] == {"agent_type": "memgpt", "timezone": "Europe/Paris"}
+
+
 async def test_serve_agent_loop_over_stdio(tmp_path: Path, fake: fa.FakeAnthropic) -> None:
     params = stdio_params(tmp_path, "--agent-loop", ANTHROPIC_API_KEY="sk-test", TIERMEM_ANTHROPIC_BASE_URL=fake.url)
     fake.add(fa.tool("archival_memory_insert", {"content": "The launch is on 3 March."}), fa.text("Saved."))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tiermem.base.config import BlockSpec, load_settings
+from tiermem.base.config import BlockSpec, Settings, load_settings
 from tiermem.base.projects import project_of
 from tiermem.base.records import Passage
 from tiermem.cli.main import main
@@ -578,3 +578,67 @@ def test_a_long_projects_folder_is_placed_by_the_start_of_its_name(tmp_path: Pat
     assert known.project_for(name[: claude_projects.MAX_NAME] + "-1a2b3c") == (project_of(str(deep)), "")
     assert known.project_for(name[: claude_projects.MAX_NAME])[0] is None  # cut, without Claude Code's hash
     assert known.project_for(folder_name(str(tmp_path))) == (project_of(str(tmp_path)), "")  # a parent's
+
+
+def earlier_setup(tmp_path: Path) -> tuple[Settings, Memory, str, Path, Path]:
+    """What tiermem 0.1.0's setup left: Claude Code's `autoMemoryDirectory` pointed at the agent's folder of the
+    data directory (one folder for every project), a file there stored by its sync (recorded in its
+    `.tiermem-sync.json`), and no `sources.json`; then Claude Code wrote another file there, after the upgrade.
+    (settings, memory, agent, that folder, the user's home.)"""
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    memory = open_memory(settings, start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    home = directory(tmp_path / "data", "default")
+    home.mkdir(parents=True)
+    (home / "editor.md").write_text(OLD)
+    ids = memory.archive.insert(agent, "the user's editor\n\nAda edits code in Helix.", [auto_memory.TAG, "editor"])
+    record = {"files": {"editor.md": {"digest": auto_memory.digest(OLD), "passages": ids}}, "blocks": {}}
+    (home / ".tiermem-sync.json").write_text(json.dumps(record))
+    user_home = tmp_path / "home"
+    (user_home / ".claude").mkdir(parents=True)
+    (user_home / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(home)}))
+    (home / "cat.md").write_text(NEW)  # Claude Code's, after the upgrade
+    return settings, memory, agent, home, user_home
+
+
+def test_the_server_takes_over_the_auto_memory_folder_tiermem_010_set_up_and_says_to_run_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After an upgrade from 0.1.0 without running setup again, what Claude Code writes to the folder 0.1.0 gave it
+    is still stored (the server's first sync takes the folder over, as setup would; what 0.1.0 stored is not stored
+    twice), and the server's log and doctor say to run setup again for a folder per project."""
+    import logging
+
+    from tiermem.cli.serving import _auto_memory_sync
+    from tiermem.server.runtime import MemoryHandle
+
+    settings, memory, agent, home, user_home = earlier_setup(tmp_path)
+    monkeypatch.setenv("HOME", str(user_home))
+    with caplog.at_level(logging.WARNING):
+        sync = _auto_memory_sync(MemoryHandle(lambda: (memory, agent)), settings)
+    assert any("tiermem setup claude-code" in r.getMessage() and str(home) in r.getMessage() for r in caplog.records)
+    sync(str(tmp_path))
+    assert sorted((p.content, p.project) for p in tagged(memory, agent)) == [
+        ("the user's cat\n\nAda's cat is called Miso.", None),
+        ("the user's editor\n\nAda edits code in Helix.", None),
+    ]
+    assert (home / "sources.json").exists() and not (home / ".tiermem-sync.json").exists()
+    (home / "tea.md").write_text(NEW.replace("cat", "tea").replace("Miso", "Sencha"))
+    sync(str(tmp_path))  # the setting still points there: Claude Code writes there, so it is still synced
+    assert any("Sencha" in p.content for p in tagged(memory, agent)) and len(tagged(memory, agent)) == 3
+    (check,) = [c for c in auto_memory_admin.doctor_check(settings) if c["check"] == "claude code auto memory setup"]
+    assert not check["ok"] and str(home) in check["detail"] and "tiermem setup claude-code" in check["fix"]
+
+
+def test_setup_run_again_after_0_1_0_stores_what_claude_code_wrote_in_the_old_folder(tmp_path: Path) -> None:
+    """Setup run again takes Claude Code's setting back (a folder per project) and stores, once, what Claude Code
+    wrote in 0.1.0's folder since 0.1.0 last synced it; doctor then has nothing to say about the setup."""
+    settings, memory, agent, home, user_home = earlier_setup(tmp_path)
+    (user_home / ".claude" / "settings.json").write_text("{}")  # what setup's install puts back first
+    lines = auto_memory_admin.adopt(settings, home, user_home)
+    assert "taken over (1 file(s)" in lines, lines
+    assert sorted(p.content for p in tagged(memory, agent)) == [
+        "the user's cat\n\nAda's cat is called Miso.",
+        "the user's editor\n\nAda edits code in Helix.",
+    ]
+    assert not [c for c in auto_memory_admin.doctor_check(settings) if not c["ok"]]

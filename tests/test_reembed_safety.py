@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
+import lancedb
 import pytest
 
 from tiermem.base.config import Settings, load_settings
@@ -180,21 +182,95 @@ def test_a_second_reembed_is_refused_while_one_runs_and_changes_nothing(settings
     assert Store.recorded_meta(uri)["embedding_model"] == "hashing-256"
 
 
-def test_a_copy_a_running_reembed_wrote_is_left_to_it_when_another_process_opens_the_store(settings: Settings) -> None:
-    """Opening a store finishes the swap of a table copy an interrupted reembed left; a copy of a reembed that is
-    still running is its own to swap (two swaps of one table would race): left alone while its run lock is held."""
+def _half_written_copy(settings: Settings, table: str) -> Path:
+    """What a reembed killed inside ``create_table`` of its copy of ``table`` leaves: a folder of data files and no
+    committed version (LanceDB lists it as a table that does not open)."""
+    data = Path(settings.store_uri()) / f"{table}__reembed.lance" / "data"
+    data.mkdir(parents=True)
+    (data / ".tmpkilled").write_bytes(b"half a fragment")
+    return data.parent
+
+
+def test_a_copy_a_killed_reembed_left_half_written_is_removed_by_the_reembed_run_again(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reembed killed while it wrote a table's copy leaves a folder LanceDB lists but cannot open. Every other
+    process refuses the store, saying to run the reembed again (it may be running: its copy is left alone), and
+    doctor says so; the reembed run again removes the copy and rebuilds every table."""
     memory = open_memory(settings)
     agent = memory.ensure_agent("default").id
     memory.archive.insert(agent, "Otters hold hands while they sleep")
-    conn = memory.archive.store.conn
-    conn.db.create_table("passages__reembed", data=conn.db.open_table("passages").to_arrow())
-    uri = settings.store_uri()
-    with locked_unless_held(Path(uri) / REEMBED_RUN_LOCK_FILE, "pid 4242, started earlier") as holder:
-        assert holder is None
+    Store.for_reembed(settings.store_uri()).reembed.begin("hashing-256", 256)
+    copy = _half_written_copy(settings, "passages")
+    for _ in range(2):
+        with pytest.raises(ReembedUnfinishedError, match="run `tiermem reembed` again"):
+            open_memory(settings)
+        assert copy.is_dir()  # a running reembed's: never touched by another process
+    assert doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] schema" in out and "hashing-256" in out and "run it again with the same --embedding-model" in out
+    assert "permissions" not in out
+    reembed(_switched(settings))
+    assert not copy.exists()
+    assert doctor(_switched(settings)) == 0
+    after = open_memory(_switched(settings))
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+    assert after.archive.search(agent, "otters sleeping").mode == "hybrid"
+
+
+def _older_reembed_copy(settings: Settings, table: str) -> list[dict[str, Any]]:
+    """What an interrupted reembed of tiermem 0.1.0 leaves: a committed copy of ``table`` with vectors of another
+    model, and no mark in the meta table (that version wrote none). Returns the table's rows as they were."""
+    db = lancedb.connect(settings.store_uri())  # as the older tiermem left it: no open of ours settles it first
+    original = db.open_table(table).to_arrow()
+    rows = original.to_pylist()
+    copy = [{**r, "vector": [1.0] + [0.0] * (len(r["vector"]) - 1)} for r in rows]  # not the recorded model's
+    db.create_table(f"{table}__reembed", data=copy, schema=original.schema)
+    assert not Store.recorded_meta(settings.store_uri()).get("reembedding")
+    return rows
+
+
+def test_a_copy_an_older_reembed_left_is_never_swapped_in_under_the_old_model(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tiermem 0.1.0 recorded neither a mark nor the model of an interrupted reembed's copy, and may have swapped
+    other tables already: the copy is removed (its table is whole), never put in place under the model the store
+    records, and the store is refused until a reembed rebuilds every vector with one model; doctor says how."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    before = _older_reembed_copy(settings, "passages")
+    with pytest.raises(ReembedUnfinishedError, match=r"tiermem 0\.1\.0 .* was interrupted") as refused:
         open_memory(settings)
-        assert "passages__reembed" in conn.table_names()  # the running reembed's to swap
-    open_memory(settings)  # its run is gone (it died): this open finishes the swap
-    assert "passages__reembed" not in conn.table_names()
+    assert not refused.value.recorded and "--embedding-model MODEL" in str(refused.value)
+    assert "hashing-384 (dim 384)" in str(refused.value)  # the model the store records, to keep it
+    db = lancedb.connect(settings.store_uri())
+    assert "passages__reembed" not in set(db.list_tables().tables)
+    assert db.open_table("passages").to_arrow().to_pylist() == before  # the old model's vectors, as recorded
+    with pytest.raises(ReembedUnfinishedError, match=r"tiermem 0\.1\.0"):  # every later open, until a reembed
+        open_memory(settings)
+    assert doctor(settings) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] schema" in out and "tiermem reembed --embedding-model MODEL" in out
+    reembed(settings)  # keeping the recorded model: every vector rebuilt with it
+    after = open_memory(settings)
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+    assert after.archive.search(agent, "otters sleeping").mode == "hybrid"
+
+
+def test_a_copy_an_older_reembed_left_in_place_of_its_dropped_table_is_kept(settings: Settings) -> None:
+    """A 0.1.0 reembed killed after dropping a table for its copy left the rows in the copy alone: it is put in
+    place (nothing lost), and the store is refused until a reembed rebuilds every vector."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    _older_reembed_copy(settings, "passages")
+    lancedb.connect(settings.store_uri()).drop_table("passages")
+    with pytest.raises(ReembedUnfinishedError, match=r"tiermem 0\.1\.0"):
+        open_memory(settings)
+    reembed(_switched(settings))
+    after = open_memory(_switched(settings))
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
 
 
 # -- object storage: the same refusal through a lease object (moto's S3 server) -----------------------------------
@@ -252,3 +328,38 @@ async def test_a_tool_refused_by_a_reembed_logs_one_line_without_a_traceback(
     logged = [r for r in caplog.records if r.name == "tiermem.server.tools"]
     assert [r.getMessage().split(":", 1)[0] for r in logged] == ["tool archival_memory_insert refused"], logged
     assert logged[0].exc_info is None
+
+
+def test_a_half_written_copy_on_object_storage_is_removed_by_the_reembed_run_again(
+    tmp_path: Path,
+    s3_endpoint: str,  # noqa: F811
+) -> None:
+    """The copy a killed reembed left half-written in the bucket (data objects, no committed version) is removed
+    from the bucket by the reembed run again; other processes refuse the store meanwhile, saying to run it."""
+    import boto3
+
+    from .test_object_storage import BUCKET
+
+    prefix = f"reembed-{uuid.uuid4().hex[:8]}"
+    config = s3_config(tmp_path, s3_endpoint, prefix)
+    on_s3 = load_settings(config=config, data_dir=tmp_path / "local")
+    memory = open_memory(on_s3, start_embedder=False)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    memory.core.close()
+    assert on_s3.uri is not None
+    Store.for_reembed(on_s3.uri, storage_options=on_s3.storage_options).reembed.begin("hashing-256", 256)
+    s3 = boto3.client(
+        "s3", endpoint_url=s3_endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    copy = f"{prefix}/passages__reembed.lance/"
+    s3.put_object(Bucket=BUCKET, Key=f"{copy}data/killed.lance", Body=b"half a fragment")
+    with pytest.raises(ReembedUnfinishedError, match="run `tiermem reembed` again"):
+        open_memory(on_s3, start_embedder=False)
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=copy).get("KeyCount") == 1  # left to the reembed
+    switched = load_settings(config=config, data_dir=tmp_path / "local", embedding_model="hashing-256")
+    reembed(switched)
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=copy).get("KeyCount") == 0
+    after = open_memory(switched, start_embedder=False)
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+    after.core.close()

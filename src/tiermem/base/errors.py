@@ -88,7 +88,12 @@ class SchemaError(StoreError):
 
 class ReembedUnfinishedError(SchemaError):
     """A ``tiermem reembed`` is rebuilding the store's vectors, or was interrupted doing so: its tables may hold
-    vectors of two models, so the store is not opened (nor written) until a reembed finishes."""
+    vectors of two models, so the store is not opened (nor written) until a reembed finishes. ``recorded``: whether
+    the store records the model that reembed was switching to (an older tiermem's did not: run it with any model)."""
+
+    def __init__(self, *args: object, recorded: bool = True, person: str | None = None) -> None:
+        super().__init__(*args, person=person)
+        self.recorded = recorded
 
 
 class NotOpenError(TiermemError):

@@ -303,7 +303,6 @@ def _folders_of(memory: Memory, agent_id: str) -> list[str]:
 
 def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
     """One agent: settings, blocks, message and passage counts, and what an import kept that tiermem does not run."""
-    from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
     from ..interop import letta_passthrough
 
     agent = memory.get_agent(args.name)
@@ -327,13 +326,7 @@ def agent_show_command(memory: Memory, args: argparse.Namespace) -> None:
         "name": agent.name,
         "id": agent.id,
         "created": agent.created_at.isoformat(timespec="seconds"),
-        "settings": {
-            k: v
-            for k, v in sorted(agent.metadata.items())
-            if k not in (letta_passthrough.KEY, "letta_unsupported", FILES_STATE_KEY)
-            and not k.startswith("letta_llm")
-            and not k.startswith("letta_embedding")
-        },
+        "settings": user_settings(agent.metadata),
         "folders": _folders_of(memory, agent.id),
         "blocks": [
             f"{b.label} ({len(b.value)}/{b.limit} chars{', read-only' if b.read_only else ''})"
@@ -498,14 +491,26 @@ def agent_set_command(memory: Memory, settings: Settings, args: argparse.Namespa
         )
     before = agent
     agent = memory.set_agent_metadata(agent.id, updates, system=system)
+    shown = user_settings(agent.metadata)
     if args.json:
-        print_rows({"name": agent.name, "id": agent.id, "metadata": agent.metadata, "system": agent.system}, True)
+        print_rows({"name": agent.name, "id": agent.id, "metadata": shown, "system": agent.system}, True)
     else:
         echo(f"{agent.name}: {'; '.join(_changes(before.metadata, updates, before.system, system))}")
-        settings_text = (
-            ", ".join(f"{k}={v}" for k, v in sorted(agent.metadata.items()) if k != "letta_agent_file") or "defaults"
-        )
-        echo(f"settings now: {settings_text}")
+        echo(f"settings now: {', '.join(f'{k}={v}' for k, v in shown.items()) or 'defaults'}")
+
+
+def user_settings(metadata: dict[str, str]) -> dict[str, str]:
+    """An agent's metadata as its settings are shown (``agents show``, ``agents set``), sorted: without what tiermem
+    keeps there for itself (the folder files' views, an import's Letta document and model settings)."""
+    from ..domain.filesystem import STATE_KEY as FILES_STATE_KEY
+    from ..interop import letta_passthrough
+
+    internal = (letta_passthrough.KEY, "letta_unsupported", FILES_STATE_KEY)
+    return {
+        k: v
+        for k, v in sorted(metadata.items())
+        if k not in internal and not k.startswith(("letta_llm", "letta_embedding"))
+    }
 
 
 def _checked_zone(name: str) -> str:

@@ -13,6 +13,7 @@ import os
 import secrets
 import sys
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import gcpause
@@ -343,11 +344,17 @@ def check_stateless(settings: Settings) -> None:
 def _auto_memory_sync(handle: MemoryHandle, settings: Settings) -> Callable[[object], object]:
     """Claude Code's auto memory kept in step with this memory (``interop.auto_memory``), when setup recorded its
     folders; given a hook's working directory."""
-    from ..interop import auto_memory
+    from ..interop import auto_memory, auto_memory_earlier
 
     home = auto_memory.directory(settings.resolved_data_dir(), settings.agent)
+    if (home / auto_memory.SOURCES).exists() or auto_memory_earlier.left_by_earlier(home):
+        if (wrong := auto_memory_earlier.pointed(home, Path.home())) is not None:
+            log.warning("auto memory: %s; %s", wrong, auto_memory_earlier.RERUN)
 
     def sync(cwd: object) -> object:
+        if auto_memory_earlier.left_by_earlier(home):  # set up by tiermem 0.1.0: taken over, as setup would
+            memory, agent_id = handle.get()
+            auto_memory_earlier.take_over(memory, agent_id, home, Path.home())
         if not (home / auto_memory.SOURCES).exists():
             return None
         memory, agent_id = handle.get()

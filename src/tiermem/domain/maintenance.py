@@ -93,11 +93,17 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
     try:
         memory = open_memory(settings, start_embedder=False)
     except SchemaError as exc:
-        fix = (
-            "if no `tiermem reembed` is running, run it again with the same --embedding-model: it finishes the job"
-            if isinstance(exc, ReembedUnfinishedError)
-            else "run `tiermem reembed` to switch models, or configure the model the store was built with"
-        )
+        if not isinstance(exc, ReembedUnfinishedError):
+            fix = "run `tiermem reembed` to switch models, or configure the model the store was built with"
+        elif exc.recorded:
+            fix = (
+                "if no `tiermem reembed` is running, run it again with the same --embedding-model: it finishes the job"
+            )
+        else:
+            fix = (
+                "run `tiermem reembed --embedding-model MODEL` with the model the interrupted reembed was switching "
+                "to, or with the one the store records to keep it"
+            )
         check("schema", False, str(exc), fix)
         return _report(checks, as_json)
     except TiermemError as exc:

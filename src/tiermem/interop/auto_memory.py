@@ -202,9 +202,21 @@ def _folders(home: Path, sources: dict[str, Any], state: dict[str, Any], done: S
             kept[str(folder)] = {"project": project}
             out.append((folder, project))
     shared = users_folder(sources)
-    if shared is not None and shared.resolve() != home.resolve():  # not an earlier setup's, left behind
+    if (
+        shared is not None
+    ):  # tiermem 0.1.0's folder too, while the setting still points at it (Claude Code writes there)
         out.append((shared, None))
     return out
+
+
+def user_sources(user_home: Path) -> dict[str, str]:
+    """``sources.json`` of Claude Code's auto memory for the user whose home is ``user_home`` (setup's record)."""
+    claude = user_home / ".claude"
+    return {
+        "projects": str(claude / "projects"),
+        "config": str(user_home / ".claude.json"),
+        "settings": str(claude / "settings.json"),
+    }
 
 
 def users_folder(sources: dict[str, Any]) -> Path | None:

@@ -35,10 +35,12 @@ from .auto_memory import (
     remove_if_untouched,
     split,
     sync,
+    user_sources,
     users_folder,
     write_index,
     write_json,
 )
+from .auto_memory_earlier import RERUN, left_by_earlier, pointed, take_over
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -55,23 +57,25 @@ def adopt(settings: Settings, home: Path, user_home: Path) -> str:
     make_dir_inside(
         settings.resolved_data_dir(), home
     )  # a new data directory is private (0700), as open_memory makes it
-    write_json(
-        home / SOURCES,
-        {
-            "projects": str(claude / "projects"),
-            "config": str(user_home / ".claude.json"),
-            "settings": str(claude / "settings.json"),
-        },
-    )
     memory = open_memory(settings)
     try:
-        done = sync(memory, memory.ensure_agent(settings.agent).id, home)
+        agent_id = memory.ensure_agent(settings.agent).id
+        # tiermem 0.1.0's folder: what Claude Code wrote there since its last sync stored first
+        earlier = take_over(memory, agent_id, home, user_home) if left_by_earlier(home) else None
+        write_json(home / SOURCES, user_sources(user_home))
+        done = sync(memory, agent_id, home)
     finally:
         memory.settle(60)  # the model loading in a thread when the process exits would abort it
     lines = [
         f"{claude / 'projects'}/*/memory: Claude Code's auto memory, kept in step with tiermem, each project's in "
         f"its project ({done.imported} file(s) stored now; core memory written as {OWN}*.md in each folder)"
     ]
+    if earlier is not None:
+        lines.append(
+            f"{home}: the folder tiermem 0.1.0's setup gave every project, taken over ({earlier.imported} file(s) "
+            "written there since its last sync stored, without a project; its files stay)"
+        )
+        lines += [f"  not synced: {p}" for p in earlier.problems]
     lines += [f"  not synced: {p}" for p in done.problems]
     lines += [
         f"  not synced until a Claude Code session there names its project (stored without one, it would be "
@@ -261,9 +265,20 @@ def problems(data_dir: Path, kind: str = "problems") -> dict[str, list[str]]:
 
 
 def doctor_check(settings: Settings) -> list[dict[str, Any]]:
-    """``tiermem doctor``'s check of the auto-memory sync, when there is one."""
+    """``tiermem doctor``'s checks of the auto-memory sync, when there is one: what its last sync could not do, and
+    Claude Code still pointed at the one folder tiermem 0.1.0's setup gave every project (``auto_memory_earlier``)."""
     if settings.uri is not None:
         return []
+    checks = []
+    for home in _homes(settings.resolved_data_dir(), None):
+        if (home / SOURCES).exists() or left_by_earlier(home):
+            wrong = pointed(home, Path.home())
+            if wrong is not None:
+                checks.append({"check": "claude code auto memory setup", "ok": False, "detail": wrong, "fix": RERUN})
+    return checks + _sync_check(settings)
+
+
+def _sync_check(settings: Settings) -> list[dict[str, Any]]:
     found = problems(settings.resolved_data_dir())
     if not found:
         return []

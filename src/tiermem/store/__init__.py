@@ -12,7 +12,7 @@ search. ``Store`` (store.py) is composed of parts that share one ``Connection``:
 - ``tables``: ``Rows``, messages and passages (rows, vectors, marks of rows without vectors); ``appends``:
   ``GroupAppend``, one process's appends to a table committed together
 - ``search``: ``Search``, the vector and full-text legs; ``indexes``: ``Indexes``, upkeep and compaction;
-  ``reembed``: ``Reembed``, the swap
+  ``reembed``: ``Reembed``, the swap; ``swaps``: a copy swapped in, and what an interrupted reembed left settled
 """
 
 from __future__ import annotations

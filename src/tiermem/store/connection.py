@@ -23,8 +23,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from ..base.errors import ReembedUnfinishedError, SchemaError, StoreBusyError, StoreError
-from ..base.files import locked, locked_unless_held
+from ..base.errors import SchemaError, StoreBusyError, StoreError
+from ..base.files import locked
 from ..base.object_errors import DOCS, explain, is_object_uri
 from ..base.records import new_id, now
 from .boundary import first_line, library, reads, writes
@@ -32,7 +32,6 @@ from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
     REEMBED_LOCK_FILE,
-    REEMBED_RUN_LOCK_FILE,
     REEMBED_SUFFIX,
     REEMBEDDING,
     SCHEMA_VERSION,
@@ -41,6 +40,7 @@ from .schemas import (
     table_names,
     table_schemas,
 )
+from .swaps import settle_copies, unfinished_reembed
 
 REMOTE_WRITABLE_TTL = 2.0  # s a passed check_writable is trusted on object storage (one bucket request saved a write)
 lancedb = import_lancedb()  # the package's only import of lancedb at module level: see loading.py
@@ -101,21 +101,6 @@ def connect(
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
     db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=storage_options, session=session)
     return db, session
-
-
-def finish_swap(db: Any, uri: str, table: str) -> None:
-    """Put the re-embedded copy of ``table`` in its place (``Reembed``; also when a crash interrupted a swap)."""
-    tmp = f"{table}{REEMBED_SUFFIX}"
-    unfinished = (
-        f"Putting the re-embedded copy in place is unfinished (the copy is kept as {tmp}): the next open of the "
-        "store finishes it."
-    )
-    with library(uri, f"the re-embedded {table} table", writing=True, unfinished=unfinished):
-        copy = db.open_table(tmp).to_arrow()
-        if table in table_names(db):
-            db.drop_table(table)
-        db.create_table(table, data=copy, schema=copy.schema)
-        db.drop_table(tmp)
 
 
 class ConnectionOptions(TypedDict, total=False):
@@ -415,11 +400,10 @@ class Connection:
     def _open_tables(self) -> dict[str, Any]:
         schemas = table_schemas(self.embedding_dim)
         existing = set(self.table_names())
-        for name in SEARCHABLE:
-            # a reembed was interrupted after writing its copy, or one is running (it swaps its copies itself)
-            if f"{name}{REEMBED_SUFFIX}" in existing and not self._reembed_running():
-                finish_swap(self.db, self.uri, name)
-                existing = set(self.table_names())
+        if any(f"{name}{REEMBED_SUFFIX}" in existing for name in SEARCHABLE):  # a reembed under way or interrupted
+            with self.creating():  # of several processes opening the store at once, one settles them
+                settle_copies(self.db, self.uri, reembedding=self._reembedding)
+            existing = set(self.table_names())
         if set(schemas) <= existing:
             try:
                 return {name: self.db.open_table(name) for name in schemas}
@@ -469,21 +453,6 @@ class Connection:
     def _local(self, name: str) -> Path:
         """The file ``name`` in a local store's directory."""
         return Path(self.uri.removeprefix("file://")) / name
-
-    def _reembed_running(self) -> bool:
-        """Whether another process's ``tiermem reembed`` holds this local store's run lock (its copies are its own
-        to swap); never for the reembed's own connection, nor on object storage (its run is a lease there, and it
-        marks the store before writing any copy)."""
-        if self._reembedding or self.remote:
-            return False
-        path = self._local(REEMBED_RUN_LOCK_FILE)
-        if not path.exists():
-            return False
-        try:
-            with locked_unless_held(path, None) as holder:  # a probe: the holder's note is left as it is
-                return holder is not None
-        except OSError:
-            return False
 
     def _reembed_stamp(self) -> tuple[int, int, int] | None:
         """The reembed lock file's identity and change time on a local store (None elsewhere, or unreadable): a
@@ -664,12 +633,7 @@ class Connection:
         if version < SCHEMA_VERSION:
             self._migrate()
         if meta.get(REEMBEDDING) and not self._reembedding:
-            raise ReembedUnfinishedError(
-                f"A `tiermem reembed` to {meta[REEMBEDDING]} is rebuilding the vectors of {self.uri}, or was "
-                "interrupted doing so: its tables may hold vectors of two models, and a search would rank with the "
-                "wrong one. Wait for it to finish; if none is running, run `tiermem reembed` again (with the same "
-                "--embedding-model) to finish it."
-            )
+            raise unfinished_reembed(self.uri, meta)
         if meta.get("embedding_model") != self.embedding_model or meta.get("embedding_dim") != str(self.embedding_dim):
             raise SchemaError(
                 f"The data directory {self.uri!r} holds vectors of embedding model "

@@ -1,5 +1,6 @@
-"""``Reembed``: a searchable table rewritten with new vectors under a temporary name, then swapped in; a swap a
-crash interrupted is finished when the store next opens (``connection.finish_swap``).
+"""``Reembed``: a searchable table rewritten with new vectors under a temporary name, then swapped in
+(``swaps.finish_swap``); what a crash left of a copy is settled when ``tiermem reembed`` runs again
+(``swaps.settle_copies``).
 
 The store is marked (meta ``reembedding``) before the first table is rewritten and unmarked last, once the new model
 is recorded: while it is marked, no other connection opens it and every write to a searchable table is refused
@@ -25,9 +26,10 @@ from ..base.errors import StoreBusyError, StoreError
 from ..base.files import locked_unless_held
 from ..base.records import now
 from .boundary import library
-from .connection import REMOTE_WRITABLE_TTL, Connection, finish_swap, is_remote
+from .connection import REMOTE_WRITABLE_TTL, Connection, is_remote
 from .indexes import Indexes
 from .schemas import REEMBED_RUN_LOCK_FILE, REEMBED_SUFFIX, REEMBEDDING, SEARCHABLE, table_schemas
+from .swaps import finish_swap
 from .tables import Rows
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
@@ -45,7 +47,7 @@ def another_reembed(uri: str, holder: str) -> StoreBusyError:
 @contextmanager
 def alone(uri: str) -> Iterator[None]:
     """Held for a whole ``tiermem reembed`` of the local store ``uri``, from before it opens the store (opening
-    finishes an interrupted swap, which must not race a running one) to its end: a lock file in the store's
+    settles the copies an interrupted one left, which must not race a running one) to its end: a lock file in the store's
     directory, taken without waiting (``StoreBusyError`` naming the holder's pid if another reembed has it; nothing
     changed). A reembed that dies lets go of it, so an interrupted one can be run again at once. Nothing for object
     storage, nor for a directory that does not exist (there is nothing to rewrite)."""
@@ -54,22 +56,18 @@ def alone(uri: str) -> Iterator[None]:
         yield
         return
     path = directory / REEMBED_RUN_LOCK_FILE
-    for attempt in range(5):  # a process opening the store probes the lock for a moment (Connection._reembed_running)
-        with ExitStack() as held:
-            try:
-                holder = held.enter_context(
-                    locked_unless_held(path, f"pid {os.getpid()}, started {now().isoformat(timespec='seconds')}")
-                )
-            except OSError as exc:
-                raise StoreError(
-                    f"Could not open the lock file {path}: {exc}. Check that the data directory is writable."
-                ) from exc
-            if holder is None:
-                yield
-                return
-        if attempt == 4:
+    with ExitStack() as held:
+        try:
+            holder = held.enter_context(
+                locked_unless_held(path, f"pid {os.getpid()}, started {now().isoformat(timespec='seconds')}")
+            )
+        except OSError as exc:
+            raise StoreError(
+                f"Could not open the lock file {path}: {exc}. Check that the data directory is writable."
+            ) from exc
+        if holder is not None:
             raise another_reembed(uri, holder)
-        time.sleep(0.02)
+        yield
 
 
 def embed_rows(
@@ -103,7 +101,8 @@ class Reembed:
             time.sleep(REMOTE_WRITABLE_TTL)
 
     def replace_vectors(self, table: str, rows: list[dict[str, Any]], dim: int, embed: Embed) -> tuple[int, int]:
-        """Write ``rows`` (read earlier, now with new vectors) as ``table``; a crash midway is finished on next open.
+        """Write ``rows`` (read earlier, now with new vectors) as ``table``; a crash midway is settled by the next
+        ``tiermem reembed``.
         The table is read again first: rows committed since ``rows`` were read (new or changed) are embedded
         (``embed``) and kept, rows deleted since are left out. Returns the rows the table now holds, each counted
         once, and how many of them were embedded that way."""

@@ -31,6 +31,7 @@ from .boundary import first_line, library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
+    EMBEDDING_LOCK_FILE,
     REEMBED_LOCK_FILE,
     REEMBED_RUN_LOCK_FILE,
     REEMBED_SUFFIX,
@@ -469,6 +470,28 @@ class Connection:
     def _local(self, name: str) -> Path:
         """The file ``name`` in a local store's directory."""
         return Path(self.uri.removeprefix("file://")) / name
+
+    def embedding(self) -> AbstractContextManager[object]:
+        """Held (shared: by any number of processes) while a process embeds rows stored without vectors, or stores
+        rows it embeds next (a ``folders sync``): ``embedding_elsewhere`` tells such work from rows left unembedded.
+        Local stores only."""
+        if self.remote:
+            return nullcontext()
+        return self._locked_directory(EMBEDDING_LOCK_FILE, shared=True)
+
+    def embedding_elsewhere(self) -> bool:
+        """Whether a live process holds ``embedding`` on this local store (False on object storage: not known)."""
+        if self.remote:
+            return False
+        path = self._local(EMBEDDING_LOCK_FILE)
+        if not path.exists():
+            return False
+        try:
+            with locked_unless_held(path, None) as holder:  # a probe, taken and let go at once when nobody holds it
+                return holder is not None
+        except OSError as exc:
+            log.debug("could not probe %s: %s", path, exc)
+            return False
 
     def _reembed_running(self) -> bool:
         """Whether another process's ``tiermem reembed`` holds this local store's run lock (its copies are its own

@@ -155,7 +155,7 @@ def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
     from tiermem.server.app import build_server
     from tiermem.server.runtime import MemoryHandle
 
-    return build_server(MemoryHandle(server_memory(settings)), settings)
+    return build_server(MemoryHandle(server_memory(settings), agent=settings.agent), settings)
 
 
 def text_of(result) -> str:  # type: ignore[no-untyped-def]

@@ -196,6 +196,50 @@ def test_sync_both_ways_without_a_host(tmp_path: Path) -> None:
     assert not tagged(memory, agent)
 
 
+def test_an_agent_deleted_and_made_anew_has_every_file_stored_again(tmp_path: Path) -> None:
+    """`tiermem agents delete default` leaves the sync's state (Claude Code's folders are not the agent's); the
+    default agent made anew (the same id: it is stable) has every file stored again and its own blocks written."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    folder = folders[project]
+    (folder / "cat.md").write_text(NEW)
+    memory.edit(agent, "human", Rethink("Name: Ada. Lives in Porto."), actor="human")
+    assert auto_memory.sync(memory, agent, home, str(project)).imported == 1
+    memory.delete_agent(agent)
+    again = memory.ensure_agent("default").id
+    assert again == agent
+    done = auto_memory.sync(memory, again, home)
+    assert done.imported == 1 and not done.problems, done
+    assert [p.content for p in tagged(memory, again)] == ["the user's cat\n\nAda's cat is called Miso."]
+    assert "Porto" not in (folder / "tiermem-human.md").read_text()
+    assert auto_memory.sync(memory, again, home) == auto_memory.Synced()
+
+
+def test_a_file_whose_passage_is_gone_is_stored_again_unless_it_was_forgotten(tmp_path: Path) -> None:
+    """A passage of a file gone from the store (deleted by id, a backup from before it restored) is stored again
+    by the next sync; one a forget took and whose file it could not edit (marked so) is not, until the file
+    changes."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    cat = folders[project] / "cat.md"
+    cat.write_text(NEW)
+    auto_memory.sync(memory, agent, home, str(project))
+    [stored] = tagged(memory, agent)
+    memory.archival_delete(agent, stored.id)
+    assert auto_memory.sync(memory, agent, home).imported == 1
+    [again] = tagged(memory, agent)
+    assert again.content == stored.content and again.project == stored.project
+
+    memory.archival_delete(agent, again.id)
+    auto_memory_admin._keep_forgotten([home], {cat})  # as a forget that could not edit the file marks it
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
+    cat.write_text(NEW.replace("Miso", "Tofu"))
+    assert auto_memory.sync(memory, agent, home).imported == 1
+    assert [p.content for p in tagged(memory, agent)] == ["the user's cat\n\nAda's cat is called Tofu."]
+
+
 def test_each_projects_auto_memory_stays_in_its_project(tmp_path: Path) -> None:
     """Claude Code keeps one auto-memory folder per project; each file is stored in the project the hooks name
     (known from a hook's working directory, or from Claude Code's own transcripts), so a prompt in another project

@@ -218,8 +218,10 @@ def test_an_edit_for_an_agent_deleted_by_another_process_says_it_was_deleted(
         lambda: one.edit(work, "human", b.StrReplace("a", "b")),
         lambda: one.update_block(work, "human", description="d"),
     ):
-        with pytest.raises(NotFoundError, match="it was deleted .*reconnects to get a fresh memory"):
+        with pytest.raises(NotFoundError, match="it was deleted .*so nothing was (read or )?written.*agents create"):
             edit()
+    with pytest.raises(NotFoundError, match="it was deleted .*so nothing was read or written"):
+        one.block(work, "human")  # a read is told it read nothing too
 
 
 def test_doctor_names_two_blocks_of_one_label_and_the_command_that_fixes_it(

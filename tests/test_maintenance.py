@@ -95,6 +95,36 @@ def test_doctor_healthy_then_broken(tmp_path: Path) -> None:
     assert mismatch.returncode == 1 and "[FAIL] schema" in mismatch.stdout and "tiermem reembed" in mismatch.stdout
 
 
+def test_doctor_says_rows_are_being_embedded_while_another_process_embeds_them(tmp_path: Path) -> None:
+    """A `folders sync` of many files stores their chunks without vectors, then embeds them, holding the store's
+    embedding lock from the first chunk to the last vector (as a server's backfill does): doctor meanwhile says the
+    rows and files are under way and passes; rows left so once nobody holds it fail, with the fix."""
+    from dataclasses import replace
+
+    from tiermem.domain.archive_files import file_row
+
+    s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
+    m = open_memory(s, start_embedder=False)
+    m.files.create_folder("docs")
+    m.files.upload("docs", "guide.md", b"The spare batteries are in the blue cabinet.\n")
+    guide = m.files.files("docs")[0]
+    text = m.files.text("docs", "guide.md")
+    m.archive.store.rows.upsert_rows("files", "id", [file_row(replace(guide, status="embedding"), text)])
+    row = {"id": "passage-1", "agent_id": m.ensure_agent("default").id, "group_id": "passage-1", "chunk": 0}
+    row |= {"content": "x", "tags": [], "text": "x", "created_us": 0, "vector": None}
+    m.archive.store.rows.add_rows("passages", [row])
+    with m.archive.store.conn.embedding():  # this process embeds; doctor is another
+        busy = run(tmp_path, "doctor")
+    assert busy.returncode == 0, busy.stdout
+    assert "[ok ] passages index: 1 rows, 1 without vectors (another tiermem process is embedding them" in busy.stdout
+    assert "1 being stored now by another tiermem process: docs/guide.md" in busy.stdout
+    left = run(tmp_path, "doctor")
+    assert left.returncode == 1
+    assert "[FAIL] passages index: 1 rows, 1 without vectors, " in left.stdout
+    assert "is still embedding them, wait for it; otherwise run `tiermem optimize`" in left.stdout
+    assert "1 left unfinished by an interrupted upload: docs/guide.md" in left.stdout
+
+
 def test_optimize_folds_new_rows_into_the_index(tmp_path: Path) -> None:
     s = load_settings(data_dir=tmp_path / "data", embedding_model="hashing")
     m = open_memory(s)

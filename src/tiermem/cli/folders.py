@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,9 +140,12 @@ def folders_command(memory: Memory, settings: Settings, args: argparse.Namespace
 
         if args.embed:
             memory.archive.embedder.start()  # loads while the files are read
-        with _progress("uploading") as progress:
-            report = upload_paths(memory, args.name, args.paths, embed=None if args.embed else False, progress=progress)
-        return _finish(memory, settings, args, report)
+        with _embedding(memory, args):
+            with _progress("uploading") as progress:
+                report = upload_paths(
+                    memory, args.name, args.paths, embed=None if args.embed else False, progress=progress
+                )
+            return _finish(memory, settings, args, report)
     if action in ("attach", "detach"):
         agent = memory.named_agent(settings.agent)
         if action == "detach":
@@ -264,9 +268,16 @@ def _sync(memory: Memory, settings: Settings, args: argparse.Namespace) -> int:
         return 0
     if args.interval is not None:
         raise ValidationError("--interval is for --watch; add --watch, or leave --interval out.")
-    with _progress("syncing") as progress:
-        done = sync_folder(memory, args.name, directory, embed=embed, progress=progress)
-    return _finish(memory, settings, args, done)
+    with _embedding(memory, args):
+        with _progress("syncing") as progress:
+            done = sync_folder(memory, args.name, directory, embed=embed, progress=progress)
+        return _finish(memory, settings, args, done)
+
+
+def _embedding(memory: Memory, args: argparse.Namespace) -> AbstractContextManager[object]:
+    """Held from the first chunk stored to the last embedded (many files' chunks are stored without vectors, then
+    embedded by ``_finish``), so `tiermem doctor` meanwhile says they are being embedded, not that they were left."""
+    return memory.archive.vectors.embedding() if args.embed else nullcontext()
 
 
 def _finish(memory: Memory, settings: Settings, args: argparse.Namespace, report: SyncReport) -> int:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,20 +102,21 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing was forgotten", file=sys.stderr)
             return 1
-    done = forget(memory, target, now=args.now)
+    from ..interop.auto_memory_admin import after_forget, syncs_held
     from ..interop.memfs_holders import holders, synced_directories
 
+    scope = agent_names if target.agent_id is not None else None  # None: every agent's (a whole-store forget)
+    local = settings.uri is None  # Claude Code's auto memory: what was forgotten edited out of its files
+    edited: list[str] = []
+    named: list[str] = []
+    with syncs_held(settings.resolved_data_dir(), scope) if local else nullcontext():
+        done = forget(memory, target, now=args.now)
+        if local:
+            edited, named = after_forget(settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts)
     roots = synced_directories(
         agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])], settings.resolved_data_dir()
     )
-    still = holders(roots, done.texts)
-    edited: list[str] = []
-    if settings.uri is None:  # Claude Code's auto memory: what was forgotten edited out of its files
-        from ..interop.auto_memory_admin import after_forget
-
-        scope = agent_names if target.agent_id is not None else None  # None: every agent's (a whole-store forget)
-        edited, named = after_forget(settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts)
-        still += named
+    still = holders(roots, done.texts) + named
     # exit 1 when the purge asked for with --now did not finish (what was forgotten is gone from search already)
     status = 0 if done.purge_unfinished is None else 1
     if args.json:

@@ -75,7 +75,10 @@ class TenantServers:
 
             extensions.append(blocks_app())
         server = build_server(
-            MemoryHandle(opened), self._settings, extensions=extensions, middleware=[self._stop.middleware()]
+            MemoryHandle(opened, agent=agent),
+            self._settings,
+            extensions=extensions,
+            middleware=[self._stop.middleware()],
         )
         return cast("ASGIApp", transport_app(server, self._settings))
 

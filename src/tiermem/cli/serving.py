@@ -100,7 +100,7 @@ def serve(settings: Settings) -> None:
 
         sock = listen_socket(settings.host, settings.port)  # before any "listening": a busy port is a clear error
 
-    handle = MemoryHandle(server_memory(settings))
+    handle = MemoryHandle(server_memory(settings), agent=settings.agent)
     extensions = []
     if settings.mcp_apps:
         from ..ui.mcp_app import blocks_app
@@ -357,7 +357,7 @@ def _auto_memory_sync(handle: MemoryHandle, settings: Settings) -> Callable[[obj
             auto_memory_earlier.take_over(memory, agent_id, home, Path.home())
         if not (home / auto_memory.SOURCES).exists():
             return None
-        memory, agent_id = handle.get()
+        memory, agent_id = handle.live()
         return auto_memory.sync(memory, agent_id, home, cwd)
 
     return sync

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EmbeddingError, ModelNotReadyError
@@ -36,6 +37,11 @@ class Vectors:
     def model(self) -> tuple[str, int]:
         """(name, dimension) of the model the store's vectors were made with (a backup records it)."""
         return self.store.conn.embedding_model, self.store.conn.embedding_dim
+
+    def embedding(self) -> AbstractContextManager[object]:
+        """Held while this process stores rows it embeds next, or embeds them (``Connection.embedding``): `tiermem
+        doctor` meanwhile says they are under way."""
+        return self.store.conn.embedding()
 
     def missing(self) -> dict[str, int]:
         """Rows stored without a vector, per table (a full count: it reads every row's vector column)."""
@@ -107,10 +113,11 @@ class Vectors:
 
     def _backfill(self) -> None:
         try:
-            while not self.embedder.wait(0.25):
-                if self._closing.is_set():
-                    return
-            self.backfill_now()
+            with self.embedding():  # `tiermem doctor` sees the rows are being embedded
+                while not self.embedder.wait(0.25):
+                    if self._closing.is_set():
+                        return
+                self.backfill_now()
         except EmbeddingError as exc:
             log.error("could not embed stored rows (a process with a working model will): %s", exc)
         except Exception:  # a storage failure here must not go unseen; the rows stay marked for the next process
@@ -144,9 +151,10 @@ class Vectors:
         if announced_only and not any(self.store.rows.unembedded_marks(t) for t in SEARCHABLE):
             return 0
         try:
-            if not self.embedder.wait(timeout):
-                return 0
-            return self.backfill_now()
+            with self.embedding():  # `tiermem doctor` sees the rows are being embedded
+                if not self.embedder.wait(timeout):
+                    return 0
+                return self.backfill_now()
         except EmbeddingError as exc:
             log.error("rows without vectors stay unembedded: %s", exc)
             return 0

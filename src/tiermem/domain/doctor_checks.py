@@ -47,9 +47,10 @@ def check_access(data: Path, check: Any) -> None:
     )
 
 
-def check_files(memory: Any, check: Any) -> None:
-    """Folders and files: a name held by more than one folder, files a crash left unfinished (their status says so),
-    and files that could not be parsed."""
+def check_files(memory: Any, check: Any, *, busy: bool = False) -> None:
+    """Folders and files: a name held by more than one folder, files a crash left unfinished (their status says so;
+    ``busy``: another process is storing and embedding files now, so they may be its files under way), and files
+    that could not be parsed."""
     try:
         folders = memory.files.folders()
         files = memory.archive.files.listing()
@@ -83,14 +84,15 @@ def check_files(memory: Any, check: Any) -> None:
         + ", ".join(f"{table} {n}" for table, n in twice.items()),
         "run `tiermem optimize`: it keeps one copy of each file and writes its chunks again",
     )
+    left = "being stored now by another tiermem process" if busy else "left unfinished by an interrupted upload"
     check(
         "folders",
-        not unfinished,
+        not unfinished or busy,
         f"{len(folders)} folder(s), {len(files)} file(s)"
         + (f", {len(failed)} that could not be parsed (see `tiermem folders show`)" if failed else "")
-        + (f"; {len(unfinished)} left unfinished by an interrupted upload: {shown}" if unfinished else ""),
-        "upload or sync those files again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); "
-        "until then they are not searched",
+        + (f"; {len(unfinished)} {left}: {shown}" if unfinished else ""),
+        "if a `tiermem folders sync` or upload is still running, wait for it; otherwise upload or sync those files "
+        "again (`tiermem folders upload FOLDER PATH` or `tiermem folders sync`); until then they are not searched",
     )
 
 

@@ -168,15 +168,22 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
                 "say so) and new rows are stored without vectors.",
                 _model_fix(embedder.name, settings),
             )
+    busy = store.conn.embedding_elsewhere()  # a live process embeds (a `folders sync`, a server's backfill)
     for table, entry in store.indexes.index_health().items():
         missing = entry.get("missing_vectors", 0)
         unindexed = entry.get("fts_unindexed", 0)
         check(
             f"{table} index",
-            missing == 0,
-            f"{entry['rows']} rows, {missing} without vectors, {unindexed} not yet in the full-text index "
-            "(still searchable; `tiermem optimize` folds them in)",
-            "run `tiermem optimize` to embed them now (any tiermem process that has the model also does it)",
+            missing == 0 or busy,
+            f"{entry['rows']} rows, {missing} without vectors"
+            + (
+                " (another tiermem process is embedding them now: found by keywords until then)"
+                if missing and busy
+                else ""
+            )
+            + f", {unindexed} not yet in the full-text index (still searchable; `tiermem optimize` folds them in)",
+            "if a `tiermem folders sync` or upload, or a server, is still embedding them, wait for it; otherwise run "
+            "`tiermem optimize` to embed them now (any tiermem process that has the model also does it)",
         )
     agents = memory.list_agents()
     check("agents", True, ", ".join(a.name for a in agents) or "none yet (created on first serve)")
@@ -202,7 +209,7 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
         + ", ".join(f"{table}: {n} data fragment(s)" for table, n in marked.items())
         + ") until the next upkeep; `tiermem optimize` purges them now (`tiermem forget ... --now` purges at once)",
     )
-    health.check_files(memory, check)
+    health.check_files(memory, check, busy=busy)
     health.check_transport(settings, check)
     health.check_agent_loop(settings, check)
     checks += [dict(c) for c in more]

@@ -318,7 +318,7 @@ class Memory:
         try:
             agent = self.core.get_agent(agent_id)
         except NotFoundError:
-            raise _gone(agent_id) from None
+            raise _gone(agent_id, write=True) from None
         if DELETING_KEY in agent.metadata:
             raise NotFoundError(f"Agent {agent.name!r} is being deleted, so nothing was written.")
 
@@ -452,7 +452,7 @@ class Memory:
             try:
                 self.core.get_agent(agent_id)
             except NotFoundError:
-                raise _gone(agent_id) from None
+                raise _gone(agent_id, write=False) from None
         labels = ", ".join(repr(b.label) for b in blocks) or "none"
         raise NotFoundError(
             f"No memory block with label {rules.shown_label(label)}. Blocks that exist: {labels}. "
@@ -1221,11 +1221,14 @@ def _at_version(block: Block, expected: int | None) -> Block:
     return block
 
 
-def _gone(agent_id: str) -> NotFoundError:
-    """The refusal of a call for an agent that no longer exists (deleted while a server still holds its id)."""
+def _gone(agent_id: str, *, write: bool) -> NotFoundError:
+    """The refusal of a call for an agent that no longer exists (deleted while a server still holds its id): a
+    ``write`` (a check before writing) wrote nothing; a look-up (a read's, or an edit's first step) neither read nor
+    wrote anything. (A server names its agent: ``MemoryHandle.live_id``.)"""
+    done = "so nothing was written" if write else "so nothing was read or written"
     return NotFoundError(
-        f"No agent with id {agent_id!r}: it was deleted (or never existed), so nothing was written. "
-        "A client of the server reconnects to get a fresh memory for it."
+        f"No agent with id {agent_id!r}: it was deleted (or never existed), {done}. Make an agent of its name again "
+        "(`tiermem agents create NAME`; a server serving that name then uses it), or restart the server."
     )
 
 

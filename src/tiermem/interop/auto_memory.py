@@ -30,9 +30,10 @@ start, before core memory is given, and after each reply):
 
 What sync did last is kept in ``<data dir>/auto-memory/<agent>/state.json``: per folder, its project, each file's
 digest and passage ids, each block file's digest and the block version written; so it tells an edit on either side
-from its own writes. Each file is synced on its own: one that cannot be (not UTF-8, a block edit refused, ...) is
-skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for ``tiermem doctor``) while the
-rest go on, and the state is saved whatever happens, so a file is never stored twice.
+from its own writes; a file whose passages are gone from the store (the agent deleted and made anew, a backup
+restored, a passage deleted) is stored again. Each file is synced on its own: one that cannot be (not UTF-8, a block
+edit refused, ...) is skipped and reported (``Synced.problems``, logged to stderr, and kept in the state for
+``tiermem doctor``) while the rest go on, and the state is saved whatever happens, so a file is never stored twice.
 
 Why this module is long: one sync (folders, memory files, block files, the index) over one state record; split, each
 part would need the record's shape and the others' rules.
@@ -64,6 +65,7 @@ log = logging.getLogger(__name__)
 INDEX = "MEMORY.md"
 SOURCES = "sources.json"  # setup's: where Claude Code keeps its auto memory
 STATE = "state.json"
+FORGOTTEN = "forgotten"  # in a file's record: a forget took its passage and could not edit the file (not re-stored)
 LOCK = ".lock"
 OWN = "tiermem-"  # tiermem's block files
 TAG = "claude-auto-memory"
@@ -256,6 +258,7 @@ def sync(memory: Memory, agent_id: str, home: Path, cwd: object = None) -> Synce
             _remember_path(state, cwd)
             folders = _folders(home, sources, state, done)
             kept: dict[str, Any] = state.setdefault("folders", {})
+            _restore_missing(memory, agent_id, [kept.get(str(f)) for f, _ in folders])
             for folder, project in folders:
                 entry = kept.setdefault(str(folder), {"project": project})
                 sync_folder(memory, agent_id, folder, project, entry, done)
@@ -268,6 +271,27 @@ def sync(memory: Memory, agent_id: str, home: Path, cwd: object = None) -> Synce
             state["problems"], state["waiting"] = done.problems, done.waiting
             write_json(home / STATE, state)
     return done
+
+
+def _restore_missing(memory: Memory, agent_id: str, entries: list[Any]) -> None:
+    """Each file whose passages are gone from the store (a backup restored from before it was stored, an agent
+    deleted while the state stayed, a passage deleted by id) stored again at this sync: its record kept, its
+    digest dropped. Not a file a forget could not edit (``FORGOTTEN``: what it holds was forgotten; it is stored
+    again once it changes). One read for every file of the sync."""
+    records = [
+        record
+        for entry in entries
+        if isinstance(entry, dict)
+        for record in entry.get("files", {}).values()
+        if isinstance(record, dict) and record.get("passages") and not record.get(FORGOTTEN)
+    ]
+    ids = [str(p) for record in records for p in record["passages"]]
+    if not ids:
+        return
+    there = memory.archive.rows.existing("passages", ids, agent_id=agent_id)
+    for record in records:
+        if any(str(p) not in there for p in record["passages"]):
+            record.pop("digest", None)
 
 
 def sync_folder(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import TiermemError
 from ..base.files import locked, write_text_atomically
 from .auto_memory import (
+    FORGOTTEN,
     INDEX,
     LOCK,
     OWN,
@@ -119,6 +121,7 @@ def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> t
     # another agent's files are not this forget's: its own folder only (an agent named "." or ".." has none there)
     left = [root] if agents is None else [h for h in homes if h.parent == root and h.name != ".."]
     folders: dict[Path, None] = {p.parent: None for root in left for p in sorted(root.rglob("*.md"))}
+    kept: set[Path] = set()
     for home in homes:
         for name in read_json(home / STATE).get("folders", {}):
             folders[Path(name)] = None
@@ -134,6 +137,8 @@ def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> t
                     continue  # not text tiermem could have stored (not UTF-8, a symbolic link), or gone
                 except OSError as exc:
                     failed.append(_not_edited(path, exc))
+                    kept.add(path)
+        _keep_forgotten(homes, kept)
     return edited, failed
 
 
@@ -149,6 +154,7 @@ def forget_passage(
     edited: list[str] = []
     failed: list[str] = []
     homes = _homes(data_dir, agents)
+    kept: set[Path] = set()
     with _no_sync(homes):
         for path, record in sources_of(homes, passage_id):
             index = path.parent / INDEX
@@ -159,6 +165,8 @@ def forget_passage(
                     continue  # gone, or a symbolic link now (never read): nothing tiermem wrote holds it
                 except READ_ERRORS as exc:
                     failed.append(_not_edited(target, exc))
+                    kept.add(target)
+        _keep_forgotten(homes, kept)
     return edited, failed
 
 
@@ -200,13 +208,44 @@ def after_forget(
 
 
 @contextmanager
+def syncs_held(data_dir: Path, agents: list[str] | None) -> Iterator[None]:
+    """No sync of the agents' auto memory (None: every agent's) while held: a forget holds it from the deletion of
+    its rows to the edit of the files they were stored from (``after_forget``, inside it), so no sync in between
+    finds a passage gone from a file not edited yet and stores the forgotten text again."""
+    with _no_sync(_homes(data_dir, agents)):
+        yield
+
+
+_HELD = threading.local()  # the homes whose lock this thread holds (``_no_sync`` inside ``syncs_held``)
+
+
+@contextmanager
 def _no_sync(homes: list[Path]) -> Iterator[None]:
     """Held while Claude Code's files are edited: no sync of these homes' (``directory``) meanwhile."""
+    before: frozenset[Path] = getattr(_HELD, "homes", frozenset())
     with ExitStack() as held:
         for home in homes:
-            if (home / SOURCES).exists():
+            if home not in before and (home / SOURCES).exists():
                 held.enter_context(locked(home / LOCK))
-        yield
+        _HELD.homes = before | set(homes)
+        try:
+            yield
+        finally:
+            _HELD.homes = before
+
+
+def _keep_forgotten(homes: list[Path], paths: set[Path]) -> None:
+    """The records of ``paths``, files a forget could not edit, marked so no sync stores what they hold again (their
+    passages are gone because they were forgotten) until they change. Under ``_no_sync``."""
+    for home in homes:
+        state = read_json(home / STATE)
+        marked = False
+        for folder, entry in state.get("folders", {}).items():
+            for name, record in entry.get("files", {}).items():
+                if Path(folder) / name in paths and isinstance(record, dict):
+                    record[FORGOTTEN] = marked = True
+        if marked:
+            write_json(home / STATE, state)
 
 
 def _edit(path: Path, edit: Callable[[str], str], edited: list[str]) -> None:

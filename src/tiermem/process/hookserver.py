@@ -274,7 +274,7 @@ class HookListener:
             if data.get("source") == "resume":
                 return {"ok": True, "context": ""}, None
             self._synced(cwd)
-            memory, agent_id = self.handle.get()
+            memory, agent_id = self.handle.live()
             core = briefing.instructions(
                 memory.blocks(agent_id),
                 self.tools,
@@ -298,7 +298,7 @@ class HookListener:
         )  # <private> spans go first: never searched, logged or kept, even in memory
         project = project_of(cwd)  # where the host works: its repository, else its directory (None without a cwd)
         at = now()
-        memory, agent_id = self.handle.get()
+        memory, agent_id = self.handle.live()
         found = []
         if role == "user" and self.enabled_recall and text.strip():
             found = autorecall.recall(memory, agent_id, text, session=session, settings=self.recall, project=project)

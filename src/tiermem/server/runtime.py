@@ -27,7 +27,7 @@ import anyio
 
 from ..base import gcpause
 from ..base.background import OPEN_TIMEOUT, Opening
-from ..base.errors import TiermemError
+from ..base.errors import NotFoundError, TiermemError
 from .clientlog import client_log
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 FILE_TOOLS = frozenset({"open_files", "grep_files", "semantic_search_files"})  # published with a folder attached
 T = TypeVar("T")
 P = ParamSpec("P")
+RECHECK_SECONDS = 5.0  # object storage: how often a call checks that the served agent still exists (a request)
 
 
 class MemoryHandle(Opening["tuple[Memory, str]"]):
@@ -50,12 +51,17 @@ class MemoryHandle(Opening["tuple[Memory, str]"]):
     imports (lancedb, pyarrow, the model) would compete with that answer for the interpreter.
     """
 
-    def __init__(self, factory: Callable[[], tuple[Memory, str]], *, timeout: float = OPEN_TIMEOUT) -> None:
+    def __init__(
+        self, factory: Callable[[], tuple[Memory, str]], *, timeout: float = OPEN_TIMEOUT, agent: str | None = None
+    ) -> None:
         super().__init__(self._open, thread_name="tiermem-open", timeout=timeout)
         self._factory = factory
         self._guard_answer = threading.Lock()
         self._answered = False
         self._memory: Memory | None = None
+        self.agent = agent  # the served agent's name: found again by it when its id is gone (``live_id``)
+        self._rebound: str | None = None  # the id of the agent of that name made after the one opened was deleted
+        self._checked = float("-inf")  # when ``live_id`` last looked the agent up (where that costs a request)
 
     def _open(self) -> tuple[Memory, str]:
         opened = self._factory()
@@ -65,6 +71,44 @@ class MemoryHandle(Opening["tuple[Memory, str]"]):
         if answered:
             opened[0].open_archive()
         return opened
+
+    def get(self) -> tuple[Memory, str]:
+        """The memory and the served agent's id: the one opened, or the one ``live_id`` found since."""
+        memory, agent_id = super().get()
+        return memory, self._rebound or agent_id
+
+    def live(self) -> tuple[Memory, str]:
+        """``get``, the agent's id checked (``live_id``; blocks: call it in a worker thread)."""
+        memory, _ = self.get()
+        return memory, self.live_id(memory)
+
+    def live_id(self, memory: Memory) -> str:
+        """The served agent's id, checked: the one in use while its agent exists; when another process deleted it,
+        the id of the agent of the same name made since (used from then on), or a ``NotFoundError`` naming the agent
+        and what to do. (Reads of the core's cached agents: ``Memory.read_now`` can run it; on object storage, where
+        a look-up is a request, it looks at most once every ``RECHECK_SECONDS``.)"""
+        _, agent_id = self.get()
+        if self.agent is None:
+            return agent_id
+        if not memory.watch_cheap:  # object storage: a look-up is a request; at most one per RECHECK_SECONDS
+            if time.monotonic() - self._checked < RECHECK_SECONDS:
+                return agent_id
+            self._checked = time.monotonic()
+        try:
+            memory.core.get_agent(agent_id)
+            return agent_id
+        except NotFoundError:
+            pass  # deleted: its name may have an agent again
+        found = memory.core.find_agent(self.agent)
+        if found is None:
+            raise NotFoundError(
+                f"Agent {self.agent!r}, which this server serves, was deleted (by `tiermem agents delete` or another "
+                f"process), so nothing was read or written. Make it again with `tiermem agents create {self.agent}` "
+                "(this server then uses it), or restart the server (it creates the agent with the default blocks)."
+            )
+        log.info("agent %r was deleted and made again; serving the new one (%s)", self.agent, found.id)
+        self._rebound = found.id
+        return found.id
 
     def answered(self) -> None:
         """The client has the handshake's answer: the archive may open now (at once if the memory is open, else
@@ -117,7 +161,7 @@ class Runtime:
                 started = time.monotonic()
                 self.handle.get()
                 client_log("info", f"memory store open after {time.monotonic() - started:.1f} s")
-            memory, agent_id = self.handle.get()
+            memory, agent_id = self.handle.live()
             self.notifier.bind(memory, agent_id)
             return op(memory, agent_id, *args, **kwargs)
 
@@ -131,11 +175,13 @@ class Runtime:
         current and free (``Memory.read_now``: no I/O, no waiting), which saves the worker-thread hand-off;
         otherwise exactly like ``call``."""
         if self.handle.ready:
-            memory, agent_id = self.handle.get()  # open (or failed: raises its error at once)
-            self.notifier.bind(memory, agent_id)
-            done = memory.read_now(functools.partial(op, memory, agent_id, *args, **kwargs))
-            if done is not None:
-                return done[0]
+            memory, _ = self.handle.get()  # open (or failed: raises its error at once)
+            live = memory.read_now(functools.partial(self.handle.live_id, memory))
+            if live is not None:
+                self.notifier.bind(memory, live[0])
+                done = memory.read_now(functools.partial(op, memory, live[0], *args, **kwargs))
+                if done is not None:
+                    return done[0]
         return await self.call(None, op, *args, **kwargs)
 
     async def blocks_now(self, wait: float) -> list[Block] | None:

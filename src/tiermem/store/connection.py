@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreBusyError, StoreError
-from ..base.files import locked
+from ..base.files import locked, locked_unless_held
 from ..base.object_errors import DOCS, explain, is_object_uri
 from ..base.records import new_id, now
 from .boundary import first_line, library, reads, writes
 from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
+    EMBEDDING_LOCK_FILE,
     REEMBED_LOCK_FILE,
     REEMBED_SUFFIX,
     REEMBEDDING,
@@ -453,6 +454,28 @@ class Connection:
     def _local(self, name: str) -> Path:
         """The file ``name`` in a local store's directory."""
         return Path(self.uri.removeprefix("file://")) / name
+
+    def embedding(self) -> AbstractContextManager[object]:
+        """Held (shared: by any number of processes) while a process embeds rows stored without vectors, or stores
+        rows it embeds next (a ``folders sync``): ``embedding_elsewhere`` tells such work from rows left unembedded.
+        Local stores only."""
+        if self.remote:
+            return nullcontext()
+        return self._locked_directory(EMBEDDING_LOCK_FILE, shared=True)
+
+    def embedding_elsewhere(self) -> bool:
+        """Whether a live process holds ``embedding`` on this local store (False on object storage: not known)."""
+        if self.remote:
+            return False
+        path = self._local(EMBEDDING_LOCK_FILE)
+        if not path.exists():
+            return False
+        try:
+            with locked_unless_held(path, None) as holder:  # a probe, taken and let go at once when nobody holds it
+                return holder is not None
+        except OSError as exc:
+            log.debug("could not probe %s: %s", path, exc)
+            return False
 
     def _reembed_stamp(self) -> tuple[int, int, int] | None:
         """The reembed lock file's identity and change time on a local store (None elsewhere, or unreadable): a

@@ -168,6 +168,7 @@ REEMBED_SUFFIX = "__reembed"
 # new model is recorded: while it is set the tables may hold vectors of two models (``Connection.check_writable``).
 REEMBEDDING = "reembedding"
 REEMBED_LOCK_FILE = ".tiermem-reembed.lock"  # a local store's writers hold it shared, a reembed's start exclusive
+EMBEDDING_LOCK_FILE = ".tiermem-embedding.lock"  # held shared by each process embedding rows stored without vectors
 REEMBED_RUN_LOCK_FILE = ".tiermem-reembed-run.lock"  # held by a local store's ``tiermem reembed`` from start to end
 UNEMBEDDED_PREFIX = "unembedded:"
 

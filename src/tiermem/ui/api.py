@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Collection
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -407,6 +408,7 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
     does."""
     from ..domain.forgetting import KINDS, Target
     from ..domain.forgetting import forget as forget_target
+    from ..interop.auto_memory_admin import after_forget, syncs_held
     from ..interop.memfs_holders import holders, synced_directories
 
     agent = _agent(memory, name)
@@ -427,18 +429,18 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
         raise ValidationError("versions must be a list of version numbers; nothing was forgotten.")
     if not isinstance(ref, str):
         raise ValidationError("ref must be text (an id, a label or the text to forget); nothing was forgotten.")
-    done = forget_target(
-        memory,
-        Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
-        now=bool(body.get("now")),
-    )
-    still = holders(synced_directories([agent.name], (), data_dir), done.texts)
     edited: list[str] = []
-    if data_dir is not None:  # Claude Code's auto memory, as `tiermem forget` does
-        from ..interop.auto_memory_admin import after_forget
-
-        edited, named = after_forget(data_dir, [agent.name], kind, ref, done.texts)
-        still += named
+    named: list[str] = []
+    # Claude Code's auto memory, as `tiermem forget` does (no sync between the forget and the files' edit)
+    with syncs_held(data_dir, [agent.name]) if data_dir is not None else nullcontext():
+        done = forget_target(
+            memory,
+            Target(kind, agent.id, ref, tuple(versions) if versions is not None else None),
+            now=bool(body.get("now")),
+        )
+        if data_dir is not None:
+            edited, named = after_forget(data_dir, [agent.name], kind, ref, done.texts)
+    still = holders(synced_directories([agent.name], (), data_dir), done.texts) + named
     return {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}
 
 

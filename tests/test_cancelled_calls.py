@@ -6,7 +6,7 @@ listener of the memory's commits) until the server has applied the client's canc
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,3 +74,37 @@ async def test_a_cancelled_keyed_write_keeps_its_key(settings: Settings) -> None
         assert not retried.is_error and text_of(retried).count("Rex") == 1
         view = text_of(await c.call_tool("memory_open", {"label": "human"}))
         assert view.count("Has a dog called Rex.") == 1, view
+
+
+def uris_into(got: list[str]) -> Callable[[Any], Any]:
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method == "notifications/resources/updated":
+            got.append(str(root.params.uri))
+        elif method == "notifications/resources/list_changed":
+            got.append("list_changed")
+
+    return on_message
+
+
+async def test_a_cancelled_edit_is_announced(settings: Settings) -> None:
+    """A cancelled edit that committed reaches the subscribers of its block and of core memory, and a cancelled block
+    creation the client's resource list."""
+    got: list[str] = []
+    server = serve_in_process(settings)
+    async with Client(server, cache=None, mode="legacy", message_handler=uris_into(got)) as c:
+        await c.subscribe_resource("memory://blocks/human")
+        await c.subscribe_resource("memory://core")
+        await c.call_tool("memory_open", {"label": "human"})
+        got.clear()
+        await cancelled_while_committing(c, server, "memory_insert", {"label": "human", "new_string": "cancelled"})
+        with anyio.fail_after(30):  # bounded wait for the cancelled call's end; no timing is asserted
+            while not {"memory://blocks/human", "memory://core"} <= set(got):
+                await anyio.sleep(0.01)
+        got.clear()
+        create = {"command": "create", "path": "/memories/notes", "file_text": "x"}
+        await cancelled_while_committing(c, server, "memory", create)
+        with anyio.fail_after(30):
+            while "list_changed" not in got:
+                await anyio.sleep(0.01)

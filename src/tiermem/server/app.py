@@ -301,8 +301,16 @@ class TiermemServer(MCPServer[Runtime]):
 
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
+            name = unquote(text[len(FILES_URI_PREFIX) :])
+            folder, _, file = name.partition("/")
+            if not folder or not file:
+                raise ResourceNotFoundError(
+                    f"The URI names {'a folder, not a file' if folder else 'no file'}: a file's URI is "
+                    f"{FILES_URI_PREFIX}<folder>/<file>, e.g. {FILES_URI_PREFIX}docs/README.md (resources/list lists "
+                    "the attached files)."
+                )
             try:
-                body = await self.runtime.call(None, Memory.file_text, unquote(text[len(FILES_URI_PREFIX) :]))
+                body = await self.runtime.call(None, Memory.file_text, name)
             except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return [ReadResourceContents(content=body, mime_type="text/plain")]

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client import Client
+from mcp.shared.exceptions import MCPError
 
 from tiermem.base.config import Settings
 from tiermem.domain.factory import open_memory
@@ -80,6 +81,13 @@ async def test_the_three_tools_answer_with_lettas_texts(settings: Settings) -> N
         assert {"memory://files/docs/guide.md", "memory://files/docs/src/app.py"} <= listed
         body = (await c.read_resource("memory://files/docs/guide.md")).contents[0].text
         assert "lighthouse keeper" in body
+        for uri, what in (("memory://files/", "no file"), ("memory://files/docs", "a folder, not a file")):
+            with pytest.raises(MCPError) as refused:
+                await c.read_resource(uri)
+            assert refused.value.error.message == (
+                f"The URI names {what}: a file's URI is memory://files/<folder>/<file>, e.g. "
+                "memory://files/docs/README.md (resources/list lists the attached files)."
+            )
 
 
 async def test_an_argument_error_of_open_files_gives_an_example_that_is_a_valid_call(settings: Settings) -> None:

@@ -107,7 +107,8 @@ OWNER_MODULES = {
         "server.events",
         "server.completion",
         "server.protocol_errors",
-        "server.stdio_lines",  # the answer to a stdio line the SDK could not read: JSONRPCError
+        "server.stdio_lines",  # the stdio loop's reading of stdin: JSONRPCError, the SDK's message parser
+        "server.wire_checks",  # messages the SDK misreads, answered: JSONRPCError
         "process.shutdown",
         "process.oauth",  # the SDK's auth models: AccessToken, protected resource metadata, the principal
         "process.oauth_settings",  # the SDK's well-known path of the resource metadata

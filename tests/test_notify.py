@@ -16,6 +16,7 @@ import httpx2
 import pytest
 from mcp import Client
 
+from tiermem.base.config import Settings
 from tiermem.domain.memory import Memory
 
 from .test_transports import AUTH, HTTP_TOKEN, free_port, http_target, serving, stdio_params
@@ -145,3 +146,34 @@ def test_a_notifier_queues_only_its_agents_changes_and_leaves_with_its_server(me
     gc.collect()
     memory.edit(b, "human", Append("after the server stopped"))  # the orphaned listener leaves at the next change
     assert len(memory._listeners) == before
+
+
+async def test_an_own_edit_is_not_announced_again_at_another_processs_edit(settings: Settings) -> None:
+    """The watch's baseline takes this server's own edits: another process's edit of one block announces that block,
+    not also the block this server edited before it (which its subscribers were told of already)."""
+    from tiermem.domain.blocks import Rethink
+    from tiermem.domain.factory import open_memory
+
+    from .conftest import serve_in_process
+
+    got: list[str] = []
+
+    async def on_message(message) -> None:  # type: ignore[no-untyped-def]
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            got.append(str(root.params.uri))
+
+    settings = settings.model_copy(update={"watch_seconds": 0.2})
+    server = serve_in_process(settings)
+    async with Client(server, cache=None, mode="legacy", message_handler=on_message) as c:
+        for uri in (HUMAN, "memory://blocks/persona", "memory://core"):
+            await c.subscribe_resource(uri)
+        assert not (await c.call_tool("memory_insert", {"label": "human", "new_string": "own edit"})).is_error
+        assert HUMAN in got  # told before the call's answer
+        got.clear()
+        other = open_memory(settings)  # another process (`tiermem blocks set persona ...`)
+        other.edit(other.ensure_agent("default").id, "persona", Rethink("remote edit"), actor="human")
+        with anyio.fail_after(15):  # bounded wait for the watch; memory://core is published last
+            while "memory://core" not in got:
+                await anyio.sleep(0.02)
+        assert got == ["memory://blocks/persona", "memory://core"], got

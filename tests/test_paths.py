@@ -325,6 +325,50 @@ async def test_long_work_in_a_request_is_logged_to_the_client(settings: Settings
     assert received[1][0] == "info" and received[1][1].startswith("memory store open after")
 
 
+async def test_a_wait_for_the_archive_is_logged_when_it_starts_and_ends(settings: Settings) -> None:
+    """The first archival search waits for the archive (the store and the embedding model) still opening: its client
+    is told when the wait starts and when it ends, as for the memory store."""
+    from tiermem.base.background import Opening
+    from tiermem.cli.main import open_memory
+    from tiermem.cli.serving import _tell_archive_wait
+    from tiermem.domain.memory import Memory
+    from tiermem.server.app import build_server
+    from tiermem.server.runtime import MemoryHandle
+
+    gate = threading.Event()
+
+    def factory():  # type: ignore[no-untyped-def]
+        whole = open_memory(settings)
+
+        def archive():  # type: ignore[no-untyped-def]
+            if not gate.wait(60):
+                raise RuntimeError("the test never opened the gate")
+            return whole.archive
+
+        gated = Opening(archive, thread_name="tiermem-open-archive", on_wait=_tell_archive_wait)
+        memory = Memory(gated, core=whole.core, default_blocks=settings.default_blocks)
+        return memory, memory.ensure_agent(settings.agent).id
+
+    received: list[tuple[str, str]] = []
+
+    async def on_log(params) -> None:  # type: ignore[no-untyped-def]
+        received.append((params.level, str(params.data)))
+        if "waiting for the recall/archival store" in str(params.data):
+            gate.set()  # the client has heard the server is busy: let the opening finish
+
+    server = build_server(MemoryHandle(factory), settings)
+    async with Client(server, cache=None, mode="legacy", logging_callback=on_log) as c:
+        await c.set_logging_level("info")
+        assert not (await call(c, "memory_open", label="human")).is_error  # core memory needs no archive
+        with anyio.fail_after(60):
+            r = await call(c, "archival_memory_search", query="tea")
+        assert not r.is_error, text_of(r)
+    waits = [m for m in received if "recall/archival" in m[1]]
+    assert waits[0] == ("info", "waiting for the recall/archival store and the embedding model to open"), received
+    assert waits[1][0] == "info" and waits[1][1].startswith("recall/archival store and embedding model open after")
+    assert len(waits) == 2, received
+
+
 def test_client_levels_filter_by_severity() -> None:
     from tiermem.server.clientlog import DEFAULT_LEVEL, ClientLevels, _Sink
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -30,11 +31,13 @@ class Opening(Generic[T]):
         *,
         thread_name: str,
         timeout: float = OPEN_TIMEOUT,
-        on_wait: Callable[[], None] | None = None,
+        on_wait: Callable[[float | None], None] | None = None,
     ) -> None:
         self.timeout = timeout
         self.thread_name = thread_name
-        self.on_wait = on_wait  # told when a caller has to wait (the server tells its client why a call is slow)
+        # told when a caller has to wait (None) and when that wait ends with the value built (the seconds it took):
+        # the server tells its client why a call is slow, and when it goes on
+        self.on_wait = on_wait
         self._build_fn = build
         self._done = threading.Event()
         self._started = False
@@ -78,9 +81,13 @@ class Opening(Generic[T]):
     def get(self) -> T:
         """The built value; starts the build if nobody has yet. Blocks (call it in a worker thread)."""
         self.start()
-        if not self._done.is_set() and self.on_wait is not None:
-            self.on_wait()
-        if not self._done.wait(self.timeout):
+        waited = None if self._done.is_set() or self.on_wait is None else time.monotonic()
+        if waited is not None and self.on_wait is not None:
+            self.on_wait(None)
+        done = self._done.wait(self.timeout)
+        if done and waited is not None and self.on_wait is not None and self._error is None:
+            self.on_wait(time.monotonic() - waited)
+        if not done:
             raise StoreError(
                 f"tiermem is still opening its memory store after {self.timeout:.0f} s; try the call again in a "
                 "moment. If this keeps happening, run `tiermem doctor` on the data directory."

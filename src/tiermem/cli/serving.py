@@ -34,10 +34,14 @@ log = logging.getLogger("tiermem")
 SETTLE_SECONDS = 15.0  # at exit, the longest a server waits for each background opening to finish
 
 
-def _tell_archive_wait() -> None:
+def _tell_archive_wait(waited: float | None) -> None:
+    """Tell the client of the call that waits for the archive when the wait starts (None) and when it ends."""
     from ..server.clientlog import client_log
 
-    client_log("info", "waiting for the recall/archival store and the embedding model to open")
+    if waited is None:
+        client_log("info", "waiting for the recall/archival store and the embedding model to open")
+    else:
+        client_log("info", f"recall/archival store and embedding model open after {waited:.1f} s")
 
 
 def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:

@@ -23,14 +23,15 @@ def open_memory(
     start_embedder: bool = True,
     lazy: bool = False,
     archive_now: bool = True,
-    on_archive_wait: Callable[[], None] | None = None,
+    on_archive_wait: Callable[[float | None], None] | None = None,
 ) -> Memory:
     """Build the store, the embedder (loading in the background) and the Memory facade.
 
     ``lazy`` (the server): when the core state is a local SQLite file, or objects on object storage, that need
     no migration, open only that now and return; the store, the embedder and the archive open in a background thread started
-    here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to). Nothing of
-    lancedb, pyarrow or onnxruntime is imported on the caller's thread, so block tools answer at once.
+    here (``Memory.archive`` waits for them; ``on_archive_wait`` hears when a caller has to, and when that wait
+    ends: ``Opening.on_wait``). Nothing of lancedb, pyarrow or onnxruntime is imported on the caller's thread, so
+    block tools answer at once.
     ``archive_now=False`` (with ``lazy``): that thread starts when ``Memory.open_archive`` is called or something
     needs the archive, not here (the server answers ``initialize`` first: the archive's imports would compete with it).
     """

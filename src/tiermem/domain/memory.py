@@ -103,6 +103,7 @@ class Change:
     kind: ChangeKind
     agent_ids: tuple[str, ...]
     label: str | None = None
+    version: int | None = None  # a block_updated's new version
 
 
 Listener = Callable[[Change], None]
@@ -1187,7 +1188,7 @@ class Memory:
                 committed = replace(updated, version=current.version + 1, updated_at=now())
                 agents = self.core.commit_edit(current, committed, _version_of(committed, operation, actor))
                 if agents is not None:
-                    self._emit(Change("block_updated", agents, committed.label))
+                    self._emit(Change("block_updated", agents, committed.label, committed.version))
                     return committed
                 time.sleep(random.uniform(0, 0.004) * min(attempt + 1, 10))
                 current = self.core.get_block(block_id)

@@ -301,8 +301,16 @@ class TiermemServer(MCPServer[Runtime]):
 
             from ..domain.memory import Memory  # imported once the handshake is answered (cold start)
 
+            name = unquote(text[len(FILES_URI_PREFIX) :])
+            folder, _, file = name.partition("/")
+            if not folder or not file:
+                raise ResourceNotFoundError(
+                    f"The URI names {'a folder, not a file' if folder else 'no file'}: a file's URI is "
+                    f"{FILES_URI_PREFIX}<folder>/<file>, e.g. {FILES_URI_PREFIX}docs/README.md (resources/list lists "
+                    "the attached files)."
+                )
             try:
-                body = await self.runtime.call(None, Memory.file_text, unquote(text[len(FILES_URI_PREFIX) :]))
+                body = await self.runtime.call(None, Memory.file_text, name)
             except TiermemError as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return [ReadResourceContents(content=body, mime_type="text/plain")]
@@ -432,7 +440,8 @@ def build_http_app(
     public_hosts: Iterable[str] = (),
     tenants: Builder | None = None,
 ) -> ASGIApp:
-    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size).
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size); streamable HTTP
+    behind ``wire_checks.screened`` too (a message the SDK would misread is answered as over stdio).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``;
     ``oauth`` (``process.oauth.ResourceServer``, built by the CLI from ``oauth_issuer`` and ``public_url``) accepts
@@ -448,6 +457,10 @@ def build_http_app(
         from .tenants import TenantApps
 
         app = TenantApps(app, tenants, retired=tenants.retired)
+    if settings.transport != "sse":
+        from .wire_checks import screened
+
+        app = screened(app)  # a body the SDK would misread (an id it drops, a batch...) is answered here
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]
@@ -637,40 +650,20 @@ def _register_prompts(server: TiermemServer, runtime: Runtime) -> None:
 
 
 async def run_stdio(server: TiermemServer) -> None:
-    """Serve over stdin/stdout like ``MCPServer.run_stdio_async``, answering a line that is not a JSON-RPC message.
-
-    The SDK's stdio transport hands such a line to the server as an exception, which drops it without a word;
-    here it gets the JSON-RPC error ``stdio_lines`` words (-32700 for text that is not JSON, -32600 for JSON that
-    is not a message, ``id`` null; -32602 with the request's id for a request holding a lone surrogate) and a warning
-    on stderr, and the server reads on.
-    """
+    """Serve over stdin/stdout like ``MCPServer.run_stdio_async``, but read stdin here (``stdio_lines.pump``): a line
+    the SDK's parser would drop or misread (not JSON, not a JSON-RPC message, a batch, an id it cannot answer) gets
+    a JSON-RPC error that says what was wrong, and a warning on stderr, and the server reads on."""
     import anyio
     from mcp.server.stdio import stdio_server
-    from mcp.shared.message import SessionMessage
 
-    from .stdio_lines import bad_line_answer
+    from .sdk import NoLines, claimed_stdin
+    from .stdio_lines import pump
 
     low = lowlevel(server)
-    async with stdio_server() as (read, write):
-        forward, messages = context_streams(0)
-
-        async def pump() -> None:
-            async with forward:
-                async for item in read:
-                    if not isinstance(item, Exception):
-                        await forward.send(item)
-                        continue
-                    answer, what = bad_line_answer(item)
-                    log.warning(
-                        "stdin: %s; %s and ignored it (%s)",
-                        what,
-                        f"answered {answer.error.code}" if answer else "nothing to answer",
-                        str(item).splitlines()[0],
-                    )
-                    if answer is not None:
-                        await write.send(SessionMessage(answer))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump)
-            await low.run(messages, write, low.create_initialization_options())
-            tg.cancel_scope.cancel()
+    with claimed_stdin() as lines:
+        async with stdio_server(stdin=cast(Any, NoLines())) as (_, write):
+            forward, messages = context_streams(0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump, lines, forward, write)
+                await low.run(messages, write, low.create_initialization_options())
+                tg.cancel_scope.cancel()

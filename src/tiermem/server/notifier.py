@@ -215,6 +215,19 @@ class Notifier:
         if labels or list_changed:
             await self._publish_updated(CORE_URI, None)
 
+    def _own_edit(self, change: Change) -> None:
+        """This process committed ``change``: a block edit's version goes into the watch's baseline, which it announces
+        itself (``flush``). Else the watch took the block for changed at its next re-read: on SQLite, where this
+        process's commits do not move the change token, at another process's edit of any block; on object storage,
+        where they do, at once (announcing the edit twice)."""
+        label, version = change.label, change.version
+        if change.kind != "block_updated" or label is None or version is None:
+            return
+        with self._watch_lock:
+            if self._baseline is not None and self._baseline[1].get(label, version) < version:
+                token, seen = self._baseline
+                self._baseline = (token, {**seen, label: version})
+
     def bind(self, memory: Memory, agent_id: str) -> None:
         """Hear ``memory``'s changes of ``agent_id`` (once). The memory holds only a weak reference to this notifier:
         a server stopped (an idle tenant's) is not kept alive by it, and its listener leaves at the next change."""
@@ -380,6 +393,7 @@ def _listener(ref: weakref.ref[Notifier], agent_id: str, memory: Memory) -> Call
             memory.unsubscribe(hear)
         elif agent_id in change.agent_ids:
             notifier._pending.append(change)
+            notifier._own_edit(change)
 
     return hear
 

@@ -168,7 +168,10 @@ class Runtime:
         try:
             return await anyio.to_thread.run_sync(work)
         finally:
-            await self.notifier.flush(ctx)
+            # shielded: the worker thread cannot be stopped, so a cancelled request's change may be committed; its
+            # listeners are told of it all the same (cancelled, the flush would drop the change it took from the queue)
+            with anyio.CancelScope(shield=True):
+                await self.notifier.flush(ctx)
 
     async def read(self, op: Callable[Concatenate[Memory, str, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """A read of blocks or agents: answered on the event loop when the memory is open and its core cache is

@@ -11,7 +11,8 @@ another module reaches for one:
   ``logging/setLevel``, ``server/discover``), the SDK's own ``server/discover`` answer, and the notification options
   a handshake-era client is told;
 - the tool manager: a tool's published schema, and a manager that registers the tools on first use;
-- the context streams the SDK's runner reads, for a stdio loop that answers a line that is not JSON-RPC;
+- the context streams the SDK's runner reads, and stdin claimed as the SDK's stdio transport claims it, for a stdio
+  loop that reads stdin itself (``stdio_lines``: it answers a line the SDK's parser would drop or misread);
 - the streamable-HTTP session manager's admission of a new session: each session gets its own event store (the SDK
   hands every session the one store it was given, and a shared store would replay one session's events to another);
 - the names of the transports' loggers, which log session ids (at DEBUG, INFO and WARNING): ``quiet_session_ids`` takes the
@@ -23,7 +24,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -96,6 +98,34 @@ def context_streams(size: int) -> tuple[Any, Any]:
 
     pair: tuple[Any, Any] = create_context_streams[SessionMessage | Exception](size)
     return pair
+
+
+@contextmanager
+def claimed_stdin() -> Iterator[Any]:
+    """The process's stdin claimed as the SDK's stdio transport claims it (fd 0 points at the null device meanwhile:
+    a child process reads end of file, not the client's messages; restored at the end): an async file of its lines,
+    read as UTF-8 (undecodable bytes replaced)."""
+    import sys
+
+    import anyio
+    from mcp.server import stdio
+
+    buffer, release = stdio._claim_fd(0, sys.stdin, "rb", stdio._open_stdin_diversion)
+    try:
+        yield anyio.wrap_file(stdio._UnownedTextWrapper(buffer, encoding="utf-8", errors="replace"))
+    finally:
+        if release is not None:
+            release()
+
+
+class NoLines:
+    """Stdin for the SDK's stdio transport when tiermem reads the real one itself: no line at all."""
+
+    def __aiter__(self) -> NoLines:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
 
 
 TRANSPORT_LOGGERS = ("mcp.server.streamable_http_manager", "mcp.server.streamable_http", "mcp.server.sse")

@@ -114,9 +114,13 @@ def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
                 prior = await rt.call(None, Memory.stored_result, name, idempotency_key, digest)
                 if prior is not None:
                     return _replayed(prior, is_structured)
-                result = await fn(*args, **kwargs)
-                if not (isinstance(result, CallToolResult) and result.is_error):
-                    await rt.call(None, Memory.store_result, name, idempotency_key, digest, _stored(result))
+                # Once started, the write runs to its end in its worker thread whatever becomes of the request (a
+                # client's cancel or timeout cannot stop it), so its result is kept under the key even then: the
+                # retry a timeout calls for gets that result instead of writing a second time.
+                with anyio.CancelScope(shield=True):
+                    result = await fn(*args, **kwargs)
+                    if not (isinstance(result, CallToolResult) and result.is_error):
+                        await rt.call(None, Memory.store_result, name, idempotency_key, digest, _stored(result))
                 return result
         finally:
             entry[1] -= 1

@@ -1,0 +1,102 @@
+"""Messages the SDK's parser misreads (an id it drops, a batch, params that are not an object...), answered as JSON-RPC
+says, with the request's own id where it can be read, the same over stdio and streamable HTTP: the real
+``tiermem serve`` process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from .conftest import PYTHON, ROOT
+from .test_transports import AUTH, HTTP_TOKEN, free_port, server_env, serving
+
+HELLO = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+NOT_AN_ID = (
+    "Invalid Request: id is not a string or an integer (null, true or false, a fraction, an object or an array is "
+    "not). Send the request with one."
+)
+# (message, the id it is answered with, its code, its message's start)
+CASES: list[tuple[Any, Any, int, str]] = [
+    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, None, -32600, NOT_AN_ID),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None, -32600, NOT_AN_ID),
+    ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None, -32600, NOT_AN_ID),
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None, -32600, NOT_AN_ID),
+    (
+        {"jsonrpc": "2.0", "id": 21, "method": "tools/list", "params": ["my-secret-value"]},
+        21,
+        -32602,
+        "Invalid params: params of tools/list is not an object. MCP's parameters are named",
+    ),
+    ({"jsonrpc": "1.0", "id": 22, "method": "ping"}, 22, -32600, 'Invalid Request: jsonrpc is not "2.0".'),
+    ({"jsonrpc": "2.0", "id": "m", "method": 5}, "m", -32600, "Invalid Request: method is not a string."),
+    (
+        [{"jsonrpc": "2.0", "id": 23, "method": "ping"}],
+        None,
+        -32600,
+        "Invalid Request: a JSON-RPC batch (an array of messages); tiermem does not take batches. Send one JSON-RPC "
+        "message per ",
+    ),
+]
+
+
+def test_stdio_answers_misread_lines_with_their_ids(tmp_path: Path) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", **HELLO}}
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path),
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: Any) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+
+    try:
+        send(init)
+        assert json.loads(server.stdout.readline())["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for n, (message, ident, code, start) in enumerate(CASES):  # one at a time, each answer read before the next
+            send(message)
+            send({"jsonrpc": "2.0", "id": 100 + n, "method": "ping"})  # answered after the line before it
+            answer = json.loads(server.stdout.readline())
+            assert answer["id"] == ident and answer["error"]["code"] == code, answer
+            assert answer["error"]["message"].startswith(start), answer
+            assert "my-secret-value" not in json.dumps(answer)
+            assert json.loads(server.stdout.readline()) == {"jsonrpc": "2.0", "id": 100 + n, "result": {}}
+        _, stderr = server.communicate(timeout=60)  # closes stdin: the server ends
+    finally:
+        server.kill()
+        server.wait()
+    assert stderr.count("stdin: Invalid") == len(CASES) and "my-secret-value" not in stderr, stderr
+
+
+def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    accept = {**AUTH, "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-03-26"}
+    with serving(tmp_path, "http", port, "--data-dir", str(tmp_path / "data"), TIERMEM_HTTP_TOKEN=HTTP_TOKEN):
+        with httpx2.Client(headers=accept, timeout=60) as web:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+            opened = web.post(url, json={**init, "params": {"protocolVersion": "2025-03-26", **HELLO}})
+            assert opened.status_code == 200, opened.text
+            session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            web.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            for message, ident, code, start in CASES:
+                r = web.post(url, json=message, headers=session)
+                assert r.status_code == 400, (message, r.status_code, r.text)
+                answer = r.json()
+                assert answer["id"] == ident and answer["error"]["code"] == code, answer
+                assert answer["error"]["message"].startswith(start), answer
+                assert "my-secret-value" not in r.text and "pydantic" not in r.text
+            r = web.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
+            assert r.status_code == 200 and '"id":9' in r.text, r.text

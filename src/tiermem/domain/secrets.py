@@ -13,7 +13,10 @@ own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the t
 distinctive, and with invisible characters inside. Its high-entropy plugins are noisy on prose and code: only the
 base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
 would flag quoted git SHAs and digests; Subresource Integrity digests are left alone). Its IP-address plugin is left
-out (an address is not a credential), and so are AWS's documentation's example keys. False positives are measured on LoCoMo's turns (``python -m bench secrets``).
+out (an address is not a credential), and so are AWS's documentation's example keys. A value given to a secret's name
+that names one instead (a variable, a call, a subscript, an environment variable's name, a secret manager's
+reference) is no secret, and a span never takes the code's punctuation after a bare value. False positives are
+measured on LoCoMo's turns (``python -m bench secrets``).
 
 Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
 takes well under a millisecond, 100k characters a few milliseconds (a cheap prefilter skips most detectors).
@@ -70,6 +73,7 @@ class _Detector:
     per_line: bool = False  # run on the lines holding a needle only (assignment patterns: slow on long prose)
     probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
     min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
+    name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -196,9 +200,11 @@ def _plugin_detectors() -> list[_Detector]:
                 pattern,
                 _KEYWORD_NEEDLES,
                 group=group,
-                check=_not_placeholder,
+                check=_not_name,
                 specific=False,
                 per_line=True,
+                # the name first (its keyword group 1), or last: "value" == my_password
+                name_group=1 if pattern.pattern.startswith(f"({keyword.DENYLIST[0]}") else pattern.groups,
             )
         )
     entropy = high_entropy_strings.Base64HighEntropyString(limit=_ENTROPY_LIMIT)
@@ -582,7 +588,7 @@ def _own_detectors() -> list[_Detector]:
         command_line(  # "--password VALUE": prose too ("set --password to ..."): a value's rules
             r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1",
             ("-pass",),
-            check=_not_placeholder,
+            check=_not_name,
             min_chars=_Detector.min_chars,
         ),
         d(
@@ -598,7 +604,7 @@ def _own_detectors() -> list[_Detector]:
             c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
-            check=_not_placeholder,
+            check=_not_name,
             specific=False,
             per_line=True,
         ),
@@ -631,10 +637,16 @@ def _letters_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isalpha() for ch in s)
 
 
+# A value that stands for a secret kept elsewhere or in a variable: a reference (``$VAR``, ``${VAR}``, ``os.environ``,
+# a shell's `` `command` ``, a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's ARNs, Azure Key
+# Vault's ``@Microsoft.KeyVault(``), a placeholder, a call, a subscript or an attribute access (``genai.Client(``,
+# ``request.headers[``, ``settings.api_key``)
 _PLACEHOLDER = re.compile(
-    r"^(?:[${<\[(/~]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
+    r"^(?:[${<\[(/~`]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
     r"|null$|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
-    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$)",
+    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$"
+    r"|(?:[a-z_]+|[a-z_]\w*(?:\.[a-z_]\w*)+)\["
+    r"|op://|vault:|arn:aws:(?:secretsmanager|ssm):|@Microsoft\.KeyVault\()",
     re.IGNORECASE,
 )
 # what stands for a password in examples and docs ("user:pass@host", "-u user:token")
@@ -655,9 +667,41 @@ def _not_placeholder(value: str) -> bool:
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
 
 
+# A variable's name: words of letters joined by "_" or run together in camel case, a number at the end
+_IDENTIFIER = re.compile(r"_*[A-Za-z]+(?:_+[A-Za-z]+)*\d*")
+_NAME_PARTS = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+")
+_SECRET_WORDS = frozenset(
+    ("key", "keys", "secret", "secrets", "token", "tokens", "pass", "password", "passwd", "passphrase", "pwd")
+    + ("credential", "credentials", "auth", "apikey")
+)
+
+
+def _names_a_secret(value: str) -> bool:
+    """A variable's or a constant's name that says it holds a secret (``api_key``, ``consumer_secret``, ``apiKey``,
+    ``LETTA_API_KEY``, ``OPENAI_KEY_HERE``): code or a reference that names one, not a secret. Each of its words has
+    two letters or more (a random string of letters does not part so)."""
+    if _IDENTIFIER.fullmatch(value) is None:
+        return False
+    parts = _NAME_PARTS.findall(value)
+    return all(len(p) >= 2 for p in parts) and any(p.lower() in _SECRET_WORDS for p in parts)
+
+
+def _env_name(value: str) -> bool:
+    """An environment variable's name (``OPENAI_KEY_HERE``, ``AWS_S3_BUCKET``): a constant's, a word of three letters
+    or more in it (``X9K2_PQ7Z`` is random)."""
+    return _CONSTANT.fullmatch(value) is not None and any(p.isalpha() and len(p) >= 3 for p in value.split("_"))
+
+
+def _not_name(value: str) -> bool:
+    """A value assigned to a secret's name (``_not_placeholder``) that is not a name itself: code passes a variable
+    (``api_key=api_key``, ``client_secret=consumer_secret``) and docs name an environment variable."""
+    v = value.strip()
+    return _not_placeholder(v) and not _names_a_secret(v) and not _env_name(v)
+
+
 def _not_constant(value: str) -> bool:
-    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
-    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+    """A value (``_not_name``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
+    return _not_name(value) and _CONSTANT.fullmatch(value.strip()) is None
 
 
 def _mixed_case_and_digits(s: str) -> bool:
@@ -740,9 +784,32 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
             continue
         if d.check is not None and not d.check(text[start:end]):
             continue
+        if d.name_group and _names_no_secret(text, *m.span(d.name_group)):
+            continue
         if _AWS_EXAMPLE.fullmatch(text, start, end):
             continue
         yield start, end
+
+
+# The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,
+# ``secretName`` (detect-secrets' keyword patterns take any name starting with the word: ``password_secure``)
+_ABOUT_A_SECRET = frozenset(
+    ("source", "name", "names", "id", "ids", "url", "uri", "path", "file", "env", "var", "field", "header", "type")
+    + ("length", "len", "policy", "prompt", "label", "hint", "required", "enabled", "format", "version", "count")
+    + ("size", "limit", "expiry", "expires", "provider", "manager", "mode", "strength", "min", "max", "setting")
+    + ("settings", "description", "help", "placeholder", "error", "message", "regex", "pattern")
+)
+
+
+def _names_no_secret(text: str, start: int, end: int) -> bool:
+    """Whether the name around the keyword ``text[start:end]`` (the run of word characters holding it) ends with a
+    word saying it holds something about a secret (``_ABOUT_A_SECRET``)."""
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    parts = re.findall(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|\d+", text[start:end])
+    return len(parts) > 1 and parts[-1].lower() in _ABOUT_A_SECRET
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -753,7 +820,27 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
         end -= 1
     if text.startswith("AccountKey=", start):  # detect-secrets' Azure pattern includes the name
         start += len("AccountKey=")
-    return start, end
+    return start, _closed(text, start, end)
+
+
+_OPENERS = {")": "(", "]": "[", "}": "{"}
+
+
+def _closed(text: str, start: int, end: int) -> int:
+    """The end of the span ``text[start:end]`` without the punctuation after a bare value that closes what came before
+    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it, and a code span's
+    closing backtick (``--pass VALUE` ``: a shell's word holds no lone backtick)."""
+    line = text[text.rfind("\n", 0, start) + 1 : start]
+    while end > start:
+        value, last = text[start:end], text[end - 1]
+        opener = _OPENERS.get(last)
+        if last == "`" and value.count("`") % 2:
+            end -= 1
+        elif opener is not None and value.count(last) > value.count(opener) and line.count(opener) > line.count(last):
+            end -= 1
+        else:
+            break
+    return end
 
 
 # Every word the per-line detectors' needles contain one of: the lines holding none are skipped by all of them
@@ -1058,7 +1145,11 @@ def _replace(value: Any, path: JsonPath, key: bool, new: str) -> Any:
 
 def describe(text: str, found: list[Finding], *, limit: int = 3) -> str:
     """ "an AWS access key (line 2, characters 8-27) and a GitHub token (...)": kinds and places, never secrets."""
-    named = [f"{_article(f.kind)} {f.kind} ({f.where(text)})" for f in found[:limit]]
+    return _listed([(f.kind, f.where(text)) for f in found], limit)
+
+
+def _listed(found: list[tuple[str, str]], limit: int) -> str:
+    named = [f"{_article(kind)} {kind} ({place})" for kind, place in found[:limit]]
     if len(found) > limit:
         named.append(f"{len(found) - limit} more")
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]

@@ -6,9 +6,11 @@ entries, HTTP Basic headers, requests' ``auth=(user, password)``, Discord webhoo
 for one (a compound word after "password is", a Subresource Integrity digest, AWS's documentation's example keys),
 and the code and references of Letta's public agent files (a variable, a call, a subscript, an environment variable's
 name, 1Password's `op://`), the punctuation next to a value kept. And `tiermem doctor --secrets` redacting a stored
-private key block whole."""
+private key block whole, and checking a message's payload as it is redacted (a tool call's id is no credential)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from mcp.client import Client
@@ -195,3 +197,62 @@ async def test_a_models_write_of_code_or_a_reference_naming_a_secret_is_not_refu
     agent = memory.ensure_agent("default").id
     assert sorted(p.content for p in memory.archive.rows.passages_of(agent)) == sorted(texts)
     assert memory.block(agent, "human").value.endswith("camsnap add --pass pass`")
+
+
+# Letta Code's ids: an Anthropic reasoning signature and a toolu_ tool-call id, random-looking but no credential
+SIGNATURE = (
+    "EtYCCkYIChgCKkCc9sF+VJwjjfbdESXDLni5hKJGFSiUkCwl+FS55TmNnev1IrMvQfZf4alBLtd0OZxvmBsEAsYq8X0hJj3BmG69EgycIORj"
+    "HEC3vhA/qYQaDNGyiEHMyPQUZhyfeSIw14VHe3CcSTqIjeCqJltqVycGEmSBi/YaU7KeDQvk5FFpoTXiFkLYljPWtxs"
+)
+CALL = "toolu_01U6oBrCiQWoHsUAxq3hiDEp"
+GHP = "ghp_" + "R8kT2mVx9QbL4nZc7Yw1Hd5Jf3Ps6Ge0Aa12"
+
+
+def test_doctor_checks_a_payload_as_it_is_redacted_its_ids_and_signatures_no_credential(settings: Settings) -> None:
+    # A payload as an agent file's import logs it: tool-call ids and reasoning signatures are kept (structural), a
+    # credential in a tool call's arguments is not. doctor reports only what --redact would change.
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    call = {"id": CALL, "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"cmd": "ls"})}}
+    ids = json.dumps({"kind": "assistant", "tool_calls": [call], "letta": {"signature": SIGNATURE}})
+    result = json.dumps({"kind": "tool_result", "tool_call_id": CALL, "letta": {"tool_call_id": CALL}})
+    leaked = {
+        **call,
+        "function": {"name": "Bash", "arguments": json.dumps({"cmd": f"gh auth login --with-token {GHP}"})},
+    }
+    holding = json.dumps({"kind": "assistant", "tool_calls": [leaked], "letta": {"signature": SIGNATURE}})
+    logged = memory.archive.log_messages(
+        agent,
+        [
+            {"role": "assistant", "content": "Reading it.", "payload": ids},
+            {"role": "tool", "content": "# Readme", "payload": result},
+            {"role": "assistant", "content": "Logging in.", "payload": holding},
+        ],
+    )
+    audit = secret_audit.scan(open_memory(settings))
+    assert [(f.where, f.kinds, f.places) for f in audit.found] == [
+        (
+            f"message {logged[2].id} (payload)",
+            ("GitHub token",),
+            "a GitHub token (at tool_calls.0.function.arguments.cmd)",
+        )
+    ]
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    payloads = {
+        r["id"]: r["payload"] for r in open_memory(settings).archive.rows.backup_rows("messages", vectors=False)
+    }
+    assert payloads[logged[0].id] == ids and payloads[logged[1].id] == result
+    kept = json.loads(payloads[logged[2].id])
+    assert kept["letta"]["signature"] == SIGNATURE and kept["tool_calls"][0]["id"] == CALL
+    assert json.loads(kept["tool_calls"][0]["function"]["arguments"]) == {
+        "cmd": "gh auth login --with-token [redacted: GitHub token]"
+    }
+    assert secret_audit.scan(open_memory(settings)).found == []
+
+
+def test_doctor_checks_a_payload_that_is_not_json_as_text(settings: Settings) -> None:
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    memory.archive.log_messages(agent, [{"role": "user", "content": "hi", "payload": f"raw {GHP} and '{SIGNATURE}'"}])
+    found = secret_audit.scan(open_memory(settings)).found
+    assert [(f.where.split(" (")[1], f.kinds) for f in found] == [("payload)", ("GitHub token", "high-entropy secret"))]

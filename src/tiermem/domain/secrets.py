@@ -1148,11 +1148,30 @@ def describe(text: str, found: list[Finding], *, limit: int = 3) -> str:
     return _listed([(f.kind, f.where(text)) for f in found], limit)
 
 
+def describe_paths(found: list[tuple[JsonPath, str]], *, limit: int = 3) -> str:
+    """ "a GitHub token (at tool_calls.0.function.arguments)": the kinds and paths ``redact_document`` gives."""
+    return _listed([(kind, "at " + (".".join(map(str, path)) or "its top")) for path, kind in found], limit)
+
+
 def _listed(found: list[tuple[str, str]], limit: int) -> str:
     named = [f"{_article(kind)} {kind} ({place})" for kind, place in found[:limit]]
     if len(found) > limit:
         named.append(f"{len(found) - limit} more")
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def find_in_json(payload: str) -> tuple[list[tuple[JsonPath, str]], list[Finding]]:
+    """What ``redact_json`` redacts in ``payload`` (a stored message's payload): the path and kind of each credential
+    of a JSON document (``redact_document``: in its strings, or told by their keys), or the findings of text that is
+    not JSON or nests too deep to walk, redacted as text; both empty when it holds none. A random-looking string of a
+    document (a tool call's id, a reasoning signature) is an id, not a credential."""
+    if not payload or redact_json(payload) == payload:
+        return [], []
+    try:
+        found = redact_document(json.loads(payload))[1]
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
+        found = []
+    return (found, []) if found else ([], find(payload))
 
 
 def _article(kind: str) -> str:

@@ -180,6 +180,33 @@ def test_doctor_redacts_a_stored_private_key_block_whole(settings: Settings) -> 
     assert len(rows) == 2 and not any(B1 in r or B2 in r or "Ab3d" in r for r in rows), rows
 
 
+# Letta's tools' source and skills' files, kept in an agent file's documents (read whole as their JSON text, where a
+# line break is "\n"): each line is read as a line, not run into the next one
+LETTA_SOURCES = [
+    "    # Initialise client\n    client = genai.Client(api_key=api_key)\n\n    # Set up output",
+    "            resource_owner_key=access_token,\n            resource_owner_secret=access_token_secret\n        )\n",
+    "- Add camera: `camsnap add --name kitchen --host 192.168.0.10 --user user --pass pass`\n\nCommon commands\n",
+    "- API key in secrets: `LETTA_API_KEY` (user must add this)\n\n\n## Releases\n- npm publish: tracked in #174;\n",
+]
+
+
+@pytest.mark.parametrize("source", LETTA_SOURCES)
+@pytest.mark.parametrize("as_text", [False, True])
+def test_code_in_a_json_document_is_read_line_by_line(source: str, as_text: bool) -> None:
+    doc = {"tools": [{"name": "t", "source_code": source}]}
+    assert secrets.redact_document(doc, as_text=as_text) == (doc, [])
+    assert secrets.find(json.dumps(doc, ensure_ascii=False)) == []  # the text a document is stored and checked as
+
+
+def test_a_value_in_json_text_ends_at_its_escaped_line_break() -> None:
+    text = json.dumps({"env": "DB_PASSWORD=Zq8vN3mPz7Lk\nDB_PORT=5432", "cmd": "mysql -pZq8vN3mPz7Lk\tdb"})
+    assert [text[f.start : f.end] for f in secrets.find(text)] == ["Zq8vN3mPz7Lk"] * 2
+    doc, found = secrets.redact_document({"src": "f(api_key=api_key)\nx = 1\npassword = 'Zq8vN3mPz7Lk'\n"})
+    assert doc == {"src": "f(api_key=api_key)\nx = 1\npassword = '[redacted: secret]'\n"} and found == [
+        (("src",), "secret")
+    ]
+
+
 @pytest.mark.anyio
 async def test_a_models_write_of_code_or_a_reference_naming_a_secret_is_not_refused(settings: Settings) -> None:
     # What the refusal itself asks for ("store a description or a reference instead") is stored as given.

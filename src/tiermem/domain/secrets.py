@@ -74,6 +74,7 @@ class _Detector:
     probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
     min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
     name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
+    lines: bool = False  # its secret spans lines (a key block); else it ends at an escaped line break (JSON's "\n")
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -414,8 +415,13 @@ def _own_detectors() -> list[_Detector]:
         d("Hugging Face token", c(_NOT_GLUED + r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), ("hf_",)),
         d("npm token", c(_NOT_GLUED + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
         d("GitLab token", c(r"glpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
-        d("private key", c(_PRIVATE_KEY), ("private key",)),
-        d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
+        d("private key", c(_PRIVATE_KEY), ("private key",), lines=True),
+        d(
+            "private key",
+            c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"),
+            ("putty-user-key",),
+            lines=True,
+        ),
         d(
             "AWS secret access key",
             c(
@@ -779,6 +785,8 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
         else:
             group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
         start, end = m.span(group)
+        if not d.lines:
+            end = _line_end(text, start, end)
         start, end = _trim(text, start, end)
         if end - start < d.min_chars:
             continue
@@ -823,6 +831,18 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     return start, _closed(text, start, end)
 
 
+_ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\[nrt]")  # JSON's "\n", "\r", "\t" (not an escaped backslash's "n")
+
+
+def _line_end(text: str, start: int, end: int) -> int:
+    """The end of a span that stops at an escaped line break or tab inside it: in JSON text (a document read whole) a
+    value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set up``)."""
+    if "\\" not in text[start:end]:
+        return end
+    m = _ESCAPED_BREAK.search(text, start, end)
+    return end if m is None else m.end() - 2
+
+
 _OPENERS = {")": "(", "]": "[", "}": "{"}
 
 
@@ -831,6 +851,8 @@ def _closed(text: str, start: int, end: int) -> int:
     it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it, and a code span's
     closing backtick (``--pass VALUE` ``: a shell's word holds no lone backtick)."""
     line = text[text.rfind("\n", 0, start) + 1 : start]
+    escaped = line.rfind("\\n")  # in JSON text: from its last escaped line break
+    line = line[escaped + 2 :] if escaped >= 0 else line
     while end > start:
         value, last = text[start:end], text[end - 1]
         opener = _OPENERS.get(last)
@@ -1013,11 +1035,13 @@ def redact_document(value: Any, *, as_text: bool = False) -> tuple[Any, list[tup
     "..."}``, ``{"AWS_SECRET_ACCESS_KEY": "..."}``): a string value a credential found there overlaps (else a key) is
     replaced whole by the credential's marker, until that text holds none. In that text every string is quoted: a
     random-looking one (a tool call's id) is taken for a high-entropy secret only ``as_text``, for a document stored
-    and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in)."""
+    and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in). Otherwise a string's
+    line breaks are written as line breaks, not ``\\n``: the text's lines are its strings' (a line of code in a tool's
+    source is read as that line, not run into the next one)."""
     found: list[tuple[JsonPath, str]] = []
     out = _redact_strings(value, (), found, as_text)
     for _ in range(16):  # each round replaces a string with a marker; a handful of rounds is already unusual
-        text, leaves = _spanned(out)
+        text, leaves = _spanned(out, lines=not as_text)
         hits = [f for f in find(text) if as_text or f.kind != _ENTROPY]
         if not hits:
             break
@@ -1081,8 +1105,12 @@ def _redact_strings(value: Any, path: JsonPath, found: list[tuple[JsonPath, str]
     return value
 
 
-def _spanned(value: Any) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
-    """``json.dumps(value, ensure_ascii=False)`` and the span of each string in it: (start, end, path, is a key)."""
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+def _spanned(value: Any, *, lines: bool = False) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
+    """``json.dumps(value, ensure_ascii=False)`` and the span of each string in it: (start, end, path, is a key);
+    ``lines``: each string's line breaks written as they are, not escaped."""
     parts: list[str] = []
     leaves: list[tuple[int, int, JsonPath, bool]] = []
     at = 0
@@ -1094,7 +1122,15 @@ def _spanned(value: Any) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
 
     def string(s: str, path: JsonPath, key: bool) -> None:
         start = at
-        put(json.dumps(s, ensure_ascii=False))
+        if lines and ("\n" in s or "\r" in s):
+            pieces = _LINE_BREAK.split(s)  # text, a break, text, ...: each text escaped, each break as it is
+            put(
+                '"'
+                + "".join(p if n % 2 else json.dumps(p, ensure_ascii=False)[1:-1] for n, p in enumerate(pieces))
+                + '"'
+            )
+        else:
+            put(json.dumps(s, ensure_ascii=False))
         leaves.append((start, at, path, key))
 
     def walk(v: Any, path: JsonPath) -> None:

@@ -3,16 +3,23 @@ untouched: private key blocks whose armor has headers and a blank line (PGP, an 
 END line or, cut short, to the end of their base64 lines; passwords said in more ways ("I set my password to ...",
 "Password:" and the value on the next line, a PIN), keys and tokens said in a sentence, `docker login -p`, `.netrc`
 entries, HTTP Basic headers, requests' ``auth=(user, password)``, Discord webhooks; and the ordinary text once taken
-for one (a compound word after "password is", a Subresource Integrity digest, AWS's documentation's example keys).
-And `tiermem doctor --secrets` redacting a stored private key block whole."""
+for one (a compound word after "password is", a Subresource Integrity digest, AWS's documentation's example keys),
+and the code and references of Letta's public agent files (a variable, a call, a subscript, an environment variable's
+name, 1Password's `op://`), the punctuation next to a value kept. And `tiermem doctor --secrets` redacting a stored
+private key block whole, and checking a message's payload as it is redacted (a tool call's id is no credential)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from mcp.client import Client
 
 from tiermem.base.config import Settings
 from tiermem.domain import secret_audit, secrets
 from tiermem.domain.factory import open_memory
+
+from .conftest import serve_in_process, text_of
 
 B1 = "lQOYBGVxYzQBCADGk3Jx9mQ2pV7sL8wN4tR1yU6iO0pA3sD5fG7hJ9kL2zX4cV6b"
 B2 = "N8mQ1wE3rT5yU7iO9pA2sD4fG6hJ8kL0zX3cV5bN7mQ9wE1rT3yU5iO7pA0sD2fG"
@@ -80,6 +87,17 @@ CASES = [
     ('requests.get(url, auth=("bob", "Zq8vN3mPz7Lk"))', "password", "Zq8vN3mPz7Lk"),
     ("HTTPBasicAuth('bob', 'hunter2')", "password", "hunter2"),
     (f"post to {DISCORD_WEBHOOK} now", "Discord webhook", DISCORD_WEBHOOK),
+    # 5. a value next to code's punctuation: the punctuation is not the value's, and stays
+    ("client = genai.Client(api_key=Zq8vN3mPz7Lk2Jh5)", "secret", "Zq8vN3mPz7Lk2Jh5"),
+    ("cfg = {'token': x, 'db': [DB_PASSWORD=Zq8vN3mPz7Lk]}", "secret", "Zq8vN3mPz7Lk"),
+    ("run `mysql -u root -pZq8vN3mPz7Lk` first", "password on a command line", "Zq8vN3mPz7Lk"),
+    ("camsnap add --user bob --pass Zq8vN3mPz7Lk`", "password on a command line", "Zq8vN3mPz7Lk"),
+    # a name's suffix that is a secret's word or a stage: still a secret's name
+    ('password_secure = "Zq8vN3mPz7Lk"', "secret", "Zq8vN3mPz7Lk"),
+    ('if ("Zq8vN3mPz7Lk" == my_password) {}', "secret", "Zq8vN3mPz7Lk"),
+    # a value shaped like a name but no name: random capitals, words run together with underscores
+    ("API_KEY=X9K2_PQ7Z_M3N4", "secret", "X9K2_PQ7Z_M3N4"),
+    ("DB_PASSWORD=correct_horse_battery_staple", "secret", "correct_horse_battery_staple"),
 ]
 
 CLEAN = [
@@ -111,6 +129,21 @@ CLEAN = [
     "docker login -u bob --password-stdin registry.example.com; docker login registry -p $PASS",
     "the machine learning password is weak",
     "https://discord.com/channels/123456789012345678/987654321098765432",
+    # code and references from Letta's public agent files (lettabot.af, void.af, lettabot-builder.af,
+    # letta_max_messages.af): a variable, a call, a subscript, an environment variable's name, a secret manager's
+    # reference, a placeholder
+    "client = genai.Client(api_key=api_key)",
+    '"X-Goog-Api-Key": api_key,\n"Content-Type": "application/json", "Api-Key": api_key, "X-Pinecone-API-Version"',
+    "app = FirecrawlApp(api_key=firecrawl_api_key)\nopenai_client = openai.OpenAI(api_key=openai_key) if openai_key",
+    "secret = request.headers['X-Secret']\ntoken = config[\"token\"]",
+    "client_secret=consumer_secret,\nresource_owner_secret=access_token_secret\n)",
+    "- API key in secrets: `LETTA_API_KEY` (user must add this)",
+    'apiKey: "OPENAI_KEY_HERE"',
+    'export DB_PASSWORD="op://app-prod/db/password"',
+    '- `export DB_PASSWORD="op://app-prod/db/password"`\nDB_PASSWORD=vault:secret/data/db#password',
+    "camsnap add --name kitchen --host 192.168.0.10 --user user --pass pass`",
+    '"api_key_source": "system_settings",',
+    'cfg = {"api_key": api_key}; TOKEN=GITHUB_TOKEN; token = access_token; password_hint: "your pet\'s name"',
 ]
 
 
@@ -145,3 +178,108 @@ def test_doctor_redacts_a_stored_private_key_block_whole(settings: Settings) -> 
     assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
     rows = [str(r) for r in open_memory(settings).archive.rows.backup_rows("passages", vectors=False)]
     assert len(rows) == 2 and not any(B1 in r or B2 in r or "Ab3d" in r for r in rows), rows
+
+
+# Letta's tools' source and skills' files, kept in an agent file's documents (read whole as their JSON text, where a
+# line break is "\n"): each line is read as a line, not run into the next one
+LETTA_SOURCES = [
+    "    # Initialise client\n    client = genai.Client(api_key=api_key)\n\n    # Set up output",
+    "            resource_owner_key=access_token,\n            resource_owner_secret=access_token_secret\n        )\n",
+    "- Add camera: `camsnap add --name kitchen --host 192.168.0.10 --user user --pass pass`\n\nCommon commands\n",
+    "- API key in secrets: `LETTA_API_KEY` (user must add this)\n\n\n## Releases\n- npm publish: tracked in #174;\n",
+]
+
+
+@pytest.mark.parametrize("source", LETTA_SOURCES)
+@pytest.mark.parametrize("as_text", [False, True])
+def test_code_in_a_json_document_is_read_line_by_line(source: str, as_text: bool) -> None:
+    doc = {"tools": [{"name": "t", "source_code": source}]}
+    assert secrets.redact_document(doc, as_text=as_text) == (doc, [])
+    assert secrets.find(json.dumps(doc, ensure_ascii=False)) == []  # the text a document is stored and checked as
+
+
+def test_a_value_in_json_text_ends_at_its_escaped_line_break() -> None:
+    text = json.dumps({"env": "DB_PASSWORD=Zq8vN3mPz7Lk\nDB_PORT=5432", "cmd": "mysql -pZq8vN3mPz7Lk\tdb"})
+    assert [text[f.start : f.end] for f in secrets.find(text)] == ["Zq8vN3mPz7Lk"] * 2
+    doc, found = secrets.redact_document({"src": "f(api_key=api_key)\nx = 1\npassword = 'Zq8vN3mPz7Lk'\n"})
+    assert doc == {"src": "f(api_key=api_key)\nx = 1\npassword = '[redacted: secret]'\n"} and found == [
+        (("src",), "secret")
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_models_write_of_code_or_a_reference_naming_a_secret_is_not_refused(settings: Settings) -> None:
+    # What the refusal itself asks for ("store a description or a reference instead") is stored as given.
+    texts = [
+        "To call Gemini: client = genai.Client(api_key=api_key)",
+        'Our 1Password ref is export DB_PASSWORD="op://app-prod/db/password"',
+    ]
+    async with Client(serve_in_process(settings), cache=None) as c:
+        for text in texts:
+            result = await c.call_tool("archival_memory_insert", {"content": text})
+            assert not result.is_error, text_of(result)
+        result = await c.call_tool("memory_insert", {"label": "human", "new_string": "camsnap add --pass pass`"})
+        assert not result.is_error, text_of(result)
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    assert sorted(p.content for p in memory.archive.rows.passages_of(agent)) == sorted(texts)
+    assert memory.block(agent, "human").value.endswith("camsnap add --pass pass`")
+
+
+# Letta Code's ids: an Anthropic reasoning signature and a toolu_ tool-call id, random-looking but no credential
+SIGNATURE = (
+    "EtYCCkYIChgCKkCc9sF+VJwjjfbdESXDLni5hKJGFSiUkCwl+FS55TmNnev1IrMvQfZf4alBLtd0OZxvmBsEAsYq8X0hJj3BmG69EgycIORj"
+    "HEC3vhA/qYQaDNGyiEHMyPQUZhyfeSIw14VHe3CcSTqIjeCqJltqVycGEmSBi/YaU7KeDQvk5FFpoTXiFkLYljPWtxs"
+)
+CALL = "toolu_01U6oBrCiQWoHsUAxq3hiDEp"
+GHP = "ghp_" + "R8kT2mVx9QbL4nZc7Yw1Hd5Jf3Ps6Ge0Aa12"
+
+
+def test_doctor_checks_a_payload_as_it_is_redacted_its_ids_and_signatures_no_credential(settings: Settings) -> None:
+    # A payload as an agent file's import logs it: tool-call ids and reasoning signatures are kept (structural), a
+    # credential in a tool call's arguments is not. doctor reports only what --redact would change.
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    call = {"id": CALL, "type": "function", "function": {"name": "Bash", "arguments": json.dumps({"cmd": "ls"})}}
+    ids = json.dumps({"kind": "assistant", "tool_calls": [call], "letta": {"signature": SIGNATURE}})
+    result = json.dumps({"kind": "tool_result", "tool_call_id": CALL, "letta": {"tool_call_id": CALL}})
+    leaked = {
+        **call,
+        "function": {"name": "Bash", "arguments": json.dumps({"cmd": f"gh auth login --with-token {GHP}"})},
+    }
+    holding = json.dumps({"kind": "assistant", "tool_calls": [leaked], "letta": {"signature": SIGNATURE}})
+    logged = memory.archive.log_messages(
+        agent,
+        [
+            {"role": "assistant", "content": "Reading it.", "payload": ids},
+            {"role": "tool", "content": "# Readme", "payload": result},
+            {"role": "assistant", "content": "Logging in.", "payload": holding},
+        ],
+    )
+    audit = secret_audit.scan(open_memory(settings))
+    assert [(f.where, f.kinds, f.places) for f in audit.found] == [
+        (
+            f"message {logged[2].id} (payload)",
+            ("GitHub token",),
+            "a GitHub token (at tool_calls.0.function.arguments.cmd)",
+        )
+    ]
+    assert secret_audit.doctor_secrets(settings, redact_found=True, yes=True) == 0
+    payloads = {
+        r["id"]: r["payload"] for r in open_memory(settings).archive.rows.backup_rows("messages", vectors=False)
+    }
+    assert payloads[logged[0].id] == ids and payloads[logged[1].id] == result
+    kept = json.loads(payloads[logged[2].id])
+    assert kept["letta"]["signature"] == SIGNATURE and kept["tool_calls"][0]["id"] == CALL
+    assert json.loads(kept["tool_calls"][0]["function"]["arguments"]) == {
+        "cmd": "gh auth login --with-token [redacted: GitHub token]"
+    }
+    assert secret_audit.scan(open_memory(settings)).found == []
+
+
+def test_doctor_checks_a_payload_that_is_not_json_as_text(settings: Settings) -> None:
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    memory.archive.log_messages(agent, [{"role": "user", "content": "hi", "payload": f"raw {GHP} and '{SIGNATURE}'"}])
+    found = secret_audit.scan(open_memory(settings)).found
+    assert [(f.where.split(" (")[1], f.kinds) for f in found] == [("payload)", ("GitHub token", "high-entropy secret"))]

@@ -19,7 +19,6 @@ repair, idempotency keys) share the per-block locks, the change listeners and th
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import random
 import threading
@@ -1104,17 +1103,16 @@ class Memory:
         (``secrets.redact_json``): a random-looking string of it (a tool call's id, a reasoning signature) is an id,
         not a credential; a credential inside a string, or told by its key, is refused, named by its path. Text that
         is not JSON is checked as text."""
-        if not self.secret_scan or secrets.redact_json(text) == text:
+        if not self.secret_scan:
             return
-        try:
-            found = secrets.redact_document(json.loads(text))[1]
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: checked as text
-            found = []
-        if not found:
+        found, in_text = secrets.find_in_json(text)
+        if in_text:
             self.refuse_secrets(text, where)  # redacted as text: what find() finds in it
+        if not found:
+            return
         said = "; ".join(f"{kind} at {'.'.join(map(str, path)) or 'its top'}" for path, kind in found[:3])
         raise SecretError(
-            f"Refused: {where} would store credentials ({said or 'in its text'}). Nothing was written. Keep "
+            f"Refused: {where} would store credentials ({said}). Nothing was written. Keep "
             "credentials out of memory: store a description or a reference instead, or remove the secret and send the "
             "rest again."
         )

@@ -2,7 +2,8 @@
 request, redacted.
 
 ``scan`` reads every block (its current value and every version of its history), every message (content, the
-searched text, which repeats the previous turn, the payload and the project), every archival passage (with its tags
+searched text, which repeats the previous turn, the payload, checked as it is redacted: a tool call's id is no
+credential, and the project), every archival passage (with its tags
 and project) and every file of a folder (its text and its name),
 and reports each finding's kind and where it is (agent, block / message / passage / file id, line and characters),
 never the secret. ``redact`` rewrites what it found: a block's value as a new version by the actor "doctor", message
@@ -80,6 +81,19 @@ def _note(audit: Audit, agent: str, where: str, text: str, *, fixable: bool, ver
     return bool(found)
 
 
+def _note_payload(audit: Audit, agent: str, where: str, payload: str) -> bool:
+    """``_note`` of a message's payload, checked as it is redacted (``secrets.redact_json``): a credential in a string
+    of it, or told by its key, named by its path; a random-looking string (a tool call's id, a reasoning signature) is
+    an id, which ``redact`` would leave as it is. Text that is not JSON is checked as text."""
+    found, in_text = secrets.find_in_json(payload)
+    if in_text:
+        return _note(audit, agent, where, payload, fixable=True)
+    if found:
+        kinds = tuple(kind for _, kind in found)
+        audit.found.append(Found(agent, where, kinds, secrets.describe_paths(found), True))
+    return bool(found)
+
+
 def scan(memory: Memory) -> Audit:
     """Every credential stored in ``memory``: blocks with their history, messages, passages, folder files."""
     audit = Audit()
@@ -131,7 +145,11 @@ def _scan_row(audit: Audit, agent: str, table: str, kind: str, row: dict[str, An
     names = {"text": "searched text"}
     hit = False
     for f in fields:
-        hit = _note(audit, agent, f"{kind} {row['id']} ({names.get(f, f)})", texts[f], fixable=True) or hit
+        where = f"{kind} {row['id']} ({names.get(f, f)})"
+        if f == "payload":
+            hit = _note_payload(audit, agent, where, texts[f]) or hit
+        else:
+            hit = _note(audit, agent, where, texts[f], fixable=True) or hit
     project = row.get("project")
     if isinstance(project, str) and _note(audit, agent, f"{kind} {row['id']} (project)", project, fixable=True):
         hit = True

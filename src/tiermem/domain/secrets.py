@@ -13,7 +13,10 @@ own are replaced (JWTs, passwords in URLs). Vendor keys are found glued to the t
 distinctive, and with invisible characters inside. Its high-entropy plugins are noisy on prose and code: only the
 base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
 would flag quoted git SHAs and digests; Subresource Integrity digests are left alone). Its IP-address plugin is left
-out (an address is not a credential), and so are AWS's documentation's example keys. False positives are measured on LoCoMo's turns (``python -m bench secrets``).
+out (an address is not a credential), and so are AWS's documentation's example keys. A value given to a secret's name
+that names one instead (a variable, a call, a subscript, an environment variable's name, a secret manager's
+reference) is no secret, and a span never takes the code's punctuation after a bare value. False positives are
+measured on LoCoMo's turns (``python -m bench secrets``).
 
 Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
 takes well under a millisecond, 100k characters a few milliseconds (a cheap prefilter skips most detectors).
@@ -70,6 +73,8 @@ class _Detector:
     per_line: bool = False  # run on the lines holding a needle only (assignment patterns: slow on long prose)
     probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
     min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
+    name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
+    lines: bool = False  # its secret spans lines (a key block); else it ends at an escaped line break (JSON's "\n")
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -196,9 +201,11 @@ def _plugin_detectors() -> list[_Detector]:
                 pattern,
                 _KEYWORD_NEEDLES,
                 group=group,
-                check=_not_placeholder,
+                check=_not_name,
                 specific=False,
                 per_line=True,
+                # the name first (its keyword group 1), or last: "value" == my_password
+                name_group=1 if pattern.pattern.startswith(f"({keyword.DENYLIST[0]}") else pattern.groups,
             )
         )
     entropy = high_entropy_strings.Base64HighEntropyString(limit=_ENTROPY_LIMIT)
@@ -408,8 +415,13 @@ def _own_detectors() -> list[_Detector]:
         d("Hugging Face token", c(_NOT_GLUED + r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), ("hf_",)),
         d("npm token", c(_NOT_GLUED + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
         d("GitLab token", c(r"glpat-[A-Za-z0-9_\-]{20,}"), ("glpat-",)),
-        d("private key", c(_PRIVATE_KEY), ("private key",)),
-        d("private key", c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"), ("putty-user-key",)),
+        d("private key", c(_PRIVATE_KEY), ("private key",), lines=True),
+        d(
+            "private key",
+            c(r"PuTTY-User-Key-File-\d:(?:.|\n)*?(?:Private-MAC: [0-9a-f]+|\Z)"),
+            ("putty-user-key",),
+            lines=True,
+        ),
         d(
             "AWS secret access key",
             c(
@@ -582,7 +594,7 @@ def _own_detectors() -> list[_Detector]:
         command_line(  # "--password VALUE": prose too ("set --password to ..."): a value's rules
             r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1",
             ("-pass",),
-            check=_not_placeholder,
+            check=_not_name,
             min_chars=_Detector.min_chars,
         ),
         d(
@@ -598,7 +610,7 @@ def _own_detectors() -> list[_Detector]:
             c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
-            check=_not_placeholder,
+            check=_not_name,
             specific=False,
             per_line=True,
         ),
@@ -631,10 +643,16 @@ def _letters_and_digits(s: str) -> bool:
     return any(ch.isdigit() for ch in s) and any(ch.isalpha() for ch in s)
 
 
+# A value that stands for a secret kept elsewhere or in a variable: a reference (``$VAR``, ``${VAR}``, ``os.environ``,
+# a shell's `` `command` ``, a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's ARNs, Azure Key
+# Vault's ``@Microsoft.KeyVault(``), a placeholder, a call, a subscript or an attribute access (``genai.Client(``,
+# ``request.headers[``, ``settings.api_key``)
 _PLACEHOLDER = re.compile(
-    r"^(?:[${<\[(/~]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
+    r"^(?:[${<\[(/~`]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
     r"|null$|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
-    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$)",
+    r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$"
+    r"|(?:[a-z_]+|[a-z_]\w*(?:\.[a-z_]\w*)+)\["
+    r"|op://|vault:|arn:aws:(?:secretsmanager|ssm):|@Microsoft\.KeyVault\()",
     re.IGNORECASE,
 )
 # what stands for a password in examples and docs ("user:pass@host", "-u user:token")
@@ -655,9 +673,41 @@ def _not_placeholder(value: str) -> bool:
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
 
 
+# A variable's name: words of letters joined by "_" or run together in camel case, a number at the end
+_IDENTIFIER = re.compile(r"_*[A-Za-z]+(?:_+[A-Za-z]+)*\d*")
+_NAME_PARTS = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+")
+_SECRET_WORDS = frozenset(
+    ("key", "keys", "secret", "secrets", "token", "tokens", "pass", "password", "passwd", "passphrase", "pwd")
+    + ("credential", "credentials", "auth", "apikey")
+)
+
+
+def _names_a_secret(value: str) -> bool:
+    """A variable's or a constant's name that says it holds a secret (``api_key``, ``consumer_secret``, ``apiKey``,
+    ``LETTA_API_KEY``, ``OPENAI_KEY_HERE``): code or a reference that names one, not a secret. Each of its words has
+    two letters or more (a random string of letters does not part so)."""
+    if _IDENTIFIER.fullmatch(value) is None:
+        return False
+    parts = _NAME_PARTS.findall(value)
+    return all(len(p) >= 2 for p in parts) and any(p.lower() in _SECRET_WORDS for p in parts)
+
+
+def _env_name(value: str) -> bool:
+    """An environment variable's name (``OPENAI_KEY_HERE``, ``AWS_S3_BUCKET``): a constant's, a word of three letters
+    or more in it (``X9K2_PQ7Z`` is random)."""
+    return _CONSTANT.fullmatch(value) is not None and any(p.isalpha() and len(p) >= 3 for p in value.split("_"))
+
+
+def _not_name(value: str) -> bool:
+    """A value assigned to a secret's name (``_not_placeholder``) that is not a name itself: code passes a variable
+    (``api_key=api_key``, ``client_secret=consumer_secret``) and docs name an environment variable."""
+    v = value.strip()
+    return _not_placeholder(v) and not _names_a_secret(v) and not _env_name(v)
+
+
 def _not_constant(value: str) -> bool:
-    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
-    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+    """A value (``_not_name``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
+    return _not_name(value) and _CONSTANT.fullmatch(value.strip()) is None
 
 
 def _mixed_case_and_digits(s: str) -> bool:
@@ -735,14 +785,39 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
         else:
             group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
         start, end = m.span(group)
+        if not d.lines:
+            end = _line_end(text, start, end)
         start, end = _trim(text, start, end)
         if end - start < d.min_chars:
             continue
         if d.check is not None and not d.check(text[start:end]):
             continue
+        if d.name_group and _names_no_secret(text, *m.span(d.name_group)):
+            continue
         if _AWS_EXAMPLE.fullmatch(text, start, end):
             continue
         yield start, end
+
+
+# The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,
+# ``secretName`` (detect-secrets' keyword patterns take any name starting with the word: ``password_secure``)
+_ABOUT_A_SECRET = frozenset(
+    ("source", "name", "names", "id", "ids", "url", "uri", "path", "file", "env", "var", "field", "header", "type")
+    + ("length", "len", "policy", "prompt", "label", "hint", "required", "enabled", "format", "version", "count")
+    + ("size", "limit", "expiry", "expires", "provider", "manager", "mode", "strength", "min", "max", "setting")
+    + ("settings", "description", "help", "placeholder", "error", "message", "regex", "pattern")
+)
+
+
+def _names_no_secret(text: str, start: int, end: int) -> bool:
+    """Whether the name around the keyword ``text[start:end]`` (the run of word characters holding it) ends with a
+    word saying it holds something about a secret (``_ABOUT_A_SECRET``)."""
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    parts = re.findall(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|\d+", text[start:end])
+    return len(parts) > 1 and parts[-1].lower() in _ABOUT_A_SECRET
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -753,7 +828,41 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
         end -= 1
     if text.startswith("AccountKey=", start):  # detect-secrets' Azure pattern includes the name
         start += len("AccountKey=")
-    return start, end
+    return start, _closed(text, start, end)
+
+
+_ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\[nrt]")  # JSON's "\n", "\r", "\t" (not an escaped backslash's "n")
+
+
+def _line_end(text: str, start: int, end: int) -> int:
+    """The end of a span that stops at an escaped line break or tab inside it: in JSON text (a document read whole) a
+    value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set up``)."""
+    if "\\" not in text[start:end]:
+        return end
+    m = _ESCAPED_BREAK.search(text, start, end)
+    return end if m is None else m.end() - 2
+
+
+_OPENERS = {")": "(", "]": "[", "}": "{"}
+
+
+def _closed(text: str, start: int, end: int) -> int:
+    """The end of the span ``text[start:end]`` without the punctuation after a bare value that closes what came before
+    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it, and a code span's
+    closing backtick (``--pass VALUE` ``: a shell's word holds no lone backtick)."""
+    line = text[text.rfind("\n", 0, start) + 1 : start]
+    escaped = line.rfind("\\n")  # in JSON text: from its last escaped line break
+    line = line[escaped + 2 :] if escaped >= 0 else line
+    while end > start:
+        value, last = text[start:end], text[end - 1]
+        opener = _OPENERS.get(last)
+        if last == "`" and value.count("`") % 2:
+            end -= 1
+        elif opener is not None and value.count(last) > value.count(opener) and line.count(opener) > line.count(last):
+            end -= 1
+        else:
+            break
+    return end
 
 
 # Every word the per-line detectors' needles contain one of: the lines holding none are skipped by all of them
@@ -926,11 +1035,13 @@ def redact_document(value: Any, *, as_text: bool = False) -> tuple[Any, list[tup
     "..."}``, ``{"AWS_SECRET_ACCESS_KEY": "..."}``): a string value a credential found there overlaps (else a key) is
     replaced whole by the credential's marker, until that text holds none. In that text every string is quoted: a
     random-looking one (a tool call's id) is taken for a high-entropy secret only ``as_text``, for a document stored
-    and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in)."""
+    and checked as its JSON text (an agent's metadata, which ``find`` then finds nothing in). Otherwise a string's
+    line breaks are written as line breaks, not ``\\n``: the text's lines are its strings' (a line of code in a tool's
+    source is read as that line, not run into the next one)."""
     found: list[tuple[JsonPath, str]] = []
     out = _redact_strings(value, (), found, as_text)
     for _ in range(16):  # each round replaces a string with a marker; a handful of rounds is already unusual
-        text, leaves = _spanned(out)
+        text, leaves = _spanned(out, lines=not as_text)
         hits = [f for f in find(text) if as_text or f.kind != _ENTROPY]
         if not hits:
             break
@@ -994,8 +1105,12 @@ def _redact_strings(value: Any, path: JsonPath, found: list[tuple[JsonPath, str]
     return value
 
 
-def _spanned(value: Any) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
-    """``json.dumps(value, ensure_ascii=False)`` and the span of each string in it: (start, end, path, is a key)."""
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+def _spanned(value: Any, *, lines: bool = False) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
+    """``json.dumps(value, ensure_ascii=False)`` and the span of each string in it: (start, end, path, is a key);
+    ``lines``: each string's line breaks written as they are, not escaped."""
     parts: list[str] = []
     leaves: list[tuple[int, int, JsonPath, bool]] = []
     at = 0
@@ -1007,7 +1122,15 @@ def _spanned(value: Any) -> tuple[str, list[tuple[int, int, JsonPath, bool]]]:
 
     def string(s: str, path: JsonPath, key: bool) -> None:
         start = at
-        put(json.dumps(s, ensure_ascii=False))
+        if lines and ("\n" in s or "\r" in s):
+            pieces = _LINE_BREAK.split(s)  # text, a break, text, ...: each text escaped, each break as it is
+            put(
+                '"'
+                + "".join(p if n % 2 else json.dumps(p, ensure_ascii=False)[1:-1] for n, p in enumerate(pieces))
+                + '"'
+            )
+        else:
+            put(json.dumps(s, ensure_ascii=False))
         leaves.append((start, at, path, key))
 
     def walk(v: Any, path: JsonPath) -> None:
@@ -1058,10 +1181,33 @@ def _replace(value: Any, path: JsonPath, key: bool, new: str) -> Any:
 
 def describe(text: str, found: list[Finding], *, limit: int = 3) -> str:
     """ "an AWS access key (line 2, characters 8-27) and a GitHub token (...)": kinds and places, never secrets."""
-    named = [f"{_article(f.kind)} {f.kind} ({f.where(text)})" for f in found[:limit]]
+    return _listed([(f.kind, f.where(text)) for f in found], limit)
+
+
+def describe_paths(found: list[tuple[JsonPath, str]], *, limit: int = 3) -> str:
+    """ "a GitHub token (at tool_calls.0.function.arguments)": the kinds and paths ``redact_document`` gives."""
+    return _listed([(kind, "at " + (".".join(map(str, path)) or "its top")) for path, kind in found], limit)
+
+
+def _listed(found: list[tuple[str, str]], limit: int) -> str:
+    named = [f"{_article(kind)} {kind} ({place})" for kind, place in found[:limit]]
     if len(found) > limit:
         named.append(f"{len(found) - limit} more")
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def find_in_json(payload: str) -> tuple[list[tuple[JsonPath, str]], list[Finding]]:
+    """What ``redact_json`` redacts in ``payload`` (a stored message's payload): the path and kind of each credential
+    of a JSON document (``redact_document``: in its strings, or told by their keys), or the findings of text that is
+    not JSON or nests too deep to walk, redacted as text; both empty when it holds none. A random-looking string of a
+    document (a tool call's id, a reasoning signature) is an id, not a credential."""
+    if not payload or redact_json(payload) == payload:
+        return [], []
+    try:
+        found = redact_document(json.loads(payload))[1]
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
+        found = []
+    return (found, []) if found else ([], find(payload))
 
 
 def _article(kind: str) -> str:

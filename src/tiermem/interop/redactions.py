@@ -7,7 +7,6 @@ not scan (``secret_scan`` off).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -49,10 +48,8 @@ class Redactions:
             return
         kinds = {f.kind for f in secrets.find(content)} if isinstance(content, str) and content else set()
         if isinstance(payload, str) and payload:
-            try:  # as ``secrets.redact_json`` redacts it
-                kinds |= {kind for _, kind in secrets.redact_document(json.loads(payload))[1]}
-            except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: redacted as text
-                kinds |= {f.kind for f in secrets.find(payload)}
+            found, in_text = secrets.find_in_json(payload)  # as ``secrets.redact_json`` redacts it
+            kinds |= {kind for _, kind in found} | {f.kind for f in in_text}
         for kind in kinds:
             self._messages[(owner, kind)] += 1
 

@@ -477,7 +477,7 @@ def test_a_server_opens_the_core_first_and_the_archive_behind_it(
 
     fresh = load_settings(data_dir=tmp_path / "fresh", embedding_model="hashing")
     waits: list[int] = []
-    lazy = open_memory(fresh, lazy=True, on_archive_wait=lambda: waits.append(1))
+    lazy = open_memory(fresh, lazy=True, on_archive_wait=lambda took: None if took is not None else waits.append(1))
     assert lazy.core.name == "sqlite" and (tmp_path / "fresh" / CORE_FILE).exists()
     agent = lazy.ensure_agent("default").id
     lazy.edit(agent, "human", b.Append("Likes tea"))

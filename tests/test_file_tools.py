@@ -233,6 +233,35 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
 
 
+async def test_a_client_that_subscribes_to_nothing_hears_the_file_tools_come_and_go(settings: Settings) -> None:
+    """Most hosts subscribe to no resource: a client that only listed the tools is told all the same when another
+    process attaches the agent's first folder or detaches its last (``tools/list_changed``)."""
+    settings = settings.model_copy(update={"tools": ["default"]})
+    _prepare(settings, attach=False)
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            received.append(method)
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+        await _call(c, "memory_open", label="human")  # the memory is open
+        other = open_memory(settings)  # another process attaches the folder (`tiermem folders attach docs`)
+        other.files.attach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(20):
+            while "notifications/tools/list_changed" not in received:
+                await anyio.sleep(0.05)
+        assert FILE_TOOLS <= {t.name for t in (await c.list_tools()).tools}
+        other.files.detach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(20):
+            while received.count("notifications/tools/list_changed") < 2:
+                await anyio.sleep(0.05)
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+        assert "notifications/resources/updated" not in received  # it asked for no resource
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_file_subscriber_hears_of_another_processs_change_on_either_handshake(
     settings: Settings, mode: str

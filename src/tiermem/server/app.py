@@ -40,6 +40,7 @@ from .notifier import (
     Notifier,  # the URIs: re-exported
     block_uri,
     register_legacy_subscriptions,
+    register_tool_listeners,
     uri_labels,
 )
 from .protocol_errors import clear_errors
@@ -396,6 +397,7 @@ def build_server(
     _register_resources(server, runtime, names)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
+    register_tool_listeners(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
 

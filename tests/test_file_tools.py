@@ -296,6 +296,40 @@ async def test_a_file_subscriber_hears_of_another_processs_change_on_either_hand
         assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
 
 
+async def test_a_search_of_the_files_notifies_no_one(settings: Settings) -> None:
+    """grep_files and semantic_search_files are reads: their touch of an open file (its access time, which only the
+    choice of which file to close reads) tells no client anything, neither the caller nor, through the watch, a client
+    of another process; a block edit after them is the only change heard."""
+    settings = settings.model_copy(update={"tools": ["default"]})
+    _prepare(settings)
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        root = getattr(message, "root", message)
+        method, uri = getattr(root, "method", None), getattr(getattr(root, "params", None), "uri", None)
+        if method:
+            received.append(f"{method} {uri}" if uri else method)
+
+    server_a, server_b = serve_in_process(settings), serve_in_process(settings)
+    async with (
+        Client(server_a, cache=None, mode="legacy", message_handler=handler) as a,
+        Client(server_b, cache=None, mode="legacy") as b,
+    ):
+        await _call(a, "open_files", file_requests=[{"file_name": "docs/guide.md"}])
+        await a.subscribe_resource("memory://core")
+        await a.subscribe_resource("memory://files/docs/guide.md")
+        received.clear()
+        for c in (a, b):  # in this process (the caller) and in another (heard through the watch)
+            assert "lighthouse" in text_of(await _call(c, "grep_files", pattern="lighthouse"))
+            assert not (await _call(c, "semantic_search_files", query="spare batteries")).is_error
+        assert received == []
+        await _call(b, "memory_insert", label="human", new_string="Keeps the lighthouse.")
+        with anyio.fail_after(20):
+            while "notifications/resources/updated memory://core" not in received:
+                await anyio.sleep(0.05)
+        assert not [r for r in received if "list_changed" in r or "memory://files/" in r], received
+
+
 async def test_the_instructions_carry_open_files_within_the_hosts_budget(settings: Settings) -> None:
     _prepare(settings)
     memory = open_memory(settings)

@@ -550,7 +550,8 @@ def register_tool_listeners(server: MCPServer[Any], notifier: Notifier) -> None:
 
 
 def _versions(memory: Memory, agent_id: str) -> dict[str, int]:
-    """Each block's version, and a digest of the agent's folders and file views under ``FILES_KEY``."""
+    """Each block's version, and a digest of the agent's folders and file views as clients are shown them (not the
+    views' access times, which a search of the files changes) under ``FILES_KEY``."""
     versions = {b.label: b.version for b in memory.blocks(agent_id)}
-    versions[FILES_KEY] = zlib.crc32(memory.files.state(agent_id).to_json().encode())
+    versions[FILES_KEY] = zlib.crc32(memory.files.seen(agent_id).shown_json().encode())  # not the access times
     return versions

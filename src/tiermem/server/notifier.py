@@ -138,6 +138,9 @@ class Notifier:
         self._tool_clients: dict[int, Any] = {}  # id -> connection, of the clients that listed the tools (still open)
         self._tools_token: object = None  # the change token at the watch's last look at the folders (tools only)
         self._nudge = threading.Event()  # ends the watch's sleep early (a subscriber arrived)
+        self._failure: str | None = None  # the watch's last failure, logged once until it changes or the watch reads
+        self._hear: Callable[[Change], None] | None = None  # the listener ``bind`` gave the memory
+        self._bind_lock = threading.Lock()
         self._agent_id: str | None = None
         self._handle = handle
         self._watch_seconds = watch_seconds
@@ -230,11 +233,13 @@ class Notifier:
                 token = memory.change_token()
                 if token == self._baseline[0]:
                     continue
+                agent_id = self._handle.live_id(memory)  # the agent of the served name made again, if it was
                 current = _versions(memory, agent_id)
             except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                log.warning("watch: could not read the blocks: %s", exc)
+                self._failed("could not read the blocks", exc)
                 time.sleep(min(self._watch_seconds, 1.0))
                 continue
+            self._read_again()
             with self._watch_lock:
                 if self._baseline is None:
                     continue
@@ -252,6 +257,20 @@ class Notifier:
                 return
             except Exception as exc:  # one failed delivery never ends the watch
                 log.warning("watch: could not publish a change: %s", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Log a failed poll once per distinct failure (a deleted agent's fails every tick while it is gone)."""
+        text = f"{what}: {exc}"
+        if text == self._failure:
+            log.debug("watch: %s", text)
+            return
+        self._failure = text
+        log.warning("watch: %s (retried at each tick; logged again only if the failure changes)", text)
+
+    def _read_again(self) -> None:
+        if self._failure is not None:
+            log.info("watch: reading again after: %s", self._failure)
+            self._failure = None
 
     def _sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or until a subscriber arrives (``_nudge``)."""
@@ -275,11 +294,12 @@ class Notifier:
             token = memory.change_token()
             if token == self._tools_token:
                 return True
-            attached = memory.files.has_folders(agent_id)
+            attached = memory.files.has_folders(self._handle.live_id(memory))
         except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-            log.warning("watch: could not read the agent's folders: %s", exc)
+            self._failed("could not read the agent's folders", exc)
             time.sleep(min(self._watch_seconds, 1.0))
             return True
+        self._read_again()
         self._tools_token = token
         if self._loop is None:
             return True
@@ -324,11 +344,20 @@ class Notifier:
                 self._baseline = (token, {**seen, label: version})
 
     def bind(self, memory: Memory, agent_id: str) -> None:
-        """Hear ``memory``'s changes of ``agent_id`` (once). The memory holds only a weak reference to this notifier:
-        a server stopped (an idle tenant's) is not kept alive by it, and its listener leaves at the next change."""
-        if self._agent_id is None:
+        """Hear ``memory``'s changes of ``agent_id``, the served agent (called with each request's): when the server
+        moves to another id (its agent deleted and made again by name: ``MemoryHandle.live_id``), the changes of that
+        one from then on. The memory holds only a weak reference to this notifier: a server stopped (an idle tenant's)
+        is not kept alive by it, and its listener leaves at the next change."""
+        if agent_id == self._agent_id:
+            return
+        with self._bind_lock:  # requests' worker threads bind at once
+            if agent_id == self._agent_id:
+                return
+            if self._hear is not None:
+                memory.unsubscribe(self._hear)
+            self._hear = _listener(weakref.ref(self), agent_id, memory)
+            memory.subscribe(self._hear)
             self._agent_id = agent_id
-            memory.subscribe(_listener(weakref.ref(self), agent_id, memory))
 
     @staticmethod
     def _channel(session: Any) -> Any:

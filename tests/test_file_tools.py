@@ -233,6 +233,35 @@ async def test_file_tools_come_with_the_first_folder_and_hosts_are_told(settings
         assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
 
 
+async def test_a_client_that_subscribes_to_nothing_hears_the_file_tools_come_and_go(settings: Settings) -> None:
+    """Most hosts subscribe to no resource: a client that only listed the tools is told all the same when another
+    process attaches the agent's first folder or detaches its last (``tools/list_changed``)."""
+    settings = settings.model_copy(update={"tools": ["default"]})
+    _prepare(settings, attach=False)
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            received.append(method)
+
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=handler) as c:
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+        await _call(c, "memory_open", label="human")  # the memory is open
+        other = open_memory(settings)  # another process attaches the folder (`tiermem folders attach docs`)
+        other.files.attach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(20):
+            while "notifications/tools/list_changed" not in received:
+                await anyio.sleep(0.05)
+        assert FILE_TOOLS <= {t.name for t in (await c.list_tools()).tools}
+        other.files.detach(other.ensure_agent("default").id, "docs")
+        with anyio.fail_after(20):
+            while received.count("notifications/tools/list_changed") < 2:
+                await anyio.sleep(0.05)
+        assert not FILE_TOOLS & {t.name for t in (await c.list_tools()).tools}
+        assert "notifications/resources/updated" not in received  # it asked for no resource
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_file_subscriber_hears_of_another_processs_change_on_either_handshake(
     settings: Settings, mode: str
@@ -265,6 +294,40 @@ async def test_a_file_subscriber_hears_of_another_processs_change_on_either_hand
                         if getattr(event, "uri", "") == uri:
                             break
         assert "moved to the attic" in (await c.read_resource(uri)).contents[0].text
+
+
+async def test_a_search_of_the_files_notifies_no_one(settings: Settings) -> None:
+    """grep_files and semantic_search_files are reads: their touch of an open file (its access time, which only the
+    choice of which file to close reads) tells no client anything, neither the caller nor, through the watch, a client
+    of another process; a block edit after them is the only change heard."""
+    settings = settings.model_copy(update={"tools": ["default"]})
+    _prepare(settings)
+    received: list[str] = []
+
+    async def handler(message: Any) -> None:
+        root = getattr(message, "root", message)
+        method, uri = getattr(root, "method", None), getattr(getattr(root, "params", None), "uri", None)
+        if method:
+            received.append(f"{method} {uri}" if uri else method)
+
+    server_a, server_b = serve_in_process(settings), serve_in_process(settings)
+    async with (
+        Client(server_a, cache=None, mode="legacy", message_handler=handler) as a,
+        Client(server_b, cache=None, mode="legacy") as b,
+    ):
+        await _call(a, "open_files", file_requests=[{"file_name": "docs/guide.md"}])
+        await a.subscribe_resource("memory://core")
+        await a.subscribe_resource("memory://files/docs/guide.md")
+        received.clear()
+        for c in (a, b):  # in this process (the caller) and in another (heard through the watch)
+            assert "lighthouse" in text_of(await _call(c, "grep_files", pattern="lighthouse"))
+            assert not (await _call(c, "semantic_search_files", query="spare batteries")).is_error
+        assert received == []
+        await _call(b, "memory_insert", label="human", new_string="Keeps the lighthouse.")
+        with anyio.fail_after(20):
+            while "notifications/resources/updated memory://core" not in received:
+                await anyio.sleep(0.05)
+        assert not [r for r in received if "list_changed" in r or "memory://files/" in r], received
 
 
 async def test_the_instructions_carry_open_files_within_the_hosts_budget(settings: Settings) -> None:

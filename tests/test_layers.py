@@ -66,6 +66,7 @@ MODULE_LAYER = {
     "domain.doctor_checks": 7,  # the checks doctor runs (over memory)
     "domain.maintenance": 8,  # doctor and reembed: open the house through the factory, then inspect or rebuild it
     "domain.secret_audit": 8,  # doctor --secrets: credentials already stored, found and redacted on request
+    "domain.idempotency": 7,  # idempotency keys claimed across processes, then their results kept (over memory)
     "domain.autorecall": 7,  # hook turns into recall memory, the memories relevant to a prompt (over memory)
     "domain.block_patch": 7,  # memory_apply_patch's multi-block patches: planned in full, then written (over memory)
     "domain.forgetting": 7,  # forgetting that forgets: rows, block history, agents, a text (over memory)

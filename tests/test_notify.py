@@ -177,3 +177,66 @@ async def test_an_own_edit_is_not_announced_again_at_another_processs_edit(setti
             while "memory://core" not in got:
                 await anyio.sleep(0.02)
         assert got == ["memory://blocks/persona", "memory://core"], got
+
+
+async def test_a_watch_that_fails_logs_once_and_follows_the_agent_made_again(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process deletes the served agent: the watch's failing reads are logged once, not at every tick; once
+    an agent of that name is made again, the watch follows it (another process's edit of it is heard)."""
+    import logging
+
+    from tiermem.domain.blocks import Rethink
+    from tiermem.domain.factory import open_memory
+
+    from .conftest import serve_in_process
+
+    got: list[str] = []
+    settings = settings.model_copy(update={"agent": "work", "watch_seconds": 0.2})
+    other = open_memory(settings)  # another process (`tiermem agents delete work`, `tiermem agents create work`)
+    other.ensure_agent("work")
+    failed = "watch: could not read the blocks"
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=_updated_into(got)) as c:
+        await c.subscribe_resource(HUMAN)
+        with caplog.at_level(logging.WARNING, logger="tiermem.server.notifier"):
+            other.delete_agent(other.ensure_agent("work").id)
+            with anyio.fail_after(15):
+                while not any(failed in r.getMessage() for r in caplog.records):
+                    await anyio.sleep(0.05)
+            await anyio.sleep(1.0)  # the watch keeps failing meanwhile (a tick every 0.2 s)
+            again = other.create_agent("work").id  # under a new id, as `tiermem agents create` makes it
+            other.edit(again, "human", Rethink("made again"), actor="human")
+            with anyio.fail_after(15):
+                while HUMAN not in got:
+                    await anyio.sleep(0.05)
+    assert sum(failed in r.getMessage() for r in caplog.records) == 1, [r.getMessage() for r in caplog.records]
+
+
+async def test_a_server_tells_of_its_edits_of_its_agent_made_again(settings: Settings) -> None:
+    """The served agent deleted and made again by another process: the server serves the new one (by name), and its
+    subscribers are told of its edits of it as of the first one (no watch here: the server's own changes only)."""
+    from tiermem.domain.factory import open_memory
+
+    from .conftest import serve_in_process
+
+    got: list[str] = []
+    settings = settings.model_copy(update={"agent": "work", "watch_seconds": 0})
+    other = open_memory(settings)
+    async with Client(serve_in_process(settings), cache=None, mode="legacy", message_handler=_updated_into(got)) as c:
+        await c.subscribe_resource(HUMAN)
+        assert not (await c.call_tool("memory_insert", {"label": "human", "new_string": "first agent"})).is_error
+        assert got == [HUMAN]  # told before the call's answer
+        other.delete_agent(other.ensure_agent("work").id)
+        other.create_agent("work")  # under a new id, as `tiermem agents create` makes it
+        got.clear()
+        assert not (await c.call_tool("memory_insert", {"label": "human", "new_string": "made again"})).is_error
+        assert got == [HUMAN]
+
+
+def _updated_into(got: list[str]):  # type: ignore[no-untyped-def]
+    async def on_message(message) -> None:  # type: ignore[no-untyped-def]
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            got.append(str(root.params.uri))
+
+    return on_message

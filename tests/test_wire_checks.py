@@ -100,3 +100,28 @@ def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> No
                 assert "my-secret-value" not in r.text and "pydantic" not in r.text
             r = web.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
             assert r.status_code == 200 and '"id":9' in r.text, r.text
+
+
+def test_sse_answers_misread_and_unparsable_bodies_like_streamable_http(tmp_path: Path) -> None:
+    """The deprecated SSE transport's ``/messages`` answers as streamable HTTP does: a JSON-RPC error with HTTP 400,
+    not the SDK's plain "Could not parse message" (nor a dropped id, never answered); a body that is not JSON gets
+    -32700. A sound message still goes to its session (202)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with serving(tmp_path, "sse", port, "--data-dir", str(tmp_path / "data"), TIERMEM_HTTP_TOKEN=HTTP_TOKEN):
+        with httpx2.Client(headers=AUTH, timeout=60) as web, web.stream("GET", f"{base}/sse") as stream:
+            lines = stream.iter_lines()
+            endpoint = next(line for line in lines if line.startswith("data: "))[len("data: ") :]
+            url = base + endpoint
+            for message, ident, code, start in CASES:
+                r = web.post(url, json=message)
+                assert r.status_code == 400, (message, r.status_code, r.text)
+                answer = r.json()
+                assert answer["id"] == ident and answer["error"]["code"] == code, answer
+                assert answer["error"]["message"].startswith(start), answer
+                assert "my-secret-value" not in r.text and "pydantic" not in r.text
+            r = web.post(url, content=b"{not json", headers={"content-type": "application/json"})
+            assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+            r = web.post(url, json={**init, "params": {"protocolVersion": "2025-03-26", **HELLO}})
+            assert r.status_code == 202, r.text

@@ -129,6 +129,15 @@ class StoredResult:
     result: str
     created_at: datetime
 
+    @property
+    def pending(self) -> bool:
+        """A claim, not a result: a call with this key is writing now (``domain/idempotency.py``)."""
+        return self.result.startswith(CLAIM_MARK)
+
+
+# A claim's ``result`` starts with this (no tool result starts with a NUL), then names its owner (idempotency.py).
+CLAIM_MARK = "\x00tiermem/claim "
+
 
 @dataclass(frozen=True)
 class Passage:

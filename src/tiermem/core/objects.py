@@ -551,8 +551,14 @@ class ObjectCore:
     def get_request(self, key: str) -> StoredResult | None:
         return self.requests.get(key)
 
-    def put_request(self, result: StoredResult) -> None:
-        self.requests.put(result)
+    def claim_request(self, claim: StoredResult, replacing: StoredResult | None = None) -> StoredResult | None:
+        return self.requests.claim(claim, replacing)
+
+    def put_request(self, result: StoredResult, claim: StoredResult | None = None) -> None:
+        self.requests.put(result, claim)
+
+    def drop_request(self, claim: StoredResult) -> None:
+        self.requests.drop(claim)
 
     def get_conversation(self, agent_id: str, conversation_id: str) -> ContextWindow | None:
         stored = self.bucket.get(conversation_path(agent_id, conversation_id))

@@ -120,10 +120,23 @@ class CoreStore(Protocol):
 
     def detach(self, agent_id: str, block_id: str) -> None: ...
 
-    # idempotency keys
+    # idempotency keys: a call claims its key (a pending record), writes, then records its result in the claim's
+    # place (or drops the claim when it failed); every step is one atomic, conditional write for every process
     def get_request(self, key: str) -> StoredResult | None: ...
-    def put_request(self, result: StoredResult) -> None:
-        """Keep ``result`` under its key; nothing if the key is already stored (the first result stands)."""
+    def claim_request(self, claim: StoredResult, replacing: StoredResult | None = None) -> StoredResult | None:
+        """Store ``claim`` under its key if nothing is stored there (or what is stored is still ``replacing``: a stale
+        claim taken over) and return None; otherwise store nothing and return what is stored. One step for every
+        process (SQLite: one transaction; object storage: a create-if-absent or replace-if-unchanged PUT), so of
+        two claims of one key at once exactly one is stored."""
+        ...
+
+    def put_request(self, result: StoredResult, claim: StoredResult | None = None) -> None:
+        """Keep ``result`` under its key in place of ``claim`` (this caller's pending claim) if that is still stored,
+        or where nothing is stored; nothing otherwise (the first result stands)."""
+        ...
+
+    def drop_request(self, claim: StoredResult) -> None:
+        """Delete ``claim`` if it is still what is stored under its key (its call failed: a retry may write)."""
         ...
 
     # whole tables (backup, restore, migration, doctor): rows of ``FIELDS[table]`` (typed in rows.py)

@@ -444,7 +444,7 @@ class SqliteCore:
     def forget_requests(self, text: str, *, agent_id: str | None) -> int:
         """Delete the idempotency records of ``agent_id`` (None: every agent's) whose stored result holds ``text`` (as
         written, or escaped as JSON). A record names its agent twice (its ``agent_id``, and its key's first part,
-        ``Memory._request_key``); one with no ``agent_id`` goes by its key."""
+        ``memory.request_key``); one with no ``agent_id`` goes by its key."""
         quoted = json.dumps(text, ensure_ascii=False)[1:-1]
         sql = "DELETE FROM requests WHERE (instr(result, ?) > 0 OR instr(result, ?) > 0)"
         args: list[str | int] = [text, quoted]
@@ -490,9 +490,30 @@ class SqliteCore:
         rows = self._read("SELECT * FROM requests WHERE key = ?", (key,))
         return result_from_row(rows[0]) if rows else None
 
-    def put_request(self, result: StoredResult) -> None:
+    def claim_request(self, claim: StoredResult, replacing: StoredResult | None = None) -> StoredResult | None:
+        with self._tx() as conn:  # BEGIN IMMEDIATE: no other process writes between the look and the claim
+            rows = [dict(r) for r in conn.execute("SELECT * FROM requests WHERE key = ?", (claim.key,))]
+            if rows and (replacing is None or rows[0]["result"] != replacing.result):
+                return result_from_row(rows[0])
+            conn.execute(
+                _insert_sql("requests", "INSERT OR REPLACE"),
+                tuple(result_row(claim).get(c) for c in _COLUMNS["requests"]),
+            )
+            return None
+
+    def put_request(self, result: StoredResult, claim: StoredResult | None = None) -> None:
+        row = result_row(result)
         with self._tx() as conn:
-            insert_rows(conn, "requests", [result_row(result)])
+            if claim is not None:
+                conn.execute(
+                    "UPDATE requests SET result = ?, created_us = ? WHERE key = ? AND result = ?",
+                    (row["result"], row["created_us"], claim.key, claim.result),
+                )
+            insert_rows(conn, "requests", [row])  # nothing if stored (the claim's record, or another's result)
+
+    def drop_request(self, claim: StoredResult) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM requests WHERE key = ? AND result = ?", (claim.key, claim.result))
 
     # -- whole tables --------------------------------------------------------------
 

@@ -3,7 +3,7 @@ memories relevant to it.
 
 ``log_turn`` appends one user prompt or assistant reply to recall memory under the host's session id (the
 conversation), once: the idempotency key is the session, the turn and a digest of the text, so a hook that fires
-again writes nothing. ``recall`` searches archival and recall memory with the prompt, through the same ranked search
+again writes nothing, in any process (the key is claimed first: ``idempotency.py``). ``recall`` searches archival and recall memory with the prompt, through the same ranked search
 the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
 relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
 anything stored gets nothing. ``compose`` renders them within the prompt's room and says which it showed; each memory
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..base.quoting import PRIVATE_MARK, attribute, drop_private, neutral, without_private
 from ..base.records import is_blank, now, to_us
+from . import idempotency
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -77,25 +78,30 @@ def log_turn(
     text = content if len(content) <= memory.max_content_chars else _cut(content, memory.max_content_chars)
     digest = hashlib.sha256(text.encode()).hexdigest()
     key = f"{session}:{turn}:{role}:{digest[:16]}"
-    with _lock(key):  # a hook fired twice at once writes once
-        if memory.stored_result(agent_id, HOOK_TOOL, key, digest) is not None:
+    with _lock(key):  # a hook fired twice at once in this process writes once, without polling
+        claim = idempotency.claim_waiting(memory, agent_id, HOOK_TOOL, key, digest)  # and in two processes
+        if claim.mine is None:
             return False
         when = at or now()
-        logged = memory.archive.log_messages(
-            agent_id,
-            [
-                {
-                    "role": role,
-                    "content": text,
-                    "conversation_id": session,
-                    "timestamp": when.isoformat(),
-                    "seq": to_us(when) * 1000,
-                    "project": project,
-                    "payload": json.dumps({"kind": role, "host": host}) if host else "",
-                }
-            ],
-        )  # ordered by when the hook reported it, not by when it was written
-        memory.store_result(agent_id, HOOK_TOOL, key, digest, logged[0].id)
+        try:
+            logged = memory.archive.log_messages(
+                agent_id,
+                [
+                    {
+                        "role": role,
+                        "content": text,
+                        "conversation_id": session,
+                        "timestamp": when.isoformat(),
+                        "seq": to_us(when) * 1000,
+                        "project": project,
+                        "payload": json.dumps({"kind": role, "host": host}) if host else "",
+                    }
+                ],
+            )  # ordered by when the hook reported it, not by when it was written
+        except BaseException:
+            idempotency.release(memory, agent_id, claim.mine)
+            raise
+        idempotency.finish(memory, agent_id, claim.mine, logged[0].id)
     return True
 
 

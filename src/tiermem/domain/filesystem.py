@@ -116,17 +116,24 @@ class AgentFiles:
     def view(self, name: str) -> FileView | None:
         return next((v for v in self.files if v.name == name), None)
 
-    def to_json(self) -> str:
-        """Compact JSON: a view is a list of ``VIEW_FIELDS`` (10,000 files: ~1.5 MB, ~10 ms either way)."""
+    def to_json(self, fields: Sequence[str] = ()) -> str:
+        """Compact JSON: a view is a list of ``fields`` (by default ``VIEW_FIELDS``; 10,000 files: ~1.5 MB, ~10 ms
+        either way)."""
+        fields = list(fields or VIEW_FIELDS)
         data = {
             "v": 2,
             "folders": self.folders,
-            "fields": VIEW_FIELDS,
-            "files": [[getattr(v, f) for f in VIEW_FIELDS] for v in self.files],
+            "fields": fields,
+            "files": [[getattr(v, f) for f in fields] for v in self.files],
             "max_files_open": self.max_files_open,
             "per_file_view_window_char_limit": self.char_limit,
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    def shown_json(self) -> str:
+        """``to_json`` without the views' access times: what a client is shown (core memory, the file resources and
+        their list) changes exactly when this does (a search's touch of an open file changes only its access time)."""
+        return self.to_json([f for f in VIEW_FIELDS if f != "accessed_us"])
 
     @staticmethod
     def seen(agent: Agent) -> AgentFiles:
@@ -803,7 +810,9 @@ class Filesystem:
             closed.append(v.name)
         return closed
 
-    def _save(self, agent_id: str, state: AgentFiles) -> None:
+    def _save(self, agent_id: str, state: AgentFiles, *, shown: bool = True) -> None:
+        """Store the agent's view; its listeners are told unless nothing a client is shown changed (``shown``
+        False: access times only)."""
         agent = self.core.get_agent(agent_id)
         metadata = dict(agent.metadata)
         if state.folders or state.max_files_open or state.char_limit:
@@ -812,7 +821,8 @@ class Filesystem:
             metadata.pop(STATE_KEY, None)
         if metadata != agent.metadata:
             self.core.update_agent(replace(agent, metadata=metadata, updated_at=now()))
-            self._changed(agent_id)
+            if shown:
+                self._changed(agent_id)
 
     def _lock(self, agent_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -968,8 +978,8 @@ class Filesystem:
             for v in state.files:
                 if v.is_open and v.name in wanted:
                     v.accessed_us, touched = stamp, True
-            if touched:
-                self._save(agent_id, state)
+            if touched:  # the access times only: no client is shown them, none is told
+                self._save(agent_id, state, shown=False)
 
     # -- a folder's own metadata (``tiermem folders sync`` keeps its record there) -----------------------
 

@@ -824,8 +824,8 @@ class Memory:
     def stored_result(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
         """The result stored for an earlier ``tool`` call with idempotency key ``key``, if any. The same key with
         other arguments (another ``args_sha256``) is refused: it names another request."""
-        stored = self.core.get_request(_request_key(agent_id, tool, key))
-        if stored is None:
+        stored = self.core.get_request(request_key(agent_id, tool, key))
+        if stored is None or stored.pending:  # a claim: its call is writing now (idempotency.py)
             return None
         if stored.args_sha256 != args_sha256:
             raise ValidationError(
@@ -839,7 +839,7 @@ class Memory:
         """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
         self.core.put_request(
             StoredResult(
-                key=_request_key(agent_id, tool, key),
+                key=request_key(agent_id, tool, key),
                 agent_id=agent_id,
                 tool=tool,
                 args_sha256=args_sha256,
@@ -1302,7 +1302,7 @@ def _normalised(spec: BlockSpec) -> BlockSpec:
     return spec if label == spec.label else spec.model_copy(update={"label": label})
 
 
-def _request_key(agent_id: str, tool: str, key: str) -> str:
+def request_key(agent_id: str, tool: str, key: str) -> str:
     if not isinstance(key, str) or not 1 <= len(key) <= 200 or any(ord(c) < 32 for c in key):
         raise ValidationError("idempotency_key must be 1-200 printable characters, e.g. a UUID.")
     return f"{agent_id}\x1f{tool}\x1f{key}"

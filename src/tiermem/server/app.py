@@ -40,6 +40,7 @@ from .notifier import (
     Notifier,  # the URIs: re-exported
     block_uri,
     register_legacy_subscriptions,
+    register_tool_listeners,
     uri_labels,
 )
 from .protocol_errors import clear_errors
@@ -396,6 +397,7 @@ def build_server(
     _register_resources(server, runtime, names)
     _register_prompts(server, runtime)
     register_legacy_subscriptions(server, notifier)
+    register_tool_listeners(server, notifier)
     register_completions_and_logging(server, runtime, levels, block_uri=BLOCK_URI, label_prompts=("memory_block",))
     return server
 
@@ -440,8 +442,8 @@ def build_http_app(
     public_hosts: Iterable[str] = (),
     tenants: Builder | None = None,
 ) -> ASGIApp:
-    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size); streamable HTTP
-    behind ``wire_checks.screened`` too (a message the SDK would misread is answered as over stdio).
+    """The SSE or streamable-HTTP ASGI app behind ``netguard.Guard`` (auth, Host/Origin, body size) and
+    ``wire_checks.screened`` (a message the SDK would misread is answered as over stdio).
 
     ``ui`` (from ``tiermem.ui``, passed by the CLI) wraps the app to serve the memory inspector under ``/ui``;
     ``oauth`` (``process.oauth.ResourceServer``, built by the CLI from ``oauth_issuer`` and ``public_url``) accepts
@@ -457,10 +459,12 @@ def build_http_app(
         from .tenants import TenantApps
 
         app = TenantApps(app, tenants, retired=tenants.retired)
-    if settings.transport != "sse":
-        from .wire_checks import screened
+    from .wire_checks import screened
 
-        app = screened(app)  # a body the SDK would misread (an id it drops, a batch...) is answered here
+    # a body the SDK would misread (an id it drops, a batch...) is answered here; SSE's SDK answers a body that is not
+    # JSON with a plain-text 400, so that one is answered here too (-32700)
+    sse = settings.transport == "sse"
+    app = screened(app, "/messages", parse_errors=True) if sse else screened(app)
     if ui is not None:
         app = ui(app)
     origins = [f"http://{h}" for h in default_allowed_hosts(settings.host, settings.port)]

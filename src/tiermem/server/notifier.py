@@ -10,6 +10,12 @@ found by a watch thread that runs while anyone subscribes. It polls the core sta
 the block versions only when the token moved. A subscription is answered only after the watch has its
 baseline (the token and the block versions at that moment), so an edit made right after subscribing is
 never folded into the baseline.
+
+A client that subscribes to nothing (most hosts) is still told when another process attaches the agent's first
+folder or detaches its last (``tools/list_changed``: the file tools appear or go): every connection that listed the
+tools (``register_tool_listeners``) keeps the watch running in a cheaper mode while no one subscribes, which polls
+the token every ``TOOLS_POLL_SECONDS`` (object storage: ``TOOLS_POLL_REMOTE_SECONDS``, at least ``watch_seconds``)
+and reads only whether a folder is attached, when the token moved.
 """
 
 from __future__ import annotations
@@ -37,10 +43,16 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
-from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
+from mcp.types import (
+    EmptyResult,
+    PaginatedRequestParams,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from ..core.protocol import LOCAL_POLL_SECONDS
-from .sdk import add_request_handler, advertise, connection_of
+from .sdk import add_request_handler, advertise, connection_of, lowlevel
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
@@ -57,6 +69,11 @@ BLOCK_URI = "memory://blocks/{label}"
 BLOCK_URI_PREFIX = BLOCK_URI.split("{", 1)[0]
 FILES_KEY = "\x00files"  # in the watch's versions: the agent's folders and file views (never a block label)
 FILES_URI_PREFIX = "memory://files/"  # memory://files/<folder>/<file>: a file as the agent sees it
+# While only clients that listed the tools watch (no subscription): how often the change token is polled. The file
+# tools appear or go at a folder's attach or detach, rare and not urgent; an idle server's poll costs next to nothing
+# on SQLite (``PRAGMA data_version``), three listings on object storage (hence the longer period there).
+TOOLS_POLL_SECONDS = 1.0
+TOOLS_POLL_REMOTE_SECONDS = 15.0
 
 
 def block_uri(label: str) -> str:
@@ -118,6 +135,12 @@ class Notifier:
         # (a stream receives only the URIs it asked for; the bus cannot say which those are)
         self._listened_files: Counter[str] = Counter()
         self._cleanup: set[int] = set()  # ids of connections whose close already drops their subscriptions
+        self._tool_clients: dict[int, Any] = {}  # id -> connection, of the clients that listed the tools (still open)
+        self._tools_token: object = None  # the change token at the watch's last look at the folders (tools only)
+        self._nudge = threading.Event()  # ends the watch's sleep early (a subscriber arrived)
+        self._failure: str | None = None  # the watch's last failure, logged once until it changes or the watch reads
+        self._hear: Callable[[Change], None] | None = None  # the listener ``bind`` gave the memory
+        self._bind_lock = threading.Lock()
         self._agent_id: str | None = None
         self._handle = handle
         self._watch_seconds = watch_seconds
@@ -136,10 +159,35 @@ class Notifier:
     def _listening(self) -> bool:
         return self.bus.open_streams > 0 or self.bus.arriving > 0 or any(self._subscribers.values())
 
+    def _can_watch(self) -> bool:
+        return self._handle is not None and self._watch_seconds > 0
+
+    def _start_watch(self) -> None:
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=self._watch, name="tiermem-watch", daemon=True).start()
+        self._wake.set()
+        self._nudge.set()
+
+    def hear_tools(self, session: Any) -> None:
+        """The client of ``session`` listed the tools: it is told when another process's change makes the file tools
+        appear or go (the watch runs, in its cheaper mode while no one subscribes, until its connection closes)."""
+        channel = self._channel(session)
+        if id(channel) in self._tool_clients:
+            return
+        stack = getattr(channel, "exit_stack", None)
+        if stack is None or not hasattr(channel, "send_tool_list_changed"):
+            return  # a connection that cannot be told later (or whose end would go unnoticed)
+        self._tool_clients[id(channel)] = channel
+        self._on_close(channel)
+        if self._can_watch():
+            self._loop = anyio.lowlevel.current_token()
+            self._start_watch()
+
     async def watch_from_now(self) -> None:
         """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
         watch runs. Without a way to watch (no store, ``watch_seconds`` = 0) it does nothing."""
-        if self._handle is None or self._watch_seconds <= 0:
+        if not self._can_watch():
             return
         self._loop = anyio.lowlevel.current_token()
         if self._baseline is None:
@@ -147,10 +195,7 @@ class Notifier:
                 await anyio.to_thread.run_sync(self._take_baseline)
             except Exception as exc:  # the store failed to open: the subscription stands, the watch retries
                 log.warning("watch: could not read the blocks to watch: %s", exc)
-        if not self._watching:
-            self._watching = True
-            threading.Thread(target=self._watch, name="tiermem-watch", daemon=True).start()
-        self._wake.set()
+        self._start_watch()
 
     def _take_baseline(self) -> None:
         assert self._handle is not None
@@ -161,31 +206,40 @@ class Notifier:
                 self._baseline = (token, _versions(memory, agent_id))
 
     def _watch(self) -> None:
-        """Compare the store with the baseline while anyone listens; publish what other processes changed."""
+        """Compare the store with the baseline while anyone listens; publish what other processes changed. While only
+        clients that listed the tools watch, look only at whether a folder is attached (``_watch_tools``)."""
         assert self._handle is not None
         while True:
             with self._watch_lock:
-                idle = not self._listening()
-                if idle:
+                listening = self._listening()
+                idle = not listening and not self._tool_clients
+                if not listening:
                     self._baseline = None  # the next subscriber takes a new one
+                if idle:
                     self._wake.clear()
             if idle:
                 self._wake.wait()
                 continue
+            if not listening:
+                if not self._watch_tools():
+                    return
+                continue
             try:
                 memory, agent_id = self._handle.get()
-                time.sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
+                self._sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
                 if self._baseline is None:
                     self._take_baseline()
                     continue
                 token = memory.change_token()
                 if token == self._baseline[0]:
                     continue
+                agent_id = self._handle.live_id(memory)  # the agent of the served name made again, if it was
                 current = _versions(memory, agent_id)
             except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                log.warning("watch: could not read the blocks: %s", exc)
+                self._failed("could not read the blocks", exc)
                 time.sleep(min(self._watch_seconds, 1.0))
                 continue
+            self._read_again()
             with self._watch_lock:
                 if self._baseline is None:
                     continue
@@ -203,6 +257,67 @@ class Notifier:
                 return
             except Exception as exc:  # one failed delivery never ends the watch
                 log.warning("watch: could not publish a change: %s", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Log a failed poll once per distinct failure (a deleted agent's fails every tick while it is gone)."""
+        text = f"{what}: {exc}"
+        if text == self._failure:
+            log.debug("watch: %s", text)
+            return
+        self._failure = text
+        log.warning("watch: %s (retried at each tick; logged again only if the failure changes)", text)
+
+    def _read_again(self) -> None:
+        if self._failure is not None:
+            log.info("watch: reading again after: %s", self._failure)
+            self._failure = None
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or until a subscriber arrives (``_nudge``)."""
+        self._nudge.wait(seconds)
+        self._nudge.clear()
+
+    def _watch_tools(self) -> bool:
+        """One tick of the watch while only clients that listed the tools watch: when the change token moved, whether
+        the agent has a folder now; its clients are told if that changed. False once the event loop is gone."""
+        assert self._handle is not None
+        if not self._handle.started:  # the watch never starts the opening (the server starts it when it is time)
+            self._sleep(TOOLS_POLL_SECONDS)
+            return True
+        try:
+            memory, agent_id = self._handle.get()
+            self._sleep(
+                max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
+            )
+            if self._listening():
+                return True  # a subscriber came meanwhile: the full watch takes over
+            token = memory.change_token()
+            if token == self._tools_token:
+                return True
+            attached = memory.files.has_folders(self._handle.live_id(memory))
+        except Exception as exc:  # a failed poll is retried at the next tick, never fatal
+            self._failed("could not read the agent's folders", exc)
+            time.sleep(min(self._watch_seconds, 1.0))
+            return True
+        self._read_again()
+        self._tools_token = token
+        if self._loop is None:
+            return True
+        try:
+            anyio.from_thread.run(self._publish_tools_if, attached, token=self._loop)
+        except RuntimeError as exc:  # the event loop is gone: the server is stopping
+            log.debug("watch: stopped: %s", exc)
+            return False
+        except Exception as exc:  # one failed delivery never ends the watch
+            log.warning("watch: could not publish a change: %s", exc)
+        return True
+
+    async def _publish_tools_if(self, attached: bool) -> None:
+        """Tell the clients the tool list changed if whether a folder is attached differs from what they were shown."""
+        if attached != self._had_folders and self._had_folders is not None:
+            self.remote_changes += 1
+            await self._publish_tools_changed(None)
+        self._had_folders = attached
 
     async def _publish_remote(self, labels: list[str], list_changed: bool) -> None:
         if FILES_KEY in labels:
@@ -229,11 +344,20 @@ class Notifier:
                 self._baseline = (token, {**seen, label: version})
 
     def bind(self, memory: Memory, agent_id: str) -> None:
-        """Hear ``memory``'s changes of ``agent_id`` (once). The memory holds only a weak reference to this notifier:
-        a server stopped (an idle tenant's) is not kept alive by it, and its listener leaves at the next change."""
-        if self._agent_id is None:
+        """Hear ``memory``'s changes of ``agent_id``, the served agent (called with each request's): when the server
+        moves to another id (its agent deleted and made again by name: ``MemoryHandle.live_id``), the changes of that
+        one from then on. The memory holds only a weak reference to this notifier: a server stopped (an idle tenant's)
+        is not kept alive by it, and its listener leaves at the next change."""
+        if agent_id == self._agent_id:
+            return
+        with self._bind_lock:  # requests' worker threads bind at once
+            if agent_id == self._agent_id:
+                return
+            if self._hear is not None:
+                memory.unsubscribe(self._hear)
+            self._hear = _listener(weakref.ref(self), agent_id, memory)
+            memory.subscribe(self._hear)
             self._agent_id = agent_id
-            memory.subscribe(_listener(weakref.ref(self), agent_id, memory))
 
     @staticmethod
     def _channel(session: Any) -> Any:
@@ -246,13 +370,16 @@ class Notifier:
         channel = self._channel(session)
         if channel not in channels:
             channels.append(channel)
-        # Forget the client's subscriptions when its connection closes (the SDK unwinds the connection's exit
-        # stack then), instead of holding the connection until a notification to it fails.
+        self._on_close(channel)
+        await self.watch_from_now()
+
+    def _on_close(self, channel: Any) -> None:
+        """Forget the client's subscriptions when its connection closes (the SDK unwinds the connection's exit stack
+        then), instead of holding the connection until a notification to it fails."""
         stack = getattr(channel, "exit_stack", None)
         if stack is not None and id(channel) not in self._cleanup:
             self._cleanup.add(id(channel))
             stack.callback(self._forget, channel)
-        await self.watch_from_now()
 
     def unsubscribe(self, uri: str, session: Any) -> None:
         channels = self._subscribers.get(uri, [])
@@ -265,6 +392,7 @@ class Notifier:
     def _forget(self, channel: Any) -> None:
         """Drop every subscription of a closed connection."""
         self._cleanup.discard(id(channel))
+        self._tool_clients.pop(id(channel), None)
         for uri in list(self._subscribers):
             channels = [c for c in self._subscribers[uri] if c is not channel]
             if channels:
@@ -334,7 +462,8 @@ class Notifier:
 
     async def _publish_tools_changed(self, ctx: Context[Any, Any] | None) -> None:
         await self.bus.publish(ToolsListChanged())
-        for channel in self._every_channel(ctx):
+        channels = {id(c): c for c in (*self._every_channel(ctx), *self._tool_clients.values())}
+        for channel in channels.values():
             try:
                 await channel.send_tool_list_changed()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -434,8 +563,24 @@ def register_legacy_subscriptions(server: MCPServer[Any], notifier: Notifier) ->
     advertise(server, NotificationOptions(resources_changed=True, tools_changed=True, prompts_changed=True))
 
 
+def register_tool_listeners(server: MCPServer[Any], notifier: Notifier) -> None:
+    """``tools/list`` also makes its client one the notifier tells when the file tools appear or go
+    (``Notifier.hear_tools``), whether or not it subscribes to anything."""
+    entry = lowlevel(server).get_request_handler("tools/list")
+    if entry is None:
+        return
+    listed = entry.handler
+
+    async def on_list_tools(ctx: Any, params: PaginatedRequestParams) -> Any:
+        notifier.hear_tools(ctx.session)
+        return await listed(ctx, params)
+
+    add_request_handler(server, "tools/list", entry.params_type, on_list_tools)
+
+
 def _versions(memory: Memory, agent_id: str) -> dict[str, int]:
-    """Each block's version, and a digest of the agent's folders and file views under ``FILES_KEY``."""
+    """Each block's version, and a digest of the agent's folders and file views as clients are shown them (not the
+    views' access times, which a search of the files changes) under ``FILES_KEY``."""
     versions = {b.label: b.version for b in memory.blocks(agent_id)}
-    versions[FILES_KEY] = zlib.crc32(memory.files.state(agent_id).to_json().encode())
+    versions[FILES_KEY] = zlib.crc32(memory.files.seen(agent_id).shown_json().encode())  # not the access times
     return versions

@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ..base.errors import SchemaError, StoreBusyError, StoreError, TiermemError
-from ..domain import block_patch
+from ..domain import block_patch, idempotency
 from ..domain import blocks as rules
 from ..domain.memory import Memory
 from .arguments import tidy_schema
@@ -90,7 +90,8 @@ def _replayed(prior: str, is_structured: bool) -> str | CallToolResult:
 
 
 def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing."""
+    """Add an optional ``idempotency_key``: a retried call with the same key returns the first result, writing nothing,
+    in whichever process it lands (the key is claimed in the core store first: ``domain/idempotency.py``)."""
     sig = inspect.signature(fn, eval_str=True)
     is_structured = get_origin(sig.return_annotation) is Annotated
     key_param = inspect.Parameter(
@@ -107,21 +108,41 @@ def idempotent(name: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
         rt = runtime_of(kwargs["ctx"])
         plain = {k: v for k, v in kwargs.items() if k != "ctx"}
         digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=_jsonable).encode()).hexdigest()
-        entry = locks.setdefault(idempotency_key, [anyio.Lock(), 0])
-        entry[1] += 1  # callers holding or waiting for this key's lock; the last one out drops it
-        try:
-            async with entry[0]:  # a retry racing its original waits for it instead of writing twice
-                prior = await rt.call(None, Memory.stored_result, name, idempotency_key, digest)
-                if prior is not None:
-                    return _replayed(prior, is_structured)
+
+        async def attempt() -> tuple[bool, Any]:
+            """One try at the key: (True, the result) when this call got the first result or wrote; (False, the
+            claim another call holds) otherwise. Shielded: a claim this call stored is always finished or released
+            (cancelled, it would hold the key until it is stale)."""
+            with anyio.CancelScope(shield=True):
+                got = await rt.call(None, idempotency.claim, name, idempotency_key, digest)
+                if got.mine is None:
+                    return (True, _replayed(got.result, is_structured)) if got.result is not None else (False, got)
                 # Once started, the write runs to its end in its worker thread whatever becomes of the request (a
                 # client's cancel or timeout cannot stop it), so its result is kept under the key even then: the
                 # retry a timeout calls for gets that result instead of writing a second time.
-                with anyio.CancelScope(shield=True):
+                try:
                     result = await fn(*args, **kwargs)
-                    if not (isinstance(result, CallToolResult) and result.is_error):
-                        await rt.call(None, Memory.store_result, name, idempotency_key, digest, _stored(result))
-                return result
+                except BaseException:
+                    await rt.call(None, idempotency.release, got.mine)
+                    raise
+                if isinstance(result, CallToolResult) and result.is_error:
+                    await rt.call(None, idempotency.release, got.mine)
+                else:
+                    await rt.call(None, idempotency.finish, got.mine, _stored(result))
+            return True, result
+
+        entry = locks.setdefault(idempotency_key, [anyio.Lock(), 0])
+        entry[1] += 1  # callers holding or waiting for this key's lock; the last one out drops it
+        try:
+            async with entry[0]:  # a retry racing its original in this process waits for it without polling
+                deadline = anyio.current_time() + idempotency.WAIT_SECONDS
+                while True:
+                    done, value = await attempt()
+                    if done:
+                        return value
+                    if anyio.current_time() >= deadline:  # another process holds the key: its write goes on
+                        raise idempotency.busy(idempotency_key, value.holder)
+                    await anyio.sleep(value.poll)
         finally:
             entry[1] -= 1
             if entry[1] == 0:

@@ -1,4 +1,5 @@
-"""JSON-RPC messages the SDK misreads, found before it reads them, on stdio (``stdio_lines``) and streamable HTTP.
+"""JSON-RPC messages the SDK misreads, found before it reads them, on stdio (``stdio_lines``), streamable HTTP and
+the deprecated SSE transport's ``/messages`` (``screened``).
 
 The SDK reads a request whose ``id`` is not a string or an integer (null, true, 1.5, an object) as a notification,
 dropping the ``id``: it is never answered. A message of the wrong shape (``params`` not an object, a numeric
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,11 @@ def misread(message: Any, *, one_by_one: str) -> Verdict | None:
     return None
 
 
+def _not_json() -> Verdict:
+    what = "Parse error: the body is not JSON"
+    return refused(None, PARSE_ERROR, f"{what}. Send {HTTP_ONE_BY_ONE}, as JSON.", what)
+
+
 def _not_a_message(one_by_one: str) -> Verdict:
     what = "Invalid Request: not a JSON-RPC 2.0 message"
     return refused(None, INVALID_REQUEST, f"{what}. Send {one_by_one}.", what)
@@ -104,10 +110,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 HTTP_ONE_BY_ONE = "one JSON-RPC message per POST"
 
 
-def screened(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
-    """ASGI: a POST to the streamable-HTTP endpoint ``path`` whose body ``misread`` refuses gets HTTP 400 with its
-    JSON-RPC error (also for a notification: an HTTP request is answered); anything else, and a body that is not
-    JSON (the SDK answers -32700), goes on to ``app`` unchanged."""
+def screened(app: ASGIApp, path: str = "/mcp", *, parse_errors: bool = False) -> ASGIApp:
+    """ASGI: a POST to the endpoint ``path`` (streamable HTTP's, or SSE's ``/messages``) whose body ``misread``
+    refuses gets HTTP 400 with its JSON-RPC error (also for a notification: an HTTP request is answered); anything
+    else goes on to ``app`` unchanged. A body that is not JSON goes on too (streamable HTTP's SDK answers -32700),
+    unless ``parse_errors``: then it gets HTTP 400 with -32700 here (SSE's SDK answers a plain-text 400)."""
     import pydantic_core
 
     async def screen(scope: Scope, receive: Receive, send: Send) -> None:
@@ -123,9 +130,11 @@ def screened(app: ASGIApp, path: str = "/mcp") -> ASGIApp:
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
         try:
-            verdict = misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body else None
+            verdict = (
+                misread(pydantic_core.from_json(body), one_by_one=HTTP_ONE_BY_ONE) if body or parse_errors else None
+            )
         except ValueError:
-            verdict = None  # not JSON: the SDK's -32700
+            verdict = _not_json() if parse_errors else None  # else the SDK's -32700
         if verdict is None:
             await app(scope, _replay(body, receive), send)
             return

@@ -1,0 +1,155 @@
+"""Idempotency keys across processes: a key is claimed in the core store before the write (``domain/idempotency.py``),
+so two processes given one key at once (a retry landing on another replica) store the write once. Real servers, real
+core stores (SQLite and object storage)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import timedelta
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from tiermem.base.config import Settings
+from tiermem.base.records import CLAIM_MARK, StoredResult, now
+from tiermem.domain import autorecall, idempotency
+from tiermem.domain.memory import Memory, request_key
+
+from .conftest import serve_in_process, text_of
+from .test_cancelled_calls import held_commit
+
+pytestmark = pytest.mark.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+
+def claim_of(agent_id: str, tool: str, key: str, owner: dict[str, object], age: float = 0.0) -> StoredResult:
+    return StoredResult(
+        key=request_key(agent_id, tool, key),
+        agent_id=agent_id,
+        tool=tool,
+        args_sha256="0" * 64,
+        result=CLAIM_MARK + json.dumps(owner),
+        created_at=now() - timedelta(seconds=age),
+    )
+
+
+def gone_pid() -> int:
+    """The id of a process of this machine that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.anyio
+async def test_one_key_at_two_servers_at_once_writes_once(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server B gets a key server A is still writing (its write committed, its result not yet recorded): B writes
+    nothing, and tells the caller to retry; the retry gets A's result. The block has the line once."""
+    monkeypatch.setattr(idempotency, "WAIT_SECONDS", 0.3)  # B's wait for A's claim ends while A is held
+    a_server, b_server = serve_in_process(settings), serve_in_process(settings)
+    args = {"label": "human", "content": "Keeps bees.", "idempotency_key": "k-replica"}
+    async with Client(a_server, cache=None, mode="legacy") as a, Client(b_server, cache=None, mode="legacy") as b:
+        await a.call_tool("memory_open", {"label": "human"})
+        await b.call_tool("memory_open", {"label": "human"})
+        with held_commit(a_server) as (committed, release):
+            first: list[str] = []
+
+            async def call_a() -> None:
+                first.append(text_of(await a.call_tool("core_memory_append", args)))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_a)
+                await anyio.to_thread.run_sync(committed.wait, 60)  # A's write is committed, A's thread held
+                waited = await b.call_tool("core_memory_append", args)
+                assert waited.is_error and "still being written" in text_of(waited), text_of(waited)
+                release.set()
+        retried = await b.call_tool("core_memory_append", args)
+        assert not retried.is_error and text_of(retried) == first[0]
+        view = text_of(await b.call_tool("memory_open", {"label": "human"}))
+        assert view.count("Keeps bees.") == 1, view
+
+
+def test_claims_are_atomic_records(memory: Memory) -> None:
+    """The core's claim protocol: the first claim is stored, a second gets it; the result replaces the claim; a
+    dropped claim frees the key; a stale claim is replaced only while it is still what is stored."""
+    agent = memory.create_agent("a").id
+    one = claim_of(agent, "memory_insert", "k", {"host": "h", "pid": 1, "nonce": "one"})
+    two = claim_of(agent, "memory_insert", "k", {"host": "h", "pid": 2, "nonce": "two"})
+    assert memory.core.claim_request(one) is None
+    assert memory.core.claim_request(two) == one
+    memory.core.put_request(replace(one, result="done"), one)
+    assert memory.core.claim_request(two) == replace(one, result="done")
+    memory.core.put_request(replace(two, result="second"), two)  # not its claim: the first result stands
+    assert memory.stored_result(agent, "memory_insert", "k", "0" * 64) == "done"
+
+    other = claim_of(agent, "memory_insert", "k2", {"host": "h", "pid": 1, "nonce": "one"})
+    taker = replace(other, result=other.result.replace("one", "taker"))
+    assert memory.core.claim_request(other) is None
+    assert memory.stored_result(agent, "memory_insert", "k2", "0" * 64) is None  # a claim is no result
+    assert memory.core.claim_request(taker, replacing=two) == other  # replacing what is not stored: refused
+    assert memory.core.claim_request(taker, replacing=other) is None
+    memory.core.drop_request(other)  # no longer its claim: nothing dropped
+    assert memory.core.get_request(other.key) == taker
+    memory.core.drop_request(taker)
+    assert memory.core.get_request(other.key) is None
+
+
+def test_a_claim_holds_while_its_owner_lives(memory: Memory) -> None:
+    """A claim of a live process of this machine, or a recent one of another machine, makes a call wait."""
+    agent = memory.create_agent("a").id
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here = claim_of(agent, "memory_insert", "k", {"host": idempotency._machine(), "pid": sleeper.pid, "nonce": "n"})
+        assert memory.core.claim_request(here) is None
+        assert idempotency.claim(memory, agent, "memory_insert", "k", "0" * 64).holder == here
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    there = claim_of(agent, "memory_insert", "k2", {"host": "elsewhere/pid:[1]", "pid": 1, "nonce": "n"})
+    assert memory.core.claim_request(there) is None
+    assert idempotency.claim(memory, agent, "memory_insert", "k2", "0" * 64).holder == there
+    with pytest.raises(Exception, match="different arguments"):
+        idempotency.claim(memory, agent, "memory_insert", "k2", "1" * 64)
+
+
+def test_a_stale_claim_is_taken_over(memory: Memory) -> None:
+    """A claim whose owner died (a process of this machine that is gone; one of another machine older than the stale
+    age) does not hold its key forever: the next call with the key takes it over and writes."""
+    agent = memory.create_agent("a").id
+    dead = claim_of(agent, "memory_insert", "k", {"host": idempotency._machine(), "pid": gone_pid(), "nonce": "n"})
+    old = claim_of(
+        agent,
+        "memory_insert",
+        "k2",
+        {"host": "elsewhere/pid:[1]", "pid": 1, "nonce": "n"},
+        age=1 + idempotency.STALE_CLAIM_SECONDS,
+    )
+    for stale in (dead, old):
+        assert memory.core.claim_request(stale) is None
+        key = stale.key.rsplit("\x1f", 1)[1]
+        got = idempotency.claim(memory, agent, "memory_insert", key, "0" * 64)
+        assert got.mine is not None and got.mine != stale
+        idempotency.finish(memory, agent, got.mine, "written")
+        assert memory.stored_result(agent, "memory_insert", key, "0" * 64) == "written"
+
+
+def test_a_hook_turn_whose_claim_died_is_logged(memory: Memory) -> None:
+    """A hook's turn claimed by a server that died mid-write (its claim left behind) is logged by the next server the
+    hook reaches, once; a further firing logs nothing."""
+    agent = memory.create_agent("a").id
+    kw = {"session": "s1", "turn": "t1", "role": "user", "content": "Where do the bees go in winter?"}
+    digest = hashlib.sha256(str(kw["content"]).encode()).hexdigest()
+    key = f"s1:t1:user:{digest[:16]}"
+    dead = replace(
+        claim_of(agent, autorecall.HOOK_TOOL, key, {"host": idempotency._machine(), "pid": gone_pid(), "nonce": "n"}),
+        args_sha256=digest,
+    )
+    assert memory.core.claim_request(dead) is None
+    assert autorecall.log_turn(memory, agent, **kw) is True  # type: ignore[arg-type]
+    assert autorecall.log_turn(memory, agent, **kw) is False  # type: ignore[arg-type]
+    logged = [x.content for x in memory.archive.rows.messages_of(agent) if x.conversation_id == "s1"]
+    assert logged == [kw["content"]]

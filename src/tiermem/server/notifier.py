@@ -16,6 +16,10 @@ folder or detaches its last (``tools/list_changed``: the file tools appear or go
 tools (``register_tool_listeners``) keeps the watch running in a cheaper mode while no one subscribes, which polls
 the token every ``TOOLS_POLL_SECONDS`` (object storage: ``TOOLS_POLL_REMOTE_SECONDS``, at least ``watch_seconds``)
 and reads only whether a folder is attached, when the token moved.
+
+Why this module is long: one ``Notifier`` holds the listeners, the queue of this process's changes and the watch
+over other processes' (its baseline, its two polling modes, its failures); split, each part would reach into the
+others' state under one lock.
 """
 
 from __future__ import annotations

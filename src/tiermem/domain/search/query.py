@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from . import timeexpr
+from . import cjk, timeexpr
 
 _WORD = re.compile(r"\w+")
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
@@ -126,5 +126,7 @@ def subject_of(content: str) -> str | None:
 
 
 def terms(text: str) -> list[str]:
-    """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out."""
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in STOPWORDS]
+    """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out; a word holding
+    Chinese, Japanese or Korean characters as its bigrams (``cjk.grams``: those scripts write no space between words)."""
+    words = (m.lower() for m in _WORD.findall(text))
+    return [g for w in words for g in (cjk.grams(w) if cjk.has_cjk(w) else (w,)) if g not in STOPWORDS]

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from ...base.records import Found, Hit
 from . import timeexpr
+from .cjk import word_count
 from .query import Query, names, speaker_of, subject_of, terms
 
 FEATURES = (
@@ -299,7 +300,7 @@ def features(query: Query, candidates: Sequence[Candidate], context: Context | N
                 (c.bm25 or 0.0) / best_bm25,
                 (c.cosine if c.cosine is not None else floor) - best,
                 1.0 if _asks(c.content) else 0.0,
-                math.log1p(len(c.content.split())),
+                math.log1p(word_count(c.content)),
                 1.0 if speaker is not None and names(speaker, words) else 0.0,
                 _written_in(periods, when),
                 1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,

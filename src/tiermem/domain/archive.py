@@ -107,7 +107,7 @@ SEARCHED_ROLES: tuple[str, ...] = tuple(r for r in ROLES if r != "tool")
 def parse_bound(value: str | None, name: str, *, end: bool, zone: tzinfo | None = None) -> datetime | None:
     """An ISO 8601 datetime (in ``zone`` when it names no zone of its own; UTC without ``zone``), or a date without a
     time standing for every instant of the days it names in ``zone`` (``periods.date_span``: a day 2024-06-01 or
-    20240601, an ISO week 2024-W22, a month 2024-06): a start bound is its first instant, an end bound its last
+    20240601, an ISO week 2024-W22, a month 2024-06, a year 2024): a start bound is its first instant, an end bound its last
     (inclusive). A time before 0001-01-01 or after 9999-12-31 in UTC (0001-01-01T00:00+02:00) is the calendar's
     edge: no stored time lies beyond it."""
     if value is None or value == "":

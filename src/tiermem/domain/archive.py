@@ -481,14 +481,15 @@ class Archive:
     ) -> SearchResult:
         """``projects``: only passages of these projects (None in it: passages of no project, shared by all);
         ``links``: each hit followed by the memories it links to, within the token budget (None: ``links_by_default``);
-        ``zone``: the time zone of bounds that name none (the agent's; UTC without it)."""
+        ``zone``: the agent's time zone (UTC without it): of bounds that name none, and of the days the query's time
+        words name ("yesterday", "December 6")."""
         _check_count(top_k, "top_k", 100)
         start = parse_bound(start_datetime, "start_datetime", end=False, zone=zone)
         end = parse_bound(end_datetime, "end_datetime", end=True, zone=zone)
         where = replace(
             self._passage_where(agent_id, tags, tag_match_mode, start, end), projects=self._projects(projects)
         )
-        return self._hybrid(self.kinds["passages"], agent_id, query, where, top_k, links)
+        return self._hybrid(self.kinds["passages"], agent_id, query, where, top_k, links, zone)
 
     def conversation_search(
         self,
@@ -509,7 +510,8 @@ class Archive:
         ``projects``: only turns of these projects (None in it: turns of no project, shared by all); ``links``: each
         hit followed by the turns it links to (its sitting's neighbours, links made on purpose), within the token
         budget (None: ``links_by_default``). ``roles`` None: every role but ``tool`` (``SEARCHED_ROLES``). ``zone``:
-        the time zone of date bounds that name none (the agent's; UTC without it)."""
+        the agent's time zone (UTC without it): of date bounds that name none, and of the days the query's time words
+        name."""
         _check_count(limit, "limit", 100)
         start = parse_bound(start_date, "start_date", end=False, zone=zone)
         end = parse_bound(end_date, "end_date", end=True, zone=zone)
@@ -529,7 +531,7 @@ class Archive:
             not_conversation_id=exclude_conversation or None,
             projects=self._projects(projects),
         )
-        return self._hybrid(self.kinds["messages"], agent_id, query, where, limit, links)
+        return self._hybrid(self.kinds["messages"], agent_id, query, where, limit, links, zone)
 
     def file_search(self, folder_ids: Sequence[str], query: str, *, limit: int = 5) -> SearchResult:
         """The chunks of these folders' files nearest ``query``: the same hybrid search and ranker as archival memory
@@ -554,16 +556,23 @@ class Archive:
         )
 
     def _hybrid(
-        self, kind: Kind, agent_id: str, text: str, where: Filter, limit: int, links: bool | None = False
+        self,
+        kind: Kind,
+        agent_id: str,
+        text: str,
+        where: Filter,
+        limit: int,
+        links: bool | None = False,
+        zone: tzinfo | None = None,
     ) -> SearchResult:
         text = self._text(text, "query")
         if is_blank(text):  # spaces or invisible characters alone (a zero-width space): nothing to look for
             raise ValidationError("query is empty: say what to look for.")
-        query, context = self._analyse(kind, agent_id, text)
+        query, context = self._analyse(kind, agent_id, text, zone)
         pool = pool_size(limit)
         candidates, mode, notes, query = self._candidates(kind, agent_id, query, where, kind.depth(pool), context)
         context = self._with_sittings(kind, agent_id, query, context)
-        candidates = pooled(query, stated(candidates) if kind.stated else candidates, pool, context)
+        candidates = pooled(query, stated(candidates, query.zone) if kind.stated else candidates, pool, context)
         ranked = kind.ranker.rank(query, candidates, context)[:limit]
         relevance = kind.calibration.relevance(query, candidates, ranked, context)
         hits = [self._hit(kind, c, score, p) for (c, score), p in zip(ranked, relevance, strict=True)]
@@ -579,13 +588,14 @@ class Archive:
         """The note of a search whose results were cut to ``token_budget`` (``SearchResult.truncated``)."""
         return f"Results were cut to fit the {self.token_budget}-token budget; narrow the query or lower the limit."
 
-    def _analyse(self, kind: Kind, agent_id: str, text: str) -> tuple[Query, Context]:
+    def _analyse(self, kind: Kind, agent_id: str, text: str, zone: tzinfo | None = None) -> tuple[Query, Context]:
         """The query's analysis, with the clock relative times in it resolve against (read only when it has one: the
-        newest row of the agent in this table) and the names the agent's blocks give (``speaker_names``: left out of
-        the vector's query); the context: the roles' names of turns logged by role (recall only)."""
+        newest row of the agent in this table), as days of ``zone`` (the agent's; UTC without it), and the names the
+        agent's blocks give (``speaker_names``: left out of the vector's query); the context: the roles' names of
+        turns logged by role (recall only)."""
         people = dict(self.speaker_names(agent_id)) if kind.speakers else {}
         clock = self._clock(kind.table, agent_id) if needs_clock(text) else None
-        return analyse(text, clock, people.values()), Context(
+        return analyse(text, clock, people.values(), zone), Context(
             speakers=people if kind.turns else {}, subjects=kind.subjects
         )
 

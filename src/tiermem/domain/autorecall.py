@@ -146,9 +146,10 @@ def recall(
         return []
     archive = memory.archive
     projects = None if settings.scope == "all" else (project, None) if project is not None else (None,)  # prefiltered
-    passages = archive.search(agent_id, query, top_k=CANDIDATES, projects=projects).hits
+    zone = memory.time_zone(agent_id)  # the days "yesterday" names are the agent's
+    passages = archive.search(agent_id, query, top_k=CANDIDATES, projects=projects, zone=zone).hits
     turns = archive.conversation_search(
-        agent_id, query, limit=CANDIDATES, exclude_conversation=session, projects=projects
+        agent_id, query, limit=CANDIDATES, exclude_conversation=session, projects=projects, zone=zone
     ).hits
     archival: Source = "archival"
     past: Source = "recall"

@@ -107,6 +107,47 @@ def test_empty_turns_stored_before_they_were_refused_are_never_found(memory: tup
     assert [r.content for r in found] == ["Ada drinks green tea every morning."]
 
 
+ALL = autorecall.RecallSettings(threshold=0.0, limit=10, max_chars=10_000)  # every hit the searches return
+
+
+def test_small_talk_neither_triggers_nor_is_recalled(memory: tuple[Memory, str]) -> None:
+    """docs/hosts.md: a prompt unrelated to what is stored gets nothing. Small talk ("thanks", "ok continue") asks
+    for nothing, and an earlier session's small talk is no memory, even for a prompt that asks something."""
+    m, agent = memory
+    said = ["ok", "thanks!", "continue", "yes please", "looks good, go ahead", "Caroline: thank you so much!"]
+    m.archive.log_messages(agent, [{"role": "user", "content": text, "conversation_id": "old"} for text in said])
+    m.archive.log_messages(
+        agent, [{"role": "user", "content": "The parser lives in src/parse.py.", "conversation_id": "old"}]
+    )
+    for prompt in ("thanks", "thanks!", "ok continue", "go ahead", "Great, thanks!", "ok"):
+        assert autorecall.recall(m, agent, prompt, session="new", settings=ALL) == [], prompt
+    found = [
+        r.content for r in autorecall.recall(m, agent, "ok, where is the parser? thanks", session="new", settings=ALL)
+    ]
+    assert "The parser lives in src/parse.py." in found and not set(found) & set(said)
+    assert autorecall.says_something("perfect, ship it") and not autorecall.says_something("Mel: ok, go ahead!")
+
+
+def test_memories_saying_the_same_are_recalled_once(memory: tuple[Memory, str]) -> None:
+    m, agent = memory
+    m.archive.insert(agent, "The user is allergic to peanuts.")
+    m.archive.insert(agent, "The user is allergic to peanuts.")
+    m.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "the user is allergic to peanuts", "conversation_id": "a"},
+            {"role": "user", "content": "Peanuts make me sick.", "conversation_id": "b"},
+        ],
+    )
+    found = autorecall.recall(m, agent, "Can I eat peanuts?", session="new", settings=ALL)
+    texts = [r.content for r in found]
+    assert sorted(texts) == ["Peanuts make me sick.", "The user is allergic to peanuts."] or sorted(texts) == [
+        "Peanuts make me sick.",
+        "the user is allergic to peanuts",
+    ]
+    assert found == sorted(found, key=lambda r: -r.relevance)
+
+
 def recalled(n: int, chars: int, *, source: str = "archival", relevance: float = 0.5) -> Recalled:
     return Recalled(
         id=f"passage-{n}",

@@ -38,6 +38,7 @@ MODULE_LAYER = {
     "domain.blocks": 2,
     "domain.tokens": 2,
     "domain.search": 2,  # search, one room: the query's analysis, time expressions, ranking, sittings, the pool, kinds
+    "domain.search.cjk": 2,  # Chinese, Japanese and Korean words as bigrams (keyword text, query terms)
     "domain.search.timeexpr": 2,
     "domain.search.query": 2,
     "domain.search.ranking": 2,

@@ -176,3 +176,23 @@ def test_an_archive_searches_each_kind_by_its_profile(memory: Memory) -> None:
     assert facts.context.speakers == {} and facts.context.subjects  # no roles: passages are not turns
     files = memory.archive.candidates("file_chunks", "tiermem-files", "What does Melanie paint?")
     assert files.query.names == frozenset() and files.query.focused == "What does Melanie paint?"
+
+
+def test_yesterday_is_the_agents_yesterday(memory: Memory) -> None:
+    """An agent in Los Angeles: the dinner logged on its 6th (03:00 UTC on the 7th) is yesterday's when asked on its
+    7th, not the one logged on its 5th (the 6th in UTC)."""
+    from tiermem.domain.memory import TIMEZONE_KEY
+
+    agent = memory.ensure_agent("la").id
+    memory.set_agent_metadata(agent, {TIMEZONE_KEY: "America/Los_Angeles"})
+    memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "Dinner tonight: pizza at Tony's.", "timestamp": "2026-12-05T17:30:00-08:00"},
+            {"role": "user", "content": "Dinner tonight: ramen at Ippudo.", "timestamp": "2026-12-06T19:00:00-08:00"},
+            {"role": "user", "content": "Morning! Starting the parser.", "timestamp": "2026-12-07T03:00:00-08:00"},
+        ],
+    )
+    for asked in ("dinner yesterday", "dinner on December 6"):
+        hits = memory.conversation_search(agent, asked, roles=None, limit=2, start_date=None, end_date=None).hits
+        assert hits[0].content == "Dinner tonight: ramen at Ippudo.", asked

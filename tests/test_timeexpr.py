@@ -117,3 +117,24 @@ def test_resolution_is_by_day_in_utc() -> None:
 )
 def test_the_name_a_block_gives(text: str, name: str | None) -> None:
     assert name_in(text) == name
+
+
+def test_a_querys_days_are_the_agents_time_zones() -> None:
+    """At 03:00 UTC on 7 December it is 19:00 on the 6th in Los Angeles: "yesterday" there is the 5th, and the days
+    a query names start at that zone's midnights (a stated date too)."""
+    from zoneinfo import ZoneInfo
+
+    from tiermem.domain.search.ranking import stated_time
+
+    la = ZoneInfo("America/Los_Angeles")
+    clock = datetime(2026, 12, 7, 3, 0, tzinfo=UTC)
+    assert [p.start.isoformat() for p in query_periods("dinner yesterday", clock)] == ["2026-12-06T00:00:00+00:00"]
+    (yesterday,) = query_periods("dinner yesterday", clock, la)
+    assert (yesterday.start.isoformat(), yesterday.days) == ("2026-12-05T00:00:00-08:00", 1)
+    (named,) = query_periods("dinner on December 6", clock, la)
+    assert named.start == datetime(2026, 12, 6, tzinfo=la) and named.end == datetime(2026, 12, 7, tzinfo=la)
+    (before,) = query_periods("the week before December 6, 2026", clock, la)[1:]
+    assert before.start == datetime(2026, 11, 29, tzinfo=la)
+    assert [p.start for p in resolve("I cooked yesterday", clock, la)] == [datetime(2026, 12, 5, tzinfo=la)]
+    at = stated_time("On 6 December 2026: pizza", la)
+    assert at is not None and datetime.fromtimestamp(at / 1e6, tz=la) == datetime(2026, 12, 6, tzinfo=la)

@@ -220,7 +220,7 @@ def test_the_calendars_first_and_last_periods_are_counted(filled: tuple[Memory, 
 
 
 def test_a_date_without_a_time_bounds_all_it_names() -> None:
-    """A day (extended or basic), an ISO week and a month: a start is the first instant, an end the last."""
+    """A day (extended or basic), an ISO week, a month and a year: a start is the first instant, an end the last."""
 
     def both(text: str) -> tuple[str, str]:
         start, end = parse_bound(text, "x", end=False), parse_bound(text, "x", end=True)
@@ -231,6 +231,7 @@ def test_a_date_without_a_time_bounds_all_it_names() -> None:
     assert both("2024-06-01") == both("20240601") == both("2024-W22-6") == both("2024W226") == june_1
     assert both("2024-W22") == both("2024w22") == ("2024-05-27T00:00:00+00:00", "2024-06-02T23:59:59.999999+00:00")
     assert both("2024-06") == ("2024-06-01T00:00:00+00:00", "2024-06-30T23:59:59.999999+00:00")
+    assert both("2024") == ("2024-01-01T00:00:00+00:00", "2024-12-31T23:59:59.999999+00:00")  # reduced precision
     assert both("9999-W52")[1] == both("9999-12")[1] == END.isoformat()
     assert both("0001-01-01T00:00+02:00")[0] == "0001-01-01T00:00:00+00:00"  # the calendar's edge, not an overflow
     for bad, why in (
@@ -238,7 +239,8 @@ def test_a_date_without_a_time_bounds_all_it_names() -> None:
         ("2024-W54", "2024 has ISO weeks W01 to W52"),
         ("2020W54", "2020 has ISO weeks W01 to W53"),
         ("20240230", "February 2024 has 29 days"),
-        ("2024", "Invalid x format"),
+        ("0000", "Invalid x format"),
+        ("20245", "Invalid x format"),
     ):
         with pytest.raises(ValidationError, match=why):
             parse_bound(bad, "x", end=False)

@@ -499,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="start",
         help="first date or time (ISO 8601, as the search tools take; in the agent's time zone when it names none)",
     )
-    tl.add_argument("--to", dest="end", help="last date or time (a day, ISO week or month alone: all of it)")
+    tl.add_argument("--to", dest="end", help="last date or time (a day, ISO week, month or year alone: all of it)")
     tl.add_argument("--by", choices=("day", "week", "month"), help="period (default month; weeks are ISO weeks)")
     tl.add_argument("--query", help="only items holding every word of this (a keyword filter)")
     tl.add_argument(

@@ -31,6 +31,7 @@ from ..base.errors import NotFoundError
 from ..base.records import Folder, StoredFile, from_us, now, to_us
 from ..store import Filter
 from .file_views import GrepFile, JoinedLines, strategy_of, view_lines
+from .search.cjk import keyword_text
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -392,7 +393,7 @@ class FileRows:
                 "chunk": i,
                 "content": chunk,
                 "tags": [record.id],
-                "text": chunk,
+                "text": keyword_text(chunk),
                 "created_us": created,
                 "vector": None,
             }

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
 from ..base.records import Message, Passage
-from ..store import SEARCHABLE, Filter, passage_from_row
+from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
+from .search.cjk import base_of, keyword_text, stale
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -208,6 +209,8 @@ class AgentRows:
         kept = [
             r if same and _fits(r.get("vector"), self.store.conn.embedding_dim) else {**r, "vector": None} for r in rows
         ]
+        # a backup of an older store holds keyword texts without the bigrams of Chinese, Japanese or Korean words
+        kept = [{**r, "text": keyword_text(base_of(r["text"]))} if isinstance(r.get("text"), str) else r for r in kept]
         return self.store.rows.merge_rows(_searchable(table), key, kept)
 
     def rewrite_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -218,6 +221,33 @@ class AgentRows:
         self.store.rows.upsert_rows(_searchable(table), "id", rows)
         if any(r.get("vector") is None for r in rows):
             self.store.rows.mark_unembedded(_searchable(table))
+
+    def stale_keyword_texts(self) -> dict[str, list[str]]:
+        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words
+        (``cjk.stale``: stored before tiermem wrote them); none once ``regram`` has run (the store's meta mark
+        ``KEYWORD_TEXT``; a new store carries it). Reads every row's id and text while the mark is not set."""
+        if self.store.conn.meta().get(KEYWORD_TEXT) == KEYWORD_TEXT_VERSION:
+            return {}
+        found = {}
+        for table in SEARCHABLE:
+            ids = [r["id"] for r in self.store.conn.rows(table, None, columns=("id", "text")) if stale(r["text"] or "")]
+            if ids:
+                found[table] = ids
+        return found
+
+    def regram(self) -> dict[str, int]:
+        """Write the keyword text of every row ``stale_keyword_texts`` names anew (``cjk.keyword_text``; the full-text
+        index takes them in at the next upkeep), then set the store's mark; the rows written, by table."""
+        done: dict[str, int] = {}
+        for table, ids in self.stale_keyword_texts().items():
+            for start in range(0, len(ids), ID_BATCH):
+                batch = self.store.rows.select(table, Filter(ids=tuple(ids[start : start + ID_BATCH])), limit=EVERY_ROW)
+                for r in batch:
+                    r["text"] = keyword_text(base_of(r["text"] or ""))
+                self.store.rows.upsert_rows(table, "id", batch)
+                done[table] = done.get(table, 0) + len(batch)
+        self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
+        return done
 
     def fields(self, table: str) -> list[str]:
         """The columns of ``table`` (a restored row must have these)."""

@@ -6,7 +6,9 @@ conversation), once: the idempotency key is the session, the turn and a digest o
 again writes nothing, in any process (the key is claimed first: ``idempotency.py``). ``recall`` searches archival and recall memory with the prompt, through the same ranked search
 the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
 relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
-anything stored gets nothing. ``compose`` renders them within the prompt's room and says which it showed; each memory
+anything stored gets nothing, and neither does small talk: a prompt of no word but ``STOPWORDS`` and ``SMALL_TALK``
+("thanks", "ok continue", "go ahead") triggers no search, and a memory of no other word is never recalled; memories
+saying the same (the same words, whatever their case and punctuation) are recalled once, the most relevant. ``compose`` renders them within the prompt's room and says which it showed; each memory
 shown counts as a use of it (``count_uses``, ``uses.py``), once a prompt: the hook server counts them when it logs the
 prompt, which it does once however often the hook fires (``log_turn``).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,13 +28,22 @@ from typing import TYPE_CHECKING, Literal
 from ..base.quoting import PRIVATE_MARK, attribute, drop_private, neutral, without_private
 from ..base.records import is_blank, now, to_us
 from . import idempotency
+from .search.query import speaker_of, terms
 
 if TYPE_CHECKING:
     from .memory import Memory
 
+_WORDS = re.compile(r"\w+")
 HOOK_TOOL = "hook"  # the idempotency keys of hook turns are stored under this tool name
 QUERY_CHARS = 2000  # the start of a long prompt is the query (a search reads at most ~256 tokens of it anyway)
 CANDIDATES = 8  # hits asked of each search before the threshold
+# Words of small talk (beside ``query.STOPWORDS``): a prompt or a memory holding no other word says nothing a memory
+# could be about (``says_something``)
+SMALL_TALK = frozenset(
+    """thanks thank thx ty ok okay k kk yeah yep yup nope sure please pls continue go ahead proceed carry keep
+going great good nice cool awesome perfect fine alright right done got agreed agree correct exactly indeed sounds
+looks look lgtm hi hello hey bye goodbye cheers wow haha lol hmm oh ah well let lets now again much lot""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -148,13 +160,14 @@ def recall(
     logged = drop_private(prompt).strip()  # the prompt as ``log_turn`` keeps it
     prompt = without_private(prompt).replace(PRIVATE_MARK, " ")  # a prompt whose spans a caller already marked
     query = prompt.strip()[:QUERY_CHARS]
-    if not query:
+    if not query or not says_something(query):
         return []
     archive = memory.archive
     projects = None if settings.scope == "all" else (project, None) if project is not None else (None,)  # prefiltered
-    passages = archive.search(agent_id, query, top_k=CANDIDATES, projects=projects).hits
+    zone = memory.time_zone(agent_id)  # the days "yesterday" names are the agent's
+    passages = archive.search(agent_id, query, top_k=CANDIDATES, projects=projects, zone=zone).hits
     turns = archive.conversation_search(
-        agent_id, query, limit=CANDIDATES, exclude_conversation=session, projects=projects
+        agent_id, query, limit=CANDIDATES, exclude_conversation=session, projects=projects, zone=zone
     ).hits
     archival: Source = "archival"
     past: Source = "recall"
@@ -172,9 +185,26 @@ def recall(
         if h.relevance >= settings.threshold
         and h.content.strip() not in (prompt.strip(), logged)
         and h.conversation_id != session
+        and says_something(h.content)
     ]
     found.sort(key=lambda r: -r.relevance)
-    return found[: settings.limit]
+    once: dict[str, Recalled] = {}  # what each says -> the most relevant memory saying it
+    for r in found:
+        once.setdefault(_said(r.content), r)
+    return list(once.values())[: settings.limit]
+
+
+def says_something(text: str) -> bool:
+    """Whether ``text`` (without the speaker label it may open with) holds a word beside ``query.STOPWORDS`` and
+    ``SMALL_TALK``: "thanks!", "ok continue" and "Caroline: looks good, go ahead" hold none."""
+    label = speaker_of(text)
+    body = text.split(":", 1)[1] if label is not None else text
+    return any(w not in SMALL_TALK for w in terms(body))
+
+
+def _said(content: str) -> str:
+    """What a memory says, for telling two that say the same apart: its words, lower-cased, in order."""
+    return " ".join(w.casefold() for w in _WORDS.findall(content))
 
 
 def count_uses(memory: Memory, agent_id: str, shown: list[Recalled]) -> None:

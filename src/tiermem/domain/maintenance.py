@@ -30,13 +30,19 @@ def progress(done: int, total: int, what: str, started: float) -> None:
 
 
 def optimize(memory: Memory) -> list[str]:
-    """``tiermem optimize``: embed rows stored without vectors, remove links to deleted memories, compact every table
+    """``tiermem optimize``: embed rows stored without vectors, write anew the keyword texts an earlier tiermem stored
+    without Chinese, Japanese and Korean bigrams (``AgentRows.regram``), remove links to deleted memories, compact every table
     of the recall and archival store and bring its indexes up to date, then tidy the core state. Returns one line per thing done (what: outcome);
     the rows embedded are reported on stderr."""
     if any(memory.archive.vectors.missing().values()):
         print(f"embedded {memory.archive.vectors.catch_up(None)} row(s) stored without vectors", file=sys.stderr)
     twice = memory.archive.files.repair_twice()
     lines = [f"{table}: {n} row(s) stored twice removed (files written again)" for table, n in twice.items()]
+    regrams = memory.archive.rows.regram()  # before the upkeep, which folds the rows into the full-text index
+    lines += [
+        f"{table}: {n} row(s)' keyword text written anew (Chinese, Japanese and Korean words as bigrams)"
+        for table, n in regrams.items()
+    ]
     dangling = memory.archive.rows.remove_dangling_links()  # before the upkeep, which purges their notes
     lines += [f"links: {dangling} link(s) to deleted memories removed"] if dangling else []
     lines += [f"{table}: {outcome}" for table, outcome in memory.archive.store.indexes.optimize().items()]
@@ -199,6 +205,16 @@ def doctor(settings: Settings, *, as_json: bool = False, more: Sequence[Mapping[
     health.check_old_core_tables(store, memory.core, check)
     health.check_stray_rows(memory, [a.id for a in agents], core.get("attachments"), check)
     health.check_links(memory, check)
+    stale = memory.archive.rows.stale_keyword_texts()
+    if stale:
+        check(
+            "keyword text",
+            False,
+            "rows stored before Chinese, Japanese and Korean words were indexed as bigrams ("
+            + ", ".join(f"{table}: {len(ids)}" for table, ids in stale.items())
+            + "): a keyword search does not find their words",
+            "run `tiermem optimize` (it writes their keyword text anew)",
+        )
     marked = memory.archive.rows.purge_pending()
     check(  # a normal state between upkeeps (deletes, forgets, an import's rewrites): said, not a failure
         "purge",

@@ -25,6 +25,7 @@ _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 _BASIC_DAY = re.compile(r"^\d{8}$")  # 20240601
 _ANY_WEEK = re.compile(r"^(\d{4})-?W(\d{2})$")  # 2024-W22, 2024W22
 _WEEK_DAY = re.compile(r"^\d{4}-?W\d{2}-?\d$")  # 2024-W22-6, 2024W226
+_YEAR = re.compile(r"^(\d{4})$")  # 2024 (ISO 8601's reduced precision: the whole year)
 END = datetime.max.replace(tzinfo=UTC)  # where the calendar's last day, week and month end
 
 
@@ -90,8 +91,9 @@ def parse_period(text: str, zone: tzinfo = UTC) -> tuple[Unit, datetime, datetim
 
 def date_span(text: str) -> tuple[date, date] | None:
     """The first and last day a date written without a time names: a day (2024-06-01, 20240601, 2024-W22-6), an ISO
-    week (2024-W22, 2024W22) or a month (2024-06); None when ``text`` is none of these forms (a time, or no date).
-    ``ValueError`` when it has such a form but the calendar lacks it (2024-02-30, 2024-W54, 2024-13)."""
+    week (2024-W22, 2024W22), a month (2024-06) or a year (2024); None when ``text`` is none of these forms (a time,
+    or no date). ``ValueError`` when it has such a form but the calendar lacks it (2024-02-30, 2024-W54, 2024-13,
+    0000)."""
     key = text.strip().upper()
     if _DAY.fullmatch(key) or _BASIC_DAY.fullmatch(key) or _WEEK_DAY.fullmatch(key):
         day = date.fromisoformat(key)
@@ -101,6 +103,8 @@ def date_span(text: str) -> tuple[date, date] | None:
         return first, _sunday(first)
     if m := _MONTH.fullmatch(key):
         return _month(int(m.group(1)), int(m.group(2)))
+    if m := _YEAR.fullmatch(key):
+        return date(int(m.group(1)), 1, 1), date(int(m.group(1)), 12, 31)
     return None
 
 

@@ -27,6 +27,7 @@ from ..base.errors import TiermemError
 from ..base.quoting import printable
 from . import secrets
 from .blocks import Rethink
+from .search.cjk import base_of, keyword_text
 
 if TYPE_CHECKING:
     from ..base.config import Settings
@@ -161,6 +162,9 @@ def _scan_row(audit: Audit, agent: str, table: str, kind: str, row: dict[str, An
     redacted: dict[str, Any] = {
         f: secrets.redact_json(texts[f]) if f == "payload" else secrets.redact(texts[f]).text for f in fields
     }
+    # the keyword text's bigrams line made again from the redacted text (letters glued to Chinese, Japanese or Korean
+    # characters are written there apart: a credential glued to them would otherwise stay, unrecognised)
+    redacted["text"] = secrets.redact(keyword_text(secrets.redact(base_of(texts["text"])).text)).text
     if isinstance(project, str):
         redacted["project"] = secrets.redact(project).text
     if table == "passages":

@@ -32,6 +32,8 @@ from .loading import import_lancedb
 from .query import Filter, compile_filter
 from .schemas import (
     EMBEDDING_LOCK_FILE,
+    KEYWORD_TEXT,
+    KEYWORD_TEXT_VERSION,
     REEMBED_LOCK_FILE,
     REEMBED_SUFFIX,
     REEMBEDDING,
@@ -645,6 +647,7 @@ class Connection:
                 if not meta:
                     rows = [{"key": k, "value": v} for k, v in wanted.items()]
                     rows.append({"key": "created_at", "value": now().isoformat()})
+                    rows.append({"key": KEYWORD_TEXT, "value": KEYWORD_TEXT_VERSION})  # no row of an older form
                     self.tables["meta"].merge_insert("key").when_not_matched_insert_all().execute(rows)
                     meta = self.meta()
         version = int(meta.get("schema_version", "0"))

@@ -14,6 +14,10 @@ log = logging.getLogger(__name__)
 # 1: the first released schema; 2: ``project`` (nullable) in messages and passages, where a row came from (a hook's
 # repository root or directory; no project: shared by every project).
 SCHEMA_VERSION = 2
+# The meta key recording the keyword texts' form, and its value: 2, Chinese, Japanese and Korean words also written as
+# bigrams (``domain/search/cjk.py``). A new store is created with it; an older one gets it once ``tiermem optimize``
+# has written its rows' keyword texts anew (``AgentRows.regram``). No migration: the rows are read as they are.
+KEYWORD_TEXT, KEYWORD_TEXT_VERSION = "keyword_text", "2"
 PROJECT_TABLES = ("messages", "passages")  # the tables with a ``project`` column
 
 

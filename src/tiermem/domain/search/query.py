@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
-from . import timeexpr
+from . import cjk, timeexpr
 
 _WORD = re.compile(r"\w+")
 _SPEAKER = re.compile(r"^\s*([A-Z][\w.' -]{0,39}?)\s*:\s")
@@ -45,7 +45,8 @@ class Query:
     query has none to resolve); ``names``: the speakers' names known to the search; ``focused``: the text without
     the names it mentions; ``words``: its lower-cased words; ``terms``: those that count (``STOPWORDS`` left out);
     ``periods``: the periods it names; ``asks_when``: it asks for a time; ``asks_several``: it asks about several
-    things said over time (their evidence is spread over sittings)."""
+    things said over time (their evidence is spread over sittings); ``zone``: the time zone whose days the periods are
+    (the agent's), and the days of what a candidate says (``timeexpr.resolve``)."""
 
     text: str
     clock: datetime | None
@@ -56,6 +57,7 @@ class Query:
     periods: tuple[timeexpr.Period, ...]
     asks_when: bool
     asks_several: bool
+    zone: tzinfo = UTC
 
     def naming(self, names: Iterable[str]) -> Query:
         """This analysis with the speakers' names ``names`` (``focused`` leaves out those the text mentions)."""
@@ -65,8 +67,10 @@ class Query:
         return replace(self, names=known, focused=without_names(self.text, known))
 
 
-def analyse(text: str, clock: datetime | None = None, names: Collection[str] = ()) -> Query:
-    """The analysis of ``text``; relative times resolve against ``clock`` (now when None)."""
+def analyse(text: str, clock: datetime | None = None, names: Collection[str] = (), zone: tzinfo | None = None) -> Query:
+    """The analysis of ``text``; relative times resolve against ``clock`` (now when None), as days of ``zone`` (UTC
+    when None)."""
+    zone = zone or UTC
     return Query(
         text=text,
         clock=clock,
@@ -74,9 +78,10 @@ def analyse(text: str, clock: datetime | None = None, names: Collection[str] = (
         focused=without_names(text, names),
         words=frozenset(w.lower() for w in _WORD.findall(text)),
         terms=frozenset(terms(text)),
-        periods=tuple(timeexpr.query_periods(text, clock or datetime.now(UTC))),
+        periods=tuple(timeexpr.query_periods(text, clock or datetime.now(UTC), zone)),
         asks_when=timeexpr.asks_when(text),
         asks_several=asks_several(text),
+        zone=zone,
     )
 
 
@@ -126,5 +131,7 @@ def subject_of(content: str) -> str | None:
 
 
 def terms(text: str) -> list[str]:
-    """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out."""
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in STOPWORDS]
+    """The words of ``text`` that count, in order with repeats: lower-cased, ``STOPWORDS`` left out; a word holding
+    Chinese, Japanese or Korean characters as its bigrams (``cjk.grams``: those scripts write no space between words)."""
+    words = (m.lower() for m in _WORD.findall(text))
+    return [g for w in words for g in (cjk.grams(w) if cjk.has_cjk(w) else (w,)) if g not in STOPWORDS]

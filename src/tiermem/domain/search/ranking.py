@@ -38,11 +38,12 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Protocol
 
 from ...base.records import Found, Hit
 from . import timeexpr
+from .cjk import word_count
 from .query import Query, names, speaker_of, subject_of, terms
 
 FEATURES = (
@@ -130,22 +131,23 @@ class Candidate:
         return self.stated_us if self.stated_us is not None else self.found.created_us
 
 
-def stated_time(content: str) -> int | None:
+def stated_time(content: str, zone: tzinfo = UTC) -> int | None:
     """The date a text opens with, before a colon ("On 8 May 2023: Audrey got new collars for her dogs.",
-    "2023-05-08: ..."), in microseconds (UTC midnight); None if it opens with none."""
+    "2023-05-08: ..."), in microseconds (its midnight in ``zone``); None if it opens with none."""
     head = content[:STATED_HEAD].split(":", 1)
     if len(head) < 2:
         return None
     dates = timeexpr.full_dates(head[0])
-    return int(dates[0].timestamp() * 1_000_000) if dates else None
+    return int(dates[0].replace(tzinfo=zone).timestamp() * 1_000_000) if dates else None
 
 
-def stated(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates with the date each states at its start (``stated_time``), for kinds whose rows are facts
-    written with their date (archival passages: a model stores "On 8 May 2023: ..." whenever it gets to it)."""
+def stated(candidates: Sequence[Candidate], zone: tzinfo = UTC) -> list[Candidate]:
+    """The candidates with the date each states at its start (``stated_time``, a day of ``zone``: the query's), for
+    kinds whose rows are facts written with their date (archival passages: a model stores "On 8 May 2023: ..."
+    whenever it gets to it)."""
     out = []
     for c in candidates:
-        at = stated_time(c.content)
+        at = stated_time(c.content, zone)
         out.append(c if at is None else replace(c, stated_us=at))
     return out
 
@@ -291,7 +293,7 @@ def features(query: Query, candidates: Sequence[Candidate], context: Context | N
             speaker = subject_of(c.content)
         created = c.time_us
         when = datetime.fromtimestamp(created / 1_000_000, tz=UTC) if isinstance(created, int) else None
-        mentions = timeexpr.resolve(c.content, when) if when is not None and (periods or asks_when) else []
+        mentions = timeexpr.resolve(c.content, when, query.zone) if when is not None and (periods or asks_when) else []
         out.append(
             [
                 1.0 / (RANK_K + c.vector_rank) if c.vector_rank else 0.0,
@@ -299,7 +301,7 @@ def features(query: Query, candidates: Sequence[Candidate], context: Context | N
                 (c.bm25 or 0.0) / best_bm25,
                 (c.cosine if c.cosine is not None else floor) - best,
                 1.0 if _asks(c.content) else 0.0,
-                math.log1p(len(c.content.split())),
+                math.log1p(word_count(c.content)),
                 1.0 if speaker is not None and names(speaker, words) else 0.0,
                 _written_in(periods, when),
                 1.0 if any(p.overlaps(m) for p in periods for m in mentions) else 0.0,

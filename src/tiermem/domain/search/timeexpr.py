@@ -4,7 +4,9 @@
 A conversation turn is resolved against its own timestamp ("I went camping last week", written on 27 June 2023,
 is about 19-25 June 2023); a query against the conversation's clock (its newest message), or against the full date
 it names ("What did Maria do last weekend before April 10, 2023?" is about 8-9 April 2023). Every expression
-becomes a ``Period``, a half-open interval of whole days in UTC. Pure functions over text; no I/O.
+becomes a ``Period``, a half-open interval of whole days in a time zone (the agent's: ``tiermem agents set NAME
+--timezone``; UTC without one), so "yesterday" asked at 8 pm in Los Angeles is that day before in Los Angeles, not in
+UTC. Pure functions over text; no I/O.
 
 Scope: English day, week, weekend, month, season and year expressions, relative ("last", "this", "next", "ago",
 "in two weeks", weekdays) and absolute (day month year in either order, ISO dates, month names, years 1900-2099).
@@ -16,7 +18,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m and m.lower() != "may"})
@@ -145,7 +147,7 @@ _WHEN = re.compile(
 
 @dataclass(frozen=True, order=True)
 class Period:
-    """Whole days ``[start, end)`` (UTC midnights)."""
+    """Whole days ``[start, end)`` (midnights of a time zone: UTC, or the one ``resolve`` is given)."""
 
     start: datetime
     end: datetime
@@ -281,9 +283,17 @@ _ANY = re.compile(
 _ABSOLUTE = {"iso", "my", "season_y", "year"}  # kinds that need no anchor (dmy/mdy only with their year)
 
 
-def resolve(text: str, anchor: datetime) -> list[Period]:
-    """Every time expression in ``text``, resolved against ``anchor`` (the time the text was written or is asked)."""
-    return [p for _, p in _scan(text, anchor)]
+def resolve(text: str, anchor: datetime, zone: tzinfo = UTC) -> list[Period]:
+    """Every time expression in ``text``, resolved against ``anchor`` (the time the text was written or is asked), as
+    whole days of ``zone`` (the day ``anchor`` falls on there, and its midnights)."""
+    return [_in_zone(p, zone) for _, p in _scan(text, anchor.astimezone(zone).date())]
+
+
+def _in_zone(period: Period, zone: tzinfo) -> Period:
+    """``period`` (whole days at UTC midnights) as the same days in ``zone``."""
+    if zone is UTC:
+        return period
+    return Period(period.start.replace(tzinfo=zone), period.end.replace(tzinfo=zone))
 
 
 def needs_clock(query: str) -> bool:
@@ -293,8 +303,7 @@ def needs_clock(query: str) -> bool:
     return any(not (kind in _ABSOLUTE or kind in ("dmy", "mdy") and m.group("y")) for kind, m in _matches(query))
 
 
-def _scan(text: str, anchor: datetime) -> list[tuple[str, Period]]:
-    day = anchor.astimezone(UTC).date()
+def _scan(text: str, day: date) -> list[tuple[str, Period]]:
     return [(kind, p) for kind, m in _matches(text) if (p := _period(kind, m, day, text)) is not None]
 
 
@@ -373,18 +382,19 @@ def full_dates(text: str) -> list[datetime]:
     return [when for _, when in sorted(out)]
 
 
-def query_periods(query: str, clock: datetime) -> list[Period]:
-    """The periods a query is about. Relative expressions resolve against the full date the query names, if any
-    ("last weekend before April 10, 2023", "the week before August 3, 2023"), else against ``clock`` (the
-    conversation's newest message); "N days/weeks before <date>" becomes the span before that date."""
+def query_periods(query: str, clock: datetime, zone: tzinfo = UTC) -> list[Period]:
+    """The periods a query is about, as whole days of ``zone``. Relative expressions resolve against the full date the
+    query names, if any ("last weekend before April 10, 2023", "the week before August 3, 2023"), else against
+    ``clock`` (the conversation's newest message; its day in ``zone``); "N days/weeks before <date>" becomes the span
+    before that date."""
     named = full_dates(query)
-    anchor = named[0] if named else clock
-    periods = resolve(query, anchor)
+    day = named[0].date() if named else clock.astimezone(zone).date()
+    periods = [_in_zone(p, zone) for _, p in _scan(query, day)]
     for when in named:
         head = query[: _position_of(query, when)]
         m = _BEFORE_AFTER.search(head.rstrip(" ,"))
         if m:
-            periods.append(_span(when.date(), m))
+            periods.append(_in_zone(_span(when.date(), m), zone))
     return periods
 
 

@@ -140,6 +140,10 @@ def serve(settings: Settings) -> None:
             gcpause.release()  # many clients, no one handshake: the start is over once the server listens
             _run_http(server, handle, settings, tokens, secret, sock, stop)
     finally:
+        # The host closed stdin (or the HTTP server returned) with no signal: the hooks answered already may still be
+        # logging their turn (a prompt is logged after its answer), so wait for them as the signal's path does.
+        if not stop.finish(SETTLE_SECONDS):
+            log.warning("requests still running after %.0f s; stopping anyway", SETTLE_SECONDS)
         hooks.close()
         if live is not None:
             live.stop()

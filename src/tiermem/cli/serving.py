@@ -86,7 +86,8 @@ def apply_log_level(level: str) -> None:
 def serve(settings: Settings) -> None:
     from ..process.hookserver import HookListener
     from ..process.shutdown import Shutdown
-    from ..server.app import build_server, published_tools
+    from ..server.app import build_server
+    from ..server.registry import published_tools
     from ..server.runtime import MemoryHandle
 
     at_terminal = settings.transport == "stdio" and _stdin_is_terminal()  # a person typed it, no host started it

@@ -212,3 +212,48 @@ def test_an_empty_system_prompt_is_refused(tmp_path: Path, monkeypatch: pytest.M
     cfg.write_text('system = "  "\n')
     with pytest.raises(ConfigError, match=rf"system \(config file {cfg}\): empty"):
         load_settings(cfg)
+
+
+def test_the_inspector_logs_at_the_log_level(tmp_path: Path) -> None:
+    """`log_level = "ERROR"` quieted `tiermem serve`, but `tiermem ui` still logged uvicorn's INFO lines."""
+    import httpx
+
+    from tiermem.domain.factory import open_memory
+
+    from .test_transports import free_port
+
+    data = tmp_path / "data"
+    open_memory(load_settings(data_dir=data, embedding_model="hashing"), start_embedder=False).ensure_agent("default")
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "ui", "--no-browser", "--port", str(port), "--data-dir", str(data)],
+        cwd=ROOT,
+        env=server_env(tmp_path, TIERMEM_LOG_LEVEL="ERROR"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("tiermem memory inspector: "), line
+        assert "memory inspector" in httpx.get(f"http://127.0.0.1:{port}/ui/", timeout=30).text  # uvicorn is up
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert " INFO " not in err, err
+
+
+def test_a_server_says_which_blocks_the_agent_it_creates_has(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """With `sync`, the agent a server creates starts with the synced directory's blocks, not the default ones: its
+    log said "with the default blocks"."""
+    import logging
+
+    from tiermem.cli.serving import server_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="hashing", sync=tmp_path / "memory")
+    with caplog.at_level(logging.INFO, logger="tiermem"):
+        memory, agent_id = server_memory(settings)()
+    memory.settle(30)
+    assert memory.blocks(agent_id) == []
+    assert f"created agent 'default' with no blocks: the synced directory {tmp_path / 'memory'}" in caplog.text
+    assert "with the default blocks" not in caplog.text

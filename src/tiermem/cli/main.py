@@ -29,7 +29,7 @@ from .commands import (
 from .folders import add_folders_parser
 from .forget import add_forget_parser
 from .links import add_links_parser
-from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
+from .serving import apply_log_level, keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
 from .stats import add_stats_parser
 from .suggest import path
 from .terminal import echo
@@ -667,6 +667,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command == "ui":
         from ..ui.launch import run_ui
 
+        apply_log_level(settings.log_level)  # a server too: its log is the setting's, as `serve`'s is
         keep_heap(settings)  # a long-running server too
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)

@@ -57,8 +57,11 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
             # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
             agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
             log.info(
-                "created agent %r with the default blocks (it did not exist in %s)",
+                "created agent %r %s (it did not exist in %s)",
                 settings.agent,
+                f"with no blocks: the synced directory {settings.sync} brings them"
+                if settings.sync
+                else "with the default blocks",
                 settings.store_uri(),
             )
         memory.warm(agent.id)  # its first search (a tool call, an auto-recall hook) finds its sittings built

@@ -479,7 +479,7 @@ def test_a_mistyped_option_tool_or_variable_gets_the_closest_one(
     assert code == 2 and "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
     data = tmp_path / "data"
     tools = run(tmp_path, "serve", "--tools", "memory_replce", "--data-dir", str(data))
-    assert tools.returncode == 1 and "Unknown tool, group or preset 'memory_replce'" in tools.stderr
+    assert tools.returncode == 1 and "tools (--tools): 'memory_replce' is no tool, group or preset" in tools.stderr
     assert "(did you mean 'memory_replace'?)" in tools.stderr and not data.exists()
     typo = run(tmp_path, "blocks", "list", "--data-dir", str(data), TIERMEM_TOOOLS="minimal", TIERMEM_TRACE="t.jsonl")
     assert typo.returncode == 0, typo.stderr

@@ -108,7 +108,7 @@ def test_the_sample_placeholder_token_is_refused_with_the_fix(tmp_path: Path) ->
     assert not (tmp_path / "d").exists()  # refused before anything was opened
     for example in ("your-token-here-0123", "changeme-changeme-123", "<paste your token here>", "a" * 40):
         with pytest.raises(ConfigError, match="placeholder"):
-            make_tokens([{"token": example}], "auth_tokens")
+            make_tokens([{"token": example, "agents": ["*"]}], "auth_tokens")
 
 
 def test_claude_code_line() -> None:

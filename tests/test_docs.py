@@ -126,6 +126,22 @@ def test_the_content_limit_and_the_search_budget_have_their_own_texts() -> None:
     assert "semantic\\_search\\_files" in about("search_token_budget")
 
 
+def test_allow_download_has_its_own_text_and_types_read_as_english() -> None:
+    """allow_download was described with embedding_model's paragraph (the comment above both); oauth_shared_agents'
+    type read "table of list of stringss"."""
+    text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
+
+    def section(name: str) -> str:
+        return text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
+
+    def about(name: str) -> str:
+        return section(name).split("\n\n", 2)[2]
+
+    assert about("allow_download") != about("embedding_model") and "offline" in about("allow_download")
+    assert "- **type**: table of lists of strings\n" in section("oauth_shared_agents") and "stringss" not in text
+    assert docgen.type_name(list[str]) == "list of strings"
+
+
 def test_settings_page_has_no_machine_values() -> None:
     text = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
     assert str(Path.home()) not in text

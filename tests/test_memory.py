@@ -146,7 +146,7 @@ def test_an_agent_deleted_whose_purge_cannot_run_is_deleted_with_the_purge_pendi
 
 
 def test_over_limit_default_block_rejected(memory: Memory) -> None:
-    with pytest.raises(EditError, match="Exceeds 3 character limit"):
+    with pytest.raises(ValidationError, match=r"block 'human' has 7 characters, more than its limit \(3\)"):
         memory.create_agent("x", blocks=[spec("human", "toolong", limit=3)])
     assert memory.core.find_agent("x") is None
 

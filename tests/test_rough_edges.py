@@ -287,7 +287,7 @@ def test_files_with_tokens_are_private(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     loose = tmp_path / "tokens.toml"
-    loose.write_text('[[tokens]]\ntoken = "3f9c2a7e1b4d6f8a0c2e4b6d8f1a3c5e"\n')
+    loose.write_text('[[tokens]]\ntoken = "3f9c2a7e1b4d6f8a0c2e4b6d8f1a3c5e"\nagents = ["*"]\n')
     loose.chmod(0o644)
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

@@ -64,7 +64,7 @@ async def test_minimal_preset(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_resolve_tools_rejects_unknown() -> None:
-    with pytest.raises(ConfigError, match="Unknown tool, group or preset 'nope'"):
+    with pytest.raises(ConfigError, match="^Invalid settings: tools: 'nope' is no tool, group or preset"):
         resolve_tools(["nope"])
     assert resolve_tools(["patch", "memory_history"]) == ["memory_apply_patch", "memory_history"]
     assert set(PRESETS) == {"default", "minimal", "all"} and "agent" in TOOL_GROUPS
@@ -82,7 +82,7 @@ def test_serve_refuses_an_empty_tools_setting(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
         timeout=120,
     )
-    assert out.returncode == 1 and "`tools` is empty" in out.stderr and "TIERMEM_TOOLS" in out.stderr
+    assert out.returncode == 1 and "Invalid settings: tools (TIERMEM_TOOLS): it is empty" in out.stderr
     assert not (tmp_path / "data").exists()
 
 

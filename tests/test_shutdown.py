@@ -257,3 +257,48 @@ def test_once_stopping_a_notification_is_dropped_quietly_and_a_request_refused(
     with pytest.raises(MCPError, match="shutting down"):
         anyio.run(middleware, SimpleNamespace(request_id=2, method="tools/call"), handler)
     assert ran == [] and shutdown.wait_idle(0.05)
+
+
+def test_a_hook_in_flight_when_the_host_closes_stdin_is_finished(tmp_path: Path) -> None:
+    """A host that ends its session closes the server's stdin, with no signal. A hook request under way then (a
+    prompt is even logged after its answer) was cut off by the exit: the prompt the host was told is taken was lost.
+    The end of input waits for the hooks in flight, as a signal does. The request here is held in flight by the
+    protocol's confirmation (``"confirm": true``), which the hook sends only once the server is stopping."""
+    import socket
+    import time
+
+    from tiermem.base import rendezvous
+
+    from .test_hooks import prompt, started_server, stored_turns
+
+    data = tmp_path / "data"
+    log = tmp_path / "server.log"
+    server = started_server(data, server_env(tmp_path), log)
+    (path,) = [p for p in rendezvous.runtime_dir().glob("*.sock") if str(server.pid) in p.name]
+    request = {
+        "v": 1,
+        "key": rendezvous.memory_key(data, "default"),
+        "event": "UserPromptSubmit",
+        "input": prompt("s1", "How old is Ziggy the zebra?", "p1"),
+        "ack": True,
+        "confirm": True,
+    }
+    with socket.socket(socket.AF_UNIX) as hook:
+        hook.connect(str(path))
+        hook.sendall(json.dumps(request).encode() + b"\n")
+        answers = hook.makefile("rb")
+        assert json.loads(answers.readline()) == {"ack": True}  # taken: in flight until confirmed
+        assert server.stdin is not None
+        server.stdin.close()  # the session ends
+        deadline = time.monotonic() + EXIT_WAIT  # until the server waits for the request, or has exited without it
+        while "request(s) in flight, then stopping" not in log.read_text() and server.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        try:
+            hook.sendall(json.dumps(rendezvous.GO).encode() + b"\n")
+            answer = answers.readline()
+        except OSError:
+            answer = b""  # the server is gone
+    assert server.wait(EXIT_WAIT) == 0, log.read_text()
+    assert json.loads(answer or b"{}").get("ok") is True, log.read_text()
+    assert stored_turns(data, "s1") == [("user", "How old is Ziggy the zebra?")]

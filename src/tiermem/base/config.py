@@ -1,17 +1,22 @@
 """Settings: packaged defaults < TOML config file < TIERMEM_* environment < command-line flags.
 
 Nothing is read at import time; :func:`load_settings` reads when the CLI calls it.
+
+Why this module is long: the settings model is one class of some 80 fields, each with the comment the settings
+reference is generated from (``cli/docgen.py``); the layers that fill it and the naming of a bad value's source (the
+flag, the variable or the file, which only these layers know) belong with it.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -23,7 +28,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from .errors import ConfigError
+from .errors import ConfigError, TiermemError
 
 Transport = Literal["stdio", "sse", "http"]
 ENV_PREFIX = "TIERMEM_"
@@ -31,6 +36,11 @@ ENV_PREFIX = "TIERMEM_"
 # config leaves when the value it meant is unset) they are unset, not the current directory; empty in a config file
 # they are refused (flags: cli/main.py refuses an empty one).
 PATH_SETTINGS = ("config", "data_dir", "auth_tokens_file", "sync")
+# The settings that, set to nothing, would be read as something else than unset: the path settings, and `uri` (an
+# empty one is no store: factory.py tells object storage from a local directory by `uri is None`) and `host` (an
+# empty one binds every interface). Set to nothing in the environment they are unset; empty in a config file or a
+# flag they are refused.
+EMPTY_IS_UNSET = (*PATH_SETTINGS, "uri", "host")
 # The flag of a setting, where it is not --<setting with dashes>
 FLAGS = {"auth_tokens_file": "--tokens-file", "http_token": "--token"}
 
@@ -69,8 +79,39 @@ class BlockSpec(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
+# The keys of a bearer token's entry (``auth_tokens``, a tokens file's ``[[tokens]]``).
+TOKEN_KEYS = ("name", "token", "agents")
+
+
+def token_entry_problem(entry: object) -> str | None:
+    """What is wrong with the keys of a bearer token's entry, or None: a key other than ``TOKEN_KEYS`` (a misspelt
+    ``agent`` must not leave the token with no agents named), or no ``agents`` at all: a token names the agents it
+    may use (``["*"]`` for every agent, never by default). The token itself is checked by ``netguard.make_tokens``."""
+    import difflib
+
+    if not isinstance(entry, dict):
+        return "it is not a table with `name`, `token` and `agents`"
+    for key in entry:
+        if key not in TOKEN_KEYS:
+            close = difflib.get_close_matches(str(key), TOKEN_KEYS, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            return f"`{key}` is not a key of a token{hint}; a token has `name`, `token` and `agents`"
+    if "agents" not in entry:
+        return 'it has no `agents`: name the agents the token may use (agents = ["work"]), or ["*"] for every agent'
+    return None
+
+
+# The message of `core_backend = "lancedb"` (core.migrate.check_backend says the same to a caller that skips settings)
+LANCEDB_RETIRED = (
+    "'lancedb' is no longer offered: core state lives in SQLite for a local data directory and in one object per "
+    "block on object storage, and core tables an older tiermem kept in LanceDB are moved there on first open; set "
+    "core_backend = 'auto' (or leave it out)"
+)
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+    # allow_inf_nan: "inf" or "nan" is no number of seconds or score (and `tiermem stats --json` would print it)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", allow_inf_nan=False)
 
     # The TOML file read (--config, TIERMEM_CONFIG, else <XDG_CONFIG_HOME>/tiermem/config.toml when it exists).
     config: Path | None = None
@@ -80,8 +121,8 @@ class Settings(BaseSettings):
     storage_options: dict[str, str] = Field(default_factory=dict)
     # Where agents, blocks, history and idempotency keys live: "auto" = SQLite (<data_dir>/core.sqlite3)
     # for a local data directory, one object per block under the uri for object storage; "sqlite" or "object"
-    # force one ("lancedb", the layout of older versions, is refused with the way out: core.migrate.check_backend).
-    core_backend: Literal["auto", "sqlite", "object", "lancedb"] = "auto"
+    # force one ("lancedb", the layout of older versions, is refused with the way out: LANCEDB_RETIRED).
+    core_backend: Literal["auto", "sqlite", "object"] = "auto"
     agent: str = "default"
     tools: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["default"])
     transport: Transport = "stdio"
@@ -89,6 +130,8 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=0, le=65535)
     # None: the model the data directory's vectors were built with, "default" for a new one (factory.embedding_model)
     embedding_model: str | None = None
+    # Let a fastembed model named by embedding_model (not "default" or "hashing", which need nothing) be downloaded
+    # into <data_dir>/models on first use; false keeps tiermem offline, and such a model must be there already.
     allow_download: bool = False
     # How long a search or a write waits for the embedding model (seconds) before it goes on without it.
     embedding_wait_seconds: float = Field(default=10.0, ge=0, le=600)
@@ -223,13 +266,44 @@ class Settings(BaseSettings):
             return split_list(v)
         return v
 
-    @field_validator(*PATH_SETTINGS, mode="before")
+    @field_validator(*EMPTY_IS_UNSET, mode="before")
     @classmethod
-    def _no_empty_path(cls, v: object) -> object:
-        """``data_dir = ""`` in a config file would be the current directory: refused (leaving the key out is the
-        default). The environment's empty ones never come here (``_Environment``)."""
+    def _no_empty_path(cls, v: object, info: ValidationInfo) -> object:
+        """``data_dir = ""`` in a config file would be the current directory, ``uri = ""`` no store, ``host = ""``
+        every interface: refused (leaving the key out is the default). The environment's empty ones never come here
+        (``_Environment``)."""
         if isinstance(v, str) and not v.strip():
-            raise ValueError("an empty path; give a path, or leave the setting out for the default")
+            what = "an empty path; give a path" if info.field_name in PATH_SETTINGS else "empty; give a value"
+            raise ValueError(f"{what}, or leave the setting out for the default")
+        return v
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _no_empty_system(cls, v: object) -> object:
+        """``TIERMEM_SYSTEM=`` (a variable left unset in a host's config) would give new agents no system prompt."""
+        if isinstance(v, str) and not v.strip():
+            raise ValueError(
+                "empty: new agents would get no system prompt; give the prompt, or leave the setting out for the "
+                "packaged one"
+            )
+        return v
+
+    @field_validator("core_backend", mode="before")
+    @classmethod
+    def _retired_backend(cls, v: object) -> object:
+        if v == "lancedb":
+            raise ValueError(LANCEDB_RETIRED)
+        return v
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _token_keys(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each token names its agents, with no key but ``TOKEN_KEYS`` (its secret is checked when serving)."""
+        for n, entry in enumerate(v):
+            problem = token_entry_problem(entry)
+            if problem is not None:
+                name = entry.get("name")
+                raise ValueError(f"token #{n + 1}{f' ({name!r})' if isinstance(name, str) else ''}: {problem}")
         return v
 
     @classmethod
@@ -285,11 +359,11 @@ class _BadVariable(ValueError):
 
 
 class _Environment(EnvSettingsSource):
-    """The TIERMEM_* variables, as pydantic-settings reads them but for two things: a path setting set to nothing
-    is unset (``PATH_SETTINGS``), and a variable that cannot be decoded (JSON) is named (``_BadVariable``)."""
+    """The TIERMEM_* variables, as pydantic-settings reads them but for two things: a path setting (or `uri`, `host`)
+    set to nothing is unset (``EMPTY_IS_UNSET``), and a variable that cannot be decoded (JSON) is named (``_BadVariable``)."""
 
     def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
-        if field_name in PATH_SETTINGS and isinstance(value, str) and not value.strip():
+        if field_name in EMPTY_IS_UNSET and isinstance(value, str) and not value.strip():
             return None
         try:
             return super().prepare_field_value(field_name, field, value, value_is_complex)
@@ -380,7 +454,7 @@ class _Sources:
         if name in self.given:
             return FLAGS.get(name, "--" + name.replace("_", "-"))
         variable = (ENV_PREFIX + name).upper()
-        if variable in self.variables and (name not in PATH_SETTINGS or self.variables[variable].strip()):
+        if variable in self.variables and (name not in EMPTY_IS_UNSET or self.variables[variable].strip()):
             return variable  # (a path variable set to nothing is unset: ``_Environment``)
         if name in self.in_file:
             return f"config file {self.path}"
@@ -402,14 +476,68 @@ def _variable_error(field_name: str, exc: ValueError) -> ConfigError:
     )
 
 
-def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings; ``overrides`` are command-line flags (``None`` means not given). An error names the setting
-    and where its value came from (the flag, the TIERMEM_* variable or the config file)."""
+# A check of one setting that needs more than base knows (the tool registry, the domain's rules of a block): the CLI
+# gives them to ``load_settings`` by the setting's name. Each raises ``ValueError`` or a ``TiermemError`` naming the
+# problem; it runs only on a value the user gave (the packaged defaults are valid).
+SettingCheck = Callable[[Settings], None]
+
+
+def _between_settings(settings: Settings) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(the settings at fault, the problem) for settings that are each valid but contradict one another; the first
+    setting named that the user gave is the one blamed."""
+    if settings.core_backend == "object" and settings.uri is None:
+        yield (
+            ("core_backend", "uri"),
+            "'object' keeps core state on object storage, which needs `uri` (for example s3://bucket/prefix); for a "
+            "local data directory use 'auto' (or leave core_backend out)",
+        )
+    if settings.core_backend == "sqlite" and settings.uri is not None:
+        yield (
+            ("core_backend", "uri"),
+            "'sqlite' needs a local data directory (data_dir), not an object-storage uri; use 'auto' with uri",
+        )
+    if settings.use_hot_score < settings.use_warm_score:
+        yield (
+            ("use_hot_score", "use_warm_score"),
+            f"use_hot_score ({settings.use_hot_score}) is below use_warm_score ({settings.use_warm_score}), so no "
+            "memory would ever be warm; make use_hot_score the larger",
+        )
+
+
+def _checked(settings: Settings, given: dict[str, Any], checks: Mapping[str, SettingCheck]) -> Settings:
+    """``settings``, or ``ConfigError`` for settings that contradict one another or fail a check of ``checks``."""
+    problems: list[tuple[tuple[str, ...], str]] = list(_between_settings(settings))
+    if not problems and not checks:
+        return settings
+    sources = _Sources(given)
+    for name, check in checks.items():
+        if sources.of((name,)) is None:
+            continue  # the packaged default
+        try:
+            check(settings)
+        except (ValueError, TiermemError) as exc:
+            problems.append(((name,), str(exc).rstrip(".")))
+    if not problems:
+        return settings
+    lines = []
+    for names, problem in problems:
+        name = next((n for n in names if sources.of((n,)) is not None), names[0])
+        where = sources.of((name,))
+        lines.append(f"{name}{f' ({where})' if where else ''}: {problem}")
+    raise ConfigError(f"Invalid settings: {'; '.join(lines)}.")
+
+
+def load_settings(
+    config_file: Path | None = None, *, checks: Mapping[str, SettingCheck] | None = None, **overrides: Any
+) -> Settings:
+    """Build settings; ``overrides`` are command-line flags (``None`` means not given), ``checks`` the checks of
+    settings that need more than base (``SettingCheck``). An error names the setting and where its value came from
+    (the flag, the TIERMEM_* variable or the config file)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     if config_file is not None:
         given["config"] = config_file
     try:
-        return Settings(**given)
+        settings = Settings(**given)
     except SettingsError as exc:
         if isinstance(exc.__cause__, _BadVariable):
             raise _variable_error(exc.__cause__.field_name, exc.__cause__) from exc
@@ -420,9 +548,11 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         for e in exc.errors():
             where = sources.of(e["loc"])
             unnamed = unnamed or where is None
+            message = e["msg"].removeprefix("Value error, ")  # pydantic's prefix of a validator's ValueError
             problems.append(
-                f"{'.'.join(str(p) for p in e['loc'])}{f' ({where})' if where else ''}: {e['msg']}"
+                f"{'.'.join(str(p) for p in e['loc'])}{f' ({where})' if where else ''}: {message}"
                 f"{_did_you_mean(e['type'], e['loc'])}{_table_hint(e['type'], e['loc'])}"
             )
         check = " Check your config file, TIERMEM_* variables and flags." if unnamed else ""
         raise ConfigError(f"Invalid settings: {'; '.join(problems)}.{check}") from exc
+    return _checked(settings, given, checks or {})

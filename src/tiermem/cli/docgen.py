@@ -55,7 +55,8 @@ MORE_DESCRIPTIONS = {
     "allowed_origins": "More browser `Origin` values to accept over `sse`/`http`.",
     "max_request_bytes": "The largest HTTP request body accepted (413 past it); also the largest upload the "
     "memory inspector imports.",
-    "log_level": "The server's log level on stderr (DEBUG adds tiermem's own debug lines, not the libraries').",
+    "log_level": "The log level on stderr of `tiermem serve` and `tiermem ui` (DEBUG adds tiermem's own debug lines, "
+    "not the libraries').",
     "default_blocks": "The blocks every new agent starts with (`label`, `value`, `description`, `limit`, "
     "`read_only`, `metadata`); the packaged ones are `persona` and `human`.",
     "anthropic_base_url": "The Anthropic API's base URL for the agent loop (default: `$ANTHROPIC_BASE_URL`, "
@@ -358,15 +359,21 @@ def type_name(annotation: Any) -> str:
             return f"list of tables ({', '.join(code(k) for k in inner.model_fields)})"
         if get_origin(inner) is dict:
             return "list of tables"
-        return f"list of {type_name(inner)}s"
+        return f"list of {_plural(type_name(inner))}"
     if origin is dict:
-        return f"table of {type_name(args[1])}s" if len(args) == 2 else "table"
+        return f"table of {_plural(type_name(args[1]))}" if len(args) == 2 else "table"
     names = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
     if annotation in names:
         return names[annotation]
     if annotation is Any:
         return "value"
     return getattr(annotation, "__name__", str(annotation))
+
+
+def _plural(kind: str) -> str:
+    """``string`` -> ``strings``, ``list of strings`` -> ``lists of strings``."""
+    head, sep, rest = kind.partition(" of ")
+    return f"{head}s{sep}{rest}"
 
 
 def bounds(field: FieldInfo) -> str:
@@ -552,8 +559,7 @@ def tool_section(tool: Any, group: str, presets: str, depth: int = 3) -> str:
 
 
 def render_tools(tools: Sequence[Any], letta_code: Sequence[Any]) -> str:
-    from ..server.app import resolve_tools
-    from ..server.registry import BY_NAME, PRESETS, TOOL_GROUPS
+    from ..server.registry import BY_NAME, PRESETS, TOOL_GROUPS, resolve_tools
 
     in_preset = {p: set(resolve_tools([p])) for p in PRESETS}
     extra = {"memory_blocks_view": "`--mcp-apps` (setting `mcp_apps`)", "agent_chat": "`--agent-loop`"}

@@ -29,7 +29,7 @@ from .commands import (
 from .folders import add_folders_parser
 from .forget import add_forget_parser
 from .links import add_links_parser
-from .serving import keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
+from .serving import apply_log_level, keep_heap, serve, server_memory  # noqa: F401 (server_memory: re-exported for tests and benchmarks)
 from .stats import add_stats_parser
 from .suggest import path
 from .terminal import echo
@@ -37,7 +37,7 @@ from .terminal import echo
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..base.config import Settings
+    from ..base.config import SettingCheck, Settings
     from ..domain.memory import Memory
 
 # commands whose whole work is cli/<command>.py's <command>_command(memory, settings, args)
@@ -574,10 +574,13 @@ TOKEN_IN_ARGV = (
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of a command: its flags over the environment and the config files, checked whole (the checks
+    that need the tool registry and the domain's rules of a block too: ``SETTING_CHECKS``) before anything opens."""
     from ..base.config import load_settings
 
     return load_settings(
         getattr(args, "config", None),
+        checks=SETTING_CHECKS,
         data_dir=getattr(args, "data_dir", None),
         agent=getattr(args, "agent", None),
         transport=getattr(args, "transport", None),
@@ -591,6 +594,24 @@ def settings_from(args: argparse.Namespace) -> Settings:
         mcp_apps=getattr(args, "mcp_apps", None),
         model=getattr(args, "model", None),
     )
+
+
+def _check_tools(settings: Settings) -> None:
+    from ..server.registry import check_tools_setting
+
+    check_tools_setting(settings)
+
+
+def _check_default_blocks(settings: Settings) -> None:
+    """Blocks no agent could be made with (a label twice, a value over its limit, a bad label, a credential): refused
+    when the settings are loaded, not when a server first creates its agent (then every tool call failed)."""
+    from ..domain.blocks import check_new_blocks
+
+    check_new_blocks(settings.default_blocks, secret_scan=settings.secret_scan == "on")
+
+
+# The checks of settings that need more than base knows (base.config.SettingCheck), run by every command
+SETTING_CHECKS: dict[str, SettingCheck] = {"tools": _check_tools, "default_blocks": _check_default_blocks}
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -646,6 +667,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command == "ui":
         from ..ui.launch import run_ui
 
+        apply_log_level(settings.log_level)  # a server too: its log is the setting's, as `serve`'s is
         keep_heap(settings)  # a long-running server too
 
         return run_ui(settings, port=args.port, open_browser=args.open_browser)

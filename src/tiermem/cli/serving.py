@@ -57,8 +57,11 @@ def server_memory(settings: Settings) -> Callable[[], tuple[Memory, str]]:
             # an agent whose memory is a synced directory starts with that directory's blocks, not the defaults
             agent = memory.ensure_agent(settings.agent, blocks=() if settings.sync else None)
             log.info(
-                "created agent %r with the default blocks (it did not exist in %s)",
+                "created agent %r %s (it did not exist in %s)",
                 settings.agent,
+                f"with no blocks: the synced directory {settings.sync} brings them"
+                if settings.sync
+                else "with the default blocks",
                 settings.store_uri(),
             )
         memory.warm(agent.id)  # its first search (a tool call, an auto-recall hook) finds its sittings built
@@ -86,7 +89,8 @@ def apply_log_level(level: str) -> None:
 def serve(settings: Settings) -> None:
     from ..process.hookserver import HookListener
     from ..process.shutdown import Shutdown
-    from ..server.app import build_server, published_tools
+    from ..server.app import build_server
+    from ..server.registry import published_tools
     from ..server.runtime import MemoryHandle
 
     at_terminal = settings.transport == "stdio" and _stdin_is_terminal()  # a person typed it, no host started it
@@ -140,6 +144,10 @@ def serve(settings: Settings) -> None:
             gcpause.release()  # many clients, no one handshake: the start is over once the server listens
             _run_http(server, handle, settings, tokens, secret, sock, stop)
     finally:
+        # The host closed stdin (or the HTTP server returned) with no signal: the hooks answered already may still be
+        # logging their turn (a prompt is logged after its answer), so wait for them as the signal's path does.
+        if not stop.finish(SETTLE_SECONDS):
+            log.warning("requests still running after %.0f s; stopping anyway", SETTLE_SECONDS)
         hooks.close()
         if live is not None:
             live.stop()

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.config import LANCEDB_RETIRED
 from ..base.errors import ConfigError, PurgeUnfinishedError, StoreError
 from ..base.files import locked
 from .lance import LanceCoreTables
@@ -71,12 +72,9 @@ def open_core(
 
 
 def check_backend(backend: str) -> None:
+    """For callers that skip the settings, which refuse these (``base.config``)."""
     if backend == "lancedb":
-        raise ConfigError(
-            "core_backend = 'lancedb' is no longer offered: core state lives in SQLite for a local data "
-            "directory and in one object per block on object storage, and core tables an older tiermem "
-            "kept in LanceDB are moved there on first open. Set core_backend = 'auto'."
-        )
+        raise ConfigError(f"core_backend = {LANCEDB_RETIRED}.")
     if backend not in ("auto", "sqlite", "object"):
         raise ConfigError(f"core_backend must be 'auto', 'sqlite' or 'object', not {backend!r}.")
 

@@ -16,10 +16,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from ..base.errors import EditError, ValidationError
+from ..base.errors import EditError, LabelTakenError, ValidationError
 from ..base.records import Block
 from . import secrets
+
+if TYPE_CHECKING:
+    from ..base.config import BlockSpec
 
 READ_ONLY_ERROR = "Error This block is read-only and cannot be edited."
 LINE_NUMBER_WARNING = (
@@ -507,6 +511,35 @@ def apply_edit(block: Block, edit: Edit, *, enforce_read_only: bool = True) -> s
 def check_limit(value: str, limit: int) -> None:
     if len(value) > limit:
         raise EditError(f"Edit failed: Exceeds {limit} character limit (requested {len(value)})")
+
+
+def check_new_blocks(specs: Sequence[BlockSpec], *, secret_scan: bool) -> tuple[BlockSpec, ...]:
+    """The blocks a new agent starts with as they will be written, or the refusal of the first that cannot be,
+    before anything is written: each label normalised (``validate_label``), each value within its block's limit
+    (``check_limit``), no label twice, and with ``secret_scan`` no credential in a value or a description (as every
+    block written is checked). ``Memory.create_agent`` checks its blocks with it, and the CLI the ``default_blocks``
+    setting when it loads the settings, so a server does not start with blocks no agent can be made with."""
+    out: list[BlockSpec] = []
+    for spec in specs:
+        label = validate_label(spec.label)
+        if any(b.label == label for b in out):
+            raise LabelTakenError(
+                f"Two blocks are labelled {shown_label(label)}: each block of an agent needs a label of its own; "
+                "rename or remove one.",
+                label=label,
+            )
+        try:
+            check_limit(spec.value, spec.limit)
+        except EditError as exc:
+            raise ValidationError(
+                f"The value of block {shown_label(label)} has {len(spec.value):,} characters, more than its limit "
+                f"({spec.limit:,}): shorten the value or raise the limit."
+            ) from exc
+        if secret_scan:
+            secrets.refuse(spec.value, f"the value of block {shown_label(label)}")
+            secrets.refuse(spec.description, f"the description of block {shown_label(label)}")
+        out.append(spec if label == spec.label else spec.model_copy(update={"label": label}))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------

@@ -371,9 +371,7 @@ class Memory:
             updated_at=t,
             metadata=_check_metadata(metadata or {}),
         )
-        specs = tuple(_normalised(s) for s in (self.default_blocks if blocks is None else blocks))
-        for spec in specs:
-            rules.check_limit(spec.value, spec.limit)
+        specs = rules.check_new_blocks(self.default_blocks if blocks is None else blocks, secret_scan=self.secret_scan)
         # Blocks and attachments first, the agent row last: once another process can find the
         # agent, its blocks are there. Stable ids make a concurrent or interrupted first start
         # converge on the same rows.

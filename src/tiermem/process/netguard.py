@@ -127,10 +127,17 @@ TOKEN_FIX = "generate one with `openssl rand -hex 32` (or `python -c 'import sec
 
 
 def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
+    """The tokens of ``entries`` (``name``, ``token``, ``agents``: each names the agents it may use, ``["*"]`` every
+    one; no default, and no other key: ``config.token_entry_problem``), or ``ConfigError`` naming the entry."""
+    from ..base.config import token_entry_problem
+
     tokens = []
     for n, entry in enumerate(entries):
+        problem = token_entry_problem(entry)
+        if problem is not None:
+            raise ConfigError(f"{where}: {_named(n, entry)}: {problem}.")
         secret = entry.get("token")
-        agents = entry.get("agents", ["*"])
+        agents = entry["agents"]
         if not isinstance(secret, str) or len(secret) < 16:
             raise ConfigError(f"{where}: token #{n + 1} must be a string of at least 16 characters; {TOKEN_FIX}.")
         if looks_like_placeholder(secret):
@@ -140,9 +147,8 @@ def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
                 "give the same value to your clients."
             )
         if not all("!" <= c <= "~" for c in secret):
-            named = f"token #{n + 1}" + (f" ({entry['name']!r})" if isinstance(entry.get("name"), str) else "")
             raise ConfigError(
-                f"{where}: {named} has characters other than visible ASCII (letters, digits and punctuation; no "
+                f"{where}: {_named(n, entry)} has characters other than visible ASCII (letters, digits and punctuation; no "
                 "spaces, no accented letters): HTTP clients send headers as ASCII, so no client could present it. "
                 f"Replace it: {TOKEN_FIX}."
             )
@@ -152,6 +158,12 @@ def make_tokens(entries: Iterable[dict[str, Any]], where: str) -> list[Token]:
             raise ConfigError(f'{where}: token #{n + 1} needs `agents`, a list of agent names or ["*"].')
         tokens.append(Token(_digest(secret), frozenset(agents), str(entry.get("name", f"token-{n + 1}"))))
     return tokens
+
+
+def _named(n: int, entry: object) -> str:
+    """A token's entry as an error names it: its number, and its name when it has one (never its secret)."""
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return f"token #{n + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
 
 
 def looks_like_placeholder(secret: str) -> bool:
@@ -198,7 +210,16 @@ def load_tokens_file(path: Path) -> list[Token]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"Cannot read the tokens file {path}: {exc}.") from exc
-    return make_tokens(data.get("tokens", []), f"tokens file {path}")
+    other = [key for key in data if key != "tokens"]
+    if other:  # `[[token]]`: no token at all, not the ones meant
+        raise ConfigError(
+            f"The tokens file {path} has `{other[0]}`, which is not a table of a tokens file: write each token as a "
+            "[[tokens]] table (name, token, agents)."
+        )
+    entries = data.get("tokens", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"The tokens file {path}: `tokens` must be [[tokens]] tables (name, token, agents).")
+    return make_tokens(entries, f"tokens file {path}")
 
 
 def listen_socket(host: str, port: int, *, choose: str = "--port (or `port` in the config file)") -> socket.socket:

@@ -89,6 +89,18 @@ class Shutdown:
             self._busy -= 1
             self._cond.notify_all()
 
+    def finish(self, timeout: float) -> bool:
+        """The end without a signal (the host closed stdin, the HTTP server returned): refuse new requests (a hook
+        then asks another server), stop the listeners, and wait for the requests in flight, at most ``timeout`` s
+        (a hook's prompt is logged after its answer); whether none is left."""
+        with self._cond:
+            self.stopping.set()
+            busy = self._busy
+        self._close()
+        if busy:
+            log.info("finishing %d request(s) in flight, then stopping", busy)
+        return self.wait_idle(timeout)
+
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no request is in flight (at most ``timeout`` s); whether none is."""
         with self._cond:
@@ -145,7 +157,7 @@ class Shutdown:
         return wrapped
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.stopping.is_set():
+        if self._signalled_at:  # (stopping without a signal, ``finish``, this is the first: it drains as usual)
             log.warning("second %s: stopping now", signal.Signals(signum).name)
             _end(128 + signum)
         self.stopping.set()

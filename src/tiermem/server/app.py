@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from pydantic import ValidationError as ArgumentsError
 
-from ..base.errors import ConfigError, NotFoundError, TiermemError, ValidationError
+from ..base.errors import NotFoundError, TiermemError, ValidationError
 from ..domain import briefing
 from ..domain.blocks import shown_label
 from .arguments import check_arguments, error_result, explain
@@ -44,13 +44,15 @@ from .notifier import (
     uri_labels,
 )
 from .protocol_errors import clear_errors
-from .registry import (
+from .registry import (  # noqa: F401 (PRESETS, TOOL_GROUPS, resolve_tools: re-exported for callers and tests)
     PRESETS,
     TOOL_GROUPS,
     label_editors,
+    published_tools,
     register_tools,
+    resolve_tools,
     tools_for,
-)  # PRESETS, TOOL_GROUPS: re-exported
+)
 from .runtime import MemoryHandle, Runtime, first_answer, lifespan
 from .sdk import (
     add_request_handler,
@@ -83,52 +85,8 @@ INSTRUCTIONS_WAIT = 2.0  # seconds the instructions wait for core memory to open
 # Tool groups
 # ---------------------------------------------------------------------------
 
-# TOOL_GROUPS and PRESETS derive from the registry (registry.py); re-exported here for callers and tests.
-
-
-def published_tools(settings: Settings) -> list[str]:
-    """The tools a server publishes: the ``tools`` setting, plus Letta Code's ``memory`` and ``memory_apply_patch``
-    when ``memory_tool_dialect`` chooses that dialect (choosing the memory tool's dialect means wanting the tool)."""
-    names = resolve_tools(settings.tools)
-    if settings.memory_tool_dialect == "letta-code":
-        names += [n for n in ("memory", "memory_apply_patch") if n not in names]
-    return names
-
-
-def resolve_tools(items: Iterable[str]) -> list[str]:
-    """Expand presets and groups into tool names, in a stable order; unknown names are an error, and so is none at
-    all (``TIERMEM_TOOLS=`` set from an empty variable: a server with no tools is of no use to its host)."""
-    every = [name for group in TOOL_GROUPS.values() for name in group]
-    chosen: set[str] = set()
-    items = list(items)
-    if not items:
-        raise ConfigError(
-            f"`tools` is empty (TIERMEM_TOOLS set to nothing?): the server would publish no tools. Name presets, "
-            f"groups or tools ({', '.join(PRESETS)}, ...), or leave it unset for the default."
-        )
-
-    def add(item: str) -> None:
-        if item in PRESETS:
-            for sub in PRESETS[item]:
-                add(sub)
-        elif item in TOOL_GROUPS:
-            chosen.update(TOOL_GROUPS[item])
-        elif item in every:
-            chosen.add(item)
-        else:
-            import difflib
-
-            known = ", ".join([*PRESETS, *TOOL_GROUPS])
-            close = difflib.get_close_matches(item, [*PRESETS, *TOOL_GROUPS, *every], n=1)
-            raise ConfigError(
-                f"Unknown tool, group or preset {item!r} in `tools`"
-                + (f" (did you mean {close[0]!r}?)" if close else "")
-                + f". Use one of: {known}, or a tool name."
-            )
-
-    for item in items:
-        add(item)
-    return [name for name in every if name in chosen]
+# TOOL_GROUPS and PRESETS derive from the registry (registry.py); re-exported here for callers and tests, with
+# published_tools and resolve_tools (there so that the CLI checks the `tools` setting without the MCP SDK).
 
 
 # ---------------------------------------------------------------------------

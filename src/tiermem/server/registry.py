@@ -18,11 +18,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..base.errors import ValidationError
+from ..base.errors import ConfigError, ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
+
+    from ..base.config import Settings
 
 
 class Hints(NamedTuple):
@@ -234,6 +236,81 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "minimal": ("letta", "memory_open", "conversation_search", "archival_memory_insert", "archival_memory_search"),
     "all": tuple(g for g in TOOL_GROUPS if g != "agent"),
 }
+
+
+def published_tools(settings: Settings) -> list[str]:
+    """The tools a server publishes: the ``tools`` setting, plus Letta Code's ``memory`` and ``memory_apply_patch``
+    when ``memory_tool_dialect`` chooses that dialect (choosing the memory tool's dialect means wanting the tool);
+    ``ConfigError`` for a ``tools`` setting that cannot work (``check_tools_setting``)."""
+    try:
+        return _published(settings)
+    except ValueError as exc:
+        raise ConfigError(f"Invalid settings: tools: {exc}.") from exc
+
+
+def check_tools_setting(settings: Settings) -> None:
+    """``ValueError`` naming what is wrong with the ``tools`` setting: an unknown name, none at all, or only
+    ``agent_chat`` without ``agent_loop`` (published only with the loop: the server would publish no tools). The CLI
+    checks the setting with it when it loads the settings (cli/main.py), so every command refuses a bad one."""
+    _published(settings)
+
+
+def resolve_tools(items: Iterable[str]) -> list[str]:
+    """Expand presets and groups into tool names, in a stable order; unknown names are an error, and so is none at
+    all (``TIERMEM_TOOLS=`` set from an empty variable: a server with no tools is of no use to its host)."""
+    try:
+        return _resolve(items)
+    except ValueError as exc:
+        raise ConfigError(f"Invalid settings: tools: {exc}.") from exc
+
+
+def _published(settings: Settings) -> list[str]:
+    names = _resolve(settings.tools)
+    if settings.memory_tool_dialect == "letta-code":
+        names += [n for n in ("memory", "memory_apply_patch") if n not in names]
+    if not settings.agent_loop and all(BY_NAME[n].target is None for n in names):
+        raise ValueError(
+            f"it names only {', '.join(names)}, which is published only with agent_loop = true (--agent-loop, "
+            "TIERMEM_AGENT_LOOP), so the server would publish no tools; turn the agent loop on, or name other tools "
+            "too"
+        )
+    return names
+
+
+def _resolve(items: Iterable[str]) -> list[str]:
+    """``resolve_tools``, its errors ``ValueError`` naming the problem (to follow "Invalid settings: tools: ")."""
+    every = [name for group in TOOL_GROUPS.values() for name in group]
+    chosen: set[str] = set()
+    items = list(items)
+    if not items:
+        raise ValueError(
+            f"it is empty, so the server would publish no tools; name presets, "
+            f"groups or tools ({', '.join(PRESETS)}, ...), or leave the setting out for the default"
+        )
+
+    def add(item: str) -> None:
+        if item in PRESETS:
+            for sub in PRESETS[item]:
+                add(sub)
+        elif item in TOOL_GROUPS:
+            chosen.update(TOOL_GROUPS[item])
+        elif item in every:
+            chosen.add(item)
+        else:
+            import difflib
+
+            known = ", ".join([*PRESETS, *TOOL_GROUPS])
+            close = difflib.get_close_matches(item, [*PRESETS, *TOOL_GROUPS, *every], n=1)
+            raise ValueError(
+                f"{item!r} is no tool, group or preset"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; use one of: {known}, or a tool name"
+            )
+
+    for item in items:
+        add(item)
+    return [name for name in every if name in chosen]
+
 
 # Tools the built-in agent loop provides itself, not the server (agent/loop.py, agent/sleeptime.py).
 SEND_MESSAGE = "send_message"

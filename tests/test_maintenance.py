@@ -19,7 +19,7 @@ from tiermem.domain.memory import Memory
 from tiermem.embedding.embedders import packaged_minilm_files
 
 from .conftest import PYTHON, ROOT
-from .test_transports import server_env
+from .test_transports import free_port, server_env, wait_for_port
 
 
 def run(
@@ -249,6 +249,29 @@ def test_doctor_checks_the_port_and_the_agent_loop(tmp_path: Path) -> None:
         env={"TIERMEM_AGENT_LOOP": "true", "TIERMEM_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": ""},
     )
     assert keyless.returncode == 1 and "[FAIL] agent loop" in keyless.stdout and "ANTHROPIC_API_KEY" in keyless.stdout
+
+
+def test_doctor_on_a_running_servers_own_config_finds_its_port_in_use_by_it(tmp_path: Path) -> None:
+    """The replica's config names the port the replica holds: that is no failure. A port held by something else
+    still is (``test_doctor_checks_the_port_and_the_agent_loop``)."""
+    port = free_port()
+    settings = {"TIERMEM_TRANSPORT": "http", "TIERMEM_PORT": str(port)}
+    server = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT,
+        env=server_env(tmp_path, **settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, server, timeout=120)
+        out = run(tmp_path, "doctor", "--json", env=settings)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    transport = {c["check"]: c for c in json.loads(out.stdout)["checks"]}["transport"]
+    assert transport["ok"] is True, transport
+    assert "in use by a running tiermem server" in transport["detail"], transport
 
 
 def test_doctor_reports_a_corrupt_model_file(tmp_path: Path) -> None:

@@ -4,6 +4,10 @@ server on loopback, real ``tiermem`` processes; a running store whose endpoint g
 
 from __future__ import annotations
 
+import re
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tiermem.base.config import load_settings
-from tiermem.base.errors import StoreError, StoreWriteError
-from tiermem.base.object_errors import explain
+from tiermem.base.errors import ConfigError, StoreError, StoreWriteError
+from tiermem.base.object_deadlines import DEFAULTS, with_deadlines
+from tiermem.base.object_errors import explain, outcome_unknown
 from tiermem.core.bucket import Bucket
 from tiermem.domain.factory import open_memory
 
@@ -131,3 +136,185 @@ def test_other_object_store_answers(text: str, said: str) -> None:
     explained = explain("s3://b/p", f"GET http://127.0.0.1:9/b/p: {text}")
     assert explained is not None and said in explained, explained
     assert explain("s3://b/p", "lance error: Commit conflict for version 3") is None
+
+
+@contextmanager
+def silent_endpoint() -> Iterator[str]:
+    """A loopback endpoint that accepts connections and never answers (a hung store, a stalled proxy)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)  # read nothing, answer nothing
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_silent_endpoint_fails_the_command_instead_of_hanging(tmp_path: Path) -> None:
+    """Without deadlines of tiermem's own, `blocks list` waited 11 minutes in LanceDB's retries (30 s a request, 180 s
+    of retries, each listing tried 6 times); the run's own timeout (300 s) is far above what the defaults allow."""
+    with silent_endpoint() as endpoint:
+        r = cli(tmp_path, config_at(tmp_path, endpoint), "blocks", "list")
+    assert r.returncode != 0
+    line = r.stderr.strip().splitlines()[-1]
+    assert f"the object store's endpoint {endpoint} did not answer in time" in line, r.stderr
+    assert "read_timeout" in line and "configuration.md#deadlines" in line
+    assert "may be damaged" not in line
+    assert_clean(line)
+
+
+class HoldingProxy:
+    """Forwards to ``target``, but holds each request whose first line matches ``held`` for ``seconds`` before
+    passing it on: a store that answers late, and applies the request late, after the client gave up."""
+
+    def __init__(self, target: int, held: re.Pattern[bytes], seconds: float) -> None:
+        self.target, self.held, self.seconds = target, held, seconds
+        self.holds = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
+        try:
+            while data := src.recv(1 << 20):
+                if up and self.held.match(data):
+                    self.holds += 1
+                    time.sleep(self.seconds)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_write_the_store_applies_late_is_not_said_to_be_unwritten(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """The commit (a table version's manifest PUT) reaches the store, which answers after the client's deadline and
+    applies it then: the error must not say "nothing was written" (the row is there afterwards)."""
+    port = int(s3_endpoint.rsplit(":", 1)[1])
+    proxy = HoldingProxy(port, re.compile(rb"PUT \S+\.manifest "), seconds=8)  # read_timeout's 5 s, and some
+    direct = config_at(tmp_path, s3_endpoint)
+    late = tmp_path / "late.toml"
+    late.write_text(direct.read_text().replace(s3_endpoint, f"http://127.0.0.1:{proxy.port}"), encoding="utf-8")
+    memory = open_memory(load_settings(config=direct, data_dir=tmp_path / "unused"), start_embedder=False)
+    other = open_memory(load_settings(config=late, data_dir=tmp_path / "unused"), start_embedder=False)
+    try:
+        agent = memory.ensure_agent("default")
+        memory.archival_insert(agent.id, "written at once", None)
+        with pytest.raises(StoreWriteError) as failed:
+            other.archival_insert(agent.id, "LATE-PASSAGE", None)
+        assert proxy.holds >= 1
+        said = str(failed.value)
+        assert "nothing was written" not in said.lower(), said
+        assert "Whether it was written is not known" in said and "before repeating" in said, said
+        assert "did not answer in time" in said, said
+        assert_clean(said)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the held PUT goes on to the store after the hold
+            passages, _ = memory.archival_list(agent.id, offset=0, limit=10, tags=None)
+            if any(p.content == "LATE-PASSAGE" for p in passages):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the held commit never reached the store: the test proves nothing")
+    finally:
+        proxy.close()
+        memory.core.close()
+        other.core.close()
+
+
+def test_deadlines_fill_in_only_what_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("TIMEOUT", "READ_TIMEOUT", "CONNECT_TIMEOUT", "CLIENT_RETRY_TIMEOUT"):
+        monkeypatch.delenv(key, raising=False)
+    assert with_deadlines("s3://b/p", None) == DEFAULTS
+    mine = {"region": "eu-west-1", "read_timeout": "30s", "client_retry_timeout": "60"}
+    assert with_deadlines("s3://b/p", mine) == {**mine, "connect_timeout": DEFAULTS["connect_timeout"]}
+    assert "read_timeout" not in (with_deadlines("gs://b/p", {"timeout": "120s"}) or {})  # it would cut it short
+    monkeypatch.setenv("READ_TIMEOUT", "20s")  # LanceDB reads it from the environment
+    assert "read_timeout" not in (with_deadlines("s3://b/p", None) or {})
+    assert with_deadlines("memory://x", None) is None and with_deadlines("/some/dir", {}) is None
+    with pytest.raises(ConfigError, match="client_retry_timeout"):
+        with_deadlines("s3://b/p", {"client_retry_timeout": "4s"})
+
+
+def test_the_core_state_takes_lancedb_retry_settings(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """LanceDB's client_max_retries / client_retry_timeout in [storage_options] open the core state's bucket too
+    (obstore refused them by name, so such a config could not open at all)."""
+    options = {
+        "aws_endpoint": s3_endpoint,
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region": "us-east-1",
+        "allow_http": "true",
+        "client_max_retries": "2",
+        "client_retry_timeout": "10",
+    }
+    bucket = Bucket(f"s3://{BUCKET}/retries-{uuid.uuid4().hex[:8]}", options)
+    bucket.create("probe.json", b"{}")
+    assert bucket.get("probe.json") is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "unknown"),
+    [
+        (  # LanceDB's commit whose answer did not come (the store may apply it late)
+            "lance error: LanceError(IO): Generic S3 error: Error performing PUT http://127.0.0.1:9/b/t.lance/_versions/"
+            "18446744073709551609.manifest in 5.001255389s - HTTP error: error sending request",
+            True,
+        ),
+        (
+            "Generic S3 error: Error performing GET http://127.0.0.1:9/b/x in 5.0s - HTTP error: error sending request",
+            False,
+        ),
+        (
+            "Error performing PUT http://127.0.0.1:9/b/x - error sending request: tcp connect error: Connection refused",
+            False,
+        ),
+        ("Error performing PUT http://127.0.0.1:9/b/x: <Code>AccessDenied</Code>", False),
+    ],
+)
+def test_a_write_unanswered_has_an_unknown_outcome(text: str, unknown: bool) -> None:
+    assert outcome_unknown(text) is unknown
+
+
+def test_a_timeout_inside_lancedb_dump_is_named() -> None:
+    """LanceDB's open says "Failed to connect to namespace: IO"; its dump carries the timeout (``explain`` reads it)."""
+    text = (
+        'Invalid input, Failed to connect to namespace: IO { source: Generic { store: "S3", source: ListRequest { '
+        "source: RetryError(RetryErrorImpl { method: GET, uri: Some(http://127.0.0.1:9/mem?list-type=2&prefix=t%2F"
+        "__manifest%2F_versions%2F), retries: 0, max_retries: 10, elapsed: 5.0s, retry_timeout: 4s, inner: "
+        "Http(HttpError { kind: Timeout, source: reqwest::Error { kind: Request, source: TimedOut } }) }) } }"
+    )
+    explained = explain("s3://mem/t", text)
+    assert explained is not None and "http://127.0.0.1:9 did not answer in time" in explained, explained

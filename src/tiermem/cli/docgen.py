@@ -45,7 +45,9 @@ MORE_DESCRIPTIONS = {
     "`tiermem serve` creates it if missing; other commands refuse an agent that does not exist "
     "(`default` is made on first use).",
     "storage_options": "Options for the object store of `uri` (all values strings), passed to LanceDB's object "
-    "store and to the core state's: region, endpoint, credentials. See [Object storage](../configuration.md#object-storage).",
+    "store and to the core state's: region, endpoint, credentials, request deadlines (tiermem sets `connect_timeout`, "
+    "`read_timeout` and `client_retry_timeout` when left out: [Deadlines](../configuration.md#deadlines)). See "
+    "[Object storage](../configuration.md#object-storage).",
     "host": "The address `sse` and `http` bind to. Anything but loopback needs configured bearer tokens.",
     "port": "The port of `sse` and `http`.",
     "auth_tokens_file": "A TOML file of bearer tokens (`[[tokens]]` with `name`, `token`, `agents`), as "

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..base.errors import StoreError
-from ..base.object_errors import DOCS, explain, short
+from ..base.errors import StoreError, TiermemError
+from ..base.object_deadlines import RETRY_KEYS, retries, with_deadlines
+from ..base.object_errors import DOCS, UNKNOWN_OUTCOME, explain, outcome_unknown, short
 
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
@@ -47,6 +48,9 @@ _CLIENT_KEYS = {
     "timeout",
     "user_agent",
 }
+# LanceDB's own keys: its retries (obstore takes them as ``retry_config``: ``object_deadlines.retries``) and what
+# only its reader uses
+_LANCE_ONLY_KEYS = {*RETRY_KEYS, "download_retry_count"}
 _BOOL_KEYS = {"allow_http", "allow_invalid_certificates", "http1_only", "http2_only", "randomize_addresses"}
 
 
@@ -95,13 +99,21 @@ class Bucket:
             if self.uri.startswith("memory://"):  # this Bucket's own, for as long as it lives
                 self._store: ObjectStore = from_url("memory:///")
             else:
-                config = {k: v for k, v in (storage_options or {}).items() if k not in _CLIENT_KEYS}
+                options = with_deadlines(self.uri, storage_options) or {}
+                config = {k: v for k, v in options.items() if k not in _CLIENT_KEYS and k not in _LANCE_ONLY_KEYS}
                 client: dict[str, Any] = {
                     k: (str(v).lower() in ("1", "true", "yes") if k in _BOOL_KEYS else v)
-                    for k, v in (storage_options or {}).items()
+                    for k, v in options.items()
                     if k in _CLIENT_KEYS
                 }
-                self._store = from_url(self.uri, config=config or None, client_options=client or None)  # type: ignore[arg-type]
+                self._store = from_url(
+                    self.uri,
+                    config=config or None,  # type: ignore[arg-type]
+                    client_options=client or None,  # type: ignore[arg-type]
+                    retry_config=retries(options) or None,  # type: ignore[arg-type]
+                )
+        except TiermemError:
+            raise  # a setting refused by name (``retries``)
         except BaseException as exc:  # noqa: BLE001  a bad option can panic inside the binding (pyo3 PanicException)
             if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                 raise
@@ -128,10 +140,8 @@ class Bucket:
             log.debug("%s of %s/%s failed: %s", kind, self.uri, path, exc)  # the whole dump, for the log only
             reason = explain(self.uri, str(exc))
             if reason is not None:
-                raise StoreError(
-                    f"The object store failed at {self.uri}/{path} ({kind}): {reason}. Nothing was written by this "
-                    "call."
-                ) from exc
+                outcome = UNKNOWN_OUTCOME if outcome_unknown(str(exc)) else "Nothing was written by this call."
+                raise StoreError(f"The object store failed at {self.uri}/{path} ({kind}): {reason}. {outcome}") from exc
             raise StoreError(
                 f"The object store failed at {self.uri}/{path} ({kind}): {short(str(exc))}. Nothing was written by "
                 f"this call; check the store's endpoint and credentials ({DOCS}), then try again."

@@ -326,6 +326,7 @@ def check_transport(settings: Settings, check: Any) -> None:
     if settings.transport == "stdio":
         check("transport", True, "stdio (no port needed)")
         return
+    import errno
     import socket
 
     try:
@@ -333,12 +334,45 @@ def check_transport(settings: Settings, check: Any) -> None:
             sock.bind((settings.host, settings.port))
         check("transport", True, f"{settings.transport} on {settings.host}:{settings.port}: the port is free")
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE and tiermem_listens(settings.host, settings.port):
+            check(
+                "transport",
+                True,
+                f"{settings.transport} on {settings.host}:{settings.port}: in use by a running tiermem server (this "
+                "configuration's, if it is the one serving it)",
+            )
+            return
         check(
             "transport",
             False,
             f"{settings.transport} on {settings.host}:{settings.port}: {exc.strerror or exc}",
             "stop whatever uses that port (perhaps a running tiermem serve), or choose another with --port",
         )
+
+
+def tiermem_listens(host: str, port: int) -> bool:
+    """Whether a tiermem HTTP server (``serve`` over sse/http, or ``ui``) answers on ``host:port``: asked for a
+    WebSocket, it refuses with its guard's own words (``netguard.WEBSOCKET_REFUSED``), before any check of the Host
+    header or a token, so whatever its configuration. Anything else there (or no answer within 3 s) is not one."""
+    import http.client
+
+    from ..process.netguard import WEBSOCKET_REFUSED
+
+    target = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)  # a wildcard bind: ask loopback
+    conn = http.client.HTTPConnection(target, port, timeout=3)
+    try:
+        conn.request("GET", "/", headers={"Upgrade": "websocket", "Connection": "Upgrade"})
+        answer = conn.getresponse()
+        status, body = answer.status, answer.read(4096)
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+    try:
+        said = json.loads(body)
+    except ValueError:
+        return False
+    return status == 403 and isinstance(said, dict) and said.get("error") == WEBSOCKET_REFUSED
 
 
 def check_agent_loop(settings: Settings, check: Any) -> None:

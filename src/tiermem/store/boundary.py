@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..base.errors import StoreBusyError, StoreError, StoreReadError, StoreWriteError, TiermemError
-from ..base.object_errors import FAILURES, explain, is_object_uri, store_code
+from ..base.object_errors import FAILURES, UNKNOWN_OUTCOME, explain, is_object_uri, outcome_unknown, store_code
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,7 +44,8 @@ def _object_store_error(
         return None
     log.debug("%s %s at %s failed: %s", "writing" if writing else "reading", what, uri, exc)
     if writing:
-        return StoreWriteError(f"Writing {what} to {uri} failed: {reason}. {unfinished or 'Nothing was written.'}")
+        outcome = unfinished or (UNKNOWN_OUTCOME if outcome_unknown(str(exc)) else "Nothing was written.")
+        return StoreWriteError(f"Writing {what} to {uri} failed: {reason}. {outcome}")
     return StoreReadError(f"Reading {what} from {uri} failed: {reason}. Nothing was changed.")
 
 

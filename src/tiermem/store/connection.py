@@ -25,6 +25,7 @@ from typing import Any, TypedDict, Unpack
 
 from ..base.errors import SchemaError, StoreBusyError, StoreError
 from ..base.files import locked, locked_unless_held
+from ..base.object_deadlines import with_deadlines
 from ..base.object_errors import DOCS, explain, is_object_uri
 from ..base.records import new_id, now
 from .boundary import first_line, library, reads, writes
@@ -100,9 +101,11 @@ def connect(
     """A connection whose caches are bounded, and its session. LanceDB's own defaults are GiBs, and its metadata
     cache keeps a manifest per table version: with a version per write, a long-running server grew ~100-200 KB per
     write without levelling off (bench/load.py). Every read checks out the newest version unless it was checked
-    out less than ``staleness`` ago (LanceDB's read consistency interval), so other processes' writes are seen."""
+    out less than ``staleness`` ago (LanceDB's read consistency interval), so other processes' writes are seen.
+    On object storage the requests' deadlines the options leave out are tiermem's (``object_deadlines``)."""
     session = lancedb.Session(index_cache_size_bytes=index_cache, metadata_cache_size_bytes=metadata_cache)
-    db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=storage_options, session=session)
+    options = with_deadlines(uri, storage_options)
+    db = lancedb.connect(uri, read_consistency_interval=staleness, storage_options=options, session=session)
     return db, session
 
 

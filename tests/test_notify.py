@@ -148,6 +148,41 @@ def test_a_notifier_queues_only_its_agents_changes_and_leaves_with_its_server(me
     assert len(memory._listeners) == before
 
 
+async def test_a_server_whose_client_listed_the_tools_leaves_when_it_stops(settings: Settings) -> None:
+    """A client that lists the tools starts the watch (to tell it when the file tools appear or go); once its
+    connection closes, the watch ends and nothing holds the stopped server's notifier: no thread, no listener on the
+    shared memory, no queue of its agent's changes growing for ever (a multi-user server stops idle tenants' servers)."""
+    import gc
+    import threading
+    import weakref
+
+    from tiermem.domain.blocks import Append
+
+    from .conftest import serve_in_process
+
+    def watches() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "tiermem-watch"}
+
+    settings = settings.model_copy(update={"watch_seconds": 0.2})
+    server = serve_in_process(settings)
+    others = watches()  # other tests' servers'
+    async with Client(server, cache=None, mode="legacy") as c:
+        await c.list_tools()
+        assert not (await c.call_tool("memory_insert", {"label": "human", "new_string": "seen"})).is_error
+        (watch,) = watches() - others
+        memory, agent = server.runtime.handle.get()
+        before = len(memory._listeners)
+    notifier = weakref.ref(server.runtime.notifier)
+    del server, c
+    with anyio.fail_after(15):  # bounded wait for the watch's current tick to end
+        while watch.is_alive():
+            await anyio.sleep(0.02)
+    gc.collect()
+    assert notifier() is None
+    memory.edit(agent, "human", Append("after the server stopped"))  # the orphaned listener leaves at the next change
+    assert len(memory._listeners) == before - 1
+
+
 async def test_an_own_edit_is_not_announced_again_at_another_processs_edit(settings: Settings) -> None:
     """The watch's baseline takes this server's own edits: another process's edit of one block announces that block,
     not also the block this server edited before it (which its subscribers were told of already)."""

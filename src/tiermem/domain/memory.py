@@ -13,7 +13,7 @@ Recall (conversation log) and archival memory live in ``archive.py``: every ``Me
 the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
 
 Why this module is long: ``Memory`` is the facade, one class whose parts (agents, block edits, attachments, history
-repair, idempotency keys) share the per-block locks, the change listeners and the history bookkeeping.
+repair) share the per-block locks, the change listeners and the history bookkeeping.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from ..base.records import (
     Hit,
     Message,
     Passage,
-    StoredResult,
     check_text,
     is_blank,
     new_id,
@@ -818,35 +817,6 @@ class Memory:
         self.core.detach(agent_id, block.id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
-
-    # -- idempotency keys ------------------------------------------------------
-
-    def stored_result(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
-        """The result stored for an earlier ``tool`` call with idempotency key ``key``, if any. The same key with
-        other arguments (another ``args_sha256``) is refused: it names another request."""
-        stored = self.core.get_request(request_key(agent_id, tool, key))
-        if stored is None or stored.pending:  # a claim: its call is writing now (idempotency.py)
-            return None
-        if stored.args_sha256 != args_sha256:
-            raise ValidationError(
-                f"idempotency_key {key!r} was already used for {'an' if tool[:1] in 'aeiou' else 'a'} {tool} call "
-                "with different arguments; "
-                "use a new key for a new request."
-            )
-        return stored.result
-
-    def store_result(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
-        """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
-        self.core.put_request(
-            StoredResult(
-                key=request_key(agent_id, tool, key),
-                agent_id=agent_id,
-                tool=tool,
-                args_sha256=args_sha256,
-                result=result,
-                created_at=now(),
-            )
-        )
 
     # -- folders and files, as the tools ask for them (``memory.files``) -----------------
 

@@ -183,6 +183,37 @@ async def test_a_server_whose_client_listed_the_tools_leaves_when_it_stops(setti
     assert len(memory._listeners) == before - 1
 
 
+def test_the_watches_of_a_multi_user_servers_tenants_share_one_poll(tmp_path: Path) -> None:
+    """Tenants' servers share one memory: on object storage, where a look at the change token is three listings,
+    their watches share one look instead of one each (100 users listing the tools cost ~20 listings a second)."""
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.objects import ObjectCore
+    from tiermem.server.notifier import Notifier
+    from tiermem.server.runtime import MemoryHandle
+    from tiermem.store import Store
+
+    from .conftest import memory_over
+
+    store = Store(str(tmp_path / "data" / "db"), embedding_model="hashing-384", embedding_dim=384)
+    bucket = Bucket("memory://tenants")
+    memory = memory_over(store, core=ObjectCore.open(bucket))
+    notifiers = []
+    for name in ("ada", "bob", "cy"):
+        agent = memory.ensure_agent(name).id
+        handle = MemoryHandle(lambda agent=agent: (memory, agent), agent=name)
+        handle.get()
+        notifiers.append(Notifier(handle, watch_seconds=2.0))
+    before = bucket.requests["LIST"]
+    memory.change_token()
+    one_look = bucket.requests["LIST"] - before
+    assert one_look > 0  # a listing of the agents (of their lists of blocks and the block heads: none here)
+    before = bucket.requests["LIST"]
+    for notifier in notifiers:  # one tick each of the watch a client that listed the tools keeps running
+        notifier._nudge.set()  # its sleep ends at once
+        assert notifier._watch_tools()
+    assert bucket.requests["LIST"] - before == one_look
+
+
 async def test_an_own_edit_is_not_announced_again_at_another_processs_edit(settings: Settings) -> None:
     """The watch's baseline takes this server's own edits: another process's edit of one block announces that block,
     not also the block this server edited before it (which its subscribers were told of already)."""

@@ -15,7 +15,9 @@ A client that subscribes to nothing (most hosts) is still told when another proc
 folder or detaches its last (``tools/list_changed``: the file tools appear or go): every connection that listed the
 tools (``register_tool_listeners``) keeps the watch running in a cheaper mode while no one subscribes, which polls
 the token every ``TOOLS_POLL_SECONDS`` (object storage: ``TOOLS_POLL_REMOTE_SECONDS``, at least ``watch_seconds``)
-and reads only whether a folder is attached, when the token moved. The watch thread ends once no one listens (and
+and reads only whether a folder is attached, when the token moved. On object storage the watches of one memory (a
+multi-user server's tenants) share one look at the token (``Memory.change_token``'s ``max_age``: ``_token_age``), and
+a client that lists the tools does not make the watch look at once. The watch thread ends once no one listens (and
 starts again at the next listener); it holds the notifier only during a tick, so it never keeps a stopped server's
 notifier, and with it the notifier's listener on a shared memory, alive.
 
@@ -168,15 +170,17 @@ class Notifier:
     def _can_watch(self) -> bool:
         return self._handle is not None and self._watch_seconds > 0
 
-    def _start_watch(self) -> None:
-        """Make sure a watch thread runs (one ends once no one listens: ``_watch_tick``). Called after the caller
-        made itself a listener, so a thread ending meanwhile has seen it and left ``_watching`` set, or has not and
-        left it cleared: either way someone watches."""
+    def _start_watch(self, *, now: bool = True) -> None:
+        """Make sure a watch thread runs (one ends once no one listens: ``_watch_tick``), and with ``now`` end its
+        sleep (a subscriber waits for its first look). Called after the caller made itself a listener, so a thread
+        ending meanwhile has seen it and left ``_watching`` set, or has not and left it cleared: either way someone
+        watches."""
         with self._run_lock:
             if not self._watching:
                 self._watching = True
                 threading.Thread(target=_watch, args=(weakref.ref(self),), name="tiermem-watch", daemon=True).start()
-        self._nudge.set()
+        if now:
+            self._nudge.set()
 
     def hear_tools(self, session: Any) -> None:
         """The client of ``session`` listed the tools: it is told when another process's change makes the file tools
@@ -191,7 +195,7 @@ class Notifier:
         self._on_close(channel)
         if self._can_watch():
             self._loop = anyio.lowlevel.current_token()
-            self._start_watch()
+            self._start_watch(now=False)  # not urgent: its client was just shown the tools as they are
 
     async def watch_from_now(self) -> None:
         """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
@@ -211,7 +215,7 @@ class Notifier:
         memory, agent_id = self._handle.get()
         with self._watch_lock:
             if self._baseline is None:
-                token = memory.change_token()  # first: a commit after this moves the token, so it is seen
+                token = memory.change_token(self._token_age(memory, self._watch_seconds))  # before the versions
                 self._baseline = (token, _versions(memory, agent_id))
 
     def _watch_tick(self) -> bool:
@@ -238,7 +242,7 @@ class Notifier:
             if self._baseline is None:
                 self._take_baseline()
                 return True
-            token = memory.change_token()
+            token = memory.change_token(self._token_age(memory, self._watch_seconds))
             if token == self._baseline[0]:
                 return True
             agent_id = self._handle.live_id(memory)  # the agent of the served name made again, if it was
@@ -273,6 +277,14 @@ class Notifier:
             self._watching = False
         return False
 
+    @staticmethod
+    def _token_age(memory: Memory, period: float) -> float:
+        """How old a change token polled every ``period`` may be (``Memory.change_token``): on object storage, where
+        a poll is three listings, half the period, so the watches of a multi-user server's tenants share one poll
+        (at most two per period in all, each seen within one and a half periods); none on SQLite, where it costs
+        next to nothing (and where the watch follows it every ``LOCAL_POLL_SECONDS``)."""
+        return 0.0 if memory.watch_cheap else period / 2
+
     def _failed(self, what: str, exc: Exception) -> None:
         """Log a failed poll once per distinct failure (a deleted agent's fails every tick while it is gone)."""
         text = f"{what}: {exc}"
@@ -301,12 +313,11 @@ class Notifier:
             return True
         try:
             memory, agent_id = self._handle.get()
-            self._sleep(
-                max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
-            )
+            period = max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
+            self._sleep(period)
             if self._listening():
                 return True  # a subscriber came meanwhile: the full watch takes over
-            token = memory.change_token()
+            token = memory.change_token(self._token_age(memory, period))
             if token == self._tools_token:
                 return True
             attached = memory.files.has_folders(self._handle.live_id(memory))

@@ -160,3 +160,20 @@ def serve_in_process(settings: Settings):  # type: ignore[no-untyped-def]
 
 def text_of(result) -> str:  # type: ignore[no-untyped-def]
     return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def stored_result(memory: Memory, agent_id: str, tool: str, key: str) -> str | None:
+    """The result recorded under an idempotency key (None: nothing, or a claim of a call still writing)."""
+    from tiermem.domain.memory import request_key
+
+    stored = memory.core.get_request(request_key(agent_id, tool, key))
+    return None if stored is None or stored.pending else stored.result
+
+
+def store_result(memory: Memory, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
+    """Record ``result`` under an idempotency key as a keyed call does: claim the key, then finish the claim."""
+    from tiermem.domain import idempotency
+
+    claim = idempotency.claim(memory, agent_id, tool, key, args_sha256)
+    assert claim.mine is not None, f"idempotency key {key!r} is taken already"
+    idempotency.finish(memory, agent_id, claim.mine, result)

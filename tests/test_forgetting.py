@@ -23,6 +23,8 @@ from tiermem.domain.maintenance import optimize
 from tiermem.domain.memory import Memory
 from tiermem.store import Filter
 
+from .conftest import store_result, stored_result
+
 
 def test_forget_text_does_not_overwrite_an_edit_made_after_it_read_the_block(
     local: tuple[Memory, Path], monkeypatch: pytest.MonkeyPatch
@@ -184,7 +186,7 @@ def test_forget_text_everywhere_and_an_agent(local: tuple[Memory, Path], tmp_pat
     ids = fill(memory)
     agent = ids["agent"]
     memory.edit(agent, "persona", Rethink(f"I keep {SECRET} safe.", check_line_numbers=False), actor="human")
-    memory.store_result(agent, "archival_memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
+    store_result(memory, agent, "archival_memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
     other = memory.create_agent("other")
     memory.archival_insert(other.id, f"another copy: {SECRET}", None)
     memfs = tmp_path / "memfs"
@@ -233,7 +235,7 @@ def test_forget_text_for_one_agent_leaves_another_agents_things(local: tuple[Mem
     a, b = memory.ensure_agent("default").id, memory.create_agent("other").id
     files = {}
     for name, agent in (("default", a), ("other", b)):
-        memory.store_result(agent, "memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
+        store_result(memory, agent, "memory_insert", "k1", "0" * 64, json.dumps({"text": f"stored {SECRET}"}))
         memory.files.create_folder(f"docs-{name}")
         memory.files.upload_many(f"docs-{name}", [("note.txt", f"the file says {SECRET}".encode(), "note.txt")])
         memory.files.attach(agent, f"docs-{name}")
@@ -250,8 +252,8 @@ def test_forget_text_for_one_agent_leaves_another_agents_things(local: tuple[Mem
     assert nothing["core_purge"] == {}, nothing
     after = open_memory(load_settings(data_dir=root, embedding_model="hashing"), start_embedder=False)
     try:
-        assert after.stored_result(b, "memory_insert", "k1", "0" * 64) is not None
-        assert after.stored_result(a, "memory_insert", "k1", "0" * 64) is None
+        assert stored_result(after, b, "memory_insert", "k1") is not None
+        assert stored_result(after, a, "memory_insert", "k1") is None
     finally:
         after.core.close()
     every = json.loads(_run_cli(["forget", "--text", SECRET, *cli]))  # the whole store: the other agent's too
@@ -266,12 +268,12 @@ def test_forget_requests_keeps_to_its_agent(memory: Memory) -> None:
 
     a, b = memory.ensure_agent("default").id, memory.create_agent("other").id
     for agent in (a, b):
-        memory.store_result(agent, "memory_insert", "k1", "0" * 64, f"stored {SECRET}")
+        store_result(memory, agent, "memory_insert", "k1", "0" * 64, f"stored {SECRET}")
     memory.core.put_request(StoredResult(f"{a}\x1fmemory_insert\x1fk2", "", "memory_insert", "0" * 64, SECRET, now()))
     assert memory.core.forget_requests(SECRET, agent_id=a) == 2
-    assert memory.stored_result(b, "memory_insert", "k1", "0" * 64) is not None
+    assert stored_result(memory, b, "memory_insert", "k1") is not None
     assert memory.core.forget_requests(SECRET, agent_id=None) == 1
-    assert memory.stored_result(b, "memory_insert", "k1", "0" * 64) is None
+    assert stored_result(memory, b, "memory_insert", "k1") is None
 
 
 def _run_cli(argv: list[str], status: int | None = 0) -> str:

@@ -17,7 +17,7 @@ from tiermem.domain import blocks as b
 from tiermem.domain.memory import Change, Memory
 from tiermem.store import Store
 
-from .conftest import PYTHON, ROOT, legacy_core, memory_over, spec
+from .conftest import PYTHON, ROOT, legacy_core, memory_over, spec, stored_result
 
 
 def test_default_agent_has_configured_blocks(memory: Memory) -> None:
@@ -323,7 +323,7 @@ def test_old_lancedb_data_dir_migrates_to_sqlite(tmp_path: Path, capfd: pytest.C
     assert "moved core state from LanceDB" in capfd.readouterr().err
     assert new.block(agent, "human").value == "Name: Ada\nLikes tea"
     assert [v.version for v in new.history(agent, "human", 10)] == [2, 1]
-    assert new.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
+    assert stored_result(new, agent, "core_memory_append", "k1") == "done"
     new.edit(agent, "human", b.Append("Plays go"))
     # the old tables are emptied and purged once the copy is whole: no file of the store keeps their rows
     assert all(Store(uri, embedding_model="hashing-384", embedding_dim=384).rows.count(t) == 0 for t in CORE_TABLES)

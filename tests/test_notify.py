@@ -148,6 +148,72 @@ def test_a_notifier_queues_only_its_agents_changes_and_leaves_with_its_server(me
     assert len(memory._listeners) == before
 
 
+async def test_a_server_whose_client_listed_the_tools_leaves_when_it_stops(settings: Settings) -> None:
+    """A client that lists the tools starts the watch (to tell it when the file tools appear or go); once its
+    connection closes, the watch ends and nothing holds the stopped server's notifier: no thread, no listener on the
+    shared memory, no queue of its agent's changes growing for ever (a multi-user server stops idle tenants' servers)."""
+    import gc
+    import threading
+    import weakref
+
+    from tiermem.domain.blocks import Append
+
+    from .conftest import serve_in_process
+
+    def watches() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "tiermem-watch"}
+
+    settings = settings.model_copy(update={"watch_seconds": 0.2})
+    server = serve_in_process(settings)
+    others = watches()  # other tests' servers'
+    async with Client(server, cache=None, mode="legacy") as c:
+        await c.list_tools()
+        assert not (await c.call_tool("memory_insert", {"label": "human", "new_string": "seen"})).is_error
+        (watch,) = watches() - others
+        memory, agent = server.runtime.handle.get()
+        before = len(memory._listeners)
+    notifier = weakref.ref(server.runtime.notifier)
+    del server, c
+    with anyio.fail_after(15):  # bounded wait for the watch's current tick to end
+        while watch.is_alive():
+            await anyio.sleep(0.02)
+    gc.collect()
+    assert notifier() is None
+    memory.edit(agent, "human", Append("after the server stopped"))  # the orphaned listener leaves at the next change
+    assert len(memory._listeners) == before - 1
+
+
+def test_the_watches_of_a_multi_user_servers_tenants_share_one_poll(tmp_path: Path) -> None:
+    """Tenants' servers share one memory: on object storage, where a look at the change token is three listings,
+    their watches share one look instead of one each (100 users listing the tools cost ~20 listings a second)."""
+    from tiermem.core.bucket import Bucket
+    from tiermem.core.objects import ObjectCore
+    from tiermem.server.notifier import Notifier
+    from tiermem.server.runtime import MemoryHandle
+    from tiermem.store import Store
+
+    from .conftest import memory_over
+
+    store = Store(str(tmp_path / "data" / "db"), embedding_model="hashing-384", embedding_dim=384)
+    bucket = Bucket("memory://tenants")
+    memory = memory_over(store, core=ObjectCore.open(bucket))
+    notifiers = []
+    for name in ("ada", "bob", "cy"):
+        agent = memory.ensure_agent(name).id
+        handle = MemoryHandle(lambda agent=agent: (memory, agent), agent=name)
+        handle.get()
+        notifiers.append(Notifier(handle, watch_seconds=2.0))
+    before = bucket.requests["LIST"]
+    memory.change_token()
+    one_look = bucket.requests["LIST"] - before
+    assert one_look > 0  # a listing of the agents (of their lists of blocks and the block heads: none here)
+    before = bucket.requests["LIST"]
+    for notifier in notifiers:  # one tick each of the watch a client that listed the tools keeps running
+        notifier._nudge.set()  # its sleep ends at once
+        assert notifier._watch_tools()
+    assert bucket.requests["LIST"] - before == one_look
+
+
 async def test_an_own_edit_is_not_announced_again_at_another_processs_edit(settings: Settings) -> None:
     """The watch's baseline takes this server's own edits: another process's edit of one block announces that block,
     not also the block this server edited before it (which its subscribers were told of already)."""

@@ -29,7 +29,7 @@ from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
-from .conftest import legacy_core, memory_over
+from .conftest import legacy_core, memory_over, store_result, stored_result
 from .test_object_storage import BUCKET, s3_endpoint  # noqa: F401 (the module-scoped moto server fixture)
 
 OPTIONS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region": "us-east-1", "allow_http": "true"}
@@ -204,7 +204,7 @@ def test_lancedb_core_tables_on_s3_move_into_objects(
         "Name: Ada\nLikes tea",
         "Name: Ada",
     ]
-    assert m.stored_result(agent, "core_memory_append", "k1", "abc") == "done"
+    assert stored_result(m, agent, "core_memory_append", "k1") == "done"
     m.edit(agent, "human", b.Append("Plays go"))
     assert [v.version for v in m.history(agent, "human", 10)] == [4, 3, 2, 1]
     again = open_memory(settings, start_embedder=False, lazy=True)  # the lazy path, without LanceDB
@@ -223,7 +223,7 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     own = m.block(gone.id, "own")
     for i in range(40):
         m.edit(gone.id, "own", b.Append(f"{i} " + "z" * 600))  # history sealed into segments
-    m.store_result(gone.id, "core_memory_append", "k1", "abc", "done")
+    store_result(m, gone.id, "core_memory_append", "k1", "abc", "done")
     from tiermem.base.records import ContextWindow
 
     m.set_context_window(ContextWindow(agent_id=gone.id, conversation_id="c1", start_seq=3))
@@ -237,7 +237,7 @@ def test_deleting_an_agent_removes_its_core_state_and_keeps_shared_blocks(tmp_pa
     assert (
         core.bucket.list(f"core/requests/{gone.id}/") == [] and core.bucket.list(f"core/conversations/{gone.id}/") == []
     )
-    assert m.stored_result(gone.id, "core_memory_append", "k1", "abc") is None
+    assert stored_result(m, gone.id, "core_memory_append", "k1") is None
 
 
 def test_a_long_block_is_stored_as_a_base_and_its_changes_and_read_exactly(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
@@ -303,19 +303,19 @@ def test_idempotency_records_of_the_old_layout_are_moved_found_and_deleted(tmp_p
     bucket.put("core/format.json", dumps({"format": 1, "created_us": 1}))
     old_record("k1", "first answer")
     upgraded = memory_at(tmp_path, core_at(uri, s3_endpoint))
-    assert upgraded.stored_result(agent, "core_memory_append", "k1", "abc") == "first answer"
+    assert stored_result(upgraded, agent, "core_memory_append", "k1") == "first answer"
     assert [i.path for i in bucket.list_here("core/requests/")] == []  # moved under the agent's folder
     assert len(bucket.list(f"core/requests/{agent}/")) == 1
     # a miss now costs one GET: the top of requests/ was emptied on open, so the old place is not asked
     counted = upgraded.core.bucket.requests  # type: ignore[attr-defined]
     before = Counter(counted)
-    assert upgraded.stored_result(agent, "core_memory_append", "k9", "abc") is None
+    assert stored_result(upgraded, agent, "core_memory_append", "k9") is None
     assert Counter(counted) - before == Counter({"GET": 1})
     # a replica not yet upgraded writes one more the old way: found once the next look sees it (at most
     # old_requests_seconds later; 0 here), and deleted with the agent
     straggler = old_record("k2", "second answer")
     looking = memory_at(tmp_path, core_at(uri, s3_endpoint, old_requests_seconds=0.0))
-    assert looking.stored_result(agent, "core_memory_append", "k2", "abc") == "second answer"
+    assert stored_result(looking, agent, "core_memory_append", "k2") == "second answer"
     looking.core.delete_agent(agent)
     assert bucket.get(straggler) is None and bucket.list("core/requests/") == []
 
@@ -332,7 +332,7 @@ def test_a_missed_idempotency_record_costs_one_get_on_a_store_without_old_record
     bucket = reopened.core.bucket  # type: ignore[attr-defined]
     before = Counter(bucket.requests)
     for i in range(5):
-        assert reopened.stored_result(agent, "core_memory_append", f"miss{i}", "abc") is None
+        assert stored_result(reopened, agent, "core_memory_append", f"miss{i}") is None
     assert Counter(bucket.requests) - before == Counter({"GET": 5, "LIST": 1})
 
 

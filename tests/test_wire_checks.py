@@ -42,6 +42,19 @@ CASES: list[tuple[Any, Any, int, str]] = [
     ),
 ]
 
+LONG = "x" * 6000  # past wire_checks.HEAD_BYTES: such a body is judged by its head
+
+
+def long_case(message: Any) -> Any:
+    """``message`` with long ``params`` (last, as clients send them), or, in a batch, its message so."""
+    if isinstance(message, list):
+        return [long_case(m) for m in message]
+    params = message.get("params", {})
+    return {**message, "params": [*params, LONG] if isinstance(params, list) else {**params, "_meta": {"n": LONG}}}
+
+
+LONG_CASES = [(long_case(message), *rest) for message, *rest in CASES]
+
 
 def test_stdio_answers_misread_lines_with_their_ids(tmp_path: Path) -> None:
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", **HELLO}}
@@ -91,7 +104,7 @@ def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> No
             assert opened.status_code == 200, opened.text
             session = {"mcp-session-id": opened.headers["mcp-session-id"]}
             web.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-            for message, ident, code, start in CASES:
+            for message, ident, code, start in [*CASES, *LONG_CASES]:
                 r = web.post(url, json=message, headers=session)
                 assert r.status_code == 400, (message, r.status_code, r.text)
                 answer = r.json()
@@ -100,6 +113,8 @@ def test_streamable_http_answers_misread_bodies_like_stdio(tmp_path: Path) -> No
                 assert "my-secret-value" not in r.text and "pydantic" not in r.text
             r = web.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
             assert r.status_code == 200 and '"id":9' in r.text, r.text
+            r = web.post(url, json=long_case({"jsonrpc": "2.0", "id": 10, "method": "ping"}), headers=session)
+            assert r.status_code == 200 and '"id":10' in r.text, r.text
 
 
 def test_sse_answers_misread_and_unparsable_bodies_like_streamable_http(tmp_path: Path) -> None:

@@ -82,6 +82,12 @@ class PurgeUnfinishedError(StoreError):
     ``tiermem optimize``, tries it again). Something was written: never "nothing was written"."""
 
 
+class KeyUnrecordedError(StoreError):
+    """A write with an idempotency key was stored, but recording its result under the key failed (tried again, and
+    failed again): a retry with the key may store it a second time. Something was written: never "nothing was
+    written"."""
+
+
 class SchemaError(StoreError):
     """The data directory was written by another schema version or another embedding model."""
 

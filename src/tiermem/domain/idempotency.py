@@ -11,7 +11,9 @@ A claim whose owner died mid-write must not hold its key forever: a claim is sta
 takes it over (a conditional write: of two takers one wins), when its owner was a process of this machine that is
 gone (or this process, which no longer holds it: a restarted server with the same process id), or when it is older
 than ``STALE_CLAIM_SECONDS`` (an owner on another machine). Whether such a dead owner's write landed is unknown: the
-taker writes again, the one case where a write may be stored twice (a process killed mid-write).
+taker writes again, the one case where a write may be stored twice (a process killed mid-write, or one whose write
+was stored but whose result could not be recorded: ``finish`` then keeps holding the claim, so this process waits for
+it to go stale as every other does, and says the write was stored).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import StoreBusyError, ValidationError
+from ..base.errors import KeyUnrecordedError, StoreBusyError, ValidationError, without_nothing_written
 from ..base.records import CLAIM_MARK, StoredResult, now
 from .memory import request_key
 
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 30.0  # how long a call waits for another call's claim of its key before it is told to retry
 STALE_CLAIM_SECONDS = 300.0  # a claim this old is taken over whoever holds it (an owner on another machine died)
+FINISH_PAUSES = (0.1, 0.5)  # a failed record of a write's result is tried again after each of these (seconds)
 
 _held: set[str] = set()  # the nonces of the claims this process holds now
 _held_guard = threading.Lock()
@@ -97,29 +100,65 @@ def claim(memory: Memory, agent_id: str, tool: str, key: str, args_sha256: str) 
 
 
 def finish(memory: Memory, agent_id: str, mine: StoredResult, result: str) -> None:
-    """Keep ``result`` under the key in place of the claim ``mine``, so a retry with it gets the same answer."""
-    try:
-        memory.core.put_request(replace(mine, result=result, created_at=now()), mine)
-    finally:
+    """Keep ``result`` under the key in place of the claim ``mine``, so a retry with it gets the same answer.
+
+    The write is stored already, so a failed record is tried again (after each of ``FINISH_PAUSES``). When it still
+    fails, the claim stays held by this process: a retry with the key, here as in any other process, waits for it
+    and is taken over only once it is stale (``STALE_CLAIM_SECONDS``); ``KeyUnrecordedError`` says the write was
+    stored but a retry may store it again (never that nothing was written)."""
+    done = replace(mine, result=result, created_at=now())
+    for pause in (*FINISH_PAUSES, None):
+        try:
+            memory.core.put_request(done, mine)
+        except Exception as exc:
+            if pause is not None:
+                log.warning("%s: could not record its result (%s); trying again", _named(mine), exc)
+                time.sleep(pause)
+                continue
+            raise KeyUnrecordedError(
+                f"The {mine.tool} call was stored, but recording its result under idempotency_key "
+                f"{_user_key(mine)!r} failed ({without_nothing_written(exc) or type(exc).__name__}). A "
+                f"retry with this key is told the call is still being written for {STALE_CLAIM_SECONDS:g} s after "
+                "it started, then stores it again: check whether it is there instead of retrying it."
+            ) from exc
         _drop_held(_owner(mine).get("nonce"))
+        return
 
 
 def release(memory: Memory, agent_id: str, mine: StoredResult) -> None:
-    """Drop the claim ``mine`` (its call failed and wrote nothing): a retry with the key may write."""
+    """Drop the claim ``mine`` (its call failed and wrote nothing): a retry with the key may write. A failure to drop
+    it is logged (to stderr), not raised: the caller's own error (or error result) is what its client must hear. The
+    claim then stays until the next call with the key takes it over: at once in this process (which no longer holds
+    it), in others once it is stale."""
     try:
         memory.core.drop_request(mine)
+    except Exception:
+        log.warning(
+            "%s: could not drop its claim after the call failed; a retry in another process waits until it is "
+            "stale (%g s)",
+            _named(mine),
+            STALE_CLAIM_SECONDS,
+            exc_info=True,
+        )
     finally:
         _drop_held(_owner(mine).get("nonce"))
 
 
 def busy(key: str, holder: StoredResult) -> StoreBusyError:
-    """The error of a call that waited ``WAIT_SECONDS`` for another call's claim of its key."""
+    """The error of a call that waited ``WAIT_SECONDS`` for another call's claim of its key. The holder's machine and
+    process id go to the log (stderr), for whoever runs the servers, not to the client."""
     owner = _owner(holder)
     age = (now() - holder.created_at).total_seconds()
+    log.warning(
+        "%s: still held by process %s on %s after a wait of %g s",
+        _named(holder),
+        owner.get("pid", "?"),
+        owner.get("host", "?"),
+        WAIT_SECONDS,
+    )
     return StoreBusyError(
-        f"idempotency_key {key!r}: a {holder.tool} call with this key is still being written (by process "
-        f"{owner.get('pid', '?')} on {str(owner.get('host', '?')).split('/')[0]}, for {age:.0f} s); this call wrote "
-        "nothing. Retry with the same key in a moment to get its result."
+        f"idempotency_key {key!r}: a {holder.tool} call with this key is still being written (by another tiermem "
+        f"process, for {age:.0f} s); this call wrote nothing. Retry with the same key in a moment to get its result."
     )
 
 
@@ -155,6 +194,15 @@ def _stale(record: StoredResult) -> str | None:
     return None
 
 
+def _user_key(record: StoredResult) -> str:
+    """The idempotency key as its caller gave it (``request_key`` puts the agent and tool before it)."""
+    return record.key.rsplit("\x1f", 1)[-1]
+
+
+def _named(record: StoredResult) -> str:
+    return f"idempotency_key {_user_key(record)!r} of a {record.tool} call"
+
+
 def _owner(record: StoredResult) -> dict[str, Any]:
     try:
         owner = json.loads(record.result[len(CLAIM_MARK) :])
@@ -180,10 +228,17 @@ def _alive(pid: int) -> bool:
 
 @functools.cache
 def _machine() -> str:
-    """This machine as a claim names it: the host name and the process-id namespace (containers on one host share
-    the name, not their process ids)."""
+    """This machine as a claim names it: the host name, the process-id namespace (containers on one host may share
+    the name, not their process ids) and the kernel's boot id (two hosts, or two boots of one, never share it; two
+    hosts may share the rest: a cloned image's host name, the root namespace's number, which is the same everywhere).
+    A host without ``/proc`` is named by its host name alone."""
     try:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
         namespace = ""
-    return f"{socket.gethostname()}/{namespace}"
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.readline().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{namespace}/{boot}"

@@ -13,7 +13,7 @@ Recall (conversation log) and archival memory live in ``archive.py``: every ``Me
 the domain layer reaches the store: ``Memory`` and ``Archive`` offer the operations callers need.
 
 Why this module is long: ``Memory`` is the facade, one class whose parts (agents, block edits, attachments, history
-repair, idempotency keys) share the per-block locks, the change listeners and the history bookkeeping.
+repair) share the per-block locks, the change listeners and the history bookkeeping.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from ..base.records import (
     Hit,
     Message,
     Passage,
-    StoredResult,
     check_text,
     is_blank,
     new_id,
@@ -176,6 +175,8 @@ class Memory:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._listeners: list[Listener] = []
+        self._token_guard = threading.Lock()
+        self._token: tuple[float, object] | None = None  # (when its read started: monotonic, the change token)
         self._warming: threading.Thread | None = None  # ``warm``'s thread
         self._settling = threading.Event()  # set by ``settle``: no warm starts reading after it
         # folders and files (Letta's filesystem): each agent's view of them is kept with the agent
@@ -425,10 +426,22 @@ class Memory:
         by_id = {b.id: b for b in self.core.get_blocks(ids)}
         return [by_id[i] for i in ids if i in by_id]
 
-    def change_token(self) -> object:
+    def change_token(self, max_age: float = 0.0) -> object:
         """Differs from an earlier call's value when another process may have changed agents or blocks since
-        (``CoreStore.change_token``); ``watch_cheap`` says how often it is worth asking."""
-        return self.core.change_token()
+        (``CoreStore.change_token``); ``watch_cheap`` says how often it is worth asking. With ``max_age``, a token
+        any caller of this memory read less than ``max_age`` seconds ago is returned again: the watches of a
+        multi-user server's tenants, which share one memory, then share one poll of the object store (three
+        listings) instead of one each; callers asking at once wait for one read. A token is read before what it
+        stands for, so an older one delays a watch's look (by less than ``max_age``), never makes it miss a change."""
+        if max_age <= 0:
+            return self.core.change_token()
+        with self._token_guard:
+            if self._token is not None and time.monotonic() - self._token[0] < max_age:
+                return self._token[1]
+            started = time.monotonic()
+            token = self.core.change_token()
+            self._token = (started, token)
+            return token
 
     @property
     def watch_cheap(self) -> bool:
@@ -816,35 +829,6 @@ class Memory:
         self.core.detach(agent_id, block.id)
         self._emit(Change("blocks_changed", (agent_id,)))
         return block
-
-    # -- idempotency keys ------------------------------------------------------
-
-    def stored_result(self, agent_id: str, tool: str, key: str, args_sha256: str) -> str | None:
-        """The result stored for an earlier ``tool`` call with idempotency key ``key``, if any. The same key with
-        other arguments (another ``args_sha256``) is refused: it names another request."""
-        stored = self.core.get_request(request_key(agent_id, tool, key))
-        if stored is None or stored.pending:  # a claim: its call is writing now (idempotency.py)
-            return None
-        if stored.args_sha256 != args_sha256:
-            raise ValidationError(
-                f"idempotency_key {key!r} was already used for {'an' if tool[:1] in 'aeiou' else 'a'} {tool} call "
-                "with different arguments; "
-                "use a new key for a new request."
-            )
-        return stored.result
-
-    def store_result(self, agent_id: str, tool: str, key: str, args_sha256: str, result: str) -> None:
-        """Keep ``result`` under the idempotency key, so a retry with it gets the same answer (the first one stands)."""
-        self.core.put_request(
-            StoredResult(
-                key=request_key(agent_id, tool, key),
-                agent_id=agent_id,
-                tool=tool,
-                args_sha256=args_sha256,
-                result=result,
-                created_at=now(),
-            )
-        )
 
     # -- folders and files, as the tools ask for them (``memory.files``) -----------------
 

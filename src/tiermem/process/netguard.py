@@ -383,7 +383,7 @@ class Guard:
             body = await self._read_body(receive, send)
             if body is None:
                 return
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         await self.app(scope, receive, send)
 
     async def _ambiguous(self, send: Send) -> None:
@@ -446,7 +446,7 @@ class Guard:
         if _calls_tool_outside(body, self.read_only_tools):
             await self._insufficient(send, authority.write_scope)
             return None
-        return _replay(body, receive)
+        return replay_body(body, receive)
 
     async def _insufficient(self, send: Send, needed: str) -> None:
         assert self.oauth is not None
@@ -515,7 +515,7 @@ def _calls_tool_outside(body: bytes, allowed: frozenset[str]) -> bool:
     return False
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """A receive that gives ``body`` (already read) first, then what the client sends next (its disconnect)."""
     sent = False
 

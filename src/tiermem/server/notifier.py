@@ -15,7 +15,11 @@ A client that subscribes to nothing (most hosts) is still told when another proc
 folder or detaches its last (``tools/list_changed``: the file tools appear or go): every connection that listed the
 tools (``register_tool_listeners``) keeps the watch running in a cheaper mode while no one subscribes, which polls
 the token every ``TOOLS_POLL_SECONDS`` (object storage: ``TOOLS_POLL_REMOTE_SECONDS``, at least ``watch_seconds``)
-and reads only whether a folder is attached, when the token moved.
+and reads only whether a folder is attached, when the token moved. On object storage the watches of one memory (a
+multi-user server's tenants) share one look at the token (``Memory.change_token``'s ``max_age``: ``_token_age``), and
+a client that lists the tools does not make the watch look at once. The watch thread ends once no one listens (and
+starts again at the next listener); it holds the notifier only during a tick, so it never keeps a stopped server's
+notifier, and with it the notifier's listener on a shared memory, alive.
 
 Why this module is long: one ``Notifier`` holds the listeners, the queue of this process's changes and the watch
 over other processes' (its baseline, its two polling modes, its failures); split, each part would reach into the
@@ -152,9 +156,9 @@ class Notifier:
         # The watch: its baseline (change token and block versions) and the thread that compares against it.
         self._watch_lock = threading.Lock()
         self._baseline: tuple[object, dict[str, int]] | None = None
-        self._wake = threading.Event()
         self._loop: EventLoopToken | None = None
-        self._watching = False
+        self._watching = False  # a watch thread runs (set and cleared under ``_run_lock``)
+        self._run_lock = threading.Lock()
         self.remote_changes = 0  # other processes' changes published (for tests and benchmarks)
         self._had_folders: bool | None = None  # whether the client was last shown the file tools (None: not known)
 
@@ -166,12 +170,17 @@ class Notifier:
     def _can_watch(self) -> bool:
         return self._handle is not None and self._watch_seconds > 0
 
-    def _start_watch(self) -> None:
-        if not self._watching:
-            self._watching = True
-            threading.Thread(target=self._watch, name="tiermem-watch", daemon=True).start()
-        self._wake.set()
-        self._nudge.set()
+    def _start_watch(self, *, now: bool = True) -> None:
+        """Make sure a watch thread runs (one ends once no one listens: ``_watch_tick``), and with ``now`` end its
+        sleep (a subscriber waits for its first look). Called after the caller made itself a listener, so a thread
+        ending meanwhile has seen it and left ``_watching`` set, or has not and left it cleared: either way someone
+        watches."""
+        with self._run_lock:
+            if not self._watching:
+                self._watching = True
+                threading.Thread(target=_watch, args=(weakref.ref(self),), name="tiermem-watch", daemon=True).start()
+        if now:
+            self._nudge.set()
 
     def hear_tools(self, session: Any) -> None:
         """The client of ``session`` listed the tools: it is told when another process's change makes the file tools
@@ -186,7 +195,7 @@ class Notifier:
         self._on_close(channel)
         if self._can_watch():
             self._loop = anyio.lowlevel.current_token()
-            self._start_watch()
+            self._start_watch(now=False)  # not urgent: its client was just shown the tools as they are
 
     async def watch_from_now(self) -> None:
         """Take the watch's baseline now, before the caller answers its client's subscription, and make sure the
@@ -206,61 +215,75 @@ class Notifier:
         memory, agent_id = self._handle.get()
         with self._watch_lock:
             if self._baseline is None:
-                token = memory.change_token()  # first: a commit after this moves the token, so it is seen
+                token = memory.change_token(self._token_age(memory, self._watch_seconds))  # before the versions
                 self._baseline = (token, _versions(memory, agent_id))
 
-    def _watch(self) -> None:
-        """Compare the store with the baseline while anyone listens; publish what other processes changed. While only
-        clients that listed the tools watch, look only at whether a folder is attached (``_watch_tools``)."""
+    def _watch_tick(self) -> bool:
+        """One tick of the watch: compare the store with the baseline while anyone listens and publish what other
+        processes changed; while only clients that listed the tools watch, look only at whether a folder is attached
+        (``_watch_tools``). False when the watch ends: no one listens (``_start_watch`` starts it again), or the
+        event loop is gone."""
         assert self._handle is not None
-        while True:
-            with self._watch_lock:
-                listening = self._listening()
-                idle = not listening and not self._tool_clients
-                if not listening:
-                    self._baseline = None  # the next subscriber takes a new one
-                if idle:
-                    self._wake.clear()
-            if idle:
-                self._wake.wait()
-                continue
+        with self._watch_lock:
+            listening = self._listening()
             if not listening:
-                if not self._watch_tools():
-                    return
-                continue
-            try:
-                memory, agent_id = self._handle.get()
-                self._sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
-                if self._baseline is None:
-                    self._take_baseline()
-                    continue
-                token = memory.change_token()
-                if token == self._baseline[0]:
-                    continue
-                agent_id = self._handle.live_id(memory)  # the agent of the served name made again, if it was
-                current = _versions(memory, agent_id)
-            except Exception as exc:  # a failed poll is retried at the next tick, never fatal
-                self._failed("could not read the blocks", exc)
-                time.sleep(min(self._watch_seconds, 1.0))
-                continue
-            self._read_again()
-            with self._watch_lock:
-                if self._baseline is None:
-                    continue
-                seen = self._baseline[1]
-                self._baseline = (token, current)
-            changed = [label for label, v in current.items() if seen.get(label) != v]
-            list_changed = set(current) != set(seen)
-            if not (changed or list_changed) or self._loop is None:
-                continue
-            self.remote_changes += 1
-            try:
-                anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
-            except RuntimeError as exc:  # the event loop is gone: the server is stopping
-                log.debug("watch: stopped: %s", exc)
-                return
-            except Exception as exc:  # one failed delivery never ends the watch
-                log.warning("watch: could not publish a change: %s", exc)
+                self._baseline = None  # the next subscriber takes a new one
+        if not listening and not self._tool_clients:
+            with self._run_lock:
+                if not self._listening() and not self._tool_clients:
+                    self._watching = False
+                    return False
+            return True
+        if not listening:
+            return self._watch_tools()
+        try:
+            memory, agent_id = self._handle.get()
+            self._sleep(min(LOCAL_POLL_SECONDS, self._watch_seconds) if memory.watch_cheap else self._watch_seconds)
+            if self._baseline is None:
+                self._take_baseline()
+                return True
+            token = memory.change_token(self._token_age(memory, self._watch_seconds))
+            if token == self._baseline[0]:
+                return True
+            agent_id = self._handle.live_id(memory)  # the agent of the served name made again, if it was
+            current = _versions(memory, agent_id)
+        except Exception as exc:  # a failed poll is retried at the next tick, never fatal
+            self._failed("could not read the blocks", exc)
+            time.sleep(min(self._watch_seconds, 1.0))
+            return True
+        self._read_again()
+        with self._watch_lock:
+            if self._baseline is None:
+                return True
+            seen = self._baseline[1]
+            self._baseline = (token, current)
+        changed = [label for label, v in current.items() if seen.get(label) != v]
+        list_changed = set(current) != set(seen)
+        if not (changed or list_changed) or self._loop is None:
+            return True
+        self.remote_changes += 1
+        try:
+            anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
+        except RuntimeError as exc:  # the event loop is gone: the server is stopping
+            log.debug("watch: stopped: %s", exc)
+            return self._stopped()
+        except Exception as exc:  # one failed delivery never ends the watch
+            log.warning("watch: could not publish a change: %s", exc)
+        return True
+
+    def _stopped(self) -> bool:
+        """The event loop is gone: this watch ends (a listener of a later loop starts another)."""
+        with self._run_lock:
+            self._watching = False
+        return False
+
+    @staticmethod
+    def _token_age(memory: Memory, period: float) -> float:
+        """How old a change token polled every ``period`` may be (``Memory.change_token``): on object storage, where
+        a poll is three listings, half the period, so the watches of a multi-user server's tenants share one poll
+        (at most two per period in all, each seen within one and a half periods); none on SQLite, where it costs
+        next to nothing (and where the watch follows it every ``LOCAL_POLL_SECONDS``)."""
+        return 0.0 if memory.watch_cheap else period / 2
 
     def _failed(self, what: str, exc: Exception) -> None:
         """Log a failed poll once per distinct failure (a deleted agent's fails every tick while it is gone)."""
@@ -290,12 +313,11 @@ class Notifier:
             return True
         try:
             memory, agent_id = self._handle.get()
-            self._sleep(
-                max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
-            )
+            period = max(TOOLS_POLL_SECONDS if memory.watch_cheap else TOOLS_POLL_REMOTE_SECONDS, self._watch_seconds)
+            self._sleep(period)
             if self._listening():
                 return True  # a subscriber came meanwhile: the full watch takes over
-            token = memory.change_token()
+            token = memory.change_token(self._token_age(memory, period))
             if token == self._tools_token:
                 return True
             attached = memory.files.has_folders(self._handle.live_id(memory))
@@ -311,7 +333,7 @@ class Notifier:
             anyio.from_thread.run(self._publish_tools_if, attached, token=self._loop)
         except RuntimeError as exc:  # the event loop is gone: the server is stopping
             log.debug("watch: stopped: %s", exc)
-            return False
+            return self._stopped()
         except Exception as exc:  # one failed delivery never ends the watch
             log.warning("watch: could not publish a change: %s", exc)
         return True
@@ -396,7 +418,8 @@ class Notifier:
     def _forget(self, channel: Any) -> None:
         """Drop every subscription of a closed connection."""
         self._cleanup.discard(id(channel))
-        self._tool_clients.pop(id(channel), None)
+        if self._tool_clients.pop(id(channel), None) is not None and not self._tool_clients:
+            self._nudge.set()  # the watch ends now if no one else listens, not after its current sleep
         for uri in list(self._subscribers):
             channels = [c for c in self._subscribers[uri] if c is not channel]
             if channels:
@@ -514,6 +537,16 @@ class Notifier:
                 await channel.send_resource_list_changed()
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # that client is gone; nothing to tell it
+
+
+def _watch(ref: weakref.ref[Notifier]) -> None:
+    """The watch thread: ticks of the notifier ``ref`` until it ends them or is gone. It holds the notifier only
+    during a tick, so a stopped server's (an idle tenant's) is not kept alive by it."""
+    while True:
+        notifier = ref()
+        if notifier is None or not notifier._watch_tick():
+            return
+        del notifier
 
 
 def _listener(ref: weakref.ref[Notifier], agent_id: str, memory: Memory) -> Callable[[Change], None]:

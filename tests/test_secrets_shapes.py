@@ -98,6 +98,28 @@ CASES = [
     # a value shaped like a name but no name: random capitals, words run together with underscores
     ("API_KEY=X9K2_PQ7Z_M3N4", "secret", "X9K2_PQ7Z_M3N4"),
     ("DB_PASSWORD=correct_horse_battery_staple", "secret", "correct_horse_battery_staple"),
+    # a quoted literal is a value, never a name; a bare word with a digits tail, or capitals naming no secret, no name
+    ('password="SuperSecret123"', "secret", "SuperSecret123"),
+    ("PASSWORD=Password1", "secret", "Password1"),
+    ("password=Password2024", "secret", "Password2024"),
+    ('password = "MyPassword1"', "secret", "MyPassword1"),
+    ("password: 'TopSecret2024'", "secret", "TopSecret2024"),
+    ("export API_KEY=MyApiKey2024", "secret", "MyApiKey2024"),
+    ('secret_key = "DjangoSecretKey"', "secret", "DjangoSecretKey"),
+    ("DB_PASSWORD=PROD_DB_2024", "secret", "PROD_DB_2024"),
+    ('password="CORRECT_HORSE_BATTERY"', "secret", "CORRECT_HORSE_BATTERY"),
+    ('password = "my_password"', "secret", "my_password"),
+    ("API_TOKEN=ABCDEFGH_IJKLMNOP_QRSTUV", "secret", "ABCDEFGH_IJKLMNOP_QRSTUV"),
+    # a name saying it holds something about a secret, given a random-looking value: a secret all the same
+    ('secret_env = "Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('PASSWORD_ENV="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('password_hint="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('password_name="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    # a value in a code span's backticks is read inside them (a command in backticks is a reference)
+    ("the password is `Xk9vQ2mPz7a`", "password", "Xk9vQ2mPz7a"),
+    ("set --password `Xk9vQ2mPz7a` on the cli", "password on a command line", "Xk9vQ2mPz7a"),
+    ('password = "`Xk9vQ2mPz7a`"', "secret", "Xk9vQ2mPz7a"),
+    ("password = `Xk9vQ2mPz7a`", "secret", "Xk9vQ2mPz7a"),
 ]
 
 CLEAN = [
@@ -144,6 +166,9 @@ CLEAN = [
     "camsnap add --name kitchen --host 192.168.0.10 --user user --pass pass`",
     '"api_key_source": "system_settings",',
     'cfg = {"api_key": api_key}; TOKEN=GITHUB_TOKEN; token = access_token; password_hint: "your pet\'s name"',
+    # code naming a secret, an environment variable's name, a name about a secret given words, a shell's command
+    'password=myPassword; apiKey = openaiApiKey; "api_key_env": "OPENAI_API_KEY", password_length = "12"',
+    "the password is `cat ~/.pw`; DB_PASSWORD=`pass show db`; export DB_PASSWORD=`$(op read x)`",
 ]
 
 

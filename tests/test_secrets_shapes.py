@@ -308,3 +308,21 @@ def test_doctor_checks_a_payload_that_is_not_json_as_text(settings: Settings) ->
     memory.archive.log_messages(agent, [{"role": "user", "content": "hi", "payload": f"raw {GHP} and '{SIGNATURE}'"}])
     found = secret_audit.scan(open_memory(settings)).found
     assert [(f.where.split(" (")[1], f.kinds) for f in found] == [("payload)", ("GitHub token", "high-entropy secret"))]
+
+
+RUN = 200_000  # characters: a pattern that rescans a run per character of it would take many minutes on this
+ADVERSARIAL = [
+    # a bare value said in a sentence, then a long run of punctuation that no space ends
+    ("the api key is a" + "." * RUN + "x; the password is Xk9vQ2mPz7!", "password", "Xk9vQ2mPz7!"),
+    ("the password is a" + "." * RUN + "x and my token is Zq8vN3mPz7Lk2Jh5Xy", "secret", "Zq8vN3mPz7Lk2Jh5Xy"),
+    ("I set my password to a" + "." * RUN + "x. use Xk9vQ2mPz7! as the password", "password", "Xk9vQ2mPz7!"),
+    # a bare value, then a long run of closers each opened before it on its line
+    ("(" * RUN + " DB_PASSWORD=Zq8vN3mPz7Lk" + ")" * RUN, "secret", "Zq8vN3mPz7Lk"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "secret"), ADVERSARIAL, ids=["api-key", "password", "set-to", "closers"])
+def test_a_long_run_of_punctuation_is_read_once(text: str, kind: str, secret: str) -> None:
+    # The value patterns take each step one way only (a possessive run of punctuation, an atomic group), and the
+    # closers are counted in one pass: 200 KB of them is read as fast as any other text (the suite's timeout guards)
+    assert [(f.kind, text[f.start : f.end]) for f in secrets.find(text)] == [(kind, secret)]

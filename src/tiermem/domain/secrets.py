@@ -353,11 +353,18 @@ _PRIVATE_KEY = (
     r"(?:" + _KEY_LINE + r"(?:\.{2,}|\u2026))?)"  # a line cut short
 )
 # A password said in a sentence: the word, what it is for ("for the old staging database server"), "is" or "was",
-# and the value: quoted (with spaces), or up to the next space (a sentence's closing punctuation aside)
+# and the value: quoted (with spaces), or up to the next space (a sentence's closing punctuation aside). The bare
+# value is read in one pass: each step takes a character that is no punctuation, or a whole run of punctuation
+# (possessive) that more of the value follows; the run at its end is left to the look-ahead. No step can be taken two
+# ways, and the group is atomic: a run of punctuation is never rescanned (a lazy value re-read the rest of the run at
+# each of its characters: quadratic on "the password is a" and 20,000 dots).
 _PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
 _FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
 _IS = r"\s+(?i:is|was)\s*:?\s*"
-_SAID_VALUE = r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'|([^\s\"'\u201c]+?)(?=[.,;)]*(?:\s|$)))"
+_SAID_VALUE = (
+    r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
+    r"|((?>(?:[^\s\"'\u201c.,;)]|[.,;)]++(?=[^\s\"'\u201c]))+))(?=[.,;)]*+(?:\s|$)))"
+)
 # A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
 # or not (group 2)
 _SAME_COMMAND = r"(?:[^\n;|&]|&(?!&)|\\\n){0,400}?\s"
@@ -879,20 +886,30 @@ _OPENERS = {")": "(", "]": "[", "}": "{"}
 
 def _closed(text: str, start: int, end: int) -> int:
     """The end of the span ``text[start:end]`` without the punctuation after a bare value that closes what came before
-    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it, and a code span's
-    closing backtick (``--pass VALUE` ``: a shell's word holds no lone backtick)."""
-    line = text[text.rfind("\n", 0, start) + 1 : start]
-    escaped = line.rfind("\\n")  # in JSON text: from its last escaped line break
-    line = line[escaped + 2 :] if escaped >= 0 else line
+    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it (each closer taken
+    off closes one of them), and a code span's closing backtick (``--pass VALUE` ``: a shell's word holds no lone
+    backtick). The value and its line are counted once (a count per closer taken off was quadratic on a run of them);
+    the line is read back no further than the value is long and 1,000 characters more."""
+    last = text[end - 1] if end > start else ""
+    if last != "`" and last not in _OPENERS:
+        return end
+    value = Counter(ch for ch in text[start:end] if ch in "`()[]{}")
+    line_start = max(text.rfind("\n", 0, start) + 1, start - (end - start) - 1000)
+    escaped = text.rfind("\\n", line_start, start)  # in JSON text: from its last escaped line break
+    if escaped >= 0:
+        line_start = escaped + 2
+    line = Counter(ch for ch in text[line_start:start] if ch in "()[]{}")
     while end > start:
-        value, last = text[start:end], text[end - 1]
+        last = text[end - 1]
         opener = _OPENERS.get(last)
-        if last == "`" and value.count("`") % 2:
-            end -= 1
-        elif opener is not None and value.count(last) > value.count(opener) and line.count(opener) > line.count(last):
-            end -= 1
+        if last == "`" and value["`"] % 2:
+            value["`"] -= 1
+        elif opener is not None and value[last] > value[opener] and line[opener] > line[last]:
+            value[last] -= 1
+            line[opener] -= 1
         else:
             break
+        end -= 1
     return end
 
 

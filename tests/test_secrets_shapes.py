@@ -232,6 +232,16 @@ def test_a_value_in_json_text_ends_at_its_escaped_line_break() -> None:
     ]
 
 
+def test_in_plain_text_a_backslash_and_an_n_are_part_of_a_value() -> None:
+    # Only JSON text writes a line break as "\n": elsewhere they are two characters of the secret, taken whole
+    ghp = "ghp_abc\\nDEF1234567890abcdefghijklmnopqrstuvwxyz"
+    for text, secret in [("DB_PASSWORD=Zq8\\nvN3mPz7Lk", "Zq8\\nvN3mPz7Lk"), (f"GITHUB_TOKEN={ghp} ok", ghp)]:
+        assert [text[f.start : f.end] for f in secrets.find(text)] == [secret]
+        # the same text as a JSON document's: the backslash written "\\", no line break (the test above: one is)
+        as_json = json.dumps({"env": text})
+        assert [as_json[f.start : f.end] for f in secrets.find(as_json)] == [json.dumps(secret)[1:-1]]
+
+
 @pytest.mark.anyio
 async def test_a_models_write_of_code_or_a_reference_naming_a_secret_is_not_refused(settings: Settings) -> None:
     # What the refusal itself asks for ("store a description or a reference instead") is stored as given.

@@ -75,7 +75,7 @@ class _Detector:
     min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
     name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
     names: bool = False  # a bare value (not in quotes) that names a secret is code or a reference (``_names_a_secret``)
-    lines: bool = False  # its secret spans lines (a key block); else it ends at an escaped line break (JSON's "\n")
+    lines: bool = False  # its secret spans lines (a key block); else, in JSON text, it ends at an escaped "\n"
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -800,16 +800,16 @@ def prepare() -> None:
 _AWS_EXAMPLE = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{9}EXAMPLE|[A-Za-z0-9/+]{30}EXAMPLEKEY")
 
 
-def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
+def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]]:
     for m in d.pattern.finditer(text):
         if d.group == "value":
             group = next((g for g in _VALUE_GROUPS if m.group(g) is not None), 0)
         else:
             group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
         start, end = m.span(group)
-        if not d.lines:
+        if json_text and not d.lines:
             end = _line_end(text, start, end)
-        start, end = _trim(text, start, end)
+        start, end = _trim(text, start, end, json_text)
         if end - start < d.min_chars:
             continue
         value = text[start:end]
@@ -846,7 +846,7 @@ def _names_no_secret(text: str, start: int, end: int) -> bool:
     return len(parts) > 1 and parts[-1].lower() in _ABOUT_A_SECRET
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+def _trim(text: str, start: int, end: int, json_text: bool) -> tuple[int, int]:
     """A span without the delimiters, quotes and whitespace some patterns include around the secret, and inside the
     backticks of a code span (`` `Xk9vQ2mPz7a` ``); a shell's command substitution (`` `cat ~/.pw` ``, spaces inside)
     is taken whole, to its closing backtick on the line, for the checks to see a reference (``_PLACEHOLDER``)."""
@@ -866,15 +866,16 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
             return start, max(end, close + 1)  # a command, or a lone backtick: the checks decide
         if close + 1 >= end:
             return start + 1, min(end, close)  # a code span: its inside (a shorter match ends inside it)
-    return start, _closed(text, start, end)
+    return start, _closed(text, start, end, json_text)
 
 
 _ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\[nrt]")  # JSON's "\n", "\r", "\t" (not an escaped backslash's "n")
 
 
 def _line_end(text: str, start: int, end: int) -> int:
-    """The end of a span that stops at an escaped line break or tab inside it: in JSON text (a document read whole) a
-    value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set up``)."""
+    """The end of a span that stops at an escaped line break or tab inside it, in JSON text (a document read whole,
+    ``_json_text``): a value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set
+    up``). In other text a backslash and an "n" are two characters of a value (``DB_PASSWORD=Zq8\\nvN3m``)."""
     if "\\" not in text[start:end]:
         return end
     m = _ESCAPED_BREAK.search(text, start, end)
@@ -884,7 +885,7 @@ def _line_end(text: str, start: int, end: int) -> int:
 _OPENERS = {")": "(", "]": "[", "}": "{"}
 
 
-def _closed(text: str, start: int, end: int) -> int:
+def _closed(text: str, start: int, end: int, json_text: bool) -> int:
     """The end of the span ``text[start:end]`` without the punctuation after a bare value that closes what came before
     it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it (each closer taken
     off closes one of them), and a code span's closing backtick (``--pass VALUE` ``: a shell's word holds no lone
@@ -895,7 +896,7 @@ def _closed(text: str, start: int, end: int) -> int:
         return end
     value = Counter(ch for ch in text[start:end] if ch in "`()[]{}")
     line_start = max(text.rfind("\n", 0, start) + 1, start - (end - start) - 1000)
-    escaped = text.rfind("\\n", line_start, start)  # in JSON text: from its last escaped line break
+    escaped = text.rfind("\\n", line_start, start) if json_text else -1  # from its last escaped line break
     if escaped >= 0:
         line_start = escaped + 2
     line = Counter(ch for ch in text[line_start:start] if ch in "()[]{}")
@@ -937,7 +938,10 @@ def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _line_spans(
-    lines: list[tuple[int, str, str]], d: _Detector, chosen: dict[tuple[str, ...], list[tuple[int, str]]]
+    lines: list[tuple[int, str, str]],
+    d: _Detector,
+    chosen: dict[tuple[str, ...], list[tuple[int, str]]],
+    json_text: bool,
 ) -> Iterator[tuple[int, int]]:
     """``d`` run on each candidate line holding one of its needles (detect-secrets' assignment patterns assume one
     line, and are slow over long prose); ``chosen`` keeps the lines of each set of needles (detectors share them)."""
@@ -945,7 +949,7 @@ def _line_spans(
         pattern = _needle_pattern(d.needles)
         chosen[d.needles] = [(offset, line) for offset, line, lowered in lines if pattern.search(lowered)]
     for offset, line in chosen[d.needles]:
-        for start, stop in _spans(line, d):
+        for start, stop in _spans(line, d, json_text):
             yield offset + start, offset + stop
 
 
@@ -958,11 +962,12 @@ def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, each
     finding placed back on the original text (its span takes the invisible characters inside it)."""
-    raw = _raw(text)
+    json_text = _json_text(text)
+    raw = _raw(text, json_text)
     if not text.isascii() and any(ch in text for ch in _INVISIBLE):  # a str search each: cheaper than a regex
         kept = [i for i, ch in enumerate(text) if ch not in _INVISIBLE]
         visible = "".join(text[i] for i in kept)
-        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible)]
+        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible, json_text)]
     if not raw:
         return []
     raw.sort()
@@ -977,7 +982,20 @@ def find(text: str) -> list[Finding]:
     return [Finding(kind, start, end) for start, end, _, kind in merged]
 
 
-def _raw(text: str) -> list[tuple[int, int, int, str]]:
+def _json_text(text: str) -> bool:
+    """Whether ``text`` is a JSON document's text (a payload, metadata, a document ``redact_document`` reads whole,
+    its strings' line breaks written as they are or not), whose ``\\n`` is an escaped line break (``_line_end``):
+    only there; checked only when it holds a backslash."""
+    if "\\" not in text or text.lstrip()[:1] not in ("{", "[", '"'):
+        return False
+    try:
+        json.loads(text, strict=False)  # strict=False: a string's line breaks written as they are (``_spanned``)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: text
+        return False
+    return True
+
+
+def _raw(text: str, json_text: bool) -> list[tuple[int, int, int, str]]:
     """Every detector's spans in ``text``, unmerged: (start, end, rank (a lower one names the kind), kind)."""
     if len(text) < 8:
         return []
@@ -997,13 +1015,13 @@ def _raw(text: str) -> list[tuple[int, int, int, str]]:
     for rank, d in enumerate(_detectors()):
         if d.per_line:
             lines = _candidate_lines(text, lowered) if lines is None else lines
-            spans = _line_spans(lines, d, chosen)
+            spans = _line_spans(lines, d, chosen, json_text)
         elif d.needles and not any(map(holds, d.needles)):
             continue
         elif d.probe is not None and d.probe.search(text) is None:
             continue
         else:
-            spans = _spans(text, d)
+            spans = _spans(text, d, json_text)
         for start, end in spans:
             raw.append((start, end, rank if d.specific else rank + 10_000, d.kind))
     return raw

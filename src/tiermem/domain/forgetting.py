@@ -102,6 +102,8 @@ class Forgotten:
     files: list[str] = field(default_factory=list)  # "folder/file" of folder files holding it: named, not changed
     held: list[Holder] = field(default_factory=list)  # names holding it (tags, projects, labels): named, not changed
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
+    # the forgotten passages' ids and their inserts' group ids (what a sync of files that stored them recorded)
+    passage_ids: list[str] = field(default_factory=list)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
     purge_unfinished: str | None = None
@@ -280,6 +282,7 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
         return
     done.texts += [r["content"] for r in found][:SHOWN_TEXTS]
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
+    done.passage_ids += [r["id"] for r in found] + list(groups)
     done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
     memory.uses.forget([r["id"] for r in found], groups=groups)  # and how it was used
     if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)

@@ -250,6 +250,33 @@ async def test_fts_only_until_model_ready_then_found_by_meaning_at_once(tmp_path
         assert "note" not in ins
 
 
+def test_a_backfill_waiting_for_its_model_is_not_said_to_be_embedding(tmp_path: Path) -> None:
+    """The backfill of rows stored before the model loaded takes the store's embedding lock (what `tiermem doctor`
+    reads as "another tiermem process is embedding them now") only once its model is ready: a server whose model
+    never loads does not keep saying so. Once it loads, the rows are embedded."""
+    settings = load_settings(data_dir=tmp_path / "d", embedding_model="hashing", tools=["all"])
+    gate = threading.Event()
+    hashing = HashingEmbedder()
+
+    def slow_factory() -> HashingEmbedder:
+        gate.wait(60)
+        return hashing
+
+    embedder = BackgroundEmbedder(slow_factory, name=hashing.name, dim=hashing.dim, max_tokens=hashing.max_tokens)
+    opened = open_memory(settings, start_embedder=False)
+    archive = Archive(opened.archive.store, embedder, wait_seconds=0)
+    agent = opened.ensure_agent("default").id
+    archive.insert(agent, "Penguins live in the southern hemisphere")  # stored unembedded: the backfill starts
+    backfill = archive.vectors._backfill_thread
+    assert backfill is not None and backfill.is_alive()
+    conn = archive.store.conn
+    probes = [conn.embedding_elsewhere() for _ in range(50)]  # while it waits for the model (the gate holds it)
+    assert not any(probes) and backfill.is_alive()
+    gate.set()
+    backfill.join(60)
+    assert archive.vectors.missing()["passages"] == 0 and not conn.embedding_elsewhere()
+
+
 async def test_model_that_cannot_load_gives_keyword_results_that_say_why(tmp_path: Path) -> None:
     """The model's directory cannot be created (a file is in the way): writes still store, searches fall
     back to keywords and say why; a later process with a working model embeds what was stored."""

@@ -381,6 +381,30 @@ def test_forget_edits_the_text_out_of_the_auto_memory_files(tmp_path: Path, caps
     assert "QUOKKA" not in stored and "Visitors sign in" in stored and "Porto door code" in stored
 
 
+def test_a_file_whose_passage_a_forget_took_but_whose_text_it_could_not_edit_is_not_stored_again(
+    tmp_path: Path,
+) -> None:
+    """The store finds a text where a file does not hold it as given (here from the file's description into its
+    body, as its passage joins them): the forget takes the passage, its exact edit changes nothing in the file, and
+    the file is marked so the next sync does not store it again (until it changes)."""
+    memory, agent = opened(tmp_path)
+    project = tmp_path / "work"
+    home, folders = claude_home(tmp_path, project)
+    door = folders[project] / "door.md"
+    door.write_text("---\nname: door\ndescription: office door\n---\n\nThe Porto door code is QUOKKA-7719.\n")
+    auto_memory.sync(memory, agent, home, str(project))
+    assert [p.content for p in tagged(memory, agent)] == ["office door\n\nThe Porto door code is QUOKKA-7719."]
+    memory.core.close()
+    common = ["--data-dir", str(tmp_path / "data"), "--embedding-model", "hashing", "--yes", "--now"]
+    assert main(["forget", "--text", "office door\n\nThe Porto door", *common]) == 0
+    assert "QUOKKA" in door.read_text()  # not edited: the file does not hold the text as given
+
+    memory, agent = opened(tmp_path)
+    assert auto_memory.sync(memory, agent, home) == auto_memory.Synced() and not tagged(memory, agent)
+    door.write_text(door.read_text() + "Visitors sign in at reception.\n")  # changed: stored again
+    assert auto_memory.sync(memory, agent, home).imported == 1
+
+
 def test_forgetting_a_passage_by_id_edits_it_out_of_the_auto_memory_file_it_came_from(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -735,3 +735,32 @@ def test_a_forget_that_found_nothing_says_so_and_leaves_nothing_pending(
     assert "upkeep" not in out and "forgot 0" not in out
     assert main(["forget", "--text", "nowhere to be found", *cli, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == "nothing to purge: nothing was found to forget"
+
+
+def test_forget_text_takes_the_model_text_a_turn_keeps_in_its_payload(local: tuple[Memory, Path]) -> None:
+    """An answer that called conversation_search is stored with no content and the model's text in its payload, as
+    a send_message answer keeps the model's own text beside its reply (the loop writes the payload with its non-ASCII
+    as it is, a Letta import escaped): forgetting a text the model wrote forgets those turns too, no byte left."""
+    memory, root = local
+    agent = memory.ensure_agent("default").id
+    said = f'I will look up "{SECRET}" \u00e9t\u00e9 first'  # a quote and non-ASCII: JSON escapes them
+    searched = {"kind": "assistant", "tool_calls": [{"id": "c1", "name": "conversation_search", "input": {}}]}
+    replying = {"kind": "assistant", "tool_calls": [{"id": "c2", "name": "send_message", "input": {"message": "ok"}}]}
+    kept = memory.archive.log_messages(
+        agent,
+        [
+            {"role": "user", "content": "what was the code?"},
+            {"role": "assistant", "content": "", "payload": json.dumps({**searched, "model_text": said})},
+            {
+                "role": "assistant",
+                "content": "ok",
+                "payload": json.dumps({**replying, "model_text": said}, ensure_ascii=False),
+            },
+            {"role": "assistant", "content": "other", "payload": json.dumps({**replying, "model_text": "no code"})},
+        ],
+    )
+    done = forget(memory, Target("text", agent, f'"{SECRET}" \u00e9t\u00e9'), now=True)
+    assert done.messages == 2
+    left = memory.archive.rows.rows_where("messages", Filter(agent_id=agent))
+    assert sorted(r["id"] for r in left) == sorted([kept[0].id, kept[3].id])
+    assert scan_dir(root) == []

@@ -23,6 +23,7 @@ from tiermem.store import Store
 from tiermem.store import search as search_module
 from tiermem.store.reembed import embed_rows
 from tiermem.store.schemas import REEMBED_RUN_LOCK_FILE
+from tiermem.store.swaps import finish_swap, settle_copies
 
 
 def _switched(settings: Settings) -> Settings:
@@ -270,6 +271,50 @@ def test_a_copy_an_older_reembed_left_in_place_of_its_dropped_table_is_kept(sett
         open_memory(settings)
     reembed(_switched(settings))
     after = open_memory(_switched(settings))
+    assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
+
+
+class _ReembedEndsAtTheListing:
+    """A LanceDB connection whose table listing is followed, before the lister reads on, by the last steps of a
+    reembed running in another process: its last copy put in place, then its mark cleared (``finish_reembed``)."""
+
+    def __init__(self, db: Any, finish: Any) -> None:
+        self.db, self.finish, self.listings = db, finish, 0
+
+    def list_tables(self) -> Any:
+        listed = self.db.list_tables()
+        self.listings += 1
+        if self.listings == 1:
+            self.finish()
+        return listed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_a_copy_listed_as_a_running_reembed_ends_is_not_taken_for_an_older_ones(settings: Settings) -> None:
+    """A process opening the store lists the tables while a reembed's copy is still there, and the reembed then puts
+    it in place and clears its mark before the process reads the meta table: the copy was that reembed's (the mark was
+    read before the listing), so the store is not marked as left by tiermem 0.1.0's, and it opens."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    memory.archive.insert(agent, "Otters hold hands while they sleep")
+    uri = settings.store_uri()
+    store = Store.for_reembed(uri)
+    store.reembed.begin("hashing-384", 384)  # the model the store records: its vectors stay right
+    db = lancedb.connect(uri)
+    db.create_table("passages__reembed", data=db.open_table("passages").to_arrow())
+
+    def finish() -> None:
+        finish_swap(db, uri, "passages")
+        store.reembed.finish_reembed("hashing-384", 384)
+
+    racing = _ReembedEndsAtTheListing(db, finish)
+    settle_copies(racing, uri, reembedding=False)
+    assert racing.listings >= 2  # the reembed ended after the first listing
+    assert not Store.recorded_meta(uri).get("reembedding")
+    assert "passages__reembed" not in set(db.list_tables().tables)
+    after = open_memory(settings)
     assert [p.content for p in after.archive.list_passages(agent)[0]] == ["Otters hold hands while they sleep"]
 
 

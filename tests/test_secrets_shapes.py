@@ -98,6 +98,28 @@ CASES = [
     # a value shaped like a name but no name: random capitals, words run together with underscores
     ("API_KEY=X9K2_PQ7Z_M3N4", "secret", "X9K2_PQ7Z_M3N4"),
     ("DB_PASSWORD=correct_horse_battery_staple", "secret", "correct_horse_battery_staple"),
+    # a quoted literal is a value, never a name; a bare word with a digits tail, or capitals naming no secret, no name
+    ('password="SuperSecret123"', "secret", "SuperSecret123"),
+    ("PASSWORD=Password1", "secret", "Password1"),
+    ("password=Password2024", "secret", "Password2024"),
+    ('password = "MyPassword1"', "secret", "MyPassword1"),
+    ("password: 'TopSecret2024'", "secret", "TopSecret2024"),
+    ("export API_KEY=MyApiKey2024", "secret", "MyApiKey2024"),
+    ('secret_key = "DjangoSecretKey"', "secret", "DjangoSecretKey"),
+    ("DB_PASSWORD=PROD_DB_2024", "secret", "PROD_DB_2024"),
+    ('password="CORRECT_HORSE_BATTERY"', "secret", "CORRECT_HORSE_BATTERY"),
+    ('password = "my_password"', "secret", "my_password"),
+    ("API_TOKEN=ABCDEFGH_IJKLMNOP_QRSTUV", "secret", "ABCDEFGH_IJKLMNOP_QRSTUV"),
+    # a name saying it holds something about a secret, given a random-looking value: a secret all the same
+    ('secret_env = "Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('PASSWORD_ENV="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('password_hint="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    ('password_name="Xk9vQ2mPz7!"', "secret", "Xk9vQ2mPz7!"),
+    # a value in a code span's backticks is read inside them (a command in backticks is a reference)
+    ("the password is `Xk9vQ2mPz7a`", "password", "Xk9vQ2mPz7a"),
+    ("set --password `Xk9vQ2mPz7a` on the cli", "password on a command line", "Xk9vQ2mPz7a"),
+    ('password = "`Xk9vQ2mPz7a`"', "secret", "Xk9vQ2mPz7a"),
+    ("password = `Xk9vQ2mPz7a`", "secret", "Xk9vQ2mPz7a"),
 ]
 
 CLEAN = [
@@ -144,6 +166,9 @@ CLEAN = [
     "camsnap add --name kitchen --host 192.168.0.10 --user user --pass pass`",
     '"api_key_source": "system_settings",',
     'cfg = {"api_key": api_key}; TOKEN=GITHUB_TOKEN; token = access_token; password_hint: "your pet\'s name"',
+    # code naming a secret, an environment variable's name, a name about a secret given words, a shell's command
+    'password=myPassword; apiKey = openaiApiKey; "api_key_env": "OPENAI_API_KEY", password_length = "12"',
+    "the password is `cat ~/.pw`; DB_PASSWORD=`pass show db`; export DB_PASSWORD=`$(op read x)`",
 ]
 
 
@@ -205,6 +230,16 @@ def test_a_value_in_json_text_ends_at_its_escaped_line_break() -> None:
     assert doc == {"src": "f(api_key=api_key)\nx = 1\npassword = '[redacted: secret]'\n"} and found == [
         (("src",), "secret")
     ]
+
+
+def test_in_plain_text_a_backslash_and_an_n_are_part_of_a_value() -> None:
+    # Only JSON text writes a line break as "\n": elsewhere they are two characters of the secret, taken whole
+    ghp = "ghp_abc\\nDEF1234567890abcdefghijklmnopqrstuvwxyz"
+    for text, secret in [("DB_PASSWORD=Zq8\\nvN3mPz7Lk", "Zq8\\nvN3mPz7Lk"), (f"GITHUB_TOKEN={ghp} ok", ghp)]:
+        assert [text[f.start : f.end] for f in secrets.find(text)] == [secret]
+        # the same text as a JSON document's: the backslash written "\\", no line break (the test above: one is)
+        as_json = json.dumps({"env": text})
+        assert [as_json[f.start : f.end] for f in secrets.find(as_json)] == [json.dumps(secret)[1:-1]]
 
 
 @pytest.mark.anyio
@@ -283,3 +318,21 @@ def test_doctor_checks_a_payload_that_is_not_json_as_text(settings: Settings) ->
     memory.archive.log_messages(agent, [{"role": "user", "content": "hi", "payload": f"raw {GHP} and '{SIGNATURE}'"}])
     found = secret_audit.scan(open_memory(settings)).found
     assert [(f.where.split(" (")[1], f.kinds) for f in found] == [("payload)", ("GitHub token", "high-entropy secret"))]
+
+
+RUN = 200_000  # characters: a pattern that rescans a run per character of it would take many minutes on this
+ADVERSARIAL = [
+    # a bare value said in a sentence, then a long run of punctuation that no space ends
+    ("the api key is a" + "." * RUN + "x; the password is Xk9vQ2mPz7!", "password", "Xk9vQ2mPz7!"),
+    ("the password is a" + "." * RUN + "x and my token is Zq8vN3mPz7Lk2Jh5Xy", "secret", "Zq8vN3mPz7Lk2Jh5Xy"),
+    ("I set my password to a" + "." * RUN + "x. use Xk9vQ2mPz7! as the password", "password", "Xk9vQ2mPz7!"),
+    # a bare value, then a long run of closers each opened before it on its line
+    ("(" * RUN + " DB_PASSWORD=Zq8vN3mPz7Lk" + ")" * RUN, "secret", "Zq8vN3mPz7Lk"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "secret"), ADVERSARIAL, ids=["api-key", "password", "set-to", "closers"])
+def test_a_long_run_of_punctuation_is_read_once(text: str, kind: str, secret: str) -> None:
+    # The value patterns take each step one way only (a possessive run of punctuation, an atomic group), and the
+    # closers are counted in one pass: 200 KB of them is read as fast as any other text (the suite's timeout guards)
+    assert [(f.kind, text[f.start : f.end]) for f in secrets.find(text)] == [(kind, secret)]

@@ -112,7 +112,9 @@ def forget_command(memory: Memory, settings: Settings, args: argparse.Namespace)
     with syncs_held(settings.resolved_data_dir(), scope) if local else nullcontext():
         done = forget(memory, target, now=args.now)
         if local:
-            edited, named = after_forget(settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts)
+            edited, named = after_forget(
+                settings.resolved_data_dir(), scope, target.kind, target.ref, done.texts, done.passage_ids
+            )
     roots = synced_directories(
         agent_names, [*args.memfs, *([settings.sync] if settings.sync else [])], settings.resolved_data_dir()
     )

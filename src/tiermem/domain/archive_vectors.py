@@ -112,11 +112,14 @@ class Vectors:
             self._backfill_thread.start()
 
     def _backfill(self) -> None:
+        """Wait for the model, then embed the rows stored without vectors. The embedding lock is taken once the model
+        is ready: held while waiting, a model that never loads would have `tiermem doctor` say for ever that another
+        process is embedding the rows."""
         try:
+            while not self.embedder.wait(0.25):
+                if self._closing.is_set():
+                    return
             with self.embedding():  # `tiermem doctor` sees the rows are being embedded
-                while not self.embedder.wait(0.25):
-                    if self._closing.is_set():
-                        return
                 self.backfill_now()
         except EmbeddingError as exc:
             log.error("could not embed stored rows (a process with a working model will): %s", exc)

@@ -34,6 +34,7 @@ part above, and a text's forget is their union within one scope; kept together s
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,6 +102,8 @@ class Forgotten:
     files: list[str] = field(default_factory=list)  # "folder/file" of folder files holding it: named, not changed
     held: list[Holder] = field(default_factory=list)  # names holding it (tags, projects, labels): named, not changed
     texts: list[str] = field(default_factory=list)  # the forgotten texts (for naming what still holds them)
+    # the forgotten passages' ids and their inserts' group ids (what a sync of files that stored them recorded)
+    passage_ids: list[str] = field(default_factory=list)
     core: dict[str, int] = field(default_factory=dict)
     purged: dict[str, str] | None = None
     purge_unfinished: str | None = None
@@ -279,6 +282,7 @@ def _passages(memory: Memory, done: Forgotten, where: Filter) -> None:
         return
     done.texts += [r["content"] for r in found][:SHOWN_TEXTS]
     groups = tuple({r["group_id"] for r in found if r.get("group_id")})
+    done.passage_ids += [r["id"] for r in found] + list(groups)
     done.passages += rows.forget("passages", Filter(ids=tuple(r["id"] for r in found)))
     memory.uses.forget([r["id"] for r in found], groups=groups)  # and how it was used
     if groups:  # every chunk of an insert goes with any of them (chunks overlap: a neighbour holds part of it)
@@ -317,14 +321,22 @@ _PIECE = 24  # characters: less than the words consecutive chunks share (``CHUNK
 
 
 def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filter, text: str | None) -> None:
-    """Forget the messages of ``where``; the later turns whose keyword text quotes one (or ``text``) get it anew."""
+    """Forget the messages of ``where``; the later turns whose keyword text quotes one (or ``text``) get it anew.
+    With ``text``: also the messages whose payload holds it in what the model wrote (``_model_texts``)."""
     rows = memory.archive.rows
     found = [r for r in rows.rows_where("messages", where) if text is None or text in r["content"]]
+    if text is not None:
+        held = {r["id"] for r in found}
+        found += [
+            r
+            for r in rows.rows_where("messages", Filter(agent_id=agent_id, payload_holds=text))
+            if r["id"] not in held and any(text in t for t in _model_texts(r.get("payload") or ""))
+        ]
     if not found and text is None:
         return
     gone = {r["id"] for r in found}
     contents = [r["content"] for r in found]
-    done.texts += contents[:SHOWN_TEXTS]
+    done.texts += [c for c in contents if c][:SHOWN_TEXTS]
     conversations = {(r["agent_id"], r["conversation_id"]) for r in found}
     if text is not None:  # turns quoting the text only in their keyword text (the turn before them held it)
         quoting = rows.rows_where("messages", Filter(agent_id=agent_id, containing=text))
@@ -354,6 +366,34 @@ def _messages(memory: Memory, done: Forgotten, agent_id: str | None, where: Filt
         memory.archive.forget_turns(agent)
     rows.retext("messages", changed)
     done.retexted += len(changed)
+
+
+# The payload keys holding what the model wrote, beside a message's content: its own text when the content is its
+# send_message reply or nothing (an answer calling conversation_search; ``agent.llm.MODEL_TEXT``), its reasoning
+_MODEL_TEXT_KEYS = ("model_text", "reasoning")
+
+
+def _model_texts(payload: str) -> list[str]:
+    """The texts a message's payload keeps of what the model wrote: its own text and reasoning (``_MODEL_TEXT_KEYS``)
+    and the string values of its tool calls' inputs (a send_message reply, a memory tool's text); none when the
+    payload is not a JSON object. Its structure (kinds, tool names, ids, signatures) is no text of the model's."""
+    try:
+        value = json.loads(payload) if payload else None
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: no text of the model's found
+        return []
+    if not isinstance(value, dict):
+        return []
+    out = [t for t in (value.get(k) for k in _MODEL_TEXT_KEYS) if isinstance(t, str)]
+    todo = [c.get("input") for c in value.get("tool_calls") or [] if isinstance(c, dict)]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            todo += v.values()
+        elif isinstance(v, list):
+            todo += v
+    return out
 
 
 def _without(previous: str, text: str | None) -> str:

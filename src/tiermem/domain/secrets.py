@@ -14,8 +14,8 @@ distinctive, and with invisible characters inside. Its high-entropy plugins are 
 base64 one is used, on quoted strings of 20+ characters with letters and digits above its entropy limit (the hex one
 would flag quoted git SHAs and digests; Subresource Integrity digests are left alone). Its IP-address plugin is left
 out (an address is not a credential), and so are AWS's documentation's example keys. A value given to a secret's name
-that names one instead (a variable, a call, a subscript, an environment variable's name, a secret manager's
-reference) is no secret, and a span never takes the code's punctuation after a bare value. False positives are
+that names one instead (a variable or an environment variable's name outside quotes, a call, a subscript, a shell's
+command, a secret manager's reference) is no secret, and a span never takes the code's punctuation after a bare value. False positives are
 measured on LoCoMo's turns (``python -m bench secrets``).
 
 Pure and fast: nothing is imported or compiled until the first call (``_detectors``, cached); a typical prompt
@@ -74,7 +74,8 @@ class _Detector:
     probe: re.Pattern[str] | None = None  # matches inside every match of ``pattern``: text it misses is skipped
     min_chars: int = 4  # a shorter secret is not one (but a password given as one: its own check decides)
     name_group: int = 0  # the group of the keyword in the name a value is given to (``_names_no_secret``), 0: none
-    lines: bool = False  # its secret spans lines (a key block); else it ends at an escaped line break (JSON's "\n")
+    names: bool = False  # a bare value (not in quotes) that names a secret is code or a reference (``_names_a_secret``)
+    lines: bool = False  # its secret spans lines (a key block); else, in JSON text, it ends at an escaped "\n"
 
 
 # -- detect-secrets: its plugins, configured explicitly ---------------------------------------------------------
@@ -201,9 +202,10 @@ def _plugin_detectors() -> list[_Detector]:
                 pattern,
                 _KEYWORD_NEEDLES,
                 group=group,
-                check=_not_name,
+                check=_not_placeholder,
                 specific=False,
                 per_line=True,
+                names=True,
                 # the name first (its keyword group 1), or last: "value" == my_password
                 name_group=1 if pattern.pattern.startswith(f"({keyword.DENYLIST[0]}") else pattern.groups,
             )
@@ -351,11 +353,18 @@ _PRIVATE_KEY = (
     r"(?:" + _KEY_LINE + r"(?:\.{2,}|\u2026))?)"  # a line cut short
 )
 # A password said in a sentence: the word, what it is for ("for the old staging database server"), "is" or "was",
-# and the value: quoted (with spaces), or up to the next space (a sentence's closing punctuation aside)
+# and the value: quoted (with spaces), or up to the next space (a sentence's closing punctuation aside). The bare
+# value is read in one pass: each step takes a character that is no punctuation, or a whole run of punctuation
+# (possessive) that more of the value follows; the run at its end is left to the look-ahead. No step can be taken two
+# ways, and the group is atomic: a run of punctuation is never rescanned (a lazy value re-read the rest of the run at
+# each of its characters: quadratic on "the password is a" and 20,000 dots).
 _PASSWORD_WORD = r"(?<![A-Za-z])(?i:pass(?:word|wd|phrase|code)|pwd)"
 _FOR_WHAT = r"(?:\s+(?i:for|to|of|on|at)(?:\s+\S{1,30}){1,6}?)?"
 _IS = r"\s+(?i:is|was)\s*:?\s*"
-_SAID_VALUE = r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'|([^\s\"'\u201c]+?)(?=[.,;)]*(?:\s|$)))"
+_SAID_VALUE = (
+    r"(?:[\"\u201c]([^\"\u201d\n]{1,100})[\"\u201d]|'([^'\n]{1,100})'"
+    r"|((?>(?:[^\s\"'\u201c.,;)]|[.,;)]++(?=[^\s\"'\u201c]))+))(?=[.,;)]*+(?:\s|$)))"
+)
 # A password given to a command, within that one command (a line, or lines joined by "\"): the value alone, quoted
 # or not (group 2)
 _SAME_COMMAND = r"(?:[^\n;|&]|&(?!&)|\\\n){0,400}?\s"
@@ -367,10 +376,17 @@ def _own_detectors() -> list[_Detector]:
     d = _Detector
 
     def command_line(
-        pattern: str, needles: tuple[str, ...], *, check: Callable[[str], bool] = _password, min_chars: int = 1
+        pattern: str,
+        needles: tuple[str, ...],
+        *,
+        check: Callable[[str], bool] = _password,
+        min_chars: int = 1,
+        names: bool = False,
     ) -> _Detector:
         """A password given to a command: its value is group 2 (``_ARGUMENT``'s), a password's rules by default."""
-        return d("password on a command line", c(pattern), needles, group=2, check=check, min_chars=min_chars)
+        return d(
+            "password on a command line", c(pattern), needles, group=2, check=check, min_chars=min_chars, names=names
+        )
 
     return [
         d(
@@ -594,8 +610,9 @@ def _own_detectors() -> list[_Detector]:
         command_line(  # "--password VALUE": prose too ("set --password to ..."): a value's rules
             r"--(?!no-)(?:[a-z]+-)*pass(?:word|wd|phrase)?\s+([\"']?)([^\s\"'-][^\s\"']*)\1",
             ("-pass",),
-            check=_not_name,
+            check=_not_placeholder,
             min_chars=_Detector.min_chars,
+            names=True,
         ),
         d(
             "bearer token",
@@ -610,9 +627,10 @@ def _own_detectors() -> list[_Detector]:
             c(_ENV_NAME + r"[\"']?\s*[:=]" + _ENV_VALUE),
             _ENV_NEEDLES,
             group="value",
-            check=_not_name,
+            check=_not_placeholder,
             specific=False,
             per_line=True,
+            names=True,
         ),
         d(
             "secret",
@@ -622,6 +640,7 @@ def _own_detectors() -> list[_Detector]:
             check=_not_constant,
             specific=False,
             per_line=True,
+            names=True,
         ),
         d(
             "secret",
@@ -631,6 +650,7 @@ def _own_detectors() -> list[_Detector]:
             check=_not_constant,
             specific=False,
             per_line=True,
+            names=True,
         ),
     ]
 
@@ -644,11 +664,13 @@ def _letters_and_digits(s: str) -> bool:
 
 
 # A value that stands for a secret kept elsewhere or in a variable: a reference (``$VAR``, ``${VAR}``, ``os.environ``,
-# a shell's `` `command` ``, a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's ARNs, Azure Key
-# Vault's ``@Microsoft.KeyVault(``), a placeholder, a call, a subscript or an attribute access (``genai.Client(``,
-# ``request.headers[``, ``settings.api_key``)
+# a shell's command substitution, `` `cat ~/.pw` `` (a command: a space or ``$(`` inside its backticks; a code span's
+# `` `Xk9vQ2mPz7a` `` is read inside, ``_trim``), a secret manager's: 1Password's ``op://``, Vault's ``vault:``, AWS's
+# ARNs, Azure Key Vault's ``@Microsoft.KeyVault(``), a placeholder (``<key>``, ``YOUR_KEY``, ``OPENAI_KEY_HERE``), a
+# call, a subscript or an attribute access (``genai.Client(``, ``request.headers[``, ``settings.api_key``)
 _PLACEHOLDER = re.compile(
-    r"^(?:[${<\[(/~`]|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
+    r"^(?:[${<\[(/~]|`[^`]*(?:\s|\$\()|\w*_here$"
+    r"|%\(|%\w+%$|%[a-z]$|\?+$|\./|\*+$|x+$|\.{3}|your|<|changeme$|example|placeholder|redacted|none$"
     r"|null$|true$|false$|undefined$|os\.environ|process\.env|getenv|env\(|secret$|password$|"
     r"\*\*\*|test$|dummy|xxx|[\w.]+\(|[a-z_]\w*(?:\.[a-z_]\w*)+[)\]}]*$"
     r"|(?:[a-z_]+|[a-z_]\w*(?:\.[a-z_]\w*)+)\["
@@ -673,8 +695,10 @@ def _not_placeholder(value: str) -> bool:
     return not (v.isalpha() and len(v) < 12)  # a plain word: "the secret: surprise" (but "hunter22" is caught)
 
 
-# A variable's name: words of letters joined by "_" or run together in camel case, a number at the end
-_IDENTIFIER = re.compile(r"_*[A-Za-z]+(?:_+[A-Za-z]+)*\d*")
+# A variable's name as code writes it: snake_case or camelCase starting with a lower-case letter (``api_key``,
+# ``apiKey``, ``_api_key``), or a constant's in capitals (``LETTA_API_KEY``); a letter last (``Password1``,
+# ``MyApiKey2024``, ``PROD_DB_2024``: a password's digits tail, no name)
+_VARIABLE = re.compile(r"_*(?:[a-z][A-Za-z0-9_]*|[A-Z][A-Z0-9_]*)(?<=[A-Za-z])")
 _NAME_PARTS = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+")
 _SECRET_WORDS = frozenset(
     ("key", "keys", "secret", "secrets", "token", "tokens", "pass", "password", "passwd", "passphrase", "pwd")
@@ -683,31 +707,29 @@ _SECRET_WORDS = frozenset(
 
 
 def _names_a_secret(value: str) -> bool:
-    """A variable's or a constant's name that says it holds a secret (``api_key``, ``consumer_secret``, ``apiKey``,
-    ``LETTA_API_KEY``, ``OPENAI_KEY_HERE``): code or a reference that names one, not a secret. Each of its words has
-    two letters or more (a random string of letters does not part so)."""
-    if _IDENTIFIER.fullmatch(value) is None:
+    """A variable's or an environment variable's name (``_VARIABLE``) that says it holds a secret (``api_key``,
+    ``consumer_secret``, ``apiKey``, ``LETTA_API_KEY``, ``GITHUB_TOKEN``): code or a reference that names one, when it
+    is not in quotes (``_spans``: a quoted literal is a value). Each of its words has two letters or more (a random
+    string of letters does not part so); ``ABCDEFGH_IJKLMNOP`` names nothing."""
+    if _VARIABLE.fullmatch(value) is None:
         return False
     parts = _NAME_PARTS.findall(value)
     return all(len(p) >= 2 for p in parts) and any(p.lower() in _SECRET_WORDS for p in parts)
 
 
-def _env_name(value: str) -> bool:
-    """An environment variable's name (``OPENAI_KEY_HERE``, ``AWS_S3_BUCKET``): a constant's, a word of three letters
-    or more in it (``X9K2_PQ7Z`` is random)."""
-    return _CONSTANT.fullmatch(value) is not None and any(p.isalpha() and len(p) >= 3 for p in value.split("_"))
-
-
-def _not_name(value: str) -> bool:
-    """A value assigned to a secret's name (``_not_placeholder``) that is not a name itself: code passes a variable
-    (``api_key=api_key``, ``client_secret=consumer_secret``) and docs name an environment variable."""
-    v = value.strip()
-    return _not_placeholder(v) and not _names_a_secret(v) and not _env_name(v)
-
-
 def _not_constant(value: str) -> bool:
-    """A value (``_not_name``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
-    return _not_name(value) and _CONSTANT.fullmatch(value.strip()) is None
+    """A value (``_not_placeholder``) that is not a constant's name (``NO_AUTH``, ``USER_PASS``)."""
+    return _not_placeholder(value) and _CONSTANT.fullmatch(value.strip()) is None
+
+
+def _quoted(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is a string literal: in a pair of quotes (a code span's backticks are code)."""
+    return 0 < start and end < len(text) and text[start - 1] == text[end] and text[end] in "\"'"
+
+
+def _looks_random(value: str) -> bool:
+    """A value shaped like a secret rather than like words, a name or a URL: one token of letters and digits."""
+    return _letters_and_digits(value) and not any(ch.isspace() for ch in value) and "://" not in value
 
 
 def _mixed_case_and_digits(s: str) -> bool:
@@ -778,21 +800,24 @@ def prepare() -> None:
 _AWS_EXAMPLE = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{9}EXAMPLE|[A-Za-z0-9/+]{30}EXAMPLEKEY")
 
 
-def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
+def _spans(text: str, d: _Detector, json_text: bool) -> Iterator[tuple[int, int]]:
     for m in d.pattern.finditer(text):
         if d.group == "value":
             group = next((g for g in _VALUE_GROUPS if m.group(g) is not None), 0)
         else:
             group = d.group if isinstance(d.group, int) and m.group(d.group) is not None else 0
         start, end = m.span(group)
-        if not d.lines:
+        if json_text and not d.lines:
             end = _line_end(text, start, end)
-        start, end = _trim(text, start, end)
+        start, end = _trim(text, start, end, json_text)
         if end - start < d.min_chars:
             continue
-        if d.check is not None and not d.check(text[start:end]):
+        value = text[start:end]
+        if d.check is not None and not d.check(value):
             continue
-        if d.name_group and _names_no_secret(text, *m.span(d.name_group)):
+        if d.names and _names_a_secret(value) and not _quoted(text, start, end):
+            continue
+        if d.name_group and _names_no_secret(text, *m.span(d.name_group)) and not _looks_random(value):
             continue
         if _AWS_EXAMPLE.fullmatch(text, start, end):
             continue
@@ -800,7 +825,8 @@ def _spans(text: str, d: _Detector) -> Iterator[tuple[int, int]]:
 
 
 # The last word of a name that holds something about a secret, not the secret: ``api_key_source``, ``password_url``,
-# ``secretName`` (detect-secrets' keyword patterns take any name starting with the word: ``password_secure``)
+# ``secretName`` (detect-secrets' keyword patterns take any name starting with the word: ``password_secure``); a
+# random-looking value given to it is a secret all the same (``secret_env = "Xk9vQ2mPz7a"``)
 _ABOUT_A_SECRET = frozenset(
     ("source", "name", "names", "id", "ids", "url", "uri", "path", "file", "env", "var", "field", "header", "type")
     + ("length", "len", "policy", "prompt", "label", "hint", "required", "enabled", "format", "version", "count")
@@ -820,23 +846,36 @@ def _names_no_secret(text: str, start: int, end: int) -> bool:
     return len(parts) > 1 and parts[-1].lower() in _ABOUT_A_SECRET
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    """A span without the delimiters, quotes and whitespace some patterns include around the secret."""
+def _trim(text: str, start: int, end: int, json_text: bool) -> tuple[int, int]:
+    """A span without the delimiters, quotes and whitespace some patterns include around the secret, and inside the
+    backticks of a code span (`` `Xk9vQ2mPz7a` ``); a shell's command substitution (`` `cat ~/.pw` ``, spaces inside)
+    is taken whole, to its closing backtick on the line, for the checks to see a reference (``_PLACEHOLDER``)."""
     while start < end and text[start] in " \t\r\n=:\"'":
         start += 1
     while end > start and text[end - 1] in " \t\r\n\"'":
         end -= 1
     if text.startswith("AccountKey=", start):  # detect-secrets' Azure pattern includes the name
         start += len("AccountKey=")
-    return start, _closed(text, start, end)
+    if 0 < start < end and text[start - 1] == "`" != text[start]:
+        start -= 1  # a value in backticks (detect-secrets' patterns take a backtick for a quote): read as one
+    if start < end and text[start] == "`":
+        line_end = text.find("\n", start)
+        close = text.find("`", start + 1, len(text) if line_end < 0 else line_end)
+        inside = text[start + 1 : close] if close > start else ""
+        if close < 0 or any(ch.isspace() for ch in inside) or "$(" in inside:
+            return start, max(end, close + 1)  # a command, or a lone backtick: the checks decide
+        if close + 1 >= end:
+            return start + 1, min(end, close)  # a code span: its inside (a shorter match ends inside it)
+    return start, _closed(text, start, end, json_text)
 
 
 _ESCAPED_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\[nrt]")  # JSON's "\n", "\r", "\t" (not an escaped backslash's "n")
 
 
 def _line_end(text: str, start: int, end: int) -> int:
-    """The end of a span that stops at an escaped line break or tab inside it: in JSON text (a document read whole) a
-    value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set up``)."""
+    """The end of a span that stops at an escaped line break or tab inside it, in JSON text (a document read whole,
+    ``_json_text``): a value on one line of a string ends where the line does (``api_key=api_key)\\n\\n    # Set
+    up``). In other text a backslash and an "n" are two characters of a value (``DB_PASSWORD=Zq8\\nvN3m``)."""
     if "\\" not in text[start:end]:
         return end
     m = _ESCAPED_BREAK.search(text, start, end)
@@ -846,22 +885,32 @@ def _line_end(text: str, start: int, end: int) -> int:
 _OPENERS = {")": "(", "]": "[", "}": "{"}
 
 
-def _closed(text: str, start: int, end: int) -> int:
+def _closed(text: str, start: int, end: int, json_text: bool) -> int:
     """The end of the span ``text[start:end]`` without the punctuation after a bare value that closes what came before
-    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it, and a code span's
-    closing backtick (``--pass VALUE` ``: a shell's word holds no lone backtick)."""
-    line = text[text.rfind("\n", 0, start) + 1 : start]
-    escaped = line.rfind("\\n")  # in JSON text: from its last escaped line break
-    line = line[escaped + 2 :] if escaped >= 0 else line
+    it: a call's ``)`` (``Client(api_key=VALUE)``), a ``]`` or ``}`` opened on its line before it (each closer taken
+    off closes one of them), and a code span's closing backtick (``--pass VALUE` ``: a shell's word holds no lone
+    backtick). The value and its line are counted once (a count per closer taken off was quadratic on a run of them);
+    the line is read back no further than the value is long and 1,000 characters more."""
+    last = text[end - 1] if end > start else ""
+    if last != "`" and last not in _OPENERS:
+        return end
+    value = Counter(ch for ch in text[start:end] if ch in "`()[]{}")
+    line_start = max(text.rfind("\n", 0, start) + 1, start - (end - start) - 1000)
+    escaped = text.rfind("\\n", line_start, start) if json_text else -1  # from its last escaped line break
+    if escaped >= 0:
+        line_start = escaped + 2
+    line = Counter(ch for ch in text[line_start:start] if ch in "()[]{}")
     while end > start:
-        value, last = text[start:end], text[end - 1]
+        last = text[end - 1]
         opener = _OPENERS.get(last)
-        if last == "`" and value.count("`") % 2:
-            end -= 1
-        elif opener is not None and value.count(last) > value.count(opener) and line.count(opener) > line.count(last):
-            end -= 1
+        if last == "`" and value["`"] % 2:
+            value["`"] -= 1
+        elif opener is not None and value[last] > value[opener] and line[opener] > line[last]:
+            value[last] -= 1
+            line[opener] -= 1
         else:
             break
+        end -= 1
     return end
 
 
@@ -889,7 +938,10 @@ def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def _line_spans(
-    lines: list[tuple[int, str, str]], d: _Detector, chosen: dict[tuple[str, ...], list[tuple[int, str]]]
+    lines: list[tuple[int, str, str]],
+    d: _Detector,
+    chosen: dict[tuple[str, ...], list[tuple[int, str]]],
+    json_text: bool,
 ) -> Iterator[tuple[int, int]]:
     """``d`` run on each candidate line holding one of its needles (detect-secrets' assignment patterns assume one
     line, and are slow over long prose); ``chosen`` keeps the lines of each set of needles (detectors share them)."""
@@ -897,7 +949,7 @@ def _line_spans(
         pattern = _needle_pattern(d.needles)
         chosen[d.needles] = [(offset, line) for offset, line, lowered in lines if pattern.search(lowered)]
     for offset, line in chosen[d.needles]:
-        for start, stop in _spans(line, d):
+        for start, stop in _spans(line, d, json_text):
             yield offset + start, offset + stop
 
 
@@ -910,11 +962,12 @@ def find(text: str) -> list[Finding]:
     """The credentials in ``text``, in order, as exact non-overlapping spans; overlapping findings are merged into
     one span named by its most specific kind. Text holding invisible characters is also scanned without them, each
     finding placed back on the original text (its span takes the invisible characters inside it)."""
-    raw = _raw(text)
+    json_text = _json_text(text)
+    raw = _raw(text, json_text)
     if not text.isascii() and any(ch in text for ch in _INVISIBLE):  # a str search each: cheaper than a regex
         kept = [i for i, ch in enumerate(text) if ch not in _INVISIBLE]
         visible = "".join(text[i] for i in kept)
-        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible)]
+        raw += [(kept[start], kept[end - 1] + 1, rank, kind) for start, end, rank, kind in _raw(visible, json_text)]
     if not raw:
         return []
     raw.sort()
@@ -929,7 +982,20 @@ def find(text: str) -> list[Finding]:
     return [Finding(kind, start, end) for start, end, _, kind in merged]
 
 
-def _raw(text: str) -> list[tuple[int, int, int, str]]:
+def _json_text(text: str) -> bool:
+    """Whether ``text`` is a JSON document's text (a payload, metadata, a document ``redact_document`` reads whole,
+    its strings' line breaks written as they are or not), whose ``\\n`` is an escaped line break (``_line_end``):
+    only there; checked only when it holds a backslash."""
+    if "\\" not in text or text.lstrip()[:1] not in ("{", "[", '"'):
+        return False
+    try:
+        json.loads(text, strict=False)  # strict=False: a string's line breaks written as they are (``_spanned``)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: text
+        return False
+    return True
+
+
+def _raw(text: str, json_text: bool) -> list[tuple[int, int, int, str]]:
     """Every detector's spans in ``text``, unmerged: (start, end, rank (a lower one names the kind), kind)."""
     if len(text) < 8:
         return []
@@ -949,13 +1015,13 @@ def _raw(text: str) -> list[tuple[int, int, int, str]]:
     for rank, d in enumerate(_detectors()):
         if d.per_line:
             lines = _candidate_lines(text, lowered) if lines is None else lines
-            spans = _line_spans(lines, d, chosen)
+            spans = _line_spans(lines, d, chosen, json_text)
         elif d.needles and not any(map(holds, d.needles)):
             continue
         elif d.probe is not None and d.probe.search(text) is None:
             continue
         else:
-            spans = _spans(text, d)
+            spans = _spans(text, d, json_text)
         for start, end in spans:
             raw.append((start, end, rank if d.specific else rank + 10_000, d.kind))
     return raw

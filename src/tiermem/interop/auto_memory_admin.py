@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
@@ -107,11 +107,16 @@ def withdraw(home: Path) -> list[str]:
     return [f"{home}: Claude Code's auto memory no longer synced (its files stay; tiermem's {OWN}*.md taken out)"]
 
 
-def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> tuple[list[str], list[str]]:
+def forget_text(
+    data_dir: Path, agents: list[str] | None, texts: list[str], passages: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """``texts`` edited out of every auto-memory file of the agents' syncs (the files Claude Code loads and reads,
     and any left in their folders of the data directory's ``auto-memory`` folder); ``agents`` None: every agent's,
     and anything under that folder (a whole-store forget). (The files edited, lines naming those that could not be.)
-    The next sync stores what is left of each file in place of its forgotten passage."""
+    The next sync stores what is left of each file in place of its forgotten passage. A file whose passage the forget
+    took (``passages``: the ids of those forgotten, and of their inserts) and that this edit did not change (the
+    store found the text where the file does not hold it as given: across two chunks, its whitespace compared as
+    single spaces, or from its description into its body) is marked, so the next sync does not store it again."""
     texts = [t for t in texts if t]
     if not texts:
         return [], []
@@ -138,6 +143,8 @@ def forget_text(data_dir: Path, agents: list[str] | None, texts: list[str]) -> t
                 except OSError as exc:
                     failed.append(_not_edited(path, exc))
                     kept.add(path)
+        changed = set(edited)
+        kept |= {path for p in dict.fromkeys(passages) for path, _ in sources_of(homes, p) if str(path) not in changed}
         _keep_forgotten(homes, kept)
     return edited, failed
 
@@ -194,14 +201,15 @@ def sources_of(homes: list[Path], passage_id: str) -> list[tuple[Path, dict[str,
 
 
 def after_forget(
-    data_dir: Path, agents: list[str] | None, kind: str, ref: str, stored: list[str]
+    data_dir: Path, agents: list[str] | None, kind: str, ref: str, stored: list[str], passages: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
     """Claude Code's auto memory after a forget (``kind``, ``ref`` as ``forgetting.Target``'s; ``stored``: the
-    forgotten texts, ``Forgotten.texts``) in ``agents`` (None: a whole-store forget): a forgotten text edited out of every file (``forget_text``), a forgotten
+    forgotten texts, ``Forgotten.texts``; ``passages``: the forgotten passages' ids, ``Forgotten.passage_ids``) in
+    ``agents`` (None: a whole-store forget): a forgotten text edited out of every file (``forget_text``), a forgotten
     passage out of the file(s) it was stored from (``forget_passage``). (The files edited, lines naming those that
     could not be.)"""
     if kind == "text":
-        return forget_text(data_dir, agents, [ref])
+        return forget_text(data_dir, agents, [ref], passages)
     if kind == "passage":
         return forget_passage(data_dir, agents, ref, stored)
     return [], []

@@ -7,6 +7,7 @@ literal early or change the query. Nothing outside the store package builds filt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -45,6 +46,9 @@ class Filter:
     keys: tuple[str, ...] | None = None
     containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
     text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
+    # messages whose payload (JSON text) holds this text as JSON writes it in a string, non-ASCII escaped or not: a
+    # model's own text kept there (an answer's beside its send_message reply); the caller checks the rows it gets
+    payload_holds: str | None = None
     # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
     # across two tags, so a caller that needs exactness checks the rows it gets)
     tag_holds: str | None = None
@@ -129,6 +133,11 @@ def compile_filter(where: Filter | None) -> str | None:
             raise ValidationError("The text to look for is empty; give the text itself.")
         text = sql_str(where.containing)
         clauses.append(f"(strpos(content, {text}) > 0 OR strpos(text, {text}) > 0)")
+    if where.payload_holds is not None:
+        if not where.payload_holds:
+            raise ValidationError("The text to look for is empty; give the text itself.")
+        written = {json.dumps(where.payload_holds)[1:-1], json.dumps(where.payload_holds, ensure_ascii=False)[1:-1]}
+        clauses.append("(" + " OR ".join(f"strpos(payload, {sql_str(w)}) > 0" for w in sorted(written)) + ")")
     if where.text_holds is not None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")

@@ -6,7 +6,10 @@ while the store is marked belongs to that reembed: a process other than ``tierme
 reembed may be writing it) and refuses the store (``ReembedUnfinishedError``); ``tiermem reembed`` run again settles
 it. A copy found while the store is not marked was left by a reembed of tiermem 0.1.0, which recorded nothing while
 it ran: the model of its vectors is unknown, and it may already have swapped other tables, so the store is marked
-``UNRECORDED`` (refused until a reembed rebuilds every table with one model) before the copy is settled.
+``UNRECORDED`` (refused until a reembed rebuilds every table with one model) before the copy is settled. The mark is
+read before the tables are listed and again after: a reembed that ends meanwhile drops its last copy and then clears
+its mark, so a copy listed with no mark read after it may be that reembed's; a mark read either time means a reembed
+was under way while the copies were listed, and they are its.
 
 Settling a copy: while its table opens, the copy is dropped (unfinished, or a swap not begun: the table holds every
 row, and the reembed that must follow rebuilds its vectors); while its table does not open (a swap interrupted after
@@ -75,20 +78,31 @@ def _opens(db: Any, name: str) -> bool:
     return True
 
 
+def _meta(db: Any, uri: str) -> dict[str, str]:
+    """The meta table's keys and values as they are now (none without a meta table)."""
+    if "meta" not in set(table_names(db)):
+        return {}
+    with library(uri, "the meta table"):
+        return {r["key"]: r["value"] for r in db.open_table("meta").to_arrow().to_pylist()}
+
+
 def settle_copies(db: Any, uri: str, *, reembedding: bool) -> None:
     """Settle the copies ``db`` holds (see the module's docstring); the caller holds the store's creation lock.
     ``reembedding``: the caller is ``tiermem reembed`` (any other caller refuses a marked store:
     ``ReembedUnfinishedError``, the copies left as they are)."""
+    before = _meta(db, uri)  # a mark read before the listing: a reembed under way while its copies are listed
     existing = set(table_names(db))
     copies = [name for name in SEARCHABLE if f"{name}{REEMBED_SUFFIX}" in existing]
     if not copies:
         return
     has_meta = "meta" in existing
-    with library(uri, "the meta table"):
-        meta = {r["key"]: r["value"] for r in db.open_table("meta").to_arrow().to_pylist()} if has_meta else {}
+    meta = _meta(db, uri)
     marked = meta.get(REEMBEDDING) or ""
     if marked and not reembedding:
         raise unfinished_reembed(uri, meta)
+    if not marked and before.get(REEMBEDDING):  # a reembed ended while the copies were listed: they were its
+        log.debug("%s: a reembed finished while its table copies were listed; nothing to settle", uri)
+        return
     if not marked and has_meta:
         with library(uri, "the mark of an interrupted reembed", writing=True):
             db.open_table("meta").merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(

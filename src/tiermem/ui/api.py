@@ -439,7 +439,7 @@ def forget(memory: Memory, name: str, body: JSON, *, serving: str | None = None,
             now=bool(body.get("now")),
         )
         if data_dir is not None:
-            edited, named = after_forget(data_dir, [agent.name], kind, ref, done.texts)
+            edited, named = after_forget(data_dir, [agent.name], kind, ref, done.texts, done.passage_ids)
     still = holders(synced_directories([agent.name], (), data_dir), done.texts) + named
     return {**done.as_dict(), "auto_memory_files_edited": edited, "still_held_outside_the_store": still}
 

@@ -269,6 +269,65 @@ def test_only_a_clear_best_match_by_meaning_is_moved_first() -> None:
     assert Ranker.legs(0.0, 1.0).rank(q, pool("Ada drinks green tea.", 0.37, flat))[0][0].id != "top"
 
 
+def test_the_row_both_legs_rank_first_stays_first() -> None:
+    """A short fact that both legs rank first is not put below a long passage that merely mentions the query's
+    words, which both legs rank second (the length feature had outweighed the leg ranks: at top_k 1 the passage was
+    the only result); a question that both legs rank first is not moved, nor a row the ranker puts ahead of it for
+    something besides its length."""
+    long = "Meeting notes: the appointment of a team lead, the dentist plan, the office move, the release. " * 6
+    others = [cand(f"o{n}", f"other fact number {n}", v=n + 3, cos=0.3 - 0.01 * n) for n in range(6)]
+
+    def pool(first: str) -> list[Candidate]:
+        return [cand("first", first, v=1, f=1, cos=0.62, bm25=3.0), cand("long", long, v=2, f=2, cos=0.55, bm25=2.5)]
+
+    q = analyse("dentist appointment")
+    fact = pool("My dentist appointment is at 3pm on Thursday.") + others
+    assert clear_match(fact) is None  # not a clear best match by meaning: 0.07 ahead
+    by_score = dataclasses.replace(DEFAULT_RANKER, clear_first=False).rank(q, fact)
+    assert by_score[0][0].id == "long"  # by score alone the passage is first
+    moved = DEFAULT_RANKER.rank(q, fact)
+    assert [c.id for c, _ in moved[:2]] == ["first", "long"]
+    assert {c.id: score for c, score in moved} == {c.id: score for c, score in by_score}  # scores kept
+    question = pool("When is my dentist appointment?") + others
+    assert DEFAULT_RANKER.rank(q, question)[0][0].id != "first"
+    split = [replace(c, fts_rank=3) if c.id == "first" else c for c in fact]  # first by meaning only
+    assert DEFAULT_RANKER.rank(q, split)[0][0].id == "long"
+    # a row ahead of it for what it says, not for its length (the speaker the query names), stays ahead
+    said = pool("My dentist appointment is at 3pm on Thursday.")[:1] + [
+        cand("said", "Caroline: the dentist appointment moved to Friday.", v=2, f=2, cos=0.55, bm25=2.5),
+        *others,
+    ]
+    assert [c.id for c, _ in DEFAULT_RANKER.rank(analyse("When is Caroline's dentist appointment?"), said)][:2] == [
+        "said",
+        "first",
+    ]
+
+
+def test_archival_search_returns_the_fact_both_legs_rank_first_at_top_k_1(tmp_path: Path) -> None:
+    """Through a real store and the default model: the fact both legs rank first is archival search's one result,
+    not a long passage that mentions the same words."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("work").id
+    notes = (
+        "Meeting notes from the quarterly planning session. We discussed the time budget for the migration, the "
+        "appointment of a new team lead, the dentist insurance plan changes for employees, the office move, and the "
+        "schedule for the next release. Action items: Maria to draft the hiring plan, Tom to review contracts. "
+    ) * 3
+    fact = "My dentist appointment is at 3pm on Thursday."
+    facts = [fact, notes, "I am allergic to peanuts.", "My car is a blue 2015 Honda Civic.", "The gym opens at 6am."]
+    memory.archive.insert_many(agent, [(text, []) for text in facts])
+    memory.archive.store.indexes.optimize()
+    for query in ("dentist appointment", "dentist"):
+        (hit,) = memory.archival_search(
+            agent, query, tags=None, tag_match_mode="any", top_k=1, start_datetime=None, end_datetime=None
+        ).hits
+        assert hit.content == fact and hit.vector_rank == 1 and hit.fts_rank == 1
+
+
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:
     cands = [cand("x", "one", v=1, f=9), cand("y", "two", v=3, f=1), cand("z", "three", f=2)]
     assert [c.id for c, _ in Ranker.legs(1.0, 0.0).rank(analyse("q"), cands)][:2] == ["x", "y"]

@@ -20,6 +20,7 @@ from tiermem.domain.search.ranking import (
     DEFAULT_CALIBRATION,
     DEFAULT_RANKER,
     FEATURES,
+    STEM_MATCH,
     Calibration,
     Candidate,
     Context,
@@ -155,7 +156,11 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     by = Candidate(
         id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0, role="user")
     )
-    assert coverage(analyse(asks), by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
+    assert coverage(analyse(asks), by, roles) == 0.75  # caroline (the speaker) 1, paint ("painted": its stem) 1/2
+    drew = Candidate(
+        id="d", content="I drew a lake", found=Found(id="d", content="I drew a lake", created_us=0, role="user")
+    )
+    assert coverage(analyse(asks), drew, roles) == 0.5  # caroline yes, paint no
     other = Candidate(
         id="u",
         content="I paint every day",
@@ -163,6 +168,54 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     )
     assert coverage(analyse(asks), other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
     assert coverage(analyse(asks), cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
+
+
+def test_coverage_matches_words_as_the_keyword_index_does() -> None:
+    """A query's word is found in a row when the keyword index would match it there: as written once accents are
+    folded ("Munchen" in "München", "café" in "cafe") or in a part of a word joined by underscores (a whole word), or
+    with the same stem ("peanut" in "peanuts", "cat's name" in "cats are named": STEM_MATCH). Relevance had collapsed
+    for such queries (0.03 for "peanut allergy", 0.76 for "peanuts") while the keyword leg ranked the row first."""
+
+    def share(query: str, content: str) -> float:
+        return coverage(analyse(query), cand("a", content), Context())
+
+    assert share("peanuts", "I am allergic to peanuts.") == 1.0
+    assert share("peanut allergy", "I am allergic to peanuts.") == STEM_MATCH / 2  # "allergy", "allergic": two stems
+    assert share("what is my cat's name?", "My cats are named Tom and Jerry.") == STEM_MATCH
+    assert (
+        share("when are the meetings with design?", "The meeting with the design team moved to Thursday.")
+        == (1 + STEM_MATCH) / 2
+    )
+    assert share("Munchen", "Meine Schwester wohnt in München.") == 1.0
+    assert share("München", "I moved to Munchen.") == 1.0
+    assert share("cafe Hélène", "J'ai rendez-vous au cafe de Flore avec Hélène.") == 1.0
+    assert share("Lodz", "We met in Łódź.") == 1.0
+    assert share("retry backoff", "The key is retry_backoff_ms.") == 1.0
+    assert share("Сергей", "Мой начальник Сергей Петров.") == 1.0  # other scripts are kept as they are
+    assert share("dog", "My cats are named Tom and Jerry.") == 0.0
+
+
+def test_a_fact_asked_in_another_inflection_or_without_accents_clears_the_recall_threshold(tmp_path: Path) -> None:
+    """Through a real store and the default model: a fact asked about in another inflection ("cat's name" for "cats
+    are named") or without its accents ("Munchen") is found first by both legs and clears auto_recall_threshold
+    (its relevance had been 0.03, against 0.7 for the words as stored)."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    memory = open_memory(settings)
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("work").id
+    cats, sister = "My cats are named Tom and Jerry.", "Meine Schwester wohnt in München."
+    facts = [cats, sister, "I am allergic to peanuts.", "The gym opens at 6am on weekdays.", "My car is a blue Civic."]
+    memory.archive.insert_many(agent, [(text, []) for text in facts])
+    memory.archive.store.indexes.optimize()
+    for query, fact in (("what is my cat's name?", cats), ("Munchen", sister)):
+        (hit,) = memory.archival_search(
+            agent, query, tags=None, tag_match_mode="any", top_k=1, start_datetime=None, end_datetime=None
+        ).hits
+        assert hit.content == fact and hit.fts_rank == 1
+        assert hit.relevance >= settings.auto_recall_threshold, (query, hit.relevance)
 
 
 def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:

@@ -305,7 +305,12 @@ class Calibrator:
 def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
     """R@k per category for every ranker; leave-one-conversation-out for the fitted one (two conversations or more)."""
     from tiermem.domain.search.kinds import PASSAGES
-    from tiermem.domain.search.ranking import DEFAULT_CALIBRATION, DEFAULT_RANKER, Ranker
+    from tiermem.domain.search.ranking import (
+        DEFAULT_CALIBRATION,
+        DEFAULT_RANKER,
+        UNDATED_PASSAGE_CALIBRATION,
+        Ranker,
+    )
 
     fixed = {
         SHIPPED: PASSAGES.ranker,
@@ -350,17 +355,30 @@ def figures(qs: list[dict[str, Any]]) -> dict[str, Any]:
                 plain.append(precision_of(calibrator.rows[conv], calibrator.fit(everyone - {conv}, 1e-3)))
         fitted = Ranker(fit_listwise(labelled(qs)))
         calibration, chosen = calibrator.choose(everyone)
+        # facts that state no date are ranked by the turn ranker (``PASSAGE_RANKER.undated``): its scores' calibration
+        # (``UNDATED_PASSAGE_CALIBRATION``), the plain fit (l2 1e-3), judged leave-one-conversation-out the same way
+        undated = Calibrator(
+            {c: calibration_rows([q for q in with_cross if q["conv"] == c], DEFAULT_RANKER) for c in convs}
+        )
+        undated_fit = undated.fit(everyone, 1e-3)
         result.update(
             {
                 "fitted_on_all_weights": list(fitted.weights),
                 "fitted_on_all_calibration": [*calibration.weights, calibration.bias],
                 "fitted_on_all_calibration_choice": chosen,
                 "leave_one_out_weights": weights,
+                "undated_calibration_fitted_on_all": [*undated_fit.weights, undated_fit.bias],
                 "relevance": {
                     "calibration fitted leave-one-out": pooled(held),
                     "l2 1e-3 unshifted, leave-one-out": pooled(plain),
                     "shipped passage calibration": precision(with_cross, PASSAGES.ranker, PASSAGES.calibration),
                     "turn calibration": precision(with_cross, PASSAGES.ranker, DEFAULT_CALIBRATION),
+                    "undated (turn ranker): fitted leave-one-out": pooled(
+                        [precision_of(undated.rows[c], undated.fit(everyone - {c}, 1e-3)) for c in sorted(everyone)]
+                    ),
+                    "undated (turn ranker): shipped calibration": precision(
+                        with_cross, DEFAULT_RANKER, UNDATED_PASSAGE_CALIBRATION
+                    ),
                 },
             }
         )
@@ -478,6 +496,7 @@ def report(result: dict[str, Any]) -> None:
         print(f"  shipped weights      {result['shipped_weights']}")
         print(f"  fitted on all        {result['fitted_on_all_weights']}")
         print(f"  calibration fitted   {result['fitted_on_all_calibration']} (shipped {result['shipped_calibration']})")
+        print(f"  undated calibration  {result['undated_calibration_fitted_on_all']} (turn ranker's scores, l2 1e-3)")
         chosen = [result["fitted_on_all_calibration_choice"]] + [
             w["calibration_choice"] for w in result["leave_one_out_weights"].values()
         ]
@@ -496,7 +515,7 @@ def report(result: dict[str, Any]) -> None:
         for name, rows in result["relevance"].items():
             for t, row in rows.items():
                 print(
-                    f"    {name:34s} t={t}  precision {row['precision']:.3f}  evidence kept {row['evidence_kept']:4d}"
+                    f"    {name:43s} t={t}  precision {row['precision']:.3f}  evidence kept {row['evidence_kept']:4d}"
                     f"  (cross {row['cross_kept']})"
                 )
 

@@ -109,7 +109,7 @@ def ranked(q: dict[str, Any], ranker: Any, *, cross: bool = False) -> list[tuple
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], pool.candidates[i].id))
     scored = [(pool.candidates[i], scores[i]) for i in order]
     if getattr(ranker, "clear_first", False):
-        scored = keep_clear_first(pool.candidates, scored)
+        scored = keep_clear_first(pool.candidates, scored, ranker.unsized(pool.candidates, feats))
     at = {c.id: i for i, c in enumerate(pool.candidates)}
     return [(dia[at[c.id]], c, s) for c, s in scored]
 

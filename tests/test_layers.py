@@ -41,6 +41,7 @@ MODULE_LAYER = {
     "domain.search.cjk": 2,  # Chinese, Japanese and Korean words as bigrams (keyword text, query terms)
     "domain.search.timeexpr": 2,
     "domain.search.query": 2,
+    "domain.search.keywords": 2,  # words as the keyword index reads them (over the query's stopwords)
     "domain.search.ranking": 2,
     "domain.memfs_format": 2,  # Letta Code's memory files: frontmatter, layouts, its hook's rules, its patch format
     "domain.memfs_files": 2,  # a memory file read as its block and a block written as its file (sync and tools)
@@ -82,6 +83,7 @@ OWNER_MODULES = {
     "lancedb": {"store.connection", "store.indexes", "store.search"},
     "pyarrow": {"store.schemas", "store.tables", "store.reembed", "store.search"},
     "fastembed": {"embedding.embedders"},
+    "py_rust_stemmers": {"domain.search.keywords"},
     "onnxruntime": {"embedding.embedders", "embedding.minilm"},
     "onnx": {"embedding.minilm"},
     "obstore": {"core.bucket"},

@@ -20,6 +20,7 @@ from tiermem.domain.search.ranking import (
     DEFAULT_CALIBRATION,
     DEFAULT_RANKER,
     FEATURES,
+    STEM_MATCH,
     Calibration,
     Candidate,
     Context,
@@ -155,7 +156,11 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     by = Candidate(
         id="t", content="I painted a lake", found=Found(id="t", content="I painted a lake", created_us=0, role="user")
     )
-    assert coverage(analyse(asks), by, roles) == 0.5  # caroline (the speaker) yes, paint (not "painted") no
+    assert coverage(analyse(asks), by, roles) == 0.75  # caroline (the speaker) 1, paint ("painted": its stem) 1/2
+    drew = Candidate(
+        id="d", content="I drew a lake", found=Found(id="d", content="I drew a lake", created_us=0, role="user")
+    )
+    assert coverage(analyse(asks), drew, roles) == 0.5  # caroline yes, paint no
     other = Candidate(
         id="u",
         content="I paint every day",
@@ -163,6 +168,54 @@ def test_relevance_grows_with_how_much_of_the_query_the_hit_contains() -> None:
     )
     assert coverage(analyse(asks), other, roles) == 1.0  # paint; Caroline is left out: not this turn's speaker
     assert coverage(analyse(asks), cand("n", "Caroline: I paint"), Context()) == 1.0  # a named turn carries its speaker
+
+
+def test_coverage_matches_words_as_the_keyword_index_does() -> None:
+    """A query's word is found in a row when the keyword index would match it there: as written once accents are
+    folded ("Munchen" in "München", "café" in "cafe") or in a part of a word joined by underscores (a whole word), or
+    with the same stem ("peanut" in "peanuts", "cat's name" in "cats are named": STEM_MATCH). Relevance had collapsed
+    for such queries (0.03 for "peanut allergy", 0.76 for "peanuts") while the keyword leg ranked the row first."""
+
+    def share(query: str, content: str) -> float:
+        return coverage(analyse(query), cand("a", content), Context())
+
+    assert share("peanuts", "I am allergic to peanuts.") == 1.0
+    assert share("peanut allergy", "I am allergic to peanuts.") == STEM_MATCH / 2  # "allergy", "allergic": two stems
+    assert share("what is my cat's name?", "My cats are named Tom and Jerry.") == STEM_MATCH
+    assert (
+        share("when are the meetings with design?", "The meeting with the design team moved to Thursday.")
+        == (1 + STEM_MATCH) / 2
+    )
+    assert share("Munchen", "Meine Schwester wohnt in München.") == 1.0
+    assert share("München", "I moved to Munchen.") == 1.0
+    assert share("cafe Hélène", "J'ai rendez-vous au cafe de Flore avec Hélène.") == 1.0
+    assert share("Lodz", "We met in Łódź.") == 1.0
+    assert share("retry backoff", "The key is retry_backoff_ms.") == 1.0
+    assert share("Сергей", "Мой начальник Сергей Петров.") == 1.0  # other scripts are kept as they are
+    assert share("dog", "My cats are named Tom and Jerry.") == 0.0
+
+
+def test_a_fact_asked_in_another_inflection_or_without_accents_clears_the_recall_threshold(tmp_path: Path) -> None:
+    """Through a real store and the default model: a fact asked about in another inflection ("cat's name" for "cats
+    are named") or without its accents ("Munchen") is found first by both legs and clears auto_recall_threshold
+    (its relevance had been 0.03, against 0.7 for the words as stored)."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    settings = load_settings(data_dir=tmp_path / "data", embedding_model="default")
+    memory = open_memory(settings)
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("work").id
+    cats, sister = "My cats are named Tom and Jerry.", "Meine Schwester wohnt in München."
+    facts = [cats, sister, "I am allergic to peanuts.", "The gym opens at 6am on weekdays.", "My car is a blue Civic."]
+    memory.archive.insert_many(agent, [(text, []) for text in facts])
+    memory.archive.store.indexes.optimize()
+    for query, fact in (("what is my cat's name?", cats), ("Munchen", sister)):
+        (hit,) = memory.archival_search(
+            agent, query, tags=None, tag_match_mode="any", top_k=1, start_datetime=None, end_datetime=None
+        ).hits
+        assert hit.content == fact and hit.fts_rank == 1
+        assert hit.relevance >= settings.auto_recall_threshold, (query, hit.relevance)
 
 
 def test_relevance_does_not_depend_on_how_many_rows_are_stored() -> None:
@@ -267,6 +320,65 @@ def test_only_a_clear_best_match_by_meaning_is_moved_first() -> None:
     assert clear_match(pool("What does Ada drink?", 0.37, flat)) is None
     assert clear_match(pool("Ada drinks green tea.", 0.37, flat[:1])) is None  # fewer than three rows by meaning
     assert Ranker.legs(0.0, 1.0).rank(q, pool("Ada drinks green tea.", 0.37, flat))[0][0].id != "top"
+
+
+def test_the_row_both_legs_rank_first_stays_first() -> None:
+    """A short fact that both legs rank first is not put below a long passage that merely mentions the query's
+    words, which both legs rank second (the length feature had outweighed the leg ranks: at top_k 1 the passage was
+    the only result); a question that both legs rank first is not moved, nor a row the ranker puts ahead of it for
+    something besides its length."""
+    long = "Meeting notes: the appointment of a team lead, the dentist plan, the office move, the release. " * 6
+    others = [cand(f"o{n}", f"other fact number {n}", v=n + 3, cos=0.3 - 0.01 * n) for n in range(6)]
+
+    def pool(first: str) -> list[Candidate]:
+        return [cand("first", first, v=1, f=1, cos=0.62, bm25=3.0), cand("long", long, v=2, f=2, cos=0.55, bm25=2.5)]
+
+    q = analyse("dentist appointment")
+    fact = pool("My dentist appointment is at 3pm on Thursday.") + others
+    assert clear_match(fact) is None  # not a clear best match by meaning: 0.07 ahead
+    by_score = dataclasses.replace(DEFAULT_RANKER, clear_first=False).rank(q, fact)
+    assert by_score[0][0].id == "long"  # by score alone the passage is first
+    moved = DEFAULT_RANKER.rank(q, fact)
+    assert [c.id for c, _ in moved[:2]] == ["first", "long"]
+    assert {c.id: score for c, score in moved} == {c.id: score for c, score in by_score}  # scores kept
+    question = pool("When is my dentist appointment?") + others
+    assert DEFAULT_RANKER.rank(q, question)[0][0].id != "first"
+    split = [replace(c, fts_rank=3) if c.id == "first" else c for c in fact]  # first by meaning only
+    assert DEFAULT_RANKER.rank(q, split)[0][0].id == "long"
+    # a row ahead of it for what it says, not for its length (the speaker the query names), stays ahead
+    said = pool("My dentist appointment is at 3pm on Thursday.")[:1] + [
+        cand("said", "Caroline: the dentist appointment moved to Friday.", v=2, f=2, cos=0.55, bm25=2.5),
+        *others,
+    ]
+    assert [c.id for c, _ in DEFAULT_RANKER.rank(analyse("When is Caroline's dentist appointment?"), said)][:2] == [
+        "said",
+        "first",
+    ]
+
+
+def test_archival_search_returns_the_fact_both_legs_rank_first_at_top_k_1(tmp_path: Path) -> None:
+    """Through a real store and the default model: the fact both legs rank first is archival search's one result,
+    not a long passage that mentions the same words."""
+    from tiermem.base.config import load_settings
+    from tiermem.domain.factory import open_memory
+
+    memory = open_memory(load_settings(data_dir=tmp_path / "data", embedding_model="default"))
+    memory.archive.embedder.wait(None)
+    agent = memory.ensure_agent("work").id
+    notes = (
+        "Meeting notes from the quarterly planning session. We discussed the time budget for the migration, the "
+        "appointment of a new team lead, the dentist insurance plan changes for employees, the office move, and the "
+        "schedule for the next release. Action items: Maria to draft the hiring plan, Tom to review contracts. "
+    ) * 3
+    fact = "My dentist appointment is at 3pm on Thursday."
+    facts = [fact, notes, "I am allergic to peanuts.", "My car is a blue 2015 Honda Civic.", "The gym opens at 6am."]
+    memory.archive.insert_many(agent, [(text, []) for text in facts])
+    memory.archive.store.indexes.optimize()
+    for query in ("dentist appointment", "dentist"):
+        (hit,) = memory.archival_search(
+            agent, query, tags=None, tag_match_mode="any", top_k=1, start_datetime=None, end_datetime=None
+        ).hits
+        assert hit.content == fact and hit.vector_rank == 1 and hit.fts_rank == 1
 
 
 def test_legs_ranker_is_reciprocal_rank_fusion() -> None:

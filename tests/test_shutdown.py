@@ -302,3 +302,46 @@ def test_a_hook_in_flight_when_the_host_closes_stdin_is_finished(tmp_path: Path)
     assert server.wait(EXIT_WAIT) == 0, log.read_text()
     assert json.loads(answer or b"{}").get("ok") is True, log.read_text()
     assert stored_turns(data, "s1") == [("user", "How old is Ziggy the zebra?")]
+
+
+SECOND_SIGNAL = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from tiermem.process.shutdown import Shutdown
+
+marker = Path(sys.argv[1])
+shutdown = Shutdown(drain_seconds=30)
+shutdown.install()
+held = threading.Event()
+
+
+def slow_on_the_drain_thread() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        held.set()
+        time.sleep(30)
+
+
+shutdown.on_stop(slow_on_the_drain_thread)
+shutdown.on_stop(marker.touch)  # a hook socket's removal
+shutdown.enter()  # one request in flight: the first signal drains on its thread
+os.kill(os.getpid(), signal.SIGINT)
+held.wait(10)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+"""
+
+
+def test_a_second_signal_closes_the_listeners_the_drain_had_not_closed_yet(tmp_path: Path) -> None:
+    """Claude Code sends SIGTERM 0.1 s after SIGINT: on a loaded machine the drain's thread may not have removed the
+    hook socket by then, and the second signal ends the process at once; it closes the listeners first."""
+    marker = tmp_path / "closed"
+    done = subprocess.run(
+        [PYTHON, "-c", SECOND_SIGNAL, str(marker)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=server_env(tmp_path),
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert marker.exists(), done.stderr

@@ -159,6 +159,7 @@ class Shutdown:
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self._signalled_at:  # (stopping without a signal, ``finish``, this is the first: it drains as usual)
             log.warning("second %s: stopping now", signal.Signals(signum).name)
+            self._close()  # (the drain's thread may not have closed the listeners yet: a hook socket left behind)
             _end(128 + signum)
         self.stopping.set()
         self._signalled_at = time.monotonic()

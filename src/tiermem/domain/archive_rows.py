@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
-from ..base.records import Message, Passage
+from ..base.records import KEYWORD_LINE, Message, Passage
 from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
-from .search.cjk import base_of, keyword_text, stale
+from .search.cjk import CHARACTERS, base_of, keyword_text
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -223,14 +223,16 @@ class AgentRows:
             self.store.rows.mark_unembedded(_searchable(table))
 
     def stale_keyword_texts(self) -> dict[str, list[str]]:
-        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words
-        (``cjk.stale``: stored before tiermem wrote them); none once ``regram`` has run (the store's meta mark
-        ``KEYWORD_TEXT``; a new store carries it). Reads every row's id and text while the mark is not set."""
+        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words (stored
+        before tiermem wrote them); none once ``regram`` has run (the store's meta mark ``KEYWORD_TEXT``; a new store
+        carries it). While the mark is not set, the store is asked for them: the ids of the rows whose text holds such
+        a character (``cjk.CHARACTERS``) and no line of bigrams (the texts are read there, never here)."""
         if self.store.conn.meta().get(KEYWORD_TEXT) == KEYWORD_TEXT_VERSION:
             return {}
+        where = Filter(text_matches=CHARACTERS, text_lacks=KEYWORD_LINE)
         found = {}
         for table in SEARCHABLE:
-            ids = [r["id"] for r in self.store.conn.rows(table, None, columns=("id", "text")) if stale(r["text"] or "")]
+            ids = [r["id"] for r in self.store.conn.rows(table, where, columns=("id",))]
             if ids:
                 found[table] = ids
         return found

@@ -45,6 +45,8 @@ class Filter:
     keys: tuple[str, ...] | None = None
     containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
     text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
+    text_matches: str | None = None  # rows whose ``text`` column matches this regular expression (``regexp_like``)
+    text_lacks: str | None = None  # rows whose ``text`` column does not hold this text
     # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
     # across two tags, so a caller that needs exactness checks the rows it gets)
     tag_holds: str | None = None
@@ -133,6 +135,12 @@ def compile_filter(where: Filter | None) -> str | None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")
         clauses.append(f"strpos(text, {sql_str(where.text_holds)}) > 0")
+    if where.text_matches is not None:
+        clauses.append(f"regexp_like(text, {sql_str(where.text_matches)})")
+    if where.text_lacks is not None:
+        if not where.text_lacks:
+            raise ValidationError("The text to look for is empty; give the text itself.")
+        clauses.append(f"strpos(text, {sql_str(where.text_lacks)}) = 0")
     for column, held in (("tags", where.tag_holds), ("project", where.project_holds)):
         if held is not None:
             if not held:

@@ -4,6 +4,8 @@ predate it is named by ``doctor`` and written anew by ``optimize``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -13,6 +15,7 @@ from tiermem.base.records import KEYWORD_LINE
 from tiermem.domain import maintenance, secret_audit
 from tiermem.domain.archive import shape_message
 from tiermem.domain.factory import open_memory
+from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
 from tiermem.domain.search import cjk, sittings
 from tiermem.domain.search.query import terms
@@ -190,3 +193,35 @@ def test_doctor_asks_the_store_for_the_rows_of_an_older_keyword_text(settings: S
     store.conn.set_meta(KEYWORD_TEXT, "")
     stale = memory.archive.rows.stale_keyword_texts()
     assert {table: sorted(ids) for table, ids in stale.items()} == {"passages": sorted(r["id"] for r in old)}
+
+
+def test_optimize_writes_keyword_texts_anew_without_bringing_back_a_row_forgotten_meanwhile(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process forgets a row after ``regram`` read it and before it writes: the row stays forgotten (the
+    keyword texts are updated, never inserted)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    kept_id, gone_id = (memory.archive.insert(agent, fact)[0] for fact in FACTS[:2])
+    store = memory.archive.store
+    rows = store.rows.select("passages", None, limit=100)
+    for r in rows:
+        r["text"] = cjk.base_of(r["text"])
+    store.rows.upsert_rows("passages", "id", rows)
+    store.conn.set_meta(KEYWORD_TEXT, "")
+    writing = store.conn.writing
+
+    @contextmanager
+    def forgotten_elsewhere_first(table: str) -> Iterator[None]:
+        if table == "passages" and gone_id not in forgotten:  # once: another process, between the read and the write
+            forgotten.append(gone_id)
+            forget(open_memory(settings), Target("passage", agent, gone_id))
+        with writing(table):
+            yield
+
+    forgotten: list[str] = []
+    monkeypatch.setattr(store.conn, "writing", forgotten_elsewhere_first)
+    memory.archive.rows.regram()
+    assert forgotten == [gone_id]
+    left = open_memory(settings).archive.rows.backup_rows("passages", vectors=False)
+    assert [r["id"] for r in left] == [kept_id] and left[0]["text"] == cjk.keyword_text(FACTS[0])

@@ -239,21 +239,25 @@ class AgentRows:
 
     def regram(self) -> dict[str, int]:
         """Write the keyword text of every row ``stale_keyword_texts`` names anew (``cjk.keyword_text``; the full-text
-        index takes them in at the next upkeep), then set the store's mark; the rows written, by table."""
+        index takes them in at the next upkeep), then set the store's mark; the rows written, by table. A row deleted
+        or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates)."""
         done: dict[str, int] = {}
         for table, ids in self.stale_keyword_texts().items():
             for start in range(0, len(ids), ID_BATCH):
-                batch = self.store.rows.select(table, Filter(ids=tuple(ids[start : start + ID_BATCH])), limit=EVERY_ROW)
-                for r in batch:
-                    r["text"] = keyword_text(base_of(r["text"] or ""))
-                self.store.rows.upsert_rows(table, "id", batch)
-                done[table] = done.get(table, 0) + len(batch)
+                n = self.store.rows.set_texts(table, ids[start : start + ID_BATCH], _regrammed)
+                if n:
+                    done[table] = done.get(table, 0) + n
         self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
         return done
 
     def fields(self, table: str) -> list[str]:
         """The columns of ``table`` (a restored row must have these)."""
         return self.store.conn.schema_fields(_searchable(table))
+
+
+def _regrammed(text: str) -> str:
+    """A stored keyword text written anew with the bigrams of its Chinese, Japanese and Korean words."""
+    return keyword_text(base_of(text))
 
 
 def _fits(vector: object, dim: int) -> bool:

@@ -225,3 +225,17 @@ def test_optimize_writes_keyword_texts_anew_without_bringing_back_a_row_forgotte
     assert forgotten == [gone_id]
     left = open_memory(settings).archive.rows.backup_rows("passages", vectors=False)
     assert [r["id"] for r in left] == [kept_id] and left[0]["text"] == cjk.keyword_text(FACTS[0])
+
+
+def test_forget_text_matches_what_a_row_holds_not_its_line_of_bigrams(settings: Settings) -> None:
+    """The bigrams' line writes apart the letters glued to Chinese words ("用户名admin密码" -> "... admin 密码 ..."):
+    a forget of "admin 密码" forgets the rows holding that text, not one holding "admin密码"."""
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    glued = "服务器用户名admin密码在保险箱里"
+    memory.archive.insert(agent, glued)
+    spaced = memory.archive.insert(agent, "路由器的 admin 密码 写在背面")[0]
+    holding = memory.archive.rows.rows_where("passages", Filter(agent_id=agent, containing="admin 密码"))
+    assert [r["id"] for r in holding] == [spaced]
+    forget(memory, Target("text", agent, "admin 密码"))
+    assert [r["content"] for r in memory.archive.rows.backup_rows("passages", vectors=False)] == [glued]

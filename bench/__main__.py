@@ -1,4 +1,4 @@
-"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|uses|fragments|all]`"""
+"""`python -m bench [coldstart|roundtrip|peers|locomo|baselines|scale|agent_loop|load|tool_tokens|footprint|ui|lance_writes|small_index|objstore|objmix|lettacode|notify|hooks|autorecall|shutdown|files|secrets|uses|fragments|cjk|all]`"""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ BENCHES = [
     "secrets",
     "uses",
     "fragments",
+    "cjk",
 ]
 
 

@@ -114,7 +114,7 @@ def test_small_talk_neither_triggers_nor_is_recalled(memory: tuple[Memory, str])
     """docs/hosts.md: a prompt unrelated to what is stored gets nothing. Small talk ("thanks", "ok continue") asks
     for nothing, and an earlier session's small talk is no memory, even for a prompt that asks something."""
     m, agent = memory
-    said = ["ok", "thanks!", "continue", "yes please", "looks good, go ahead", "Caroline: thank you so much!"]
+    said = ["ok", "thanks!", "continue", "yes please", "looks great, go ahead", "Caroline: thank you so much!"]
     m.archive.log_messages(agent, [{"role": "user", "content": text, "conversation_id": "old"} for text in said])
     m.archive.log_messages(
         agent, [{"role": "user", "content": "The parser lives in src/parse.py.", "conversation_id": "old"}]
@@ -126,6 +126,42 @@ def test_small_talk_neither_triggers_nor_is_recalled(memory: tuple[Memory, str])
     ]
     assert "The parser lives in src/parse.py." in found and not set(found) & set(said)
     assert autorecall.says_something("perfect, ship it") and not autorecall.says_something("Mel: ok, go ahead!")
+
+
+QUESTIONS = [
+    "what did we agree on?",
+    "Did we agree to that?",
+    "what was agreed?",
+    "who is she?",
+    "what did he do after that?",
+    "where was I?",
+    "who am I?",
+    "how did it go?",
+    "what did you do?",
+    "is that correct?",
+    "what about now?",
+    "what did we agree on",
+    "Caroline: so what was agreed?",
+]
+
+
+def test_a_question_is_never_small_talk(memory: tuple[Memory, str]) -> None:
+    """A question asks for a memory, whatever its words: it ends with a question mark or opens with a question word
+    ("what", "did", "is" ...). Small talk is a text of small-talk words and stopwords alone, with one of the former
+    at least (a text of stopwords alone is not: "and then")."""
+    for question in QUESTIONS:
+        assert autorecall.says_something(question), question
+    for small in ("ok", "thanks!", "yes", "ok, go ahead", "great, carry on", "perfect, thank you so much"):
+        assert not autorecall.says_something(small), small
+    assert autorecall.says_something("and then") and autorecall.says_something("right now, again: done")
+    assert not autorecall.says_something("!!!") and not autorecall.says_something("?")
+    m, agent = memory
+    m.archive.log_messages(
+        agent,
+        [{"role": "user", "content": "We agreed to ship the release on Friday.", "conversation_id": "old"}],
+    )
+    found = autorecall.recall(m, agent, "what did we agree on?", session="new", settings=ALL)
+    assert [r.content for r in found] == ["We agreed to ship the release on Friday."]
 
 
 def test_memories_saying_the_same_are_recalled_once(memory: tuple[Memory, str]) -> None:

@@ -4,18 +4,22 @@ predate it is named by ``doctor`` and written anew by ``optimize``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 
 from tiermem.base.config import Settings
+from tiermem.base.records import KEYWORD_LINE
 from tiermem.domain import maintenance, secret_audit
 from tiermem.domain.archive import shape_message
 from tiermem.domain.factory import open_memory
+from tiermem.domain.forgetting import Target, forget
 from tiermem.domain.memory import Memory
-from tiermem.domain.search import cjk
+from tiermem.domain.search import cjk, sittings
 from tiermem.domain.search.query import terms
-from tiermem.store import KEYWORD_TEXT
+from tiermem.store import KEYWORD_TEXT, Filter
 
 FACTS = [
     "我最喜欢的水果是榴莲，但是我太太讨厌它。",
@@ -117,10 +121,123 @@ def test_redacting_a_row_writes_its_bigrams_again_without_the_credential(setting
     # written glued to the Chinese words: the bigrams' line holds the key and the secret's last piece apart
     memory.archive.insert(agent, f"部署的密钥{key}别外传；aws_secret_access_key = {secret}别")
     audit = secret_audit.scan(open_memory(settings))
-    # the content, the keyword text and its bigrams' line (the key; of the secret, its last piece alone: not found)
-    assert audit.counts() == {"AWS access key": 3, "AWS secret access key": 2}
+    # the content, its keyword text and that text's bigrams' line hold the key (of the secret, the line holds its last
+    # piece alone): one credential of each, in one row, counted once
+    assert audit.counts() == {"AWS access key": 1, "AWS secret access key": 1}
+    assert [f.where.rsplit(" ", 1)[-1] for f in audit.found] == ["(content)"]
     secret_audit.doctor_secrets(settings, redact_found=True, yes=True)
     rows = open_memory(settings).archive.rows.backup_rows("passages", vectors=False)
     assert rows and not any(key in str(r) or "bPxRfiCY" in str(r) for r in rows)
     text = rows[0]["text"]
     assert "[redacted: AWS access key]" in text and cjk.keyword_text(cjk.base_of(text)) == text
+
+
+TURN = (
+    "我今天早上七点就起床了，因为要赶八点的地铁去公司。最近公司的项目特别多，每天都要加班到晚上九点多。"
+    "我们部门下个月要搬到新的办公楼，在浦东那边。老板说这个季度的销售目标必须完成，不然年终奖会受影响。"
+    "明天上午十点有一个很重要的会议，我还没有准备好材料。你能帮我把这份报告翻译成英文吗？客户明天就要看。"
+)
+
+
+def test_the_sittings_count_a_chinese_turn_as_a_few_dozen_words_and_still_rank_by_them() -> None:
+    """The sittings index counts each bigram of a turn once, and at most ``GRAMS`` of them: a 150-character turn is
+    not 150 words (the first search of a store of Chinese turns builds the index from every turn)."""
+    assert len(terms(TURN)) > 120  # the keyword text's and the ranker's coverage: every bigram
+    counted = sittings.stems(TURN)
+    assert len(counted) == len(set(counted)) == sittings.GRAMS
+    assert sittings.stems("Caroline went dancing") == ["carolin", "went", "danc"]  # English as before
+    assert sittings.stems("我的iPhone坏了") == ["我的", "iphon", "坏了"]
+    index = sittings.SittingIndex()
+    hour = 3_600_000_000
+    index.add(
+        [
+            {"content": "我对花生过敏，千万不要点宫保鸡丁。", "conversation_id": "c", "created_us": 0, "seq": 0},
+            {"content": TURN, "conversation_id": "c", "created_us": 1, "seq": 1},
+            {"content": "我最喜欢的水果是榴莲。", "conversation_id": "c", "created_us": 3 * hour, "seq": 2},
+            {"content": TURN, "conversation_id": "c", "created_us": 3 * hour + 1, "seq": 3},
+        ]
+    )
+    assert len(index.sittings) == 2
+    assert index.ranks("花生过敏") == {0: 1} and index.ranks("榴莲") == {1: 1}
+
+
+def test_a_long_text_is_written_as_bigrams_for_its_first_max_chars_characters_only() -> None:
+    """A row of millions of characters: its keyword text is not six times as long, nor its terms a list of as many
+    bigrams as it has characters; the words after ``MAX_CHARS`` count whole, as before bigrams."""
+    head = "我对花生过敏。" * (cjk.MAX_CHARS // 7)  # 5 characters short of MAX_CHARS
+    text = head + "榴莲很好吃了吗。特斯拉停在车库。"  # its first MAX_CHARS characters end with "榴莲很好吃"
+    keyword = cjk.keyword_text(text)
+    line = keyword.rpartition(KEYWORD_LINE)[2].split()
+    assert cjk.base_of(keyword) == text and line[-1] == "吃" and "好吃" in line and "吃了" not in line
+    assert len(keyword) < len(text) + 5 * cjk.MAX_CHARS
+    assert cjk.keyword_query(text).split()[-1] == "好吃"
+    counted = terms(text)  # the word across the MAX_CHARS-th character as bigrams, the words after it whole
+    assert counted[-2:] == ["了吗", "特斯拉停在车库"] and counted.count("花生") == cjk.MAX_CHARS // 7
+    assert cjk.word_count(text) == 1 + len(text.replace("。", "")) // 2
+
+
+def test_doctor_asks_the_store_for_the_rows_of_an_older_keyword_text(settings: Settings) -> None:
+    """The rows holding such a character and no line of bigrams are found by the store's own filter (ids only: no
+    row's text is read into the process), whatever the script (Han of the supplementary planes, kana, Hangul)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    texts = ["English only", "我对花生过敏", "𠀀𠀁 rare Han", "東京に住んでいます", "서울에서 살아요"]
+    for text in texts:
+        memory.archive.insert(agent, text)
+    store = memory.archive.store
+    rows = store.rows.select("passages", None, limit=100)
+    old = [r for r in rows if r["content"] != "English only"][:3]
+    for r in old:
+        r["text"] = cjk.base_of(r["text"])
+    store.rows.upsert_rows("passages", "id", old)
+    where = Filter(text_matches=cjk.CHARACTERS, text_lacks=KEYWORD_LINE)
+    assert sorted(r["id"] for r in store.conn.rows("passages", where, columns=("id",))) == sorted(r["id"] for r in old)
+    store.conn.set_meta(KEYWORD_TEXT, "")
+    stale = memory.archive.rows.stale_keyword_texts()
+    assert {table: sorted(ids) for table, ids in stale.items()} == {"passages": sorted(r["id"] for r in old)}
+
+
+def test_optimize_writes_keyword_texts_anew_without_bringing_back_a_row_forgotten_meanwhile(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process forgets a row after ``regram`` read it and before it writes: the row stays forgotten (the
+    keyword texts are updated, never inserted)."""
+    memory = open_memory(settings)
+    agent = memory.ensure_agent("default").id
+    kept_id, gone_id = (memory.archive.insert(agent, fact)[0] for fact in FACTS[:2])
+    store = memory.archive.store
+    rows = store.rows.select("passages", None, limit=100)
+    for r in rows:
+        r["text"] = cjk.base_of(r["text"])
+    store.rows.upsert_rows("passages", "id", rows)
+    store.conn.set_meta(KEYWORD_TEXT, "")
+    writing = store.conn.writing
+
+    @contextmanager
+    def forgotten_elsewhere_first(table: str) -> Iterator[None]:
+        if table == "passages" and gone_id not in forgotten:  # once: another process, between the read and the write
+            forgotten.append(gone_id)
+            forget(open_memory(settings), Target("passage", agent, gone_id))
+        with writing(table):
+            yield
+
+    forgotten: list[str] = []
+    monkeypatch.setattr(store.conn, "writing", forgotten_elsewhere_first)
+    memory.archive.rows.regram()
+    assert forgotten == [gone_id]
+    left = open_memory(settings).archive.rows.backup_rows("passages", vectors=False)
+    assert [r["id"] for r in left] == [kept_id] and left[0]["text"] == cjk.keyword_text(FACTS[0])
+
+
+def test_forget_text_matches_what_a_row_holds_not_its_line_of_bigrams(settings: Settings) -> None:
+    """The bigrams' line writes apart the letters glued to Chinese words ("用户名admin密码" -> "... admin 密码 ..."):
+    a forget of "admin 密码" forgets the rows holding that text, not one holding "admin密码"."""
+    memory = open_memory(settings.model_copy(update={"secret_scan": "off"}))
+    agent = memory.ensure_agent("default").id
+    glued = "服务器用户名admin密码在保险箱里"
+    memory.archive.insert(agent, glued)
+    spaced = memory.archive.insert(agent, "路由器的 admin 密码 写在背面")[0]
+    holding = memory.archive.rows.rows_where("passages", Filter(agent_id=agent, containing="admin 密码"))
+    assert [r["id"] for r in holding] == [spaced]
+    forget(memory, Target("text", agent, "admin 密码"))
+    assert [r["content"] for r in memory.archive.rows.backup_rows("passages", vectors=False)] == [glued]

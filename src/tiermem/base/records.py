@@ -200,6 +200,10 @@ def valid_text(text: str) -> str:
 
 
 MAX_ROW_CHARS = 10_000_000  # the longest text one stored row holds: what an import stores, what the agent loop writes
+# A row's keyword text (its ``text`` column) ends with a line of its Chinese, Japanese and Korean bigrams that starts
+# with this (``domain/search/cjk.py`` writes it); the row's own text is what comes before (a store filter on a row's
+# text reads that part: ``store/query.py``).
+KEYWORD_LINE = "\n\u241f "
 
 
 def check_text(value: Any, name: str, max_chars: int, advice: str | None = None) -> str:

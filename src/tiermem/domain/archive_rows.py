@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ValidationError
-from ..base.records import Message, Passage
+from ..base.records import KEYWORD_LINE, Message, Passage
 from ..store import KEYWORD_TEXT, KEYWORD_TEXT_VERSION, SEARCHABLE, Filter, passage_from_row
 from .archive_links import ManualLinks
 from .links import Link
-from .search.cjk import base_of, keyword_text, stale
+from .search.cjk import CHARACTERS, base_of, keyword_text
 
 AGENT_TABLES = ("messages", "passages")  # the searchable tables whose rows belong to agents (file chunks: to folders)
 
@@ -223,35 +223,41 @@ class AgentRows:
             self.store.rows.mark_unembedded(_searchable(table))
 
     def stale_keyword_texts(self) -> dict[str, list[str]]:
-        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words
-        (``cjk.stale``: stored before tiermem wrote them); none once ``regram`` has run (the store's meta mark
-        ``KEYWORD_TEXT``; a new store carries it). Reads every row's id and text while the mark is not set."""
+        """The rows, by table, whose keyword text lacks the bigrams of its Chinese, Japanese or Korean words (stored
+        before tiermem wrote them); none once ``regram`` has run (the store's meta mark ``KEYWORD_TEXT``; a new store
+        carries it). While the mark is not set, the store is asked for them: the ids of the rows whose text holds such
+        a character (``cjk.CHARACTERS``) and no line of bigrams (the texts are read there, never here)."""
         if self.store.conn.meta().get(KEYWORD_TEXT) == KEYWORD_TEXT_VERSION:
             return {}
+        where = Filter(text_matches=CHARACTERS, text_lacks=KEYWORD_LINE)
         found = {}
         for table in SEARCHABLE:
-            ids = [r["id"] for r in self.store.conn.rows(table, None, columns=("id", "text")) if stale(r["text"] or "")]
+            ids = [r["id"] for r in self.store.conn.rows(table, where, columns=("id",))]
             if ids:
                 found[table] = ids
         return found
 
     def regram(self) -> dict[str, int]:
         """Write the keyword text of every row ``stale_keyword_texts`` names anew (``cjk.keyword_text``; the full-text
-        index takes them in at the next upkeep), then set the store's mark; the rows written, by table."""
+        index takes them in at the next upkeep), then set the store's mark; the rows written, by table. A row deleted
+        or forgotten meanwhile by another process stays so (``Rows.set_texts`` only updates)."""
         done: dict[str, int] = {}
         for table, ids in self.stale_keyword_texts().items():
             for start in range(0, len(ids), ID_BATCH):
-                batch = self.store.rows.select(table, Filter(ids=tuple(ids[start : start + ID_BATCH])), limit=EVERY_ROW)
-                for r in batch:
-                    r["text"] = keyword_text(base_of(r["text"] or ""))
-                self.store.rows.upsert_rows(table, "id", batch)
-                done[table] = done.get(table, 0) + len(batch)
+                n = self.store.rows.set_texts(table, ids[start : start + ID_BATCH], _regrammed)
+                if n:
+                    done[table] = done.get(table, 0) + n
         self.store.conn.set_meta(KEYWORD_TEXT, KEYWORD_TEXT_VERSION)
         return done
 
     def fields(self, table: str) -> list[str]:
         """The columns of ``table`` (a restored row must have these)."""
         return self.store.conn.schema_fields(_searchable(table))
+
+
+def _regrammed(text: str) -> str:
+    """A stored keyword text written anew with the bigrams of its Chinese, Japanese and Korean words."""
+    return keyword_text(base_of(text))
 
 
 def _fits(vector: object, dim: int) -> bool:

@@ -6,8 +6,9 @@ conversation), once: the idempotency key is the session, the turn and a digest o
 again writes nothing, in any process (the key is claimed first: ``idempotency.py``). ``recall`` searches archival and recall memory with the prompt, through the same ranked search
 the tools use, leaves out the prompt's own session and the prompt itself, and keeps the hits whose calibrated
 relevance (``Hit.relevance``, in [0, 1], comparable across queries) reaches the threshold: a prompt unrelated to
-anything stored gets nothing, and neither does small talk: a prompt of no word but ``STOPWORDS`` and ``SMALL_TALK``
-("thanks", "ok continue", "go ahead") triggers no search, and a memory of no other word is never recalled; memories
+anything stored gets nothing, and neither does small talk: a prompt that asks nothing and holds a word of
+``SMALL_TALK`` and no other word but ``STOPWORDS`` ("thanks", "ok continue", "go ahead") triggers no search, and a
+memory of that kind is never recalled (``says_something``); memories
 saying the same (the same words, whatever their case and punctuation) are recalled once, the most relevant. ``compose`` renders them within the prompt's room and says which it showed; each memory
 shown counts as a use of it (``count_uses``, ``uses.py``), once a prompt: the hook server counts them when it logs the
 prompt, which it does once however often the hook fires (``log_turn``).
@@ -28,21 +29,28 @@ from typing import TYPE_CHECKING, Literal
 from ..base.quoting import PRIVATE_MARK, attribute, drop_private, neutral, without_private
 from ..base.records import is_blank, now, to_us
 from . import idempotency
-from .search.query import speaker_of, terms
+from .search.query import STOPWORDS, speaker_of
 
 if TYPE_CHECKING:
     from .memory import Memory
 
 _WORDS = re.compile(r"\w+")
+_CLOSING = " \t\n\"')]}\u201d\u2019\u00bb"  # after a question mark: quotes and brackets closing, spaces
 HOOK_TOOL = "hook"  # the idempotency keys of hook turns are stored under this tool name
 QUERY_CHARS = 2000  # the start of a long prompt is the query (a search reads at most ~256 tokens of it anyway)
 CANDIDATES = 8  # hits asked of each search before the threshold
-# Words of small talk (beside ``query.STOPWORDS``): a prompt or a memory holding no other word says nothing a memory
-# could be about (``says_something``)
+# Words of small talk: a prompt or a memory that asks nothing, holds one of these and no other word beside
+# ``query.STOPWORDS`` says nothing a memory could be about (``says_something``). No word that can carry what was said
+# or decided ("agree", "right", "correct", "good", "now", "again": "what did we agree on?", "is that correct?").
 SMALL_TALK = frozenset(
-    """thanks thank thx ty ok okay k kk yeah yep yup nope sure please pls continue go ahead proceed carry keep
-going great good nice cool awesome perfect fine alright right done got agreed agree correct exactly indeed sounds
-looks look lgtm hi hello hey bye goodbye cheers wow haha lol hmm oh ah well let lets now again much lot""".split()
+    """thanks thank thx ty ok okay k kk yes no yeah yep yup nope nah sure please pls continue go ahead proceed carry
+keep great nice cool awesome perfect fine alright got exactly indeed sounds looks look lgtm hi hello hey bye goodbye
+cheers wow haha lol hmm oh ah well let lets much lot""".split()
+)
+# A text opening with one of these asks something (as one ending with a question mark does): never small talk
+QUESTION_WORDS = frozenset(
+    """what who whom whose which when where why how is are was were am do does did have has had can could will would
+shall should may might must""".split()
 )
 
 
@@ -195,11 +203,20 @@ def recall(
 
 
 def says_something(text: str) -> bool:
-    """Whether ``text`` (without the speaker label it may open with) holds a word beside ``query.STOPWORDS`` and
-    ``SMALL_TALK``: "thanks!", "ok continue" and "Caroline: looks good, go ahead" hold none."""
+    """Whether ``text`` (without the speaker label it may open with) is more than small talk: it asks something (ends
+    with a question mark, or opens with ``QUESTION_WORDS``: "who is she?", "what did we agree on"), or holds a word,
+    and not only ``query.STOPWORDS`` and ``SMALL_TALK`` with at least one of the latter ("thanks!", "ok continue" and
+    "Caroline: looks great, go ahead" are small talk; "and then" is not)."""
     label = speaker_of(text)
     body = text.split(":", 1)[1] if label is not None else text
-    return any(w not in SMALL_TALK for w in terms(body))
+    words = [w.lower() for w in _WORDS.findall(body)]
+    if not words:
+        return False
+    if body.rstrip(_CLOSING).endswith(("?", "\uff1f")) or words[0] in QUESTION_WORDS:
+        return True
+    if not any(w in SMALL_TALK for w in words):
+        return True
+    return any(w not in SMALL_TALK and w not in STOPWORDS for w in words)
 
 
 def _said(content: str) -> str:

@@ -74,11 +74,31 @@ class Audit:
         return Counter(kind for f in self.found for kind in f.kinds)
 
 
-def _note(audit: Audit, agent: str, where: str, text: str, *, fixable: bool, version: Version | None = None) -> bool:
+def _note(
+    audit: Audit,
+    agent: str,
+    where: str,
+    text: str,
+    *,
+    fixable: bool,
+    version: Version | None = None,
+    seen: list[str] | None = None,
+) -> bool:
+    """Whether ``text`` holds a credential; each is noted in ``audit``, but one ``seen`` already holds (a row's
+    credentials found so far: its content's, repeated in its searched text and that text's line of bigrams) is noted
+    once (``seen`` gets those found)."""
     found = secrets.find(text)
-    if found:
-        kinds = tuple(f.kind for f in found)
-        audit.found.append(Found(agent, where, kinds, secrets.describe(text, found), fixable, version))
+    new = found
+    if seen is not None:
+        new = []
+        for f in found:
+            secret = text[f.start : f.end]
+            if not any(secret in earlier for earlier in seen):
+                new.append(f)
+                seen.append(secret)
+    if new:
+        kinds = tuple(f.kind for f in new)
+        audit.found.append(Found(agent, where, kinds, secrets.describe(text, new), fixable, version))
     return bool(found)
 
 
@@ -140,17 +160,20 @@ def scan(memory: Memory) -> Audit:
 
 def _scan_row(audit: Audit, agent: str, table: str, kind: str, row: dict[str, Any]) -> None:
     """A message's or a passage's texts (content, searched text, payload), its project and a passage's tags; a row
-    holding a credential is kept in ``audit.rows`` redacted (its vector dropped: it is embedded again)."""
+    holding a credential is kept in ``audit.rows`` redacted (its vector dropped: it is embedded again). The searched
+    text repeats the content (and a message's, the turn before it): a credential found in both is noted once, at the
+    content (the searched text is redacted too)."""
     fields = ["content", "text"] + (["payload"] if table == "messages" else [])
     texts = {f: str(row.get(f) or "") for f in fields}
     names = {"text": "searched text"}
     hit = False
+    seen: list[str] = []  # a credential in the content and the searched text is counted once
     for f in fields:
         where = f"{kind} {row['id']} ({names.get(f, f)})"
         if f == "payload":
             hit = _note_payload(audit, agent, where, texts[f]) or hit
         else:
-            hit = _note(audit, agent, where, texts[f], fixable=True) or hit
+            hit = _note(audit, agent, where, texts[f], fixable=True, seen=seen) or hit
     project = row.get("project")
     if isinstance(project, str) and _note(audit, agent, f"{kind} {row['id']} (project)", project, fixable=True):
         hit = True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 
 from ..base.errors import ValidationError
-from ..base.records import to_us
+from ..base.records import KEYWORD_LINE, to_us
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,15 @@ class Filter:
     # meta rows with one of these keys (a deletion by key: its filter, kept in the table's transaction and manifest
     # files, then holds no value, so no link note)
     keys: tuple[str, ...] | None = None
-    containing: str | None = None  # rows whose content or keyword text holds this text, exactly (case and all)
+    # rows whose content or keyword text holds this text, exactly (case and all); of the keyword text, the part before
+    # its line of bigrams (``records.KEYWORD_LINE``: the line holds words apart that the row holds glued)
+    containing: str | None = None
     text_holds: str | None = None  # rows whose ``text`` column holds this text, exactly (folder files)
     # messages whose payload (JSON text) holds this text as JSON writes it in a string, non-ASCII escaped or not: a
     # model's own text kept there (an answer's beside its send_message reply); the caller checks the rows it gets
     payload_holds: str | None = None
+    text_matches: str | None = None  # rows whose ``text`` column matches this regular expression (``regexp_like``)
+    text_lacks: str | None = None  # rows whose ``text`` column does not hold this text
     # passages with a tag holding this text, exactly (tags are joined by newlines: one holding a newline may match
     # across two tags, so a caller that needs exactness checks the rows it gets)
     tag_holds: str | None = None
@@ -76,6 +80,11 @@ def sql_list(values: Iterable[str]) -> str:
 
 def _in(values: Iterable[str]) -> str:
     return "(" + ", ".join(sql_str(v) for v in values) + ")"
+
+
+_LINE = sql_str(KEYWORD_LINE)
+# A row's keyword text without its line of bigrams (``records.KEYWORD_LINE``; strpos and substr count characters)
+_OWN_TEXT = f"CASE WHEN strpos(text, {_LINE}) > 0 THEN substr(text, 1, strpos(text, {_LINE}) - 1) ELSE text END"
 
 
 def compile_filter(where: Filter | None) -> str | None:
@@ -132,7 +141,7 @@ def compile_filter(where: Filter | None) -> str | None:
         if not where.containing:
             raise ValidationError("The text to look for is empty; give the text itself.")
         text = sql_str(where.containing)
-        clauses.append(f"(strpos(content, {text}) > 0 OR strpos(text, {text}) > 0)")
+        clauses.append(f"(strpos(content, {text}) > 0 OR strpos({_OWN_TEXT}, {text}) > 0)")
     if where.payload_holds is not None:
         if not where.payload_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")
@@ -142,6 +151,12 @@ def compile_filter(where: Filter | None) -> str | None:
         if not where.text_holds:
             raise ValidationError("The text to look for is empty; give the text itself.")
         clauses.append(f"strpos(text, {sql_str(where.text_holds)}) > 0")
+    if where.text_matches is not None:
+        clauses.append(f"regexp_like(text, {sql_str(where.text_matches)})")
+    if where.text_lacks is not None:
+        if not where.text_lacks:
+            raise ValidationError("The text to look for is empty; give the text itself.")
+        clauses.append(f"strpos(text, {sql_str(where.text_lacks)}) = 0")
     for column, held in (("tags", where.tag_holds), ("project", where.project_holds)):
         if held is not None:
             if not held:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -180,6 +180,32 @@ class Rows:
             with self.conn.writing(table):
                 t.merge_insert("id").when_matched_update_all().execute(rows)
             self.conn.wrote(len(rows), table)
+
+    def set_texts(self, table: str, ids: Sequence[str], text_of: Callable[[str], str]) -> int:
+        """Write the keyword ``text`` of the rows ``ids`` of ``table`` anew, as ``text_of(their text)``; returns the
+        rows written (those whose text changes). Only rows still stored are written: one another process deleted
+        since its id was read stays deleted (an update, never an insert). A commit conflict reads the rows again, at
+        the table's newest version, and tries again (``commit_with_retries``)."""
+        t = self.conn.tables[table]
+        where = compile_filter(Filter(ids=tuple(ids)))
+
+        def attempt(n: int) -> int:
+            if n:  # from the newest version, not the one a lost commit started from (``read_staleness``)
+                t.checkout_latest()
+            rows: list[dict[str, Any]] = t.search().where(where).limit(None).to_list()
+            changed = []
+            for r in rows:
+                r.pop("_distance", None)
+                text = text_of(r["text"] or "")
+                if text != r["text"]:
+                    changed.append({**r, "text": text})
+            if changed:
+                with self.conn.writing(table):
+                    t.merge_insert("id").when_matched_update_all().execute(changed)
+                self.conn.wrote(len(changed), table)
+            return len(changed)
+
+        return commit_with_retries(self.conn.uri, f"keyword texts in {table}", attempt) if ids else 0
 
     @reads("rows without vectors")
     def rows_without_vectors(self, table: str, limit: int = 256, where: Filter | None = None) -> list[dict[str, Any]]:

@@ -14,14 +14,22 @@ Lucene's CJK analyzer gives: each run of these characters also written as its ov
   too much).
 - ``grams``: the words ``query.terms`` counts of one such word (coverage, the sittings' BM25).
 - ``word_count``: the ranker's ``length`` feature's word count (a Chinese or Japanese character counts half a word).
-- ``base_of`` / ``stale``: the text a keyword text was made from, and whether a stored keyword text predates this
-  (``tiermem optimize`` writes it again; ``tiermem doctor`` says when rows need it).
+- ``base_of``: the text a keyword text was made from. A stored keyword text holding such a character (``CHARACTERS``)
+  and no line of bigrams (``records.KEYWORD_LINE``) predates this: ``tiermem doctor`` asks the store for those rows,
+  ``tiermem optimize`` writes them anew.
+
+Only the first ``MAX_CHARS`` characters of a text are written as bigrams, here and in ``query.terms``: a longer text's
+further words count as whole runs, as before bigrams (its keyword text would otherwise be about six times its length,
+and its terms a list of as many bigrams as it has characters: 1,000,000 characters took 1.9 s and 158 MB to write,
+2.6 s to rank). ``MAX_CHARS`` is ``max_content_chars``' default: a row within the default limit is found by every word.
 Pure functions over text; no I/O.
 """
 
 from __future__ import annotations
 
 import re
+
+from ...base.records import KEYWORD_LINE
 
 # Han (with the CJK extensions and compatibility ideographs), kana (with the half-width forms) and the iteration
 # marks: written without spaces between words; Hangul (syllables and jamo) writes spaces between words.
@@ -30,13 +38,15 @@ _UNSPACED_CHARS = (
     "\uff66-\uff9f\U00020000-\U0003134f"
 )
 _CJK = _UNSPACED_CHARS + "\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f"
+CHARACTERS = f"[{_CJK}]"  # a regular expression (Python's and LanceDB's) matching one such character
+MAX_CHARS = 100_000  # the characters of a text written as bigrams (the rest: whole runs)
 _RUN = re.compile(f"[{_CJK}]+")
 _PIECES = re.compile(f"([{_CJK}]+)")
 _UNSPACED = re.compile(f"[{_UNSPACED_CHARS}]")
 _WORD = re.compile(r"\w+")
 
-MARK = "\u241f"  # "␟": the keyword text's last line of bigrams starts after it (no word character: never indexed)
-_LINE = f"\n{MARK} "
+_LINE = KEYWORD_LINE  # the keyword text's last line of bigrams starts with it
+MARK = _LINE.strip()  # "␟": no word character, never indexed
 
 
 def has_cjk(text: str) -> bool:
@@ -48,6 +58,8 @@ def grams(word: str, *, unigrams: bool = False) -> list[str]:
     """The pieces of one word (a run of word characters) holding such characters: each run of them as its overlapping
     bigrams (a run of one as itself; with ``unigrams``, every character as well), and the letters or digits glued to
     them as they are."""
+    if len(word) > 1 and _RUN.fullmatch(word) is not None and not unigrams:  # the common case: one run alone
+        return [word[i : i + 2] for i in range(len(word) - 1)]
     out: list[str] = []
     for piece in _PIECES.split(word):
         if not piece:
@@ -64,21 +76,24 @@ def grams(word: str, *, unigrams: bool = False) -> list[str]:
 
 
 def _expanded(text: str, unigrams: bool) -> list[str]:
-    return [g for w in _WORD.findall(text) if has_cjk(w) for g in grams(w, unigrams=unigrams)]
+    """The pieces of the words of ``text``'s first ``MAX_CHARS`` characters that hold such characters."""
+    return [g for w in _WORD.findall(text[:MAX_CHARS]) if has_cjk(w) for g in grams(w, unigrams=unigrams)]
 
 
 def keyword_text(base: str) -> str:
-    """The keyword-indexed text of ``base``: ``base`` itself when it holds no Chinese, Japanese or Korean character;
-    else ``base`` and a last line, after ``MARK``, of its bigrams, characters and glued letters or digits."""
-    if not has_cjk(base):
+    """The keyword-indexed text of ``base``: ``base`` itself when its first ``MAX_CHARS`` characters hold no Chinese,
+    Japanese or Korean character; else ``base`` and a last line, after ``MARK``, of those characters' bigrams, the
+    characters and the letters or digits glued to them."""
+    if not has_cjk(base[:MAX_CHARS]):
         return base
     return f"{base}{_LINE}{' '.join(_expanded(base, unigrams=True))}"
 
 
 def keyword_query(text: str) -> str:
     """The keyword leg's query for ``text``: ``text`` itself, and the bigrams of its Chinese, Japanese or Korean words
-    (a word of one character as itself) and the letters or digits glued to them."""
-    if not has_cjk(text):
+    (a word of one character as itself) and the letters or digits glued to them (of its first ``MAX_CHARS``
+    characters)."""
+    if not has_cjk(text[:MAX_CHARS]):
         return text
     return f"{text} {' '.join(_expanded(text, unigrams=False))}"
 
@@ -89,15 +104,10 @@ def base_of(text: str) -> str:
     return base if line else text
 
 
-def stale(text: str) -> bool:
-    """Whether a stored keyword text lacks the bigrams ``keyword_text`` writes (stored before tiermem wrote them)."""
-    return has_cjk(text) and keyword_text(base_of(text)) != text
-
-
 def word_count(text: str) -> int:
     """How many words ``text`` holds: its pieces between spaces, and half a word for each Chinese or Japanese
     character (written without spaces; about two characters a word). A text without them: ``len(text.split())``."""
     words = len(text.split())
     if not has_cjk(text):
         return words
-    return words + len(_UNSPACED.findall(text)) // 2
+    return words + (len(text) - len(_UNSPACED.sub("", text))) // 2  # no list of the characters

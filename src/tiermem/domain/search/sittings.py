@@ -28,10 +28,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .query import terms  # the words BM25 counts (lower-cased, stopwords left out)
+from . import cjk
+from .query import STOPWORDS  # left out of the words BM25 counts
 from .ranking import SESSION_US
 
 K1, B = 1.2, 0.75
+GRAMS = 64  # Chinese, Japanese or Korean bigrams one text counts at most (``stems``)
+_WORDS = re.compile(r"\w+")
 log = logging.getLogger(__name__)
 _VOWEL = re.compile(r"[aeiouy]")
 
@@ -64,8 +67,23 @@ def stem(word: str) -> str:
 
 
 def stems(text: str) -> list[str]:
-    """The words BM25 counts: ``query.terms`` (lower-cased, stopwords left out), each as its ``stem``."""
-    return [stem(w) for w in terms(text)]
+    """The words BM25 counts: ``query.terms`` (lower-cased, stopwords left out), each as its ``stem``; but of the
+    Chinese, Japanese and Korean words, their bigrams each once, and at most ``GRAMS`` of them (the first): a turn of
+    200 such characters would otherwise count about 190 words, not the dozen of a turn as long in English. Measured
+    on 20,000 Chinese turns of 150 characters (``python -m bench cjk``), the index of every bigram: 1.9 s CPU, 105 MB;
+    of at most 64 a turn: 0.85 s, 80 MB (whole runs, before bigrams: 0.4 s, 18 MB, and no Chinese query matched)."""
+    out: list[str] = []
+    grams: dict[str, None] = {}
+    for w in _WORDS.findall(text):
+        w = w.lower()
+        if not cjk.has_cjk(w):
+            if w not in STOPWORDS:
+                out.append(stem(w) if len(w) > 3 else w)
+        elif len(grams) < GRAMS:
+            for g in cjk.grams(w[: 8 * GRAMS]):
+                if g not in STOPWORDS:
+                    grams[g if len(g) <= 3 else stem(g)] = None  # (``stem`` keeps a word that short as it is)
+    return out + list(grams)[:GRAMS]
 
 
 @dataclass(eq=False)
@@ -125,9 +143,10 @@ class SittingIndex:
         last.seqs.append(place)
         last.ids.append(str(row.get("id") or ""))
         words = stems(str(row.get("content") or ""))
-        for w in set(words) - set(last.tf):
-            self.df[w] += 1
-            self.postings.setdefault(w, []).append(last)
+        for w in set(words):
+            if w not in last.tf:  # new to the sitting (not a set of the sitting's words per turn: it grows)
+                self.df[w] += 1
+                self.postings.setdefault(w, []).append(last)
         last.tf.update(words)
         last.length += len(words)
         self.total += len(words)

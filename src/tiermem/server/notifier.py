@@ -34,7 +34,7 @@ import time
 import weakref
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -262,12 +262,17 @@ class Notifier:
         if not (changed or list_changed) or self._loop is None:
             return True
         self.remote_changes += 1
+        return self._publish_from_watch(self._publish_remote, changed, list_changed)
+
+    def _publish_from_watch(self, publish: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> bool:
+        """Run ``publish(*args)`` on the server's event loop from the watch thread; False once the loop is gone (the
+        watch ends: ``_stopped``). One failed delivery never ends the watch."""
         try:
-            anyio.from_thread.run(self._publish_remote, changed, list_changed, token=self._loop)
+            anyio.from_thread.run(publish, *args, token=self._loop)
         except RuntimeError as exc:  # the event loop is gone: the server is stopping
             log.debug("watch: stopped: %s", exc)
             return self._stopped()
-        except Exception as exc:  # one failed delivery never ends the watch
+        except Exception as exc:
             log.warning("watch: could not publish a change: %s", exc)
         return True
 
@@ -329,14 +334,7 @@ class Notifier:
         self._tools_token = token
         if self._loop is None:
             return True
-        try:
-            anyio.from_thread.run(self._publish_tools_if, attached, token=self._loop)
-        except RuntimeError as exc:  # the event loop is gone: the server is stopping
-            log.debug("watch: stopped: %s", exc)
-            return self._stopped()
-        except Exception as exc:  # one failed delivery never ends the watch
-            log.warning("watch: could not publish a change: %s", exc)
-        return True
+        return self._publish_from_watch(self._publish_tools_if, attached)
 
     async def _publish_tools_if(self, attached: bool) -> None:
         """Tell the clients the tool list changed if whether a folder is attached differs from what they were shown."""

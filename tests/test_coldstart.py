@@ -22,7 +22,7 @@ from tiermem.domain.memory import Memory
 from tiermem.server.runtime import MemoryHandle
 
 from .conftest import PYTHON, ROOT, serve_in_process, text_of
-from .test_transports import server_env
+from .test_transports import server_env, stdio_server
 
 HEAVY = ("lancedb", "pyarrow", "onnxruntime", "numpy", "fastembed", "pandas")
 HARNESS = Path(__file__).parent / "harness" / "without_heavy.py"
@@ -122,19 +122,10 @@ def test_a_server_closed_right_after_its_first_answer_exits_cleanly(tmp_path: Pa
     exception not rethrown": native code torn down mid-import at interpreter shutdown. The race is rare; this
     test checks the clean exit, it does not reproduce that race on demand.)"""
     import json
-    import subprocess
 
     env = server_env(tmp_path)
     env.pop("TIERMEM_EMBEDDING_MODEL")  # the packaged model: onnxruntime loads in the background
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
+    proc = stdio_server(tmp_path, env=env)
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(message: dict[str, object]) -> None:

@@ -24,7 +24,7 @@ from tiermem.base.config import load_settings
 from tiermem.domain.factory import open_memory
 
 from .conftest import PYTHON, ROOT
-from .test_transports import free_port, server_env
+from .test_transports import free_port, server_env, stdio_server
 
 FIXTURES = ROOT / "tests" / "fixtures" / "agent-file"
 
@@ -348,15 +348,7 @@ def test_a_stdio_request_with_a_lone_surrogate_is_answered_with_its_id(tmp_path:
         '{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "memory_open", "arguments": '
         '{"label": "human"}}}',
     ]
-    server = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=server_env(tmp_path),
-    )
+    server = stdio_server(tmp_path)
     assert server.stdin is not None and server.stdout is not None
     try:
         server.stdin.write("\n".join(lines) + "\n")

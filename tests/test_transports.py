@@ -34,6 +34,22 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def stdio_server(tmp_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``tiermem serve`` over stdio on ``tmp_path / "data"``, its three streams piped as text (``server_env`` unless
+    ``env`` is given); the caller ends it."""
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=server_env(tmp_path) if env is None else env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    return proc
+
+
 HTTP_TOKEN = "9a4f2c7e0b1d4e6f8a3c5b7d9e0f1a2b"  # TIERMEM_HTTP_TOKEN of the HTTP servers these tests start
 AUTH = {"authorization": f"Bearer {HTTP_TOKEN}"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,8 +19,8 @@ from tiermem.domain.factory import open_memory
 from tiermem.domain.memory import Memory
 from tiermem.store import Store
 
-from .conftest import PYTHON, ROOT, memory_over
-from .test_transports import server_env
+from .conftest import memory_over
+from .test_transports import stdio_server
 
 T0 = datetime(2023, 5, 1, 10, tzinfo=UTC)
 TOPICS = (
@@ -146,15 +145,7 @@ def test_a_stdio_server_warms_its_agent_and_exits_cleanly(tmp_path: Path) -> Non
     agent = stored.ensure_agent("default").id
     log_sittings(stored, agent, 20)
     stored.settle(10)
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=server_env(tmp_path),
-    )
+    proc = stdio_server(tmp_path)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(
         json.dumps(

@@ -5,14 +5,12 @@ says, with the request's own id where it can be read, the same over stdio and st
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from .conftest import PYTHON, ROOT
-from .test_transports import AUTH, HTTP_TOKEN, free_port, server_env, serving
+from .test_transports import AUTH, HTTP_TOKEN, free_port, serving, stdio_server
 
 HELLO = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 NOT_AN_ID = (
@@ -58,15 +56,7 @@ LONG_CASES = [(long_case(message), *rest) for message, *rest in CASES]
 
 def test_stdio_answers_misread_lines_with_their_ids(tmp_path: Path) -> None:
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", **HELLO}}
-    server = subprocess.Popen(
-        [PYTHON, "-m", "tiermem", "serve", "--data-dir", str(tmp_path / "data")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=server_env(tmp_path),
-    )
+    server = stdio_server(tmp_path)
     assert server.stdin is not None and server.stdout is not None
 
     def send(message: Any) -> None:

@@ -4,6 +4,7 @@ server on loopback, real ``tiermem`` processes; a running store whose endpoint g
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -180,8 +181,13 @@ class HoldingProxy:
     """Forwards to ``target``, but holds each request whose first line matches ``held`` for ``seconds`` before
     passing it on: a store that answers late, and applies the request late, after the client gave up."""
 
-    def __init__(self, target: int, held: re.Pattern[bytes], seconds: float) -> None:
-        self.target, self.held, self.seconds = target, held, seconds
+    def __init__(
+        self, target: int, held: re.Pattern[bytes], seconds: float, refused: re.Pattern[bytes] | None = None
+    ) -> None:
+        """``refused``: a request whose first line matches is answered by closing its connection (a store that
+        cannot be reached for it)."""
+        self.target, self.held, self.seconds, self.refused = target, held, seconds, refused
+        self.refusals = 0
         self.holds = 0
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
@@ -202,6 +208,9 @@ class HoldingProxy:
     def _pipe(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
         try:
             while data := src.recv(1 << 20):
+                if up and self.refused is not None and self.refused.match(data):
+                    self.refusals += 1
+                    return  # both ways shut below
                 if up and self.held.match(data):
                     self.holds += 1
                     time.sleep(self.seconds)
@@ -252,6 +261,34 @@ def test_a_write_the_store_applies_late_is_not_said_to_be_unwritten(tmp_path: Pa
         proxy.close()
         memory.core.close()
         other.core.close()
+
+
+def test_core_state_commands_do_not_open_the_archive(tmp_path: Path, s3_endpoint: str) -> None:  # noqa: F811
+    """`blocks list` / `blocks show LABEL` / `agents list` read only the core state (objects under ``core/``): with
+    every other request of the store refused (its LanceDB tables unreachable) they still answer. They opened the
+    archive first and failed on it (against a silent endpoint after ~35 s of LanceDB's retries, not ~5 s)."""
+    port = int(s3_endpoint.rsplit(":", 1)[1])
+    direct = config_at(tmp_path, s3_endpoint)
+    assert cli(tmp_path, direct, "remember", "the archive holds this").returncode == 0
+    assert cli(tmp_path, direct, "blocks", "set", "human", "likes tea").returncode == 0
+    core_only = re.compile(rb"[A-Z]+ (?!\S*(?:/core/|prefix=[^& ]*%2Fcore%2F))")  # any request not under core/
+    proxy = HoldingProxy(port, re.compile(rb"(?!)"), 0, refused=core_only)
+    cut = tmp_path / "cut.toml"
+    cut.write_text(direct.read_text().replace(s3_endpoint, f"http://127.0.0.1:{proxy.port}"), encoding="utf-8")
+    try:
+        listed = cli(tmp_path, cut, "blocks", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert "human" in {b["label"] for b in json.loads(listed.stdout)}
+        shown = cli(tmp_path, cut, "blocks", "show", "human")
+        assert shown.returncode == 0 and shown.stdout.strip() == "likes tea", shown.stderr
+        agents = cli(tmp_path, cut, "agents", "list")
+        assert agents.returncode == 0 and "default" in agents.stdout, agents.stderr
+        assert proxy.refusals == 0  # nothing but the core state was asked for
+        whole = cli(tmp_path, cut, "blocks", "show", "--core")  # counts the archive's rows: it opens the archive
+        assert whole.returncode != 0 and proxy.refusals > 0
+        assert_clean(whole.stderr.strip().splitlines()[-1])
+    finally:
+        proxy.close()
 
 
 def test_deadlines_fill_in_only_what_is_not_set(monkeypatch: pytest.MonkeyPatch) -> None:

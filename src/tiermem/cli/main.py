@@ -675,7 +675,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ..agent.repl import run_chat
 
         return run_chat(settings, message=args.message, conversation=args.conversation, as_json=args.json)
-    memory = open_memory(settings, start_embedder=False)
+    # A command of the core state alone opens only that: the archive (LanceDB) opens if something asks for it
+    core_only = core_state_only(args)
+    memory = open_memory(settings, start_embedder=False, lazy=core_only, archive_now=False)
     if args.command == "agents":
         if args.action == "delete":
             from .commands import agent_delete_command
@@ -720,6 +722,19 @@ def run_command(args: argparse.Namespace) -> int:
             echo(line)
         return 0
     raise ValidationError(f"Unknown command {args.command!r}; see tiermem --help.")
+
+
+def core_state_only(args: argparse.Namespace) -> bool:
+    """Whether the command reads or changes the core state (agents, blocks) and nothing of the archive: it opens
+    only the core state (``open_memory(lazy=True)``), so a store whose archive is slow, broken or unreachable does
+    not hold it up (with an object store that does not answer, `blocks list` waited ~35 s for LanceDB's retries and
+    then failed on the archive, though it reads only the core state). ``blocks show`` of the whole core memory
+    counts the archive's rows: it opens both."""
+    if args.command == "agents":
+        return args.action in ("list", "create")
+    if args.command == "blocks":
+        return not (args.action == "show" and (args.core or not args.label))
+    return False
 
 
 def _load_model_for_import(memory: Memory, args: argparse.Namespace) -> None:
